@@ -1,0 +1,15 @@
+//! The gpulens data model shared by the agent, the simulator and the collector: identities of
+//! clusters, nodes, GPUs, MIG instances, processes and tenants; the samples taken of them; and
+//! the versioned wire protocol. This crate does no IO.
+
+pub mod inventory;
+pub mod sample;
+pub mod tenant;
+pub mod wire;
+
+pub use inventory::{GpuInfo, MigInstanceInfo};
+pub use sample::{Allocation, GpuEvent, GpuSample, MigSample, ProcessKind, ProcessSample};
+pub use tenant::{Tenant, TenantKind};
+
+/// Milliseconds since the Unix epoch, UTC. Every timestamp in the model and on the wire.
+pub type UnixMillis = i64;

@@ -1,0 +1,486 @@
+//! Wire protocol version 1: one JSON batch per request (gzip-compressed on the wire).
+//!
+//! A batch carries the sending agent's identity, a per-agent-instance sequence number and
+//! one or more snapshots (sampling cycles). See docs/ingest.md for the full contract.
+
+use serde::{Deserialize, Serialize};
+
+use crate::{
+    Allocation, GpuEvent, GpuInfo, GpuSample, MigSample, ProcessSample, Tenant, UnixMillis,
+};
+
+/// The version number this module speaks.
+pub const VERSION: u32 = 1;
+
+/// Limits a collector enforces on every batch.
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    pub max_snapshots: usize,
+    /// Rows of all kinds (GPU, MIG, process, allocation, event) across the batch.
+    pub max_rows: usize,
+    pub max_tenants: usize,
+    pub max_string_len: usize,
+    /// How far a sample timestamp may lie in the future of the collector's clock.
+    pub max_future_ms: i64,
+    /// How far in the past a sample may lie (the raw retention).
+    pub max_age_ms: i64,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_snapshots: 3_600,
+            max_rows: 500_000,
+            max_tenants: 10_000,
+            max_string_len: 256,
+            max_future_ms: 5 * 60 * 1000,
+            max_age_ms: 7 * 24 * 3600 * 1000,
+        }
+    }
+}
+
+/// One request body of `POST /api/v1/ingest`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Batch {
+    /// Always 1 for this module.
+    pub version: u32,
+    pub cluster: String,
+    /// The node the samples come from; must match the node bound to the sender's token.
+    pub node: String,
+    /// Identifies one agent installation on the node (it survives restarts through the
+    /// agent's state directory). Sequence numbers count per agent id.
+    pub agent_id: String,
+    /// Strictly increasing per agent id. A batch whose sequence is not above the highest one
+    /// already stored for its agent id is a retry: acknowledged, not stored again.
+    pub seq: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent_version: Option<String>,
+    /// Nominal sampling interval in milliseconds; each snapshot stands for this much time.
+    pub interval_ms: u32,
+    /// The node's GPUs. Send it in every batch, or at least whenever it changes; a batch
+    /// without inventory keeps the last known one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub inventory: Option<Vec<GpuInfo>>,
+    /// Tenants referenced by the snapshots' `tenant` keys.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tenants: Vec<Tenant>,
+    pub snapshots: Vec<Snapshot>,
+}
+
+/// Everything one sampling cycle saw.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Snapshot {
+    pub ts: UnixMillis,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub gpus: Vec<GpuSample>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub mig: Vec<MigSample>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub processes: Vec<ProcessSample>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub allocations: Vec<Allocation>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub events: Vec<GpuEvent>,
+}
+
+impl Snapshot {
+    pub fn row_count(&self) -> usize {
+        self.gpus.len()
+            + self.mig.len()
+            + self.processes.len()
+            + self.allocations.len()
+            + self.events.len()
+    }
+}
+
+/// Why a batch was refused. The message names the offending field and value.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{0}")]
+pub struct Invalid(pub String);
+
+fn invalid(msg: impl Into<String>) -> Invalid {
+    Invalid(msg.into())
+}
+
+impl Batch {
+    pub fn row_count(&self) -> usize {
+        self.snapshots.iter().map(Snapshot::row_count).sum()
+    }
+
+    /// The earliest and latest snapshot timestamps, if there are snapshots.
+    pub fn time_range(&self) -> Option<(UnixMillis, UnixMillis)> {
+        let min = self.snapshots.iter().map(|s| s.ts).min()?;
+        let max = self.snapshots.iter().map(|s| s.ts).max()?;
+        Some((min, max))
+    }
+
+    /// Checks everything a collector must check before storing anything: version, limits,
+    /// identifiers, value ranges, timestamps and tenant references.
+    pub fn validate(&self, limits: &Limits, now: UnixMillis) -> Result<(), Invalid> {
+        if self.version != VERSION {
+            return Err(invalid(format!(
+                "unsupported protocol version {}; this collector speaks version {VERSION}",
+                self.version
+            )));
+        }
+        check_name("cluster", &self.cluster, limits)?;
+        check_name("node", &self.node, limits)?;
+        check_name("agent_id", &self.agent_id, limits)?;
+        if self.seq == 0 {
+            return Err(invalid("seq must start at 1"));
+        }
+        if self.seq > i64::MAX as u64 {
+            return Err(invalid(format!("seq {} is larger than 2^63-1", self.seq)));
+        }
+        if self.interval_ms == 0 || self.interval_ms > 3_600_000 {
+            return Err(invalid(format!(
+                "interval_ms must be between 1 and 3600000, got {}",
+                self.interval_ms
+            )));
+        }
+        if self.snapshots.len() > limits.max_snapshots {
+            return Err(invalid(format!(
+                "batch has {} snapshots; the limit is {}",
+                self.snapshots.len(),
+                limits.max_snapshots
+            )));
+        }
+        let rows = self.row_count();
+        if rows > limits.max_rows {
+            return Err(invalid(format!(
+                "batch has {rows} rows; the limit is {}",
+                limits.max_rows
+            )));
+        }
+        if self.tenants.len() > limits.max_tenants {
+            return Err(invalid(format!(
+                "batch has {} tenants; the limit is {}",
+                self.tenants.len(),
+                limits.max_tenants
+            )));
+        }
+        let mut tenant_keys = std::collections::HashSet::new();
+        for (i, t) in self.tenants.iter().enumerate() {
+            check_name(&format!("tenants[{i}].key"), &t.key, limits)?;
+            for (field, value) in [
+                ("namespace", &t.namespace),
+                ("pod", &t.pod),
+                ("container", &t.container),
+                ("pod_uid", &t.pod_uid),
+                ("job_id", &t.job_id),
+                ("user", &t.user),
+                ("account", &t.account),
+            ] {
+                if let Some(v) = value {
+                    check_text(&format!("tenants[{i}].{field}"), v, limits)?;
+                }
+            }
+            if !tenant_keys.insert(t.key.as_str()) {
+                return Err(invalid(format!(
+                    "tenants[{i}].key {:?} appears twice",
+                    t.key
+                )));
+            }
+        }
+        let mut gpu_uuids = std::collections::HashSet::new();
+        if let Some(inventory) = &self.inventory {
+            for (i, g) in inventory.iter().enumerate() {
+                check_name(&format!("inventory[{i}].uuid"), &g.uuid, limits)?;
+                check_text(&format!("inventory[{i}].model"), &g.model, limits)?;
+                if !crate::inventory::SHARING_MODES.contains(&g.sharing.as_str()) {
+                    return Err(invalid(format!(
+                        "inventory[{i}].sharing must be one of {:?}, got {:?}",
+                        crate::inventory::SHARING_MODES,
+                        g.sharing
+                    )));
+                }
+                if g.memory_total_bytes < 0 {
+                    return Err(invalid(format!(
+                        "inventory[{i}].memory_total_bytes is negative"
+                    )));
+                }
+                if g.replicas == 0 {
+                    return Err(invalid(format!("inventory[{i}].replicas must be at least 1")));
+                }
+                for (j, m) in g.mig_instances.iter().enumerate() {
+                    check_text(&format!("inventory[{i}].mig_instances[{j}].profile"), &m.profile, limits)?;
+                }
+                if !gpu_uuids.insert(g.uuid.as_str()) {
+                    return Err(invalid(format!("inventory[{i}].uuid {:?} appears twice", g.uuid)));
+                }
+            }
+        }
+        let earliest = now - limits.max_age_ms;
+        let latest = now + limits.max_future_ms;
+        let mut seen_ts = std::collections::HashSet::new();
+        for (i, s) in self.snapshots.iter().enumerate() {
+            let at = |what: &str| format!("snapshots[{i}].{what}");
+            if s.ts < earliest || s.ts > latest {
+                return Err(invalid(format!(
+                    "snapshots[{i}].ts {} is outside the accepted range [{earliest}, {latest}] (ms since the epoch; at most {} days old and {} minutes ahead of the collector's clock)",
+                    s.ts,
+                    limits.max_age_ms / 86_400_000,
+                    limits.max_future_ms / 60_000
+                )));
+            }
+            if !seen_ts.insert(s.ts) {
+                return Err(invalid(format!("snapshots[{i}].ts {} appears twice in the batch", s.ts)));
+            }
+            let mut gpus_here = std::collections::HashSet::new();
+            for (j, g) in s.gpus.iter().enumerate() {
+                let at = |f: &str| at(&format!("gpus[{j}].{f}"));
+                check_name(&at("gpu_uuid"), &g.gpu_uuid, limits)?;
+                if !gpus_here.insert(g.gpu_uuid.as_str()) {
+                    return Err(invalid(format!("{} {:?} appears twice in one snapshot", at("gpu_uuid"), g.gpu_uuid)));
+                }
+                for (f, v) in [
+                    ("gpu_util", g.gpu_util),
+                    ("mem_util", g.mem_util),
+                    ("enc_util", g.enc_util),
+                    ("dec_util", g.dec_util),
+                    ("sm_active", g.sm_active),
+                    ("sm_occupancy", g.sm_occupancy),
+                    ("dram_active", g.dram_active),
+                    ("tensor_active", g.tensor_active),
+                    ("gr_engine_active", g.gr_engine_active),
+                ] {
+                    check_ratio(&at(f), v)?;
+                }
+                for (f, v) in [
+                    ("mem_used_bytes", g.mem_used_bytes),
+                    ("mem_total_bytes", g.mem_total_bytes),
+                    ("pcie_rx_bytes_per_s", g.pcie_rx_bytes_per_s),
+                    ("pcie_tx_bytes_per_s", g.pcie_tx_bytes_per_s),
+                    ("nvlink_rx_bytes_per_s", g.nvlink_rx_bytes_per_s),
+                    ("nvlink_tx_bytes_per_s", g.nvlink_tx_bytes_per_s),
+                    ("ecc_corrected", g.ecc_corrected),
+                    ("ecc_uncorrected", g.ecc_uncorrected),
+                ] {
+                    check_non_negative(&at(f), v)?;
+                }
+                check_finite(&at("power_w"), g.power_w.map(f64::from), 0.0, 10_000.0)?;
+                check_finite(&at("temp_c"), g.temp_c.map(f64::from), -50.0, 200.0)?;
+                check_finite(&at("energy_j"), g.energy_j, 0.0, f64::MAX)?;
+            }
+            for (j, m) in s.mig.iter().enumerate() {
+                let at = |f: &str| at(&format!("mig[{j}].{f}"));
+                check_name(&at("gpu_uuid"), &m.gpu_uuid, limits)?;
+                for (f, v) in [
+                    ("sm_active", m.sm_active),
+                    ("sm_occupancy", m.sm_occupancy),
+                    ("dram_active", m.dram_active),
+                    ("tensor_active", m.tensor_active),
+                    ("gr_engine_active", m.gr_engine_active),
+                ] {
+                    check_ratio(&at(f), v)?;
+                }
+                check_non_negative(&at("mem_used_bytes"), m.mem_used_bytes)?;
+                check_non_negative(&at("mem_total_bytes"), m.mem_total_bytes)?;
+            }
+            for (j, p) in s.processes.iter().enumerate() {
+                let at = |f: &str| at(&format!("processes[{j}].{f}"));
+                check_name(&at("gpu_uuid"), &p.gpu_uuid, limits)?;
+                for (f, v) in [
+                    ("sm_util", p.sm_util),
+                    ("mem_util", p.mem_util),
+                    ("enc_util", p.enc_util),
+                    ("dec_util", p.dec_util),
+                ] {
+                    check_ratio(&at(f), v)?;
+                }
+                check_non_negative(&at("mem_used_bytes"), p.mem_used_bytes)?;
+                if let Some(t) = &p.tenant
+                    && !tenant_keys.contains(t.as_str())
+                {
+                    return Err(invalid(format!(
+                        "{} {t:?} is not among the batch's tenants",
+                        at("tenant")
+                    )));
+                }
+            }
+            for (j, a) in s.allocations.iter().enumerate() {
+                let at = |f: &str| at(&format!("allocations[{j}].{f}"));
+                check_name(&at("gpu_uuid"), &a.gpu_uuid, limits)?;
+                if !tenant_keys.contains(a.tenant.as_str()) {
+                    return Err(invalid(format!(
+                        "{} {:?} is not among the batch's tenants",
+                        at("tenant"),
+                        a.tenant
+                    )));
+                }
+                if !(a.share > 0.0 && a.share <= 1.0) {
+                    return Err(invalid(format!(
+                        "{} must be in (0, 1], got {}",
+                        at("share"),
+                        a.share
+                    )));
+                }
+            }
+            for (j, e) in s.events.iter().enumerate() {
+                let at = |f: &str| at(&format!("events[{j}].{f}"));
+                check_name(&at("gpu_uuid"), &e.gpu_uuid, limits)?;
+                check_name(&at("kind"), &e.kind, limits)?;
+                if let Some(m) = &e.message {
+                    check_text(&at("message"), m, limits)?;
+                }
+                if e.ts < earliest || e.ts > latest {
+                    return Err(invalid(format!("{} {} is outside the accepted range", at("ts"), e.ts)));
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Identifiers: non-empty, bounded, printable, no whitespace or control characters.
+fn check_name(field: &str, value: &str, limits: &Limits) -> Result<(), Invalid> {
+    if value.is_empty() {
+        return Err(invalid(format!("{field} must not be empty")));
+    }
+    check_text(field, value, limits)?;
+    if value.chars().any(char::is_whitespace) {
+        return Err(invalid(format!("{field} {value:?} must not contain whitespace")));
+    }
+    Ok(())
+}
+
+/// Free text: bounded and free of control characters.
+fn check_text(field: &str, value: &str, limits: &Limits) -> Result<(), Invalid> {
+    if value.len() > limits.max_string_len {
+        return Err(invalid(format!(
+            "{field} is {} bytes long; the limit is {}",
+            value.len(),
+            limits.max_string_len
+        )));
+    }
+    if value.chars().any(char::is_control) {
+        return Err(invalid(format!("{field} {value:?} contains control characters")));
+    }
+    Ok(())
+}
+
+fn check_ratio(field: &str, value: Option<f32>) -> Result<(), Invalid> {
+    match value {
+        Some(v) if !(0.0..=1.0).contains(&v) => Err(invalid(format!(
+            "{field} is a ratio between 0 and 1, got {v}"
+        ))),
+        _ => Ok(()),
+    }
+}
+
+fn check_non_negative(field: &str, value: Option<i64>) -> Result<(), Invalid> {
+    match value {
+        Some(v) if v < 0 => Err(invalid(format!("{field} must not be negative, got {v}"))),
+        _ => Ok(()),
+    }
+}
+
+fn check_finite(field: &str, value: Option<f64>, min: f64, max: f64) -> Result<(), Invalid> {
+    match value {
+        Some(v) if !v.is_finite() || v < min || v > max => Err(invalid(format!(
+            "{field} must be between {min} and {max}, got {v}"
+        ))),
+        _ => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const NOW: i64 = 1_800_000_000_000;
+
+    fn batch() -> Batch {
+        Batch {
+            version: 1,
+            cluster: "c".into(),
+            node: "n1".into(),
+            agent_id: "a".into(),
+            seq: 1,
+            agent_version: None,
+            interval_ms: 1000,
+            inventory: None,
+            tenants: vec![Tenant {
+                key: "host/1000".into(),
+                kind: crate::TenantKind::HostUser,
+                namespace: None,
+                pod: None,
+                container: None,
+                pod_uid: None,
+                job_id: None,
+                user: Some("alice".into()),
+                account: None,
+                uid: Some(1000),
+            }],
+            snapshots: vec![Snapshot {
+                ts: NOW,
+                gpus: vec![GpuSample {
+                    gpu_uuid: "GPU-1".into(),
+                    gpu_util: Some(0.5),
+                    ..Default::default()
+                }],
+                processes: vec![ProcessSample {
+                    gpu_uuid: "GPU-1".into(),
+                    pid: 10,
+                    start_time: NOW - 1000,
+                    tenant: Some("host/1000".into()),
+                    ..Default::default()
+                }],
+                ..Default::default()
+            }],
+        }
+    }
+
+    #[test]
+    fn a_valid_batch_passes() {
+        batch().validate(&Limits::default(), NOW).unwrap();
+    }
+
+    #[test]
+    fn errors_name_the_field_and_value() {
+        let mut b = batch();
+        b.snapshots[0].gpus[0].gpu_util = Some(57.0);
+        let err = b.validate(&Limits::default(), NOW).unwrap_err();
+        assert_eq!(
+            err.0,
+            "snapshots[0].gpus[0].gpu_util is a ratio between 0 and 1, got 57"
+        );
+
+        let mut b = batch();
+        b.snapshots[0].processes[0].tenant = Some("pod/x/y".into());
+        let err = b.validate(&Limits::default(), NOW).unwrap_err();
+        assert!(err.0.contains("is not among the batch's tenants"), "{err}");
+
+        let mut b = batch();
+        b.snapshots[0].ts = NOW + 3_600_000;
+        let err = b.validate(&Limits::default(), NOW).unwrap_err();
+        assert!(err.0.starts_with("snapshots[0].ts"), "{err}");
+
+        let mut b = batch();
+        b.version = 2;
+        assert!(b.validate(&Limits::default(), NOW).unwrap_err().0.contains("version 2"));
+
+        let mut b = batch();
+        b.node = "has space".into();
+        assert!(b.validate(&Limits::default(), NOW).unwrap_err().0.contains("whitespace"));
+    }
+
+    #[test]
+    fn limits_are_enforced() {
+        let limits = Limits {
+            max_rows: 1,
+            ..Limits::default()
+        };
+        let err = batch().validate(&limits, NOW).unwrap_err();
+        assert_eq!(err.0, "batch has 2 rows; the limit is 1");
+    }
+
+    #[test]
+    fn unknown_fields_are_refused_by_the_decoder() {
+        let json = r#"{"version":1,"cluster":"c","node":"n","agent_id":"a","seq":1,"interval_ms":1000,"snapshots":[],"extra":1}"#;
+        let err = serde_json::from_str::<Batch>(json).unwrap_err();
+        assert!(err.to_string().contains("unknown field `extra`"), "{err}");
+    }
+}

@@ -1,0 +1,434 @@
+//! The scenario file format (TOML): a cluster's nodes, their GPUs and sharing layout, and the
+//! tenants running on them with workload patterns and optional ground truth. Documented with
+//! examples in docs/scenarios.md; every example there is parsed by a test.
+
+use std::collections::HashSet;
+
+use serde::Deserialize;
+
+use crate::catalogue::{self, GpuModel};
+use crate::workload::Pattern;
+
+/// A parsed and validated scenario.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Scenario {
+    pub name: String,
+    #[serde(default)]
+    pub description: String,
+    #[serde(default = "default_cluster")]
+    pub cluster: String,
+    #[serde(default)]
+    pub seed: u64,
+    /// Live sampling interval, e.g. "1s" or "500ms".
+    #[serde(default = "default_interval")]
+    pub interval: String,
+    pub nodes: Vec<NodeSpec>,
+    #[serde(default)]
+    pub tenants: Vec<TenantSpec>,
+}
+
+/// One node and its GPUs.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NodeSpec {
+    pub name: String,
+    /// A model key from the catalogue: H100-80GB, H200, A100-80GB, A100-40GB, L40S, A10G.
+    pub model: String,
+    pub gpus: u32,
+    /// exclusive | time_slicing | mps | mig
+    #[serde(default = "default_sharing")]
+    pub sharing: String,
+    /// Replicas per GPU under time_slicing or mps.
+    #[serde(default = "one")]
+    pub replicas: u32,
+    /// Under mig: the profiles every GPU of the node is split into, in placement order.
+    #[serde(default)]
+    pub mig_layout: Vec<String>,
+    /// Whether a dcgm-exporter provides profiling fields (sm_active, …) on this node.
+    #[serde(default)]
+    pub dcgm: bool,
+    /// kubernetes | slurm | host
+    #[serde(default = "default_orchestrator")]
+    pub orchestrator: String,
+    /// Expected XID errors per GPU per day (0 for none).
+    #[serde(default)]
+    pub xid_per_day: f64,
+}
+
+/// One tenant and what it does.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TenantSpec {
+    /// Pod name, Slurm user or host user name, unique within the scenario.
+    pub name: String,
+    /// pod | slurm_job | host_user
+    pub kind: String,
+    #[serde(default)]
+    pub namespace: Option<String>,
+    #[serde(default)]
+    pub container: Option<String>,
+    #[serde(default)]
+    pub account: Option<String>,
+    #[serde(default)]
+    pub uid: Option<u32>,
+    pub node: String,
+    /// "0" a whole GPU, "0/mig/2" the third MIG instance of GPU 0, "0::1" replica 1 of GPU 0.
+    pub devices: Vec<String>,
+    pub pattern: Pattern,
+    /// Memory the tenant typically holds on each device, in GiB.
+    #[serde(default = "default_mem")]
+    pub mem_gib: f64,
+    /// Scales the compute the pattern asks for (1.0 = as the pattern describes).
+    #[serde(default = "one_f")]
+    pub intensity: f64,
+    /// Slurm tenants: a new job id every this many hours.
+    #[serde(default = "default_job_hours")]
+    pub job_hours: f64,
+    /// What the analytics should find about this tenant (for tests).
+    #[serde(default)]
+    pub truth: Truth,
+}
+
+/// Ground truth for the analytics tests.
+#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct Truth {
+    /// Finding kinds expected for this tenant, e.g. ["idle_allocation"].
+    #[serde(default)]
+    pub findings: Vec<String>,
+    /// The tenant this one suffers interference from, if any.
+    #[serde(default)]
+    pub victim_of: Option<String>,
+}
+
+/// A device reference inside a node, parsed from a tenant's `devices` entry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DeviceRef {
+    Gpu(u32),
+    Mig { gpu: u32, instance: u32 },
+    Replica { gpu: u32, replica: u32 },
+}
+
+/// What is wrong with a scenario file.
+#[derive(Debug, thiserror::Error)]
+pub enum ScenarioError {
+    #[error("scenario is not valid TOML or has unknown fields: {0}")]
+    Toml(#[from] toml::de::Error),
+    #[error("scenario {0}")]
+    Invalid(String),
+}
+
+fn bad(msg: impl Into<String>) -> ScenarioError {
+    ScenarioError::Invalid(msg.into())
+}
+
+fn default_cluster() -> String {
+    "default".into()
+}
+fn default_interval() -> String {
+    "1s".into()
+}
+fn default_sharing() -> String {
+    "exclusive".into()
+}
+fn default_orchestrator() -> String {
+    "kubernetes".into()
+}
+fn default_mem() -> f64 {
+    8.0
+}
+fn default_job_hours() -> f64 {
+    12.0
+}
+fn one() -> u32 {
+    1
+}
+fn one_f() -> f64 {
+    1.0
+}
+
+impl Scenario {
+    /// Parses and validates a scenario file's text.
+    pub fn from_toml(text: &str) -> Result<Scenario, ScenarioError> {
+        let scenario: Scenario = toml::from_str(text)?;
+        scenario.validate()?;
+        Ok(scenario)
+    }
+
+    /// The live sampling interval in milliseconds.
+    pub fn interval_ms(&self) -> u32 {
+        parse_duration_ms(&self.interval).unwrap_or(1000)
+    }
+
+    pub fn node(&self, name: &str) -> Option<&NodeSpec> {
+        self.nodes.iter().find(|n| n.name == name)
+    }
+
+    fn validate(&self) -> Result<(), ScenarioError> {
+        if self.nodes.is_empty() {
+            return Err(bad("has no nodes"));
+        }
+        match parse_duration_ms(&self.interval) {
+            Some(ms) if (100..=3_600_000).contains(&ms) => {}
+            _ => {
+                return Err(bad(format!(
+                    "interval {:?} is not a duration between 100ms and 1h (write \"1s\", \"500ms\", \"1m\")",
+                    self.interval
+                )));
+            }
+        }
+        let mut names = HashSet::new();
+        for node in &self.nodes {
+            if !names.insert(node.name.as_str()) {
+                return Err(bad(format!("node {:?} is defined twice", node.name)));
+            }
+            node.validate()?;
+        }
+        let mut tenant_names = HashSet::new();
+        for t in &self.tenants {
+            if !tenant_names.insert(t.name.as_str()) {
+                return Err(bad(format!("tenant {:?} is defined twice", t.name)));
+            }
+            let node = self.node(&t.node).ok_or_else(|| {
+                bad(format!("tenant {:?} runs on unknown node {:?}", t.name, t.node))
+            })?;
+            t.validate(node)?;
+        }
+        for t in &self.tenants {
+            if let Some(other) = &t.truth.victim_of
+                && !tenant_names.contains(other.as_str())
+            {
+                return Err(bad(format!(
+                    "tenant {:?}: truth.victim_of names unknown tenant {other:?}",
+                    t.name
+                )));
+            }
+        }
+        Ok(())
+    }
+}
+
+impl NodeSpec {
+    pub fn gpu_model(&self) -> &'static GpuModel {
+        catalogue::model(&self.model).expect("validated")
+    }
+
+    fn validate(&self) -> Result<(), ScenarioError> {
+        let n = &self.name;
+        let model = catalogue::model(&self.model).ok_or_else(|| {
+            let known: Vec<_> = catalogue::MODELS.iter().map(|m| m.key).collect();
+            bad(format!("node {n:?}: unknown GPU model {:?}; known: {known:?}", self.model))
+        })?;
+        if self.gpus == 0 || self.gpus > 16 {
+            return Err(bad(format!("node {n:?}: gpus must be 1 to 16, got {}", self.gpus)));
+        }
+        if !["kubernetes", "slurm", "host"].contains(&self.orchestrator.as_str()) {
+            return Err(bad(format!(
+                "node {n:?}: orchestrator must be kubernetes, slurm or host, got {:?}",
+                self.orchestrator
+            )));
+        }
+        match self.sharing.as_str() {
+            "exclusive" => {}
+            "time_slicing" | "mps" => {
+                if !(2..=48).contains(&self.replicas) {
+                    return Err(bad(format!(
+                        "node {n:?}: {} needs replicas between 2 and 48, got {}",
+                        self.sharing, self.replicas
+                    )));
+                }
+            }
+            "mig" => {
+                if model.mig_profiles.is_empty() {
+                    return Err(bad(format!("node {n:?}: {} does not support MIG", model.key)));
+                }
+                if self.mig_layout.is_empty() {
+                    return Err(bad(format!("node {n:?}: sharing = \"mig\" needs a mig_layout")));
+                }
+                let (mut compute, mut memory) = (0, 0);
+                for name in &self.mig_layout {
+                    let p = model.profile(name).ok_or_else(|| {
+                        let known: Vec<_> = model.mig_profiles.iter().map(|p| p.name).collect();
+                        bad(format!(
+                            "node {n:?}: {name:?} is not a MIG profile of {}; known: {known:?}",
+                            model.key
+                        ))
+                    })?;
+                    compute += p.compute_slices;
+                    memory += p.memory_slices;
+                }
+                if compute > 7 || memory > 8 {
+                    return Err(bad(format!(
+                        "node {n:?}: mig_layout {:?} needs {compute} compute and {memory} memory slices; a {} has 7 and 8",
+                        self.mig_layout, model.key
+                    )));
+                }
+            }
+            other => {
+                return Err(bad(format!(
+                    "node {n:?}: sharing must be exclusive, time_slicing, mps or mig, got {other:?}"
+                )));
+            }
+        }
+        if !(0.0..=100.0).contains(&self.xid_per_day) {
+            return Err(bad(format!("node {n:?}: xid_per_day must be 0 to 100")));
+        }
+        Ok(())
+    }
+}
+
+impl TenantSpec {
+    /// The parsed device references (validated at load).
+    pub fn device_refs(&self) -> Vec<DeviceRef> {
+        self.devices.iter().filter_map(|d| parse_device(d)).collect()
+    }
+
+    fn validate(&self, node: &NodeSpec) -> Result<(), ScenarioError> {
+        let n = &self.name;
+        if self.name.is_empty() || self.name.chars().any(char::is_whitespace) {
+            return Err(bad(format!("tenant {n:?}: name must be non-empty without whitespace")));
+        }
+        match self.kind.as_str() {
+            "pod" => {
+                if self.namespace.is_none() {
+                    return Err(bad(format!("tenant {n:?}: a pod needs a namespace")));
+                }
+            }
+            "slurm_job" => {
+                if !(self.job_hours > 0.0) {
+                    return Err(bad(format!("tenant {n:?}: job_hours must be positive")));
+                }
+            }
+            "host_user" => {}
+            other => {
+                return Err(bad(format!(
+                    "tenant {n:?}: kind must be pod, slurm_job or host_user, got {other:?}"
+                )));
+            }
+        }
+        if self.devices.is_empty() {
+            return Err(bad(format!("tenant {n:?}: devices is empty")));
+        }
+        if !(self.mem_gib >= 0.0) || !(self.intensity >= 0.0 && self.intensity <= 4.0) {
+            return Err(bad(format!(
+                "tenant {n:?}: mem_gib must be >= 0 and intensity between 0 and 4"
+            )));
+        }
+        for d in &self.devices {
+            let r = parse_device(d).ok_or_else(|| {
+                bad(format!(
+                    "tenant {n:?}: device {d:?} is not \"GPU\", \"GPU/mig/INSTANCE\" or \"GPU::REPLICA\""
+                ))
+            })?;
+            let gpu = match r {
+                DeviceRef::Gpu(g) | DeviceRef::Mig { gpu: g, .. } | DeviceRef::Replica { gpu: g, .. } => g,
+            };
+            if gpu >= node.gpus {
+                return Err(bad(format!(
+                    "tenant {n:?}: device {d:?} names GPU {gpu} but node {:?} has {}",
+                    node.name, node.gpus
+                )));
+            }
+            let fits = match (r, node.sharing.as_str()) {
+                (DeviceRef::Gpu(_), "exclusive") => true,
+                (DeviceRef::Mig { instance, .. }, "mig") => (instance as usize) < node.mig_layout.len(),
+                (DeviceRef::Replica { replica, .. }, "time_slicing" | "mps") => replica < node.replicas,
+                _ => false,
+            };
+            if !fits {
+                return Err(bad(format!(
+                    "tenant {n:?}: device {d:?} does not exist on node {:?} (sharing {}, {} replicas, {} MIG instances)",
+                    node.name,
+                    node.sharing,
+                    node.replicas,
+                    node.mig_layout.len()
+                )));
+            }
+        }
+        Ok(())
+    }
+}
+
+fn parse_device(d: &str) -> Option<DeviceRef> {
+    if let Some((gpu, replica)) = d.split_once("::") {
+        return Some(DeviceRef::Replica {
+            gpu: gpu.parse().ok()?,
+            replica: replica.parse().ok()?,
+        });
+    }
+    if let Some((gpu, instance)) = d.split_once("/mig/") {
+        return Some(DeviceRef::Mig {
+            gpu: gpu.parse().ok()?,
+            instance: instance.parse().ok()?,
+        });
+    }
+    d.parse().ok().map(DeviceRef::Gpu)
+}
+
+/// Parses "250ms", "1s", "2m", "1h" into milliseconds.
+pub fn parse_duration_ms(s: &str) -> Option<u32> {
+    let s = s.trim();
+    let split = s.find(|c: char| !c.is_ascii_digit())?;
+    let (num, unit) = s.split_at(split);
+    let n: u32 = num.parse().ok()?;
+    let factor = match unit {
+        "ms" => 1,
+        "s" => 1000,
+        "m" => 60_000,
+        "h" => 3_600_000,
+        _ => return None,
+    };
+    n.checked_mul(factor)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const BASE: &str = r#"
+name = "t"
+[[nodes]]
+name = "n1"
+model = "H100-80GB"
+gpus = 2
+sharing = "mig"
+mig_layout = ["3g.40gb", "2g.20gb", "1g.10gb", "1g.10gb"]
+"#;
+
+    #[test]
+    fn parses_devices() {
+        assert_eq!(parse_device("3"), Some(DeviceRef::Gpu(3)));
+        assert_eq!(parse_device("1/mig/2"), Some(DeviceRef::Mig { gpu: 1, instance: 2 }));
+        assert_eq!(parse_device("0::3"), Some(DeviceRef::Replica { gpu: 0, replica: 3 }));
+        assert_eq!(parse_device("x"), None);
+    }
+
+    #[test]
+    fn rejects_impossible_layouts_and_devices() {
+        let text = BASE.replace("\"1g.10gb\", \"1g.10gb\"", "\"3g.40gb\"");
+        let err = Scenario::from_toml(&text).unwrap_err().to_string();
+        assert!(err.contains("needs 8 compute"), "{err}");
+
+        let text = format!(
+            "{BASE}\n[[tenants]]\nname=\"a\"\nkind=\"pod\"\nnamespace=\"ns\"\nnode=\"n1\"\ndevices=[\"0/mig/9\"]\npattern=\"steady_training\"\n"
+        );
+        let err = Scenario::from_toml(&text).unwrap_err().to_string();
+        assert!(err.contains("does not exist on node"), "{err}");
+
+        let text = BASE.replace("H100-80GB", "L40S");
+        let err = Scenario::from_toml(&text).unwrap_err().to_string();
+        assert!(err.contains("does not support MIG"), "{err}");
+
+        let err = Scenario::from_toml("name = 1").unwrap_err().to_string();
+        assert!(err.contains("not valid TOML"), "{err}");
+    }
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration_ms("1s"), Some(1000));
+        assert_eq!(parse_duration_ms("250ms"), Some(250));
+        assert_eq!(parse_duration_ms("2m"), Some(120_000));
+        assert_eq!(parse_duration_ms("1 s"), None);
+    }
+}
