@@ -1,1 +1,150 @@
-//! placeholder
+//! The gpulens collector: ingest API, storage (PostgreSQL or embedded SQLite) with rollups
+//! and retention, the read API, the dashboard, `/metrics`, and the `gpulens` command line.
+
+pub mod api;
+pub mod auth;
+pub mod cli;
+pub mod config;
+pub mod demo;
+pub mod error;
+pub mod ingest;
+pub mod jobs;
+pub mod metrics;
+pub mod server;
+pub mod simulate;
+pub mod store;
+
+use crate::cli::{Command, DbArgs, ServeArgs, SimulateArgs};
+use crate::config::{Config, Secret};
+
+/// Milliseconds since the Unix epoch, now.
+pub fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
+}
+
+/// Resolves on Ctrl-C or SIGTERM.
+pub async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let term = async {
+        if let Ok(mut s) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            s.recv().await;
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! {
+        () = ctrl_c => {},
+        () = term => {},
+    }
+    tracing::info!("shutting down");
+}
+
+/// Runs one `gpulens` command.
+pub async fn run(command: Command) -> anyhow::Result<()> {
+    match command {
+        Command::Demo(args) => demo::run(args).await,
+        Command::Serve(args) => serve(args).await,
+        Command::Simulate(args) => simulate(args).await,
+        Command::Migrate(args) => migrate(args).await,
+    }
+}
+
+fn load_config(db: &DbArgs) -> anyhow::Result<Config> {
+    let mut config = match &db.config {
+        Some(path) => Config::load(path)?,
+        None => Config::default(),
+    };
+    if let Some(url) = &db.database_url {
+        config.database_url = Some(Secret(url.clone()));
+    }
+    Ok(config)
+}
+
+async fn open_store(config: &Config) -> anyhow::Result<store::Store> {
+    let url = config.database_url();
+    if url.starts_with("sqlite://") {
+        std::fs::create_dir_all(&config.data_dir)
+            .map_err(|e| anyhow::anyhow!("cannot create data directory {}: {e}", config.data_dir.display()))?;
+    }
+    let store = store::Store::connect(&url)
+        .await
+        .map_err(|e| anyhow::anyhow!("cannot open database {}: {e}", store::redact_url(&url)))?;
+    Ok(store)
+}
+
+async fn migrate(args: DbArgs) -> anyhow::Result<()> {
+    let config = load_config(&args)?;
+    let store = open_store(&config).await?;
+    let applied = store.migrate().await?;
+    if applied.is_empty() {
+        println!("database is up to date ({})", store.backend());
+    } else {
+        println!("applied {} migration(s) to {}: {}", applied.len(), store.backend(), applied.join(", "));
+    }
+    Ok(())
+}
+
+async fn serve(args: ServeArgs) -> anyhow::Result<()> {
+    let mut config = load_config(&args.db)?;
+    if let Some(listen) = args.listen {
+        config.listen = listen;
+    }
+    let auth = auth::Auth::from_config(&config.agents)?;
+    if config.agents.is_empty() {
+        tracing::warn!("no [[agents]] configured: every ingest request will be refused with 401");
+    }
+    let store = open_store(&config).await?;
+    let applied = store.migrate().await?;
+    if !applied.is_empty() {
+        tracing::info!(?applied, "migrations applied");
+    }
+    let listener = tokio::net::TcpListener::bind(config.listen)
+        .await
+        .map_err(|e| anyhow::anyhow!("cannot listen on {}: {e}", config.listen))?;
+    let state = server::AppState::new(
+        store,
+        auth,
+        config.ingest.clone(),
+        (&config.retention).into(),
+        config.teams.clone(),
+    );
+    tracing::info!(listen = %listener.local_addr()?, backend = state.store.backend(), "gpulens collector serving");
+    let jobs = tokio::spawn(jobs::run_forever(state.clone(), config.rollup_every));
+    let result = server::serve(listener, state, shutdown_signal()).await;
+    jobs.abort();
+    Ok(result?)
+}
+
+async fn simulate(args: SimulateArgs) -> anyhow::Result<()> {
+    let scenario = simulate::load_scenario(Some(&args.scenario))?;
+    let interval = std::time::Duration::from_millis(u64::from(scenario.interval_ms()));
+    let client = ingest_client::Client::new(&args.collector, &args.token)?;
+    let fleet = simulator::Fleet::new(scenario);
+    let driver = simulate::Driver::new(fleet, client);
+    let now = now_ms();
+    if !args.history.is_zero() {
+        let from = now - args.history.as_millis() as i64;
+        let stats = driver
+            .backfill(|_| from, now, args.history_step.as_millis().max(1000) as i64, 60, |done, total| {
+                eprint!("\rbackfilling: {done}/{total} batches");
+            })
+            .await?;
+        eprintln!();
+        println!("backfilled {} batches, {} rows", stats.batches, stats.rows);
+    }
+    match args.duration {
+        Some(d) if d.is_zero() => Ok(()),
+        d => {
+            println!("streaming every {} ms", interval.as_millis());
+            tokio::select! {
+                r = driver.stream(interval, d) => r,
+                () = shutdown_signal() => Ok(()),
+            }
+        }
+    }
+}

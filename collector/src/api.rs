@@ -1,0 +1,262 @@
+//! The read API under `/api/v1/`: nodes, GPUs, tenants and time series. View types here are
+//! the JSON shapes clients see; times are RFC 3339 strings in UTC.
+
+use std::time::{Duration, UNIX_EPOCH};
+
+use axum::Json;
+use axum::extract::{Query, State};
+use serde::{Deserialize, Serialize};
+
+use crate::error::ApiError;
+use crate::server::AppState;
+use crate::store::{Agg, Entity, GpuRecord, Metric, NodeRecord, Series, SeriesQuery, TenantRecord};
+
+/// RFC 3339 text of a Unix-millisecond instant.
+pub fn rfc3339(ms: i64) -> String {
+    let t = UNIX_EPOCH + Duration::from_millis(ms.max(0) as u64);
+    humantime::format_rfc3339_millis(t).to_string()
+}
+
+/// A node older than this many sampling intervals (and at least two minutes) is silent.
+const SILENT_INTERVALS: i64 = 30;
+
+#[derive(Debug, Serialize)]
+pub struct NodeView {
+    pub cluster: String,
+    pub node: String,
+    /// "reporting" or "silent".
+    pub status: &'static str,
+    pub gpu_count: i64,
+    pub agent_version: Option<String>,
+    pub interval_ms: i64,
+    pub first_seen: String,
+    pub last_seen: String,
+    pub last_sample: Option<String>,
+}
+
+impl NodeView {
+    fn new(n: NodeRecord, now: i64) -> NodeView {
+        let silent_after = (n.interval_ms * SILENT_INTERVALS).max(120_000);
+        NodeView {
+            status: if now - n.last_seen_ms > silent_after { "silent" } else { "reporting" },
+            cluster: n.cluster,
+            node: n.node,
+            gpu_count: n.gpu_count,
+            agent_version: n.agent_version,
+            interval_ms: n.interval_ms,
+            first_seen: rfc3339(n.first_seen_ms),
+            last_seen: rfc3339(n.last_seen_ms),
+            last_sample: n.last_sample_ms.map(rfc3339),
+        }
+    }
+}
+
+#[derive(Debug, Serialize)]
+pub struct NodesResponse {
+    pub nodes: Vec<NodeView>,
+}
+
+pub async fn nodes(State(state): State<AppState>) -> Result<Json<NodesResponse>, ApiError> {
+    let now = crate::now_ms();
+    let nodes = state.store.nodes().await?.into_iter().map(|n| NodeView::new(n, now)).collect();
+    Ok(Json(NodesResponse { nodes }))
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GpusParams {
+    pub node: Option<String>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct GpusResponse {
+    pub gpus: Vec<GpuView>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct GpuView {
+    #[serde(flatten)]
+    pub gpu: GpuRecord,
+    pub first_seen: String,
+    pub last_seen: String,
+    /// NVML reports no utilization for MIG instances; only DCGM profiling can.
+    pub utilization_note: Option<&'static str>,
+}
+
+pub async fn gpus(State(state): State<AppState>, Query(p): Query<GpusParams>) -> Result<Json<GpusResponse>, ApiError> {
+    let gpus = state
+        .store
+        .gpus(p.node.as_deref())
+        .await?
+        .into_iter()
+        .map(|g| GpuView {
+            first_seen: rfc3339(g.first_seen_ms),
+            last_seen: rfc3339(g.last_seen_ms),
+            utilization_note: g.mig_enabled.then_some("MIG instance utilization is not measurable without DCGM"),
+            gpu: g,
+        })
+        .collect();
+    Ok(Json(GpusResponse { gpus }))
+}
+
+#[derive(Debug, Serialize)]
+pub struct TenantsResponse {
+    pub tenants: Vec<TenantView>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct TenantView {
+    #[serde(flatten)]
+    pub tenant: TenantRecord,
+    pub name: String,
+    pub first_seen: String,
+    pub last_seen: String,
+}
+
+pub async fn tenants(State(state): State<AppState>) -> Result<Json<TenantsResponse>, ApiError> {
+    let tenants = state
+        .store
+        .tenants()
+        .await?
+        .into_iter()
+        .map(|t| TenantView {
+            name: display_name(&t),
+            first_seen: rfc3339(t.first_seen_ms),
+            last_seen: rfc3339(t.last_seen_ms),
+            tenant: t,
+        })
+        .collect();
+    Ok(Json(TenantsResponse { tenants }))
+}
+
+fn display_name(t: &TenantRecord) -> String {
+    match t.kind.as_str() {
+        "pod" => format!(
+            "{}/{}/{}",
+            t.namespace.as_deref().unwrap_or("?"),
+            t.pod.as_deref().unwrap_or("?"),
+            t.container.as_deref().unwrap_or("?")
+        ),
+        "slurm_job" => format!("job {} ({})", t.job_id.as_deref().unwrap_or("?"), t.user.as_deref().unwrap_or("?")),
+        _ => t.user.clone().unwrap_or_else(|| t.key.clone()),
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SeriesParams {
+    pub metric: Option<String>,
+    pub entity: Option<String>,
+    pub from: Option<String>,
+    pub to: Option<String>,
+    pub step: Option<String>,
+    pub agg: Option<String>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct SeriesResponse {
+    pub metric: Metric,
+    pub entity: String,
+    pub unit: &'static str,
+    pub agg: Agg,
+    pub resolution: crate::store::Resolution,
+    pub from: String,
+    pub to: String,
+    pub step_seconds: f64,
+    /// `[time, value]` pairs; value is null where nothing was measured.
+    pub points: Vec<(String, Option<f64>)>,
+}
+
+pub async fn series(State(state): State<AppState>, Query(p): Query<SeriesParams>) -> Result<Json<SeriesResponse>, ApiError> {
+    let now = crate::now_ms();
+    let metric_name = p.metric.as_deref().ok_or_else(|| ApiError::BadRequest("`metric` is required".into()))?;
+    let metric = Metric::parse(metric_name).ok_or_else(|| {
+        let known: Vec<_> = crate::store::series::METRICS.iter().map(|m| m.name).collect();
+        ApiError::BadRequest(format!("unknown metric {metric_name:?}; known: {}", known.join(", ")))
+    })?;
+    let entity_text = p.entity.as_deref().ok_or_else(|| ApiError::BadRequest("`entity` is required (gpu:UUID, node:NAME, cluster:NAME, tenant:KEY or fleet)".into()))?;
+    let entity = Entity::parse(entity_text).ok_or_else(|| {
+        ApiError::BadRequest(format!("entity {entity_text:?} is not gpu:UUID, node:NAME, cluster:NAME, tenant:KEY or fleet"))
+    })?;
+    let to_ms = match p.to.as_deref() {
+        Some(t) => parse_time(t, now)?,
+        None => now,
+    };
+    let from_ms = match p.from.as_deref() {
+        Some(t) => parse_time(t, now)?,
+        None => to_ms - 3_600_000,
+    };
+    let step_ms = match p.step.as_deref() {
+        Some(s) => parse_step(s)?,
+        None => ((to_ms - from_ms) / 500).max(1000),
+    };
+    let agg = match p.agg.as_deref() {
+        None => Agg::Mean,
+        Some(a) => Agg::parse(a).ok_or_else(|| ApiError::BadRequest(format!("agg must be mean, max or p95, got {a:?}")))?,
+    };
+    let q = SeriesQuery { metric, entity, from_ms, to_ms, step_ms, agg };
+    let Series { metric, unit, resolution, step_ms, points } = state.store.series(&q, now, &state.retention).await?;
+    Ok(Json(SeriesResponse {
+        metric,
+        entity: entity_text.to_owned(),
+        unit,
+        agg,
+        resolution,
+        from: rfc3339(from_ms),
+        to: rfc3339(to_ms),
+        step_seconds: step_ms as f64 / 1000.0,
+        points: points.into_iter().map(|(t, v)| (rfc3339(t), v)).collect(),
+    }))
+}
+
+/// Parses `now`, `now-7d`, `-1h`, an RFC 3339 time, or Unix milliseconds.
+pub fn parse_time(s: &str, now: i64) -> Result<i64, ApiError> {
+    let relative = s.strip_prefix("now").unwrap_or(s);
+    if relative.is_empty() {
+        return Ok(now);
+    }
+    if let Some(ago) = relative.strip_prefix('-') {
+        let d = humantime::parse_duration(ago)
+            .map_err(|e| ApiError::BadRequest(format!("time {s:?}: {e}")))?;
+        return Ok(now - d.as_millis() as i64);
+    }
+    if let Ok(ms) = s.parse::<i64>() {
+        return Ok(ms);
+    }
+    humantime::parse_rfc3339_weak(s)
+        .map(|t| t.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64))
+        .map_err(|_| ApiError::BadRequest(format!("time {s:?} is not RFC 3339, Unix milliseconds, `now` or `now-7d`")))
+}
+
+fn parse_step(s: &str) -> Result<i64, ApiError> {
+    if let Ok(secs) = s.parse::<f64>() {
+        if secs > 0.0 {
+            return Ok((secs * 1000.0) as i64);
+        }
+    }
+    humantime::parse_duration(s)
+        .map(|d| d.as_millis() as i64)
+        .ok()
+        .filter(|&ms| ms > 0)
+        .ok_or_else(|| ApiError::BadRequest(format!("step {s:?} is not a duration like 60s or 1h")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn times_parse() {
+        let now = 1_800_000_000_000;
+        assert_eq!(parse_time("now", now).unwrap(), now);
+        assert_eq!(parse_time("now-1h", now).unwrap(), now - 3_600_000);
+        assert_eq!(parse_time("-7d", now).unwrap(), now - 7 * 86_400_000);
+        assert_eq!(parse_time("1700000000000", now).unwrap(), 1_700_000_000_000);
+        assert_eq!(parse_time("2026-11-21T00:00:00Z", now).unwrap(), 1_795_305_600_000);
+        assert!(parse_time("yesterday", now).is_err());
+        assert_eq!(parse_step("60").unwrap(), 60_000);
+        assert_eq!(parse_step("5m").unwrap(), 300_000);
+        assert!(parse_step("0").is_err());
+        assert_eq!(rfc3339(1_795_305_600_000), "2026-11-21T00:00:00.000Z");
+    }
+}

@@ -1,0 +1,123 @@
+//! Agent authentication: a bearer token identifies a credential, and the credential names the
+//! nodes (and optionally the cluster) it may send for, so a node's identity is bound to its
+//! batches.
+
+use crate::config::AgentAuth;
+use crate::error::ApiError;
+
+#[derive(Debug, Clone)]
+struct Credential {
+    token: Vec<u8>,
+    nodes: Vec<String>,
+    cluster: Option<String>,
+}
+
+/// The credentials the collector accepts.
+#[derive(Clone, Default)]
+pub struct Auth {
+    credentials: Vec<Credential>,
+}
+
+impl std::fmt::Debug for Auth {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Auth({} credentials)", self.credentials.len())
+    }
+}
+
+impl Auth {
+    pub fn from_config(agents: &[AgentAuth]) -> anyhow::Result<Auth> {
+        let mut credentials = Vec::new();
+        for (i, a) in agents.iter().enumerate() {
+            let token = match (&a.token, &a.token_file) {
+                (Some(t), _) => t.0.clone(),
+                (None, Some(path)) => std::fs::read_to_string(path)
+                    .map_err(|e| anyhow::anyhow!("agents[{i}]: cannot read token_file {}: {e}", path.display()))?
+                    .trim_end()
+                    .to_owned(),
+                (None, None) => anyhow::bail!("agents[{i}] has no token"),
+            };
+            if token.len() < 8 {
+                anyhow::bail!("agents[{i}]: tokens must be at least 8 characters");
+            }
+            credentials.push(Credential {
+                token: token.into_bytes(),
+                nodes: a.nodes.clone(),
+                cluster: a.cluster.clone(),
+            });
+        }
+        Ok(Auth { credentials })
+    }
+
+    /// A credential added at run time (the demo's own simulated agents).
+    pub fn add(&mut self, token: &str, nodes: Vec<String>, cluster: Option<String>) {
+        self.credentials.push(Credential {
+            token: token.as_bytes().to_vec(),
+            nodes,
+            cluster,
+        });
+    }
+
+    /// Finds the credential of an `Authorization` header value.
+    pub fn identify(&self, header: Option<&str>) -> Result<usize, ApiError> {
+        let header = header.ok_or_else(|| {
+            ApiError::Unauthorized("missing Authorization header; send `Authorization: Bearer <token>`".into())
+        })?;
+        let token = header
+            .strip_prefix("Bearer ")
+            .ok_or_else(|| ApiError::Unauthorized("Authorization must use the Bearer scheme".into()))?
+            .trim();
+        // Compare against every credential without stopping early.
+        let mut found = None;
+        for (i, c) in self.credentials.iter().enumerate() {
+            if constant_time_eq(&c.token, token.as_bytes()) && found.is_none() {
+                found = Some(i);
+            }
+        }
+        found.ok_or_else(|| ApiError::Unauthorized("unknown agent token".into()))
+    }
+
+    /// Checks that credential `id` may send for `cluster`/`node`.
+    pub fn authorize(&self, id: usize, cluster: &str, node: &str) -> Result<(), ApiError> {
+        let c = &self.credentials[id];
+        if let Some(allowed) = &c.cluster
+            && allowed != cluster
+        {
+            return Err(ApiError::Forbidden(format!(
+                "this token is bound to cluster {allowed:?}, not {cluster:?}"
+            )));
+        }
+        if c.nodes.iter().any(|n| n == "*" || n == node) {
+            Ok(())
+        } else {
+            Err(ApiError::Forbidden(format!("this token is not bound to node {node:?}")))
+        }
+    }
+}
+
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    if a.len() != b.len() {
+        return false;
+    }
+    a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tokens_bind_nodes() {
+        let mut auth = Auth::default();
+        auth.add("token-aaaa", vec!["n1".into()], None);
+        auth.add("token-bbbb", vec!["*".into()], Some("lab".into()));
+        assert!(auth.identify(None).is_err());
+        assert!(auth.identify(Some("Basic x")).is_err());
+        assert!(auth.identify(Some("Bearer nope")).is_err());
+        let a = auth.identify(Some("Bearer token-aaaa")).unwrap();
+        assert!(auth.authorize(a, "any", "n1").is_ok());
+        assert!(matches!(auth.authorize(a, "any", "n2"), Err(ApiError::Forbidden(_))));
+        let b = auth.identify(Some("Bearer token-bbbb")).unwrap();
+        assert!(auth.authorize(b, "lab", "n9").is_ok());
+        assert!(auth.authorize(b, "prod", "n9").is_err());
+    }
+}

@@ -1,0 +1,91 @@
+//! The `gpulens` command line: `demo`, `serve`, `simulate` and `migrate`.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Parser, Subcommand};
+
+#[derive(Debug, Parser)]
+#[command(name = "gpulens", version, about = "GPU cluster utilization analytics: who holds which GPU, how much of it they use, and what to change", long_about = None)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Start a collector on an embedded database with a simulated fleet: a week of history is
+    /// backfilled, live samples stream in, and the dashboard URL is printed.
+    Demo(DemoArgs),
+    /// Run the collector: ingest API, storage, rollups, read API, dashboard, /metrics.
+    Serve(ServeArgs),
+    /// Drive a collector with a simulated fleet over the real wire protocol.
+    Simulate(SimulateArgs),
+    /// Apply database migrations and exit.
+    Migrate(DbArgs),
+}
+
+#[derive(Debug, clap::Args)]
+pub struct DemoArgs {
+    /// Address for the dashboard and API.
+    #[arg(long, default_value = "127.0.0.1:8080", env = "GPULENS_LISTEN")]
+    pub listen: SocketAddr,
+    /// Where the demo keeps its SQLite database; reusing it continues the history.
+    #[arg(long, default_value = ".gpulens/demo")]
+    pub data_dir: PathBuf,
+    /// Scenario file describing the simulated fleet (default: the built-in Kubernetes cluster,
+    /// scenarios/k8s-mixed.toml).
+    #[arg(long)]
+    pub scenario: Option<PathBuf>,
+    /// How much history to backfill (at most the raw retention, 7 days).
+    #[arg(long, default_value = "7d", value_parser = humantime::parse_duration)]
+    pub history: Duration,
+    /// Sample spacing of the backfilled history.
+    #[arg(long, default_value = "60s", value_parser = humantime::parse_duration)]
+    pub history_step: Duration,
+    /// Stop after backfilling instead of serving and streaming live data.
+    #[arg(long)]
+    pub no_live: bool,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct DbArgs {
+    /// Configuration file (TOML; see gpulens.example.toml).
+    #[arg(long, env = "GPULENS_CONFIG")]
+    pub config: Option<PathBuf>,
+    /// postgres://USER:PASS@HOST/DB or sqlite://PATH; overrides the config file.
+    #[arg(long, env = "GPULENS_DATABASE_URL", hide_env_values = true)]
+    pub database_url: Option<String>,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct ServeArgs {
+    #[command(flatten)]
+    pub db: DbArgs,
+    /// Listen address; overrides the config file.
+    #[arg(long, env = "GPULENS_LISTEN")]
+    pub listen: Option<SocketAddr>,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct SimulateArgs {
+    /// Scenario file (TOML; see docs/scenarios.md).
+    #[arg(long)]
+    pub scenario: PathBuf,
+    /// Base URL of the collector, e.g. http://127.0.0.1:8080.
+    #[arg(long)]
+    pub collector: String,
+    /// Agent token; the collector must bind it to the scenario's nodes (or "*").
+    #[arg(long, env = "GPULENS_TOKEN", hide_env_values = true)]
+    pub token: String,
+    /// History to backfill before streaming (0s for none).
+    #[arg(long, default_value = "0s", value_parser = humantime::parse_duration)]
+    pub history: Duration,
+    /// Sample spacing of the backfilled history.
+    #[arg(long, default_value = "60s", value_parser = humantime::parse_duration)]
+    pub history_step: Duration,
+    /// How long to stream live samples (0s: do not stream; omit: until interrupted).
+    #[arg(long, value_parser = humantime::parse_duration)]
+    pub duration: Option<Duration>,
+}

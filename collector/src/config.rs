@@ -1,0 +1,276 @@
+//! The collector's configuration: one TOML file (see `gpulens.example.toml`), overridable by
+//! environment variables and command-line flags. Unknown keys are errors.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::{Deserialize, Deserializer};
+
+use crate::store::Retention;
+
+/// A secret string (token, database URL with password) whose `Debug` never shows it.
+#[derive(Clone, Deserialize, PartialEq, Eq)]
+#[serde(transparent)]
+pub struct Secret(pub String);
+
+impl std::fmt::Debug for Secret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Secret(***)")
+    }
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    /// Address the HTTP server listens on.
+    #[serde(default = "default_listen")]
+    pub listen: SocketAddr,
+    /// `postgres://…` or `sqlite://PATH`. Unset: SQLite in `data_dir`.
+    #[serde(default)]
+    pub database_url: Option<Secret>,
+    /// Where the embedded SQLite database lives when no database URL is set.
+    #[serde(default = "default_data_dir")]
+    pub data_dir: PathBuf,
+    /// Agent tokens and the nodes each may speak for.
+    #[serde(default)]
+    pub agents: Vec<AgentAuth>,
+    #[serde(default)]
+    pub retention: RetentionConfig,
+    #[serde(default)]
+    pub ingest: IngestConfig,
+    #[serde(default)]
+    pub teams: TeamsConfig,
+    /// How often rollups and retention run.
+    #[serde(default = "default_rollup_every", deserialize_with = "duration")]
+    pub rollup_every: Duration,
+}
+
+/// One agent credential.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AgentAuth {
+    /// The bearer token (or use `token_file`).
+    #[serde(default)]
+    pub token: Option<Secret>,
+    /// A file holding the token (trailing whitespace ignored).
+    #[serde(default)]
+    pub token_file: Option<PathBuf>,
+    /// Nodes this token may send for. `"*"` allows any node: only for simulators and tests.
+    pub nodes: Vec<String>,
+    /// Restrict the token to one cluster name.
+    #[serde(default)]
+    pub cluster: Option<String>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RetentionConfig {
+    #[serde(default = "raw_default", deserialize_with = "duration")]
+    pub raw: Duration,
+    #[serde(default = "minute_default", deserialize_with = "duration")]
+    pub minute: Duration,
+    #[serde(default = "hour_default", deserialize_with = "duration")]
+    pub hour: Duration,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct IngestConfig {
+    /// Largest request body accepted, as sent (compressed).
+    #[serde(default = "max_body_default")]
+    pub max_body_bytes: usize,
+    /// Largest batch after decompression.
+    #[serde(default = "max_decoded_default")]
+    pub max_decoded_bytes: usize,
+    /// Largest number of rows in one batch.
+    #[serde(default = "max_rows_default")]
+    pub max_rows: usize,
+}
+
+/// Teams are derived from a tenant's namespace (pods), account (Slurm) or user (hosts).
+/// Without a mapping, the namespace, account or user itself is the team.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TeamsConfig {
+    #[serde(default)]
+    pub namespaces: BTreeMap<String, String>,
+    #[serde(default)]
+    pub accounts: BTreeMap<String, String>,
+    #[serde(default)]
+    pub users: BTreeMap<String, String>,
+}
+
+impl TeamsConfig {
+    pub fn team_of(&self, t: &model::Tenant) -> Option<String> {
+        use model::TenantKind;
+        let mapped = match t.kind {
+            TenantKind::Pod => t.namespace.as_ref().and_then(|n| self.namespaces.get(n)),
+            TenantKind::SlurmJob => t
+                .account
+                .as_ref()
+                .and_then(|a| self.accounts.get(a))
+                .or_else(|| t.user.as_ref().and_then(|u| self.users.get(u))),
+            TenantKind::HostUser => t.user.as_ref().and_then(|u| self.users.get(u)),
+        };
+        mapped.cloned().or_else(|| t.team_source().map(str::to_owned))
+    }
+}
+
+fn default_listen() -> SocketAddr {
+    "127.0.0.1:8080".parse().expect("valid")
+}
+fn default_data_dir() -> PathBuf {
+    PathBuf::from(".gpulens")
+}
+fn default_rollup_every() -> Duration {
+    Duration::from_secs(10)
+}
+fn raw_default() -> Duration {
+    Retention::default().raw
+}
+fn minute_default() -> Duration {
+    Retention::default().minute
+}
+fn hour_default() -> Duration {
+    Retention::default().hour
+}
+fn max_body_default() -> usize {
+    16 * 1024 * 1024
+}
+fn max_decoded_default() -> usize {
+    128 * 1024 * 1024
+}
+fn max_rows_default() -> usize {
+    500_000
+}
+
+impl Default for RetentionConfig {
+    fn default() -> Self {
+        RetentionConfig {
+            raw: raw_default(),
+            minute: minute_default(),
+            hour: hour_default(),
+        }
+    }
+}
+
+impl Default for IngestConfig {
+    fn default() -> Self {
+        IngestConfig {
+            max_body_bytes: max_body_default(),
+            max_decoded_bytes: max_decoded_default(),
+            max_rows: max_rows_default(),
+        }
+    }
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        toml::from_str("").expect("the empty config is valid")
+    }
+}
+
+impl From<&RetentionConfig> for Retention {
+    fn from(r: &RetentionConfig) -> Self {
+        Retention {
+            raw: r.raw,
+            minute: r.minute,
+            hour: r.hour,
+        }
+    }
+}
+
+fn duration<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+    let s = String::deserialize(d)?;
+    humantime::parse_duration(&s)
+        .map_err(|e| serde::de::Error::custom(format!("{s:?} is not a duration like \"15s\" or \"7d\": {e}")))
+}
+
+impl Config {
+    /// Reads a config file; errors name the file and the problem.
+    pub fn load(path: &Path) -> anyhow::Result<Config> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| anyhow::anyhow!("cannot read config file {}: {e}", path.display()))?;
+        Config::parse(&text).map_err(|e| anyhow::anyhow!("config file {}: {e}", path.display()))
+    }
+
+    pub fn parse(text: &str) -> anyhow::Result<Config> {
+        let config: Config = toml::from_str(text)?;
+        config.check()?;
+        Ok(config)
+    }
+
+    fn check(&self) -> anyhow::Result<()> {
+        for (i, a) in self.agents.iter().enumerate() {
+            if a.token.is_none() == a.token_file.is_none() {
+                anyhow::bail!("agents[{i}] needs exactly one of token or token_file");
+            }
+            if a.nodes.is_empty() {
+                anyhow::bail!("agents[{i}].nodes is empty; name the nodes this token may send for (\"*\" for any)");
+            }
+        }
+        if self.retention.raw > self.retention.minute || self.retention.minute > self.retention.hour {
+            anyhow::bail!("retention must not shrink with coarser resolution (raw <= minute <= hour)");
+        }
+        Ok(())
+    }
+
+    /// The database URL to use: the configured one, or SQLite in the data directory.
+    pub fn database_url(&self) -> String {
+        match &self.database_url {
+            Some(url) => url.0.clone(),
+            None => format!("sqlite://{}", self.data_dir.join("gpulens.db").display()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_example_config_loads() {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../gpulens.example.toml");
+        let c = Config::load(&path).unwrap();
+        assert_eq!(c.retention.raw, Duration::from_secs(7 * 86_400));
+        assert!(!c.agents.is_empty());
+    }
+
+    #[test]
+    fn mistakes_are_named() {
+        let err = Config::parse("listn = \"x\"").unwrap_err().to_string();
+        assert!(err.contains("unknown field `listn`"), "{err}");
+        let err = Config::parse("[retention]\nraw = \"seven days\"").unwrap_err().to_string();
+        assert!(err.contains("is not a duration"), "{err}");
+        let err = Config::parse("[[agents]]\nnodes = [\"a\"]").unwrap_err().to_string();
+        assert!(err.contains("exactly one of token or token_file"), "{err}");
+    }
+
+    #[test]
+    fn secrets_do_not_leak_through_debug() {
+        let c = Config::parse("database_url = \"postgres://u:pw@h/db\"").unwrap();
+        assert!(!format!("{c:?}").contains("pw@"));
+    }
+
+    #[test]
+    fn teams_come_from_mapping_or_namespace() {
+        let c = Config::parse("[teams.namespaces]\nml-train = \"research\"").unwrap();
+        let mut t = model::Tenant {
+            key: "k".into(),
+            kind: model::TenantKind::Pod,
+            namespace: Some("ml-train".into()),
+            pod: None,
+            container: None,
+            pod_uid: None,
+            job_id: None,
+            user: None,
+            account: None,
+            uid: None,
+        };
+        assert_eq!(c.teams.team_of(&t).as_deref(), Some("research"));
+        t.namespace = Some("web".into());
+        assert_eq!(c.teams.team_of(&t).as_deref(), Some("web"));
+    }
+}

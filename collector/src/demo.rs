@@ -1,0 +1,83 @@
+//! `gpulens demo`: a collector on an embedded SQLite database, a simulated fleet from a
+//! scenario, a week of history backfilled in bulk over the real ingest API, then live samples
+//! and the dashboard.
+
+use std::io::Write;
+
+use crate::auth::Auth;
+use crate::cli::DemoArgs;
+use crate::config::Config;
+use crate::server::AppState;
+use crate::simulate::{Driver, load_scenario};
+use crate::store::Store;
+
+pub async fn run(args: DemoArgs) -> anyhow::Result<()> {
+    let scenario = load_scenario(args.scenario.as_deref())?;
+    let interval = std::time::Duration::from_millis(u64::from(scenario.interval_ms()));
+    let config = Config::default();
+    let retention: crate::store::Retention = (&config.retention).into();
+    if args.history > retention.raw {
+        anyhow::bail!("--history may be at most the raw retention ({})", humantime::format_duration(retention.raw));
+    }
+    std::fs::create_dir_all(&args.data_dir)
+        .map_err(|e| anyhow::anyhow!("cannot create data directory {}: {e}", args.data_dir.display()))?;
+    let listener = tokio::net::TcpListener::bind(args.listen)
+        .await
+        .map_err(|e| anyhow::anyhow!("cannot listen on {}: {e} (pick another with --listen)", args.listen))?;
+    let addr = listener.local_addr()?;
+    let db = format!("sqlite://{}", args.data_dir.join("gpulens.db").display());
+    let store = Store::connect(&db).await?;
+    store.migrate().await?;
+
+    // The demo's simulated agents get their own token, valid for this run only.
+    let token = format!("demo-{:x}{:x}", crate::now_ms(), std::process::id());
+    let mut auth = Auth::default();
+    auth.add(&token, vec!["*".into()], Some(scenario.cluster.clone()));
+    let state = AppState::new(store.clone(), auth, config.ingest.clone(), retention, config.teams.clone());
+    let server = tokio::spawn(crate::server::serve(listener, state.clone(), crate::shutdown_signal()));
+    let url = format!("http://{addr}/");
+    println!("gpulens demo: scenario {:?} ({} nodes, {} GPUs), database {}", scenario.name, scenario.nodes.len(), simulator::Fleet::new(scenario.clone()).gpu_count(), db);
+    println!("dashboard: {url} (API at {url}api/v1/nodes; history is loading)");
+
+    let fleet = simulator::Fleet::new(scenario.clone());
+    let client = ingest_client::Client::new(&format!("http://{addr}"), &token)?;
+    let driver = Driver::new(fleet, client);
+    let now = crate::now_ms();
+    // Keep clear of the raw-retention edge so no sample ages out while it is in flight.
+    let oldest = now - args.history.as_millis() as i64 + 600_000;
+    let step = args.history_step.as_millis().max(1000) as i64;
+    let mut starts = Vec::new();
+    for n in &driver.fleet().nodes {
+        let last = store.last_sample_ms(&scenario.cluster, &n.spec.name).await?;
+        starts.push(last.map_or(oldest, |l| (l + step).max(oldest)));
+    }
+    let started = std::time::Instant::now();
+    let stats = driver
+        .backfill(|node| starts[node], now, step, 60, |done, total| {
+            if done == total || done % (total / 10).max(1) == 0 {
+                eprint!("\rbackfilling history: {done}/{total} batches ({}%)", done * 100 / total.max(1));
+                let _ = std::io::stderr().flush();
+            }
+        })
+        .await?;
+    eprintln!();
+    let minutes = crate::jobs::run_once(&state).await?;
+    println!(
+        "history loaded: {} batches, {} rows, {} node-minutes rolled up in {:.1}s",
+        stats.batches,
+        stats.rows,
+        minutes,
+        started.elapsed().as_secs_f64()
+    );
+    if args.no_live {
+        return Ok(());
+    }
+    println!("streaming live samples every {} ms; dashboard: {url} (Ctrl-C to stop)", interval.as_millis());
+    let jobs = tokio::spawn(crate::jobs::run_forever(state.clone(), std::time::Duration::from_secs(10)));
+    let live = tokio::spawn(async move { driver.stream(interval, None).await });
+    let result = server.await?;
+    jobs.abort();
+    live.abort();
+    result?;
+    Ok(())
+}

@@ -1,0 +1,141 @@
+//! `POST /api/v1/ingest`: authenticate, bound the body, decompress, decode, validate, bind the
+//! node to the token, store, and only then answer 2xx. Every refusal is a 4xx with a JSON error
+//! naming the problem, and stores nothing.
+
+use std::io::Read;
+use std::time::Instant;
+
+use axum::body::{Body, Bytes};
+use axum::extract::State;
+use axum::http::{HeaderMap, header};
+use axum::Json;
+use model::wire::v1::{Batch, Limits};
+use serde::Serialize;
+
+use crate::error::ApiError;
+use crate::metrics::{Outcome, OutcomeLabels, RejectReason, RowKind, RowLabels};
+use crate::server::AppState;
+use crate::store::IngestOutcome;
+
+/// The JSON answer to a stored or duplicate batch.
+#[derive(Debug, Serialize)]
+pub struct IngestResponse {
+    /// "stored" or "duplicate".
+    pub status: &'static str,
+    pub seq: u64,
+    /// Rows written (0 for a duplicate).
+    pub rows: u64,
+    /// The highest sequence number stored for this agent id.
+    pub last_seq: u64,
+}
+
+pub async fn ingest(State(state): State<AppState>, headers: HeaderMap, body: Body) -> Result<Json<IngestResponse>, ApiError> {
+    let result = handle(&state, &headers, body).await;
+    if let Err(e) = &result {
+        let reason = match e {
+            ApiError::Unauthorized(_) => RejectReason::Unauthenticated,
+            ApiError::Forbidden(_) => RejectReason::Forbidden,
+            ApiError::PayloadTooLarge(_) => RejectReason::TooLarge,
+            ApiError::UnsupportedMediaType(_) => RejectReason::Compression,
+            ApiError::Unavailable(..) => RejectReason::Unavailable,
+            ApiError::BadRequest(m) if m.starts_with("batch is not valid JSON") => RejectReason::Decode,
+            ApiError::BadRequest(m) if m.starts_with("gzip") => RejectReason::Compression,
+            ApiError::BadRequest(_) | ApiError::NotFound(_) => RejectReason::Invalid,
+            ApiError::Internal(_) => RejectReason::Internal,
+        };
+        state.metrics.reject(reason);
+    }
+    result.map(Json)
+}
+
+async fn handle(state: &AppState, headers: &HeaderMap, body: Body) -> Result<IngestResponse, ApiError> {
+    let cred = state
+        .auth
+        .identify(headers.get(header::AUTHORIZATION).and_then(|v| v.to_str().ok()))?;
+    if let Some(ct) = headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok())
+        && !ct.starts_with("application/json")
+    {
+        return Err(ApiError::UnsupportedMediaType(format!(
+            "Content-Type must be application/json, got {ct:?}"
+        )));
+    }
+    let max_body = state.ingest.max_body_bytes;
+    let bytes = axum::body::to_bytes(body, max_body)
+        .await
+        .map_err(|_| ApiError::PayloadTooLarge(format!("request body exceeds {max_body} bytes")))?;
+    state.metrics.batch_bytes.observe(bytes.len() as f64);
+    let encoding = headers
+        .get(header::CONTENT_ENCODING)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("identity");
+    let max_decoded = state.ingest.max_decoded_bytes;
+    let json = decode_body(encoding, bytes, max_decoded)?;
+    let batch: Batch = serde_json::from_slice(&json)
+        .map_err(|e| ApiError::BadRequest(format!("batch is not valid JSON for protocol v1: {e}")))?;
+    let now = crate::now_ms();
+    let limits = Limits {
+        max_rows: state.ingest.max_rows,
+        max_age_ms: state.retention.raw.as_millis() as i64,
+        ..Limits::default()
+    };
+    batch.validate(&limits, now).map_err(|e| ApiError::BadRequest(e.0))?;
+    state.auth.authorize(cred, &batch.cluster, &batch.node)?;
+
+    let started = Instant::now();
+    let teams = state.teams.clone();
+    let team_of = move |t: &model::Tenant| teams.team_of(t);
+    let outcome = state.store.ingest(&batch, now, &team_of).await?;
+    state.metrics.storage_write.observe(started.elapsed().as_secs_f64());
+    match outcome {
+        IngestOutcome::Stored { rows } => {
+            let m = &state.metrics;
+            m.batches.get_or_create(&OutcomeLabels { outcome: Outcome::Stored }).inc();
+            m.batch_rows.observe(rows as f64);
+            for (kind, n) in [
+                (RowKind::Gpu, batch.snapshots.iter().map(|s| s.gpus.len()).sum::<usize>()),
+                (RowKind::Mig, batch.snapshots.iter().map(|s| s.mig.len()).sum()),
+                (RowKind::Process, batch.snapshots.iter().map(|s| s.processes.len()).sum()),
+                (RowKind::Allocation, batch.snapshots.iter().map(|s| s.allocations.len()).sum()),
+                (RowKind::Event, batch.snapshots.iter().map(|s| s.events.len()).sum()),
+            ] {
+                m.rows.get_or_create(&RowLabels { kind }).inc_by(n as u64);
+            }
+            if let Some((_, newest)) = batch.time_range() {
+                m.ingest_lag.observe(((crate::now_ms() - newest).max(0)) as f64 / 1000.0);
+            }
+            Ok(IngestResponse { status: "stored", seq: batch.seq, rows, last_seq: batch.seq })
+        }
+        IngestOutcome::Duplicate { last_seq } => {
+            state.metrics.batches.get_or_create(&OutcomeLabels { outcome: Outcome::Duplicate }).inc();
+            Ok(IngestResponse { status: "duplicate", seq: batch.seq, rows: 0, last_seq })
+        }
+    }
+}
+
+/// Undoes `Content-Encoding`, refusing anything that would grow past `max` bytes.
+pub fn decode_body(encoding: &str, bytes: Bytes, max: usize) -> Result<Vec<u8>, ApiError> {
+    match encoding {
+        "identity" => {
+            if bytes.len() > max {
+                return Err(ApiError::PayloadTooLarge(format!("batch exceeds {max} bytes")));
+            }
+            Ok(bytes.to_vec())
+        }
+        "gzip" | "x-gzip" => {
+            let mut out = Vec::with_capacity(bytes.len() * 8);
+            let mut decoder = flate2::read::GzDecoder::new(&bytes[..]).take(max as u64 + 1);
+            decoder
+                .read_to_end(&mut out)
+                .map_err(|e| ApiError::BadRequest(format!("gzip body could not be decompressed: {e}")))?;
+            if out.len() > max {
+                return Err(ApiError::PayloadTooLarge(format!(
+                    "decompressed batch exceeds {max} bytes"
+                )));
+            }
+            Ok(out)
+        }
+        other => Err(ApiError::UnsupportedMediaType(format!(
+            "Content-Encoding {other:?} is not supported; use gzip or none"
+        ))),
+    }
+}

@@ -1,0 +1,128 @@
+//! The HTTP surface: `router(state)` is the seam tests drive with `oneshot`; `serve` binds it
+//! to a socket with graceful shutdown.
+
+use std::sync::Arc;
+
+use axum::Router;
+use axum::extract::State;
+use axum::http::{StatusCode, header};
+use axum::response::{Html, IntoResponse, Response};
+use axum::routing::{get, post};
+
+use crate::auth::Auth;
+use crate::config::{IngestConfig, TeamsConfig};
+use crate::error::ApiError;
+use crate::metrics::Metrics;
+use crate::store::{Retention, Store};
+
+/// Everything handlers share. Cheap to clone.
+#[derive(Debug, Clone)]
+pub struct AppState(Arc<Inner>);
+
+#[derive(Debug)]
+pub struct Inner {
+    pub store: Store,
+    pub metrics: Metrics,
+    pub auth: Auth,
+    pub ingest: IngestConfig,
+    pub retention: Retention,
+    pub teams: Arc<TeamsConfig>,
+}
+
+impl std::ops::Deref for AppState {
+    type Target = Inner;
+    fn deref(&self) -> &Inner {
+        &self.0
+    }
+}
+
+impl AppState {
+    pub fn new(store: Store, auth: Auth, ingest: IngestConfig, retention: Retention, teams: TeamsConfig) -> AppState {
+        AppState(Arc::new(Inner {
+            store,
+            metrics: Metrics::new(),
+            auth,
+            ingest,
+            retention,
+            teams: Arc::new(teams),
+        }))
+    }
+}
+
+/// Every route the collector serves.
+pub fn router(state: AppState) -> Router {
+    Router::new()
+        .route("/", get(home))
+        .route("/healthz", get(healthz))
+        .route("/readyz", get(readyz))
+        .route("/metrics", get(metrics))
+        .route("/api/v1/ingest", post(crate::ingest::ingest))
+        .route("/api/v1/nodes", get(crate::api::nodes))
+        .route("/api/v1/gpus", get(crate::api::gpus))
+        .route("/api/v1/tenants", get(crate::api::tenants))
+        .route("/api/v1/series", get(crate::api::series))
+        .fallback(not_found)
+        .with_state(state)
+}
+
+async fn not_found(uri: axum::http::Uri) -> ApiError {
+    ApiError::NotFound(format!("no route for {}", uri.path()))
+}
+
+async fn healthz() -> &'static str {
+    "ok\n"
+}
+
+async fn readyz(State(state): State<AppState>) -> Response {
+    match state.store.ping().await {
+        Ok(()) => (StatusCode::OK, "ready\n").into_response(),
+        Err(e) => {
+            tracing::warn!(error = %e, "not ready");
+            (StatusCode::SERVICE_UNAVAILABLE, "database unavailable\n").into_response()
+        }
+    }
+}
+
+async fn metrics(State(state): State<AppState>) -> Response {
+    (
+        [(header::CONTENT_TYPE, "application/openmetrics-text; version=1.0.0; charset=utf-8")],
+        state.metrics.encode(),
+    )
+        .into_response()
+}
+
+async fn home(State(state): State<AppState>) -> Result<Html<String>, ApiError> {
+    let now = crate::now_ms();
+    let nodes = state.store.nodes().await?;
+    let tenants = state.store.tenants().await?;
+    let mut clusters: Vec<&str> = nodes.iter().map(|n| n.cluster.as_str()).collect();
+    clusters.sort_unstable();
+    clusters.dedup();
+    let view = web::HomeView {
+        version: env!("CARGO_PKG_VERSION").to_owned(),
+        backend: state.store.backend().to_owned(),
+        clusters: clusters.len(),
+        gpu_count: nodes.iter().map(|n| n.gpu_count).sum(),
+        tenant_count: tenants.len(),
+        nodes: nodes
+            .iter()
+            .map(|n| web::NodeRow {
+                cluster: n.cluster.clone(),
+                node: n.node.clone(),
+                status: if now - n.last_seen_ms > (n.interval_ms * 30).max(120_000) { "silent" } else { "reporting" }.to_owned(),
+                gpus: n.gpu_count,
+                last_sample: n.last_sample_ms.map(crate::api::rfc3339).unwrap_or_else(|| "never".into()),
+            })
+            .collect(),
+    };
+    Ok(Html(web::render_home(view)))
+}
+
+/// Serves `router` on `listener` until `shutdown` resolves.
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    state: AppState,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    axum::serve(listener, router(state)).with_graceful_shutdown(shutdown).await
+}

@@ -1,0 +1,90 @@
+//! A small migration runner: the SQL files of `migrations/<backend>/` are compiled into the
+//! binary, applied in order inside a transaction each, and recorded with a SHA-256 checksum.
+//! An applied migration whose text changed is refused: migrations are an API.
+
+use sha2::{Digest, Sha256};
+
+use super::StoreError;
+
+/// One migration file.
+#[derive(Debug, Clone, Copy)]
+pub struct Migration {
+    pub version: i64,
+    pub name: &'static str,
+    pub sql: &'static str,
+}
+
+pub const POSTGRES: &[Migration] = &[Migration {
+    version: 1,
+    name: "0001_initial.sql",
+    sql: include_str!("../../../migrations/postgres/0001_initial.sql"),
+}];
+
+pub const SQLITE: &[Migration] = &[Migration {
+    version: 1,
+    name: "0001_initial.sql",
+    sql: include_str!("../../../migrations/sqlite/0001_initial.sql"),
+}];
+
+pub fn checksum(sql: &str) -> String {
+    Sha256::digest(sql.as_bytes())
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// Decides what to apply given what the database has recorded.
+pub fn to_apply(
+    all: &'static [Migration],
+    applied: &[(i64, String)],
+) -> Result<Vec<&'static Migration>, StoreError> {
+    for (version, sum) in applied {
+        match all.iter().find(|m| m.version == *version) {
+            Some(m) if checksum(m.sql) != *sum => {
+                return Err(StoreError::Internal(format!(
+                    "migration {} was changed after it was applied (checksum mismatch); restore it and add a new migration instead",
+                    m.name
+                )));
+            }
+            Some(_) => {}
+            None => {
+                return Err(StoreError::Internal(format!(
+                    "the database has migration version {version}, which this gpulens does not know; it was migrated by a newer version"
+                )));
+            }
+        }
+    }
+    Ok(all
+        .iter()
+        .filter(|m| !applied.iter().any(|(v, _)| *v == m.version))
+        .collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn edited_and_unknown_migrations_are_refused() {
+        assert_eq!(to_apply(POSTGRES, &[]).unwrap().len(), POSTGRES.len());
+        assert!(to_apply(POSTGRES, &[(1, checksum(POSTGRES[0].sql))]).unwrap().is_empty());
+        let err = to_apply(POSTGRES, &[(1, "0".into())]).unwrap_err().to_string();
+        assert!(err.contains("changed after it was applied"), "{err}");
+        let err = to_apply(SQLITE, &[(99, "x".into())]).unwrap_err().to_string();
+        assert!(err.contains("newer version"), "{err}");
+    }
+
+    #[test]
+    fn both_backends_have_the_same_tables() {
+        let tables = |sql: &str| {
+            let mut t: Vec<String> = sql
+                .lines()
+                .filter_map(|l| l.strip_prefix("CREATE TABLE "))
+                .map(|l| l.split_whitespace().next().unwrap().to_owned())
+                .collect();
+            t.sort();
+            t
+        };
+        assert_eq!(tables(POSTGRES[0].sql), tables(SQLITE[0].sql));
+    }
+}

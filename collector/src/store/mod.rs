@@ -1,0 +1,434 @@
+//! Storage: the one place that knows SQL. Two backends with the same logical tables —
+//! PostgreSQL for production, embedded SQLite as the default — behind one [`Store`] type.
+//! Callers see records, series and outcomes; never sqlx types or SQL errors.
+
+mod migrate;
+mod pgcopy;
+mod postgres;
+pub mod rollup;
+pub mod series;
+mod sqlite;
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use model::wire::v1::Batch;
+use serde::Serialize;
+
+pub use series::{Agg, Entity, Metric, Resolution, Series, SeriesQuery};
+
+use rollup::{MINUTE_MS, NodeRollup};
+
+/// How long each resolution is kept.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Retention {
+    pub raw: Duration,
+    pub minute: Duration,
+    pub hour: Duration,
+}
+
+impl Default for Retention {
+    fn default() -> Self {
+        Retention {
+            raw: Duration::from_secs(7 * 86_400),
+            minute: Duration::from_secs(90 * 86_400),
+            hour: Duration::from_secs(2 * 365 * 86_400),
+        }
+    }
+}
+
+/// What went wrong in storage, in the terms callers act on.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// The database cannot be reached or is overloaded; retrying later may succeed.
+    #[error("database unavailable: {0}")]
+    Unavailable(String),
+    /// The request cannot be served as asked (bad range, unknown entity, …).
+    #[error("{0}")]
+    BadRequest(String),
+    #[error("database error: {0}")]
+    Internal(String),
+}
+
+impl From<sqlx::Error> for StoreError {
+    fn from(e: sqlx::Error) -> Self {
+        use sqlx::Error as E;
+        match &e {
+            E::Io(_) | E::PoolTimedOut | E::PoolClosed | E::Tls(_) | E::WorkerCrashed => {
+                StoreError::Unavailable(e.to_string())
+            }
+            E::Database(db) => {
+                // PostgreSQL: 08* connection exceptions, 53* insufficient resources,
+                // 57P0x shutdown/crash/cannot-connect-now. SQLite: BUSY and LOCKED.
+                let code = db.code().unwrap_or_default();
+                if code.starts_with("08")
+                    || code.starts_with("53")
+                    || code.starts_with("57P")
+                    || code == "5"
+                    || code == "6"
+                    || code == "517"
+                {
+                    StoreError::Unavailable(e.to_string())
+                } else {
+                    StoreError::Internal(e.to_string())
+                }
+            }
+            _ => StoreError::Internal(e.to_string()),
+        }
+    }
+}
+
+pub type Result<T> = std::result::Result<T, StoreError>;
+
+/// The result of storing one batch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IngestOutcome {
+    /// Stored; the number of sample rows written.
+    Stored { rows: u64 },
+    /// A retry of a batch already stored (its sequence is not above the agent's last one).
+    Duplicate { last_seq: u64 },
+}
+
+/// A node as the store knows it.
+#[derive(Debug, Clone, Serialize)]
+pub struct NodeRecord {
+    pub cluster: String,
+    pub node: String,
+    pub agent_version: Option<String>,
+    pub interval_ms: i64,
+    pub first_seen_ms: i64,
+    pub last_seen_ms: i64,
+    pub last_sample_ms: Option<i64>,
+    pub gpu_count: i64,
+}
+
+/// A GPU with its MIG instances.
+#[derive(Debug, Clone, Serialize)]
+pub struct GpuRecord {
+    pub cluster: String,
+    pub node: String,
+    pub uuid: String,
+    pub index: i64,
+    pub model: String,
+    pub memory_total_bytes: i64,
+    pub pci_bus_id: Option<String>,
+    pub mig_enabled: bool,
+    pub sharing: String,
+    pub replicas: i64,
+    pub first_seen_ms: i64,
+    pub last_seen_ms: i64,
+    pub mig_instances: Vec<MigRecord>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct MigRecord {
+    pub gi_id: i64,
+    pub ci_id: i64,
+    pub profile: String,
+    pub placement_start: Option<i64>,
+    pub placement_size: Option<i64>,
+    pub memory_total_bytes: i64,
+    pub compute_slices: Option<i64>,
+    pub uuid: Option<String>,
+}
+
+/// A tenant, merged over the nodes it was seen on.
+#[derive(Debug, Clone, Serialize)]
+pub struct TenantRecord {
+    pub cluster: String,
+    pub key: String,
+    pub kind: String,
+    pub team: Option<String>,
+    pub namespace: Option<String>,
+    pub pod: Option<String>,
+    pub container: Option<String>,
+    pub pod_uid: Option<String>,
+    pub job_id: Option<String>,
+    pub user: Option<String>,
+    pub account: Option<String>,
+    pub uid: Option<i64>,
+    pub nodes: Vec<String>,
+    pub first_seen_ms: i64,
+    pub last_seen_ms: i64,
+}
+
+/// Row counts, for tests and the CLI.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct TableCounts {
+    pub gpu_samples: i64,
+    pub mig_samples: i64,
+    pub process_samples: i64,
+    pub allocation_samples: i64,
+    pub gpu_events: i64,
+    pub gpu_rollup_1m: i64,
+    pub gpu_rollup_1h: i64,
+    pub tenant_rollup_1m: i64,
+    pub tenant_rollup_1h: i64,
+}
+
+/// What a rollup pass did.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct RollupStats {
+    pub minutes: usize,
+    pub gpu_rows: usize,
+    pub tenant_rows: usize,
+}
+
+/// What a retention pass removed.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct RetentionStats {
+    /// Partitions dropped (PostgreSQL) or tables pruned (SQLite).
+    pub dropped: Vec<String>,
+    pub rows_deleted: u64,
+}
+
+/// Maps a tenant's namespace, account or user to a team.
+pub type TeamOf<'a> = &'a (dyn Fn(&model::Tenant) -> Option<String> + Send + Sync);
+
+/// A storage backend.
+#[derive(Debug, Clone)]
+pub enum Store {
+    Postgres(postgres::PgStore),
+    Sqlite(sqlite::SqliteStore),
+}
+
+macro_rules! dispatch {
+    ($self:ident, $s:ident => $e:expr) => {
+        match $self {
+            Store::Postgres($s) => $e,
+            Store::Sqlite($s) => $e,
+        }
+    };
+}
+
+impl Store {
+    /// Connects to `postgres://…` or opens `sqlite://PATH` (created when missing).
+    pub async fn connect(url: &str) -> Result<Store> {
+        if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+            Ok(Store::Postgres(postgres::PgStore::connect(url).await?))
+        } else if url.starts_with("sqlite:") {
+            Ok(Store::Sqlite(sqlite::SqliteStore::open(url).await?))
+        } else {
+            Err(StoreError::BadRequest(format!(
+                "database url must start with postgres:// or sqlite://, got {:?}",
+                redact_url(url)
+            )))
+        }
+    }
+
+    pub fn backend(&self) -> &'static str {
+        match self {
+            Store::Postgres(_) => "postgres",
+            Store::Sqlite(_) => "sqlite",
+        }
+    }
+
+    /// Applies migrations that have not run yet; refuses if an applied one was edited.
+    pub async fn migrate(&self) -> Result<Vec<String>> {
+        dispatch!(self, s => s.migrate().await)
+    }
+
+    pub async fn ping(&self) -> Result<()> {
+        dispatch!(self, s => s.ping().await)
+    }
+
+    /// Stores a validated batch atomically: everything or nothing, exactly once per
+    /// (agent, sequence).
+    pub async fn ingest(&self, batch: &Batch, received_ms: i64, team_of: TeamOf<'_>) -> Result<IngestOutcome> {
+        dispatch!(self, s => s.ingest(batch, received_ms, team_of).await)
+    }
+
+    pub async fn nodes(&self) -> Result<Vec<NodeRecord>> {
+        dispatch!(self, s => s.nodes().await)
+    }
+
+    pub async fn gpus(&self, node: Option<&str>) -> Result<Vec<GpuRecord>> {
+        dispatch!(self, s => s.gpus(node).await)
+    }
+
+    pub async fn tenants(&self) -> Result<Vec<TenantRecord>> {
+        let rows = dispatch!(self, s => s.tenant_rows().await)?;
+        Ok(merge_tenants(rows))
+    }
+
+    pub async fn counts(&self) -> Result<TableCounts> {
+        dispatch!(self, s => s.counts().await)
+    }
+
+    /// The newest sample timestamp stored for a node.
+    pub async fn last_sample_ms(&self, cluster: &str, node: &str) -> Result<Option<i64>> {
+        dispatch!(self, s => s.last_sample_ms(cluster, node).await)
+    }
+
+    pub async fn series(&self, q: &SeriesQuery, now_ms: i64, retention: &Retention) -> Result<Series> {
+        let plan = q.plan(now_ms, retention)?;
+        dispatch!(self, s => s.series(q, &plan).await)
+    }
+
+    /// Creates the time partitions that the coming days need (PostgreSQL; no-op on SQLite).
+    pub async fn prepare_partitions(&self, now_ms: i64) -> Result<()> {
+        dispatch!(self, s => s.prepare_partitions(now_ms).await)
+    }
+
+    /// Recomputes the rollups of every minute that received data, up to `until_ms` (minutes
+    /// that end after it are left for later, as more data may still arrive for them).
+    pub async fn rollup(&self, until_ms: i64) -> Result<RollupStats> {
+        let pending = dispatch!(self, s => s.pending_minutes(until_ms).await)?;
+        let mut stats = RollupStats::default();
+        let mut by_node: BTreeMap<(String, String), Vec<i64>> = BTreeMap::new();
+        for (cluster, node, bucket) in pending {
+            by_node.entry((cluster, node)).or_default().push(bucket);
+        }
+        for ((cluster, node), mut buckets) in by_node {
+            buckets.sort_unstable();
+            // Work through contiguous spans inside one hour, so memory stays bounded and each
+            // span is one transaction: pending marks, raw reads and rollup writes together.
+            for chunk in buckets.chunk_by(|a, b| b - a <= MINUTE_MS && b / rollup::HOUR_MS == a / rollup::HOUR_MS) {
+                let from = chunk[0];
+                let to = chunk[chunk.len() - 1] + MINUTE_MS;
+                let (gpu_rows, tenant_rows) = dispatch!(self, s => s.rollup_span(&cluster, &node, from, to).await)?;
+                stats.minutes += chunk.len();
+                stats.gpu_rows += gpu_rows;
+                stats.tenant_rows += tenant_rows;
+            }
+        }
+        Ok(stats)
+    }
+
+    /// Removes data older than each resolution's retention.
+    pub async fn apply_retention(&self, now_ms: i64, retention: &Retention) -> Result<RetentionStats> {
+        dispatch!(self, s => s.apply_retention(now_ms, retention).await)
+    }
+
+    /// Minute rollups of a node over a range, for tests and analytics.
+    pub async fn minute_rollups(&self, cluster: &str, node: &str, from_ms: i64, to_ms: i64) -> Result<NodeRollup> {
+        dispatch!(self, s => s.read_minutes(cluster, node, from_ms, to_ms).await)
+    }
+
+    /// Hour rollups of a node over a range.
+    pub async fn hour_rollups(&self, cluster: &str, node: &str, from_ms: i64, to_ms: i64) -> Result<NodeRollup> {
+        dispatch!(self, s => s.read_hours(cluster, node, from_ms, to_ms).await)
+    }
+}
+
+/// Columns of the GPU rollup tables, in insert order.
+pub(crate) const GPU_ROLLUP_COLUMNS: &str = "cluster, node, gpu_uuid, bucket, samples, covered_s, gpu_util_n, gpu_util_sum, gpu_util_max, gpu_util_hist, busy_n, sm_active_n, sm_active_sum, sm_active_max, sm_active_hist, sm_occupancy_sum, tensor_active_sum, dram_active_sum, mem_used_n, mem_used_sum, mem_used_max, mem_total_max, power_n, power_sum, power_max, temp_n, temp_sum, temp_max, throttled_n, alloc_share_sum";
+
+/// Columns of the tenant rollup tables, in insert order.
+pub(crate) const TENANT_ROLLUP_COLUMNS: &str = "cluster, node, gpu_uuid, tenant_key, bucket, samples, covered_s, alloc_share_sum, alloc_n, present_n, sm_util_n, sm_util_sum, sm_util_max, busy_n, mem_used_n, mem_used_sum, mem_used_max, processes_max";
+
+/// Reads a [`rollup::GpuAgg`] from a row of a GPU rollup table (either backend).
+macro_rules! read_gpu_agg {
+    ($r:expr, $hist:ty) => {{
+        let r = $r;
+        let hist = |v: Option<$hist>| v.map(|b| rollup::Hist::from_bytes(&b)).unwrap_or_default();
+        rollup::GpuAgg {
+            samples: r.try_get("samples")?,
+            covered_s: r.try_get("covered_s")?,
+            gpu_util_n: r.try_get("gpu_util_n")?,
+            gpu_util_sum: r.try_get("gpu_util_sum")?,
+            gpu_util_max: r.try_get("gpu_util_max")?,
+            gpu_util_hist: hist(r.try_get("gpu_util_hist")?),
+            busy_n: r.try_get("busy_n")?,
+            sm_active_n: r.try_get("sm_active_n")?,
+            sm_active_sum: r.try_get("sm_active_sum")?,
+            sm_active_max: r.try_get("sm_active_max")?,
+            sm_active_hist: hist(r.try_get("sm_active_hist")?),
+            sm_occupancy_sum: r.try_get("sm_occupancy_sum")?,
+            tensor_active_sum: r.try_get("tensor_active_sum")?,
+            dram_active_sum: r.try_get("dram_active_sum")?,
+            mem_used_n: r.try_get("mem_used_n")?,
+            mem_used_sum: r.try_get("mem_used_sum")?,
+            mem_used_max: r.try_get("mem_used_max")?,
+            mem_total_max: r.try_get("mem_total_max")?,
+            power_n: r.try_get("power_n")?,
+            power_sum: r.try_get("power_sum")?,
+            power_max: r.try_get("power_max")?,
+            temp_n: r.try_get("temp_n")?,
+            temp_sum: r.try_get("temp_sum")?,
+            temp_max: r.try_get("temp_max")?,
+            throttled_n: r.try_get("throttled_n")?,
+            alloc_share_sum: r.try_get("alloc_share_sum")?,
+        }
+    }};
+}
+pub(crate) use read_gpu_agg;
+
+/// Reads a [`rollup::TenantAgg`] from a row of a tenant rollup table (either backend).
+macro_rules! read_tenant_agg {
+    ($r:expr) => {{
+        let r = $r;
+        rollup::TenantAgg {
+            samples: r.try_get("samples")?,
+            covered_s: r.try_get("covered_s")?,
+            alloc_share_sum: r.try_get("alloc_share_sum")?,
+            alloc_n: r.try_get("alloc_n")?,
+            present_n: r.try_get("present_n")?,
+            sm_util_n: r.try_get("sm_util_n")?,
+            sm_util_sum: r.try_get("sm_util_sum")?,
+            sm_util_max: r.try_get("sm_util_max")?,
+            busy_n: r.try_get("busy_n")?,
+            mem_used_n: r.try_get("mem_used_n")?,
+            mem_used_sum: r.try_get("mem_used_sum")?,
+            mem_used_max: r.try_get("mem_used_max")?,
+            processes_max: r.try_get("processes_max")?,
+        }
+    }};
+}
+pub(crate) use read_tenant_agg;
+
+fn merge_tenants(rows: Vec<(TenantRecord, String)>) -> Vec<TenantRecord> {
+    let mut out: BTreeMap<(String, String), TenantRecord> = BTreeMap::new();
+    for (rec, node) in rows {
+        let e = out
+            .entry((rec.cluster.clone(), rec.key.clone()))
+            .or_insert_with(|| TenantRecord { nodes: Vec::new(), ..rec.clone() });
+        e.first_seen_ms = e.first_seen_ms.min(rec.first_seen_ms);
+        if rec.last_seen_ms >= e.last_seen_ms {
+            let nodes = std::mem::take(&mut e.nodes);
+            *e = TenantRecord { nodes, ..rec.clone() };
+            e.first_seen_ms = e.first_seen_ms.min(rec.first_seen_ms);
+        }
+        if !e.nodes.contains(&node) {
+            e.nodes.push(node);
+        }
+    }
+    out.into_values().collect()
+}
+
+/// Hides a password in a database URL for messages and logs.
+pub fn redact_url(url: &str) -> String {
+    match (url.find("://"), url.rfind('@')) {
+        (Some(scheme_end), Some(at)) if at > scheme_end => {
+            let creds = &url[scheme_end + 3..at];
+            match creds.split_once(':') {
+                Some((user, _)) => format!("{}{user}:***{}", &url[..scheme_end + 3], &url[at..]),
+                None => url.to_owned(),
+            }
+        }
+        _ => url.to_owned(),
+    }
+}
+
+/// The day partitions (PostgreSQL) between two instants, as (suffix, start, end) in ms.
+pub(crate) fn days_between(from_ms: i64, to_ms: i64) -> Vec<i64> {
+    let day = 86_400_000;
+    let mut d = from_ms - from_ms.rem_euclid(day);
+    let mut out = Vec::new();
+    while d <= to_ms {
+        out.push(d);
+        d += day;
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urls_are_redacted() {
+        assert_eq!(redact_url("postgres://u:secret@h/db"), "postgres://u:***@h/db");
+        assert_eq!(redact_url("sqlite://x.db"), "sqlite://x.db");
+    }
+}

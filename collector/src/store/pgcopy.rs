@@ -1,0 +1,155 @@
+//! PostgreSQL's binary COPY format, written by hand: the fastest way to load rows.
+//! Layout: signature, flags, header extension, then per row a field count and per field a
+//! length (-1 for NULL) and big-endian bytes; a trailer of -1.
+
+/// Microseconds between the Unix epoch and PostgreSQL's epoch (2000-01-01).
+const PG_EPOCH_OFFSET_US: i64 = 946_684_800_000_000;
+
+/// Builds one COPY payload.
+#[derive(Debug)]
+pub struct CopyWriter {
+    buf: Vec<u8>,
+    rows: u64,
+}
+
+impl CopyWriter {
+    pub fn new() -> CopyWriter {
+        let mut buf = Vec::with_capacity(64 * 1024);
+        buf.extend_from_slice(b"PGCOPY\n\xff\r\n\0");
+        buf.extend_from_slice(&0i32.to_be_bytes());
+        buf.extend_from_slice(&0i32.to_be_bytes());
+        CopyWriter { buf, rows: 0 }
+    }
+
+    pub fn row(&mut self, fields: i16) -> &mut Self {
+        self.rows += 1;
+        self.buf.extend_from_slice(&fields.to_be_bytes());
+        self
+    }
+
+    fn null(&mut self) {
+        self.buf.extend_from_slice(&(-1i32).to_be_bytes());
+    }
+
+    pub fn text(&mut self, v: &str) -> &mut Self {
+        self.buf.extend_from_slice(&(v.len() as i32).to_be_bytes());
+        self.buf.extend_from_slice(v.as_bytes());
+        self
+    }
+
+    pub fn opt_text(&mut self, v: Option<&str>) -> &mut Self {
+        match v {
+            Some(v) => self.text(v),
+            None => {
+                self.null();
+                self
+            }
+        }
+    }
+
+    pub fn i32(&mut self, v: i32) -> &mut Self {
+        self.buf.extend_from_slice(&4i32.to_be_bytes());
+        self.buf.extend_from_slice(&v.to_be_bytes());
+        self
+    }
+
+    pub fn opt_i32(&mut self, v: Option<i32>) -> &mut Self {
+        match v {
+            Some(v) => self.i32(v),
+            None => {
+                self.null();
+                self
+            }
+        }
+    }
+
+    pub fn i64(&mut self, v: i64) -> &mut Self {
+        self.buf.extend_from_slice(&8i32.to_be_bytes());
+        self.buf.extend_from_slice(&v.to_be_bytes());
+        self
+    }
+
+    pub fn opt_i64(&mut self, v: Option<i64>) -> &mut Self {
+        match v {
+            Some(v) => self.i64(v),
+            None => {
+                self.null();
+                self
+            }
+        }
+    }
+
+    pub fn f32(&mut self, v: f32) -> &mut Self {
+        self.buf.extend_from_slice(&4i32.to_be_bytes());
+        self.buf.extend_from_slice(&v.to_bits().to_be_bytes());
+        self
+    }
+
+    pub fn opt_f32(&mut self, v: Option<f32>) -> &mut Self {
+        match v {
+            Some(v) => self.f32(v),
+            None => {
+                self.null();
+                self
+            }
+        }
+    }
+
+    pub fn opt_f64(&mut self, v: Option<f64>) -> &mut Self {
+        match v {
+            Some(v) => {
+                self.buf.extend_from_slice(&8i32.to_be_bytes());
+                self.buf.extend_from_slice(&v.to_bits().to_be_bytes());
+            }
+            None => self.null(),
+        }
+        self
+    }
+
+    /// A bytea field (or NULL).
+    pub fn raw_bytes(&mut self, v: Option<&[u8]>) -> &mut Self {
+        match v {
+            Some(v) => {
+                self.buf.extend_from_slice(&(v.len() as i32).to_be_bytes());
+                self.buf.extend_from_slice(v);
+            }
+            None => self.null(),
+        }
+        self
+    }
+
+    /// A timestamptz from Unix milliseconds.
+    pub fn ts_ms(&mut self, ms: i64) -> &mut Self {
+        self.i64(ms * 1000 - PG_EPOCH_OFFSET_US)
+    }
+
+    pub fn rows(&self) -> u64 {
+        self.rows
+    }
+
+    pub fn finish(mut self) -> Vec<u8> {
+        self.buf.extend_from_slice(&(-1i16).to_be_bytes());
+        self.buf
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn layout_matches_the_format() {
+        let mut w = CopyWriter::new();
+        w.row(3).text("ab").opt_i32(None).ts_ms(946_684_800_000);
+        let b = w.finish();
+        assert_eq!(&b[..11], b"PGCOPY\n\xff\r\n\0");
+        let body = &b[19..];
+        assert_eq!(&body[..2], &3i16.to_be_bytes());
+        assert_eq!(&body[2..6], &2i32.to_be_bytes());
+        assert_eq!(&body[6..8], b"ab");
+        assert_eq!(&body[8..12], &(-1i32).to_be_bytes());
+        assert_eq!(&body[12..16], &8i32.to_be_bytes());
+        assert_eq!(&body[16..24], &0i64.to_be_bytes());
+        assert_eq!(&body[24..], &(-1i16).to_be_bytes());
+    }
+}

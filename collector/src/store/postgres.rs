@@ -1,0 +1,734 @@
+//! The PostgreSQL backend: raw samples and rollups in time-partitioned tables (daily; hourly
+//! rollups monthly), loaded with binary COPY, with retention by dropping whole partitions.
+
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use model::wire::v1::Batch;
+use sqlx::postgres::{PgPoolOptions, Postgres};
+use sqlx::{AssertSqlSafe, PgPool, Row};
+
+use super::pgcopy::CopyWriter;
+use super::rollup::{self, NodeRollup, RawAllocation, RawGpu, RawProcess};
+use super::series::{self, Agg, Family, Plan, Resolution, Series, SeriesQuery};
+use super::sqlite::{hist_p95, p95_by_bucket};
+use super::{
+    GpuRecord, IngestOutcome, MigRecord, NodeRecord, Result, Retention, RetentionStats,
+    StoreError, TableCounts, TeamOf, TenantRecord, days_between, migrate,
+};
+
+/// Tables partitioned by day, and by month.
+const DAILY: [&str; 7] = [
+    "gpu_samples",
+    "mig_samples",
+    "process_samples",
+    "allocation_samples",
+    "gpu_events",
+    "gpu_rollup_1m",
+    "tenant_rollup_1m",
+];
+const MONTHLY: [&str; 2] = ["gpu_rollup_1h", "tenant_rollup_1h"];
+
+/// Epoch milliseconds of a timestamptz column.
+fn ms(col: &str) -> String {
+    format!("(extract(epoch from {col}) * 1000)::bigint")
+}
+
+#[derive(Debug, Clone)]
+pub struct PgStore {
+    pool: PgPool,
+    /// Day starts (ms) whose partitions are known to exist.
+    partitions: Arc<Mutex<HashSet<i64>>>,
+}
+
+impl PgStore {
+    pub async fn connect(url: &str) -> Result<PgStore> {
+        let pool = PgPoolOptions::new()
+            .max_connections(8)
+            .acquire_timeout(Duration::from_secs(5))
+            .connect(url)
+            .await?;
+        Ok(PgStore {
+            pool,
+            partitions: Arc::new(Mutex::new(HashSet::new())),
+        })
+    }
+
+    pub async fn migrate(&self) -> Result<Vec<String>> {
+        let mut conn = self.pool.acquire().await?;
+        // One collector migrates at a time.
+        sqlx::query("SELECT pg_advisory_lock(7210001)").execute(&mut *conn).await?;
+        let result = async {
+            sqlx::raw_sql(
+                "CREATE TABLE IF NOT EXISTS schema_migrations (version bigint PRIMARY KEY, name text NOT NULL, checksum text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())",
+            )
+            .execute(&mut *conn)
+            .await?;
+            let applied: Vec<(i64, String)> = sqlx::query_as("SELECT version, checksum FROM schema_migrations ORDER BY version")
+                .fetch_all(&mut *conn)
+                .await?;
+            let mut done = Vec::new();
+            for m in migrate::to_apply(migrate::POSTGRES, &applied)? {
+                let mut tx = sqlx::Connection::begin(&mut *conn).await?;
+                sqlx::raw_sql(m.sql).execute(&mut *tx).await?;
+                sqlx::query("INSERT INTO schema_migrations (version, name, checksum) VALUES ($1, $2, $3)")
+                    .bind(m.version)
+                    .bind(m.name)
+                    .bind(migrate::checksum(m.sql))
+                    .execute(&mut *tx)
+                    .await?;
+                tx.commit().await?;
+                done.push(m.name.to_owned());
+            }
+            Ok::<_, StoreError>(done)
+        }
+        .await;
+        sqlx::query("SELECT pg_advisory_unlock(7210001)").execute(&mut *conn).await?;
+        result
+    }
+
+    pub async fn ping(&self) -> Result<()> {
+        sqlx::query("SELECT 1").execute(&self.pool).await?;
+        Ok(())
+    }
+
+    pub async fn prepare_partitions(&self, now_ms: i64) -> Result<()> {
+        self.ensure_days(&days_between(now_ms - 86_400_000, now_ms + 2 * 86_400_000)).await
+    }
+
+    /// Creates the daily and monthly partitions covering the given days.
+    async fn ensure_days(&self, days: &[i64]) -> Result<()> {
+        let missing: Vec<i64> = {
+            let known = self.partitions.lock().expect("partition cache");
+            days.iter().copied().filter(|d| !known.contains(d)).collect()
+        };
+        for day in missing {
+            let (y, m, d) = civil(day);
+            let (ny, nm, nd) = civil(day + 86_400_000);
+            for table in DAILY {
+                create_partition(
+                    &self.pool,
+                    &format!("{table}_p{y:04}{m:02}{d:02}"),
+                    table,
+                    &format!("{y:04}-{m:02}-{d:02}"),
+                    &format!("{ny:04}-{nm:02}-{nd:02}"),
+                )
+                .await?;
+            }
+            let (ey, em) = if m == 12 { (y + 1, 1) } else { (y, m + 1) };
+            for table in MONTHLY {
+                create_partition(
+                    &self.pool,
+                    &format!("{table}_p{y:04}{m:02}"),
+                    table,
+                    &format!("{y:04}-{m:02}-01"),
+                    &format!("{ey:04}-{em:02}-01"),
+                )
+                .await?;
+            }
+            self.partitions.lock().expect("partition cache").insert(day);
+        }
+        Ok(())
+    }
+
+    pub async fn ingest(&self, b: &Batch, received_ms: i64, team_of: TeamOf<'_>) -> Result<IngestOutcome> {
+        if let Some((from, to)) = b.time_range() {
+            let mut days = days_between(from, to);
+            for s in &b.snapshots {
+                days.extend(s.events.iter().flat_map(|e| days_between(e.ts, e.ts)));
+            }
+            days.sort_unstable();
+            days.dedup();
+            self.ensure_days(&days).await?;
+        }
+        let mut tx = self.pool.begin().await?;
+        sqlx::query("INSERT INTO agent_streams (cluster, node, agent_id, last_seq, last_seen) VALUES ($1, $2, $3, 0, to_timestamp($4 / 1000.0)) ON CONFLICT DO NOTHING")
+            .bind(&b.cluster).bind(&b.node).bind(&b.agent_id).bind(received_ms)
+            .execute(&mut *tx).await?;
+        // The row lock serialises concurrent batches of one agent.
+        let last: i64 = sqlx::query_scalar("SELECT last_seq FROM agent_streams WHERE cluster = $1 AND node = $2 AND agent_id = $3 FOR UPDATE")
+            .bind(&b.cluster).bind(&b.node).bind(&b.agent_id)
+            .fetch_one(&mut *tx).await?;
+        if b.seq as i64 <= last {
+            tx.rollback().await?;
+            return Ok(IngestOutcome::Duplicate { last_seq: last as u64 });
+        }
+        let last_sample = b.time_range().map(|r| r.1);
+        sqlx::query(
+            "INSERT INTO nodes (cluster, node, agent_version, interval_ms, first_seen, last_seen, last_sample)
+             VALUES ($1, $2, $3, $4, to_timestamp($5 / 1000.0), to_timestamp($5 / 1000.0), to_timestamp($6 / 1000.0))
+             ON CONFLICT (cluster, node) DO UPDATE SET agent_version = excluded.agent_version, interval_ms = excluded.interval_ms,
+               last_seen = excluded.last_seen, last_sample = greatest(nodes.last_sample, excluded.last_sample)",
+        )
+        .bind(&b.cluster).bind(&b.node).bind(&b.agent_version).bind(b.interval_ms as i32).bind(received_ms).bind(last_sample)
+        .execute(&mut *tx).await?;
+        if let Some(inventory) = &b.inventory {
+            for g in inventory {
+                sqlx::query(
+                    "INSERT INTO gpus (cluster, node, gpu_uuid, gpu_index, model, memory_total_bytes, pci_bus_id, mig_enabled, sharing, replicas, first_seen, last_seen)
+                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, to_timestamp($11 / 1000.0), to_timestamp($11 / 1000.0))
+                     ON CONFLICT (cluster, node, gpu_uuid) DO UPDATE SET gpu_index = excluded.gpu_index, model = excluded.model,
+                       memory_total_bytes = excluded.memory_total_bytes, pci_bus_id = excluded.pci_bus_id, mig_enabled = excluded.mig_enabled,
+                       sharing = excluded.sharing, replicas = excluded.replicas, last_seen = excluded.last_seen",
+                )
+                .bind(&b.cluster).bind(&b.node).bind(&g.uuid).bind(g.index as i32).bind(&g.model).bind(g.memory_total_bytes)
+                .bind(&g.pci_bus_id).bind(g.mig_enabled).bind(&g.sharing).bind(g.replicas as i32).bind(received_ms)
+                .execute(&mut *tx).await?;
+                sqlx::query("DELETE FROM mig_instances WHERE cluster = $1 AND node = $2 AND gpu_uuid = $3")
+                    .bind(&b.cluster).bind(&b.node).bind(&g.uuid)
+                    .execute(&mut *tx).await?;
+                for m in &g.mig_instances {
+                    sqlx::query(
+                        "INSERT INTO mig_instances (cluster, node, gpu_uuid, gi_id, ci_id, profile, placement_start, placement_size, memory_total_bytes, compute_slices, mig_uuid, last_seen)
+                         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, to_timestamp($12 / 1000.0)) ON CONFLICT DO NOTHING",
+                    )
+                    .bind(&b.cluster).bind(&b.node).bind(&g.uuid).bind(m.gi_id as i32).bind(m.ci_id as i32).bind(&m.profile)
+                    .bind(m.placement_start.map(|v| v as i32)).bind(m.placement_size.map(|v| v as i32)).bind(m.memory_total_bytes)
+                    .bind(m.compute_slices.map(|v| v as i32)).bind(&m.uuid).bind(received_ms)
+                    .execute(&mut *tx).await?;
+                }
+            }
+        }
+        for t in &b.tenants {
+            let seen = last_sample.unwrap_or(received_ms);
+            sqlx::query(
+                "INSERT INTO tenants (cluster, node, tenant_key, kind, namespace, pod, container, pod_uid, job_id, username, account, uid, team, first_seen, last_seen)
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, to_timestamp($14 / 1000.0), to_timestamp($14 / 1000.0))
+                 ON CONFLICT (cluster, node, tenant_key) DO UPDATE SET kind = excluded.kind, namespace = excluded.namespace, pod = excluded.pod,
+                   container = excluded.container, pod_uid = excluded.pod_uid, job_id = excluded.job_id, username = excluded.username,
+                   account = excluded.account, uid = excluded.uid, team = excluded.team, last_seen = greatest(tenants.last_seen, excluded.last_seen)",
+            )
+            .bind(&b.cluster).bind(&b.node).bind(&t.key).bind(t.kind.as_str()).bind(&t.namespace).bind(&t.pod).bind(&t.container)
+            .bind(&t.pod_uid).bind(&t.job_id).bind(&t.user).bind(&t.account).bind(t.uid.map(|u| u as i32)).bind(team_of(t)).bind(seen)
+            .execute(&mut *tx).await?;
+        }
+        let rows = copy_samples(&mut tx, b).await?;
+        let mut minutes: Vec<i64> = b.snapshots.iter().map(|s| rollup::bucket_of(s.ts, rollup::MINUTE_MS)).collect();
+        minutes.sort_unstable();
+        minutes.dedup();
+        sqlx::query(
+            "INSERT INTO rollup_pending (cluster, node, bucket) SELECT $1, $2, to_timestamp(m / 1000.0) FROM unnest($3::bigint[]) AS m ON CONFLICT DO NOTHING",
+        )
+        .bind(&b.cluster).bind(&b.node).bind(&minutes)
+        .execute(&mut *tx).await?;
+        sqlx::query("UPDATE agent_streams SET last_seq = $1, last_seen = to_timestamp($2 / 1000.0) WHERE cluster = $3 AND node = $4 AND agent_id = $5")
+            .bind(b.seq as i64).bind(received_ms).bind(&b.cluster).bind(&b.node).bind(&b.agent_id)
+            .execute(&mut *tx).await?;
+        tx.commit().await?;
+        Ok(IngestOutcome::Stored { rows })
+    }
+
+    pub async fn nodes(&self) -> Result<Vec<NodeRecord>> {
+        let rows = sqlx::query(AssertSqlSafe(format!(
+            "SELECT n.cluster, n.node, n.agent_version, n.interval_ms::bigint AS interval_ms, {} AS first_seen, {} AS last_seen, {} AS last_sample,
+                    (SELECT count(*) FROM gpus g WHERE g.cluster = n.cluster AND g.node = n.node) AS gpu_count
+             FROM nodes n ORDER BY n.cluster, n.node",
+            ms("n.first_seen"), ms("n.last_seen"), ms("n.last_sample")
+        )))
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter()
+            .map(|r| {
+                Ok(NodeRecord {
+                    cluster: r.try_get("cluster")?,
+                    node: r.try_get("node")?,
+                    agent_version: r.try_get("agent_version")?,
+                    interval_ms: r.try_get("interval_ms")?,
+                    first_seen_ms: r.try_get("first_seen")?,
+                    last_seen_ms: r.try_get("last_seen")?,
+                    last_sample_ms: r.try_get("last_sample")?,
+                    gpu_count: r.try_get("gpu_count")?,
+                })
+            })
+            .collect()
+    }
+
+    pub async fn gpus(&self, node: Option<&str>) -> Result<Vec<GpuRecord>> {
+        let rows = sqlx::query(AssertSqlSafe(format!(
+            "SELECT cluster, node, gpu_uuid, gpu_index::bigint AS gpu_index, model, memory_total_bytes, pci_bus_id, mig_enabled, sharing,
+                    replicas::bigint AS replicas, {} AS first_seen, {} AS last_seen
+             FROM gpus WHERE ($1::text IS NULL OR node = $1) ORDER BY cluster, node, gpu_index",
+            ms("first_seen"), ms("last_seen")
+        )))
+        .bind(node)
+        .fetch_all(&self.pool)
+        .await?;
+        let migs = sqlx::query(
+            "SELECT gpu_uuid, gi_id::bigint AS gi_id, ci_id::bigint AS ci_id, profile, placement_start::bigint AS placement_start,
+                    placement_size::bigint AS placement_size, memory_total_bytes, compute_slices::bigint AS compute_slices, mig_uuid
+             FROM mig_instances WHERE ($1::text IS NULL OR node = $1) ORDER BY gpu_uuid, placement_start, gi_id, ci_id",
+        )
+        .bind(node)
+        .fetch_all(&self.pool)
+        .await?;
+        let mut out = Vec::new();
+        for r in &rows {
+            let uuid: String = r.try_get("gpu_uuid")?;
+            let mut mig_instances = Vec::new();
+            for m in migs.iter().filter(|m| m.get::<String, _>("gpu_uuid") == uuid) {
+                mig_instances.push(MigRecord {
+                    gi_id: m.try_get("gi_id")?,
+                    ci_id: m.try_get("ci_id")?,
+                    profile: m.try_get("profile")?,
+                    placement_start: m.try_get("placement_start")?,
+                    placement_size: m.try_get("placement_size")?,
+                    memory_total_bytes: m.try_get("memory_total_bytes")?,
+                    compute_slices: m.try_get("compute_slices")?,
+                    uuid: m.try_get("mig_uuid")?,
+                });
+            }
+            out.push(GpuRecord {
+                cluster: r.try_get("cluster")?,
+                node: r.try_get("node")?,
+                uuid,
+                index: r.try_get("gpu_index")?,
+                model: r.try_get("model")?,
+                memory_total_bytes: r.try_get("memory_total_bytes")?,
+                pci_bus_id: r.try_get("pci_bus_id")?,
+                mig_enabled: r.try_get("mig_enabled")?,
+                sharing: r.try_get("sharing")?,
+                replicas: r.try_get("replicas")?,
+                first_seen_ms: r.try_get("first_seen")?,
+                last_seen_ms: r.try_get("last_seen")?,
+                mig_instances,
+            });
+        }
+        Ok(out)
+    }
+
+    pub async fn tenant_rows(&self) -> Result<Vec<(TenantRecord, String)>> {
+        let rows = sqlx::query(AssertSqlSafe(format!(
+            "SELECT cluster, node, tenant_key, kind, namespace, pod, container, pod_uid, job_id, username, account, uid::bigint AS uid, team,
+                    {} AS first_seen, {} AS last_seen
+             FROM tenants ORDER BY cluster, tenant_key, node",
+            ms("first_seen"), ms("last_seen")
+        )))
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter()
+            .map(|r| {
+                Ok((
+                    TenantRecord {
+                        cluster: r.try_get("cluster")?,
+                        key: r.try_get("tenant_key")?,
+                        kind: r.try_get("kind")?,
+                        team: r.try_get("team")?,
+                        namespace: r.try_get("namespace")?,
+                        pod: r.try_get("pod")?,
+                        container: r.try_get("container")?,
+                        pod_uid: r.try_get("pod_uid")?,
+                        job_id: r.try_get("job_id")?,
+                        user: r.try_get("username")?,
+                        account: r.try_get("account")?,
+                        uid: r.try_get("uid")?,
+                        nodes: Vec::new(),
+                        first_seen_ms: r.try_get("first_seen")?,
+                        last_seen_ms: r.try_get("last_seen")?,
+                    },
+                    r.try_get("node")?,
+                ))
+            })
+            .collect()
+    }
+
+    pub async fn counts(&self) -> Result<TableCounts> {
+        let mut c = TableCounts::default();
+        for (table, slot) in [
+            ("gpu_samples", &mut c.gpu_samples),
+            ("mig_samples", &mut c.mig_samples),
+            ("process_samples", &mut c.process_samples),
+            ("allocation_samples", &mut c.allocation_samples),
+            ("gpu_events", &mut c.gpu_events),
+            ("gpu_rollup_1m", &mut c.gpu_rollup_1m),
+            ("gpu_rollup_1h", &mut c.gpu_rollup_1h),
+            ("tenant_rollup_1m", &mut c.tenant_rollup_1m),
+            ("tenant_rollup_1h", &mut c.tenant_rollup_1h),
+        ] {
+            *slot = sqlx::query_scalar(AssertSqlSafe(format!("SELECT count(*) FROM {table}")))
+                .fetch_one(&self.pool)
+                .await?;
+        }
+        Ok(c)
+    }
+
+    pub async fn last_sample_ms(&self, cluster: &str, node: &str) -> Result<Option<i64>> {
+        let v: Option<Option<i64>> = sqlx::query_scalar(AssertSqlSafe(format!(
+            "SELECT {} FROM nodes WHERE cluster = $1 AND node = $2",
+            ms("last_sample")
+        )))
+        .bind(cluster)
+        .bind(node)
+        .fetch_optional(&self.pool)
+        .await?;
+        Ok(v.flatten())
+    }
+
+    pub async fn series(&self, q: &SeriesQuery, plan: &Plan) -> Result<Series> {
+        let spec = q.metric.spec();
+        let (table, col) = match (plan.resolution, q.family()) {
+            (Resolution::Raw, Family::Gpu) => ("gpu_samples", "ts"),
+            (Resolution::Raw, Family::Tenant) => ("process_samples", "ts"),
+            (Resolution::Minute, Family::Gpu) => ("gpu_rollup_1m", "bucket"),
+            (Resolution::Minute, Family::Tenant) => ("tenant_rollup_1m", "bucket"),
+            (Resolution::Hour, Family::Gpu) => ("gpu_rollup_1h", "bucket"),
+            (Resolution::Hour, Family::Tenant) => ("tenant_rollup_1h", "bucket"),
+        };
+        let step = plan.step_ms;
+        let (filter, first) = match q.entity.filter() {
+            Some((c, _)) => (format!("{c} = $1"), 2),
+            None => ("TRUE".to_owned(), 1),
+        };
+        let range = format!(
+            "{col} >= to_timestamp(${first}::bigint / 1000.0) AND {col} < to_timestamp(${}::bigint / 1000.0)",
+            first + 1
+        );
+        let b = format!("(floor(extract(epoch from {col}) * 1000 / {step}) * {step})::bigint AS b");
+        let values: Vec<(i64, Option<f64>)> = if plan.resolution == Resolution::Raw {
+            let expr = spec.raw_expr.expect("planned raw only with a raw expression");
+            let sql = match q.agg {
+                Agg::Mean => format!("SELECT {b}, avg({expr})::float8 FROM {table} WHERE {filter} AND {range} GROUP BY 1 ORDER BY 1"),
+                Agg::Max => format!("SELECT {b}, max({expr})::float8 FROM {table} WHERE {filter} AND {range} GROUP BY 1 ORDER BY 1"),
+                Agg::P95 => format!("SELECT {b}, ({expr})::float8 FROM {table} WHERE {filter} AND {range} AND {expr} IS NOT NULL ORDER BY 1"),
+            };
+            let rows = self.bind_series(&sql, q).fetch_all(&self.pool).await?;
+            let pairs: Vec<(i64, Option<f64>)> = rows.iter().map(|r| (r.get::<i64, _>(0), r.get::<Option<f64>, _>(1))).collect();
+            if q.agg == Agg::P95 { p95_by_bucket(pairs) } else { pairs }
+        } else if q.agg == Agg::P95 {
+            let Some(hist) = spec.hist_col else {
+                return Err(StoreError::BadRequest(format!("metric {} has no p95 in rollups; use mean or max", spec.name)));
+            };
+            let max = spec.max_col.map_or("NULL::float8".to_owned(), |m| format!("{m}::float8"));
+            let sql = format!("SELECT {b}, {hist}, {max} FROM {table} WHERE {filter} AND {range} ORDER BY 1");
+            let rows = self.bind_series(&sql, q).fetch_all(&self.pool).await?;
+            hist_p95(rows.iter().map(|r| (r.get::<i64, _>(0), r.get::<Option<Vec<u8>>, _>(1), r.get::<Option<f64>, _>(2))))
+        } else {
+            let value = match q.agg {
+                Agg::Max => match spec.max_col {
+                    Some(c) => format!("max({c})::float8"),
+                    None => return Err(StoreError::BadRequest(format!("metric {} has no max in rollups; use mean", spec.name))),
+                },
+                _ => format!("sum({})::float8 / nullif(sum({}), 0)", spec.sum_col, spec.n_col),
+            };
+            let sql = format!("SELECT {b}, {value} FROM {table} WHERE {filter} AND {range} GROUP BY 1 ORDER BY 1");
+            let rows = self.bind_series(&sql, q).fetch_all(&self.pool).await?;
+            rows.iter().map(|r| (r.get::<i64, _>(0), r.get::<Option<f64>, _>(1))).collect()
+        };
+        Ok(Series {
+            metric: q.metric,
+            unit: spec.unit,
+            resolution: plan.resolution,
+            step_ms: step,
+            points: series::fill(q.from_ms, q.to_ms, step, &values),
+        })
+    }
+
+    fn bind_series<'q>(&self, sql: &str, q: &'q SeriesQuery) -> sqlx::query::Query<'q, Postgres, sqlx::postgres::PgArguments> {
+        let mut query = sqlx::query(AssertSqlSafe(sql.to_owned()));
+        if let Some((_, v)) = q.entity.filter() {
+            query = query.bind(v.to_owned());
+        }
+        query.bind(q.from_ms).bind(q.to_ms)
+    }
+
+    pub async fn pending_minutes(&self, until_ms: i64) -> Result<Vec<(String, String, i64)>> {
+        Ok(sqlx::query_as(AssertSqlSafe(format!(
+            "SELECT cluster, node, {} FROM rollup_pending WHERE bucket + interval '1 minute' <= to_timestamp($1 / 1000.0) ORDER BY 1, 2, 3",
+            ms("bucket")
+        )))
+        .bind(until_ms)
+        .fetch_all(&self.pool)
+        .await?)
+    }
+
+    pub async fn rollup_span(&self, cluster: &str, node: &str, from: i64, to: i64) -> Result<(usize, usize)> {
+        self.ensure_days(&days_between(from, to)).await?;
+        let mut tx = self.pool.begin().await?;
+        sqlx::query("DELETE FROM rollup_pending WHERE cluster = $1 AND node = $2 AND bucket >= to_timestamp($3 / 1000.0) AND bucket < to_timestamp($4 / 1000.0)")
+            .bind(cluster).bind(node).bind(from).bind(to)
+            .execute(&mut *tx).await?;
+        let range = "cluster = $1 AND node = $2 AND ts >= to_timestamp($3 / 1000.0) AND ts < to_timestamp($4 / 1000.0)";
+        let gpus: Vec<RawGpu> = sqlx::query(AssertSqlSafe(format!(
+            "SELECT gpu_uuid, {}, interval_ms, gpu_util, sm_active, sm_occupancy, tensor_active, dram_active, mem_used_bytes, mem_total_bytes, power_w, temp_c, throttle_reasons
+             FROM gpu_samples WHERE {range}",
+            ms("ts")
+        )))
+        .bind(cluster).bind(node).bind(from).bind(to)
+        .fetch_all(&mut *tx)
+        .await?
+        .iter()
+        .map(|r| RawGpu {
+            gpu_uuid: r.get(0),
+            ts: r.get(1),
+            interval_ms: r.get(2),
+            gpu_util: r.get(3),
+            sm_active: r.get(4),
+            sm_occupancy: r.get(5),
+            tensor_active: r.get(6),
+            dram_active: r.get(7),
+            mem_used_bytes: r.get(8),
+            mem_total_bytes: r.get(9),
+            power_w: r.get(10),
+            temp_c: r.get(11),
+            throttle_reasons: r.get(12),
+        })
+        .collect();
+        let allocs: Vec<RawAllocation> = sqlx::query(AssertSqlSafe(format!("SELECT gpu_uuid, {}, tenant_key, share FROM allocation_samples WHERE {range}", ms("ts"))))
+            .bind(cluster).bind(node).bind(from).bind(to)
+            .fetch_all(&mut *tx)
+            .await?
+            .iter()
+            .map(|r| RawAllocation { gpu_uuid: r.get(0), ts: r.get(1), tenant_key: r.get(2), share: r.get(3) })
+            .collect();
+        let procs: Vec<RawProcess> = sqlx::query(AssertSqlSafe(format!("SELECT gpu_uuid, {}, tenant_key, sm_util, mem_used_bytes FROM process_samples WHERE {range}", ms("ts"))))
+            .bind(cluster).bind(node).bind(from).bind(to)
+            .fetch_all(&mut *tx)
+            .await?
+            .iter()
+            .map(|r| RawProcess { gpu_uuid: r.get(0), ts: r.get(1), tenant_key: r.get(2), sm_util: r.get(3), mem_used_bytes: r.get(4) })
+            .collect();
+        let minutes = rollup::aggregate(rollup::MINUTE_MS, &gpus, &allocs, &procs);
+        replace_rollups(&mut tx, "1m", cluster, node, from, to, &minutes).await?;
+        let hour = rollup::bucket_of(from, rollup::HOUR_MS);
+        let all_minutes = read_rollups(&mut tx, "1m", cluster, node, hour, hour + rollup::HOUR_MS).await?;
+        let hours = rollup::to_hours(&all_minutes);
+        replace_rollups(&mut tx, "1h", cluster, node, hour, hour + rollup::HOUR_MS, &hours).await?;
+        tx.commit().await?;
+        Ok((minutes.gpus.len(), minutes.tenants.len()))
+    }
+
+    pub async fn read_minutes(&self, cluster: &str, node: &str, from: i64, to: i64) -> Result<NodeRollup> {
+        let mut conn = self.pool.acquire().await?;
+        read_rollups(&mut conn, "1m", cluster, node, from, to).await
+    }
+
+    pub async fn read_hours(&self, cluster: &str, node: &str, from: i64, to: i64) -> Result<NodeRollup> {
+        let mut conn = self.pool.acquire().await?;
+        read_rollups(&mut conn, "1h", cluster, node, from, to).await
+    }
+
+    pub async fn apply_retention(&self, now_ms: i64, r: &Retention) -> Result<RetentionStats> {
+        let mut stats = RetentionStats::default();
+        let cut = |d: Duration| now_ms - d.as_millis() as i64;
+        let plan: Vec<(&str, i64)> = DAILY
+            .iter()
+            .map(|t| (*t, if t.ends_with("_1m") { cut(r.minute) } else { cut(r.raw) }))
+            .chain(MONTHLY.iter().map(|t| (*t, cut(r.hour))))
+            .collect();
+        for (table, cutoff) in plan {
+            let parts: Vec<String> = sqlx::query_scalar(
+                "SELECT c.relname::text FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid JOIN pg_class p ON p.oid = i.inhparent WHERE p.relname = $1",
+            )
+            .bind(table)
+            .fetch_all(&self.pool)
+            .await?;
+            for part in parts {
+                let Some(end) = partition_end_ms(table, &part) else { continue };
+                if end <= cutoff {
+                    sqlx::query(AssertSqlSafe(format!("DROP TABLE IF EXISTS {part}"))).execute(&self.pool).await?;
+                    stats.dropped.push(part);
+                }
+            }
+        }
+        let done = sqlx::query("DELETE FROM rollup_pending WHERE bucket < to_timestamp($1 / 1000.0)")
+            .bind(cut(r.raw))
+            .execute(&self.pool)
+            .await?;
+        stats.rows_deleted += done.rows_affected();
+        if !stats.dropped.is_empty() {
+            self.partitions.lock().expect("partition cache").clear();
+        }
+        Ok(stats)
+    }
+}
+
+async fn create_partition(pool: &PgPool, name: &str, parent: &str, from: &str, to: &str) -> Result<()> {
+    let sql = format!("CREATE TABLE IF NOT EXISTS {name} PARTITION OF {parent} FOR VALUES FROM ('{from} 00:00:00+00') TO ('{to} 00:00:00+00')");
+    match sqlx::query(AssertSqlSafe(sql)).execute(pool).await {
+        Ok(_) => Ok(()),
+        // Another collector created it at the same moment.
+        Err(sqlx::Error::Database(e)) if matches!(e.code().as_deref(), Some("42P07") | Some("23505")) => Ok(()),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// The end of the range a partition covers, from its name (`table_pYYYYMMDD` / `table_pYYYYMM`).
+fn partition_end_ms(table: &str, part: &str) -> Option<i64> {
+    let suffix = part.strip_prefix(table)?.strip_prefix("_p")?;
+    let num = |s: &str| s.parse::<i64>().ok();
+    match suffix.len() {
+        8 => Some(days_from_civil(num(&suffix[..4])?, num(&suffix[4..6])?, num(&suffix[6..])?) * 86_400_000 + 86_400_000),
+        6 => {
+            let (y, m) = (num(&suffix[..4])?, num(&suffix[4..])?);
+            let (y, m) = if m == 12 { (y + 1, 1) } else { (y, m + 1) };
+            Some(days_from_civil(y, m, 1) * 86_400_000)
+        }
+        _ => None,
+    }
+}
+
+/// (year, month, day) of the UTC day containing `ms` (Howard Hinnant's civil_from_days).
+pub(crate) fn civil(ms: i64) -> (i64, i64, i64) {
+    let z = ms.div_euclid(86_400_000) + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    (yoe + era * 400 + i64::from(m <= 2), m, d)
+}
+
+/// Days since the epoch of a civil date.
+fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let mp = if m > 2 { m - 3 } else { m + 9 };
+    let doy = (153 * mp + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
+}
+
+async fn copy(tx: &mut sqlx::Transaction<'_, Postgres>, statement: &str, w: CopyWriter) -> Result<u64> {
+    if w.rows() == 0 {
+        return Ok(0);
+    }
+    let mut sink = tx.copy_in_raw(statement).await?;
+    sink.send(w.finish()).await?;
+    Ok(sink.finish().await?)
+}
+
+async fn copy_samples(tx: &mut sqlx::Transaction<'_, Postgres>, b: &Batch) -> Result<u64> {
+    let (c, n) = (b.cluster.as_str(), b.node.as_str());
+    let iv = b.interval_ms as i32;
+    let mut rows = 0;
+    let mut w = CopyWriter::new();
+    for s in &b.snapshots {
+        for g in &s.gpus {
+            w.row(30).text(c).text(n).text(&g.gpu_uuid).ts_ms(s.ts).i32(iv)
+                .opt_f32(g.gpu_util).opt_f32(g.mem_util).opt_i64(g.mem_used_bytes).opt_i64(g.mem_total_bytes)
+                .opt_f32(g.power_w).opt_f64(g.energy_j).opt_f32(g.temp_c).opt_i32(g.sm_clock_mhz).opt_i32(g.mem_clock_mhz)
+                .opt_i64(g.throttle_reasons).opt_i64(g.pcie_rx_bytes_per_s).opt_i64(g.pcie_tx_bytes_per_s)
+                .opt_i64(g.nvlink_rx_bytes_per_s).opt_i64(g.nvlink_tx_bytes_per_s).opt_i64(g.ecc_corrected)
+                .opt_i64(g.ecc_uncorrected).opt_i32(g.retired_pages).opt_i32(g.remapped_rows).opt_f32(g.enc_util)
+                .opt_f32(g.dec_util).opt_f32(g.sm_active).opt_f32(g.sm_occupancy).opt_f32(g.dram_active)
+                .opt_f32(g.tensor_active).opt_f32(g.gr_engine_active);
+        }
+    }
+    rows += copy(tx, "COPY gpu_samples (cluster, node, gpu_uuid, ts, interval_ms, gpu_util, mem_util, mem_used_bytes, mem_total_bytes, power_w, energy_j, temp_c, sm_clock_mhz, mem_clock_mhz, throttle_reasons, pcie_rx_bytes_per_s, pcie_tx_bytes_per_s, nvlink_rx_bytes_per_s, nvlink_tx_bytes_per_s, ecc_corrected, ecc_uncorrected, retired_pages, remapped_rows, enc_util, dec_util, sm_active, sm_occupancy, dram_active, tensor_active, gr_engine_active) FROM STDIN (FORMAT binary)", w).await?;
+    let mut w = CopyWriter::new();
+    for s in &b.snapshots {
+        for m in &s.mig {
+            w.row(13).text(c).text(n).text(&m.gpu_uuid).i32(m.gi_id as i32).i32(m.ci_id as i32).ts_ms(s.ts)
+                .opt_i64(m.mem_used_bytes).opt_i64(m.mem_total_bytes).opt_f32(m.sm_active).opt_f32(m.sm_occupancy)
+                .opt_f32(m.dram_active).opt_f32(m.tensor_active).opt_f32(m.gr_engine_active);
+        }
+    }
+    rows += copy(tx, "COPY mig_samples (cluster, node, gpu_uuid, gi_id, ci_id, ts, mem_used_bytes, mem_total_bytes, sm_active, sm_occupancy, dram_active, tensor_active, gr_engine_active) FROM STDIN (FORMAT binary)", w).await?;
+    let mut w = CopyWriter::new();
+    for s in &b.snapshots {
+        for p in &s.processes {
+            w.row(15).text(c).text(n).text(&p.gpu_uuid).ts_ms(s.ts).i64(i64::from(p.pid)).ts_ms(p.start_time)
+                .text(p.kind.as_str()).opt_i32(p.gi_id.map(|v| v as i32)).opt_i32(p.ci_id.map(|v| v as i32))
+                .opt_text(p.tenant.as_deref()).opt_f32(p.sm_util).opt_f32(p.mem_util).opt_f32(p.enc_util)
+                .opt_f32(p.dec_util).opt_i64(p.mem_used_bytes);
+        }
+    }
+    rows += copy(tx, "COPY process_samples (cluster, node, gpu_uuid, ts, pid, start_time, kind, gi_id, ci_id, tenant_key, sm_util, mem_util, enc_util, dec_util, mem_used_bytes) FROM STDIN (FORMAT binary)", w).await?;
+    let mut w = CopyWriter::new();
+    for s in &b.snapshots {
+        for a in &s.allocations {
+            w.row(9).text(c).text(n).text(&a.gpu_uuid).ts_ms(s.ts).text(&a.tenant)
+                .opt_i32(a.gi_id.map(|v| v as i32)).opt_i32(a.ci_id.map(|v| v as i32))
+                .opt_i32(a.replica.map(|v| v as i32)).f32(a.share);
+        }
+    }
+    rows += copy(tx, "COPY allocation_samples (cluster, node, gpu_uuid, ts, tenant_key, gi_id, ci_id, replica, share) FROM STDIN (FORMAT binary)", w).await?;
+    let mut w = CopyWriter::new();
+    for s in &b.snapshots {
+        for e in &s.events {
+            w.row(7).text(c).text(n).text(&e.gpu_uuid).ts_ms(e.ts).text(&e.kind).i64(e.code).opt_text(e.message.as_deref());
+        }
+    }
+    rows += copy(tx, "COPY gpu_events (cluster, node, gpu_uuid, ts, kind, code, message) FROM STDIN (FORMAT binary)", w).await?;
+    Ok(rows)
+}
+
+async fn replace_rollups(tx: &mut sqlx::Transaction<'_, Postgres>, res: &str, cluster: &str, node: &str, from: i64, to: i64, r: &NodeRollup) -> Result<()> {
+    for t in ["gpu", "tenant"] {
+        sqlx::query(AssertSqlSafe(format!(
+            "DELETE FROM {t}_rollup_{res} WHERE cluster = $1 AND node = $2 AND bucket >= to_timestamp($3 / 1000.0) AND bucket < to_timestamp($4 / 1000.0)"
+        )))
+        .bind(cluster).bind(node).bind(from).bind(to)
+        .execute(&mut **tx).await?;
+    }
+    let mut w = CopyWriter::new();
+    let bytes = |h: &rollup::Hist| if h.count() == 0 { None } else { Some(h.to_bytes()) };
+    for ((gpu, bucket), a) in &r.gpus {
+        let gh = bytes(&a.gpu_util_hist);
+        let sh = bytes(&a.sm_active_hist);
+        w.row(30).text(cluster).text(node).text(gpu).ts_ms(*bucket).i32(a.samples).opt_f64(Some(a.covered_s))
+            .i32(a.gpu_util_n).opt_f64(Some(a.gpu_util_sum)).opt_f32(a.gpu_util_max);
+        bytea(&mut w, gh.as_deref());
+        w.i32(a.busy_n).i32(a.sm_active_n).opt_f64(Some(a.sm_active_sum)).opt_f32(a.sm_active_max);
+        bytea(&mut w, sh.as_deref());
+        w.opt_f64(Some(a.sm_occupancy_sum)).opt_f64(Some(a.tensor_active_sum)).opt_f64(Some(a.dram_active_sum))
+            .i32(a.mem_used_n).opt_f64(Some(a.mem_used_sum)).opt_i64(a.mem_used_max).opt_i64(a.mem_total_max)
+            .i32(a.power_n).opt_f64(Some(a.power_sum)).opt_f32(a.power_max).i32(a.temp_n).opt_f64(Some(a.temp_sum))
+            .opt_f32(a.temp_max).i32(a.throttled_n).opt_f64(Some(a.alloc_share_sum));
+    }
+    copy(tx, &format!("COPY gpu_rollup_{res} ({}) FROM STDIN (FORMAT binary)", super::GPU_ROLLUP_COLUMNS), w).await?;
+    let mut w = CopyWriter::new();
+    for ((gpu, tenant, bucket), a) in &r.tenants {
+        w.row(18).text(cluster).text(node).text(gpu).text(tenant).ts_ms(*bucket).i32(a.samples).opt_f64(Some(a.covered_s))
+            .opt_f64(Some(a.alloc_share_sum)).i32(a.alloc_n).i32(a.present_n).i32(a.sm_util_n).opt_f64(Some(a.sm_util_sum))
+            .opt_f32(a.sm_util_max).i32(a.busy_n).i32(a.mem_used_n).opt_f64(Some(a.mem_used_sum)).opt_i64(a.mem_used_max)
+            .i32(a.processes_max);
+    }
+    copy(tx, &format!("COPY tenant_rollup_{res} ({}) FROM STDIN (FORMAT binary)", super::TENANT_ROLLUP_COLUMNS), w).await?;
+    Ok(())
+}
+
+fn bytea(w: &mut CopyWriter, v: Option<&[u8]>) {
+    w.raw_bytes(v);
+}
+
+async fn read_rollups(conn: &mut sqlx::PgConnection, res: &str, cluster: &str, node: &str, from: i64, to: i64) -> Result<NodeRollup> {
+    let mut out = NodeRollup::default();
+    let cols = |list: &str| list.replace("bucket,", &format!("{} AS bucket,", ms("bucket")));
+    let range = "cluster = $1 AND node = $2 AND bucket >= to_timestamp($3 / 1000.0) AND bucket < to_timestamp($4 / 1000.0)";
+    let rows = sqlx::query(AssertSqlSafe(format!("SELECT {} FROM gpu_rollup_{res} WHERE {range}", cols(super::GPU_ROLLUP_COLUMNS))))
+        .bind(cluster).bind(node).bind(from).bind(to)
+        .fetch_all(&mut *conn)
+        .await?;
+    for r in &rows {
+        let key = (r.try_get::<String, _>("gpu_uuid")?, r.try_get::<i64, _>("bucket")?);
+        out.gpus.insert(key, super::read_gpu_agg!(r, Vec<u8>));
+    }
+    let rows = sqlx::query(AssertSqlSafe(format!("SELECT {} FROM tenant_rollup_{res} WHERE {range}", cols(super::TENANT_ROLLUP_COLUMNS))))
+        .bind(cluster).bind(node).bind(from).bind(to)
+        .fetch_all(&mut *conn)
+        .await?;
+    for r in &rows {
+        let key = (r.try_get::<String, _>("gpu_uuid")?, r.try_get::<String, _>("tenant_key")?, r.try_get::<i64, _>("bucket")?);
+        out.tenants.insert(key, super::read_tenant_agg!(r));
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn civil_dates_round_trip() {
+        assert_eq!(civil(0), (1970, 1, 1));
+        assert_eq!(civil(1_795_305_600_000), (2026, 11, 21));
+        assert_eq!(days_from_civil(2026, 11, 21) * 86_400_000, 1_795_305_600_000);
+        assert_eq!(partition_end_ms("gpu_samples", "gpu_samples_p20261121"), Some(1_795_392_000_000));
+        assert_eq!(partition_end_ms("gpu_rollup_1h", "gpu_rollup_1h_p202612"), Some(days_from_civil(2027, 1, 1) * 86_400_000));
+        assert_eq!(partition_end_ms("gpu_samples", "gpu_samples_default"), None);
+    }
+}

@@ -1,0 +1,340 @@
+//! Time-series queries: which metric of which entity over which range at which step, and
+//! which stored resolution (raw, 1-minute or 1-hour rollups) answers it.
+
+use serde::Serialize;
+
+use super::{Retention, StoreError};
+
+/// The metrics `/api/v1/series` serves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Metric {
+    GpuUtil,
+    /// Share of samples in which a kernel ran.
+    Active,
+    SmActive,
+    SmOccupancy,
+    TensorActive,
+    DramActive,
+    MemUsedBytes,
+    PowerW,
+    TempC,
+    /// Share of the GPU held by allocations.
+    AllocShare,
+    /// Tenant: its processes' share of SM time.
+    SmUtil,
+}
+
+/// Where a metric lives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Family {
+    Gpu,
+    Tenant,
+}
+
+/// How one metric is read at each resolution.
+#[derive(Debug, Clone, Copy)]
+pub struct MetricSpec {
+    pub metric: Metric,
+    pub name: &'static str,
+    pub unit: &'static str,
+    pub family: Family,
+    /// Expression over the raw table, or None when only rollups carry it.
+    pub raw_expr: Option<&'static str>,
+    /// Rollup columns: count, sum, max, histogram.
+    pub n_col: &'static str,
+    pub sum_col: &'static str,
+    pub max_col: Option<&'static str>,
+    pub hist_col: Option<&'static str>,
+}
+
+const fn spec(
+    metric: Metric,
+    name: &'static str,
+    unit: &'static str,
+    family: Family,
+    raw_expr: Option<&'static str>,
+    cols: (&'static str, &'static str, Option<&'static str>, Option<&'static str>),
+) -> MetricSpec {
+    MetricSpec {
+        metric,
+        name,
+        unit,
+        family,
+        raw_expr,
+        n_col: cols.0,
+        sum_col: cols.1,
+        max_col: cols.2,
+        hist_col: cols.3,
+    }
+}
+
+use Family::{Gpu, Tenant};
+
+pub const METRICS: &[MetricSpec] = &[
+    spec(Metric::GpuUtil, "gpu_util", "ratio", Gpu, Some("gpu_util"), ("gpu_util_n", "gpu_util_sum", Some("gpu_util_max"), Some("gpu_util_hist"))),
+    spec(Metric::Active, "active", "ratio", Gpu, Some("CASE WHEN gpu_util IS NULL THEN NULL WHEN gpu_util > 0 THEN 1.0 ELSE 0.0 END"), ("gpu_util_n", "busy_n", None, None)),
+    spec(Metric::SmActive, "sm_active", "ratio", Gpu, Some("sm_active"), ("sm_active_n", "sm_active_sum", Some("sm_active_max"), Some("sm_active_hist"))),
+    spec(Metric::SmOccupancy, "sm_occupancy", "ratio", Gpu, Some("sm_occupancy"), ("sm_active_n", "sm_occupancy_sum", None, None)),
+    spec(Metric::TensorActive, "tensor_active", "ratio", Gpu, Some("tensor_active"), ("sm_active_n", "tensor_active_sum", None, None)),
+    spec(Metric::DramActive, "dram_active", "ratio", Gpu, Some("dram_active"), ("sm_active_n", "dram_active_sum", None, None)),
+    spec(Metric::MemUsedBytes, "mem_used_bytes", "bytes", Gpu, Some("mem_used_bytes"), ("mem_used_n", "mem_used_sum", Some("mem_used_max"), None)),
+    spec(Metric::PowerW, "power_w", "watts", Gpu, Some("power_w"), ("power_n", "power_sum", Some("power_max"), None)),
+    spec(Metric::TempC, "temp_c", "celsius", Gpu, Some("temp_c"), ("temp_n", "temp_sum", Some("temp_max"), None)),
+    spec(Metric::AllocShare, "alloc_share", "ratio", Gpu, None, ("samples", "alloc_share_sum", None, None)),
+    spec(Metric::SmUtil, "sm_util", "ratio", Tenant, Some("sm_util"), ("sm_util_n", "sm_util_sum", Some("sm_util_max"), None)),
+];
+
+impl Metric {
+    pub fn parse(s: &str) -> Option<Metric> {
+        METRICS.iter().find(|m| m.name == s).map(|m| m.metric)
+    }
+
+    pub fn spec(self) -> &'static MetricSpec {
+        METRICS.iter().find(|m| m.metric == self).expect("every metric has a spec")
+    }
+}
+
+/// What a series is about.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Entity {
+    Gpu(String),
+    Node(String),
+    Cluster(String),
+    Tenant(String),
+    Fleet,
+}
+
+impl Entity {
+    /// Parses `gpu:UUID`, `node:NAME`, `cluster:NAME`, `tenant:KEY` or `fleet`.
+    pub fn parse(s: &str) -> Option<Entity> {
+        if s == "fleet" {
+            return Some(Entity::Fleet);
+        }
+        let (kind, id) = s.split_once(':')?;
+        if id.is_empty() {
+            return None;
+        }
+        let id = id.to_owned();
+        Some(match kind {
+            "gpu" => Entity::Gpu(id),
+            "node" => Entity::Node(id),
+            "cluster" => Entity::Cluster(id),
+            "tenant" => Entity::Tenant(id),
+            _ => return None,
+        })
+    }
+
+    /// The column and value that select this entity's rows (None for the whole fleet).
+    pub fn filter(&self) -> Option<(&'static str, &str)> {
+        match self {
+            Entity::Gpu(v) => Some(("gpu_uuid", v)),
+            Entity::Node(v) => Some(("node", v)),
+            Entity::Cluster(v) => Some(("cluster", v)),
+            Entity::Tenant(v) => Some(("tenant_key", v)),
+            Entity::Fleet => None,
+        }
+    }
+}
+
+/// How values inside one step are combined.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Agg {
+    Mean,
+    Max,
+    P95,
+}
+
+impl Agg {
+    pub fn parse(s: &str) -> Option<Agg> {
+        match s {
+            "mean" | "avg" => Some(Agg::Mean),
+            "max" => Some(Agg::Max),
+            "p95" => Some(Agg::P95),
+            _ => None,
+        }
+    }
+}
+
+/// The stored resolution a query reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Resolution {
+    Raw,
+    #[serde(rename = "1m")]
+    Minute,
+    #[serde(rename = "1h")]
+    Hour,
+}
+
+#[derive(Debug, Clone)]
+pub struct SeriesQuery {
+    pub metric: Metric,
+    pub entity: Entity,
+    pub from_ms: i64,
+    pub to_ms: i64,
+    pub step_ms: i64,
+    pub agg: Agg,
+}
+
+/// A series: one value per step (None where nothing was measured).
+#[derive(Debug, Clone, Serialize)]
+pub struct Series {
+    pub metric: Metric,
+    pub unit: &'static str,
+    pub resolution: Resolution,
+    pub step_ms: i64,
+    pub points: Vec<(i64, Option<f64>)>,
+}
+
+/// The resolution chosen and the effective step.
+#[derive(Debug, Clone, Copy)]
+pub struct Plan {
+    pub resolution: Resolution,
+    pub step_ms: i64,
+}
+
+/// The most points one query may return.
+pub const MAX_POINTS: i64 = 11_000;
+
+impl SeriesQuery {
+    /// Which tables answer the query: tenant tables for tenant entities, GPU tables otherwise.
+    pub fn family(&self) -> Family {
+        match self.entity {
+            Entity::Tenant(_) => Family::Tenant,
+            _ => Family::Gpu,
+        }
+    }
+
+    /// Picks the finest resolution that still holds the whole range and is not finer than the
+    /// step; rounds the step up to a multiple of it.
+    pub fn plan(&self, now_ms: i64, retention: &Retention) -> Result<Plan, StoreError> {
+        let spec = self.metric.spec();
+        if self.to_ms <= self.from_ms {
+            return Err(StoreError::BadRequest("`to` must be after `from`".into()));
+        }
+        if self.step_ms <= 0 {
+            return Err(StoreError::BadRequest("`step` must be positive".into()));
+        }
+        let tenant_metrics = [Metric::SmUtil, Metric::MemUsedBytes, Metric::AllocShare];
+        match &self.entity {
+            Entity::Tenant(_) if !tenant_metrics.contains(&self.metric) => {
+                return Err(StoreError::BadRequest(format!(
+                    "metric {} is a GPU metric; tenants have sm_util, mem_used_bytes and alloc_share",
+                    spec.name
+                )));
+            }
+            Entity::Tenant(_) => {}
+            _ if spec.family == Family::Tenant => {
+                return Err(StoreError::BadRequest(format!(
+                    "metric {} needs a tenant:KEY entity",
+                    spec.name
+                )));
+            }
+            _ => {}
+        }
+        if self.agg == Agg::P95 && spec.hist_col.is_none() && spec.raw_expr.is_none() {
+            return Err(StoreError::BadRequest(format!("metric {} has no p95; use mean or max", spec.name)));
+        }
+        let age = |d: std::time::Duration| now_ms - d.as_millis() as i64;
+        let raw_ok = spec.raw_expr.is_some() && self.from_ms >= age(retention.raw);
+        let resolution = if self.step_ms < 60_000 && raw_ok {
+            Resolution::Raw
+        } else if self.step_ms < 3_600_000 && self.from_ms >= age(retention.minute) {
+            Resolution::Minute
+        } else {
+            Resolution::Hour
+        };
+        let unit = match resolution {
+            Resolution::Raw => 1,
+            Resolution::Minute => 60_000,
+            Resolution::Hour => 3_600_000,
+        };
+        let step_ms = (self.step_ms + unit - 1) / unit * unit;
+        let points = (self.to_ms - self.from_ms) / step_ms;
+        if points > MAX_POINTS {
+            return Err(StoreError::BadRequest(format!(
+                "range and step give {points} points; at most {MAX_POINTS} are served, so raise `step`"
+            )));
+        }
+        Ok(Plan { resolution, step_ms })
+    }
+}
+
+/// Fills `points` so every step in the range appears, with None where no value exists.
+pub fn fill(from_ms: i64, to_ms: i64, step_ms: i64, values: &[(i64, Option<f64>)]) -> Vec<(i64, Option<f64>)> {
+    let first = from_ms - from_ms.rem_euclid(step_ms);
+    let map: std::collections::HashMap<i64, Option<f64>> = values.iter().copied().collect();
+    let mut out = Vec::new();
+    let mut t = first;
+    while t < to_ms {
+        out.push((t, map.get(&t).copied().flatten()));
+        t += step_ms;
+    }
+    out
+}
+
+/// The q-quantile of raw values (nearest rank).
+pub fn quantile(values: &mut [f64], q: f64) -> Option<f64> {
+    if values.is_empty() {
+        return None;
+    }
+    values.sort_by(|a, b| a.total_cmp(b));
+    let rank = ((q * values.len() as f64).ceil() as usize).clamp(1, values.len());
+    Some(values[rank - 1])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const NOW: i64 = 1_800_000_000_000;
+
+    fn q(from_ago_h: i64, step_ms: i64) -> SeriesQuery {
+        SeriesQuery {
+            metric: Metric::GpuUtil,
+            entity: Entity::Gpu("G".into()),
+            from_ms: NOW - from_ago_h * 3_600_000,
+            to_ms: NOW,
+            step_ms,
+            agg: Agg::Mean,
+        }
+    }
+
+    #[test]
+    fn the_plan_picks_raw_then_minutes_then_hours() {
+        let r = Retention::default();
+        assert_eq!(q(1, 1000).plan(NOW, &r).unwrap().resolution, Resolution::Raw);
+        assert_eq!(q(1, 60_000).plan(NOW, &r).unwrap().resolution, Resolution::Minute);
+        // Older than raw retention: minutes even for a fine step, rounded up to a minute.
+        let p = q(24 * 8, 10_000 * 60).plan(NOW, &r).unwrap();
+        assert_eq!(p.resolution, Resolution::Minute);
+        let p = q(24 * 30, 3_600_000).plan(NOW, &r).unwrap();
+        assert_eq!((p.resolution, p.step_ms), (Resolution::Hour, 3_600_000));
+        let p = q(24 * 100, 90_000).plan(NOW, &r).unwrap();
+        assert_eq!((p.resolution, p.step_ms), (Resolution::Hour, 3_600_000));
+    }
+
+    #[test]
+    fn too_many_points_is_refused() {
+        let err = q(24, 1000).plan(NOW, &Retention::default()).unwrap_err();
+        assert!(err.to_string().contains("raise `step`"), "{err}");
+    }
+
+    #[test]
+    fn entities_parse() {
+        assert_eq!(Entity::parse("gpu:GPU-1"), Some(Entity::Gpu("GPU-1".into())));
+        assert_eq!(Entity::parse("tenant:pod/u/c"), Some(Entity::Tenant("pod/u/c".into())));
+        assert_eq!(Entity::parse("fleet"), Some(Entity::Fleet));
+        assert_eq!(Entity::parse("rack:1"), None);
+        assert_eq!(Entity::parse("gpu:"), None);
+    }
+
+    #[test]
+    fn fill_marks_gaps() {
+        let pts = fill(0, 4000, 1000, &[(1000, Some(1.0)), (3000, None)]);
+        assert_eq!(pts, vec![(0, None), (1000, Some(1.0)), (2000, None), (3000, None)]);
+        assert_eq!(quantile(&mut [3.0, 1.0, 2.0, 4.0], 0.5), Some(2.0));
+    }
+}

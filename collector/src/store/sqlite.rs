@@ -1,0 +1,646 @@
+//! The embedded SQLite backend, the default when no database URL is given. One writer
+//! connection (SQLite has a single writer anyway, and this avoids lock upgrades failing with
+//! BUSY) and a small pool of readers over WAL. Timestamps are integer milliseconds.
+
+use std::str::FromStr;
+use std::time::Duration;
+
+use model::wire::v1::Batch;
+use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
+use sqlx::{AssertSqlSafe, QueryBuilder, Row, Sqlite, SqlitePool};
+
+use super::rollup::{self, Hist, NodeRollup, RawAllocation, RawGpu, RawProcess};
+use super::series::{self, Agg, Family, Plan, Resolution, Series, SeriesQuery};
+use super::{
+    GpuRecord, IngestOutcome, MigRecord, NodeRecord, Result, Retention, RetentionStats,
+    StoreError, TableCounts, TeamOf, TenantRecord, migrate,
+};
+
+#[derive(Debug, Clone)]
+pub struct SqliteStore {
+    writer: SqlitePool,
+    reader: SqlitePool,
+}
+
+/// SQLite's default limit on bind parameters per statement is 32766.
+const MAX_BINDS: usize = 32_000;
+
+impl SqliteStore {
+    pub async fn open(url: &str) -> Result<SqliteStore> {
+        let opts = SqliteConnectOptions::from_str(url)
+            .map_err(|e| StoreError::BadRequest(format!("bad sqlite url {url:?}: {e}")))?
+            .create_if_missing(true)
+            .journal_mode(SqliteJournalMode::Wal)
+            .synchronous(SqliteSynchronous::Normal)
+            .busy_timeout(Duration::from_secs(10));
+        let writer = SqlitePoolOptions::new()
+            .max_connections(1)
+            .acquire_timeout(Duration::from_secs(30))
+            .connect_with(opts.clone())
+            .await?;
+        let reader = SqlitePoolOptions::new()
+            .max_connections(4)
+            .acquire_timeout(Duration::from_secs(10))
+            .connect_with(opts.read_only(true))
+            .await?;
+        Ok(SqliteStore { writer, reader })
+    }
+
+    pub async fn migrate(&self) -> Result<Vec<String>> {
+        sqlx::raw_sql(
+            "CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, checksum TEXT NOT NULL, applied_at INTEGER NOT NULL)",
+        )
+        .execute(&self.writer)
+        .await?;
+        let applied: Vec<(i64, String)> =
+            sqlx::query_as("SELECT version, checksum FROM schema_migrations ORDER BY version")
+                .fetch_all(&self.writer)
+                .await?;
+        let mut done = Vec::new();
+        for m in migrate::to_apply(migrate::SQLITE, &applied)? {
+            let mut tx = self.writer.begin().await?;
+            sqlx::raw_sql(m.sql).execute(&mut *tx).await?;
+            sqlx::query("INSERT INTO schema_migrations (version, name, checksum, applied_at) VALUES (?, ?, ?, ?)")
+                .bind(m.version)
+                .bind(m.name)
+                .bind(migrate::checksum(m.sql))
+                .bind(now_ms())
+                .execute(&mut *tx)
+                .await?;
+            tx.commit().await?;
+            done.push(m.name.to_owned());
+        }
+        Ok(done)
+    }
+
+    pub async fn ping(&self) -> Result<()> {
+        sqlx::query("SELECT 1").execute(&self.reader).await?;
+        Ok(())
+    }
+
+    pub async fn prepare_partitions(&self, _now_ms: i64) -> Result<()> {
+        Ok(())
+    }
+
+    pub async fn ingest(&self, b: &Batch, received_ms: i64, team_of: TeamOf<'_>) -> Result<IngestOutcome> {
+        let mut tx = self.writer.begin().await?;
+        sqlx::query("INSERT INTO agent_streams (cluster, node, agent_id, last_seq, last_seen) VALUES (?, ?, ?, 0, ?) ON CONFLICT DO NOTHING")
+            .bind(&b.cluster)
+            .bind(&b.node)
+            .bind(&b.agent_id)
+            .bind(received_ms)
+            .execute(&mut *tx)
+            .await?;
+        let last: i64 = sqlx::query_scalar("SELECT last_seq FROM agent_streams WHERE cluster = ? AND node = ? AND agent_id = ?")
+            .bind(&b.cluster)
+            .bind(&b.node)
+            .bind(&b.agent_id)
+            .fetch_one(&mut *tx)
+            .await?;
+        if b.seq as i64 <= last {
+            tx.rollback().await?;
+            return Ok(IngestOutcome::Duplicate { last_seq: last as u64 });
+        }
+        let last_sample = b.time_range().map(|r| r.1);
+        sqlx::query(
+            "INSERT INTO nodes (cluster, node, agent_version, interval_ms, first_seen, last_seen, last_sample) VALUES (?, ?, ?, ?, ?, ?, ?)
+             ON CONFLICT (cluster, node) DO UPDATE SET agent_version = excluded.agent_version, interval_ms = excluded.interval_ms,
+               last_seen = excluded.last_seen, last_sample = max(coalesce(nodes.last_sample, 0), coalesce(excluded.last_sample, 0))",
+        )
+        .bind(&b.cluster)
+        .bind(&b.node)
+        .bind(&b.agent_version)
+        .bind(i64::from(b.interval_ms))
+        .bind(received_ms)
+        .bind(received_ms)
+        .bind(last_sample)
+        .execute(&mut *tx)
+        .await?;
+        if let Some(inventory) = &b.inventory {
+            for g in inventory {
+                sqlx::query(
+                    "INSERT INTO gpus (cluster, node, gpu_uuid, gpu_index, model, memory_total_bytes, pci_bus_id, mig_enabled, sharing, replicas, first_seen, last_seen)
+                     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                     ON CONFLICT (cluster, node, gpu_uuid) DO UPDATE SET gpu_index = excluded.gpu_index, model = excluded.model,
+                       memory_total_bytes = excluded.memory_total_bytes, pci_bus_id = excluded.pci_bus_id, mig_enabled = excluded.mig_enabled,
+                       sharing = excluded.sharing, replicas = excluded.replicas, last_seen = excluded.last_seen",
+                )
+                .bind(&b.cluster).bind(&b.node).bind(&g.uuid).bind(i64::from(g.index)).bind(&g.model)
+                .bind(g.memory_total_bytes).bind(&g.pci_bus_id).bind(g.mig_enabled).bind(&g.sharing)
+                .bind(i64::from(g.replicas)).bind(received_ms).bind(received_ms)
+                .execute(&mut *tx)
+                .await?;
+                sqlx::query("DELETE FROM mig_instances WHERE cluster = ? AND node = ? AND gpu_uuid = ?")
+                    .bind(&b.cluster).bind(&b.node).bind(&g.uuid)
+                    .execute(&mut *tx)
+                    .await?;
+                for m in &g.mig_instances {
+                    sqlx::query(
+                        "INSERT INTO mig_instances (cluster, node, gpu_uuid, gi_id, ci_id, profile, placement_start, placement_size, memory_total_bytes, compute_slices, mig_uuid, last_seen)
+                         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
+                    )
+                    .bind(&b.cluster).bind(&b.node).bind(&g.uuid).bind(i64::from(m.gi_id)).bind(i64::from(m.ci_id))
+                    .bind(&m.profile).bind(m.placement_start.map(i64::from)).bind(m.placement_size.map(i64::from))
+                    .bind(m.memory_total_bytes).bind(m.compute_slices.map(i64::from)).bind(&m.uuid).bind(received_ms)
+                    .execute(&mut *tx)
+                    .await?;
+                }
+            }
+        }
+        for t in &b.tenants {
+            sqlx::query(
+                "INSERT INTO tenants (cluster, node, tenant_key, kind, namespace, pod, container, pod_uid, job_id, username, account, uid, team, first_seen, last_seen)
+                 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                 ON CONFLICT (cluster, node, tenant_key) DO UPDATE SET kind = excluded.kind, namespace = excluded.namespace, pod = excluded.pod,
+                   container = excluded.container, pod_uid = excluded.pod_uid, job_id = excluded.job_id, username = excluded.username,
+                   account = excluded.account, uid = excluded.uid, team = excluded.team, last_seen = max(tenants.last_seen, excluded.last_seen)",
+            )
+            .bind(&b.cluster).bind(&b.node).bind(&t.key).bind(t.kind.as_str()).bind(&t.namespace).bind(&t.pod)
+            .bind(&t.container).bind(&t.pod_uid).bind(&t.job_id).bind(&t.user).bind(&t.account)
+            .bind(t.uid.map(i64::from)).bind(team_of(t)).bind(last_sample.unwrap_or(received_ms)).bind(last_sample.unwrap_or(received_ms))
+            .execute(&mut *tx)
+            .await?;
+        }
+        let rows = insert_samples(&mut tx, b).await?;
+        let mut minutes: Vec<i64> = b.snapshots.iter().map(|s| rollup::bucket_of(s.ts, rollup::MINUTE_MS)).collect();
+        minutes.sort_unstable();
+        minutes.dedup();
+        for chunk in minutes.chunks(MAX_BINDS / 3) {
+            let mut q = QueryBuilder::<Sqlite>::new("INSERT INTO rollup_pending (cluster, node, bucket) ");
+            q.push_values(chunk, |mut r, m| {
+                r.push_bind(b.cluster.clone()).push_bind(b.node.clone()).push_bind(*m);
+            });
+            q.push(" ON CONFLICT DO NOTHING");
+            q.build().execute(&mut *tx).await?;
+        }
+        sqlx::query("UPDATE agent_streams SET last_seq = ?, last_seen = ? WHERE cluster = ? AND node = ? AND agent_id = ?")
+            .bind(b.seq as i64)
+            .bind(received_ms)
+            .bind(&b.cluster)
+            .bind(&b.node)
+            .bind(&b.agent_id)
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        Ok(IngestOutcome::Stored { rows })
+    }
+
+    pub async fn nodes(&self) -> Result<Vec<NodeRecord>> {
+        let rows = sqlx::query(
+            "SELECT n.cluster, n.node, n.agent_version, n.interval_ms, n.first_seen, n.last_seen, n.last_sample,
+                    (SELECT count(*) FROM gpus g WHERE g.cluster = n.cluster AND g.node = n.node) AS gpu_count
+             FROM nodes n ORDER BY n.cluster, n.node",
+        )
+        .fetch_all(&self.reader)
+        .await?;
+        rows.iter()
+            .map(|r| {
+                Ok(NodeRecord {
+                    cluster: r.try_get("cluster")?,
+                    node: r.try_get("node")?,
+                    agent_version: r.try_get("agent_version")?,
+                    interval_ms: r.try_get("interval_ms")?,
+                    first_seen_ms: r.try_get("first_seen")?,
+                    last_seen_ms: r.try_get("last_seen")?,
+                    last_sample_ms: r.try_get("last_sample")?,
+                    gpu_count: r.try_get("gpu_count")?,
+                })
+            })
+            .collect()
+    }
+
+    pub async fn gpus(&self, node: Option<&str>) -> Result<Vec<GpuRecord>> {
+        let rows = sqlx::query(
+            "SELECT cluster, node, gpu_uuid, gpu_index, model, memory_total_bytes, pci_bus_id, mig_enabled, sharing, replicas, first_seen, last_seen
+             FROM gpus WHERE (?1 IS NULL OR node = ?1) ORDER BY cluster, node, gpu_index",
+        )
+        .bind(node)
+        .fetch_all(&self.reader)
+        .await?;
+        let migs = sqlx::query(
+            "SELECT gpu_uuid, gi_id, ci_id, profile, placement_start, placement_size, memory_total_bytes, compute_slices, mig_uuid
+             FROM mig_instances WHERE (?1 IS NULL OR node = ?1) ORDER BY gpu_uuid, placement_start, gi_id, ci_id",
+        )
+        .bind(node)
+        .fetch_all(&self.reader)
+        .await?;
+        let mut out = Vec::new();
+        for r in &rows {
+            let uuid: String = r.try_get("gpu_uuid")?;
+            let mut mig_instances = Vec::new();
+            for m in migs.iter().filter(|m| m.get::<String, _>("gpu_uuid") == uuid) {
+                mig_instances.push(MigRecord {
+                    gi_id: m.try_get("gi_id")?,
+                    ci_id: m.try_get("ci_id")?,
+                    profile: m.try_get("profile")?,
+                    placement_start: m.try_get("placement_start")?,
+                    placement_size: m.try_get("placement_size")?,
+                    memory_total_bytes: m.try_get("memory_total_bytes")?,
+                    compute_slices: m.try_get("compute_slices")?,
+                    uuid: m.try_get("mig_uuid")?,
+                });
+            }
+            out.push(GpuRecord {
+                cluster: r.try_get("cluster")?,
+                node: r.try_get("node")?,
+                uuid,
+                index: r.try_get("gpu_index")?,
+                model: r.try_get("model")?,
+                memory_total_bytes: r.try_get("memory_total_bytes")?,
+                pci_bus_id: r.try_get("pci_bus_id")?,
+                mig_enabled: r.try_get("mig_enabled")?,
+                sharing: r.try_get("sharing")?,
+                replicas: r.try_get("replicas")?,
+                first_seen_ms: r.try_get("first_seen")?,
+                last_seen_ms: r.try_get("last_seen")?,
+                mig_instances,
+            });
+        }
+        Ok(out)
+    }
+
+    pub async fn tenant_rows(&self) -> Result<Vec<(TenantRecord, String)>> {
+        let rows = sqlx::query(
+            "SELECT cluster, node, tenant_key, kind, namespace, pod, container, pod_uid, job_id, username, account, uid, team, first_seen, last_seen
+             FROM tenants ORDER BY cluster, tenant_key, node",
+        )
+        .fetch_all(&self.reader)
+        .await?;
+        rows.iter()
+            .map(|r| {
+                Ok((
+                    TenantRecord {
+                        cluster: r.try_get("cluster")?,
+                        key: r.try_get("tenant_key")?,
+                        kind: r.try_get("kind")?,
+                        team: r.try_get("team")?,
+                        namespace: r.try_get("namespace")?,
+                        pod: r.try_get("pod")?,
+                        container: r.try_get("container")?,
+                        pod_uid: r.try_get("pod_uid")?,
+                        job_id: r.try_get("job_id")?,
+                        user: r.try_get("username")?,
+                        account: r.try_get("account")?,
+                        uid: r.try_get("uid")?,
+                        nodes: Vec::new(),
+                        first_seen_ms: r.try_get("first_seen")?,
+                        last_seen_ms: r.try_get("last_seen")?,
+                    },
+                    r.try_get("node")?,
+                ))
+            })
+            .collect()
+    }
+
+    pub async fn counts(&self) -> Result<TableCounts> {
+        let mut c = TableCounts::default();
+        for (table, slot) in [
+            ("gpu_samples", &mut c.gpu_samples),
+            ("mig_samples", &mut c.mig_samples),
+            ("process_samples", &mut c.process_samples),
+            ("allocation_samples", &mut c.allocation_samples),
+            ("gpu_events", &mut c.gpu_events),
+            ("gpu_rollup_1m", &mut c.gpu_rollup_1m),
+            ("gpu_rollup_1h", &mut c.gpu_rollup_1h),
+            ("tenant_rollup_1m", &mut c.tenant_rollup_1m),
+            ("tenant_rollup_1h", &mut c.tenant_rollup_1h),
+        ] {
+            *slot = sqlx::query_scalar(AssertSqlSafe(format!("SELECT count(*) FROM {table}")))
+                .fetch_one(&self.reader)
+                .await?;
+        }
+        Ok(c)
+    }
+
+    pub async fn last_sample_ms(&self, cluster: &str, node: &str) -> Result<Option<i64>> {
+        let v: Option<Option<i64>> = sqlx::query_scalar("SELECT last_sample FROM nodes WHERE cluster = ? AND node = ?")
+            .bind(cluster)
+            .bind(node)
+            .fetch_optional(&self.reader)
+            .await?;
+        Ok(v.flatten())
+    }
+
+    pub async fn series(&self, q: &SeriesQuery, plan: &Plan) -> Result<Series> {
+        let spec = q.metric.spec();
+        let (table, time_col) = match (plan.resolution, q.family()) {
+            (Resolution::Raw, Family::Gpu) => ("gpu_samples", "ts"),
+            (Resolution::Raw, Family::Tenant) => ("process_samples", "ts"),
+            (Resolution::Minute, Family::Gpu) => ("gpu_rollup_1m", "bucket"),
+            (Resolution::Minute, Family::Tenant) => ("tenant_rollup_1m", "bucket"),
+            (Resolution::Hour, Family::Gpu) => ("gpu_rollup_1h", "bucket"),
+            (Resolution::Hour, Family::Tenant) => ("tenant_rollup_1h", "bucket"),
+        };
+        let filter = match q.entity.filter() {
+            Some((col, _)) => format!("{col} = ?"),
+            None => "1 = 1".to_owned(),
+        };
+        let step = plan.step_ms;
+        let values: Vec<(i64, Option<f64>)> = if plan.resolution == Resolution::Raw {
+            let expr = spec.raw_expr.expect("planned raw only with a raw expression");
+            let sql = match q.agg {
+                Agg::Mean => format!("SELECT ({time_col} / {step}) * {step} AS b, avg({expr}) FROM {table} WHERE {filter} AND {time_col} >= ? AND {time_col} < ? GROUP BY b ORDER BY b"),
+                Agg::Max => format!("SELECT ({time_col} / {step}) * {step} AS b, max({expr}) FROM {table} WHERE {filter} AND {time_col} >= ? AND {time_col} < ? GROUP BY b ORDER BY b"),
+                Agg::P95 => format!("SELECT ({time_col} / {step}) * {step} AS b, CAST({expr} AS REAL) FROM {table} WHERE {filter} AND {time_col} >= ? AND {time_col} < ? AND {expr} IS NOT NULL ORDER BY b"),
+            };
+            let rows = self.bind_series(&sql, q).fetch_all(&self.reader).await?;
+            let pairs: Vec<(i64, Option<f64>)> = rows.iter().map(|r| (r.get::<i64, _>(0), r.get::<Option<f64>, _>(1))).collect();
+            if q.agg == Agg::P95 { p95_by_bucket(pairs) } else { pairs }
+        } else if q.agg == Agg::P95 {
+            let Some(hist) = spec.hist_col else {
+                return Err(StoreError::BadRequest(format!("metric {} has no p95 in rollups; use mean or max", spec.name)));
+            };
+            let max = spec.max_col.unwrap_or("NULL");
+            let sql = format!("SELECT ({time_col} / {step}) * {step} AS b, {hist}, {max} FROM {table} WHERE {filter} AND {time_col} >= ? AND {time_col} < ? ORDER BY b");
+            let rows = self.bind_series(&sql, q).fetch_all(&self.reader).await?;
+            hist_p95(rows.iter().map(|r| (r.get::<i64, _>(0), r.get::<Option<Vec<u8>>, _>(1), r.get::<Option<f64>, _>(2))))
+        } else {
+            let value = match q.agg {
+                Agg::Max => match spec.max_col {
+                    Some(c) => format!("CAST(max({c}) AS REAL)"),
+                    None => return Err(StoreError::BadRequest(format!("metric {} has no max in rollups; use mean", spec.name))),
+                },
+                _ => format!("CAST(sum({}) AS REAL) / nullif(sum({}), 0)", spec.sum_col, spec.n_col),
+            };
+            let sql = format!("SELECT ({time_col} / {step}) * {step} AS b, {value} FROM {table} WHERE {filter} AND {time_col} >= ? AND {time_col} < ? GROUP BY b ORDER BY b");
+            let rows = self.bind_series(&sql, q).fetch_all(&self.reader).await?;
+            rows.iter().map(|r| (r.get::<i64, _>(0), r.get::<Option<f64>, _>(1))).collect()
+        };
+        Ok(Series {
+            metric: q.metric,
+            unit: spec.unit,
+            resolution: plan.resolution,
+            step_ms: step,
+            points: series::fill(q.from_ms, q.to_ms, step, &values),
+        })
+    }
+
+    fn bind_series<'q>(&self, sql: &str, q: &'q SeriesQuery) -> sqlx::query::Query<'q, Sqlite, sqlx::sqlite::SqliteArguments> {
+        let mut query = sqlx::query(AssertSqlSafe(sql.to_owned()));
+        if let Some((_, v)) = q.entity.filter() {
+            query = query.bind(v.to_owned());
+        }
+        query.bind(q.from_ms).bind(q.to_ms)
+    }
+
+    pub async fn pending_minutes(&self, until_ms: i64) -> Result<Vec<(String, String, i64)>> {
+        Ok(sqlx::query_as("SELECT cluster, node, bucket FROM rollup_pending WHERE bucket + 60000 <= ? ORDER BY cluster, node, bucket")
+            .bind(until_ms)
+            .fetch_all(&self.writer)
+            .await?)
+    }
+
+    pub async fn rollup_span(&self, cluster: &str, node: &str, from: i64, to: i64) -> Result<(usize, usize)> {
+        let mut tx = self.writer.begin().await?;
+        sqlx::query("DELETE FROM rollup_pending WHERE cluster = ? AND node = ? AND bucket >= ? AND bucket < ?")
+            .bind(cluster).bind(node).bind(from).bind(to)
+            .execute(&mut *tx).await?;
+        let gpus: Vec<RawGpu> = sqlx::query(
+            "SELECT gpu_uuid, ts, interval_ms, gpu_util, sm_active, sm_occupancy, tensor_active, dram_active, mem_used_bytes, mem_total_bytes, power_w, temp_c, throttle_reasons
+             FROM gpu_samples WHERE cluster = ? AND node = ? AND ts >= ? AND ts < ?",
+        )
+        .bind(cluster).bind(node).bind(from).bind(to)
+        .fetch_all(&mut *tx)
+        .await?
+        .iter()
+        .map(|r| RawGpu {
+            gpu_uuid: r.get(0),
+            ts: r.get(1),
+            interval_ms: r.get(2),
+            gpu_util: r.get(3),
+            sm_active: r.get(4),
+            sm_occupancy: r.get(5),
+            tensor_active: r.get(6),
+            dram_active: r.get(7),
+            mem_used_bytes: r.get(8),
+            mem_total_bytes: r.get(9),
+            power_w: r.get(10),
+            temp_c: r.get(11),
+            throttle_reasons: r.get(12),
+        })
+        .collect();
+        let allocs: Vec<RawAllocation> = sqlx::query("SELECT gpu_uuid, ts, tenant_key, share FROM allocation_samples WHERE cluster = ? AND node = ? AND ts >= ? AND ts < ?")
+            .bind(cluster).bind(node).bind(from).bind(to)
+            .fetch_all(&mut *tx)
+            .await?
+            .iter()
+            .map(|r| RawAllocation { gpu_uuid: r.get(0), ts: r.get(1), tenant_key: r.get(2), share: r.get(3) })
+            .collect();
+        let procs: Vec<RawProcess> = sqlx::query("SELECT gpu_uuid, ts, tenant_key, sm_util, mem_used_bytes FROM process_samples WHERE cluster = ? AND node = ? AND ts >= ? AND ts < ?")
+            .bind(cluster).bind(node).bind(from).bind(to)
+            .fetch_all(&mut *tx)
+            .await?
+            .iter()
+            .map(|r| RawProcess { gpu_uuid: r.get(0), ts: r.get(1), tenant_key: r.get(2), sm_util: r.get(3), mem_used_bytes: r.get(4) })
+            .collect();
+        let minutes = rollup::aggregate(rollup::MINUTE_MS, &gpus, &allocs, &procs);
+        replace_rollups(&mut tx, "1m", cluster, node, from, to, &minutes).await?;
+        let hour = rollup::bucket_of(from, rollup::HOUR_MS);
+        let all_minutes = read_rollups(&mut *tx, "1m", cluster, node, hour, hour + rollup::HOUR_MS).await?;
+        let hours = rollup::to_hours(&all_minutes);
+        replace_rollups(&mut tx, "1h", cluster, node, hour, hour + rollup::HOUR_MS, &hours).await?;
+        tx.commit().await?;
+        Ok((minutes.gpus.len(), minutes.tenants.len()))
+    }
+
+    pub async fn read_minutes(&self, cluster: &str, node: &str, from: i64, to: i64) -> Result<NodeRollup> {
+        let mut conn = self.reader.acquire().await?;
+        read_rollups(&mut *conn, "1m", cluster, node, from, to).await
+    }
+
+    pub async fn read_hours(&self, cluster: &str, node: &str, from: i64, to: i64) -> Result<NodeRollup> {
+        let mut conn = self.reader.acquire().await?;
+        read_rollups(&mut *conn, "1h", cluster, node, from, to).await
+    }
+
+    pub async fn apply_retention(&self, now_ms: i64, r: &Retention) -> Result<RetentionStats> {
+        let mut stats = RetentionStats::default();
+        let cut = |d: Duration| now_ms - d.as_millis() as i64;
+        for (table, col, cutoff) in [
+            ("gpu_samples", "ts", cut(r.raw)),
+            ("mig_samples", "ts", cut(r.raw)),
+            ("process_samples", "ts", cut(r.raw)),
+            ("allocation_samples", "ts", cut(r.raw)),
+            ("gpu_events", "ts", cut(r.raw)),
+            ("rollup_pending", "bucket", cut(r.raw)),
+            ("gpu_rollup_1m", "bucket", cut(r.minute)),
+            ("tenant_rollup_1m", "bucket", cut(r.minute)),
+            ("gpu_rollup_1h", "bucket", cut(r.hour)),
+            ("tenant_rollup_1h", "bucket", cut(r.hour)),
+        ] {
+            let done = sqlx::query(AssertSqlSafe(format!("DELETE FROM {table} WHERE {col} < ?")))
+                .bind(cutoff)
+                .execute(&self.writer)
+                .await?;
+            if done.rows_affected() > 0 {
+                stats.dropped.push(table.to_owned());
+                stats.rows_deleted += done.rows_affected();
+            }
+        }
+        Ok(stats)
+    }
+}
+
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
+}
+
+async fn insert_samples(tx: &mut sqlx::Transaction<'_, Sqlite>, b: &Batch) -> Result<u64> {
+    let (c, n, iv) = (&b.cluster, &b.node, i64::from(b.interval_ms));
+    let mut rows = 0u64;
+    let gpus: Vec<_> = b.snapshots.iter().flat_map(|s| s.gpus.iter().map(move |g| (s.ts, g))).collect();
+    for chunk in gpus.chunks(MAX_BINDS / 30) {
+        let mut q = QueryBuilder::<Sqlite>::new(
+            "INSERT INTO gpu_samples (cluster, node, gpu_uuid, ts, interval_ms, gpu_util, mem_util, mem_used_bytes, mem_total_bytes, power_w, energy_j, temp_c, sm_clock_mhz, mem_clock_mhz, throttle_reasons, pcie_rx_bytes_per_s, pcie_tx_bytes_per_s, nvlink_rx_bytes_per_s, nvlink_tx_bytes_per_s, ecc_corrected, ecc_uncorrected, retired_pages, remapped_rows, enc_util, dec_util, sm_active, sm_occupancy, dram_active, tensor_active, gr_engine_active) ",
+        );
+        q.push_values(chunk, |mut r, (ts, g)| {
+            r.push_bind(c.clone()).push_bind(n.clone()).push_bind(g.gpu_uuid.clone()).push_bind(*ts).push_bind(iv)
+                .push_bind(g.gpu_util).push_bind(g.mem_util).push_bind(g.mem_used_bytes).push_bind(g.mem_total_bytes)
+                .push_bind(g.power_w).push_bind(g.energy_j).push_bind(g.temp_c).push_bind(g.sm_clock_mhz).push_bind(g.mem_clock_mhz)
+                .push_bind(g.throttle_reasons).push_bind(g.pcie_rx_bytes_per_s).push_bind(g.pcie_tx_bytes_per_s)
+                .push_bind(g.nvlink_rx_bytes_per_s).push_bind(g.nvlink_tx_bytes_per_s).push_bind(g.ecc_corrected)
+                .push_bind(g.ecc_uncorrected).push_bind(g.retired_pages).push_bind(g.remapped_rows).push_bind(g.enc_util)
+                .push_bind(g.dec_util).push_bind(g.sm_active).push_bind(g.sm_occupancy).push_bind(g.dram_active)
+                .push_bind(g.tensor_active).push_bind(g.gr_engine_active);
+        });
+        rows += q.build().execute(&mut **tx).await?.rows_affected();
+    }
+    let migs: Vec<_> = b.snapshots.iter().flat_map(|s| s.mig.iter().map(move |m| (s.ts, m))).collect();
+    for chunk in migs.chunks(MAX_BINDS / 13) {
+        let mut q = QueryBuilder::<Sqlite>::new(
+            "INSERT INTO mig_samples (cluster, node, gpu_uuid, gi_id, ci_id, ts, mem_used_bytes, mem_total_bytes, sm_active, sm_occupancy, dram_active, tensor_active, gr_engine_active) ",
+        );
+        q.push_values(chunk, |mut r, (ts, m)| {
+            r.push_bind(c.clone()).push_bind(n.clone()).push_bind(m.gpu_uuid.clone()).push_bind(i64::from(m.gi_id))
+                .push_bind(i64::from(m.ci_id)).push_bind(*ts).push_bind(m.mem_used_bytes).push_bind(m.mem_total_bytes)
+                .push_bind(m.sm_active).push_bind(m.sm_occupancy).push_bind(m.dram_active).push_bind(m.tensor_active)
+                .push_bind(m.gr_engine_active);
+        });
+        rows += q.build().execute(&mut **tx).await?.rows_affected();
+    }
+    let procs: Vec<_> = b.snapshots.iter().flat_map(|s| s.processes.iter().map(move |p| (s.ts, p))).collect();
+    for chunk in procs.chunks(MAX_BINDS / 15) {
+        let mut q = QueryBuilder::<Sqlite>::new(
+            "INSERT INTO process_samples (cluster, node, gpu_uuid, ts, pid, start_time, kind, gi_id, ci_id, tenant_key, sm_util, mem_util, enc_util, dec_util, mem_used_bytes) ",
+        );
+        q.push_values(chunk, |mut r, (ts, p)| {
+            r.push_bind(c.clone()).push_bind(n.clone()).push_bind(p.gpu_uuid.clone()).push_bind(*ts)
+                .push_bind(i64::from(p.pid)).push_bind(p.start_time).push_bind(p.kind.as_str())
+                .push_bind(p.gi_id.map(i64::from)).push_bind(p.ci_id.map(i64::from)).push_bind(p.tenant.clone())
+                .push_bind(p.sm_util).push_bind(p.mem_util).push_bind(p.enc_util).push_bind(p.dec_util).push_bind(p.mem_used_bytes);
+        });
+        rows += q.build().execute(&mut **tx).await?.rows_affected();
+    }
+    let allocs: Vec<_> = b.snapshots.iter().flat_map(|s| s.allocations.iter().map(move |a| (s.ts, a))).collect();
+    for chunk in allocs.chunks(MAX_BINDS / 9) {
+        let mut q = QueryBuilder::<Sqlite>::new(
+            "INSERT INTO allocation_samples (cluster, node, gpu_uuid, ts, tenant_key, gi_id, ci_id, replica, share) ",
+        );
+        q.push_values(chunk, |mut r, (ts, a)| {
+            r.push_bind(c.clone()).push_bind(n.clone()).push_bind(a.gpu_uuid.clone()).push_bind(*ts)
+                .push_bind(a.tenant.clone()).push_bind(a.gi_id.map(i64::from)).push_bind(a.ci_id.map(i64::from))
+                .push_bind(a.replica.map(i64::from)).push_bind(a.share);
+        });
+        rows += q.build().execute(&mut **tx).await?.rows_affected();
+    }
+    let events: Vec<_> = b.snapshots.iter().flat_map(|s| s.events.iter()).collect();
+    for chunk in events.chunks(MAX_BINDS / 7) {
+        let mut q = QueryBuilder::<Sqlite>::new("INSERT INTO gpu_events (cluster, node, gpu_uuid, ts, kind, code, message) ");
+        q.push_values(chunk, |mut r, e| {
+            r.push_bind(c.clone()).push_bind(n.clone()).push_bind(e.gpu_uuid.clone()).push_bind(e.ts)
+                .push_bind(e.kind.clone()).push_bind(e.code).push_bind(e.message.clone());
+        });
+        rows += q.build().execute(&mut **tx).await?.rows_affected();
+    }
+    Ok(rows)
+}
+
+/// Replaces the rollup rows of one node in [from, to) at resolution `res` ("1m" or "1h").
+async fn replace_rollups(tx: &mut sqlx::Transaction<'_, Sqlite>, res: &str, cluster: &str, node: &str, from: i64, to: i64, r: &NodeRollup) -> Result<()> {
+    for t in ["gpu", "tenant"] {
+        sqlx::query(AssertSqlSafe(format!("DELETE FROM {t}_rollup_{res} WHERE cluster = ? AND node = ? AND bucket >= ? AND bucket < ?")))
+            .bind(cluster).bind(node).bind(from).bind(to)
+            .execute(&mut **tx).await?;
+    }
+    let gpus: Vec<_> = r.gpus.iter().collect();
+    for chunk in gpus.chunks(MAX_BINDS / 36) {
+        let mut q = QueryBuilder::<Sqlite>::new(format!("INSERT INTO gpu_rollup_{res} ({}) ", super::GPU_ROLLUP_COLUMNS));
+        q.push_values(chunk, |mut row, ((gpu, bucket), a)| {
+            row.push_bind(cluster.to_owned()).push_bind(node.to_owned()).push_bind(gpu.clone()).push_bind(*bucket)
+                .push_bind(a.samples).push_bind(a.covered_s).push_bind(a.gpu_util_n).push_bind(a.gpu_util_sum)
+                .push_bind(a.gpu_util_max).push_bind(a.gpu_util_hist.to_bytes()).push_bind(a.busy_n)
+                .push_bind(a.sm_active_n).push_bind(a.sm_active_sum).push_bind(a.sm_active_max).push_bind(a.sm_active_hist.to_bytes())
+                .push_bind(a.sm_occupancy_sum).push_bind(a.tensor_active_sum).push_bind(a.dram_active_sum)
+                .push_bind(a.mem_used_n).push_bind(a.mem_used_sum).push_bind(a.mem_used_max).push_bind(a.mem_total_max)
+                .push_bind(a.power_n).push_bind(a.power_sum).push_bind(a.power_max).push_bind(a.temp_n).push_bind(a.temp_sum)
+                .push_bind(a.temp_max).push_bind(a.throttled_n).push_bind(a.alloc_share_sum);
+        });
+        q.build().execute(&mut **tx).await?;
+    }
+    let tenants: Vec<_> = r.tenants.iter().collect();
+    for chunk in tenants.chunks(MAX_BINDS / 18) {
+        let mut q = QueryBuilder::<Sqlite>::new(format!("INSERT INTO tenant_rollup_{res} ({}) ", super::TENANT_ROLLUP_COLUMNS));
+        q.push_values(chunk, |mut row, ((gpu, tenant, bucket), a)| {
+            row.push_bind(cluster.to_owned()).push_bind(node.to_owned()).push_bind(gpu.clone()).push_bind(tenant.clone())
+                .push_bind(*bucket).push_bind(a.samples).push_bind(a.covered_s).push_bind(a.alloc_share_sum).push_bind(a.alloc_n)
+                .push_bind(a.present_n).push_bind(a.sm_util_n).push_bind(a.sm_util_sum).push_bind(a.sm_util_max).push_bind(a.busy_n)
+                .push_bind(a.mem_used_n).push_bind(a.mem_used_sum).push_bind(a.mem_used_max).push_bind(a.processes_max);
+        });
+        q.build().execute(&mut **tx).await?;
+    }
+    Ok(())
+}
+
+async fn read_rollups(conn: &mut sqlx::SqliteConnection, res: &str, cluster: &str, node: &str, from: i64, to: i64) -> Result<NodeRollup> {
+    let mut out = NodeRollup::default();
+    let rows = sqlx::query(AssertSqlSafe(format!(
+        "SELECT {} FROM gpu_rollup_{res} WHERE cluster = ? AND node = ? AND bucket >= ? AND bucket < ?",
+        super::GPU_ROLLUP_COLUMNS
+    )))
+    .bind(cluster).bind(node).bind(from).bind(to)
+    .fetch_all(&mut *conn)
+    .await?;
+    for r in &rows {
+        let key = (r.try_get::<String, _>("gpu_uuid")?, r.try_get::<i64, _>("bucket")?);
+        out.gpus.insert(key, super::read_gpu_agg!(r, Vec<u8>));
+    }
+    let rows = sqlx::query(AssertSqlSafe(format!(
+        "SELECT {} FROM tenant_rollup_{res} WHERE cluster = ? AND node = ? AND bucket >= ? AND bucket < ?",
+        super::TENANT_ROLLUP_COLUMNS
+    )))
+    .bind(cluster).bind(node).bind(from).bind(to)
+    .fetch_all(&mut *conn)
+    .await?;
+    for r in &rows {
+        let key = (r.try_get::<String, _>("gpu_uuid")?, r.try_get::<String, _>("tenant_key")?, r.try_get::<i64, _>("bucket")?);
+        out.tenants.insert(key, super::read_tenant_agg!(r));
+    }
+    Ok(out)
+}
+
+/// Exact p95 per bucket from raw (bucket, value) pairs ordered by bucket.
+pub(super) fn p95_by_bucket(pairs: Vec<(i64, Option<f64>)>) -> Vec<(i64, Option<f64>)> {
+    let mut out = Vec::new();
+    for group in pairs.chunk_by(|a, b| a.0 == b.0) {
+        let mut vals: Vec<f64> = group.iter().filter_map(|p| p.1).collect();
+        out.push((group[0].0, series::quantile(&mut vals, 0.95)));
+    }
+    out
+}
+
+/// p95 per bucket from merged histograms.
+pub(super) fn hist_p95(rows: impl Iterator<Item = (i64, Option<Vec<u8>>, Option<f64>)>) -> Vec<(i64, Option<f64>)> {
+    let mut merged: std::collections::BTreeMap<i64, (Hist, Option<f32>)> = std::collections::BTreeMap::new();
+    for (b, hist, max) in rows {
+        let e = merged.entry(b).or_default();
+        if let Some(h) = hist {
+            e.0.merge(&Hist::from_bytes(&h));
+        }
+        if let Some(m) = max {
+            e.1 = Some(e.1.map_or(m as f32, |x: f32| x.max(m as f32)));
+        }
+    }
+    merged.into_iter().map(|(b, (h, max))| (b, h.quantile(0.95, max).map(f64::from))).collect()
+}
