@@ -4,6 +4,7 @@
 use std::time::{Duration, UNIX_EPOCH};
 
 use axum::Json;
+use axum::extract::rejection::QueryRejection;
 use axum::extract::{Query, State};
 use serde::{Deserialize, Serialize};
 
@@ -83,7 +84,8 @@ pub struct GpuView {
     pub utilization_note: Option<&'static str>,
 }
 
-pub async fn gpus(State(state): State<AppState>, Query(p): Query<GpusParams>) -> Result<Json<GpusResponse>, ApiError> {
+pub async fn gpus(State(state): State<AppState>, p: Result<Query<GpusParams>, QueryRejection>) -> Result<Json<GpusResponse>, ApiError> {
+    let Query(p) = p.map_err(bad_query)?;
     let gpus = state
         .store
         .gpus(p.node.as_deref())
@@ -167,7 +169,8 @@ pub struct SeriesResponse {
     pub points: Vec<(String, Option<f64>)>,
 }
 
-pub async fn series(State(state): State<AppState>, Query(p): Query<SeriesParams>) -> Result<Json<SeriesResponse>, ApiError> {
+pub async fn series(State(state): State<AppState>, p: Result<Query<SeriesParams>, QueryRejection>) -> Result<Json<SeriesResponse>, ApiError> {
+    let Query(p) = p.map_err(bad_query)?;
     let now = crate::now_ms();
     let metric_name = p.metric.as_deref().ok_or_else(|| ApiError::BadRequest("`metric` is required".into()))?;
     let metric = Metric::parse(metric_name).ok_or_else(|| {
@@ -207,6 +210,11 @@ pub async fn series(State(state): State<AppState>, Query(p): Query<SeriesParams>
         step_seconds: step_ms as f64 / 1000.0,
         points: points.into_iter().map(|(t, v)| (rfc3339(t), v)).collect(),
     }))
+}
+
+/// Query-string mistakes become the API's JSON error.
+fn bad_query(e: QueryRejection) -> ApiError {
+    ApiError::BadRequest(e.body_text())
 }
 
 /// Parses `now`, `now-7d`, `-1h`, an RFC 3339 time, or Unix milliseconds.
@@ -252,11 +260,11 @@ mod tests {
         assert_eq!(parse_time("now-1h", now).unwrap(), now - 3_600_000);
         assert_eq!(parse_time("-7d", now).unwrap(), now - 7 * 86_400_000);
         assert_eq!(parse_time("1700000000000", now).unwrap(), 1_700_000_000_000);
-        assert_eq!(parse_time("2026-11-21T00:00:00Z", now).unwrap(), 1_795_305_600_000);
+        assert_eq!(parse_time("2026-11-21T00:00:00Z", now).unwrap(), 1_795_219_200_000);
         assert!(parse_time("yesterday", now).is_err());
         assert_eq!(parse_step("60").unwrap(), 60_000);
         assert_eq!(parse_step("5m").unwrap(), 300_000);
         assert!(parse_step("0").is_err());
-        assert_eq!(rfc3339(1_795_305_600_000), "2026-11-21T00:00:00.000Z");
+        assert_eq!(rfc3339(1_795_219_200_000), "2026-11-21T00:00:00.000Z");
     }
 }

@@ -392,7 +392,7 @@ impl PgStore {
                 Agg::P95 => format!("SELECT {b}, ({expr})::float8 FROM {table} WHERE {filter} AND {range} AND {expr} IS NOT NULL ORDER BY 1"),
             };
             let rows = self.bind_series(&sql, q).fetch_all(&self.pool).await?;
-            let pairs: Vec<(i64, Option<f64>)> = rows.iter().map(|r| (r.get::<i64, _>(0), r.get::<Option<f64>, _>(1))).collect();
+            let pairs = rows.iter().map(|r| Ok((r.try_get::<i64, _>(0)?, r.try_get::<Option<f64>, _>(1)?))).collect::<std::result::Result<Vec<_>, sqlx::Error>>()?;
             if q.agg == Agg::P95 { p95_by_bucket(pairs) } else { pairs }
         } else if q.agg == Agg::P95 {
             let Some(hist) = spec.hist_col else {
@@ -401,7 +401,7 @@ impl PgStore {
             let max = spec.max_col.map_or("NULL::float8".to_owned(), |m| format!("{m}::float8"));
             let sql = format!("SELECT {b}, {hist}, {max} FROM {table} WHERE {filter} AND {range} ORDER BY 1");
             let rows = self.bind_series(&sql, q).fetch_all(&self.pool).await?;
-            hist_p95(rows.iter().map(|r| (r.get::<i64, _>(0), r.get::<Option<Vec<u8>>, _>(1), r.get::<Option<f64>, _>(2))))
+            hist_p95(rows.iter().map(|r| Ok((r.try_get::<i64, _>(0)?, r.try_get::<Option<Vec<u8>>, _>(1)?, r.try_get::<Option<f64>, _>(2)?))).collect::<std::result::Result<Vec<_>, sqlx::Error>>()?.into_iter())
         } else {
             let value = match q.agg {
                 Agg::Max => match spec.max_col {
@@ -412,7 +412,7 @@ impl PgStore {
             };
             let sql = format!("SELECT {b}, {value} FROM {table} WHERE {filter} AND {range} GROUP BY 1 ORDER BY 1");
             let rows = self.bind_series(&sql, q).fetch_all(&self.pool).await?;
-            rows.iter().map(|r| (r.get::<i64, _>(0), r.get::<Option<f64>, _>(1))).collect()
+            rows.iter().map(|r| Ok((r.try_get::<i64, _>(0)?, r.try_get::<Option<f64>, _>(1)?))).collect::<std::result::Result<Vec<_>, sqlx::Error>>()?
         };
         Ok(Series {
             metric: q.metric,
@@ -725,9 +725,9 @@ mod tests {
     #[test]
     fn civil_dates_round_trip() {
         assert_eq!(civil(0), (1970, 1, 1));
-        assert_eq!(civil(1_795_305_600_000), (2026, 11, 21));
-        assert_eq!(days_from_civil(2026, 11, 21) * 86_400_000, 1_795_305_600_000);
-        assert_eq!(partition_end_ms("gpu_samples", "gpu_samples_p20261121"), Some(1_795_392_000_000));
+        assert_eq!(civil(1_795_219_200_000), (2026, 11, 21));
+        assert_eq!(days_from_civil(2026, 11, 21) * 86_400_000, 1_795_219_200_000);
+        assert_eq!(partition_end_ms("gpu_samples", "gpu_samples_p20261121"), Some(1_795_305_600_000));
         assert_eq!(partition_end_ms("gpu_rollup_1h", "gpu_rollup_1h_p202612"), Some(days_from_civil(2027, 1, 1) * 86_400_000));
         assert_eq!(partition_end_ms("gpu_samples", "gpu_samples_default"), None);
     }

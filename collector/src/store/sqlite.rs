@@ -339,21 +339,21 @@ impl SqliteStore {
         let values: Vec<(i64, Option<f64>)> = if plan.resolution == Resolution::Raw {
             let expr = spec.raw_expr.expect("planned raw only with a raw expression");
             let sql = match q.agg {
-                Agg::Mean => format!("SELECT ({time_col} / {step}) * {step} AS b, avg({expr}) FROM {table} WHERE {filter} AND {time_col} >= ? AND {time_col} < ? GROUP BY b ORDER BY b"),
-                Agg::Max => format!("SELECT ({time_col} / {step}) * {step} AS b, max({expr}) FROM {table} WHERE {filter} AND {time_col} >= ? AND {time_col} < ? GROUP BY b ORDER BY b"),
+                Agg::Mean => format!("SELECT ({time_col} / {step}) * {step} AS b, CAST(avg({expr}) AS REAL) FROM {table} WHERE {filter} AND {time_col} >= ? AND {time_col} < ? GROUP BY b ORDER BY b"),
+                Agg::Max => format!("SELECT ({time_col} / {step}) * {step} AS b, CAST(max({expr}) AS REAL) FROM {table} WHERE {filter} AND {time_col} >= ? AND {time_col} < ? GROUP BY b ORDER BY b"),
                 Agg::P95 => format!("SELECT ({time_col} / {step}) * {step} AS b, CAST({expr} AS REAL) FROM {table} WHERE {filter} AND {time_col} >= ? AND {time_col} < ? AND {expr} IS NOT NULL ORDER BY b"),
             };
             let rows = self.bind_series(&sql, q).fetch_all(&self.reader).await?;
-            let pairs: Vec<(i64, Option<f64>)> = rows.iter().map(|r| (r.get::<i64, _>(0), r.get::<Option<f64>, _>(1))).collect();
+            let pairs = rows.iter().map(|r| Ok((r.try_get::<i64, _>(0)?, r.try_get::<Option<f64>, _>(1)?))).collect::<std::result::Result<Vec<_>, sqlx::Error>>()?;
             if q.agg == Agg::P95 { p95_by_bucket(pairs) } else { pairs }
         } else if q.agg == Agg::P95 {
             let Some(hist) = spec.hist_col else {
                 return Err(StoreError::BadRequest(format!("metric {} has no p95 in rollups; use mean or max", spec.name)));
             };
-            let max = spec.max_col.unwrap_or("NULL");
+            let max = spec.max_col.map_or("NULL".to_owned(), |m| format!("CAST({m} AS REAL)"));
             let sql = format!("SELECT ({time_col} / {step}) * {step} AS b, {hist}, {max} FROM {table} WHERE {filter} AND {time_col} >= ? AND {time_col} < ? ORDER BY b");
             let rows = self.bind_series(&sql, q).fetch_all(&self.reader).await?;
-            hist_p95(rows.iter().map(|r| (r.get::<i64, _>(0), r.get::<Option<Vec<u8>>, _>(1), r.get::<Option<f64>, _>(2))))
+            hist_p95(rows.iter().map(|r| Ok((r.try_get::<i64, _>(0)?, r.try_get::<Option<Vec<u8>>, _>(1)?, r.try_get::<Option<f64>, _>(2)?))).collect::<std::result::Result<Vec<_>, sqlx::Error>>()?.into_iter())
         } else {
             let value = match q.agg {
                 Agg::Max => match spec.max_col {
@@ -364,7 +364,7 @@ impl SqliteStore {
             };
             let sql = format!("SELECT ({time_col} / {step}) * {step} AS b, {value} FROM {table} WHERE {filter} AND {time_col} >= ? AND {time_col} < ? GROUP BY b ORDER BY b");
             let rows = self.bind_series(&sql, q).fetch_all(&self.reader).await?;
-            rows.iter().map(|r| (r.get::<i64, _>(0), r.get::<Option<f64>, _>(1))).collect()
+            rows.iter().map(|r| Ok((r.try_get::<i64, _>(0)?, r.try_get::<Option<f64>, _>(1)?))).collect::<std::result::Result<Vec<_>, sqlx::Error>>()?
         };
         Ok(Series {
             metric: q.metric,

@@ -1,0 +1,6 @@
+//! The collector's integration tests, in one test binary.
+
+mod conformance;
+mod delivery;
+mod http;
+mod support;

@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# The whole gpulens test suite, as the README's second command and CI run it.
+# Installs what is missing (PostgreSQL server binaries, cargo-nextest), starts a throwaway
+# PostgreSQL cluster on a free port in a temporary directory, runs every test once with
+# `cargo nextest run --workspace`, and stops the cluster again.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+log() { printf '\n== %s\n' "$*"; }
+
+find_pg_bin() {
+  local d
+  for d in /usr/lib/postgresql/*/bin; do
+    [ -x "$d/initdb" ] && [ -x "$d/pg_ctl" ] && { echo "$d"; return 0; }
+  done
+  return 1
+}
+
+if ! PG_BIN=$(find_pg_bin); then
+  log "installing PostgreSQL server binaries (apt)"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq postgresql >/dev/null
+  PG_BIN=$(find_pg_bin) || { echo "PostgreSQL binaries still missing after install" >&2; exit 1; }
+fi
+if ! cargo nextest --version >/dev/null 2>&1; then
+  log "installing cargo-nextest"
+  cargo install --locked cargo-nextest
+fi
+
+# Throwaway cluster. initdb refuses to run as root, so the cluster belongs to `postgres`
+# (or the current user when not root).
+WORK=$(mktemp -d /tmp/gpulens-test.XXXXXX)
+chmod 755 "$WORK"
+AS=()
+if [ "$(id -u)" = 0 ]; then
+  id postgres >/dev/null 2>&1 || useradd --system --no-create-home postgres
+  chown postgres "$WORK"
+  AS=(runuser -u postgres --)
+fi
+PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+stop_pg() {
+  "${AS[@]}" "$PG_BIN/pg_ctl" -D "$WORK/data" -m immediate stop >/dev/null 2>&1 || true
+  rm -rf "$WORK"
+}
+trap stop_pg EXIT
+log "starting PostgreSQL ($PG_BIN) on port $PORT"
+"${AS[@]}" "$PG_BIN/initdb" -D "$WORK/data" --auth=trust -U postgres -E UTF8 >/dev/null
+"${AS[@]}" "$PG_BIN/pg_ctl" -D "$WORK/data" -l "$WORK/pg.log" -w \
+  -o "-p $PORT -k $WORK -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=200" start >/dev/null
+
+export GPULENS_TEST_PG="postgres://postgres@127.0.0.1:$PORT/postgres"
+export GPULENS_TEST_PG_BIN="$PG_BIN"
+export GPULENS_REQUIRE_PG=1
+
+log "running the suite"
+cargo nextest run --workspace --no-fail-fast "$@"
