@@ -1,1 +1,178 @@
-fn main() {}
+//! `gpulens-agent`: samples a node's GPUs and ships batches to a gpulens collector.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use agent::backend::{GpuBackend, SimulatedBackend};
+use agent::shipper::{AgentState, build_batch, now_ms};
+use clap::{Parser, Subcommand, ValueEnum};
+use ingest_client::{Backoff, Client};
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "gpulens-agent",
+    version,
+    about = "gpulens node agent: samples GPUs per device, MIG instance and process, attributes them to tenants, and ships batches to a collector"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Sample every interval and ship batches to a collector.
+    Run {
+        #[command(flatten)]
+        source: Source,
+        /// Base URL of the collector, e.g. http://gpulens:8080.
+        #[arg(long, env = "GPULENS_COLLECTOR")]
+        collector: String,
+        /// Agent token (the collector binds it to this node).
+        #[arg(long, env = "GPULENS_TOKEN", hide_env_values = true)]
+        token: String,
+        /// Where the agent keeps its id and sequence number across restarts.
+        #[arg(long, default_value = "/var/lib/gpulens-agent")]
+        state_dir: PathBuf,
+        /// Sampling interval.
+        #[arg(long, default_value = "1s", value_parser = humantime_ms)]
+        interval: u64,
+    },
+    /// Take one sampling cycle and print what the agent sees.
+    Sample {
+        #[command(flatten)]
+        source: Source,
+        /// Take one cycle and exit (the only mode for now).
+        #[arg(long, required = true)]
+        once: bool,
+        #[arg(long, value_enum, default_value = "json")]
+        format: Format,
+    },
+}
+
+#[derive(Debug, clap::Args)]
+struct Source {
+    /// Where samples come from. `simulated` plays one node of a scenario file.
+    #[arg(long, value_enum, default_value = "simulated")]
+    backend: BackendKind,
+    /// Scenario file for the simulated backend.
+    #[arg(long)]
+    scenario: PathBuf,
+    /// Which of the scenario's nodes this agent is.
+    #[arg(long)]
+    node: String,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum BackendKind {
+    Simulated,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum Format {
+    Json,
+}
+
+fn humantime_ms(s: &str) -> Result<u64, String> {
+    let ms = simulator::scenario::parse_duration_ms(s)
+        .ok_or_else(|| format!("{s:?} is not a duration like 1s or 500ms"))?;
+    if ms < 100 {
+        return Err("the interval must be at least 100ms".into());
+    }
+    Ok(u64::from(ms))
+}
+
+fn backend(source: &Source) -> anyhow::Result<Box<dyn GpuBackend>> {
+    match source.backend {
+        BackendKind::Simulated => {
+            let text = std::fs::read_to_string(&source.scenario).map_err(|e| {
+                anyhow::anyhow!("cannot read scenario {}: {e}", source.scenario.display())
+            })?;
+            let scenario = simulator::Scenario::from_toml(&text)
+                .map_err(|e| anyhow::anyhow!("{}: {e}", source.scenario.display()))?;
+            Ok(Box::new(SimulatedBackend::new(scenario, &source.node)?))
+        }
+    }
+}
+
+#[tokio::main(flavor = "current_thread")]
+async fn main() -> std::process::ExitCode {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("GPULENS_LOG")
+                .unwrap_or_else(|_| "info".into()),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    match run(Cli::parse().command).await {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run(command: Command) -> anyhow::Result<()> {
+    match command {
+        Command::Sample {
+            source,
+            format: Format::Json,
+            ..
+        } => {
+            let mut b = backend(&source)?;
+            let ts = now_ms();
+            let (snapshot, tenants) = b.sample(ts)?;
+            let (cluster, node) = b.identity();
+            let out = serde_json::json!({
+                "cluster": cluster,
+                "node": node,
+                "inventory": b.inventory(),
+                "tenants": tenants,
+                "snapshot": snapshot,
+            });
+            println!("{}", serde_json::to_string_pretty(&out)?);
+            Ok(())
+        }
+        Command::Run {
+            source,
+            collector,
+            token,
+            state_dir,
+            interval,
+        } => {
+            let mut b = backend(&source)?;
+            let mut state = AgentState::load(Some(&state_dir))?;
+            let client = Client::new(&collector, &token)?;
+            let (cluster, node) = {
+                let (c, n) = b.identity();
+                (c.to_owned(), n.to_owned())
+            };
+            tracing::info!(%cluster, %node, agent_id = %state.agent_id, interval_ms = interval, "agent running");
+            let mut tick = tokio::time::interval(Duration::from_millis(interval));
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+            loop {
+                tick.tick().await;
+                let now = now_ms();
+                let ts = now - now.rem_euclid(interval as i64);
+                let cycle = b.sample(ts)?;
+                let batch = build_batch(
+                    &cluster,
+                    &node,
+                    &mut state,
+                    interval as u32,
+                    b.inventory(),
+                    vec![cycle],
+                )?;
+                if let Err(e) = client
+                    .send_with_retry(&batch, Backoff::default(), |e, wait| {
+                        tracing::warn!(error = %e, ?wait, "batch not delivered; retrying");
+                    })
+                    .await
+                {
+                    tracing::error!(seq = batch.seq, error = %e, "batch refused by the collector; dropped");
+                }
+            }
+        }
+    }
+}

@@ -39,7 +39,11 @@ impl NodeView {
     fn new(n: NodeRecord, now: i64) -> NodeView {
         let silent_after = (n.interval_ms * SILENT_INTERVALS).max(120_000);
         NodeView {
-            status: if now - n.last_seen_ms > silent_after { "silent" } else { "reporting" },
+            status: if now - n.last_seen_ms > silent_after {
+                "silent"
+            } else {
+                "reporting"
+            },
             cluster: n.cluster,
             node: n.node,
             gpu_count: n.gpu_count,
@@ -59,7 +63,13 @@ pub struct NodesResponse {
 
 pub async fn nodes(State(state): State<AppState>) -> Result<Json<NodesResponse>, ApiError> {
     let now = crate::now_ms();
-    let nodes = state.store.nodes().await?.into_iter().map(|n| NodeView::new(n, now)).collect();
+    let nodes = state
+        .store
+        .nodes()
+        .await?
+        .into_iter()
+        .map(|n| NodeView::new(n, now))
+        .collect();
     Ok(Json(NodesResponse { nodes }))
 }
 
@@ -84,7 +94,10 @@ pub struct GpuView {
     pub utilization_note: Option<&'static str>,
 }
 
-pub async fn gpus(State(state): State<AppState>, p: Result<Query<GpusParams>, QueryRejection>) -> Result<Json<GpusResponse>, ApiError> {
+pub async fn gpus(
+    State(state): State<AppState>,
+    p: Result<Query<GpusParams>, QueryRejection>,
+) -> Result<Json<GpusResponse>, ApiError> {
     let Query(p) = p.map_err(bad_query)?;
     let gpus = state
         .store
@@ -94,7 +107,9 @@ pub async fn gpus(State(state): State<AppState>, p: Result<Query<GpusParams>, Qu
         .map(|g| GpuView {
             first_seen: rfc3339(g.first_seen_ms),
             last_seen: rfc3339(g.last_seen_ms),
-            utilization_note: g.mig_enabled.then_some("MIG instance utilization is not measurable without DCGM"),
+            utilization_note: g
+                .mig_enabled
+                .then_some("MIG instance utilization is not measurable without DCGM"),
             gpu: g,
         })
         .collect();
@@ -139,7 +154,11 @@ fn display_name(t: &TenantRecord) -> String {
             t.pod.as_deref().unwrap_or("?"),
             t.container.as_deref().unwrap_or("?")
         ),
-        "slurm_job" => format!("job {} ({})", t.job_id.as_deref().unwrap_or("?"), t.user.as_deref().unwrap_or("?")),
+        "slurm_job" => format!(
+            "job {} ({})",
+            t.job_id.as_deref().unwrap_or("?"),
+            t.user.as_deref().unwrap_or("?")
+        ),
         _ => t.user.clone().unwrap_or_else(|| t.key.clone()),
     }
 }
@@ -169,17 +188,35 @@ pub struct SeriesResponse {
     pub points: Vec<(String, Option<f64>)>,
 }
 
-pub async fn series(State(state): State<AppState>, p: Result<Query<SeriesParams>, QueryRejection>) -> Result<Json<SeriesResponse>, ApiError> {
+pub async fn series(
+    State(state): State<AppState>,
+    p: Result<Query<SeriesParams>, QueryRejection>,
+) -> Result<Json<SeriesResponse>, ApiError> {
     let Query(p) = p.map_err(bad_query)?;
     let now = crate::now_ms();
-    let metric_name = p.metric.as_deref().ok_or_else(|| ApiError::BadRequest("`metric` is required".into()))?;
+    let metric_name = p
+        .metric
+        .as_deref()
+        .ok_or_else(|| ApiError::BadRequest("`metric` is required".into()))?;
     let metric = Metric::parse(metric_name).ok_or_else(|| {
-        let known: Vec<_> = crate::store::series::METRICS.iter().map(|m| m.name).collect();
-        ApiError::BadRequest(format!("unknown metric {metric_name:?}; known: {}", known.join(", ")))
+        let known: Vec<_> = crate::store::series::METRICS
+            .iter()
+            .map(|m| m.name)
+            .collect();
+        ApiError::BadRequest(format!(
+            "unknown metric {metric_name:?}; known: {}",
+            known.join(", ")
+        ))
     })?;
-    let entity_text = p.entity.as_deref().ok_or_else(|| ApiError::BadRequest("`entity` is required (gpu:UUID, node:NAME, cluster:NAME, tenant:KEY or fleet)".into()))?;
+    let entity_text = p.entity.as_deref().ok_or_else(|| {
+        ApiError::BadRequest(
+            "`entity` is required (gpu:UUID, node:NAME, cluster:NAME, tenant:KEY or fleet)".into(),
+        )
+    })?;
     let entity = Entity::parse(entity_text).ok_or_else(|| {
-        ApiError::BadRequest(format!("entity {entity_text:?} is not gpu:UUID, node:NAME, cluster:NAME, tenant:KEY or fleet"))
+        ApiError::BadRequest(format!(
+            "entity {entity_text:?} is not gpu:UUID, node:NAME, cluster:NAME, tenant:KEY or fleet"
+        ))
     })?;
     let to_ms = match p.to.as_deref() {
         Some(t) => parse_time(t, now)?,
@@ -195,10 +232,25 @@ pub async fn series(State(state): State<AppState>, p: Result<Query<SeriesParams>
     };
     let agg = match p.agg.as_deref() {
         None => Agg::Mean,
-        Some(a) => Agg::parse(a).ok_or_else(|| ApiError::BadRequest(format!("agg must be mean, max or p95, got {a:?}")))?,
+        Some(a) => Agg::parse(a).ok_or_else(|| {
+            ApiError::BadRequest(format!("agg must be mean, max or p95, got {a:?}"))
+        })?,
     };
-    let q = SeriesQuery { metric, entity, from_ms, to_ms, step_ms, agg };
-    let Series { metric, unit, resolution, step_ms, points } = state.store.series(&q, now, &state.retention).await?;
+    let q = SeriesQuery {
+        metric,
+        entity,
+        from_ms,
+        to_ms,
+        step_ms,
+        agg,
+    };
+    let Series {
+        metric,
+        unit,
+        resolution,
+        step_ms,
+        points,
+    } = state.store.series(&q, now, &state.retention).await?;
     Ok(Json(SeriesResponse {
         metric,
         entity: entity_text.to_owned(),
@@ -232,15 +284,22 @@ pub fn parse_time(s: &str, now: i64) -> Result<i64, ApiError> {
         return Ok(ms);
     }
     humantime::parse_rfc3339_weak(s)
-        .map(|t| t.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64))
-        .map_err(|_| ApiError::BadRequest(format!("time {s:?} is not RFC 3339, Unix milliseconds, `now` or `now-7d`")))
+        .map(|t| {
+            t.duration_since(UNIX_EPOCH)
+                .map_or(0, |d| d.as_millis() as i64)
+        })
+        .map_err(|_| {
+            ApiError::BadRequest(format!(
+                "time {s:?} is not RFC 3339, Unix milliseconds, `now` or `now-7d`"
+            ))
+        })
 }
 
 fn parse_step(s: &str) -> Result<i64, ApiError> {
-    if let Ok(secs) = s.parse::<f64>() {
-        if secs > 0.0 {
-            return Ok((secs * 1000.0) as i64);
-        }
+    if let Ok(secs) = s.parse::<f64>()
+        && secs > 0.0
+    {
+        return Ok((secs * 1000.0) as i64);
     }
     humantime::parse_duration(s)
         .map(|d| d.as_millis() as i64)
@@ -260,7 +319,10 @@ mod tests {
         assert_eq!(parse_time("now-1h", now).unwrap(), now - 3_600_000);
         assert_eq!(parse_time("-7d", now).unwrap(), now - 7 * 86_400_000);
         assert_eq!(parse_time("1700000000000", now).unwrap(), 1_700_000_000_000);
-        assert_eq!(parse_time("2026-11-21T00:00:00Z", now).unwrap(), 1_795_219_200_000);
+        assert_eq!(
+            parse_time("2026-11-21T00:00:00Z", now).unwrap(),
+            1_795_219_200_000
+        );
         assert!(parse_time("yesterday", now).is_err());
         assert_eq!(parse_step("60").unwrap(), 60_000);
         assert_eq!(parse_step("5m").unwrap(), 300_000);

@@ -31,7 +31,12 @@ impl Auth {
             let token = match (&a.token, &a.token_file) {
                 (Some(t), _) => t.0.clone(),
                 (None, Some(path)) => std::fs::read_to_string(path)
-                    .map_err(|e| anyhow::anyhow!("agents[{i}]: cannot read token_file {}: {e}", path.display()))?
+                    .map_err(|e| {
+                        anyhow::anyhow!(
+                            "agents[{i}]: cannot read token_file {}: {e}",
+                            path.display()
+                        )
+                    })?
                     .trim_end()
                     .to_owned(),
                 (None, None) => anyhow::bail!("agents[{i}] has no token"),
@@ -60,11 +65,15 @@ impl Auth {
     /// Finds the credential of an `Authorization` header value.
     pub fn identify(&self, header: Option<&str>) -> Result<usize, ApiError> {
         let header = header.ok_or_else(|| {
-            ApiError::Unauthorized("missing Authorization header; send `Authorization: Bearer <token>`".into())
+            ApiError::Unauthorized(
+                "missing Authorization header; send `Authorization: Bearer <token>`".into(),
+            )
         })?;
         let token = header
             .strip_prefix("Bearer ")
-            .ok_or_else(|| ApiError::Unauthorized("Authorization must use the Bearer scheme".into()))?
+            .ok_or_else(|| {
+                ApiError::Unauthorized("Authorization must use the Bearer scheme".into())
+            })?
             .trim();
         // Compare against every credential without stopping early.
         let mut found = None;
@@ -89,7 +98,9 @@ impl Auth {
         if c.nodes.iter().any(|n| n == "*" || n == node) {
             Ok(())
         } else {
-            Err(ApiError::Forbidden(format!("this token is not bound to node {node:?}")))
+            Err(ApiError::Forbidden(format!(
+                "this token is not bound to node {node:?}"
+            )))
         }
     }
 }
@@ -115,7 +126,10 @@ mod tests {
         assert!(auth.identify(Some("Bearer nope")).is_err());
         let a = auth.identify(Some("Bearer token-aaaa")).unwrap();
         assert!(auth.authorize(a, "any", "n1").is_ok());
-        assert!(matches!(auth.authorize(a, "any", "n2"), Err(ApiError::Forbidden(_))));
+        assert!(matches!(
+            auth.authorize(a, "any", "n2"),
+            Err(ApiError::Forbidden(_))
+        ));
         let b = auth.identify(Some("Bearer token-bbbb")).unwrap();
         assert!(auth.authorize(b, "lab", "n9").is_ok());
         assert!(auth.authorize(b, "prod", "n9").is_err());

@@ -114,7 +114,9 @@ impl TeamsConfig {
                 .or_else(|| t.user.as_ref().and_then(|u| self.users.get(u))),
             TenantKind::HostUser => t.user.as_ref().and_then(|u| self.users.get(u)),
         };
-        mapped.cloned().or_else(|| t.team_source().map(str::to_owned))
+        mapped
+            .cloned()
+            .or_else(|| t.team_source().map(str::to_owned))
     }
 }
 
@@ -184,8 +186,11 @@ impl From<&RetentionConfig> for Retention {
 
 fn duration<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
     let s = String::deserialize(d)?;
-    humantime::parse_duration(&s)
-        .map_err(|e| serde::de::Error::custom(format!("{s:?} is not a duration like \"15s\" or \"7d\": {e}")))
+    humantime::parse_duration(&s).map_err(|e| {
+        serde::de::Error::custom(format!(
+            "{s:?} is not a duration like \"15s\" or \"7d\": {e}"
+        ))
+    })
 }
 
 impl Config {
@@ -208,11 +213,16 @@ impl Config {
                 anyhow::bail!("agents[{i}] needs exactly one of token or token_file");
             }
             if a.nodes.is_empty() {
-                anyhow::bail!("agents[{i}].nodes is empty; name the nodes this token may send for (\"*\" for any)");
+                anyhow::bail!(
+                    "agents[{i}].nodes is empty; name the nodes this token may send for (\"*\" for any)"
+                );
             }
         }
-        if self.retention.raw > self.retention.minute || self.retention.minute > self.retention.hour {
-            anyhow::bail!("retention must not shrink with coarser resolution (raw <= minute <= hour)");
+        if self.retention.raw > self.retention.minute || self.retention.minute > self.retention.hour
+        {
+            anyhow::bail!(
+                "retention must not shrink with coarser resolution (raw <= minute <= hour)"
+            );
         }
         Ok(())
     }
@@ -242,9 +252,13 @@ mod tests {
     fn mistakes_are_named() {
         let err = Config::parse("listn = \"x\"").unwrap_err().to_string();
         assert!(err.contains("unknown field `listn`"), "{err}");
-        let err = Config::parse("[retention]\nraw = \"seven days\"").unwrap_err().to_string();
+        let err = Config::parse("[retention]\nraw = \"seven days\"")
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("is not a duration"), "{err}");
-        let err = Config::parse("[[agents]]\nnodes = [\"a\"]").unwrap_err().to_string();
+        let err = Config::parse("[[agents]]\nnodes = [\"a\"]")
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("exactly one of token or token_file"), "{err}");
     }
 

@@ -17,13 +17,25 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<()> {
     let config = Config::default();
     let retention: crate::store::Retention = (&config.retention).into();
     if args.history > retention.raw {
-        anyhow::bail!("--history may be at most the raw retention ({})", humantime::format_duration(retention.raw));
+        anyhow::bail!(
+            "--history may be at most the raw retention ({})",
+            humantime::format_duration(retention.raw)
+        );
     }
-    std::fs::create_dir_all(&args.data_dir)
-        .map_err(|e| anyhow::anyhow!("cannot create data directory {}: {e}", args.data_dir.display()))?;
+    std::fs::create_dir_all(&args.data_dir).map_err(|e| {
+        anyhow::anyhow!(
+            "cannot create data directory {}: {e}",
+            args.data_dir.display()
+        )
+    })?;
     let listener = tokio::net::TcpListener::bind(args.listen)
         .await
-        .map_err(|e| anyhow::anyhow!("cannot listen on {}: {e} (pick another with --listen)", args.listen))?;
+        .map_err(|e| {
+            anyhow::anyhow!(
+                "cannot listen on {}: {e} (pick another with --listen)",
+                args.listen
+            )
+        })?;
     let addr = listener.local_addr()?;
     let db = format!("sqlite://{}", args.data_dir.join("gpulens.db").display());
     let store = Store::connect(&db).await?;
@@ -33,10 +45,26 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<()> {
     let token = format!("demo-{:x}{:x}", crate::now_ms(), std::process::id());
     let mut auth = Auth::default();
     auth.add(&token, vec!["*".into()], Some(scenario.cluster.clone()));
-    let state = AppState::new(store.clone(), auth, config.ingest.clone(), retention, config.teams.clone());
-    let server = tokio::spawn(crate::server::serve(listener, state.clone(), crate::shutdown_signal()));
+    let state = AppState::new(
+        store.clone(),
+        auth,
+        config.ingest.clone(),
+        retention,
+        config.teams.clone(),
+    );
+    let server = tokio::spawn(crate::server::serve(
+        listener,
+        state.clone(),
+        crate::shutdown_signal(),
+    ));
     let url = format!("http://{addr}/");
-    println!("gpulens demo: scenario {:?} ({} nodes, {} GPUs), database {}", scenario.name, scenario.nodes.len(), simulator::Fleet::new(scenario.clone()).gpu_count(), db);
+    println!(
+        "gpulens demo: scenario {:?} ({} nodes, {} GPUs), database {}",
+        scenario.name,
+        scenario.nodes.len(),
+        simulator::Fleet::new(scenario.clone()).gpu_count(),
+        db
+    );
     println!("dashboard: {url} (API at {url}api/v1/nodes; history is loading)");
 
     let fleet = simulator::Fleet::new(scenario.clone());
@@ -48,17 +76,28 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<()> {
     let step = args.history_step.as_millis().max(1000) as i64;
     let mut starts = Vec::new();
     for n in &driver.fleet().nodes {
-        let last = store.last_sample_ms(&scenario.cluster, &n.spec.name).await?;
+        let last = store
+            .last_sample_ms(&scenario.cluster, &n.spec.name)
+            .await?;
         starts.push(last.map_or(oldest, |l| (l + step).max(oldest)));
     }
     let started = std::time::Instant::now();
     let stats = driver
-        .backfill(|node| starts[node], now, step, 60, |done, total| {
-            if done == total || done % (total / 10).max(1) == 0 {
-                eprint!("\rbackfilling history: {done}/{total} batches ({}%)", done * 100 / total.max(1));
-                let _ = std::io::stderr().flush();
-            }
-        })
+        .backfill(
+            |node| starts[node],
+            now,
+            step,
+            60,
+            |done, total| {
+                if done == total || done % (total / 10).max(1) == 0 {
+                    eprint!(
+                        "\rbackfilling history: {done}/{total} batches ({}%)",
+                        done * 100 / total.max(1)
+                    );
+                    let _ = std::io::stderr().flush();
+                }
+            },
+        )
         .await?;
     eprintln!();
     let minutes = crate::jobs::run_once(&state).await?;
@@ -72,8 +111,14 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<()> {
     if args.no_live {
         return Ok(());
     }
-    println!("streaming live samples every {} ms; dashboard: {url} (Ctrl-C to stop)", interval.as_millis());
-    let jobs = tokio::spawn(crate::jobs::run_forever(state.clone(), std::time::Duration::from_secs(10)));
+    println!(
+        "streaming live samples every {} ms; dashboard: {url} (Ctrl-C to stop)",
+        interval.as_millis()
+    );
+    let jobs = tokio::spawn(crate::jobs::run_forever(
+        state.clone(),
+        std::time::Duration::from_secs(10),
+    ));
     let live = tokio::spawn(async move { driver.stream(interval, None).await });
     let result = server.await?;
     jobs.abort();

@@ -84,7 +84,8 @@ impl IntoResponse for ApiError {
         let body = json!({ "error": { "code": self.code(), "message": message } });
         let mut resp = (status, axum::Json(body)).into_response();
         if let ApiError::Unavailable(_, secs) = self {
-            resp.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(secs));
+            resp.headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from(secs));
         }
         resp
     }

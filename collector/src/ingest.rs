@@ -5,10 +5,10 @@
 use std::io::Read;
 use std::time::Instant;
 
+use axum::Json;
 use axum::body::{Body, Bytes};
 use axum::extract::State;
 use axum::http::{HeaderMap, header};
-use axum::Json;
 use model::wire::v1::{Batch, Limits};
 use serde::Serialize;
 
@@ -29,7 +29,11 @@ pub struct IngestResponse {
     pub last_seq: u64,
 }
 
-pub async fn ingest(State(state): State<AppState>, headers: HeaderMap, body: Body) -> Result<Json<IngestResponse>, ApiError> {
+pub async fn ingest(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    body: Body,
+) -> Result<Json<IngestResponse>, ApiError> {
     let result = handle(&state, &headers, body).await;
     if let Err(e) = &result {
         let reason = match e {
@@ -38,7 +42,9 @@ pub async fn ingest(State(state): State<AppState>, headers: HeaderMap, body: Bod
             ApiError::PayloadTooLarge(_) => RejectReason::TooLarge,
             ApiError::UnsupportedMediaType(_) => RejectReason::Compression,
             ApiError::Unavailable(..) => RejectReason::Unavailable,
-            ApiError::BadRequest(m) if m.starts_with("batch is not valid JSON") => RejectReason::Decode,
+            ApiError::BadRequest(m) if m.starts_with("batch is not valid JSON") => {
+                RejectReason::Decode
+            }
             ApiError::BadRequest(m) if m.starts_with("gzip") => RejectReason::Compression,
             ApiError::BadRequest(_) | ApiError::NotFound(_) => RejectReason::Invalid,
             ApiError::Internal(_) => RejectReason::Internal,
@@ -48,11 +54,19 @@ pub async fn ingest(State(state): State<AppState>, headers: HeaderMap, body: Bod
     result.map(Json)
 }
 
-async fn handle(state: &AppState, headers: &HeaderMap, body: Body) -> Result<IngestResponse, ApiError> {
-    let cred = state
-        .auth
-        .identify(headers.get(header::AUTHORIZATION).and_then(|v| v.to_str().ok()))?;
-    if let Some(ct) = headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok())
+async fn handle(
+    state: &AppState,
+    headers: &HeaderMap,
+    body: Body,
+) -> Result<IngestResponse, ApiError> {
+    let cred = state.auth.identify(
+        headers
+            .get(header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok()),
+    )?;
+    if let Some(ct) = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
         && !ct.starts_with("application/json")
     {
         return Err(ApiError::UnsupportedMediaType(format!(
@@ -70,44 +84,86 @@ async fn handle(state: &AppState, headers: &HeaderMap, body: Body) -> Result<Ing
         .unwrap_or("identity");
     let max_decoded = state.ingest.max_decoded_bytes;
     let json = decode_body(encoding, bytes, max_decoded)?;
-    let batch: Batch = serde_json::from_slice(&json)
-        .map_err(|e| ApiError::BadRequest(format!("batch is not valid JSON for protocol v1: {e}")))?;
+    let batch: Batch = serde_json::from_slice(&json).map_err(|e| {
+        ApiError::BadRequest(format!("batch is not valid JSON for protocol v1: {e}"))
+    })?;
     let now = crate::now_ms();
     let limits = Limits {
         max_rows: state.ingest.max_rows,
         max_age_ms: state.retention.raw.as_millis() as i64,
         ..Limits::default()
     };
-    batch.validate(&limits, now).map_err(|e| ApiError::BadRequest(e.0))?;
+    batch
+        .validate(&limits, now)
+        .map_err(|e| ApiError::BadRequest(e.0))?;
     state.auth.authorize(cred, &batch.cluster, &batch.node)?;
 
     let started = Instant::now();
     let teams = state.teams.clone();
     let team_of = move |t: &model::Tenant| teams.team_of(t);
     let outcome = state.store.ingest(&batch, now, &team_of).await?;
-    state.metrics.storage_write.observe(started.elapsed().as_secs_f64());
+    state
+        .metrics
+        .storage_write
+        .observe(started.elapsed().as_secs_f64());
     match outcome {
         IngestOutcome::Stored { rows } => {
             let m = &state.metrics;
-            m.batches.get_or_create(&OutcomeLabels { outcome: Outcome::Stored }).inc();
+            m.batches
+                .get_or_create(&OutcomeLabels {
+                    outcome: Outcome::Stored,
+                })
+                .inc();
             m.batch_rows.observe(rows as f64);
             for (kind, n) in [
-                (RowKind::Gpu, batch.snapshots.iter().map(|s| s.gpus.len()).sum::<usize>()),
-                (RowKind::Mig, batch.snapshots.iter().map(|s| s.mig.len()).sum()),
-                (RowKind::Process, batch.snapshots.iter().map(|s| s.processes.len()).sum()),
-                (RowKind::Allocation, batch.snapshots.iter().map(|s| s.allocations.len()).sum()),
-                (RowKind::Event, batch.snapshots.iter().map(|s| s.events.len()).sum()),
+                (
+                    RowKind::Gpu,
+                    batch.snapshots.iter().map(|s| s.gpus.len()).sum::<usize>(),
+                ),
+                (
+                    RowKind::Mig,
+                    batch.snapshots.iter().map(|s| s.mig.len()).sum(),
+                ),
+                (
+                    RowKind::Process,
+                    batch.snapshots.iter().map(|s| s.processes.len()).sum(),
+                ),
+                (
+                    RowKind::Allocation,
+                    batch.snapshots.iter().map(|s| s.allocations.len()).sum(),
+                ),
+                (
+                    RowKind::Event,
+                    batch.snapshots.iter().map(|s| s.events.len()).sum(),
+                ),
             ] {
                 m.rows.get_or_create(&RowLabels { kind }).inc_by(n as u64);
             }
             if let Some((_, newest)) = batch.time_range() {
-                m.ingest_lag.observe(((crate::now_ms() - newest).max(0)) as f64 / 1000.0);
+                m.ingest_lag
+                    .observe(((crate::now_ms() - newest).max(0)) as f64 / 1000.0);
             }
-            Ok(IngestResponse { status: "stored", seq: batch.seq, rows, last_seq: batch.seq })
+            Ok(IngestResponse {
+                status: "stored",
+                seq: batch.seq,
+                rows,
+                last_seq: batch.seq,
+            })
         }
         IngestOutcome::Duplicate { last_seq } => {
-            state.metrics.batches.get_or_create(&OutcomeLabels { outcome: Outcome::Duplicate }).inc();
-            Ok(IngestResponse { status: "duplicate", seq: batch.seq, rows: 0, last_seq })
+            state
+                .metrics
+                .batches
+                .get_or_create(&OutcomeLabels {
+                    outcome: Outcome::Duplicate,
+                })
+                .inc();
+            Ok(IngestResponse {
+                status: "duplicate",
+                seq: batch.seq,
+                rows: 0,
+                last_seq,
+            })
         }
     }
 }
@@ -117,16 +173,18 @@ pub fn decode_body(encoding: &str, bytes: Bytes, max: usize) -> Result<Vec<u8>, 
     match encoding {
         "identity" => {
             if bytes.len() > max {
-                return Err(ApiError::PayloadTooLarge(format!("batch exceeds {max} bytes")));
+                return Err(ApiError::PayloadTooLarge(format!(
+                    "batch exceeds {max} bytes"
+                )));
             }
             Ok(bytes.to_vec())
         }
         "gzip" | "x-gzip" => {
             let mut out = Vec::with_capacity(bytes.len() * 8);
             let mut decoder = flate2::read::GzDecoder::new(&bytes[..]).take(max as u64 + 1);
-            decoder
-                .read_to_end(&mut out)
-                .map_err(|e| ApiError::BadRequest(format!("gzip body could not be decompressed: {e}")))?;
+            decoder.read_to_end(&mut out).map_err(|e| {
+                ApiError::BadRequest(format!("gzip body could not be decompressed: {e}"))
+            })?;
             if out.len() > max {
                 return Err(ApiError::PayloadTooLarge(format!(
                     "decompressed batch exceeds {max} bytes"

@@ -12,16 +12,26 @@ pub const ROLLUP_GRACE_MS: i64 = 15_000;
 pub async fn run_once(state: &AppState) -> anyhow::Result<usize> {
     let now = crate::now_ms();
     state.store.prepare_partitions(now).await?;
-    let stats = state.store.rollup(now - ROLLUP_GRACE_MS).await.inspect_err(|_| {
-        state.metrics.rollup_failures.inc();
-    })?;
+    let stats = state
+        .store
+        .rollup(now - ROLLUP_GRACE_MS)
+        .await
+        .inspect_err(|_| {
+            state.metrics.rollup_failures.inc();
+        })?;
     state.metrics.rollup_minutes.inc_by(stats.minutes as u64);
     let retention = state.store.apply_retention(now, &state.retention).await?;
-    state.metrics.retention_dropped.inc_by(retention.dropped.len() as u64);
+    state
+        .metrics
+        .retention_dropped
+        .inc_by(retention.dropped.len() as u64);
     if !retention.dropped.is_empty() {
         tracing::info!(dropped = ?retention.dropped, rows = retention.rows_deleted, "retention applied");
     }
-    state.metrics.last_rollup_timestamp.set(crate::now_ms() as f64 / 1000.0);
+    state
+        .metrics
+        .last_rollup_timestamp
+        .set(crate::now_ms() as f64 / 1000.0);
     Ok(stats.minutes)
 }
 

@@ -31,7 +31,8 @@ pub async fn shutdown_signal() {
     };
     #[cfg(unix)]
     let term = async {
-        if let Ok(mut s) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+        if let Ok(mut s) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        {
             s.recv().await;
         }
     };
@@ -68,8 +69,12 @@ fn load_config(db: &DbArgs) -> anyhow::Result<Config> {
 async fn open_store(config: &Config) -> anyhow::Result<store::Store> {
     let url = config.database_url();
     if url.starts_with("sqlite://") {
-        std::fs::create_dir_all(&config.data_dir)
-            .map_err(|e| anyhow::anyhow!("cannot create data directory {}: {e}", config.data_dir.display()))?;
+        std::fs::create_dir_all(&config.data_dir).map_err(|e| {
+            anyhow::anyhow!(
+                "cannot create data directory {}: {e}",
+                config.data_dir.display()
+            )
+        })?;
     }
     let store = store::Store::connect(&url)
         .await
@@ -84,7 +89,12 @@ async fn migrate(args: DbArgs) -> anyhow::Result<()> {
     if applied.is_empty() {
         println!("database is up to date ({})", store.backend());
     } else {
-        println!("applied {} migration(s) to {}: {}", applied.len(), store.backend(), applied.join(", "));
+        println!(
+            "applied {} migration(s) to {}: {}",
+            applied.len(),
+            store.backend(),
+            applied.join(", ")
+        );
     }
     Ok(())
 }
@@ -130,9 +140,15 @@ async fn simulate(args: SimulateArgs) -> anyhow::Result<()> {
     if !args.history.is_zero() {
         let from = now - args.history.as_millis() as i64;
         let stats = driver
-            .backfill(|_| from, now, args.history_step.as_millis().max(1000) as i64, 60, |done, total| {
-                eprint!("\rbackfilling: {done}/{total} batches");
-            })
+            .backfill(
+                |_| from,
+                now,
+                args.history_step.as_millis().max(1000) as i64,
+                60,
+                |done, total| {
+                    eprint!("\rbackfilling: {done}/{total} batches");
+                },
+            )
             .await?;
         eprintln!();
         println!("backfilled {} batches, {} rows", stats.batches, stats.rows);

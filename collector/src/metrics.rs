@@ -101,27 +101,71 @@ impl Metrics {
     pub fn new() -> Metrics {
         let mut registry = Registry::with_prefix("gpulens");
         let batches = Family::<OutcomeLabels, Counter>::default();
-        registry.register("ingest_batches", "Batches accepted by POST /api/v1/ingest, by outcome (stored, or duplicate retry)", batches.clone());
+        registry.register(
+            "ingest_batches",
+            "Batches accepted by POST /api/v1/ingest, by outcome (stored, or duplicate retry)",
+            batches.clone(),
+        );
         let rejected = Family::<ReasonLabels, Counter>::default();
-        registry.register("ingest_rejected_batches", "Batches refused, by reason", rejected.clone());
+        registry.register(
+            "ingest_rejected_batches",
+            "Batches refused, by reason",
+            rejected.clone(),
+        );
         let rows = Family::<RowLabels, Counter>::default();
         registry.register("ingest_rows", "Sample rows stored, by kind", rows.clone());
         let batch_rows = Histogram::new(exponential_buckets(1.0, 4.0, 10));
-        registry.register("ingest_batch_rows", "Rows per stored batch", batch_rows.clone());
+        registry.register(
+            "ingest_batch_rows",
+            "Rows per stored batch",
+            batch_rows.clone(),
+        );
         let batch_bytes = Histogram::new(exponential_buckets(256.0, 4.0, 10));
-        registry.register_with_unit("ingest_batch_size", "Size of batch bodies as received (compressed)", Unit::Bytes, batch_bytes.clone());
+        registry.register_with_unit(
+            "ingest_batch_size",
+            "Size of batch bodies as received (compressed)",
+            Unit::Bytes,
+            batch_bytes.clone(),
+        );
         let ingest_lag = Histogram::new(exponential_buckets(0.01, 4.0, 10));
-        registry.register_with_unit("ingest_lag", "Time from a batch's newest sample to its commit", Unit::Seconds, ingest_lag.clone());
+        registry.register_with_unit(
+            "ingest_lag",
+            "Time from a batch's newest sample to its commit",
+            Unit::Seconds,
+            ingest_lag.clone(),
+        );
         let storage_write = Histogram::new(exponential_buckets(0.0005, 3.0, 12));
-        registry.register_with_unit("storage_write", "Time to store one batch (transaction included)", Unit::Seconds, storage_write.clone());
+        registry.register_with_unit(
+            "storage_write",
+            "Time to store one batch (transaction included)",
+            Unit::Seconds,
+            storage_write.clone(),
+        );
         let rollup_minutes = Counter::default();
-        registry.register("rollup_minutes", "Node-minutes rolled up", rollup_minutes.clone());
+        registry.register(
+            "rollup_minutes",
+            "Node-minutes rolled up",
+            rollup_minutes.clone(),
+        );
         let rollup_failures = Counter::default();
-        registry.register("rollup_failures", "Rollup passes that failed", rollup_failures.clone());
+        registry.register(
+            "rollup_failures",
+            "Rollup passes that failed",
+            rollup_failures.clone(),
+        );
         let retention_dropped = Counter::default();
-        registry.register("retention_dropped_partitions", "Partitions dropped or tables pruned for retention", retention_dropped.clone());
+        registry.register(
+            "retention_dropped_partitions",
+            "Partitions dropped or tables pruned for retention",
+            retention_dropped.clone(),
+        );
         let last_rollup_timestamp = Gauge::<f64, std::sync::atomic::AtomicU64>::default();
-        registry.register_with_unit("last_rollup_timestamp", "When the last rollup pass finished (Unix time)", Unit::Seconds, last_rollup_timestamp.clone());
+        registry.register_with_unit(
+            "last_rollup_timestamp",
+            "When the last rollup pass finished (Unix time)",
+            Unit::Seconds,
+            last_rollup_timestamp.clone(),
+        );
         Metrics {
             registry,
             batches,
@@ -144,7 +188,8 @@ impl Metrics {
 
     pub fn encode(&self) -> String {
         let mut out = String::new();
-        prometheus_client::encoding::text::encode(&mut out, &self.registry).expect("writing to a String");
+        prometheus_client::encoding::text::encode(&mut out, &self.registry)
+            .expect("writing to a String");
         out
     }
 }

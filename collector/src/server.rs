@@ -37,7 +37,13 @@ impl std::ops::Deref for AppState {
 }
 
 impl AppState {
-    pub fn new(store: Store, auth: Auth, ingest: IngestConfig, retention: Retention, teams: TeamsConfig) -> AppState {
+    pub fn new(
+        store: Store,
+        auth: Auth,
+        ingest: IngestConfig,
+        retention: Retention,
+        teams: TeamsConfig,
+    ) -> AppState {
         AppState(Arc::new(Inner {
             store,
             metrics: Metrics::new(),
@@ -85,7 +91,10 @@ async fn readyz(State(state): State<AppState>) -> Response {
 
 async fn metrics(State(state): State<AppState>) -> Response {
     (
-        [(header::CONTENT_TYPE, "application/openmetrics-text; version=1.0.0; charset=utf-8")],
+        [(
+            header::CONTENT_TYPE,
+            "application/openmetrics-text; version=1.0.0; charset=utf-8",
+        )],
         state.metrics.encode(),
     )
         .into_response()
@@ -109,9 +118,17 @@ async fn home(State(state): State<AppState>) -> Result<Html<String>, ApiError> {
             .map(|n| web::NodeRow {
                 cluster: n.cluster.clone(),
                 node: n.node.clone(),
-                status: if now - n.last_seen_ms > (n.interval_ms * 30).max(120_000) { "silent" } else { "reporting" }.to_owned(),
+                status: if now - n.last_seen_ms > (n.interval_ms * 30).max(120_000) {
+                    "silent"
+                } else {
+                    "reporting"
+                }
+                .to_owned(),
                 gpus: n.gpu_count,
-                last_sample: n.last_sample_ms.map(crate::api::rfc3339).unwrap_or_else(|| "never".into()),
+                last_sample: n
+                    .last_sample_ms
+                    .map(crate::api::rfc3339)
+                    .unwrap_or_else(|| "never".into()),
             })
             .collect(),
     };
@@ -124,5 +141,7 @@ pub async fn serve(
     state: AppState,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    axum::serve(listener, router(state)).with_graceful_shutdown(shutdown).await
+    axum::serve(listener, router(state))
+        .with_graceful_shutdown(shutdown)
+        .await
 }

@@ -60,7 +60,10 @@ impl Driver {
         for node in 0..self.fleet.nodes.len() {
             let start = start_of(node);
             let first = start + (step_ms - start.rem_euclid(step_ms)) % step_ms;
-            let instants: Vec<i64> = (0..).map(|i| first + i * step_ms).take_while(|&t| t < to_ms).collect();
+            let instants: Vec<i64> = (0..)
+                .map(|i| first + i * step_ms)
+                .take_while(|&t| t < to_ms)
+                .collect();
             plans.push((node, instants));
         }
         let total: usize = plans.iter().map(|(_, i)| i.len().div_ceil(per_batch)).sum();
@@ -103,7 +106,11 @@ impl Driver {
 
     /// Streams one snapshot per node per interval, aligned to the interval, until `stop`
     /// resolves or `duration` has passed.
-    pub async fn stream(&self, interval: Duration, duration: Option<Duration>) -> anyhow::Result<()> {
+    pub async fn stream(
+        &self,
+        interval: Duration,
+        duration: Option<Duration>,
+    ) -> anyhow::Result<()> {
         let mut tasks = JoinSet::new();
         let ends = duration.map(|d| tokio::time::Instant::now() + d);
         for node in 0..self.fleet.nodes.len() {
@@ -119,10 +126,15 @@ impl Driver {
                     }
                     let now = crate::now_ms();
                     let ts = now - now.rem_euclid(step);
-                    let batch = me.fleet.batch(node, &me.agent_id, me.next_seq(node), &[ts], step as u32);
+                    let batch =
+                        me.fleet
+                            .batch(node, &me.agent_id, me.next_seq(node), &[ts], step as u32);
                     // A live sample that cannot be delivered within a minute is dropped
                     // with a warning; the real agent spools instead.
-                    let policy = Backoff { give_up_after: Some(Duration::from_secs(60)), ..Backoff::default() };
+                    let policy = Backoff {
+                        give_up_after: Some(Duration::from_secs(60)),
+                        ..Backoff::default()
+                    };
                     if let Err(e) = me.client.send_with_retry(&batch, policy, |_, _| {}).await {
                         tracing::warn!(node = %batch.node, error = %e, "live batch dropped");
                     }
@@ -140,10 +152,13 @@ impl Driver {
 pub fn load_scenario(path: Option<&std::path::Path>) -> anyhow::Result<simulator::Scenario> {
     match path {
         Some(p) => {
-            let text = std::fs::read_to_string(p).map_err(|e| anyhow::anyhow!("cannot read scenario {}: {e}", p.display()))?;
-            simulator::Scenario::from_toml(&text).map_err(|e| anyhow::anyhow!("{}: {e}", p.display()))
+            let text = std::fs::read_to_string(p)
+                .map_err(|e| anyhow::anyhow!("cannot read scenario {}: {e}", p.display()))?;
+            simulator::Scenario::from_toml(&text)
+                .map_err(|e| anyhow::anyhow!("{}: {e}", p.display()))
         }
-        None => Ok(simulator::Scenario::from_toml(DEFAULT_SCENARIO).expect("the built-in scenario is valid")),
+        None => Ok(simulator::Scenario::from_toml(DEFAULT_SCENARIO)
+            .expect("the built-in scenario is valid")),
     }
 }
 

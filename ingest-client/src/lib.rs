@@ -11,7 +11,9 @@ use model::wire::v1::Batch;
 /// What the collector said about a delivered batch.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Delivered {
-    Stored { rows: u64 },
+    Stored {
+        rows: u64,
+    },
     /// The collector already had this sequence number.
     Duplicate,
 }
@@ -79,8 +81,12 @@ impl Client {
     /// Encodes a batch as the wire body: JSON, gzip-compressed.
     pub fn encode(batch: &Batch) -> Result<Vec<u8>, SendError> {
         let json = serde_json::to_vec(batch).map_err(|e| SendError::Encode(e.to_string()))?;
-        let mut gz = flate2::write::GzEncoder::new(Vec::with_capacity(json.len() / 6), flate2::Compression::fast());
-        gz.write_all(&json).map_err(|e| SendError::Encode(e.to_string()))?;
+        let mut gz = flate2::write::GzEncoder::new(
+            Vec::with_capacity(json.len() / 6),
+            flate2::Compression::fast(),
+        );
+        gz.write_all(&json)
+            .map_err(|e| SendError::Encode(e.to_string()))?;
         gz.finish().map_err(|e| SendError::Encode(e.to_string()))
     }
 
@@ -148,7 +154,9 @@ impl Client {
                     if policy.give_up_after.is_some_and(|g| started.elapsed() >= g) {
                         return Err(e);
                     }
-                    let SendError::Retryable { retry_after, .. } = &e else { unreachable!() };
+                    let SendError::Retryable { retry_after, .. } = &e else {
+                        unreachable!()
+                    };
                     // Full jitter on the exponential delay; Retry-After is a floor.
                     attempt += 1;
                     let jittered = delay.mul_f64(0.5 + 0.5 * jitter(batch.seq ^ attempt));
@@ -199,7 +207,10 @@ mod tests {
 
     #[test]
     fn error_messages_are_extracted() {
-        assert_eq!(error_message(r#"{"error":{"code":"bad_request","message":"seq must start at 1"}}"#), "seq must start at 1");
+        assert_eq!(
+            error_message(r#"{"error":{"code":"bad_request","message":"seq must start at 1"}}"#),
+            "seq must start at 1"
+        );
         assert_eq!(error_message("plain"), "plain");
     }
 

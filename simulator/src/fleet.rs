@@ -99,7 +99,8 @@ impl Fleet {
             "slurm_job" => {
                 let job_len = (spec.job_hours * 3_600_000.0) as i64;
                 let job_no = t_ms.div_euclid(job_len.max(1));
-                let job_id = (100_000 + (mix(stream) % 800_000) as i64 + job_no % 100_000).to_string();
+                let job_id =
+                    (100_000 + (mix(stream) % 800_000) as i64 + job_no % 100_000).to_string();
                 Tenant {
                     key: Tenant::slurm_key(&job_id),
                     kind: TenantKind::SlurmJob,
@@ -169,7 +170,9 @@ impl Fleet {
             let demand = self.demand(t, ts);
             for device in tspec.device_refs() {
                 let gpu = match device {
-                    DeviceRef::Gpu(g) | DeviceRef::Mig { gpu: g, .. } | DeviceRef::Replica { gpu: g, .. } => g,
+                    DeviceRef::Gpu(g)
+                    | DeviceRef::Mig { gpu: g, .. }
+                    | DeviceRef::Replica { gpu: g, .. } => g,
                 };
                 per_gpu[gpu as usize].push(Occupant {
                     tenant: t,
@@ -233,7 +236,9 @@ impl Fleet {
                         },
                         share: share as f32,
                     });
-                    tenants.entry(tenant.key.clone()).or_insert_with(|| tenant.clone());
+                    tenants
+                        .entry(tenant.key.clone())
+                        .or_insert_with(|| tenant.clone());
                 }
                 if !d.running {
                     continue;
@@ -254,18 +259,35 @@ impl Fleet {
                     sm += achieved * d.sm_efficiency;
                     tensor += achieved * d.sm_efficiency * d.tensor_share;
                 }
-                let pid_hash = mix(hash_str(&o.spec.name) ^ mix(d.session as u64) ^ u64::from(info.index));
+                let pid_hash =
+                    mix(hash_str(&o.spec.name) ^ mix(d.session as u64) ^ u64::from(info.index));
                 snap.processes.push(ProcessSample {
                     gpu_uuid: info.uuid.clone(),
                     pid: 1000 + (pid_hash % 4_000_000) as u32,
-                    start_time: if d.session_start > 0 { d.session_start * 1000 } else { ts.min(self.epoch_start(o.tenant)) },
-                    kind: if spec.sharing == "mps" { ProcessKind::Mps } else { ProcessKind::Compute },
+                    start_time: if d.session_start > 0 {
+                        d.session_start * 1000
+                    } else {
+                        ts.min(self.epoch_start(o.tenant))
+                    },
+                    kind: if spec.sharing == "mps" {
+                        ProcessKind::Mps
+                    } else {
+                        ProcessKind::Compute
+                    },
                     gi_id,
                     ci_id,
                     tenant: Some(tenant.key.clone()),
                     // NVML reports no per-process utilization under MIG.
-                    sm_util: if gi_id.is_some() { None } else { Some(round3(achieved.min(1.0))) },
-                    mem_util: if gi_id.is_some() { None } else { Some(round3((achieved * 0.4).min(1.0))) },
+                    sm_util: if gi_id.is_some() {
+                        None
+                    } else {
+                        Some(round3(achieved.min(1.0)))
+                    },
+                    mem_util: if gi_id.is_some() {
+                        None
+                    } else {
+                        Some(round3((achieved * 0.4).min(1.0)))
+                    },
                     enc_util: if gi_id.is_some() { None } else { Some(0.0) },
                     dec_util: if gi_id.is_some() { None } else { Some(0.0) },
                     mem_used_bytes: Some(d.mem_bytes),
@@ -280,7 +302,8 @@ impl Fleet {
             let mem_total = info.memory_total_bytes;
             let mem_used = mem_used.min(mem_total);
             let load = 0.35 * busy + 0.65 * sm;
-            let power = model.idle_power_w + (model.max_power_w - model.idle_power_w) * load * (0.95 + 0.05 * jitter(1));
+            let power = model.idle_power_w
+                + (model.max_power_w - model.idle_power_w) * load * (0.95 + 0.05 * jitter(1));
             let power_capped = power > model.max_power_w * 0.97;
             let mig = spec.sharing == "mig";
             snap.gpus.push(GpuSample {
@@ -290,11 +313,24 @@ impl Fleet {
                 mem_used_bytes: Some(mem_used),
                 mem_total_bytes: Some(mem_total),
                 power_w: Some(round1(power)),
-                energy_j: Some(((ts - 1_700_000_000_000).max(0) as f64 / 1000.0 * model.idle_power_w * 1.5).round()),
+                energy_j: Some(
+                    ((ts - 1_700_000_000_000).max(0) as f64 / 1000.0 * model.idle_power_w * 1.5)
+                        .round(),
+                ),
                 temp_c: Some(round1(28.0 + 45.0 * load + 2.0 * jitter(2))),
-                sm_clock_mhz: Some(if busy > 0.0 { model.max_sm_clock_mhz - if power_capped { 200 } else { 0 } } else { model.idle_sm_clock_mhz }),
+                sm_clock_mhz: Some(if busy > 0.0 {
+                    model.max_sm_clock_mhz - if power_capped { 200 } else { 0 }
+                } else {
+                    model.idle_sm_clock_mhz
+                }),
                 mem_clock_mhz: Some(model.mem_clock_mhz),
-                throttle_reasons: Some(if power_capped { 0x4 } else if busy == 0.0 { 0x1 } else { 0 }),
+                throttle_reasons: Some(if power_capped {
+                    0x4
+                } else if busy == 0.0 {
+                    0x1
+                } else {
+                    0
+                }),
                 pcie_rx_bytes_per_s: Some((busy * 2.0e9 * jitter(3)) as i64),
                 pcie_tx_bytes_per_s: Some((busy * 0.5e9 * jitter(4)) as i64),
                 nvlink_rx_bytes_per_s: None,
@@ -317,7 +353,14 @@ impl Fleet {
                     gpu_uuid: info.uuid.clone(),
                     gi_id: mi.gi_id,
                     ci_id: mi.ci_id,
-                    mem_used_bytes: Some(if mem_i > 0 { mem_i + CONTEXT_OVERHEAD / 4 } else { 0 }.min(mi.memory_total_bytes)),
+                    mem_used_bytes: Some(
+                        if mem_i > 0 {
+                            mem_i + CONTEXT_OVERHEAD / 4
+                        } else {
+                            0
+                        }
+                        .min(mi.memory_total_bytes),
+                    ),
                     mem_total_bytes: Some(mi.memory_total_bytes),
                     sm_active: dcgm.then_some(round3(sm_i.min(1.0))),
                     sm_occupancy: dcgm.then_some(round3(sm_i.min(1.0) * 0.55)),
@@ -352,7 +395,14 @@ impl Fleet {
     }
 
     /// A wire batch for `node` covering the given instants.
-    pub fn batch(&self, node: usize, agent_id: &str, seq: u64, instants: &[UnixMillis], interval_ms: u32) -> Batch {
+    pub fn batch(
+        &self,
+        node: usize,
+        agent_id: &str,
+        seq: u64,
+        instants: &[UnixMillis],
+        interval_ms: u32,
+    ) -> Batch {
         let sim = &self.nodes[node];
         let mut tenants: BTreeMap<String, Tenant> = BTreeMap::new();
         let snapshots = instants
@@ -382,13 +432,26 @@ impl Fleet {
 
 fn gpu_info(scenario: &Scenario, spec: &NodeSpec, model: &'static GpuModel, index: u32) -> GpuInfo {
     let stream = hash_str(&spec.name);
-    let uuid = format!("GPU-{}", fake_uuid(scenario.seed ^ hash_str(&scenario.cluster), stream, i64::from(index) + 1));
+    let uuid = format!(
+        "GPU-{}",
+        fake_uuid(
+            scenario.seed ^ hash_str(&scenario.cluster),
+            stream,
+            i64::from(index) + 1
+        )
+    );
     let mut mig_instances = Vec::new();
     if spec.sharing == "mig" {
         // Place instances largest first at the lowest legal memory-slice start, as
         // nvidia-smi does; gi ids follow NVML's habit of numbering by profile.
         let mut order: Vec<usize> = (0..spec.mig_layout.len()).collect();
-        order.sort_by_key(|&i| std::cmp::Reverse(model.profile(&spec.mig_layout[i]).map_or(0, |p| p.memory_slices)));
+        order.sort_by_key(|&i| {
+            std::cmp::Reverse(
+                model
+                    .profile(&spec.mig_layout[i])
+                    .map_or(0, |p| p.memory_slices),
+            )
+        });
         let mut used = [false; 8];
         let mut placed = vec![(0u32, 0u32); spec.mig_layout.len()];
         for i in order {
@@ -418,7 +481,10 @@ fn gpu_info(scenario: &Scenario, spec: &NodeSpec, model: &'static GpuModel, inde
                 placement_size: Some(placed[i].1),
                 memory_total_bytes: gib(p.memory_gib),
                 compute_slices: Some(p.compute_slices),
-                uuid: Some(format!("MIG-{}", fake_uuid(scenario.seed, stream ^ u64::from(index), i as i64 + 100))),
+                uuid: Some(format!(
+                    "MIG-{}",
+                    fake_uuid(scenario.seed, stream ^ u64::from(index), i as i64 + 100)
+                )),
             });
         }
     }
@@ -430,7 +496,11 @@ fn gpu_info(scenario: &Scenario, spec: &NodeSpec, model: &'static GpuModel, inde
         pci_bus_id: Some(format!("00000000:{:02X}:00.0", 0x18 + index * 0x10)),
         mig_enabled: spec.sharing == "mig",
         sharing: spec.sharing.clone(),
-        replicas: if matches!(spec.sharing.as_str(), "time_slicing" | "mps") { spec.replicas } else { 1 },
+        replicas: if matches!(spec.sharing.as_str(), "time_slicing" | "mps") {
+            spec.replicas
+        } else {
+            1
+        },
         mig_instances,
     }
 }
@@ -534,7 +604,10 @@ mem_gib = 20
         // Placements are legal: no overlaps within 8 memory slices.
         let mut used = [false; 8];
         for mi in &f.nodes[0].gpus[0].mig_instances {
-            let (s, n) = (mi.placement_start.unwrap() as usize, mi.placement_size.unwrap() as usize);
+            let (s, n) = (
+                mi.placement_start.unwrap() as usize,
+                mi.placement_size.unwrap() as usize,
+            );
             for u in &mut used[s..s + n] {
                 assert!(!*u, "overlapping placement");
                 *u = true;
@@ -550,18 +623,39 @@ mem_gib = 20
         for i in 0..2000 {
             let ts = 1_800_000_000_000 + i * 60_000;
             let (snap, tenants) = f.snapshot(1, ts);
-            let victim_key = &tenants.iter().find(|t| t.pod.as_deref() == Some("victim")).unwrap().key;
-            let rate = snap.processes.iter().find(|p| p.tenant.as_ref() == Some(victim_key)).and_then(|p| p.sm_util).unwrap();
-            if snap.processes.len() > 1 { shared.push(rate) } else { alone.push(rate) }
+            let victim_key = &tenants
+                .iter()
+                .find(|t| t.pod.as_deref() == Some("victim"))
+                .unwrap()
+                .key;
+            let rate = snap
+                .processes
+                .iter()
+                .find(|p| p.tenant.as_ref() == Some(victim_key))
+                .and_then(|p| p.sm_util)
+                .unwrap();
+            if snap.processes.len() > 1 {
+                shared.push(rate)
+            } else {
+                alone.push(rate)
+            }
         }
         let mean = |v: &[f32]| v.iter().sum::<f32>() / v.len() as f32;
         assert!(!alone.is_empty() && !shared.is_empty());
-        assert!(mean(&alone) > 0.9 && mean(&shared) < 0.6, "alone {} shared {}", mean(&alone), mean(&shared));
+        assert!(
+            mean(&alone) > 0.9 && mean(&shared) < 0.6,
+            "alone {} shared {}",
+            mean(&alone),
+            mean(&shared)
+        );
     }
 
     #[test]
     fn the_same_instant_gives_the_same_snapshot() {
         let f = fleet();
-        assert_eq!(f.snapshot(1, 1_800_000_123_000), f.snapshot(1, 1_800_000_123_000));
+        assert_eq!(
+            f.snapshot(1, 1_800_000_123_000),
+            f.snapshot(1, 1_800_000_123_000)
+        );
     }
 }

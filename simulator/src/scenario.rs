@@ -191,7 +191,10 @@ impl Scenario {
                 return Err(bad(format!("tenant {:?} is defined twice", t.name)));
             }
             let node = self.node(&t.node).ok_or_else(|| {
-                bad(format!("tenant {:?} runs on unknown node {:?}", t.name, t.node))
+                bad(format!(
+                    "tenant {:?} runs on unknown node {:?}",
+                    t.name, t.node
+                ))
             })?;
             t.validate(node)?;
         }
@@ -218,10 +221,16 @@ impl NodeSpec {
         let n = &self.name;
         let model = catalogue::model(&self.model).ok_or_else(|| {
             let known: Vec<_> = catalogue::MODELS.iter().map(|m| m.key).collect();
-            bad(format!("node {n:?}: unknown GPU model {:?}; known: {known:?}", self.model))
+            bad(format!(
+                "node {n:?}: unknown GPU model {:?}; known: {known:?}",
+                self.model
+            ))
         })?;
         if self.gpus == 0 || self.gpus > 16 {
-            return Err(bad(format!("node {n:?}: gpus must be 1 to 16, got {}", self.gpus)));
+            return Err(bad(format!(
+                "node {n:?}: gpus must be 1 to 16, got {}",
+                self.gpus
+            )));
         }
         if !["kubernetes", "slurm", "host"].contains(&self.orchestrator.as_str()) {
             return Err(bad(format!(
@@ -241,10 +250,15 @@ impl NodeSpec {
             }
             "mig" => {
                 if model.mig_profiles.is_empty() {
-                    return Err(bad(format!("node {n:?}: {} does not support MIG", model.key)));
+                    return Err(bad(format!(
+                        "node {n:?}: {} does not support MIG",
+                        model.key
+                    )));
                 }
                 if self.mig_layout.is_empty() {
-                    return Err(bad(format!("node {n:?}: sharing = \"mig\" needs a mig_layout")));
+                    return Err(bad(format!(
+                        "node {n:?}: sharing = \"mig\" needs a mig_layout"
+                    )));
                 }
                 let (mut compute, mut memory) = (0, 0);
                 for name in &self.mig_layout {
@@ -281,13 +295,18 @@ impl NodeSpec {
 impl TenantSpec {
     /// The parsed device references (validated at load).
     pub fn device_refs(&self) -> Vec<DeviceRef> {
-        self.devices.iter().filter_map(|d| parse_device(d)).collect()
+        self.devices
+            .iter()
+            .filter_map(|d| parse_device(d))
+            .collect()
     }
 
     fn validate(&self, node: &NodeSpec) -> Result<(), ScenarioError> {
         let n = &self.name;
         if self.name.is_empty() || self.name.chars().any(char::is_whitespace) {
-            return Err(bad(format!("tenant {n:?}: name must be non-empty without whitespace")));
+            return Err(bad(format!(
+                "tenant {n:?}: name must be non-empty without whitespace"
+            )));
         }
         match self.kind.as_str() {
             "pod" => {
@@ -296,7 +315,7 @@ impl TenantSpec {
                 }
             }
             "slurm_job" => {
-                if !(self.job_hours > 0.0) {
+                if !self.job_hours.is_finite() || self.job_hours <= 0.0 {
                     return Err(bad(format!("tenant {n:?}: job_hours must be positive")));
                 }
             }
@@ -310,7 +329,9 @@ impl TenantSpec {
         if self.devices.is_empty() {
             return Err(bad(format!("tenant {n:?}: devices is empty")));
         }
-        if !(self.mem_gib >= 0.0) || !(self.intensity >= 0.0 && self.intensity <= 4.0) {
+        // `contains` is false for NaN, so NaN is refused too.
+        if !self.mem_gib.is_finite() || self.mem_gib < 0.0 || !(0.0..=4.0).contains(&self.intensity)
+        {
             return Err(bad(format!(
                 "tenant {n:?}: mem_gib must be >= 0 and intensity between 0 and 4"
             )));
@@ -322,7 +343,9 @@ impl TenantSpec {
                 ))
             })?;
             let gpu = match r {
-                DeviceRef::Gpu(g) | DeviceRef::Mig { gpu: g, .. } | DeviceRef::Replica { gpu: g, .. } => g,
+                DeviceRef::Gpu(g)
+                | DeviceRef::Mig { gpu: g, .. }
+                | DeviceRef::Replica { gpu: g, .. } => g,
             };
             if gpu >= node.gpus {
                 return Err(bad(format!(
@@ -332,8 +355,12 @@ impl TenantSpec {
             }
             let fits = match (r, node.sharing.as_str()) {
                 (DeviceRef::Gpu(_), "exclusive") => true,
-                (DeviceRef::Mig { instance, .. }, "mig") => (instance as usize) < node.mig_layout.len(),
-                (DeviceRef::Replica { replica, .. }, "time_slicing" | "mps") => replica < node.replicas,
+                (DeviceRef::Mig { instance, .. }, "mig") => {
+                    (instance as usize) < node.mig_layout.len()
+                }
+                (DeviceRef::Replica { replica, .. }, "time_slicing" | "mps") => {
+                    replica < node.replicas
+                }
                 _ => false,
             };
             if !fits {
@@ -399,8 +426,17 @@ mig_layout = ["3g.40gb", "2g.20gb", "1g.10gb", "1g.10gb"]
     #[test]
     fn parses_devices() {
         assert_eq!(parse_device("3"), Some(DeviceRef::Gpu(3)));
-        assert_eq!(parse_device("1/mig/2"), Some(DeviceRef::Mig { gpu: 1, instance: 2 }));
-        assert_eq!(parse_device("0::3"), Some(DeviceRef::Replica { gpu: 0, replica: 3 }));
+        assert_eq!(
+            parse_device("1/mig/2"),
+            Some(DeviceRef::Mig {
+                gpu: 1,
+                instance: 2
+            })
+        );
+        assert_eq!(
+            parse_device("0::3"),
+            Some(DeviceRef::Replica { gpu: 0, replica: 3 })
+        );
         assert_eq!(parse_device("x"), None);
     }
 

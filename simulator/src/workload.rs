@@ -68,7 +68,11 @@ impl Pattern {
                 // A 3-minute checkpoint dip every two hours, at a tenant-specific phase.
                 let phase = (personality * 7200.0) as i64;
                 let in_dip = (t + phase).rem_euclid(7200) < 180;
-                let compute = if in_dip { 0.05 } else { 0.94 + 0.06 * jitter(1) };
+                let compute = if in_dip {
+                    0.05
+                } else {
+                    0.94 + 0.06 * jitter(1)
+                };
                 let eff = 0.42 + 0.3 * personality + 0.06 * (jitter(2) - 0.5);
                 let mem = mem_bytes as f64 * (0.98 + 0.02 * jitter(3));
                 Demand {
@@ -78,7 +82,9 @@ impl Pattern {
             }
             Pattern::DiurnalInference => {
                 let hour = t.rem_euclid(DAY) as f64 / 3600.0;
-                let wave = ((hour - 14.0) / 24.0 * std::f64::consts::TAU).cos().max(0.0);
+                let wave = ((hour - 14.0) / 24.0 * std::f64::consts::TAU)
+                    .cos()
+                    .max(0.0);
                 let compute = 0.06 + 0.38 * wave + 0.08 * (jitter(1) - 0.5);
                 let eff = 0.18 + 0.15 * personality;
                 always(compute.max(0.0), eff, 0.35)
@@ -110,7 +116,11 @@ impl Pattern {
                 let slot = t.div_euclid(1800);
                 let hour = t.rem_euclid(DAY) / 3600;
                 let weekday = (t.div_euclid(DAY) + 3).rem_euclid(7) < 5; // 1970-01-01 was a Thursday
-                let p_session = if weekday && (8..19).contains(&hour) { 0.6 } else { 0.04 };
+                let p_session = if weekday && (8..19).contains(&hour) {
+                    0.6
+                } else {
+                    0.04
+                };
                 let in_session = uniform(seed, stream, slot) < p_session;
                 let minute = t.div_euclid(60);
                 let burst = in_session && uniform(seed, stream ^ 0xb0, minute) < 0.15;
@@ -148,7 +158,11 @@ mod tests {
         let notebook = share_busy(Pattern::Notebook);
         assert!(notebook < 0.15, "notebook busy share {notebook}");
         // Inference peaks in the afternoon and is low at night.
-        let at = |h: i64| Pattern::DiurnalInference.demand(1, 3, h * 3600, 1.0, 1).compute;
+        let at = |h: i64| {
+            Pattern::DiurnalInference
+                .demand(1, 3, h * 3600, 1.0, 1)
+                .compute
+        };
         assert!(at(14) > at(2) + 0.2, "{} vs {}", at(14), at(2));
     }
 

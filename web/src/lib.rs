@@ -26,12 +26,23 @@ pub struct NodeRow {
 
 #[component]
 fn Home(view: HomeView) -> impl IntoView {
-    let HomeView { version, backend, clusters, nodes, gpu_count, tenant_count } = view;
+    let HomeView {
+        version,
+        backend,
+        clusters,
+        nodes,
+        gpu_count,
+        tenant_count,
+    } = view;
     let node_count = nodes.len();
     let rows = nodes
         .into_iter()
         .map(|n| {
-            let class = if n.status == "reporting" { "ok" } else { "warn" };
+            let class = if n.status == "reporting" {
+                "ok"
+            } else {
+                "warn"
+            };
             view! {
                 <tr>
                     <td>{n.cluster}</td>

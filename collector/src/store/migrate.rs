@@ -67,10 +67,18 @@ mod tests {
     #[test]
     fn edited_and_unknown_migrations_are_refused() {
         assert_eq!(to_apply(POSTGRES, &[]).unwrap().len(), POSTGRES.len());
-        assert!(to_apply(POSTGRES, &[(1, checksum(POSTGRES[0].sql))]).unwrap().is_empty());
-        let err = to_apply(POSTGRES, &[(1, "0".into())]).unwrap_err().to_string();
+        assert!(
+            to_apply(POSTGRES, &[(1, checksum(POSTGRES[0].sql))])
+                .unwrap()
+                .is_empty()
+        );
+        let err = to_apply(POSTGRES, &[(1, "0".into())])
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("changed after it was applied"), "{err}");
-        let err = to_apply(SQLITE, &[(99, "x".into())]).unwrap_err().to_string();
+        let err = to_apply(SQLITE, &[(99, "x".into())])
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("newer version"), "{err}");
     }
 

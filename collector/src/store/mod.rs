@@ -234,7 +234,12 @@ impl Store {
 
     /// Stores a validated batch atomically: everything or nothing, exactly once per
     /// (agent, sequence).
-    pub async fn ingest(&self, batch: &Batch, received_ms: i64, team_of: TeamOf<'_>) -> Result<IngestOutcome> {
+    pub async fn ingest(
+        &self,
+        batch: &Batch,
+        received_ms: i64,
+        team_of: TeamOf<'_>,
+    ) -> Result<IngestOutcome> {
         dispatch!(self, s => s.ingest(batch, received_ms, team_of).await)
     }
 
@@ -260,7 +265,12 @@ impl Store {
         dispatch!(self, s => s.last_sample_ms(cluster, node).await)
     }
 
-    pub async fn series(&self, q: &SeriesQuery, now_ms: i64, retention: &Retention) -> Result<Series> {
+    pub async fn series(
+        &self,
+        q: &SeriesQuery,
+        now_ms: i64,
+        retention: &Retention,
+    ) -> Result<Series> {
         let plan = q.plan(now_ms, retention)?;
         dispatch!(self, s => s.series(q, &plan).await)
     }
@@ -283,10 +293,13 @@ impl Store {
             buckets.sort_unstable();
             // Work through contiguous spans inside one hour, so memory stays bounded and each
             // span is one transaction: pending marks, raw reads and rollup writes together.
-            for chunk in buckets.chunk_by(|a, b| b - a <= MINUTE_MS && b / rollup::HOUR_MS == a / rollup::HOUR_MS) {
+            for chunk in buckets
+                .chunk_by(|a, b| b - a <= MINUTE_MS && b / rollup::HOUR_MS == a / rollup::HOUR_MS)
+            {
                 let from = chunk[0];
                 let to = chunk[chunk.len() - 1] + MINUTE_MS;
-                let (gpu_rows, tenant_rows) = dispatch!(self, s => s.rollup_span(&cluster, &node, from, to).await)?;
+                let (gpu_rows, tenant_rows) =
+                    dispatch!(self, s => s.rollup_span(&cluster, &node, from, to).await)?;
                 stats.minutes += chunk.len();
                 stats.gpu_rows += gpu_rows;
                 stats.tenant_rows += tenant_rows;
@@ -296,17 +309,33 @@ impl Store {
     }
 
     /// Removes data older than each resolution's retention.
-    pub async fn apply_retention(&self, now_ms: i64, retention: &Retention) -> Result<RetentionStats> {
+    pub async fn apply_retention(
+        &self,
+        now_ms: i64,
+        retention: &Retention,
+    ) -> Result<RetentionStats> {
         dispatch!(self, s => s.apply_retention(now_ms, retention).await)
     }
 
     /// Minute rollups of a node over a range, for tests and analytics.
-    pub async fn minute_rollups(&self, cluster: &str, node: &str, from_ms: i64, to_ms: i64) -> Result<NodeRollup> {
+    pub async fn minute_rollups(
+        &self,
+        cluster: &str,
+        node: &str,
+        from_ms: i64,
+        to_ms: i64,
+    ) -> Result<NodeRollup> {
         dispatch!(self, s => s.read_minutes(cluster, node, from_ms, to_ms).await)
     }
 
     /// Hour rollups of a node over a range.
-    pub async fn hour_rollups(&self, cluster: &str, node: &str, from_ms: i64, to_ms: i64) -> Result<NodeRollup> {
+    pub async fn hour_rollups(
+        &self,
+        cluster: &str,
+        node: &str,
+        from_ms: i64,
+        to_ms: i64,
+    ) -> Result<NodeRollup> {
         dispatch!(self, s => s.read_hours(cluster, node, from_ms, to_ms).await)
     }
 }
@@ -382,11 +411,17 @@ fn merge_tenants(rows: Vec<(TenantRecord, String)>) -> Vec<TenantRecord> {
     for (rec, node) in rows {
         let e = out
             .entry((rec.cluster.clone(), rec.key.clone()))
-            .or_insert_with(|| TenantRecord { nodes: Vec::new(), ..rec.clone() });
+            .or_insert_with(|| TenantRecord {
+                nodes: Vec::new(),
+                ..rec.clone()
+            });
         e.first_seen_ms = e.first_seen_ms.min(rec.first_seen_ms);
         if rec.last_seen_ms >= e.last_seen_ms {
             let nodes = std::mem::take(&mut e.nodes);
-            *e = TenantRecord { nodes, ..rec.clone() };
+            *e = TenantRecord {
+                nodes,
+                ..rec.clone()
+            };
             e.first_seen_ms = e.first_seen_ms.min(rec.first_seen_ms);
         }
         if !e.nodes.contains(&node) {
@@ -428,7 +463,10 @@ mod tests {
 
     #[test]
     fn urls_are_redacted() {
-        assert_eq!(redact_url("postgres://u:secret@h/db"), "postgres://u:***@h/db");
+        assert_eq!(
+            redact_url("postgres://u:secret@h/db"),
+            "postgres://u:***@h/db"
+        );
         assert_eq!(redact_url("sqlite://x.db"), "sqlite://x.db");
     }
 }

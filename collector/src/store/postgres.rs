@@ -14,8 +14,8 @@ use super::rollup::{self, NodeRollup, RawAllocation, RawGpu, RawProcess};
 use super::series::{self, Agg, Family, Plan, Resolution, Series, SeriesQuery};
 use super::sqlite::{hist_p95, p95_by_bucket};
 use super::{
-    GpuRecord, IngestOutcome, MigRecord, NodeRecord, Result, Retention, RetentionStats,
-    StoreError, TableCounts, TeamOf, TenantRecord, days_between, migrate,
+    GpuRecord, IngestOutcome, MigRecord, NodeRecord, Result, Retention, RetentionStats, StoreError,
+    TableCounts, TeamOf, TenantRecord, days_between, migrate,
 };
 
 /// Tables partitioned by day, and by month.
@@ -58,7 +58,9 @@ impl PgStore {
     pub async fn migrate(&self) -> Result<Vec<String>> {
         let mut conn = self.pool.acquire().await?;
         // One collector migrates at a time.
-        sqlx::query("SELECT pg_advisory_lock(7210001)").execute(&mut *conn).await?;
+        sqlx::query("SELECT pg_advisory_lock(7210001)")
+            .execute(&mut *conn)
+            .await?;
         let result = async {
             sqlx::raw_sql(
                 "CREATE TABLE IF NOT EXISTS schema_migrations (version bigint PRIMARY KEY, name text NOT NULL, checksum text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())",
@@ -84,7 +86,9 @@ impl PgStore {
             Ok::<_, StoreError>(done)
         }
         .await;
-        sqlx::query("SELECT pg_advisory_unlock(7210001)").execute(&mut *conn).await?;
+        sqlx::query("SELECT pg_advisory_unlock(7210001)")
+            .execute(&mut *conn)
+            .await?;
         result
     }
 
@@ -94,14 +98,18 @@ impl PgStore {
     }
 
     pub async fn prepare_partitions(&self, now_ms: i64) -> Result<()> {
-        self.ensure_days(&days_between(now_ms - 86_400_000, now_ms + 2 * 86_400_000)).await
+        self.ensure_days(&days_between(now_ms - 86_400_000, now_ms + 2 * 86_400_000))
+            .await
     }
 
     /// Creates the daily and monthly partitions covering the given days.
     async fn ensure_days(&self, days: &[i64]) -> Result<()> {
         let missing: Vec<i64> = {
             let known = self.partitions.lock().expect("partition cache");
-            days.iter().copied().filter(|d| !known.contains(d)).collect()
+            days.iter()
+                .copied()
+                .filter(|d| !known.contains(d))
+                .collect()
         };
         for day in missing {
             let (y, m, d) = civil(day);
@@ -132,7 +140,12 @@ impl PgStore {
         Ok(())
     }
 
-    pub async fn ingest(&self, b: &Batch, received_ms: i64, team_of: TeamOf<'_>) -> Result<IngestOutcome> {
+    pub async fn ingest(
+        &self,
+        b: &Batch,
+        received_ms: i64,
+        team_of: TeamOf<'_>,
+    ) -> Result<IngestOutcome> {
         if let Some((from, to)) = b.time_range() {
             let mut days = days_between(from, to);
             for s in &b.snapshots {
@@ -152,7 +165,9 @@ impl PgStore {
             .fetch_one(&mut *tx).await?;
         if b.seq as i64 <= last {
             tx.rollback().await?;
-            return Ok(IngestOutcome::Duplicate { last_seq: last as u64 });
+            return Ok(IngestOutcome::Duplicate {
+                last_seq: last as u64,
+            });
         }
         let last_sample = b.time_range().map(|r| r.1);
         sqlx::query(
@@ -175,9 +190,14 @@ impl PgStore {
                 .bind(&b.cluster).bind(&b.node).bind(&g.uuid).bind(g.index as i32).bind(&g.model).bind(g.memory_total_bytes)
                 .bind(&g.pci_bus_id).bind(g.mig_enabled).bind(&g.sharing).bind(g.replicas as i32).bind(received_ms)
                 .execute(&mut *tx).await?;
-                sqlx::query("DELETE FROM mig_instances WHERE cluster = $1 AND node = $2 AND gpu_uuid = $3")
-                    .bind(&b.cluster).bind(&b.node).bind(&g.uuid)
-                    .execute(&mut *tx).await?;
+                sqlx::query(
+                    "DELETE FROM mig_instances WHERE cluster = $1 AND node = $2 AND gpu_uuid = $3",
+                )
+                .bind(&b.cluster)
+                .bind(&b.node)
+                .bind(&g.uuid)
+                .execute(&mut *tx)
+                .await?;
                 for m in &g.mig_instances {
                     sqlx::query(
                         "INSERT INTO mig_instances (cluster, node, gpu_uuid, gi_id, ci_id, profile, placement_start, placement_size, memory_total_bytes, compute_slices, mig_uuid, last_seen)
@@ -204,7 +224,11 @@ impl PgStore {
             .execute(&mut *tx).await?;
         }
         let rows = copy_samples(&mut tx, b).await?;
-        let mut minutes: Vec<i64> = b.snapshots.iter().map(|s| rollup::bucket_of(s.ts, rollup::MINUTE_MS)).collect();
+        let mut minutes: Vec<i64> = b
+            .snapshots
+            .iter()
+            .map(|s| rollup::bucket_of(s.ts, rollup::MINUTE_MS))
+            .collect();
         minutes.sort_unstable();
         minutes.dedup();
         sqlx::query(
@@ -266,7 +290,10 @@ impl PgStore {
         for r in &rows {
             let uuid: String = r.try_get("gpu_uuid")?;
             let mut mig_instances = Vec::new();
-            for m in migs.iter().filter(|m| m.get::<String, _>("gpu_uuid") == uuid) {
+            for m in migs
+                .iter()
+                .filter(|m| m.get::<String, _>("gpu_uuid") == uuid)
+            {
                 mig_instances.push(MigRecord {
                     gi_id: m.try_get("gi_id")?,
                     ci_id: m.try_get("ci_id")?,
@@ -385,34 +412,79 @@ impl PgStore {
         );
         let b = format!("(floor(extract(epoch from {col}) * 1000 / {step}) * {step})::bigint AS b");
         let values: Vec<(i64, Option<f64>)> = if plan.resolution == Resolution::Raw {
-            let expr = spec.raw_expr.expect("planned raw only with a raw expression");
+            let expr = spec
+                .raw_expr
+                .expect("planned raw only with a raw expression");
             let sql = match q.agg {
-                Agg::Mean => format!("SELECT {b}, avg({expr})::float8 FROM {table} WHERE {filter} AND {range} GROUP BY 1 ORDER BY 1"),
-                Agg::Max => format!("SELECT {b}, max({expr})::float8 FROM {table} WHERE {filter} AND {range} GROUP BY 1 ORDER BY 1"),
-                Agg::P95 => format!("SELECT {b}, ({expr})::float8 FROM {table} WHERE {filter} AND {range} AND {expr} IS NOT NULL ORDER BY 1"),
+                Agg::Mean => format!(
+                    "SELECT {b}, avg({expr})::float8 FROM {table} WHERE {filter} AND {range} GROUP BY 1 ORDER BY 1"
+                ),
+                Agg::Max => format!(
+                    "SELECT {b}, max({expr})::float8 FROM {table} WHERE {filter} AND {range} GROUP BY 1 ORDER BY 1"
+                ),
+                Agg::P95 => format!(
+                    "SELECT {b}, ({expr})::float8 FROM {table} WHERE {filter} AND {range} AND {expr} IS NOT NULL ORDER BY 1"
+                ),
             };
             let rows = self.bind_series(&sql, q).fetch_all(&self.pool).await?;
-            let pairs = rows.iter().map(|r| Ok((r.try_get::<i64, _>(0)?, r.try_get::<Option<f64>, _>(1)?))).collect::<std::result::Result<Vec<_>, sqlx::Error>>()?;
-            if q.agg == Agg::P95 { p95_by_bucket(pairs) } else { pairs }
+            let pairs = rows
+                .iter()
+                .map(|r| Ok((r.try_get::<i64, _>(0)?, r.try_get::<Option<f64>, _>(1)?)))
+                .collect::<std::result::Result<Vec<_>, sqlx::Error>>()?;
+            if q.agg == Agg::P95 {
+                p95_by_bucket(pairs)
+            } else {
+                pairs
+            }
         } else if q.agg == Agg::P95 {
             let Some(hist) = spec.hist_col else {
-                return Err(StoreError::BadRequest(format!("metric {} has no p95 in rollups; use mean or max", spec.name)));
+                return Err(StoreError::BadRequest(format!(
+                    "metric {} has no p95 in rollups; use mean or max",
+                    spec.name
+                )));
             };
-            let max = spec.max_col.map_or("NULL::float8".to_owned(), |m| format!("{m}::float8"));
-            let sql = format!("SELECT {b}, {hist}, {max} FROM {table} WHERE {filter} AND {range} ORDER BY 1");
+            let max = spec
+                .max_col
+                .map_or("NULL::float8".to_owned(), |m| format!("{m}::float8"));
+            let sql = format!(
+                "SELECT {b}, {hist}, {max} FROM {table} WHERE {filter} AND {range} ORDER BY 1"
+            );
             let rows = self.bind_series(&sql, q).fetch_all(&self.pool).await?;
-            hist_p95(rows.iter().map(|r| Ok((r.try_get::<i64, _>(0)?, r.try_get::<Option<Vec<u8>>, _>(1)?, r.try_get::<Option<f64>, _>(2)?))).collect::<std::result::Result<Vec<_>, sqlx::Error>>()?.into_iter())
+            hist_p95(
+                rows.iter()
+                    .map(|r| {
+                        Ok((
+                            r.try_get::<i64, _>(0)?,
+                            r.try_get::<Option<Vec<u8>>, _>(1)?,
+                            r.try_get::<Option<f64>, _>(2)?,
+                        ))
+                    })
+                    .collect::<std::result::Result<Vec<_>, sqlx::Error>>()?
+                    .into_iter(),
+            )
         } else {
             let value = match q.agg {
                 Agg::Max => match spec.max_col {
                     Some(c) => format!("max({c})::float8"),
-                    None => return Err(StoreError::BadRequest(format!("metric {} has no max in rollups; use mean", spec.name))),
+                    None => {
+                        return Err(StoreError::BadRequest(format!(
+                            "metric {} has no max in rollups; use mean",
+                            spec.name
+                        )));
+                    }
                 },
-                _ => format!("sum({})::float8 / nullif(sum({}), 0)", spec.sum_col, spec.n_col),
+                _ => format!(
+                    "sum({})::float8 / nullif(sum({}), 0)",
+                    spec.sum_col, spec.n_col
+                ),
             };
-            let sql = format!("SELECT {b}, {value} FROM {table} WHERE {filter} AND {range} GROUP BY 1 ORDER BY 1");
+            let sql = format!(
+                "SELECT {b}, {value} FROM {table} WHERE {filter} AND {range} GROUP BY 1 ORDER BY 1"
+            );
             let rows = self.bind_series(&sql, q).fetch_all(&self.pool).await?;
-            rows.iter().map(|r| Ok((r.try_get::<i64, _>(0)?, r.try_get::<Option<f64>, _>(1)?))).collect::<std::result::Result<Vec<_>, sqlx::Error>>()?
+            rows.iter()
+                .map(|r| Ok((r.try_get::<i64, _>(0)?, r.try_get::<Option<f64>, _>(1)?)))
+                .collect::<std::result::Result<Vec<_>, sqlx::Error>>()?
         };
         Ok(Series {
             metric: q.metric,
@@ -423,7 +495,11 @@ impl PgStore {
         })
     }
 
-    fn bind_series<'q>(&self, sql: &str, q: &'q SeriesQuery) -> sqlx::query::Query<'q, Postgres, sqlx::postgres::PgArguments> {
+    fn bind_series<'q>(
+        &self,
+        sql: &str,
+        q: &'q SeriesQuery,
+    ) -> sqlx::query::Query<'q, Postgres, sqlx::postgres::PgArguments> {
         let mut query = sqlx::query(AssertSqlSafe(sql.to_owned()));
         if let Some((_, v)) = q.entity.filter() {
             query = query.bind(v.to_owned());
@@ -441,7 +517,13 @@ impl PgStore {
         .await?)
     }
 
-    pub async fn rollup_span(&self, cluster: &str, node: &str, from: i64, to: i64) -> Result<(usize, usize)> {
+    pub async fn rollup_span(
+        &self,
+        cluster: &str,
+        node: &str,
+        from: i64,
+        to: i64,
+    ) -> Result<(usize, usize)> {
         self.ensure_days(&days_between(from, to)).await?;
         let mut tx = self.pool.begin().await?;
         sqlx::query("DELETE FROM rollup_pending WHERE cluster = $1 AND node = $2 AND bucket >= to_timestamp($3 / 1000.0) AND bucket < to_timestamp($4 / 1000.0)")
@@ -473,13 +555,24 @@ impl PgStore {
             throttle_reasons: r.get(12),
         })
         .collect();
-        let allocs: Vec<RawAllocation> = sqlx::query(AssertSqlSafe(format!("SELECT gpu_uuid, {}, tenant_key, share FROM allocation_samples WHERE {range}", ms("ts"))))
-            .bind(cluster).bind(node).bind(from).bind(to)
-            .fetch_all(&mut *tx)
-            .await?
-            .iter()
-            .map(|r| RawAllocation { gpu_uuid: r.get(0), ts: r.get(1), tenant_key: r.get(2), share: r.get(3) })
-            .collect();
+        let allocs: Vec<RawAllocation> = sqlx::query(AssertSqlSafe(format!(
+            "SELECT gpu_uuid, {}, tenant_key, share FROM allocation_samples WHERE {range}",
+            ms("ts")
+        )))
+        .bind(cluster)
+        .bind(node)
+        .bind(from)
+        .bind(to)
+        .fetch_all(&mut *tx)
+        .await?
+        .iter()
+        .map(|r| RawAllocation {
+            gpu_uuid: r.get(0),
+            ts: r.get(1),
+            tenant_key: r.get(2),
+            share: r.get(3),
+        })
+        .collect();
         let procs: Vec<RawProcess> = sqlx::query(AssertSqlSafe(format!("SELECT gpu_uuid, {}, tenant_key, sm_util, mem_used_bytes FROM process_samples WHERE {range}", ms("ts"))))
             .bind(cluster).bind(node).bind(from).bind(to)
             .fetch_all(&mut *tx)
@@ -490,19 +583,41 @@ impl PgStore {
         let minutes = rollup::aggregate(rollup::MINUTE_MS, &gpus, &allocs, &procs);
         replace_rollups(&mut tx, "1m", cluster, node, from, to, &minutes).await?;
         let hour = rollup::bucket_of(from, rollup::HOUR_MS);
-        let all_minutes = read_rollups(&mut tx, "1m", cluster, node, hour, hour + rollup::HOUR_MS).await?;
+        let all_minutes =
+            read_rollups(&mut tx, "1m", cluster, node, hour, hour + rollup::HOUR_MS).await?;
         let hours = rollup::to_hours(&all_minutes);
-        replace_rollups(&mut tx, "1h", cluster, node, hour, hour + rollup::HOUR_MS, &hours).await?;
+        replace_rollups(
+            &mut tx,
+            "1h",
+            cluster,
+            node,
+            hour,
+            hour + rollup::HOUR_MS,
+            &hours,
+        )
+        .await?;
         tx.commit().await?;
         Ok((minutes.gpus.len(), minutes.tenants.len()))
     }
 
-    pub async fn read_minutes(&self, cluster: &str, node: &str, from: i64, to: i64) -> Result<NodeRollup> {
+    pub async fn read_minutes(
+        &self,
+        cluster: &str,
+        node: &str,
+        from: i64,
+        to: i64,
+    ) -> Result<NodeRollup> {
         let mut conn = self.pool.acquire().await?;
         read_rollups(&mut conn, "1m", cluster, node, from, to).await
     }
 
-    pub async fn read_hours(&self, cluster: &str, node: &str, from: i64, to: i64) -> Result<NodeRollup> {
+    pub async fn read_hours(
+        &self,
+        cluster: &str,
+        node: &str,
+        from: i64,
+        to: i64,
+    ) -> Result<NodeRollup> {
         let mut conn = self.pool.acquire().await?;
         read_rollups(&mut conn, "1h", cluster, node, from, to).await
     }
@@ -512,7 +627,16 @@ impl PgStore {
         let cut = |d: Duration| now_ms - d.as_millis() as i64;
         let plan: Vec<(&str, i64)> = DAILY
             .iter()
-            .map(|t| (*t, if t.ends_with("_1m") { cut(r.minute) } else { cut(r.raw) }))
+            .map(|t| {
+                (
+                    *t,
+                    if t.ends_with("_1m") {
+                        cut(r.minute)
+                    } else {
+                        cut(r.raw)
+                    },
+                )
+            })
             .chain(MONTHLY.iter().map(|t| (*t, cut(r.hour))))
             .collect();
         for (table, cutoff) in plan {
@@ -523,17 +647,22 @@ impl PgStore {
             .fetch_all(&self.pool)
             .await?;
             for part in parts {
-                let Some(end) = partition_end_ms(table, &part) else { continue };
+                let Some(end) = partition_end_ms(table, &part) else {
+                    continue;
+                };
                 if end <= cutoff {
-                    sqlx::query(AssertSqlSafe(format!("DROP TABLE IF EXISTS {part}"))).execute(&self.pool).await?;
+                    sqlx::query(AssertSqlSafe(format!("DROP TABLE IF EXISTS {part}")))
+                        .execute(&self.pool)
+                        .await?;
                     stats.dropped.push(part);
                 }
             }
         }
-        let done = sqlx::query("DELETE FROM rollup_pending WHERE bucket < to_timestamp($1 / 1000.0)")
-            .bind(cut(r.raw))
-            .execute(&self.pool)
-            .await?;
+        let done =
+            sqlx::query("DELETE FROM rollup_pending WHERE bucket < to_timestamp($1 / 1000.0)")
+                .bind(cut(r.raw))
+                .execute(&self.pool)
+                .await?;
         stats.rows_deleted += done.rows_affected();
         if !stats.dropped.is_empty() {
             self.partitions.lock().expect("partition cache").clear();
@@ -542,12 +671,24 @@ impl PgStore {
     }
 }
 
-async fn create_partition(pool: &PgPool, name: &str, parent: &str, from: &str, to: &str) -> Result<()> {
-    let sql = format!("CREATE TABLE IF NOT EXISTS {name} PARTITION OF {parent} FOR VALUES FROM ('{from} 00:00:00+00') TO ('{to} 00:00:00+00')");
+async fn create_partition(
+    pool: &PgPool,
+    name: &str,
+    parent: &str,
+    from: &str,
+    to: &str,
+) -> Result<()> {
+    let sql = format!(
+        "CREATE TABLE IF NOT EXISTS {name} PARTITION OF {parent} FOR VALUES FROM ('{from} 00:00:00+00') TO ('{to} 00:00:00+00')"
+    );
     match sqlx::query(AssertSqlSafe(sql)).execute(pool).await {
         Ok(_) => Ok(()),
         // Another collector created it at the same moment.
-        Err(sqlx::Error::Database(e)) if matches!(e.code().as_deref(), Some("42P07") | Some("23505")) => Ok(()),
+        Err(sqlx::Error::Database(e))
+            if matches!(e.code().as_deref(), Some("42P07") | Some("23505")) =>
+        {
+            Ok(())
+        }
         Err(e) => Err(e.into()),
     }
 }
@@ -557,7 +698,11 @@ fn partition_end_ms(table: &str, part: &str) -> Option<i64> {
     let suffix = part.strip_prefix(table)?.strip_prefix("_p")?;
     let num = |s: &str| s.parse::<i64>().ok();
     match suffix.len() {
-        8 => Some(days_from_civil(num(&suffix[..4])?, num(&suffix[4..6])?, num(&suffix[6..])?) * 86_400_000 + 86_400_000),
+        8 => Some(
+            days_from_civil(num(&suffix[..4])?, num(&suffix[4..6])?, num(&suffix[6..])?)
+                * 86_400_000
+                + 86_400_000,
+        ),
         6 => {
             let (y, m) = (num(&suffix[..4])?, num(&suffix[4..])?);
             let (y, m) = if m == 12 { (y + 1, 1) } else { (y, m + 1) };
@@ -591,7 +736,11 @@ fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
     era * 146_097 + doe - 719_468
 }
 
-async fn copy(tx: &mut sqlx::Transaction<'_, Postgres>, statement: &str, w: CopyWriter) -> Result<u64> {
+async fn copy(
+    tx: &mut sqlx::Transaction<'_, Postgres>,
+    statement: &str,
+    w: CopyWriter,
+) -> Result<u64> {
     if w.rows() == 0 {
         return Ok(0);
     }
@@ -607,56 +756,124 @@ async fn copy_samples(tx: &mut sqlx::Transaction<'_, Postgres>, b: &Batch) -> Re
     let mut w = CopyWriter::new();
     for s in &b.snapshots {
         for g in &s.gpus {
-            w.row(30).text(c).text(n).text(&g.gpu_uuid).ts_ms(s.ts).i32(iv)
-                .opt_f32(g.gpu_util).opt_f32(g.mem_util).opt_i64(g.mem_used_bytes).opt_i64(g.mem_total_bytes)
-                .opt_f32(g.power_w).opt_f64(g.energy_j).opt_f32(g.temp_c).opt_i32(g.sm_clock_mhz).opt_i32(g.mem_clock_mhz)
-                .opt_i64(g.throttle_reasons).opt_i64(g.pcie_rx_bytes_per_s).opt_i64(g.pcie_tx_bytes_per_s)
-                .opt_i64(g.nvlink_rx_bytes_per_s).opt_i64(g.nvlink_tx_bytes_per_s).opt_i64(g.ecc_corrected)
-                .opt_i64(g.ecc_uncorrected).opt_i32(g.retired_pages).opt_i32(g.remapped_rows).opt_f32(g.enc_util)
-                .opt_f32(g.dec_util).opt_f32(g.sm_active).opt_f32(g.sm_occupancy).opt_f32(g.dram_active)
-                .opt_f32(g.tensor_active).opt_f32(g.gr_engine_active);
+            w.row(30)
+                .text(c)
+                .text(n)
+                .text(&g.gpu_uuid)
+                .ts_ms(s.ts)
+                .i32(iv)
+                .opt_f32(g.gpu_util)
+                .opt_f32(g.mem_util)
+                .opt_i64(g.mem_used_bytes)
+                .opt_i64(g.mem_total_bytes)
+                .opt_f32(g.power_w)
+                .opt_f64(g.energy_j)
+                .opt_f32(g.temp_c)
+                .opt_i32(g.sm_clock_mhz)
+                .opt_i32(g.mem_clock_mhz)
+                .opt_i64(g.throttle_reasons)
+                .opt_i64(g.pcie_rx_bytes_per_s)
+                .opt_i64(g.pcie_tx_bytes_per_s)
+                .opt_i64(g.nvlink_rx_bytes_per_s)
+                .opt_i64(g.nvlink_tx_bytes_per_s)
+                .opt_i64(g.ecc_corrected)
+                .opt_i64(g.ecc_uncorrected)
+                .opt_i32(g.retired_pages)
+                .opt_i32(g.remapped_rows)
+                .opt_f32(g.enc_util)
+                .opt_f32(g.dec_util)
+                .opt_f32(g.sm_active)
+                .opt_f32(g.sm_occupancy)
+                .opt_f32(g.dram_active)
+                .opt_f32(g.tensor_active)
+                .opt_f32(g.gr_engine_active);
         }
     }
     rows += copy(tx, "COPY gpu_samples (cluster, node, gpu_uuid, ts, interval_ms, gpu_util, mem_util, mem_used_bytes, mem_total_bytes, power_w, energy_j, temp_c, sm_clock_mhz, mem_clock_mhz, throttle_reasons, pcie_rx_bytes_per_s, pcie_tx_bytes_per_s, nvlink_rx_bytes_per_s, nvlink_tx_bytes_per_s, ecc_corrected, ecc_uncorrected, retired_pages, remapped_rows, enc_util, dec_util, sm_active, sm_occupancy, dram_active, tensor_active, gr_engine_active) FROM STDIN (FORMAT binary)", w).await?;
     let mut w = CopyWriter::new();
     for s in &b.snapshots {
         for m in &s.mig {
-            w.row(13).text(c).text(n).text(&m.gpu_uuid).i32(m.gi_id as i32).i32(m.ci_id as i32).ts_ms(s.ts)
-                .opt_i64(m.mem_used_bytes).opt_i64(m.mem_total_bytes).opt_f32(m.sm_active).opt_f32(m.sm_occupancy)
-                .opt_f32(m.dram_active).opt_f32(m.tensor_active).opt_f32(m.gr_engine_active);
+            w.row(13)
+                .text(c)
+                .text(n)
+                .text(&m.gpu_uuid)
+                .i32(m.gi_id as i32)
+                .i32(m.ci_id as i32)
+                .ts_ms(s.ts)
+                .opt_i64(m.mem_used_bytes)
+                .opt_i64(m.mem_total_bytes)
+                .opt_f32(m.sm_active)
+                .opt_f32(m.sm_occupancy)
+                .opt_f32(m.dram_active)
+                .opt_f32(m.tensor_active)
+                .opt_f32(m.gr_engine_active);
         }
     }
     rows += copy(tx, "COPY mig_samples (cluster, node, gpu_uuid, gi_id, ci_id, ts, mem_used_bytes, mem_total_bytes, sm_active, sm_occupancy, dram_active, tensor_active, gr_engine_active) FROM STDIN (FORMAT binary)", w).await?;
     let mut w = CopyWriter::new();
     for s in &b.snapshots {
         for p in &s.processes {
-            w.row(15).text(c).text(n).text(&p.gpu_uuid).ts_ms(s.ts).i64(i64::from(p.pid)).ts_ms(p.start_time)
-                .text(p.kind.as_str()).opt_i32(p.gi_id.map(|v| v as i32)).opt_i32(p.ci_id.map(|v| v as i32))
-                .opt_text(p.tenant.as_deref()).opt_f32(p.sm_util).opt_f32(p.mem_util).opt_f32(p.enc_util)
-                .opt_f32(p.dec_util).opt_i64(p.mem_used_bytes);
+            w.row(15)
+                .text(c)
+                .text(n)
+                .text(&p.gpu_uuid)
+                .ts_ms(s.ts)
+                .i64(i64::from(p.pid))
+                .ts_ms(p.start_time)
+                .text(p.kind.as_str())
+                .opt_i32(p.gi_id.map(|v| v as i32))
+                .opt_i32(p.ci_id.map(|v| v as i32))
+                .opt_text(p.tenant.as_deref())
+                .opt_f32(p.sm_util)
+                .opt_f32(p.mem_util)
+                .opt_f32(p.enc_util)
+                .opt_f32(p.dec_util)
+                .opt_i64(p.mem_used_bytes);
         }
     }
     rows += copy(tx, "COPY process_samples (cluster, node, gpu_uuid, ts, pid, start_time, kind, gi_id, ci_id, tenant_key, sm_util, mem_util, enc_util, dec_util, mem_used_bytes) FROM STDIN (FORMAT binary)", w).await?;
     let mut w = CopyWriter::new();
     for s in &b.snapshots {
         for a in &s.allocations {
-            w.row(9).text(c).text(n).text(&a.gpu_uuid).ts_ms(s.ts).text(&a.tenant)
-                .opt_i32(a.gi_id.map(|v| v as i32)).opt_i32(a.ci_id.map(|v| v as i32))
-                .opt_i32(a.replica.map(|v| v as i32)).f32(a.share);
+            w.row(9)
+                .text(c)
+                .text(n)
+                .text(&a.gpu_uuid)
+                .ts_ms(s.ts)
+                .text(&a.tenant)
+                .opt_i32(a.gi_id.map(|v| v as i32))
+                .opt_i32(a.ci_id.map(|v| v as i32))
+                .opt_i32(a.replica.map(|v| v as i32))
+                .f32(a.share);
         }
     }
     rows += copy(tx, "COPY allocation_samples (cluster, node, gpu_uuid, ts, tenant_key, gi_id, ci_id, replica, share) FROM STDIN (FORMAT binary)", w).await?;
     let mut w = CopyWriter::new();
     for s in &b.snapshots {
         for e in &s.events {
-            w.row(7).text(c).text(n).text(&e.gpu_uuid).ts_ms(e.ts).text(&e.kind).i64(e.code).opt_text(e.message.as_deref());
+            w.row(7)
+                .text(c)
+                .text(n)
+                .text(&e.gpu_uuid)
+                .ts_ms(e.ts)
+                .text(&e.kind)
+                .i64(e.code)
+                .opt_text(e.message.as_deref());
         }
     }
     rows += copy(tx, "COPY gpu_events (cluster, node, gpu_uuid, ts, kind, code, message) FROM STDIN (FORMAT binary)", w).await?;
     Ok(rows)
 }
 
-async fn replace_rollups(tx: &mut sqlx::Transaction<'_, Postgres>, res: &str, cluster: &str, node: &str, from: i64, to: i64, r: &NodeRollup) -> Result<()> {
+async fn replace_rollups(
+    tx: &mut sqlx::Transaction<'_, Postgres>,
+    res: &str,
+    cluster: &str,
+    node: &str,
+    from: i64,
+    to: i64,
+    r: &NodeRollup,
+) -> Result<()> {
     for t in ["gpu", "tenant"] {
         sqlx::query(AssertSqlSafe(format!(
             "DELETE FROM {t}_rollup_{res} WHERE cluster = $1 AND node = $2 AND bucket >= to_timestamp($3 / 1000.0) AND bucket < to_timestamp($4 / 1000.0)"
@@ -665,29 +882,88 @@ async fn replace_rollups(tx: &mut sqlx::Transaction<'_, Postgres>, res: &str, cl
         .execute(&mut **tx).await?;
     }
     let mut w = CopyWriter::new();
-    let bytes = |h: &rollup::Hist| if h.count() == 0 { None } else { Some(h.to_bytes()) };
+    let bytes = |h: &rollup::Hist| {
+        if h.count() == 0 {
+            None
+        } else {
+            Some(h.to_bytes())
+        }
+    };
     for ((gpu, bucket), a) in &r.gpus {
         let gh = bytes(&a.gpu_util_hist);
         let sh = bytes(&a.sm_active_hist);
-        w.row(30).text(cluster).text(node).text(gpu).ts_ms(*bucket).i32(a.samples).opt_f64(Some(a.covered_s))
-            .i32(a.gpu_util_n).opt_f64(Some(a.gpu_util_sum)).opt_f32(a.gpu_util_max);
+        w.row(30)
+            .text(cluster)
+            .text(node)
+            .text(gpu)
+            .ts_ms(*bucket)
+            .i32(a.samples)
+            .opt_f64(Some(a.covered_s))
+            .i32(a.gpu_util_n)
+            .opt_f64(Some(a.gpu_util_sum))
+            .opt_f32(a.gpu_util_max);
         bytea(&mut w, gh.as_deref());
-        w.i32(a.busy_n).i32(a.sm_active_n).opt_f64(Some(a.sm_active_sum)).opt_f32(a.sm_active_max);
+        w.i32(a.busy_n)
+            .i32(a.sm_active_n)
+            .opt_f64(Some(a.sm_active_sum))
+            .opt_f32(a.sm_active_max);
         bytea(&mut w, sh.as_deref());
-        w.opt_f64(Some(a.sm_occupancy_sum)).opt_f64(Some(a.tensor_active_sum)).opt_f64(Some(a.dram_active_sum))
-            .i32(a.mem_used_n).opt_f64(Some(a.mem_used_sum)).opt_i64(a.mem_used_max).opt_i64(a.mem_total_max)
-            .i32(a.power_n).opt_f64(Some(a.power_sum)).opt_f32(a.power_max).i32(a.temp_n).opt_f64(Some(a.temp_sum))
-            .opt_f32(a.temp_max).i32(a.throttled_n).opt_f64(Some(a.alloc_share_sum));
+        w.opt_f64(Some(a.sm_occupancy_sum))
+            .opt_f64(Some(a.tensor_active_sum))
+            .opt_f64(Some(a.dram_active_sum))
+            .i32(a.mem_used_n)
+            .opt_f64(Some(a.mem_used_sum))
+            .opt_i64(a.mem_used_max)
+            .opt_i64(a.mem_total_max)
+            .i32(a.power_n)
+            .opt_f64(Some(a.power_sum))
+            .opt_f32(a.power_max)
+            .i32(a.temp_n)
+            .opt_f64(Some(a.temp_sum))
+            .opt_f32(a.temp_max)
+            .i32(a.throttled_n)
+            .opt_f64(Some(a.alloc_share_sum));
     }
-    copy(tx, &format!("COPY gpu_rollup_{res} ({}) FROM STDIN (FORMAT binary)", super::GPU_ROLLUP_COLUMNS), w).await?;
+    copy(
+        tx,
+        &format!(
+            "COPY gpu_rollup_{res} ({}) FROM STDIN (FORMAT binary)",
+            super::GPU_ROLLUP_COLUMNS
+        ),
+        w,
+    )
+    .await?;
     let mut w = CopyWriter::new();
     for ((gpu, tenant, bucket), a) in &r.tenants {
-        w.row(18).text(cluster).text(node).text(gpu).text(tenant).ts_ms(*bucket).i32(a.samples).opt_f64(Some(a.covered_s))
-            .opt_f64(Some(a.alloc_share_sum)).i32(a.alloc_n).i32(a.present_n).i32(a.sm_util_n).opt_f64(Some(a.sm_util_sum))
-            .opt_f32(a.sm_util_max).i32(a.busy_n).i32(a.mem_used_n).opt_f64(Some(a.mem_used_sum)).opt_i64(a.mem_used_max)
+        w.row(18)
+            .text(cluster)
+            .text(node)
+            .text(gpu)
+            .text(tenant)
+            .ts_ms(*bucket)
+            .i32(a.samples)
+            .opt_f64(Some(a.covered_s))
+            .opt_f64(Some(a.alloc_share_sum))
+            .i32(a.alloc_n)
+            .i32(a.present_n)
+            .i32(a.sm_util_n)
+            .opt_f64(Some(a.sm_util_sum))
+            .opt_f32(a.sm_util_max)
+            .i32(a.busy_n)
+            .i32(a.mem_used_n)
+            .opt_f64(Some(a.mem_used_sum))
+            .opt_i64(a.mem_used_max)
             .i32(a.processes_max);
     }
-    copy(tx, &format!("COPY tenant_rollup_{res} ({}) FROM STDIN (FORMAT binary)", super::TENANT_ROLLUP_COLUMNS), w).await?;
+    copy(
+        tx,
+        &format!(
+            "COPY tenant_rollup_{res} ({}) FROM STDIN (FORMAT binary)",
+            super::TENANT_ROLLUP_COLUMNS
+        ),
+        w,
+    )
+    .await?;
     Ok(())
 }
 
@@ -695,24 +971,50 @@ fn bytea(w: &mut CopyWriter, v: Option<&[u8]>) {
     w.raw_bytes(v);
 }
 
-async fn read_rollups(conn: &mut sqlx::PgConnection, res: &str, cluster: &str, node: &str, from: i64, to: i64) -> Result<NodeRollup> {
+async fn read_rollups(
+    conn: &mut sqlx::PgConnection,
+    res: &str,
+    cluster: &str,
+    node: &str,
+    from: i64,
+    to: i64,
+) -> Result<NodeRollup> {
     let mut out = NodeRollup::default();
     let cols = |list: &str| list.replace("bucket,", &format!("{} AS bucket,", ms("bucket")));
     let range = "cluster = $1 AND node = $2 AND bucket >= to_timestamp($3 / 1000.0) AND bucket < to_timestamp($4 / 1000.0)";
-    let rows = sqlx::query(AssertSqlSafe(format!("SELECT {} FROM gpu_rollup_{res} WHERE {range}", cols(super::GPU_ROLLUP_COLUMNS))))
-        .bind(cluster).bind(node).bind(from).bind(to)
-        .fetch_all(&mut *conn)
-        .await?;
+    let rows = sqlx::query(AssertSqlSafe(format!(
+        "SELECT {} FROM gpu_rollup_{res} WHERE {range}",
+        cols(super::GPU_ROLLUP_COLUMNS)
+    )))
+    .bind(cluster)
+    .bind(node)
+    .bind(from)
+    .bind(to)
+    .fetch_all(&mut *conn)
+    .await?;
     for r in &rows {
-        let key = (r.try_get::<String, _>("gpu_uuid")?, r.try_get::<i64, _>("bucket")?);
+        let key = (
+            r.try_get::<String, _>("gpu_uuid")?,
+            r.try_get::<i64, _>("bucket")?,
+        );
         out.gpus.insert(key, super::read_gpu_agg!(r, Vec<u8>));
     }
-    let rows = sqlx::query(AssertSqlSafe(format!("SELECT {} FROM tenant_rollup_{res} WHERE {range}", cols(super::TENANT_ROLLUP_COLUMNS))))
-        .bind(cluster).bind(node).bind(from).bind(to)
-        .fetch_all(&mut *conn)
-        .await?;
+    let rows = sqlx::query(AssertSqlSafe(format!(
+        "SELECT {} FROM tenant_rollup_{res} WHERE {range}",
+        cols(super::TENANT_ROLLUP_COLUMNS)
+    )))
+    .bind(cluster)
+    .bind(node)
+    .bind(from)
+    .bind(to)
+    .fetch_all(&mut *conn)
+    .await?;
     for r in &rows {
-        let key = (r.try_get::<String, _>("gpu_uuid")?, r.try_get::<String, _>("tenant_key")?, r.try_get::<i64, _>("bucket")?);
+        let key = (
+            r.try_get::<String, _>("gpu_uuid")?,
+            r.try_get::<String, _>("tenant_key")?,
+            r.try_get::<i64, _>("bucket")?,
+        );
         out.tenants.insert(key, super::read_tenant_agg!(r));
     }
     Ok(out)
@@ -726,9 +1028,18 @@ mod tests {
     fn civil_dates_round_trip() {
         assert_eq!(civil(0), (1970, 1, 1));
         assert_eq!(civil(1_795_219_200_000), (2026, 11, 21));
-        assert_eq!(days_from_civil(2026, 11, 21) * 86_400_000, 1_795_219_200_000);
-        assert_eq!(partition_end_ms("gpu_samples", "gpu_samples_p20261121"), Some(1_795_305_600_000));
-        assert_eq!(partition_end_ms("gpu_rollup_1h", "gpu_rollup_1h_p202612"), Some(days_from_civil(2027, 1, 1) * 86_400_000));
+        assert_eq!(
+            days_from_civil(2026, 11, 21) * 86_400_000,
+            1_795_219_200_000
+        );
+        assert_eq!(
+            partition_end_ms("gpu_samples", "gpu_samples_p20261121"),
+            Some(1_795_305_600_000)
+        );
+        assert_eq!(
+            partition_end_ms("gpu_rollup_1h", "gpu_rollup_1h_p202612"),
+            Some(days_from_civil(2027, 1, 1) * 86_400_000)
+        );
         assert_eq!(partition_end_ms("gpu_samples", "gpu_samples_default"), None);
     }
 }

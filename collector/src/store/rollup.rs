@@ -298,7 +298,9 @@ pub fn aggregate(
             .or_default() += f64::from(a.share);
     }
     for p in processes {
-        let Some(tenant) = &p.tenant_key else { continue };
+        let Some(tenant) = &p.tenant_key else {
+            continue;
+        };
         let e = instants
             .entry((&p.gpu_uuid, p.ts))
             .or_default()
@@ -410,7 +412,9 @@ mod tests {
 
     #[test]
     fn minutes_merge_into_hours_exactly() {
-        let rows: Vec<RawGpu> = (0..7200).map(|s| raw(s * 1000, (s % 10) as f32 / 10.0)).collect();
+        let rows: Vec<RawGpu> = (0..7200)
+            .map(|s| raw(s * 1000, (s % 10) as f32 / 10.0))
+            .collect();
         let minutes = aggregate(MINUTE_MS, &rows, &[], &[]);
         assert_eq!(minutes.gpus.len(), 120);
         let hours = to_hours(&minutes);
@@ -429,8 +433,18 @@ mod tests {
     fn tenants_get_allocation_and_use() {
         let rows = vec![raw(0, 0.5), raw(1000, 0.0)];
         let allocs = vec![
-            RawAllocation { gpu_uuid: "G".into(), ts: 0, tenant_key: "t".into(), share: 0.25 },
-            RawAllocation { gpu_uuid: "G".into(), ts: 1000, tenant_key: "t".into(), share: 0.25 },
+            RawAllocation {
+                gpu_uuid: "G".into(),
+                ts: 0,
+                tenant_key: "t".into(),
+                share: 0.25,
+            },
+            RawAllocation {
+                gpu_uuid: "G".into(),
+                ts: 1000,
+                tenant_key: "t".into(),
+                share: 0.25,
+            },
         ];
         let procs = vec![RawProcess {
             gpu_uuid: "G".into(),

@@ -54,7 +54,12 @@ const fn spec(
     unit: &'static str,
     family: Family,
     raw_expr: Option<&'static str>,
-    cols: (&'static str, &'static str, Option<&'static str>, Option<&'static str>),
+    cols: (
+        &'static str,
+        &'static str,
+        Option<&'static str>,
+        Option<&'static str>,
+    ),
 ) -> MetricSpec {
     MetricSpec {
         metric,
@@ -72,17 +77,104 @@ const fn spec(
 use Family::{Gpu, Tenant};
 
 pub const METRICS: &[MetricSpec] = &[
-    spec(Metric::GpuUtil, "gpu_util", "ratio", Gpu, Some("gpu_util"), ("gpu_util_n", "gpu_util_sum", Some("gpu_util_max"), Some("gpu_util_hist"))),
-    spec(Metric::Active, "active", "ratio", Gpu, Some("CASE WHEN gpu_util IS NULL THEN NULL WHEN gpu_util > 0 THEN 1.0 ELSE 0.0 END"), ("gpu_util_n", "busy_n", None, None)),
-    spec(Metric::SmActive, "sm_active", "ratio", Gpu, Some("sm_active"), ("sm_active_n", "sm_active_sum", Some("sm_active_max"), Some("sm_active_hist"))),
-    spec(Metric::SmOccupancy, "sm_occupancy", "ratio", Gpu, Some("sm_occupancy"), ("sm_active_n", "sm_occupancy_sum", None, None)),
-    spec(Metric::TensorActive, "tensor_active", "ratio", Gpu, Some("tensor_active"), ("sm_active_n", "tensor_active_sum", None, None)),
-    spec(Metric::DramActive, "dram_active", "ratio", Gpu, Some("dram_active"), ("sm_active_n", "dram_active_sum", None, None)),
-    spec(Metric::MemUsedBytes, "mem_used_bytes", "bytes", Gpu, Some("mem_used_bytes"), ("mem_used_n", "mem_used_sum", Some("mem_used_max"), None)),
-    spec(Metric::PowerW, "power_w", "watts", Gpu, Some("power_w"), ("power_n", "power_sum", Some("power_max"), None)),
-    spec(Metric::TempC, "temp_c", "celsius", Gpu, Some("temp_c"), ("temp_n", "temp_sum", Some("temp_max"), None)),
-    spec(Metric::AllocShare, "alloc_share", "ratio", Gpu, None, ("samples", "alloc_share_sum", None, None)),
-    spec(Metric::SmUtil, "sm_util", "ratio", Tenant, Some("sm_util"), ("sm_util_n", "sm_util_sum", Some("sm_util_max"), None)),
+    spec(
+        Metric::GpuUtil,
+        "gpu_util",
+        "ratio",
+        Gpu,
+        Some("gpu_util"),
+        (
+            "gpu_util_n",
+            "gpu_util_sum",
+            Some("gpu_util_max"),
+            Some("gpu_util_hist"),
+        ),
+    ),
+    spec(
+        Metric::Active,
+        "active",
+        "ratio",
+        Gpu,
+        Some("CASE WHEN gpu_util IS NULL THEN NULL WHEN gpu_util > 0 THEN 1.0 ELSE 0.0 END"),
+        ("gpu_util_n", "busy_n", None, None),
+    ),
+    spec(
+        Metric::SmActive,
+        "sm_active",
+        "ratio",
+        Gpu,
+        Some("sm_active"),
+        (
+            "sm_active_n",
+            "sm_active_sum",
+            Some("sm_active_max"),
+            Some("sm_active_hist"),
+        ),
+    ),
+    spec(
+        Metric::SmOccupancy,
+        "sm_occupancy",
+        "ratio",
+        Gpu,
+        Some("sm_occupancy"),
+        ("sm_active_n", "sm_occupancy_sum", None, None),
+    ),
+    spec(
+        Metric::TensorActive,
+        "tensor_active",
+        "ratio",
+        Gpu,
+        Some("tensor_active"),
+        ("sm_active_n", "tensor_active_sum", None, None),
+    ),
+    spec(
+        Metric::DramActive,
+        "dram_active",
+        "ratio",
+        Gpu,
+        Some("dram_active"),
+        ("sm_active_n", "dram_active_sum", None, None),
+    ),
+    spec(
+        Metric::MemUsedBytes,
+        "mem_used_bytes",
+        "bytes",
+        Gpu,
+        Some("mem_used_bytes"),
+        ("mem_used_n", "mem_used_sum", Some("mem_used_max"), None),
+    ),
+    spec(
+        Metric::PowerW,
+        "power_w",
+        "watts",
+        Gpu,
+        Some("power_w"),
+        ("power_n", "power_sum", Some("power_max"), None),
+    ),
+    spec(
+        Metric::TempC,
+        "temp_c",
+        "celsius",
+        Gpu,
+        Some("temp_c"),
+        ("temp_n", "temp_sum", Some("temp_max"), None),
+    ),
+    spec(
+        Metric::AllocShare,
+        "alloc_share",
+        "ratio",
+        Gpu,
+        None,
+        ("samples", "alloc_share_sum", None, None),
+    ),
+    spec(
+        Metric::SmUtil,
+        "sm_util",
+        "ratio",
+        Tenant,
+        Some("sm_util"),
+        ("sm_util_n", "sm_util_sum", Some("sm_util_max"), None),
+    ),
 ];
 
 impl Metric {
@@ -91,7 +183,10 @@ impl Metric {
     }
 
     pub fn spec(self) -> &'static MetricSpec {
-        METRICS.iter().find(|m| m.metric == self).expect("every metric has a spec")
+        METRICS
+            .iter()
+            .find(|m| m.metric == self)
+            .expect("every metric has a spec")
     }
 }
 
@@ -235,7 +330,10 @@ impl SeriesQuery {
             _ => {}
         }
         if self.agg == Agg::P95 && spec.hist_col.is_none() && spec.raw_expr.is_none() {
-            return Err(StoreError::BadRequest(format!("metric {} has no p95; use mean or max", spec.name)));
+            return Err(StoreError::BadRequest(format!(
+                "metric {} has no p95; use mean or max",
+                spec.name
+            )));
         }
         let age = |d: std::time::Duration| now_ms - d.as_millis() as i64;
         let raw_ok = spec.raw_expr.is_some() && self.from_ms >= age(retention.raw);
@@ -258,12 +356,20 @@ impl SeriesQuery {
                 "range and step give {points} points; at most {MAX_POINTS} are served, so raise `step`"
             )));
         }
-        Ok(Plan { resolution, step_ms })
+        Ok(Plan {
+            resolution,
+            step_ms,
+        })
     }
 }
 
 /// Fills `points` so every step in the range appears, with None where no value exists.
-pub fn fill(from_ms: i64, to_ms: i64, step_ms: i64, values: &[(i64, Option<f64>)]) -> Vec<(i64, Option<f64>)> {
+pub fn fill(
+    from_ms: i64,
+    to_ms: i64,
+    step_ms: i64,
+    values: &[(i64, Option<f64>)],
+) -> Vec<(i64, Option<f64>)> {
     let first = from_ms - from_ms.rem_euclid(step_ms);
     let map: std::collections::HashMap<i64, Option<f64>> = values.iter().copied().collect();
     let mut out = Vec::new();
@@ -305,8 +411,14 @@ mod tests {
     #[test]
     fn the_plan_picks_raw_then_minutes_then_hours() {
         let r = Retention::default();
-        assert_eq!(q(1, 1000).plan(NOW, &r).unwrap().resolution, Resolution::Raw);
-        assert_eq!(q(1, 60_000).plan(NOW, &r).unwrap().resolution, Resolution::Minute);
+        assert_eq!(
+            q(1, 1000).plan(NOW, &r).unwrap().resolution,
+            Resolution::Raw
+        );
+        assert_eq!(
+            q(1, 60_000).plan(NOW, &r).unwrap().resolution,
+            Resolution::Minute
+        );
         // Older than raw retention: minutes even for a fine step, rounded up to a minute.
         let p = q(24 * 8, 10_000 * 60).plan(NOW, &r).unwrap();
         assert_eq!(p.resolution, Resolution::Minute);
@@ -324,8 +436,14 @@ mod tests {
 
     #[test]
     fn entities_parse() {
-        assert_eq!(Entity::parse("gpu:GPU-1"), Some(Entity::Gpu("GPU-1".into())));
-        assert_eq!(Entity::parse("tenant:pod/u/c"), Some(Entity::Tenant("pod/u/c".into())));
+        assert_eq!(
+            Entity::parse("gpu:GPU-1"),
+            Some(Entity::Gpu("GPU-1".into()))
+        );
+        assert_eq!(
+            Entity::parse("tenant:pod/u/c"),
+            Some(Entity::Tenant("pod/u/c".into()))
+        );
         assert_eq!(Entity::parse("fleet"), Some(Entity::Fleet));
         assert_eq!(Entity::parse("rack:1"), None);
         assert_eq!(Entity::parse("gpu:"), None);
@@ -334,7 +452,10 @@ mod tests {
     #[test]
     fn fill_marks_gaps() {
         let pts = fill(0, 4000, 1000, &[(1000, Some(1.0)), (3000, None)]);
-        assert_eq!(pts, vec![(0, None), (1000, Some(1.0)), (2000, None), (3000, None)]);
+        assert_eq!(
+            pts,
+            vec![(0, None), (1000, Some(1.0)), (2000, None), (3000, None)]
+        );
         assert_eq!(quantile(&mut [3.0, 1.0, 2.0, 4.0], 0.5), Some(2.0));
     }
 }

@@ -12,8 +12,8 @@ use sqlx::{AssertSqlSafe, QueryBuilder, Row, Sqlite, SqlitePool};
 use super::rollup::{self, Hist, NodeRollup, RawAllocation, RawGpu, RawProcess};
 use super::series::{self, Agg, Family, Plan, Resolution, Series, SeriesQuery};
 use super::{
-    GpuRecord, IngestOutcome, MigRecord, NodeRecord, Result, Retention, RetentionStats,
-    StoreError, TableCounts, TeamOf, TenantRecord, migrate,
+    GpuRecord, IngestOutcome, MigRecord, NodeRecord, Result, Retention, RetentionStats, StoreError,
+    TableCounts, TeamOf, TenantRecord, migrate,
 };
 
 #[derive(Debug, Clone)]
@@ -82,7 +82,12 @@ impl SqliteStore {
         Ok(())
     }
 
-    pub async fn ingest(&self, b: &Batch, received_ms: i64, team_of: TeamOf<'_>) -> Result<IngestOutcome> {
+    pub async fn ingest(
+        &self,
+        b: &Batch,
+        received_ms: i64,
+        team_of: TeamOf<'_>,
+    ) -> Result<IngestOutcome> {
         let mut tx = self.writer.begin().await?;
         sqlx::query("INSERT INTO agent_streams (cluster, node, agent_id, last_seq, last_seen) VALUES (?, ?, ?, 0, ?) ON CONFLICT DO NOTHING")
             .bind(&b.cluster)
@@ -91,15 +96,19 @@ impl SqliteStore {
             .bind(received_ms)
             .execute(&mut *tx)
             .await?;
-        let last: i64 = sqlx::query_scalar("SELECT last_seq FROM agent_streams WHERE cluster = ? AND node = ? AND agent_id = ?")
-            .bind(&b.cluster)
-            .bind(&b.node)
-            .bind(&b.agent_id)
-            .fetch_one(&mut *tx)
-            .await?;
+        let last: i64 = sqlx::query_scalar(
+            "SELECT last_seq FROM agent_streams WHERE cluster = ? AND node = ? AND agent_id = ?",
+        )
+        .bind(&b.cluster)
+        .bind(&b.node)
+        .bind(&b.agent_id)
+        .fetch_one(&mut *tx)
+        .await?;
         if b.seq as i64 <= last {
             tx.rollback().await?;
-            return Ok(IngestOutcome::Duplicate { last_seq: last as u64 });
+            return Ok(IngestOutcome::Duplicate {
+                last_seq: last as u64,
+            });
         }
         let last_sample = b.time_range().map(|r| r.1);
         sqlx::query(
@@ -130,10 +139,14 @@ impl SqliteStore {
                 .bind(i64::from(g.replicas)).bind(received_ms).bind(received_ms)
                 .execute(&mut *tx)
                 .await?;
-                sqlx::query("DELETE FROM mig_instances WHERE cluster = ? AND node = ? AND gpu_uuid = ?")
-                    .bind(&b.cluster).bind(&b.node).bind(&g.uuid)
-                    .execute(&mut *tx)
-                    .await?;
+                sqlx::query(
+                    "DELETE FROM mig_instances WHERE cluster = ? AND node = ? AND gpu_uuid = ?",
+                )
+                .bind(&b.cluster)
+                .bind(&b.node)
+                .bind(&g.uuid)
+                .execute(&mut *tx)
+                .await?;
                 for m in &g.mig_instances {
                     sqlx::query(
                         "INSERT INTO mig_instances (cluster, node, gpu_uuid, gi_id, ci_id, profile, placement_start, placement_size, memory_total_bytes, compute_slices, mig_uuid, last_seen)
@@ -162,13 +175,20 @@ impl SqliteStore {
             .await?;
         }
         let rows = insert_samples(&mut tx, b).await?;
-        let mut minutes: Vec<i64> = b.snapshots.iter().map(|s| rollup::bucket_of(s.ts, rollup::MINUTE_MS)).collect();
+        let mut minutes: Vec<i64> = b
+            .snapshots
+            .iter()
+            .map(|s| rollup::bucket_of(s.ts, rollup::MINUTE_MS))
+            .collect();
         minutes.sort_unstable();
         minutes.dedup();
         for chunk in minutes.chunks(MAX_BINDS / 3) {
-            let mut q = QueryBuilder::<Sqlite>::new("INSERT INTO rollup_pending (cluster, node, bucket) ");
+            let mut q =
+                QueryBuilder::<Sqlite>::new("INSERT INTO rollup_pending (cluster, node, bucket) ");
             q.push_values(chunk, |mut r, m| {
-                r.push_bind(b.cluster.clone()).push_bind(b.node.clone()).push_bind(*m);
+                r.push_bind(b.cluster.clone())
+                    .push_bind(b.node.clone())
+                    .push_bind(*m);
             });
             q.push(" ON CONFLICT DO NOTHING");
             q.build().execute(&mut *tx).await?;
@@ -228,7 +248,10 @@ impl SqliteStore {
         for r in &rows {
             let uuid: String = r.try_get("gpu_uuid")?;
             let mut mig_instances = Vec::new();
-            for m in migs.iter().filter(|m| m.get::<String, _>("gpu_uuid") == uuid) {
+            for m in migs
+                .iter()
+                .filter(|m| m.get::<String, _>("gpu_uuid") == uuid)
+            {
                 mig_instances.push(MigRecord {
                     gi_id: m.try_get("gi_id")?,
                     ci_id: m.try_get("ci_id")?,
@@ -313,11 +336,12 @@ impl SqliteStore {
     }
 
     pub async fn last_sample_ms(&self, cluster: &str, node: &str) -> Result<Option<i64>> {
-        let v: Option<Option<i64>> = sqlx::query_scalar("SELECT last_sample FROM nodes WHERE cluster = ? AND node = ?")
-            .bind(cluster)
-            .bind(node)
-            .fetch_optional(&self.reader)
-            .await?;
+        let v: Option<Option<i64>> =
+            sqlx::query_scalar("SELECT last_sample FROM nodes WHERE cluster = ? AND node = ?")
+                .bind(cluster)
+                .bind(node)
+                .fetch_optional(&self.reader)
+                .await?;
         Ok(v.flatten())
     }
 
@@ -337,34 +361,79 @@ impl SqliteStore {
         };
         let step = plan.step_ms;
         let values: Vec<(i64, Option<f64>)> = if plan.resolution == Resolution::Raw {
-            let expr = spec.raw_expr.expect("planned raw only with a raw expression");
+            let expr = spec
+                .raw_expr
+                .expect("planned raw only with a raw expression");
             let sql = match q.agg {
-                Agg::Mean => format!("SELECT ({time_col} / {step}) * {step} AS b, CAST(avg({expr}) AS REAL) FROM {table} WHERE {filter} AND {time_col} >= ? AND {time_col} < ? GROUP BY b ORDER BY b"),
-                Agg::Max => format!("SELECT ({time_col} / {step}) * {step} AS b, CAST(max({expr}) AS REAL) FROM {table} WHERE {filter} AND {time_col} >= ? AND {time_col} < ? GROUP BY b ORDER BY b"),
-                Agg::P95 => format!("SELECT ({time_col} / {step}) * {step} AS b, CAST({expr} AS REAL) FROM {table} WHERE {filter} AND {time_col} >= ? AND {time_col} < ? AND {expr} IS NOT NULL ORDER BY b"),
+                Agg::Mean => format!(
+                    "SELECT ({time_col} / {step}) * {step} AS b, CAST(avg({expr}) AS REAL) FROM {table} WHERE {filter} AND {time_col} >= ? AND {time_col} < ? GROUP BY b ORDER BY b"
+                ),
+                Agg::Max => format!(
+                    "SELECT ({time_col} / {step}) * {step} AS b, CAST(max({expr}) AS REAL) FROM {table} WHERE {filter} AND {time_col} >= ? AND {time_col} < ? GROUP BY b ORDER BY b"
+                ),
+                Agg::P95 => format!(
+                    "SELECT ({time_col} / {step}) * {step} AS b, CAST({expr} AS REAL) FROM {table} WHERE {filter} AND {time_col} >= ? AND {time_col} < ? AND {expr} IS NOT NULL ORDER BY b"
+                ),
             };
             let rows = self.bind_series(&sql, q).fetch_all(&self.reader).await?;
-            let pairs = rows.iter().map(|r| Ok((r.try_get::<i64, _>(0)?, r.try_get::<Option<f64>, _>(1)?))).collect::<std::result::Result<Vec<_>, sqlx::Error>>()?;
-            if q.agg == Agg::P95 { p95_by_bucket(pairs) } else { pairs }
+            let pairs = rows
+                .iter()
+                .map(|r| Ok((r.try_get::<i64, _>(0)?, r.try_get::<Option<f64>, _>(1)?)))
+                .collect::<std::result::Result<Vec<_>, sqlx::Error>>()?;
+            if q.agg == Agg::P95 {
+                p95_by_bucket(pairs)
+            } else {
+                pairs
+            }
         } else if q.agg == Agg::P95 {
             let Some(hist) = spec.hist_col else {
-                return Err(StoreError::BadRequest(format!("metric {} has no p95 in rollups; use mean or max", spec.name)));
+                return Err(StoreError::BadRequest(format!(
+                    "metric {} has no p95 in rollups; use mean or max",
+                    spec.name
+                )));
             };
-            let max = spec.max_col.map_or("NULL".to_owned(), |m| format!("CAST({m} AS REAL)"));
-            let sql = format!("SELECT ({time_col} / {step}) * {step} AS b, {hist}, {max} FROM {table} WHERE {filter} AND {time_col} >= ? AND {time_col} < ? ORDER BY b");
+            let max = spec
+                .max_col
+                .map_or("NULL".to_owned(), |m| format!("CAST({m} AS REAL)"));
+            let sql = format!(
+                "SELECT ({time_col} / {step}) * {step} AS b, {hist}, {max} FROM {table} WHERE {filter} AND {time_col} >= ? AND {time_col} < ? ORDER BY b"
+            );
             let rows = self.bind_series(&sql, q).fetch_all(&self.reader).await?;
-            hist_p95(rows.iter().map(|r| Ok((r.try_get::<i64, _>(0)?, r.try_get::<Option<Vec<u8>>, _>(1)?, r.try_get::<Option<f64>, _>(2)?))).collect::<std::result::Result<Vec<_>, sqlx::Error>>()?.into_iter())
+            hist_p95(
+                rows.iter()
+                    .map(|r| {
+                        Ok((
+                            r.try_get::<i64, _>(0)?,
+                            r.try_get::<Option<Vec<u8>>, _>(1)?,
+                            r.try_get::<Option<f64>, _>(2)?,
+                        ))
+                    })
+                    .collect::<std::result::Result<Vec<_>, sqlx::Error>>()?
+                    .into_iter(),
+            )
         } else {
             let value = match q.agg {
                 Agg::Max => match spec.max_col {
                     Some(c) => format!("CAST(max({c}) AS REAL)"),
-                    None => return Err(StoreError::BadRequest(format!("metric {} has no max in rollups; use mean", spec.name))),
+                    None => {
+                        return Err(StoreError::BadRequest(format!(
+                            "metric {} has no max in rollups; use mean",
+                            spec.name
+                        )));
+                    }
                 },
-                _ => format!("CAST(sum({}) AS REAL) / nullif(sum({}), 0)", spec.sum_col, spec.n_col),
+                _ => format!(
+                    "CAST(sum({}) AS REAL) / nullif(sum({}), 0)",
+                    spec.sum_col, spec.n_col
+                ),
             };
-            let sql = format!("SELECT ({time_col} / {step}) * {step} AS b, {value} FROM {table} WHERE {filter} AND {time_col} >= ? AND {time_col} < ? GROUP BY b ORDER BY b");
+            let sql = format!(
+                "SELECT ({time_col} / {step}) * {step} AS b, {value} FROM {table} WHERE {filter} AND {time_col} >= ? AND {time_col} < ? GROUP BY b ORDER BY b"
+            );
             let rows = self.bind_series(&sql, q).fetch_all(&self.reader).await?;
-            rows.iter().map(|r| Ok((r.try_get::<i64, _>(0)?, r.try_get::<Option<f64>, _>(1)?))).collect::<std::result::Result<Vec<_>, sqlx::Error>>()?
+            rows.iter()
+                .map(|r| Ok((r.try_get::<i64, _>(0)?, r.try_get::<Option<f64>, _>(1)?)))
+                .collect::<std::result::Result<Vec<_>, sqlx::Error>>()?
         };
         Ok(Series {
             metric: q.metric,
@@ -375,7 +444,11 @@ impl SqliteStore {
         })
     }
 
-    fn bind_series<'q>(&self, sql: &str, q: &'q SeriesQuery) -> sqlx::query::Query<'q, Sqlite, sqlx::sqlite::SqliteArguments> {
+    fn bind_series<'q>(
+        &self,
+        sql: &str,
+        q: &'q SeriesQuery,
+    ) -> sqlx::query::Query<'q, Sqlite, sqlx::sqlite::SqliteArguments> {
         let mut query = sqlx::query(AssertSqlSafe(sql.to_owned()));
         if let Some((_, v)) = q.entity.filter() {
             query = query.bind(v.to_owned());
@@ -390,7 +463,13 @@ impl SqliteStore {
             .await?)
     }
 
-    pub async fn rollup_span(&self, cluster: &str, node: &str, from: i64, to: i64) -> Result<(usize, usize)> {
+    pub async fn rollup_span(
+        &self,
+        cluster: &str,
+        node: &str,
+        from: i64,
+        to: i64,
+    ) -> Result<(usize, usize)> {
         let mut tx = self.writer.begin().await?;
         sqlx::query("DELETE FROM rollup_pending WHERE cluster = ? AND node = ? AND bucket >= ? AND bucket < ?")
             .bind(cluster).bind(node).bind(from).bind(to)
@@ -436,21 +515,43 @@ impl SqliteStore {
         let minutes = rollup::aggregate(rollup::MINUTE_MS, &gpus, &allocs, &procs);
         replace_rollups(&mut tx, "1m", cluster, node, from, to, &minutes).await?;
         let hour = rollup::bucket_of(from, rollup::HOUR_MS);
-        let all_minutes = read_rollups(&mut *tx, "1m", cluster, node, hour, hour + rollup::HOUR_MS).await?;
+        let all_minutes =
+            read_rollups(&mut tx, "1m", cluster, node, hour, hour + rollup::HOUR_MS).await?;
         let hours = rollup::to_hours(&all_minutes);
-        replace_rollups(&mut tx, "1h", cluster, node, hour, hour + rollup::HOUR_MS, &hours).await?;
+        replace_rollups(
+            &mut tx,
+            "1h",
+            cluster,
+            node,
+            hour,
+            hour + rollup::HOUR_MS,
+            &hours,
+        )
+        .await?;
         tx.commit().await?;
         Ok((minutes.gpus.len(), minutes.tenants.len()))
     }
 
-    pub async fn read_minutes(&self, cluster: &str, node: &str, from: i64, to: i64) -> Result<NodeRollup> {
+    pub async fn read_minutes(
+        &self,
+        cluster: &str,
+        node: &str,
+        from: i64,
+        to: i64,
+    ) -> Result<NodeRollup> {
         let mut conn = self.reader.acquire().await?;
-        read_rollups(&mut *conn, "1m", cluster, node, from, to).await
+        read_rollups(&mut conn, "1m", cluster, node, from, to).await
     }
 
-    pub async fn read_hours(&self, cluster: &str, node: &str, from: i64, to: i64) -> Result<NodeRollup> {
+    pub async fn read_hours(
+        &self,
+        cluster: &str,
+        node: &str,
+        from: i64,
+        to: i64,
+    ) -> Result<NodeRollup> {
         let mut conn = self.reader.acquire().await?;
-        read_rollups(&mut *conn, "1h", cluster, node, from, to).await
+        read_rollups(&mut conn, "1h", cluster, node, from, to).await
     }
 
     pub async fn apply_retention(&self, now_ms: i64, r: &Retention) -> Result<RetentionStats> {
@@ -468,10 +569,12 @@ impl SqliteStore {
             ("gpu_rollup_1h", "bucket", cut(r.hour)),
             ("tenant_rollup_1h", "bucket", cut(r.hour)),
         ] {
-            let done = sqlx::query(AssertSqlSafe(format!("DELETE FROM {table} WHERE {col} < ?")))
-                .bind(cutoff)
-                .execute(&self.writer)
-                .await?;
+            let done = sqlx::query(AssertSqlSafe(format!(
+                "DELETE FROM {table} WHERE {col} < ?"
+            )))
+            .bind(cutoff)
+            .execute(&self.writer)
+            .await?;
             if done.rows_affected() > 0 {
                 stats.dropped.push(table.to_owned());
                 stats.rows_deleted += done.rows_affected();
@@ -490,67 +593,138 @@ fn now_ms() -> i64 {
 async fn insert_samples(tx: &mut sqlx::Transaction<'_, Sqlite>, b: &Batch) -> Result<u64> {
     let (c, n, iv) = (&b.cluster, &b.node, i64::from(b.interval_ms));
     let mut rows = 0u64;
-    let gpus: Vec<_> = b.snapshots.iter().flat_map(|s| s.gpus.iter().map(move |g| (s.ts, g))).collect();
+    let gpus: Vec<_> = b
+        .snapshots
+        .iter()
+        .flat_map(|s| s.gpus.iter().map(move |g| (s.ts, g)))
+        .collect();
     for chunk in gpus.chunks(MAX_BINDS / 30) {
         let mut q = QueryBuilder::<Sqlite>::new(
             "INSERT INTO gpu_samples (cluster, node, gpu_uuid, ts, interval_ms, gpu_util, mem_util, mem_used_bytes, mem_total_bytes, power_w, energy_j, temp_c, sm_clock_mhz, mem_clock_mhz, throttle_reasons, pcie_rx_bytes_per_s, pcie_tx_bytes_per_s, nvlink_rx_bytes_per_s, nvlink_tx_bytes_per_s, ecc_corrected, ecc_uncorrected, retired_pages, remapped_rows, enc_util, dec_util, sm_active, sm_occupancy, dram_active, tensor_active, gr_engine_active) ",
         );
         q.push_values(chunk, |mut r, (ts, g)| {
-            r.push_bind(c.clone()).push_bind(n.clone()).push_bind(g.gpu_uuid.clone()).push_bind(*ts).push_bind(iv)
-                .push_bind(g.gpu_util).push_bind(g.mem_util).push_bind(g.mem_used_bytes).push_bind(g.mem_total_bytes)
-                .push_bind(g.power_w).push_bind(g.energy_j).push_bind(g.temp_c).push_bind(g.sm_clock_mhz).push_bind(g.mem_clock_mhz)
-                .push_bind(g.throttle_reasons).push_bind(g.pcie_rx_bytes_per_s).push_bind(g.pcie_tx_bytes_per_s)
-                .push_bind(g.nvlink_rx_bytes_per_s).push_bind(g.nvlink_tx_bytes_per_s).push_bind(g.ecc_corrected)
-                .push_bind(g.ecc_uncorrected).push_bind(g.retired_pages).push_bind(g.remapped_rows).push_bind(g.enc_util)
-                .push_bind(g.dec_util).push_bind(g.sm_active).push_bind(g.sm_occupancy).push_bind(g.dram_active)
-                .push_bind(g.tensor_active).push_bind(g.gr_engine_active);
+            r.push_bind(c.clone())
+                .push_bind(n.clone())
+                .push_bind(g.gpu_uuid.clone())
+                .push_bind(*ts)
+                .push_bind(iv)
+                .push_bind(g.gpu_util)
+                .push_bind(g.mem_util)
+                .push_bind(g.mem_used_bytes)
+                .push_bind(g.mem_total_bytes)
+                .push_bind(g.power_w)
+                .push_bind(g.energy_j)
+                .push_bind(g.temp_c)
+                .push_bind(g.sm_clock_mhz)
+                .push_bind(g.mem_clock_mhz)
+                .push_bind(g.throttle_reasons)
+                .push_bind(g.pcie_rx_bytes_per_s)
+                .push_bind(g.pcie_tx_bytes_per_s)
+                .push_bind(g.nvlink_rx_bytes_per_s)
+                .push_bind(g.nvlink_tx_bytes_per_s)
+                .push_bind(g.ecc_corrected)
+                .push_bind(g.ecc_uncorrected)
+                .push_bind(g.retired_pages)
+                .push_bind(g.remapped_rows)
+                .push_bind(g.enc_util)
+                .push_bind(g.dec_util)
+                .push_bind(g.sm_active)
+                .push_bind(g.sm_occupancy)
+                .push_bind(g.dram_active)
+                .push_bind(g.tensor_active)
+                .push_bind(g.gr_engine_active);
         });
         rows += q.build().execute(&mut **tx).await?.rows_affected();
     }
-    let migs: Vec<_> = b.snapshots.iter().flat_map(|s| s.mig.iter().map(move |m| (s.ts, m))).collect();
+    let migs: Vec<_> = b
+        .snapshots
+        .iter()
+        .flat_map(|s| s.mig.iter().map(move |m| (s.ts, m)))
+        .collect();
     for chunk in migs.chunks(MAX_BINDS / 13) {
         let mut q = QueryBuilder::<Sqlite>::new(
             "INSERT INTO mig_samples (cluster, node, gpu_uuid, gi_id, ci_id, ts, mem_used_bytes, mem_total_bytes, sm_active, sm_occupancy, dram_active, tensor_active, gr_engine_active) ",
         );
         q.push_values(chunk, |mut r, (ts, m)| {
-            r.push_bind(c.clone()).push_bind(n.clone()).push_bind(m.gpu_uuid.clone()).push_bind(i64::from(m.gi_id))
-                .push_bind(i64::from(m.ci_id)).push_bind(*ts).push_bind(m.mem_used_bytes).push_bind(m.mem_total_bytes)
-                .push_bind(m.sm_active).push_bind(m.sm_occupancy).push_bind(m.dram_active).push_bind(m.tensor_active)
+            r.push_bind(c.clone())
+                .push_bind(n.clone())
+                .push_bind(m.gpu_uuid.clone())
+                .push_bind(i64::from(m.gi_id))
+                .push_bind(i64::from(m.ci_id))
+                .push_bind(*ts)
+                .push_bind(m.mem_used_bytes)
+                .push_bind(m.mem_total_bytes)
+                .push_bind(m.sm_active)
+                .push_bind(m.sm_occupancy)
+                .push_bind(m.dram_active)
+                .push_bind(m.tensor_active)
                 .push_bind(m.gr_engine_active);
         });
         rows += q.build().execute(&mut **tx).await?.rows_affected();
     }
-    let procs: Vec<_> = b.snapshots.iter().flat_map(|s| s.processes.iter().map(move |p| (s.ts, p))).collect();
+    let procs: Vec<_> = b
+        .snapshots
+        .iter()
+        .flat_map(|s| s.processes.iter().map(move |p| (s.ts, p)))
+        .collect();
     for chunk in procs.chunks(MAX_BINDS / 15) {
         let mut q = QueryBuilder::<Sqlite>::new(
             "INSERT INTO process_samples (cluster, node, gpu_uuid, ts, pid, start_time, kind, gi_id, ci_id, tenant_key, sm_util, mem_util, enc_util, dec_util, mem_used_bytes) ",
         );
         q.push_values(chunk, |mut r, (ts, p)| {
-            r.push_bind(c.clone()).push_bind(n.clone()).push_bind(p.gpu_uuid.clone()).push_bind(*ts)
-                .push_bind(i64::from(p.pid)).push_bind(p.start_time).push_bind(p.kind.as_str())
-                .push_bind(p.gi_id.map(i64::from)).push_bind(p.ci_id.map(i64::from)).push_bind(p.tenant.clone())
-                .push_bind(p.sm_util).push_bind(p.mem_util).push_bind(p.enc_util).push_bind(p.dec_util).push_bind(p.mem_used_bytes);
+            r.push_bind(c.clone())
+                .push_bind(n.clone())
+                .push_bind(p.gpu_uuid.clone())
+                .push_bind(*ts)
+                .push_bind(i64::from(p.pid))
+                .push_bind(p.start_time)
+                .push_bind(p.kind.as_str())
+                .push_bind(p.gi_id.map(i64::from))
+                .push_bind(p.ci_id.map(i64::from))
+                .push_bind(p.tenant.clone())
+                .push_bind(p.sm_util)
+                .push_bind(p.mem_util)
+                .push_bind(p.enc_util)
+                .push_bind(p.dec_util)
+                .push_bind(p.mem_used_bytes);
         });
         rows += q.build().execute(&mut **tx).await?.rows_affected();
     }
-    let allocs: Vec<_> = b.snapshots.iter().flat_map(|s| s.allocations.iter().map(move |a| (s.ts, a))).collect();
+    let allocs: Vec<_> = b
+        .snapshots
+        .iter()
+        .flat_map(|s| s.allocations.iter().map(move |a| (s.ts, a)))
+        .collect();
     for chunk in allocs.chunks(MAX_BINDS / 9) {
         let mut q = QueryBuilder::<Sqlite>::new(
             "INSERT INTO allocation_samples (cluster, node, gpu_uuid, ts, tenant_key, gi_id, ci_id, replica, share) ",
         );
         q.push_values(chunk, |mut r, (ts, a)| {
-            r.push_bind(c.clone()).push_bind(n.clone()).push_bind(a.gpu_uuid.clone()).push_bind(*ts)
-                .push_bind(a.tenant.clone()).push_bind(a.gi_id.map(i64::from)).push_bind(a.ci_id.map(i64::from))
-                .push_bind(a.replica.map(i64::from)).push_bind(a.share);
+            r.push_bind(c.clone())
+                .push_bind(n.clone())
+                .push_bind(a.gpu_uuid.clone())
+                .push_bind(*ts)
+                .push_bind(a.tenant.clone())
+                .push_bind(a.gi_id.map(i64::from))
+                .push_bind(a.ci_id.map(i64::from))
+                .push_bind(a.replica.map(i64::from))
+                .push_bind(a.share);
         });
         rows += q.build().execute(&mut **tx).await?.rows_affected();
     }
     let events: Vec<_> = b.snapshots.iter().flat_map(|s| s.events.iter()).collect();
     for chunk in events.chunks(MAX_BINDS / 7) {
-        let mut q = QueryBuilder::<Sqlite>::new("INSERT INTO gpu_events (cluster, node, gpu_uuid, ts, kind, code, message) ");
+        let mut q = QueryBuilder::<Sqlite>::new(
+            "INSERT INTO gpu_events (cluster, node, gpu_uuid, ts, kind, code, message) ",
+        );
         q.push_values(chunk, |mut r, e| {
-            r.push_bind(c.clone()).push_bind(n.clone()).push_bind(e.gpu_uuid.clone()).push_bind(e.ts)
-                .push_bind(e.kind.clone()).push_bind(e.code).push_bind(e.message.clone());
+            r.push_bind(c.clone())
+                .push_bind(n.clone())
+                .push_bind(e.gpu_uuid.clone())
+                .push_bind(e.ts)
+                .push_bind(e.kind.clone())
+                .push_bind(e.code)
+                .push_bind(e.message.clone());
         });
         rows += q.build().execute(&mut **tx).await?.rows_affected();
     }
@@ -558,7 +732,15 @@ async fn insert_samples(tx: &mut sqlx::Transaction<'_, Sqlite>, b: &Batch) -> Re
 }
 
 /// Replaces the rollup rows of one node in [from, to) at resolution `res` ("1m" or "1h").
-async fn replace_rollups(tx: &mut sqlx::Transaction<'_, Sqlite>, res: &str, cluster: &str, node: &str, from: i64, to: i64, r: &NodeRollup) -> Result<()> {
+async fn replace_rollups(
+    tx: &mut sqlx::Transaction<'_, Sqlite>,
+    res: &str,
+    cluster: &str,
+    node: &str,
+    from: i64,
+    to: i64,
+    r: &NodeRollup,
+) -> Result<()> {
     for t in ["gpu", "tenant"] {
         sqlx::query(AssertSqlSafe(format!("DELETE FROM {t}_rollup_{res} WHERE cluster = ? AND node = ? AND bucket >= ? AND bucket < ?")))
             .bind(cluster).bind(node).bind(from).bind(to)
@@ -566,34 +748,83 @@ async fn replace_rollups(tx: &mut sqlx::Transaction<'_, Sqlite>, res: &str, clus
     }
     let gpus: Vec<_> = r.gpus.iter().collect();
     for chunk in gpus.chunks(MAX_BINDS / 36) {
-        let mut q = QueryBuilder::<Sqlite>::new(format!("INSERT INTO gpu_rollup_{res} ({}) ", super::GPU_ROLLUP_COLUMNS));
+        let mut q = QueryBuilder::<Sqlite>::new(format!(
+            "INSERT INTO gpu_rollup_{res} ({}) ",
+            super::GPU_ROLLUP_COLUMNS
+        ));
         q.push_values(chunk, |mut row, ((gpu, bucket), a)| {
-            row.push_bind(cluster.to_owned()).push_bind(node.to_owned()).push_bind(gpu.clone()).push_bind(*bucket)
-                .push_bind(a.samples).push_bind(a.covered_s).push_bind(a.gpu_util_n).push_bind(a.gpu_util_sum)
-                .push_bind(a.gpu_util_max).push_bind(a.gpu_util_hist.to_bytes()).push_bind(a.busy_n)
-                .push_bind(a.sm_active_n).push_bind(a.sm_active_sum).push_bind(a.sm_active_max).push_bind(a.sm_active_hist.to_bytes())
-                .push_bind(a.sm_occupancy_sum).push_bind(a.tensor_active_sum).push_bind(a.dram_active_sum)
-                .push_bind(a.mem_used_n).push_bind(a.mem_used_sum).push_bind(a.mem_used_max).push_bind(a.mem_total_max)
-                .push_bind(a.power_n).push_bind(a.power_sum).push_bind(a.power_max).push_bind(a.temp_n).push_bind(a.temp_sum)
-                .push_bind(a.temp_max).push_bind(a.throttled_n).push_bind(a.alloc_share_sum);
+            row.push_bind(cluster.to_owned())
+                .push_bind(node.to_owned())
+                .push_bind(gpu.clone())
+                .push_bind(*bucket)
+                .push_bind(a.samples)
+                .push_bind(a.covered_s)
+                .push_bind(a.gpu_util_n)
+                .push_bind(a.gpu_util_sum)
+                .push_bind(a.gpu_util_max)
+                .push_bind(a.gpu_util_hist.to_bytes())
+                .push_bind(a.busy_n)
+                .push_bind(a.sm_active_n)
+                .push_bind(a.sm_active_sum)
+                .push_bind(a.sm_active_max)
+                .push_bind(a.sm_active_hist.to_bytes())
+                .push_bind(a.sm_occupancy_sum)
+                .push_bind(a.tensor_active_sum)
+                .push_bind(a.dram_active_sum)
+                .push_bind(a.mem_used_n)
+                .push_bind(a.mem_used_sum)
+                .push_bind(a.mem_used_max)
+                .push_bind(a.mem_total_max)
+                .push_bind(a.power_n)
+                .push_bind(a.power_sum)
+                .push_bind(a.power_max)
+                .push_bind(a.temp_n)
+                .push_bind(a.temp_sum)
+                .push_bind(a.temp_max)
+                .push_bind(a.throttled_n)
+                .push_bind(a.alloc_share_sum);
         });
         q.build().execute(&mut **tx).await?;
     }
     let tenants: Vec<_> = r.tenants.iter().collect();
     for chunk in tenants.chunks(MAX_BINDS / 18) {
-        let mut q = QueryBuilder::<Sqlite>::new(format!("INSERT INTO tenant_rollup_{res} ({}) ", super::TENANT_ROLLUP_COLUMNS));
+        let mut q = QueryBuilder::<Sqlite>::new(format!(
+            "INSERT INTO tenant_rollup_{res} ({}) ",
+            super::TENANT_ROLLUP_COLUMNS
+        ));
         q.push_values(chunk, |mut row, ((gpu, tenant, bucket), a)| {
-            row.push_bind(cluster.to_owned()).push_bind(node.to_owned()).push_bind(gpu.clone()).push_bind(tenant.clone())
-                .push_bind(*bucket).push_bind(a.samples).push_bind(a.covered_s).push_bind(a.alloc_share_sum).push_bind(a.alloc_n)
-                .push_bind(a.present_n).push_bind(a.sm_util_n).push_bind(a.sm_util_sum).push_bind(a.sm_util_max).push_bind(a.busy_n)
-                .push_bind(a.mem_used_n).push_bind(a.mem_used_sum).push_bind(a.mem_used_max).push_bind(a.processes_max);
+            row.push_bind(cluster.to_owned())
+                .push_bind(node.to_owned())
+                .push_bind(gpu.clone())
+                .push_bind(tenant.clone())
+                .push_bind(*bucket)
+                .push_bind(a.samples)
+                .push_bind(a.covered_s)
+                .push_bind(a.alloc_share_sum)
+                .push_bind(a.alloc_n)
+                .push_bind(a.present_n)
+                .push_bind(a.sm_util_n)
+                .push_bind(a.sm_util_sum)
+                .push_bind(a.sm_util_max)
+                .push_bind(a.busy_n)
+                .push_bind(a.mem_used_n)
+                .push_bind(a.mem_used_sum)
+                .push_bind(a.mem_used_max)
+                .push_bind(a.processes_max);
         });
         q.build().execute(&mut **tx).await?;
     }
     Ok(())
 }
 
-async fn read_rollups(conn: &mut sqlx::SqliteConnection, res: &str, cluster: &str, node: &str, from: i64, to: i64) -> Result<NodeRollup> {
+async fn read_rollups(
+    conn: &mut sqlx::SqliteConnection,
+    res: &str,
+    cluster: &str,
+    node: &str,
+    from: i64,
+    to: i64,
+) -> Result<NodeRollup> {
     let mut out = NodeRollup::default();
     let rows = sqlx::query(AssertSqlSafe(format!(
         "SELECT {} FROM gpu_rollup_{res} WHERE cluster = ? AND node = ? AND bucket >= ? AND bucket < ?",
@@ -603,7 +834,10 @@ async fn read_rollups(conn: &mut sqlx::SqliteConnection, res: &str, cluster: &st
     .fetch_all(&mut *conn)
     .await?;
     for r in &rows {
-        let key = (r.try_get::<String, _>("gpu_uuid")?, r.try_get::<i64, _>("bucket")?);
+        let key = (
+            r.try_get::<String, _>("gpu_uuid")?,
+            r.try_get::<i64, _>("bucket")?,
+        );
         out.gpus.insert(key, super::read_gpu_agg!(r, Vec<u8>));
     }
     let rows = sqlx::query(AssertSqlSafe(format!(
@@ -614,7 +848,11 @@ async fn read_rollups(conn: &mut sqlx::SqliteConnection, res: &str, cluster: &st
     .fetch_all(&mut *conn)
     .await?;
     for r in &rows {
-        let key = (r.try_get::<String, _>("gpu_uuid")?, r.try_get::<String, _>("tenant_key")?, r.try_get::<i64, _>("bucket")?);
+        let key = (
+            r.try_get::<String, _>("gpu_uuid")?,
+            r.try_get::<String, _>("tenant_key")?,
+            r.try_get::<i64, _>("bucket")?,
+        );
         out.tenants.insert(key, super::read_tenant_agg!(r));
     }
     Ok(out)
@@ -631,8 +869,11 @@ pub(super) fn p95_by_bucket(pairs: Vec<(i64, Option<f64>)>) -> Vec<(i64, Option<
 }
 
 /// p95 per bucket from merged histograms.
-pub(super) fn hist_p95(rows: impl Iterator<Item = (i64, Option<Vec<u8>>, Option<f64>)>) -> Vec<(i64, Option<f64>)> {
-    let mut merged: std::collections::BTreeMap<i64, (Hist, Option<f32>)> = std::collections::BTreeMap::new();
+pub(super) fn hist_p95(
+    rows: impl Iterator<Item = (i64, Option<Vec<u8>>, Option<f64>)>,
+) -> Vec<(i64, Option<f64>)> {
+    let mut merged: std::collections::BTreeMap<i64, (Hist, Option<f32>)> =
+        std::collections::BTreeMap::new();
     for (b, hist, max) in rows {
         let e = merged.entry(b).or_default();
         if let Some(h) = hist {
@@ -642,5 +883,8 @@ pub(super) fn hist_p95(rows: impl Iterator<Item = (i64, Option<Vec<u8>>, Option<
             e.1 = Some(e.1.map_or(m as f32, |x: f32| x.max(m as f32)));
         }
     }
-    merged.into_iter().map(|(b, (h, max))| (b, h.quantile(0.95, max).map(f64::from))).collect()
+    merged
+        .into_iter()
+        .map(|(b, (h, max))| (b, h.quantile(0.95, max).map(f64::from)))
+        .collect()
 }

@@ -4,7 +4,9 @@
 use std::collections::HashMap;
 
 use collector::store::rollup::{HOUR_MS, MINUTE_MS, bucket_of};
-use collector::store::{Agg, Entity, IngestOutcome, Metric, Resolution, Retention, SeriesQuery, Store};
+use collector::store::{
+    Agg, Entity, IngestOutcome, Metric, Resolution, Retention, SeriesQuery, Store,
+};
 
 use crate::support::{self, batches, fleet, no_team};
 
@@ -53,25 +55,42 @@ async fn stores_batches_and_lists_inventory(store: &Store) {
     for b in batches(&f, "a1", &instants, 10, 1000) {
         expected_rows += b.row_count() as u64;
         let team = |t: &model::Tenant| t.team_source().map(str::to_owned);
-        assert!(matches!(store.ingest(&b, t0, &team).await.unwrap(), IngestOutcome::Stored { .. }));
+        assert!(matches!(
+            store.ingest(&b, t0, &team).await.unwrap(),
+            IngestOutcome::Stored { .. }
+        ));
     }
     let nodes = store.nodes().await.unwrap();
-    assert_eq!(nodes.iter().map(|n| n.node.as_str()).collect::<Vec<_>>(), ["mig", "shared", "whole"]);
+    assert_eq!(
+        nodes.iter().map(|n| n.node.as_str()).collect::<Vec<_>>(),
+        ["mig", "shared", "whole"]
+    );
     assert_eq!(nodes.iter().map(|n| n.gpu_count).sum::<i64>(), 4);
     assert_eq!(nodes[0].last_sample_ms, Some(t0 + 29_000));
     let gpus = store.gpus(Some("mig")).await.unwrap();
     assert_eq!(gpus.len(), 1);
     assert!(gpus[0].mig_enabled);
-    let profiles: Vec<&str> = gpus[0].mig_instances.iter().map(|m| m.profile.as_str()).collect();
+    let profiles: Vec<&str> = gpus[0]
+        .mig_instances
+        .iter()
+        .map(|m| m.profile.as_str())
+        .collect();
     assert_eq!(profiles, ["3g.40gb", "2g.20gb", "1g.10gb", "1g.10gb"]);
     let tenants = store.tenants().await.unwrap();
     let kinds: Vec<&str> = tenants.iter().map(|t| t.kind.as_str()).collect();
-    assert!(kinds.contains(&"pod") && kinds.contains(&"slurm_job") && kinds.contains(&"host_user"), "{kinds:?}");
-    let alice = tenants.iter().find(|t| t.user.as_deref() == Some("alice")).unwrap();
+    assert!(
+        kinds.contains(&"pod") && kinds.contains(&"slurm_job") && kinds.contains(&"host_user"),
+        "{kinds:?}"
+    );
+    let alice = tenants
+        .iter()
+        .find(|t| t.user.as_deref() == Some("alice"))
+        .unwrap();
     assert_eq!(alice.team.as_deref(), Some("physics"));
     assert_eq!(alice.nodes, ["shared"]);
     let c = store.counts().await.unwrap();
-    let total = c.gpu_samples + c.mig_samples + c.process_samples + c.allocation_samples + c.gpu_events;
+    let total =
+        c.gpu_samples + c.mig_samples + c.process_samples + c.allocation_samples + c.gpu_events;
     assert_eq!(total as u64, expected_rows);
     assert_eq!(c.gpu_samples, 4 * 30);
     assert_eq!(c.mig_samples, 4 * 30);
@@ -82,25 +101,48 @@ async fn replays_are_stored_once(store: &Store) {
     let t0 = hour_ago(1);
     let b1 = f.batch(0, "agent-x", 1, &[t0, t0 + 1000], 1000);
     let b2 = f.batch(0, "agent-x", 2, &[t0 + 2000], 1000);
-    assert!(matches!(store.ingest(&b1, t0, &no_team).await.unwrap(), IngestOutcome::Stored { .. }));
-    assert!(matches!(store.ingest(&b2, t0, &no_team).await.unwrap(), IngestOutcome::Stored { .. }));
+    assert!(matches!(
+        store.ingest(&b1, t0, &no_team).await.unwrap(),
+        IngestOutcome::Stored { .. }
+    ));
+    assert!(matches!(
+        store.ingest(&b2, t0, &no_team).await.unwrap(),
+        IngestOutcome::Stored { .. }
+    ));
     // The same batch again, and an older one: acknowledged, not stored.
-    assert_eq!(store.ingest(&b2, t0, &no_team).await.unwrap(), IngestOutcome::Duplicate { last_seq: 2 });
-    assert_eq!(store.ingest(&b1, t0, &no_team).await.unwrap(), IngestOutcome::Duplicate { last_seq: 2 });
+    assert_eq!(
+        store.ingest(&b2, t0, &no_team).await.unwrap(),
+        IngestOutcome::Duplicate { last_seq: 2 }
+    );
+    assert_eq!(
+        store.ingest(&b1, t0, &no_team).await.unwrap(),
+        IngestOutcome::Duplicate { last_seq: 2 }
+    );
     assert_eq!(store.counts().await.unwrap().gpu_samples, 2 * 3);
     // Another agent instance on the same node has its own sequence.
     let other = f.batch(0, "agent-y", 1, &[t0 + 3000], 1000);
-    assert!(matches!(store.ingest(&other, t0, &no_team).await.unwrap(), IngestOutcome::Stored { .. }));
+    assert!(matches!(
+        store.ingest(&other, t0, &no_team).await.unwrap(),
+        IngestOutcome::Stored { .. }
+    ));
     assert_eq!(store.counts().await.unwrap().gpu_samples, 2 * 4);
 }
 
 /// Raw values of one GPU metric, grouped by bucket.
-fn raw_by_bucket(f: &simulator::Fleet, node: usize, instants: &[i64], width: i64, metric: fn(&model::GpuSample) -> Option<f64>) -> HashMap<(String, i64), Vec<f64>> {
+fn raw_by_bucket(
+    f: &simulator::Fleet,
+    node: usize,
+    instants: &[i64],
+    width: i64,
+    metric: fn(&model::GpuSample) -> Option<f64>,
+) -> HashMap<(String, i64), Vec<f64>> {
     let mut out: HashMap<(String, i64), Vec<f64>> = HashMap::new();
     for &ts in instants {
         let (snap, _) = f.snapshot(node, ts);
         for g in &snap.gpus {
-            let e = out.entry((g.gpu_uuid.clone(), bucket_of(ts, width))).or_default();
+            let e = out
+                .entry((g.gpu_uuid.clone(), bucket_of(ts, width)))
+                .or_default();
             if let Some(v) = metric(g) {
                 e.push(v);
             }
@@ -124,23 +166,56 @@ async fn rollups_match_raw_data(store: &Store) {
 
     for (node, name) in ["whole", "mig", "shared"].iter().enumerate() {
         let node = f.node_index(name).unwrap_or(node);
-        let minutes = store.minute_rollups("test", name, t0, t0 + 2 * HOUR_MS).await.unwrap();
-        let hours = store.hour_rollups("test", name, t0, t0 + 2 * HOUR_MS).await.unwrap();
-        let raw_m = raw_by_bucket(&f, node, &instants, MINUTE_MS, |g| g.gpu_util.map(f64::from));
+        let minutes = store
+            .minute_rollups("test", name, t0, t0 + 2 * HOUR_MS)
+            .await
+            .unwrap();
+        let hours = store
+            .hour_rollups("test", name, t0, t0 + 2 * HOUR_MS)
+            .await
+            .unwrap();
+        let raw_m = raw_by_bucket(&f, node, &instants, MINUTE_MS, |g| {
+            g.gpu_util.map(f64::from)
+        });
         let raw_h = raw_by_bucket(&f, node, &instants, HOUR_MS, |g| g.gpu_util.map(f64::from));
-        let mem_h = raw_by_bucket(&f, node, &instants, HOUR_MS, |g| g.mem_used_bytes.map(|m| m as f64));
-        assert_eq!(minutes.gpus.len(), raw_m.len(), "{name}: one row per GPU-minute");
-        assert_eq!(hours.gpus.len(), raw_h.len(), "{name}: one row per GPU-hour");
+        let mem_h = raw_by_bucket(&f, node, &instants, HOUR_MS, |g| {
+            g.mem_used_bytes.map(|m| m as f64)
+        });
+        assert_eq!(
+            minutes.gpus.len(),
+            raw_m.len(),
+            "{name}: one row per GPU-minute"
+        );
+        assert_eq!(
+            hours.gpus.len(),
+            raw_h.len(),
+            "{name}: one row per GPU-hour"
+        );
         for (key, vals) in &raw_m {
             let agg = &minutes.gpus[key];
             assert_eq!(agg.samples, 6);
             assert!((agg.covered_s - 60.0).abs() < 1e-9);
             assert_eq!(agg.gpu_util_n as usize, vals.len());
             let sum: f64 = vals.iter().sum();
-            assert!((agg.gpu_util_sum - sum).abs() < 1e-3, "{name} {key:?}: {} vs {sum}", agg.gpu_util_sum);
-            let max = vals.iter().cloned().fold(None, |m: Option<f64>, v| Some(m.map_or(v, |m| m.max(v))));
-            assert_eq!(agg.gpu_util_max.map(f64::from).map(|v| (v * 1000.0).round()), max.map(|v| (v * 1000.0).round()));
-            assert_eq!(agg.busy_n as usize, vals.iter().filter(|v| **v > 0.0).count());
+            assert!(
+                (agg.gpu_util_sum - sum).abs() < 1e-3,
+                "{name} {key:?}: {} vs {sum}",
+                agg.gpu_util_sum
+            );
+            let max = vals
+                .iter()
+                .cloned()
+                .fold(None, |m: Option<f64>, v| Some(m.map_or(v, |m| m.max(v))));
+            assert_eq!(
+                agg.gpu_util_max
+                    .map(f64::from)
+                    .map(|v| (v * 1000.0).round()),
+                max.map(|v| (v * 1000.0).round())
+            );
+            assert_eq!(
+                agg.busy_n as usize,
+                vals.iter().filter(|v| **v > 0.0).count()
+            );
         }
         for (key, vals) in &raw_h {
             let agg = &hours.gpus[key];
@@ -156,13 +231,25 @@ async fn rollups_match_raw_data(store: &Store) {
             sorted.sort_by(f64::total_cmp);
             let exact = sorted[((0.95 * sorted.len() as f64).ceil() as usize).max(1) - 1];
             let sketched = f64::from(agg.gpu_util_hist.quantile(0.95, agg.gpu_util_max).unwrap());
-            assert!((sketched - exact).abs() <= 0.026, "{name}: p95 {sketched} vs exact {exact}");
+            assert!(
+                (sketched - exact).abs() <= 0.026,
+                "{name}: p95 {sketched} vs exact {exact}"
+            );
             let mem = &mem_h[key];
-            assert_eq!(agg.mem_used_max, mem.iter().cloned().fold(None, |m: Option<f64>, v| Some(m.map_or(v, |m| m.max(v)))).map(|v| v as i64));
+            assert_eq!(
+                agg.mem_used_max,
+                mem.iter()
+                    .cloned()
+                    .fold(None, |m: Option<f64>, v| Some(m.map_or(v, |m| m.max(v))))
+                    .map(|v| v as i64)
+            );
         }
     }
     // Tenant rollups carry the allocation each tenant held: sum of shares over snapshots.
-    let minutes = store.minute_rollups("test", "shared", t0, t0 + 2 * HOUR_MS).await.unwrap();
+    let minutes = store
+        .minute_rollups("test", "shared", t0, t0 + 2 * HOUR_MS)
+        .await
+        .unwrap();
     let mut expected: HashMap<String, f64> = HashMap::new();
     let node = f.node_index("shared").unwrap();
     for &ts in &instants {
@@ -175,7 +262,11 @@ async fn rollups_match_raw_data(store: &Store) {
         *got.entry(tenant.clone()).or_default() += agg.alloc_share_sum;
     }
     for (tenant, share) in &expected {
-        assert!((got[tenant] - share).abs() < 1e-3, "{tenant}: {} vs {share}", got[tenant]);
+        assert!(
+            (got[tenant] - share).abs() < 1e-3,
+            "{tenant}: {} vs {share}",
+            got[tenant]
+        );
     }
 }
 
@@ -189,36 +280,129 @@ async fn series_use_the_right_resolution(store: &Store) {
     }
     store.rollup(now).await.unwrap();
     let gpu = store.gpus(Some("whole")).await.unwrap()[0].uuid.clone();
-    let q = |metric, entity, step_ms, agg| SeriesQuery { metric, entity, from_ms: t0, to_ms: t0 + HOUR_MS, step_ms, agg };
+    let q = |metric, entity, step_ms, agg| SeriesQuery {
+        metric,
+        entity,
+        from_ms: t0,
+        to_ms: t0 + HOUR_MS,
+        step_ms,
+        agg,
+    };
     let r = Retention::default();
 
-    let raw = store.series(&q(Metric::GpuUtil, Entity::Gpu(gpu.clone()), 10_000, Agg::Mean), now, &r).await.unwrap();
+    let raw = store
+        .series(
+            &q(Metric::GpuUtil, Entity::Gpu(gpu.clone()), 10_000, Agg::Mean),
+            now,
+            &r,
+        )
+        .await
+        .unwrap();
     assert_eq!(raw.resolution, Resolution::Raw);
     assert_eq!(raw.points.len(), 360);
     assert!(raw.points.iter().all(|p| p.1.is_some()));
 
-    let minute = store.series(&q(Metric::GpuUtil, Entity::Gpu(gpu.clone()), 300_000, Agg::Mean), now, &r).await.unwrap();
+    let minute = store
+        .series(
+            &q(
+                Metric::GpuUtil,
+                Entity::Gpu(gpu.clone()),
+                300_000,
+                Agg::Mean,
+            ),
+            now,
+            &r,
+        )
+        .await
+        .unwrap();
     assert_eq!(minute.resolution, Resolution::Minute);
     assert_eq!(minute.points.len(), 12);
     // The same mean either way.
-    let raw5 = store.series(&q(Metric::GpuUtil, Entity::Gpu(gpu.clone()), 50_000, Agg::Mean), now, &r).await.unwrap();
-    let mean = |pts: &[(i64, Option<f64>)]| pts.iter().filter_map(|p| p.1).sum::<f64>() / pts.iter().filter(|p| p.1.is_some()).count() as f64;
+    let raw5 = store
+        .series(
+            &q(Metric::GpuUtil, Entity::Gpu(gpu.clone()), 50_000, Agg::Mean),
+            now,
+            &r,
+        )
+        .await
+        .unwrap();
+    let mean = |pts: &[(i64, Option<f64>)]| {
+        pts.iter().filter_map(|p| p.1).sum::<f64>()
+            / pts.iter().filter(|p| p.1.is_some()).count() as f64
+    };
     assert!((mean(&minute.points) - mean(&raw5.points)).abs() < 1e-3);
 
-    let hour = store.series(&q(Metric::GpuUtil, Entity::Node("whole".into()), HOUR_MS, Agg::P95), now, &r).await.unwrap();
+    let hour = store
+        .series(
+            &q(
+                Metric::GpuUtil,
+                Entity::Node("whole".into()),
+                HOUR_MS,
+                Agg::P95,
+            ),
+            now,
+            &r,
+        )
+        .await
+        .unwrap();
     assert_eq!(hour.resolution, Resolution::Hour);
     assert_eq!(hour.points.len(), 1);
     assert!(hour.points[0].1.is_some());
 
-    let fleet_alloc = store.series(&q(Metric::AllocShare, Entity::Fleet, 600_000, Agg::Mean), now, &r).await.unwrap();
+    let fleet_alloc = store
+        .series(
+            &q(Metric::AllocShare, Entity::Fleet, 600_000, Agg::Mean),
+            now,
+            &r,
+        )
+        .await
+        .unwrap();
     assert_eq!(fleet_alloc.resolution, Resolution::Minute);
-    assert!(fleet_alloc.points.iter().all(|p| p.1.is_some_and(|v| v > 0.0 && v <= 1.0)));
+    assert!(
+        fleet_alloc
+            .points
+            .iter()
+            .all(|p| p.1.is_some_and(|v| v > 0.0 && v <= 1.0))
+    );
 
-    let tenant = store.tenants().await.unwrap().into_iter().find(|t| t.pod.as_deref() == Some("train")).unwrap();
-    let sm = store.series(&q(Metric::SmUtil, Entity::Tenant(tenant.key.clone()), 60_000, Agg::Mean), now, &r).await.unwrap();
-    assert!(sm.points.iter().filter_map(|p| p.1).any(|v| v > 0.5), "training tenant is busy");
+    let tenant = store
+        .tenants()
+        .await
+        .unwrap()
+        .into_iter()
+        .find(|t| t.pod.as_deref() == Some("train"))
+        .unwrap();
+    let sm = store
+        .series(
+            &q(
+                Metric::SmUtil,
+                Entity::Tenant(tenant.key.clone()),
+                60_000,
+                Agg::Mean,
+            ),
+            now,
+            &r,
+        )
+        .await
+        .unwrap();
+    assert!(
+        sm.points.iter().filter_map(|p| p.1).any(|v| v > 0.5),
+        "training tenant is busy"
+    );
 
-    let err = store.series(&q(Metric::GpuUtil, Entity::Tenant(tenant.key), 60_000, Agg::Mean), now, &r).await.unwrap_err();
+    let err = store
+        .series(
+            &q(
+                Metric::GpuUtil,
+                Entity::Tenant(tenant.key),
+                60_000,
+                Agg::Mean,
+            ),
+            now,
+            &r,
+        )
+        .await
+        .unwrap_err();
     assert!(err.to_string().contains("GPU metric"), "{err}");
 }
 
@@ -227,44 +411,94 @@ async fn retention_drops_old_data_per_resolution(store: &Store) {
     let now = collector::now_ms();
     let old = bucket_of(now - 100 * 86_400_000, HOUR_MS);
     let recent = bucket_of(now - 86_400_000, HOUR_MS);
-    store.ingest(&f.batch(0, "ret", 1, &[old, old + 60_000], 60_000), now, &no_team).await.unwrap();
-    store.ingest(&f.batch(0, "ret", 2, &[recent], 60_000), now, &no_team).await.unwrap();
+    store
+        .ingest(
+            &f.batch(0, "ret", 1, &[old, old + 60_000], 60_000),
+            now,
+            &no_team,
+        )
+        .await
+        .unwrap();
+    store
+        .ingest(&f.batch(0, "ret", 2, &[recent], 60_000), now, &no_team)
+        .await
+        .unwrap();
     store.rollup(now).await.unwrap();
     let before = store.counts().await.unwrap();
-    assert_eq!((before.gpu_samples, before.gpu_rollup_1m, before.gpu_rollup_1h), (6, 6, 4));
+    assert_eq!(
+        (
+            before.gpu_samples,
+            before.gpu_rollup_1m,
+            before.gpu_rollup_1h
+        ),
+        (6, 6, 4)
+    );
 
     // Default retention: raw 7 d, 1 m 90 d, 1 h 2 y. At 100 days only the hour rollup remains.
-    let stats = store.apply_retention(now, &Retention::default()).await.unwrap();
+    let stats = store
+        .apply_retention(now, &Retention::default())
+        .await
+        .unwrap();
     assert!(!stats.dropped.is_empty());
     let after = store.counts().await.unwrap();
     assert_eq!(after.gpu_samples, 2, "the recent samples stay");
     assert_eq!(after.gpu_rollup_1m, 2, "the recent minute rollups stay");
-    assert_eq!(after.gpu_rollup_1h, 4, "hour rollups are kept for two years");
+    assert_eq!(
+        after.gpu_rollup_1h, 4,
+        "hour rollups are kept for two years"
+    );
 
     // Three years on, everything is gone.
-    store.apply_retention(now + 3 * 365 * 86_400_000, &Retention::default()).await.unwrap();
+    store
+        .apply_retention(now + 3 * 365 * 86_400_000, &Retention::default())
+        .await
+        .unwrap();
     let gone = store.counts().await.unwrap();
-    assert_eq!((gone.gpu_samples, gone.gpu_rollup_1m, gone.gpu_rollup_1h), (0, 0, 0));
+    assert_eq!(
+        (gone.gpu_samples, gone.gpu_rollup_1m, gone.gpu_rollup_1h),
+        (0, 0, 0)
+    );
 }
 
 async fn missing_measurements_stay_null(store: &Store) {
     let f = fleet();
     let t0 = hour_ago(1);
     let mig = f.node_index("mig").unwrap();
-    store.ingest(&f.batch(mig, "n", 1, &[t0], 1000), t0, &no_team).await.unwrap();
+    store
+        .ingest(&f.batch(mig, "n", 1, &[t0], 1000), t0, &no_team)
+        .await
+        .unwrap();
     let gpu = store.gpus(Some("mig")).await.unwrap()[0].uuid.clone();
     let s = store
         .series(
-            &SeriesQuery { metric: Metric::GpuUtil, entity: Entity::Gpu(gpu.clone()), from_ms: t0, to_ms: t0 + 1000, step_ms: 1000, agg: Agg::Mean },
+            &SeriesQuery {
+                metric: Metric::GpuUtil,
+                entity: Entity::Gpu(gpu.clone()),
+                from_ms: t0,
+                to_ms: t0 + 1000,
+                step_ms: 1000,
+                agg: Agg::Mean,
+            },
             collector::now_ms(),
             &Retention::default(),
         )
         .await
         .unwrap();
-    assert_eq!(s.points, vec![(t0, None)], "a MIG GPU has no NVML utilization: null, not 0");
+    assert_eq!(
+        s.points,
+        vec![(t0, None)],
+        "a MIG GPU has no NVML utilization: null, not 0"
+    );
     let s = store
         .series(
-            &SeriesQuery { metric: Metric::MemUsedBytes, entity: Entity::Gpu(gpu), from_ms: t0, to_ms: t0 + 1000, step_ms: 1000, agg: Agg::Max },
+            &SeriesQuery {
+                metric: Metric::MemUsedBytes,
+                entity: Entity::Gpu(gpu),
+                from_ms: t0,
+                to_ms: t0 + 1000,
+                step_ms: 1000,
+                agg: Agg::Max,
+            },
             collector::now_ms(),
             &Retention::default(),
         )
@@ -277,7 +511,9 @@ async fn missing_measurements_stay_null(store: &Store) {
 /// the agent's sequence.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn postgres_failed_batches_store_nothing() {
-    let Some(t) = support::postgres().await else { return };
+    let Some(t) = support::postgres().await else {
+        return;
+    };
     let f = fleet();
     let t0 = hour_ago(1);
     let mut b = f.batch(0, "atomic", 1, &[t0], 1000);
@@ -291,7 +527,13 @@ async fn postgres_failed_batches_store_nothing() {
         message: Some("bad\0byte".into()),
     });
     assert!(t.store.ingest(&b, t0, &no_team).await.is_err());
-    assert_eq!(t.store.counts().await.unwrap(), collector::store::TableCounts::default());
+    assert_eq!(
+        t.store.counts().await.unwrap(),
+        collector::store::TableCounts::default()
+    );
     b.snapshots[0].events.clear();
-    assert!(matches!(t.store.ingest(&b, t0, &no_team).await.unwrap(), IngestOutcome::Stored { .. }));
+    assert!(matches!(
+        t.store.ingest(&b, t0, &no_team).await.unwrap(),
+        IngestOutcome::Stored { .. }
+    ));
 }

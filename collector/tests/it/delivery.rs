@@ -21,10 +21,20 @@ async fn heavy_postgres_restart_during_ingest_loses_nothing_and_doubles_nothing(
     store.migrate().await.unwrap();
     let mut auth = Auth::default();
     auth.add("restart-token", vec!["*".into()], None);
-    let state = AppState::new(store.clone(), auth, IngestConfig::default(), Retention::default(), TeamsConfig::default());
+    let state = AppState::new(
+        store.clone(),
+        auth,
+        IngestConfig::default(),
+        Retention::default(),
+        TeamsConfig::default(),
+    );
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
-    tokio::spawn(collector::server::serve(listener, state, std::future::pending()));
+    tokio::spawn(collector::server::serve(
+        listener,
+        state,
+        std::future::pending(),
+    ));
 
     let f = fleet();
     let node = f.node_index("whole").unwrap();
@@ -43,13 +53,19 @@ async fn heavy_postgres_restart_during_ingest_loses_nothing_and_doubles_nothing(
             let pg = pg.clone();
             tokio::spawn(async move {
                 tokio::time::sleep(Duration::from_secs(8)).await;
-                tokio::task::spawn_blocking(move || pg.start_again()).await.unwrap();
+                tokio::task::spawn_blocking(move || pg.start_again())
+                    .await
+                    .unwrap();
             });
             restarted = true;
         }
         let batch = f.batch(node, "restart", seq, &[start + seq as i64 * 1000], 1000);
         let (r, u) = (retries.clone(), unavailable.clone());
-        let policy = Backoff { initial: Duration::from_millis(100), max: Duration::from_secs(1), give_up_after: Some(Duration::from_secs(60)) };
+        let policy = Backoff {
+            initial: Duration::from_millis(100),
+            max: Duration::from_secs(1),
+            give_up_after: Some(Duration::from_secs(60)),
+        };
         let delivered = client
             .send_with_retry(&batch, policy, move |e, _| {
                 r.fetch_add(1, Ordering::SeqCst);
@@ -59,17 +75,32 @@ async fn heavy_postgres_restart_during_ingest_loses_nothing_and_doubles_nothing(
             })
             .await
             .unwrap();
-        assert!(matches!(delivered, Delivered::Stored { .. }), "batch {seq}: {delivered:?}");
+        assert!(
+            matches!(delivered, Delivered::Stored { .. }),
+            "batch {seq}: {delivered:?}"
+        );
     }
     assert!(restarted);
-    assert!(unavailable.load(Ordering::SeqCst) > 0, "the collector answered 503 while the database was down");
+    assert!(
+        unavailable.load(Ordering::SeqCst) > 0,
+        "the collector answered 503 while the database was down"
+    );
     // Every batch exactly once: two GPUs per snapshot, one snapshot per batch.
     let counts = store.counts().await.unwrap();
     assert_eq!(counts.gpu_samples, 2 * n_batches as i64);
     // A retry of an already stored batch after the restart is still recognised.
     let again = f.batch(node, "restart", 5, &[start + 5000], 1000);
-    assert_eq!(client.send_with_retry(&again, Backoff::default(), |_, _| {}).await.unwrap(), Delivered::Duplicate);
-    assert_eq!(store.counts().await.unwrap().gpu_samples, 2 * n_batches as i64);
+    assert_eq!(
+        client
+            .send_with_retry(&again, Backoff::default(), |_, _| {})
+            .await
+            .unwrap(),
+        Delivered::Duplicate
+    );
+    assert_eq!(
+        store.counts().await.unwrap().gpu_samples,
+        2 * n_batches as i64
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -84,11 +115,22 @@ async fn heavy_the_demo_backfills_history_over_http() {
         no_live: true,
     };
     collector::demo::run(args).await.unwrap();
-    let store = Store::connect(&format!("sqlite://{}", dir.path().join("gpulens.db").display())).await.unwrap();
+    let store = Store::connect(&format!(
+        "sqlite://{}",
+        dir.path().join("gpulens.db").display()
+    ))
+    .await
+    .unwrap();
     let nodes = store.nodes().await.unwrap();
     assert_eq!(nodes.len(), 4, "the default scenario's four nodes");
     let counts = store.counts().await.unwrap();
     // 12 GPUs, one sample a minute for about three hours (the oldest ten minutes are skipped).
-    assert!(counts.gpu_samples >= 12 * 165 && counts.gpu_samples <= 12 * 180, "{counts:?}");
-    assert!(counts.gpu_rollup_1m > 0 && counts.gpu_rollup_1h > 0 && counts.tenant_rollup_1m > 0, "{counts:?}");
+    assert!(
+        counts.gpu_samples >= 12 * 165 && counts.gpu_samples <= 12 * 180,
+        "{counts:?}"
+    );
+    assert!(
+        counts.gpu_rollup_1m > 0 && counts.gpu_rollup_1h > 0 && counts.tenant_rollup_1m > 0,
+        "{counts:?}"
+    );
 }

@@ -20,8 +20,21 @@ async fn app() -> (AppState, TestStore) {
     let t = support::sqlite().await;
     let mut auth = Auth::default();
     auth.add(TOKEN, vec!["whole".into()], None);
-    let ingest = IngestConfig { max_body_bytes: 64 * 1024, max_decoded_bytes: 256 * 1024, max_rows: 10_000 };
-    (AppState::new(t.store.clone(), auth, ingest, Retention::default(), TeamsConfig::default()), t)
+    let ingest = IngestConfig {
+        max_body_bytes: 64 * 1024,
+        max_decoded_bytes: 256 * 1024,
+        max_rows: 10_000,
+    };
+    (
+        AppState::new(
+            t.store.clone(),
+            auth,
+            ingest,
+            Retention::default(),
+            TeamsConfig::default(),
+        ),
+        t,
+    )
 }
 
 fn gzip(data: &[u8]) -> Vec<u8> {
@@ -44,37 +57,69 @@ fn post(body: Vec<u8>, token: Option<&str>, encoding: Option<&str>) -> Request<B
 async fn call(state: &AppState, req: Request<Body>) -> (StatusCode, Value, Option<String>) {
     let resp = router(state.clone()).oneshot(req).await.unwrap();
     let status = resp.status();
-    let retry = resp.headers().get("retry-after").map(|v| v.to_str().unwrap().to_owned());
-    let bytes = axum::body::to_bytes(resp.into_body(), usize::MAX).await.unwrap();
-    let json = serde_json::from_slice(&bytes).unwrap_or(Value::String(String::from_utf8_lossy(&bytes).into_owned()));
+    let retry = resp
+        .headers()
+        .get("retry-after")
+        .map(|v| v.to_str().unwrap().to_owned());
+    let bytes = axum::body::to_bytes(resp.into_body(), usize::MAX)
+        .await
+        .unwrap();
+    let json = serde_json::from_slice(&bytes)
+        .unwrap_or(Value::String(String::from_utf8_lossy(&bytes).into_owned()));
     (status, json, retry)
 }
 
 fn batch_json(seq: u64) -> Vec<u8> {
     let f = fleet();
     let now = collector::now_ms();
-    serde_json::to_vec(&f.batch(f.node_index("whole").unwrap(), "http", seq, &[now - 2000, now - 1000], 1000)).unwrap()
+    serde_json::to_vec(&f.batch(
+        f.node_index("whole").unwrap(),
+        "http",
+        seq,
+        &[now - 2000, now - 1000],
+        1000,
+    ))
+    .unwrap()
 }
 
 #[tokio::test]
 async fn a_good_batch_is_stored_once() {
     let (state, t) = app().await;
-    let (status, body, _) = call(&state, post(gzip(&batch_json(1)), Some(TOKEN), Some("gzip"))).await;
+    let (status, body, _) = call(
+        &state,
+        post(gzip(&batch_json(1)), Some(TOKEN), Some("gzip")),
+    )
+    .await;
     assert_eq!(status, StatusCode::OK, "{body}");
     assert_eq!(body["status"], "stored");
     assert!(body["rows"].as_u64().unwrap() > 0);
     // The identical retry is acknowledged and not stored again.
-    let (status, body, _) = call(&state, post(gzip(&batch_json(1)), Some(TOKEN), Some("gzip"))).await;
+    let (status, body, _) = call(
+        &state,
+        post(gzip(&batch_json(1)), Some(TOKEN), Some("gzip")),
+    )
+    .await;
     assert_eq!(status, StatusCode::OK);
     assert_eq!(body["status"], "duplicate");
     assert_eq!(t.store.counts().await.unwrap().gpu_samples, 4);
     // Plain JSON without compression is accepted too.
     let (status, _, _) = call(&state, post(batch_json(2), Some(TOKEN), None)).await;
     assert_eq!(status, StatusCode::OK);
-    let metrics = call(&state, Request::get("/metrics").body(Body::empty()).unwrap()).await.1;
+    let metrics = call(
+        &state,
+        Request::get("/metrics").body(Body::empty()).unwrap(),
+    )
+    .await
+    .1;
     let text = metrics.as_str().unwrap();
-    assert!(text.contains("gpulens_ingest_batches_total{outcome=\"stored\"} 2"), "{text}");
-    assert!(text.contains("gpulens_ingest_batches_total{outcome=\"duplicate\"} 1"), "{text}");
+    assert!(
+        text.contains("gpulens_ingest_batches_total{outcome=\"stored\"} 2"),
+        "{text}"
+    );
+    assert!(
+        text.contains("gpulens_ingest_batches_total{outcome=\"duplicate\"} 1"),
+        "{text}"
+    );
 }
 
 #[tokio::test]
@@ -89,19 +134,73 @@ async fn every_bad_request_is_a_4xx_that_names_the_problem_and_stores_nothing() 
     extra_field["surprise"] = true.into();
     let bomb = gzip(&vec![b' '; 1024 * 1024]);
     let cases: Vec<(&str, Request<Body>, StatusCode, &str)> = vec![
-        ("no token", post(good.clone(), None, None), StatusCode::UNAUTHORIZED, "missing Authorization"),
-        ("wrong token", post(good.clone(), Some("nope-nope-nope"), None), StatusCode::UNAUTHORIZED, "unknown agent token"),
-        ("other node", post(serde_json::to_vec(&wrong_node).unwrap(), Some(TOKEN), None), StatusCode::FORBIDDEN, "not bound to node \"mig\""),
-        ("not json", post(b"{\"version\":1,".to_vec(), Some(TOKEN), None), StatusCode::BAD_REQUEST, "not valid JSON"),
-        ("bad value", post(serde_json::to_vec(&bad_value).unwrap(), Some(TOKEN), None), StatusCode::BAD_REQUEST, "snapshots[0].gpus[0].gpu_util is a ratio between 0 and 1, got 85"),
-        ("unknown field", post(serde_json::to_vec(&extra_field).unwrap(), Some(TOKEN), None), StatusCode::BAD_REQUEST, "unknown field `surprise`"),
-        ("broken gzip", post(b"\x1f\x8b\x08garbage".to_vec(), Some(TOKEN), Some("gzip")), StatusCode::BAD_REQUEST, "could not be decompressed"),
-        ("gzip bomb", post(bomb, Some(TOKEN), Some("gzip")), StatusCode::PAYLOAD_TOO_LARGE, "decompressed batch exceeds"),
-        ("too large", post(vec![b' '; 100 * 1024], Some(TOKEN), None), StatusCode::PAYLOAD_TOO_LARGE, "exceeds 65536 bytes"),
-        ("zstd", post(good.clone(), Some(TOKEN), Some("zstd")), StatusCode::UNSUPPORTED_MEDIA_TYPE, "not supported"),
+        (
+            "no token",
+            post(good.clone(), None, None),
+            StatusCode::UNAUTHORIZED,
+            "missing Authorization",
+        ),
+        (
+            "wrong token",
+            post(good.clone(), Some("nope-nope-nope"), None),
+            StatusCode::UNAUTHORIZED,
+            "unknown agent token",
+        ),
+        (
+            "other node",
+            post(serde_json::to_vec(&wrong_node).unwrap(), Some(TOKEN), None),
+            StatusCode::FORBIDDEN,
+            "not bound to node \"mig\"",
+        ),
+        (
+            "not json",
+            post(b"{\"version\":1,".to_vec(), Some(TOKEN), None),
+            StatusCode::BAD_REQUEST,
+            "not valid JSON",
+        ),
+        (
+            "bad value",
+            post(serde_json::to_vec(&bad_value).unwrap(), Some(TOKEN), None),
+            StatusCode::BAD_REQUEST,
+            "snapshots[0].gpus[0].gpu_util is a ratio between 0 and 1, got 85",
+        ),
+        (
+            "unknown field",
+            post(serde_json::to_vec(&extra_field).unwrap(), Some(TOKEN), None),
+            StatusCode::BAD_REQUEST,
+            "unknown field `surprise`",
+        ),
+        (
+            "broken gzip",
+            post(b"\x1f\x8b\x08garbage".to_vec(), Some(TOKEN), Some("gzip")),
+            StatusCode::BAD_REQUEST,
+            "could not be decompressed",
+        ),
+        (
+            "gzip bomb",
+            post(bomb, Some(TOKEN), Some("gzip")),
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "decompressed batch exceeds",
+        ),
+        (
+            "too large",
+            post(vec![b' '; 100 * 1024], Some(TOKEN), None),
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "exceeds 65536 bytes",
+        ),
+        (
+            "zstd",
+            post(good.clone(), Some(TOKEN), Some("zstd")),
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "not supported",
+        ),
         (
             "text/plain",
-            Request::post("/api/v1/ingest").header("content-type", "text/plain").header("authorization", format!("Bearer {TOKEN}")).body(Body::from(good.clone())).unwrap(),
+            Request::post("/api/v1/ingest")
+                .header("content-type", "text/plain")
+                .header("authorization", format!("Bearer {TOKEN}"))
+                .body(Body::from(good.clone()))
+                .unwrap(),
             StatusCode::UNSUPPORTED_MEDIA_TYPE,
             "Content-Type must be application/json",
         ),
@@ -109,48 +208,130 @@ async fn every_bad_request_is_a_4xx_that_names_the_problem_and_stores_nothing() 
     for (name, req, want, message) in cases {
         let (status, body, _) = call(&state, req).await;
         assert_eq!(status, want, "{name}: {body}");
-        let msg = body["error"]["message"].as_str().unwrap_or_else(|| panic!("{name}: no JSON error in {body}"));
-        assert!(msg.contains(message), "{name}: {msg:?} should mention {message:?}");
+        let msg = body["error"]["message"]
+            .as_str()
+            .unwrap_or_else(|| panic!("{name}: no JSON error in {body}"));
+        assert!(
+            msg.contains(message),
+            "{name}: {msg:?} should mention {message:?}"
+        );
         assert!(body["error"]["code"].is_string(), "{name}");
     }
-    assert_eq!(t.store.counts().await.unwrap(), collector::store::TableCounts::default());
-    let metrics = call(&state, Request::get("/metrics").body(Body::empty()).unwrap()).await.1;
-    assert!(metrics.as_str().unwrap().contains("gpulens_ingest_rejected_batches_total{reason=\"unauthenticated\"} 2"));
+    assert_eq!(
+        t.store.counts().await.unwrap(),
+        collector::store::TableCounts::default()
+    );
+    let metrics = call(
+        &state,
+        Request::get("/metrics").body(Body::empty()).unwrap(),
+    )
+    .await
+    .1;
+    assert!(
+        metrics
+            .as_str()
+            .unwrap()
+            .contains("gpulens_ingest_rejected_batches_total{reason=\"unauthenticated\"} 2")
+    );
 }
 
 #[tokio::test]
 async fn the_read_api_answers_and_explains_mistakes() {
     let (state, _t) = app().await;
-    assert_eq!(call(&state, post(gzip(&batch_json(1)), Some(TOKEN), Some("gzip"))).await.0, StatusCode::OK);
-    let (status, nodes, _) = call(&state, Request::get("/api/v1/nodes").body(Body::empty()).unwrap()).await;
+    assert_eq!(
+        call(
+            &state,
+            post(gzip(&batch_json(1)), Some(TOKEN), Some("gzip"))
+        )
+        .await
+        .0,
+        StatusCode::OK
+    );
+    let (status, nodes, _) = call(
+        &state,
+        Request::get("/api/v1/nodes").body(Body::empty()).unwrap(),
+    )
+    .await;
     assert_eq!(status, StatusCode::OK);
     assert_eq!(nodes["nodes"][0]["node"], "whole");
     assert_eq!(nodes["nodes"][0]["status"], "reporting");
-    let (_, gpus, _) = call(&state, Request::get("/api/v1/gpus?node=whole").body(Body::empty()).unwrap()).await;
+    let (_, gpus, _) = call(
+        &state,
+        Request::get("/api/v1/gpus?node=whole")
+            .body(Body::empty())
+            .unwrap(),
+    )
+    .await;
     let uuid = gpus["gpus"][0]["uuid"].as_str().unwrap().to_owned();
-    let (status, series, _) = call(&state, Request::get(format!("/api/v1/series?metric=gpu_util&entity=gpu:{uuid}&from=now-10s&step=1s")).body(Body::empty()).unwrap()).await;
+    let (status, series, _) = call(
+        &state,
+        Request::get(format!(
+            "/api/v1/series?metric=gpu_util&entity=gpu:{uuid}&from=now-10s&step=1s"
+        ))
+        .body(Body::empty())
+        .unwrap(),
+    )
+    .await;
     assert_eq!(status, StatusCode::OK, "{series}");
     assert_eq!(series["resolution"], "raw");
-    assert!(series["points"].as_array().unwrap().iter().any(|p| p[1].is_number()));
+    assert!(
+        series["points"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|p| p[1].is_number())
+    );
     for (url, message) in [
         ("/api/v1/series?entity=fleet", "`metric` is required"),
-        ("/api/v1/series?metric=gpu_util&entity=rack:1", "is not gpu:UUID"),
-        ("/api/v1/series?metric=gpu_util&entity=fleet&from=yesterday", "is not RFC 3339"),
-        ("/api/v1/series?metric=gpu_util&entity=fleet&from=now-7d&step=1s", "raise `step`"),
-        ("/api/v1/series?metric=gpu_util&entity=fleet&agg=median", "agg must be"),
-        ("/api/v1/series?metric=gpu_util&entity=fleet&bogus=1", "unknown field"),
+        (
+            "/api/v1/series?metric=gpu_util&entity=rack:1",
+            "is not gpu:UUID",
+        ),
+        (
+            "/api/v1/series?metric=gpu_util&entity=fleet&from=yesterday",
+            "is not RFC 3339",
+        ),
+        (
+            "/api/v1/series?metric=gpu_util&entity=fleet&from=now-7d&step=1s",
+            "raise `step`",
+        ),
+        (
+            "/api/v1/series?metric=gpu_util&entity=fleet&agg=median",
+            "agg must be",
+        ),
+        (
+            "/api/v1/series?metric=gpu_util&entity=fleet&bogus=1",
+            "unknown field",
+        ),
     ] {
         let (status, body, _) = call(&state, Request::get(url).body(Body::empty()).unwrap()).await;
         assert_eq!(status, StatusCode::BAD_REQUEST, "{url}: {body}");
         let text = body.to_string();
         assert!(text.contains(message), "{url}: {text}");
     }
-    let (status, body, _) = call(&state, Request::get("/api/v1/nowhere").body(Body::empty()).unwrap()).await;
+    let (status, body, _) = call(
+        &state,
+        Request::get("/api/v1/nowhere").body(Body::empty()).unwrap(),
+    )
+    .await;
     assert_eq!(status, StatusCode::NOT_FOUND);
     assert_eq!(body["error"]["code"], "not_found");
     let (status, html, _) = call(&state, Request::get("/").body(Body::empty()).unwrap()).await;
     assert_eq!(status, StatusCode::OK);
     assert!(html.as_str().unwrap().contains("whole"));
-    assert_eq!(call(&state, Request::get("/healthz").body(Body::empty()).unwrap()).await.0, StatusCode::OK);
-    assert_eq!(call(&state, Request::get("/readyz").body(Body::empty()).unwrap()).await.0, StatusCode::OK);
+    assert_eq!(
+        call(
+            &state,
+            Request::get("/healthz").body(Body::empty()).unwrap()
+        )
+        .await
+        .0,
+        StatusCode::OK
+    );
+    assert_eq!(
+        call(&state, Request::get("/readyz").body(Body::empty()).unwrap())
+            .await
+            .0,
+        StatusCode::OK
+    );
 }

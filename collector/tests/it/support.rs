@@ -45,9 +45,14 @@ pub struct TestStore {
 
 pub async fn sqlite() -> TestStore {
     let dir = TempDir::new("sqlite");
-    let store = Store::connect(&format!("sqlite://{}", dir.path().join("t.db").display())).await.unwrap();
+    let store = Store::connect(&format!("sqlite://{}", dir.path().join("t.db").display()))
+        .await
+        .unwrap();
     store.migrate().await.unwrap();
-    TestStore { store, _dir: Some(dir) }
+    TestStore {
+        store,
+        _dir: Some(dir),
+    }
 }
 
 /// The suite's PostgreSQL server, or None (skipping) when the suite did not start one.
@@ -55,7 +60,9 @@ pub fn pg_base() -> Option<String> {
     match std::env::var("GPULENS_TEST_PG") {
         Ok(url) => Some(url),
         Err(_) if std::env::var("GPULENS_REQUIRE_PG").is_ok() => {
-            panic!("GPULENS_REQUIRE_PG is set but GPULENS_TEST_PG is not: run the suite with tests/run.sh")
+            panic!(
+                "GPULENS_REQUIRE_PG is set but GPULENS_TEST_PG is not: run the suite with tests/run.sh"
+            )
         }
         Err(_) => {
             eprintln!("skipping: no PostgreSQL (run the suite with tests/run.sh)");
@@ -76,9 +83,17 @@ pub async fn postgres() -> Option<TestStore> {
 pub async fn fresh_database(base: &str) -> String {
     use sqlx::Connection;
     static N: AtomicU32 = AtomicU32::new(0);
-    let name = format!("t_{}_{}_{}", std::process::id(), N.fetch_add(1, Ordering::SeqCst), collector::now_ms() % 1_000_000);
+    let name = format!(
+        "t_{}_{}_{}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::SeqCst),
+        collector::now_ms() % 1_000_000
+    );
     let mut conn = sqlx::PgConnection::connect(base).await.unwrap();
-    sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}"))).execute(&mut conn).await.unwrap();
+    sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}")))
+        .execute(&mut conn)
+        .await
+        .unwrap();
     let (prefix, _) = base.rsplit_once('/').unwrap();
     format!("{prefix}/{name}")
 }
@@ -95,20 +110,36 @@ impl PgCluster {
     pub fn start() -> Option<PgCluster> {
         let bin = match std::env::var("GPULENS_TEST_PG_BIN") {
             Ok(b) => PathBuf::from(b),
-            Err(_) if std::env::var("GPULENS_REQUIRE_PG").is_ok() => panic!("GPULENS_TEST_PG_BIN is not set"),
+            Err(_) if std::env::var("GPULENS_REQUIRE_PG").is_ok() => {
+                panic!("GPULENS_TEST_PG_BIN is not set")
+            }
             Err(_) => {
                 eprintln!("skipping: no PostgreSQL binaries (run the suite with tests/run.sh)");
                 return None;
             }
         };
         let dir = TempDir::new("pgcluster");
-        let as_postgres = String::from_utf8_lossy(&Command::new("id").arg("-u").output().unwrap().stdout).trim() == "0";
+        let as_postgres =
+            String::from_utf8_lossy(&Command::new("id").arg("-u").output().unwrap().stdout).trim()
+                == "0";
         if as_postgres {
             run(Command::new("chown").arg("postgres").arg(dir.path()));
         }
-        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-        let c = PgCluster { dir, bin, port, as_postgres };
-        run(c.pg("initdb").args(["--auth=trust", "-U", "postgres", "-E", "UTF8", "-D"]).arg(c.data()));
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let c = PgCluster {
+            dir,
+            bin,
+            port,
+            as_postgres,
+        };
+        run(c
+            .pg("initdb")
+            .args(["--auth=trust", "-U", "postgres", "-E", "UTF8", "-D"])
+            .arg(c.data()));
         c.start_again();
         Some(c)
     }
@@ -133,25 +164,48 @@ impl PgCluster {
     }
 
     pub fn start_again(&self) {
-        let opts = format!("-p {} -k {} -c listen_addresses=127.0.0.1 -c fsync=off", self.port, self.dir.path().display());
-        run(self.pg("pg_ctl").arg("-D").arg(self.data()).arg("-l").arg(self.dir.path().join("log")).args(["-w", "-o", &opts, "start"]));
+        let opts = format!(
+            "-p {} -k {} -c listen_addresses=127.0.0.1 -c fsync=off",
+            self.port,
+            self.dir.path().display()
+        );
+        run(self
+            .pg("pg_ctl")
+            .arg("-D")
+            .arg(self.data())
+            .arg("-l")
+            .arg(self.dir.path().join("log"))
+            .args(["-w", "-o", &opts, "start"]));
     }
 
     /// Stops the server the hard way: every connection is cut.
     pub fn stop(&self) {
-        run(self.pg("pg_ctl").arg("-D").arg(self.data()).args(["-m", "immediate", "-w", "stop"]));
+        run(self
+            .pg("pg_ctl")
+            .arg("-D")
+            .arg(self.data())
+            .args(["-m", "immediate", "-w", "stop"]));
     }
 }
 
 impl Drop for PgCluster {
     fn drop(&mut self) {
-        let _ = self.pg("pg_ctl").arg("-D").arg(self.data()).args(["-m", "immediate", "stop"]).output();
+        let _ = self
+            .pg("pg_ctl")
+            .arg("-D")
+            .arg(self.data())
+            .args(["-m", "immediate", "stop"])
+            .output();
     }
 }
 
 fn run(c: &mut Command) {
     let out = c.output().unwrap();
-    assert!(out.status.success(), "{c:?} failed: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{c:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 /// A small fleet with every sharing mode and all three tenant kinds.
@@ -221,7 +275,13 @@ pub fn fleet() -> Fleet {
 
 /// Batches for every node covering `instants`, `per_batch` snapshots each, with sequence
 /// numbers from 1 per node.
-pub fn batches(fleet: &Fleet, agent: &str, instants: &[i64], per_batch: usize, interval_ms: u32) -> Vec<Batch> {
+pub fn batches(
+    fleet: &Fleet,
+    agent: &str,
+    instants: &[i64],
+    per_batch: usize,
+    interval_ms: u32,
+) -> Vec<Batch> {
     let mut out = Vec::new();
     for node in 0..fleet.nodes.len() {
         for (i, chunk) in instants.chunks(per_batch).enumerate() {

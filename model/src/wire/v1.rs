@@ -202,13 +202,22 @@ impl Batch {
                     )));
                 }
                 if g.replicas == 0 {
-                    return Err(invalid(format!("inventory[{i}].replicas must be at least 1")));
+                    return Err(invalid(format!(
+                        "inventory[{i}].replicas must be at least 1"
+                    )));
                 }
                 for (j, m) in g.mig_instances.iter().enumerate() {
-                    check_text(&format!("inventory[{i}].mig_instances[{j}].profile"), &m.profile, limits)?;
+                    check_text(
+                        &format!("inventory[{i}].mig_instances[{j}].profile"),
+                        &m.profile,
+                        limits,
+                    )?;
                 }
                 if !gpu_uuids.insert(g.uuid.as_str()) {
-                    return Err(invalid(format!("inventory[{i}].uuid {:?} appears twice", g.uuid)));
+                    return Err(invalid(format!(
+                        "inventory[{i}].uuid {:?} appears twice",
+                        g.uuid
+                    )));
                 }
             }
         }
@@ -226,14 +235,21 @@ impl Batch {
                 )));
             }
             if !seen_ts.insert(s.ts) {
-                return Err(invalid(format!("snapshots[{i}].ts {} appears twice in the batch", s.ts)));
+                return Err(invalid(format!(
+                    "snapshots[{i}].ts {} appears twice in the batch",
+                    s.ts
+                )));
             }
             let mut gpus_here = std::collections::HashSet::new();
             for (j, g) in s.gpus.iter().enumerate() {
                 let at = |f: &str| at(&format!("gpus[{j}].{f}"));
                 check_name(&at("gpu_uuid"), &g.gpu_uuid, limits)?;
                 if !gpus_here.insert(g.gpu_uuid.as_str()) {
-                    return Err(invalid(format!("{} {:?} appears twice in one snapshot", at("gpu_uuid"), g.gpu_uuid)));
+                    return Err(invalid(format!(
+                        "{} {:?} appears twice in one snapshot",
+                        at("gpu_uuid"),
+                        g.gpu_uuid
+                    )));
                 }
                 for (f, v) in [
                     ("gpu_util", g.gpu_util),
@@ -326,7 +342,11 @@ impl Batch {
                     check_text(&at("message"), m, limits)?;
                 }
                 if e.ts < earliest || e.ts > latest {
-                    return Err(invalid(format!("{} {} is outside the accepted range", at("ts"), e.ts)));
+                    return Err(invalid(format!(
+                        "{} {} is outside the accepted range",
+                        at("ts"),
+                        e.ts
+                    )));
                 }
             }
         }
@@ -341,7 +361,9 @@ fn check_name(field: &str, value: &str, limits: &Limits) -> Result<(), Invalid> 
     }
     check_text(field, value, limits)?;
     if value.chars().any(char::is_whitespace) {
-        return Err(invalid(format!("{field} {value:?} must not contain whitespace")));
+        return Err(invalid(format!(
+            "{field} {value:?} must not contain whitespace"
+        )));
     }
     Ok(())
 }
@@ -356,7 +378,9 @@ fn check_text(field: &str, value: &str, limits: &Limits) -> Result<(), Invalid> 
         )));
     }
     if value.chars().any(char::is_control) {
-        return Err(invalid(format!("{field} {value:?} contains control characters")));
+        return Err(invalid(format!(
+            "{field} {value:?} contains control characters"
+        )));
     }
     Ok(())
 }
@@ -460,11 +484,21 @@ mod tests {
 
         let mut b = batch();
         b.version = 2;
-        assert!(b.validate(&Limits::default(), NOW).unwrap_err().0.contains("version 2"));
+        assert!(
+            b.validate(&Limits::default(), NOW)
+                .unwrap_err()
+                .0
+                .contains("version 2")
+        );
 
         let mut b = batch();
         b.node = "has space".into();
-        assert!(b.validate(&Limits::default(), NOW).unwrap_err().0.contains("whitespace"));
+        assert!(
+            b.validate(&Limits::default(), NOW)
+                .unwrap_err()
+                .0
+                .contains("whitespace")
+        );
     }
 
     #[test]
