@@ -24,6 +24,17 @@ pub enum Command {
     Simulate(SimulateArgs),
     /// Apply database migrations and exit.
     Migrate(DbArgs),
+    /// Measure ingest and query speed against a scratch PostgreSQL database.
+    #[command(subcommand)]
+    Bench(BenchCommand),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum BenchCommand {
+    /// End-to-end ingest against raw COPY of the same rows, side by side.
+    Ingest(crate::bench::IngestBench),
+    /// Series queries: one GPU's raw hour, a fleet's month of hour rollups.
+    Series(crate::bench::SeriesBench),
 }
 
 #[derive(Debug, clap::Args)]

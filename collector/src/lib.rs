@@ -3,6 +3,7 @@
 
 pub mod api;
 pub mod auth;
+pub mod bench;
 pub mod cli;
 pub mod config;
 pub mod demo;
@@ -14,7 +15,7 @@ pub mod server;
 pub mod simulate;
 pub mod store;
 
-use crate::cli::{Command, DbArgs, ServeArgs, SimulateArgs};
+use crate::cli::{BenchCommand, Command, DbArgs, ServeArgs, SimulateArgs};
 use crate::config::{Config, Secret};
 
 /// Milliseconds since the Unix epoch, now.
@@ -52,6 +53,8 @@ pub async fn run(command: Command) -> anyhow::Result<()> {
         Command::Serve(args) => serve(args).await,
         Command::Simulate(args) => simulate(args).await,
         Command::Migrate(args) => migrate(args).await,
+        Command::Bench(BenchCommand::Ingest(args)) => bench::ingest(args).await,
+        Command::Bench(BenchCommand::Series(args)) => bench::series(args).await,
     }
 }
 

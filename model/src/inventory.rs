@@ -3,7 +3,7 @@
 use serde::{Deserialize, Serialize};
 
 /// One physical GPU as the agent found it. The UUID is the identity; the index is only a hint.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct GpuInfo {
     pub uuid: String,
@@ -27,7 +27,7 @@ pub struct GpuInfo {
 }
 
 /// One MIG device: a compute instance inside a GPU instance.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct MigInstanceInfo {
     pub gi_id: u32,

@@ -33,7 +33,7 @@ impl TenantKind {
 /// A tenant as the agent describes it. `key` is the identity that samples refer to; it is
 /// stable for the tenant's lifetime: `pod/<pod uid>/<container>`, `slurm/<job id>` or
 /// `host/<uid>`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Tenant {
     pub key: String,

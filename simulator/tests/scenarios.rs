@@ -30,7 +30,10 @@ fn shipped_scenarios_are_valid() {
     for entry in std::fs::read_dir(root().join("scenarios")).unwrap() {
         let path = entry.unwrap().path();
         if path.extension().is_some_and(|e| e == "toml") {
-            check(&path.display().to_string(), &std::fs::read_to_string(&path).unwrap());
+            check(
+                &path.display().to_string(),
+                &std::fs::read_to_string(&path).unwrap(),
+            );
             n += 1;
         }
     }
@@ -96,12 +99,28 @@ fn the_default_fleet_looks_like_real_fleets() {
         }
     }
     // Philly: about a third of GPU-minutes at 0 %. Ours: a sizeable idle share, not all of it.
-    assert_eq!(curve_at("cdf_philly_gpu_util.csv", 30.0), 0.0, "fixture: Philly's 30th percentile is 0");
+    assert_eq!(
+        curve_at("cdf_philly_gpu_util.csv", 30.0),
+        0.0,
+        "fixture: Philly's 30th percentile is 0"
+    );
     let zero_share = util.iter().filter(|u| **u == 0.0).count() as f64 / util.len() as f64;
-    assert!((0.15..=0.6).contains(&zero_share), "share of samples at 0: {zero_share}");
+    assert!(
+        (0.15..=0.6).contains(&zero_share),
+        "share of samples at 0: {zero_share}"
+    );
     // Seren: NVML reads ~99 % while the median SM_ACTIVE is about half. Busy GPUs here too.
-    let (seren_util, seren_sm) = (curve_at("cdf_seren_DCGM_GPU_UTIL.csv", 50.0), curve_at("cdf_seren_SM_ACTIVE.csv", 50.0));
-    assert!(seren_util - seren_sm > 30.0, "fixture: the NVML/SM gap ({seren_util} vs {seren_sm})");
+    let (seren_util, seren_sm) = (
+        curve_at("cdf_seren_DCGM_GPU_UTIL.csv", 50.0),
+        curve_at("cdf_seren_SM_ACTIVE.csv", 50.0),
+    );
+    assert!(
+        seren_util - seren_sm > 30.0,
+        "fixture: the NVML/SM gap ({seren_util} vs {seren_sm})"
+    );
     let gap = median(&mut busy_util) - median(&mut busy_sm);
-    assert!(gap > 0.25, "busy GPUs must keep fewer SMs busy than NVML says; gap {gap}");
+    assert!(
+        gap > 0.25,
+        "busy GPUs must keep fewer SMs busy than NVML says; gap {gap}"
+    );
 }

@@ -9,7 +9,9 @@ pub mod rollup;
 pub mod series;
 mod sqlite;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
+use std::hash::{Hash, Hasher};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use model::wire::v1::Batch;
@@ -185,41 +187,77 @@ pub struct RetentionStats {
 /// Maps a tenant's namespace, account or user to a team.
 pub type TeamOf<'a> = &'a (dyn Fn(&model::Tenant) -> Option<String> + Send + Sync);
 
-/// A storage backend.
+/// The storage backends.
 #[derive(Debug, Clone)]
-pub enum Store {
+enum Backend {
     Postgres(postgres::PgStore),
     Sqlite(sqlite::SqliteStore),
 }
 
+/// The store: a backend plus what this process remembers about recent writes.
+#[derive(Debug, Clone)]
+pub struct Store {
+    backend: Backend,
+    written: Arc<Mutex<WriteCache>>,
+}
+
 macro_rules! dispatch {
     ($self:ident, $s:ident => $e:expr) => {
-        match $self {
-            Store::Postgres($s) => $e,
-            Store::Sqlite($s) => $e,
+        match &$self.backend {
+            Backend::Postgres($s) => $e,
+            Backend::Sqlite($s) => $e,
         }
     };
+}
+
+/// Inventory and tenant records change rarely but arrive with every batch. Unchanged ones are
+/// written at most once per [`REFRESH_MS`] (which bounds how stale their `last_seen` gets),
+/// so a steady batch costs a handful of statements rather than one per tenant.
+#[derive(Debug, Default)]
+struct WriteCache {
+    inventory: HashMap<(String, String), (u64, i64)>,
+    tenants: HashMap<(String, String, String), (u64, i64)>,
+}
+
+/// How often an unchanged inventory or tenant record is written again.
+pub const REFRESH_MS: i64 = 60_000;
+
+/// What of a batch's descriptive records the backend must write.
+#[derive(Debug)]
+pub struct Writes<'a> {
+    pub inventory: bool,
+    pub tenants: Vec<&'a model::Tenant>,
+}
+
+fn fingerprint(v: &impl Hash) -> u64 {
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    v.hash(&mut h);
+    h.finish()
 }
 
 impl Store {
     /// Connects to `postgres://…` or opens `sqlite://PATH` (created when missing).
     pub async fn connect(url: &str) -> Result<Store> {
-        if url.starts_with("postgres://") || url.starts_with("postgresql://") {
-            Ok(Store::Postgres(postgres::PgStore::connect(url).await?))
+        let backend = if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+            Backend::Postgres(postgres::PgStore::connect(url).await?)
         } else if url.starts_with("sqlite:") {
-            Ok(Store::Sqlite(sqlite::SqliteStore::open(url).await?))
+            Backend::Sqlite(sqlite::SqliteStore::open(url).await?)
         } else {
-            Err(StoreError::BadRequest(format!(
+            return Err(StoreError::BadRequest(format!(
                 "database url must start with postgres:// or sqlite://, got {:?}",
                 redact_url(url)
-            )))
-        }
+            )));
+        };
+        Ok(Store {
+            backend,
+            written: Arc::default(),
+        })
     }
 
     pub fn backend(&self) -> &'static str {
-        match self {
-            Store::Postgres(_) => "postgres",
-            Store::Sqlite(_) => "sqlite",
+        match self.backend {
+            Backend::Postgres(_) => "postgres",
+            Backend::Sqlite(_) => "sqlite",
         }
     }
 
@@ -240,7 +278,51 @@ impl Store {
         received_ms: i64,
         team_of: TeamOf<'_>,
     ) -> Result<IngestOutcome> {
-        dispatch!(self, s => s.ingest(batch, received_ms, team_of).await)
+        let key = (batch.cluster.clone(), batch.node.clone());
+        let inventory = batch.inventory.as_ref().map(fingerprint);
+        let tenants: Vec<(u64, &model::Tenant)> = batch
+            .tenants
+            .iter()
+            .map(|t| (fingerprint(&(t, team_of(t))), t))
+            .collect();
+        let writes = {
+            let cache = self.written.lock().expect("write cache");
+            let due = |seen: Option<&(u64, i64)>, fp: u64| {
+                seen.is_none_or(|&(f, at)| f != fp || received_ms - at >= REFRESH_MS)
+            };
+            Writes {
+                inventory: inventory.is_some_and(|fp| due(cache.inventory.get(&key), fp)),
+                tenants: tenants
+                    .iter()
+                    .filter(|(fp, t)| {
+                        due(
+                            cache
+                                .tenants
+                                .get(&(key.0.clone(), key.1.clone(), t.key.clone())),
+                            *fp,
+                        )
+                    })
+                    .map(|(_, t)| *t)
+                    .collect(),
+            }
+        };
+        let outcome = dispatch!(self, s => s.ingest(batch, received_ms, team_of, &writes).await)?;
+        if matches!(outcome, IngestOutcome::Stored { .. }) {
+            // Only what is committed is remembered.
+            let mut cache = self.written.lock().expect("write cache");
+            if let (true, Some(fp)) = (writes.inventory, inventory) {
+                cache.inventory.insert(key.clone(), (fp, received_ms));
+            }
+            for t in &writes.tenants {
+                if let Some((fp, _)) = tenants.iter().find(|(_, x)| x.key == t.key) {
+                    cache.tenants.insert(
+                        (key.0.clone(), key.1.clone(), t.key.clone()),
+                        (*fp, received_ms),
+                    );
+                }
+            }
+        }
+        Ok(outcome)
     }
 
     pub async fn nodes(&self) -> Result<Vec<NodeRecord>> {
@@ -315,6 +397,33 @@ impl Store {
         retention: &Retention,
     ) -> Result<RetentionStats> {
         dispatch!(self, s => s.apply_retention(now_ms, retention).await)
+    }
+
+    /// Benchmark baseline: COPY a batch's rows into the raw tables and nothing else
+    /// (PostgreSQL only).
+    pub async fn raw_copy(&self, batch: &Batch) -> Result<u64> {
+        match &self.backend {
+            Backend::Postgres(s) => s.copy_only(batch).await,
+            Backend::Sqlite(_) => Err(StoreError::BadRequest(
+                "the raw COPY baseline needs PostgreSQL".into(),
+            )),
+        }
+    }
+
+    /// Benchmark fixture: synthetic hour rollups for a fleet (PostgreSQL only).
+    pub async fn fill_hour_rollups(
+        &self,
+        cluster: &str,
+        gpus: i64,
+        hours: i64,
+        to_ms: i64,
+    ) -> Result<u64> {
+        match &self.backend {
+            Backend::Postgres(s) => s.fill_hour_rollups(cluster, gpus, hours, to_ms).await,
+            Backend::Sqlite(_) => Err(StoreError::BadRequest(
+                "the query benchmark needs PostgreSQL".into(),
+            )),
+        }
     }
 
     /// Minute rollups of a node over a range, for tests and analytics.

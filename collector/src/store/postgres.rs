@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use model::wire::v1::Batch;
 use sqlx::postgres::{PgPoolOptions, Postgres};
-use sqlx::{AssertSqlSafe, PgPool, Row};
+use sqlx::{PgPool, Row};
 
 use super::pgcopy::CopyWriter;
 use super::rollup::{self, NodeRollup, RawAllocation, RawGpu, RawProcess};
@@ -15,7 +15,7 @@ use super::series::{self, Agg, Family, Plan, Resolution, Series, SeriesQuery};
 use super::sqlite::{hist_p95, p95_by_bucket};
 use super::{
     GpuRecord, IngestOutcome, MigRecord, NodeRecord, Result, Retention, RetentionStats, StoreError,
-    TableCounts, TeamOf, TenantRecord, days_between, migrate,
+    TableCounts, TeamOf, TenantRecord, Writes, days_between, migrate,
 };
 
 /// Tables partitioned by day, and by month.
@@ -145,6 +145,7 @@ impl PgStore {
         b: &Batch,
         received_ms: i64,
         team_of: TeamOf<'_>,
+        writes: &Writes<'_>,
     ) -> Result<IngestOutcome> {
         if let Some((from, to)) = b.time_range() {
             let mut days = days_between(from, to);
@@ -156,14 +157,20 @@ impl PgStore {
             self.ensure_days(&days).await?;
         }
         let mut tx = self.pool.begin().await?;
-        sqlx::query("INSERT INTO agent_streams (cluster, node, agent_id, last_seq, last_seen) VALUES ($1, $2, $3, 0, to_timestamp($4 / 1000.0)) ON CONFLICT DO NOTHING")
-            .bind(&b.cluster).bind(&b.node).bind(&b.agent_id).bind(received_ms)
-            .execute(&mut *tx).await?;
-        // The row lock serialises concurrent batches of one agent.
-        let last: i64 = sqlx::query_scalar("SELECT last_seq FROM agent_streams WHERE cluster = $1 AND node = $2 AND agent_id = $3 FOR UPDATE")
-            .bind(&b.cluster).bind(&b.node).bind(&b.agent_id)
-            .fetch_one(&mut *tx).await?;
-        if b.seq as i64 <= last {
+        // Claim the sequence number: one statement that advances the agent's high-water mark
+        // only if this batch is newer, and locks the row until commit so concurrent batches of
+        // one agent serialise. No row back means a replay.
+        let claimed: Option<i64> = sqlx::query_scalar(
+            "INSERT INTO agent_streams (cluster, node, agent_id, last_seq, last_seen) VALUES ($1, $2, $3, $4, to_timestamp($5 / 1000.0))
+             ON CONFLICT (cluster, node, agent_id) DO UPDATE SET last_seq = excluded.last_seq, last_seen = excluded.last_seen
+             WHERE agent_streams.last_seq < excluded.last_seq RETURNING last_seq",
+        )
+        .bind(&b.cluster).bind(&b.node).bind(&b.agent_id).bind(b.seq as i64).bind(received_ms)
+        .fetch_optional(&mut *tx).await?;
+        if claimed.is_none() {
+            let last: i64 = sqlx::query_scalar("SELECT last_seq FROM agent_streams WHERE cluster = $1 AND node = $2 AND agent_id = $3")
+                .bind(&b.cluster).bind(&b.node).bind(&b.agent_id)
+                .fetch_one(&mut *tx).await?;
             tx.rollback().await?;
             return Ok(IngestOutcome::Duplicate {
                 last_seq: last as u64,
@@ -178,7 +185,7 @@ impl PgStore {
         )
         .bind(&b.cluster).bind(&b.node).bind(&b.agent_version).bind(b.interval_ms as i32).bind(received_ms).bind(last_sample)
         .execute(&mut *tx).await?;
-        if let Some(inventory) = &b.inventory {
+        if let (true, Some(inventory)) = (writes.inventory, &b.inventory) {
             for g in inventory {
                 sqlx::query(
                     "INSERT INTO gpus (cluster, node, gpu_uuid, gpu_index, model, memory_total_bytes, pci_bus_id, mig_enabled, sharing, replicas, first_seen, last_seen)
@@ -210,7 +217,7 @@ impl PgStore {
                 }
             }
         }
-        for t in &b.tenants {
+        for t in &writes.tenants {
             let seen = last_sample.unwrap_or(received_ms);
             sqlx::query(
                 "INSERT INTO tenants (cluster, node, tenant_key, kind, namespace, pod, container, pod_uid, job_id, username, account, uid, team, first_seen, last_seen)
@@ -236,20 +243,63 @@ impl PgStore {
         )
         .bind(&b.cluster).bind(&b.node).bind(&minutes)
         .execute(&mut *tx).await?;
-        sqlx::query("UPDATE agent_streams SET last_seq = $1, last_seen = to_timestamp($2 / 1000.0) WHERE cluster = $3 AND node = $4 AND agent_id = $5")
-            .bind(b.seq as i64).bind(received_ms).bind(&b.cluster).bind(&b.node).bind(&b.agent_id)
-            .execute(&mut *tx).await?;
         tx.commit().await?;
         Ok(IngestOutcome::Stored { rows })
     }
 
+    /// The raw-COPY baseline of the ingest benchmark: the batch's sample rows, COPYed into the
+    /// same tables in one transaction, with none of ingest's other work.
+    pub async fn copy_only(&self, b: &Batch) -> Result<u64> {
+        if let Some((from, to)) = b.time_range() {
+            self.ensure_days(&days_between(from, to)).await?;
+        }
+        let mut tx = self.pool.begin().await?;
+        let rows = copy_samples(&mut tx, b).await?;
+        tx.commit().await?;
+        Ok(rows)
+    }
+
+    /// Synthetic hour rollups for the query benchmark: `gpus` GPUs (8 per node) with `hours`
+    /// hours of history ending at `to_ms`.
+    pub async fn fill_hour_rollups(
+        &self,
+        cluster: &str,
+        gpus: i64,
+        hours: i64,
+        to_ms: i64,
+    ) -> Result<u64> {
+        let from_ms = rollup::bucket_of(to_ms, rollup::HOUR_MS) - hours * rollup::HOUR_MS;
+        self.ensure_days(&days_between(from_ms, to_ms)).await?;
+        let mut h = rollup::Hist::default();
+        (0..3600).for_each(|i| h.add((i % 100) as f32 / 100.0));
+        let done = sqlx::query(&format!(
+            "INSERT INTO gpu_rollup_1h ({})
+             SELECT $1, 'node-' || (g / 8), 'GPU-bench-' || g, to_timestamp($2 / 1000.0) + make_interval(hours => hh::int),
+                    3600, 3600, 3600, 1782 + (g % 100), 0.99, $3, 3500, 3600, 1500 + (g % 50), 0.9, $3, 900, 700, 600,
+                    3600, 3600.0 * 4e10, 5e10::bigint, 8e10::bigint, 3600, 3600 * 400, 650, 3600, 3600 * 55, 70, 0, 3600
+             FROM generate_series(0, $4 - 1) AS g, generate_series(0, $5 - 1) AS hh",
+            super::GPU_ROLLUP_COLUMNS
+        ))
+        .bind(cluster)
+        .bind(from_ms)
+        .bind(h.to_bytes())
+        .bind(gpus)
+        .bind(hours)
+        .execute(&self.pool)
+        .await?;
+        sqlx::query("ANALYZE gpu_rollup_1h")
+            .execute(&self.pool)
+            .await?;
+        Ok(done.rows_affected())
+    }
+
     pub async fn nodes(&self) -> Result<Vec<NodeRecord>> {
-        let rows = sqlx::query(AssertSqlSafe(format!(
+        let rows = sqlx::query(&format!(
             "SELECT n.cluster, n.node, n.agent_version, n.interval_ms::bigint AS interval_ms, {} AS first_seen, {} AS last_seen, {} AS last_sample,
                     (SELECT count(*) FROM gpus g WHERE g.cluster = n.cluster AND g.node = n.node) AS gpu_count
              FROM nodes n ORDER BY n.cluster, n.node",
             ms("n.first_seen"), ms("n.last_seen"), ms("n.last_sample")
-        )))
+        ))
         .fetch_all(&self.pool)
         .await?;
         rows.iter()
@@ -269,12 +319,12 @@ impl PgStore {
     }
 
     pub async fn gpus(&self, node: Option<&str>) -> Result<Vec<GpuRecord>> {
-        let rows = sqlx::query(AssertSqlSafe(format!(
+        let rows = sqlx::query(&format!(
             "SELECT cluster, node, gpu_uuid, gpu_index::bigint AS gpu_index, model, memory_total_bytes, pci_bus_id, mig_enabled, sharing,
                     replicas::bigint AS replicas, {} AS first_seen, {} AS last_seen
              FROM gpus WHERE ($1::text IS NULL OR node = $1) ORDER BY cluster, node, gpu_index",
             ms("first_seen"), ms("last_seen")
-        )))
+        ))
         .bind(node)
         .fetch_all(&self.pool)
         .await?;
@@ -325,12 +375,12 @@ impl PgStore {
     }
 
     pub async fn tenant_rows(&self) -> Result<Vec<(TenantRecord, String)>> {
-        let rows = sqlx::query(AssertSqlSafe(format!(
+        let rows = sqlx::query(&format!(
             "SELECT cluster, node, tenant_key, kind, namespace, pod, container, pod_uid, job_id, username, account, uid::bigint AS uid, team,
                     {} AS first_seen, {} AS last_seen
              FROM tenants ORDER BY cluster, tenant_key, node",
             ms("first_seen"), ms("last_seen")
-        )))
+        ))
         .fetch_all(&self.pool)
         .await?;
         rows.iter()
@@ -372,7 +422,7 @@ impl PgStore {
             ("tenant_rollup_1m", &mut c.tenant_rollup_1m),
             ("tenant_rollup_1h", &mut c.tenant_rollup_1h),
         ] {
-            *slot = sqlx::query_scalar(AssertSqlSafe(format!("SELECT count(*) FROM {table}")))
+            *slot = sqlx::query_scalar(&format!("SELECT count(*) FROM {table}"))
                 .fetch_one(&self.pool)
                 .await?;
         }
@@ -380,10 +430,10 @@ impl PgStore {
     }
 
     pub async fn last_sample_ms(&self, cluster: &str, node: &str) -> Result<Option<i64>> {
-        let v: Option<Option<i64>> = sqlx::query_scalar(AssertSqlSafe(format!(
+        let v: Option<Option<i64>> = sqlx::query_scalar(&format!(
             "SELECT {} FROM nodes WHERE cluster = $1 AND node = $2",
             ms("last_sample")
-        )))
+        ))
         .bind(cluster)
         .bind(node)
         .fetch_optional(&self.pool)
@@ -497,10 +547,10 @@ impl PgStore {
 
     fn bind_series<'q>(
         &self,
-        sql: &str,
+        sql: &'q str,
         q: &'q SeriesQuery,
     ) -> sqlx::query::Query<'q, Postgres, sqlx::postgres::PgArguments> {
-        let mut query = sqlx::query(AssertSqlSafe(sql.to_owned()));
+        let mut query = sqlx::query(sql);
         if let Some((_, v)) = q.entity.filter() {
             query = query.bind(v.to_owned());
         }
@@ -508,10 +558,10 @@ impl PgStore {
     }
 
     pub async fn pending_minutes(&self, until_ms: i64) -> Result<Vec<(String, String, i64)>> {
-        Ok(sqlx::query_as(AssertSqlSafe(format!(
+        Ok(sqlx::query_as(&format!(
             "SELECT cluster, node, {} FROM rollup_pending WHERE bucket + interval '1 minute' <= to_timestamp($1 / 1000.0) ORDER BY 1, 2, 3",
             ms("bucket")
-        )))
+        ))
         .bind(until_ms)
         .fetch_all(&self.pool)
         .await?)
@@ -530,11 +580,11 @@ impl PgStore {
             .bind(cluster).bind(node).bind(from).bind(to)
             .execute(&mut *tx).await?;
         let range = "cluster = $1 AND node = $2 AND ts >= to_timestamp($3 / 1000.0) AND ts < to_timestamp($4 / 1000.0)";
-        let gpus: Vec<RawGpu> = sqlx::query(AssertSqlSafe(format!(
+        let gpus: Vec<RawGpu> = sqlx::query(&format!(
             "SELECT gpu_uuid, {}, interval_ms, gpu_util, sm_active, sm_occupancy, tensor_active, dram_active, mem_used_bytes, mem_total_bytes, power_w, temp_c, throttle_reasons
              FROM gpu_samples WHERE {range}",
             ms("ts")
-        )))
+        ))
         .bind(cluster).bind(node).bind(from).bind(to)
         .fetch_all(&mut *tx)
         .await?
@@ -555,10 +605,10 @@ impl PgStore {
             throttle_reasons: r.get(12),
         })
         .collect();
-        let allocs: Vec<RawAllocation> = sqlx::query(AssertSqlSafe(format!(
+        let allocs: Vec<RawAllocation> = sqlx::query(&format!(
             "SELECT gpu_uuid, {}, tenant_key, share FROM allocation_samples WHERE {range}",
             ms("ts")
-        )))
+        ))
         .bind(cluster)
         .bind(node)
         .bind(from)
@@ -573,7 +623,7 @@ impl PgStore {
             share: r.get(3),
         })
         .collect();
-        let procs: Vec<RawProcess> = sqlx::query(AssertSqlSafe(format!("SELECT gpu_uuid, {}, tenant_key, sm_util, mem_used_bytes FROM process_samples WHERE {range}", ms("ts"))))
+        let procs: Vec<RawProcess> = sqlx::query(&format!("SELECT gpu_uuid, {}, tenant_key, sm_util, mem_used_bytes FROM process_samples WHERE {range}", ms("ts")))
             .bind(cluster).bind(node).bind(from).bind(to)
             .fetch_all(&mut *tx)
             .await?
@@ -651,7 +701,7 @@ impl PgStore {
                     continue;
                 };
                 if end <= cutoff {
-                    sqlx::query(AssertSqlSafe(format!("DROP TABLE IF EXISTS {part}")))
+                    sqlx::query(&format!("DROP TABLE IF EXISTS {part}"))
                         .execute(&self.pool)
                         .await?;
                     stats.dropped.push(part);
@@ -681,7 +731,7 @@ async fn create_partition(
     let sql = format!(
         "CREATE TABLE IF NOT EXISTS {name} PARTITION OF {parent} FOR VALUES FROM ('{from} 00:00:00+00') TO ('{to} 00:00:00+00')"
     );
-    match sqlx::query(AssertSqlSafe(sql)).execute(pool).await {
+    match sqlx::query(&sql).execute(pool).await {
         Ok(_) => Ok(()),
         // Another collector created it at the same moment.
         Err(sqlx::Error::Database(e))
@@ -875,9 +925,9 @@ async fn replace_rollups(
     r: &NodeRollup,
 ) -> Result<()> {
     for t in ["gpu", "tenant"] {
-        sqlx::query(AssertSqlSafe(format!(
+        sqlx::query(&format!(
             "DELETE FROM {t}_rollup_{res} WHERE cluster = $1 AND node = $2 AND bucket >= to_timestamp($3 / 1000.0) AND bucket < to_timestamp($4 / 1000.0)"
-        )))
+        ))
         .bind(cluster).bind(node).bind(from).bind(to)
         .execute(&mut **tx).await?;
     }
@@ -982,10 +1032,10 @@ async fn read_rollups(
     let mut out = NodeRollup::default();
     let cols = |list: &str| list.replace("bucket,", &format!("{} AS bucket,", ms("bucket")));
     let range = "cluster = $1 AND node = $2 AND bucket >= to_timestamp($3 / 1000.0) AND bucket < to_timestamp($4 / 1000.0)";
-    let rows = sqlx::query(AssertSqlSafe(format!(
+    let rows = sqlx::query(&format!(
         "SELECT {} FROM gpu_rollup_{res} WHERE {range}",
         cols(super::GPU_ROLLUP_COLUMNS)
-    )))
+    ))
     .bind(cluster)
     .bind(node)
     .bind(from)
@@ -999,10 +1049,10 @@ async fn read_rollups(
         );
         out.gpus.insert(key, super::read_gpu_agg!(r, Vec<u8>));
     }
-    let rows = sqlx::query(AssertSqlSafe(format!(
+    let rows = sqlx::query(&format!(
         "SELECT {} FROM tenant_rollup_{res} WHERE {range}",
         cols(super::TENANT_ROLLUP_COLUMNS)
-    )))
+    ))
     .bind(cluster)
     .bind(node)
     .bind(from)

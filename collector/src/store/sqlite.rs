@@ -7,13 +7,13 @@ use std::time::Duration;
 
 use model::wire::v1::Batch;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
-use sqlx::{AssertSqlSafe, QueryBuilder, Row, Sqlite, SqlitePool};
+use sqlx::{QueryBuilder, Row, Sqlite, SqlitePool};
 
 use super::rollup::{self, Hist, NodeRollup, RawAllocation, RawGpu, RawProcess};
 use super::series::{self, Agg, Family, Plan, Resolution, Series, SeriesQuery};
 use super::{
     GpuRecord, IngestOutcome, MigRecord, NodeRecord, Result, Retention, RetentionStats, StoreError,
-    TableCounts, TeamOf, TenantRecord, migrate,
+    TableCounts, TeamOf, TenantRecord, Writes, migrate,
 };
 
 #[derive(Debug, Clone)]
@@ -87,24 +87,29 @@ impl SqliteStore {
         b: &Batch,
         received_ms: i64,
         team_of: TeamOf<'_>,
+        writes: &Writes<'_>,
     ) -> Result<IngestOutcome> {
         let mut tx = self.writer.begin().await?;
-        sqlx::query("INSERT INTO agent_streams (cluster, node, agent_id, last_seq, last_seen) VALUES (?, ?, ?, 0, ?) ON CONFLICT DO NOTHING")
-            .bind(&b.cluster)
-            .bind(&b.node)
-            .bind(&b.agent_id)
-            .bind(received_ms)
-            .execute(&mut *tx)
-            .await?;
-        let last: i64 = sqlx::query_scalar(
-            "SELECT last_seq FROM agent_streams WHERE cluster = ? AND node = ? AND agent_id = ?",
+        // Claim the sequence number (see the PostgreSQL backend); SQLite has one writer.
+        let claimed: Option<i64> = sqlx::query_scalar(
+            "INSERT INTO agent_streams (cluster, node, agent_id, last_seq, last_seen) VALUES (?, ?, ?, ?, ?)
+             ON CONFLICT (cluster, node, agent_id) DO UPDATE SET last_seq = excluded.last_seq, last_seen = excluded.last_seen
+             WHERE agent_streams.last_seq < excluded.last_seq RETURNING last_seq",
         )
         .bind(&b.cluster)
         .bind(&b.node)
         .bind(&b.agent_id)
-        .fetch_one(&mut *tx)
+        .bind(b.seq as i64)
+        .bind(received_ms)
+        .fetch_optional(&mut *tx)
         .await?;
-        if b.seq as i64 <= last {
+        if claimed.is_none() {
+            let last: i64 = sqlx::query_scalar("SELECT last_seq FROM agent_streams WHERE cluster = ? AND node = ? AND agent_id = ?")
+                .bind(&b.cluster)
+                .bind(&b.node)
+                .bind(&b.agent_id)
+                .fetch_one(&mut *tx)
+                .await?;
             tx.rollback().await?;
             return Ok(IngestOutcome::Duplicate {
                 last_seq: last as u64,
@@ -125,7 +130,7 @@ impl SqliteStore {
         .bind(last_sample)
         .execute(&mut *tx)
         .await?;
-        if let Some(inventory) = &b.inventory {
+        if let (true, Some(inventory)) = (writes.inventory, &b.inventory) {
             for g in inventory {
                 sqlx::query(
                     "INSERT INTO gpus (cluster, node, gpu_uuid, gpu_index, model, memory_total_bytes, pci_bus_id, mig_enabled, sharing, replicas, first_seen, last_seen)
@@ -160,7 +165,7 @@ impl SqliteStore {
                 }
             }
         }
-        for t in &b.tenants {
+        for t in &writes.tenants {
             sqlx::query(
                 "INSERT INTO tenants (cluster, node, tenant_key, kind, namespace, pod, container, pod_uid, job_id, username, account, uid, team, first_seen, last_seen)
                  VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
@@ -193,14 +198,6 @@ impl SqliteStore {
             q.push(" ON CONFLICT DO NOTHING");
             q.build().execute(&mut *tx).await?;
         }
-        sqlx::query("UPDATE agent_streams SET last_seq = ?, last_seen = ? WHERE cluster = ? AND node = ? AND agent_id = ?")
-            .bind(b.seq as i64)
-            .bind(received_ms)
-            .bind(&b.cluster)
-            .bind(&b.node)
-            .bind(&b.agent_id)
-            .execute(&mut *tx)
-            .await?;
         tx.commit().await?;
         Ok(IngestOutcome::Stored { rows })
     }
@@ -328,7 +325,7 @@ impl SqliteStore {
             ("tenant_rollup_1m", &mut c.tenant_rollup_1m),
             ("tenant_rollup_1h", &mut c.tenant_rollup_1h),
         ] {
-            *slot = sqlx::query_scalar(AssertSqlSafe(format!("SELECT count(*) FROM {table}")))
+            *slot = sqlx::query_scalar(&format!("SELECT count(*) FROM {table}"))
                 .fetch_one(&self.reader)
                 .await?;
         }
@@ -446,10 +443,10 @@ impl SqliteStore {
 
     fn bind_series<'q>(
         &self,
-        sql: &str,
+        sql: &'q str,
         q: &'q SeriesQuery,
-    ) -> sqlx::query::Query<'q, Sqlite, sqlx::sqlite::SqliteArguments> {
-        let mut query = sqlx::query(AssertSqlSafe(sql.to_owned()));
+    ) -> sqlx::query::Query<'q, Sqlite, sqlx::sqlite::SqliteArguments<'q>> {
+        let mut query = sqlx::query(sql);
         if let Some((_, v)) = q.entity.filter() {
             query = query.bind(v.to_owned());
         }
@@ -569,12 +566,10 @@ impl SqliteStore {
             ("gpu_rollup_1h", "bucket", cut(r.hour)),
             ("tenant_rollup_1h", "bucket", cut(r.hour)),
         ] {
-            let done = sqlx::query(AssertSqlSafe(format!(
-                "DELETE FROM {table} WHERE {col} < ?"
-            )))
-            .bind(cutoff)
-            .execute(&self.writer)
-            .await?;
+            let done = sqlx::query(&format!("DELETE FROM {table} WHERE {col} < ?"))
+                .bind(cutoff)
+                .execute(&self.writer)
+                .await?;
             if done.rows_affected() > 0 {
                 stats.dropped.push(table.to_owned());
                 stats.rows_deleted += done.rows_affected();
@@ -742,7 +737,7 @@ async fn replace_rollups(
     r: &NodeRollup,
 ) -> Result<()> {
     for t in ["gpu", "tenant"] {
-        sqlx::query(AssertSqlSafe(format!("DELETE FROM {t}_rollup_{res} WHERE cluster = ? AND node = ? AND bucket >= ? AND bucket < ?")))
+        sqlx::query(&format!("DELETE FROM {t}_rollup_{res} WHERE cluster = ? AND node = ? AND bucket >= ? AND bucket < ?"))
             .bind(cluster).bind(node).bind(from).bind(to)
             .execute(&mut **tx).await?;
     }
@@ -826,10 +821,10 @@ async fn read_rollups(
     to: i64,
 ) -> Result<NodeRollup> {
     let mut out = NodeRollup::default();
-    let rows = sqlx::query(AssertSqlSafe(format!(
+    let rows = sqlx::query(&format!(
         "SELECT {} FROM gpu_rollup_{res} WHERE cluster = ? AND node = ? AND bucket >= ? AND bucket < ?",
         super::GPU_ROLLUP_COLUMNS
-    )))
+    ))
     .bind(cluster).bind(node).bind(from).bind(to)
     .fetch_all(&mut *conn)
     .await?;
@@ -840,10 +835,10 @@ async fn read_rollups(
         );
         out.gpus.insert(key, super::read_gpu_agg!(r, Vec<u8>));
     }
-    let rows = sqlx::query(AssertSqlSafe(format!(
+    let rows = sqlx::query(&format!(
         "SELECT {} FROM tenant_rollup_{res} WHERE cluster = ? AND node = ? AND bucket >= ? AND bucket < ?",
         super::TENANT_ROLLUP_COLUMNS
-    )))
+    ))
     .bind(cluster).bind(node).bind(from).bind(to)
     .fetch_all(&mut *conn)
     .await?;

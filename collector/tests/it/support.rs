@@ -90,7 +90,7 @@ pub async fn fresh_database(base: &str) -> String {
         collector::now_ms() % 1_000_000
     );
     let mut conn = sqlx::PgConnection::connect(base).await.unwrap();
-    sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}")))
+    sqlx::query(&format!("CREATE DATABASE {name}"))
         .execute(&mut conn)
         .await
         .unwrap();
