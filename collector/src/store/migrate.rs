@@ -14,17 +14,31 @@ pub struct Migration {
     pub sql: &'static str,
 }
 
-pub const POSTGRES: &[Migration] = &[Migration {
-    version: 1,
-    name: "0001_initial.sql",
-    sql: include_str!("../../../migrations/postgres/0001_initial.sql"),
-}];
+pub const POSTGRES: &[Migration] = &[
+    Migration {
+        version: 1,
+        name: "0001_initial.sql",
+        sql: include_str!("../../../migrations/postgres/0001_initial.sql"),
+    },
+    Migration {
+        version: 2,
+        name: "0002_cluster_rollups.sql",
+        sql: include_str!("../../../migrations/postgres/0002_cluster_rollups.sql"),
+    },
+];
 
-pub const SQLITE: &[Migration] = &[Migration {
-    version: 1,
-    name: "0001_initial.sql",
-    sql: include_str!("../../../migrations/sqlite/0001_initial.sql"),
-}];
+pub const SQLITE: &[Migration] = &[
+    Migration {
+        version: 1,
+        name: "0001_initial.sql",
+        sql: include_str!("../../../migrations/sqlite/0001_initial.sql"),
+    },
+    Migration {
+        version: 2,
+        name: "0002_cluster_rollups.sql",
+        sql: include_str!("../../../migrations/sqlite/0002_cluster_rollups.sql"),
+    },
+];
 
 pub fn checksum(sql: &str) -> String {
     Sha256::digest(sql.as_bytes())
@@ -67,11 +81,13 @@ mod tests {
     #[test]
     fn edited_and_unknown_migrations_are_refused() {
         assert_eq!(to_apply(POSTGRES, &[]).unwrap().len(), POSTGRES.len());
-        assert!(
-            to_apply(POSTGRES, &[(1, checksum(POSTGRES[0].sql))])
-                .unwrap()
-                .is_empty()
-        );
+        let pending = to_apply(POSTGRES, &[(1, checksum(POSTGRES[0].sql))]).unwrap();
+        assert_eq!(pending.iter().map(|m| m.version).collect::<Vec<_>>(), [2]);
+        let all: Vec<_> = POSTGRES
+            .iter()
+            .map(|m| (m.version, checksum(m.sql)))
+            .collect();
+        assert!(to_apply(POSTGRES, &all).unwrap().is_empty());
         let err = to_apply(POSTGRES, &[(1, "0".into())])
             .unwrap_err()
             .to_string();
@@ -93,6 +109,10 @@ mod tests {
             t.sort();
             t
         };
-        assert_eq!(tables(POSTGRES[0].sql), tables(SQLITE[0].sql));
+        for (pg, lite) in POSTGRES.iter().zip(SQLITE) {
+            assert_eq!((pg.version, pg.name), (lite.version, lite.name));
+            assert_eq!(tables(pg.sql), tables(lite.sql));
+        }
+        assert_eq!(POSTGRES.len(), SQLITE.len());
     }
 }

@@ -166,6 +166,7 @@ pub struct TableCounts {
     pub gpu_rollup_1h: i64,
     pub tenant_rollup_1m: i64,
     pub tenant_rollup_1h: i64,
+    pub cluster_rollup_1h: i64,
 }
 
 /// What a rollup pass did.
@@ -367,6 +368,8 @@ impl Store {
     pub async fn rollup(&self, until_ms: i64) -> Result<RollupStats> {
         let pending = dispatch!(self, s => s.pending_minutes(until_ms).await)?;
         let mut stats = RollupStats::default();
+        let mut cluster_hours: std::collections::BTreeSet<(String, i64)> =
+            std::collections::BTreeSet::new();
         let mut by_node: BTreeMap<(String, String), Vec<i64>> = BTreeMap::new();
         for (cluster, node, bucket) in pending {
             by_node.entry((cluster, node)).or_default().push(bucket);
@@ -382,10 +385,15 @@ impl Store {
                 let to = chunk[chunk.len() - 1] + MINUTE_MS;
                 let (gpu_rows, tenant_rows) =
                     dispatch!(self, s => s.rollup_span(&cluster, &node, from, to).await)?;
+                cluster_hours.insert((cluster.clone(), rollup::bucket_of(from, rollup::HOUR_MS)));
                 stats.minutes += chunk.len();
                 stats.gpu_rows += gpu_rows;
                 stats.tenant_rows += tenant_rows;
             }
+        }
+        // Each touched cluster-hour is merged once per pass, after all its nodes.
+        for (cluster, hour) in cluster_hours {
+            dispatch!(self, s => s.refresh_cluster_hour(&cluster, hour).await)?;
         }
         Ok(stats)
     }
@@ -419,7 +427,15 @@ impl Store {
         to_ms: i64,
     ) -> Result<u64> {
         match &self.backend {
-            Backend::Postgres(s) => s.fill_hour_rollups(cluster, gpus, hours, to_ms).await,
+            Backend::Postgres(s) => {
+                let rows = s.fill_hour_rollups(cluster, gpus, hours, to_ms).await?;
+                let last = rollup::bucket_of(to_ms, rollup::HOUR_MS);
+                for h in 0..hours {
+                    s.refresh_cluster_hour(cluster, last - (h + 1) * rollup::HOUR_MS)
+                        .await?;
+                }
+                Ok(rows)
+            }
             Backend::Sqlite(_) => Err(StoreError::BadRequest(
                 "the query benchmark needs PostgreSQL".into(),
             )),
@@ -449,8 +465,60 @@ impl Store {
     }
 }
 
+/// The aggregate columns shared by GPU and cluster rollups, in insert order.
+macro_rules! agg_columns {
+    () => {
+        "samples, covered_s, gpu_util_n, gpu_util_sum, gpu_util_max, gpu_util_hist, busy_n, sm_active_n, sm_active_sum, sm_active_max, sm_active_hist, sm_occupancy_sum, tensor_active_sum, dram_active_sum, mem_used_n, mem_used_sum, mem_used_max, mem_total_max, power_n, power_sum, power_max, temp_n, temp_sum, temp_max, throttled_n, alloc_share_sum"
+    };
+}
+
 /// Columns of the GPU rollup tables, in insert order.
-pub(crate) const GPU_ROLLUP_COLUMNS: &str = "cluster, node, gpu_uuid, bucket, samples, covered_s, gpu_util_n, gpu_util_sum, gpu_util_max, gpu_util_hist, busy_n, sm_active_n, sm_active_sum, sm_active_max, sm_active_hist, sm_occupancy_sum, tensor_active_sum, dram_active_sum, mem_used_n, mem_used_sum, mem_used_max, mem_total_max, power_n, power_sum, power_max, temp_n, temp_sum, temp_max, throttled_n, alloc_share_sum";
+pub(crate) const GPU_ROLLUP_COLUMNS: &str =
+    concat!("cluster, node, gpu_uuid, bucket, ", agg_columns!());
+
+/// Columns of the cluster rollup table, in insert order.
+pub(crate) const CLUSTER_ROLLUP_COLUMNS: &str = concat!("cluster, bucket, gpus, ", agg_columns!());
+
+/// Binds a [`rollup::GpuAgg`]'s fields in `agg_columns!` order (either backend).
+macro_rules! bind_gpu_agg {
+    ($q:expr, $a:expr) => {{
+        let a = $a;
+        let hist = |h: &rollup::Hist| {
+            if h.count() == 0 {
+                None
+            } else {
+                Some(h.to_bytes())
+            }
+        };
+        $q.bind(a.samples)
+            .bind(a.covered_s)
+            .bind(a.gpu_util_n)
+            .bind(a.gpu_util_sum)
+            .bind(a.gpu_util_max)
+            .bind(hist(&a.gpu_util_hist))
+            .bind(a.busy_n)
+            .bind(a.sm_active_n)
+            .bind(a.sm_active_sum)
+            .bind(a.sm_active_max)
+            .bind(hist(&a.sm_active_hist))
+            .bind(a.sm_occupancy_sum)
+            .bind(a.tensor_active_sum)
+            .bind(a.dram_active_sum)
+            .bind(a.mem_used_n)
+            .bind(a.mem_used_sum)
+            .bind(a.mem_used_max)
+            .bind(a.mem_total_max)
+            .bind(a.power_n)
+            .bind(a.power_sum)
+            .bind(a.power_max)
+            .bind(a.temp_n)
+            .bind(a.temp_sum)
+            .bind(a.temp_max)
+            .bind(a.throttled_n)
+            .bind(a.alloc_share_sum)
+    }};
+}
+pub(crate) use bind_gpu_agg;
 
 /// Columns of the tenant rollup tables, in insert order.
 pub(crate) const TENANT_ROLLUP_COLUMNS: &str = "cluster, node, gpu_uuid, tenant_key, bucket, samples, covered_s, alloc_share_sum, alloc_n, present_n, sm_util_n, sm_util_sum, sm_util_max, busy_n, mem_used_n, mem_used_sum, mem_used_max, processes_max";

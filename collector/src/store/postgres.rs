@@ -421,6 +421,7 @@ impl PgStore {
             ("gpu_rollup_1h", &mut c.gpu_rollup_1h),
             ("tenant_rollup_1m", &mut c.tenant_rollup_1m),
             ("tenant_rollup_1h", &mut c.tenant_rollup_1h),
+            ("cluster_rollup_1h", &mut c.cluster_rollup_1h),
         ] {
             *slot = sqlx::query_scalar(&format!("SELECT count(*) FROM {table}"))
                 .fetch_one(&self.pool)
@@ -443,7 +444,9 @@ impl PgStore {
 
     pub async fn series(&self, q: &SeriesQuery, plan: &Plan) -> Result<Series> {
         let spec = q.metric.spec();
+        let cluster_wide = matches!(q.entity, super::Entity::Cluster(_) | super::Entity::Fleet);
         let (table, col) = match (plan.resolution, q.family()) {
+            (Resolution::Hour, Family::Gpu) if cluster_wide => ("cluster_rollup_1h", "bucket"),
             (Resolution::Raw, Family::Gpu) => ("gpu_samples", "ts"),
             (Resolution::Raw, Family::Tenant) => ("process_samples", "ts"),
             (Resolution::Minute, Family::Gpu) => ("gpu_rollup_1m", "bucket"),
@@ -565,6 +568,42 @@ impl PgStore {
         .bind(until_ms)
         .fetch_all(&self.pool)
         .await?)
+    }
+
+    /// Re-merges one cluster-hour from the GPU hour rollups of all its nodes.
+    pub async fn refresh_cluster_hour(&self, cluster: &str, hour: i64) -> Result<()> {
+        let mut tx = self.pool.begin().await?;
+        let cols = super::GPU_ROLLUP_COLUMNS.replace(
+            "bucket,",
+            "(extract(epoch from bucket) * 1000)::bigint AS bucket,",
+        );
+        let rows = sqlx::query(&format!("SELECT {cols} FROM gpu_rollup_1h WHERE cluster = $1 AND bucket = to_timestamp($2 / 1000.0)"))
+            .bind(cluster)
+            .bind(hour)
+            .fetch_all(&mut *tx)
+            .await?;
+        let mut agg = rollup::GpuAgg::default();
+        for r in &rows {
+            agg.merge(&super::read_gpu_agg!(r, Vec<u8>));
+        }
+        sqlx::query("DELETE FROM cluster_rollup_1h WHERE cluster = $1 AND bucket = to_timestamp($2 / 1000.0)")
+            .bind(cluster)
+            .bind(hour)
+            .execute(&mut *tx)
+            .await?;
+        if !rows.is_empty() {
+            let sql = format!(
+                "INSERT INTO cluster_rollup_1h ({}) VALUES ($1, to_timestamp($2 / 1000.0), $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24, $25, $26, $27, $28, $29)",
+                super::CLUSTER_ROLLUP_COLUMNS
+            );
+            let q = sqlx::query(&sql)
+                .bind(cluster)
+                .bind(hour)
+                .bind(rows.len() as i32);
+            super::bind_gpu_agg!(q, &agg).execute(&mut *tx).await?;
+        }
+        tx.commit().await?;
+        Ok(())
     }
 
     pub async fn rollup_span(
@@ -711,6 +750,12 @@ impl PgStore {
         let done =
             sqlx::query("DELETE FROM rollup_pending WHERE bucket < to_timestamp($1 / 1000.0)")
                 .bind(cut(r.raw))
+                .execute(&self.pool)
+                .await?;
+        stats.rows_deleted += done.rows_affected();
+        let done =
+            sqlx::query("DELETE FROM cluster_rollup_1h WHERE bucket < to_timestamp($1 / 1000.0)")
+                .bind(cut(r.hour))
                 .execute(&self.pool)
                 .await?;
         stats.rows_deleted += done.rows_affected();

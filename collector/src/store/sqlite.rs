@@ -324,6 +324,7 @@ impl SqliteStore {
             ("gpu_rollup_1h", &mut c.gpu_rollup_1h),
             ("tenant_rollup_1m", &mut c.tenant_rollup_1m),
             ("tenant_rollup_1h", &mut c.tenant_rollup_1h),
+            ("cluster_rollup_1h", &mut c.cluster_rollup_1h),
         ] {
             *slot = sqlx::query_scalar(&format!("SELECT count(*) FROM {table}"))
                 .fetch_one(&self.reader)
@@ -344,7 +345,9 @@ impl SqliteStore {
 
     pub async fn series(&self, q: &SeriesQuery, plan: &Plan) -> Result<Series> {
         let spec = q.metric.spec();
+        let cluster_wide = matches!(q.entity, super::Entity::Cluster(_) | super::Entity::Fleet);
         let (table, time_col) = match (plan.resolution, q.family()) {
+            (Resolution::Hour, Family::Gpu) if cluster_wide => ("cluster_rollup_1h", "bucket"),
             (Resolution::Raw, Family::Gpu) => ("gpu_samples", "ts"),
             (Resolution::Raw, Family::Tenant) => ("process_samples", "ts"),
             (Resolution::Minute, Family::Gpu) => ("gpu_rollup_1m", "bucket"),
@@ -460,6 +463,41 @@ impl SqliteStore {
             .await?)
     }
 
+    /// Re-merges one cluster-hour from the GPU hour rollups of all its nodes.
+    pub async fn refresh_cluster_hour(&self, cluster: &str, hour: i64) -> Result<()> {
+        let mut tx = self.writer.begin().await?;
+        let cols = super::GPU_ROLLUP_COLUMNS.replace("bucket,", "bucket,");
+        let rows = sqlx::query(&format!(
+            "SELECT {cols} FROM gpu_rollup_1h WHERE cluster = ? AND bucket = ?"
+        ))
+        .bind(cluster)
+        .bind(hour)
+        .fetch_all(&mut *tx)
+        .await?;
+        let mut agg = rollup::GpuAgg::default();
+        for r in &rows {
+            agg.merge(&super::read_gpu_agg!(r, Vec<u8>));
+        }
+        sqlx::query("DELETE FROM cluster_rollup_1h WHERE cluster = ? AND bucket = ?")
+            .bind(cluster)
+            .bind(hour)
+            .execute(&mut *tx)
+            .await?;
+        if !rows.is_empty() {
+            let sql = format!(
+                "INSERT INTO cluster_rollup_1h ({}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                super::CLUSTER_ROLLUP_COLUMNS
+            );
+            let q = sqlx::query(&sql)
+                .bind(cluster)
+                .bind(hour)
+                .bind(rows.len() as i32);
+            super::bind_gpu_agg!(q, &agg).execute(&mut *tx).await?;
+        }
+        tx.commit().await?;
+        Ok(())
+    }
+
     pub async fn rollup_span(
         &self,
         cluster: &str,
@@ -565,6 +603,7 @@ impl SqliteStore {
             ("tenant_rollup_1m", "bucket", cut(r.minute)),
             ("gpu_rollup_1h", "bucket", cut(r.hour)),
             ("tenant_rollup_1h", "bucket", cut(r.hour)),
+            ("cluster_rollup_1h", "bucket", cut(r.hour)),
         ] {
             let done = sqlx::query(&format!("DELETE FROM {table} WHERE {col} < ?"))
                 .bind(cutoff)

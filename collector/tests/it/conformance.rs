@@ -349,6 +349,50 @@ async fn series_use_the_right_resolution(store: &Store) {
     assert_eq!(hour.points.len(), 1);
     assert!(hour.points[0].1.is_some());
 
+    // Cluster-wide hours come from the cluster rollup and equal the merge of every GPU-hour.
+    let cluster_hour = store
+        .series(
+            &q(
+                Metric::GpuUtil,
+                Entity::Cluster("test".into()),
+                HOUR_MS,
+                Agg::Mean,
+            ),
+            now,
+            &r,
+        )
+        .await
+        .unwrap();
+    assert_eq!(cluster_hour.resolution, Resolution::Hour);
+    let (mut n, mut sum) = (0, 0.0);
+    for node in ["whole", "mig", "shared"] {
+        for agg in store
+            .hour_rollups("test", node, t0, t0 + HOUR_MS)
+            .await
+            .unwrap()
+            .gpus
+            .values()
+        {
+            n += agg.gpu_util_n;
+            sum += agg.gpu_util_sum;
+        }
+    }
+    assert!((cluster_hour.points[0].1.unwrap() - sum / f64::from(n)).abs() < 1e-6);
+    assert_eq!(store.counts().await.unwrap().cluster_rollup_1h, 1);
+    let fleet_hour = store
+        .series(
+            &q(Metric::GpuUtil, Entity::Fleet, HOUR_MS, Agg::P95),
+            now,
+            &r,
+        )
+        .await
+        .unwrap();
+    assert!(
+        fleet_hour.points[0].1.is_some_and(|v| v > 0.5),
+        "{:?}",
+        fleet_hour.points
+    );
+
     let fleet_alloc = store
         .series(
             &q(Metric::AllocShare, Entity::Fleet, 600_000, Agg::Mean),
