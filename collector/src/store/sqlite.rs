@@ -466,9 +466,9 @@ impl SqliteStore {
     /// Re-merges one cluster-hour from the GPU hour rollups of all its nodes.
     pub async fn refresh_cluster_hour(&self, cluster: &str, hour: i64) -> Result<()> {
         let mut tx = self.writer.begin().await?;
-        let cols = super::GPU_ROLLUP_COLUMNS.replace("bucket,", "bucket,");
         let rows = sqlx::query(&format!(
-            "SELECT {cols} FROM gpu_rollup_1h WHERE cluster = ? AND bucket = ?"
+            "SELECT {} FROM gpu_rollup_1h WHERE cluster = ? AND bucket = ?",
+            super::GPU_ROLLUP_COLUMNS
         ))
         .bind(cluster)
         .bind(hour)
