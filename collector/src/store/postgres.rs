@@ -157,16 +157,41 @@ impl PgStore {
             self.ensure_days(&days).await?;
         }
         let mut tx = self.pool.begin().await?;
-        // Claim the sequence number: one statement that advances the agent's high-water mark
-        // only if this batch is newer, and locks the row until commit so concurrent batches of
-        // one agent serialise. No row back means a replay.
+        // One round trip: claim the sequence number, touch the node, and mark the minutes
+        // for rollup. The claim advances the agent's high-water mark only if this batch is
+        // newer and locks the row until commit, so concurrent batches of one agent serialise.
+        // No row back means a replay; rolling back then undoes the other two writes.
+        let last_sample = b.time_range().map(|r| r.1);
+        let mut minutes: Vec<i64> = b.snapshots.iter().map(|s| rollup::bucket_of(s.ts, rollup::MINUTE_MS)).collect();
+        minutes.sort_unstable();
+        minutes.dedup();
         let claimed: Option<i64> = sqlx::query_scalar(
-            "INSERT INTO agent_streams (cluster, node, agent_id, last_seq, last_seen) VALUES ($1, $2, $3, $4, to_timestamp($5 / 1000.0))
-             ON CONFLICT (cluster, node, agent_id) DO UPDATE SET last_seq = excluded.last_seq, last_seen = excluded.last_seen
-             WHERE agent_streams.last_seq < excluded.last_seq RETURNING last_seq",
+            "WITH claim AS (
+                 INSERT INTO agent_streams (cluster, node, agent_id, last_seq, last_seen) VALUES ($1, $2, $3, $4, to_timestamp($5 / 1000.0))
+                 ON CONFLICT (cluster, node, agent_id) DO UPDATE SET last_seq = excluded.last_seq, last_seen = excluded.last_seen
+                 WHERE agent_streams.last_seq < excluded.last_seq RETURNING last_seq
+             ), touch AS (
+                 INSERT INTO nodes (cluster, node, agent_version, interval_ms, first_seen, last_seen, last_sample)
+                 VALUES ($1, $2, $6, $7, to_timestamp($5 / 1000.0), to_timestamp($5 / 1000.0), to_timestamp($8 / 1000.0))
+                 ON CONFLICT (cluster, node) DO UPDATE SET agent_version = excluded.agent_version, interval_ms = excluded.interval_ms,
+                   last_seen = excluded.last_seen, last_sample = greatest(nodes.last_sample, excluded.last_sample)
+             ), pending AS (
+                 INSERT INTO rollup_pending (cluster, node, bucket) SELECT $1, $2, to_timestamp(m / 1000.0) FROM unnest($9::bigint[]) AS m
+                 ON CONFLICT DO NOTHING
+             )
+             SELECT last_seq FROM claim",
         )
-        .bind(&b.cluster).bind(&b.node).bind(&b.agent_id).bind(b.seq as i64).bind(received_ms)
-        .fetch_optional(&mut *tx).await?;
+        .bind(&b.cluster)
+        .bind(&b.node)
+        .bind(&b.agent_id)
+        .bind(b.seq as i64)
+        .bind(received_ms)
+        .bind(&b.agent_version)
+        .bind(b.interval_ms as i32)
+        .bind(last_sample)
+        .bind(&minutes)
+        .fetch_optional(&mut *tx)
+        .await?;
         if claimed.is_none() {
             let last: i64 = sqlx::query_scalar("SELECT last_seq FROM agent_streams WHERE cluster = $1 AND node = $2 AND agent_id = $3")
                 .bind(&b.cluster).bind(&b.node).bind(&b.agent_id)
@@ -176,15 +201,6 @@ impl PgStore {
                 last_seq: last as u64,
             });
         }
-        let last_sample = b.time_range().map(|r| r.1);
-        sqlx::query(
-            "INSERT INTO nodes (cluster, node, agent_version, interval_ms, first_seen, last_seen, last_sample)
-             VALUES ($1, $2, $3, $4, to_timestamp($5 / 1000.0), to_timestamp($5 / 1000.0), to_timestamp($6 / 1000.0))
-             ON CONFLICT (cluster, node) DO UPDATE SET agent_version = excluded.agent_version, interval_ms = excluded.interval_ms,
-               last_seen = excluded.last_seen, last_sample = greatest(nodes.last_sample, excluded.last_sample)",
-        )
-        .bind(&b.cluster).bind(&b.node).bind(&b.agent_version).bind(b.interval_ms as i32).bind(received_ms).bind(last_sample)
-        .execute(&mut *tx).await?;
         if let (true, Some(inventory)) = (writes.inventory, &b.inventory) {
             for g in inventory {
                 sqlx::query(
@@ -231,18 +247,6 @@ impl PgStore {
             .execute(&mut *tx).await?;
         }
         let rows = copy_samples(&mut tx, b).await?;
-        let mut minutes: Vec<i64> = b
-            .snapshots
-            .iter()
-            .map(|s| rollup::bucket_of(s.ts, rollup::MINUTE_MS))
-            .collect();
-        minutes.sort_unstable();
-        minutes.dedup();
-        sqlx::query(
-            "INSERT INTO rollup_pending (cluster, node, bucket) SELECT $1, $2, to_timestamp(m / 1000.0) FROM unnest($3::bigint[]) AS m ON CONFLICT DO NOTHING",
-        )
-        .bind(&b.cluster).bind(&b.node).bind(&minutes)
-        .execute(&mut *tx).await?;
         tx.commit().await?;
         Ok(IngestOutcome::Stored { rows })
     }

@@ -243,7 +243,7 @@ impl Batch {
             let mut gpus_here = std::collections::HashSet::new();
             for (j, g) in s.gpus.iter().enumerate() {
                 let at = |f: &str| at(&format!("gpus[{j}].{f}"));
-                check_name(&at("gpu_uuid"), &g.gpu_uuid, limits)?;
+                check_row_name(|| at("gpu_uuid"), &g.gpu_uuid, limits)?;
                 if !gpus_here.insert(g.gpu_uuid.as_str()) {
                     return Err(invalid(format!(
                         "{} {:?} appears twice in one snapshot",
@@ -262,7 +262,7 @@ impl Batch {
                     ("tensor_active", g.tensor_active),
                     ("gr_engine_active", g.gr_engine_active),
                 ] {
-                    check_ratio(&at(f), v)?;
+                    check_ratio(|| at(f), v)?;
                 }
                 for (f, v) in [
                     ("mem_used_bytes", g.mem_used_bytes),
@@ -274,15 +274,15 @@ impl Batch {
                     ("ecc_corrected", g.ecc_corrected),
                     ("ecc_uncorrected", g.ecc_uncorrected),
                 ] {
-                    check_non_negative(&at(f), v)?;
+                    check_non_negative(|| at(f), v)?;
                 }
-                check_finite(&at("power_w"), g.power_w.map(f64::from), 0.0, 10_000.0)?;
-                check_finite(&at("temp_c"), g.temp_c.map(f64::from), -50.0, 200.0)?;
-                check_finite(&at("energy_j"), g.energy_j, 0.0, f64::MAX)?;
+                check_finite(|| at("power_w"), g.power_w.map(f64::from), 0.0, 10_000.0)?;
+                check_finite(|| at("temp_c"), g.temp_c.map(f64::from), -50.0, 200.0)?;
+                check_finite(|| at("energy_j"), g.energy_j, 0.0, f64::MAX)?;
             }
             for (j, m) in s.mig.iter().enumerate() {
                 let at = |f: &str| at(&format!("mig[{j}].{f}"));
-                check_name(&at("gpu_uuid"), &m.gpu_uuid, limits)?;
+                check_row_name(|| at("gpu_uuid"), &m.gpu_uuid, limits)?;
                 for (f, v) in [
                     ("sm_active", m.sm_active),
                     ("sm_occupancy", m.sm_occupancy),
@@ -290,23 +290,23 @@ impl Batch {
                     ("tensor_active", m.tensor_active),
                     ("gr_engine_active", m.gr_engine_active),
                 ] {
-                    check_ratio(&at(f), v)?;
+                    check_ratio(|| at(f), v)?;
                 }
-                check_non_negative(&at("mem_used_bytes"), m.mem_used_bytes)?;
-                check_non_negative(&at("mem_total_bytes"), m.mem_total_bytes)?;
+                check_non_negative(|| at("mem_used_bytes"), m.mem_used_bytes)?;
+                check_non_negative(|| at("mem_total_bytes"), m.mem_total_bytes)?;
             }
             for (j, p) in s.processes.iter().enumerate() {
                 let at = |f: &str| at(&format!("processes[{j}].{f}"));
-                check_name(&at("gpu_uuid"), &p.gpu_uuid, limits)?;
+                check_row_name(|| at("gpu_uuid"), &p.gpu_uuid, limits)?;
                 for (f, v) in [
                     ("sm_util", p.sm_util),
                     ("mem_util", p.mem_util),
                     ("enc_util", p.enc_util),
                     ("dec_util", p.dec_util),
                 ] {
-                    check_ratio(&at(f), v)?;
+                    check_ratio(|| at(f), v)?;
                 }
-                check_non_negative(&at("mem_used_bytes"), p.mem_used_bytes)?;
+                check_non_negative(|| at("mem_used_bytes"), p.mem_used_bytes)?;
                 if let Some(t) = &p.tenant
                     && !tenant_keys.contains(t.as_str())
                 {
@@ -318,7 +318,7 @@ impl Batch {
             }
             for (j, a) in s.allocations.iter().enumerate() {
                 let at = |f: &str| at(&format!("allocations[{j}].{f}"));
-                check_name(&at("gpu_uuid"), &a.gpu_uuid, limits)?;
+                check_row_name(|| at("gpu_uuid"), &a.gpu_uuid, limits)?;
                 if !tenant_keys.contains(a.tenant.as_str()) {
                     return Err(invalid(format!(
                         "{} {:?} is not among the batch's tenants",
@@ -336,8 +336,8 @@ impl Batch {
             }
             for (j, e) in s.events.iter().enumerate() {
                 let at = |f: &str| at(&format!("events[{j}].{f}"));
-                check_name(&at("gpu_uuid"), &e.gpu_uuid, limits)?;
-                check_name(&at("kind"), &e.kind, limits)?;
+                check_row_name(|| at("gpu_uuid"), &e.gpu_uuid, limits)?;
+                check_row_name(|| at("kind"), &e.kind, limits)?;
                 if let Some(m) = &e.message {
                     check_text(&at("message"), m, limits)?;
                 }
@@ -385,29 +385,45 @@ fn check_text(field: &str, value: &str, limits: &Limits) -> Result<(), Invalid> 
     Ok(())
 }
 
-fn check_ratio(field: &str, value: Option<f32>) -> Result<(), Invalid> {
+// The per-value checks take the field's name lazily: valid batches (nearly all of them)
+// never pay for building it.
+
+fn check_ratio(field: impl Fn() -> String, value: Option<f32>) -> Result<(), Invalid> {
     match value {
         Some(v) if !(0.0..=1.0).contains(&v) => Err(invalid(format!(
-            "{field} is a ratio between 0 and 1, got {v}"
+            "{} is a ratio between 0 and 1, got {v}",
+            field()
         ))),
         _ => Ok(()),
     }
 }
 
-fn check_non_negative(field: &str, value: Option<i64>) -> Result<(), Invalid> {
+fn check_non_negative(field: impl Fn() -> String, value: Option<i64>) -> Result<(), Invalid> {
     match value {
-        Some(v) if v < 0 => Err(invalid(format!("{field} must not be negative, got {v}"))),
+        Some(v) if v < 0 => Err(invalid(format!("{} must not be negative, got {v}", field()))),
         _ => Ok(()),
     }
 }
 
-fn check_finite(field: &str, value: Option<f64>, min: f64, max: f64) -> Result<(), Invalid> {
+fn check_finite(field: impl Fn() -> String, value: Option<f64>, min: f64, max: f64) -> Result<(), Invalid> {
     match value {
         Some(v) if !v.is_finite() || v < min || v > max => Err(invalid(format!(
-            "{field} must be between {min} and {max}, got {v}"
+            "{} must be between {min} and {max}, got {v}",
+            field()
         ))),
         _ => Ok(()),
     }
+}
+
+/// `check_name` for identifiers inside rows: the common valid case builds no string.
+fn check_row_name(field: impl Fn() -> String, value: &str, limits: &Limits) -> Result<(), Invalid> {
+    if !value.is_empty()
+        && value.len() <= limits.max_string_len
+        && !value.chars().any(|c| c.is_whitespace() || c.is_control())
+    {
+        return Ok(());
+    }
+    check_name(&field(), value, limits)
 }
 
 #[cfg(test)]
