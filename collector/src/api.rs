@@ -21,6 +21,16 @@ pub fn rfc3339(ms: i64) -> String {
 /// A node older than this many sampling intervals (and at least two minutes) is silent.
 const SILENT_INTERVALS: i64 = 30;
 
+/// "reporting", or "silent" when the node has sent nothing for a while.
+pub fn node_status(n: &NodeRecord, now: i64) -> &'static str {
+    let silent_after = (n.interval_ms * SILENT_INTERVALS).max(120_000);
+    if now - n.last_seen_ms > silent_after {
+        "silent"
+    } else {
+        "reporting"
+    }
+}
+
 #[derive(Debug, Serialize)]
 pub struct NodeView {
     pub cluster: String,
@@ -37,13 +47,8 @@ pub struct NodeView {
 
 impl NodeView {
     fn new(n: NodeRecord, now: i64) -> NodeView {
-        let silent_after = (n.interval_ms * SILENT_INTERVALS).max(120_000);
         NodeView {
-            status: if now - n.last_seen_ms > silent_after {
-                "silent"
-            } else {
-                "reporting"
-            },
+            status: node_status(&n, now),
             cluster: n.cluster,
             node: n.node,
             gpu_count: n.gpu_count,

@@ -15,7 +15,7 @@ use serde::Serialize;
 use crate::error::ApiError;
 use crate::metrics::{Outcome, OutcomeLabels, RejectReason, RowKind, RowLabels};
 use crate::server::AppState;
-use crate::store::IngestOutcome;
+use crate::store::{IngestOutcome, StoreError};
 
 /// The JSON answer to a stored or duplicate batch.
 #[derive(Debug, Serialize)]
@@ -34,58 +34,69 @@ pub async fn ingest(
     headers: HeaderMap,
     body: Body,
 ) -> Result<Json<IngestResponse>, ApiError> {
-    let result = handle(&state, &headers, body).await;
-    if let Err(e) = &result {
-        let reason = match e {
-            ApiError::Unauthorized(_) => RejectReason::Unauthenticated,
-            ApiError::Forbidden(_) => RejectReason::Forbidden,
-            ApiError::PayloadTooLarge(_) => RejectReason::TooLarge,
-            ApiError::UnsupportedMediaType(_) => RejectReason::Compression,
-            ApiError::Unavailable(..) => RejectReason::Unavailable,
-            ApiError::BadRequest(m) if m.starts_with("batch is not valid JSON") => {
-                RejectReason::Decode
-            }
-            ApiError::BadRequest(m) if m.starts_with("gzip") => RejectReason::Compression,
-            ApiError::BadRequest(_) | ApiError::NotFound(_) => RejectReason::Invalid,
-            ApiError::Internal(_) => RejectReason::Internal,
-        };
-        state.metrics.reject(reason);
+    match handle(&state, &headers, body).await {
+        Ok(r) => Ok(Json(r)),
+        Err((reason, error)) => {
+            state.metrics.reject(reason);
+            Err(error)
+        }
     }
-    result.map(Json)
+}
+
+/// A refusal and the reason it is counted under.
+type Refusal = (RejectReason, ApiError);
+
+fn because(reason: RejectReason) -> impl FnOnce(ApiError) -> Refusal {
+    move |e| (reason, e)
 }
 
 async fn handle(
     state: &AppState,
     headers: &HeaderMap,
     body: Body,
-) -> Result<IngestResponse, ApiError> {
-    let cred = state.auth.identify(
-        headers
-            .get(header::AUTHORIZATION)
-            .and_then(|v| v.to_str().ok()),
-    )?;
+) -> Result<IngestResponse, Refusal> {
+    let cred = state
+        .auth
+        .identify(
+            headers
+                .get(header::AUTHORIZATION)
+                .and_then(|v| v.to_str().ok()),
+        )
+        .map_err(because(RejectReason::Unauthenticated))?;
     if let Some(ct) = headers
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
         && !ct.starts_with("application/json")
     {
-        return Err(ApiError::UnsupportedMediaType(format!(
-            "Content-Type must be application/json, got {ct:?}"
-        )));
+        return Err((
+            RejectReason::Decode,
+            ApiError::UnsupportedMediaType(format!(
+                "Content-Type must be application/json, got {ct:?}"
+            )),
+        ));
     }
     let max_body = state.ingest.max_body_bytes;
-    let bytes = axum::body::to_bytes(body, max_body)
-        .await
-        .map_err(|_| ApiError::PayloadTooLarge(format!("request body exceeds {max_body} bytes")))?;
+    let bytes = axum::body::to_bytes(body, max_body).await.map_err(|_| {
+        (
+            RejectReason::TooLarge,
+            ApiError::PayloadTooLarge(format!("request body exceeds {max_body} bytes")),
+        )
+    })?;
     state.metrics.batch_bytes.observe(bytes.len() as f64);
     let encoding = headers
         .get(header::CONTENT_ENCODING)
         .and_then(|v| v.to_str().ok())
         .unwrap_or("identity");
-    let max_decoded = state.ingest.max_decoded_bytes;
-    let json = decode_body(encoding, bytes, max_decoded)?;
+    let json =
+        decode_body(encoding, bytes, state.ingest.max_decoded_bytes).map_err(|e| match e {
+            ApiError::PayloadTooLarge(_) => (RejectReason::TooLarge, e),
+            _ => (RejectReason::Compression, e),
+        })?;
     let batch: Batch = serde_json::from_slice(&json).map_err(|e| {
-        ApiError::BadRequest(format!("batch is not valid JSON for protocol v1: {e}"))
+        (
+            RejectReason::Decode,
+            ApiError::BadRequest(format!("batch is not valid JSON for protocol v1: {e}")),
+        )
     })?;
     let now = crate::now_ms();
     let limits = Limits {
@@ -95,13 +106,27 @@ async fn handle(
     };
     batch
         .validate(&limits, now)
-        .map_err(|e| ApiError::BadRequest(e.0))?;
-    state.auth.authorize(cred, &batch.cluster, &batch.node)?;
+        .map_err(|e| (RejectReason::Invalid, ApiError::BadRequest(e.0)))?;
+    state
+        .auth
+        .authorize(cred, &batch.cluster, &batch.node)
+        .map_err(because(RejectReason::Forbidden))?;
 
     let started = Instant::now();
     let teams = state.teams.clone();
     let team_of = move |t: &model::Tenant| teams.team_of(t);
-    let outcome = state.store.ingest(&batch, now, &team_of).await?;
+    let outcome = state
+        .store
+        .ingest(&batch, now, &team_of)
+        .await
+        .map_err(|e| {
+            let reason = match e {
+                StoreError::Unavailable(_) => RejectReason::Unavailable,
+                StoreError::BadRequest(_) => RejectReason::Invalid,
+                StoreError::Internal(_) => RejectReason::Internal,
+            };
+            (reason, ApiError::from(e))
+        })?;
     state
         .metrics
         .storage_write

@@ -118,12 +118,7 @@ async fn home(State(state): State<AppState>) -> Result<Html<String>, ApiError> {
             .map(|n| web::NodeRow {
                 cluster: n.cluster.clone(),
                 node: n.node.clone(),
-                status: if now - n.last_seen_ms > (n.interval_ms * 30).max(120_000) {
-                    "silent"
-                } else {
-                    "reporting"
-                }
-                .to_owned(),
+                status: crate::api::node_status(n, now).to_owned(),
                 gpus: n.gpu_count,
                 last_sample: n
                     .last_sample_ms

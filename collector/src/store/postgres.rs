@@ -162,7 +162,11 @@ impl PgStore {
         // newer and locks the row until commit, so concurrent batches of one agent serialise.
         // No row back means a replay; rolling back then undoes the other two writes.
         let last_sample = b.time_range().map(|r| r.1);
-        let mut minutes: Vec<i64> = b.snapshots.iter().map(|s| rollup::bucket_of(s.ts, rollup::MINUTE_MS)).collect();
+        let mut minutes: Vec<i64> = b
+            .snapshots
+            .iter()
+            .map(|s| rollup::bucket_of(s.ts, rollup::MINUTE_MS))
+            .collect();
         minutes.sort_unstable();
         minutes.dedup();
         let claimed: Option<i64> = sqlx::query_scalar(

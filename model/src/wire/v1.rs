@@ -400,12 +400,20 @@ fn check_ratio(field: impl Fn() -> String, value: Option<f32>) -> Result<(), Inv
 
 fn check_non_negative(field: impl Fn() -> String, value: Option<i64>) -> Result<(), Invalid> {
     match value {
-        Some(v) if v < 0 => Err(invalid(format!("{} must not be negative, got {v}", field()))),
+        Some(v) if v < 0 => Err(invalid(format!(
+            "{} must not be negative, got {v}",
+            field()
+        ))),
         _ => Ok(()),
     }
 }
 
-fn check_finite(field: impl Fn() -> String, value: Option<f64>, min: f64, max: f64) -> Result<(), Invalid> {
+fn check_finite(
+    field: impl Fn() -> String,
+    value: Option<f64>,
+    min: f64,
+    max: f64,
+) -> Result<(), Invalid> {
     match value {
         Some(v) if !v.is_finite() || v < min || v > max => Err(invalid(format!(
             "{} must be between {min} and {max}, got {v}",
