@@ -5,7 +5,7 @@ use model::wire::v1::Snapshot;
 use model::{GpuInfo, Tenant, UnixMillis};
 
 /// A source of GPU samples for one node.
-pub trait GpuBackend: Send + Sync {
+pub trait GpuBackend: Send {
     /// The cluster and node names the samples belong to.
     fn identity(&self) -> (&str, &str);
     /// The node's GPUs now.

@@ -1,6 +1,10 @@
 //! The gpulens node agent: samples the node's GPUs through a [`backend::GpuBackend`], ships
 //! sequence-numbered batches to a collector, and prints single sampling cycles for people to
-//! check. This release has the simulated backend; the NVML backend plugs into the same trait.
+//! check. Backends: NVML (real GPUs, or the fake-nvml stand-in in tests) and a simulated node of a
+//! scenario file.
 
+pub mod attribution;
 pub mod backend;
+pub mod nvml;
+pub mod report;
 pub mod shipper;

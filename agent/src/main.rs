@@ -3,7 +3,9 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+use agent::attribution::ProcFs;
 use agent::backend::{GpuBackend, SimulatedBackend};
+use agent::nvml::NvmlBackend;
 use agent::shipper::{AgentState, build_batch, now_ms};
 use clap::{Parser, Subcommand, ValueEnum};
 use ingest_client::{Backoff, Client};
@@ -52,25 +54,40 @@ enum Command {
 
 #[derive(Debug, clap::Args)]
 struct Source {
-    /// Where samples come from. `simulated` plays one node of a scenario file.
-    #[arg(long, value_enum, default_value = "simulated")]
+    /// Where samples come from: `nvml` reads this node's GPUs through the NVIDIA driver;
+    /// `simulated` plays one node of a scenario file.
+    #[arg(long, value_enum, default_value = "nvml")]
     backend: BackendKind,
+    /// The NVML library to load (a path, or a name the dynamic loader finds).
+    #[arg(long, env = "GPULENS_NVML_LIB", default_value = agent::nvml::DEFAULT_LIBRARY)]
+    nvml_lib: PathBuf,
+    /// The host's proc tree; the agent needs the host PID namespace to attribute processes.
+    #[arg(long, default_value = "/proc")]
+    proc_root: PathBuf,
+    /// User names for host processes.
+    #[arg(long, default_value = "/etc/passwd")]
+    passwd: PathBuf,
+    /// Cluster name sent with every batch (nvml backend).
+    #[arg(long, env = "GPULENS_CLUSTER", default_value = "default")]
+    cluster: String,
+    /// This node's name (nvml backend: default the host name; simulated: a scenario node).
+    #[arg(long, env = "GPULENS_NODE")]
+    node: Option<String>,
     /// Scenario file for the simulated backend.
     #[arg(long)]
-    scenario: PathBuf,
-    /// Which of the scenario's nodes this agent is.
-    #[arg(long)]
-    node: String,
+    scenario: Option<PathBuf>,
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
 enum BackendKind {
+    Nvml,
     Simulated,
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
 enum Format {
     Json,
+    Table,
 }
 
 fn humantime_ms(s: &str) -> Result<u64, String> {
@@ -84,13 +101,30 @@ fn humantime_ms(s: &str) -> Result<u64, String> {
 
 fn backend(source: &Source) -> anyhow::Result<Box<dyn GpuBackend>> {
     match source.backend {
+        BackendKind::Nvml => {
+            let node = match &source.node {
+                Some(n) => n.clone(),
+                None => std::fs::read_to_string("/proc/sys/kernel/hostname")
+                    .map(|h| h.trim().to_owned())
+                    .map_err(|e| anyhow::anyhow!("cannot read the host name ({e}); pass --node"))?,
+            };
+            let procfs = ProcFs::new(&source.proc_root, Some(&source.passwd));
+            Ok(Box::new(NvmlBackend::open(
+                &source.nvml_lib,
+                &source.cluster,
+                &node,
+                procfs,
+            )?))
+        }
         BackendKind::Simulated => {
-            let text = std::fs::read_to_string(&source.scenario).map_err(|e| {
-                anyhow::anyhow!("cannot read scenario {}: {e}", source.scenario.display())
-            })?;
+            let (Some(path), Some(node)) = (&source.scenario, &source.node) else {
+                anyhow::bail!("the simulated backend needs --scenario FILE and --node NAME");
+            };
+            let text = std::fs::read_to_string(path)
+                .map_err(|e| anyhow::anyhow!("cannot read scenario {}: {e}", path.display()))?;
             let scenario = simulator::Scenario::from_toml(&text)
-                .map_err(|e| anyhow::anyhow!("{}: {e}", source.scenario.display()))?;
-            Ok(Box::new(SimulatedBackend::new(scenario, &source.node)?))
+                .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+            Ok(Box::new(SimulatedBackend::new(scenario, node)?))
         }
     }
 }
@@ -115,23 +149,37 @@ async fn main() -> std::process::ExitCode {
 
 async fn run(command: Command) -> anyhow::Result<()> {
     match command {
-        Command::Sample {
-            source,
-            format: Format::Json,
-            ..
-        } => {
+        Command::Sample { source, format, .. } => {
             let mut b = backend(&source)?;
             let ts = now_ms();
             let (snapshot, tenants) = b.sample(ts)?;
             let (cluster, node) = b.identity();
-            let out = serde_json::json!({
-                "cluster": cluster,
-                "node": node,
-                "inventory": b.inventory(),
-                "tenants": tenants,
-                "snapshot": snapshot,
-            });
-            println!("{}", serde_json::to_string_pretty(&out)?);
+            match format {
+                Format::Json => {
+                    // Serialized straight from the model types (not through serde_json::Value,
+                    // which would widen every f32).
+                    #[derive(serde::Serialize)]
+                    struct Cycle<'a> {
+                        cluster: &'a str,
+                        node: &'a str,
+                        inventory: Vec<model::GpuInfo>,
+                        tenants: &'a [model::Tenant],
+                        snapshot: &'a model::wire::v1::Snapshot,
+                    }
+                    let out = Cycle {
+                        cluster,
+                        node,
+                        inventory: b.inventory(),
+                        tenants: &tenants,
+                        snapshot: &snapshot,
+                    };
+                    println!("{}", serde_json::to_string_pretty(&out)?);
+                }
+                Format::Table => print!(
+                    "{}",
+                    agent::report::table(cluster, node, &b.inventory(), &snapshot, &tenants)
+                ),
+            }
             Ok(())
         }
         Command::Run {

@@ -85,12 +85,17 @@ impl Tenant {
     /// A short human name: `namespace/pod/container`, `job 1234 (alice)`, `alice (uid 1000)`.
     pub fn display_name(&self) -> String {
         match self.kind {
-            TenantKind::Pod => format!(
-                "{}/{}/{}",
-                self.namespace.as_deref().unwrap_or("?"),
-                self.pod.as_deref().unwrap_or("?"),
-                self.container.as_deref().unwrap_or("?")
-            ),
+            TenantKind::Pod => match (&self.namespace, &self.pod) {
+                (Some(ns), Some(pod)) => {
+                    format!("{ns}/{pod}/{}", self.container.as_deref().unwrap_or("?"))
+                }
+                // Names come from the kubelet; without them the pod is known by its UID.
+                _ => format!(
+                    "pod {} container {}",
+                    self.pod_uid.as_deref().unwrap_or("?"),
+                    self.container.as_deref().unwrap_or("?")
+                ),
+            },
             TenantKind::SlurmJob => format!(
                 "job {} ({})",
                 self.job_id.as_deref().unwrap_or("?"),

@@ -1,0 +1,370 @@
+//! Who owns a GPU process: its cgroup says which Kubernetes pod and container or which Slurm
+//! job it runs in; otherwise it belongs to the host user that runs it. Everything is read
+//! from a proc tree (`--proc-root`, default `/proc`), so tests run on fixture trees. The agent
+//! needs the host PID namespace to see other containers' processes.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+use model::Tenant;
+
+/// What a process's cgroup says about its owner.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Owner {
+    Pod {
+        pod_uid: String,
+        container_id: Option<String>,
+    },
+    SlurmJob {
+        job_id: String,
+    },
+    /// Neither: attribute to the process's user.
+    Host,
+}
+
+/// Reads the cgroup file's text (v1 or v2) and finds the owner.
+pub fn owner_from_cgroup(text: &str) -> Owner {
+    let paths: Vec<&str> = text
+        .lines()
+        .filter_map(|l| l.splitn(3, ':').nth(2))
+        .collect();
+    for path in &paths {
+        if let Some(o) = kubepods(path) {
+            return o;
+        }
+    }
+    for path in &paths {
+        if let Some(job_id) = slurm_job(path) {
+            return Owner::SlurmJob { job_id };
+        }
+    }
+    Owner::Host
+}
+
+/// `/kubepods/burstable/pod<uid>/<id>` (cgroupfs driver) or
+/// `/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod<uid_>.slice/cri-containerd-<id>.scope`
+/// (systemd driver); guaranteed pods have no QoS level; any runtime prefix.
+fn kubepods(path: &str) -> Option<Owner> {
+    if !path.contains("kubepods") {
+        return None;
+    }
+    let segments: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
+    let (pos, pod_uid) = segments.iter().enumerate().find_map(|(i, seg)| {
+        let seg = seg.strip_suffix(".slice").unwrap_or(seg);
+        // systemd: kubepods-<qos>-pod<uid with _>; cgroupfs: pod<uid>
+        let idx = seg.rfind("pod")?;
+        let uid = &seg[idx + 3..];
+        let plausible = uid.len() >= 32
+            && uid
+                .chars()
+                .all(|c| c.is_ascii_hexdigit() || c == '-' || c == '_');
+        plausible.then(|| (i, uid.replace('_', "-")))
+    })?;
+    let container_id = segments.get(pos + 1).and_then(|seg| container_id(seg));
+    Some(Owner::Pod {
+        pod_uid,
+        container_id,
+    })
+}
+
+/// The container id in the last cgroup segment, whatever the runtime calls it.
+fn container_id(seg: &str) -> Option<String> {
+    let seg = seg.strip_suffix(".scope").unwrap_or(seg);
+    if seg.starts_with("crio-conmon-") {
+        return None;
+    }
+    let id = [
+        "cri-containerd-",
+        "containerd-",
+        "crio-",
+        "docker-",
+        "cri-o-",
+    ]
+    .iter()
+    .find_map(|p| seg.strip_prefix(p))
+    .unwrap_or(seg);
+    (id.len() >= 12 && id.chars().all(|c| c.is_ascii_hexdigit())).then(|| id.to_owned())
+}
+
+/// `/slurm/uid_1000/job_1234/step_0/task_0`, `/system.slice/slurmstepd.scope/job_1234/…`
+/// or a `slurm-1234.scope` unit.
+fn slurm_job(path: &str) -> Option<String> {
+    let under_slurm = path
+        .split('/')
+        .any(|s| s == "slurm" || s.starts_with("slurmstepd"));
+    for seg in path.split('/') {
+        if let Some(id) = seg.strip_prefix("job_")
+            && !id.is_empty()
+            && id.chars().all(|c| c.is_ascii_digit())
+            && under_slurm
+        {
+            return Some(id.to_owned());
+        }
+        if let Some(id) = seg
+            .strip_prefix("slurm-")
+            .and_then(|s| s.strip_suffix(".scope"))
+            && !id.is_empty()
+            && id.chars().all(|c| c.is_ascii_digit())
+        {
+            return Some(id.to_owned());
+        }
+    }
+    None
+}
+
+/// A proc tree and the system's user names.
+#[derive(Debug, Clone)]
+pub struct ProcFs {
+    root: PathBuf,
+    boot_ms: Option<i64>,
+    users: HashMap<u32, String>,
+}
+
+/// Linux reports process start times in clock ticks of 1/100 s on every mainstream platform.
+const CLOCK_TICKS_PER_S: i64 = 100;
+
+impl ProcFs {
+    /// `root` is usually `/proc`; `passwd` is `/etc/passwd` (user names; optional).
+    pub fn new(root: &Path, passwd: Option<&Path>) -> ProcFs {
+        let boot_ms = std::fs::read_to_string(root.join("stat"))
+            .ok()
+            .and_then(|s| {
+                s.lines()
+                    .find_map(|l| l.strip_prefix("btime "))
+                    .and_then(|v| v.trim().parse::<i64>().ok())
+                    .map(|secs| secs * 1000)
+            });
+        let users = passwd
+            .and_then(|p| std::fs::read_to_string(p).ok())
+            .map(|text| parse_passwd(&text))
+            .unwrap_or_default();
+        ProcFs {
+            root: root.to_owned(),
+            boot_ms,
+            users,
+        }
+    }
+
+    /// When the process started (ms since the epoch), from field 22 of /proc/PID/stat.
+    pub fn start_time_ms(&self, pid: u32) -> Option<i64> {
+        let stat = std::fs::read_to_string(self.root.join(pid.to_string()).join("stat")).ok()?;
+        // The command name (field 2) may contain spaces and parentheses: skip past the last ')'.
+        let rest = &stat[stat.rfind(')')? + 1..];
+        let ticks: i64 = rest.split_whitespace().nth(19)?.parse().ok()?;
+        Some(self.boot_ms? + ticks * 1000 / CLOCK_TICKS_PER_S)
+    }
+
+    /// The real uid from /proc/PID/status.
+    pub fn uid(&self, pid: u32) -> Option<u32> {
+        let status =
+            std::fs::read_to_string(self.root.join(pid.to_string()).join("status")).ok()?;
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix("Uid:"))?
+            .split_whitespace()
+            .next()?
+            .parse()
+            .ok()
+    }
+
+    pub fn owner(&self, pid: u32) -> Option<Owner> {
+        let text = std::fs::read_to_string(self.root.join(pid.to_string()).join("cgroup")).ok()?;
+        Some(owner_from_cgroup(&text))
+    }
+
+    pub fn user_name(&self, uid: u32) -> Option<&str> {
+        self.users.get(&uid).map(String::as_str)
+    }
+
+    /// The tenant a process belongs to, or None when its /proc entry cannot be read (the
+    /// process has exited, or the agent is not in the host PID namespace).
+    pub fn tenant(&self, pid: u32) -> Option<Tenant> {
+        let owner = self.owner(pid)?;
+        let uid = self.uid(pid);
+        let user = uid.and_then(|u| self.user_name(u)).map(str::to_owned);
+        Some(match owner {
+            Owner::Pod {
+                pod_uid,
+                container_id,
+            } => {
+                // Pod and container names come from the kubelet; until then, the container
+                // is named by its id.
+                let container =
+                    container_id.map_or_else(|| "unknown".to_owned(), |c| c[..12].to_owned());
+                Tenant {
+                    key: Tenant::pod_key(&pod_uid, &container),
+                    kind: model::TenantKind::Pod,
+                    namespace: None,
+                    pod: None,
+                    container: Some(container),
+                    pod_uid: Some(pod_uid),
+                    job_id: None,
+                    user: None,
+                    account: None,
+                    uid: None,
+                }
+            }
+            Owner::SlurmJob { job_id } => Tenant {
+                key: Tenant::slurm_key(&job_id),
+                kind: model::TenantKind::SlurmJob,
+                namespace: None,
+                pod: None,
+                container: None,
+                pod_uid: None,
+                job_id: Some(job_id),
+                user,
+                account: None,
+                uid,
+            },
+            Owner::Host => {
+                let uid = uid?;
+                Tenant {
+                    key: Tenant::host_key(uid),
+                    kind: model::TenantKind::HostUser,
+                    namespace: None,
+                    pod: None,
+                    container: None,
+                    pod_uid: None,
+                    job_id: None,
+                    user,
+                    account: None,
+                    uid: Some(uid),
+                }
+            }
+        })
+    }
+}
+
+fn parse_passwd(text: &str) -> HashMap<u32, String> {
+    text.lines()
+        .filter(|l| !l.starts_with('#'))
+        .filter_map(|l| {
+            let mut f = l.split(':');
+            let name = f.next()?;
+            let uid = f.nth(1)?.parse().ok()?;
+            Some((uid, name.to_owned()))
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const UID: &str = "0f8c3b2a-6d1e-4c7f-9a25-3e4b5c6d7e8f";
+    const CID: &str = "3f1a9c0e7b2d4e5f6a7b8c9d0e1f2a3b4c5d6e7f8a9b0c1d2e3f4a5b6c7d8e9f";
+
+    fn pod(container: Option<&str>) -> Owner {
+        Owner::Pod {
+            pod_uid: UID.into(),
+            container_id: container.map(str::to_owned),
+        }
+    }
+
+    #[test]
+    fn cgroup_v1_cgroupfs_every_qos_class() {
+        for qos in ["", "burstable/", "besteffort/"] {
+            let text = format!(
+                "12:memory:/kubepods/{qos}pod{UID}/{CID}\n11:cpu,cpuacct:/kubepods/{qos}pod{UID}/{CID}\n"
+            );
+            assert_eq!(owner_from_cgroup(&text), pod(Some(CID)), "{qos}");
+        }
+    }
+
+    #[test]
+    fn cgroup_v2_systemd_with_every_runtime() {
+        let u = UID.replace('-', "_");
+        for (slice, runtime) in [
+            (
+                format!("kubepods.slice/kubepods-pod{u}.slice"),
+                "cri-containerd",
+            ),
+            (
+                format!("kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod{u}.slice"),
+                "crio",
+            ),
+            (
+                format!(
+                    "kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod{u}.slice"
+                ),
+                "docker",
+            ),
+        ] {
+            let text = format!("0::/{slice}/{runtime}-{CID}.scope\n");
+            assert_eq!(owner_from_cgroup(&text), pod(Some(CID)), "{runtime}");
+        }
+        // CRI-O's conmon process is the pod's, but no container's.
+        let text = format!("0::/kubepods.slice/kubepods-pod{u}.slice/crio-conmon-{CID}.scope\n");
+        assert_eq!(owner_from_cgroup(&text), pod(None));
+    }
+
+    #[test]
+    fn cgroup_v2_cgroupfs_containerd() {
+        let text = format!("0::/kubepods/burstable/pod{UID}/{CID}\n");
+        assert_eq!(owner_from_cgroup(&text), pod(Some(CID)));
+    }
+
+    #[test]
+    fn slurm_forms() {
+        let job = |id: &str| Owner::SlurmJob { job_id: id.into() };
+        assert_eq!(
+            owner_from_cgroup("4:memory:/slurm/uid_1000/job_123456/step_0/task_0\n"),
+            job("123456")
+        );
+        assert_eq!(
+            owner_from_cgroup("0::/system.slice/slurmstepd.scope/job_42/step_batch/user/task_0\n"),
+            job("42")
+        );
+        assert_eq!(
+            owner_from_cgroup("0::/system.slice/slurm-7788.scope\n"),
+            job("7788")
+        );
+    }
+
+    #[test]
+    fn everything_else_is_the_host_user() {
+        assert_eq!(
+            owner_from_cgroup("0::/user.slice/user-1000.slice/session-3.scope\n"),
+            Owner::Host
+        );
+        assert_eq!(
+            owner_from_cgroup(&format!("0::/system.slice/docker-{CID}.scope\n")),
+            Owner::Host
+        );
+        assert_eq!(owner_from_cgroup("0::/job_12/not-slurm\n"), Owner::Host);
+        assert_eq!(owner_from_cgroup(""), Owner::Host);
+    }
+
+    #[test]
+    fn a_fixture_proc_tree() {
+        let root = std::env::temp_dir().join(format!("gpulens-proc-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        std::fs::create_dir_all(root.join("4242")).unwrap();
+        std::fs::write(root.join("stat"), "cpu 1 2 3\nbtime 1790000000\n").unwrap();
+        std::fs::write(root.join("4242/stat"), "4242 (python (train)) S 1 4242 4242 0 -1 4194560 1 0 0 0 5 6 0 0 20 0 8 0 123456 0 0\n").unwrap();
+        std::fs::write(
+            root.join("4242/status"),
+            "Name:\tpython\nUid:\t1001\t1001\t1001\t1001\n",
+        )
+        .unwrap();
+        std::fs::write(
+            root.join("4242/cgroup"),
+            "0::/user.slice/user-1001.slice/session-3.scope\n",
+        )
+        .unwrap();
+        std::fs::write(
+            root.join("passwd"),
+            "root:x:0:0:root:/root:/bin/bash\nalice:x:1001:1001::/home/alice:/bin/bash\n",
+        )
+        .unwrap();
+        let p = ProcFs::new(&root, Some(&root.join("passwd")));
+        assert_eq!(p.start_time_ms(4242), Some(1_790_000_000_000 + 1_234_560));
+        let t = p.tenant(4242).unwrap();
+        assert_eq!(
+            (t.key.as_str(), t.user.as_deref()),
+            ("host/1001", Some("alice"))
+        );
+        assert_eq!(p.tenant(9999), None);
+        std::fs::remove_dir_all(&root).unwrap();
+    }
+}

@@ -1,0 +1,554 @@
+//! The NVML backend: the only module that calls NVML (through nvml-wrapper). Reads inventory
+//! (GPUs, MIG devices with their GPU/compute instance ids), per-device readings, running
+//! compute and MPS processes, per-process utilization (asked with the previous timestamp, so
+//! each sample covers the last interval), and XID errors from an NVML event set on a thread
+//! of its own.
+//!
+//! A reading the GPU does not support (NOT_SUPPORTED, NO_PERMISSION, or a function missing
+//! from an older driver) is logged once and reported as absent — NULL, never 0 — and not asked
+//! again. A GPU that falls off the bus is reported once as an event and then skipped.
+
+use std::collections::{HashMap, HashSet};
+use std::path::Path;
+use std::sync::mpsc;
+
+use model::wire::v1::Snapshot;
+use model::{
+    GpuEvent, GpuInfo, GpuSample, MigInstanceInfo, MigSample, ProcessKind, ProcessSample, Tenant,
+    UnixMillis,
+};
+use nvml_wrapper::enum_wrappers::device::{
+    Clock, EccCounter, MemoryError, PcieUtilCounter, TemperatureSensor,
+};
+use nvml_wrapper::enums::device::UsedGpuMemory;
+use nvml_wrapper::error::NvmlError;
+use nvml_wrapper::{Device, Nvml};
+
+use crate::attribution::ProcFs;
+use crate::backend::GpuBackend;
+
+struct Mig {
+    device: Device<'static>,
+    info: MigInstanceInfo,
+}
+
+struct Gpu {
+    device: Device<'static>,
+    info: GpuInfo,
+    migs: Vec<Mig>,
+    lost: bool,
+    /// Timestamp (µs) of the newest per-process utilization sample seen.
+    last_util_ts: u64,
+}
+
+/// Readings that are unavailable on a GPU; each is logged once.
+#[derive(Default)]
+struct Missing(HashSet<(String, &'static str)>);
+
+impl Missing {
+    fn read<T>(
+        &mut self,
+        gpu: &str,
+        field: &'static str,
+        lost: &mut bool,
+        r: Result<T, NvmlError>,
+    ) -> Option<T> {
+        match r {
+            Ok(v) => Some(v),
+            Err(
+                NvmlError::NotSupported
+                | NvmlError::NoPermission
+                | NvmlError::FailedToLoadSymbol(_)
+                | NvmlError::FunctionNotFound,
+            ) => {
+                if self.0.insert((gpu.to_owned(), field)) {
+                    tracing::info!(
+                        gpu_uuid = gpu,
+                        field,
+                        "not available on this GPU; reported as absent"
+                    );
+                }
+                None
+            }
+            Err(NvmlError::GpuLost) => {
+                *lost = true;
+                None
+            }
+            Err(e) => {
+                if self.0.insert((gpu.to_owned(), field)) {
+                    tracing::warn!(gpu_uuid = gpu, field, error = %e, "reading failed; reported as absent");
+                }
+                None
+            }
+        }
+    }
+}
+
+pub struct NvmlBackend {
+    nvml: &'static Nvml,
+    cluster: String,
+    node: String,
+    gpus: Vec<Gpu>,
+    missing: Missing,
+    events: Option<mpsc::Receiver<(String, u64, UnixMillis)>>,
+    procfs: ProcFs,
+    /// First sighting of processes whose start time /proc could not tell.
+    first_seen: HashMap<u32, i64>,
+    pub driver_version: Option<String>,
+}
+
+impl std::fmt::Debug for NvmlBackend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "NvmlBackend({} GPUs)", self.gpus.len())
+    }
+}
+
+/// Where the NVIDIA driver's library is looked for when no path is given.
+pub const DEFAULT_LIBRARY: &str = "libnvidia-ml.so.1";
+
+impl NvmlBackend {
+    /// Loads NVML from `library` (a path, or a name the dynamic loader finds) and reads the
+    /// inventory. Fails with an explanation when no driver is there.
+    pub fn open(
+        library: &Path,
+        cluster: &str,
+        node: &str,
+        procfs: ProcFs,
+    ) -> anyhow::Result<NvmlBackend> {
+        let nvml = Nvml::builder().lib_path(library.as_os_str()).init().map_err(|e| match e {
+            NvmlError::LibloadingError(inner) => anyhow::anyhow!(
+                "cannot load the NVIDIA management library {}: {inner}. Is the NVIDIA driver installed, and is the library visible to the agent (in a container: mount it from the host)?",
+                library.display()
+            ),
+            NvmlError::DriverNotLoaded => anyhow::anyhow!("the NVIDIA driver is not loaded (NVML says DRIVER_NOT_LOADED)"),
+            NvmlError::NoPermission => anyhow::anyhow!("no permission to use NVML; run the agent with access to /dev/nvidia*"),
+            other => anyhow::anyhow!("NVML failed to start: {other}"),
+        })?;
+        // One NVML for the life of the process: devices and event sets borrow it.
+        let nvml: &'static Nvml = Box::leak(Box::new(nvml));
+        let driver_version = nvml.sys_driver_version().ok();
+        let mut missing = Missing::default();
+        let count = nvml.device_count()?;
+        let mut gpus = Vec::new();
+        for index in 0..count {
+            let device = nvml.device_by_index(index)?;
+            gpus.push(inventory(device, index, &mut missing)?);
+        }
+        let events = spawn_event_thread(nvml, &gpus);
+        Ok(NvmlBackend {
+            nvml,
+            cluster: cluster.to_owned(),
+            node: node.to_owned(),
+            gpus,
+            missing,
+            events,
+            procfs,
+            first_seen: HashMap::new(),
+            driver_version,
+        })
+    }
+
+    pub fn nvml(&self) -> &'static Nvml {
+        self.nvml
+    }
+}
+
+fn inventory(device: Device<'static>, index: u32, missing: &mut Missing) -> anyhow::Result<Gpu> {
+    let uuid = device.uuid()?;
+    let mut lost = false;
+    let model = missing
+        .read(&uuid, "name", &mut lost, device.name())
+        .unwrap_or_else(|| "unknown".into());
+    let memory_total_bytes = missing
+        .read(&uuid, "memory", &mut lost, device.memory_info())
+        .map_or(0, |m| m.total as i64);
+    let pci_bus_id = missing
+        .read(&uuid, "pci_info", &mut lost, device.pci_info())
+        .map(|p| p.bus_id);
+    let mig_enabled = missing
+        .read(&uuid, "mig_mode", &mut lost, device.mig_mode())
+        .is_some_and(|m| m.current == 1);
+    let mut migs = Vec::new();
+    if mig_enabled {
+        let slots = missing
+            .read(
+                &uuid,
+                "mig_device_count",
+                &mut lost,
+                device.mig_device_count(),
+            )
+            .unwrap_or(0);
+        for slot in 0..slots {
+            let mig = match device.mig_device_by_index(slot) {
+                Ok(m) => m,
+                Err(NvmlError::NotFound | NvmlError::InvalidArg) => continue,
+                Err(e) => return Err(e.into()),
+            };
+            let (gi_id, ci_id) = instance_ids(&mig)?;
+            let name = mig.name().unwrap_or_default();
+            // NVML names MIG devices "<GPU name> MIG <profile>", e.g. "… MIG 3g.40gb".
+            let profile = name
+                .rsplit(" MIG ")
+                .next()
+                .filter(|p| p.contains('g'))
+                .unwrap_or("unknown")
+                .to_owned();
+            let compute_slices = profile
+                .split_once('g')
+                .and_then(|(c, _)| c.rsplit('.').next()?.parse().ok());
+            migs.push(Mig {
+                info: MigInstanceInfo {
+                    gi_id,
+                    ci_id,
+                    memory_total_bytes: mig.memory_info().map_or(0, |m| m.total as i64),
+                    profile,
+                    placement_start: None,
+                    placement_size: None,
+                    compute_slices,
+                    uuid: mig.uuid().ok(),
+                },
+                device: mig,
+            });
+        }
+    }
+    Ok(Gpu {
+        info: GpuInfo {
+            uuid,
+            index,
+            model,
+            memory_total_bytes,
+            pci_bus_id,
+            mig_enabled,
+            sharing: if mig_enabled { "mig" } else { "exclusive" }.to_owned(),
+            replicas: 1,
+            mig_instances: migs.iter().map(|m| m.info.clone()).collect(),
+        },
+        device,
+        migs,
+        lost,
+        last_util_ts: 0,
+    })
+}
+
+/// GPU- and compute-instance ids of a MIG device: not wrapped by nvml-wrapper, so through the
+/// raw library.
+#[allow(unsafe_code)]
+fn instance_ids(mig: &Device<'static>) -> anyhow::Result<(u32, u32)> {
+    let lib = mig.nvml().lib();
+    let (mut gi, mut ci) = (0u32, 0u32);
+    // SAFETY: the handle is a live MIG device handle from this NVML instance, and the out
+    // pointers are valid for writes of one u32 each.
+    let (r1, r2) = unsafe {
+        let h = mig.handle();
+        (
+            lib.nvmlDeviceGetGpuInstanceId(h, &mut gi),
+            lib.nvmlDeviceGetComputeInstanceId(h, &mut ci),
+        )
+    };
+    if r1 != 0 || r2 != 0 {
+        anyhow::bail!("NVML could not tell the instance ids of a MIG device (codes {r1}, {r2})");
+    }
+    Ok((gi, ci))
+}
+
+/// XID errors arrive on NVML's event set; a thread waits for them and hands them over.
+fn spawn_event_thread(
+    nvml: &'static Nvml,
+    gpus: &[Gpu],
+) -> Option<mpsc::Receiver<(String, u64, UnixMillis)>> {
+    use nvml_wrapper::bitmasks::event::EventTypes;
+    let mut set = nvml.create_event_set().ok()?;
+    let mut registered = 0;
+    for g in gpus.iter().filter(|g| !g.info.mig_enabled) {
+        let supported = g
+            .device
+            .supported_event_types()
+            .is_ok_and(|t| t.contains(EventTypes::CRITICAL_XID_ERROR));
+        if !supported {
+            tracing::info!(gpu_uuid = %g.info.uuid, "XID events not available on this GPU");
+            continue;
+        }
+        match g
+            .device
+            .register_events(EventTypes::CRITICAL_XID_ERROR, set)
+        {
+            Ok(s) => {
+                set = s;
+                registered += 1;
+            }
+            Err(e) => {
+                // NVML released the set: XID collection is off for this run.
+                tracing::warn!(gpu_uuid = %g.info.uuid, error = %e.error, "cannot register for XID events; XID errors will not be reported");
+                return None;
+            }
+        }
+    }
+    if registered == 0 {
+        return None;
+    }
+    let (tx, rx) = mpsc::channel();
+    std::thread::Builder::new()
+        .name("nvml-events".into())
+        .spawn(move || {
+            loop {
+                match set.wait(1000) {
+                    Ok(ev) => {
+                        let code = match ev.event_data {
+                            Some(nvml_wrapper::enums::event::XidError::Value(v)) => v,
+                            _ => 0,
+                        };
+                        let uuid = ev.device.uuid().unwrap_or_default();
+                        if tx.send((uuid, code, now_ms())).is_err() {
+                            return;
+                        }
+                    }
+                    Err(NvmlError::Timeout) => {}
+                    Err(e) => {
+                        tracing::warn!(error = %e, "NVML event wait failed; XID events stop");
+                        return;
+                    }
+                }
+            }
+        })
+        .ok()?;
+    Some(rx)
+}
+
+fn now_ms() -> UnixMillis {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
+}
+
+fn ratio(percent: u32) -> f32 {
+    (percent.min(100) as f32) / 100.0
+}
+
+impl GpuBackend for NvmlBackend {
+    fn identity(&self) -> (&str, &str) {
+        (&self.cluster, &self.node)
+    }
+
+    fn inventory(&self) -> Vec<GpuInfo> {
+        self.gpus
+            .iter()
+            .filter(|g| !g.lost)
+            .map(|g| g.info.clone())
+            .collect()
+    }
+
+    fn sample(&mut self, ts: UnixMillis) -> anyhow::Result<(Snapshot, Vec<Tenant>)> {
+        let mut snap = Snapshot {
+            ts,
+            ..Snapshot::default()
+        };
+        let mut tenants: HashMap<String, Tenant> = HashMap::new();
+        let m = &mut self.missing;
+        for g in self.gpus.iter_mut().filter(|g| !g.lost) {
+            let uuid = g.info.uuid.clone();
+            let d = &g.device;
+            let mut lost = false;
+            let mem = m.read(&uuid, "memory", &mut lost, d.memory_info());
+            let util = if g.info.mig_enabled {
+                None
+            } else {
+                m.read(&uuid, "utilization", &mut lost, d.utilization_rates())
+            };
+            let mut sample = GpuSample {
+                gpu_uuid: uuid.clone(),
+                gpu_util: util.as_ref().map(|u| ratio(u.gpu)),
+                mem_util: util.as_ref().map(|u| ratio(u.memory)),
+                mem_used_bytes: mem.as_ref().map(|m| m.used as i64),
+                mem_total_bytes: mem.as_ref().map(|m| m.total as i64),
+                power_w: m
+                    .read(&uuid, "power", &mut lost, d.power_usage())
+                    .map(|mw| mw as f32 / 1000.0),
+                energy_j: m
+                    .read(&uuid, "energy", &mut lost, d.total_energy_consumption())
+                    .map(|mj| mj as f64 / 1000.0),
+                temp_c: m
+                    .read(
+                        &uuid,
+                        "temperature",
+                        &mut lost,
+                        d.temperature(TemperatureSensor::Gpu),
+                    )
+                    .map(|t| t as f32),
+                sm_clock_mhz: m
+                    .read(&uuid, "sm_clock", &mut lost, d.clock_info(Clock::SM))
+                    .map(|c| c as i32),
+                mem_clock_mhz: m
+                    .read(&uuid, "mem_clock", &mut lost, d.clock_info(Clock::Memory))
+                    .map(|c| c as i32),
+                throttle_reasons: m
+                    .read(
+                        &uuid,
+                        "throttle_reasons",
+                        &mut lost,
+                        d.current_throttle_reasons(),
+                    )
+                    .map(|r| r.bits() as i64),
+                pcie_rx_bytes_per_s: m
+                    .read(
+                        &uuid,
+                        "pcie_rx",
+                        &mut lost,
+                        d.pcie_throughput(PcieUtilCounter::Receive),
+                    )
+                    .map(|kb| i64::from(kb) * 1024),
+                pcie_tx_bytes_per_s: m
+                    .read(
+                        &uuid,
+                        "pcie_tx",
+                        &mut lost,
+                        d.pcie_throughput(PcieUtilCounter::Send),
+                    )
+                    .map(|kb| i64::from(kb) * 1024),
+                ecc_corrected: m
+                    .read(
+                        &uuid,
+                        "ecc",
+                        &mut lost,
+                        d.total_ecc_errors(MemoryError::Corrected, EccCounter::Volatile),
+                    )
+                    .map(|v| v as i64),
+                ecc_uncorrected: m
+                    .read(
+                        &uuid,
+                        "ecc",
+                        &mut lost,
+                        d.total_ecc_errors(MemoryError::Uncorrected, EccCounter::Volatile),
+                    )
+                    .map(|v| v as i64),
+                enc_util: if g.info.mig_enabled {
+                    None
+                } else {
+                    m.read(&uuid, "encoder", &mut lost, d.encoder_utilization())
+                        .map(|u| ratio(u.utilization))
+                },
+                dec_util: if g.info.mig_enabled {
+                    None
+                } else {
+                    m.read(&uuid, "decoder", &mut lost, d.decoder_utilization())
+                        .map(|u| ratio(u.utilization))
+                },
+                ..GpuSample::default()
+            };
+            if lost {
+                tracing::error!(gpu_uuid = %uuid, "GPU has fallen off the bus; no longer sampled");
+                g.lost = true;
+                snap.events.push(GpuEvent {
+                    gpu_uuid: uuid,
+                    ts,
+                    kind: "gpu_lost".into(),
+                    code: 0,
+                    message: Some("GPU is lost (NVML_ERROR_GPU_IS_LOST)".into()),
+                });
+                continue;
+            }
+            // Per-process shares since the previous call.
+            // No sample for a process in the interval means it ran no kernel: a measured 0.
+            // Unsupported means unknown: absent.
+            let mut shares: HashMap<u32, (f32, f32, f32, f32)> = HashMap::new();
+            let mut shares_known = false;
+            if !g.info.mig_enabled {
+                match d.process_utilization_stats(g.last_util_ts) {
+                    Ok(samples) => {
+                        shares_known = true;
+                        for s in samples {
+                            g.last_util_ts = g.last_util_ts.max(s.timestamp);
+                            shares.insert(
+                                s.pid,
+                                (
+                                    ratio(s.sm_util),
+                                    ratio(s.mem_util),
+                                    ratio(s.enc_util),
+                                    ratio(s.dec_util),
+                                ),
+                            );
+                        }
+                    }
+                    Err(NvmlError::NotFound) => shares_known = true,
+                    Err(e) => {
+                        m.read::<()>(&uuid, "process_utilization", &mut lost, Err(e));
+                    }
+                }
+            }
+            for (kind, list) in [
+                (
+                    ProcessKind::Compute,
+                    m.read(
+                        &uuid,
+                        "compute_processes",
+                        &mut lost,
+                        d.running_compute_processes(),
+                    ),
+                ),
+                (
+                    ProcessKind::Mps,
+                    m.read(
+                        &uuid,
+                        "mps_processes",
+                        &mut lost,
+                        d.mps_running_compute_processes(),
+                    ),
+                ),
+            ] {
+                for p in list.unwrap_or_default() {
+                    let tenant = self.procfs.tenant(p.pid);
+                    let start_time = self
+                        .procfs
+                        .start_time_ms(p.pid)
+                        .unwrap_or_else(|| *self.first_seen.entry(p.pid).or_insert(ts));
+                    let share = shares.get(&p.pid).copied();
+                    snap.processes.push(ProcessSample {
+                        gpu_uuid: uuid.clone(),
+                        pid: p.pid,
+                        start_time,
+                        kind,
+                        gi_id: p.gpu_instance_id,
+                        ci_id: p.compute_instance_id,
+                        tenant: tenant.as_ref().map(|t| t.key.clone()),
+                        // Under MIG NVML has no per-process utilization: absent, not 0.
+                        sm_util: shares_known.then(|| share.map_or(0.0, |s| s.0)),
+                        mem_util: shares_known.then(|| share.map_or(0.0, |s| s.1)),
+                        enc_util: share.map(|s| s.2),
+                        dec_util: share.map(|s| s.3),
+                        mem_used_bytes: match p.used_gpu_memory {
+                            UsedGpuMemory::Used(b) => Some(b as i64),
+                            UsedGpuMemory::Unavailable => None,
+                        },
+                    });
+                    if let Some(t) = tenant {
+                        tenants.entry(t.key.clone()).or_insert(t);
+                    }
+                }
+            }
+            for mig in &g.migs {
+                let mem = mig.device.memory_info().ok();
+                snap.mig.push(MigSample {
+                    gpu_uuid: uuid.clone(),
+                    gi_id: mig.info.gi_id,
+                    ci_id: mig.info.ci_id,
+                    mem_used_bytes: mem.as_ref().map(|m| m.used as i64),
+                    mem_total_bytes: mem.as_ref().map(|m| m.total as i64),
+                    ..MigSample::default()
+                });
+            }
+            sample.gpu_uuid = uuid;
+            snap.gpus.push(sample);
+        }
+        if let Some(rx) = &self.events {
+            while let Ok((gpu_uuid, code, at)) = rx.try_recv() {
+                snap.events.push(GpuEvent {
+                    gpu_uuid,
+                    ts: at,
+                    kind: "xid".into(),
+                    code: code as i64,
+                    message: None,
+                });
+            }
+        }
+        Ok((snap, tenants.into_values().collect()))
+    }
+}

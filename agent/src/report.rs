@@ -1,0 +1,129 @@
+//! `sample --once --format table`: one sampling cycle laid out for a person, in the spirit of
+//! nvidia-smi, with each process's tenant. Absent readings print as "-" (not measured), never
+//! as 0.
+
+use std::fmt::Write;
+
+use model::wire::v1::Snapshot;
+use model::{GpuInfo, Tenant};
+
+fn pct(v: Option<f32>) -> String {
+    v.map_or_else(|| "-".to_owned(), |v| format!("{:.0}%", v * 100.0))
+}
+
+fn mib(v: Option<i64>) -> String {
+    v.map_or_else(|| "-".to_owned(), |v| format!("{}MiB", v / (1024 * 1024)))
+}
+
+pub fn table(
+    cluster: &str,
+    node: &str,
+    inventory: &[GpuInfo],
+    snap: &Snapshot,
+    tenants: &[Tenant],
+) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "cluster {cluster}  node {node}  {} GPU(s)",
+        inventory.len()
+    );
+    let _ = writeln!(
+        out,
+        "{:<4} {:<44} {:<24} {:>6} {:>7} {:>19} {:>7} {:>5}",
+        "GPU", "UUID", "MODEL", "UTIL", "SM", "MEMORY", "POWER", "TEMP"
+    );
+    for g in inventory {
+        let s = snap.gpus.iter().find(|s| s.gpu_uuid == g.uuid);
+        let util = s.and_then(|s| s.gpu_util);
+        let mem = format!(
+            "{} / {}",
+            mib(s.and_then(|s| s.mem_used_bytes)),
+            mib(s.and_then(|s| s.mem_total_bytes))
+        );
+        let _ = writeln!(
+            out,
+            "{:<4} {:<44} {:<24} {:>6} {:>7} {:>19} {:>7} {:>5}",
+            g.index,
+            g.uuid,
+            g.model.chars().take(24).collect::<String>(),
+            if g.mig_enabled && util.is_none() {
+                "MIG".to_owned()
+            } else {
+                pct(util)
+            },
+            pct(s.and_then(|s| s.sm_active)),
+            mem,
+            s.and_then(|s| s.power_w)
+                .map_or_else(|| "-".to_owned(), |p| format!("{p:.0}W")),
+            s.and_then(|s| s.temp_c)
+                .map_or_else(|| "-".to_owned(), |t| format!("{t:.0}C")),
+        );
+        for m in &g.mig_instances {
+            let ms = snap
+                .mig
+                .iter()
+                .find(|x| x.gpu_uuid == g.uuid && x.gi_id == m.gi_id && x.ci_id == m.ci_id);
+            let _ = writeln!(
+                out,
+                "  └ MIG {:<10} GI {:<3} CI {:<3} memory {} / {}   utilization: {}",
+                m.profile,
+                m.gi_id,
+                m.ci_id,
+                mib(ms.and_then(|s| s.mem_used_bytes)),
+                mib(ms.and_then(|s| s.mem_total_bytes)),
+                ms.and_then(|s| s.sm_active).map_or_else(
+                    || "not measurable without DCGM".to_owned(),
+                    |v| pct(Some(v))
+                ),
+            );
+        }
+    }
+    let _ = writeln!(
+        out,
+        "\n{:<4} {:>8} {:<8} {:>7} {:>6} {:>10}  TENANT",
+        "GPU", "PID", "KIND", "GI/CI", "SM", "MEMORY"
+    );
+    for p in &snap.processes {
+        let index = inventory
+            .iter()
+            .find(|g| g.uuid == p.gpu_uuid)
+            .map_or(0, |g| g.index);
+        let tenant = p
+            .tenant
+            .as_ref()
+            .and_then(|k| tenants.iter().find(|t| &t.key == k))
+            .map_or_else(
+                || "(unattributed)".to_owned(),
+                |t| format!("{} [{}]", t.display_name(), t.key),
+            );
+        let gi = match (p.gi_id, p.ci_id) {
+            (Some(g), Some(c)) => format!("{g}/{c}"),
+            _ => "-".to_owned(),
+        };
+        let _ = writeln!(
+            out,
+            "{:<4} {:>8} {:<8} {:>7} {:>6} {:>10}  {}",
+            index,
+            p.pid,
+            p.kind.as_str(),
+            gi,
+            pct(p.sm_util),
+            mib(p.mem_used_bytes),
+            tenant
+        );
+    }
+    for e in &snap.events {
+        let _ = writeln!(
+            out,
+            "event: {} {} on {}{}",
+            e.kind,
+            e.code,
+            e.gpu_uuid,
+            e.message
+                .as_ref()
+                .map_or(String::new(), |m| format!(": {m}"))
+        );
+    }
+    out
+}

@@ -1,0 +1,717 @@
+//! **A stand-in for NVIDIA's `libnvidia-ml.so`, for tests only.** It exports the NVML C
+//! functions the gpulens agent calls, with the exact versioned names and struct layouts
+//! nvml-wrapper expects (taken from nvml-wrapper-sys's bindings), and serves devices from the
+//! JSON fixture named by `GPULENS_FAKE_NVML_FIXTURE`. The agent loads it through
+//! nvml-wrapper's library-path option, so the real NVML adapter code runs in CI, where there
+//! is no GPU.
+//!
+//! Fixture semantics: a field that is absent answers `NVML_ERROR_NOT_SUPPORTED`; `lost_after`
+//! makes a device answer `NVML_ERROR_GPU_IS_LOST` once it has been sampled that many times (a
+//! GPU falling off the bus); `xid` queues XID events after a number of samples. A "sample" is
+//! one `nvmlDeviceGetTemperature` call (made once per sampling cycle, not by inventory).
+
+// Every export is a C entry point whose pointer contract is NVML's own (out-pointers are
+// checked for null here); no Rust code calls them.
+#![allow(
+    unsafe_code,
+    non_snake_case,
+    non_upper_case_globals,
+    clippy::missing_safety_doc,
+    clippy::not_unsafe_ptr_arg_deref
+)]
+
+use std::ffi::{c_char, c_uint, c_ulonglong};
+use std::sync::Mutex;
+
+use nvml_wrapper_sys::bindings::*;
+use serde::Deserialize;
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Fixture {
+    #[serde(default = "default_driver")]
+    driver_version: String,
+    devices: Vec<Device>,
+}
+
+fn default_driver() -> String {
+    "590.48.01".into()
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Device {
+    uuid: String,
+    name: String,
+    pci_bus_id: String,
+    memory_total: u64,
+    memory_used: u64,
+    /// [gpu %, memory %]; absent = not supported (as under MIG).
+    utilization: Option<[u32; 2]>,
+    power_mw: Option<u32>,
+    energy_mj: Option<u64>,
+    temp_c: Option<u32>,
+    sm_clock_mhz: Option<u32>,
+    mem_clock_mhz: Option<u32>,
+    throttle_reasons: Option<u64>,
+    pcie_tx_kbs: Option<u32>,
+    pcie_rx_kbs: Option<u32>,
+    ecc_corrected: Option<u64>,
+    ecc_uncorrected: Option<u64>,
+    encoder_util: Option<u32>,
+    decoder_util: Option<u32>,
+    #[serde(default)]
+    mig: Vec<MigDevice>,
+    #[serde(default)]
+    processes: Vec<Process>,
+    lost_after: Option<u32>,
+    #[serde(default)]
+    xid: Vec<Xid>,
+    /// Whether nvmlDeviceGetProcessUtilization is supported (default: yes, unless in MIG mode).
+    #[serde(default = "yes")]
+    process_utilization_supported: bool,
+}
+
+fn yes() -> bool {
+    true
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct MigDevice {
+    uuid: String,
+    /// e.g. "3g.40gb"; NVML names the device "<GPU name> MIG <profile>".
+    profile: String,
+    gi_id: u32,
+    ci_id: u32,
+    memory_total: u64,
+    memory_used: u64,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Process {
+    pid: u32,
+    used_memory: u64,
+    #[serde(default)]
+    gi_id: Option<u32>,
+    #[serde(default)]
+    ci_id: Option<u32>,
+    #[serde(default)]
+    mps: bool,
+    /// Per-process utilization (%), reported by nvmlDeviceGetProcessUtilization.
+    sm: Option<u32>,
+    #[serde(default)]
+    mem: u32,
+    #[serde(default)]
+    enc: u32,
+    #[serde(default)]
+    dec: u32,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Xid {
+    code: u64,
+    after_samples: u32,
+}
+
+struct State {
+    fixture: Fixture,
+    samples: Vec<u32>,
+    events: Vec<(usize, u64)>,
+    fired: Vec<Vec<bool>>,
+}
+
+static STATE: Mutex<Option<State>> = Mutex::new(None);
+
+const SUCCESS: nvmlReturn_t = nvmlReturn_enum_NVML_SUCCESS;
+const INVALID: nvmlReturn_t = nvmlReturn_enum_NVML_ERROR_INVALID_ARGUMENT;
+const NOT_SUPPORTED: nvmlReturn_t = nvmlReturn_enum_NVML_ERROR_NOT_SUPPORTED;
+const NOT_FOUND: nvmlReturn_t = nvmlReturn_enum_NVML_ERROR_NOT_FOUND;
+const INSUFFICIENT: nvmlReturn_t = nvmlReturn_enum_NVML_ERROR_INSUFFICIENT_SIZE;
+const LOST: nvmlReturn_t = nvmlReturn_enum_NVML_ERROR_GPU_IS_LOST;
+const UNINITIALIZED: nvmlReturn_t = nvmlReturn_enum_NVML_ERROR_UNINITIALIZED;
+const TIMEOUT: nvmlReturn_t = nvmlReturn_enum_NVML_ERROR_TIMEOUT;
+const DRIVER_NOT_LOADED: nvmlReturn_t = nvmlReturn_enum_NVML_ERROR_DRIVER_NOT_LOADED;
+
+/// Handles encode (device, MIG slot): physical devices are `(d + 1) << 8`, MIG devices add
+/// `slot + 1` in the low byte. Never dereferenced, never null.
+fn handle(dev: usize, mig: Option<usize>) -> nvmlDevice_t {
+    (((dev + 1) << 8) | mig.map_or(0, |m| m + 1)) as nvmlDevice_t
+}
+
+fn decode(h: nvmlDevice_t) -> Option<(usize, Option<usize>)> {
+    let v = h as usize;
+    let dev = (v >> 8).checked_sub(1)?;
+    let mig = (v & 0xff).checked_sub(1);
+    Some((dev, mig))
+}
+
+/// Runs `f` on the device behind `h`, after the init and lost-GPU checks.
+fn with_device(
+    h: nvmlDevice_t,
+    f: impl FnOnce(&Device, Option<&MigDevice>) -> nvmlReturn_t,
+) -> nvmlReturn_t {
+    let guard = STATE.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(state) = guard.as_ref() else {
+        return UNINITIALIZED;
+    };
+    let Some((d, m)) = decode(h) else {
+        return INVALID;
+    };
+    let Some(dev) = state.fixture.devices.get(d) else {
+        return INVALID;
+    };
+    if dev.lost_after.is_some_and(|n| state.samples[d] > n) {
+        return LOST;
+    }
+    let mig = match m {
+        Some(i) => match dev.mig.get(i) {
+            Some(mi) => Some(mi),
+            None => return INVALID,
+        },
+        None => None,
+    };
+    f(dev, mig)
+}
+
+fn opt<T: Copy>(v: Option<T>, out: *mut T) -> nvmlReturn_t {
+    match v {
+        Some(v) if !out.is_null() => {
+            unsafe { *out = v };
+            SUCCESS
+        }
+        Some(_) => INVALID,
+        None => NOT_SUPPORTED,
+    }
+}
+
+fn write_str(s: &str, buf: *mut c_char, len: c_uint) -> nvmlReturn_t {
+    if buf.is_null() || (len as usize) < s.len() + 1 {
+        return INSUFFICIENT;
+    }
+    unsafe {
+        std::ptr::copy_nonoverlapping(s.as_ptr().cast::<c_char>(), buf, s.len());
+        *buf.add(s.len()) = 0;
+    }
+    SUCCESS
+}
+
+#[unsafe(no_mangle)]
+pub extern "C" fn nvmlInit_v2() -> nvmlReturn_t {
+    nvmlInitWithFlags(0)
+}
+
+#[unsafe(no_mangle)]
+pub extern "C" fn nvmlInitWithFlags(_flags: c_uint) -> nvmlReturn_t {
+    let Ok(path) = std::env::var("GPULENS_FAKE_NVML_FIXTURE") else {
+        return DRIVER_NOT_LOADED;
+    };
+    let Ok(text) = std::fs::read_to_string(&path) else {
+        return DRIVER_NOT_LOADED;
+    };
+    let fixture: Fixture = match serde_json::from_str(&text) {
+        Ok(f) => f,
+        Err(e) => {
+            eprintln!("fake NVML: fixture {path}: {e}");
+            return DRIVER_NOT_LOADED;
+        }
+    };
+    let n = fixture.devices.len();
+    let fired = fixture
+        .devices
+        .iter()
+        .map(|d| vec![false; d.xid.len()])
+        .collect();
+    *STATE.lock().unwrap_or_else(|e| e.into_inner()) = Some(State {
+        fixture,
+        samples: vec![0; n],
+        events: Vec::new(),
+        fired,
+    });
+    SUCCESS
+}
+
+#[unsafe(no_mangle)]
+pub extern "C" fn nvmlShutdown() -> nvmlReturn_t {
+    *STATE.lock().unwrap_or_else(|e| e.into_inner()) = None;
+    SUCCESS
+}
+
+#[unsafe(no_mangle)]
+pub extern "C" fn nvmlSystemGetDriverVersion(buf: *mut c_char, len: c_uint) -> nvmlReturn_t {
+    let guard = STATE.lock().unwrap_or_else(|e| e.into_inner());
+    match guard.as_ref() {
+        Some(s) => write_str(&s.fixture.driver_version, buf, len),
+        None => UNINITIALIZED,
+    }
+}
+
+#[unsafe(no_mangle)]
+pub extern "C" fn nvmlDeviceGetCount_v2(count: *mut c_uint) -> nvmlReturn_t {
+    let guard = STATE.lock().unwrap_or_else(|e| e.into_inner());
+    match guard.as_ref() {
+        Some(s) => opt(Some(s.fixture.devices.len() as c_uint), count),
+        None => UNINITIALIZED,
+    }
+}
+
+#[unsafe(no_mangle)]
+pub extern "C" fn nvmlDeviceGetHandleByIndex_v2(
+    index: c_uint,
+    out: *mut nvmlDevice_t,
+) -> nvmlReturn_t {
+    let guard = STATE.lock().unwrap_or_else(|e| e.into_inner());
+    match guard.as_ref() {
+        Some(s) if (index as usize) < s.fixture.devices.len() => {
+            opt(Some(handle(index as usize, None)), out)
+        }
+        Some(_) => INVALID,
+        None => UNINITIALIZED,
+    }
+}
+
+#[unsafe(no_mangle)]
+pub extern "C" fn nvmlDeviceGetUUID(
+    h: nvmlDevice_t,
+    buf: *mut c_char,
+    len: c_uint,
+) -> nvmlReturn_t {
+    with_device(h, |d, m| {
+        write_str(m.map_or(&d.uuid, |m| &m.uuid), buf, len)
+    })
+}
+
+#[unsafe(no_mangle)]
+pub extern "C" fn nvmlDeviceGetName(
+    h: nvmlDevice_t,
+    buf: *mut c_char,
+    len: c_uint,
+) -> nvmlReturn_t {
+    with_device(h, |d, m| match m {
+        Some(m) => write_str(&format!("{} MIG {}", d.name, m.profile), buf, len),
+        None => write_str(&d.name, buf, len),
+    })
+}
+
+#[unsafe(no_mangle)]
+pub extern "C" fn nvmlDeviceGetIndex(h: nvmlDevice_t, out: *mut c_uint) -> nvmlReturn_t {
+    let idx = decode(h).map(|(d, _)| d as c_uint);
+    with_device(h, |_, _| opt(idx, out))
+}
+
+#[unsafe(no_mangle)]
+pub extern "C" fn nvmlDeviceGetPciInfo_v3(
+    h: nvmlDevice_t,
+    out: *mut nvmlPciInfo_t,
+) -> nvmlReturn_t {
+    with_device(h, |d, _| {
+        if out.is_null() {
+            return INVALID;
+        }
+        let mut info: nvmlPciInfo_t = unsafe { std::mem::zeroed() };
+        for (i, b) in d.pci_bus_id.bytes().take(31).enumerate() {
+            info.busId[i] = b as c_char;
+        }
+        for (i, b) in d.pci_bus_id.bytes().skip(4).take(15).enumerate() {
+            info.busIdLegacy[i] = b as c_char;
+        }
+        unsafe { *out = info };
+        SUCCESS
+    })
+}
+
+#[unsafe(no_mangle)]
+pub extern "C" fn nvmlDeviceGetMemoryInfo_v2(
+    h: nvmlDevice_t,
+    out: *mut nvmlMemory_v2_t,
+) -> nvmlReturn_t {
+    with_device(h, |d, m| {
+        let (total, used) = m.map_or((d.memory_total, d.memory_used), |m| {
+            (m.memory_total, m.memory_used)
+        });
+        opt(
+            Some(nvmlMemory_v2_t {
+                version: 0x0200_0028,
+                total,
+                reserved: 0,
+                free: total.saturating_sub(used),
+                used,
+            }),
+            out,
+        )
+    })
+}
+
+#[unsafe(no_mangle)]
+pub extern "C" fn nvmlDeviceGetUtilizationRates(
+    h: nvmlDevice_t,
+    out: *mut nvmlUtilization_t,
+) -> nvmlReturn_t {
+    with_device(h, |d, m| match (m, d.utilization) {
+        (None, Some([gpu, memory])) => opt(Some(nvmlUtilization_t { gpu, memory }), out),
+        _ => NOT_SUPPORTED,
+    })
+}
+
+#[unsafe(no_mangle)]
+pub extern "C" fn nvmlDeviceGetPowerUsage(h: nvmlDevice_t, out: *mut c_uint) -> nvmlReturn_t {
+    with_device(h, |d, _| opt(d.power_mw, out))
+}
+
+#[unsafe(no_mangle)]
+pub extern "C" fn nvmlDeviceGetTotalEnergyConsumption(
+    h: nvmlDevice_t,
+    out: *mut c_ulonglong,
+) -> nvmlReturn_t {
+    with_device(h, |d, _| opt(d.energy_mj, out))
+}
+
+#[unsafe(no_mangle)]
+pub extern "C" fn nvmlDeviceGetTemperature(
+    h: nvmlDevice_t,
+    _sensor: nvmlTemperatureSensors_t,
+    out: *mut c_uint,
+) -> nvmlReturn_t {
+    // A sample of a physical device: count it (for lost_after and xid) before answering.
+    if let Some((d, None)) = decode(h) {
+        let mut guard = STATE.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(s) = guard.as_mut()
+            && d < s.samples.len()
+        {
+            s.samples[d] += 1;
+            let n = s.samples[d];
+            for (i, x) in s.fixture.devices[d].xid.iter().enumerate() {
+                if !s.fired[d][i] && n >= x.after_samples {
+                    s.fired[d][i] = true;
+                    s.events.push((d, x.code));
+                }
+            }
+        }
+    }
+    with_device(h, |d, _| opt(d.temp_c, out))
+}
+
+#[unsafe(no_mangle)]
+pub extern "C" fn nvmlDeviceGetClockInfo(
+    h: nvmlDevice_t,
+    clock: nvmlClockType_t,
+    out: *mut c_uint,
+) -> nvmlReturn_t {
+    with_device(h, |d, _| match clock {
+        nvmlClockType_enum_NVML_CLOCK_SM | nvmlClockType_enum_NVML_CLOCK_GRAPHICS => {
+            opt(d.sm_clock_mhz, out)
+        }
+        nvmlClockType_enum_NVML_CLOCK_MEM => opt(d.mem_clock_mhz, out),
+        _ => NOT_SUPPORTED,
+    })
+}
+
+#[unsafe(no_mangle)]
+pub extern "C" fn nvmlDeviceGetCurrentClocksThrottleReasons(
+    h: nvmlDevice_t,
+    out: *mut c_ulonglong,
+) -> nvmlReturn_t {
+    with_device(h, |d, _| opt(d.throttle_reasons, out))
+}
+
+#[unsafe(no_mangle)]
+pub extern "C" fn nvmlDeviceGetPcieThroughput(
+    h: nvmlDevice_t,
+    counter: nvmlPcieUtilCounter_t,
+    out: *mut c_uint,
+) -> nvmlReturn_t {
+    with_device(h, |d, _| match counter {
+        nvmlPcieUtilCounter_enum_NVML_PCIE_UTIL_TX_BYTES => opt(d.pcie_tx_kbs, out),
+        nvmlPcieUtilCounter_enum_NVML_PCIE_UTIL_RX_BYTES => opt(d.pcie_rx_kbs, out),
+        _ => INVALID,
+    })
+}
+
+#[unsafe(no_mangle)]
+pub extern "C" fn nvmlDeviceGetTotalEccErrors(
+    h: nvmlDevice_t,
+    error_type: nvmlMemoryErrorType_t,
+    _counter: nvmlEccCounterType_t,
+    out: *mut c_ulonglong,
+) -> nvmlReturn_t {
+    with_device(h, |d, _| match error_type {
+        nvmlMemoryErrorType_enum_NVML_MEMORY_ERROR_TYPE_CORRECTED => opt(d.ecc_corrected, out),
+        _ => opt(d.ecc_uncorrected, out),
+    })
+}
+
+#[unsafe(no_mangle)]
+pub extern "C" fn nvmlDeviceGetEncoderUtilization(
+    h: nvmlDevice_t,
+    util: *mut c_uint,
+    period: *mut c_uint,
+) -> nvmlReturn_t {
+    with_device(h, |d, _| {
+        let r = opt(d.encoder_util, util);
+        if r == SUCCESS && !period.is_null() {
+            unsafe { *period = 1_000_000 };
+        }
+        r
+    })
+}
+
+#[unsafe(no_mangle)]
+pub extern "C" fn nvmlDeviceGetDecoderUtilization(
+    h: nvmlDevice_t,
+    util: *mut c_uint,
+    period: *mut c_uint,
+) -> nvmlReturn_t {
+    with_device(h, |d, _| {
+        let r = opt(d.decoder_util, util);
+        if r == SUCCESS && !period.is_null() {
+            unsafe { *period = 1_000_000 };
+        }
+        r
+    })
+}
+
+/// The "NULL buffer → INSUFFICIENT_SIZE + count" protocol of NVML's list calls.
+fn list_processes(
+    h: nvmlDevice_t,
+    mps: bool,
+    count: *mut c_uint,
+    infos: *mut nvmlProcessInfo_t,
+) -> nvmlReturn_t {
+    with_device(h, |d, m| {
+        if count.is_null() {
+            return INVALID;
+        }
+        let procs: Vec<&Process> = d
+            .processes
+            .iter()
+            .filter(|p| p.mps == mps)
+            .filter(|p| {
+                m.is_none_or(|m| p.gi_id == Some(m.gi_id) && p.ci_id.unwrap_or(0) == m.ci_id)
+            })
+            .collect();
+        let room = unsafe { *count } as usize;
+        unsafe { *count = procs.len() as c_uint };
+        if procs.is_empty() {
+            return SUCCESS;
+        }
+        if infos.is_null() || room < procs.len() {
+            return INSUFFICIENT;
+        }
+        for (i, p) in procs.iter().enumerate() {
+            unsafe {
+                *infos.add(i) = nvmlProcessInfo_t {
+                    pid: p.pid,
+                    usedGpuMemory: p.used_memory,
+                    gpuInstanceId: p.gi_id.unwrap_or(u32::MAX),
+                    computeInstanceId: p.ci_id.unwrap_or(u32::MAX),
+                };
+            }
+        }
+        SUCCESS
+    })
+}
+
+#[unsafe(no_mangle)]
+pub extern "C" fn nvmlDeviceGetComputeRunningProcesses_v3(
+    h: nvmlDevice_t,
+    count: *mut c_uint,
+    infos: *mut nvmlProcessInfo_t,
+) -> nvmlReturn_t {
+    list_processes(h, false, count, infos)
+}
+
+#[unsafe(no_mangle)]
+pub extern "C" fn nvmlDeviceGetMPSComputeRunningProcesses_v3(
+    h: nvmlDevice_t,
+    count: *mut c_uint,
+    infos: *mut nvmlProcessInfo_t,
+) -> nvmlReturn_t {
+    list_processes(h, true, count, infos)
+}
+
+#[unsafe(no_mangle)]
+pub extern "C" fn nvmlDeviceGetProcessUtilization(
+    h: nvmlDevice_t,
+    samples: *mut nvmlProcessUtilizationSample_t,
+    count: *mut c_uint,
+    last_seen: c_ulonglong,
+) -> nvmlReturn_t {
+    with_device(h, |d, m| {
+        if m.is_some() || !d.mig.is_empty() || !d.process_utilization_supported {
+            // Per-process utilization is not available under MIG.
+            return NOT_SUPPORTED;
+        }
+        if count.is_null() {
+            return INVALID;
+        }
+        let now_us = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |t| t.as_micros() as u64);
+        let procs: Vec<&Process> = d.processes.iter().filter(|p| p.sm.is_some()).collect();
+        // Samples are only newer than the caller's last timestamp; an up-to-date caller
+        // gets none until time moves on.
+        let procs: Vec<&Process> = if last_seen >= now_us {
+            Vec::new()
+        } else {
+            procs
+        };
+        let room = unsafe { *count } as usize;
+        unsafe { *count = procs.len() as c_uint };
+        if procs.is_empty() {
+            return nvmlReturn_enum_NVML_ERROR_NOT_FOUND;
+        }
+        if samples.is_null() || room < procs.len() {
+            return INSUFFICIENT;
+        }
+        for (i, p) in procs.iter().enumerate() {
+            unsafe {
+                *samples.add(i) = nvmlProcessUtilizationSample_t {
+                    pid: p.pid,
+                    timeStamp: now_us,
+                    smUtil: p.sm.unwrap_or(0),
+                    memUtil: p.mem,
+                    encUtil: p.enc,
+                    decUtil: p.dec,
+                };
+            }
+        }
+        SUCCESS
+    })
+}
+
+#[unsafe(no_mangle)]
+pub extern "C" fn nvmlDeviceGetMigMode(
+    h: nvmlDevice_t,
+    current: *mut c_uint,
+    pending: *mut c_uint,
+) -> nvmlReturn_t {
+    with_device(h, |d, m| {
+        if m.is_some() {
+            return NOT_SUPPORTED;
+        }
+        let mode = c_uint::from(!d.mig.is_empty());
+        let r = opt(Some(mode), current);
+        if r == SUCCESS && !pending.is_null() {
+            unsafe { *pending = mode };
+        }
+        r
+    })
+}
+
+#[unsafe(no_mangle)]
+pub extern "C" fn nvmlDeviceGetMaxMigDeviceCount(
+    h: nvmlDevice_t,
+    out: *mut c_uint,
+) -> nvmlReturn_t {
+    with_device(h, |d, _| {
+        if d.mig.is_empty() {
+            NOT_SUPPORTED
+        } else {
+            opt(Some(7), out)
+        }
+    })
+}
+
+#[unsafe(no_mangle)]
+pub extern "C" fn nvmlDeviceGetMigDeviceHandleByIndex(
+    h: nvmlDevice_t,
+    index: c_uint,
+    out: *mut nvmlDevice_t,
+) -> nvmlReturn_t {
+    let dev = decode(h).map(|(d, _)| d);
+    with_device(h, |d, m| {
+        if m.is_some() {
+            return INVALID;
+        }
+        if (index as usize) < d.mig.len() {
+            opt(dev.map(|dv| handle(dv, Some(index as usize))), out)
+        } else {
+            NOT_FOUND
+        }
+    })
+}
+
+#[unsafe(no_mangle)]
+pub extern "C" fn nvmlDeviceIsMigDeviceHandle(h: nvmlDevice_t, out: *mut c_uint) -> nvmlReturn_t {
+    with_device(h, |_, m| opt(Some(c_uint::from(m.is_some())), out))
+}
+
+#[unsafe(no_mangle)]
+pub extern "C" fn nvmlDeviceGetGpuInstanceId(h: nvmlDevice_t, out: *mut c_uint) -> nvmlReturn_t {
+    with_device(h, |_, m| m.map_or(INVALID, |m| opt(Some(m.gi_id), out)))
+}
+
+#[unsafe(no_mangle)]
+pub extern "C" fn nvmlDeviceGetComputeInstanceId(
+    h: nvmlDevice_t,
+    out: *mut c_uint,
+) -> nvmlReturn_t {
+    with_device(h, |_, m| m.map_or(INVALID, |m| opt(Some(m.ci_id), out)))
+}
+
+// Events: one global queue; sets are tokens.
+
+#[unsafe(no_mangle)]
+pub extern "C" fn nvmlEventSetCreate(out: *mut nvmlEventSet_t) -> nvmlReturn_t {
+    opt(Some(1usize as nvmlEventSet_t), out)
+}
+
+#[unsafe(no_mangle)]
+pub extern "C" fn nvmlEventSetFree(_set: nvmlEventSet_t) -> nvmlReturn_t {
+    SUCCESS
+}
+
+#[unsafe(no_mangle)]
+pub extern "C" fn nvmlDeviceGetSupportedEventTypes(
+    h: nvmlDevice_t,
+    out: *mut c_ulonglong,
+) -> nvmlReturn_t {
+    with_device(h, |_, _| {
+        opt(Some(c_ulonglong::from(nvmlEventTypeXidCriticalError)), out)
+    })
+}
+
+#[unsafe(no_mangle)]
+pub extern "C" fn nvmlDeviceRegisterEvents(
+    h: nvmlDevice_t,
+    _types: c_ulonglong,
+    _set: nvmlEventSet_t,
+) -> nvmlReturn_t {
+    with_device(h, |_, _| SUCCESS)
+}
+
+#[unsafe(no_mangle)]
+pub extern "C" fn nvmlEventSetWait_v2(
+    _set: nvmlEventSet_t,
+    data: *mut nvmlEventData_t,
+    timeout_ms: c_uint,
+) -> nvmlReturn_t {
+    let next = {
+        let mut guard = STATE.lock().unwrap_or_else(|e| e.into_inner());
+        match guard.as_mut() {
+            Some(s) if !s.events.is_empty() => Some(s.events.remove(0)),
+            Some(_) => None,
+            None => return UNINITIALIZED,
+        }
+    };
+    match next {
+        Some((d, code)) => opt(
+            Some(nvmlEventData_t {
+                device: handle(d, None),
+                eventType: c_ulonglong::from(nvmlEventTypeXidCriticalError),
+                eventData: code,
+                gpuInstanceId: u32::MAX,
+                computeInstanceId: u32::MAX,
+            }),
+            data,
+        ),
+        None => {
+            std::thread::sleep(std::time::Duration::from_millis(u64::from(
+                timeout_ms.min(20),
+            )));
+            TIMEOUT
+        }
+    }
+}
