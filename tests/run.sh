@@ -53,8 +53,8 @@ export GPULENS_TEST_PG="postgres://postgres@127.0.0.1:$PORT/postgres"
 export GPULENS_TEST_PG_BIN="$PG_BIN"
 export GPULENS_REQUIRE_PG=1
 
-log "building the fake NVML library (nextest builds test targets, not this cdylib)"
-cargo build --quiet -p fake-nvml
+log "building the workspace (the fake NVML cdylib and the binaries the end-to-end tests run)"
+cargo build --quiet --workspace
 
 log "running the suite"
 cargo nextest run --workspace --no-fail-fast "$@"

@@ -5,6 +5,10 @@
 
 pub mod attribution;
 pub mod backend;
+pub mod dcgm;
+pub mod metrics;
 pub mod nvml;
 pub mod report;
+pub mod runner;
 pub mod shipper;
+pub mod spool;

@@ -1,14 +1,12 @@
 //! `gpulens-agent`: samples a node's GPUs and ships batches to a gpulens collector.
 
 use std::path::PathBuf;
-use std::time::Duration;
 
 use agent::attribution::ProcFs;
 use agent::backend::{GpuBackend, SimulatedBackend};
 use agent::nvml::NvmlBackend;
-use agent::shipper::{AgentState, build_batch, now_ms};
+use agent::shipper::now_ms;
 use clap::{Parser, Subcommand, ValueEnum};
-use ingest_client::{Backoff, Client};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -23,7 +21,7 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
-    /// Sample every interval and ship batches to a collector.
+    /// Sample every interval and ship batches to a collector, through a disk spool.
     Run {
         #[command(flatten)]
         source: Source,
@@ -33,12 +31,22 @@ enum Command {
         /// Agent token (the collector binds it to this node).
         #[arg(long, env = "GPULENS_TOKEN", hide_env_values = true)]
         token: String,
-        /// Where the agent keeps its id and sequence number across restarts.
+        /// Where the agent keeps its id, sequence number and spool across restarts.
         #[arg(long, default_value = "/var/lib/gpulens-agent")]
         state_dir: PathBuf,
         /// Sampling interval.
         #[arg(long, default_value = "1s", value_parser = humantime_ms)]
         interval: u64,
+        /// Most bytes the disk spool may hold; past it the oldest batches are dropped (and
+        /// counted in gpulens_agent_batches_dropped_total{reason="spool_full"}).
+        #[arg(long, default_value_t = 256 * 1024 * 1024)]
+        spool_max_bytes: u64,
+        /// Address for /metrics and /healthz ("off" to disable).
+        #[arg(long, default_value = "127.0.0.1:9402")]
+        listen: String,
+        /// A local dcgm-exporter's /metrics URL, for SM activity and other profiling fields.
+        #[arg(long, env = "GPULENS_DCGM_URL")]
+        dcgm_url: Option<String>,
     },
     /// Take one sampling cycle and print what the agent sees.
     Sample {
@@ -188,39 +196,27 @@ async fn run(command: Command) -> anyhow::Result<()> {
             token,
             state_dir,
             interval,
+            spool_max_bytes,
+            listen,
+            dcgm_url,
         } => {
-            let mut b = backend(&source)?;
-            let mut state = AgentState::load(Some(&state_dir))?;
-            let client = Client::new(&collector, &token)?;
-            let (cluster, node) = {
-                let (c, n) = b.identity();
-                (c.to_owned(), n.to_owned())
+            let listen = match listen.as_str() {
+                "off" | "" => None,
+                addr => Some(
+                    addr.parse()
+                        .map_err(|e| anyhow::anyhow!("--listen {addr:?}: {e}"))?,
+                ),
             };
-            tracing::info!(%cluster, %node, agent_id = %state.agent_id, interval_ms = interval, "agent running");
-            let mut tick = tokio::time::interval(Duration::from_millis(interval));
-            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
-            loop {
-                tick.tick().await;
-                let now = now_ms();
-                let ts = now - now.rem_euclid(interval as i64);
-                let cycle = b.sample(ts)?;
-                let batch = build_batch(
-                    &cluster,
-                    &node,
-                    &mut state,
-                    interval as u32,
-                    b.inventory(),
-                    vec![cycle],
-                )?;
-                if let Err(e) = client
-                    .send_with_retry(&batch, Backoff::default(), |e, wait| {
-                        tracing::warn!(error = %e, ?wait, "batch not delivered; retrying");
-                    })
-                    .await
-                {
-                    tracing::error!(seq = batch.seq, error = %e, "batch refused by the collector; dropped");
-                }
-            }
+            let cfg = agent::runner::RunConfig {
+                collector,
+                token,
+                state_dir,
+                interval_ms: interval,
+                spool_max_bytes,
+                listen,
+                dcgm_url,
+            };
+            agent::runner::run(backend(&source)?, cfg).await
         }
     }
 }

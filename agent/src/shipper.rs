@@ -13,6 +13,8 @@ pub struct AgentState {
     path: Option<PathBuf>,
     pub agent_id: String,
     pub next_seq: u64,
+    /// The newest instant already sampled: a restarted agent never samples it again.
+    pub last_ts: i64,
 }
 
 impl AgentState {
@@ -25,6 +27,7 @@ impl AgentState {
                 path: None,
                 agent_id: fresh(),
                 next_seq: 1,
+                last_ts: 0,
             });
         };
         std::fs::create_dir_all(dir)
@@ -42,10 +45,12 @@ impl AgentState {
                         path.display()
                     );
                 };
+                let last_ts = parts.next().and_then(|t| t.parse().ok()).unwrap_or(0);
                 Ok(AgentState {
                     path: Some(path),
                     agent_id: id.to_owned(),
                     next_seq: seq,
+                    last_ts,
                 })
             }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
@@ -53,6 +58,7 @@ impl AgentState {
                     path: Some(path),
                     agent_id: fresh(),
                     next_seq: 1,
+                    last_ts: 0,
                 };
                 s.save()?;
                 Ok(s)
@@ -72,7 +78,10 @@ impl AgentState {
     fn save(&self) -> anyhow::Result<()> {
         if let Some(path) = &self.path {
             let tmp = path.with_extension("tmp");
-            std::fs::write(&tmp, format!("{} {}\n", self.agent_id, self.next_seq))?;
+            std::fs::write(
+                &tmp,
+                format!("{} {} {}\n", self.agent_id, self.next_seq, self.last_ts),
+            )?;
             std::fs::rename(&tmp, path)?;
         }
         Ok(())
@@ -90,6 +99,9 @@ pub fn build_batch(
 ) -> anyhow::Result<Batch> {
     let mut tenants: Vec<Tenant> = Vec::new();
     let mut snapshots = Vec::with_capacity(cycles.len());
+    if let Some(newest) = cycles.iter().map(|(s, _)| s.ts).max() {
+        state.last_ts = state.last_ts.max(newest);
+    }
     for (snap, ts) in cycles {
         for t in ts {
             if !tenants.iter().any(|x| x.key == t.key) {
@@ -132,6 +144,12 @@ mod tests {
         let mut b = AgentState::load(Some(&dir)).unwrap();
         assert_eq!(b.agent_id, a.agent_id);
         assert_eq!(b.take_seq().unwrap(), 3);
+        b.last_ts = 1_800_000_000_000;
+        b.take_seq().unwrap();
+        assert_eq!(
+            AgentState::load(Some(&dir)).unwrap().last_ts,
+            1_800_000_000_000
+        );
         std::fs::write(dir.join("agent-state"), "garbage").unwrap();
         assert!(
             AgentState::load(Some(&dir))

@@ -230,3 +230,5 @@ fn eight_gpus_a_lost_gpu_and_an_xid_event() {
     assert_eq!(b.inventory().len(), 7);
     assert_eq!(xids, [79], "one XID 79 from GPU 2");
 }
+
+mod delivery;

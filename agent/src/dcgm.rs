@@ -1,0 +1,267 @@
+//! DCGM profiling fields from a local dcgm-exporter: its `/metrics` text is fetched each cycle
+//! and the `DCGM_FI_PROF_*` gauges are mapped to GPUs by `UUID` and to MIG instances by
+//! `GPU_I_ID`. Both spellings of the host label (`Hostname`, `hostname`) are accepted. When the
+//! exporter is absent or its data is stale, the fields stay absent (NULL), and the agent's
+//! `gpulens_agent_dcgm_up` says so.
+
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+use model::wire::v1::Snapshot;
+
+/// Profiling ratios (0–1) of one GPU or one GPU instance.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Profiling {
+    pub sm_active: Option<f32>,
+    pub sm_occupancy: Option<f32>,
+    pub tensor_active: Option<f32>,
+    pub dram_active: Option<f32>,
+    pub gr_engine_active: Option<f32>,
+}
+
+/// Everything one scrape said.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Readings {
+    pub gpus: HashMap<String, Profiling>,
+    /// Keyed by (GPU UUID, GPU instance id).
+    pub instances: HashMap<(String, u32), Profiling>,
+    pub hostname: Option<String>,
+}
+
+/// Parses Prometheus text exposition as dcgm-exporter writes it. Lines that are not samples
+/// of the fields used here are ignored; malformed lines are skipped, never fatal.
+pub fn parse(text: &str) -> Readings {
+    let mut out = Readings::default();
+    for line in text.lines() {
+        let line = line.trim();
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        let Some((name, labels, value)) = split_sample(line) else {
+            continue;
+        };
+        let field: fn(&mut Profiling) -> &mut Option<f32> = match name {
+            "DCGM_FI_PROF_SM_ACTIVE" => |p| &mut p.sm_active,
+            "DCGM_FI_PROF_SM_OCCUPANCY" => |p| &mut p.sm_occupancy,
+            "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE" => |p| &mut p.tensor_active,
+            "DCGM_FI_PROF_DRAM_ACTIVE" => |p| &mut p.dram_active,
+            "DCGM_FI_PROF_GR_ENGINE_ACTIVE" => |p| &mut p.gr_engine_active,
+            _ => continue,
+        };
+        if !value.is_finite() || !(0.0..=1.0001).contains(&value) {
+            continue;
+        }
+        let Some(uuid) = labels.get("UUID") else {
+            continue;
+        };
+        if let Some(h) = labels.get("Hostname").or_else(|| labels.get("hostname")) {
+            out.hostname.get_or_insert_with(|| h.clone());
+        }
+        let target = match labels.get("GPU_I_ID").and_then(|g| g.parse::<u32>().ok()) {
+            Some(gi) => out.instances.entry((uuid.clone(), gi)).or_default(),
+            None => out.gpus.entry(uuid.clone()).or_default(),
+        };
+        *field(target) = Some(value.min(1.0) as f32);
+    }
+    out
+}
+
+/// `name{labels} value [timestamp]` → parts; None for anything else.
+fn split_sample(line: &str) -> Option<(&str, HashMap<String, String>, f64)> {
+    let (name, rest) = match line.find('{') {
+        Some(i) => (&line[..i], &line[i..]),
+        None => {
+            let (n, r) = line.split_once(char::is_whitespace)?;
+            (n, r)
+        }
+    };
+    let mut labels = HashMap::new();
+    let rest = if let Some(body) = rest.strip_prefix('{') {
+        let mut chars = body.char_indices().peekable();
+        let end;
+        loop {
+            // label name
+            let start = chars.peek()?.0;
+            let mut eq = None;
+            for (i, c) in chars.by_ref() {
+                if c == '=' {
+                    eq = Some(i);
+                    break;
+                }
+                if c == '}' {
+                    return None;
+                }
+            }
+            let key = body[start..eq?]
+                .trim()
+                .trim_start_matches(',')
+                .trim()
+                .to_owned();
+            if chars.next()?.1 != '"' {
+                return None;
+            }
+            let mut val = String::new();
+            loop {
+                let (_, c) = chars.next()?;
+                match c {
+                    '\\' => match chars.next()?.1 {
+                        'n' => val.push('\n'),
+                        other => val.push(other),
+                    },
+                    '"' => break,
+                    c => val.push(c),
+                }
+            }
+            labels.insert(key, val);
+            match chars.next()? {
+                (i, '}') => {
+                    end = i;
+                    break;
+                }
+                (_, ',') => {
+                    if let Some(&(i, '}')) = chars.peek() {
+                        end = i;
+                        break;
+                    }
+                }
+                _ => return None,
+            }
+        }
+        &body[end + 1..]
+    } else {
+        rest
+    };
+    let value = rest.split_whitespace().next()?.parse::<f64>().ok()?;
+    Some((name.trim(), labels, value))
+}
+
+/// A dcgm-exporter the agent reads each cycle.
+#[derive(Debug)]
+pub struct Dcgm {
+    url: String,
+    http: reqwest::Client,
+    last: Option<(Instant, Readings)>,
+    stale_after: Duration,
+}
+
+impl Dcgm {
+    pub fn new(url: &str, stale_after: Duration) -> anyhow::Result<Dcgm> {
+        let http = reqwest::Client::builder()
+            .timeout(Duration::from_millis(800))
+            .build()?;
+        Ok(Dcgm {
+            url: url.to_owned(),
+            http,
+            last: None,
+            stale_after,
+        })
+    }
+
+    /// Scrapes the exporter; keeps the last good answer until it goes stale.
+    pub async fn refresh(&mut self) -> bool {
+        let fetched = async {
+            let resp = self.http.get(&self.url).send().await.ok()?;
+            if !resp.status().is_success() {
+                return None;
+            }
+            resp.text().await.ok()
+        }
+        .await;
+        match fetched {
+            Some(text) => {
+                self.last = Some((Instant::now(), parse(&text)));
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Fresh readings, if any.
+    pub fn current(&self) -> Option<&Readings> {
+        self.last
+            .as_ref()
+            .filter(|(at, _)| at.elapsed() <= self.stale_after)
+            .map(|(_, r)| r)
+    }
+}
+
+/// Fills the snapshot's profiling fields from DCGM where they are absent.
+pub fn apply(snap: &mut Snapshot, r: &Readings) {
+    for g in &mut snap.gpus {
+        if let Some(p) = r.gpus.get(&g.gpu_uuid) {
+            g.sm_active = g.sm_active.or(p.sm_active);
+            g.sm_occupancy = g.sm_occupancy.or(p.sm_occupancy);
+            g.tensor_active = g.tensor_active.or(p.tensor_active);
+            g.dram_active = g.dram_active.or(p.dram_active);
+            g.gr_engine_active = g.gr_engine_active.or(p.gr_engine_active);
+        }
+    }
+    for m in &mut snap.mig {
+        if let Some(p) = r.instances.get(&(m.gpu_uuid.clone(), m.gi_id)) {
+            m.sm_active = m.sm_active.or(p.sm_active);
+            m.sm_occupancy = m.sm_occupancy.or(p.sm_occupancy);
+            m.tensor_active = m.tensor_active.or(p.tensor_active);
+            m.dram_active = m.dram_active.or(p.dram_active);
+            m.gr_engine_active = m.gr_engine_active.or(p.gr_engine_active);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SAMPLE: &str = include_str!("../tests/fixtures/dcgm/a100-mig-sample.prom");
+    const UUID: &str = "GPU-34319582-d595-d1c7-d1d2-179bcfa61660";
+
+    #[test]
+    fn the_real_sample_maps_to_the_gpu_and_its_instance() {
+        let r = parse(SAMPLE);
+        assert_eq!(r.hostname.as_deref(), Some("ub20-a100-k8s"));
+        let gpu = &r.gpus[UUID];
+        assert_eq!(gpu.gr_engine_active, Some(0.995_63));
+        assert_eq!(gpu.tensor_active, Some(0.929_26));
+        assert_eq!(gpu.dram_active, Some(0.690_789));
+        assert_eq!(
+            gpu.sm_active, None,
+            "the sample has no SM_ACTIVE: absent, not 0"
+        );
+        let mig = &r.instances[&(UUID.to_owned(), 13)];
+        assert_eq!(mig.dram_active, Some(0.800_339));
+        assert_eq!(r.instances.len(), 1);
+    }
+
+    #[test]
+    fn both_hostname_spellings_and_escapes() {
+        let text = "DCGM_FI_PROF_SM_ACTIVE{gpu=\"0\",UUID=\"GPU-1\",hostname=\"node \\\"a\\\"\",} 0.5 1700000000000\n";
+        let r = parse(text);
+        assert_eq!(r.hostname.as_deref(), Some("node \"a\""));
+        assert_eq!(r.gpus["GPU-1"].sm_active, Some(0.5));
+    }
+
+    #[test]
+    fn garbage_never_panics_and_out_of_range_values_are_ignored() {
+        assert_eq!(
+            parse("DCGM_FI_PROF_SM_ACTIVE{UUID=\"G\"} 7\n").gpus.len(),
+            0
+        );
+        assert_eq!(
+            parse("DCGM_FI_PROF_SM_ACTIVE{UUID=\"G\"} NaN\n").gpus.len(),
+            0
+        );
+        // Mutations of the real sample: truncations and byte flips at every position.
+        let bytes = SAMPLE.as_bytes();
+        let mut state = 0x2545_f491_4f6c_dd1du64;
+        for i in 0..4000 {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            let mut m = bytes[..(state as usize % bytes.len())].to_vec();
+            if !m.is_empty() {
+                let at = (state >> 20) as usize % m.len();
+                m[at] = [b'{', b'}', b'"', b'\\', b',', b'=', b' ', b'\n', 0xff][i % 9];
+            }
+            let _ = parse(&String::from_utf8_lossy(&m));
+        }
+    }
+}
