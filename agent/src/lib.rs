@@ -5,6 +5,7 @@
 
 pub mod attribution;
 pub mod backend;
+pub mod bench;
 pub mod dcgm;
 pub mod metrics;
 pub mod nvml;

@@ -47,6 +47,22 @@ enum Command {
         /// A local dcgm-exporter's /metrics URL, for SM activity and other profiling fields.
         #[arg(long, env = "GPULENS_DCGM_URL")]
         dcgm_url: Option<String>,
+        /// Sequence numbers reserved per write of the state file (a restart skips the rest
+        /// of the block; gaps are allowed, reuse never is).
+        #[arg(long, default_value_t = agent::shipper::SEQ_BLOCK, hide = true)]
+        seq_block: u64,
+    },
+    /// Measure what one sampling cycle costs: CPU time, the share of a core at the interval,
+    /// peak memory.
+    Bench {
+        #[command(flatten)]
+        source: Source,
+        /// Cycles to measure (after 20 warm-up cycles).
+        #[arg(long, default_value_t = 2000)]
+        cycles: u32,
+        /// The sampling interval the share of a core is computed for.
+        #[arg(long, default_value = "1s", value_parser = humantime_ms)]
+        interval: u64,
     },
     /// Take one sampling cycle and print what the agent sees.
     Sample {
@@ -190,6 +206,37 @@ async fn run(command: Command) -> anyhow::Result<()> {
             }
             Ok(())
         }
+        Command::Bench {
+            source,
+            cycles,
+            interval,
+        } => {
+            let mut b = backend(&source)?;
+            let r = agent::bench::run(
+                b.as_mut(),
+                cycles,
+                std::time::Duration::from_millis(interval),
+            )?;
+            println!(
+                "agent benchmark: {} cycles of sample + attribute + batch + gzip + spool",
+                r.cycles
+            );
+            println!(
+                "  per cycle: {} GPUs, {} processes, {} rows, {} bytes compressed",
+                r.gpus, r.processes, r.rows_per_cycle, r.batch_bytes
+            );
+            println!(
+                "  CPU time per cycle:   {:>8.3} ms (wall {:.3} ms)",
+                r.cpu_ms_per_cycle, r.wall_ms_per_cycle
+            );
+            println!(
+                "  share of one core at {} ms: {:.3} %",
+                interval,
+                r.core_share_at_interval * 100.0
+            );
+            println!("  peak RSS (VmHWM):     {:>8.1} MiB", r.peak_rss_mib);
+            Ok(())
+        }
         Command::Run {
             source,
             collector,
@@ -199,6 +246,7 @@ async fn run(command: Command) -> anyhow::Result<()> {
             spool_max_bytes,
             listen,
             dcgm_url,
+            seq_block,
         } => {
             let listen = match listen.as_str() {
                 "off" | "" => None,
@@ -215,6 +263,7 @@ async fn run(command: Command) -> anyhow::Result<()> {
                 spool_max_bytes,
                 listen,
                 dcgm_url,
+                seq_block,
             };
             agent::runner::run(backend(&source)?, cfg).await
         }

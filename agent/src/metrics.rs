@@ -115,15 +115,15 @@ impl AgentMetrics {
             }};
         }
         let gpu_util = reg!(
-            "gpu_utilization",
-            "NVML utilization: share of time a kernel ran (ratio)",
-            Some(Unit::Ratios),
+            "gpu_utilization_ratio",
+            "NVML utilization: share of time a kernel ran (0-1)",
+            None::<Unit>,
             Family::<GpuLabels, FGauge>::default()
         );
         let gpu_sm_active = reg!(
-            "gpu_sm_active",
-            "DCGM: share of SMs with a warp resident (ratio); absent without DCGM",
-            Some(Unit::Ratios),
+            "gpu_sm_active_ratio",
+            "DCGM: share of SMs with a warp resident (0-1); absent without DCGM",
+            None::<Unit>,
             Family::<GpuLabels, FGauge>::default()
         );
         let gpu_mem_used = reg!(

@@ -27,10 +27,12 @@ pub struct RunConfig {
     pub spool_max_bytes: u64,
     pub listen: Option<SocketAddr>,
     pub dcgm_url: Option<String>,
+    /// Sequence numbers reserved per write of the state file.
+    pub seq_block: u64,
 }
 
 pub async fn run(mut backend: Box<dyn GpuBackend>, cfg: RunConfig) -> anyhow::Result<()> {
-    let mut state = AgentState::load(Some(&cfg.state_dir))?;
+    let mut state = AgentState::load_with_block(Some(&cfg.state_dir), cfg.seq_block)?;
     let spool = Arc::new(Mutex::new(Spool::open(
         &cfg.state_dir.join("spool"),
         cfg.spool_max_bytes,

@@ -1,6 +1,8 @@
-//! Turns sampling cycles into sequence-numbered batches and delivers them. Sequence numbers
-//! are per agent id; the agent id is persisted in the state directory so a restarted agent
-//! continues its sequence instead of being mistaken for a replay.
+//! Turns sampling cycles into sequence-numbered batches. Sequence numbers are per agent id; the
+//! agent id is kept in the state directory so a restarted agent continues its sequence instead
+//! of being mistaken for a replay. Numbers are reserved in blocks of [`SEQ_BLOCK`], so the state
+//! file is written once per block rather than once per batch; a restart continues after the
+//! reserved block (the protocol allows gaps, never reuse).
 
 use std::path::{Path, PathBuf};
 
@@ -13,20 +15,36 @@ pub struct AgentState {
     path: Option<PathBuf>,
     pub agent_id: String,
     pub next_seq: u64,
-    /// The newest instant already sampled: a restarted agent never samples it again.
+    /// Sequence numbers below this are reserved on disk for this run.
+    reserved_until: u64,
+    /// How many numbers one write of the state file reserves.
+    block: u64,
+    /// The newest instant sampled. At start-up it is "now": the previous run may have sampled
+    /// the current instant already, so a restarted agent starts with the next one.
     pub last_ts: i64,
 }
+
+/// How many sequence numbers one write of the state file reserves.
+pub const SEQ_BLOCK: u64 = 1000;
 
 impl AgentState {
     /// Loads `DIR/agent-state` or creates it. Without a directory the state lives in memory
     /// and a fresh agent id is made, so sequences never collide with an earlier run.
     pub fn load(dir: Option<&Path>) -> anyhow::Result<AgentState> {
+        Self::load_with_block(dir, SEQ_BLOCK)
+    }
+
+    /// [`AgentState::load`] with another reservation block (1 writes the state every batch).
+    pub fn load_with_block(dir: Option<&Path>, block: u64) -> anyhow::Result<AgentState> {
+        let block = block.max(1);
         let fresh = || format!("agent-{:x}-{:x}", now_ms(), std::process::id());
         let Some(dir) = dir else {
             return Ok(AgentState {
                 path: None,
                 agent_id: fresh(),
                 next_seq: 1,
+                reserved_until: 1,
+                block,
                 last_ts: 0,
             });
         };
@@ -45,12 +63,14 @@ impl AgentState {
                         path.display()
                     );
                 };
-                let last_ts = parts.next().and_then(|t| t.parse().ok()).unwrap_or(0);
+                // Everything below the saved mark may have been used by the previous run.
                 Ok(AgentState {
                     path: Some(path),
                     agent_id: id.to_owned(),
                     next_seq: seq,
-                    last_ts,
+                    reserved_until: seq,
+                    block,
+                    last_ts: now_ms(),
                 })
             }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
@@ -58,6 +78,8 @@ impl AgentState {
                     path: Some(path),
                     agent_id: fresh(),
                     next_seq: 1,
+                    reserved_until: 1,
+                    block,
                     last_ts: 0,
                 };
                 s.save()?;
@@ -67,21 +89,22 @@ impl AgentState {
         }
     }
 
-    /// Takes the next sequence number and records it durably before it is used.
+    /// Takes the next sequence number; reserves a new block on disk before using it when the
+    /// current one is spent.
     pub fn take_seq(&mut self) -> anyhow::Result<u64> {
+        if self.next_seq >= self.reserved_until {
+            self.reserved_until = self.next_seq + self.block;
+            self.save()?;
+        }
         let seq = self.next_seq;
         self.next_seq += 1;
-        self.save()?;
         Ok(seq)
     }
 
     fn save(&self) -> anyhow::Result<()> {
         if let Some(path) = &self.path {
             let tmp = path.with_extension("tmp");
-            std::fs::write(
-                &tmp,
-                format!("{} {} {}\n", self.agent_id, self.next_seq, self.last_ts),
-            )?;
+            std::fs::write(&tmp, format!("{} {}\n", self.agent_id, self.reserved_until))?;
             std::fs::rename(&tmp, path)?;
         }
         Ok(())
@@ -141,14 +164,17 @@ mod tests {
         let mut a = AgentState::load(Some(&dir)).unwrap();
         assert_eq!(a.take_seq().unwrap(), 1);
         assert_eq!(a.take_seq().unwrap(), 2);
+        // A restart continues after the reserved block: never a number used before.
         let mut b = AgentState::load(Some(&dir)).unwrap();
         assert_eq!(b.agent_id, a.agent_id);
-        assert_eq!(b.take_seq().unwrap(), 3);
-        b.last_ts = 1_800_000_000_000;
-        b.take_seq().unwrap();
+        assert_eq!(b.take_seq().unwrap(), 1 + SEQ_BLOCK);
+        assert!(b.last_ts > 0, "the current instant counts as sampled");
+        for _ in 0..SEQ_BLOCK {
+            b.take_seq().unwrap();
+        }
         assert_eq!(
-            AgentState::load(Some(&dir)).unwrap().last_ts,
-            1_800_000_000_000
+            AgentState::load(Some(&dir)).unwrap().take_seq().unwrap(),
+            1 + 3 * SEQ_BLOCK
         );
         std::fs::write(dir.join("agent-state"), "garbage").unwrap();
         assert!(
