@@ -12,6 +12,8 @@ pub trait GpuBackend: Send {
     fn inventory(&self) -> Vec<GpuInfo>;
     /// One sampling cycle at `ts`, with the tenants its samples refer to.
     fn sample(&mut self, ts: UnixMillis) -> anyhow::Result<(Snapshot, Vec<Tenant>)>;
+    /// The kubelet's device assignments (backends that attribute from them override this).
+    fn set_assignments(&mut self, _assignments: crate::kubelet::Assignments) {}
 }
 
 /// A simulated node: one node of a scenario file, sampled exactly as the simulator models it.

@@ -7,6 +7,7 @@ pub mod attribution;
 pub mod backend;
 pub mod bench;
 pub mod dcgm;
+pub mod kubelet;
 pub mod metrics;
 pub mod nvml;
 pub mod report;

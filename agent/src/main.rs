@@ -100,6 +100,17 @@ struct Source {
     /// Scenario file for the simulated backend.
     #[arg(long)]
     scenario: Option<PathBuf>,
+    /// The kubelet's PodResources socket: which pod holds which GPU, replica or MIG device.
+    /// Skipped when absent (hosts without Kubernetes).
+    #[arg(long, default_value = agent::kubelet::DEFAULT_SOCKET)]
+    pod_resources_socket: PathBuf,
+    /// The kubelet's pod directories, which join pod UIDs (from cgroups) to pod names.
+    #[arg(long, default_value = agent::kubelet::DEFAULT_PODS_DIR)]
+    kubelet_pods_dir: PathBuf,
+    /// Replicas per time-sliced GPU as the device plugin advertises them (default: inferred
+    /// from the replica ids in use, which can undercount).
+    #[arg(long)]
+    time_slicing_replicas: Option<u32>,
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -133,12 +144,9 @@ fn backend(source: &Source) -> anyhow::Result<Box<dyn GpuBackend>> {
                     .map_err(|e| anyhow::anyhow!("cannot read the host name ({e}); pass --node"))?,
             };
             let procfs = ProcFs::new(&source.proc_root, Some(&source.passwd));
-            Ok(Box::new(NvmlBackend::open(
-                &source.nvml_lib,
-                &source.cluster,
-                &node,
-                procfs,
-            )?))
+            let mut b = NvmlBackend::open(&source.nvml_lib, &source.cluster, &node, procfs)?;
+            b.set_replicas(source.time_slicing_replicas);
+            Ok(Box::new(b))
         }
         BackendKind::Simulated => {
             let (Some(path), Some(node)) = (&source.scenario, &source.node) else {
@@ -175,6 +183,14 @@ async fn run(command: Command) -> anyhow::Result<()> {
     match command {
         Command::Sample { source, format, .. } => {
             let mut b = backend(&source)?;
+            if let Some(a) = agent::runner::kubelet_assignments(
+                &source.pod_resources_socket,
+                &source.kubelet_pods_dir,
+            )
+            .await
+            {
+                b.set_assignments(a);
+            }
             let ts = now_ms();
             let (snapshot, tenants) = b.sample(ts)?;
             let (cluster, node) = b.identity();
@@ -264,6 +280,8 @@ async fn run(command: Command) -> anyhow::Result<()> {
                 listen,
                 dcgm_url,
                 seq_block,
+                pod_resources_socket: source.pod_resources_socket.clone(),
+                kubelet_pods_dir: source.kubelet_pods_dir.clone(),
             };
             agent::runner::run(backend(&source)?, cfg).await
         }

@@ -26,6 +26,7 @@ use nvml_wrapper::{Device, Nvml};
 
 use crate::attribution::ProcFs;
 use crate::backend::GpuBackend;
+use crate::kubelet::{Assignments, Holder};
 
 struct Mig {
     device: Device<'static>,
@@ -94,6 +95,10 @@ pub struct NvmlBackend {
     procfs: ProcFs,
     /// First sighting of processes whose start time /proc could not tell.
     first_seen: HashMap<u32, i64>,
+    /// The kubelet's device assignments, refreshed by the caller.
+    assignments: Option<Assignments>,
+    /// Replicas per time-sliced GPU, when configured (otherwise inferred from replica ids).
+    replicas: Option<u32>,
     pub driver_version: Option<String>,
 }
 
@@ -144,12 +149,19 @@ impl NvmlBackend {
             events,
             procfs,
             first_seen: HashMap::new(),
+            assignments: None,
+            replicas: None,
             driver_version,
         })
     }
 
     pub fn nvml(&self) -> &'static Nvml {
         self.nvml
+    }
+
+    /// Replicas per time-sliced GPU (the device plugin's setting), instead of inferring them.
+    pub fn set_replicas(&mut self, replicas: Option<u32>) {
+        self.replicas = replicas;
     }
 }
 
@@ -335,6 +347,10 @@ impl GpuBackend for NvmlBackend {
             .filter(|g| !g.lost)
             .map(|g| g.info.clone())
             .collect()
+    }
+
+    fn set_assignments(&mut self, a: Assignments) {
+        self.assignments = Some(a);
     }
 
     fn sample(&mut self, ts: UnixMillis) -> anyhow::Result<(Snapshot, Vec<Tenant>)> {
@@ -538,6 +554,9 @@ impl GpuBackend for NvmlBackend {
             sample.gpu_uuid = uuid;
             snap.gpus.push(sample);
         }
+        if let Some(a) = &self.assignments {
+            assign(&mut snap, &mut tenants, &mut self.gpus, a, self.replicas);
+        }
         if let Some(rx) = &self.events {
             while let Ok((gpu_uuid, code, at)) = rx.try_recv() {
                 snap.events.push(GpuEvent {
@@ -551,4 +570,131 @@ impl GpuBackend for NvmlBackend {
         }
         Ok((snap, tenants.into_values().collect()))
     }
+}
+
+/// The tenant of a container the kubelet knows by name.
+fn pod_tenant(h: &Holder, uid: Option<&String>) -> Tenant {
+    Tenant {
+        // Keyed by UID like the processes' cgroups; by name when the UID is unknown.
+        key: match uid {
+            Some(uid) => Tenant::pod_key(uid, &h.container),
+            None => format!("pod/{}/{}/{}", h.namespace, h.pod, h.container),
+        },
+        kind: model::TenantKind::Pod,
+        namespace: Some(h.namespace.clone()),
+        pod: Some(h.pod.clone()),
+        container: Some(h.container.clone()),
+        pod_uid: uid.cloned(),
+        job_id: None,
+        user: None,
+        account: None,
+        uid: None,
+    }
+}
+
+/// Allocations from the kubelet's assignments, names for pod processes, and each GPU's
+/// sharing mode as observed.
+fn assign(
+    snap: &mut Snapshot,
+    tenants: &mut HashMap<String, Tenant>,
+    gpus: &mut [Gpu],
+    a: &Assignments,
+    replicas: Option<u32>,
+) {
+    for g in gpus.iter_mut().filter(|g| !g.lost) {
+        let whole = a
+            .by_device
+            .get(&g.info.uuid)
+            .map(Vec::as_slice)
+            .unwrap_or_default();
+        let max_replica = whole.iter().filter_map(|h| h.replica).max();
+        if !g.info.mig_enabled {
+            if let Some(m) = max_replica {
+                g.info.sharing = "time_slicing".into();
+                g.info.replicas = replicas.unwrap_or(m + 1).max(m + 1).max(2);
+            } else if snap
+                .processes
+                .iter()
+                .any(|p| p.gpu_uuid == g.info.uuid && p.kind == ProcessKind::Mps)
+            {
+                g.info.sharing = "mps".into();
+            }
+        }
+        let mut claims: Vec<(&Holder, Option<u32>, Option<u32>, f32)> = Vec::new();
+        for h in whole {
+            let share = if h.replica.is_some() {
+                1.0 / g.info.replicas as f32
+            } else {
+                1.0
+            };
+            claims.push((h, None, None, share));
+        }
+        for m in &g.info.mig_instances {
+            let Some(mig_uuid) = &m.uuid else { continue };
+            for h in a
+                .by_device
+                .get(mig_uuid)
+                .map(Vec::as_slice)
+                .unwrap_or_default()
+            {
+                let share = m.compute_slices.map_or(1.0 / 7.0, |c| c as f32 / 7.0);
+                claims.push((h, Some(m.gi_id), Some(m.ci_id), share.min(1.0)));
+            }
+        }
+        for (h, gi, ci, share) in claims {
+            let t = pod_tenant(h, a.uid_by_pod.get(&(h.namespace.clone(), h.pod.clone())));
+            snap.allocations.push(model::Allocation {
+                gpu_uuid: g.info.uuid.clone(),
+                tenant: t.key.clone(),
+                gi_id: gi,
+                ci_id: ci,
+                replica: h.replica,
+                share,
+            });
+            tenants.entry(t.key.clone()).or_insert(t);
+        }
+        // Name the pod processes on this GPU: the container of their pod that holds a device
+        // here (the whole GPU, a replica of it, or their MIG instance).
+        for p in snap
+            .processes
+            .iter_mut()
+            .filter(|p| p.gpu_uuid == g.info.uuid)
+        {
+            let Some(cgroup_tenant) = p.tenant.as_ref().and_then(|k| tenants.get(k)) else {
+                continue;
+            };
+            let Some(uid) = cgroup_tenant.pod_uid.clone() else {
+                continue;
+            };
+            let Some((ns, pod)) = a.pod_by_uid.get(&uid) else {
+                continue;
+            };
+            let mut devices: Vec<&str> = vec![g.info.uuid.as_str()];
+            if let Some(gi) = p.gi_id
+                && let Some(m) = g.info.mig_instances.iter().find(|m| m.gi_id == gi)
+                && let Some(u) = &m.uuid
+            {
+                devices.push(u);
+            }
+            let mut containers: Vec<&Holder> = devices
+                .iter()
+                .flat_map(|d| a.by_device.get(*d).map(Vec::as_slice).unwrap_or_default())
+                .filter(|h| &h.namespace == ns && &h.pod == pod)
+                .collect();
+            containers.dedup_by(|x, y| x.container == y.container);
+            if let [h] = containers.as_slice() {
+                let t = pod_tenant(h, Some(&uid));
+                p.tenant = Some(t.key.clone());
+                tenants.entry(t.key.clone()).or_insert(t);
+            }
+        }
+    }
+    // Cgroup-only pod tenants that no process refers to any more are dropped.
+    let used: std::collections::HashSet<String> = snap
+        .processes
+        .iter()
+        .filter_map(|p| p.tenant.clone())
+        .chain(snap.allocations.iter().map(|a| a.tenant.clone()))
+        .collect();
+    tenants.retain(|k, _| used.contains(k));
 }

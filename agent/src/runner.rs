@@ -29,6 +29,26 @@ pub struct RunConfig {
     pub dcgm_url: Option<String>,
     /// Sequence numbers reserved per write of the state file.
     pub seq_block: u64,
+    pub pod_resources_socket: PathBuf,
+    pub kubelet_pods_dir: PathBuf,
+}
+
+/// The kubelet's current assignments, or None on hosts without Kubernetes (no socket) or
+/// when the kubelet does not answer (logged).
+pub async fn kubelet_assignments(
+    socket: &std::path::Path,
+    pods_dir: &std::path::Path,
+) -> Option<crate::kubelet::Assignments> {
+    if !socket.exists() {
+        return None;
+    }
+    match crate::kubelet::list(socket).await {
+        Ok(pods) => Some(crate::kubelet::Assignments::new(&pods, Some(pods_dir))),
+        Err(e) => {
+            tracing::warn!(error = %e, "no device assignments from the kubelet this time");
+            None
+        }
+    }
 }
 
 pub async fn run(mut backend: Box<dyn GpuBackend>, cfg: RunConfig) -> anyhow::Result<()> {
@@ -64,6 +84,26 @@ pub async fn run(mut backend: Box<dyn GpuBackend>, cfg: RunConfig) -> anyhow::Re
         )?),
         None => None,
     };
+    // Device assignments change when pods come and go: refreshed every 10 s beside sampling,
+    // so a slow kubelet never delays a cycle.
+    let assignments: Arc<Mutex<Option<crate::kubelet::Assignments>>> = Arc::default();
+    if cfg.pod_resources_socket.exists() {
+        let (slot, socket, dir) = (
+            assignments.clone(),
+            cfg.pod_resources_socket.clone(),
+            cfg.kubelet_pods_dir.clone(),
+        );
+        tokio::spawn(async move {
+            loop {
+                if let Some(a) = kubelet_assignments(&socket, &dir).await {
+                    *slot.lock().expect("assignments") = Some(a);
+                }
+                tokio::time::sleep(Duration::from_secs(10)).await;
+            }
+        });
+    } else {
+        tracing::info!(socket = %cfg.pod_resources_socket.display(), "no kubelet pod-resources socket; pods are attributed from cgroups only");
+    }
     let mut tick = tokio::time::interval(Duration::from_millis(cfg.interval_ms));
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
     loop {
@@ -74,6 +114,9 @@ pub async fn run(mut backend: Box<dyn GpuBackend>, cfg: RunConfig) -> anyhow::Re
         let ts = now - now.rem_euclid((cfg.interval_ms as i64).min(1000));
         if ts <= state.last_ts {
             continue;
+        }
+        if let Some(a) = assignments.lock().expect("assignments").take() {
+            backend.set_assignments(a);
         }
         let started = Instant::now();
         let cycle = backend.sample(ts);

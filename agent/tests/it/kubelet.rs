@@ -1,0 +1,232 @@
+//! Pod attribution with a stand-in kubelet: an in-process gRPC server on a Unix socket that
+//! answers PodResources `List` with the real message shapes, a fixture pods directory, the
+//! fake NVML and a fixture proc tree. Not a kubelet: a faithful stand-in for its socket.
+
+use std::path::PathBuf;
+use std::task::{Context, Poll};
+
+use agent::kubelet::v1;
+use serde_json::Value;
+
+/// Answers `/v1.PodResourcesLister/List` with a fixed response.
+#[derive(Clone)]
+struct StandInKubelet(v1::ListPodResourcesResponse);
+
+#[derive(Clone)]
+struct List(v1::ListPodResourcesResponse);
+
+impl tonic::server::UnaryService<v1::ListPodResourcesRequest> for List {
+    type Response = v1::ListPodResourcesResponse;
+    type Future = std::future::Ready<Result<tonic::Response<Self::Response>, tonic::Status>>;
+    fn call(&mut self, _: tonic::Request<v1::ListPodResourcesRequest>) -> Self::Future {
+        std::future::ready(Ok(tonic::Response::new(self.0.clone())))
+    }
+}
+
+impl tower::Service<http::Request<tonic::body::Body>> for StandInKubelet {
+    type Response = http::Response<tonic::body::Body>;
+    type Error = std::convert::Infallible;
+    type Future = std::pin::Pin<
+        Box<dyn std::future::Future<Output = Result<Self::Response, Self::Error>> + Send>,
+    >;
+
+    fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, req: http::Request<tonic::body::Body>) -> Self::Future {
+        let answer = self.0.clone();
+        Box::pin(async move {
+            if req.uri().path() == v1::LIST {
+                let mut grpc = tonic::server::Grpc::new(tonic_prost::ProstCodec::default());
+                Ok(grpc.unary(List(answer), req).await)
+            } else {
+                Ok(tonic::Status::unimplemented("only List").into_http())
+            }
+        })
+    }
+}
+
+impl tonic::server::NamedService for StandInKubelet {
+    const NAME: &'static str = "v1.PodResourcesLister";
+}
+
+fn container(name: &str, resource: &str, ids: &[&str]) -> v1::ContainerResources {
+    v1::ContainerResources {
+        name: name.into(),
+        devices: vec![v1::ContainerDevices {
+            resource_name: resource.into(),
+            device_ids: ids.iter().map(|s| s.to_string()).collect(),
+        }],
+    }
+}
+
+fn pod(ns: &str, name: &str, containers: Vec<v1::ContainerResources>) -> v1::PodResources {
+    v1::PodResources {
+        name: name.into(),
+        namespace: ns.into(),
+        containers,
+    }
+}
+
+const TS_GPU: &str = "GPU-a1b2c3d4-0000-4000-8000-00000000a100";
+const IDLE_GPU: &str = "GPU-a1b2c3d4-0000-4000-8000-00000000a101";
+const MIG_GPU: &str = "GPU-5b3f0c2e-8a1d-4f6b-9e27-3c1d0a9b7e41";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pods_get_their_devices_names_and_processes() {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
+    let dir = std::env::temp_dir().join(format!("gpulens-kubelet-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let socket = dir.join("kubelet.sock");
+    let answer = v1::ListPodResourcesResponse {
+        pod_resources: vec![
+            pod(
+                "ml",
+                "trainer-0",
+                vec![container(
+                    "trainer",
+                    "nvidia.com/gpu",
+                    &[&format!("{TS_GPU}::0")],
+                )],
+            ),
+            pod(
+                "web",
+                "api-7f9c4",
+                vec![container(
+                    "server",
+                    "nvidia.com/gpu",
+                    &[&format!("{TS_GPU}::1")],
+                )],
+            ),
+            pod(
+                "ml",
+                "finetune-0",
+                vec![container(
+                    "main",
+                    "nvidia.com/mig-3g.40gb",
+                    &["MIG-00000000-0000-0000-0000-000000000000"],
+                )],
+            ),
+            pod(
+                "sales",
+                "reserved-demo",
+                vec![container("main", "nvidia.com/gpu", &[IDLE_GPU])],
+            ),
+            // Not a GPU: ignored.
+            pod(
+                "kube-system",
+                "dns",
+                vec![container("coredns", "example.com/foo", &["x"])],
+            ),
+        ],
+    };
+    let listener = tokio::net::UnixListener::bind(&socket).unwrap();
+    tokio::spawn(
+        tonic::transport::Server::builder()
+            .add_service(StandInKubelet(answer))
+            .serve_with_incoming(tokio_stream::wrappers::UnixListenerStream::new(listener)),
+    );
+
+    let exe = std::env::current_exe().unwrap();
+    let fake = exe
+        .parent()
+        .and_then(|p| p.parent())
+        .unwrap()
+        .join("libfake_nvml.so");
+    let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_gpulens-agent"))
+        .args([
+            "sample",
+            "--once",
+            "--format",
+            "json",
+            "--node",
+            "k8s-node-1",
+        ])
+        .arg("--nvml-lib")
+        .arg(&fake)
+        .arg("--proc-root")
+        .arg(root.join("agent/tests/fixtures/proc"))
+        .arg("--pod-resources-socket")
+        .arg(&socket)
+        .arg("--kubelet-pods-dir")
+        .arg(root.join("agent/tests/fixtures/kubelet-pods"))
+        .env(
+            "GPULENS_FAKE_NVML_FIXTURE",
+            root.join("fake-nvml/fixtures/k8s-node.json"),
+        )
+        .env("GPULENS_LOG", "warn")
+        .output()
+        .await
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let procs = v["snapshot"]["processes"].as_array().unwrap();
+    let tenant_of = |pid: u64| {
+        procs.iter().find(|p| p["pid"] == pid).unwrap()["tenant"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    };
+    assert_eq!(
+        tenant_of(4101),
+        "pod/7c1d2e3f-4a5b-4c6d-8e9f-0a1b2c3d4e5f/trainer"
+    );
+    assert_eq!(
+        tenant_of(4104),
+        "pod/b0b0b0b0-1111-4222-8333-444455556666/server"
+    );
+    assert_eq!(
+        tenant_of(4103),
+        "pod/c0c0c0c0-1111-4222-8333-444455556666/main",
+        "the MIG instance's holder"
+    );
+    let tenants = v["tenants"].as_array().unwrap();
+    let t = tenants.iter().find(|t| t["pod"] == "trainer-0").unwrap();
+    assert_eq!(
+        (t["namespace"].as_str(), t["container"].as_str()),
+        (Some("ml"), Some("trainer"))
+    );
+
+    let allocs = v["snapshot"]["allocations"].as_array().unwrap();
+    let on = |gpu: &str| {
+        allocs
+            .iter()
+            .filter(|a| a["gpu_uuid"] == gpu)
+            .collect::<Vec<_>>()
+    };
+    let shared = on(TS_GPU);
+    assert_eq!(shared.len(), 2);
+    assert!(
+        shared
+            .iter()
+            .all(|a| a["share"] == 0.5 && a["replica"].is_u64()),
+        "{shared:?}"
+    );
+    let idle = on(IDLE_GPU);
+    assert_eq!(
+        (idle[0]["share"].as_f64(), idle[0]["tenant"].as_str()),
+        (
+            Some(1.0),
+            Some("pod/d0d0d0d0-1111-4222-8333-444455556666/main")
+        )
+    );
+    let mig = on(MIG_GPU);
+    assert_eq!(
+        (mig[0]["gi_id"].as_u64(), mig[0]["ci_id"].as_u64()),
+        (Some(2), Some(0))
+    );
+    assert!((mig[0]["share"].as_f64().unwrap() - 3.0 / 7.0).abs() < 1e-6);
+    let inv = v["inventory"].as_array().unwrap();
+    let ts = inv.iter().find(|g| g["uuid"] == TS_GPU).unwrap();
+    assert_eq!(
+        (ts["sharing"].as_str(), ts["replicas"].as_u64()),
+        (Some("time_slicing"), Some(2))
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
