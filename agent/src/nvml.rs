@@ -40,6 +40,8 @@ struct Gpu {
     lost: bool,
     /// Timestamp (µs) of the newest per-process utilization sample seen.
     last_util_ts: u64,
+    /// The previous NVLink counters: (timestamp µs, tx KiB, rx KiB).
+    nvlink_prev: Option<(i64, u64, u64)>,
 }
 
 /// Readings that are unavailable on a GPU; each is logged once.
@@ -239,6 +241,7 @@ fn inventory(device: Device<'static>, index: u32, missing: &mut Missing) -> anyh
         migs,
         lost,
         last_util_ts: 0,
+        nvlink_prev: None,
     })
 }
 
@@ -324,6 +327,87 @@ fn spawn_event_thread(
         })
         .ok()?;
     Some(rx)
+}
+
+/// Rows remapped (corrected + uncorrected): not wrapped by nvml-wrapper, so through the raw
+/// library.
+#[allow(unsafe_code)]
+fn remapped_rows(device: &Device<'static>) -> Result<i32, NvmlError> {
+    let lib = device.nvml().lib();
+    let f = lib
+        .nvmlDeviceGetRemappedRows
+        .as_ref()
+        .map_err(|e| NvmlError::FailedToLoadSymbol(e.to_string()))?;
+    let (mut corr, mut unc, mut pending, mut failure) = (0u32, 0u32, 0u32, 0u32);
+    // SAFETY: a live device handle of this NVML, and four valid out-pointers.
+    let r = unsafe {
+        f(
+            device.handle(),
+            &mut corr,
+            &mut unc,
+            &mut pending,
+            &mut failure,
+        )
+    };
+    match r {
+        0 => Ok((corr + unc) as i32),
+        3 => Err(NvmlError::NotSupported),
+        4 => Err(NvmlError::NoPermission),
+        15 => Err(NvmlError::GpuLost),
+        other => Err(NvmlError::Unknown)
+            .inspect_err(|_| tracing::debug!(code = other, "nvmlDeviceGetRemappedRows")),
+    }
+}
+
+/// Pages retired for ECC errors (GPUs before Ampere; later ones remap rows instead).
+fn retired_pages(device: &Device<'static>) -> Result<i32, NvmlError> {
+    use nvml_wrapper::enum_wrappers::device::RetirementCause;
+    let single = device
+        .retired_pages(RetirementCause::MultipleSingleBitEccErrors)?
+        .len();
+    let double = device
+        .retired_pages(RetirementCause::DoubleBitEccError)?
+        .len();
+    Ok((single + double) as i32)
+}
+
+/// NVLink data throughput in bytes/s from NVML's cumulative KiB counters (fields 138/139),
+/// as the rate since the previous cycle.
+fn nvlink(
+    device: &Device<'static>,
+    prev: &mut Option<(i64, u64, u64)>,
+) -> Result<Option<(i64, i64)>, NvmlError> {
+    use nvml_wrapper::enums::device::SampleValue;
+    use nvml_wrapper::structs::device::FieldId;
+    let values = device.field_values_for(&[FieldId(138), FieldId(139)])?;
+    let read = |i: usize| -> Result<(i64, u64), NvmlError> {
+        let s = values
+            .get(i)
+            .ok_or(NvmlError::NotSupported)?
+            .as_ref()
+            .map_err(|e| match e {
+                NvmlError::NotSupported => NvmlError::NotSupported,
+                _ => NvmlError::Unknown,
+            })?;
+        match s.value.as_ref().map_err(|_| NvmlError::NotSupported)? {
+            SampleValue::U64(v) => Ok((s.timestamp, *v)),
+            SampleValue::U32(v) => Ok((s.timestamp, u64::from(*v))),
+            _ => Err(NvmlError::NotSupported),
+        }
+    };
+    let (ts, tx) = read(0)?;
+    let (_, rx) = read(1)?;
+    let rate = prev.and_then(|(pts, ptx, prx)| {
+        let dt = (ts - pts) as f64 / 1e6;
+        (dt > 0.0).then(|| {
+            (
+                ((tx.saturating_sub(ptx)) as f64 * 1024.0 / dt) as i64,
+                ((rx.saturating_sub(prx)) as f64 * 1024.0 / dt) as i64,
+            )
+        })
+    });
+    *prev = Some((ts, tx, rx));
+    Ok(rate)
 }
 
 fn now_ms() -> UnixMillis {
@@ -450,6 +534,14 @@ impl GpuBackend for NvmlBackend {
                 },
                 ..GpuSample::default()
             };
+            sample.retired_pages = m.read(&uuid, "retired_pages", &mut lost, retired_pages(d));
+            sample.remapped_rows = m.read(&uuid, "remapped_rows", &mut lost, remapped_rows(d));
+            if let Some(Some((tx, rx))) =
+                m.read(&uuid, "nvlink", &mut lost, nvlink(d, &mut g.nvlink_prev))
+            {
+                sample.nvlink_tx_bytes_per_s = Some(tx);
+                sample.nvlink_rx_bytes_per_s = Some(rx);
+            }
             if lost {
                 tracing::error!(gpu_uuid = %uuid, "GPU has fallen off the bus; no longer sampled");
                 g.lost = true;

@@ -67,6 +67,12 @@ struct Device {
     lost_after: Option<u32>,
     #[serde(default)]
     xid: Vec<Xid>,
+    /// Pages retired for [multiple single-bit, double-bit] ECC errors (pre-Ampere GPUs).
+    retired_pages: Option<[u32; 2]>,
+    /// Rows remapped [corrected, uncorrected] (Ampere and later).
+    remapped_rows: Option<[u32; 2]>,
+    /// NVLink data throughput [tx, rx] in KiB/s; the counters NVML reports grow at this rate.
+    nvlink_kibs: Option<[u64; 2]>,
     /// Whether nvmlDeviceGetProcessUtilization is supported (default: yes, unless in MIG mode).
     #[serde(default = "yes")]
     process_utilization_supported: bool,
@@ -118,6 +124,7 @@ struct Xid {
 
 struct State {
     fixture: Fixture,
+    started: std::time::Instant,
     samples: Vec<u32>,
     events: Vec<(usize, u64)>,
     fired: Vec<Vec<bool>>,
@@ -226,6 +233,7 @@ pub extern "C" fn nvmlInitWithFlags(_flags: c_uint) -> nvmlReturn_t {
         .collect();
     *STATE.lock().unwrap_or_else(|e| e.into_inner()) = Some(State {
         fixture,
+        started: std::time::Instant::now(),
         samples: vec![0; n],
         events: Vec::new(),
         fired,
@@ -714,4 +722,125 @@ pub extern "C" fn nvmlEventSetWait_v2(
             TIMEOUT
         }
     }
+}
+
+#[unsafe(no_mangle)]
+pub extern "C" fn nvmlDeviceGetRetiredPages(
+    h: nvmlDevice_t,
+    cause: nvmlPageRetirementCause_t,
+    count: *mut c_uint,
+    _addresses: *mut c_ulonglong,
+) -> nvmlReturn_t {
+    with_device(h, |d, _| {
+        let Some(pages) = d.retired_pages else {
+            return NOT_SUPPORTED;
+        };
+        if count.is_null() {
+            return INVALID;
+        }
+        let n = pages[(cause != 0) as usize];
+        let room = unsafe { *count };
+        unsafe { *count = n };
+        if room < n { INSUFFICIENT } else { SUCCESS }
+    })
+}
+
+#[unsafe(no_mangle)]
+pub extern "C" fn nvmlDeviceGetRetiredPages_v2(
+    h: nvmlDevice_t,
+    cause: nvmlPageRetirementCause_t,
+    count: *mut c_uint,
+    addresses: *mut c_ulonglong,
+    timestamps: *mut c_ulonglong,
+) -> nvmlReturn_t {
+    with_device(h, |d, _| {
+        let Some(pages) = d.retired_pages else {
+            return NOT_SUPPORTED;
+        };
+        if count.is_null() {
+            return INVALID;
+        }
+        let n = pages[(cause != 0) as usize];
+        let room = unsafe { *count };
+        unsafe { *count = n };
+        if room < n || (n > 0 && (addresses.is_null() || timestamps.is_null())) {
+            return INSUFFICIENT;
+        }
+        for i in 0..n as usize {
+            unsafe {
+                *addresses.add(i) = 0x1000 * (i as u64 + 1);
+                *timestamps.add(i) = 1_790_000_000;
+            }
+        }
+        SUCCESS
+    })
+}
+
+#[unsafe(no_mangle)]
+pub extern "C" fn nvmlDeviceGetRemappedRows(
+    h: nvmlDevice_t,
+    corr: *mut c_uint,
+    unc: *mut c_uint,
+    pending: *mut c_uint,
+    failure: *mut c_uint,
+) -> nvmlReturn_t {
+    with_device(h, |d, _| {
+        let Some([c, u]) = d.remapped_rows else {
+            return NOT_SUPPORTED;
+        };
+        if corr.is_null() || unc.is_null() || pending.is_null() || failure.is_null() {
+            return INVALID;
+        }
+        unsafe {
+            *corr = c;
+            *unc = u;
+            *pending = 0;
+            *failure = 0;
+        }
+        SUCCESS
+    })
+}
+
+/// Field values: NVLink data throughput counters (fields 138 tx, 139 rx, in KiB).
+#[unsafe(no_mangle)]
+pub extern "C" fn nvmlDeviceGetFieldValues(
+    h: nvmlDevice_t,
+    count: std::ffi::c_int,
+    values: *mut nvmlFieldValue_t,
+) -> nvmlReturn_t {
+    let elapsed = {
+        let guard = STATE.lock().unwrap_or_else(|e| e.into_inner());
+        guard
+            .as_ref()
+            .map_or(0.0, |s| s.started.elapsed().as_secs_f64())
+    };
+    with_device(h, |d, _| {
+        if values.is_null() || count < 0 {
+            return INVALID;
+        }
+        let now_us = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |t| t.as_micros() as i64);
+        for i in 0..count as usize {
+            let v = unsafe { &mut *values.add(i) };
+            v.timestamp = now_us;
+            v.latencyUsec = 0;
+            let rate = match (v.fieldId, d.nvlink_kibs) {
+                (138, Some([tx, _])) => Some(tx),
+                (139, Some([_, rx])) => Some(rx),
+                _ => None,
+            };
+            match rate {
+                Some(r) => {
+                    v.valueType = nvmlValueType_enum_NVML_VALUE_TYPE_UNSIGNED_LONG_LONG;
+                    v.nvmlReturn = SUCCESS;
+                    v.value = nvmlValue_t {
+                        ullVal: (r as f64 * elapsed) as u64,
+                    };
+                }
+                None => v.nvmlReturn = NOT_SUPPORTED,
+            }
+        }
+        SUCCESS
+    })
 }

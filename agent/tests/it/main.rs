@@ -210,6 +210,20 @@ fn eight_gpus_a_lost_gpu_and_an_xid_event() {
             let capped = snap.gpus.iter().find(|g| g.throttle_reasons == Some(4));
             assert!(capped.is_some(), "GPU 5 reports the SW power cap");
             assert_eq!(snap.gpus[0].pcie_rx_bytes_per_s, Some(1_200_000 * 1024));
+            assert_eq!(snap.gpus[0].remapped_rows, Some(0));
+            assert_eq!(
+                snap.gpus[0].retired_pages, None,
+                "H100s remap rows; page retirement is not supported"
+            );
+            assert_eq!(
+                snap.gpus[0].nvlink_tx_bytes_per_s, None,
+                "a rate needs two readings"
+            );
+        }
+        if i == 1 {
+            // ~20 GB/s each way from the counters' growth between the two cycles.
+            let tx = snap.gpus[0].nvlink_tx_bytes_per_s.unwrap() as f64;
+            assert!((tx / 20e9 - 1.0).abs() < 0.1, "nvlink tx {tx}");
         }
         gpu_counts.push(snap.gpus.len());
         lost_events += snap.events.iter().filter(|e| e.kind == "gpu_lost").count();
