@@ -172,6 +172,16 @@ impl ProcFs {
         Some(owner_from_cgroup(&text))
     }
 
+    /// A variable from /proc/PID/environ (readable for the agent as root in the host PID
+    /// namespace).
+    pub fn environ(&self, pid: u32, var: &str) -> Option<String> {
+        let raw = std::fs::read(self.root.join(pid.to_string()).join("environ")).ok()?;
+        raw.split(|b| *b == 0).find_map(|kv| {
+            let kv = std::str::from_utf8(kv).ok()?;
+            kv.strip_prefix(var)?.strip_prefix('=').map(str::to_owned)
+        })
+    }
+
     pub fn user_name(&self, uid: u32) -> Option<&str> {
         self.users.get(&uid).map(String::as_str)
     }
@@ -212,8 +222,9 @@ impl ProcFs {
                 container: None,
                 pod_uid: None,
                 job_id: Some(job_id),
-                user,
-                account: None,
+                // slurmstepd puts the job's account and user into every task's environment.
+                user: user.or_else(|| self.environ(pid, "SLURM_JOB_USER")),
+                account: self.environ(pid, "SLURM_JOB_ACCOUNT"),
                 uid,
             },
             Owner::Host => {
