@@ -67,12 +67,35 @@ pub fn router(state: AppState) -> Router {
         .route("/api/v1/gpus", get(crate::api::gpus))
         .route("/api/v1/tenants", get(crate::api::tenants))
         .route("/api/v1/series", get(crate::api::series))
+        .route("/api/v1/openapi.json", get(openapi))
         .fallback(not_found)
         .with_state(state)
 }
 
 async fn not_found(uri: axum::http::Uri) -> ApiError {
     ApiError::NotFound(format!("no route for {}", uri.path()))
+}
+
+/// The OpenAPI description of this API (collector/src/openapi.json; a test keeps it in step
+/// with the routes and the wire types).
+pub const OPENAPI: &str = include_str!("openapi.json");
+
+/// Every path the router serves, for that test.
+pub const ROUTES: &[&str] = &[
+    "/",
+    "/healthz",
+    "/readyz",
+    "/metrics",
+    "/api/v1/ingest",
+    "/api/v1/nodes",
+    "/api/v1/gpus",
+    "/api/v1/tenants",
+    "/api/v1/series",
+    "/api/v1/openapi.json",
+];
+
+async fn openapi() -> impl IntoResponse {
+    ([(header::CONTENT_TYPE, "application/json")], OPENAPI)
 }
 
 async fn healthz() -> &'static str {
@@ -139,4 +162,34 @@ pub async fn serve(
     axum::serve(listener, router(state))
         .with_graceful_shutdown(shutdown)
         .await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_openapi_document_covers_every_route_and_its_example_decodes() {
+        let doc: serde_json::Value = serde_json::from_str(OPENAPI).expect("openapi.json is JSON");
+        let paths = doc["paths"].as_object().unwrap();
+        for r in ROUTES {
+            assert!(paths.contains_key(*r), "{r} is not in openapi.json");
+        }
+        assert_eq!(
+            paths.len(),
+            ROUTES.len(),
+            "openapi.json documents a route the router does not serve"
+        );
+        let example = &doc["paths"]["/api/v1/ingest"]["post"]["requestBody"]["content"]["application/json"]
+            ["example"];
+        let batch: model::wire::v1::Batch =
+            serde_json::from_value(example.clone()).expect("the example is a v1 batch");
+        let limits = model::wire::v1::Limits {
+            max_age_ms: i64::MAX / 4,
+            ..Default::default()
+        };
+        batch
+            .validate(&limits, batch.snapshots[0].ts)
+            .expect("the example is valid");
+    }
 }

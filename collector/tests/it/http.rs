@@ -335,3 +335,30 @@ async fn the_read_api_answers_and_explains_mistakes() {
         StatusCode::OK
     );
 }
+
+#[tokio::test]
+async fn every_documented_route_is_served_and_the_description_is_too() {
+    let (state, _t) = app().await;
+    for route in collector::server::ROUTES {
+        let req = if *route == "/api/v1/ingest" {
+            Request::post(*route).body(Body::empty()).unwrap()
+        } else {
+            Request::get(*route).body(Body::empty()).unwrap()
+        };
+        let (status, _, _) = call(&state, req).await;
+        assert_ne!(
+            status,
+            StatusCode::NOT_FOUND,
+            "{route} is documented but not served"
+        );
+    }
+    let (status, doc, _) = call(
+        &state,
+        Request::get("/api/v1/openapi.json")
+            .body(Body::empty())
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(doc["openapi"], "3.1.0");
+}
