@@ -183,6 +183,11 @@ fn inventory(device: Device<'static>, index: u32, missing: &mut Missing) -> anyh
         .read(&uuid, "mig_mode", &mut lost, device.mig_mode())
         .is_some_and(|m| m.current == 1);
     let mut migs = Vec::new();
+    let placed = if mig_enabled {
+        placements(&device)
+    } else {
+        HashMap::new()
+    };
     if mig_enabled {
         let slots = missing
             .read(
@@ -216,8 +221,8 @@ fn inventory(device: Device<'static>, index: u32, missing: &mut Missing) -> anyh
                     ci_id,
                     memory_total_bytes: mig.memory_info().map_or(0, |m| m.total as i64),
                     profile,
-                    placement_start: None,
-                    placement_size: None,
+                    placement_start: placed.get(&gi_id).map(|p| p.0),
+                    placement_size: placed.get(&gi_id).map(|p| p.1),
                     compute_slices,
                     uuid: mig.uuid().ok(),
                 },
@@ -264,6 +269,39 @@ fn instance_ids(mig: &Device<'static>) -> anyhow::Result<(u32, u32)> {
         anyhow::bail!("NVML could not tell the instance ids of a MIG device (codes {r1}, {r2})");
     }
     Ok((gi, ci))
+}
+
+/// Placements (start, size in memory slices) of a GPU's GPU instances, by GPU-instance id:
+/// enumerated profile by profile through the raw library (nvml-wrapper does not wrap it).
+#[allow(unsafe_code)]
+fn placements(device: &Device<'static>) -> HashMap<u32, (u32, u32)> {
+    let lib = device.nvml().lib();
+    let mut out = HashMap::new();
+    let (Ok(list), Ok(info_of)) = (
+        lib.nvmlDeviceGetGpuInstances.as_ref(),
+        lib.nvmlGpuInstanceGetInfo.as_ref(),
+    ) else {
+        return out;
+    };
+    for profile in 0..nvml_wrapper_sys::bindings::NVML_GPU_INSTANCE_PROFILE_COUNT {
+        let mut handles = [std::ptr::null_mut(); 8];
+        let mut count = 0u32;
+        // SAFETY: a live device handle; `handles` has room for 8 instances, more than any
+        // profile allows (7), and `count` is a valid out-pointer.
+        let r = unsafe { list(device.handle(), profile, handles.as_mut_ptr(), &mut count) };
+        if r != 0 {
+            continue;
+        }
+        for &gi in handles.iter().take(count.min(8) as usize) {
+            // SAFETY: `gi` came from NVML just now; `info` is a valid out-pointer.
+            let mut info: nvml_wrapper_sys::bindings::nvmlGpuInstanceInfo_t =
+                unsafe { std::mem::zeroed() };
+            if unsafe { info_of(gi, &mut info) } == 0 {
+                out.insert(info.id, (info.placement.start, info.placement.size));
+            }
+        }
+    }
+    out
 }
 
 /// XID errors arrive on NVML's event set; a thread waits for them and hands them over.

@@ -92,6 +92,9 @@ struct MigDevice {
     ci_id: u32,
     memory_total: u64,
     memory_used: u64,
+    /// [start, size] in memory slices.
+    #[serde(default)]
+    placement: Option<[u32; 2]>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -840,6 +843,80 @@ pub extern "C" fn nvmlDeviceGetFieldValues(
                 }
                 None => v.nvmlReturn = NOT_SUPPORTED,
             }
+        }
+        SUCCESS
+    })
+}
+
+/// NVML's GPU-instance profile id for a profile name's compute slices (1g → 0, 2g → 1,
+/// 3g → 2, 4g → 3, 7g → 4).
+fn profile_id(profile: &str) -> Option<u32> {
+    match profile.split('g').next()? {
+        "1" => Some(0),
+        "2" => Some(1),
+        "3" => Some(2),
+        "4" => Some(3),
+        "7" => Some(4),
+        _ => None,
+    }
+}
+
+/// GPU-instance handles encode (device, MIG slot) like device handles, in their own range.
+fn gi_handle(dev: usize, slot: usize) -> nvmlGpuInstance_t {
+    ((0x10_0000 + ((dev + 1) << 8)) | (slot + 1)) as nvmlGpuInstance_t
+}
+
+#[unsafe(no_mangle)]
+pub extern "C" fn nvmlDeviceGetGpuInstances(
+    h: nvmlDevice_t,
+    profile: c_uint,
+    instances: *mut nvmlGpuInstance_t,
+    count: *mut c_uint,
+) -> nvmlReturn_t {
+    let dev = decode(h).map(|(d, _)| d);
+    with_device(h, |d, m| {
+        if m.is_some() || d.mig.is_empty() {
+            return NOT_SUPPORTED;
+        }
+        if count.is_null() || instances.is_null() {
+            return INVALID;
+        }
+        let mut n = 0;
+        for (slot, mi) in d.mig.iter().enumerate() {
+            if profile_id(&mi.profile) == Some(profile) {
+                unsafe { *instances.add(n) = gi_handle(dev.unwrap_or(0), slot) };
+                n += 1;
+            }
+        }
+        unsafe { *count = n as c_uint };
+        SUCCESS
+    })
+}
+
+#[unsafe(no_mangle)]
+pub extern "C" fn nvmlGpuInstanceGetInfo(
+    gi: nvmlGpuInstance_t,
+    info: *mut nvmlGpuInstanceInfo_t,
+) -> nvmlReturn_t {
+    let v = (gi as usize).wrapping_sub(0x10_0000);
+    let (Some(dev), Some(slot)) = ((v >> 8).checked_sub(1), (v & 0xff).checked_sub(1)) else {
+        return INVALID;
+    };
+    with_device(handle(dev, None), |d, _| {
+        let Some(mi) = d.mig.get(slot) else {
+            return INVALID;
+        };
+        if info.is_null() {
+            return INVALID;
+        }
+        let [start, size] = mi.placement.unwrap_or([0, 0]);
+        unsafe {
+            *info = nvmlGpuInstanceInfo_t {
+                device: handle(dev, None),
+                id: mi.gi_id,
+                profileId: profile_id(&mi.profile).unwrap_or(0),
+                placement: nvmlGpuInstancePlacement_t { start, size },
+            };
         }
         SUCCESS
     })

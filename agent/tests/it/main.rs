@@ -82,6 +82,22 @@ fn sample_once_shows_mig_instances_and_processes_with_their_tenants() {
         ]
     );
     assert_eq!(gpu["mig_instances"][0]["compute_slices"], 3);
+    let placements: Vec<(u64, u64)> = gpu["mig_instances"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| {
+            (
+                m["placement_start"].as_u64().unwrap(),
+                m["placement_size"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        placements,
+        [(4, 4), (0, 2), (2, 1), (3, 1)],
+        "from NVML's GPU-instance enumeration"
+    );
     let snap = &v["snapshot"];
     // NVML has no utilization under MIG: absent, never 0.
     assert!(

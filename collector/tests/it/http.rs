@@ -418,8 +418,15 @@ async fn damaged_batches_never_cause_a_server_error() {
         } else {
             body
         };
-        let (status, reply, _) = call(&state, post(payload, Some(TOKEN), gzipped.then_some("gzip"))).await;
-        assert!(status.is_success() || status.is_client_error(), "case {i}: {status} {reply}");
+        let (status, reply, _) = call(
+            &state,
+            post(payload, Some(TOKEN), gzipped.then_some("gzip")),
+        )
+        .await;
+        assert!(
+            status.is_success() || status.is_client_error(),
+            "case {i}: {status} {reply}"
+        );
         if status.is_client_error() {
             assert!(reply["error"]["message"].is_string(), "case {i}: {reply}");
         } else {
@@ -427,7 +434,12 @@ async fn damaged_batches_never_cause_a_server_error() {
         }
     }
     let c = t.store.counts().await.unwrap();
-    let total = (c.gpu_samples + c.mig_samples + c.process_samples + c.allocation_samples + c.gpu_events) as u64;
-    assert_eq!(total, stored_rows, "rows in the database come only from acknowledged batches");
+    let total =
+        (c.gpu_samples + c.mig_samples + c.process_samples + c.allocation_samples + c.gpu_events)
+            as u64;
+    assert_eq!(
+        total, stored_rows,
+        "rows in the database come only from acknowledged batches"
+    );
     assert!(stored_rows > 0);
 }
