@@ -583,6 +583,138 @@ macro_rules! read_tenant_agg {
 }
 pub(crate) use read_tenant_agg;
 
+// Row → record mappings shared by both backends: their queries alias columns to these names.
+
+macro_rules! node_record {
+    ($r:expr) => {{
+        let r = $r;
+        NodeRecord {
+            cluster: r.try_get("cluster")?,
+            node: r.try_get("node")?,
+            agent_version: r.try_get("agent_version")?,
+            interval_ms: r.try_get("interval_ms")?,
+            first_seen_ms: r.try_get("first_seen")?,
+            last_seen_ms: r.try_get("last_seen")?,
+            last_sample_ms: r.try_get("last_sample")?,
+            gpu_count: r.try_get("gpu_count")?,
+        }
+    }};
+}
+pub(crate) use node_record;
+
+macro_rules! mig_record {
+    ($m:expr) => {{
+        let m = $m;
+        MigRecord {
+            gi_id: m.try_get("gi_id")?,
+            ci_id: m.try_get("ci_id")?,
+            profile: m.try_get("profile")?,
+            placement_start: m.try_get("placement_start")?,
+            placement_size: m.try_get("placement_size")?,
+            memory_total_bytes: m.try_get("memory_total_bytes")?,
+            compute_slices: m.try_get("compute_slices")?,
+            uuid: m.try_get("mig_uuid")?,
+        }
+    }};
+}
+pub(crate) use mig_record;
+
+macro_rules! gpu_record {
+    ($r:expr, $uuid:expr, $migs:expr) => {{
+        let r = $r;
+        GpuRecord {
+            cluster: r.try_get("cluster")?,
+            node: r.try_get("node")?,
+            uuid: $uuid,
+            index: r.try_get("gpu_index")?,
+            model: r.try_get("model")?,
+            memory_total_bytes: r.try_get("memory_total_bytes")?,
+            pci_bus_id: r.try_get("pci_bus_id")?,
+            mig_enabled: r.try_get("mig_enabled")?,
+            sharing: r.try_get("sharing")?,
+            replicas: r.try_get("replicas")?,
+            first_seen_ms: r.try_get("first_seen")?,
+            last_seen_ms: r.try_get("last_seen")?,
+            mig_instances: $migs,
+        }
+    }};
+}
+pub(crate) use gpu_record;
+
+macro_rules! tenant_record {
+    ($r:expr) => {{
+        let r = $r;
+        TenantRecord {
+            cluster: r.try_get("cluster")?,
+            key: r.try_get("tenant_key")?,
+            kind: r.try_get("kind")?,
+            team: r.try_get("team")?,
+            namespace: r.try_get("namespace")?,
+            pod: r.try_get("pod")?,
+            container: r.try_get("container")?,
+            pod_uid: r.try_get("pod_uid")?,
+            job_id: r.try_get("job_id")?,
+            user: r.try_get("username")?,
+            account: r.try_get("account")?,
+            uid: r.try_get("uid")?,
+            nodes: Vec::new(),
+            first_seen_ms: r.try_get("first_seen")?,
+            last_seen_ms: r.try_get("last_seen")?,
+        }
+    }};
+}
+pub(crate) use tenant_record;
+
+/// The raw GPU columns the rollup reads, by position (see the backends' rollup queries).
+macro_rules! raw_gpu {
+    ($r:expr) => {{
+        let r = $r;
+        rollup::RawGpu {
+            gpu_uuid: r.get(0),
+            ts: r.get(1),
+            interval_ms: r.get(2),
+            gpu_util: r.get(3),
+            sm_active: r.get(4),
+            sm_occupancy: r.get(5),
+            tensor_active: r.get(6),
+            dram_active: r.get(7),
+            mem_used_bytes: r.get(8),
+            mem_total_bytes: r.get(9),
+            power_w: r.get(10),
+            temp_c: r.get(11),
+            throttle_reasons: r.get(12),
+        }
+    }};
+}
+pub(crate) use raw_gpu;
+
+macro_rules! raw_allocation {
+    ($r:expr) => {{
+        let r = $r;
+        rollup::RawAllocation {
+            gpu_uuid: r.get(0),
+            ts: r.get(1),
+            tenant_key: r.get(2),
+            share: r.get(3),
+        }
+    }};
+}
+pub(crate) use raw_allocation;
+
+macro_rules! raw_process {
+    ($r:expr) => {{
+        let r = $r;
+        rollup::RawProcess {
+            gpu_uuid: r.get(0),
+            ts: r.get(1),
+            tenant_key: r.get(2),
+            sm_util: r.get(3),
+            mem_used_bytes: r.get(4),
+        }
+    }};
+}
+pub(crate) use raw_process;
+
 fn merge_tenants(rows: Vec<(TenantRecord, String)>) -> Vec<TenantRecord> {
     let mut out: BTreeMap<(String, String), TenantRecord> = BTreeMap::new();
     for (rec, node) in rows {

@@ -210,20 +210,7 @@ impl SqliteStore {
         )
         .fetch_all(&self.reader)
         .await?;
-        rows.iter()
-            .map(|r| {
-                Ok(NodeRecord {
-                    cluster: r.try_get("cluster")?,
-                    node: r.try_get("node")?,
-                    agent_version: r.try_get("agent_version")?,
-                    interval_ms: r.try_get("interval_ms")?,
-                    first_seen_ms: r.try_get("first_seen")?,
-                    last_seen_ms: r.try_get("last_seen")?,
-                    last_sample_ms: r.try_get("last_sample")?,
-                    gpu_count: r.try_get("gpu_count")?,
-                })
-            })
-            .collect()
+        rows.iter().map(|r| Ok(super::node_record!(r))).collect()
     }
 
     pub async fn gpus(&self, node: Option<&str>) -> Result<Vec<GpuRecord>> {
@@ -249,32 +236,9 @@ impl SqliteStore {
                 .iter()
                 .filter(|m| m.get::<String, _>("gpu_uuid") == uuid)
             {
-                mig_instances.push(MigRecord {
-                    gi_id: m.try_get("gi_id")?,
-                    ci_id: m.try_get("ci_id")?,
-                    profile: m.try_get("profile")?,
-                    placement_start: m.try_get("placement_start")?,
-                    placement_size: m.try_get("placement_size")?,
-                    memory_total_bytes: m.try_get("memory_total_bytes")?,
-                    compute_slices: m.try_get("compute_slices")?,
-                    uuid: m.try_get("mig_uuid")?,
-                });
+                mig_instances.push(super::mig_record!(m));
             }
-            out.push(GpuRecord {
-                cluster: r.try_get("cluster")?,
-                node: r.try_get("node")?,
-                uuid,
-                index: r.try_get("gpu_index")?,
-                model: r.try_get("model")?,
-                memory_total_bytes: r.try_get("memory_total_bytes")?,
-                pci_bus_id: r.try_get("pci_bus_id")?,
-                mig_enabled: r.try_get("mig_enabled")?,
-                sharing: r.try_get("sharing")?,
-                replicas: r.try_get("replicas")?,
-                first_seen_ms: r.try_get("first_seen")?,
-                last_seen_ms: r.try_get("last_seen")?,
-                mig_instances,
-            });
+            out.push(super::gpu_record!(r, uuid, mig_instances));
         }
         Ok(out)
     }
@@ -287,28 +251,7 @@ impl SqliteStore {
         .fetch_all(&self.reader)
         .await?;
         rows.iter()
-            .map(|r| {
-                Ok((
-                    TenantRecord {
-                        cluster: r.try_get("cluster")?,
-                        key: r.try_get("tenant_key")?,
-                        kind: r.try_get("kind")?,
-                        team: r.try_get("team")?,
-                        namespace: r.try_get("namespace")?,
-                        pod: r.try_get("pod")?,
-                        container: r.try_get("container")?,
-                        pod_uid: r.try_get("pod_uid")?,
-                        job_id: r.try_get("job_id")?,
-                        user: r.try_get("username")?,
-                        account: r.try_get("account")?,
-                        uid: r.try_get("uid")?,
-                        nodes: Vec::new(),
-                        first_seen_ms: r.try_get("first_seen")?,
-                        last_seen_ms: r.try_get("last_seen")?,
-                    },
-                    r.try_get("node")?,
-                ))
-            })
+            .map(|r| Ok((super::tenant_record!(r), r.try_get("node")?)))
             .collect()
     }
 
@@ -517,35 +460,21 @@ impl SqliteStore {
         .fetch_all(&mut *tx)
         .await?
         .iter()
-        .map(|r| RawGpu {
-            gpu_uuid: r.get(0),
-            ts: r.get(1),
-            interval_ms: r.get(2),
-            gpu_util: r.get(3),
-            sm_active: r.get(4),
-            sm_occupancy: r.get(5),
-            tensor_active: r.get(6),
-            dram_active: r.get(7),
-            mem_used_bytes: r.get(8),
-            mem_total_bytes: r.get(9),
-            power_w: r.get(10),
-            temp_c: r.get(11),
-            throttle_reasons: r.get(12),
-        })
+        .map(|r| super::raw_gpu!(r))
         .collect();
         let allocs: Vec<RawAllocation> = sqlx::query("SELECT gpu_uuid, ts, tenant_key, share FROM allocation_samples WHERE cluster = ? AND node = ? AND ts >= ? AND ts < ?")
             .bind(cluster).bind(node).bind(from).bind(to)
             .fetch_all(&mut *tx)
             .await?
             .iter()
-            .map(|r| RawAllocation { gpu_uuid: r.get(0), ts: r.get(1), tenant_key: r.get(2), share: r.get(3) })
+            .map(|r| super::raw_allocation!(r))
             .collect();
         let procs: Vec<RawProcess> = sqlx::query("SELECT gpu_uuid, ts, tenant_key, sm_util, mem_used_bytes FROM process_samples WHERE cluster = ? AND node = ? AND ts >= ? AND ts < ?")
             .bind(cluster).bind(node).bind(from).bind(to)
             .fetch_all(&mut *tx)
             .await?
             .iter()
-            .map(|r| RawProcess { gpu_uuid: r.get(0), ts: r.get(1), tenant_key: r.get(2), sm_util: r.get(3), mem_used_bytes: r.get(4) })
+            .map(|r| super::raw_process!(r))
             .collect();
         let minutes = rollup::aggregate(rollup::MINUTE_MS, &gpus, &allocs, &procs);
         replace_rollups(&mut tx, "1m", cluster, node, from, to, &minutes).await?;
