@@ -715,6 +715,35 @@ macro_rules! raw_process {
 }
 pub(crate) use raw_process;
 
+/// Runs a series query's rows through the post-processing its shape needs (either backend).
+macro_rules! series_values {
+    ($rows:expr, $shape:expr) => {{
+        let rows = $rows;
+        let pairs = || -> std::result::Result<Vec<(i64, Option<f64>)>, sqlx::Error> {
+            rows.iter()
+                .map(|r| Ok((r.try_get::<i64, _>(0)?, r.try_get::<Option<f64>, _>(1)?)))
+                .collect()
+        };
+        match $shape {
+            series::Shape::Values => pairs()?,
+            series::Shape::RawSamples => series::p95_by_bucket(pairs()?),
+            series::Shape::Histograms => series::hist_p95(
+                rows.iter()
+                    .map(|r| {
+                        Ok((
+                            r.try_get::<i64, _>(0)?,
+                            r.try_get::<Option<Vec<u8>>, _>(1)?,
+                            r.try_get::<Option<f64>, _>(2)?,
+                        ))
+                    })
+                    .collect::<std::result::Result<Vec<_>, sqlx::Error>>()?
+                    .into_iter(),
+            ),
+        }
+    }};
+}
+pub(crate) use series_values;
+
 fn merge_tenants(rows: Vec<(TenantRecord, String)>) -> Vec<TenantRecord> {
     let mut out: BTreeMap<(String, String), TenantRecord> = BTreeMap::new();
     for (rec, node) in rows {

@@ -11,8 +11,7 @@ use sqlx::{PgPool, Row};
 
 use super::pgcopy::CopyWriter;
 use super::rollup::{self, NodeRollup, RawAllocation, RawGpu, RawProcess};
-use super::series::{self, Agg, Family, Plan, Resolution, Series, SeriesQuery};
-use super::sqlite::{hist_p95, p95_by_bucket};
+use super::series::{self, Plan, Series, SeriesQuery};
 use super::{
     GpuRecord, IngestOutcome, MigRecord, NodeRecord, Result, Retention, RetentionStats, StoreError,
     TableCounts, TeamOf, TenantRecord, Writes, days_between, migrate,
@@ -394,109 +393,10 @@ impl PgStore {
     }
 
     pub async fn series(&self, q: &SeriesQuery, plan: &Plan) -> Result<Series> {
-        let spec = q.metric.spec();
-        let cluster_wide = matches!(q.entity, super::Entity::Cluster(_) | super::Entity::Fleet);
-        let (table, col) = match (plan.resolution, q.family()) {
-            (Resolution::Hour, Family::Gpu) if cluster_wide => ("cluster_rollup_1h", "bucket"),
-            (Resolution::Raw, Family::Gpu) => ("gpu_samples", "ts"),
-            (Resolution::Raw, Family::Tenant) => ("process_samples", "ts"),
-            (Resolution::Minute, Family::Gpu) => ("gpu_rollup_1m", "bucket"),
-            (Resolution::Minute, Family::Tenant) => ("tenant_rollup_1m", "bucket"),
-            (Resolution::Hour, Family::Gpu) => ("gpu_rollup_1h", "bucket"),
-            (Resolution::Hour, Family::Tenant) => ("tenant_rollup_1h", "bucket"),
-        };
-        let step = plan.step_ms;
-        let (filter, first) = match q.entity.filter() {
-            Some((c, _)) => (format!("{c} = $1"), 2),
-            None => ("TRUE".to_owned(), 1),
-        };
-        let range = format!(
-            "{col} >= to_timestamp(${first}::bigint / 1000.0) AND {col} < to_timestamp(${}::bigint / 1000.0)",
-            first + 1
-        );
-        let b = format!("(floor(extract(epoch from {col}) * 1000 / {step}) * {step})::bigint AS b");
-        let values: Vec<(i64, Option<f64>)> = if plan.resolution == Resolution::Raw {
-            let expr = spec
-                .raw_expr
-                .expect("planned raw only with a raw expression");
-            let sql = match q.agg {
-                Agg::Mean => format!(
-                    "SELECT {b}, avg({expr})::float8 FROM {table} WHERE {filter} AND {range} GROUP BY 1 ORDER BY 1"
-                ),
-                Agg::Max => format!(
-                    "SELECT {b}, max({expr})::float8 FROM {table} WHERE {filter} AND {range} GROUP BY 1 ORDER BY 1"
-                ),
-                Agg::P95 => format!(
-                    "SELECT {b}, ({expr})::float8 FROM {table} WHERE {filter} AND {range} AND {expr} IS NOT NULL ORDER BY 1"
-                ),
-            };
-            let rows = self.bind_series(&sql, q).fetch_all(&self.pool).await?;
-            let pairs = rows
-                .iter()
-                .map(|r| Ok((r.try_get::<i64, _>(0)?, r.try_get::<Option<f64>, _>(1)?)))
-                .collect::<std::result::Result<Vec<_>, sqlx::Error>>()?;
-            if q.agg == Agg::P95 {
-                p95_by_bucket(pairs)
-            } else {
-                pairs
-            }
-        } else if q.agg == Agg::P95 {
-            let Some(hist) = spec.hist_col else {
-                return Err(StoreError::BadRequest(format!(
-                    "metric {} has no p95 in rollups; use mean or max",
-                    spec.name
-                )));
-            };
-            let max = spec
-                .max_col
-                .map_or("NULL::float8".to_owned(), |m| format!("{m}::float8"));
-            let sql = format!(
-                "SELECT {b}, {hist}, {max} FROM {table} WHERE {filter} AND {range} ORDER BY 1"
-            );
-            let rows = self.bind_series(&sql, q).fetch_all(&self.pool).await?;
-            hist_p95(
-                rows.iter()
-                    .map(|r| {
-                        Ok((
-                            r.try_get::<i64, _>(0)?,
-                            r.try_get::<Option<Vec<u8>>, _>(1)?,
-                            r.try_get::<Option<f64>, _>(2)?,
-                        ))
-                    })
-                    .collect::<std::result::Result<Vec<_>, sqlx::Error>>()?
-                    .into_iter(),
-            )
-        } else {
-            let value = match q.agg {
-                Agg::Max => match spec.max_col {
-                    Some(c) => format!("max({c})::float8"),
-                    None => {
-                        return Err(StoreError::BadRequest(format!(
-                            "metric {} has no max in rollups; use mean",
-                            spec.name
-                        )));
-                    }
-                },
-                _ => format!(
-                    "sum({})::float8 / nullif(sum({}), 0)",
-                    spec.sum_col, spec.n_col
-                ),
-            };
-            let sql = format!(
-                "SELECT {b}, {value} FROM {table} WHERE {filter} AND {range} GROUP BY 1 ORDER BY 1"
-            );
-            let rows = self.bind_series(&sql, q).fetch_all(&self.pool).await?;
-            rows.iter()
-                .map(|r| Ok((r.try_get::<i64, _>(0)?, r.try_get::<Option<f64>, _>(1)?)))
-                .collect::<std::result::Result<Vec<_>, sqlx::Error>>()?
-        };
-        Ok(Series {
-            metric: q.metric,
-            unit: spec.unit,
-            resolution: plan.resolution,
-            step_ms: step,
-            points: series::fill(q.from_ms, q.to_ms, step, &values),
-        })
+        let (sql, shape) = series::sql(q, plan, series::Dialect::Postgres)?;
+        let rows = self.bind_series(&sql, q).fetch_all(&self.pool).await?;
+        let values = super::series_values!(&rows, shape);
+        Ok(series::assemble(q, plan, &values))
     }
 
     fn bind_series<'q>(

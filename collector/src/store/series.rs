@@ -363,6 +363,198 @@ impl SeriesQuery {
     }
 }
 
+/// The SQL dialects the store speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Dialect {
+    Postgres,
+    Sqlite,
+}
+
+impl Dialect {
+    /// The bucket start (ms) of a time column, aliased `b`.
+    fn bucket(self, col: &str, step: i64) -> String {
+        match self {
+            Dialect::Postgres => {
+                format!("(floor(extract(epoch from {col}) * 1000 / {step}) * {step})::bigint AS b")
+            }
+            Dialect::Sqlite => format!("({col} / {step}) * {step} AS b"),
+        }
+    }
+
+    /// `col >= from AND col < to`, with `from` and `to` bound as Unix ms at placeholders
+    /// `first` and `first + 1`.
+    fn range(self, col: &str, first: usize) -> String {
+        match self {
+            Dialect::Postgres => format!(
+                "{col} >= to_timestamp(${first}::bigint / 1000.0) AND {col} < to_timestamp(${}::bigint / 1000.0)",
+                first + 1
+            ),
+            Dialect::Sqlite => format!("{col} >= ? AND {col} < ?"),
+        }
+    }
+
+    fn placeholder(self, n: usize) -> String {
+        match self {
+            Dialect::Postgres => format!("${n}"),
+            Dialect::Sqlite => "?".to_owned(),
+        }
+    }
+
+    fn real(self, expr: &str) -> String {
+        match self {
+            Dialect::Postgres => format!("({expr})::float8"),
+            Dialect::Sqlite => format!("CAST({expr} AS REAL)"),
+        }
+    }
+}
+
+/// What the rows of a series query hold.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Shape {
+    /// (bucket, value) already aggregated.
+    Values,
+    /// (bucket, raw value) per sample, for an exact p95.
+    RawSamples,
+    /// (bucket, histogram, max) per rollup row, for a p95 from merged histograms.
+    Histograms,
+}
+
+/// The query answering `q` under `plan`, in `dialect`. Binds: the entity (if any), then
+/// `from_ms`, `to_ms`.
+pub fn sql(q: &SeriesQuery, plan: &Plan, dialect: Dialect) -> Result<(String, Shape), StoreError> {
+    let spec = q.metric.spec();
+    let cluster_wide = matches!(q.entity, Entity::Cluster(_) | Entity::Fleet);
+    let (table, col) = match (plan.resolution, q.family()) {
+        (Resolution::Hour, Family::Gpu) if cluster_wide => ("cluster_rollup_1h", "bucket"),
+        (Resolution::Raw, Family::Gpu) => ("gpu_samples", "ts"),
+        (Resolution::Raw, Family::Tenant) => ("process_samples", "ts"),
+        (Resolution::Minute, Family::Gpu) => ("gpu_rollup_1m", "bucket"),
+        (Resolution::Minute, Family::Tenant) => ("tenant_rollup_1m", "bucket"),
+        (Resolution::Hour, Family::Gpu) => ("gpu_rollup_1h", "bucket"),
+        (Resolution::Hour, Family::Tenant) => ("tenant_rollup_1h", "bucket"),
+    };
+    let (filter, first) = match q.entity.filter() {
+        Some((c, _)) => (format!("{c} = {}", dialect.placeholder(1)), 2),
+        None => ("1 = 1".to_owned(), 1),
+    };
+    let from = format!(
+        "FROM {table} WHERE {filter} AND {}",
+        dialect.range(col, first)
+    );
+    let b = dialect.bucket(col, plan.step_ms);
+    let real = |e: &str| dialect.real(e);
+    Ok(if plan.resolution == Resolution::Raw {
+        let expr = spec
+            .raw_expr
+            .expect("planned raw only with a raw expression");
+        match q.agg {
+            Agg::Mean => (
+                format!(
+                    "SELECT {b}, {} {from} GROUP BY b ORDER BY b",
+                    real(&format!("avg({expr})"))
+                ),
+                Shape::Values,
+            ),
+            Agg::Max => (
+                format!(
+                    "SELECT {b}, {} {from} GROUP BY b ORDER BY b",
+                    real(&format!("max({expr})"))
+                ),
+                Shape::Values,
+            ),
+            Agg::P95 => (
+                format!(
+                    "SELECT {b}, {} {from} AND {expr} IS NOT NULL ORDER BY b",
+                    real(expr)
+                ),
+                Shape::RawSamples,
+            ),
+        }
+    } else {
+        match q.agg {
+            Agg::P95 => {
+                let Some(hist) = spec.hist_col else {
+                    return Err(StoreError::BadRequest(format!(
+                        "metric {} has no p95 in rollups; use mean or max",
+                        spec.name
+                    )));
+                };
+                let max = spec.max_col.map_or_else(|| real("NULL"), real);
+                (
+                    format!("SELECT {b}, {hist}, {max} {from} ORDER BY b"),
+                    Shape::Histograms,
+                )
+            }
+            Agg::Max => {
+                let Some(c) = spec.max_col else {
+                    return Err(StoreError::BadRequest(format!(
+                        "metric {} has no max in rollups; use mean",
+                        spec.name
+                    )));
+                };
+                (
+                    format!(
+                        "SELECT {b}, {} {from} GROUP BY b ORDER BY b",
+                        real(&format!("max({c})"))
+                    ),
+                    Shape::Values,
+                )
+            }
+            Agg::Mean => (
+                format!(
+                    "SELECT {b}, {} / nullif(sum({}), 0) {from} GROUP BY b ORDER BY b",
+                    real(&format!("sum({})", spec.sum_col)),
+                    spec.n_col
+                ),
+                Shape::Values,
+            ),
+        }
+    })
+}
+
+/// Exact p95 per bucket from raw (bucket, value) pairs ordered by bucket.
+pub fn p95_by_bucket(pairs: Vec<(i64, Option<f64>)>) -> Vec<(i64, Option<f64>)> {
+    let mut out = Vec::new();
+    for group in pairs.chunk_by(|a, b| a.0 == b.0) {
+        let mut vals: Vec<f64> = group.iter().filter_map(|p| p.1).collect();
+        out.push((group[0].0, quantile(&mut vals, 0.95)));
+    }
+    out
+}
+
+/// p95 per bucket from merged histograms.
+pub fn hist_p95(
+    rows: impl Iterator<Item = (i64, Option<Vec<u8>>, Option<f64>)>,
+) -> Vec<(i64, Option<f64>)> {
+    let mut merged: std::collections::BTreeMap<i64, (super::rollup::Hist, Option<f32>)> =
+        std::collections::BTreeMap::new();
+    for (b, hist, max) in rows {
+        let e = merged.entry(b).or_default();
+        if let Some(h) = hist {
+            e.0.merge(&super::rollup::Hist::from_bytes(&h));
+        }
+        if let Some(m) = max {
+            e.1 = Some(e.1.map_or(m as f32, |x: f32| x.max(m as f32)));
+        }
+    }
+    merged
+        .into_iter()
+        .map(|(b, (h, max))| (b, h.quantile(0.95, max).map(f64::from)))
+        .collect()
+}
+
+/// The finished series: every step of the range, None where nothing was measured.
+pub fn assemble(q: &SeriesQuery, plan: &Plan, values: &[(i64, Option<f64>)]) -> Series {
+    let spec = q.metric.spec();
+    Series {
+        metric: q.metric,
+        unit: spec.unit,
+        resolution: plan.resolution,
+        step_ms: plan.step_ms,
+        points: fill(q.from_ms, q.to_ms, plan.step_ms, values),
+    }
+}
+
 /// Fills `points` so every step in the range appears, with None where no value exists.
 pub fn fill(
     from_ms: i64,

@@ -9,8 +9,8 @@ use model::wire::v1::Batch;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
 use sqlx::{QueryBuilder, Row, Sqlite, SqlitePool};
 
-use super::rollup::{self, Hist, NodeRollup, RawAllocation, RawGpu, RawProcess};
-use super::series::{self, Agg, Family, Plan, Resolution, Series, SeriesQuery};
+use super::rollup::{self, NodeRollup, RawAllocation, RawGpu, RawProcess};
+use super::series::{self, Plan, Series, SeriesQuery};
 use super::{
     GpuRecord, IngestOutcome, MigRecord, NodeRecord, Result, Retention, RetentionStats, StoreError,
     TableCounts, TeamOf, TenantRecord, Writes, migrate,
@@ -287,104 +287,10 @@ impl SqliteStore {
     }
 
     pub async fn series(&self, q: &SeriesQuery, plan: &Plan) -> Result<Series> {
-        let spec = q.metric.spec();
-        let cluster_wide = matches!(q.entity, super::Entity::Cluster(_) | super::Entity::Fleet);
-        let (table, time_col) = match (plan.resolution, q.family()) {
-            (Resolution::Hour, Family::Gpu) if cluster_wide => ("cluster_rollup_1h", "bucket"),
-            (Resolution::Raw, Family::Gpu) => ("gpu_samples", "ts"),
-            (Resolution::Raw, Family::Tenant) => ("process_samples", "ts"),
-            (Resolution::Minute, Family::Gpu) => ("gpu_rollup_1m", "bucket"),
-            (Resolution::Minute, Family::Tenant) => ("tenant_rollup_1m", "bucket"),
-            (Resolution::Hour, Family::Gpu) => ("gpu_rollup_1h", "bucket"),
-            (Resolution::Hour, Family::Tenant) => ("tenant_rollup_1h", "bucket"),
-        };
-        let filter = match q.entity.filter() {
-            Some((col, _)) => format!("{col} = ?"),
-            None => "1 = 1".to_owned(),
-        };
-        let step = plan.step_ms;
-        let values: Vec<(i64, Option<f64>)> = if plan.resolution == Resolution::Raw {
-            let expr = spec
-                .raw_expr
-                .expect("planned raw only with a raw expression");
-            let sql = match q.agg {
-                Agg::Mean => format!(
-                    "SELECT ({time_col} / {step}) * {step} AS b, CAST(avg({expr}) AS REAL) FROM {table} WHERE {filter} AND {time_col} >= ? AND {time_col} < ? GROUP BY b ORDER BY b"
-                ),
-                Agg::Max => format!(
-                    "SELECT ({time_col} / {step}) * {step} AS b, CAST(max({expr}) AS REAL) FROM {table} WHERE {filter} AND {time_col} >= ? AND {time_col} < ? GROUP BY b ORDER BY b"
-                ),
-                Agg::P95 => format!(
-                    "SELECT ({time_col} / {step}) * {step} AS b, CAST({expr} AS REAL) FROM {table} WHERE {filter} AND {time_col} >= ? AND {time_col} < ? AND {expr} IS NOT NULL ORDER BY b"
-                ),
-            };
-            let rows = self.bind_series(&sql, q).fetch_all(&self.reader).await?;
-            let pairs = rows
-                .iter()
-                .map(|r| Ok((r.try_get::<i64, _>(0)?, r.try_get::<Option<f64>, _>(1)?)))
-                .collect::<std::result::Result<Vec<_>, sqlx::Error>>()?;
-            if q.agg == Agg::P95 {
-                p95_by_bucket(pairs)
-            } else {
-                pairs
-            }
-        } else if q.agg == Agg::P95 {
-            let Some(hist) = spec.hist_col else {
-                return Err(StoreError::BadRequest(format!(
-                    "metric {} has no p95 in rollups; use mean or max",
-                    spec.name
-                )));
-            };
-            let max = spec
-                .max_col
-                .map_or("NULL".to_owned(), |m| format!("CAST({m} AS REAL)"));
-            let sql = format!(
-                "SELECT ({time_col} / {step}) * {step} AS b, {hist}, {max} FROM {table} WHERE {filter} AND {time_col} >= ? AND {time_col} < ? ORDER BY b"
-            );
-            let rows = self.bind_series(&sql, q).fetch_all(&self.reader).await?;
-            hist_p95(
-                rows.iter()
-                    .map(|r| {
-                        Ok((
-                            r.try_get::<i64, _>(0)?,
-                            r.try_get::<Option<Vec<u8>>, _>(1)?,
-                            r.try_get::<Option<f64>, _>(2)?,
-                        ))
-                    })
-                    .collect::<std::result::Result<Vec<_>, sqlx::Error>>()?
-                    .into_iter(),
-            )
-        } else {
-            let value = match q.agg {
-                Agg::Max => match spec.max_col {
-                    Some(c) => format!("CAST(max({c}) AS REAL)"),
-                    None => {
-                        return Err(StoreError::BadRequest(format!(
-                            "metric {} has no max in rollups; use mean",
-                            spec.name
-                        )));
-                    }
-                },
-                _ => format!(
-                    "CAST(sum({}) AS REAL) / nullif(sum({}), 0)",
-                    spec.sum_col, spec.n_col
-                ),
-            };
-            let sql = format!(
-                "SELECT ({time_col} / {step}) * {step} AS b, {value} FROM {table} WHERE {filter} AND {time_col} >= ? AND {time_col} < ? GROUP BY b ORDER BY b"
-            );
-            let rows = self.bind_series(&sql, q).fetch_all(&self.reader).await?;
-            rows.iter()
-                .map(|r| Ok((r.try_get::<i64, _>(0)?, r.try_get::<Option<f64>, _>(1)?)))
-                .collect::<std::result::Result<Vec<_>, sqlx::Error>>()?
-        };
-        Ok(Series {
-            metric: q.metric,
-            unit: spec.unit,
-            resolution: plan.resolution,
-            step_ms: step,
-            points: series::fill(q.from_ms, q.to_ms, step, &values),
-        })
+        let (sql, shape) = series::sql(q, plan, series::Dialect::Sqlite)?;
+        let rows = self.bind_series(&sql, q).fetch_all(&self.reader).await?;
+        let values = super::series_values!(&rows, shape);
+        Ok(series::assemble(q, plan, &values))
     }
 
     fn bind_series<'q>(
@@ -819,35 +725,4 @@ async fn read_rollups(
         out.tenants.insert(key, super::read_tenant_agg!(r));
     }
     Ok(out)
-}
-
-/// Exact p95 per bucket from raw (bucket, value) pairs ordered by bucket.
-pub(super) fn p95_by_bucket(pairs: Vec<(i64, Option<f64>)>) -> Vec<(i64, Option<f64>)> {
-    let mut out = Vec::new();
-    for group in pairs.chunk_by(|a, b| a.0 == b.0) {
-        let mut vals: Vec<f64> = group.iter().filter_map(|p| p.1).collect();
-        out.push((group[0].0, series::quantile(&mut vals, 0.95)));
-    }
-    out
-}
-
-/// p95 per bucket from merged histograms.
-pub(super) fn hist_p95(
-    rows: impl Iterator<Item = (i64, Option<Vec<u8>>, Option<f64>)>,
-) -> Vec<(i64, Option<f64>)> {
-    let mut merged: std::collections::BTreeMap<i64, (Hist, Option<f32>)> =
-        std::collections::BTreeMap::new();
-    for (b, hist, max) in rows {
-        let e = merged.entry(b).or_default();
-        if let Some(h) = hist {
-            e.0.merge(&Hist::from_bytes(&h));
-        }
-        if let Some(m) = max {
-            e.1 = Some(e.1.map_or(m as f32, |x: f32| x.max(m as f32)));
-        }
-    }
-    merged
-        .into_iter()
-        .map(|(b, (h, max))| (b, h.quantile(0.95, max).map(f64::from)))
-        .collect()
 }
