@@ -301,6 +301,12 @@ impl AgentMetrics {
             .inc_by(snap.events.iter().filter(|e| e.kind == "xid").count() as u64);
     }
 
+    /// Publishes the spool's size after any change to it.
+    pub fn record_spool(&self, spool: &crate::spool::Spool) {
+        self.spool_bytes.set(spool.disk_bytes() as i64);
+        self.spool_backlog_bytes.set(spool.backlog_bytes() as i64);
+    }
+
     pub fn encode(&self) -> String {
         let mut out = String::new();
         prometheus_client::encoding::text::encode(&mut out, &self.registry)

@@ -27,6 +27,7 @@ use nvml_wrapper::{Device, Nvml};
 use crate::attribution::ProcFs;
 use crate::backend::GpuBackend;
 use crate::kubelet::{Assignments, Holder};
+use crate::shipper::now_ms;
 
 struct Mig {
     device: Device<'static>,
@@ -88,7 +89,6 @@ impl Missing {
 }
 
 pub struct NvmlBackend {
-    nvml: &'static Nvml,
     cluster: String,
     node: String,
     gpus: Vec<Gpu>,
@@ -101,7 +101,6 @@ pub struct NvmlBackend {
     assignments: Option<Assignments>,
     /// Replicas per time-sliced GPU, when configured (otherwise inferred from replica ids).
     replicas: Option<u32>,
-    pub driver_version: Option<String>,
 }
 
 impl std::fmt::Debug for NvmlBackend {
@@ -133,7 +132,6 @@ impl NvmlBackend {
         })?;
         // One NVML for the life of the process: devices and event sets borrow it.
         let nvml: &'static Nvml = Box::leak(Box::new(nvml));
-        let driver_version = nvml.sys_driver_version().ok();
         let mut missing = Missing::default();
         let count = nvml.device_count()?;
         let mut gpus = Vec::new();
@@ -143,7 +141,6 @@ impl NvmlBackend {
         }
         let events = spawn_event_thread(nvml, &gpus);
         Ok(NvmlBackend {
-            nvml,
             cluster: cluster.to_owned(),
             node: node.to_owned(),
             gpus,
@@ -153,12 +150,7 @@ impl NvmlBackend {
             first_seen: HashMap::new(),
             assignments: None,
             replicas: None,
-            driver_version,
         })
-    }
-
-    pub fn nvml(&self) -> &'static Nvml {
-        self.nvml
     }
 
     /// Replicas per time-sliced GPU (the device plugin's setting), instead of inferring them.
@@ -446,12 +438,6 @@ fn nvlink(
     });
     *prev = Some((ts, tx, rx));
     Ok(rate)
-}
-
-fn now_ms() -> UnixMillis {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as i64)
 }
 
 fn ratio(percent: u32) -> f32 {

@@ -157,8 +157,7 @@ pub async fn run(mut backend: Box<dyn GpuBackend>, cfg: RunConfig) -> anyhow::Re
                     reason: DropReason::SpoolFull,
                 })
                 .inc_by(s.dropped_records - before);
-            metrics.spool_bytes.set(s.disk_bytes() as i64);
-            metrics.spool_backlog_bytes.set(s.backlog_bytes() as i64);
+            metrics.record_spool(&s);
         }
         wake.notify_one();
     }
@@ -204,8 +203,7 @@ async fn send_loop(
                 if let Err(e) = s.commit(record.next) {
                     tracing::error!(error = %e, "cannot advance the spool cursor");
                 }
-                metrics.spool_bytes.set(s.disk_bytes() as i64);
-                metrics.spool_backlog_bytes.set(s.backlog_bytes() as i64);
+                metrics.record_spool(&s);
             }
             Err(SendError::Retryable {
                 message,
@@ -226,7 +224,11 @@ async fn send_loop(
                         reason: DropReason::Rejected,
                     })
                     .inc();
-                let _ = spool.lock().expect("spool").commit(record.next);
+                let mut s = spool.lock().expect("spool");
+                if let Err(e) = s.commit(record.next) {
+                    tracing::error!(error = %e, "cannot advance the spool cursor");
+                }
+                metrics.record_spool(&s);
             }
         }
     }

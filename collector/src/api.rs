@@ -151,21 +151,24 @@ pub async fn tenants(State(state): State<AppState>) -> Result<Json<TenantsRespon
     Ok(Json(TenantsResponse { tenants }))
 }
 
+/// The tenant's name as the model spells it everywhere (dashboard, reports, agent output).
 fn display_name(t: &TenantRecord) -> String {
-    match t.kind.as_str() {
-        "pod" => format!(
-            "{}/{}/{}",
-            t.namespace.as_deref().unwrap_or("?"),
-            t.pod.as_deref().unwrap_or("?"),
-            t.container.as_deref().unwrap_or("?")
-        ),
-        "slurm_job" => format!(
-            "job {} ({})",
-            t.job_id.as_deref().unwrap_or("?"),
-            t.user.as_deref().unwrap_or("?")
-        ),
-        _ => t.user.clone().unwrap_or_else(|| t.key.clone()),
+    let Some(kind) = model::TenantKind::parse(&t.kind) else {
+        return t.key.clone();
+    };
+    model::Tenant {
+        key: t.key.clone(),
+        kind,
+        namespace: t.namespace.clone(),
+        pod: t.pod.clone(),
+        container: t.container.clone(),
+        pod_uid: t.pod_uid.clone(),
+        job_id: t.job_id.clone(),
+        user: t.user.clone(),
+        account: t.account.clone(),
+        uid: t.uid.and_then(|u| u32::try_from(u).ok()),
     }
+    .display_name()
 }
 
 #[derive(Debug, Deserialize)]

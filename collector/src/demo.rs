@@ -58,16 +58,16 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<()> {
         crate::shutdown_signal(),
     ));
     let url = format!("http://{addr}/");
+    let fleet = simulator::Fleet::new(scenario.clone());
     println!(
         "gpulens demo: scenario {:?} ({} nodes, {} GPUs), database {}",
         scenario.name,
         scenario.nodes.len(),
-        simulator::Fleet::new(scenario.clone()).gpu_count(),
+        fleet.gpu_count(),
         db
     );
     println!("dashboard: {url} (API at {url}api/v1/nodes; history is loading)");
 
-    let fleet = simulator::Fleet::new(scenario.clone());
     let client = ingest_client::Client::new(&format!("http://{addr}"), &token)?;
     let driver = Driver::new(fleet, client);
     let now = crate::now_ms();

@@ -453,14 +453,15 @@ pub extern "C" fn nvmlDeviceGetTotalEccErrors(
     })
 }
 
-#[unsafe(no_mangle)]
-pub extern "C" fn nvmlDeviceGetEncoderUtilization(
+/// Encoder or decoder utilization, with NVML's sampling period (1 s here).
+fn codec_utilization(
     h: nvmlDevice_t,
+    pick: fn(&Device) -> Option<u32>,
     util: *mut c_uint,
     period: *mut c_uint,
 ) -> nvmlReturn_t {
     with_device(h, |d, _| {
-        let r = opt(d.encoder_util, util);
+        let r = opt(pick(d), util);
         if r == SUCCESS && !period.is_null() {
             unsafe { *period = 1_000_000 };
         }
@@ -469,18 +470,21 @@ pub extern "C" fn nvmlDeviceGetEncoderUtilization(
 }
 
 #[unsafe(no_mangle)]
+pub extern "C" fn nvmlDeviceGetEncoderUtilization(
+    h: nvmlDevice_t,
+    util: *mut c_uint,
+    period: *mut c_uint,
+) -> nvmlReturn_t {
+    codec_utilization(h, |d| d.encoder_util, util, period)
+}
+
+#[unsafe(no_mangle)]
 pub extern "C" fn nvmlDeviceGetDecoderUtilization(
     h: nvmlDevice_t,
     util: *mut c_uint,
     period: *mut c_uint,
 ) -> nvmlReturn_t {
-    with_device(h, |d, _| {
-        let r = opt(d.decoder_util, util);
-        if r == SUCCESS && !period.is_null() {
-            unsafe { *period = 1_000_000 };
-        }
-        r
-    })
+    codec_utilization(h, |d| d.decoder_util, util, period)
 }
 
 /// The "NULL buffer → INSUFFICIENT_SIZE + count" protocol of NVML's list calls.
@@ -727,29 +731,10 @@ pub extern "C" fn nvmlEventSetWait_v2(
     }
 }
 
-#[unsafe(no_mangle)]
-pub extern "C" fn nvmlDeviceGetRetiredPages(
-    h: nvmlDevice_t,
-    cause: nvmlPageRetirementCause_t,
-    count: *mut c_uint,
-    _addresses: *mut c_ulonglong,
-) -> nvmlReturn_t {
-    with_device(h, |d, _| {
-        let Some(pages) = d.retired_pages else {
-            return NOT_SUPPORTED;
-        };
-        if count.is_null() {
-            return INVALID;
-        }
-        let n = pages[(cause != 0) as usize];
-        let room = unsafe { *count };
-        unsafe { *count = n };
-        if room < n { INSUFFICIENT } else { SUCCESS }
-    })
-}
-
-#[unsafe(no_mangle)]
-pub extern "C" fn nvmlDeviceGetRetiredPages_v2(
+/// Retired pages for a cause ([multiple single-bit, double-bit]), with NVML's protocol: the
+/// count goes back in `count`, INSUFFICIENT_SIZE when the arrays are too short; `timestamps`
+/// may be null (the v1 call has none).
+fn retired_pages(
     h: nvmlDevice_t,
     cause: nvmlPageRetirementCause_t,
     count: *mut c_uint,
@@ -766,17 +751,43 @@ pub extern "C" fn nvmlDeviceGetRetiredPages_v2(
         let n = pages[(cause != 0) as usize];
         let room = unsafe { *count };
         unsafe { *count = n };
-        if room < n || (n > 0 && (addresses.is_null() || timestamps.is_null())) {
+        if room < n {
             return INSUFFICIENT;
+        }
+        if n > 0 && addresses.is_null() {
+            return INVALID;
         }
         for i in 0..n as usize {
             unsafe {
                 *addresses.add(i) = 0x1000 * (i as u64 + 1);
-                *timestamps.add(i) = 1_790_000_000;
+                if !timestamps.is_null() {
+                    *timestamps.add(i) = 1_790_000_000;
+                }
             }
         }
         SUCCESS
     })
+}
+
+#[unsafe(no_mangle)]
+pub extern "C" fn nvmlDeviceGetRetiredPages(
+    h: nvmlDevice_t,
+    cause: nvmlPageRetirementCause_t,
+    count: *mut c_uint,
+    addresses: *mut c_ulonglong,
+) -> nvmlReturn_t {
+    retired_pages(h, cause, count, addresses, std::ptr::null_mut())
+}
+
+#[unsafe(no_mangle)]
+pub extern "C" fn nvmlDeviceGetRetiredPages_v2(
+    h: nvmlDevice_t,
+    cause: nvmlPageRetirementCause_t,
+    count: *mut c_uint,
+    addresses: *mut c_ulonglong,
+    timestamps: *mut c_ulonglong,
+) -> nvmlReturn_t {
+    retired_pages(h, cause, count, addresses, timestamps)
 }
 
 #[unsafe(no_mangle)]

@@ -216,8 +216,15 @@ macro_rules! dispatch {
 /// so a steady batch costs a handful of statements rather than one per tenant.
 #[derive(Debug, Default)]
 struct WriteCache {
-    inventory: HashMap<(String, String), (u64, i64)>,
-    tenants: HashMap<(String, String, String), (u64, i64)>,
+    /// cluster → node → what was last written for it, looked up by `&str` (no allocation).
+    nodes: HashMap<String, HashMap<String, NodeWrites>>,
+}
+
+/// (fingerprint, written at) of a node's inventory and of each of its tenants.
+#[derive(Debug, Default)]
+struct NodeWrites {
+    inventory: Option<(u64, i64)>,
+    tenants: HashMap<String, (u64, i64)>,
 }
 
 /// How often an unchanged inventory or tenant record is written again.
@@ -279,48 +286,49 @@ impl Store {
         received_ms: i64,
         team_of: TeamOf<'_>,
     ) -> Result<IngestOutcome> {
-        let key = (batch.cluster.clone(), batch.node.clone());
+        let due = |seen: Option<&(u64, i64)>, fp: u64| {
+            seen.is_none_or(|&(f, at)| f != fp || received_ms - at >= REFRESH_MS)
+        };
         let inventory = batch.inventory.as_ref().map(fingerprint);
-        let tenants: Vec<(u64, &model::Tenant)> = batch
+        let fingerprints: Vec<(u64, &model::Tenant)> = batch
             .tenants
             .iter()
             .map(|t| (fingerprint(&(t, team_of(t))), t))
             .collect();
-        let writes = {
+        let (write_inventory, tenants) = {
             let cache = self.written.lock().expect("write cache");
-            let due = |seen: Option<&(u64, i64)>, fp: u64| {
-                seen.is_none_or(|&(f, at)| f != fp || received_ms - at >= REFRESH_MS)
-            };
-            Writes {
-                inventory: inventory.is_some_and(|fp| due(cache.inventory.get(&key), fp)),
-                tenants: tenants
-                    .iter()
-                    .filter(|(fp, t)| {
-                        due(
-                            cache
-                                .tenants
-                                .get(&(key.0.clone(), key.1.clone(), t.key.clone())),
-                            *fp,
-                        )
-                    })
-                    .map(|(_, t)| *t)
-                    .collect(),
-            }
+            let seen = cache
+                .nodes
+                .get(&batch.cluster)
+                .and_then(|c| c.get(&batch.node));
+            let write_inventory =
+                inventory.is_some_and(|fp| due(seen.and_then(|n| n.inventory.as_ref()), fp));
+            let tenants: Vec<(u64, &model::Tenant)> = fingerprints
+                .into_iter()
+                .filter(|(fp, t)| due(seen.and_then(|n| n.tenants.get(&t.key)), *fp))
+                .collect();
+            (write_inventory, tenants)
+        };
+        let writes = Writes {
+            inventory: write_inventory,
+            tenants: tenants.iter().map(|(_, t)| *t).collect(),
         };
         let outcome = dispatch!(self, s => s.ingest(batch, received_ms, team_of, &writes).await)?;
-        if matches!(outcome, IngestOutcome::Stored { .. }) {
+        let wrote = write_inventory || !tenants.is_empty();
+        if wrote && matches!(outcome, IngestOutcome::Stored { .. }) {
             // Only what is committed is remembered.
             let mut cache = self.written.lock().expect("write cache");
-            if let (true, Some(fp)) = (writes.inventory, inventory) {
-                cache.inventory.insert(key.clone(), (fp, received_ms));
+            let node = cache
+                .nodes
+                .entry(batch.cluster.clone())
+                .or_default()
+                .entry(batch.node.clone())
+                .or_default();
+            if let (true, Some(fp)) = (write_inventory, inventory) {
+                node.inventory = Some((fp, received_ms));
             }
-            for t in &writes.tenants {
-                if let Some((fp, _)) = tenants.iter().find(|(_, x)| x.key == t.key) {
-                    cache.tenants.insert(
-                        (key.0.clone(), key.1.clone(), t.key.clone()),
-                        (*fp, received_ms),
-                    );
-                }
+            for (fp, t) in &tenants {
+                node.tenants.insert(t.key.clone(), (*fp, received_ms));
             }
         }
         Ok(outcome)
@@ -479,43 +487,37 @@ pub(crate) const GPU_ROLLUP_COLUMNS: &str =
 /// Columns of the cluster rollup table, in insert order.
 pub(crate) const CLUSTER_ROLLUP_COLUMNS: &str = concat!("cluster, bucket, gpus, ", agg_columns!());
 
-/// Binds a [`rollup::GpuAgg`]'s fields in `agg_columns!` order (either backend).
+/// Binds a [`rollup::GpuAgg`]'s fields in `agg_columns!` order (either backend), with
+/// `bind` (a query) or `push_bind` (a multi-row insert).
 macro_rules! bind_gpu_agg {
-    ($q:expr, $a:expr) => {{
+    ($q:expr, $a:expr, $bind:ident) => {{
         let a = $a;
-        let hist = |h: &rollup::Hist| {
-            if h.count() == 0 {
-                None
-            } else {
-                Some(h.to_bytes())
-            }
-        };
-        $q.bind(a.samples)
-            .bind(a.covered_s)
-            .bind(a.gpu_util_n)
-            .bind(a.gpu_util_sum)
-            .bind(a.gpu_util_max)
-            .bind(hist(&a.gpu_util_hist))
-            .bind(a.busy_n)
-            .bind(a.sm_active_n)
-            .bind(a.sm_active_sum)
-            .bind(a.sm_active_max)
-            .bind(hist(&a.sm_active_hist))
-            .bind(a.sm_occupancy_sum)
-            .bind(a.tensor_active_sum)
-            .bind(a.dram_active_sum)
-            .bind(a.mem_used_n)
-            .bind(a.mem_used_sum)
-            .bind(a.mem_used_max)
-            .bind(a.mem_total_max)
-            .bind(a.power_n)
-            .bind(a.power_sum)
-            .bind(a.power_max)
-            .bind(a.temp_n)
-            .bind(a.temp_sum)
-            .bind(a.temp_max)
-            .bind(a.throttled_n)
-            .bind(a.alloc_share_sum)
+        $q.$bind(a.samples)
+            .$bind(a.covered_s)
+            .$bind(a.gpu_util_n)
+            .$bind(a.gpu_util_sum)
+            .$bind(a.gpu_util_max)
+            .$bind(a.gpu_util_hist.to_stored())
+            .$bind(a.busy_n)
+            .$bind(a.sm_active_n)
+            .$bind(a.sm_active_sum)
+            .$bind(a.sm_active_max)
+            .$bind(a.sm_active_hist.to_stored())
+            .$bind(a.sm_occupancy_sum)
+            .$bind(a.tensor_active_sum)
+            .$bind(a.dram_active_sum)
+            .$bind(a.mem_used_n)
+            .$bind(a.mem_used_sum)
+            .$bind(a.mem_used_max)
+            .$bind(a.mem_total_max)
+            .$bind(a.power_n)
+            .$bind(a.power_sum)
+            .$bind(a.power_max)
+            .$bind(a.temp_n)
+            .$bind(a.temp_sum)
+            .$bind(a.temp_max)
+            .$bind(a.throttled_n)
+            .$bind(a.alloc_share_sum)
     }};
 }
 pub(crate) use bind_gpu_agg;
@@ -783,7 +785,7 @@ pub fn redact_url(url: &str) -> String {
     }
 }
 
-/// The day partitions (PostgreSQL) between two instants, as (suffix, start, end) in ms.
+/// The starts (ms, UTC midnight) of the days from `from_ms` to `to_ms`, both included.
 pub(crate) fn days_between(from_ms: i64, to_ms: i64) -> Vec<i64> {
     let day = 86_400_000;
     let mut d = from_ms - from_ms.rem_euclid(day);

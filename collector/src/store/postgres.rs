@@ -451,7 +451,9 @@ impl PgStore {
                 .bind(cluster)
                 .bind(hour)
                 .bind(rows.len() as i32);
-            super::bind_gpu_agg!(q, &agg).execute(&mut *tx).await?;
+            super::bind_gpu_agg!(q, &agg, bind)
+                .execute(&mut *tx)
+                .await?;
         }
         tx.commit().await?;
         Ok(())
@@ -663,16 +665,40 @@ fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
     era * 146_097 + doe - 719_468
 }
 
-async fn copy(
-    tx: &mut sqlx::Transaction<'_, Postgres>,
-    statement: &str,
-    w: CopyWriter,
-) -> Result<u64> {
-    if w.rows() == 0 {
+/// One COPY ready to send: its statement and the rows it carries.
+struct Prepared {
+    statement: String,
+    writer: CopyWriter,
+}
+
+/// Encodes one row per item for `statement` (`COPY t (columns) FROM STDIN …`), `write`
+/// filling each row's fields; the field count follows from the column list. Synchronous, so
+/// that nothing borrowed by the iterator lives across the send's await.
+fn prepare<T>(
+    statement: impl Into<String>,
+    items: impl IntoIterator<Item = T>,
+    mut write: impl FnMut(&mut CopyWriter, T),
+) -> Prepared {
+    let statement = statement.into();
+    let fields = statement
+        .split_once('(')
+        .and_then(|(_, rest)| rest.split_once(')'))
+        .map_or(1, |(cols, _)| cols.matches(',').count() + 1) as i16;
+    let mut writer = CopyWriter::new();
+    for item in items {
+        writer.row(fields);
+        write(&mut writer, item);
+    }
+    Prepared { statement, writer }
+}
+
+/// Sends a prepared COPY; returns the rows copied.
+async fn copy(tx: &mut sqlx::Transaction<'_, Postgres>, p: Prepared) -> Result<u64> {
+    if p.writer.rows() == 0 {
         return Ok(0);
     }
-    let mut sink = tx.copy_in_raw(statement).await?;
-    sink.send(w.finish()).await?;
+    let mut sink = tx.copy_in_raw(&p.statement).await?;
+    sink.send(p.writer.finish()).await?;
     Ok(sink.finish().await?)
 }
 
@@ -680,11 +706,13 @@ async fn copy_samples(tx: &mut sqlx::Transaction<'_, Postgres>, b: &Batch) -> Re
     let (c, n) = (b.cluster.as_str(), b.node.as_str());
     let iv = b.interval_ms as i32;
     let mut rows = 0;
-    let mut w = CopyWriter::new();
-    for s in &b.snapshots {
-        for g in &s.gpus {
-            w.row(30)
-                .text(c)
+    let rows_out = prepare(
+        "COPY gpu_samples (cluster, node, gpu_uuid, ts, interval_ms, gpu_util, mem_util, mem_used_bytes, mem_total_bytes, power_w, energy_j, temp_c, sm_clock_mhz, mem_clock_mhz, throttle_reasons, pcie_rx_bytes_per_s, pcie_tx_bytes_per_s, nvlink_rx_bytes_per_s, nvlink_tx_bytes_per_s, ecc_corrected, ecc_uncorrected, retired_pages, remapped_rows, enc_util, dec_util, sm_active, sm_occupancy, dram_active, tensor_active, gr_engine_active) FROM STDIN (FORMAT binary)",
+        b.snapshots
+            .iter()
+            .flat_map(|s| s.gpus.iter().map(move |x| (s, x))),
+        |w, (s, g)| {
+            w.text(c)
                 .text(n)
                 .text(&g.gpu_uuid)
                 .ts_ms(s.ts)
@@ -714,14 +742,16 @@ async fn copy_samples(tx: &mut sqlx::Transaction<'_, Postgres>, b: &Batch) -> Re
                 .opt_f32(g.dram_active)
                 .opt_f32(g.tensor_active)
                 .opt_f32(g.gr_engine_active);
-        }
-    }
-    rows += copy(tx, "COPY gpu_samples (cluster, node, gpu_uuid, ts, interval_ms, gpu_util, mem_util, mem_used_bytes, mem_total_bytes, power_w, energy_j, temp_c, sm_clock_mhz, mem_clock_mhz, throttle_reasons, pcie_rx_bytes_per_s, pcie_tx_bytes_per_s, nvlink_rx_bytes_per_s, nvlink_tx_bytes_per_s, ecc_corrected, ecc_uncorrected, retired_pages, remapped_rows, enc_util, dec_util, sm_active, sm_occupancy, dram_active, tensor_active, gr_engine_active) FROM STDIN (FORMAT binary)", w).await?;
-    let mut w = CopyWriter::new();
-    for s in &b.snapshots {
-        for m in &s.mig {
-            w.row(13)
-                .text(c)
+        },
+    );
+    rows += copy(tx, rows_out).await?;
+    let rows_out = prepare(
+        "COPY mig_samples (cluster, node, gpu_uuid, gi_id, ci_id, ts, mem_used_bytes, mem_total_bytes, sm_active, sm_occupancy, dram_active, tensor_active, gr_engine_active) FROM STDIN (FORMAT binary)",
+        b.snapshots
+            .iter()
+            .flat_map(|s| s.mig.iter().map(move |x| (s, x))),
+        |w, (s, m)| {
+            w.text(c)
                 .text(n)
                 .text(&m.gpu_uuid)
                 .i32(m.gi_id as i32)
@@ -734,14 +764,16 @@ async fn copy_samples(tx: &mut sqlx::Transaction<'_, Postgres>, b: &Batch) -> Re
                 .opt_f32(m.dram_active)
                 .opt_f32(m.tensor_active)
                 .opt_f32(m.gr_engine_active);
-        }
-    }
-    rows += copy(tx, "COPY mig_samples (cluster, node, gpu_uuid, gi_id, ci_id, ts, mem_used_bytes, mem_total_bytes, sm_active, sm_occupancy, dram_active, tensor_active, gr_engine_active) FROM STDIN (FORMAT binary)", w).await?;
-    let mut w = CopyWriter::new();
-    for s in &b.snapshots {
-        for p in &s.processes {
-            w.row(15)
-                .text(c)
+        },
+    );
+    rows += copy(tx, rows_out).await?;
+    let rows_out = prepare(
+        "COPY process_samples (cluster, node, gpu_uuid, ts, pid, start_time, kind, gi_id, ci_id, tenant_key, sm_util, mem_util, enc_util, dec_util, mem_used_bytes) FROM STDIN (FORMAT binary)",
+        b.snapshots
+            .iter()
+            .flat_map(|s| s.processes.iter().map(move |x| (s, x))),
+        |w, (s, p)| {
+            w.text(c)
                 .text(n)
                 .text(&p.gpu_uuid)
                 .ts_ms(s.ts)
@@ -756,14 +788,16 @@ async fn copy_samples(tx: &mut sqlx::Transaction<'_, Postgres>, b: &Batch) -> Re
                 .opt_f32(p.enc_util)
                 .opt_f32(p.dec_util)
                 .opt_i64(p.mem_used_bytes);
-        }
-    }
-    rows += copy(tx, "COPY process_samples (cluster, node, gpu_uuid, ts, pid, start_time, kind, gi_id, ci_id, tenant_key, sm_util, mem_util, enc_util, dec_util, mem_used_bytes) FROM STDIN (FORMAT binary)", w).await?;
-    let mut w = CopyWriter::new();
-    for s in &b.snapshots {
-        for a in &s.allocations {
-            w.row(9)
-                .text(c)
+        },
+    );
+    rows += copy(tx, rows_out).await?;
+    let rows_out = prepare(
+        "COPY allocation_samples (cluster, node, gpu_uuid, ts, tenant_key, gi_id, ci_id, replica, share) FROM STDIN (FORMAT binary)",
+        b.snapshots
+            .iter()
+            .flat_map(|s| s.allocations.iter().map(move |x| (s, x))),
+        |w, (s, a)| {
+            w.text(c)
                 .text(n)
                 .text(&a.gpu_uuid)
                 .ts_ms(s.ts)
@@ -772,23 +806,25 @@ async fn copy_samples(tx: &mut sqlx::Transaction<'_, Postgres>, b: &Batch) -> Re
                 .opt_i32(a.ci_id.map(|v| v as i32))
                 .opt_i32(a.replica.map(|v| v as i32))
                 .f32(a.share);
-        }
-    }
-    rows += copy(tx, "COPY allocation_samples (cluster, node, gpu_uuid, ts, tenant_key, gi_id, ci_id, replica, share) FROM STDIN (FORMAT binary)", w).await?;
-    let mut w = CopyWriter::new();
-    for s in &b.snapshots {
-        for e in &s.events {
-            w.row(7)
-                .text(c)
+        },
+    );
+    rows += copy(tx, rows_out).await?;
+    let rows_out = prepare(
+        "COPY gpu_events (cluster, node, gpu_uuid, ts, kind, code, message) FROM STDIN (FORMAT binary)",
+        b.snapshots
+            .iter()
+            .flat_map(|s| s.events.iter().map(move |x| (s, x))),
+        |w, (_, e)| {
+            w.text(c)
                 .text(n)
                 .text(&e.gpu_uuid)
                 .ts_ms(e.ts)
                 .text(&e.kind)
                 .i64(e.code)
                 .opt_text(e.message.as_deref());
-        }
-    }
-    rows += copy(tx, "COPY gpu_events (cluster, node, gpu_uuid, ts, kind, code, message) FROM STDIN (FORMAT binary)", w).await?;
+        },
+    );
+    rows += copy(tx, rows_out).await?;
     Ok(rows)
 }
 
@@ -808,94 +844,75 @@ async fn replace_rollups(
         .bind(cluster).bind(node).bind(from).bind(to)
         .execute(&mut **tx).await?;
     }
-    let mut w = CopyWriter::new();
-    let bytes = |h: &rollup::Hist| {
-        if h.count() == 0 {
-            None
-        } else {
-            Some(h.to_bytes())
-        }
-    };
-    for ((gpu, bucket), a) in &r.gpus {
-        let gh = bytes(&a.gpu_util_hist);
-        let sh = bytes(&a.sm_active_hist);
-        w.row(30)
-            .text(cluster)
-            .text(node)
-            .text(gpu)
-            .ts_ms(*bucket)
-            .i32(a.samples)
-            .opt_f64(Some(a.covered_s))
-            .i32(a.gpu_util_n)
-            .opt_f64(Some(a.gpu_util_sum))
-            .opt_f32(a.gpu_util_max);
-        bytea(&mut w, gh.as_deref());
-        w.i32(a.busy_n)
-            .i32(a.sm_active_n)
-            .opt_f64(Some(a.sm_active_sum))
-            .opt_f32(a.sm_active_max);
-        bytea(&mut w, sh.as_deref());
-        w.opt_f64(Some(a.sm_occupancy_sum))
-            .opt_f64(Some(a.tensor_active_sum))
-            .opt_f64(Some(a.dram_active_sum))
-            .i32(a.mem_used_n)
-            .opt_f64(Some(a.mem_used_sum))
-            .opt_i64(a.mem_used_max)
-            .opt_i64(a.mem_total_max)
-            .i32(a.power_n)
-            .opt_f64(Some(a.power_sum))
-            .opt_f32(a.power_max)
-            .i32(a.temp_n)
-            .opt_f64(Some(a.temp_sum))
-            .opt_f32(a.temp_max)
-            .i32(a.throttled_n)
-            .opt_f64(Some(a.alloc_share_sum));
-    }
-    copy(
-        tx,
-        &format!(
+    let rows_out = prepare(
+        format!(
             "COPY gpu_rollup_{res} ({}) FROM STDIN (FORMAT binary)",
             super::GPU_ROLLUP_COLUMNS
         ),
-        w,
-    )
-    .await?;
-    let mut w = CopyWriter::new();
-    for ((gpu, tenant, bucket), a) in &r.tenants {
-        w.row(18)
-            .text(cluster)
-            .text(node)
-            .text(gpu)
-            .text(tenant)
-            .ts_ms(*bucket)
-            .i32(a.samples)
-            .opt_f64(Some(a.covered_s))
-            .opt_f64(Some(a.alloc_share_sum))
-            .i32(a.alloc_n)
-            .i32(a.present_n)
-            .i32(a.sm_util_n)
-            .opt_f64(Some(a.sm_util_sum))
-            .opt_f32(a.sm_util_max)
-            .i32(a.busy_n)
-            .i32(a.mem_used_n)
-            .opt_f64(Some(a.mem_used_sum))
-            .opt_i64(a.mem_used_max)
-            .i32(a.processes_max);
-    }
-    copy(
-        tx,
-        &format!(
+        &r.gpus,
+        |w, ((gpu, bucket), a)| {
+            w.text(cluster)
+                .text(node)
+                .text(gpu)
+                .ts_ms(*bucket)
+                .i32(a.samples)
+                .opt_f64(Some(a.covered_s))
+                .i32(a.gpu_util_n)
+                .opt_f64(Some(a.gpu_util_sum))
+                .opt_f32(a.gpu_util_max)
+                .raw_bytes(a.gpu_util_hist.to_stored().as_deref())
+                .i32(a.busy_n)
+                .i32(a.sm_active_n)
+                .opt_f64(Some(a.sm_active_sum))
+                .opt_f32(a.sm_active_max)
+                .raw_bytes(a.sm_active_hist.to_stored().as_deref())
+                .opt_f64(Some(a.sm_occupancy_sum))
+                .opt_f64(Some(a.tensor_active_sum))
+                .opt_f64(Some(a.dram_active_sum))
+                .i32(a.mem_used_n)
+                .opt_f64(Some(a.mem_used_sum))
+                .opt_i64(a.mem_used_max)
+                .opt_i64(a.mem_total_max)
+                .i32(a.power_n)
+                .opt_f64(Some(a.power_sum))
+                .opt_f32(a.power_max)
+                .i32(a.temp_n)
+                .opt_f64(Some(a.temp_sum))
+                .opt_f32(a.temp_max)
+                .i32(a.throttled_n)
+                .opt_f64(Some(a.alloc_share_sum));
+        },
+    );
+    copy(tx, rows_out).await?;
+    let rows_out = prepare(
+        format!(
             "COPY tenant_rollup_{res} ({}) FROM STDIN (FORMAT binary)",
             super::TENANT_ROLLUP_COLUMNS
         ),
-        w,
-    )
-    .await?;
+        &r.tenants,
+        |w, ((gpu, tenant, bucket), a)| {
+            w.text(cluster)
+                .text(node)
+                .text(gpu)
+                .text(tenant)
+                .ts_ms(*bucket)
+                .i32(a.samples)
+                .opt_f64(Some(a.covered_s))
+                .opt_f64(Some(a.alloc_share_sum))
+                .i32(a.alloc_n)
+                .i32(a.present_n)
+                .i32(a.sm_util_n)
+                .opt_f64(Some(a.sm_util_sum))
+                .opt_f32(a.sm_util_max)
+                .i32(a.busy_n)
+                .i32(a.mem_used_n)
+                .opt_f64(Some(a.mem_used_sum))
+                .opt_i64(a.mem_used_max)
+                .i32(a.processes_max);
+        },
+    );
+    copy(tx, rows_out).await?;
     Ok(())
-}
-
-fn bytea(w: &mut CopyWriter, v: Option<&[u8]>) {
-    w.raw_bytes(v);
 }
 
 async fn read_rollups(

@@ -56,6 +56,11 @@ impl Hist {
         max
     }
 
+    /// What a rollup row stores: the counts, or NULL for an empty histogram.
+    pub fn to_stored(&self) -> Option<Vec<u8>> {
+        (self.count() > 0).then(|| self.to_bytes())
+    }
+
     pub fn to_bytes(&self) -> Vec<u8> {
         self.0.iter().flat_map(|c| c.to_le_bytes()).collect()
     }

@@ -25,6 +25,30 @@ pub struct SqliteStore {
 /// SQLite's default limit on bind parameters per statement is 32766.
 const MAX_BINDS: usize = 32_000;
 
+/// Inserts `items` with multi-row INSERTs (`head` is `INSERT INTO t (columns) `), as many
+/// rows per statement as SQLite's bind limit allows for that many columns. Returns the rows
+/// inserted.
+async fn insert_rows<'a, T>(
+    tx: &mut sqlx::SqliteConnection,
+    head: impl Into<String>,
+    tail: &str,
+    items: &'a [T],
+    mut bind: impl FnMut(sqlx::query_builder::Separated<'_, 'a, Sqlite, &'static str>, &'a T),
+) -> Result<u64> {
+    let head = head.into();
+    let columns = head
+        .split_once('(')
+        .map_or(1, |(_, cols)| cols.matches(',').count() + 1);
+    let mut rows = 0;
+    for chunk in items.chunks((MAX_BINDS / columns).max(1)) {
+        let mut q = QueryBuilder::<Sqlite>::new(head.as_str());
+        q.push_values(chunk, &mut bind);
+        q.push(tail);
+        rows += q.build().execute(&mut *tx).await?.rows_affected();
+    }
+    Ok(rows)
+}
+
 impl SqliteStore {
     pub async fn open(url: &str) -> Result<SqliteStore> {
         let opts = SqliteConnectOptions::from_str(url)
@@ -64,7 +88,7 @@ impl SqliteStore {
                 .bind(m.version)
                 .bind(m.name)
                 .bind(migrate::checksum(m.sql))
-                .bind(now_ms())
+                .bind(crate::now_ms())
                 .execute(&mut *tx)
                 .await?;
             tx.commit().await?;
@@ -187,17 +211,18 @@ impl SqliteStore {
             .collect();
         minutes.sort_unstable();
         minutes.dedup();
-        for chunk in minutes.chunks(MAX_BINDS / 3) {
-            let mut q =
-                QueryBuilder::<Sqlite>::new("INSERT INTO rollup_pending (cluster, node, bucket) ");
-            q.push_values(chunk, |mut r, m| {
+        insert_rows(
+            &mut tx,
+            "INSERT INTO rollup_pending (cluster, node, bucket) ",
+            " ON CONFLICT DO NOTHING",
+            &minutes,
+            |mut r, m| {
                 r.push_bind(b.cluster.clone())
                     .push_bind(b.node.clone())
                     .push_bind(*m);
-            });
-            q.push(" ON CONFLICT DO NOTHING");
-            q.build().execute(&mut *tx).await?;
-        }
+            },
+        )
+        .await?;
         tx.commit().await?;
         Ok(IngestOutcome::Stored { rows })
     }
@@ -341,7 +366,9 @@ impl SqliteStore {
                 .bind(cluster)
                 .bind(hour)
                 .bind(rows.len() as i32);
-            super::bind_gpu_agg!(q, &agg).execute(&mut *tx).await?;
+            super::bind_gpu_agg!(q, &agg, bind)
+                .execute(&mut *tx)
+                .await?;
         }
         tx.commit().await?;
         Ok(())
@@ -453,12 +480,6 @@ impl SqliteStore {
     }
 }
 
-fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as i64)
-}
-
 async fn insert_samples(tx: &mut sqlx::Transaction<'_, Sqlite>, b: &Batch) -> Result<u64> {
     let (c, n, iv) = (&b.cluster, &b.node, i64::from(b.interval_ms));
     let mut rows = 0u64;
@@ -467,11 +488,7 @@ async fn insert_samples(tx: &mut sqlx::Transaction<'_, Sqlite>, b: &Batch) -> Re
         .iter()
         .flat_map(|s| s.gpus.iter().map(move |g| (s.ts, g)))
         .collect();
-    for chunk in gpus.chunks(MAX_BINDS / 30) {
-        let mut q = QueryBuilder::<Sqlite>::new(
-            "INSERT INTO gpu_samples (cluster, node, gpu_uuid, ts, interval_ms, gpu_util, mem_util, mem_used_bytes, mem_total_bytes, power_w, energy_j, temp_c, sm_clock_mhz, mem_clock_mhz, throttle_reasons, pcie_rx_bytes_per_s, pcie_tx_bytes_per_s, nvlink_rx_bytes_per_s, nvlink_tx_bytes_per_s, ecc_corrected, ecc_uncorrected, retired_pages, remapped_rows, enc_util, dec_util, sm_active, sm_occupancy, dram_active, tensor_active, gr_engine_active) ",
-        );
-        q.push_values(chunk, |mut r, (ts, g)| {
+    rows += insert_rows(&mut *tx, "INSERT INTO gpu_samples (cluster, node, gpu_uuid, ts, interval_ms, gpu_util, mem_util, mem_used_bytes, mem_total_bytes, power_w, energy_j, temp_c, sm_clock_mhz, mem_clock_mhz, throttle_reasons, pcie_rx_bytes_per_s, pcie_tx_bytes_per_s, nvlink_rx_bytes_per_s, nvlink_tx_bytes_per_s, ecc_corrected, ecc_uncorrected, retired_pages, remapped_rows, enc_util, dec_util, sm_active, sm_occupancy, dram_active, tensor_active, gr_engine_active) ", "", &gpus, |mut r, (ts, g)| {
             r.push_bind(c.clone())
                 .push_bind(n.clone())
                 .push_bind(g.gpu_uuid.clone())
@@ -502,19 +519,14 @@ async fn insert_samples(tx: &mut sqlx::Transaction<'_, Sqlite>, b: &Batch) -> Re
                 .push_bind(g.dram_active)
                 .push_bind(g.tensor_active)
                 .push_bind(g.gr_engine_active);
-        });
-        rows += q.build().execute(&mut **tx).await?.rows_affected();
-    }
+    })
+    .await?;
     let migs: Vec<_> = b
         .snapshots
         .iter()
         .flat_map(|s| s.mig.iter().map(move |m| (s.ts, m)))
         .collect();
-    for chunk in migs.chunks(MAX_BINDS / 13) {
-        let mut q = QueryBuilder::<Sqlite>::new(
-            "INSERT INTO mig_samples (cluster, node, gpu_uuid, gi_id, ci_id, ts, mem_used_bytes, mem_total_bytes, sm_active, sm_occupancy, dram_active, tensor_active, gr_engine_active) ",
-        );
-        q.push_values(chunk, |mut r, (ts, m)| {
+    rows += insert_rows(&mut *tx, "INSERT INTO mig_samples (cluster, node, gpu_uuid, gi_id, ci_id, ts, mem_used_bytes, mem_total_bytes, sm_active, sm_occupancy, dram_active, tensor_active, gr_engine_active) ", "", &migs, |mut r, (ts, m)| {
             r.push_bind(c.clone())
                 .push_bind(n.clone())
                 .push_bind(m.gpu_uuid.clone())
@@ -528,19 +540,14 @@ async fn insert_samples(tx: &mut sqlx::Transaction<'_, Sqlite>, b: &Batch) -> Re
                 .push_bind(m.dram_active)
                 .push_bind(m.tensor_active)
                 .push_bind(m.gr_engine_active);
-        });
-        rows += q.build().execute(&mut **tx).await?.rows_affected();
-    }
+    })
+    .await?;
     let procs: Vec<_> = b
         .snapshots
         .iter()
         .flat_map(|s| s.processes.iter().map(move |p| (s.ts, p)))
         .collect();
-    for chunk in procs.chunks(MAX_BINDS / 15) {
-        let mut q = QueryBuilder::<Sqlite>::new(
-            "INSERT INTO process_samples (cluster, node, gpu_uuid, ts, pid, start_time, kind, gi_id, ci_id, tenant_key, sm_util, mem_util, enc_util, dec_util, mem_used_bytes) ",
-        );
-        q.push_values(chunk, |mut r, (ts, p)| {
+    rows += insert_rows(&mut *tx, "INSERT INTO process_samples (cluster, node, gpu_uuid, ts, pid, start_time, kind, gi_id, ci_id, tenant_key, sm_util, mem_util, enc_util, dec_util, mem_used_bytes) ", "", &procs, |mut r, (ts, p)| {
             r.push_bind(c.clone())
                 .push_bind(n.clone())
                 .push_bind(p.gpu_uuid.clone())
@@ -556,19 +563,14 @@ async fn insert_samples(tx: &mut sqlx::Transaction<'_, Sqlite>, b: &Batch) -> Re
                 .push_bind(p.enc_util)
                 .push_bind(p.dec_util)
                 .push_bind(p.mem_used_bytes);
-        });
-        rows += q.build().execute(&mut **tx).await?.rows_affected();
-    }
+    })
+    .await?;
     let allocs: Vec<_> = b
         .snapshots
         .iter()
         .flat_map(|s| s.allocations.iter().map(move |a| (s.ts, a)))
         .collect();
-    for chunk in allocs.chunks(MAX_BINDS / 9) {
-        let mut q = QueryBuilder::<Sqlite>::new(
-            "INSERT INTO allocation_samples (cluster, node, gpu_uuid, ts, tenant_key, gi_id, ci_id, replica, share) ",
-        );
-        q.push_values(chunk, |mut r, (ts, a)| {
+    rows += insert_rows(&mut *tx, "INSERT INTO allocation_samples (cluster, node, gpu_uuid, ts, tenant_key, gi_id, ci_id, replica, share) ", "", &allocs, |mut r, (ts, a)| {
             r.push_bind(c.clone())
                 .push_bind(n.clone())
                 .push_bind(a.gpu_uuid.clone())
@@ -578,15 +580,15 @@ async fn insert_samples(tx: &mut sqlx::Transaction<'_, Sqlite>, b: &Batch) -> Re
                 .push_bind(a.ci_id.map(i64::from))
                 .push_bind(a.replica.map(i64::from))
                 .push_bind(a.share);
-        });
-        rows += q.build().execute(&mut **tx).await?.rows_affected();
-    }
+    })
+    .await?;
     let events: Vec<_> = b.snapshots.iter().flat_map(|s| s.events.iter()).collect();
-    for chunk in events.chunks(MAX_BINDS / 7) {
-        let mut q = QueryBuilder::<Sqlite>::new(
-            "INSERT INTO gpu_events (cluster, node, gpu_uuid, ts, kind, code, message) ",
-        );
-        q.push_values(chunk, |mut r, e| {
+    rows += insert_rows(
+        &mut *tx,
+        "INSERT INTO gpu_events (cluster, node, gpu_uuid, ts, kind, code, message) ",
+        "",
+        &events,
+        |mut r, e| {
             r.push_bind(c.clone())
                 .push_bind(n.clone())
                 .push_bind(e.gpu_uuid.clone())
@@ -594,9 +596,9 @@ async fn insert_samples(tx: &mut sqlx::Transaction<'_, Sqlite>, b: &Batch) -> Re
                 .push_bind(e.kind.clone())
                 .push_bind(e.code)
                 .push_bind(e.message.clone());
-        });
-        rows += q.build().execute(&mut **tx).await?.rows_affected();
-    }
+        },
+    )
+    .await?;
     Ok(rows)
 }
 
@@ -616,52 +618,33 @@ async fn replace_rollups(
             .execute(&mut **tx).await?;
     }
     let gpus: Vec<_> = r.gpus.iter().collect();
-    for chunk in gpus.chunks(MAX_BINDS / 36) {
-        let mut q = QueryBuilder::<Sqlite>::new(format!(
+    insert_rows(
+        &mut *tx,
+        format!(
             "INSERT INTO gpu_rollup_{res} ({}) ",
             super::GPU_ROLLUP_COLUMNS
-        ));
-        q.push_values(chunk, |mut row, ((gpu, bucket), a)| {
+        ),
+        "",
+        &gpus,
+        |mut row, ((gpu, bucket), a)| {
             row.push_bind(cluster.to_owned())
                 .push_bind(node.to_owned())
                 .push_bind(gpu.clone())
-                .push_bind(*bucket)
-                .push_bind(a.samples)
-                .push_bind(a.covered_s)
-                .push_bind(a.gpu_util_n)
-                .push_bind(a.gpu_util_sum)
-                .push_bind(a.gpu_util_max)
-                .push_bind(a.gpu_util_hist.to_bytes())
-                .push_bind(a.busy_n)
-                .push_bind(a.sm_active_n)
-                .push_bind(a.sm_active_sum)
-                .push_bind(a.sm_active_max)
-                .push_bind(a.sm_active_hist.to_bytes())
-                .push_bind(a.sm_occupancy_sum)
-                .push_bind(a.tensor_active_sum)
-                .push_bind(a.dram_active_sum)
-                .push_bind(a.mem_used_n)
-                .push_bind(a.mem_used_sum)
-                .push_bind(a.mem_used_max)
-                .push_bind(a.mem_total_max)
-                .push_bind(a.power_n)
-                .push_bind(a.power_sum)
-                .push_bind(a.power_max)
-                .push_bind(a.temp_n)
-                .push_bind(a.temp_sum)
-                .push_bind(a.temp_max)
-                .push_bind(a.throttled_n)
-                .push_bind(a.alloc_share_sum);
-        });
-        q.build().execute(&mut **tx).await?;
-    }
+                .push_bind(*bucket);
+            super::bind_gpu_agg!(row, a, push_bind);
+        },
+    )
+    .await?;
     let tenants: Vec<_> = r.tenants.iter().collect();
-    for chunk in tenants.chunks(MAX_BINDS / 18) {
-        let mut q = QueryBuilder::<Sqlite>::new(format!(
+    insert_rows(
+        &mut *tx,
+        format!(
             "INSERT INTO tenant_rollup_{res} ({}) ",
             super::TENANT_ROLLUP_COLUMNS
-        ));
-        q.push_values(chunk, |mut row, ((gpu, tenant, bucket), a)| {
+        ),
+        "",
+        &tenants,
+        |mut row, ((gpu, tenant, bucket), a)| {
             row.push_bind(cluster.to_owned())
                 .push_bind(node.to_owned())
                 .push_bind(gpu.clone())
@@ -680,9 +663,9 @@ async fn replace_rollups(
                 .push_bind(a.mem_used_sum)
                 .push_bind(a.mem_used_max)
                 .push_bind(a.processes_max);
-        });
-        q.build().execute(&mut **tx).await?;
-    }
+        },
+    )
+    .await?;
     Ok(())
 }
 
