@@ -1,8 +1,10 @@
 //! The gpulens data model shared by the agent, the simulator and the collector: identities of
-//! clusters, nodes, GPUs, MIG instances, processes and tenants; the samples taken of them; and
-//! the versioned wire protocol. This crate does no IO.
+//! clusters, nodes, GPUs, MIG instances, processes and tenants; the samples taken of them; the
+//! versioned wire protocol; and the rollup arithmetic that turns samples into minute and hour
+//! aggregates (shared by the collector's storage and the analytics). This crate does no IO.
 
 pub mod inventory;
+pub mod rollup;
 pub mod sample;
 pub mod tenant;
 pub mod wire;

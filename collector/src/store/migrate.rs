@@ -25,6 +25,11 @@ pub const POSTGRES: &[Migration] = &[
         name: "0002_cluster_rollups.sql",
         sql: include_str!("../../../migrations/postgres/0002_cluster_rollups.sql"),
     },
+    Migration {
+        version: 3,
+        name: "0003_tenant_effective_use.sql",
+        sql: include_str!("../../../migrations/postgres/0003_tenant_effective_use.sql"),
+    },
 ];
 
 pub const SQLITE: &[Migration] = &[
@@ -37,6 +42,11 @@ pub const SQLITE: &[Migration] = &[
         version: 2,
         name: "0002_cluster_rollups.sql",
         sql: include_str!("../../../migrations/sqlite/0002_cluster_rollups.sql"),
+    },
+    Migration {
+        version: 3,
+        name: "0003_tenant_effective_use.sql",
+        sql: include_str!("../../../migrations/sqlite/0003_tenant_effective_use.sql"),
     },
 ];
 
@@ -82,7 +92,10 @@ mod tests {
     fn edited_and_unknown_migrations_are_refused() {
         assert_eq!(to_apply(POSTGRES, &[]).unwrap().len(), POSTGRES.len());
         let pending = to_apply(POSTGRES, &[(1, checksum(POSTGRES[0].sql))]).unwrap();
-        assert_eq!(pending.iter().map(|m| m.version).collect::<Vec<_>>(), [2]);
+        assert_eq!(
+            pending.iter().map(|m| m.version).collect::<Vec<_>>(),
+            [2, 3]
+        );
         let all: Vec<_> = POSTGRES
             .iter()
             .map(|m| (m.version, checksum(m.sql)))

@@ -5,7 +5,7 @@
 mod migrate;
 mod pgcopy;
 mod postgres;
-pub mod rollup;
+pub use model::rollup;
 pub mod series;
 mod sqlite;
 
@@ -523,7 +523,7 @@ macro_rules! bind_gpu_agg {
 pub(crate) use bind_gpu_agg;
 
 /// Columns of the tenant rollup tables, in insert order.
-pub(crate) const TENANT_ROLLUP_COLUMNS: &str = "cluster, node, gpu_uuid, tenant_key, bucket, samples, covered_s, alloc_share_sum, alloc_n, present_n, sm_util_n, sm_util_sum, sm_util_max, busy_n, mem_used_n, mem_used_sum, mem_used_max, processes_max";
+pub(crate) const TENANT_ROLLUP_COLUMNS: &str = "cluster, node, gpu_uuid, tenant_key, bucket, samples, covered_s, alloc_share_sum, alloc_n, present_n, sm_util_n, sm_util_sum, sm_util_max, busy_n, mem_used_n, mem_used_sum, mem_used_max, processes_max, eff_n, eff_sum, eff_dcgm_n, eff_hist, active_n, idle_n, idle_lead_s, idle_trail_s, idle_max_s";
 
 /// Reads a [`rollup::GpuAgg`] from a row of a GPU rollup table (either backend).
 macro_rules! read_gpu_agg {
@@ -580,6 +580,18 @@ macro_rules! read_tenant_agg {
             mem_used_sum: r.try_get("mem_used_sum")?,
             mem_used_max: r.try_get("mem_used_max")?,
             processes_max: r.try_get("processes_max")?,
+            eff_n: r.try_get("eff_n")?,
+            eff_sum: r.try_get("eff_sum")?,
+            eff_dcgm_n: r.try_get("eff_dcgm_n")?,
+            eff_hist: r
+                .try_get::<Option<Vec<u8>>, _>("eff_hist")?
+                .map(|b| rollup::Hist::from_bytes(&b))
+                .unwrap_or_default(),
+            active_n: r.try_get("active_n")?,
+            idle_n: r.try_get("idle_n")?,
+            idle_lead_s: r.try_get("idle_lead_s")?,
+            idle_trail_s: r.try_get("idle_trail_s")?,
+            idle_max_s: r.try_get("idle_max_s")?,
         }
     }};
 }
@@ -697,7 +709,8 @@ macro_rules! raw_allocation {
             gpu_uuid: r.get(0),
             ts: r.get(1),
             tenant_key: r.get(2),
-            share: r.get(3),
+            gi_id: r.get(3),
+            share: r.get(4),
         }
     }};
 }
@@ -710,12 +723,26 @@ macro_rules! raw_process {
             gpu_uuid: r.get(0),
             ts: r.get(1),
             tenant_key: r.get(2),
-            sm_util: r.get(3),
-            mem_used_bytes: r.get(4),
+            gi_id: r.get(3),
+            sm_util: r.get(4),
+            mem_used_bytes: r.get(5),
         }
     }};
 }
 pub(crate) use raw_process;
+
+macro_rules! raw_mig {
+    ($r:expr) => {{
+        let r = $r;
+        rollup::RawMig {
+            gpu_uuid: r.get(0),
+            ts: r.get(1),
+            gi_id: r.get(2),
+            sm_active: r.get(3),
+        }
+    }};
+}
+pub(crate) use raw_mig;
 
 /// Runs a series query's rows through the post-processing its shape needs (either backend).
 macro_rules! series_values {

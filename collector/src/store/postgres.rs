@@ -10,7 +10,7 @@ use sqlx::postgres::{PgPoolOptions, Postgres};
 use sqlx::{PgPool, Row};
 
 use super::pgcopy::CopyWriter;
-use super::rollup::{self, NodeRollup, RawAllocation, RawGpu, RawProcess};
+use super::rollup::{self, NodeRollup, RawAllocation, RawGpu, RawMig, RawProcess};
 use super::series::{self, Plan, Series, SeriesQuery};
 use super::{
     GpuRecord, IngestOutcome, MigRecord, NodeRecord, Result, Retention, RetentionStats, StoreError,
@@ -484,7 +484,7 @@ impl PgStore {
         .map(|r| super::raw_gpu!(r))
         .collect();
         let allocs: Vec<RawAllocation> = sqlx::query(&format!(
-            "SELECT gpu_uuid, {}, tenant_key, share FROM allocation_samples WHERE {range}",
+            "SELECT gpu_uuid, {}, tenant_key, gi_id, share FROM allocation_samples WHERE {range}",
             ms("ts")
         ))
         .bind(cluster)
@@ -496,14 +496,27 @@ impl PgStore {
         .iter()
         .map(|r| super::raw_allocation!(r))
         .collect();
-        let procs: Vec<RawProcess> = sqlx::query(&format!("SELECT gpu_uuid, {}, tenant_key, sm_util, mem_used_bytes FROM process_samples WHERE {range}", ms("ts")))
+        let procs: Vec<RawProcess> = sqlx::query(&format!("SELECT gpu_uuid, {}, tenant_key, gi_id, sm_util, mem_used_bytes FROM process_samples WHERE {range}", ms("ts")))
             .bind(cluster).bind(node).bind(from).bind(to)
             .fetch_all(&mut *tx)
             .await?
             .iter()
             .map(|r| super::raw_process!(r))
             .collect();
-        let minutes = rollup::aggregate(rollup::MINUTE_MS, &gpus, &allocs, &procs);
+        let mig: Vec<RawMig> = sqlx::query(&format!(
+            "SELECT gpu_uuid, {}, gi_id, sm_active FROM mig_samples WHERE {range}",
+            ms("ts")
+        ))
+        .bind(cluster)
+        .bind(node)
+        .bind(from)
+        .bind(to)
+        .fetch_all(&mut *tx)
+        .await?
+        .iter()
+        .map(|r| super::raw_mig!(r))
+        .collect();
+        let minutes = rollup::aggregate(rollup::MINUTE_MS, &gpus, &allocs, &procs, &mig);
         replace_rollups(&mut tx, "1m", cluster, node, from, to, &minutes).await?;
         let hour = rollup::bucket_of(from, rollup::HOUR_MS);
         let all_minutes =
@@ -908,7 +921,16 @@ async fn replace_rollups(
                 .i32(a.mem_used_n)
                 .opt_f64(Some(a.mem_used_sum))
                 .opt_i64(a.mem_used_max)
-                .i32(a.processes_max);
+                .i32(a.processes_max)
+                .i32(a.eff_n)
+                .opt_f64(Some(a.eff_sum))
+                .i32(a.eff_dcgm_n)
+                .raw_bytes(a.eff_hist.to_stored().as_deref())
+                .i32(a.active_n)
+                .i32(a.idle_n)
+                .opt_f64(Some(a.idle_lead_s))
+                .opt_f64(Some(a.idle_trail_s))
+                .opt_f64(Some(a.idle_max_s));
         },
     );
     copy(tx, rows_out).await?;

@@ -9,7 +9,7 @@ use model::wire::v1::Batch;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
 use sqlx::{QueryBuilder, Row, Sqlite, SqlitePool};
 
-use super::rollup::{self, NodeRollup, RawAllocation, RawGpu, RawProcess};
+use super::rollup::{self, NodeRollup, RawAllocation, RawGpu, RawMig, RawProcess};
 use super::series::{self, Plan, Series, SeriesQuery};
 use super::{
     GpuRecord, IngestOutcome, MigRecord, NodeRecord, Result, Retention, RetentionStats, StoreError,
@@ -395,21 +395,28 @@ impl SqliteStore {
         .iter()
         .map(|r| super::raw_gpu!(r))
         .collect();
-        let allocs: Vec<RawAllocation> = sqlx::query("SELECT gpu_uuid, ts, tenant_key, share FROM allocation_samples WHERE cluster = ? AND node = ? AND ts >= ? AND ts < ?")
+        let allocs: Vec<RawAllocation> = sqlx::query("SELECT gpu_uuid, ts, tenant_key, gi_id, share FROM allocation_samples WHERE cluster = ? AND node = ? AND ts >= ? AND ts < ?")
             .bind(cluster).bind(node).bind(from).bind(to)
             .fetch_all(&mut *tx)
             .await?
             .iter()
             .map(|r| super::raw_allocation!(r))
             .collect();
-        let procs: Vec<RawProcess> = sqlx::query("SELECT gpu_uuid, ts, tenant_key, sm_util, mem_used_bytes FROM process_samples WHERE cluster = ? AND node = ? AND ts >= ? AND ts < ?")
+        let procs: Vec<RawProcess> = sqlx::query("SELECT gpu_uuid, ts, tenant_key, gi_id, sm_util, mem_used_bytes FROM process_samples WHERE cluster = ? AND node = ? AND ts >= ? AND ts < ?")
             .bind(cluster).bind(node).bind(from).bind(to)
             .fetch_all(&mut *tx)
             .await?
             .iter()
             .map(|r| super::raw_process!(r))
             .collect();
-        let minutes = rollup::aggregate(rollup::MINUTE_MS, &gpus, &allocs, &procs);
+        let mig: Vec<RawMig> = sqlx::query("SELECT gpu_uuid, ts, gi_id, sm_active FROM mig_samples WHERE cluster = ? AND node = ? AND ts >= ? AND ts < ?")
+            .bind(cluster).bind(node).bind(from).bind(to)
+            .fetch_all(&mut *tx)
+            .await?
+            .iter()
+            .map(|r| super::raw_mig!(r))
+            .collect();
+        let minutes = rollup::aggregate(rollup::MINUTE_MS, &gpus, &allocs, &procs, &mig);
         replace_rollups(&mut tx, "1m", cluster, node, from, to, &minutes).await?;
         let hour = rollup::bucket_of(from, rollup::HOUR_MS);
         let all_minutes =
@@ -662,7 +669,16 @@ async fn replace_rollups(
                 .push_bind(a.mem_used_n)
                 .push_bind(a.mem_used_sum)
                 .push_bind(a.mem_used_max)
-                .push_bind(a.processes_max);
+                .push_bind(a.processes_max)
+                .push_bind(a.eff_n)
+                .push_bind(a.eff_sum)
+                .push_bind(a.eff_dcgm_n)
+                .push_bind(a.eff_hist.to_stored())
+                .push_bind(a.active_n)
+                .push_bind(a.idle_n)
+                .push_bind(a.idle_lead_s)
+                .push_bind(a.idle_trail_s)
+                .push_bind(a.idle_max_s);
         },
     )
     .await?;

@@ -100,6 +100,8 @@ pub struct RawAllocation {
     pub gpu_uuid: String,
     pub ts: i64,
     pub tenant_key: String,
+    /// GPU instance id when the allocation is a MIG device.
+    pub gi_id: Option<i32>,
     pub share: f32,
 }
 
@@ -108,8 +110,18 @@ pub struct RawProcess {
     pub gpu_uuid: String,
     pub ts: i64,
     pub tenant_key: Option<String>,
+    pub gi_id: Option<i32>,
     pub sm_util: Option<f32>,
     pub mem_used_bytes: Option<i64>,
+}
+
+/// The MIG columns a rollup needs: DCGM's SM activity of one GPU instance.
+#[derive(Debug, Clone)]
+pub struct RawMig {
+    pub gpu_uuid: String,
+    pub ts: i64,
+    pub gi_id: i32,
+    pub sm_active: Option<f32>,
 }
 
 /// NVML's "GPU idle" clock-event reason: not a throttle.
@@ -232,6 +244,12 @@ impl GpuAgg {
 }
 
 /// Aggregates of one tenant on one GPU over one bucket.
+///
+/// Besides counts and sums, a tenant bucket carries the tenant's *effective* use (see
+/// [`TenantAgg::eff_sum`]) and the idle runs needed to find allocations that ran no kernel for
+/// a long time: the idle seconds at the start and end of the bucket and the longest idle run
+/// inside it. Those three merge exactly across adjacent buckets, so an hour row knows the
+/// longest idle run of its minutes and analytics can chain hours.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct TenantAgg {
     /// Snapshots in which the tenant held an allocation or ran a process on the GPU.
@@ -248,10 +266,68 @@ pub struct TenantAgg {
     pub mem_used_sum: f64,
     pub mem_used_max: Option<i64>,
     pub processes_max: i32,
+    /// Samples in which the tenant's effective use is known.
+    pub eff_n: i32,
+    /// Sum of the tenant's effective use per sample, in GPU-equivalents (a share of the whole
+    /// physical GPU): DCGM `sm_active` when known (the device's, split by the tenant's share of
+    /// process SM time; a MIG instance's, scaled by its slice share), else NVML `gpu_util`
+    /// split the same way.
+    pub eff_sum: f64,
+    /// Of `eff_n`, the samples whose effective use rests on DCGM `sm_active`.
+    pub eff_dcgm_n: i32,
+    /// Histogram of the per-sample effective use (for compute quantiles when right-sizing).
+    pub eff_hist: Hist,
+    /// Samples in which a kernel of the tenant ran, by the best signal available.
+    pub active_n: i32,
+    /// Samples in which the tenant held an allocation and is known to have run no kernel.
+    pub idle_n: i32,
+    /// Idle seconds from the start of the bucket to the first non-idle sample.
+    pub idle_lead_s: f64,
+    /// Idle seconds from the last non-idle sample to the end of the bucket.
+    pub idle_trail_s: f64,
+    /// The longest idle run inside the bucket, in seconds.
+    pub idle_max_s: f64,
 }
 
 impl TenantAgg {
-    pub fn merge(&mut self, o: &TenantAgg) {
+    /// Whether every second the bucket covers was idle (its runs continue across a merge).
+    pub fn all_idle(&self) -> bool {
+        self.samples > 0 && self.idle_lead_s >= self.covered_s - 1e-6
+    }
+
+    /// Extends the idle runs by one sample lasting `secs`; call before adding to `covered_s`.
+    fn step_idle(&mut self, idle: bool, secs: f64) {
+        if idle {
+            if self.idle_lead_s >= self.covered_s - 1e-6 {
+                self.idle_lead_s += secs;
+            }
+            self.idle_trail_s += secs;
+            self.idle_max_s = self.idle_max_s.max(self.idle_trail_s);
+            self.idle_n += 1;
+        } else {
+            self.idle_trail_s = 0.0;
+        }
+    }
+
+    /// Merges the next bucket `o` into this one. `adjacent` says whether `o` starts where this
+    /// bucket ends; a gap between them breaks idle runs.
+    pub fn merge_next(&mut self, o: &TenantAgg, adjacent: bool) {
+        let self_all = self.all_idle();
+        let o_all = o.all_idle();
+        let joined = if adjacent {
+            self.idle_trail_s + o.idle_lead_s
+        } else {
+            0.0
+        };
+        self.idle_max_s = self.idle_max_s.max(o.idle_max_s).max(joined);
+        if self_all && adjacent {
+            self.idle_lead_s += o.idle_lead_s;
+        }
+        self.idle_trail_s = if o_all && adjacent {
+            self.idle_trail_s + o.covered_s
+        } else {
+            o.idle_trail_s
+        };
         self.samples += o.samples;
         self.covered_s += o.covered_s;
         self.alloc_share_sum += o.alloc_share_sum;
@@ -265,6 +341,12 @@ impl TenantAgg {
         self.mem_used_sum += o.mem_used_sum;
         self.mem_used_max = max_opt(self.mem_used_max, o.mem_used_max);
         self.processes_max = self.processes_max.max(o.processes_max);
+        self.eff_n += o.eff_n;
+        self.eff_sum += o.eff_sum;
+        self.eff_dcgm_n += o.eff_dcgm_n;
+        self.eff_hist.merge(&o.eff_hist);
+        self.active_n += o.active_n;
+        self.idle_n += o.idle_n;
     }
 }
 
@@ -280,52 +362,84 @@ pub struct NodeRollup {
     pub tenants: BTreeMap<TenantKey, TenantAgg>,
 }
 
+/// One tenant's processes on one GPU at one instant.
+#[derive(Default)]
+struct ProcsAt {
+    count: i32,
+    sm: Option<f32>,
+    mem: Option<i64>,
+    busy: bool,
+    gi: Option<i32>,
+}
+
+/// What a tenant did on a GPU at one instant, as far as the signals tell.
+struct UseAt {
+    /// Effective use in GPU-equivalents, and whether it rests on DCGM.
+    eff: Option<(f64, bool)>,
+    /// Whether a kernel ran; `None` when no signal can tell (MIG without DCGM).
+    active: Option<bool>,
+}
+
 /// Aggregates raw rows of one node into buckets of `width_ms`.
 pub fn aggregate(
     width_ms: i64,
     gpus: &[RawGpu],
     allocations: &[RawAllocation],
     processes: &[RawProcess],
+    mig: &[RawMig],
 ) -> NodeRollup {
     // Per (gpu, ts): allocations and processes by tenant.
     #[derive(Default)]
     struct AtInstant {
-        alloc: HashMap<String, f64>,
-        procs: HashMap<String, (i32, Option<f32>, Option<i64>, bool)>,
+        alloc: HashMap<String, (f64, Option<i32>)>,
+        procs: HashMap<String, ProcsAt>,
+        /// SM time of every process on the GPU, attributed or not.
+        sm_total: f64,
+        unattributed: bool,
     }
     let mut instants: HashMap<(&str, i64), AtInstant> = HashMap::new();
     for a in allocations {
-        *instants
+        let e = instants
             .entry((&a.gpu_uuid, a.ts))
             .or_default()
             .alloc
             .entry(a.tenant_key.clone())
-            .or_default() += f64::from(a.share);
+            .or_default();
+        e.0 += f64::from(a.share);
+        e.1 = e.1.or(a.gi_id);
     }
     for p in processes {
+        let at = instants.entry((&p.gpu_uuid, p.ts)).or_default();
+        at.sm_total += f64::from(p.sm_util.unwrap_or(0.0));
         let Some(tenant) = &p.tenant_key else {
+            at.unattributed = true;
             continue;
         };
-        let e = instants
-            .entry((&p.gpu_uuid, p.ts))
-            .or_default()
-            .procs
-            .entry(tenant.clone())
-            .or_insert((0, None, None, false));
-        e.0 += 1;
+        let e = at.procs.entry(tenant.clone()).or_default();
+        e.count += 1;
         if let Some(u) = p.sm_util {
-            e.1 = Some(e.1.unwrap_or(0.0) + u);
+            e.sm = Some(e.sm.unwrap_or(0.0) + u);
         }
         if let Some(m) = p.mem_used_bytes {
-            e.2 = Some(e.2.unwrap_or(0) + m);
+            e.mem = Some(e.mem.unwrap_or(0) + m);
         }
-        e.3 |= p.sm_util.is_some_and(|u| u > 0.0);
+        e.busy |= p.sm_util.is_some_and(|u| u > 0.0);
+        e.gi = e.gi.or(p.gi_id);
     }
+    let mig_active: HashMap<(&str, i64, i32), f32> = mig
+        .iter()
+        .filter_map(|m| Some(((m.gpu_uuid.as_str(), m.ts, m.gi_id), m.sm_active?)))
+        .collect();
+
+    // Idle runs need each tenant's samples in time order.
+    let mut order: Vec<&RawGpu> = gpus.iter().collect();
+    order.sort_by(|a, b| (a.gpu_uuid.as_str(), a.ts).cmp(&(b.gpu_uuid.as_str(), b.ts)));
+
     let mut out = NodeRollup::default();
-    for g in gpus {
+    for g in order {
         let bucket = bucket_of(g.ts, width_ms);
         let at = instants.get(&(g.gpu_uuid.as_str(), g.ts));
-        let alloc_total: f64 = at.map_or(0.0, |a| a.alloc.values().sum());
+        let alloc_total: f64 = at.map_or(0.0, |a| a.alloc.values().map(|v| v.0).sum());
         out.gpus
             .entry((g.gpu_uuid.clone(), bucket))
             .or_default()
@@ -335,30 +449,49 @@ pub fn aggregate(
         let mut keys: Vec<&String> = at.alloc.keys().chain(at.procs.keys()).collect();
         keys.sort();
         keys.dedup();
+        let sole = keys.len() == 1 && !at.unattributed;
         for tenant in keys {
+            let alloc = at.alloc.get(tenant);
+            let procs = at.procs.get(tenant);
+            let use_at = use_at(g, alloc, procs, at.sm_total, sole, |gi| {
+                mig_active.get(&(g.gpu_uuid.as_str(), g.ts, gi)).copied()
+            });
             let t = out
                 .tenants
                 .entry((g.gpu_uuid.clone(), tenant.clone(), bucket))
                 .or_default();
+            t.step_idle(alloc.is_some() && use_at.active == Some(false), interval_s);
             t.samples += 1;
             t.covered_s += interval_s;
-            if let Some(share) = at.alloc.get(tenant) {
+            if let Some(&(share, _)) = alloc {
                 t.alloc_n += 1;
                 t.alloc_share_sum += share.min(1.0);
             }
-            if let Some(&(count, sm, mem, busy)) = at.procs.get(tenant) {
+            if let Some((eff, dcgm)) = use_at.eff {
+                let eff = eff.clamp(0.0, 1.0);
+                t.eff_n += 1;
+                t.eff_sum += eff;
+                t.eff_hist.add(eff as f32);
+                if dcgm {
+                    t.eff_dcgm_n += 1;
+                }
+            }
+            if use_at.active == Some(true) {
+                t.active_n += 1;
+            }
+            if let Some(p) = procs {
                 t.present_n += 1;
-                t.processes_max = t.processes_max.max(count);
-                if let Some(sm) = sm {
+                t.processes_max = t.processes_max.max(p.count);
+                if let Some(sm) = p.sm {
                     let sm = sm.min(1.0);
                     t.sm_util_n += 1;
                     t.sm_util_sum += f64::from(sm);
                     t.sm_util_max = max_opt(t.sm_util_max, Some(sm));
                 }
-                if busy {
+                if p.busy {
                     t.busy_n += 1;
                 }
-                if let Some(mem) = mem {
+                if let Some(mem) = p.mem {
                     t.mem_used_n += 1;
                     t.mem_used_sum += mem as f64;
                     t.mem_used_max = max_opt(t.mem_used_max, Some(mem));
@@ -367,6 +500,86 @@ pub fn aggregate(
         }
     }
     out
+}
+
+/// A tenant's use of a GPU at one instant from the best signal there is:
+/// - MIG instance: DCGM `sm_active` of the instance × its slice share; without DCGM only "no
+///   process, so no kernel" is known.
+/// - The only occupant of a GPU: the device's `sm_active`, else its `gpu_util`.
+/// - A shared GPU: the device signal split by the tenant's share of process SM time.
+fn use_at(
+    g: &RawGpu,
+    alloc: Option<&(f64, Option<i32>)>,
+    procs: Option<&ProcsAt>,
+    sm_total: f64,
+    sole: bool,
+    mig_active: impl Fn(i32) -> Option<f32>,
+) -> UseAt {
+    let gi = alloc.and_then(|a| a.1).or(procs.and_then(|p| p.gi));
+    if let Some(gi) = gi {
+        let slice_share = alloc.map(|a| a.0);
+        return match (mig_active(gi), slice_share) {
+            (Some(sa), Some(share)) => UseAt {
+                eff: Some((f64::from(sa) * share, true)),
+                active: Some(sa > 0.0),
+            },
+            (Some(sa), None) => UseAt {
+                eff: None,
+                active: Some(sa > 0.0),
+            },
+            (None, _) if procs.is_none() => UseAt {
+                eff: Some((0.0, false)),
+                active: Some(false),
+            },
+            (None, _) => UseAt {
+                eff: None,
+                active: None,
+            },
+        };
+    }
+    let Some(p) = procs else {
+        return UseAt {
+            eff: Some((0.0, g.sm_active.is_some())),
+            active: Some(false),
+        };
+    };
+    let device = match (g.sm_active, g.gpu_util) {
+        (Some(sa), _) => Some((f64::from(sa), true)),
+        (None, Some(gu)) => Some((f64::from(gu), false)),
+        (None, None) => None,
+    };
+    if sole {
+        let active = match (p.sm, g.gpu_util, g.sm_active) {
+            (Some(sm), _, _) if sm > 0.0 => Some(true),
+            (_, Some(gu), _) => Some(gu > 0.0),
+            (_, None, Some(sa)) => Some(sa > 0.0),
+            (sm, None, None) => sm.map(|s| s > 0.0),
+        };
+        return UseAt {
+            eff: device.or(p.sm.map(|s| (f64::from(s), false))),
+            active,
+        };
+    }
+    match p.sm {
+        Some(sm) => {
+            let part = if sm_total > 0.0 {
+                f64::from(sm) / sm_total
+            } else {
+                0.0
+            };
+            UseAt {
+                eff: Some(match device {
+                    Some((d, dcgm)) => (d * part, dcgm),
+                    None => (f64::from(sm), false),
+                }),
+                active: Some(sm > 0.0),
+            }
+        }
+        None => UseAt {
+            eff: None,
+            active: None,
+        },
+    }
 }
 
 /// Merges minute rollups into hour rollups.
@@ -378,11 +591,22 @@ pub fn to_hours(minutes: &NodeRollup) -> NodeRollup {
             .or_default()
             .merge(agg);
     }
+    // Minutes arrive in (gpu, tenant, bucket) order, so each hour's minutes come in time order.
+    let mut last: Option<(&str, &str, i64)> = None;
     for ((gpu, tenant, bucket), agg) in &minutes.tenants {
-        out.tenants
-            .entry((gpu.clone(), tenant.clone(), bucket_of(*bucket, HOUR_MS)))
-            .or_default()
-            .merge(agg);
+        let hour = bucket_of(*bucket, HOUR_MS);
+        let adjacent = last.is_some_and(|(g, t, b)| {
+            g == gpu && t == tenant && b + MINUTE_MS == *bucket && bucket_of(b, HOUR_MS) == hour
+        });
+        match out.tenants.entry((gpu.clone(), tenant.clone(), hour)) {
+            std::collections::btree_map::Entry::Vacant(v) => {
+                v.insert(agg.clone());
+            }
+            std::collections::btree_map::Entry::Occupied(mut o) => {
+                o.get_mut().merge_next(agg, adjacent)
+            }
+        }
+        last = Some((gpu, tenant, *bucket));
     }
     out
 }
@@ -420,10 +644,10 @@ mod tests {
         let rows: Vec<RawGpu> = (0..7200)
             .map(|s| raw(s * 1000, (s % 10) as f32 / 10.0))
             .collect();
-        let minutes = aggregate(MINUTE_MS, &rows, &[], &[]);
+        let minutes = aggregate(MINUTE_MS, &rows, &[], &[], &[]);
         assert_eq!(minutes.gpus.len(), 120);
         let hours = to_hours(&minutes);
-        let direct = aggregate(HOUR_MS, &rows, &[], &[]);
+        let direct = aggregate(HOUR_MS, &rows, &[], &[], &[]);
         assert_eq!(hours.gpus.len(), 2);
         for (k, v) in &direct.gpus {
             let merged = &hours.gpus[k];
@@ -442,12 +666,14 @@ mod tests {
                 gpu_uuid: "G".into(),
                 ts: 0,
                 tenant_key: "t".into(),
+                gi_id: None,
                 share: 0.25,
             },
             RawAllocation {
                 gpu_uuid: "G".into(),
                 ts: 1000,
                 tenant_key: "t".into(),
+                gi_id: None,
                 share: 0.25,
             },
         ];
@@ -455,10 +681,11 @@ mod tests {
             gpu_uuid: "G".into(),
             ts: 0,
             tenant_key: Some("t".into()),
+            gi_id: None,
             sm_util: Some(0.5),
             mem_used_bytes: Some(100),
         }];
-        let r = aggregate(MINUTE_MS, &rows, &allocs, &procs);
+        let r = aggregate(MINUTE_MS, &rows, &allocs, &procs, &[]);
         let t = &r.tenants[&("G".to_string(), "t".to_string(), 0)];
         assert_eq!((t.samples, t.alloc_n, t.present_n, t.busy_n), (2, 2, 1, 1));
         assert!((t.alloc_share_sum - 0.5).abs() < 1e-9);
@@ -466,5 +693,101 @@ mod tests {
         let g = &r.gpus[&("G".to_string(), 0)];
         assert!((g.alloc_share_sum - 0.5).abs() < 1e-9);
         assert_eq!(g.busy_n, 1);
+    }
+
+    fn alloc(ts: i64, tenant: &str, gi: Option<i32>, share: f32) -> RawAllocation {
+        RawAllocation {
+            gpu_uuid: "G".into(),
+            ts,
+            tenant_key: tenant.into(),
+            gi_id: gi,
+            share,
+        }
+    }
+
+    fn process(ts: i64, tenant: &str, gi: Option<i32>, sm: Option<f32>) -> RawProcess {
+        RawProcess {
+            gpu_uuid: "G".into(),
+            ts,
+            tenant_key: Some(tenant.into()),
+            gi_id: gi,
+            sm_util: sm,
+            mem_used_bytes: Some(1 << 30),
+        }
+    }
+
+    #[test]
+    fn idle_runs_chain_across_minutes_and_break_on_work() {
+        // 1 Hz for two hours: busy for the first 10 minutes, idle for 40, busy for 1 minute,
+        // idle until the end (69 minutes, across the hour boundary).
+        let busy = |s: i64| s < 600 || (3000..3060).contains(&s);
+        let rows: Vec<RawGpu> = (0..7200)
+            .map(|s| raw(s * 1000, if busy(s) { 0.9 } else { 0.0 }))
+            .collect();
+        let allocs: Vec<_> = (0..7200).map(|s| alloc(s * 1000, "t", None, 1.0)).collect();
+        let procs: Vec<_> = (0..7200)
+            .map(|s| process(s * 1000, "t", None, Some(if busy(s) { 0.9 } else { 0.0 })))
+            .collect();
+        let minutes = aggregate(MINUTE_MS, &rows, &allocs, &procs, &[]);
+        let hours = to_hours(&minutes);
+        let h0 = &hours.tenants[&("G".to_string(), "t".to_string(), 0)];
+        let h1 = &hours.tenants[&("G".to_string(), "t".to_string(), HOUR_MS)];
+        assert_eq!(h0.idle_max_s, 2400.0);
+        assert_eq!(h0.idle_lead_s, 0.0);
+        assert_eq!(h0.idle_trail_s, 540.0);
+        assert!(h1.all_idle());
+        assert_eq!((h0.active_n, h0.idle_n), (660, 2940));
+        // Chained, the two hours hold one 69-minute run.
+        let mut both = h0.clone();
+        both.merge_next(h1, true);
+        assert_eq!(both.idle_max_s, 540.0 + 3600.0);
+        // A gap between them breaks it.
+        let mut gap = h0.clone();
+        gap.merge_next(h1, false);
+        assert_eq!(gap.idle_max_s, 3600.0);
+        // Effective use rests on gpu_util here (no DCGM).
+        assert_eq!((h0.eff_n, h0.eff_dcgm_n), (3600, 0));
+        assert!((h0.eff_sum - 660.0 * 0.9).abs() < 1e-3, "{}", h0.eff_sum);
+    }
+
+    #[test]
+    fn mig_tenants_use_dcgm_and_shared_tenants_split_the_device() {
+        // MIG: a 3g instance (share 3/7) at 50 % SM activity; a 1g instance with no process.
+        let mut g = raw(0, 0.0);
+        g.gpu_util = None;
+        let allocs = vec![
+            alloc(0, "big", Some(1), 3.0 / 7.0),
+            alloc(0, "small", Some(2), 1.0 / 7.0),
+        ];
+        let procs = vec![process(0, "big", Some(1), None)];
+        let mig = vec![RawMig {
+            gpu_uuid: "G".into(),
+            ts: 0,
+            gi_id: 1,
+            sm_active: Some(0.5),
+        }];
+        let r = aggregate(MINUTE_MS, &[g.clone()], &allocs, &procs, &mig);
+        let big = &r.tenants[&("G".to_string(), "big".to_string(), 0)];
+        assert!((big.eff_sum - 0.5 * 3.0 / 7.0).abs() < 1e-6);
+        assert_eq!((big.eff_dcgm_n, big.active_n, big.idle_n), (1, 1, 0));
+        let small = &r.tenants[&("G".to_string(), "small".to_string(), 0)];
+        assert_eq!((small.active_n, small.idle_n), (0, 1));
+        // Without DCGM, a MIG tenant with a process is neither active nor idle: unknown.
+        let r = aggregate(MINUTE_MS, &[g], &allocs, &procs, &[]);
+        let big = &r.tenants[&("G".to_string(), "big".to_string(), 0)];
+        assert_eq!((big.eff_n, big.active_n, big.idle_n), (0, 0, 0));
+
+        // Time-slicing: sm_active 0.6 split 3:1 by process SM time.
+        let mut g = raw(0, 1.0);
+        g.sm_active = Some(0.6);
+        let allocs = vec![alloc(0, "a", None, 0.5), alloc(0, "b", None, 0.5)];
+        let procs = vec![
+            process(0, "a", None, Some(0.75)),
+            process(0, "b", None, Some(0.25)),
+        ];
+        let r = aggregate(MINUTE_MS, &[g], &allocs, &procs, &[]);
+        let a = &r.tenants[&("G".to_string(), "a".to_string(), 0)];
+        assert!((a.eff_sum - 0.45).abs() < 1e-6, "{}", a.eff_sum);
+        assert_eq!(a.eff_dcgm_n, 1);
     }
 }
