@@ -1,0 +1,515 @@
+//! Findings: what is wrong, for whom, where, since when, how bad, on which signal, and the
+//! series that show it. Definitions and thresholds are in docs/analytics.md.
+
+use std::collections::{BTreeMap, HashMap};
+
+use model::rollup::HOUR_MS;
+use serde::Serialize;
+
+use crate::Config;
+use crate::holdings::{Holding, idle_runs};
+use crate::input::Input;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FindingKind {
+    IdleAllocation,
+    Underutilized,
+    ZombieProcess,
+    MemoryPressure,
+    Interference,
+    Throttling,
+    Hardware,
+    AgentSilent,
+}
+
+impl FindingKind {
+    pub const ALL: [FindingKind; 8] = [
+        FindingKind::IdleAllocation,
+        FindingKind::Underutilized,
+        FindingKind::ZombieProcess,
+        FindingKind::MemoryPressure,
+        FindingKind::Interference,
+        FindingKind::Throttling,
+        FindingKind::Hardware,
+        FindingKind::AgentSilent,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FindingKind::IdleAllocation => "idle_allocation",
+            FindingKind::Underutilized => "underutilized",
+            FindingKind::ZombieProcess => "zombie_process",
+            FindingKind::MemoryPressure => "memory_pressure",
+            FindingKind::Interference => "interference",
+            FindingKind::Throttling => "throttling",
+            FindingKind::Hardware => "hardware",
+            FindingKind::AgentSilent => "agent_silent",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<FindingKind> {
+        FindingKind::ALL.into_iter().find(|k| k.as_str() == s)
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Severity {
+    Info,
+    Warning,
+    Critical,
+}
+
+impl Severity {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Severity::Info => "info",
+            Severity::Warning => "warning",
+            Severity::Critical => "critical",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Severity> {
+        [Severity::Info, Severity::Warning, Severity::Critical]
+            .into_iter()
+            .find(|k| k.as_str() == s)
+    }
+}
+
+/// A series a UI can chart as evidence: `metric` of `entity` (the `/api/v1/series` names)
+/// over a time range.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Evidence {
+    pub label: String,
+    pub metric: String,
+    /// `gpu:UUID`, `tenant:KEY`, `node:NAME`.
+    pub entity: String,
+    pub from_ms: i64,
+    pub to_ms: i64,
+}
+
+impl Evidence {
+    pub fn new(label: impl Into<String>, metric: &str, entity: String, from_ms: i64, to_ms: i64) -> Evidence {
+        Evidence {
+            label: label.into(),
+            metric: metric.into(),
+            entity,
+            from_ms,
+            to_ms,
+        }
+    }
+}
+
+/// One finding.
+#[derive(Debug, Clone, Serialize)]
+pub struct Finding {
+    /// Stable across runs for the same kind, subject and window start.
+    pub id: String,
+    pub kind: FindingKind,
+    pub severity: Severity,
+    pub cluster: String,
+    pub node: String,
+    pub gpu: Option<String>,
+    /// Tenant keys; for interference the victim first, then the aggressor.
+    pub tenants: Vec<String>,
+    pub team: Option<String>,
+    pub from_ms: i64,
+    pub to_ms: i64,
+    /// The signal the finding rests on.
+    pub signal: String,
+    pub summary: String,
+    /// Numbers behind the finding, by name.
+    pub metrics: BTreeMap<String, f64>,
+    pub evidence: Vec<Evidence>,
+}
+
+pub fn finding_id(kind: FindingKind, subject: &str, from_ms: i64) -> String {
+    // FNV-1a: short, stable, no dependency.
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in kind.as_str().bytes().chain(subject.bytes()).chain(from_ms.to_le_bytes()) {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    format!("{}-{h:016x}", kind.as_str())
+}
+
+pub(crate) fn hours(s: f64) -> String {
+    if s >= 86_400.0 * 2.0 {
+        format!("{:.1} days", s / 86_400.0)
+    } else if s >= 3600.0 {
+        format!("{:.1} h", s / 3600.0)
+    } else {
+        format!("{:.0} min", s / 60.0)
+    }
+}
+
+pub(crate) fn gib(bytes: f64) -> f64 {
+    bytes / (1u64 << 30) as f64
+}
+
+/// Context the finding rules share.
+pub struct Ctx<'a> {
+    pub input: &'a Input,
+    pub cfg: &'a Config,
+    pub names: HashMap<(&'a str, &'a str), (&'a str, Option<&'a str>)>,
+}
+
+impl<'a> Ctx<'a> {
+    pub fn new(input: &'a Input, cfg: &'a Config) -> Ctx<'a> {
+        Ctx {
+            input,
+            cfg,
+            names: input
+                .tenants
+                .iter()
+                .map(|t| ((t.cluster.as_str(), t.key.as_str()), (t.name.as_str(), t.team.as_deref())))
+                .collect(),
+        }
+    }
+
+    pub fn name(&self, cluster: &str, tenant: &str) -> String {
+        self.names
+            .get(&(cluster, tenant))
+            .map_or_else(|| tenant.to_owned(), |n| n.0.to_owned())
+    }
+
+    pub fn team(&self, cluster: &str, tenant: &str) -> Option<String> {
+        self.names.get(&(cluster, tenant)).and_then(|n| n.1.map(str::to_owned))
+    }
+
+    pub fn gpu_label(&self, uuid: &str) -> String {
+        match self.input.gpu(uuid) {
+            Some(g) => format!("GPU {} of {}", g.index, g.node),
+            None => uuid.to_owned(),
+        }
+    }
+}
+
+/// idle_allocation: allocated, no kernel for at least `idle_min` (memory may be held).
+pub fn idle_allocation(ctx: &Ctx, h: &Holding) -> Option<Finding> {
+    let min_s = ctx.cfg.idle_min.as_secs_f64();
+    let runs = idle_runs(&h.rows, HOUR_MS, min_s);
+    if runs.is_empty() {
+        return None;
+    }
+    let longest = runs.iter().map(|r| r.seconds()).fold(0.0, f64::max);
+    let idle_in_runs: f64 = runs.iter().map(|r| r.seconds()).sum();
+    let ratio = h.idle_ratio();
+    let severity = if ratio >= 0.9 || longest >= 86_400.0 {
+        Severity::Critical
+    } else if longest >= 4.0 * 3600.0 {
+        Severity::Warning
+    } else {
+        Severity::Info
+    };
+    let name = ctx.name(&h.cluster, &h.tenant);
+    let (from, to) = (runs[0].from_ms, runs[runs.len() - 1].to_ms);
+    let mem = h.mem_p99().map(|b| gib(b as f64));
+    let mut metrics = BTreeMap::from([
+        ("idle_runs".into(), runs.len() as f64),
+        ("longest_idle_hours".into(), longest / 3600.0),
+        ("idle_hours_in_runs".into(), idle_in_runs / 3600.0),
+        ("idle_share_of_allocation".into(), ratio),
+        ("allocated_gpu_hours".into(), h.allocated_hours()),
+    ]);
+    if let Some(m) = mem {
+        metrics.insert("memory_held_gib_p99".into(), m);
+    }
+    Some(Finding {
+        id: finding_id(FindingKind::IdleAllocation, &format!("{}/{}", h.gpu, h.tenant), from),
+        kind: FindingKind::IdleAllocation,
+        severity,
+        cluster: h.cluster.clone(),
+        node: h.node.clone(),
+        gpu: Some(h.gpu.clone()),
+        tenants: vec![h.tenant.clone()],
+        team: ctx.team(&h.cluster, &h.tenant),
+        from_ms: from,
+        to_ms: to,
+        signal: "kernel activity (process SM time, gpu_util or DCGM sm_active)".into(),
+        summary: format!(
+            "{name} held {} with no kernel for {} in {} run(s) of at least {} (longest {}); idle {:.0}% of its allocated time{}",
+            ctx.gpu_label(&h.gpu),
+            hours(idle_in_runs),
+            runs.len(),
+            hours(min_s),
+            hours(longest),
+            ratio * 100.0,
+            mem.map(|m| format!(", holding {m:.1} GiB")).unwrap_or_default()
+        ),
+        metrics,
+        evidence: vec![
+            Evidence::new("tenant SM time", "sm_util", format!("tenant:{}", h.tenant), from, to),
+            Evidence::new("tenant memory", "mem_used_bytes", format!("tenant:{}", h.tenant), from, to),
+            Evidence::new("allocated share", "alloc_share", format!("tenant:{}", h.tenant), from, to),
+        ],
+    })
+}
+
+/// zombie_process: GPU memory held by a process no tenant owns, for at least `zombie_min`.
+pub fn zombies(ctx: &Ctx) -> Vec<Finding> {
+    ctx.input
+        .orphans
+        .iter()
+        .filter(|o| (o.last_seen_ms - o.first_seen_ms) as f64 / 1000.0 >= ctx.cfg.zombie_min.as_secs_f64())
+        .filter(|o| o.mem_max_bytes > 0)
+        .map(|o| {
+            let secs = (o.last_seen_ms - o.first_seen_ms) as f64 / 1000.0;
+            Finding {
+                id: finding_id(FindingKind::ZombieProcess, &format!("{}/{}/{}", o.gpu, o.pid, o.start_time_ms), o.first_seen_ms),
+                kind: FindingKind::ZombieProcess,
+                severity: if gib(o.mem_max_bytes as f64) >= 4.0 { Severity::Warning } else { Severity::Info },
+                cluster: o.cluster.clone(),
+                node: o.node.clone(),
+                gpu: Some(o.gpu.clone()),
+                tenants: vec![],
+                team: None,
+                from_ms: o.first_seen_ms,
+                to_ms: o.last_seen_ms,
+                signal: "process memory without a tenant".into(),
+                summary: format!(
+                    "process {} on {} held {:.1} GiB for {} and belongs to no pod, job or user the agent can find",
+                    o.pid,
+                    ctx.gpu_label(&o.gpu),
+                    gib(o.mem_max_bytes as f64),
+                    hours(secs)
+                ),
+                metrics: BTreeMap::from([
+                    ("pid".into(), o.pid as f64),
+                    ("memory_gib".into(), gib(o.mem_max_bytes as f64)),
+                    ("hours".into(), secs / 3600.0),
+                ]),
+                evidence: vec![Evidence::new("GPU memory used", "mem_used_bytes", format!("gpu:{}", o.gpu), o.first_seen_ms, o.last_seen_ms)],
+            }
+        })
+        .collect()
+}
+
+/// GPU-hours grouped per GPU in time order.
+fn gpu_hours_by_gpu(input: &Input) -> BTreeMap<(&str, &str, &str), Vec<&crate::input::GpuBucket>> {
+    let mut by: BTreeMap<(&str, &str, &str), Vec<&crate::input::GpuBucket>> = BTreeMap::new();
+    for r in &input.gpu_hours {
+        by.entry((&r.cluster, &r.node, &r.gpu)).or_default().push(r);
+    }
+    for v in by.values_mut() {
+        v.sort_by_key(|r| r.bucket);
+    }
+    by
+}
+
+/// Tenants that held or used a GPU in an hour.
+fn tenants_in(holdings: &[Holding], gpu: &str, from: i64, to: i64) -> Vec<String> {
+    let mut t: Vec<String> = holdings
+        .iter()
+        .filter(|h| h.gpu == gpu && h.hours.iter().any(|u| u.hour >= from && u.hour < to))
+        .map(|h| h.tenant.clone())
+        .collect();
+    t.sort();
+    t.dedup();
+    t
+}
+
+/// Contiguous hours matching `pred`, as (first hour, end) windows.
+fn windows<T>(rows: &[&T], bucket: impl Fn(&T) -> i64, pred: impl Fn(&T) -> bool) -> Vec<(i64, i64, usize)> {
+    let mut out: Vec<(i64, i64, usize)> = Vec::new();
+    for r in rows {
+        if !pred(r) {
+            continue;
+        }
+        let b = bucket(r);
+        match out.last_mut() {
+            Some(w) if w.1 == b => {
+                w.1 = b + HOUR_MS;
+                w.2 += 1;
+            }
+            _ => out.push((b, b + HOUR_MS, 1)),
+        }
+    }
+    out
+}
+
+/// memory_pressure: the GPU's memory nearly full (≥ `memory_pressure` of total at peak) for
+/// at least `pressure_min_hours` hours.
+pub fn memory_pressure(ctx: &Ctx, holdings: &[Holding]) -> Vec<Finding> {
+    let mut out = Vec::new();
+    for ((cluster, node, gpu), rows) in gpu_hours_by_gpu(ctx.input) {
+        let full = |r: &crate::input::GpuBucket| match (r.agg.mem_used_max, r.agg.mem_total_max) {
+            (Some(u), Some(t)) if t > 0 => u as f64 / t as f64 >= ctx.cfg.memory_pressure,
+            _ => false,
+        };
+        let hours_full = rows.iter().filter(|r| full(r)).count();
+        if (hours_full as f64) < ctx.cfg.pressure_min_hours {
+            continue;
+        }
+        let ws = windows(&rows, |r| r.bucket, full);
+        let (from, to) = (ws[0].0, ws[ws.len() - 1].1);
+        let peak = rows.iter().filter_map(|r| r.agg.mem_used_max).max().unwrap_or(0);
+        let total = rows.iter().filter_map(|r| r.agg.mem_total_max).max().unwrap_or(0);
+        let tenants = tenants_in(holdings, gpu, from, to);
+        let names: Vec<String> = tenants.iter().map(|t| ctx.name(cluster, t)).collect();
+        out.push(Finding {
+            id: finding_id(FindingKind::MemoryPressure, gpu, from),
+            kind: FindingKind::MemoryPressure,
+            severity: if hours_full >= 24 { Severity::Warning } else { Severity::Info },
+            cluster: cluster.into(),
+            node: node.into(),
+            gpu: Some(gpu.into()),
+            tenants,
+            team: None,
+            from_ms: from,
+            to_ms: to,
+            signal: "memory used / total".into(),
+            summary: format!(
+                "{} peaked at {:.1} of {:.1} GiB in {hours_full} hour(s); out-of-memory errors are likely for {}",
+                ctx.gpu_label(gpu),
+                gib(peak as f64),
+                gib(total as f64),
+                if names.is_empty() { "its tenants".into() } else { names.join(", ") }
+            ),
+            metrics: BTreeMap::from([
+                ("hours_above_threshold".into(), hours_full as f64),
+                ("peak_gib".into(), gib(peak as f64)),
+                ("total_gib".into(), gib(total as f64)),
+            ]),
+            evidence: vec![Evidence::new("GPU memory used", "mem_used_bytes", format!("gpu:{gpu}"), from, to)],
+        });
+    }
+    out
+}
+
+/// throttling: clocks held back by a thermal or power limit in at least `throttle_share` of
+/// the samples of `pressure_min_hours` hours; names the tenants busy meanwhile.
+pub fn throttling(ctx: &Ctx, holdings: &[Holding]) -> Vec<Finding> {
+    let mut out = Vec::new();
+    for ((cluster, node, gpu), rows) in gpu_hours_by_gpu(ctx.input) {
+        let hot = |r: &crate::input::GpuBucket| {
+            r.agg.samples > 0 && f64::from(r.agg.throttled_n) / f64::from(r.agg.samples) >= ctx.cfg.throttle_share
+        };
+        let n = rows.iter().filter(|r| hot(r)).count();
+        if (n as f64) < ctx.cfg.pressure_min_hours {
+            continue;
+        }
+        let ws = windows(&rows, |r| r.bucket, hot);
+        let (from, to) = (ws[0].0, ws[ws.len() - 1].1);
+        let temp = rows.iter().filter_map(|r| r.agg.temp_max).fold(f32::MIN, f32::max);
+        let power = rows.iter().filter_map(|r| r.agg.power_max).fold(f32::MIN, f32::max);
+        let tenants = tenants_in(holdings, gpu, from, to);
+        let names: Vec<String> = tenants.iter().map(|t| ctx.name(cluster, t)).collect();
+        out.push(Finding {
+            id: finding_id(FindingKind::Throttling, gpu, from),
+            kind: FindingKind::Throttling,
+            severity: if n >= 24 { Severity::Warning } else { Severity::Info },
+            cluster: cluster.into(),
+            node: node.into(),
+            gpu: Some(gpu.into()),
+            tenants,
+            team: None,
+            from_ms: from,
+            to_ms: to,
+            signal: "NVML clock-event reasons (thermal, power)".into(),
+            summary: format!(
+                "{} was throttled in {n} hour(s) (peak {temp:.0} °C, {power:.0} W) while {} ran",
+                ctx.gpu_label(gpu),
+                if names.is_empty() { "no known tenant".into() } else { names.join(", ") }
+            ),
+            metrics: BTreeMap::from([
+                ("hours_throttled".into(), n as f64),
+                ("temp_max_c".into(), f64::from(temp)),
+                ("power_max_w".into(), f64::from(power)),
+            ]),
+            evidence: vec![
+                Evidence::new("temperature", "temp_c", format!("gpu:{gpu}"), from, to),
+                Evidence::new("power", "power_w", format!("gpu:{gpu}"), from, to),
+            ],
+        });
+    }
+    out
+}
+
+/// hardware: XID errors, uncorrected ECC errors, retired pages or remapped rows.
+pub fn hardware(ctx: &Ctx) -> Vec<Finding> {
+    let mut out = Vec::new();
+    for h in &ctx.input.health {
+        let mut parts = Vec::new();
+        let mut critical = false;
+        if !h.xids.is_empty() {
+            let mut codes: Vec<i64> = h.xids.iter().map(|x| x.1).collect();
+            codes.sort_unstable();
+            codes.dedup();
+            // 48 (DBE), 63/64 (row remapping), 74 (NVLink), 79 (fallen off the bus), 92-95 (ECC).
+            critical |= codes.iter().any(|c| matches!(c, 48 | 63 | 64 | 74 | 79 | 92 | 94 | 95));
+            parts.push(format!("{} XID error(s) (codes {:?})", h.xids.len(), codes));
+        }
+        if let Some(n) = h.ecc_uncorrected.filter(|&n| n > 0) {
+            critical = true;
+            parts.push(format!("{n} uncorrected ECC error(s)"));
+        }
+        if let Some(n) = h.retired_pages.filter(|&n| n > 0) {
+            parts.push(format!("{n} retired page(s)"));
+        }
+        if let Some(n) = h.remapped_rows.filter(|&n| n > 0) {
+            parts.push(format!("{n} remapped row(s)"));
+        }
+        if parts.is_empty() {
+            continue;
+        }
+        let from = h.xids.iter().map(|x| x.0).min().unwrap_or(ctx.input.from_ms);
+        let to = h.xids.iter().map(|x| x.0).max().unwrap_or(ctx.input.to_ms);
+        out.push(Finding {
+            id: finding_id(FindingKind::Hardware, &h.gpu, ctx.input.from_ms),
+            kind: FindingKind::Hardware,
+            severity: if critical { Severity::Critical } else { Severity::Warning },
+            cluster: h.cluster.clone(),
+            node: h.node.clone(),
+            gpu: Some(h.gpu.clone()),
+            tenants: vec![],
+            team: None,
+            from_ms: from,
+            to_ms: to.max(from),
+            signal: "XID events, ECC and row-remapping counters".into(),
+            summary: format!("{}: {}", ctx.gpu_label(&h.gpu), parts.join(", ")),
+            metrics: BTreeMap::from([
+                ("xid_errors".into(), h.xids.len() as f64),
+                ("ecc_uncorrected".into(), h.ecc_uncorrected.unwrap_or(0) as f64),
+                ("retired_pages".into(), h.retired_pages.unwrap_or(0) as f64),
+                ("remapped_rows".into(), h.remapped_rows.unwrap_or(0) as f64),
+            ]),
+            evidence: vec![Evidence::new("GPU utilization", "gpu_util", format!("gpu:{}", h.gpu), ctx.input.from_ms, ctx.input.to_ms)],
+        });
+    }
+    out
+}
+
+/// agent_silent: a node whose agent has not reported for `silent_after`.
+pub fn agent_silent(ctx: &Ctx) -> Vec<Finding> {
+    let limit = ctx.cfg.silent_after.as_millis() as i64;
+    ctx.input
+        .nodes
+        .iter()
+        .filter(|n| ctx.input.now_ms - n.last_seen_ms > limit.max(3 * n.interval_ms))
+        .map(|n| {
+            let silent = (ctx.input.now_ms - n.last_seen_ms) as f64 / 1000.0;
+            Finding {
+                id: finding_id(FindingKind::AgentSilent, &n.node, n.last_seen_ms),
+                kind: FindingKind::AgentSilent,
+                severity: if silent >= 3600.0 { Severity::Critical } else { Severity::Warning },
+                cluster: n.cluster.clone(),
+                node: n.node.clone(),
+                gpu: None,
+                tenants: vec![],
+                team: None,
+                from_ms: n.last_seen_ms,
+                to_ms: ctx.input.now_ms,
+                signal: "time since the agent's last batch".into(),
+                summary: format!(
+                    "the agent on {} has sent nothing for {}; its GPUs are not being measured",
+                    n.node,
+                    hours(silent)
+                ),
+                metrics: BTreeMap::from([("silent_minutes".into(), silent / 60.0)]),
+                evidence: vec![Evidence::new("GPU utilization", "gpu_util", format!("node:{}", n.node), n.last_seen_ms - 3_600_000, ctx.input.now_ms)],
+            }
+        })
+        .collect()
+}

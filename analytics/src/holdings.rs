@@ -1,0 +1,287 @@
+//! A *holding* is one tenant on one GPU over the analysed range: the unit that findings and
+//! recommendations reason about. Built from the tenant hour rollups.
+
+use std::collections::BTreeMap;
+
+use model::rollup::{HOUR_MS, Hist, TenantAgg};
+
+use crate::input::{Input, TenantBucket};
+
+/// One hour of a holding, kept for replay.
+#[derive(Debug, Clone)]
+pub struct HourUse {
+    pub hour: i64,
+    /// The tenant's effective use (GPU-equivalents): mean and p95 within the hour.
+    pub eff_mean: Option<f64>,
+    pub eff_p95: Option<f64>,
+    pub mem_max_bytes: Option<i64>,
+    pub allocated: bool,
+}
+
+/// One tenant on one GPU over the range.
+#[derive(Debug, Clone)]
+pub struct Holding {
+    pub cluster: String,
+    pub node: String,
+    pub gpu: String,
+    pub tenant: String,
+    /// The hours in time order, merged.
+    pub total: TenantAgg,
+    pub hours: Vec<HourUse>,
+    /// Rows in time order, for idle-run chaining.
+    pub rows: Vec<(i64, TenantAgg)>,
+}
+
+impl Holding {
+    fn interval_s(a: &TenantAgg) -> f64 {
+        if a.samples > 0 {
+            a.covered_s / f64::from(a.samples)
+        } else {
+            0.0
+        }
+    }
+
+    pub fn allocated_hours(&self) -> f64 {
+        self.rows
+            .iter()
+            .map(|(_, a)| a.alloc_share_sum * Self::interval_s(a) / 3600.0)
+            .sum()
+    }
+
+    pub fn effective_hours(&self) -> f64 {
+        self.rows
+            .iter()
+            .map(|(_, a)| a.eff_sum * Self::interval_s(a) / 3600.0)
+            .sum()
+    }
+
+    /// Hours in which a kernel ran, weighted by the allocated share.
+    pub fn active_hours(&self) -> f64 {
+        self.rows
+            .iter()
+            .map(|(_, a)| {
+                let share = if a.alloc_n > 0 {
+                    a.alloc_share_sum / f64::from(a.alloc_n)
+                } else {
+                    0.0
+                };
+                f64::from(a.active_n) * Self::interval_s(a) * share / 3600.0
+            })
+            .sum()
+    }
+
+    pub fn idle_hours(&self) -> f64 {
+        self.rows
+            .iter()
+            .map(|(_, a)| f64::from(a.idle_n) * Self::interval_s(a) / 3600.0)
+            .sum()
+    }
+
+    /// Mean allocated share of the GPU while allocated (1 whole, slices/7, 1/replicas).
+    pub fn share(&self) -> f64 {
+        if self.total.alloc_n > 0 {
+            self.total.alloc_share_sum / f64::from(self.total.alloc_n)
+        } else {
+            0.0
+        }
+    }
+
+    /// Share of allocated samples that were idle.
+    pub fn idle_ratio(&self) -> f64 {
+        if self.total.alloc_n > 0 {
+            f64::from(self.total.idle_n) / f64::from(self.total.alloc_n)
+        } else {
+            0.0
+        }
+    }
+
+    /// Effective over allocated GPU-hours, or None when effective use is unknown.
+    pub fn effective_ratio(&self) -> Option<f64> {
+        let alloc = self.allocated_hours();
+        (self.total.eff_n > 0 && alloc > 0.0).then(|| self.effective_hours() / alloc)
+    }
+
+    /// Which signal effective use rests on.
+    pub fn signal(&self) -> &'static str {
+        signal_of(&self.total)
+    }
+
+    /// p95 of the per-sample effective use over the range (GPU-equivalents).
+    pub fn eff_p95(&self) -> Option<f64> {
+        self.total
+            .eff_hist
+            .quantile(0.95, None)
+            .map(f64::from)
+            .map(|q| q.min(self.eff_max().unwrap_or(1.0)))
+    }
+
+    fn eff_max(&self) -> Option<f64> {
+        self.hours.iter().filter_map(|h| h.eff_p95).reduce(f64::max)
+    }
+
+    /// p99 of the hourly memory peaks (bytes).
+    pub fn mem_p99(&self) -> Option<i64> {
+        let mut v: Vec<i64> = self.hours.iter().filter_map(|h| h.mem_max_bytes).collect();
+        if v.is_empty() {
+            return None;
+        }
+        v.sort_unstable();
+        let rank = ((0.99 * v.len() as f64).ceil() as usize).clamp(1, v.len());
+        Some(v[rank - 1])
+    }
+}
+
+/// "sm_active", "gpu_util", "mixed" or "none" for an aggregate's effective use.
+pub fn signal_of(a: &TenantAgg) -> &'static str {
+    match (a.eff_n, a.eff_dcgm_n) {
+        (0, _) => "none",
+        (n, d) if d == n => "sm_active",
+        (_, 0) => "gpu_util",
+        _ => "mixed",
+    }
+}
+
+/// Holdings of every (tenant, GPU) in the input's hour rollups, in a stable order.
+pub fn holdings(input: &Input) -> Vec<Holding> {
+    let mut by: BTreeMap<(&str, &str, &str, &str), Vec<&TenantBucket>> = BTreeMap::new();
+    for r in &input.tenant_hours {
+        by.entry((&r.cluster, &r.node, &r.gpu, &r.tenant))
+            .or_default()
+            .push(r);
+    }
+    by.into_iter()
+        .map(|((cluster, node, gpu, tenant), mut rows)| {
+            rows.sort_by_key(|r| r.bucket);
+            let mut total = TenantAgg::default();
+            let mut last: Option<i64> = None;
+            for r in &rows {
+                let adjacent = last.is_some_and(|b| b + HOUR_MS == r.bucket);
+                if last.is_none() {
+                    total = r.agg.clone();
+                } else {
+                    total.merge_next(&r.agg, adjacent);
+                }
+                last = Some(r.bucket);
+            }
+            let hours = rows
+                .iter()
+                .map(|r| HourUse {
+                    hour: r.bucket,
+                    eff_mean: (r.agg.eff_n > 0).then(|| r.agg.eff_sum / f64::from(r.agg.eff_n)),
+                    eff_p95: quantile(&r.agg.eff_hist, 0.95),
+                    mem_max_bytes: r.agg.mem_used_max,
+                    allocated: r.agg.alloc_n > 0,
+                })
+                .collect();
+            Holding {
+                cluster: cluster.to_owned(),
+                node: node.to_owned(),
+                gpu: gpu.to_owned(),
+                tenant: tenant.to_owned(),
+                total,
+                hours,
+                rows: rows.iter().map(|r| (r.bucket, r.agg.clone())).collect(),
+            }
+        })
+        .collect()
+}
+
+fn quantile(h: &Hist, q: f64) -> Option<f64> {
+    h.quantile(q, None).map(f64::from)
+}
+
+/// An idle run: allocated, no kernel.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct IdleRun {
+    pub from_ms: i64,
+    pub to_ms: i64,
+}
+
+impl IdleRun {
+    pub fn seconds(&self) -> f64 {
+        (self.to_ms - self.from_ms) as f64 / 1000.0
+    }
+}
+
+/// The idle runs of at least `min_s` seconds, from hour rows in time order. Runs that cross
+/// hour boundaries are joined exactly; a long run inside one hour is placed at the hour (the
+/// rollup keeps its length, not its position).
+pub fn idle_runs(rows: &[(i64, TenantAgg)], width_ms: i64, min_s: f64) -> Vec<IdleRun> {
+    let mut out = Vec::new();
+    let mut open: Option<(i64, f64)> = None; // (start ms, seconds so far)
+    let mut last_bucket: Option<i64> = None;
+    let push = |from: i64, secs: f64, out: &mut Vec<IdleRun>| {
+        if secs >= min_s {
+            out.push(IdleRun {
+                from_ms: from,
+                to_ms: from + (secs * 1000.0) as i64,
+            });
+        }
+    };
+    for (bucket, a) in rows {
+        let adjacent = last_bucket.is_some_and(|b| b + width_ms == *bucket);
+        if let Some((start, secs)) = open.take() {
+            if adjacent && a.all_idle() {
+                open = Some((start, secs + a.covered_s));
+                last_bucket = Some(*bucket);
+                continue;
+            }
+            let joined = if adjacent { secs + a.idle_lead_s } else { secs };
+            push(start, joined, &mut out);
+        } else if a.all_idle() {
+            open = Some((*bucket, a.covered_s));
+            last_bucket = Some(*bucket);
+            continue;
+        }
+        // A run strictly inside this bucket.
+        let edge = a.idle_lead_s.max(a.idle_trail_s);
+        if a.idle_max_s > edge && a.idle_max_s >= min_s {
+            push(*bucket, a.idle_max_s, &mut out);
+        }
+        if a.idle_trail_s > 0.0 {
+            let end = bucket + width_ms;
+            open = Some((end - (a.idle_trail_s * 1000.0) as i64, a.idle_trail_s));
+        }
+        last_bucket = Some(*bucket);
+    }
+    if let Some((start, secs)) = open {
+        push(start, secs, &mut out);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn hour(lead: f64, trail: f64, max: f64) -> TenantAgg {
+        TenantAgg {
+            samples: 60,
+            covered_s: 3600.0,
+            idle_lead_s: lead,
+            idle_trail_s: trail,
+            idle_max_s: max,
+            ..TenantAgg::default()
+        }
+    }
+
+    #[test]
+    fn runs_join_across_hours_and_stop_at_gaps() {
+        let h = HOUR_MS;
+        let rows = vec![
+            (0, hour(0.0, 1200.0, 1200.0)),
+            (h, hour(3600.0, 3600.0, 3600.0)),
+            (2 * h, hour(600.0, 0.0, 2400.0)),
+            // A gap at 3h.
+            (4 * h, hour(0.0, 0.0, 1800.0)),
+        ];
+        let runs = idle_runs(&rows, h, 1800.0);
+        assert_eq!(runs.len(), 3, "{runs:?}");
+        assert_eq!(runs[0].from_ms, h - 1_200_000);
+        assert_eq!(runs[0].seconds(), 1200.0 + 3600.0 + 600.0);
+        assert_eq!(runs[1], IdleRun { from_ms: 2 * h, to_ms: 2 * h + 2_400_000 });
+        assert_eq!(runs[2].seconds(), 1800.0);
+        assert_eq!(idle_runs(&rows, h, 5000.0).len(), 1);
+        assert!(idle_runs(&rows, h, 7200.0).is_empty());
+    }
+}

@@ -1,0 +1,124 @@
+//! What the analytics reads: inventory and rollups, as plain values. The collector fills an
+//! [`Input`] from its store; tests and benchmarks can build one directly.
+
+use model::rollup::{GpuAgg, TenantAgg};
+use serde::Serialize;
+
+/// A node and when its agent last reported.
+#[derive(Debug, Clone)]
+pub struct NodeRef {
+    pub cluster: String,
+    pub node: String,
+    pub last_seen_ms: i64,
+    pub interval_ms: i64,
+}
+
+/// A physical GPU with its sharing mode and MIG instances.
+#[derive(Debug, Clone)]
+pub struct GpuRef {
+    pub cluster: String,
+    pub node: String,
+    pub uuid: String,
+    pub index: i64,
+    /// The product name NVML reports, e.g. "NVIDIA H100 80GB HBM3".
+    pub model: String,
+    pub memory_total_bytes: i64,
+    /// exclusive | time_slicing | mps | mig
+    pub sharing: String,
+    pub replicas: i64,
+    pub mig: Vec<MigRef>,
+}
+
+/// A MIG instance as the agent saw it.
+#[derive(Debug, Clone)]
+pub struct MigRef {
+    pub gi_id: i64,
+    pub profile: String,
+    pub placement_start: Option<i64>,
+    pub memory_total_bytes: i64,
+    pub compute_slices: Option<i64>,
+}
+
+/// A tenant's identity, as shown to people.
+#[derive(Debug, Clone)]
+pub struct TenantRef {
+    pub cluster: String,
+    pub key: String,
+    /// pod | slurm_job | host_user
+    pub kind: String,
+    pub name: String,
+    pub team: Option<String>,
+}
+
+/// One GPU rollup row.
+#[derive(Debug, Clone)]
+pub struct GpuBucket {
+    pub cluster: String,
+    pub node: String,
+    pub gpu: String,
+    pub bucket: i64,
+    pub agg: GpuAgg,
+}
+
+/// One tenant rollup row.
+#[derive(Debug, Clone)]
+pub struct TenantBucket {
+    pub cluster: String,
+    pub node: String,
+    pub gpu: String,
+    pub tenant: String,
+    pub bucket: i64,
+    pub agg: TenantAgg,
+}
+
+/// Health counters and XID errors of one GPU over the range.
+#[derive(Debug, Clone, Default)]
+pub struct GpuHealth {
+    pub cluster: String,
+    pub node: String,
+    pub gpu: String,
+    /// (time, XID code)
+    pub xids: Vec<(i64, i64)>,
+    /// Latest volatile uncorrected ECC count, retired pages and remapped rows.
+    pub ecc_uncorrected: Option<i64>,
+    pub retired_pages: Option<i64>,
+    pub remapped_rows: Option<i64>,
+}
+
+/// A process that held GPU memory while no tenant could be found for it.
+#[derive(Debug, Clone, Serialize)]
+pub struct OrphanProcess {
+    pub cluster: String,
+    pub node: String,
+    pub gpu: String,
+    pub pid: i64,
+    pub start_time_ms: i64,
+    pub first_seen_ms: i64,
+    pub last_seen_ms: i64,
+    pub mem_max_bytes: i64,
+}
+
+/// Everything one analysis run reads.
+#[derive(Debug, Clone, Default)]
+pub struct Input {
+    pub from_ms: i64,
+    pub to_ms: i64,
+    /// "Now" for agent silence.
+    pub now_ms: i64,
+    pub nodes: Vec<NodeRef>,
+    pub gpus: Vec<GpuRef>,
+    pub tenants: Vec<TenantRef>,
+    pub gpu_hours: Vec<GpuBucket>,
+    pub tenant_hours: Vec<TenantBucket>,
+    /// Minute rows of the GPU-hours [`crate::minute_ranges`] asks for (interference).
+    pub gpu_minutes: Vec<GpuBucket>,
+    pub tenant_minutes: Vec<TenantBucket>,
+    pub health: Vec<GpuHealth>,
+    pub orphans: Vec<OrphanProcess>,
+}
+
+impl Input {
+    pub fn gpu(&self, uuid: &str) -> Option<&GpuRef> {
+        self.gpus.iter().find(|g| g.uuid == uuid)
+    }
+}

@@ -1,0 +1,227 @@
+//! Interference between tenants that share a device (time-slicing, MPS; MIG instances of one
+//! GPU through shared memory bandwidth): the victim's rate drops while the aggressor is busy
+//! and the device is saturated. Works on minute rollups of the GPUs where it can happen.
+
+use std::collections::{BTreeMap, HashMap};
+
+use model::rollup::{GpuAgg, HOUR_MS, MINUTE_MS, TenantAgg};
+
+use crate::Config;
+use crate::findings::{Ctx, Evidence, Finding, FindingKind, Severity, finding_id, hours};
+use crate::input::Input;
+
+/// A GPU and time range whose minute rollups interference detection needs.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MinuteRange {
+    pub cluster: String,
+    pub node: String,
+    pub gpu: String,
+    pub from_ms: i64,
+    pub to_ms: i64,
+}
+
+/// The GPUs (and ranges) worth a minute-level look: at least one hour in which two tenants ran
+/// kernels on the GPU while it was saturated (MIG: while its memory bandwidth was). The range
+/// covers every hour with two or more tenants present, so the victim's rate alone is known too.
+pub fn minute_ranges(input: &Input, cfg: &Config) -> Vec<MinuteRange> {
+    let mig: HashMap<&str, bool> = input
+        .gpus
+        .iter()
+        .map(|g| (g.uuid.as_str(), g.sharing == "mig"))
+        .collect();
+    // (gpu, hour) → (tenants present, tenants active)
+    let mut per: BTreeMap<(&str, &str, &str, i64), (u32, u32)> = BTreeMap::new();
+    for r in &input.tenant_hours {
+        let e = per.entry((&r.cluster, &r.node, &r.gpu, r.bucket)).or_default();
+        e.0 += 1;
+        if r.agg.active_n > 0 {
+            e.1 += 1;
+        }
+    }
+    let saturated: HashMap<(&str, i64), bool> = input
+        .gpu_hours
+        .iter()
+        .map(|r| {
+            let is_mig = mig.get(r.gpu.as_str()).copied().unwrap_or(false);
+            ((r.gpu.as_str(), r.bucket), saturated_hour(&r.agg, is_mig, cfg))
+        })
+        .collect();
+    let mut out: Vec<MinuteRange> = Vec::new();
+    let mut current: Option<(MinuteRange, bool)> = None;
+    for ((cluster, node, gpu, hour), (present, active)) in per {
+        if present < 2 {
+            continue;
+        }
+        let hot = active >= 2 && saturated.get(&(gpu, hour)).copied().unwrap_or(false);
+        match &mut current {
+            Some((r, any_hot)) if r.gpu == gpu && r.cluster == cluster => {
+                r.to_ms = hour + HOUR_MS;
+                *any_hot |= hot;
+            }
+            _ => {
+                if let Some((r, true)) = current.take() {
+                    out.push(r);
+                }
+                current = Some((
+                    MinuteRange {
+                        cluster: cluster.into(),
+                        node: node.into(),
+                        gpu: gpu.into(),
+                        from_ms: hour,
+                        to_ms: hour + HOUR_MS,
+                    },
+                    hot,
+                ));
+            }
+        }
+    }
+    if let Some((r, true)) = current {
+        out.push(r);
+    }
+    out
+}
+
+fn saturated_hour(a: &GpuAgg, mig: bool, cfg: &Config) -> bool {
+    if mig {
+        a.sm_active_n > 0 && a.dram_active_sum / f64::from(a.sm_active_n) >= cfg.mig_bandwidth_saturation * 0.5
+    } else {
+        a.gpu_util_max.is_some_and(|m| f64::from(m) >= cfg.saturation)
+    }
+}
+
+fn saturated_minute(a: &GpuAgg, mig: bool, cfg: &Config) -> Option<bool> {
+    if mig {
+        (a.sm_active_n > 0).then(|| a.dram_active_sum / f64::from(a.sm_active_n) >= cfg.mig_bandwidth_saturation)
+    } else {
+        (a.gpu_util_n > 0).then(|| a.gpu_util_sum / f64::from(a.gpu_util_n) >= cfg.saturation)
+    }
+}
+
+/// The tenant's rate in a minute: its processes' share of SM time (NVML), or on MIG its
+/// instance's SM activity (DCGM). None when it ran no kernel for most of the minute.
+fn rate(a: &TenantAgg) -> Option<f64> {
+    if a.samples == 0 || a.active_n * 2 < a.samples {
+        return None;
+    }
+    if a.sm_util_n > 0 {
+        return Some(a.sm_util_sum / f64::from(a.sm_util_n));
+    }
+    let share = if a.alloc_n > 0 { a.alloc_share_sum / f64::from(a.alloc_n) } else { 0.0 };
+    (a.eff_n > 0 && share > 0.0).then(|| a.eff_sum / f64::from(a.eff_n) / share)
+}
+
+fn busy(a: Option<&TenantAgg>) -> bool {
+    a.is_some_and(|a| a.samples > 0 && a.active_n * 2 >= a.samples)
+}
+
+fn idle(a: Option<&TenantAgg>) -> bool {
+    a.is_none_or(|a| a.active_n == 0)
+}
+
+/// Interference findings from the input's minute rollups.
+pub fn interference(ctx: &Ctx) -> Vec<Finding> {
+    let cfg = ctx.cfg;
+    let input = ctx.input;
+    let mig: HashMap<&str, bool> = input
+        .gpus
+        .iter()
+        .map(|g| (g.uuid.as_str(), g.sharing == "mig"))
+        .collect();
+    let mut devices: BTreeMap<(&str, &str, &str), BTreeMap<i64, &GpuAgg>> = BTreeMap::new();
+    for r in &input.gpu_minutes {
+        devices.entry((&r.cluster, &r.node, &r.gpu)).or_default().insert(r.bucket, &r.agg);
+    }
+    let mut tenants: BTreeMap<(&str, &str), BTreeMap<&str, BTreeMap<i64, &TenantAgg>>> = BTreeMap::new();
+    for r in &input.tenant_minutes {
+        tenants
+            .entry((&r.cluster, &r.gpu))
+            .or_default()
+            .entry(&r.tenant)
+            .or_default()
+            .insert(r.bucket, &r.agg);
+    }
+    let mut out = Vec::new();
+    for ((cluster, node, gpu), minutes) in devices {
+        let is_mig = mig.get(gpu).copied().unwrap_or(false);
+        let Some(on_gpu) = tenants.get(&(cluster, gpu)) else { continue };
+        for (&victim, v_rows) in on_gpu {
+            for (&aggressor, a_rows) in on_gpu {
+                if victim == aggressor {
+                    continue;
+                }
+                let mut alone = Vec::new();
+                let mut contended = Vec::new();
+                for (&bucket, device) in &minutes {
+                    let Some(r) = v_rows.get(&bucket).and_then(|v| rate(v)) else { continue };
+                    let a = a_rows.get(&bucket).copied();
+                    if idle(a) {
+                        alone.push(r);
+                    } else if busy(a) && saturated_minute(device, is_mig, cfg) == Some(true) {
+                        contended.push((bucket, r));
+                    }
+                }
+                let min = (cfg.interference_min.as_secs() / 60) as usize;
+                if alone.len() < min || contended.len() < min {
+                    continue;
+                }
+                let alone_rate = alone.iter().sum::<f64>() / alone.len() as f64;
+                let hit_rate = contended.iter().map(|c| c.1).sum::<f64>() / contended.len() as f64;
+                if alone_rate <= 0.0 {
+                    continue;
+                }
+                let drop = 1.0 - hit_rate / alone_rate;
+                if drop < cfg.interference_min_drop {
+                    continue;
+                }
+                let contended_s = contended.len() as f64 * 60.0;
+                // Rate-hours the victim lost, in units of its own rate alone.
+                let score = drop * contended_s / 3600.0;
+                let (from, to) = (contended[0].0, contended[contended.len() - 1].0 + MINUTE_MS);
+                let (vn, an) = (ctx.name(cluster, victim), ctx.name(cluster, aggressor));
+                let severity = if drop >= 0.35 && contended_s >= 4.0 * 3600.0 {
+                    Severity::Critical
+                } else if contended_s >= 3600.0 {
+                    Severity::Warning
+                } else {
+                    Severity::Info
+                };
+                let what = if is_mig { "its memory bandwidth was saturated" } else { "the GPU was saturated" };
+                out.push(Finding {
+                    id: finding_id(FindingKind::Interference, &format!("{gpu}/{victim}/{aggressor}"), from),
+                    kind: FindingKind::Interference,
+                    severity,
+                    cluster: cluster.into(),
+                    node: node.into(),
+                    gpu: Some(gpu.into()),
+                    tenants: vec![victim.into(), aggressor.into()],
+                    team: ctx.team(cluster, victim),
+                    from_ms: from,
+                    to_ms: to,
+                    signal: if is_mig { "DCGM sm_active per MIG instance, dram_active" } else { "NVML process SM time, gpu_util" }.into(),
+                    summary: format!(
+                        "{vn} ran {:.0}% slower (SM share {:.2} → {:.2}) during {} while {an} was busy and {what} on {}; victim {vn}, aggressor {an}, score {score:.1}",
+                        drop * 100.0,
+                        alone_rate,
+                        hit_rate,
+                        hours(contended_s),
+                        ctx.gpu_label(gpu)
+                    ),
+                    metrics: BTreeMap::from([
+                        ("rate_drop".into(), drop),
+                        ("victim_rate_alone".into(), alone_rate),
+                        ("victim_rate_contended".into(), hit_rate),
+                        ("contended_hours".into(), contended_s / 3600.0),
+                        ("alone_hours".into(), alone.len() as f64 / 60.0),
+                        ("score".into(), score),
+                    ]),
+                    evidence: vec![
+                        Evidence::new(format!("victim {vn}: SM time"), "sm_util", format!("tenant:{victim}"), from, to),
+                        Evidence::new(format!("aggressor {an}: SM time"), "sm_util", format!("tenant:{aggressor}"), from, to),
+                        Evidence::new("GPU utilization", "gpu_util", format!("gpu:{gpu}"), from, to),
+                    ],
+                });
+            }
+        }
+    }
+    out
+}

@@ -1,0 +1,245 @@
+//! gpulens analytics: from rollups to the utilization funnel, findings with evidence, and
+//! sharing recommendations checked by replaying recorded demand. No IO: the collector reads
+//! its store into an [`Input`] and serves the [`Analysis`]. This is the only crate that
+//! depends on polars (the funnel's group-bys).
+//!
+//! Every definition, threshold and formula is in docs/analytics.md.
+
+pub mod findings;
+pub mod funnel;
+pub mod holdings;
+pub mod input;
+pub mod interference;
+pub mod mig;
+pub mod recommend;
+pub mod replay;
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+pub use findings::{Evidence, Finding, FindingKind, Severity};
+pub use funnel::{Funnel, FunnelRow};
+pub use input::Input;
+pub use interference::{MinuteRange, minute_ranges};
+pub use recommend::{Proposal, RecKind, Recommendation, Rejected};
+pub use replay::Replay;
+
+/// Thresholds and prices. Defaults are documented in docs/analytics.md; the collector reads
+/// overrides from the `[analytics]` table of its configuration file.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Config {
+    /// idle_allocation: allocated with no kernel for at least this long.
+    #[serde(with = "humantime_serde_compat")]
+    pub idle_min: Duration,
+    /// Holdings with fewer allocated GPU-hours are not judged (underutilized, reclaim).
+    pub min_alloc_hours: f64,
+    /// underutilized: effective / allocated below this, and a smaller slice fits.
+    pub underutilized_ratio: f64,
+    /// reclaim: idle for at least this share of the allocated time.
+    pub reclaim_idle_share: f64,
+    /// Right-sizing headroom over p99 memory and p95 compute.
+    pub memory_headroom: f64,
+    pub compute_headroom: f64,
+    /// The most time-slice replicas a right-size may propose.
+    pub max_replicas: u32,
+    /// interference: device saturated at this gpu_util (mean over a minute).
+    pub saturation: f64,
+    /// interference on MIG: memory bandwidth saturated at this mean dram_active.
+    pub mig_bandwidth_saturation: f64,
+    /// interference: least rate drop, and least time in each of the two states compared.
+    pub interference_min_drop: f64,
+    #[serde(with = "humantime_serde_compat")]
+    pub interference_min: Duration,
+    /// memory_pressure: peak memory at this share of the total …
+    pub memory_pressure: f64,
+    /// … (and throttling) in at least this many hours.
+    pub pressure_min_hours: f64,
+    /// throttling: share of samples with a thermal or power reason in an hour.
+    pub throttle_share: f64,
+    #[serde(with = "humantime_serde_compat")]
+    pub zombie_min: Duration,
+    #[serde(with = "humantime_serde_compat")]
+    pub silent_after: Duration,
+    /// Replay: extra contended tenant-hours allowed, as a share of the hours replayed.
+    pub replay_tolerance: f64,
+    /// Price per GPU-hour by model: the first key contained in the model name wins
+    /// (e.g. "H100" = 2.49). Models without a match cost `default_price`.
+    pub prices: BTreeMap<String, f64>,
+    pub default_price: f64,
+    pub currency: String,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            idle_min: Duration::from_secs(30 * 60),
+            min_alloc_hours: 4.0,
+            underutilized_ratio: 0.5,
+            reclaim_idle_share: 0.9,
+            memory_headroom: 0.10,
+            compute_headroom: 0.25,
+            max_replicas: 8,
+            saturation: 0.9,
+            mig_bandwidth_saturation: 0.8,
+            interference_min_drop: 0.2,
+            interference_min: Duration::from_secs(30 * 60),
+            memory_pressure: 0.95,
+            pressure_min_hours: 1.0,
+            throttle_share: 0.2,
+            zombie_min: Duration::from_secs(10 * 60),
+            silent_after: Duration::from_secs(5 * 60),
+            replay_tolerance: 0.01,
+            prices: BTreeMap::from([
+                ("H200".into(), 3.50),
+                ("H100".into(), 2.50),
+                ("A100".into(), 1.60),
+                ("L40S".into(), 1.00),
+                ("A10G".into(), 0.75),
+            ]),
+            default_price: 1.00,
+            currency: "USD".into(),
+        }
+    }
+}
+
+impl Config {
+    pub fn price_of(&self, model: &str) -> f64 {
+        self.prices
+            .iter()
+            .filter(|(k, _)| model.contains(k.as_str()))
+            .max_by_key(|(k, _)| k.len())
+            .map_or(self.default_price, |(_, v)| *v)
+    }
+}
+
+/// Durations in configuration files as "30m", "2h".
+mod humantime_serde_compat {
+    use std::time::Duration;
+
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&format!("{}s", d.as_secs()))
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+        let s = String::deserialize(d)?;
+        parse(&s).ok_or_else(|| serde::de::Error::custom(format!("{s:?} is not a duration like 30m, 2h or 90s")))
+    }
+
+    pub fn parse(s: &str) -> Option<Duration> {
+        let s = s.trim();
+        let split = s.find(|c: char| !c.is_ascii_digit())?;
+        let (n, unit) = s.split_at(split);
+        let n: u64 = n.parse().ok()?;
+        let secs = match unit {
+            "s" => n,
+            "m" | "min" => n * 60,
+            "h" => n * 3600,
+            "d" => n * 86_400,
+            _ => return None,
+        };
+        Some(Duration::from_secs(secs))
+    }
+}
+
+/// Everything one analysis produces.
+#[derive(Debug, Clone, Serialize)]
+pub struct Analysis {
+    pub from_ms: i64,
+    pub to_ms: i64,
+    pub generated_ms: i64,
+    pub funnel: Funnel,
+    pub findings: Vec<Finding>,
+    pub recommendations: Vec<Recommendation>,
+    /// Proposals replay turned down, with the reason.
+    pub rejected: Vec<Rejected>,
+    /// What the analysis could not measure (e.g. MIG compute without DCGM).
+    pub limitations: Vec<String>,
+}
+
+/// Errors: only the funnel's dataframe work can fail.
+#[derive(Debug)]
+pub struct AnalysisError(pub String);
+
+impl std::fmt::Display for AnalysisError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "analysis failed: {}", self.0)
+    }
+}
+
+impl std::error::Error for AnalysisError {}
+
+/// Runs the whole analysis over `input`.
+pub fn analyze(input: &Input, cfg: &Config) -> Result<Analysis, AnalysisError> {
+    let holdings = holdings::holdings(input);
+    let funnel = funnel::funnel(input, &holdings, cfg).map_err(|e| AnalysisError(e.to_string()))?;
+    let ctx = findings::Ctx::new(input, cfg);
+    let mut found: Vec<Finding> = holdings
+        .iter()
+        .filter(|h| h.total.alloc_n > 0)
+        .filter_map(|h| findings::idle_allocation(&ctx, h))
+        .collect();
+    found.extend(interference::interference(&ctx));
+    found.extend(findings::zombies(&ctx));
+    found.extend(findings::memory_pressure(&ctx, &holdings));
+    found.extend(findings::throttling(&ctx, &holdings));
+    found.extend(findings::hardware(&ctx));
+    found.extend(findings::agent_silent(&ctx));
+    let rec = recommend::recommend(&ctx, &holdings, &found);
+    found.extend(rec.underutilized);
+    found.sort_by(|a, b| {
+        b.severity
+            .cmp(&a.severity)
+            .then(a.kind.cmp(&b.kind))
+            .then(a.node.cmp(&b.node))
+            .then(a.id.cmp(&b.id))
+    });
+    let mut recommendations = rec.recommendations;
+    recommendations.sort_by(|a, b| {
+        b.replay
+            .gpus_freed
+            .total_cmp(&a.replay.gpus_freed)
+            .then(a.kind.cmp(&b.kind))
+            .then(a.id.cmp(&b.id))
+    });
+    Ok(Analysis {
+        from_ms: input.from_ms,
+        to_ms: input.to_ms,
+        generated_ms: input.now_ms,
+        funnel,
+        findings: found,
+        recommendations,
+        rejected: rec.rejected,
+        limitations: limitations(input, &holdings),
+    })
+}
+
+fn limitations(input: &Input, holdings: &[holdings::Holding]) -> Vec<String> {
+    let mut out = Vec::new();
+    let unmeasured: Vec<&str> = input
+        .gpus
+        .iter()
+        .filter(|g| g.sharing == "mig")
+        .filter(|g| {
+            holdings
+                .iter()
+                .filter(|h| h.gpu == g.uuid)
+                .any(|h| h.total.samples > 0 && h.total.eff_n == 0)
+        })
+        .map(|g| g.node.as_str())
+        .collect();
+    if !unmeasured.is_empty() {
+        let mut nodes = unmeasured;
+        nodes.sort_unstable();
+        nodes.dedup();
+        out.push(format!(
+            "MIG instances on {} are not measurable without DCGM: NVML reports no per-instance utilization, so their effective use, idle time and right-sizing are unknown (not zero)",
+            nodes.join(", ")
+        ));
+    }
+    out
+}

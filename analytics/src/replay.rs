@@ -1,0 +1,99 @@
+//! Replay: re-run the recorded hourly demand of tenants under a proposed placement and count
+//! the hours it would hurt. Demand per tenant-hour is its p95 effective use (GPU-equivalents)
+//! and its peak memory; a device is contended in an hour when the demands placed on it add up
+//! to more than its compute, and overflows when their peaks add up to more than its memory.
+//! Recorded demand is what tenants *got*, so demand that contention already held back is
+//! under-counted; docs/analytics.md says so.
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+
+use crate::holdings::Holding;
+
+/// A device in a plan: a whole GPU, a MIG instance or a shared GPU.
+#[derive(Debug, Clone)]
+pub struct Slot<'a> {
+    /// Compute in GPU-equivalents (1 for a GPU, slices/7 for a MIG instance).
+    pub compute: f64,
+    pub memory_bytes: f64,
+    pub holdings: Vec<&'a Holding>,
+}
+
+/// What replaying a plan predicts.
+#[derive(Debug, Clone, Default, Serialize, PartialEq)]
+pub struct Replay {
+    /// Hours of recorded demand replayed.
+    pub hours: usize,
+    /// Tenant-hours whose demand exceeded their device, today and under the proposal.
+    pub contention_hours_before: f64,
+    pub contention_hours_after: f64,
+    /// Tenant-hours whose memory would not fit under the proposal.
+    pub memory_overflow_hours: f64,
+    /// Share of replayed hours with a memory overflow.
+    pub memory_overflow_risk: f64,
+    /// Whole GPUs the proposal frees (GPU-equivalents for shares).
+    pub gpus_freed: f64,
+    /// The verdict: harmful proposals are not made.
+    pub harmful: bool,
+    pub reason: Option<String>,
+}
+
+/// Contended and overflowing tenant-hours of one slot.
+fn slot_hours(slot: &Slot) -> (f64, f64, usize) {
+    let mut per_hour: BTreeMap<i64, (f64, f64, u32)> = BTreeMap::new();
+    for h in &slot.holdings {
+        for u in &h.hours {
+            if !u.allocated && u.eff_p95.unwrap_or(0.0) == 0.0 {
+                continue;
+            }
+            let e = per_hour.entry(u.hour).or_default();
+            e.0 += u.eff_p95.unwrap_or(0.0);
+            e.1 += u.mem_max_bytes.unwrap_or(0) as f64;
+            e.2 += 1;
+        }
+    }
+    let mut contended = 0.0;
+    let mut overflow = 0.0;
+    for (demand, mem, n) in per_hour.values() {
+        if *demand > slot.compute + 1e-9 {
+            contended += f64::from(*n);
+        }
+        if *mem > slot.memory_bytes {
+            overflow += f64::from(*n);
+        }
+    }
+    (contended, overflow, per_hour.len())
+}
+
+/// Replays `before` (today's placement of the affected tenants) and `after` (the proposal).
+/// Harmful when the proposal adds more than `tolerance` of contended tenant-hours or any
+/// memory overflow.
+pub fn replay(before: &[Slot], after: &[Slot], gpus_freed: f64, tolerance: f64) -> Replay {
+    let sum = |slots: &[Slot]| {
+        slots.iter().map(slot_hours).fold((0.0, 0.0, 0usize), |a, b| (a.0 + b.0, a.1 + b.1, a.2.max(b.2)))
+    };
+    let (c0, _, _) = sum(before);
+    let (c1, o1, hours) = sum(after);
+    let allowed = (tolerance * hours as f64).max(1.0);
+    let mut r = Replay {
+        hours,
+        contention_hours_before: c0,
+        contention_hours_after: c1,
+        memory_overflow_hours: o1,
+        memory_overflow_risk: if hours > 0 { o1 / hours as f64 } else { 0.0 },
+        gpus_freed,
+        harmful: false,
+        reason: None,
+    };
+    if o1 > 0.0 {
+        r.harmful = true;
+        r.reason = Some(format!("memory would overflow in {o1:.0} tenant-hour(s) of the recorded demand"));
+    } else if c1 > c0 + allowed {
+        r.harmful = true;
+        r.reason = Some(format!(
+            "contention would rise from {c0:.0} to {c1:.0} tenant-hours over {hours} recorded hours"
+        ));
+    }
+    r
+}
