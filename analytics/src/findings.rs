@@ -87,13 +87,29 @@ pub struct Evidence {
     pub entity: String,
     pub from_ms: i64,
     pub to_ms: i64,
+    /// The `/api/v1/series` request that returns the series.
+    pub href: String,
 }
 
 impl Evidence {
-    pub fn new(label: impl Into<String>, metric: &str, entity: String, from_ms: i64, to_ms: i64) -> Evidence {
+    pub fn new(
+        label: impl Into<String>,
+        metric: &str,
+        entity: String,
+        from_ms: i64,
+        to_ms: i64,
+    ) -> Evidence {
+        let enc: String = entity
+            .chars()
+            .map(|c| match c {
+                ' ' | '&' | '#' | '+' | '%' | '?' | '=' => format!("%{:02X}", c as u32),
+                c => c.to_string(),
+            })
+            .collect();
         Evidence {
             label: label.into(),
             metric: metric.into(),
+            href: format!("/api/v1/series?metric={metric}&entity={enc}&from={from_ms}&to={to_ms}"),
             entity,
             from_ms,
             to_ms,
@@ -127,7 +143,12 @@ pub struct Finding {
 pub fn finding_id(kind: FindingKind, subject: &str, from_ms: i64) -> String {
     // FNV-1a: short, stable, no dependency.
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for b in kind.as_str().bytes().chain(subject.bytes()).chain(from_ms.to_le_bytes()) {
+    for b in kind
+        .as_str()
+        .bytes()
+        .chain(subject.bytes())
+        .chain(from_ms.to_le_bytes())
+    {
         h ^= u64::from(b);
         h = h.wrapping_mul(0x0100_0000_01b3);
     }
@@ -163,7 +184,12 @@ impl<'a> Ctx<'a> {
             names: input
                 .tenants
                 .iter()
-                .map(|t| ((t.cluster.as_str(), t.key.as_str()), (t.name.as_str(), t.team.as_deref())))
+                .map(|t| {
+                    (
+                        (t.cluster.as_str(), t.key.as_str()),
+                        (t.name.as_str(), t.team.as_deref()),
+                    )
+                })
                 .collect(),
         }
     }
@@ -175,7 +201,9 @@ impl<'a> Ctx<'a> {
     }
 
     pub fn team(&self, cluster: &str, tenant: &str) -> Option<String> {
-        self.names.get(&(cluster, tenant)).and_then(|n| n.1.map(str::to_owned))
+        self.names
+            .get(&(cluster, tenant))
+            .and_then(|n| n.1.map(str::to_owned))
     }
 
     pub fn gpu_label(&self, uuid: &str) -> String {
@@ -217,7 +245,11 @@ pub fn idle_allocation(ctx: &Ctx, h: &Holding) -> Option<Finding> {
         metrics.insert("memory_held_gib_p99".into(), m);
     }
     Some(Finding {
-        id: finding_id(FindingKind::IdleAllocation, &format!("{}/{}", h.gpu, h.tenant), from),
+        id: finding_id(
+            FindingKind::IdleAllocation,
+            &format!("{}/{}", h.gpu, h.tenant),
+            from,
+        ),
         kind: FindingKind::IdleAllocation,
         severity,
         cluster: h.cluster.clone(),
@@ -236,13 +268,32 @@ pub fn idle_allocation(ctx: &Ctx, h: &Holding) -> Option<Finding> {
             hours(min_s),
             hours(longest),
             ratio * 100.0,
-            mem.map(|m| format!(", holding {m:.1} GiB")).unwrap_or_default()
+            mem.map(|m| format!(", holding {m:.1} GiB"))
+                .unwrap_or_default()
         ),
         metrics,
         evidence: vec![
-            Evidence::new("tenant SM time", "sm_util", format!("tenant:{}", h.tenant), from, to),
-            Evidence::new("tenant memory", "mem_used_bytes", format!("tenant:{}", h.tenant), from, to),
-            Evidence::new("allocated share", "alloc_share", format!("tenant:{}", h.tenant), from, to),
+            Evidence::new(
+                "tenant SM time",
+                "sm_util",
+                format!("tenant:{}", h.tenant),
+                from,
+                to,
+            ),
+            Evidence::new(
+                "tenant memory",
+                "mem_used_bytes",
+                format!("tenant:{}", h.tenant),
+                from,
+                to,
+            ),
+            Evidence::new(
+                "allocated share",
+                "alloc_share",
+                format!("tenant:{}", h.tenant),
+                from,
+                to,
+            ),
         ],
     })
 }
@@ -311,7 +362,11 @@ fn tenants_in(holdings: &[Holding], gpu: &str, from: i64, to: i64) -> Vec<String
 }
 
 /// Contiguous hours matching `pred`, as (first hour, end) windows.
-fn windows<T>(rows: &[&T], bucket: impl Fn(&T) -> i64, pred: impl Fn(&T) -> bool) -> Vec<(i64, i64, usize)> {
+fn windows<T>(
+    rows: &[&T],
+    bucket: impl Fn(&T) -> i64,
+    pred: impl Fn(&T) -> bool,
+) -> Vec<(i64, i64, usize)> {
     let mut out: Vec<(i64, i64, usize)> = Vec::new();
     for r in rows {
         if !pred(r) {
@@ -344,8 +399,16 @@ pub fn memory_pressure(ctx: &Ctx, holdings: &[Holding]) -> Vec<Finding> {
         }
         let ws = windows(&rows, |r| r.bucket, full);
         let (from, to) = (ws[0].0, ws[ws.len() - 1].1);
-        let peak = rows.iter().filter_map(|r| r.agg.mem_used_max).max().unwrap_or(0);
-        let total = rows.iter().filter_map(|r| r.agg.mem_total_max).max().unwrap_or(0);
+        let peak = rows
+            .iter()
+            .filter_map(|r| r.agg.mem_used_max)
+            .max()
+            .unwrap_or(0);
+        let total = rows
+            .iter()
+            .filter_map(|r| r.agg.mem_total_max)
+            .max()
+            .unwrap_or(0);
         let tenants = tenants_in(holdings, gpu, from, to);
         let names: Vec<String> = tenants.iter().map(|t| ctx.name(cluster, t)).collect();
         out.push(Finding {
@@ -384,7 +447,8 @@ pub fn throttling(ctx: &Ctx, holdings: &[Holding]) -> Vec<Finding> {
     let mut out = Vec::new();
     for ((cluster, node, gpu), rows) in gpu_hours_by_gpu(ctx.input) {
         let hot = |r: &crate::input::GpuBucket| {
-            r.agg.samples > 0 && f64::from(r.agg.throttled_n) / f64::from(r.agg.samples) >= ctx.cfg.throttle_share
+            r.agg.samples > 0
+                && f64::from(r.agg.throttled_n) / f64::from(r.agg.samples) >= ctx.cfg.throttle_share
         };
         let n = rows.iter().filter(|r| hot(r)).count();
         if (n as f64) < ctx.cfg.pressure_min_hours {
@@ -392,14 +456,24 @@ pub fn throttling(ctx: &Ctx, holdings: &[Holding]) -> Vec<Finding> {
         }
         let ws = windows(&rows, |r| r.bucket, hot);
         let (from, to) = (ws[0].0, ws[ws.len() - 1].1);
-        let temp = rows.iter().filter_map(|r| r.agg.temp_max).fold(f32::MIN, f32::max);
-        let power = rows.iter().filter_map(|r| r.agg.power_max).fold(f32::MIN, f32::max);
+        let temp = rows
+            .iter()
+            .filter_map(|r| r.agg.temp_max)
+            .fold(f32::MIN, f32::max);
+        let power = rows
+            .iter()
+            .filter_map(|r| r.agg.power_max)
+            .fold(f32::MIN, f32::max);
         let tenants = tenants_in(holdings, gpu, from, to);
         let names: Vec<String> = tenants.iter().map(|t| ctx.name(cluster, t)).collect();
         out.push(Finding {
             id: finding_id(FindingKind::Throttling, gpu, from),
             kind: FindingKind::Throttling,
-            severity: if n >= 24 { Severity::Warning } else { Severity::Info },
+            severity: if n >= 24 {
+                Severity::Warning
+            } else {
+                Severity::Info
+            },
             cluster: cluster.into(),
             node: node.into(),
             gpu: Some(gpu.into()),
@@ -411,7 +485,11 @@ pub fn throttling(ctx: &Ctx, holdings: &[Holding]) -> Vec<Finding> {
             summary: format!(
                 "{} was throttled in {n} hour(s) (peak {temp:.0} °C, {power:.0} W) while {} ran",
                 ctx.gpu_label(gpu),
-                if names.is_empty() { "no known tenant".into() } else { names.join(", ") }
+                if names.is_empty() {
+                    "no known tenant".into()
+                } else {
+                    names.join(", ")
+                }
             ),
             metrics: BTreeMap::from([
                 ("hours_throttled".into(), n as f64),
@@ -438,7 +516,9 @@ pub fn hardware(ctx: &Ctx) -> Vec<Finding> {
             codes.sort_unstable();
             codes.dedup();
             // 48 (DBE), 63/64 (row remapping), 74 (NVLink), 79 (fallen off the bus), 92-95 (ECC).
-            critical |= codes.iter().any(|c| matches!(c, 48 | 63 | 64 | 74 | 79 | 92 | 94 | 95));
+            critical |= codes
+                .iter()
+                .any(|c| matches!(c, 48 | 63 | 64 | 74 | 79 | 92 | 94 | 95));
             parts.push(format!("{} XID error(s) (codes {:?})", h.xids.len(), codes));
         }
         if let Some(n) = h.ecc_uncorrected.filter(|&n| n > 0) {
@@ -454,12 +534,21 @@ pub fn hardware(ctx: &Ctx) -> Vec<Finding> {
         if parts.is_empty() {
             continue;
         }
-        let from = h.xids.iter().map(|x| x.0).min().unwrap_or(ctx.input.from_ms);
+        let from = h
+            .xids
+            .iter()
+            .map(|x| x.0)
+            .min()
+            .unwrap_or(ctx.input.from_ms);
         let to = h.xids.iter().map(|x| x.0).max().unwrap_or(ctx.input.to_ms);
         out.push(Finding {
             id: finding_id(FindingKind::Hardware, &h.gpu, ctx.input.from_ms),
             kind: FindingKind::Hardware,
-            severity: if critical { Severity::Critical } else { Severity::Warning },
+            severity: if critical {
+                Severity::Critical
+            } else {
+                Severity::Warning
+            },
             cluster: h.cluster.clone(),
             node: h.node.clone(),
             gpu: Some(h.gpu.clone()),
@@ -471,11 +560,20 @@ pub fn hardware(ctx: &Ctx) -> Vec<Finding> {
             summary: format!("{}: {}", ctx.gpu_label(&h.gpu), parts.join(", ")),
             metrics: BTreeMap::from([
                 ("xid_errors".into(), h.xids.len() as f64),
-                ("ecc_uncorrected".into(), h.ecc_uncorrected.unwrap_or(0) as f64),
+                (
+                    "ecc_uncorrected".into(),
+                    h.ecc_uncorrected.unwrap_or(0) as f64,
+                ),
                 ("retired_pages".into(), h.retired_pages.unwrap_or(0) as f64),
                 ("remapped_rows".into(), h.remapped_rows.unwrap_or(0) as f64),
             ]),
-            evidence: vec![Evidence::new("GPU utilization", "gpu_util", format!("gpu:{}", h.gpu), ctx.input.from_ms, ctx.input.to_ms)],
+            evidence: vec![Evidence::new(
+                "GPU utilization",
+                "gpu_util",
+                format!("gpu:{}", h.gpu),
+                ctx.input.from_ms,
+                ctx.input.to_ms,
+            )],
         });
     }
     out
@@ -493,7 +591,11 @@ pub fn agent_silent(ctx: &Ctx) -> Vec<Finding> {
             Finding {
                 id: finding_id(FindingKind::AgentSilent, &n.node, n.last_seen_ms),
                 kind: FindingKind::AgentSilent,
-                severity: if silent >= 3600.0 { Severity::Critical } else { Severity::Warning },
+                severity: if silent >= 3600.0 {
+                    Severity::Critical
+                } else {
+                    Severity::Warning
+                },
                 cluster: n.cluster.clone(),
                 node: n.node.clone(),
                 gpu: None,
@@ -508,7 +610,13 @@ pub fn agent_silent(ctx: &Ctx) -> Vec<Finding> {
                     hours(silent)
                 ),
                 metrics: BTreeMap::from([("silent_minutes".into(), silent / 60.0)]),
-                evidence: vec![Evidence::new("GPU utilization", "gpu_util", format!("node:{}", n.node), n.last_seen_ms - 3_600_000, ctx.input.now_ms)],
+                evidence: vec![Evidence::new(
+                    "GPU utilization",
+                    "gpu_util",
+                    format!("node:{}", n.node),
+                    n.last_seen_ms - 3_600_000,
+                    ctx.input.now_ms,
+                )],
             }
         })
         .collect()

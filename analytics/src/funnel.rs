@@ -70,16 +70,33 @@ pub fn funnel(input: &Input, holdings: &[Holding], cfg: &Config) -> PolarsResult
     let team: HashMap<(&str, &str), &str> = input
         .tenants
         .iter()
-        .map(|t| ((t.cluster.as_str(), t.key.as_str()), t.team.as_deref().unwrap_or(NO_TEAM)))
+        .map(|t| {
+            (
+                (t.cluster.as_str(), t.key.as_str()),
+                t.team.as_deref().unwrap_or(NO_TEAM),
+            )
+        })
         .collect();
     let model_of = |gpu: &str| gpu_model.get(gpu).copied().unwrap_or("unknown");
 
     // One row per (tenant, GPU, hour).
     let n: usize = holdings.iter().map(|h| h.rows.len()).sum();
-    let (mut c_cluster, mut c_node, mut c_model, mut c_team, mut c_tenant) =
-        (Vec::with_capacity(n), Vec::with_capacity(n), Vec::with_capacity(n), Vec::with_capacity(n), Vec::with_capacity(n));
-    let (mut c_alloc, mut c_active, mut c_eff, mut c_waste, mut c_price, mut c_effn, mut c_dcgm) =
-        (Vec::with_capacity(n), Vec::with_capacity(n), Vec::with_capacity(n), Vec::with_capacity(n), Vec::with_capacity(n), Vec::with_capacity(n), Vec::with_capacity(n));
+    let (mut c_cluster, mut c_node, mut c_model, mut c_team, mut c_tenant) = (
+        Vec::with_capacity(n),
+        Vec::with_capacity(n),
+        Vec::with_capacity(n),
+        Vec::with_capacity(n),
+        Vec::with_capacity(n),
+    );
+    let (mut c_alloc, mut c_active, mut c_eff, mut c_waste, mut c_price, mut c_effn, mut c_dcgm) = (
+        Vec::with_capacity(n),
+        Vec::with_capacity(n),
+        Vec::with_capacity(n),
+        Vec::with_capacity(n),
+        Vec::with_capacity(n),
+        Vec::with_capacity(n),
+        Vec::with_capacity(n),
+    );
     for h in holdings {
         let model = model_of(&h.gpu);
         let price = cfg.price_of(model);
@@ -90,7 +107,11 @@ pub fn funnel(input: &Input, holdings: &[Holding], cfg: &Config) -> PolarsResult
         for (_, a) in &h.rows {
             let dt = interval_s(a.samples, a.covered_s) / 3600.0;
             let alloc = a.alloc_share_sum * dt;
-            let share = if a.alloc_n > 0 { a.alloc_share_sum / f64::from(a.alloc_n) } else { 0.0 };
+            let share = if a.alloc_n > 0 {
+                a.alloc_share_sum / f64::from(a.alloc_n)
+            } else {
+                0.0
+            };
             let eff = a.eff_sum * dt;
             c_cluster.push(h.cluster.as_str());
             c_node.push(h.node.as_str());
@@ -113,30 +134,28 @@ pub fn funnel(input: &Input, holdings: &[Holding], cfg: &Config) -> PolarsResult
     ]?;
 
     // One row per (GPU, hour): capacity.
-    let (mut g_cluster, mut g_node, mut g_model, mut g_cap) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let (mut g_cluster, mut g_node, mut g_model, mut g_cap) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     for r in &input.gpu_hours {
         g_cluster.push(r.cluster.as_str());
         g_node.push(r.node.as_str());
         g_model.push(model_of(&r.gpu));
         g_cap.push(r.agg.covered_s / 3600.0);
     }
-    let gpus = df!["cluster" => g_cluster, "node" => g_node, "model" => g_model, "capacity" => g_cap]?;
+    let gpus =
+        df!["cluster" => g_cluster, "node" => g_node, "model" => g_model, "capacity" => g_cap]?;
 
     let by = |key: &str, with_capacity: bool| -> PolarsResult<Vec<FunnelRow>> {
-        let sums = tenants
-            .clone()
-            .lazy()
-            .group_by([col(key)])
-            .agg([
-                col("alloc").sum(),
-                col("active").sum(),
-                col("eff").sum(),
-                col("waste").sum(),
-                (col("alloc") * col("price")).sum().alias("cost"),
-                (col("waste") * col("price")).sum().alias("waste_cost"),
-                col("eff_n").sum(),
-                col("eff_dcgm_n").sum(),
-            ]);
+        let sums = tenants.clone().lazy().group_by([col(key)]).agg([
+            col("alloc").sum(),
+            col("active").sum(),
+            col("eff").sum(),
+            col("waste").sum(),
+            (col("alloc") * col("price")).sum().alias("cost"),
+            (col("waste") * col("price")).sum().alias("waste_cost"),
+            col("eff_n").sum(),
+            col("eff_dcgm_n").sum(),
+        ]);
         let joined = if with_capacity {
             let cap = gpus
                 .clone()
@@ -147,7 +166,9 @@ pub fn funnel(input: &Input, holdings: &[Holding], cfg: &Config) -> PolarsResult
         } else {
             sums.with_column(lit(NULL).cast(DataType::Float64).alias("capacity"))
         };
-        let df = joined.sort([key], SortMultipleOptions::default()).collect()?;
+        let df = joined
+            .sort([key], SortMultipleOptions::default())
+            .collect()?;
         rows(&df, key)
     };
     let total_df = tenants
@@ -165,7 +186,13 @@ pub fn funnel(input: &Input, holdings: &[Holding], cfg: &Config) -> PolarsResult
             col("eff_n").sum(),
             col("eff_dcgm_n").sum(),
         ])
-        .with_column(lit(gpus.column("capacity")?.as_materialized_series().sum::<f64>()?).alias("capacity"))
+        .with_column(
+            lit(gpus
+                .column("capacity")?
+                .as_materialized_series()
+                .sum::<f64>()?)
+            .alias("capacity"),
+        )
         .collect()?;
     let mut total = rows(&total_df, "all")?.pop().unwrap_or_else(|| FunnelRow {
         key: "all".into(),
@@ -180,7 +207,13 @@ pub fn funnel(input: &Input, holdings: &[Holding], cfg: &Config) -> PolarsResult
         effective_signal: "none".into(),
     });
     if total.capacity_gpu_hours.is_none() {
-        total.capacity_gpu_hours = Some(input.gpu_hours.iter().map(|r| r.agg.covered_s / 3600.0).sum());
+        total.capacity_gpu_hours = Some(
+            input
+                .gpu_hours
+                .iter()
+                .map(|r| r.agg.covered_s / 3600.0)
+                .sum(),
+        );
     }
     Ok(Funnel {
         from_ms: input.from_ms,
@@ -198,7 +231,12 @@ pub fn funnel(input: &Input, holdings: &[Holding], cfg: &Config) -> PolarsResult
 fn rows(df: &DataFrame, key: &str) -> PolarsResult<Vec<FunnelRow>> {
     let keys = df.column(key)?.str()?.clone();
     let f = |name: &str| -> PolarsResult<Vec<Option<f64>>> {
-        Ok(df.column(name)?.cast(&DataType::Float64)?.f64()?.iter().collect())
+        Ok(df
+            .column(name)?
+            .cast(&DataType::Float64)?
+            .f64()?
+            .iter()
+            .collect())
     };
     let (cap, alloc, active, eff, waste, cost, waste_cost, effn, dcgm) = (
         f("capacity")?,

@@ -279,7 +279,13 @@ mod tests {
         assert_eq!(runs.len(), 3, "{runs:?}");
         assert_eq!(runs[0].from_ms, h - 1_200_000);
         assert_eq!(runs[0].seconds(), 1200.0 + 3600.0 + 600.0);
-        assert_eq!(runs[1], IdleRun { from_ms: 2 * h, to_ms: 2 * h + 2_400_000 });
+        assert_eq!(
+            runs[1],
+            IdleRun {
+                from_ms: 2 * h,
+                to_ms: 2 * h + 2_400_000
+            }
+        );
         assert_eq!(runs[2].seconds(), 1800.0);
         assert_eq!(idle_runs(&rows, h, 5000.0).len(), 1);
         assert!(idle_runs(&rows, h, 7200.0).is_empty());

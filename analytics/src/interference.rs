@@ -32,7 +32,9 @@ pub fn minute_ranges(input: &Input, cfg: &Config) -> Vec<MinuteRange> {
     // (gpu, hour) → (tenants present, tenants active)
     let mut per: BTreeMap<(&str, &str, &str, i64), (u32, u32)> = BTreeMap::new();
     for r in &input.tenant_hours {
-        let e = per.entry((&r.cluster, &r.node, &r.gpu, r.bucket)).or_default();
+        let e = per
+            .entry((&r.cluster, &r.node, &r.gpu, r.bucket))
+            .or_default();
         e.0 += 1;
         if r.agg.active_n > 0 {
             e.1 += 1;
@@ -43,7 +45,10 @@ pub fn minute_ranges(input: &Input, cfg: &Config) -> Vec<MinuteRange> {
         .iter()
         .map(|r| {
             let is_mig = mig.get(r.gpu.as_str()).copied().unwrap_or(false);
-            ((r.gpu.as_str(), r.bucket), saturated_hour(&r.agg, is_mig, cfg))
+            (
+                (r.gpu.as_str(), r.bucket),
+                saturated_hour(&r.agg, is_mig, cfg),
+            )
         })
         .collect();
     let mut out: Vec<MinuteRange> = Vec::new();
@@ -83,15 +88,18 @@ pub fn minute_ranges(input: &Input, cfg: &Config) -> Vec<MinuteRange> {
 
 fn saturated_hour(a: &GpuAgg, mig: bool, cfg: &Config) -> bool {
     if mig {
-        a.sm_active_n > 0 && a.dram_active_sum / f64::from(a.sm_active_n) >= cfg.mig_bandwidth_saturation * 0.5
+        a.sm_active_n > 0
+            && a.dram_active_sum / f64::from(a.sm_active_n) >= cfg.mig_bandwidth_saturation * 0.5
     } else {
-        a.gpu_util_max.is_some_and(|m| f64::from(m) >= cfg.saturation)
+        a.gpu_util_max
+            .is_some_and(|m| f64::from(m) >= cfg.saturation)
     }
 }
 
 fn saturated_minute(a: &GpuAgg, mig: bool, cfg: &Config) -> Option<bool> {
     if mig {
-        (a.sm_active_n > 0).then(|| a.dram_active_sum / f64::from(a.sm_active_n) >= cfg.mig_bandwidth_saturation)
+        (a.sm_active_n > 0)
+            .then(|| a.dram_active_sum / f64::from(a.sm_active_n) >= cfg.mig_bandwidth_saturation)
     } else {
         (a.gpu_util_n > 0).then(|| a.gpu_util_sum / f64::from(a.gpu_util_n) >= cfg.saturation)
     }
@@ -106,7 +114,11 @@ fn rate(a: &TenantAgg) -> Option<f64> {
     if a.sm_util_n > 0 {
         return Some(a.sm_util_sum / f64::from(a.sm_util_n));
     }
-    let share = if a.alloc_n > 0 { a.alloc_share_sum / f64::from(a.alloc_n) } else { 0.0 };
+    let share = if a.alloc_n > 0 {
+        a.alloc_share_sum / f64::from(a.alloc_n)
+    } else {
+        0.0
+    };
     (a.eff_n > 0 && share > 0.0).then(|| a.eff_sum / f64::from(a.eff_n) / share)
 }
 
@@ -117,6 +129,10 @@ fn busy(a: Option<&TenantAgg>) -> bool {
 fn idle(a: Option<&TenantAgg>) -> bool {
     a.is_none_or(|a| a.active_n == 0)
 }
+
+/// Minute rows of each tenant on each GPU: (cluster, gpu) → tenant → bucket → row.
+type TenantMinutes<'a> =
+    BTreeMap<(&'a str, &'a str), BTreeMap<&'a str, BTreeMap<i64, &'a TenantAgg>>>;
 
 /// Interference findings from the input's minute rollups.
 pub fn interference(ctx: &Ctx) -> Vec<Finding> {
@@ -129,9 +145,12 @@ pub fn interference(ctx: &Ctx) -> Vec<Finding> {
         .collect();
     let mut devices: BTreeMap<(&str, &str, &str), BTreeMap<i64, &GpuAgg>> = BTreeMap::new();
     for r in &input.gpu_minutes {
-        devices.entry((&r.cluster, &r.node, &r.gpu)).or_default().insert(r.bucket, &r.agg);
+        devices
+            .entry((&r.cluster, &r.node, &r.gpu))
+            .or_default()
+            .insert(r.bucket, &r.agg);
     }
-    let mut tenants: BTreeMap<(&str, &str), BTreeMap<&str, BTreeMap<i64, &TenantAgg>>> = BTreeMap::new();
+    let mut tenants: TenantMinutes = BTreeMap::new();
     for r in &input.tenant_minutes {
         tenants
             .entry((&r.cluster, &r.gpu))
@@ -143,7 +162,9 @@ pub fn interference(ctx: &Ctx) -> Vec<Finding> {
     let mut out = Vec::new();
     for ((cluster, node, gpu), minutes) in devices {
         let is_mig = mig.get(gpu).copied().unwrap_or(false);
-        let Some(on_gpu) = tenants.get(&(cluster, gpu)) else { continue };
+        let Some(on_gpu) = tenants.get(&(cluster, gpu)) else {
+            continue;
+        };
         for (&victim, v_rows) in on_gpu {
             for (&aggressor, a_rows) in on_gpu {
                 if victim == aggressor {
@@ -152,7 +173,9 @@ pub fn interference(ctx: &Ctx) -> Vec<Finding> {
                 let mut alone = Vec::new();
                 let mut contended = Vec::new();
                 for (&bucket, device) in &minutes {
-                    let Some(r) = v_rows.get(&bucket).and_then(|v| rate(v)) else { continue };
+                    let Some(r) = v_rows.get(&bucket).and_then(|v| rate(v)) else {
+                        continue;
+                    };
                     let a = a_rows.get(&bucket).copied();
                     if idle(a) {
                         alone.push(r);
@@ -185,7 +208,11 @@ pub fn interference(ctx: &Ctx) -> Vec<Finding> {
                 } else {
                     Severity::Info
                 };
-                let what = if is_mig { "its memory bandwidth was saturated" } else { "the GPU was saturated" };
+                let what = if is_mig {
+                    "its memory bandwidth was saturated"
+                } else {
+                    "the GPU was saturated"
+                };
                 out.push(Finding {
                     id: finding_id(FindingKind::Interference, &format!("{gpu}/{victim}/{aggressor}"), from),
                     kind: FindingKind::Interference,

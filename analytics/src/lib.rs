@@ -127,7 +127,9 @@ mod humantime_serde_compat {
 
     pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
         let s = String::deserialize(d)?;
-        parse(&s).ok_or_else(|| serde::de::Error::custom(format!("{s:?} is not a duration like 30m, 2h or 90s")))
+        parse(&s).ok_or_else(|| {
+            serde::de::Error::custom(format!("{s:?} is not a duration like 30m, 2h or 90s"))
+        })
     }
 
     pub fn parse(s: &str) -> Option<Duration> {

@@ -67,8 +67,25 @@ const EIGHT: &[u32] = &[0];
 pub const FAMILIES: &[MigFamily] = &[
     MigFamily {
         name: "A100/H100 80GB",
-        products: &["H100 80GB", "H100-SXM5-80GB", "H100 PCIe", "A100-SXM4-80GB", "A100 80GB", "A100-PCIE-80GB", "H800"],
-        device_ids: &["0x233010DE", "0x233110DE", "0x232210DE", "0x20B210DE", "0x20B510DE", "0x20F310DE", "0x20F510DE", "0x232410DE"],
+        products: &[
+            "H100 80GB",
+            "H100-SXM5-80GB",
+            "H100 PCIe",
+            "A100-SXM4-80GB",
+            "A100 80GB",
+            "A100-PCIE-80GB",
+            "H800",
+        ],
+        device_ids: &[
+            "0x233010DE",
+            "0x233110DE",
+            "0x232210DE",
+            "0x20B210DE",
+            "0x20B510DE",
+            "0x20F310DE",
+            "0x20F510DE",
+            "0x232410DE",
+        ],
         profiles: &[
             p("1g.10gb", 1, 1, 9.75, ONE),
             p("1g.20gb", 1, 2, 19.62, TWO_1G),
@@ -120,7 +137,11 @@ impl MigFamily {
 
     /// The smallest profile with at least `memory_gib` of memory and `compute_share` of the
     /// compute (fewest compute slices, then least memory).
-    pub fn smallest_fitting(&self, memory_gib: f64, compute_share: f64) -> Option<&'static Profile> {
+    pub fn smallest_fitting(
+        &self,
+        memory_gib: f64,
+        compute_share: f64,
+    ) -> Option<&'static Profile> {
         self.profiles
             .iter()
             .filter(|p| p.memory_gib >= memory_gib && p.compute_share() >= compute_share - 1e-9)
@@ -139,7 +160,13 @@ impl MigFamily {
         let mut order: Vec<usize> = (0..profiles.len()).collect();
         order.sort_by_key(|&i| std::cmp::Reverse(profiles[i].memory_slices));
         let mut starts = vec![0u32; profiles.len()];
-        fn go(k: usize, order: &[usize], profiles: &[&Profile], used: u8, starts: &mut [u32]) -> bool {
+        fn go(
+            k: usize,
+            order: &[usize],
+            profiles: &[&Profile],
+            used: u8,
+            starts: &mut [u32],
+        ) -> bool {
             let Some(&i) = order.get(k) else { return true };
             let p = profiles[i];
             for &s in p.starts {
@@ -177,7 +204,10 @@ impl MigPartedConfig {
     /// Checks every entry against the family: known profiles, a legal placement.
     pub fn validate(&self, family: &MigFamily) -> Result<(), String> {
         if !is_label_value(&self.name) {
-            return Err(format!("config name {:?} is not a valid label value", self.name));
+            return Err(format!(
+                "config name {:?} is not a valid label value",
+                self.name
+            ));
         }
         for e in &self.entries {
             if !e.mig_enabled {
@@ -251,7 +281,10 @@ mod tests {
         assert!(f.place(&names(f, &["1g.10gb"; 7])).is_some());
         assert!(f.place(&names(f, &["3g.40gb", "3g.40gb"])).is_some());
         // Two 3g instances take every memory slice: no room for a 1g.
-        assert!(f.place(&names(f, &["3g.40gb", "3g.40gb", "1g.10gb"])).is_none());
+        assert!(
+            f.place(&names(f, &["3g.40gb", "3g.40gb", "1g.10gb"]))
+                .is_none()
+        );
         assert!(f.place(&names(f, &["4g.40gb", "4g.40gb"])).is_none());
         assert!(f.place(&names(f, &["4g.40gb", "3g.40gb"])).is_some());
         assert!(f.place(&names(f, &["1g.10gb"; 8])).is_none());
@@ -266,8 +299,13 @@ mod tests {
                 continue;
             };
             for sp in m.mig_profiles {
-                let p = f.profile(sp.name).unwrap_or_else(|| panic!("{} lacks {}", f.name, sp.name));
-                assert_eq!((p.compute_slices, p.memory_slices), (sp.compute_slices, sp.memory_slices));
+                let p = f
+                    .profile(sp.name)
+                    .unwrap_or_else(|| panic!("{} lacks {}", f.name, sp.name));
+                assert_eq!(
+                    (p.compute_slices, p.memory_slices),
+                    (sp.compute_slices, sp.memory_slices)
+                );
                 assert!((p.memory_gib - sp.memory_gib).abs() < 0.01, "{}", sp.name);
             }
         }
@@ -279,7 +317,11 @@ mod tests {
         let c = MigPartedConfig {
             name: "gpulens-gpu-a-01".into(),
             entries: vec![
-                MigPartedEntry { devices: vec![0], mig_enabled: false, mig_devices: vec![] },
+                MigPartedEntry {
+                    devices: vec![0],
+                    mig_enabled: false,
+                    mig_devices: vec![],
+                },
                 MigPartedEntry {
                     devices: vec![1],
                     mig_enabled: true,

@@ -58,8 +58,14 @@ impl RecKind {
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum Target {
     WholeGpu,
-    Mig { profile: String, memory_gib: f64, compute_slices: u32 },
-    Share { replicas: u32 },
+    Mig {
+        profile: String,
+        memory_gib: f64,
+        compute_slices: u32,
+    },
+    Share {
+        replicas: u32,
+    },
 }
 
 impl Target {
@@ -86,12 +92,38 @@ pub struct Move {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum Proposal {
-    Reclaim { tenant: String, gpus: Vec<String>, gpu_equivalents: f64 },
-    RightSize { tenant: String, gpu: String, current: String, target: Target },
-    Consolidate { moves: Vec<Move>, gpus_before: usize, gpus_after: usize },
-    MigLayout { config_name: String, mig_parted_yaml: String, moves: Vec<Move> },
-    Sharing { mode: String, replicas: u32, device_plugin_yaml: String },
-    Separate { victim: String, aggressor: String, plan: String, moves: Vec<Move> },
+    Reclaim {
+        tenant: String,
+        gpus: Vec<String>,
+        gpu_equivalents: f64,
+    },
+    RightSize {
+        tenant: String,
+        gpu: String,
+        current: String,
+        target: Target,
+    },
+    Consolidate {
+        moves: Vec<Move>,
+        gpus_before: usize,
+        gpus_after: usize,
+    },
+    MigLayout {
+        config_name: String,
+        mig_parted_yaml: String,
+        moves: Vec<Move>,
+    },
+    Sharing {
+        mode: String,
+        replicas: u32,
+        device_plugin_yaml: String,
+    },
+    Separate {
+        victim: String,
+        aggressor: String,
+        plan: String,
+        moves: Vec<Move>,
+    },
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -149,7 +181,9 @@ fn current(h: &Holding, gpu: Option<&GpuRef>) -> String {
     let share = h.share();
     match gpu {
         Some(g) if g.sharing == "mig" => format!("a MIG slice of {}/7", (share * 7.0).round()),
-        Some(g) if g.sharing == "time_slicing" || g.sharing == "mps" => format!("a 1/{} {} share", g.replicas, g.sharing.replace('_', "-")),
+        Some(g) if g.sharing == "time_slicing" || g.sharing == "mps" => {
+            format!("a 1/{} {} share", g.replicas, g.sharing.replace('_', "-"))
+        }
         _ if share >= 0.999 => "a whole GPU".into(),
         _ => format!("{share:.2} of a GPU"),
     }
@@ -168,10 +202,10 @@ fn smaller_target(h: &Holding, gpu: &GpuRef, cfg: &Config) -> Option<(Target, f6
     let (mem, compute) = need(h, cfg)?;
     let share = h.share();
     if let Some(f) = mig::family(&gpu.model) {
-        if let Some(p) = f.smallest_fitting(mem / GIB, compute) {
-            if p.compute_share() < share - 1e-6 {
-                return Some((mig_target(p), p.compute_share(), p.memory_gib * GIB));
-            }
+        if let Some(p) = f.smallest_fitting(mem / GIB, compute)
+            && p.compute_share() < share - 1e-6
+        {
+            return Some((mig_target(p), p.compute_share(), p.memory_gib * GIB));
         }
         return None;
     }
@@ -181,7 +215,13 @@ fn smaller_target(h: &Holding, gpu: &GpuRef, cfg: &Config) -> Option<(Target, f6
         .find(|&(k, s)| {
             s >= compute && gpu.memory_total_bytes as f64 / f64::from(k) >= mem && s < share - 1e-6
         })
-        .map(|(k, s)| (Target::Share { replicas: k }, s, gpu.memory_total_bytes as f64 / f64::from(k)))
+        .map(|(k, s)| {
+            (
+                Target::Share { replicas: k },
+                s,
+                gpu.memory_total_bytes as f64 / f64::from(k),
+            )
+        })
 }
 
 fn mig_target(p: &Profile) -> Target {
@@ -196,8 +236,16 @@ fn slot_now<'a>(h: &'a Holding, gpu: Option<&GpuRef>) -> Slot<'a> {
     let mem = gpu.map_or(f64::MAX, |g| g.memory_total_bytes as f64);
     let share = h.share().max(1e-6);
     Slot {
-        compute: if gpu.is_some_and(|g| g.sharing == "time_slicing" || g.sharing == "mps") { 1.0 } else { share },
-        memory_bytes: if gpu.is_some_and(|g| g.sharing == "mig") { mem * share } else { mem },
+        compute: if gpu.is_some_and(|g| g.sharing == "time_slicing" || g.sharing == "mps") {
+            1.0
+        } else {
+            share
+        },
+        memory_bytes: if gpu.is_some_and(|g| g.sharing == "mig") {
+            mem * share
+        } else {
+            mem
+        },
         holdings: vec![h],
     }
 }
@@ -205,19 +253,35 @@ fn slot_now<'a>(h: &'a Holding, gpu: Option<&GpuRef>) -> Slot<'a> {
 pub fn recommend(ctx: &Ctx, holdings: &[Holding], findings: &[Finding]) -> Output {
     let cfg = ctx.cfg;
     let mut out = Output::default();
-    let gpu_of: HashMap<&str, &GpuRef> = ctx.input.gpus.iter().map(|g| (g.uuid.as_str(), g)).collect();
+    let gpu_of: HashMap<&str, &GpuRef> = ctx
+        .input
+        .gpus
+        .iter()
+        .map(|g| (g.uuid.as_str(), g))
+        .collect();
     let idle_ids: HashMap<(&str, &str), &str> = findings
         .iter()
         .filter(|f| f.kind == FindingKind::IdleAllocation)
-        .filter_map(|f| Some(((f.gpu.as_deref()?, f.tenants.first()?.as_str()), f.id.as_str())))
+        .filter_map(|f| {
+            Some((
+                (f.gpu.as_deref()?, f.tenants.first()?.as_str()),
+                f.id.as_str(),
+            ))
+        })
         .collect();
     let eligible = |h: &Holding| h.allocated_hours() >= cfg.min_alloc_hours && h.total.alloc_n > 0;
 
     // Reclaim: idle nearly all the time it was allocated.
     let mut reclaimed: BTreeSet<(&str, &str)> = BTreeSet::new();
     let mut by_tenant: BTreeMap<(&str, &str, &str), Vec<&Holding>> = BTreeMap::new();
-    for h in holdings.iter().filter(|h| eligible(h) && h.idle_ratio() >= cfg.reclaim_idle_share) {
-        by_tenant.entry((&h.cluster, &h.node, &h.tenant)).or_default().push(h);
+    for h in holdings
+        .iter()
+        .filter(|h| eligible(h) && h.idle_ratio() >= cfg.reclaim_idle_share)
+    {
+        by_tenant
+            .entry((&h.cluster, &h.node, &h.tenant))
+            .or_default()
+            .push(h);
     }
     for ((cluster, node, tenant), hs) in by_tenant {
         let freed: f64 = hs.iter().map(|h| h.share()).sum();
@@ -226,7 +290,11 @@ pub fn recommend(ctx: &Ctx, holdings: &[Holding], findings: &[Finding]) -> Outpu
         let mem = hs.iter().filter_map(|h| h.mem_p99()).max().unwrap_or(0);
         let ids: Vec<String> = hs
             .iter()
-            .filter_map(|h| idle_ids.get(&(h.gpu.as_str(), tenant)).map(|s| s.to_string()))
+            .filter_map(|h| {
+                idle_ids
+                    .get(&(h.gpu.as_str(), tenant))
+                    .map(|s| s.to_string())
+            })
             .collect();
         let r = Replay {
             hours: hs.iter().map(|h| h.hours.len()).max().unwrap_or(0),
@@ -264,14 +332,24 @@ pub fn recommend(ctx: &Ctx, holdings: &[Holding], findings: &[Finding]) -> Outpu
         if reclaimed.contains(&(h.gpu.as_str(), h.tenant.as_str())) {
             continue;
         }
-        let Some(ratio) = h.effective_ratio() else { continue };
+        let Some(ratio) = h.effective_ratio() else {
+            continue;
+        };
         if ratio >= cfg.underutilized_ratio {
             continue;
         }
-        let Some(gpu) = gpu_of.get(h.gpu.as_str()).copied() else { continue };
-        let Some((target, compute, memory)) = smaller_target(h, gpu, cfg) else { continue };
+        let Some(gpu) = gpu_of.get(h.gpu.as_str()).copied() else {
+            continue;
+        };
+        let Some((target, compute, memory)) = smaller_target(h, gpu, cfg) else {
+            continue;
+        };
         let before = [slot_now(h, Some(gpu))];
-        let after = [Slot { compute, memory_bytes: memory, holdings: vec![h] }];
+        let after = [Slot {
+            compute,
+            memory_bytes: memory,
+            holdings: vec![h],
+        }];
         let freed = h.share() - compute;
         let r = replay(&before, &after, freed, cfg.replay_tolerance);
         let name = ctx.name(&h.cluster, &h.tenant);
@@ -281,23 +359,38 @@ pub fn recommend(ctx: &Ctx, holdings: &[Holding], findings: &[Finding]) -> Outpu
                 cluster: h.cluster.clone(),
                 node: h.node.clone(),
                 tenants: vec![h.tenant.clone()],
-                reason: format!("{name} on {}: {}", target.describe(), r.reason.clone().unwrap_or_default()),
+                reason: format!(
+                    "{name} on {}: {}",
+                    target.describe(),
+                    r.reason.clone().unwrap_or_default()
+                ),
                 replay: Some(r),
             });
             continue;
         }
         let (mem_p99, p95) = (h.mem_p99().unwrap_or(0) as f64, h.eff_p95().unwrap_or(0.0));
         let finding = Finding {
-            id: finding_id(FindingKind::Underutilized, &format!("{}/{}", h.gpu, h.tenant), ctx.input.from_ms),
+            id: finding_id(
+                FindingKind::Underutilized,
+                &format!("{}/{}", h.gpu, h.tenant),
+                ctx.input.from_ms,
+            ),
             kind: FindingKind::Underutilized,
-            severity: if ratio < 0.1 && h.share() >= 0.99 { Severity::Warning } else { Severity::Info },
+            severity: if ratio < 0.1 && h.share() >= 0.99 {
+                Severity::Warning
+            } else {
+                Severity::Info
+            },
             cluster: h.cluster.clone(),
             node: h.node.clone(),
             gpu: Some(h.gpu.clone()),
             tenants: vec![h.tenant.clone()],
             team: ctx.team(&h.cluster, &h.tenant),
             from_ms: h.hours.first().map_or(ctx.input.from_ms, |u| u.hour),
-            to_ms: h.hours.last().map_or(ctx.input.to_ms, |u| u.hour + model::rollup::HOUR_MS),
+            to_ms: h
+                .hours
+                .last()
+                .map_or(ctx.input.to_ms, |u| u.hour + model::rollup::HOUR_MS),
             signal: h.signal().into(),
             summary: format!(
                 "{name} used {:.0}% of {} ({}: p95 {:.2} GPU, p99 memory {:.1} GiB) and would fit {}",
@@ -316,8 +409,20 @@ pub fn recommend(ctx: &Ctx, holdings: &[Holding], findings: &[Finding]) -> Outpu
                 ("effective_gpu_hours".into(), h.effective_hours()),
             ]),
             evidence: vec![
-                Evidence::new("tenant SM time", "sm_util", format!("tenant:{}", h.tenant), ctx.input.from_ms, ctx.input.to_ms),
-                Evidence::new("tenant memory", "mem_used_bytes", format!("tenant:{}", h.tenant), ctx.input.from_ms, ctx.input.to_ms),
+                Evidence::new(
+                    "tenant SM time",
+                    "sm_util",
+                    format!("tenant:{}", h.tenant),
+                    ctx.input.from_ms,
+                    ctx.input.to_ms,
+                ),
+                Evidence::new(
+                    "tenant memory",
+                    "mem_used_bytes",
+                    format!("tenant:{}", h.tenant),
+                    ctx.input.from_ms,
+                    ctx.input.to_ms,
+                ),
             ],
         };
         out.recommendations.push(Recommendation {
@@ -328,7 +433,11 @@ pub fn recommend(ctx: &Ctx, holdings: &[Holding], findings: &[Finding]) -> Outpu
             gpus: vec![h.gpu.clone()],
             tenants: vec![h.tenant.clone()],
             team: finding.team.clone(),
-            summary: format!("move {name} from {} to {}; frees {freed:.2} GPU", current(h, Some(gpu)), target.describe()),
+            summary: format!(
+                "move {name} from {} to {}; frees {freed:.2} GPU",
+                current(h, Some(gpu)),
+                target.describe()
+            ),
             confidence: confidence(h, cfg),
             findings: vec![finding.id.clone()],
             proposal: Proposal::RightSize {
@@ -375,24 +484,43 @@ fn node_plans(
     }
     for ((cluster, node), hs) in by_node {
         let node_gpus: Vec<&GpuRef> = {
-            let mut v: Vec<&GpuRef> = ctx.input.gpus.iter().filter(|g| g.cluster == cluster && g.node == node).collect();
+            let mut v: Vec<&GpuRef> = ctx
+                .input
+                .gpus
+                .iter()
+                .filter(|g| g.cluster == cluster && g.node == node)
+                .collect();
             v.sort_by_key(|g| g.index);
             v
         };
-        let Some(first) = node_gpus.first() else { continue };
+        let Some(first) = node_gpus.first() else {
+            continue;
+        };
         if node_gpus.iter().any(|g| g.model != first.model) {
             continue;
         }
-        let in_use: BTreeSet<&str> = hs.iter().map(|h| h.gpu.as_str()).collect();
-        let live: Vec<&Holding> = hs.iter().copied().filter(|h| !reclaimed.contains(&(h.gpu.as_str(), h.tenant.as_str()))).collect();
+        let live: Vec<&Holding> = hs
+            .iter()
+            .copied()
+            .filter(|h| !reclaimed.contains(&(h.gpu.as_str(), h.tenant.as_str())))
+            .collect();
+        // GPUs in use after the reclaims: what a plan has to beat.
+        let in_use: BTreeSet<&str> = live.iter().map(|h| h.gpu.as_str()).collect();
         // Only plans that change something: a right-sized tenant or a reclaimed allocation.
-        if !live.iter().any(|h| sized.contains_key(&(h.gpu.as_str(), h.tenant.as_str()))) {
+        if !live
+            .iter()
+            .any(|h| sized.contains_key(&(h.gpu.as_str(), h.tenant.as_str())))
+        {
             continue;
         }
         if let Some(family) = mig::family(&first.model) {
-            mig_plan(ctx, cluster, node, &node_gpus, &in_use, &live, family, sized, out);
+            mig_plan(
+                ctx, cluster, node, &node_gpus, &in_use, &live, family, sized, out,
+            );
         } else {
-            share_plan(ctx, cluster, node, &node_gpus, &in_use, &live, gpu_of, sized, out, cfg);
+            share_plan(
+                ctx, cluster, node, &node_gpus, &in_use, &live, gpu_of, sized, out, cfg,
+            );
         }
     }
 }
@@ -418,7 +546,9 @@ fn mig_plan(
         let profile = match sized.get(&(h.gpu.as_str(), h.tenant.as_str())) {
             Some((Target::Mig { profile, .. }, _, _)) => family.profile(profile),
             _ if is_mig => need(h, cfg).and_then(|(m, c)| {
-                family.smallest_fitting(m / GIB, c).filter(|p| p.compute_share() <= h.share() + 1e-6)
+                family
+                    .smallest_fitting(m / GIB, c)
+                    .filter(|p| p.compute_share() <= h.share() + 1e-6)
             }),
             _ => None,
         };
@@ -429,7 +559,13 @@ fn mig_plan(
         }
     }
     // First-fit decreasing into GPUs, each a legal placement.
-    wants.sort_by_key(|(h, p)| (std::cmp::Reverse(p.compute_slices), std::cmp::Reverse(p.memory_slices), h.tenant.clone()));
+    wants.sort_by_key(|(h, p)| {
+        (
+            std::cmp::Reverse(p.compute_slices),
+            std::cmp::Reverse(p.memory_slices),
+            h.tenant.clone(),
+        )
+    });
     let mut bins: Vec<Vec<(&Holding, &'static Profile)>> = Vec::new();
     for (h, p) in wants {
         let slot = bins.iter().position(|b| {
@@ -448,7 +584,11 @@ fn mig_plan(
         return;
     }
     // GPU indexes: whole-GPU tenants keep theirs; MIG bins take the lowest others.
-    let mut free: Vec<&GpuRef> = gpus.iter().copied().filter(|g| !whole_gpus.contains(g.uuid.as_str())).collect();
+    let mut free: Vec<&GpuRef> = gpus
+        .iter()
+        .copied()
+        .filter(|g| !whole_gpus.contains(g.uuid.as_str()))
+        .collect();
     let mut moves = Vec::new();
     let mut layout: BTreeMap<i64, Vec<(String, u32)>> = BTreeMap::new();
     let mut before = Vec::new();
@@ -457,12 +597,29 @@ fn mig_plan(
         let g = free.remove(0);
         let mut counts: BTreeMap<(u32, u32, &str), u32> = BTreeMap::new();
         for (h, p) in bin {
-            *counts.entry((p.compute_slices, p.memory_slices, p.name)).or_default() += 1;
-            moves.push(Move { tenant: h.tenant.clone(), from_gpu: h.gpu.clone(), to_gpu_index: g.index, target: mig_target(p) });
+            *counts
+                .entry((p.compute_slices, p.memory_slices, p.name))
+                .or_default() += 1;
+            moves.push(Move {
+                tenant: h.tenant.clone(),
+                from_gpu: h.gpu.clone(),
+                to_gpu_index: g.index,
+                target: mig_target(p),
+            });
             before.push(slot_now(h, gpus.iter().copied().find(|x| x.uuid == h.gpu)));
-            after.push(Slot { compute: p.compute_share(), memory_bytes: p.memory_gib * GIB, holdings: vec![*h] });
+            after.push(Slot {
+                compute: p.compute_share(),
+                memory_bytes: p.memory_gib * GIB,
+                holdings: vec![*h],
+            });
         }
-        layout.insert(g.index, counts.into_iter().map(|((_, _, n), c)| (n.to_string(), c)).collect());
+        layout.insert(
+            g.index,
+            counts
+                .into_iter()
+                .map(|((_, _, n), c)| (n.to_string(), c))
+                .collect(),
+        );
     }
     let freed = (in_use.len() - needed) as f64;
     let r = replay(&before, &after, freed, cfg.replay_tolerance);
@@ -480,19 +637,34 @@ fn mig_plan(
     }
     // Entries: MIG-disabled GPUs together, then each distinct layout with its GPUs.
     let mut entries: Vec<MigPartedEntry> = Vec::new();
-    let disabled: Vec<i64> = gpus.iter().filter(|g| !layout.contains_key(&g.index)).map(|g| g.index).collect();
+    let disabled: Vec<i64> = gpus
+        .iter()
+        .filter(|g| !layout.contains_key(&g.index))
+        .map(|g| g.index)
+        .collect();
     if !disabled.is_empty() {
-        entries.push(MigPartedEntry { devices: disabled, mig_enabled: false, mig_devices: vec![] });
+        entries.push(MigPartedEntry {
+            devices: disabled,
+            mig_enabled: false,
+            mig_devices: vec![],
+        });
     }
     let mut grouped: BTreeMap<Vec<(String, u32)>, Vec<i64>> = BTreeMap::new();
     for (idx, l) in &layout {
         grouped.entry(l.clone()).or_default().push(*idx);
     }
     for (l, devices) in grouped {
-        entries.push(MigPartedEntry { devices, mig_enabled: true, mig_devices: l });
+        entries.push(MigPartedEntry {
+            devices,
+            mig_enabled: true,
+            mig_devices: l,
+        });
     }
     let name = config_name(node);
-    let config = MigPartedConfig { name: name.clone(), entries };
+    let config = MigPartedConfig {
+        name: name.clone(),
+        entries,
+    };
     if let Err(e) = config.validate(family) {
         out.rejected.push(Rejected {
             kind: RecKind::MigLayout,
@@ -522,9 +694,19 @@ fn mig_plan(
         summary,
         confidence: live.iter().map(|h| confidence(h, cfg)).fold(1.0, f64::min),
         findings: vec![],
-        proposal: Proposal::MigLayout { config_name: name, mig_parted_yaml: config.to_yaml(), moves },
+        proposal: Proposal::MigLayout {
+            config_name: name,
+            mig_parted_yaml: config.to_yaml(),
+            moves,
+        },
         replay: r,
-        evidence: vec![Evidence::new("node GPU utilization", "gpu_util", format!("node:{node}"), ctx.input.from_ms, ctx.input.to_ms)],
+        evidence: vec![Evidence::new(
+            "node GPU utilization",
+            "gpu_util",
+            format!("node:{node}"),
+            ctx.input.from_ms,
+            ctx.input.to_ms,
+        )],
     });
 }
 
@@ -532,7 +714,13 @@ fn mig_plan(
 pub fn config_name(node: &str) -> String {
     let mut s: String = format!("gpulens-{node}")
         .chars()
-        .map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '.' { c } else { '-' })
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '.' {
+                c
+            } else {
+                '-'
+            }
+        })
         .take(63)
         .collect();
     while s.ends_with(['-', '.']) {
@@ -575,7 +763,10 @@ fn share_plan(
     items.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.tenant.cmp(&b.0.tenant)));
     let mut bins: Vec<(f64, f64, Vec<&Holding>)> = Vec::new();
     for (h, c, m) in items {
-        match bins.iter_mut().find(|b| b.0 + c <= 1.0 + 1e-9 && b.1 + m <= mem_total) {
+        match bins
+            .iter_mut()
+            .find(|b| b.0 + c <= 1.0 + 1e-9 && b.1 + m <= mem_total)
+        {
             Some(b) => {
                 b.0 += c;
                 b.1 += m;
@@ -588,7 +779,11 @@ fn share_plan(
     if needed >= in_use.len() {
         return;
     }
-    let mut free: Vec<&GpuRef> = gpus.iter().copied().filter(|g| !whole.contains(g.uuid.as_str())).collect();
+    let mut free: Vec<&GpuRef> = gpus
+        .iter()
+        .copied()
+        .filter(|g| !whole.contains(g.uuid.as_str()))
+        .collect();
     let mut moves = Vec::new();
     let mut before = Vec::new();
     let mut after = Vec::new();
@@ -598,12 +793,24 @@ fn share_plan(
         let g = free.remove(0);
         replicas = replicas.max(hs.len() as u32);
         for h in hs {
-            moves.push(Move { tenant: h.tenant.clone(), from_gpu: h.gpu.clone(), to_gpu_index: g.index, target: Target::Share { replicas: hs.len() as u32 } });
+            moves.push(Move {
+                tenant: h.tenant.clone(),
+                from_gpu: h.gpu.clone(),
+                to_gpu_index: g.index,
+                target: Target::Share {
+                    replicas: hs.len() as u32,
+                },
+            });
             before.push(slot_now(h, gpu_of.get(h.gpu.as_str()).copied()));
             // MPS fits tenants whose kernels leave most SMs idle (DCGM shows it).
-            low_occupancy &= h.signal() == "sm_active" && h.effective_hours() < 0.5 * h.active_hours().max(1e-9);
+            low_occupancy &=
+                h.signal() == "sm_active" && h.effective_hours() < 0.5 * h.active_hours().max(1e-9);
         }
-        after.push(Slot { compute: 1.0, memory_bytes: mem_total, holdings: hs.clone() });
+        after.push(Slot {
+            compute: 1.0,
+            memory_bytes: mem_total,
+            holdings: hs.clone(),
+        });
     }
     let freed = (in_use.len() - needed) as f64;
     let r = replay(&before, &after, freed, cfg.replay_tolerance);
@@ -636,11 +843,25 @@ fn share_plan(
         ),
         confidence: live.iter().map(|h| confidence(h, cfg)).fold(1.0, f64::min),
         findings: vec![],
-        proposal: Proposal::Consolidate { moves: moves.clone(), gpus_before: in_use.len(), gpus_after: needed },
+        proposal: Proposal::Consolidate {
+            moves: moves.clone(),
+            gpus_before: in_use.len(),
+            gpus_after: needed,
+        },
         replay: r.clone(),
-        evidence: vec![Evidence::new("node GPU utilization", "gpu_util", format!("node:{node}"), ctx.input.from_ms, ctx.input.to_ms)],
+        evidence: vec![Evidence::new(
+            "node GPU utilization",
+            "gpu_util",
+            format!("node:{node}"),
+            ctx.input.from_ms,
+            ctx.input.to_ms,
+        )],
     });
-    let (kind, mode) = if low_occupancy { (RecKind::Mps, "mps") } else { (RecKind::TimeSlicing, "time_slicing") };
+    let (kind, mode) = if low_occupancy {
+        (RecKind::Mps, "mps")
+    } else {
+        (RecKind::TimeSlicing, "time_slicing")
+    };
     out.recommendations.push(Recommendation {
         id: finding_id_rec(kind, node),
         kind,
@@ -671,38 +892,90 @@ pub fn device_plugin_config(mode: &str, replicas: u32) -> String {
 
 /// Separate interfering tenants: move the aggressor to the GPU of the node where replay
 /// predicts the least new contention, or split the GPU into MIG instances.
-fn separate(ctx: &Ctx, holdings: &[Holding], gpu_of: &HashMap<&str, &GpuRef>, findings: &[Finding], out: &mut Output) {
+fn separate(
+    ctx: &Ctx,
+    holdings: &[Holding],
+    gpu_of: &HashMap<&str, &GpuRef>,
+    findings: &[Finding],
+    out: &mut Output,
+) {
     let cfg = ctx.cfg;
     let mut seen = BTreeSet::new();
-    for f in findings.iter().filter(|f| f.kind == FindingKind::Interference) {
-        let (Some(gpu), [victim, aggressor, ..]) = (f.gpu.as_deref(), f.tenants.as_slice()) else { continue };
+    for f in findings
+        .iter()
+        .filter(|f| f.kind == FindingKind::Interference)
+    {
+        let (Some(gpu), [victim, aggressor, ..]) = (f.gpu.as_deref(), f.tenants.as_slice()) else {
+            continue;
+        };
         if !seen.insert((gpu, victim.as_str(), aggressor.as_str())) {
             continue;
         }
-        let on = |g: &str| -> Vec<&Holding> { holdings.iter().filter(|h| h.gpu == g && h.total.alloc_n > 0).collect() };
-        let Some(a) = holdings.iter().find(|h| h.gpu == gpu && &h.tenant == aggressor) else { continue };
+        let on = |g: &str| -> Vec<&Holding> {
+            holdings
+                .iter()
+                .filter(|h| h.gpu == g && h.total.alloc_n > 0)
+                .collect()
+        };
+        let Some(a) = holdings
+            .iter()
+            .find(|h| h.gpu == gpu && &h.tenant == aggressor)
+        else {
+            continue;
+        };
         let here = on(gpu);
-        let Some(src) = gpu_of.get(gpu).copied() else { continue };
+        let Some(src) = gpu_of.get(gpu).copied() else {
+            continue;
+        };
         let mem = |g: &GpuRef| g.memory_total_bytes as f64;
         let mut best: Option<(Replay, &GpuRef)> = None;
-        for g in ctx.input.gpus.iter().filter(|g| g.node == f.node && g.cluster == f.cluster && g.uuid != gpu && g.sharing == src.sharing) {
+        for g in ctx.input.gpus.iter().filter(|g| {
+            g.node == f.node && g.cluster == f.cluster && g.uuid != gpu && g.sharing == src.sharing
+        }) {
             let there = on(&g.uuid);
             let before = vec![
-                Slot { compute: 1.0, memory_bytes: mem(src), holdings: here.clone() },
-                Slot { compute: 1.0, memory_bytes: mem(g), holdings: there.clone() },
+                Slot {
+                    compute: 1.0,
+                    memory_bytes: mem(src),
+                    holdings: here.clone(),
+                },
+                Slot {
+                    compute: 1.0,
+                    memory_bytes: mem(g),
+                    holdings: there.clone(),
+                },
             ];
             let mut moved = there.clone();
             moved.push(a);
             let after = vec![
-                Slot { compute: 1.0, memory_bytes: mem(src), holdings: here.iter().copied().filter(|h| h.tenant != a.tenant).collect() },
-                Slot { compute: 1.0, memory_bytes: mem(g), holdings: moved },
+                Slot {
+                    compute: 1.0,
+                    memory_bytes: mem(src),
+                    holdings: here
+                        .iter()
+                        .copied()
+                        .filter(|h| h.tenant != a.tenant)
+                        .collect(),
+                },
+                Slot {
+                    compute: 1.0,
+                    memory_bytes: mem(g),
+                    holdings: moved,
+                },
             ];
             let r = replay(&before, &after, 0.0, cfg.replay_tolerance);
-            if r.contention_hours_after < r.contention_hours_before && best.as_ref().is_none_or(|b| r.contention_hours_after < b.0.contention_hours_after) {
+            if r.contention_hours_after < r.contention_hours_before
+                && best
+                    .as_ref()
+                    .is_none_or(|b| r.contention_hours_after < b.0.contention_hours_after)
+            {
                 best = Some((r, g));
             }
         }
-        let (vn, an) = (ctx.name(&f.cluster, victim), ctx.name(&f.cluster, aggressor));
+        let (vn, an) = (
+            ctx.name(&f.cluster, victim),
+            ctx.name(&f.cluster, aggressor),
+        );
         match best {
             Some((r, g)) if !r.harmful => {
                 out.recommendations.push(Recommendation {

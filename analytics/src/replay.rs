@@ -39,9 +39,9 @@ pub struct Replay {
     pub reason: Option<String>,
 }
 
-/// Contended and overflowing tenant-hours of one slot.
-fn slot_hours(slot: &Slot) -> (f64, f64, usize) {
-    let mut per_hour: BTreeMap<i64, (f64, f64, u32)> = BTreeMap::new();
+/// Contended and overflowing hours per tenant of one slot, and the hours replayed.
+fn slot_hours(slot: &Slot, per_tenant: &mut BTreeMap<String, (f64, f64)>) -> usize {
+    let mut per_hour: BTreeMap<i64, (f64, f64, Vec<&str>)> = BTreeMap::new();
     for h in &slot.holdings {
         for u in &h.hours {
             if !u.allocated && u.eff_p95.unwrap_or(0.0) == 0.0 {
@@ -50,31 +50,40 @@ fn slot_hours(slot: &Slot) -> (f64, f64, usize) {
             let e = per_hour.entry(u.hour).or_default();
             e.0 += u.eff_p95.unwrap_or(0.0);
             e.1 += u.mem_max_bytes.unwrap_or(0) as f64;
-            e.2 += 1;
+            e.2.push(&h.tenant);
         }
     }
-    let mut contended = 0.0;
-    let mut overflow = 0.0;
-    for (demand, mem, n) in per_hour.values() {
-        if *demand > slot.compute + 1e-9 {
-            contended += f64::from(*n);
-        }
-        if *mem > slot.memory_bytes {
-            overflow += f64::from(*n);
+    for (demand, mem, tenants) in per_hour.values() {
+        for t in tenants {
+            let e = per_tenant.entry((*t).to_owned()).or_default();
+            if *demand > slot.compute + 1e-9 {
+                e.0 += 1.0;
+            }
+            if *mem > slot.memory_bytes {
+                e.1 += 1.0;
+            }
         }
     }
-    (contended, overflow, per_hour.len())
+    per_hour.len()
 }
 
 /// Replays `before` (today's placement of the affected tenants) and `after` (the proposal).
-/// Harmful when the proposal adds more than `tolerance` of contended tenant-hours or any
-/// memory overflow.
+/// Harmful when any tenant would be contended in more than `tolerance` (a share of the hours
+/// replayed, at least one hour) more hours than today, or any memory would overflow.
 pub fn replay(before: &[Slot], after: &[Slot], gpus_freed: f64, tolerance: f64) -> Replay {
-    let sum = |slots: &[Slot]| {
-        slots.iter().map(slot_hours).fold((0.0, 0.0, 0usize), |a, b| (a.0 + b.0, a.1 + b.1, a.2.max(b.2)))
-    };
-    let (c0, _, _) = sum(before);
-    let (c1, o1, hours) = sum(after);
+    let mut t0 = BTreeMap::new();
+    let mut t1 = BTreeMap::new();
+    before.iter().for_each(|s| {
+        slot_hours(s, &mut t0);
+    });
+    let hours = after
+        .iter()
+        .map(|s| slot_hours(s, &mut t1))
+        .max()
+        .unwrap_or(0);
+    let c0: f64 = t0.values().map(|v: &(f64, f64)| v.0).sum();
+    let c1: f64 = t1.values().map(|v: &(f64, f64)| v.0).sum();
+    let o1: f64 = t1.values().map(|v: &(f64, f64)| v.1).sum();
     let allowed = (tolerance * hours as f64).max(1.0);
     let mut r = Replay {
         hours,
@@ -86,13 +95,20 @@ pub fn replay(before: &[Slot], after: &[Slot], gpus_freed: f64, tolerance: f64) 
         harmful: false,
         reason: None,
     };
+    let worse = t1
+        .iter()
+        .map(|(t, v)| (t, v.0 - t0.get(t).map_or(0.0, |b: &(f64, f64)| b.0)))
+        .filter(|(_, d)| *d > allowed)
+        .max_by(|a, b| a.1.total_cmp(&b.1));
     if o1 > 0.0 {
         r.harmful = true;
-        r.reason = Some(format!("memory would overflow in {o1:.0} tenant-hour(s) of the recorded demand"));
-    } else if c1 > c0 + allowed {
+        r.reason = Some(format!(
+            "memory would overflow in {o1:.0} tenant-hour(s) of the recorded demand"
+        ));
+    } else if let Some((tenant, d)) = worse {
         r.harmful = true;
         r.reason = Some(format!(
-            "contention would rise from {c0:.0} to {c1:.0} tenant-hours over {hours} recorded hours"
+            "{tenant} would be contended in {d:.0} more hour(s) of the {hours} recorded"
         ));
     }
     r

@@ -152,7 +152,7 @@ pub async fn tenants(State(state): State<AppState>) -> Result<Json<TenantsRespon
 }
 
 /// The tenant's name as the model spells it everywhere (dashboard, reports, agent output).
-fn display_name(t: &TenantRecord) -> String {
+pub(crate) fn display_name(t: &TenantRecord) -> String {
     let Some(kind) = model::TenantKind::parse(&t.kind) else {
         return t.key.clone();
     };

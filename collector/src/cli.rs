@@ -24,6 +24,10 @@ pub enum Command {
     Simulate(SimulateArgs),
     /// Apply database migrations and exit.
     Migrate(DbArgs),
+    /// Compute the utilization funnel, findings and recommendations from the stored rollups
+    /// and print them (the collector also runs this on a schedule and serves it at
+    /// /api/v1/findings and /api/v1/recommendations).
+    Analyze(AnalyzeArgs),
     /// Measure ingest and query speed against a scratch PostgreSQL database.
     #[command(subcommand)]
     Bench(BenchCommand),
@@ -99,4 +103,26 @@ pub struct SimulateArgs {
     /// How long to stream live samples (0s: do not stream; omit: until interrupted).
     #[arg(long, value_parser = humantime::parse_duration)]
     pub duration: Option<Duration>,
+}
+
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+pub enum OutputFormat {
+    /// Tables for people.
+    Table,
+    /// The full analysis: funnel, findings with evidence, recommendations with replay.
+    Json,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct AnalyzeArgs {
+    #[command(flatten)]
+    pub db: DbArgs,
+    /// Without --database-url or --config: the demo's data directory.
+    #[arg(long, default_value = ".gpulens/demo")]
+    pub data_dir: PathBuf,
+    /// How much history to analyse, up to now.
+    #[arg(long, default_value = "7d", value_parser = humantime::parse_duration)]
+    pub since: Duration,
+    #[arg(long, value_enum, default_value_t = OutputFormat::Table)]
+    pub format: OutputFormat,
 }

@@ -45,6 +45,9 @@ pub struct Config {
     /// How often rollups and retention run.
     #[serde(default = "default_rollup_every", deserialize_with = "duration")]
     pub rollup_every: Duration,
+    /// Scheduled analysis: how often, over how much history, thresholds and prices.
+    #[serde(default)]
+    pub analytics: crate::analysis::Settings,
 }
 
 /// One agent credential.
@@ -184,7 +187,7 @@ impl From<&RetentionConfig> for Retention {
     }
 }
 
-fn duration<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+pub(crate) fn duration<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
     let s = String::deserialize(d)?;
     humantime::parse_duration(&s).map_err(|e| {
         serde::de::Error::custom(format!(

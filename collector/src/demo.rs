@@ -45,12 +45,13 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<()> {
     let token = format!("demo-{:x}{:x}", crate::now_ms(), std::process::id());
     let mut auth = Auth::default();
     auth.add(&token, vec!["*".into()], Some(scenario.cluster.clone()));
-    let state = AppState::new(
+    let state = AppState::with_analytics(
         store.clone(),
         auth,
         config.ingest.clone(),
         retention,
         config.teams.clone(),
+        config.analytics.clone(),
     );
     let server = tokio::spawn(crate::server::serve(
         listener,
@@ -108,9 +109,22 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<()> {
         minutes,
         started.elapsed().as_secs_f64()
     );
+    let t = std::time::Instant::now();
+    if let Some(a) = crate::analysis::scheduled(&store, &state.analytics).await? {
+        println!(
+            "analysis: {} findings, {} recommendations in {:.1}s ({url}api/v1/findings, {url}api/v1/recommendations, or `gpulens analyze`)",
+            a.findings.len(),
+            a.recommendations.len(),
+            t.elapsed().as_secs_f64()
+        );
+    }
     if args.no_live {
         return Ok(());
     }
+    let analysis = tokio::spawn(crate::analysis::run_forever(
+        store.clone(),
+        state.analytics.clone(),
+    ));
     println!(
         "streaming live samples every {} ms; dashboard: {url} (Ctrl-C to stop)",
         interval.as_millis()
@@ -123,6 +137,7 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<()> {
     let result = server.await?;
     jobs.abort();
     live.abort();
+    analysis.abort();
     result?;
     Ok(())
 }

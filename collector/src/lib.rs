@@ -1,7 +1,9 @@
 //! The gpulens collector: ingest API, storage (PostgreSQL or embedded SQLite) with rollups
 //! and retention, the read API, the dashboard, `/metrics`, and the `gpulens` command line.
 
+pub mod analysis;
 pub mod api;
+pub mod api_analytics;
 pub mod auth;
 pub mod bench;
 pub mod cli;
@@ -53,6 +55,7 @@ pub async fn run(command: Command) -> anyhow::Result<()> {
         Command::Serve(args) => serve(args).await,
         Command::Simulate(args) => simulate(args).await,
         Command::Migrate(args) => migrate(args).await,
+        Command::Analyze(args) => analyze(args).await,
         Command::Bench(BenchCommand::Ingest(args)) => bench::ingest(args).await,
         Command::Bench(BenchCommand::Series(args)) => bench::series(args).await,
     }
@@ -119,18 +122,63 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let listener = tokio::net::TcpListener::bind(config.listen)
         .await
         .map_err(|e| anyhow::anyhow!("cannot listen on {}: {e}", config.listen))?;
-    let state = server::AppState::new(
+    let state = server::AppState::with_analytics(
         store,
         auth,
         config.ingest.clone(),
         (&config.retention).into(),
         config.teams.clone(),
+        config.analytics.clone(),
     );
     tracing::info!(listen = %listener.local_addr()?, backend = state.store.backend(), "gpulens collector serving");
     let jobs = tokio::spawn(jobs::run_forever(state.clone(), config.rollup_every));
+    let analysis = tokio::spawn(analysis::run_forever(
+        state.store.clone(),
+        config.analytics.clone(),
+    ));
     let result = server::serve(listener, state, shutdown_signal()).await;
     jobs.abort();
+    analysis.abort();
     Ok(result?)
+}
+
+async fn analyze(args: cli::AnalyzeArgs) -> anyhow::Result<()> {
+    let mut config = load_config(&args.db)?;
+    if args.db.database_url.is_none() && args.db.config.is_none() {
+        // The demo's database, so `gpulens analyze` right after `gpulens demo` just works.
+        config.data_dir = args.data_dir.clone();
+    }
+    let store = open_store(&config).await?;
+    store.migrate().await?;
+    let started = std::time::Instant::now();
+    eprintln!(
+        "analysing {} of history in {} ...",
+        humantime::format_duration(args.since),
+        store::redact_url(&config.database_url())
+    );
+    let (analysis, stats) =
+        analysis::run(&store, &config.analytics.thresholds, args.since, now_ms()).await?;
+    eprintln!(
+        "read {} GPU-hours, {} tenant-hours and {} minute rows in {:.1}s; analysed in {:.1}s",
+        stats.gpu_hours,
+        stats.tenant_hours,
+        stats.minute_rows,
+        stats.load.as_secs_f64(),
+        stats.analyze.as_secs_f64()
+    );
+    if stats.gpu_hours == 0 {
+        anyhow::bail!(
+            "no rolled-up history in {}: run `gpulens demo` or point --database-url at a collector's database",
+            store::redact_url(&config.database_url())
+        );
+    }
+    let out = match args.format {
+        cli::OutputFormat::Json => serde_json::to_string_pretty(&analysis)?,
+        cli::OutputFormat::Table => crate::analysis::table(&analysis),
+    };
+    println!("{out}");
+    tracing::debug!(elapsed = ?started.elapsed(), "analyze done");
+    Ok(())
 }
 
 async fn simulate(args: SimulateArgs) -> anyhow::Result<()> {

@@ -27,6 +27,7 @@ pub struct Inner {
     pub ingest: IngestConfig,
     pub retention: Retention,
     pub teams: Arc<TeamsConfig>,
+    pub analytics: crate::analysis::Settings,
 }
 
 impl std::ops::Deref for AppState {
@@ -44,6 +45,17 @@ impl AppState {
         retention: Retention,
         teams: TeamsConfig,
     ) -> AppState {
+        AppState::with_analytics(store, auth, ingest, retention, teams, Default::default())
+    }
+
+    pub fn with_analytics(
+        store: Store,
+        auth: Auth,
+        ingest: IngestConfig,
+        retention: Retention,
+        teams: TeamsConfig,
+        analytics: crate::analysis::Settings,
+    ) -> AppState {
         AppState(Arc::new(Inner {
             store,
             metrics: Metrics::new(),
@@ -51,6 +63,7 @@ impl AppState {
             ingest,
             retention,
             teams: Arc::new(teams),
+            analytics,
         }))
     }
 }
@@ -67,6 +80,12 @@ pub fn router(state: AppState) -> Router {
         .route("/api/v1/gpus", get(crate::api::gpus))
         .route("/api/v1/tenants", get(crate::api::tenants))
         .route("/api/v1/series", get(crate::api::series))
+        .route("/api/v1/funnel", get(crate::api_analytics::funnel))
+        .route("/api/v1/findings", get(crate::api_analytics::findings))
+        .route(
+            "/api/v1/recommendations",
+            get(crate::api_analytics::recommendations),
+        )
         .route("/api/v1/openapi.json", get(openapi))
         .fallback(not_found)
         .with_state(state)
@@ -91,6 +110,9 @@ pub const ROUTES: &[&str] = &[
     "/api/v1/gpus",
     "/api/v1/tenants",
     "/api/v1/series",
+    "/api/v1/funnel",
+    "/api/v1/findings",
+    "/api/v1/recommendations",
     "/api/v1/openapi.json",
 ];
 

@@ -18,3 +18,14 @@ ALTER TABLE tenant_rollup_1h ADD COLUMN idle_n integer NOT NULL DEFAULT 0;
 ALTER TABLE tenant_rollup_1h ADD COLUMN idle_lead_s double precision NOT NULL DEFAULT 0;
 ALTER TABLE tenant_rollup_1h ADD COLUMN idle_trail_s double precision NOT NULL DEFAULT 0;
 ALTER TABLE tenant_rollup_1h ADD COLUMN idle_max_s double precision NOT NULL DEFAULT 0;
+
+-- Processes no tenant could be found for: the analytics looks for zombies among them.
+CREATE INDEX process_samples_unattributed ON process_samples (ts) WHERE tenant_key IS NULL;
+
+-- Results of scheduled analyses (funnel, findings, recommendations), newest served by the API.
+CREATE TABLE analysis_runs (
+    generated   integer NOT NULL PRIMARY KEY,
+    range_from  integer NOT NULL,
+    range_to    integer NOT NULL,
+    body        text  NOT NULL
+);

@@ -744,6 +744,53 @@ macro_rules! raw_mig {
 }
 pub(crate) use raw_mig;
 
+macro_rules! event_record {
+    ($r:expr) => {{
+        let r = $r;
+        super::EventRecord {
+            cluster: r.try_get("cluster")?,
+            node: r.try_get("node")?,
+            gpu_uuid: r.try_get("gpu_uuid")?,
+            ts_ms: r.try_get("ts")?,
+            kind: r.try_get("kind")?,
+            code: r.try_get("code")?,
+        }
+    }};
+}
+pub(crate) use event_record;
+
+macro_rules! health_record {
+    ($r:expr) => {{
+        let r = $r;
+        super::HealthRecord {
+            cluster: r.try_get("cluster")?,
+            node: r.try_get("node")?,
+            gpu_uuid: r.try_get("gpu_uuid")?,
+            ecc_uncorrected: r.try_get("ecc_uncorrected")?,
+            retired_pages: r.try_get("retired_pages")?,
+            remapped_rows: r.try_get("remapped_rows")?,
+        }
+    }};
+}
+pub(crate) use health_record;
+
+macro_rules! orphan_record {
+    ($r:expr) => {{
+        let r = $r;
+        super::OrphanRecord {
+            cluster: r.try_get("cluster")?,
+            node: r.try_get("node")?,
+            gpu_uuid: r.try_get("gpu_uuid")?,
+            pid: r.try_get("pid")?,
+            start_time_ms: r.try_get("start_time")?,
+            first_ms: r.try_get("first")?,
+            last_ms: r.try_get("last")?,
+            mem_max_bytes: r.try_get("mem")?,
+        }
+    }};
+}
+pub(crate) use orphan_record;
+
 /// Runs a series query's rows through the post-processing its shape needs (either backend).
 macro_rules! series_values {
     ($rows:expr, $shape:expr) => {{
@@ -835,5 +882,109 @@ mod tests {
             "postgres://u:***@h/db"
         );
         assert_eq!(redact_url("sqlite://x.db"), "sqlite://x.db");
+    }
+}
+
+/// One XID (or other) event.
+#[derive(Debug, Clone)]
+pub struct EventRecord {
+    pub cluster: String,
+    pub node: String,
+    pub gpu_uuid: String,
+    pub ts_ms: i64,
+    pub kind: String,
+    pub code: i64,
+}
+
+/// The health counters of a GPU's latest sample.
+#[derive(Debug, Clone)]
+pub struct HealthRecord {
+    pub cluster: String,
+    pub node: String,
+    pub gpu_uuid: String,
+    pub ecc_uncorrected: Option<i64>,
+    pub retired_pages: Option<i64>,
+    pub remapped_rows: Option<i64>,
+}
+
+/// A process without a tenant, summarized over a range.
+#[derive(Debug, Clone)]
+pub struct OrphanRecord {
+    pub cluster: String,
+    pub node: String,
+    pub gpu_uuid: String,
+    pub pid: i64,
+    pub start_time_ms: i64,
+    pub first_ms: i64,
+    pub last_ms: i64,
+    pub mem_max_bytes: Option<i64>,
+}
+
+/// A held background-job lock; dropping it without [`JobLock::release`] lets PostgreSQL
+/// release it when the connection closes.
+#[derive(Debug)]
+pub struct JobLock {
+    pg: Option<(sqlx::pool::PoolConnection<sqlx::Postgres>, i64)>,
+}
+
+impl JobLock {
+    fn postgres(conn: sqlx::pool::PoolConnection<sqlx::Postgres>, key: i64) -> JobLock {
+        JobLock {
+            pg: Some((conn, key)),
+        }
+    }
+
+    pub async fn release(self) -> Result<()> {
+        if let Some((mut conn, key)) = self.pg {
+            sqlx::query("SELECT pg_advisory_unlock($1)")
+                .bind(key)
+                .execute(&mut *conn)
+                .await?;
+        }
+        Ok(())
+    }
+}
+
+/// Advisory lock keys of the background jobs (one collector runs each).
+pub const LOCK_ANALYTICS: i64 = 0x6770_756c_656e_7301;
+
+impl Store {
+    pub async fn events(&self, from_ms: i64, to_ms: i64) -> Result<Vec<EventRecord>> {
+        dispatch!(self, s => s.events(from_ms, to_ms).await)
+    }
+
+    /// Health counters of each GPU's latest raw sample.
+    pub async fn latest_health(&self) -> Result<Vec<HealthRecord>> {
+        dispatch!(self, s => s.latest_health().await)
+    }
+
+    pub async fn orphans(&self, from_ms: i64, to_ms: i64) -> Result<Vec<OrphanRecord>> {
+        dispatch!(self, s => s.orphans(from_ms, to_ms).await)
+    }
+
+    /// Stores an analysis result and keeps the newest `keep`.
+    pub async fn save_analysis(
+        &self,
+        generated_ms: i64,
+        from_ms: i64,
+        to_ms: i64,
+        body: &str,
+        keep: i64,
+    ) -> Result<()> {
+        dispatch!(self, s => s.save_analysis(generated_ms, from_ms, to_ms, body, keep).await)
+    }
+
+    /// The newest stored analysis: (generated, from, to, body).
+    pub async fn latest_analysis(&self) -> Result<Option<(i64, i64, i64, String)>> {
+        dispatch!(self, s => s.latest_analysis().await)
+    }
+
+    /// Takes the job's lock, or None when another collector holds it. SQLite has one
+    /// collector per file, so the lock is always granted there.
+    pub async fn try_job_lock(&self, key: i64) -> Result<Option<JobLock>> {
+        match &self.backend {
+            Backend::Postgres(s) => s.try_job_lock(key).await,
+            Backend::Sqlite(_) => Ok(Some(JobLock { pg: None })),
+        }
     }
 }

@@ -536,6 +536,94 @@ impl PgStore {
         Ok((minutes.gpus.len(), minutes.tenants.len()))
     }
 
+    pub async fn events(&self, from: i64, to: i64) -> Result<Vec<super::EventRecord>> {
+        let rows = sqlx::query(&format!(
+            "SELECT cluster, node, gpu_uuid, {} AS ts, kind, code FROM gpu_events WHERE ts >= to_timestamp($1 / 1000.0) AND ts < to_timestamp($2 / 1000.0) ORDER BY ts",
+            ms("ts")
+        ))
+        .bind(from)
+        .bind(to)
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter().map(|r| Ok(super::event_record!(r))).collect()
+    }
+
+    pub async fn latest_health(&self) -> Result<Vec<super::HealthRecord>> {
+        let rows = sqlx::query(
+            "SELECT g.cluster, g.node, g.gpu_uuid, s.ecc_uncorrected, s.retired_pages::bigint AS retired_pages, s.remapped_rows::bigint AS remapped_rows
+             FROM gpus g CROSS JOIN LATERAL (
+                SELECT ecc_uncorrected, retired_pages, remapped_rows FROM gpu_samples x
+                WHERE x.gpu_uuid = g.gpu_uuid ORDER BY ts DESC LIMIT 1) s",
+        )
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter().map(|r| Ok(super::health_record!(r))).collect()
+    }
+
+    pub async fn orphans(&self, from: i64, to: i64) -> Result<Vec<super::OrphanRecord>> {
+        let rows = sqlx::query(&format!(
+            "SELECT cluster, node, gpu_uuid, pid, {} AS start_time, {} AS first, {} AS last, max(mem_used_bytes) AS mem
+             FROM process_samples WHERE tenant_key IS NULL AND ts >= to_timestamp($1 / 1000.0) AND ts < to_timestamp($2 / 1000.0)
+             GROUP BY cluster, node, gpu_uuid, pid, start_time",
+            ms("start_time"),
+            ms("min(ts)"),
+            ms("max(ts)")
+        ))
+        .bind(from)
+        .bind(to)
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter().map(|r| Ok(super::orphan_record!(r))).collect()
+    }
+
+    pub async fn save_analysis(
+        &self,
+        generated: i64,
+        from: i64,
+        to: i64,
+        body: &str,
+        keep: i64,
+    ) -> Result<()> {
+        let mut tx = self.pool.begin().await?;
+        sqlx::query("INSERT INTO analysis_runs (generated, range_from, range_to, body) VALUES (to_timestamp($1 / 1000.0), to_timestamp($2 / 1000.0), to_timestamp($3 / 1000.0), $4::jsonb) ON CONFLICT (generated) DO UPDATE SET body = excluded.body")
+            .bind(generated).bind(from).bind(to).bind(body)
+            .execute(&mut *tx).await?;
+        sqlx::query("DELETE FROM analysis_runs WHERE generated NOT IN (SELECT generated FROM analysis_runs ORDER BY generated DESC LIMIT $1)")
+            .bind(keep)
+            .execute(&mut *tx).await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    pub async fn latest_analysis(&self) -> Result<Option<(i64, i64, i64, String)>> {
+        let row = sqlx::query(&format!(
+            "SELECT {} AS g, {} AS f, {} AS t, body::text AS body FROM analysis_runs ORDER BY generated DESC LIMIT 1",
+            ms("generated"),
+            ms("range_from"),
+            ms("range_to")
+        ))
+        .fetch_optional(&self.pool)
+        .await?;
+        Ok(match row {
+            Some(r) => Some((
+                r.try_get("g")?,
+                r.try_get("f")?,
+                r.try_get("t")?,
+                r.try_get("body")?,
+            )),
+            None => None,
+        })
+    }
+
+    pub async fn try_job_lock(&self, key: i64) -> Result<Option<super::JobLock>> {
+        let mut conn = self.pool.acquire().await?;
+        let got: bool = sqlx::query_scalar("SELECT pg_try_advisory_lock($1)")
+            .bind(key)
+            .fetch_one(&mut *conn)
+            .await?;
+        Ok(got.then(|| super::JobLock::postgres(conn, key)))
+    }
+
     pub async fn read_minutes(
         &self,
         cluster: &str,

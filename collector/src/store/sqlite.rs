@@ -436,6 +436,75 @@ impl SqliteStore {
         Ok((minutes.gpus.len(), minutes.tenants.len()))
     }
 
+    pub async fn events(&self, from: i64, to: i64) -> Result<Vec<super::EventRecord>> {
+        let rows = sqlx::query("SELECT cluster, node, gpu_uuid, ts, kind, code FROM gpu_events WHERE ts >= ? AND ts < ? ORDER BY ts")
+            .bind(from)
+            .bind(to)
+            .fetch_all(&self.reader)
+            .await?;
+        rows.iter().map(|r| Ok(super::event_record!(r))).collect()
+    }
+
+    pub async fn latest_health(&self) -> Result<Vec<super::HealthRecord>> {
+        let rows = sqlx::query(
+            "SELECT g.cluster, g.node, g.gpu_uuid,
+               (SELECT ecc_uncorrected FROM gpu_samples x WHERE x.gpu_uuid = g.gpu_uuid ORDER BY ts DESC LIMIT 1) AS ecc_uncorrected,
+               (SELECT retired_pages FROM gpu_samples x WHERE x.gpu_uuid = g.gpu_uuid ORDER BY ts DESC LIMIT 1) AS retired_pages,
+               (SELECT remapped_rows FROM gpu_samples x WHERE x.gpu_uuid = g.gpu_uuid ORDER BY ts DESC LIMIT 1) AS remapped_rows
+             FROM gpus g",
+        )
+        .fetch_all(&self.reader)
+        .await?;
+        rows.iter().map(|r| Ok(super::health_record!(r))).collect()
+    }
+
+    pub async fn orphans(&self, from: i64, to: i64) -> Result<Vec<super::OrphanRecord>> {
+        let rows = sqlx::query(
+            "SELECT cluster, node, gpu_uuid, pid, start_time, min(ts) AS first, max(ts) AS last, max(mem_used_bytes) AS mem
+             FROM process_samples WHERE tenant_key IS NULL AND ts >= ? AND ts < ?
+             GROUP BY cluster, node, gpu_uuid, pid, start_time",
+        )
+        .bind(from)
+        .bind(to)
+        .fetch_all(&self.reader)
+        .await?;
+        rows.iter().map(|r| Ok(super::orphan_record!(r))).collect()
+    }
+
+    pub async fn save_analysis(
+        &self,
+        generated: i64,
+        from: i64,
+        to: i64,
+        body: &str,
+        keep: i64,
+    ) -> Result<()> {
+        let mut tx = self.writer.begin().await?;
+        sqlx::query("INSERT OR REPLACE INTO analysis_runs (generated, range_from, range_to, body) VALUES (?, ?, ?, ?)")
+            .bind(generated).bind(from).bind(to).bind(body)
+            .execute(&mut *tx).await?;
+        sqlx::query("DELETE FROM analysis_runs WHERE generated NOT IN (SELECT generated FROM analysis_runs ORDER BY generated DESC LIMIT ?)")
+            .bind(keep)
+            .execute(&mut *tx).await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    pub async fn latest_analysis(&self) -> Result<Option<(i64, i64, i64, String)>> {
+        let row = sqlx::query("SELECT generated, range_from, range_to, body FROM analysis_runs ORDER BY generated DESC LIMIT 1")
+            .fetch_optional(&self.reader)
+            .await?;
+        Ok(match row {
+            Some(r) => Some((
+                r.try_get("generated")?,
+                r.try_get("range_from")?,
+                r.try_get("range_to")?,
+                r.try_get("body")?,
+            )),
+            None => None,
+        })
+    }
+
     pub async fn read_minutes(
         &self,
         cluster: &str,

@@ -1,0 +1,414 @@
+//! Runs the analytics crate over the store: reads inventory and rollups into an
+//! [`analytics::Input`], analyses it off the async runtime, and keeps the newest results in
+//! `analysis_runs` so every collector serves the same findings. Scheduled runs take a
+//! PostgreSQL advisory lock so exactly one collector computes them.
+
+use std::collections::{BTreeMap, HashSet};
+use std::time::{Duration, Instant};
+
+use analytics::input::{
+    GpuBucket, GpuHealth, GpuRef, MigRef, NodeRef, OrphanProcess, TenantBucket, TenantRef,
+};
+use analytics::{Analysis, Input};
+use model::rollup::{HOUR_MS, bucket_of};
+
+use crate::store::{LOCK_ANALYTICS, Store};
+
+/// How much history a scheduled analysis covers, how often it runs, and its thresholds.
+#[derive(Debug, Clone, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Settings {
+    #[serde(
+        default = "default_every",
+        deserialize_with = "crate::config::duration"
+    )]
+    pub every: Duration,
+    #[serde(
+        default = "default_window",
+        deserialize_with = "crate::config::duration"
+    )]
+    pub window: Duration,
+    /// Stored runs to keep.
+    #[serde(default = "default_keep")]
+    pub keep: i64,
+    #[serde(flatten)]
+    pub thresholds: analytics::Config,
+}
+
+fn default_every() -> Duration {
+    Duration::from_secs(600)
+}
+fn default_window() -> Duration {
+    Duration::from_secs(7 * 86_400)
+}
+fn default_keep() -> i64 {
+    48
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Settings {
+            every: default_every(),
+            window: default_window(),
+            keep: default_keep(),
+            thresholds: analytics::Config::default(),
+        }
+    }
+}
+
+/// What loading read, for progress output and benchmarks.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct LoadStats {
+    pub gpu_hours: usize,
+    pub tenant_hours: usize,
+    pub minute_rows: usize,
+    pub load: Duration,
+    pub analyze: Duration,
+}
+
+/// Reads what the analysis of [from, to) needs.
+pub async fn load(
+    store: &Store,
+    cfg: &analytics::Config,
+    from: i64,
+    to: i64,
+    now: i64,
+) -> anyhow::Result<Input> {
+    let from = bucket_of(from, HOUR_MS);
+    let nodes = store.nodes().await?;
+    let gpus = store.gpus(None).await?;
+    let tenants = store.tenants().await?;
+    let mut input = Input {
+        from_ms: from,
+        to_ms: to,
+        now_ms: now,
+        ..Input::default()
+    };
+    input.nodes = nodes
+        .iter()
+        .map(|n| NodeRef {
+            cluster: n.cluster.clone(),
+            node: n.node.clone(),
+            last_seen_ms: n.last_seen_ms,
+            interval_ms: n.interval_ms,
+        })
+        .collect();
+    input.gpus = gpus
+        .iter()
+        .map(|g| GpuRef {
+            cluster: g.cluster.clone(),
+            node: g.node.clone(),
+            uuid: g.uuid.clone(),
+            index: g.index,
+            model: g.model.clone(),
+            memory_total_bytes: g.memory_total_bytes,
+            sharing: g.sharing.clone(),
+            replicas: g.replicas,
+            mig: g
+                .mig_instances
+                .iter()
+                .map(|m| MigRef {
+                    gi_id: m.gi_id,
+                    profile: m.profile.clone(),
+                    placement_start: m.placement_start,
+                    memory_total_bytes: m.memory_total_bytes,
+                    compute_slices: m.compute_slices,
+                })
+                .collect(),
+        })
+        .collect();
+    input.tenants = tenants
+        .iter()
+        .map(|t| TenantRef {
+            cluster: t.cluster.clone(),
+            key: t.key.clone(),
+            kind: t.kind.clone(),
+            name: crate::api::display_name(t),
+            team: t.team.clone(),
+        })
+        .collect();
+    for n in &nodes {
+        let r = store.hour_rollups(&n.cluster, &n.node, from, to).await?;
+        push_rollup(
+            &mut input.gpu_hours,
+            &mut input.tenant_hours,
+            &n.cluster,
+            &n.node,
+            r,
+            |_, _| true,
+        );
+    }
+    // Minute rows only where interference can be measured.
+    let ranges = analytics::minute_ranges(&input, cfg);
+    let mut per_node: BTreeMap<(&str, &str), (i64, i64, HashSet<&str>)> = BTreeMap::new();
+    for r in &ranges {
+        let e =
+            per_node
+                .entry((&r.cluster, &r.node))
+                .or_insert((r.from_ms, r.to_ms, HashSet::new()));
+        e.0 = e.0.min(r.from_ms);
+        e.1 = e.1.max(r.to_ms);
+        e.2.insert(&r.gpu);
+    }
+    let mut gpu_minutes = Vec::new();
+    let mut tenant_minutes = Vec::new();
+    for ((cluster, node), (f, t, wanted)) in per_node {
+        let r = store.minute_rollups(cluster, node, f, t).await?;
+        let keep = |gpu: &str, bucket: i64| {
+            wanted.contains(gpu)
+                && ranges
+                    .iter()
+                    .any(|x| x.gpu == gpu && bucket >= x.from_ms && bucket < x.to_ms)
+        };
+        push_rollup(
+            &mut gpu_minutes,
+            &mut tenant_minutes,
+            cluster,
+            node,
+            r,
+            keep,
+        );
+    }
+    input.gpu_minutes = gpu_minutes;
+    input.tenant_minutes = tenant_minutes;
+
+    let mut health: BTreeMap<String, GpuHealth> = BTreeMap::new();
+    for e in store.events(from, to).await? {
+        if e.kind != "xid" {
+            continue;
+        }
+        health
+            .entry(e.gpu_uuid.clone())
+            .or_insert_with(|| GpuHealth {
+                cluster: e.cluster.clone(),
+                node: e.node.clone(),
+                gpu: e.gpu_uuid.clone(),
+                ..GpuHealth::default()
+            })
+            .xids
+            .push((e.ts_ms, e.code));
+    }
+    for h in store.latest_health().await? {
+        let e = health
+            .entry(h.gpu_uuid.clone())
+            .or_insert_with(|| GpuHealth {
+                cluster: h.cluster.clone(),
+                node: h.node.clone(),
+                gpu: h.gpu_uuid.clone(),
+                ..GpuHealth::default()
+            });
+        e.ecc_uncorrected = h.ecc_uncorrected;
+        e.retired_pages = h.retired_pages;
+        e.remapped_rows = h.remapped_rows;
+    }
+    input.health = health.into_values().collect();
+    input.orphans = store
+        .orphans(from, to)
+        .await?
+        .into_iter()
+        .map(|o| OrphanProcess {
+            cluster: o.cluster,
+            node: o.node,
+            gpu: o.gpu_uuid,
+            pid: o.pid,
+            start_time_ms: o.start_time_ms,
+            first_seen_ms: o.first_ms,
+            last_seen_ms: o.last_ms,
+            mem_max_bytes: o.mem_max_bytes.unwrap_or(0),
+        })
+        .collect();
+    Ok(input)
+}
+
+fn push_rollup(
+    gpus: &mut Vec<GpuBucket>,
+    tenants: &mut Vec<TenantBucket>,
+    cluster: &str,
+    node: &str,
+    r: model::rollup::NodeRollup,
+    keep: impl Fn(&str, i64) -> bool,
+) {
+    for ((gpu, bucket), agg) in r.gpus {
+        if keep(&gpu, bucket) {
+            gpus.push(GpuBucket {
+                cluster: cluster.into(),
+                node: node.into(),
+                gpu,
+                bucket,
+                agg,
+            });
+        }
+    }
+    for ((gpu, tenant, bucket), agg) in r.tenants {
+        if keep(&gpu, bucket) {
+            tenants.push(TenantBucket {
+                cluster: cluster.into(),
+                node: node.into(),
+                gpu,
+                tenant,
+                bucket,
+                agg,
+            });
+        }
+    }
+}
+
+/// Loads and analyses [now − window, now).
+pub async fn run(
+    store: &Store,
+    cfg: &analytics::Config,
+    window: Duration,
+    now: i64,
+) -> anyhow::Result<(Analysis, LoadStats)> {
+    let started = Instant::now();
+    let from = now - window.as_millis() as i64;
+    let input = load(store, cfg, from, now, now).await?;
+    let mut stats = LoadStats {
+        gpu_hours: input.gpu_hours.len(),
+        tenant_hours: input.tenant_hours.len(),
+        minute_rows: input.gpu_minutes.len() + input.tenant_minutes.len(),
+        load: started.elapsed(),
+        ..LoadStats::default()
+    };
+    let cfg = cfg.clone();
+    let t = Instant::now();
+    let analysis = tokio::task::spawn_blocking(move || analytics::analyze(&input, &cfg)).await??;
+    stats.analyze = t.elapsed();
+    Ok((analysis, stats))
+}
+
+/// One scheduled pass: analyse and store, unless another collector holds the lock.
+pub async fn scheduled(store: &Store, settings: &Settings) -> anyhow::Result<Option<Analysis>> {
+    let Some(lock) = store.try_job_lock(LOCK_ANALYTICS).await? else {
+        tracing::debug!("another collector is running the analysis");
+        return Ok(None);
+    };
+    let result = async {
+        let now = crate::now_ms();
+        let (analysis, stats) = run(store, &settings.thresholds, settings.window, now).await?;
+        let body = serde_json::to_string(&analysis)?;
+        store
+            .save_analysis(now, analysis.from_ms, analysis.to_ms, &body, settings.keep)
+            .await?;
+        tracing::info!(
+            findings = analysis.findings.len(),
+            recommendations = analysis.recommendations.len(),
+            load_ms = stats.load.as_millis() as u64,
+            analyze_ms = stats.analyze.as_millis() as u64,
+            "analysis stored"
+        );
+        anyhow::Ok(analysis)
+    }
+    .await;
+    lock.release().await?;
+    result.map(Some)
+}
+
+/// Runs [`scheduled`] every `settings.every` until the task is dropped.
+pub async fn run_forever(store: Store, settings: Settings) {
+    let mut tick = tokio::time::interval(settings.every);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        if let Err(e) = scheduled(&store, &settings).await {
+            tracing::warn!(error = %e, "analysis failed; will retry");
+        }
+    }
+}
+
+/// The analysis as tables for a terminal.
+pub fn table(a: &Analysis) -> String {
+    use std::fmt::Write;
+    let mut s = String::new();
+    let f = &a.funnel;
+    let _ = writeln!(
+        s,
+        "Funnel {} → {} (GPU-hours)",
+        crate::api::rfc3339(a.from_ms),
+        crate::api::rfc3339(a.to_ms)
+    );
+    let _ = writeln!(
+        s,
+        "  {:<28} {:>9} {:>9} {:>9} {:>9} {:>9} {:>10} {:>6}  signal",
+        "",
+        "capacity",
+        "allocated",
+        "active",
+        "effective",
+        "waste",
+        format!("cost {}", f.currency),
+        "eff%"
+    );
+    let row = |s: &mut String, r: &analytics::FunnelRow| {
+        let _ = writeln!(
+            s,
+            "  {:<28} {:>9} {:>9.1} {:>9.1} {:>9.1} {:>9.1} {:>10.0} {:>6}  {}",
+            truncate(&r.key, 28),
+            r.capacity_gpu_hours
+                .map_or("-".into(), |c| format!("{c:.1}")),
+            r.allocated_gpu_hours,
+            r.active_gpu_hours,
+            r.effective_gpu_hours,
+            r.waste_gpu_hours,
+            r.cost,
+            r.effective_ratio
+                .map_or("-".into(), |e| format!("{:.0}", e * 100.0)),
+            r.effective_signal
+        );
+    };
+    row(&mut s, &f.total);
+    for (title, rows) in [
+        ("by model", &f.by_model),
+        ("by node", &f.by_node),
+        ("by team", &f.by_team),
+    ] {
+        let _ = writeln!(s, " {title}");
+        for r in rows {
+            row(&mut s, r);
+        }
+    }
+    let _ = writeln!(s, "\nFindings ({})", a.findings.len());
+    for x in &a.findings {
+        let _ = writeln!(
+            s,
+            "  [{:<8}] {:<16} {}",
+            x.severity.as_str(),
+            x.kind.as_str(),
+            x.summary
+        );
+    }
+    let _ = writeln!(s, "\nRecommendations ({})", a.recommendations.len());
+    for r in &a.recommendations {
+        let _ = writeln!(
+            s,
+            "  {:<13} {}  [confidence {:.2}; replay: contention {:.0}→{:.0} tenant-h, overflow {:.0} h, frees {:.2} GPU]",
+            r.kind.as_str(),
+            r.summary,
+            r.confidence,
+            r.replay.contention_hours_before,
+            r.replay.contention_hours_after,
+            r.replay.memory_overflow_hours,
+            r.replay.gpus_freed
+        );
+    }
+    if !a.rejected.is_empty() {
+        let _ = writeln!(s, "\nNot recommended after replay ({})", a.rejected.len());
+        for r in &a.rejected {
+            let _ = writeln!(s, "  {:<13} {}", r.kind.as_str(), r.reason);
+        }
+    }
+    for l in &a.limitations {
+        let _ = writeln!(s, "\nnote: {l}");
+    }
+    s
+}
+
+fn truncate(s: &str, n: usize) -> String {
+    if s.chars().count() <= n {
+        s.to_owned()
+    } else {
+        let mut t: String = s.chars().take(n - 1).collect();
+        t.push('…');
+        t
+    }
+}

@@ -1,0 +1,215 @@
+//! The analytics against ground truth: every scenario in scenarios/ and tests/scenarios/ is
+//! simulated for two days at one sample a minute, stored and rolled up through the real store,
+//! analysed, and the findings compared with the tenants' `truth`. Precision and recall for
+//! idle_allocation, underutilized and interference, over all scenarios, must be at least 0.9;
+//! no recommendation may be one its replay calls harmful; every mig-parted config must be
+//! valid for its GPU model.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::path::Path;
+
+use collector::store::Store;
+use simulator::{Fleet, Scenario};
+
+use crate::support;
+
+const DAY_MS: i64 = 86_400_000;
+
+async fn load(store: &Store, fleet: &Fleet, from: i64, to: i64) {
+    let step = 60_000;
+    for node in 0..fleet.nodes.len() {
+        let instants: Vec<i64> = (0..)
+            .map(|i| from + i * step)
+            .take_while(|&t| t < to)
+            .collect();
+        for (seq, chunk) in instants.chunks(120).enumerate() {
+            let mut b = fleet.batch(node, "truth", seq as u64 + 1, chunk, step as u32);
+            b.interval_ms = step as u32;
+            store.ingest(&b, to, &|_| None).await.unwrap();
+        }
+    }
+    store.rollup(to).await.unwrap();
+}
+
+/// Scenario tenant name for every tenant key it had over the range.
+fn names(fleet: &Fleet, from: i64, to: i64) -> HashMap<String, String> {
+    let mut m = HashMap::new();
+    for (i, t) in fleet.scenario.tenants.iter().enumerate() {
+        let mut at = from;
+        while at < to {
+            m.insert(fleet.tenant_record(i, at).key, t.name.clone());
+            at += 600_000;
+        }
+    }
+    m
+}
+
+const KINDS: [&str; 3] = ["idle_allocation", "underutilized", "interference"];
+
+#[derive(Default, Debug)]
+struct Score {
+    tp: usize,
+    fp: Vec<String>,
+    fn_: Vec<String>,
+}
+
+async fn check(path: &Path, scores: &mut BTreeMap<&'static str, Score>) {
+    let scenario = Scenario::from_toml(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let fleet = Fleet::new(scenario.clone());
+    let t = support::sqlite().await;
+    // Two whole days ending at a fixed midnight, so results do not depend on the wall clock.
+    let to = 1_795_219_200_000; // 2026-11-21T00:00:00Z
+    let from = to - 2 * DAY_MS;
+    load(&t.store, &fleet, from, to).await;
+    let cfg = analytics::Config::default();
+    let input = collector::analysis::load(&t.store, &cfg, from, to, to)
+        .await
+        .unwrap();
+    // Polars blocks on its own runtime: off the async threads, as the collector runs it.
+    let a = {
+        let (input, cfg) = (input.clone(), cfg.clone());
+        tokio::task::spawn_blocking(move || analytics::analyze(&input, &cfg))
+            .await
+            .unwrap()
+            .unwrap()
+    };
+    let key_name = names(&fleet, from, to);
+    let label = format!("{}", path.display());
+
+    for kind in KINDS {
+        let found: BTreeSet<String> = a
+            .findings
+            .iter()
+            .filter(|f| f.kind.as_str() == kind)
+            .filter_map(|f| key_name.get(&f.tenants[0]).cloned())
+            .collect();
+        let truth: BTreeSet<String> = scenario
+            .tenants
+            .iter()
+            .filter(|t| t.truth.findings.iter().any(|k| k == kind))
+            .map(|t| t.name.clone())
+            .collect();
+        let s = scores.entry(kind).or_default();
+        s.tp += found.intersection(&truth).count();
+        s.fp.extend(found.difference(&truth).map(|n| format!("{label}: {n}")));
+        s.fn_
+            .extend(truth.difference(&found).map(|n| format!("{label}: {n}")));
+    }
+    // Interference names the right aggressor.
+    for f in a
+        .findings
+        .iter()
+        .filter(|f| f.kind.as_str() == "interference")
+    {
+        let victim = &key_name[&f.tenants[0]];
+        let aggressor = &key_name[&f.tenants[1]];
+        if let Some(t) = scenario.tenants.iter().find(|t| &t.name == victim)
+            && let Some(expected) = &t.truth.victim_of
+        {
+            assert_eq!(aggressor, expected, "{label}: wrong aggressor for {victim}");
+        }
+        assert!(f.metrics["rate_drop"] >= cfg.interference_min_drop);
+    }
+    for r in &a.recommendations {
+        assert!(
+            !r.replay.harmful,
+            "{label}: harmful recommendation made: {}",
+            r.summary
+        );
+        assert_eq!(
+            r.replay.memory_overflow_hours, 0.0,
+            "{label}: {}",
+            r.summary
+        );
+        if let analytics::Proposal::MigLayout {
+            mig_parted_yaml, ..
+        } = &r.proposal
+        {
+            let gpu = input.gpu(&r.gpus[0]).unwrap();
+            let family = analytics::mig::family(&gpu.model).unwrap();
+            let config = parse_mig_parted(mig_parted_yaml);
+            config
+                .validate(family)
+                .unwrap_or_else(|e| panic!("{label}: {e}\n{mig_parted_yaml}"));
+        }
+    }
+    // Every finding carries evidence a UI can chart, and a window inside the range.
+    for f in &a.findings {
+        assert!(!f.evidence.is_empty(), "{label}: {} has no evidence", f.id);
+        assert!(f.from_ms <= f.to_ms);
+        assert!(
+            f.evidence
+                .iter()
+                .all(|e| e.href.starts_with("/api/v1/series?"))
+        );
+    }
+}
+
+/// Reads a generated mig-parted config back (a small YAML subset: what `to_yaml` writes).
+fn parse_mig_parted(y: &str) -> analytics::mig::MigPartedConfig {
+    let mut lines = y.lines();
+    assert_eq!(lines.next(), Some("version: v1"));
+    assert_eq!(lines.next(), Some("mig-configs:"));
+    let name = lines
+        .next()
+        .unwrap()
+        .trim()
+        .trim_end_matches(':')
+        .to_owned();
+    let mut entries: Vec<analytics::mig::MigPartedEntry> = Vec::new();
+    for l in lines {
+        let l = l.trim();
+        if let Some(d) = l.strip_prefix("- devices: [") {
+            let devices = d
+                .trim_end_matches(']')
+                .split(", ")
+                .map(|x| x.parse().unwrap())
+                .collect();
+            entries.push(analytics::mig::MigPartedEntry {
+                devices,
+                mig_enabled: false,
+                mig_devices: vec![],
+            });
+        } else if let Some(v) = l.strip_prefix("mig-enabled: ") {
+            entries.last_mut().unwrap().mig_enabled = v == "true";
+        } else if let Some((p, c)) = l.split_once("\": ") {
+            let p = p.trim_start_matches('"').to_owned();
+            entries
+                .last_mut()
+                .unwrap()
+                .mig_devices
+                .push((p, c.parse().unwrap()));
+        }
+    }
+    analytics::mig::MigPartedConfig { name, entries }
+}
+
+#[tokio::test]
+async fn heavy_findings_match_ground_truth() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let mut files: Vec<_> = ["scenarios", "tests/scenarios"]
+        .iter()
+        .flat_map(|d| std::fs::read_dir(root.join(d)).unwrap())
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "toml"))
+        .collect();
+    files.sort();
+    assert!(files.len() >= 6, "{files:?}");
+    let mut scores = BTreeMap::new();
+    for f in &files {
+        check(f, &mut scores).await;
+    }
+    let mut report = String::new();
+    let mut ok = true;
+    for (kind, s) in &scores {
+        let precision = s.tp as f64 / (s.tp + s.fp.len()).max(1) as f64;
+        let recall = s.tp as f64 / (s.tp + s.fn_.len()).max(1) as f64;
+        report += &format!(
+            "{kind}: tp {} precision {precision:.2} recall {recall:.2}\n  false positives {:?}\n  missed {:?}\n",
+            s.tp, s.fp, s.fn_
+        );
+        ok &= precision >= 0.9 && recall >= 0.9 && s.tp > 0;
+    }
+    println!("{report}");
+    assert!(ok, "below 0.9:\n{report}");
+}
