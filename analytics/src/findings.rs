@@ -3,12 +3,12 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use model::rollup::HOUR_MS;
+use model::rollup::{GpuAgg, HOUR_MS};
 use serde::Serialize;
 
 use crate::Config;
 use crate::holdings::{Holding, idle_runs};
-use crate::input::Input;
+use crate::input::{GpuBucket, GpuRef, Input};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -141,18 +141,22 @@ pub struct Finding {
 }
 
 pub fn finding_id(kind: FindingKind, subject: &str, from_ms: i64) -> String {
-    // FNV-1a: short, stable, no dependency.
+    stable_id(kind.as_str(), &[subject.as_bytes(), &from_ms.to_le_bytes()])
+}
+
+/// `<kind>-<hash>`: the same for the same kind and parts in every run. FNV-1a: short, stable,
+/// no dependency.
+pub(crate) fn stable_id(kind: &str, parts: &[&[u8]]) -> String {
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for b in kind
-        .as_str()
-        .bytes()
-        .chain(subject.bytes())
-        .chain(from_ms.to_le_bytes())
+    for &b in kind
+        .as_bytes()
+        .iter()
+        .chain(parts.iter().flat_map(|p| p.iter()))
     {
         h ^= u64::from(b);
         h = h.wrapping_mul(0x0100_0000_01b3);
     }
-    format!("{}-{h:016x}", kind.as_str())
+    format!("{kind}-{h:016x}")
 }
 
 pub(crate) fn hours(s: f64) -> String {
@@ -165,8 +169,10 @@ pub(crate) fn hours(s: f64) -> String {
     }
 }
 
+pub(crate) const GIB: f64 = (1u64 << 30) as f64;
+
 pub(crate) fn gib(bytes: f64) -> f64 {
-    bytes / (1u64 << 30) as f64
+    bytes / GIB
 }
 
 /// Context the finding rules share.
@@ -174,6 +180,7 @@ pub struct Ctx<'a> {
     pub input: &'a Input,
     pub cfg: &'a Config,
     pub names: HashMap<(&'a str, &'a str), (&'a str, Option<&'a str>)>,
+    pub gpus: HashMap<&'a str, &'a GpuRef>,
 }
 
 impl<'a> Ctx<'a> {
@@ -191,7 +198,12 @@ impl<'a> Ctx<'a> {
                     )
                 })
                 .collect(),
+            gpus: input.gpus.iter().map(|g| (g.uuid.as_str(), g)).collect(),
         }
+    }
+
+    pub fn gpu(&self, uuid: &str) -> Option<&'a GpuRef> {
+        self.gpus.get(uuid).copied()
     }
 
     pub fn name(&self, cluster: &str, tenant: &str) -> String {
@@ -207,7 +219,7 @@ impl<'a> Ctx<'a> {
     }
 
     pub fn gpu_label(&self, uuid: &str) -> String {
-        match self.input.gpu(uuid) {
+        match self.gpu(uuid) {
             Some(g) => format!("GPU {} of {}", g.index, g.node),
             None => uuid.to_owned(),
         }
@@ -338,8 +350,8 @@ pub fn zombies(ctx: &Ctx) -> Vec<Finding> {
 }
 
 /// GPU-hours grouped per GPU in time order.
-fn gpu_hours_by_gpu(input: &Input) -> BTreeMap<(&str, &str, &str), Vec<&crate::input::GpuBucket>> {
-    let mut by: BTreeMap<(&str, &str, &str), Vec<&crate::input::GpuBucket>> = BTreeMap::new();
+fn gpu_hours_by_gpu(input: &Input) -> BTreeMap<(&str, &str, &str), Vec<&GpuBucket>> {
+    let mut by: BTreeMap<(&str, &str, &str), Vec<&GpuBucket>> = BTreeMap::new();
     for r in &input.gpu_hours {
         by.entry((&r.cluster, &r.node, &r.gpu)).or_default().push(r);
     }
@@ -353,7 +365,7 @@ fn gpu_hours_by_gpu(input: &Input) -> BTreeMap<(&str, &str, &str), Vec<&crate::i
 fn tenants_in(holdings: &[Holding], gpu: &str, from: i64, to: i64) -> Vec<String> {
     let mut t: Vec<String> = holdings
         .iter()
-        .filter(|h| h.gpu == gpu && h.hours.iter().any(|u| u.hour >= from && u.hour < to))
+        .filter(|h| h.gpu == gpu && h.rows.iter().any(|(hour, _)| *hour >= from && *hour < to))
         .map(|h| h.tenant.clone())
         .collect();
     t.sort();
@@ -361,25 +373,53 @@ fn tenants_in(holdings: &[Holding], gpu: &str, from: i64, to: i64) -> Vec<String
     t
 }
 
-/// Contiguous hours matching `pred`, as (first hour, end) windows.
-fn windows<T>(
-    rows: &[&T],
-    bucket: impl Fn(&T) -> i64,
-    pred: impl Fn(&T) -> bool,
-) -> Vec<(i64, i64, usize)> {
-    let mut out: Vec<(i64, i64, usize)> = Vec::new();
-    for r in rows {
-        if !pred(r) {
+/// A GPU whose hours a rule flagged in at least `pressure_min_hours` hours.
+struct Flagged<'a> {
+    cluster: &'a str,
+    node: &'a str,
+    gpu: &'a str,
+    rows: Vec<&'a GpuBucket>,
+    /// Flagged hours, and the span from the first of them to the end of the last.
+    hours: usize,
+    from: i64,
+    to: i64,
+    /// Tenants on the GPU during the span, and their names.
+    tenants: Vec<String>,
+    names: Vec<String>,
+}
+
+fn flagged<'a>(
+    ctx: &Ctx<'a>,
+    holdings: &[Holding],
+    pred: impl Fn(&GpuAgg) -> bool,
+) -> Vec<Flagged<'a>> {
+    let mut out = Vec::new();
+    for ((cluster, node, gpu), rows) in gpu_hours_by_gpu(ctx.input) {
+        let hit: Vec<i64> = rows
+            .iter()
+            .filter(|r| pred(&r.agg))
+            .map(|r| r.bucket)
+            .collect();
+        let (Some(&from), Some(&last)) = (hit.first(), hit.last()) else {
+            continue;
+        };
+        if (hit.len() as f64) < ctx.cfg.pressure_min_hours {
             continue;
         }
-        let b = bucket(r);
-        match out.last_mut() {
-            Some(w) if w.1 == b => {
-                w.1 = b + HOUR_MS;
-                w.2 += 1;
-            }
-            _ => out.push((b, b + HOUR_MS, 1)),
-        }
+        let to = last + HOUR_MS;
+        let tenants = tenants_in(holdings, gpu, from, to);
+        let names = tenants.iter().map(|t| ctx.name(cluster, t)).collect();
+        out.push(Flagged {
+            cluster,
+            node,
+            gpu,
+            rows,
+            hours: hit.len(),
+            from,
+            to,
+            tenants,
+            names,
+        });
     }
     out
 }
@@ -387,122 +427,109 @@ fn windows<T>(
 /// memory_pressure: the GPU's memory nearly full (≥ `memory_pressure` of total at peak) for
 /// at least `pressure_min_hours` hours.
 pub fn memory_pressure(ctx: &Ctx, holdings: &[Holding]) -> Vec<Finding> {
-    let mut out = Vec::new();
-    for ((cluster, node, gpu), rows) in gpu_hours_by_gpu(ctx.input) {
-        let full = |r: &crate::input::GpuBucket| match (r.agg.mem_used_max, r.agg.mem_total_max) {
-            (Some(u), Some(t)) if t > 0 => u as f64 / t as f64 >= ctx.cfg.memory_pressure,
-            _ => false,
-        };
-        let hours_full = rows.iter().filter(|r| full(r)).count();
-        if (hours_full as f64) < ctx.cfg.pressure_min_hours {
-            continue;
-        }
-        let ws = windows(&rows, |r| r.bucket, full);
-        let (from, to) = (ws[0].0, ws[ws.len() - 1].1);
-        let peak = rows
-            .iter()
-            .filter_map(|r| r.agg.mem_used_max)
-            .max()
-            .unwrap_or(0);
-        let total = rows
-            .iter()
-            .filter_map(|r| r.agg.mem_total_max)
-            .max()
-            .unwrap_or(0);
-        let tenants = tenants_in(holdings, gpu, from, to);
-        let names: Vec<String> = tenants.iter().map(|t| ctx.name(cluster, t)).collect();
-        out.push(Finding {
-            id: finding_id(FindingKind::MemoryPressure, gpu, from),
-            kind: FindingKind::MemoryPressure,
-            severity: if hours_full >= 24 { Severity::Warning } else { Severity::Info },
-            cluster: cluster.into(),
-            node: node.into(),
-            gpu: Some(gpu.into()),
-            tenants,
-            team: None,
-            from_ms: from,
-            to_ms: to,
-            signal: "memory used / total".into(),
-            summary: format!(
-                "{} peaked at {:.1} of {:.1} GiB in {hours_full} hour(s); out-of-memory errors are likely for {}",
-                ctx.gpu_label(gpu),
-                gib(peak as f64),
-                gib(total as f64),
-                if names.is_empty() { "its tenants".into() } else { names.join(", ") }
-            ),
-            metrics: BTreeMap::from([
-                ("hours_above_threshold".into(), hours_full as f64),
-                ("peak_gib".into(), gib(peak as f64)),
-                ("total_gib".into(), gib(total as f64)),
-            ]),
-            evidence: vec![Evidence::new("GPU memory used", "mem_used_bytes", format!("gpu:{gpu}"), from, to)],
-        });
-    }
-    out
+    let full = |a: &GpuAgg| match (a.mem_used_max, a.mem_total_max) {
+        (Some(u), Some(t)) if t > 0 => u as f64 / t as f64 >= ctx.cfg.memory_pressure,
+        _ => false,
+    };
+    flagged(ctx, holdings, full)
+        .into_iter()
+        .map(|f| {
+            let peak = f.rows.iter().filter_map(|r| r.agg.mem_used_max).max().unwrap_or(0);
+            let total = f.rows.iter().filter_map(|r| r.agg.mem_total_max).max().unwrap_or(0);
+            Finding {
+                id: finding_id(FindingKind::MemoryPressure, f.gpu, f.from),
+                kind: FindingKind::MemoryPressure,
+                severity: if f.hours >= 24 { Severity::Warning } else { Severity::Info },
+                cluster: f.cluster.into(),
+                node: f.node.into(),
+                gpu: Some(f.gpu.into()),
+                team: None,
+                from_ms: f.from,
+                to_ms: f.to,
+                signal: "memory used / total".into(),
+                summary: format!(
+                    "{} peaked at {:.1} of {:.1} GiB in {} hour(s); out-of-memory errors are likely for {}",
+                    ctx.gpu_label(f.gpu),
+                    gib(peak as f64),
+                    gib(total as f64),
+                    f.hours,
+                    if f.names.is_empty() { "its tenants".into() } else { f.names.join(", ") }
+                ),
+                metrics: BTreeMap::from([
+                    ("hours_above_threshold".into(), f.hours as f64),
+                    ("peak_gib".into(), gib(peak as f64)),
+                    ("total_gib".into(), gib(total as f64)),
+                ]),
+                evidence: vec![Evidence::new("GPU memory used", "mem_used_bytes", format!("gpu:{}", f.gpu), f.from, f.to)],
+                tenants: f.tenants,
+            }
+        })
+        .collect()
 }
 
 /// throttling: clocks held back by a thermal or power limit in at least `throttle_share` of
 /// the samples of `pressure_min_hours` hours; names the tenants busy meanwhile.
 pub fn throttling(ctx: &Ctx, holdings: &[Holding]) -> Vec<Finding> {
-    let mut out = Vec::new();
-    for ((cluster, node, gpu), rows) in gpu_hours_by_gpu(ctx.input) {
-        let hot = |r: &crate::input::GpuBucket| {
-            r.agg.samples > 0
-                && f64::from(r.agg.throttled_n) / f64::from(r.agg.samples) >= ctx.cfg.throttle_share
-        };
-        let n = rows.iter().filter(|r| hot(r)).count();
-        if (n as f64) < ctx.cfg.pressure_min_hours {
-            continue;
-        }
-        let ws = windows(&rows, |r| r.bucket, hot);
-        let (from, to) = (ws[0].0, ws[ws.len() - 1].1);
-        let temp = rows
-            .iter()
-            .filter_map(|r| r.agg.temp_max)
-            .fold(f32::MIN, f32::max);
-        let power = rows
-            .iter()
-            .filter_map(|r| r.agg.power_max)
-            .fold(f32::MIN, f32::max);
-        let tenants = tenants_in(holdings, gpu, from, to);
-        let names: Vec<String> = tenants.iter().map(|t| ctx.name(cluster, t)).collect();
-        out.push(Finding {
-            id: finding_id(FindingKind::Throttling, gpu, from),
-            kind: FindingKind::Throttling,
-            severity: if n >= 24 {
-                Severity::Warning
-            } else {
-                Severity::Info
-            },
-            cluster: cluster.into(),
-            node: node.into(),
-            gpu: Some(gpu.into()),
-            tenants,
-            team: None,
-            from_ms: from,
-            to_ms: to,
-            signal: "NVML clock-event reasons (thermal, power)".into(),
-            summary: format!(
-                "{} was throttled in {n} hour(s) (peak {temp:.0} °C, {power:.0} W) while {} ran",
-                ctx.gpu_label(gpu),
-                if names.is_empty() {
-                    "no known tenant".into()
+    let hot = |a: &GpuAgg| {
+        a.samples > 0 && f64::from(a.throttled_n) / f64::from(a.samples) >= ctx.cfg.throttle_share
+    };
+    flagged(ctx, holdings, hot)
+        .into_iter()
+        .map(|f| {
+            let temp = f
+                .rows
+                .iter()
+                .filter_map(|r| r.agg.temp_max)
+                .fold(f32::MIN, f32::max);
+            let power = f
+                .rows
+                .iter()
+                .filter_map(|r| r.agg.power_max)
+                .fold(f32::MIN, f32::max);
+            Finding {
+                id: finding_id(FindingKind::Throttling, f.gpu, f.from),
+                kind: FindingKind::Throttling,
+                severity: if f.hours >= 24 {
+                    Severity::Warning
                 } else {
-                    names.join(", ")
-                }
-            ),
-            metrics: BTreeMap::from([
-                ("hours_throttled".into(), n as f64),
-                ("temp_max_c".into(), f64::from(temp)),
-                ("power_max_w".into(), f64::from(power)),
-            ]),
-            evidence: vec![
-                Evidence::new("temperature", "temp_c", format!("gpu:{gpu}"), from, to),
-                Evidence::new("power", "power_w", format!("gpu:{gpu}"), from, to),
-            ],
-        });
-    }
-    out
+                    Severity::Info
+                },
+                cluster: f.cluster.into(),
+                node: f.node.into(),
+                gpu: Some(f.gpu.into()),
+                team: None,
+                from_ms: f.from,
+                to_ms: f.to,
+                signal: "NVML clock-event reasons (thermal, power)".into(),
+                summary: format!(
+                    "{} was throttled in {} hour(s) (peak {temp:.0} °C, {power:.0} W) while {} ran",
+                    ctx.gpu_label(f.gpu),
+                    f.hours,
+                    if f.names.is_empty() {
+                        "no known tenant".into()
+                    } else {
+                        f.names.join(", ")
+                    }
+                ),
+                metrics: BTreeMap::from([
+                    ("hours_throttled".into(), f.hours as f64),
+                    ("temp_max_c".into(), f64::from(temp)),
+                    ("power_max_w".into(), f64::from(power)),
+                ]),
+                evidence: vec![
+                    Evidence::new(
+                        "temperature",
+                        "temp_c",
+                        format!("gpu:{}", f.gpu),
+                        f.from,
+                        f.to,
+                    ),
+                    Evidence::new("power", "power_w", format!("gpu:{}", f.gpu), f.from, f.to),
+                ],
+                tenants: f.tenants,
+            }
+        })
+        .collect()
 }
 
 /// hardware: XID errors, uncorrected ECC errors, retired pages or remapped rows.

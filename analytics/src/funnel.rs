@@ -8,7 +8,7 @@ use polars::prelude::*;
 use serde::Serialize;
 
 use crate::Config;
-use crate::holdings::Holding;
+use crate::holdings::{Holding, RowHours, signal};
 use crate::input::Input;
 
 /// One line of the funnel.
@@ -53,12 +53,18 @@ pub struct Funnel {
 /// The team a tenant's rows are grouped under when configuration gives it none.
 pub const NO_TEAM: &str = "(no team)";
 
-fn interval_s(samples: i32, covered_s: f64) -> f64 {
-    if samples > 0 {
-        covered_s / f64::from(samples)
-    } else {
-        0.0
-    }
+/// The sums every funnel line is made of.
+fn sums() -> [Expr; 8] {
+    [
+        col("alloc").sum(),
+        col("active").sum(),
+        col("eff").sum(),
+        col("waste").sum(),
+        (col("alloc") * col("price")).sum().alias("cost"),
+        (col("waste") * col("price")).sum().alias("waste_cost"),
+        col("eff_n").sum(),
+        col("eff_dcgm_n").sum(),
+    ]
 }
 
 pub fn funnel(input: &Input, holdings: &[Holding], cfg: &Config) -> PolarsResult<Funnel> {
@@ -105,23 +111,16 @@ pub fn funnel(input: &Input, holdings: &[Holding], cfg: &Config) -> PolarsResult
             .copied()
             .unwrap_or(NO_TEAM);
         for (_, a) in &h.rows {
-            let dt = interval_s(a.samples, a.covered_s) / 3600.0;
-            let alloc = a.alloc_share_sum * dt;
-            let share = if a.alloc_n > 0 {
-                a.alloc_share_sum / f64::from(a.alloc_n)
-            } else {
-                0.0
-            };
-            let eff = a.eff_sum * dt;
+            let r = RowHours::of(a);
             c_cluster.push(h.cluster.as_str());
             c_node.push(h.node.as_str());
             c_model.push(model);
             c_team.push(t);
             c_tenant.push(h.tenant.as_str());
-            c_alloc.push(alloc);
-            c_active.push(f64::from(a.active_n) * dt * share);
-            c_eff.push(eff);
-            c_waste.push((alloc - eff).max(0.0));
+            c_alloc.push(r.allocated);
+            c_active.push(r.active);
+            c_eff.push(r.effective);
+            c_waste.push((r.allocated - r.effective).max(0.0));
             c_price.push(price);
             c_effn.push(i64::from(a.eff_n));
             c_dcgm.push(i64::from(a.eff_dcgm_n));
@@ -146,16 +145,7 @@ pub fn funnel(input: &Input, holdings: &[Holding], cfg: &Config) -> PolarsResult
         df!["cluster" => g_cluster, "node" => g_node, "model" => g_model, "capacity" => g_cap]?;
 
     let by = |key: &str, with_capacity: bool| -> PolarsResult<Vec<FunnelRow>> {
-        let sums = tenants.clone().lazy().group_by([col(key)]).agg([
-            col("alloc").sum(),
-            col("active").sum(),
-            col("eff").sum(),
-            col("waste").sum(),
-            (col("alloc") * col("price")).sum().alias("cost"),
-            (col("waste") * col("price")).sum().alias("waste_cost"),
-            col("eff_n").sum(),
-            col("eff_dcgm_n").sum(),
-        ]);
+        let sums = tenants.clone().lazy().group_by([col(key)]).agg(sums());
         let joined = if with_capacity {
             let cap = gpus
                 .clone()
@@ -176,27 +166,12 @@ pub fn funnel(input: &Input, holdings: &[Holding], cfg: &Config) -> PolarsResult
         .lazy()
         .with_column(lit("all").alias("all"))
         .group_by([col("all")])
-        .agg([
-            col("alloc").sum(),
-            col("active").sum(),
-            col("eff").sum(),
-            col("waste").sum(),
-            (col("alloc") * col("price")).sum().alias("cost"),
-            (col("waste") * col("price")).sum().alias("waste_cost"),
-            col("eff_n").sum(),
-            col("eff_dcgm_n").sum(),
-        ])
-        .with_column(
-            lit(gpus
-                .column("capacity")?
-                .as_materialized_series()
-                .sum::<f64>()?)
-            .alias("capacity"),
-        )
+        .agg(sums())
+        .with_column(lit(NULL).cast(DataType::Float64).alias("capacity"))
         .collect()?;
     let mut total = rows(&total_df, "all")?.pop().unwrap_or_else(|| FunnelRow {
         key: "all".into(),
-        capacity_gpu_hours: Some(0.0),
+        capacity_gpu_hours: None,
         allocated_gpu_hours: 0.0,
         active_gpu_hours: 0.0,
         effective_gpu_hours: 0.0,
@@ -206,15 +181,13 @@ pub fn funnel(input: &Input, holdings: &[Holding], cfg: &Config) -> PolarsResult
         effective_ratio: None,
         effective_signal: "none".into(),
     });
-    if total.capacity_gpu_hours.is_none() {
-        total.capacity_gpu_hours = Some(
-            input
-                .gpu_hours
-                .iter()
-                .map(|r| r.agg.covered_s / 3600.0)
-                .sum(),
-        );
-    }
+    total.capacity_gpu_hours = Some(
+        input
+            .gpu_hours
+            .iter()
+            .map(|r| r.agg.covered_s / 3600.0)
+            .sum(),
+    );
     Ok(Funnel {
         from_ms: input.from_ms,
         to_ms: input.to_ms,
@@ -264,16 +237,7 @@ fn rows(df: &DataFrame, key: &str) -> PolarsResult<Vec<FunnelRow>> {
                 cost: cost[i].unwrap_or(0.0),
                 waste_cost: waste_cost[i].unwrap_or(0.0),
                 effective_ratio: (allocated > 0.0).then(|| effective / allocated),
-                effective_signal: if n == 0.0 {
-                    "none"
-                } else if d == n {
-                    "sm_active"
-                } else if d == 0.0 {
-                    "gpu_util"
-                } else {
-                    "mixed"
-                }
-                .into(),
+                effective_signal: signal(n as i64, d as i64).into(),
             }
         })
         .collect())

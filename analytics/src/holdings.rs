@@ -3,16 +3,15 @@
 
 use std::collections::BTreeMap;
 
-use model::rollup::{HOUR_MS, Hist, TenantAgg};
+use model::rollup::{HOUR_MS, TenantAgg};
 
 use crate::input::{Input, TenantBucket};
 
-/// One hour of a holding, kept for replay.
+/// One hour of a holding, as replay reads it.
 #[derive(Debug, Clone)]
 pub struct HourUse {
     pub hour: i64,
-    /// The tenant's effective use (GPU-equivalents): mean and p95 within the hour.
-    pub eff_mean: Option<f64>,
+    /// The tenant's effective use (GPU-equivalents): p95 within the hour.
     pub eff_p95: Option<f64>,
     pub mem_max_bytes: Option<i64>,
     pub allocated: bool,
@@ -27,54 +26,67 @@ pub struct Holding {
     pub tenant: String,
     /// The hours in time order, merged.
     pub total: TenantAgg,
-    pub hours: Vec<HourUse>,
-    /// Rows in time order, for idle-run chaining.
+    /// Hour rows in time order.
     pub rows: Vec<(i64, TenantAgg)>,
 }
 
-impl Holding {
-    fn interval_s(a: &TenantAgg) -> f64 {
-        if a.samples > 0 {
-            a.covered_s / f64::from(a.samples)
+/// The funnel's quantities of one rollup row, in GPU-hours.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct RowHours {
+    /// Allocation share × time.
+    pub allocated: f64,
+    /// Time a kernel ran × mean allocated share.
+    pub active: f64,
+    /// Effective use × time.
+    pub effective: f64,
+}
+
+impl RowHours {
+    pub fn of(a: &TenantAgg) -> RowHours {
+        let dt = if a.samples > 0 {
+            a.covered_s / f64::from(a.samples) / 3600.0
         } else {
             0.0
+        };
+        let share = if a.alloc_n > 0 {
+            a.alloc_share_sum / f64::from(a.alloc_n)
+        } else {
+            0.0
+        };
+        RowHours {
+            allocated: a.alloc_share_sum * dt,
+            active: f64::from(a.active_n) * dt * share,
+            effective: a.eff_sum * dt,
         }
+    }
+}
+
+impl Holding {
+    fn sum(&self, f: impl Fn(RowHours) -> f64) -> f64 {
+        self.rows.iter().map(|(_, a)| f(RowHours::of(a))).sum()
     }
 
     pub fn allocated_hours(&self) -> f64 {
-        self.rows
-            .iter()
-            .map(|(_, a)| a.alloc_share_sum * Self::interval_s(a) / 3600.0)
-            .sum()
+        self.sum(|r| r.allocated)
     }
 
     pub fn effective_hours(&self) -> f64 {
-        self.rows
-            .iter()
-            .map(|(_, a)| a.eff_sum * Self::interval_s(a) / 3600.0)
-            .sum()
+        self.sum(|r| r.effective)
     }
 
     /// Hours in which a kernel ran, weighted by the allocated share.
     pub fn active_hours(&self) -> f64 {
-        self.rows
-            .iter()
-            .map(|(_, a)| {
-                let share = if a.alloc_n > 0 {
-                    a.alloc_share_sum / f64::from(a.alloc_n)
-                } else {
-                    0.0
-                };
-                f64::from(a.active_n) * Self::interval_s(a) * share / 3600.0
-            })
-            .sum()
+        self.sum(|r| r.active)
     }
 
-    pub fn idle_hours(&self) -> f64 {
-        self.rows
-            .iter()
-            .map(|(_, a)| f64::from(a.idle_n) * Self::interval_s(a) / 3600.0)
-            .sum()
+    /// The hours of the holding, in time order.
+    pub fn hours(&self) -> impl Iterator<Item = HourUse> + '_ {
+        self.rows.iter().map(|(hour, a)| HourUse {
+            hour: *hour,
+            eff_p95: a.eff_hist.quantile(0.95, None).map(f64::from),
+            mem_max_bytes: a.mem_used_max,
+            allocated: a.alloc_n > 0,
+        })
     }
 
     /// Mean allocated share of the GPU while allocated (1 whole, slices/7, 1/replicas).
@@ -103,25 +115,24 @@ impl Holding {
 
     /// Which signal effective use rests on.
     pub fn signal(&self) -> &'static str {
-        signal_of(&self.total)
+        signal(
+            i64::from(self.total.eff_n),
+            i64::from(self.total.eff_dcgm_n),
+        )
     }
 
     /// p95 of the per-sample effective use over the range (GPU-equivalents).
     pub fn eff_p95(&self) -> Option<f64> {
-        self.total
-            .eff_hist
-            .quantile(0.95, None)
-            .map(f64::from)
-            .map(|q| q.min(self.eff_max().unwrap_or(1.0)))
-    }
-
-    fn eff_max(&self) -> Option<f64> {
-        self.hours.iter().filter_map(|h| h.eff_p95).reduce(f64::max)
+        self.total.eff_hist.quantile(0.95, None).map(f64::from)
     }
 
     /// p99 of the hourly memory peaks (bytes).
     pub fn mem_p99(&self) -> Option<i64> {
-        let mut v: Vec<i64> = self.hours.iter().filter_map(|h| h.mem_max_bytes).collect();
+        let mut v: Vec<i64> = self
+            .rows
+            .iter()
+            .filter_map(|(_, a)| a.mem_used_max)
+            .collect();
         if v.is_empty() {
             return None;
         }
@@ -131,9 +142,10 @@ impl Holding {
     }
 }
 
-/// "sm_active", "gpu_util", "mixed" or "none" for an aggregate's effective use.
-pub fn signal_of(a: &TenantAgg) -> &'static str {
-    match (a.eff_n, a.eff_dcgm_n) {
+/// "sm_active", "gpu_util", "mixed" or "none": what effective use measured over `eff_n`
+/// samples rests on when `dcgm_n` of them had DCGM.
+pub fn signal(eff_n: i64, dcgm_n: i64) -> &'static str {
+    match (eff_n, dcgm_n) {
         (0, _) => "none",
         (n, d) if d == n => "sm_active",
         (_, 0) => "gpu_util",
@@ -152,42 +164,20 @@ pub fn holdings(input: &Input) -> Vec<Holding> {
     by.into_iter()
         .map(|((cluster, node, gpu, tenant), mut rows)| {
             rows.sort_by_key(|r| r.bucket);
-            let mut total = TenantAgg::default();
-            let mut last: Option<i64> = None;
-            for r in &rows {
-                let adjacent = last.is_some_and(|b| b + HOUR_MS == r.bucket);
-                if last.is_none() {
-                    total = r.agg.clone();
-                } else {
-                    total.merge_next(&r.agg, adjacent);
-                }
-                last = Some(r.bucket);
+            let mut total = rows[0].agg.clone();
+            for w in rows.windows(2) {
+                total.merge_next(&w[1].agg, w[0].bucket + HOUR_MS == w[1].bucket);
             }
-            let hours = rows
-                .iter()
-                .map(|r| HourUse {
-                    hour: r.bucket,
-                    eff_mean: (r.agg.eff_n > 0).then(|| r.agg.eff_sum / f64::from(r.agg.eff_n)),
-                    eff_p95: quantile(&r.agg.eff_hist, 0.95),
-                    mem_max_bytes: r.agg.mem_used_max,
-                    allocated: r.agg.alloc_n > 0,
-                })
-                .collect();
             Holding {
                 cluster: cluster.to_owned(),
                 node: node.to_owned(),
                 gpu: gpu.to_owned(),
                 tenant: tenant.to_owned(),
                 total,
-                hours,
                 rows: rows.iter().map(|r| (r.bucket, r.agg.clone())).collect(),
             }
         })
         .collect()
-}
-
-fn quantile(h: &Hist, q: f64) -> Option<f64> {
-    h.quantile(q, None).map(f64::from)
 }
 
 /// An idle run: allocated, no kernel.

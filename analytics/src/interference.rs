@@ -138,11 +138,6 @@ type TenantMinutes<'a> =
 pub fn interference(ctx: &Ctx) -> Vec<Finding> {
     let cfg = ctx.cfg;
     let input = ctx.input;
-    let mig: HashMap<&str, bool> = input
-        .gpus
-        .iter()
-        .map(|g| (g.uuid.as_str(), g.sharing == "mig"))
-        .collect();
     let mut devices: BTreeMap<(&str, &str, &str), BTreeMap<i64, &GpuAgg>> = BTreeMap::new();
     for r in &input.gpu_minutes {
         devices
@@ -161,7 +156,7 @@ pub fn interference(ctx: &Ctx) -> Vec<Finding> {
     }
     let mut out = Vec::new();
     for ((cluster, node, gpu), minutes) in devices {
-        let is_mig = mig.get(gpu).copied().unwrap_or(false);
+        let is_mig = ctx.gpu(gpu).is_some_and(|g| g.sharing == "mig");
         let Some(on_gpu) = tenants.get(&(cluster, gpu)) else {
             continue;
         };

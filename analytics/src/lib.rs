@@ -32,7 +32,7 @@ pub use replay::Replay;
 #[serde(default, deny_unknown_fields)]
 pub struct Config {
     /// idle_allocation: allocated with no kernel for at least this long.
-    #[serde(with = "humantime_serde_compat")]
+    #[serde(with = "duration_text")]
     pub idle_min: Duration,
     /// Holdings with fewer allocated GPU-hours are not judged (underutilized, reclaim).
     pub min_alloc_hours: f64,
@@ -51,7 +51,7 @@ pub struct Config {
     pub mig_bandwidth_saturation: f64,
     /// interference: least rate drop, and least time in each of the two states compared.
     pub interference_min_drop: f64,
-    #[serde(with = "humantime_serde_compat")]
+    #[serde(with = "duration_text")]
     pub interference_min: Duration,
     /// memory_pressure: peak memory at this share of the total …
     pub memory_pressure: f64,
@@ -59,13 +59,13 @@ pub struct Config {
     pub pressure_min_hours: f64,
     /// throttling: share of samples with a thermal or power reason in an hour.
     pub throttle_share: f64,
-    #[serde(with = "humantime_serde_compat")]
+    #[serde(with = "duration_text")]
     pub zombie_min: Duration,
-    #[serde(with = "humantime_serde_compat")]
+    #[serde(with = "duration_text")]
     pub silent_after: Duration,
     /// Replay: extra contended tenant-hours allowed, as a share of the hours replayed.
     pub replay_tolerance: f64,
-    /// Price per GPU-hour by model: the first key contained in the model name wins
+    /// Price per GPU-hour by model: the longest key contained in the model name wins
     /// (e.g. "H100" = 2.49). Models without a match cost `default_price`.
     pub prices: BTreeMap<String, f64>,
     pub default_price: f64,
@@ -115,36 +115,21 @@ impl Config {
     }
 }
 
-/// Durations in configuration files as "30m", "2h".
-mod humantime_serde_compat {
+/// Durations in configuration files as humantime text: "30m", "2h", "90s".
+mod duration_text {
     use std::time::Duration;
 
     use serde::{Deserialize, Deserializer, Serializer};
 
     pub fn serialize<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str(&format!("{}s", d.as_secs()))
+        s.serialize_str(&humantime::format_duration(*d).to_string())
     }
 
     pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
         let s = String::deserialize(d)?;
-        parse(&s).ok_or_else(|| {
-            serde::de::Error::custom(format!("{s:?} is not a duration like 30m, 2h or 90s"))
+        humantime::parse_duration(&s).map_err(|e| {
+            serde::de::Error::custom(format!("{s:?} is not a duration like 30m, 2h or 90s: {e}"))
         })
-    }
-
-    pub fn parse(s: &str) -> Option<Duration> {
-        let s = s.trim();
-        let split = s.find(|c: char| !c.is_ascii_digit())?;
-        let (n, unit) = s.split_at(split);
-        let n: u64 = n.parse().ok()?;
-        let secs = match unit {
-            "s" => n,
-            "m" | "min" => n * 60,
-            "h" => n * 3600,
-            "d" => n * 86_400,
-            _ => return None,
-        };
-        Some(Duration::from_secs(secs))
     }
 }
 
@@ -221,27 +206,22 @@ pub fn analyze(input: &Input, cfg: &Config) -> Result<Analysis, AnalysisError> {
 }
 
 fn limitations(input: &Input, holdings: &[holdings::Holding]) -> Vec<String> {
-    let mut out = Vec::new();
-    let unmeasured: Vec<&str> = input
+    let mig_node: std::collections::HashMap<&str, &str> = input
         .gpus
         .iter()
         .filter(|g| g.sharing == "mig")
-        .filter(|g| {
-            holdings
-                .iter()
-                .filter(|h| h.gpu == g.uuid)
-                .any(|h| h.total.samples > 0 && h.total.eff_n == 0)
-        })
-        .map(|g| g.node.as_str())
+        .map(|g| (g.uuid.as_str(), g.node.as_str()))
         .collect();
-    if !unmeasured.is_empty() {
-        let mut nodes = unmeasured;
-        nodes.sort_unstable();
-        nodes.dedup();
-        out.push(format!(
-            "MIG instances on {} are not measurable without DCGM: NVML reports no per-instance utilization, so their effective use, idle time and right-sizing are unknown (not zero)",
-            nodes.join(", ")
-        ));
+    let nodes: std::collections::BTreeSet<&str> = holdings
+        .iter()
+        .filter(|h| h.total.samples > 0 && h.total.eff_n == 0)
+        .filter_map(|h| mig_node.get(h.gpu.as_str()).copied())
+        .collect();
+    if nodes.is_empty() {
+        return Vec::new();
     }
-    out
+    vec![format!(
+        "MIG instances on {} are not measurable without DCGM: NVML reports no per-instance utilization, so their effective use, idle time and right-sizing are unknown (not zero)",
+        nodes.into_iter().collect::<Vec<_>>().join(", ")
+    )]
 }

@@ -7,7 +7,9 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use serde::Serialize;
 
 use crate::Config;
-use crate::findings::{Ctx, Evidence, Finding, FindingKind, Severity, finding_id, gib};
+use crate::findings::{
+    Ctx, Evidence, Finding, FindingKind, GIB, Severity, finding_id, gib, stable_id,
+};
 use crate::holdings::Holding;
 use crate::input::GpuRef;
 use crate::mig::{self, MigPartedConfig, MigPartedEntry, Profile};
@@ -164,16 +166,19 @@ pub struct Output {
     pub underutilized: Vec<Finding>,
 }
 
-const GIB: f64 = (1u64 << 30) as f64;
-
 fn confidence(h: &Holding, cfg: &Config) -> f64 {
-    let coverage = (h.hours.len() as f64 / (cfg.min_alloc_hours * 6.0)).min(1.0);
+    let coverage = (h.rows.len() as f64 / (cfg.min_alloc_hours * 6.0)).min(1.0);
     let signal = match h.signal() {
         "sm_active" => 1.0,
         "mixed" => 0.9,
         _ => 0.8,
     };
     (coverage * signal * 100.0).round() / 100.0
+}
+
+/// A plan is as sure as its least sure tenant.
+fn plan_confidence(live: &[&Holding], cfg: &Config) -> f64 {
+    live.iter().map(|h| confidence(h, cfg)).fold(1.0, f64::min)
 }
 
 /// The tenant's current size on its GPU, in words.
@@ -253,12 +258,6 @@ fn slot_now<'a>(h: &'a Holding, gpu: Option<&GpuRef>) -> Slot<'a> {
 pub fn recommend(ctx: &Ctx, holdings: &[Holding], findings: &[Finding]) -> Output {
     let cfg = ctx.cfg;
     let mut out = Output::default();
-    let gpu_of: HashMap<&str, &GpuRef> = ctx
-        .input
-        .gpus
-        .iter()
-        .map(|g| (g.uuid.as_str(), g))
-        .collect();
     let idle_ids: HashMap<(&str, &str), &str> = findings
         .iter()
         .filter(|f| f.kind == FindingKind::IdleAllocation)
@@ -269,7 +268,7 @@ pub fn recommend(ctx: &Ctx, holdings: &[Holding], findings: &[Finding]) -> Outpu
             ))
         })
         .collect();
-    let eligible = |h: &Holding| h.allocated_hours() >= cfg.min_alloc_hours && h.total.alloc_n > 0;
+    let eligible = |h: &Holding| h.allocated_hours() >= cfg.min_alloc_hours;
 
     // Reclaim: idle nearly all the time it was allocated.
     let mut reclaimed: BTreeSet<(&str, &str)> = BTreeSet::new();
@@ -297,7 +296,7 @@ pub fn recommend(ctx: &Ctx, holdings: &[Holding], findings: &[Finding]) -> Outpu
             })
             .collect();
         let r = Replay {
-            hours: hs.iter().map(|h| h.hours.len()).max().unwrap_or(0),
+            hours: hs.iter().map(|h| h.rows.len()).max().unwrap_or(0),
             gpus_freed: freed,
             ..Replay::default()
         };
@@ -305,7 +304,7 @@ pub fn recommend(ctx: &Ctx, holdings: &[Holding], findings: &[Finding]) -> Outpu
             reclaimed.insert((&h.gpu, &h.tenant));
         }
         out.recommendations.push(Recommendation {
-            id: finding_id_rec(RecKind::Reclaim, &format!("{node}/{tenant}")),
+            id: rec_id(RecKind::Reclaim, &format!("{node}/{tenant}")),
             kind: RecKind::Reclaim,
             cluster: cluster.into(),
             node: node.into(),
@@ -338,7 +337,7 @@ pub fn recommend(ctx: &Ctx, holdings: &[Holding], findings: &[Finding]) -> Outpu
         if ratio >= cfg.underutilized_ratio {
             continue;
         }
-        let Some(gpu) = gpu_of.get(h.gpu.as_str()).copied() else {
+        let Some(gpu) = ctx.gpu(&h.gpu) else {
             continue;
         };
         let Some((target, compute, memory)) = smaller_target(h, gpu, cfg) else {
@@ -353,6 +352,7 @@ pub fn recommend(ctx: &Ctx, holdings: &[Holding], findings: &[Finding]) -> Outpu
         let freed = h.share() - compute;
         let r = replay(&before, &after, freed, cfg.replay_tolerance);
         let name = ctx.name(&h.cluster, &h.tenant);
+        let now = current(h, Some(gpu));
         if r.harmful {
             out.rejected.push(Rejected {
                 kind: RecKind::RightSize,
@@ -386,16 +386,16 @@ pub fn recommend(ctx: &Ctx, holdings: &[Holding], findings: &[Finding]) -> Outpu
             gpu: Some(h.gpu.clone()),
             tenants: vec![h.tenant.clone()],
             team: ctx.team(&h.cluster, &h.tenant),
-            from_ms: h.hours.first().map_or(ctx.input.from_ms, |u| u.hour),
+            from_ms: h.rows.first().map_or(ctx.input.from_ms, |r| r.0),
             to_ms: h
-                .hours
+                .rows
                 .last()
-                .map_or(ctx.input.to_ms, |u| u.hour + model::rollup::HOUR_MS),
+                .map_or(ctx.input.to_ms, |r| r.0 + model::rollup::HOUR_MS),
             signal: h.signal().into(),
             summary: format!(
                 "{name} used {:.0}% of {} ({}: p95 {:.2} GPU, p99 memory {:.1} GiB) and would fit {}",
                 ratio * 100.0,
-                current(h, Some(gpu)),
+                now,
                 h.signal(),
                 p95,
                 gib(mem_p99),
@@ -426,7 +426,7 @@ pub fn recommend(ctx: &Ctx, holdings: &[Holding], findings: &[Finding]) -> Outpu
             ],
         };
         out.recommendations.push(Recommendation {
-            id: finding_id_rec(RecKind::RightSize, &format!("{}/{}", h.gpu, h.tenant)),
+            id: rec_id(RecKind::RightSize, &format!("{}/{}", h.gpu, h.tenant)),
             kind: RecKind::RightSize,
             cluster: h.cluster.clone(),
             node: h.node.clone(),
@@ -434,8 +434,7 @@ pub fn recommend(ctx: &Ctx, holdings: &[Holding], findings: &[Finding]) -> Outpu
             tenants: vec![h.tenant.clone()],
             team: finding.team.clone(),
             summary: format!(
-                "move {name} from {} to {}; frees {freed:.2} GPU",
-                current(h, Some(gpu)),
+                "move {name} from {now} to {}; frees {freed:.2} GPU",
                 target.describe()
             ),
             confidence: confidence(h, cfg),
@@ -443,7 +442,7 @@ pub fn recommend(ctx: &Ctx, holdings: &[Holding], findings: &[Finding]) -> Outpu
             proposal: Proposal::RightSize {
                 tenant: h.tenant.clone(),
                 gpu: h.gpu.clone(),
-                current: current(h, Some(gpu)),
+                current: now,
                 target: target.clone(),
             },
             replay: r,
@@ -453,18 +452,13 @@ pub fn recommend(ctx: &Ctx, holdings: &[Holding], findings: &[Finding]) -> Outpu
         sized.insert((&h.gpu, &h.tenant), (target, compute, memory));
     }
 
-    node_plans(ctx, holdings, &gpu_of, &reclaimed, &sized, &mut out);
-    separate(ctx, holdings, &gpu_of, findings, &mut out);
+    node_plans(ctx, holdings, &reclaimed, &sized, &mut out);
+    separate(ctx, holdings, findings, &mut out);
     out
 }
 
-fn finding_id_rec(kind: RecKind, subject: &str) -> String {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for b in kind.as_str().bytes().chain(subject.bytes()) {
-        h ^= u64::from(b);
-        h = h.wrapping_mul(0x0100_0000_01b3);
-    }
-    format!("{}-{h:016x}", kind.as_str())
+fn rec_id(kind: RecKind, subject: &str) -> String {
+    stable_id(kind.as_str(), &[subject.as_bytes()])
 }
 
 /// Per node: pack what the tenants need onto as few GPUs as possible. MIG-capable models get
@@ -472,31 +466,26 @@ fn finding_id_rec(kind: RecKind, subject: &str) -> String {
 fn node_plans(
     ctx: &Ctx,
     holdings: &[Holding],
-    gpu_of: &HashMap<&str, &GpuRef>,
     reclaimed: &BTreeSet<(&str, &str)>,
     sized: &HashMap<(&str, &str), (Target, f64, f64)>,
     out: &mut Output,
 ) {
-    let cfg = ctx.cfg;
     let mut by_node: BTreeMap<(&str, &str), Vec<&Holding>> = BTreeMap::new();
     for h in holdings.iter().filter(|h| h.total.alloc_n > 0) {
         by_node.entry((&h.cluster, &h.node)).or_default().push(h);
     }
     for ((cluster, node), hs) in by_node {
-        let node_gpus: Vec<&GpuRef> = {
-            let mut v: Vec<&GpuRef> = ctx
-                .input
-                .gpus
-                .iter()
-                .filter(|g| g.cluster == cluster && g.node == node)
-                .collect();
-            v.sort_by_key(|g| g.index);
-            v
-        };
-        let Some(first) = node_gpus.first() else {
+        let mut gpus: Vec<&GpuRef> = ctx
+            .input
+            .gpus
+            .iter()
+            .filter(|g| g.cluster == cluster && g.node == node)
+            .collect();
+        gpus.sort_by_key(|g| g.index);
+        let Some(model) = gpus.first().map(|g| g.model.as_str()) else {
             continue;
         };
-        if node_gpus.iter().any(|g| g.model != first.model) {
+        if gpus.iter().any(|g| g.model != model) {
             continue;
         }
         let live: Vec<&Holding> = hs
@@ -506,38 +495,55 @@ fn node_plans(
             .collect();
         // GPUs in use after the reclaims: what a plan has to beat.
         let in_use: BTreeSet<&str> = live.iter().map(|h| h.gpu.as_str()).collect();
-        // Only plans that change something: a right-sized tenant or a reclaimed allocation.
+        // Only plans that change something: at least one right-sized tenant.
         if !live
             .iter()
             .any(|h| sized.contains_key(&(h.gpu.as_str(), h.tenant.as_str())))
         {
             continue;
         }
-        if let Some(family) = mig::family(&first.model) {
-            mig_plan(
-                ctx, cluster, node, &node_gpus, &in_use, &live, family, sized, out,
-            );
-        } else {
-            share_plan(
-                ctx, cluster, node, &node_gpus, &in_use, &live, gpu_of, sized, out, cfg,
-            );
+        let case = NodeCase {
+            cluster,
+            node,
+            gpus,
+            in_use,
+            live,
+        };
+        match mig::family(model) {
+            Some(family) => mig_plan(ctx, &case, family, sized, out),
+            None => share_plan(ctx, &case, sized, out),
         }
     }
 }
 
-#[allow(clippy::too_many_arguments)]
+/// One node's case for a layout plan.
+struct NodeCase<'a> {
+    cluster: &'a str,
+    node: &'a str,
+    /// The node's GPUs by index (all of one model).
+    gpus: Vec<&'a GpuRef>,
+    /// GPUs in use after the reclaims: what a plan has to beat.
+    in_use: BTreeSet<&'a str>,
+    /// Holdings that stay (not reclaimed).
+    live: Vec<&'a Holding>,
+}
+
 fn mig_plan(
     ctx: &Ctx,
-    cluster: &str,
-    node: &str,
-    gpus: &[&GpuRef],
-    in_use: &BTreeSet<&str>,
-    live: &[&Holding],
+    case: &NodeCase,
     family: &'static mig::MigFamily,
     sized: &HashMap<(&str, &str), (Target, f64, f64)>,
     out: &mut Output,
 ) {
     let cfg = ctx.cfg;
+    let NodeCase {
+        cluster,
+        node,
+        gpus,
+        in_use,
+        live,
+    } = case;
+    let (cluster, node) = (*cluster, *node);
     // Whole-GPU tenants that keep their GPU; everyone else needs a profile.
     let mut whole: Vec<&Holding> = Vec::new();
     let mut wants: Vec<(&Holding, &'static Profile)> = Vec::new();
@@ -684,7 +690,7 @@ fn mig_plan(
         whole_gpus.len()
     );
     out.recommendations.push(Recommendation {
-        id: finding_id_rec(RecKind::MigLayout, node),
+        id: rec_id(RecKind::MigLayout, node),
         kind: RecKind::MigLayout,
         cluster: cluster.into(),
         node: node.into(),
@@ -692,7 +698,7 @@ fn mig_plan(
         tenants,
         team: None,
         summary,
-        confidence: live.iter().map(|h| confidence(h, cfg)).fold(1.0, f64::min),
+        confidence: plan_confidence(live, cfg),
         findings: vec![],
         proposal: Proposal::MigLayout {
             config_name: name,
@@ -729,19 +735,21 @@ pub fn config_name(node: &str) -> String {
     s
 }
 
-#[allow(clippy::too_many_arguments)]
 fn share_plan(
     ctx: &Ctx,
-    cluster: &str,
-    node: &str,
-    gpus: &[&GpuRef],
-    in_use: &BTreeSet<&str>,
-    live: &[&Holding],
-    gpu_of: &HashMap<&str, &GpuRef>,
+    case: &NodeCase,
     sized: &HashMap<(&str, &str), (Target, f64, f64)>,
     out: &mut Output,
-    cfg: &Config,
 ) {
+    let cfg = ctx.cfg;
+    let NodeCase {
+        cluster,
+        node,
+        gpus,
+        in_use,
+        live,
+    } = case;
+    let (cluster, node) = (*cluster, *node);
     // Only exclusive GPUs are repacked; shared ones already share.
     if gpus.iter().any(|g| g.sharing != "exclusive") {
         return;
@@ -801,7 +809,7 @@ fn share_plan(
                     replicas: hs.len() as u32,
                 },
             });
-            before.push(slot_now(h, gpu_of.get(h.gpu.as_str()).copied()));
+            before.push(slot_now(h, ctx.gpu(&h.gpu)));
             // MPS fits tenants whose kernels leave most SMs idle (DCGM shows it).
             low_occupancy &=
                 h.signal() == "sm_active" && h.effective_hours() < 0.5 * h.active_hours().max(1e-9);
@@ -828,7 +836,7 @@ fn share_plan(
     }
     let names: Vec<String> = tenants.iter().map(|t| ctx.name(cluster, t)).collect();
     out.recommendations.push(Recommendation {
-        id: finding_id_rec(RecKind::Consolidate, node),
+        id: rec_id(RecKind::Consolidate, node),
         kind: RecKind::Consolidate,
         cluster: cluster.into(),
         node: node.into(),
@@ -841,7 +849,7 @@ fn share_plan(
             bins.len(),
             in_use.len()
         ),
-        confidence: live.iter().map(|h| confidence(h, cfg)).fold(1.0, f64::min),
+        confidence: plan_confidence(live, cfg),
         findings: vec![],
         proposal: Proposal::Consolidate {
             moves: moves.clone(),
@@ -863,7 +871,7 @@ fn share_plan(
         (RecKind::TimeSlicing, "time_slicing")
     };
     out.recommendations.push(Recommendation {
-        id: finding_id_rec(kind, node),
+        id: rec_id(kind, node),
         kind,
         cluster: cluster.into(),
         node: node.into(),
@@ -874,7 +882,7 @@ fn share_plan(
             "configure {node} for {} with {replicas} replicas per GPU so the consolidation above can run",
             if low_occupancy { "MPS" } else { "time-slicing" }
         ),
-        confidence: live.iter().map(|h| confidence(h, cfg)).fold(1.0, f64::min),
+        confidence: plan_confidence(live, cfg),
         findings: vec![],
         proposal: Proposal::Sharing { mode: mode.into(), replicas, device_plugin_yaml: device_plugin_config(mode, replicas) },
         replay: r,
@@ -890,15 +898,9 @@ pub fn device_plugin_config(mode: &str, replicas: u32) -> String {
     )
 }
 
-/// Separate interfering tenants: move the aggressor to the GPU of the node where replay
-/// predicts the least new contention, or split the GPU into MIG instances.
-fn separate(
-    ctx: &Ctx,
-    holdings: &[Holding],
-    gpu_of: &HashMap<&str, &GpuRef>,
-    findings: &[Finding],
-    out: &mut Output,
-) {
+/// Separate interfering tenants: move the aggressor to the GPU of the same node where replay
+/// predicts the least contention.
+fn separate(ctx: &Ctx, holdings: &[Holding], findings: &[Finding], out: &mut Output) {
     let cfg = ctx.cfg;
     let mut seen = BTreeSet::new();
     for f in findings
@@ -924,7 +926,7 @@ fn separate(
             continue;
         };
         let here = on(gpu);
-        let Some(src) = gpu_of.get(gpu).copied() else {
+        let Some(src) = ctx.gpu(gpu) else {
             continue;
         };
         let mem = |g: &GpuRef| g.memory_total_bytes as f64;
@@ -979,7 +981,7 @@ fn separate(
         match best {
             Some((r, g)) if !r.harmful => {
                 out.recommendations.push(Recommendation {
-                    id: finding_id_rec(RecKind::Separate, &format!("{gpu}/{victim}/{aggressor}")),
+                    id: rec_id(RecKind::Separate, &format!("{gpu}/{victim}/{aggressor}")),
                     kind: RecKind::Separate,
                     cluster: f.cluster.clone(),
                     node: f.node.clone(),

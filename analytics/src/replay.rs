@@ -43,7 +43,7 @@ pub struct Replay {
 fn slot_hours(slot: &Slot, per_tenant: &mut BTreeMap<String, (f64, f64)>) -> usize {
     let mut per_hour: BTreeMap<i64, (f64, f64, Vec<&str>)> = BTreeMap::new();
     for h in &slot.holdings {
-        for u in &h.hours {
+        for u in h.hours() {
             if !u.allocated && u.eff_p95.unwrap_or(0.0) == 0.0 {
                 continue;
             }

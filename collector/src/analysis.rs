@@ -3,7 +3,7 @@
 //! `analysis_runs` so every collector serves the same findings. Scheduled runs take a
 //! PostgreSQL advisory lock so exactly one collector computes them.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap};
 use std::time::{Duration, Instant};
 
 use analytics::input::{
@@ -140,25 +140,26 @@ pub async fn load(
     }
     // Minute rows only where interference can be measured.
     let ranges = analytics::minute_ranges(&input, cfg);
-    let mut per_node: BTreeMap<(&str, &str), (i64, i64, HashSet<&str>)> = BTreeMap::new();
+    // Per node: the span to read, and each wanted GPU's ranges inside it.
+    type Wanted<'a> = (i64, i64, HashMap<&'a str, Vec<(i64, i64)>>);
+    let mut per_node: BTreeMap<(&str, &str), Wanted> = BTreeMap::new();
     for r in &ranges {
         let e =
             per_node
                 .entry((&r.cluster, &r.node))
-                .or_insert((r.from_ms, r.to_ms, HashSet::new()));
+                .or_insert((r.from_ms, r.to_ms, HashMap::new()));
         e.0 = e.0.min(r.from_ms);
         e.1 = e.1.max(r.to_ms);
-        e.2.insert(&r.gpu);
+        e.2.entry(&r.gpu).or_default().push((r.from_ms, r.to_ms));
     }
     let mut gpu_minutes = Vec::new();
     let mut tenant_minutes = Vec::new();
     for ((cluster, node), (f, t, wanted)) in per_node {
         let r = store.minute_rollups(cluster, node, f, t).await?;
         let keep = |gpu: &str, bucket: i64| {
-            wanted.contains(gpu)
-                && ranges
-                    .iter()
-                    .any(|x| x.gpu == gpu && bucket >= x.from_ms && bucket < x.to_ms)
+            wanted
+                .get(gpu)
+                .is_some_and(|spans| spans.iter().any(|&(a, b)| bucket >= a && bucket < b))
         };
         push_rollup(
             &mut gpu_minutes,

@@ -57,7 +57,7 @@ async fn analysis(state: &AppState, f: &Filters) -> Result<(Value, &'static str)
             "computed",
         ));
     }
-    if let Some((_, _, _, body)) = state.store.latest_analysis().await? {
+    if let Some(body) = state.store.latest_analysis().await? {
         let v = serde_json::from_str(&body)
             .map_err(|e| ApiError::Internal(format!("stored analysis: {e}")))?;
         return Ok((v, "stored"));

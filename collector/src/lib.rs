@@ -150,7 +150,6 @@ async fn analyze(args: cli::AnalyzeArgs) -> anyhow::Result<()> {
     }
     let store = open_store(&config).await?;
     store.migrate().await?;
-    let started = std::time::Instant::now();
     eprintln!(
         "analysing {} of history in {} ...",
         humantime::format_duration(args.since),
@@ -177,7 +176,6 @@ async fn analyze(args: cli::AnalyzeArgs) -> anyhow::Result<()> {
         cli::OutputFormat::Table => crate::analysis::table(&analysis),
     };
     println!("{out}");
-    tracing::debug!(elapsed = ?started.elapsed(), "analyze done");
     Ok(())
 }
 

@@ -679,6 +679,9 @@ macro_rules! tenant_record {
 }
 pub(crate) use tenant_record;
 
+/// The raw GPU columns the rollup reads after `gpu_uuid, ts`, in [`raw_gpu!`]'s positions.
+pub(crate) const RAW_GPU_COLUMNS: &str = "interval_ms, gpu_util, sm_active, sm_occupancy, tensor_active, dram_active, mem_used_bytes, mem_total_bytes, power_w, temp_c, throttle_reasons";
+
 /// The raw GPU columns the rollup reads, by position (see the backends' rollup queries).
 macro_rules! raw_gpu {
     ($r:expr) => {{
@@ -974,8 +977,8 @@ impl Store {
         dispatch!(self, s => s.save_analysis(generated_ms, from_ms, to_ms, body, keep).await)
     }
 
-    /// The newest stored analysis: (generated, from, to, body).
-    pub async fn latest_analysis(&self) -> Result<Option<(i64, i64, i64, String)>> {
+    /// The newest stored analysis (JSON; it carries its own time range).
+    pub async fn latest_analysis(&self) -> Result<Option<String>> {
         dispatch!(self, s => s.latest_analysis().await)
     }
 

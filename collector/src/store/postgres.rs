@@ -471,51 +471,32 @@ impl PgStore {
         sqlx::query("DELETE FROM rollup_pending WHERE cluster = $1 AND node = $2 AND bucket >= to_timestamp($3 / 1000.0) AND bucket < to_timestamp($4 / 1000.0)")
             .bind(cluster).bind(node).bind(from).bind(to)
             .execute(&mut *tx).await?;
-        let range = "cluster = $1 AND node = $2 AND ts >= to_timestamp($3 / 1000.0) AND ts < to_timestamp($4 / 1000.0)";
-        let gpus: Vec<RawGpu> = sqlx::query(&format!(
-            "SELECT gpu_uuid, {}, interval_ms, gpu_util, sm_active, sm_occupancy, tensor_active, dram_active, mem_used_bytes, mem_total_bytes, power_w, temp_c, throttle_reasons
-             FROM gpu_samples WHERE {range}",
-            ms("ts")
-        ))
-        .bind(cluster).bind(node).bind(from).bind(to)
-        .fetch_all(&mut *tx)
-        .await?
-        .iter()
-        .map(|r| super::raw_gpu!(r))
-        .collect();
-        let allocs: Vec<RawAllocation> = sqlx::query(&format!(
-            "SELECT gpu_uuid, {}, tenant_key, gi_id, share FROM allocation_samples WHERE {range}",
-            ms("ts")
-        ))
-        .bind(cluster)
-        .bind(node)
-        .bind(from)
-        .bind(to)
-        .fetch_all(&mut *tx)
-        .await?
-        .iter()
-        .map(|r| super::raw_allocation!(r))
-        .collect();
-        let procs: Vec<RawProcess> = sqlx::query(&format!("SELECT gpu_uuid, {}, tenant_key, gi_id, sm_util, mem_used_bytes FROM process_samples WHERE {range}", ms("ts")))
-            .bind(cluster).bind(node).bind(from).bind(to)
-            .fetch_all(&mut *tx)
-            .await?
-            .iter()
-            .map(|r| super::raw_process!(r))
-            .collect();
-        let mig: Vec<RawMig> = sqlx::query(&format!(
-            "SELECT gpu_uuid, {}, gi_id, sm_active FROM mig_samples WHERE {range}",
-            ms("ts")
-        ))
-        .bind(cluster)
-        .bind(node)
-        .bind(from)
-        .bind(to)
-        .fetch_all(&mut *tx)
-        .await?
-        .iter()
-        .map(|r| super::raw_mig!(r))
-        .collect();
+        let span = (cluster, node, from, to);
+        let gpus: Vec<RawGpu> =
+            raw_rows(&mut tx, "gpu_samples", super::RAW_GPU_COLUMNS, span, |r| {
+                super::raw_gpu!(r)
+            })
+            .await?;
+        let allocs: Vec<RawAllocation> = raw_rows(
+            &mut tx,
+            "allocation_samples",
+            "tenant_key, gi_id, share",
+            span,
+            |r| super::raw_allocation!(r),
+        )
+        .await?;
+        let procs: Vec<RawProcess> = raw_rows(
+            &mut tx,
+            "process_samples",
+            "tenant_key, gi_id, sm_util, mem_used_bytes",
+            span,
+            |r| super::raw_process!(r),
+        )
+        .await?;
+        let mig: Vec<RawMig> = raw_rows(&mut tx, "mig_samples", "gi_id, sm_active", span, |r| {
+            super::raw_mig!(r)
+        })
+        .await?;
         let minutes = rollup::aggregate(rollup::MINUTE_MS, &gpus, &allocs, &procs, &mig);
         replace_rollups(&mut tx, "1m", cluster, node, from, to, &minutes).await?;
         let hour = rollup::bucket_of(from, rollup::HOUR_MS);
@@ -595,24 +576,12 @@ impl PgStore {
         Ok(())
     }
 
-    pub async fn latest_analysis(&self) -> Result<Option<(i64, i64, i64, String)>> {
-        let row = sqlx::query(&format!(
-            "SELECT {} AS g, {} AS f, {} AS t, body::text AS body FROM analysis_runs ORDER BY generated DESC LIMIT 1",
-            ms("generated"),
-            ms("range_from"),
-            ms("range_to")
-        ))
+    pub async fn latest_analysis(&self) -> Result<Option<String>> {
+        Ok(sqlx::query_scalar(
+            "SELECT body::text FROM analysis_runs ORDER BY generated DESC LIMIT 1",
+        )
         .fetch_optional(&self.pool)
-        .await?;
-        Ok(match row {
-            Some(r) => Some((
-                r.try_get("g")?,
-                r.try_get("f")?,
-                r.try_get("t")?,
-                r.try_get("body")?,
-            )),
-            None => None,
-        })
+        .await?)
     }
 
     pub async fn try_job_lock(&self, key: i64) -> Result<Option<super::JobLock>> {
@@ -1023,6 +992,28 @@ async fn replace_rollups(
     );
     copy(tx, rows_out).await?;
     Ok(())
+}
+
+/// One node's raw rows of [from, to) for a rollup: `gpu_uuid, ts` (ms) and then `columns`
+/// of `table`, mapped by position.
+async fn raw_rows<T>(
+    conn: &mut sqlx::PgConnection,
+    table: &str,
+    columns: &str,
+    (cluster, node, from, to): (&str, &str, i64, i64),
+    map: impl Fn(&sqlx::postgres::PgRow) -> T,
+) -> Result<Vec<T>> {
+    let rows = sqlx::query(&format!(
+        "SELECT gpu_uuid, {}, {columns} FROM {table} WHERE cluster = $1 AND node = $2 AND ts >= to_timestamp($3 / 1000.0) AND ts < to_timestamp($4 / 1000.0)",
+        ms("ts")
+    ))
+    .bind(cluster)
+    .bind(node)
+    .bind(from)
+    .bind(to)
+    .fetch_all(conn)
+    .await?;
+    Ok(rows.iter().map(map).collect())
 }
 
 async fn read_rollups(

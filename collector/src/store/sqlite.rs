@@ -385,37 +385,32 @@ impl SqliteStore {
         sqlx::query("DELETE FROM rollup_pending WHERE cluster = ? AND node = ? AND bucket >= ? AND bucket < ?")
             .bind(cluster).bind(node).bind(from).bind(to)
             .execute(&mut *tx).await?;
-        let gpus: Vec<RawGpu> = sqlx::query(
-            "SELECT gpu_uuid, ts, interval_ms, gpu_util, sm_active, sm_occupancy, tensor_active, dram_active, mem_used_bytes, mem_total_bytes, power_w, temp_c, throttle_reasons
-             FROM gpu_samples WHERE cluster = ? AND node = ? AND ts >= ? AND ts < ?",
+        let span = (cluster, node, from, to);
+        let gpus: Vec<RawGpu> =
+            raw_rows(&mut tx, "gpu_samples", super::RAW_GPU_COLUMNS, span, |r| {
+                super::raw_gpu!(r)
+            })
+            .await?;
+        let allocs: Vec<RawAllocation> = raw_rows(
+            &mut tx,
+            "allocation_samples",
+            "tenant_key, gi_id, share",
+            span,
+            |r| super::raw_allocation!(r),
         )
-        .bind(cluster).bind(node).bind(from).bind(to)
-        .fetch_all(&mut *tx)
-        .await?
-        .iter()
-        .map(|r| super::raw_gpu!(r))
-        .collect();
-        let allocs: Vec<RawAllocation> = sqlx::query("SELECT gpu_uuid, ts, tenant_key, gi_id, share FROM allocation_samples WHERE cluster = ? AND node = ? AND ts >= ? AND ts < ?")
-            .bind(cluster).bind(node).bind(from).bind(to)
-            .fetch_all(&mut *tx)
-            .await?
-            .iter()
-            .map(|r| super::raw_allocation!(r))
-            .collect();
-        let procs: Vec<RawProcess> = sqlx::query("SELECT gpu_uuid, ts, tenant_key, gi_id, sm_util, mem_used_bytes FROM process_samples WHERE cluster = ? AND node = ? AND ts >= ? AND ts < ?")
-            .bind(cluster).bind(node).bind(from).bind(to)
-            .fetch_all(&mut *tx)
-            .await?
-            .iter()
-            .map(|r| super::raw_process!(r))
-            .collect();
-        let mig: Vec<RawMig> = sqlx::query("SELECT gpu_uuid, ts, gi_id, sm_active FROM mig_samples WHERE cluster = ? AND node = ? AND ts >= ? AND ts < ?")
-            .bind(cluster).bind(node).bind(from).bind(to)
-            .fetch_all(&mut *tx)
-            .await?
-            .iter()
-            .map(|r| super::raw_mig!(r))
-            .collect();
+        .await?;
+        let procs: Vec<RawProcess> = raw_rows(
+            &mut tx,
+            "process_samples",
+            "tenant_key, gi_id, sm_util, mem_used_bytes",
+            span,
+            |r| super::raw_process!(r),
+        )
+        .await?;
+        let mig: Vec<RawMig> = raw_rows(&mut tx, "mig_samples", "gi_id, sm_active", span, |r| {
+            super::raw_mig!(r)
+        })
+        .await?;
         let minutes = rollup::aggregate(rollup::MINUTE_MS, &gpus, &allocs, &procs, &mig);
         replace_rollups(&mut tx, "1m", cluster, node, from, to, &minutes).await?;
         let hour = rollup::bucket_of(from, rollup::HOUR_MS);
@@ -447,11 +442,9 @@ impl SqliteStore {
 
     pub async fn latest_health(&self) -> Result<Vec<super::HealthRecord>> {
         let rows = sqlx::query(
-            "SELECT g.cluster, g.node, g.gpu_uuid,
-               (SELECT ecc_uncorrected FROM gpu_samples x WHERE x.gpu_uuid = g.gpu_uuid ORDER BY ts DESC LIMIT 1) AS ecc_uncorrected,
-               (SELECT retired_pages FROM gpu_samples x WHERE x.gpu_uuid = g.gpu_uuid ORDER BY ts DESC LIMIT 1) AS retired_pages,
-               (SELECT remapped_rows FROM gpu_samples x WHERE x.gpu_uuid = g.gpu_uuid ORDER BY ts DESC LIMIT 1) AS remapped_rows
-             FROM gpus g",
+            "SELECT g.cluster, g.node, g.gpu_uuid, s.ecc_uncorrected, s.retired_pages, s.remapped_rows
+             FROM gpus g JOIN gpu_samples s ON s.rowid = (
+                SELECT rowid FROM gpu_samples x WHERE x.gpu_uuid = g.gpu_uuid ORDER BY ts DESC LIMIT 1)",
         )
         .fetch_all(&self.reader)
         .await?;
@@ -490,19 +483,12 @@ impl SqliteStore {
         Ok(())
     }
 
-    pub async fn latest_analysis(&self) -> Result<Option<(i64, i64, i64, String)>> {
-        let row = sqlx::query("SELECT generated, range_from, range_to, body FROM analysis_runs ORDER BY generated DESC LIMIT 1")
-            .fetch_optional(&self.reader)
-            .await?;
-        Ok(match row {
-            Some(r) => Some((
-                r.try_get("generated")?,
-                r.try_get("range_from")?,
-                r.try_get("range_to")?,
-                r.try_get("body")?,
-            )),
-            None => None,
-        })
+    pub async fn latest_analysis(&self) -> Result<Option<String>> {
+        Ok(
+            sqlx::query_scalar("SELECT body FROM analysis_runs ORDER BY generated DESC LIMIT 1")
+                .fetch_optional(&self.reader)
+                .await?,
+        )
     }
 
     pub async fn read_minutes(
@@ -676,6 +662,27 @@ async fn insert_samples(tx: &mut sqlx::Transaction<'_, Sqlite>, b: &Batch) -> Re
     )
     .await?;
     Ok(rows)
+}
+
+/// One node's raw rows of [from, to) for a rollup: `gpu_uuid, ts` and then `columns` of
+/// `table`, mapped by position.
+async fn raw_rows<T>(
+    conn: &mut sqlx::SqliteConnection,
+    table: &str,
+    columns: &str,
+    (cluster, node, from, to): (&str, &str, i64, i64),
+    map: impl Fn(&sqlx::sqlite::SqliteRow) -> T,
+) -> Result<Vec<T>> {
+    let rows = sqlx::query(&format!(
+        "SELECT gpu_uuid, ts, {columns} FROM {table} WHERE cluster = ? AND node = ? AND ts >= ? AND ts < ?"
+    ))
+    .bind(cluster)
+    .bind(node)
+    .bind(from)
+    .bind(to)
+    .fetch_all(conn)
+    .await?;
+    Ok(rows.iter().map(map).collect())
 }
 
 /// Replaces the rollup rows of one node in [from, to) at resolution `res` ("1m" or "1h").
