@@ -71,6 +71,77 @@ pub struct TenantBucket {
     pub agg: TenantAgg,
 }
 
+/// One GPU's minute rollups inside the ranges interference looks at, ordered by minute.
+#[derive(Debug, Clone, Default)]
+pub struct DeviceMinutes {
+    pub cluster: String,
+    pub node: String,
+    pub gpu: String,
+    pub minutes: Vec<DeviceMinute>,
+}
+
+/// What interference reads of a GPU's minute: how busy the device was.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct DeviceMinute {
+    pub bucket: i64,
+    pub gpu_util_n: i32,
+    pub gpu_util_sum: f64,
+    pub sm_active_n: i32,
+    pub dram_active_sum: f64,
+}
+
+/// One tenant's minute rollups on one GPU, ordered by minute: only the minutes in which it ran
+/// a kernel (a missing minute reads as idle).
+#[derive(Debug, Clone, Default)]
+pub struct TenantMinutes {
+    pub cluster: String,
+    pub gpu: String,
+    pub tenant: String,
+    pub minutes: Vec<TenantMinute>,
+}
+
+/// What interference reads of a tenant's minute: its activity and rate.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct TenantMinute {
+    pub bucket: i64,
+    pub samples: i32,
+    pub active_n: i32,
+    pub sm_util_n: i32,
+    pub sm_util_sum: f64,
+    pub alloc_n: i32,
+    pub alloc_share_sum: f64,
+    pub eff_n: i32,
+    pub eff_sum: f64,
+}
+
+impl DeviceMinute {
+    pub fn of(bucket: i64, a: &GpuAgg) -> DeviceMinute {
+        DeviceMinute {
+            bucket,
+            gpu_util_n: a.gpu_util_n,
+            gpu_util_sum: a.gpu_util_sum,
+            sm_active_n: a.sm_active_n,
+            dram_active_sum: a.dram_active_sum,
+        }
+    }
+}
+
+impl TenantMinute {
+    pub fn of(bucket: i64, a: &TenantAgg) -> TenantMinute {
+        TenantMinute {
+            bucket,
+            samples: a.samples,
+            active_n: a.active_n,
+            sm_util_n: a.sm_util_n,
+            sm_util_sum: a.sm_util_sum,
+            alloc_n: a.alloc_n,
+            alloc_share_sum: a.alloc_share_sum,
+            eff_n: a.eff_n,
+            eff_sum: a.eff_sum,
+        }
+    }
+}
+
 /// Health counters and XID errors of one GPU over the range.
 #[derive(Debug, Clone, Default)]
 pub struct GpuHealth {
@@ -110,9 +181,10 @@ pub struct Input {
     pub tenants: Vec<TenantRef>,
     pub gpu_hours: Vec<GpuBucket>,
     pub tenant_hours: Vec<TenantBucket>,
-    /// Minute rows of the GPU-hours [`crate::minute_ranges`] asks for (interference).
-    pub gpu_minutes: Vec<GpuBucket>,
-    pub tenant_minutes: Vec<TenantBucket>,
+    /// Minutes of the GPU-hours [`crate::minute_ranges`] asks for (interference), per GPU and
+    /// per tenant on a GPU. Kept slim: minute rows are the bulk of an analysis' input.
+    pub device_minutes: Vec<DeviceMinutes>,
+    pub tenant_minutes: Vec<TenantMinutes>,
     pub health: Vec<GpuHealth>,
     pub orphans: Vec<OrphanProcess>,
 }

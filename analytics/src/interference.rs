@@ -4,11 +4,11 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use model::rollup::{GpuAgg, HOUR_MS, MINUTE_MS, TenantAgg};
+use model::rollup::{GpuAgg, HOUR_MS, MINUTE_MS};
 
 use crate::Config;
 use crate::findings::{Ctx, Evidence, Finding, FindingKind, Severity, finding_id, hours};
-use crate::input::Input;
+use crate::input::{DeviceMinute, Input, TenantMinute, TenantMinutes};
 
 /// A GPU and time range whose minute rollups interference detection needs.
 #[derive(Debug, Clone, PartialEq)]
@@ -96,7 +96,7 @@ fn saturated_hour(a: &GpuAgg, mig: bool, cfg: &Config) -> bool {
     }
 }
 
-fn saturated_minute(a: &GpuAgg, mig: bool, cfg: &Config) -> Option<bool> {
+fn saturated_minute(a: &DeviceMinute, mig: bool, cfg: &Config) -> Option<bool> {
     if mig {
         (a.sm_active_n > 0)
             .then(|| a.dram_active_sum / f64::from(a.sm_active_n) >= cfg.mig_bandwidth_saturation)
@@ -107,7 +107,7 @@ fn saturated_minute(a: &GpuAgg, mig: bool, cfg: &Config) -> Option<bool> {
 
 /// The tenant's rate in a minute: its processes' share of SM time (NVML), or on MIG its
 /// instance's SM activity (DCGM). None when it ran no kernel for most of the minute.
-fn rate(a: &TenantAgg) -> Option<f64> {
+fn rate(a: &TenantMinute) -> Option<f64> {
     if a.samples == 0 || a.active_n * 2 < a.samples {
         return None;
     }
@@ -122,59 +122,65 @@ fn rate(a: &TenantAgg) -> Option<f64> {
     (a.eff_n > 0 && share > 0.0).then(|| a.eff_sum / f64::from(a.eff_n) / share)
 }
 
-fn busy(a: Option<&TenantAgg>) -> bool {
+fn busy(a: Option<&TenantMinute>) -> bool {
     a.is_some_and(|a| a.samples > 0 && a.active_n * 2 >= a.samples)
 }
 
-fn idle(a: Option<&TenantAgg>) -> bool {
+fn idle(a: Option<&TenantMinute>) -> bool {
     a.is_none_or(|a| a.active_n == 0)
 }
 
-/// Minute rows of each tenant on each GPU: (cluster, gpu) → tenant → bucket → row.
-type TenantMinutes<'a> =
-    BTreeMap<(&'a str, &'a str), BTreeMap<&'a str, BTreeMap<i64, &'a TenantAgg>>>;
+/// A tenant's row for a minute, if it ran a kernel then.
+fn at(series: &TenantMinutes, bucket: i64) -> Option<&TenantMinute> {
+    series
+        .minutes
+        .binary_search_by_key(&bucket, |m| m.bucket)
+        .ok()
+        .map(|i| &series.minutes[i])
+}
 
 /// Interference findings from the input's minute rollups.
 pub fn interference(ctx: &Ctx) -> Vec<Finding> {
     let cfg = ctx.cfg;
     let input = ctx.input;
-    let mut devices: BTreeMap<(&str, &str, &str), BTreeMap<i64, &GpuAgg>> = BTreeMap::new();
-    for r in &input.gpu_minutes {
-        devices
-            .entry((&r.cluster, &r.node, &r.gpu))
-            .or_default()
-            .insert(r.bucket, &r.agg);
+    let mut tenants: HashMap<(&str, &str), Vec<&TenantMinutes>> = HashMap::new();
+    for t in &input.tenant_minutes {
+        tenants.entry((&t.cluster, &t.gpu)).or_default().push(t);
     }
-    let mut tenants: TenantMinutes = BTreeMap::new();
-    for r in &input.tenant_minutes {
-        tenants
-            .entry((&r.cluster, &r.gpu))
-            .or_default()
-            .entry(&r.tenant)
-            .or_default()
-            .insert(r.bucket, &r.agg);
+    for list in tenants.values_mut() {
+        list.sort_by(|a, b| a.tenant.cmp(&b.tenant));
     }
+    let mut devices: Vec<_> = input.device_minutes.iter().collect();
+    devices.sort_by(|a, b| (&a.cluster, &a.node, &a.gpu).cmp(&(&b.cluster, &b.node, &b.gpu)));
     let mut out = Vec::new();
-    for ((cluster, node, gpu), minutes) in devices {
+    for device in devices {
+        let (cluster, node, gpu) = (
+            device.cluster.as_str(),
+            device.node.as_str(),
+            device.gpu.as_str(),
+        );
         let is_mig = ctx.gpu(gpu).is_some_and(|g| g.sharing == "mig");
         let Some(on_gpu) = tenants.get(&(cluster, gpu)) else {
             continue;
         };
-        for (&victim, v_rows) in on_gpu {
-            for (&aggressor, a_rows) in on_gpu {
+        for v_rows in on_gpu {
+            let victim = v_rows.tenant.as_str();
+            for a_rows in on_gpu {
+                let aggressor = a_rows.tenant.as_str();
                 if victim == aggressor {
                     continue;
                 }
                 let mut alone = Vec::new();
                 let mut contended = Vec::new();
-                for (&bucket, device) in &minutes {
-                    let Some(r) = v_rows.get(&bucket).and_then(|v| rate(v)) else {
+                for minute in &device.minutes {
+                    let bucket = minute.bucket;
+                    let Some(r) = at(v_rows, bucket).and_then(rate) else {
                         continue;
                     };
-                    let a = a_rows.get(&bucket).copied();
+                    let a = at(a_rows, bucket);
                     if idle(a) {
                         alone.push(r);
-                    } else if busy(a) && saturated_minute(device, is_mig, cfg) == Some(true) {
+                    } else if busy(a) && saturated_minute(minute, is_mig, cfg) == Some(true) {
                         contended.push((bucket, r));
                     }
                 }

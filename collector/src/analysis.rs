@@ -3,7 +3,7 @@
 //! `analysis_runs` so every collector serves the same findings. Scheduled runs take a
 //! PostgreSQL advisory lock so exactly one collector computes them.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use analytics::input::{
@@ -12,7 +12,10 @@ use analytics::input::{
 use analytics::{Analysis, Input};
 use model::rollup::{HOUR_MS, bucket_of};
 
-use crate::store::{LOCK_ANALYTICS, Store};
+use crate::store::{LOCK_ANALYTICS, Store, WantedMinutes};
+
+/// Nodes whose minute rollups are read at once.
+const MINUTE_READS_IN_FLIGHT: usize = 4;
 
 /// How much history a scheduled analysis covers, how often it runs, and its thresholds.
 #[derive(Debug, Clone, serde::Deserialize)]
@@ -63,6 +66,11 @@ pub struct LoadStats {
     pub tenant_hours: usize,
     pub minute_rows: usize,
     pub load: Duration,
+    /// Parts of `load`: inventory, hour rollups, minute rollups, health and orphans.
+    pub load_inventory: Duration,
+    pub load_hours: Duration,
+    pub load_minutes: Duration,
+    pub load_health: Duration,
     pub analyze: Duration,
 }
 
@@ -74,6 +82,23 @@ pub async fn load(
     to: i64,
     now: i64,
 ) -> anyhow::Result<Input> {
+    load_timed(store, cfg, from, to, now, &mut LoadStats::default()).await
+}
+
+/// [`load`], recording how long each part took in `stats`.
+pub async fn load_timed(
+    store: &Store,
+    cfg: &analytics::Config,
+    from: i64,
+    to: i64,
+    now: i64,
+    stats: &mut LoadStats,
+) -> anyhow::Result<Input> {
+    let mut lap = Instant::now();
+    let mut split = |d: &mut Duration| {
+        *d = lap.elapsed();
+        lap = Instant::now();
+    };
     let from = bucket_of(from, HOUR_MS);
     let nodes = store.nodes().await?;
     let gpus = store.gpus(None).await?;
@@ -127,6 +152,7 @@ pub async fn load(
             team: t.team.clone(),
         })
         .collect();
+    split(&mut stats.load_inventory);
     for n in &nodes {
         let r = store.hour_rollups(&n.cluster, &n.node, from, to).await?;
         push_rollup(
@@ -138,40 +164,38 @@ pub async fn load(
             |_, _| true,
         );
     }
+    split(&mut stats.load_hours);
     // Minute rows only where interference can be measured.
     let ranges = analytics::minute_ranges(&input, cfg);
-    // Per node: the span to read, and each wanted GPU's ranges inside it.
-    type Wanted<'a> = (i64, i64, HashMap<&'a str, Vec<(i64, i64)>>);
-    let mut per_node: BTreeMap<(&str, &str), Wanted> = BTreeMap::new();
-    for r in &ranges {
-        let e =
-            per_node
-                .entry((&r.cluster, &r.node))
-                .or_insert((r.from_ms, r.to_ms, HashMap::new()));
-        e.0 = e.0.min(r.from_ms);
-        e.1 = e.1.max(r.to_ms);
-        e.2.entry(&r.gpu).or_default().push((r.from_ms, r.to_ms));
+    // Per node: each wanted GPU's ranges.
+    let mut per_node: BTreeMap<(String, String), WantedMinutes> = BTreeMap::new();
+    for r in ranges {
+        per_node
+            .entry((r.cluster, r.node))
+            .or_default()
+            .entry(r.gpu)
+            .or_default()
+            .push((r.from_ms, r.to_ms));
     }
-    let mut gpu_minutes = Vec::new();
-    let mut tenant_minutes = Vec::new();
-    for ((cluster, node), (f, t, wanted)) in per_node {
-        let r = store.minute_rollups(cluster, node, f, t).await?;
-        let keep = |gpu: &str, bucket: i64| {
-            wanted
-                .get(gpu)
-                .is_some_and(|spans| spans.iter().any(|&(a, b)| bucket >= a && bucket < b))
+    // A few nodes at a time: the database and the decoding overlap.
+    let mut reads = tokio::task::JoinSet::new();
+    let mut per_node = per_node.into_iter();
+    loop {
+        while reads.len() < MINUTE_READS_IN_FLIGHT {
+            let Some(((cluster, node), wanted)) = per_node.next() else {
+                break;
+            };
+            let store = store.clone();
+            reads.spawn(async move { store.interference_minutes(&cluster, &node, &wanted).await });
+        }
+        let Some(done) = reads.join_next().await else {
+            break;
         };
-        push_rollup(
-            &mut gpu_minutes,
-            &mut tenant_minutes,
-            cluster,
-            node,
-            r,
-            keep,
-        );
+        let (devices, tenants) = done??;
+        input.device_minutes.extend(devices);
+        input.tenant_minutes.extend(tenants);
     }
-    input.gpu_minutes = gpu_minutes;
-    input.tenant_minutes = tenant_minutes;
+    split(&mut stats.load_minutes);
 
     let mut health: BTreeMap<String, GpuHealth> = BTreeMap::new();
     for e in store.events(from, to).await? {
@@ -218,6 +242,7 @@ pub async fn load(
             mem_max_bytes: o.mem_max_bytes.unwrap_or(0),
         })
         .collect();
+    split(&mut stats.load_health);
     Ok(input)
 }
 
@@ -263,14 +288,17 @@ pub async fn run(
 ) -> anyhow::Result<(Analysis, LoadStats)> {
     let started = Instant::now();
     let from = now - window.as_millis() as i64;
-    let input = load(store, cfg, from, now, now).await?;
-    let mut stats = LoadStats {
-        gpu_hours: input.gpu_hours.len(),
-        tenant_hours: input.tenant_hours.len(),
-        minute_rows: input.gpu_minutes.len() + input.tenant_minutes.len(),
-        load: started.elapsed(),
-        ..LoadStats::default()
-    };
+    let mut stats = LoadStats::default();
+    let input = load_timed(store, cfg, from, now, now, &mut stats).await?;
+    stats.gpu_hours = input.gpu_hours.len();
+    stats.tenant_hours = input.tenant_hours.len();
+    stats.minute_rows = input
+        .device_minutes
+        .iter()
+        .map(|d| d.minutes.len())
+        .chain(input.tenant_minutes.iter().map(|t| t.minutes.len()))
+        .sum();
+    stats.load = started.elapsed();
     let cfg = cfg.clone();
     let t = Instant::now();
     let analysis = tokio::task::spawn_blocking(move || analytics::analyze(&input, &cfg)).await??;

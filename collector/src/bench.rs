@@ -2,10 +2,13 @@
 //! PostgreSQL. `ingest` compares end-to-end ingest (HTTP → decode → validate → store) with a
 //! raw COPY of the same rows into the same tables, side by side, in alternating rounds;
 //! `series` times the read API's store queries on one GPU's raw hour and on a fleet's month of
-//! hour rollups.
+//! hour rollups; `analyze` times the analytics (load from the store, then funnel, findings
+//! and recommendations) over a fleet's week of rollups.
 
+use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
+use model::rollup::{self, RawAllocation, RawGpu, RawMig, RawProcess};
 use model::wire::v1::Batch;
 
 use crate::auth::Auth;
@@ -48,6 +51,27 @@ pub struct SeriesBench {
     /// Repetitions of each query.
     #[arg(long, default_value_t = 50)]
     pub queries: usize,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct AnalyzeBench {
+    /// The database to fill and analyse: a scratch PostgreSQL database (postgres://…) or a
+    /// SQLite file (sqlite://…). It must hold nothing but this benchmark's fleet.
+    #[arg(long, env = "GPULENS_DATABASE_URL", hide_env_values = true)]
+    pub database_url: String,
+    /// At least this many GPUs: the default scenario (scenarios/k8s-mixed.toml, 12 GPUs) is
+    /// copied until the fleet has them.
+    #[arg(long, default_value_t = 1000)]
+    pub gpus: usize,
+    /// Days of history, which is also the analysed window.
+    #[arg(long, default_value_t = 7)]
+    pub days: i64,
+    /// Sample spacing of the simulated history the rollups are computed from.
+    #[arg(long, default_value = "60s", value_parser = humantime::parse_duration)]
+    pub interval: Duration,
+    /// Analyses to time; medians are reported.
+    #[arg(long, default_value_t = 3)]
+    pub rounds: usize,
 }
 
 /// A fleet of `gpus` GPUs, 8 per node, each time-sliced 8 ways with a busy tenant per replica.
@@ -331,4 +355,300 @@ pub async fn series(args: SeriesBench) -> anyhow::Result<()> {
 
 fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1000.0
+}
+
+/// The fleet `bench analyze` uses: the default scenario copied until it has `gpus` GPUs.
+fn analyze_fleet(gpus: usize) -> anyhow::Result<simulator::Fleet> {
+    let base = simulator::Scenario::from_toml(crate::simulate::DEFAULT_SCENARIO)?;
+    let per_copy = simulator::Fleet::new(base.clone()).gpu_count().max(1);
+    let mut scenario = base.replicated(gpus.div_ceil(per_copy).max(1));
+    scenario.cluster = "bench-analyze".into();
+    Ok(simulator::Fleet::new(scenario))
+}
+
+/// One node's simulated samples as the raw rows a rollup reads, and the tenants seen.
+#[derive(Default)]
+struct NodeRaw {
+    gpus: Vec<RawGpu>,
+    allocs: Vec<RawAllocation>,
+    procs: Vec<RawProcess>,
+    mig: Vec<RawMig>,
+    tenants: Vec<model::Tenant>,
+}
+
+fn raw_rows(fleet: &simulator::Fleet, node: usize, instants: &[i64], interval_ms: i32) -> NodeRaw {
+    let mut raw = NodeRaw::default();
+    for &ts in instants {
+        let (snap, seen) = fleet.snapshot(node, ts);
+        raw.tenants.extend(seen);
+        raw.gpus.extend(snap.gpus.into_iter().map(|g| RawGpu {
+            gpu_uuid: g.gpu_uuid,
+            ts,
+            interval_ms,
+            gpu_util: g.gpu_util,
+            sm_active: g.sm_active,
+            sm_occupancy: g.sm_occupancy,
+            tensor_active: g.tensor_active,
+            dram_active: g.dram_active,
+            mem_used_bytes: g.mem_used_bytes,
+            mem_total_bytes: g.mem_total_bytes,
+            power_w: g.power_w,
+            temp_c: g.temp_c,
+            throttle_reasons: g.throttle_reasons,
+        }));
+        raw.allocs
+            .extend(snap.allocations.into_iter().map(|a| RawAllocation {
+                gpu_uuid: a.gpu_uuid,
+                ts,
+                tenant_key: a.tenant,
+                gi_id: a.gi_id.map(|g| g as i32),
+                share: a.share,
+            }));
+        raw.procs
+            .extend(snap.processes.into_iter().map(|p| RawProcess {
+                gpu_uuid: p.gpu_uuid,
+                ts,
+                tenant_key: p.tenant,
+                gi_id: p.gi_id.map(|g| g as i32),
+                sm_util: p.sm_util,
+                mem_used_bytes: p.mem_used_bytes,
+            }));
+        raw.mig.extend(snap.mig.into_iter().map(|m| RawMig {
+            gpu_uuid: m.gpu_uuid,
+            ts,
+            gi_id: m.gi_id as i32,
+            sm_active: m.sm_active,
+        }));
+    }
+    raw
+}
+
+/// Fills the store with `days` of rollups ending at the current hour: the fleet's inventory
+/// and tenants through the store's ingest (one snapshot per node), then per node and day the
+/// simulated samples aggregated by the collector's own rollup code. Minute rows are written
+/// for shared GPUs (time-slicing, MPS, MIG), the only ones whose minutes the analysis reads;
+/// hour rows for all. Returns (hour rows, minute rows).
+async fn fill_analyze(
+    store: &Store,
+    fleet: &std::sync::Arc<simulator::Fleet>,
+    days: i64,
+    interval_ms: i64,
+    to: i64,
+) -> anyhow::Result<(usize, usize)> {
+    let cluster = fleet.scenario.cluster.clone();
+    let from = to - days * 86_400_000;
+    let started = Instant::now();
+    let mut hour_rows = 0;
+    let mut minute_rows = 0;
+    let workers = std::thread::available_parallelism().map_or(2, |n| n.get());
+    let mut pending = tokio::task::JoinSet::new();
+    let mut jobs = (0..fleet.nodes.len()).flat_map(|n| (0..days).map(move |d| (n, d)));
+    let mut done = 0;
+    let total = fleet.nodes.len() as i64 * days;
+    let mut tenants: Vec<BTreeMap<String, model::Tenant>> =
+        vec![BTreeMap::new(); fleet.nodes.len()];
+    loop {
+        while pending.len() < workers {
+            let Some((node, day)) = jobs.next() else {
+                break;
+            };
+            let fleet = fleet.clone();
+            pending.spawn_blocking(move || {
+                let start = from + day * 86_400_000;
+                let instants: Vec<i64> = (start..start + 86_400_000)
+                    .step_by(interval_ms as usize)
+                    .collect();
+                let raw = raw_rows(&fleet, node, &instants, interval_ms as i32);
+                let minutes = rollup::aggregate(
+                    rollup::MINUTE_MS,
+                    &raw.gpus,
+                    &raw.allocs,
+                    &raw.procs,
+                    &raw.mig,
+                );
+                let hours = rollup::to_hours(&minutes);
+                (node, start, minutes, hours, raw.tenants)
+            });
+        }
+        let Some(next) = pending.join_next().await else {
+            break;
+        };
+        let (node, start, minutes, hours, t) = next?;
+        let spec = &fleet.nodes[node].spec;
+        let end = start + 86_400_000;
+        store
+            .write_rollups("1h", &cluster, &spec.name, start, end, &hours)
+            .await?;
+        hour_rows += hours.gpus.len() + hours.tenants.len();
+        if spec.sharing != "exclusive" {
+            store
+                .write_rollups("1m", &cluster, &spec.name, start, end, &minutes)
+                .await?;
+            minute_rows += minutes.gpus.len() + minutes.tenants.len();
+        }
+        tenants[node].extend(t.into_iter().map(|t| (t.key.clone(), t)));
+        done += 1;
+        if done % 50 == 0 || done == total {
+            eprint!(
+                "\r  {done}/{total} node-days, {hour_rows} hour rows, {minute_rows} minute rows, {:.0} s",
+                started.elapsed().as_secs_f64()
+            );
+        }
+    }
+    eprintln!();
+    report_now(store, fleet, interval_ms, Some(tenants)).await?;
+    Ok((hour_rows, minute_rows))
+}
+
+/// Every node's latest sample, taken now, through the store's ingest, as a live agent leaves
+/// it: inventory, tenants (all those of the history, when given) and `last_seen`, so that no
+/// node of the fleet reads as silent.
+async fn report_now(
+    store: &Store,
+    fleet: &simulator::Fleet,
+    interval_ms: i64,
+    mut tenants: Option<Vec<BTreeMap<String, model::Tenant>>>,
+) -> anyhow::Result<()> {
+    let team = |_: &model::Tenant| None;
+    let now = crate::now_ms();
+    for node in 0..fleet.nodes.len() {
+        let mut b = fleet.batch(
+            node,
+            "bench-analyze",
+            now as u64,
+            &[now - interval_ms],
+            interval_ms as u32,
+        );
+        if let Some(t) = tenants.as_mut() {
+            b.tenants = std::mem::take(&mut t[node]).into_values().collect();
+        }
+        store.ingest(&b, now, &team).await?;
+    }
+    Ok(())
+}
+
+/// Resets the kernel's peak-RSS counter (VmHWM) of this process, so a later reading covers
+/// only what follows.
+fn reset_peak_rss() -> bool {
+    std::fs::write("/proc/self/clear_refs", "5").is_ok()
+}
+
+fn peak_rss_mib() -> Option<f64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kib: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib / 1024.0)
+}
+
+pub async fn analyze(args: AnalyzeBench) -> anyhow::Result<()> {
+    anyhow::ensure!(args.days >= 1, "--days must be at least 1");
+    anyhow::ensure!(args.rounds >= 1, "--rounds must be at least 1");
+    let interval_ms = args.interval.as_millis() as i64;
+    anyhow::ensure!(
+        (1_000..=3_600_000).contains(&interval_ms) && 86_400_000 % interval_ms == 0,
+        "--interval must divide a day and lie between 1s and 1h"
+    );
+    let store = Store::connect(&args.database_url).await?;
+    store.migrate().await?;
+    let fleet = std::sync::Arc::new(analyze_fleet(args.gpus)?);
+    let cluster = fleet.scenario.cluster.clone();
+    let to = rollup::bucket_of(crate::now_ms(), rollup::HOUR_MS);
+    let nodes = store.nodes().await?;
+    if let Some(other) = nodes.iter().find(|n| n.cluster != cluster) {
+        anyhow::bail!(
+            "{} already holds data of cluster {:?} (node {}); the analysis would include it. Use a scratch database.",
+            crate::store::redact_url(&args.database_url),
+            other.cluster,
+            other.node
+        );
+    }
+    if nodes.len() == fleet.nodes.len() {
+        eprintln!(
+            "reusing the {} GPUs already in the database (rollups up to their last fill)",
+            fleet.gpu_count()
+        );
+        report_now(&store, &fleet, interval_ms, None).await?;
+    } else {
+        anyhow::ensure!(
+            nodes.is_empty(),
+            "the database holds {} of the benchmark's nodes, not {}: use a new scratch database",
+            nodes.len(),
+            fleet.nodes.len()
+        );
+        eprintln!(
+            "filling {} GPUs on {} nodes x {} days of rollups (samples every {} s) …",
+            fleet.gpu_count(),
+            fleet.nodes.len(),
+            args.days,
+            interval_ms / 1000
+        );
+        let t = Instant::now();
+        let (h, m) = fill_analyze(&store, &fleet, args.days, interval_ms, to).await?;
+        eprintln!(
+            "filled {h} hour rows and {m} minute rows in {:.0} s",
+            t.elapsed().as_secs_f64()
+        );
+    }
+    let peak_tracked = reset_peak_rss();
+    let rss_before = peak_rss_mib();
+    let settings = crate::analysis::Settings {
+        window: Duration::from_millis((args.days * 86_400_000) as u64),
+        ..crate::analysis::Settings::default()
+    };
+    let (mut load, mut analyze, mut total) = (Vec::new(), Vec::new(), Vec::new());
+    let mut last = None;
+    for round in 0..args.rounds {
+        let now = crate::now_ms();
+        let (analysis, stats) =
+            crate::analysis::run(&store, &settings.thresholds, settings.window, now).await?;
+        eprintln!(
+            "  round {}: load {:.2} s (inventory {:.2}, hours {:.2}, minutes {:.2}, health {:.2}), analysis {:.2} s",
+            round + 1,
+            stats.load.as_secs_f64(),
+            stats.load_inventory.as_secs_f64(),
+            stats.load_hours.as_secs_f64(),
+            stats.load_minutes.as_secs_f64(),
+            stats.load_health.as_secs_f64(),
+            stats.analyze.as_secs_f64()
+        );
+        load.push(stats.load.as_secs_f64());
+        analyze.push(stats.analyze.as_secs_f64());
+        total.push((stats.load + stats.analyze).as_secs_f64());
+        last = Some((analysis, stats));
+    }
+    let (analysis, stats) = last.expect("at least one round");
+    println!(
+        "analyze benchmark: {} GPUs on {} nodes, {} days, backend {}, {} rounds",
+        fleet.gpu_count(),
+        fleet.nodes.len(),
+        args.days,
+        store.backend(),
+        args.rounds
+    );
+    println!(
+        "  input: {} GPU-hour rows, {} tenant-hour rows, {} minute rows (shared GPUs)",
+        stats.gpu_hours, stats.tenant_hours, stats.minute_rows
+    );
+    println!(
+        "  output: {} findings, {} recommendations, {} rejected by replay",
+        analysis.findings.len(),
+        analysis.recommendations.len(),
+        analysis.rejected.len()
+    );
+    println!("  load from store     median {:>7.2} s", median(load));
+    println!("  analysis            median {:>7.2} s", median(analyze));
+    println!("  load + analysis     median {:>7.2} s", median(total));
+    match (peak_tracked, peak_rss_mib()) {
+        (true, Some(peak)) => println!(
+            "  peak RSS during the rounds {:>7.0} MiB (before them {:.0} MiB)",
+            peak,
+            rss_before.unwrap_or(0.0)
+        ),
+        (_, Some(peak)) => println!(
+            "  peak RSS of the process {:>7.0} MiB (includes the fill: the peak counter could not be reset)",
+            peak
+        ),
+        _ => println!("  peak RSS: not available on this system"),
+    }
+    Ok(())
 }

@@ -28,7 +28,7 @@ pub enum Command {
     /// and print them (the collector also runs this on a schedule and serves it at
     /// /api/v1/findings and /api/v1/recommendations).
     Analyze(AnalyzeArgs),
-    /// Measure ingest and query speed against a scratch PostgreSQL database.
+    /// Measure ingest, query and analytics speed against a scratch database.
     #[command(subcommand)]
     Bench(BenchCommand),
 }
@@ -39,6 +39,9 @@ pub enum BenchCommand {
     Ingest(crate::bench::IngestBench),
     /// Series queries: one GPU's raw hour, a fleet's month of hour rollups.
     Series(crate::bench::SeriesBench),
+    /// Analytics: load a fleet's week of rollups and compute funnel, findings and
+    /// recommendations (default 1,000 GPUs x 7 days); PostgreSQL or SQLite.
+    Analyze(crate::bench::AnalyzeBench),
 }
 
 #[derive(Debug, clap::Args)]

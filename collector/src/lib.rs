@@ -58,6 +58,7 @@ pub async fn run(command: Command) -> anyhow::Result<()> {
         Command::Analyze(args) => analyze(args).await,
         Command::Bench(BenchCommand::Ingest(args)) => bench::ingest(args).await,
         Command::Bench(BenchCommand::Series(args)) => bench::series(args).await,
+        Command::Bench(BenchCommand::Analyze(args)) => bench::analyze(args).await,
     }
 }
 

@@ -4,6 +4,7 @@
 //! aggregates (shared by the collector's storage and the analytics). This crate does no IO.
 
 pub mod inventory;
+pub mod labels;
 pub mod rollup;
 pub mod sample;
 pub mod tenant;

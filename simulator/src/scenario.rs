@@ -165,6 +165,34 @@ impl Scenario {
         self.nodes.iter().find(|n| n.name == name)
     }
 
+    /// The scenario `copies` times over, for benchmarks at fleet scale: copy `c` renames every
+    /// node and tenant with the suffix `-cNNN` (so GPU UUIDs, tenant keys and workload noise
+    /// differ between copies) and points victims at their own copy's aggressors.
+    pub fn replicated(&self, copies: usize) -> Scenario {
+        let suffix = |name: &str, c: usize| format!("{name}-c{c:03}");
+        let mut out = self.clone();
+        out.nodes = (0..copies)
+            .flat_map(|c| {
+                self.nodes.iter().map(move |n| NodeSpec {
+                    name: suffix(&n.name, c),
+                    ..n.clone()
+                })
+            })
+            .collect();
+        out.tenants = (0..copies)
+            .flat_map(|c| {
+                self.tenants.iter().map(move |t| {
+                    let mut t = t.clone();
+                    t.name = suffix(&t.name, c);
+                    t.node = suffix(&t.node, c);
+                    t.truth.victim_of = t.truth.victim_of.as_deref().map(|v| suffix(v, c));
+                    t
+                })
+            })
+            .collect();
+        out
+    }
+
     fn validate(&self) -> Result<(), ScenarioError> {
         if self.nodes.is_empty() {
             return Err(bad("has no nodes"));
@@ -422,6 +450,28 @@ gpus = 2
 sharing = "mig"
 mig_layout = ["3g.40gb", "2g.20gb", "1g.10gb", "1g.10gb"]
 "#;
+
+    #[test]
+    fn replicated_copies_are_distinct_and_valid() {
+        let text = format!(
+            "{BASE}\n[[tenants]]\nname = \"a\"\nkind = \"pod\"\nnamespace = \"x\"\nnode = \"n1\"\ndevices = [\"0/mig/0\"]\npattern = \"steady_training\"\n[[tenants]]\nname = \"b\"\nkind = \"pod\"\nnamespace = \"x\"\nnode = \"n1\"\ndevices = [\"0/mig/1\"]\npattern = \"steady_training\"\ntruth = {{ victim_of = \"a\" }}\n"
+        );
+        let s = Scenario::from_toml(&text).unwrap().replicated(3);
+        s.validate().unwrap();
+        assert_eq!(s.nodes.len(), 3);
+        assert_eq!(s.tenants.len(), 6);
+        assert_eq!(s.nodes[2].name, "n1-c002");
+        let b2 = s.tenants.iter().find(|t| t.name == "b-c002").unwrap();
+        assert_eq!(b2.node, "n1-c002");
+        assert_eq!(b2.truth.victim_of.as_deref(), Some("a-c002"));
+        let fleet = crate::Fleet::new(s);
+        let uuids: HashSet<_> = fleet
+            .nodes
+            .iter()
+            .flat_map(|n| n.gpus.iter().map(|g| g.uuid.clone()))
+            .collect();
+        assert_eq!(uuids.len(), 6, "every copy has its own GPU UUIDs");
+    }
 
     #[test]
     fn parses_devices() {

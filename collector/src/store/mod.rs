@@ -14,6 +14,7 @@ use std::hash::{Hash, Hasher};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use analytics::input::{DeviceMinutes, TenantMinutes};
 use model::wire::v1::Batch;
 use serde::Serialize;
 
@@ -450,6 +451,25 @@ impl Store {
         }
     }
 
+    /// Benchmark fixture: writes precomputed minute (`"1m"`) or hour (`"1h"`) rollups of a
+    /// node over [from, to), replacing what was there.
+    pub async fn write_rollups(
+        &self,
+        res: &str,
+        cluster: &str,
+        node: &str,
+        from_ms: i64,
+        to_ms: i64,
+        r: &NodeRollup,
+    ) -> Result<()> {
+        if !matches!(res, "1m" | "1h") {
+            return Err(StoreError::BadRequest(format!(
+                "rollup resolution must be 1m or 1h, not {res:?}"
+            )));
+        }
+        dispatch!(self, s => s.write_rollups(res, cluster, node, from_ms, to_ms, r).await)
+    }
+
     /// Minute rollups of a node over a range, for tests and analytics.
     pub async fn minute_rollups(
         &self,
@@ -459,6 +479,24 @@ impl Store {
         to_ms: i64,
     ) -> Result<NodeRollup> {
         dispatch!(self, s => s.read_minutes(cluster, node, from_ms, to_ms).await)
+    }
+
+    /// What the interference analysis reads of a node's minute rollups: per wanted GPU its
+    /// minutes, and per tenant on it the minutes in which it ran a kernel (rows with no
+    /// activity read the same as missing ones there, so they are not fetched). A third of the
+    /// columns and no histograms: minute rows are the bulk of an analysis' reads.
+    pub async fn interference_minutes(
+        &self,
+        cluster: &str,
+        node: &str,
+        wanted: &WantedMinutes,
+    ) -> Result<(Vec<DeviceMinutes>, Vec<TenantMinutes>)> {
+        let spans = wanted.values().flatten();
+        let (Some(from), Some(to)) = (spans.clone().map(|s| s.0).min(), spans.map(|s| s.1).max())
+        else {
+            return Ok((Vec::new(), Vec::new()));
+        };
+        dispatch!(self, s => s.read_interference_minutes(cluster, node, from, to, wanted).await)
     }
 
     /// Hour rollups of a node over a range.
@@ -561,6 +599,113 @@ macro_rules! read_gpu_agg {
     }};
 }
 pub(crate) use read_gpu_agg;
+
+/// The GPU minute-rollup columns interference reads (see [`interference_rows`]).
+pub(crate) const INTERFERENCE_GPU_COLUMNS: &str =
+    "gpu_uuid, bucket, gpu_util_n, gpu_util_sum, sm_active_n, dram_active_sum";
+/// The tenant minute-rollup columns interference reads (see [`interference_rows`]).
+pub(crate) const INTERFERENCE_TENANT_COLUMNS: &str = "gpu_uuid, tenant_key, bucket, samples, active_n, sm_util_n, sm_util_sum, alloc_n, alloc_share_sum, eff_n, eff_sum";
+
+/// The minute spans wanted per GPU of one node: GPU UUID → [from, to) ranges in ms.
+pub type WantedMinutes = HashMap<String, Vec<(i64, i64)>>;
+
+fn wanted_at(wanted: &WantedMinutes, gpu: &str, bucket: i64) -> bool {
+    wanted
+        .get(gpu)
+        .is_some_and(|spans| spans.iter().any(|&(a, b)| bucket >= a && bucket < b))
+}
+
+/// Builds the interference series of one node from rows of [`INTERFERENCE_GPU_COLUMNS`] and
+/// [`INTERFERENCE_TENANT_COLUMNS`] (by position; `bucket` in ms), keeping the wanted minutes.
+macro_rules! interference_rows {
+    ($cluster:expr, $node:expr, $wanted:expr, $gpu_rows:expr, $tenant_rows:expr) => {{
+        use analytics::input::{DeviceMinute, DeviceMinutes, TenantMinute, TenantMinutes};
+        let (cluster, node, wanted) = ($cluster, $node, $wanted);
+        let mut devices: std::collections::HashMap<String, Vec<DeviceMinute>> =
+            std::collections::HashMap::new();
+        for r in $gpu_rows {
+            let gpu: &str = r.try_get(0)?;
+            let bucket: i64 = r.try_get(1)?;
+            if !super::wanted_at(wanted, gpu, bucket) {
+                continue;
+            }
+            let m = DeviceMinute {
+                bucket,
+                gpu_util_n: r.try_get(2)?,
+                gpu_util_sum: r.try_get(3)?,
+                sm_active_n: r.try_get(4)?,
+                dram_active_sum: r.try_get(5)?,
+            };
+            match devices.get_mut(gpu) {
+                Some(v) => v.push(m),
+                None => {
+                    devices.insert(gpu.to_owned(), vec![m]);
+                }
+            }
+        }
+        let mut tenants: std::collections::HashMap<
+            String,
+            std::collections::HashMap<String, Vec<TenantMinute>>,
+        > = std::collections::HashMap::new();
+        for r in $tenant_rows {
+            let gpu: &str = r.try_get(0)?;
+            let tenant: &str = r.try_get(1)?;
+            let bucket: i64 = r.try_get(2)?;
+            if !super::wanted_at(wanted, gpu, bucket) {
+                continue;
+            }
+            let m = TenantMinute {
+                bucket,
+                samples: r.try_get(3)?,
+                active_n: r.try_get(4)?,
+                sm_util_n: r.try_get(5)?,
+                sm_util_sum: r.try_get(6)?,
+                alloc_n: r.try_get(7)?,
+                alloc_share_sum: r.try_get(8)?,
+                eff_n: r.try_get(9)?,
+                eff_sum: r.try_get(10)?,
+            };
+            if !tenants.contains_key(gpu) {
+                tenants.insert(gpu.to_owned(), std::collections::HashMap::new());
+            }
+            let per = tenants.get_mut(gpu).expect("inserted above");
+            match per.get_mut(tenant) {
+                Some(v) => v.push(m),
+                None => {
+                    per.insert(tenant.to_owned(), vec![m]);
+                }
+            }
+        }
+        let devices: Vec<DeviceMinutes> = devices
+            .into_iter()
+            .map(|(gpu, mut minutes)| {
+                minutes.sort_unstable_by_key(|m| m.bucket);
+                DeviceMinutes {
+                    cluster: cluster.to_owned(),
+                    node: node.to_owned(),
+                    gpu,
+                    minutes,
+                }
+            })
+            .collect();
+        let tenants: Vec<TenantMinutes> = tenants
+            .into_iter()
+            .flat_map(|(gpu, per)| {
+                per.into_iter().map(move |(tenant, mut minutes)| {
+                    minutes.sort_unstable_by_key(|m| m.bucket);
+                    TenantMinutes {
+                        cluster: cluster.to_owned(),
+                        gpu: gpu.clone(),
+                        tenant,
+                        minutes,
+                    }
+                })
+            })
+            .collect();
+        (devices, tenants)
+    }};
+}
+pub(crate) use interference_rows;
 
 /// Reads a [`rollup::TenantAgg`] from a row of a tenant rollup table (either backend).
 macro_rules! read_tenant_agg {

@@ -5,6 +5,7 @@ use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use analytics::input::{DeviceMinutes, TenantMinutes};
 use model::wire::v1::Batch;
 use sqlx::postgres::{PgPoolOptions, Postgres};
 use sqlx::{PgPool, Row};
@@ -459,6 +460,24 @@ impl PgStore {
         Ok(())
     }
 
+    /// Benchmark fixture: replaces `res` ("1m" or "1h") rollups of a node over [from, to)
+    /// with rows computed elsewhere.
+    pub async fn write_rollups(
+        &self,
+        res: &str,
+        cluster: &str,
+        node: &str,
+        from: i64,
+        to: i64,
+        r: &NodeRollup,
+    ) -> Result<()> {
+        self.ensure_days(&days_between(from, to)).await?;
+        let mut tx = self.pool.begin().await?;
+        replace_rollups(&mut tx, res, cluster, node, from, to, r).await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
     pub async fn rollup_span(
         &self,
         cluster: &str,
@@ -602,6 +621,42 @@ impl PgStore {
     ) -> Result<NodeRollup> {
         let mut conn = self.pool.acquire().await?;
         read_rollups(&mut conn, "1m", cluster, node, from, to).await
+    }
+
+    pub async fn read_interference_minutes(
+        &self,
+        cluster: &str,
+        node: &str,
+        from: i64,
+        to: i64,
+        wanted: &super::WantedMinutes,
+    ) -> Result<(Vec<DeviceMinutes>, Vec<TenantMinutes>)> {
+        let range = "cluster = $1 AND node = $2 AND bucket >= to_timestamp($3 / 1000.0) AND bucket < to_timestamp($4 / 1000.0)";
+        let cols = |list: &str| list.replace("bucket,", &format!("{} AS bucket,", ms("bucket")));
+        let mut conn = self.pool.acquire().await?;
+        let gpus = sqlx::query(&format!(
+            "SELECT {} FROM gpu_rollup_1m WHERE {range}",
+            cols(super::INTERFERENCE_GPU_COLUMNS)
+        ))
+        .bind(cluster)
+        .bind(node)
+        .bind(from)
+        .bind(to)
+        .fetch_all(&mut *conn)
+        .await?;
+        let tenants = sqlx::query(&format!(
+            "SELECT {} FROM tenant_rollup_1m WHERE {range} AND active_n > 0",
+            cols(super::INTERFERENCE_TENANT_COLUMNS)
+        ))
+        .bind(cluster)
+        .bind(node)
+        .bind(from)
+        .bind(to)
+        .fetch_all(&mut *conn)
+        .await?;
+        Ok(super::interference_rows!(
+            cluster, node, wanted, &gpus, &tenants
+        ))
     }
 
     pub async fn read_hours(

@@ -5,6 +5,7 @@
 use std::str::FromStr;
 use std::time::Duration;
 
+use analytics::input::{DeviceMinutes, TenantMinutes};
 use model::wire::v1::Batch;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
 use sqlx::{QueryBuilder, Row, Sqlite, SqlitePool};
@@ -374,6 +375,23 @@ impl SqliteStore {
         Ok(())
     }
 
+    /// Benchmark fixture: replaces `res` ("1m" or "1h") rollups of a node over [from, to)
+    /// with rows computed elsewhere.
+    pub async fn write_rollups(
+        &self,
+        res: &str,
+        cluster: &str,
+        node: &str,
+        from: i64,
+        to: i64,
+        r: &NodeRollup,
+    ) -> Result<()> {
+        let mut tx = self.writer.begin().await?;
+        replace_rollups(&mut tx, res, cluster, node, from, to, r).await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
     pub async fn rollup_span(
         &self,
         cluster: &str,
@@ -500,6 +518,41 @@ impl SqliteStore {
     ) -> Result<NodeRollup> {
         let mut conn = self.reader.acquire().await?;
         read_rollups(&mut conn, "1m", cluster, node, from, to).await
+    }
+
+    pub async fn read_interference_minutes(
+        &self,
+        cluster: &str,
+        node: &str,
+        from: i64,
+        to: i64,
+        wanted: &super::WantedMinutes,
+    ) -> Result<(Vec<DeviceMinutes>, Vec<TenantMinutes>)> {
+        let range = "cluster = ? AND node = ? AND bucket >= ? AND bucket < ?";
+        let mut conn = self.reader.acquire().await?;
+        let gpus = sqlx::query(&format!(
+            "SELECT {} FROM gpu_rollup_1m WHERE {range}",
+            super::INTERFERENCE_GPU_COLUMNS
+        ))
+        .bind(cluster)
+        .bind(node)
+        .bind(from)
+        .bind(to)
+        .fetch_all(&mut *conn)
+        .await?;
+        let tenants = sqlx::query(&format!(
+            "SELECT {} FROM tenant_rollup_1m WHERE {range} AND active_n > 0",
+            super::INTERFERENCE_TENANT_COLUMNS
+        ))
+        .bind(cluster)
+        .bind(node)
+        .bind(from)
+        .bind(to)
+        .fetch_all(&mut *conn)
+        .await?;
+        Ok(super::interference_rows!(
+            cluster, node, wanted, &gpus, &tenants
+        ))
     }
 
     pub async fn read_hours(

@@ -38,6 +38,7 @@ conformance!(
     stores_batches_and_lists_inventory,
     replays_are_stored_once,
     rollups_match_raw_data,
+    interference_minutes_are_the_wanted_slice_of_minute_rollups,
     series_use_the_right_resolution,
     retention_drops_old_data_per_resolution,
     missing_measurements_stay_null,
@@ -268,6 +269,69 @@ async fn rollups_match_raw_data(store: &Store) {
             got[tenant]
         );
     }
+}
+
+async fn interference_minutes_are_the_wanted_slice_of_minute_rollups(store: &Store) {
+    let f = fleet();
+    let t0 = hour_ago(3);
+    let instants: Vec<i64> = (0..360).map(|i| t0 + i * 10_000).collect();
+    for b in batches(&f, "im", &instants, 30, 10_000) {
+        store.ingest(&b, t0, &no_team).await.unwrap();
+    }
+    store.rollup(collector::now_ms()).await.unwrap();
+    let full = store
+        .minute_rollups("test", "shared", t0, t0 + HOUR_MS)
+        .await
+        .unwrap();
+    let gpu = full.gpus.keys().next().unwrap().0.clone();
+    // The wanted span: minutes 10 to 40 of the hour on one GPU.
+    let (from, to) = (t0 + 10 * MINUTE_MS, t0 + 40 * MINUTE_MS);
+    let wanted = HashMap::from([(gpu.clone(), vec![(from, to)])]);
+    let (devices, tenants) = store
+        .interference_minutes("test", "shared", &wanted)
+        .await
+        .unwrap();
+    assert_eq!(devices.len(), 1);
+    let d = &devices[0];
+    assert_eq!((d.cluster.as_str(), d.node.as_str()), ("test", "shared"));
+    let buckets: Vec<i64> = d.minutes.iter().map(|m| m.bucket).collect();
+    let expected: Vec<i64> = (10..40).map(|m| t0 + m * MINUTE_MS).collect();
+    assert_eq!(buckets, expected, "the wanted minutes, in order");
+    for m in &d.minutes {
+        let agg = &full.gpus[&(gpu.clone(), m.bucket)];
+        assert_eq!(m.gpu_util_n, agg.gpu_util_n);
+        assert!((m.gpu_util_sum - agg.gpu_util_sum).abs() < 1e-9);
+    }
+    // Per tenant: exactly the wanted minutes in which it ran a kernel, with the same numbers.
+    let mut expected_rows = 0;
+    for ((g, tenant, bucket), agg) in &full.tenants {
+        let wanted_minute = *g == gpu && *bucket >= from && *bucket < to;
+        let series = tenants.iter().find(|t| t.tenant == *tenant && t.gpu == *g);
+        let got = series.and_then(|s| s.minutes.iter().find(|m| m.bucket == *bucket));
+        if wanted_minute && agg.active_n > 0 {
+            expected_rows += 1;
+            let m = got.unwrap_or_else(|| panic!("{tenant} at {bucket} is missing"));
+            assert_eq!(
+                (m.samples, m.active_n, m.sm_util_n),
+                (agg.samples, agg.active_n, agg.sm_util_n)
+            );
+            assert!((m.eff_sum - agg.eff_sum).abs() < 1e-9);
+            assert!((m.alloc_share_sum - agg.alloc_share_sum).abs() < 1e-9);
+        } else {
+            assert!(
+                got.is_none(),
+                "{tenant} at {bucket} was not wanted or ran nothing"
+            );
+        }
+    }
+    let rows: usize = tenants.iter().map(|t| t.minutes.len()).sum();
+    assert_eq!(rows, expected_rows);
+    assert!(rows > 0, "the shared GPU had busy tenants");
+    assert!(
+        tenants
+            .iter()
+            .all(|t| t.minutes.windows(2).all(|w| w[0].bucket < w[1].bucket))
+    );
 }
 
 async fn series_use_the_right_resolution(store: &Store) {
