@@ -12,6 +12,7 @@ pub mod demo;
 pub mod error;
 pub mod ingest;
 pub mod jobs;
+pub mod labels;
 pub mod metrics;
 pub mod server;
 pub mod simulate;

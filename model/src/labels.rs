@@ -113,8 +113,8 @@ fn prefix_ok(prefix: &str) -> Result<(), &'static str> {
     Ok(())
 }
 
-/// Checks a key's syntax and that `purpose` may write it.
-pub fn check_key(key: &str, purpose: Purpose) -> Result<(), LabelError> {
+/// Checks a key's syntax only (Kubernetes' rules for label and annotation keys).
+pub fn check_syntax(key: &str) -> Result<(), LabelError> {
     let bad = |why| LabelError::BadKey(key.to_owned(), why);
     let (prefix, name) = match key.split_once('/') {
         Some((p, n)) => (Some(p), n),
@@ -123,6 +123,14 @@ pub fn check_key(key: &str, purpose: Purpose) -> Result<(), LabelError> {
     name_ok(name).map_err(bad)?;
     if let Some(p) = prefix {
         prefix_ok(p).map_err(bad)?;
+    }
+    Ok(())
+}
+
+/// Checks a key's syntax and that `purpose` may write it.
+pub fn check_key(key: &str, purpose: Purpose) -> Result<(), LabelError> {
+    check_syntax(key)?;
+    if let Some((p, _)) = key.split_once('/') {
         for r in RESERVED {
             if p == r || p.ends_with(&format!(".{r}")) {
                 return Err(LabelError::Reserved(key.to_owned(), r));

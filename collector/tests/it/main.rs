@@ -4,4 +4,5 @@ mod analytics;
 mod conformance;
 mod delivery;
 mod http;
+mod labels;
 mod support;

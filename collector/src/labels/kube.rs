@@ -1,0 +1,311 @@
+//! The Kubernetes API side of labelling: converge a node's advisory labels, and the few node
+//! operations the reconfiguration workflow needs (cordon, GPU pods, one operator label, watch).
+//! Every label write goes through [`model::labels`]' allow-list first.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use futures_util::StreamExt;
+use k8s_openapi::api::core::v1::{ConfigMap, Node, Pod};
+use kube::api::{Api, ListParams, Patch, PatchParams, WatchEvent, WatchParams};
+use model::labels::{self, MANAGED_ANNOTATION, Purpose};
+use serde_json::{Value, json};
+
+/// Why a Kubernetes operation failed.
+#[derive(Debug, thiserror::Error)]
+pub enum KubeError {
+    #[error(transparent)]
+    Refused(#[from] labels::LabelError),
+    #[error("Kubernetes API: {0}")]
+    Api(#[from] kube::Error),
+    #[error("node {0:?} not found")]
+    NoNode(String),
+    #[error(
+        "node {node:?} changed while gpulens was writing its labels; gave up after {tries} tries"
+    )]
+    Conflict { node: String, tries: usize },
+}
+
+/// What converging a node's advisory labels did.
+#[derive(Debug, Default, PartialEq)]
+pub struct Converged {
+    pub added: Vec<String>,
+    pub changed: Vec<String>,
+    pub removed: Vec<String>,
+}
+
+impl Converged {
+    pub fn is_noop(&self) -> bool {
+        self.added.is_empty() && self.changed.is_empty() && self.removed.is_empty()
+    }
+}
+
+/// A Kubernetes client for one cluster's nodes.
+#[derive(Clone)]
+pub struct Cluster {
+    client: kube::Client,
+}
+
+impl std::fmt::Debug for Cluster {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Cluster")
+    }
+}
+
+fn labels_of(n: &Node) -> BTreeMap<String, String> {
+    n.metadata.labels.clone().unwrap_or_default()
+}
+
+fn managed_of(n: &Node) -> Vec<String> {
+    n.metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(MANAGED_ANNOTATION))
+        .map(|v| {
+            v.split(',')
+                .filter(|k| !k.is_empty())
+                .map(str::to_owned)
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// How many times a write is retried when the node changed under it.
+const CONFLICT_TRIES: usize = 5;
+
+impl Cluster {
+    /// The cluster at `url` (plain or TLS, no credentials: tests and `kubectl proxy`), or, with
+    /// `None`, the in-cluster service account or the local kubeconfig.
+    pub async fn connect(url: Option<&str>) -> anyhow::Result<Cluster> {
+        let client = match url {
+            Some(u) => kube::Client::try_from(kube::Config::new(u.parse()?))?,
+            None => kube::Client::try_default().await?,
+        };
+        Ok(Cluster { client })
+    }
+
+    fn nodes(&self) -> Api<Node> {
+        Api::all(self.client.clone())
+    }
+
+    pub async fn node(&self, name: &str) -> Result<Node, KubeError> {
+        self.nodes()
+            .get_opt(name)
+            .await?
+            .ok_or_else(|| KubeError::NoNode(name.to_owned()))
+    }
+
+    /// Makes the node's `gpulens.io/` labels exactly `desired`: adds and changes what differs,
+    /// removes labels gpulens set before (listed in its annotation) that are no longer wanted,
+    /// and touches no other label. The patch carries the node's resource version, so a
+    /// concurrent change makes it retry on fresh data instead of overwriting.
+    pub async fn converge_advisory(
+        &self,
+        name: &str,
+        desired: &BTreeMap<String, String>,
+    ) -> Result<Converged, KubeError> {
+        labels::check_all(desired, Purpose::Advisory)?;
+        for _ in 0..CONFLICT_TRIES {
+            let node = self.node(name).await?;
+            let current = labels_of(&node);
+            let mut done = Converged::default();
+            let mut patch = serde_json::Map::new();
+            for (k, v) in desired {
+                match current.get(k) {
+                    Some(c) if c == v => {}
+                    Some(_) => {
+                        done.changed.push(k.clone());
+                        patch.insert(k.clone(), json!(v));
+                    }
+                    None => {
+                        done.added.push(k.clone());
+                        patch.insert(k.clone(), json!(v));
+                    }
+                }
+            }
+            let managed = managed_of(&node);
+            for k in &managed {
+                // Only keys that pass the allow-list are ever removed, whatever the annotation says.
+                if !desired.contains_key(k)
+                    && current.contains_key(k)
+                    && labels::check_key(k, Purpose::Advisory).is_ok()
+                {
+                    done.removed.push(k.clone());
+                    patch.insert(k.clone(), Value::Null);
+                }
+            }
+            let annotation = desired.keys().cloned().collect::<Vec<_>>().join(",");
+            if done.is_noop() && managed.join(",") == annotation {
+                return Ok(done);
+            }
+            let body = json!({
+                "metadata": {
+                    "resourceVersion": node.metadata.resource_version,
+                    "labels": patch,
+                    "annotations": { MANAGED_ANNOTATION: annotation },
+                }
+            });
+            match self
+                .nodes()
+                .patch(name, &PatchParams::default(), &Patch::Merge(&body))
+                .await
+            {
+                Ok(_) => return Ok(done),
+                Err(kube::Error::Api(e)) if e.code == 409 => continue,
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Err(KubeError::Conflict {
+            node: name.to_owned(),
+            tries: CONFLICT_TRIES,
+        })
+    }
+
+    /// Sets (`Some`) or removes (`None`) one GPU Operator label; returns the node's resource
+    /// version after the write.
+    pub async fn set_operator_label(
+        &self,
+        name: &str,
+        key: &str,
+        value: Option<&str>,
+    ) -> Result<String, KubeError> {
+        labels::check_key(key, Purpose::Actuation)?;
+        if let Some(v) = value {
+            labels::check_value(key, v)?;
+        }
+        let body = json!({ "metadata": { "labels": { key: value } } });
+        let n = self
+            .nodes()
+            .patch(name, &PatchParams::default(), &Patch::Merge(&body))
+            .await?;
+        Ok(n.metadata.resource_version.unwrap_or_default())
+    }
+
+    /// Marks the node (un)schedulable.
+    pub async fn set_unschedulable(&self, name: &str, on: bool) -> Result<(), KubeError> {
+        let body =
+            json!({ "spec": { "unschedulable": if on { json!(true) } else { Value::Null } } });
+        self.nodes()
+            .patch(name, &PatchParams::default(), &Patch::Merge(&body))
+            .await?;
+        Ok(())
+    }
+
+    /// Pods on the node that request a GPU resource (`nvidia.com/…`) and have not finished.
+    pub async fn gpu_pods(&self, name: &str) -> Result<Vec<String>, KubeError> {
+        let pods: Api<Pod> = Api::all(self.client.clone());
+        let list = pods
+            .list(&ListParams::default().fields(&format!("spec.nodeName={name}")))
+            .await?;
+        Ok(list
+            .items
+            .iter()
+            .filter(|p| {
+                let phase = p.status.as_ref().and_then(|s| s.phase.as_deref());
+                !matches!(phase, Some("Succeeded" | "Failed"))
+            })
+            .filter(|p| {
+                p.spec.as_ref().is_some_and(|s| {
+                    s.containers.iter().any(|c| {
+                        c.resources.as_ref().is_some_and(|r| {
+                            [r.limits.as_ref(), r.requests.as_ref()]
+                                .into_iter()
+                                .flatten()
+                                .any(|m| m.keys().any(|k| k.starts_with("nvidia.com/")))
+                        })
+                    })
+                })
+            })
+            .map(|p| {
+                format!(
+                    "{}/{}",
+                    p.metadata.namespace.as_deref().unwrap_or("default"),
+                    p.metadata.name.as_deref().unwrap_or("?")
+                )
+            })
+            .collect())
+    }
+
+    /// Watches the node from `resource_version` until `label` has one of `values`; returns the
+    /// value seen, or `None` when `timeout` passes first.
+    pub async fn wait_for_label(
+        &self,
+        name: &str,
+        label: &str,
+        values: &[&str],
+        resource_version: &str,
+        timeout: Duration,
+    ) -> Result<Option<String>, KubeError> {
+        let deadline = tokio::time::Instant::now() + timeout;
+        let mut rv = resource_version.to_owned();
+        loop {
+            let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+            if left.is_zero() {
+                return Ok(None);
+            }
+            let wp = WatchParams::default()
+                .fields(&format!("metadata.name={name}"))
+                .timeout(left.as_secs().clamp(1, 290) as u32);
+            let stream = self.nodes().watch(&wp, &rv).await?;
+            let mut stream = std::pin::pin!(stream);
+            loop {
+                let next = tokio::time::timeout_at(deadline, stream.next()).await;
+                let Ok(item) = next else {
+                    return Ok(None);
+                };
+                match item {
+                    None => break,
+                    Some(Ok(WatchEvent::Added(n) | WatchEvent::Modified(n))) => {
+                        rv = n.metadata.resource_version.clone().unwrap_or(rv);
+                        if let Some(v) = labels_of(&n).get(label)
+                            && values.contains(&v.as_str())
+                        {
+                            return Ok(Some(v.clone()));
+                        }
+                    }
+                    Some(Ok(WatchEvent::Bookmark(b))) => rv = b.metadata.resource_version,
+                    Some(Ok(WatchEvent::Deleted(_))) => return Err(KubeError::NoNode(name.into())),
+                    Some(Ok(WatchEvent::Error(e))) if e.code == 410 => {
+                        // Too old: start again from the node as it is now.
+                        rv = self
+                            .node(name)
+                            .await?
+                            .metadata
+                            .resource_version
+                            .unwrap_or_default();
+                        break;
+                    }
+                    Some(Ok(WatchEvent::Error(e))) => {
+                        return Err(KubeError::Api(kube::Error::Api(e)));
+                    }
+                    Some(Err(e)) => return Err(e.into()),
+                }
+            }
+        }
+    }
+
+    /// Adds or replaces one entry of a ConfigMap (created when missing), e.g. a custom
+    /// mig-parted layout in the GPU Operator's namespace.
+    pub async fn put_configmap_entry(
+        &self,
+        namespace: &str,
+        name: &str,
+        key: &str,
+        value: &str,
+    ) -> Result<(), KubeError> {
+        let api: Api<ConfigMap> = Api::namespaced(self.client.clone(), namespace);
+        if api.get_opt(name).await?.is_some() {
+            let body = json!({ "data": { key: value } });
+            api.patch(name, &PatchParams::default(), &Patch::Merge(&body))
+                .await?;
+        } else {
+            let cm: ConfigMap = serde_json::from_value(json!({
+                "metadata": { "name": name, "namespace": namespace },
+                "data": { key: value },
+            }))
+            .expect("a ConfigMap");
+            api.create(&Default::default(), &cm).await?;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,287 @@
+//! The guarded reconfiguration workflow: how an approved plan changes a GPU Operator label.
+//!
+//! cordon → wait until no GPU pods remain on the node (or the operator overrides) → write the
+//! label → for `nvidia.com/mig.config`, watch `nvidia.com/mig.config.state` leave its old value
+//! and reach `success` → uncordon. On `failed` or a timeout the previous label is restored and
+//! the rollback watched the same way; a node whose rollback does not reach `success` is left
+//! cordoned for a person to look at. Every step is reported to an [`Audit`].
+
+use std::time::Duration;
+
+use model::labels::{OPERATOR_MIG_CONFIG, OPERATOR_MIG_STATE};
+use serde::{Deserialize, Serialize};
+
+use super::kube::{Cluster, KubeError};
+
+/// A ConfigMap entry a custom layout needs before its label is set (e.g. a mig-parted config
+/// the GPU Operator's default ConfigMap does not have).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ConfigEntry {
+    pub namespace: String,
+    pub name: String,
+    pub key: String,
+    pub value: String,
+}
+
+/// What to change on one node.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Plan {
+    pub node: String,
+    /// `nvidia.com/mig.config` or `nvidia.com/device-plugin.config`.
+    pub label: String,
+    /// The named config to select.
+    pub value: String,
+    pub configmap: Option<ConfigEntry>,
+}
+
+/// Timeouts of one run.
+#[derive(Debug, Clone)]
+pub struct Limits {
+    /// How long to wait for GPU pods to leave the cordoned node.
+    pub drain_timeout: Duration,
+    /// How long the MIG manager may take to report `success`.
+    pub config_timeout: Duration,
+    /// How often to look for GPU pods.
+    pub poll: Duration,
+    /// Go ahead although GPU pods remain (the operator said so).
+    pub override_pods: bool,
+}
+
+/// How a run ended.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "outcome", rename_all = "snake_case")]
+pub enum Outcome {
+    /// The label is set and the operator reported success (or has nothing to report); the node
+    /// is schedulable again.
+    Applied,
+    /// Nothing to change: the label already had the value.
+    Unchanged,
+    /// Not started: GPU pods stayed on the node. Nothing was changed; the node is as before.
+    Refused { reason: String },
+    /// The change failed or timed out; the previous label was restored, the operator reported
+    /// success for it, and the node is schedulable again.
+    RolledBack { reason: String },
+    /// The change failed and so did the rollback: the node is left cordoned.
+    Failed { reason: String },
+}
+
+/// Where each step is recorded.
+pub trait Audit {
+    fn step(
+        &mut self,
+        step: &str,
+        result: &str,
+        detail: String,
+    ) -> impl std::future::Future<Output = ()> + Send;
+}
+
+/// States of `nvidia.com/mig.config.state` that mean the MIG manager took up a change.
+const STARTED: [&str; 3] = ["pending", "rebooting", "failed"];
+const DONE: [&str; 2] = ["success", "failed"];
+
+/// Waits for the MIG manager to take up the change written at `rv` and finish it.
+async fn watch_mig(
+    c: &Cluster,
+    node: &str,
+    rv: &str,
+    timeout: Duration,
+    audit: &mut impl Audit,
+) -> Result<Option<String>, KubeError> {
+    let deadline = tokio::time::Instant::now() + timeout;
+    let Some(first) = c
+        .wait_for_label(node, OPERATOR_MIG_STATE, &STARTED, rv, timeout)
+        .await?
+    else {
+        return Ok(None);
+    };
+    audit
+        .step("watch", &first, format!("{OPERATOR_MIG_STATE}={first}"))
+        .await;
+    if first == "failed" {
+        return Ok(Some(first));
+    }
+    let now_rv = c
+        .node(node)
+        .await?
+        .metadata
+        .resource_version
+        .unwrap_or_default();
+    let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+    // The state may have moved on between the two reads.
+    if let Some(v) = c
+        .node(node)
+        .await?
+        .metadata
+        .labels
+        .and_then(|l| l.get(OPERATOR_MIG_STATE).cloned())
+        && DONE.contains(&v.as_str())
+    {
+        return Ok(Some(v));
+    }
+    c.wait_for_label(node, OPERATOR_MIG_STATE, &DONE, &now_rv, left)
+        .await
+}
+
+/// Makes the node schedulable again, unless it was cordoned before the run.
+async fn uncordon(
+    c: &Cluster,
+    node: &str,
+    was_cordoned: bool,
+    audit: &mut impl Audit,
+) -> Result<(), KubeError> {
+    if !was_cordoned {
+        c.set_unschedulable(node, false).await?;
+        audit.step("uncordon", "ok", String::new()).await;
+    }
+    Ok(())
+}
+
+/// Runs an approved plan to its end. Errors from the API are returned as they happen; the
+/// audit shows how far the run got.
+pub async fn run(
+    c: &Cluster,
+    plan: &Plan,
+    limits: &Limits,
+    audit: &mut impl Audit,
+) -> Result<Outcome, KubeError> {
+    let node = c.node(&plan.node).await?;
+    let labels = node.metadata.labels.clone().unwrap_or_default();
+    let previous = labels.get(&plan.label).cloned();
+    if previous.as_deref() == Some(plan.value.as_str()) {
+        audit
+            .step(
+                "plan",
+                "unchanged",
+                format!("{} is already {}", plan.label, plan.value),
+            )
+            .await;
+        return Ok(Outcome::Unchanged);
+    }
+    audit
+        .step(
+            "plan",
+            "started",
+            format!(
+                "{}: {} → {}",
+                plan.label,
+                previous.as_deref().unwrap_or("(unset)"),
+                plan.value
+            ),
+        )
+        .await;
+    let was_cordoned = node
+        .spec
+        .as_ref()
+        .and_then(|s| s.unschedulable)
+        .unwrap_or(false);
+    if was_cordoned {
+        audit
+            .step(
+                "cordon",
+                "already",
+                "the node was already cordoned; it stays cordoned afterwards".into(),
+            )
+            .await;
+    } else {
+        c.set_unschedulable(&plan.node, true).await?;
+        audit.step("cordon", "ok", String::new()).await;
+    }
+
+    // Wait for GPU pods to leave.
+    let drain_deadline = tokio::time::Instant::now() + limits.drain_timeout;
+    loop {
+        let pods = c.gpu_pods(&plan.node).await?;
+        if pods.is_empty() {
+            audit.step("drain", "ok", "no GPU pods remain".into()).await;
+            break;
+        }
+        if limits.override_pods {
+            audit
+                .step(
+                    "drain",
+                    "overridden",
+                    format!("going ahead with GPU pods on the node: {}", pods.join(", ")),
+                )
+                .await;
+            break;
+        }
+        if tokio::time::Instant::now() >= drain_deadline {
+            let reason = format!(
+                "GPU pods still on the node after {}: {}",
+                humantime::format_duration(limits.drain_timeout),
+                pods.join(", ")
+            );
+            audit.step("drain", "refused", reason.clone()).await;
+            uncordon(c, &plan.node, was_cordoned, audit).await?;
+            return Ok(Outcome::Refused { reason });
+        }
+        tokio::time::sleep(limits.poll).await;
+    }
+
+    if let Some(e) = &plan.configmap {
+        c.put_configmap_entry(&e.namespace, &e.name, &e.key, &e.value)
+            .await?;
+        audit
+            .step(
+                "configmap",
+                "ok",
+                format!("{}/{} key {}", e.namespace, e.name, e.key),
+            )
+            .await;
+    }
+    let rv = c
+        .set_operator_label(&plan.node, &plan.label, Some(&plan.value))
+        .await?;
+    audit
+        .step("label", "ok", format!("{}={}", plan.label, plan.value))
+        .await;
+    if plan.label != OPERATOR_MIG_CONFIG {
+        uncordon(c, &plan.node, was_cordoned, audit).await?;
+        return Ok(Outcome::Applied);
+    }
+    let reason = match watch_mig(c, &plan.node, &rv, limits.config_timeout, audit).await? {
+        Some(s) if s == "success" => {
+            audit.step("watch", "success", String::new()).await;
+            uncordon(c, &plan.node, was_cordoned, audit).await?;
+            return Ok(Outcome::Applied);
+        }
+        Some(s) => format!("the MIG manager reported {OPERATOR_MIG_STATE}={s}"),
+        None => format!(
+            "the MIG manager did not report success within {}",
+            humantime::format_duration(limits.config_timeout)
+        ),
+    };
+    audit.step("watch", "failed", reason.clone()).await;
+    // Roll back to the previous label (or none).
+    let rv = c
+        .set_operator_label(&plan.node, &plan.label, previous.as_deref())
+        .await?;
+    audit
+        .step(
+            "rollback",
+            "label restored",
+            format!(
+                "{}={}",
+                plan.label,
+                previous.as_deref().unwrap_or("(removed)")
+            ),
+        )
+        .await;
+    let back = if previous.is_some() {
+        watch_mig(c, &plan.node, &rv, limits.config_timeout, audit).await?
+    } else {
+        // No previous config: nothing for the MIG manager to restore.
+        Some("success".into())
+    };
+    if back.as_deref() == Some("success") {
+        audit.step("rollback", "success", String::new()).await;
+        uncordon(c, &plan.node, was_cordoned, audit).await?;
+        Ok(Outcome::RolledBack { reason })
+    } else {
+        let reason = format!(
+            "{reason}; the rollback did not reach success either, so the node stays cordoned"
+        );
+        audit.step("rollback", "failed", reason.clone()).await;
+        Ok(Outcome::Failed { reason })
+    }
+}

@@ -1,0 +1,695 @@
+//! A **stand-in** for the Kubernetes API server, for tests only: no Kubernetes API server can
+//! run on the machines gpulens is built and tested on. It serves the small part of the core/v1
+//! API that gpulens' label writer and reconfiguration workflow use, over real HTTP, with the real
+//! object shapes:
+//!
+//! - Nodes: `GET /api/v1/nodes[/{name}]`, `PATCH /api/v1/nodes/{name}` with
+//!   `application/merge-patch+json` (RFC 7386), `application/strategic-merge-patch+json` (maps
+//!   merge as in a merge patch; `$patch` directives are refused, lists are replaced) and
+//!   `application/apply-patch+yaml` (server-side apply: a field manager is required, and labels
+//!   and annotations it applied before and leaves out are removed), watch
+//!   (`?watch=true`, `fieldSelector=metadata.name=…`, `resourceVersion`, `timeoutSeconds`).
+//! - Pods: `GET /api/v1/pods` and `/api/v1/namespaces/{ns}/pods` with
+//!   `fieldSelector=spec.nodeName=…`.
+//! - ConfigMaps: `GET`, `POST`, `PATCH` (merge) in a namespace.
+//!
+//! Every stored object is checked by deserializing it into its `k8s-openapi` type, label keys
+//! and values by Kubernetes' syntax rules; a `metadata.resourceVersion` in a patch that is not
+//! current gives 409 Conflict. Errors are `metav1.Status` objects. Tests act as other
+//! controllers through [`StandIn::set_label`], [`StandIn::add_pod`] and [`StandIn::remove_pod`].
+
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::Router;
+use axum::body::{Body, Bytes};
+use axum::extract::{Path, Query, State};
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use k8s_openapi::api::core::v1::{ConfigMap, Node, Pod};
+use serde_json::{Value, json};
+use tokio::sync::broadcast;
+
+/// One change to a node, as a watch reports it.
+#[derive(Debug, Clone)]
+pub struct NodeEvent {
+    pub kind: &'static str,
+    pub resource_version: u64,
+    pub node: Value,
+}
+
+#[derive(Default)]
+struct State_ {
+    rv: u64,
+    nodes: BTreeMap<String, Value>,
+    pods: Vec<Value>,
+    configmaps: BTreeMap<(String, String), Value>,
+    /// Label and annotation keys each field manager applied, per node.
+    applied: BTreeMap<(String, String), (BTreeSet<String>, BTreeSet<String>)>,
+    /// Recent node events, for watches that start from an older resource version.
+    history: VecDeque<NodeEvent>,
+    /// Every mutating request: (method, path, content type).
+    requests: Vec<(String, String, String)>,
+}
+
+/// The running stand-in. Cheap to clone.
+#[derive(Clone)]
+pub struct StandIn {
+    state: Arc<Mutex<State_>>,
+    events: broadcast::Sender<NodeEvent>,
+    url: String,
+}
+
+impl std::fmt::Debug for StandIn {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "StandIn({})", self.url)
+    }
+}
+
+type Shared = StandIn;
+
+impl StandIn {
+    /// Starts a stand-in on a free loopback port.
+    pub async fn start() -> StandIn {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind a loopback port");
+        let url = format!("http://{}", listener.local_addr().expect("local address"));
+        let (events, _) = broadcast::channel(1024);
+        let s = StandIn {
+            state: Arc::new(Mutex::new(State_::default())),
+            events,
+            url,
+        };
+        let app = Router::new()
+            .route("/api/v1/nodes", get(list_nodes))
+            .route("/api/v1/nodes/{name}", get(get_node).patch(patch_node))
+            .route("/api/v1/pods", get(list_pods_all))
+            .route("/api/v1/namespaces/{ns}/pods", get(list_pods_ns))
+            .route(
+                "/api/v1/namespaces/{ns}/configmaps",
+                axum::routing::post(create_configmap),
+            )
+            .route(
+                "/api/v1/namespaces/{ns}/configmaps/{name}",
+                get(get_configmap).patch(patch_configmap),
+            )
+            .fallback(|| async {
+                status(
+                    StatusCode::NOT_FOUND,
+                    "NotFound",
+                    "the stand-in does not serve this path",
+                )
+            })
+            .with_state(s.clone());
+        tokio::spawn(async move {
+            let _ = axum::serve(listener, app).await;
+        });
+        s
+    }
+
+    /// The base URL, e.g. for `kube::Config::new`.
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, State_> {
+        self.state.lock().expect("stand-in state")
+    }
+
+    /// Adds (or replaces) a node.
+    pub fn add_node(&self, node: Node) {
+        let mut v = serde_json::to_value(&node).expect("a Node serializes");
+        v["apiVersion"] = json!("v1");
+        v["kind"] = json!("Node");
+        let name = node.metadata.name.clone().expect("a node has a name");
+        let mut st = self.lock();
+        let kind = if st.nodes.contains_key(&name) {
+            "MODIFIED"
+        } else {
+            "ADDED"
+        };
+        self.commit_node(&mut st, name, v, kind);
+    }
+
+    /// A node as it is now.
+    pub fn node(&self, name: &str) -> Option<Node> {
+        let st = self.lock();
+        st.nodes
+            .get(name)
+            .map(|v| serde_json::from_value(v.clone()).expect("stored nodes are valid"))
+    }
+
+    /// Sets (`Some`) or removes (`None`) a label as another controller would (e.g. the GPU
+    /// Operator's MIG manager reporting `nvidia.com/mig.config.state`).
+    pub fn set_label(&self, node: &str, key: &str, value: Option<&str>) {
+        let mut st = self.lock();
+        let mut v = st.nodes.get(node).expect("known node").clone();
+        let labels = v["metadata"]
+            .as_object_mut()
+            .expect("metadata")
+            .entry("labels")
+            .or_insert_with(|| json!({}));
+        match value {
+            Some(x) => labels[key] = json!(x),
+            None => {
+                labels.as_object_mut().map(|m| m.remove(key));
+            }
+        }
+        self.commit_node(&mut st, node.to_owned(), v, "MODIFIED");
+    }
+
+    /// Adds a pod (its `spec.nodeName` places it).
+    pub fn add_pod(&self, pod: Pod) {
+        let mut v = serde_json::to_value(&pod).expect("a Pod serializes");
+        v["apiVersion"] = json!("v1");
+        v["kind"] = json!("Pod");
+        let mut st = self.lock();
+        st.rv += 1;
+        v["metadata"]["resourceVersion"] = json!(st.rv.to_string());
+        st.pods.push(v);
+    }
+
+    /// Removes a pod, as if it finished or was evicted.
+    pub fn remove_pod(&self, namespace: &str, name: &str) {
+        self.lock().pods.retain(|p| {
+            !(p["metadata"]["namespace"] == json!(namespace)
+                && p["metadata"]["name"] == json!(name))
+        });
+    }
+
+    /// A ConfigMap as it is now.
+    pub fn configmap(&self, namespace: &str, name: &str) -> Option<ConfigMap> {
+        self.lock()
+            .configmaps
+            .get(&(namespace.to_owned(), name.to_owned()))
+            .map(|v| serde_json::from_value(v.clone()).expect("stored configmaps are valid"))
+    }
+
+    /// Node changes from now on.
+    pub fn subscribe(&self) -> broadcast::Receiver<NodeEvent> {
+        self.events.subscribe()
+    }
+
+    /// Every mutating request so far: (method, path, content type).
+    pub fn requests(&self) -> Vec<(String, String, String)> {
+        self.lock().requests.clone()
+    }
+
+    fn commit_node(&self, st: &mut State_, name: String, mut v: Value, kind: &'static str) {
+        st.rv += 1;
+        v["metadata"]["resourceVersion"] = json!(st.rv.to_string());
+        st.nodes.insert(name, v.clone());
+        let ev = NodeEvent {
+            kind,
+            resource_version: st.rv,
+            node: v,
+        };
+        st.history.push_back(ev.clone());
+        if st.history.len() > 1000 {
+            st.history.pop_front();
+        }
+        let _ = self.events.send(ev);
+    }
+}
+
+/// An error response, boxed so results stay small.
+type Failure = Box<Response>;
+
+/// A `metav1.Status` error response.
+fn status(code: StatusCode, reason: &str, message: &str) -> Response {
+    (
+        code,
+        axum::Json(json!({
+            "kind": "Status",
+            "apiVersion": "v1",
+            "metadata": {},
+            "status": "Failure",
+            "message": message,
+            "reason": reason,
+            "code": code.as_u16(),
+        })),
+    )
+        .into_response()
+}
+
+fn not_found(kind: &str, name: &str) -> Response {
+    status(
+        StatusCode::NOT_FOUND,
+        "NotFound",
+        &format!("{kind} \"{name}\" not found"),
+    )
+}
+
+/// The value a `fieldSelector` demands for `field` (only `a=b` terms are supported).
+fn selector<'a>(q: &'a BTreeMap<String, String>, field: &str) -> Option<&'a str> {
+    q.get("fieldSelector")?
+        .split(',')
+        .find_map(|term| term.strip_prefix(field)?.strip_prefix('='))
+}
+
+async fn list_nodes(
+    State(s): State<Shared>,
+    Query(q): Query<BTreeMap<String, String>>,
+) -> Response {
+    let name = selector(&q, "metadata.name").map(str::to_owned);
+    let matches = move |n: &Value| {
+        name.as_deref()
+            .is_none_or(|want| n["metadata"]["name"] == json!(want))
+    };
+    if q.get("watch").is_some_and(|w| w == "true" || w == "1") {
+        return watch_nodes(s, &q, matches);
+    }
+    let st = s.lock();
+    let items: Vec<&Value> = st.nodes.values().filter(|n| matches(n)).collect();
+    axum::Json(json!({
+        "apiVersion": "v1",
+        "kind": "NodeList",
+        "metadata": {"resourceVersion": st.rv.to_string()},
+        "items": items,
+    }))
+    .into_response()
+}
+
+fn watch_nodes(
+    s: Shared,
+    q: &BTreeMap<String, String>,
+    matches: impl Fn(&Value) -> bool + Send + 'static,
+) -> Response {
+    let from: u64 = q
+        .get("resourceVersion")
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
+    let timeout = q
+        .get("timeoutSeconds")
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(300u64);
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(timeout);
+    // Subscribe before reading the backlog so nothing falls between them.
+    let rx = s.events.subscribe();
+    let backlog: VecDeque<NodeEvent> = {
+        let st = s.lock();
+        if from == 0 {
+            st.nodes
+                .values()
+                .map(|n| NodeEvent {
+                    kind: "ADDED",
+                    resource_version: st.rv,
+                    node: n.clone(),
+                })
+                .collect()
+        } else {
+            st.history
+                .iter()
+                .filter(|e| e.resource_version > from)
+                .cloned()
+                .collect()
+        }
+    };
+    let last = backlog.back().map_or(from, |e| e.resource_version);
+    let stream = futures_util::stream::unfold(
+        (rx, backlog, last, matches),
+        move |(mut rx, mut backlog, mut last, matches)| async move {
+            loop {
+                let ev = match backlog.pop_front() {
+                    Some(e) => e,
+                    None => match tokio::time::timeout_at(deadline, rx.recv()).await {
+                        Ok(Ok(e)) if e.resource_version > last => e,
+                        Ok(Ok(_)) | Ok(Err(broadcast::error::RecvError::Lagged(_))) => continue,
+                        _ => return None,
+                    },
+                };
+                last = last.max(ev.resource_version);
+                if !matches(&ev.node) {
+                    continue;
+                }
+                let mut line =
+                    serde_json::to_vec(&json!({"type": ev.kind, "object": ev.node})).expect("json");
+                line.push(b'\n');
+                return Some((
+                    Ok::<Bytes, std::io::Error>(Bytes::from(line)),
+                    (rx, backlog, last, matches),
+                ));
+            }
+        },
+    );
+    (
+        [(header::CONTENT_TYPE, "application/json")],
+        Body::from_stream(stream),
+    )
+        .into_response()
+}
+
+async fn get_node(State(s): State<Shared>, Path(name): Path<String>) -> Response {
+    match s.lock().nodes.get(&name) {
+        Some(n) => axum::Json(n.clone()).into_response(),
+        None => not_found("nodes", &name),
+    }
+}
+
+/// RFC 7386 JSON merge patch.
+fn merge_patch(target: &mut Value, patch: &Value) {
+    match patch {
+        Value::Object(p) => {
+            if !target.is_object() {
+                *target = json!({});
+            }
+            let t = target.as_object_mut().expect("object");
+            for (k, v) in p {
+                if v.is_null() {
+                    t.remove(k);
+                } else {
+                    merge_patch(t.entry(k.clone()).or_insert(Value::Null), v);
+                }
+            }
+        }
+        other => *target = other.clone(),
+    }
+}
+
+fn has_directive(v: &Value) -> bool {
+    match v {
+        Value::Object(m) => m
+            .iter()
+            .any(|(k, v)| k.starts_with('$') || has_directive(v)),
+        Value::Array(a) => a.iter().any(has_directive),
+        _ => false,
+    }
+}
+
+fn keys(v: &Value, field: &str) -> BTreeSet<String> {
+    v["metadata"][field]
+        .as_object()
+        .map(|m| m.keys().cloned().collect())
+        .unwrap_or_default()
+}
+
+/// Applies a patch to `current` by its content type; the result or an error response.
+fn apply_patch(
+    st: &mut State_,
+    node: &str,
+    current: &Value,
+    content_type: &str,
+    q: &BTreeMap<String, String>,
+    body: &Value,
+) -> Result<Value, Failure> {
+    let mut next = current.clone();
+    match content_type {
+        "application/merge-patch+json" => merge_patch(&mut next, body),
+        "application/strategic-merge-patch+json" => {
+            if has_directive(body) {
+                return Err(Box::new(status(
+                    StatusCode::UNPROCESSABLE_ENTITY,
+                    "Invalid",
+                    "the stand-in does not implement strategic-merge directives ($patch, $retainKeys, …)",
+                )));
+            }
+            merge_patch(&mut next, body);
+        }
+        "application/apply-patch+yaml" => {
+            let Some(manager) = q.get("fieldManager").filter(|m| !m.is_empty()) else {
+                return Err(Box::new(status(
+                    StatusCode::BAD_REQUEST,
+                    "BadRequest",
+                    "PatchOptions.meta.k8s.io \"\" is invalid: fieldManager: Required value: is required for apply patch",
+                )));
+            };
+            let key = (node.to_owned(), manager.clone());
+            let (old_labels, old_annotations) = st.applied.get(&key).cloned().unwrap_or_default();
+            let (labels, annotations) = (keys(body, "labels"), keys(body, "annotations"));
+            for (field, old, new) in [
+                ("labels", &old_labels, &labels),
+                ("annotations", &old_annotations, &annotations),
+            ] {
+                if let Some(m) = next["metadata"][field].as_object_mut() {
+                    for gone in old.difference(new) {
+                        m.remove(gone);
+                    }
+                }
+            }
+            let mut applied = body.clone();
+            if let Some(m) = applied.as_object_mut() {
+                m.remove("apiVersion");
+                m.remove("kind");
+            }
+            merge_patch(&mut next, &applied);
+            st.applied.insert(key, (labels, annotations));
+        }
+        other => {
+            return Err(Box::new(status(
+                StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                "UnsupportedMediaType",
+                &format!("the server does not support patch content type {other:?}"),
+            )));
+        }
+    }
+    Ok(next)
+}
+
+/// Checks what would be stored: resource version, name, labels and the object's type.
+fn validate<T: serde::de::DeserializeOwned>(
+    current: &Value,
+    body: &Value,
+    next: &Value,
+) -> Result<(), Failure> {
+    if let Some(rv) = body["metadata"]["resourceVersion"].as_str()
+        && Some(rv) != current["metadata"]["resourceVersion"].as_str()
+    {
+        return Err(Box::new(status(
+            StatusCode::CONFLICT,
+            "Conflict",
+            "Operation cannot be fulfilled: the object has been modified; please apply your changes to the latest version and try again",
+        )));
+    }
+    if next["metadata"]["name"] != current["metadata"]["name"] {
+        return Err(Box::new(status(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "Invalid",
+            "metadata.name: Invalid value: field is immutable",
+        )));
+    }
+    for field in ["labels", "annotations"] {
+        if let Some(m) = next["metadata"][field].as_object() {
+            for (k, v) in m {
+                let bad = |msg: String| {
+                    Box::new(status(
+                        StatusCode::UNPROCESSABLE_ENTITY,
+                        "Invalid",
+                        &format!("metadata.{field}: Invalid value: {msg}"),
+                    ))
+                };
+                model::labels::check_syntax(k).map_err(|e| bad(e.to_string()))?;
+                let Some(v) = v.as_str() else {
+                    return Err(bad(format!("{k:?} must be a string")));
+                };
+                if field == "labels" {
+                    model::labels::check_value(k, v).map_err(|e| bad(e.to_string()))?;
+                }
+            }
+        }
+    }
+    serde_json::from_value::<T>(next.clone()).map_err(|e| {
+        Box::new(status(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "Invalid",
+            &format!("the patched object is not valid: {e}"),
+        ))
+    })?;
+    Ok(())
+}
+
+fn parse_body(headers: &HeaderMap, body: &Bytes) -> Result<(String, Value), Failure> {
+    let ct = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+        .split(';')
+        .next()
+        .unwrap_or("")
+        .trim()
+        .to_owned();
+    let v: Value = serde_json::from_slice(body).map_err(|e| {
+        Box::new(status(
+            StatusCode::BAD_REQUEST,
+            "BadRequest",
+            &format!("the request body is not JSON: {e}"),
+        ))
+    })?;
+    Ok((ct, v))
+}
+
+async fn patch_node(
+    State(s): State<Shared>,
+    Path(name): Path<String>,
+    Query(q): Query<BTreeMap<String, String>>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let (ct, body) = match parse_body(&headers, &body) {
+        Ok(x) => x,
+        Err(r) => return *r,
+    };
+    let mut st = s.lock();
+    st.requests
+        .push(("PATCH".into(), format!("/api/v1/nodes/{name}"), ct.clone()));
+    let Some(current) = st.nodes.get(&name).cloned() else {
+        return not_found("nodes", &name);
+    };
+    let next = match apply_patch(&mut st, &name, &current, &ct, &q, &body)
+        .and_then(|next| validate::<Node>(&current, &body, &next).map(|()| next))
+    {
+        Ok(n) => n,
+        Err(r) => return *r,
+    };
+    s.commit_node(&mut st, name.clone(), next, "MODIFIED");
+    axum::Json(st.nodes[&name].clone()).into_response()
+}
+
+fn pod_list(s: &Shared, namespace: Option<&str>, q: &BTreeMap<String, String>) -> Response {
+    let node = selector(q, "spec.nodeName");
+    let st = s.lock();
+    let items: Vec<&Value> = st
+        .pods
+        .iter()
+        .filter(|p| namespace.is_none_or(|ns| p["metadata"]["namespace"] == json!(ns)))
+        .filter(|p| node.is_none_or(|n| p["spec"]["nodeName"] == json!(n)))
+        .collect();
+    axum::Json(json!({
+        "apiVersion": "v1",
+        "kind": "PodList",
+        "metadata": {"resourceVersion": st.rv.to_string()},
+        "items": items,
+    }))
+    .into_response()
+}
+
+async fn list_pods_all(
+    State(s): State<Shared>,
+    Query(q): Query<BTreeMap<String, String>>,
+) -> Response {
+    pod_list(&s, None, &q)
+}
+
+async fn list_pods_ns(
+    State(s): State<Shared>,
+    Path(ns): Path<String>,
+    Query(q): Query<BTreeMap<String, String>>,
+) -> Response {
+    pod_list(&s, Some(&ns), &q)
+}
+
+async fn get_configmap(
+    State(s): State<Shared>,
+    Path((ns, name)): Path<(String, String)>,
+) -> Response {
+    match s.lock().configmaps.get(&(ns, name.clone())) {
+        Some(c) => axum::Json(c.clone()).into_response(),
+        None => not_found("configmaps", &name),
+    }
+}
+
+async fn create_configmap(
+    State(s): State<Shared>,
+    Path(ns): Path<String>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let (_, mut body) = match parse_body(&headers, &body) {
+        Ok(x) => x,
+        Err(r) => return *r,
+    };
+    let Some(name) = body["metadata"]["name"].as_str().map(str::to_owned) else {
+        return status(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "Invalid",
+            "metadata.name: Required value",
+        );
+    };
+    body["metadata"]["namespace"] = json!(ns);
+    if let Err(r) = validate::<ConfigMap>(&body, &json!({}), &body) {
+        return *r;
+    }
+    let mut st = s.lock();
+    st.requests.push((
+        "POST".into(),
+        format!("/api/v1/namespaces/{ns}/configmaps"),
+        "application/json".into(),
+    ));
+    if st.configmaps.contains_key(&(ns.clone(), name.clone())) {
+        return status(
+            StatusCode::CONFLICT,
+            "AlreadyExists",
+            &format!("configmaps \"{name}\" already exists"),
+        );
+    }
+    st.rv += 1;
+    body["metadata"]["resourceVersion"] = json!(st.rv.to_string());
+    st.configmaps.insert((ns, name), body.clone());
+    (StatusCode::CREATED, axum::Json(body)).into_response()
+}
+
+async fn patch_configmap(
+    State(s): State<Shared>,
+    Path((ns, name)): Path<(String, String)>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let (ct, body) = match parse_body(&headers, &body) {
+        Ok(x) => x,
+        Err(r) => return *r,
+    };
+    if ct != "application/merge-patch+json" && ct != "application/strategic-merge-patch+json" {
+        return status(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "UnsupportedMediaType",
+            &format!("the stand-in patches configmaps with merge patches, not {ct:?}"),
+        );
+    }
+    let mut st = s.lock();
+    st.requests.push((
+        "PATCH".into(),
+        format!("/api/v1/namespaces/{ns}/configmaps/{name}"),
+        ct,
+    ));
+    let key = (ns, name.clone());
+    let Some(current) = st.configmaps.get(&key).cloned() else {
+        return not_found("configmaps", &name);
+    };
+    let mut next = current.clone();
+    merge_patch(&mut next, &body);
+    if let Err(r) = validate::<ConfigMap>(&current, &body, &next) {
+        return *r;
+    }
+    st.rv += 1;
+    next["metadata"]["resourceVersion"] = json!(st.rv.to_string());
+    st.configmaps.insert(key, next.clone());
+    axum::Json(next).into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn merge_patch_follows_rfc_7386() {
+        let mut t = json!({"a": "b", "c": {"d": "e", "f": "g"}});
+        merge_patch(&mut t, &json!({"a": "z", "c": {"f": null}}));
+        assert_eq!(t, json!({"a": "z", "c": {"d": "e"}}));
+        let mut t = json!({"a": [1, 2]});
+        merge_patch(&mut t, &json!({"a": [3]}));
+        assert_eq!(t, json!({"a": [3]}));
+    }
+
+    #[test]
+    fn field_selectors_read_equality_terms() {
+        let q = BTreeMap::from([(
+            "fieldSelector".to_owned(),
+            "spec.nodeName=gpu-1,status.phase=Running".to_owned(),
+        )]);
+        assert_eq!(selector(&q, "spec.nodeName"), Some("gpu-1"));
+        assert_eq!(selector(&q, "status.phase"), Some("Running"));
+        assert_eq!(selector(&q, "metadata.name"), None);
+    }
+}
