@@ -9,6 +9,7 @@ pub mod bench;
 pub mod dcgm;
 pub mod kubelet;
 pub mod metrics;
+pub mod nfd;
 pub mod nvml;
 pub mod report;
 pub mod runner;

@@ -28,6 +28,9 @@ pub enum Command {
     /// and print them (the collector also runs this on a schedule and serves it at
     /// /api/v1/findings and /api/v1/recommendations).
     Analyze(AnalyzeArgs),
+    /// Node labels from the analysis: `plan` shows them, `apply` writes advisory labels and runs
+    /// approved GPU Operator changes, `status` shows what is on the nodes (docs/labels.md).
+    Labels(crate::labels::cli::LabelsArgs),
     /// Measure ingest, query and analytics speed against a scratch database.
     #[command(subcommand)]
     Bench(BenchCommand),

@@ -48,6 +48,9 @@ pub struct Config {
     /// Scheduled analysis: how often, over how much history, thresholds and prices.
     #[serde(default)]
     pub analytics: crate::analysis::Settings,
+    /// Node labels: off (default), advise, or apply-with-approval; see docs/labels.md.
+    #[serde(default)]
+    pub labels: crate::labels::settings::Settings,
 }
 
 /// One agent credential.

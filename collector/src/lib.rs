@@ -57,13 +57,14 @@ pub async fn run(command: Command) -> anyhow::Result<()> {
         Command::Simulate(args) => simulate(args).await,
         Command::Migrate(args) => migrate(args).await,
         Command::Analyze(args) => analyze(args).await,
+        Command::Labels(args) => labels::cli::run(args).await,
         Command::Bench(BenchCommand::Ingest(args)) => bench::ingest(args).await,
         Command::Bench(BenchCommand::Series(args)) => bench::series(args).await,
         Command::Bench(BenchCommand::Analyze(args)) => bench::analyze(args).await,
     }
 }
 
-fn load_config(db: &DbArgs) -> anyhow::Result<Config> {
+pub(crate) fn load_config(db: &DbArgs) -> anyhow::Result<Config> {
     let mut config = match &db.config {
         Some(path) => Config::load(path)?,
         None => Config::default(),
@@ -74,7 +75,7 @@ fn load_config(db: &DbArgs) -> anyhow::Result<Config> {
     Ok(config)
 }
 
-async fn open_store(config: &Config) -> anyhow::Result<store::Store> {
+pub(crate) async fn open_store(config: &Config) -> anyhow::Result<store::Store> {
     let url = config.database_url();
     if url.starts_with("sqlite://") {
         std::fs::create_dir_all(&config.data_dir).map_err(|e| {

@@ -1,0 +1,180 @@
+//! Node Feature Discovery's local feature file: the advisory `gpulens.io/` labels the collector
+//! computed for this node, written where NFD's `local` source reads them
+//! (`/etc/kubernetes/node-feature-discovery/features.d/` by default). NFD turns each
+//! `key=value` line into a node label, so clusters that prefer NFD need not give gpulens any
+//! Kubernetes API rights.
+//!
+//! The file is replaced atomically (written to a dotfile beside it, synced, renamed), stays
+//! under NFD's 64 KiB limit (NFD ignores larger files), carries an `expiry-time` directive so
+//! NFD drops the labels if the agent stops refreshing them, and holds only labels that pass
+//! gpulens' advisory allow-list.
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::Path;
+use std::time::SystemTime;
+
+use model::labels::{self, Purpose};
+
+/// NFD ignores feature files larger than this (source/local, `MaxFeatureFileSize`).
+pub const MAX_FEATURE_FILE_BYTES: usize = 65_536;
+
+/// The file name gpulens writes inside the features.d directory.
+pub const FILE_NAME: &str = "gpulens";
+
+#[derive(Debug, thiserror::Error)]
+pub enum NfdError {
+    #[error(transparent)]
+    Refused(#[from] labels::LabelError),
+    #[error("the feature file would be {0} bytes; NFD ignores files over {MAX_FEATURE_FILE_BYTES}")]
+    TooLarge(usize),
+    #[error("cannot write the feature file {path}: {source}")]
+    Io {
+        path: String,
+        source: std::io::Error,
+    },
+}
+
+/// The file's text: a header, the expiry directive, then one `key=value` line per label.
+pub fn render(
+    labels: &BTreeMap<String, String>,
+    generated: SystemTime,
+    expires: SystemTime,
+) -> Result<String, NfdError> {
+    labels::check_all(labels, Purpose::Advisory)?;
+    let mut s = format!(
+        "# Written by the gpulens agent at {}: advisory labels from the collector's analysis.\n\
+         # Replaced whole on every refresh; edits are lost. NFD drops these labels after the expiry.\n\
+         # +expiry-time={}\n",
+        humantime::format_rfc3339_seconds(generated),
+        humantime::format_rfc3339_seconds(expires),
+    );
+    for (k, v) in labels {
+        s.push_str(k);
+        s.push('=');
+        s.push_str(v);
+        s.push('\n');
+    }
+    if s.len() > MAX_FEATURE_FILE_BYTES {
+        return Err(NfdError::TooLarge(s.len()));
+    }
+    Ok(s)
+}
+
+/// Replaces `dir/FILE_NAME` with `text` atomically: readers see the old file or the new one,
+/// never a part.
+pub fn write(dir: &Path, text: &str) -> Result<(), NfdError> {
+    let target = dir.join(FILE_NAME);
+    let tmp = dir.join(format!(".{FILE_NAME}.tmp"));
+    let io = |path: &Path| {
+        let path = path.display().to_string();
+        move |source| NfdError::Io { path, source }
+    };
+    let mut f = std::fs::File::create(&tmp).map_err(io(&tmp))?;
+    f.write_all(text.as_bytes()).map_err(io(&tmp))?;
+    f.sync_all().map_err(io(&tmp))?;
+    drop(f);
+    std::fs::rename(&tmp, &target).map_err(io(&target))?;
+    // Make the rename itself durable.
+    if let Ok(d) = std::fs::File::open(dir) {
+        let _ = d.sync_all();
+    }
+    Ok(())
+}
+
+/// Parses a feature file back into labels and its expiry (for `status` and tests).
+pub fn parse(text: &str) -> (BTreeMap<String, String>, Option<String>) {
+    let mut out = BTreeMap::new();
+    let mut expiry = None;
+    for line in text.lines() {
+        if let Some(d) = line.strip_prefix("# +expiry-time=") {
+            expiry = Some(d.trim().to_owned());
+        } else if line.starts_with('#') || line.trim().is_empty() {
+            continue;
+        } else {
+            let (k, v) = line.split_once('=').unwrap_or((line, "true"));
+            out.insert(k.trim().to_owned(), v.trim().to_owned());
+        }
+    }
+    (out, expiry)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::{Duration, UNIX_EPOCH};
+
+    fn at(s: u64) -> SystemTime {
+        UNIX_EPOCH + Duration::from_secs(s)
+    }
+
+    fn sample() -> BTreeMap<String, String> {
+        BTreeMap::from([
+            (labels::UTILIZATION_CLASS.to_owned(), "low".to_owned()),
+            (labels::RECOMMENDED_SHARING.to_owned(), "mig".to_owned()),
+        ])
+    }
+
+    #[test]
+    fn the_file_has_nfds_format() {
+        let text = render(&sample(), at(1_763_726_400), at(1_763_730_000)).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        assert!(lines[0].starts_with("# Written by the gpulens agent at 2025-11-21T12:00:00Z"));
+        assert!(lines.contains(&"# +expiry-time=2025-11-21T13:00:00Z"));
+        assert!(lines.contains(&"gpulens.io/utilization-class=low"));
+        assert!(lines.contains(&"gpulens.io/recommended-sharing=mig"));
+        let (back, expiry) = parse(&text);
+        assert_eq!(back, sample());
+        assert_eq!(expiry.as_deref(), Some("2025-11-21T13:00:00Z"));
+    }
+
+    #[test]
+    fn foreign_keys_and_oversized_files_are_refused() {
+        let mut l = sample();
+        l.insert("kubernetes.io/hostname".into(), "x".into());
+        assert!(matches!(
+            render(&l, at(0), at(1)),
+            Err(NfdError::Refused(_))
+        ));
+        let mut l = sample();
+        l.insert("nvidia.com/mig.config".into(), "all-1g.10gb".into());
+        assert!(matches!(
+            render(&l, at(0), at(1)),
+            Err(NfdError::Refused(_))
+        ));
+        let many: BTreeMap<String, String> = (0..1200)
+            .map(|i| (format!("gpulens.io/k{i:04}"), "v".repeat(50)))
+            .collect();
+        assert!(matches!(
+            render(&many, at(0), at(1)),
+            Err(NfdError::TooLarge(_))
+        ));
+    }
+
+    #[test]
+    fn writes_replace_the_file_whole() {
+        let dir = std::env::temp_dir().join(format!("gpulens-nfd-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let first = render(&sample(), at(0), at(60)).unwrap();
+        write(&dir, &first).unwrap();
+        assert_eq!(std::fs::read_to_string(dir.join(FILE_NAME)).unwrap(), first);
+        let mut l = sample();
+        l.remove(labels::RECOMMENDED_SHARING);
+        let second = render(&l, at(60), at(120)).unwrap();
+        write(&dir, &second).unwrap();
+        assert_eq!(
+            std::fs::read_to_string(dir.join(FILE_NAME)).unwrap(),
+            second
+        );
+        // Only the feature file remains: no temporary file is left for NFD to read.
+        let names: Vec<String> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(names, vec![FILE_NAME.to_owned()]);
+        // A directory that does not exist is an error that names the path.
+        let err = write(&dir.join("missing"), &second).unwrap_err();
+        assert!(err.to_string().contains("missing"), "{err}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}

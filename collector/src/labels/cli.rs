@@ -1,0 +1,251 @@
+//! `gpulens labels plan | apply | status`.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use analytics::Analysis;
+use analytics::recommend::Proposal;
+use model::labels::{OPERATOR_DEVICE_PLUGIN_CONFIG, OPERATOR_MIG_CONFIG, OPERATOR_MIG_STATE};
+
+use super::kube::Cluster;
+use super::settings::Mode;
+use super::workflow::{self, Audit, Limits, Plan};
+use crate::cli::DbArgs;
+
+#[derive(Debug, clap::Args)]
+pub struct LabelsArgs {
+    #[command(subcommand)]
+    pub command: LabelsCommand,
+}
+
+#[derive(Debug, clap::Subcommand)]
+pub enum LabelsCommand {
+    /// Show the advisory labels and GPU Operator changes the latest analysis proposes. Writes
+    /// nothing.
+    Plan(Common),
+    /// Converge advisory labels on every node (mode advise or apply-with-approval); with
+    /// --approve NODE, run the reconfiguration workflow for that node (apply-with-approval).
+    Apply(ApplyArgs),
+    /// Show, per node, the gpulens labels, the GPU Operator labels and whether it is cordoned.
+    Status(Common),
+}
+
+#[derive(Debug, clap::Args)]
+pub struct Common {
+    #[command(flatten)]
+    pub db: DbArgs,
+    /// Without --database-url or --config: the demo's data directory.
+    #[arg(long, default_value = ".gpulens/demo")]
+    pub data_dir: PathBuf,
+    /// How much history the analysis covers.
+    #[arg(long, default_value = "7d", value_parser = humantime::parse_duration)]
+    pub since: Duration,
+    /// The Kubernetes API server (overrides [labels] kube_url; default: in-cluster or
+    /// kubeconfig).
+    #[arg(long)]
+    pub kube_url: Option<String>,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct ApplyArgs {
+    #[command(flatten)]
+    pub common: Common,
+    /// Overrides [labels] mode for this run.
+    #[arg(long, value_enum)]
+    pub mode: Option<Mode>,
+    /// Approve and run the GPU Operator change planned for this node.
+    #[arg(long, value_name = "NODE")]
+    pub approve: Option<String>,
+    /// Who approves (recorded with every step).
+    #[arg(long, env = "USER", default_value = "unknown")]
+    pub approver: String,
+    /// Go ahead although GPU pods remain on the node after the drain timeout's wait.
+    #[arg(long)]
+    pub override_pods: bool,
+}
+
+/// The GPU Operator changes an analysis proposes, one per node at most.
+pub fn plans(a: &Analysis) -> BTreeMap<String, Plan> {
+    let mut out = BTreeMap::new();
+    for r in &a.recommendations {
+        let plan = match &r.proposal {
+            Proposal::MigLayout { config_name, .. } => Plan {
+                node: r.node.clone(),
+                label: OPERATOR_MIG_CONFIG.into(),
+                value: config_name.clone(),
+                configmap: None,
+            },
+            Proposal::Sharing { mode, replicas, .. } => Plan {
+                node: r.node.clone(),
+                label: OPERATOR_DEVICE_PLUGIN_CONFIG.into(),
+                value: super::advisory::device_plugin_config_name(mode, *replicas),
+                configmap: None,
+            },
+            _ => continue,
+        };
+        out.entry(r.node.clone()).or_insert(plan);
+    }
+    out
+}
+
+async fn analyse(c: &Common) -> anyhow::Result<(crate::config::Config, Analysis, i64)> {
+    let mut config = crate::load_config(&c.db)?;
+    if c.db.database_url.is_none() && c.db.config.is_none() {
+        config.data_dir = c.data_dir.clone();
+    }
+    let store = crate::open_store(&config).await?;
+    store.migrate().await?;
+    let now = crate::now_ms();
+    let (a, stats) =
+        crate::analysis::run(&store, &config.analytics.thresholds, c.since, now).await?;
+    anyhow::ensure!(
+        stats.gpu_hours > 0,
+        "no rolled-up history in {}: nothing to label",
+        crate::store::redact_url(&config.database_url())
+    );
+    Ok((config, a, now))
+}
+
+async fn cluster(c: &Common, config: &crate::config::Config) -> anyhow::Result<Cluster> {
+    let url = c.kube_url.as_deref().or(config.labels.kube_url.as_deref());
+    Cluster::connect(url).await.map_err(|e| {
+        anyhow::anyhow!(
+            "cannot reach the Kubernetes API ({}): {e}",
+            url.unwrap_or("in-cluster or kubeconfig")
+        )
+    })
+}
+
+pub async fn run(args: LabelsArgs) -> anyhow::Result<()> {
+    match args.command {
+        LabelsCommand::Plan(c) => plan(c).await,
+        LabelsCommand::Apply(a) => apply(a).await,
+        LabelsCommand::Status(c) => status(c).await,
+    }
+}
+
+async fn plan(c: Common) -> anyhow::Result<()> {
+    let (config, a, now) = analyse(&c).await?;
+    println!(
+        "mode: {} (set [labels] mode in the configuration)",
+        config.labels.mode.as_str()
+    );
+    println!("\nAdvisory labels");
+    for (node, labels) in super::advisory::labels(&a, now) {
+        println!("  {node}");
+        for (k, v) in labels {
+            println!("    {k}={v}");
+        }
+    }
+    println!("\nGPU Operator changes (need approval: gpulens labels apply --approve NODE)");
+    let p = plans(&a);
+    if p.is_empty() {
+        println!("  none");
+    }
+    for plan in p.values() {
+        println!("  {}: {}={}", plan.node, plan.label, plan.value);
+    }
+    Ok(())
+}
+
+/// Prints each workflow step as it happens.
+struct Printer {
+    approver: String,
+}
+
+impl Audit for Printer {
+    async fn step(&mut self, step: &str, result: &str, detail: String) {
+        println!(
+            "  {} [{}] {step}: {result} {detail}",
+            crate::api::rfc3339(crate::now_ms()),
+            self.approver
+        );
+    }
+}
+
+async fn apply(a: ApplyArgs) -> anyhow::Result<()> {
+    let (config, analysis, now) = analyse(&a.common).await?;
+    let mode = a.mode.unwrap_or(config.labels.mode);
+    if mode == Mode::Off {
+        anyhow::bail!(
+            "labels are off: set [labels] mode = \"advise\" (or pass --mode advise) to write advisory labels"
+        );
+    }
+    let c = cluster(&a.common, &config).await?;
+    let desired = super::advisory::labels(&analysis, now);
+    for (node, labels) in &desired {
+        match c.converge_advisory(node, labels).await {
+            Ok(done) => println!(
+                "{node}: {} added, {} changed, {} removed",
+                done.added.len(),
+                done.changed.len(),
+                done.removed.len()
+            ),
+            Err(super::kube::KubeError::NoNode(_)) => {
+                println!("{node}: not a node of this cluster, skipped")
+            }
+            Err(e) => return Err(e.into()),
+        }
+    }
+    let Some(node) = a.approve else {
+        return Ok(());
+    };
+    if mode != Mode::ApplyWithApproval {
+        anyhow::bail!(
+            "--approve needs mode apply-with-approval (now {}): GPU Operator labels are never written otherwise",
+            mode.as_str()
+        );
+    }
+    let plans = plans(&analysis);
+    let plan = plans.get(&node).ok_or_else(|| {
+        anyhow::anyhow!("the analysis proposes no GPU Operator change for {node}")
+    })?;
+    println!(
+        "running the approved change {}={} on {node}",
+        plan.label, plan.value
+    );
+    let limits = Limits {
+        drain_timeout: config.labels.drain_timeout,
+        config_timeout: config.labels.config_timeout,
+        poll: Duration::from_secs(5),
+        override_pods: a.override_pods,
+    };
+    let mut audit = Printer {
+        approver: a.approver,
+    };
+    let outcome = workflow::run(&c, plan, &limits, &mut audit).await?;
+    println!("{}", serde_json::to_string(&outcome)?);
+    Ok(())
+}
+
+async fn status(c: Common) -> anyhow::Result<()> {
+    let mut config = crate::load_config(&c.db)?;
+    if c.db.database_url.is_none() && c.db.config.is_none() {
+        config.data_dir = c.data_dir.clone();
+    }
+    let k = cluster(&c, &config).await?;
+    let store = crate::open_store(&config).await?;
+    for n in store.nodes().await? {
+        let Ok(node) = k.node(&n.node).await else {
+            println!("{}: not in the Kubernetes API", n.node);
+            continue;
+        };
+        let labels = node.metadata.labels.unwrap_or_default();
+        let cordoned = node.spec.and_then(|s| s.unschedulable).unwrap_or(false);
+        println!("{}{}", n.node, if cordoned { " (cordoned)" } else { "" });
+        for (key, v) in &labels {
+            if key.starts_with(model::labels::ADVISORY_PREFIX)
+                || [
+                    OPERATOR_MIG_CONFIG,
+                    OPERATOR_MIG_STATE,
+                    OPERATOR_DEVICE_PLUGIN_CONFIG,
+                ]
+                .contains(&key.as_str())
+            {
+                println!("    {key}={v}");
+            }
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,68 @@
+//! `[labels]` in the collector's configuration: whether and how gpulens writes node labels.
+
+use std::time::Duration;
+
+use serde::Deserialize;
+
+/// How far gpulens may go.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "kebab-case")]
+pub enum Mode {
+    /// Write nothing (the default).
+    #[default]
+    Off,
+    /// Write advisory `gpulens.io/` labels only.
+    Advise,
+    /// Advisory labels, and GPU Operator labels through the workflow after a person approves.
+    ApplyWithApproval,
+}
+
+impl Mode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Mode::Off => "off",
+            Mode::Advise => "advise",
+            Mode::ApplyWithApproval => "apply-with-approval",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Settings {
+    #[serde(default)]
+    pub mode: Mode,
+    /// The API server; unset: the in-cluster service account, else the local kubeconfig.
+    #[serde(default)]
+    pub kube_url: Option<String>,
+    /// How long the workflow waits for GPU pods to leave a cordoned node.
+    #[serde(
+        default = "default_drain_timeout",
+        deserialize_with = "crate::config::duration"
+    )]
+    pub drain_timeout: Duration,
+    /// How long the MIG manager may take to report success.
+    #[serde(
+        default = "default_config_timeout",
+        deserialize_with = "crate::config::duration"
+    )]
+    pub config_timeout: Duration,
+}
+
+fn default_drain_timeout() -> Duration {
+    Duration::from_secs(3600)
+}
+fn default_config_timeout() -> Duration {
+    Duration::from_secs(1800)
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Settings {
+            mode: Mode::Off,
+            kube_url: None,
+            drain_timeout: default_drain_timeout(),
+            config_timeout: default_config_timeout(),
+        }
+    }
+}
