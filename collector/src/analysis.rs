@@ -333,14 +333,37 @@ pub async fn scheduled(store: &Store, settings: &Settings) -> anyhow::Result<Opt
     result.map(Some)
 }
 
-/// Runs [`scheduled`] every `settings.every` until the task is dropped.
-pub async fn run_forever(store: Store, settings: Settings) {
+/// Runs [`scheduled`] every `settings.every` until the task is dropped; with `labels`, each
+/// analysis this collector computed also converges node labels and plans changes.
+pub async fn run_forever(
+    store: Store,
+    settings: Settings,
+    labels: Option<(
+        crate::labels::kube::Cluster,
+        crate::labels::settings::Settings,
+    )>,
+) {
     let mut tick = tokio::time::interval(settings.every);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tick.tick().await;
-        if let Err(e) = scheduled(&store, &settings).await {
-            tracing::warn!(error = %e, "analysis failed; will retry");
+        match scheduled(&store, &settings).await {
+            Ok(Some(analysis)) => {
+                if let Some((cluster, l)) = &labels
+                    && let Err(e) = crate::labels::actions::after_analysis(
+                        &store,
+                        cluster,
+                        l,
+                        &analysis,
+                        crate::now_ms(),
+                    )
+                    .await
+                {
+                    tracing::warn!(error = %e, "labelling after the analysis failed");
+                }
+            }
+            Ok(None) => {}
+            Err(e) => tracing::warn!(error = %e, "analysis failed; will retry"),
         }
     }
 }

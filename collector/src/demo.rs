@@ -124,6 +124,7 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<()> {
     let analysis = tokio::spawn(crate::analysis::run_forever(
         store.clone(),
         state.analytics.clone(),
+        None,
     ));
     println!(
         "streaming live samples every {} ms; dashboard: {url} (Ctrl-C to stop)",

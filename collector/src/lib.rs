@@ -4,6 +4,7 @@
 pub mod analysis;
 pub mod api;
 pub mod api_analytics;
+pub mod api_labels;
 pub mod auth;
 pub mod bench;
 pub mod cli;
@@ -132,16 +133,29 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         (&config.retention).into(),
         config.teams.clone(),
         config.analytics.clone(),
-    );
+    )
+    .with_labels(config.labels.clone());
     tracing::info!(listen = %listener.local_addr()?, backend = state.store.backend(), "gpulens collector serving");
     let jobs = tokio::spawn(jobs::run_forever(state.clone(), config.rollup_every));
+    let cluster = labels::connect_if_enabled(&config.labels).await;
     let analysis = tokio::spawn(analysis::run_forever(
         state.store.clone(),
         config.analytics.clone(),
+        cluster.clone().map(|c| (c, config.labels.clone())),
     ));
+    let approved = cluster.map(|c| {
+        tokio::spawn(labels::actions::run_forever(
+            state.store.clone(),
+            c,
+            config.labels.clone(),
+        ))
+    });
     let result = server::serve(listener, state, shutdown_signal()).await;
     jobs.abort();
     analysis.abort();
+    if let Some(a) = approved {
+        a.abort();
+    }
     Ok(result?)
 }
 

@@ -28,6 +28,7 @@ pub struct Inner {
     pub retention: Retention,
     pub teams: Arc<TeamsConfig>,
     pub analytics: crate::analysis::Settings,
+    pub labels: crate::labels::settings::Settings,
 }
 
 impl std::ops::Deref for AppState {
@@ -64,7 +65,16 @@ impl AppState {
             retention,
             teams: Arc::new(teams),
             analytics,
+            labels: Default::default(),
         }))
+    }
+
+    /// The same state with label settings (mode, operators who may approve).
+    pub fn with_labels(self, labels: crate::labels::settings::Settings) -> AppState {
+        let mut inner =
+            Arc::try_unwrap(self.0).expect("with_labels is called before the state is shared");
+        inner.labels = labels;
+        AppState(Arc::new(inner))
     }
 }
 
@@ -85,6 +95,11 @@ pub fn router(state: AppState) -> Router {
         .route(
             "/api/v1/recommendations",
             get(crate::api_analytics::recommendations),
+        )
+        .route("/api/v1/label-actions", get(crate::api_labels::list))
+        .route(
+            "/api/v1/label-actions/{id}/approve",
+            post(crate::api_labels::approve),
         )
         .route("/api/v1/openapi.json", get(openapi))
         .fallback(not_found)
@@ -113,6 +128,8 @@ pub const ROUTES: &[&str] = &[
     "/api/v1/funnel",
     "/api/v1/findings",
     "/api/v1/recommendations",
+    "/api/v1/label-actions",
+    "/api/v1/label-actions/{id}/approve",
     "/api/v1/openapi.json",
 ];
 

@@ -10,7 +10,7 @@ use model::labels::{OPERATOR_DEVICE_PLUGIN_CONFIG, OPERATOR_MIG_CONFIG, OPERATOR
 
 use super::kube::Cluster;
 use super::settings::Mode;
-use super::workflow::{self, Audit, Limits, Plan};
+use super::workflow::Plan;
 use crate::cli::DbArgs;
 
 #[derive(Debug, clap::Args)]
@@ -149,21 +149,6 @@ async fn plan(c: Common) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Prints each workflow step as it happens.
-struct Printer {
-    approver: String,
-}
-
-impl Audit for Printer {
-    async fn step(&mut self, step: &str, result: &str, detail: String) {
-        println!(
-            "  {} [{}] {step}: {result} {detail}",
-            crate::api::rfc3339(crate::now_ms()),
-            self.approver
-        );
-    }
-}
-
 async fn apply(a: ApplyArgs) -> anyhow::Result<()> {
     let (config, analysis, now) = analyse(&a.common).await?;
     let mode = a.mode.unwrap_or(config.labels.mode);
@@ -197,25 +182,47 @@ async fn apply(a: ApplyArgs) -> anyhow::Result<()> {
             mode.as_str()
         );
     }
+    // Through the audit trail: record the plan, approve it, run it with every step stored.
+    let store = crate::open_store(&config).await?;
+    let mut settings = config.labels.clone();
+    settings.mode = mode;
     let plans = plans(&analysis);
     let plan = plans.get(&node).ok_or_else(|| {
         anyhow::anyhow!("the analysis proposes no GPU Operator change for {node}")
     })?;
+    super::actions::record_plans(
+        &store,
+        &BTreeMap::from([(node.clone(), plan.clone())]),
+        &a.approver,
+        now,
+    )
+    .await?;
+    let open = store
+        .label_actions(1000)
+        .await?
+        .into_iter()
+        .find(|x| x.node == node && x.label == plan.label && x.state == "planned")
+        .ok_or_else(|| {
+            anyhow::anyhow!(
+                "{node} already has an approved or running change; see gpulens labels status"
+            )
+        })?;
+    super::actions::approve(
+        &store,
+        &settings,
+        open.id,
+        &a.approver,
+        a.override_pods,
+        crate::now_ms(),
+    )
+    .await?;
     println!(
-        "running the approved change {}={} on {node}",
-        plan.label, plan.value
+        "running the approved change {}={} on {node} (label action {})",
+        open.label, open.value, open.id
     );
-    let limits = Limits {
-        drain_timeout: config.labels.drain_timeout,
-        config_timeout: config.labels.config_timeout,
-        poll: Duration::from_secs(5),
-        override_pods: a.override_pods,
-    };
-    let mut audit = Printer {
-        approver: a.approver,
-    };
-    let outcome = workflow::run(&c, plan, &limits, &mut audit).await?;
-    println!("{}", serde_json::to_string(&outcome)?);
+    for (id, outcome) in super::actions::run_approved(&store, &c, &settings, true).await? {
+        println!("label action {id}: {}", serde_json::to_string(&outcome)?);
+    }
     Ok(())
 }
 

@@ -47,6 +47,30 @@ pub struct Settings {
         deserialize_with = "crate::config::duration"
     )]
     pub config_timeout: Duration,
+    /// At most one GPU Operator change per node in this long.
+    #[serde(
+        default = "default_min_interval",
+        deserialize_with = "crate::config::duration"
+    )]
+    pub min_interval: Duration,
+    /// How often approved changes are looked for.
+    #[serde(
+        default = "default_every",
+        deserialize_with = "crate::config::duration"
+    )]
+    pub every: Duration,
+    /// People who may approve changes through the API (`Authorization: Bearer <token>`).
+    #[serde(default)]
+    pub operators: Vec<Operator>,
+}
+
+/// Someone allowed to approve GPU Operator changes.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Operator {
+    /// Recorded as the approver.
+    pub name: String,
+    pub token: crate::config::Secret,
 }
 
 fn default_drain_timeout() -> Duration {
@@ -54,6 +78,27 @@ fn default_drain_timeout() -> Duration {
 }
 fn default_config_timeout() -> Duration {
     Duration::from_secs(1800)
+}
+fn default_min_interval() -> Duration {
+    Duration::from_secs(86_400)
+}
+fn default_every() -> Duration {
+    Duration::from_secs(30)
+}
+
+impl Settings {
+    /// The operator a bearer token belongs to (compared in constant time).
+    pub fn operator(&self, token: &str) -> Option<&str> {
+        let mut found = None;
+        for o in &self.operators {
+            if crate::auth::constant_time_eq(o.token.0.as_bytes(), token.as_bytes())
+                && found.is_none()
+            {
+                found = Some(o.name.as_str());
+            }
+        }
+        found
+    }
 }
 
 impl Default for Settings {
@@ -63,6 +108,9 @@ impl Default for Settings {
             kube_url: None,
             drain_timeout: default_drain_timeout(),
             config_timeout: default_config_timeout(),
+            min_interval: default_min_interval(),
+            every: default_every(),
+            operators: Vec::new(),
         }
     }
 }

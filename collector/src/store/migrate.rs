@@ -30,6 +30,11 @@ pub const POSTGRES: &[Migration] = &[
         name: "0003_tenant_effective_use.sql",
         sql: include_str!("../../../migrations/postgres/0003_tenant_effective_use.sql"),
     },
+    Migration {
+        version: 4,
+        name: "0004_label_actions.sql",
+        sql: include_str!("../../../migrations/postgres/0004_label_actions.sql"),
+    },
 ];
 
 pub const SQLITE: &[Migration] = &[
@@ -47,6 +52,11 @@ pub const SQLITE: &[Migration] = &[
         version: 3,
         name: "0003_tenant_effective_use.sql",
         sql: include_str!("../../../migrations/sqlite/0003_tenant_effective_use.sql"),
+    },
+    Migration {
+        version: 4,
+        name: "0004_label_actions.sql",
+        sql: include_str!("../../../migrations/sqlite/0004_label_actions.sql"),
     },
 ];
 
@@ -94,7 +104,7 @@ mod tests {
         let pending = to_apply(POSTGRES, &[(1, checksum(POSTGRES[0].sql))]).unwrap();
         assert_eq!(
             pending.iter().map(|m| m.version).collect::<Vec<_>>(),
-            [2, 3]
+            (2..=POSTGRES.len() as i64).collect::<Vec<_>>()
         );
         let all: Vec<_> = POSTGRES
             .iter()

@@ -2,6 +2,7 @@
 //! PostgreSQL for production, embedded SQLite as the default — behind one [`Store`] type.
 //! Callers see records, series and outcomes; never sqlx types or SQL errors.
 
+pub mod label_actions;
 mod migrate;
 mod pgcopy;
 mod postgres;
@@ -497,6 +498,27 @@ impl Store {
             return Ok((Vec::new(), Vec::new()));
         };
         dispatch!(self, s => s.read_interference_minutes(cluster, node, from, to, wanted).await)
+    }
+
+    /// Records a planned GPU Operator change; returns its id.
+    pub async fn insert_label_action(&self, a: &label_actions::NewLabelAction) -> Result<i64> {
+        dispatch!(self, s => s.insert_label_action(a).await)
+    }
+
+    /// The newest `limit` label actions with their steps.
+    pub async fn label_actions(&self, limit: i64) -> Result<Vec<label_actions::LabelActionRecord>> {
+        dispatch!(self, s => s.label_actions(limit).await)
+    }
+
+    /// Moves a label action from one state to another (see [`label_actions::Transition`]).
+    /// False when it was in none of the `from` states.
+    pub async fn transition_label_action(&self, t: &label_actions::Transition<'_>) -> Result<bool> {
+        dispatch!(self, s => s.transition_label_action(t).await)
+    }
+
+    /// Appends a step to a label action's audit trail.
+    pub async fn add_label_step(&self, id: i64, step: &label_actions::LabelStep) -> Result<()> {
+        dispatch!(self, s => s.add_label_step(id, step).await)
     }
 
     /// Hour rollups of a node over a range.

@@ -623,6 +623,8 @@ impl PgStore {
         read_rollups(&mut conn, "1m", cluster, node, from, to).await
     }
 
+    super::label_actions::label_action_methods!(pool, pool, super::label_actions::numbered);
+
     pub async fn read_interference_minutes(
         &self,
         cluster: &str,

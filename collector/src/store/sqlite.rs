@@ -520,6 +520,8 @@ impl SqliteStore {
         read_rollups(&mut conn, "1m", cluster, node, from, to).await
     }
 
+    super::label_actions::label_action_methods!(writer, reader, super::label_actions::same);
+
     pub async fn read_interference_minutes(
         &self,
         cluster: &str,

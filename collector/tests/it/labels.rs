@@ -548,3 +548,185 @@ fn the_documented_rbac_is_least_privilege() {
         ]
     );
 }
+
+/// A planned change approved through the API by an operator, run by the collector's runner with
+/// every step stored and served at /api/v1/label-actions; a second change on the same node
+/// inside the rate limit is refused.
+#[tokio::test]
+async fn approval_through_the_api_runs_and_audits_the_change() {
+    use axum::body::Body;
+    use axum::http::{Request, StatusCode};
+    use collector::labels::actions;
+    use collector::labels::settings::{Mode, Operator, Settings};
+    use collector::server::{AppState, router};
+    use tower::ServiceExt;
+
+    let s = StandIn::start().await;
+    s.add_node(mig_node());
+    fake_mig_manager(&s, "gpu-1", |_| Answer::Success);
+    let c = Cluster::connect(Some(s.url())).await.unwrap();
+    let t = crate::support::sqlite().await;
+    let settings = Settings {
+        mode: Mode::ApplyWithApproval,
+        drain_timeout: Duration::from_millis(500),
+        config_timeout: Duration::from_secs(2),
+        operators: vec![Operator {
+            name: "alice".into(),
+            token: collector::config::Secret("operator-token-1".into()),
+        }],
+        ..Settings::default()
+    };
+    let state = AppState::new(
+        t.store.clone(),
+        Default::default(),
+        Default::default(),
+        Default::default(),
+        Default::default(),
+    )
+    .with_labels(settings.clone());
+    let call = |req: Request<Body>| {
+        let state = state.clone();
+        async move {
+            let resp = router(state).oneshot(req).await.unwrap();
+            let code = resp.status();
+            let bytes = axum::body::to_bytes(resp.into_body(), usize::MAX)
+                .await
+                .unwrap();
+            (
+                code,
+                serde_json::from_slice::<serde_json::Value>(&bytes).unwrap(),
+            )
+        }
+    };
+    let plans = BTreeMap::from([("gpu-1".to_string(), plan())]);
+    let ids = actions::record_plans(&t.store, &plans, "gpulens-analysis", collector::now_ms())
+        .await
+        .unwrap();
+    assert_eq!(ids.len(), 1);
+    // Planning again while one is open adds nothing.
+    assert!(
+        actions::record_plans(&t.store, &plans, "x", collector::now_ms())
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    let id = ids[0];
+    let approve = |token: Option<&str>| {
+        let mut r = Request::post(format!("/api/v1/label-actions/{id}/approve"));
+        if let Some(t) = token {
+            r = r.header("authorization", format!("Bearer {t}"));
+        }
+        r.body(Body::empty()).unwrap()
+    };
+    assert_eq!(call(approve(None)).await.0, StatusCode::UNAUTHORIZED);
+    assert_eq!(
+        call(approve(Some("agent-token-x"))).await.0,
+        StatusCode::FORBIDDEN
+    );
+    let (code, body) = call(approve(Some("operator-token-1"))).await;
+    assert_eq!(code, StatusCode::OK, "{body}");
+    assert_eq!(body["approved_by"], "alice");
+    // Approving twice is a conflict; an unknown id is 404.
+    assert_eq!(
+        call(approve(Some("operator-token-1"))).await.0,
+        StatusCode::CONFLICT
+    );
+    let (code, _) = call(
+        Request::post("/api/v1/label-actions/999/approve")
+            .header("authorization", "Bearer operator-token-1")
+            .body(Body::empty())
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(code, StatusCode::NOT_FOUND);
+
+    let ran = actions::run_approved(&t.store, &c, &settings, false)
+        .await
+        .unwrap();
+    assert_eq!(ran, vec![(id, Outcome::Applied)]);
+    assert_eq!(labels(&s, "gpu-1")[OPERATOR_MIG_CONFIG], "all-1g.10gb");
+
+    let (code, body) = call(
+        Request::get("/api/v1/label-actions")
+            .body(Body::empty())
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(code, StatusCode::OK);
+    assert_eq!(body["mode"], "apply-with-approval");
+    let a = &body["actions"][0];
+    assert_eq!(a["state"], "applied");
+    assert_eq!(a["approved_by"], "alice");
+    assert!(a["finished_at"].as_str().unwrap().ends_with('Z'));
+    let steps: Vec<String> = a["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| {
+            format!(
+                "{}:{}",
+                s["step"].as_str().unwrap(),
+                s["result"].as_str().unwrap()
+            )
+        })
+        .collect();
+    assert_eq!(
+        steps,
+        [
+            "plan:started",
+            "cordon:ok",
+            "drain:ok",
+            "label:ok",
+            "watch:pending",
+            "watch:success",
+            "uncordon:ok"
+        ]
+    );
+    assert!(
+        a["steps"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|s| s["actor"] == "alice")
+    );
+
+    // A second change on the same node inside the rate limit: refused, nothing written.
+    let mut back = plan();
+    back.value = "all-disabled".into();
+    let ids = actions::record_plans(
+        &t.store,
+        &BTreeMap::from([("gpu-1".to_string(), back)]),
+        "gpulens-analysis",
+        collector::now_ms(),
+    )
+    .await
+    .unwrap();
+    actions::approve(
+        &t.store,
+        &settings,
+        ids[0],
+        "alice",
+        false,
+        collector::now_ms(),
+    )
+    .await
+    .unwrap();
+    let ran = actions::run_approved(&t.store, &c, &settings, false)
+        .await
+        .unwrap();
+    assert!(
+        matches!(&ran[0].1, Outcome::Refused { reason } if reason.contains("rate limit")),
+        "{ran:?}"
+    );
+    assert_eq!(labels(&s, "gpu-1")[OPERATOR_MIG_CONFIG], "all-1g.10gb");
+
+    // With labels in advise mode, approval is refused.
+    let advise = Settings {
+        mode: Mode::Advise,
+        ..settings.clone()
+    };
+    let err = actions::approve(&t.store, &advise, id, "alice", false, collector::now_ms())
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("apply-with-approval"), "{err}");
+}

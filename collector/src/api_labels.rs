@@ -1,0 +1,121 @@
+//! `/api/v1/label-actions`: the GPU Operator changes gpulens planned, who approved them, and
+//! every step of their runs; and approval by an operator (docs/labels.md).
+
+use axum::Json;
+use axum::extract::{Path, Query, State};
+use axum::http::HeaderMap;
+use serde::{Deserialize, Serialize};
+
+use crate::error::ApiError;
+use crate::labels::actions::{self, ApproveError};
+use crate::server::AppState;
+use crate::store::label_actions::LabelActionRecord;
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ListQuery {
+    /// Only actions of this node.
+    pub node: Option<String>,
+    /// Only actions in this state.
+    pub state: Option<String>,
+    /// At most this many, newest first (default 100, at most 1000).
+    pub limit: Option<i64>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct ActionList {
+    /// off | advise | apply-with-approval
+    pub mode: &'static str,
+    pub actions: Vec<LabelActionRecord>,
+}
+
+pub async fn list(
+    State(state): State<AppState>,
+    Query(q): Query<ListQuery>,
+) -> Result<Json<ActionList>, ApiError> {
+    let limit = q.limit.unwrap_or(100);
+    if !(1..=1000).contains(&limit) {
+        return Err(ApiError::BadRequest(format!(
+            "limit must be between 1 and 1000, got {limit}"
+        )));
+    }
+    let actions = state
+        .store
+        .label_actions(limit)
+        .await?
+        .into_iter()
+        .filter(|a| q.node.as_ref().is_none_or(|n| &a.node == n))
+        .filter(|a| q.state.as_ref().is_none_or(|s| &a.state == s))
+        .collect();
+    Ok(Json(ActionList {
+        mode: state.labels.mode.as_str(),
+        actions,
+    }))
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ApproveBody {
+    /// Go ahead although GPU pods remain on the node after the drain wait.
+    #[serde(default)]
+    pub override_pods: bool,
+}
+
+#[derive(Debug, Serialize)]
+pub struct Approved {
+    pub id: i64,
+    pub state: &'static str,
+    pub approved_by: String,
+}
+
+/// Approves a planned action; the collector runs it within `[labels] every`.
+pub async fn approve(
+    State(state): State<AppState>,
+    Path(id): Path<i64>,
+    headers: HeaderMap,
+    body: Option<Json<ApproveBody>>,
+) -> Result<Json<Approved>, ApiError> {
+    let token = headers
+        .get(axum::http::header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .ok_or_else(|| {
+            ApiError::Unauthorized(
+                "approving needs an operator token: `Authorization: Bearer <token>`".into(),
+            )
+        })?
+        .strip_prefix("Bearer ")
+        .ok_or_else(|| ApiError::Unauthorized("Authorization must use the Bearer scheme".into()))?
+        .trim();
+    let who = state
+        .labels
+        .operator(token)
+        .ok_or_else(|| {
+            ApiError::Forbidden(
+                "this token is not an operator's ([[labels.operators]] in the configuration)"
+                    .into(),
+            )
+        })?
+        .to_owned();
+    let body = body.map(|Json(b)| b).unwrap_or_default();
+    match actions::approve(
+        &state.store,
+        &state.labels,
+        id,
+        &who,
+        body.override_pods,
+        crate::now_ms(),
+    )
+    .await
+    {
+        Ok(()) => Ok(Json(Approved {
+            id,
+            state: "approved",
+            approved_by: who,
+        })),
+        Err(ApproveError::Unknown(_)) => Err(ApiError::NotFound(format!("no label action {id}"))),
+        Err(e @ (ApproveError::Mode(_) | ApproveError::NotPlanned(..))) => {
+            Err(ApiError::Conflict(e.to_string()))
+        }
+        Err(ApproveError::Store(e)) => Err(e.into()),
+    }
+}

@@ -1,0 +1,269 @@
+//! Label actions: the GPU Operator changes an analysis proposes, recorded as `planned`,
+//! approved by a person (API or CLI), then run by the workflow with every step stored — the
+//! audit trail behind `/api/v1/label-actions`. A per-node rate limit stops a node from being
+//! reconfigured more than once per `min_interval`.
+
+use std::collections::BTreeMap;
+
+use super::kube::Cluster;
+use super::settings::{Mode, Settings};
+use super::workflow::{self, Audit, Limits, Outcome, Plan};
+use crate::store::Store;
+use crate::store::label_actions::{LabelStep, NewLabelAction, OPEN, Transition};
+
+/// Stores each step of a run (and optionally prints it).
+pub struct StoreAudit<'a> {
+    pub store: &'a Store,
+    pub id: i64,
+    pub actor: String,
+    pub echo: bool,
+}
+
+impl Audit for StoreAudit<'_> {
+    async fn step(&mut self, step: &str, result: &str, detail: String) {
+        let s = LabelStep {
+            ts_ms: crate::now_ms(),
+            actor: self.actor.clone(),
+            step: step.into(),
+            result: result.into(),
+            detail,
+        };
+        if self.echo {
+            println!(
+                "  {} [{}] {}: {} {}",
+                crate::api::rfc3339(s.ts_ms),
+                s.actor,
+                s.step,
+                s.result,
+                s.detail
+            );
+        }
+        if let Err(e) = self.store.add_label_step(self.id, &s).await {
+            tracing::error!(error = %e, action = self.id, step, "cannot record a label step");
+        }
+    }
+}
+
+/// Records each plan as a `planned` action unless the node already has an open one for the same
+/// label. Returns the new ids.
+pub async fn record_plans(
+    store: &Store,
+    plans: &BTreeMap<String, Plan>,
+    by: &str,
+    now: i64,
+) -> anyhow::Result<Vec<i64>> {
+    let existing = store.label_actions(1000).await?;
+    let mut ids = Vec::new();
+    for plan in plans.values() {
+        let open = existing.iter().any(|a| {
+            a.node == plan.node && a.label == plan.label && OPEN.contains(&a.state.as_str())
+        });
+        if open {
+            continue;
+        }
+        ids.push(
+            store
+                .insert_label_action(&NewLabelAction {
+                    node: plan.node.clone(),
+                    label: plan.label.clone(),
+                    value: plan.value.clone(),
+                    requested_by: by.into(),
+                    requested_ms: now,
+                    plan: serde_json::to_string(plan)?,
+                })
+                .await?,
+        );
+    }
+    Ok(ids)
+}
+
+/// Why an approval was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum ApproveError {
+    #[error(
+        "label actuation is {0}: GPU Operator labels are only written in mode apply-with-approval"
+    )]
+    Mode(&'static str),
+    #[error("no label action {0}")]
+    Unknown(i64),
+    #[error("label action {0} is {1}, not planned")]
+    NotPlanned(i64, String),
+    #[error(transparent)]
+    Store(#[from] crate::store::StoreError),
+}
+
+/// Approves a planned action.
+pub async fn approve(
+    store: &Store,
+    settings: &Settings,
+    id: i64,
+    by: &str,
+    override_pods: bool,
+    now: i64,
+) -> Result<(), ApproveError> {
+    if settings.mode != Mode::ApplyWithApproval {
+        return Err(ApproveError::Mode(settings.mode.as_str()));
+    }
+    if store
+        .transition_label_action(&Transition {
+            id,
+            from: &["planned"],
+            to: "approved",
+            by: Some(by),
+            override_pods: Some(override_pods),
+            now_ms: now,
+            outcome: None,
+        })
+        .await?
+    {
+        return Ok(());
+    }
+    let all = store.label_actions(10_000).await?;
+    match all.iter().find(|a| a.id == id) {
+        Some(a) => Err(ApproveError::NotPlanned(id, a.state.clone())),
+        None => Err(ApproveError::Unknown(id)),
+    }
+}
+
+fn state_of(o: &Outcome) -> (&'static str, Option<String>) {
+    match o {
+        Outcome::Applied => ("applied", None),
+        Outcome::Unchanged => ("unchanged", None),
+        Outcome::Refused { reason } => ("refused", Some(reason.clone())),
+        Outcome::RolledBack { reason } => ("rolled_back", Some(reason.clone())),
+        Outcome::Failed { reason } => ("failed", Some(reason.clone())),
+    }
+}
+
+/// Runs every approved action once: claims it (so two collectors never run the same one),
+/// applies the per-node rate limit, runs the workflow and records the outcome. Returns the
+/// actions run.
+pub async fn run_approved(
+    store: &Store,
+    cluster: &Cluster,
+    settings: &Settings,
+    echo: bool,
+) -> anyhow::Result<Vec<(i64, Outcome)>> {
+    let actions = store.label_actions(1000).await?;
+    let mut done = Vec::new();
+    for a in actions.iter().filter(|a| a.state == "approved") {
+        let now = crate::now_ms();
+        if !store
+            .transition_label_action(&Transition {
+                id: a.id,
+                from: &["approved"],
+                to: "running",
+                by: None,
+                override_pods: None,
+                now_ms: now,
+                outcome: None,
+            })
+            .await?
+        {
+            continue;
+        }
+        let actor = a.approved_by.clone().unwrap_or_else(|| "unknown".into());
+        let mut audit = StoreAudit {
+            store,
+            id: a.id,
+            actor,
+            echo,
+        };
+        let window = settings.min_interval.as_millis() as i64;
+        let recent = actions.iter().find(|b| {
+            b.node == a.node
+                && b.id != a.id
+                && matches!(b.state.as_str(), "applied" | "rolled_back" | "failed")
+                && b.finished_ms.is_some_and(|t| now - t < window)
+        });
+        let outcome = if let Some(b) = recent {
+            let last = b.finished_ms.unwrap_or(now);
+            let reason = format!(
+                "rate limit: {} was last changed at {} (action {}); the next change is allowed after {}",
+                a.node,
+                crate::api::rfc3339(last),
+                b.id,
+                crate::api::rfc3339(last + window)
+            );
+            audit.step("rate_limit", "refused", reason.clone()).await;
+            Outcome::Refused { reason }
+        } else {
+            let plan: Plan = serde_json::from_str(&a.plan)?;
+            let limits = Limits {
+                drain_timeout: settings.drain_timeout,
+                config_timeout: settings.config_timeout,
+                poll: std::time::Duration::from_secs(5).min(settings.drain_timeout / 4),
+                override_pods: a.override_pods,
+            };
+            match workflow::run(cluster, &plan, &limits, &mut audit).await {
+                Ok(o) => o,
+                Err(e) => {
+                    let reason = format!("the workflow stopped: {e}");
+                    audit.step("error", "failed", reason.clone()).await;
+                    Outcome::Failed { reason }
+                }
+            }
+        };
+        let (state, reason) = state_of(&outcome);
+        store
+            .transition_label_action(&Transition {
+                id: a.id,
+                from: &["running"],
+                to: state,
+                by: None,
+                override_pods: None,
+                now_ms: crate::now_ms(),
+                outcome: reason.as_deref(),
+            })
+            .await?;
+        if matches!(outcome, Outcome::RolledBack { .. } | Outcome::Failed { .. }) {
+            tracing::error!(action = a.id, node = %a.node, ?outcome, "GPU Operator change did not succeed");
+        }
+        done.push((a.id, outcome));
+    }
+    Ok(done)
+}
+
+/// After a scheduled analysis: converge advisory labels and, in apply-with-approval, record
+/// the proposed changes as planned actions.
+pub async fn after_analysis(
+    store: &Store,
+    cluster: &Cluster,
+    settings: &Settings,
+    analysis: &analytics::Analysis,
+    now: i64,
+) -> anyhow::Result<()> {
+    if settings.mode == Mode::Off {
+        return Ok(());
+    }
+    for (node, labels) in super::advisory::labels(analysis, now) {
+        match cluster.converge_advisory(&node, &labels).await {
+            Ok(_) | Err(super::kube::KubeError::NoNode(_)) => {}
+            Err(e) => tracing::warn!(node, error = %e, "advisory labels not written"),
+        }
+    }
+    if settings.mode == Mode::ApplyWithApproval {
+        let ids =
+            record_plans(store, &super::cli::plans(analysis), "gpulens-analysis", now).await?;
+        if !ids.is_empty() {
+            tracing::info!(
+                ?ids,
+                "GPU Operator changes planned; approve them at /api/v1/label-actions"
+            );
+        }
+    }
+    Ok(())
+}
+
+/// Runs approved actions every `settings.every` until the task is dropped (mode
+/// apply-with-approval only).
+pub async fn run_forever(store: Store, cluster: Cluster, settings: Settings) {
+    let mut tick = tokio::time::interval(settings.every);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        if let Err(e) = run_approved(&store, &cluster, &settings, false).await {
+            tracing::warn!(error = %e, "running approved label actions failed; will retry");
+        }
+    }
+}

@@ -1,0 +1,238 @@
+//! The label workflow's audit trail (migration 0004): planned GPU Operator changes, their
+//! approval and outcome, and every step. One SQL text serves both backends (`?` placeholders,
+//! numbered for PostgreSQL).
+
+use serde::Serialize;
+
+/// A planned change, as first recorded.
+#[derive(Debug, Clone)]
+pub struct NewLabelAction {
+    pub node: String,
+    pub label: String,
+    pub value: String,
+    pub requested_by: String,
+    pub requested_ms: i64,
+    /// The workflow plan as JSON.
+    pub plan: String,
+}
+
+/// One recorded change and its steps.
+#[derive(Debug, Clone, Serialize)]
+pub struct LabelActionRecord {
+    pub id: i64,
+    pub node: String,
+    pub label: String,
+    pub value: String,
+    pub state: String,
+    pub requested_by: String,
+    #[serde(rename = "requested_at", serialize_with = "at")]
+    pub requested_ms: i64,
+    pub approved_by: Option<String>,
+    #[serde(rename = "approved_at", serialize_with = "opt_at")]
+    pub approved_ms: Option<i64>,
+    pub override_pods: bool,
+    #[serde(rename = "finished_at", serialize_with = "opt_at")]
+    pub finished_ms: Option<i64>,
+    pub outcome: Option<String>,
+    #[serde(skip)]
+    pub plan: String,
+    pub steps: Vec<LabelStep>,
+}
+
+/// One step of a run: who, when, what, and the result.
+#[derive(Debug, Clone, Serialize)]
+pub struct LabelStep {
+    #[serde(rename = "at", serialize_with = "at")]
+    pub ts_ms: i64,
+    pub actor: String,
+    pub step: String,
+    pub result: String,
+    pub detail: String,
+}
+
+fn rfc3339(ms: i64) -> String {
+    let t = std::time::UNIX_EPOCH + std::time::Duration::from_millis(ms.max(0) as u64);
+    humantime::format_rfc3339_millis(t).to_string()
+}
+
+fn at<S: serde::Serializer>(ms: &i64, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(&rfc3339(*ms))
+}
+
+fn opt_at<S: serde::Serializer>(ms: &Option<i64>, s: S) -> Result<S::Ok, S::Error> {
+    match ms {
+        Some(m) => s.serialize_str(&rfc3339(*m)),
+        None => s.serialize_none(),
+    }
+}
+
+/// A state change of a label action: from one of `from` to `to`. Approval records `by`, when
+/// and `override_pods`; end states record `outcome` and when.
+#[derive(Debug, Clone, Copy)]
+pub struct Transition<'a> {
+    pub id: i64,
+    pub from: &'a [&'a str],
+    pub to: &'a str,
+    pub by: Option<&'a str>,
+    pub override_pods: Option<bool>,
+    pub now_ms: i64,
+    pub outcome: Option<&'a str>,
+}
+
+/// States in which an action is still open.
+pub const OPEN: [&str; 3] = ["planned", "approved", "running"];
+
+/// `?` placeholders as `$1, $2, …` for PostgreSQL.
+pub(crate) fn numbered(sql: &str) -> String {
+    let mut out = String::with_capacity(sql.len() + 8);
+    let mut n = 0;
+    for c in sql.chars() {
+        if c == '?' {
+            n += 1;
+            out.push_str(&format!("${n}"));
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+pub(crate) fn same(sql: &str) -> String {
+    sql.to_owned()
+}
+
+pub(crate) const ACTION_COLUMNS: &str = "id, node, label, value, state, requested_by, requested_ms, approved_by, approved_ms, override_pods, finished_ms, outcome, plan";
+
+/// The label-action methods of a backend: `$write`/`$read` name its pools, `$sql` adapts the
+/// placeholders.
+macro_rules! label_action_methods {
+    ($write:ident, $read:ident, $sql:path) => {
+        pub async fn insert_label_action(
+            &self,
+            a: &super::label_actions::NewLabelAction,
+        ) -> Result<i64> {
+            Ok(sqlx::query_scalar(&$sql(
+                "INSERT INTO label_actions (node, label, value, state, requested_by, requested_ms, plan) VALUES (?, ?, ?, 'planned', ?, ?, ?) RETURNING id",
+            ))
+            .bind(&a.node)
+            .bind(&a.label)
+            .bind(&a.value)
+            .bind(&a.requested_by)
+            .bind(a.requested_ms)
+            .bind(&a.plan)
+            .fetch_one(&self.$write)
+            .await?)
+        }
+
+        /// Newest first; with their steps.
+        pub async fn label_actions(
+            &self,
+            limit: i64,
+        ) -> Result<Vec<super::label_actions::LabelActionRecord>> {
+            let rows = sqlx::query(&$sql(&format!(
+                "SELECT {} FROM label_actions ORDER BY id DESC LIMIT ?",
+                super::label_actions::ACTION_COLUMNS
+            )))
+            .bind(limit)
+            .fetch_all(&self.$read)
+            .await?;
+            let mut out = Vec::with_capacity(rows.len());
+            for r in &rows {
+                out.push(super::label_actions::LabelActionRecord {
+                    id: r.try_get(0)?,
+                    node: r.try_get(1)?,
+                    label: r.try_get(2)?,
+                    value: r.try_get(3)?,
+                    state: r.try_get(4)?,
+                    requested_by: r.try_get(5)?,
+                    requested_ms: r.try_get(6)?,
+                    approved_by: r.try_get(7)?,
+                    approved_ms: r.try_get(8)?,
+                    override_pods: r.try_get::<i32, _>(9)? != 0,
+                    finished_ms: r.try_get(10)?,
+                    outcome: r.try_get(11)?,
+                    plan: r.try_get(12)?,
+                    steps: Vec::new(),
+                });
+            }
+            for a in &mut out {
+                let steps = sqlx::query(&$sql(
+                    "SELECT ts_ms, actor, step, result, detail FROM label_action_steps WHERE action_id = ? ORDER BY seq",
+                ))
+                .bind(a.id)
+                .fetch_all(&self.$read)
+                .await?;
+                for s in &steps {
+                    a.steps.push(super::label_actions::LabelStep {
+                        ts_ms: s.try_get(0)?,
+                        actor: s.try_get(1)?,
+                        step: s.try_get(2)?,
+                        result: s.try_get(3)?,
+                        detail: s.try_get(4)?,
+                    });
+                }
+            }
+            Ok(out)
+        }
+
+        /// Moves an action from one of `from` to `to`; false when it was in no such state.
+        pub async fn transition_label_action(
+            &self,
+            t: &super::label_actions::Transition<'_>,
+        ) -> Result<bool> {
+            let super::label_actions::Transition { id, from, to, by, override_pods, now_ms, outcome } = *t;
+            let states = from
+                .iter()
+                .map(|s| format!("'{}'", s.replace('\'', "")))
+                .collect::<Vec<_>>()
+                .join(", ");
+            let sql = if to == "approved" {
+                format!("UPDATE label_actions SET state = ?, approved_by = ?, approved_ms = ?, override_pods = ? WHERE id = ? AND state IN ({states})")
+            } else {
+                format!("UPDATE label_actions SET state = ?, outcome = COALESCE(?, outcome), finished_ms = ?, override_pods = COALESCE(?, override_pods) WHERE id = ? AND state IN ({states})")
+            };
+            let finished = (!super::label_actions::OPEN.contains(&to)).then_some(now_ms);
+            let sql = $sql(&sql);
+            let q = sqlx::query(&sql).bind(to);
+            let q = if to == "approved" {
+                q.bind(by).bind(now_ms).bind(i32::from(override_pods.unwrap_or(false)))
+            } else {
+                q.bind(outcome).bind(finished).bind(override_pods.map(i32::from))
+            };
+            let done = q.bind(id).execute(&self.$write).await?;
+            Ok(done.rows_affected() == 1)
+        }
+
+        pub async fn add_label_step(
+            &self,
+            id: i64,
+            step: &super::label_actions::LabelStep,
+        ) -> Result<()> {
+            sqlx::query(&$sql(
+                "INSERT INTO label_action_steps (action_id, seq, ts_ms, actor, step, result, detail) VALUES (?, (SELECT COUNT(*) FROM label_action_steps WHERE action_id = ?), ?, ?, ?, ?, ?)",
+            ))
+            .bind(id)
+            .bind(id)
+            .bind(step.ts_ms)
+            .bind(&step.actor)
+            .bind(&step.step)
+            .bind(&step.result)
+            .bind(&step.detail)
+            .execute(&self.$write)
+            .await?;
+            Ok(())
+        }
+    };
+}
+pub(crate) use label_action_methods;
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn placeholders_are_numbered_for_postgres() {
+        assert_eq!(
+            super::numbered("a = ? AND b IN (?, ?)"),
+            "a = $1 AND b IN ($2, $3)"
+        );
+    }
+}
