@@ -114,34 +114,6 @@ pub struct TenantMinute {
     pub eff_sum: f64,
 }
 
-impl DeviceMinute {
-    pub fn of(bucket: i64, a: &GpuAgg) -> DeviceMinute {
-        DeviceMinute {
-            bucket,
-            gpu_util_n: a.gpu_util_n,
-            gpu_util_sum: a.gpu_util_sum,
-            sm_active_n: a.sm_active_n,
-            dram_active_sum: a.dram_active_sum,
-        }
-    }
-}
-
-impl TenantMinute {
-    pub fn of(bucket: i64, a: &TenantAgg) -> TenantMinute {
-        TenantMinute {
-            bucket,
-            samples: a.samples,
-            active_n: a.active_n,
-            sm_util_n: a.sm_util_n,
-            sm_util_sum: a.sm_util_sum,
-            alloc_n: a.alloc_n,
-            alloc_share_sum: a.alloc_share_sum,
-            eff_n: a.eff_n,
-            eff_sum: a.eff_sum,
-        }
-    }
-}
-
 /// Health counters and XID errors of one GPU over the range.
 #[derive(Debug, Clone, Default)]
 pub struct GpuHealth {

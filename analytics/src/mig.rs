@@ -203,12 +203,8 @@ pub struct MigPartedConfig {
 impl MigPartedConfig {
     /// Checks every entry against the family: known profiles, a legal placement.
     pub fn validate(&self, family: &MigFamily) -> Result<(), String> {
-        if !is_label_value(&self.name) {
-            return Err(format!(
-                "config name {:?} is not a valid label value",
-                self.name
-            ));
-        }
+        model::labels::check_value(model::labels::OPERATOR_MIG_CONFIG, &self.name)
+            .map_err(|e| format!("config name: {e}"))?;
         for e in &self.entries {
             if !e.mig_enabled {
                 if !e.mig_devices.is_empty() {
@@ -253,15 +249,6 @@ impl MigPartedConfig {
         }
         y
     }
-}
-
-/// Kubernetes label values: at most 63 characters, alphanumerics and `-_.` inside.
-pub fn is_label_value(s: &str) -> bool {
-    s.len() <= 63
-        && s.chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
-        && s.chars().next().is_none_or(|c| c.is_ascii_alphanumeric())
-        && s.chars().last().is_none_or(|c| c.is_ascii_alphanumeric())
 }
 
 #[cfg(test)]

@@ -166,6 +166,32 @@ pub struct Output {
     pub underutilized: Vec<Finding>,
 }
 
+impl Output {
+    /// A node plan's replay: returned when it predicts no harm, else the plan is listed under
+    /// `rejected` with the replay's reason.
+    fn unless_harmful(
+        &mut self,
+        kind: RecKind,
+        cluster: &str,
+        node: &str,
+        tenants: &[String],
+        r: Replay,
+    ) -> Option<Replay> {
+        if !r.harmful {
+            return Some(r);
+        }
+        self.rejected.push(Rejected {
+            kind,
+            cluster: cluster.into(),
+            node: node.into(),
+            tenants: tenants.to_vec(),
+            reason: r.reason.clone().unwrap_or_default(),
+            replay: Some(r),
+        });
+        None
+    }
+}
+
 fn confidence(h: &Holding, cfg: &Config) -> f64 {
     let coverage = (h.rows.len() as f64 / (cfg.min_alloc_hours * 6.0)).min(1.0);
     let signal = match h.signal() {
@@ -630,17 +656,9 @@ fn mig_plan(
     let freed = (in_use.len() - needed) as f64;
     let r = replay(&before, &after, freed, cfg.replay_tolerance);
     let tenants: Vec<String> = moves.iter().map(|m| m.tenant.clone()).collect();
-    if r.harmful {
-        out.rejected.push(Rejected {
-            kind: RecKind::MigLayout,
-            cluster: cluster.into(),
-            node: node.into(),
-            tenants,
-            reason: r.reason.clone().unwrap_or_default(),
-            replay: Some(r),
-        });
+    let Some(r) = out.unless_harmful(RecKind::MigLayout, cluster, node, &tenants, r) else {
         return;
-    }
+    };
     // Entries: MIG-disabled GPUs together, then each distinct layout with its GPUs.
     let mut entries: Vec<MigPartedEntry> = Vec::new();
     let disabled: Vec<i64> = gpus
@@ -718,21 +736,7 @@ fn mig_plan(
 
 /// A mig-parted config name for a node: a valid label value.
 pub fn config_name(node: &str) -> String {
-    let mut s: String = format!("gpulens-{node}")
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '-' || c == '.' {
-                c
-            } else {
-                '-'
-            }
-        })
-        .take(63)
-        .collect();
-    while s.ends_with(['-', '.']) {
-        s.pop();
-    }
-    s
+    model::labels::to_value(&format!("gpulens-{node}"))
 }
 
 fn share_plan(
@@ -823,17 +827,9 @@ fn share_plan(
     let freed = (in_use.len() - needed) as f64;
     let r = replay(&before, &after, freed, cfg.replay_tolerance);
     let tenants: Vec<String> = moves.iter().map(|m| m.tenant.clone()).collect();
-    if r.harmful {
-        out.rejected.push(Rejected {
-            kind: RecKind::Consolidate,
-            cluster: cluster.into(),
-            node: node.into(),
-            tenants,
-            reason: r.reason.clone().unwrap_or_default(),
-            replay: Some(r),
-        });
+    let Some(r) = out.unless_harmful(RecKind::Consolidate, cluster, node, &tenants, r) else {
         return;
-    }
+    };
     let names: Vec<String> = tenants.iter().map(|t| ctx.name(cluster, t)).collect();
     out.recommendations.push(Recommendation {
         id: rec_id(RecKind::Consolidate, node),

@@ -155,14 +155,7 @@ pub async fn load_timed(
     split(&mut stats.load_inventory);
     for n in &nodes {
         let r = store.hour_rollups(&n.cluster, &n.node, from, to).await?;
-        push_rollup(
-            &mut input.gpu_hours,
-            &mut input.tenant_hours,
-            &n.cluster,
-            &n.node,
-            r,
-            |_, _| true,
-        );
+        push_hours(&mut input, &n.cluster, &n.node, r);
     }
     split(&mut stats.load_hours);
     // Minute rows only where interference can be measured.
@@ -246,37 +239,31 @@ pub async fn load_timed(
     Ok(input)
 }
 
-fn push_rollup(
-    gpus: &mut Vec<GpuBucket>,
-    tenants: &mut Vec<TenantBucket>,
-    cluster: &str,
-    node: &str,
-    r: model::rollup::NodeRollup,
-    keep: impl Fn(&str, i64) -> bool,
-) {
-    for ((gpu, bucket), agg) in r.gpus {
-        if keep(&gpu, bucket) {
-            gpus.push(GpuBucket {
-                cluster: cluster.into(),
-                node: node.into(),
-                gpu,
-                bucket,
-                agg,
-            });
-        }
-    }
-    for ((gpu, tenant, bucket), agg) in r.tenants {
-        if keep(&gpu, bucket) {
-            tenants.push(TenantBucket {
-                cluster: cluster.into(),
-                node: node.into(),
-                gpu,
-                tenant,
-                bucket,
-                agg,
-            });
-        }
-    }
+/// Appends one node's hour rollups to the input.
+fn push_hours(input: &mut Input, cluster: &str, node: &str, r: model::rollup::NodeRollup) {
+    input
+        .gpu_hours
+        .extend(r.gpus.into_iter().map(|((gpu, bucket), agg)| GpuBucket {
+            cluster: cluster.into(),
+            node: node.into(),
+            gpu,
+            bucket,
+            agg,
+        }));
+    input
+        .tenant_hours
+        .extend(
+            r.tenants
+                .into_iter()
+                .map(|((gpu, tenant, bucket), agg)| TenantBucket {
+                    cluster: cluster.into(),
+                    node: node.into(),
+                    gpu,
+                    tenant,
+                    bucket,
+                    agg,
+                }),
+        );
 }
 
 /// Loads and analyses [now − window, now).

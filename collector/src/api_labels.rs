@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 use crate::error::ApiError;
 use crate::labels::actions::{self, ApproveError};
 use crate::server::AppState;
-use crate::store::label_actions::LabelActionRecord;
+use crate::store::label_actions::{ActionFilter, LabelActionRecord};
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -39,14 +39,16 @@ pub async fn list(
             "limit must be between 1 and 1000, got {limit}"
         )));
     }
+    let states: Vec<&str> = q.state.as_deref().into_iter().collect();
     let actions = state
         .store
-        .label_actions(limit)
-        .await?
-        .into_iter()
-        .filter(|a| q.node.as_ref().is_none_or(|n| &a.node == n))
-        .filter(|a| q.state.as_ref().is_none_or(|s| &a.state == s))
-        .collect();
+        .label_actions(&ActionFilter {
+            id: None,
+            node: q.node.as_deref(),
+            states: &states,
+            limit,
+        })
+        .await?;
     Ok(Json(ActionList {
         mode: state.labels.mode.as_str(),
         actions,
@@ -75,17 +77,11 @@ pub async fn approve(
     headers: HeaderMap,
     body: Option<Json<ApproveBody>>,
 ) -> Result<Json<Approved>, ApiError> {
-    let token = headers
-        .get(axum::http::header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .ok_or_else(|| {
-            ApiError::Unauthorized(
-                "approving needs an operator token: `Authorization: Bearer <token>`".into(),
-            )
-        })?
-        .strip_prefix("Bearer ")
-        .ok_or_else(|| ApiError::Unauthorized("Authorization must use the Bearer scheme".into()))?
-        .trim();
+    let token = crate::auth::bearer(
+        headers
+            .get(axum::http::header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok()),
+    )?;
     let who = state
         .labels
         .operator(token)

@@ -64,17 +64,7 @@ impl Auth {
 
     /// Finds the credential of an `Authorization` header value.
     pub fn identify(&self, header: Option<&str>) -> Result<usize, ApiError> {
-        let header = header.ok_or_else(|| {
-            ApiError::Unauthorized(
-                "missing Authorization header; send `Authorization: Bearer <token>`".into(),
-            )
-        })?;
-        let token = header
-            .strip_prefix("Bearer ")
-            .ok_or_else(|| {
-                ApiError::Unauthorized("Authorization must use the Bearer scheme".into())
-            })?
-            .trim();
+        let token = bearer(header)?;
         // Compare against every credential without stopping early.
         let mut found = None;
         for (i, c) in self.credentials.iter().enumerate() {
@@ -103,6 +93,19 @@ impl Auth {
             )))
         }
     }
+}
+
+/// The token of an `Authorization: Bearer <token>` header value.
+pub fn bearer(header: Option<&str>) -> Result<&str, ApiError> {
+    let header = header.ok_or_else(|| {
+        ApiError::Unauthorized(
+            "missing Authorization header; send `Authorization: Bearer <token>`".into(),
+        )
+    })?;
+    Ok(header
+        .strip_prefix("Bearer ")
+        .ok_or_else(|| ApiError::Unauthorized("Authorization must use the Bearer scheme".into()))?
+        .trim())
 }
 
 pub(crate) fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {

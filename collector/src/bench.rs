@@ -591,16 +591,13 @@ pub async fn analyze(args: AnalyzeBench) -> anyhow::Result<()> {
     }
     let peak_tracked = reset_peak_rss();
     let rss_before = peak_rss_mib();
-    let settings = crate::analysis::Settings {
-        window: Duration::from_millis((args.days * 86_400_000) as u64),
-        ..crate::analysis::Settings::default()
-    };
+    let thresholds = analytics::Config::default();
+    let window = Duration::from_millis((args.days * 86_400_000) as u64);
     let (mut load, mut analyze, mut total) = (Vec::new(), Vec::new(), Vec::new());
     let mut last = None;
     for round in 0..args.rounds {
         let now = crate::now_ms();
-        let (analysis, stats) =
-            crate::analysis::run(&store, &settings.thresholds, settings.window, now).await?;
+        let (analysis, stats) = crate::analysis::run(&store, &thresholds, window, now).await?;
         eprintln!(
             "  round {}: load {:.2} s (inventory {:.2}, hours {:.2}, minutes {:.2}, health {:.2}), analysis {:.2} s",
             round + 1,

@@ -159,12 +159,21 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     Ok(result?)
 }
 
-async fn analyze(args: cli::AnalyzeArgs) -> anyhow::Result<()> {
-    let mut config = load_config(&args.db)?;
-    if args.db.database_url.is_none() && args.db.config.is_none() {
-        // The demo's database, so `gpulens analyze` right after `gpulens demo` just works.
-        config.data_dir = args.data_dir.clone();
+/// The configuration, or, with neither --database-url nor --config, the demo's database in
+/// `demo_dir`, so commands run right after `gpulens demo` just work.
+pub(crate) fn load_config_or_demo(
+    db: &DbArgs,
+    demo_dir: &std::path::Path,
+) -> anyhow::Result<Config> {
+    let mut config = load_config(db)?;
+    if db.database_url.is_none() && db.config.is_none() {
+        config.data_dir = demo_dir.to_owned();
     }
+    Ok(config)
+}
+
+async fn analyze(args: cli::AnalyzeArgs) -> anyhow::Result<()> {
+    let config = load_config_or_demo(&args.db, &args.data_dir)?;
     let store = open_store(&config).await?;
     store.migrate().await?;
     eprintln!(

@@ -9,7 +9,10 @@ use super::kube::Cluster;
 use super::settings::{Mode, Settings};
 use super::workflow::{self, Audit, Limits, Outcome, Plan};
 use crate::store::Store;
-use crate::store::label_actions::{LabelStep, NewLabelAction, OPEN, Transition};
+use crate::store::label_actions::{ActionFilter, LabelStep, NewLabelAction, OPEN, Transition};
+
+/// End states in which the node's labels were changed (they count for the rate limit).
+const CHANGED: [&str; 3] = ["applied", "rolled_back", "failed"];
 
 /// Stores each step of a run (and optionally prints it).
 pub struct StoreAudit<'a> {
@@ -52,7 +55,12 @@ pub async fn record_plans(
     by: &str,
     now: i64,
 ) -> anyhow::Result<Vec<i64>> {
-    let existing = store.label_actions(1000).await?;
+    let existing = store
+        .label_actions(&ActionFilter {
+            states: &OPEN,
+            ..ActionFilter::newest(10_000)
+        })
+        .await?;
     let mut ids = Vec::new();
     for plan in plans.values() {
         let open = existing.iter().any(|a| {
@@ -118,8 +126,13 @@ pub async fn approve(
     {
         return Ok(());
     }
-    let all = store.label_actions(10_000).await?;
-    match all.iter().find(|a| a.id == id) {
+    let found = store
+        .label_actions(&ActionFilter {
+            id: Some(id),
+            ..ActionFilter::newest(1)
+        })
+        .await?;
+    match found.first() {
         Some(a) => Err(ApproveError::NotPlanned(id, a.state.clone())),
         None => Err(ApproveError::Unknown(id)),
     }
@@ -144,9 +157,14 @@ pub async fn run_approved(
     settings: &Settings,
     echo: bool,
 ) -> anyhow::Result<Vec<(i64, Outcome)>> {
-    let actions = store.label_actions(1000).await?;
+    let approved = store
+        .label_actions(&ActionFilter {
+            states: &["approved"],
+            ..ActionFilter::newest(1000)
+        })
+        .await?;
     let mut done = Vec::new();
-    for a in actions.iter().filter(|a| a.state == "approved") {
+    for a in &approved {
         let now = crate::now_ms();
         if !store
             .transition_label_action(&Transition {
@@ -170,12 +188,17 @@ pub async fn run_approved(
             echo,
         };
         let window = settings.min_interval.as_millis() as i64;
-        let recent = actions.iter().find(|b| {
-            b.node == a.node
-                && b.id != a.id
-                && matches!(b.state.as_str(), "applied" | "rolled_back" | "failed")
-                && b.finished_ms.is_some_and(|t| now - t < window)
-        });
+        // Read now, so a change this pass just made on the node counts too.
+        let changed = store
+            .label_actions(&ActionFilter {
+                node: Some(&a.node),
+                states: &CHANGED,
+                ..ActionFilter::newest(100)
+            })
+            .await?;
+        let recent = changed
+            .iter()
+            .find(|b| b.finished_ms.is_some_and(|t| now - t < window));
         let outcome = if let Some(b) = recent {
             let last = b.finished_ms.unwrap_or(now);
             let reason = format!(
@@ -237,14 +260,12 @@ pub async fn after_analysis(
         return Ok(());
     }
     for (node, labels) in super::advisory::labels(analysis, now) {
-        match cluster.converge_advisory(&node, &labels).await {
-            Ok(_) | Err(super::kube::KubeError::NoNode(_)) => {}
-            Err(e) => tracing::warn!(node, error = %e, "advisory labels not written"),
+        if let Err(e) = cluster.converge_if_known(&node, &labels).await {
+            tracing::warn!(node, error = %e, "advisory labels not written");
         }
     }
     if settings.mode == Mode::ApplyWithApproval {
-        let ids =
-            record_plans(store, &super::cli::plans(analysis), "gpulens-analysis", now).await?;
+        let ids = record_plans(store, &workflow::plans(analysis), "gpulens-analysis", now).await?;
         if !ids.is_empty() {
             tracing::info!(
                 ?ids,

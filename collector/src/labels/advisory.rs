@@ -64,7 +64,7 @@ pub fn labels(a: &Analysis, generated_ms: i64) -> BTreeMap<String, BTreeMap<Stri
         match &r.proposal {
             Proposal::MigLayout { config_name, .. } => {
                 l.insert(RECOMMENDED_SHARING.into(), "mig".into());
-                l.insert(RECOMMENDED_MIG_CONFIG.into(), to_value(config_name));
+                l.insert(RECOMMENDED_MIG_CONFIG.into(), config_name.clone());
             }
             Proposal::Sharing { mode, replicas, .. } => {
                 l.insert(

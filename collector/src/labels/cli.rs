@@ -5,12 +5,11 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use analytics::Analysis;
-use analytics::recommend::Proposal;
 use model::labels::{OPERATOR_DEVICE_PLUGIN_CONFIG, OPERATOR_MIG_CONFIG, OPERATOR_MIG_STATE};
 
 use super::kube::Cluster;
 use super::settings::Mode;
-use super::workflow::Plan;
+use super::workflow;
 use crate::cli::DbArgs;
 
 #[derive(Debug, clap::Args)]
@@ -65,35 +64,10 @@ pub struct ApplyArgs {
     pub override_pods: bool,
 }
 
-/// The GPU Operator changes an analysis proposes, one per node at most.
-pub fn plans(a: &Analysis) -> BTreeMap<String, Plan> {
-    let mut out = BTreeMap::new();
-    for r in &a.recommendations {
-        let plan = match &r.proposal {
-            Proposal::MigLayout { config_name, .. } => Plan {
-                node: r.node.clone(),
-                label: OPERATOR_MIG_CONFIG.into(),
-                value: config_name.clone(),
-                configmap: None,
-            },
-            Proposal::Sharing { mode, replicas, .. } => Plan {
-                node: r.node.clone(),
-                label: OPERATOR_DEVICE_PLUGIN_CONFIG.into(),
-                value: super::advisory::device_plugin_config_name(mode, *replicas),
-                configmap: None,
-            },
-            _ => continue,
-        };
-        out.entry(r.node.clone()).or_insert(plan);
-    }
-    out
-}
-
-async fn analyse(c: &Common) -> anyhow::Result<(crate::config::Config, Analysis, i64)> {
-    let mut config = crate::load_config(&c.db)?;
-    if c.db.database_url.is_none() && c.db.config.is_none() {
-        config.data_dir = c.data_dir.clone();
-    }
+async fn analyse(
+    c: &Common,
+) -> anyhow::Result<(crate::config::Config, crate::store::Store, Analysis, i64)> {
+    let config = crate::load_config_or_demo(&c.db, &c.data_dir)?;
     let store = crate::open_store(&config).await?;
     store.migrate().await?;
     let now = crate::now_ms();
@@ -104,7 +78,7 @@ async fn analyse(c: &Common) -> anyhow::Result<(crate::config::Config, Analysis,
         "no rolled-up history in {}: nothing to label",
         crate::store::redact_url(&config.database_url())
     );
-    Ok((config, a, now))
+    Ok((config, store, a, now))
 }
 
 async fn cluster(c: &Common, config: &crate::config::Config) -> anyhow::Result<Cluster> {
@@ -126,7 +100,7 @@ pub async fn run(args: LabelsArgs) -> anyhow::Result<()> {
 }
 
 async fn plan(c: Common) -> anyhow::Result<()> {
-    let (config, a, now) = analyse(&c).await?;
+    let (config, _, a, now) = analyse(&c).await?;
     println!(
         "mode: {} (set [labels] mode in the configuration)",
         config.labels.mode.as_str()
@@ -139,7 +113,7 @@ async fn plan(c: Common) -> anyhow::Result<()> {
         }
     }
     println!("\nGPU Operator changes (need approval: gpulens labels apply --approve NODE)");
-    let p = plans(&a);
+    let p = workflow::plans(&a);
     if p.is_empty() {
         println!("  none");
     }
@@ -150,7 +124,7 @@ async fn plan(c: Common) -> anyhow::Result<()> {
 }
 
 async fn apply(a: ApplyArgs) -> anyhow::Result<()> {
-    let (config, analysis, now) = analyse(&a.common).await?;
+    let (config, store, analysis, now) = analyse(&a.common).await?;
     let mode = a.mode.unwrap_or(config.labels.mode);
     if mode == Mode::Off {
         anyhow::bail!(
@@ -158,19 +132,15 @@ async fn apply(a: ApplyArgs) -> anyhow::Result<()> {
         );
     }
     let c = cluster(&a.common, &config).await?;
-    let desired = super::advisory::labels(&analysis, now);
-    for (node, labels) in &desired {
-        match c.converge_advisory(node, labels).await {
-            Ok(done) => println!(
+    for (node, labels) in super::advisory::labels(&analysis, now) {
+        match c.converge_if_known(&node, &labels).await? {
+            Some(done) => println!(
                 "{node}: {} added, {} changed, {} removed",
                 done.added.len(),
                 done.changed.len(),
                 done.removed.len()
             ),
-            Err(super::kube::KubeError::NoNode(_)) => {
-                println!("{node}: not a node of this cluster, skipped")
-            }
-            Err(e) => return Err(e.into()),
+            None => println!("{node}: not a node of this cluster, skipped"),
         }
     }
     let Some(node) = a.approve else {
@@ -183,10 +153,9 @@ async fn apply(a: ApplyArgs) -> anyhow::Result<()> {
         );
     }
     // Through the audit trail: record the plan, approve it, run it with every step stored.
-    let store = crate::open_store(&config).await?;
     let mut settings = config.labels.clone();
     settings.mode = mode;
-    let plans = plans(&analysis);
+    let plans = workflow::plans(&analysis);
     let plan = plans.get(&node).ok_or_else(|| {
         anyhow::anyhow!("the analysis proposes no GPU Operator change for {node}")
     })?;
@@ -198,10 +167,14 @@ async fn apply(a: ApplyArgs) -> anyhow::Result<()> {
     )
     .await?;
     let open = store
-        .label_actions(1000)
+        .label_actions(&crate::store::label_actions::ActionFilter {
+            node: Some(&node),
+            states: &["planned"],
+            ..crate::store::label_actions::ActionFilter::newest(100)
+        })
         .await?
         .into_iter()
-        .find(|x| x.node == node && x.label == plan.label && x.state == "planned")
+        .find(|x| x.label == plan.label)
         .ok_or_else(|| {
             anyhow::anyhow!(
                 "{node} already has an approved or running change; see gpulens labels status"
@@ -227,10 +200,7 @@ async fn apply(a: ApplyArgs) -> anyhow::Result<()> {
 }
 
 async fn status(c: Common) -> anyhow::Result<()> {
-    let mut config = crate::load_config(&c.db)?;
-    if c.db.database_url.is_none() && c.db.config.is_none() {
-        config.data_dir = c.data_dir.clone();
-    }
+    let config = crate::load_config_or_demo(&c.db, &c.data_dir)?;
     let k = cluster(&c, &config).await?;
     let store = crate::open_store(&config).await?;
     for n in store.nodes().await? {

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use futures_util::StreamExt;
-use k8s_openapi::api::core::v1::{ConfigMap, Node, Pod};
+use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{Api, ListParams, Patch, PatchParams, WatchEvent, WatchParams};
 use model::labels::{self, MANAGED_ANNOTATION, Purpose};
 use serde_json::{Value, json};
@@ -161,6 +161,20 @@ impl Cluster {
         })
     }
 
+    /// [`Cluster::converge_advisory`] for a node that may not be in this cluster (a Slurm or
+    /// host node the analysis also covers): `Ok(None)` when the API server does not know it.
+    pub async fn converge_if_known(
+        &self,
+        name: &str,
+        desired: &BTreeMap<String, String>,
+    ) -> Result<Option<Converged>, KubeError> {
+        match self.converge_advisory(name, desired).await {
+            Ok(c) => Ok(Some(c)),
+            Err(KubeError::NoNode(_)) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
     /// Sets (`Some`) or removes (`None`) one GPU Operator label; returns the node's resource
     /// version after the write.
     pub async fn set_operator_label(
@@ -227,7 +241,8 @@ impl Cluster {
     }
 
     /// Watches the node from `resource_version` until `label` has one of `values`; returns the
-    /// value seen, or `None` when `timeout` passes first.
+    /// value seen and the resource version it was seen at (to watch on from there), or `None`
+    /// when `timeout` passes first.
     pub async fn wait_for_label(
         &self,
         name: &str,
@@ -235,7 +250,7 @@ impl Cluster {
         values: &[&str],
         resource_version: &str,
         timeout: Duration,
-    ) -> Result<Option<String>, KubeError> {
+    ) -> Result<Option<(String, String)>, KubeError> {
         let deadline = tokio::time::Instant::now() + timeout;
         let mut rv = resource_version.to_owned();
         loop {
@@ -260,7 +275,7 @@ impl Cluster {
                         if let Some(v) = labels_of(&n).get(label)
                             && values.contains(&v.as_str())
                         {
-                            return Ok(Some(v.clone()));
+                            return Ok(Some((v.clone(), rv)));
                         }
                     }
                     Some(Ok(WatchEvent::Bookmark(b))) => rv = b.metadata.resource_version,
@@ -282,30 +297,5 @@ impl Cluster {
                 }
             }
         }
-    }
-
-    /// Adds or replaces one entry of a ConfigMap (created when missing), e.g. a custom
-    /// mig-parted layout in the GPU Operator's namespace.
-    pub async fn put_configmap_entry(
-        &self,
-        namespace: &str,
-        name: &str,
-        key: &str,
-        value: &str,
-    ) -> Result<(), KubeError> {
-        let api: Api<ConfigMap> = Api::namespaced(self.client.clone(), namespace);
-        if api.get_opt(name).await?.is_some() {
-            let body = json!({ "data": { key: value } });
-            api.patch(name, &PatchParams::default(), &Patch::Merge(&body))
-                .await?;
-        } else {
-            let cm: ConfigMap = serde_json::from_value(json!({
-                "metadata": { "name": name, "namespace": namespace },
-                "data": { key: value },
-            }))
-            .expect("a ConfigMap");
-            api.create(&Default::default(), &cm).await?;
-        }
-        Ok(())
     }
 }

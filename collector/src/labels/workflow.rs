@@ -8,20 +8,14 @@
 
 use std::time::Duration;
 
-use model::labels::{OPERATOR_MIG_CONFIG, OPERATOR_MIG_STATE};
+use std::collections::BTreeMap;
+
+use analytics::Analysis;
+use analytics::recommend::Proposal;
+use model::labels::{OPERATOR_DEVICE_PLUGIN_CONFIG, OPERATOR_MIG_CONFIG, OPERATOR_MIG_STATE};
 use serde::{Deserialize, Serialize};
 
 use super::kube::{Cluster, KubeError};
-
-/// A ConfigMap entry a custom layout needs before its label is set (e.g. a mig-parted config
-/// the GPU Operator's default ConfigMap does not have).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct ConfigEntry {
-    pub namespace: String,
-    pub name: String,
-    pub key: String,
-    pub value: String,
-}
 
 /// What to change on one node.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -31,7 +25,28 @@ pub struct Plan {
     pub label: String,
     /// The named config to select.
     pub value: String,
-    pub configmap: Option<ConfigEntry>,
+}
+
+/// The GPU Operator changes an analysis proposes, one per node at most.
+pub fn plans(a: &Analysis) -> BTreeMap<String, Plan> {
+    let mut out = BTreeMap::new();
+    for r in &a.recommendations {
+        let plan = match &r.proposal {
+            Proposal::MigLayout { config_name, .. } => Plan {
+                node: r.node.clone(),
+                label: OPERATOR_MIG_CONFIG.into(),
+                value: config_name.clone(),
+            },
+            Proposal::Sharing { mode, replicas, .. } => Plan {
+                node: r.node.clone(),
+                label: OPERATOR_DEVICE_PLUGIN_CONFIG.into(),
+                value: super::advisory::device_plugin_config_name(mode, *replicas),
+            },
+            _ => continue,
+        };
+        out.entry(r.node.clone()).or_insert(plan);
+    }
+    out
 }
 
 /// Timeouts of one run.
@@ -88,7 +103,7 @@ async fn watch_mig(
     audit: &mut impl Audit,
 ) -> Result<Option<String>, KubeError> {
     let deadline = tokio::time::Instant::now() + timeout;
-    let Some(first) = c
+    let Some((first, seen_at)) = c
         .wait_for_label(node, OPERATOR_MIG_STATE, &STARTED, rv, timeout)
         .await?
     else {
@@ -100,26 +115,13 @@ async fn watch_mig(
     if first == "failed" {
         return Ok(Some(first));
     }
-    let now_rv = c
-        .node(node)
-        .await?
-        .metadata
-        .resource_version
-        .unwrap_or_default();
+    // Watch on from where the change was taken up, so no later state is missed.
     let left = deadline.saturating_duration_since(tokio::time::Instant::now());
-    // The state may have moved on between the two reads.
-    if let Some(v) = c
-        .node(node)
-        .await?
-        .metadata
-        .labels
-        .and_then(|l| l.get(OPERATOR_MIG_STATE).cloned())
-        && DONE.contains(&v.as_str())
-    {
-        return Ok(Some(v));
-    }
-    c.wait_for_label(node, OPERATOR_MIG_STATE, &DONE, &now_rv, left)
-        .await
+    Ok(
+        c.wait_for_label(node, OPERATOR_MIG_STATE, &DONE, &seen_at, left)
+            .await?
+            .map(|(state, _)| state),
+    )
 }
 
 /// Makes the node schedulable again, unless it was cordoned before the run.
@@ -218,17 +220,6 @@ pub async fn run(
         tokio::time::sleep(limits.poll).await;
     }
 
-    if let Some(e) = &plan.configmap {
-        c.put_configmap_entry(&e.namespace, &e.name, &e.key, &e.value)
-            .await?;
-        audit
-            .step(
-                "configmap",
-                "ok",
-                format!("{}/{} key {}", e.namespace, e.name, e.key),
-            )
-            .await;
-    }
     let rv = c
         .set_operator_label(&plan.node, &plan.label, Some(&plan.value))
         .await?;

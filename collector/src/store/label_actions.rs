@@ -79,6 +79,46 @@ pub struct Transition<'a> {
     pub outcome: Option<&'a str>,
 }
 
+/// Which label actions to read: all of `id`, `node` and `states` (any of them) that are set;
+/// the newest `limit`.
+#[derive(Debug, Clone, Copy)]
+pub struct ActionFilter<'a> {
+    pub id: Option<i64>,
+    pub node: Option<&'a str>,
+    pub states: &'a [&'a str],
+    pub limit: i64,
+}
+
+impl<'a> ActionFilter<'a> {
+    /// The newest `limit` actions.
+    pub fn newest(limit: i64) -> ActionFilter<'a> {
+        ActionFilter {
+            id: None,
+            node: None,
+            states: &[],
+            limit,
+        }
+    }
+
+    /// The WHERE condition, with `?` for id, node and each state in that order.
+    pub(crate) fn condition(&self) -> String {
+        let mut c = vec!["1 = 1".to_owned()];
+        if self.id.is_some() {
+            c.push("id = ?".into());
+        }
+        if self.node.is_some() {
+            c.push("node = ?".into());
+        }
+        if !self.states.is_empty() {
+            c.push(format!(
+                "state IN ({})",
+                vec!["?"; self.states.len()].join(", ")
+            ));
+        }
+        c.join(" AND ")
+    }
+}
+
 /// States in which an action is still open.
 pub const OPEN: [&str; 3] = ["planned", "approved", "running"];
 
@@ -124,18 +164,28 @@ macro_rules! label_action_methods {
             .await?)
         }
 
-        /// Newest first; with their steps.
+        /// The actions `filter` selects, newest first, with their steps (two queries).
         pub async fn label_actions(
             &self,
-            limit: i64,
+            filter: &super::label_actions::ActionFilter<'_>,
         ) -> Result<Vec<super::label_actions::LabelActionRecord>> {
-            let rows = sqlx::query(&$sql(&format!(
-                "SELECT {} FROM label_actions ORDER BY id DESC LIMIT ?",
-                super::label_actions::ACTION_COLUMNS
-            )))
-            .bind(limit)
-            .fetch_all(&self.$read)
-            .await?;
+            let sql = format!(
+                "SELECT {} FROM label_actions WHERE {} ORDER BY id DESC LIMIT ?",
+                super::label_actions::ACTION_COLUMNS,
+                filter.condition()
+            );
+            let sql = $sql(&sql);
+            let mut q = sqlx::query(&sql);
+            if let Some(id) = filter.id {
+                q = q.bind(id);
+            }
+            if let Some(node) = filter.node {
+                q = q.bind(node);
+            }
+            for state in filter.states {
+                q = q.bind(*state);
+            }
+            let rows = q.bind(filter.limit).fetch_all(&self.$read).await?;
             let mut out = Vec::with_capacity(rows.len());
             for r in &rows {
                 out.push(super::label_actions::LabelActionRecord {
@@ -155,22 +205,27 @@ macro_rules! label_action_methods {
                     steps: Vec::new(),
                 });
             }
-            for a in &mut out {
-                let steps = sqlx::query(&$sql(
-                    "SELECT ts_ms, actor, step, result, detail FROM label_action_steps WHERE action_id = ? ORDER BY seq",
-                ))
-                .bind(a.id)
-                .fetch_all(&self.$read)
-                .await?;
-                for s in &steps {
-                    a.steps.push(super::label_actions::LabelStep {
-                        ts_ms: s.try_get(0)?,
-                        actor: s.try_get(1)?,
-                        step: s.try_get(2)?,
-                        result: s.try_get(3)?,
-                        detail: s.try_get(4)?,
-                    });
-                }
+            if out.is_empty() {
+                return Ok(out);
+            }
+            // Ids come from the database: safe to inline.
+            let ids = out.iter().map(|a| a.id.to_string()).collect::<Vec<_>>().join(", ");
+            let steps = sqlx::query(&format!(
+                "SELECT action_id, ts_ms, actor, step, result, detail FROM label_action_steps WHERE action_id IN ({ids}) ORDER BY action_id, seq"
+            ))
+            .fetch_all(&self.$read)
+            .await?;
+            let at: std::collections::HashMap<i64, usize> =
+                out.iter().enumerate().map(|(i, a)| (a.id, i)).collect();
+            for s in &steps {
+                let id: i64 = s.try_get(0)?;
+                out[at[&id]].steps.push(super::label_actions::LabelStep {
+                    ts_ms: s.try_get(1)?,
+                    actor: s.try_get(2)?,
+                    step: s.try_get(3)?,
+                    result: s.try_get(4)?,
+                    detail: s.try_get(5)?,
+                });
             }
             Ok(out)
         }
@@ -181,11 +236,7 @@ macro_rules! label_action_methods {
             t: &super::label_actions::Transition<'_>,
         ) -> Result<bool> {
             let super::label_actions::Transition { id, from, to, by, override_pods, now_ms, outcome } = *t;
-            let states = from
-                .iter()
-                .map(|s| format!("'{}'", s.replace('\'', "")))
-                .collect::<Vec<_>>()
-                .join(", ");
+            let states = vec!["?"; from.len()].join(", ");
             let sql = if to == "approved" {
                 format!("UPDATE label_actions SET state = ?, approved_by = ?, approved_ms = ?, override_pods = ? WHERE id = ? AND state IN ({states})")
             } else {
@@ -199,7 +250,11 @@ macro_rules! label_action_methods {
             } else {
                 q.bind(outcome).bind(finished).bind(override_pods.map(i32::from))
             };
-            let done = q.bind(id).execute(&self.$write).await?;
+            let mut q = q.bind(id);
+            for state in from {
+                q = q.bind(*state);
+            }
+            let done = q.execute(&self.$write).await?;
             Ok(done.rows_affected() == 1)
         }
 

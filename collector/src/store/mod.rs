@@ -15,7 +15,7 @@ use std::hash::{Hash, Hasher};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use analytics::input::{DeviceMinutes, TenantMinutes};
+use analytics::input::{DeviceMinute, DeviceMinutes, TenantMinute, TenantMinutes};
 use model::wire::v1::Batch;
 use serde::Serialize;
 
@@ -505,9 +505,12 @@ impl Store {
         dispatch!(self, s => s.insert_label_action(a).await)
     }
 
-    /// The newest `limit` label actions with their steps.
-    pub async fn label_actions(&self, limit: i64) -> Result<Vec<label_actions::LabelActionRecord>> {
-        dispatch!(self, s => s.label_actions(limit).await)
+    /// The label actions `filter` selects, newest first, with their steps.
+    pub async fn label_actions(
+        &self,
+        filter: &label_actions::ActionFilter<'_>,
+    ) -> Result<Vec<label_actions::LabelActionRecord>> {
+        dispatch!(self, s => s.label_actions(filter).await)
     }
 
     /// Moves a label action from one state to another (see [`label_actions::Transition`]).
@@ -622,83 +625,74 @@ macro_rules! read_gpu_agg {
 }
 pub(crate) use read_gpu_agg;
 
-/// The GPU minute-rollup columns interference reads (see [`interference_rows`]).
+/// The GPU minute-rollup columns interference reads.
 pub(crate) const INTERFERENCE_GPU_COLUMNS: &str =
     "gpu_uuid, bucket, gpu_util_n, gpu_util_sum, sm_active_n, dram_active_sum";
-/// The tenant minute-rollup columns interference reads (see [`interference_rows`]).
+/// The tenant minute-rollup columns interference reads.
 pub(crate) const INTERFERENCE_TENANT_COLUMNS: &str = "gpu_uuid, tenant_key, bucket, samples, active_n, sm_util_n, sm_util_sum, alloc_n, alloc_share_sum, eff_n, eff_sum";
 
 /// The minute spans wanted per GPU of one node: GPU UUID → [from, to) ranges in ms.
 pub type WantedMinutes = HashMap<String, Vec<(i64, i64)>>;
 
-fn wanted_at(wanted: &WantedMinutes, gpu: &str, bucket: i64) -> bool {
-    wanted
-        .get(gpu)
-        .is_some_and(|spans| spans.iter().any(|&(a, b)| bucket >= a && bucket < b))
+/// Groups one node's interference minute rows into a series per GPU and per (tenant, GPU),
+/// keeping only the wanted minutes, each series in time order.
+pub(crate) struct InterferenceSeries<'w> {
+    wanted: &'w WantedMinutes,
+    devices: HashMap<String, Vec<DeviceMinute>>,
+    tenants: HashMap<String, HashMap<String, Vec<TenantMinute>>>,
 }
 
-/// Builds the interference series of one node from rows of [`INTERFERENCE_GPU_COLUMNS`] and
-/// [`INTERFERENCE_TENANT_COLUMNS`] (by position; `bucket` in ms), keeping the wanted minutes.
-macro_rules! interference_rows {
-    ($cluster:expr, $node:expr, $wanted:expr, $gpu_rows:expr, $tenant_rows:expr) => {{
-        use analytics::input::{DeviceMinute, DeviceMinutes, TenantMinute, TenantMinutes};
-        let (cluster, node, wanted) = ($cluster, $node, $wanted);
-        let mut devices: std::collections::HashMap<String, Vec<DeviceMinute>> =
-            std::collections::HashMap::new();
-        for r in $gpu_rows {
-            let gpu: &str = r.try_get(0)?;
-            let bucket: i64 = r.try_get(1)?;
-            if !super::wanted_at(wanted, gpu, bucket) {
-                continue;
-            }
-            let m = DeviceMinute {
-                bucket,
-                gpu_util_n: r.try_get(2)?,
-                gpu_util_sum: r.try_get(3)?,
-                sm_active_n: r.try_get(4)?,
-                dram_active_sum: r.try_get(5)?,
-            };
-            match devices.get_mut(gpu) {
-                Some(v) => v.push(m),
-                None => {
-                    devices.insert(gpu.to_owned(), vec![m]);
-                }
+impl<'w> InterferenceSeries<'w> {
+    pub(crate) fn new(wanted: &'w WantedMinutes) -> Self {
+        InterferenceSeries {
+            wanted,
+            devices: HashMap::new(),
+            tenants: HashMap::new(),
+        }
+    }
+
+    fn wanted(&self, gpu: &str, bucket: i64) -> bool {
+        self.wanted
+            .get(gpu)
+            .is_some_and(|spans| spans.iter().any(|&(a, b)| bucket >= a && bucket < b))
+    }
+
+    pub(crate) fn device(&mut self, gpu: &str, m: DeviceMinute) {
+        if !self.wanted(gpu, m.bucket) {
+            return;
+        }
+        match self.devices.get_mut(gpu) {
+            Some(v) => v.push(m),
+            None => {
+                self.devices.insert(gpu.to_owned(), vec![m]);
             }
         }
-        let mut tenants: std::collections::HashMap<
-            String,
-            std::collections::HashMap<String, Vec<TenantMinute>>,
-        > = std::collections::HashMap::new();
-        for r in $tenant_rows {
-            let gpu: &str = r.try_get(0)?;
-            let tenant: &str = r.try_get(1)?;
-            let bucket: i64 = r.try_get(2)?;
-            if !super::wanted_at(wanted, gpu, bucket) {
-                continue;
-            }
-            let m = TenantMinute {
-                bucket,
-                samples: r.try_get(3)?,
-                active_n: r.try_get(4)?,
-                sm_util_n: r.try_get(5)?,
-                sm_util_sum: r.try_get(6)?,
-                alloc_n: r.try_get(7)?,
-                alloc_share_sum: r.try_get(8)?,
-                eff_n: r.try_get(9)?,
-                eff_sum: r.try_get(10)?,
-            };
-            if !tenants.contains_key(gpu) {
-                tenants.insert(gpu.to_owned(), std::collections::HashMap::new());
-            }
-            let per = tenants.get_mut(gpu).expect("inserted above");
-            match per.get_mut(tenant) {
-                Some(v) => v.push(m),
-                None => {
-                    per.insert(tenant.to_owned(), vec![m]);
-                }
+    }
+
+    pub(crate) fn tenant(&mut self, gpu: &str, tenant: &str, m: TenantMinute) {
+        if !self.wanted(gpu, m.bucket) {
+            return;
+        }
+        // Look up by borrowed keys: allocate only for a new series.
+        if !self.tenants.contains_key(gpu) {
+            self.tenants.insert(gpu.to_owned(), HashMap::new());
+        }
+        let per = self.tenants.get_mut(gpu).expect("inserted above");
+        match per.get_mut(tenant) {
+            Some(v) => v.push(m),
+            None => {
+                per.insert(tenant.to_owned(), vec![m]);
             }
         }
-        let devices: Vec<DeviceMinutes> = devices
+    }
+
+    pub(crate) fn finish(
+        self,
+        cluster: &str,
+        node: &str,
+    ) -> (Vec<DeviceMinutes>, Vec<TenantMinutes>) {
+        let devices = self
+            .devices
             .into_iter()
             .map(|(gpu, mut minutes)| {
                 minutes.sort_unstable_by_key(|m| m.bucket);
@@ -710,7 +704,8 @@ macro_rules! interference_rows {
                 }
             })
             .collect();
-        let tenants: Vec<TenantMinutes> = tenants
+        let tenants = self
+            .tenants
             .into_iter()
             .flat_map(|(gpu, per)| {
                 per.into_iter().map(move |(tenant, mut minutes)| {
@@ -725,6 +720,45 @@ macro_rules! interference_rows {
             })
             .collect();
         (devices, tenants)
+    }
+}
+
+/// Decodes rows of [`INTERFERENCE_GPU_COLUMNS`] and [`INTERFERENCE_TENANT_COLUMNS`] (by
+/// position; `bucket` in ms) into one node's [`InterferenceSeries`].
+macro_rules! interference_rows {
+    ($cluster:expr, $node:expr, $wanted:expr, $gpu_rows:expr, $tenant_rows:expr) => {{
+        use analytics::input::{DeviceMinute, TenantMinute};
+        let mut series = super::InterferenceSeries::new($wanted);
+        for r in $gpu_rows {
+            series.device(
+                r.try_get(0)?,
+                DeviceMinute {
+                    bucket: r.try_get(1)?,
+                    gpu_util_n: r.try_get(2)?,
+                    gpu_util_sum: r.try_get(3)?,
+                    sm_active_n: r.try_get(4)?,
+                    dram_active_sum: r.try_get(5)?,
+                },
+            );
+        }
+        for r in $tenant_rows {
+            series.tenant(
+                r.try_get(0)?,
+                r.try_get(1)?,
+                TenantMinute {
+                    bucket: r.try_get(2)?,
+                    samples: r.try_get(3)?,
+                    active_n: r.try_get(4)?,
+                    sm_util_n: r.try_get(5)?,
+                    sm_util_sum: r.try_get(6)?,
+                    alloc_n: r.try_get(7)?,
+                    alloc_share_sum: r.try_get(8)?,
+                    eff_n: r.try_get(9)?,
+                    eff_sum: r.try_get(10)?,
+                },
+            );
+        }
+        series.finish($cluster, $node)
     }};
 }
 pub(crate) use interference_rows;

@@ -302,7 +302,6 @@ fn plan() -> Plan {
         node: "gpu-1".into(),
         label: OPERATOR_MIG_CONFIG.into(),
         value: "all-1g.10gb".into(),
-        configmap: None,
     }
 }
 
