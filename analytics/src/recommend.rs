@@ -684,7 +684,7 @@ fn mig_plan(
             mig_devices: l,
         });
     }
-    let name = config_name(node);
+    let name = config_name(&entries);
     let config = MigPartedConfig {
         name: name.clone(),
         entries,
@@ -734,9 +734,25 @@ fn mig_plan(
     });
 }
 
-/// A mig-parted config name for a node: a valid label value.
-pub fn config_name(node: &str) -> String {
-    model::labels::to_value(&format!("gpulens-{node}"))
+/// A mig-parted config name derived from the layout itself (`gpulens-mig-` and a hash of the
+/// entries), so a changed layout gets a new name (the MIG manager acts on label changes only,
+/// never on a changed config under the same name) and nodes with the same layout share one.
+pub fn config_name(entries: &[MigPartedEntry]) -> String {
+    let mut canonical = String::new();
+    for e in entries {
+        canonical.push_str(&format!(
+            "{:?}|{}|{:?};",
+            e.devices, e.mig_enabled, e.mig_devices
+        ));
+    }
+    format!("gpulens-mig-{:012x}", fnv1a(canonical.as_bytes()) >> 16)
+}
+
+/// 64-bit FNV-1a: stable across builds and platforms (std's hasher is not).
+fn fnv1a(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, b| {
+        (h ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3)
+    })
 }
 
 fn share_plan(
@@ -1012,5 +1028,32 @@ fn separate(ctx: &Ctx, holdings: &[Holding], findings: &[Finding], out: &mut Out
                 replay: other.map(|o| o.0),
             }),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry(devices: Vec<i64>, layout: &[(&str, u32)]) -> MigPartedEntry {
+        MigPartedEntry {
+            devices,
+            mig_enabled: !layout.is_empty(),
+            mig_devices: layout.iter().map(|(n, c)| ((*n).to_owned(), *c)).collect(),
+        }
+    }
+
+    #[test]
+    fn mig_config_names_follow_the_layout() {
+        let a = vec![entry(vec![0, 1], &[("1g.10gb", 7)]), entry(vec![2], &[])];
+        let b = vec![entry(vec![0, 1], &[("1g.10gb", 6)]), entry(vec![2], &[])];
+        let name = config_name(&a);
+        assert_eq!(name, config_name(&a.clone()));
+        assert_ne!(name, config_name(&b));
+        assert!(name.starts_with("gpulens-mig-"));
+        model::labels::check_value(model::labels::OPERATOR_MIG_CONFIG, &name).unwrap();
+        // Stable across builds: the same layout names the same config next week (value
+        // computed independently with FNV-1a 64 over the canonical text).
+        assert_eq!(name, "gpulens-mig-e44dc1150d6e");
     }
 }

@@ -180,6 +180,24 @@ impl StandIn {
         });
     }
 
+    /// Adds or replaces a ConfigMap's data, as a person or Helm would.
+    pub fn put_configmap(&self, namespace: &str, name: &str, data: &[(&str, &str)]) {
+        let data: serde_json::Map<String, Value> = data
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), json!(v)))
+            .collect();
+        let mut st = self.lock();
+        st.rv += 1;
+        let v = json!({
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {"name": name, "namespace": namespace, "resourceVersion": st.rv.to_string()},
+            "data": data,
+        });
+        st.configmaps
+            .insert((namespace.to_owned(), name.to_owned()), v);
+    }
+
     /// A ConfigMap as it is now.
     pub fn configmap(&self, namespace: &str, name: &str) -> Option<ConfigMap> {
         self.lock()

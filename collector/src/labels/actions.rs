@@ -217,6 +217,10 @@ pub async fn run_approved(
                 config_timeout: settings.config_timeout,
                 poll: std::time::Duration::from_secs(5).min(settings.drain_timeout / 4),
                 override_pods: a.override_pods,
+                sync_wait: settings
+                    .custom_layouts
+                    .as_ref()
+                    .map_or(std::time::Duration::ZERO, |l| l.sync_wait),
             };
             match workflow::run(cluster, &plan, &limits, &mut audit).await {
                 Ok(o) => o,
@@ -265,7 +269,13 @@ pub async fn after_analysis(
         }
     }
     if settings.mode == Mode::ApplyWithApproval {
-        let ids = record_plans(store, &workflow::plans(analysis), "gpulens-analysis", now).await?;
+        let ids = record_plans(
+            store,
+            &workflow::plans(analysis, settings.custom_layouts.as_ref()),
+            "gpulens-analysis",
+            now,
+        )
+        .await?;
         if !ids.is_empty() {
             tracing::info!(
                 ?ids,

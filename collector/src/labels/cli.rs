@@ -113,12 +113,19 @@ async fn plan(c: Common) -> anyhow::Result<()> {
         }
     }
     println!("\nGPU Operator changes (need approval: gpulens labels apply --approve NODE)");
-    let p = workflow::plans(&a);
+    let p = workflow::plans(&a, config.labels.custom_layouts.as_ref());
     if p.is_empty() {
         println!("  none");
     }
     for plan in p.values() {
         println!("  {}: {}={}", plan.node, plan.label, plan.value);
+        if let Some(l) = &plan.layout {
+            println!(
+                "    and the config itself into ConfigMap {}/{}",
+                l.namespace(),
+                l.config_map()
+            );
+        }
     }
     Ok(())
 }
@@ -155,7 +162,7 @@ async fn apply(a: ApplyArgs) -> anyhow::Result<()> {
     // Through the audit trail: record the plan, approve it, run it with every step stored.
     let mut settings = config.labels.clone();
     settings.mode = mode;
-    let plans = workflow::plans(&analysis);
+    let plans = workflow::plans(&analysis, settings.custom_layouts.as_ref());
     let plan = plans.get(&node).ok_or_else(|| {
         anyhow::anyhow!("the analysis proposes no GPU Operator change for {node}")
     })?;

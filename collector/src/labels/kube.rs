@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use futures_util::StreamExt;
-use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::core::v1::{ConfigMap, Node, Pod};
 use kube::api::{Api, ListParams, Patch, PatchParams, WatchEvent, WatchParams};
 use model::labels::{self, MANAGED_ANNOTATION, Purpose};
 use serde_json::{Value, json};
@@ -20,10 +20,14 @@ pub enum KubeError {
     Api(#[from] kube::Error),
     #[error("node {0:?} not found")]
     NoNode(String),
+    #[error("{object} changed while gpulens was writing it; gave up after {tries} tries")]
+    Conflict { object: String, tries: usize },
+    #[error(transparent)]
+    Layout(#[from] super::layouts::LayoutError),
     #[error(
-        "node {node:?} changed while gpulens was writing its labels; gave up after {tries} tries"
+        "ConfigMap {namespace}/{name} not found: custom layouts go into the ConfigMap the ClusterPolicy names (migManager.config.name, devicePlugin.config.name); create it or set [labels.custom_layouts]"
     )]
-    Conflict { node: String, tries: usize },
+    NoConfigMap { namespace: String, name: String },
 }
 
 /// What converging a node's advisory labels did.
@@ -71,7 +75,7 @@ fn managed_of(n: &Node) -> Vec<String> {
 }
 
 /// How many times a write is retried when the node changed under it.
-const CONFLICT_TRIES: usize = 5;
+pub(crate) const CONFLICT_TRIES: usize = 5;
 
 impl Cluster {
     /// The cluster at `url` (plain or TLS, no credentials: tests and `kubectl proxy`), or, with
@@ -156,7 +160,7 @@ impl Cluster {
             }
         }
         Err(KubeError::Conflict {
-            node: name.to_owned(),
+            object: format!("node {name:?}"),
             tries: CONFLICT_TRIES,
         })
     }
@@ -193,6 +197,51 @@ impl Cluster {
             .patch(name, &PatchParams::default(), &Patch::Merge(&body))
             .await?;
         Ok(n.metadata.resource_version.unwrap_or_default())
+    }
+
+    /// A ConfigMap's data and resource version.
+    pub async fn configmap_data(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> Result<(BTreeMap<String, String>, String), KubeError> {
+        let api: Api<ConfigMap> = Api::namespaced(self.client.clone(), namespace);
+        let cm = api
+            .get_opt(name)
+            .await?
+            .ok_or_else(|| KubeError::NoConfigMap {
+                namespace: namespace.to_owned(),
+                name: name.to_owned(),
+            })?;
+        Ok((
+            cm.data.unwrap_or_default(),
+            cm.metadata.resource_version.unwrap_or_default(),
+        ))
+    }
+
+    /// Sets one key of a ConfigMap if it is still at `resource_version`; `false` when it
+    /// changed since (read it again).
+    pub async fn put_configmap_entry(
+        &self,
+        namespace: &str,
+        name: &str,
+        key: &str,
+        value: &str,
+        resource_version: &str,
+    ) -> Result<bool, KubeError> {
+        let api: Api<ConfigMap> = Api::namespaced(self.client.clone(), namespace);
+        let body = json!({
+            "metadata": { "resourceVersion": resource_version },
+            "data": { key: value },
+        });
+        match api
+            .patch(name, &PatchParams::default(), &Patch::Merge(&body))
+            .await
+        {
+            Ok(_) => Ok(true),
+            Err(kube::Error::Api(e)) if e.code == 409 => Ok(false),
+            Err(e) => Err(e.into()),
+        }
     }
 
     /// Marks the node (un)schedulable.

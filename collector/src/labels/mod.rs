@@ -5,6 +5,7 @@ pub mod actions;
 pub mod advisory;
 pub mod cli;
 pub mod kube;
+pub mod layouts;
 pub mod settings;
 pub mod workflow;
 

@@ -62,6 +62,10 @@ pub struct Settings {
     /// People who may approve changes through the API (`Authorization: Bearer <token>`).
     #[serde(default)]
     pub operators: Vec<Operator>,
+    /// Write generated MIG and device-plugin configs into the GPU Operator's ConfigMaps
+    /// (`[labels.custom_layouts]`); absent: plans select configs that must already be there.
+    #[serde(default)]
+    pub custom_layouts: Option<super::layouts::Settings>,
 }
 
 /// Someone allowed to approve GPU Operator changes.
@@ -111,6 +115,7 @@ impl Default for Settings {
             min_interval: default_min_interval(),
             every: default_every(),
             operators: Vec::new(),
+            custom_layouts: None,
         }
     }
 }

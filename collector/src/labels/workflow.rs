@@ -16,6 +16,7 @@ use model::labels::{OPERATOR_DEVICE_PLUGIN_CONFIG, OPERATOR_MIG_CONFIG, OPERATOR
 use serde::{Deserialize, Serialize};
 
 use super::kube::{Cluster, KubeError};
+use super::layouts::{self, Change, Layout};
 
 /// What to change on one node.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -25,22 +26,44 @@ pub struct Plan {
     pub label: String,
     /// The named config to select.
     pub value: String,
+    /// The generated config to write into the operator's ConfigMap first (custom layouts on).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub layout: Option<Layout>,
 }
 
-/// The GPU Operator changes an analysis proposes, one per node at most.
-pub fn plans(a: &Analysis) -> BTreeMap<String, Plan> {
+/// The GPU Operator changes an analysis proposes, one per node at most; with `layouts`, each
+/// carries its generated config for the operator's ConfigMap.
+pub fn plans(a: &Analysis, layouts: Option<&layouts::Settings>) -> BTreeMap<String, Plan> {
     let mut out = BTreeMap::new();
     for r in &a.recommendations {
         let plan = match &r.proposal {
-            Proposal::MigLayout { config_name, .. } => Plan {
+            Proposal::MigLayout {
+                config_name,
+                mig_parted_yaml,
+                ..
+            } => Plan {
                 node: r.node.clone(),
                 label: OPERATOR_MIG_CONFIG.into(),
                 value: config_name.clone(),
+                layout: layouts.map(|l| Layout::MigParted {
+                    namespace: l.namespace.clone(),
+                    config_map: l.mig_config_map.clone(),
+                    yaml: mig_parted_yaml.clone(),
+                }),
             },
-            Proposal::Sharing { mode, replicas, .. } => Plan {
+            Proposal::Sharing {
+                mode,
+                replicas,
+                device_plugin_yaml,
+            } => Plan {
                 node: r.node.clone(),
                 label: OPERATOR_DEVICE_PLUGIN_CONFIG.into(),
                 value: super::advisory::device_plugin_config_name(mode, *replicas),
+                layout: layouts.map(|l| Layout::DevicePlugin {
+                    namespace: l.namespace.clone(),
+                    config_map: l.device_plugin_config_map.clone(),
+                    yaml: device_plugin_yaml.clone(),
+                }),
             },
             _ => continue,
         };
@@ -60,6 +83,8 @@ pub struct Limits {
     pub poll: Duration,
     /// Go ahead although GPU pods remain (the operator said so).
     pub override_pods: bool,
+    /// How long to wait after a ConfigMap changed before writing the label.
+    pub sync_wait: Duration,
 }
 
 /// How a run ended.
@@ -171,6 +196,36 @@ pub async fn run(
             ),
         )
         .await;
+    // The config first: a missing or unwritable ConfigMap stops the run before the node is
+    // touched.
+    if let Some(layout) = &plan.layout {
+        let change = layouts::write(c, layout, &plan.value).await?;
+        audit
+            .step(
+                "config_map",
+                change.as_str(),
+                format!(
+                    "{} in ConfigMap {}/{}",
+                    plan.value,
+                    layout.namespace(),
+                    layout.config_map()
+                ),
+            )
+            .await;
+        if change != Change::Unchanged && !limits.sync_wait.is_zero() {
+            audit
+                .step(
+                    "config_map",
+                    "sync_wait",
+                    format!(
+                        "waiting {} for the kubelet to update the operator's mounted copy",
+                        humantime::format_duration(limits.sync_wait)
+                    ),
+                )
+                .await;
+            tokio::time::sleep(limits.sync_wait).await;
+        }
+    }
     let was_cordoned = node
         .spec
         .as_ref()

@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use collector::labels::kube::{Cluster, KubeError};
+use collector::labels::layouts::Layout;
 use collector::labels::workflow::{self, Audit, Limits, Outcome, Plan};
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube_standin::StandIn;
@@ -302,6 +303,7 @@ fn plan() -> Plan {
         node: "gpu-1".into(),
         label: OPERATOR_MIG_CONFIG.into(),
         value: "all-1g.10gb".into(),
+        layout: None,
     }
 }
 
@@ -311,6 +313,7 @@ fn limits() -> Limits {
         config_timeout: Duration::from_secs(2),
         poll: Duration::from_millis(50),
         override_pods: false,
+        sync_wait: Duration::ZERO,
     }
 }
 
@@ -370,6 +373,119 @@ async fn mig_reconfiguration_happy_path() {
         .await
         .unwrap();
     assert_eq!(again, Outcome::Unchanged);
+}
+
+/// The operator's ConfigMap as the GPU Operator's docs show a custom one.
+const OPERATOR_MIG_PARTED: &str = "version: v1
+mig-configs:
+  all-disabled:
+    - devices: all
+      mig-enabled: false
+  five-1g-one-2g:
+    - devices: all
+      mig-enabled: true
+      mig-devices:
+        \"1g.10gb\": 5
+        \"2g.20gb\": 1
+";
+
+fn generated_layout() -> (String, Layout) {
+    let name = "gpulens-mig-0123456789ab".to_string();
+    let yaml = format!(
+        "version: v1\nmig-configs:\n  {name}:\n    - devices: [0, 1]\n      mig-enabled: true\n      mig-devices:\n        \"1g.10gb\": 7\n"
+    );
+    let layout = Layout::MigParted {
+        namespace: "gpu-operator".into(),
+        config_map: "custom-mig-config".into(),
+        yaml,
+    };
+    (name, layout)
+}
+
+fn mig_configs(s: &StandIn) -> serde_yaml::Mapping {
+    let cm = s.configmap("gpu-operator", "custom-mig-config").unwrap();
+    let text = &cm.data.unwrap()["config.yaml"];
+    let doc: serde_yaml::Value = serde_yaml::from_str(text).unwrap();
+    doc["mig-configs"].as_mapping().unwrap().clone()
+}
+
+#[tokio::test]
+async fn custom_layouts_go_into_the_operators_configmap_before_the_label() {
+    let s = StandIn::start().await;
+    s.add_node(mig_node());
+    s.put_configmap(
+        "gpu-operator",
+        "custom-mig-config",
+        &[("config.yaml", OPERATOR_MIG_PARTED)],
+    );
+    // The MIG manager succeeds only for configs its ConfigMap holds, as the real one does.
+    let s2 = s.clone();
+    fake_mig_manager(&s, "gpu-1", move |cfg| {
+        if mig_configs(&s2).contains_key(cfg) {
+            Answer::Success
+        } else {
+            Answer::Fail
+        }
+    });
+    let c = Cluster::connect(Some(s.url())).await.unwrap();
+    let (name, layout) = generated_layout();
+    let mut p = plan();
+    p.value = name.clone();
+    p.layout = Some(layout);
+    let mut l = limits();
+    l.sync_wait = Duration::from_millis(50);
+    let mut audit = Steps::default();
+    let out = workflow::run(&c, &p, &l, &mut audit).await.unwrap();
+    assert_eq!(out, Outcome::Applied, "{:?}", audit.0);
+    assert_eq!(
+        audit.names()[..4],
+        [
+            "plan:started",
+            "config_map:added",
+            "config_map:sync_wait",
+            "cordon:ok"
+        ]
+    );
+    assert_eq!(labels(&s, "gpu-1")[OPERATOR_MIG_CONFIG], name);
+    // The operator's own configs are all still there, unchanged; ours is added.
+    let configs = mig_configs(&s);
+    let before: serde_yaml::Value = serde_yaml::from_str(OPERATOR_MIG_PARTED).unwrap();
+    for (k, v) in before["mig-configs"].as_mapping().unwrap() {
+        assert_eq!(configs.get(k), Some(v));
+    }
+    assert!(configs.contains_key(name.as_str()));
+
+    // Going back to an operator config: gpulens never writes configs it does not own.
+    let mut back = plan();
+    back.value = "five-1g-one-2g".into();
+    back.layout = p.layout.clone();
+    let e = workflow::run(&c, &back, &l, &mut Steps::default())
+        .await
+        .unwrap_err();
+    assert!(e.to_string().contains("not gpulens's to write"), "{e}");
+    assert_eq!(labels(&s, "gpu-1")[OPERATOR_MIG_CONFIG], name);
+}
+
+#[tokio::test]
+async fn a_missing_configmap_stops_the_run_before_the_node_is_touched() {
+    let s = StandIn::start().await;
+    s.add_node(mig_node());
+    let c = Cluster::connect(Some(s.url())).await.unwrap();
+    let (name, layout) = generated_layout();
+    let mut p = plan();
+    p.value = name;
+    p.layout = Some(layout);
+    let e = workflow::run(&c, &p, &limits(), &mut Steps::default())
+        .await
+        .unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("ConfigMap gpu-operator/custom-mig-config not found"),
+        "{e}"
+    );
+    assert!(!unschedulable(&s));
+    assert_eq!(labels(&s, "gpu-1")[OPERATOR_MIG_CONFIG], "all-disabled");
+    assert_eq!(s.requests(), [], "no write reached the API server");
 }
 
 #[tokio::test]
