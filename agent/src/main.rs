@@ -47,6 +47,14 @@ enum Command {
         /// A local dcgm-exporter's /metrics URL, for SM activity and other profiling fields.
         #[arg(long, env = "GPULENS_DCGM_URL")]
         dcgm_url: Option<String>,
+        /// Node Feature Discovery's features.d directory: the agent writes the collector's
+        /// advisory gpulens.io/ labels for this node there, for NFD to publish (typically
+        /// /etc/kubernetes/node-feature-discovery/features.d). Unset: no file.
+        #[arg(long, env = "GPULENS_NFD_DIR")]
+        nfd_dir: Option<PathBuf>,
+        /// How often the NFD labels are fetched from the collector.
+        #[arg(long, default_value = "5m", value_parser = humantime_ms)]
+        nfd_every: u64,
         /// Sequence numbers reserved per write of the state file (a restart skips the rest
         /// of the block; gaps are allowed, reuse never is).
         #[arg(long, default_value_t = agent::shipper::SEQ_BLOCK, hide = true)]
@@ -263,6 +271,8 @@ async fn run(command: Command) -> anyhow::Result<()> {
             listen,
             dcgm_url,
             seq_block,
+            nfd_dir,
+            nfd_every,
         } => {
             let listen = match listen.as_str() {
                 "off" | "" => None,
@@ -282,6 +292,8 @@ async fn run(command: Command) -> anyhow::Result<()> {
                 seq_block,
                 pod_resources_socket: source.pod_resources_socket.clone(),
                 kubelet_pods_dir: source.kubelet_pods_dir.clone(),
+                nfd_dir,
+                nfd_every: std::time::Duration::from_millis(nfd_every),
             };
             agent::runner::run(backend(&source)?, cfg).await
         }

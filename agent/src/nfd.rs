@@ -99,6 +99,103 @@ pub fn parse(text: &str) -> (BTreeMap<String, String>, Option<String>) {
     (out, expiry)
 }
 
+/// How the agent keeps the feature file fresh.
+#[derive(Debug, Clone)]
+pub struct Refresh {
+    /// Base URL of the collector.
+    pub collector: String,
+    pub token: String,
+    pub cluster: String,
+    pub node: String,
+    /// NFD's features.d directory.
+    pub dir: std::path::PathBuf,
+    /// How often the labels are fetched.
+    pub every: std::time::Duration,
+}
+
+/// The labels' lifetime in the file: three refreshes, and at least an hour, so a collector
+/// restart or a short outage does not flap them, while a node whose agent is gone loses them.
+pub fn lifetime(every: std::time::Duration) -> std::time::Duration {
+    (every * 3).max(std::time::Duration::from_secs(3600))
+}
+
+/// The collector's answer (`GET /api/v1/nodes/{node}/labels`).
+#[derive(Debug, serde::Deserialize)]
+struct NodeLabels {
+    analyzed: String,
+    labels: BTreeMap<String, String>,
+}
+
+/// Fetches the node's advisory labels once and rewrites the file; returns the labels written.
+pub async fn refresh_once(
+    http: &reqwest::Client,
+    r: &Refresh,
+) -> anyhow::Result<BTreeMap<String, String>> {
+    let mut url = reqwest::Url::parse(&r.collector)
+        .map_err(|e| anyhow::anyhow!("collector URL {:?}: {e}", r.collector))?;
+    url.path_segments_mut()
+        .map_err(|()| anyhow::anyhow!("collector URL {:?} cannot take a path", r.collector))?
+        .pop_if_empty()
+        .extend(["api", "v1", "nodes", &r.node, "labels"]);
+    url.query_pairs_mut().append_pair("cluster", &r.cluster);
+    let resp = http.get(url).bearer_auth(&r.token).send().await?;
+    let status = resp.status();
+    if !status.is_success() {
+        let body = resp.text().await.unwrap_or_default();
+        let detail = serde_json::from_str::<serde_json::Value>(&body)
+            .ok()
+            .and_then(|v| v["detail"].as_str().map(str::to_owned))
+            .unwrap_or(body);
+        anyhow::bail!("the collector answered {status}: {detail}");
+    }
+    let answer: NodeLabels = serde_json::from_slice(&resp.bytes().await?)
+        .map_err(|e| anyhow::anyhow!("the collector's answer is not node labels: {e}"))?;
+    let now = SystemTime::now();
+    let text = render(&answer.labels, now, now + lifetime(r.every))?;
+    write(&r.dir, &text)?;
+    tracing::debug!(analyzed = %answer.analyzed, labels = answer.labels.len(), "NFD feature file refreshed");
+    Ok(answer.labels)
+}
+
+/// Refreshes the file every `r.every` until the task is dropped. Failures keep the previous
+/// file (its expiry removes the labels if they go on); each kind of failure is logged once
+/// until a refresh succeeds.
+pub async fn refresh_forever(r: Refresh) {
+    let http = match reqwest::Client::builder()
+        .timeout(std::time::Duration::from_secs(30))
+        .build()
+    {
+        Ok(c) => c,
+        Err(e) => {
+            tracing::error!(error = %e, "no HTTP client for the NFD labels; not writing them");
+            return;
+        }
+    };
+    let mut last: Option<BTreeMap<String, String>> = None;
+    let mut failing: Option<String> = None;
+    let mut tick = tokio::time::interval(r.every);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        match refresh_once(&http, &r).await {
+            Ok(labels) => {
+                failing = None;
+                if last.as_ref() != Some(&labels) {
+                    tracing::info!(file = %r.dir.join(FILE_NAME).display(), labels = ?labels, "NFD labels written");
+                    last = Some(labels);
+                }
+            }
+            Err(e) => {
+                let e = format!("{e:#}");
+                if failing.as_deref() != Some(e.as_str()) {
+                    tracing::warn!(error = %e, "cannot refresh the NFD labels; the previous file stays until its expiry");
+                    failing = Some(e);
+                }
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

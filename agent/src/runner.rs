@@ -31,6 +31,9 @@ pub struct RunConfig {
     pub seq_block: u64,
     pub pod_resources_socket: PathBuf,
     pub kubelet_pods_dir: PathBuf,
+    /// Write the collector's advisory labels for this node into NFD's features.d here.
+    pub nfd_dir: Option<PathBuf>,
+    pub nfd_every: Duration,
 }
 
 /// The kubelet's current assignments, or None on hosts without Kubernetes (no socket) or
@@ -71,6 +74,16 @@ pub async fn run(mut backend: Box<dyn GpuBackend>, cfg: RunConfig) -> anyhow::Re
         metrics.clone(),
         wake.clone(),
     ));
+    if let Some(dir) = &cfg.nfd_dir {
+        tokio::spawn(crate::nfd::refresh_forever(crate::nfd::Refresh {
+            collector: cfg.collector.clone(),
+            token: cfg.token.clone(),
+            cluster: cluster.clone(),
+            node: node.clone(),
+            dir: dir.clone(),
+            every: cfg.nfd_every,
+        }));
+    }
     if let Some(addr) = cfg.listen {
         let listener = tokio::net::TcpListener::bind(addr)
             .await

@@ -4,13 +4,13 @@
 use std::collections::{BTreeMap, HashMap};
 
 use model::rollup::{GpuAgg, HOUR_MS};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::Config;
 use crate::holdings::{Holding, idle_runs};
 use crate::input::{GpuBucket, GpuRef, Input};
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum FindingKind {
     IdleAllocation,
@@ -53,7 +53,7 @@ impl FindingKind {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Severity {
     Info,
@@ -79,7 +79,7 @@ impl Severity {
 
 /// A series a UI can chart as evidence: `metric` of `entity` (the `/api/v1/series` names)
 /// over a time range.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Evidence {
     pub label: String,
     pub metric: String,
@@ -118,7 +118,7 @@ impl Evidence {
 }
 
 /// One finding.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Finding {
     /// Stable across runs for the same kind, subject and window start.
     pub id: String,

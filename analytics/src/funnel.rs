@@ -5,14 +5,14 @@
 use std::collections::HashMap;
 
 use polars::prelude::*;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::Config;
 use crate::holdings::{Holding, RowHours, signal};
 use crate::input::Input;
 
 /// One line of the funnel.
-#[derive(Debug, Clone, Serialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct FunnelRow {
     /// What the line is about: a tenant key, team, node, model or cluster name.
     pub key: String,
@@ -37,7 +37,7 @@ pub struct FunnelRow {
 }
 
 /// The funnel over one range.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Funnel {
     pub from_ms: i64,
     pub to_ms: i64,

@@ -2,7 +2,7 @@
 //! [`Input`] from its store; tests and benchmarks can build one directly.
 
 use model::rollup::{GpuAgg, TenantAgg};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// A node and when its agent last reported.
 #[derive(Debug, Clone)]
@@ -129,7 +129,7 @@ pub struct GpuHealth {
 }
 
 /// A process that held GPU memory while no tenant could be found for it.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct OrphanProcess {
     pub cluster: String,
     pub node: String,

@@ -6,7 +6,7 @@
 //! instance) from `nvidia-smi mig -lgipp` on A100/H100/H200, which share one geometry: eight
 //! memory slices and seven compute slices.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// One GPU instance profile.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
@@ -185,7 +185,7 @@ impl MigFamily {
 }
 
 /// One entry of a mig-parted named configuration: a set of device indexes and their layout.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct MigPartedEntry {
     pub devices: Vec<i64>,
     pub mig_enabled: bool,
@@ -194,7 +194,7 @@ pub struct MigPartedEntry {
 }
 
 /// A mig-parted `version: v1` configuration with one named config.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct MigPartedConfig {
     pub name: String,
     pub entries: Vec<MigPartedEntry>,

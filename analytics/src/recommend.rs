@@ -4,7 +4,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::Config;
 use crate::findings::{
@@ -15,7 +15,7 @@ use crate::input::GpuRef;
 use crate::mig::{self, MigPartedConfig, MigPartedEntry, Profile};
 use crate::replay::{Replay, Slot, replay};
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum RecKind {
     Reclaim,
@@ -56,7 +56,7 @@ impl RecKind {
 }
 
 /// Where a tenant would go.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum Target {
     WholeGpu,
@@ -81,7 +81,7 @@ impl Target {
 }
 
 /// A tenant's move in a plan.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Move {
     pub tenant: String,
     pub from_gpu: String,
@@ -91,7 +91,7 @@ pub struct Move {
 }
 
 /// What a recommendation proposes, ready to apply.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum Proposal {
     Reclaim {
@@ -128,7 +128,7 @@ pub enum Proposal {
     },
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Recommendation {
     pub id: String,
     pub kind: RecKind,
@@ -148,7 +148,7 @@ pub struct Recommendation {
 }
 
 /// A proposal the replay turned down, kept so people can see why nothing was recommended.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Rejected {
     pub kind: RecKind,
     pub cluster: String,

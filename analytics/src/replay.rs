@@ -7,7 +7,7 @@
 
 use std::collections::BTreeMap;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::holdings::Holding;
 
@@ -21,7 +21,7 @@ pub struct Slot<'a> {
 }
 
 /// What replaying a plan predicts.
-#[derive(Debug, Clone, Default, Serialize, PartialEq)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 pub struct Replay {
     /// Hours of recorded demand replayed.
     pub hours: usize,

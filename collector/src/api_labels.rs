@@ -115,3 +115,54 @@ pub async fn approve(
         Err(ApproveError::Store(e)) => Err(e.into()),
     }
 }
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NodeLabelsQuery {
+    /// The agent's cluster (its token may be bound to one).
+    pub cluster: String,
+}
+
+/// A node's advisory labels, for its agent's Node Feature Discovery file.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct NodeLabels {
+    pub node: String,
+    /// When the analysis the labels come from ran (RFC 3339).
+    pub analyzed: String,
+    /// `gpulens.io/…` labels; empty when the analysis says nothing about the node.
+    pub labels: std::collections::BTreeMap<String, String>,
+}
+
+/// `GET /api/v1/nodes/{node}/labels?cluster=…`: the node's advisory labels from the newest
+/// stored analysis, for the agent token bound to that node.
+pub async fn node_labels(
+    State(state): State<AppState>,
+    Path(node): Path<String>,
+    Query(q): Query<NodeLabelsQuery>,
+    headers: HeaderMap,
+) -> Result<Json<NodeLabels>, ApiError> {
+    let header = headers
+        .get(axum::http::header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok());
+    let id = state.auth.identify(header)?;
+    state.auth.authorize(id, &q.cluster, &node)?;
+    if state.labels.mode == crate::labels::settings::Mode::Off {
+        return Err(ApiError::Conflict(
+            "node labels are off on this collector ([labels] mode = \"off\")".into(),
+        ));
+    }
+    let Some(body) = state.store.latest_analysis().await? else {
+        return Err(ApiError::Unavailable(
+            "no analysis has run yet; the first runs shortly after the collector starts".into(),
+            60,
+        ));
+    };
+    let a: analytics::Analysis = serde_json::from_str(&body)
+        .map_err(|e| ApiError::Internal(format!("stored analysis: {e}")))?;
+    let mut all = crate::labels::advisory::labels(&a, a.generated_ms);
+    Ok(Json(NodeLabels {
+        labels: all.remove(&node).unwrap_or_default(),
+        node,
+        analyzed: crate::api::rfc3339(a.generated_ms),
+    }))
+}

@@ -224,6 +224,12 @@ impl Config {
                 );
             }
         }
+        if self.labels.mode == crate::labels::settings::Mode::ApplyWithApproval && !self.labels.api
+        {
+            anyhow::bail!(
+                "[labels] mode = \"apply-with-approval\" changes GPU Operator labels through the Kubernetes API; it needs api = true"
+            );
+        }
         if self.retention.raw > self.retention.minute || self.retention.minute > self.retention.hour
         {
             anyhow::bail!(
@@ -266,6 +272,26 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.contains("exactly one of token or token_file"), "{err}");
+    }
+
+    #[test]
+    fn label_settings_parse_and_contradictions_are_refused() {
+        let c = Config::parse(
+            "[labels]\nmode = \"apply-with-approval\"\n[labels.custom_layouts]\nmig_config_map = \"my-mig\"\nsync_wait = \"90s\"",
+        )
+        .unwrap();
+        let l = c.labels.custom_layouts.unwrap();
+        assert_eq!(
+            (l.namespace.as_str(), l.mig_config_map.as_str()),
+            ("gpu-operator", "my-mig")
+        );
+        assert_eq!(l.device_plugin_config_map, "time-slicing-config");
+        assert_eq!(l.sync_wait, Duration::from_secs(90));
+        let err = Config::parse("[labels]\nmode = \"apply-with-approval\"\napi = false")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("needs api = true"), "{err}");
+        assert!(Config::parse("[labels]\nmode = \"advise\"\napi = false").is_ok());
     }
 
     #[test]

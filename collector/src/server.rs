@@ -98,6 +98,10 @@ pub fn router(state: AppState) -> Router {
         )
         .route("/api/v1/label-actions", get(crate::api_labels::list))
         .route(
+            "/api/v1/nodes/{node}/labels",
+            get(crate::api_labels::node_labels),
+        )
+        .route(
             "/api/v1/label-actions/{id}/approve",
             post(crate::api_labels::approve),
         )
@@ -130,6 +134,7 @@ pub const ROUTES: &[&str] = &[
     "/api/v1/recommendations",
     "/api/v1/label-actions",
     "/api/v1/label-actions/{id}/approve",
+    "/api/v1/nodes/{node}/labels",
     "/api/v1/openapi.json",
 ];
 

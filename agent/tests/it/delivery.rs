@@ -10,11 +10,11 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-fn root() -> PathBuf {
+pub(crate) fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
 }
 
-fn workspace_bin(name: &str) -> PathBuf {
+pub(crate) fn workspace_bin(name: &str) -> PathBuf {
     let exe = std::env::current_exe().unwrap();
     let p = exe.parent().and_then(Path::parent).unwrap().join(name);
     assert!(
@@ -38,7 +38,7 @@ fn psql(url: &str, sql: &str) -> String {
     String::from_utf8_lossy(&out.stdout).trim().to_owned()
 }
 
-fn free_port() -> u16 {
+pub(crate) fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
@@ -46,7 +46,7 @@ fn free_port() -> u16 {
         .port()
 }
 
-fn healthy(port: u16) -> bool {
+pub(crate) fn healthy(port: u16) -> bool {
     let Ok(mut s) = TcpStream::connect(("127.0.0.1", port)) else {
         return false;
     };
@@ -56,7 +56,7 @@ fn healthy(port: u16) -> bool {
     r.starts_with("HTTP/1.1 200")
 }
 
-fn wait_until(what: &str, limit: Duration, mut f: impl FnMut() -> bool) {
+pub(crate) fn wait_until(what: &str, limit: Duration, mut f: impl FnMut() -> bool) {
     let start = Instant::now();
     while !f() {
         assert!(start.elapsed() < limit, "timed out waiting for {what}");
@@ -64,7 +64,7 @@ fn wait_until(what: &str, limit: Duration, mut f: impl FnMut() -> bool) {
     }
 }
 
-struct Proc(Child);
+pub(crate) struct Proc(pub(crate) Child);
 
 impl Drop for Proc {
     fn drop(&mut self) {
@@ -73,7 +73,7 @@ impl Drop for Proc {
     }
 }
 
-fn collector(db: &str, config: &Path, port: u16) -> Proc {
+pub(crate) fn collector(db: &str, config: &Path, port: u16) -> Proc {
     let child = Command::new(workspace_bin("gpulens"))
         .args(["serve", "--config"])
         .arg(config)

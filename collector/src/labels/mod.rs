@@ -12,7 +12,7 @@ pub mod workflow;
 /// The cluster to label, when labels are on and the API server is reachable; otherwise a
 /// warning in the log and no labelling.
 pub async fn connect_if_enabled(s: &settings::Settings) -> Option<kube::Cluster> {
-    if s.mode == settings::Mode::Off {
+    if s.mode == settings::Mode::Off || !s.api {
         return None;
     }
     match kube::Cluster::connect(s.kube_url.as_deref()).await {

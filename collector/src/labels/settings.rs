@@ -32,6 +32,10 @@ impl Mode {
 pub struct Settings {
     #[serde(default)]
     pub mode: Mode,
+    /// Write advisory labels through the Kubernetes API. `false`: only the agents' Node
+    /// Feature Discovery files carry them (the collector then needs no RBAC at all).
+    #[serde(default = "yes")]
+    pub api: bool,
     /// The API server; unset: the in-cluster service account, else the local kubeconfig.
     #[serde(default)]
     pub kube_url: Option<String>,
@@ -77,6 +81,9 @@ pub struct Operator {
     pub token: crate::config::Secret,
 }
 
+fn yes() -> bool {
+    true
+}
 fn default_drain_timeout() -> Duration {
     Duration::from_secs(3600)
 }
@@ -109,6 +116,7 @@ impl Default for Settings {
     fn default() -> Self {
         Settings {
             mode: Mode::Off,
+            api: true,
             kube_url: None,
             drain_timeout: default_drain_timeout(),
             config_timeout: default_config_timeout(),

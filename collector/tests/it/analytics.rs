@@ -75,6 +75,10 @@ async fn check(path: &Path, scores: &mut BTreeMap<&'static str, Score>) {
     };
     let key_name = names(&fleet, from, to);
     let label = format!("{}", path.display());
+    // The stored form reads back whole (reports and the agents' labels read it).
+    let json = serde_json::to_value(&a).unwrap();
+    let back: analytics::Analysis = serde_json::from_value(json.clone()).unwrap();
+    assert_eq!(serde_json::to_value(&back).unwrap(), json, "{label}");
 
     for kind in KINDS {
         let found: BTreeSet<String> = a

@@ -657,7 +657,6 @@ fn the_documented_rbac_is_least_privilege() {
             "cluster:nodes:patch",
             "cluster:nodes:watch",
             "cluster:pods:list",
-            "gpu-operator:configmaps:create",
             "gpu-operator:configmaps:get",
             "gpu-operator:configmaps:patch",
         ]
@@ -844,4 +843,133 @@ async fn approval_through_the_api_runs_and_audits_the_change() {
         .await
         .unwrap_err();
     assert!(err.to_string().contains("apply-with-approval"), "{err}");
+}
+
+/// `GET /api/v1/nodes/{node}/labels`: the agent's token, bound to its node, reads that node's
+/// advisory labels from the newest stored analysis, and nothing while labels are off.
+#[tokio::test]
+async fn agents_read_their_nodes_advisory_labels() {
+    use axum::body::Body;
+    use axum::http::{Request, StatusCode};
+    use collector::auth::Auth;
+    use collector::labels::settings::{Mode, Settings};
+    use collector::server::{AppState, router};
+    use tower::ServiceExt;
+
+    let t = crate::support::sqlite().await;
+    let mut auth = Auth::default();
+    auth.add("node-token-1", vec!["gpu-1".into()], Some("prod".into()));
+    let state = |mode| {
+        AppState::new(
+            t.store.clone(),
+            auth.clone(),
+            Default::default(),
+            Default::default(),
+            Default::default(),
+        )
+        .with_labels(Settings {
+            mode,
+            ..Settings::default()
+        })
+    };
+    let get = |state: AppState, uri: &str, token: Option<&str>| {
+        let mut req = Request::get(uri);
+        if let Some(t) = token {
+            req = req.header("authorization", format!("Bearer {t}"));
+        }
+        let req = req.body(Body::empty()).unwrap();
+        async move {
+            let resp = router(state).oneshot(req).await.unwrap();
+            let code = resp.status();
+            let bytes = axum::body::to_bytes(resp.into_body(), usize::MAX)
+                .await
+                .unwrap();
+            (
+                code,
+                serde_json::from_slice::<serde_json::Value>(&bytes).unwrap(),
+            )
+        }
+    };
+    let uri = "/api/v1/nodes/gpu-1/labels?cluster=prod";
+    let on = state(Mode::Advise);
+    assert_eq!(get(on.clone(), uri, None).await.0, StatusCode::UNAUTHORIZED);
+    let (code, body) = get(
+        on.clone(),
+        "/api/v1/nodes/gpu-2/labels?cluster=prod",
+        Some("node-token-1"),
+    )
+    .await;
+    assert_eq!(code, StatusCode::FORBIDDEN, "{body}");
+    assert_eq!(
+        get(
+            on.clone(),
+            "/api/v1/nodes/gpu-1/labels?cluster=dev",
+            Some("node-token-1")
+        )
+        .await
+        .0,
+        StatusCode::FORBIDDEN
+    );
+    // No analysis yet: come back later.
+    let (code, body) = get(on.clone(), uri, Some("node-token-1")).await;
+    assert_eq!(code, StatusCode::SERVICE_UNAVAILABLE, "{body}");
+
+    // An analysis of the demo fleet, stored as the scheduled job stores it.
+    let to = 1_795_219_200_000;
+    let fleet = crate::support::fleet();
+    let node = fleet.nodes[0].spec.name.clone();
+    let mut auth2 = Auth::default();
+    auth2.add("node-token-2", vec![node.clone()], None);
+    for (seq, chunk) in (0..60)
+        .map(|i| to - 3_600_000 + i * 60_000)
+        .collect::<Vec<_>>()
+        .chunks(30)
+        .enumerate()
+    {
+        let b = fleet.batch(0, "truth", seq as u64 + 1, chunk, 60_000);
+        t.store.ingest(&b, to, &|_| None).await.unwrap();
+    }
+    t.store.rollup(to).await.unwrap();
+    let cfg = analytics::Config::default();
+    let input = collector::analysis::load(&t.store, &cfg, to - 3_600_000, to, to)
+        .await
+        .unwrap();
+    let a = tokio::task::spawn_blocking(move || analytics::analyze(&input, &cfg))
+        .await
+        .unwrap()
+        .unwrap();
+    let body = serde_json::to_string(&a).unwrap();
+    t.store
+        .save_analysis(to, a.from_ms, a.to_ms, &body, 5)
+        .await
+        .unwrap();
+    let expected = collector::labels::advisory::labels(&a, a.generated_ms)
+        .remove(&node)
+        .unwrap();
+    let with = |mode| {
+        AppState::new(
+            t.store.clone(),
+            auth2.clone(),
+            Default::default(),
+            Default::default(),
+            Default::default(),
+        )
+        .with_labels(Settings {
+            mode,
+            ..Settings::default()
+        })
+    };
+    let uri = format!(
+        "/api/v1/nodes/{node}/labels?cluster={}",
+        fleet.scenario.cluster
+    );
+    let (code, body) = get(with(Mode::Advise), &uri, Some("node-token-2")).await;
+    assert_eq!(code, StatusCode::OK, "{body}");
+    assert_eq!(body["node"], node.as_str());
+    let got: BTreeMap<String, String> = serde_json::from_value(body["labels"].clone()).unwrap();
+    assert_eq!(got, expected);
+    assert!(got.contains_key(UTILIZATION_CLASS), "{got:?}");
+    // Labels off: nothing is served.
+    let (code, body) = get(with(Mode::Off), &uri, Some("node-token-2")).await;
+    assert_eq!(code, StatusCode::CONFLICT, "{body}");
 }
