@@ -146,7 +146,7 @@ pub struct Dcgm {
 
 impl Dcgm {
     pub fn new(url: &str, stale_after: Duration) -> anyhow::Result<Dcgm> {
-        let http = reqwest::Client::builder()
+        let http = ingest_client::http()
             .timeout(Duration::from_millis(800))
             .build()?;
         Ok(Dcgm {

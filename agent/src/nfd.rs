@@ -161,7 +161,7 @@ pub async fn refresh_once(
 /// file (its expiry removes the labels if they go on); each kind of failure is logged once
 /// until a refresh succeeds.
 pub async fn refresh_forever(r: Refresh) {
-    let http = match reqwest::Client::builder()
+    let http = match ingest_client::http()
         .timeout(std::time::Duration::from_secs(30))
         .build()
     {

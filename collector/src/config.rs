@@ -51,6 +51,9 @@ pub struct Config {
     /// Node labels: off (default), advise, or apply-with-approval; see docs/labels.md.
     #[serde(default)]
     pub labels: crate::labels::settings::Settings,
+    /// Alert rules, grouping and receivers; see docs/alerts.md.
+    #[serde(default)]
+    pub alerts: crate::alerts::settings::Settings,
 }
 
 /// One agent credential.
@@ -224,6 +227,7 @@ impl Config {
                 );
             }
         }
+        self.alerts.check()?;
         if self.labels.mode == crate::labels::settings::Mode::ApplyWithApproval && !self.labels.api
         {
             anyhow::bail!(

@@ -134,8 +134,14 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<()> {
         state.clone(),
         std::time::Duration::from_secs(10),
     ));
+    // Alerts over the demo's analysis, visible at /api/v1/alerts (no receivers configured).
+    let alerting = tokio::spawn(crate::alerts::run_forever(
+        store.clone(),
+        crate::alerts::settings::Settings::default(),
+    ));
     let live = tokio::spawn(async move { driver.stream(interval, None).await });
     let result = server.await?;
+    alerting.abort();
     jobs.abort();
     live.abort();
     analysis.abort();

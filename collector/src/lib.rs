@@ -1,8 +1,10 @@
 //! The gpulens collector: ingest API, storage (PostgreSQL or embedded SQLite) with rollups
 //! and retention, the read API, the dashboard, `/metrics`, and the `gpulens` command line.
 
+pub mod alerts;
 pub mod analysis;
 pub mod api;
+pub mod api_alerts;
 pub mod api_analytics;
 pub mod api_labels;
 pub mod auth;
@@ -143,6 +145,12 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         config.analytics.clone(),
         cluster.clone().map(|c| (c, config.labels.clone())),
     ));
+    let alerting = config.alerts.enabled.then(|| {
+        tokio::spawn(alerts::run_forever(
+            state.store.clone(),
+            config.alerts.clone(),
+        ))
+    });
     let approved = cluster.map(|c| {
         tokio::spawn(labels::actions::run_forever(
             state.store.clone(),
@@ -153,8 +161,8 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let result = server::serve(listener, state, shutdown_signal()).await;
     jobs.abort();
     analysis.abort();
-    if let Some(a) = approved {
-        a.abort();
+    for task in [approved, alerting].into_iter().flatten() {
+        task.abort();
     }
     Ok(result?)
 }

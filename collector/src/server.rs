@@ -96,6 +96,7 @@ pub fn router(state: AppState) -> Router {
             "/api/v1/recommendations",
             get(crate::api_analytics::recommendations),
         )
+        .route("/api/v1/alerts", get(crate::api_alerts::list))
         .route("/api/v1/label-actions", get(crate::api_labels::list))
         .route(
             "/api/v1/nodes/{node}/labels",
@@ -132,6 +133,7 @@ pub const ROUTES: &[&str] = &[
     "/api/v1/funnel",
     "/api/v1/findings",
     "/api/v1/recommendations",
+    "/api/v1/alerts",
     "/api/v1/label-actions",
     "/api/v1/label-actions/{id}/approve",
     "/api/v1/nodes/{node}/labels",

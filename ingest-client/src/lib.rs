@@ -54,6 +54,18 @@ impl Default for Backoff {
     }
 }
 
+/// A reqwest client builder with TLS ready: installs rustls' ring provider as the process
+/// default the first time (reqwest is built without a provider of its own). Build every HTTP
+/// client of gpulens through this.
+pub fn http() -> reqwest::ClientBuilder {
+    static PROVIDER: std::sync::Once = std::sync::Once::new();
+    PROVIDER.call_once(|| {
+        // Err: another provider is already installed, which serves as well.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+    });
+    reqwest::Client::builder()
+}
+
 /// A collector endpoint with credentials.
 #[derive(Debug, Clone)]
 pub struct Client {
@@ -65,7 +77,7 @@ pub struct Client {
 impl Client {
     /// `collector` is the base URL, e.g. `http://127.0.0.1:8080`.
     pub fn new(collector: &str, token: &str) -> Result<Client, SendError> {
-        let http = reqwest::Client::builder()
+        let http = http()
             .timeout(Duration::from_secs(60))
             .connect_timeout(Duration::from_secs(5))
             .pool_max_idle_per_host(4)

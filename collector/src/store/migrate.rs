@@ -35,6 +35,11 @@ pub const POSTGRES: &[Migration] = &[
         name: "0004_label_actions.sql",
         sql: include_str!("../../../migrations/postgres/0004_label_actions.sql"),
     },
+    Migration {
+        version: 5,
+        name: "0005_alerts.sql",
+        sql: include_str!("../../../migrations/postgres/0005_alerts.sql"),
+    },
 ];
 
 pub const SQLITE: &[Migration] = &[
@@ -57,6 +62,11 @@ pub const SQLITE: &[Migration] = &[
         version: 4,
         name: "0004_label_actions.sql",
         sql: include_str!("../../../migrations/sqlite/0004_label_actions.sql"),
+    },
+    Migration {
+        version: 5,
+        name: "0005_alerts.sql",
+        sql: include_str!("../../../migrations/sqlite/0005_alerts.sql"),
     },
 ];
 

@@ -2,6 +2,7 @@
 //! PostgreSQL for production, embedded SQLite as the default — behind one [`Store`] type.
 //! Callers see records, series and outcomes; never sqlx types or SQL errors.
 
+pub mod alerts;
 pub mod label_actions;
 mod migrate;
 mod pgcopy;
@@ -522,6 +523,66 @@ impl Store {
     /// Appends a step to a label action's audit trail.
     pub async fn add_label_step(&self, id: i64, step: &label_actions::LabelStep) -> Result<()> {
         dispatch!(self, s => s.add_label_step(id, step).await)
+    }
+
+    /// Every stored alert (pending, firing, recently resolved).
+    pub async fn load_alerts(&self) -> Result<Vec<crate::alerts::state::Alert>> {
+        dispatch!(self, s => s.load_alerts().await)
+    }
+
+    /// Makes the stored alerts exactly `alerts` (one transaction).
+    pub async fn replace_alerts(&self, alerts: &[crate::alerts::state::Alert]) -> Result<()> {
+        dispatch!(self, s => s.replace_alerts(alerts).await)
+    }
+
+    /// Adds a notification to the outbox; returns its id.
+    pub async fn enqueue_notification(&self, n: &alerts::NewNotification<'_>) -> Result<i64> {
+        dispatch!(self, s => s.enqueue_notification(n).await)
+    }
+
+    /// The newest notification of every (receiver, group).
+    pub async fn latest_notifications(&self) -> Result<Vec<alerts::GroupSent>> {
+        dispatch!(self, s => s.latest_notifications().await)
+    }
+
+    /// A receiver's queued notifications, oldest first.
+    pub async fn queued_notifications(
+        &self,
+        receiver: &str,
+        limit: i64,
+    ) -> Result<Vec<alerts::Queued>> {
+        dispatch!(self, s => s.queued_notifications(receiver, limit).await)
+    }
+
+    /// Stores a delivery attempt and the notification's new state.
+    pub async fn record_attempt(
+        &self,
+        id: i64,
+        attempt: &alerts::Attempt,
+        state: &str,
+        next_ms: i64,
+    ) -> Result<()> {
+        dispatch!(self, s => s.record_attempt(id, attempt, state, next_ms).await)
+    }
+
+    /// Stored notifications, newest first, with their attempts.
+    pub async fn notifications(
+        &self,
+        receiver: Option<&str>,
+        limit: i64,
+    ) -> Result<Vec<alerts::NotificationRecord>> {
+        dispatch!(self, s => s.notifications(receiver, limit).await)
+    }
+
+    /// Marks a receiver's queued notifications superseded (a newer one carries all they
+    /// would); returns how many.
+    pub async fn supersede_queued(&self, receiver: &str) -> Result<u64> {
+        dispatch!(self, s => s.supersede_queued(receiver).await)
+    }
+
+    /// Drops finished notifications older than `before_ms` (not a group's newest).
+    pub async fn prune_notifications(&self, before_ms: i64) -> Result<u64> {
+        dispatch!(self, s => s.prune_notifications(before_ms).await)
     }
 
     /// Hour rollups of a node over a range.
@@ -1151,6 +1212,7 @@ impl JobLock {
 
 /// Advisory lock keys of the background jobs (one collector runs each).
 pub const LOCK_ANALYTICS: i64 = 0x6770_756c_656e_7301;
+pub const LOCK_ALERTS: i64 = 0x6770_756c_656e_7302;
 
 impl Store {
     pub async fn events(&self, from_ms: i64, to_ms: i64) -> Result<Vec<EventRecord>> {
@@ -1176,6 +1238,11 @@ impl Store {
         keep: i64,
     ) -> Result<()> {
         dispatch!(self, s => s.save_analysis(generated_ms, from_ms, to_ms, body, keep).await)
+    }
+
+    /// When the newest stored analysis ran (cheap: no body).
+    pub async fn latest_analysis_ms(&self) -> Result<Option<i64>> {
+        dispatch!(self, s => s.latest_analysis_ms().await)
     }
 
     /// The newest stored analysis (JSON; it carries its own time range).

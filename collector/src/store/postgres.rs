@@ -595,6 +595,14 @@ impl PgStore {
         Ok(())
     }
 
+    pub async fn latest_analysis_ms(&self) -> Result<Option<i64>> {
+        Ok(sqlx::query_scalar(
+            "SELECT (extract(epoch FROM max(generated)) * 1000)::bigint FROM analysis_runs",
+        )
+        .fetch_one(&self.pool)
+        .await?)
+    }
+
     pub async fn latest_analysis(&self) -> Result<Option<String>> {
         Ok(sqlx::query_scalar(
             "SELECT body::text FROM analysis_runs ORDER BY generated DESC LIMIT 1",
@@ -624,6 +632,7 @@ impl PgStore {
     }
 
     super::label_actions::label_action_methods!(pool, pool, super::label_actions::numbered);
+    super::alerts::alert_methods!(pool, pool, super::label_actions::numbered);
 
     pub async fn read_interference_minutes(
         &self,

@@ -501,6 +501,14 @@ impl SqliteStore {
         Ok(())
     }
 
+    pub async fn latest_analysis_ms(&self) -> Result<Option<i64>> {
+        Ok(
+            sqlx::query_scalar("SELECT max(generated) FROM analysis_runs")
+                .fetch_one(&self.reader)
+                .await?,
+        )
+    }
+
     pub async fn latest_analysis(&self) -> Result<Option<String>> {
         Ok(
             sqlx::query_scalar("SELECT body FROM analysis_runs ORDER BY generated DESC LIMIT 1")
@@ -521,6 +529,7 @@ impl SqliteStore {
     }
 
     super::label_actions::label_action_methods!(writer, reader, super::label_actions::same);
+    super::alerts::alert_methods!(writer, reader, super::label_actions::same);
 
     pub async fn read_interference_minutes(
         &self,

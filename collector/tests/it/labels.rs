@@ -201,7 +201,7 @@ impl Raw {
         ct: &str,
         body: serde_json::Value,
     ) -> (u16, serde_json::Value) {
-        let client = reqwest::Client::new();
+        let client = ingest_client::http().build().unwrap();
         let r = client
             .patch(url)
             .header("content-type", ct)

@@ -1,0 +1,270 @@
+//! Alerting: rules over the newest analysis and the collector's own state, alert state
+//! (pending → firing → resolved), Alertmanager-style grouping and timing, and delivery to
+//! webhooks (Alertmanager's format, Slack, gpulens JSON) or an Alertmanager. See
+//! docs/alerts.md.
+//!
+//! Every pass runs under a database lock, so one collector evaluates and delivers at a time;
+//! everything it knows (alerts, what each group was last told, the outbox) is in the store, so
+//! a restart or another collector carries on where it stopped. Delivery runs in its own task
+//! and never touches the ingest path.
+
+pub mod deliver;
+pub mod groups;
+pub mod payload;
+pub mod rules;
+pub mod settings;
+pub mod state;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use analytics::Analysis;
+
+use crate::store::alerts::NewNotification;
+use crate::store::label_actions::ActionFilter;
+use crate::store::{LOCK_ALERTS, Store};
+use settings::{ReceiverKind, Settings};
+use state::{Alert, State};
+
+/// The group key of an Alertmanager receiver's pushes.
+const PUSH_GROUP: &str = "alertmanager-push";
+/// Finished notifications are kept this long (a group's newest always).
+const KEEP_NOTIFICATIONS_MS: i64 = 7 * 86_400_000;
+
+/// What one pass did.
+#[derive(Debug, Default, Clone, PartialEq)]
+pub struct Pass {
+    pub pending: usize,
+    pub firing: usize,
+    pub resolved: usize,
+    pub enqueued: usize,
+    pub delivered: usize,
+}
+
+/// The alerting loop's memory between passes (all of it can be rebuilt from the store).
+pub struct Alerting {
+    settings: Settings,
+    rules: Vec<rules::Rule>,
+    sender: deliver::Sender,
+    analysis: Option<(i64, Arc<Analysis>)>,
+    last_prune_ms: i64,
+}
+
+impl Alerting {
+    pub fn new(settings: Settings) -> anyhow::Result<Alerting> {
+        Ok(Alerting {
+            rules: settings.effective_rules(),
+            settings,
+            sender: deliver::Sender::new()?,
+            analysis: None,
+            last_prune_ms: 0,
+        })
+    }
+
+    /// The newest stored analysis, parsed once per analysis.
+    async fn analysis(&mut self, store: &Store) -> anyhow::Result<Option<Arc<Analysis>>> {
+        let Some(at) = store.latest_analysis_ms().await? else {
+            return Ok(None);
+        };
+        if let Some((cached, a)) = &self.analysis
+            && *cached == at
+        {
+            return Ok(Some(a.clone()));
+        }
+        let Some(body) = store.latest_analysis().await? else {
+            return Ok(None);
+        };
+        let a: Analysis = tokio::task::spawn_blocking(move || serde_json::from_str(&body))
+            .await?
+            .map_err(|e| anyhow::anyhow!("the stored analysis cannot be read: {e}"))?;
+        let a = Arc::new(a);
+        self.analysis = Some((at, a.clone()));
+        Ok(Some(a))
+    }
+
+    /// Evaluates the rules and moves the stored alerts on; returns them.
+    pub async fn evaluate(&mut self, store: &Store, now_ms: i64) -> anyhow::Result<Vec<Alert>> {
+        let analysis = self.analysis(store).await?;
+        let nodes = store.nodes().await?;
+        let keep_ms = self.settings.keep_resolved.as_millis() as i64;
+        let actions = store
+            .label_actions(&ActionFilter {
+                states: &["applied", "unchanged", "refused", "rolled_back", "failed"],
+                ..ActionFilter::newest(500)
+            })
+            .await?;
+        let facts = rules::Facts {
+            analysis: analysis.as_deref(),
+            nodes: &nodes,
+            label_actions: &actions,
+            now_ms,
+            keep_ms,
+        };
+        let conditions = rules::evaluate(&self.rules, &facts);
+        let before = store.load_alerts().await?;
+        let alerts = state::advance(before, conditions, &self.rules, now_ms, keep_ms);
+        store.replace_alerts(&alerts).await?;
+        Ok(alerts)
+    }
+
+    /// Builds the notifications due now into the outbox; returns how many.
+    pub async fn enqueue(
+        &self,
+        store: &Store,
+        alerts: &[Alert],
+        now_ms: i64,
+    ) -> anyhow::Result<usize> {
+        let mut sent: HashMap<String, groups::Sent> = HashMap::new();
+        for (_, key, at, digest) in store.latest_notifications().await? {
+            sent.insert(key, groups::Sent { at_ms: at, digest });
+        }
+        let external = self.settings.external_url.as_deref();
+        let mut n = 0;
+        for r in &self.settings.receivers {
+            if r.kind == ReceiverKind::Alertmanager {
+                n += usize::from(self.enqueue_push(store, r, alerts, &sent, now_ms).await?);
+                continue;
+            }
+            for due in groups::due(&self.settings, r, alerts, &sent, now_ms) {
+                let body = payload::notification(r.kind, &r.name, &due, external);
+                store
+                    .enqueue_notification(&NewNotification {
+                        receiver: &r.name,
+                        group_key: &due.group_key,
+                        status: due.status(),
+                        digest: &due.digest,
+                        firing: due.firing as i64,
+                        resolved: (due.alerts.len() - due.firing) as i64,
+                        payload: &body.to_string(),
+                        created_ms: now_ms,
+                        state: "queued",
+                    })
+                    .await?;
+                n += 1;
+            }
+        }
+        Ok(n)
+    }
+
+    /// An Alertmanager gets the whole current set when it changed, and again before the end
+    /// times it was given run out.
+    async fn enqueue_push(
+        &self,
+        store: &Store,
+        r: &settings::Receiver,
+        alerts: &[Alert],
+        sent: &HashMap<String, groups::Sent>,
+        now_ms: i64,
+    ) -> anyhow::Result<bool> {
+        let valid_ms = 4 * self.settings.every.as_millis().max(60_000) as i64;
+        let recent: Vec<&Alert> = alerts
+            .iter()
+            .filter(|a| groups::matches(r, a))
+            .filter(|a| match a.state {
+                State::Firing => true,
+                State::Resolved => a.ends_ms.is_some_and(|e| now_ms - e < 3_600_000),
+                State::Pending => false,
+            })
+            .collect();
+        let digest = recent
+            .iter()
+            .map(|a| format!("{}:{}", a.fingerprint, a.state.as_str()))
+            .collect::<Vec<_>>()
+            .join(",");
+        let key = format!("{}:{PUSH_GROUP}", r.name);
+        let last = sent.get(&key);
+        let stale = last.is_none_or(|l| now_ms - l.at_ms >= valid_ms / 2);
+        if recent.is_empty() && last.is_none_or(|l| l.digest.is_empty()) {
+            return Ok(false);
+        }
+        if last.is_some_and(|l| l.digest == digest) && !stale {
+            return Ok(false);
+        }
+        let body = payload::alertmanager_push(
+            &recent,
+            now_ms,
+            valid_ms,
+            self.settings.external_url.as_deref(),
+        );
+        // An older push still queued says less than this one.
+        store.supersede_queued(&r.name).await?;
+        let firing = recent.iter().filter(|a| a.state == State::Firing).count();
+        store
+            .enqueue_notification(&NewNotification {
+                receiver: &r.name,
+                group_key: &key,
+                status: if firing > 0 { "firing" } else { "resolved" },
+                digest: &digest,
+                firing: firing as i64,
+                resolved: (recent.len() - firing) as i64,
+                payload: &body.to_string(),
+                created_ms: now_ms,
+                state: "queued",
+            })
+            .await?;
+        Ok(true)
+    }
+
+    /// One pass: evaluate, enqueue, deliver; `None` when another collector holds the lock.
+    pub async fn pass(&mut self, store: &Store) -> anyhow::Result<Option<Pass>> {
+        let Some(lock) = store.try_job_lock(LOCK_ALERTS).await? else {
+            return Ok(None);
+        };
+        let result = self.locked_pass(store).await;
+        lock.release().await?;
+        result.map(Some)
+    }
+
+    async fn locked_pass(&mut self, store: &Store) -> anyhow::Result<Pass> {
+        let now = crate::now_ms();
+        let alerts = self.evaluate(store, now).await?;
+        let mut pass = Pass {
+            pending: alerts.iter().filter(|a| a.state == State::Pending).count(),
+            firing: alerts.iter().filter(|a| a.state == State::Firing).count(),
+            resolved: alerts.iter().filter(|a| a.state == State::Resolved).count(),
+            ..Pass::default()
+        };
+        pass.enqueued = self.enqueue(store, &alerts, now).await?;
+        let cap = self.settings.group_interval;
+        for r in &self.settings.receivers {
+            pass.delivered += self.sender.drain(store, r, cap).await?;
+        }
+        if now - self.last_prune_ms > 3_600_000 {
+            store
+                .prune_notifications(now - KEEP_NOTIFICATIONS_MS)
+                .await?;
+            self.last_prune_ms = now;
+        }
+        Ok(pass)
+    }
+}
+
+/// Runs a pass every `settings.every` until the task is dropped.
+pub async fn run_forever(store: Store, settings: Settings) {
+    let every = settings.every;
+    let mut alerting = match Alerting::new(settings) {
+        Ok(a) => a,
+        Err(e) => {
+            tracing::error!(error = %e, "alerting cannot start");
+            return;
+        }
+    };
+    let mut tick = tokio::time::interval(every);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        match alerting.pass(&store).await {
+            Ok(Some(p)) if p.enqueued > 0 || p.delivered > 0 => {
+                tracing::info!(
+                    firing = p.firing,
+                    pending = p.pending,
+                    enqueued = p.enqueued,
+                    delivered = p.delivered,
+                    "alerts"
+                )
+            }
+            Ok(_) => {}
+            Err(e) => tracing::warn!(error = %e, "alerting pass failed; will retry"),
+        }
+    }
+}

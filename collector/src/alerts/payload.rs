@@ -1,0 +1,252 @@
+//! Notification bodies: Alertmanager's webhook format (version 4), Slack's incoming webhook,
+//! gpulens' own JSON, and the alert list Alertmanager's `/api/v2/alerts` takes; and the
+//! HMAC-SHA256 signature.
+
+use std::collections::BTreeMap;
+
+use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
+
+use super::groups::Due;
+use super::settings::ReceiverKind;
+use super::state::{Alert, State};
+use crate::api::rfc3339;
+
+/// Alertmanager's "not resolved" end time.
+const ZERO_TIME: &str = "0001-01-01T00:00:00Z";
+
+fn status(a: &Alert) -> &'static str {
+    if a.state == State::Resolved {
+        "resolved"
+    } else {
+        "firing"
+    }
+}
+
+fn generator_url(external: Option<&str>, a: &Alert) -> String {
+    let base = external.unwrap_or("").trim_end_matches('/');
+    format!("{base}/api/v1/alerts?fingerprint={}", a.fingerprint)
+}
+
+/// Labels (or annotations) every alert of the notification shares.
+fn common(
+    alerts: &[&Alert],
+    pick: impl Fn(&Alert) -> &BTreeMap<String, String>,
+) -> BTreeMap<String, String> {
+    let Some(first) = alerts.first() else {
+        return BTreeMap::new();
+    };
+    pick(first)
+        .iter()
+        .filter(|(k, v)| alerts.iter().all(|a| pick(a).get(*k) == Some(*v)))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect()
+}
+
+/// The body for a grouped notification, in the receiver's format.
+pub fn notification(
+    kind: ReceiverKind,
+    receiver: &str,
+    due: &Due,
+    external: Option<&str>,
+) -> Value {
+    match kind {
+        ReceiverKind::Webhook | ReceiverKind::Alertmanager => webhook(receiver, due, external),
+        ReceiverKind::Slack => slack(due, external),
+        ReceiverKind::Json => own(receiver, due, external),
+    }
+}
+
+fn webhook(receiver: &str, due: &Due, external: Option<&str>) -> Value {
+    let alerts: Vec<Value> = due
+        .alerts
+        .iter()
+        .map(|a| {
+            json!({
+                "status": status(a),
+                "labels": a.labels,
+                "annotations": a.annotations,
+                "startsAt": rfc3339(a.starts_ms.unwrap_or(a.active_ms)),
+                "endsAt": a.ends_ms.map_or(ZERO_TIME.to_owned(), rfc3339),
+                "generatorURL": generator_url(external, a),
+                "fingerprint": a.fingerprint,
+            })
+        })
+        .collect();
+    json!({
+        "version": "4",
+        "groupKey": due.group_key,
+        "truncatedAlerts": 0,
+        "status": due.status(),
+        "receiver": receiver,
+        "groupLabels": due.group_labels,
+        "commonLabels": common(&due.alerts, |a| &a.labels),
+        "commonAnnotations": common(&due.alerts, |a| &a.annotations),
+        "externalURL": external.unwrap_or(""),
+        "alerts": alerts,
+    })
+}
+
+/// Slack shows at most this many alerts in one message.
+const SLACK_MAX_ALERTS: usize = 10;
+
+fn slack(due: &Due, external: Option<&str>) -> Value {
+    let title = format!(
+        "[{}{}] {}",
+        due.status().to_uppercase(),
+        if due.firing > 0 {
+            format!(":{}", due.firing)
+        } else {
+            String::new()
+        },
+        due.group_labels
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect::<Vec<_>>()
+            .join(" ")
+    );
+    let mut lines = Vec::new();
+    for a in due.alerts.iter().take(SLACK_MAX_ALERTS) {
+        let what = a
+            .annotations
+            .get("description")
+            .or_else(|| a.annotations.get("summary"))
+            .cloned()
+            .unwrap_or_default();
+        lines.push(format!(
+            "• *{}* {} ({}, {}): {}",
+            status(a),
+            a.labels.get("alertname").map_or("", String::as_str),
+            a.labels.get("severity").map_or("", String::as_str),
+            a.labels.get("node").map_or("", String::as_str),
+            what
+        ));
+    }
+    if due.alerts.len() > SLACK_MAX_ALERTS {
+        lines.push(format!("…and {} more", due.alerts.len() - SLACK_MAX_ALERTS));
+    }
+    let mut blocks = vec![
+        json!({"type": "section", "text": {"type": "mrkdwn", "text": format!("*{title}*")}}),
+        json!({"type": "section", "text": {"type": "mrkdwn", "text": lines.join("\n")}}),
+    ];
+    if let Some(base) = external {
+        blocks.push(json!({"type": "context", "elements": [{"type": "mrkdwn", "text": format!("<{}/api/v1/alerts|gpulens alerts>", base.trim_end_matches('/'))}]}));
+    }
+    json!({ "text": title, "blocks": blocks })
+}
+
+fn own(receiver: &str, due: &Due, external: Option<&str>) -> Value {
+    let alerts: Vec<Value> = due
+        .alerts
+        .iter()
+        .map(|a| {
+            json!({
+                "fingerprint": a.fingerprint,
+                "status": status(a),
+                "rule": a.rule,
+                "labels": a.labels,
+                "annotations": a.annotations,
+                "value": a.value,
+                "starts_at": a.starts_ms.map(rfc3339),
+                "ends_at": a.ends_ms.map(rfc3339),
+                "link": generator_url(external, a),
+            })
+        })
+        .collect();
+    json!({
+        "receiver": receiver,
+        "status": due.status(),
+        "group_key": due.group_key,
+        "group_labels": due.group_labels,
+        "firing": due.firing,
+        "resolved": due.alerts.len() - due.firing,
+        "alerts": alerts,
+    })
+}
+
+/// The body for Alertmanager's `POST /api/v2/alerts`: firing alerts with an end time
+/// `valid_ms` ahead (Alertmanager resolves them itself if gpulens stops refreshing), resolved
+/// ones with their end.
+pub fn alertmanager_push(
+    alerts: &[&Alert],
+    now_ms: i64,
+    valid_ms: i64,
+    external: Option<&str>,
+) -> Value {
+    Value::Array(
+        alerts
+            .iter()
+            .map(|a| {
+                json!({
+                    "labels": a.labels,
+                    "annotations": a.annotations,
+                    "startsAt": rfc3339(a.starts_ms.unwrap_or(a.active_ms)),
+                    "endsAt": rfc3339(a.ends_ms.unwrap_or(now_ms + valid_ms)),
+                    "generatorURL": generator_url(external, a),
+                })
+            })
+            .collect(),
+    )
+}
+
+/// HMAC-SHA256 (RFC 2104).
+pub fn hmac_sha256(key: &[u8], message: &[u8]) -> [u8; 32] {
+    const BLOCK: usize = 64;
+    let mut k = [0u8; BLOCK];
+    if key.len() > BLOCK {
+        k[..32].copy_from_slice(&Sha256::digest(key));
+    } else {
+        k[..key.len()].copy_from_slice(key);
+    }
+    let pad = |byte: u8| k.map(|b| b ^ byte);
+    let inner = Sha256::new()
+        .chain_update(pad(0x36))
+        .chain_update(message)
+        .finalize();
+    Sha256::new()
+        .chain_update(pad(0x5c))
+        .chain_update(inner)
+        .finalize()
+        .into()
+}
+
+/// The `X-Gpulens-Signature` value for a body sent at `timestamp` (Unix seconds): the
+/// HMAC-SHA256 of `"<timestamp>.<body>"`, hex, after `sha256=`.
+pub fn signature(secret: &str, timestamp: i64, body: &[u8]) -> String {
+    let mut msg = format!("{timestamp}.").into_bytes();
+    msg.extend_from_slice(body);
+    let mac = hmac_sha256(secret.as_bytes(), &msg);
+    let hex: String = mac.iter().map(|b| format!("{b:02x}")).collect();
+    format!("sha256={hex}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn hex(b: &[u8]) -> String {
+        b.iter().map(|x| format!("{x:02x}")).collect()
+    }
+
+    #[test]
+    fn hmac_matches_rfc_4231() {
+        // Test case 1.
+        assert_eq!(
+            hex(&hmac_sha256(&[0x0b; 20], b"Hi There")),
+            "b0344c61d8db38535ca8afceaf0bf12b881dc200c9833da726e9376c2e32cff7"
+        );
+        // Test case 2.
+        assert_eq!(
+            hex(&hmac_sha256(b"Jefe", b"what do ya want for nothing?")),
+            "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843"
+        );
+        // Test case 6: a key longer than the block.
+        assert_eq!(
+            hex(&hmac_sha256(
+                &[0xaa; 131],
+                b"Test Using Larger Than Block-Size Key - Hash Key First"
+            )),
+            "60e431591ee0b67f0d8a26aacbf5b77f8e0bc6213728c5140546040f0ee37f54"
+        );
+    }
+}

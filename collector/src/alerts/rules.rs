@@ -1,0 +1,349 @@
+//! Alert rules: which conditions fire, with what labels and annotations.
+//!
+//! Most conditions come from the newest stored analysis: a finding that is still going on at
+//! the end of the analysed window is an active condition. Two come from the collector itself:
+//! how far behind a node's data arrives (ingest lag), and label changes that rolled back.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use analytics::{Analysis, FindingKind};
+use serde::Deserialize;
+
+use crate::store::NodeRecord;
+use crate::store::label_actions::LabelActionRecord;
+
+/// What a rule watches.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Kind {
+    /// A tenant holds a GPU it has not used for `threshold` hours (default 4).
+    IdleAllocation,
+    Underutilized,
+    Interference,
+    MemoryPressure,
+    /// Thermal or power throttling.
+    Throttling,
+    /// XID errors, ECC errors, retired pages or remapped rows.
+    Hardware,
+    AgentSilent,
+    /// A node's newest data arrives more than `threshold` seconds (default 300) after it was
+    /// sampled.
+    IngestLag,
+    /// A GPU Operator label change failed and was rolled back (or could not be).
+    LabelRollback,
+}
+
+impl Kind {
+    pub const ALL: [Kind; 9] = [
+        Kind::IdleAllocation,
+        Kind::Underutilized,
+        Kind::Interference,
+        Kind::MemoryPressure,
+        Kind::Throttling,
+        Kind::Hardware,
+        Kind::AgentSilent,
+        Kind::IngestLag,
+        Kind::LabelRollback,
+    ];
+
+    fn finding(self) -> Option<FindingKind> {
+        Some(match self {
+            Kind::IdleAllocation => FindingKind::IdleAllocation,
+            Kind::Underutilized => FindingKind::Underutilized,
+            Kind::Interference => FindingKind::Interference,
+            Kind::MemoryPressure => FindingKind::MemoryPressure,
+            Kind::Throttling => FindingKind::Throttling,
+            Kind::Hardware => FindingKind::Hardware,
+            Kind::AgentSilent => FindingKind::AgentSilent,
+            Kind::IngestLag | Kind::LabelRollback => return None,
+        })
+    }
+}
+
+/// One rule.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Rule {
+    /// The `alertname` label.
+    pub name: String,
+    pub kind: Kind,
+    /// How long the condition must hold before the alert fires (pending until then).
+    #[serde(rename = "for", default, deserialize_with = "crate::config::duration")]
+    pub for_: Duration,
+    /// `info`, `warning` or `critical`; unset: the finding's own severity.
+    #[serde(default)]
+    pub severity: Option<String>,
+    /// Added to every alert of the rule.
+    #[serde(default)]
+    pub labels: BTreeMap<String, String>,
+    /// Added to every alert of the rule; `{node}`, `{gpu}`, `{tenant}`, `{team}`, `{cluster}`,
+    /// `{value}` and `{summary}` are replaced.
+    #[serde(default)]
+    pub annotations: BTreeMap<String, String>,
+    /// Idle hours (idle_allocation) or seconds of lag (ingest_lag).
+    #[serde(default)]
+    pub threshold: Option<f64>,
+}
+
+impl Rule {
+    pub fn default_for(kind: Kind) -> Rule {
+        let (name, for_, severity, description) = match kind {
+            Kind::IdleAllocation => (
+                "GpuIdleAllocation",
+                0,
+                None,
+                "{tenant} holds a GPU on {node} it has not used for {value} hours",
+            ),
+            Kind::Underutilized => (
+                "GpuUnderutilized",
+                0,
+                None,
+                "{tenant} uses little of the GPU it holds on {node}",
+            ),
+            Kind::Interference => (
+                "GpuInterference",
+                0,
+                None,
+                "a tenant sharing a GPU on {node} slows {tenant} down",
+            ),
+            Kind::MemoryPressure => (
+                "GpuMemoryPressure",
+                0,
+                None,
+                "GPU memory on {node} is nearly full",
+            ),
+            Kind::Throttling => (
+                "GpuThrottling",
+                0,
+                None,
+                "a GPU on {node} is throttled (thermal or power)",
+            ),
+            Kind::Hardware => (
+                "GpuHardwareErrors",
+                0,
+                Some("critical"),
+                "a GPU on {node} reports XID or ECC errors",
+            ),
+            Kind::AgentSilent => (
+                "GpulensAgentSilent",
+                0,
+                Some("critical"),
+                "no data from the gpulens agent on {node}",
+            ),
+            Kind::IngestLag => (
+                "GpulensIngestLag",
+                300,
+                Some("warning"),
+                "data from {node} arrives {value} s after it was sampled",
+            ),
+            Kind::LabelRollback => (
+                "GpulensLabelRollback",
+                0,
+                None,
+                "a GPU Operator change on {node} failed: {summary}",
+            ),
+        };
+        Rule {
+            name: name.into(),
+            kind,
+            for_: Duration::from_secs(for_),
+            severity: severity.map(str::to_owned),
+            labels: BTreeMap::new(),
+            annotations: BTreeMap::from([("description".into(), description.into())]),
+            threshold: None,
+        }
+    }
+
+    fn threshold_or(&self, default: f64) -> f64 {
+        self.threshold.unwrap_or(default)
+    }
+}
+
+/// A condition that holds now: the alert it makes, before its state is tracked.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Condition {
+    /// Index of the rule in the rule list.
+    pub rule: usize,
+    pub labels: BTreeMap<String, String>,
+    pub annotations: BTreeMap<String, String>,
+    pub value: f64,
+}
+
+/// What the rules look at.
+#[derive(Debug, Default)]
+pub struct Facts<'a> {
+    pub analysis: Option<&'a Analysis>,
+    pub nodes: &'a [NodeRecord],
+    /// Label actions that finished lately, newest first.
+    pub label_actions: &'a [LabelActionRecord],
+    pub now_ms: i64,
+    /// Label failures count for this long after they finished.
+    pub keep_ms: i64,
+}
+
+/// A finding still going on when its analysis window ends (hour rollups: the last hour may be
+/// partial).
+const ONGOING_SLACK_MS: i64 = 2 * 3_600_000;
+/// Nodes not heard from in this long are the agent-silent rule's, not ingest lag's.
+const RECENT_MS: i64 = 3_600_000;
+
+struct Subject<'a> {
+    cluster: &'a str,
+    node: &'a str,
+    gpu: Option<&'a str>,
+    tenant: Option<&'a str>,
+    team: Option<&'a str>,
+    summary: &'a str,
+}
+
+fn condition(i: usize, rule: &Rule, severity: &str, s: &Subject, value: f64) -> Condition {
+    let mut labels = BTreeMap::from([
+        ("alertname".to_owned(), rule.name.clone()),
+        ("severity".to_owned(), severity.to_owned()),
+        ("cluster".to_owned(), s.cluster.to_owned()),
+        ("node".to_owned(), s.node.to_owned()),
+    ]);
+    for (k, v) in [("gpu", s.gpu), ("tenant", s.tenant), ("team", s.team)] {
+        if let Some(v) = v {
+            labels.insert(k.into(), v.into());
+        }
+    }
+    for (k, v) in &rule.labels {
+        labels.insert(k.clone(), v.clone());
+    }
+    let shown = if value.fract() == 0.0 {
+        format!("{value:.0}")
+    } else {
+        format!("{value:.1}")
+    };
+    let fill = |t: &str| {
+        t.replace("{node}", s.node)
+            .replace("{cluster}", s.cluster)
+            .replace("{gpu}", s.gpu.unwrap_or("-"))
+            .replace("{tenant}", s.tenant.unwrap_or("-"))
+            .replace("{team}", s.team.unwrap_or("-"))
+            .replace("{value}", &shown)
+            .replace("{summary}", s.summary)
+    };
+    let mut annotations = BTreeMap::from([("summary".to_owned(), s.summary.to_owned())]);
+    for (k, v) in &rule.annotations {
+        annotations.insert(k.clone(), fill(v));
+    }
+    Condition {
+        rule: i,
+        labels,
+        annotations,
+        value,
+    }
+}
+
+/// Every condition that holds now, by rule.
+pub fn evaluate(rules: &[Rule], facts: &Facts) -> Vec<Condition> {
+    let mut out = Vec::new();
+    for (i, rule) in rules.iter().enumerate() {
+        if let Some(kind) = rule.kind.finding() {
+            let Some(a) = facts.analysis else { continue };
+            for f in a.findings.iter().filter(|f| f.kind == kind) {
+                if f.to_ms + ONGOING_SLACK_MS < a.to_ms {
+                    continue;
+                }
+                let hours = (f.to_ms - f.from_ms) as f64 / 3_600_000.0;
+                if rule.kind == Kind::IdleAllocation && hours < rule.threshold_or(4.0) {
+                    continue;
+                }
+                let severity = rule
+                    .severity
+                    .clone()
+                    .unwrap_or_else(|| f.severity.as_str().to_owned());
+                let s = Subject {
+                    cluster: &f.cluster,
+                    node: &f.node,
+                    gpu: f.gpu.as_deref(),
+                    tenant: f.tenants.first().map(String::as_str),
+                    team: f.team.as_deref(),
+                    summary: &f.summary,
+                };
+                let mut c = condition(i, rule, &severity, &s, (hours * 10.0).round() / 10.0);
+                if kind == FindingKind::Interference
+                    && let Some(aggressor) = f.tenants.get(1)
+                {
+                    c.labels.insert("aggressor".into(), aggressor.clone());
+                }
+                out.push(c);
+            }
+            continue;
+        }
+        match rule.kind {
+            Kind::IngestLag => {
+                let limit = rule.threshold_or(300.0);
+                for n in facts.nodes {
+                    let Some(sample) = n.last_sample_ms else {
+                        continue;
+                    };
+                    if facts.now_ms - n.last_seen_ms > RECENT_MS {
+                        continue;
+                    }
+                    let lag = (n.last_seen_ms - sample) as f64 / 1000.0;
+                    if lag > limit {
+                        let summary = format!(
+                            "the newest data from {} was {lag:.0} s old when it arrived",
+                            n.node
+                        );
+                        let s = Subject {
+                            cluster: &n.cluster,
+                            node: &n.node,
+                            gpu: None,
+                            tenant: None,
+                            team: None,
+                            summary: &summary,
+                        };
+                        let severity = rule.severity.as_deref().unwrap_or("warning");
+                        out.push(condition(i, rule, severity, &s, lag.round()));
+                    }
+                }
+            }
+            Kind::LabelRollback => {
+                let mut seen = std::collections::BTreeSet::new();
+                for a in facts.label_actions {
+                    let Some(done) = a.finished_ms else { continue };
+                    // The newest finished action of each node and label decides.
+                    if !seen.insert((a.node.as_str(), a.label.as_str()))
+                        || facts.now_ms - done > facts.keep_ms
+                        || !matches!(a.state.as_str(), "rolled_back" | "failed")
+                    {
+                        continue;
+                    }
+                    let summary = format!(
+                        "{}={} {} (action {}): {}",
+                        a.label,
+                        a.value,
+                        a.state.replace('_', " "),
+                        a.id,
+                        a.outcome.as_deref().unwrap_or("no reason recorded")
+                    );
+                    let s = Subject {
+                        cluster: "",
+                        node: &a.node,
+                        gpu: None,
+                        tenant: None,
+                        team: None,
+                        summary: &summary,
+                    };
+                    let severity = rule.severity.as_deref().unwrap_or(if a.state == "failed" {
+                        "critical"
+                    } else {
+                        "warning"
+                    });
+                    let mut c = condition(i, rule, severity, &s, 1.0);
+                    c.labels.remove("cluster");
+                    c.labels.insert("label".into(), a.label.clone());
+                    c.labels.insert("action".into(), a.id.to_string());
+                    out.push(c);
+                }
+            }
+            _ => {}
+        }
+    }
+    out
+}
