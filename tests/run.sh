@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The whole gpulens test suite, as the README's second command and CI run it.
-# Installs what is missing (PostgreSQL server binaries, cargo-nextest), starts a throwaway
+# Installs what is missing (PostgreSQL server binaries, Alertmanager, cargo-nextest), starts a throwaway
 # PostgreSQL cluster on a free port in a temporary directory, runs every test once with
 # `cargo nextest run --workspace`, and stops the cluster again.
 set -euo pipefail
@@ -22,6 +22,12 @@ if ! PG_BIN=$(find_pg_bin); then
   apt-get update -qq
   apt-get install -y -qq postgresql >/dev/null
   PG_BIN=$(find_pg_bin) || { echo "PostgreSQL binaries still missing after install" >&2; exit 1; }
+fi
+if ! command -v prometheus-alertmanager >/dev/null 2>&1 && ! command -v alertmanager >/dev/null 2>&1; then
+  log "installing Alertmanager (apt: prometheus-alertmanager)"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq prometheus-alertmanager >/dev/null
 fi
 if ! cargo nextest --version >/dev/null 2>&1; then
   log "installing cargo-nextest"
@@ -52,6 +58,7 @@ log "starting PostgreSQL ($PG_BIN) on port $PORT"
 export GPULENS_TEST_PG="postgres://postgres@127.0.0.1:$PORT/postgres"
 export GPULENS_TEST_PG_BIN="$PG_BIN"
 export GPULENS_REQUIRE_PG=1
+export GPULENS_REQUIRE_ALERTMANAGER=1
 
 log "building the workspace (the fake NVML cdylib and the binaries the end-to-end tests run)"
 cargo build --quiet --workspace

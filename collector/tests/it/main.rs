@@ -1,5 +1,6 @@
 //! The collector's integration tests, in one test binary.
 
+mod alerts;
 mod analytics;
 mod conformance;
 mod delivery;

@@ -1,0 +1,731 @@
+//! Alert delivery over real sockets to a local webhook receiver that checks what it gets:
+//! Alertmanager's webhook format, signatures, grouping, group_interval, repeat, resolve, Slack
+//! pacing, no retry on 4xx, and a receiver that is down (503s, then not listening at all)
+//! getting every notification afterwards, in order, none twice. Timers are scaled down
+//! (group_wait 300 ms, group_interval 1 s, repeat 2.5 s) so the test runs in seconds; the logic
+//! is the same as with Alertmanager's 30 s / 5 m / 4 h defaults (unit tests in
+//! collector/src/alerts/groups.rs use those).
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU16, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode};
+use collector::alerts::rules::{Kind, Rule};
+use collector::alerts::settings::{Receiver, ReceiverKind, Settings};
+use collector::alerts::{Alerting, payload};
+use collector::config::Secret;
+use collector::store::Store;
+use collector::store::label_actions::{NewLabelAction, Transition};
+use serde_json::Value;
+
+/// One request the receiver got.
+#[derive(Debug, Clone)]
+pub struct Got {
+    pub path: String,
+    pub headers: HeaderMap,
+    pub body: Value,
+    pub raw: Bytes,
+    pub at: Instant,
+}
+
+/// A webhook receiver on a real socket: records every request and answers with `status`.
+#[derive(Clone)]
+pub struct Hook {
+    pub addr: SocketAddr,
+    pub got: Arc<Mutex<Vec<Got>>>,
+    pub status: Arc<AtomicU16>,
+    task: Arc<Mutex<Option<tokio::task::JoinHandle<()>>>>,
+}
+
+impl Hook {
+    pub async fn start() -> Hook {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let h = Hook {
+            addr,
+            got: Arc::default(),
+            status: Arc::new(AtomicU16::new(200)),
+            task: Arc::default(),
+        };
+        h.serve(listener);
+        h
+    }
+
+    fn serve(&self, listener: tokio::net::TcpListener) {
+        let app =
+            axum::Router::new()
+                .fallback(
+                    |State(h): State<Hook>,
+                     uri: axum::http::Uri,
+                     headers: HeaderMap,
+                     body: Bytes| async move {
+                        let code = h.status.load(Ordering::SeqCst);
+                        if code == 200 {
+                            h.got.lock().unwrap().push(Got {
+                                path: uri.path().to_owned(),
+                                body: serde_json::from_slice(&body).unwrap_or(Value::Null),
+                                raw: body,
+                                headers,
+                                at: Instant::now(),
+                            });
+                        }
+                        StatusCode::from_u16(code).unwrap()
+                    },
+                )
+                .with_state(self.clone());
+        *self.task.lock().unwrap() = Some(tokio::spawn(async move {
+            let _ = axum::serve(listener, app).await;
+        }));
+    }
+
+    /// Stops listening: connections are refused.
+    pub fn down(&self) {
+        if let Some(t) = self.task.lock().unwrap().take() {
+            t.abort();
+        }
+    }
+
+    /// Listens again on the same port.
+    pub async fn up(&self) {
+        let listener = tokio::net::TcpListener::bind(self.addr).await.unwrap();
+        self.serve(listener);
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("http://{}{path}", self.addr)
+    }
+
+    pub fn bodies(&self, path: &str) -> Vec<Value> {
+        self.got
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|g| g.path == path)
+            .map(|g| g.body.clone())
+            .collect()
+    }
+}
+
+fn receiver(name: &str, kind: ReceiverKind, url: String) -> Receiver {
+    Receiver {
+        name: name.into(),
+        kind,
+        url: Secret(url),
+        secret: None,
+        timeout: Duration::from_secs(2),
+        send_resolved: true,
+        matchers: BTreeMap::new(),
+    }
+}
+
+fn settings(receivers: Vec<Receiver>) -> Settings {
+    let rule = Rule::default_for(Kind::LabelRollback);
+    Settings {
+        group_wait: Duration::from_millis(300),
+        group_interval: Duration::from_secs(1),
+        repeat_interval: Duration::from_millis(2500),
+        default_rules: false,
+        rules: vec![rule],
+        receivers,
+        external_url: Some("http://gpulens.example:8080".into()),
+        ..Settings::default()
+    }
+}
+
+/// Records a GPU Operator change on `node` that ended in `state` now.
+pub async fn action(store: &Store, node: &str, state: &str) -> i64 {
+    let now = collector::now_ms();
+    let id = store
+        .insert_label_action(&NewLabelAction {
+            node: node.into(),
+            label: "nvidia.com/mig.config".into(),
+            value: "gpulens-mig-0123456789ab".into(),
+            requested_by: "test".into(),
+            requested_ms: now,
+            plan: "{}".into(),
+        })
+        .await
+        .unwrap();
+    let moved = store
+        .transition_label_action(&Transition {
+            id,
+            from: &["planned"],
+            to: state,
+            by: None,
+            override_pods: None,
+            now_ms: now,
+            outcome: Some("the MIG manager reported nvidia.com/mig.config.state=failed"),
+        })
+        .await
+        .unwrap();
+    assert!(moved);
+    id
+}
+
+async fn sleep_ms(ms: u64) {
+    tokio::time::sleep(Duration::from_millis(ms)).await;
+}
+
+fn nodes_of(n: &Value) -> Vec<(String, String)> {
+    let mut v: Vec<(String, String)> = n["alerts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| {
+            (
+                a["labels"]["node"].as_str().unwrap().to_owned(),
+                a["status"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    v.sort();
+    v
+}
+
+#[tokio::test]
+async fn webhooks_get_grouped_signed_repeated_and_resolved_notifications() {
+    let t = crate::support::sqlite().await;
+    let hook = Hook::start().await;
+    let mut r = receiver("oncall", ReceiverKind::Webhook, hook.url("/am"));
+    r.secret = Some(Secret("s3cret-signing-key".into()));
+    let mut a = Alerting::new(settings(vec![r])).unwrap();
+    let s = &t.store;
+
+    // A rollback: the alert fires at once (for = 0) but the group waits group_wait.
+    action(s, "gpu-1", "rolled_back").await;
+    let p = a.pass(s).await.unwrap().unwrap();
+    assert_eq!((p.firing, p.enqueued), (1, 0));
+    sleep_ms(350).await;
+    let p = a.pass(s).await.unwrap().unwrap();
+    assert_eq!((p.enqueued, p.delivered), (1, 1));
+    let got = hook.got.lock().unwrap().clone();
+    assert_eq!(got.len(), 1);
+    let n = &got[0].body;
+    // Alertmanager's webhook format, version 4.
+    assert_eq!(n["version"], "4");
+    assert_eq!(n["status"], "firing");
+    assert_eq!(n["receiver"], "oncall");
+    assert_eq!(n["groupKey"], "oncall:{alertname=\"GpulensLabelRollback\"}");
+    assert_eq!(n["groupLabels"]["alertname"], "GpulensLabelRollback");
+    assert_eq!(n["commonLabels"]["severity"], "warning");
+    assert_eq!(n["externalURL"], "http://gpulens.example:8080");
+    let alert = &n["alerts"][0];
+    assert_eq!(alert["labels"]["node"], "gpu-1");
+    assert_eq!(alert["labels"]["label"], "nvidia.com/mig.config");
+    assert_eq!(alert["endsAt"], "0001-01-01T00:00:00Z");
+    assert!(
+        alert["annotations"]["description"]
+            .as_str()
+            .unwrap()
+            .contains("failed"),
+        "{alert}"
+    );
+    assert!(
+        alert["generatorURL"]
+            .as_str()
+            .unwrap()
+            .starts_with("http://gpulens.example:8080/api/v1/alerts?fingerprint=")
+    );
+    // Signed: HMAC-SHA256 over "<timestamp>.<body>".
+    let ts: i64 = got[0].headers["x-gpulens-timestamp"]
+        .to_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!((collector::now_ms() / 1000 - ts).abs() < 60);
+    assert_eq!(
+        got[0].headers["x-gpulens-signature"].to_str().unwrap(),
+        payload::signature("s3cret-signing-key", ts, &got[0].raw)
+    );
+    assert_ne!(
+        got[0].headers["x-gpulens-signature"].to_str().unwrap(),
+        payload::signature("another-key", ts, &got[0].raw)
+    );
+
+    // A second node joins the group: not before group_interval, then one notification with both.
+    action(s, "gpu-2", "failed").await;
+    assert_eq!(a.pass(s).await.unwrap().unwrap().enqueued, 0);
+    sleep_ms(1050).await;
+    assert_eq!(a.pass(s).await.unwrap().unwrap().delivered, 1);
+    let n = hook.bodies("/am").pop().unwrap();
+    assert_eq!(
+        nodes_of(&n),
+        [
+            ("gpu-1".into(), "firing".into()),
+            ("gpu-2".into(), "firing".into())
+        ]
+    );
+    // Mixed severities: severity is not common any more.
+    assert!(n["commonLabels"].get("severity").is_none(), "{n}");
+
+    // Unchanged: nothing until repeat_interval, then the same group again.
+    sleep_ms(1100).await;
+    assert_eq!(a.pass(s).await.unwrap().unwrap().enqueued, 0);
+    sleep_ms(1500).await;
+    assert_eq!(a.pass(s).await.unwrap().unwrap().delivered, 1);
+    assert_eq!(nodes_of(&hook.bodies("/am").pop().unwrap()).len(), 2);
+
+    // gpu-1's next change applies: its alert resolves, told once with gpu-2 still firing.
+    action(s, "gpu-1", "applied").await;
+    sleep_ms(1050).await;
+    assert_eq!(a.pass(s).await.unwrap().unwrap().delivered, 1);
+    let n = hook.bodies("/am").pop().unwrap();
+    assert_eq!(n["status"], "firing");
+    assert_eq!(
+        nodes_of(&n),
+        [
+            ("gpu-1".into(), "resolved".into()),
+            ("gpu-2".into(), "firing".into())
+        ]
+    );
+    let resolved = n["alerts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|x| x["status"] == "resolved")
+        .unwrap();
+    assert_ne!(resolved["endsAt"], "0001-01-01T00:00:00Z");
+    // Then gpu-2 too: the group's resolved notification, and silence after it.
+    action(s, "gpu-2", "applied").await;
+    sleep_ms(1050).await;
+    assert_eq!(a.pass(s).await.unwrap().unwrap().delivered, 1);
+    let n = hook.bodies("/am").pop().unwrap();
+    assert_eq!(n["status"], "resolved");
+    assert_eq!(nodes_of(&n), [("gpu-2".into(), "resolved".into())]);
+    sleep_ms(2600).await;
+    assert_eq!(a.pass(s).await.unwrap().unwrap().enqueued, 0);
+    assert_eq!(hook.bodies("/am").len(), 5);
+
+    // Everything is visible at /api/v1/alerts: alerts and each notification's attempts.
+    let list = s.notifications(Some("oncall"), 100).await.unwrap();
+    assert_eq!(list.len(), 5);
+    assert!(
+        list.iter()
+            .all(|n| n.state == "delivered" && n.tries.len() == 1)
+    );
+    let alerts = s.load_alerts().await.unwrap();
+    assert!(
+        alerts
+            .iter()
+            .all(|x| x.state == collector::alerts::state::State::Resolved)
+    );
+}
+
+#[tokio::test]
+async fn a_receiver_down_for_a_while_gets_every_notification_afterwards_once() {
+    let t = crate::support::sqlite().await;
+    let hook = Hook::start().await;
+    let mut s_ = settings(vec![receiver(
+        "oncall",
+        ReceiverKind::Json,
+        hook.url("/json"),
+    )]);
+    // One group per node, so each rollback makes its own notification; no repeats within the
+    // test (they would be new notifications, queued behind these).
+    s_.group_by = vec!["alertname".into(), "node".into()];
+    s_.repeat_interval = Duration::from_secs(3600);
+    let mut a = Alerting::new(s_).unwrap();
+    let s = &t.store;
+
+    // First it answers 503, then it is not there at all.
+    hook.status.store(503, Ordering::SeqCst);
+    for (i, node) in ["gpu-1", "gpu-2", "gpu-3"].iter().enumerate() {
+        action(s, node, "rolled_back").await;
+        a.pass(s).await.unwrap();
+        sleep_ms(350).await;
+        a.pass(s).await.unwrap();
+        if i == 0 {
+            hook.down();
+        }
+    }
+    // Retried with backoff, never given up; the queue waits in order behind the first.
+    for _ in 0..6 {
+        sleep_ms(600).await;
+        let p = a.pass(s).await.unwrap().unwrap();
+        assert_eq!(p.delivered, 0);
+    }
+    let queued = s.notifications(Some("oncall"), 100).await.unwrap();
+    assert_eq!(queued.len(), 3);
+    assert!(queued.iter().all(|n| n.state == "queued"), "{queued:?}");
+    let first = queued.iter().min_by_key(|n| n.id).unwrap();
+    assert!(first.attempts >= 3, "{first:?}");
+    let outcomes: Vec<(&str, Option<i32>)> = first
+        .tries
+        .iter()
+        .map(|t| (t.outcome.as_str(), t.http_status))
+        .collect();
+    assert_eq!(outcomes[0], ("retry", Some(503)));
+    assert!(
+        first
+            .tries
+            .iter()
+            .any(|t| t.http_status.is_none() && t.detail.contains("cannot reach")),
+        "{:?}",
+        first.tries
+    );
+
+    // Back: everything arrives, oldest first, each once.
+    hook.status.store(200, Ordering::SeqCst);
+    hook.up().await;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while hook.bodies("/json").len() < 3 {
+        assert!(Instant::now() < deadline, "not delivered after the outage");
+        sleep_ms(300).await;
+        a.pass(s).await.unwrap();
+    }
+    for _ in 0..3 {
+        sleep_ms(300).await;
+        a.pass(s).await.unwrap();
+    }
+    let got = hook.got.lock().unwrap().clone();
+    let ids: Vec<i64> = got
+        .iter()
+        .map(|g| {
+            g.headers["x-gpulens-notification-id"]
+                .to_str()
+                .unwrap()
+                .parse()
+                .unwrap()
+        })
+        .collect();
+    let mut sorted = ids.clone();
+    sorted.sort();
+    sorted.dedup();
+    assert_eq!(ids, sorted, "in order, none twice");
+    assert_eq!(ids.len(), 3);
+    let nodes: Vec<&str> = got
+        .iter()
+        .map(|g| g.body["alerts"][0]["labels"]["node"].as_str().unwrap())
+        .collect();
+    assert_eq!(nodes, ["gpu-1", "gpu-2", "gpu-3"]);
+    // gpulens' own JSON format.
+    let b = &got[0].body;
+    assert_eq!(b["status"], "firing");
+    assert_eq!(b["firing"], 1);
+    assert_eq!(b["alerts"][0]["rule"], "GpulensLabelRollback");
+    assert!(b["alerts"][0]["starts_at"].is_string());
+    assert!(
+        s.notifications(Some("oncall"), 100)
+            .await
+            .unwrap()
+            .iter()
+            .all(|n| n.state == "delivered")
+    );
+}
+
+#[tokio::test]
+async fn refusals_are_not_retried_and_slack_is_paced() {
+    let t = crate::support::sqlite().await;
+    let hook = Hook::start().await;
+    let mut s_ = settings(vec![
+        receiver("chat", ReceiverKind::Slack, hook.url("/slack")),
+        receiver("strict", ReceiverKind::Webhook, hook.url("/strict")),
+    ]);
+    s_.group_by = vec!["node".into()];
+    s_.receivers[1].matchers = BTreeMap::from([("node".into(), "gpu-1".into())]);
+    let mut a = Alerting::new(s_).unwrap();
+    let s = &t.store;
+    // The strict receiver refuses what it gets with 400; Slack gets two messages.
+    hook.status.store(400, Ordering::SeqCst);
+    action(s, "gpu-1", "failed").await;
+    action(s, "gpu-2", "rolled_back").await;
+    a.pass(s).await.unwrap();
+    sleep_ms(350).await;
+    a.pass(s).await.unwrap();
+    let strict = s.notifications(Some("strict"), 10).await.unwrap();
+    assert_eq!(strict.len(), 1, "the matcher keeps gpu-2 out");
+    assert_eq!(strict[0].state, "failed");
+    assert_eq!(strict[0].attempts, 1);
+    assert_eq!(strict[0].tries[0].http_status, Some(400));
+    // Slack refused too; now let it in and send fresh ones: two groups, a second apart.
+    hook.status.store(200, Ordering::SeqCst);
+    action(s, "gpu-3", "failed").await;
+    action(s, "gpu-4", "failed").await;
+    a.pass(s).await.unwrap();
+    sleep_ms(350).await;
+    a.pass(s).await.unwrap();
+    let got: Vec<Got> = hook
+        .got
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|g| g.path == "/slack")
+        .cloned()
+        .collect();
+    assert_eq!(got.len(), 2, "{got:?}");
+    assert!(got[1].at.duration_since(got[0].at) >= Duration::from_millis(950));
+    let text = got[0].body["text"].as_str().unwrap();
+    assert!(text.starts_with("[FIRING:1]"), "{text}");
+    let blocks = got[0].body["blocks"].as_array().unwrap();
+    assert!(
+        blocks[1]["text"]["text"]
+            .as_str()
+            .unwrap()
+            .contains("GpulensLabelRollback")
+    );
+    // The refused notifications stay failed; nothing was sent twice.
+    assert!(hook.bodies("/strict").is_empty());
+}
+
+/// The Alertmanager binary (Debian's prometheus-alertmanager), or None.
+fn alertmanager_bin() -> Option<std::path::PathBuf> {
+    let candidates = ["prometheus-alertmanager", "alertmanager"];
+    std::env::var_os("PATH").and_then(|paths| {
+        std::env::split_paths(&paths)
+            .flat_map(|d| candidates.map(|c| d.join(c)))
+            .find(|p| p.is_file())
+    })
+}
+
+struct Killed(std::process::Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// gpulens pushes its alerts to a real Alertmanager, which routes them to a webhook in its own
+/// format (the same shape gpulens' webhook receivers get) and resolves them when gpulens does.
+#[tokio::test]
+async fn a_real_alertmanager_takes_our_alerts_and_routes_them() {
+    let Some(bin) = alertmanager_bin() else {
+        assert!(
+            std::env::var("GPULENS_REQUIRE_ALERTMANAGER").is_err(),
+            "prometheus-alertmanager is not installed"
+        );
+        eprintln!("skipping: no Alertmanager (run the suite with tests/run.sh)");
+        return;
+    };
+    let hook = Hook::start().await;
+    let dir = crate::support::TempDir::new("alertmanager");
+    let config = dir.path().join("alertmanager.yml");
+    std::fs::write(
+        &config,
+        format!(
+            "route:\n  receiver: hook\n  group_by: ['alertname']\n  group_wait: 1s\n  group_interval: 1s\n  repeat_interval: 1h\nreceivers:\n  - name: hook\n    webhook_configs:\n      - url: {}\n        send_resolved: true\n",
+            hook.url("/from-am")
+        ),
+    )
+    .unwrap();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let _am = Killed(
+        std::process::Command::new(&bin)
+            .arg(format!("--config.file={}", config.display()))
+            .arg(format!(
+                "--storage.path={}",
+                dir.path().join("data").display()
+            ))
+            .arg(format!("--web.listen-address=127.0.0.1:{port}"))
+            .arg("--cluster.listen-address=")
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let am = format!("http://127.0.0.1:{port}");
+    let http = ingest_client::http().build().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        if let Ok(r) = http.get(format!("{am}/-/ready")).send().await
+            && r.status().is_success()
+        {
+            break;
+        }
+        assert!(Instant::now() < deadline, "Alertmanager did not start");
+        sleep_ms(200).await;
+    }
+
+    let t = crate::support::sqlite().await;
+    let s = &t.store;
+    let mut a = Alerting::new(settings(vec![receiver(
+        "team-am",
+        ReceiverKind::Alertmanager,
+        am.clone(),
+    )]))
+    .unwrap();
+    action(s, "gpu-1", "rolled_back").await;
+    let p = a.pass(s).await.unwrap().unwrap();
+    assert_eq!(
+        (p.enqueued, p.delivered),
+        (1, 1),
+        "pushed at once: Alertmanager groups"
+    );
+    // Alertmanager holds it.
+    let held: Value = serde_json::from_slice(
+        &http
+            .get(format!("{am}/api/v2/alerts"))
+            .send()
+            .await
+            .unwrap()
+            .bytes()
+            .await
+            .unwrap(),
+    )
+    .unwrap();
+    let held = held.as_array().unwrap();
+    assert_eq!(held.len(), 1, "{held:?}");
+    assert_eq!(held[0]["labels"]["alertname"], "GpulensLabelRollback");
+    assert_eq!(held[0]["labels"]["node"], "gpu-1");
+    assert_eq!(held[0]["status"]["state"], "active");
+    // …and routes it to its webhook, in the format gpulens' own webhook receivers get.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while hook.bodies("/from-am").is_empty() {
+        assert!(Instant::now() < deadline, "Alertmanager sent nothing");
+        sleep_ms(200).await;
+    }
+    let from_am = hook.bodies("/from-am").remove(0);
+    assert_eq!(from_am["version"], "4");
+    assert_eq!(from_am["status"], "firing");
+    assert_eq!(from_am["alerts"][0]["labels"]["node"], "gpu-1");
+    let keys = |v: &Value| {
+        let mut k: Vec<String> = v.as_object().unwrap().keys().cloned().collect();
+        k.sort();
+        k
+    };
+    let ours = {
+        let hook2 = Hook::start().await;
+        let mut b = Alerting::new(settings(vec![receiver(
+            "oncall",
+            ReceiverKind::Webhook,
+            hook2.url("/ours"),
+        )]))
+        .unwrap();
+        let t2 = crate::support::sqlite().await;
+        action(&t2.store, "gpu-1", "rolled_back").await;
+        b.pass(&t2.store).await.unwrap();
+        sleep_ms(350).await;
+        b.pass(&t2.store).await.unwrap();
+        hook2.bodies("/ours").remove(0)
+    };
+    assert_eq!(keys(&ours), keys(&from_am), "top-level fields");
+    assert_eq!(
+        keys(&ours["alerts"][0]),
+        keys(&from_am["alerts"][0]),
+        "alert fields"
+    );
+
+    // Resolved in gpulens: pushed with its end time, and Alertmanager tells its webhook.
+    action(s, "gpu-1", "applied").await;
+    let p = a.pass(s).await.unwrap().unwrap();
+    assert_eq!((p.resolved, p.delivered), (1, 1));
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !hook
+        .bodies("/from-am")
+        .iter()
+        .any(|b| b["status"] == "resolved")
+    {
+        assert!(Instant::now() < deadline, "Alertmanager did not resolve it");
+        sleep_ms(200).await;
+    }
+    // Every push is recorded with its attempt.
+    let pushes = s.notifications(Some("team-am"), 10).await.unwrap();
+    assert_eq!(pushes.len(), 2);
+    assert!(
+        pushes
+            .iter()
+            .all(|n| n.state == "delivered" && n.tries[0].http_status == Some(200))
+    );
+}
+
+/// The default rules over a real analysis of a simulated fleet: idle allocations and
+/// underutilized tenants that go on at the end of the window become alerts naming the tenant,
+/// node and GPU, with the finding's summary.
+#[tokio::test]
+async fn default_rules_turn_ongoing_findings_into_alerts() {
+    use collector::alerts::rules;
+    use collector::alerts::state::{self, State as AlertState};
+    let text = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../scenarios/k8s-mixed.toml"),
+    )
+    .unwrap();
+    let fleet = simulator::Fleet::new(simulator::Scenario::from_toml(&text).unwrap());
+    let t = crate::support::sqlite().await;
+    let to = 1_795_219_200_000; // 2026-11-21T00:00:00Z
+    let from = to - 12 * 3_600_000;
+    let step = 60_000;
+    for node in 0..fleet.nodes.len() {
+        let instants: Vec<i64> = (0..)
+            .map(|i| from + i * step)
+            .take_while(|&x| x < to)
+            .collect();
+        for (seq, chunk) in instants.chunks(120).enumerate() {
+            let b = fleet.batch(node, "truth", seq as u64 + 1, chunk, step as u32);
+            t.store.ingest(&b, to, &|_| None).await.unwrap();
+        }
+    }
+    t.store.rollup(to).await.unwrap();
+    let cfg = analytics::Config::default();
+    let input = collector::analysis::load(&t.store, &cfg, from, to, to)
+        .await
+        .unwrap();
+    let a = tokio::task::spawn_blocking(move || analytics::analyze(&input, &cfg))
+        .await
+        .unwrap()
+        .unwrap();
+    let rules = Settings::default().effective_rules();
+    let facts = rules::Facts {
+        analysis: Some(&a),
+        now_ms: to,
+        keep_ms: 86_400_000,
+        ..Default::default()
+    };
+    let conditions = rules::evaluate(&rules, &facts);
+    let idle: Vec<&rules::Condition> = conditions
+        .iter()
+        .filter(|c| c.labels["alertname"] == "GpuIdleAllocation")
+        .collect();
+    let ongoing_idle = a
+        .findings
+        .iter()
+        .filter(|f| {
+            f.kind == analytics::FindingKind::IdleAllocation
+                && f.to_ms + 2 * 3_600_000 >= a.to_ms
+                && f.to_ms - f.from_ms >= 4 * 3_600_000
+        })
+        .count();
+    assert!(ongoing_idle > 0, "the scenario has tenants idle for hours");
+    assert_eq!(idle.len(), ongoing_idle);
+    for c in &idle {
+        for k in ["cluster", "node", "gpu", "tenant", "severity"] {
+            assert!(c.labels.contains_key(k), "{k} missing: {c:?}");
+        }
+        assert!(c.value >= 4.0, "idle hours: {c:?}");
+        assert!(!c.annotations["summary"].is_empty());
+        assert!(
+            c.annotations["description"].contains(&c.labels["node"]),
+            "{c:?}"
+        );
+    }
+    // Firing at once (for = 0), each once.
+    let alerts = state::advance(vec![], conditions.clone(), &rules, to, 86_400_000);
+    assert_eq!(alerts.len(), conditions.len());
+    assert!(alerts.iter().all(|x| x.state == AlertState::Firing));
+    // An analysis where nothing goes on any more resolves them all.
+    let mut quiet = a.clone();
+    quiet.findings.clear();
+    let facts = rules::Facts {
+        analysis: Some(&quiet),
+        now_ms: to + 60_000,
+        keep_ms: 86_400_000,
+        ..Default::default()
+    };
+    let after = state::advance(
+        alerts,
+        rules::evaluate(&rules, &facts),
+        &rules,
+        to + 60_000,
+        86_400_000,
+    );
+    assert!(after.iter().all(|x| x.state == AlertState::Resolved));
+}
