@@ -42,6 +42,7 @@ conformance!(
     series_use_the_right_resolution,
     retention_drops_old_data_per_resolution,
     missing_measurements_stay_null,
+    alert_state_and_outbox_round_trip,
 );
 
 fn hour_ago(hours: i64) -> i64 {
@@ -644,4 +645,113 @@ async fn postgres_failed_batches_store_nothing() {
         t.store.ingest(&b, t0, &no_team).await.unwrap(),
         IngestOutcome::Stored { .. }
     ));
+}
+
+async fn alert_state_and_outbox_round_trip(store: &Store) {
+    use collector::alerts::state::{Alert, State};
+    use collector::store::alerts::{Attempt, NewNotification};
+    use std::collections::BTreeMap;
+
+    let alert = |fp: &str, state: State| Alert {
+        fingerprint: fp.into(),
+        rule: "GpuThrottling".into(),
+        labels: BTreeMap::from([
+            ("alertname".into(), "GpuThrottling".into()),
+            ("node".into(), fp.into()),
+        ]),
+        annotations: BTreeMap::from([("summary".into(), "hot \"quoted\" ünïcode".into())]),
+        state,
+        value: 2.5,
+        active_ms: 1_000,
+        starts_ms: (state != State::Pending).then_some(2_000),
+        ends_ms: (state == State::Resolved).then_some(3_000),
+        updated_ms: 3_000,
+    };
+    let alerts = vec![
+        alert("a", State::Firing),
+        alert("b", State::Resolved),
+        alert("c", State::Pending),
+    ];
+    store.replace_alerts(&alerts).await.unwrap();
+    assert_eq!(store.load_alerts().await.unwrap(), alerts);
+    store.replace_alerts(&alerts[..1]).await.unwrap();
+    assert_eq!(store.load_alerts().await.unwrap(), alerts[..1]);
+
+    let n = |group: &'static str, at: i64| NewNotification {
+        receiver: "hook",
+        group_key: group,
+        status: "firing",
+        digest: "a",
+        firing: 1,
+        resolved: 0,
+        payload: "{}",
+        created_ms: at,
+        state: "queued",
+    };
+    let first = store.enqueue_notification(&n("g1", 10)).await.unwrap();
+    let second = store.enqueue_notification(&n("g1", 20)).await.unwrap();
+    let other = store.enqueue_notification(&n("g2", 30)).await.unwrap();
+    assert!(first < second && second < other);
+    let mut latest = store.latest_notifications().await.unwrap();
+    latest.sort();
+    assert_eq!(
+        latest,
+        [
+            ("hook".into(), "g1".into(), 20, "a".into()),
+            ("hook".into(), "g2".into(), 30, "a".into())
+        ]
+    );
+    let queued = store.queued_notifications("hook", 10).await.unwrap();
+    assert_eq!(
+        queued.iter().map(|q| q.id).collect::<Vec<_>>(),
+        [first, second, other]
+    );
+    let attempt = |outcome: &str, status: Option<i32>| Attempt {
+        ts_ms: 40,
+        outcome: outcome.into(),
+        http_status: status,
+        detail: "x".into(),
+        duration_ms: 3,
+    };
+    store
+        .record_attempt(first, &attempt("retry", Some(503)), "queued", 1_040)
+        .await
+        .unwrap();
+    let q = store.queued_notifications("hook", 1).await.unwrap();
+    assert_eq!((q[0].id, q[0].attempts, q[0].next_ms), (first, 1, 1_040));
+    store
+        .record_attempt(first, &attempt("delivered", Some(200)), "delivered", 50)
+        .await
+        .unwrap();
+    let list = store.notifications(Some("hook"), 10).await.unwrap();
+    let f = list.iter().find(|x| x.id == first).unwrap();
+    assert_eq!(
+        (f.state.as_str(), f.attempts, f.delivered_ms),
+        ("delivered", 2, Some(40))
+    );
+    assert_eq!(f.tries.len(), 2);
+    assert_eq!(f.tries[0].http_status, Some(503));
+    assert_eq!(store.supersede_queued("hook").await.unwrap(), 2);
+    assert!(
+        store
+            .queued_notifications("hook", 10)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    // Pruning keeps each group's newest.
+    assert_eq!(store.prune_notifications(i64::MAX).await.unwrap(), 1);
+    let left: Vec<i64> = store
+        .notifications(None, 10)
+        .await
+        .unwrap()
+        .iter()
+        .map(|x| x.id)
+        .collect();
+    assert_eq!(left, [other, second]);
+
+    // A whole pass with no receivers, under the backend's lock.
+    let mut a = collector::alerts::Alerting::new(Default::default()).unwrap();
+    let pass = a.pass(store).await.unwrap().unwrap();
+    assert_eq!(pass.enqueued, 0);
 }
