@@ -146,6 +146,10 @@ pub struct Analysis {
     pub rejected: Vec<Rejected>,
     /// What the analysis could not measure (e.g. MIG compute without DCGM).
     pub limitations: Vec<String>,
+    /// Display names (`namespace/pod/container`, `job 123 (user)`, …) of the tenant keys the
+    /// findings and recommendations name.
+    #[serde(default)]
+    pub tenant_names: BTreeMap<String, String>,
 }
 
 /// Errors: only the funnel's dataframe work can fail.
@@ -193,7 +197,22 @@ pub fn analyze(input: &Input, cfg: &Config) -> Result<Analysis, AnalysisError> {
             .then(a.kind.cmp(&b.kind))
             .then(a.id.cmp(&b.id))
     });
+    let mut tenant_names = BTreeMap::new();
+    for (cluster, key) in found
+        .iter()
+        .flat_map(|f| f.tenants.iter().map(move |t| (&f.cluster, t)))
+        .chain(
+            recommendations
+                .iter()
+                .flat_map(|r| r.tenants.iter().map(move |t| (&r.cluster, t))),
+        )
+    {
+        tenant_names
+            .entry(key.clone())
+            .or_insert_with(|| ctx.name(cluster, key));
+    }
     Ok(Analysis {
+        tenant_names,
         from_ms: input.from_ms,
         to_ms: input.to_ms,
         generated_ms: input.now_ms,

@@ -31,6 +31,9 @@ pub enum Command {
     /// Node labels from the analysis: `plan` shows them, `apply` writes advisory labels and runs
     /// approved GPU Operator changes, `status` shows what is on the nodes (docs/labels.md).
     Labels(crate::labels::cli::LabelsArgs),
+    /// Make the weekly utilization report of an ISO week (HTML or CSV) and store it, as the
+    /// collector does on schedule; printed, or written to --out (docs/reports.md).
+    Report(ReportArgs),
     /// Measure ingest, query and analytics speed against a scratch database.
     #[command(subcommand)]
     Bench(BenchCommand),
@@ -117,6 +120,36 @@ pub enum OutputFormat {
     Table,
     /// The full analysis: funnel, findings with evidence, recommendations with replay.
     Json,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct ReportArgs {
+    #[command(flatten)]
+    pub db: DbArgs,
+    /// Without --database-url or --config: the demo's data directory.
+    #[arg(long, default_value = ".gpulens/demo")]
+    pub data_dir: PathBuf,
+    /// The ISO week, e.g. 2026-W46 (default: the last complete week).
+    #[arg(long)]
+    pub week: Option<String>,
+    /// IANA time zone whose Monday midnights bound the week (default: [reports] timezone, UTC).
+    #[arg(long)]
+    pub timezone: Option<String>,
+    #[arg(long, value_enum, default_value_t = ReportFormat::Html)]
+    pub format: ReportFormat,
+    /// Write the report here instead of standard output.
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// Do not store the report in the database (it is stored by default, replacing one of the
+    /// same week, and served at /api/v1/reports).
+    #[arg(long)]
+    pub no_store: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ReportFormat {
+    Html,
+    Csv,
 }
 
 #[derive(Debug, clap::Args)]

@@ -54,6 +54,9 @@ pub struct Config {
     /// Alert rules, grouping and receivers; see docs/alerts.md.
     #[serde(default)]
     pub alerts: crate::alerts::settings::Settings,
+    /// Weekly reports: time zone, schedule, webhook; see docs/reports.md.
+    #[serde(default)]
+    pub reports: crate::reports::Settings,
 }
 
 /// One agent credential.
@@ -228,6 +231,7 @@ impl Config {
             }
         }
         self.alerts.check()?;
+        self.reports.check()?;
         if self.labels.mode == crate::labels::settings::Mode::ApplyWithApproval && !self.labels.api
         {
             anyhow::bail!(

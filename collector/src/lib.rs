@@ -7,6 +7,7 @@ pub mod api;
 pub mod api_alerts;
 pub mod api_analytics;
 pub mod api_labels;
+pub mod api_reports;
 pub mod auth;
 pub mod bench;
 pub mod cli;
@@ -17,6 +18,7 @@ pub mod ingest;
 pub mod jobs;
 pub mod labels;
 pub mod metrics;
+pub mod reports;
 pub mod server;
 pub mod simulate;
 pub mod store;
@@ -61,6 +63,7 @@ pub async fn run(command: Command) -> anyhow::Result<()> {
         Command::Migrate(args) => migrate(args).await,
         Command::Analyze(args) => analyze(args).await,
         Command::Labels(args) => labels::cli::run(args).await,
+        Command::Report(args) => report(args).await,
         Command::Bench(BenchCommand::Ingest(args)) => bench::ingest(args).await,
         Command::Bench(BenchCommand::Series(args)) => bench::series(args).await,
         Command::Bench(BenchCommand::Analyze(args)) => bench::analyze(args).await,
@@ -136,7 +139,8 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         config.teams.clone(),
         config.analytics.clone(),
     )
-    .with_labels(config.labels.clone());
+    .with_labels(config.labels.clone())
+    .with_reports(config.reports.clone());
     tracing::info!(listen = %listener.local_addr()?, backend = state.store.backend(), "gpulens collector serving");
     let jobs = tokio::spawn(jobs::run_forever(state.clone(), config.rollup_every));
     let cluster = labels::connect_if_enabled(&config.labels).await;
@@ -151,6 +155,13 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
             config.alerts.clone(),
         ))
     });
+    let reporting = config.reports.enabled.then(|| {
+        tokio::spawn(reports::run_forever(
+            state.store.clone(),
+            config.reports.clone(),
+            config.analytics.thresholds.clone(),
+        ))
+    });
     let approved = cluster.map(|c| {
         tokio::spawn(labels::actions::run_forever(
             state.store.clone(),
@@ -161,7 +172,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let result = server::serve(listener, state, shutdown_signal()).await;
     jobs.abort();
     analysis.abort();
-    for task in [approved, alerting].into_iter().flatten() {
+    for task in [approved, alerting, reporting].into_iter().flatten() {
         task.abort();
     }
     Ok(result?)
@@ -178,6 +189,95 @@ pub(crate) fn load_config_or_demo(
         config.data_dir = demo_dir.to_owned();
     }
     Ok(config)
+}
+
+/// Progress of `gpulens report` on standard error: a bar on a terminal once the work takes
+/// more than a moment, plain lines otherwise.
+struct ReportProgress {
+    started: std::time::Instant,
+    tty: bool,
+    shown: bool,
+}
+
+impl reports::Progress for ReportProgress {
+    fn stage(&mut self, done: usize, of: usize, what: &str) {
+        use std::io::Write;
+        let slow = self.started.elapsed() > std::time::Duration::from_millis(300);
+        if !self.tty {
+            if done < of - 1 {
+                eprintln!("{what} ...");
+            }
+            return;
+        }
+        if !slow && done == 0 {
+            return;
+        }
+        let width = 24;
+        let filled = width * (done + 1) / of;
+        eprint!(
+            "\r[{}{}] {}/{} {what:<40} {:>5.1}s",
+            "#".repeat(filled),
+            " ".repeat(width - filled),
+            done + 1,
+            of,
+            self.started.elapsed().as_secs_f64()
+        );
+        self.shown = true;
+        if done + 1 == of {
+            eprintln!();
+        }
+        let _ = std::io::stderr().flush();
+    }
+}
+
+async fn report(args: cli::ReportArgs) -> anyhow::Result<()> {
+    use std::io::IsTerminal;
+    let config = load_config_or_demo(&args.db, &args.data_dir)?;
+    let timezone = args
+        .timezone
+        .clone()
+        .unwrap_or_else(|| config.reports.timezone.clone());
+    let tz = reports::week::zone(&timezone).map_err(|e| anyhow::anyhow!(e))?;
+    let now = now_ms();
+    let week = match &args.week {
+        Some(w) => w.parse().map_err(|e: String| anyhow::anyhow!(e))?,
+        None => reports::week::IsoWeek::last_complete(now, &tz),
+    };
+    let store = open_store(&config).await?;
+    store.migrate().await?;
+    let mut progress = ReportProgress {
+        started: std::time::Instant::now(),
+        tty: std::io::stderr().is_terminal(),
+        shown: false,
+    };
+    let thresholds = &config.analytics.thresholds;
+    let (data, html, csv) =
+        reports::generate(&store, thresholds, week, &timezone, now, &mut progress).await?;
+    if data.fleet.capacity_gpu_hours.unwrap_or(0.0) == 0.0 && data.fleet.allocated_gpu_hours == 0.0
+    {
+        anyhow::bail!(
+            "no data for {week} ({} to {}) in {}: pick a week gpulens was collecting (--week), or run `gpulens demo` first",
+            api::rfc3339(data.from_ms),
+            api::rfc3339(data.to_ms),
+            store::redact_url(&config.database_url())
+        );
+    }
+    let body = match args.format {
+        cli::ReportFormat::Html => html.clone(),
+        cli::ReportFormat::Csv => csv.clone(),
+    };
+    if !args.no_store {
+        reports::make_stored(&store, &data, html, csv).await?;
+    }
+    match &args.out {
+        Some(path) => {
+            std::fs::write(path, body)
+                .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", path.display()))?;
+            eprintln!("{}\nwritten to {}", data.summary(), path.display());
+        }
+        None => print!("{body}"),
+    }
+    Ok(())
 }
 
 async fn analyze(args: cli::AnalyzeArgs) -> anyhow::Result<()> {

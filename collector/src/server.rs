@@ -29,6 +29,7 @@ pub struct Inner {
     pub teams: Arc<TeamsConfig>,
     pub analytics: crate::analysis::Settings,
     pub labels: crate::labels::settings::Settings,
+    pub reports: crate::reports::Settings,
 }
 
 impl std::ops::Deref for AppState {
@@ -66,7 +67,16 @@ impl AppState {
             teams: Arc::new(teams),
             analytics,
             labels: Default::default(),
+            reports: Default::default(),
         }))
+    }
+
+    /// The same state with report settings (the time zone the API defaults to).
+    pub fn with_reports(self, reports: crate::reports::Settings) -> AppState {
+        let mut inner =
+            Arc::try_unwrap(self.0).expect("with_reports is called before the state is shared");
+        inner.reports = reports;
+        AppState(Arc::new(inner))
     }
 
     /// The same state with label settings (mode, operators who may approve).
@@ -97,6 +107,8 @@ pub fn router(state: AppState) -> Router {
             get(crate::api_analytics::recommendations),
         )
         .route("/api/v1/alerts", get(crate::api_alerts::list))
+        .route("/api/v1/reports", get(crate::api_reports::list))
+        .route("/api/v1/reports/{week}", get(crate::api_reports::get))
         .route("/api/v1/label-actions", get(crate::api_labels::list))
         .route(
             "/api/v1/nodes/{node}/labels",
@@ -134,6 +146,8 @@ pub const ROUTES: &[&str] = &[
     "/api/v1/findings",
     "/api/v1/recommendations",
     "/api/v1/alerts",
+    "/api/v1/reports",
+    "/api/v1/reports/{week}",
     "/api/v1/label-actions",
     "/api/v1/label-actions/{id}/approve",
     "/api/v1/nodes/{node}/labels",

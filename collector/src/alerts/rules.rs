@@ -193,6 +193,8 @@ struct Subject<'a> {
     node: &'a str,
     gpu: Option<&'a str>,
     tenant: Option<&'a str>,
+    /// The tenant's display name, for annotations (the label keeps the stable key).
+    tenant_name: Option<&'a str>,
     team: Option<&'a str>,
     summary: &'a str,
 }
@@ -221,7 +223,7 @@ fn condition(i: usize, rule: &Rule, severity: &str, s: &Subject, value: f64) -> 
         t.replace("{node}", s.node)
             .replace("{cluster}", s.cluster)
             .replace("{gpu}", s.gpu.unwrap_or("-"))
-            .replace("{tenant}", s.tenant.unwrap_or("-"))
+            .replace("{tenant}", s.tenant_name.or(s.tenant).unwrap_or("-"))
             .replace("{team}", s.team.unwrap_or("-"))
             .replace("{value}", &shown)
             .replace("{summary}", s.summary)
@@ -261,6 +263,11 @@ pub fn evaluate(rules: &[Rule], facts: &Facts) -> Vec<Condition> {
                     node: &f.node,
                     gpu: f.gpu.as_deref(),
                     tenant: f.tenants.first().map(String::as_str),
+                    tenant_name: f
+                        .tenants
+                        .first()
+                        .and_then(|k| a.tenant_names.get(k))
+                        .map(String::as_str),
                     team: f.team.as_deref(),
                     summary: &f.summary,
                 };
@@ -295,6 +302,7 @@ pub fn evaluate(rules: &[Rule], facts: &Facts) -> Vec<Condition> {
                             node: &n.node,
                             gpu: None,
                             tenant: None,
+                            tenant_name: None,
                             team: None,
                             summary: &summary,
                         };
@@ -327,6 +335,7 @@ pub fn evaluate(rules: &[Rule], facts: &Facts) -> Vec<Condition> {
                         node: &a.node,
                         gpu: None,
                         tenant: None,
+                        tenant_name: None,
                         team: None,
                         summary: &summary,
                     };

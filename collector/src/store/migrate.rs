@@ -40,6 +40,11 @@ pub const POSTGRES: &[Migration] = &[
         name: "0005_alerts.sql",
         sql: include_str!("../../../migrations/postgres/0005_alerts.sql"),
     },
+    Migration {
+        version: 6,
+        name: "0006_reports.sql",
+        sql: include_str!("../../../migrations/postgres/0006_reports.sql"),
+    },
 ];
 
 pub const SQLITE: &[Migration] = &[
@@ -67,6 +72,11 @@ pub const SQLITE: &[Migration] = &[
         version: 5,
         name: "0005_alerts.sql",
         sql: include_str!("../../../migrations/sqlite/0005_alerts.sql"),
+    },
+    Migration {
+        version: 6,
+        name: "0006_reports.sql",
+        sql: include_str!("../../../migrations/sqlite/0006_reports.sql"),
     },
 ];
 

@@ -7,6 +7,7 @@ pub mod label_actions;
 mod migrate;
 mod pgcopy;
 mod postgres;
+pub mod reports;
 pub use model::rollup;
 pub mod series;
 mod sqlite;
@@ -583,6 +584,25 @@ impl Store {
     /// Drops finished notifications older than `before_ms` (not a group's newest).
     pub async fn prune_notifications(&self, before_ms: i64) -> Result<u64> {
         dispatch!(self, s => s.prune_notifications(before_ms).await)
+    }
+
+    /// Stores a weekly report (replacing one of the same week and time zone).
+    pub async fn save_report(&self, r: &reports::StoredReport) -> Result<()> {
+        dispatch!(self, s => s.save_report(r).await)
+    }
+
+    /// Stored reports, newest first, without bodies.
+    pub async fn reports(&self, limit: i64) -> Result<Vec<reports::StoredReport>> {
+        dispatch!(self, s => s.reports(limit).await)
+    }
+
+    /// One stored report with its HTML and CSV.
+    pub async fn report(
+        &self,
+        week: &str,
+        timezone: &str,
+    ) -> Result<Option<reports::StoredReport>> {
+        dispatch!(self, s => s.report(week, timezone).await)
     }
 
     /// Hour rollups of a node over a range.
@@ -1213,6 +1233,7 @@ impl JobLock {
 /// Advisory lock keys of the background jobs (one collector runs each).
 pub const LOCK_ANALYTICS: i64 = 0x6770_756c_656e_7301;
 pub const LOCK_ALERTS: i64 = 0x6770_756c_656e_7302;
+pub const LOCK_REPORTS: i64 = 0x6770_756c_656e_7303;
 
 impl Store {
     pub async fn events(&self, from_ms: i64, to_ms: i64) -> Result<Vec<EventRecord>> {

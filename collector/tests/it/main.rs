@@ -6,4 +6,5 @@ mod conformance;
 mod delivery;
 mod http;
 mod labels;
+mod reports;
 mod support;

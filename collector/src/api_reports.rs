@@ -1,0 +1,121 @@
+//! `/api/v1/reports`: the stored weekly reports, and each one as HTML or CSV
+//! (docs/reports.md).
+
+use axum::Json;
+use axum::extract::{Path, Query, State};
+use axum::http::header;
+use axum::response::{IntoResponse, Response};
+use serde::{Deserialize, Serialize};
+
+use crate::api::rfc3339;
+use crate::error::ApiError;
+use crate::reports::link;
+use crate::server::AppState;
+
+#[derive(Debug, Serialize)]
+pub struct ReportEntry {
+    pub week: String,
+    pub timezone: String,
+    pub from: String,
+    pub to: String,
+    pub generated: String,
+    pub summary: String,
+    pub html: String,
+    pub csv: String,
+}
+
+#[derive(Debug, Serialize)]
+pub struct ReportList {
+    /// The time zone scheduled reports use.
+    pub timezone: String,
+    pub reports: Vec<ReportEntry>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ListQuery {
+    /// At most this many, newest week first (default 52, at most 520).
+    pub limit: Option<i64>,
+}
+
+pub async fn list(
+    State(state): State<AppState>,
+    Query(q): Query<ListQuery>,
+) -> Result<Json<ReportList>, ApiError> {
+    let limit = q.limit.unwrap_or(52);
+    if !(1..=520).contains(&limit) {
+        return Err(ApiError::BadRequest(format!(
+            "limit must be between 1 and 520, got {limit}"
+        )));
+    }
+    let reports = state
+        .store
+        .reports(limit)
+        .await?
+        .into_iter()
+        .map(|r| ReportEntry {
+            html: link(None, &r.week, &r.timezone, "html"),
+            csv: link(None, &r.week, &r.timezone, "csv"),
+            from: rfc3339(r.from_ms),
+            to: rfc3339(r.to_ms),
+            generated: rfc3339(r.generated_ms),
+            week: r.week,
+            timezone: r.timezone,
+            summary: r.summary,
+        })
+        .collect();
+    Ok(Json(ReportList {
+        timezone: state.reports.timezone.clone(),
+        reports,
+    }))
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GetQuery {
+    /// html (default) or csv.
+    pub format: Option<String>,
+    /// Default: the configured one.
+    pub timezone: Option<String>,
+}
+
+/// One report as a download.
+pub async fn get(
+    State(state): State<AppState>,
+    Path(week): Path<String>,
+    Query(q): Query<GetQuery>,
+) -> Result<Response, ApiError> {
+    let w: crate::reports::week::IsoWeek = week.parse().map_err(ApiError::BadRequest)?;
+    let tz = q
+        .timezone
+        .clone()
+        .unwrap_or_else(|| state.reports.timezone.clone());
+    let format = q.format.as_deref().unwrap_or("html");
+    if !matches!(format, "html" | "csv") {
+        return Err(ApiError::BadRequest(format!(
+            "format must be html or csv, not {format:?}"
+        )));
+    }
+    let Some(r) = state.store.report(&w.to_string(), &tz).await? else {
+        return Err(ApiError::NotFound(format!(
+            "no report for {w} in {tz}; reports are made when a week is over, or with `gpulens report --week {w}`"
+        )));
+    };
+    let (body, ct) = if format == "csv" {
+        (r.csv, "text/csv; charset=utf-8; header=present")
+    } else {
+        (r.html, "text/html; charset=utf-8")
+    };
+    let name = format!("gpulens-report-{w}.{format}");
+    Ok((
+        [
+            (header::CONTENT_TYPE, ct.to_owned()),
+            (
+                header::CONTENT_DISPOSITION,
+                format!("inline; filename=\"{name}\""),
+            ),
+        ],
+        body,
+    )
+        .into_response())
+}

@@ -1,0 +1,219 @@
+//! What a weekly report says, taken from the week's analysis and the previous week's funnel.
+
+use analytics::{Analysis, FindingKind, FunnelRow, Proposal};
+use serde::{Deserialize, Serialize};
+
+/// Rows of a table at most (the HTML says how many more there were).
+pub const TOP: usize = 15;
+
+/// One idle allocation of the week.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct IdleRow {
+    pub tenant: String,
+    pub team: Option<String>,
+    pub node: String,
+    pub gpu: Option<String>,
+    pub hours: f64,
+    pub summary: String,
+}
+
+/// One interference incident.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct IncidentRow {
+    pub victim: String,
+    pub aggressor: String,
+    pub node: String,
+    pub gpu: Option<String>,
+    pub hours: f64,
+    /// How much the victim's rate dropped (0–1).
+    pub rate_drop: Option<f64>,
+    pub summary: String,
+}
+
+/// One open recommendation.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct RecRow {
+    pub kind: String,
+    pub node: String,
+    pub team: Option<String>,
+    pub gpus_freed: f64,
+    pub confidence: f64,
+    pub summary: String,
+    /// The config name to select, for MIG layouts.
+    pub config: Option<String>,
+}
+
+/// Everything a report shows.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ReportData {
+    pub week: String,
+    pub timezone: String,
+    pub from_ms: i64,
+    pub to_ms: i64,
+    pub generated_ms: i64,
+    pub currency: String,
+    pub fleet: FunnelRow,
+    /// The previous week's fleet line, for the trend.
+    pub previous: Option<FunnelRow>,
+    pub teams: Vec<FunnelRow>,
+    pub models: Vec<FunnelRow>,
+    pub nodes: Vec<FunnelRow>,
+    pub idle: Vec<IdleRow>,
+    pub interference: Vec<IncidentRow>,
+    pub recommendations: Vec<RecRow>,
+    pub limitations: Vec<String>,
+}
+
+fn hours(from: i64, to: i64) -> f64 {
+    (to - from) as f64 / 3_600_000.0
+}
+
+fn by_waste(rows: &[FunnelRow]) -> Vec<FunnelRow> {
+    let mut v = rows.to_vec();
+    v.sort_by(|a, b| {
+        b.waste_gpu_hours
+            .total_cmp(&a.waste_gpu_hours)
+            .then_with(|| a.key.cmp(&b.key))
+    });
+    v
+}
+
+impl ReportData {
+    /// The report of `week` from its analysis and, when there was data, the previous week's.
+    pub fn build(
+        week: String,
+        timezone: String,
+        a: &Analysis,
+        previous: Option<&Analysis>,
+        generated_ms: i64,
+    ) -> ReportData {
+        let name = |key: Option<&String>| {
+            key.map(|k| a.tenant_names.get(k).unwrap_or(k).clone())
+                .unwrap_or_default()
+        };
+        let mut idle: Vec<IdleRow> = a
+            .findings
+            .iter()
+            .filter(|f| f.kind == FindingKind::IdleAllocation)
+            .map(|f| IdleRow {
+                tenant: name(f.tenants.first()),
+                team: f.team.clone(),
+                node: f.node.clone(),
+                gpu: f.gpu.clone(),
+                hours: f
+                    .metrics
+                    .get("idle_hours_in_runs")
+                    .copied()
+                    .unwrap_or_else(|| hours(f.from_ms, f.to_ms)),
+                summary: f.summary.clone(),
+            })
+            .collect();
+        idle.sort_by(|x, y| y.hours.total_cmp(&x.hours));
+        let interference = a
+            .findings
+            .iter()
+            .filter(|f| f.kind == FindingKind::Interference)
+            .map(|f| IncidentRow {
+                victim: name(f.tenants.first()),
+                aggressor: name(f.tenants.get(1)),
+                node: f.node.clone(),
+                gpu: f.gpu.clone(),
+                hours: f
+                    .metrics
+                    .get("contended_hours")
+                    .copied()
+                    .unwrap_or_else(|| hours(f.from_ms, f.to_ms)),
+                rate_drop: f.metrics.get("rate_drop").copied(),
+                summary: f.summary.clone(),
+            })
+            .collect();
+        let mut recommendations: Vec<RecRow> = a
+            .recommendations
+            .iter()
+            .map(|r| RecRow {
+                kind: r.kind.as_str().into(),
+                node: r.node.clone(),
+                team: r.team.clone(),
+                gpus_freed: r.replay.gpus_freed,
+                confidence: r.confidence,
+                summary: r.summary.clone(),
+                config: match &r.proposal {
+                    Proposal::MigLayout { config_name, .. } => Some(config_name.clone()),
+                    _ => None,
+                },
+            })
+            .collect();
+        recommendations.sort_by(|x, y| y.gpus_freed.total_cmp(&x.gpus_freed));
+        let mut nodes = a.funnel.by_node.clone();
+        nodes.sort_by(|x, y| x.key.cmp(&y.key));
+        ReportData {
+            week,
+            timezone,
+            from_ms: a.from_ms,
+            to_ms: a.to_ms,
+            generated_ms,
+            currency: a.funnel.currency.clone(),
+            fleet: a.funnel.total.clone(),
+            previous: previous.map(|p| p.funnel.total.clone()),
+            teams: by_waste(&a.funnel.by_team),
+            models: by_waste(&a.funnel.by_model),
+            nodes,
+            idle,
+            interference,
+            recommendations,
+            limitations: a.limitations.clone(),
+        }
+    }
+
+    /// GPUs the open recommendations would free, together.
+    pub fn gpus_freed(&self) -> f64 {
+        self.recommendations.iter().map(|r| r.gpus_freed).sum()
+    }
+
+    /// A one-paragraph summary (webhook messages, the report list).
+    pub fn summary(&self) -> String {
+        let f = &self.fleet;
+        let pct = |x: Option<f64>| x.map_or("n/a".to_owned(), |r| format!("{:.0} %", r * 100.0));
+        let mut s = format!(
+            "gpulens weekly report {}: {:.0} GPU-hours allocated, {:.0} effective ({}), {:.0} wasted ({:.0} {}).",
+            self.week,
+            f.allocated_gpu_hours,
+            f.effective_gpu_hours,
+            pct(f.effective_ratio),
+            f.waste_gpu_hours,
+            f.waste_cost,
+            self.currency
+        );
+        if let Some(p) = &self.previous
+            && p.allocated_gpu_hours > 0.0
+        {
+            s.push_str(&format!(
+                " Allocation {} against the week before.",
+                change(f.allocated_gpu_hours, p.allocated_gpu_hours)
+            ));
+        }
+        s.push_str(&format!(
+            " {} idle allocations, {} interference incidents, {} open recommendations freeing {:.1} GPUs.",
+            self.idle.len(),
+            self.interference.len(),
+            self.recommendations.len(),
+            self.gpus_freed()
+        ));
+        s
+    }
+}
+
+/// `+12 %`, `−3 %`, `±0 %` from `before` to `now`.
+pub fn change(now: f64, before: f64) -> String {
+    if before == 0.0 {
+        return "new".into();
+    }
+    let p = (now - before) / before * 100.0;
+    if p.abs() < 0.5 {
+        "±0 %".into()
+    } else if p > 0.0 {
+        format!("+{p:.0} %")
+    } else {
+        format!("−{:.0} %", -p)
+    }
+}

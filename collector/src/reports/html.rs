@@ -1,0 +1,412 @@
+//! The report as one self-contained HTML file: inline CSS and SVG, no script, no external
+//! resource, laid out to print on A4.
+
+use std::fmt::Write;
+
+use analytics::FunnelRow;
+
+use super::content::{ReportData, TOP, change};
+use crate::api::rfc3339;
+
+fn esc(s: &str) -> String {
+    let mut o = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '&' => o.push_str("&amp;"),
+            '<' => o.push_str("&lt;"),
+            '>' => o.push_str("&gt;"),
+            '"' => o.push_str("&quot;"),
+            '\'' => o.push_str("&#39;"),
+            c => o.push(c),
+        }
+    }
+    o
+}
+
+fn num(x: f64) -> String {
+    if x.abs() >= 100.0 {
+        format!("{x:.0}")
+    } else {
+        format!("{x:.1}")
+    }
+}
+
+fn pct(x: Option<f64>) -> String {
+    x.map_or("–".into(), |r| format!("{:.0} %", r * 100.0))
+}
+
+const STYLE: &str = r#"
+:root { --ink: #1b1f24; --muted: #57606a; --line: #d0d7de; --alloc: #3b6fb6; --active: #5a9bd5; --eff: #2e8b57; --waste: #c0504d; --cap: #8c959f; }
+* { box-sizing: border-box; }
+body { font: 14px/1.45 system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; color: var(--ink); margin: 2rem auto; max-width: 60rem; padding: 0 1rem; }
+h1 { font-size: 1.6rem; margin-bottom: .2rem; } h2 { font-size: 1.2rem; margin-top: 2rem; border-bottom: 1px solid var(--line); padding-bottom: .2rem; }
+.meta, .note { color: var(--muted); } .note { font-size: .9em; }
+table { border-collapse: collapse; width: 100%; margin: .5rem 0; font-variant-numeric: tabular-nums; }
+th, td { border-bottom: 1px solid var(--line); padding: .25rem .5rem; text-align: left; vertical-align: top; }
+th { background: #f6f8fa; } td.n, th.n { text-align: right; white-space: nowrap; }
+.kpis { display: grid; grid-template-columns: repeat(4, 1fr); gap: .75rem; margin: 1rem 0; }
+.kpi { border: 1px solid var(--line); border-radius: 6px; padding: .5rem .75rem; } .kpi b { display: block; font-size: 1.3rem; } .kpi span { color: var(--muted); font-size: .85em; }
+svg text { font: 12px system-ui, sans-serif; fill: var(--ink); } svg .muted { fill: var(--muted); }
+section { break-inside: avoid-page; }
+@page { size: A4; margin: 14mm; }
+@media print { body { margin: 0; max-width: none; font-size: 11px; } h2 { break-after: avoid; } tr { break-inside: avoid; } }
+"#;
+
+/// Horizontal bars of the funnel, with last week's value as an outline for the trend.
+fn funnel_chart(f: &FunnelRow, prev: Option<&FunnelRow>) -> String {
+    let bars = [
+        (
+            "Capacity",
+            f.capacity_gpu_hours.unwrap_or(0.0),
+            prev.and_then(|p| p.capacity_gpu_hours),
+            "var(--cap)",
+        ),
+        (
+            "Allocated",
+            f.allocated_gpu_hours,
+            prev.map(|p| p.allocated_gpu_hours),
+            "var(--alloc)",
+        ),
+        (
+            "Active",
+            f.active_gpu_hours,
+            prev.map(|p| p.active_gpu_hours),
+            "var(--active)",
+        ),
+        (
+            "Effective",
+            f.effective_gpu_hours,
+            prev.map(|p| p.effective_gpu_hours),
+            "var(--eff)",
+        ),
+        (
+            "Waste",
+            f.waste_gpu_hours,
+            prev.map(|p| p.waste_gpu_hours),
+            "var(--waste)",
+        ),
+    ];
+    let max = bars
+        .iter()
+        .flat_map(|(_, v, p, _)| [*v, p.unwrap_or(0.0)])
+        .fold(1.0_f64, f64::max);
+    let (left, width, row) = (90.0, 420.0, 28.0);
+    let h = row * bars.len() as f64 + 30.0;
+    let mut s = format!(
+        r#"<svg role="img" aria-labelledby="funnel-title" viewBox="0 0 640 {h}" width="100%" xmlns="http://www.w3.org/2000/svg"><title id="funnel-title">GPU-hours this week by funnel stage; outlines show the week before</title>"#
+    );
+    for (i, (name, v, p, color)) in bars.iter().enumerate() {
+        let y = 10.0 + i as f64 * row;
+        let w = v / max * width;
+        let _ = write!(
+            s,
+            r#"<text x="{}" y="{}" text-anchor="end">{name}</text><rect x="{left}" y="{y}" width="{w:.1}" height="18" fill="{color}"><title>{name}: {} GPU-hours</title></rect><text x="{:.1}" y="{}">{} GPU-h</text>"#,
+            left - 8.0,
+            y + 13.0,
+            num(*v),
+            left + w + 6.0,
+            y + 13.0,
+            num(*v)
+        );
+        if let Some(p) = p {
+            let pw = p / max * width;
+            let _ = write!(
+                s,
+                r##"<rect x="{left}" y="{:.1}" width="{pw:.1}" height="20" fill="none" stroke="#1b1f24" stroke-dasharray="3 2"><title>{name}, week before: {} GPU-hours</title></rect>"##,
+                y - 1.0,
+                num(*p)
+            );
+        }
+    }
+    let _ = write!(
+        s,
+        r#"<text class="muted" x="{left}" y="{}">GPU-hours; dashed outline: the week before</text></svg>"#,
+        h - 6.0
+    );
+    s
+}
+
+/// Allocated against effective GPU-hours per team (the teams wasting most).
+fn team_chart(teams: &[FunnelRow]) -> String {
+    let shown: Vec<&FunnelRow> = teams.iter().take(10).collect();
+    if shown.is_empty() {
+        return String::new();
+    }
+    let max = shown
+        .iter()
+        .map(|t| t.allocated_gpu_hours)
+        .fold(1.0_f64, f64::max);
+    let (left, width, row) = (150.0, 380.0, 34.0);
+    let h = row * shown.len() as f64 + 36.0;
+    let mut s = format!(
+        r#"<svg role="img" aria-labelledby="teams-title" viewBox="0 0 640 {h}" width="100%" xmlns="http://www.w3.org/2000/svg"><title id="teams-title">Allocated and effective GPU-hours per team</title>"#
+    );
+    for (i, t) in shown.iter().enumerate() {
+        let y = 8.0 + i as f64 * row;
+        let wa = t.allocated_gpu_hours / max * width;
+        let we = t.effective_gpu_hours / max * width;
+        let _ = write!(
+            s,
+            r#"<text x="{}" y="{}" text-anchor="end">{}</text><rect x="{left}" y="{y}" width="{wa:.1}" height="13" fill="var(--alloc)"><title>{}: {} GPU-hours allocated</title></rect><rect x="{left}" y="{}" width="{we:.1}" height="13" fill="var(--eff)"><title>{}: {} GPU-hours effective</title></rect><text x="{:.1}" y="{}">{} / {}</text>"#,
+            left - 8.0,
+            y + 18.0,
+            esc(&t.key),
+            esc(&t.key),
+            num(t.allocated_gpu_hours),
+            y + 14.0,
+            esc(&t.key),
+            num(t.effective_gpu_hours),
+            left + wa.max(we) + 6.0,
+            y + 18.0,
+            num(t.allocated_gpu_hours),
+            num(t.effective_gpu_hours)
+        );
+    }
+    let _ = write!(
+        s,
+        r#"<rect x="{left}" y="{}" width="12" height="10" fill="var(--alloc)"/><text x="{}" y="{}">allocated</text><rect x="{}" y="{}" width="12" height="10" fill="var(--eff)"/><text x="{}" y="{}">effective (GPU-hours)</text></svg>"#,
+        h - 18.0,
+        left + 16.0,
+        h - 9.0,
+        left + 100.0,
+        h - 18.0,
+        left + 116.0,
+        h - 9.0
+    );
+    s
+}
+
+fn funnel_table(title: &str, rows: &[FunnelRow], currency: &str, capacity: bool) -> String {
+    let mut s = format!(
+        "<table><caption class=\"note\">{} rows</caption><thead><tr><th scope=\"col\">{}</th>",
+        rows.len(),
+        esc(title)
+    );
+    if capacity {
+        s.push_str("<th class=\"n\" scope=\"col\">Capacity GPU-h</th>");
+    }
+    let _ = write!(
+        s,
+        "<th class=\"n\" scope=\"col\">Allocated GPU-h</th><th class=\"n\" scope=\"col\">Effective GPU-h</th><th class=\"n\" scope=\"col\">Effective</th><th class=\"n\" scope=\"col\">Waste GPU-h</th><th class=\"n\" scope=\"col\">Cost ({c})</th><th class=\"n\" scope=\"col\">Waste ({c})</th></tr></thead><tbody>",
+        c = esc(currency)
+    );
+    for r in rows {
+        let _ = write!(s, "<tr><td>{}</td>", esc(&r.key));
+        if capacity {
+            let _ = write!(
+                s,
+                "<td class=\"n\">{}</td>",
+                r.capacity_gpu_hours.map_or("–".into(), num)
+            );
+        }
+        let _ = write!(
+            s,
+            "<td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{:.2}</td><td class=\"n\">{:.2}</td></tr>",
+            num(r.allocated_gpu_hours),
+            num(r.effective_gpu_hours),
+            pct(r.effective_ratio),
+            num(r.waste_gpu_hours),
+            r.cost,
+            r.waste_cost
+        );
+    }
+    s.push_str("</tbody></table>");
+    s
+}
+
+fn more(total: usize) -> String {
+    if total > TOP {
+        format!(
+            "<p class=\"note\">Showing {TOP} of {total}; the full list is at /api/v1/findings and /api/v1/recommendations.</p>"
+        )
+    } else {
+        String::new()
+    }
+}
+
+/// The whole document.
+pub fn render(d: &ReportData) -> String {
+    let f = &d.fleet;
+    let p = d.previous.as_ref();
+    let mut s = String::with_capacity(64 * 1024);
+    let _ = write!(
+        s,
+        "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><meta name=\"viewport\" content=\"width=device-width, initial-scale=1\"><title>gpulens weekly report {w}</title><style>{STYLE}</style></head><body>\n<header><h1>GPU utilization, week {w}</h1><p class=\"meta\">{} to {} ({}) · generated {} by gpulens</p></header>\n",
+        rfc3339(d.from_ms),
+        rfc3339(d.to_ms),
+        esc(&d.timezone),
+        rfc3339(d.generated_ms),
+        w = esc(&d.week)
+    );
+    // Headline numbers with the trend.
+    let trend = |now: f64, before: Option<f64>| {
+        before.map_or(String::new(), |b| {
+            format!("<span>{} vs. week before</span>", change(now, b))
+        })
+    };
+    let _ = write!(
+        s,
+        "<section aria-label=\"Headline\"><div class=\"kpis\"><div class=\"kpi\">Allocated<b>{} GPU-h</b>{}</div><div class=\"kpi\">Effective<b>{} GPU-h</b><span>{} of allocated</span></div><div class=\"kpi\">Waste<b>{:.0} {}</b>{}</div><div class=\"kpi\">GPUs freeable<b>{:.1}</b><span>by {} open recommendations</span></div></div></section>",
+        num(f.allocated_gpu_hours),
+        trend(f.allocated_gpu_hours, p.map(|x| x.allocated_gpu_hours)),
+        num(f.effective_gpu_hours),
+        pct(f.effective_ratio),
+        f.waste_cost,
+        esc(&d.currency),
+        trend(f.waste_gpu_hours, p.map(|x| x.waste_gpu_hours)),
+        d.gpus_freed(),
+        d.recommendations.len()
+    );
+    // The funnel and its trend.
+    s.push_str("<section><h2>The fleet funnel</h2>");
+    s.push_str(&funnel_chart(f, p));
+    s.push_str("<table><thead><tr><th scope=\"col\">Stage</th><th class=\"n\" scope=\"col\">This week (GPU-h)</th><th class=\"n\" scope=\"col\">Week before</th><th class=\"n\" scope=\"col\">Change</th></tr></thead><tbody>");
+    let stages = [
+        (
+            "Capacity",
+            f.capacity_gpu_hours.unwrap_or(0.0),
+            p.and_then(|x| x.capacity_gpu_hours),
+        ),
+        (
+            "Allocated",
+            f.allocated_gpu_hours,
+            p.map(|x| x.allocated_gpu_hours),
+        ),
+        ("Active", f.active_gpu_hours, p.map(|x| x.active_gpu_hours)),
+        (
+            "Effective",
+            f.effective_gpu_hours,
+            p.map(|x| x.effective_gpu_hours),
+        ),
+        ("Waste", f.waste_gpu_hours, p.map(|x| x.waste_gpu_hours)),
+    ];
+    for (name, now, before) in stages {
+        let _ = write!(
+            s,
+            "<tr><td>{name}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td></tr>",
+            num(now),
+            before.map_or("–".into(), num),
+            before.map_or("–".into(), |b| change(now, b))
+        );
+    }
+    let _ = write!(
+        s,
+        "</tbody></table><p class=\"note\">Cost of allocations {:.2} {c}, of which waste {:.2} {c}. Effective use is {}.</p></section>",
+        f.cost,
+        f.waste_cost,
+        match f.effective_signal.as_str() {
+            "sm_active" => "SM activity from DCGM",
+            "gpu_util" => "NVML GPU utilization (an upper bound; no DCGM)",
+            "mixed" => "SM activity where DCGM reports it, NVML utilization elsewhere",
+            _ => "not measurable (MIG without DCGM)",
+        },
+        c = esc(&d.currency)
+    );
+    // Teams.
+    s.push_str("<section><h2>Teams, namespaces and accounts</h2>");
+    s.push_str(&team_chart(&d.teams));
+    s.push_str(&funnel_table("Team", &d.teams, &d.currency, false));
+    s.push_str("</section>\n");
+    // Idle allocations.
+    let _ = write!(
+        s,
+        "<section><h2>Top idle allocations</h2><p class=\"note\">{} allocations held a GPU without using it for hours.</p>",
+        d.idle.len()
+    );
+    if !d.idle.is_empty() {
+        s.push_str("<table><thead><tr><th scope=\"col\">Tenant</th><th scope=\"col\">Team</th><th scope=\"col\">Node</th><th class=\"n\" scope=\"col\">Idle hours</th><th scope=\"col\">What</th></tr></thead><tbody>");
+        for r in d.idle.iter().take(TOP) {
+            let _ = write!(
+                s,
+                "<tr><td>{}</td><td>{}</td><td>{}</td><td class=\"n\">{}</td><td>{}</td></tr>",
+                esc(&r.tenant),
+                esc(r.team.as_deref().unwrap_or("–")),
+                esc(&r.node),
+                num(r.hours),
+                esc(&r.summary)
+            );
+        }
+        s.push_str("</tbody></table>");
+        s.push_str(&more(d.idle.len()));
+    }
+    s.push_str("</section>\n");
+    // Interference.
+    let _ = write!(
+        s,
+        "<section><h2>Interference incidents</h2><p class=\"note\">{} times a tenant sharing a GPU slowed another down.</p>",
+        d.interference.len()
+    );
+    if !d.interference.is_empty() {
+        s.push_str("<table><thead><tr><th scope=\"col\">Slowed down</th><th scope=\"col\">By</th><th scope=\"col\">Node</th><th class=\"n\" scope=\"col\">Contended hours</th><th class=\"n\" scope=\"col\">Rate drop</th></tr></thead><tbody>");
+        for r in d.interference.iter().take(TOP) {
+            let _ = write!(
+                s,
+                "<tr><td>{}</td><td>{}</td><td>{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td></tr>",
+                esc(&r.victim),
+                esc(&r.aggressor),
+                esc(&r.node),
+                num(r.hours),
+                pct(r.rate_drop)
+            );
+        }
+        s.push_str("</tbody></table>");
+        s.push_str(&more(d.interference.len()));
+    }
+    s.push_str("</section>\n");
+    // Recommendations.
+    let _ = write!(
+        s,
+        "<section><h2>Open recommendations</h2><p class=\"note\">{} recommendations, replayed against the recorded demand, would free {:.1} GPUs.</p>",
+        d.recommendations.len(),
+        d.gpus_freed()
+    );
+    if !d.recommendations.is_empty() {
+        s.push_str("<table><thead><tr><th scope=\"col\">Kind</th><th scope=\"col\">Node</th><th class=\"n\" scope=\"col\">GPUs freed</th><th class=\"n\" scope=\"col\">Confidence</th><th scope=\"col\">What</th></tr></thead><tbody>");
+        for r in d.recommendations.iter().take(TOP) {
+            let _ = write!(
+                s,
+                "<tr><td>{}</td><td>{}</td><td class=\"n\">{:.1}</td><td class=\"n\">{:.0} %</td><td>{}{}</td></tr>",
+                esc(&r.kind.replace('_', " ")),
+                esc(&r.node),
+                r.gpus_freed,
+                r.confidence * 100.0,
+                esc(&r.summary),
+                r.config.as_ref().map_or(String::new(), |c| format!(
+                    " (config <code>{}</code>)",
+                    esc(c)
+                ))
+            );
+        }
+        s.push_str("</tbody></table>");
+        s.push_str(&more(d.recommendations.len()));
+    }
+    s.push_str("</section>\n");
+    // Per model and per node.
+    s.push_str("<section><h2>Per GPU model</h2>");
+    s.push_str(&funnel_table("Model", &d.models, &d.currency, true));
+    s.push_str("</section>\n<section><h2>Per node</h2>");
+    s.push_str(&funnel_table("Node", &d.nodes, &d.currency, true));
+    s.push_str("</section>\n");
+    if !d.limitations.is_empty() {
+        s.push_str("<section><h2>What could not be measured</h2><ul>");
+        for l in &d.limitations {
+            let _ = write!(s, "<li>{}</li>", esc(l));
+        }
+        s.push_str("</ul></section>\n");
+    }
+    s.push_str("<footer><p class=\"note\">GPU-hours: GPUs × hours (a MIG slice or time-sliced replica counts as its share). Allocated: held by a tenant; Active: a kernel ran; Effective: SM-weighted use; Waste: allocated minus effective. Definitions: docs/analytics.md.</p></footer>\n</body></html>\n");
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn text_is_escaped() {
+        assert_eq!(
+            esc("<b>\"a\" & 'b'</b>"),
+            "&lt;b&gt;&quot;a&quot; &amp; &#39;b&#39;&lt;/b&gt;"
+        );
+    }
+}

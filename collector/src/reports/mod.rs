@@ -1,0 +1,350 @@
+//! Weekly utilization reports: for each ISO week in the configured time zone, the fleet funnel
+//! and its trend, teams, idle allocations, interference, open recommendations, per-model and
+//! per-node tables; as one self-contained HTML file and as CSV. Made on schedule by one
+//! collector (a database lock), stored, listed at `/api/v1/reports`, and on demand with
+//! `gpulens report`. See docs/reports.md.
+
+pub mod content;
+pub mod csv;
+pub mod html;
+pub mod week;
+
+use std::time::Duration;
+
+use serde::Deserialize;
+
+use crate::config::Secret;
+use crate::store::reports::StoredReport;
+use crate::store::{LOCK_REPORTS, Store};
+use content::ReportData;
+use week::IsoWeek;
+
+/// `[reports]` in the configuration.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Settings {
+    /// Make each week's report when the week is over.
+    #[serde(default = "yes")]
+    pub enabled: bool,
+    /// IANA time zone whose Monday midnights bound the weeks.
+    #[serde(default = "default_timezone")]
+    pub timezone: String,
+    /// How long after the week ends its report is made (late data, rollups).
+    #[serde(
+        default = "default_delay",
+        deserialize_with = "crate::config::duration"
+    )]
+    pub delay: Duration,
+    /// Base URL of this gpulens, for links in the webhook message.
+    #[serde(default)]
+    pub external_url: Option<String>,
+    /// Post a summary and links here when a report is ready.
+    #[serde(default)]
+    pub webhook: Option<Webhook>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Webhook {
+    pub url: Secret,
+    /// `json` (gpulens' body) or `slack` (an incoming webhook's `text`).
+    #[serde(default = "default_kind")]
+    pub kind: String,
+    /// Signs the body as alert notifications are signed (`X-Gpulens-Signature`).
+    #[serde(default)]
+    pub secret: Option<Secret>,
+}
+
+fn yes() -> bool {
+    true
+}
+fn default_timezone() -> String {
+    "UTC".into()
+}
+fn default_delay() -> Duration {
+    Duration::from_secs(3600)
+}
+fn default_kind() -> String {
+    "json".into()
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Settings {
+            enabled: true,
+            timezone: default_timezone(),
+            delay: default_delay(),
+            external_url: None,
+            webhook: None,
+        }
+    }
+}
+
+impl Settings {
+    pub fn check(&self) -> anyhow::Result<()> {
+        week::zone(&self.timezone).map_err(|e| anyhow::anyhow!("reports: {e}"))?;
+        if let Some(w) = &self.webhook
+            && !matches!(w.kind.as_str(), "json" | "slack")
+        {
+            anyhow::bail!(
+                "reports.webhook.kind must be \"json\" or \"slack\", not {:?}",
+                w.kind
+            );
+        }
+        Ok(())
+    }
+}
+
+/// A stage of making a report, for progress output.
+pub trait Progress {
+    fn stage(&mut self, done: usize, of: usize, what: &str);
+}
+
+impl Progress for () {
+    fn stage(&mut self, _: usize, _: usize, _: &str) {}
+}
+
+/// Why a report cannot be made.
+#[derive(Debug, thiserror::Error)]
+pub enum ReportError {
+    #[error("{week} ends at {end}; a report covers a whole week, so it can be made after that")]
+    NotOver { week: IsoWeek, end: String },
+    #[error(transparent)]
+    Other(#[from] anyhow::Error),
+}
+
+async fn analyse(
+    store: &Store,
+    thresholds: &analytics::Config,
+    from: i64,
+    to: i64,
+) -> anyhow::Result<analytics::Analysis> {
+    let input = crate::analysis::load(store, thresholds, from, to, to).await?;
+    let cfg = thresholds.clone();
+    Ok(tokio::task::spawn_blocking(move || analytics::analyze(&input, &cfg)).await??)
+}
+
+/// Makes the report of `week`: analyses the week and the week before (for the trend).
+pub async fn generate(
+    store: &Store,
+    thresholds: &analytics::Config,
+    week: IsoWeek,
+    timezone: &str,
+    now_ms: i64,
+    progress: &mut (dyn Progress + Send),
+) -> Result<(ReportData, String, String), ReportError> {
+    let tz = week::zone(timezone).map_err(|e| anyhow::anyhow!(e))?;
+    let (from, to) = week.bounds(&tz);
+    if to > now_ms {
+        return Err(ReportError::NotOver {
+            week,
+            end: crate::api::rfc3339(to),
+        });
+    }
+    progress.stage(0, 4, &format!("analysing {week}"));
+    let a = analyse(store, thresholds, from, to).await?;
+    let previous = week.previous();
+    progress.stage(1, 4, &format!("analysing {previous} for the trend"));
+    let (pf, pt) = previous.bounds(&tz);
+    let p = analyse(store, thresholds, pf, pt).await?;
+    let had_data = p.funnel.total.capacity_gpu_hours.unwrap_or(0.0) > 0.0
+        || p.funnel.total.allocated_gpu_hours > 0.0;
+    progress.stage(2, 4, "rendering");
+    let data = ReportData::build(
+        week.to_string(),
+        timezone.to_owned(),
+        &a,
+        had_data.then_some(&p),
+        now_ms,
+    );
+    let html = html::render(&data);
+    let csv = csv::render(&data);
+    progress.stage(3, 4, "done");
+    Ok((data, html, csv))
+}
+
+/// Makes and stores the report of `week`.
+pub async fn make_and_store(
+    store: &Store,
+    thresholds: &analytics::Config,
+    week: IsoWeek,
+    timezone: &str,
+    now_ms: i64,
+    progress: &mut (dyn Progress + Send),
+) -> Result<StoredReport, ReportError> {
+    let (data, html, csv) = generate(store, thresholds, week, timezone, now_ms, progress).await?;
+    Ok(make_stored(store, &data, html, csv).await?)
+}
+
+/// Stores a report made with [`generate`].
+pub async fn make_stored(
+    store: &Store,
+    data: &ReportData,
+    html: String,
+    csv: String,
+) -> anyhow::Result<StoredReport> {
+    let r = StoredReport {
+        week: data.week.clone(),
+        timezone: data.timezone.clone(),
+        from_ms: data.from_ms,
+        to_ms: data.to_ms,
+        generated_ms: data.generated_ms,
+        summary: data.summary(),
+        data: serde_json::to_string(data)?,
+        html,
+        csv,
+    };
+    store.save_report(&r).await?;
+    Ok(r)
+}
+
+/// The path of a stored report in the API.
+pub fn link(external: Option<&str>, week: &str, timezone: &str, format: &str) -> String {
+    let base = external.unwrap_or("").trim_end_matches('/');
+    let tz: String = timezone
+        .chars()
+        .map(|c| {
+            if c == '/' {
+                "%2F".to_owned()
+            } else if c == '+' {
+                "%2B".to_owned()
+            } else {
+                c.to_string()
+            }
+        })
+        .collect();
+    format!("{base}/api/v1/reports/{week}?format={format}&timezone={tz}")
+}
+
+/// Posts the summary and links of a new report (three tries).
+async fn announce(s: &Settings, w: &Webhook, r: &StoredReport) -> anyhow::Result<()> {
+    let html = link(s.external_url.as_deref(), &r.week, &r.timezone, "html");
+    let csv = link(s.external_url.as_deref(), &r.week, &r.timezone, "csv");
+    let body = if w.kind == "slack" {
+        serde_json::json!({ "text": format!("{}\n<{html}|HTML report> · <{csv}|CSV>", r.summary) })
+    } else {
+        serde_json::json!({
+            "week": r.week, "timezone": r.timezone,
+            "from": crate::api::rfc3339(r.from_ms), "to": crate::api::rfc3339(r.to_ms),
+            "summary": r.summary, "html": html, "csv": csv,
+        })
+    }
+    .to_string();
+    let http = ingest_client::http()
+        .timeout(Duration::from_secs(10))
+        .build()?;
+    let mut last = String::new();
+    for attempt in 0..3 {
+        if attempt > 0 {
+            tokio::time::sleep(Duration::from_secs(2 << attempt)).await;
+        }
+        let mut req = http
+            .post(&w.url.0)
+            .header("content-type", "application/json");
+        if let Some(secret) = &w.secret {
+            let ts = crate::now_ms() / 1000;
+            req = req.header("x-gpulens-timestamp", ts.to_string()).header(
+                "x-gpulens-signature",
+                crate::alerts::payload::signature(&secret.0, ts, body.as_bytes()),
+            );
+        }
+        match req.body(body.clone()).send().await {
+            Ok(resp) if resp.status().is_success() => return Ok(()),
+            Ok(resp) if resp.status().is_client_error() && resp.status().as_u16() != 429 => {
+                anyhow::bail!(
+                    "the report webhook refused the message: HTTP {}",
+                    resp.status()
+                )
+            }
+            Ok(resp) => last = format!("HTTP {}", resp.status()),
+            Err(e) => last = e.without_url().to_string(),
+        }
+    }
+    anyhow::bail!("the report webhook did not take the message after 3 tries: {last}")
+}
+
+/// Makes last week's report if it is due and not stored yet; returns it when made.
+pub async fn scheduled(
+    store: &Store,
+    s: &Settings,
+    thresholds: &analytics::Config,
+    now_ms: i64,
+) -> anyhow::Result<Option<StoredReport>> {
+    let tz = week::zone(&s.timezone).map_err(|e| anyhow::anyhow!(e))?;
+    let week = IsoWeek::last_complete(now_ms - s.delay.as_millis() as i64, &tz);
+    if store
+        .report(&week.to_string(), &s.timezone)
+        .await?
+        .is_some()
+    {
+        return Ok(None);
+    }
+    let Some(lock) = store.try_job_lock(LOCK_REPORTS).await? else {
+        return Ok(None);
+    };
+    let result = async {
+        // Another collector may have made it while this one waited for the lock.
+        if store
+            .report(&week.to_string(), &s.timezone)
+            .await?
+            .is_some()
+        {
+            return Ok(None);
+        }
+        let (data, html, csv) =
+            generate(store, thresholds, week, &s.timezone, now_ms, &mut ()).await?;
+        if data.fleet.capacity_gpu_hours.unwrap_or(0.0) == 0.0
+            && data.fleet.allocated_gpu_hours == 0.0
+        {
+            // No data that week (gpulens was not running yet): nothing to report.
+            return Ok(None);
+        }
+        anyhow::Ok(Some(make_stored(store, &data, html, csv).await?))
+    }
+    .await;
+    lock.release().await?;
+    let made = result?;
+    if let (Some(r), Some(w)) = (&made, &s.webhook) {
+        tracing::info!(week = %r.week, "weekly report stored");
+        if let Err(e) = announce(s, w, r).await {
+            tracing::warn!(error = %e, week = %r.week, "the report is stored but could not be announced");
+        }
+    }
+    Ok(made)
+}
+
+/// Checks every ten minutes whether a week's report is due.
+pub async fn run_forever(store: Store, s: Settings, thresholds: analytics::Config) {
+    let mut tick = tokio::time::interval(Duration::from_secs(600));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    // Weeks without data are looked at once per run, not every ten minutes.
+    let mut empty: Option<String> = None;
+    loop {
+        tick.tick().await;
+        let now = crate::now_ms();
+        let Ok(tz) = week::zone(&s.timezone) else {
+            return;
+        };
+        let due = IsoWeek::last_complete(now - s.delay.as_millis() as i64, &tz).to_string();
+        if empty.as_deref() == Some(due.as_str()) {
+            continue;
+        }
+        match scheduled(&store, &s, &thresholds, now).await {
+            Ok(Some(r)) => {
+                tracing::info!(week = %r.week, summary = %r.summary, "weekly report made")
+            }
+            Ok(None) => {
+                if store
+                    .report(&due, &s.timezone)
+                    .await
+                    .ok()
+                    .flatten()
+                    .is_none()
+                {
+                    empty = Some(due);
+                }
+            }
+            Err(e) => tracing::warn!(error = %e, "the weekly report failed; will retry"),
+        }
+    }
+}
