@@ -122,12 +122,14 @@ impl Sender {
         }
     }
 
-    /// Sends the receiver's due notifications in order until one must wait.
+    /// Sends the receiver's due notifications in order until one must wait; `now` is the
+    /// pass's time (attempts are stored at it).
     pub async fn drain(
         &mut self,
         store: &Store,
         r: &Receiver,
         cap: Duration,
+        now: i64,
     ) -> anyhow::Result<usize> {
         let url = match r.kind {
             ReceiverKind::Alertmanager => {
@@ -137,13 +139,12 @@ impl Sender {
         };
         let mut sent = 0;
         for n in store.queued_notifications(&r.name, BATCH).await? {
-            let now = crate::now_ms();
             if n.next_ms > now {
                 break;
             }
             let started = Instant::now();
             let (v, status, detail) = self.post(r, &url, &n.payload, n.id).await;
-            let at = crate::now_ms();
+            let at = now + started.elapsed().as_millis() as i64;
             let attempt = Attempt {
                 ts_ms: at,
                 outcome: v.as_str().into(),

@@ -207,16 +207,21 @@ impl Alerting {
 
     /// One pass: evaluate, enqueue, deliver; `None` when another collector holds the lock.
     pub async fn pass(&mut self, store: &Store) -> anyhow::Result<Option<Pass>> {
+        self.pass_at(store, crate::now_ms()).await
+    }
+
+    /// [`Alerting::pass`] as if it were `now` (timers, backoff and stored times follow it;
+    /// tests replay hours in seconds with it).
+    pub async fn pass_at(&mut self, store: &Store, now: i64) -> anyhow::Result<Option<Pass>> {
         let Some(lock) = store.try_job_lock(LOCK_ALERTS).await? else {
             return Ok(None);
         };
-        let result = self.locked_pass(store).await;
+        let result = self.locked_pass(store, now).await;
         lock.release().await?;
         result.map(Some)
     }
 
-    async fn locked_pass(&mut self, store: &Store) -> anyhow::Result<Pass> {
-        let now = crate::now_ms();
+    async fn locked_pass(&mut self, store: &Store, now: i64) -> anyhow::Result<Pass> {
         let alerts = self.evaluate(store, now).await?;
         let mut pass = Pass {
             pending: alerts.iter().filter(|a| a.state == State::Pending).count(),
@@ -227,7 +232,7 @@ impl Alerting {
         pass.enqueued = self.enqueue(store, &alerts, now).await?;
         let cap = self.settings.group_interval;
         for r in &self.settings.receivers {
-            pass.delivered += self.sender.drain(store, r, cap).await?;
+            pass.delivered += self.sender.drain(store, r, cap, now).await?;
         }
         if now - self.last_prune_ms > 3_600_000 {
             store

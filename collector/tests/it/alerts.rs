@@ -729,3 +729,108 @@ async fn default_rules_turn_ongoing_findings_into_alerts() {
     );
     assert!(after.iter().all(|x| x.state == AlertState::Resolved));
 }
+
+/// Ten minutes of a receiver that is not there, with Alertmanager's default timers
+/// (group_wait 30 s, group_interval 5 m, repeat 4 h), replayed in simulated time: passes every
+/// 10 s of that time against a real socket. Alerts fire, join and resolve during the outage;
+/// afterwards the receiver gets every notification, in order, each once.
+#[tokio::test]
+async fn a_receiver_down_for_ten_minutes_gets_every_notification_afterwards_once() {
+    let t = crate::support::sqlite().await;
+    let s = &t.store;
+    let hook = Hook::start().await;
+    let mut st = Settings {
+        default_rules: false,
+        rules: vec![Rule::default_for(Kind::LabelRollback)],
+        receivers: vec![receiver("oncall", ReceiverKind::Webhook, hook.url("/am"))],
+        ..Settings::default()
+    };
+    st.receivers[0].secret = Some(Secret("k".into()));
+    assert_eq!(
+        (st.group_wait, st.group_interval, st.repeat_interval),
+        (
+            Duration::from_secs(30),
+            Duration::from_secs(300),
+            Duration::from_secs(4 * 3600)
+        )
+    );
+    let mut a = Alerting::new(st).unwrap();
+    hook.down();
+    let t0 = collector::now_ms();
+    let mut resolved_at = None;
+    for step in 0..=96 {
+        let now = t0 + step * 10_000;
+        match step {
+            0 => drop(action(s, "gpu-1", "rolled_back").await),
+            2 => drop(action(s, "gpu-2", "failed").await),
+            12 => drop(action(s, "gpu-3", "rolled_back").await),
+            42 => {
+                action(s, "gpu-1", "applied").await;
+                resolved_at = Some(now);
+            }
+            // Back after ten minutes.
+            60 => hook.up().await,
+            _ => {}
+        }
+        a.pass_at(s, now).await.unwrap().unwrap();
+        if step < 60 {
+            assert!(hook.got.lock().unwrap().is_empty());
+        }
+    }
+    assert!(resolved_at.is_some());
+    let got = hook.got.lock().unwrap().clone();
+    let ids: Vec<i64> = got
+        .iter()
+        .map(|g| {
+            g.headers["x-gpulens-notification-id"]
+                .to_str()
+                .unwrap()
+                .parse()
+                .unwrap()
+        })
+        .collect();
+    let mut unique = ids.clone();
+    unique.sort();
+    unique.dedup();
+    assert_eq!(ids, unique, "in order, none twice");
+    // 30 s: gpu-1 and gpu-2 (joined within group_wait); 5 m 30 s: gpu-3 joined; 10 m 30 s:
+    // gpu-1 resolved. All three made during or right after the outage, all delivered.
+    let bodies: Vec<Vec<(String, String)>> = got.iter().map(|g| nodes_of(&g.body)).collect();
+    let f = |n: &str| (n.to_owned(), "firing".to_owned());
+    assert_eq!(
+        bodies,
+        [
+            vec![f("gpu-1"), f("gpu-2")],
+            vec![f("gpu-1"), f("gpu-2"), f("gpu-3")],
+            vec![
+                ("gpu-1".to_owned(), "resolved".to_owned()),
+                f("gpu-2"),
+                f("gpu-3")
+            ],
+        ]
+    );
+    for g in &got {
+        let ts: i64 = g.headers["x-gpulens-timestamp"]
+            .to_str()
+            .unwrap()
+            .parse()
+            .unwrap();
+        assert_eq!(
+            g.headers["x-gpulens-signature"].to_str().unwrap(),
+            payload::signature("k", ts, &g.raw)
+        );
+    }
+    // The first notification's attempts span the outage, with the wait capped at 5 minutes.
+    let list = s.notifications(Some("oncall"), 10).await.unwrap();
+    let first = list.iter().min_by_key(|n| n.id).unwrap();
+    assert_eq!(first.state, "delivered");
+    let times: Vec<i64> = first.tries.iter().map(|x| x.ts_ms).collect();
+    assert!(first.tries.len() >= 6, "{:?}", first.tries);
+    assert!(times.windows(2).all(|w| w[1] - w[0] <= 300_000 + 10_000));
+    assert!(*times.last().unwrap() >= t0 + 600_000);
+    assert!(
+        first.tries[..first.tries.len() - 1]
+            .iter()
+            .all(|x| x.outcome == "retry")
+    );
+}
