@@ -22,6 +22,7 @@ pub mod reports;
 pub mod server;
 pub mod simulate;
 pub mod store;
+pub mod ui;
 
 use crate::cli::{BenchCommand, Command, DbArgs, ServeArgs, SimulateArgs};
 use crate::config::{Config, Secret};

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use axum::Router;
 use axum::extract::State;
 use axum::http::{StatusCode, header};
-use axum::response::{Html, IntoResponse, Response};
+use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 
 use crate::auth::Auth;
@@ -30,6 +30,8 @@ pub struct Inner {
     pub analytics: crate::analysis::Settings,
     pub labels: crate::labels::settings::Settings,
     pub reports: crate::reports::Settings,
+    /// The dashboard's parsed copy of the newest analysis.
+    pub ui: crate::ui::Cache,
 }
 
 impl std::ops::Deref for AppState {
@@ -68,6 +70,7 @@ impl AppState {
             analytics,
             labels: Default::default(),
             reports: Default::default(),
+            ui: Default::default(),
         }))
     }
 
@@ -91,7 +94,24 @@ impl AppState {
 /// Every route the collector serves.
 pub fn router(state: AppState) -> Router {
     Router::new()
-        .route("/", get(home))
+        .route("/", get(crate::ui::overview))
+        .route("/nodes", get(crate::ui::nodes))
+        .route("/nodes/{node}", get(crate::ui::node))
+        .route("/gpus/{uuid}", get(crate::ui::gpu))
+        .route("/tenants", get(crate::ui::tenants))
+        .route("/teams", get(crate::ui::teams))
+        .route("/findings", get(crate::ui::findings))
+        .route("/findings/{id}", get(crate::ui::finding))
+        .route("/recommendations", get(crate::ui::recommendations))
+        .route("/recommendations/{id}", get(crate::ui::recommendation))
+        .route(
+            "/recommendations/{id}/approve",
+            axum::routing::post(crate::ui::approve),
+        )
+        .route("/reports", get(crate::ui::reports))
+        .route("/alerts", get(crate::ui::alerts))
+        .route("/login", get(crate::ui::login_page).post(crate::ui::login))
+        .route("/logout", axum::routing::post(crate::ui::logout))
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
         .route("/metrics", get(metrics))
@@ -181,36 +201,6 @@ async fn metrics(State(state): State<AppState>) -> Response {
         state.metrics.encode(),
     )
         .into_response()
-}
-
-async fn home(State(state): State<AppState>) -> Result<Html<String>, ApiError> {
-    let now = crate::now_ms();
-    let nodes = state.store.nodes().await?;
-    let tenants = state.store.tenants().await?;
-    let mut clusters: Vec<&str> = nodes.iter().map(|n| n.cluster.as_str()).collect();
-    clusters.sort_unstable();
-    clusters.dedup();
-    let view = web::HomeView {
-        version: env!("CARGO_PKG_VERSION").to_owned(),
-        backend: state.store.backend().to_owned(),
-        clusters: clusters.len(),
-        gpu_count: nodes.iter().map(|n| n.gpu_count).sum(),
-        tenant_count: tenants.len(),
-        nodes: nodes
-            .iter()
-            .map(|n| web::NodeRow {
-                cluster: n.cluster.clone(),
-                node: n.node.clone(),
-                status: crate::api::node_status(n, now).to_owned(),
-                gpus: n.gpu_count,
-                last_sample: n
-                    .last_sample_ms
-                    .map(crate::api::rfc3339)
-                    .unwrap_or_else(|| "never".into()),
-            })
-            .collect(),
-    };
-    Ok(Html(web::render_home(view)))
 }
 
 /// Serves `router` on `listener` until `shutdown` resolves.

@@ -1,129 +1,143 @@
-//! The gpulens web dashboard, rendered on the server with leptos. Pages work without
-//! JavaScript. This crate knows view models only; the collector fills them from its store.
+//! The gpulens web dashboard, rendered on the server with leptos. Every page works without
+//! JavaScript (there is none): state lives in the URL (range, filters, sort), charts are inline
+//! SVG with native hover titles, live pages refresh with `<meta http-equiv="refresh">`. This
+//! crate knows view models only; the collector fills them from its store (collector/src/ui/).
+
+pub mod chart;
+pub mod format;
+pub mod pages;
 
 use leptos::prelude::*;
 
-/// What the home page shows about the running collector.
-#[derive(Debug, Clone, PartialEq)]
-pub struct HomeView {
-    pub version: String,
-    pub backend: String,
-    pub clusters: usize,
-    pub nodes: Vec<NodeRow>,
-    pub gpu_count: i64,
-    pub tenant_count: usize,
+/// The sections of the navigation bar.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Nav {
+    Overview,
+    Nodes,
+    Tenants,
+    Teams,
+    Findings,
+    Recommendations,
+    Reports,
+    Alerts,
+    None,
 }
 
-/// One row of the node table.
-#[derive(Debug, Clone, PartialEq)]
-pub struct NodeRow {
-    pub cluster: String,
-    pub node: String,
-    pub status: String,
-    pub gpus: i64,
-    pub last_sample: String,
+const NAV: [(Nav, &str, &str); 8] = [
+    (Nav::Overview, "/", "Overview"),
+    (Nav::Nodes, "/nodes", "Nodes"),
+    (Nav::Tenants, "/tenants", "Tenants"),
+    (Nav::Teams, "/teams", "Teams"),
+    (Nav::Findings, "/findings", "Findings"),
+    (Nav::Recommendations, "/recommendations", "Recommendations"),
+    (Nav::Reports, "/reports", "Reports"),
+    (Nav::Alerts, "/alerts", "Alerts"),
+];
+
+/// What every page carries besides its content.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Frame {
+    pub title: String,
+    /// Reload the page every this many seconds (live pages).
+    pub refresh_s: Option<u32>,
+    /// The operator signed in, if any.
+    pub operator: Option<String>,
+    /// Shown at the top (after an action).
+    pub notice: Option<String>,
+    pub version: String,
 }
+
+const STYLE: &str = r#"
+*{box-sizing:border-box}
+body{font:15px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:0;color:#16191d;background:#f6f7f9}
+a{color:#0b4f9c}a:focus-visible,button:focus-visible,input:focus-visible,select:focus-visible{outline:3px solid #f59e0b;outline-offset:2px}
+.skip{position:absolute;left:-999px}.skip:focus{left:1rem;top:.5rem;background:#fff;padding:.3rem .6rem;z-index:9}
+header.top{background:#13253b;color:#fff;padding:.5rem 1.5rem;display:flex;flex-wrap:wrap;align-items:center;gap:1rem}
+header.top .brand{font-weight:700;font-size:1.15rem;color:#fff;text-decoration:none}
+nav ul{list-style:none;display:flex;flex-wrap:wrap;gap:.2rem;margin:0;padding:0}
+nav a{color:#dbe7f5;text-decoration:none;padding:.3rem .55rem;border-radius:4px;display:inline-block}
+nav a[aria-current=page]{background:#fff;color:#13253b;font-weight:600}nav a:hover{background:#2a4465;color:#fff}
+.who{margin-left:auto;color:#dbe7f5;font-size:.9em}.who a{color:#fff}
+main{padding:1rem 1.5rem;max-width:78rem;margin:0 auto}
+h1{font-size:1.45rem;margin:.4rem 0 .6rem}h2{font-size:1.15rem;margin:1.4rem 0 .5rem}
+.note,.meta{color:#4b5563}.note{font-size:.92em}
+.notice{background:#e8f3ea;border:1px solid #86b893;padding:.5rem .8rem;border-radius:6px}
+.error{background:#fdecea;border:1px solid #e0a39b;padding:.5rem .8rem;border-radius:6px}
+.cards{display:grid;grid-template-columns:repeat(auto-fit,minmax(11rem,1fr));gap:.8rem;margin:.6rem 0}
+.card{background:#fff;border:1px solid #d4d9e0;border-radius:8px;padding:.6rem .9rem}
+.card b{display:block;font-size:1.45rem}.card span{color:#4b5563;font-size:.88em}
+table{border-collapse:collapse;width:100%;background:#fff;font-variant-numeric:tabular-nums;margin:.4rem 0}
+th,td{border-bottom:1px solid #e1e5ea;padding:.32rem .55rem;text-align:left;vertical-align:top}
+th{background:#eef1f5;font-weight:600}th a{color:inherit}td.n,th.n{text-align:right;white-space:nowrap}
+caption{text-align:left;color:#4b5563;font-size:.9em;padding:.2rem 0}
+.sev-critical{color:#a4161a;font-weight:600}.sev-warning{color:#8a4b00;font-weight:600}.sev-info{color:#334155}
+.ok{color:#1b6e2e}.warn{color:#8a4b00;font-weight:600}
+form.filters{display:flex;flex-wrap:wrap;gap:.6rem;align-items:end;background:#fff;border:1px solid #d4d9e0;border-radius:8px;padding:.6rem .8rem}
+form.filters label{display:flex;flex-direction:column;font-size:.88em;color:#374151}
+select,input,button{font:inherit;padding:.25rem .45rem;border:1px solid #9aa4b2;border-radius:4px;background:#fff}
+button{background:#13253b;color:#fff;border-color:#13253b;cursor:pointer}
+figure.chart{background:#fff;border:1px solid #d4d9e0;border-radius:8px;margin:.6rem 0;padding:.5rem .7rem}
+figure.chart figcaption{font-weight:600}.unit{color:#4b5563;font-weight:400}
+svg text{font:11px system-ui,sans-serif;fill:#16191d}svg .tick{fill:#4b5563}
+svg .grid{stroke:#e5e7eb}svg .axis{stroke:#9aa4b2}svg .hover{fill:transparent}svg .hover:hover{fill:rgba(31,95,168,.08)}
+.legend{list-style:none;display:flex;flex-wrap:wrap;gap:.3rem 1rem;padding:0;margin:.2rem 0 0;font-size:.88em}
+.swatch{display:inline-block;width:.9rem;height:.9rem;border-radius:2px;margin-right:.35rem;vertical-align:-2px}
+.grid2{display:grid;grid-template-columns:repeat(auto-fit,minmax(30rem,1fr));gap:.8rem}
+pre{background:#0f172a;color:#e2e8f0;padding:.7rem;border-radius:6px;overflow:auto;font-size:.85em}
+footer{color:#4b5563;font-size:.85em;padding:1rem 1.5rem;text-align:center}
+"#;
 
 #[component]
-fn Home(view: HomeView) -> impl IntoView {
-    let HomeView {
-        version,
-        backend,
-        clusters,
-        nodes,
-        gpu_count,
-        tenant_count,
-    } = view;
-    let node_count = nodes.len();
-    let rows = nodes
-        .into_iter()
-        .map(|n| {
-            let class = if n.status == "reporting" {
-                "ok"
-            } else {
-                "warn"
-            };
-            view! {
-                <tr>
-                    <td>{n.cluster}</td>
-                    <td>{n.node}</td>
-                    <td class=class>{n.status}</td>
-                    <td class="num">{n.gpus}</td>
-                    <td>{n.last_sample}</td>
-                </tr>
-            }
+fn Shell(frame: Frame, active: Nav, children: Children) -> impl IntoView {
+    let links = NAV
+        .iter()
+        .map(|(nav, href, label)| {
+            let current = (*nav == active).then_some("page");
+            view! { <li><a href=*href aria-current=current>{*label}</a></li> }
         })
         .collect_view();
+    let who = match frame.operator {
+        Some(name) => view! {
+            <span class="who">"Signed in as " <b>{name}</b> " · "
+                <form method="post" action="/logout" style="display:inline"><button type="submit">"Sign out"</button></form>
+            </span>
+        }
+        .into_any(),
+        None => view! { <span class="who"><a href="/login">"Operator sign-in"</a></span> }.into_any(),
+    };
+    let notice = frame
+        .notice
+        .map(|n| view! { <p class="notice" role="status">{n}</p> });
     view! {
-        <header>
-            <h1>"gpulens"</h1>
-            <p class="sub">"GPU utilization analytics · " {version} " · storage: " {backend}</p>
+        <a class="skip" href="#main">"Skip to content"</a>
+        <header class="top">
+            <a class="brand" href="/">"gpulens"</a>
+            <nav aria-label="Main"><ul>{links}</ul></nav>
+            {who}
         </header>
-        <main>
-            <section class="cards" aria-label="Fleet summary">
-                <div class="card"><span class="big">{clusters}</span>" clusters"</div>
-                <div class="card"><span class="big">{node_count}</span>" nodes"</div>
-                <div class="card"><span class="big">{gpu_count}</span>" GPUs"</div>
-                <div class="card"><span class="big">{tenant_count}</span>" tenants"</div>
-            </section>
-            <section>
-                <h2>"Nodes"</h2>
-                <table>
-                    <thead><tr><th scope="col">"Cluster"</th><th scope="col">"Node"</th><th scope="col">"Status"</th><th scope="col">"GPUs"</th><th scope="col">"Last sample (UTC)"</th></tr></thead>
-                    <tbody>{rows}</tbody>
-                </table>
-            </section>
-            <section>
-                <h2>"API"</h2>
-                <ul>
-                    <li><a href="/api/v1/nodes">"/api/v1/nodes"</a></li>
-                    <li><a href="/api/v1/gpus">"/api/v1/gpus"</a></li>
-                    <li><a href="/api/v1/tenants">"/api/v1/tenants"</a></li>
-                    <li><a href="/metrics">"/metrics"</a></li>
-                </ul>
-            </section>
+        <main id="main">
+            {notice}
+            {children()}
         </main>
+        <footer>"gpulens " {frame.version} " · "<a href="/api/v1/openapi.json">"API"</a>" · "<a href="/metrics">"metrics"</a></footer>
     }
 }
 
-const STYLE: &str = "body{font-family:system-ui,sans-serif;margin:0;color:#1a1a1a;background:#fafafa}\
-header{background:#123;color:#fff;padding:1rem 2rem}header h1{margin:0}.sub{margin:.2rem 0 0;color:#cde}\
-main{padding:1rem 2rem}.cards{display:flex;gap:1rem;flex-wrap:wrap}.card{background:#fff;border:1px solid #ccc;border-radius:6px;padding:1rem;min-width:8rem}\
-.big{font-size:2rem;font-weight:600;display:block}table{border-collapse:collapse;background:#fff}th,td{border:1px solid #ccc;padding:.3rem .6rem;text-align:left}\
-.num{text-align:right}.ok{color:#0a6b2d}.warn{color:#9a3412;font-weight:600}a{color:#0645ad}";
-
-/// The home page as a complete HTML document.
-pub fn render_home(view: HomeView) -> String {
+/// A complete HTML document around `body`.
+pub fn document(
+    frame: Frame,
+    active: Nav,
+    body: impl FnOnce() -> AnyView + Send + 'static,
+) -> String {
+    let title = frame.title.clone();
+    let refresh = frame.refresh_s;
     let owner = Owner::new();
-    let body = owner.with(|| view! { <Home view=view/> }.to_html());
+    let html = owner.with(|| view! { <Shell frame=frame active=active>{body()}</Shell> }.to_html());
+    let meta = refresh.map_or(String::new(), |s| {
+        format!("<meta http-equiv=\"refresh\" content=\"{s}\">")
+    });
     format!(
-        "<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\"><meta name=\"viewport\" content=\"width=device-width, initial-scale=1\"><title>gpulens</title><style>{STYLE}</style></head><body>{body}</body></html>"
+        "<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\"><meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">{meta}<title>{} · gpulens</title><style>{STYLE}</style></head><body>{html}</body></html>",
+        chart::esc(&title)
     )
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_home_page_lists_nodes_and_escapes_text() {
-        let html = render_home(HomeView {
-            version: "0.1.0".into(),
-            backend: "sqlite".into(),
-            clusters: 1,
-            nodes: vec![NodeRow {
-                cluster: "lab".into(),
-                node: "<gpu-1>".into(),
-                status: "reporting".into(),
-                gpus: 2,
-                last_sample: "2026-11-21T00:00:00Z".into(),
-            }],
-            gpu_count: 2,
-            tenant_count: 3,
-        });
-        assert!(html.starts_with("<!DOCTYPE html>"));
-        assert!(html.contains("&lt;gpu-1&gt;"), "{html}");
-        assert!(!html.contains("<gpu-1>"));
-        assert!(html.contains("reporting"));
-    }
 }

@@ -54,9 +54,10 @@ api = false
     );
     let file = features.join("gpulens");
     let read = || std::fs::read_to_string(&file).unwrap_or_default();
+    // The node enters the analysis once its first minute is rolled up (a minute and a bit).
     wait_until(
         "the NFD file with the node's labels",
-        Duration::from_secs(60),
+        Duration::from_secs(240),
         || read().contains("gpulens.io/utilization-class="),
     );
     let text = read();

@@ -318,7 +318,7 @@ async fn the_read_api_answers_and_explains_mistakes() {
     assert_eq!(body["error"]["code"], "not_found");
     let (status, html, _) = call(&state, Request::get("/").body(Body::empty()).unwrap()).await;
     assert_eq!(status, StatusCode::OK);
-    assert!(html.as_str().unwrap().contains("whole"));
+    assert!(html.as_str().unwrap().contains("Fleet overview"));
     assert_eq!(
         call(
             &state,

@@ -1,0 +1,110 @@
+//! Numbers and times as the pages show them.
+
+/// `YYYY-MM-DD HH:MM` (UTC) of Unix milliseconds.
+pub fn time(ms: i64) -> String {
+    let (y, m, d, hh, mm) = civil(ms);
+    format!("{y:04}-{m:02}-{d:02} {hh:02}:{mm:02}")
+}
+
+/// `MM-DD HH:MM` (UTC), for axis labels.
+pub fn short_time(ms: i64) -> String {
+    let (_, m, d, hh, mm) = civil(ms);
+    format!("{m:02}-{d:02} {hh:02}:{mm:02}")
+}
+
+/// Year, month, day, hour, minute (UTC) of Unix milliseconds (days-from-civil inverse, after
+/// Howard Hinnant's algorithm).
+fn civil(ms: i64) -> (i64, u32, u32, u32, u32) {
+    let secs = ms.div_euclid(1000);
+    let days = secs.div_euclid(86_400);
+    let rem = secs.rem_euclid(86_400);
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    (y, m, d, (rem / 3600) as u32, (rem % 3600 / 60) as u32)
+}
+
+/// A number with sensible precision: `1,234`, `12.3`, `0.42`.
+pub fn num(x: f64) -> String {
+    let a = x.abs();
+    if a >= 1000.0 {
+        let s = format!("{:.0}", x.abs());
+        let mut out = String::new();
+        for (i, c) in s.chars().enumerate() {
+            if i > 0 && (s.len() - i) % 3 == 0 {
+                out.push(',');
+            }
+            out.push(c);
+        }
+        if x < 0.0 { format!("-{out}") } else { out }
+    } else if a >= 100.0 {
+        format!("{x:.0}")
+    } else if a >= 1.0 {
+        format!("{x:.1}")
+    } else {
+        format!("{x:.2}")
+    }
+}
+
+/// `42 %` of a 0–1 ratio, `–` without one.
+pub fn pct(x: Option<f64>) -> String {
+    x.map_or("–".into(), |r| format!("{:.0} %", r * 100.0))
+}
+
+/// A change from `before` to `now`: `+12 %`, `−3 %`.
+pub fn change(now: f64, before: f64) -> String {
+    if before == 0.0 {
+        return if now == 0.0 {
+            "±0 %".into()
+        } else {
+            "new".into()
+        };
+    }
+    let p = (now - before) / before * 100.0;
+    if p.abs() < 0.5 {
+        "±0 %".into()
+    } else if p > 0.0 {
+        format!("+{p:.0} %")
+    } else {
+        format!("−{:.0} %", -p)
+    }
+}
+
+/// Percent-encodes a query or path component.
+pub fn enc(s: &str) -> String {
+    let mut o = String::with_capacity(s.len());
+    for b in s.bytes() {
+        match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                o.push(b as char)
+            }
+            _ => o.push_str(&format!("%{b:02X}")),
+        }
+    }
+    o
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn times_and_numbers() {
+        assert_eq!(time(1_795_219_200_000), "2026-11-21 00:00");
+        assert_eq!(time(0), "1970-01-01 00:00");
+        assert_eq!(short_time(1_709_164_800_000 + 90_000), "02-29 00:01");
+        assert_eq!(num(1234567.0), "1,234,567");
+        assert_eq!(num(12.34), "12.3");
+        assert_eq!(num(0.421), "0.42");
+        assert_eq!(pct(Some(0.425)), "42 %");
+        assert_eq!(change(110.0, 100.0), "+10 %");
+        assert_eq!(change(90.0, 100.0), "−10 %");
+        assert_eq!(enc("pod/a b"), "pod%2Fa%20b");
+    }
+}

@@ -1,0 +1,899 @@
+//! The pages: a view model each, and its rendering.
+
+use leptos::prelude::*;
+
+use crate::chart::{self, Chart};
+use crate::format::{enc, num, pct};
+use crate::{Frame, Nav, document};
+
+/// Sorting of a table, carried in the URL (`sort`, `dir`) so links keep it.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Sort {
+    /// The rest of the page's query string (filters, range), already encoded.
+    pub base: String,
+    pub key: String,
+    pub desc: bool,
+}
+
+/// A column header that sorts by `key` when followed.
+fn th(label: &'static str, key: &'static str, s: &Sort, numeric: bool) -> impl IntoView {
+    let (dir, aria) = if s.key == key {
+        if s.desc {
+            ("asc", Some("descending"))
+        } else {
+            ("desc", Some("ascending"))
+        }
+    } else {
+        ("desc", None)
+    };
+    let sep = if s.base.is_empty() { "" } else { "&" };
+    let href = format!("?{}{sep}sort={key}&dir={dir}", s.base);
+    let arrow = match aria {
+        Some("descending") => " ▼",
+        Some(_) => " ▲",
+        None => "",
+    };
+    view! {
+        <th scope="col" class=if numeric { "n" } else { "" } aria-sort=aria>
+            <a href=href>{label}{arrow}</a>
+        </th>
+    }
+}
+
+fn raw(html: String) -> impl IntoView {
+    view! { <div inner_html=html></div> }
+}
+
+fn sev_class(s: &str) -> String {
+    format!("sev-{s}")
+}
+
+// ---------------------------------------------------------------- overview
+
+/// The fleet's funnel over the analysed window.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct FunnelView {
+    pub capacity: f64,
+    pub allocated: f64,
+    pub active: f64,
+    pub effective: f64,
+    pub waste: f64,
+    pub cost: f64,
+    pub waste_cost: f64,
+    pub currency: String,
+    pub effective_ratio: Option<f64>,
+    pub signal: String,
+}
+
+/// A tenant in a top list.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TenantLine {
+    pub key: String,
+    pub name: String,
+    pub team: String,
+    pub node: String,
+    pub value: String,
+    pub finding_id: String,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Trend {
+    pub name: String,
+    pub now: Option<f64>,
+    pub before: Option<f64>,
+    pub unit: String,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct OverviewView {
+    /// The range the charts and trends cover (`24h`, `7d`, `30d`).
+    pub range: String,
+    pub ranges: Vec<String>,
+    /// The analysed window of the funnel and findings.
+    pub window: String,
+    pub analysed: bool,
+    pub funnel: FunnelView,
+    pub gpus: i64,
+    pub nodes: usize,
+    pub gpus_freeable: f64,
+    pub findings: Vec<(String, usize)>,
+    pub recommendations: usize,
+    pub firing_alerts: usize,
+    pub top_idle: Vec<TenantLine>,
+    pub top_underutilized: Vec<TenantLine>,
+    pub trends: Vec<Trend>,
+    pub chart: Chart,
+    pub limitations: Vec<String>,
+}
+
+fn tenant_table(rows: Vec<TenantLine>, what: &'static str, label: &'static str) -> impl IntoView {
+    if rows.is_empty() {
+        return view! { <p class="note">"None in this window."</p> }.into_any();
+    }
+    let body = rows
+        .into_iter()
+        .map(|r| {
+            let href = format!("/findings/{}", enc(&r.finding_id));
+            let tenant = format!("/tenants?q={}", enc(&r.key));
+            view! {
+                <tr>
+                    <td><a href=tenant>{r.name}</a></td>
+                    <td>{r.team}</td>
+                    <td><a href=format!("/nodes/{}", enc(&r.node))>{r.node.clone()}</a></td>
+                    <td class="n"><a href=href>{r.value}</a></td>
+                </tr>
+            }
+        })
+        .collect_view();
+    view! {
+        <table>
+            <caption>{what}</caption>
+            <thead><tr><th scope="col">"Tenant"</th><th scope="col">"Team"</th><th scope="col">"Node"</th><th scope="col" class="n">{label}</th></tr></thead>
+            <tbody>{body}</tbody>
+        </table>
+    }
+    .into_any()
+}
+
+pub fn overview(frame: Frame, v: OverviewView) -> String {
+    document(frame, Nav::Overview, move || {
+        let f = v.funnel.clone();
+        let funnel = chart::bars(
+            &format!("Funnel, {}", v.window),
+            "GPU-h",
+            &[
+                ("Capacity".into(), f.capacity, "#64748b"),
+                ("Allocated".into(), f.allocated, "#1f5fa8"),
+                ("Active".into(), f.active, "#3f88c5"),
+                ("Effective".into(), f.effective, "#2e7d32"),
+                ("Waste".into(), f.waste, "#b5471b"),
+            ],
+        );
+        let ranges = v
+            .ranges
+            .iter()
+            .map(|r| {
+                let selected = *r == v.range;
+                view! { <option value=r.clone() selected=selected>{r.clone()}</option> }
+            })
+            .collect_view();
+        let findings = v
+            .findings
+            .iter()
+            .map(|(k, n)| {
+                view! { <li><a href=format!("/findings?kind={k}")>{k.replace('_', " ")}</a>": "<b>{*n}</b></li> }
+            })
+            .collect_view();
+        let trends = v
+            .trends
+            .iter()
+            .map(|t| {
+                let ch = match (t.now, t.before) {
+                    (Some(a), Some(b)) => crate::format::change(a, b),
+                    _ => "–".into(),
+                };
+                view! {
+                    <tr>
+                        <td>{t.name.clone()}</td>
+                        <td class="n">{t.now.map_or("–".into(), |x| format!("{} {}", num(x), t.unit))}</td>
+                        <td class="n">{t.before.map_or("–".into(), |x| format!("{} {}", num(x), t.unit))}</td>
+                        <td class="n">{ch}</td>
+                    </tr>
+                }
+            })
+            .collect_view();
+        let limitations = v
+            .limitations
+            .iter()
+            .map(|l| view! { <li>{l.clone()}</li> })
+            .collect_view();
+        let not_analysed = (!v.analysed).then(|| {
+            view! { <p class="error">"No analysis yet: the first one runs shortly after the collector starts."</p> }
+        });
+        view! {
+            <h1>"Fleet overview"</h1>
+            {not_analysed}
+            <form class="filters" method="get" action="/">
+                <label for="range">"Time range"
+                    <select id="range" name="range">{ranges}</select>
+                </label>
+                <button type="submit">"Show"</button>
+                <span class="note">"Funnel and findings: the scheduled analysis of " {v.window.clone()} "; charts and trends: the selected range."</span>
+            </form>
+            <section class="cards" aria-label="Key numbers">
+                <div class="card">"Effective use"<b>{pct(f.effective_ratio)}</b><span>"of allocated GPU-hours"</span></div>
+                <div class="card">"Waste"<b>{format!("{} {}", num(f.waste_cost), f.currency)}</b><span>{format!("{} GPU-h of {} allocated", num(f.waste), num(f.allocated))}</span></div>
+                <div class="card">"Cost"<b>{format!("{} {}", num(f.cost), f.currency)}</b><span>"allocated GPU-hours × price"</span></div>
+                <div class="card">"GPUs freeable"<b>{format!("{:.1}", v.gpus_freeable)}</b><span><a href="/recommendations">{format!("{} recommendations", v.recommendations)}</a></span></div>
+                <div class="card">"Fleet"<b>{format!("{} GPUs", v.gpus)}</b><span><a href="/nodes">{format!("{} nodes", v.nodes)}</a></span></div>
+                <div class="card">"Alerts firing"<b>{v.firing_alerts}</b><span><a href="/alerts">"see alerts"</a></span></div>
+            </section>
+            <div class="grid2">
+                <section aria-labelledby="h-funnel"><h2 id="h-funnel">"Where the GPU-hours go"</h2>{raw(funnel)}
+                    <p class="note">"Effective use rests on " {f.signal.clone()} "."</p></section>
+                <section aria-labelledby="h-trend"><h2 id="h-trend">"Trend against the previous period"</h2>
+                    <table><thead><tr><th scope="col">"Fleet"</th><th scope="col" class="n">"This period"</th><th scope="col" class="n">"Previous"</th><th scope="col" class="n">"Change"</th></tr></thead><tbody>{trends}</tbody></table>
+                    <h2>"Findings"</h2><ul>{findings}</ul>
+                </section>
+            </div>
+            {raw(chart::svg(&v.chart))}
+            <div class="grid2">
+                <section aria-labelledby="h-idle"><h2 id="h-idle">"Top idle allocations"</h2>{tenant_table(v.top_idle.clone(), "Held a GPU with no kernel for hours", "Idle hours")}</section>
+                <section aria-labelledby="h-under"><h2 id="h-under">"Top underutilized tenants"</h2>{tenant_table(v.top_underutilized.clone(), "Use far less of the GPU they hold", "Effective")}</section>
+            </div>
+            <ul class="note">{limitations}</ul>
+        }
+        .into_any()
+    })
+}
+
+// ---------------------------------------------------------------- nodes
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct NodeRow {
+    pub cluster: String,
+    pub node: String,
+    pub status: String,
+    pub gpus: i64,
+    pub models: String,
+    pub sharing: String,
+    pub util: Option<f64>,
+    pub class: String,
+    pub last_sample: String,
+}
+
+pub fn nodes(frame: Frame, rows: Vec<NodeRow>, sort: Sort) -> String {
+    document(frame, Nav::Nodes, move || {
+        let body = rows
+            .into_iter()
+            .map(|n| {
+                let class = if n.status == "reporting" {
+                    "ok"
+                } else {
+                    "warn"
+                };
+                view! {
+                    <tr>
+                        <td>{n.cluster}</td>
+                        <td><a href=format!("/nodes/{}", enc(&n.node))>{n.node.clone()}</a></td>
+                        <td class=class>{n.status}</td>
+                        <td class="n">{n.gpus}</td>
+                        <td>{n.models}</td>
+                        <td>{n.sharing}</td>
+                        <td class="n">{n.util.map_or("–".into(), |u| format!("{u:.0} %"))}</td>
+                        <td>{n.class}</td>
+                        <td>{n.last_sample}</td>
+                    </tr>
+                }
+            })
+            .collect_view();
+        view! {
+            <h1>"Nodes"</h1>
+            <table>
+                <caption>"Every node that reports, with its GPU utilization over the last 24 hours and its utilization class from the analysis."</caption>
+                <thead><tr>
+                    {th("Cluster", "cluster", &sort, false)}{th("Node", "node", &sort, false)}{th("Status", "status", &sort, false)}
+                    {th("GPUs", "gpus", &sort, true)}<th scope="col">"Models"</th><th scope="col">"Sharing"</th>
+                    {th("GPU util (24 h)", "util", &sort, true)}{th("Class", "class", &sort, false)}{th("Last sample (UTC)", "last", &sort, false)}
+                </tr></thead>
+                <tbody>{body}</tbody>
+            </table>
+        }
+        .into_any()
+    })
+}
+
+/// A tenant on a device.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Occupant {
+    pub key: String,
+    pub name: String,
+    pub allocated_hours: f64,
+    pub effective_hours: f64,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct MigRow {
+    pub profile: String,
+    pub gi: i64,
+    pub ci: i64,
+    pub memory_gib: f64,
+    pub placement: String,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct GpuPanel {
+    pub uuid: String,
+    pub index: i64,
+    pub model: String,
+    pub sharing: String,
+    pub memory_gib: f64,
+    pub mig: Vec<MigRow>,
+    /// Tenants holding the device in the newest hour.
+    pub now: Vec<Occupant>,
+    /// Tenants over the range, by allocated GPU-hours.
+    pub range: Vec<Occupant>,
+    pub charts: Vec<Chart>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct NodeView {
+    pub cluster: String,
+    pub node: String,
+    pub status: String,
+    pub range: String,
+    pub ranges: Vec<String>,
+    /// Set on the single-GPU page.
+    pub gpu: Option<String>,
+    pub gpus: Vec<GpuPanel>,
+    pub labels: Vec<(String, String)>,
+}
+
+fn occupants(rows: Vec<Occupant>, caption: &'static str) -> impl IntoView {
+    if rows.is_empty() {
+        return view! { <p class="note">{caption}": nobody."</p> }.into_any();
+    }
+    let body = rows
+        .into_iter()
+        .map(|o| {
+            view! {
+                <tr>
+                    <td><a href=format!("/tenants?q={}", enc(&o.key))>{o.name}</a></td>
+                    <td class="n">{num(o.allocated_hours)}</td>
+                    <td class="n">{num(o.effective_hours)}</td>
+                </tr>
+            }
+        })
+        .collect_view();
+    view! {
+        <table><caption>{caption}</caption>
+            <thead><tr><th scope="col">"Tenant"</th><th scope="col" class="n">"Allocated GPU-h"</th><th scope="col" class="n">"Effective GPU-h"</th></tr></thead>
+            <tbody>{body}</tbody>
+        </table>
+    }
+    .into_any()
+}
+
+pub fn node(frame: Frame, v: NodeView) -> String {
+    document(frame, Nav::Nodes, move || {
+        let action = match &v.gpu {
+            Some(u) => format!("/gpus/{}", enc(u)),
+            None => format!("/nodes/{}", enc(&v.node)),
+        };
+        let ranges = v
+            .ranges
+            .iter()
+            .map(|r| {
+                let selected = *r == v.range;
+                view! { <option value=r.clone() selected=selected>{r.clone()}</option> }
+            })
+            .collect_view();
+        let labels = v
+            .labels
+            .iter()
+            .map(|(k, val)| view! { <li><code>{format!("{k}={val}")}</code></li> })
+            .collect_view();
+        let panels = v
+            .gpus
+            .into_iter()
+            .map(|g| {
+                let mig = (!g.mig.is_empty()).then(|| {
+                    let rows = g
+                        .mig
+                        .iter()
+                        .map(|m| {
+                            view! {
+                                <tr><td>{m.profile.clone()}</td><td class="n">{m.gi}</td><td class="n">{m.ci}</td><td class="n">{format!("{:.1}", m.memory_gib)}</td><td>{m.placement.clone()}</td></tr>
+                            }
+                        })
+                        .collect_view();
+                    view! {
+                        <table><caption>"MIG instances"</caption>
+                            <thead><tr><th scope="col">"Profile"</th><th scope="col" class="n">"GI"</th><th scope="col" class="n">"CI"</th><th scope="col" class="n">"Memory GiB"</th><th scope="col">"Placement"</th></tr></thead>
+                            <tbody>{rows}</tbody>
+                        </table>
+                    }
+                });
+                let charts = g.charts.iter().map(|c| raw(chart::svg(c))).collect_view();
+                let title = format!("GPU {} · {} · {} · {:.0} GiB", g.index, g.model, g.sharing, g.memory_gib);
+                view! {
+                    <section class="gpu" aria-label=title.clone()>
+                        <h2><a href=format!("/gpus/{}", enc(&g.uuid))>{title.clone()}</a></h2>
+                        <p class="meta"><code>{g.uuid.clone()}</code></p>
+                        {mig}
+                        <div class="grid2">
+                            {occupants(g.now, "On the device now (newest hour)")}
+                            {occupants(g.range, "Over the range")}
+                        </div>
+                        <div class="grid2">{charts}</div>
+                    </section>
+                }
+            })
+            .collect_view();
+        view! {
+            <h1>{format!("Node {}", v.node)}</h1>
+            <p class="meta">{format!("cluster {} · {}", v.cluster, v.status)}</p>
+            <form class="filters" method="get" action=action>
+                <label for="range">"Time range"<select id="range" name="range">{ranges}</select></label>
+                <button type="submit">"Show"</button>
+            </form>
+            <h2>"Advisory labels"</h2>
+            <ul>{labels}</ul>
+            {panels}
+        }
+        .into_any()
+    })
+}
+
+// ---------------------------------------------------------------- tenants and teams
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct UseRow {
+    pub key: String,
+    pub name: String,
+    pub team: String,
+    pub kind: String,
+    pub allocated: f64,
+    pub effective: f64,
+    pub ratio: Option<f64>,
+    pub waste: f64,
+    pub cost: f64,
+    pub findings: usize,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct UseView {
+    pub teams: bool,
+    pub window: String,
+    pub currency: String,
+    pub query: String,
+    pub rows: Vec<UseRow>,
+}
+
+pub fn usage(frame: Frame, v: UseView, sort: Sort) -> String {
+    let nav = if v.teams { Nav::Teams } else { Nav::Tenants };
+    document(frame, nav, move || {
+        let body = v
+            .rows
+            .into_iter()
+            .map(|r| {
+                let findings = if v.teams {
+                    format!("/findings?team={}", enc(&r.key))
+                } else {
+                    format!("/findings?tenant={}", enc(&r.key))
+                };
+                view! {
+                    <tr>
+                        <td>{r.name}</td>
+                        {(!v.teams).then(|| view! { <td>{r.team.clone()}</td><td>{r.kind.clone()}</td> })}
+                        <td class="n">{num(r.allocated)}</td>
+                        <td class="n">{num(r.effective)}</td>
+                        <td class="n">{pct(r.ratio)}</td>
+                        <td class="n">{num(r.waste)}</td>
+                        <td class="n">{format!("{:.2}", r.cost)}</td>
+                        <td class="n"><a href=findings>{r.findings}</a></td>
+                    </tr>
+                }
+            })
+            .collect_view();
+        let title = if v.teams { "Teams" } else { "Tenants" };
+        let action = if v.teams { "/teams" } else { "/tenants" };
+        view! {
+            <h1>{title}</h1>
+            <form class="filters" method="get" action=action>
+                <label for="q">"Search"<input id="q" name="q" value=v.query.clone()/></label>
+                <button type="submit">"Filter"</button>
+            </form>
+            <table>
+                <caption>{format!("Allocation against use over {}; cost in {}.", v.window, v.currency)}</caption>
+                <thead><tr>
+                    {th(if v.teams { "Team" } else { "Tenant" }, "name", &sort, false)}
+                    {(!v.teams).then(|| view! { {th("Team", "team", &sort, false)}<th scope="col">"Kind"</th> })}
+                    {th("Allocated GPU-h", "allocated", &sort, true)}{th("Effective GPU-h", "effective", &sort, true)}
+                    {th("Effective", "ratio", &sort, true)}{th("Waste GPU-h", "waste", &sort, true)}{th("Cost", "cost", &sort, true)}
+                    {th("Findings", "findings", &sort, true)}
+                </tr></thead>
+                <tbody>{body}</tbody>
+            </table>
+        }
+        .into_any()
+    })
+}
+
+// ---------------------------------------------------------------- findings
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct FindingRow {
+    pub id: String,
+    pub kind: String,
+    pub severity: String,
+    pub node: String,
+    pub tenant: String,
+    pub team: String,
+    pub summary: String,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct FindingFilters {
+    pub kind: String,
+    pub severity: String,
+    pub team: String,
+    pub node: String,
+    pub kinds: Vec<String>,
+    pub teams: Vec<String>,
+    pub nodes: Vec<String>,
+}
+
+fn select(id: &'static str, label: &'static str, value: &str, options: &[String]) -> impl IntoView {
+    let opts = std::iter::once(String::new())
+        .chain(options.iter().cloned())
+        .map(|o| {
+            let selected = o == value;
+            let shown = if o.is_empty() {
+                "any".to_owned()
+            } else {
+                o.clone()
+            };
+            view! { <option value=o selected=selected>{shown}</option> }
+        })
+        .collect_view();
+    view! { <label for=id>{label}<select id=id name=id>{opts}</select></label> }
+}
+
+pub fn findings(frame: Frame, f: FindingFilters, rows: Vec<FindingRow>, sort: Sort) -> String {
+    document(frame, Nav::Findings, move || {
+        let count = rows.len();
+        let body = rows
+            .into_iter()
+            .map(|r| {
+                view! {
+                    <tr>
+                        <td class=sev_class(&r.severity)>{r.severity.clone()}</td>
+                        <td>{r.kind.replace('_', " ")}</td>
+                        <td><a href=format!("/nodes/{}", enc(&r.node))>{r.node.clone()}</a></td>
+                        <td>{r.tenant}</td>
+                        <td>{r.team}</td>
+                        <td><a href=format!("/findings/{}", enc(&r.id))>{r.summary}</a></td>
+                    </tr>
+                }
+            })
+            .collect_view();
+        let severities = ["info", "warning", "critical"].map(String::from);
+        view! {
+            <h1>"Findings"</h1>
+            <form class="filters" method="get" action="/findings">
+                {select("kind", "Kind", &f.kind, &f.kinds)}
+                {select("severity", "At least", &f.severity, &severities)}
+                {select("team", "Team", &f.team, &f.teams)}
+                {select("node", "Node", &f.node, &f.nodes)}
+                <button type="submit">"Filter"</button>
+            </form>
+            <table>
+                <caption>{format!("{count} findings of the newest analysis")}</caption>
+                <thead><tr>
+                    {th("Severity", "severity", &sort, false)}{th("Kind", "kind", &sort, false)}{th("Node", "node", &sort, false)}
+                    <th scope="col">"Tenant"</th>{th("Team", "team", &sort, false)}<th scope="col">"What"</th>
+                </tr></thead>
+                <tbody>{body}</tbody>
+            </table>
+        }
+        .into_any()
+    })
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct FindingView {
+    pub id: String,
+    pub kind: String,
+    pub severity: String,
+    pub node: String,
+    pub gpu: Option<String>,
+    pub tenants: Vec<(String, String)>,
+    pub window: String,
+    pub signal: String,
+    pub summary: String,
+    pub metrics: Vec<(String, String)>,
+    pub charts: Vec<Chart>,
+    pub recommendations: Vec<(String, String)>,
+}
+
+pub fn finding(frame: Frame, v: FindingView) -> String {
+    document(frame, Nav::Findings, move || {
+        let metrics = v
+            .metrics
+            .iter()
+            .map(|(k, val)| view! { <tr><th scope="row">{k.replace('_', " ")}</th><td class="n">{val.clone()}</td></tr> })
+            .collect_view();
+        let tenants = v
+            .tenants
+            .iter()
+            .map(|(role, name)| view! { <li>{role.clone()}": "<b>{name.clone()}</b></li> })
+            .collect_view();
+        let recs = v
+            .recommendations
+            .iter()
+            .map(|(id, s)| view! { <li><a href=format!("/recommendations/{}", enc(id))>{s.clone()}</a></li> })
+            .collect_view();
+        let charts = v.charts.iter().map(|c| raw(chart::svg(c))).collect_view();
+        let gpu = v.gpu.clone().map(|g| {
+            view! { " · GPU "<a href=format!("/gpus/{}", enc(&g))><code>{g.clone()}</code></a> }
+        });
+        view! {
+            <h1>{format!("{} finding", v.kind.replace('_', " "))}</h1>
+            <p class="meta"><span class=sev_class(&v.severity)>{v.severity.clone()}</span>" · node "<a href=format!("/nodes/{}", enc(&v.node))>{v.node.clone()}</a>{gpu}" · "{v.window.clone()}</p>
+            <p>{v.summary.clone()}</p>
+            <ul>{tenants}</ul>
+            <h2>"Evidence"</h2>
+            <p class="note">"Signal: "{v.signal.clone()}</p>
+            {charts}
+            <h2>"Numbers"</h2>
+            <table><tbody>{metrics}</tbody></table>
+            <h2>"Recommendations that answer it"</h2>
+            <ul>{recs}</ul>
+        }
+        .into_any()
+    })
+}
+
+// ---------------------------------------------------------------- recommendations
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct RecRow {
+    pub id: String,
+    pub kind: String,
+    pub node: String,
+    pub team: String,
+    pub gpus_freed: f64,
+    pub confidence: f64,
+    pub summary: String,
+}
+
+pub fn recommendations(frame: Frame, rows: Vec<RecRow>, rejected: usize, sort: Sort) -> String {
+    document(frame, Nav::Recommendations, move || {
+        let count = rows.len();
+        let body = rows
+            .into_iter()
+            .map(|r| {
+                view! {
+                    <tr>
+                        <td>{r.kind.replace('_', " ")}</td>
+                        <td><a href=format!("/nodes/{}", enc(&r.node))>{r.node.clone()}</a></td>
+                        <td>{r.team}</td>
+                        <td class="n">{format!("{:.1}", r.gpus_freed)}</td>
+                        <td class="n">{format!("{:.0} %", r.confidence * 100.0)}</td>
+                        <td><a href=format!("/recommendations/{}", enc(&r.id))>{r.summary}</a></td>
+                    </tr>
+                }
+            })
+            .collect_view();
+        view! {
+            <h1>"Recommendations"</h1>
+            <table>
+                <caption>{format!("{count} recommendations, each replayed against the recorded demand; {rejected} proposals were turned down by the replay.")}</caption>
+                <thead><tr>
+                    {th("Kind", "kind", &sort, false)}{th("Node", "node", &sort, false)}{th("Team", "team", &sort, false)}
+                    {th("GPUs freed", "freed", &sort, true)}{th("Confidence", "confidence", &sort, true)}<th scope="col">"What"</th>
+                </tr></thead>
+                <tbody>{body}</tbody>
+            </table>
+        }
+        .into_any()
+    })
+}
+
+/// The label change a recommendation would make, and whether this user may approve it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Actuation {
+    pub mode: String,
+    pub label: Option<String>,
+    pub value: Option<String>,
+    /// The planned action waiting for approval, if any.
+    pub action_id: Option<i64>,
+    pub action_state: Option<String>,
+    /// Set when the signed-in operator may approve: the form's CSRF token.
+    pub csrf: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct RecView {
+    pub id: String,
+    pub kind: String,
+    pub node: String,
+    pub summary: String,
+    pub confidence: f64,
+    pub tenants: Vec<String>,
+    pub replay: Vec<(String, String)>,
+    pub configs: Vec<(String, String)>,
+    pub findings: Vec<(String, String)>,
+    pub actuation: Actuation,
+}
+
+pub fn recommendation(frame: Frame, v: RecView) -> String {
+    document(frame, Nav::Recommendations, move || {
+        let replay = v
+            .replay
+            .iter()
+            .map(|(k, val)| view! { <tr><th scope="row">{k.clone()}</th><td class="n">{val.clone()}</td></tr> })
+            .collect_view();
+        let configs = v
+            .configs
+            .iter()
+            .map(|(name, text)| view! { <h3>{name.clone()}</h3><pre>{text.clone()}</pre> })
+            .collect_view();
+        let findings = v
+            .findings
+            .iter()
+            .map(|(id, s)| view! { <li><a href=format!("/findings/{}", enc(id))>{s.clone()}</a></li> })
+            .collect_view();
+        let tenants = v
+            .tenants
+            .iter()
+            .map(|t| view! { <li>{t.clone()}</li> })
+            .collect_view();
+        let a = v.actuation.clone();
+        let act = match (&a.label, &a.value) {
+            (Some(label), Some(value)) => {
+                let what = format!("{label}={value} on {}", v.node);
+                let control = match (a.action_id, a.csrf.clone()) {
+                    (Some(id), Some(csrf)) if a.action_state.as_deref() == Some("planned") => view! {
+                        <form method="post" action=format!("/recommendations/{}/approve", enc(&v.id))>
+                            <input type="hidden" name="csrf" value=csrf/>
+                            <input type="hidden" name="action" value=id.to_string()/>
+                            <label><input type="checkbox" name="override_pods" value="true"/>" go ahead although GPU pods remain after the drain wait"</label>
+                            <p><button type="submit">"Approve and apply"</button></p>
+                        </form>
+                    }
+                    .into_any(),
+                    (Some(id), _) => view! {
+                        <p>{format!("Label action {id}: {}.", a.action_state.clone().unwrap_or_default())}
+                            " "{(a.csrf.is_none() && a.action_state.as_deref() == Some("planned")).then(|| view! { <a href="/login">"Sign in as an operator to approve it."</a> })}
+                            " "<a href=format!("/api/v1/label-actions?node={}", enc(&v.node))>"Audit trail"</a></p>
+                    }
+                    .into_any(),
+                    (None, _) => view! { <p class="note">{format!("Label mode is {}: changes are planned only in apply-with-approval.", a.mode)}</p> }.into_any(),
+                };
+                view! { <p>"Applying it sets "<code>{what}</code>" through the guarded workflow (cordon, wait for GPU pods, label, watch, uncordon)."</p>{control} }.into_any()
+            }
+            _ => view! { <p class="note">"This recommendation changes no node label; act on it with the tenants."</p> }.into_any(),
+        };
+        view! {
+            <h1>{format!("{} recommendation", v.kind.replace('_', " "))}</h1>
+            <p class="meta">"node "<a href=format!("/nodes/{}", enc(&v.node))>{v.node.clone()}</a>{format!(" · confidence {:.0} %", v.confidence * 100.0)}</p>
+            <p>{v.summary.clone()}</p>
+            <h2>"Tenants"</h2><ul>{tenants}</ul>
+            <h2>"Replay against the recorded demand"</h2>
+            <table><tbody>{replay}</tbody></table>
+            <h2>"Apply"</h2>
+            {act}
+            <h2>"Generated configuration"</h2>
+            {configs}
+            <h2>"Findings it answers"</h2><ul>{findings}</ul>
+        }
+        .into_any()
+    })
+}
+
+// ---------------------------------------------------------------- reports, alerts, sign-in
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct ReportRow {
+    pub week: String,
+    pub timezone: String,
+    pub summary: String,
+    pub html: String,
+    pub csv: String,
+}
+
+pub fn reports(frame: Frame, rows: Vec<ReportRow>) -> String {
+    document(frame, Nav::Reports, move || {
+        let empty = rows.is_empty().then(|| {
+            view! { <p class="note">"No reports yet: one is made when a week is over, or run "<code>"gpulens report --week 2026-W46"</code>"."</p> }
+        });
+        let body = rows
+            .into_iter()
+            .map(|r| {
+                view! {
+                    <tr>
+                        <td>{r.week}</td><td>{r.timezone}</td><td>{r.summary}</td>
+                        <td><a href=r.html>"HTML"</a>" · "<a href=r.csv>"CSV"</a></td>
+                    </tr>
+                }
+            })
+            .collect_view();
+        view! {
+            <h1>"Weekly reports"</h1>
+            {empty}
+            <table>
+                <thead><tr><th scope="col">"Week"</th><th scope="col">"Time zone"</th><th scope="col">"Summary"</th><th scope="col">"Download"</th></tr></thead>
+                <tbody>{body}</tbody>
+            </table>
+        }
+        .into_any()
+    })
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct AlertRow {
+    pub name: String,
+    pub state: String,
+    pub severity: String,
+    pub node: String,
+    pub description: String,
+    pub since: String,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct NotificationRow {
+    pub id: i64,
+    pub receiver: String,
+    pub status: String,
+    pub state: String,
+    pub attempts: i64,
+    pub created: String,
+    pub error: String,
+}
+
+pub fn alerts(frame: Frame, rows: Vec<AlertRow>, notes: Vec<NotificationRow>) -> String {
+    document(frame, Nav::Alerts, move || {
+        let count = rows.len();
+        let body = rows
+            .into_iter()
+            .map(|r| {
+                view! {
+                    <tr>
+                        <td>{r.name}</td><td>{r.state}</td><td class=sev_class(&r.severity)>{r.severity.clone()}</td>
+                        <td><a href=format!("/nodes/{}", enc(&r.node))>{r.node.clone()}</a></td><td>{r.description}</td><td>{r.since}</td>
+                    </tr>
+                }
+            })
+            .collect_view();
+        let notes = notes
+            .into_iter()
+            .map(|n| {
+                view! {
+                    <tr>
+                        <td class="n">{n.id}</td><td>{n.receiver}</td><td>{n.status}</td><td>{n.state}</td>
+                        <td class="n">{n.attempts}</td><td>{n.created}</td><td>{n.error}</td>
+                    </tr>
+                }
+            })
+            .collect_view();
+        view! {
+            <h1>"Alerts"</h1>
+            <table>
+                <caption>{format!("{count} alerts: firing, pending and resolved in the last day (docs/alerts.md)")}</caption>
+                <thead><tr><th scope="col">"Alert"</th><th scope="col">"State"</th><th scope="col">"Severity"</th><th scope="col">"Node"</th><th scope="col">"What"</th><th scope="col">"Since (UTC)"</th></tr></thead>
+                <tbody>{body}</tbody>
+            </table>
+            <h2>"Notifications"</h2>
+            <table>
+                <thead><tr><th scope="col" class="n">"Id"</th><th scope="col">"Receiver"</th><th scope="col">"Status"</th><th scope="col">"Delivery"</th><th scope="col" class="n">"Attempts"</th><th scope="col">"Made (UTC)"</th><th scope="col">"Last error"</th></tr></thead>
+                <tbody>{notes}</tbody>
+            </table>
+        }
+        .into_any()
+    })
+}
+
+pub fn login(frame: Frame, error: Option<String>) -> String {
+    document(frame, Nav::None, move || {
+        let error = error.map(|e| view! { <p class="error" role="alert">{e}</p> });
+        view! {
+            <h1>"Operator sign-in"</h1>
+            <p>"Operators (" <code>"[[labels.operators]]"</code> " in the collector's configuration) may approve GPU Operator changes."</p>
+            {error}
+            <form method="post" action="/login" class="filters">
+                <label for="token">"Operator token"<input id="token" name="token" type="password" autocomplete="current-password" required=true/></label>
+                <button type="submit">"Sign in"</button>
+            </form>
+        }
+        .into_any()
+    })
+}
+
+/// A page for a missing thing or a bad request.
+pub fn problem(frame: Frame, message: String) -> String {
+    document(frame, Nav::None, move || {
+        view! { <h1>"Not here"</h1><p class="error" role="alert">{message}</p><p><a href="/">"Back to the overview"</a></p> }.into_any()
+    })
+}
