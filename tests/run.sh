@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The whole gpulens test suite, as the README's second command and CI run it.
-# Installs what is missing (PostgreSQL server binaries, Alertmanager, cargo-nextest), starts a throwaway
+# Installs what is missing (PostgreSQL server binaries, Alertmanager, Chromium, playwright-core
+# from npm, cargo-nextest), starts a throwaway
 # PostgreSQL cluster on a free port in a temporary directory, runs every test once with
 # `cargo nextest run --workspace`, and stops the cluster again.
 set -euo pipefail
@@ -28,6 +29,16 @@ if ! command -v prometheus-alertmanager >/dev/null 2>&1 && ! command -v alertman
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -qq
   apt-get install -y -qq prometheus-alertmanager >/dev/null
+fi
+if [ ! -x /usr/bin/chromium ]; then
+  log "installing Chromium (apt) for the browser tests"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq chromium >/dev/null
+fi
+if [ ! -d tests/browser/node_modules/playwright-core ]; then
+  log "installing playwright-core (npm) to drive Chromium"
+  (cd tests/browser && npm ci --silent --no-audit --no-fund)
 fi
 if ! cargo nextest --version >/dev/null 2>&1; then
   log "installing cargo-nextest"
@@ -59,6 +70,7 @@ export GPULENS_TEST_PG="postgres://postgres@127.0.0.1:$PORT/postgres"
 export GPULENS_TEST_PG_BIN="$PG_BIN"
 export GPULENS_REQUIRE_PG=1
 export GPULENS_REQUIRE_ALERTMANAGER=1
+export GPULENS_REQUIRE_BROWSER=1
 
 log "building the workspace (the fake NVML cdylib and the binaries the end-to-end tests run)"
 cargo build --quiet --workspace

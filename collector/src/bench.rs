@@ -94,7 +94,7 @@ fn bench_scenario(gpus: usize) -> simulator::Scenario {
     simulator::Scenario::from_toml(&text).expect("the benchmark scenario is valid")
 }
 
-fn median(mut v: Vec<f64>) -> f64 {
+pub(crate) fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(f64::total_cmp);
     v[v.len() / 2]
 }
@@ -358,7 +358,7 @@ fn ms(d: Duration) -> f64 {
 }
 
 /// The fleet `bench analyze` uses: the default scenario copied until it has `gpus` GPUs.
-fn analyze_fleet(gpus: usize) -> anyhow::Result<simulator::Fleet> {
+pub(crate) fn analyze_fleet(gpus: usize) -> anyhow::Result<simulator::Fleet> {
     let base = simulator::Scenario::from_toml(crate::simulate::DEFAULT_SCENARIO)?;
     let per_copy = simulator::Fleet::new(base.clone()).gpu_count().max(1);
     let mut scenario = base.replicated(gpus.div_ceil(per_copy).max(1));
@@ -428,10 +428,11 @@ fn raw_rows(fleet: &simulator::Fleet, node: usize, instants: &[i64], interval_ms
 /// simulated samples aggregated by the collector's own rollup code. Minute rows are written
 /// for shared GPUs (time-slicing, MPS, MIG), the only ones whose minutes the analysis reads;
 /// hour rows for all. Returns (hour rows, minute rows).
-async fn fill_analyze(
+pub(crate) async fn fill_analyze(
     store: &Store,
     fleet: &std::sync::Arc<simulator::Fleet>,
     days: i64,
+    minute_days: i64,
     interval_ms: i64,
     to: i64,
 ) -> anyhow::Result<(usize, usize)> {
@@ -480,7 +481,7 @@ async fn fill_analyze(
             .write_rollups("1h", &cluster, &spec.name, start, end, &hours)
             .await?;
         hour_rows += hours.gpus.len() + hours.tenants.len();
-        if spec.sharing != "exclusive" {
+        if spec.sharing != "exclusive" && end > to - minute_days * 86_400_000 {
             store
                 .write_rollups("1m", &cluster, &spec.name, start, end, &minutes)
                 .await?;
@@ -583,7 +584,7 @@ pub async fn analyze(args: AnalyzeBench) -> anyhow::Result<()> {
             interval_ms / 1000
         );
         let t = Instant::now();
-        let (h, m) = fill_analyze(&store, &fleet, args.days, interval_ms, to).await?;
+        let (h, m) = fill_analyze(&store, &fleet, args.days, args.days, interval_ms, to).await?;
         eprintln!(
             "filled {h} hour rows and {m} minute rows in {:.0} s",
             t.elapsed().as_secs_f64()

@@ -48,6 +48,9 @@ pub enum BenchCommand {
     /// Analytics: load a fleet's week of rollups and compute funnel, findings and
     /// recommendations (default 1,000 GPUs x 7 days); PostgreSQL or SQLite.
     Analyze(crate::bench::AnalyzeBench),
+    /// Dashboard: server-side render time of every page with a large fleet's history
+    /// (default 1,000 GPUs x 30 days); p50 and p95 per page.
+    Ui(crate::bench_ui::UiBench),
 }
 
 #[derive(Debug, clap::Args)]

@@ -10,6 +10,7 @@ pub mod api_labels;
 pub mod api_reports;
 pub mod auth;
 pub mod bench;
+pub mod bench_ui;
 pub mod cli;
 pub mod config;
 pub mod demo;
@@ -68,6 +69,7 @@ pub async fn run(command: Command) -> anyhow::Result<()> {
         Command::Bench(BenchCommand::Ingest(args)) => bench::ingest(args).await,
         Command::Bench(BenchCommand::Series(args)) => bench::series(args).await,
         Command::Bench(BenchCommand::Analyze(args)) => bench::analyze(args).await,
+        Command::Bench(BenchCommand::Ui(args)) => bench_ui::run(args).await,
     }
 }
 

@@ -137,7 +137,7 @@ pub fn document(
         format!("<meta http-equiv=\"refresh\" content=\"{s}\">")
     });
     format!(
-        "<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\"><meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">{meta}<title>{} · gpulens</title><style>{STYLE}</style></head><body>{html}</body></html>",
+        "<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\"><meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">{meta}<title>{} · gpulens</title><link rel=\"icon\" href=\"data:,\"><style>{STYLE}</style></head><body>{html}</body></html>",
         chart::esc(&title)
     )
 }

@@ -375,6 +375,7 @@ pub fn node(frame: Frame, v: NodeView) -> String {
             .collect_view();
         let panels = v
             .gpus
+            .clone()
             .into_iter()
             .map(|g| {
                 let mig = (!g.mig.is_empty()).then(|| {
@@ -410,8 +411,12 @@ pub fn node(frame: Frame, v: NodeView) -> String {
                 }
             })
             .collect_view();
+        let heading = match (&v.gpu, v.gpus.first()) {
+            (Some(_), Some(g)) => format!("GPU {} on node {}", g.index, v.node),
+            _ => format!("Node {}", v.node),
+        };
         view! {
-            <h1>{format!("Node {}", v.node)}</h1>
+            <h1>{heading}</h1>
             <p class="meta">{format!("cluster {} · {}", v.cluster, v.status)}</p>
             <form class="filters" method="get" action=action>
                 <label for="range">"Time range"<select id="range" name="range">{ranges}</select></label>

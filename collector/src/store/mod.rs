@@ -410,6 +410,12 @@ impl Store {
         Ok(stats)
     }
 
+    /// Re-merges one cluster-hour from its GPU hour rollups (after rollups were written
+    /// directly, as benchmarks do).
+    pub async fn refresh_cluster_hour(&self, cluster: &str, hour: i64) -> Result<()> {
+        dispatch!(self, s => s.refresh_cluster_hour(cluster, hour).await)
+    }
+
     /// Removes data older than each resolution's retention.
     pub async fn apply_retention(
         &self,

@@ -2,6 +2,7 @@
 
 mod alerts;
 mod analytics;
+mod browser;
 mod conformance;
 mod delivery;
 mod http;

@@ -1,0 +1,182 @@
+//! The dashboard in a real browser: `gpulens demo` (three days of history, live samples)
+//! walked by headless Chromium through tests/browser/walk.mjs (playwright-core), once with
+//! JavaScript and once without. Fails on console errors, failed requests, broken links, pages
+//! without their content, and form fields without labels; saves a screenshot of every page to
+//! target/browser-screenshots/ (GPULENS_WRITE_SCREENSHOT=path also copies the overview there,
+//! for the README). tests/run.sh installs Chromium and the npm package when missing.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+struct Killed(std::process::Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn page<'a>(pages: &'a [Value], url: &str) -> &'a Value {
+    pages
+        .iter()
+        .find(|p| p["url"] == url)
+        .unwrap_or_else(|| panic!("{url} was not walked"))
+}
+
+fn pages_starting<'a>(pages: &'a [Value], prefix: &str) -> Vec<&'a Value> {
+    pages
+        .iter()
+        .filter(|p| p["url"].as_str().unwrap().starts_with(prefix))
+        .collect()
+}
+
+fn text(p: &Value) -> &str {
+    p["text"].as_str().unwrap()
+}
+
+#[test]
+fn heavy_every_dashboard_page_works_in_chromium_with_and_without_javascript() {
+    let chromium = std::env::var("CHROMIUM").unwrap_or_else(|_| "/usr/bin/chromium".into());
+    let script = root().join("tests/browser/walk.mjs");
+    let ready = Path::new(&chromium).exists()
+        && root().join("tests/browser/node_modules/playwright-core").exists()
+        && Command::new("node").arg("--version").output().is_ok();
+    if !ready {
+        assert!(
+            std::env::var("GPULENS_REQUIRE_BROWSER").is_err(),
+            "Chromium, node or tests/browser/node_modules is missing"
+        );
+        eprintln!("skipping: no Chromium or playwright-core (run the suite with tests/run.sh)");
+        return;
+    }
+    let dir = crate::support::TempDir::new("browser");
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let base = format!("http://127.0.0.1:{port}");
+    let _demo = Killed(
+        Command::new(env!("CARGO_BIN_EXE_gpulens"))
+            .args(["demo", "--history", "3d", "--listen"])
+            .arg(format!("127.0.0.1:{port}"))
+            .arg("--data-dir")
+            .arg(dir.path())
+            .env("GPULENS_LOG", "warn")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    // Ready once the analysis of the backfilled history is stored.
+    let deadline = Instant::now() + Duration::from_secs(300);
+    loop {
+        let out = Command::new("node")
+            .arg("-e")
+            .arg(format!(
+                "fetch('{base}/api/v1/recommendations').then(r=>r.json()).then(j=>process.exit(j.source==='stored'&&j.recommendations.length>0?0:1)).catch(()=>process.exit(1))"
+            ))
+            .status()
+            .unwrap();
+        if out.success() {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the demo did not get ready");
+        std::thread::sleep(Duration::from_secs(1));
+    }
+    let shots = root().join("target/browser-screenshots");
+    let out = Command::new("node")
+        .arg(&script)
+        .arg(&base)
+        .arg(&shots)
+        .env("CHROMIUM", &chromium)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "walk.mjs failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+
+    for (mode, w) in [("with JS", &report["withJs"]), ("without JS", &report["withoutJs"])] {
+        assert_eq!(w["problems"], serde_json::json!([]), "{mode}: console errors or failed requests");
+        let pages = w["pages"].as_array().unwrap();
+        for p in pages {
+            let url = p["url"].as_str().unwrap();
+            assert_eq!(p["status"], 200, "{mode}: {url}");
+            assert_eq!(p["lang"], "en", "{url}");
+            assert!(p["mainLandmark"].as_bool().unwrap() && p["skipLink"].as_bool().unwrap(), "{url}");
+            assert_eq!(p["unlabeled"], serde_json::json!([]), "{url}: form fields without labels");
+            assert!(!p["h1"].as_str().unwrap().is_empty(), "{url}: no heading");
+            assert!(p["title"].as_str().unwrap().ends_with("gpulens"), "{url}");
+        }
+        // The data shows either way.
+        let o = page(pages, "/");
+        assert_eq!(o["h1"], "Fleet overview");
+        for s in ["Effective use", "GPUs freeable", "Top idle allocations", "Where the GPU-hours go", "Trend against the previous period"] {
+            assert!(text(o).contains(s), "{mode}: overview lacks {s:?}");
+        }
+        assert!(o["charts"].as_u64().unwrap() >= 2);
+        assert!(!text(o).contains("No analysis yet"));
+        assert!(page(pages, "/findings")["rows"].as_u64().unwrap() >= 1, "{mode}");
+        assert!(page(pages, "/nodes")["rows"].as_u64().unwrap() >= 4, "{mode}: the scenario's four nodes");
+    }
+
+    let w = &report["withJs"];
+    assert_eq!(w["broken"], serde_json::json!([]), "links that do not answer");
+    assert_eq!(w["unvisited"], 0, "every page was walked");
+    let pages = w["pages"].as_array().unwrap();
+    // Every section and the detail pages it links to.
+    for url in ["/nodes", "/tenants", "/teams", "/findings", "/recommendations", "/reports", "/alerts", "/login"] {
+        page(pages, url);
+    }
+    let overview = page(pages, "/");
+    assert!(overview["hoverTitles"].as_u64().unwrap() > 10, "hover values on the timeline");
+    assert!(overview["legends"].as_u64().unwrap() >= 1);
+    let nodes = pages_starting(pages, "/nodes/");
+    assert_eq!(nodes.len(), 4);
+    for n in &nodes {
+        assert!(n["charts"].as_u64().unwrap() >= 4, "{}: timelines", n["url"]);
+        assert!(text(n).contains("On the device now"), "{}", n["url"]);
+        assert!(text(n).contains("Advisory labels"));
+    }
+    let gpus = pages_starting(pages, "/gpus/");
+    assert_eq!(gpus.len(), 12, "every GPU of the scenario");
+    assert!(
+        gpus.iter().any(|g| text(g).contains("MIG instances") && text(g).contains("1g.10gb")),
+        "the MIG node's instances"
+    );
+    let findings = pages_starting(pages, "/findings/");
+    assert!(findings.len() >= 5);
+    for f in &findings {
+        assert!(text(f).contains("Evidence"), "{}", f["url"]);
+    }
+    let interference = pages_starting(pages, "/findings/interference-");
+    assert!(!interference.is_empty(), "the scenario's interference");
+    assert!(text(interference[0]).contains("Victim and aggressor SM time"));
+    assert!(text(interference[0]).contains("victim"));
+    let recs = pages_starting(pages, "/recommendations/");
+    assert!(!recs.is_empty());
+    for r in &recs {
+        assert!(text(r).contains("Replay against the recorded demand"), "{}", r["url"]);
+        assert!(text(r).contains("Generated configuration"));
+    }
+    assert!(page(pages, "/tenants")["rows"].as_u64().unwrap() >= 10);
+    assert!(page(pages, "/teams")["rows"].as_u64().unwrap() >= 5);
+
+    // The overview's screenshot for the README.
+    let shot = PathBuf::from(overview["screenshot"].as_str().unwrap());
+    assert!(shot.exists());
+    if let Ok(to) = std::env::var("GPULENS_WRITE_SCREENSHOT") {
+        std::fs::copy(&shot, to).unwrap();
+    }
+}

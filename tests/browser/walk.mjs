@@ -1,0 +1,122 @@
+// Walks the gpulens dashboard in headless Chromium: every page reachable from the navigation
+// (nodes, GPUs, findings, recommendations included), once with JavaScript and once without.
+// Records per page what a person would check (title, heading, tables, charts, text) and every
+// console error, failed request, failing link and accessibility slip; saves screenshots.
+// Prints one JSON document on stdout; collector/tests/it/browser.rs asserts on it.
+//
+// usage: node walk.mjs BASE_URL OUT_DIR
+import { chromium } from "playwright-core";
+import { mkdirSync } from "node:fs";
+
+const [base, out] = process.argv.slice(2);
+if (!base || !out) {
+  console.error("usage: node walk.mjs BASE_URL OUT_DIR");
+  process.exit(2);
+}
+mkdirSync(out, { recursive: true });
+const origin = new URL(base).origin;
+const executablePath = process.env.CHROMIUM || "/usr/bin/chromium";
+const browser = await chromium.launch({
+  executablePath,
+  args: ["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"],
+});
+
+// Pages worth walking: the dashboard's own, not the API, downloads or re-sorted copies.
+function walkable(u) {
+  if (u.origin !== origin) return false;
+  if (u.pathname.startsWith("/api/") || u.pathname === "/metrics") return false;
+  if (u.pathname === "/logout") return false;
+  for (const k of ["sort", "dir", "format"]) if (u.searchParams.has(k)) return false;
+  return true;
+}
+
+function slug(u) {
+  const s = (u.pathname + (u.search ? "_" + u.search.slice(1) : ""))
+    .replace(/[^A-Za-z0-9]+/g, "_")
+    .replace(/^_+|_+$/g, "");
+  return s || "overview";
+}
+
+async function walk(javaScriptEnabled, limit) {
+  const context = await browser.newContext({
+    javaScriptEnabled,
+    viewport: { width: 1280, height: 900 },
+  });
+  const page = await context.newPage();
+  const problems = [];
+  let current = "";
+  page.on("console", (m) => {
+    if (m.type() === "error") problems.push({ page: current, kind: "console", text: m.text() });
+  });
+  page.on("pageerror", (e) => problems.push({ page: current, kind: "pageerror", text: String(e) }));
+  page.on("requestfailed", (r) =>
+    problems.push({ page: current, kind: "requestfailed", text: `${r.url()} ${r.failure()?.errorText}` }),
+  );
+  page.on("response", (r) => {
+    if (r.status() >= 400) problems.push({ page: current, kind: "http", text: `${r.status()} ${r.url()}` });
+  });
+  const queue = [new URL("/", base).href];
+  const seen = new Set(queue);
+  const links = new Set();
+  const pages = [];
+  while (queue.length && pages.length < limit) {
+    const url = queue.shift();
+    current = url;
+    const resp = await page.goto(url, { waitUntil: "load" });
+    const info = await page.evaluate(() => {
+      const text = document.body.innerText;
+      const unlabeled = [...document.querySelectorAll("input:not([type=hidden]), select, textarea")]
+        .filter((el) => !(el.labels && el.labels.length) && !el.getAttribute("aria-label"))
+        .map((el) => el.name || el.id || el.tagName);
+      const hrefs = [...document.querySelectorAll("a[href]")].map((a) => a.href);
+      return {
+        title: document.title,
+        h1: document.querySelector("h1")?.innerText ?? "",
+        lang: document.documentElement.lang,
+        tables: document.querySelectorAll("table").length,
+        rows: document.querySelectorAll("tbody tr").length,
+        charts: document.querySelectorAll("figure.chart svg").length,
+        emptyCharts: document.querySelectorAll("figure.chart.empty").length,
+        hoverTitles: document.querySelectorAll("svg rect.hover title").length,
+        legends: document.querySelectorAll("ul.legend").length,
+        forms: document.querySelectorAll("form").length,
+        mainLandmark: !!document.querySelector("main"),
+        skipLink: !!document.querySelector("a.skip"),
+        unlabeled,
+        hrefs,
+        text: text.slice(0, 4000),
+      };
+    });
+    const u = new URL(url);
+    const shot = `${out}/${javaScriptEnabled ? "" : "nojs-"}${slug(u)}.png`;
+    if (javaScriptEnabled || pages.length < 12) {
+      await page.screenshot({ path: shot, fullPage: true });
+    }
+    pages.push({ url: u.pathname + u.search, status: resp?.status() ?? 0, screenshot: shot, ...info, hrefs: undefined });
+    for (const h of info.hrefs) {
+      const n = new URL(h);
+      n.hash = "";
+      links.add(n.href);
+      if (walkable(n) && !seen.has(n.href)) {
+        seen.add(n.href);
+        queue.push(n.href);
+      }
+    }
+  }
+  // Every link on every page must answer (API links, downloads and sort links included).
+  const broken = [];
+  if (javaScriptEnabled) {
+    for (const l of links) {
+      if (new URL(l).origin !== origin) continue;
+      const r = await context.request.get(l);
+      if (r.status() >= 400) broken.push(`${r.status()} ${l}`);
+    }
+  }
+  await context.close();
+  return { pages, problems, broken, links: links.size, unvisited: queue.length };
+}
+
+const withJs = await walk(true, 150);
+const withoutJs = await walk(false, 40);
+await browser.close();
+console.log(JSON.stringify({ withJs, withoutJs }));
