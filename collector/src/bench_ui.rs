@@ -136,7 +136,10 @@ pub async fn run(args: UiBench) -> anyhow::Result<()> {
         store.backend(),
         args.rounds
     );
-    println!("  {:<48} {:>9} {:>9} {:>9}", "page", "p50 ms", "p95 ms", "KiB");
+    println!(
+        "  {:<48} {:>9} {:>9} {:>9}",
+        "page", "p50 ms", "p95 ms", "KiB"
+    );
     let mut worst: f64 = 0.0;
     for p in &pages {
         let mut times = Vec::with_capacity(args.rounds);

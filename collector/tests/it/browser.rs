@@ -47,7 +47,9 @@ fn heavy_every_dashboard_page_works_in_chromium_with_and_without_javascript() {
     let chromium = std::env::var("CHROMIUM").unwrap_or_else(|_| "/usr/bin/chromium".into());
     let script = root().join("tests/browser/walk.mjs");
     let ready = Path::new(&chromium).exists()
-        && root().join("tests/browser/node_modules/playwright-core").exists()
+        && root()
+            .join("tests/browser/node_modules/playwright-core")
+            .exists()
         && Command::new("node").arg("--version").output().is_ok();
     if !ready {
         assert!(
@@ -107,52 +109,99 @@ fn heavy_every_dashboard_page_works_in_chromium_with_and_without_javascript() {
     );
     let report: Value = serde_json::from_slice(&out.stdout).unwrap();
 
-    for (mode, w) in [("with JS", &report["withJs"]), ("without JS", &report["withoutJs"])] {
-        assert_eq!(w["problems"], serde_json::json!([]), "{mode}: console errors or failed requests");
+    for (mode, w) in [
+        ("with JS", &report["withJs"]),
+        ("without JS", &report["withoutJs"]),
+    ] {
+        assert_eq!(
+            w["problems"],
+            serde_json::json!([]),
+            "{mode}: console errors or failed requests"
+        );
         let pages = w["pages"].as_array().unwrap();
         for p in pages {
             let url = p["url"].as_str().unwrap();
             assert_eq!(p["status"], 200, "{mode}: {url}");
             assert_eq!(p["lang"], "en", "{url}");
-            assert!(p["mainLandmark"].as_bool().unwrap() && p["skipLink"].as_bool().unwrap(), "{url}");
-            assert_eq!(p["unlabeled"], serde_json::json!([]), "{url}: form fields without labels");
+            assert!(
+                p["mainLandmark"].as_bool().unwrap() && p["skipLink"].as_bool().unwrap(),
+                "{url}"
+            );
+            assert_eq!(
+                p["unlabeled"],
+                serde_json::json!([]),
+                "{url}: form fields without labels"
+            );
             assert!(!p["h1"].as_str().unwrap().is_empty(), "{url}: no heading");
             assert!(p["title"].as_str().unwrap().ends_with("gpulens"), "{url}");
         }
         // The data shows either way.
         let o = page(pages, "/");
         assert_eq!(o["h1"], "Fleet overview");
-        for s in ["Effective use", "GPUs freeable", "Top idle allocations", "Where the GPU-hours go", "Trend against the previous period"] {
+        for s in [
+            "Effective use",
+            "GPUs freeable",
+            "Top idle allocations",
+            "Where the GPU-hours go",
+            "Trend against the previous period",
+        ] {
             assert!(text(o).contains(s), "{mode}: overview lacks {s:?}");
         }
         assert!(o["charts"].as_u64().unwrap() >= 2);
         assert!(!text(o).contains("No analysis yet"));
-        assert!(page(pages, "/findings")["rows"].as_u64().unwrap() >= 1, "{mode}");
-        assert!(page(pages, "/nodes")["rows"].as_u64().unwrap() >= 4, "{mode}: the scenario's four nodes");
+        assert!(
+            page(pages, "/findings")["rows"].as_u64().unwrap() >= 1,
+            "{mode}"
+        );
+        assert!(
+            page(pages, "/nodes")["rows"].as_u64().unwrap() >= 4,
+            "{mode}: the scenario's four nodes"
+        );
     }
 
     let w = &report["withJs"];
-    assert_eq!(w["broken"], serde_json::json!([]), "links that do not answer");
+    assert_eq!(
+        w["broken"],
+        serde_json::json!([]),
+        "links that do not answer"
+    );
     assert_eq!(w["unvisited"], 0, "every page was walked");
     let pages = w["pages"].as_array().unwrap();
     // Every section and the detail pages it links to.
-    for url in ["/nodes", "/tenants", "/teams", "/findings", "/recommendations", "/reports", "/alerts", "/login"] {
+    for url in [
+        "/nodes",
+        "/tenants",
+        "/teams",
+        "/findings",
+        "/recommendations",
+        "/reports",
+        "/alerts",
+        "/login",
+    ] {
         page(pages, url);
     }
     let overview = page(pages, "/");
-    assert!(overview["hoverTitles"].as_u64().unwrap() > 10, "hover values on the timeline");
+    assert!(
+        overview["hoverTitles"].as_u64().unwrap() > 10,
+        "hover values on the timeline"
+    );
     assert!(overview["legends"].as_u64().unwrap() >= 1);
     let nodes = pages_starting(pages, "/nodes/");
     assert_eq!(nodes.len(), 4);
     for n in &nodes {
-        assert!(n["charts"].as_u64().unwrap() >= 4, "{}: timelines", n["url"]);
+        assert!(
+            n["charts"].as_u64().unwrap() >= 4,
+            "{}: timelines",
+            n["url"]
+        );
         assert!(text(n).contains("On the device now"), "{}", n["url"]);
         assert!(text(n).contains("Advisory labels"));
     }
     let gpus = pages_starting(pages, "/gpus/");
     assert_eq!(gpus.len(), 12, "every GPU of the scenario");
     assert!(
-        gpus.iter().any(|g| text(g).contains("MIG instances") && text(g).contains("1g.10gb")),
+        gpus.iter()
+            .any(|g| text(g).contains("MIG instances") && text(g).contains("1g.10gb")),
         "the MIG node's instances"
     );
     let findings = pages_starting(pages, "/findings/");
@@ -167,7 +216,11 @@ fn heavy_every_dashboard_page_works_in_chromium_with_and_without_javascript() {
     let recs = pages_starting(pages, "/recommendations/");
     assert!(!recs.is_empty());
     for r in &recs {
-        assert!(text(r).contains("Replay against the recorded demand"), "{}", r["url"]);
+        assert!(
+            text(r).contains("Replay against the recorded demand"),
+            "{}",
+            r["url"]
+        );
         assert!(text(r).contains("Generated configuration"));
     }
     assert!(page(pages, "/tenants")["rows"].as_u64().unwrap() >= 10);

@@ -4,6 +4,7 @@ mod alerts;
 mod analytics;
 mod browser;
 mod conformance;
+mod dashboard;
 mod delivery;
 mod http;
 mod labels;

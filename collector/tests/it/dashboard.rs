@@ -1,0 +1,212 @@
+//! The dashboard's one write path, end to end through the router: an operator signs in with
+//! their token (a signed, HttpOnly, SameSite=Strict cookie), sees the approve form on a
+//! recommendation that changes a GPU Operator label, and approves the planned label action
+//! with the form's CSRF token; without the cookie or with a wrong token nothing is approved.
+
+use analytics::recommend::{Proposal, RecKind, Recommendation};
+use axum::body::Body;
+use axum::http::{Request, StatusCode, header};
+use collector::labels::settings::{Mode, Operator, Settings};
+use collector::server::{AppState, router};
+use collector::store::label_actions::ActionFilter;
+use tower::ServiceExt;
+
+async fn send(state: &AppState, req: Request<Body>) -> (StatusCode, axum::http::HeaderMap, String) {
+    let resp = router(state.clone()).oneshot(req).await.unwrap();
+    let (parts, body) = resp.into_parts();
+    let bytes = axum::body::to_bytes(body, usize::MAX).await.unwrap();
+    (
+        parts.status,
+        parts.headers,
+        String::from_utf8_lossy(&bytes).into_owned(),
+    )
+}
+
+fn form(uri: &str, body: String, cookie: Option<&str>) -> Request<Body> {
+    let mut r =
+        Request::post(uri).header(header::CONTENT_TYPE, "application/x-www-form-urlencoded");
+    if let Some(c) = cookie {
+        r = r.header(header::COOKIE, c);
+    }
+    r.body(Body::from(body)).unwrap()
+}
+
+fn get(uri: &str, cookie: Option<&str>) -> Request<Body> {
+    let mut r = Request::get(uri);
+    if let Some(c) = cookie {
+        r = r.header(header::COOKIE, c);
+    }
+    r.body(Body::empty()).unwrap()
+}
+
+#[tokio::test]
+async fn an_operator_approves_a_label_change_from_the_dashboard() {
+    let t = crate::support::sqlite().await;
+    let now = collector::now_ms();
+    // An analysis with a time-slicing recommendation for node gpu-1.
+    let rec = Recommendation {
+        id: "time_slicing-test".into(),
+        kind: RecKind::TimeSlicing,
+        cluster: "c".into(),
+        node: "gpu-1".into(),
+        gpus: vec!["GPU-1".into()],
+        tenants: vec!["pod/a".into(), "pod/b".into()],
+        team: None,
+        summary: "share gpu-1's GPUs four ways".into(),
+        confidence: 0.8,
+        findings: vec![],
+        proposal: Proposal::Sharing {
+            mode: "time_slicing".into(),
+            replicas: 4,
+            device_plugin_yaml: analytics::recommend::device_plugin_config("time_slicing", 4),
+        },
+        replay: Default::default(),
+        evidence: vec![],
+    };
+    let mut a: serde_json::Value = serde_json::json!({
+        "from_ms": now - 3_600_000, "to_ms": now, "generated_ms": now,
+        "funnel": {"from_ms": 0, "to_ms": 0, "currency": "USD",
+            "total": {"key": "all", "capacity_gpu_hours": 1.0, "allocated_gpu_hours": 1.0, "active_gpu_hours": 1.0,
+                      "effective_gpu_hours": 0.1, "waste_gpu_hours": 0.9, "cost": 1.0, "waste_cost": 0.9,
+                      "effective_ratio": 0.1, "effective_signal": "gpu_util"},
+            "by_cluster": [], "by_model": [], "by_node": [], "by_team": [], "by_tenant": []},
+        "findings": [], "rejected": [], "limitations": []
+    });
+    a["recommendations"] = serde_json::json!([rec]);
+    let analysis: analytics::Analysis = serde_json::from_value(a).unwrap();
+    t.store
+        .save_analysis(
+            now,
+            now - 3_600_000,
+            now,
+            &serde_json::to_string(&analysis).unwrap(),
+            5,
+        )
+        .await
+        .unwrap();
+    let settings = Settings {
+        mode: Mode::ApplyWithApproval,
+        operators: vec![Operator {
+            name: "alice".into(),
+            token: collector::config::Secret("operator-token-1".into()),
+        }],
+        ..Settings::default()
+    };
+    let plans = collector::labels::workflow::plans(&analysis, None);
+    collector::labels::actions::record_plans(&t.store, &plans, "gpulens-analysis", now)
+        .await
+        .unwrap();
+    let state = AppState::new(
+        t.store.clone(),
+        Default::default(),
+        Default::default(),
+        Default::default(),
+        Default::default(),
+    )
+    .with_labels(settings);
+    let page = "/recommendations/time_slicing-test";
+
+    // Anonymous: the page says what would change and asks to sign in; no form.
+    let (code, _, html) = send(&state, get(page, None)).await;
+    assert_eq!(code, StatusCode::OK);
+    assert!(
+        html.contains("nvidia.com/device-plugin.config=gpulens-time-slicing-x4"),
+        "{html}"
+    );
+    assert!(html.contains("Sign in as an operator"));
+    assert!(!html.contains("name=\"csrf\""));
+
+    // A wrong token is refused.
+    let (code, headers, _) = send(&state, form("/login", "token=nope".into(), None)).await;
+    assert_eq!(code, StatusCode::UNAUTHORIZED);
+    assert!(headers.get(header::SET_COOKIE).is_none());
+    // The right one signs in.
+    let (code, headers, _) = send(
+        &state,
+        form("/login", "token=operator-token-1".into(), None),
+    )
+    .await;
+    assert_eq!(code, StatusCode::SEE_OTHER);
+    let set = headers[header::SET_COOKIE].to_str().unwrap().to_owned();
+    for attr in ["HttpOnly", "SameSite=Strict", "Path=/"] {
+        assert!(set.contains(attr), "{set}");
+    }
+    let cookie = set.split(';').next().unwrap().to_owned();
+
+    let (_, _, html) = send(&state, get(page, Some(&cookie))).await;
+    assert!(html.contains("Signed in as"));
+    let csrf = html
+        .split("name=\"csrf\" value=\"")
+        .nth(1)
+        .and_then(|s| s.split('"').next())
+        .expect("the approve form carries a CSRF token")
+        .to_owned();
+    let action = html
+        .split("name=\"action\" value=\"")
+        .nth(1)
+        .and_then(|s| s.split('"').next())
+        .unwrap()
+        .to_owned();
+    let approve = format!("{page}/approve");
+
+    // Without the cookie, or with a wrong CSRF token: refused, nothing approved.
+    let (code, _, _) = send(
+        &state,
+        form(&approve, format!("csrf={csrf}&action={action}"), None),
+    )
+    .await;
+    assert_eq!(code, StatusCode::UNAUTHORIZED);
+    let (code, _, _) = send(
+        &state,
+        form(
+            &approve,
+            format!("csrf=forged&action={action}"),
+            Some(&cookie),
+        ),
+    )
+    .await;
+    assert_eq!(code, StatusCode::FORBIDDEN);
+    let open = t
+        .store
+        .label_actions(&ActionFilter {
+            states: &["planned"],
+            ..ActionFilter::newest(10)
+        })
+        .await
+        .unwrap();
+    assert_eq!(open.len(), 1);
+
+    // With both: approved by alice, and the page says so.
+    let (code, headers, _) = send(
+        &state,
+        form(
+            &approve,
+            format!("csrf={csrf}&action={action}"),
+            Some(&cookie),
+        ),
+    )
+    .await;
+    assert_eq!(code, StatusCode::SEE_OTHER);
+    let to = headers[header::LOCATION].to_str().unwrap().to_owned();
+    assert!(to.contains("approved="), "{to}");
+    let approved = t
+        .store
+        .label_actions(&ActionFilter::newest(10))
+        .await
+        .unwrap();
+    assert_eq!(approved[0].state, "approved");
+    assert_eq!(approved[0].approved_by.as_deref(), Some("alice"));
+    let (_, _, html) = send(&state, get(&to, Some(&cookie))).await;
+    assert!(html.contains("approved: the collector runs it"), "{html}");
+    assert!(!html.contains("name=\"csrf\""), "no second approval");
+
+    // Signing out ends the session.
+    let (code, headers, _) = send(&state, form("/logout", String::new(), Some(&cookie))).await;
+    assert_eq!(code, StatusCode::SEE_OTHER);
+    assert!(
+        headers[header::SET_COOKIE]
+            .to_str()
+            .unwrap()
+            .contains("Max-Age=0")
+    );
+}
