@@ -6,6 +6,7 @@ mod browser;
 mod conformance;
 mod dashboard;
 mod delivery;
+mod deploy;
 mod http;
 mod labels;
 mod reports;
