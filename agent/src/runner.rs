@@ -252,16 +252,28 @@ async fn serve_metrics(listener: tokio::net::TcpListener, metrics: Arc<AgentMetr
     let app = axum::Router::new()
         .route(
             "/metrics",
-            get(move || {
+            get(move |headers: axum::http::HeaderMap| {
                 let m = metrics.clone();
                 async move {
-                    (
-                        [(
-                            "content-type",
-                            "application/openmetrics-text; version=1.0.0; charset=utf-8",
-                        )],
-                        m.encode(),
-                    )
+                    // OpenMetrics when asked for; the Prometheus text format otherwise.
+                    let om = headers
+                        .get("accept")
+                        .and_then(|v| v.to_str().ok())
+                        .is_some_and(|a| a.contains("application/openmetrics-text"));
+                    if om {
+                        (
+                            [(
+                                "content-type",
+                                "application/openmetrics-text; version=1.0.0; charset=utf-8",
+                            )],
+                            m.encode(),
+                        )
+                    } else {
+                        (
+                            [("content-type", "text/plain; version=0.0.4; charset=utf-8")],
+                            model::exposition::to_prometheus_text(&m.encode()),
+                        )
+                    }
                 }
             }),
         )

@@ -133,6 +133,7 @@ async fn handle(
         .observe(started.elapsed().as_secs_f64());
     match outcome {
         IngestOutcome::Stored { rows } => {
+            state.latest.record(&batch);
             let m = &state.metrics;
             m.batches
                 .get_or_create(&OutcomeLabels {

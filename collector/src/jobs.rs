@@ -19,7 +19,7 @@ pub async fn run_once(state: &AppState) -> anyhow::Result<usize> {
         .inspect_err(|_| {
             state.metrics.rollup_failures.inc();
         })?;
-    state.metrics.rollup_minutes.inc_by(stats.minutes as u64);
+    state.metrics.rollup_buckets.inc_by(stats.minutes as u64);
     let retention = state.store.apply_retention(now, &state.retention).await?;
     state
         .metrics

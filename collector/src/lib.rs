@@ -15,6 +15,7 @@ pub mod cli;
 pub mod config;
 pub mod demo;
 pub mod error;
+pub mod fleet_metrics;
 pub mod ingest;
 pub mod jobs;
 pub mod labels;

@@ -91,7 +91,7 @@ pub struct Metrics {
     pub batch_bytes: Histogram,
     pub ingest_lag: Histogram,
     pub storage_write: Histogram,
-    pub rollup_minutes: Counter,
+    pub rollup_buckets: Counter,
     pub rollup_failures: Counter,
     pub retention_dropped: Counter,
     pub last_rollup_timestamp: Gauge<f64, std::sync::atomic::AtomicU64>,
@@ -141,11 +141,11 @@ impl Metrics {
             Unit::Seconds,
             storage_write.clone(),
         );
-        let rollup_minutes = Counter::default();
+        let rollup_buckets = Counter::default();
         registry.register(
-            "rollup_minutes",
-            "Node-minutes rolled up",
-            rollup_minutes.clone(),
+            "rollup_buckets",
+            "Node-minute buckets rolled up",
+            rollup_buckets.clone(),
         );
         let rollup_failures = Counter::default();
         registry.register(
@@ -175,7 +175,7 @@ impl Metrics {
             batch_bytes,
             ingest_lag,
             storage_write,
-            rollup_minutes,
+            rollup_buckets,
             rollup_failures,
             retention_dropped,
             last_rollup_timestamp,
@@ -193,6 +193,8 @@ impl Metrics {
         out
     }
 }
+
+pub use model::exposition::to_prometheus_text;
 
 impl Default for Metrics {
     fn default() -> Self {

@@ -32,6 +32,8 @@ pub struct Inner {
     pub reports: crate::reports::Settings,
     /// The dashboard's parsed copy of the newest analysis.
     pub ui: crate::ui::Cache,
+    /// Each GPU's newest readings, for the fleet metrics on /metrics.
+    pub latest: crate::fleet_metrics::LatestGpus,
 }
 
 impl std::ops::Deref for AppState {
@@ -71,6 +73,7 @@ impl AppState {
             labels: Default::default(),
             reports: Default::default(),
             ui: Default::default(),
+            latest: Default::default(),
         }))
     }
 
@@ -192,15 +195,36 @@ async fn readyz(State(state): State<AppState>) -> Response {
     }
 }
 
-async fn metrics(State(state): State<AppState>) -> Response {
-    (
-        [(
-            header::CONTENT_TYPE,
-            "application/openmetrics-text; version=1.0.0; charset=utf-8",
-        )],
-        state.metrics.encode(),
-    )
-        .into_response()
+async fn metrics(State(state): State<AppState>, headers: axum::http::HeaderMap) -> Response {
+    let own = state.metrics.encode();
+    let analysis = crate::ui::cached_analysis(&state).await;
+    let alerts = state.store.load_alerts().await.unwrap_or_default();
+    let fleet =
+        crate::fleet_metrics::encode(&state.latest, analysis.as_deref(), &alerts, crate::now_ms());
+    let body = format!("{}{fleet}# EOF\n", own.trim_end_matches("# EOF\n"));
+    let openmetrics = headers
+        .get(header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|a| a.contains("application/openmetrics-text"));
+    if openmetrics {
+        (
+            [(
+                header::CONTENT_TYPE,
+                "application/openmetrics-text; version=1.0.0; charset=utf-8",
+            )],
+            body,
+        )
+            .into_response()
+    } else {
+        (
+            [(
+                header::CONTENT_TYPE,
+                "text/plain; version=0.0.4; charset=utf-8",
+            )],
+            crate::metrics::to_prometheus_text(&body),
+        )
+            .into_response()
+    }
 }
 
 /// Serves `router` on `listener` until `shutdown` resolves.

@@ -98,6 +98,12 @@ async fn analysis(state: &AppState) -> Result<Option<Arc<Analysis>>, PageError> 
     Ok(Some(a))
 }
 
+/// The newest analysis for other readers (e.g. /metrics), `None` when there is none or it
+/// cannot be read.
+pub async fn cached_analysis(state: &AppState) -> Option<Arc<Analysis>> {
+    analysis(state).await.ok().flatten()
+}
+
 fn frame(state: &AppState, headers: &HeaderMap, title: impl Into<String>) -> Frame {
     Frame {
         title: title.into(),

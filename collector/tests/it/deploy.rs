@@ -51,7 +51,9 @@ fn kubernetes_manifests_parse_and_fit_together() {
                 "Secret" => drop(serde_json::from_value::<Secret>(d.clone()).unwrap()),
                 "ConfigMap" => drop(serde_json::from_value::<ConfigMap>(d.clone()).unwrap()),
                 "Service" => drop(serde_json::from_value::<Service>(d.clone()).unwrap()),
-                "ServiceAccount" => drop(serde_json::from_value::<ServiceAccount>(d.clone()).unwrap()),
+                "ServiceAccount" => {
+                    drop(serde_json::from_value::<ServiceAccount>(d.clone()).unwrap())
+                }
                 "Deployment" => drop(serde_json::from_value::<Deployment>(d.clone()).unwrap()),
                 "DaemonSet" => drop(serde_json::from_value::<DaemonSet>(d.clone()).unwrap()),
                 "ClusterRole" | "ClusterRoleBinding" | "Role" | "RoleBinding" => {}
@@ -76,7 +78,10 @@ fn kubernetes_manifests_parse_and_fit_together() {
     // The Deployment: its config and secret are the ones defined, its account has the RBAC.
     let dep: Deployment = serde_json::from_value(one("Deployment")).unwrap();
     let pod = dep.spec.unwrap().template.spec.unwrap();
-    assert_eq!(pod.service_account_name.as_deref(), Some("gpulens-collector"));
+    assert_eq!(
+        pod.service_account_name.as_deref(),
+        Some("gpulens-collector")
+    );
     let sa: ServiceAccount = serde_json::from_value(one("ServiceAccount")).unwrap();
     assert_eq!(sa.metadata.name.as_deref(), Some("gpulens-collector"));
     let secret: Secret = serde_json::from_value(one("Secret")).unwrap();
@@ -86,7 +91,13 @@ fn kubernetes_manifests_parse_and_fit_together() {
     }
     let c = &pod.containers[0];
     assert_eq!(c.args.as_ref().unwrap()[0], "serve");
-    let probe = c.readiness_probe.as_ref().unwrap().http_get.as_ref().unwrap();
+    let probe = c
+        .readiness_probe
+        .as_ref()
+        .unwrap()
+        .http_get
+        .as_ref()
+        .unwrap();
     assert_eq!(probe.path.as_deref(), Some("/readyz"));
 
     // The Service selects the collector's pods; the ServiceMonitor selects the Service.
@@ -102,7 +113,14 @@ fn kubernetes_manifests_parse_and_fit_together() {
         assert_eq!(svc_labels.get(k).map(String::as_str), v.as_str());
     }
     let port = sm["spec"]["endpoints"][0]["port"].as_str().unwrap();
-    assert!(svc.spec.unwrap().ports.unwrap().iter().any(|p| p.name.as_deref() == Some(port)));
+    assert!(
+        svc.spec
+            .unwrap()
+            .ports
+            .unwrap()
+            .iter()
+            .any(|p| p.name.as_deref() == Some(port))
+    );
 
     // The agent: GPU nodes only, GPU taints tolerated, host PID and /proc, the pod-resources
     // socket, the NVML library through the NVIDIA runtime, no API token, no GPU requested.
@@ -112,10 +130,20 @@ fn kubernetes_manifests_parse_and_fit_together() {
     assert_eq!(pod.runtime_class_name.as_deref(), Some("nvidia"));
     assert_eq!(pod.automount_service_account_token, Some(false));
     assert_eq!(
-        pod.node_selector.as_ref().unwrap().get("nvidia.com/gpu.present").map(String::as_str),
+        pod.node_selector
+            .as_ref()
+            .unwrap()
+            .get("nvidia.com/gpu.present")
+            .map(String::as_str),
         Some("true")
     );
-    assert!(pod.tolerations.as_ref().unwrap().iter().any(|t| t.key.as_deref() == Some("nvidia.com/gpu")));
+    assert!(
+        pod.tolerations
+            .as_ref()
+            .unwrap()
+            .iter()
+            .any(|t| t.key.as_deref() == Some("nvidia.com/gpu"))
+    );
     let paths: Vec<String> = pod
         .volumes
         .as_ref()
@@ -123,23 +151,53 @@ fn kubernetes_manifests_parse_and_fit_together() {
         .iter()
         .filter_map(|v| v.host_path.as_ref().map(|h| h.path.clone()))
         .collect();
-    for p in ["/proc", "/var/lib/kubelet/pod-resources", "/var/lib/kubelet/pods"] {
+    for p in [
+        "/proc",
+        "/var/lib/kubelet/pod-resources",
+        "/var/lib/kubelet/pods",
+    ] {
         assert!(paths.contains(&p.to_owned()), "{p} from the host");
     }
     let c = &pod.containers[0];
-    assert!(c.resources.as_ref().unwrap().limits.as_ref().unwrap().keys().all(|k| !k.starts_with("nvidia.com/")));
+    assert!(
+        c.resources
+            .as_ref()
+            .unwrap()
+            .limits
+            .as_ref()
+            .unwrap()
+            .keys()
+            .all(|k| !k.starts_with("nvidia.com/"))
+    );
     let args = c.args.as_ref().unwrap();
     assert!(args.contains(&"--proc-root=/host/proc".to_owned()));
-    assert!(args.iter().any(|a| a.starts_with("--collector=http://gpulens-collector.gpulens.svc:8080")));
-    let env: Vec<&str> = c.env.as_ref().unwrap().iter().map(|e| e.name.as_str()).collect();
+    assert!(
+        args.iter()
+            .any(|a| a.starts_with("--collector=http://gpulens-collector.gpulens.svc:8080"))
+    );
+    let env: Vec<&str> = c
+        .env
+        .as_ref()
+        .unwrap()
+        .iter()
+        .map(|e| e.name.as_str())
+        .collect();
     for e in ["GPULENS_NODE", "GPULENS_TOKEN", "NVIDIA_VISIBLE_DEVICES"] {
         assert!(env.contains(&e), "{e}");
     }
     // Every flag the agent is given exists.
     let agent_main = std::fs::read_to_string(root().join("agent/src/main.rs")).unwrap();
     for a in args.iter().filter(|a| a.starts_with("--")) {
-        let flag = a.trim_start_matches("--").split('=').next().unwrap().replace('-', "_");
-        assert!(agent_main.contains(&format!("{flag}:")), "gpulens-agent has no --{flag}");
+        let flag = a
+            .trim_start_matches("--")
+            .split('=')
+            .next()
+            .unwrap()
+            .replace('-', "_");
+        assert!(
+            agent_main.contains(&format!("{flag}:")),
+            "gpulens-agent has no --{flag}"
+        );
     }
 }
 
@@ -151,7 +209,14 @@ fn dep_labels(d: &Value) -> BTreeMap<String, String> {
 fn docker_compose_is_well_formed_and_its_files_exist() {
     let compose: Value = docs(&root().join("docker-compose.yml")).remove(0);
     let services = compose["services"].as_object().unwrap();
-    for s in ["postgres", "collector", "agent", "simulator", "prometheus", "grafana"] {
+    for s in [
+        "postgres",
+        "collector",
+        "agent",
+        "simulator",
+        "prometheus",
+        "grafana",
+    ] {
         assert!(services.contains_key(s), "service {s}");
     }
     let profiles = |s: &str| services[s]["profiles"].clone();
@@ -174,7 +239,9 @@ fn docker_compose_is_well_formed_and_its_files_exist() {
         &std::fs::read_to_string(root().join("deploy/compose/gpulens.toml")).unwrap(),
     )
     .unwrap();
-    let token = services["agent"]["environment"]["GPULENS_TOKEN"].as_str().unwrap();
+    let token = services["agent"]["environment"]["GPULENS_TOKEN"]
+        .as_str()
+        .unwrap();
     assert_eq!(services["simulator"]["environment"]["GPULENS_TOKEN"], token);
     assert_eq!(config.agents[0].token.as_ref().unwrap().0, token);
     // The simulator's scenario is in the image (the Dockerfile copies scenarios/).
@@ -184,7 +251,11 @@ fn docker_compose_is_well_formed_and_its_files_exist() {
         .as_array()
         .unwrap()
         .iter()
-        .find_map(|a| a.as_str().unwrap().strip_prefix("--scenario=/usr/share/gpulens/"))
+        .find_map(|a| {
+            a.as_str()
+                .unwrap()
+                .strip_prefix("--scenario=/usr/share/gpulens/")
+        })
         .unwrap()
         .to_owned();
     assert!(root().join(&scenario).exists(), "{scenario}");
@@ -197,7 +268,11 @@ fn docker_compose_is_well_formed_and_its_files_exist() {
         .arg(&prom)
         .output()
     {
-        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
     }
     for f in ["datasources/gpulens.yml", "dashboards/gpulens.yml"] {
         let d = docs(&root().join("deploy/compose/grafana/provisioning").join(f)).remove(0);

@@ -9,5 +9,6 @@ mod delivery;
 mod deploy;
 mod http;
 mod labels;
+mod prometheus;
 mod reports;
 mod support;

@@ -1,0 +1,350 @@
+//! The fleet on `/metrics`, for Prometheus and the Grafana dashboards (docs/metrics.md):
+//! each GPU's newest readings as this collector received them, and the newest analysis (funnel
+//! by fleet, team and node; findings; recommendations) and alert counts. Built at scrape time
+//! into its own registry, appended to the collector's own metrics.
+//!
+//! Cardinality is bounded by the fleet: one series per GPU and reading, one per team and node
+//! and funnel stage, a fixed set per finding kind, severity and alert state. Tenants are not
+//! labels (they come and go with every pod); they are in the analysis API and the dashboard.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+use analytics::Analysis;
+use model::wire::v1::Batch;
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::registry::{Registry, Unit};
+
+type FGauge = Gauge<f64, std::sync::atomic::AtomicU64>;
+
+/// GPUs not heard from in this long leave `/metrics`.
+pub const STALE_MS: i64 = 10 * 60_000;
+
+#[derive(Debug, Clone, Default)]
+struct Reading {
+    ts_ms: i64,
+    model: String,
+    util: Option<f64>,
+    sm_active: Option<f64>,
+    mem_used: Option<f64>,
+    mem_total: Option<f64>,
+    power: Option<f64>,
+    temp: Option<f64>,
+    allocated: f64,
+}
+
+/// Each GPU's newest readings, updated as batches are stored.
+#[derive(Debug, Default)]
+pub struct LatestGpus {
+    gpus: Mutex<HashMap<(String, String, String), Reading>>,
+}
+
+impl LatestGpus {
+    /// Takes the batch's newest snapshot of each GPU.
+    pub fn record(&self, b: &Batch) {
+        let Some(snap) = b.snapshots.iter().max_by_key(|s| s.ts) else {
+            return;
+        };
+        let mut map = self.gpus.lock().expect("latest gpus");
+        for g in &snap.gpus {
+            let key = (b.cluster.clone(), b.node.clone(), g.gpu_uuid.clone());
+            let r = map.entry(key).or_default();
+            if r.ts_ms > snap.ts {
+                continue;
+            }
+            if let Some(inv) = b
+                .inventory
+                .as_ref()
+                .and_then(|i| i.iter().find(|x| x.uuid == g.gpu_uuid))
+            {
+                r.model = inv.model.clone();
+            }
+            r.ts_ms = snap.ts;
+            r.util = g.gpu_util.map(f64::from);
+            r.sm_active = g.sm_active.map(f64::from);
+            r.mem_used = g.mem_used_bytes.map(|x| x as f64);
+            r.mem_total = g.mem_total_bytes.map(|x| x as f64);
+            r.power = g.power_w.map(f64::from);
+            r.temp = g.temp_c.map(f64::from);
+            r.allocated = snap
+                .allocations
+                .iter()
+                .filter(|a| a.gpu_uuid == g.gpu_uuid)
+                .map(|a| f64::from(a.share))
+                .sum::<f64>()
+                .min(1.0);
+        }
+    }
+
+    fn fresh(&self, now_ms: i64) -> Vec<((String, String, String), Reading)> {
+        let mut map = self.gpus.lock().expect("latest gpus");
+        map.retain(|_, r| now_ms - r.ts_ms <= STALE_MS);
+        map.iter().map(|(k, v)| (k.clone(), v.clone())).collect()
+    }
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct GpuLabels {
+    cluster: String,
+    node: String,
+    uuid: String,
+    model: String,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct StageLabels {
+    stage: &'static str,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct TeamStageLabels {
+    team: String,
+    stage: &'static str,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct NodeStageLabels {
+    node: String,
+    stage: &'static str,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct FindingLabels {
+    kind: &'static str,
+    severity: &'static str,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct KindLabels {
+    kind: &'static str,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct AlertLabels {
+    state: &'static str,
+    severity: String,
+}
+
+/// Funnel stages in GPU-seconds (Prometheus' base unit; dashboards show hours).
+fn stages(r: &analytics::FunnelRow) -> [(&'static str, f64); 5] {
+    [
+        ("capacity", r.capacity_gpu_hours.unwrap_or(0.0) * 3600.0),
+        ("allocated", r.allocated_gpu_hours * 3600.0),
+        ("active", r.active_gpu_hours * 3600.0),
+        ("effective", r.effective_gpu_hours * 3600.0),
+        ("waste", r.waste_gpu_hours * 3600.0),
+    ]
+}
+
+/// The fleet's metrics as OpenMetrics text (without the final `# EOF`).
+pub fn encode(
+    latest: &LatestGpus,
+    analysis: Option<&Analysis>,
+    alerts: &[crate::alerts::state::Alert],
+    now_ms: i64,
+) -> String {
+    let mut reg = Registry::with_prefix("gpulens");
+    macro_rules! family {
+        ($name:literal, $help:literal, $unit:expr, $labels:ty) => {{
+            let f = Family::<$labels, FGauge>::default();
+            match $unit {
+                Some(u) => reg.register_with_unit($name, $help, u, f.clone()),
+                None => reg.register($name, $help, f.clone()),
+            }
+            f
+        }};
+    }
+    let util = family!(
+        "fleet_gpu_utilization_ratio",
+        "Newest NVML utilization of each GPU (0-1)",
+        None::<Unit>,
+        GpuLabels
+    );
+    let sm = family!(
+        "fleet_gpu_sm_active_ratio",
+        "Newest DCGM SM activity of each GPU (0-1); absent without DCGM",
+        None::<Unit>,
+        GpuLabels
+    );
+    let mem = family!(
+        "fleet_gpu_memory_used",
+        "Newest framebuffer memory in use of each GPU",
+        Some(Unit::Bytes),
+        GpuLabels
+    );
+    let mem_total = family!(
+        "fleet_gpu_memory_total",
+        "Framebuffer memory of each GPU",
+        Some(Unit::Bytes),
+        GpuLabels
+    );
+    let power = family!(
+        "fleet_gpu_power",
+        "Newest power draw of each GPU",
+        Some(Unit::Other("watts".into())),
+        GpuLabels
+    );
+    let temp = family!(
+        "fleet_gpu_temperature",
+        "Newest temperature of each GPU",
+        Some(Unit::Celsius),
+        GpuLabels
+    );
+    let alloc = family!(
+        "fleet_gpu_allocated_ratio",
+        "Share of each GPU held by allocations in its newest sample (0-1)",
+        None::<Unit>,
+        GpuLabels
+    );
+    for ((cluster, node, uuid), r) in latest.fresh(now_ms) {
+        let l = GpuLabels {
+            cluster,
+            node,
+            uuid,
+            model: r.model.clone(),
+        };
+        for (f, v) in [
+            (&util, r.util),
+            (&sm, r.sm_active),
+            (&mem, r.mem_used),
+            (&mem_total, r.mem_total),
+            (&power, r.power),
+            (&temp, r.temp),
+            (&alloc, Some(r.allocated)),
+        ] {
+            if let Some(v) = v {
+                f.get_or_create(&l).set(v);
+            }
+        }
+    }
+    if let Some(a) = analysis {
+        let fleet = family!(
+            "funnel_gpu",
+            "GPU time of the fleet per funnel stage in the newest analysis window",
+            Some(Unit::Seconds),
+            StageLabels
+        );
+        for (stage, v) in stages(&a.funnel.total) {
+            fleet.get_or_create(&StageLabels { stage }).set(v);
+        }
+        let team = family!(
+            "team_gpu",
+            "GPU time per team and funnel stage in the newest analysis window",
+            Some(Unit::Seconds),
+            TeamStageLabels
+        );
+        for r in &a.funnel.by_team {
+            for (stage, v) in stages(r).into_iter().skip(1) {
+                team.get_or_create(&TeamStageLabels {
+                    team: r.key.clone(),
+                    stage,
+                })
+                .set(v);
+            }
+        }
+        let node = family!(
+            "node_gpu",
+            "GPU time per node and funnel stage in the newest analysis window",
+            Some(Unit::Seconds),
+            NodeStageLabels
+        );
+        for r in &a.funnel.by_node {
+            for (stage, v) in stages(r) {
+                node.get_or_create(&NodeStageLabels {
+                    node: r.key.clone(),
+                    stage,
+                })
+                .set(v);
+            }
+        }
+        let waste = family!(
+            "funnel_waste_cost",
+            "Cost of allocated but unused GPU-hours in the newest analysis window, in the configured currency",
+            None::<Unit>,
+            StageLabels
+        );
+        waste
+            .get_or_create(&StageLabels { stage: "waste" })
+            .set(a.funnel.total.waste_cost);
+        let findings = family!(
+            "findings",
+            "Findings of the newest analysis",
+            None::<Unit>,
+            FindingLabels
+        );
+        for k in analytics::FindingKind::ALL {
+            for s in [
+                analytics::Severity::Info,
+                analytics::Severity::Warning,
+                analytics::Severity::Critical,
+            ] {
+                let n = a
+                    .findings
+                    .iter()
+                    .filter(|f| f.kind == k && f.severity == s)
+                    .count();
+                findings
+                    .get_or_create(&FindingLabels {
+                        kind: k.as_str(),
+                        severity: s.as_str(),
+                    })
+                    .set(n as f64);
+            }
+        }
+        let recs = family!(
+            "recommendations",
+            "Recommendations of the newest analysis",
+            None::<Unit>,
+            KindLabels
+        );
+        let freed = family!(
+            "recommendations_gpus_freed",
+            "GPUs the newest analysis' recommendations would free",
+            None::<Unit>,
+            KindLabels
+        );
+        for k in analytics::recommend::RecKind::ALL {
+            let mine: Vec<_> = a.recommendations.iter().filter(|r| r.kind == k).collect();
+            recs.get_or_create(&KindLabels { kind: k.as_str() })
+                .set(mine.len() as f64);
+            freed
+                .get_or_create(&KindLabels { kind: k.as_str() })
+                .set(mine.iter().map(|r| r.replay.gpus_freed).sum());
+        }
+        let when = family!(
+            "analysis_timestamp",
+            "When the newest analysis ran (Unix time)",
+            Some(Unit::Seconds),
+            StageLabels
+        );
+        when.get_or_create(&StageLabels { stage: "generated" })
+            .set(a.generated_ms as f64 / 1000.0);
+    }
+    let al = family!(
+        "alerts",
+        "Alerts by state and severity",
+        None::<Unit>,
+        AlertLabels
+    );
+    for state in ["pending", "firing"] {
+        for severity in ["info", "warning", "critical"] {
+            let n = alerts
+                .iter()
+                .filter(|x| {
+                    x.state.as_str() == state
+                        && x.labels.get("severity").map(String::as_str) == Some(severity)
+                })
+                .count();
+            al.get_or_create(&AlertLabels {
+                state,
+                severity: severity.into(),
+            })
+            .set(n as f64);
+        }
+    }
+    let mut out = String::new();
+    prometheus_client::encoding::text::encode(&mut out, &reg).expect("encoding to a String");
+    out.trim_end_matches("# EOF\n").to_owned()
+}

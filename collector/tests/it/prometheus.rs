@@ -1,0 +1,314 @@
+//! Prometheus: the collector's /metrics passes `promtool check metrics` (a golden scrape, as
+//! node_exporter does it); a real Prometheus scrapes a running `gpulens demo`; and every panel
+//! of the Grafana dashboards in dashboards/ runs against that Prometheus without error and with
+//! data. tests/run.sh installs Prometheus (Debian's `prometheus`, which brings promtool).
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use axum::body::Body;
+use axum::http::Request;
+use serde_json::Value;
+use tower::ServiceExt;
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+fn have(bin: &str) -> bool {
+    Command::new(bin)
+        .arg("--version")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok()
+}
+
+fn required(what: &str) {
+    assert!(
+        std::env::var("GPULENS_REQUIRE_PROMETHEUS").is_err(),
+        "{what} is not installed"
+    );
+    eprintln!("skipping: no {what} (run the suite with tests/run.sh)");
+}
+
+/// Runs `promtool check metrics` on a scrape; its complaints, if any.
+pub fn promtool(text: &str) -> Result<(), String> {
+    use std::io::Write;
+    let mut child = Command::new("promtool")
+        .args(["check", "metrics"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(text.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        ))
+    }
+}
+
+#[tokio::test]
+async fn the_collectors_metrics_pass_promtool() {
+    if !have("promtool") {
+        return required("promtool");
+    }
+    let t = crate::support::sqlite().await;
+    let fleet = crate::support::fleet();
+    let now = collector::now_ms();
+    let state = collector::server::AppState::new(
+        t.store.clone(),
+        {
+            let mut a = collector::auth::Auth::default();
+            a.add("metrics-token", vec!["*".into()], None);
+            a
+        },
+        Default::default(),
+        Default::default(),
+        Default::default(),
+    );
+    // Batches through the real ingest endpoint, so the fleet gauges fill as they do live.
+    let instants: Vec<i64> = (0..60).map(|i| now - 3_600_000 + i * 60_000).collect();
+    for node in 0..fleet.nodes.len() {
+        let b = fleet.batch(node, "metrics", 1, &instants, 60_000);
+        let resp = collector::server::router(state.clone())
+            .oneshot(
+                Request::post("/api/v1/ingest")
+                    .header("authorization", "Bearer metrics-token")
+                    .header("content-type", "application/json")
+                    .body(Body::from(serde_json::to_vec(&b).unwrap()))
+                    .unwrap(),
+            )
+            .await
+            .unwrap();
+        assert!(resp.status().is_success(), "{}", resp.status());
+    }
+    t.store.rollup(now).await.unwrap();
+    collector::analysis::scheduled(&t.store, &Default::default())
+        .await
+        .unwrap()
+        .unwrap();
+    let scrape = |accept: Option<&'static str>| {
+        let state = state.clone();
+        async move {
+            let mut r = Request::get("/metrics");
+            if let Some(a) = accept {
+                r = r.header("accept", a);
+            }
+            let resp = collector::server::router(state)
+                .oneshot(r.body(Body::empty()).unwrap())
+                .await
+                .unwrap();
+            let ct = resp.headers()["content-type"].to_str().unwrap().to_owned();
+            let b = axum::body::to_bytes(resp.into_body(), usize::MAX)
+                .await
+                .unwrap();
+            (ct, String::from_utf8(b.to_vec()).unwrap())
+        }
+    };
+    let (ct, text) = scrape(None).await;
+    assert!(ct.starts_with("text/plain; version=0.0.4"), "{ct}");
+    promtool(&text).unwrap_or_else(|e| panic!("promtool check metrics:\n{e}\n{text}"));
+    for family in [
+        "gpulens_ingest_batches_total{outcome=\"stored\"}",
+        "gpulens_fleet_gpu_utilization_ratio{",
+        "gpulens_fleet_gpu_memory_used_bytes{",
+        "gpulens_funnel_gpu_seconds{stage=\"allocated\"}",
+        "gpulens_findings{",
+        "gpulens_recommendations_gpus_freed{",
+        "gpulens_alerts{",
+    ] {
+        assert!(text.contains(family), "{family} missing from the scrape");
+    }
+    // One series per GPU of the fleet (utilization is absent under MIG, allocation never).
+    let gpus = text
+        .lines()
+        .filter(|l| l.starts_with("gpulens_fleet_gpu_allocated_ratio{"))
+        .count();
+    assert_eq!(gpus, fleet.gpu_count());
+    // OpenMetrics when asked for it.
+    let (ct, om) = scrape(Some("application/openmetrics-text;version=1.0.0")).await;
+    assert!(ct.starts_with("application/openmetrics-text"));
+    assert!(om.ends_with("# EOF\n"));
+    assert_eq!(om.matches("# EOF").count(), 1);
+}
+
+struct Killed(std::process::Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+async fn query(http: &reqwest::Client, prom: &str, expr: &str) -> Result<Vec<Value>, String> {
+    let resp = http
+        .get(format!(
+            "{prom}/api/v1/query?query={}",
+            web::format::enc(expr)
+        ))
+        .send()
+        .await
+        .map_err(|e| e.to_string())?;
+    let v: Value = serde_json::from_slice(&resp.bytes().await.map_err(|e| e.to_string())?)
+        .map_err(|e| e.to_string())?;
+    if v["status"] != "success" {
+        return Err(format!("{}: {}", v["errorType"], v["error"]));
+    }
+    Ok(v["data"]["result"].as_array().cloned().unwrap_or_default())
+}
+
+/// Every panel query of every dashboard, with its template variables set to "all".
+fn panel_queries() -> Vec<(String, String, String)> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(root().join("dashboards")).unwrap() {
+        let path = entry.unwrap().path();
+        let d: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        let name = path.file_name().unwrap().to_string_lossy().into_owned();
+        let vars: Vec<String> = d["templating"]["list"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v["name"].as_str().unwrap().to_owned())
+            .collect();
+        assert!(
+            vars.contains(&"datasource".to_owned()),
+            "{name}: templated datasource"
+        );
+        for p in d["panels"].as_array().unwrap() {
+            let title = p["title"].as_str().unwrap().to_owned();
+            assert!(
+                !p["description"].as_str().unwrap_or("").is_empty(),
+                "{name}/{title}: no description"
+            );
+            assert!(
+                p["fieldConfig"]["defaults"]["unit"].is_string(),
+                "{name}/{title}: no unit"
+            );
+            assert_eq!(p["datasource"]["uid"], "${datasource}", "{name}/{title}");
+            for t in p["targets"].as_array().unwrap() {
+                let mut expr = t["expr"].as_str().unwrap().to_owned();
+                for v in &vars {
+                    expr = expr.replace(&format!("${v}"), ".+");
+                }
+                assert!(
+                    !expr.contains('$'),
+                    "{name}/{title}: unknown variable in {expr}"
+                );
+                out.push((name.clone(), title.clone(), expr));
+            }
+        }
+    }
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn heavy_prometheus_scrapes_the_demo_and_every_dashboard_panel_has_data() {
+    if !have("prometheus") {
+        return required("prometheus");
+    }
+    let dir = crate::support::TempDir::new("prometheus");
+    let demo_port = free_port();
+    let _demo = Killed(
+        Command::new(env!("CARGO_BIN_EXE_gpulens"))
+            .args(["demo", "--history", "6h", "--listen"])
+            .arg(format!("127.0.0.1:{demo_port}"))
+            .arg("--data-dir")
+            .arg(dir.path().join("demo"))
+            .env("GPULENS_LOG", "warn")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let config = dir.path().join("prometheus.yml");
+    std::fs::write(
+        &config,
+        format!(
+            "global:\n  scrape_interval: 1s\nscrape_configs:\n  - job_name: gpulens\n    static_configs:\n      - targets: ['127.0.0.1:{demo_port}']\n"
+        ),
+    )
+    .unwrap();
+    let prom_port = free_port();
+    let _prom = Killed(
+        Command::new("prometheus")
+            .arg(format!("--config.file={}", config.display()))
+            .arg(format!(
+                "--storage.tsdb.path={}",
+                dir.path().join("tsdb").display()
+            ))
+            .arg(format!("--web.listen-address=127.0.0.1:{prom_port}"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let prom = format!("http://127.0.0.1:{prom_port}");
+    let http = ingest_client::http().build().unwrap();
+    // The demo backfills, analyses, then streams; Prometheus scrapes it every second.
+    let deadline = Instant::now() + Duration::from_secs(240);
+    loop {
+        let gpus = query(&http, &prom, "count(gpulens_fleet_gpu_allocated_ratio)").await;
+        let funnel = query(&http, &prom, "gpulens_funnel_gpu_seconds").await;
+        let ingest = query(&http, &prom, "rate(gpulens_ingest_rows_total[5m])").await;
+        if let (Ok(g), Ok(f), Ok(i)) = (&gpus, &funnel, &ingest)
+            && g.first().and_then(|x| x["value"][1].as_str()) == Some("12")
+            && !f.is_empty()
+            && !i.is_empty()
+        {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "Prometheus did not get the demo's metrics: {gpus:?} {funnel:?}"
+        );
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+    // The scrape target is healthy.
+    let v: Value = serde_json::from_slice(
+        &http
+            .get(format!("{prom}/api/v1/targets"))
+            .send()
+            .await
+            .unwrap()
+            .bytes()
+            .await
+            .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(v["data"]["activeTargets"][0]["health"], "up", "{v}");
+    // Every panel of every dashboard.
+    let queries = panel_queries();
+    assert!(queries.len() >= 20);
+    let mut failures = Vec::new();
+    for (dash, title, expr) in &queries {
+        match query(&http, &prom, expr).await {
+            Ok(r) if r.is_empty() => failures.push(format!("{dash}/{title}: no data for {expr}")),
+            Ok(_) => {}
+            Err(e) => failures.push(format!("{dash}/{title}: {e} in {expr}")),
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
