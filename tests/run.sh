@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The whole gpulens test suite, as the README's second command and CI run it.
-# Installs what is missing (PostgreSQL server binaries, Alertmanager, Chromium, playwright-core
+# Installs what is missing (PostgreSQL server binaries, Alertmanager, Prometheus, Chromium, playwright-core
 # from npm, cargo-nextest), starts a throwaway
 # PostgreSQL cluster on a free port in a temporary directory, runs every test once with
 # `cargo nextest run --workspace`, and stops the cluster again.
@@ -29,6 +29,12 @@ if ! command -v prometheus-alertmanager >/dev/null 2>&1 && ! command -v alertman
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -qq
   apt-get install -y -qq prometheus-alertmanager >/dev/null
+fi
+if ! command -v prometheus >/dev/null 2>&1 || ! command -v promtool >/dev/null 2>&1; then
+  log "installing Prometheus and promtool (apt: prometheus)"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq prometheus >/dev/null
 fi
 if [ ! -x /usr/bin/chromium ]; then
   log "installing Chromium (apt) for the browser tests"
@@ -71,6 +77,7 @@ export GPULENS_TEST_PG_BIN="$PG_BIN"
 export GPULENS_REQUIRE_PG=1
 export GPULENS_REQUIRE_ALERTMANAGER=1
 export GPULENS_REQUIRE_BROWSER=1
+export GPULENS_REQUIRE_PROMETHEUS=1
 
 log "building the workspace (the fake NVML cdylib and the binaries the end-to-end tests run)"
 cargo build --quiet --workspace

@@ -75,6 +75,11 @@ impl Auth {
         found.ok_or_else(|| ApiError::Unauthorized("unknown agent token".into()))
     }
 
+    /// The cluster credential `id` is bound to, if any.
+    pub fn cluster(&self, id: usize) -> Option<&str> {
+        self.credentials[id].cluster.as_deref()
+    }
+
     /// Checks that credential `id` may send for `cluster`/`node`.
     pub fn authorize(&self, id: usize, cluster: &str, node: &str) -> Result<(), ApiError> {
         let c = &self.credentials[id];

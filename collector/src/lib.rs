@@ -20,6 +20,7 @@ pub mod ingest;
 pub mod jobs;
 pub mod labels;
 pub mod metrics;
+pub mod remote_write;
 pub mod reports;
 pub mod server;
 pub mod simulate;

@@ -34,6 +34,8 @@ pub struct Inner {
     pub ui: crate::ui::Cache,
     /// Each GPU's newest readings, for the fleet metrics on /metrics.
     pub latest: crate::fleet_metrics::LatestGpus,
+    /// Remote-written dcgm-exporter samples waiting for their scrape to complete.
+    pub remote_write: crate::remote_write::Receiver,
 }
 
 impl std::ops::Deref for AppState {
@@ -74,6 +76,7 @@ impl AppState {
             reports: Default::default(),
             ui: Default::default(),
             latest: Default::default(),
+            remote_write: Default::default(),
         }))
     }
 
@@ -119,6 +122,7 @@ pub fn router(state: AppState) -> Router {
         .route("/readyz", get(readyz))
         .route("/metrics", get(metrics))
         .route("/api/v1/ingest", post(crate::ingest::ingest))
+        .route("/api/v1/write", post(crate::remote_write::write))
         .route("/api/v1/nodes", get(crate::api::nodes))
         .route("/api/v1/gpus", get(crate::api::gpus))
         .route("/api/v1/tenants", get(crate::api::tenants))
@@ -161,6 +165,7 @@ pub const ROUTES: &[&str] = &[
     "/readyz",
     "/metrics",
     "/api/v1/ingest",
+    "/api/v1/write",
     "/api/v1/nodes",
     "/api/v1/gpus",
     "/api/v1/tenants",

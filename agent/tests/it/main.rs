@@ -263,4 +263,5 @@ fn eight_gpus_a_lost_gpu_and_an_xid_event() {
 
 mod delivery;
 mod kubelet;
+mod metrics;
 mod nfd;

@@ -10,5 +10,6 @@ mod deploy;
 mod http;
 mod labels;
 mod prometheus;
+mod remote_write;
 mod reports;
 mod support;

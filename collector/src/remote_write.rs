@@ -1,0 +1,620 @@
+//! `POST /api/v1/write`: a Prometheus remote-write receiver for dcgm-exporter series, so a
+//! cluster that already runs dcgm-exporter gets gpulens' analysis without gpulens' agent
+//! (docs/prometheus.md).
+//!
+//! Bodies are remote-write 1.0: a snappy-compressed (block format) protobuf `WriteRequest`.
+//! `DCGM_FI_*` series become gpulens samples: the GPU by `UUID` (index `gpu`, model
+//! `modelName`), the node by `Hostname` or `hostname`, MIG instances by `GPU_I_ID` /
+//! `GPU_I_PROFILE`, and the pod holding the device by `pod`/`namespace`/`container`; the
+//! cluster is a `cluster` label, else the token's cluster, else `default`. Other series are
+//! ignored.
+//!
+//! One host's series arrive spread over requests (Prometheus shards by series), so samples are
+//! gathered per host and timestamp and stored once a newer scrape of that host is
+//! `SETTLE_MS` ahead (or nothing came for a minute), as one batch through the normal ingest
+//! path, exactly once (the batch's sequence is its newest timestamp). A sample that arrives
+//! after its scrape was stored is dropped and counted. Per the remote-write spec, a request
+//! the collector cannot store now gets a 5xx (Prometheus retries it); a malformed or
+//! unauthorised one a 4xx (Prometheus drops it).
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Mutex;
+
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode, header};
+use model::wire::v1::{Batch, Limits, Snapshot};
+use model::{Allocation, GpuInfo, GpuSample, MigSample, Tenant, TenantKind};
+use prost::Message;
+
+use crate::error::ApiError;
+use crate::server::AppState;
+
+/// The remote-write 1.0 protobuf messages gpulens reads.
+mod proto {
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub struct WriteRequest {
+        #[prost(message, repeated, tag = "1")]
+        pub timeseries: Vec<TimeSeries>,
+    }
+
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub struct TimeSeries {
+        #[prost(message, repeated, tag = "1")]
+        pub labels: Vec<Label>,
+        #[prost(message, repeated, tag = "2")]
+        pub samples: Vec<Sample>,
+    }
+
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub struct Label {
+        #[prost(string, tag = "1")]
+        pub name: String,
+        #[prost(string, tag = "2")]
+        pub value: String,
+    }
+
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub struct Sample {
+        #[prost(double, tag = "1")]
+        pub value: f64,
+        #[prost(int64, tag = "2")]
+        pub timestamp: i64,
+    }
+}
+
+pub use proto::{Label, Sample, TimeSeries, WriteRequest};
+
+/// A scrape is stored once a newer one of its host is this far ahead in sample time.
+pub const SETTLE_MS: i64 = 30_000;
+/// …or when nothing came from its host for this long.
+pub const IDLE_MS: i64 = 60_000;
+/// The agent id remote-written batches are stored under.
+pub const AGENT_ID: &str = "prometheus-remote-write";
+
+#[derive(Debug, Default)]
+struct Scrape {
+    gpus: BTreeMap<String, GpuSample>,
+    mig: BTreeMap<(String, u32), MigSample>,
+    allocations: BTreeMap<(String, String, Option<u32>), f32>,
+}
+
+#[derive(Debug, Default)]
+struct Host {
+    scrapes: BTreeMap<i64, Scrape>,
+    /// Newest timestamp stored; samples at or before it are late.
+    stored_ts: Option<i64>,
+    touched_ms: i64,
+    inventory: BTreeMap<String, GpuInfo>,
+    tenants: BTreeMap<String, Tenant>,
+    /// Spacing of this host's scrapes, as seen.
+    interval_ms: u32,
+}
+
+/// Samples gathered per (cluster, host) until their scrape is complete.
+#[derive(Debug, Default)]
+pub struct Receiver {
+    hosts: Mutex<HashMap<(String, String), Host>>,
+    pub late_samples: std::sync::atomic::AtomicU64,
+    pub ignored_series: std::sync::atomic::AtomicU64,
+}
+
+fn label<'a>(ls: &'a [Label], name: &str) -> Option<&'a str> {
+    ls.iter()
+        .find(|l| l.name == name)
+        .map(|l| l.value.as_str())
+        .filter(|v| !v.is_empty())
+}
+
+/// Compute slices of a MIG profile name (`1g.10gb` → 1) as a share of the GPU's seven.
+fn mig_share(profile: &str) -> f32 {
+    profile
+        .split('g')
+        .next()
+        .and_then(|n| n.parse::<f32>().ok())
+        .map_or(1.0 / 7.0, |n| (n / 7.0).min(1.0))
+}
+
+const MIB: f64 = 1024.0 * 1024.0;
+
+/// Puts one DCGM field's value into a scrape.
+fn apply(scrape: &mut Scrape, field: &str, uuid: &str, gi: Option<u32>, v: f64) -> bool {
+    let f = v as f32;
+    if let Some(gi) = gi {
+        let m = scrape
+            .mig
+            .entry((uuid.to_owned(), gi))
+            .or_insert_with(|| MigSample {
+                gpu_uuid: uuid.to_owned(),
+                gi_id: gi,
+                ..MigSample::default()
+            });
+        match field {
+            "DCGM_FI_PROF_SM_ACTIVE" => m.sm_active = Some(f),
+            "DCGM_FI_PROF_SM_OCCUPANCY" => m.sm_occupancy = Some(f),
+            "DCGM_FI_PROF_DRAM_ACTIVE" => m.dram_active = Some(f),
+            "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE" => m.tensor_active = Some(f),
+            "DCGM_FI_PROF_GR_ENGINE_ACTIVE" => m.gr_engine_active = Some(f),
+            "DCGM_FI_DEV_FB_USED" => m.mem_used_bytes = Some((v * MIB) as i64),
+            "DCGM_FI_DEV_FB_FREE" => {
+                m.mem_total_bytes = Some((v * MIB) as i64 + m.mem_used_bytes.unwrap_or(0))
+            }
+            _ => return false,
+        }
+        return true;
+    }
+    let g = scrape
+        .gpus
+        .entry(uuid.to_owned())
+        .or_insert_with(|| GpuSample {
+            gpu_uuid: uuid.to_owned(),
+            ..GpuSample::default()
+        });
+    match field {
+        "DCGM_FI_DEV_GPU_UTIL" => g.gpu_util = Some((v / 100.0) as f32),
+        "DCGM_FI_DEV_MEM_COPY_UTIL" => g.mem_util = Some((v / 100.0) as f32),
+        "DCGM_FI_DEV_FB_USED" => g.mem_used_bytes = Some((v * MIB) as i64),
+        "DCGM_FI_DEV_FB_FREE" => {
+            // Used + free is the total; FB_USED may come after FB_FREE, so keep free aside.
+            g.mem_total_bytes = Some((v * MIB) as i64)
+        }
+        "DCGM_FI_DEV_POWER_USAGE" => g.power_w = Some(f),
+        "DCGM_FI_DEV_GPU_TEMP" => g.temp_c = Some(f),
+        "DCGM_FI_DEV_SM_CLOCK" => g.sm_clock_mhz = Some(v as i32),
+        "DCGM_FI_DEV_MEM_CLOCK" => g.mem_clock_mhz = Some(v as i32),
+        "DCGM_FI_DEV_ECC_SBE_VOL_TOTAL" => g.ecc_corrected = Some(v as i64),
+        "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL" => g.ecc_uncorrected = Some(v as i64),
+        "DCGM_FI_DEV_RETIRED_DBE" | "DCGM_FI_DEV_RETIRED_SBE" => {
+            g.retired_pages = Some(g.retired_pages.unwrap_or(0) + v as i32)
+        }
+        "DCGM_FI_DEV_ROW_REMAP_PENDING" => {}
+        "DCGM_FI_PROF_SM_ACTIVE" => g.sm_active = Some(f),
+        "DCGM_FI_PROF_SM_OCCUPANCY" => g.sm_occupancy = Some(f),
+        "DCGM_FI_PROF_DRAM_ACTIVE" => g.dram_active = Some(f),
+        "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE" => g.tensor_active = Some(f),
+        "DCGM_FI_PROF_GR_ENGINE_ACTIVE" => g.gr_engine_active = Some(f),
+        _ => return false,
+    }
+    true
+}
+
+impl Receiver {
+    /// Takes a decoded request's DCGM samples; returns how many were taken.
+    fn take(
+        &self,
+        req: &WriteRequest,
+        cluster_of: impl Fn(&[Label]) -> String,
+        now_ms: i64,
+    ) -> usize {
+        let mut hosts = self.hosts.lock().expect("remote-write hosts");
+        let mut taken = 0;
+        for ts in &req.timeseries {
+            let ls = &ts.labels;
+            let (Some(name), Some(host), Some(uuid)) = (
+                label(ls, "__name__"),
+                label(ls, "Hostname").or_else(|| label(ls, "hostname")),
+                label(ls, "UUID"),
+            ) else {
+                self.ignored_series
+                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                continue;
+            };
+            if !name.starts_with("DCGM_FI_") {
+                self.ignored_series
+                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                continue;
+            }
+            let gi = label(ls, "GPU_I_ID").and_then(|v| v.parse::<u32>().ok());
+            let h = hosts.entry((cluster_of(ls), host.to_owned())).or_default();
+            h.touched_ms = now_ms;
+            let info = h
+                .inventory
+                .entry(uuid.to_owned())
+                .or_insert_with(|| GpuInfo {
+                    uuid: uuid.to_owned(),
+                    index: label(ls, "gpu").and_then(|v| v.parse().ok()).unwrap_or(0),
+                    model: label(ls, "modelName").unwrap_or("unknown").to_owned(),
+                    memory_total_bytes: 0,
+                    pci_bus_id: label(ls, "pci_bus_id").map(str::to_owned),
+                    mig_enabled: false,
+                    sharing: "exclusive".into(),
+                    replicas: 1,
+                    mig_instances: vec![],
+                });
+            if let Some(m) = label(ls, "modelName") {
+                info.model = m.to_owned();
+            }
+            if let (Some(gi), Some(profile)) = (gi, label(ls, "GPU_I_PROFILE"))
+                && !info.mig_instances.iter().any(|m| m.gi_id == gi)
+            {
+                info.mig_enabled = true;
+                info.sharing = "mig".into();
+                info.mig_instances.push(model::MigInstanceInfo {
+                    gi_id: gi,
+                    ci_id: 0,
+                    profile: profile.to_owned(),
+                    placement_start: None,
+                    placement_size: None,
+                    memory_total_bytes: 0,
+                    compute_slices: profile.split('g').next().and_then(|n| n.parse().ok()),
+                    uuid: None,
+                });
+            }
+            let tenant = match (label(ls, "namespace"), label(ls, "pod")) {
+                (Some(ns), Some(pod)) => {
+                    let container = label(ls, "container").unwrap_or("main");
+                    let key = format!("pod/{ns}/{pod}/{container}");
+                    h.tenants.entry(key.clone()).or_insert_with(|| Tenant {
+                        key: key.clone(),
+                        kind: TenantKind::Pod,
+                        namespace: Some(ns.to_owned()),
+                        pod: Some(pod.to_owned()),
+                        container: Some(container.to_owned()),
+                        pod_uid: None,
+                        job_id: None,
+                        user: None,
+                        account: None,
+                        uid: None,
+                    });
+                    Some(key)
+                }
+                _ => None,
+            };
+            for s in &ts.samples {
+                if h.stored_ts.is_some_and(|t| s.timestamp <= t) || !s.value.is_finite() {
+                    self.late_samples
+                        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    continue;
+                }
+                let scrape = h.scrapes.entry(s.timestamp).or_default();
+                if apply(scrape, name, uuid, gi, s.value) {
+                    taken += 1;
+                }
+                if let Some(key) = &tenant {
+                    let share =
+                        gi.map_or(1.0, |_| mig_share(label(ls, "GPU_I_PROFILE").unwrap_or("")));
+                    scrape
+                        .allocations
+                        .insert((uuid.to_owned(), key.clone(), gi), share);
+                }
+            }
+        }
+        taken
+    }
+
+    /// Batches of every scrape that is complete now, oldest first per host. Nothing leaves
+    /// the buffer until [`Receiver::stored`] confirms it.
+    fn ready(&self, now_ms: i64) -> Vec<Batch> {
+        let mut hosts = self.hosts.lock().expect("remote-write hosts");
+        let mut out = Vec::new();
+        for ((cluster, node), h) in hosts.iter_mut() {
+            let Some(newest) = h.scrapes.keys().next_back().copied() else {
+                continue;
+            };
+            let idle = now_ms - h.touched_ms >= IDLE_MS;
+            let due: Vec<i64> = h
+                .scrapes
+                .keys()
+                .copied()
+                .filter(|t| idle || *t <= newest - SETTLE_MS)
+                .collect();
+            if due.is_empty() {
+                continue;
+            }
+            let times: Vec<i64> = h.scrapes.keys().copied().collect();
+            if let Some(step) = times.windows(2).map(|w| w[1] - w[0]).min() {
+                h.interval_ms = step.clamp(1000, 3_600_000) as u32;
+            }
+            let mut snapshots = Vec::new();
+            for t in &due {
+                let s = &h.scrapes[t];
+                let mut gpus: Vec<GpuSample> = s.gpus.values().cloned().collect();
+                for g in &mut gpus {
+                    // FB_FREE was stored as the total so far: used + free.
+                    if let (Some(free), Some(used)) = (g.mem_total_bytes, g.mem_used_bytes) {
+                        g.mem_total_bytes = Some(free + used);
+                    }
+                }
+                snapshots.push(Snapshot {
+                    ts: *t,
+                    gpus,
+                    mig: s.mig.values().cloned().collect(),
+                    processes: vec![],
+                    allocations: s
+                        .allocations
+                        .iter()
+                        .map(|((gpu, tenant, gi), share)| Allocation {
+                            gpu_uuid: gpu.clone(),
+                            tenant: tenant.clone(),
+                            gi_id: *gi,
+                            ci_id: gi.map(|_| 0),
+                            replica: None,
+                            share: *share,
+                        })
+                        .collect(),
+                    events: vec![],
+                });
+            }
+            let mut inventory: Vec<GpuInfo> = h.inventory.values().cloned().collect();
+            for i in &mut inventory {
+                if let Some(total) = snapshots
+                    .iter()
+                    .rev()
+                    .flat_map(|s| s.gpus.iter())
+                    .find(|g| g.gpu_uuid == i.uuid)
+                    .and_then(|g| g.mem_total_bytes)
+                {
+                    i.memory_total_bytes = total;
+                }
+            }
+            out.push(Batch {
+                version: 1,
+                cluster: cluster.clone(),
+                node: node.clone(),
+                agent_id: AGENT_ID.into(),
+                seq: *due.last().expect("non-empty") as u64,
+                agent_version: Some(format!(
+                    "gpulens-remote-write/{}",
+                    env!("CARGO_PKG_VERSION")
+                )),
+                interval_ms: if h.interval_ms == 0 {
+                    15_000
+                } else {
+                    h.interval_ms
+                },
+                inventory: Some(inventory),
+                tenants: h.tenants.values().cloned().collect(),
+                snapshots,
+            });
+        }
+        out
+    }
+
+    /// Forgets what a stored batch held.
+    fn stored(&self, b: &Batch) {
+        let mut hosts = self.hosts.lock().expect("remote-write hosts");
+        if let Some(h) = hosts.get_mut(&(b.cluster.clone(), b.node.clone())) {
+            let upto = b.seq as i64;
+            h.scrapes.retain(|t, _| *t > upto);
+            h.stored_ts = Some(h.stored_ts.map_or(upto, |t| t.max(upto)));
+        }
+    }
+}
+
+/// Decodes a remote-write body: snappy block format, then protobuf.
+pub fn decode(body: &[u8], max_decoded: usize) -> Result<WriteRequest, String> {
+    let len = snap::raw::decompress_len(body).map_err(|e| format!("not snappy: {e}"))?;
+    if len > max_decoded {
+        return Err(format!(
+            "the body decompresses to {len} bytes; the limit is {max_decoded}"
+        ));
+    }
+    let raw = snap::raw::Decoder::new()
+        .decompress_vec(body)
+        .map_err(|e| format!("not snappy: {e}"))?;
+    WriteRequest::decode(raw.as_slice())
+        .map_err(|e| format!("not a remote-write WriteRequest: {e}"))
+}
+
+pub async fn write(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Result<StatusCode, ApiError> {
+    let cred = state.auth.identify(
+        headers
+            .get(header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok()),
+    )?;
+    if let Some(enc) = headers
+        .get(header::CONTENT_ENCODING)
+        .and_then(|v| v.to_str().ok())
+        && enc != "snappy"
+    {
+        return Err(ApiError::BadRequest(format!(
+            "Content-Encoding must be snappy (remote write 1.0), not {enc:?}"
+        )));
+    }
+    if body.len() > state.ingest.max_body_bytes {
+        return Err(ApiError::BadRequest(format!(
+            "the body is {} bytes; the limit is {}",
+            body.len(),
+            state.ingest.max_body_bytes
+        )));
+    }
+    let req = decode(&body, state.ingest.max_decoded_bytes).map_err(ApiError::BadRequest)?;
+    let default_cluster = state.auth.cluster(cred).unwrap_or("default").to_owned();
+    // Every host the request names must be one the token may send for.
+    for ts in &req.timeseries {
+        if let Some(host) = label(&ts.labels, "Hostname").or_else(|| label(&ts.labels, "hostname"))
+        {
+            let cluster = label(&ts.labels, "cluster").unwrap_or(&default_cluster);
+            state.auth.authorize(cred, cluster, host)?;
+        }
+    }
+    let now = crate::now_ms();
+    state.remote_write.take(
+        &req,
+        |ls| label(ls, "cluster").unwrap_or(&default_cluster).to_owned(),
+        now,
+    );
+    let limits = Limits {
+        max_age_ms: i64::MAX / 4,
+        ..Limits::default()
+    };
+    for b in state.remote_write.ready(now) {
+        if let Err(e) = b.validate(&limits, now) {
+            // A scrape gpulens cannot represent: drop it rather than block the host.
+            tracing::warn!(node = %b.node, error = %e, "remote-written scrape not stored");
+            state.remote_write.stored(&b);
+            continue;
+        }
+        state
+            .store
+            .ingest(&b, now, &|t| state.teams.team_of(t))
+            .await?;
+        state.latest.record(&b);
+        state.remote_write.stored(&b);
+    }
+    Ok(StatusCode::NO_CONTENT)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn series(
+        name: &str,
+        host: &str,
+        extra: &[(&str, &str)],
+        samples: &[(i64, f64)],
+    ) -> TimeSeries {
+        let mut labels = vec![
+            Label {
+                name: "__name__".into(),
+                value: name.into(),
+            },
+            Label {
+                name: "Hostname".into(),
+                value: host.into(),
+            },
+            Label {
+                name: "UUID".into(),
+                value: "GPU-1".into(),
+            },
+            Label {
+                name: "gpu".into(),
+                value: "0".into(),
+            },
+            Label {
+                name: "modelName".into(),
+                value: "NVIDIA A100-SXM4-40GB".into(),
+            },
+        ];
+        labels.extend(extra.iter().map(|(k, v)| Label {
+            name: (*k).into(),
+            value: (*v).into(),
+        }));
+        TimeSeries {
+            labels,
+            samples: samples
+                .iter()
+                .map(|(t, v)| Sample {
+                    timestamp: *t,
+                    value: *v,
+                })
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn scrapes_settle_into_batches_in_order_and_late_samples_are_counted() {
+        let r = Receiver::default();
+        let pod = [
+            ("namespace", "ml"),
+            ("pod", "trainer-0"),
+            ("container", "main"),
+        ];
+        let req = WriteRequest {
+            timeseries: vec![
+                series(
+                    "DCGM_FI_DEV_GPU_UTIL",
+                    "n1",
+                    &pod,
+                    &[(0, 50.0), (15_000, 60.0)],
+                ),
+                series("DCGM_FI_DEV_FB_USED", "n1", &[], &[(0, 1024.0)]),
+                series("DCGM_FI_DEV_FB_FREE", "n1", &[], &[(0, 3072.0)]),
+                series("up", "n1", &[], &[(0, 1.0)]),
+            ],
+        };
+        assert_eq!(r.take(&req, |_| "c".into(), 100_000), 4);
+        assert!(r.ready(100_000).is_empty(), "nothing settled yet");
+        // A scrape 45 s later settles the first two.
+        let more = WriteRequest {
+            timeseries: vec![series(
+                "DCGM_FI_PROF_SM_ACTIVE",
+                "n1",
+                &[],
+                &[(45_000, 0.4)],
+            )],
+        };
+        r.take(&more, |_| "c".into(), 101_000);
+        let b = r.ready(101_000);
+        assert_eq!(b.len(), 1);
+        let b = &b[0];
+        assert_eq!(
+            (b.seq, b.snapshots.len(), b.interval_ms),
+            (15_000, 2, 15_000)
+        );
+        let g = &b.snapshots[0].gpus[0];
+        assert_eq!(g.gpu_util, Some(0.5));
+        assert_eq!(g.mem_used_bytes, Some(1024 * 1024 * 1024));
+        assert_eq!(g.mem_total_bytes, Some(4096 * 1024 * 1024));
+        assert_eq!(
+            b.snapshots[0].allocations[0].tenant,
+            "pod/ml/trainer-0/main"
+        );
+        assert_eq!(b.tenants[0].namespace.as_deref(), Some("ml"));
+        assert_eq!(
+            b.inventory.as_ref().unwrap()[0].model,
+            "NVIDIA A100-SXM4-40GB"
+        );
+        b.validate(
+            &Limits {
+                max_age_ms: i64::MAX / 4,
+                ..Limits::default()
+            },
+            101_000,
+        )
+        .unwrap();
+        r.stored(b);
+        assert_eq!(
+            r.ignored_series.load(std::sync::atomic::Ordering::Relaxed),
+            1
+        );
+        // A sample for a stored scrape is late.
+        let late = WriteRequest {
+            timeseries: vec![series("DCGM_FI_DEV_GPU_TEMP", "n1", &[], &[(15_000, 40.0)])],
+        };
+        r.take(&late, |_| "c".into(), 102_000);
+        assert_eq!(r.late_samples.load(std::sync::atomic::Ordering::Relaxed), 1);
+        // The host goes quiet: its last scrape is stored after a minute.
+        assert!(r.ready(102_000).is_empty());
+        let rest = r.ready(101_000 + IDLE_MS + 1_000);
+        assert_eq!(rest[0].seq, 45_000);
+        assert_eq!(rest[0].snapshots[0].gpus[0].sm_active, Some(0.4));
+    }
+
+    #[test]
+    fn mig_instances_and_bodies() {
+        let r = Receiver::default();
+        let mig = [
+            ("GPU_I_ID", "13"),
+            ("GPU_I_PROFILE", "1g.5gb"),
+            ("namespace", "nb"),
+            ("pod", "jupyter"),
+        ];
+        let req = WriteRequest {
+            timeseries: vec![series(
+                "DCGM_FI_PROF_GR_ENGINE_ACTIVE",
+                "n2",
+                &mig,
+                &[(0, 0.25)],
+            )],
+        };
+        let body = snap::raw::Encoder::new()
+            .compress_vec(&req.encode_to_vec())
+            .unwrap();
+        let back = decode(&body, 1 << 20).unwrap();
+        assert_eq!(back, req);
+        assert!(decode(b"not snappy at all", 1 << 20).is_err());
+        r.take(&back, |_| "c".into(), 0);
+        let b = &r.ready(IDLE_MS + 1)[0];
+        let m = &b.snapshots[0].mig[0];
+        assert_eq!((m.gi_id, m.gr_engine_active), (13, Some(0.25)));
+        let a = &b.snapshots[0].allocations[0];
+        assert_eq!((a.gi_id, a.share), (Some(13), 1.0 / 7.0));
+        assert!(b.inventory.as_ref().unwrap()[0].mig_enabled);
+    }
+}
