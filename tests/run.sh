@@ -17,31 +17,20 @@ find_pg_bin() {
   return 1
 }
 
-if ! PG_BIN=$(find_pg_bin); then
-  log "installing PostgreSQL server binaries (apt)"
+# Debian packages the suite needs, installed in one apt run when any is missing.
+missing=()
+find_pg_bin >/dev/null || missing+=(postgresql)
+command -v prometheus-alertmanager >/dev/null 2>&1 || command -v alertmanager >/dev/null 2>&1 \
+  || missing+=(prometheus-alertmanager)
+{ command -v prometheus >/dev/null 2>&1 && command -v promtool >/dev/null 2>&1; } || missing+=(prometheus)
+[ -x /usr/bin/chromium ] || missing+=(chromium)
+if [ ${#missing[@]} -gt 0 ]; then
+  log "installing ${missing[*]} (apt)"
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -qq
-  apt-get install -y -qq postgresql >/dev/null
-  PG_BIN=$(find_pg_bin) || { echo "PostgreSQL binaries still missing after install" >&2; exit 1; }
+  apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
-if ! command -v prometheus-alertmanager >/dev/null 2>&1 && ! command -v alertmanager >/dev/null 2>&1; then
-  log "installing Alertmanager (apt: prometheus-alertmanager)"
-  export DEBIAN_FRONTEND=noninteractive
-  apt-get update -qq
-  apt-get install -y -qq prometheus-alertmanager >/dev/null
-fi
-if ! command -v prometheus >/dev/null 2>&1 || ! command -v promtool >/dev/null 2>&1; then
-  log "installing Prometheus and promtool (apt: prometheus)"
-  export DEBIAN_FRONTEND=noninteractive
-  apt-get update -qq
-  apt-get install -y -qq prometheus >/dev/null
-fi
-if [ ! -x /usr/bin/chromium ]; then
-  log "installing Chromium (apt) for the browser tests"
-  export DEBIAN_FRONTEND=noninteractive
-  apt-get update -qq
-  apt-get install -y -qq chromium >/dev/null
-fi
+PG_BIN=$(find_pg_bin) || { echo "PostgreSQL server binaries are missing after the install" >&2; exit 1; }
 if [ ! -d tests/browser/node_modules/playwright-core ]; then
   log "installing playwright-core (npm) to drive Chromium"
   (cd tests/browser && npm ci --silent --no-audit --no-fund)
