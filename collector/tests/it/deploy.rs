@@ -278,16 +278,24 @@ fn docker_compose_is_well_formed_and_its_files_exist() {
         let d = docs(&root().join("deploy/compose/grafana/provisioning").join(f)).remove(0);
         assert_eq!(d["apiVersion"], 1, "{f}");
     }
-    // `docker compose config` where a Compose client exists.
-    if let Ok(out) = std::process::Command::new("docker")
-        .args(["compose", "-f"])
-        .arg(root().join("docker-compose.yml"))
-        .args(["config", "-q"])
+    // `docker compose config` where a Compose client exists (the Docker CLI alone is not one).
+    let compose = std::process::Command::new("docker")
+        .args(["compose", "version"])
         .output()
-    {
-        let err = String::from_utf8_lossy(&out.stderr);
-        if !err.contains("unknown command") && !err.contains("is not a docker command") {
-            assert!(out.status.success(), "docker compose config: {err}");
-        }
+        .is_ok_and(|o| o.status.success());
+    if compose {
+        let out = std::process::Command::new("docker")
+            .args(["compose", "-f"])
+            .arg(root().join("docker-compose.yml"))
+            .args(["config", "-q"])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "docker compose config: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    } else {
+        eprintln!("no Compose client here: `docker compose config` not run");
     }
 }
