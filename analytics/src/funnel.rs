@@ -12,7 +12,7 @@ use crate::holdings::{Holding, RowHours, signal};
 use crate::input::Input;
 
 /// One line of the funnel.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 pub struct FunnelRow {
     /// What the line is about: a tenant key, team, node, model or cluster name.
     pub key: String,
@@ -36,8 +36,15 @@ pub struct FunnelRow {
     pub effective_signal: String,
 }
 
+impl FunnelRow {
+    /// Nothing observed and nothing allocated: no data for the line's range.
+    pub fn is_empty(&self) -> bool {
+        self.capacity_gpu_hours.unwrap_or(0.0) == 0.0 && self.allocated_gpu_hours == 0.0
+    }
+}
+
 /// The funnel over one range.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct Funnel {
     pub from_ms: i64,
     pub to_ms: i64,

@@ -134,7 +134,7 @@ mod duration_text {
 }
 
 /// Everything one analysis produces.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct Analysis {
     pub from_ms: i64,
     pub to_ms: i64,

@@ -151,14 +151,17 @@ pub async fn node_labels(
             "node labels are off on this collector ([labels] mode = \"off\")".into(),
         ));
     }
-    let Some(body) = state.store.latest_analysis().await? else {
-        return Err(ApiError::Unavailable(
-            "no analysis has run yet; the first runs shortly after the collector starts".into(),
-            60,
-        ));
+    let a = match state.newest.get(&state.store).await {
+        Ok(Some(a)) => a,
+        Ok(None) => {
+            return Err(ApiError::Unavailable(
+                "no analysis has run yet; the first runs shortly after the collector starts".into(),
+                60,
+            ));
+        }
+        Err(crate::analysis::NewestError::Store(e)) => return Err(e.into()),
+        Err(e) => return Err(ApiError::Internal(e.to_string())),
     };
-    let a: analytics::Analysis = serde_json::from_str(&body)
-        .map_err(|e| ApiError::Internal(format!("stored analysis: {e}")))?;
     let mut all = crate::labels::advisory::labels(&a, a.generated_ms);
     Ok(Json(NodeLabels {
         labels: all.remove(&node).unwrap_or_default(),

@@ -10,6 +10,7 @@ use tower::ServiceExt;
 
 use crate::bench::{analyze_fleet, fill_analyze};
 use crate::server::{AppState, router};
+use crate::store::series::quantile;
 use crate::store::{Store, rollup};
 
 #[derive(Debug, clap::Args)]
@@ -27,12 +28,6 @@ pub struct UiBench {
     /// Requests per page; p50 and p95 are reported.
     #[arg(long, default_value_t = 20)]
     pub rounds: usize,
-}
-
-fn quantile(v: &mut [f64], q: f64) -> f64 {
-    v.sort_by(f64::total_cmp);
-    let i = ((v.len() as f64 - 1.0) * q).round() as usize;
-    v[i.min(v.len() - 1)]
 }
 
 async fn fill(store: &Store, args: &UiBench) -> anyhow::Result<()> {
@@ -159,12 +154,12 @@ pub async fn run(args: UiBench) -> anyhow::Result<()> {
                 times.push(elapsed.as_secs_f64() * 1000.0);
             }
         }
-        let p95 = quantile(&mut times, 0.95);
+        let p95 = quantile(&mut times, 0.95).unwrap_or(0.0);
         worst = worst.max(p95);
         println!(
             "  {:<48} {:>9.1} {:>9.1} {:>9.0}",
             if p.len() > 48 { &p[..48] } else { p },
-            quantile(&mut times, 0.5),
+            quantile(&mut times, 0.5).unwrap_or(0.0),
             p95,
             size as f64 / 1024.0
         );

@@ -138,6 +138,7 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<()> {
     let alerting = tokio::spawn(crate::alerts::run_forever(
         store.clone(),
         crate::alerts::settings::Settings::default(),
+        state.newest.clone(),
     ));
     let live = tokio::spawn(async move { driver.stream(interval, None).await });
     let result = server.await?;

@@ -158,6 +158,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         tokio::spawn(alerts::run_forever(
             state.store.clone(),
             config.alerts.clone(),
+            state.newest.clone(),
         ))
     });
     let reporting = config.reports.enabled.then(|| {
@@ -201,7 +202,6 @@ pub(crate) fn load_config_or_demo(
 struct ReportProgress {
     started: std::time::Instant,
     tty: bool,
-    shown: bool,
 }
 
 impl reports::Progress for ReportProgress {
@@ -227,7 +227,6 @@ impl reports::Progress for ReportProgress {
             of,
             self.started.elapsed().as_secs_f64()
         );
-        self.shown = true;
         if done + 1 == of {
             eprintln!();
         }
@@ -253,13 +252,11 @@ async fn report(args: cli::ReportArgs) -> anyhow::Result<()> {
     let mut progress = ReportProgress {
         started: std::time::Instant::now(),
         tty: std::io::stderr().is_terminal(),
-        shown: false,
     };
     let thresholds = &config.analytics.thresholds;
     let (data, html, csv) =
         reports::generate(&store, thresholds, week, &timezone, now, &mut progress).await?;
-    if data.fleet.capacity_gpu_hours.unwrap_or(0.0) == 0.0 && data.fleet.allocated_gpu_hours == 0.0
-    {
+    if data.is_empty() {
         anyhow::bail!(
             "no data for {week} ({} to {}) in {}: pick a week gpulens was collecting (--week), or run `gpulens demo` first",
             api::rfc3339(data.from_ms),

@@ -106,13 +106,14 @@ fn label<'a>(ls: &'a [Label], name: &str) -> Option<&'a str> {
         .filter(|v| !v.is_empty())
 }
 
-/// Compute slices of a MIG profile name (`1g.10gb` → 1) as a share of the GPU's seven.
+/// Compute slices of a MIG profile name: `1g.10gb` → 1 (of the GPU's seven).
+fn compute_slices(profile: &str) -> Option<u32> {
+    profile.split('g').next()?.parse().ok()
+}
+
+/// A MIG profile's share of the GPU (one slice when the name says nothing).
 fn mig_share(profile: &str) -> f32 {
-    profile
-        .split('g')
-        .next()
-        .and_then(|n| n.parse::<f32>().ok())
-        .map_or(1.0 / 7.0, |n| (n / 7.0).min(1.0))
+    compute_slices(profile).map_or(1.0 / 7.0, |n| (n as f32 / 7.0).min(1.0))
 }
 
 const MIB: f64 = 1024.0 * 1024.0;
@@ -236,7 +237,7 @@ impl Receiver {
                     placement_start: None,
                     placement_size: None,
                     memory_total_bytes: 0,
-                    compute_slices: profile.split('g').next().and_then(|n| n.parse().ok()),
+                    compute_slices: compute_slices(profile),
                     uuid: None,
                 });
             }

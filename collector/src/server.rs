@@ -30,8 +30,9 @@ pub struct Inner {
     pub analytics: crate::analysis::Settings,
     pub labels: crate::labels::settings::Settings,
     pub reports: crate::reports::Settings,
-    /// The dashboard's parsed copy of the newest analysis.
-    pub ui: crate::ui::Cache,
+    /// The newest stored analysis, parsed once and shared (dashboard, /metrics, agents'
+    /// labels, alerting).
+    pub newest: Arc<crate::analysis::Newest>,
     /// Each GPU's newest readings, for the fleet metrics on /metrics.
     pub latest: crate::fleet_metrics::LatestGpus,
     /// Remote-written dcgm-exporter samples waiting for their scrape to complete.
@@ -74,7 +75,7 @@ impl AppState {
             analytics,
             labels: Default::default(),
             reports: Default::default(),
-            ui: Default::default(),
+            newest: Default::default(),
             latest: Default::default(),
             remote_write: Default::default(),
         }))
@@ -202,7 +203,7 @@ async fn readyz(State(state): State<AppState>) -> Response {
 
 async fn metrics(State(state): State<AppState>, headers: axum::http::HeaderMap) -> Response {
     let own = state.metrics.encode();
-    let analysis = crate::ui::cached_analysis(&state).await;
+    let analysis = state.newest.get(&state.store).await.ok().flatten();
     let alerts = state.store.load_alerts().await.unwrap_or_default();
     let fleet =
         crate::fleet_metrics::encode(&state.latest, analysis.as_deref(), &alerts, crate::now_ms());

@@ -240,6 +240,14 @@ mod tests {
     use super::*;
 
     #[test]
+    fn text_is_escaped() {
+        assert_eq!(
+            esc("<b>\"a\" & 'b'</b>"),
+            "&lt;b&gt;&quot;a&quot; &amp; &#39;b&#39;&lt;/b&gt;"
+        );
+    }
+
+    #[test]
     fn charts_have_axes_legend_hover_and_gaps() {
         let c = Chart {
             title: "GPU utilization <all>".into(),

@@ -40,6 +40,18 @@ fn th(label: &'static str, key: &'static str, s: &Sort, numeric: bool) -> impl I
     }
 }
 
+/// The time-range selector of pages with charts.
+fn range_select(ranges: &[String], current: &str) -> impl IntoView + use<> {
+    let options = ranges
+        .iter()
+        .map(|r| {
+            let selected = r == current;
+            view! { <option value=r.clone() selected=selected>{r.clone()}</option> }
+        })
+        .collect_view();
+    view! { <label for="range">"Time range"<select id="range" name="range">{options}</select></label> }
+}
+
 fn raw(html: String) -> impl IntoView {
     view! { <div inner_html=html></div> }
 }
@@ -149,14 +161,7 @@ pub fn overview(frame: Frame, v: OverviewView) -> String {
                 ("Waste".into(), f.waste, "#b5471b"),
             ],
         );
-        let ranges = v
-            .ranges
-            .iter()
-            .map(|r| {
-                let selected = *r == v.range;
-                view! { <option value=r.clone() selected=selected>{r.clone()}</option> }
-            })
-            .collect_view();
+        let ranges = range_select(&v.ranges, &v.range);
         let findings = v
             .findings
             .iter()
@@ -194,9 +199,7 @@ pub fn overview(frame: Frame, v: OverviewView) -> String {
             <h1>"Fleet overview"</h1>
             {not_analysed}
             <form class="filters" method="get" action="/">
-                <label for="range">"Time range"
-                    <select id="range" name="range">{ranges}</select>
-                </label>
+                {ranges}
                 <button type="submit">"Show"</button>
                 <span class="note">"Funnel and findings: the scheduled analysis of " {v.window.clone()} "; charts and trends: the selected range."</span>
             </form>
@@ -360,14 +363,7 @@ pub fn node(frame: Frame, v: NodeView) -> String {
             Some(u) => format!("/gpus/{}", enc(u)),
             None => format!("/nodes/{}", enc(&v.node)),
         };
-        let ranges = v
-            .ranges
-            .iter()
-            .map(|r| {
-                let selected = *r == v.range;
-                view! { <option value=r.clone() selected=selected>{r.clone()}</option> }
-            })
-            .collect_view();
+        let ranges = range_select(&v.ranges, &v.range);
         let labels = v
             .labels
             .iter()
@@ -419,7 +415,7 @@ pub fn node(frame: Frame, v: NodeView) -> String {
             <h1>{heading}</h1>
             <p class="meta">{format!("cluster {} · {}", v.cluster, v.status)}</p>
             <form class="filters" method="get" action=action>
-                <label for="range">"Time range"<select id="range" name="range">{ranges}</select></label>
+                {ranges}
                 <button type="submit">"Show"</button>
             </form>
             <h2>"Advisory labels"</h2>

@@ -9,7 +9,7 @@
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
-use super::payload::signature;
+use super::payload::signed;
 use super::settings::{Receiver, ReceiverKind};
 use crate::store::Store;
 use crate::store::alerts::Attempt;
@@ -82,20 +82,17 @@ impl Sender {
             }
             self.slack_last.insert(url.to_owned(), Instant::now());
         }
-        let mut req = self
+        let req = self
             .http
             .post(url)
             .timeout(r.timeout)
             .header("content-type", "application/json")
             .header("x-gpulens-notification-id", notification.to_string());
-        if let Some(secret) = &r.secret {
-            let ts = crate::now_ms() / 1000;
-            req = req.header("x-gpulens-timestamp", ts.to_string()).header(
-                "x-gpulens-signature",
-                signature(&secret.0, ts, body.as_bytes()),
-            );
-        }
-        match req.body(body.to_owned()).send().await {
+        match signed(req, r.secret.as_ref(), body)
+            .body(body.to_owned())
+            .send()
+            .await
+        {
             Ok(resp) => {
                 let status = resp.status().as_u16();
                 let v = verdict(status);

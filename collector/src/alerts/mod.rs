@@ -18,8 +18,6 @@ pub mod state;
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use analytics::Analysis;
-
 use crate::store::alerts::NewNotification;
 use crate::store::label_actions::ActionFilter;
 use crate::store::{LOCK_ALERTS, Store};
@@ -46,7 +44,7 @@ pub struct Alerting {
     settings: Settings,
     rules: Vec<rules::Rule>,
     sender: deliver::Sender,
-    analysis: Option<(i64, Arc<Analysis>)>,
+    newest: Arc<crate::analysis::Newest>,
     last_prune_ms: i64,
 }
 
@@ -56,35 +54,14 @@ impl Alerting {
             rules: settings.effective_rules(),
             settings,
             sender: deliver::Sender::new()?,
-            analysis: None,
+            newest: Arc::default(),
             last_prune_ms: 0,
         })
     }
 
-    /// The newest stored analysis, parsed once per analysis.
-    async fn analysis(&mut self, store: &Store) -> anyhow::Result<Option<Arc<Analysis>>> {
-        let Some(at) = store.latest_analysis_ms().await? else {
-            return Ok(None);
-        };
-        if let Some((cached, a)) = &self.analysis
-            && *cached == at
-        {
-            return Ok(Some(a.clone()));
-        }
-        let Some(body) = store.latest_analysis().await? else {
-            return Ok(None);
-        };
-        let a: Analysis = tokio::task::spawn_blocking(move || serde_json::from_str(&body))
-            .await?
-            .map_err(|e| anyhow::anyhow!("the stored analysis cannot be read: {e}"))?;
-        let a = Arc::new(a);
-        self.analysis = Some((at, a.clone()));
-        Ok(Some(a))
-    }
-
     /// Evaluates the rules and moves the stored alerts on; returns them.
     pub async fn evaluate(&mut self, store: &Store, now_ms: i64) -> anyhow::Result<Vec<Alert>> {
-        let analysis = self.analysis(store).await?;
+        let analysis = self.newest.get(store).await?;
         let nodes = store.nodes().await?;
         let keep_ms = self.settings.keep_resolved.as_millis() as i64;
         let actions = store
@@ -244,11 +221,15 @@ impl Alerting {
     }
 }
 
-/// Runs a pass every `settings.every` until the task is dropped.
-pub async fn run_forever(store: Store, settings: Settings) {
+/// Runs a pass every `settings.every` until the task is dropped, reading the analysis
+/// through `newest` (shared with the collector's other readers).
+pub async fn run_forever(store: Store, settings: Settings, newest: Arc<crate::analysis::Newest>) {
     let every = settings.every;
     let mut alerting = match Alerting::new(settings) {
-        Ok(a) => a,
+        Ok(mut a) => {
+            a.newest = newest;
+            a
+        }
         Err(e) => {
             tracing::error!(error = %e, "alerting cannot start");
             return;

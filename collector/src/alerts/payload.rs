@@ -215,18 +215,34 @@ pub fn hmac_sha256(key: &[u8], message: &[u8]) -> [u8; 32] {
 pub fn signature(secret: &str, timestamp: i64, body: &[u8]) -> String {
     let mut msg = format!("{timestamp}.").into_bytes();
     msg.extend_from_slice(body);
-    let mac = hmac_sha256(secret.as_bytes(), &msg);
-    let hex: String = mac.iter().map(|b| format!("{b:02x}")).collect();
-    format!("sha256={hex}")
+    format!("sha256={}", hex(&hmac_sha256(secret.as_bytes(), &msg)))
+}
+
+/// `req` with the signature headers of `body` when there is a secret: `X-Gpulens-Timestamp`
+/// (Unix seconds, now) and `X-Gpulens-Signature` ([`signature`]).
+pub fn signed(
+    req: reqwest::RequestBuilder,
+    secret: Option<&crate::config::Secret>,
+    body: &str,
+) -> reqwest::RequestBuilder {
+    let Some(secret) = secret else {
+        return req;
+    };
+    let ts = crate::now_ms() / 1000;
+    req.header("x-gpulens-timestamp", ts.to_string()).header(
+        "x-gpulens-signature",
+        signature(&secret.0, ts, body.as_bytes()),
+    )
+}
+
+/// Lower-case hex of bytes.
+pub fn hex(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn hex(b: &[u8]) -> String {
-        b.iter().map(|x| format!("{x:02x}")).collect()
-    }
 
     #[test]
     fn hmac_matches_rfc_4231() {

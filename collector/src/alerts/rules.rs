@@ -199,6 +199,21 @@ struct Subject<'a> {
     summary: &'a str,
 }
 
+impl<'a> Subject<'a> {
+    /// A condition of a whole node: no GPU, tenant or team.
+    fn node(cluster: &'a str, node: &'a str, summary: &'a str) -> Subject<'a> {
+        Subject {
+            cluster,
+            node,
+            gpu: None,
+            tenant: None,
+            tenant_name: None,
+            team: None,
+            summary,
+        }
+    }
+}
+
 fn condition(i: usize, rule: &Rule, severity: &str, s: &Subject, value: f64) -> Condition {
     let mut labels = BTreeMap::from([
         ("alertname".to_owned(), rule.name.clone()),
@@ -297,15 +312,7 @@ pub fn evaluate(rules: &[Rule], facts: &Facts) -> Vec<Condition> {
                             "the newest data from {} was {lag:.0} s old when it arrived",
                             n.node
                         );
-                        let s = Subject {
-                            cluster: &n.cluster,
-                            node: &n.node,
-                            gpu: None,
-                            tenant: None,
-                            tenant_name: None,
-                            team: None,
-                            summary: &summary,
-                        };
+                        let s = Subject::node(&n.cluster, &n.node, &summary);
                         let severity = rule.severity.as_deref().unwrap_or("warning");
                         out.push(condition(i, rule, severity, &s, lag.round()));
                     }
@@ -330,15 +337,7 @@ pub fn evaluate(rules: &[Rule], facts: &Facts) -> Vec<Condition> {
                         a.id,
                         a.outcome.as_deref().unwrap_or("no reason recorded")
                     );
-                    let s = Subject {
-                        cluster: "",
-                        node: &a.node,
-                        gpu: None,
-                        tenant: None,
-                        tenant_name: None,
-                        team: None,
-                        summary: &summary,
-                    };
+                    let s = Subject::node("", &a.node, &summary);
                     let severity = rule.severity.as_deref().unwrap_or(if a.state == "failed" {
                         "critical"
                     } else {

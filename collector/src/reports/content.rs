@@ -165,6 +165,11 @@ impl ReportData {
         }
     }
 
+    /// Whether the week had no data at all (gpulens was not running yet).
+    pub fn is_empty(&self) -> bool {
+        self.fleet.is_empty()
+    }
+
     /// GPUs the open recommendations would free, together.
     pub fn gpus_freed(&self) -> f64 {
         self.recommendations.iter().map(|r| r.gpus_freed).sum()
@@ -189,7 +194,7 @@ impl ReportData {
         {
             s.push_str(&format!(
                 " Allocation {} against the week before.",
-                change(f.allocated_gpu_hours, p.allocated_gpu_hours)
+                web::format::change(f.allocated_gpu_hours, p.allocated_gpu_hours)
             ));
         }
         s.push_str(&format!(
@@ -200,20 +205,5 @@ impl ReportData {
             self.gpus_freed()
         ));
         s
-    }
-}
-
-/// `+12 %`, `−3 %`, `±0 %` from `before` to `now`.
-pub fn change(now: f64, before: f64) -> String {
-    if before == 0.0 {
-        return "new".into();
-    }
-    let p = (now - before) / before * 100.0;
-    if p.abs() < 0.5 {
-        "±0 %".into()
-    } else if p > 0.0 {
-        format!("+{p:.0} %")
-    } else {
-        format!("−{:.0} %", -p)
     }
 }

@@ -5,23 +5,11 @@ use std::fmt::Write;
 
 use analytics::FunnelRow;
 
-use super::content::{ReportData, TOP, change};
-use crate::api::rfc3339;
+use web::chart::esc;
+use web::format::{change, pct};
 
-fn esc(s: &str) -> String {
-    let mut o = String::with_capacity(s.len());
-    for c in s.chars() {
-        match c {
-            '&' => o.push_str("&amp;"),
-            '<' => o.push_str("&lt;"),
-            '>' => o.push_str("&gt;"),
-            '"' => o.push_str("&quot;"),
-            '\'' => o.push_str("&#39;"),
-            c => o.push(c),
-        }
-    }
-    o
-}
+use super::content::{ReportData, TOP};
+use crate::api::rfc3339;
 
 fn num(x: f64) -> String {
     if x.abs() >= 100.0 {
@@ -29,10 +17,6 @@ fn num(x: f64) -> String {
     } else {
         format!("{x:.1}")
     }
-}
-
-fn pct(x: Option<f64>) -> String {
-    x.map_or("–".into(), |r| format!("{:.0} %", r * 100.0))
 }
 
 const STYLE: &str = r#"
@@ -396,17 +380,4 @@ pub fn render(d: &ReportData) -> String {
     }
     s.push_str("<footer><p class=\"note\">GPU-hours: GPUs × hours (a MIG slice or time-sliced replica counts as its share). Allocated: held by a tenant; Active: a kernel ran; Effective: SM-weighted use; Waste: allocated minus effective. Definitions: docs/analytics.md.</p></footer>\n</body></html>\n");
     s
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn text_is_escaped() {
-        assert_eq!(
-            esc("<b>\"a\" & 'b'</b>"),
-            "&lt;b&gt;&quot;a&quot; &amp; &#39;b&#39;&lt;/b&gt;"
-        );
-    }
 }

@@ -113,15 +113,15 @@ pub enum ReportError {
     Other(#[from] anyhow::Error),
 }
 
+/// The analysis of [from, to), as if run at `to`.
 async fn analyse(
     store: &Store,
     thresholds: &analytics::Config,
     from: i64,
     to: i64,
 ) -> anyhow::Result<analytics::Analysis> {
-    let input = crate::analysis::load(store, thresholds, from, to, to).await?;
-    let cfg = thresholds.clone();
-    Ok(tokio::task::spawn_blocking(move || analytics::analyze(&input, &cfg)).await??)
+    let window = Duration::from_millis((to - from) as u64);
+    Ok(crate::analysis::run(store, thresholds, window, to).await?.0)
 }
 
 /// Makes the report of `week`: analyses the week and the week before (for the trend).
@@ -147,14 +147,12 @@ pub async fn generate(
     progress.stage(1, 4, &format!("analysing {previous} for the trend"));
     let (pf, pt) = previous.bounds(&tz);
     let p = analyse(store, thresholds, pf, pt).await?;
-    let had_data = p.funnel.total.capacity_gpu_hours.unwrap_or(0.0) > 0.0
-        || p.funnel.total.allocated_gpu_hours > 0.0;
     progress.stage(2, 4, "rendering");
     let data = ReportData::build(
         week.to_string(),
         timezone.to_owned(),
         &a,
-        had_data.then_some(&p),
+        (!p.funnel.total.is_empty()).then_some(&p),
         now_ms,
     );
     let html = html::render(&data);
@@ -238,17 +236,14 @@ async fn announce(s: &Settings, w: &Webhook, r: &StoredReport) -> anyhow::Result
         if attempt > 0 {
             tokio::time::sleep(Duration::from_secs(2 << attempt)).await;
         }
-        let mut req = http
+        let req = http
             .post(&w.url.0)
             .header("content-type", "application/json");
-        if let Some(secret) = &w.secret {
-            let ts = crate::now_ms() / 1000;
-            req = req.header("x-gpulens-timestamp", ts.to_string()).header(
-                "x-gpulens-signature",
-                crate::alerts::payload::signature(&secret.0, ts, body.as_bytes()),
-            );
-        }
-        match req.body(body.clone()).send().await {
+        match crate::alerts::payload::signed(req, w.secret.as_ref(), &body)
+            .body(body.clone())
+            .send()
+            .await
+        {
             Ok(resp) if resp.status().is_success() => return Ok(()),
             Ok(resp) if resp.status().is_client_error() && resp.status().as_u16() != 429 => {
                 anyhow::bail!(
@@ -293,9 +288,7 @@ pub async fn scheduled(
         }
         let (data, html, csv) =
             generate(store, thresholds, week, &s.timezone, now_ms, &mut ()).await?;
-        if data.fleet.capacity_gpu_hours.unwrap_or(0.0) == 0.0
-            && data.fleet.allocated_gpu_hours == 0.0
-        {
+        if data.is_empty() {
             // No data that week (gpulens was not running yet): nothing to report.
             return Ok(None);
         }

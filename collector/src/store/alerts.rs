@@ -3,6 +3,8 @@
 
 use serde::Serialize;
 
+use super::label_actions::{at, opt_at};
+
 /// A notification to store in the outbox.
 #[derive(Debug, Clone)]
 pub struct NewNotification<'a> {
@@ -59,17 +61,6 @@ pub struct NotificationRecord {
     pub tries: Vec<Attempt>,
     #[serde(skip)]
     pub payload: String,
-}
-
-fn at<S: serde::Serializer>(ms: &i64, s: S) -> Result<S::Ok, S::Error> {
-    s.serialize_str(&crate::api::rfc3339(*ms))
-}
-
-fn opt_at<S: serde::Serializer>(ms: &Option<i64>, s: S) -> Result<S::Ok, S::Error> {
-    match ms {
-        Some(m) => s.serialize_str(&crate::api::rfc3339(*m)),
-        None => s.serialize_none(),
-    }
 }
 
 /// The newest notification of each group: (receiver, group key, created, digest).

@@ -50,18 +50,15 @@ pub struct LabelStep {
     pub detail: String,
 }
 
-fn rfc3339(ms: i64) -> String {
-    let t = std::time::UNIX_EPOCH + std::time::Duration::from_millis(ms.max(0) as u64);
-    humantime::format_rfc3339_millis(t).to_string()
+/// Serializes Unix milliseconds as RFC 3339 (records served by the API).
+pub(crate) fn at<S: serde::Serializer>(ms: &i64, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(&crate::api::rfc3339(*ms))
 }
 
-fn at<S: serde::Serializer>(ms: &i64, s: S) -> Result<S::Ok, S::Error> {
-    s.serialize_str(&rfc3339(*ms))
-}
-
-fn opt_at<S: serde::Serializer>(ms: &Option<i64>, s: S) -> Result<S::Ok, S::Error> {
+/// [`at`] for optional times.
+pub(crate) fn opt_at<S: serde::Serializer>(ms: &Option<i64>, s: S) -> Result<S::Ok, S::Error> {
     match ms {
-        Some(m) => s.serialize_str(&rfc3339(*m)),
+        Some(m) => s.serialize_str(&crate::api::rfc3339(*m)),
         None => s.serialize_none(),
     }
 }

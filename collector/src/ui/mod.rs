@@ -5,7 +5,7 @@
 pub mod session;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use analytics::{Analysis, Finding, FindingKind, Proposal, Severity};
 use axum::Form;
@@ -21,12 +21,6 @@ use web::{Frame, format};
 use crate::api::node_status;
 use crate::server::AppState;
 use crate::store::{Agg, Entity, Metric, SeriesQuery};
-
-/// The newest stored analysis, parsed once per analysis and shared by every page.
-#[derive(Debug, Default)]
-pub struct Cache {
-    analysis: Mutex<Option<(i64, Arc<Analysis>)>>,
-}
 
 const RANGES: [(&str, i64); 3] = [
     ("24h", 86_400_000),
@@ -73,35 +67,10 @@ fn not_found(what: String) -> PageError {
 pub type Page = Result<Html<String>, PageError>;
 
 async fn analysis(state: &AppState) -> Result<Option<Arc<Analysis>>, PageError> {
-    let Some(at) = state.store.latest_analysis_ms().await? else {
-        return Ok(None);
-    };
-    if let Some((cached, a)) = &*state.ui.analysis.lock().expect("cache")
-        && *cached == at
-    {
-        return Ok(Some(a.clone()));
-    }
-    let Some(body) = state.store.latest_analysis().await? else {
-        return Ok(None);
-    };
-    let a: Analysis = tokio::task::spawn_blocking(move || serde_json::from_str(&body))
-        .await
-        .map_err(|e| PageError(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?
-        .map_err(|e| {
-            PageError(
-                StatusCode::INTERNAL_SERVER_ERROR,
-                format!("the stored analysis cannot be read: {e}"),
-            )
-        })?;
-    let a = Arc::new(a);
-    *state.ui.analysis.lock().expect("cache") = Some((at, a.clone()));
-    Ok(Some(a))
-}
-
-/// The newest analysis for other readers (e.g. /metrics), `None` when there is none or it
-/// cannot be read.
-pub async fn cached_analysis(state: &AppState) -> Option<Arc<Analysis>> {
-    analysis(state).await.ok().flatten()
+    state.newest.get(&state.store).await.map_err(|e| match e {
+        crate::analysis::NewestError::Store(e) => e.into(),
+        e => PageError(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
+    })
 }
 
 fn frame(state: &AppState, headers: &HeaderMap, title: impl Into<String>) -> Frame {
@@ -205,20 +174,41 @@ pub struct RangeQuery {
     pub range: Option<String>,
 }
 
-async fn mean_over(state: &AppState, metric: Metric, from: i64, to: i64) -> Option<f64> {
+/// The mean of `metric` for `entity` per `step`; `None` when the store cannot answer.
+async fn mean_series(
+    state: &AppState,
+    metric: Metric,
+    entity: Entity,
+    from: i64,
+    to: i64,
+    step: i64,
+) -> Option<crate::store::Series> {
     let q = SeriesQuery {
         metric,
-        entity: Entity::Fleet,
+        entity,
         from_ms: from,
         to_ms: to,
-        step_ms: to - from,
+        step_ms: step,
         agg: Agg::Mean,
     };
-    let s = state
+    state
         .store
         .series(&q, crate::now_ms(), &state.retention)
         .await
-        .ok()?;
+        .ok()
+}
+
+/// A series' points, ratios shown as percent.
+fn shown(s: crate::store::Series) -> Vec<(i64, Option<f64>)> {
+    let scale = if s.unit == "ratio" { 100.0 } else { 1.0 };
+    s.points
+        .into_iter()
+        .map(|(t, v)| (t, v.map(|x| x * scale)))
+        .collect()
+}
+
+async fn mean_over(state: &AppState, metric: Metric, from: i64, to: i64) -> Option<f64> {
+    let s = mean_series(state, metric, Entity::Fleet, from, to, to - from).await?;
     let vals: Vec<f64> = s.points.iter().filter_map(|(_, v)| *v).collect();
     (!vals.is_empty()).then(|| vals.iter().sum::<f64>() / vals.len() as f64)
 }
@@ -230,26 +220,10 @@ async fn fleet_series(
     to: i64,
     step: i64,
 ) -> Vec<(i64, Option<f64>)> {
-    let q = SeriesQuery {
-        metric,
-        entity: Entity::Fleet,
-        from_ms: from,
-        to_ms: to,
-        step_ms: step,
-        agg: Agg::Mean,
-    };
-    match state
-        .store
-        .series(&q, crate::now_ms(), &state.retention)
+    mean_series(state, metric, Entity::Fleet, from, to, step)
         .await
-    {
-        Ok(s) => s
-            .points
-            .into_iter()
-            .map(|(t, v)| (t, v.map(|x| x * 100.0)))
-            .collect(),
-        Err(_) => Vec::new(),
-    }
+        .map(shown)
+        .unwrap_or_default()
 }
 
 fn tenant_lines(
@@ -861,38 +835,7 @@ pub async fn findings(
     Query(q): Query<FindingQuery>,
 ) -> Page {
     let a = analysis(&state).await?;
-    let empty = Analysis {
-        from_ms: 0,
-        to_ms: 0,
-        generated_ms: 0,
-        funnel: analytics::Funnel {
-            from_ms: 0,
-            to_ms: 0,
-            currency: String::new(),
-            total: analytics::FunnelRow {
-                key: String::new(),
-                capacity_gpu_hours: None,
-                allocated_gpu_hours: 0.0,
-                active_gpu_hours: 0.0,
-                effective_gpu_hours: 0.0,
-                waste_gpu_hours: 0.0,
-                cost: 0.0,
-                waste_cost: 0.0,
-                effective_ratio: None,
-                effective_signal: String::new(),
-            },
-            by_cluster: vec![],
-            by_model: vec![],
-            by_node: vec![],
-            by_team: vec![],
-            by_tenant: vec![],
-        },
-        findings: vec![],
-        recommendations: vec![],
-        rejected: vec![],
-        limitations: vec![],
-        tenant_names: BTreeMap::new(),
-    };
+    let empty = Analysis::default();
     let a: &Analysis = a.as_deref().unwrap_or(&empty);
     let min = q.severity.as_deref().and_then(Severity::parse);
     let s = |o: &Option<String>| o.clone().unwrap_or_default();
@@ -992,36 +935,31 @@ pub async fn findings(
 }
 
 /// An evidence series as a chart line.
+/// The range an evidence chart covers: the finding's window, at least an hour.
+fn evidence_range(e: &analytics::Evidence) -> (i64, i64) {
+    (e.from_ms, e.from_ms + (e.to_ms - e.from_ms).max(3_600_000))
+}
+
+/// An evidence series as a chart line.
 async fn evidence_line(state: &AppState, e: &analytics::Evidence, label: &str) -> Option<Line> {
-    let metric = Metric::parse(&e.metric)?;
-    let entity = Entity::parse(&e.entity)?;
-    let span = (e.to_ms - e.from_ms).max(3_600_000);
-    let step = if span <= 2 * 86_400_000 {
+    let (from, to) = evidence_range(e);
+    let step = if to - from <= 2 * 86_400_000 {
         300_000
     } else {
         3_600_000
     };
-    let q = SeriesQuery {
-        metric,
-        entity,
-        from_ms: e.from_ms,
-        to_ms: e.from_ms + span,
-        step_ms: step,
-        agg: Agg::Mean,
-    };
-    let s = state
-        .store
-        .series(&q, crate::now_ms(), &state.retention)
-        .await
-        .ok()?;
-    let scale = if s.unit == "ratio" { 100.0 } else { 1.0 };
+    let s = mean_series(
+        state,
+        Metric::parse(&e.metric)?,
+        Entity::parse(&e.entity)?,
+        from,
+        to,
+        step,
+    )
+    .await?;
     Some(Line {
         name: label.to_owned(),
-        points: s
-            .points
-            .into_iter()
-            .map(|(t, v)| (t, v.map(|x| x * scale)))
-            .collect(),
+        points: shown(s),
     })
 }
 
@@ -1059,8 +997,8 @@ pub async fn finding(
             charts.push(Chart {
                 title: "Victim and aggressor SM time".into(),
                 unit: "%".into(),
-                from_ms: e.from_ms,
-                to_ms: e.from_ms + (e.to_ms - e.from_ms).max(3_600_000),
+                from_ms: evidence_range(e).0,
+                to_ms: evidence_range(e).1,
                 y_max: Some(100.0),
                 lines,
                 empty_note: "No SM time recorded for these tenants in the window.".into(),
@@ -1071,8 +1009,8 @@ pub async fn finding(
                 charts.push(Chart {
                     title: e.label.clone(),
                     unit: "%".into(),
-                    from_ms: e.from_ms,
-                    to_ms: e.from_ms + (e.to_ms - e.from_ms).max(3_600_000),
+                    from_ms: evidence_range(e).0,
+                    to_ms: evidence_range(e).1,
                     y_max: Some(100.0),
                     lines: vec![l],
                     empty_note: "No data.".into(),
@@ -1087,8 +1025,8 @@ pub async fn finding(
                 charts.push(Chart {
                     title: e.label.clone(),
                     unit: if pct { "%".into() } else { unit.into() },
-                    from_ms: e.from_ms,
-                    to_ms: e.from_ms + (e.to_ms - e.from_ms).max(3_600_000),
+                    from_ms: evidence_range(e).0,
+                    to_ms: evidence_range(e).1,
                     y_max: pct.then_some(100.0),
                     lines: vec![l],
                     empty_note: "No data in the finding's window.".into(),

@@ -5,7 +5,7 @@
 
 use sha2::{Digest, Sha256};
 
-use crate::alerts::payload::hmac_sha256;
+use crate::alerts::payload::{hex, hmac_sha256};
 use crate::labels::settings::Settings;
 
 pub const COOKIE: &str = "gpulens_operator";
@@ -25,10 +25,6 @@ fn key(s: &Settings) -> Option<[u8; 32]> {
         h.update([0]);
     }
     Some(h.finalize().into())
-}
-
-fn hex(b: &[u8]) -> String {
-    b.iter().map(|x| format!("{x:02x}")).collect()
 }
 
 /// The cookie value for `operator` signed in at `now_ms`.

@@ -482,15 +482,6 @@ fn alertmanager_bin() -> Option<std::path::PathBuf> {
     })
 }
 
-struct Killed(std::process::Child);
-
-impl Drop for Killed {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 /// gpulens pushes its alerts to a real Alertmanager, which routes them to a webhook in its own
 /// format (the same shape gpulens' webhook receivers get) and resolves them when gpulens does.
 #[tokio::test]
@@ -514,12 +505,8 @@ async fn a_real_alertmanager_takes_our_alerts_and_routes_them() {
         ),
     )
     .unwrap();
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let _am = Killed(
+    let port = crate::support::free_port();
+    let _am = crate::support::Killed(
         std::process::Command::new(&bin)
             .arg(format!("--config.file={}", config.display()))
             .arg(format!(

@@ -15,15 +15,6 @@ fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
 }
 
-struct Killed(std::process::Child);
-
-impl Drop for Killed {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 fn page<'a>(pages: &'a [Value], url: &str) -> &'a Value {
     pages
         .iter()
@@ -60,13 +51,9 @@ fn heavy_every_dashboard_page_works_in_chromium_with_and_without_javascript() {
         return;
     }
     let dir = crate::support::TempDir::new("browser");
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = crate::support::free_port();
     let base = format!("http://127.0.0.1:{port}");
-    let _demo = Killed(
+    let _demo = crate::support::Killed(
         Command::new(env!("CARGO_BIN_EXE_gpulens"))
             .args(["demo", "--history", "3d", "--listen"])
             .arg(format!("127.0.0.1:{port}"))

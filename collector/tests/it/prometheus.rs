@@ -146,23 +146,6 @@ async fn the_collectors_metrics_pass_promtool() {
     assert_eq!(om.matches("# EOF").count(), 1);
 }
 
-struct Killed(std::process::Child);
-
-impl Drop for Killed {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
 async fn query(http: &reqwest::Client, prom: &str, expr: &str) -> Result<Vec<Value>, String> {
     let resp = http
         .get(format!(
@@ -230,8 +213,8 @@ async fn heavy_prometheus_scrapes_the_demo_and_every_dashboard_panel_has_data() 
         return required("prometheus");
     }
     let dir = crate::support::TempDir::new("prometheus");
-    let demo_port = free_port();
-    let _demo = Killed(
+    let demo_port = crate::support::free_port();
+    let _demo = crate::support::Killed(
         Command::new(env!("CARGO_BIN_EXE_gpulens"))
             .args(["demo", "--history", "6h", "--listen"])
             .arg(format!("127.0.0.1:{demo_port}"))
@@ -251,8 +234,8 @@ async fn heavy_prometheus_scrapes_the_demo_and_every_dashboard_panel_has_data() 
         ),
     )
     .unwrap();
-    let prom_port = free_port();
-    let _prom = Killed(
+    let prom_port = crate::support::free_port();
+    let _prom = crate::support::Killed(
         Command::new("prometheus")
             .arg(format!("--config.file={}", config.display()))
             .arg(format!(

@@ -48,15 +48,6 @@ fn have_prometheus() -> bool {
         .is_ok()
 }
 
-struct Killed(std::process::Child);
-
-impl Drop for Killed {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn heavy_prometheus_remote_writes_dcgm_exporter_series_into_gpulens() {
     if !have_prometheus() {
@@ -159,12 +150,8 @@ async fn heavy_prometheus_remote_writes_dcgm_exporter_series_into_gpulens() {
         ),
     )
     .unwrap();
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let _prom = Killed(
+    let port = crate::support::free_port();
+    let _prom = crate::support::Killed(
         std::process::Command::new("prometheus")
             .arg(format!("--config.file={}", config.display()))
             .arg(format!(

@@ -125,11 +125,7 @@ impl PgCluster {
         if as_postgres {
             run(Command::new("chown").arg("postgres").arg(dir.path()));
         }
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
+        let port = free_port();
         let c = PgCluster {
             dir,
             bin,
@@ -293,4 +289,23 @@ pub fn batches(
 
 pub fn no_team(_: &model::Tenant) -> Option<String> {
     None
+}
+
+/// A free TCP port on the loopback interface.
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// A child process killed (and reaped) when the test ends, however it ends.
+pub struct Killed(pub std::process::Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
 }
