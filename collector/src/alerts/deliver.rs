@@ -141,13 +141,15 @@ impl Sender {
             }
             let started = Instant::now();
             let (v, status, detail) = self.post(r, &url, &n.payload, n.id).await;
-            let at = now + started.elapsed().as_millis() as i64;
+            // An attempt is stored at its end: the pass's time plus how long the request took.
+            let took = started.elapsed().as_millis() as i64;
+            let at = now + took;
             let attempt = Attempt {
                 ts_ms: at,
                 outcome: v.as_str().into(),
                 http_status: status.map(i32::from),
                 detail: detail.clone(),
-                duration_ms: started.elapsed().as_millis() as i64,
+                duration_ms: took,
             };
             let (state, next) = match v {
                 Verdict::Delivered => ("delivered", at),

@@ -1,6 +1,6 @@
 //! Alert delivery over real sockets to a local webhook receiver that checks what it gets:
 //! Alertmanager's webhook format, signatures, grouping, group_interval, repeat, resolve, Slack
-//! pacing, no retry on 4xx, and a receiver that is down (503s, then not listening at all)
+//! pacing, no retry on 4xx, and a receiver that is down (503s, then dropping every connection unanswered)
 //! getting every notification afterwards, in order, none twice. Timers are scaled down
 //! (group_wait 300 ms, group_interval 1 s, repeat 2.5 s) so the test runs in seconds; the logic
 //! is the same as with Alertmanager's 30 s / 5 m / 4 h defaults (unit tests in
@@ -8,8 +8,10 @@
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicU16, Ordering};
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, AtomicU16, Ordering};
 use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use axum::body::Bytes;
@@ -39,7 +41,7 @@ pub struct Hook {
     pub addr: SocketAddr,
     pub got: Arc<Mutex<Vec<Got>>>,
     pub status: Arc<AtomicU16>,
-    task: Arc<Mutex<Option<tokio::task::JoinHandle<()>>>>,
+    open: Arc<AtomicBool>,
 }
 
 impl Hook {
@@ -50,13 +52,8 @@ impl Hook {
             addr,
             got: Arc::default(),
             status: Arc::new(AtomicU16::new(200)),
-            task: Arc::default(),
+            open: Arc::new(AtomicBool::new(true)),
         };
-        h.serve(listener);
-        h
-    }
-
-    fn serve(&self, listener: tokio::net::TcpListener) {
         let app =
             axum::Router::new()
                 .fallback(
@@ -77,23 +74,27 @@ impl Hook {
                         StatusCode::from_u16(code).unwrap()
                     },
                 )
-                .with_state(self.clone());
-        *self.task.lock().unwrap() = Some(tokio::spawn(async move {
-            let _ = axum::serve(listener, app).await;
-        }));
+                .with_state(h.clone());
+        let gate = Gate {
+            listener,
+            open: h.open.clone(),
+        };
+        tokio::spawn(async move {
+            let _ = axum::serve(gate, app).await;
+        });
+        h
     }
 
-    /// Stops listening: connections are refused.
+    /// The receiver goes away: every connection, new or kept alive, is dropped without an
+    /// answer. The port stays bound, so no other server started meanwhile (tests run
+    /// side by side with Prometheus and Alertmanager) can take it and answer in our place.
     pub fn down(&self) {
-        if let Some(t) = self.task.lock().unwrap().take() {
-            t.abort();
-        }
+        self.open.store(false, Ordering::SeqCst);
     }
 
-    /// Listens again on the same port.
-    pub async fn up(&self) {
-        let listener = tokio::net::TcpListener::bind(self.addr).await.unwrap();
-        self.serve(listener);
+    /// The receiver is back.
+    pub fn up(&self) {
+        self.open.store(true, Ordering::SeqCst);
     }
 
     pub fn url(&self, path: &str) -> String {
@@ -134,6 +135,71 @@ fn settings(receivers: Vec<Receiver>) -> Settings {
         receivers,
         external_url: Some("http://gpulens.example:8080".into()),
         ..Settings::default()
+    }
+}
+
+/// The hook's listener: while shut it accepts and drops each connection (the client sees it
+/// closed before any answer), and connections kept alive from before fail on their next read.
+struct Gate {
+    listener: tokio::net::TcpListener,
+    open: Arc<AtomicBool>,
+}
+
+impl axum::serve::Listener for Gate {
+    type Io = GatedStream;
+    type Addr = SocketAddr;
+
+    async fn accept(&mut self) -> (GatedStream, SocketAddr) {
+        loop {
+            match self.listener.accept().await {
+                Ok((stream, peer)) if self.open.load(Ordering::SeqCst) => {
+                    let open = self.open.clone();
+                    return (GatedStream { stream, open }, peer);
+                }
+                Ok(_) => {}
+                Err(_) => tokio::time::sleep(Duration::from_millis(10)).await,
+            }
+        }
+    }
+
+    fn local_addr(&self) -> std::io::Result<SocketAddr> {
+        self.listener.local_addr()
+    }
+}
+
+struct GatedStream {
+    stream: tokio::net::TcpStream,
+    open: Arc<AtomicBool>,
+}
+
+impl tokio::io::AsyncRead for GatedStream {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        if !self.open.load(Ordering::SeqCst) {
+            return Poll::Ready(Err(std::io::ErrorKind::ConnectionReset.into()));
+        }
+        Pin::new(&mut self.stream).poll_read(cx, buf)
+    }
+}
+
+impl tokio::io::AsyncWrite for GatedStream {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        Pin::new(&mut self.stream).poll_write(cx, buf)
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.stream).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.stream).poll_shutdown(cx)
     }
 }
 
@@ -332,7 +398,7 @@ async fn a_receiver_down_for_a_while_gets_every_notification_afterwards_once() {
     let mut a = Alerting::new(s_).unwrap();
     let s = &t.store;
 
-    // First it answers 503, then it is not there at all.
+    // First it answers 503, then it drops every connection unanswered.
     hook.status.store(503, Ordering::SeqCst);
     for (i, node) in ["gpu-1", "gpu-2", "gpu-3"].iter().enumerate() {
         action(s, node, "rolled_back").await;
@@ -371,7 +437,7 @@ async fn a_receiver_down_for_a_while_gets_every_notification_afterwards_once() {
 
     // Back: everything arrives, oldest first, each once.
     hook.status.store(200, Ordering::SeqCst);
-    hook.up().await;
+    hook.up();
     let deadline = Instant::now() + Duration::from_secs(10);
     while hook.bodies("/json").len() < 3 {
         assert!(Instant::now() < deadline, "not delivered after the outage");
@@ -756,7 +822,7 @@ async fn a_receiver_down_for_ten_minutes_gets_every_notification_afterwards_once
                 resolved_at = Some(now);
             }
             // Back after ten minutes.
-            60 => hook.up().await,
+            60 => hook.up(),
             _ => {}
         }
         a.pass_at(s, now).await.unwrap().unwrap();
@@ -811,10 +877,15 @@ async fn a_receiver_down_for_ten_minutes_gets_every_notification_afterwards_once
     let list = s.notifications(Some("oncall"), 10).await.unwrap();
     let first = list.iter().min_by_key(|n| n.id).unwrap();
     assert_eq!(first.state, "delivered");
-    let times: Vec<i64> = first.tries.iter().map(|x| x.ts_ms).collect();
     assert!(first.tries.len() >= 6, "{:?}", first.tries);
-    assert!(times.windows(2).all(|w| w[1] - w[0] <= 300_000 + 10_000));
-    assert!(*times.last().unwrap() >= t0 + 600_000);
+    // An attempt is stored at its end (the pass's time plus the request's duration, which is
+    // real time); the next one starts at the first pass (every 10 s) after a backoff of at
+    // most 5 minutes from that end.
+    for w in first.tries.windows(2) {
+        let next_pass = w[1].ts_ms - w[1].duration_ms;
+        assert!(next_pass - w[0].ts_ms <= 300_000 + 10_000, "{w:?}");
+    }
+    assert!(first.tries.last().unwrap().ts_ms >= t0 + 600_000);
     assert!(
         first.tries[..first.tries.len() - 1]
             .iter()
