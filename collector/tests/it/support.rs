@@ -291,14 +291,9 @@ pub fn no_team(_: &model::Tenant) -> Option<String> {
     None
 }
 
-/// A free TCP port on the loopback interface.
-pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
+#[path = "../../../tests/support/ports.rs"]
+mod ports;
+pub use ports::free_port;
 
 /// A child process killed (and reaped) when the test ends, however it ends.
 pub struct Killed(pub std::process::Child);
