@@ -86,7 +86,8 @@ pub struct DeviceMinute {
     pub bucket: i64,
     pub gpu_util_n: i32,
     pub gpu_util_sum: f64,
-    pub sm_active_n: i32,
+    /// Minutes' samples with DCGM's DRAM activity (MIG bandwidth saturation reads it).
+    pub dram_active_n: i32,
     pub dram_active_sum: f64,
 }
 

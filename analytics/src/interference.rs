@@ -88,8 +88,8 @@ pub fn minute_ranges(input: &Input, cfg: &Config) -> Vec<MinuteRange> {
 
 fn saturated_hour(a: &GpuAgg, mig: bool, cfg: &Config) -> bool {
     if mig {
-        a.sm_active_n > 0
-            && a.dram_active_sum / f64::from(a.sm_active_n) >= cfg.mig_bandwidth_saturation * 0.5
+        a.dram_active_n > 0
+            && a.dram_active_sum / f64::from(a.dram_active_n) >= cfg.mig_bandwidth_saturation * 0.5
     } else {
         a.gpu_util_max
             .is_some_and(|m| f64::from(m) >= cfg.saturation)
@@ -98,8 +98,8 @@ fn saturated_hour(a: &GpuAgg, mig: bool, cfg: &Config) -> bool {
 
 fn saturated_minute(a: &DeviceMinute, mig: bool, cfg: &Config) -> Option<bool> {
     if mig {
-        (a.sm_active_n > 0)
-            .then(|| a.dram_active_sum / f64::from(a.sm_active_n) >= cfg.mig_bandwidth_saturation)
+        (a.dram_active_n > 0)
+            .then(|| a.dram_active_sum / f64::from(a.dram_active_n) >= cfg.mig_bandwidth_saturation)
     } else {
         (a.gpu_util_n > 0).then(|| a.gpu_util_sum / f64::from(a.gpu_util_n) >= cfg.saturation)
     }

@@ -142,8 +142,13 @@ pub struct GpuAgg {
     pub sm_active_sum: f64,
     pub sm_active_max: Option<f32>,
     pub sm_active_hist: Hist,
+    /// The other DCGM profiling fields, each counted on its own: dcgm-exporter's default
+    /// counters include tensor and DRAM activity but not SM activity.
+    pub sm_occupancy_n: i32,
     pub sm_occupancy_sum: f64,
+    pub tensor_active_n: i32,
     pub tensor_active_sum: f64,
+    pub dram_active_n: i32,
     pub dram_active_sum: f64,
     pub mem_used_n: i32,
     pub mem_used_sum: f64,
@@ -187,9 +192,18 @@ impl GpuAgg {
             self.sm_active_sum += f64::from(v);
             self.sm_active_max = max_opt(self.sm_active_max, Some(v));
             self.sm_active_hist.add(v);
-            self.sm_occupancy_sum += f64::from(r.sm_occupancy.unwrap_or(0.0));
-            self.tensor_active_sum += f64::from(r.tensor_active.unwrap_or(0.0));
-            self.dram_active_sum += f64::from(r.dram_active.unwrap_or(0.0));
+        }
+        if let Some(v) = r.sm_occupancy {
+            self.sm_occupancy_n += 1;
+            self.sm_occupancy_sum += f64::from(v);
+        }
+        if let Some(v) = r.tensor_active {
+            self.tensor_active_n += 1;
+            self.tensor_active_sum += f64::from(v);
+        }
+        if let Some(v) = r.dram_active {
+            self.dram_active_n += 1;
+            self.dram_active_sum += f64::from(v);
         }
         if let Some(v) = r.mem_used_bytes {
             self.mem_used_n += 1;
@@ -225,8 +239,11 @@ impl GpuAgg {
         self.sm_active_sum += o.sm_active_sum;
         self.sm_active_max = max_opt(self.sm_active_max, o.sm_active_max);
         self.sm_active_hist.merge(&o.sm_active_hist);
+        self.sm_occupancy_n += o.sm_occupancy_n;
         self.sm_occupancy_sum += o.sm_occupancy_sum;
+        self.tensor_active_n += o.tensor_active_n;
         self.tensor_active_sum += o.tensor_active_sum;
+        self.dram_active_n += o.dram_active_n;
         self.dram_active_sum += o.dram_active_sum;
         self.mem_used_n += o.mem_used_n;
         self.mem_used_sum += o.mem_used_sum;
@@ -656,6 +673,44 @@ mod tests {
             assert_eq!(merged.gpu_util_hist, v.gpu_util_hist);
             assert_eq!(merged.busy_n, 3240);
         }
+    }
+
+    #[test]
+    fn each_dcgm_field_is_averaged_over_the_samples_that_have_it() {
+        // dcgm-exporter's default counters: tensor and DRAM activity, no SM activity.
+        let exporter = RawGpu {
+            tensor_active: Some(0.9),
+            dram_active: Some(0.4),
+            ..raw(0, 0.5)
+        };
+        // The agent with DCGM: all of them; NVML alone: none.
+        let agent = RawGpu {
+            sm_active: Some(0.6),
+            sm_occupancy: Some(0.3),
+            tensor_active: Some(0.1),
+            dram_active: Some(0.2),
+            ..raw(1000, 0.5)
+        };
+        let mut a = GpuAgg::default();
+        for r in [&exporter, &agent, &raw(2000, 0.5)] {
+            a.add(r, 0.0);
+        }
+        assert_eq!(
+            (
+                a.sm_active_n,
+                a.sm_occupancy_n,
+                a.tensor_active_n,
+                a.dram_active_n
+            ),
+            (1, 1, 2, 2)
+        );
+        assert!((a.tensor_active_sum / f64::from(a.tensor_active_n) - 0.5).abs() < 1e-6);
+        assert!((a.dram_active_sum / f64::from(a.dram_active_n) - 0.3).abs() < 1e-6);
+        assert!((a.sm_occupancy_sum - 0.3).abs() < 1e-6);
+        let mut merged = GpuAgg::default();
+        merged.merge(&a);
+        merged.merge(&a);
+        assert_eq!((merged.tensor_active_n, merged.dram_active_n), (4, 4));
     }
 
     #[test]

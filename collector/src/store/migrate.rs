@@ -45,6 +45,11 @@ pub const POSTGRES: &[Migration] = &[
         name: "0006_reports.sql",
         sql: include_str!("../../../migrations/postgres/0006_reports.sql"),
     },
+    Migration {
+        version: 7,
+        name: "0007_dcgm_field_counts.sql",
+        sql: include_str!("../../../migrations/postgres/0007_dcgm_field_counts.sql"),
+    },
 ];
 
 pub const SQLITE: &[Migration] = &[
@@ -77,6 +82,11 @@ pub const SQLITE: &[Migration] = &[
         version: 6,
         name: "0006_reports.sql",
         sql: include_str!("../../../migrations/sqlite/0006_reports.sql"),
+    },
+    Migration {
+        version: 7,
+        name: "0007_dcgm_field_counts.sql",
+        sql: include_str!("../../../migrations/sqlite/0007_dcgm_field_counts.sql"),
     },
 ];
 

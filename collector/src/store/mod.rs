@@ -626,7 +626,7 @@ impl Store {
 /// The aggregate columns shared by GPU and cluster rollups, in insert order.
 macro_rules! agg_columns {
     () => {
-        "samples, covered_s, gpu_util_n, gpu_util_sum, gpu_util_max, gpu_util_hist, busy_n, sm_active_n, sm_active_sum, sm_active_max, sm_active_hist, sm_occupancy_sum, tensor_active_sum, dram_active_sum, mem_used_n, mem_used_sum, mem_used_max, mem_total_max, power_n, power_sum, power_max, temp_n, temp_sum, temp_max, throttled_n, alloc_share_sum"
+        "samples, covered_s, gpu_util_n, gpu_util_sum, gpu_util_max, gpu_util_hist, busy_n, sm_active_n, sm_active_sum, sm_active_max, sm_active_hist, sm_occupancy_sum, tensor_active_sum, dram_active_sum, mem_used_n, mem_used_sum, mem_used_max, mem_total_max, power_n, power_sum, power_max, temp_n, temp_sum, temp_max, throttled_n, alloc_share_sum, sm_occupancy_n, tensor_active_n, dram_active_n"
     };
 }
 
@@ -668,6 +668,9 @@ macro_rules! bind_gpu_agg {
             .$bind(a.temp_max)
             .$bind(a.throttled_n)
             .$bind(a.alloc_share_sum)
+            .$bind(a.sm_occupancy_n)
+            .$bind(a.tensor_active_n)
+            .$bind(a.dram_active_n)
     }};
 }
 pub(crate) use bind_gpu_agg;
@@ -692,8 +695,11 @@ macro_rules! read_gpu_agg {
             sm_active_sum: r.try_get("sm_active_sum")?,
             sm_active_max: r.try_get("sm_active_max")?,
             sm_active_hist: hist(r.try_get("sm_active_hist")?),
+            sm_occupancy_n: r.try_get("sm_occupancy_n")?,
             sm_occupancy_sum: r.try_get("sm_occupancy_sum")?,
+            tensor_active_n: r.try_get("tensor_active_n")?,
             tensor_active_sum: r.try_get("tensor_active_sum")?,
+            dram_active_n: r.try_get("dram_active_n")?,
             dram_active_sum: r.try_get("dram_active_sum")?,
             mem_used_n: r.try_get("mem_used_n")?,
             mem_used_sum: r.try_get("mem_used_sum")?,
@@ -714,7 +720,7 @@ pub(crate) use read_gpu_agg;
 
 /// The GPU minute-rollup columns interference reads.
 pub(crate) const INTERFERENCE_GPU_COLUMNS: &str =
-    "gpu_uuid, bucket, gpu_util_n, gpu_util_sum, sm_active_n, dram_active_sum";
+    "gpu_uuid, bucket, gpu_util_n, gpu_util_sum, dram_active_n, dram_active_sum";
 /// The tenant minute-rollup columns interference reads.
 pub(crate) const INTERFERENCE_TENANT_COLUMNS: &str = "gpu_uuid, tenant_key, bucket, samples, active_n, sm_util_n, sm_util_sum, alloc_n, alloc_share_sum, eff_n, eff_sum";
 
@@ -823,7 +829,7 @@ macro_rules! interference_rows {
                     bucket: r.try_get(1)?,
                     gpu_util_n: r.try_get(2)?,
                     gpu_util_sum: r.try_get(3)?,
-                    sm_active_n: r.try_get(4)?,
+                    dram_active_n: r.try_get(4)?,
                     dram_active_sum: r.try_get(5)?,
                 },
             );

@@ -284,7 +284,7 @@ impl PgStore {
             "INSERT INTO gpu_rollup_1h ({})
              SELECT $1, 'node-' || (g / 8), 'GPU-bench-' || g, to_timestamp($2 / 1000.0) + make_interval(hours => hh::int),
                     3600, 3600, 3600, 1782 + (g % 100), 0.99, $3, 3500, 3600, 1500 + (g % 50), 0.9, $3, 900, 700, 600,
-                    3600, 3600.0 * 4e10, 5e10::bigint, 8e10::bigint, 3600, 3600 * 400, 650, 3600, 3600 * 55, 70, 0, 3600
+                    3600, 3600.0 * 4e10, 5e10::bigint, 8e10::bigint, 3600, 3600 * 400, 650, 3600, 3600 * 55, 70, 0, 3600, 3500, 3500, 3500
              FROM generate_series(0, $4 - 1) AS g, generate_series(0, $5 - 1) AS hh",
             super::GPU_ROLLUP_COLUMNS
         ))
@@ -445,7 +445,7 @@ impl PgStore {
             .await?;
         if !rows.is_empty() {
             let sql = format!(
-                "INSERT INTO cluster_rollup_1h ({}) VALUES ($1, to_timestamp($2 / 1000.0), $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24, $25, $26, $27, $28, $29)",
+                "INSERT INTO cluster_rollup_1h ({}) VALUES ($1, to_timestamp($2 / 1000.0), $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24, $25, $26, $27, $28, $29, $30, $31, $32)",
                 super::CLUSTER_ROLLUP_COLUMNS
             );
             let q = sqlx::query(&sql)
@@ -1017,7 +1017,10 @@ async fn replace_rollups(
                 .opt_f64(Some(a.temp_sum))
                 .opt_f32(a.temp_max)
                 .i32(a.throttled_n)
-                .opt_f64(Some(a.alloc_share_sum));
+                .opt_f64(Some(a.alloc_share_sum))
+                .i32(a.sm_occupancy_n)
+                .i32(a.tensor_active_n)
+                .i32(a.dram_active_n);
         },
     );
     copy(tx, rows_out).await?;

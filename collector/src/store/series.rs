@@ -117,7 +117,7 @@ pub const METRICS: &[MetricSpec] = &[
         "ratio",
         Gpu,
         Some("sm_occupancy"),
-        ("sm_active_n", "sm_occupancy_sum", None, None),
+        ("sm_occupancy_n", "sm_occupancy_sum", None, None),
     ),
     spec(
         Metric::TensorActive,
@@ -125,7 +125,7 @@ pub const METRICS: &[MetricSpec] = &[
         "ratio",
         Gpu,
         Some("tensor_active"),
-        ("sm_active_n", "tensor_active_sum", None, None),
+        ("tensor_active_n", "tensor_active_sum", None, None),
     ),
     spec(
         Metric::DramActive,
@@ -133,7 +133,7 @@ pub const METRICS: &[MetricSpec] = &[
         "ratio",
         Gpu,
         Some("dram_active"),
-        ("sm_active_n", "dram_active_sum", None, None),
+        ("dram_active_n", "dram_active_sum", None, None),
     ),
     spec(
         Metric::MemUsedBytes,

@@ -212,50 +212,58 @@ async fn heavy_prometheus_remote_writes_dcgm_exporter_series_into_gpulens() {
     // from the minute rollups, as the API does for this range).
     let now = collector::now_ms();
     t.store.rollup(now + 120_000).await.unwrap();
-    let series = t
-        .store
-        .series(
-            &SeriesQuery {
-                metric: Metric::GpuUtil,
-                entity: Entity::Gpu("GPU-00000000-0000-0000-0000-000000000000".into()),
-                from_ms: now - 600_000,
-                to_ms: now,
-                step_ms: 600_000,
-                agg: Agg::Max,
-            },
-            now,
-            &Retention::default(),
-        )
-        .await
-        .unwrap();
-    let max = series
-        .points
-        .iter()
-        .filter_map(|(_, v)| *v)
-        .fold(0.0, f64::max);
+    // The last ten minutes of one GPU's metric, as one value (None: nothing stored).
+    let last_ten_minutes = async |metric, gpu: &str, agg| {
+        let series = t
+            .store
+            .series(
+                &SeriesQuery {
+                    metric,
+                    entity: Entity::Gpu(gpu.into()),
+                    from_ms: now - 600_000,
+                    to_ms: now,
+                    step_ms: 600_000,
+                    agg,
+                },
+                now,
+                &Retention::default(),
+            )
+            .await
+            .unwrap();
+        series
+            .points
+            .iter()
+            .filter_map(|(_, v)| *v)
+            .reduce(f64::max)
+    };
+    let util = last_ten_minutes(
+        Metric::GpuUtil,
+        "GPU-00000000-0000-0000-0000-000000000000",
+        Agg::Max,
+    )
+    .await;
     assert!(
-        max > 0.4 && max <= 0.9,
-        "utilization as a ratio: {max} {series:?}"
+        util.is_some_and(|u| u > 0.4 && u <= 0.9),
+        "utilization as a ratio: {util:?}"
     );
-    let sm = t
-        .store
-        .series(
-            &SeriesQuery {
-                metric: Metric::SmActive,
-                entity: Entity::Gpu("GPU-00000000-0000-0000-0000-000000000001".into()),
-                from_ms: now - 600_000,
-                to_ms: now,
-                step_ms: 600_000,
-                agg: Agg::Mean,
-            },
-            now,
-            &Retention::default(),
-        )
-        .await
-        .unwrap();
+    let sm = last_ten_minutes(
+        Metric::SmActive,
+        "GPU-00000000-0000-0000-0000-000000000001",
+        Agg::Mean,
+    )
+    .await;
+    assert!(sm.is_some(), "DCGM SM activity stored");
+    // dcgm-exporter's default counters leave out SM activity; tensor activity still counts
+    // (the real sample's A100: 0.929260 at the GPU level, the same in every scrape).
+    let tensor = last_ten_minutes(
+        Metric::TensorActive,
+        "GPU-34319582-d595-d1c7-d1d2-179bcfa61660",
+        Agg::Mean,
+    )
+    .await;
     assert!(
-        sm.points.iter().any(|(_, v)| v.is_some()),
-        "DCGM SM activity stored"
+        tensor.is_some_and(|v| (v - 0.929_26).abs() < 1e-3),
+        "tensor activity without SM activity: {tensor:?}"
     );
     // Stored exactly once: one row per GPU and scrape.
     let counts = t.store.counts().await.unwrap();
