@@ -451,9 +451,13 @@ pub struct UseView {
     pub rows: Vec<UseRow>,
 }
 
+/// Why a tenant's effective use can exceed its allocation.
+const BURST_NOTE: &str = "Above 100 %: on a time-sliced or MPS GPU a replica is a nominal share, and a tenant may use the whole GPU while its neighbours idle; effective use counts against the whole GPU.";
+
 pub fn usage(frame: Frame, v: UseView, sort: Sort) -> String {
     let nav = if v.teams { Nav::Teams } else { Nav::Tenants };
     document(frame, nav, move || {
+        let bursts = v.rows.iter().any(|r| r.ratio.is_some_and(|x| x > 1.0));
         let body = v
             .rows
             .into_iter()
@@ -469,7 +473,10 @@ pub fn usage(frame: Frame, v: UseView, sort: Sort) -> String {
                         {(!v.teams).then(|| view! { <td>{r.team.clone()}</td><td>{r.kind.clone()}</td> })}
                         <td class="n">{num(r.allocated)}</td>
                         <td class="n">{num(r.effective)}</td>
-                        <td class="n">{pct(r.ratio)}</td>
+                        <td class="n">
+                            {pct(r.ratio)}
+                            {r.ratio.is_some_and(|x| x > 1.0).then(|| view! { <sup title=BURST_NOTE>"*"</sup> })}
+                        </td>
                         <td class="n">{num(r.waste)}</td>
                         <td class="n">{format!("{:.2}", r.cost)}</td>
                         <td class="n"><a href=findings>{r.findings}</a></td>
@@ -496,6 +503,7 @@ pub fn usage(frame: Frame, v: UseView, sort: Sort) -> String {
                 </tr></thead>
                 <tbody>{body}</tbody>
             </table>
+            {bursts.then(|| view! { <p class="note">"* "{BURST_NOTE}</p> })}
         }
         .into_any()
     })
@@ -897,4 +905,47 @@ pub fn problem(frame: Frame, message: String) -> String {
     document(frame, Nav::None, move || {
         view! { <h1>"Not here"</h1><p class="error" role="alert">{message}</p><p><a href="/">"Back to the overview"</a></p> }.into_any()
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn effective_use_above_the_allocation_is_explained() {
+        let row = |name: &str, ratio: f64| UseRow {
+            key: name.into(),
+            name: name.into(),
+            team: "ml".into(),
+            kind: "pod".into(),
+            allocated: 10.0,
+            effective: 10.0 * ratio,
+            ratio: Some(ratio),
+            waste: 0.0,
+            cost: 0.0,
+            findings: 0,
+        };
+        let page = |rows| {
+            usage(
+                Frame::default(),
+                UseView {
+                    teams: false,
+                    window: "7 days".into(),
+                    currency: "USD".into(),
+                    query: String::new(),
+                    rows,
+                },
+                Sort {
+                    base: String::new(),
+                    key: "name".into(),
+                    desc: false,
+                },
+            )
+        };
+        let html = page(vec![row("bursty", 2.27), row("steady", 0.5)]);
+        assert_eq!(html.matches("<sup").count(), 1, "{html}");
+        assert!(html.contains("on a time-sliced or MPS GPU"));
+        let html = page(vec![row("steady", 0.5)]);
+        assert!(!html.contains("<sup") && !html.contains("time-sliced"));
+    }
 }
