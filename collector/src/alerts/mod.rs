@@ -79,8 +79,11 @@ impl Alerting {
         };
         let conditions = rules::evaluate(&self.rules, &facts);
         let before = store.load_alerts().await?;
-        let alerts = state::advance(before, conditions, &self.rules, now_ms, keep_ms);
-        store.replace_alerts(&alerts).await?;
+        let alerts = state::advance(before.clone(), conditions, &self.rules, now_ms, keep_ms);
+        let (write, gone) = state::changes(&before, &alerts);
+        if !write.is_empty() || !gone.is_empty() {
+            store.save_alerts(&write, &gone).await?;
+        }
         Ok(alerts)
     }
 

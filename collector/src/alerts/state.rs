@@ -46,7 +46,19 @@ pub struct Alert {
     pub starts_ms: Option<i64>,
     /// When it resolved.
     pub ends_ms: Option<i64>,
+    /// When anything above last changed (state, value, annotations); an alert that goes on
+    /// unchanged is not rewritten.
     pub updated_ms: i64,
+}
+
+impl Alert {
+    /// The same alert, apart from when it was last written.
+    fn same_as(&self, o: &Alert) -> bool {
+        Alert {
+            updated_ms: o.updated_ms,
+            ..self.clone()
+        } == *o
+    }
 }
 
 /// The alert's identity: a hash of its labels (FNV-1a over `k=v` pairs in key order).
@@ -95,6 +107,7 @@ pub fn advance(
             ends_ms: None,
             updated_ms: now_ms,
         });
+        let was = a.clone();
         if a.state == State::Resolved {
             a.state = State::Pending;
             a.active_ms = now_ms;
@@ -103,10 +116,12 @@ pub fn advance(
         }
         a.annotations = c.annotations;
         a.value = c.value;
-        a.updated_ms = now_ms;
         if a.state == State::Pending && now_ms - a.active_ms >= rule.for_.as_millis() as i64 {
             a.state = State::Firing;
             a.starts_ms = Some(now_ms);
+        }
+        if !a.same_as(&was) {
+            a.updated_ms = now_ms;
         }
     }
     by_fp
@@ -127,6 +142,24 @@ pub fn advance(
             }
         })
         .collect()
+}
+
+/// What to write to make the stored alerts `after` when they are `before`: the alerts that
+/// are new or changed, and the fingerprints that are gone.
+pub fn changes<'a>(before: &[Alert], after: &'a [Alert]) -> (Vec<&'a Alert>, Vec<String>) {
+    let old: BTreeMap<&str, &Alert> = before.iter().map(|a| (a.fingerprint.as_str(), a)).collect();
+    let kept: std::collections::BTreeSet<&str> =
+        after.iter().map(|a| a.fingerprint.as_str()).collect();
+    let write = after
+        .iter()
+        .filter(|a| old.get(a.fingerprint.as_str()) != Some(a))
+        .collect();
+    let gone = before
+        .iter()
+        .filter(|a| !kept.contains(a.fingerprint.as_str()))
+        .map(|a| a.fingerprint.clone())
+        .collect();
+    (write, gone)
 }
 
 #[cfg(test)]
@@ -174,6 +207,36 @@ mod tests {
         );
         // A pending alert whose condition goes away never fired: dropped.
         assert!(advance(again, vec![], &rules, 90_000, 1000).is_empty());
+    }
+
+    #[test]
+    fn only_changed_alerts_are_written() {
+        let mut rule = Rule::default_for(Kind::IngestLag);
+        rule.for_ = Duration::ZERO;
+        let rules = [rule];
+        let first = advance(vec![], vec![cond("a"), cond("b")], &rules, 0, 1000);
+        // Nothing changes: nothing to write, and the times stay.
+        let same = advance(
+            first.clone(),
+            vec![cond("a"), cond("b")],
+            &rules,
+            10_000,
+            1000,
+        );
+        assert_eq!(same, first);
+        assert_eq!(changes(&first, &same), (vec![], vec![]));
+        // b's value moves and a goes away (a firing alert: it resolves, a change).
+        let mut b = cond("b");
+        b.value = 2.0;
+        let next = advance(same.clone(), vec![b], &rules, 20_000, 1000);
+        assert!(next.iter().all(|x| x.updated_ms == 20_000));
+        let (write, gone) = changes(&same, &next);
+        assert_eq!((write.len(), gone.len()), (2, 0));
+        // The resolved alert is dropped after keep_ms.
+        let later = advance(next.clone(), vec![cond("b")], &rules, 30_000, 1000);
+        let (write, gone) = changes(&next, &later);
+        assert_eq!(gone, [fingerprint(&cond("a").labels)]);
+        assert_eq!(write.len(), 1, "b's value is back to 1");
     }
 
     #[test]

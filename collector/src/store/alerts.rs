@@ -103,13 +103,24 @@ macro_rules! alert_methods {
             Ok(out)
         }
 
-        /// Makes the stored alerts exactly `alerts`, in one transaction.
-        pub async fn replace_alerts(&self, alerts: &[crate::alerts::state::Alert]) -> Result<()> {
+        /// Upserts `alerts` and deletes the fingerprints `gone`, in one transaction.
+        pub async fn save_alerts(
+            &self,
+            alerts: &[&crate::alerts::state::Alert],
+            gone: &[String],
+        ) -> Result<()> {
             let mut tx = self.$write.begin().await?;
-            sqlx::query("DELETE FROM alerts").execute(&mut *tx).await?;
+            for fp in gone {
+                sqlx::query(&$sql("DELETE FROM alerts WHERE fingerprint = ?"))
+                    .bind(fp)
+                    .execute(&mut *tx)
+                    .await?;
+            }
             for a in alerts {
                 sqlx::query(&$sql(
-                    "INSERT INTO alerts (fingerprint, rule, labels, annotations, state, value, active_ms, starts_ms, ends_ms, updated_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    "INSERT INTO alerts (fingerprint, rule, labels, annotations, state, value, active_ms, starts_ms, ends_ms, updated_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) \
+                     ON CONFLICT (fingerprint) DO UPDATE SET rule = excluded.rule, labels = excluded.labels, annotations = excluded.annotations, state = excluded.state, value = excluded.value, \
+                     active_ms = excluded.active_ms, starts_ms = excluded.starts_ms, ends_ms = excluded.ends_ms, updated_ms = excluded.updated_ms",
                 ))
                 .bind(&a.fingerprint)
                 .bind(&a.rule)

@@ -537,9 +537,14 @@ impl Store {
         dispatch!(self, s => s.load_alerts().await)
     }
 
-    /// Makes the stored alerts exactly `alerts` (one transaction).
-    pub async fn replace_alerts(&self, alerts: &[crate::alerts::state::Alert]) -> Result<()> {
-        dispatch!(self, s => s.replace_alerts(alerts).await)
+    /// Writes (inserts or replaces) `alerts` and deletes the alerts with the fingerprints
+    /// `gone`, in one transaction.
+    pub async fn save_alerts(
+        &self,
+        alerts: &[&crate::alerts::state::Alert],
+        gone: &[String],
+    ) -> Result<()> {
+        dispatch!(self, s => s.save_alerts(alerts, gone).await)
     }
 
     /// Adds a notification to the outbox; returns its id.

@@ -672,10 +672,20 @@ async fn alert_state_and_outbox_round_trip(store: &Store) {
         alert("b", State::Resolved),
         alert("c", State::Pending),
     ];
-    store.replace_alerts(&alerts).await.unwrap();
+    let all: Vec<&Alert> = alerts.iter().collect();
+    store.save_alerts(&all, &[]).await.unwrap();
     assert_eq!(store.load_alerts().await.unwrap(), alerts);
-    store.replace_alerts(&alerts[..1]).await.unwrap();
-    assert_eq!(store.load_alerts().await.unwrap(), alerts[..1]);
+    // An upsert replaces every field; the others go.
+    let mut a = alerts[0].clone();
+    a.state = State::Resolved;
+    a.ends_ms = Some(4_000);
+    a.annotations.clear();
+    a.updated_ms = 4_000;
+    store
+        .save_alerts(&[&a], &["b".to_owned(), "c".to_owned()])
+        .await
+        .unwrap();
+    assert_eq!(store.load_alerts().await.unwrap(), [a]);
 
     let n = |group: &'static str, at: i64| NewNotification {
         receiver: "hook",
