@@ -119,13 +119,6 @@ pub fn lifetime(every: std::time::Duration) -> std::time::Duration {
     (every * 3).max(std::time::Duration::from_secs(3600))
 }
 
-/// The collector's answer (`GET /api/v1/nodes/{node}/labels`).
-#[derive(Debug, serde::Deserialize)]
-struct NodeLabels {
-    analyzed: String,
-    labels: BTreeMap<String, String>,
-}
-
 /// Fetches the node's advisory labels once and rewrites the file; returns the labels written.
 pub async fn refresh_once(
     http: &reqwest::Client,
@@ -148,7 +141,7 @@ pub async fn refresh_once(
             .unwrap_or(body);
         anyhow::bail!("the collector answered {status}: {detail}");
     }
-    let answer: NodeLabels = serde_json::from_slice(&resp.bytes().await?)
+    let answer: model::labels::NodeLabels = serde_json::from_slice(&resp.bytes().await?)
         .map_err(|e| anyhow::anyhow!("the collector's answer is not node labels: {e}"))?;
     let now = SystemTime::now();
     let text = render(&answer.labels, now, now + lifetime(r.every))?;

@@ -123,15 +123,7 @@ pub struct NodeLabelsQuery {
     pub cluster: String,
 }
 
-/// A node's advisory labels, for its agent's Node Feature Discovery file.
-#[derive(Debug, Serialize, Deserialize)]
-pub struct NodeLabels {
-    pub node: String,
-    /// When the analysis the labels come from ran (RFC 3339).
-    pub analyzed: String,
-    /// `gpulens.io/…` labels; empty when the analysis says nothing about the node.
-    pub labels: std::collections::BTreeMap<String, String>,
-}
+pub use model::labels::NodeLabels;
 
 /// `GET /api/v1/nodes/{node}/labels?cluster=…`: the node's advisory labels from the newest
 /// stored analysis, for the agent token bound to that node.
