@@ -141,7 +141,7 @@ pub async fn refresh_once(
             .unwrap_or(body);
         anyhow::bail!("the collector answered {status}: {detail}");
     }
-    let answer: model::labels::NodeLabels = serde_json::from_slice(&resp.bytes().await?)
+    let answer: model::wire::v1::NodeLabels = serde_json::from_slice(&resp.bytes().await?)
         .map_err(|e| anyhow::anyhow!("the collector's answer is not node labels: {e}"))?;
     let now = SystemTime::now();
     let text = render(&answer.labels, now, now + lifetime(r.every))?;

@@ -123,7 +123,7 @@ pub struct NodeLabelsQuery {
     pub cluster: String,
 }
 
-pub use model::labels::NodeLabels;
+pub use model::wire::v1::NodeLabels;
 
 /// `GET /api/v1/nodes/{node}/labels?cluster=…`: the node's advisory labels from the newest
 /// stored analysis, for the agent token bound to that node.

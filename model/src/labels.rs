@@ -9,17 +9,6 @@
 
 use std::collections::BTreeMap;
 
-/// A node's advisory labels as the collector serves them to the node's agent
-/// (`GET /api/v1/nodes/{node}/labels`), which writes them to its Node Feature Discovery file.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
-pub struct NodeLabels {
-    pub node: String,
-    /// When the analysis the labels come from ran (RFC 3339).
-    pub analyzed: String,
-    /// `gpulens.io/…` labels; empty when the analysis says nothing about the node.
-    pub labels: BTreeMap<String, String>,
-}
-
 /// The namespace of advisory labels.
 pub const ADVISORY_PREFIX: &str = "gpulens.io/";
 /// How much of the node's GPU capacity its tenants use: idle | low | medium | high | unknown.

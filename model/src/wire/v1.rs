@@ -1,7 +1,8 @@
 //! Wire protocol version 1: one JSON batch per request (gzip-compressed on the wire).
 //!
 //! A batch carries the sending agent's identity, a per-agent-instance sequence number and
-//! one or more snapshots (sampling cycles). See docs/ingest.md for the full contract.
+//! one or more snapshots (sampling cycles). See docs/ingest.md for the full contract. The
+//! collector's answer to an agent asking for its node's labels is here too.
 
 use serde::{Deserialize, Serialize};
 
@@ -93,6 +94,17 @@ impl Snapshot {
             + self.allocations.len()
             + self.events.len()
     }
+}
+
+/// A node's advisory labels as the collector serves them to the node's agent
+/// (`GET /api/v1/nodes/{node}/labels`), which writes them to its Node Feature Discovery file.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct NodeLabels {
+    pub node: String,
+    /// When the analysis the labels come from ran (RFC 3339).
+    pub analyzed: String,
+    /// `gpulens.io/…` labels; empty when the analysis says nothing about the node.
+    pub labels: std::collections::BTreeMap<String, String>,
 }
 
 /// Why a batch was refused. The message names the offending field and value.
