@@ -16,6 +16,12 @@
 //! after its scrape was stored is dropped and counted. Per the remote-write spec, a request
 //! the collector cannot store now gets a 5xx (Prometheus retries it); a malformed or
 //! unauthorised one a 4xx (Prometheus drops it).
+//!
+//! A 2xx means the request's series are in the store: each request's DCGM series are
+//! journaled (`remote_write_journal`) before the answer, the first request after a start
+//! replays the journal into the buffer, and rows leave the journal once every sample in them
+//! is older than any scrape still waiting. Requests are taken one at a time, so a journal row
+//! and its samples in the buffer never part.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Mutex;
@@ -95,6 +101,8 @@ struct Host {
 #[derive(Debug, Default)]
 pub struct Receiver {
     hosts: Mutex<HashMap<(String, String), Host>>,
+    /// Held while a request is taken; true once the journal has been replayed.
+    replayed: tokio::sync::Mutex<bool>,
     pub late_samples: std::sync::atomic::AtomicU64,
     pub ignored_series: std::sync::atomic::AtomicU64,
 }
@@ -371,6 +379,15 @@ impl Receiver {
         out
     }
 
+    /// The oldest scrape still waiting, of any host (None: nothing waits).
+    fn oldest_waiting(&self) -> Option<i64> {
+        let hosts = self.hosts.lock().expect("remote-write hosts");
+        hosts
+            .values()
+            .filter_map(|h| h.scrapes.keys().next().copied())
+            .min()
+    }
+
     /// Forgets what a stored batch held.
     fn stored(&self, b: &Batch) {
         let mut hosts = self.hosts.lock().expect("remote-write hosts");
@@ -380,6 +397,44 @@ impl Receiver {
             h.stored_ts = Some(h.stored_ts.map_or(upto, |t| t.max(upto)));
         }
     }
+}
+
+/// The series of a request gpulens reads (DCGM fields of a host's GPU), each with its cluster
+/// in a `cluster` label, and the newest sample time among them; None when there are none.
+fn journal_form(req: &WriteRequest, default_cluster: &str) -> Option<(WriteRequest, i64)> {
+    let timeseries: Vec<TimeSeries> = req
+        .timeseries
+        .iter()
+        .filter(|ts| {
+            let ls = &ts.labels;
+            label(ls, "__name__").is_some_and(|n| n.starts_with("DCGM_FI_"))
+                && label(ls, "Hostname")
+                    .or_else(|| label(ls, "hostname"))
+                    .is_some()
+                && label(ls, "UUID").is_some()
+                && !ts.samples.is_empty()
+        })
+        .map(|ts| {
+            let mut ts = ts.clone();
+            if label(&ts.labels, "cluster").is_none() {
+                ts.labels.retain(|l| l.name != "cluster");
+                ts.labels.push(Label {
+                    name: "cluster".into(),
+                    value: default_cluster.to_owned(),
+                });
+            }
+            ts
+        })
+        .collect();
+    let newest = timeseries
+        .iter()
+        .flat_map(|ts| ts.samples.iter().map(|s| s.timestamp))
+        .max()?;
+    Some((WriteRequest { timeseries }, newest))
+}
+
+fn cluster_label(ls: &[Label]) -> String {
+    label(ls, "cluster").unwrap_or("default").to_owned()
 }
 
 /// Decodes a remote-write body: snappy block format, then protobuf.
@@ -433,12 +488,48 @@ pub async fn write(
             state.auth.authorize(cred, cluster, host)?;
         }
     }
+    let ignored = req.timeseries.len();
+    let taken = journal_form(&req, &default_cluster);
+    let rw = &state.remote_write;
+    let mut replayed = rw.replayed.lock().await;
     let now = crate::now_ms();
-    state.remote_write.take(
-        &req,
-        |ls| label(ls, "cluster").unwrap_or(&default_cluster).to_owned(),
-        now,
-    );
+    if !*replayed {
+        let rows = state.store.remote_write_journal().await?;
+        for (_, body) in &rows {
+            match decode(body, usize::MAX) {
+                Ok(r) => {
+                    rw.take(&r, cluster_label, now);
+                }
+                Err(e) => {
+                    tracing::error!(error = %e, "a remote-write journal row cannot be read; skipped")
+                }
+            }
+        }
+        if !rows.is_empty() {
+            tracing::info!(requests = rows.len(), "remote-write journal replayed");
+        }
+        *replayed = true;
+    }
+    match &taken {
+        Some((r, newest)) => {
+            let body = snap::raw::Encoder::new()
+                .compress_vec(&r.encode_to_vec())
+                .map_err(|e| ApiError::Internal(format!("compressing the journal row: {e}")))?;
+            state
+                .store
+                .journal_remote_write(now, *newest, &body)
+                .await?;
+            rw.take(r, cluster_label, now);
+            rw.ignored_series.fetch_add(
+                (ignored - r.timeseries.len()) as u64,
+                std::sync::atomic::Ordering::Relaxed,
+            );
+        }
+        None => {
+            rw.ignored_series
+                .fetch_add(ignored as u64, std::sync::atomic::Ordering::Relaxed);
+        }
+    }
     let limits = Limits {
         max_age_ms: i64::MAX / 4,
         ..Limits::default()
@@ -457,6 +548,11 @@ pub async fn write(
         state.latest.record(&b);
         state.remote_write.stored(&b);
     }
+    state
+        .store
+        .prune_remote_write_journal(rw.oldest_waiting())
+        .await?;
+    drop(replayed);
     Ok(StatusCode::NO_CONTENT)
 }
 

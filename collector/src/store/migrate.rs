@@ -50,6 +50,11 @@ pub const POSTGRES: &[Migration] = &[
         name: "0007_dcgm_field_counts.sql",
         sql: include_str!("../../../migrations/postgres/0007_dcgm_field_counts.sql"),
     },
+    Migration {
+        version: 8,
+        name: "0008_remote_write_journal.sql",
+        sql: include_str!("../../../migrations/postgres/0008_remote_write_journal.sql"),
+    },
 ];
 
 pub const SQLITE: &[Migration] = &[
@@ -87,6 +92,11 @@ pub const SQLITE: &[Migration] = &[
         version: 7,
         name: "0007_dcgm_field_counts.sql",
         sql: include_str!("../../../migrations/sqlite/0007_dcgm_field_counts.sql"),
+    },
+    Migration {
+        version: 8,
+        name: "0008_remote_write_journal.sql",
+        sql: include_str!("../../../migrations/sqlite/0008_remote_write_journal.sql"),
     },
 ];
 

@@ -7,6 +7,7 @@ pub mod label_actions;
 mod migrate;
 mod pgcopy;
 mod postgres;
+pub mod remote_write;
 pub mod reports;
 pub use model::rollup;
 pub mod series;
@@ -530,6 +531,27 @@ impl Store {
     /// Appends a step to a label action's audit trail.
     pub async fn add_label_step(&self, id: i64, step: &label_actions::LabelStep) -> Result<()> {
         dispatch!(self, s => s.add_label_step(id, step).await)
+    }
+
+    /// Journals one remote-write request's series before it is answered.
+    pub async fn journal_remote_write(
+        &self,
+        received_ms: i64,
+        newest_ts: i64,
+        body: &[u8],
+    ) -> Result<()> {
+        dispatch!(self, s => s.journal_remote_write(received_ms, newest_ts, body).await)
+    }
+
+    /// Every journaled remote-write request, oldest first: (received, body).
+    pub async fn remote_write_journal(&self) -> Result<Vec<(i64, Vec<u8>)>> {
+        dispatch!(self, s => s.remote_write_journal().await)
+    }
+
+    /// Deletes the journaled remote-write requests whose samples are all older than
+    /// `waiting_from` (all when None).
+    pub async fn prune_remote_write_journal(&self, waiting_from: Option<i64>) -> Result<u64> {
+        dispatch!(self, s => s.prune_remote_write_journal(waiting_from).await)
     }
 
     /// Every stored alert (pending, firing, recently resolved).

@@ -633,6 +633,7 @@ impl PgStore {
 
     super::label_actions::label_action_methods!(pool, pool, super::label_actions::numbered);
     super::alerts::alert_methods!(pool, pool, super::label_actions::numbered);
+    super::remote_write::journal_methods!(pool, pool, super::label_actions::numbered);
     super::reports::report_methods!(pool, pool, super::label_actions::numbered);
 
     pub async fn read_interference_minutes(

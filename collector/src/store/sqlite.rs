@@ -530,6 +530,7 @@ impl SqliteStore {
 
     super::label_actions::label_action_methods!(writer, reader, super::label_actions::same);
     super::alerts::alert_methods!(writer, reader, super::label_actions::same);
+    super::remote_write::journal_methods!(writer, reader, super::label_actions::same);
     super::reports::report_methods!(writer, reader, super::label_actions::same);
 
     pub async fn read_interference_minutes(

@@ -43,6 +43,7 @@ conformance!(
     retention_drops_old_data_per_resolution,
     missing_measurements_stay_null,
     alert_state_and_outbox_round_trip,
+    remote_write_journal_keeps_what_waits,
 );
 
 fn hour_ago(hours: i64) -> i64 {
@@ -764,4 +765,22 @@ async fn alert_state_and_outbox_round_trip(store: &Store) {
     let mut a = collector::alerts::Alerting::new(Default::default()).unwrap();
     let pass = a.pass(store).await.unwrap().unwrap();
     assert_eq!(pass.enqueued, 0);
+}
+
+async fn remote_write_journal_keeps_what_waits(store: &Store) {
+    for (i, newest) in [10_i64, 20, 30].into_iter().enumerate() {
+        store
+            .journal_remote_write(1_000 + i as i64, newest, &[i as u8, 0xff])
+            .await
+            .unwrap();
+    }
+    // Rows whose samples are all older than the oldest waiting scrape (20) go.
+    assert_eq!(store.prune_remote_write_journal(Some(20)).await.unwrap(), 1);
+    assert_eq!(
+        store.remote_write_journal().await.unwrap(),
+        [(1_001, vec![1, 0xff]), (1_002, vec![2, 0xff])]
+    );
+    // Nothing waits: everything goes.
+    assert_eq!(store.prune_remote_write_journal(None).await.unwrap(), 2);
+    assert!(store.remote_write_journal().await.unwrap().is_empty());
 }

@@ -272,3 +272,92 @@ async fn heavy_prometheus_remote_writes_dcgm_exporter_series_into_gpulens() {
         "{counts:?}"
     );
 }
+
+/// A 2xx means taken for good: when the collector restarts while a scrape waits to settle,
+/// the restarted one replays the journaled request and stores the scrape; the journal keeps
+/// only what still waits.
+#[tokio::test]
+async fn a_restart_loses_no_remote_written_sample() {
+    use axum::body::Body;
+    use axum::http::Request;
+    use collector::remote_write::{Label, Sample, TimeSeries, WriteRequest};
+    use prost::Message;
+    use tower::ServiceExt;
+
+    let t = crate::support::sqlite().await;
+    let collector = || {
+        let mut auth = Auth::default();
+        auth.add("rw-token", vec!["*".into()], Some("prod".into()));
+        AppState::new(
+            t.store.clone(),
+            auth,
+            Default::default(),
+            Retention::default(),
+            Default::default(),
+        )
+    };
+    let scrape = |ts: i64, util: f64| TimeSeries {
+        labels: [
+            ("__name__", "DCGM_FI_DEV_GPU_UTIL"),
+            ("Hostname", "n1"),
+            ("UUID", "GPU-5e0f0000-0000-0000-0000-000000000001"),
+            ("gpu", "0"),
+            ("modelName", "NVIDIA H100 80GB HBM3"),
+        ]
+        .into_iter()
+        .map(|(name, value)| Label {
+            name: name.into(),
+            value: value.into(),
+        })
+        .collect(),
+        samples: vec![Sample {
+            timestamp: ts,
+            value: util,
+        }],
+    };
+    let post = async |state: &AppState, series: Vec<TimeSeries>| {
+        let body = snap::raw::Encoder::new()
+            .compress_vec(&WriteRequest { timeseries: series }.encode_to_vec())
+            .unwrap();
+        let req = Request::post("/api/v1/write")
+            .header("authorization", "Bearer rw-token")
+            .header("content-encoding", "snappy")
+            .header("content-type", "application/x-protobuf")
+            .body(Body::from(body))
+            .unwrap();
+        router(state.clone()).oneshot(req).await.unwrap().status()
+    };
+    let t0 = collector::now_ms() - 300_000;
+    let first = collector();
+    assert_eq!(
+        post(&first, vec![scrape(t0, 40.0), scrape(t0 + 15_000, 60.0)]).await,
+        204
+    );
+    assert_eq!(
+        t.store.counts().await.unwrap().gpu_samples,
+        0,
+        "still waiting"
+    );
+    assert_eq!(t.store.remote_write_journal().await.unwrap().len(), 1);
+    drop(first);
+
+    // Restarted: a scrape 45 s later settles the two journaled ones.
+    let second = collector();
+    assert_eq!(post(&second, vec![scrape(t0 + 60_000, 80.0)]).await, 204);
+    assert_eq!(t.store.counts().await.unwrap().gpu_samples, 2);
+    let journal = t.store.remote_write_journal().await.unwrap();
+    assert_eq!(
+        journal.len(),
+        1,
+        "only the waiting scrape's request is kept"
+    );
+    let kept = collector::remote_write::decode(&journal[0].1, 1 << 20).unwrap();
+    assert_eq!(kept.timeseries[0].samples[0].timestamp, t0 + 60_000);
+    assert!(
+        kept.timeseries[0]
+            .labels
+            .iter()
+            .any(|l| l.name == "cluster" && l.value == "prod"),
+        "the token's cluster is kept with the series"
+    );
+}
