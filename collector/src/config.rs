@@ -42,7 +42,7 @@ pub struct Config {
     pub ingest: IngestConfig,
     #[serde(default)]
     pub teams: TeamsConfig,
-    /// How often rollups and retention run.
+    /// How often the background pass runs: remote-write settling, rollups, retention.
     #[serde(default = "default_rollup_every", deserialize_with = "duration")]
     pub rollup_every: Duration,
     /// Scheduled analysis: how often, over how much history, thresholds and prices.

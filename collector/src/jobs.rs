@@ -1,5 +1,6 @@
-//! Background work inside the collector: partitions ahead of time, rollups of minutes that
-//! received data, and retention. Runs on an interval; never on the ingest path.
+//! Background work inside the collector: partitions ahead of time, remote-written scrapes of
+//! quiet hosts (and the journal after a start), rollups of minutes that received data, and
+//! retention. Runs on an interval; never on the ingest path.
 
 use std::time::Duration;
 
@@ -8,10 +9,11 @@ use crate::server::AppState;
 /// Minutes younger than this are not rolled up yet: late samples may still arrive for them.
 pub const ROLLUP_GRACE_MS: i64 = 15_000;
 
-/// One pass: partitions, rollups, retention. Returns the rolled-up node-minutes.
+/// One pass: partitions, remote-write settling, rollups, retention. Returns the rolled-up node-minutes.
 pub async fn run_once(state: &AppState) -> anyhow::Result<usize> {
     let now = crate::now_ms();
     state.store.prepare_partitions(now).await?;
+    crate::remote_write::settle(state).await?;
     let stats = state
         .store
         .rollup(now - ROLLUP_GRACE_MS)

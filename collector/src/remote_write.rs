@@ -18,8 +18,8 @@
 //! unauthorised one a 4xx (Prometheus drops it).
 //!
 //! A 2xx means the request's series are in the store: each request's DCGM series are
-//! journaled (`remote_write_journal`) before the answer, the first request after a start
-//! replays the journal into the buffer, and rows leave the journal once every sample in them
+//! journaled (`remote_write_journal`) before the answer, the first request or background pass
+//! after a start replays the journal into the buffer, and rows leave the journal once every sample in them
 //! is older than any scrape still waiting. Requests are taken one at a time, so a journal row
 //! and its samples in the buffer never part.
 
@@ -452,6 +452,72 @@ pub fn decode(body: &[u8], max_decoded: usize) -> Result<WriteRequest, String> {
         .map_err(|e| format!("not a remote-write WriteRequest: {e}"))
 }
 
+/// After a start, takes the journaled requests back into the buffer (once).
+async fn replay(
+    state: &AppState,
+    replayed: &mut bool,
+    now: i64,
+) -> Result<(), crate::store::StoreError> {
+    if *replayed {
+        return Ok(());
+    }
+    let rows = state.store.remote_write_journal().await?;
+    for (received, body) in &rows {
+        match decode(body, usize::MAX) {
+            Ok(r) => {
+                // A host is quiet since its data last arrived, not since the replay.
+                state
+                    .remote_write
+                    .take(&r, cluster_label, (*received).min(now));
+            }
+            Err(e) => {
+                tracing::error!(error = %e, "a remote-write journal row cannot be read; skipped")
+            }
+        }
+    }
+    if !rows.is_empty() {
+        tracing::info!(requests = rows.len(), "remote-write journal replayed");
+    }
+    *replayed = true;
+    Ok(())
+}
+
+/// Stores every complete scrape, then drops the journal rows nothing waits for.
+async fn store_complete(state: &AppState, now: i64) -> Result<(), crate::store::StoreError> {
+    let limits = Limits {
+        max_age_ms: i64::MAX / 4,
+        ..Limits::default()
+    };
+    for b in state.remote_write.ready(now) {
+        if let Err(e) = b.validate(&limits, now) {
+            // A scrape gpulens cannot represent: drop it rather than block the host.
+            tracing::warn!(node = %b.node, error = %e, "remote-written scrape not stored");
+            state.remote_write.stored(&b);
+            continue;
+        }
+        state
+            .store
+            .ingest(&b, now, &|t| state.teams.team_of(t))
+            .await?;
+        state.latest.record(&b);
+        state.remote_write.stored(&b);
+    }
+    state
+        .store
+        .prune_remote_write_journal(state.remote_write.oldest_waiting())
+        .await?;
+    Ok(())
+}
+
+/// The background part (the collector's jobs pass): replays the journal after a start and
+/// stores the scrapes of hosts that went quiet, when no request comes to do it.
+pub async fn settle(state: &AppState) -> Result<(), crate::store::StoreError> {
+    let mut replayed = state.remote_write.replayed.lock().await;
+    let now = crate::now_ms();
+    replay(state, &mut replayed, now).await?;
+    store_complete(state, now).await
+}
+
 pub async fn write(
     State(state): State<AppState>,
     headers: HeaderMap,
@@ -493,23 +559,7 @@ pub async fn write(
     let rw = &state.remote_write;
     let mut replayed = rw.replayed.lock().await;
     let now = crate::now_ms();
-    if !*replayed {
-        let rows = state.store.remote_write_journal().await?;
-        for (_, body) in &rows {
-            match decode(body, usize::MAX) {
-                Ok(r) => {
-                    rw.take(&r, cluster_label, now);
-                }
-                Err(e) => {
-                    tracing::error!(error = %e, "a remote-write journal row cannot be read; skipped")
-                }
-            }
-        }
-        if !rows.is_empty() {
-            tracing::info!(requests = rows.len(), "remote-write journal replayed");
-        }
-        *replayed = true;
-    }
+    replay(&state, &mut replayed, now).await?;
     match &taken {
         Some((r, newest)) => {
             let body = snap::raw::Encoder::new()
@@ -530,28 +580,7 @@ pub async fn write(
                 .fetch_add(ignored as u64, std::sync::atomic::Ordering::Relaxed);
         }
     }
-    let limits = Limits {
-        max_age_ms: i64::MAX / 4,
-        ..Limits::default()
-    };
-    for b in state.remote_write.ready(now) {
-        if let Err(e) = b.validate(&limits, now) {
-            // A scrape gpulens cannot represent: drop it rather than block the host.
-            tracing::warn!(node = %b.node, error = %e, "remote-written scrape not stored");
-            state.remote_write.stored(&b);
-            continue;
-        }
-        state
-            .store
-            .ingest(&b, now, &|t| state.teams.team_of(t))
-            .await?;
-        state.latest.record(&b);
-        state.remote_write.stored(&b);
-    }
-    state
-        .store
-        .prune_remote_write_journal(rw.oldest_waiting())
-        .await?;
+    store_complete(&state, now).await?;
     drop(replayed);
     Ok(StatusCode::NO_CONTENT)
 }

@@ -274,8 +274,8 @@ async fn heavy_prometheus_remote_writes_dcgm_exporter_series_into_gpulens() {
 }
 
 /// A 2xx means taken for good: when the collector restarts while a scrape waits to settle,
-/// the restarted one replays the journaled request and stores the scrape; the journal keeps
-/// only what still waits.
+/// the restarted one replays the journaled request and stores the scrape, and its background
+/// pass stores a quiet host's journaled scrape without any request.
 #[tokio::test]
 async fn a_restart_loses_no_remote_written_sample() {
     use axum::body::Body;
@@ -296,11 +296,11 @@ async fn a_restart_loses_no_remote_written_sample() {
             Default::default(),
         )
     };
-    let scrape = |ts: i64, util: f64| TimeSeries {
+    let on = |host: &str, uuid: &str, ts: i64, util: f64| TimeSeries {
         labels: [
             ("__name__", "DCGM_FI_DEV_GPU_UTIL"),
-            ("Hostname", "n1"),
-            ("UUID", "GPU-5e0f0000-0000-0000-0000-000000000001"),
+            ("Hostname", host),
+            ("UUID", uuid),
             ("gpu", "0"),
             ("modelName", "NVIDIA H100 80GB HBM3"),
         ]
@@ -315,6 +315,8 @@ async fn a_restart_loses_no_remote_written_sample() {
             value: util,
         }],
     };
+    let scrape =
+        |ts: i64, util: f64| on("n1", "GPU-5e0f0000-0000-0000-0000-000000000001", ts, util);
     let post = async |state: &AppState, series: Vec<TimeSeries>| {
         let body = snap::raw::Encoder::new()
             .compress_vec(&WriteRequest { timeseries: series }.encode_to_vec())
@@ -360,4 +362,41 @@ async fn a_restart_loses_no_remote_written_sample() {
             .any(|l| l.name == "cluster" && l.value == "prod"),
         "the token's cluster is kept with the series"
     );
+    drop(second);
+
+    // A collector that stopped for good left a journaled scrape of a host that went quiet
+    // two minutes ago; the next one's background pass stores it without any request.
+    let mut quiet = on(
+        "n2",
+        "GPU-5e0f0000-0000-0000-0000-000000000002",
+        t0 + 100_000,
+        10.0,
+    );
+    quiet.labels.push(Label {
+        name: "cluster".into(),
+        value: "prod".into(),
+    });
+    let quiet = WriteRequest {
+        timeseries: vec![quiet],
+    };
+    let body = snap::raw::Encoder::new()
+        .compress_vec(&quiet.encode_to_vec())
+        .unwrap();
+    t.store
+        .journal_remote_write(collector::now_ms() - 120_000, t0 + 100_000, &body)
+        .await
+        .unwrap();
+    let third = collector();
+    collector::jobs::run_once(&third).await.unwrap();
+    assert_eq!(
+        t.store.counts().await.unwrap().gpu_samples,
+        3,
+        "n2's scrape"
+    );
+    // n1's newest scrape came seconds ago and still waits for the next; n2's row stays too,
+    // since rows go by sample time: only once nothing older than their samples waits.
+    let journal = t.store.remote_write_journal().await.unwrap();
+    assert_eq!(journal.len(), 2);
+    let kept = collector::remote_write::decode(&journal[0].1, 1 << 20).unwrap();
+    assert_eq!(kept.timeseries[0].samples[0].timestamp, t0 + 60_000);
 }
