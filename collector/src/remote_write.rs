@@ -18,10 +18,11 @@
 //! unauthorised one a 4xx (Prometheus drops it).
 //!
 //! A 2xx means the request's series are in the store: each request's DCGM series are
-//! journaled (`remote_write_journal`) before the answer, the first request or background pass
-//! after a start replays the journal into the buffer, and rows leave the journal once every sample in them
-//! is older than any scrape still waiting. Requests are taken one at a time, so a journal row
-//! and its samples in the buffer never part.
+//! journaled (`remote_write_journal`) before the answer; the first request or background
+//! pass after a start replays the journal into the buffer, skipping the scrapes stored before
+//! (each host's stream position); rows leave the journal once every sample in them is older
+//! than any scrape still waiting. Requests are taken one at a time, so a journal row and its
+//! samples in the buffer never part.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Mutex;
@@ -379,6 +380,16 @@ impl Receiver {
         out
     }
 
+    /// Takes up where the store left off: each host's newest stored scrape, so that replayed
+    /// samples of scrapes stored before are not stored again.
+    fn resume(&self, positions: &[(String, String, i64)]) {
+        let mut hosts = self.hosts.lock().expect("remote-write hosts");
+        for (cluster, node, seq) in positions {
+            let h = hosts.entry((cluster.clone(), node.clone())).or_default();
+            h.stored_ts = Some(h.stored_ts.map_or(*seq, |t| t.max(*seq)));
+        }
+    }
+
     /// The oldest scrape still waiting, of any host (None: nothing waits).
     fn oldest_waiting(&self) -> Option<i64> {
         let hosts = self.hosts.lock().expect("remote-write hosts");
@@ -461,20 +472,24 @@ async fn replay(
     if *replayed {
         return Ok(());
     }
+    let rw = &state.remote_write;
+    rw.resume(&state.store.stream_positions(AGENT_ID).await?);
+    // Samples of scrapes stored before the stop are skipped, not late.
+    let late = rw.late_samples.load(std::sync::atomic::Ordering::Relaxed);
     let rows = state.store.remote_write_journal().await?;
     for (received, body) in &rows {
         match decode(body, usize::MAX) {
             Ok(r) => {
                 // A host is quiet since its data last arrived, not since the replay.
-                state
-                    .remote_write
-                    .take(&r, cluster_label, (*received).min(now));
+                rw.take(&r, cluster_label, (*received).min(now));
             }
             Err(e) => {
                 tracing::error!(error = %e, "a remote-write journal row cannot be read; skipped")
             }
         }
     }
+    rw.late_samples
+        .store(late, std::sync::atomic::Ordering::Relaxed);
     if !rows.is_empty() {
         tracing::info!(requests = rows.len(), "remote-write journal replayed");
     }

@@ -543,6 +543,11 @@ impl Store {
         dispatch!(self, s => s.journal_remote_write(received_ms, newest_ts, body).await)
     }
 
+    /// Each (cluster, node, highest stored sequence) of an agent id's streams.
+    pub async fn stream_positions(&self, agent_id: &str) -> Result<Vec<(String, String, i64)>> {
+        dispatch!(self, s => s.stream_positions(agent_id).await)
+    }
+
     /// Every journaled remote-write request, oldest first: (received, body).
     pub async fn remote_write_journal(&self) -> Result<Vec<(i64, Vec<u8>)>> {
         dispatch!(self, s => s.remote_write_journal().await)

@@ -23,6 +23,19 @@ macro_rules! journal_methods {
             Ok(())
         }
 
+        /// Each (cluster, node, highest stored sequence) of an agent id's streams.
+        pub async fn stream_positions(&self, agent_id: &str) -> Result<Vec<(String, String, i64)>> {
+            let rows = sqlx::query(&$sql(
+                "SELECT cluster, node, last_seq FROM agent_streams WHERE agent_id = ?",
+            ))
+            .bind(agent_id)
+            .fetch_all(&self.$read)
+            .await?;
+            rows.iter()
+                .map(|r| Ok((r.try_get(0)?, r.try_get(1)?, r.try_get(2)?)))
+                .collect()
+        }
+
         /// Every journaled request, oldest first: (received, body).
         pub async fn remote_write_journal(&self) -> Result<Vec<(i64, Vec<u8>)>> {
             let rows =

@@ -399,4 +399,43 @@ async fn a_restart_loses_no_remote_written_sample() {
     assert_eq!(journal.len(), 2);
     let kept = collector::remote_write::decode(&journal[0].1, 1 << 20).unwrap();
     assert_eq!(kept.timeseries[0].samples[0].timestamp, t0 + 60_000);
+    drop(third);
+
+    // Much later, a collector finds n1's row again next to a sample of a scrape stored long
+    // ago (t0 + 15 s) and n2's stored row: it stores n1's waiting scrape and nothing twice,
+    // though both n1 scrapes would otherwise settle in one batch.
+    let mut again = kept;
+    let mut stored_before = scrape(t0 + 15_000, 60.0);
+    stored_before.labels.push(Label {
+        name: "cluster".into(),
+        value: "prod".into(),
+    });
+    again.timeseries.push(stored_before);
+    t.store.prune_remote_write_journal(None).await.unwrap();
+    let long_ago = collector::now_ms() - 120_000;
+    for (newest, body) in [
+        (t0 + 60_000, again.encode_to_vec()),
+        (t0 + 100_000, quiet.encode_to_vec()),
+    ] {
+        let body = snap::raw::Encoder::new().compress_vec(&body).unwrap();
+        t.store
+            .journal_remote_write(long_ago, newest, &body)
+            .await
+            .unwrap();
+    }
+    let fourth = collector();
+    collector::jobs::run_once(&fourth).await.unwrap();
+    assert_eq!(
+        t.store.counts().await.unwrap().gpu_samples,
+        4,
+        "only n1's t0 + 60 s"
+    );
+    assert!(t.store.remote_write_journal().await.unwrap().is_empty());
+    assert_eq!(
+        fourth
+            .remote_write
+            .late_samples
+            .load(std::sync::atomic::Ordering::Relaxed),
+        0
+    );
 }
