@@ -783,4 +783,13 @@ async fn remote_write_journal_keeps_what_waits(store: &Store) {
     // Nothing waits: everything goes.
     assert_eq!(store.prune_remote_write_journal(None).await.unwrap(), 2);
     assert!(store.remote_write_journal().await.unwrap().is_empty());
+    // Where a replay starts: the streams' stored positions.
+    let t0 = hour_ago(1);
+    let b = fleet().batch(0, "rw", 7, &[t0], 1000);
+    store.ingest(&b, t0, &no_team).await.unwrap();
+    assert_eq!(
+        store.stream_positions("rw").await.unwrap(),
+        [(b.cluster.clone(), b.node.clone(), 7)]
+    );
+    assert!(store.stream_positions("nobody").await.unwrap().is_empty());
 }
