@@ -20,8 +20,8 @@
 //! A 2xx means the request's series are in the store: each request's DCGM series are
 //! journaled (`remote_write_journal`) before the answer; the first request or background
 //! pass after a start replays the journal into the buffer, skipping the scrapes stored before
-//! (each host's stream position); rows leave the journal once every sample in them is older
-//! than any scrape still waiting. Requests are taken one at a time, so a journal row and its
+//! (each host's stream position); whenever scrapes are stored, rows whose samples are all
+//! older than any scrape still waiting leave the journal. Requests are taken one at a time, so a journal row and its
 //! samples in the buffer never part.
 
 use std::collections::{BTreeMap, HashMap};
@@ -115,6 +115,13 @@ fn label<'a>(ls: &'a [Label], name: &str) -> Option<&'a str> {
         .filter(|v| !v.is_empty())
 }
 
+/// A series gpulens reads: a DCGM field of a host's GPU. Its name, host and GPU UUID.
+fn dcgm_series(ls: &[Label]) -> Option<(&str, &str, &str)> {
+    let name = label(ls, "__name__").filter(|n| n.starts_with("DCGM_FI_"))?;
+    let host = label(ls, "Hostname").or_else(|| label(ls, "hostname"))?;
+    Some((name, host, label(ls, "UUID")?))
+}
+
 /// Compute slices of a MIG profile name: `1g.10gb` → 1 (of the GPU's seven).
 fn compute_slices(profile: &str) -> Option<u32> {
     profile.split('g').next()?.parse().ok()
@@ -200,20 +207,11 @@ impl Receiver {
         let mut taken = 0;
         for ts in &req.timeseries {
             let ls = &ts.labels;
-            let (Some(name), Some(host), Some(uuid)) = (
-                label(ls, "__name__"),
-                label(ls, "Hostname").or_else(|| label(ls, "hostname")),
-                label(ls, "UUID"),
-            ) else {
+            let Some((name, host, uuid)) = dcgm_series(ls) else {
                 self.ignored_series
                     .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 continue;
             };
-            if !name.starts_with("DCGM_FI_") {
-                self.ignored_series
-                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                continue;
-            }
             let gi = label(ls, "GPU_I_ID").and_then(|v| v.parse::<u32>().ok());
             let h = hosts.entry((cluster_of(ls), host.to_owned())).or_default();
             h.touched_ms = now_ms;
@@ -416,15 +414,7 @@ fn journal_form(req: &WriteRequest, default_cluster: &str) -> Option<(WriteReque
     let timeseries: Vec<TimeSeries> = req
         .timeseries
         .iter()
-        .filter(|ts| {
-            let ls = &ts.labels;
-            label(ls, "__name__").is_some_and(|n| n.starts_with("DCGM_FI_"))
-                && label(ls, "Hostname")
-                    .or_else(|| label(ls, "hostname"))
-                    .is_some()
-                && label(ls, "UUID").is_some()
-                && !ts.samples.is_empty()
-        })
+        .filter(|ts| dcgm_series(&ts.labels).is_some() && !ts.samples.is_empty())
         .map(|ts| {
             let mut ts = ts.clone();
             if label(&ts.labels, "cluster").is_none() {
@@ -497,13 +487,18 @@ async fn replay(
     Ok(())
 }
 
-/// Stores every complete scrape, then drops the journal rows nothing waits for.
+/// Stores every complete scrape, then drops the journal rows nothing waits for any more
+/// (only a stored scrape frees rows, so a call that stores none touches no row).
 async fn store_complete(state: &AppState, now: i64) -> Result<(), crate::store::StoreError> {
     let limits = Limits {
         max_age_ms: i64::MAX / 4,
         ..Limits::default()
     };
-    for b in state.remote_write.ready(now) {
+    let complete = state.remote_write.ready(now);
+    if complete.is_empty() {
+        return Ok(());
+    }
+    for b in complete {
         if let Err(e) = b.validate(&limits, now) {
             // A scrape gpulens cannot represent: drop it rather than block the host.
             tracing::warn!(node = %b.node, error = %e, "remote-written scrape not stored");
@@ -569,32 +564,26 @@ pub async fn write(
             state.auth.authorize(cred, cluster, host)?;
         }
     }
-    let ignored = req.timeseries.len();
+    let sent = req.timeseries.len();
     let taken = journal_form(&req, &default_cluster);
     let rw = &state.remote_write;
     let mut replayed = rw.replayed.lock().await;
     let now = crate::now_ms();
     replay(&state, &mut replayed, now).await?;
-    match &taken {
-        Some((r, newest)) => {
-            let body = snap::raw::Encoder::new()
-                .compress_vec(&r.encode_to_vec())
-                .map_err(|e| ApiError::Internal(format!("compressing the journal row: {e}")))?;
-            state
-                .store
-                .journal_remote_write(now, *newest, &body)
-                .await?;
-            rw.take(r, cluster_label, now);
-            rw.ignored_series.fetch_add(
-                (ignored - r.timeseries.len()) as u64,
-                std::sync::atomic::Ordering::Relaxed,
-            );
-        }
-        None => {
-            rw.ignored_series
-                .fetch_add(ignored as u64, std::sync::atomic::Ordering::Relaxed);
-        }
+    let mut kept = 0;
+    if let Some((r, newest)) = &taken {
+        let body = snap::raw::Encoder::new()
+            .compress_vec(&r.encode_to_vec())
+            .map_err(|e| ApiError::Internal(format!("compressing the journal row: {e}")))?;
+        state
+            .store
+            .journal_remote_write(now, *newest, &body)
+            .await?;
+        rw.take(r, cluster_label, now);
+        kept = r.timeseries.len();
     }
+    rw.ignored_series
+        .fetch_add((sent - kept) as u64, std::sync::atomic::Ordering::Relaxed);
     store_complete(&state, now).await?;
     drop(replayed);
     Ok(StatusCode::NO_CONTENT)

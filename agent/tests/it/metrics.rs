@@ -8,6 +8,9 @@ use std::time::Duration;
 
 use crate::delivery::{Proc, free_port, root, wait_until};
 
+#[path = "../../../tests/support/promtool.rs"]
+mod promtool;
+
 fn get(port: u16, path: &str, accept: &str) -> Option<String> {
     let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
     write!(
@@ -77,26 +80,9 @@ fn the_agents_metrics_pass_promtool() {
             .contains("content-type: text/plain; version=0.0.4"),
         "{head}"
     );
-    let mut child = Command::new("promtool")
-        .args(["check", "metrics"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(body.as_bytes())
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
-    assert!(
-        out.status.success(),
-        "promtool check metrics: {}{}\n{body}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
+    if let Err(e) = promtool::check_metrics(body) {
+        panic!("promtool check metrics: {e}\n{body}");
+    }
     let gpus = body
         .lines()
         .filter(|l| l.starts_with("gpulens_gpu_memory_total_bytes{"))

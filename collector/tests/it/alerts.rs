@@ -615,17 +615,7 @@ async fn a_real_alertmanager_takes_our_alerts_and_routes_them() {
         "pushed at once: Alertmanager groups"
     );
     // Alertmanager holds it.
-    let held: Value = serde_json::from_slice(
-        &http
-            .get(format!("{am}/api/v2/alerts"))
-            .send()
-            .await
-            .unwrap()
-            .bytes()
-            .await
-            .unwrap(),
-    )
-    .unwrap();
+    let held = crate::support::get_json(&http, &format!("{am}/api/v2/alerts")).await;
     let held = held.as_array().unwrap();
     assert_eq!(held.len(), 1, "{held:?}");
     assert_eq!(held[0]["labels"]["alertname"], "GpulensLabelRollback");

@@ -33,33 +33,8 @@ fn required(what: &str) {
     eprintln!("skipping: no {what} (run the suite with tests/run.sh)");
 }
 
-/// Runs `promtool check metrics` on a scrape; its complaints, if any.
-pub fn promtool(text: &str) -> Result<(), String> {
-    use std::io::Write;
-    let mut child = Command::new("promtool")
-        .args(["check", "metrics"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(text.as_bytes())
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
-    if out.status.success() {
-        Ok(())
-    } else {
-        Err(format!(
-            "{}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        ))
-    }
-}
+#[path = "../../../tests/support/promtool.rs"]
+mod promtool;
 
 #[tokio::test]
 async fn the_collectors_metrics_pass_promtool() {
@@ -121,7 +96,8 @@ async fn the_collectors_metrics_pass_promtool() {
     };
     let (ct, text) = scrape(None).await;
     assert!(ct.starts_with("text/plain; version=0.0.4"), "{ct}");
-    promtool(&text).unwrap_or_else(|e| panic!("promtool check metrics:\n{e}\n{text}"));
+    promtool::check_metrics(&text)
+        .unwrap_or_else(|e| panic!("promtool check metrics:\n{e}\n{text}"));
     for family in [
         "gpulens_ingest_batches_total{outcome=\"stored\"}",
         "gpulens_fleet_gpu_utilization_ratio{",
@@ -226,29 +202,12 @@ async fn heavy_prometheus_scrapes_the_demo_and_every_dashboard_panel_has_data() 
             .spawn()
             .unwrap(),
     );
-    let config = dir.path().join("prometheus.yml");
-    std::fs::write(
-        &config,
-        format!(
+    let (_prom, prom) = crate::support::prometheus(
+        &dir,
+        &format!(
             "global:\n  scrape_interval: 1s\nscrape_configs:\n  - job_name: gpulens\n    static_configs:\n      - targets: ['127.0.0.1:{demo_port}']\n"
         ),
-    )
-    .unwrap();
-    let prom_port = crate::support::free_port();
-    let _prom = crate::support::Killed(
-        Command::new("prometheus")
-            .arg(format!("--config.file={}", config.display()))
-            .arg(format!(
-                "--storage.tsdb.path={}",
-                dir.path().join("tsdb").display()
-            ))
-            .arg(format!("--web.listen-address=127.0.0.1:{prom_port}"))
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
     );
-    let prom = format!("http://127.0.0.1:{prom_port}");
     let http = ingest_client::http().build().unwrap();
     // The demo backfills, analyses, then streams; Prometheus scrapes it every second.
     let deadline = Instant::now() + Duration::from_secs(240);
@@ -270,17 +229,7 @@ async fn heavy_prometheus_scrapes_the_demo_and_every_dashboard_panel_has_data() 
         tokio::time::sleep(Duration::from_secs(1)).await;
     }
     // The scrape target is healthy.
-    let v: Value = serde_json::from_slice(
-        &http
-            .get(format!("{prom}/api/v1/targets"))
-            .send()
-            .await
-            .unwrap()
-            .bytes()
-            .await
-            .unwrap(),
-    )
-    .unwrap();
+    let v = crate::support::get_json(&http, &format!("{prom}/api/v1/targets")).await;
     assert_eq!(v["data"]["activeTargets"][0]["health"], "up", "{v}");
     // Every panel of every dashboard.
     let queries = panel_queries();

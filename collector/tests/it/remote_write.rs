@@ -142,27 +142,11 @@ async fn heavy_prometheus_remote_writes_dcgm_exporter_series_into_gpulens() {
     tokio::spawn(axum::serve(el, exporter).into_future());
 
     let dir = crate::support::TempDir::new("remote-write");
-    let config = dir.path().join("prometheus.yml");
-    std::fs::write(
-        &config,
-        format!(
+    let (_prom, _) = crate::support::prometheus(
+        &dir,
+        &format!(
             "global:\n  scrape_interval: 1s\n  external_labels:\n    cluster: prod\nscrape_configs:\n  - job_name: dcgm-exporter\n    honor_labels: true\n    static_configs:\n      - targets: ['{exporter_addr}']\nremote_write:\n  - url: {collector}/api/v1/write\n    authorization:\n      credentials: rw-token-123\n    queue_config:\n      batch_send_deadline: 1s\n      min_backoff: 100ms\n"
         ),
-    )
-    .unwrap();
-    let port = crate::support::free_port();
-    let _prom = crate::support::Killed(
-        std::process::Command::new("prometheus")
-            .arg(format!("--config.file={}", config.display()))
-            .arg(format!(
-                "--storage.tsdb.path={}",
-                dir.path().join("tsdb").display()
-            ))
-            .arg(format!("--web.listen-address=127.0.0.1:{port}"))
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .unwrap(),
     );
     // Scrapes settle once a newer one is 30 s ahead: both hosts appear after about that.
     let deadline = Instant::now() + Duration::from_secs(150);

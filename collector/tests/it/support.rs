@@ -291,12 +291,38 @@ pub fn no_team(_: &model::Tenant) -> Option<String> {
     None
 }
 
+/// GETs `url` and parses the answer as JSON (a test's view of another server's API).
+pub async fn get_json(http: &reqwest::Client, url: &str) -> serde_json::Value {
+    let body = http.get(url).send().await.unwrap().bytes().await.unwrap();
+    serde_json::from_slice(&body).unwrap_or_else(|e| panic!("{url}: not JSON: {e}"))
+}
+
 #[path = "../../../tests/support/ports.rs"]
 mod ports;
 pub use ports::free_port;
 
 /// A child process killed (and reaped) when the test ends, however it ends.
 pub struct Killed(pub std::process::Child);
+
+/// Starts a Prometheus server with `config` (YAML), its data under `dir`; the process and its
+/// base URL.
+pub fn prometheus(dir: &TempDir, config: &str) -> (Killed, String) {
+    let file = dir.path().join("prometheus.yml");
+    std::fs::write(&file, config).unwrap();
+    let port = free_port();
+    let child = Command::new("prometheus")
+        .arg(format!("--config.file={}", file.display()))
+        .arg(format!(
+            "--storage.tsdb.path={}",
+            dir.path().join("tsdb").display()
+        ))
+        .arg(format!("--web.listen-address=127.0.0.1:{port}"))
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    (Killed(child), format!("http://127.0.0.1:{port}"))
+}
 
 impl Drop for Killed {
     fn drop(&mut self) {
