@@ -67,6 +67,8 @@ export GPULENS_REQUIRE_PG=1
 export GPULENS_REQUIRE_ALERTMANAGER=1
 export GPULENS_REQUIRE_BROWSER=1
 export GPULENS_REQUIRE_PROMETHEUS=1
+# The agent's full-disk test mounts a small tmpfs, which needs root (as CI runs).
+if [ "$(id -u)" = 0 ]; then export GPULENS_REQUIRE_MOUNT=1; fi
 
 log "building the workspace (the fake NVML cdylib and the binaries the end-to-end tests run)"
 cargo build --quiet --workspace

@@ -6,6 +6,7 @@
 pub mod attribution;
 pub mod backend;
 pub mod bench;
+pub mod bench_recovery;
 pub mod dcgm;
 pub mod kubelet;
 pub mod metrics;
@@ -13,5 +14,7 @@ pub mod nfd;
 pub mod nvml;
 pub mod report;
 pub mod runner;
+pub mod schedule;
 pub mod shipper;
 pub mod spool;
+pub mod standin;

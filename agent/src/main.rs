@@ -41,6 +41,12 @@ enum Command {
         /// counted in gpulens_agent_batches_dropped_total{reason="spool_full"}).
         #[arg(long, default_value_t = 256 * 1024 * 1024)]
         spool_max_bytes: u64,
+        /// Share of the state directory's filesystem (percent) the spool always leaves free:
+        /// the spool caps itself below --spool-max-bytes when the disk is short of room. The
+        /// default stays above the kubelet's 10 % eviction threshold. A write that still meets
+        /// a full disk drops the oldest batches (reason="disk_full"); the agent keeps sampling.
+        #[arg(long, default_value_t = agent::spool::Limits::DEFAULT_MIN_FREE_PERCENT, value_parser = clap::value_parser!(u8).range(0..=90))]
+        spool_min_free_percent: u8,
         /// Address for /metrics and /healthz ("off" to disable).
         #[arg(long, default_value = "127.0.0.1:9402")]
         listen: String,
@@ -69,6 +75,22 @@ enum Command {
         #[arg(long, default_value_t = 2000)]
         cycles: u32,
         /// The sampling interval the share of a core is computed for.
+        #[arg(long, default_value = "1s", value_parser = humantime_ms)]
+        interval: u64,
+    },
+    /// Measure how fast the backlog drains after a collector outage: the real runner ships to a
+    /// stand-in collector on 127.0.0.1 that goes down for --outage and comes back; prints each
+    /// round's drain time and how many times faster than real time the outage was caught up.
+    BenchRecovery {
+        #[command(flatten)]
+        source: Source,
+        /// How long the collector stays down in each round.
+        #[arg(long, default_value = "30s", value_parser = humantime_ms)]
+        outage: u64,
+        /// Rounds to run (the median is reported).
+        #[arg(long, default_value_t = 3)]
+        rounds: u32,
+        /// The sampling interval.
         #[arg(long, default_value = "1s", value_parser = humantime_ms)]
         interval: u64,
     },
@@ -261,6 +283,33 @@ async fn run(command: Command) -> anyhow::Result<()> {
             println!("  peak RSS (VmHWM):     {:>8.1} MiB", r.peak_rss_mib);
             Ok(())
         }
+        Command::BenchRecovery {
+            source,
+            outage,
+            rounds,
+            interval,
+        } => {
+            let outage = std::time::Duration::from_millis(outage);
+            println!(
+                "backlog drain after a {} s outage, sampling every {interval} ms ({rounds} rounds)",
+                outage.as_secs_f64()
+            );
+            let mut ratios = Vec::new();
+            for n in 1..=rounds.max(1) {
+                let r = agent::bench_recovery::round(backend(&source)?, outage, interval).await?;
+                println!(
+                    "  round {n}: drained {} batches in {:.2} s after the return: {:.1}x real time ({} lost)",
+                    r.backlog_batches,
+                    r.drain.as_secs_f64(),
+                    r.ratio(),
+                    r.missing
+                );
+                ratios.push(r.ratio());
+            }
+            ratios.sort_by(f64::total_cmp);
+            println!("  median: {:.1}x real time", ratios[ratios.len() / 2]);
+            Ok(())
+        }
         Command::Run {
             source,
             collector,
@@ -268,6 +317,7 @@ async fn run(command: Command) -> anyhow::Result<()> {
             state_dir,
             interval,
             spool_max_bytes,
+            spool_min_free_percent,
             listen,
             dcgm_url,
             seq_block,
@@ -287,6 +337,7 @@ async fn run(command: Command) -> anyhow::Result<()> {
                 state_dir,
                 interval_ms: interval,
                 spool_max_bytes,
+                spool_min_free_percent,
                 listen,
                 dcgm_url,
                 seq_block,

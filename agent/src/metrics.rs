@@ -42,7 +42,15 @@ pub enum Sampler {
 /// Why a batch left the spool without being stored.
 #[derive(Debug, Clone, Copy, Hash, PartialEq, Eq)]
 pub enum DropReason {
+    /// The spool reached its cap (configured, or what the filesystem can take).
     SpoolFull,
+    /// A write met a full filesystem.
+    DiskFull,
+    /// A spooled record failed its checksum.
+    Damaged,
+    /// The spool could not be written for another reason (permissions, a broken disk).
+    SpoolError,
+    /// The collector refused the batch outright.
     Rejected,
 }
 
@@ -64,6 +72,9 @@ impl EncodeLabelValue for DropReason {
             e,
             match self {
                 DropReason::SpoolFull => "spool_full",
+                DropReason::DiskFull => "disk_full",
+                DropReason::Damaged => "damaged",
+                DropReason::SpoolError => "spool_error",
                 DropReason::Rejected => "rejected",
             },
         )
@@ -99,6 +110,12 @@ pub struct AgentMetrics {
     pub send_failures: Counter,
     pub dropped: Family<DropLabels, Counter>,
     pub xid_errors: Counter,
+    pub spool_cap_bytes: Gauge,
+    pub disk_full: Gauge,
+    pub samples_missed: Counter,
+    pub samples_late: Counter,
+    /// The spool's drop counts already added to `dropped` (the spool counts since it opened).
+    published_drops: std::sync::Mutex<crate::spool::Dropped>,
 }
 
 impl AgentMetrics {
@@ -212,8 +229,37 @@ impl AgentMetrics {
             None::<Unit>,
             Counter::default()
         );
+        let spool_cap_bytes = reg!(
+            "agent_spool_cap",
+            "The spool's cap in force: --spool-max-bytes, or less when the filesystem is short of room",
+            Some(Unit::Bytes),
+            Gauge::default()
+        );
+        let disk_full = reg!(
+            "agent_disk_full",
+            "Whether the state directory's filesystem is full for the spool (1): writes fail with ENOSPC, or free space is below the reserve (--spool-min-free-percent)",
+            None::<Unit>,
+            Gauge::default()
+        );
+        let samples_missed = reg!(
+            "agent_samples_missed",
+            "Sampling slots that passed without a sample (a cycle longer than the interval, a stalled process, a clock jump)",
+            None::<Unit>,
+            Counter::default()
+        );
+        let samples_late = reg!(
+            "agent_samples_late",
+            "Samples taken more than a quarter interval after their slot began",
+            None::<Unit>,
+            Counter::default()
+        );
         AgentMetrics {
             registry: r,
+            spool_cap_bytes,
+            disk_full,
+            samples_missed,
+            samples_late,
+            published_drops: Default::default(),
             gpu_util,
             gpu_sm_active,
             gpu_mem_used,
@@ -301,10 +347,28 @@ impl AgentMetrics {
             .inc_by(snap.events.iter().filter(|e| e.kind == "xid").count() as u64);
     }
 
-    /// Publishes the spool's size after any change to it.
+    /// Publishes the spool's size, cap and drops after any change to it.
     pub fn record_spool(&self, spool: &crate::spool::Spool) {
         self.spool_bytes.set(spool.disk_bytes() as i64);
         self.spool_backlog_bytes.set(spool.backlog_bytes() as i64);
+        self.spool_cap_bytes.set(spool.cap_bytes() as i64);
+        self.disk_full.set(i64::from(spool.disk_is_full()));
+        let now = spool.dropped;
+        let mut seen = self.published_drops.lock().expect("published drops");
+        let publish = |reason, now: u64, seen: &mut u64| {
+            if now > *seen {
+                self.count_drop(reason, now - *seen);
+                *seen = now;
+            }
+        };
+        publish(DropReason::SpoolFull, now.spool_full, &mut seen.spool_full);
+        publish(DropReason::DiskFull, now.disk_full, &mut seen.disk_full);
+        publish(DropReason::Damaged, now.damaged, &mut seen.damaged);
+    }
+
+    /// Counts batches lost for `reason`.
+    pub fn count_drop(&self, reason: DropReason, n: u64) {
+        self.dropped.get_or_create(&DropLabels { reason }).inc_by(n);
     }
 
     pub fn encode(&self) -> String {

@@ -1,6 +1,7 @@
-//! `gpulens-agent run`: a sampling task writes every batch to the disk spool first; a sending
-//! task drains the spool in order, retrying with backoff (honouring Retry-After) until the
-//! collector acknowledges, dropping only what the collector refuses outright. A small HTTP
+//! `gpulens-agent run`: a sampling task takes one sample per slot of the [`Schedule`] and
+//! writes every batch to the disk spool first; a sending task drains the spool in order,
+//! retrying with a short jittered backoff (honouring Retry-After) until the collector
+//! acknowledges, dropping only what the collector refuses outright. A small HTTP
 //! server serves `/metrics` and `/healthz` from the last cycle.
 
 use std::net::SocketAddr;
@@ -13,9 +14,10 @@ use tokio::sync::Notify;
 
 use crate::backend::GpuBackend;
 use crate::dcgm::Dcgm;
-use crate::metrics::{AgentMetrics, DropLabels, DropReason, Sampler, SamplerLabels};
-use crate::shipper::{AgentState, build_batch, now_ms};
-use crate::spool::Spool;
+use crate::metrics::{AgentMetrics, DropReason, Sampler, SamplerLabels};
+use crate::schedule::{Clock, Schedule, Slot, SystemClock, Wake};
+use crate::shipper::{AgentState, build_batch, is_disk_full_error, now_ms};
+use crate::spool::{Limits, Spool};
 
 /// How the agent runs.
 #[derive(Debug, Clone)]
@@ -25,6 +27,8 @@ pub struct RunConfig {
     pub state_dir: PathBuf,
     pub interval_ms: u64,
     pub spool_max_bytes: u64,
+    /// Share of the state directory's filesystem the spool leaves free (percent).
+    pub spool_min_free_percent: u8,
     pub listen: Option<SocketAddr>,
     pub dcgm_url: Option<String>,
     /// Sequence numbers reserved per write of the state file.
@@ -54,25 +58,30 @@ pub async fn kubelet_assignments(
     }
 }
 
-pub async fn run(mut backend: Box<dyn GpuBackend>, cfg: RunConfig) -> anyhow::Result<()> {
-    let mut state = AgentState::load_with_block(Some(&cfg.state_dir), cfg.seq_block)?;
-    let spool = Arc::new(Mutex::new(Spool::open(
+pub async fn run(backend: Box<dyn GpuBackend>, cfg: RunConfig) -> anyhow::Result<()> {
+    let state = AgentState::load_with_block(Some(&cfg.state_dir), cfg.seq_block)?;
+    let spool = Arc::new(Mutex::new(Spool::open_with(
         &cfg.state_dir.join("spool"),
-        cfg.spool_max_bytes,
+        Limits {
+            max_bytes: cfg.spool_max_bytes,
+            min_free_percent: cfg.spool_min_free_percent,
+        },
     )?));
     let metrics = Arc::new(AgentMetrics::new());
+    metrics.record_spool(&spool.lock().expect("spool"));
     let wake = Arc::new(Notify::new());
     let client = Client::new(&cfg.collector, &cfg.token)?;
     let (cluster, node) = {
         let (c, n) = backend.identity();
         (c.to_owned(), n.to_owned())
     };
-    tracing::info!(%cluster, %node, agent_id = %state.agent_id, next_seq = state.next_seq, interval_ms = cfg.interval_ms, "agent running");
+    tracing::info!(%cluster, %node, agent_id = %state.agent_id, next_seq = state.next_seq, interval_ms = cfg.interval_ms, spool_cap_bytes = spool.lock().expect("spool").cap_bytes(), "agent running");
     tokio::spawn(send_loop(
         client,
         spool.clone(),
         metrics.clone(),
         wake.clone(),
+        Retry::default(),
     ));
     if let Some(dir) = &cfg.nfd_dir {
         tokio::spawn(crate::nfd::refresh_forever(crate::nfd::Refresh {
@@ -90,7 +99,7 @@ pub async fn run(mut backend: Box<dyn GpuBackend>, cfg: RunConfig) -> anyhow::Re
             .map_err(|e| anyhow::anyhow!("cannot listen on {addr}: {e}"))?;
         tokio::spawn(serve_metrics(listener, metrics.clone()));
     }
-    let mut dcgm = match &cfg.dcgm_url {
+    let dcgm = match &cfg.dcgm_url {
         Some(url) => Some(Dcgm::new(
             url,
             Duration::from_millis(cfg.interval_ms * 5).max(Duration::from_secs(5)),
@@ -117,62 +126,179 @@ pub async fn run(mut backend: Box<dyn GpuBackend>, cfg: RunConfig) -> anyhow::Re
     } else {
         tracing::info!(socket = %cfg.pod_resources_socket.display(), "no kubelet pod-resources socket; pods are attributed from cgroups only");
     }
-    let mut tick = tokio::time::interval(Duration::from_millis(cfg.interval_ms));
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
-    loop {
-        tick.tick().await;
-        // Instants sit on a grid (the interval, at most a second) so nodes line up; an instant
-        // already sampled (by this run or before a restart) is never sampled again.
-        let now = now_ms();
-        let ts = now - now.rem_euclid((cfg.interval_ms as i64).min(1000));
-        if ts <= state.last_ts {
-            continue;
+    let mut sampling = Sampling {
+        backend,
+        state,
+        spool,
+        metrics,
+        wake,
+        dcgm,
+        assignments,
+        cluster,
+        node,
+        interval_ms: cfg.interval_ms,
+    };
+    sampling.run(&SystemClock, None).await
+}
+
+/// The sampling side of a running agent: one sample per slot of the [`Schedule`], each turned
+/// into a batch and appended to the spool.
+pub struct Sampling {
+    pub backend: Box<dyn GpuBackend>,
+    pub state: AgentState,
+    pub spool: Arc<Mutex<Spool>>,
+    pub metrics: Arc<AgentMetrics>,
+    pub wake: Arc<Notify>,
+    pub dcgm: Option<Dcgm>,
+    pub assignments: Arc<Mutex<Option<crate::kubelet::Assignments>>>,
+    pub cluster: String,
+    pub node: String,
+    pub interval_ms: u64,
+}
+
+impl Sampling {
+    /// Samples every slot of `clock` until the slot `until_ts` (never, when None).
+    pub async fn run(&mut self, clock: &dyn Clock, until_ts: Option<i64>) -> anyhow::Result<()> {
+        let resumed = (self.state.last_ts > 0).then_some(self.state.last_ts);
+        let mut schedule = Schedule::new(self.interval_ms, resumed);
+        let mut misses = MissLog::default();
+        loop {
+            let now = clock.now_ms();
+            let slot = match schedule.wake(now) {
+                Wake::Wait(d) => {
+                    clock.sleep(d).await;
+                    continue;
+                }
+                Wake::Sample(slot) => slot,
+            };
+            if until_ts.is_some_and(|u| slot.ts >= u) {
+                return Ok(());
+            }
+            if let Some(last) = resumed.filter(|_| misses.first) {
+                let gap = (slot.ts - last) / schedule.interval_ms() - 1;
+                if gap > 0 {
+                    tracing::info!(
+                        slots = gap,
+                        "resuming: slots that passed while the agent was stopped have no samples"
+                    );
+                }
+            }
+            misses.note(&self.metrics, slot, schedule.interval_ms(), now);
+            self.cycle(slot.ts).await;
+            clock.sleep(schedule.until_next(clock.now_ms())).await;
         }
-        if let Some(a) = assignments.lock().expect("assignments").take() {
-            backend.set_assignments(a);
+    }
+
+    /// Samples the slot `ts` and spools the batch. Nothing here stops the agent: a failed
+    /// sample or a spool that cannot take the batch is logged and counted, and the next slot
+    /// comes as usual.
+    async fn cycle(&mut self, ts: i64) {
+        self.state.mark_sampled(ts);
+        if let Some(a) = self.assignments.lock().expect("assignments").take() {
+            self.backend.set_assignments(a);
         }
         let started = Instant::now();
-        let cycle = backend.sample(ts);
-        observe(&metrics, Sampler::Gpu, started, cycle.is_ok());
+        let cycle = self.backend.sample(ts);
+        observe(&self.metrics, Sampler::Gpu, started, cycle.is_ok());
         let (mut snapshot, tenants) = match cycle {
             Ok(c) => c,
             Err(e) => {
                 tracing::warn!(error = %e, "sampling failed; trying again next interval");
-                continue;
+                return;
             }
         };
-        if let Some(d) = dcgm.as_mut() {
+        if let Some(d) = self.dcgm.as_mut() {
             let started = Instant::now();
             let ok = d.refresh().await;
-            observe(&metrics, Sampler::Dcgm, started, ok);
+            observe(&self.metrics, Sampler::Dcgm, started, ok);
             if let Some(readings) = d.current() {
                 crate::dcgm::apply(&mut snapshot, readings);
             }
         }
-        let inventory = backend.inventory();
-        metrics.record(&node, &inventory, &snapshot);
-        let batch = build_batch(
-            &cluster,
-            &node,
-            &mut state,
-            cfg.interval_ms as u32,
+        let inventory = self.backend.inventory();
+        self.metrics.record(&self.node, &inventory, &snapshot);
+        let batch = match build_batch(
+            &self.cluster,
+            &self.node,
+            &mut self.state,
+            self.interval_ms as u32,
             inventory,
             vec![(snapshot, tenants)],
-        )?;
-        let body = Client::encode(&batch)?;
+        ) {
+            Ok(b) => b,
+            Err(e) => {
+                let reason = if is_disk_full_error(&e) {
+                    DropReason::DiskFull
+                } else {
+                    DropReason::SpoolError
+                };
+                tracing::error!(error = %e, "cannot number the batch; this sample is lost");
+                self.metrics.count_drop(reason, 1);
+                return;
+            }
+        };
+        let body = match Client::encode(&batch) {
+            Ok(b) => b,
+            Err(e) => {
+                tracing::error!(error = %e, "cannot encode the batch; this sample is lost");
+                self.metrics.count_drop(DropReason::SpoolError, 1);
+                return;
+            }
+        };
         {
-            let mut s = spool.lock().expect("spool");
-            let before = s.dropped_records;
-            s.append(batch.seq, &body)?;
-            metrics
-                .dropped
-                .get_or_create(&DropLabels {
-                    reason: DropReason::SpoolFull,
-                })
-                .inc_by(s.dropped_records - before);
-            metrics.record_spool(&s);
+            let mut s = self.spool.lock().expect("spool");
+            if let Err(e) = s.append(batch.seq, &body) {
+                tracing::error!(error = %e, seq = batch.seq, "cannot spool the batch; it is lost");
+                self.metrics.count_drop(DropReason::SpoolError, 1);
+            }
+            self.metrics.record_spool(&s);
         }
-        wake.notify_one();
+        self.wake.notify_one();
+    }
+}
+
+/// Counts late samples and missed slots; logs missed slots at most once a minute, with how
+/// many since the last line.
+#[derive(Debug)]
+struct MissLog {
+    first: bool,
+    unlogged: u64,
+    logged_at: Option<i64>,
+}
+
+impl Default for MissLog {
+    fn default() -> Self {
+        MissLog {
+            first: true,
+            unlogged: 0,
+            logged_at: None,
+        }
+    }
+}
+
+impl MissLog {
+    fn note(&mut self, metrics: &AgentMetrics, slot: Slot, interval_ms: i64, now: i64) {
+        self.first = false;
+        if slot.is_late(interval_ms) {
+            metrics.samples_late.inc();
+            tracing::debug!(
+                ts = slot.ts,
+                late_ms = slot.late_ms,
+                "sample taken late in its slot"
+            );
+        }
+        metrics.samples_missed.inc_by(slot.missed);
+        self.unlogged += slot.missed;
+        if self.unlogged > 0 && self.logged_at.is_none_or(|t| now - t >= 60_000) {
+            tracing::warn!(
+                missed = self.unlogged,
+                ts = slot.ts,
+                late_ms = slot.late_ms,
+                "sampling slots passed without a sample (a cycle took longer than the interval, the process stalled, or the clock jumped); counted in gpulens_agent_samples_missed_total"
+            );
+            self.unlogged = 0;
+            self.logged_at = Some(now);
+        }
     }
 }
 
@@ -185,17 +311,51 @@ fn observe(metrics: &AgentMetrics, sampler: Sampler, started: Instant, ok: bool)
     metrics.sampler_success.get_or_create(&l).set(i64::from(ok));
 }
 
+/// How the sender waits after a failed delivery.
+#[derive(Debug, Clone, Copy)]
+pub struct Retry {
+    pub initial: Duration,
+    /// The longest wait between attempts (before jitter). Kept short so that a collector that
+    /// comes back is noticed within seconds; an attempt against a collector that is down costs
+    /// a refused connection, no body.
+    pub max: Duration,
+}
+
+impl Default for Retry {
+    fn default() -> Self {
+        Retry {
+            initial: Duration::from_millis(200),
+            max: Duration::from_secs(2),
+        }
+    }
+}
+
+/// `d` ± 25 %, so agents that lost the collector together do not retry in lockstep.
+fn jittered(d: Duration, rng: &mut u64) -> Duration {
+    *rng ^= *rng << 13;
+    *rng ^= *rng >> 7;
+    *rng ^= *rng << 17;
+    let factor = 0.75 + (*rng % 1000) as f64 / 2000.0;
+    d.mul_f64(factor)
+}
+
 /// Delivers spooled batches in order, one at a time.
 async fn send_loop(
     client: Client,
     spool: Arc<Mutex<Spool>>,
     metrics: Arc<AgentMetrics>,
     wake: Arc<Notify>,
+    retry: Retry,
 ) {
-    let initial = Duration::from_millis(200);
-    let mut delay = initial;
+    let mut delay = retry.initial;
+    let mut rng = (now_ms() as u64) ^ (u64::from(std::process::id()) << 32) | 1;
     loop {
-        let next = spool.lock().expect("spool").peek();
+        let next = {
+            let mut s = spool.lock().expect("spool");
+            let next = s.peek();
+            metrics.record_spool(&s);
+            next
+        };
         let record = match next {
             Ok(Some(r)) => r,
             Ok(None) => {
@@ -210,7 +370,7 @@ async fn send_loop(
         };
         match client.send_encoded(record.body).await {
             Ok(_) => {
-                delay = initial;
+                delay = retry.initial;
                 metrics.batches_sent.inc();
                 let mut s = spool.lock().expect("spool");
                 if let Err(e) = s.commit(record.next) {
@@ -223,20 +383,21 @@ async fn send_loop(
                 retry_after,
             }) => {
                 metrics.send_failures.inc();
-                let wait = retry_after.map_or(delay, |r| r.max(delay));
+                {
+                    let mut s = spool.lock().expect("spool");
+                    s.release();
+                    metrics.record_spool(&s);
+                }
+                // The collector's own word wins; otherwise a short, jittered backoff.
+                let wait = retry_after.unwrap_or_else(|| jittered(delay, &mut rng));
                 tracing::warn!(seq = record.seq, error = %message, ?wait, "collector unavailable; batch stays in the spool");
                 tokio::time::sleep(wait).await;
-                delay = (delay * 2).min(Duration::from_secs(30));
+                delay = (delay * 2).min(retry.max);
             }
             Err(e) => {
                 // Refused outright (4xx other than 408/429): sending it again cannot help.
                 tracing::error!(seq = record.seq, error = %e, "collector refused a batch; dropped");
-                metrics
-                    .dropped
-                    .get_or_create(&DropLabels {
-                        reason: DropReason::Rejected,
-                    })
-                    .inc();
+                metrics.count_drop(DropReason::Rejected, 1);
                 let mut s = spool.lock().expect("spool");
                 if let Err(e) = s.commit(record.next) {
                     tracing::error!(error = %e, "cannot advance the spool cursor");
@@ -280,5 +441,109 @@ async fn serve_metrics(listener: tokio::net::TcpListener, metrics: Arc<AgentMetr
         .route("/healthz", get(|| async { "ok\n" }));
     if let Err(e) = axum::serve(listener, app).await {
         tracing::error!(error = %e, "metrics server stopped");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::future::Future;
+    use std::io::Read;
+    use std::pin::Pin;
+    use std::sync::atomic::{AtomicI64, Ordering};
+
+    use super::*;
+    use crate::backend::SimulatedBackend;
+
+    /// A wall clock whose sleeps end `early_ms` before the requested time plus up to 5 ms of
+    /// jitter — the tick phase pinned at .997 s that lost seconds before — and that takes no real
+    /// time, so ten minutes run in a moment.
+    struct PinnedClock {
+        now: AtomicI64,
+        early_ms: i64,
+        rng: Mutex<u64>,
+    }
+
+    impl Clock for PinnedClock {
+        fn now_ms(&self) -> i64 {
+            self.now.load(Ordering::SeqCst)
+        }
+
+        fn sleep(&self, d: Duration) -> Pin<Box<dyn Future<Output = ()> + Send + '_>> {
+            let mut r = self.rng.lock().unwrap();
+            *r ^= *r << 13;
+            *r ^= *r >> 7;
+            *r ^= *r << 17;
+            let jitter = (*r % 6) as i64;
+            let ms = d.as_millis() as i64;
+            // The phase error is a property of long sleeps; a sleep of a few ms only jitters.
+            let advance = if ms >= 50 {
+                ms - self.early_ms + jitter
+            } else {
+                ms + jitter % 3
+            };
+            self.now.fetch_add(advance.max(0), Ordering::SeqCst);
+            Box::pin(async {})
+        }
+    }
+
+    fn spooled_timestamps(spool: &mut Spool) -> Vec<i64> {
+        let mut out = Vec::new();
+        while let Some(r) = spool.peek().unwrap() {
+            let mut json = String::new();
+            flate2::read::GzDecoder::new(&r.body[..])
+                .read_to_string(&mut json)
+                .unwrap();
+            let batch: model::wire::v1::Batch = serde_json::from_str(&json).unwrap();
+            out.extend(batch.snapshots.iter().map(|s| s.ts));
+            spool.commit(r.next).unwrap();
+        }
+        out
+    }
+
+    #[tokio::test]
+    async fn ten_minutes_at_a_pinned_tick_phase_of_997_ms_miss_no_slot() {
+        let dir = std::env::temp_dir().join(format!("gpulens-pinned-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let scenario = std::fs::read_to_string(
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../scenarios/k8s-mixed.toml"),
+        )
+        .unwrap();
+        let backend = SimulatedBackend::new(
+            simulator::Scenario::from_toml(&scenario).unwrap(),
+            "gpu-h100-01",
+        )
+        .unwrap();
+        let start = 1_800_000_000_000i64;
+        let clock = PinnedClock {
+            now: AtomicI64::new(start + 2),
+            early_ms: 3,
+            rng: Mutex::new(0x9E37_79B9_7F4A_7C15),
+        };
+        let spool = Arc::new(Mutex::new(
+            Spool::open(&dir.join("spool"), 1 << 30).unwrap(),
+        ));
+        let metrics = Arc::new(AgentMetrics::new());
+        let mut sampling = Sampling {
+            backend: Box::new(backend),
+            state: AgentState::load(Some(&dir)).unwrap(),
+            spool: spool.clone(),
+            metrics: metrics.clone(),
+            wake: Arc::default(),
+            dcgm: None,
+            assignments: Arc::default(),
+            cluster: "test".into(),
+            node: "gpu-h100-01".into(),
+            interval_ms: 1000,
+        };
+        sampling.run(&clock, Some(start + 600_000)).await.unwrap();
+        let ts = spooled_timestamps(&mut spool.lock().unwrap());
+        let expected: Vec<i64> = (0..600).map(|k| start + k * 1000).collect();
+        assert_eq!(
+            ts, expected,
+            "one sample per second, none skipped, none twice"
+        );
+        assert_eq!(metrics.samples_missed.get(), 0);
+        assert_eq!(metrics.samples_late.get(), 0);
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -2,7 +2,9 @@
 //! agent id is kept in the state directory so a restarted agent continues its sequence instead
 //! of being mistaken for a replay. Numbers are reserved in blocks of [`SEQ_BLOCK`], so the state
 //! file is written once per block rather than once per batch; a restart continues after the
-//! reserved block (the protocol allows gaps, never reuse).
+//! reserved block (the protocol allows gaps, never reuse). The newest sampled slot is kept
+//! beside it (`last-slot`), so a restarted agent samples the slot it starts in unless the
+//! previous run already did.
 
 use std::path::{Path, PathBuf};
 
@@ -19,9 +21,12 @@ pub struct AgentState {
     reserved_until: u64,
     /// How many numbers one write of the state file reserves.
     block: u64,
-    /// The newest instant sampled. At start-up it is "now": the previous run may have sampled
-    /// the current instant already, so a restarted agent starts with the next one.
+    /// The newest slot sampled (0: none). At start-up it is what `last-slot` says; when that
+    /// file is missing or unreadable but the state exists (an agent of an older version), it is
+    /// "now", since the previous run may have sampled the current slot already.
     pub last_ts: i64,
+    /// Whether the last write of `last-slot` failed (logged once per episode).
+    last_slot_unsaved: bool,
 }
 
 /// How many sequence numbers one write of the state file reserves.
@@ -46,6 +51,7 @@ impl AgentState {
                 reserved_until: 1,
                 block,
                 last_ts: 0,
+                last_slot_unsaved: false,
             });
         };
         std::fs::create_dir_all(dir)
@@ -64,13 +70,18 @@ impl AgentState {
                     );
                 };
                 // Everything below the saved mark may have been used by the previous run.
+                let last_ts = std::fs::read_to_string(dir.join(LAST_SLOT))
+                    .ok()
+                    .and_then(|t| t.trim().parse::<i64>().ok())
+                    .unwrap_or_else(now_ms);
                 Ok(AgentState {
                     path: Some(path),
                     agent_id: id.to_owned(),
                     next_seq: seq,
                     reserved_until: seq,
                     block,
-                    last_ts: now_ms(),
+                    last_ts,
+                    last_slot_unsaved: false,
                 })
             }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
@@ -81,8 +92,17 @@ impl AgentState {
                     reserved_until: 1,
                     block,
                     last_ts: 0,
+                    last_slot_unsaved: false,
                 };
-                s.save()?;
+                match s.save() {
+                    Ok(()) => {}
+                    // A new id never written down cannot collide with anything: run with it
+                    // (a restart makes another) and write it once there is room.
+                    Err(e) if is_disk_full_error(&e) => {
+                        tracing::warn!(error = %e, "disk full: the new agent id is not saved yet")
+                    }
+                    Err(e) => return Err(e),
+                }
                 Ok(s)
             }
             Err(e) => Err(anyhow::anyhow!("cannot read {}: {e}", path.display())),
@@ -93,23 +113,86 @@ impl AgentState {
     /// current one is spent.
     pub fn take_seq(&mut self) -> anyhow::Result<u64> {
         if self.next_seq >= self.reserved_until {
+            let reserved = self.reserved_until;
             self.reserved_until = self.next_seq + self.block;
-            self.save()?;
+            if let Err(e) = self.save() {
+                self.reserved_until = reserved;
+                return Err(e);
+            }
         }
         let seq = self.next_seq;
         self.next_seq += 1;
         Ok(seq)
     }
 
-    fn save(&self) -> anyhow::Result<()> {
-        if let Some(path) = &self.path {
-            let tmp = path.with_extension("tmp");
-            std::fs::write(&tmp, format!("{} {}\n", self.agent_id, self.reserved_until))?;
-            std::fs::rename(&tmp, path)?;
+    /// Records that `ts` is being sampled, before the sample is taken: a restart never samples
+    /// it again. Written in place (no new file, no new block), so a full disk rarely stops it;
+    /// when it does, it is logged and sampling goes on (a restart within this slot may then
+    /// sample it a second time).
+    pub fn mark_sampled(&mut self, ts: i64) {
+        self.last_ts = self.last_ts.max(ts);
+        let Some(dir) = self.path.as_ref().and_then(|p| p.parent()) else {
+            return;
+        };
+        let path = dir.join(LAST_SLOT);
+        let written = (|| -> std::io::Result<()> {
+            use std::io::Write;
+            let mut f = std::fs::OpenOptions::new()
+                .write(true)
+                .create(true)
+                .truncate(false)
+                .open(&path)?;
+            // Fixed width, so the file never changes size.
+            f.write_all(format!("{:>20}\n", self.last_ts).as_bytes())
+        })();
+        match written {
+            Ok(()) => self.last_slot_unsaved = false,
+            Err(e) if !self.last_slot_unsaved => {
+                self.last_slot_unsaved = true;
+                tracing::warn!(error = %e, path = %path.display(), "cannot record the sampled slot; sampling goes on");
+            }
+            Err(_) => {}
         }
-        Ok(())
+    }
+
+    fn save(&self) -> anyhow::Result<()> {
+        let Some(path) = &self.path else {
+            return Ok(());
+        };
+        // Fixed width, so the in-place fallback below never grows the file.
+        let text = format!("{} {:020}\n", self.agent_id, self.reserved_until);
+        let tmp = path.with_extension("tmp");
+        let replaced = std::fs::write(&tmp, &text).and_then(|()| std::fs::rename(&tmp, path));
+        match replaced {
+            Ok(()) => Ok(()),
+            Err(e) if crate::spool::is_disk_full(&e) => {
+                // No room for a new file: overwrite the old one in place.
+                let _ = std::fs::remove_file(&tmp);
+                use std::io::Write;
+                std::fs::OpenOptions::new()
+                    .write(true)
+                    .open(path)
+                    .and_then(|mut f| f.write_all(text.as_bytes()))
+                    .map_err(|e| {
+                        anyhow::Error::new(e).context(format!("cannot write {}", path.display()))
+                    })
+            }
+            Err(e) => {
+                Err(anyhow::Error::new(e).context(format!("cannot write {}", path.display())))
+            }
+        }
     }
 }
+
+/// Whether an error from [`AgentState`] was a full filesystem.
+pub fn is_disk_full_error(e: &anyhow::Error) -> bool {
+    e.chain()
+        .filter_map(|c| c.downcast_ref::<std::io::Error>())
+        .any(crate::spool::is_disk_full)
+}
+
+/// The file in the state directory that names the newest sampled slot.
+const LAST_SLOT: &str = "last-slot";
 
 /// Builds one batch from sampling cycles.
 pub fn build_batch(
@@ -183,6 +266,19 @@ mod tests {
                 .to_string()
                 .contains("damaged")
         );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn the_sampled_slot_survives_a_restart() {
+        let dir = std::env::temp_dir().join(format!("gpulens-agent-slot-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let mut a = AgentState::load(Some(&dir)).unwrap();
+        assert_eq!(a.last_ts, 0, "a new agent has sampled nothing");
+        a.mark_sampled(1_700_000_123_000);
+        a.mark_sampled(1_700_000_124_000);
+        let b = AgentState::load(Some(&dir)).unwrap();
+        assert_eq!(b.last_ts, 1_700_000_124_000);
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

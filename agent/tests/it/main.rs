@@ -265,3 +265,4 @@ mod delivery;
 mod kubelet;
 mod metrics;
 mod nfd;
+mod outages;
