@@ -34,6 +34,7 @@ pub async fn round(
     backend: Box<dyn GpuBackend>,
     outage: Duration,
     interval_ms: u64,
+    retry: crate::runner::Retry,
 ) -> anyhow::Result<Round> {
     let mut receiver = Receiver::start(0).await?;
     let dir = std::env::temp_dir().join(format!(
@@ -55,6 +56,7 @@ pub async fn round(
         kubelet_pods_dir: dir.join("no-pods"),
         nfd_dir: None,
         nfd_every: Duration::from_secs(3600),
+        retry,
     };
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let agent = std::thread::spawn(move || -> anyhow::Result<()> {

@@ -38,6 +38,8 @@ pub struct RunConfig {
     /// Write the collector's advisory labels for this node into NFD's features.d here.
     pub nfd_dir: Option<PathBuf>,
     pub nfd_every: Duration,
+    /// How the sender waits between failed deliveries.
+    pub retry: Retry,
 }
 
 /// The kubelet's current assignments, or None on hosts without Kubernetes (no socket) or
@@ -81,7 +83,7 @@ pub async fn run(backend: Box<dyn GpuBackend>, cfg: RunConfig) -> anyhow::Result
         spool.clone(),
         metrics.clone(),
         wake.clone(),
-        Retry::default(),
+        cfg.retry,
     ));
     if let Some(dir) = &cfg.nfd_dir {
         tokio::spawn(crate::nfd::refresh_forever(crate::nfd::Refresh {

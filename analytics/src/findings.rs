@@ -212,6 +212,21 @@ impl<'a> Ctx<'a> {
             .map_or_else(|| tenant.to_owned(), |n| n.0.to_owned())
     }
 
+    /// `text` with every tenant key of `cluster` it mentions replaced by the tenant's name
+    /// (a replay's reason names tenants by key).
+    pub fn with_names(&self, cluster: &str, text: &str) -> String {
+        let mut keys: Vec<(&str, &str)> = self
+            .names
+            .iter()
+            .filter(|((c, key), _)| *c == cluster && text.contains(key))
+            .map(|((_, key), n)| (*key, n.0))
+            .collect();
+        // Longer keys first, so a key that contains another is replaced whole.
+        keys.sort_by_key(|(k, _)| std::cmp::Reverse(k.len()));
+        keys.iter()
+            .fold(text.to_owned(), |t, (key, name)| t.replace(key, name))
+    }
+
     pub fn team(&self, cluster: &str, tenant: &str) -> Option<String> {
         self.names
             .get(&(cluster, tenant))

@@ -189,6 +189,10 @@ pub fn analyze(input: &Input, cfg: &Config) -> Result<Analysis, AnalysisError> {
             .then(a.node.cmp(&b.node))
             .then(a.id.cmp(&b.id))
     });
+    let mut rejected = rec.rejected;
+    for r in &mut rejected {
+        r.reason = ctx.with_names(&r.cluster, &r.reason);
+    }
     let mut recommendations = rec.recommendations;
     recommendations.sort_by(|a, b| {
         b.replay
@@ -206,6 +210,11 @@ pub fn analyze(input: &Input, cfg: &Config) -> Result<Analysis, AnalysisError> {
                 .iter()
                 .flat_map(|r| r.tenants.iter().map(move |t| (&r.cluster, t))),
         )
+        .chain(
+            rejected
+                .iter()
+                .flat_map(|r| r.tenants.iter().map(move |t| (&r.cluster, t))),
+        )
     {
         tenant_names
             .entry(key.clone())
@@ -219,7 +228,7 @@ pub fn analyze(input: &Input, cfg: &Config) -> Result<Analysis, AnalysisError> {
         funnel,
         findings: found,
         recommendations,
-        rejected: rec.rejected,
+        rejected,
         limitations: limitations(input, &holdings),
     })
 }

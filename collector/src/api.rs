@@ -226,6 +226,7 @@ pub async fn series(
             "entity {entity_text:?} is not gpu:UUID, node:NAME, cluster:NAME, tenant:KEY or fleet"
         ))
     })?;
+    ensure_known(&state, &entity, entity_text).await?;
     let to_ms = match p.to.as_deref() {
         Some(t) => parse_time(t, now)?,
         None => now,
@@ -270,6 +271,24 @@ pub async fn series(
         step_seconds: step_ms as f64 / 1000.0,
         points: points.into_iter().map(|(t, v)| (rfc3339(t), v)).collect(),
     }))
+}
+
+/// A series of something gpulens has never seen is a 404 naming it, not a run of nulls.
+async fn ensure_known(state: &AppState, entity: &Entity, text: &str) -> Result<(), ApiError> {
+    let known = match entity {
+        Entity::Fleet => true,
+        Entity::Node(n) => state.store.nodes().await?.iter().any(|r| &r.node == n),
+        Entity::Cluster(c) => state.store.nodes().await?.iter().any(|r| &r.cluster == c),
+        Entity::Gpu(u) => state.store.gpus(None).await?.iter().any(|g| &g.uuid == u),
+        Entity::Tenant(k) => state.store.tenants().await?.iter().any(|t| &t.key == k),
+    };
+    if known {
+        Ok(())
+    } else {
+        Err(ApiError::NotFound(format!(
+            "no {text}: gpulens has no data for it (see /api/v1/nodes, /api/v1/gpus, /api/v1/tenants)"
+        )))
+    }
 }
 
 /// Query-string mistakes become the API's JSON error.

@@ -58,8 +58,9 @@ pub struct DemoArgs {
     /// Address for the dashboard and API.
     #[arg(long, default_value = "127.0.0.1:8080", env = "GPULENS_LISTEN")]
     pub listen: SocketAddr,
-    /// Where the demo keeps its SQLite database; reusing it continues the history.
-    #[arg(long, default_value = ".gpulens/demo")]
+    /// Where the demo keeps its SQLite database (reusing it continues the history) and the
+    /// `env` file a second terminal sources.
+    #[arg(long, env = "GPULENS_DATA_DIR", default_value = ".gpulens/demo")]
     pub data_dir: PathBuf,
     /// Scenario file describing the simulated fleet (default: the built-in Kubernetes cluster,
     /// scenarios/k8s-mixed.toml).
@@ -129,10 +130,12 @@ pub enum OutputFormat {
 pub struct ReportArgs {
     #[command(flatten)]
     pub db: DbArgs,
-    /// Without --database-url or --config: the demo's data directory.
-    #[arg(long, default_value = ".gpulens/demo")]
+    /// Without --database-url or --config: the demo's data directory (its `env` file sets
+    /// GPULENS_DATA_DIR).
+    #[arg(long, env = "GPULENS_DATA_DIR", default_value = ".gpulens/demo")]
     pub data_dir: PathBuf,
-    /// The ISO week, e.g. 2026-W46 (default: the last complete week).
+    /// The ISO week, e.g. 2026-W46 (default: the last complete week; it says when that week
+    /// is only partly covered by data).
     #[arg(long)]
     pub week: Option<String>,
     /// IANA time zone whose Monday midnights bound the week (default: [reports] timezone, UTC).
@@ -159,8 +162,9 @@ pub enum ReportFormat {
 pub struct AnalyzeArgs {
     #[command(flatten)]
     pub db: DbArgs,
-    /// Without --database-url or --config: the demo's data directory.
-    #[arg(long, default_value = ".gpulens/demo")]
+    /// Without --database-url or --config: the demo's data directory (its `env` file sets
+    /// GPULENS_DATA_DIR).
+    #[arg(long, env = "GPULENS_DATA_DIR", default_value = ".gpulens/demo")]
     pub data_dir: PathBuf,
     /// How much history to analyse, up to now.
     #[arg(long, default_value = "7d", value_parser = humantime::parse_duration)]

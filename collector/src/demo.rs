@@ -41,10 +41,11 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<()> {
     let store = Store::connect(&db).await?;
     store.migrate().await?;
 
-    // The demo's simulated agents get their own token, valid for this run only.
+    // The demo's simulated agents get their own token, valid for this run only, for any node
+    // of any cluster, so `gpulens simulate` can add another scenario beside it.
     let token = format!("demo-{:x}{:x}", crate::now_ms(), std::process::id());
     let mut auth = Auth::default();
-    auth.add(&token, vec!["*".into()], Some(scenario.cluster.clone()));
+    auth.add(&token, vec!["*".into()], None);
     let state = AppState::with_analytics(
         store.clone(),
         auth,
@@ -68,6 +69,13 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<()> {
         db
     );
     println!("dashboard: {url} (API at {url}api/v1/nodes; history is loading)");
+    let env_file = write_env_file(&args.data_dir, &addr, &token)?;
+    println!(
+        "for a second terminal: source {} (GPULENS_URL={}, GPULENS_TOKEN for `gpulens simulate`, GPULENS_DATA_DIR={} for `gpulens analyze` and `gpulens report`)",
+        env_file.display(),
+        url.trim_end_matches('/'),
+        args.data_dir.display()
+    );
 
     let client = ingest_client::Client::new(&format!("http://{addr}"), &token)?;
     let driver = Driver::new(fleet, client);
@@ -83,24 +91,33 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<()> {
         starts.push(last.map_or(oldest, |l| (l + step).max(oldest)));
     }
     let started = std::time::Instant::now();
+    let tty = std::io::IsTerminal::is_terminal(&std::io::stderr());
     let stats = driver
         .backfill(
             |node| starts[node],
             now,
             step,
             60,
-            |done, total| {
+            move |done, total| {
                 if done == total || done % (total / 10).max(1) == 0 {
-                    eprint!(
-                        "\rbackfilling history: {done}/{total} batches ({}%)",
+                    // One line rewritten in place at a terminal; a line per step in a file.
+                    let line = format!(
+                        "backfilling history: {done}/{total} batches ({}%)",
                         done * 100 / total.max(1)
                     );
+                    if tty {
+                        eprint!("\r{line}");
+                    } else {
+                        eprintln!("{line}");
+                    }
                     let _ = std::io::stderr().flush();
                 }
             },
         )
         .await?;
-    eprintln!();
+    if tty {
+        eprintln!();
+    }
     let minutes = crate::jobs::run_once(&state).await?;
     println!(
         "history loaded: {} batches, {} rows, {} node-minutes rolled up in {:.1}s",
@@ -121,11 +138,14 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<()> {
     if args.no_live {
         return Ok(());
     }
-    let analysis = tokio::spawn(crate::analysis::run_forever(
-        store.clone(),
-        state.analytics.clone(),
-        None,
-    ));
+    // The history was just analysed: the schedule's first pass comes one period later.
+    let analysis = tokio::spawn({
+        let (store, settings) = (store.clone(), state.analytics.clone());
+        async move {
+            tokio::time::sleep(settings.every).await;
+            crate::analysis::run_forever(store, settings, None).await
+        }
+    });
     println!(
         "streaming live samples every {} ms; dashboard: {url} (Ctrl-C to stop)",
         interval.as_millis()
@@ -148,4 +168,26 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<()> {
     analysis.abort();
     result?;
     Ok(())
+}
+
+/// Writes `DATA_DIR/env`: what a second terminal needs to use the running demo, as shell
+/// variables (`source` it). The token is valid while this demo runs.
+fn write_env_file(
+    data_dir: &std::path::Path,
+    addr: &std::net::SocketAddr,
+    token: &str,
+) -> anyhow::Result<std::path::PathBuf> {
+    let path = data_dir.join("env");
+    let dir = std::fs::canonicalize(data_dir).unwrap_or_else(|_| data_dir.to_owned());
+    let text = format!(
+        "# Written by `gpulens demo` for a second terminal: source this file.\n\
+         # GPULENS_TOKEN is an agent token valid while that demo runs.\n\
+         export GPULENS_URL='http://{addr}'\n\
+         export GPULENS_TOKEN='{token}'\n\
+         export GPULENS_DATA_DIR='{}'\n",
+        dir.display().to_string().replace('\'', "'\\''")
+    );
+    std::fs::write(&path, text)
+        .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", path.display()))?;
+    Ok(path)
 }

@@ -279,6 +279,9 @@ async fn report(args: cli::ReportArgs) -> anyhow::Result<()> {
         }
         None => print!("{body}"),
     }
+    for note in &data.limitations {
+        eprintln!("note: {note}");
+    }
     Ok(())
 }
 
@@ -287,8 +290,8 @@ async fn analyze(args: cli::AnalyzeArgs) -> anyhow::Result<()> {
     let store = open_store(&config).await?;
     store.migrate().await?;
     eprintln!(
-        "analysing {} of history in {} ...",
-        humantime::format_duration(args.since),
+        "analysing the last {} of history in {} ...",
+        span_in_words(args.since),
         store::redact_url(&config.database_url())
     );
     let (analysis, stats) =
@@ -315,7 +318,27 @@ async fn analyze(args: cli::AnalyzeArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// A span for people: "7 days", "1 day 12 hours", "90 minutes" (not humantime's "7days").
+pub fn span_in_words(d: std::time::Duration) -> String {
+    let s = d.as_secs();
+    let plural = |n: u64, unit: &str| format!("{n} {unit}{}", if n == 1 { "" } else { "s" });
+    let (days, hours, minutes) = (s / 86_400, s % 86_400 / 3600, s % 3600 / 60);
+    match (days, hours, minutes) {
+        (0, 0, 0) => plural(s, "second"),
+        (0, 0, m) => plural(m, "minute"),
+        (0, h, 0) => plural(h, "hour"),
+        (0, h, m) => format!("{} {}", plural(h, "hour"), plural(m, "minute")),
+        (d, 0, _) => plural(d, "day"),
+        (d, h, _) => format!("{} {}", plural(d, "day"), plural(h, "hour")),
+    }
+}
+
 async fn simulate(args: SimulateArgs) -> anyhow::Result<()> {
+    if args.token.trim().is_empty() {
+        anyhow::bail!(
+            "no agent token: pass --token or set GPULENS_TOKEN (a running `gpulens demo` writes one to .gpulens/demo/env: source it)"
+        );
+    }
     let scenario = simulate::load_scenario(Some(&args.scenario))?;
     let interval = std::time::Duration::from_millis(u64::from(scenario.interval_ms()));
     let client = ingest_client::Client::new(&args.collector, &args.token)?;
@@ -324,18 +347,26 @@ async fn simulate(args: SimulateArgs) -> anyhow::Result<()> {
     let now = now_ms();
     if !args.history.is_zero() {
         let from = now - args.history.as_millis() as i64;
+        let tty = std::io::IsTerminal::is_terminal(&std::io::stderr());
         let stats = driver
             .backfill(
                 |_| from,
                 now,
                 args.history_step.as_millis().max(1000) as i64,
                 60,
-                |done, total| {
-                    eprint!("\rbackfilling: {done}/{total} batches");
+                move |done, total| {
+                    // In place at a terminal; every tenth in a file, a line each.
+                    if tty {
+                        eprint!("\rbackfilling: {done}/{total} batches");
+                    } else if done == total || done % (total / 10).max(1) == 0 {
+                        eprintln!("backfilling: {done}/{total} batches");
+                    }
                 },
             )
             .await?;
-        eprintln!();
+        if tty {
+            eprintln!();
+        }
         println!("backfilled {} batches, {} rows", stats.batches, stats.rows);
     }
     match args.duration {
@@ -347,5 +378,25 @@ async fn simulate(args: SimulateArgs) -> anyhow::Result<()> {
                 () = shutdown_signal() => Ok(()),
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::span_in_words;
+    use std::time::Duration;
+
+    #[test]
+    fn spans_read_as_words() {
+        assert_eq!(span_in_words(Duration::from_secs(7 * 86_400)), "7 days");
+        assert_eq!(
+            span_in_words(Duration::from_secs(86_400 + 12 * 3600)),
+            "1 day 12 hours"
+        );
+        assert_eq!(
+            span_in_words(Duration::from_secs(90 * 60)),
+            "1 hour 30 minutes"
+        );
+        assert_eq!(span_in_words(Duration::from_secs(45)), "45 seconds");
     }
 }

@@ -10,6 +10,8 @@ async fn main() -> std::process::ExitCode {
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,sqlx=warn")),
         )
         .with_writer(std::io::stderr)
+        // Colour only for a person at a terminal; files and log pipelines get plain text.
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
     let cli = collector::cli::Cli::parse();
     match collector::run(cli.command).await {

@@ -201,7 +201,11 @@ pub fn overview(frame: Frame, v: OverviewView) -> String {
             <form class="filters" method="get" action="/">
                 {ranges}
                 <button type="submit">"Show"</button>
-                <span class="note">"Funnel and findings: the scheduled analysis of " {v.window.clone()} "; charts and trends: the selected range."</span>
+                <span class="note">{if v.analysed {
+                    format!("Funnel and findings: the scheduled analysis of {}; charts and trends: the selected range.", v.window)
+                } else {
+                    "Funnel and findings: after the first analysis; charts and trends: the selected range.".to_owned()
+                }}</span>
             </form>
             <section class="cards" aria-label="Key numbers">
                 <div class="card">"Effective use"<b>{pct(f.effective_ratio)}</b><span>"of allocated GPU-hours"</span></div>
@@ -796,7 +800,7 @@ pub struct ReportRow {
 pub fn reports(frame: Frame, rows: Vec<ReportRow>) -> String {
     document(frame, Nav::Reports, move || {
         let empty = rows.is_empty().then(|| {
-            view! { <p class="note">"No reports yet: one is made when a week is over, or run "<code>"gpulens report --week 2026-W46"</code>"."</p> }
+            view! { <p class="note">"No reports yet: one is made when a week is over, or run "<code>"gpulens report"</code>" (the newest complete week with data; "<code>"--week YYYY-Www"</code>" for another)."</p> }
         });
         let body = rows
             .into_iter()

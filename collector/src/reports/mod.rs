@@ -148,17 +148,52 @@ pub async fn generate(
     let (pf, pt) = previous.bounds(&tz);
     let p = analyse(store, thresholds, pf, pt).await?;
     progress.stage(2, 4, "rendering");
-    let data = ReportData::build(
+    let mut data = ReportData::build(
         week.to_string(),
         timezone.to_owned(),
         &a,
         (!p.funnel.total.is_empty()).then_some(&p),
         now_ms,
     );
+    let gpus: i64 = store
+        .nodes()
+        .await
+        .map_err(anyhow::Error::from)?
+        .iter()
+        .map(|n| n.gpu_count)
+        .sum();
+    if let Some(note) = coverage_note(a.funnel.total.capacity_gpu_hours, gpus, from, to) {
+        data.limitations.insert(0, note);
+    }
     let html = html::render(&data);
     let csv = csv::render(&data);
     progress.stage(3, 4, "done");
     Ok((data, html, csv))
+}
+
+/// "Partial week" when the fleet's GPUs were observed for less than 95 % of the week: how much
+/// of it the data covers, so nobody reads a partial week as a quiet one.
+pub fn coverage_note(
+    capacity_gpu_hours: Option<f64>,
+    gpus: i64,
+    from: i64,
+    to: i64,
+) -> Option<String> {
+    let week_hours = (to - from) as f64 / 3_600_000.0;
+    let possible = gpus as f64 * week_hours;
+    let observed = capacity_gpu_hours.unwrap_or(0.0);
+    if possible <= 0.0 || observed <= 0.0 {
+        return None;
+    }
+    let share = (observed / possible).min(1.0);
+    (share < 0.95).then(|| {
+        format!(
+            "Partial week: the fleet's {gpus} GPUs were observed for {:.0} % of it (about {:.1} of {:.0} days), so totals are lower than a full week's.",
+            share * 100.0,
+            share * week_hours / 24.0,
+            week_hours / 24.0
+        )
+    })
 }
 
 /// Makes and stores the report of `week`.
