@@ -297,42 +297,63 @@ fn bad_query(e: QueryRejection) -> ApiError {
 }
 
 /// Parses `now`, `now-7d`, `-1h`, an RFC 3339 time, or Unix milliseconds.
+/// A time of the query domain: RFC 3339, Unix ms, `now` or `now-DURATION`, within 1970-01-01
+/// to 9999-12-31 (`series::MAX_TIME_MS`); anything else is a 400 naming the value.
 pub fn parse_time(s: &str, now: i64) -> Result<i64, ApiError> {
+    use crate::store::series::MAX_TIME_MS;
+    let out_of_domain = || {
+        ApiError::BadRequest(format!(
+            "time {s:?} is outside 1970-01-01 to 9999-12-31 (Unix ms 0 to {MAX_TIME_MS})"
+        ))
+    };
     let relative = s.strip_prefix("now").unwrap_or(s);
-    if relative.is_empty() {
-        return Ok(now);
-    }
-    if let Some(ago) = relative.strip_prefix('-') {
+    let ms = if relative.is_empty() {
+        now
+    } else if let Some(ago) = relative.strip_prefix('-') {
         let d = humantime::parse_duration(ago)
             .map_err(|e| ApiError::BadRequest(format!("time {s:?}: {e}")))?;
-        return Ok(now - d.as_millis() as i64);
-    }
-    if let Ok(ms) = s.parse::<i64>() {
-        return Ok(ms);
-    }
-    humantime::parse_rfc3339_weak(s)
-        .map(|t| {
-            t.duration_since(UNIX_EPOCH)
-                .map_or(0, |d| d.as_millis() as i64)
-        })
-        .map_err(|_| {
+        i64::try_from(d.as_millis())
+            .ok()
+            .and_then(|d| now.checked_sub(d))
+            .ok_or_else(out_of_domain)?
+    } else if let Ok(ms) = s.parse::<i64>() {
+        ms
+    } else {
+        let t = humantime::parse_rfc3339_weak(s).map_err(|_| {
             ApiError::BadRequest(format!(
                 "time {s:?} is not RFC 3339, Unix milliseconds, `now` or `now-7d`"
             ))
-        })
+        })?;
+        let since = t.duration_since(UNIX_EPOCH).map_err(|_| out_of_domain())?;
+        i64::try_from(since.as_millis()).map_err(|_| out_of_domain())?
+    };
+    if (0..=MAX_TIME_MS).contains(&ms) {
+        Ok(ms)
+    } else {
+        Err(out_of_domain())
+    }
 }
 
+/// A step: seconds (`60`, `0.5`) or a duration (`5m`, `1h`), positive and at most
+/// `series::MAX_STEP_MS`; `inf`, `NaN`, `1e300` and the like are refused, not saturated.
 fn parse_step(s: &str) -> Result<i64, ApiError> {
-    if let Ok(secs) = s.parse::<f64>()
-        && secs > 0.0
-    {
-        return Ok((secs * 1000.0) as i64);
-    }
-    humantime::parse_duration(s)
-        .map(|d| d.as_millis() as i64)
-        .ok()
-        .filter(|&ms| ms > 0)
-        .ok_or_else(|| ApiError::BadRequest(format!("step {s:?} is not a duration like 60s or 1h")))
+    use crate::store::series::MAX_STEP_MS;
+    let ms = match s.parse::<f64>() {
+        Ok(secs) if secs.is_finite() && secs > 0.0 && secs * 1000.0 <= MAX_STEP_MS as f64 => {
+            Some((secs * 1000.0).ceil() as i64)
+        }
+        Ok(_) => None,
+        Err(_) => humantime::parse_duration(s)
+            .ok()
+            .and_then(|d| i64::try_from(d.as_millis()).ok())
+            .filter(|&ms| ms > 0 && ms <= MAX_STEP_MS),
+    };
+    ms.ok_or_else(|| {
+        ApiError::BadRequest(format!(
+            "step {s:?} is not a duration like 60s or 1h between 1 ms and {} days",
+            MAX_STEP_MS / 86_400_000
+        ))
+    })
 }
 
 #[cfg(test)]
@@ -351,6 +372,18 @@ mod tests {
             1_795_219_200_000
         );
         assert!(parse_time("yesterday", now).is_err());
+        // The query domain: nothing before 1970 or after 9999, and no overflow on the way.
+        for bad in [
+            "9223372036854775807",
+            "-1",
+            "now-300000000000d",
+            "now-18446744073709551615s",
+        ] {
+            assert!(parse_time(bad, now).is_err(), "{bad}");
+        }
+        for bad in ["inf", "NaN", "1e300", "18446744073709551616", "-5", "0", "4000d"] {
+            assert!(parse_step(bad).is_err(), "{bad}");
+        }
         assert_eq!(parse_step("60").unwrap(), 60_000);
         assert_eq!(parse_step("5m").unwrap(), 300_000);
         assert!(parse_step("0").is_err());

@@ -257,8 +257,29 @@ async fn report(args: cli::ReportArgs) -> anyhow::Result<()> {
     let (data, html, csv) =
         reports::generate(&store, thresholds, week, &timezone, now, &mut progress).await?;
     if data.is_empty() {
+        // Name the weeks that do have data, so the next command is obvious.
+        let nodes = store.nodes().await?;
+        let first = nodes.iter().map(|n| n.first_seen_ms).min();
+        let last = nodes.iter().filter_map(|n| n.last_sample_ms).max();
+        let hint = match (first, last) {
+            (Some(f), Some(l)) => {
+                let (a, b) = (
+                    reports::week::IsoWeek::containing(f, &tz),
+                    reports::week::IsoWeek::containing(l, &tz),
+                );
+                if b.bounds(&tz).1 > now && a == b {
+                    format!(
+                        "the data starts in {b}, which is not over until {}: try again then",
+                        api::rfc3339(b.bounds(&tz).1)
+                    )
+                } else {
+                    format!("the data covers {a} to {b}: pick one of those with --week")
+                }
+            }
+            _ => "the database has no samples: run `gpulens demo`, or point --database-url at a collector's database".to_owned(),
+        };
         anyhow::bail!(
-            "no data for {week} ({} to {}) in {}: pick a week gpulens was collecting (--week), or run `gpulens demo` first",
+            "no data for {week} ({} to {}) in {}: {hint}",
             api::rfc3339(data.from_ms),
             api::rfc3339(data.to_ms),
             store::redact_url(&config.database_url())

@@ -6,6 +6,7 @@
 pub mod exposition;
 pub mod inventory;
 pub mod labels;
+pub mod names;
 pub mod rollup;
 pub mod sample;
 pub mod tenant;

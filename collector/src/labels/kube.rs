@@ -28,6 +28,17 @@ pub enum KubeError {
         "ConfigMap {namespace}/{name} not found: custom layouts go into the ConfigMap the ClusterPolicy names (migManager.config.name, devicePlugin.config.name); create it or set [labels.custom_layouts]"
     )]
     NoConfigMap { namespace: String, name: String },
+    #[error("refusing to name Kubernetes object {0:?}: {1}")]
+    BadName(String, String),
+}
+
+/// Every object name gpulens puts into an API path or a field selector is checked here first:
+/// kube builds paths by formatting, so a name with `?`, `/` or `,` would address another
+/// object or widen a selector. Node, ConfigMap and namespace names are DNS-1123 subdomains.
+fn object_name(name: &str) -> Result<&str, KubeError> {
+    model::names::check_subdomain(name)
+        .map(|()| name)
+        .map_err(|why| KubeError::BadName(name.to_owned(), why))
 }
 
 /// What converging a node's advisory labels did.
@@ -93,6 +104,7 @@ impl Cluster {
     }
 
     pub async fn node(&self, name: &str) -> Result<Node, KubeError> {
+        let name = object_name(name)?;
         self.nodes()
             .get_opt(name)
             .await?
@@ -108,6 +120,7 @@ impl Cluster {
         name: &str,
         desired: &BTreeMap<String, String>,
     ) -> Result<Converged, KubeError> {
+        let name = object_name(name)?;
         labels::check_all(desired, Purpose::Advisory)?;
         for _ in 0..CONFLICT_TRIES {
             let node = self.node(name).await?;
@@ -187,6 +200,7 @@ impl Cluster {
         key: &str,
         value: Option<&str>,
     ) -> Result<String, KubeError> {
+        let name = object_name(name)?;
         labels::check_key(key, Purpose::Actuation)?;
         if let Some(v) = value {
             labels::check_value(key, v)?;
@@ -205,6 +219,8 @@ impl Cluster {
         namespace: &str,
         name: &str,
     ) -> Result<(BTreeMap<String, String>, String), KubeError> {
+        let namespace = object_name(namespace)?;
+        let name = object_name(name)?;
         let api: Api<ConfigMap> = Api::namespaced(self.client.clone(), namespace);
         let cm = api
             .get_opt(name)
@@ -229,6 +245,8 @@ impl Cluster {
         value: &str,
         resource_version: &str,
     ) -> Result<bool, KubeError> {
+        let namespace = object_name(namespace)?;
+        let name = object_name(name)?;
         let api: Api<ConfigMap> = Api::namespaced(self.client.clone(), namespace);
         let body = json!({
             "metadata": { "resourceVersion": resource_version },
@@ -246,6 +264,7 @@ impl Cluster {
 
     /// Marks the node (un)schedulable.
     pub async fn set_unschedulable(&self, name: &str, on: bool) -> Result<(), KubeError> {
+        let name = object_name(name)?;
         let body =
             json!({ "spec": { "unschedulable": if on { json!(true) } else { Value::Null } } });
         self.nodes()
@@ -256,6 +275,7 @@ impl Cluster {
 
     /// Pods on the node that request a GPU resource (`nvidia.com/…`) and have not finished.
     pub async fn gpu_pods(&self, name: &str) -> Result<Vec<String>, KubeError> {
+        let name = object_name(name)?;
         let pods: Api<Pod> = Api::all(self.client.clone());
         let list = pods
             .list(&ListParams::default().fields(&format!("spec.nodeName={name}")))
@@ -300,6 +320,7 @@ impl Cluster {
         resource_version: &str,
         timeout: Duration,
     ) -> Result<Option<(String, String)>, KubeError> {
+        let name = object_name(name)?;
         let deadline = tokio::time::Instant::now() + timeout;
         let mut rv = resource_version.to_owned();
         loop {
@@ -345,6 +366,21 @@ impl Cluster {
                     Some(Err(e)) => return Err(e.into()),
                 }
             }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Issue 15: `gpu-a?x=1` made the label writer cordon, label and uncordon `gpu-a`.
+    #[test]
+    fn names_that_would_address_another_object_are_refused() {
+        assert_eq!(object_name("gpu-a").unwrap(), "gpu-a");
+        for bad in ["gpu-a?x=1", "gpu-a/status", "a,spec.nodeName=b", "", "A"] {
+            let err = object_name(bad).unwrap_err().to_string();
+            assert!(err.contains("refusing to name Kubernetes object"), "{err}");
         }
     }
 }

@@ -22,11 +22,20 @@ pub const COLUMNS: [&str; 13] = [
     "effective_signal",
 ];
 
+/// A text cell. One that starts with `=`, `+`, `-`, `@`, a tab or a carriage return would run
+/// as a formula in a spreadsheet (names come from namespaces, accounts and nodes that tenants
+/// choose), so it gets a leading `'` — the OWASP advice for CSV injection. Numbers are
+/// written by `opt` and never pass here.
 fn field(s: &str) -> String {
+    let s = if s.starts_with(['=', '+', '-', '@', '\t', '\r']) {
+        format!("'{s}")
+    } else {
+        s.to_owned()
+    };
     if s.contains([',', '"', '\n', '\r']) {
         format!("\"{}\"", s.replace('"', "\"\""))
     } else {
-        s.to_owned()
+        s
     }
 }
 
@@ -79,5 +88,19 @@ mod tests {
         assert_eq!(field("plain"), "plain");
         assert_eq!(field("a,b"), "\"a,b\"");
         assert_eq!(field("say \"hi\""), "\"say \"\"hi\"\"\"");
+    }
+
+    /// Issue 15: formula cells through namespace, account or node names.
+    #[test]
+    fn cells_that_a_spreadsheet_would_run_are_neutralised() {
+        assert_eq!(
+            field("=HYPERLINK(\"http://x\",\"y\")"),
+            "\"'=HYPERLINK(\"\"http://x\"\",\"\"y\"\")\""
+        );
+        assert_eq!(field("@SUM(A1:A9)"), "'@SUM(A1:A9)");
+        assert_eq!(field("+1"), "'+1");
+        assert_eq!(field("-2"), "'-2");
+        assert_eq!(field("\tx"), "'\tx");
+        assert_eq!(field("team=a"), "team=a");
     }
 }

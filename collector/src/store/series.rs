@@ -293,6 +293,13 @@ pub struct Plan {
 /// The most points one query may return.
 pub const MAX_POINTS: i64 = 11_000;
 
+/// The time domain of a query, in Unix ms: 1970-01-01 to 9999-12-31T23:59:59.999Z (what
+/// RFC 3339 can write). Every bound is checked against it before any arithmetic.
+pub const MAX_TIME_MS: i64 = 253_402_300_799_999;
+
+/// The longest step a query may ask for: ten years.
+pub const MAX_STEP_MS: i64 = 10 * 366 * 86_400_000;
+
 impl SeriesQuery {
     /// Which tables answer the query: tenant tables for tenant entities, GPU tables otherwise.
     pub fn family(&self) -> Family {
@@ -309,8 +316,18 @@ impl SeriesQuery {
         if self.to_ms <= self.from_ms {
             return Err(StoreError::BadRequest("`to` must be after `from`".into()));
         }
-        if self.step_ms <= 0 {
-            return Err(StoreError::BadRequest("`step` must be positive".into()));
+        if self.step_ms <= 0 || self.step_ms > MAX_STEP_MS {
+            return Err(StoreError::BadRequest(format!(
+                "`step` must be positive and at most {} days",
+                MAX_STEP_MS / 86_400_000
+            )));
+        }
+        for (name, t) in [("from", self.from_ms), ("to", self.to_ms)] {
+            if !(0..=MAX_TIME_MS).contains(&t) {
+                return Err(StoreError::BadRequest(format!(
+                    "`{name}` {t} is outside 1970-01-01 to 9999-12-31 (Unix ms 0 to {MAX_TIME_MS})"
+                )));
+            }
         }
         let tenant_metrics = [Metric::SmUtil, Metric::MemUsedBytes, Metric::AllocShare];
         match &self.entity {
@@ -335,7 +352,9 @@ impl SeriesQuery {
                 spec.name
             )));
         }
-        let age = |d: std::time::Duration| now_ms - d.as_millis() as i64;
+        let age = |d: std::time::Duration| {
+            now_ms.saturating_sub(i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+        };
         let raw_ok = spec.raw_expr.is_some() && self.from_ms >= age(retention.raw);
         let resolution = if self.step_ms < 60_000 && raw_ok {
             Resolution::Raw
@@ -350,7 +369,9 @@ impl SeriesQuery {
             Resolution::Hour => 3_600_000,
         };
         let step_ms = (self.step_ms + unit - 1) / unit * unit;
-        let points = (self.to_ms - self.from_ms) / step_ms;
+        // A point per step from the bucket holding `from` to `to`, as `fill` makes them.
+        let first = self.from_ms - self.from_ms.rem_euclid(step_ms);
+        let points = (self.to_ms - first + step_ms - 1) / step_ms;
         if points > MAX_POINTS {
             return Err(StoreError::BadRequest(format!(
                 "range and step give {points} points; at most {MAX_POINTS} are served, so raise `step`"
@@ -564,13 +585,14 @@ pub fn fill(
 ) -> Vec<(i64, Option<f64>)> {
     let first = from_ms - from_ms.rem_euclid(step_ms);
     let map: std::collections::HashMap<i64, Option<f64>> = values.iter().copied().collect();
-    let mut out = Vec::new();
-    let mut t = first;
-    while t < to_ms {
-        out.push((t, map.get(&t).copied().flatten()));
-        t += step_ms;
-    }
-    out
+    // Bounded by construction: never more than MAX_POINTS, never past i64's end, whatever the
+    // caller checked.
+    (0..MAX_POINTS)
+        .map_while(|k| {
+            let t = first.checked_add(k.checked_mul(step_ms)?)?;
+            (t < to_ms).then(|| (t, map.get(&t).copied().flatten()))
+        })
+        .collect()
 }
 
 /// The q-quantile of raw values (nearest rank).

@@ -303,6 +303,22 @@ async fn the_read_api_answers_and_explains_mistakes() {
             "/api/v1/series?metric=gpu_util&entity=fleet&bogus=1",
             "unknown field",
         ),
+        // Issue 15: an i64::MAX `to` made the point loop overflow and allocate until the
+        // process died; saturating steps slipped past the point cap.
+        (
+            "/api/v1/series?metric=gpu_util&entity=fleet&to=9223372036854775807",
+            "outside 1970-01-01 to 9999-12-31",
+        ),
+        (
+            "/api/v1/series?metric=gpu_util&entity=fleet&from=0&to=253402300799999&step=1h",
+            "raise `step`",
+        ),
+        ("/api/v1/series?metric=gpu_util&entity=fleet&step=inf", "is not a duration"),
+        ("/api/v1/series?metric=gpu_util&entity=fleet&step=1e300", "is not a duration"),
+        (
+            "/api/v1/series?metric=gpu_util&entity=fleet&step=18446744073709551616",
+            "is not a duration",
+        ),
     ] {
         let (status, body, _) = call(&state, Request::get(url).body(Body::empty()).unwrap()).await;
         assert_eq!(status, StatusCode::BAD_REQUEST, "{url}: {body}");
@@ -316,6 +332,18 @@ async fn the_read_api_answers_and_explains_mistakes() {
     .await;
     assert_eq!(status, StatusCode::NOT_FOUND);
     assert_eq!(body["error"]["code"], "not_found");
+    // Issue 21: a series of something never seen is a 404 naming it, not a run of nulls.
+    for entity in ["node:nope", "gpu:GPU-nope", "cluster:nope", "tenant:pod/x/y"] {
+        let (status, body, _) = call(
+            &state,
+            Request::get(format!("/api/v1/series?metric=gpu_util&entity={entity}"))
+                .body(Body::empty())
+                .unwrap(),
+        )
+        .await;
+        assert_eq!(status, StatusCode::NOT_FOUND, "{entity}: {body}");
+        assert!(body["error"]["message"].as_str().unwrap().contains(entity));
+    }
     let (status, html, _) = call(&state, Request::get("/").body(Body::empty()).unwrap()).await;
     assert_eq!(status, StatusCode::OK);
     assert!(html.as_str().unwrap().contains("Fleet overview"));

@@ -137,8 +137,10 @@ impl Batch {
                 self.version
             )));
         }
-        check_name("cluster", &self.cluster, limits)?;
-        check_name("node", &self.node, limits)?;
+        for (field, value) in [("cluster", &self.cluster), ("node", &self.node)] {
+            crate::names::check_subdomain(value)
+                .map_err(|why| invalid(format!("{field} {why}")))?;
+        }
         check_name("agent_id", &self.agent_id, limits)?;
         if self.seq == 0 {
             return Err(invalid("seq must start at 1"));
@@ -224,6 +226,14 @@ impl Batch {
                         &m.profile,
                         limits,
                     )?;
+                    check_mig_id(
+                        || format!("inventory[{i}].mig_instances[{j}].gi_id"),
+                        Some(m.gi_id),
+                    )?;
+                    check_mig_id(
+                        || format!("inventory[{i}].mig_instances[{j}].ci_id"),
+                        Some(m.ci_id),
+                    )?;
                 }
                 if !gpu_uuids.insert(g.uuid.as_str()) {
                     return Err(invalid(format!(
@@ -253,6 +263,10 @@ impl Batch {
                 )));
             }
             let mut gpus_here = std::collections::HashSet::new();
+            let mut mig_here = std::collections::HashSet::new();
+            let mut procs_here = std::collections::HashSet::new();
+            let mut allocs_here = std::collections::HashSet::new();
+            let mut events_here = std::collections::HashSet::new();
             for (j, g) in s.gpus.iter().enumerate() {
                 let at = |f: &str| at(&format!("gpus[{j}].{f}"));
                 check_row_name(|| at("gpu_uuid"), &g.gpu_uuid, limits)?;
@@ -288,6 +302,15 @@ impl Batch {
                 ] {
                     check_non_negative(|| at(f), v)?;
                 }
+                for (f, v) in [
+                    ("sm_clock_mhz", g.sm_clock_mhz),
+                    ("mem_clock_mhz", g.mem_clock_mhz),
+                    ("retired_pages", g.retired_pages),
+                    ("remapped_rows", g.remapped_rows),
+                ] {
+                    check_non_negative(|| at(f), v.map(i64::from))?;
+                }
+                check_non_negative(|| at("throttle_reasons"), g.throttle_reasons)?;
                 check_finite(|| at("power_w"), g.power_w.map(f64::from), 0.0, 10_000.0)?;
                 check_finite(|| at("temp_c"), g.temp_c.map(f64::from), -50.0, 200.0)?;
                 check_finite(|| at("energy_j"), g.energy_j, 0.0, f64::MAX)?;
@@ -295,6 +318,17 @@ impl Batch {
             for (j, m) in s.mig.iter().enumerate() {
                 let at = |f: &str| at(&format!("mig[{j}].{f}"));
                 check_row_name(|| at("gpu_uuid"), &m.gpu_uuid, limits)?;
+                check_mig_id(|| at("gi_id"), Some(m.gi_id))?;
+                check_mig_id(|| at("ci_id"), Some(m.ci_id))?;
+                if !mig_here.insert((m.gpu_uuid.as_str(), m.gi_id, m.ci_id)) {
+                    return Err(invalid(format!(
+                        "{} ({}, {}, {}) appears twice in one snapshot",
+                        at("gpu_uuid"),
+                        m.gpu_uuid,
+                        m.gi_id,
+                        m.ci_id
+                    )));
+                }
                 for (f, v) in [
                     ("sm_active", m.sm_active),
                     ("sm_occupancy", m.sm_occupancy),
@@ -310,6 +344,31 @@ impl Batch {
             for (j, p) in s.processes.iter().enumerate() {
                 let at = |f: &str| at(&format!("processes[{j}].{f}"));
                 check_row_name(|| at("gpu_uuid"), &p.gpu_uuid, limits)?;
+                check_mig_id(|| at("gi_id"), p.gi_id)?;
+                check_mig_id(|| at("ci_id"), p.ci_id)?;
+                if p.pid > MAX_PID {
+                    return Err(invalid(format!(
+                        "{} {} is above Linux's largest pid {MAX_PID}",
+                        at("pid"),
+                        p.pid
+                    )));
+                }
+                if p.start_time < 0 || p.start_time > latest {
+                    return Err(invalid(format!(
+                        "{} {} is not a start time between 1970 and the collector's clock (+{} minutes)",
+                        at("start_time"),
+                        p.start_time,
+                        limits.max_future_ms / 60_000
+                    )));
+                }
+                if !procs_here.insert((p.gpu_uuid.as_str(), p.pid, p.start_time)) {
+                    return Err(invalid(format!(
+                        "{} (pid {}, started {}) appears twice in one snapshot",
+                        at("gpu_uuid"),
+                        p.pid,
+                        p.start_time
+                    )));
+                }
                 for (f, v) in [
                     ("sm_util", p.sm_util),
                     ("mem_util", p.mem_util),
@@ -331,6 +390,28 @@ impl Batch {
             for (j, a) in s.allocations.iter().enumerate() {
                 let at = |f: &str| at(&format!("allocations[{j}].{f}"));
                 check_row_name(|| at("gpu_uuid"), &a.gpu_uuid, limits)?;
+                check_mig_id(|| at("gi_id"), a.gi_id)?;
+                check_mig_id(|| at("ci_id"), a.ci_id)?;
+                if a.replica.is_some_and(|r| r > MAX_REPLICA) {
+                    return Err(invalid(format!(
+                        "{} must be at most {MAX_REPLICA}",
+                        at("replica")
+                    )));
+                }
+                if !allocs_here.insert((
+                    a.gpu_uuid.as_str(),
+                    a.tenant.as_str(),
+                    a.gi_id,
+                    a.ci_id,
+                    a.replica,
+                )) {
+                    return Err(invalid(format!(
+                        "{} ({}, {}) appears twice in one snapshot",
+                        at("gpu_uuid"),
+                        a.gpu_uuid,
+                        a.tenant
+                    )));
+                }
                 if !tenant_keys.contains(a.tenant.as_str()) {
                     return Err(invalid(format!(
                         "{} {:?} is not among the batch's tenants",
@@ -358,6 +439,16 @@ impl Batch {
                         "{} {} is outside the accepted range",
                         at("ts"),
                         e.ts
+                    )));
+                }
+                if !events_here.insert((e.gpu_uuid.as_str(), e.ts, e.kind.as_str(), e.code)) {
+                    return Err(invalid(format!(
+                        "{} ({}, {}, {} {}) appears twice in one snapshot",
+                        at("gpu_uuid"),
+                        e.gpu_uuid,
+                        e.ts,
+                        e.kind,
+                        e.code
                     )));
                 }
             }
@@ -404,6 +495,25 @@ fn check_ratio(field: impl Fn() -> String, value: Option<f32>) -> Result<(), Inv
     match value {
         Some(v) if !(0.0..=1.0).contains(&v) => Err(invalid(format!(
             "{} is a ratio between 0 and 1, got {v}",
+            field()
+        ))),
+        _ => Ok(()),
+    }
+}
+
+/// The largest MIG GPU or compute instance id accepted. NVML's ids are small (an H100 or A100
+/// has at most 7 GPU instances; ids seen in practice stay below 16); the bound keeps every id
+/// inside the store's 32-bit columns with a wide margin.
+pub const MAX_MIG_ID: u32 = 1023;
+/// Linux's largest pid (`PID_MAX_LIMIT` on 64-bit kernels, 2^22).
+pub const MAX_PID: u32 = 4_194_304;
+/// The most replicas a time-sliced or MPS GPU is advertised with, as replica ids go.
+pub const MAX_REPLICA: u32 = 1023;
+
+fn check_mig_id(field: impl Fn() -> String, value: Option<u32>) -> Result<(), Invalid> {
+    match value {
+        Some(v) if v > MAX_MIG_ID => Err(invalid(format!(
+            "{} {v} is not a MIG instance id (0 to {MAX_MIG_ID})",
             field()
         ))),
         _ => Ok(()),
@@ -533,8 +643,126 @@ mod tests {
             b.validate(&Limits::default(), NOW)
                 .unwrap_err()
                 .0
-                .contains("whitespace")
+                .contains("not a DNS-1123 subdomain")
         );
+        // Issue 15: a node name that steered label writes to another node.
+        let mut b = batch();
+        b.node = "gpu-a?x=1".into();
+        let err = b.validate(&Limits::default(), NOW).unwrap_err().0;
+        assert!(err.starts_with("node \"gpu-a?x=1\" is not a DNS-1123"), "{err}");
+    }
+
+    /// Issue 15: values no GPU reports were stored, and a MIG id of 2^31 or more (a valid
+    /// u32) stopped every rollup pass when read back from the store's 32-bit column.
+    #[test]
+    fn values_outside_their_domain_are_refused_by_name() {
+        let cases: Vec<(&str, Box<dyn Fn(&mut Batch)>)> = vec![
+            (
+                "processes[0].gi_id 2147483648 is not a MIG instance id",
+                Box::new(|b| b.snapshots[0].processes[0].gi_id = Some(1 << 31)),
+            ),
+            (
+                "mig[0].gi_id 4294967295",
+                Box::new(|b| {
+                    b.snapshots[0].mig.push(MigSample {
+                        gpu_uuid: "GPU-1".into(),
+                        gi_id: u32::MAX,
+                        ..Default::default()
+                    })
+                }),
+            ),
+            (
+                "allocations[0].ci_id",
+                Box::new(|b| {
+                    b.snapshots[0].allocations.push(Allocation {
+                        gpu_uuid: "GPU-1".into(),
+                        tenant: "host/1000".into(),
+                        gi_id: Some(1),
+                        ci_id: Some(1 << 31),
+                        replica: None,
+                        share: 0.5,
+                    })
+                }),
+            ),
+            (
+                "gpus[0].sm_clock_mhz must not be negative",
+                Box::new(|b| b.snapshots[0].gpus[0].sm_clock_mhz = Some(-1)),
+            ),
+            (
+                "gpus[0].retired_pages must not be negative",
+                Box::new(|b| b.snapshots[0].gpus[0].retired_pages = Some(-5)),
+            ),
+            (
+                "gpus[0].remapped_rows must not be negative",
+                Box::new(|b| b.snapshots[0].gpus[0].remapped_rows = Some(i32::MIN)),
+            ),
+            (
+                "gpus[0].throttle_reasons must not be negative",
+                Box::new(|b| b.snapshots[0].gpus[0].throttle_reasons = Some(-1)),
+            ),
+            (
+                "mig[0].mem_used_bytes must not be negative",
+                Box::new(|b| {
+                    b.snapshots[0].mig.push(MigSample {
+                        gpu_uuid: "GPU-1".into(),
+                        mem_used_bytes: Some(-1),
+                        ..Default::default()
+                    })
+                }),
+            ),
+            (
+                "processes[0].start_time -9223372036854775808",
+                Box::new(|b| b.snapshots[0].processes[0].start_time = i64::MIN),
+            ),
+            (
+                "processes[0].start_time 9223372036854775807",
+                Box::new(|b| b.snapshots[0].processes[0].start_time = i64::MAX),
+            ),
+            (
+                "processes[0].pid",
+                Box::new(|b| b.snapshots[0].processes[0].pid = u32::MAX),
+            ),
+            (
+                "processes[1].gpu_uuid (pid 10, started",
+                Box::new(|b| {
+                    let p = b.snapshots[0].processes[0].clone();
+                    b.snapshots[0].processes.push(p)
+                }),
+            ),
+            (
+                "mig[1].gpu_uuid (GPU-1, 1, 0) appears twice",
+                Box::new(|b| {
+                    let m = MigSample {
+                        gpu_uuid: "GPU-1".into(),
+                        gi_id: 1,
+                        ..Default::default()
+                    };
+                    b.snapshots[0].mig.push(m.clone());
+                    b.snapshots[0].mig.push(m);
+                }),
+            ),
+            (
+                "allocations[1].gpu_uuid (GPU-1, host/1000) appears twice",
+                Box::new(|b| {
+                    let a = Allocation {
+                        gpu_uuid: "GPU-1".into(),
+                        tenant: "host/1000".into(),
+                        gi_id: None,
+                        ci_id: None,
+                        replica: None,
+                        share: 1.0,
+                    };
+                    b.snapshots[0].allocations.push(a.clone());
+                    b.snapshots[0].allocations.push(a);
+                }),
+            ),
+        ];
+        for (expected, mutate) in cases {
+            let mut b = batch();
+            mutate(&mut b);
+            let err = b.validate(&Limits::default(), NOW).unwrap_err();
+            assert!(err.0.contains(expected), "{expected:?} not in {:?}", err.0);
+        }
     }
 
     #[test]
