@@ -381,7 +381,15 @@ mod tests {
         ] {
             assert!(parse_time(bad, now).is_err(), "{bad}");
         }
-        for bad in ["inf", "NaN", "1e300", "18446744073709551616", "-5", "0", "4000d"] {
+        for bad in [
+            "inf",
+            "NaN",
+            "1e300",
+            "18446744073709551616",
+            "-5",
+            "0",
+            "4000d",
+        ] {
             assert!(parse_step(bad).is_err(), "{bad}");
         }
         assert_eq!(parse_step("60").unwrap(), 60_000);

@@ -528,6 +528,40 @@ pub async fn settle(state: &AppState) -> Result<(), crate::store::StoreError> {
     store_complete(state, now).await
 }
 
+/// Remote write 1.0 only. A 2.0 body (`proto=io.prometheus.write.v2.Request`, or a
+/// `X-Prometheus-Remote-Write-Version` of 2.x) would decode as an empty 1.0 message and be
+/// acknowledged with its data lost; it is refused with 415, which tells a 2.0 sender to fall
+/// back to 1.0 (the spec's negotiation).
+fn check_protocol(headers: &HeaderMap) -> Result<(), ApiError> {
+    let text = |name| headers.get(name).and_then(|v| v.to_str().ok());
+    if let Some(ct) = text(header::CONTENT_TYPE.as_str()) {
+        let mut parts = ct.split(';').map(str::trim);
+        let media = parts.next().unwrap_or("").to_ascii_lowercase();
+        let proto = parts
+            .filter_map(|p| p.split_once('='))
+            .find(|(k, _)| k.trim().eq_ignore_ascii_case("proto"))
+            .map(|(_, v)| v.trim().trim_matches('"').to_owned());
+        if media != "application/x-protobuf"
+            || proto
+                .as_deref()
+                .is_some_and(|p| p != "prometheus.WriteRequest")
+        {
+            return Err(ApiError::UnsupportedMediaType(format!(
+                "this receiver speaks remote write 1.0 (Content-Type application/x-protobuf, proto=prometheus.WriteRequest), not {ct:?}"
+            )));
+        }
+    }
+    if let Some(v) = text("x-prometheus-remote-write-version")
+        && !v.trim().starts_with("0.1")
+        && !v.trim().starts_with("1.")
+    {
+        return Err(ApiError::UnsupportedMediaType(format!(
+            "this receiver speaks remote write 1.0 (X-Prometheus-Remote-Write-Version 0.1.0), not {v:?}"
+        )));
+    }
+    Ok(())
+}
+
 pub async fn write(
     State(state): State<AppState>,
     headers: HeaderMap,
@@ -538,6 +572,7 @@ pub async fn write(
             .get(header::AUTHORIZATION)
             .and_then(|v| v.to_str().ok()),
     )?;
+    check_protocol(&headers)?;
     if let Some(enc) = headers
         .get(header::CONTENT_ENCODING)
         .and_then(|v| v.to_str().ok())
@@ -592,6 +627,45 @@ pub async fn write(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Issue 15: a Remote-Write 2.0 body decoded as an empty 1.0 message and was answered 204.
+    #[test]
+    fn remote_write_2_is_refused_with_415_and_1_0_passes() {
+        let h = |pairs: &[(&str, &str)]| {
+            let mut m = HeaderMap::new();
+            for (k, v) in pairs {
+                m.insert(
+                    axum::http::HeaderName::from_bytes(k.as_bytes()).unwrap(),
+                    v.parse().unwrap(),
+                );
+            }
+            m
+        };
+        for ok in [
+            h(&[]),
+            h(&[
+                ("content-type", "application/x-protobuf"),
+                ("x-prometheus-remote-write-version", "0.1.0"),
+            ]),
+            h(&[(
+                "content-type",
+                "application/x-protobuf;proto=prometheus.WriteRequest",
+            )]),
+        ] {
+            check_protocol(&ok).unwrap();
+        }
+        for bad in [
+            h(&[(
+                "content-type",
+                "application/x-protobuf;proto=io.prometheus.write.v2.Request",
+            )]),
+            h(&[("x-prometheus-remote-write-version", "2.0.0")]),
+            h(&[("content-type", "application/json")]),
+        ] {
+            let e = check_protocol(&bad).unwrap_err();
+            assert_eq!(e.status(), StatusCode::UNSUPPORTED_MEDIA_TYPE, "{e}");
+        }
+    }
 
     fn series(
         name: &str,

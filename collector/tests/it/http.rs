@@ -313,8 +313,14 @@ async fn the_read_api_answers_and_explains_mistakes() {
             "/api/v1/series?metric=gpu_util&entity=fleet&from=0&to=253402300799999&step=1h",
             "raise `step`",
         ),
-        ("/api/v1/series?metric=gpu_util&entity=fleet&step=inf", "is not a duration"),
-        ("/api/v1/series?metric=gpu_util&entity=fleet&step=1e300", "is not a duration"),
+        (
+            "/api/v1/series?metric=gpu_util&entity=fleet&step=inf",
+            "is not a duration",
+        ),
+        (
+            "/api/v1/series?metric=gpu_util&entity=fleet&step=1e300",
+            "is not a duration",
+        ),
         (
             "/api/v1/series?metric=gpu_util&entity=fleet&step=18446744073709551616",
             "is not a duration",
@@ -333,7 +339,12 @@ async fn the_read_api_answers_and_explains_mistakes() {
     assert_eq!(status, StatusCode::NOT_FOUND);
     assert_eq!(body["error"]["code"], "not_found");
     // Issue 21: a series of something never seen is a 404 naming it, not a run of nulls.
-    for entity in ["node:nope", "gpu:GPU-nope", "cluster:nope", "tenant:pod/x/y"] {
+    for entity in [
+        "node:nope",
+        "gpu:GPU-nope",
+        "cluster:nope",
+        "tenant:pod/x/y",
+    ] {
         let (status, body, _) = call(
             &state,
             Request::get(format!("/api/v1/series?metric=gpu_util&entity={entity}"))

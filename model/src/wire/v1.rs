@@ -649,14 +649,18 @@ mod tests {
         let mut b = batch();
         b.node = "gpu-a?x=1".into();
         let err = b.validate(&Limits::default(), NOW).unwrap_err().0;
-        assert!(err.starts_with("node \"gpu-a?x=1\" is not a DNS-1123"), "{err}");
+        assert!(
+            err.starts_with("node \"gpu-a?x=1\" is not a DNS-1123"),
+            "{err}"
+        );
     }
 
     /// Issue 15: values no GPU reports were stored, and a MIG id of 2^31 or more (a valid
     /// u32) stopped every rollup pass when read back from the store's 32-bit column.
     #[test]
     fn values_outside_their_domain_are_refused_by_name() {
-        let cases: Vec<(&str, Box<dyn Fn(&mut Batch)>)> = vec![
+        type Mutation = Box<dyn Fn(&mut Batch)>;
+        let cases: Vec<(&str, Mutation)> = vec![
             (
                 "processes[0].gi_id 2147483648 is not a MIG instance id",
                 Box::new(|b| b.snapshots[0].processes[0].gi_id = Some(1 << 31)),
