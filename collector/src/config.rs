@@ -57,6 +57,9 @@ pub struct Config {
     /// Weekly reports: time zone, schedule, webhook; see docs/reports.md.
     #[serde(default)]
     pub reports: crate::reports::Settings,
+    /// Timeouts and limits of the HTTP listener; see docs/security.md.
+    #[serde(default)]
+    pub server: crate::listener::ServerLimits,
 }
 
 /// One agent credential.

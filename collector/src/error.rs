@@ -23,6 +23,9 @@ pub enum ApiError {
     PayloadTooLarge(String),
     #[error("{0}")]
     UnsupportedMediaType(String),
+    /// The request (headers to response, body included) ran past the server's limit.
+    #[error("{0}")]
+    Timeout(String),
     /// The database is down or overloaded: retry after the given seconds.
     #[error("{0}")]
     Unavailable(String, u64),
@@ -40,6 +43,7 @@ impl ApiError {
             ApiError::Conflict(_) => StatusCode::CONFLICT,
             ApiError::PayloadTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
             ApiError::UnsupportedMediaType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            ApiError::Timeout(_) => StatusCode::REQUEST_TIMEOUT,
             ApiError::Unavailable(..) => StatusCode::SERVICE_UNAVAILABLE,
             ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
@@ -55,6 +59,7 @@ impl ApiError {
             ApiError::Conflict(_) => "conflict",
             ApiError::PayloadTooLarge(_) => "payload_too_large",
             ApiError::UnsupportedMediaType(_) => "unsupported_media_type",
+            ApiError::Timeout(_) => "request_timeout",
             ApiError::Unavailable(..) => "unavailable",
             ApiError::Internal(_) => "internal",
         }

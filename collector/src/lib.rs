@@ -19,6 +19,7 @@ pub mod fleet_metrics;
 pub mod ingest;
 pub mod jobs;
 pub mod labels;
+pub mod listener;
 pub mod metrics;
 pub mod remote_write;
 pub mod reports;
@@ -175,7 +176,8 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
             config.labels.clone(),
         ))
     });
-    let result = server::serve(listener, state, shutdown_signal()).await;
+    let result =
+        server::serve_with(listener, state, config.server.clone(), shutdown_signal()).await;
     jobs.abort();
     analysis.abort();
     for task in [approved, alerting, reporting].into_iter().flatten() {

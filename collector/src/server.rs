@@ -234,14 +234,29 @@ async fn metrics(State(state): State<AppState>, headers: axum::http::HeaderMap) 
 }
 
 /// Serves `router` on `listener` until `shutdown` resolves.
+/// Serves the router with the default listener limits (`listener::ServerLimits`).
 pub async fn serve(
     listener: tokio::net::TcpListener,
     state: AppState,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    axum::serve(listener, router(state))
-        .with_graceful_shutdown(shutdown)
-        .await
+    serve_with(
+        listener,
+        state,
+        crate::listener::ServerLimits::default(),
+        shutdown,
+    )
+    .await
+}
+
+/// Serves the router within `limits` (timeouts, connection and in-flight caps).
+pub async fn serve_with(
+    listener: tokio::net::TcpListener,
+    state: AppState,
+    limits: crate::listener::ServerLimits,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    crate::listener::serve(listener, router(state), limits, shutdown).await
 }
 
 #[cfg(test)]

@@ -9,6 +9,7 @@ mod delivery;
 mod deploy;
 mod http;
 mod labels;
+mod listener;
 mod prometheus;
 mod readme;
 mod remote_write;

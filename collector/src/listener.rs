@@ -1,0 +1,215 @@
+//! The collector's HTTP listener: HTTP/1.1 connections served by hyper with bounds on
+//! everything a client controls, so slow or idle clients cannot hold the collector.
+//! - **Headers**: a client has `header_timeout` to send a request's headers, counted from the
+//!   moment the connection opens and again from the end of each response, so an idle
+//!   keep-alive connection or a trickled header is closed after it.
+//! - **Requests**: `request_timeout` bounds a request from its headers to its response,
+//!   reading the body included: a trickled body gets 408.
+//! - **Connections**: at most `max_connections` are served at once; one more is answered 503
+//!   with `Retry-After` and closed, never queued.
+//! - **In flight**: at most `max_in_flight` requests run at once (health, readiness and
+//!   `/metrics` excepted, so probes and scrapes still answer under load); one more is answered
+//!   503 with `Retry-After`.
+//! - **Shutdown**: on the signal, the listener closes, connections finish the request they are
+//!   serving, and whatever is still running after `shutdown_grace` is dropped.
+
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::http::{Request, Response};
+use axum::response::IntoResponse;
+use hyper::body::Incoming;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use serde::Deserialize;
+use tokio::io::AsyncWriteExt;
+use tokio::sync::{Semaphore, watch};
+use tower::ServiceExt;
+
+use crate::error::ApiError;
+
+/// `[server]` in the configuration.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ServerLimits {
+    #[serde(
+        default = "defaults::header_timeout",
+        deserialize_with = "crate::config::duration"
+    )]
+    pub header_timeout: Duration,
+    #[serde(
+        default = "defaults::request_timeout",
+        deserialize_with = "crate::config::duration"
+    )]
+    pub request_timeout: Duration,
+    #[serde(default = "defaults::max_connections")]
+    pub max_connections: usize,
+    #[serde(default = "defaults::max_in_flight")]
+    pub max_in_flight: usize,
+    #[serde(
+        default = "defaults::shutdown_grace",
+        deserialize_with = "crate::config::duration"
+    )]
+    pub shutdown_grace: Duration,
+}
+
+mod defaults {
+    use std::time::Duration;
+    pub fn header_timeout() -> Duration {
+        Duration::from_secs(10)
+    }
+    pub fn request_timeout() -> Duration {
+        Duration::from_secs(60)
+    }
+    pub fn max_connections() -> usize {
+        4096
+    }
+    pub fn max_in_flight() -> usize {
+        256
+    }
+    pub fn shutdown_grace() -> Duration {
+        Duration::from_secs(10)
+    }
+}
+
+impl Default for ServerLimits {
+    fn default() -> Self {
+        ServerLimits {
+            header_timeout: defaults::header_timeout(),
+            request_timeout: defaults::request_timeout(),
+            max_connections: defaults::max_connections(),
+            max_in_flight: defaults::max_in_flight(),
+            shutdown_grace: defaults::shutdown_grace(),
+        }
+    }
+}
+
+/// Paths that skip the in-flight limit: probes and scrapes must answer when the API is busy.
+fn exempt(path: &str) -> bool {
+    matches!(path, "/healthz" | "/readyz" | "/metrics")
+}
+
+/// Serves `app` on `listener` until `shutdown` completes, within `limits`.
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    app: axum::Router,
+    limits: ServerLimits,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    let connections = Arc::new(Semaphore::new(limits.max_connections.max(1)));
+    let in_flight = Arc::new(Semaphore::new(limits.max_in_flight.max(1)));
+    let (stop, stopped) = watch::channel(false);
+    let mut tasks = tokio::task::JoinSet::new();
+    let mut builder = hyper::server::conn::http1::Builder::new();
+    builder
+        .timer(TokioTimer::new())
+        .header_read_timeout(limits.header_timeout)
+        .keep_alive(true);
+    tokio::pin!(shutdown);
+    let mut accept_errors = 0u64;
+    loop {
+        let stream = tokio::select! {
+            () = &mut shutdown => break,
+            r = listener.accept() => match r {
+                Ok((s, _)) => s,
+                Err(e) => {
+                    // Out of file descriptors and the like: wait a moment instead of spinning.
+                    accept_errors += 1;
+                    if accept_errors.is_power_of_two() {
+                        tracing::warn!(error = %e, count = accept_errors, "cannot accept a connection");
+                    }
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+        };
+        while tasks.try_join_next().is_some() {}
+        let Ok(permit) = connections.clone().try_acquire_owned() else {
+            tasks.spawn(refuse(stream));
+            continue;
+        };
+        let service = {
+            let (app, in_flight, limit) = (app.clone(), in_flight.clone(), limits.request_timeout);
+            hyper::service::service_fn(move |req: Request<Incoming>| {
+                handle(app.clone(), in_flight.clone(), limit, req)
+            })
+        };
+        let conn = builder.serve_connection(TokioIo::new(stream), service);
+        let mut stopped = stopped.clone();
+        tasks.spawn(async move {
+            let _permit = permit;
+            tokio::pin!(conn);
+            tokio::select! {
+                _ = conn.as_mut() => {}
+                _ = stopped.changed() => {
+                    conn.as_mut().graceful_shutdown();
+                    let _ = conn.await;
+                }
+            }
+        });
+    }
+    drop(listener);
+    let _ = stop.send(true);
+    let open = tasks.len();
+    let drained = tokio::time::timeout(limits.shutdown_grace, async {
+        while tasks.join_next().await.is_some() {}
+    })
+    .await;
+    if drained.is_err() {
+        tracing::warn!(
+            open,
+            left = tasks.len(),
+            grace = ?limits.shutdown_grace,
+            "shutting down: connections still busy after the grace period were dropped"
+        );
+        tasks.abort_all();
+    }
+    Ok(())
+}
+
+async fn handle(
+    app: axum::Router,
+    in_flight: Arc<Semaphore>,
+    limit: Duration,
+    req: Request<Incoming>,
+) -> Result<Response<axum::body::Body>, Infallible> {
+    let permit = if exempt(req.uri().path()) {
+        None
+    } else {
+        match in_flight.try_acquire_owned() {
+            Ok(p) => Some(p),
+            Err(_) => {
+                return Ok(ApiError::Unavailable(
+                    "the collector is serving as many requests as it takes; retry shortly".into(),
+                    1,
+                )
+                .into_response());
+            }
+        }
+    };
+    let answer = tokio::time::timeout(limit, app.oneshot(req)).await;
+    drop(permit);
+    Ok(match answer {
+        Ok(Ok(resp)) => resp,
+        Ok(Err(never)) => match never {},
+        Err(_) => ApiError::Timeout(format!(
+            "the request took longer than {} s (a slow body counts too)",
+            limit.as_secs_f64()
+        ))
+        .into_response(),
+    })
+}
+
+/// The answer to a connection over the limit: 503 with Retry-After, then close.
+async fn refuse(mut stream: tokio::net::TcpStream) {
+    const BODY: &str = r#"{"error":{"code":"unavailable","message":"the collector is serving as many connections as it takes; retry shortly"}}"#;
+    let answer = format!(
+        "HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\nretry-after: 1\r\nconnection: close\r\ncontent-length: {}\r\n\r\n{BODY}",
+        BODY.len()
+    );
+    let _ = tokio::time::timeout(Duration::from_secs(1), async {
+        let _ = stream.write_all(answer.as_bytes()).await;
+        let _ = stream.shutdown().await;
+    })
+    .await;
+}
