@@ -63,16 +63,16 @@ async fn handle(
                 .and_then(|v| v.to_str().ok()),
         )
         .map_err(because(RejectReason::Unauthenticated))?;
-    if let Some(ct) = headers
+    let ct = headers
         .get(header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        && !ct.starts_with("application/json")
-    {
+        .map(|v| v.to_str().unwrap_or("(not text)"));
+    if !ct.is_some_and(|ct| ct.starts_with("application/json")) {
         return Err((
             RejectReason::Decode,
-            ApiError::UnsupportedMediaType(format!(
-                "Content-Type must be application/json, got {ct:?}"
-            )),
+            ApiError::UnsupportedMediaType(match ct {
+                Some(ct) => format!("Content-Type must be application/json, got {ct:?}"),
+                None => "Content-Type must be application/json; the request has none".into(),
+            }),
         ));
     }
     let max_body = state.ingest.max_body_bytes;
@@ -98,6 +98,12 @@ async fn handle(
             ApiError::BadRequest(format!("batch is not valid JSON for protocol v1: {e}")),
         )
     })?;
+    // Whose data it is comes first: a batch for a node the token is not bound to is a 403,
+    // whatever else is wrong with it.
+    state
+        .auth
+        .authorize(cred, &batch.cluster, &batch.node)
+        .map_err(because(RejectReason::Forbidden))?;
     let now = crate::now_ms();
     let limits = Limits {
         max_rows: state.ingest.max_rows,
@@ -107,10 +113,6 @@ async fn handle(
     batch
         .validate(&limits, now)
         .map_err(|e| (RejectReason::Invalid, ApiError::BadRequest(e.0)))?;
-    state
-        .auth
-        .authorize(cred, &batch.cluster, &batch.node)
-        .map_err(because(RejectReason::Forbidden))?;
 
     let started = Instant::now();
     let teams = state.teams.clone();
@@ -206,14 +208,22 @@ pub fn decode_body(encoding: &str, bytes: Bytes, max: usize) -> Result<Vec<u8>, 
             Ok(bytes.to_vec())
         }
         "gzip" | "x-gzip" => {
-            let mut out = Vec::with_capacity(bytes.len() * 8);
-            let mut decoder = flate2::read::GzDecoder::new(&bytes[..]).take(max as u64 + 1);
+            let mut out = Vec::with_capacity(bytes.len().saturating_mul(8).min(max));
+            // bufread over the slice, so what the member did not consume can be checked.
+            let mut decoder = flate2::bufread::GzDecoder::new(&bytes[..]).take(max as u64 + 1);
             decoder.read_to_end(&mut out).map_err(|e| {
                 ApiError::BadRequest(format!("gzip body could not be decompressed: {e}"))
             })?;
             if out.len() > max {
                 return Err(ApiError::PayloadTooLarge(format!(
                     "decompressed batch exceeds {max} bytes"
+                )));
+            }
+            let rest = decoder.into_inner().into_inner();
+            if !rest.is_empty() {
+                return Err(ApiError::BadRequest(format!(
+                    "{} bytes follow the gzip member (a second member or trailing data); send one gzip member",
+                    rest.len()
                 )));
             }
             Ok(out)

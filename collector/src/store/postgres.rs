@@ -331,16 +331,19 @@ impl PgStore {
         .bind(node)
         .fetch_all(&self.pool)
         .await?;
+        // MIG instances grouped by GPU once: a lookup per GPU, not a scan of every instance.
+        let mut by_gpu: std::collections::HashMap<String, Vec<_>> =
+            std::collections::HashMap::new();
+        for m in &migs {
+            by_gpu
+                .entry(m.try_get::<String, _>("gpu_uuid")?)
+                .or_default()
+                .push(super::mig_record!(m));
+        }
         let mut out = Vec::new();
         for r in &rows {
             let uuid: String = r.try_get("gpu_uuid")?;
-            let mut mig_instances = Vec::new();
-            for m in migs
-                .iter()
-                .filter(|m| m.get::<String, _>("gpu_uuid") == uuid)
-            {
-                mig_instances.push(super::mig_record!(m));
-            }
+            let mig_instances = by_gpu.get(&uuid).cloned().unwrap_or_default();
             out.push(super::gpu_record!(r, uuid, mig_instances));
         }
         Ok(out)

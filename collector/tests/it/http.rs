@@ -133,7 +133,46 @@ async fn every_bad_request_is_a_4xx_that_names_the_problem_and_stores_nothing() 
     let mut extra_field: Value = serde_json::from_slice(&good).unwrap();
     extra_field["surprise"] = true.into();
     let bomb = gzip(&vec![b' '; 1024 * 1024]);
+    // Issue 15: a wrong node with a broken body was a 400 (validation before authorization).
+    let mut wrong_node_bad_value = wrong_node.clone();
+    wrong_node_bad_value["snapshots"][0]["gpus"][0]["gpu_util"] = 85.0.into();
+    // Issue 15: gzip with trailing garbage or a second member was decoded and stored.
+    let mut trailing = gzip(&good);
+    trailing.extend_from_slice(b"garbage after the member");
+    let mut two_members = gzip(&good);
+    two_members.extend(gzip(b" "));
     let cases: Vec<(&str, Request<Body>, StatusCode, &str)> = vec![
+        (
+            "other node, invalid body",
+            post(
+                serde_json::to_vec(&wrong_node_bad_value).unwrap(),
+                Some(TOKEN),
+                None,
+            ),
+            StatusCode::FORBIDDEN,
+            "not bound to node \"mig\"",
+        ),
+        (
+            "gzip with trailing data",
+            post(trailing, Some(TOKEN), Some("gzip")),
+            StatusCode::BAD_REQUEST,
+            "follow the gzip member",
+        ),
+        (
+            "two gzip members",
+            post(two_members, Some(TOKEN), Some("gzip")),
+            StatusCode::BAD_REQUEST,
+            "follow the gzip member",
+        ),
+        (
+            "no Content-Type",
+            Request::post("/api/v1/ingest")
+                .header("authorization", format!("Bearer {TOKEN}"))
+                .body(Body::from(good.clone()))
+                .unwrap(),
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "the request has none",
+        ),
         (
             "no token",
             post(good.clone(), None, None),

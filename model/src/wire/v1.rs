@@ -117,8 +117,19 @@ fn invalid(msg: impl Into<String>) -> Invalid {
 }
 
 impl Batch {
+    /// Rows of every kind the batch makes the store write: snapshot rows, and the inventory's
+    /// GPUs and MIG instances.
     pub fn row_count(&self) -> usize {
-        self.snapshots.iter().map(Snapshot::row_count).sum()
+        let inventory = self.inventory.as_deref().map_or(0, |gpus| {
+            gpus.iter()
+                .map(|g| 1 + g.mig_instances.len())
+                .sum::<usize>()
+        });
+        self.snapshots
+            .iter()
+            .map(Snapshot::row_count)
+            .sum::<usize>()
+            + inventory
     }
 
     /// The earliest and latest snapshot timestamps, if there are snapshots.
@@ -767,6 +778,41 @@ mod tests {
             let err = b.validate(&Limits::default(), NOW).unwrap_err();
             assert!(err.0.contains(expected), "{expected:?} not in {:?}", err.0);
         }
+    }
+
+    /// Issue 15: a 1.2 MB request stored 200,000 GPUs and 800,000 MIG instances and answered
+    /// `"rows":0`; the inventory now counts toward the row limit.
+    #[test]
+    fn the_inventory_counts_toward_the_row_limit() {
+        let mut b = batch();
+        b.inventory = Some(
+            (0..3)
+                .map(|i| crate::GpuInfo {
+                    uuid: format!("GPU-{i}"),
+                    mig_instances: (0..4)
+                        .map(|gi| {
+                            serde_json::from_value(serde_json::json!({
+                                "gi_id": gi, "ci_id": 0, "profile": "1g.10gb",
+                                "memory_total_bytes": 1
+                            }))
+                            .unwrap()
+                        })
+                        .collect(),
+                    ..serde_json::from_str(
+                        r#"{"uuid":"x","index":0,"model":"m","memory_total_bytes":1}"#,
+                    )
+                    .unwrap()
+                })
+                .collect(),
+        );
+        // 2 snapshot rows + 3 GPUs + 12 MIG instances.
+        assert_eq!(b.row_count(), 17);
+        let limits = Limits {
+            max_rows: 16,
+            ..Limits::default()
+        };
+        let err = b.validate(&limits, NOW).unwrap_err().0;
+        assert_eq!(err, "batch has 17 rows; the limit is 16");
     }
 
     #[test]
