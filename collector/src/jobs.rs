@@ -22,6 +22,10 @@ pub async fn run_once(state: &AppState) -> anyhow::Result<usize> {
             state.metrics.rollup_failures.inc();
         })?;
     state.metrics.rollup_buckets.inc_by(stats.minutes as u64);
+    state
+        .metrics
+        .rollup_undecodable_rows
+        .inc_by(stats.undecodable_rows as u64);
     let retention = state.store.apply_retention(now, &state.retention).await?;
     state
         .metrics
@@ -38,12 +42,26 @@ pub async fn run_once(state: &AppState) -> anyhow::Result<usize> {
 }
 
 /// Runs [`run_once`] every `every` until the task is dropped.
+///
+/// Each pass runs as a task of its own, so a pass that panics (a bug, or data no check
+/// foresaw) is logged and counted like one that fails, and the next pass comes as usual: one
+/// bad pass never ends rollups, retention and remote-write settling for good.
 pub async fn run_forever(state: AppState, every: Duration) {
     let mut tick = tokio::time::interval(every);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tick.tick().await;
-        if let Err(e) = run_once(&state).await {
+        let pass = tokio::spawn({
+            let state = state.clone();
+            async move { run_once(&state).await }
+        });
+        let failed = match pass.await {
+            Ok(Ok(_)) => None,
+            Ok(Err(e)) => Some(format!("{e:#}")),
+            Err(e) => Some(format!("the pass panicked: {e}")),
+        };
+        if let Some(e) = failed {
+            state.metrics.background_pass_failures.inc();
             tracing::warn!(error = %e, "background pass failed; will retry");
         }
     }

@@ -93,6 +93,8 @@ pub struct Metrics {
     pub storage_write: Histogram,
     pub rollup_buckets: Counter,
     pub rollup_failures: Counter,
+    pub rollup_undecodable_rows: Counter,
+    pub background_pass_failures: Counter,
     pub retention_dropped: Counter,
     pub last_rollup_timestamp: Gauge<f64, std::sync::atomic::AtomicU64>,
 }
@@ -153,6 +155,18 @@ impl Metrics {
             "Rollup passes that failed",
             rollup_failures.clone(),
         );
+        let rollup_undecodable_rows = Counter::default();
+        registry.register(
+            "rollup_undecodable_rows",
+            "Stored raw rows the rollup could not decode; skipped (not rolled up) so the pass goes on",
+            rollup_undecodable_rows.clone(),
+        );
+        let background_pass_failures = Counter::default();
+        registry.register(
+            "background_pass_failures",
+            "Background passes (partitions, remote-write settling, rollups, retention) that failed or panicked; the next pass runs as usual",
+            background_pass_failures.clone(),
+        );
         let retention_dropped = Counter::default();
         registry.register(
             "retention_dropped_partitions",
@@ -177,6 +191,8 @@ impl Metrics {
             storage_write,
             rollup_buckets,
             rollup_failures,
+            rollup_undecodable_rows,
+            background_pass_failures,
             retention_dropped,
             last_rollup_timestamp,
         }

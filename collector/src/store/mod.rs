@@ -180,6 +180,9 @@ pub struct RollupStats {
     pub minutes: usize,
     pub gpu_rows: usize,
     pub tenant_rows: usize,
+    /// Raw rows that could not be decoded (left where they are, skipped, counted): one bad row
+    /// never stops a rollup pass.
+    pub undecodable_rows: usize,
 }
 
 /// What a retention pass removed.
@@ -396,8 +399,9 @@ impl Store {
             {
                 let from = chunk[0];
                 let to = chunk[chunk.len() - 1] + MINUTE_MS;
-                let (gpu_rows, tenant_rows) =
+                let (gpu_rows, tenant_rows, undecodable) =
                     dispatch!(self, s => s.rollup_span(&cluster, &node, from, to).await)?;
+                stats.undecodable_rows += undecodable;
                 cluster_hours.insert((cluster.clone(), rollup::bucket_of(from, rollup::HOUR_MS)));
                 stats.minutes += chunk.len();
                 stats.gpu_rows += gpu_rows;
@@ -1005,6 +1009,29 @@ macro_rules! tenant_record {
 }
 pub(crate) use tenant_record;
 
+/// The rows that decode; each one that does not is skipped and counted in `undecodable`, and
+/// the first of a span is logged with its error. The row stays stored (retention removes it).
+pub(crate) fn decodable<T>(
+    rows: impl Iterator<Item = std::result::Result<T, sqlx::Error>>,
+    table: &str,
+    cluster: &str,
+    node: &str,
+    undecodable: &mut usize,
+) -> Vec<T> {
+    let before = *undecodable;
+    rows.filter_map(|r| match r {
+            Ok(v) => Some(v),
+            Err(e) => {
+                if *undecodable == before {
+                    tracing::error!(table, cluster, node, error = %e, "a stored row cannot be read: skipped and counted in gpulens_rollup_undecodable_rows_total; the pass goes on");
+                }
+                *undecodable += 1;
+                None
+            }
+        })
+        .collect()
+}
+
 /// The raw GPU columns the rollup reads after `gpu_uuid, ts`, in [`raw_gpu!`]'s positions.
 pub(crate) const RAW_GPU_COLUMNS: &str = "interval_ms, gpu_util, sm_active, sm_occupancy, tensor_active, dram_active, mem_used_bytes, mem_total_bytes, power_w, temp_c, throttle_reasons";
 
@@ -1012,21 +1039,23 @@ pub(crate) const RAW_GPU_COLUMNS: &str = "interval_ms, gpu_util, sm_active, sm_o
 macro_rules! raw_gpu {
     ($r:expr) => {{
         let r = $r;
-        rollup::RawGpu {
-            gpu_uuid: r.get(0),
-            ts: r.get(1),
-            interval_ms: r.get(2),
-            gpu_util: r.get(3),
-            sm_active: r.get(4),
-            sm_occupancy: r.get(5),
-            tensor_active: r.get(6),
-            dram_active: r.get(7),
-            mem_used_bytes: r.get(8),
-            mem_total_bytes: r.get(9),
-            power_w: r.get(10),
-            temp_c: r.get(11),
-            throttle_reasons: r.get(12),
-        }
+        (|| -> std::result::Result<_, sqlx::Error> {
+            Ok(rollup::RawGpu {
+                gpu_uuid: r.try_get(0)?,
+                ts: r.try_get(1)?,
+                interval_ms: r.try_get(2)?,
+                gpu_util: r.try_get(3)?,
+                sm_active: r.try_get(4)?,
+                sm_occupancy: r.try_get(5)?,
+                tensor_active: r.try_get(6)?,
+                dram_active: r.try_get(7)?,
+                mem_used_bytes: r.try_get(8)?,
+                mem_total_bytes: r.try_get(9)?,
+                power_w: r.try_get(10)?,
+                temp_c: r.try_get(11)?,
+                throttle_reasons: r.try_get(12)?,
+            })
+        })()
     }};
 }
 pub(crate) use raw_gpu;
@@ -1034,13 +1063,15 @@ pub(crate) use raw_gpu;
 macro_rules! raw_allocation {
     ($r:expr) => {{
         let r = $r;
-        rollup::RawAllocation {
-            gpu_uuid: r.get(0),
-            ts: r.get(1),
-            tenant_key: r.get(2),
-            gi_id: r.get(3),
-            share: r.get(4),
-        }
+        (|| -> std::result::Result<_, sqlx::Error> {
+            Ok(rollup::RawAllocation {
+                gpu_uuid: r.try_get(0)?,
+                ts: r.try_get(1)?,
+                tenant_key: r.try_get(2)?,
+                gi_id: r.try_get(3)?,
+                share: r.try_get(4)?,
+            })
+        })()
     }};
 }
 pub(crate) use raw_allocation;
@@ -1048,14 +1079,16 @@ pub(crate) use raw_allocation;
 macro_rules! raw_process {
     ($r:expr) => {{
         let r = $r;
-        rollup::RawProcess {
-            gpu_uuid: r.get(0),
-            ts: r.get(1),
-            tenant_key: r.get(2),
-            gi_id: r.get(3),
-            sm_util: r.get(4),
-            mem_used_bytes: r.get(5),
-        }
+        (|| -> std::result::Result<_, sqlx::Error> {
+            Ok(rollup::RawProcess {
+                gpu_uuid: r.try_get(0)?,
+                ts: r.try_get(1)?,
+                tenant_key: r.try_get(2)?,
+                gi_id: r.try_get(3)?,
+                sm_util: r.try_get(4)?,
+                mem_used_bytes: r.try_get(5)?,
+            })
+        })()
     }};
 }
 pub(crate) use raw_process;
@@ -1063,12 +1096,14 @@ pub(crate) use raw_process;
 macro_rules! raw_mig {
     ($r:expr) => {{
         let r = $r;
-        rollup::RawMig {
-            gpu_uuid: r.get(0),
-            ts: r.get(1),
-            gi_id: r.get(2),
-            sm_active: r.get(3),
-        }
+        (|| -> std::result::Result<_, sqlx::Error> {
+            Ok(rollup::RawMig {
+                gpu_uuid: r.try_get(0)?,
+                ts: r.try_get(1)?,
+                gi_id: r.try_get(2)?,
+                sm_active: r.try_get(3)?,
+            })
+        })()
     }};
 }
 pub(crate) use raw_mig;

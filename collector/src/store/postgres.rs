@@ -487,24 +487,30 @@ impl PgStore {
         node: &str,
         from: i64,
         to: i64,
-    ) -> Result<(usize, usize)> {
+    ) -> Result<(usize, usize, usize)> {
         self.ensure_days(&days_between(from, to)).await?;
         let mut tx = self.pool.begin().await?;
         sqlx::query("DELETE FROM rollup_pending WHERE cluster = $1 AND node = $2 AND bucket >= to_timestamp($3 / 1000.0) AND bucket < to_timestamp($4 / 1000.0)")
             .bind(cluster).bind(node).bind(from).bind(to)
             .execute(&mut *tx).await?;
         let span = (cluster, node, from, to);
-        let gpus: Vec<RawGpu> =
-            raw_rows(&mut tx, "gpu_samples", super::RAW_GPU_COLUMNS, span, |r| {
-                super::raw_gpu!(r)
-            })
-            .await?;
+        let mut undecodable = 0;
+        let gpus: Vec<RawGpu> = raw_rows(
+            &mut tx,
+            "gpu_samples",
+            super::RAW_GPU_COLUMNS,
+            span,
+            |r| super::raw_gpu!(r),
+            &mut undecodable,
+        )
+        .await?;
         let allocs: Vec<RawAllocation> = raw_rows(
             &mut tx,
             "allocation_samples",
             "tenant_key, gi_id, share",
             span,
             |r| super::raw_allocation!(r),
+            &mut undecodable,
         )
         .await?;
         let procs: Vec<RawProcess> = raw_rows(
@@ -513,11 +519,17 @@ impl PgStore {
             "tenant_key, gi_id, sm_util, mem_used_bytes",
             span,
             |r| super::raw_process!(r),
+            &mut undecodable,
         )
         .await?;
-        let mig: Vec<RawMig> = raw_rows(&mut tx, "mig_samples", "gi_id, sm_active", span, |r| {
-            super::raw_mig!(r)
-        })
+        let mig: Vec<RawMig> = raw_rows(
+            &mut tx,
+            "mig_samples",
+            "gi_id, sm_active",
+            span,
+            |r| super::raw_mig!(r),
+            &mut undecodable,
+        )
         .await?;
         let minutes = rollup::aggregate(rollup::MINUTE_MS, &gpus, &allocs, &procs, &mig);
         replace_rollups(&mut tx, "1m", cluster, node, from, to, &minutes).await?;
@@ -536,7 +548,7 @@ impl PgStore {
         )
         .await?;
         tx.commit().await?;
-        Ok((minutes.gpus.len(), minutes.tenants.len()))
+        Ok((minutes.gpus.len(), minutes.tenants.len(), undecodable))
     }
 
     pub async fn events(&self, from: i64, to: i64) -> Result<Vec<super::EventRecord>> {
@@ -1075,7 +1087,8 @@ async fn raw_rows<T>(
     table: &str,
     columns: &str,
     (cluster, node, from, to): (&str, &str, i64, i64),
-    map: impl Fn(&sqlx::postgres::PgRow) -> T,
+    map: impl Fn(&sqlx::postgres::PgRow) -> std::result::Result<T, sqlx::Error>,
+    undecodable: &mut usize,
 ) -> Result<Vec<T>> {
     let rows = sqlx::query(&format!(
         "SELECT gpu_uuid, {}, {columns} FROM {table} WHERE cluster = $1 AND node = $2 AND ts >= to_timestamp($3 / 1000.0) AND ts < to_timestamp($4 / 1000.0)",
@@ -1087,7 +1100,13 @@ async fn raw_rows<T>(
     .bind(to)
     .fetch_all(conn)
     .await?;
-    Ok(rows.iter().map(map).collect())
+    Ok(super::decodable(
+        rows.iter().map(map),
+        table,
+        cluster,
+        node,
+        undecodable,
+    ))
 }
 
 async fn read_rollups(

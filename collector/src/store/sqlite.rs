@@ -401,23 +401,29 @@ impl SqliteStore {
         node: &str,
         from: i64,
         to: i64,
-    ) -> Result<(usize, usize)> {
+    ) -> Result<(usize, usize, usize)> {
         let mut tx = self.writer.begin().await?;
         sqlx::query("DELETE FROM rollup_pending WHERE cluster = ? AND node = ? AND bucket >= ? AND bucket < ?")
             .bind(cluster).bind(node).bind(from).bind(to)
             .execute(&mut *tx).await?;
         let span = (cluster, node, from, to);
-        let gpus: Vec<RawGpu> =
-            raw_rows(&mut tx, "gpu_samples", super::RAW_GPU_COLUMNS, span, |r| {
-                super::raw_gpu!(r)
-            })
-            .await?;
+        let mut undecodable = 0;
+        let gpus: Vec<RawGpu> = raw_rows(
+            &mut tx,
+            "gpu_samples",
+            super::RAW_GPU_COLUMNS,
+            span,
+            |r| super::raw_gpu!(r),
+            &mut undecodable,
+        )
+        .await?;
         let allocs: Vec<RawAllocation> = raw_rows(
             &mut tx,
             "allocation_samples",
             "tenant_key, gi_id, share",
             span,
             |r| super::raw_allocation!(r),
+            &mut undecodable,
         )
         .await?;
         let procs: Vec<RawProcess> = raw_rows(
@@ -426,11 +432,17 @@ impl SqliteStore {
             "tenant_key, gi_id, sm_util, mem_used_bytes",
             span,
             |r| super::raw_process!(r),
+            &mut undecodable,
         )
         .await?;
-        let mig: Vec<RawMig> = raw_rows(&mut tx, "mig_samples", "gi_id, sm_active", span, |r| {
-            super::raw_mig!(r)
-        })
+        let mig: Vec<RawMig> = raw_rows(
+            &mut tx,
+            "mig_samples",
+            "gi_id, sm_active",
+            span,
+            |r| super::raw_mig!(r),
+            &mut undecodable,
+        )
         .await?;
         let minutes = rollup::aggregate(rollup::MINUTE_MS, &gpus, &allocs, &procs, &mig);
         replace_rollups(&mut tx, "1m", cluster, node, from, to, &minutes).await?;
@@ -449,7 +461,7 @@ impl SqliteStore {
         )
         .await?;
         tx.commit().await?;
-        Ok((minutes.gpus.len(), minutes.tenants.len()))
+        Ok((minutes.gpus.len(), minutes.tenants.len(), undecodable))
     }
 
     pub async fn events(&self, from: i64, to: i64) -> Result<Vec<super::EventRecord>> {
@@ -740,7 +752,8 @@ async fn raw_rows<T>(
     table: &str,
     columns: &str,
     (cluster, node, from, to): (&str, &str, i64, i64),
-    map: impl Fn(&sqlx::sqlite::SqliteRow) -> T,
+    map: impl Fn(&sqlx::sqlite::SqliteRow) -> std::result::Result<T, sqlx::Error>,
+    undecodable: &mut usize,
 ) -> Result<Vec<T>> {
     let rows = sqlx::query(&format!(
         "SELECT gpu_uuid, ts, {columns} FROM {table} WHERE cluster = ? AND node = ? AND ts >= ? AND ts < ?"
@@ -751,7 +764,13 @@ async fn raw_rows<T>(
     .bind(to)
     .fetch_all(conn)
     .await?;
-    Ok(rows.iter().map(map).collect())
+    Ok(super::decodable(
+        rows.iter().map(map),
+        table,
+        cluster,
+        node,
+        undecodable,
+    ))
 }
 
 /// Replaces the rollup rows of one node in [from, to) at resolution `res` ("1m" or "1h").

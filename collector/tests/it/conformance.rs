@@ -793,3 +793,31 @@ async fn remote_write_journal_keeps_what_waits(store: &Store) {
     );
     assert!(store.stream_positions("nobody").await.unwrap().is_empty());
 }
+
+/// Issue 15: a stored row with a MIG id of 2^31 (accepted before ingest checked the domain)
+/// made every rollup pass panic on decode, which stopped rollups, retention and remote-write
+/// settling for good. Now the row is skipped and counted, and the rest rolls up.
+#[tokio::test]
+async fn a_row_the_store_cannot_decode_is_skipped_and_the_rollup_goes_on() {
+    let dir = support::TempDir::new("undecodable");
+    let url = format!("sqlite://{}", dir.path().join("t.db").display());
+    let store = collector::store::Store::connect(&url).await.unwrap();
+    store.migrate().await.unwrap();
+    let t0 = hour_ago(1);
+    let b = fleet().batch(0, "bad-row", 1, &[t0], 1000);
+    store.ingest(&b, t0, &no_team).await.unwrap();
+    // What an older collector stored: a valid u32 that no 32-bit column reads back.
+    let raw = sqlx::SqlitePool::connect(&url).await.unwrap();
+    sqlx::query(
+        "INSERT INTO allocation_samples (cluster, node, gpu_uuid, ts, tenant_key, gi_id, share) VALUES (?, ?, 'GPU-x', ?, 'pod/x/y', 2147483648, 1.0)",
+    )
+    .bind(&b.cluster)
+    .bind(&b.node)
+    .bind(t0)
+    .execute(&raw)
+    .await
+    .unwrap();
+    let stats = store.rollup(collector::now_ms()).await.unwrap();
+    assert_eq!(stats.undecodable_rows, 1);
+    assert!(stats.minutes >= 1 && stats.gpu_rows > 0, "{stats:?}");
+}
