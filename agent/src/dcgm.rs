@@ -48,7 +48,8 @@ pub fn parse(text: &str) -> Readings {
             "DCGM_FI_PROF_GR_ENGINE_ACTIVE" => |p| &mut p.gr_engine_active,
             _ => continue,
         };
-        if !value.is_finite() || !(0.0..=1.0001).contains(&value) {
+        // The same domain table the collector's remote-write receiver checks against.
+        if !model::dcgm::in_domain(name, value) {
             continue;
         }
         let Some(uuid) = labels.get("UUID") else {

@@ -106,6 +106,41 @@ pub struct Receiver {
     replayed: tokio::sync::Mutex<bool>,
     pub late_samples: std::sync::atomic::AtomicU64,
     pub ignored_series: std::sync::atomic::AtomicU64,
+    /// Samples whose value is outside their DCGM field's domain (`model::dcgm`).
+    pub out_of_domain_samples: std::sync::atomic::AtomicU64,
+    /// Samples dated before the raw retention or more than 5 minutes ahead of the clock.
+    pub out_of_window_samples: std::sync::atomic::AtomicU64,
+}
+
+/// How far ahead of the collector's clock a sample may be dated (as for ingest).
+const MAX_FUTURE_MS: i64 = 5 * 60 * 1000;
+
+impl Receiver {
+    /// The receiver's counters in OpenMetrics text, for the collector's `/metrics`.
+    pub fn exposition(&self) -> String {
+        use std::sync::atomic::Ordering::Relaxed;
+        let mut out = String::from(
+            "# HELP gpulens_remote_write_samples_dropped Remote-write samples not stored, by reason: late (their scrape was stored already), out_of_domain (value outside the DCGM field's domain), out_of_window (dated before the raw retention or over 5 minutes ahead)\n\
+             # TYPE gpulens_remote_write_samples_dropped counter\n",
+        );
+        for (reason, n) in [
+            ("late", &self.late_samples),
+            ("out_of_domain", &self.out_of_domain_samples),
+            ("out_of_window", &self.out_of_window_samples),
+        ] {
+            out.push_str(&format!(
+                "gpulens_remote_write_samples_dropped_total{{reason=\"{reason}\"}} {}\n",
+                n.load(Relaxed)
+            ));
+        }
+        out.push_str(&format!(
+            "# HELP gpulens_remote_write_ignored_series Remote-write series gpulens does not read (not a DCGM field it knows, no UUID, or a host that is not a node name)\n\
+             # TYPE gpulens_remote_write_ignored_series counter\n\
+             gpulens_remote_write_ignored_series_total {}\n",
+            self.ignored_series.load(Relaxed)
+        ));
+        out
+    }
 }
 
 fn label<'a>(ls: &'a [Label], name: &str) -> Option<&'a str> {
@@ -115,10 +150,12 @@ fn label<'a>(ls: &'a [Label], name: &str) -> Option<&'a str> {
         .filter(|v| !v.is_empty())
 }
 
-/// A series gpulens reads: a DCGM field of a host's GPU. Its name, host and GPU UUID.
+/// A series gpulens reads: a DCGM field of a host's GPU. Its name, host and GPU UUID. A host
+/// that is not a DNS-1123 subdomain (what ingest requires of node names) is not a node.
 fn dcgm_series(ls: &[Label]) -> Option<(&str, &str, &str)> {
-    let name = label(ls, "__name__").filter(|n| n.starts_with("DCGM_FI_"))?;
+    let name = label(ls, "__name__").filter(|n| model::dcgm::domain(n).is_some())?;
     let host = label(ls, "Hostname").or_else(|| label(ls, "hostname"))?;
+    model::names::check_subdomain(host).ok()?;
     Some((name, host, label(ls, "UUID")?))
 }
 
@@ -137,6 +174,8 @@ const MIB: f64 = 1024.0 * 1024.0;
 /// Puts one DCGM field's value into a scrape.
 fn apply(scrape: &mut Scrape, field: &str, uuid: &str, gi: Option<u32>, v: f64) -> bool {
     let f = v as f32;
+    // Profiling ratios a hair above 1 (DCGM's float arithmetic) are 1.
+    let ratio = f.min(1.0);
     if let Some(gi) = gi {
         let m = scrape
             .mig
@@ -147,11 +186,11 @@ fn apply(scrape: &mut Scrape, field: &str, uuid: &str, gi: Option<u32>, v: f64) 
                 ..MigSample::default()
             });
         match field {
-            "DCGM_FI_PROF_SM_ACTIVE" => m.sm_active = Some(f),
-            "DCGM_FI_PROF_SM_OCCUPANCY" => m.sm_occupancy = Some(f),
-            "DCGM_FI_PROF_DRAM_ACTIVE" => m.dram_active = Some(f),
-            "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE" => m.tensor_active = Some(f),
-            "DCGM_FI_PROF_GR_ENGINE_ACTIVE" => m.gr_engine_active = Some(f),
+            "DCGM_FI_PROF_SM_ACTIVE" => m.sm_active = Some(ratio),
+            "DCGM_FI_PROF_SM_OCCUPANCY" => m.sm_occupancy = Some(ratio),
+            "DCGM_FI_PROF_DRAM_ACTIVE" => m.dram_active = Some(ratio),
+            "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE" => m.tensor_active = Some(ratio),
+            "DCGM_FI_PROF_GR_ENGINE_ACTIVE" => m.gr_engine_active = Some(ratio),
             "DCGM_FI_DEV_FB_USED" => m.mem_used_bytes = Some((v * MIB) as i64),
             "DCGM_FI_DEV_FB_FREE" => {
                 m.mem_total_bytes = Some((v * MIB) as i64 + m.mem_used_bytes.unwrap_or(0))
@@ -185,11 +224,11 @@ fn apply(scrape: &mut Scrape, field: &str, uuid: &str, gi: Option<u32>, v: f64) 
             g.retired_pages = Some(g.retired_pages.unwrap_or(0) + v as i32)
         }
         "DCGM_FI_DEV_ROW_REMAP_PENDING" => {}
-        "DCGM_FI_PROF_SM_ACTIVE" => g.sm_active = Some(f),
-        "DCGM_FI_PROF_SM_OCCUPANCY" => g.sm_occupancy = Some(f),
-        "DCGM_FI_PROF_DRAM_ACTIVE" => g.dram_active = Some(f),
-        "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE" => g.tensor_active = Some(f),
-        "DCGM_FI_PROF_GR_ENGINE_ACTIVE" => g.gr_engine_active = Some(f),
+        "DCGM_FI_PROF_SM_ACTIVE" => g.sm_active = Some(ratio),
+        "DCGM_FI_PROF_SM_OCCUPANCY" => g.sm_occupancy = Some(ratio),
+        "DCGM_FI_PROF_DRAM_ACTIVE" => g.dram_active = Some(ratio),
+        "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE" => g.tensor_active = Some(ratio),
+        "DCGM_FI_PROF_GR_ENGINE_ACTIVE" => g.gr_engine_active = Some(ratio),
         _ => return false,
     }
     true
@@ -197,11 +236,13 @@ fn apply(scrape: &mut Scrape, field: &str, uuid: &str, gi: Option<u32>, v: f64) 
 
 impl Receiver {
     /// Takes a decoded request's DCGM samples; returns how many were taken.
+    /// `window`: the sample times accepted (the raw retention back, five minutes ahead).
     fn take(
         &self,
         req: &WriteRequest,
         cluster_of: impl Fn(&[Label]) -> String,
         now_ms: i64,
+        window: (i64, i64),
     ) -> usize {
         let mut hosts = self.hosts.lock().expect("remote-write hosts");
         let mut taken = 0;
@@ -269,7 +310,19 @@ impl Receiver {
                 _ => None,
             };
             for s in &ts.samples {
-                if h.stored_ts.is_some_and(|t| s.timestamp <= t) || !s.value.is_finite() {
+                // Each sample on its own: a bad one is dropped and counted, never its
+                // neighbours, and none can move the host's clock.
+                if !model::dcgm::in_domain(name, s.value) {
+                    self.out_of_domain_samples
+                        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    continue;
+                }
+                if s.timestamp < window.0 || s.timestamp > window.1 {
+                    self.out_of_window_samples
+                        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    continue;
+                }
+                if h.stored_ts.is_some_and(|t| s.timestamp <= t) {
                     self.late_samples
                         .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                     continue;
@@ -410,13 +463,25 @@ impl Receiver {
 
 /// The series of a request gpulens reads (DCGM fields of a host's GPU), each with its cluster
 /// in a `cluster` label, and the newest sample time among them; None when there are none.
-fn journal_form(req: &WriteRequest, default_cluster: &str) -> Option<(WriteRequest, i64)> {
+/// Only samples inside `window` are kept, so no row waits in the journal for a date that
+/// never comes.
+fn journal_form(
+    req: &WriteRequest,
+    default_cluster: &str,
+    window: (i64, i64),
+) -> Option<(WriteRequest, i64)> {
     let timeseries: Vec<TimeSeries> = req
         .timeseries
         .iter()
-        .filter(|ts| dcgm_series(&ts.labels).is_some() && !ts.samples.is_empty())
+        .filter(|ts| dcgm_series(&ts.labels).is_some())
         .map(|ts| {
             let mut ts = ts.clone();
+            ts.samples
+                .retain(|s| s.timestamp >= window.0 && s.timestamp <= window.1);
+            ts
+        })
+        .filter(|ts| !ts.samples.is_empty())
+        .map(|mut ts| {
             if label(&ts.labels, "cluster").is_none() {
                 ts.labels.retain(|l| l.name != "cluster");
                 ts.labels.push(Label {
@@ -471,7 +536,12 @@ async fn replay(
         match decode(body, usize::MAX) {
             Ok(r) => {
                 // A host is quiet since its data last arrived, not since the replay.
-                rw.take(&r, cluster_label, (*received).min(now));
+                rw.take(
+                    &r,
+                    cluster_label,
+                    (*received).min(now),
+                    sample_window(state, *received),
+                );
             }
             Err(e) => {
                 tracing::error!(error = %e, "a remote-write journal row cannot be read; skipped")
@@ -526,6 +596,12 @@ pub async fn settle(state: &AppState) -> Result<(), crate::store::StoreError> {
     let now = crate::now_ms();
     replay(state, &mut replayed, now).await?;
     store_complete(state, now).await
+}
+
+/// The sample times accepted at `at`: the raw retention back, five minutes ahead.
+fn sample_window(state: &AppState, at: i64) -> (i64, i64) {
+    let raw = i64::try_from(state.retention.raw.as_millis()).unwrap_or(i64::MAX);
+    (at.saturating_sub(raw), at.saturating_add(MAX_FUTURE_MS))
 }
 
 /// Remote write 1.0 only. A 2.0 body (`proto=io.prometheus.write.v2.Request`, or a
@@ -600,10 +676,11 @@ pub async fn write(
         }
     }
     let sent = req.timeseries.len();
-    let taken = journal_form(&req, &default_cluster);
+    let now = crate::now_ms();
+    let window = sample_window(&state, now);
+    let taken = journal_form(&req, &default_cluster, window);
     let rw = &state.remote_write;
     let mut replayed = rw.replayed.lock().await;
-    let now = crate::now_ms();
     replay(&state, &mut replayed, now).await?;
     let mut kept = 0;
     if let Some((r, newest)) = &taken {
@@ -614,7 +691,7 @@ pub async fn write(
             .store
             .journal_remote_write(now, *newest, &body)
             .await?;
-        rw.take(r, cluster_label, now);
+        rw.take(r, cluster_label, now, window);
         kept = r.timeseries.len();
     }
     rw.ignored_series
@@ -627,6 +704,56 @@ pub async fn write(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Any sample time (the tests' clocks start at 0).
+    const WIDE: (i64, i64) = (i64::MIN, i64::MAX);
+
+    /// Issue 15: one sample out of range (GPU_UTIL 500) dropped the whole scrape of every GPU
+    /// in it; one dated ten years ahead poisoned the host; samples from 1970 were stored.
+    #[test]
+    fn each_sample_is_checked_alone_and_none_moves_the_clock() {
+        let r = Receiver::default();
+        let now = 1_800_000_000_000;
+        let window = (now - 7 * 86_400_000, now + MAX_FUTURE_MS);
+        let req = WriteRequest {
+            timeseries: vec![
+                series("DCGM_FI_DEV_GPU_UTIL", "n1", &[], &[(now - 30_000, 500.0)]),
+                series("DCGM_FI_DEV_GPU_TEMP", "n1", &[], &[(now - 30_000, 60.0)]),
+                series(
+                    "DCGM_FI_DEV_POWER_USAGE",
+                    "n1",
+                    &[],
+                    &[(now + 10 * 365 * 86_400_000, 100.0), (0, 100.0)],
+                ),
+                series(
+                    "DCGM_FI_DEV_GPU_TEMP",
+                    "bad?host",
+                    &[],
+                    &[(now - 30_000, 1.0)],
+                ),
+            ],
+        };
+        assert_eq!(
+            r.take(&req, |_| "c".into(), now, window),
+            1,
+            "only the temperature"
+        );
+        let load = |a: &std::sync::atomic::AtomicU64| a.load(std::sync::atomic::Ordering::Relaxed);
+        assert_eq!(load(&r.out_of_domain_samples), 1);
+        assert_eq!(load(&r.out_of_window_samples), 2);
+        assert_eq!(load(&r.ignored_series), 1, "a host that is no node name");
+        // The ten-years-ahead sample moved nothing: a sample a minute later is taken.
+        let next = WriteRequest {
+            timeseries: vec![series(
+                "DCGM_FI_DEV_GPU_TEMP",
+                "n1",
+                &[],
+                &[(now + 30_000, 61.0)],
+            )],
+        };
+        assert_eq!(r.take(&next, |_| "c".into(), now + 60_000, window), 1);
+        assert_eq!(load(&r.late_samples), 0);
+    }
 
     /// Issue 15: a Remote-Write 2.0 body decoded as an empty 1.0 message and was answered 204.
     #[test]
@@ -732,7 +859,7 @@ mod tests {
                 series("up", "n1", &[], &[(0, 1.0)]),
             ],
         };
-        assert_eq!(r.take(&req, |_| "c".into(), 100_000), 4);
+        assert_eq!(r.take(&req, |_| "c".into(), 100_000, WIDE), 4);
         assert!(r.ready(100_000).is_empty(), "nothing settled yet");
         // A scrape 45 s later settles the first two.
         let more = WriteRequest {
@@ -743,7 +870,7 @@ mod tests {
                 &[(45_000, 0.4)],
             )],
         };
-        r.take(&more, |_| "c".into(), 101_000);
+        r.take(&more, |_| "c".into(), 101_000, WIDE);
         let b = r.ready(101_000);
         assert_eq!(b.len(), 1);
         let b = &b[0];
@@ -781,7 +908,7 @@ mod tests {
         let late = WriteRequest {
             timeseries: vec![series("DCGM_FI_DEV_GPU_TEMP", "n1", &[], &[(15_000, 40.0)])],
         };
-        r.take(&late, |_| "c".into(), 102_000);
+        r.take(&late, |_| "c".into(), 102_000, WIDE);
         assert_eq!(r.late_samples.load(std::sync::atomic::Ordering::Relaxed), 1);
         // The host goes quiet: its last scrape is stored after a minute.
         assert!(r.ready(102_000).is_empty());
@@ -813,7 +940,7 @@ mod tests {
         let back = decode(&body, 1 << 20).unwrap();
         assert_eq!(back, req);
         assert!(decode(b"not snappy at all", 1 << 20).is_err());
-        r.take(&back, |_| "c".into(), 0);
+        r.take(&back, |_| "c".into(), 0, WIDE);
         let b = &r.ready(IDLE_MS + 1)[0];
         let m = &b.snapshots[0].mig[0];
         assert_eq!((m.gi_id, m.gr_engine_active), (13, Some(0.25)));

@@ -207,7 +207,11 @@ async fn metrics(State(state): State<AppState>, headers: axum::http::HeaderMap) 
     let alerts = state.store.load_alerts().await.unwrap_or_default();
     let fleet =
         crate::fleet_metrics::encode(&state.latest, analysis.as_deref(), &alerts, crate::now_ms());
-    let body = format!("{}{fleet}# EOF\n", own.trim_end_matches("# EOF\n"));
+    let body = format!(
+        "{}{}{fleet}# EOF\n",
+        own.trim_end_matches("# EOF\n"),
+        state.remote_write.exposition()
+    );
     let openmetrics = headers
         .get(header::ACCEPT)
         .and_then(|v| v.to_str().ok())
