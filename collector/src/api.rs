@@ -292,11 +292,10 @@ async fn ensure_known(state: &AppState, entity: &Entity, text: &str) -> Result<(
 }
 
 /// Query-string mistakes become the API's JSON error.
-fn bad_query(e: QueryRejection) -> ApiError {
+pub(crate) fn bad_query(e: QueryRejection) -> ApiError {
     ApiError::BadRequest(e.body_text())
 }
 
-/// Parses `now`, `now-7d`, `-1h`, an RFC 3339 time, or Unix milliseconds.
 /// A time of the query domain: RFC 3339, Unix ms, `now` or `now-DURATION`, within 1970-01-01
 /// to 9999-12-31 (`series::MAX_TIME_MS`); anything else is a 400 naming the value.
 pub fn parse_time(s: &str, now: i64) -> Result<i64, ApiError> {

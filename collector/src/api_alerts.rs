@@ -63,8 +63,9 @@ pub struct AlertList {
 
 pub async fn list(
     State(state): State<AppState>,
-    Query(q): Query<AlertQuery>,
+    q: Result<Query<AlertQuery>, axum::extract::rejection::QueryRejection>,
 ) -> Result<Json<AlertList>, ApiError> {
+    let Query(q) = q.map_err(crate::api::bad_query)?;
     let limit = q.limit.unwrap_or(100);
     if !(1..=1000).contains(&limit) {
         return Err(ApiError::BadRequest(format!(

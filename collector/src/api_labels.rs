@@ -31,8 +31,9 @@ pub struct ActionList {
 
 pub async fn list(
     State(state): State<AppState>,
-    Query(q): Query<ListQuery>,
+    q: Result<Query<ListQuery>, axum::extract::rejection::QueryRejection>,
 ) -> Result<Json<ActionList>, ApiError> {
+    let Query(q) = q.map_err(crate::api::bad_query)?;
     let limit = q.limit.unwrap_or(100);
     if !(1..=1000).contains(&limit) {
         return Err(ApiError::BadRequest(format!(
@@ -73,9 +74,9 @@ pub struct Approved {
 /// Approves a planned action; the collector runs it within `[labels] every`.
 pub async fn approve(
     State(state): State<AppState>,
-    Path(id): Path<i64>,
+    id: Result<Path<i64>, axum::extract::rejection::PathRejection>,
     headers: HeaderMap,
-    body: Option<Json<ApproveBody>>,
+    body: axum::body::Bytes,
 ) -> Result<Json<Approved>, ApiError> {
     let token = crate::auth::bearer(
         headers
@@ -92,7 +93,14 @@ pub async fn approve(
             )
         })?
         .to_owned();
-    let body = body.map(|Json(b)| b).unwrap_or_default();
+    // The body is read only once the token is known to be an operator's.
+    let Path(id) = id.map_err(|e| ApiError::BadRequest(e.body_text()))?;
+    let body: ApproveBody = if body.iter().all(u8::is_ascii_whitespace) {
+        ApproveBody::default()
+    } else {
+        serde_json::from_slice(&body)
+            .map_err(|e| ApiError::BadRequest(format!("the body is not an approval: {e}")))?
+    };
     match actions::approve(
         &state.store,
         &state.labels,
@@ -130,9 +138,10 @@ pub use model::wire::v1::NodeLabels;
 pub async fn node_labels(
     State(state): State<AppState>,
     Path(node): Path<String>,
-    Query(q): Query<NodeLabelsQuery>,
+    q: Result<Query<NodeLabelsQuery>, axum::extract::rejection::QueryRejection>,
     headers: HeaderMap,
 ) -> Result<Json<NodeLabels>, ApiError> {
+    let Query(q) = q.map_err(crate::api::bad_query)?;
     let header = headers
         .get(axum::http::header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok());

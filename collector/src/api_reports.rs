@@ -40,8 +40,9 @@ pub struct ListQuery {
 
 pub async fn list(
     State(state): State<AppState>,
-    Query(q): Query<ListQuery>,
+    q: Result<Query<ListQuery>, axum::extract::rejection::QueryRejection>,
 ) -> Result<Json<ReportList>, ApiError> {
+    let Query(q) = q.map_err(crate::api::bad_query)?;
     let limit = q.limit.unwrap_or(52);
     if !(1..=520).contains(&limit) {
         return Err(ApiError::BadRequest(format!(
@@ -83,8 +84,9 @@ pub struct GetQuery {
 pub async fn get(
     State(state): State<AppState>,
     Path(week): Path<String>,
-    Query(q): Query<GetQuery>,
+    q: Result<Query<GetQuery>, axum::extract::rejection::QueryRejection>,
 ) -> Result<Response, ApiError> {
+    let Query(q) = q.map_err(crate::api::bad_query)?;
     let w: crate::reports::week::IsoWeek = week.parse().map_err(ApiError::BadRequest)?;
     let tz = q
         .timezone

@@ -148,11 +148,17 @@ pub fn router(state: AppState) -> Router {
         )
         .route("/api/v1/openapi.json", get(openapi))
         .fallback(not_found)
+        .method_not_allowed_fallback(method_not_allowed)
         .with_state(state)
 }
 
 async fn not_found(uri: axum::http::Uri) -> ApiError {
     ApiError::NotFound(format!("no route for {}", uri.path()))
+}
+
+/// 405 with the API's JSON error, like every other refusal.
+async fn method_not_allowed(method: axum::http::Method, uri: axum::http::Uri) -> ApiError {
+    ApiError::MethodNotAllowed(format!("{method} is not served at {}", uri.path()))
 }
 
 /// The OpenAPI description of this API (collector/src/openapi.json; a test keeps it in step

@@ -377,6 +377,55 @@ async fn the_read_api_answers_and_explains_mistakes() {
     .await;
     assert_eq!(status, StatusCode::NOT_FOUND);
     assert_eq!(body["error"]["code"], "not_found");
+    // Issue 15: every 4xx has the JSON error body: 405, query mistakes on every endpoint, and
+    // an approval is refused for its token before its body is read.
+    for (req, want) in [
+        (
+            Request::delete("/api/v1/nodes")
+                .body(Body::empty())
+                .unwrap(),
+            StatusCode::METHOD_NOT_ALLOWED,
+        ),
+        (
+            Request::get("/api/v1/label-actions?limit=x")
+                .body(Body::empty())
+                .unwrap(),
+            StatusCode::BAD_REQUEST,
+        ),
+        (
+            Request::get("/api/v1/alerts?bogus=1")
+                .body(Body::empty())
+                .unwrap(),
+            StatusCode::BAD_REQUEST,
+        ),
+        (
+            Request::get("/api/v1/reports?limit=-1")
+                .body(Body::empty())
+                .unwrap(),
+            StatusCode::BAD_REQUEST,
+        ),
+        (
+            Request::post("/api/v1/label-actions/1/approve")
+                .header("authorization", "Bearer not-an-operator")
+                .body(Body::from("{not json"))
+                .unwrap(),
+            StatusCode::FORBIDDEN,
+        ),
+        (
+            Request::post("/api/v1/label-actions/x/approve")
+                .body(Body::empty())
+                .unwrap(),
+            StatusCode::UNAUTHORIZED,
+        ),
+    ] {
+        let what = format!("{} {}", req.method(), req.uri());
+        let (status, body, _) = call(&state, req).await;
+        assert_eq!(status, want, "{what}: {body}");
+        assert!(
+            body["error"]["code"].is_string(),
+            "{what}: no JSON error in {body}"
+        );
+    }
     // Issue 21: a series of something never seen is a 404 naming it, not a run of nulls.
     for entity in [
         "node:nope",
