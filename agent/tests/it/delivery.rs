@@ -192,8 +192,17 @@ fn heavy_outages_and_kills_lose_nothing_and_store_nothing_twice() {
         .parse::<i64>()
         .unwrap()
     };
-    wait_until("the backlog to drain", Duration::from_secs(60), || {
-        stored() >= last_created
+    // Drained: every batch created is stored, or — when a SIGKILL came between reserving a
+    // sequence number and spooling its batch (the in-memory loss the check below allows) —
+    // nothing new has been stored for 3 s within that allowance.
+    let mut progress = (stored(), Instant::now());
+    wait_until("the backlog to drain", Duration::from_secs(90), || {
+        let now = stored();
+        if now != progress.0 {
+            progress = (now, Instant::now());
+        }
+        now >= last_created
+            || (now >= last_created - 2 && progress.1.elapsed() > Duration::from_secs(3))
     });
     drop(a);
     drop(c);
