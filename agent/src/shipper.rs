@@ -27,6 +27,8 @@ pub struct AgentState {
     pub last_ts: i64,
     /// Whether the last write of `last-slot` failed (logged once per episode).
     last_slot_unsaved: bool,
+    /// `last-slot`, opened once and rewritten in place each cycle.
+    last_slot_file: Option<std::fs::File>,
 }
 
 /// How many sequence numbers one write of the state file reserves.
@@ -52,6 +54,7 @@ impl AgentState {
                 block,
                 last_ts: 0,
                 last_slot_unsaved: false,
+                last_slot_file: None,
             });
         };
         std::fs::create_dir_all(dir)
@@ -82,6 +85,7 @@ impl AgentState {
                     block,
                     last_ts,
                     last_slot_unsaved: false,
+                    last_slot_file: None,
                 })
             }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
@@ -93,6 +97,7 @@ impl AgentState {
                     block,
                     last_ts: 0,
                     last_slot_unsaved: false,
+                    last_slot_file: None,
                 };
                 match s.save() {
                     Ok(()) => {}
@@ -135,15 +140,21 @@ impl AgentState {
             return;
         };
         let path = dir.join(LAST_SLOT);
+        let text = format!("{:>20}\n", self.last_ts);
         let written = (|| -> std::io::Result<()> {
-            use std::io::Write;
-            let mut f = std::fs::OpenOptions::new()
-                .write(true)
-                .create(true)
-                .truncate(false)
-                .open(&path)?;
-            // Fixed width, so the file never changes size.
-            f.write_all(format!("{:>20}\n", self.last_ts).as_bytes())
+            use std::os::unix::fs::FileExt;
+            if self.last_slot_file.is_none() {
+                self.last_slot_file = Some(
+                    std::fs::OpenOptions::new()
+                        .write(true)
+                        .create(true)
+                        .truncate(false)
+                        .open(&path)?,
+                );
+            }
+            let f = self.last_slot_file.as_ref().expect("opened above");
+            // Fixed width at offset 0, so the file never changes size.
+            f.write_all_at(text.as_bytes(), 0)
         })();
         match written {
             Ok(()) => self.last_slot_unsaved = false,

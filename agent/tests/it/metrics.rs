@@ -11,7 +11,7 @@ use crate::delivery::{Proc, free_port, root, wait_until};
 #[path = "../../../tests/support/promtool.rs"]
 mod promtool;
 
-fn get(port: u16, path: &str, accept: &str) -> Option<String> {
+pub(crate) fn get(port: u16, path: &str, accept: &str) -> Option<String> {
     let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
     write!(
         s,

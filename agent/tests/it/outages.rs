@@ -42,17 +42,7 @@ fn agent(collector: &str, state: &Path, interval: &str, extra: &[&str]) -> Proc 
 
 /// The agent's /metrics, or None while it does not answer.
 fn metrics(port: u16) -> Option<String> {
-    use std::io::{Read, Write};
-    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
-    s.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
-    write!(
-        s,
-        "GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
-    )
-    .ok()?;
-    let mut r = String::new();
-    s.read_to_string(&mut r).ok()?;
-    r.starts_with("HTTP/1.1 200").then_some(r)
+    crate::metrics::get(port, "/metrics", "text/plain")
 }
 
 /// The sum of a metric's samples whose line starts with `prefix`.
