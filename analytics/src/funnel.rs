@@ -16,6 +16,10 @@ use crate::input::Input;
 pub struct FunnelRow {
     /// What the line is about: a tenant key, team, node, model or cluster name.
     pub key: String,
+    /// The node's cluster, on `by_node` lines (node names are unique only within a cluster,
+    /// so nodes are grouped per cluster and node).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cluster: Option<String>,
     /// Hours the GPUs were observed (device groupings only; tenants and teams hold no capacity).
     pub capacity_gpu_hours: Option<f64>,
     /// GPU-hours held by allocations (share × time).
@@ -151,22 +155,45 @@ pub fn funnel(input: &Input, holdings: &[Holding], cfg: &Config) -> PolarsResult
     let gpus =
         df!["cluster" => g_cluster, "node" => g_node, "model" => g_model, "capacity" => g_cap]?;
 
+    // Nodes are grouped per (cluster, node): the same node name in two clusters is two nodes.
     let by = |key: &str, with_capacity: bool| -> PolarsResult<Vec<FunnelRow>> {
-        let sums = tenants.clone().lazy().group_by([col(key)]).agg(sums());
+        let keys: Vec<Expr> = if key == "node" {
+            vec![col("cluster"), col("node")]
+        } else {
+            vec![col(key)]
+        };
+        let sums = tenants.clone().lazy().group_by(keys.clone()).agg(sums());
         let joined = if with_capacity {
             let cap = gpus
                 .clone()
                 .lazy()
-                .group_by([col(key)])
+                .group_by(keys.clone())
                 .agg([col("capacity").sum()]);
-            cap.join(sums, [col(key)], [col(key)], JoinArgs::new(JoinType::Left))
+            cap.join(
+                sums,
+                keys.clone(),
+                keys.clone(),
+                JoinArgs::new(JoinType::Left),
+            )
         } else {
             sums.with_column(lit(NULL).cast(DataType::Float64).alias("capacity"))
         };
+        let sort: Vec<PlSmallStr> = if key == "node" {
+            vec!["node".into(), "cluster".into()]
+        } else {
+            vec![key.into()]
+        };
         let df = joined
-            .sort([key], SortMultipleOptions::default())
+            .sort(sort, SortMultipleOptions::default())
             .collect()?;
-        rows(&df, key)
+        let mut out = rows(&df, key)?;
+        if key == "node" {
+            let clusters = df.column("cluster")?.str()?.clone();
+            for (i, r) in out.iter_mut().enumerate() {
+                r.cluster = clusters.get(i).map(str::to_owned);
+            }
+        }
+        Ok(out)
     };
     let total_df = tenants
         .clone()
@@ -178,6 +205,7 @@ pub fn funnel(input: &Input, holdings: &[Holding], cfg: &Config) -> PolarsResult
         .collect()?;
     let mut total = rows(&total_df, "all")?.pop().unwrap_or_else(|| FunnelRow {
         key: "all".into(),
+        cluster: None,
         capacity_gpu_hours: None,
         allocated_gpu_hours: 0.0,
         active_gpu_hours: 0.0,
@@ -236,6 +264,7 @@ fn rows(df: &DataFrame, key: &str) -> PolarsResult<Vec<FunnelRow>> {
             let (n, d) = (effn[i].unwrap_or(0.0), dcgm[i].unwrap_or(0.0));
             FunnelRow {
                 key: keys.get(i).unwrap_or_default().to_owned(),
+                cluster: None,
                 capacity_gpu_hours: cap[i],
                 allocated_gpu_hours: allocated,
                 active_gpu_hours: active[i].unwrap_or(0.0),

@@ -364,39 +364,40 @@ pub async fn scheduled(store: &Store, settings: &Settings) -> anyhow::Result<Opt
     result.map(Some)
 }
 
-/// Runs [`scheduled`] every `settings.every` until the task is dropped; with `labels`, each
-/// analysis this collector computed also converges node labels and plans changes.
-pub async fn run_forever(
+/// The scheduled analysis as a background task: every `settings.every` (the first pass
+/// `first_after` from the start); with `labels`, each analysis this collector computed also
+/// converges node labels and plans changes.
+pub fn task(
     store: Store,
     settings: Settings,
+    first_after: std::time::Duration,
     labels: Option<(
         crate::labels::kube::Cluster,
         crate::labels::settings::Settings,
     )>,
-) {
-    let mut tick = tokio::time::interval(settings.every);
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    loop {
-        tick.tick().await;
-        match scheduled(&store, &settings).await {
-            Ok(Some(analysis)) => {
-                if let Some((cluster, l)) = &labels
-                    && let Err(e) = crate::labels::actions::after_analysis(
-                        &store,
-                        cluster,
-                        l,
-                        &analysis,
-                        crate::now_ms(),
-                    )
-                    .await
-                {
-                    tracing::warn!(error = %e, "labelling after the analysis failed");
-                }
+) -> std::sync::Arc<dyn crate::tasks::Task> {
+    let every = settings.every;
+    let shared = std::sync::Arc::new((store, settings, labels));
+    crate::tasks::Periodic::delayed("analysis", every, first_after, move || {
+        let shared = shared.clone();
+        Box::pin(async move {
+            let (store, settings, labels) = &*shared;
+            if let Some(analysis) = scheduled(store, settings).await?
+                && let Some((cluster, l)) = labels
+            {
+                crate::labels::actions::after_analysis(
+                    store,
+                    cluster,
+                    l,
+                    &analysis,
+                    crate::now_ms(),
+                )
+                .await
+                .map_err(|e| anyhow::anyhow!("labelling after the analysis failed: {e}"))?;
             }
-            Ok(None) => {}
-            Err(e) => tracing::warn!(error = %e, "analysis failed; will retry"),
-        }
-    }
+            Ok(())
+        })
+    })
 }
 
 /// The analysis as tables for a terminal.

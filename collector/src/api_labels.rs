@@ -165,7 +165,9 @@ pub async fn node_labels(
     };
     let mut all = crate::labels::advisory::labels(&a, a.generated_ms);
     Ok(Json(NodeLabels {
-        labels: all.remove(&node).unwrap_or_default(),
+        labels: all
+            .remove(&(q.cluster.clone(), node.clone()))
+            .unwrap_or_default(),
         node,
         analyzed: crate::api::rfc3339(a.generated_ms),
     }))

@@ -138,34 +138,26 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<()> {
     if args.no_live {
         return Ok(());
     }
-    // The history was just analysed: the schedule's first pass comes one period later.
-    let analysis = tokio::spawn({
-        let (store, settings) = (store.clone(), state.analytics.clone());
-        async move {
-            tokio::time::sleep(settings.every).await;
-            crate::analysis::run_forever(store, settings, None).await
-        }
-    });
     println!(
         "streaming live samples every {} ms; dashboard: {url} (Ctrl-C to stop)",
         interval.as_millis()
     );
-    let jobs = tokio::spawn(crate::jobs::run_forever(
-        state.clone(),
-        std::time::Duration::from_secs(10),
-    ));
-    // Alerts over the demo's analysis, visible at /api/v1/alerts (no receivers configured).
-    let alerting = tokio::spawn(crate::alerts::run_forever(
-        store.clone(),
-        crate::alerts::settings::Settings::default(),
-        state.newest.clone(),
-    ));
+    // The collector's background tasks, the same set `serve` runs. The history was just
+    // analysed, so the schedule's first analysis comes one period later; alerts are visible at
+    // /api/v1/alerts (no receivers configured); reports use the default settings.
+    let plan = crate::tasks::Plan {
+        storage_every: std::time::Duration::from_secs(10),
+        analysis: state.analytics.clone(),
+        analysis_first_after: state.analytics.every,
+        alerts: Some(crate::alerts::settings::Settings::default()),
+        reports: Some((state.reports.clone(), state.analytics.thresholds.clone())),
+        labels: None,
+    };
+    let runner = crate::tasks::Runner::start(&state, crate::tasks::standard(&state, plan));
     let live = tokio::spawn(async move { driver.stream(interval, None).await });
     let result = server.await?;
-    alerting.abort();
-    jobs.abort();
+    runner.stop();
     live.abort();
-    analysis.abort();
     result?;
     Ok(())
 }

@@ -106,6 +106,7 @@ struct TeamStageLabels {
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct NodeStageLabels {
+    cluster: String,
     node: String,
     stage: &'static str,
 }
@@ -253,6 +254,7 @@ pub fn encode(
         for r in &a.funnel.by_node {
             for (stage, v) in stages(r) {
                 node.get_or_create(&NodeStageLabels {
+                    cluster: r.cluster.clone().unwrap_or_else(|| "default".into()),
                     node: r.key.clone(),
                     stage,
                 })

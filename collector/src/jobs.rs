@@ -2,9 +2,11 @@
 //! quiet hosts (and the journal after a start), rollups of minutes that received data, and
 //! retention. Runs on an interval; never on the ingest path.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use crate::server::AppState;
+use crate::tasks::{Periodic, Task};
 
 /// Minutes younger than this are not rolled up yet: late samples may still arrive for them.
 pub const ROLLUP_GRACE_MS: i64 = 15_000;
@@ -14,6 +16,13 @@ pub async fn run_once(state: &AppState) -> anyhow::Result<usize> {
     let now = crate::now_ms();
     state.store.prepare_partitions(now).await?;
     crate::remote_write::settle(state).await?;
+    let minutes = rollup(state, now).await?;
+    retain(state, now).await?;
+    Ok(minutes)
+}
+
+/// Rolls up the minutes older than the grace; returns how many node-minutes.
+async fn rollup(state: &AppState, now: i64) -> anyhow::Result<usize> {
     let stats = state
         .store
         .rollup(now - ROLLUP_GRACE_MS)
@@ -26,6 +35,15 @@ pub async fn run_once(state: &AppState) -> anyhow::Result<usize> {
         .metrics
         .rollup_undecodable_rows
         .inc_by(stats.undecodable_rows as u64);
+    state
+        .metrics
+        .last_rollup_timestamp
+        .set(crate::now_ms() as f64 / 1000.0);
+    Ok(stats.minutes)
+}
+
+/// Drops what is older than each resolution's retention.
+async fn retain(state: &AppState, now: i64) -> anyhow::Result<()> {
     let retention = state.store.apply_retention(now, &state.retention).await?;
     state
         .metrics
@@ -34,35 +52,32 @@ pub async fn run_once(state: &AppState) -> anyhow::Result<usize> {
     if !retention.dropped.is_empty() {
         tracing::info!(dropped = ?retention.dropped, rows = retention.rows_deleted, "retention applied");
     }
-    state
-        .metrics
-        .last_rollup_timestamp
-        .set(crate::now_ms() as f64 / 1000.0);
-    Ok(stats.minutes)
+    Ok(())
 }
 
-/// Runs [`run_once`] every `every` until the task is dropped.
-///
-/// Each pass runs as a task of its own, so a pass that panics (a bug, or data no check
-/// foresaw) is logged and counted like one that fails, and the next pass comes as usual: one
-/// bad pass never ends rollups, retention and remote-write settling for good.
-pub async fn run_forever(state: AppState, every: Duration) {
-    let mut tick = tokio::time::interval(every);
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    loop {
-        tick.tick().await;
-        let pass = tokio::spawn({
-            let state = state.clone();
-            async move { run_once(&state).await }
-        });
-        let failed = match pass.await {
-            Ok(Ok(_)) => None,
-            Ok(Err(e)) => Some(format!("{e:#}")),
-            Err(e) => Some(format!("the pass panicked: {e}")),
-        };
-        if let Some(e) = failed {
-            state.metrics.background_pass_failures.inc();
-            tracing::warn!(error = %e, "background pass failed; will retry");
-        }
-    }
+/// The storage tasks, each on its own schedule of `every`: partitions ahead of time,
+/// remote-write settling, rollups and retention (`tasks::Runner` runs them; a failure or panic
+/// in one never stops the others).
+pub fn tasks(state: &AppState, every: Duration) -> Vec<Arc<dyn Task>> {
+    let s = state.clone();
+    let partitions = Periodic::task("partitions", every, move || {
+        let s = s.clone();
+        Box::pin(async move { Ok(s.store.prepare_partitions(crate::now_ms()).await?) })
+    });
+    let s = state.clone();
+    let settle = Periodic::task("remote_write_settle", every, move || {
+        let s = s.clone();
+        Box::pin(async move { Ok(crate::remote_write::settle(&s).await?) })
+    });
+    let s = state.clone();
+    let rollups = Periodic::task("rollups", every, move || {
+        let s = s.clone();
+        Box::pin(async move { rollup(&s, crate::now_ms()).await.map(|_| ()) })
+    });
+    let s = state.clone();
+    let retention = Periodic::task("retention", every, move || {
+        let s = s.clone();
+        Box::pin(async move { retain(&s, crate::now_ms()).await })
+    });
+    vec![partitions, settle, rollups, retention]
 }

@@ -26,6 +26,7 @@ pub mod reports;
 pub mod server;
 pub mod simulate;
 pub mod store;
+pub mod tasks;
 pub mod ui;
 
 use crate::cli::{BenchCommand, Command, DbArgs, ServeArgs, SimulateArgs};
@@ -148,41 +149,22 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     .with_labels(config.labels.clone())
     .with_reports(config.reports.clone());
     tracing::info!(listen = %listener.local_addr()?, backend = state.store.backend(), "gpulens collector serving");
-    let jobs = tokio::spawn(jobs::run_forever(state.clone(), config.rollup_every));
     let cluster = labels::connect_if_enabled(&config.labels).await;
-    let analysis = tokio::spawn(analysis::run_forever(
-        state.store.clone(),
-        config.analytics.clone(),
-        cluster.clone().map(|c| (c, config.labels.clone())),
-    ));
-    let alerting = config.alerts.enabled.then(|| {
-        tokio::spawn(alerts::run_forever(
-            state.store.clone(),
-            config.alerts.clone(),
-            state.newest.clone(),
-        ))
-    });
-    let reporting = config.reports.enabled.then(|| {
-        tokio::spawn(reports::run_forever(
-            state.store.clone(),
-            config.reports.clone(),
-            config.analytics.thresholds.clone(),
-        ))
-    });
-    let approved = cluster.map(|c| {
-        tokio::spawn(labels::actions::run_forever(
-            state.store.clone(),
-            c,
-            config.labels.clone(),
-        ))
-    });
+    let plan = tasks::Plan {
+        storage_every: config.rollup_every,
+        analysis: config.analytics.clone(),
+        analysis_first_after: std::time::Duration::ZERO,
+        alerts: config.alerts.enabled.then(|| config.alerts.clone()),
+        reports: config
+            .reports
+            .enabled
+            .then(|| (config.reports.clone(), config.analytics.thresholds.clone())),
+        labels: cluster.map(|c| (c, config.labels.clone())),
+    };
+    let runner = tasks::Runner::start(&state, tasks::standard(&state, plan));
     let result =
         server::serve_with(listener, state, config.server.clone(), shutdown_signal()).await;
-    jobs.abort();
-    analysis.abort();
-    for task in [approved, alerting, reporting].into_iter().flatten() {
-        task.abort();
-    }
+    runner.stop();
     Ok(result?)
 }
 

@@ -86,7 +86,7 @@ impl Default for ServerLimits {
 
 /// Paths that skip the in-flight limit: probes and scrapes must answer when the API is busy.
 fn exempt(path: &str) -> bool {
-    matches!(path, "/healthz" | "/readyz" | "/metrics")
+    matches!(path, "/healthz" | "/healthz/tasks" | "/readyz" | "/metrics")
 }
 
 /// Serves `app` on `listener` until `shutdown` completes, within `limits`.

@@ -80,6 +80,30 @@ pub struct RowLabels {
     pub kind: RowKind,
 }
 
+/// How a background task's pass ended.
+#[derive(Debug, Clone, Copy, Hash, PartialEq, Eq)]
+pub enum TaskOutcome {
+    Ok,
+    Failed,
+    Panicked,
+}
+
+snake_label!(TaskOutcome { Ok => "ok", Failed => "failed", Panicked => "panicked" });
+
+/// A background task (`tasks::Task::name`, a fixed set).
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct TaskLabels {
+    pub task: &'static str,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct TaskRunLabels {
+    pub task: &'static str,
+    pub outcome: TaskOutcome,
+}
+
+type HistogramMaker = fn() -> Histogram;
+
 /// Every metric the collector exports.
 #[derive(Debug)]
 pub struct Metrics {
@@ -94,7 +118,9 @@ pub struct Metrics {
     pub rollup_buckets: Counter,
     pub rollup_failures: Counter,
     pub rollup_undecodable_rows: Counter,
-    pub background_pass_failures: Counter,
+    pub task_runs: Family<TaskRunLabels, Counter>,
+    pub task_duration: Family<TaskLabels, Histogram, HistogramMaker>,
+    pub task_last_success: Family<TaskLabels, Gauge<f64, std::sync::atomic::AtomicU64>>,
     pub retention_dropped: Counter,
     pub last_rollup_timestamp: Gauge<f64, std::sync::atomic::AtomicU64>,
 }
@@ -161,11 +187,29 @@ impl Metrics {
             "Stored raw rows the rollup could not decode; skipped (not rolled up) so the pass goes on",
             rollup_undecodable_rows.clone(),
         );
-        let background_pass_failures = Counter::default();
+        let task_runs = Family::<TaskRunLabels, Counter>::default();
         registry.register(
-            "background_pass_failures",
-            "Background passes (partitions, remote-write settling, rollups, retention) that failed or panicked; the next pass runs as usual",
-            background_pass_failures.clone(),
+            "task_runs",
+            "Passes of each background task, by outcome (ok, failed, panicked); a failed or panicked pass is followed by the next as usual",
+            task_runs.clone(),
+        );
+        let task_duration =
+            Family::<TaskLabels, Histogram, HistogramMaker>::new_with_constructor(|| {
+                Histogram::new(exponential_buckets(0.001, 4.0, 10))
+            });
+        registry.register_with_unit(
+            "task_duration",
+            "Time one pass of a background task took",
+            Unit::Seconds,
+            task_duration.clone(),
+        );
+        let task_last_success =
+            Family::<TaskLabels, Gauge<f64, std::sync::atomic::AtomicU64>>::default();
+        registry.register_with_unit(
+            "task_last_success_timestamp",
+            "When a background task last finished a pass without error (Unix time)",
+            Unit::Seconds,
+            task_last_success.clone(),
         );
         let retention_dropped = Counter::default();
         registry.register(
@@ -192,7 +236,9 @@ impl Metrics {
             rollup_buckets,
             rollup_failures,
             rollup_undecodable_rows,
-            background_pass_failures,
+            task_runs,
+            task_duration,
+            task_last_success,
             retention_dropped,
             last_rollup_timestamp,
         }

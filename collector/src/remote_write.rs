@@ -27,7 +27,6 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Mutex;
 
-use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode, header};
 use model::wire::v1::{Batch, Limits, Snapshot};
@@ -641,7 +640,7 @@ fn check_protocol(headers: &HeaderMap) -> Result<(), ApiError> {
 pub async fn write(
     State(state): State<AppState>,
     headers: HeaderMap,
-    body: Bytes,
+    body: axum::body::Body,
 ) -> Result<StatusCode, ApiError> {
     let cred = state.auth.identify(
         headers
@@ -658,13 +657,14 @@ pub async fn write(
             "Content-Encoding must be snappy (remote write 1.0), not {enc:?}"
         )));
     }
-    if body.len() > state.ingest.max_body_bytes {
-        return Err(ApiError::BadRequest(format!(
-            "the body is {} bytes; the limit is {}",
-            body.len(),
-            state.ingest.max_body_bytes
-        )));
-    }
+    // Read only after the token and the protocol are checked, and never past the limit: a
+    // larger body is a JSON 413 naming it (Prometheus drops the request and counts it).
+    let max_body = state.ingest.max_body_bytes;
+    let body = axum::body::to_bytes(body, max_body).await.map_err(|_| {
+        ApiError::PayloadTooLarge(format!(
+            "the remote-write body exceeds {max_body} bytes (`[ingest] max_body_bytes`); lower Prometheus' `queue_config.max_samples_per_send`"
+        ))
+    })?;
     let req = decode(&body, state.ingest.max_decoded_bytes).map_err(ApiError::BadRequest)?;
     let default_cluster = state.auth.cluster(cred).unwrap_or("default").to_owned();
     // Every host the request names must be one the token may send for.

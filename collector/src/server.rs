@@ -37,6 +37,8 @@ pub struct Inner {
     pub latest: crate::fleet_metrics::LatestGpus,
     /// Remote-written dcgm-exporter samples waiting for their scrape to complete.
     pub remote_write: crate::remote_write::Receiver,
+    /// The background tasks' state (`tasks::Runner`), for `/healthz/tasks` and `/readyz`.
+    pub tasks: crate::tasks::TaskHealth,
 }
 
 impl std::ops::Deref for AppState {
@@ -78,6 +80,7 @@ impl AppState {
             newest: Default::default(),
             latest: Default::default(),
             remote_write: Default::default(),
+            tasks: Default::default(),
         }))
     }
 
@@ -121,6 +124,7 @@ pub fn router(state: AppState) -> Router {
         .route("/logout", axum::routing::post(crate::ui::logout))
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
+        .route("/healthz/tasks", get(task_health))
         .route("/metrics", get(metrics))
         .route("/api/v1/ingest", post(crate::ingest::ingest))
         .route("/api/v1/write", post(crate::remote_write::write))
@@ -170,6 +174,7 @@ pub const ROUTES: &[&str] = &[
     "/",
     "/healthz",
     "/readyz",
+    "/healthz/tasks",
     "/metrics",
     "/api/v1/ingest",
     "/api/v1/write",
@@ -197,14 +202,46 @@ async fn healthz() -> &'static str {
     "ok\n"
 }
 
+/// Ready when the database answers: readiness decides whether the collector gets traffic,
+/// and ingest needs only the database. Background tasks whose last pass failed are named in
+/// the body (and answered by `/healthz/tasks` with a 503), not made a reason to stop ingest.
 async fn readyz(State(state): State<AppState>) -> Response {
     match state.store.ping().await {
-        Ok(()) => (StatusCode::OK, "ready\n").into_response(),
+        Ok(()) => {
+            let failing = state.tasks.failing();
+            let body = if failing.is_empty() {
+                "ready\n".to_owned()
+            } else {
+                format!(
+                    "ready\nfailing background tasks: {} (see /healthz/tasks)\n",
+                    failing.join(", ")
+                )
+            };
+            (StatusCode::OK, body).into_response()
+        }
         Err(e) => {
             tracing::warn!(error = %e, "not ready");
             (StatusCode::SERVICE_UNAVAILABLE, "database unavailable\n").into_response()
         }
     }
+}
+
+/// The background tasks: 200 when every task's last pass succeeded (or none ran yet), 503
+/// naming those whose last pass failed; the body lists every task with its runs, failures and
+/// last error.
+async fn task_health(State(state): State<AppState>) -> Response {
+    let tasks = state.tasks.snapshot();
+    let healthy = tasks.iter().all(|t| t.healthy);
+    let status = if healthy {
+        StatusCode::OK
+    } else {
+        StatusCode::SERVICE_UNAVAILABLE
+    };
+    (
+        status,
+        axum::Json(serde_json::json!({ "healthy": healthy, "tasks": tasks })),
+    )
+        .into_response()
 }
 
 async fn metrics(State(state): State<AppState>, headers: axum::http::HeaderMap) -> Response {

@@ -224,26 +224,32 @@ impl Alerting {
     }
 }
 
-/// Runs a pass every `settings.every` until the task is dropped, reading the analysis
-/// through `newest` (shared with the collector's other readers).
-pub async fn run_forever(store: Store, settings: Settings, newest: Arc<crate::analysis::Newest>) {
+/// Alerting as a background task: a pass every `settings.every`, reading the analysis
+/// through `newest` (shared with the collector's other readers). When alerting cannot start
+/// (its HTTP client), every pass says why.
+pub fn task(
+    store: Store,
+    settings: Settings,
+    newest: Arc<crate::analysis::Newest>,
+) -> Arc<dyn crate::tasks::Task> {
     let every = settings.every;
-    let mut alerting = match Alerting::new(settings) {
-        Ok(mut a) => {
+    let alerting = Alerting::new(settings)
+        .map(|mut a| {
             a.newest = newest;
             a
-        }
-        Err(e) => {
-            tracing::error!(error = %e, "alerting cannot start");
-            return;
-        }
-    };
-    let mut tick = tokio::time::interval(every);
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    loop {
-        tick.tick().await;
-        match alerting.pass(&store).await {
-            Ok(Some(p)) if p.enqueued > 0 || p.delivered > 0 => {
+        })
+        .map_err(|e| format!("{e:#}"));
+    let alerting = Arc::new(tokio::sync::Mutex::new(alerting));
+    crate::tasks::Periodic::task("alerts", every, move || {
+        let (store, alerting) = (store.clone(), alerting.clone());
+        Box::pin(async move {
+            let mut alerting = alerting.lock().await;
+            let alerting = alerting
+                .as_mut()
+                .map_err(|e| anyhow::anyhow!("alerting cannot start: {e}"))?;
+            if let Some(p) = alerting.pass(&store).await?
+                && (p.enqueued > 0 || p.delivered > 0)
+            {
                 tracing::info!(
                     firing = p.firing,
                     pending = p.pending,
@@ -252,8 +258,7 @@ pub async fn run_forever(store: Store, settings: Settings, newest: Arc<crate::an
                     "alerts"
                 )
             }
-            Ok(_) => {}
-            Err(e) => tracing::warn!(error = %e, "alerting pass failed; will retry"),
-        }
-    }
+            Ok(())
+        })
+    })
 }

@@ -263,7 +263,12 @@ pub async fn after_analysis(
     if settings.mode == Mode::Off {
         return Ok(());
     }
-    for (node, labels) in super::advisory::labels(analysis, now) {
+    let (name, nodes) = super::advisory::for_cluster(
+        super::advisory::labels(analysis, now),
+        settings.cluster.as_deref(),
+    )
+    .map_err(|e| anyhow::anyhow!("no labels written: {e}"))?;
+    for (node, labels) in nodes {
         if let Err(e) = cluster.converge_if_known(&node, &labels).await {
             tracing::warn!(node, error = %e, "advisory labels not written");
         }
@@ -271,7 +276,7 @@ pub async fn after_analysis(
     if settings.mode == Mode::ApplyWithApproval {
         let ids = record_plans(
             store,
-            &workflow::plans(analysis, settings.custom_layouts.as_ref()),
+            &workflow::plans(analysis, &name, settings.custom_layouts.as_ref()),
             "gpulens-analysis",
             now,
         )
@@ -286,15 +291,20 @@ pub async fn after_analysis(
     Ok(())
 }
 
-/// Runs approved actions every `settings.every` until the task is dropped (mode
-/// apply-with-approval only).
-pub async fn run_forever(store: Store, cluster: Cluster, settings: Settings) {
-    let mut tick = tokio::time::interval(settings.every);
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    loop {
-        tick.tick().await;
-        if let Err(e) = run_approved(&store, &cluster, &settings, false).await {
-            tracing::warn!(error = %e, "running approved label actions failed; will retry");
-        }
-    }
+/// Running approved label actions as a background task, every `settings.every`.
+pub fn task(
+    store: Store,
+    cluster: Cluster,
+    settings: Settings,
+) -> std::sync::Arc<dyn crate::tasks::Task> {
+    let every = settings.every;
+    let shared = std::sync::Arc::new((store, cluster, settings));
+    crate::tasks::Periodic::task("label_actions", every, move || {
+        let shared = shared.clone();
+        Box::pin(async move {
+            let (store, cluster, settings) = &*shared;
+            run_approved(store, cluster, settings, false).await?;
+            Ok(())
+        })
+    })
 }

@@ -42,11 +42,18 @@ pub fn compact_time(ms: i64) -> String {
         + "Z"
 }
 
-/// Advisory labels per node name.
-pub fn labels(a: &Analysis, generated_ms: i64) -> BTreeMap<String, BTreeMap<String, String>> {
-    let mut out: BTreeMap<String, BTreeMap<String, String>> = BTreeMap::new();
+/// A node: its cluster and its name (node names are unique only within a cluster).
+pub type NodeKey = (String, String);
+
+/// One node's labels, key to value.
+pub type NodeLabels = BTreeMap<String, String>;
+
+/// Advisory labels per (cluster, node).
+pub fn labels(a: &Analysis, generated_ms: i64) -> BTreeMap<NodeKey, NodeLabels> {
+    let mut out: BTreeMap<NodeKey, NodeLabels> = BTreeMap::new();
     for row in &a.funnel.by_node {
-        let l = out.entry(row.key.clone()).or_default();
+        let cluster = row.cluster.clone().unwrap_or_else(|| "default".into());
+        let l = out.entry((cluster, row.key.clone())).or_default();
         l.insert(
             UTILIZATION_CLASS.into(),
             utilization_class(
@@ -60,7 +67,7 @@ pub fn labels(a: &Analysis, generated_ms: i64) -> BTreeMap<String, BTreeMap<Stri
         l.insert(ANALYZED_AT.into(), compact_time(generated_ms));
     }
     for r in &a.recommendations {
-        let l = out.entry(r.node.clone()).or_default();
+        let l = out.entry((r.cluster.clone(), r.node.clone())).or_default();
         match &r.proposal {
             Proposal::MigLayout { config_name, .. } => {
                 l.insert(RECOMMENDED_SHARING.into(), "mig".into());
@@ -84,6 +91,39 @@ pub fn labels(a: &Analysis, generated_ms: i64) -> BTreeMap<String, BTreeMap<Stri
     out
 }
 
+/// The advisory labels of one cluster's nodes, by node name: what a label writer bound to
+/// `cluster` may write. With no cluster configured, the analysis must cover exactly one
+/// cluster (else the writer could label a same-named node of another cluster), and that one is
+/// taken.
+pub fn for_cluster(
+    all: BTreeMap<NodeKey, NodeLabels>,
+    cluster: Option<&str>,
+) -> Result<(String, BTreeMap<String, NodeLabels>), String> {
+    let cluster = match cluster {
+        Some(c) => c.to_owned(),
+        None => {
+            let clusters: std::collections::BTreeSet<&str> =
+                all.keys().map(|(c, _)| c.as_str()).collect();
+            match clusters.len() {
+                0 => return Ok((String::new(), BTreeMap::new())),
+                1 => clusters.into_iter().next().unwrap_or_default().to_owned(),
+                _ => {
+                    return Err(format!(
+                        "the analysis covers clusters {}; set [labels] cluster to the one this collector's Kubernetes API serves",
+                        clusters.into_iter().collect::<Vec<_>>().join(", ")
+                    ));
+                }
+            }
+        }
+    };
+    let nodes = all
+        .into_iter()
+        .filter(|((c, _), _)| *c == cluster)
+        .map(|((_, n), l)| (n, l))
+        .collect();
+    Ok((cluster, nodes))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -96,6 +136,28 @@ mod tests {
         assert_eq!(utilization_class(90.0, Some(100.0), "sm_active"), "high");
         assert_eq!(utilization_class(0.0, Some(100.0), "none"), "unknown");
         assert_eq!(utilization_class(1.0, None, "gpu_util"), "unknown");
+    }
+
+    /// Issue 15: batches sent for `gpu-h100-01` in another cluster flipped this cluster's
+    /// node's label, because labels were planned by node name only.
+    #[test]
+    fn a_writer_gets_only_its_own_clusters_nodes() {
+        let l = |v: &str| BTreeMap::from([(UTILIZATION_CLASS.to_owned(), v.to_owned())]);
+        let all = BTreeMap::from([
+            (("east".to_owned(), "gpu-h100-01".to_owned()), l("idle")),
+            (("west".to_owned(), "gpu-h100-01".to_owned()), l("high")),
+        ]);
+        let (c, west) = for_cluster(all.clone(), Some("west")).unwrap();
+        assert_eq!(c, "west");
+        assert_eq!(west.len(), 1);
+        assert_eq!(west["gpu-h100-01"][UTILIZATION_CLASS], "high");
+        let e = for_cluster(all.clone(), None).unwrap_err();
+        assert!(
+            e.contains("east, west") && e.contains("[labels] cluster"),
+            "{e}"
+        );
+        let one = BTreeMap::from([(("east".to_owned(), "n".to_owned()), l("low"))]);
+        assert_eq!(for_cluster(one, None).unwrap().0, "east");
     }
 
     #[test]

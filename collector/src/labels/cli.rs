@@ -106,19 +106,34 @@ async fn plan(c: Common) -> anyhow::Result<()> {
         config.labels.mode.as_str()
     );
     println!("\nAdvisory labels");
-    for (node, labels) in super::advisory::labels(&a, now) {
-        println!("  {node}");
+    for ((cluster, node), labels) in super::advisory::labels(&a, now) {
+        println!("  {node} (cluster {cluster})");
         for (k, v) in labels {
             println!("    {k}={v}");
         }
     }
     println!("\nGPU Operator changes (need approval: gpulens labels apply --approve NODE)");
-    let p = workflow::plans(&a, config.labels.custom_layouts.as_ref());
+    let clusters: std::collections::BTreeSet<&str> = a
+        .recommendations
+        .iter()
+        .map(|r| r.cluster.as_str())
+        .collect();
+    let p: Vec<_> = clusters
+        .iter()
+        .flat_map(|c| {
+            workflow::plans(&a, c, config.labels.custom_layouts.as_ref())
+                .into_values()
+                .map(move |p| (*c, p))
+        })
+        .collect();
     if p.is_empty() {
         println!("  none");
     }
-    for plan in p.values() {
-        println!("  {}: {}={}", plan.node, plan.label, plan.value);
+    for (cluster, plan) in &p {
+        println!(
+            "  {} (cluster {cluster}): {}={}",
+            plan.node, plan.label, plan.value
+        );
         if let Some(l) = &plan.layout {
             println!(
                 "    and the config itself into ConfigMap {}/{}",
@@ -139,7 +154,12 @@ async fn apply(a: ApplyArgs) -> anyhow::Result<()> {
         );
     }
     let c = cluster(&a.common, &config).await?;
-    for (node, labels) in super::advisory::labels(&analysis, now) {
+    let (name, nodes) = super::advisory::for_cluster(
+        super::advisory::labels(&analysis, now),
+        config.labels.cluster.as_deref(),
+    )
+    .map_err(|e| anyhow::anyhow!("{e}"))?;
+    for (node, labels) in nodes {
         match c.converge_if_known(&node, &labels).await? {
             Some(done) => println!(
                 "{node}: {} added, {} changed, {} removed",
@@ -162,7 +182,7 @@ async fn apply(a: ApplyArgs) -> anyhow::Result<()> {
     // Through the audit trail: record the plan, approve it, run it with every step stored.
     let mut settings = config.labels.clone();
     settings.mode = mode;
-    let plans = workflow::plans(&analysis, settings.custom_layouts.as_ref());
+    let plans = workflow::plans(&analysis, &name, settings.custom_layouts.as_ref());
     let plan = plans.get(&node).ok_or_else(|| {
         anyhow::anyhow!("the analysis proposes no GPU Operator change for {node}")
     })?;

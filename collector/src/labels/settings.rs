@@ -39,6 +39,12 @@ pub struct Settings {
     /// The API server; unset: the in-cluster service account, else the local kubeconfig.
     #[serde(default)]
     pub kube_url: Option<String>,
+    /// The gpulens cluster name (the agents' `--cluster`) of the Kubernetes cluster this
+    /// collector writes labels to: only that cluster's nodes are labelled or reconfigured.
+    /// Unset: allowed while the data holds one cluster only; with several, nothing is written
+    /// until this is set.
+    #[serde(default)]
+    pub cluster: Option<String>,
     /// How long the workflow waits for GPU pods to leave a cordoned node.
     #[serde(
         default = "default_drain_timeout",
@@ -118,6 +124,7 @@ impl Default for Settings {
             mode: Mode::Off,
             api: true,
             kube_url: None,
+            cluster: None,
             drain_timeout: default_drain_timeout(),
             config_timeout: default_config_timeout(),
             min_interval: default_min_interval(),

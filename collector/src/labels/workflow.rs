@@ -33,9 +33,13 @@ pub struct Plan {
 
 /// The GPU Operator changes an analysis proposes, one per node at most; with `layouts`, each
 /// carries its generated config for the operator's ConfigMap.
-pub fn plans(a: &Analysis, layouts: Option<&layouts::Settings>) -> BTreeMap<String, Plan> {
+pub fn plans(
+    a: &Analysis,
+    cluster: &str,
+    layouts: Option<&layouts::Settings>,
+) -> BTreeMap<String, Plan> {
     let mut out = BTreeMap::new();
-    for r in &a.recommendations {
+    for r in a.recommendations.iter().filter(|r| r.cluster == cluster) {
         let plan = match &r.proposal {
             Proposal::MigLayout {
                 config_name,

@@ -341,38 +341,38 @@ pub async fn scheduled(
     Ok(made)
 }
 
-/// Checks every ten minutes whether a week's report is due.
-pub async fn run_forever(store: Store, s: Settings, thresholds: analytics::Config) {
-    let mut tick = tokio::time::interval(Duration::from_secs(600));
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+/// The weekly report as a background task: every ten minutes, is a week's report due?
+pub fn task(
+    store: Store,
+    s: Settings,
+    thresholds: analytics::Config,
+) -> std::sync::Arc<dyn crate::tasks::Task> {
     // Weeks without data are looked at once per run, not every ten minutes.
-    let mut empty: Option<String> = None;
-    loop {
-        tick.tick().await;
-        let now = crate::now_ms();
-        let Ok(tz) = week::zone(&s.timezone) else {
-            return;
-        };
-        let due = IsoWeek::last_complete(now - s.delay.as_millis() as i64, &tz).to_string();
-        if empty.as_deref() == Some(due.as_str()) {
-            continue;
-        }
-        match scheduled(&store, &s, &thresholds, now).await {
-            Ok(Some(r)) => {
-                tracing::info!(week = %r.week, summary = %r.summary, "weekly report made")
+    let empty: std::sync::Arc<tokio::sync::Mutex<Option<String>>> = Default::default();
+    let shared = std::sync::Arc::new((store, s, thresholds));
+    crate::tasks::Periodic::task("reports", Duration::from_secs(600), move || {
+        let (shared, empty) = (shared.clone(), empty.clone());
+        Box::pin(async move {
+            let (store, s, thresholds) = &*shared;
+            let mut empty = empty.lock().await;
+            let now = crate::now_ms();
+            let tz = week::zone(&s.timezone)
+                .map_err(|e| anyhow::anyhow!("report time zone {:?}: {e}", s.timezone))?;
+            let due = IsoWeek::last_complete(now - s.delay.as_millis() as i64, &tz).to_string();
+            if empty.as_deref() == Some(due.as_str()) {
+                return Ok(());
             }
-            Ok(None) => {
-                if store
-                    .report(&due, &s.timezone)
-                    .await
-                    .ok()
-                    .flatten()
-                    .is_none()
-                {
-                    empty = Some(due);
+            match scheduled(store, s, thresholds, now).await? {
+                Some(r) => {
+                    tracing::info!(week = %r.week, summary = %r.summary, "weekly report made")
+                }
+                None => {
+                    if store.report(&due, &s.timezone).await?.is_none() {
+                        *empty = Some(due);
+                    }
                 }
             }
-            Err(e) => tracing::warn!(error = %e, "the weekly report failed; will retry"),
-        }
-    }
+            Ok(())
+        })
+    })
 }

@@ -387,13 +387,18 @@ pub async fn nodes(
     let a = analysis(&state).await?;
     let list = state.store.nodes().await?;
     let gpus = state.store.gpus(None).await?;
-    let by_node: HashMap<&str, &analytics::FunnelRow> = a
+    let by_node: HashMap<(&str, &str), &analytics::FunnelRow> = a
         .as_ref()
         .map(|a| {
             a.funnel
                 .by_node
                 .iter()
-                .map(|r| (r.key.as_str(), r))
+                .map(|r| {
+                    (
+                        (r.cluster.as_deref().unwrap_or("default"), r.key.as_str()),
+                        r,
+                    )
+                })
                 .collect()
         })
         .unwrap_or_default();
@@ -406,7 +411,7 @@ pub async fn nodes(
                 .collect();
             let models: BTreeSet<&str> = mine.iter().map(|g| g.model.as_str()).collect();
             let sharing: BTreeSet<&str> = mine.iter().map(|g| g.sharing.as_str()).collect();
-            let f = by_node.get(n.node.as_str());
+            let f = by_node.get(&(n.cluster.as_str(), n.node.as_str()));
             let util = f.and_then(|r| {
                 r.capacity_gpu_hours
                     .filter(|c| *c > 0.0 && r.effective_signal != "none")
@@ -638,7 +643,10 @@ async fn node_page(
     }
     let labels = a
         .as_ref()
-        .and_then(|a| crate::labels::advisory::labels(a, a.generated_ms).remove(node))
+        .and_then(|a| {
+            crate::labels::advisory::labels(a, a.generated_ms)
+                .remove(&(n.cluster.clone(), node.to_owned()))
+        })
         .map(|m| m.into_iter().collect())
         .unwrap_or_default();
     let title = match only {
@@ -1140,7 +1148,7 @@ pub async fn recommendation(
             "no recommendation {id:?} in the newest analysis"
         )));
     };
-    let plan = crate::labels::workflow::plans(&a, state.labels.custom_layouts.as_ref())
+    let plan = crate::labels::workflow::plans(&a, &r.cluster, state.labels.custom_layouts.as_ref())
         .remove(&r.node)
         .filter(|p| match &r.proposal {
             Proposal::MigLayout { config_name, .. } => p.value == *config_name,

@@ -92,7 +92,12 @@ async fn an_operator_approves_a_label_change_from_the_dashboard() {
         }],
         ..Settings::default()
     };
-    let plans = collector::labels::workflow::plans(&analysis, None);
+    let cluster = analysis
+        .recommendations
+        .first()
+        .map(|r| r.cluster.clone())
+        .unwrap_or_default();
+    let plans = collector::labels::workflow::plans(&analysis, &cluster, None);
     collector::labels::actions::record_plans(&t.store, &plans, "gpulens-analysis", now)
         .await
         .unwrap();

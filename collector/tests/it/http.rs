@@ -570,3 +570,27 @@ async fn damaged_batches_never_cause_a_server_error() {
     );
     assert!(stored_rows > 0);
 }
+
+/// Issue 15: remote-write bodies over 2 MiB got axum's text 413 or a reset, not the
+/// configured limit; now the limit is read from `[ingest] max_body_bytes` and answered as the
+/// API's JSON error, after the token is checked.
+#[tokio::test]
+async fn remote_write_over_the_body_limit_is_a_json_413_after_authentication() {
+    let (state, _t) = app().await;
+    let big = vec![0u8; 3 * 1024 * 1024];
+    let req = |token: Option<&str>| {
+        let mut r = Request::post("/api/v1/write")
+            .header("content-type", "application/x-protobuf")
+            .header("content-encoding", "snappy");
+        if let Some(t) = token {
+            r = r.header("authorization", format!("Bearer {t}"));
+        }
+        r.body(Body::from(big.clone())).unwrap()
+    };
+    let (status, body, _) = call(&state, req(None)).await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED, "{body}");
+    let (status, body, _) = call(&state, req(Some(TOKEN))).await;
+    assert_eq!(status, StatusCode::PAYLOAD_TOO_LARGE, "{body}");
+    let error = body["error"]["message"].as_str().unwrap_or_default();
+    assert!(error.contains("65536 bytes"), "{body}");
+}

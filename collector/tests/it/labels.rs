@@ -944,7 +944,7 @@ async fn agents_read_their_nodes_advisory_labels() {
         .await
         .unwrap();
     let expected = collector::labels::advisory::labels(&a, a.generated_ms)
-        .remove(&node)
+        .remove(&(fleet.scenario.cluster.clone(), node.clone()))
         .unwrap();
     let with = |mode| {
         AppState::new(
@@ -972,4 +972,58 @@ async fn agents_read_their_nodes_advisory_labels() {
     // Labels off: nothing is served.
     let (code, body) = get(with(Mode::Off), &uri, Some("node-token-2")).await;
     assert_eq!(code, StatusCode::CONFLICT, "{body}");
+}
+
+/// Issue 15: label planning grouped by node name only, so batches sent for `gpu-h100-01` in
+/// another cluster flipped that node's label. Nodes are now (cluster, node) from the funnel
+/// to the label writer, which takes only its own cluster's nodes.
+#[tokio::test]
+async fn the_same_node_name_in_two_clusters_is_two_nodes_to_the_funnel_and_the_labels() {
+    let t = crate::support::sqlite().await;
+    let to = 1_795_219_200_000;
+    let fleet = crate::support::fleet();
+    let home = fleet.scenario.cluster.clone();
+    let minutes: Vec<i64> = (0..30).map(|i| to - 1_800_000 + i * 60_000).collect();
+    for (seq, chunk) in minutes.chunks(10).enumerate() {
+        let b = fleet.batch(0, "home", seq as u64 + 1, chunk, 60_000);
+        t.store.ingest(&b, to, &|_| None).await.unwrap();
+        // The same node names in another cluster, with their own GPUs.
+        let text = serde_json::to_string(&b)
+            .unwrap()
+            .replace("\"GPU-", "\"GPU-west-");
+        let mut west: model::wire::v1::Batch = serde_json::from_str(&text).unwrap();
+        west.cluster = "west".into();
+        west.agent_id = "west".into();
+        t.store.ingest(&west, to, &|_| None).await.unwrap();
+    }
+    t.store.rollup(to).await.unwrap();
+    let cfg = analytics::Config::default();
+    let input = collector::analysis::load(&t.store, &cfg, to - 1_800_000, to, to)
+        .await
+        .unwrap();
+    let a = tokio::task::spawn_blocking(move || analytics::analyze(&input, &cfg))
+        .await
+        .unwrap()
+        .unwrap();
+    let node = fleet.nodes[0].spec.name.clone();
+    let rows: Vec<_> = a
+        .funnel
+        .by_node
+        .iter()
+        .filter(|r| r.key == node)
+        .collect();
+    assert_eq!(rows.len(), 2, "{rows:?}");
+    let clusters: Vec<_> = rows.iter().map(|r| r.cluster.as_deref().unwrap()).collect();
+    assert!(clusters.contains(&home.as_str()) && clusters.contains(&"west"));
+    assert_eq!(
+        rows[0].capacity_gpu_hours, rows[1].capacity_gpu_hours,
+        "each cluster's node holds its own GPUs, not both"
+    );
+    let all = collector::labels::advisory::labels(&a, a.generated_ms);
+    assert!(all.contains_key(&(home.clone(), node.clone())));
+    assert!(all.contains_key(&("west".to_owned(), node.clone())));
+    // A writer with no cluster configured refuses rather than guessing.
+    assert!(collector::labels::advisory::for_cluster(all.clone(), None).is_err());
+    let (_, mine) = collector::labels::advisory::for_cluster(all, Some(&home)).unwrap();
+    assert!(mine.contains_key(&node));
 }

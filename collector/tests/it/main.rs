@@ -15,3 +15,4 @@ mod readme;
 mod remote_write;
 mod reports;
 mod support;
+mod tasks;

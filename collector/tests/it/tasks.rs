@@ -1,0 +1,192 @@
+//! The background-task runner: a task that fails or panics on every pass leaves the others
+//! running, is counted on `/metrics` and named by `/healthz/tasks` (503) and `/readyz` (still
+//! 200: the database answers), and recovers as soon as a pass succeeds.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::http::{Request, StatusCode};
+use collector::auth::Auth;
+use collector::config::TeamsConfig;
+use collector::server::{AppState, router};
+use collector::store::Retention;
+use collector::tasks::{Periodic, Runner, Task};
+use tower::ServiceExt;
+
+use crate::support;
+
+async fn get(state: &AppState, path: &str) -> (StatusCode, String) {
+    let resp = router(state.clone())
+        .oneshot(Request::get(path).body(Body::empty()).unwrap())
+        .await
+        .unwrap();
+    let status = resp.status();
+    let body = axum::body::to_bytes(resp.into_body(), 1 << 20)
+        .await
+        .unwrap();
+    (status, String::from_utf8(body.to_vec()).unwrap())
+}
+
+fn counting(name: &'static str, runs: Arc<AtomicU64>) -> Arc<dyn Task> {
+    Periodic::task(name, Duration::from_millis(20), move || {
+        let runs = runs.clone();
+        Box::pin(async move {
+            runs.fetch_add(1, Ordering::SeqCst);
+            Ok(())
+        })
+    })
+}
+
+#[tokio::test]
+async fn a_failing_or_panicking_task_never_stops_the_others_and_is_reported() {
+    let t = support::sqlite().await;
+    let state = AppState::new(
+        t.store.clone(),
+        Auth::default(),
+        Default::default(),
+        Retention::default(),
+        TeamsConfig::default(),
+    );
+    let healthy_runs = Arc::new(AtomicU64::new(0));
+    let broken = Arc::new(AtomicBool::new(true));
+    let failing = {
+        let broken = broken.clone();
+        Periodic::task("always_fails", Duration::from_millis(20), move || {
+            let broken = broken.load(Ordering::SeqCst);
+            Box::pin(async move {
+                anyhow::ensure!(!broken, "the store said no");
+                Ok(())
+            })
+        })
+    };
+    let panicking = Periodic::task("always_panics", Duration::from_millis(20), || {
+        Box::pin(async { panic!("a row no check foresaw") })
+    });
+    let runner = Runner::start(
+        &state,
+        vec![
+            counting("keeps_going", healthy_runs.clone()),
+            failing,
+            panicking,
+        ],
+    );
+
+    // The healthy task keeps running while the others fail on every pass.
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while healthy_runs.load(Ordering::SeqCst) < 10 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the healthy task stalled"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let (status, body) = get(&state, "/healthz/tasks").await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{body}");
+    let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(v["healthy"], false);
+    let task = |name: &str| {
+        v["tasks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|t| t["name"] == name)
+            .unwrap_or_else(|| panic!("{name} missing from {body}"))
+            .clone()
+    };
+    assert_eq!(task("keeps_going")["healthy"], true);
+    assert!(
+        task("always_fails")["consecutive_failures"]
+            .as_u64()
+            .unwrap()
+            >= 1
+    );
+    assert_eq!(task("always_fails")["last_error"], "the store said no");
+    assert!(
+        task("always_panics")["last_error"]
+            .as_str()
+            .unwrap()
+            .contains("panicked: a row no check foresaw"),
+        "{body}"
+    );
+
+    let (status, body) = get(&state, "/readyz").await;
+    assert_eq!(status, StatusCode::OK, "the database answers: {body}");
+    assert!(
+        body.contains("always_fails") && body.contains("always_panics"),
+        "{body}"
+    );
+
+    let (_, metrics) = get(&state, "/metrics").await;
+    for needle in [
+        "gpulens_task_runs_total{task=\"always_fails\",outcome=\"failed\"}",
+        "gpulens_task_runs_total{task=\"always_panics\",outcome=\"panicked\"}",
+        "gpulens_task_runs_total{task=\"keeps_going\",outcome=\"ok\"}",
+        "gpulens_task_duration_seconds_count{task=\"keeps_going\"}",
+        "gpulens_task_last_success_timestamp_seconds{task=\"keeps_going\"}",
+    ] {
+        assert!(
+            metrics.contains(needle),
+            "{needle} missing from /metrics:\n{metrics}"
+        );
+    }
+
+    // A pass that succeeds again makes the task healthy again.
+    broken.store(false, Ordering::SeqCst);
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let (_, body) = get(&state, "/healthz/tasks").await;
+        let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+        let fails = v["tasks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|t| t["name"] == "always_fails")
+            .unwrap()
+            .clone();
+        if fails["healthy"] == true {
+            assert!(fails["last_success"].is_string());
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "no recovery: {body}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    runner.stop();
+}
+
+#[tokio::test]
+async fn serve_and_demo_run_the_same_storage_analysis_alert_and_report_tasks() {
+    let t = support::sqlite().await;
+    let state = AppState::new(
+        t.store.clone(),
+        Auth::default(),
+        Default::default(),
+        Retention::default(),
+        TeamsConfig::default(),
+    );
+    let plan = collector::tasks::Plan {
+        storage_every: Duration::from_secs(3600),
+        analysis: Default::default(),
+        analysis_first_after: Duration::from_secs(3600),
+        alerts: Some(Default::default()),
+        reports: Some((Default::default(), Default::default())),
+        labels: None,
+    };
+    let names: Vec<_> = collector::tasks::standard(&state, plan)
+        .iter()
+        .map(|t| t.name())
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "partitions",
+            "remote_write_settle",
+            "rollups",
+            "retention",
+            "analysis",
+            "alerts",
+            "reports"
+        ]
+    );
+}
