@@ -3,7 +3,8 @@
 # Installs what is missing (PostgreSQL server binaries, Alertmanager, Prometheus, Chromium, playwright-core
 # from npm, cargo-nextest), starts a throwaway
 # PostgreSQL cluster on a free port in a temporary directory, runs every test once with
-# `cargo nextest run --workspace`, and stops the cluster again.
+# `cargo nextest run --workspace`, then the fuzz targets for a
+# bounded time each (tests/fuzz.sh), and stops the cluster again.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -76,3 +77,10 @@ cargo build --quiet --workspace
 
 log "running the suite"
 cargo nextest run --workspace --no-fail-fast "$@"
+
+# The fuzz targets (fuzz/, bounded in time), on a full run only: with a test filter given,
+# only the selected tests run.
+if [ $# -eq 0 ]; then
+  log "fuzzing the decoders of untrusted input (tests/fuzz.sh)"
+  bash tests/fuzz.sh
+fi

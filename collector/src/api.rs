@@ -296,63 +296,14 @@ pub(crate) fn bad_query(e: QueryRejection) -> ApiError {
     ApiError::BadRequest(e.body_text())
 }
 
-/// A time of the query domain: RFC 3339, Unix ms, `now` or `now-DURATION`, within 1970-01-01
-/// to 9999-12-31 (`series::MAX_TIME_MS`); anything else is a 400 naming the value.
+/// A time of the query domain (`intake::query::parse_time`); a mistake is a 400 naming it.
 pub fn parse_time(s: &str, now: i64) -> Result<i64, ApiError> {
-    use crate::store::series::MAX_TIME_MS;
-    let out_of_domain = || {
-        ApiError::BadRequest(format!(
-            "time {s:?} is outside 1970-01-01 to 9999-12-31 (Unix ms 0 to {MAX_TIME_MS})"
-        ))
-    };
-    let relative = s.strip_prefix("now").unwrap_or(s);
-    let ms = if relative.is_empty() {
-        now
-    } else if let Some(ago) = relative.strip_prefix('-') {
-        let d = humantime::parse_duration(ago)
-            .map_err(|e| ApiError::BadRequest(format!("time {s:?}: {e}")))?;
-        i64::try_from(d.as_millis())
-            .ok()
-            .and_then(|d| now.checked_sub(d))
-            .ok_or_else(out_of_domain)?
-    } else if let Ok(ms) = s.parse::<i64>() {
-        ms
-    } else {
-        let t = humantime::parse_rfc3339_weak(s).map_err(|_| {
-            ApiError::BadRequest(format!(
-                "time {s:?} is not RFC 3339, Unix milliseconds, `now` or `now-7d`"
-            ))
-        })?;
-        let since = t.duration_since(UNIX_EPOCH).map_err(|_| out_of_domain())?;
-        i64::try_from(since.as_millis()).map_err(|_| out_of_domain())?
-    };
-    if (0..=MAX_TIME_MS).contains(&ms) {
-        Ok(ms)
-    } else {
-        Err(out_of_domain())
-    }
+    intake::query::parse_time(s, now).map_err(ApiError::BadRequest)
 }
 
-/// A step: seconds (`60`, `0.5`) or a duration (`5m`, `1h`), positive and at most
-/// `series::MAX_STEP_MS`; `inf`, `NaN`, `1e300` and the like are refused, not saturated.
+/// A step of the query domain (`intake::query::parse_step`); a mistake is a 400 naming it.
 fn parse_step(s: &str) -> Result<i64, ApiError> {
-    use crate::store::series::MAX_STEP_MS;
-    let ms = match s.parse::<f64>() {
-        Ok(secs) if secs.is_finite() && secs > 0.0 && secs * 1000.0 <= MAX_STEP_MS as f64 => {
-            Some((secs * 1000.0).ceil() as i64)
-        }
-        Ok(_) => None,
-        Err(_) => humantime::parse_duration(s)
-            .ok()
-            .and_then(|d| i64::try_from(d.as_millis()).ok())
-            .filter(|&ms| ms > 0 && ms <= MAX_STEP_MS),
-    };
-    ms.ok_or_else(|| {
-        ApiError::BadRequest(format!(
-            "step {s:?} is not a duration like 60s or 1h between 1 ms and {} days",
-            MAX_STEP_MS / 86_400_000
-        ))
-    })
+    intake::query::parse_step(s).map_err(ApiError::BadRequest)
 }
 
 #[cfg(test)]

@@ -2,7 +2,6 @@
 //! node to the token, store, and only then answer 2xx. Every refusal is a 4xx with a JSON error
 //! naming the problem, and stores nothing.
 
-use std::io::Read;
 use std::time::Instant;
 
 use axum::Json;
@@ -196,40 +195,12 @@ async fn handle(
     }
 }
 
-/// Undoes `Content-Encoding`, refusing anything that would grow past `max` bytes.
+/// Undoes `Content-Encoding` within `max` decoded bytes (`intake::body`), as the API's errors.
 pub fn decode_body(encoding: &str, bytes: Bytes, max: usize) -> Result<Vec<u8>, ApiError> {
-    match encoding {
-        "identity" => {
-            if bytes.len() > max {
-                return Err(ApiError::PayloadTooLarge(format!(
-                    "batch exceeds {max} bytes"
-                )));
-            }
-            Ok(bytes.to_vec())
-        }
-        "gzip" | "x-gzip" => {
-            let mut out = Vec::with_capacity(bytes.len().saturating_mul(8).min(max));
-            // bufread over the slice, so what the member did not consume can be checked.
-            let mut decoder = flate2::bufread::GzDecoder::new(&bytes[..]).take(max as u64 + 1);
-            decoder.read_to_end(&mut out).map_err(|e| {
-                ApiError::BadRequest(format!("gzip body could not be decompressed: {e}"))
-            })?;
-            if out.len() > max {
-                return Err(ApiError::PayloadTooLarge(format!(
-                    "decompressed batch exceeds {max} bytes"
-                )));
-            }
-            let rest = decoder.into_inner().into_inner();
-            if !rest.is_empty() {
-                return Err(ApiError::BadRequest(format!(
-                    "{} bytes follow the gzip member (a second member or trailing data); send one gzip member",
-                    rest.len()
-                )));
-            }
-            Ok(out)
-        }
-        other => Err(ApiError::UnsupportedMediaType(format!(
-            "Content-Encoding {other:?} is not supported; use gzip or none"
-        ))),
-    }
+    use intake::body::BodyError;
+    intake::body::decode(encoding, &bytes, max).map_err(|e| match e {
+        BodyError::TooLarge(m) => ApiError::PayloadTooLarge(m),
+        BodyError::Malformed(m) => ApiError::BadRequest(m),
+        BodyError::Unsupported(m) => ApiError::UnsupportedMediaType(m),
+    })
 }

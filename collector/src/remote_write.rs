@@ -36,40 +36,7 @@ use prost::Message;
 use crate::error::ApiError;
 use crate::server::AppState;
 
-/// The remote-write 1.0 protobuf messages gpulens reads.
-mod proto {
-    #[derive(Clone, PartialEq, prost::Message)]
-    pub struct WriteRequest {
-        #[prost(message, repeated, tag = "1")]
-        pub timeseries: Vec<TimeSeries>,
-    }
-
-    #[derive(Clone, PartialEq, prost::Message)]
-    pub struct TimeSeries {
-        #[prost(message, repeated, tag = "1")]
-        pub labels: Vec<Label>,
-        #[prost(message, repeated, tag = "2")]
-        pub samples: Vec<Sample>,
-    }
-
-    #[derive(Clone, PartialEq, prost::Message)]
-    pub struct Label {
-        #[prost(string, tag = "1")]
-        pub name: String,
-        #[prost(string, tag = "2")]
-        pub value: String,
-    }
-
-    #[derive(Clone, PartialEq, prost::Message)]
-    pub struct Sample {
-        #[prost(double, tag = "1")]
-        pub value: f64,
-        #[prost(int64, tag = "2")]
-        pub timestamp: i64,
-    }
-}
-
-pub use proto::{Label, Sample, TimeSeries, WriteRequest};
+pub use intake::remote_write::{Label, Sample, TimeSeries, WriteRequest, decode, label};
 
 /// A scrape is stored once a newer one of its host is this far ahead in sample time.
 pub const SETTLE_MS: i64 = 30_000;
@@ -140,13 +107,6 @@ impl Receiver {
         ));
         out
     }
-}
-
-fn label<'a>(ls: &'a [Label], name: &str) -> Option<&'a str> {
-    ls.iter()
-        .find(|l| l.name == name)
-        .map(|l| l.value.as_str())
-        .filter(|v| !v.is_empty())
 }
 
 /// A series gpulens reads: a DCGM field of a host's GPU. Its name, host and GPU UUID. A host
@@ -500,21 +460,6 @@ fn journal_form(
 
 fn cluster_label(ls: &[Label]) -> String {
     label(ls, "cluster").unwrap_or("default").to_owned()
-}
-
-/// Decodes a remote-write body: snappy block format, then protobuf.
-pub fn decode(body: &[u8], max_decoded: usize) -> Result<WriteRequest, String> {
-    let len = snap::raw::decompress_len(body).map_err(|e| format!("not snappy: {e}"))?;
-    if len > max_decoded {
-        return Err(format!(
-            "the body decompresses to {len} bytes; the limit is {max_decoded}"
-        ));
-    }
-    let raw = snap::raw::Decoder::new()
-        .decompress_vec(body)
-        .map_err(|e| format!("not snappy: {e}"))?;
-    WriteRequest::decode(raw.as_slice())
-        .map_err(|e| format!("not a remote-write WriteRequest: {e}"))
 }
 
 /// After a start, takes the journaled requests back into the buffer (once).

@@ -293,12 +293,9 @@ pub struct Plan {
 /// The most points one query may return.
 pub const MAX_POINTS: i64 = 11_000;
 
-/// The time domain of a query, in Unix ms: 1970-01-01 to 9999-12-31T23:59:59.999Z (what
-/// RFC 3339 can write). Every bound is checked against it before any arithmetic.
-pub const MAX_TIME_MS: i64 = 253_402_300_799_999;
-
-/// The longest step a query may ask for: ten years.
-pub const MAX_STEP_MS: i64 = 10 * 366 * 86_400_000;
+/// The time domain of a query (`intake::query`); every bound is checked against it before
+/// any arithmetic.
+pub use intake::query::{MAX_STEP_MS, MAX_TIME_MS};
 
 impl SeriesQuery {
     /// Which tables answer the query: tenant tables for tenant entities, GPU tables otherwise.

@@ -1006,12 +1006,7 @@ async fn the_same_node_name_in_two_clusters_is_two_nodes_to_the_funnel_and_the_l
         .unwrap()
         .unwrap();
     let node = fleet.nodes[0].spec.name.clone();
-    let rows: Vec<_> = a
-        .funnel
-        .by_node
-        .iter()
-        .filter(|r| r.key == node)
-        .collect();
+    let rows: Vec<_> = a.funnel.by_node.iter().filter(|r| r.key == node).collect();
     assert_eq!(rows.len(), 2, "{rows:?}");
     let clusters: Vec<_> = rows.iter().map(|r| r.cluster.as_deref().unwrap()).collect();
     assert!(clusters.contains(&home.as_str()) && clusters.contains(&"west"));

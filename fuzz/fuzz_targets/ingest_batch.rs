@@ -1,0 +1,42 @@
+//! The ingest path up to the store: the body encoding (first byte picks gzip or identity),
+//! the JSON of protocol v1 and the batch's domain checks. Invariants: nothing panics, the
+//! decoded body never exceeds its limit, and a batch that passes validation holds no more rows
+//! than the limit allows, only names that are DNS subdomains, and only finite, in-range values.
+#![no_main]
+
+use libfuzzer_sys::fuzz_target;
+use model::wire::v1::{Batch, Limits};
+
+const MAX_DECODED: usize = 64 * 1024;
+const NOW: i64 = 1_800_000_000_000;
+
+fuzz_target!(|data: &[u8]| {
+    let Some((&first, rest)) = data.split_first() else {
+        return;
+    };
+    let encoding = if first & 1 == 0 { "identity" } else { "gzip" };
+    let Ok(json) = intake::body::decode(encoding, rest, MAX_DECODED) else {
+        return;
+    };
+    assert!(json.len() <= MAX_DECODED);
+    let Ok(batch) = serde_json::from_slice::<Batch>(&json) else {
+        return;
+    };
+    let limits = Limits {
+        max_rows: 500,
+        ..Limits::default()
+    };
+    if batch.validate(&limits, NOW).is_ok() {
+        assert!(batch.row_count() <= limits.max_rows);
+        assert!(model::names::check_subdomain(&batch.cluster).is_ok());
+        assert!(model::names::check_subdomain(&batch.node).is_ok());
+        for s in &batch.snapshots {
+            assert!(s.ts <= NOW + limits.max_future_ms);
+            for g in &s.gpus {
+                for v in [g.gpu_util, g.mem_util, g.sm_active].into_iter().flatten() {
+                    assert!(v.is_finite() && (0.0..=1.0).contains(&v), "{v}");
+                }
+            }
+        }
+    }
+});

@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Runs every fuzz target in fuzz/ (cargo-fuzz, libFuzzer with AddressSanitizer) for a bounded
+# time each, starting from the seeds in fuzz/seeds/<target>/. Part of the README's test command
+# (tests/run.sh); on its own: `bash tests/fuzz.sh [SECONDS]`.
+#
+# The targets cover the decoders of untrusted input in the `intake` crate and the batch
+# validation in `model`: the ingest body and batch, the remote-write body, and the series
+# query's times and step. A crash leaves its input in fuzz/artifacts/<target>/ and fails.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+seconds=${1:-${GPULENS_FUZZ_SECONDS:-20}}
+
+if ! cargo fuzz --version >/dev/null 2>&1; then
+  echo "== installing cargo-fuzz"
+  cargo install --locked cargo-fuzz
+fi
+# cargo-fuzz needs nightly flags (sanitizers); the stable toolchain takes them with this.
+export RUSTC_BOOTSTRAP=1
+echo "== building the fuzz targets"
+cargo fuzz build --release 2>&1 | grep -v '^ *Compiling' || true
+for target in $(cargo fuzz list); do
+  corpus=$(mktemp -d "/tmp/gpulens-fuzz-$target.XXXXXX")
+  cp fuzz/seeds/"$target"/* "$corpus"/
+  echo "== fuzzing $target for ${seconds}s"
+  if ! cargo fuzz run --release "$target" "$corpus" -- \
+      -max_total_time="$seconds" -rss_limit_mb=2048 -max_len=65536 -print_final_stats=1 \
+      >"$corpus.log" 2>&1; then
+    tail -n 60 "$corpus.log"
+    echo "fuzz target $target failed; its input is in fuzz/artifacts/$target/" >&2
+    exit 1
+  fi
+  grep -E '^stat::number_of_executed_units|^Done' "$corpus.log" | tr '\n' ' '
+  echo
+  rm -rf "$corpus" "$corpus.log"
+done
