@@ -3,8 +3,9 @@
 # Installs what is missing (PostgreSQL server binaries, Alertmanager, Prometheus, Chromium, playwright-core
 # from npm, cargo-nextest), starts a throwaway
 # PostgreSQL cluster on a free port in a temporary directory, runs every test once with
-# `cargo nextest run --workspace`, then the fuzz targets for a
-# bounded time each (tests/fuzz.sh), and stops the cluster again.
+# `cargo nextest run --workspace`, then the fuzz targets for a bounded time each
+# (tests/fuzz.sh) and schemathesis against a demo collector's OpenAPI description
+# (tests/schemathesis.sh), and stops the cluster again.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -83,4 +84,6 @@ cargo nextest run --workspace --no-fail-fast "$@"
 if [ $# -eq 0 ]; then
   log "fuzzing the decoders of untrusted input (tests/fuzz.sh)"
   bash tests/fuzz.sh
+  log "schemathesis against the served OpenAPI description (tests/schemathesis.sh)"
+  bash tests/schemathesis.sh
 fi

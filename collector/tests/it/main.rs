@@ -14,5 +14,6 @@ mod prometheus;
 mod readme;
 mod remote_write;
 mod reports;
+mod robustness;
 mod support;
 mod tasks;
