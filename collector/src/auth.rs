@@ -114,10 +114,8 @@ pub fn bearer(header: Option<&str>) -> Result<&str, ApiError> {
 }
 
 pub(crate) fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    if a.len() != b.len() {
-        return false;
-    }
-    a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+    // `subtle` compares in time independent of where the bytes differ (lengths are not secret).
+    subtle::ConstantTimeEq::ct_eq(a, b).into()
 }
 
 #[cfg(test)]

@@ -25,6 +25,8 @@ pub enum ApiError {
     PayloadTooLarge(String),
     #[error("{0}")]
     UnsupportedMediaType(String),
+    #[error("{0}")]
+    UriTooLong(String),
     /// The request (headers to response, body included) ran past the server's limit.
     #[error("{0}")]
     Timeout(String),
@@ -46,6 +48,7 @@ impl ApiError {
             ApiError::Conflict(_) => StatusCode::CONFLICT,
             ApiError::PayloadTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
             ApiError::UnsupportedMediaType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            ApiError::UriTooLong(_) => StatusCode::URI_TOO_LONG,
             ApiError::Timeout(_) => StatusCode::REQUEST_TIMEOUT,
             ApiError::Unavailable(..) => StatusCode::SERVICE_UNAVAILABLE,
             ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
@@ -63,6 +66,7 @@ impl ApiError {
             ApiError::Conflict(_) => "conflict",
             ApiError::PayloadTooLarge(_) => "payload_too_large",
             ApiError::UnsupportedMediaType(_) => "unsupported_media_type",
+            ApiError::UriTooLong(_) => "uri_too_long",
             ApiError::Timeout(_) => "request_timeout",
             ApiError::Unavailable(..) => "unavailable",
             ApiError::Internal(_) => "internal",

@@ -111,7 +111,7 @@ pub async fn serve(
         let stream = tokio::select! {
             () = &mut shutdown => break,
             r = listener.accept() => match r {
-                Ok((s, _)) => s,
+                Ok(accepted) => accepted,
                 Err(e) => {
                     // Out of file descriptors and the like: wait a moment instead of spinning.
                     accept_errors += 1;
@@ -123,6 +123,7 @@ pub async fn serve(
                 }
             },
         };
+        let (stream, peer) = stream;
         while tasks.try_join_next().is_some() {}
         let Ok(permit) = connections.clone().try_acquire_owned() else {
             tasks.spawn(refuse(stream));
@@ -130,7 +131,10 @@ pub async fn serve(
         };
         let service = {
             let (app, in_flight, limit) = (app.clone(), in_flight.clone(), limits.request_timeout);
-            hyper::service::service_fn(move |req: Request<Incoming>| {
+            hyper::service::service_fn(move |mut req: Request<Incoming>| {
+                // Who is asking, for the sign-in attempt limit.
+                req.extensions_mut()
+                    .insert(axum::extract::ConnectInfo(peer));
                 handle(app.clone(), in_flight.clone(), limit, req)
             })
         };
@@ -167,12 +171,24 @@ pub async fn serve(
     Ok(())
 }
 
+/// The longest request target (path and query) served; a longer one is a JSON 414. (One past
+/// hyper's read buffer, about 400 KiB of request head, is answered by hyper itself with a bare
+/// 431 or 414 and the connection closed.)
+pub const MAX_URI_BYTES: usize = 8 * 1024;
+
 async fn handle(
     app: axum::Router,
     in_flight: Arc<Semaphore>,
     limit: Duration,
     req: Request<Incoming>,
 ) -> Result<Response<axum::body::Body>, Infallible> {
+    let target = req.uri().path_and_query().map_or(0, |p| p.as_str().len());
+    if target > MAX_URI_BYTES {
+        return Ok(ApiError::UriTooLong(format!(
+            "the request target is {target} bytes; the limit is {MAX_URI_BYTES}"
+        ))
+        .into_response());
+    }
     let permit = if exempt(req.uri().path()) {
         None
     } else {

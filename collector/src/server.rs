@@ -39,6 +39,8 @@ pub struct Inner {
     pub remote_write: crate::remote_write::Receiver,
     /// The background tasks' state (`tasks::Runner`), for `/healthz/tasks` and `/readyz`.
     pub tasks: crate::tasks::TaskHealth,
+    /// Revoked dashboard sessions and sign-in attempts per address.
+    pub sessions: crate::ui::session::Sessions,
 }
 
 impl std::ops::Deref for AppState {
@@ -81,6 +83,7 @@ impl AppState {
             latest: Default::default(),
             remote_write: Default::default(),
             tasks: Default::default(),
+            sessions: Default::default(),
         }))
     }
 

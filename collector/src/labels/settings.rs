@@ -45,6 +45,10 @@ pub struct Settings {
     /// until this is set.
     #[serde(default)]
     pub cluster: Option<String>,
+    /// Mark the dashboard's session cookie `Secure` (sent over HTTPS only). Set it whenever
+    /// the dashboard is reached over TLS (a TLS-terminating ingress or proxy).
+    #[serde(default)]
+    pub secure_cookies: bool,
     /// How long the workflow waits for GPU pods to leave a cordoned node.
     #[serde(
         default = "default_drain_timeout",
@@ -125,6 +129,7 @@ impl Default for Settings {
             api: true,
             kube_url: None,
             cluster: None,
+            secure_cookies: false,
             drain_timeout: default_drain_timeout(),
             config_timeout: default_config_timeout(),
             min_interval: default_min_interval(),

@@ -86,6 +86,9 @@ fn frame(state: &AppState, headers: &HeaderMap, title: impl Into<String>) -> Fra
 /// The signed-in operator and their session cookie.
 fn operator(state: &AppState, headers: &HeaderMap) -> Option<(String, String)> {
     let cookie = session::from_header(headers.get(header::COOKIE).and_then(|v| v.to_str().ok()))?;
+    if state.sessions.is_revoked(&cookie) {
+        return None;
+    }
     let name = session::verify(&state.labels, &cookie, crate::now_ms())?;
     Some((name, cookie))
 }
@@ -1393,10 +1396,32 @@ pub struct LoginForm {
 
 pub async fn login(
     State(state): State<AppState>,
+    peer: Option<axum::extract::Extension<axum::extract::ConnectInfo<std::net::SocketAddr>>>,
     headers: HeaderMap,
     Form(form): Form<LoginForm>,
 ) -> Response {
+    let now = crate::now_ms();
+    // Without a socket (tests driving the router) every caller shares one record.
+    let addr = peer.map_or(std::net::IpAddr::from([0, 0, 0, 0]), |p| p.0.0.ip());
+    if let Err(wait) = state.sessions.may_try(addr, now) {
+        tracing::warn!(%addr, wait_s = wait, "sign-in refused: too many wrong tokens from this address");
+        let mut resp = (
+            StatusCode::TOO_MANY_REQUESTS,
+            Html(pages::login(
+                frame(&state, &headers, "Sign in"),
+                Some(format!(
+                    "Too many wrong tokens from your address; try again in {wait} s."
+                )),
+            )),
+        )
+            .into_response();
+        resp.headers_mut()
+            .insert(header::RETRY_AFTER, header::HeaderValue::from(wait));
+        return resp;
+    }
     let Some(name) = state.labels.operator(form.token.trim()).map(str::to_owned) else {
+        state.sessions.failed(addr, now);
+        tracing::warn!(%addr, "sign-in with a wrong operator token");
         return (
             StatusCode::UNAUTHORIZED,
             Html(pages::login(
@@ -1406,16 +1431,19 @@ pub async fn login(
         )
             .into_response();
     };
-    let Some(cookie) = session::issue(&state.labels, &name, crate::now_ms()) else {
+    state.sessions.succeeded(addr);
+    let Some(cookie) = session::issue(&state.labels, &name, now) else {
         return StatusCode::INTERNAL_SERVER_ERROR.into_response();
     };
+    tracing::info!(operator = %name, %addr, "operator signed in");
     (
         [(
             header::SET_COOKIE,
             format!(
-                "{}={cookie}; Path=/; HttpOnly; SameSite=Strict; Max-Age={}",
+                "{}={cookie}; Path=/; HttpOnly; SameSite=Strict; Max-Age={}{}",
                 session::COOKIE,
-                session::LIFETIME_MS / 1000
+                session::LIFETIME_MS / 1000,
+                secure(&state)
             ),
         )],
         Redirect::to("/recommendations"),
@@ -1423,13 +1451,32 @@ pub async fn login(
         .into_response()
 }
 
-pub async fn logout() -> Response {
+/// `; Secure` when the configuration says the dashboard is reached over TLS.
+fn secure(state: &AppState) -> &'static str {
+    if state.labels.secure_cookies {
+        "; Secure"
+    } else {
+        ""
+    }
+}
+
+/// Signs out: the session's cookie is revoked on the server (a copy of it no longer works)
+/// and cleared in the browser.
+pub async fn logout(State(state): State<AppState>, headers: HeaderMap) -> Response {
+    if let Some(cookie) =
+        session::from_header(headers.get(header::COOKIE).and_then(|v| v.to_str().ok()))
+        && session::verify(&state.labels, &cookie, crate::now_ms()).is_some()
+    {
+        // Only a genuine session is recorded: the list cannot be filled with made-up values.
+        state.sessions.revoke(&cookie, crate::now_ms());
+    }
     (
         [(
             header::SET_COOKIE,
             format!(
-                "{}=; Path=/; HttpOnly; SameSite=Strict; Max-Age=0",
-                session::COOKIE
+                "{}=; Path=/; HttpOnly; SameSite=Strict; Max-Age=0{}",
+                session::COOKIE,
+                secure(&state)
             ),
         )],
         Redirect::to("/"),

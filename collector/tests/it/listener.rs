@@ -131,6 +131,11 @@ fn idle_trickling_and_slow_clients_are_closed_while_healthz_answers() {
     assert!(answer.contains("\"request_timeout\""), "{answer}");
     // And the server still serves.
     assert!(get(port, "/healthz").unwrap().starts_with("HTTP/1.1 200"));
+    // An over-long request target is the API's JSON 414 (issue 15: hyper's bare answer).
+    let long = format!("/api/v1/nodes?x={}", "a".repeat(16 * 1024));
+    let answer = get(port, &long).unwrap();
+    assert!(answer.starts_with("HTTP/1.1 414"), "{answer}");
+    assert!(answer.contains("\"uri_too_long\""), "{answer}");
 }
 
 #[test]
