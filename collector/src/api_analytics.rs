@@ -70,7 +70,7 @@ async fn analysis(state: &AppState, f: &Filters) -> Result<(Value, &'static str)
             serde_json::to_value(a).map_err(|e| ApiError::Internal(e.to_string()))?,
             "computed",
         )),
-        None => Err(ApiError::Unavailable(
+        None => Err(ApiError::RetryLater(
             "the first analysis is running on another collector; retry shortly".into(),
             10,
         )),

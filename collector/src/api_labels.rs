@@ -76,7 +76,7 @@ pub async fn approve(
     State(state): State<AppState>,
     id: Result<Path<i64>, axum::extract::rejection::PathRejection>,
     headers: HeaderMap,
-    body: axum::body::Bytes,
+    body: axum::body::Body,
 ) -> Result<Json<Approved>, ApiError> {
     let token = crate::auth::bearer(
         headers
@@ -93,8 +93,12 @@ pub async fn approve(
             )
         })?
         .to_owned();
-    // The body is read only once the token is known to be an operator's.
+    // The body is read only once the token is known to be an operator's, and never past 64 KiB
+    // (an approval is a few bytes).
     let Path(id) = id.map_err(|e| ApiError::BadRequest(e.body_text()))?;
+    let body = axum::body::to_bytes(body, 64 * 1024)
+        .await
+        .map_err(|_| ApiError::PayloadTooLarge("an approval body is at most 64 KiB".into()))?;
     let body: ApproveBody = if body.iter().all(u8::is_ascii_whitespace) {
         ApproveBody::default()
     } else {
@@ -155,7 +159,7 @@ pub async fn node_labels(
     let a = match state.newest.get(&state.store).await {
         Ok(Some(a)) => a,
         Ok(None) => {
-            return Err(ApiError::Unavailable(
+            return Err(ApiError::RetryLater(
                 "no analysis has run yet; the first runs shortly after the collector starts".into(),
                 60,
             ));

@@ -30,9 +30,14 @@ pub enum ApiError {
     /// The request (headers to response, body included) ran past the server's limit.
     #[error("{0}")]
     Timeout(String),
-    /// The database is down or overloaded: retry after the given seconds.
+    /// The database is down or overloaded: retry after the given seconds. The detail is
+    /// logged; the answer says only that the database is unavailable.
     #[error("{0}")]
     Unavailable(String, u64),
+    /// Not now for another reason (the collector is full, no analysis yet): retry after the
+    /// given seconds; the message is the answer.
+    #[error("{0}")]
+    RetryLater(String, u64),
     #[error("internal error")]
     Internal(String),
 }
@@ -50,7 +55,7 @@ impl ApiError {
             ApiError::UnsupportedMediaType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             ApiError::UriTooLong(_) => StatusCode::URI_TOO_LONG,
             ApiError::Timeout(_) => StatusCode::REQUEST_TIMEOUT,
-            ApiError::Unavailable(..) => StatusCode::SERVICE_UNAVAILABLE,
+            ApiError::Unavailable(..) | ApiError::RetryLater(..) => StatusCode::SERVICE_UNAVAILABLE,
             ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
@@ -68,7 +73,7 @@ impl ApiError {
             ApiError::UnsupportedMediaType(_) => "unsupported_media_type",
             ApiError::UriTooLong(_) => "uri_too_long",
             ApiError::Timeout(_) => "request_timeout",
-            ApiError::Unavailable(..) => "unavailable",
+            ApiError::Unavailable(..) | ApiError::RetryLater(..) => "unavailable",
             ApiError::Internal(_) => "internal",
         }
     }
@@ -100,7 +105,7 @@ impl IntoResponse for ApiError {
         };
         let body = json!({ "error": { "code": self.code(), "message": message } });
         let mut resp = (status, axum::Json(body)).into_response();
-        if let ApiError::Unavailable(_, secs) = self {
+        if let ApiError::Unavailable(_, secs) | ApiError::RetryLater(_, secs) = self {
             resp.headers_mut()
                 .insert(header::RETRY_AFTER, HeaderValue::from(secs));
         }

@@ -195,7 +195,7 @@ async fn handle(
         match in_flight.try_acquire_owned() {
             Ok(p) => Some(p),
             Err(_) => {
-                return Ok(ApiError::Unavailable(
+                return Ok(ApiError::RetryLater(
                     "the collector is serving as many requests as it takes; retry shortly".into(),
                     1,
                 )
