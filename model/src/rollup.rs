@@ -438,7 +438,8 @@ pub fn aggregate(
             e.sm = Some(e.sm.unwrap_or(0.0) + u);
         }
         if let Some(m) = p.mem_used_bytes {
-            e.mem = Some(e.mem.unwrap_or(0) + m);
+            // Saturating: stored rows are in their domain, but a sum must never panic a pass.
+            e.mem = Some(e.mem.unwrap_or(0).saturating_add(m));
         }
         e.busy |= p.sm_util.is_some_and(|u| u > 0.0);
         e.gi = e.gi.or(p.gi_id);

@@ -134,7 +134,8 @@ async fn mutated_batches_and_queries_never_get_a_5xx_nor_store_anything_when_ref
     let http = ingest_client::http().build().unwrap();
 
     let now = collector::now_ms();
-    let instants: Vec<i64> = (0..4).map(|i| now - 60_000 + i * 15_000).collect();
+    // Older than the rollup grace, so the storage tasks roll up what is stored while it runs.
+    let instants: Vec<i64> = (0..4).map(|i| now - 150_000 + i * 15_000).collect();
     let seeds: Vec<Vec<u8>> = (0..fleet.nodes.len())
         .map(|n| serde_json::to_vec(&fleet.batch(n, "robust", 1, &instants, 15_000)).unwrap())
         .collect();

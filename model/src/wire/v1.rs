@@ -301,9 +301,9 @@ impl Batch {
                 ] {
                     check_ratio(|| at(f), v)?;
                 }
+                check_bytes(|| at("mem_used_bytes"), g.mem_used_bytes)?;
+                check_bytes(|| at("mem_total_bytes"), g.mem_total_bytes)?;
                 for (f, v) in [
-                    ("mem_used_bytes", g.mem_used_bytes),
-                    ("mem_total_bytes", g.mem_total_bytes),
                     ("pcie_rx_bytes_per_s", g.pcie_rx_bytes_per_s),
                     ("pcie_tx_bytes_per_s", g.pcie_tx_bytes_per_s),
                     ("nvlink_rx_bytes_per_s", g.nvlink_rx_bytes_per_s),
@@ -349,8 +349,8 @@ impl Batch {
                 ] {
                     check_ratio(|| at(f), v)?;
                 }
-                check_non_negative(|| at("mem_used_bytes"), m.mem_used_bytes)?;
-                check_non_negative(|| at("mem_total_bytes"), m.mem_total_bytes)?;
+                check_bytes(|| at("mem_used_bytes"), m.mem_used_bytes)?;
+                check_bytes(|| at("mem_total_bytes"), m.mem_total_bytes)?;
             }
             for (j, p) in s.processes.iter().enumerate() {
                 let at = |f: &str| at(&format!("processes[{j}].{f}"));
@@ -388,7 +388,7 @@ impl Batch {
                 ] {
                     check_ratio(|| at(f), v)?;
                 }
-                check_non_negative(|| at("mem_used_bytes"), p.mem_used_bytes)?;
+                check_bytes(|| at("mem_used_bytes"), p.mem_used_bytes)?;
                 if let Some(t) = &p.tenant
                     && !tenant_keys.contains(t.as_str())
                 {
@@ -531,6 +531,21 @@ fn check_mig_id(field: impl Fn() -> String, value: Option<u32>) -> Result<(), In
     }
 }
 
+/// The most memory one GPU, MIG instance or process may report: 16 TiB, far above any GPU's
+/// memory (the same bound as the DCGM frame-buffer fields in `crate::dcgm`). It also keeps
+/// every sum the rollups take over a batch's rows far from `i64::MAX`.
+pub const MAX_MEMORY_BYTES: i64 = 1 << 44;
+
+fn check_bytes(field: impl Fn() -> String, value: Option<i64>) -> Result<(), Invalid> {
+    match value {
+        Some(v) if !(0..=MAX_MEMORY_BYTES).contains(&v) => Err(invalid(format!(
+            "{} must be between 0 and {MAX_MEMORY_BYTES} bytes (16 TiB), got {v}",
+            field()
+        ))),
+        _ => Ok(()),
+    }
+}
+
 fn check_non_negative(field: impl Fn() -> String, value: Option<i64>) -> Result<(), Invalid> {
     match value {
         Some(v) if v < 0 => Err(invalid(format!(
@@ -572,6 +587,22 @@ mod tests {
     use super::*;
 
     const NOW: i64 = 1_800_000_000_000;
+
+    /// Found by the HTTP robustness test: two processes of one tenant reporting
+    /// `i64::MAX` bytes were stored, and every rollup pass then panicked adding them.
+    #[test]
+    fn memory_is_bounded_by_what_a_gpu_can_hold() {
+        let mut b = batch();
+        b.snapshots[0].processes[0].mem_used_bytes = Some(i64::MAX);
+        let e = b.validate(&Limits::default(), NOW).unwrap_err();
+        assert!(e.0.contains("processes[0].mem_used_bytes"), "{e}");
+        let mut b = batch();
+        b.snapshots[0].gpus[0].mem_total_bytes = Some(MAX_MEMORY_BYTES + 1);
+        assert!(b.validate(&Limits::default(), NOW).is_err());
+        let mut b = batch();
+        b.snapshots[0].gpus[0].mem_total_bytes = Some(80 << 30);
+        b.validate(&Limits::default(), NOW).unwrap();
+    }
 
     fn batch() -> Batch {
         Batch {
@@ -716,7 +747,7 @@ mod tests {
                 Box::new(|b| b.snapshots[0].gpus[0].throttle_reasons = Some(-1)),
             ),
             (
-                "mig[0].mem_used_bytes must not be negative",
+                "mig[0].mem_used_bytes must be between 0 and",
                 Box::new(|b| {
                     b.snapshots[0].mig.push(MigSample {
                         gpu_uuid: "GPU-1".into(),
