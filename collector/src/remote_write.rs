@@ -31,7 +31,6 @@ use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode, header};
 use model::wire::v1::{Batch, Limits, Snapshot};
 use model::{Allocation, GpuInfo, GpuSample, MigSample, Tenant, TenantKind};
-use prost::Message;
 
 use crate::error::ApiError;
 use crate::server::AppState;
@@ -629,9 +628,8 @@ pub async fn write(
     replay(&state, &mut replayed, now).await?;
     let mut kept = 0;
     if let Some((r, newest)) = &taken {
-        let body = snap::raw::Encoder::new()
-            .compress_vec(&r.encode_to_vec())
-            .map_err(|e| ApiError::Internal(format!("compressing the journal row: {e}")))?;
+        let body = intake::remote_write::encode(r)
+            .map_err(|e| ApiError::Internal(format!("the journal row: {e}")))?;
         state
             .store
             .journal_remote_write(now, *newest, &body)
@@ -879,9 +877,7 @@ mod tests {
                 &[(0, 0.25)],
             )],
         };
-        let body = snap::raw::Encoder::new()
-            .compress_vec(&req.encode_to_vec())
-            .unwrap();
+        let body = intake::remote_write::encode(&req).unwrap();
         let back = decode(&body, 1 << 20).unwrap();
         assert_eq!(back, req);
         assert!(decode(b"not snappy at all", 1 << 20).is_err());

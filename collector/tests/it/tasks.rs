@@ -29,6 +29,16 @@ async fn get(state: &AppState, path: &str) -> (StatusCode, String) {
     (status, String::from_utf8(body.to_vec()).unwrap())
 }
 
+fn state(t: &support::TestStore) -> AppState {
+    AppState::new(
+        t.store.clone(),
+        Auth::default(),
+        Default::default(),
+        Retention::default(),
+        TeamsConfig::default(),
+    )
+}
+
 fn counting(name: &'static str, runs: Arc<AtomicU64>) -> Arc<dyn Task> {
     Periodic::task(name, Duration::from_millis(20), move || {
         let runs = runs.clone();
@@ -42,13 +52,7 @@ fn counting(name: &'static str, runs: Arc<AtomicU64>) -> Arc<dyn Task> {
 #[tokio::test]
 async fn a_failing_or_panicking_task_never_stops_the_others_and_is_reported() {
     let t = support::sqlite().await;
-    let state = AppState::new(
-        t.store.clone(),
-        Auth::default(),
-        Default::default(),
-        Retention::default(),
-        TeamsConfig::default(),
-    );
+    let state = state(&t);
     let healthy_runs = Arc::new(AtomicU64::new(0));
     let broken = Arc::new(AtomicBool::new(true));
     let failing = {
@@ -158,13 +162,7 @@ async fn a_failing_or_panicking_task_never_stops_the_others_and_is_reported() {
 #[tokio::test]
 async fn serve_and_demo_run_the_same_storage_analysis_alert_and_report_tasks() {
     let t = support::sqlite().await;
-    let state = AppState::new(
-        t.store.clone(),
-        Auth::default(),
-        Default::default(),
-        Retention::default(),
-        TeamsConfig::default(),
-    );
+    let state = state(&t);
     let plan = collector::tasks::Plan {
         storage_every: Duration::from_secs(3600),
         analysis: Default::default(),
