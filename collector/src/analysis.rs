@@ -12,7 +12,7 @@ use analytics::input::{
 use analytics::{Analysis, Input};
 use model::rollup::{HOUR_MS, bucket_of};
 
-use crate::store::{LOCK_ANALYTICS, Store, WantedMinutes};
+use store::{LOCK_ANALYTICS, Store, WantedMinutes};
 
 /// The newest stored analysis, parsed once per analysis and shared by its readers (the
 /// dashboard, `/metrics`, the agents' label endpoint, alerting).
@@ -25,7 +25,7 @@ pub struct Newest {
 #[derive(Debug, thiserror::Error)]
 pub enum NewestError {
     #[error(transparent)]
-    Store(#[from] crate::store::StoreError),
+    Store(#[from] store::StoreError),
     #[error("the stored analysis cannot be read: {0}")]
     Corrupt(String),
 }

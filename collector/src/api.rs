@@ -1,8 +1,6 @@
 //! The read API under `/api/v1/`: nodes, GPUs, tenants and time series. View types here are
 //! the JSON shapes clients see; times are RFC 3339 strings in UTC.
 
-use std::time::{Duration, UNIX_EPOCH};
-
 use axum::Json;
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{Query, State};
@@ -10,13 +8,12 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::ApiError;
 use crate::server::AppState;
-use crate::store::{Agg, Entity, GpuRecord, Metric, NodeRecord, Series, SeriesQuery, TenantRecord};
+use store::{
+    Agg, Entity, GpuRecord, Metric, MigRecord, NodeRecord, Series, SeriesQuery, TenantRecord,
+};
 
 /// RFC 3339 text of a Unix-millisecond instant.
-pub fn rfc3339(ms: i64) -> String {
-    let t = UNIX_EPOCH + Duration::from_millis(ms.max(0) as u64);
-    humantime::format_rfc3339_millis(t).to_string()
-}
+pub use model::time::rfc3339;
 
 /// A node older than this many sampling intervals (and at least two minutes) is silent.
 const SILENT_INTERVALS: i64 = 30;
@@ -91,8 +88,17 @@ pub struct GpusResponse {
 
 #[derive(Debug, Serialize)]
 pub struct GpuView {
-    #[serde(flatten)]
-    pub gpu: GpuRecord,
+    pub cluster: String,
+    pub node: String,
+    pub uuid: String,
+    pub index: i64,
+    pub model: String,
+    pub memory_total_bytes: i64,
+    pub pci_bus_id: Option<String>,
+    pub mig_enabled: bool,
+    pub sharing: String,
+    pub replicas: i64,
+    pub mig_instances: Vec<MigView>,
     pub first_seen: String,
     pub last_seen: String,
     /// NVML reports no utilization for MIG instances; only DCGM profiling can.
@@ -109,16 +115,60 @@ pub async fn gpus(
         .gpus(p.node.as_deref())
         .await?
         .into_iter()
-        .map(|g| GpuView {
+        .map(GpuView::from)
+        .collect();
+    Ok(Json(GpusResponse { gpus }))
+}
+
+impl From<GpuRecord> for GpuView {
+    fn from(g: GpuRecord) -> Self {
+        GpuView {
             first_seen: rfc3339(g.first_seen_ms),
             last_seen: rfc3339(g.last_seen_ms),
             utilization_note: g
                 .mig_enabled
                 .then_some("MIG instance utilization is not measurable without DCGM"),
-            gpu: g,
-        })
-        .collect();
-    Ok(Json(GpusResponse { gpus }))
+            cluster: g.cluster,
+            node: g.node,
+            uuid: g.uuid,
+            index: g.index,
+            model: g.model,
+            memory_total_bytes: g.memory_total_bytes,
+            pci_bus_id: g.pci_bus_id,
+            mig_enabled: g.mig_enabled,
+            sharing: g.sharing,
+            replicas: g.replicas,
+            mig_instances: g.mig_instances.into_iter().map(MigView::from).collect(),
+        }
+    }
+}
+
+/// A MIG instance: GPU instance, compute instance, profile and where it sits.
+#[derive(Debug, Serialize)]
+pub struct MigView {
+    pub gi_id: i64,
+    pub ci_id: i64,
+    pub profile: String,
+    pub placement_start: Option<i64>,
+    pub placement_size: Option<i64>,
+    pub memory_total_bytes: i64,
+    pub compute_slices: Option<i64>,
+    pub uuid: Option<String>,
+}
+
+impl From<MigRecord> for MigView {
+    fn from(m: MigRecord) -> Self {
+        MigView {
+            gi_id: m.gi_id,
+            ci_id: m.ci_id,
+            profile: m.profile,
+            placement_start: m.placement_start,
+            placement_size: m.placement_size,
+            memory_total_bytes: m.memory_total_bytes,
+            compute_slices: m.compute_slices,
+            uuid: m.uuid,
+        }
+    }
 }
 
 #[derive(Debug, Serialize)]
@@ -128,8 +178,19 @@ pub struct TenantsResponse {
 
 #[derive(Debug, Serialize)]
 pub struct TenantView {
-    #[serde(flatten)]
-    pub tenant: TenantRecord,
+    pub cluster: String,
+    pub key: String,
+    pub kind: String,
+    pub team: Option<String>,
+    pub namespace: Option<String>,
+    pub pod: Option<String>,
+    pub container: Option<String>,
+    pub pod_uid: Option<String>,
+    pub job_id: Option<String>,
+    pub user: Option<String>,
+    pub account: Option<String>,
+    pub uid: Option<i64>,
+    pub nodes: Vec<String>,
     pub name: String,
     pub first_seen: String,
     pub last_seen: String,
@@ -141,14 +202,32 @@ pub async fn tenants(State(state): State<AppState>) -> Result<Json<TenantsRespon
         .tenants()
         .await?
         .into_iter()
-        .map(|t| TenantView {
+        .map(TenantView::from)
+        .collect();
+    Ok(Json(TenantsResponse { tenants }))
+}
+
+impl From<TenantRecord> for TenantView {
+    fn from(t: TenantRecord) -> Self {
+        TenantView {
             name: display_name(&t),
             first_seen: rfc3339(t.first_seen_ms),
             last_seen: rfc3339(t.last_seen_ms),
-            tenant: t,
-        })
-        .collect();
-    Ok(Json(TenantsResponse { tenants }))
+            cluster: t.cluster,
+            key: t.key,
+            kind: t.kind,
+            team: t.team,
+            namespace: t.namespace,
+            pod: t.pod,
+            container: t.container,
+            pod_uid: t.pod_uid,
+            job_id: t.job_id,
+            user: t.user,
+            account: t.account,
+            uid: t.uid,
+            nodes: t.nodes,
+        }
+    }
 }
 
 /// The tenant's name as the model spells it everywhere (dashboard, reports, agent output).
@@ -184,11 +263,13 @@ pub struct SeriesParams {
 
 #[derive(Debug, Serialize)]
 pub struct SeriesResponse {
-    pub metric: Metric,
+    pub metric: &'static str,
     pub entity: String,
     pub unit: &'static str,
-    pub agg: Agg,
-    pub resolution: crate::store::Resolution,
+    /// mean | max | p95
+    pub agg: &'static str,
+    /// raw | 1m | 1h
+    pub resolution: &'static str,
     pub from: String,
     pub to: String,
     pub step_seconds: f64,
@@ -207,10 +288,7 @@ pub async fn series(
         .as_deref()
         .ok_or_else(|| ApiError::BadRequest("`metric` is required".into()))?;
     let metric = Metric::parse(metric_name).ok_or_else(|| {
-        let known: Vec<_> = crate::store::series::METRICS
-            .iter()
-            .map(|m| m.name)
-            .collect();
+        let known: Vec<_> = store::series::METRICS.iter().map(|m| m.name).collect();
         ApiError::BadRequest(format!(
             "unknown metric {metric_name:?}; known: {}",
             known.join(", ")
@@ -261,11 +339,11 @@ pub async fn series(
         points,
     } = state.store.series(&q, now, &state.retention).await?;
     Ok(Json(SeriesResponse {
-        metric,
+        metric: metric.name(),
         entity: entity_text.to_owned(),
         unit,
-        agg,
-        resolution,
+        agg: agg.as_str(),
+        resolution: resolution.as_str(),
         from: rfc3339(from_ms),
         to: rfc3339(to_ms),
         step_seconds: step_ms as f64 / 1000.0,

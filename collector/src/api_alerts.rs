@@ -11,7 +11,7 @@ use crate::alerts::state::{Alert, State as AlertState};
 use crate::api::rfc3339;
 use crate::error::ApiError;
 use crate::server::AppState;
-use crate::store::alerts::NotificationRecord;
+use store::alerts::NotificationRecord;
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -58,7 +58,66 @@ impl From<Alert> for AlertView {
 #[derive(Debug, Serialize)]
 pub struct AlertList {
     pub alerts: Vec<AlertView>,
-    pub notifications: Vec<NotificationRecord>,
+    pub notifications: Vec<NotificationView>,
+}
+
+/// A notification in the outbox and how its delivery went.
+#[derive(Debug, Serialize)]
+pub struct NotificationView {
+    pub id: i64,
+    pub receiver: String,
+    pub group_key: String,
+    /// firing | resolved
+    pub status: String,
+    pub firing: i64,
+    pub resolved: i64,
+    pub created_at: String,
+    /// queued | delivered | failed | superseded
+    pub state: String,
+    pub attempts: i64,
+    pub delivered_at: Option<String>,
+    pub last_error: Option<String>,
+    pub tries: Vec<AttemptView>,
+}
+
+/// One delivery attempt.
+#[derive(Debug, Serialize)]
+pub struct AttemptView {
+    pub at: String,
+    /// delivered | retry | failed
+    pub outcome: String,
+    pub http_status: Option<i32>,
+    pub detail: String,
+    pub duration_ms: i64,
+}
+
+impl From<NotificationRecord> for NotificationView {
+    fn from(n: NotificationRecord) -> Self {
+        NotificationView {
+            id: n.id,
+            receiver: n.receiver,
+            group_key: n.group_key,
+            status: n.status,
+            firing: n.firing,
+            resolved: n.resolved,
+            created_at: rfc3339(n.created_ms),
+            state: n.state,
+            attempts: n.attempts,
+            delivered_at: n.delivered_ms.map(rfc3339),
+            last_error: n.last_error,
+            tries: n
+                .tries
+                .into_iter()
+                .map(|t| AttemptView {
+                    at: rfc3339(t.ts_ms),
+                    outcome: t.outcome,
+                    http_status: t.http_status,
+                    detail: t.detail,
+                    duration_ms: t.duration_ms,
+                })
+                .collect(),
+        }
+    }
 }
 
 pub async fn list(
@@ -80,9 +139,7 @@ pub async fn list(
             ))
         })?),
     };
-    let mut alerts: Vec<Alert> = state
-        .store
-        .load_alerts()
+    let mut alerts: Vec<Alert> = crate::alerts::state::load(&state.store)
         .await?
         .into_iter()
         .filter(|a| wanted.is_none_or(|w| a.state == w))
@@ -105,6 +162,9 @@ pub async fn list(
         .await?;
     Ok(Json(AlertList {
         alerts: alerts.into_iter().map(AlertView::from).collect(),
-        notifications,
+        notifications: notifications
+            .into_iter()
+            .map(NotificationView::from)
+            .collect(),
     }))
 }

@@ -6,10 +6,11 @@ use axum::extract::{Path, Query, State};
 use axum::http::HeaderMap;
 use serde::{Deserialize, Serialize};
 
+use crate::api::rfc3339;
 use crate::error::ApiError;
 use crate::labels::actions::{self, ApproveError};
 use crate::server::AppState;
-use crate::store::label_actions::{ActionFilter, LabelActionRecord};
+use store::label_actions::{ActionFilter, LabelActionRecord};
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -26,7 +27,65 @@ pub struct ListQuery {
 pub struct ActionList {
     /// off | advise | apply-with-approval
     pub mode: &'static str,
-    pub actions: Vec<LabelActionRecord>,
+    pub actions: Vec<LabelActionView>,
+}
+
+/// A planned GPU Operator change, its approval and outcome, and every step it took.
+#[derive(Debug, Serialize)]
+pub struct LabelActionView {
+    pub id: i64,
+    pub node: String,
+    pub label: String,
+    pub value: String,
+    pub state: String,
+    pub requested_by: String,
+    pub requested_at: String,
+    pub approved_by: Option<String>,
+    pub approved_at: Option<String>,
+    pub override_pods: bool,
+    pub finished_at: Option<String>,
+    pub outcome: Option<String>,
+    pub steps: Vec<LabelStepView>,
+}
+
+/// One step of a run: who, when, what, and the result.
+#[derive(Debug, Serialize)]
+pub struct LabelStepView {
+    pub at: String,
+    pub actor: String,
+    pub step: String,
+    pub result: String,
+    pub detail: String,
+}
+
+impl From<LabelActionRecord> for LabelActionView {
+    fn from(a: LabelActionRecord) -> Self {
+        LabelActionView {
+            id: a.id,
+            node: a.node,
+            label: a.label,
+            value: a.value,
+            state: a.state,
+            requested_by: a.requested_by,
+            requested_at: rfc3339(a.requested_ms),
+            approved_by: a.approved_by,
+            approved_at: a.approved_ms.map(rfc3339),
+            override_pods: a.override_pods,
+            finished_at: a.finished_ms.map(rfc3339),
+            outcome: a.outcome,
+            steps: a
+                .steps
+                .into_iter()
+                .map(|s| LabelStepView {
+                    at: rfc3339(s.ts_ms),
+                    actor: s.actor,
+                    step: s.step,
+                    result: s.result,
+                    detail: s.detail,
+                })
+                .collect(),
+        }
+    }
 }
 
 pub async fn list(
@@ -52,7 +111,7 @@ pub async fn list(
         .await?;
     Ok(Json(ActionList {
         mode: state.labels.mode.as_str(),
-        actions,
+        actions: actions.into_iter().map(LabelActionView::from).collect(),
     }))
 }
 

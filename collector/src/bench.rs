@@ -14,7 +14,7 @@ use model::wire::v1::Batch;
 use crate::auth::Auth;
 use crate::config::{IngestConfig, TeamsConfig};
 use crate::server::AppState;
-use crate::store::{Agg, Entity, Metric, Retention, SeriesQuery, Store};
+use store::{Agg, Entity, Metric, Retention, SeriesQuery, Store};
 
 #[derive(Debug, clap::Args)]
 pub struct IngestBench {
@@ -558,7 +558,7 @@ pub async fn analyze(args: AnalyzeBench) -> anyhow::Result<()> {
     if let Some(other) = nodes.iter().find(|n| n.cluster != cluster) {
         anyhow::bail!(
             "{} already holds data of cluster {:?} (node {}); the analysis would include it. Use a scratch database.",
-            crate::store::redact_url(&args.database_url),
+            store::redact_url(&args.database_url),
             other.cluster,
             other.node
         );

@@ -10,8 +10,8 @@ use tower::ServiceExt;
 
 use crate::bench::{analyze_fleet, fill_analyze};
 use crate::server::{AppState, router};
-use crate::store::series::quantile;
-use crate::store::{Store, rollup};
+use store::series::quantile;
+use store::{Store, rollup};
 
 #[derive(Debug, clap::Args)]
 pub struct UiBench {
@@ -37,7 +37,7 @@ async fn fill(store: &Store, args: &UiBench) -> anyhow::Result<()> {
     if let Some(other) = nodes.iter().find(|n| n.cluster != cluster) {
         anyhow::bail!(
             "{} holds data of cluster {:?}; use a scratch database",
-            crate::store::redact_url(&args.database_url),
+            store::redact_url(&args.database_url),
             other.cluster
         );
     }

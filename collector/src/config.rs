@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Deserializer};
 
-use crate::store::Retention;
+use store::Retention;
 
 /// A secret string (token, database URL with password) whose `Debug` never shows it.
 #[derive(Clone, Deserialize, PartialEq, Eq)]

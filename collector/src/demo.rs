@@ -9,13 +9,13 @@ use crate::cli::DemoArgs;
 use crate::config::Config;
 use crate::server::AppState;
 use crate::simulate::{Driver, load_scenario};
-use crate::store::Store;
+use store::Store;
 
 pub async fn run(args: DemoArgs) -> anyhow::Result<()> {
     let scenario = load_scenario(args.scenario.as_deref())?;
     let interval = std::time::Duration::from_millis(u64::from(scenario.interval_ms()));
     let config = Config::default();
-    let retention: crate::store::Retention = (&config.retention).into();
+    let retention: store::Retention = (&config.retention).into();
     if args.history > retention.raw {
         anyhow::bail!(
             "--history may be at most the raw retention ({})",

@@ -5,7 +5,7 @@ use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::json;
 
-use crate::store::StoreError;
+use store::StoreError;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ApiError {

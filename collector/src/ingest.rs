@@ -14,7 +14,7 @@ use serde::Serialize;
 use crate::error::ApiError;
 use crate::metrics::{Outcome, OutcomeLabels, RejectReason, RowKind, RowLabels};
 use crate::server::AppState;
-use crate::store::{IngestOutcome, StoreError};
+use store::{IngestOutcome, StoreError};
 
 /// The JSON answer to a stored or duplicate batch.
 #[derive(Debug, Serialize)]

@@ -25,19 +25,13 @@ pub mod remote_write;
 pub mod reports;
 pub mod server;
 pub mod simulate;
-pub mod store;
 pub mod tasks;
 pub mod ui;
 
 use crate::cli::{BenchCommand, Command, DbArgs, ServeArgs, SimulateArgs};
 use crate::config::{Config, Secret};
 
-/// Milliseconds since the Unix epoch, now.
-pub fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as i64)
-}
+pub use model::time::now_ms;
 
 /// Resolves on Ctrl-C or SIGTERM.
 pub async fn shutdown_signal() {

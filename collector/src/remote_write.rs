@@ -462,11 +462,7 @@ fn cluster_label(ls: &[Label]) -> String {
 }
 
 /// After a start, takes the journaled requests back into the buffer (once).
-async fn replay(
-    state: &AppState,
-    replayed: &mut bool,
-    now: i64,
-) -> Result<(), crate::store::StoreError> {
+async fn replay(state: &AppState, replayed: &mut bool, now: i64) -> Result<(), store::StoreError> {
     if *replayed {
         return Ok(());
     }
@@ -502,7 +498,7 @@ async fn replay(
 
 /// Stores every complete scrape, then drops the journal rows nothing waits for any more
 /// (only a stored scrape frees rows, so a call that stores none touches no row).
-async fn store_complete(state: &AppState, now: i64) -> Result<(), crate::store::StoreError> {
+async fn store_complete(state: &AppState, now: i64) -> Result<(), store::StoreError> {
     let limits = Limits {
         max_age_ms: i64::MAX / 4,
         ..Limits::default()
@@ -534,7 +530,7 @@ async fn store_complete(state: &AppState, now: i64) -> Result<(), crate::store::
 
 /// The background part (the collector's jobs pass): replays the journal after a start and
 /// stores the scrapes of hosts that went quiet, when no request comes to do it.
-pub async fn settle(state: &AppState) -> Result<(), crate::store::StoreError> {
+pub async fn settle(state: &AppState) -> Result<(), store::StoreError> {
     let mut replayed = state.remote_write.replayed.lock().await;
     let now = crate::now_ms();
     replay(state, &mut replayed, now).await?;

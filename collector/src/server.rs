@@ -13,7 +13,7 @@ use crate::auth::Auth;
 use crate::config::{IngestConfig, TeamsConfig};
 use crate::error::ApiError;
 use crate::metrics::Metrics;
-use crate::store::{Retention, Store};
+use store::{Retention, Store};
 
 /// Everything handlers share. Cheap to clone.
 #[derive(Debug, Clone)]
@@ -250,7 +250,9 @@ async fn task_health(State(state): State<AppState>) -> Response {
 async fn metrics(State(state): State<AppState>, headers: axum::http::HeaderMap) -> Response {
     let own = state.metrics.encode();
     let analysis = state.newest.get(&state.store).await.ok().flatten();
-    let alerts = state.store.load_alerts().await.unwrap_or_default();
+    let alerts = crate::alerts::state::load(&state.store)
+        .await
+        .unwrap_or_default();
     let fleet =
         crate::fleet_metrics::encode(&state.latest, analysis.as_deref(), &alerts, crate::now_ms());
     let body = format!(

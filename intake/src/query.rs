@@ -2,12 +2,7 @@
 
 use std::time::UNIX_EPOCH;
 
-/// The time domain of a query, in Unix ms: 1970-01-01 to 9999-12-31T23:59:59.999Z (what
-/// RFC 3339 can write).
-pub const MAX_TIME_MS: i64 = 253_402_300_799_999;
-
-/// The longest step a query may ask for: ten years.
-pub const MAX_STEP_MS: i64 = 10 * 366 * 86_400_000;
+pub use model::time::{MAX_STEP_MS, MAX_TIME_MS};
 
 /// A time of the query domain: RFC 3339, Unix ms, `now` or `now-DURATION`, within
 /// 1970-01-01 to 9999-12-31 ([`MAX_TIME_MS`]); anything else is an error naming the value.

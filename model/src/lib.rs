@@ -11,6 +11,7 @@ pub mod names;
 pub mod rollup;
 pub mod sample;
 pub mod tenant;
+pub mod time;
 pub mod wire;
 
 pub use inventory::{GpuInfo, MigInstanceInfo};

@@ -629,6 +629,50 @@ pub fn to_hours(minutes: &NodeRollup) -> NodeRollup {
     out
 }
 
+/// One GPU's minute rollups inside the ranges interference looks at, ordered by minute.
+#[derive(Debug, Clone, Default)]
+pub struct DeviceMinutes {
+    pub cluster: String,
+    pub node: String,
+    pub gpu: String,
+    pub minutes: Vec<DeviceMinute>,
+}
+
+/// What interference reads of a GPU's minute: how busy the device was.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct DeviceMinute {
+    pub bucket: i64,
+    pub gpu_util_n: i32,
+    pub gpu_util_sum: f64,
+    /// Minutes' samples with DCGM's DRAM activity (MIG bandwidth saturation reads it).
+    pub dram_active_n: i32,
+    pub dram_active_sum: f64,
+}
+
+/// One tenant's minute rollups on one GPU, ordered by minute: only the minutes in which it ran
+/// a kernel (a missing minute reads as idle).
+#[derive(Debug, Clone, Default)]
+pub struct TenantMinutes {
+    pub cluster: String,
+    pub gpu: String,
+    pub tenant: String,
+    pub minutes: Vec<TenantMinute>,
+}
+
+/// What interference reads of a tenant's minute: its activity and rate.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct TenantMinute {
+    pub bucket: i64,
+    pub samples: i32,
+    pub active_n: i32,
+    pub sm_util_n: i32,
+    pub sm_util_sum: f64,
+    pub alloc_n: i32,
+    pub alloc_share_sum: f64,
+    pub eff_n: i32,
+    pub eff_sum: f64,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

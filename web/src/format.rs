@@ -12,22 +12,17 @@ pub fn short_time(ms: i64) -> String {
     format!("{m:02}-{d:02} {hh:02}:{mm:02}")
 }
 
-/// Year, month, day, hour, minute (UTC) of Unix milliseconds (days-from-civil inverse, after
-/// Howard Hinnant's algorithm).
+/// Year, month, day, hour, minute (UTC) of Unix milliseconds.
 fn civil(ms: i64) -> (i64, u32, u32, u32, u32) {
-    let secs = ms.div_euclid(1000);
-    let days = secs.div_euclid(86_400);
-    let rem = secs.rem_euclid(86_400);
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    (y, m, d, (rem / 3600) as u32, (rem % 3600 / 60) as u32)
+    let (y, m, d) = model::time::civil_from_days(ms.div_euclid(86_400_000));
+    let rem = ms.rem_euclid(86_400_000) / 1000;
+    (
+        y,
+        m as u32,
+        d as u32,
+        (rem / 3600) as u32,
+        (rem % 3600 / 60) as u32,
+    )
 }
 
 /// A number with sensible precision: `1,234`, `12.3`, `0.42`.

@@ -11,8 +11,8 @@ use std::time::{Duration, Instant};
 
 use super::payload::signed;
 use super::settings::{Receiver, ReceiverKind};
-use crate::store::Store;
-use crate::store::alerts::Attempt;
+use store::Store;
+use store::alerts::Attempt;
 
 /// How an attempt ended.
 #[derive(Debug, Clone, PartialEq)]

@@ -18,11 +18,11 @@ pub mod state;
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use crate::store::alerts::NewNotification;
-use crate::store::label_actions::ActionFilter;
-use crate::store::{LOCK_ALERTS, Store};
 use settings::{ReceiverKind, Settings};
 use state::{Alert, State};
+use store::alerts::NewNotification;
+use store::label_actions::ActionFilter;
+use store::{LOCK_ALERTS, Store};
 
 /// The group key of an Alertmanager receiver's pushes.
 const PUSH_GROUP: &str = "alertmanager-push";
@@ -78,10 +78,11 @@ impl Alerting {
             keep_ms,
         };
         let conditions = rules::evaluate(&self.rules, &facts);
-        let before = store.load_alerts().await?;
+        let before = state::load(store).await?;
         let alerts = state::advance(before.clone(), conditions, &self.rules, now_ms, keep_ms);
         let (write, gone) = state::changes(&before, &alerts);
         if !write.is_empty() || !gone.is_empty() {
+            let write: Vec<_> = write.iter().map(|a| a.to_record()).collect();
             store.save_alerts(&write, &gone).await?;
         }
         Ok(alerts)

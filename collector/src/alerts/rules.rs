@@ -10,8 +10,8 @@ use std::time::Duration;
 use analytics::{Analysis, FindingKind};
 use serde::Deserialize;
 
-use crate::store::NodeRecord;
-use crate::store::label_actions::LabelActionRecord;
+use store::NodeRecord;
+use store::label_actions::LabelActionRecord;
 
 /// What a rule watches.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]

@@ -4,7 +4,20 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
+use store::alerts::AlertRecord;
+use store::{Store, StoreError};
+
 use super::rules::{Condition, Rule};
+
+/// Every stored alert (pending, firing, recently resolved).
+pub async fn load(store: &Store) -> Result<Vec<Alert>, StoreError> {
+    store
+        .load_alerts()
+        .await?
+        .into_iter()
+        .map(Alert::from_record)
+        .collect()
+}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -52,6 +65,41 @@ pub struct Alert {
 }
 
 impl Alert {
+    /// The alert as the store keeps it.
+    pub fn to_record(&self) -> AlertRecord {
+        AlertRecord {
+            fingerprint: self.fingerprint.clone(),
+            rule: self.rule.clone(),
+            labels: self.labels.clone(),
+            annotations: self.annotations.clone(),
+            state: self.state.as_str().to_owned(),
+            value: self.value,
+            active_ms: self.active_ms,
+            starts_ms: self.starts_ms,
+            ends_ms: self.ends_ms,
+            updated_ms: self.updated_ms,
+        }
+    }
+
+    /// An alert read back from the store; a state word alerting does not know is an error
+    /// (the row was written by something else).
+    pub fn from_record(r: AlertRecord) -> Result<Alert, StoreError> {
+        let state = State::parse(&r.state)
+            .ok_or_else(|| StoreError::Internal(format!("stored alert state {:?}", r.state)))?;
+        Ok(Alert {
+            fingerprint: r.fingerprint,
+            rule: r.rule,
+            labels: r.labels,
+            annotations: r.annotations,
+            state,
+            value: r.value,
+            active_ms: r.active_ms,
+            starts_ms: r.starts_ms,
+            ends_ms: r.ends_ms,
+            updated_ms: r.updated_ms,
+        })
+    }
+
     /// The same alert, apart from when it was last written.
     fn same_as(&self, o: &Alert) -> bool {
         Alert {

@@ -8,8 +8,8 @@ use std::collections::BTreeMap;
 use super::kube::Cluster;
 use super::settings::{Mode, Settings};
 use super::workflow::{self, Audit, Limits, Outcome, Plan};
-use crate::store::Store;
-use crate::store::label_actions::{ActionFilter, LabelStep, NewLabelAction, OPEN, Transition};
+use store::Store;
+use store::label_actions::{ActionFilter, LabelStep, NewLabelAction, OPEN, Transition};
 
 /// End states in which the node's labels were changed (they count for the rate limit).
 const CHANGED: [&str; 3] = ["applied", "rolled_back", "failed"];
@@ -97,7 +97,7 @@ pub enum ApproveError {
     #[error("label action {0} is {1}, not planned")]
     NotPlanned(i64, String),
     #[error(transparent)]
-    Store(#[from] crate::store::StoreError),
+    Store(#[from] store::StoreError),
 }
 
 /// Approves a planned action.

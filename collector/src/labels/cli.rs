@@ -66,7 +66,7 @@ pub struct ApplyArgs {
 
 async fn analyse(
     c: &Common,
-) -> anyhow::Result<(crate::config::Config, crate::store::Store, Analysis, i64)> {
+) -> anyhow::Result<(crate::config::Config, store::Store, Analysis, i64)> {
     let config = crate::load_config_or_demo(&c.db, &c.data_dir)?;
     let store = crate::open_store(&config).await?;
     store.migrate().await?;
@@ -76,7 +76,7 @@ async fn analyse(
     anyhow::ensure!(
         stats.gpu_hours > 0,
         "no rolled-up history in {}: nothing to label",
-        crate::store::redact_url(&config.database_url())
+        store::redact_url(&config.database_url())
     );
     Ok((config, store, a, now))
 }
@@ -194,10 +194,10 @@ async fn apply(a: ApplyArgs) -> anyhow::Result<()> {
     )
     .await?;
     let open = store
-        .label_actions(&crate::store::label_actions::ActionFilter {
+        .label_actions(&store::label_actions::ActionFilter {
             node: Some(&node),
             states: &["planned"],
-            ..crate::store::label_actions::ActionFilter::newest(100)
+            ..store::label_actions::ActionFilter::newest(100)
         })
         .await?
         .into_iter()

@@ -14,9 +14,9 @@ use std::time::Duration;
 use serde::Deserialize;
 
 use crate::config::Secret;
-use crate::store::reports::StoredReport;
-use crate::store::{LOCK_REPORTS, Store};
 use content::ReportData;
+use store::reports::StoredReport;
+use store::{LOCK_REPORTS, Store};
 use week::IsoWeek;
 
 /// `[reports]` in the configuration.

@@ -20,7 +20,7 @@ use web::{Frame, format};
 
 use crate::api::node_status;
 use crate::server::AppState;
-use crate::store::{Agg, Entity, Metric, SeriesQuery};
+use store::{Agg, Entity, Metric, SeriesQuery};
 
 const RANGES: [(&str, i64); 3] = [
     ("24h", 86_400_000),
@@ -54,8 +54,8 @@ impl IntoResponse for PageError {
     }
 }
 
-impl From<crate::store::StoreError> for PageError {
-    fn from(e: crate::store::StoreError) -> Self {
+impl From<store::StoreError> for PageError {
+    fn from(e: store::StoreError) -> Self {
         PageError(StatusCode::SERVICE_UNAVAILABLE, e.to_string())
     }
 }
@@ -185,7 +185,7 @@ async fn mean_series(
     from: i64,
     to: i64,
     step: i64,
-) -> Option<crate::store::Series> {
+) -> Option<store::Series> {
     let q = SeriesQuery {
         metric,
         entity,
@@ -202,7 +202,7 @@ async fn mean_series(
 }
 
 /// A series' points, ratios shown as percent.
-fn shown(s: crate::store::Series) -> Vec<(i64, Option<f64>)> {
+fn shown(s: store::Series) -> Vec<(i64, Option<f64>)> {
     let scale = if s.unit == "ratio" { 100.0 } else { 1.0 };
     s.points
         .into_iter()
@@ -268,7 +268,7 @@ pub async fn overview(
     let (from, to) = (now - span, now);
     let a = analysis(&state).await?;
     let nodes = state.store.nodes().await?;
-    let alerts = state.store.load_alerts().await?;
+    let alerts = crate::alerts::state::load(&state.store).await?;
     let step = match range {
         "24h" => 900_000,
         "7d" => 3_600_000,
@@ -717,7 +717,7 @@ async fn usage(state: AppState, headers: HeaderMap, q: UseQuery, teams: bool) ->
         ));
     };
     let tenants = state.store.tenants().await?;
-    let meta: HashMap<&str, &crate::store::TenantRecord> =
+    let meta: HashMap<&str, &store::TenantRecord> =
         tenants.iter().map(|t| (t.key.as_str(), t)).collect();
     let mut findings: HashMap<&str, usize> = HashMap::new();
     for f in &a.findings {
@@ -796,7 +796,7 @@ async fn usage(state: AppState, headers: HeaderMap, q: UseQuery, teams: bool) ->
 }
 
 /// `namespace/pod/container`, `job 123 (account)`, `user alice`.
-fn display_name(t: &crate::store::TenantRecord) -> String {
+fn display_name(t: &store::TenantRecord) -> String {
     match (&t.namespace, &t.pod, &t.job_id, &t.user) {
         (Some(ns), Some(pod), _, _) => match &t.container {
             Some(c) => format!("{ns}/{pod}/{c}"),
@@ -1161,9 +1161,9 @@ pub async fn recommendation(
     let (action_id, action_state) = match &plan {
         Some(p) => state
             .store
-            .label_actions(&crate::store::label_actions::ActionFilter {
+            .label_actions(&store::label_actions::ActionFilter {
                 node: Some(&r.node),
-                ..crate::store::label_actions::ActionFilter::newest(20)
+                ..store::label_actions::ActionFilter::newest(20)
             })
             .await?
             .into_iter()
@@ -1338,7 +1338,7 @@ pub async fn reports(State(state): State<AppState>, headers: HeaderMap) -> Page 
 
 pub async fn alerts(State(state): State<AppState>, headers: HeaderMap) -> Page {
     use crate::alerts::state::State as S;
-    let mut list = state.store.load_alerts().await?;
+    let mut list = crate::alerts::state::load(&state.store).await?;
     list.sort_by_key(|a| {
         (
             match a.state {

@@ -21,9 +21,9 @@ use collector::alerts::rules::{Kind, Rule};
 use collector::alerts::settings::{Receiver, ReceiverKind, Settings};
 use collector::alerts::{Alerting, payload};
 use collector::config::Secret;
-use collector::store::Store;
-use collector::store::label_actions::{NewLabelAction, Transition};
 use serde_json::Value;
+use store::Store;
+use store::label_actions::{NewLabelAction, Transition};
 
 /// One request the receiver got.
 #[derive(Debug, Clone)]
@@ -253,6 +253,29 @@ fn nodes_of(n: &Value) -> Vec<(String, String)> {
     v
 }
 
+/// Alerting keeps its state in the store as records; what it reads back is what it wrote, on
+/// either backend, and a pass over unchanged conditions rewrites nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn alert_state_round_trips_through_both_backends() {
+    use collector::alerts::state::{State as AlertState, load};
+    let lite = crate::support::sqlite().await;
+    let pg = crate::support::postgres().await;
+    for t in std::iter::once(&lite).chain(pg.as_ref()) {
+        let s = &t.store;
+        let mut a = Alerting::new(settings(vec![])).unwrap();
+        action(s, "gpu-1", "rolled_back").await;
+        let p = a.pass(s).await.unwrap().unwrap();
+        assert_eq!((p.firing, p.enqueued), (1, 0));
+        let stored = load(s).await.unwrap();
+        assert_eq!(stored.len(), 1, "{}", s.backend());
+        assert_eq!(stored[0].state, AlertState::Firing);
+        assert_eq!(stored[0].labels["node"], "gpu-1");
+        let p = a.pass(s).await.unwrap().unwrap();
+        assert_eq!(p.firing, 1);
+        assert_eq!(load(s).await.unwrap(), stored, "{}", s.backend());
+    }
+}
+
 #[tokio::test]
 async fn webhooks_get_grouped_signed_repeated_and_resolved_notifications() {
     let t = crate::support::sqlite().await;
@@ -374,7 +397,7 @@ async fn webhooks_get_grouped_signed_repeated_and_resolved_notifications() {
         list.iter()
             .all(|n| n.state == "delivered" && n.tries.len() == 1)
     );
-    let alerts = s.load_alerts().await.unwrap();
+    let alerts = collector::alerts::state::load(s).await.unwrap();
     assert!(
         alerts
             .iter()

@@ -8,8 +8,8 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::Path;
 
-use collector::store::Store;
 use simulator::{Fleet, Scenario};
+use store::Store;
 
 use crate::support;
 

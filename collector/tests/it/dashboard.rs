@@ -8,7 +8,7 @@ use axum::body::Body;
 use axum::http::{Request, StatusCode, header};
 use collector::labels::settings::{Mode, Operator, Settings};
 use collector::server::{AppState, router};
-use collector::store::label_actions::ActionFilter;
+use store::label_actions::ActionFilter;
 use tower::ServiceExt;
 
 async fn send(state: &AppState, req: Request<Body>) -> (StatusCode, axum::http::HeaderMap, String) {

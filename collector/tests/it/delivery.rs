@@ -9,8 +9,8 @@ use std::time::Duration;
 use collector::auth::Auth;
 use collector::config::{IngestConfig, TeamsConfig};
 use collector::server::AppState;
-use collector::store::{Retention, Store};
 use ingest_client::{Backoff, Client, Delivered};
+use store::{Retention, Store};
 
 use crate::support::{PgCluster, TempDir, fleet};
 

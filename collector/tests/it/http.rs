@@ -8,8 +8,8 @@ use axum::http::{Request, StatusCode};
 use collector::auth::Auth;
 use collector::config::{IngestConfig, TeamsConfig};
 use collector::server::{AppState, router};
-use collector::store::Retention;
 use serde_json::Value;
+use store::Retention;
 use tower::ServiceExt;
 
 use crate::support::{self, TestStore, fleet};
@@ -258,7 +258,7 @@ async fn every_bad_request_is_a_4xx_that_names_the_problem_and_stores_nothing() 
     }
     assert_eq!(
         t.store.counts().await.unwrap(),
-        collector::store::TableCounts::default()
+        store::TableCounts::default()
     );
     let metrics = call(
         &state,

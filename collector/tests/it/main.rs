@@ -3,7 +3,6 @@
 mod alerts;
 mod analytics;
 mod browser;
-mod conformance;
 mod dashboard;
 mod delivery;
 mod deploy;

@@ -8,7 +8,7 @@ use std::time::Duration;
 use collector::auth::Auth;
 use collector::config::{IngestConfig, TeamsConfig};
 use collector::server::AppState;
-use collector::store::{Retention, TableCounts};
+use store::{Retention, TableCounts};
 
 use crate::support;
 

@@ -11,8 +11,8 @@ use axum::http::{Request, StatusCode};
 use collector::auth::Auth;
 use collector::config::TeamsConfig;
 use collector::server::{AppState, router};
-use collector::store::Retention;
 use collector::tasks::{Periodic, Runner, Task};
+use store::Retention;
 use tower::ServiceExt;
 
 use crate::support;

@@ -2,8 +2,6 @@
 //! approval and outcome, and every step. One SQL text serves both backends (`?` placeholders,
 //! numbered for PostgreSQL).
 
-use serde::Serialize;
-
 /// A planned change, as first recorded.
 #[derive(Debug, Clone)]
 pub struct NewLabelAction {
@@ -17,7 +15,7 @@ pub struct NewLabelAction {
 }
 
 /// One recorded change and its steps.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone)]
 pub struct LabelActionRecord {
     pub id: i64,
     pub node: String,
@@ -25,42 +23,24 @@ pub struct LabelActionRecord {
     pub value: String,
     pub state: String,
     pub requested_by: String,
-    #[serde(rename = "requested_at", serialize_with = "at")]
     pub requested_ms: i64,
     pub approved_by: Option<String>,
-    #[serde(rename = "approved_at", serialize_with = "opt_at")]
     pub approved_ms: Option<i64>,
     pub override_pods: bool,
-    #[serde(rename = "finished_at", serialize_with = "opt_at")]
     pub finished_ms: Option<i64>,
     pub outcome: Option<String>,
-    #[serde(skip)]
     pub plan: String,
     pub steps: Vec<LabelStep>,
 }
 
 /// One step of a run: who, when, what, and the result.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone)]
 pub struct LabelStep {
-    #[serde(rename = "at", serialize_with = "at")]
     pub ts_ms: i64,
     pub actor: String,
     pub step: String,
     pub result: String,
     pub detail: String,
-}
-
-/// Serializes Unix milliseconds as RFC 3339 (records served by the API).
-pub(crate) fn at<S: serde::Serializer>(ms: &i64, s: S) -> Result<S::Ok, S::Error> {
-    s.serialize_str(&crate::api::rfc3339(*ms))
-}
-
-/// [`at`] for optional times.
-pub(crate) fn opt_at<S: serde::Serializer>(ms: &Option<i64>, s: S) -> Result<S::Ok, S::Error> {
-    match ms {
-        Some(m) => s.serialize_str(&crate::api::rfc3339(*m)),
-        None => s.serialize_none(),
-    }
 }
 
 /// A state change of a label action: from one of `from` to `to`. Approval records `by`, when

@@ -11,6 +11,7 @@ pub mod remote_write;
 pub mod reports;
 pub use model::rollup;
 pub mod series;
+mod span;
 mod sqlite;
 
 use std::collections::{BTreeMap, HashMap};
@@ -18,10 +19,8 @@ use std::hash::{Hash, Hasher};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use analytics::input::{DeviceMinute, DeviceMinutes, TenantMinute, TenantMinutes};
+use model::rollup::{DeviceMinute, DeviceMinutes, TenantMinute, TenantMinutes};
 use model::wire::v1::Batch;
-use serde::Serialize;
-
 pub use series::{Agg, Entity, Metric, Resolution, Series, SeriesQuery};
 
 use rollup::{MINUTE_MS, NodeRollup};
@@ -97,7 +96,7 @@ pub enum IngestOutcome {
 }
 
 /// A node as the store knows it.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone)]
 pub struct NodeRecord {
     pub cluster: String,
     pub node: String,
@@ -110,7 +109,7 @@ pub struct NodeRecord {
 }
 
 /// A GPU with its MIG instances.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone)]
 pub struct GpuRecord {
     pub cluster: String,
     pub node: String,
@@ -127,7 +126,7 @@ pub struct GpuRecord {
     pub mig_instances: Vec<MigRecord>,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone)]
 pub struct MigRecord {
     pub gi_id: i64,
     pub ci_id: i64,
@@ -140,7 +139,7 @@ pub struct MigRecord {
 }
 
 /// A tenant, merged over the nodes it was seen on.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone)]
 pub struct TenantRecord {
     pub cluster: String,
     pub key: String,
@@ -160,7 +159,7 @@ pub struct TenantRecord {
 }
 
 /// Row counts, for tests and the CLI.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct TableCounts {
     pub gpu_samples: i64,
     pub mig_samples: i64,
@@ -175,7 +174,7 @@ pub struct TableCounts {
 }
 
 /// What a rollup pass did.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct RollupStats {
     pub minutes: usize,
     pub gpu_rows: usize,
@@ -186,7 +185,7 @@ pub struct RollupStats {
 }
 
 /// What a retention pass removed.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct RetentionStats {
     /// Partitions dropped (PostgreSQL) or tables pruned (SQLite).
     pub dropped: Vec<String>,
@@ -564,17 +563,13 @@ impl Store {
     }
 
     /// Every stored alert (pending, firing, recently resolved).
-    pub async fn load_alerts(&self) -> Result<Vec<crate::alerts::state::Alert>> {
+    pub async fn load_alerts(&self) -> Result<Vec<alerts::AlertRecord>> {
         dispatch!(self, s => s.load_alerts().await)
     }
 
     /// Writes (inserts or replaces) `alerts` and deletes the alerts with the fingerprints
     /// `gone`, in one transaction.
-    pub async fn save_alerts(
-        &self,
-        alerts: &[&crate::alerts::state::Alert],
-        gone: &[String],
-    ) -> Result<()> {
+    pub async fn save_alerts(&self, alerts: &[alerts::AlertRecord], gone: &[String]) -> Result<()> {
         dispatch!(self, s => s.save_alerts(alerts, gone).await)
     }
 
@@ -856,7 +851,7 @@ impl<'w> InterferenceSeries<'w> {
 /// position; `bucket` in ms) into one node's [`InterferenceSeries`].
 macro_rules! interference_rows {
     ($cluster:expr, $node:expr, $wanted:expr, $gpu_rows:expr, $tenant_rows:expr) => {{
-        use analytics::input::{DeviceMinute, TenantMinute};
+        use model::rollup::{DeviceMinute, TenantMinute};
         let mut series = super::InterferenceSeries::new($wanted);
         for r in $gpu_rows {
             series.device(

@@ -1,13 +1,10 @@
 //! Time-series queries: which metric of which entity over which range at which step, and
 //! which stored resolution (raw, 1-minute or 1-hour rollups) answers it.
 
-use serde::Serialize;
-
 use super::{Retention, StoreError};
 
 /// The metrics `/api/v1/series` serves.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Metric {
     GpuUtil,
     /// Share of samples in which a kernel ran.
@@ -182,6 +179,11 @@ impl Metric {
         METRICS.iter().find(|m| m.name == s).map(|m| m.metric)
     }
 
+    /// The metric's name in queries and answers (`gpu_util`, `mem_used_bytes`, …).
+    pub fn name(self) -> &'static str {
+        self.spec().name
+    }
+
     pub fn spec(self) -> &'static MetricSpec {
         METRICS
             .iter()
@@ -233,8 +235,7 @@ impl Entity {
 }
 
 /// How values inside one step are combined.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Agg {
     Mean,
     Max,
@@ -250,17 +251,33 @@ impl Agg {
             _ => None,
         }
     }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Agg::Mean => "mean",
+            Agg::Max => "max",
+            Agg::P95 => "p95",
+        }
+    }
 }
 
 /// The stored resolution a query reads.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Resolution {
     Raw,
-    #[serde(rename = "1m")]
     Minute,
-    #[serde(rename = "1h")]
     Hour,
+}
+
+impl Resolution {
+    /// `raw`, `1m` or `1h`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Resolution::Raw => "raw",
+            Resolution::Minute => "1m",
+            Resolution::Hour => "1h",
+        }
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -274,7 +291,7 @@ pub struct SeriesQuery {
 }
 
 /// A series: one value per step (None where nothing was measured).
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone)]
 pub struct Series {
     pub metric: Metric,
     pub unit: &'static str,
@@ -293,9 +310,9 @@ pub struct Plan {
 /// The most points one query may return.
 pub const MAX_POINTS: i64 = 11_000;
 
-/// The time domain of a query (`intake::query`); every bound is checked against it before
+/// The time domain of a query (`model::time`); every bound is checked against it before
 /// any arithmetic.
-pub use intake::query::{MAX_STEP_MS, MAX_TIME_MS};
+pub use model::time::{MAX_STEP_MS, MAX_TIME_MS};
 
 impl SeriesQuery {
     /// Which tables answer the query: tenant tables for tenant entities, GPU tables otherwise.

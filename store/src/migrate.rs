@@ -18,42 +18,42 @@ pub const POSTGRES: &[Migration] = &[
     Migration {
         version: 1,
         name: "0001_initial.sql",
-        sql: include_str!("../../../migrations/postgres/0001_initial.sql"),
+        sql: include_str!("../../migrations/postgres/0001_initial.sql"),
     },
     Migration {
         version: 2,
         name: "0002_cluster_rollups.sql",
-        sql: include_str!("../../../migrations/postgres/0002_cluster_rollups.sql"),
+        sql: include_str!("../../migrations/postgres/0002_cluster_rollups.sql"),
     },
     Migration {
         version: 3,
         name: "0003_tenant_effective_use.sql",
-        sql: include_str!("../../../migrations/postgres/0003_tenant_effective_use.sql"),
+        sql: include_str!("../../migrations/postgres/0003_tenant_effective_use.sql"),
     },
     Migration {
         version: 4,
         name: "0004_label_actions.sql",
-        sql: include_str!("../../../migrations/postgres/0004_label_actions.sql"),
+        sql: include_str!("../../migrations/postgres/0004_label_actions.sql"),
     },
     Migration {
         version: 5,
         name: "0005_alerts.sql",
-        sql: include_str!("../../../migrations/postgres/0005_alerts.sql"),
+        sql: include_str!("../../migrations/postgres/0005_alerts.sql"),
     },
     Migration {
         version: 6,
         name: "0006_reports.sql",
-        sql: include_str!("../../../migrations/postgres/0006_reports.sql"),
+        sql: include_str!("../../migrations/postgres/0006_reports.sql"),
     },
     Migration {
         version: 7,
         name: "0007_dcgm_field_counts.sql",
-        sql: include_str!("../../../migrations/postgres/0007_dcgm_field_counts.sql"),
+        sql: include_str!("../../migrations/postgres/0007_dcgm_field_counts.sql"),
     },
     Migration {
         version: 8,
         name: "0008_remote_write_journal.sql",
-        sql: include_str!("../../../migrations/postgres/0008_remote_write_journal.sql"),
+        sql: include_str!("../../migrations/postgres/0008_remote_write_journal.sql"),
     },
 ];
 
@@ -61,42 +61,42 @@ pub const SQLITE: &[Migration] = &[
     Migration {
         version: 1,
         name: "0001_initial.sql",
-        sql: include_str!("../../../migrations/sqlite/0001_initial.sql"),
+        sql: include_str!("../../migrations/sqlite/0001_initial.sql"),
     },
     Migration {
         version: 2,
         name: "0002_cluster_rollups.sql",
-        sql: include_str!("../../../migrations/sqlite/0002_cluster_rollups.sql"),
+        sql: include_str!("../../migrations/sqlite/0002_cluster_rollups.sql"),
     },
     Migration {
         version: 3,
         name: "0003_tenant_effective_use.sql",
-        sql: include_str!("../../../migrations/sqlite/0003_tenant_effective_use.sql"),
+        sql: include_str!("../../migrations/sqlite/0003_tenant_effective_use.sql"),
     },
     Migration {
         version: 4,
         name: "0004_label_actions.sql",
-        sql: include_str!("../../../migrations/sqlite/0004_label_actions.sql"),
+        sql: include_str!("../../migrations/sqlite/0004_label_actions.sql"),
     },
     Migration {
         version: 5,
         name: "0005_alerts.sql",
-        sql: include_str!("../../../migrations/sqlite/0005_alerts.sql"),
+        sql: include_str!("../../migrations/sqlite/0005_alerts.sql"),
     },
     Migration {
         version: 6,
         name: "0006_reports.sql",
-        sql: include_str!("../../../migrations/sqlite/0006_reports.sql"),
+        sql: include_str!("../../migrations/sqlite/0006_reports.sql"),
     },
     Migration {
         version: 7,
         name: "0007_dcgm_field_counts.sql",
-        sql: include_str!("../../../migrations/sqlite/0007_dcgm_field_counts.sql"),
+        sql: include_str!("../../migrations/sqlite/0007_dcgm_field_counts.sql"),
     },
     Migration {
         version: 8,
         name: "0008_remote_write_journal.sql",
-        sql: include_str!("../../../migrations/sqlite/0008_remote_write_journal.sql"),
+        sql: include_str!("../../migrations/sqlite/0008_remote_write_journal.sql"),
     },
 ];
 

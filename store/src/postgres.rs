@@ -5,14 +5,16 @@ use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use analytics::input::{DeviceMinutes, TenantMinutes};
+use model::rollup::{DeviceMinutes, TenantMinutes};
+use model::time::days_from_civil;
 use model::wire::v1::Batch;
 use sqlx::postgres::{PgPoolOptions, Postgres};
 use sqlx::{PgPool, Row};
 
 use super::pgcopy::CopyWriter;
-use super::rollup::{self, NodeRollup, RawAllocation, RawGpu, RawMig, RawProcess};
+use super::rollup::{self, NodeRollup};
 use super::series::{self, Plan, Series, SeriesQuery};
+use super::span::{self, Span};
 use super::{
     GpuRecord, IngestOutcome, MigRecord, NodeRecord, Result, Retention, RetentionStats, StoreError,
     TableCounts, TeamOf, TenantRecord, Writes, days_between, migrate,
@@ -487,68 +489,21 @@ impl PgStore {
         node: &str,
         from: i64,
         to: i64,
-    ) -> Result<(usize, usize, usize)> {
+    ) -> Result<span::SpanStats> {
         self.ensure_days(&days_between(from, to)).await?;
         let mut tx = self.pool.begin().await?;
-        sqlx::query("DELETE FROM rollup_pending WHERE cluster = $1 AND node = $2 AND bucket >= to_timestamp($3 / 1000.0) AND bucket < to_timestamp($4 / 1000.0)")
-            .bind(cluster).bind(node).bind(from).bind(to)
-            .execute(&mut *tx).await?;
-        let span = (cluster, node, from, to);
-        let mut undecodable = 0;
-        let gpus: Vec<RawGpu> = raw_rows(
+        let stats = span::roll_up(
             &mut tx,
-            "gpu_samples",
-            super::RAW_GPU_COLUMNS,
-            span,
-            |r| super::raw_gpu!(r),
-            &mut undecodable,
-        )
-        .await?;
-        let allocs: Vec<RawAllocation> = raw_rows(
-            &mut tx,
-            "allocation_samples",
-            "tenant_key, gi_id, share",
-            span,
-            |r| super::raw_allocation!(r),
-            &mut undecodable,
-        )
-        .await?;
-        let procs: Vec<RawProcess> = raw_rows(
-            &mut tx,
-            "process_samples",
-            "tenant_key, gi_id, sm_util, mem_used_bytes",
-            span,
-            |r| super::raw_process!(r),
-            &mut undecodable,
-        )
-        .await?;
-        let mig: Vec<RawMig> = raw_rows(
-            &mut tx,
-            "mig_samples",
-            "gi_id, sm_active",
-            span,
-            |r| super::raw_mig!(r),
-            &mut undecodable,
-        )
-        .await?;
-        let minutes = rollup::aggregate(rollup::MINUTE_MS, &gpus, &allocs, &procs, &mig);
-        replace_rollups(&mut tx, "1m", cluster, node, from, to, &minutes).await?;
-        let hour = rollup::bucket_of(from, rollup::HOUR_MS);
-        let all_minutes =
-            read_rollups(&mut tx, "1m", cluster, node, hour, hour + rollup::HOUR_MS).await?;
-        let hours = rollup::to_hours(&all_minutes);
-        replace_rollups(
-            &mut tx,
-            "1h",
-            cluster,
-            node,
-            hour,
-            hour + rollup::HOUR_MS,
-            &hours,
+            Span {
+                cluster,
+                node,
+                from,
+                to,
+            },
         )
         .await?;
         tx.commit().await?;
-        Ok((minutes.gpus.len(), minutes.tenants.len(), undecodable))
+        Ok(stats)
     }
 
     pub async fn events(&self, from: i64, to: i64) -> Result<Vec<super::EventRecord>> {
@@ -794,28 +749,9 @@ fn partition_end_ms(table: &str, part: &str) -> Option<i64> {
     }
 }
 
-/// (year, month, day) of the UTC day containing `ms` (Howard Hinnant's civil_from_days).
-pub(crate) fn civil(ms: i64) -> (i64, i64, i64) {
-    let z = ms.div_euclid(86_400_000) + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    (yoe + era * 400 + i64::from(m <= 2), m, d)
-}
-
-/// Days since the epoch of a civil date.
-fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
-    let y = if m <= 2 { y - 1 } else { y };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let mp = if m > 2 { m - 3 } else { m + 9 };
-    let doy = (153 * mp + 2) / 5 + d - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    era * 146_097 + doe - 719_468
+/// (year, month, day) of the UTC day containing `ms`.
+fn civil(ms: i64) -> (i64, i64, i64) {
+    model::time::civil_from_days(ms.div_euclid(86_400_000))
 }
 
 /// One COPY ready to send: its statement and the rows it carries.
@@ -1080,13 +1016,23 @@ async fn replace_rollups(
     Ok(())
 }
 
+// The rollup span's primitives on this backend's transactions.
+span::span_tx!(
+    Postgres,
+    "DELETE FROM rollup_pending WHERE cluster = $1 AND node = $2 AND bucket >= to_timestamp($3 / 1000.0) AND bucket < to_timestamp($4 / 1000.0)"
+);
+
 /// One node's raw rows of [from, to) for a rollup: `gpu_uuid, ts` (ms) and then `columns`
 /// of `table`, mapped by position.
 async fn raw_rows<T>(
     conn: &mut sqlx::PgConnection,
-    table: &str,
-    columns: &str,
-    (cluster, node, from, to): (&str, &str, i64, i64),
+    (table, columns): (&str, &str),
+    Span {
+        cluster,
+        node,
+        from,
+        to,
+    }: Span<'_>,
     map: impl Fn(&sqlx::postgres::PgRow) -> std::result::Result<T, sqlx::Error>,
     undecodable: &mut usize,
 ) -> Result<Vec<T>> {

@@ -1,10 +1,6 @@
 //! Alerting's tables (migration 0005): alert state, the notification outbox and delivery
 //! attempts. One SQL text serves both backends, as in `label_actions.rs`.
 
-use serde::Serialize;
-
-use super::label_actions::{at, opt_at};
-
 /// A notification to store in the outbox.
 #[derive(Debug, Clone)]
 pub struct NewNotification<'a> {
@@ -31,9 +27,8 @@ pub struct Queued {
 }
 
 /// One delivery attempt.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone)]
 pub struct Attempt {
-    #[serde(rename = "at", serialize_with = "at")]
     pub ts_ms: i64,
     /// delivered | retry | failed
     pub outcome: String,
@@ -43,7 +38,7 @@ pub struct Attempt {
 }
 
 /// A stored notification with its attempts (for `/api/v1/alerts`).
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone)]
 pub struct NotificationRecord {
     pub id: i64,
     pub receiver: String,
@@ -51,16 +46,29 @@ pub struct NotificationRecord {
     pub status: String,
     pub firing: i64,
     pub resolved: i64,
-    #[serde(rename = "created_at", serialize_with = "at")]
     pub created_ms: i64,
     pub state: String,
     pub attempts: i64,
-    #[serde(rename = "delivered_at", serialize_with = "opt_at")]
     pub delivered_ms: Option<i64>,
     pub last_error: Option<String>,
     pub tries: Vec<Attempt>,
-    #[serde(skip)]
     pub payload: String,
+}
+
+/// One alert as stored: its labels and annotations are kept as JSON objects of strings, its
+/// state as text (`pending`, `firing`, `resolved`; alerting gives the words their meaning).
+#[derive(Debug, Clone, PartialEq)]
+pub struct AlertRecord {
+    pub fingerprint: String,
+    pub rule: String,
+    pub labels: std::collections::BTreeMap<String, String>,
+    pub annotations: std::collections::BTreeMap<String, String>,
+    pub state: String,
+    pub value: f64,
+    pub active_ms: i64,
+    pub starts_ms: Option<i64>,
+    pub ends_ms: Option<i64>,
+    pub updated_ms: i64,
 }
 
 /// The newest notification of each group: (receiver, group key, created, digest).
@@ -70,7 +78,7 @@ pub type GroupSent = (String, String, i64, String);
 /// placeholders.
 macro_rules! alert_methods {
     ($write:ident, $read:ident, $sql:path) => {
-        pub async fn load_alerts(&self) -> Result<Vec<crate::alerts::state::Alert>> {
+        pub async fn load_alerts(&self) -> Result<Vec<super::alerts::AlertRecord>> {
             let rows = sqlx::query(
                 "SELECT fingerprint, rule, labels, annotations, state, value, active_ms, starts_ms, ends_ms, updated_ms FROM alerts ORDER BY fingerprint",
             )
@@ -84,15 +92,12 @@ macro_rules! alert_methods {
                         super::StoreError::Internal(format!("stored alert labels: {e}"))
                     })
                 };
-                let state: String = r.try_get(4)?;
-                out.push(crate::alerts::state::Alert {
+                out.push(super::alerts::AlertRecord {
                     fingerprint: r.try_get(0)?,
                     rule: r.try_get(1)?,
                     labels: json(2)?,
                     annotations: json(3)?,
-                    state: crate::alerts::state::State::parse(&state).ok_or_else(|| {
-                        super::StoreError::Internal(format!("stored alert state {state:?}"))
-                    })?,
+                    state: r.try_get(4)?,
                     value: r.try_get(5)?,
                     active_ms: r.try_get(6)?,
                     starts_ms: r.try_get(7)?,
@@ -106,7 +111,7 @@ macro_rules! alert_methods {
         /// Upserts `alerts` and deletes the fingerprints `gone`, in one transaction.
         pub async fn save_alerts(
             &self,
-            alerts: &[&crate::alerts::state::Alert],
+            alerts: &[super::alerts::AlertRecord],
             gone: &[String],
         ) -> Result<()> {
             let mut tx = self.$write.begin().await?;
@@ -126,7 +131,7 @@ macro_rules! alert_methods {
                 .bind(&a.rule)
                 .bind(serde_json::to_string(&a.labels).expect("string maps serialize"))
                 .bind(serde_json::to_string(&a.annotations).expect("string maps serialize"))
-                .bind(a.state.as_str())
+                .bind(&a.state)
                 .bind(a.value)
                 .bind(a.active_ms)
                 .bind(a.starts_ms)

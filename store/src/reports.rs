@@ -1,24 +1,16 @@
 //! Stored weekly reports (migration 0006). One SQL text serves both backends.
 
-use serde::Serialize;
-
 /// A report as stored.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone)]
 pub struct StoredReport {
     pub week: String,
     pub timezone: String,
-    #[serde(skip)]
     pub from_ms: i64,
-    #[serde(skip)]
     pub to_ms: i64,
-    #[serde(skip)]
     pub generated_ms: i64,
     pub summary: String,
-    #[serde(skip)]
     pub data: String,
-    #[serde(skip)]
     pub html: String,
-    #[serde(skip)]
     pub csv: String,
 }
 

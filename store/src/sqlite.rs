@@ -5,13 +5,14 @@
 use std::str::FromStr;
 use std::time::Duration;
 
-use analytics::input::{DeviceMinutes, TenantMinutes};
+use model::rollup::{DeviceMinutes, TenantMinutes};
 use model::wire::v1::Batch;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
 use sqlx::{QueryBuilder, Row, Sqlite, SqlitePool};
 
-use super::rollup::{self, NodeRollup, RawAllocation, RawGpu, RawMig, RawProcess};
+use super::rollup::{self, NodeRollup};
 use super::series::{self, Plan, Series, SeriesQuery};
+use super::span::{self, Span};
 use super::{
     GpuRecord, IngestOutcome, MigRecord, NodeRecord, Result, Retention, RetentionStats, StoreError,
     TableCounts, TeamOf, TenantRecord, Writes, migrate,
@@ -85,11 +86,11 @@ impl SqliteStore {
         for m in migrate::to_apply(migrate::SQLITE, &applied)? {
             let mut tx = self.writer.begin().await?;
             sqlx::raw_sql(m.sql).execute(&mut *tx).await?;
-            sqlx::query("INSERT INTO schema_migrations (version, name, checksum, applied_at) VALUES (?, ?, ?, ?)")
+            // The database's clock, as PostgreSQL's now() is there.
+            sqlx::query("INSERT INTO schema_migrations (version, name, checksum, applied_at) VALUES (?, ?, ?, CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER))")
                 .bind(m.version)
                 .bind(m.name)
                 .bind(migrate::checksum(m.sql))
-                .bind(crate::now_ms())
                 .execute(&mut *tx)
                 .await?;
             tx.commit().await?;
@@ -401,67 +402,20 @@ impl SqliteStore {
         node: &str,
         from: i64,
         to: i64,
-    ) -> Result<(usize, usize, usize)> {
+    ) -> Result<span::SpanStats> {
         let mut tx = self.writer.begin().await?;
-        sqlx::query("DELETE FROM rollup_pending WHERE cluster = ? AND node = ? AND bucket >= ? AND bucket < ?")
-            .bind(cluster).bind(node).bind(from).bind(to)
-            .execute(&mut *tx).await?;
-        let span = (cluster, node, from, to);
-        let mut undecodable = 0;
-        let gpus: Vec<RawGpu> = raw_rows(
+        let stats = span::roll_up(
             &mut tx,
-            "gpu_samples",
-            super::RAW_GPU_COLUMNS,
-            span,
-            |r| super::raw_gpu!(r),
-            &mut undecodable,
-        )
-        .await?;
-        let allocs: Vec<RawAllocation> = raw_rows(
-            &mut tx,
-            "allocation_samples",
-            "tenant_key, gi_id, share",
-            span,
-            |r| super::raw_allocation!(r),
-            &mut undecodable,
-        )
-        .await?;
-        let procs: Vec<RawProcess> = raw_rows(
-            &mut tx,
-            "process_samples",
-            "tenant_key, gi_id, sm_util, mem_used_bytes",
-            span,
-            |r| super::raw_process!(r),
-            &mut undecodable,
-        )
-        .await?;
-        let mig: Vec<RawMig> = raw_rows(
-            &mut tx,
-            "mig_samples",
-            "gi_id, sm_active",
-            span,
-            |r| super::raw_mig!(r),
-            &mut undecodable,
-        )
-        .await?;
-        let minutes = rollup::aggregate(rollup::MINUTE_MS, &gpus, &allocs, &procs, &mig);
-        replace_rollups(&mut tx, "1m", cluster, node, from, to, &minutes).await?;
-        let hour = rollup::bucket_of(from, rollup::HOUR_MS);
-        let all_minutes =
-            read_rollups(&mut tx, "1m", cluster, node, hour, hour + rollup::HOUR_MS).await?;
-        let hours = rollup::to_hours(&all_minutes);
-        replace_rollups(
-            &mut tx,
-            "1h",
-            cluster,
-            node,
-            hour,
-            hour + rollup::HOUR_MS,
-            &hours,
+            Span {
+                cluster,
+                node,
+                from,
+                to,
+            },
         )
         .await?;
         tx.commit().await?;
-        Ok((minutes.gpus.len(), minutes.tenants.len(), undecodable))
+        Ok(stats)
     }
 
     pub async fn events(&self, from: i64, to: i64) -> Result<Vec<super::EventRecord>> {
@@ -745,13 +699,23 @@ async fn insert_samples(tx: &mut sqlx::Transaction<'_, Sqlite>, b: &Batch) -> Re
     Ok(rows)
 }
 
+// The rollup span's primitives on this backend's transactions.
+span::span_tx!(
+    Sqlite,
+    "DELETE FROM rollup_pending WHERE cluster = ? AND node = ? AND bucket >= ? AND bucket < ?"
+);
+
 /// One node's raw rows of [from, to) for a rollup: `gpu_uuid, ts` and then `columns` of
 /// `table`, mapped by position.
 async fn raw_rows<T>(
     conn: &mut sqlx::SqliteConnection,
-    table: &str,
-    columns: &str,
-    (cluster, node, from, to): (&str, &str, i64, i64),
+    (table, columns): (&str, &str),
+    Span {
+        cluster,
+        node,
+        from,
+        to,
+    }: Span<'_>,
     map: impl Fn(&sqlx::sqlite::SqliteRow) -> std::result::Result<T, sqlx::Error>,
     undecodable: &mut usize,
 ) -> Result<Vec<T>> {
