@@ -7,13 +7,23 @@ use axum::extract::{Query, State};
 use serde::{Deserialize, Serialize};
 
 use crate::error::ApiError;
-use crate::server::AppState;
+use crate::state::AppState;
 use store::{
     Agg, Entity, GpuRecord, Metric, MigRecord, NodeRecord, Series, SeriesQuery, TenantRecord,
 };
 
 /// RFC 3339 text of a Unix-millisecond instant.
 pub use model::time::rfc3339;
+
+/// The inventory and series routes (merged in `router.rs`).
+pub fn routes() -> axum::Router<crate::state::AppState> {
+    use axum::routing::get;
+    axum::Router::new()
+        .route("/api/v1/nodes", get(nodes))
+        .route("/api/v1/gpus", get(gpus))
+        .route("/api/v1/tenants", get(tenants))
+        .route("/api/v1/series", get(series))
+}
 
 /// A node older than this many sampling intervals (and at least two minutes) is silent.
 const SILENT_INTERVALS: i64 = 30;

@@ -13,8 +13,14 @@ use serde::Serialize;
 
 use crate::error::ApiError;
 use crate::metrics::{Outcome, OutcomeLabels, RejectReason, RowKind, RowLabels};
-use crate::server::AppState;
+use crate::state::AppState;
 use store::{IngestOutcome, StoreError};
+
+/// The ingest routes (merged in `router.rs`).
+pub fn routes() -> axum::Router<crate::state::AppState> {
+    use axum::routing::post;
+    axum::Router::new().route("/api/v1/ingest", post(ingest))
+}
 
 /// The JSON answer to a stored or duplicate batch.
 #[derive(Debug, Serialize)]

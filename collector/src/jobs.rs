@@ -5,7 +5,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::server::AppState;
+use crate::state::AppState;
 use crate::tasks::{Periodic, Task};
 
 /// Minutes younger than this are not rolled up yet: late samples may still arrive for them.

@@ -13,7 +13,7 @@ async fn main() -> std::process::ExitCode {
         // Colour only for a person at a terminal; files and log pipelines get plain text.
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
-    let cli = collector::cli::Cli::parse();
+    let cli = collector::commands::cli::Cli::parse();
     match collector::run(cli.command).await {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {

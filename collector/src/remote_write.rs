@@ -33,9 +33,15 @@ use model::wire::v1::{Batch, Limits, Snapshot};
 use model::{Allocation, GpuInfo, GpuSample, MigSample, Tenant, TenantKind};
 
 use crate::error::ApiError;
-use crate::server::AppState;
+use crate::state::AppState;
 
 pub use intake::remote_write::{Label, Sample, TimeSeries, WriteRequest, decode, label};
+
+/// The remote write routes (merged in `router.rs`).
+pub fn routes() -> axum::Router<crate::state::AppState> {
+    use axum::routing::post;
+    axum::Router::new().route("/api/v1/write", post(write))
+}
 
 /// A scrape is stored once a newer one of its host is this far ahead in sample time.
 pub const SETTLE_MS: i64 = 30_000;

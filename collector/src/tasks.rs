@@ -23,7 +23,7 @@ use std::time::{Duration, Instant};
 use serde::Serialize;
 
 use crate::metrics::{TaskLabels, TaskOutcome, TaskRunLabels};
-use crate::server::AppState;
+use crate::state::AppState;
 
 /// What a pass returns.
 pub type PassFuture = Pin<Box<dyn Future<Output = anyhow::Result<()>> + Send>>;

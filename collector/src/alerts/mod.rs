@@ -8,6 +8,7 @@
 //! a restart or another collector carries on where it stopped. Delivery runs in its own task
 //! and never touches the ingest path.
 
+pub mod api;
 pub mod deliver;
 pub mod groups;
 pub mod payload;

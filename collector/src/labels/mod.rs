@@ -3,7 +3,7 @@
 
 pub mod actions;
 pub mod advisory;
-pub mod cli;
+pub mod api;
 pub mod kube;
 pub mod layouts;
 pub mod settings;

@@ -4,6 +4,7 @@
 //! collector (a database lock), stored, listed at `/api/v1/reports`, and on demand with
 //! `gpulens report`. See docs/reports.md.
 
+pub mod api;
 pub mod content;
 pub mod csv;
 pub mod html;

@@ -19,8 +19,29 @@ use web::pages::{self, Sort};
 use web::{Frame, format};
 
 use crate::api::node_status;
-use crate::server::AppState;
+use crate::state::AppState;
 use store::{Agg, Entity, Metric, SeriesQuery};
+
+/// The ui routes (merged in `router.rs`).
+pub fn routes() -> axum::Router<crate::state::AppState> {
+    use axum::routing::{get, post};
+    axum::Router::new()
+        .route("/", get(overview))
+        .route("/nodes", get(nodes))
+        .route("/nodes/{node}", get(node))
+        .route("/gpus/{uuid}", get(gpu))
+        .route("/tenants", get(tenants))
+        .route("/teams", get(teams))
+        .route("/findings", get(findings))
+        .route("/findings/{id}", get(finding))
+        .route("/recommendations", get(recommendations))
+        .route("/recommendations/{id}", get(recommendation))
+        .route("/recommendations/{id}/approve", post(approve))
+        .route("/reports", get(reports))
+        .route("/alerts", get(alerts))
+        .route("/login", get(login_page).post(login))
+        .route("/logout", post(logout))
+}
 
 const RANGES: [(&str, i64); 3] = [
     ("24h", 86_400_000),
@@ -497,7 +518,7 @@ async fn node_page(
         .tenants()
         .await?
         .iter()
-        .map(|t| (t.key.clone(), display_name(t)))
+        .map(|t| (t.key.clone(), crate::api::display_name(t)))
         .collect();
     let name = |k: &str| {
         known.get(k).cloned().unwrap_or_else(|| match &a {
@@ -744,7 +765,7 @@ async fn usage(state: AppState, headers: HeaderMap, q: UseQuery, teams: bool) ->
             let name = if teams {
                 r.key.clone()
             } else {
-                m.map_or_else(|| name_of(&a, &r.key), |t| display_name(t))
+                m.map_or_else(|| name_of(&a, &r.key), |t| crate::api::display_name(t))
             };
             pages::UseRow {
                 key: r.key.clone(),
@@ -793,22 +814,6 @@ async fn usage(state: AppState, headers: HeaderMap, q: UseQuery, teams: bool) ->
         },
         sort_state(base, &sq, "waste"),
     )))
-}
-
-/// `namespace/pod/container`, `job 123 (account)`, `user alice`.
-fn display_name(t: &store::TenantRecord) -> String {
-    match (&t.namespace, &t.pod, &t.job_id, &t.user) {
-        (Some(ns), Some(pod), _, _) => match &t.container {
-            Some(c) => format!("{ns}/{pod}/{c}"),
-            None => format!("{ns}/{pod}"),
-        },
-        (_, _, Some(job), _) => match &t.account {
-            Some(acc) => format!("job {job} ({acc})"),
-            None => format!("job {job}"),
-        },
-        (_, _, _, Some(u)) => format!("user {u}"),
-        _ => t.key.clone(),
-    }
 }
 
 pub async fn tenants(

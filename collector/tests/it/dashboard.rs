@@ -7,7 +7,7 @@ use analytics::recommend::{Proposal, RecKind, Recommendation};
 use axum::body::Body;
 use axum::http::{Request, StatusCode, header};
 use collector::labels::settings::{Mode, Operator, Settings};
-use collector::server::{AppState, router};
+use collector::{router::router, state::AppState};
 use store::label_actions::ActionFilter;
 use tower::ServiceExt;
 

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use collector::auth::Auth;
 use collector::config::{IngestConfig, TeamsConfig};
-use collector::server::AppState;
+use collector::state::AppState;
 use ingest_client::{Backoff, Client, Delivered};
 use store::{Retention, Store};
 
@@ -106,7 +106,7 @@ async fn heavy_postgres_restart_during_ingest_loses_nothing_and_doubles_nothing(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn heavy_the_demo_backfills_history_over_http() {
     let dir = TempDir::new("demo");
-    let args = collector::cli::DemoArgs {
+    let args = collector::commands::cli::DemoArgs {
         listen: "127.0.0.1:0".parse().unwrap(),
         data_dir: dir.path().to_owned(),
         scenario: None,
@@ -114,7 +114,7 @@ async fn heavy_the_demo_backfills_history_over_http() {
         history_step: Duration::from_secs(60),
         no_live: true,
     };
-    collector::demo::run(args).await.unwrap();
+    collector::commands::demo::run(args).await.unwrap();
     let store = Store::connect(&format!(
         "sqlite://{}",
         dir.path().join("gpulens.db").display()

@@ -7,7 +7,7 @@ use axum::body::Body;
 use axum::http::{Request, StatusCode};
 use collector::auth::Auth;
 use collector::config::{IngestConfig, TeamsConfig};
-use collector::server::{AppState, router};
+use collector::{router::router, state::AppState};
 use serde_json::Value;
 use store::Retention;
 use tower::ServiceExt;
@@ -466,7 +466,7 @@ async fn the_read_api_answers_and_explains_mistakes() {
 #[tokio::test]
 async fn every_documented_route_is_served_and_the_description_is_too() {
     let (state, _t) = app().await;
-    for route in collector::server::ROUTES {
+    for route in collector::router::ROUTES {
         let req = if *route == "/api/v1/ingest" {
             Request::post(*route).body(Body::empty()).unwrap()
         } else {

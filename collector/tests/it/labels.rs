@@ -672,7 +672,7 @@ async fn approval_through_the_api_runs_and_audits_the_change() {
     use axum::http::{Request, StatusCode};
     use collector::labels::actions;
     use collector::labels::settings::{Mode, Operator, Settings};
-    use collector::server::{AppState, router};
+    use collector::{router::router, state::AppState};
     use tower::ServiceExt;
 
     let s = StandIn::start().await;
@@ -853,7 +853,7 @@ async fn agents_read_their_nodes_advisory_labels() {
     use axum::http::{Request, StatusCode};
     use collector::auth::Auth;
     use collector::labels::settings::{Mode, Settings};
-    use collector::server::{AppState, router};
+    use collector::{router::router, state::AppState};
     use tower::ServiceExt;
 
     let t = crate::support::sqlite().await;

@@ -44,7 +44,7 @@ async fn the_collectors_metrics_pass_promtool() {
     let t = crate::support::sqlite().await;
     let fleet = crate::support::fleet();
     let now = collector::now_ms();
-    let state = collector::server::AppState::new(
+    let state = collector::state::AppState::new(
         t.store.clone(),
         {
             let mut a = collector::auth::Auth::default();
@@ -59,7 +59,7 @@ async fn the_collectors_metrics_pass_promtool() {
     let instants: Vec<i64> = (0..60).map(|i| now - 3_600_000 + i * 60_000).collect();
     for node in 0..fleet.nodes.len() {
         let b = fleet.batch(node, "metrics", 1, &instants, 60_000);
-        let resp = collector::server::router(state.clone())
+        let resp = collector::router::router(state.clone())
             .oneshot(
                 Request::post("/api/v1/ingest")
                     .header("authorization", "Bearer metrics-token")
@@ -83,7 +83,7 @@ async fn the_collectors_metrics_pass_promtool() {
             if let Some(a) = accept {
                 r = r.header("accept", a);
             }
-            let resp = collector::server::router(state)
+            let resp = collector::router::router(state)
                 .oneshot(r.body(Body::empty()).unwrap())
                 .await
                 .unwrap();

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use axum::routing::get;
 use collector::auth::Auth;
-use collector::server::{AppState, router};
+use collector::{router::router, state::AppState};
 use store::{Agg, Entity, Metric, Retention, SeriesQuery};
 
 const SAMPLE: &str = include_str!("../../../agent/tests/fixtures/dcgm/a100-mig-sample.prom");

@@ -5,7 +5,7 @@
 use axum::body::Body;
 use axum::http::{Request, StatusCode};
 use collector::reports::{self, week::IsoWeek};
-use collector::server::{AppState, router};
+use collector::{router::router, state::AppState};
 use tower::ServiceExt;
 
 const DAY_MS: i64 = 86_400_000;

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use collector::auth::Auth;
 use collector::config::{IngestConfig, TeamsConfig};
-use collector::server::AppState;
+use collector::state::AppState;
 use store::{Retention, TableCounts};
 
 use crate::support;

@@ -10,8 +10,8 @@ use axum::body::Body;
 use axum::http::{Request, StatusCode};
 use collector::auth::Auth;
 use collector::config::TeamsConfig;
-use collector::server::{AppState, router};
 use collector::tasks::{Periodic, Runner, Task};
+use collector::{router::router, state::AppState};
 use store::Retention;
 use tower::ServiceExt;
 

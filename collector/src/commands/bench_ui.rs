@@ -8,8 +8,8 @@ use axum::body::Body;
 use axum::http::{Request, StatusCode};
 use tower::ServiceExt;
 
-use crate::bench::{analyze_fleet, fill_analyze};
-use crate::server::{AppState, router};
+use crate::commands::bench::{analyze_fleet, fill_analyze};
+use crate::{router::router, state::AppState};
 use store::series::quantile;
 use store::{Store, rollup};
 
@@ -91,15 +91,11 @@ pub async fn run(args: UiBench) -> anyhow::Result<()> {
         Default::default(),
         settings,
     );
-    let body: serde_json::Value =
-        serde_json::from_str(&store.latest_analysis().await?.unwrap_or_default())?;
-    let first = |k: &str| {
-        body[k]
-            .as_array()
-            .and_then(|a| a.first())
-            .and_then(|f| f["id"].as_str())
-            .map(str::to_owned)
-    };
+    let body = store
+        .latest_analysis()
+        .await?
+        .ok_or_else(|| anyhow::anyhow!("no stored analysis"))?;
+    let analysis = crate::analysis::stored::decode(&body).map_err(anyhow::Error::msg)?;
     let gpus = store.gpus(None).await?;
     let g = gpus
         .first()
@@ -117,10 +113,10 @@ pub async fn run(args: UiBench) -> anyhow::Result<()> {
         "/alerts".into(),
         "/reports".into(),
     ];
-    if let Some(id) = first("findings") {
+    if let Some(id) = analysis.findings.first().map(|f| &f.id) {
         pages.push(format!("/findings/{id}"));
     }
-    if let Some(id) = first("recommendations") {
+    if let Some(id) = analysis.recommendations.first().map(|r| &r.id) {
         pages.push(format!("/recommendations/{id}"));
     }
     println!(

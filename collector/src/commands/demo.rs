@@ -5,10 +5,10 @@
 use std::io::Write;
 
 use crate::auth::Auth;
-use crate::cli::DemoArgs;
+use crate::commands::cli::DemoArgs;
 use crate::config::Config;
-use crate::server::AppState;
 use crate::simulate::{Driver, load_scenario};
+use crate::state::AppState;
 use store::Store;
 
 pub async fn run(args: DemoArgs) -> anyhow::Result<()> {

@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 use crate::api::rfc3339;
 use crate::error::ApiError;
 use crate::labels::actions::{self, ApproveError};
-use crate::server::AppState;
+use crate::state::AppState;
 use store::label_actions::{ActionFilter, LabelActionRecord};
 
 #[derive(Debug, Deserialize)]
@@ -195,6 +195,15 @@ pub struct NodeLabelsQuery {
 }
 
 pub use model::wire::v1::NodeLabels;
+
+/// The label actions routes (merged in `router.rs`).
+pub fn routes() -> axum::Router<crate::state::AppState> {
+    use axum::routing::{get, post};
+    axum::Router::new()
+        .route("/api/v1/label-actions", get(list))
+        .route("/api/v1/nodes/{node}/labels", get(node_labels))
+        .route("/api/v1/label-actions/{id}/approve", post(approve))
+}
 
 /// `GET /api/v1/nodes/{node}/labels?cluster=…`: the node's advisory labels from the newest
 /// stored analysis, for the agent token bound to that node.

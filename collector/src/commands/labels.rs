@@ -7,10 +7,10 @@ use std::time::Duration;
 use analytics::Analysis;
 use model::labels::{OPERATOR_DEVICE_PLUGIN_CONFIG, OPERATOR_MIG_CONFIG, OPERATOR_MIG_STATE};
 
-use super::kube::Cluster;
-use super::settings::Mode;
-use super::workflow;
-use crate::cli::DbArgs;
+use super::cli::DbArgs;
+use crate::labels::kube::Cluster;
+use crate::labels::settings::Mode;
+use crate::labels::workflow;
 
 #[derive(Debug, clap::Args)]
 pub struct LabelsArgs {
@@ -67,8 +67,8 @@ pub struct ApplyArgs {
 async fn analyse(
     c: &Common,
 ) -> anyhow::Result<(crate::config::Config, store::Store, Analysis, i64)> {
-    let config = crate::load_config_or_demo(&c.db, &c.data_dir)?;
-    let store = crate::open_store(&config).await?;
+    let config = crate::commands::load_config_or_demo(&c.db, &c.data_dir)?;
+    let store = crate::commands::open_store(&config).await?;
     store.migrate().await?;
     let now = crate::now_ms();
     let (a, stats) =
@@ -106,7 +106,7 @@ async fn plan(c: Common) -> anyhow::Result<()> {
         config.labels.mode.as_str()
     );
     println!("\nAdvisory labels");
-    for ((cluster, node), labels) in super::advisory::labels(&a, now) {
+    for ((cluster, node), labels) in crate::labels::advisory::labels(&a, now) {
         println!("  {node} (cluster {cluster})");
         for (k, v) in labels {
             println!("    {k}={v}");
@@ -154,8 +154,8 @@ async fn apply(a: ApplyArgs) -> anyhow::Result<()> {
         );
     }
     let c = cluster(&a.common, &config).await?;
-    let (name, nodes) = super::advisory::for_cluster(
-        super::advisory::labels(&analysis, now),
+    let (name, nodes) = crate::labels::advisory::for_cluster(
+        crate::labels::advisory::labels(&analysis, now),
         config.labels.cluster.as_deref(),
     )
     .map_err(|e| anyhow::anyhow!("{e}"))?;
@@ -186,7 +186,7 @@ async fn apply(a: ApplyArgs) -> anyhow::Result<()> {
     let plan = plans.get(&node).ok_or_else(|| {
         anyhow::anyhow!("the analysis proposes no GPU Operator change for {node}")
     })?;
-    super::actions::record_plans(
+    crate::labels::actions::record_plans(
         &store,
         &BTreeMap::from([(node.clone(), plan.clone())]),
         &a.approver,
@@ -207,7 +207,7 @@ async fn apply(a: ApplyArgs) -> anyhow::Result<()> {
                 "{node} already has an approved or running change; see gpulens labels status"
             )
         })?;
-    super::actions::approve(
+    crate::labels::actions::approve(
         &store,
         &settings,
         open.id,
@@ -220,16 +220,16 @@ async fn apply(a: ApplyArgs) -> anyhow::Result<()> {
         "running the approved change {}={} on {node} (label action {})",
         open.label, open.value, open.id
     );
-    for (id, outcome) in super::actions::run_approved(&store, &c, &settings, true).await? {
+    for (id, outcome) in crate::labels::actions::run_approved(&store, &c, &settings, true).await? {
         println!("label action {id}: {}", serde_json::to_string(&outcome)?);
     }
     Ok(())
 }
 
 async fn status(c: Common) -> anyhow::Result<()> {
-    let config = crate::load_config_or_demo(&c.db, &c.data_dir)?;
+    let config = crate::commands::load_config_or_demo(&c.db, &c.data_dir)?;
     let k = cluster(&c, &config).await?;
-    let store = crate::open_store(&config).await?;
+    let store = crate::commands::open_store(&config).await?;
     for n in store.nodes().await? {
         let Ok(node) = k.node(&n.node).await else {
             println!("{}: not in the Kubernetes API", n.node);

@@ -10,8 +10,14 @@ use serde::{Deserialize, Serialize};
 use crate::alerts::state::{Alert, State as AlertState};
 use crate::api::rfc3339;
 use crate::error::ApiError;
-use crate::server::AppState;
+use crate::state::AppState;
 use store::alerts::NotificationRecord;
+
+/// The alerts routes (merged in `router.rs`).
+pub fn routes() -> axum::Router<crate::state::AppState> {
+    use axum::routing::get;
+    axum::Router::new().route("/api/v1/alerts", get(list))
+}
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]

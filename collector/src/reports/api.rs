@@ -10,7 +10,15 @@ use serde::{Deserialize, Serialize};
 use crate::api::rfc3339;
 use crate::error::ApiError;
 use crate::reports::link;
-use crate::server::AppState;
+use crate::state::AppState;
+
+/// The reports routes (merged in `router.rs`).
+pub fn routes() -> axum::Router<crate::state::AppState> {
+    use axum::routing::get;
+    axum::Router::new()
+        .route("/api/v1/reports", get(list))
+        .route("/api/v1/reports/{week}", get(self::get))
+}
 
 #[derive(Debug, Serialize)]
 pub struct ReportEntry {

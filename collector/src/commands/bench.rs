@@ -13,7 +13,7 @@ use model::wire::v1::Batch;
 
 use crate::auth::Auth;
 use crate::config::{IngestConfig, TeamsConfig};
-use crate::server::AppState;
+use crate::state::AppState;
 use store::{Agg, Entity, Metric, Retention, SeriesQuery, Store};
 
 #[derive(Debug, clap::Args)]

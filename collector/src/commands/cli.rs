@@ -30,7 +30,7 @@ pub enum Command {
     Analyze(AnalyzeArgs),
     /// Node labels from the analysis: `plan` shows them, `apply` writes advisory labels and runs
     /// approved GPU Operator changes, `status` shows what is on the nodes (docs/labels.md).
-    Labels(crate::labels::cli::LabelsArgs),
+    Labels(super::labels::LabelsArgs),
     /// Make the weekly utilization report of an ISO week (HTML or CSV) and store it, as the
     /// collector does on schedule; printed, or written to --out (docs/reports.md).
     Report(ReportArgs),
@@ -42,15 +42,15 @@ pub enum Command {
 #[derive(Debug, Subcommand)]
 pub enum BenchCommand {
     /// End-to-end ingest against raw COPY of the same rows, side by side.
-    Ingest(crate::bench::IngestBench),
+    Ingest(crate::commands::bench::IngestBench),
     /// Series queries: one GPU's raw hour, a fleet's month of hour rollups.
-    Series(crate::bench::SeriesBench),
+    Series(crate::commands::bench::SeriesBench),
     /// Analytics: load a fleet's week of rollups and compute funnel, findings and
     /// recommendations (default 1,000 GPUs x 7 days); PostgreSQL or SQLite.
-    Analyze(crate::bench::AnalyzeBench),
+    Analyze(crate::commands::bench::AnalyzeBench),
     /// Dashboard: server-side render time of every page with a large fleet's history
     /// (default 1,000 GPUs x 30 days); p50 and p95 per page.
-    Ui(crate::bench_ui::UiBench),
+    Ui(crate::commands::bench_ui::UiBench),
 }
 
 #[derive(Debug, clap::Args)]

@@ -3,6 +3,8 @@
 //! `analysis_runs` so every collector serves the same findings. Scheduled runs take a
 //! PostgreSQL advisory lock so exactly one collector computes them.
 
+pub mod api;
+
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
@@ -48,13 +50,91 @@ impl Newest {
         let Some(body) = store.latest_analysis().await? else {
             return Ok(None);
         };
-        let a: Analysis = tokio::task::spawn_blocking(move || serde_json::from_str(&body))
+        let a: Analysis = tokio::task::spawn_blocking(move || stored::decode(&body))
             .await
             .map_err(|e| NewestError::Corrupt(e.to_string()))?
-            .map_err(|e| NewestError::Corrupt(e.to_string()))?;
+            .map_err(NewestError::Corrupt)?;
         let a = std::sync::Arc::new(a);
         *self.slot.lock().expect("newest analysis") = Some((at, a.clone()));
         Ok(Some(a))
+    }
+}
+
+/// The stored form of an analysis: a JSON object `{"format": 1, "analysis": …}`. The format
+/// number says how to read the rest, so a collector reading a newer or older database names
+/// the mismatch instead of misreading it. Bodies stored before the envelope (a bare analysis
+/// object) read as format 0.
+pub mod stored {
+    use analytics::Analysis;
+    use serde::{Deserialize, Serialize};
+
+    /// The format this collector writes and reads.
+    pub const FORMAT: u32 = 1;
+
+    #[derive(Serialize)]
+    struct Out<'a> {
+        format: u32,
+        analysis: &'a Analysis,
+    }
+
+    #[derive(Deserialize)]
+    struct In {
+        format: u32,
+        analysis: serde_json::Value,
+    }
+
+    pub fn encode(a: &Analysis) -> String {
+        serde_json::to_string(&Out {
+            format: FORMAT,
+            analysis: a,
+        })
+        .expect("an analysis serializes")
+    }
+
+    pub fn decode(body: &str) -> Result<Analysis, String> {
+        let v: serde_json::Value = serde_json::from_str(body).map_err(|e| e.to_string())?;
+        let (format, analysis) = if v.get("format").is_some() {
+            let i: In = serde_json::from_value(v).map_err(|e| e.to_string())?;
+            (i.format, i.analysis)
+        } else {
+            (0, v)
+        };
+        match format {
+            0 | FORMAT => serde_json::from_value(analysis)
+                .map_err(|e| format!("stored analysis (format {format}): {e}")),
+            other => Err(format!(
+                "stored analysis has format {other}; this collector reads formats 0 and {FORMAT} (a newer collector wrote it)"
+            )),
+        }
+    }
+
+    #[cfg(test)]
+    mod tests {
+        use super::*;
+
+        #[test]
+        fn the_stored_form_round_trips_and_names_formats_it_cannot_read() {
+            let a = Analysis {
+                from_ms: 1,
+                to_ms: 2,
+                generated_ms: 3,
+                limitations: vec!["x".into()],
+                ..Default::default()
+            };
+            let body = encode(&a);
+            assert!(body.starts_with(r#"{"format":1,"#), "{body}");
+            let back = decode(&body).unwrap();
+            assert_eq!(
+                (back.from_ms, back.to_ms, back.limitations),
+                (1, 2, vec!["x".into()])
+            );
+            // A body written before the envelope.
+            let legacy = serde_json::to_string(&a).unwrap();
+            assert_eq!(decode(&legacy).unwrap().generated_ms, 3);
+            let newer = r#"{"format":2,"analysis":{}}"#;
+            assert!(decode(newer).unwrap_err().contains("format 2"));
+            assert!(decode("not json").is_err());
+        }
     }
 }
 
@@ -346,7 +426,7 @@ pub async fn scheduled(store: &Store, settings: &Settings) -> anyhow::Result<Opt
     let result = async {
         let now = crate::now_ms();
         let (analysis, stats) = run(store, &settings.thresholds, settings.window, now).await?;
-        let body = serde_json::to_string(&analysis)?;
+        let body = stored::encode(&analysis);
         store
             .save_analysis(now, analysis.from_ms, analysis.to_ms, &body, settings.keep)
             .await?;

@@ -1,0 +1,245 @@
+//! `/api/v1/findings` and `/api/v1/recommendations`: the newest stored analysis (or one
+//! computed for the requested range), filtered by team, node, kind and severity.
+
+use axum::Json;
+use axum::extract::{Query, State, rejection::QueryRejection};
+use std::sync::Arc;
+
+use analytics::{Analysis, Finding, Funnel, Recommendation, Rejected};
+use serde::{Deserialize, Serialize};
+
+use crate::analysis::NewestError;
+use crate::api::{parse_time, rfc3339};
+use crate::error::ApiError;
+use crate::state::AppState;
+
+/// The analysis routes (merged in `router.rs`).
+pub fn routes() -> axum::Router<crate::state::AppState> {
+    use axum::routing::get;
+    axum::Router::new()
+        .route("/api/v1/funnel", get(funnel))
+        .route("/api/v1/findings", get(findings))
+        .route("/api/v1/recommendations", get(recommendations))
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Filters {
+    pub team: Option<String>,
+    pub node: Option<String>,
+    pub kind: Option<String>,
+    /// The least severity to return (info < warning < critical); findings only.
+    pub severity: Option<String>,
+    /// A range other than the scheduled one is analysed on demand.
+    pub from: Option<String>,
+    pub to: Option<String>,
+}
+
+/// The analysis the request asks for, and whether it was `stored` or `computed` for it.
+async fn analysis(
+    state: &AppState,
+    f: &Filters,
+) -> Result<(Arc<Analysis>, &'static str), ApiError> {
+    let now = crate::now_ms();
+    if f.from.is_some() || f.to.is_some() {
+        let to =
+            f.to.as_deref()
+                .map(|t| parse_time(t, now))
+                .transpose()?
+                .unwrap_or(now);
+        let from = match f.from.as_deref() {
+            Some(s) => parse_time(s, now)?,
+            None => to - state.analytics.window.as_millis() as i64,
+        };
+        if from >= to {
+            return Err(ApiError::BadRequest("`from` must be before `to`".into()));
+        }
+        if to - from > 93 * 86_400_000 {
+            return Err(ApiError::BadRequest(
+                "ranges longer than 93 days are not analysed on demand".into(),
+            ));
+        }
+        let input = crate::analysis::load(&state.store, &state.analytics.thresholds, from, to, now)
+            .await
+            .map_err(|e| ApiError::Internal(e.to_string()))?;
+        let cfg = state.analytics.thresholds.clone();
+        let a = tokio::task::spawn_blocking(move || analytics::analyze(&input, &cfg))
+            .await
+            .map_err(|e| ApiError::Internal(e.to_string()))?
+            .map_err(|e| ApiError::Internal(e.to_string()))?;
+        return Ok((Arc::new(a), "computed"));
+    }
+    match state.newest.get(&state.store).await {
+        Ok(Some(a)) => return Ok((a, "stored")),
+        Ok(None) => {}
+        Err(NewestError::Store(e)) => return Err(e.into()),
+        Err(NewestError::Corrupt(e)) => {
+            return Err(ApiError::Internal(format!("stored analysis: {e}")));
+        }
+    }
+    let a = crate::analysis::scheduled(&state.store, &state.analytics)
+        .await
+        .map_err(|e| ApiError::Internal(e.to_string()))?;
+    match a {
+        Some(a) => Ok((Arc::new(a), "computed")),
+        None => Err(ApiError::RetryLater(
+            "the first analysis is running on another collector; retry shortly".into(),
+            10,
+        )),
+    }
+}
+
+fn check_kind(kind: &Option<String>, valid: &[&str]) -> Result<(), ApiError> {
+    match kind {
+        Some(k) if !valid.contains(&k.as_str()) => Err(ApiError::BadRequest(format!(
+            "unknown kind {k:?}; one of: {}",
+            valid.join(", ")
+        ))),
+        _ => Ok(()),
+    }
+}
+
+/// What the filters ask of an item: its team (None where it has none), node and kind.
+fn wanted(f: &Filters, team: Option<&str>, node: &str, kind: &str) -> bool {
+    f.team.as_deref().is_none_or(|t| team == Some(t))
+        && f.node.as_deref().is_none_or(|n| node == n)
+        && f.kind.as_deref().is_none_or(|k| kind == k)
+}
+
+/// What every answer about an analysis carries: when and over what it was made, whether it
+/// was stored or computed for the request, and what it could not measure.
+#[derive(Debug, Serialize)]
+pub struct Envelope {
+    pub generated: String,
+    pub from: String,
+    pub to: String,
+    /// stored | computed
+    pub source: &'static str,
+    pub limitations: Vec<String>,
+}
+
+impl Envelope {
+    fn of(a: &Analysis, source: &'static str) -> Envelope {
+        Envelope {
+            generated: rfc3339(a.generated_ms),
+            from: rfc3339(a.from_ms),
+            to: rfc3339(a.to_ms),
+            source,
+            limitations: a.limitations.clone(),
+        }
+    }
+}
+
+#[derive(Debug, Serialize)]
+pub struct FindingsResponse {
+    #[serde(flatten)]
+    pub envelope: Envelope,
+    pub count: usize,
+    pub findings: Vec<Finding>,
+}
+
+pub async fn findings(
+    State(state): State<AppState>,
+    q: Result<Query<Filters>, QueryRejection>,
+) -> Result<Json<FindingsResponse>, ApiError> {
+    let Query(f) = q.map_err(|e| ApiError::BadRequest(e.body_text()))?;
+    let kinds: Vec<&str> = analytics::FindingKind::ALL
+        .iter()
+        .map(|k| k.as_str())
+        .collect();
+    check_kind(&f.kind, &kinds)?;
+    let min = match f.severity.as_deref() {
+        Some(s) => Some(analytics::Severity::parse(s).ok_or_else(|| {
+            ApiError::BadRequest(format!(
+                "unknown severity {s:?}; one of: info, warning, critical"
+            ))
+        })?),
+        None => None,
+    };
+    let (a, source) = analysis(&state, &f).await?;
+    let findings: Vec<Finding> = a
+        .findings
+        .iter()
+        .filter(|x| {
+            wanted(&f, x.team.as_deref(), &x.node, x.kind.as_str())
+                && min.is_none_or(|m| x.severity >= m)
+        })
+        .cloned()
+        .collect();
+    Ok(Json(FindingsResponse {
+        envelope: Envelope::of(&a, source),
+        count: findings.len(),
+        findings,
+    }))
+}
+
+#[derive(Debug, Serialize)]
+pub struct RecommendationsResponse {
+    #[serde(flatten)]
+    pub envelope: Envelope,
+    pub count: usize,
+    /// The GPUs the listed recommendations free, as their replays measured them.
+    pub gpus_freed: f64,
+    pub recommendations: Vec<Recommendation>,
+    pub rejected: Vec<Rejected>,
+}
+
+pub async fn recommendations(
+    State(state): State<AppState>,
+    q: Result<Query<Filters>, QueryRejection>,
+) -> Result<Json<RecommendationsResponse>, ApiError> {
+    let Query(f) = q.map_err(|e| ApiError::BadRequest(e.body_text()))?;
+    let kinds: Vec<&str> = analytics::RecKind::ALL.iter().map(|k| k.as_str()).collect();
+    check_kind(&f.kind, &kinds)?;
+    if f.severity.is_some() {
+        return Err(ApiError::BadRequest(
+            "recommendations have no severity; filter by kind, team or node".into(),
+        ));
+    }
+    let (a, source) = analysis(&state, &f).await?;
+    let recommendations: Vec<Recommendation> = a
+        .recommendations
+        .iter()
+        .filter(|r| wanted(&f, r.team.as_deref(), &r.node, r.kind.as_str()))
+        .cloned()
+        .collect();
+    // A rejected proposal belongs to no team: a team filter leaves none.
+    let rejected: Vec<Rejected> = a
+        .rejected
+        .iter()
+        .filter(|r| wanted(&f, None, &r.node, r.kind.as_str()))
+        .cloned()
+        .collect();
+    Ok(Json(RecommendationsResponse {
+        envelope: Envelope::of(&a, source),
+        count: recommendations.len(),
+        gpus_freed: recommendations.iter().map(|r| r.replay.gpus_freed).sum(),
+        recommendations,
+        rejected,
+    }))
+}
+
+#[derive(Debug, Serialize)]
+pub struct FunnelResponse {
+    #[serde(flatten)]
+    pub envelope: Envelope,
+    pub funnel: Funnel,
+}
+
+/// `/api/v1/funnel`: the funnel of the newest (or requested) analysis.
+pub async fn funnel(
+    State(state): State<AppState>,
+    q: Result<Query<Filters>, QueryRejection>,
+) -> Result<Json<FunnelResponse>, ApiError> {
+    let Query(f) = q.map_err(|e| ApiError::BadRequest(e.body_text()))?;
+    if f.kind.is_some() || f.severity.is_some() || f.node.is_some() || f.team.is_some() {
+        return Err(ApiError::BadRequest(
+            "the funnel takes only `from` and `to`; it is grouped by team and node already".into(),
+        ));
+    }
+    let (a, source) = analysis(&state, &f).await?;
+    Ok(Json(FunnelResponse {
+        envelope: Envelope::of(&a, source),
+        funnel: a.funnel.clone(),
+    }))
+}

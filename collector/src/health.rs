@@ -1,0 +1,101 @@
+//! The collector's own health: liveness, readiness, background-task health and `/metrics`.
+
+use axum::Router;
+use axum::extract::State;
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+
+use crate::state::AppState;
+
+pub fn routes() -> Router<AppState> {
+    Router::new()
+        .route("/healthz", get(healthz))
+        .route("/readyz", get(readyz))
+        .route("/healthz/tasks", get(task_health))
+        .route("/metrics", get(metrics))
+}
+
+async fn healthz() -> &'static str {
+    "ok\n"
+}
+
+/// Ready when the database answers: readiness decides whether the collector gets traffic,
+/// and ingest needs only the database. Background tasks whose last pass failed are named in
+/// the body (and answered by `/healthz/tasks` with a 503), not made a reason to stop ingest.
+async fn readyz(State(state): State<AppState>) -> Response {
+    match state.store.ping().await {
+        Ok(()) => {
+            let failing = state.tasks.failing();
+            let body = if failing.is_empty() {
+                "ready\n".to_owned()
+            } else {
+                format!(
+                    "ready\nfailing background tasks: {} (see /healthz/tasks)\n",
+                    failing.join(", ")
+                )
+            };
+            (StatusCode::OK, body).into_response()
+        }
+        Err(e) => {
+            tracing::warn!(error = %e, "not ready");
+            (StatusCode::SERVICE_UNAVAILABLE, "database unavailable\n").into_response()
+        }
+    }
+}
+
+/// The background tasks: 200 when every task's last pass succeeded (or none ran yet), 503
+/// naming those whose last pass failed; the body lists every task with its runs, failures and
+/// last error.
+async fn task_health(State(state): State<AppState>) -> Response {
+    let tasks = state.tasks.snapshot();
+    let healthy = tasks.iter().all(|t| t.healthy);
+    let status = if healthy {
+        StatusCode::OK
+    } else {
+        StatusCode::SERVICE_UNAVAILABLE
+    };
+    (
+        status,
+        axum::Json(serde_json::json!({ "healthy": healthy, "tasks": tasks })),
+    )
+        .into_response()
+}
+
+async fn metrics(State(state): State<AppState>, headers: axum::http::HeaderMap) -> Response {
+    let own = state.metrics.encode();
+    let analysis = state.newest.get(&state.store).await.ok().flatten();
+    let alerts = crate::alerts::state::load(&state.store)
+        .await
+        .unwrap_or_default();
+    let fleet =
+        crate::fleet_metrics::encode(&state.latest, analysis.as_deref(), &alerts, crate::now_ms());
+    let body = format!(
+        "{}{}{fleet}# EOF\n",
+        own.trim_end_matches("# EOF\n"),
+        state.remote_write.exposition()
+    );
+    let openmetrics = headers
+        .get(header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|a| a.contains("application/openmetrics-text"));
+    if openmetrics {
+        (
+            [(
+                header::CONTENT_TYPE,
+                "application/openmetrics-text; version=1.0.0; charset=utf-8",
+            )],
+            body,
+        )
+            .into_response()
+    } else {
+        (
+            [(
+                header::CONTENT_TYPE,
+                "text/plain; version=0.0.4; charset=utf-8",
+            )],
+            crate::metrics::to_prometheus_text(&body),
+        )
+            .into_response()
+    }
+}

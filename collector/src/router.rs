@@ -1,0 +1,101 @@
+//! The HTTP surface in one place: every feature's routes merged, the OpenAPI document, and
+//! the JSON answers for paths and methods nobody serves. `router(state)` is the seam tests
+//! drive with `oneshot`.
+
+use axum::Router;
+use axum::http::header;
+use axum::response::IntoResponse;
+use axum::routing::get;
+
+use crate::error::ApiError;
+use crate::state::AppState;
+
+/// Every route the collector serves: each feature's own routes, merged.
+pub fn router(state: AppState) -> Router {
+    Router::new()
+        .merge(crate::ui::routes())
+        .merge(crate::health::routes())
+        .merge(crate::ingest::routes())
+        .merge(crate::remote_write::routes())
+        .merge(crate::api::routes())
+        .merge(crate::analysis::api::routes())
+        .merge(crate::alerts::api::routes())
+        .merge(crate::reports::api::routes())
+        .merge(crate::labels::api::routes())
+        .route("/api/v1/openapi.json", get(openapi))
+        .fallback(not_found)
+        .method_not_allowed_fallback(method_not_allowed)
+        .with_state(state)
+}
+
+async fn not_found(uri: axum::http::Uri) -> ApiError {
+    ApiError::NotFound(format!("no route for {}", uri.path()))
+}
+
+/// 405 with the API's JSON error, like every other refusal.
+async fn method_not_allowed(method: axum::http::Method, uri: axum::http::Uri) -> ApiError {
+    ApiError::MethodNotAllowed(format!("{method} is not served at {}", uri.path()))
+}
+
+/// The OpenAPI description of this API (collector/src/openapi.json; a test keeps it in step
+/// with the routes and the wire types).
+pub const OPENAPI: &str = include_str!("openapi.json");
+
+/// Every path the router serves, for that test.
+pub const ROUTES: &[&str] = &[
+    "/",
+    "/healthz",
+    "/readyz",
+    "/healthz/tasks",
+    "/metrics",
+    "/api/v1/ingest",
+    "/api/v1/write",
+    "/api/v1/nodes",
+    "/api/v1/gpus",
+    "/api/v1/tenants",
+    "/api/v1/series",
+    "/api/v1/funnel",
+    "/api/v1/findings",
+    "/api/v1/recommendations",
+    "/api/v1/alerts",
+    "/api/v1/reports",
+    "/api/v1/reports/{week}",
+    "/api/v1/label-actions",
+    "/api/v1/label-actions/{id}/approve",
+    "/api/v1/nodes/{node}/labels",
+    "/api/v1/openapi.json",
+];
+
+async fn openapi() -> impl IntoResponse {
+    ([(header::CONTENT_TYPE, "application/json")], OPENAPI)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_openapi_document_covers_every_route_and_its_example_decodes() {
+        let doc: serde_json::Value = serde_json::from_str(OPENAPI).expect("openapi.json is JSON");
+        let paths = doc["paths"].as_object().unwrap();
+        for r in ROUTES {
+            assert!(paths.contains_key(*r), "{r} is not in openapi.json");
+        }
+        assert_eq!(
+            paths.len(),
+            ROUTES.len(),
+            "openapi.json documents a route the router does not serve"
+        );
+        let example = &doc["paths"]["/api/v1/ingest"]["post"]["requestBody"]["content"]["application/json"]
+            ["example"];
+        let batch: model::wire::v1::Batch =
+            serde_json::from_value(example.clone()).expect("the example is a v1 batch");
+        let limits = model::wire::v1::Limits {
+            max_age_ms: i64::MAX / 4,
+            ..Default::default()
+        };
+        batch
+            .validate(&limits, batch.snapshots[0].ts)
+            .expect("the example is valid");
+    }
+}
