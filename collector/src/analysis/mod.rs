@@ -77,10 +77,15 @@ pub mod stored {
         analysis: &'a Analysis,
     }
 
+    /// The envelope's format alone: the analysis is skipped, not built.
     #[derive(Deserialize)]
-    struct In {
-        format: u32,
-        analysis: serde_json::Value,
+    struct Head {
+        format: Option<u32>,
+    }
+
+    #[derive(Deserialize)]
+    struct Versioned {
+        analysis: Analysis,
     }
 
     pub fn encode(a: &Analysis) -> String {
@@ -92,17 +97,17 @@ pub mod stored {
     }
 
     pub fn decode(body: &str) -> Result<Analysis, String> {
-        let v: serde_json::Value = serde_json::from_str(body).map_err(|e| e.to_string())?;
-        let (format, analysis) = if v.get("format").is_some() {
-            let i: In = serde_json::from_value(v).map_err(|e| e.to_string())?;
-            (i.format, i.analysis)
-        } else {
-            (0, v)
+        let head: Head = serde_json::from_str(body).map_err(|e| e.to_string())?;
+        let read = |format: u32, r: serde_json::Result<Analysis>| {
+            r.map_err(|e| format!("stored analysis (format {format}): {e}"))
         };
-        match format {
-            0 | FORMAT => serde_json::from_value(analysis)
-                .map_err(|e| format!("stored analysis (format {format}): {e}")),
-            other => Err(format!(
+        match head.format {
+            None => read(0, serde_json::from_str(body)),
+            Some(FORMAT) => read(
+                FORMAT,
+                serde_json::from_str::<Versioned>(body).map(|v| v.analysis),
+            ),
+            Some(other) => Err(format!(
                 "stored analysis has format {other}; this collector reads formats 0 and {FORMAT} (a newer collector wrote it)"
             )),
         }
