@@ -109,6 +109,8 @@ pub struct GpuView {
     pub sharing: String,
     pub replicas: i64,
     pub mig_instances: Vec<MigView>,
+    pub first_seen_ms: i64,
+    pub last_seen_ms: i64,
     pub first_seen: String,
     pub last_seen: String,
     /// NVML reports no utilization for MIG instances; only DCGM profiling can.
@@ -149,6 +151,8 @@ impl From<GpuRecord> for GpuView {
             sharing: g.sharing,
             replicas: g.replicas,
             mig_instances: g.mig_instances.into_iter().map(MigView::from).collect(),
+            first_seen_ms: g.first_seen_ms,
+            last_seen_ms: g.last_seen_ms,
         }
     }
 }
@@ -201,6 +205,8 @@ pub struct TenantView {
     pub account: Option<String>,
     pub uid: Option<i64>,
     pub nodes: Vec<String>,
+    pub first_seen_ms: i64,
+    pub last_seen_ms: i64,
     pub name: String,
     pub first_seen: String,
     pub last_seen: String,
@@ -236,6 +242,8 @@ impl From<TenantRecord> for TenantView {
             account: t.account,
             uid: t.uid,
             nodes: t.nodes,
+            first_seen_ms: t.first_seen_ms,
+            last_seen_ms: t.last_seen_ms,
         }
     }
 }

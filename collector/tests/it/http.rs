@@ -302,6 +302,15 @@ async fn the_read_api_answers_and_explains_mistakes() {
     )
     .await;
     let uuid = gpus["gpus"][0]["uuid"].as_str().unwrap().to_owned();
+    // The view keeps every field the stored record served before it had a view of its own.
+    for (list, url) in [("gpus", "/api/v1/gpus"), ("tenants", "/api/v1/tenants")] {
+        let (_, body, _) = call(&state, Request::get(url).body(Body::empty()).unwrap()).await;
+        let first = &body[list][0];
+        assert!(
+            first["first_seen_ms"].is_i64() && first["last_seen_ms"].is_i64(),
+            "{url}: {first}"
+        );
+    }
     let (status, series, _) = call(
         &state,
         Request::get(format!(
