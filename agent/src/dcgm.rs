@@ -9,15 +9,9 @@ use std::time::{Duration, Instant};
 
 use model::wire::v1::Snapshot;
 
-/// Profiling ratios (0–1) of one GPU or one GPU instance.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct Profiling {
-    pub sm_active: Option<f32>,
-    pub sm_occupancy: Option<f32>,
-    pub tensor_active: Option<f32>,
-    pub dram_active: Option<f32>,
-    pub gr_engine_active: Option<f32>,
-}
+/// Profiling ratios (0–1) of one GPU or one GPU instance (`model::dcgm`, the field table the
+/// collector's remote-write receiver reads with too).
+pub use model::dcgm::Profiling;
 
 /// Everything one scrape said.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -40,16 +34,11 @@ pub fn parse(text: &str) -> Readings {
         let Some((name, labels, value)) = split_sample(line) else {
             continue;
         };
-        let field: fn(&mut Profiling) -> &mut Option<f32> = match name {
-            "DCGM_FI_PROF_SM_ACTIVE" => |p| &mut p.sm_active,
-            "DCGM_FI_PROF_SM_OCCUPANCY" => |p| &mut p.sm_occupancy,
-            "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE" => |p| &mut p.tensor_active,
-            "DCGM_FI_PROF_DRAM_ACTIVE" => |p| &mut p.dram_active,
-            "DCGM_FI_PROF_GR_ENGINE_ACTIVE" => |p| &mut p.gr_engine_active,
-            _ => continue,
+        // The same field table (names, domains) the collector's remote-write receiver reads.
+        let Some(field) = model::dcgm::Field::parse(name).filter(|f| f.is_profiling()) else {
+            continue;
         };
-        // The same domain table the collector's remote-write receiver checks against.
-        if !model::dcgm::in_domain(name, value) {
+        if field.ratio(value).is_none() {
             continue;
         }
         let Some(uuid) = labels.get("UUID") else {
@@ -62,7 +51,7 @@ pub fn parse(text: &str) -> Readings {
             Some(gi) => out.instances.entry((uuid.clone(), gi)).or_default(),
             None => out.gpus.entry(uuid.clone()).or_default(),
         };
-        *field(target) = Some(value.min(1.0) as f32);
+        target.set(field, value);
     }
     out
 }

@@ -2,8 +2,29 @@
 //! nodes (and optionally the cluster) it may send for, so a node's identity is bound to its
 //! batches.
 
-use crate::config::AgentAuth;
+use std::path::PathBuf;
+
+use serde::Deserialize;
+
 use crate::error::ApiError;
+use crate::settings::Secret;
+
+/// One agent credential (`[[agents]]` in the config).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AgentAuth {
+    /// The bearer token (or use `token_file`).
+    #[serde(default)]
+    pub token: Option<Secret>,
+    /// A file holding the token (trailing whitespace ignored).
+    #[serde(default)]
+    pub token_file: Option<PathBuf>,
+    /// Nodes this token may send for. `"*"` allows any node: only for simulators and tests.
+    pub nodes: Vec<String>,
+    /// Restrict the token to one cluster name.
+    #[serde(default)]
+    pub cluster: Option<String>,
+}
 
 #[derive(Debug, Clone)]
 struct Credential {
@@ -113,10 +134,7 @@ pub fn bearer(header: Option<&str>) -> Result<&str, ApiError> {
         .trim())
 }
 
-pub(crate) fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    // `subtle` compares in time independent of where the bytes differ (lengths are not secret).
-    subtle::ConstantTimeEq::ct_eq(a, b).into()
-}
+pub use crate::signing::constant_time_eq;
 
 #[cfg(test)]
 mod tests {

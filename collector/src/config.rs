@@ -1,25 +1,18 @@
 //! The collector's configuration: one TOML file (see `gpulens.example.toml`), overridable by
 //! environment variables and command-line flags. Unknown keys are errors.
 
-use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use serde::{Deserialize, Deserializer};
+use serde::Deserialize;
 
 use store::Retention;
 
-/// A secret string (token, database URL with password) whose `Debug` never shows it.
-#[derive(Clone, Deserialize, PartialEq, Eq)]
-#[serde(transparent)]
-pub struct Secret(pub String);
-
-impl std::fmt::Debug for Secret {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("Secret(***)")
-    }
-}
+pub use crate::auth::AgentAuth;
+pub use crate::ingest::IngestConfig;
+pub use crate::settings::{Secret, duration};
+pub use crate::teams::TeamsConfig;
 
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -50,33 +43,16 @@ pub struct Config {
     pub analytics: crate::analysis::Settings,
     /// Node labels: off (default), advise, or apply-with-approval; see docs/labels.md.
     #[serde(default)]
-    pub labels: crate::labels::settings::Settings,
+    pub labels: crate::labels::Settings,
     /// Alert rules, grouping and receivers; see docs/alerts.md.
     #[serde(default)]
-    pub alerts: crate::alerts::settings::Settings,
+    pub alerts: crate::alerts::Settings,
     /// Weekly reports: time zone, schedule, webhook; see docs/reports.md.
     #[serde(default)]
     pub reports: crate::reports::Settings,
     /// Timeouts and limits of the HTTP listener; see docs/security.md.
     #[serde(default)]
     pub server: crate::listener::ServerLimits,
-}
-
-/// One agent credential.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct AgentAuth {
-    /// The bearer token (or use `token_file`).
-    #[serde(default)]
-    pub token: Option<Secret>,
-    /// A file holding the token (trailing whitespace ignored).
-    #[serde(default)]
-    pub token_file: Option<PathBuf>,
-    /// Nodes this token may send for. `"*"` allows any node: only for simulators and tests.
-    pub nodes: Vec<String>,
-    /// Restrict the token to one cluster name.
-    #[serde(default)]
-    pub cluster: Option<String>,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -88,51 +64,6 @@ pub struct RetentionConfig {
     pub minute: Duration,
     #[serde(default = "hour_default", deserialize_with = "duration")]
     pub hour: Duration,
-}
-
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct IngestConfig {
-    /// Largest request body accepted, as sent (compressed).
-    #[serde(default = "max_body_default")]
-    pub max_body_bytes: usize,
-    /// Largest batch after decompression.
-    #[serde(default = "max_decoded_default")]
-    pub max_decoded_bytes: usize,
-    /// Largest number of rows in one batch.
-    #[serde(default = "max_rows_default")]
-    pub max_rows: usize,
-}
-
-/// Teams are derived from a tenant's namespace (pods), account (Slurm) or user (hosts).
-/// Without a mapping, the namespace, account or user itself is the team.
-#[derive(Debug, Clone, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct TeamsConfig {
-    #[serde(default)]
-    pub namespaces: BTreeMap<String, String>,
-    #[serde(default)]
-    pub accounts: BTreeMap<String, String>,
-    #[serde(default)]
-    pub users: BTreeMap<String, String>,
-}
-
-impl TeamsConfig {
-    pub fn team_of(&self, t: &model::Tenant) -> Option<String> {
-        use model::TenantKind;
-        let mapped = match t.kind {
-            TenantKind::Pod => t.namespace.as_ref().and_then(|n| self.namespaces.get(n)),
-            TenantKind::SlurmJob => t
-                .account
-                .as_ref()
-                .and_then(|a| self.accounts.get(a))
-                .or_else(|| t.user.as_ref().and_then(|u| self.users.get(u))),
-            TenantKind::HostUser => t.user.as_ref().and_then(|u| self.users.get(u)),
-        };
-        mapped
-            .cloned()
-            .or_else(|| t.team_source().map(str::to_owned))
-    }
 }
 
 fn default_listen() -> SocketAddr {
@@ -153,32 +84,12 @@ fn minute_default() -> Duration {
 fn hour_default() -> Duration {
     Retention::default().hour
 }
-fn max_body_default() -> usize {
-    16 * 1024 * 1024
-}
-fn max_decoded_default() -> usize {
-    128 * 1024 * 1024
-}
-fn max_rows_default() -> usize {
-    500_000
-}
-
 impl Default for RetentionConfig {
     fn default() -> Self {
         RetentionConfig {
             raw: raw_default(),
             minute: minute_default(),
             hour: hour_default(),
-        }
-    }
-}
-
-impl Default for IngestConfig {
-    fn default() -> Self {
-        IngestConfig {
-            max_body_bytes: max_body_default(),
-            max_decoded_bytes: max_decoded_default(),
-            max_rows: max_rows_default(),
         }
     }
 }
@@ -197,15 +108,6 @@ impl From<&RetentionConfig> for Retention {
             hour: r.hour,
         }
     }
-}
-
-pub(crate) fn duration<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
-    let s = String::deserialize(d)?;
-    humantime::parse_duration(&s).map_err(|e| {
-        serde::de::Error::custom(format!(
-            "{s:?} is not a duration like \"15s\" or \"7d\": {e}"
-        ))
-    })
 }
 
 impl Config {
@@ -235,8 +137,7 @@ impl Config {
         }
         self.alerts.check()?;
         self.reports.check()?;
-        if self.labels.mode == crate::labels::settings::Mode::ApplyWithApproval && !self.labels.api
-        {
+        if self.labels.mode == crate::labels::Mode::ApplyWithApproval && !self.labels.api {
             anyhow::bail!(
                 "[labels] mode = \"apply-with-approval\" changes GPU Operator labels through the Kubernetes API; it needs api = true"
             );

@@ -6,9 +6,28 @@ use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 
-use crate::state::AppState;
+use std::sync::Arc;
 
-pub fn routes() -> Router<AppState> {
+use crate::analysis::Newest;
+use crate::fleet::LatestGpus;
+use crate::shared::Shared;
+
+/// What the health endpoints and `/metrics` read.
+#[derive(Debug, Clone)]
+pub struct HealthState {
+    pub shared: Shared,
+    pub newest: Arc<Newest>,
+    pub latest: Arc<LatestGpus>,
+}
+
+impl std::ops::Deref for HealthState {
+    type Target = Shared;
+    fn deref(&self) -> &Shared {
+        &self.shared
+    }
+}
+
+pub fn routes() -> Router<HealthState> {
     Router::new()
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
@@ -23,7 +42,7 @@ async fn healthz() -> &'static str {
 /// Ready when the database answers: readiness decides whether the collector gets traffic,
 /// and ingest needs only the database. Background tasks whose last pass failed are named in
 /// the body (and answered by `/healthz/tasks` with a 503), not made a reason to stop ingest.
-async fn readyz(State(state): State<AppState>) -> Response {
+async fn readyz(State(state): State<HealthState>) -> Response {
     match state.store.ping().await {
         Ok(()) => {
             let failing = state.tasks.failing();
@@ -47,7 +66,7 @@ async fn readyz(State(state): State<AppState>) -> Response {
 /// The background tasks: 200 when every task's last pass succeeded (or none ran yet), 503
 /// naming those whose last pass failed; the body lists every task with its runs, failures and
 /// last error.
-async fn task_health(State(state): State<AppState>) -> Response {
+async fn task_health(State(state): State<HealthState>) -> Response {
     let tasks = state.tasks.snapshot();
     let healthy = tasks.iter().all(|t| t.healthy);
     let status = if healthy {
@@ -62,19 +81,17 @@ async fn task_health(State(state): State<AppState>) -> Response {
         .into_response()
 }
 
-async fn metrics(State(state): State<AppState>, headers: axum::http::HeaderMap) -> Response {
-    let own = state.metrics.encode();
+async fn metrics(State(state): State<HealthState>, headers: axum::http::HeaderMap) -> Response {
+    let own = crate::metrics::encode(&state.registry);
     let analysis = state.newest.get(&state.store).await.ok().flatten();
-    let alerts = crate::alerts::state::load(&state.store)
-        .await
-        .unwrap_or_default();
-    let fleet =
-        crate::fleet_metrics::encode(&state.latest, analysis.as_deref(), &alerts, crate::now_ms());
-    let body = format!(
-        "{}{}{fleet}# EOF\n",
-        own.trim_end_matches("# EOF\n"),
-        state.remote_write.exposition()
+    let alerts = crate::alerts::load(&state.store).await.unwrap_or_default();
+    let fleet = crate::fleet::encode_metrics(
+        &state.latest,
+        analysis.as_deref(),
+        &alerts,
+        model::time::now_ms(),
     );
+    let body = format!("{}{fleet}# EOF\n", own.trim_end_matches("# EOF\n"));
     let openmetrics = headers
         .get(header::ACCEPT)
         .and_then(|v| v.to_str().ok())

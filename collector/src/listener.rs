@@ -34,12 +34,12 @@ use crate::error::ApiError;
 pub struct ServerLimits {
     #[serde(
         default = "defaults::header_timeout",
-        deserialize_with = "crate::config::duration"
+        deserialize_with = "crate::settings::duration"
     )]
     pub header_timeout: Duration,
     #[serde(
         default = "defaults::request_timeout",
-        deserialize_with = "crate::config::duration"
+        deserialize_with = "crate::settings::duration"
     )]
     pub request_timeout: Duration,
     #[serde(default = "defaults::max_connections")]
@@ -48,7 +48,7 @@ pub struct ServerLimits {
     pub max_in_flight: usize,
     #[serde(
         default = "defaults::shutdown_grace",
-        deserialize_with = "crate::config::duration"
+        deserialize_with = "crate::settings::duration"
     )]
     pub shutdown_grace: Duration,
 }

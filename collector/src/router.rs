@@ -13,19 +13,18 @@ use crate::state::AppState;
 /// Every route the collector serves: each feature's own routes, merged.
 pub fn router(state: AppState) -> Router {
     Router::new()
-        .merge(crate::ui::routes())
-        .merge(crate::health::routes())
-        .merge(crate::ingest::routes())
-        .merge(crate::remote_write::routes())
-        .merge(crate::api::routes())
-        .merge(crate::analysis::api::routes())
-        .merge(crate::alerts::api::routes())
-        .merge(crate::reports::api::routes())
-        .merge(crate::labels::api::routes())
+        .merge(crate::dashboard::routes().with_state(state.dashboard_state()))
+        .merge(crate::health::routes().with_state(state.health_state()))
+        .merge(crate::ingest::routes().with_state(state.ingest_state()))
+        .merge(crate::remote_write::routes().with_state(state.remote_write_state()))
+        .merge(crate::fleet::routes().with_state(state.shared.clone()))
+        .merge(crate::analysis::routes().with_state(state.analysis_state()))
+        .merge(crate::alerts::routes().with_state(state.shared.clone()))
+        .merge(crate::reports::routes().with_state(state.reports_state()))
+        .merge(crate::labels::routes().with_state(state.labels_state()))
         .route("/api/v1/openapi.json", get(openapi))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
-        .with_state(state)
 }
 
 async fn not_found(uri: axum::http::Uri) -> ApiError {

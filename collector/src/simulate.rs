@@ -33,7 +33,7 @@ impl Driver {
             fleet: Arc::new(fleet),
             client,
             // A fresh agent id per run, so sequence numbers can start at 1 again.
-            agent_id: format!("sim-{:x}", crate::now_ms()),
+            agent_id: format!("sim-{:x}", model::time::now_ms()),
             seqs: Arc::new(seqs),
         }
     }
@@ -124,7 +124,7 @@ impl Driver {
                     if ends.is_some_and(|e| tokio::time::Instant::now() >= e) {
                         return anyhow::Ok(());
                     }
-                    let now = crate::now_ms();
+                    let now = model::time::now_ms();
                     let ts = now - now.rem_euclid(step);
                     let batch =
                         me.fleet

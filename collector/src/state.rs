@@ -1,45 +1,63 @@
-//! What every handler and task shares: the store, settings and in-memory state, behind one
-//! cheaply cloned [`AppState`].
+//! The composition root of the collector's state: [`AppState`] builds the [`Shared`] state,
+//! registers every feature's metrics on the one registry, and hands each feature its own state
+//! (its settings, in-memory parts and metrics next to the shared ones). Features never import
+//! this file; `router.rs` and `schedule.rs` use it to wire them.
 
 use std::sync::Arc;
 
-use crate::auth::Auth;
-use crate::config::{IngestConfig, TeamsConfig};
-use crate::metrics::Metrics;
 use store::{Retention, Store};
 
-/// Everything handlers share. Cheap to clone.
-#[derive(Debug, Clone)]
-pub struct AppState(Arc<Inner>);
+use crate::alerts::AlertMetrics;
+use crate::analysis::{AnalysisMetrics, AnalysisState, Newest};
+use crate::auth::Auth;
+use crate::dashboard::DashboardState;
+use crate::dashboard::session::Sessions;
+use crate::fleet::LatestGpus;
+use crate::health::HealthState;
+use crate::ingest::{IngestConfig, IngestMetrics, IngestState};
+use crate::labels::{LabelMetrics, LabelsState};
+use crate::remote_write::{Receiver, RemoteWriteMetrics, RemoteWriteState};
+use crate::reports::{ReportMetrics, ReportsState};
+use crate::shared::{Shared, SharedInner};
+use crate::storage::{StorageMetrics, Upkeep};
+use crate::tasks::TaskHealth;
+use crate::teams::TeamsConfig;
 
-#[derive(Debug)]
-pub struct Inner {
-    pub store: Store,
-    pub metrics: Metrics,
-    pub auth: Auth,
-    pub ingest: IngestConfig,
-    pub retention: Retention,
-    pub teams: Arc<TeamsConfig>,
-    pub analytics: crate::analysis::Settings,
-    pub labels: crate::labels::settings::Settings,
-    pub reports: crate::reports::Settings,
+/// Every feature's state, built once. Cheap to clone (everything in it is shared).
+#[derive(Debug, Clone)]
+pub struct AppState {
+    pub shared: Shared,
+    pub ingest: Arc<IngestConfig>,
+    pub analytics: Arc<crate::analysis::Settings>,
+    pub labels: Arc<crate::labels::Settings>,
+    pub reports: Arc<crate::reports::Settings>,
     /// The newest stored analysis, parsed once and shared (dashboard, /metrics, agents'
     /// labels, alerting).
-    pub newest: Arc<crate::analysis::Newest>,
+    pub newest: Arc<Newest>,
     /// Each GPU's newest readings, for the fleet metrics on /metrics.
-    pub latest: crate::fleet_metrics::LatestGpus,
+    pub latest: Arc<LatestGpus>,
     /// Remote-written dcgm-exporter samples waiting for their scrape to complete.
-    pub remote_write: crate::remote_write::Receiver,
-    /// The background tasks' state (`tasks::Runner`), for `/healthz/tasks` and `/readyz`.
-    pub tasks: crate::tasks::TaskHealth,
+    pub remote_write: Arc<Receiver>,
     /// Revoked dashboard sessions and sign-in attempts per address.
-    pub sessions: crate::ui::session::Sessions,
+    pub sessions: Arc<Sessions>,
+    pub metrics: FeatureMetrics,
+}
+
+/// Each feature's metrics, registered on the shared registry.
+#[derive(Debug, Clone)]
+pub struct FeatureMetrics {
+    pub ingest: IngestMetrics,
+    pub storage: StorageMetrics,
+    pub analysis: AnalysisMetrics,
+    pub alerts: AlertMetrics,
+    pub reports: ReportMetrics,
+    pub labels: LabelMetrics,
 }
 
 impl std::ops::Deref for AppState {
-    type Target = Inner;
-    fn deref(&self) -> &Inner {
-        &self.0
+    type Target = Shared;
+    fn deref(&self) -> &Shared {
+        &self.shared
     }
 }
 
@@ -62,37 +80,127 @@ impl AppState {
         teams: TeamsConfig,
         analytics: crate::analysis::Settings,
     ) -> AppState {
-        AppState(Arc::new(Inner {
+        let mut registry = crate::metrics::registry();
+        let metrics = FeatureMetrics {
+            ingest: IngestMetrics::register(&mut registry),
+            storage: StorageMetrics::register(&mut registry),
+            analysis: AnalysisMetrics::register(&mut registry),
+            alerts: AlertMetrics::register(&mut registry),
+            reports: ReportMetrics::register(&mut registry),
+            labels: LabelMetrics::register(&mut registry),
+        };
+        let tasks = Arc::new(TaskHealth::registered(&mut registry));
+        let remote_write = Receiver::with_metrics(RemoteWriteMetrics::register(&mut registry));
+        let shared = Shared::new(SharedInner {
             store,
-            metrics: Metrics::new(),
             auth,
-            ingest,
             retention,
             teams: Arc::new(teams),
-            analytics,
+            tasks,
+            registry: Arc::new(registry),
+        });
+        AppState {
+            shared,
+            ingest: Arc::new(ingest),
+            analytics: Arc::new(analytics),
             labels: Default::default(),
             reports: Default::default(),
             newest: Default::default(),
             latest: Default::default(),
-            remote_write: Default::default(),
-            tasks: Default::default(),
+            remote_write: Arc::new(remote_write),
             sessions: Default::default(),
-        }))
+            metrics,
+        }
     }
 
     /// The same state with report settings (the time zone the API defaults to).
-    pub fn with_reports(self, reports: crate::reports::Settings) -> AppState {
-        let mut inner =
-            Arc::try_unwrap(self.0).expect("with_reports is called before the state is shared");
-        inner.reports = reports;
-        AppState(Arc::new(inner))
+    pub fn with_reports(mut self, reports: crate::reports::Settings) -> AppState {
+        self.reports = Arc::new(reports);
+        self
     }
 
     /// The same state with label settings (mode, operators who may approve).
-    pub fn with_labels(self, labels: crate::labels::settings::Settings) -> AppState {
-        let mut inner =
-            Arc::try_unwrap(self.0).expect("with_labels is called before the state is shared");
-        inner.labels = labels;
-        AppState(Arc::new(inner))
+    pub fn with_labels(mut self, labels: crate::labels::Settings) -> AppState {
+        self.labels = Arc::new(labels);
+        self
+    }
+
+    pub fn ingest_state(&self) -> IngestState {
+        IngestState {
+            shared: self.shared.clone(),
+            ingest: self.ingest.clone(),
+            latest: self.latest.clone(),
+            metrics: self.metrics.ingest.clone(),
+        }
+    }
+
+    pub fn remote_write_state(&self) -> RemoteWriteState {
+        RemoteWriteState {
+            shared: self.shared.clone(),
+            ingest: self.ingest.clone(),
+            latest: self.latest.clone(),
+            remote_write: self.remote_write.clone(),
+        }
+    }
+
+    pub fn analysis_state(&self) -> AnalysisState {
+        AnalysisState {
+            shared: self.shared.clone(),
+            analytics: self.analytics.clone(),
+            newest: self.newest.clone(),
+            metrics: self.metrics.analysis.clone(),
+        }
+    }
+
+    pub fn labels_state(&self) -> LabelsState {
+        LabelsState {
+            shared: self.shared.clone(),
+            labels: self.labels.clone(),
+            newest: self.newest.clone(),
+        }
+    }
+
+    pub fn reports_state(&self) -> ReportsState {
+        ReportsState {
+            shared: self.shared.clone(),
+            reports: self.reports.clone(),
+        }
+    }
+
+    pub fn dashboard_state(&self) -> DashboardState {
+        DashboardState {
+            shared: self.shared.clone(),
+            labels: self.labels.clone(),
+            newest: self.newest.clone(),
+            sessions: self.sessions.clone(),
+        }
+    }
+
+    pub fn health_state(&self) -> HealthState {
+        HealthState {
+            shared: self.shared.clone(),
+            newest: self.newest.clone(),
+            latest: self.latest.clone(),
+        }
+    }
+
+    pub fn upkeep(&self) -> Upkeep {
+        Upkeep {
+            shared: self.shared.clone(),
+            metrics: self.metrics.storage.clone(),
+        }
+    }
+
+    /// One pass of storage upkeep as the tasks do it, in order: partitions, remote-write
+    /// settling, rollups, retention. Returns the rolled-up node-minutes (the demo's backfill
+    /// and tests use it; a running collector has the tasks).
+    pub async fn upkeep_once(&self) -> anyhow::Result<usize> {
+        let now = model::time::now_ms();
+        let upkeep = self.upkeep();
+        upkeep.partitions(now).await?;
+        crate::remote_write::settle(&self.remote_write_state()).await?;
+        let minutes = upkeep.rollup(now).await?;
+        upkeep.retain(now).await?;
+        Ok(minutes)
     }
 }

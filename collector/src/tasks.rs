@@ -12,7 +12,8 @@
 //!   and `gpulens_task_last_success_timestamp_seconds{task}` on `/metrics`, and the state of
 //!   each task in [`TaskHealth`], served at `GET /healthz/tasks`.
 //!
-//! `serve` and `demo` start the same set ([`standard`]).
+//! `serve` and `demo` start the same set (`schedule::standard`). The runner knows no feature:
+//! each feature builds its own tasks, and `schedule.rs` puts them together.
 
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -22,8 +23,13 @@ use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
-use crate::metrics::{TaskLabels, TaskOutcome, TaskRunLabels};
-use crate::state::AppState;
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::{Registry, Unit};
+
+use crate::metrics::{FGauge, snake_label};
 
 /// What a pass returns.
 pub type PassFuture = Pin<Box<dyn Future<Output = anyhow::Result<()>> + Send>>;
@@ -58,13 +64,91 @@ pub struct TaskStatus {
     pub last_duration_seconds: Option<f64>,
 }
 
-/// The state of every task the runner started; shared with the HTTP handlers.
+/// How a background task's pass ended.
+#[derive(Debug, Clone, Copy, Hash, PartialEq, Eq)]
+pub enum TaskOutcome {
+    Ok,
+    Failed,
+    Panicked,
+}
+
+snake_label!(TaskOutcome { Ok => "ok", Failed => "failed", Panicked => "panicked" });
+
+/// A background task (`Task::name`, a fixed set).
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct TaskLabels {
+    pub task: &'static str,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct TaskRunLabels {
+    pub task: &'static str,
+    pub outcome: TaskOutcome,
+}
+
+type HistogramMaker = fn() -> Histogram;
+
+/// The runner's metrics, the same for every task.
+#[derive(Debug, Clone)]
+pub struct TaskMetrics {
+    pub runs: Family<TaskRunLabels, Counter>,
+    pub duration: Family<TaskLabels, Histogram, HistogramMaker>,
+    pub last_success: Family<TaskLabels, FGauge>,
+}
+
+impl Default for TaskMetrics {
+    fn default() -> Self {
+        TaskMetrics {
+            runs: Family::default(),
+            duration: Family::new_with_constructor(|| {
+                Histogram::new(exponential_buckets(0.001, 4.0, 10))
+            }),
+            last_success: Family::default(),
+        }
+    }
+}
+
+impl TaskMetrics {
+    pub fn register(registry: &mut Registry) -> TaskMetrics {
+        let m = TaskMetrics::default();
+        registry.register(
+            "task_runs",
+            "Passes of each background task, by outcome (ok, failed, panicked); a failed or panicked pass is followed by the next as usual",
+            m.runs.clone(),
+        );
+        registry.register_with_unit(
+            "task_duration",
+            "Time one pass of a background task took",
+            Unit::Seconds,
+            m.duration.clone(),
+        );
+        registry.register_with_unit(
+            "task_last_success_timestamp",
+            "When a background task last finished a pass without error (Unix time)",
+            Unit::Seconds,
+            m.last_success.clone(),
+        );
+        m
+    }
+}
+
+/// The state of every task the runner started, and the runner's metrics; shared with the
+/// HTTP handlers.
 #[derive(Debug, Default)]
 pub struct TaskHealth {
     tasks: Mutex<BTreeMap<&'static str, TaskStatus>>,
+    metrics: TaskMetrics,
 }
 
 impl TaskHealth {
+    /// Task health whose metrics are on `registry` (the collector's `/metrics`).
+    pub fn registered(registry: &mut Registry) -> TaskHealth {
+        TaskHealth {
+            tasks: Mutex::default(),
+            metrics: TaskMetrics::register(registry),
+        }
+    }
+
     fn register(&self, name: &'static str, every: Duration) {
         self.lock().insert(
             name,
@@ -84,7 +168,7 @@ impl TaskHealth {
     }
 
     fn record(&self, name: &'static str, took: Duration, error: Option<String>) {
-        let now = crate::api::rfc3339(crate::now_ms());
+        let now = model::time::rfc3339(model::time::now_ms());
         let mut tasks = self.lock();
         let Some(t) = tasks.get_mut(name) else {
             return;
@@ -134,7 +218,7 @@ pub struct Runner {
 
 impl Runner {
     /// Starts every task, each on its own schedule.
-    pub fn start(state: &AppState, tasks: Vec<Arc<dyn Task>>) -> Runner {
+    pub fn start(health: &Arc<TaskHealth>, tasks: Vec<Arc<dyn Task>>) -> Runner {
         let mut names = std::collections::HashSet::new();
         let handles = tasks
             .into_iter()
@@ -144,14 +228,24 @@ impl Runner {
                     "two tasks are named {}",
                     task.name()
                 );
-                state.tasks.register(task.name(), task.every());
-                tokio::spawn(drive(state.clone(), task))
+                health.register(task.name(), task.every());
+                tokio::spawn(drive(health.clone(), task))
             })
             .collect();
         Runner { handles }
     }
 
-    pub fn stop(self) {}
+    /// Ends every task and waits until each has stopped (a pass under way is cancelled at
+    /// its next await).
+    pub async fn stop(mut self) {
+        let handles = std::mem::take(&mut self.handles);
+        for h in &handles {
+            h.abort();
+        }
+        for h in handles {
+            let _ = h.await;
+        }
+    }
 }
 
 impl Drop for Runner {
@@ -162,7 +256,7 @@ impl Drop for Runner {
     }
 }
 
-async fn drive(state: AppState, task: Arc<dyn Task>) {
+async fn drive(health: Arc<TaskHealth>, task: Arc<dyn Task>) {
     let name = task.name();
     tokio::time::sleep(task.first_after()).await;
     let mut tick = tokio::time::interval(task.every());
@@ -183,25 +277,25 @@ async fn drive(state: AppState, task: Arc<dyn Task>) {
             Err(_) => return,
         };
         let took = started.elapsed();
-        let m = &state.metrics;
-        m.task_runs
+        let m = &health.metrics;
+        m.runs
             .get_or_create(&TaskRunLabels {
                 task: name,
                 outcome,
             })
             .inc();
-        m.task_duration
+        m.duration
             .get_or_create(&labels)
             .observe(took.as_secs_f64());
         if error.is_none() {
-            m.task_last_success
+            m.last_success
                 .get_or_create(&labels)
-                .set(crate::now_ms() as f64 / 1000.0);
+                .set(model::time::now_ms() as f64 / 1000.0);
         }
         if let Some(e) = &error {
             tracing::warn!(task = name, error = %e, "background task pass failed; the next pass runs as usual");
         }
-        state.tasks.record(name, took, error);
+        health.record(name, took, error);
     }
 }
 
@@ -268,50 +362,4 @@ where
     fn run_once(self: Arc<Self>) -> PassFuture {
         (self.pass)()
     }
-}
-
-/// What decides the set of tasks a collector runs.
-#[derive(Debug, Clone)]
-pub struct Plan {
-    /// Partitions, remote-write settling, rollups and retention.
-    pub storage_every: Duration,
-    pub analysis: crate::analysis::Settings,
-    /// The first analysis pass waits this long (the demo analysed its history just before).
-    pub analysis_first_after: Duration,
-    pub alerts: Option<crate::alerts::settings::Settings>,
-    pub reports: Option<(crate::reports::Settings, analytics::Config)>,
-    /// Label convergence runs when a cluster is reachable.
-    pub labels: Option<(
-        crate::labels::kube::Cluster,
-        crate::labels::settings::Settings,
-    )>,
-}
-
-/// The collector's tasks, the same set for `serve` and `demo`.
-pub fn standard(state: &AppState, plan: Plan) -> Vec<Arc<dyn Task>> {
-    let mut tasks = crate::jobs::tasks(state, plan.storage_every);
-    tasks.push(crate::analysis::task(
-        state.store.clone(),
-        plan.analysis,
-        plan.analysis_first_after,
-        plan.labels.clone(),
-    ));
-    if let Some(a) = plan.alerts {
-        tasks.push(crate::alerts::task(
-            state.store.clone(),
-            a,
-            state.newest.clone(),
-        ));
-    }
-    if let Some((r, thresholds)) = plan.reports {
-        tasks.push(crate::reports::task(state.store.clone(), r, thresholds));
-    }
-    if let Some((cluster, l)) = plan.labels {
-        tasks.push(crate::labels::actions::task(
-            state.store.clone(),
-            cluster,
-            l,
-        ));
-    }
-    tasks
 }

@@ -4,6 +4,8 @@
 //! dcgm-exporter scraper and the collector's remote-write receiver: a value outside its field's
 //! domain is no reading, and is dropped and counted by whoever reads it — never its neighbours.
 
+use crate::{GpuSample, MigSample};
+
 /// A field's accepted values, inclusive.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Domain {
@@ -19,44 +21,257 @@ const fn d(min: f64, max: f64) -> Domain {
     Domain { min, max }
 }
 
-/// (field, domain) for every field gpulens reads.
-pub const FIELDS: &[(&str, Domain)] = &[
-    ("DCGM_FI_DEV_GPU_UTIL", d(0.0, 100.0)),
-    ("DCGM_FI_DEV_MEM_COPY_UTIL", d(0.0, 100.0)),
-    // 16 TiB in MiB: far above any GPU's memory.
-    ("DCGM_FI_DEV_FB_USED", d(0.0, 16_777_216.0)),
-    ("DCGM_FI_DEV_FB_FREE", d(0.0, 16_777_216.0)),
-    ("DCGM_FI_DEV_POWER_USAGE", d(0.0, 10_000.0)),
-    ("DCGM_FI_DEV_GPU_TEMP", d(-50.0, 200.0)),
-    ("DCGM_FI_DEV_SM_CLOCK", d(0.0, 100_000.0)),
-    ("DCGM_FI_DEV_MEM_CLOCK", d(0.0, 100_000.0)),
-    // Counters: exact in f64 up to 2^53.
+/// A dcgm-exporter field gpulens reads. The one mapping from field names to gpulens readings,
+/// with each field's domain and unit conversion; the agent's dcgm-exporter scraper and the
+/// collector's remote-write receiver both go through it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Field {
+    GpuUtil,
+    MemCopyUtil,
+    FbUsed,
+    FbFree,
+    PowerUsage,
+    GpuTemp,
+    SmClock,
+    MemClock,
+    EccSbeVolTotal,
+    EccDbeVolTotal,
+    RetiredSbe,
+    RetiredDbe,
+    RowRemapPending,
+    SmActive,
+    SmOccupancy,
+    DramActive,
+    PipeTensorActive,
+    GrEngineActive,
+}
+
+/// Counters: exact in f64 up to 2^53.
+const COUNTER_MAX: f64 = 9_007_199_254_740_992.0;
+/// 16 TiB in MiB: far above any GPU's memory.
+const FB_MAX_MIB: f64 = 16_777_216.0;
+const MIB: f64 = 1024.0 * 1024.0;
+
+/// (field, name, domain) for every field gpulens reads.
+const TABLE: &[(Field, &str, Domain)] = &[
+    (Field::GpuUtil, "DCGM_FI_DEV_GPU_UTIL", d(0.0, 100.0)),
     (
+        Field::MemCopyUtil,
+        "DCGM_FI_DEV_MEM_COPY_UTIL",
+        d(0.0, 100.0),
+    ),
+    (Field::FbUsed, "DCGM_FI_DEV_FB_USED", d(0.0, FB_MAX_MIB)),
+    (Field::FbFree, "DCGM_FI_DEV_FB_FREE", d(0.0, FB_MAX_MIB)),
+    (
+        Field::PowerUsage,
+        "DCGM_FI_DEV_POWER_USAGE",
+        d(0.0, 10_000.0),
+    ),
+    (Field::GpuTemp, "DCGM_FI_DEV_GPU_TEMP", d(-50.0, 200.0)),
+    (Field::SmClock, "DCGM_FI_DEV_SM_CLOCK", d(0.0, 100_000.0)),
+    (Field::MemClock, "DCGM_FI_DEV_MEM_CLOCK", d(0.0, 100_000.0)),
+    (
+        Field::EccSbeVolTotal,
         "DCGM_FI_DEV_ECC_SBE_VOL_TOTAL",
-        d(0.0, 9_007_199_254_740_992.0),
+        d(0.0, COUNTER_MAX),
     ),
     (
+        Field::EccDbeVolTotal,
         "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL",
-        d(0.0, 9_007_199_254_740_992.0),
+        d(0.0, COUNTER_MAX),
     ),
-    ("DCGM_FI_DEV_RETIRED_SBE", d(0.0, 65_535.0)),
-    ("DCGM_FI_DEV_RETIRED_DBE", d(0.0, 65_535.0)),
-    ("DCGM_FI_DEV_ROW_REMAP_PENDING", d(0.0, 1.0)),
-    ("DCGM_FI_PROF_SM_ACTIVE", d(0.0, RATIO_SLACK)),
-    ("DCGM_FI_PROF_SM_OCCUPANCY", d(0.0, RATIO_SLACK)),
-    ("DCGM_FI_PROF_DRAM_ACTIVE", d(0.0, RATIO_SLACK)),
-    ("DCGM_FI_PROF_PIPE_TENSOR_ACTIVE", d(0.0, RATIO_SLACK)),
-    ("DCGM_FI_PROF_GR_ENGINE_ACTIVE", d(0.0, RATIO_SLACK)),
+    (
+        Field::RetiredSbe,
+        "DCGM_FI_DEV_RETIRED_SBE",
+        d(0.0, 65_535.0),
+    ),
+    (
+        Field::RetiredDbe,
+        "DCGM_FI_DEV_RETIRED_DBE",
+        d(0.0, 65_535.0),
+    ),
+    (
+        Field::RowRemapPending,
+        "DCGM_FI_DEV_ROW_REMAP_PENDING",
+        d(0.0, 1.0),
+    ),
+    (
+        Field::SmActive,
+        "DCGM_FI_PROF_SM_ACTIVE",
+        d(0.0, RATIO_SLACK),
+    ),
+    (
+        Field::SmOccupancy,
+        "DCGM_FI_PROF_SM_OCCUPANCY",
+        d(0.0, RATIO_SLACK),
+    ),
+    (
+        Field::DramActive,
+        "DCGM_FI_PROF_DRAM_ACTIVE",
+        d(0.0, RATIO_SLACK),
+    ),
+    (
+        Field::PipeTensorActive,
+        "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE",
+        d(0.0, RATIO_SLACK),
+    ),
+    (
+        Field::GrEngineActive,
+        "DCGM_FI_PROF_GR_ENGINE_ACTIVE",
+        d(0.0, RATIO_SLACK),
+    ),
 ];
+
+impl Field {
+    /// Every field gpulens reads, in table order.
+    pub fn all() -> impl Iterator<Item = Field> {
+        TABLE.iter().map(|(f, _, _)| *f)
+    }
+
+    /// The field a dcgm-exporter series name stands for; None for any other name.
+    pub fn parse(name: &str) -> Option<Field> {
+        TABLE
+            .iter()
+            .find(|(_, n, _)| *n == name)
+            .map(|(f, _, _)| *f)
+    }
+
+    /// Its dcgm-exporter series name.
+    pub fn name(self) -> &'static str {
+        self.row().1
+    }
+
+    /// The values dcgm-exporter exports for it (its own unit), inclusive.
+    pub fn domain(self) -> Domain {
+        self.row().2
+    }
+
+    fn row(self) -> &'static (Field, &'static str, Domain) {
+        TABLE
+            .iter()
+            .find(|(f, _, _)| *f == self)
+            .expect("every field is in the table")
+    }
+
+    /// Whether it is a profiling ratio (`DCGM_FI_PROF_*`).
+    pub fn is_profiling(self) -> bool {
+        matches!(
+            self,
+            Field::SmActive
+                | Field::SmOccupancy
+                | Field::DramActive
+                | Field::PipeTensorActive
+                | Field::GrEngineActive
+        )
+    }
+
+    /// Whether `raw` is a reading: finite and inside the domain.
+    pub fn accepts(self, raw: f64) -> bool {
+        let d = self.domain();
+        raw.is_finite() && raw >= d.min && raw <= d.max
+    }
+
+    /// A profiling ratio as gpulens stores it (clamped to 1); None outside the domain or for a
+    /// field that is no ratio.
+    pub fn ratio(self, raw: f64) -> Option<f32> {
+        (self.is_profiling() && self.accepts(raw)).then(|| (raw as f32).min(1.0))
+    }
+
+    /// Puts a whole GPU's reading into its sample, converted to gpulens units (percent to a
+    /// ratio, MiB to bytes). False when `raw` is outside the domain. `DCGM_FI_DEV_FB_FREE` is
+    /// kept in `mem_total_bytes` until the scrape is complete (the reader adds the used memory
+    /// then: the two may come in either order); retired pages add up over both kinds.
+    pub fn apply_gpu(self, g: &mut GpuSample, raw: f64) -> bool {
+        if !self.accepts(raw) {
+            return false;
+        }
+        let f = raw as f32;
+        match self {
+            Field::GpuUtil => g.gpu_util = Some(f / 100.0),
+            Field::MemCopyUtil => g.mem_util = Some(f / 100.0),
+            Field::FbUsed => g.mem_used_bytes = Some((raw * MIB) as i64),
+            Field::FbFree => g.mem_total_bytes = Some((raw * MIB) as i64),
+            Field::PowerUsage => g.power_w = Some(f),
+            Field::GpuTemp => g.temp_c = Some(f),
+            Field::SmClock => g.sm_clock_mhz = Some(raw as i32),
+            Field::MemClock => g.mem_clock_mhz = Some(raw as i32),
+            Field::EccSbeVolTotal => g.ecc_corrected = Some(raw as i64),
+            Field::EccDbeVolTotal => g.ecc_uncorrected = Some(raw as i64),
+            Field::RetiredSbe | Field::RetiredDbe => {
+                g.retired_pages = Some(g.retired_pages.unwrap_or(0) + raw as i32)
+            }
+            Field::RowRemapPending => {}
+            Field::SmActive => g.sm_active = Some(f.min(1.0)),
+            Field::SmOccupancy => g.sm_occupancy = Some(f.min(1.0)),
+            Field::DramActive => g.dram_active = Some(f.min(1.0)),
+            Field::PipeTensorActive => g.tensor_active = Some(f.min(1.0)),
+            Field::GrEngineActive => g.gr_engine_active = Some(f.min(1.0)),
+        }
+        true
+    }
+
+    /// Puts a MIG instance's reading into its sample; false when `raw` is outside the domain
+    /// or the field says nothing about an instance.
+    pub fn apply_mig(self, m: &mut MigSample, raw: f64) -> bool {
+        if !self.accepts(raw) {
+            return false;
+        }
+        let ratio = (raw as f32).min(1.0);
+        match self {
+            Field::SmActive => m.sm_active = Some(ratio),
+            Field::SmOccupancy => m.sm_occupancy = Some(ratio),
+            Field::DramActive => m.dram_active = Some(ratio),
+            Field::PipeTensorActive => m.tensor_active = Some(ratio),
+            Field::GrEngineActive => m.gr_engine_active = Some(ratio),
+            Field::FbUsed => m.mem_used_bytes = Some((raw * MIB) as i64),
+            Field::FbFree => {
+                m.mem_total_bytes = Some((raw * MIB) as i64 + m.mem_used_bytes.unwrap_or(0))
+            }
+            _ => return false,
+        }
+        true
+    }
+}
+
+/// The profiling ratios (0–1) of one GPU or one GPU instance, as the agent's dcgm-exporter
+/// scraper gathers them.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Profiling {
+    pub sm_active: Option<f32>,
+    pub sm_occupancy: Option<f32>,
+    pub tensor_active: Option<f32>,
+    pub dram_active: Option<f32>,
+    pub gr_engine_active: Option<f32>,
+}
+
+impl Profiling {
+    /// Takes a profiling field's reading; false for another field or a value outside the
+    /// domain.
+    pub fn set(&mut self, field: Field, raw: f64) -> bool {
+        let Some(v) = field.ratio(raw) else {
+            return false;
+        };
+        let slot = match field {
+            Field::SmActive => &mut self.sm_active,
+            Field::SmOccupancy => &mut self.sm_occupancy,
+            Field::PipeTensorActive => &mut self.tensor_active,
+            Field::DramActive => &mut self.dram_active,
+            Field::GrEngineActive => &mut self.gr_engine_active,
+            _ => return false,
+        };
+        *slot = Some(v);
+        true
+    }
+}
 
 /// The domain of a field gpulens reads; None for any other field.
 pub fn domain(field: &str) -> Option<Domain> {
-    FIELDS.iter().find(|(n, _)| *n == field).map(|(_, d)| *d)
+    Field::parse(field).map(Field::domain)
 }
 
 /// Whether `value` is a reading of `field`: a field gpulens reads, finite, inside its domain.
 pub fn in_domain(field: &str, value: f64) -> bool {
-    domain(field).is_some_and(|d| value.is_finite() && value >= d.min && value <= d.max)
+    Field::parse(field).is_some_and(|f| f.accepts(value))
 }
 
 #[cfg(test)]
@@ -73,5 +288,30 @@ mod tests {
         assert!(!in_domain("DCGM_FI_DEV_SM_CLOCK", -1.0));
         assert!(!in_domain("DCGM_FI_DEV_POWER_USAGE", f64::INFINITY));
         assert!(!in_domain("DCGM_FI_SOMETHING_ELSE", 1.0));
+    }
+
+    #[test]
+    fn every_field_round_trips_and_converts_to_gpulens_units() {
+        for f in Field::all() {
+            assert_eq!(Field::parse(f.name()), Some(f));
+        }
+        let mut g = GpuSample::default();
+        assert!(Field::GpuUtil.apply_gpu(&mut g, 57.0));
+        assert!(!Field::GpuUtil.apply_gpu(&mut g, 500.0));
+        assert_eq!(g.gpu_util, Some(0.57));
+        assert!(Field::FbUsed.apply_gpu(&mut g, 1024.0));
+        assert_eq!(g.mem_used_bytes, Some(1 << 30));
+        assert!(Field::SmActive.apply_gpu(&mut g, 1.00005));
+        assert_eq!(g.sm_active, Some(1.0));
+        let mut m = MigSample::default();
+        assert!(
+            !Field::GpuTemp.apply_mig(&mut m, 50.0),
+            "no instance reading"
+        );
+        let mut p = Profiling::default();
+        assert!(p.set(Field::PipeTensorActive, 0.25));
+        assert!(!p.set(Field::GpuUtil, 50.0));
+        assert!(!p.set(Field::SmActive, f64::NAN));
+        assert_eq!(p.tensor_active, Some(0.25));
     }
 }

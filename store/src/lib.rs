@@ -158,6 +158,29 @@ pub struct TenantRecord {
     pub last_seen_ms: i64,
 }
 
+impl TenantRecord {
+    /// The tenant's name as the model spells it everywhere (dashboard, reports, agent output).
+    pub fn display_name(&self) -> String {
+        let t = self;
+        let Some(kind) = model::TenantKind::parse(&t.kind) else {
+            return t.key.clone();
+        };
+        model::Tenant {
+            key: t.key.clone(),
+            kind,
+            namespace: t.namespace.clone(),
+            pod: t.pod.clone(),
+            container: t.container.clone(),
+            pod_uid: t.pod_uid.clone(),
+            job_id: t.job_id.clone(),
+            user: t.user.clone(),
+            account: t.account.clone(),
+            uid: t.uid.and_then(|u| u32::try_from(u).ok()),
+        }
+        .display_name()
+    }
+}
+
 /// Row counts, for tests and the CLI.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct TableCounts {

@@ -7,14 +7,14 @@ use axum::Json;
 use axum::extract::{Query, State};
 use serde::{Deserialize, Serialize};
 
-use crate::alerts::state::{Alert, State as AlertState};
-use crate::api::rfc3339;
+use super::state::{Alert, State as AlertState};
 use crate::error::ApiError;
-use crate::state::AppState;
+use crate::shared::Shared;
+use model::time::rfc3339;
 use store::alerts::NotificationRecord;
 
 /// The alerts routes (merged in `router.rs`).
-pub fn routes() -> axum::Router<crate::state::AppState> {
+pub fn routes() -> axum::Router<Shared> {
     use axum::routing::get;
     axum::Router::new().route("/api/v1/alerts", get(list))
 }
@@ -127,10 +127,10 @@ impl From<NotificationRecord> for NotificationView {
 }
 
 pub async fn list(
-    State(state): State<AppState>,
+    State(state): State<Shared>,
     q: Result<Query<AlertQuery>, axum::extract::rejection::QueryRejection>,
 ) -> Result<Json<AlertList>, ApiError> {
-    let Query(q) = q.map_err(crate::api::bad_query)?;
+    let Query(q) = q.map_err(crate::http::bad_query)?;
     let limit = q.limit.unwrap_or(100);
     if !(1..=1000).contains(&limit) {
         return Err(ApiError::BadRequest(format!(
@@ -145,7 +145,7 @@ pub async fn list(
             ))
         })?),
     };
-    let mut alerts: Vec<Alert> = crate::alerts::state::load(&state.store)
+    let mut alerts: Vec<Alert> = super::state::load(&state.store)
         .await?
         .into_iter()
         .filter(|a| wanted.is_none_or(|w| a.state == w))

@@ -51,6 +51,7 @@ pub fn backoff(attempts: i64, cap: Duration) -> Duration {
 pub struct Sender {
     http: reqwest::Client,
     slack_last: HashMap<String, Instant>,
+    pub metrics: super::metrics::AlertMetrics,
 }
 
 /// Notifications sent per receiver and tick at most (the rest wait for the next tick).
@@ -64,6 +65,7 @@ impl Sender {
                 .redirect(reqwest::redirect::Policy::none())
                 .build()?,
             slack_last: HashMap::new(),
+            metrics: Default::default(),
         })
     }
 
@@ -142,7 +144,16 @@ impl Sender {
             let started = Instant::now();
             let (v, status, detail) = self.post(r, &url, &n.payload, n.id).await;
             // An attempt is stored at its end: the pass's time plus how long the request took.
-            let took = started.elapsed().as_millis() as i64;
+            let elapsed = started.elapsed();
+            self.metrics
+                .attempts
+                .get_or_create(&super::metrics::AttemptLabels {
+                    receiver: r.name.clone(),
+                    outcome: v.as_str(),
+                })
+                .inc();
+            self.metrics.attempt_duration.observe(elapsed.as_secs_f64());
+            let took = elapsed.as_millis() as i64;
             let at = now + took;
             let attempt = Attempt {
                 ts_ms: at,

@@ -11,16 +11,22 @@
 pub mod api;
 pub mod deliver;
 pub mod groups;
+pub mod metrics;
 pub mod payload;
 pub mod rules;
 pub mod settings;
 pub mod state;
 
+pub use api::routes;
+pub use metrics::AlertMetrics;
+pub use settings::Settings;
+pub use state::{Alert, State as AlertState, load};
+
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use settings::{ReceiverKind, Settings};
-use state::{Alert, State};
+use settings::ReceiverKind;
+use state::State;
 use store::alerts::NewNotification;
 use store::label_actions::ActionFilter;
 use store::{LOCK_ALERTS, Store};
@@ -122,6 +128,7 @@ impl Alerting {
                         state: "queued",
                     })
                     .await?;
+                self.count_enqueued(&r.name);
                 n += 1;
             }
         }
@@ -171,6 +178,7 @@ impl Alerting {
         // An older push still queued says less than this one.
         store.supersede_queued(&r.name).await?;
         let firing = recent.iter().filter(|a| a.state == State::Firing).count();
+        self.count_enqueued(&r.name);
         store
             .enqueue_notification(&NewNotification {
                 receiver: &r.name,
@@ -187,9 +195,19 @@ impl Alerting {
         Ok(true)
     }
 
+    fn count_enqueued(&self, receiver: &str) {
+        self.sender
+            .metrics
+            .enqueued
+            .get_or_create(&metrics::ReceiverLabels {
+                receiver: receiver.to_owned(),
+            })
+            .inc();
+    }
+
     /// One pass: evaluate, enqueue, deliver; `None` when another collector holds the lock.
     pub async fn pass(&mut self, store: &Store) -> anyhow::Result<Option<Pass>> {
-        self.pass_at(store, crate::now_ms()).await
+        self.pass_at(store, model::time::now_ms()).await
     }
 
     /// [`Alerting::pass`] as if it were `now` (timers, backoff and stored times follow it;
@@ -233,11 +251,13 @@ pub fn task(
     store: Store,
     settings: Settings,
     newest: Arc<crate::analysis::Newest>,
+    metrics: AlertMetrics,
 ) -> Arc<dyn crate::tasks::Task> {
     let every = settings.every;
     let alerting = Alerting::new(settings)
         .map(|mut a| {
             a.newest = newest;
+            a.sender.metrics = metrics;
             a
         })
         .map_err(|e| format!("{e:#}"));

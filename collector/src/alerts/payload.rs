@@ -5,12 +5,11 @@
 use std::collections::BTreeMap;
 
 use serde_json::{Value, json};
-use sha2::Sha256;
 
 use super::groups::Due;
 use super::settings::ReceiverKind;
 use super::state::{Alert, State};
-use crate::api::rfc3339;
+use model::time::rfc3339;
 
 /// Alertmanager's "not resolved" end time.
 const ZERO_TIME: &str = "0001-01-01T00:00:00Z";
@@ -189,68 +188,4 @@ pub fn alertmanager_push(
     )
 }
 
-/// HMAC-SHA256 (RFC 2104).
-pub fn hmac_sha256(key: &[u8], message: &[u8]) -> [u8; 32] {
-    use hmac::Mac;
-    // HMAC takes keys of any length; `new_from_slice` cannot fail for it.
-    let mut mac = hmac::Hmac::<Sha256>::new_from_slice(key).expect("HMAC accepts any key length");
-    mac.update(message);
-    mac.finalize().into_bytes().into()
-}
-
-/// The `X-Gpulens-Signature` value for a body sent at `timestamp` (Unix seconds): the
-/// HMAC-SHA256 of `"<timestamp>.<body>"`, hex, after `sha256=`.
-pub fn signature(secret: &str, timestamp: i64, body: &[u8]) -> String {
-    let mut msg = format!("{timestamp}.").into_bytes();
-    msg.extend_from_slice(body);
-    format!("sha256={}", hex(&hmac_sha256(secret.as_bytes(), &msg)))
-}
-
-/// `req` with the signature headers of `body` when there is a secret: `X-Gpulens-Timestamp`
-/// (Unix seconds, now) and `X-Gpulens-Signature` ([`signature`]).
-pub fn signed(
-    req: reqwest::RequestBuilder,
-    secret: Option<&crate::config::Secret>,
-    body: &str,
-) -> reqwest::RequestBuilder {
-    let Some(secret) = secret else {
-        return req;
-    };
-    let ts = crate::now_ms() / 1000;
-    req.header("x-gpulens-timestamp", ts.to_string()).header(
-        "x-gpulens-signature",
-        signature(&secret.0, ts, body.as_bytes()),
-    )
-}
-
-/// Lower-case hex of bytes.
-pub fn hex(b: &[u8]) -> String {
-    b.iter().map(|x| format!("{x:02x}")).collect()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn hmac_matches_rfc_4231() {
-        // Test case 1.
-        assert_eq!(
-            hex(&hmac_sha256(&[0x0b; 20], b"Hi There")),
-            "b0344c61d8db38535ca8afceaf0bf12b881dc200c9833da726e9376c2e32cff7"
-        );
-        // Test case 2.
-        assert_eq!(
-            hex(&hmac_sha256(b"Jefe", b"what do ya want for nothing?")),
-            "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843"
-        );
-        // Test case 6: a key longer than the block.
-        assert_eq!(
-            hex(&hmac_sha256(
-                &[0xaa; 131],
-                b"Test Using Larger Than Block-Size Key - Hash Key First"
-            )),
-            "60e431591ee0b67f0d8a26aacbf5b77f8e0bc6213728c5140546040f0ee37f54"
-        );
-    }
-}
+pub use crate::signing::{signature, signed};

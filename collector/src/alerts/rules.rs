@@ -69,7 +69,11 @@ pub struct Rule {
     pub name: String,
     pub kind: Kind,
     /// How long the condition must hold before the alert fires (pending until then).
-    #[serde(rename = "for", default, deserialize_with = "crate::config::duration")]
+    #[serde(
+        rename = "for",
+        default,
+        deserialize_with = "crate::settings::duration"
+    )]
     pub for_: Duration,
     /// `info`, `warning` or `critical`; unset: the finding's own severity.
     #[serde(default)]

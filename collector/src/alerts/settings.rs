@@ -6,7 +6,7 @@ use std::time::Duration;
 use serde::Deserialize;
 
 use super::rules::{Kind, Rule};
-use crate::config::Secret;
+use crate::settings::Secret;
 
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -17,7 +17,7 @@ pub struct Settings {
     /// How often rules are evaluated and due notifications sent.
     #[serde(
         default = "default_every",
-        deserialize_with = "crate::config::duration"
+        deserialize_with = "crate::settings::duration"
     )]
     pub every: Duration,
     /// Labels whose values make up a notification group.
@@ -26,26 +26,26 @@ pub struct Settings {
     /// How long a new group waits for more alerts before its first notification.
     #[serde(
         default = "default_group_wait",
-        deserialize_with = "crate::config::duration"
+        deserialize_with = "crate::settings::duration"
     )]
     pub group_wait: Duration,
     /// How long after a notification a changed group is notified again; also the longest
     /// wait between two delivery attempts.
     #[serde(
         default = "default_group_interval",
-        deserialize_with = "crate::config::duration"
+        deserialize_with = "crate::settings::duration"
     )]
     pub group_interval: Duration,
     /// How long after a notification an unchanged, still firing group is notified again.
     #[serde(
         default = "default_repeat_interval",
-        deserialize_with = "crate::config::duration"
+        deserialize_with = "crate::settings::duration"
     )]
     pub repeat_interval: Duration,
     /// Resolved alerts are kept (and served at /api/v1/alerts) this long.
     #[serde(
         default = "default_keep_resolved",
-        deserialize_with = "crate::config::duration"
+        deserialize_with = "crate::settings::duration"
     )]
     pub keep_resolved: Duration,
     /// Base URL of this gpulens, for links in notifications.
@@ -76,7 +76,7 @@ pub struct Receiver {
     /// Per attempt.
     #[serde(
         default = "default_timeout",
-        deserialize_with = "crate::config::duration"
+        deserialize_with = "crate::settings::duration"
     )]
     pub timeout: Duration,
     /// Also notify when a group's alerts resolve.

@@ -8,13 +8,13 @@ use std::sync::Arc;
 use analytics::{Analysis, Finding, Funnel, Recommendation, Rejected};
 use serde::{Deserialize, Serialize};
 
-use crate::analysis::NewestError;
-use crate::api::{parse_time, rfc3339};
+use super::{AnalysisState, NewestError};
 use crate::error::ApiError;
-use crate::state::AppState;
+use crate::http::parse_time;
+use model::time::rfc3339;
 
 /// The analysis routes (merged in `router.rs`).
-pub fn routes() -> axum::Router<crate::state::AppState> {
+pub fn routes() -> axum::Router<AnalysisState> {
     use axum::routing::get;
     axum::Router::new()
         .route("/api/v1/funnel", get(funnel))
@@ -37,10 +37,10 @@ pub struct Filters {
 
 /// The analysis the request asks for, and whether it was `stored` or `computed` for it.
 async fn analysis(
-    state: &AppState,
+    state: &AnalysisState,
     f: &Filters,
 ) -> Result<(Arc<Analysis>, &'static str), ApiError> {
-    let now = crate::now_ms();
+    let now = model::time::now_ms();
     if f.from.is_some() || f.to.is_some() {
         let to =
             f.to.as_deref()
@@ -59,7 +59,7 @@ async fn analysis(
                 "ranges longer than 93 days are not analysed on demand".into(),
             ));
         }
-        let input = crate::analysis::load(&state.store, &state.analytics.thresholds, from, to, now)
+        let input = super::load(&state.store, &state.analytics.thresholds, from, to, now)
             .await
             .map_err(|e| ApiError::Internal(e.to_string()))?;
         let cfg = state.analytics.thresholds.clone();
@@ -77,7 +77,7 @@ async fn analysis(
             return Err(ApiError::Internal(format!("stored analysis: {e}")));
         }
     }
-    let a = crate::analysis::scheduled(&state.store, &state.analytics)
+    let a = super::scheduled(&state.store, &state.analytics, &state.metrics)
         .await
         .map_err(|e| ApiError::Internal(e.to_string()))?;
     match a {
@@ -139,7 +139,7 @@ pub struct FindingsResponse {
 }
 
 pub async fn findings(
-    State(state): State<AppState>,
+    State(state): State<AnalysisState>,
     q: Result<Query<Filters>, QueryRejection>,
 ) -> Result<Json<FindingsResponse>, ApiError> {
     let Query(f) = q.map_err(|e| ApiError::BadRequest(e.body_text()))?;
@@ -185,7 +185,7 @@ pub struct RecommendationsResponse {
 }
 
 pub async fn recommendations(
-    State(state): State<AppState>,
+    State(state): State<AnalysisState>,
     q: Result<Query<Filters>, QueryRejection>,
 ) -> Result<Json<RecommendationsResponse>, ApiError> {
     let Query(f) = q.map_err(|e| ApiError::BadRequest(e.body_text()))?;
@@ -228,7 +228,7 @@ pub struct FunnelResponse {
 
 /// `/api/v1/funnel`: the funnel of the newest (or requested) analysis.
 pub async fn funnel(
-    State(state): State<AppState>,
+    State(state): State<AnalysisState>,
     q: Result<Query<Filters>, QueryRejection>,
 ) -> Result<Json<FunnelResponse>, ApiError> {
     let Query(f) = q.map_err(|e| ApiError::BadRequest(e.body_text()))?;

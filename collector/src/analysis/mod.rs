@@ -4,8 +4,10 @@
 //! PostgreSQL advisory lock so exactly one collector computes them.
 
 pub mod api;
+pub mod metrics;
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use analytics::input::{
@@ -15,6 +17,28 @@ use analytics::{Analysis, Input};
 use model::rollup::{HOUR_MS, bucket_of};
 
 use store::{LOCK_ANALYTICS, Store, WantedMinutes};
+
+use crate::shared::Shared;
+pub use api::routes;
+pub use metrics::AnalysisMetrics;
+use metrics::PassOutcome;
+
+/// What the analysis handlers need.
+#[derive(Debug, Clone)]
+pub struct AnalysisState {
+    pub shared: Shared,
+    /// The `[analytics]` settings.
+    pub analytics: Arc<Settings>,
+    pub newest: Arc<Newest>,
+    pub metrics: AnalysisMetrics,
+}
+
+impl std::ops::Deref for AnalysisState {
+    type Target = Shared;
+    fn deref(&self) -> &Shared {
+        &self.shared
+    }
+}
 
 /// The newest stored analysis, parsed once per analysis and shared by its readers (the
 /// dashboard, `/metrics`, the agents' label endpoint, alerting).
@@ -152,12 +176,12 @@ const MINUTE_READS_IN_FLIGHT: usize = 4;
 pub struct Settings {
     #[serde(
         default = "default_every",
-        deserialize_with = "crate::config::duration"
+        deserialize_with = "crate::settings::duration"
     )]
     pub every: Duration,
     #[serde(
         default = "default_window",
-        deserialize_with = "crate::config::duration"
+        deserialize_with = "crate::settings::duration"
     )]
     pub window: Duration,
     /// Stored runs to keep.
@@ -277,7 +301,7 @@ pub async fn load_timed(
             cluster: t.cluster.clone(),
             key: t.key.clone(),
             kind: t.kind.clone(),
-            name: crate::api::display_name(t),
+            name: t.display_name(),
             team: t.team.clone(),
         })
         .collect();
@@ -423,14 +447,24 @@ pub async fn run(
 }
 
 /// One scheduled pass: analyse and store, unless another collector holds the lock.
-pub async fn scheduled(store: &Store, settings: &Settings) -> anyhow::Result<Option<Analysis>> {
+pub async fn scheduled(
+    store: &Store,
+    settings: &Settings,
+    metrics: &AnalysisMetrics,
+) -> anyhow::Result<Option<Analysis>> {
     let Some(lock) = store.try_job_lock(LOCK_ANALYTICS).await? else {
         tracing::debug!("another collector is running the analysis");
+        metrics.count(PassOutcome::Skipped);
         return Ok(None);
     };
     let result = async {
-        let now = crate::now_ms();
+        let now = model::time::now_ms();
         let (analysis, stats) = run(store, &settings.thresholds, settings.window, now).await?;
+        metrics.load.observe(stats.load.as_secs_f64());
+        metrics.analyze.observe(stats.analyze.as_secs_f64());
+        metrics
+            .input_rows
+            .set((stats.gpu_hours + stats.tenant_hours + stats.minute_rows) as f64);
         let body = stored::encode(&analysis);
         store
             .save_analysis(now, analysis.from_ms, analysis.to_ms, &body, settings.keep)
@@ -446,39 +480,44 @@ pub async fn scheduled(store: &Store, settings: &Settings) -> anyhow::Result<Opt
     }
     .await;
     lock.release().await?;
+    metrics.count(if result.is_ok() {
+        PassOutcome::Stored
+    } else {
+        PassOutcome::Failed
+    });
     result.map(Some)
 }
 
+/// What runs after each analysis this collector computed (label convergence, when labels are
+/// on); `schedule.rs` supplies it, so the analysis knows no other feature.
+pub type AfterAnalysis = Arc<
+    dyn Fn(
+            Arc<Analysis>,
+        )
+            -> std::pin::Pin<Box<dyn std::future::Future<Output = anyhow::Result<()>> + Send>>
+        + Send
+        + Sync,
+>;
+
 /// The scheduled analysis as a background task: every `settings.every` (the first pass
-/// `first_after` from the start); with `labels`, each analysis this collector computed also
-/// converges node labels and plans changes.
+/// `first_after` from the start), each stored analysis then handed to `after`.
 pub fn task(
     store: Store,
     settings: Settings,
+    metrics: AnalysisMetrics,
     first_after: std::time::Duration,
-    labels: Option<(
-        crate::labels::kube::Cluster,
-        crate::labels::settings::Settings,
-    )>,
-) -> std::sync::Arc<dyn crate::tasks::Task> {
+    after: Option<AfterAnalysis>,
+) -> Arc<dyn crate::tasks::Task> {
     let every = settings.every;
-    let shared = std::sync::Arc::new((store, settings, labels));
+    let shared = Arc::new((store, settings, metrics, after));
     crate::tasks::Periodic::delayed("analysis", every, first_after, move || {
         let shared = shared.clone();
         Box::pin(async move {
-            let (store, settings, labels) = &*shared;
-            if let Some(analysis) = scheduled(store, settings).await?
-                && let Some((cluster, l)) = labels
+            let (store, settings, metrics, after) = &*shared;
+            if let Some(analysis) = scheduled(store, settings, metrics).await?
+                && let Some(after) = after
             {
-                crate::labels::actions::after_analysis(
-                    store,
-                    cluster,
-                    l,
-                    &analysis,
-                    crate::now_ms(),
-                )
-                .await
-                .map_err(|e| anyhow::anyhow!("labelling after the analysis failed: {e}"))?;
+                after(Arc::new(analysis)).await?;
             }
             Ok(())
         })
@@ -493,8 +532,8 @@ pub fn table(a: &Analysis) -> String {
     let _ = writeln!(
         s,
         "Funnel {} → {} (GPU-hours)",
-        crate::api::rfc3339(a.from_ms),
-        crate::api::rfc3339(a.to_ms)
+        model::time::rfc3339(a.from_ms),
+        model::time::rfc3339(a.to_ms)
     );
     let _ = writeln!(
         s,

@@ -103,7 +103,7 @@ pub async fn ingest(args: IngestBench) -> anyhow::Result<()> {
     let store = Store::connect(&args.database_url).await?;
     store.migrate().await?;
     let fleet = simulator::Fleet::new(bench_scenario(args.gpus));
-    let start = crate::now_ms() - (args.seconds as i64 + 120) * 1000;
+    let start = model::time::now_ms() - (args.seconds as i64 + 120) * 1000;
     let instants: Vec<i64> = (0..args.seconds as i64).map(|s| start + s * 1000).collect();
     eprintln!(
         "generating {} s of samples for {} GPUs …",
@@ -118,7 +118,7 @@ pub async fn ingest(args: IngestBench) -> anyhow::Result<()> {
     }
     let rows_per_round: usize = template.iter().map(Batch::row_count).sum();
     let mut auth = Auth::default();
-    let token = format!("bench-{}", crate::now_ms());
+    let token = format!("bench-{}", model::time::now_ms());
     auth.add(&token, vec!["*".into()], None);
     let state = AppState::new(
         store.clone(),
@@ -138,7 +138,7 @@ pub async fn ingest(args: IngestBench) -> anyhow::Result<()> {
 
     let (mut copy_rates, mut e2e_rates) = (Vec::new(), Vec::new());
     for round in 0..args.rounds {
-        let tag = format!("r{round}-{}", crate::now_ms());
+        let tag = format!("r{round}-{}", model::time::now_ms());
         let fresh = |kind: &str| -> Vec<Batch> {
             template
                 .iter()
@@ -270,7 +270,7 @@ where
 pub async fn series(args: SeriesBench) -> anyhow::Result<()> {
     let store = Store::connect(&args.database_url).await?;
     store.migrate().await?;
-    let now = crate::now_ms();
+    let now = model::time::now_ms();
     let cluster = format!("bench-series-{now}");
     eprintln!(
         "filling {} GPUs x {} days of hour rollups …",
@@ -511,7 +511,7 @@ async fn report_now(
     mut tenants: Option<Vec<BTreeMap<String, model::Tenant>>>,
 ) -> anyhow::Result<()> {
     let team = |_: &model::Tenant| None;
-    let now = crate::now_ms();
+    let now = model::time::now_ms();
     for node in 0..fleet.nodes.len() {
         let mut b = fleet.batch(
             node,
@@ -553,7 +553,7 @@ pub async fn analyze(args: AnalyzeBench) -> anyhow::Result<()> {
     store.migrate().await?;
     let fleet = std::sync::Arc::new(analyze_fleet(args.gpus)?);
     let cluster = fleet.scenario.cluster.clone();
-    let to = rollup::bucket_of(crate::now_ms(), rollup::HOUR_MS);
+    let to = rollup::bucket_of(model::time::now_ms(), rollup::HOUR_MS);
     let nodes = store.nodes().await?;
     if let Some(other) = nodes.iter().find(|n| n.cluster != cluster) {
         anyhow::bail!(
@@ -597,7 +597,7 @@ pub async fn analyze(args: AnalyzeBench) -> anyhow::Result<()> {
     let (mut load, mut analyze, mut total) = (Vec::new(), Vec::new(), Vec::new());
     let mut last = None;
     for round in 0..args.rounds {
-        let now = crate::now_ms();
+        let now = model::time::now_ms();
         let (analysis, stats) = crate::analysis::run(&store, &thresholds, window, now).await?;
         eprintln!(
             "  round {}: load {:.2} s (inventory {:.2}, hours {:.2}, minutes {:.2}, health {:.2}), analysis {:.2} s",

@@ -41,7 +41,7 @@ async fn fill(store: &Store, args: &UiBench) -> anyhow::Result<()> {
             other.cluster
         );
     }
-    let to = rollup::bucket_of(crate::now_ms(), rollup::HOUR_MS);
+    let to = rollup::bucket_of(model::time::now_ms(), rollup::HOUR_MS);
     if nodes.len() != fleet.nodes.len() {
         anyhow::ensure!(
             nodes.is_empty(),
@@ -80,7 +80,7 @@ pub async fn run(args: UiBench) -> anyhow::Result<()> {
     fill(&store, &args).await?;
     let settings = crate::analysis::Settings::default();
     eprintln!("analysing the last 7 days, as the collector does on schedule …");
-    crate::analysis::scheduled(&store, &settings)
+    crate::analysis::scheduled(&store, &settings, &Default::default())
         .await?
         .ok_or_else(|| anyhow::anyhow!("another process holds the analytics lock"))?;
     let state = AppState::with_analytics(

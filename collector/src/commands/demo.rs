@@ -43,7 +43,7 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<()> {
 
     // The demo's simulated agents get their own token, valid for this run only, for any node
     // of any cluster, so `gpulens simulate` can add another scenario beside it.
-    let token = format!("demo-{:x}{:x}", crate::now_ms(), std::process::id());
+    let token = format!("demo-{:x}{:x}", model::time::now_ms(), std::process::id());
     let mut auth = Auth::default();
     auth.add(&token, vec!["*".into()], None);
     let state = AppState::with_analytics(
@@ -57,7 +57,7 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<()> {
     let server = tokio::spawn(crate::server::serve(
         listener,
         state.clone(),
-        crate::shutdown_signal(),
+        crate::server::shutdown_signal(),
     ));
     let url = format!("http://{addr}/");
     let fleet = simulator::Fleet::new(scenario.clone());
@@ -79,7 +79,7 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<()> {
 
     let client = ingest_client::Client::new(&format!("http://{addr}"), &token)?;
     let driver = Driver::new(fleet, client);
-    let now = crate::now_ms();
+    let now = model::time::now_ms();
     // Keep clear of the raw-retention edge so no sample ages out while it is in flight.
     let oldest = now - args.history.as_millis() as i64 + 600_000;
     let step = args.history_step.as_millis().max(1000) as i64;
@@ -118,7 +118,7 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<()> {
     if tty {
         eprintln!();
     }
-    let minutes = crate::jobs::run_once(&state).await?;
+    let minutes = state.upkeep_once().await?;
     println!(
         "history loaded: {} batches, {} rows, {} node-minutes rolled up in {:.1}s",
         stats.batches,
@@ -127,7 +127,9 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<()> {
         started.elapsed().as_secs_f64()
     );
     let t = std::time::Instant::now();
-    if let Some(a) = crate::analysis::scheduled(&store, &state.analytics).await? {
+    if let Some(a) =
+        crate::analysis::scheduled(&store, &state.analytics, &state.metrics.analysis).await?
+    {
         println!(
             "analysis: {} findings, {} recommendations in {:.1}s ({url}api/v1/findings, {url}api/v1/recommendations, or `gpulens analyze`)",
             a.findings.len(),
@@ -145,18 +147,18 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<()> {
     // The collector's background tasks, the same set `serve` runs. The history was just
     // analysed, so the schedule's first analysis comes one period later; alerts are visible at
     // /api/v1/alerts (no receivers configured); reports use the default settings.
-    let plan = crate::tasks::Plan {
+    let plan = crate::schedule::Plan {
         storage_every: std::time::Duration::from_secs(10),
-        analysis: state.analytics.clone(),
+        analysis: (*state.analytics).clone(),
         analysis_first_after: state.analytics.every,
         alerts: Some(crate::alerts::settings::Settings::default()),
-        reports: Some((state.reports.clone(), state.analytics.thresholds.clone())),
+        reports: Some(((*state.reports).clone(), state.analytics.thresholds.clone())),
         labels: None,
     };
-    let runner = crate::tasks::Runner::start(&state, crate::tasks::standard(&state, plan));
+    let runner = crate::tasks::Runner::start(&state.tasks, crate::schedule::standard(&state, plan));
     let live = tokio::spawn(async move { driver.stream(interval, None).await });
     let result = server.await?;
-    runner.stop();
+    runner.stop().await;
     live.abort();
     result?;
     Ok(())

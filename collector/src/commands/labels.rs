@@ -70,7 +70,7 @@ async fn analyse(
     let config = crate::commands::load_config_or_demo(&c.db, &c.data_dir)?;
     let store = crate::commands::open_store(&config).await?;
     store.migrate().await?;
-    let now = crate::now_ms();
+    let now = model::time::now_ms();
     let (a, stats) =
         crate::analysis::run(&store, &config.analytics.thresholds, c.since, now).await?;
     anyhow::ensure!(
@@ -213,7 +213,7 @@ async fn apply(a: ApplyArgs) -> anyhow::Result<()> {
         open.id,
         &a.approver,
         a.override_pods,
-        crate::now_ms(),
+        model::time::now_ms(),
     )
     .await?;
     println!(

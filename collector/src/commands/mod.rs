@@ -101,7 +101,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     .with_reports(config.reports.clone());
     tracing::info!(listen = %listener.local_addr()?, backend = state.store.backend(), "gpulens collector serving");
     let cluster = crate::labels::connect_if_enabled(&config.labels).await;
-    let plan = crate::tasks::Plan {
+    let plan = crate::schedule::Plan {
         storage_every: config.rollup_every,
         analysis: config.analytics.clone(),
         analysis_first_after: std::time::Duration::ZERO,
@@ -112,15 +112,15 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
             .then(|| (config.reports.clone(), config.analytics.thresholds.clone())),
         labels: cluster.map(|c| (c, config.labels.clone())),
     };
-    let runner = crate::tasks::Runner::start(&state, crate::tasks::standard(&state, plan));
+    let runner = crate::tasks::Runner::start(&state.tasks, crate::schedule::standard(&state, plan));
     let result = crate::server::serve_with(
         listener,
         state,
         config.server.clone(),
-        crate::shutdown_signal(),
+        crate::server::shutdown_signal(),
     )
     .await;
-    runner.stop();
+    runner.stop().await;
     Ok(result?)
 }
 
@@ -182,7 +182,7 @@ async fn report(args: cli::ReportArgs) -> anyhow::Result<()> {
         .clone()
         .unwrap_or_else(|| config.reports.timezone.clone());
     let tz = crate::reports::week::zone(&timezone).map_err(|e| anyhow::anyhow!(e))?;
-    let now = crate::now_ms();
+    let now = model::time::now_ms();
     let week = match &args.week {
         Some(w) => w.parse().map_err(|e: String| anyhow::anyhow!(e))?,
         None => crate::reports::week::IsoWeek::last_complete(now, &tz),
@@ -210,7 +210,7 @@ async fn report(args: cli::ReportArgs) -> anyhow::Result<()> {
                 if b.bounds(&tz).1 > now && a == b {
                     format!(
                         "the data starts in {b}, which is not over until {}: try again then",
-                        crate::api::rfc3339(b.bounds(&tz).1)
+                        model::time::rfc3339(b.bounds(&tz).1)
                     )
                 } else {
                     format!("the data covers {a} to {b}: pick one of those with --week")
@@ -220,8 +220,8 @@ async fn report(args: cli::ReportArgs) -> anyhow::Result<()> {
         };
         anyhow::bail!(
             "no data for {week} ({} to {}) in {}: {hint}",
-            crate::api::rfc3339(data.from_ms),
-            crate::api::rfc3339(data.to_ms),
+            model::time::rfc3339(data.from_ms),
+            model::time::rfc3339(data.to_ms),
             store::redact_url(&config.database_url())
         );
     }
@@ -259,7 +259,7 @@ async fn analyze(args: cli::AnalyzeArgs) -> anyhow::Result<()> {
         &store,
         &config.analytics.thresholds,
         args.since,
-        crate::now_ms(),
+        model::time::now_ms(),
     )
     .await?;
     eprintln!(
@@ -310,7 +310,7 @@ async fn simulate(args: SimulateArgs) -> anyhow::Result<()> {
     let client = ingest_client::Client::new(&args.collector, &args.token)?;
     let fleet = simulator::Fleet::new(scenario);
     let driver = crate::simulate::Driver::new(fleet, client);
-    let now = crate::now_ms();
+    let now = model::time::now_ms();
     if !args.history.is_zero() {
         let from = now - args.history.as_millis() as i64;
         let tty = std::io::IsTerminal::is_terminal(&std::io::stderr());
@@ -341,7 +341,7 @@ async fn simulate(args: SimulateArgs) -> anyhow::Result<()> {
             println!("streaming every {} ms", interval.as_millis());
             tokio::select! {
                 r = driver.stream(interval, d) => r,
-                () = crate::shutdown_signal() => Ok(()),
+                () = crate::server::shutdown_signal() => Ok(()),
             }
         }
     }

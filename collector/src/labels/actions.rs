@@ -6,6 +6,7 @@
 use std::collections::BTreeMap;
 
 use super::kube::Cluster;
+use super::metrics::LabelMetrics;
 use super::settings::{Mode, Settings};
 use super::workflow::{self, Audit, Limits, Outcome, Plan};
 use store::Store;
@@ -25,7 +26,7 @@ pub struct StoreAudit<'a> {
 impl Audit for StoreAudit<'_> {
     async fn step(&mut self, step: &str, result: &str, detail: String) {
         let s = LabelStep {
-            ts_ms: crate::now_ms(),
+            ts_ms: model::time::now_ms(),
             actor: self.actor.clone(),
             step: step.into(),
             result: result.into(),
@@ -34,7 +35,7 @@ impl Audit for StoreAudit<'_> {
         if self.echo {
             println!(
                 "  {} [{}] {}: {} {}",
-                crate::api::rfc3339(s.ts_ms),
+                model::time::rfc3339(s.ts_ms),
                 s.actor,
                 s.step,
                 s.result,
@@ -165,7 +166,7 @@ pub async fn run_approved(
         .await?;
     let mut done = Vec::new();
     for a in &approved {
-        let now = crate::now_ms();
+        let now = model::time::now_ms();
         if !store
             .transition_label_action(&Transition {
                 id: a.id,
@@ -204,9 +205,9 @@ pub async fn run_approved(
             let reason = format!(
                 "rate limit: {} was last changed at {} (action {}); the next change is allowed after {}",
                 a.node,
-                crate::api::rfc3339(last),
+                model::time::rfc3339(last),
                 b.id,
-                crate::api::rfc3339(last + window)
+                model::time::rfc3339(last + window)
             );
             audit.step("rate_limit", "refused", reason.clone()).await;
             Outcome::Refused { reason }
@@ -239,7 +240,7 @@ pub async fn run_approved(
                 to: state,
                 by: None,
                 override_pods: None,
-                now_ms: crate::now_ms(),
+                now_ms: model::time::now_ms(),
                 outcome: reason.as_deref(),
             })
             .await?;
@@ -259,6 +260,7 @@ pub async fn after_analysis(
     settings: &Settings,
     analysis: &analytics::Analysis,
     now: i64,
+    metrics: &LabelMetrics,
 ) -> anyhow::Result<()> {
     if settings.mode == Mode::Off {
         return Ok(());
@@ -269,7 +271,12 @@ pub async fn after_analysis(
     )
     .map_err(|e| anyhow::anyhow!("no labels written: {e}"))?;
     for (node, labels) in nodes {
-        if let Err(e) = cluster.converge_if_known(&node, &labels).await {
+        let written = cluster.converge_if_known(&node, &labels).await;
+        LabelMetrics::count(
+            &metrics.advisory_writes,
+            if written.is_ok() { "written" } else { "failed" },
+        );
+        if let Err(e) = written {
             tracing::warn!(node, error = %e, "advisory labels not written");
         }
     }
@@ -281,6 +288,7 @@ pub async fn after_analysis(
             now,
         )
         .await?;
+        metrics.planned.inc_by(ids.len() as u64);
         if !ids.is_empty() {
             tracing::info!(
                 ?ids,
@@ -296,14 +304,17 @@ pub fn task(
     store: Store,
     cluster: Cluster,
     settings: Settings,
+    metrics: LabelMetrics,
 ) -> std::sync::Arc<dyn crate::tasks::Task> {
     let every = settings.every;
-    let shared = std::sync::Arc::new((store, cluster, settings));
+    let shared = std::sync::Arc::new((store, cluster, settings, metrics));
     crate::tasks::Periodic::task("label_actions", every, move || {
         let shared = shared.clone();
         Box::pin(async move {
-            let (store, cluster, settings) = &*shared;
-            run_approved(store, cluster, settings, false).await?;
+            let (store, cluster, settings, metrics) = &*shared;
+            for (_, outcome) in run_approved(store, cluster, settings, false).await? {
+                LabelMetrics::count(&metrics.runs, state_of(&outcome).0);
+            }
             Ok(())
         })
     })

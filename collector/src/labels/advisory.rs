@@ -34,7 +34,7 @@ pub fn device_plugin_config_name(mode: &str, replicas: u32) -> String {
 
 /// `YYYYMMDDTHHMMSSZ` (label values cannot hold `:`).
 pub fn compact_time(ms: i64) -> String {
-    crate::api::rfc3339(ms)
+    model::time::rfc3339(ms)
         .chars()
         .filter(|c| c.is_ascii_alphanumeric())
         .take(15)

@@ -6,10 +6,30 @@ use axum::extract::{Path, Query, State};
 use axum::http::HeaderMap;
 use serde::{Deserialize, Serialize};
 
-use crate::api::rfc3339;
+use std::sync::Arc;
+
+use super::actions::{self, ApproveError};
+use super::settings::{Mode, Settings};
+use crate::analysis::{Newest, NewestError};
 use crate::error::ApiError;
-use crate::labels::actions::{self, ApproveError};
-use crate::state::AppState;
+use crate::shared::Shared;
+use model::time::rfc3339;
+
+/// What the label handlers need.
+#[derive(Debug, Clone)]
+pub struct LabelsState {
+    pub shared: Shared,
+    /// The `[labels]` settings (mode, operators who may approve).
+    pub labels: Arc<Settings>,
+    pub newest: Arc<Newest>,
+}
+
+impl std::ops::Deref for LabelsState {
+    type Target = Shared;
+    fn deref(&self) -> &Shared {
+        &self.shared
+    }
+}
 use store::label_actions::{ActionFilter, LabelActionRecord};
 
 #[derive(Debug, Deserialize)]
@@ -89,10 +109,10 @@ impl From<LabelActionRecord> for LabelActionView {
 }
 
 pub async fn list(
-    State(state): State<AppState>,
+    State(state): State<LabelsState>,
     q: Result<Query<ListQuery>, axum::extract::rejection::QueryRejection>,
 ) -> Result<Json<ActionList>, ApiError> {
-    let Query(q) = q.map_err(crate::api::bad_query)?;
+    let Query(q) = q.map_err(crate::http::bad_query)?;
     let limit = q.limit.unwrap_or(100);
     if !(1..=1000).contains(&limit) {
         return Err(ApiError::BadRequest(format!(
@@ -132,7 +152,7 @@ pub struct Approved {
 
 /// Approves a planned action; the collector runs it within `[labels] every`.
 pub async fn approve(
-    State(state): State<AppState>,
+    State(state): State<LabelsState>,
     id: Result<Path<i64>, axum::extract::rejection::PathRejection>,
     headers: HeaderMap,
     body: axum::body::Body,
@@ -170,7 +190,7 @@ pub async fn approve(
         id,
         &who,
         body.override_pods,
-        crate::now_ms(),
+        model::time::now_ms(),
     )
     .await
     {
@@ -197,7 +217,7 @@ pub struct NodeLabelsQuery {
 pub use model::wire::v1::NodeLabels;
 
 /// The label actions routes (merged in `router.rs`).
-pub fn routes() -> axum::Router<crate::state::AppState> {
+pub fn routes() -> axum::Router<LabelsState> {
     use axum::routing::{get, post};
     axum::Router::new()
         .route("/api/v1/label-actions", get(list))
@@ -208,18 +228,18 @@ pub fn routes() -> axum::Router<crate::state::AppState> {
 /// `GET /api/v1/nodes/{node}/labels?cluster=…`: the node's advisory labels from the newest
 /// stored analysis, for the agent token bound to that node.
 pub async fn node_labels(
-    State(state): State<AppState>,
+    State(state): State<LabelsState>,
     Path(node): Path<String>,
     q: Result<Query<NodeLabelsQuery>, axum::extract::rejection::QueryRejection>,
     headers: HeaderMap,
 ) -> Result<Json<NodeLabels>, ApiError> {
-    let Query(q) = q.map_err(crate::api::bad_query)?;
+    let Query(q) = q.map_err(crate::http::bad_query)?;
     let header = headers
         .get(axum::http::header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok());
     let id = state.auth.identify(header)?;
     state.auth.authorize(id, &q.cluster, &node)?;
-    if state.labels.mode == crate::labels::settings::Mode::Off {
+    if state.labels.mode == Mode::Off {
         return Err(ApiError::Conflict(
             "node labels are off on this collector ([labels] mode = \"off\")".into(),
         ));
@@ -232,15 +252,15 @@ pub async fn node_labels(
                 60,
             ));
         }
-        Err(crate::analysis::NewestError::Store(e)) => return Err(e.into()),
+        Err(NewestError::Store(e)) => return Err(e.into()),
         Err(e) => return Err(ApiError::Internal(e.to_string())),
     };
-    let mut all = crate::labels::advisory::labels(&a, a.generated_ms);
+    let mut all = super::advisory::labels(&a, a.generated_ms);
     Ok(Json(NodeLabels {
         labels: all
             .remove(&(q.cluster.clone(), node.clone()))
             .unwrap_or_default(),
         node,
-        analyzed: crate::api::rfc3339(a.generated_ms),
+        analyzed: model::time::rfc3339(a.generated_ms),
     }))
 }

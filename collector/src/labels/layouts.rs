@@ -38,7 +38,7 @@ pub struct Settings {
     /// period (about a minute), and a label written sooner selects a config not yet there.
     #[serde(
         default = "default_sync_wait",
-        deserialize_with = "crate::config::duration"
+        deserialize_with = "crate::settings::duration"
     )]
     pub sync_wait: Duration,
 }

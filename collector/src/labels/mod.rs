@@ -6,8 +6,17 @@ pub mod advisory;
 pub mod api;
 pub mod kube;
 pub mod layouts;
+pub mod metrics;
 pub mod settings;
 pub mod workflow;
+
+pub use actions::{ApproveError, after_analysis, approve, task};
+pub use advisory::{labels as advisory_labels, utilization_class};
+pub use api::{LabelsState, routes};
+pub use kube::Cluster;
+pub use metrics::LabelMetrics;
+pub use settings::{Mode, Operator, Settings};
+pub use workflow::plans;
 
 /// The cluster to label, when labels are on and the API server is reachable; otherwise a
 /// warning in the log and no labelling.

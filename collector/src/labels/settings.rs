@@ -52,25 +52,25 @@ pub struct Settings {
     /// How long the workflow waits for GPU pods to leave a cordoned node.
     #[serde(
         default = "default_drain_timeout",
-        deserialize_with = "crate::config::duration"
+        deserialize_with = "crate::settings::duration"
     )]
     pub drain_timeout: Duration,
     /// How long the MIG manager may take to report success.
     #[serde(
         default = "default_config_timeout",
-        deserialize_with = "crate::config::duration"
+        deserialize_with = "crate::settings::duration"
     )]
     pub config_timeout: Duration,
     /// At most one GPU Operator change per node in this long.
     #[serde(
         default = "default_min_interval",
-        deserialize_with = "crate::config::duration"
+        deserialize_with = "crate::settings::duration"
     )]
     pub min_interval: Duration,
     /// How often approved changes are looked for.
     #[serde(
         default = "default_every",
-        deserialize_with = "crate::config::duration"
+        deserialize_with = "crate::settings::duration"
     )]
     pub every: Duration,
     /// People who may approve changes through the API (`Authorization: Bearer <token>`).
@@ -88,7 +88,7 @@ pub struct Settings {
 pub struct Operator {
     /// Recorded as the approver.
     pub name: String,
-    pub token: crate::config::Secret,
+    pub token: crate::settings::Secret,
 }
 
 fn yes() -> bool {
@@ -112,7 +112,7 @@ impl Settings {
     pub fn operator(&self, token: &str) -> Option<&str> {
         let mut found = None;
         for o in &self.operators {
-            if crate::auth::constant_time_eq(o.token.0.as_bytes(), token.as_bytes())
+            if crate::signing::constant_time_eq(o.token.0.as_bytes(), token.as_bytes())
                 && found.is_none()
             {
                 found = Some(o.name.as_str());

@@ -7,13 +7,30 @@ use axum::http::header;
 use axum::response::{IntoResponse, Response};
 use serde::{Deserialize, Serialize};
 
-use crate::api::rfc3339;
+use std::sync::Arc;
+
+use super::{Settings, link};
 use crate::error::ApiError;
-use crate::reports::link;
-use crate::state::AppState;
+use crate::shared::Shared;
+use model::time::rfc3339;
+
+/// What the reports handlers need.
+#[derive(Debug, Clone)]
+pub struct ReportsState {
+    pub shared: Shared,
+    /// The `[reports]` settings (the time zone the API defaults to).
+    pub reports: Arc<Settings>,
+}
+
+impl std::ops::Deref for ReportsState {
+    type Target = Shared;
+    fn deref(&self) -> &Shared {
+        &self.shared
+    }
+}
 
 /// The reports routes (merged in `router.rs`).
-pub fn routes() -> axum::Router<crate::state::AppState> {
+pub fn routes() -> axum::Router<ReportsState> {
     use axum::routing::get;
     axum::Router::new()
         .route("/api/v1/reports", get(list))
@@ -47,10 +64,10 @@ pub struct ListQuery {
 }
 
 pub async fn list(
-    State(state): State<AppState>,
+    State(state): State<ReportsState>,
     q: Result<Query<ListQuery>, axum::extract::rejection::QueryRejection>,
 ) -> Result<Json<ReportList>, ApiError> {
-    let Query(q) = q.map_err(crate::api::bad_query)?;
+    let Query(q) = q.map_err(crate::http::bad_query)?;
     let limit = q.limit.unwrap_or(52);
     if !(1..=520).contains(&limit) {
         return Err(ApiError::BadRequest(format!(
@@ -90,12 +107,12 @@ pub struct GetQuery {
 
 /// One report as a download.
 pub async fn get(
-    State(state): State<AppState>,
+    State(state): State<ReportsState>,
     Path(week): Path<String>,
     q: Result<Query<GetQuery>, axum::extract::rejection::QueryRejection>,
 ) -> Result<Response, ApiError> {
-    let Query(q) = q.map_err(crate::api::bad_query)?;
-    let w: crate::reports::week::IsoWeek = week.parse().map_err(ApiError::BadRequest)?;
+    let Query(q) = q.map_err(crate::http::bad_query)?;
+    let w: super::week::IsoWeek = week.parse().map_err(ApiError::BadRequest)?;
     let tz = q
         .timezone
         .clone()

@@ -9,7 +9,7 @@ use web::chart::esc;
 use web::format::{change, pct};
 
 use super::content::{ReportData, TOP};
-use crate::api::rfc3339;
+use model::time::rfc3339;
 
 fn num(x: f64) -> String {
     if x.abs() >= 100.0 {

@@ -8,13 +8,17 @@ pub mod api;
 pub mod content;
 pub mod csv;
 pub mod html;
+pub mod metrics;
 pub mod week;
+
+pub use api::{ReportsState, routes};
+pub use metrics::ReportMetrics;
 
 use std::time::Duration;
 
 use serde::Deserialize;
 
-use crate::config::Secret;
+use crate::settings::Secret;
 use content::ReportData;
 use store::reports::StoredReport;
 use store::{LOCK_REPORTS, Store};
@@ -33,7 +37,7 @@ pub struct Settings {
     /// How long after the week ends its report is made (late data, rollups).
     #[serde(
         default = "default_delay",
-        deserialize_with = "crate::config::duration"
+        deserialize_with = "crate::settings::duration"
     )]
     pub delay: Duration,
     /// Base URL of this gpulens, for links in the webhook message.
@@ -139,7 +143,7 @@ pub async fn generate(
     if to > now_ms {
         return Err(ReportError::NotOver {
             week,
-            end: crate::api::rfc3339(to),
+            end: model::time::rfc3339(to),
         });
     }
     progress.stage(0, 4, &format!("analysing {week}"));
@@ -259,7 +263,7 @@ async fn announce(s: &Settings, w: &Webhook, r: &StoredReport) -> anyhow::Result
     } else {
         serde_json::json!({
             "week": r.week, "timezone": r.timezone,
-            "from": crate::api::rfc3339(r.from_ms), "to": crate::api::rfc3339(r.to_ms),
+            "from": model::time::rfc3339(r.from_ms), "to": model::time::rfc3339(r.to_ms),
             "summary": r.summary, "html": html, "csv": csv,
         })
     }
@@ -275,7 +279,7 @@ async fn announce(s: &Settings, w: &Webhook, r: &StoredReport) -> anyhow::Result
         let req = http
             .post(&w.url.0)
             .header("content-type", "application/json");
-        match crate::alerts::payload::signed(req, w.secret.as_ref(), &body)
+        match crate::signing::signed(req, w.secret.as_ref(), &body)
             .body(body.clone())
             .send()
             .await
@@ -300,6 +304,7 @@ pub async fn scheduled(
     s: &Settings,
     thresholds: &analytics::Config,
     now_ms: i64,
+    metrics: &ReportMetrics,
 ) -> anyhow::Result<Option<StoredReport>> {
     let tz = week::zone(&s.timezone).map_err(|e| anyhow::anyhow!(e))?;
     let week = IsoWeek::last_complete(now_ms - s.delay.as_millis() as i64, &tz);
@@ -333,9 +338,19 @@ pub async fn scheduled(
     .await;
     lock.release().await?;
     let made = result?;
+    if made.is_some() {
+        metrics.made.inc();
+    }
     if let (Some(r), Some(w)) = (&made, &s.webhook) {
         tracing::info!(week = %r.week, "weekly report stored");
-        if let Err(e) = announce(s, w, r).await {
+        let announced = announce(s, w, r).await;
+        metrics
+            .announcements
+            .get_or_create(&metrics::AnnounceLabels {
+                outcome: if announced.is_ok() { "sent" } else { "failed" },
+            })
+            .inc();
+        if let Err(e) = announced {
             tracing::warn!(error = %e, week = %r.week, "the report is stored but could not be announced");
         }
     }
@@ -347,23 +362,24 @@ pub fn task(
     store: Store,
     s: Settings,
     thresholds: analytics::Config,
+    metrics: ReportMetrics,
 ) -> std::sync::Arc<dyn crate::tasks::Task> {
     // Weeks without data are looked at once per run, not every ten minutes.
     let empty: std::sync::Arc<tokio::sync::Mutex<Option<String>>> = Default::default();
-    let shared = std::sync::Arc::new((store, s, thresholds));
+    let shared = std::sync::Arc::new((store, s, thresholds, metrics));
     crate::tasks::Periodic::task("reports", Duration::from_secs(600), move || {
         let (shared, empty) = (shared.clone(), empty.clone());
         Box::pin(async move {
-            let (store, s, thresholds) = &*shared;
+            let (store, s, thresholds, metrics) = &*shared;
             let mut empty = empty.lock().await;
-            let now = crate::now_ms();
+            let now = model::time::now_ms();
             let tz = week::zone(&s.timezone)
                 .map_err(|e| anyhow::anyhow!("report time zone {:?}: {e}", s.timezone))?;
             let due = IsoWeek::last_complete(now - s.delay.as_millis() as i64, &tz).to_string();
             if empty.as_deref() == Some(due.as_str()) {
                 return Ok(());
             }
-            match scheduled(store, s, thresholds, now).await? {
+            match scheduled(store, s, thresholds, now, metrics).await? {
                 Some(r) => {
                     tracing::info!(week = %r.week, summary = %r.summary, "weekly report made")
                 }

@@ -2,6 +2,7 @@
 
 mod alerts;
 mod analytics;
+mod architecture;
 mod browser;
 mod dashboard;
 mod delivery;

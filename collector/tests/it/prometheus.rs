@@ -72,7 +72,7 @@ async fn the_collectors_metrics_pass_promtool() {
         assert!(resp.status().is_success(), "{}", resp.status());
     }
     t.store.rollup(now).await.unwrap();
-    collector::analysis::scheduled(&t.store, &Default::default())
+    collector::analysis::scheduled(&t.store, &Default::default(), &Default::default())
         .await
         .unwrap()
         .unwrap();

@@ -371,7 +371,7 @@ async fn a_restart_loses_no_remote_written_sample() {
         .await
         .unwrap();
     let third = collector();
-    collector::jobs::run_once(&third).await.unwrap();
+    third.upkeep_once().await.unwrap();
     assert_eq!(
         t.store.counts().await.unwrap().gpu_samples,
         3,
@@ -408,7 +408,7 @@ async fn a_restart_loses_no_remote_written_sample() {
             .unwrap();
     }
     let fourth = collector();
-    collector::jobs::run_once(&fourth).await.unwrap();
+    fourth.upkeep_once().await.unwrap();
     assert_eq!(
         t.store.counts().await.unwrap().gpu_samples,
         4,
@@ -418,8 +418,8 @@ async fn a_restart_loses_no_remote_written_sample() {
     assert_eq!(
         fourth
             .remote_write
-            .late_samples
-            .load(std::sync::atomic::Ordering::Relaxed),
+            .metrics
+            .dropped(collector::remote_write::DropReason::Late),
         0
     );
 }

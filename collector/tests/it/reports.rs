@@ -83,12 +83,18 @@ async fn heavy_a_weeks_report_matches_the_funnel_api() {
         ..reports::Settings::default()
     };
     // Within the hour's delay the last complete week is still the one before.
-    let before = reports::scheduled(&t.store, &settings, &cfg, to + 1_800_000)
-        .await
-        .unwrap()
-        .expect("the week before had a day of data");
+    let before = reports::scheduled(
+        &t.store,
+        &settings,
+        &cfg,
+        to + 1_800_000,
+        &Default::default(),
+    )
+    .await
+    .unwrap()
+    .expect("the week before had a day of data");
     assert_eq!(before.week, "2026-W45");
-    let stored = reports::scheduled(&t.store, &settings, &cfg, now)
+    let stored = reports::scheduled(&t.store, &settings, &cfg, now, &Default::default())
         .await
         .unwrap()
         .expect("the week's report");
@@ -121,8 +127,8 @@ async fn heavy_a_weeks_report_matches_the_funnel_api() {
         &state,
         &format!(
             "/api/v1/funnel?from={}&to={}",
-            collector::api::rfc3339(from),
-            collector::api::rfc3339(to)
+            model::time::rfc3339(from),
+            model::time::rfc3339(to)
         ),
     )
     .await;
@@ -221,9 +227,15 @@ async fn heavy_a_weeks_report_matches_the_funnel_api() {
     assert_eq!(code, StatusCode::BAD_REQUEST);
 
     // The schedule makes the week once, and not again.
-    let made = reports::scheduled(&t.store, &settings, &cfg, now + 3 * DAY_MS)
-        .await
-        .unwrap();
+    let made = reports::scheduled(
+        &t.store,
+        &settings,
+        &cfg,
+        now + 3 * DAY_MS,
+        &Default::default(),
+    )
+    .await
+    .unwrap();
     assert!(made.is_none(), "2026-W46 is stored already");
     assert_eq!(hook.bodies("/reports").len(), 2);
 }

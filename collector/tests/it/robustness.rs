@@ -121,10 +121,12 @@ async fn mutated_batches_and_queries_never_get_a_5xx_nor_store_anything_when_ref
         Retention::default(),
         TeamsConfig::default(),
     );
-    let runner = collector::tasks::Runner::start(
-        &state,
-        collector::jobs::tasks(&state, Duration::from_millis(300)),
-    );
+    let mut upkeep = state.upkeep().tasks(Duration::from_millis(300));
+    upkeep.push(collector::remote_write::task(
+        state.remote_write_state(),
+        Duration::from_millis(300),
+    ));
+    let runner = collector::tasks::Runner::start(&state.tasks, upkeep);
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let base_url = format!("http://{}", listener.local_addr().unwrap());
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
@@ -271,5 +273,5 @@ async fn mutated_batches_and_queries_never_get_a_5xx_nor_store_anything_when_ref
     }
     let _ = stop.send(());
     server.await.unwrap().unwrap();
-    runner.stop();
+    runner.stop().await;
 }

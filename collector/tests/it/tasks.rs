@@ -69,7 +69,7 @@ async fn a_failing_or_panicking_task_never_stops_the_others_and_is_reported() {
         Box::pin(async { panic!("a row no check foresaw") })
     });
     let runner = Runner::start(
-        &state,
+        &state.tasks,
         vec![
             counting("keeps_going", healthy_runs.clone()),
             failing,
@@ -156,14 +156,14 @@ async fn a_failing_or_panicking_task_never_stops_the_others_and_is_reported() {
         assert!(std::time::Instant::now() < deadline, "no recovery: {body}");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    runner.stop();
+    runner.stop().await;
 }
 
 #[tokio::test]
 async fn serve_and_demo_run_the_same_storage_analysis_alert_and_report_tasks() {
     let t = support::sqlite().await;
     let state = state(&t);
-    let plan = collector::tasks::Plan {
+    let plan = collector::schedule::Plan {
         storage_every: Duration::from_secs(3600),
         analysis: Default::default(),
         analysis_first_after: Duration::from_secs(3600),
@@ -171,7 +171,7 @@ async fn serve_and_demo_run_the_same_storage_analysis_alert_and_report_tasks() {
         reports: Some((Default::default(), Default::default())),
         labels: None,
     };
-    let names: Vec<_> = collector::tasks::standard(&state, plan)
+    let names: Vec<_> = collector::schedule::standard(&state, plan)
         .iter()
         .map(|t| t.name())
         .collect();
@@ -187,4 +187,46 @@ async fn serve_and_demo_run_the_same_storage_analysis_alert_and_report_tasks() {
             "reports"
         ]
     );
+}
+
+#[tokio::test]
+async fn every_feature_counts_its_own_work_on_metrics() {
+    let t = support::sqlite().await;
+    let state = state(&t);
+    collector::analysis::scheduled(&t.store, &Default::default(), &state.metrics.analysis)
+        .await
+        .unwrap();
+    // Families show on /metrics once they have a series: one each, as their features would.
+    let m = &state.metrics;
+    m.alerts
+        .attempts
+        .get_or_create(&collector::alerts::metrics::AttemptLabels {
+            receiver: "ops".into(),
+            outcome: "delivered",
+        })
+        .inc();
+    collector::labels::LabelMetrics::count(&m.labels.runs, "applied");
+    state
+        .remote_write
+        .metrics
+        .drop(collector::remote_write::DropReason::Late);
+    let (_, metrics) = get(&state, "/metrics").await;
+    for needle in [
+        "gpulens_ingest_batch_rows_count 0",
+        "gpulens_rollup_buckets_total 0",
+        "gpulens_analysis_passes_total{outcome=\"stored\"} 1",
+        "gpulens_analysis_load_seconds_count 1",
+        "gpulens_alert_delivery_attempts_total{receiver=\"ops\",outcome=\"delivered\"} 1",
+        "gpulens_reports_made_total 0",
+        "gpulens_label_action_runs_total{outcome=\"applied\"} 1",
+        "gpulens_label_actions_planned_total 0",
+        "gpulens_remote_write_samples_dropped_total{reason=\"late\"} 1",
+        "gpulens_remote_write_ignored_series_total 0",
+        "gpulens_remote_write_scrapes_stored_total 0",
+    ] {
+        assert!(
+            metrics.contains(needle),
+            "{needle} missing from /metrics:\n{metrics}"
+        );
+    }
 }

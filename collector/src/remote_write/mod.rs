@@ -29,16 +29,41 @@ use std::sync::Mutex;
 
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode, header};
+use model::dcgm::Field;
 use model::wire::v1::{Batch, Limits, Snapshot};
 use model::{Allocation, GpuInfo, GpuSample, MigSample, Tenant, TenantKind};
 
+use std::sync::Arc;
+
 use crate::error::ApiError;
-use crate::state::AppState;
+use crate::fleet::LatestGpus;
+use crate::ingest::IngestConfig;
+use crate::shared::Shared;
+
+pub mod metrics;
 
 pub use intake::remote_write::{Label, Sample, TimeSeries, WriteRequest, decode, label};
+pub use metrics::{DropReason, RemoteWriteMetrics};
+
+/// What the receiver's handler and background task need.
+#[derive(Debug, Clone)]
+pub struct RemoteWriteState {
+    pub shared: Shared,
+    /// The `[ingest]` limits, which bound remote-write bodies too.
+    pub ingest: Arc<IngestConfig>,
+    pub latest: Arc<LatestGpus>,
+    pub remote_write: Arc<Receiver>,
+}
+
+impl std::ops::Deref for RemoteWriteState {
+    type Target = Shared;
+    fn deref(&self) -> &Shared {
+        &self.shared
+    }
+}
 
 /// The remote write routes (merged in `router.rs`).
-pub fn routes() -> axum::Router<crate::state::AppState> {
+pub fn routes() -> axum::Router<RemoteWriteState> {
     use axum::routing::post;
     axum::Router::new().route("/api/v1/write", post(write))
 }
@@ -75,49 +100,26 @@ pub struct Receiver {
     hosts: Mutex<HashMap<(String, String), Host>>,
     /// Held while a request is taken; true once the journal has been replayed.
     replayed: tokio::sync::Mutex<bool>,
-    pub late_samples: std::sync::atomic::AtomicU64,
-    pub ignored_series: std::sync::atomic::AtomicU64,
-    /// Samples whose value is outside their DCGM field's domain (`model::dcgm`).
-    pub out_of_domain_samples: std::sync::atomic::AtomicU64,
-    /// Samples dated before the raw retention or more than 5 minutes ahead of the clock.
-    pub out_of_window_samples: std::sync::atomic::AtomicU64,
+    pub metrics: RemoteWriteMetrics,
+}
+
+impl Receiver {
+    /// A receiver whose counters are `metrics` (registered on the collector's registry).
+    pub fn with_metrics(metrics: RemoteWriteMetrics) -> Receiver {
+        Receiver {
+            metrics,
+            ..Receiver::default()
+        }
+    }
 }
 
 /// How far ahead of the collector's clock a sample may be dated (as for ingest).
 const MAX_FUTURE_MS: i64 = 5 * 60 * 1000;
 
-impl Receiver {
-    /// The receiver's counters in OpenMetrics text, for the collector's `/metrics`.
-    pub fn exposition(&self) -> String {
-        use std::sync::atomic::Ordering::Relaxed;
-        let mut out = String::from(
-            "# HELP gpulens_remote_write_samples_dropped Remote-write samples not stored, by reason: late (their scrape was stored already), out_of_domain (value outside the DCGM field's domain), out_of_window (dated before the raw retention or over 5 minutes ahead)\n\
-             # TYPE gpulens_remote_write_samples_dropped counter\n",
-        );
-        for (reason, n) in [
-            ("late", &self.late_samples),
-            ("out_of_domain", &self.out_of_domain_samples),
-            ("out_of_window", &self.out_of_window_samples),
-        ] {
-            out.push_str(&format!(
-                "gpulens_remote_write_samples_dropped_total{{reason=\"{reason}\"}} {}\n",
-                n.load(Relaxed)
-            ));
-        }
-        out.push_str(&format!(
-            "# HELP gpulens_remote_write_ignored_series Remote-write series gpulens does not read (not a DCGM field it knows, no UUID, or a host that is not a node name)\n\
-             # TYPE gpulens_remote_write_ignored_series counter\n\
-             gpulens_remote_write_ignored_series_total {}\n",
-            self.ignored_series.load(Relaxed)
-        ));
-        out
-    }
-}
-
 /// A series gpulens reads: a DCGM field of a host's GPU. Its name, host and GPU UUID. A host
 /// that is not a DNS-1123 subdomain (what ingest requires of node names) is not a node.
-fn dcgm_series(ls: &[Label]) -> Option<(&str, &str, &str)> {
-    let name = label(ls, "__name__").filter(|n| model::dcgm::domain(n).is_some())?;
+fn dcgm_series(ls: &[Label]) -> Option<(Field, &str, &str)> {
+    let name = label(ls, "__name__").and_then(Field::parse)?;
     let host = label(ls, "Hostname").or_else(|| label(ls, "hostname"))?;
     model::names::check_subdomain(host).ok()?;
     Some((name, host, label(ls, "UUID")?))
@@ -133,69 +135,32 @@ fn mig_share(profile: &str) -> f32 {
     compute_slices(profile).map_or(1.0 / 7.0, |n| (n as f32 / 7.0).min(1.0))
 }
 
-const MIB: f64 = 1024.0 * 1024.0;
-
-/// Puts one DCGM field's value into a scrape.
-fn apply(scrape: &mut Scrape, field: &str, uuid: &str, gi: Option<u32>, v: f64) -> bool {
-    let f = v as f32;
-    // Profiling ratios a hair above 1 (DCGM's float arithmetic) are 1.
-    let ratio = f.min(1.0);
-    if let Some(gi) = gi {
-        let m = scrape
-            .mig
-            .entry((uuid.to_owned(), gi))
-            .or_insert_with(|| MigSample {
-                gpu_uuid: uuid.to_owned(),
-                gi_id: gi,
-                ..MigSample::default()
-            });
-        match field {
-            "DCGM_FI_PROF_SM_ACTIVE" => m.sm_active = Some(ratio),
-            "DCGM_FI_PROF_SM_OCCUPANCY" => m.sm_occupancy = Some(ratio),
-            "DCGM_FI_PROF_DRAM_ACTIVE" => m.dram_active = Some(ratio),
-            "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE" => m.tensor_active = Some(ratio),
-            "DCGM_FI_PROF_GR_ENGINE_ACTIVE" => m.gr_engine_active = Some(ratio),
-            "DCGM_FI_DEV_FB_USED" => m.mem_used_bytes = Some((v * MIB) as i64),
-            "DCGM_FI_DEV_FB_FREE" => {
-                m.mem_total_bytes = Some((v * MIB) as i64 + m.mem_used_bytes.unwrap_or(0))
-            }
-            _ => return false,
-        }
-        return true;
+/// Puts one DCGM field's value into a scrape (`model::dcgm::Field`: the field table the agent
+/// reads dcgm-exporter with too); false when the field says nothing about its target.
+fn apply(scrape: &mut Scrape, field: Field, uuid: &str, gi: Option<u32>, v: f64) -> bool {
+    match gi {
+        Some(gi) => field.apply_mig(
+            scrape
+                .mig
+                .entry((uuid.to_owned(), gi))
+                .or_insert_with(|| MigSample {
+                    gpu_uuid: uuid.to_owned(),
+                    gi_id: gi,
+                    ..MigSample::default()
+                }),
+            v,
+        ),
+        None => field.apply_gpu(
+            scrape
+                .gpus
+                .entry(uuid.to_owned())
+                .or_insert_with(|| GpuSample {
+                    gpu_uuid: uuid.to_owned(),
+                    ..GpuSample::default()
+                }),
+            v,
+        ),
     }
-    let g = scrape
-        .gpus
-        .entry(uuid.to_owned())
-        .or_insert_with(|| GpuSample {
-            gpu_uuid: uuid.to_owned(),
-            ..GpuSample::default()
-        });
-    match field {
-        "DCGM_FI_DEV_GPU_UTIL" => g.gpu_util = Some((v / 100.0) as f32),
-        "DCGM_FI_DEV_MEM_COPY_UTIL" => g.mem_util = Some((v / 100.0) as f32),
-        "DCGM_FI_DEV_FB_USED" => g.mem_used_bytes = Some((v * MIB) as i64),
-        "DCGM_FI_DEV_FB_FREE" => {
-            // Used + free is the total; FB_USED may come after FB_FREE, so keep free aside.
-            g.mem_total_bytes = Some((v * MIB) as i64)
-        }
-        "DCGM_FI_DEV_POWER_USAGE" => g.power_w = Some(f),
-        "DCGM_FI_DEV_GPU_TEMP" => g.temp_c = Some(f),
-        "DCGM_FI_DEV_SM_CLOCK" => g.sm_clock_mhz = Some(v as i32),
-        "DCGM_FI_DEV_MEM_CLOCK" => g.mem_clock_mhz = Some(v as i32),
-        "DCGM_FI_DEV_ECC_SBE_VOL_TOTAL" => g.ecc_corrected = Some(v as i64),
-        "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL" => g.ecc_uncorrected = Some(v as i64),
-        "DCGM_FI_DEV_RETIRED_DBE" | "DCGM_FI_DEV_RETIRED_SBE" => {
-            g.retired_pages = Some(g.retired_pages.unwrap_or(0) + v as i32)
-        }
-        "DCGM_FI_DEV_ROW_REMAP_PENDING" => {}
-        "DCGM_FI_PROF_SM_ACTIVE" => g.sm_active = Some(ratio),
-        "DCGM_FI_PROF_SM_OCCUPANCY" => g.sm_occupancy = Some(ratio),
-        "DCGM_FI_PROF_DRAM_ACTIVE" => g.dram_active = Some(ratio),
-        "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE" => g.tensor_active = Some(ratio),
-        "DCGM_FI_PROF_GR_ENGINE_ACTIVE" => g.gr_engine_active = Some(ratio),
-        _ => return false,
-    }
-    true
 }
 
 impl Receiver {
@@ -207,14 +172,23 @@ impl Receiver {
         cluster_of: impl Fn(&[Label]) -> String,
         now_ms: i64,
         window: (i64, i64),
+        replaying: bool,
     ) -> usize {
+        // A replayed request was counted when it first arrived (by this process or the one
+        // before it); its drops are not counted again.
+        let drop = |reason| {
+            if !replaying {
+                self.metrics.drop(reason)
+            }
+        };
         let mut hosts = self.hosts.lock().expect("remote-write hosts");
         let mut taken = 0;
         for ts in &req.timeseries {
             let ls = &ts.labels;
             let Some((name, host, uuid)) = dcgm_series(ls) else {
-                self.ignored_series
-                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                if !replaying {
+                    self.metrics.ignored_series.inc();
+                }
                 continue;
             };
             let gi = label(ls, "GPU_I_ID").and_then(|v| v.parse::<u32>().ok());
@@ -276,19 +250,16 @@ impl Receiver {
             for s in &ts.samples {
                 // Each sample on its own: a bad one is dropped and counted, never its
                 // neighbours, and none can move the host's clock.
-                if !model::dcgm::in_domain(name, s.value) {
-                    self.out_of_domain_samples
-                        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                if !name.accepts(s.value) {
+                    drop(DropReason::OutOfDomain);
                     continue;
                 }
                 if s.timestamp < window.0 || s.timestamp > window.1 {
-                    self.out_of_window_samples
-                        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    drop(DropReason::OutOfWindow);
                     continue;
                 }
                 if h.stored_ts.is_some_and(|t| s.timestamp <= t) {
-                    self.late_samples
-                        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    drop(DropReason::Late);
                     continue;
                 }
                 let scrape = h.scrapes.entry(s.timestamp).or_default();
@@ -468,14 +439,16 @@ fn cluster_label(ls: &[Label]) -> String {
 }
 
 /// After a start, takes the journaled requests back into the buffer (once).
-async fn replay(state: &AppState, replayed: &mut bool, now: i64) -> Result<(), store::StoreError> {
+async fn replay(
+    state: &RemoteWriteState,
+    replayed: &mut bool,
+    now: i64,
+) -> Result<(), store::StoreError> {
     if *replayed {
         return Ok(());
     }
     let rw = &state.remote_write;
     rw.resume(&state.store.stream_positions(AGENT_ID).await?);
-    // Samples of scrapes stored before the stop are skipped, not late.
-    let late = rw.late_samples.load(std::sync::atomic::Ordering::Relaxed);
     let rows = state.store.remote_write_journal().await?;
     for (received, body) in &rows {
         match decode(body, usize::MAX) {
@@ -486,6 +459,7 @@ async fn replay(state: &AppState, replayed: &mut bool, now: i64) -> Result<(), s
                     cluster_label,
                     (*received).min(now),
                     sample_window(state, *received),
+                    true,
                 );
             }
             Err(e) => {
@@ -493,8 +467,6 @@ async fn replay(state: &AppState, replayed: &mut bool, now: i64) -> Result<(), s
             }
         }
     }
-    rw.late_samples
-        .store(late, std::sync::atomic::Ordering::Relaxed);
     if !rows.is_empty() {
         tracing::info!(requests = rows.len(), "remote-write journal replayed");
     }
@@ -504,7 +476,7 @@ async fn replay(state: &AppState, replayed: &mut bool, now: i64) -> Result<(), s
 
 /// Stores every complete scrape, then drops the journal rows nothing waits for any more
 /// (only a stored scrape frees rows, so a call that stores none touches no row).
-async fn store_complete(state: &AppState, now: i64) -> Result<(), store::StoreError> {
+async fn store_complete(state: &RemoteWriteState, now: i64) -> Result<(), store::StoreError> {
     let limits = Limits {
         max_age_ms: i64::MAX / 4,
         ..Limits::default()
@@ -526,6 +498,7 @@ async fn store_complete(state: &AppState, now: i64) -> Result<(), store::StoreEr
             .await?;
         state.latest.record(&b);
         state.remote_write.stored(&b);
+        state.remote_write.metrics.scrapes_stored.inc();
     }
     state
         .store
@@ -536,15 +509,24 @@ async fn store_complete(state: &AppState, now: i64) -> Result<(), store::StoreEr
 
 /// The background part (the collector's jobs pass): replays the journal after a start and
 /// stores the scrapes of hosts that went quiet, when no request comes to do it.
-pub async fn settle(state: &AppState) -> Result<(), store::StoreError> {
+pub async fn settle(state: &RemoteWriteState) -> Result<(), store::StoreError> {
     let mut replayed = state.remote_write.replayed.lock().await;
-    let now = crate::now_ms();
+    let now = model::time::now_ms();
     replay(state, &mut replayed, now).await?;
     store_complete(state, now).await
 }
 
+/// Settling as a background task, every `every`: scrapes of hosts that went quiet are stored
+/// even when no request comes to do it.
+pub fn task(state: RemoteWriteState, every: std::time::Duration) -> Arc<dyn crate::tasks::Task> {
+    crate::tasks::Periodic::task("remote_write_settle", every, move || {
+        let state = state.clone();
+        Box::pin(async move { Ok(settle(&state).await?) })
+    })
+}
+
 /// The sample times accepted at `at`: the raw retention back, five minutes ahead.
-fn sample_window(state: &AppState, at: i64) -> (i64, i64) {
+fn sample_window(state: &RemoteWriteState, at: i64) -> (i64, i64) {
     let raw = i64::try_from(state.retention.raw.as_millis()).unwrap_or(i64::MAX);
     (at.saturating_sub(raw), at.saturating_add(MAX_FUTURE_MS))
 }
@@ -584,7 +566,7 @@ fn check_protocol(headers: &HeaderMap) -> Result<(), ApiError> {
 }
 
 pub async fn write(
-    State(state): State<AppState>,
+    State(state): State<RemoteWriteState>,
     headers: HeaderMap,
     body: axum::body::Body,
 ) -> Result<StatusCode, ApiError> {
@@ -622,7 +604,7 @@ pub async fn write(
         }
     }
     let sent = req.timeseries.len();
-    let now = crate::now_ms();
+    let now = model::time::now_ms();
     let window = sample_window(&state, now);
     let taken = journal_form(&req, &default_cluster, window);
     let rw = &state.remote_write;
@@ -636,11 +618,10 @@ pub async fn write(
             .store
             .journal_remote_write(now, *newest, &body)
             .await?;
-        rw.take(r, cluster_label, now, window);
+        rw.take(r, cluster_label, now, window, false);
         kept = r.timeseries.len();
     }
-    rw.ignored_series
-        .fetch_add((sent - kept) as u64, std::sync::atomic::Ordering::Relaxed);
+    rw.metrics.ignored_series.inc_by((sent - kept) as u64);
     store_complete(&state, now).await?;
     drop(replayed);
     Ok(StatusCode::NO_CONTENT)
@@ -679,14 +660,17 @@ mod tests {
             ],
         };
         assert_eq!(
-            r.take(&req, |_| "c".into(), now, window),
+            r.take(&req, |_| "c".into(), now, window, false),
             1,
             "only the temperature"
         );
-        let load = |a: &std::sync::atomic::AtomicU64| a.load(std::sync::atomic::Ordering::Relaxed);
-        assert_eq!(load(&r.out_of_domain_samples), 1);
-        assert_eq!(load(&r.out_of_window_samples), 2);
-        assert_eq!(load(&r.ignored_series), 1, "a host that is no node name");
+        assert_eq!(r.metrics.dropped(DropReason::OutOfDomain), 1);
+        assert_eq!(r.metrics.dropped(DropReason::OutOfWindow), 2);
+        assert_eq!(
+            r.metrics.ignored_series.get(),
+            1,
+            "a host that is no node name"
+        );
         // The ten-years-ahead sample moved nothing: a sample a minute later is taken.
         let next = WriteRequest {
             timeseries: vec![series(
@@ -696,8 +680,11 @@ mod tests {
                 &[(now + 30_000, 61.0)],
             )],
         };
-        assert_eq!(r.take(&next, |_| "c".into(), now + 60_000, window), 1);
-        assert_eq!(load(&r.late_samples), 0);
+        assert_eq!(
+            r.take(&next, |_| "c".into(), now + 60_000, window, false),
+            1
+        );
+        assert_eq!(r.metrics.dropped(DropReason::Late), 0);
     }
 
     /// Issue 15: a Remote-Write 2.0 body decoded as an empty 1.0 message and was answered 204.
@@ -804,7 +791,7 @@ mod tests {
                 series("up", "n1", &[], &[(0, 1.0)]),
             ],
         };
-        assert_eq!(r.take(&req, |_| "c".into(), 100_000, WIDE), 4);
+        assert_eq!(r.take(&req, |_| "c".into(), 100_000, WIDE, false), 4);
         assert!(r.ready(100_000).is_empty(), "nothing settled yet");
         // A scrape 45 s later settles the first two.
         let more = WriteRequest {
@@ -815,7 +802,7 @@ mod tests {
                 &[(45_000, 0.4)],
             )],
         };
-        r.take(&more, |_| "c".into(), 101_000, WIDE);
+        r.take(&more, |_| "c".into(), 101_000, WIDE, false);
         let b = r.ready(101_000);
         assert_eq!(b.len(), 1);
         let b = &b[0];
@@ -845,16 +832,13 @@ mod tests {
         )
         .unwrap();
         r.stored(b);
-        assert_eq!(
-            r.ignored_series.load(std::sync::atomic::Ordering::Relaxed),
-            1
-        );
+        assert_eq!(r.metrics.ignored_series.get(), 1);
         // A sample for a stored scrape is late.
         let late = WriteRequest {
             timeseries: vec![series("DCGM_FI_DEV_GPU_TEMP", "n1", &[], &[(15_000, 40.0)])],
         };
-        r.take(&late, |_| "c".into(), 102_000, WIDE);
-        assert_eq!(r.late_samples.load(std::sync::atomic::Ordering::Relaxed), 1);
+        r.take(&late, |_| "c".into(), 102_000, WIDE, false);
+        assert_eq!(r.metrics.dropped(DropReason::Late), 1);
         // The host goes quiet: its last scrape is stored after a minute.
         assert!(r.ready(102_000).is_empty());
         let rest = r.ready(101_000 + IDLE_MS + 1_000);
@@ -883,7 +867,7 @@ mod tests {
         let back = decode(&body, 1 << 20).unwrap();
         assert_eq!(back, req);
         assert!(decode(b"not snappy at all", 1 << 20).is_err());
-        r.take(&back, |_| "c".into(), 0, WIDE);
+        r.take(&back, |_| "c".into(), 0, WIDE, false);
         let b = &r.ready(IDLE_MS + 1)[0];
         let m = &b.snapshots[0].mig[0];
         assert_eq!((m.gi_id, m.gr_engine_active), (13, Some(0.25)));

@@ -7,35 +7,24 @@ use axum::extract::{Query, State};
 use serde::{Deserialize, Serialize};
 
 use crate::error::ApiError;
-use crate::state::AppState;
 use store::{
     Agg, Entity, GpuRecord, Metric, MigRecord, NodeRecord, Series, SeriesQuery, TenantRecord,
 };
 
-/// RFC 3339 text of a Unix-millisecond instant.
-pub use model::time::rfc3339;
+use model::time::rfc3339;
+
+use super::node_status;
+use crate::http::{bad_query, parse_step, parse_time};
+use crate::shared::Shared;
 
 /// The inventory and series routes (merged in `router.rs`).
-pub fn routes() -> axum::Router<crate::state::AppState> {
+pub fn routes() -> axum::Router<Shared> {
     use axum::routing::get;
     axum::Router::new()
         .route("/api/v1/nodes", get(nodes))
         .route("/api/v1/gpus", get(gpus))
         .route("/api/v1/tenants", get(tenants))
         .route("/api/v1/series", get(series))
-}
-
-/// A node older than this many sampling intervals (and at least two minutes) is silent.
-const SILENT_INTERVALS: i64 = 30;
-
-/// "reporting", or "silent" when the node has sent nothing for a while.
-pub fn node_status(n: &NodeRecord, now: i64) -> &'static str {
-    let silent_after = (n.interval_ms * SILENT_INTERVALS).max(120_000);
-    if now - n.last_seen_ms > silent_after {
-        "silent"
-    } else {
-        "reporting"
-    }
 }
 
 #[derive(Debug, Serialize)]
@@ -73,8 +62,8 @@ pub struct NodesResponse {
     pub nodes: Vec<NodeView>,
 }
 
-pub async fn nodes(State(state): State<AppState>) -> Result<Json<NodesResponse>, ApiError> {
-    let now = crate::now_ms();
+pub async fn nodes(State(state): State<Shared>) -> Result<Json<NodesResponse>, ApiError> {
+    let now = model::time::now_ms();
     let nodes = state
         .store
         .nodes()
@@ -118,7 +107,7 @@ pub struct GpuView {
 }
 
 pub async fn gpus(
-    State(state): State<AppState>,
+    State(state): State<Shared>,
     p: Result<Query<GpusParams>, QueryRejection>,
 ) -> Result<Json<GpusResponse>, ApiError> {
     let Query(p) = p.map_err(bad_query)?;
@@ -212,7 +201,7 @@ pub struct TenantView {
     pub last_seen: String,
 }
 
-pub async fn tenants(State(state): State<AppState>) -> Result<Json<TenantsResponse>, ApiError> {
+pub async fn tenants(State(state): State<Shared>) -> Result<Json<TenantsResponse>, ApiError> {
     let tenants = state
         .store
         .tenants()
@@ -226,7 +215,7 @@ pub async fn tenants(State(state): State<AppState>) -> Result<Json<TenantsRespon
 impl From<TenantRecord> for TenantView {
     fn from(t: TenantRecord) -> Self {
         TenantView {
-            name: display_name(&t),
+            name: t.display_name(),
             first_seen: rfc3339(t.first_seen_ms),
             last_seen: rfc3339(t.last_seen_ms),
             cluster: t.cluster,
@@ -246,26 +235,6 @@ impl From<TenantRecord> for TenantView {
             last_seen_ms: t.last_seen_ms,
         }
     }
-}
-
-/// The tenant's name as the model spells it everywhere (dashboard, reports, agent output).
-pub(crate) fn display_name(t: &TenantRecord) -> String {
-    let Some(kind) = model::TenantKind::parse(&t.kind) else {
-        return t.key.clone();
-    };
-    model::Tenant {
-        key: t.key.clone(),
-        kind,
-        namespace: t.namespace.clone(),
-        pod: t.pod.clone(),
-        container: t.container.clone(),
-        pod_uid: t.pod_uid.clone(),
-        job_id: t.job_id.clone(),
-        user: t.user.clone(),
-        account: t.account.clone(),
-        uid: t.uid.and_then(|u| u32::try_from(u).ok()),
-    }
-    .display_name()
 }
 
 #[derive(Debug, Deserialize)]
@@ -296,11 +265,11 @@ pub struct SeriesResponse {
 }
 
 pub async fn series(
-    State(state): State<AppState>,
+    State(state): State<Shared>,
     p: Result<Query<SeriesParams>, QueryRejection>,
 ) -> Result<Json<SeriesResponse>, ApiError> {
     let Query(p) = p.map_err(bad_query)?;
-    let now = crate::now_ms();
+    let now = model::time::now_ms();
     let metric_name = p
         .metric
         .as_deref()
@@ -370,7 +339,7 @@ pub async fn series(
 }
 
 /// A series of something gpulens has never seen is a 404 naming it, not a run of nulls.
-async fn ensure_known(state: &AppState, entity: &Entity, text: &str) -> Result<(), ApiError> {
+async fn ensure_known(state: &Shared, entity: &Entity, text: &str) -> Result<(), ApiError> {
     let known = match entity {
         Entity::Fleet => true,
         Entity::Node(n) => state.store.nodes().await?.iter().any(|r| &r.node == n),
@@ -385,21 +354,6 @@ async fn ensure_known(state: &AppState, entity: &Entity, text: &str) -> Result<(
             "no {text}: gpulens has no data for it (see /api/v1/nodes, /api/v1/gpus, /api/v1/tenants)"
         )))
     }
-}
-
-/// Query-string mistakes become the API's JSON error.
-pub(crate) fn bad_query(e: QueryRejection) -> ApiError {
-    ApiError::BadRequest(e.body_text())
-}
-
-/// A time of the query domain (`intake::query::parse_time`); a mistake is a 400 naming it.
-pub fn parse_time(s: &str, now: i64) -> Result<i64, ApiError> {
-    intake::query::parse_time(s, now).map_err(ApiError::BadRequest)
-}
-
-/// A step of the query domain (`intake::query::parse_step`); a mistake is a 400 naming it.
-fn parse_step(s: &str) -> Result<i64, ApiError> {
-    intake::query::parse_step(s).map_err(ApiError::BadRequest)
 }
 
 #[cfg(test)]

@@ -9,8 +9,8 @@ use std::sync::Mutex;
 
 use sha2::{Digest, Sha256};
 
-use crate::alerts::payload::{hex, hmac_sha256};
-use crate::labels::settings::Settings;
+use crate::labels::Settings;
+use crate::signing::{hex, hmac_sha256};
 
 pub const COOKIE: &str = "gpulens_operator";
 /// Sessions last this long.
@@ -49,7 +49,7 @@ pub fn verify(s: &Settings, value: &str, now_ms: i64) -> Option<String> {
     let key = key(s)?;
     let (payload, mac) = value.rsplit_once('.')?;
     let want = hex(&hmac_sha256(&key, payload.as_bytes()));
-    if !crate::auth::constant_time_eq(want.as_bytes(), mac.as_bytes()) {
+    if !crate::signing::constant_time_eq(want.as_bytes(), mac.as_bytes()) {
         return None;
     }
     let (name, expires) = payload.split_once('.')?;
@@ -171,13 +171,13 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::labels::settings::Operator;
+    use crate::labels::Operator;
 
     fn settings(token: &str) -> Settings {
         Settings {
             operators: vec![Operator {
                 name: "alice".into(),
-                token: crate::config::Secret(token.into()),
+                token: crate::settings::Secret(token.into()),
             }],
             ..Settings::default()
         }

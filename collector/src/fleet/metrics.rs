@@ -143,7 +143,7 @@ fn stages(r: &analytics::FunnelRow) -> [(&'static str, f64); 5] {
 pub fn encode(
     latest: &LatestGpus,
     analysis: Option<&Analysis>,
-    alerts: &[crate::alerts::state::Alert],
+    alerts: &[crate::alerts::Alert],
     now_ms: i64,
 ) -> String {
     let mut reg = Registry::with_prefix("gpulens");

@@ -2,6 +2,7 @@
 //! node to the token, store, and only then answer 2xx. Every refusal is a 4xx with a JSON error
 //! naming the problem, and stores nothing.
 
+use std::sync::Arc;
 use std::time::Instant;
 
 use axum::Json;
@@ -12,12 +13,37 @@ use model::wire::v1::{Batch, Limits};
 use serde::Serialize;
 
 use crate::error::ApiError;
-use crate::metrics::{Outcome, OutcomeLabels, RejectReason, RowKind, RowLabels};
-use crate::state::AppState;
+use crate::fleet::LatestGpus;
+use crate::shared::Shared;
+use metrics::{Outcome, OutcomeLabels, RejectReason, RowKind, RowLabels};
 use store::{IngestOutcome, StoreError};
 
+pub mod metrics;
+pub mod settings;
+
+pub use metrics::IngestMetrics;
+pub use settings::IngestConfig;
+
+/// What the ingest handler needs.
+#[derive(Debug, Clone)]
+pub struct IngestState {
+    pub shared: Shared,
+    /// The `[ingest]` limits.
+    pub ingest: Arc<IngestConfig>,
+    /// Each GPU's newest readings, updated as batches are stored.
+    pub latest: Arc<LatestGpus>,
+    pub metrics: IngestMetrics,
+}
+
+impl std::ops::Deref for IngestState {
+    type Target = Shared;
+    fn deref(&self) -> &Shared {
+        &self.shared
+    }
+}
+
 /// The ingest routes (merged in `router.rs`).
-pub fn routes() -> axum::Router<crate::state::AppState> {
+pub fn routes() -> axum::Router<IngestState> {
     use axum::routing::post;
     axum::Router::new().route("/api/v1/ingest", post(ingest))
 }
@@ -35,7 +61,7 @@ pub struct IngestResponse {
 }
 
 pub async fn ingest(
-    State(state): State<AppState>,
+    State(state): State<IngestState>,
     headers: HeaderMap,
     body: Body,
 ) -> Result<Json<IngestResponse>, ApiError> {
@@ -56,7 +82,7 @@ fn because(reason: RejectReason) -> impl FnOnce(ApiError) -> Refusal {
 }
 
 async fn handle(
-    state: &AppState,
+    state: &IngestState,
     headers: &HeaderMap,
     body: Body,
 ) -> Result<IngestResponse, Refusal> {
@@ -109,7 +135,7 @@ async fn handle(
         .auth
         .authorize(cred, &batch.cluster, &batch.node)
         .map_err(because(RejectReason::Forbidden))?;
-    let now = crate::now_ms();
+    let now = model::time::now_ms();
     let limits = Limits {
         max_rows: state.ingest.max_rows,
         max_age_ms: state.retention.raw.as_millis() as i64,
@@ -174,7 +200,7 @@ async fn handle(
             }
             if let Some((_, newest)) = batch.time_range() {
                 m.ingest_lag
-                    .observe(((crate::now_ms() - newest).max(0)) as f64 / 1000.0);
+                    .observe(((model::time::now_ms() - newest).max(0)) as f64 / 1000.0);
             }
             Ok(IngestResponse {
                 status: "stored",

@@ -18,12 +18,32 @@ use web::format::{enc, time};
 use web::pages::{self, Sort};
 use web::{Frame, format};
 
-use crate::api::node_status;
-use crate::state::AppState;
+use crate::analysis::Newest;
+use crate::fleet::node_status;
+use crate::shared::Shared;
+use session::Sessions;
 use store::{Agg, Entity, Metric, SeriesQuery};
 
-/// The ui routes (merged in `router.rs`).
-pub fn routes() -> axum::Router<crate::state::AppState> {
+/// What the pages need.
+#[derive(Debug, Clone)]
+pub struct DashboardState {
+    pub shared: Shared,
+    /// The `[labels]` settings: the approval mode and the operators who may sign in.
+    pub labels: Arc<crate::labels::Settings>,
+    pub newest: Arc<Newest>,
+    /// Revoked sessions and sign-in attempts per address.
+    pub sessions: Arc<Sessions>,
+}
+
+impl std::ops::Deref for DashboardState {
+    type Target = Shared;
+    fn deref(&self) -> &Shared {
+        &self.shared
+    }
+}
+
+/// The dashboard routes (merged in `router.rs`).
+pub fn routes() -> axum::Router<DashboardState> {
     use axum::routing::{get, post};
     axum::Router::new()
         .route("/", get(overview))
@@ -87,14 +107,14 @@ fn not_found(what: String) -> PageError {
 
 pub type Page = Result<Html<String>, PageError>;
 
-async fn analysis(state: &AppState) -> Result<Option<Arc<Analysis>>, PageError> {
+async fn analysis(state: &DashboardState) -> Result<Option<Arc<Analysis>>, PageError> {
     state.newest.get(&state.store).await.map_err(|e| match e {
         crate::analysis::NewestError::Store(e) => e.into(),
         e => PageError(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
     })
 }
 
-fn frame(state: &AppState, headers: &HeaderMap, title: impl Into<String>) -> Frame {
+fn frame(state: &DashboardState, headers: &HeaderMap, title: impl Into<String>) -> Frame {
     Frame {
         title: title.into(),
         refresh_s: None,
@@ -105,12 +125,12 @@ fn frame(state: &AppState, headers: &HeaderMap, title: impl Into<String>) -> Fra
 }
 
 /// The signed-in operator and their session cookie.
-fn operator(state: &AppState, headers: &HeaderMap) -> Option<(String, String)> {
+fn operator(state: &DashboardState, headers: &HeaderMap) -> Option<(String, String)> {
     let cookie = session::from_header(headers.get(header::COOKIE).and_then(|v| v.to_str().ok()))?;
     if state.sessions.is_revoked(&cookie) {
         return None;
     }
-    let name = session::verify(&state.labels, &cookie, crate::now_ms())?;
+    let name = session::verify(&state.labels, &cookie, model::time::now_ms())?;
     Some((name, cookie))
 }
 
@@ -200,7 +220,7 @@ pub struct RangeQuery {
 
 /// The mean of `metric` for `entity` per `step`; `None` when the store cannot answer.
 async fn mean_series(
-    state: &AppState,
+    state: &DashboardState,
     metric: Metric,
     entity: Entity,
     from: i64,
@@ -217,7 +237,7 @@ async fn mean_series(
     };
     state
         .store
-        .series(&q, crate::now_ms(), &state.retention)
+        .series(&q, model::time::now_ms(), &state.retention)
         .await
         .ok()
 }
@@ -231,14 +251,14 @@ fn shown(s: store::Series) -> Vec<(i64, Option<f64>)> {
         .collect()
 }
 
-async fn mean_over(state: &AppState, metric: Metric, from: i64, to: i64) -> Option<f64> {
+async fn mean_over(state: &DashboardState, metric: Metric, from: i64, to: i64) -> Option<f64> {
     let s = mean_series(state, metric, Entity::Fleet, from, to, to - from).await?;
     let vals: Vec<f64> = s.points.iter().filter_map(|(_, v)| *v).collect();
     (!vals.is_empty()).then(|| vals.iter().sum::<f64>() / vals.len() as f64)
 }
 
 async fn fleet_series(
-    state: &AppState,
+    state: &DashboardState,
     metric: Metric,
     from: i64,
     to: i64,
@@ -280,16 +300,16 @@ fn tenant_lines(
 }
 
 pub async fn overview(
-    State(state): State<AppState>,
+    State(state): State<DashboardState>,
     headers: HeaderMap,
     Query(q): Query<RangeQuery>,
 ) -> Page {
-    let now = crate::now_ms();
+    let now = model::time::now_ms();
     let (range, span) = range_ms(q.range.as_deref());
     let (from, to) = (now - span, now);
     let a = analysis(&state).await?;
     let nodes = state.store.nodes().await?;
-    let alerts = crate::alerts::state::load(&state.store).await?;
+    let alerts = crate::alerts::load(&state.store).await?;
     let step = match range {
         "24h" => 900_000,
         "7d" => 3_600_000,
@@ -352,7 +372,7 @@ pub async fn overview(
         recommendations: 0,
         firing_alerts: alerts
             .iter()
-            .filter(|x| x.state == crate::alerts::state::State::Firing)
+            .filter(|x| x.state == crate::alerts::AlertState::Firing)
             .count(),
         top_idle: Vec::new(),
         top_underutilized: Vec::new(),
@@ -403,11 +423,11 @@ pub async fn overview(
 // ---------------------------------------------------------------- nodes
 
 pub async fn nodes(
-    State(state): State<AppState>,
+    State(state): State<DashboardState>,
     headers: HeaderMap,
     Query(q): Query<SortQuery>,
 ) -> Page {
-    let now = crate::now_ms();
+    let now = model::time::now_ms();
     let a = analysis(&state).await?;
     let list = state.store.nodes().await?;
     let gpus = state.store.gpus(None).await?;
@@ -451,7 +471,7 @@ pub async fn nodes(
                 util,
                 class: f
                     .map(|r| {
-                        crate::labels::advisory::utilization_class(
+                        crate::labels::utilization_class(
                             r.effective_gpu_hours,
                             r.capacity_gpu_hours,
                             &r.effective_signal,
@@ -486,13 +506,13 @@ pub async fn nodes(
 
 /// One node, or one GPU of it (`only`).
 async fn node_page(
-    state: &AppState,
+    state: &DashboardState,
     headers: &HeaderMap,
     node: &str,
     only: Option<&str>,
     range: Option<&str>,
 ) -> Page {
-    let now = crate::now_ms();
+    let now = model::time::now_ms();
     let (range, span) = range_ms(range);
     let (from, to) = (now - span, now);
     let Some(n) = state
@@ -518,7 +538,7 @@ async fn node_page(
         .tenants()
         .await?
         .iter()
-        .map(|t| (t.key.clone(), crate::api::display_name(t)))
+        .map(|t| (t.key.clone(), t.display_name()))
         .collect();
     let name = |k: &str| {
         known.get(k).cloned().unwrap_or_else(|| match &a {
@@ -668,7 +688,7 @@ async fn node_page(
     let labels = a
         .as_ref()
         .and_then(|a| {
-            crate::labels::advisory::labels(a, a.generated_ms)
+            crate::labels::advisory_labels(a, a.generated_ms)
                 .remove(&(n.cluster.clone(), node.to_owned()))
         })
         .map(|m| m.into_iter().collect())
@@ -695,7 +715,7 @@ async fn node_page(
 }
 
 pub async fn node(
-    State(state): State<AppState>,
+    State(state): State<DashboardState>,
     headers: HeaderMap,
     Path(node): Path<String>,
     Query(q): Query<RangeQuery>,
@@ -704,7 +724,7 @@ pub async fn node(
 }
 
 pub async fn gpu(
-    State(state): State<AppState>,
+    State(state): State<DashboardState>,
     headers: HeaderMap,
     Path(uuid): Path<String>,
     Query(q): Query<RangeQuery>,
@@ -730,7 +750,7 @@ pub struct UseQuery {
     pub dir: Option<String>,
 }
 
-async fn usage(state: AppState, headers: HeaderMap, q: UseQuery, teams: bool) -> Page {
+async fn usage(state: DashboardState, headers: HeaderMap, q: UseQuery, teams: bool) -> Page {
     let Some(a) = analysis(&state).await? else {
         return Err(PageError(
             StatusCode::SERVICE_UNAVAILABLE,
@@ -765,7 +785,7 @@ async fn usage(state: AppState, headers: HeaderMap, q: UseQuery, teams: bool) ->
             let name = if teams {
                 r.key.clone()
             } else {
-                m.map_or_else(|| name_of(&a, &r.key), |t| crate::api::display_name(t))
+                m.map_or_else(|| name_of(&a, &r.key), |t| t.display_name())
             };
             pages::UseRow {
                 key: r.key.clone(),
@@ -817,7 +837,7 @@ async fn usage(state: AppState, headers: HeaderMap, q: UseQuery, teams: bool) ->
 }
 
 pub async fn tenants(
-    State(state): State<AppState>,
+    State(state): State<DashboardState>,
     headers: HeaderMap,
     Query(q): Query<UseQuery>,
 ) -> Page {
@@ -825,7 +845,7 @@ pub async fn tenants(
 }
 
 pub async fn teams(
-    State(state): State<AppState>,
+    State(state): State<DashboardState>,
     headers: HeaderMap,
     Query(q): Query<UseQuery>,
 ) -> Page {
@@ -846,7 +866,7 @@ pub struct FindingQuery {
 }
 
 pub async fn findings(
-    State(state): State<AppState>,
+    State(state): State<DashboardState>,
     headers: HeaderMap,
     Query(q): Query<FindingQuery>,
 ) -> Page {
@@ -957,7 +977,11 @@ fn evidence_range(e: &analytics::Evidence) -> (i64, i64) {
 }
 
 /// An evidence series as a chart line.
-async fn evidence_line(state: &AppState, e: &analytics::Evidence, label: &str) -> Option<Line> {
+async fn evidence_line(
+    state: &DashboardState,
+    e: &analytics::Evidence,
+    label: &str,
+) -> Option<Line> {
     let (from, to) = evidence_range(e);
     let step = if to - from <= 2 * 86_400_000 {
         300_000
@@ -980,7 +1004,7 @@ async fn evidence_line(state: &AppState, e: &analytics::Evidence, label: &str) -
 }
 
 pub async fn finding(
-    State(state): State<AppState>,
+    State(state): State<DashboardState>,
     headers: HeaderMap,
     Path(id): Path<String>,
 ) -> Page {
@@ -1098,7 +1122,7 @@ pub async fn finding(
 // ---------------------------------------------------------------- recommendations
 
 pub async fn recommendations(
-    State(state): State<AppState>,
+    State(state): State<DashboardState>,
     headers: HeaderMap,
     Query(q): Query<SortQuery>,
 ) -> Page {
@@ -1143,7 +1167,7 @@ pub struct NoticeQuery {
 }
 
 pub async fn recommendation(
-    State(state): State<AppState>,
+    State(state): State<DashboardState>,
     headers: HeaderMap,
     Path(id): Path<String>,
     Query(nq): Query<NoticeQuery>,
@@ -1156,7 +1180,7 @@ pub async fn recommendation(
             "no recommendation {id:?} in the newest analysis"
         )));
     };
-    let plan = crate::labels::workflow::plans(&a, &r.cluster, state.labels.custom_layouts.as_ref())
+    let plan = crate::labels::plans(&a, &r.cluster, state.labels.custom_layouts.as_ref())
         .remove(&r.node)
         .filter(|p| match &r.proposal {
             Proposal::MigLayout { config_name, .. } => p.value == *config_name,
@@ -1276,7 +1300,7 @@ pub struct ApproveForm {
 }
 
 pub async fn approve(
-    State(state): State<AppState>,
+    State(state): State<DashboardState>,
     headers: HeaderMap,
     Path(id): Path<String>,
     Form(form): Form<ApproveForm>,
@@ -1293,7 +1317,7 @@ pub async fn approve(
             .into_response();
     };
     let want = session::csrf(&state.labels, &cookie).unwrap_or_default();
-    if !crate::auth::constant_time_eq(want.as_bytes(), form.csrf.as_bytes()) {
+    if !crate::signing::constant_time_eq(want.as_bytes(), form.csrf.as_bytes()) {
         return (
             StatusCode::FORBIDDEN,
             Html(pages::problem(
@@ -1304,13 +1328,13 @@ pub async fn approve(
         )
             .into_response();
     }
-    match crate::labels::actions::approve(
+    match crate::labels::approve(
         &state.store,
         &state.labels,
         form.action,
         &who,
         form.override_pods.is_some(),
-        crate::now_ms(),
+        model::time::now_ms(),
     )
     .await
     {
@@ -1321,7 +1345,7 @@ pub async fn approve(
 
 // ---------------------------------------------------------------- reports, alerts, sign-in
 
-pub async fn reports(State(state): State<AppState>, headers: HeaderMap) -> Page {
+pub async fn reports(State(state): State<DashboardState>, headers: HeaderMap) -> Page {
     let rows = state
         .store
         .reports(104)
@@ -1341,9 +1365,9 @@ pub async fn reports(State(state): State<AppState>, headers: HeaderMap) -> Page 
     )))
 }
 
-pub async fn alerts(State(state): State<AppState>, headers: HeaderMap) -> Page {
-    use crate::alerts::state::State as S;
-    let mut list = crate::alerts::state::load(&state.store).await?;
+pub async fn alerts(State(state): State<DashboardState>, headers: HeaderMap) -> Page {
+    use crate::alerts::AlertState as S;
+    let mut list = crate::alerts::load(&state.store).await?;
     list.sort_by_key(|a| {
         (
             match a.state {
@@ -1390,7 +1414,7 @@ pub async fn alerts(State(state): State<AppState>, headers: HeaderMap) -> Page {
     Ok(Html(pages::alerts(f, rows, notes)))
 }
 
-pub async fn login_page(State(state): State<AppState>, headers: HeaderMap) -> Html<String> {
+pub async fn login_page(State(state): State<DashboardState>, headers: HeaderMap) -> Html<String> {
     Html(pages::login(frame(&state, &headers, "Sign in"), None))
 }
 
@@ -1400,12 +1424,12 @@ pub struct LoginForm {
 }
 
 pub async fn login(
-    State(state): State<AppState>,
+    State(state): State<DashboardState>,
     peer: Option<axum::extract::Extension<axum::extract::ConnectInfo<std::net::SocketAddr>>>,
     headers: HeaderMap,
     Form(form): Form<LoginForm>,
 ) -> Response {
-    let now = crate::now_ms();
+    let now = model::time::now_ms();
     // Without a socket (tests driving the router) every caller shares one record.
     let addr = peer.map_or(std::net::IpAddr::from([0, 0, 0, 0]), |p| p.0.0.ip());
     if let Err(wait) = state.sessions.may_try(addr, now) {
@@ -1457,7 +1481,7 @@ pub async fn login(
 }
 
 /// `; Secure` when the configuration says the dashboard is reached over TLS.
-fn secure(state: &AppState) -> &'static str {
+fn secure(state: &DashboardState) -> &'static str {
     if state.labels.secure_cookies {
         "; Secure"
     } else {
@@ -1467,13 +1491,13 @@ fn secure(state: &AppState) -> &'static str {
 
 /// Signs out: the session's cookie is revoked on the server (a copy of it no longer works)
 /// and cleared in the browser.
-pub async fn logout(State(state): State<AppState>, headers: HeaderMap) -> Response {
+pub async fn logout(State(state): State<DashboardState>, headers: HeaderMap) -> Response {
     if let Some(cookie) =
         session::from_header(headers.get(header::COOKIE).and_then(|v| v.to_str().ok()))
-        && session::verify(&state.labels, &cookie, crate::now_ms()).is_some()
+        && session::verify(&state.labels, &cookie, model::time::now_ms()).is_some()
     {
         // Only a genuine session is recorded: the list cannot be filled with made-up values.
-        state.sessions.revoke(&cookie, crate::now_ms());
+        state.sessions.revoke(&cookie, model::time::now_ms());
     }
     (
         [(

@@ -1,0 +1,62 @@
+//! What alerting counts of its own work: notifications built, and delivery attempts per
+//! receiver by outcome with their duration. (How many alerts are firing is a fact about the
+//! fleet; `fleet::metrics` serves it.)
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::{Registry, Unit};
+
+/// A receiver by its configured name (a bounded set) and how an attempt ended
+/// (`deliver::Verdict`: delivered, retry, failed).
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct AttemptLabels {
+    pub receiver: String,
+    pub outcome: &'static str,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ReceiverLabels {
+    pub receiver: String,
+}
+
+#[derive(Debug, Clone)]
+pub struct AlertMetrics {
+    pub enqueued: Family<ReceiverLabels, Counter>,
+    pub attempts: Family<AttemptLabels, Counter>,
+    pub attempt_duration: Histogram,
+}
+
+impl Default for AlertMetrics {
+    fn default() -> Self {
+        AlertMetrics {
+            enqueued: Family::default(),
+            attempts: Family::default(),
+            attempt_duration: Histogram::new(exponential_buckets(0.005, 3.0, 10)),
+        }
+    }
+}
+
+impl AlertMetrics {
+    pub fn register(registry: &mut Registry) -> AlertMetrics {
+        let m = AlertMetrics::default();
+        registry.register(
+            "alert_notifications_enqueued",
+            "Notifications built into the outbox, by receiver",
+            m.enqueued.clone(),
+        );
+        registry.register(
+            "alert_delivery_attempts",
+            "Attempts to deliver a notification, by receiver and outcome (delivered, retry, failed)",
+            m.attempts.clone(),
+        );
+        registry.register_with_unit(
+            "alert_delivery_attempt_duration",
+            "Time one delivery attempt took",
+            Unit::Seconds,
+            m.attempt_duration.clone(),
+        );
+        m
+    }
+}

@@ -1,0 +1,80 @@
+//! What the analysis counts of its own work: passes by outcome, and how long loading and
+//! analysing took.
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::{Registry, Unit};
+
+use crate::metrics::{FGauge, snake_label};
+
+/// How an analysis pass ended.
+#[derive(Debug, Clone, Copy, Hash, PartialEq, Eq)]
+pub enum PassOutcome {
+    /// Computed and stored.
+    Stored,
+    /// Another collector held the analysis lock.
+    Skipped,
+    Failed,
+}
+
+snake_label!(PassOutcome { Stored => "stored", Skipped => "skipped", Failed => "failed" });
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct PassLabels {
+    pub outcome: PassOutcome,
+}
+
+#[derive(Debug, Clone)]
+pub struct AnalysisMetrics {
+    pub passes: Family<PassLabels, Counter>,
+    pub load: Histogram,
+    pub analyze: Histogram,
+    /// Hour and minute rows the newest pass read.
+    pub input_rows: FGauge,
+}
+
+impl Default for AnalysisMetrics {
+    fn default() -> Self {
+        AnalysisMetrics {
+            passes: Family::default(),
+            load: Histogram::new(exponential_buckets(0.01, 3.0, 10)),
+            analyze: Histogram::new(exponential_buckets(0.01, 3.0, 10)),
+            input_rows: FGauge::default(),
+        }
+    }
+}
+
+impl AnalysisMetrics {
+    pub fn register(registry: &mut Registry) -> AnalysisMetrics {
+        let m = AnalysisMetrics::default();
+        registry.register(
+            "analysis_passes",
+            "Scheduled or on-demand analysis passes, by outcome (stored; skipped: another collector held the lock; failed)",
+            m.passes.clone(),
+        );
+        registry.register_with_unit(
+            "analysis_load",
+            "Time to read one analysis' input (inventory, rollups, health) from the store",
+            Unit::Seconds,
+            m.load.clone(),
+        );
+        registry.register_with_unit(
+            "analysis_compute",
+            "Time to analyse one input (funnel, findings, recommendations)",
+            Unit::Seconds,
+            m.analyze.clone(),
+        );
+        registry.register(
+            "analysis_input_rows",
+            "Hour and minute rows the newest analysis read",
+            m.input_rows.clone(),
+        );
+        m
+    }
+
+    pub fn count(&self, outcome: PassOutcome) {
+        self.passes.get_or_create(&PassLabels { outcome }).inc();
+    }
+}

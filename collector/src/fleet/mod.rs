@@ -1,0 +1,24 @@
+//! The fleet as it is now: nodes, GPUs, tenants and series (the read API, `api.rs`), and each
+//! GPU's newest readings with the newest analysis and alert counts on `/metrics`
+//! (`metrics.rs`).
+
+pub mod api;
+pub mod metrics;
+
+use store::NodeRecord;
+
+pub use api::routes;
+pub use metrics::{LatestGpus, encode as encode_metrics};
+
+/// A node older than this many sampling intervals (and at least two minutes) is silent.
+const SILENT_INTERVALS: i64 = 30;
+
+/// "reporting", or "silent" when the node has sent nothing for a while.
+pub fn node_status(n: &NodeRecord, now: i64) -> &'static str {
+    let silent_after = (n.interval_ms * SILENT_INTERVALS).max(120_000);
+    if now - n.last_seen_ms > silent_after {
+        "silent"
+    } else {
+        "reporting"
+    }
+}

@@ -1,0 +1,47 @@
+//! What the label work counts: advisory label writes by outcome, GPU Operator changes planned,
+//! and approved changes run, by how they ended.
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::registry::Registry;
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct OutcomeLabels {
+    /// Advisory writes: `written` or `failed`. Changes run: the action's final state
+    /// (`applied`, `unchanged`, `refused`, `rolled_back`, `failed`).
+    pub outcome: &'static str,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct LabelMetrics {
+    pub advisory_writes: Family<OutcomeLabels, Counter>,
+    pub planned: Counter,
+    pub runs: Family<OutcomeLabels, Counter>,
+}
+
+impl LabelMetrics {
+    pub fn register(registry: &mut Registry) -> LabelMetrics {
+        let m = LabelMetrics::default();
+        registry.register(
+            "label_advisory_writes",
+            "Nodes whose gpulens.io/ advisory labels were converged after an analysis, by outcome (written, failed)",
+            m.advisory_writes.clone(),
+        );
+        registry.register(
+            "label_actions_planned",
+            "GPU Operator changes recorded as planned actions (apply-with-approval)",
+            m.planned.clone(),
+        );
+        registry.register(
+            "label_action_runs",
+            "Approved GPU Operator changes run, by final state (applied, unchanged, refused, rolled_back, failed)",
+            m.runs.clone(),
+        );
+        m
+    }
+
+    pub fn count(family: &Family<OutcomeLabels, Counter>, outcome: &'static str) {
+        family.get_or_create(&OutcomeLabels { outcome }).inc();
+    }
+}

@@ -1,0 +1,87 @@
+//! Which background tasks a collector runs: every feature's tasks, put together here so
+//! `serve` and `demo` start the same set, and so no feature needs to know another (the
+//! analysis hands its result to label convergence through a hook made here).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::state::AppState;
+use crate::tasks::Task;
+
+/// What decides the set of tasks a collector runs.
+#[derive(Debug, Clone)]
+pub struct Plan {
+    /// Partitions, remote-write settling, rollups and retention.
+    pub storage_every: Duration,
+    pub analysis: crate::analysis::Settings,
+    /// The first analysis pass waits this long (the demo analysed its history just before).
+    pub analysis_first_after: Duration,
+    pub alerts: Option<crate::alerts::Settings>,
+    pub reports: Option<(crate::reports::Settings, analytics::Config)>,
+    /// Label convergence runs when a cluster is reachable.
+    pub labels: Option<(crate::labels::Cluster, crate::labels::Settings)>,
+}
+
+/// The collector's tasks, the same set for `serve` and `demo`.
+pub fn standard(state: &AppState, plan: Plan) -> Vec<Arc<dyn Task>> {
+    let mut tasks = state.upkeep().tasks(plan.storage_every);
+    // Settling stores scrapes before the rollup that reads them.
+    tasks.insert(
+        1,
+        crate::remote_write::task(state.remote_write_state(), plan.storage_every),
+    );
+    let after = plan.labels.clone().map(|(cluster, settings)| {
+        let store = state.store.clone();
+        let metrics = state.metrics.labels.clone();
+        let shared = Arc::new((store, cluster, settings, metrics));
+        let hook: crate::analysis::AfterAnalysis = Arc::new(move |analysis| {
+            let shared = shared.clone();
+            Box::pin(async move {
+                let (store, cluster, settings, metrics) = &*shared;
+                crate::labels::after_analysis(
+                    store,
+                    cluster,
+                    settings,
+                    &analysis,
+                    model::time::now_ms(),
+                    metrics,
+                )
+                .await
+                .map_err(|e| anyhow::anyhow!("labelling after the analysis failed: {e}"))
+            })
+        });
+        hook
+    });
+    tasks.push(crate::analysis::task(
+        state.store.clone(),
+        plan.analysis,
+        state.metrics.analysis.clone(),
+        plan.analysis_first_after,
+        after,
+    ));
+    if let Some(a) = plan.alerts {
+        tasks.push(crate::alerts::task(
+            state.store.clone(),
+            a,
+            state.newest.clone(),
+            state.metrics.alerts.clone(),
+        ));
+    }
+    if let Some((r, thresholds)) = plan.reports {
+        tasks.push(crate::reports::task(
+            state.store.clone(),
+            r,
+            thresholds,
+            state.metrics.reports.clone(),
+        ));
+    }
+    if let Some((cluster, l)) = plan.labels {
+        tasks.push(crate::labels::task(
+            state.store.clone(),
+            cluster,
+            l,
+            state.metrics.labels.clone(),
+        ));
+    }
+    tasks
+}

@@ -1,0 +1,42 @@
+//! The shared HTTP state: what every feature's handlers and tasks may use — the store, agent
+//! credentials, retention, the team mapping, the background tasks' health and the metrics
+//! registry. It names no feature; each feature's own state holds a [`Shared`] next to its own
+//! parts (settings, in-memory state, metrics), and `state.rs` builds them all.
+
+use std::sync::Arc;
+
+use prometheus_client::registry::Registry;
+use store::{Retention, Store};
+
+use crate::auth::Auth;
+use crate::tasks::TaskHealth;
+use crate::teams::TeamsConfig;
+
+/// Cheap to clone.
+#[derive(Debug, Clone)]
+pub struct Shared(Arc<SharedInner>);
+
+#[derive(Debug)]
+pub struct SharedInner {
+    pub store: Store,
+    pub auth: Auth,
+    pub retention: Retention,
+    pub teams: Arc<TeamsConfig>,
+    /// The background tasks' state (`tasks::Runner`), for `/healthz/tasks` and `/readyz`.
+    pub tasks: Arc<TaskHealth>,
+    /// Every feature's metrics, served at `/metrics`.
+    pub registry: Arc<Registry>,
+}
+
+impl Shared {
+    pub fn new(inner: SharedInner) -> Shared {
+        Shared(Arc::new(inner))
+    }
+}
+
+impl std::ops::Deref for Shared {
+    type Target = SharedInner;
+    fn deref(&self) -> &SharedInner {
+        &self.0
+    }
+}

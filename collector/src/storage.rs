@@ -1,0 +1,126 @@
+//! Storage upkeep inside the collector: partitions ahead of time, rollups of minutes that
+//! received data, and retention. Each runs as its own task on an interval; never on the ingest
+//! path.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::registry::{Registry, Unit};
+
+use crate::metrics::FGauge;
+use crate::shared::Shared;
+use crate::tasks::{Periodic, Task};
+
+/// Minutes younger than this are not rolled up yet: late samples may still arrive for them.
+pub const ROLLUP_GRACE_MS: i64 = 15_000;
+
+/// What storage upkeep counts.
+#[derive(Debug, Clone, Default)]
+pub struct StorageMetrics {
+    pub rollup_buckets: Counter,
+    pub rollup_failures: Counter,
+    pub rollup_undecodable_rows: Counter,
+    pub retention_dropped: Counter,
+    pub last_rollup_timestamp: FGauge,
+}
+
+impl StorageMetrics {
+    pub fn register(registry: &mut Registry) -> StorageMetrics {
+        let m = StorageMetrics::default();
+        registry.register(
+            "rollup_buckets",
+            "Node-minute buckets rolled up",
+            m.rollup_buckets.clone(),
+        );
+        registry.register(
+            "rollup_failures",
+            "Rollup passes that failed",
+            m.rollup_failures.clone(),
+        );
+        registry.register(
+            "rollup_undecodable_rows",
+            "Stored raw rows the rollup could not decode; skipped (not rolled up) so the pass goes on",
+            m.rollup_undecodable_rows.clone(),
+        );
+        registry.register(
+            "retention_dropped_partitions",
+            "Partitions dropped or tables pruned for retention",
+            m.retention_dropped.clone(),
+        );
+        registry.register_with_unit(
+            "last_rollup_timestamp",
+            "When the last rollup pass finished (Unix time)",
+            Unit::Seconds,
+            m.last_rollup_timestamp.clone(),
+        );
+        m
+    }
+}
+
+/// The store and what upkeep counts.
+#[derive(Debug, Clone)]
+pub struct Upkeep {
+    pub shared: Shared,
+    pub metrics: StorageMetrics,
+}
+
+impl Upkeep {
+    /// Creates the partitions the next writes need.
+    pub async fn partitions(&self, now: i64) -> anyhow::Result<()> {
+        Ok(self.shared.store.prepare_partitions(now).await?)
+    }
+
+    /// Rolls up the minutes older than the grace; returns how many node-minutes.
+    pub async fn rollup(&self, now: i64) -> anyhow::Result<usize> {
+        let m = &self.metrics;
+        let stats = self
+            .shared
+            .store
+            .rollup(now - ROLLUP_GRACE_MS)
+            .await
+            .inspect_err(|_| {
+                m.rollup_failures.inc();
+            })?;
+        m.rollup_buckets.inc_by(stats.minutes as u64);
+        m.rollup_undecodable_rows
+            .inc_by(stats.undecodable_rows as u64);
+        m.last_rollup_timestamp
+            .set(model::time::now_ms() as f64 / 1000.0);
+        Ok(stats.minutes)
+    }
+
+    /// Drops what is older than each resolution's retention.
+    pub async fn retain(&self, now: i64) -> anyhow::Result<()> {
+        let s = &self.shared;
+        let retention = s.store.apply_retention(now, &s.retention).await?;
+        self.metrics
+            .retention_dropped
+            .inc_by(retention.dropped.len() as u64);
+        if !retention.dropped.is_empty() {
+            tracing::info!(dropped = ?retention.dropped, rows = retention.rows_deleted, "retention applied");
+        }
+        Ok(())
+    }
+
+    /// The upkeep tasks, each on its own schedule of `every` (`tasks::Runner` runs them; a
+    /// failure or panic in one never stops the others).
+    pub fn tasks(&self, every: Duration) -> Vec<Arc<dyn Task>> {
+        let u = self.clone();
+        let partitions = Periodic::task("partitions", every, move || {
+            let u = u.clone();
+            Box::pin(async move { u.partitions(model::time::now_ms()).await })
+        });
+        let u = self.clone();
+        let rollups = Periodic::task("rollups", every, move || {
+            let u = u.clone();
+            Box::pin(async move { u.rollup(model::time::now_ms()).await.map(|_| ()) })
+        });
+        let u = self.clone();
+        let retention = Periodic::task("retention", every, move || {
+            let u = u.clone();
+            Box::pin(async move { u.retain(model::time::now_ms()).await })
+        });
+        vec![partitions, rollups, retention]
+    }
+}

@@ -1,0 +1,256 @@
+//! The collector's module map, checked: every top-level module is in one layer (the shared
+//! layer, a feature, or the composition root), the shared layer imports no feature, no feature
+//! imports the composition root, a feature uses another only through its public items (never a
+//! submodule of it), and the modules import each other without cycles.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+/// What every feature may use. None of these imports a feature or the root.
+const SHARED: &[&str] = &[
+    "auth", "error", "http", "listener", "metrics", "settings", "shared", "signing", "tasks",
+    "teams",
+];
+/// One folder (or file) each.
+const FEATURES: &[&str] = &[
+    "alerts",
+    "analysis",
+    "dashboard",
+    "fleet",
+    "health",
+    "ingest",
+    "labels",
+    "remote_write",
+    "reports",
+    "simulate",
+    "storage",
+];
+/// Puts the features together; nothing below imports it.
+const ROOT: &[&str] = &[
+    "commands", "config", "router", "schedule", "server", "state", "lib", "main",
+];
+
+fn src() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("src")
+}
+
+fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    for e in std::fs::read_dir(dir).unwrap() {
+        let p = e.unwrap().path();
+        if p.is_dir() {
+            rust_files(&p, out);
+        } else if p.extension().is_some_and(|x| x == "rs") {
+            out.push(p);
+        }
+    }
+}
+
+/// The top-level module a file belongs to (`alerts/api.rs` → `alerts`).
+fn module_of(file: &Path) -> String {
+    let rel = file.strip_prefix(src()).unwrap();
+    let first = rel
+        .components()
+        .next()
+        .unwrap()
+        .as_os_str()
+        .to_str()
+        .unwrap();
+    first.trim_end_matches(".rs").to_owned()
+}
+
+/// Submodules of a feature folder (`alerts` → {api, deliver, …}).
+fn submodules(module: &str) -> BTreeSet<String> {
+    let dir = src().join(module);
+    if !dir.is_dir() {
+        return BTreeSet::new();
+    }
+    std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| {
+            let name = e.unwrap().file_name().into_string().unwrap();
+            name.trim_end_matches(".rs").to_owned()
+        })
+        .filter(|n| n != "mod")
+        .collect()
+}
+
+/// Every `crate::a::b…` path in a file's code (comments left out), with `use crate::{a, b}`
+/// groups spread out, as (line, [a, b, …]).
+fn crate_paths(text: &str) -> Vec<(usize, Vec<String>)> {
+    let mut out = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        let code = line.split("//").next().unwrap_or("");
+        let mut rest = code;
+        while let Some(at) = rest.find("crate::") {
+            let tail = &rest[at + "crate::".len()..];
+            if let Some(group) = tail.strip_prefix('{') {
+                let inner = group.split('}').next().unwrap_or("");
+                for part in inner.split(',') {
+                    let segs: Vec<String> = part
+                        .trim()
+                        .split("::")
+                        .map(|s| s.trim().to_owned())
+                        .filter(|s| !s.is_empty())
+                        .collect();
+                    if !segs.is_empty() {
+                        out.push((i + 1, segs));
+                    }
+                }
+            } else {
+                let segs: Vec<String> = tail
+                    .split("::")
+                    .map_while(|s| {
+                        let ident: String = s
+                            .chars()
+                            .take_while(|c| c.is_alphanumeric() || *c == '_')
+                            .collect();
+                        (!ident.is_empty()).then_some(ident)
+                    })
+                    .collect();
+                // Stop at the first segment that is not a plain path segment.
+                out.push((i + 1, segs));
+            }
+            rest = &tail[1.min(tail.len())..];
+        }
+    }
+    out
+}
+
+fn layer(module: &str) -> &'static str {
+    if SHARED.contains(&module) {
+        "shared"
+    } else if FEATURES.contains(&module) {
+        "feature"
+    } else if ROOT.contains(&module) {
+        "root"
+    } else {
+        "unknown"
+    }
+}
+
+#[test]
+fn modules_keep_to_their_layers_and_import_each_other_without_cycles() {
+    let mut files = Vec::new();
+    rust_files(&src(), &mut files);
+    files.sort();
+    let mut problems = Vec::new();
+    let mut edges: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for file in &files {
+        let from = module_of(file);
+        if from == "openapi" {
+            continue;
+        }
+        if layer(&from) == "unknown" {
+            problems.push(format!(
+                "module `{from}` is in no layer: add it to SHARED, FEATURES or ROOT in this test (and to lib.rs's list)"
+            ));
+            continue;
+        }
+        let text = std::fs::read_to_string(file).unwrap();
+        let rel = file.strip_prefix(src()).unwrap().display().to_string();
+        for (line, segs) in crate_paths(&text) {
+            let Some(to) = segs.first() else { continue };
+            // `crate::now_ms` and other items re-exported at the crate root belong to the root.
+            let to = if src().join(format!("{to}.rs")).exists() || src().join(to).is_dir() {
+                to.clone()
+            } else {
+                "lib".to_owned()
+            };
+            if to == from {
+                continue;
+            }
+            edges.entry(from.clone()).or_default().insert(to.clone());
+            match (layer(&from), layer(&to)) {
+                ("shared", "feature" | "root") => problems.push(format!(
+                    "{rel}:{line}: the shared layer uses `{to}` ({}); move what it needs down",
+                    layer(&to)
+                )),
+                ("feature", "root") => problems.push(format!(
+                    "{rel}:{line}: feature `{from}` uses the composition root `{to}`"
+                )),
+                ("feature", "feature") => {
+                    if let Some(sub) = segs.get(1)
+                        && submodules(&to).contains(sub)
+                    {
+                        problems.push(format!(
+                            "{rel}:{line}: feature `{from}` reaches into `{to}::{sub}`; use (or re-export) an item of `{to}` itself"
+                        ));
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+    // `lib` declares every module; its own edges are declarations, not imports.
+    edges.remove("lib");
+    if let Some(cycle) = find_cycle(&edges) {
+        problems.push(format!(
+            "modules import each other in a cycle: {}",
+            cycle.join(" → ")
+        ));
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+    // The test sees what it should: features do use the shared layer and each other.
+    assert!(edges["dashboard"].contains("analysis"), "{edges:?}");
+    assert!(edges["ingest"].contains("shared"), "{edges:?}");
+}
+
+#[test]
+fn the_checker_finds_paths_groups_and_cycles() {
+    let found = crate_paths(
+        "use crate::{router::router, state::AppState};\n// crate::ignored::in_comment\nlet x = crate::alerts::state::load(s);",
+    );
+    let segs: Vec<Vec<&str>> = found
+        .iter()
+        .map(|(_, s)| s.iter().map(String::as_str).collect())
+        .collect();
+    assert_eq!(
+        segs,
+        [
+            vec!["router", "router"],
+            vec!["state", "AppState"],
+            vec!["alerts", "state", "load"]
+        ]
+    );
+    let mut g: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    g.entry("a".into()).or_default().insert("b".into());
+    g.entry("b".into()).or_default().insert("c".into());
+    assert_eq!(find_cycle(&g), None);
+    g.entry("c".into()).or_default().insert("a".into());
+    assert_eq!(find_cycle(&g).unwrap(), ["a", "b", "c", "a"]);
+}
+
+/// A cycle in the graph, as the modules along it, if there is one.
+fn find_cycle(edges: &BTreeMap<String, BTreeSet<String>>) -> Option<Vec<String>> {
+    fn visit(
+        n: &str,
+        edges: &BTreeMap<String, BTreeSet<String>>,
+        path: &mut Vec<String>,
+        done: &mut BTreeSet<String>,
+    ) -> Option<Vec<String>> {
+        if let Some(at) = path.iter().position(|p| p == n) {
+            let mut cycle = path[at..].to_vec();
+            cycle.push(n.to_owned());
+            return Some(cycle);
+        }
+        if done.contains(n) {
+            return None;
+        }
+        path.push(n.to_owned());
+        for next in edges.get(n).into_iter().flatten() {
+            if let Some(c) = visit(next, edges, path, done) {
+                return Some(c);
+            }
+        }
+        path.pop();
+        done.insert(n.to_owned());
+        None
+    }
+    let mut done = BTreeSet::new();
+    for n in edges.keys() {
+        if let Some(c) = visit(n, edges, &mut Vec::new(), &mut done) {
+            return Some(c);
+        }
+    }
+    None
+}
