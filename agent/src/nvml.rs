@@ -204,9 +204,7 @@ fn inventory(device: Device<'static>, index: u32, missing: &mut Missing) -> anyh
                 .filter(|p| p.contains('g'))
                 .unwrap_or("unknown")
                 .to_owned();
-            let compute_slices = profile
-                .split_once('g')
-                .and_then(|(c, _)| c.rsplit('.').next()?.parse().ok());
+            let compute_slices = model::mig::compute_slices(&profile);
             migs.push(Mig {
                 info: MigInstanceInfo {
                     gi_id,

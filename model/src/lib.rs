@@ -7,6 +7,7 @@ pub mod dcgm;
 pub mod exposition;
 pub mod inventory;
 pub mod labels;
+pub mod mig;
 pub mod names;
 pub mod rollup;
 pub mod sample;

@@ -1,17 +1,9 @@
 //! GPU models the simulator knows: product name, memory, power envelope, clocks and the MIG
-//! profiles each supports. Profile names, slice counts and memory sizes follow NVIDIA's
-//! mig-parted default configuration (shared/reference/kubernetes) and nvidia-smi output.
+//! profiles each supports (from `model::mig`, the catalogue the analytics plans with).
 
-/// One MIG profile of a GPU model.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct MigProfile {
-    pub name: &'static str,
-    /// Compute slices (of 7).
-    pub compute_slices: u32,
-    /// Memory slices (of 8).
-    pub memory_slices: u32,
-    pub memory_gib: f64,
-}
+/// One MIG profile of a GPU model (`model::mig`, the one catalogue).
+pub use model::mig::Profile as MigProfile;
+use model::mig::{A100_40GB, A100_H100_80GB, H200_141GB};
 
 /// A GPU model's static facts.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -29,40 +21,6 @@ pub struct GpuModel {
     pub mig_profiles: &'static [MigProfile],
 }
 
-const fn p(name: &'static str, c: u32, m: u32, gib: f64) -> MigProfile {
-    MigProfile {
-        name,
-        compute_slices: c,
-        memory_slices: m,
-        memory_gib: gib,
-    }
-}
-
-const A100_80_PROFILES: &[MigProfile] = &[
-    p("1g.10gb", 1, 1, 9.75),
-    p("1g.20gb", 1, 2, 19.62),
-    p("2g.20gb", 2, 2, 19.62),
-    p("3g.40gb", 3, 4, 39.38),
-    p("4g.40gb", 4, 4, 39.38),
-    p("7g.80gb", 7, 8, 79.25),
-];
-const A100_40_PROFILES: &[MigProfile] = &[
-    p("1g.5gb", 1, 1, 4.75),
-    p("1g.10gb", 1, 2, 9.62),
-    p("2g.10gb", 2, 2, 9.62),
-    p("3g.20gb", 3, 4, 19.62),
-    p("4g.20gb", 4, 4, 19.62),
-    p("7g.40gb", 7, 8, 39.38),
-];
-const H200_PROFILES: &[MigProfile] = &[
-    p("1g.18gb", 1, 1, 16.75),
-    p("1g.35gb", 1, 2, 32.5),
-    p("2g.35gb", 2, 2, 32.5),
-    p("3g.71gb", 3, 4, 65.0),
-    p("4g.71gb", 4, 4, 65.0),
-    p("7g.141gb", 7, 8, 130.5),
-];
-
 /// Every model the simulator can place in a scenario.
 pub const MODELS: &[GpuModel] = &[
     GpuModel {
@@ -74,7 +32,7 @@ pub const MODELS: &[GpuModel] = &[
         max_sm_clock_mhz: 1980,
         idle_sm_clock_mhz: 345,
         mem_clock_mhz: 2619,
-        mig_profiles: A100_80_PROFILES,
+        mig_profiles: A100_H100_80GB.profiles,
     },
     GpuModel {
         key: "H200",
@@ -85,7 +43,7 @@ pub const MODELS: &[GpuModel] = &[
         max_sm_clock_mhz: 1980,
         idle_sm_clock_mhz: 345,
         mem_clock_mhz: 3201,
-        mig_profiles: H200_PROFILES,
+        mig_profiles: H200_141GB.profiles,
     },
     GpuModel {
         key: "A100-80GB",
@@ -96,7 +54,7 @@ pub const MODELS: &[GpuModel] = &[
         max_sm_clock_mhz: 1410,
         idle_sm_clock_mhz: 210,
         mem_clock_mhz: 1593,
-        mig_profiles: A100_80_PROFILES,
+        mig_profiles: A100_H100_80GB.profiles,
     },
     GpuModel {
         key: "A100-40GB",
@@ -107,7 +65,7 @@ pub const MODELS: &[GpuModel] = &[
         max_sm_clock_mhz: 1410,
         idle_sm_clock_mhz: 210,
         mem_clock_mhz: 1215,
-        mig_profiles: A100_40_PROFILES,
+        mig_profiles: A100_40GB.profiles,
     },
     GpuModel {
         key: "L40S",

@@ -125,16 +125,6 @@ fn dcgm_series(ls: &[Label]) -> Option<(Field, &str, &str)> {
     Some((name, host, label(ls, "UUID")?))
 }
 
-/// Compute slices of a MIG profile name: `1g.10gb` → 1 (of the GPU's seven).
-fn compute_slices(profile: &str) -> Option<u32> {
-    profile.split('g').next()?.parse().ok()
-}
-
-/// A MIG profile's share of the GPU (one slice when the name says nothing).
-fn mig_share(profile: &str) -> f32 {
-    compute_slices(profile).map_or(1.0 / 7.0, |n| (n as f32 / 7.0).min(1.0))
-}
-
 /// Puts one DCGM field's value into a scrape (`model::dcgm::Field`: the field table the agent
 /// reads dcgm-exporter with too); false when the field says nothing about its target.
 fn apply(scrape: &mut Scrape, field: Field, uuid: &str, gi: Option<u32>, v: f64) -> bool {
@@ -223,7 +213,7 @@ impl Receiver {
                     placement_start: None,
                     placement_size: None,
                     memory_total_bytes: 0,
-                    compute_slices: compute_slices(profile),
+                    compute_slices: model::mig::compute_slices(profile),
                     uuid: None,
                 });
             }
@@ -267,8 +257,9 @@ impl Receiver {
                     taken += 1;
                 }
                 if let Some(key) = &tenant {
-                    let share =
-                        gi.map_or(1.0, |_| mig_share(label(ls, "GPU_I_PROFILE").unwrap_or("")));
+                    let share = gi.map_or(1.0, |_| {
+                        model::mig::compute_share(label(ls, "GPU_I_PROFILE").unwrap_or(""))
+                    });
                     scrape
                         .allocations
                         .insert((uuid.to_owned(), key.clone(), gi), share);
