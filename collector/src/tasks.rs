@@ -55,8 +55,9 @@ pub struct TaskStatus {
     pub every_seconds: f64,
     pub runs: u64,
     pub failures: u64,
-    /// Failed passes since the last successful one; the task is healthy when this is 0.
+    /// Failed passes since the last successful one.
     pub consecutive_failures: u64,
+    /// Healthy when `consecutive_failures` is 0 (filled in by [`TaskHealth::snapshot`]).
     pub healthy: bool,
     pub last_run: Option<String>,
     pub last_success: Option<String>,
@@ -187,19 +188,24 @@ impl TaskHealth {
                 t.last_error = Some(e);
             }
         }
-        t.healthy = t.consecutive_failures == 0;
     }
 
     /// Every registered task, by name.
     pub fn snapshot(&self) -> Vec<TaskStatus> {
-        self.lock().values().cloned().collect()
+        self.lock()
+            .values()
+            .map(|t| TaskStatus {
+                healthy: t.consecutive_failures == 0,
+                ..t.clone()
+            })
+            .collect()
     }
 
     /// Names of the tasks whose last pass failed.
     pub fn failing(&self) -> Vec<&'static str> {
         self.lock()
             .values()
-            .filter(|t| !t.healthy)
+            .filter(|t| t.consecutive_failures > 0)
             .map(|t| t.name)
             .collect()
     }

@@ -372,6 +372,18 @@ impl Store {
         dispatch!(self, s => s.gpus(node).await)
     }
 
+    /// Whether gpulens has data for `entity`: one indexed lookup, not a list.
+    pub async fn is_known(&self, entity: &Entity) -> Result<bool> {
+        let (table, column, value) = match entity {
+            Entity::Fleet => return Ok(true),
+            Entity::Node(n) => ("nodes", "node", n),
+            Entity::Cluster(c) => ("nodes", "cluster", c),
+            Entity::Gpu(u) => ("gpus", "gpu_uuid", u),
+            Entity::Tenant(k) => ("tenants", "tenant_key", k),
+        };
+        dispatch!(self, s => s.exists(table, column, value).await)
+    }
+
     pub async fn tenants(&self) -> Result<Vec<TenantRecord>> {
         let rows = dispatch!(self, s => s.tenant_rows().await)?;
         Ok(merge_tenants(rows))
@@ -1002,6 +1014,29 @@ macro_rules! gpu_record {
     }};
 }
 pub(crate) use gpu_record;
+
+/// GPU rows with their MIG instances attached: the instances grouped by GPU once (a lookup
+/// per GPU, not a scan of every instance). Both backends read the same columns.
+macro_rules! gpus_with_migs {
+    ($rows:expr, $migs:expr) => {{
+        let mut by_gpu: std::collections::HashMap<String, Vec<MigRecord>> =
+            std::collections::HashMap::new();
+        for m in $migs {
+            by_gpu
+                .entry(m.try_get::<String, _>("gpu_uuid")?)
+                .or_default()
+                .push(super::mig_record!(m));
+        }
+        let mut out = Vec::new();
+        for r in $rows {
+            let uuid: String = r.try_get("gpu_uuid")?;
+            let mig_instances = by_gpu.remove(&uuid).unwrap_or_default();
+            out.push(super::gpu_record!(r, uuid, mig_instances));
+        }
+        Ok(out)
+    }};
+}
+pub(crate) use gpus_with_migs;
 
 macro_rules! tenant_record {
     ($r:expr) => {{

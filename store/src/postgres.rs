@@ -333,22 +333,19 @@ impl PgStore {
         .bind(node)
         .fetch_all(&self.pool)
         .await?;
-        // MIG instances grouped by GPU once: a lookup per GPU, not a scan of every instance.
-        let mut by_gpu: std::collections::HashMap<String, Vec<_>> =
-            std::collections::HashMap::new();
-        for m in &migs {
-            by_gpu
-                .entry(m.try_get::<String, _>("gpu_uuid")?)
-                .or_default()
-                .push(super::mig_record!(m));
-        }
-        let mut out = Vec::new();
-        for r in &rows {
-            let uuid: String = r.try_get("gpu_uuid")?;
-            let mig_instances = by_gpu.get(&uuid).cloned().unwrap_or_default();
-            out.push(super::gpu_record!(r, uuid, mig_instances));
-        }
-        Ok(out)
+        super::gpus_with_migs!(&rows, &migs)
+    }
+
+    /// Whether a row of `table` has `value` in `column` (the names are the store's own
+    /// constants, never input).
+    pub async fn exists(&self, table: &str, column: &str, value: &str) -> Result<bool> {
+        let found: Option<i32> = sqlx::query_scalar(&format!(
+            "SELECT 1 FROM {table} WHERE {column} = $1 LIMIT 1"
+        ))
+        .bind(value)
+        .fetch_optional(&self.pool)
+        .await?;
+        Ok(found.is_some())
     }
 
     pub async fn tenant_rows(&self) -> Result<Vec<(TenantRecord, String)>> {

@@ -104,6 +104,22 @@ async fn stores_batches_and_lists_inventory(store: &Store) {
     assert_eq!(total as u64, expected_rows);
     assert_eq!(c.gpu_samples, 4 * 30);
     assert_eq!(c.mig_samples, 4 * 30);
+    // What the series API asks before reading: one lookup per entity.
+    let cluster = nodes[0].cluster.clone();
+    for (entity, known) in [
+        (Entity::Fleet, true),
+        (Entity::Node("mig".into()), true),
+        (Entity::Node("nowhere".into()), false),
+        (Entity::Cluster(cluster), true),
+        (Entity::Cluster("elsewhere".into()), false),
+        (Entity::Gpu(gpus[0].uuid.clone()), true),
+        (Entity::Gpu("GPU-none".into()), false),
+        (Entity::Tenant(alice.key.clone()), true),
+        (Entity::Tenant("pod/x/y/z".into()), false),
+        (Entity::Node("' OR '1'='1".into()), false),
+    ] {
+        assert_eq!(store.is_known(&entity).await.unwrap(), known, "{entity:?}");
+    }
 }
 
 async fn replays_are_stored_once(store: &Store) {

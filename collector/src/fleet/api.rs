@@ -340,14 +340,7 @@ pub async fn series(
 
 /// A series of something gpulens has never seen is a 404 naming it, not a run of nulls.
 async fn ensure_known(state: &Shared, entity: &Entity, text: &str) -> Result<(), ApiError> {
-    let known = match entity {
-        Entity::Fleet => true,
-        Entity::Node(n) => state.store.nodes().await?.iter().any(|r| &r.node == n),
-        Entity::Cluster(c) => state.store.nodes().await?.iter().any(|r| &r.cluster == c),
-        Entity::Gpu(u) => state.store.gpus(None).await?.iter().any(|g| &g.uuid == u),
-        Entity::Tenant(k) => state.store.tenants().await?.iter().any(|t| &t.key == k),
-    };
-    if known {
+    if state.store.is_known(entity).await? {
         Ok(())
     } else {
         Err(ApiError::NotFound(format!(

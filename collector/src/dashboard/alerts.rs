@@ -1,0 +1,52 @@
+//! `/alerts`: alerts and the notifications sent for them.
+
+use super::*;
+
+pub async fn alerts(State(state): State<DashboardState>, headers: HeaderMap) -> Page {
+    use crate::alerts::AlertState as S;
+    let mut list = crate::alerts::load(&state.store).await?;
+    list.sort_by_key(|a| {
+        (
+            match a.state {
+                S::Firing => 0,
+                S::Pending => 1,
+                S::Resolved => 2,
+            },
+            -a.active_ms,
+        )
+    });
+    let rows = list
+        .into_iter()
+        .map(|a| pages::AlertRow {
+            name: a.rule.clone(),
+            state: a.state.as_str().into(),
+            severity: a.labels.get("severity").cloned().unwrap_or_default(),
+            node: a.labels.get("node").cloned().unwrap_or_default(),
+            description: a
+                .annotations
+                .get("description")
+                .or_else(|| a.annotations.get("summary"))
+                .cloned()
+                .unwrap_or_default(),
+            since: time(a.ends_ms.or(a.starts_ms).unwrap_or(a.active_ms)),
+        })
+        .collect();
+    let notes = state
+        .store
+        .notifications(None, 50)
+        .await?
+        .into_iter()
+        .map(|n| pages::NotificationRow {
+            id: n.id,
+            receiver: n.receiver,
+            status: n.status,
+            state: n.state,
+            attempts: n.attempts,
+            created: time(n.created_ms),
+            error: n.last_error.unwrap_or_default(),
+        })
+        .collect();
+    let mut f = frame(&state, &headers, "Alerts");
+    f.refresh_s = Some(30);
+    Ok(Html(pages::alerts(f, rows, notes)))
+}

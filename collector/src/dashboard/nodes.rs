@@ -1,0 +1,361 @@
+//! `/nodes`, `/nodes/{node}` and `/gpus/{uuid}`: nodes, and each GPU with its charts, MIG
+//! instances and occupants.
+
+use super::*;
+use model::rollup::NodeRollup;
+
+pub async fn nodes(
+    State(state): State<DashboardState>,
+    headers: HeaderMap,
+    Query(q): Query<SortQuery>,
+) -> Page {
+    let now = model::time::now_ms();
+    let a = analysis(&state).await?;
+    let list = state.store.nodes().await?;
+    let gpus = state.store.gpus(None).await?;
+    let by_node = funnel_by_node(a.as_deref());
+    let mut rows: Vec<pages::NodeRow> = list
+        .iter()
+        .map(|n| node_row(n, &gpus, &by_node, now))
+        .collect();
+    sorted(&mut rows, &q, "node", |r, k| match k {
+        "cluster" => text(&r.cluster),
+        "status" => text(&r.status),
+        "gpus" => num(r.gpus as f64),
+        "util" => num(r.util.unwrap_or(-1.0)),
+        "class" => text(&r.class),
+        "last" => text(&r.last_sample),
+        _ => text(&r.node),
+    });
+    if q.sort.is_none() {
+        rows.reverse();
+    }
+    let mut f = frame(&state, &headers, "Nodes");
+    f.refresh_s = Some(60);
+    Ok(Html(pages::nodes(
+        f,
+        rows,
+        sort_state(String::new(), &q, "node"),
+    )))
+}
+
+/// One node, or one GPU of it (`only`).
+async fn node_page(
+    state: &DashboardState,
+    headers: &HeaderMap,
+    node: &str,
+    only: Option<&str>,
+    range: Option<&str>,
+) -> Page {
+    let now = model::time::now_ms();
+    let (range, span) = range_ms(range);
+    let (from, to) = (now - span, now);
+    let Some(n) = state
+        .store
+        .nodes()
+        .await?
+        .into_iter()
+        .find(|n| n.node == node)
+    else {
+        return Err(not_found(format!("no node named {node:?} has reported")));
+    };
+    let gpus: Vec<_> = state
+        .store
+        .gpus(Some(node))
+        .await?
+        .into_iter()
+        .filter(|g| only.is_none_or(|u| g.uuid == u))
+        .collect();
+    let rollups = state.store.hour_rollups(&n.cluster, node, from, to).await?;
+    let a = analysis(state).await?;
+    let known: HashMap<String, String> = state
+        .store
+        .tenants()
+        .await?
+        .iter()
+        .map(|t| (t.key.clone(), t.display_name()))
+        .collect();
+    let name = |k: &str| {
+        known.get(k).cloned().unwrap_or_else(|| match &a {
+            Some(a) => name_of(a, k),
+            None => k.to_owned(),
+        })
+    };
+    let newest = rollups.tenants.keys().map(|(_, _, b)| *b).max();
+    let panels = gpus
+        .iter()
+        .map(|g| gpu_panel(g, &rollups, newest, &name, (from, to)))
+        .collect();
+    let labels = a
+        .as_ref()
+        .and_then(|a| {
+            crate::labels::advisory_labels(a, a.generated_ms)
+                .remove(&(n.cluster.clone(), node.to_owned()))
+        })
+        .map(|m| m.into_iter().collect())
+        .unwrap_or_default();
+    let title = match only {
+        Some(_) if !gpus.is_empty() => format!("GPU {} of {node}", gpus[0].index),
+        _ => format!("Node {node}"),
+    };
+    let mut f = frame(state, headers, title);
+    f.refresh_s = Some(60);
+    Ok(Html(pages::node(
+        f,
+        pages::NodeView {
+            cluster: n.cluster.clone(),
+            node: node.to_owned(),
+            status: node_status(&n, now).into(),
+            range: range.into(),
+            ranges: ranges(),
+            gpu: only.map(str::to_owned),
+            gpus: panels,
+            labels,
+        },
+    )))
+}
+
+pub async fn node(
+    State(state): State<DashboardState>,
+    headers: HeaderMap,
+    Path(node): Path<String>,
+    Query(q): Query<RangeQuery>,
+) -> Page {
+    node_page(&state, &headers, &node, None, q.range.as_deref()).await
+}
+
+pub async fn gpu(
+    State(state): State<DashboardState>,
+    headers: HeaderMap,
+    Path(uuid): Path<String>,
+    Query(q): Query<RangeQuery>,
+) -> Page {
+    let Some(g) = state
+        .store
+        .gpus(None)
+        .await?
+        .into_iter()
+        .find(|g| g.uuid == uuid)
+    else {
+        return Err(not_found(format!("no GPU {uuid:?} has reported")));
+    };
+    node_page(&state, &headers, &g.node, Some(&uuid), q.range.as_deref()).await
+}
+
+/// The analysis' funnel rows by (cluster, node).
+fn funnel_by_node(a: Option<&Analysis>) -> HashMap<(&str, &str), &analytics::FunnelRow> {
+    a.map(|a| {
+        a.funnel
+            .by_node
+            .iter()
+            .map(|r| {
+                (
+                    (r.cluster.as_deref().unwrap_or("default"), r.key.as_str()),
+                    r,
+                )
+            })
+            .collect()
+    })
+    .unwrap_or_default()
+}
+
+/// One node's row: its GPUs' models and sharing, and its effective use from the funnel.
+fn node_row(
+    n: &store::NodeRecord,
+    gpus: &[store::GpuRecord],
+    by_node: &HashMap<(&str, &str), &analytics::FunnelRow>,
+    now: i64,
+) -> pages::NodeRow {
+    let mine: Vec<_> = gpus
+        .iter()
+        .filter(|g| g.node == n.node && g.cluster == n.cluster)
+        .collect();
+    let models: BTreeSet<&str> = mine.iter().map(|g| g.model.as_str()).collect();
+    let sharing: BTreeSet<&str> = mine.iter().map(|g| g.sharing.as_str()).collect();
+    let f = by_node.get(&(n.cluster.as_str(), n.node.as_str()));
+    let util = f.and_then(|r| {
+        r.capacity_gpu_hours
+            .filter(|c| *c > 0.0 && r.effective_signal != "none")
+            .map(|c| r.effective_gpu_hours / c * 100.0)
+    });
+    pages::NodeRow {
+        cluster: n.cluster.clone(),
+        node: n.node.clone(),
+        status: node_status(n, now).into(),
+        gpus: n.gpu_count,
+        models: models.into_iter().collect::<Vec<_>>().join(", "),
+        sharing: sharing.into_iter().collect::<Vec<_>>().join(", "),
+        util,
+        class: f
+            .map(|r| {
+                crate::labels::utilization_class(
+                    r.effective_gpu_hours,
+                    r.capacity_gpu_hours,
+                    &r.effective_signal,
+                )
+                .to_owned()
+            })
+            .unwrap_or_else(|| "unknown".into()),
+        last_sample: n.last_sample_ms.map(time).unwrap_or_else(|| "never".into()),
+    }
+}
+
+const GIB: f64 = 1024.0 * 1024.0 * 1024.0;
+
+/// Allocated and effective GPU-hours per tenant: over the range and in the newest hour.
+type Occupancy<'a> = BTreeMap<&'a str, (f64, f64)>;
+
+fn occupancy<'a>(
+    uuid: &str,
+    rollups: &'a NodeRollup,
+    newest: Option<i64>,
+) -> (Occupancy<'a>, Occupancy<'a>) {
+    let mut range_use = Occupancy::new();
+    let mut now_use = Occupancy::new();
+    for ((gpu, tenant, bucket), t) in &rollups.tenants {
+        if gpu != uuid || t.alloc_n == 0 {
+            continue;
+        }
+        let hours = t.covered_s / 3600.0;
+        let share = t.alloc_share_sum / f64::from(t.samples.max(1));
+        let eff = if t.eff_n > 0 {
+            t.eff_sum / f64::from(t.eff_n) * hours
+        } else {
+            0.0
+        };
+        let e = range_use.entry(tenant).or_default();
+        e.0 += share * hours;
+        e.1 += eff;
+        if Some(*bucket) == newest {
+            let e = now_use.entry(tenant).or_default();
+            e.0 += share * hours;
+            e.1 += eff;
+        }
+    }
+    (range_use, now_use)
+}
+
+fn occupants(m: Occupancy<'_>, name: &dyn Fn(&str) -> String) -> Vec<pages::Occupant> {
+    let mut v: Vec<pages::Occupant> = m
+        .into_iter()
+        .map(|(k, (al, ef))| pages::Occupant {
+            key: k.to_owned(),
+            name: name(k),
+            allocated_hours: al,
+            effective_hours: ef,
+        })
+        .collect();
+    v.sort_by(|x, y| y.allocated_hours.total_cmp(&x.allocated_hours));
+    v
+}
+
+/// One GPU's panel: its MIG instances, occupants and charts.
+fn gpu_panel(
+    g: &store::GpuRecord,
+    rollups: &NodeRollup,
+    newest: Option<i64>,
+    name: &dyn Fn(&str) -> String,
+    range: (i64, i64),
+) -> pages::GpuPanel {
+    let (range_use, now_use) = occupancy(&g.uuid, rollups, newest);
+    pages::GpuPanel {
+        uuid: g.uuid.clone(),
+        index: g.index,
+        model: g.model.clone(),
+        sharing: g.sharing.clone(),
+        memory_gib: g.memory_total_bytes as f64 / GIB,
+        mig: g
+            .mig_instances
+            .iter()
+            .map(|m| pages::MigRow {
+                profile: m.profile.clone(),
+                gi: m.gi_id,
+                ci: m.ci_id,
+                memory_gib: m.memory_total_bytes as f64 / GIB,
+                placement: match (m.placement_start, m.placement_size) {
+                    (Some(s), Some(z)) => format!("slices {s}–{}", s + z - 1),
+                    _ => "–".into(),
+                },
+            })
+            .collect(),
+        now: occupants(now_use, name),
+        range: occupants(range_use, name),
+        charts: gpu_charts(g, rollups, range),
+    }
+}
+
+/// A GPU's hourly charts: utilization and SM activity, memory, power, temperature.
+fn gpu_charts(g: &store::GpuRecord, rollups: &NodeRollup, (from, to): (i64, i64)) -> Vec<Chart> {
+    let series = |f: &dyn Fn(&model::rollup::GpuAgg) -> Option<f64>| -> Vec<(i64, Option<f64>)> {
+        rollups
+            .gpus
+            .iter()
+            .filter(|((u, _), _)| u == &g.uuid)
+            .map(|((_, b), agg)| (*b, f(agg)))
+            .collect()
+    };
+    let mean = |n: i32, s: f64| (n > 0).then(|| s / f64::from(n));
+    let chart =
+        |title: String, unit: &str, y_max: Option<f64>, lines: Vec<Line>, empty: &str| Chart {
+            title,
+            unit: unit.into(),
+            from_ms: from,
+            to_ms: to,
+            y_max,
+            lines,
+            empty_note: empty.into(),
+        };
+    let line = |name: &str, points| Line {
+        name: name.into(),
+        points,
+    };
+    let mut charts = vec![
+        chart(
+            format!("GPU {} utilization and SM activity", g.index),
+            "%",
+            Some(100.0),
+            vec![
+                line(
+                    "GPU utilization (NVML)",
+                    series(&|x| mean(x.gpu_util_n, x.gpu_util_sum).map(|v| v * 100.0)),
+                ),
+                line(
+                    "SM activity (DCGM)",
+                    series(&|x| mean(x.sm_active_n, x.sm_active_sum).map(|v| v * 100.0)),
+                ),
+            ],
+            "No utilization samples in this range.",
+        ),
+        chart(
+            format!("GPU {} memory used", g.index),
+            "GiB",
+            Some(g.memory_total_bytes as f64 / GIB),
+            vec![line(
+                "memory used",
+                series(&|x| mean(x.mem_used_n, x.mem_used_sum).map(|v| v / GIB)),
+            )],
+            "No memory samples in this range.",
+        ),
+        chart(
+            format!("GPU {} power", g.index),
+            "W",
+            None,
+            vec![line("power", series(&|x| mean(x.power_n, x.power_sum)))],
+            "Power is not reported for this device.",
+        ),
+        chart(
+            format!("GPU {} temperature", g.index),
+            "°C",
+            None,
+            vec![line("temperature", series(&|x| mean(x.temp_n, x.temp_sum)))],
+            "Temperature is not reported for this device.",
+        ),
+    ];
+    if g.sharing == "mig" && charts[0].lines[1].points.iter().all(|(_, v)| v.is_none()) {
+        charts[0].title = format!(
+            "GPU {} utilization (per-instance SM activity is not measurable without DCGM)",
+            g.index
+        );
+    }
+    charts
+}

@@ -1,0 +1,241 @@
+//! `/recommendations`, one recommendation, and its approval by a signed-in operator.
+
+use super::*;
+
+pub async fn recommendations(
+    State(state): State<DashboardState>,
+    headers: HeaderMap,
+    Query(q): Query<SortQuery>,
+) -> Page {
+    let a = analysis(&state).await?;
+    let (mut rows, rejected) = match &a {
+        Some(a) => (
+            a.recommendations
+                .iter()
+                .map(|r| pages::RecRow {
+                    id: r.id.clone(),
+                    kind: r.kind.as_str().into(),
+                    node: r.node.clone(),
+                    team: r.team.clone().unwrap_or_default(),
+                    gpus_freed: r.replay.gpus_freed,
+                    confidence: r.confidence,
+                    summary: r.summary.clone(),
+                })
+                .collect::<Vec<_>>(),
+            a.rejected.len(),
+        ),
+        None => (Vec::new(), 0),
+    };
+    sorted(&mut rows, &q, "freed", |r, k| match k {
+        "kind" => text(&r.kind),
+        "node" => text(&r.node),
+        "team" => text(&r.team),
+        "confidence" => num(r.confidence),
+        _ => num(r.gpus_freed),
+    });
+    Ok(Html(pages::recommendations(
+        frame(&state, &headers, "Recommendations"),
+        rows,
+        rejected,
+        sort_state(String::new(), &q, "freed"),
+    )))
+}
+
+#[derive(Debug, Default, Deserialize)]
+pub struct NoticeQuery {
+    pub approved: Option<i64>,
+    pub error: Option<String>,
+}
+
+pub async fn recommendation(
+    State(state): State<DashboardState>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+    Query(nq): Query<NoticeQuery>,
+) -> Page {
+    let Some(a) = analysis(&state).await? else {
+        return Err(not_found("no analysis yet".into()));
+    };
+    let Some(r) = a.recommendations.iter().find(|r| r.id == id) else {
+        return Err(not_found(format!(
+            "no recommendation {id:?} in the newest analysis"
+        )));
+    };
+    let plan = crate::labels::plans(&a, &r.cluster, state.labels.custom_layouts.as_ref())
+        .remove(&r.node)
+        .filter(|p| match &r.proposal {
+            Proposal::MigLayout { config_name, .. } => p.value == *config_name,
+            Proposal::Sharing { .. } => p.label == model::labels::OPERATOR_DEVICE_PLUGIN_CONFIG,
+            _ => false,
+        });
+    let (action_id, action_state) = match &plan {
+        Some(p) => state
+            .store
+            .label_actions(&store::label_actions::ActionFilter {
+                node: Some(&r.node),
+                ..store::label_actions::ActionFilter::newest(20)
+            })
+            .await?
+            .into_iter()
+            .find(|x| x.label == p.label && x.value == p.value)
+            .map_or((None, None), |x| (Some(x.id), Some(x.state))),
+        None => (None, None),
+    };
+    let csrf =
+        operator(&state, &headers).and_then(|(_, cookie)| session::csrf(&state.labels, &cookie));
+    let actuation = pages::Actuation {
+        mode: state.labels.mode.as_str().into(),
+        label: plan.as_ref().map(|p| p.label.clone()),
+        value: plan.as_ref().map(|p| p.value.clone()),
+        action_id,
+        action_state,
+        csrf,
+    };
+    let v = rec_view(&a, r, actuation);
+    let mut f = frame(
+        &state,
+        &headers,
+        format!("{} recommendation", r.kind.as_str()),
+    );
+    f.notice = match (nq.approved, nq.error) {
+        (Some(id), _) => Some(format!(
+            "Label action {id} approved: the collector runs it within {}.",
+            humantime::format_duration(state.labels.every)
+        )),
+        (_, Some(e)) => Some(e),
+        _ => None,
+    };
+    Ok(Html(pages::recommendation(f, v)))
+}
+
+/// A recommendation's page: what it proposes, the replay of recorded demand, and how to
+/// apply it.
+fn rec_view(
+    a: &Analysis,
+    r: &analytics::Recommendation,
+    actuation: pages::Actuation,
+) -> pages::RecView {
+    let rp = &r.replay;
+    pages::RecView {
+        id: r.id.clone(),
+        kind: r.kind.as_str().into(),
+        node: r.node.clone(),
+        summary: r.summary.clone(),
+        confidence: r.confidence,
+        tenants: r.tenants.iter().map(|k| name_of(a, k)).collect(),
+        replay: vec![
+            ("hours of demand replayed".into(), rp.hours.to_string()),
+            (
+                "contended tenant-hours today".into(),
+                format::num(rp.contention_hours_before),
+            ),
+            (
+                "contended tenant-hours after".into(),
+                format::num(rp.contention_hours_after),
+            ),
+            (
+                "memory overflow tenant-hours".into(),
+                format::num(rp.memory_overflow_hours),
+            ),
+            (
+                "memory overflow risk".into(),
+                format!("{:.1} %", rp.memory_overflow_risk * 100.0),
+            ),
+            ("GPUs freed".into(), format!("{:.2}", rp.gpus_freed)),
+            (
+                "verdict".into(),
+                if rp.harmful {
+                    "harmful".into()
+                } else {
+                    "no predicted harm".into()
+                },
+            ),
+        ],
+        configs: configs(&r.proposal),
+        findings: r
+            .findings
+            .iter()
+            .filter_map(|fid| a.findings.iter().find(|f| &f.id == fid))
+            .map(|f| (f.id.clone(), f.summary.clone()))
+            .collect(),
+        actuation,
+    }
+}
+
+/// The configuration a recommendation would apply, as an operator would paste it.
+fn configs(proposal: &Proposal) -> Vec<(String, String)> {
+    let mut configs = Vec::new();
+    match proposal {
+        Proposal::MigLayout {
+            config_name,
+            mig_parted_yaml,
+            ..
+        } => configs.push((
+            format!("mig-parted config {config_name}"),
+            mig_parted_yaml.clone(),
+        )),
+        Proposal::Sharing {
+            device_plugin_yaml, ..
+        } => configs.push((
+            "NVIDIA device plugin config".into(),
+            device_plugin_yaml.clone(),
+        )),
+        other => configs.push((
+            "Proposal".into(),
+            serde_json::to_string_pretty(other).unwrap_or_default(),
+        )),
+    }
+    configs
+}
+
+#[derive(Debug, Deserialize)]
+pub struct ApproveForm {
+    pub csrf: String,
+    pub action: i64,
+    #[serde(default)]
+    pub override_pods: Option<String>,
+}
+
+pub async fn approve(
+    State(state): State<DashboardState>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+    Form(form): Form<ApproveForm>,
+) -> Response {
+    let back = format!("/recommendations/{}", enc(&id));
+    let Some((who, cookie)) = operator(&state, &headers) else {
+        return (
+            StatusCode::UNAUTHORIZED,
+            Html(pages::problem(
+                frame(&state, &headers, "Sign in"),
+                "Sign in as an operator to approve changes.".into(),
+            )),
+        )
+            .into_response();
+    };
+    let want = session::csrf(&state.labels, &cookie).unwrap_or_default();
+    if !crate::signing::constant_time_eq(want.as_bytes(), form.csrf.as_bytes()) {
+        return (
+            StatusCode::FORBIDDEN,
+            Html(pages::problem(
+                frame(&state, &headers, "Refused"),
+                "The form's CSRF token does not match your session; reload the page and try again."
+                    .into(),
+            )),
+        )
+            .into_response();
+    }
+    match crate::labels::approve(
+        &state.store,
+        &state.labels,
+        form.action,
+        &who,
+        form.override_pods.is_some(),
+        model::time::now_ms(),
+    )
+    .await
+    {
+        Ok(()) => Redirect::to(&format!("{back}?approved={}", form.action)).into_response(),
+        Err(e) => Redirect::to(&format!("{back}?error={}", enc(&e.to_string()))).into_response(),
+    }
+}

@@ -1,0 +1,23 @@
+//! `/reports`: the stored weekly reports.
+
+use super::*;
+
+pub async fn reports(State(state): State<DashboardState>, headers: HeaderMap) -> Page {
+    let rows = state
+        .store
+        .reports(104)
+        .await?
+        .into_iter()
+        .map(|r| pages::ReportRow {
+            html: crate::reports::link(None, &r.week, &r.timezone, "html"),
+            csv: crate::reports::link(None, &r.week, &r.timezone, "csv"),
+            week: r.week,
+            timezone: r.timezone,
+            summary: r.summary,
+        })
+        .collect();
+    Ok(Html(pages::reports(
+        frame(&state, &headers, "Reports"),
+        rows,
+    )))
+}

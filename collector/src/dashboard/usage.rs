@@ -1,0 +1,119 @@
+//! `/tenants` and `/teams`: allocated and effective GPU-hours, waste and cost per tenant or team.
+
+use super::*;
+
+#[derive(Debug, Deserialize)]
+pub struct UseQuery {
+    pub q: Option<String>,
+    pub sort: Option<String>,
+    pub dir: Option<String>,
+}
+
+async fn usage(state: DashboardState, headers: HeaderMap, q: UseQuery, teams: bool) -> Page {
+    let Some(a) = analysis(&state).await? else {
+        return Err(PageError(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "No analysis yet: the first one runs shortly after the collector starts.".into(),
+        ));
+    };
+    let tenants = state.store.tenants().await?;
+    let needle = q.q.clone().unwrap_or_default().to_lowercase();
+    let mut rows: Vec<pages::UseRow> = use_rows(&a, &tenants, teams)
+        .into_iter()
+        .filter(|r| {
+            needle.is_empty()
+                || r.name.to_lowercase().contains(&needle)
+                || r.key.to_lowercase() == needle
+                || r.team.to_lowercase().contains(&needle)
+        })
+        .collect();
+    let sq = SortQuery {
+        sort: q.sort.clone(),
+        dir: q.dir.clone(),
+    };
+    sorted(&mut rows, &sq, "waste", |r, k| match k {
+        "name" => text(&r.name),
+        "team" => text(&r.team),
+        "allocated" => num(r.allocated),
+        "effective" => num(r.effective),
+        "ratio" => num(r.ratio.unwrap_or(-1.0)),
+        "cost" => num(r.cost),
+        "findings" => num(r.findings as f64),
+        _ => num(r.waste),
+    });
+    let title = if teams { "Teams" } else { "Tenants" };
+    let base = query_string(&[("q", q.q.as_deref().unwrap_or(""))]);
+    Ok(Html(pages::usage(
+        frame(&state, &headers, title),
+        pages::UseView {
+            teams,
+            window: window(&a),
+            currency: a.funnel.currency.clone(),
+            query: q.q.unwrap_or_default(),
+            rows,
+        },
+        sort_state(base, &sq, "waste"),
+    )))
+}
+
+pub async fn tenants(
+    State(state): State<DashboardState>,
+    headers: HeaderMap,
+    Query(q): Query<UseQuery>,
+) -> Page {
+    usage(state, headers, q, false).await
+}
+
+pub async fn teams(
+    State(state): State<DashboardState>,
+    headers: HeaderMap,
+    Query(q): Query<UseQuery>,
+) -> Page {
+    usage(state, headers, q, true).await
+}
+
+/// One row per tenant (or team) of the analysis' funnel, with its findings counted.
+fn use_rows(a: &Analysis, tenants: &[store::TenantRecord], teams: bool) -> Vec<pages::UseRow> {
+    let meta: HashMap<&str, &store::TenantRecord> =
+        tenants.iter().map(|t| (t.key.as_str(), t)).collect();
+    let mut findings: HashMap<&str, usize> = HashMap::new();
+    for f in &a.findings {
+        if teams {
+            if let Some(t) = &f.team {
+                *findings.entry(t.as_str()).or_default() += 1;
+            }
+        } else {
+            for t in &f.tenants {
+                *findings.entry(t.as_str()).or_default() += 1;
+            }
+        }
+    }
+    let source = if teams {
+        &a.funnel.by_team
+    } else {
+        &a.funnel.by_tenant
+    };
+    source
+        .iter()
+        .map(|r| {
+            let m = meta.get(r.key.as_str());
+            let name = if teams {
+                r.key.clone()
+            } else {
+                m.map_or_else(|| name_of(a, &r.key), |t| t.display_name())
+            };
+            pages::UseRow {
+                key: r.key.clone(),
+                name,
+                team: m.and_then(|t| t.team.clone()).unwrap_or_else(|| "–".into()),
+                kind: m.map(|t| t.kind.clone()).unwrap_or_default(),
+                allocated: r.allocated_gpu_hours,
+                effective: r.effective_gpu_hours,
+                ratio: r.effective_ratio,
+                waste: r.waste_gpu_hours,
+                cost: r.cost,
+                findings: findings.get(r.key.as_str()).copied().unwrap_or(0),
+            }
+        })
+        .collect()
+}
