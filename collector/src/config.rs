@@ -7,11 +7,10 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-use store::Retention;
-
 pub use crate::auth::AgentAuth;
 pub use crate::ingest::IngestConfig;
 pub use crate::settings::{Secret, duration};
+pub use crate::storage::RetentionConfig;
 pub use crate::teams::TeamsConfig;
 
 #[derive(Debug, Clone, Deserialize)]
@@ -55,17 +54,6 @@ pub struct Config {
     pub server: crate::listener::ServerLimits,
 }
 
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct RetentionConfig {
-    #[serde(default = "raw_default", deserialize_with = "duration")]
-    pub raw: Duration,
-    #[serde(default = "minute_default", deserialize_with = "duration")]
-    pub minute: Duration,
-    #[serde(default = "hour_default", deserialize_with = "duration")]
-    pub hour: Duration,
-}
-
 fn default_listen() -> SocketAddr {
     "127.0.0.1:8080".parse().expect("valid")
 }
@@ -75,38 +63,9 @@ fn default_data_dir() -> PathBuf {
 fn default_rollup_every() -> Duration {
     Duration::from_secs(10)
 }
-fn raw_default() -> Duration {
-    Retention::default().raw
-}
-fn minute_default() -> Duration {
-    Retention::default().minute
-}
-fn hour_default() -> Duration {
-    Retention::default().hour
-}
-impl Default for RetentionConfig {
-    fn default() -> Self {
-        RetentionConfig {
-            raw: raw_default(),
-            minute: minute_default(),
-            hour: hour_default(),
-        }
-    }
-}
-
 impl Default for Config {
     fn default() -> Self {
         toml::from_str("").expect("the empty config is valid")
-    }
-}
-
-impl From<&RetentionConfig> for Retention {
-    fn from(r: &RetentionConfig) -> Self {
-        Retention {
-            raw: r.raw,
-            minute: r.minute,
-            hour: r.hour,
-        }
     }
 }
 

@@ -7,6 +7,8 @@ use std::time::Duration;
 
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::registry::{Registry, Unit};
+use serde::Deserialize;
+use store::Retention;
 
 use crate::metrics::FGauge;
 use crate::shared::Shared;
@@ -14,6 +16,56 @@ use crate::tasks::{Periodic, Task};
 
 /// Minutes younger than this are not rolled up yet: late samples may still arrive for them.
 pub const ROLLUP_GRACE_MS: i64 = 15_000;
+
+/// The `[retention]` section: how long each resolution is kept.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RetentionConfig {
+    #[serde(
+        default = "raw_default",
+        deserialize_with = "crate::settings::duration"
+    )]
+    pub raw: Duration,
+    #[serde(
+        default = "minute_default",
+        deserialize_with = "crate::settings::duration"
+    )]
+    pub minute: Duration,
+    #[serde(
+        default = "hour_default",
+        deserialize_with = "crate::settings::duration"
+    )]
+    pub hour: Duration,
+}
+
+fn raw_default() -> Duration {
+    Retention::default().raw
+}
+fn minute_default() -> Duration {
+    Retention::default().minute
+}
+fn hour_default() -> Duration {
+    Retention::default().hour
+}
+impl Default for RetentionConfig {
+    fn default() -> Self {
+        RetentionConfig {
+            raw: raw_default(),
+            minute: minute_default(),
+            hour: hour_default(),
+        }
+    }
+}
+
+impl From<&RetentionConfig> for Retention {
+    fn from(r: &RetentionConfig) -> Self {
+        Retention {
+            raw: r.raw,
+            minute: r.minute,
+            hour: r.hour,
+        }
+    }
+}
 
 /// What storage upkeep counts.
 #[derive(Debug, Clone, Default)]
