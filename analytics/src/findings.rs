@@ -300,13 +300,7 @@ pub fn idle_allocation(ctx: &Ctx, h: &Holding) -> Option<Finding> {
         ),
         metrics,
         evidence: vec![
-            Evidence::new(
-                "tenant SM time",
-                "sm_util",
-                format!("tenant:{}", h.tenant),
-                from,
-                to,
-            ),
+            activity_evidence(h, from, to),
             Evidence::new(
                 "tenant memory",
                 "mem_used_bytes",
@@ -323,6 +317,36 @@ pub fn idle_allocation(ctx: &Ctx, h: &Holding) -> Option<Finding> {
             ),
         ],
     })
+}
+
+/// The series that shows a holding's activity as the analysis measured it: the GPU's NVML
+/// utilization or DCGM SM activity when that was the signal, the tenant's own SM time (NVML
+/// process accounting) otherwise.
+pub fn activity_evidence(h: &Holding, from: i64, to: i64) -> Evidence {
+    let gpu = format!("gpu:{}", h.gpu);
+    match h.signal() {
+        "gpu_util" => Evidence::new(
+            "GPU utilization (NVML, the signal used)",
+            "gpu_util",
+            gpu,
+            from,
+            to,
+        ),
+        "sm_active" => Evidence::new(
+            "GPU SM activity (DCGM, the signal used)",
+            "sm_active",
+            gpu,
+            from,
+            to,
+        ),
+        _ => Evidence::new(
+            "tenant SM time",
+            "sm_util",
+            format!("tenant:{}", h.tenant),
+            from,
+            to,
+        ),
+    }
 }
 
 /// zombie_process: GPU memory held by a process no tenant owns, for at least `zombie_min`.

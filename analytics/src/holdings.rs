@@ -210,6 +210,8 @@ pub fn idle_runs(rows: &[(i64, TenantAgg)], width_ms: i64, min_s: f64) -> Vec<Id
     };
     for (bucket, a) in rows {
         let adjacent = last_bucket.is_some_and(|b| b + width_ms == *bucket);
+        // Whether this bucket's leading idle seconds continue a run open before it.
+        let mut lead_taken = false;
         if let Some((start, secs)) = open.take() {
             if adjacent && a.all_idle() {
                 open = Some((start, secs + a.covered_s));
@@ -217,11 +219,18 @@ pub fn idle_runs(rows: &[(i64, TenantAgg)], width_ms: i64, min_s: f64) -> Vec<Id
                 continue;
             }
             let joined = if adjacent { secs + a.idle_lead_s } else { secs };
+            lead_taken = adjacent;
             push(start, joined, &mut out);
         } else if a.all_idle() {
             open = Some((*bucket, a.covered_s));
             last_bucket = Some(*bucket);
             continue;
+        }
+        // A run that starts with the bucket (the start of a holding or of the window, after a
+        // gap or after an active hour) and ends inside it. An all-idle bucket after a gap goes
+        // on as a trailing run below.
+        if !lead_taken && !a.all_idle() && a.idle_lead_s > 0.0 {
+            push(*bucket, a.idle_lead_s, &mut out);
         }
         // A run strictly inside this bucket.
         let edge = a.idle_lead_s.max(a.idle_trail_s);
@@ -279,5 +288,54 @@ mod tests {
         assert_eq!(runs[2].seconds(), 1800.0);
         assert_eq!(idle_runs(&rows, h, 5000.0).len(), 1);
         assert!(idle_runs(&rows, h, 7200.0).is_empty());
+    }
+
+    /// Issue 22: a run that starts with a bucket and ends inside it was never emitted unless
+    /// a run was open right before it — at the start of a holding or of the window, after a
+    /// gap, after an active hour.
+    #[test]
+    fn a_run_that_starts_with_a_bucket_and_ends_inside_it_is_kept() {
+        let h = HOUR_MS;
+        // The first bucket of a holding (or of the window): idle for 40 minutes, then busy.
+        let runs = idle_runs(&[(0, hour(2400.0, 0.0, 2400.0))], h, 1800.0);
+        assert_eq!(
+            runs,
+            [IdleRun {
+                from_ms: 0,
+                to_ms: 2_400_000
+            }]
+        );
+        // After an active hour.
+        let rows = vec![(0, hour(0.0, 0.0, 0.0)), (h, hour(1900.0, 0.0, 1900.0))];
+        assert_eq!(idle_runs(&rows, h, 1800.0)[0].from_ms, h);
+        // After a gap, with a run still open before it: both are kept, apart.
+        let rows = vec![
+            (0, hour(0.0, 2000.0, 2000.0)),
+            (2 * h, hour(1900.0, 0.0, 1900.0)),
+        ];
+        let runs = idle_runs(&rows, h, 1800.0);
+        assert_eq!(runs.len(), 2, "{runs:?}");
+        assert_eq!(runs[0].seconds(), 2000.0);
+        assert_eq!((runs[1].from_ms, runs[1].seconds()), (2 * h, 1900.0));
+        // Adjacent to an open run, the lead joins it and is not counted twice.
+        let rows = vec![
+            (0, hour(0.0, 1000.0, 1000.0)),
+            (h, hour(1000.0, 0.0, 1000.0)),
+        ];
+        let runs = idle_runs(&rows, h, 1800.0);
+        assert_eq!(runs.len(), 1, "{runs:?}");
+        assert_eq!(runs[0].seconds(), 2000.0);
+        // A lead and a trail in one bucket, busy between: two runs (the trail one ends the
+        // rows, still open).
+        let runs = idle_runs(&[(0, hour(1000.0, 1000.0, 1000.0))], h, 900.0);
+        assert_eq!(runs.len(), 2, "{runs:?}");
+        // Shorter than the minimum: nothing.
+        assert!(idle_runs(&[(0, hour(600.0, 0.0, 600.0))], h, 1800.0).is_empty());
+        // An all-idle bucket after a gap is one run, not a lead and a trail.
+        let rows = vec![
+            (0, hour(0.0, 0.0, 0.0)),
+            (2 * h, hour(3600.0, 3600.0, 3600.0)),
+        ];
+        assert_eq!(idle_runs(&rows, h, 1800.0).len(), 1);
     }
 }

@@ -86,22 +86,41 @@ pub fn minute_ranges(input: &Input, cfg: &Config) -> Vec<MinuteRange> {
     out
 }
 
+/// Readings are stored as 32-bit floats: NVML's 90 % comes back as 0.8999999761581421. A
+/// threshold is reached within this much, far below one percent point (NVML's resolution)
+/// and far above the rounding of a mean of f32 readings.
+const SENSOR_TOLERANCE: f64 = 1e-6;
+
+/// Whether `value`, a reading or a mean of readings, reaches `threshold` at the sensor's
+/// resolution.
+fn reaches(value: f64, threshold: f64) -> bool {
+    value >= threshold - SENSOR_TOLERANCE
+}
+
 fn saturated_hour(a: &GpuAgg, mig: bool, cfg: &Config) -> bool {
     if mig {
         a.dram_active_n > 0
-            && a.dram_active_sum / f64::from(a.dram_active_n) >= cfg.mig_bandwidth_saturation * 0.5
+            && reaches(
+                a.dram_active_sum / f64::from(a.dram_active_n),
+                cfg.mig_bandwidth_saturation * 0.5,
+            )
     } else {
         a.gpu_util_max
-            .is_some_and(|m| f64::from(m) >= cfg.saturation)
+            .is_some_and(|m| reaches(f64::from(m), cfg.saturation))
     }
 }
 
 fn saturated_minute(a: &DeviceMinute, mig: bool, cfg: &Config) -> Option<bool> {
     if mig {
-        (a.dram_active_n > 0)
-            .then(|| a.dram_active_sum / f64::from(a.dram_active_n) >= cfg.mig_bandwidth_saturation)
+        (a.dram_active_n > 0).then(|| {
+            reaches(
+                a.dram_active_sum / f64::from(a.dram_active_n),
+                cfg.mig_bandwidth_saturation,
+            )
+        })
     } else {
-        (a.gpu_util_n > 0).then(|| a.gpu_util_sum / f64::from(a.gpu_util_n) >= cfg.saturation)
+        (a.gpu_util_n > 0)
+            .then(|| reaches(a.gpu_util_sum / f64::from(a.gpu_util_n), cfg.saturation))
     }
 }
 
@@ -252,4 +271,37 @@ pub fn interference(ctx: &Ctx) -> Vec<Finding> {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Issue 22: an NVML reading of exactly 90 % is stored as an f32 and comes back as
+    /// 0.8999999761581421; it must still count as saturated at the default 0.9.
+    #[test]
+    fn thresholds_are_met_at_the_sensors_resolution() {
+        let cfg = Config::default();
+        let ninety = f64::from(0.9f32);
+        assert!(ninety < 0.9);
+        let hour = GpuAgg {
+            gpu_util_max: Some(0.9f32),
+            ..GpuAgg::default()
+        };
+        assert!(saturated_hour(&hour, false, &cfg));
+        let minute = DeviceMinute {
+            bucket: 0,
+            gpu_util_n: 60,
+            gpu_util_sum: 60.0 * ninety,
+            dram_active_n: 0,
+            dram_active_sum: 0.0,
+        };
+        assert_eq!(saturated_minute(&minute, false, &cfg), Some(true));
+        // One percent point below is not saturated.
+        let below = DeviceMinute {
+            gpu_util_sum: 60.0 * f64::from(0.89f32),
+            ..minute
+        };
+        assert_eq!(saturated_minute(&below, false, &cfg), Some(false));
+    }
 }

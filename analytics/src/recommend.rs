@@ -8,7 +8,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::Config;
 use crate::findings::{
-    Ctx, Evidence, Finding, FindingKind, GIB, Severity, finding_id, gib, stable_id,
+    Ctx, Evidence, Finding, FindingKind, GIB, Severity, activity_evidence, finding_id, gib,
+    stable_id,
 };
 use crate::holdings::Holding;
 use crate::input::GpuRef;
@@ -435,13 +436,7 @@ pub fn recommend(ctx: &Ctx, holdings: &[Holding], findings: &[Finding]) -> Outpu
                 ("effective_gpu_hours".into(), h.effective_hours()),
             ]),
             evidence: vec![
-                Evidence::new(
-                    "tenant SM time",
-                    "sm_util",
-                    format!("tenant:{}", h.tenant),
-                    ctx.input.from_ms,
-                    ctx.input.to_ms,
-                ),
+                activity_evidence(h, ctx.input.from_ms, ctx.input.to_ms),
                 Evidence::new(
                     "tenant memory",
                     "mem_used_bytes",

@@ -171,4 +171,8 @@ pub struct AnalyzeArgs {
     pub since: Duration,
     #[arg(long, value_enum, default_value_t = OutputFormat::Table)]
     pub format: OutputFormat,
+    /// Only print the analysis. By default it is also stored as the newest analysis, which
+    /// the dashboard, the API and alerting serve until the collector's next scheduled run.
+    #[arg(long)]
+    pub no_store: bool,
 }

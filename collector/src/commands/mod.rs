@@ -276,6 +276,20 @@ async fn analyze(args: cli::AnalyzeArgs) -> anyhow::Result<()> {
             store::redact_url(&config.database_url())
         );
     }
+    if !args.no_store {
+        store
+            .save_analysis(
+                model::time::now_ms(),
+                analysis.from_ms,
+                analysis.to_ms,
+                &crate::analysis::stored::encode(&analysis),
+                config.analytics.keep,
+            )
+            .await?;
+        eprintln!(
+            "stored as the newest analysis: the dashboard, /api/v1/findings and alerting serve it until the next scheduled run (--no-store to only print)"
+        );
+    }
     let out = match args.format {
         cli::OutputFormat::Json => serde_json::to_string_pretty(&analysis)?,
         cli::OutputFormat::Table => crate::analysis::table(&analysis),

@@ -133,4 +133,30 @@ async fn heavy_the_demo_backfills_history_over_http() {
         counts.gpu_rollup_1m > 0 && counts.gpu_rollup_1h > 0 && counts.tenant_rollup_1m > 0,
         "{counts:?}"
     );
+
+    // `gpulens analyze` stores what it prints (the dashboard serves it at once); `--no-store`
+    // only prints.
+    let analyze = |extra: &[&str]| {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_gpulens"))
+            .args(["analyze", "--since", "3h", "--format", "json", "--data-dir"])
+            .arg(dir.path())
+            .args(extra)
+            .env_remove("GPULENS_DATABASE_URL")
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stderr).unwrap()
+    };
+    let before = store.latest_analysis_ms().await.unwrap();
+    let said = analyze(&["--no-store"]);
+    assert!(!said.contains("stored as the newest analysis"), "{said}");
+    assert_eq!(store.latest_analysis_ms().await.unwrap(), before);
+    let said = analyze(&[]);
+    assert!(said.contains("stored as the newest analysis"), "{said}");
+    let after = store.latest_analysis_ms().await.unwrap();
+    assert!(after.is_some() && after > before, "{before:?} → {after:?}");
 }
