@@ -203,9 +203,20 @@ fn confidence(h: &Holding, cfg: &Config) -> f64 {
     (coverage * signal * 100.0).round() / 100.0
 }
 
-/// A plan is as sure as its least sure tenant.
-fn plan_confidence(live: &[&Holding], cfg: &Config) -> f64 {
-    live.iter().map(|h| confidence(h, cfg)).fold(1.0, f64::min)
+/// How sure a plan is: the confidence of the tenants it moves, weighted by the GPU-hours each
+/// holds (a short-lived neighbour the plan does not touch, or barely weighs, cannot sink it).
+fn plan_confidence(live: &[&Holding], moved: &[String], cfg: &Config) -> f64 {
+    let touched: Vec<&&Holding> = live.iter().filter(|h| moved.contains(&h.tenant)).collect();
+    let weight: f64 = touched.iter().map(|h| h.allocated_hours()).sum();
+    if touched.is_empty() || weight <= 0.0 {
+        return live.iter().map(|h| confidence(h, cfg)).fold(1.0, f64::min);
+    }
+    let c = touched
+        .iter()
+        .map(|h| confidence(h, cfg) * h.allocated_hours())
+        .sum::<f64>()
+        / weight;
+    (c * 100.0).round() / 100.0
 }
 
 /// The tenant's current size on its GPU, in words.
@@ -708,10 +719,10 @@ fn mig_plan(
         cluster: cluster.into(),
         node: node.into(),
         gpus: gpus.iter().map(|g| g.uuid.clone()).collect(),
-        tenants,
+        tenants: tenants.clone(),
         team: None,
         summary,
-        confidence: plan_confidence(live, cfg),
+        confidence: plan_confidence(live, &tenants, cfg),
         findings: vec![],
         proposal: Proposal::MigLayout {
             config_name: name,
@@ -856,7 +867,7 @@ fn share_plan(
             bins.len(),
             in_use.len()
         ),
-        confidence: plan_confidence(live, cfg),
+        confidence: plan_confidence(live, &tenants, cfg),
         findings: vec![],
         proposal: Proposal::Consolidate {
             moves: moves.clone(),
@@ -883,13 +894,13 @@ fn share_plan(
         cluster: cluster.into(),
         node: node.into(),
         gpus: gpus.iter().map(|g| g.uuid.clone()).collect(),
-        tenants,
+        tenants: tenants.clone(),
         team: None,
         summary: format!(
             "configure {node} for {} with {replicas} replicas per GPU so the consolidation above can run",
             if low_occupancy { "MPS" } else { "time-slicing" }
         ),
-        confidence: plan_confidence(live, cfg),
+        confidence: plan_confidence(live, &tenants, cfg),
         findings: vec![],
         proposal: Proposal::Sharing { mode: mode.into(), replicas, device_plugin_yaml: device_plugin_config(mode, replicas) },
         replay: r,
@@ -1050,5 +1061,39 @@ mod tests {
         // Stable across builds: the same layout names the same config next week (value
         // computed independently with FNV-1a 64 over the canonical text).
         assert_eq!(name, "gpulens-mig-e44dc1150d6e");
+    }
+
+    /// Issue 22: a mig_layout's confidence fell to 0.03 because one short-lived pod on the
+    /// node lacked data, while the tenants it moved had a day of it.
+    #[test]
+    fn a_plan_is_as_sure_as_the_tenants_it_moves() {
+        use model::rollup::TenantAgg;
+        let hour = TenantAgg {
+            samples: 60,
+            covered_s: 3600.0,
+            alloc_n: 60,
+            alloc_share_sum: 60.0,
+            eff_n: 60,
+            eff_dcgm_n: 60,
+            ..TenantAgg::default()
+        };
+        let holding = |tenant: &str, hours: i64| Holding {
+            cluster: "c".into(),
+            node: "n".into(),
+            gpu: format!("GPU-{tenant}"),
+            tenant: tenant.into(),
+            total: hour.clone(),
+            rows: (0..hours).map(|i| (i * 3_600_000, hour.clone())).collect(),
+        };
+        let cfg = Config::default();
+        let (steady, other, brief) = (holding("a", 48), holding("b", 48), holding("new", 1));
+        let live = [&steady, &other, &brief];
+        let moved = vec!["a".to_owned(), "b".to_owned()];
+        assert_eq!(plan_confidence(&live, &moved, &cfg), 1.0);
+        // Moving the brief one too costs little: it holds one GPU-hour of 97.
+        let all = vec!["a".to_owned(), "b".to_owned(), "new".to_owned()];
+        let c = plan_confidence(&live, &all, &cfg);
+        assert!(c > 0.95 && c < 1.0, "{c}");
+        assert!(confidence(&brief, &cfg) < 0.1);
     }
 }
