@@ -751,8 +751,8 @@ fn assign(
                 .map(Vec::as_slice)
                 .unwrap_or_default()
             {
-                let share = m.compute_slices.map_or(1.0 / 7.0, |c| c as f32 / 7.0);
-                claims.push((h, Some(m.gi_id), Some(m.ci_id), share.min(1.0)));
+                let share = model::mig::slice_share(m.compute_slices);
+                claims.push((h, Some(m.gi_id), Some(m.ci_id), share));
             }
         }
         for (h, gi, ci, share) in claims {

@@ -134,7 +134,7 @@ pub fn bearer(header: Option<&str>) -> Result<&str, ApiError> {
         .trim())
 }
 
-pub use crate::signing::constant_time_eq;
+use crate::signing::constant_time_eq;
 
 #[cfg(test)]
 mod tests {

@@ -20,12 +20,7 @@ pub struct HealthState {
     pub latest: Arc<LatestGpus>,
 }
 
-impl std::ops::Deref for HealthState {
-    type Target = Shared;
-    fn deref(&self) -> &Shared {
-        &self.shared
-    }
-}
+crate::shared::derefs_to_shared!(HealthState);
 
 pub fn routes() -> Router<HealthState> {
     Router::new()
@@ -67,7 +62,22 @@ async fn readyz(State(state): State<HealthState>) -> Response {
 /// naming those whose last pass failed; the body lists every task with its runs, failures and
 /// last error.
 async fn task_health(State(state): State<HealthState>) -> Response {
-    let tasks = state.tasks.snapshot();
+    /// A task as `/healthz/tasks` shows it: its record and whether it is healthy.
+    #[derive(serde::Serialize)]
+    struct TaskView {
+        #[serde(flatten)]
+        status: crate::tasks::TaskStatus,
+        healthy: bool,
+    }
+    let tasks: Vec<TaskView> = state
+        .tasks
+        .snapshot()
+        .into_iter()
+        .map(|status| TaskView {
+            healthy: status.healthy(),
+            status,
+        })
+        .collect();
     let healthy = tasks.iter().all(|t| t.healthy);
     let status = if healthy {
         StatusCode::OK

@@ -54,12 +54,7 @@ pub struct FeatureMetrics {
     pub labels: LabelMetrics,
 }
 
-impl std::ops::Deref for AppState {
-    type Target = Shared;
-    fn deref(&self) -> &Shared {
-        &self.shared
-    }
-}
+crate::shared::derefs_to_shared!(AppState);
 
 impl AppState {
     pub fn new(

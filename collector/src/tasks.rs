@@ -55,14 +55,19 @@ pub struct TaskStatus {
     pub every_seconds: f64,
     pub runs: u64,
     pub failures: u64,
-    /// Failed passes since the last successful one.
+    /// Failed passes since the last successful one; the task is healthy when this is 0.
     pub consecutive_failures: u64,
-    /// Healthy when `consecutive_failures` is 0 (filled in by [`TaskHealth::snapshot`]).
-    pub healthy: bool,
     pub last_run: Option<String>,
     pub last_success: Option<String>,
     pub last_error: Option<String>,
     pub last_duration_seconds: Option<f64>,
+}
+
+impl TaskStatus {
+    /// Whether its last pass succeeded (or none ran yet).
+    pub fn healthy(&self) -> bool {
+        self.consecutive_failures == 0
+    }
 }
 
 /// How a background task's pass ended.
@@ -159,7 +164,6 @@ impl TaskHealth {
                 runs: 0,
                 failures: 0,
                 consecutive_failures: 0,
-                healthy: true,
                 last_run: None,
                 last_success: None,
                 last_error: None,
@@ -192,20 +196,14 @@ impl TaskHealth {
 
     /// Every registered task, by name.
     pub fn snapshot(&self) -> Vec<TaskStatus> {
-        self.lock()
-            .values()
-            .map(|t| TaskStatus {
-                healthy: t.consecutive_failures == 0,
-                ..t.clone()
-            })
-            .collect()
+        self.lock().values().cloned().collect()
     }
 
     /// Names of the tasks whose last pass failed.
     pub fn failing(&self) -> Vec<&'static str> {
         self.lock()
             .values()
-            .filter(|t| t.consecutive_failures > 0)
+            .filter(|t| !t.healthy())
             .map(|t| t.name)
             .collect()
     }

@@ -200,10 +200,10 @@ pub fn compute_slices(profile: &str) -> Option<u32> {
     count.parse().ok().filter(|n| (1..=7).contains(n))
 }
 
-/// The share of its GPU's compute a MIG instance of `profile` holds (one slice when the name
-/// says nothing).
-pub fn compute_share(profile: &str) -> f32 {
-    compute_slices(profile).map_or(1.0 / 7.0, |n| n as f32 / 7.0)
+/// The share of its GPU's compute a MIG instance with `slices` compute slices holds (one slice
+/// when that is not known).
+pub fn slice_share(slices: Option<u32>) -> f32 {
+    slices.map_or(1.0 / 7.0, |n| (n as f32 / 7.0).min(1.0))
 }
 
 #[cfg(test)]
@@ -240,8 +240,8 @@ mod tests {
         assert_eq!(compute_slices("7g.141gb"), Some(7));
         assert_eq!(compute_slices("unknown"), None);
         assert_eq!(compute_slices("9g.90gb"), None);
-        assert!((compute_share("2g.20gb") - 2.0 / 7.0).abs() < 1e-6);
-        assert!((compute_share("") - 1.0 / 7.0).abs() < 1e-6);
+        assert!((slice_share(compute_slices("2g.20gb")) - 2.0 / 7.0).abs() < 1e-6);
+        assert!((slice_share(compute_slices("")) - 1.0 / 7.0).abs() < 1e-6);
         for f in FAMILIES {
             for p in f.profiles {
                 assert_eq!(compute_slices(p.name), Some(p.compute_slices), "{}", p.name);

@@ -161,21 +161,20 @@ pub struct TenantRecord {
 impl TenantRecord {
     /// The tenant's name as the model spells it everywhere (dashboard, reports, agent output).
     pub fn display_name(&self) -> String {
-        let t = self;
-        let Some(kind) = model::TenantKind::parse(&t.kind) else {
-            return t.key.clone();
+        let Some(kind) = model::TenantKind::parse(&self.kind) else {
+            return self.key.clone();
         };
         model::Tenant {
-            key: t.key.clone(),
+            key: self.key.clone(),
             kind,
-            namespace: t.namespace.clone(),
-            pod: t.pod.clone(),
-            container: t.container.clone(),
-            pod_uid: t.pod_uid.clone(),
-            job_id: t.job_id.clone(),
-            user: t.user.clone(),
-            account: t.account.clone(),
-            uid: t.uid.and_then(|u| u32::try_from(u).ok()),
+            namespace: self.namespace.clone(),
+            pod: self.pod.clone(),
+            container: self.container.clone(),
+            pod_uid: self.pod_uid.clone(),
+            job_id: self.job_id.clone(),
+            user: self.user.clone(),
+            account: self.account.clone(),
+            uid: self.uid.and_then(|u| u32::try_from(u).ok()),
         }
         .display_name()
     }
@@ -372,7 +371,8 @@ impl Store {
         dispatch!(self, s => s.gpus(node).await)
     }
 
-    /// Whether gpulens has data for `entity`: one indexed lookup, not a list.
+    /// Whether gpulens has data for `entity`: one query that stops at the first matching row,
+    /// instead of reading every node, GPU or tenant into memory.
     pub async fn is_known(&self, entity: &Entity) -> Result<bool> {
         let (table, column, value) = match entity {
             Entity::Fleet => return Ok(true),

@@ -336,9 +336,14 @@ impl PgStore {
         super::gpus_with_migs!(&rows, &migs)
     }
 
-    /// Whether a row of `table` has `value` in `column` (the names are the store's own
-    /// constants, never input).
-    pub async fn exists(&self, table: &str, column: &str, value: &str) -> Result<bool> {
+    /// Whether a row of `table` has `value` in `column`; the names are the store's own
+    /// constants (`'static`), never input.
+    pub async fn exists(
+        &self,
+        table: &'static str,
+        column: &'static str,
+        value: &str,
+    ) -> Result<bool> {
         let found: Option<i32> = sqlx::query_scalar(&format!(
             "SELECT 1 FROM {table} WHERE {column} = $1 LIMIT 1"
         ))

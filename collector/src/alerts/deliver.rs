@@ -9,8 +9,8 @@
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
-use super::payload::signed;
 use super::settings::{Receiver, ReceiverKind};
+use crate::signing::signed;
 use store::Store;
 use store::alerts::Attempt;
 

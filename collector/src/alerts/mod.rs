@@ -178,7 +178,6 @@ impl Alerting {
         // An older push still queued says less than this one.
         store.supersede_queued(&r.name).await?;
         let firing = recent.iter().filter(|a| a.state == State::Firing).count();
-        self.count_enqueued(&r.name);
         store
             .enqueue_notification(&NewNotification {
                 receiver: &r.name,
@@ -192,6 +191,7 @@ impl Alerting {
                 state: "queued",
             })
             .await?;
+        self.count_enqueued(&r.name);
         Ok(true)
     }
 

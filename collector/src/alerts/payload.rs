@@ -187,5 +187,3 @@ pub fn alertmanager_push(
             .collect(),
     )
 }
-
-pub use crate::signing::{signature, signed};

@@ -33,12 +33,7 @@ pub struct AnalysisState {
     pub metrics: AnalysisMetrics,
 }
 
-impl std::ops::Deref for AnalysisState {
-    type Target = Shared;
-    fn deref(&self) -> &Shared {
-        &self.shared
-    }
-}
+crate::shared::derefs_to_shared!(AnalysisState);
 
 /// The newest stored analysis, parsed once per analysis and shared by its readers (the
 /// dashboard, `/metrics`, the agents' label endpoint, alerting).
@@ -465,10 +460,7 @@ pub async fn scheduled(
         metrics
             .input_rows
             .set((stats.gpu_hours + stats.tenant_hours + stats.minute_rows) as f64);
-        let body = stored::encode(&analysis);
-        store
-            .save_analysis(now, analysis.from_ms, analysis.to_ms, &body, settings.keep)
-            .await?;
+        save(store, &analysis, now, settings.keep).await?;
         tracing::info!(
             findings = analysis.findings.len(),
             recommendations = analysis.recommendations.len(),
@@ -486,6 +478,19 @@ pub async fn scheduled(
         PassOutcome::Failed
     });
     result.map(Some)
+}
+
+/// Stores `analysis` as the newest (in its versioned form), keeping the `keep` newest runs.
+pub async fn save(
+    store: &Store,
+    analysis: &Analysis,
+    generated_ms: i64,
+    keep: i64,
+) -> Result<(), store::StoreError> {
+    let body = stored::encode(analysis);
+    store
+        .save_analysis(generated_ms, analysis.from_ms, analysis.to_ms, &body, keep)
+        .await
 }
 
 /// What runs after each analysis this collector computed (label convergence, when labels are

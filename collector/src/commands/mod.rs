@@ -277,15 +277,13 @@ async fn analyze(args: cli::AnalyzeArgs) -> anyhow::Result<()> {
         );
     }
     if !args.no_store {
-        store
-            .save_analysis(
-                model::time::now_ms(),
-                analysis.from_ms,
-                analysis.to_ms,
-                &crate::analysis::stored::encode(&analysis),
-                config.analytics.keep,
-            )
-            .await?;
+        crate::analysis::save(
+            &store,
+            &analysis,
+            model::time::now_ms(),
+            config.analytics.keep,
+        )
+        .await?;
         eprintln!(
             "stored as the newest analysis: the dashboard, /api/v1/findings and alerting serve it until the next scheduled run (--no-store to only print)"
         );

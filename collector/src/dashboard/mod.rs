@@ -54,12 +54,7 @@ pub struct DashboardState {
     pub sessions: Arc<Sessions>,
 }
 
-impl std::ops::Deref for DashboardState {
-    type Target = Shared;
-    fn deref(&self) -> &Shared {
-        &self.shared
-    }
-}
+crate::shared::derefs_to_shared!(DashboardState);
 
 /// The dashboard routes (merged in `router.rs`).
 pub fn routes() -> axum::Router<DashboardState> {

@@ -164,28 +164,27 @@ fn rec_view(
 
 /// The configuration a recommendation would apply, as an operator would paste it.
 fn configs(proposal: &Proposal) -> Vec<(String, String)> {
-    let mut configs = Vec::new();
-    match proposal {
+    let config = match proposal {
         Proposal::MigLayout {
             config_name,
             mig_parted_yaml,
             ..
-        } => configs.push((
+        } => (
             format!("mig-parted config {config_name}"),
             mig_parted_yaml.clone(),
-        )),
+        ),
         Proposal::Sharing {
             device_plugin_yaml, ..
-        } => configs.push((
+        } => (
             "NVIDIA device plugin config".into(),
             device_plugin_yaml.clone(),
-        )),
-        other => configs.push((
+        ),
+        other => (
             "Proposal".into(),
             serde_json::to_string_pretty(other).unwrap_or_default(),
-        )),
-    }
-    configs
+        ),
+    };
+    vec![config]
 }
 
 #[derive(Debug, Deserialize)]

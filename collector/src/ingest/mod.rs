@@ -35,12 +35,7 @@ pub struct IngestState {
     pub metrics: IngestMetrics,
 }
 
-impl std::ops::Deref for IngestState {
-    type Target = Shared;
-    fn deref(&self) -> &Shared {
-        &self.shared
-    }
-}
+crate::shared::derefs_to_shared!(IngestState);
 
 /// The ingest routes (merged in `router.rs`).
 pub fn routes() -> axum::Router<IngestState> {

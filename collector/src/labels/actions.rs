@@ -272,10 +272,7 @@ pub async fn after_analysis(
     .map_err(|e| anyhow::anyhow!("no labels written: {e}"))?;
     for (node, labels) in nodes {
         let written = cluster.converge_if_known(&node, &labels).await;
-        LabelMetrics::count(
-            &metrics.advisory_writes,
-            if written.is_ok() { "written" } else { "failed" },
-        );
+        metrics.advisory_write(written.is_ok());
         if let Err(e) = written {
             tracing::warn!(node, error = %e, "advisory labels not written");
         }
@@ -313,7 +310,7 @@ pub fn task(
         Box::pin(async move {
             let (store, cluster, settings, metrics) = &*shared;
             for (_, outcome) in run_approved(store, cluster, settings, false).await? {
-                LabelMetrics::count(&metrics.runs, state_of(&outcome).0);
+                metrics.run(state_of(&outcome).0);
             }
             Ok(())
         })

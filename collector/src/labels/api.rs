@@ -24,12 +24,7 @@ pub struct LabelsState {
     pub newest: Arc<Newest>,
 }
 
-impl std::ops::Deref for LabelsState {
-    type Target = Shared;
-    fn deref(&self) -> &Shared {
-        &self.shared
-    }
-}
+crate::shared::derefs_to_shared!(LabelsState);
 use store::label_actions::{ActionFilter, LabelActionRecord};
 
 #[derive(Debug, Deserialize)]

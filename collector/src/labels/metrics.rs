@@ -41,7 +41,18 @@ impl LabelMetrics {
         m
     }
 
-    pub fn count(family: &Family<OutcomeLabels, Counter>, outcome: &'static str) {
-        family.get_or_create(&OutcomeLabels { outcome }).inc();
+    /// One node's advisory labels converged (or not).
+    pub fn advisory_write(&self, written: bool) {
+        let outcome = if written { "written" } else { "failed" };
+        self.advisory_writes
+            .get_or_create(&OutcomeLabels { outcome })
+            .inc();
+    }
+
+    /// An approved change ran and ended in `state`.
+    pub fn run(&self, state: &'static str) {
+        self.runs
+            .get_or_create(&OutcomeLabels { outcome: state })
+            .inc();
     }
 }

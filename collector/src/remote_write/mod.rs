@@ -55,12 +55,7 @@ pub struct RemoteWriteState {
     pub remote_write: Arc<Receiver>,
 }
 
-impl std::ops::Deref for RemoteWriteState {
-    type Target = Shared;
-    fn deref(&self) -> &Shared {
-        &self.shared
-    }
-}
+crate::shared::derefs_to_shared!(RemoteWriteState);
 
 /// The remote write routes (merged in `router.rs`).
 pub fn routes() -> axum::Router<RemoteWriteState> {
@@ -258,7 +253,9 @@ impl Receiver {
                 }
                 if let Some(key) = &tenant {
                     let share = gi.map_or(1.0, |_| {
-                        model::mig::compute_share(label(ls, "GPU_I_PROFILE").unwrap_or(""))
+                        model::mig::slice_share(model::mig::compute_slices(
+                            label(ls, "GPU_I_PROFILE").unwrap_or(""),
+                        ))
                     });
                     scrape
                         .allocations

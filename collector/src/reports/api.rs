@@ -22,12 +22,7 @@ pub struct ReportsState {
     pub reports: Arc<Settings>,
 }
 
-impl std::ops::Deref for ReportsState {
-    type Target = Shared;
-    fn deref(&self) -> &Shared {
-        &self.shared
-    }
-}
+crate::shared::derefs_to_shared!(ReportsState);
 
 /// The reports routes (merged in `router.rs`).
 pub fn routes() -> axum::Router<ReportsState> {

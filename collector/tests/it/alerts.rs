@@ -17,10 +17,11 @@ use std::time::{Duration, Instant};
 use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
+use collector::alerts::Alerting;
 use collector::alerts::rules::{Kind, Rule};
 use collector::alerts::settings::{Receiver, ReceiverKind, Settings};
-use collector::alerts::{Alerting, payload};
 use collector::config::Secret;
+use collector::signing;
 use serde_json::Value;
 use store::Store;
 use store::label_actions::{NewLabelAction, Transition};
@@ -329,11 +330,11 @@ async fn webhooks_get_grouped_signed_repeated_and_resolved_notifications() {
     assert!((collector::now_ms() / 1000 - ts).abs() < 60);
     assert_eq!(
         got[0].headers["x-gpulens-signature"].to_str().unwrap(),
-        payload::signature("s3cret-signing-key", ts, &got[0].raw)
+        signing::signature("s3cret-signing-key", ts, &got[0].raw)
     );
     assert_ne!(
         got[0].headers["x-gpulens-signature"].to_str().unwrap(),
-        payload::signature("another-key", ts, &got[0].raw)
+        signing::signature("another-key", ts, &got[0].raw)
     );
 
     // A second node joins the group: not before group_interval, then one notification with both.
@@ -883,7 +884,7 @@ async fn a_receiver_down_for_ten_minutes_gets_every_notification_afterwards_once
             .unwrap();
         assert_eq!(
             g.headers["x-gpulens-signature"].to_str().unwrap(),
-            payload::signature("k", ts, &g.raw)
+            signing::signature("k", ts, &g.raw)
         );
     }
     // The first notification's attempts span the outage, with the wait capped at 5 minutes.

@@ -269,7 +269,7 @@ async fn mutated_batches_and_queries_never_get_a_5xx_nor_store_anything_when_ref
     let after = state.tasks.snapshot();
     for (b, a) in before.iter().zip(&after) {
         assert!(a.runs > b.runs, "task {} stalled: {a:?}", a.name);
-        assert!(a.healthy, "task {} failing: {a:?}", a.name);
+        assert!(a.healthy(), "task {} failing: {a:?}", a.name);
     }
     let _ = stop.send(());
     server.await.unwrap().unwrap();

@@ -205,7 +205,7 @@ async fn every_feature_counts_its_own_work_on_metrics() {
             outcome: "delivered",
         })
         .inc();
-    collector::labels::LabelMetrics::count(&m.labels.runs, "applied");
+    m.labels.run("applied");
     state
         .remote_write
         .metrics
