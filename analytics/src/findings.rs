@@ -134,6 +134,10 @@ pub struct Finding {
     pub to_ms: i64,
     /// The signal the finding rests on.
     pub signal: String,
+    /// Why an underutilized holding cannot simply shrink, and what it could share instead:
+    /// `fits_smaller`, `memory_bound`, `compute_bound` or `no_data` (docs/analytics.md).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
     pub summary: String,
     /// Numbers behind the finding, by name.
     pub metrics: BTreeMap<String, f64>,
@@ -287,6 +291,7 @@ pub fn idle_allocation(ctx: &Ctx, h: &Holding) -> Option<Finding> {
         from_ms: from,
         to_ms: to,
         signal: "kernel activity (process SM time, gpu_util or DCGM sm_active)".into(),
+        reason: None,
         summary: format!(
             "{name} held {} with no kernel for {} in {} run(s) of at least {} (longest {}); idle {:.0}% of its allocated time{}",
             ctx.gpu_label(&h.gpu),
@@ -370,6 +375,7 @@ pub fn zombies(ctx: &Ctx) -> Vec<Finding> {
                 from_ms: o.first_seen_ms,
                 to_ms: o.last_seen_ms,
                 signal: "process memory without a tenant".into(),
+                reason: None,
                 summary: format!(
                     "process {} on {} held {:.1} GiB for {} and belongs to no pod, job or user the agent can find",
                     o.pid,
@@ -486,6 +492,7 @@ pub fn memory_pressure(ctx: &Ctx, holdings: &[Holding]) -> Vec<Finding> {
                 from_ms: f.from,
                 to_ms: f.to,
                 signal: "memory used / total".into(),
+                reason: None,
                 summary: format!(
                     "{} peaked at {:.1} of {:.1} GiB in {} hour(s); out-of-memory errors are likely for {}",
                     ctx.gpu_label(f.gpu),
@@ -540,6 +547,7 @@ pub fn throttling(ctx: &Ctx, holdings: &[Holding]) -> Vec<Finding> {
                 from_ms: f.from,
                 to_ms: f.to,
                 signal: "NVML clock-event reasons (thermal, power)".into(),
+                reason: None,
                 summary: format!(
                     "{} was throttled in {} hour(s) (peak {temp:.0} °C, {power:.0} W) while {} ran",
                     ctx.gpu_label(f.gpu),
@@ -623,6 +631,7 @@ pub fn hardware(ctx: &Ctx) -> Vec<Finding> {
             from_ms: from,
             to_ms: to.max(from),
             signal: "XID events, ECC and row-remapping counters".into(),
+            reason: None,
             summary: format!("{}: {}", ctx.gpu_label(&h.gpu), parts.join(", ")),
             metrics: BTreeMap::from([
                 ("xid_errors".into(), h.xids.len() as f64),
@@ -670,6 +679,7 @@ pub fn agent_silent(ctx: &Ctx) -> Vec<Finding> {
                 from_ms: n.last_seen_ms,
                 to_ms: ctx.input.now_ms,
                 signal: "time since the agent's last batch".into(),
+                reason: None,
                 summary: format!(
                     "the agent on {} has sent nothing for {}; its GPUs are not being measured",
                     n.node,

@@ -245,6 +245,7 @@ pub fn interference(ctx: &Ctx) -> Vec<Finding> {
                     from_ms: from,
                     to_ms: to,
                     signal: if is_mig { "DCGM sm_active per MIG instance, dram_active" } else { "NVML process SM time, gpu_util" }.into(),
+                    reason: None,
                     summary: format!(
                         "{vn} ran {:.0}% slower (SM share {:.2} → {:.2}) during {} while {an} was busy and {what} on {}; victim {vn}, aggressor {an}, score {score:.1}",
                         drop * 100.0,

@@ -11,8 +11,11 @@ pub mod holdings;
 pub mod input;
 pub mod interference;
 pub mod mig;
+pub mod plan;
 pub mod recommend;
 pub mod replay;
+pub mod steps;
+pub mod waste;
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -23,6 +26,7 @@ pub use findings::{Evidence, Finding, FindingKind, Severity};
 pub use funnel::{Funnel, FunnelRow};
 pub use input::Input;
 pub use interference::{MinuteRange, minute_ranges};
+pub use plan::FleetPlan;
 pub use recommend::{Proposal, RecKind, Recommendation, Rejected};
 pub use replay::Replay;
 
@@ -140,6 +144,9 @@ pub struct Analysis {
     pub to_ms: i64,
     pub generated_ms: i64,
     pub funnel: Funnel,
+    /// The fleet plan: one consistent set of steps, its totals and the bound.
+    #[serde(default)]
+    pub plan: FleetPlan,
     pub findings: Vec<Finding>,
     pub recommendations: Vec<Recommendation>,
     /// Proposals replay turned down, with the reason.
@@ -182,9 +189,12 @@ pub fn analyze(input: &Input, cfg: &Config) -> Result<Analysis, AnalysisError> {
     found.extend(findings::agent_silent(&ctx));
     let rec = recommend::recommend(&ctx, &holdings, &found);
     found.extend(rec.underutilized);
+    // Within a severity, the costliest waste first (findings without a cost keep their order).
+    let cost = |f: &Finding| f.metrics.get("wasted_cost").copied().unwrap_or(0.0);
     found.sort_by(|a, b| {
         b.severity
             .cmp(&a.severity)
+            .then(cost(b).total_cmp(&cost(a)))
             .then(a.kind.cmp(&b.kind))
             .then(a.node.cmp(&b.node))
             .then(a.id.cmp(&b.id))
@@ -221,6 +231,7 @@ pub fn analyze(input: &Input, cfg: &Config) -> Result<Analysis, AnalysisError> {
             .or_insert_with(|| ctx.name(cluster, key));
     }
     Ok(Analysis {
+        plan: rec.plan,
         tenant_names,
         from_ms: input.from_ms,
         to_ms: input.to_ms,

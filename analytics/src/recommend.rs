@@ -7,14 +7,13 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use serde::{Deserialize, Serialize};
 
 use crate::Config;
-use crate::findings::{
-    Ctx, Evidence, Finding, FindingKind, GIB, Severity, activity_evidence, finding_id, gib,
-    stable_id,
-};
+use crate::findings::{Ctx, Evidence, Finding, FindingKind, GIB, gib, stable_id};
 use crate::holdings::Holding;
 use crate::input::GpuRef;
-use crate::mig::{self, MigPartedConfig, MigPartedEntry, Profile};
+use crate::mig::{self, MigPartedEntry, Profile};
+use crate::plan::FleetPlan;
 use crate::replay::{Replay, Slot, replay};
+use crate::{steps, waste};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -72,7 +71,8 @@ pub enum Target {
 }
 
 impl Target {
-    fn describe(&self) -> String {
+    /// The place in words: "a whole GPU", "a MIG 3g.40gb instance", "a 1/2 time-slice share".
+    pub fn describe(&self) -> String {
         match self {
             Target::WholeGpu => "a whole GPU".into(),
             Target::Mig { profile, .. } => format!("a MIG {profile} instance"),
@@ -86,6 +86,9 @@ impl Target {
 pub struct Move {
     pub tenant: String,
     pub from_gpu: String,
+    /// The node it would run on (its own unless the plan consolidates across nodes).
+    #[serde(default)]
+    pub to_node: String,
     /// Index of the GPU on the node it would run on.
     pub to_gpu_index: i64,
     pub target: Target,
@@ -120,6 +123,9 @@ pub enum Proposal {
         mode: String,
         replicas: u32,
         device_plugin_yaml: String,
+        /// The tenants that move onto the shared GPUs.
+        #[serde(default)]
+        moves: Vec<Move>,
     },
     Separate {
         victim: String,
@@ -148,6 +154,19 @@ pub struct Recommendation {
     pub evidence: Vec<Evidence>,
 }
 
+impl Recommendation {
+    /// The tenants this step moves, if any.
+    pub fn moves(&self) -> &[Move] {
+        match &self.proposal {
+            Proposal::Consolidate { moves, .. }
+            | Proposal::MigLayout { moves, .. }
+            | Proposal::Sharing { moves, .. }
+            | Proposal::Separate { moves, .. } => moves,
+            _ => &[],
+        }
+    }
+}
+
 /// A proposal the replay turned down, kept so people can see why nothing was recommended.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Rejected {
@@ -162,38 +181,13 @@ pub struct Rejected {
 /// What the recommender produced, and the underutilized findings it confirms.
 #[derive(Debug, Default)]
 pub struct Output {
+    pub plan: FleetPlan,
     pub recommendations: Vec<Recommendation>,
     pub rejected: Vec<Rejected>,
     pub underutilized: Vec<Finding>,
 }
 
-impl Output {
-    /// A node plan's replay: returned when it predicts no harm, else the plan is listed under
-    /// `rejected` with the replay's reason.
-    fn unless_harmful(
-        &mut self,
-        kind: RecKind,
-        cluster: &str,
-        node: &str,
-        tenants: &[String],
-        r: Replay,
-    ) -> Option<Replay> {
-        if !r.harmful {
-            return Some(r);
-        }
-        self.rejected.push(Rejected {
-            kind,
-            cluster: cluster.into(),
-            node: node.into(),
-            tenants: tenants.to_vec(),
-            reason: r.reason.clone().unwrap_or_default(),
-            replay: Some(r),
-        });
-        None
-    }
-}
-
-fn confidence(h: &Holding, cfg: &Config) -> f64 {
+pub(crate) fn confidence(h: &Holding, cfg: &Config) -> f64 {
     let coverage = (h.rows.len() as f64 / (cfg.min_alloc_hours * 6.0)).min(1.0);
     let signal = match h.signal() {
         "sm_active" => 1.0,
@@ -205,7 +199,7 @@ fn confidence(h: &Holding, cfg: &Config) -> f64 {
 
 /// How sure a plan is: the confidence of the tenants it moves, weighted by the GPU-hours each
 /// holds (a short-lived neighbour the plan does not touch, or barely weighs, cannot sink it).
-fn plan_confidence(live: &[&Holding], moved: &[String], cfg: &Config) -> f64 {
+pub(crate) fn plan_confidence(live: &[&Holding], moved: &[String], cfg: &Config) -> f64 {
     let touched: Vec<&&Holding> = live.iter().filter(|h| moved.contains(&h.tenant)).collect();
     let weight: f64 = touched.iter().map(|h| h.allocated_hours()).sum();
     if touched.is_empty() || weight <= 0.0 {
@@ -220,7 +214,7 @@ fn plan_confidence(live: &[&Holding], moved: &[String], cfg: &Config) -> f64 {
 }
 
 /// The tenant's current size on its GPU, in words.
-fn current(h: &Holding, gpu: Option<&GpuRef>) -> String {
+pub(crate) fn current(h: &Holding, gpu: Option<&GpuRef>) -> String {
     let share = h.share();
     match gpu {
         Some(g) if g.sharing == "mig" => format!("a MIG slice of {}/7", (share * 7.0).round()),
@@ -233,7 +227,7 @@ fn current(h: &Holding, gpu: Option<&GpuRef>) -> String {
 }
 
 /// What a tenant needs: memory p99 and compute p95 with headroom (bytes, GPU-equivalents).
-fn need(h: &Holding, cfg: &Config) -> Option<(f64, f64)> {
+pub(crate) fn need(h: &Holding, cfg: &Config) -> Option<(f64, f64)> {
     Some((
         h.mem_p99()? as f64 * (1.0 + cfg.memory_headroom),
         h.eff_p95()? * (1.0 + cfg.compute_headroom),
@@ -241,7 +235,11 @@ fn need(h: &Holding, cfg: &Config) -> Option<(f64, f64)> {
 }
 
 /// The smallest size strictly below the current share that fits the need, if any.
-fn smaller_target(h: &Holding, gpu: &GpuRef, cfg: &Config) -> Option<(Target, f64, f64)> {
+pub(crate) fn smaller_target(
+    h: &Holding,
+    gpu: &GpuRef,
+    cfg: &Config,
+) -> Option<(Target, f64, f64)> {
     let (mem, compute) = need(h, cfg)?;
     let share = h.share();
     if let Some(f) = mig::family(&gpu.model) {
@@ -267,7 +265,7 @@ fn smaller_target(h: &Holding, gpu: &GpuRef, cfg: &Config) -> Option<(Target, f6
         })
 }
 
-fn mig_target(p: &Profile) -> Target {
+pub(crate) fn mig_target(p: &Profile) -> Target {
     Target::Mig {
         profile: p.name.into(),
         memory_gib: p.memory_gib,
@@ -275,7 +273,7 @@ fn mig_target(p: &Profile) -> Target {
     }
 }
 
-fn slot_now<'a>(h: &'a Holding, gpu: Option<&GpuRef>) -> Slot<'a> {
+pub(crate) fn slot_now<'a>(h: &'a Holding, gpu: Option<&GpuRef>) -> Slot<'a> {
     let mem = gpu.map_or(f64::MAX, |g| g.memory_total_bytes as f64);
     let share = h.share().max(1e-6);
     Slot {
@@ -350,7 +348,7 @@ pub fn recommend(ctx: &Ctx, holdings: &[Holding], findings: &[Finding]) -> Outpu
             tenants: vec![tenant.into()],
             team: ctx.team(cluster, tenant),
             summary: format!(
-                "reclaim {name}'s allocation on {node}: idle {:.0}% of the {:.0} GPU-hours it held{}; frees {freed:.2} GPU",
+                "reclaim {name}'s allocation on {node}: idle {:.0}% of the {:.0} GPU-hours it held{}; releases {freed:.2} GPU",
                 hs[0].idle_ratio() * 100.0,
                 hs.iter().map(|h| h.allocated_hours()).sum::<f64>(),
                 if mem > 0 { format!(" while keeping {:.1} GiB of memory", gib(mem as f64)) } else { String::new() }
@@ -363,381 +361,67 @@ pub fn recommend(ctx: &Ctx, holdings: &[Holding], findings: &[Finding]) -> Outpu
         });
     }
 
-    // Right-size, which also decides the underutilized findings.
-    let mut sized: HashMap<(&str, &str), (Target, f64, f64)> = HashMap::new();
-    for h in holdings.iter().filter(|h| eligible(h)) {
-        if reclaimed.contains(&(h.gpu.as_str(), h.tenant.as_str())) {
-            continue;
-        }
-        let Some(ratio) = h.effective_ratio() else {
-            continue;
-        };
-        if ratio >= cfg.underutilized_ratio {
-            continue;
-        }
-        let Some(gpu) = ctx.gpu(&h.gpu) else {
-            continue;
-        };
-        let Some((target, compute, memory)) = smaller_target(h, gpu, cfg) else {
-            continue;
-        };
-        let before = [slot_now(h, Some(gpu))];
-        let after = [Slot {
-            compute,
-            memory_bytes: memory,
-            holdings: vec![h],
-        }];
-        let freed = h.share() - compute;
-        let r = replay(&before, &after, freed, cfg.replay_tolerance);
-        let name = ctx.name(&h.cluster, &h.tenant);
-        let now = current(h, Some(gpu));
-        if r.harmful {
-            out.rejected.push(Rejected {
-                kind: RecKind::RightSize,
-                cluster: h.cluster.clone(),
-                node: h.node.clone(),
-                tenants: vec![h.tenant.clone()],
-                reason: format!(
-                    "{name} on {}: {}",
-                    target.describe(),
-                    r.reason.clone().unwrap_or_default()
-                ),
-                replay: Some(r),
-            });
-            continue;
-        }
-        let (mem_p99, p95) = (h.mem_p99().unwrap_or(0) as f64, h.eff_p95().unwrap_or(0.0));
-        let finding = Finding {
-            id: finding_id(
-                FindingKind::Underutilized,
-                &format!("{}/{}", h.gpu, h.tenant),
-                ctx.input.from_ms,
-            ),
-            kind: FindingKind::Underutilized,
-            severity: if ratio < 0.1 && h.share() >= 0.99 {
-                Severity::Warning
-            } else {
-                Severity::Info
-            },
-            cluster: h.cluster.clone(),
-            node: h.node.clone(),
-            gpu: Some(h.gpu.clone()),
-            tenants: vec![h.tenant.clone()],
-            team: ctx.team(&h.cluster, &h.tenant),
-            from_ms: h.rows.first().map_or(ctx.input.from_ms, |r| r.0),
-            to_ms: h
-                .rows
-                .last()
-                .map_or(ctx.input.to_ms, |r| r.0 + model::rollup::HOUR_MS),
-            signal: h.signal().into(),
-            summary: format!(
-                "{name} used {:.0}% of {} ({}: p95 {:.2} GPU, p99 memory {:.1} GiB) and would fit {}",
-                ratio * 100.0,
-                now,
-                h.signal(),
-                p95,
-                gib(mem_p99),
-                target.describe()
-            ),
-            metrics: BTreeMap::from([
-                ("effective_ratio".into(), ratio),
-                ("effective_p95_gpu".into(), p95),
-                ("memory_p99_gib".into(), gib(mem_p99)),
-                ("allocated_gpu_hours".into(), h.allocated_hours()),
-                ("effective_gpu_hours".into(), h.effective_hours()),
-            ]),
-            evidence: vec![
-                activity_evidence(h, ctx.input.from_ms, ctx.input.to_ms),
-                Evidence::new(
-                    "tenant memory",
-                    "mem_used_bytes",
-                    format!("tenant:{}", h.tenant),
-                    ctx.input.from_ms,
-                    ctx.input.to_ms,
-                ),
-            ],
-        };
-        out.recommendations.push(Recommendation {
-            id: rec_id(RecKind::RightSize, &format!("{}/{}", h.gpu, h.tenant)),
-            kind: RecKind::RightSize,
-            cluster: h.cluster.clone(),
-            node: h.node.clone(),
-            gpus: vec![h.gpu.clone()],
-            tenants: vec![h.tenant.clone()],
-            team: finding.team.clone(),
-            summary: format!(
-                "move {name} from {now} to {}; frees {freed:.2} GPU",
-                target.describe()
-            ),
-            confidence: confidence(h, cfg),
-            findings: vec![finding.id.clone()],
-            proposal: Proposal::RightSize {
-                tenant: h.tenant.clone(),
-                gpu: h.gpu.clone(),
-                current: now,
-                target: target.clone(),
-            },
-            replay: r,
-            evidence: finding.evidence.clone(),
+    let reclaim_ids: HashMap<(String, String), String> = out
+        .recommendations
+        .iter()
+        .flat_map(|r| {
+            r.gpus
+                .iter()
+                .map(move |g| ((g.clone(), r.tenants[0].clone()), r.id.clone()))
+        })
+        .collect();
+    // Wasters are known before the plan (their finding ids are stable); the plan's steps
+    // name them, and their findings name the step.
+    let wasters: Vec<&Holding> = holdings
+        .iter()
+        .filter(|h| eligible(h) && !reclaimed.contains(&(h.gpu.as_str(), h.tenant.as_str())))
+        .filter(|h| waste::is_waster(h, cfg))
+        .collect();
+    let waste_ids: HashMap<(String, String), String> = wasters
+        .iter()
+        .map(|h| {
+            (
+                (h.gpu.clone(), h.tenant.clone()),
+                waste::finding_id_of(h, ctx),
+            )
+        })
+        .collect();
+    let fleet = steps::fleet(ctx, holdings, &reclaimed, &reclaim_ids, &waste_ids);
+    for r in &mut out.recommendations {
+        let freed = fleet.freed_by.values().filter(|id| **id == r.id).count();
+        r.replay.gpus_freed = freed as f64;
+        r.summary.push_str(&match freed {
+            0 => " (no whole GPU on its own: the plan keeps that GPU in use)".to_owned(),
+            n => format!(", freeing {n} GPU(s)"),
         });
-        out.underutilized.push(finding);
-        sized.insert((&h.gpu, &h.tenant), (target, compute, memory));
     }
-
-    node_plans(ctx, holdings, &reclaimed, &sized, &mut out);
-    separate(ctx, holdings, findings, &mut out);
+    out.recommendations.extend(fleet.recommendations);
+    out.rejected.extend(fleet.rejected);
+    out.underutilized = wasters
+        .iter()
+        .map(|h| waste::finding(ctx, h, fleet.moves.get(&(h.gpu.clone(), h.tenant.clone()))))
+        .collect();
+    let moved: BTreeSet<String> = fleet.moves.keys().map(|k| k.1.clone()).collect();
+    separate(ctx, holdings, findings, &moved, &mut out);
+    let mut plan = fleet.plan;
+    let mut steps: Vec<&Recommendation> = out
+        .recommendations
+        .iter()
+        .filter(|r| r.kind != RecKind::Separate)
+        .collect();
+    steps.sort_by(|a, b| {
+        b.replay
+            .gpus_freed
+            .total_cmp(&a.replay.gpus_freed)
+            .then(a.id.cmp(&b.id))
+    });
+    plan.steps = steps.iter().map(|r| r.id.clone()).collect();
+    out.plan = plan;
     out
 }
 
-fn rec_id(kind: RecKind, subject: &str) -> String {
+pub(crate) fn rec_id(kind: RecKind, subject: &str) -> String {
     stable_id(kind.as_str(), &[subject.as_bytes()])
-}
-
-/// Per node: pack what the tenants need onto as few GPUs as possible. MIG-capable models get
-/// a mig-parted layout; others a consolidation onto time-sliced or MPS GPUs.
-fn node_plans(
-    ctx: &Ctx,
-    holdings: &[Holding],
-    reclaimed: &BTreeSet<(&str, &str)>,
-    sized: &HashMap<(&str, &str), (Target, f64, f64)>,
-    out: &mut Output,
-) {
-    let mut by_node: BTreeMap<(&str, &str), Vec<&Holding>> = BTreeMap::new();
-    for h in holdings.iter().filter(|h| h.total.alloc_n > 0) {
-        by_node.entry((&h.cluster, &h.node)).or_default().push(h);
-    }
-    for ((cluster, node), hs) in by_node {
-        let mut gpus: Vec<&GpuRef> = ctx
-            .input
-            .gpus
-            .iter()
-            .filter(|g| g.cluster == cluster && g.node == node)
-            .collect();
-        gpus.sort_by_key(|g| g.index);
-        let Some(model) = gpus.first().map(|g| g.model.as_str()) else {
-            continue;
-        };
-        if gpus.iter().any(|g| g.model != model) {
-            continue;
-        }
-        let live: Vec<&Holding> = hs
-            .iter()
-            .copied()
-            .filter(|h| !reclaimed.contains(&(h.gpu.as_str(), h.tenant.as_str())))
-            .collect();
-        // GPUs in use after the reclaims: what a plan has to beat.
-        let in_use: BTreeSet<&str> = live.iter().map(|h| h.gpu.as_str()).collect();
-        // Only plans that change something: at least one right-sized tenant.
-        if !live
-            .iter()
-            .any(|h| sized.contains_key(&(h.gpu.as_str(), h.tenant.as_str())))
-        {
-            continue;
-        }
-        let case = NodeCase {
-            cluster,
-            node,
-            gpus,
-            in_use,
-            live,
-        };
-        match mig::family(model) {
-            Some(family) => mig_plan(ctx, &case, family, sized, out),
-            None => share_plan(ctx, &case, sized, out),
-        }
-    }
-}
-
-/// One node's case for a layout plan.
-struct NodeCase<'a> {
-    cluster: &'a str,
-    node: &'a str,
-    /// The node's GPUs by index (all of one model).
-    gpus: Vec<&'a GpuRef>,
-    /// GPUs in use after the reclaims: what a plan has to beat.
-    in_use: BTreeSet<&'a str>,
-    /// Holdings that stay (not reclaimed).
-    live: Vec<&'a Holding>,
-}
-
-fn mig_plan(
-    ctx: &Ctx,
-    case: &NodeCase,
-    family: &'static mig::MigFamily,
-    sized: &HashMap<(&str, &str), (Target, f64, f64)>,
-    out: &mut Output,
-) {
-    let cfg = ctx.cfg;
-    let NodeCase {
-        cluster,
-        node,
-        gpus,
-        in_use,
-        live,
-    } = case;
-    let (cluster, node) = (*cluster, *node);
-    // Whole-GPU tenants that keep their GPU; everyone else needs a profile.
-    let mut whole: Vec<&Holding> = Vec::new();
-    let mut wants: Vec<(&Holding, &'static Profile)> = Vec::new();
-    for h in live {
-        let is_mig = gpus.iter().any(|g| g.uuid == h.gpu && g.sharing == "mig");
-        let profile = match sized.get(&(h.gpu.as_str(), h.tenant.as_str())) {
-            Some((Target::Mig { profile, .. }, _, _)) => family.profile(profile),
-            _ if is_mig => need(h, cfg).and_then(|(m, c)| {
-                family
-                    .smallest_fitting(m / GIB, c)
-                    .filter(|p| p.compute_share() <= h.share() + 1e-6)
-            }),
-            _ => None,
-        };
-        match profile {
-            Some(p) => wants.push((h, p)),
-            None if is_mig => return, // a MIG tenant we cannot size: leave the node alone
-            None => whole.push(h),
-        }
-    }
-    // First-fit decreasing into GPUs, each a legal placement.
-    wants.sort_by_key(|(h, p)| {
-        (
-            std::cmp::Reverse(p.compute_slices),
-            std::cmp::Reverse(p.memory_slices),
-            h.tenant.clone(),
-        )
-    });
-    let mut bins: Vec<Vec<(&Holding, &'static Profile)>> = Vec::new();
-    for (h, p) in wants {
-        let slot = bins.iter().position(|b| {
-            let mut list: Vec<&Profile> = b.iter().map(|x| x.1).collect();
-            list.push(p);
-            family.place(&list).is_some()
-        });
-        match slot {
-            Some(i) => bins[i].push((h, p)),
-            None => bins.push(vec![(h, p)]),
-        }
-    }
-    let whole_gpus: BTreeSet<&str> = whole.iter().map(|h| h.gpu.as_str()).collect();
-    let needed = whole_gpus.len() + bins.len();
-    if needed >= in_use.len() || needed > gpus.len() {
-        return;
-    }
-    // GPU indexes: whole-GPU tenants keep theirs; MIG bins take the lowest others.
-    let mut free: Vec<&GpuRef> = gpus
-        .iter()
-        .copied()
-        .filter(|g| !whole_gpus.contains(g.uuid.as_str()))
-        .collect();
-    let mut moves = Vec::new();
-    let mut layout: BTreeMap<i64, Vec<(String, u32)>> = BTreeMap::new();
-    let mut before = Vec::new();
-    let mut after = Vec::new();
-    for bin in &bins {
-        let g = free.remove(0);
-        let mut counts: BTreeMap<(u32, u32, &str), u32> = BTreeMap::new();
-        for (h, p) in bin {
-            *counts
-                .entry((p.compute_slices, p.memory_slices, p.name))
-                .or_default() += 1;
-            moves.push(Move {
-                tenant: h.tenant.clone(),
-                from_gpu: h.gpu.clone(),
-                to_gpu_index: g.index,
-                target: mig_target(p),
-            });
-            before.push(slot_now(h, gpus.iter().copied().find(|x| x.uuid == h.gpu)));
-            after.push(Slot {
-                compute: p.compute_share(),
-                memory_bytes: p.memory_gib * GIB,
-                holdings: vec![*h],
-            });
-        }
-        layout.insert(
-            g.index,
-            counts
-                .into_iter()
-                .map(|((_, _, n), c)| (n.to_string(), c))
-                .collect(),
-        );
-    }
-    let freed = (in_use.len() - needed) as f64;
-    let r = replay(&before, &after, freed, cfg.replay_tolerance);
-    let tenants: Vec<String> = moves.iter().map(|m| m.tenant.clone()).collect();
-    let Some(r) = out.unless_harmful(RecKind::MigLayout, cluster, node, &tenants, r) else {
-        return;
-    };
-    // Entries: MIG-disabled GPUs together, then each distinct layout with its GPUs.
-    let mut entries: Vec<MigPartedEntry> = Vec::new();
-    let disabled: Vec<i64> = gpus
-        .iter()
-        .filter(|g| !layout.contains_key(&g.index))
-        .map(|g| g.index)
-        .collect();
-    if !disabled.is_empty() {
-        entries.push(MigPartedEntry {
-            devices: disabled,
-            mig_enabled: false,
-            mig_devices: vec![],
-        });
-    }
-    let mut grouped: BTreeMap<Vec<(String, u32)>, Vec<i64>> = BTreeMap::new();
-    for (idx, l) in &layout {
-        grouped.entry(l.clone()).or_default().push(*idx);
-    }
-    for (l, devices) in grouped {
-        entries.push(MigPartedEntry {
-            devices,
-            mig_enabled: true,
-            mig_devices: l,
-        });
-    }
-    let name = config_name(&entries);
-    let config = MigPartedConfig {
-        name: name.clone(),
-        entries,
-    };
-    if let Err(e) = config.validate(family) {
-        out.rejected.push(Rejected {
-            kind: RecKind::MigLayout,
-            cluster: cluster.into(),
-            node: node.into(),
-            tenants,
-            reason: format!("generated layout is not valid: {e}"),
-            replay: None,
-        });
-        return;
-    }
-    let summary = format!(
-        "run {node} as {}: {} tenant(s) in MIG instances on {} GPU(s), {} whole GPU(s) kept; frees {freed:.0} GPU(s)",
-        name,
-        moves.len(),
-        bins.len(),
-        whole_gpus.len()
-    );
-    out.recommendations.push(Recommendation {
-        id: rec_id(RecKind::MigLayout, node),
-        kind: RecKind::MigLayout,
-        cluster: cluster.into(),
-        node: node.into(),
-        gpus: gpus.iter().map(|g| g.uuid.clone()).collect(),
-        tenants: tenants.clone(),
-        team: None,
-        summary,
-        confidence: plan_confidence(live, &tenants, cfg),
-        findings: vec![],
-        proposal: Proposal::MigLayout {
-            config_name: name,
-            mig_parted_yaml: config.to_yaml(),
-            moves,
-        },
-        replay: r,
-        evidence: vec![Evidence::new(
-            "node GPU utilization",
-            "gpu_util",
-            format!("node:{node}"),
-            ctx.input.from_ms,
-            ctx.input.to_ms,
-        )],
-    });
 }
 
 /// A mig-parted config name derived from the layout itself (`gpulens-mig-` and a hash of the
@@ -761,153 +445,6 @@ fn fnv1a(bytes: &[u8]) -> u64 {
     })
 }
 
-fn share_plan(
-    ctx: &Ctx,
-    case: &NodeCase,
-    sized: &HashMap<(&str, &str), (Target, f64, f64)>,
-    out: &mut Output,
-) {
-    let cfg = ctx.cfg;
-    let NodeCase {
-        cluster,
-        node,
-        gpus,
-        in_use,
-        live,
-    } = case;
-    let (cluster, node) = (*cluster, *node);
-    // Only exclusive GPUs are repacked; shared ones already share.
-    if gpus.iter().any(|g| g.sharing != "exclusive") {
-        return;
-    }
-    let mem_total = gpus[0].memory_total_bytes as f64;
-    let mut whole: BTreeSet<&str> = BTreeSet::new();
-    let mut items: Vec<(&Holding, f64, f64)> = Vec::new();
-    for h in live {
-        match sized.get(&(h.gpu.as_str(), h.tenant.as_str())) {
-            Some((Target::Share { .. }, compute, _)) => {
-                let mem = need(h, cfg).map_or(mem_total, |n| n.0);
-                items.push((h, *compute, mem));
-            }
-            _ => {
-                whole.insert(&h.gpu);
-            }
-        }
-    }
-    items.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.tenant.cmp(&b.0.tenant)));
-    let mut bins: Vec<(f64, f64, Vec<&Holding>)> = Vec::new();
-    for (h, c, m) in items {
-        match bins
-            .iter_mut()
-            .find(|b| b.0 + c <= 1.0 + 1e-9 && b.1 + m <= mem_total)
-        {
-            Some(b) => {
-                b.0 += c;
-                b.1 += m;
-                b.2.push(h);
-            }
-            None => bins.push((c, m, vec![h])),
-        }
-    }
-    let needed = whole.len() + bins.len();
-    if needed >= in_use.len() {
-        return;
-    }
-    let mut free: Vec<&GpuRef> = gpus
-        .iter()
-        .copied()
-        .filter(|g| !whole.contains(g.uuid.as_str()))
-        .collect();
-    let mut moves = Vec::new();
-    let mut before = Vec::new();
-    let mut after = Vec::new();
-    let mut replicas = 1u32;
-    let mut low_occupancy = true;
-    for (_, _, hs) in &bins {
-        let g = free.remove(0);
-        replicas = replicas.max(hs.len() as u32);
-        for h in hs {
-            moves.push(Move {
-                tenant: h.tenant.clone(),
-                from_gpu: h.gpu.clone(),
-                to_gpu_index: g.index,
-                target: Target::Share {
-                    replicas: hs.len() as u32,
-                },
-            });
-            before.push(slot_now(h, ctx.gpu(&h.gpu)));
-            // MPS fits tenants whose kernels leave most SMs idle (DCGM shows it).
-            low_occupancy &=
-                h.signal() == "sm_active" && h.effective_hours() < 0.5 * h.active_hours().max(1e-9);
-        }
-        after.push(Slot {
-            compute: 1.0,
-            memory_bytes: mem_total,
-            holdings: hs.clone(),
-        });
-    }
-    let freed = (in_use.len() - needed) as f64;
-    let r = replay(&before, &after, freed, cfg.replay_tolerance);
-    let tenants: Vec<String> = moves.iter().map(|m| m.tenant.clone()).collect();
-    let Some(r) = out.unless_harmful(RecKind::Consolidate, cluster, node, &tenants, r) else {
-        return;
-    };
-    let names: Vec<String> = tenants.iter().map(|t| ctx.name(cluster, t)).collect();
-    out.recommendations.push(Recommendation {
-        id: rec_id(RecKind::Consolidate, node),
-        kind: RecKind::Consolidate,
-        cluster: cluster.into(),
-        node: node.into(),
-        gpus: moves.iter().map(|m| m.from_gpu.clone()).collect(),
-        tenants: tenants.clone(),
-        team: None,
-        summary: format!(
-            "pack {} onto {} shared GPU(s) of {node}; frees {freed:.0} of {} GPU(s) in use",
-            names.join(", "),
-            bins.len(),
-            in_use.len()
-        ),
-        confidence: plan_confidence(live, &tenants, cfg),
-        findings: vec![],
-        proposal: Proposal::Consolidate {
-            moves: moves.clone(),
-            gpus_before: in_use.len(),
-            gpus_after: needed,
-        },
-        replay: r.clone(),
-        evidence: vec![Evidence::new(
-            "node GPU utilization",
-            "gpu_util",
-            format!("node:{node}"),
-            ctx.input.from_ms,
-            ctx.input.to_ms,
-        )],
-    });
-    let (kind, mode) = if low_occupancy {
-        (RecKind::Mps, "mps")
-    } else {
-        (RecKind::TimeSlicing, "time_slicing")
-    };
-    out.recommendations.push(Recommendation {
-        id: rec_id(kind, node),
-        kind,
-        cluster: cluster.into(),
-        node: node.into(),
-        gpus: gpus.iter().map(|g| g.uuid.clone()).collect(),
-        tenants: tenants.clone(),
-        team: None,
-        summary: format!(
-            "configure {node} for {} with {replicas} replicas per GPU so the consolidation above can run",
-            if low_occupancy { "MPS" } else { "time-slicing" }
-        ),
-        confidence: plan_confidence(live, &tenants, cfg),
-        findings: vec![],
-        proposal: Proposal::Sharing { mode: mode.into(), replicas, device_plugin_yaml: device_plugin_config(mode, replicas) },
-        replay: r,
-        evidence: vec![],
-    });
-}
-
 /// The NVIDIA device plugin's sharing configuration (version v1).
 pub fn device_plugin_config(mode: &str, replicas: u32) -> String {
     let key = if mode == "mps" { "mps" } else { "timeSlicing" };
@@ -918,7 +455,13 @@ pub fn device_plugin_config(mode: &str, replicas: u32) -> String {
 
 /// Separate interfering tenants: move the aggressor to the GPU of the same node where replay
 /// predicts the least contention.
-fn separate(ctx: &Ctx, holdings: &[Holding], findings: &[Finding], out: &mut Output) {
+fn separate(
+    ctx: &Ctx,
+    holdings: &[Holding],
+    findings: &[Finding],
+    moved: &BTreeSet<String>,
+    out: &mut Output,
+) {
     let cfg = ctx.cfg;
     let mut seen = BTreeSet::new();
     for f in findings
@@ -929,6 +472,10 @@ fn separate(ctx: &Ctx, holdings: &[Holding], findings: &[Finding], out: &mut Out
             continue;
         };
         if !seen.insert((gpu, victim.as_str(), aggressor.as_str())) {
+            continue;
+        }
+        // The plan moves one of them already: its step is the answer.
+        if moved.contains(victim) || moved.contains(aggressor) {
             continue;
         }
         let on = |g: &str| -> Vec<&Holding> {
@@ -1016,7 +563,7 @@ fn separate(ctx: &Ctx, holdings: &[Holding], findings: &[Finding], out: &mut Out
                         victim: victim.clone(),
                         aggressor: aggressor.clone(),
                         plan: format!("reschedule {an} onto GPU {} ({})", g.index, g.uuid),
-                        moves: vec![Move { tenant: aggressor.clone(), from_gpu: gpu.into(), to_gpu_index: g.index, target: Target::Share { replicas: g.replicas.max(1) as u32 } }],
+                        moves: vec![Move { tenant: aggressor.clone(), from_gpu: gpu.into(), to_node: f.node.clone(), to_gpu_index: g.index, target: Target::Share { replicas: g.replicas.max(1) as u32 } }],
                     },
                     replay: r,
                     evidence: f.evidence.clone(),

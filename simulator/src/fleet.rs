@@ -81,7 +81,10 @@ impl Fleet {
         let stream = hash_str(&spec.name);
         match spec.kind.as_str() {
             "pod" => {
-                let uid = fake_uuid(seed, stream, 0);
+                let generation = spec
+                    .replaced_hours
+                    .map_or(0, |h| t_ms.div_euclid(((h * 3_600_000.0) as i64).max(1)));
+                let uid = fake_uuid(seed, stream, generation);
                 let container = spec.container.clone().unwrap_or_else(|| "main".into());
                 Tenant {
                     key: Tenant::pod_key(&uid, &container),

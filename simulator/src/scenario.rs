@@ -85,6 +85,10 @@ pub struct TenantSpec {
     /// Slurm tenants: a new job id every this many hours.
     #[serde(default = "default_job_hours")]
     pub job_hours: f64,
+    /// Pods: replaced by a new pod (a new uid, as a CronJob or a rollout does) every this many
+    /// hours; by default a pod lives as long as the scenario.
+    #[serde(default)]
+    pub replaced_hours: Option<f64>,
     /// What the analytics should find about this tenant (for tests).
     #[serde(default)]
     pub truth: Truth,
@@ -340,6 +344,14 @@ impl TenantSpec {
             "pod" => {
                 if self.namespace.is_none() {
                     return Err(bad(format!("tenant {n:?}: a pod needs a namespace")));
+                }
+                if self
+                    .replaced_hours
+                    .is_some_and(|h| !h.is_finite() || h <= 0.0)
+                {
+                    return Err(bad(format!(
+                        "tenant {n:?}: replaced_hours must be positive"
+                    )));
                 }
             }
             "slurm_job" => {

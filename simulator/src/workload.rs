@@ -23,6 +23,9 @@ pub enum Pattern {
     IdleHoldingMemory,
     /// Interactive sessions during working hours with short bursts of work.
     Notebook,
+    /// A quiet service (a few percent) that runs one heavy hour every day at 02:00 UTC, e.g. a
+    /// nightly index rebuild: low p95, but two of them collide at the same hour.
+    DailyPeak,
 }
 
 /// What a tenant wants from its device at one instant.
@@ -112,6 +115,15 @@ impl Pattern {
                 }
             }
             Pattern::IdleHoldingMemory => always(0.0, 0.0, 0.0),
+            Pattern::DailyPeak => {
+                let in_peak = t.rem_euclid(DAY) / 3600 == 2;
+                let compute = if in_peak {
+                    0.85 + 0.1 * jitter(1)
+                } else {
+                    0.03 + 0.02 * jitter(1)
+                };
+                always(compute, 0.5 + 0.2 * personality, 0.3)
+            }
             Pattern::Notebook => {
                 let slot = t.div_euclid(1800);
                 let hour = t.rem_euclid(DAY) / 3600;
@@ -164,6 +176,14 @@ mod tests {
                 .compute
         };
         assert!(at(14) > at(2) + 0.2, "{} vs {}", at(14), at(2));
+        // A daily peak: one busy hour a day, quiet otherwise.
+        let busy = |h: i64| {
+            Pattern::DailyPeak
+                .demand(1, 3, h * 3600 + 600, 1.0, 1)
+                .compute
+        };
+        assert!(busy(2) > 0.8 && busy(26) > 0.8);
+        assert!((0..24).filter(|&h| h != 2).all(|h| busy(h) < 0.06));
     }
 
     #[test]

@@ -107,7 +107,10 @@ pub struct OverviewView {
     pub funnel: FunnelView,
     pub gpus: i64,
     pub nodes: usize,
+    /// GPUs the fleet plan frees (non-overlapping: every GPU counted by one step).
     pub gpus_freeable: f64,
+    /// The plan in a line: "of 12 in use · 1 node · 4,380 USD/month · 5 steps".
+    pub plan_line: String,
     pub findings: Vec<(String, usize)>,
     pub recommendations: usize,
     pub firing_alerts: usize,
@@ -211,7 +214,7 @@ pub fn overview(frame: Frame, v: OverviewView) -> String {
                 <div class="card">"Effective use"<b>{pct(f.effective_ratio)}</b><span>"of allocated GPU-hours"</span></div>
                 <div class="card">"Waste"<b>{format!("{} {}", num(f.waste_cost), f.currency)}</b><span>{format!("{} GPU-h of {} allocated", num(f.waste), num(f.allocated))}</span></div>
                 <div class="card">"Cost"<b>{format!("{} {}", num(f.cost), f.currency)}</b><span>"allocated GPU-hours × price"</span></div>
-                <div class="card">"GPUs freeable"<b>{format!("{:.1}", v.gpus_freeable)}</b><span><a href="/recommendations">{format!("{} recommendations", v.recommendations)}</a></span></div>
+                <div class="card">"GPUs freeable"<b>{format!("{:.0}", v.gpus_freeable)}</b><span><a href="/recommendations">{v.plan_line.clone()}</a></span></div>
                 <div class="card">"Fleet"<b>{format!("{} GPUs", v.gpus)}</b><span><a href="/nodes">{format!("{} nodes", v.nodes)}</a></span></div>
                 <div class="card">"Alerts firing"<b>{v.firing_alerts}</b><span><a href="/alerts">"see alerts"</a></span></div>
             </section>
@@ -661,7 +664,105 @@ pub struct RecRow {
     pub summary: String,
 }
 
-pub fn recommendations(frame: Frame, rows: Vec<RecRow>, rejected: usize, sort: Sort) -> String {
+/// The fleet plan's totals and its pools, for the recommendations page.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct PlanView {
+    pub gpus_in_use: usize,
+    pub gpus_after: usize,
+    pub gpus_freed: usize,
+    pub nodes_in_use: usize,
+    pub nodes_freed: usize,
+    pub bound: usize,
+    pub efficiency: Option<f64>,
+    pub money: f64,
+    pub currency: String,
+    pub steps: usize,
+    pub pools: Vec<PlanPoolRow>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct PlanPoolRow {
+    pub pool: String,
+    pub gpus_in_use: usize,
+    pub bound: usize,
+    pub gpus_after: usize,
+    pub gpus_freed: usize,
+    pub nodes: String,
+    pub efficiency: Option<f64>,
+    pub money: f64,
+}
+
+/// "0.92" of what the bound allows, or a dash when the bound leaves nothing to free.
+fn of_bound(e: Option<f64>) -> String {
+    e.map_or_else(|| "—".into(), |e| format!("{:.0} %", e * 100.0))
+}
+
+fn plan_section(p: PlanView) -> impl IntoView {
+    let headline = format!(
+        "Frees {} of {} GPUs in use ({} of {} nodes): {} {} a month.",
+        p.gpus_freed,
+        p.gpus_in_use,
+        p.nodes_freed,
+        p.nodes_in_use,
+        num(p.money),
+        p.currency
+    );
+    let bound = match p.efficiency {
+        Some(e) => format!(
+            "The recorded demand needs at least {} GPUs under the same headroom rules, so at most {} could be freed: this plan frees {:.0} % of that.",
+            p.bound,
+            p.gpus_in_use - p.bound.min(p.gpus_in_use),
+            e * 100.0
+        ),
+        None => format!(
+            "The recorded demand needs all {} GPUs in use under the same headroom rules: nothing more can be freed.",
+            p.gpus_in_use
+        ),
+    };
+    let currency = p.currency.clone();
+    let rows = p
+        .pools
+        .into_iter()
+        .map(|r| {
+            view! {
+                <tr>
+                    <td>{r.pool}</td>
+                    <td class="n">{r.gpus_in_use}</td>
+                    <td class="n">{r.bound}</td>
+                    <td class="n">{r.gpus_after}</td>
+                    <td class="n">{r.gpus_freed}</td>
+                    <td class="n">{r.nodes}</td>
+                    <td class="n">{of_bound(r.efficiency)}</td>
+                    <td class="n">{format!("{} {}", num(r.money), currency)}</td>
+                </tr>
+            }
+        })
+        .collect_view();
+    view! {
+        <section aria-labelledby="h-plan">
+            <h2 id="h-plan">"Fleet plan"</h2>
+            <p><b>{headline}</b>" "{format!("{} steps below, each approvable on its own; every freed GPU is counted by one step.", p.steps)}</p>
+            <p class="note">{bound}</p>
+            <div class="scroll"><table>
+                <caption>"By pool (one GPU model in one cluster)"</caption>
+                <thead><tr>
+                    <th scope="col">"Pool"</th><th scope="col" class="n">"GPUs in use"</th><th scope="col" class="n">"Bound"</th>
+                    <th scope="col" class="n">"After"</th><th scope="col" class="n">"Freed"</th><th scope="col" class="n">"Nodes freed"</th>
+                    <th scope="col" class="n">"Of the possible"</th><th scope="col" class="n">"Per month"</th>
+                </tr></thead>
+                <tbody>{rows}</tbody>
+            </table></div>
+        </section>
+    }
+}
+
+pub fn recommendations(
+    frame: Frame,
+    plan: Option<PlanView>,
+    rows: Vec<RecRow>,
+    rejected: usize,
+    sort: Sort,
+) -> String {
     document(frame, Nav::Recommendations, move || {
         let count = rows.len();
         let body = rows
@@ -681,14 +782,15 @@ pub fn recommendations(frame: Frame, rows: Vec<RecRow>, rejected: usize, sort: S
             .collect_view();
         view! {
             <h1>"Recommendations"</h1>
-            <table>
-                <caption>{format!("{count} recommendations, each replayed against the recorded demand; {rejected} proposals were turned down by the replay.")}</caption>
+            {plan.map(plan_section)}
+            <div class="scroll"><table>
+                <caption>{format!("{count} recommendations, each replayed against the recorded demand; {rejected} proposal(s) turned down by the replay.")}</caption>
                 <thead><tr>
                     {th("Kind", "kind", &sort, false)}{th("Node", "node", &sort, false)}{th("Team", "team", &sort, false)}
                     {th("GPUs freed", "freed", &sort, true)}{th("Confidence", "confidence", &sort, true)}<th scope="col">"What"</th>
                 </tr></thead>
                 <tbody>{body}</tbody>
-            </table>
+            </table></div>
         }
         .into_any()
     })

@@ -20,6 +20,7 @@ pub fn routes() -> axum::Router<AnalysisState> {
         .route("/api/v1/funnel", get(funnel))
         .route("/api/v1/findings", get(findings))
         .route("/api/v1/recommendations", get(recommendations))
+        .route("/api/v1/plan", get(plan))
 }
 
 #[derive(Debug, Deserialize)]
@@ -241,5 +242,31 @@ pub async fn funnel(
     Ok(Json(FunnelResponse {
         envelope: Envelope::of(&a, source),
         funnel: a.funnel.clone(),
+    }))
+}
+
+#[derive(Debug, Serialize)]
+pub struct PlanResponse {
+    #[serde(flatten)]
+    pub envelope: Envelope,
+    pub plan: analytics::FleetPlan,
+}
+
+/// `/api/v1/plan`: the fleet plan of the newest (or requested) analysis — its totals, the bound
+/// and how much of it the plan reaches, per pool and node, and the ids of its steps.
+pub async fn plan(
+    State(state): State<AnalysisState>,
+    q: Result<Query<Filters>, QueryRejection>,
+) -> Result<Json<PlanResponse>, ApiError> {
+    let Query(f) = q.map_err(|e| ApiError::BadRequest(e.body_text()))?;
+    if f.kind.is_some() || f.severity.is_some() || f.node.is_some() || f.team.is_some() {
+        return Err(ApiError::BadRequest(
+            "the plan takes only `from` and `to`; it lists every pool and node already".into(),
+        ));
+    }
+    let (a, source) = analysis(&state, &f).await?;
+    Ok(Json(PlanResponse {
+        envelope: Envelope::of(&a, source),
+        plan: a.plan.clone(),
     }))
 }

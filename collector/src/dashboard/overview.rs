@@ -95,6 +95,7 @@ pub async fn overview(
         gpus: nodes.iter().map(|n| n.gpu_count).sum(),
         nodes: nodes.len(),
         gpus_freeable: 0.0,
+        plan_line: "no plan yet".into(),
         findings: Vec::new(),
         recommendations: 0,
         firing_alerts: firing,
@@ -141,7 +142,16 @@ fn from_analysis(v: &mut pages::OverviewView, a: &Analysis) {
             _ => "nothing measurable".into(),
         },
     };
-    v.gpus_freeable = a.recommendations.iter().map(|r| r.replay.gpus_freed).sum();
+    let p = &a.plan;
+    v.gpus_freeable = p.gpus_freed as f64;
+    v.plan_line = format!(
+        "of {} in use · {} node(s) · {} {}/month · {} steps",
+        p.gpus_in_use,
+        p.nodes_freed,
+        web::format::num(p.money_per_month),
+        p.currency,
+        p.steps.len()
+    );
     v.recommendations = a.recommendations.len();
     let mut counts: BTreeMap<&str, usize> = BTreeMap::new();
     for f in &a.findings {

@@ -33,12 +33,44 @@ pub async fn recommendations(
         "confidence" => num(r.confidence),
         _ => num(r.gpus_freed),
     });
+    let plan = a.as_ref().map(|a| plan_view(&a.plan));
     Ok(Html(pages::recommendations(
         frame(&state, &headers, "Recommendations"),
+        plan,
         rows,
         rejected,
         sort_state(String::new(), &q, "freed"),
     )))
+}
+
+/// The fleet plan as the page shows it.
+fn plan_view(p: &analytics::FleetPlan) -> pages::PlanView {
+    pages::PlanView {
+        gpus_in_use: p.gpus_in_use,
+        gpus_after: p.gpus_after,
+        gpus_freed: p.gpus_freed,
+        nodes_in_use: p.nodes_in_use,
+        nodes_freed: p.nodes_freed,
+        bound: p.bound_gpus,
+        efficiency: p.efficiency,
+        money: p.money_per_month,
+        currency: p.currency.clone(),
+        steps: p.steps.len(),
+        pools: p
+            .pools
+            .iter()
+            .map(|x| pages::PlanPoolRow {
+                pool: format!("{} · {}", x.cluster, x.model),
+                gpus_in_use: x.gpus_in_use,
+                bound: x.bound_gpus,
+                gpus_after: x.gpus_after,
+                gpus_freed: x.gpus_freed,
+                nodes: format!("{} of {}", x.nodes_freed, x.nodes_in_use),
+                efficiency: x.efficiency,
+                money: x.money_per_month,
+            })
+            .collect(),
+    }
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -122,7 +154,27 @@ fn rec_view(
         node: r.node.clone(),
         summary: r.summary.clone(),
         confidence: r.confidence,
-        tenants: r.tenants.iter().map(|k| name_of(a, k)).collect(),
+        tenants: if r.moves().is_empty() {
+            r.tenants.iter().map(|k| name_of(a, k)).collect()
+        } else {
+            r.moves()
+                .iter()
+                .map(|m| {
+                    format!(
+                        "{} → {} on GPU {} of {} (now on {})",
+                        name_of(a, &m.tenant),
+                        m.target.describe(),
+                        m.to_gpu_index,
+                        if m.to_node.is_empty() {
+                            &r.node
+                        } else {
+                            &m.to_node
+                        },
+                        m.from_gpu
+                    )
+                })
+                .collect()
+        },
         replay: vec![
             ("hours of demand replayed".into(), rp.hours.to_string()),
             (

@@ -59,6 +59,7 @@ pub fn plans(
                 mode,
                 replicas,
                 device_plugin_yaml,
+                ..
             } => Plan {
                 node: r.node.clone(),
                 label: OPERATOR_DEVICE_PLUGIN_CONFIG.into(),

@@ -137,6 +137,72 @@ async fn check(path: &Path, scores: &mut BTreeMap<&'static str, Score>) {
                 .unwrap_or_else(|e| panic!("{label}: {e}\n{mig_parted_yaml}"));
         }
     }
+    // The fleet plan: steps add up to its total, and it frees what the bound allows.
+    let plan = &a.plan;
+    println!(
+        "{label}: plan frees {} of {} GPUs (bound {}, efficiency {:?}), {} of {} nodes, {:.0} {}/month, {} steps",
+        plan.gpus_freed,
+        plan.gpus_in_use,
+        plan.bound_gpus,
+        plan.efficiency,
+        plan.nodes_freed,
+        plan.nodes_in_use,
+        plan.money_per_month,
+        plan.currency,
+        plan.steps.len()
+    );
+    for p in &plan.pools {
+        println!("  pool {p:?}");
+    }
+    for n in &plan.nodes {
+        println!("  node {n:?}");
+    }
+    for r in &a.recommendations {
+        println!(
+            "  {} {:?} freed {}: {}",
+            r.id, r.kind, r.replay.gpus_freed, r.summary
+        );
+    }
+    for r in &a.rejected {
+        println!("  rejected {:?}: {}", r.kind, r.reason);
+    }
+    for f in a
+        .findings
+        .iter()
+        .filter(|f| f.kind.as_str() == "underutilized")
+    {
+        println!(
+            "  waster {} {:?}: {}",
+            key_name.get(&f.tenants[0]).map_or("?", |s| s.as_str()),
+            f.severity,
+            f.summary
+        );
+    }
+    let by_steps: f64 = a
+        .recommendations
+        .iter()
+        .filter(|r| plan.steps.contains(&r.id))
+        .map(|r| r.replay.gpus_freed)
+        .sum();
+    assert_eq!(
+        by_steps, plan.gpus_freed as f64,
+        "{label}: steps do not add up to the plan"
+    );
+    assert!(
+        plan.gpus_after + plan.gpus_freed == plan.gpus_in_use,
+        "{label}"
+    );
+    assert!(
+        plan.bound_gpus <= plan.gpus_after,
+        "{label}: the plan beats its own bound"
+    );
+    if let Some(e) = plan.efficiency {
+        assert!(
+            e >= 0.85,
+            "{label}: the plan frees {e:.2} of what the bound allows"
+        );
+    }
+    plan_steps_as_worked_out(&label, &a, &key_name);
     // Every finding carries evidence a UI can chart, and a window inside the range.
     for f in &a.findings {
         assert!(!f.evidence.is_empty(), "{label}: {} has no evidence", f.id);
@@ -146,6 +212,97 @@ async fn check(path: &Path, scores: &mut BTreeMap<&'static str, Score>) {
                 .iter()
                 .all(|e| e.href.starts_with("/api/v1/series?"))
         );
+    }
+}
+
+/// What the plan scenarios' comments work out (tests/scenarios/*.toml).
+fn plan_steps_as_worked_out(
+    label: &str,
+    a: &analytics::Analysis,
+    key_name: &HashMap<String, String>,
+) {
+    use analytics::RecKind;
+    use analytics::recommend::Target;
+    let name = |k: &str| key_name.get(k).cloned().unwrap_or_default();
+    let moved_by = |r: &analytics::Recommendation| -> Vec<String> {
+        r.moves().iter().map(|m| name(&m.tenant)).collect()
+    };
+    let plan = &a.plan;
+    if label.ends_with("colliding-peaks.toml") {
+        assert_eq!(plan.gpus_freed, 0, "{label}");
+        assert!(
+            a.recommendations.iter().all(|r| r.moves().is_empty()),
+            "{label}"
+        );
+        let refused = a.rejected.iter().find(|r| {
+            let names: BTreeSet<String> = r.tenants.iter().map(|t| name(t)).collect();
+            names.contains("reindex-a") && names.contains("reindex-b")
+        });
+        let refused = refused.unwrap_or_else(|| panic!("{label}: replay did not refuse the pair"));
+        assert!(
+            refused.reason.contains("hour by hour"),
+            "{}",
+            refused.reason
+        );
+        assert_eq!(plan.bound_gpus, 2, "{label}: the hour-by-hour bound");
+    }
+    if label.ends_with("consolidate-pool.toml") {
+        assert_eq!((plan.gpus_freed, plan.nodes_freed), (3, 2), "{label}");
+        let step = a
+            .recommendations
+            .iter()
+            .find(|r| r.kind == RecKind::TimeSlicing)
+            .unwrap_or_else(|| panic!("{label}: no time-slicing step"));
+        let moved = moved_by(step);
+        assert!(moved.len() >= 3, "{label}: {moved:?}");
+        // Tenants arrive from the nodes the plan empties: GPUs that are not the step's node's.
+        let arriving = step
+            .moves()
+            .iter()
+            .filter(|m| m.to_node == step.node && !step.gpus.contains(&m.from_gpu))
+            .count();
+        assert_eq!(arriving, 3, "{label}: {moved:?}");
+    }
+    if label.ends_with("memory-bound-mig.toml") {
+        assert_eq!(plan.gpus_freed, 3, "{label}");
+        let shared = a
+            .recommendations
+            .iter()
+            .find(|r| matches!(r.kind, RecKind::TimeSlicing | RecKind::Mps))
+            .unwrap_or_else(|| panic!("{label}: no sharing step for the long-context pods"));
+        for m in shared.moves() {
+            assert!(
+                name(&m.tenant).starts_with("long-context"),
+                "{label}: {m:?}"
+            );
+            assert_eq!(m.target, Target::Share { replicas: 2 }, "{label}");
+        }
+        assert_eq!(shared.moves().len(), 4, "{label}");
+        for f in a
+            .findings
+            .iter()
+            .filter(|f| f.kind.as_str() == "underutilized")
+        {
+            if name(&f.tenants[0]).starts_with("big") {
+                assert_eq!(f.reason.as_deref(), Some("memory_bound"), "{label}");
+            }
+        }
+    }
+    if label.ends_with("short-lived-neighbour.toml") {
+        let step = a
+            .recommendations
+            .iter()
+            .find(|r| r.kind == RecKind::MigLayout)
+            .unwrap_or_else(|| panic!("{label}: no mig_layout step"));
+        let mut moved = moved_by(step);
+        moved.sort();
+        assert_eq!(moved, ["small-1", "small-2", "small-3"], "{label}");
+        assert!(
+            step.confidence >= 0.9,
+            "{label}: confidence {}",
+            step.confidence
+        );
+        assert_eq!(plan.gpus_freed, 2, "{label}");
     }
 }
 
@@ -199,6 +356,10 @@ async fn heavy_findings_match_ground_truth() {
         .collect();
     files.sort();
     assert!(files.len() >= 6, "{files:?}");
+    // GPULENS_SCENARIO=name narrows a local run to one file (CI runs them all).
+    if let Ok(only) = std::env::var("GPULENS_SCENARIO") {
+        files.retain(|f| f.to_string_lossy().contains(&only));
+    }
     let mut scores = BTreeMap::new();
     for f in &files {
         check(f, &mut scores).await;

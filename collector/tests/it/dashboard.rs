@@ -59,6 +59,7 @@ async fn an_operator_approves_a_label_change_from_the_dashboard() {
             mode: "time_slicing".into(),
             replicas: 4,
             device_plugin_yaml: analytics::recommend::device_plugin_config("time_slicing", 4),
+            moves: vec![],
         },
         replay: Default::default(),
         evidence: vec![],

@@ -1,0 +1,622 @@
+//! A pool's plan as approvable steps: one recommendation per node the plan changes
+//! (`mig_layout`, `time_slicing`/`mps`, or `consolidate` when only tenants move), each with
+//! its moves, its replay, and the GPUs it frees — every freed GPU counted by exactly one step,
+//! so steps add up to the plan's total.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+use crate::findings::{Ctx, Evidence, GIB};
+use crate::holdings::Holding;
+use crate::input::GpuRef;
+use crate::mig::{MigPartedConfig, MigPartedEntry};
+use crate::plan::{self, Fit, FleetPlan, NodeAfter, NodePlan, Placed, PoolLayout, PoolPlan};
+use crate::recommend::{
+    Move, Proposal, RecKind, Recommendation, Rejected, Target, config_name, device_plugin_config,
+    mig_target, plan_confidence, rec_id, slot_now,
+};
+use crate::replay::{Slot, replay};
+
+/// What one pool's steps come to.
+#[derive(Debug, Default)]
+pub struct PoolSteps {
+    pub recommendations: Vec<Recommendation>,
+    /// Tenants (GPU, key) of steps replay called harmful: the plan is made again without
+    /// moving them.
+    pub harmful: Vec<(String, String)>,
+    /// Freed GPU → the id of the step that frees it.
+    pub freed_by: BTreeMap<String, String>,
+    pub pool: PoolPlan,
+    pub nodes: Vec<NodePlan>,
+}
+
+/// How a GPU is shared now, as a move's target would say it.
+fn target_now(h: &Holding, g: &GpuRef) -> Target {
+    match g.sharing.as_str() {
+        "mig" => {
+            let slices = (h.share() * 7.0).round() as u32;
+            Target::Mig {
+                profile: String::new(),
+                memory_gib: 0.0,
+                compute_slices: slices,
+            }
+        }
+        "time_slicing" | "mps" => Target::Share {
+            replicas: g.replicas.max(1) as u32,
+        },
+        _ => Target::WholeGpu,
+    }
+}
+
+/// A move that changes nothing: same GPU, same kind and size of place.
+fn unchanged(now: &Target, to: &Target) -> bool {
+    match (now, to) {
+        (Target::WholeGpu, Target::WholeGpu) => true,
+        (
+            Target::Mig {
+                compute_slices: a, ..
+            },
+            Target::Mig {
+                compute_slices: b, ..
+            },
+        ) => a == b,
+        (Target::Share { replicas: a }, Target::Share { replicas: b }) => a >= b,
+        _ => false,
+    }
+}
+
+/// The profiles each MIG GPU of a node runs now, by GPU index (`3g.40gb` names).
+fn mig_now(gpus: &[&GpuRef]) -> BTreeMap<i64, Vec<(String, u32)>> {
+    gpus.iter()
+        .filter(|g| g.sharing == "mig")
+        .map(|g| {
+            let mut counts: BTreeMap<String, u32> = BTreeMap::new();
+            for m in &g.mig {
+                let name = m.profile.rsplit(' ').next().unwrap_or(&m.profile);
+                *counts.entry(name.to_owned()).or_default() += 1;
+            }
+            (g.index, counts.into_iter().collect())
+        })
+        .collect()
+}
+
+/// Steps for one pool.
+pub fn pool_steps(
+    ctx: &Ctx,
+    pool: &PoolLayout,
+    reclaim_ids: &HashMap<(String, String), String>,
+    waste_ids: &HashMap<(String, String), String>,
+) -> PoolSteps {
+    let cfg = ctx.cfg;
+    let mut out = PoolSteps::default();
+    let places = pool.item_places();
+    let mut step_of_node: BTreeMap<&str, String> = BTreeMap::new();
+    if pool.changes {
+        for node in &pool.nodes {
+            if let Some(step) = node_step(ctx, pool, node, waste_ids) {
+                if step.rec.replay.harmful {
+                    out.harmful.extend(step.moved);
+                    continue;
+                }
+                step_of_node.insert(node.node, step.rec.id.clone());
+                out.recommendations.push(step.rec);
+            }
+        }
+    }
+    // Every GPU in use that the plan does not use is freed by exactly one step: the one that
+    // moves its largest tenant away, or the reclaim of its largest tenant.
+    let used_after: BTreeSet<&str> = if pool.changes {
+        pool.nodes
+            .iter()
+            .flat_map(|n| {
+                n.gpus
+                    .iter()
+                    .zip(&n.placed)
+                    .filter(|(_, p)| p.is_some())
+                    .map(|(g, _)| g.uuid.as_str())
+            })
+            .collect()
+    } else {
+        pool.live_gpus.clone()
+    };
+    for gpu in pool.in_use.difference(&used_after) {
+        let moved = pool
+            .items
+            .iter()
+            .enumerate()
+            .filter(|(_, it)| it.h.gpu == *gpu)
+            .max_by(|a, b| a.1.h.share().total_cmp(&b.1.h.share()))
+            .and_then(|(i, _)| places.get(&i))
+            .and_then(|(node, _)| step_of_node.get(node));
+        let by = moved.cloned().or_else(|| {
+            reclaim_ids
+                .iter()
+                .filter(|((g, _), _)| g == gpu)
+                .map(|(_, id)| id.clone())
+                .min()
+        });
+        if let Some(id) = by {
+            out.freed_by.insert((*gpu).to_owned(), id);
+        }
+    }
+    for r in &mut out.recommendations {
+        let freed = out.freed_by.values().filter(|id| **id == r.id).count();
+        r.replay.gpus_freed = freed as f64;
+        r.summary = r.summary.replace("{freed}", &freed.to_string());
+    }
+    // Numbers per node and for the pool.
+    let fixed_on = |n: &NodeAfter| {
+        n.placed
+            .iter()
+            .filter(|p| **p == Some(Placed::Fixed))
+            .count()
+    };
+    let in_use_on = |n: &NodeAfter| {
+        n.gpus
+            .iter()
+            .filter(|g| pool.in_use.contains(g.uuid.as_str()))
+            .count()
+    };
+    // Nodes that send or receive tenants across nodes: their own numbers say little alone.
+    let crossing: BTreeSet<&str> = places
+        .iter()
+        .filter(|(i, (node, _))| pool.items[**i].h.node != *node)
+        .flat_map(|(i, (node, _))| [*node, pool.items[*i].h.node.as_str()])
+        .collect();
+    for n in &pool.nodes {
+        let items: Vec<usize> = (0..pool.items.len())
+            .filter(|&i| pool.items[i].h.node == n.node)
+            .collect();
+        let in_use = in_use_on(n);
+        if in_use == 0 {
+            continue;
+        }
+        let after = n
+            .gpus
+            .iter()
+            .filter(|g| used_after.contains(g.uuid.as_str()))
+            .count();
+        let bound = pool.bound_of(cfg, &items, fixed_on(n)).min(in_use);
+        out.nodes.push(NodePlan {
+            cluster: pool.cluster.into(),
+            node: n.node.into(),
+            model: pool.model.into(),
+            gpus_in_use: in_use,
+            bound_gpus: bound,
+            gpus_after: after,
+            efficiency: if pool.changes && crossing.contains(n.node) {
+                None
+            } else {
+                plan::efficiency(in_use, bound, in_use.saturating_sub(after))
+            },
+            sharing_after: if after == 0 {
+                "empty".into()
+            } else if pool.changes {
+                sharing_after(pool, n)
+            } else {
+                "unchanged".into()
+            },
+        });
+    }
+    let all: Vec<usize> = (0..pool.items.len()).collect();
+    let fixed = pool.fixed_gpus.len();
+    let in_use = pool.in_use.len();
+    let after = used_after.len();
+    // Capped at what the plan uses: a plan that meets the hour-by-hour bound is at it.
+    let bound = pool.bound_of(cfg, &all, fixed).min(after);
+    let nodes_in_use = out.nodes.len();
+    let nodes_after = out.nodes.iter().filter(|n| n.gpus_after > 0).count();
+    let freed = in_use.saturating_sub(after);
+    out.pool = PoolPlan {
+        cluster: pool.cluster.into(),
+        model: pool.model.into(),
+        nodes: pool.nodes.len(),
+        gpus_in_use: in_use,
+        bound_gpus: bound,
+        gpus_after: after,
+        gpus_freed: freed,
+        nodes_in_use,
+        nodes_freed: nodes_in_use - nodes_after,
+        efficiency: plan::efficiency(in_use, bound, freed),
+        money_per_month: freed as f64 * cfg.price_of(pool.model) * plan::HOURS_PER_MONTH,
+    };
+    out
+}
+
+/// The node's sharing after the plan, in the words of `GpuRef::sharing`.
+fn sharing_after(pool: &PoolLayout, n: &NodeAfter) -> String {
+    let bins: Vec<&plan::Bin> = n
+        .placed
+        .iter()
+        .filter_map(|p| match p {
+            Some(Placed::Bin(b)) => Some(&pool.bins[*b]),
+            _ => None,
+        })
+        .collect();
+    if bins.iter().any(|b| matches!(b.fit, Fit::Mig(_))) {
+        "mig".into()
+    } else if n.placed.contains(&Some(Placed::Fixed)) {
+        n.gpus[0].sharing.clone()
+    } else if bins.iter().any(|b| b.fit == Fit::Share) {
+        if low_occupancy(pool, &bins) {
+            "mps".into()
+        } else {
+            "time_slicing".into()
+        }
+    } else {
+        "exclusive".into()
+    }
+}
+
+/// MPS suits tenants whose kernels leave most SMs idle (DCGM shows it).
+fn low_occupancy(pool: &PoolLayout, bins: &[&plan::Bin]) -> bool {
+    bins.iter()
+        .filter(|b| b.fit == Fit::Share)
+        .flat_map(|b| b.items.iter())
+        .all(|&i| {
+            let h = pool.items[i].h;
+            h.signal() == "sm_active" && h.effective_hours() < 0.5 * h.active_hours().max(1e-9)
+        })
+}
+
+/// A node's step: the recommendation, and the tenants (GPU, key) it moves.
+struct NodeStep {
+    rec: Recommendation,
+    moved: Vec<(String, String)>,
+}
+
+/// A node's step, unless it changes nothing.
+fn node_step(
+    ctx: &Ctx,
+    pool: &PoolLayout,
+    node: &NodeAfter,
+    waste_ids: &HashMap<(String, String), String>,
+) -> Option<NodeStep> {
+    let cfg = ctx.cfg;
+    let cluster = pool.cluster;
+    let mut moves = Vec::new();
+    let mut touched_bins: BTreeSet<usize> = BTreeSet::new();
+    let mut layout: BTreeMap<i64, Vec<(String, u32)>> = BTreeMap::new();
+    let mut replicas = 1u32;
+    for (g, p) in node.gpus.iter().zip(&node.placed) {
+        let Some(Placed::Bin(b)) = p else { continue };
+        let bin = &pool.bins[*b];
+        if let Fit::Mig(_) = bin.fit {
+            let mut counts: BTreeMap<(u32, u32, &str), u32> = BTreeMap::new();
+            for p in bin.profiles() {
+                *counts
+                    .entry((p.compute_slices, p.memory_slices, p.name))
+                    .or_default() += 1;
+            }
+            layout.insert(
+                g.index,
+                counts
+                    .into_iter()
+                    .map(|((_, _, n), c)| (n.to_owned(), c))
+                    .collect(),
+            );
+        }
+        if bin.fit == Fit::Share {
+            replicas = replicas.max(bin.items.len() as u32);
+        }
+        for &i in &bin.items {
+            let it = &pool.items[i];
+            let to = match it.fit {
+                Fit::Mig(p) if matches!(bin.fit, Fit::Mig(_)) => mig_target(p),
+                _ if bin.fit == Fit::Share => Target::Share {
+                    replicas: bin.items.len() as u32,
+                },
+                _ => Target::WholeGpu,
+            };
+            let from = ctx.gpu(&it.h.gpu);
+            let same =
+                from.is_some_and(|f| f.uuid == g.uuid && unchanged(&target_now(it.h, f), &to));
+            if !same {
+                touched_bins.insert(*b);
+                moves.push(Move {
+                    tenant: it.h.tenant.clone(),
+                    from_gpu: it.h.gpu.clone(),
+                    to_node: node.node.to_owned(),
+                    to_gpu_index: g.index,
+                    target: to,
+                });
+            }
+        }
+    }
+    let after_mode = sharing_after(pool, node);
+    let now_mode = node.gpus[0].sharing.as_str();
+    let mig_change = after_mode == "mig" && (now_mode != "mig" || mig_now(&node.gpus) != layout);
+    let share_change = (after_mode == "time_slicing" || after_mode == "mps")
+        && (now_mode != after_mode
+            || node
+                .gpus
+                .iter()
+                .any(|g| (g.replicas.max(1) as u32) < replicas));
+    if moves.is_empty() && !mig_change && !share_change {
+        return None;
+    }
+    // Replay: today's places of everyone in a bin that changes, against the bins.
+    let mut before = Vec::new();
+    let mut after = Vec::new();
+    for &b in &touched_bins {
+        let bin = &pool.bins[b];
+        for &i in &bin.items {
+            let h = pool.items[i].h;
+            before.push(slot_now(h, ctx.gpu(&h.gpu)));
+        }
+        match bin.fit {
+            Fit::Mig(_) => {
+                for &i in &bin.items {
+                    if let Fit::Mig(p) = pool.items[i].fit {
+                        after.push(Slot {
+                            compute: p.compute_share(),
+                            memory_bytes: p.memory_gib * GIB,
+                            holdings: vec![pool.items[i].h],
+                        });
+                    }
+                }
+            }
+            _ => after.push(Slot {
+                compute: 1.0,
+                memory_bytes: pool.memory_total,
+                holdings: bin.items.iter().map(|&i| pool.items[i].h).collect(),
+            }),
+        }
+    }
+    let r = replay(&before, &after, 0.0, cfg.replay_tolerance);
+    let tenants: Vec<String> = moves.iter().map(|m| m.tenant.clone()).collect();
+    let moved: Vec<(String, String)> = moves
+        .iter()
+        .map(|m| (m.from_gpu.clone(), m.tenant.clone()))
+        .collect();
+    let holdings_here: Vec<&Holding> = node
+        .placed
+        .iter()
+        .filter_map(|p| match p {
+            Some(Placed::Bin(b)) => Some(&pool.bins[*b]),
+            _ => None,
+        })
+        .flat_map(|b| b.items.iter().map(|&i| pool.items[i].h))
+        .collect();
+    let arriving: BTreeSet<&str> = pool
+        .items
+        .iter()
+        .filter(|it| it.h.node != node.node && moves.iter().any(|m| m.tenant == it.h.tenant))
+        .map(|it| it.h.node.as_str())
+        .collect();
+    let names: Vec<String> = tenants.iter().map(|t| ctx.name(cluster, t)).collect();
+    let from_nodes = if arriving.is_empty() {
+        String::new()
+    } else {
+        format!(
+            " ({} from {})",
+            pool.items
+                .iter()
+                .filter(|it| it.h.node != node.node && tenants.contains(&it.h.tenant))
+                .count(),
+            arriving.into_iter().collect::<Vec<_>>().join(", ")
+        )
+    };
+    let used = node.used();
+    let (kind, proposal, summary) = if mig_change {
+        let family = pool.family?;
+        let mut entries: Vec<MigPartedEntry> = Vec::new();
+        let disabled: Vec<i64> = node
+            .gpus
+            .iter()
+            .filter(|g| !layout.contains_key(&g.index))
+            .map(|g| g.index)
+            .collect();
+        if !disabled.is_empty() {
+            entries.push(MigPartedEntry {
+                devices: disabled,
+                mig_enabled: false,
+                mig_devices: vec![],
+            });
+        }
+        let mut grouped: BTreeMap<Vec<(String, u32)>, Vec<i64>> = BTreeMap::new();
+        for (idx, l) in &layout {
+            grouped.entry(l.clone()).or_default().push(*idx);
+        }
+        for (l, devices) in grouped {
+            entries.push(MigPartedEntry {
+                devices,
+                mig_enabled: true,
+                mig_devices: l,
+            });
+        }
+        let name = config_name(&entries);
+        let config = MigPartedConfig {
+            name: name.clone(),
+            entries,
+        };
+        config.validate(family).ok()?;
+        (
+            RecKind::MigLayout,
+            Proposal::MigLayout {
+                config_name: name.clone(),
+                mig_parted_yaml: config.to_yaml(),
+                moves: moves.clone(),
+            },
+            format!(
+                "run {} as {name}: {} tenant(s) in MIG instances on {} GPU(s){from_nodes}, {} GPU(s) in use; frees {{freed}} GPU(s)",
+                node.node,
+                moves
+                    .iter()
+                    .filter(|m| matches!(m.target, Target::Mig { .. }))
+                    .count(),
+                layout.len(),
+                used
+            ),
+        )
+    } else if share_change || after_mode == "time_slicing" || after_mode == "mps" {
+        let mode = after_mode.clone();
+        let kind = if mode == "mps" {
+            RecKind::Mps
+        } else {
+            RecKind::TimeSlicing
+        };
+        (
+            kind,
+            Proposal::Sharing {
+                mode: mode.clone(),
+                replicas,
+                device_plugin_yaml: device_plugin_config(&mode, replicas),
+                moves: moves.clone(),
+            },
+            format!(
+                "share {}'s GPUs by {} ({replicas} replicas) and run {}{from_nodes} on {used} GPU(s); frees {{freed}} GPU(s)",
+                node.node,
+                if mode == "mps" { "MPS" } else { "time-slicing" },
+                names.join(", ")
+            ),
+        )
+    } else {
+        let before_n = node
+            .gpus
+            .iter()
+            .filter(|g| pool.in_use.contains(g.uuid.as_str()))
+            .count();
+        (
+            RecKind::Consolidate,
+            Proposal::Consolidate {
+                moves: moves.clone(),
+                gpus_before: before_n,
+                gpus_after: used,
+            },
+            format!(
+                "move {}{from_nodes} onto {} ({used} GPU(s) in use); frees {{freed}} GPU(s)",
+                names.join(", "),
+                node.node
+            ),
+        )
+    };
+    let findings: Vec<String> = moved
+        .iter()
+        .filter_map(|k| waste_ids.get(k).cloned())
+        .collect();
+    let rec = Recommendation {
+        id: rec_id(kind, node.node),
+        kind,
+        cluster: cluster.into(),
+        node: node.node.into(),
+        gpus: node.gpus.iter().map(|g| g.uuid.clone()).collect(),
+        tenants: tenants.clone(),
+        team: None,
+        summary,
+        confidence: plan_confidence(&holdings_here, &tenants, cfg),
+        findings,
+        proposal,
+        replay: r,
+        evidence: vec![Evidence::new(
+            "node GPU utilization",
+            "gpu_util",
+            format!("node:{}", node.node),
+            ctx.input.from_ms,
+            ctx.input.to_ms,
+        )],
+    };
+    Some(NodeStep { rec, moved })
+}
+
+/// The fleet plan and its steps.
+#[derive(Debug, Default)]
+pub struct FleetSteps {
+    pub recommendations: Vec<Recommendation>,
+    pub rejected: Vec<Rejected>,
+    /// Freed GPU → the step that frees it (reclaims included).
+    pub freed_by: BTreeMap<String, String>,
+    pub plan: FleetPlan,
+    /// Where the plan puts each tenant it moves: (from GPU, tenant) → (step id, move).
+    pub moves: HashMap<(String, String), (String, Move)>,
+}
+
+/// The most times the plan is made again after replay refused a step (each time without
+/// moving that step's tenants).
+const MAX_TRIES: usize = 8;
+
+/// Plans every pool, turns each into steps, and totals the fleet. A step whose replay
+/// predicts harm (it should not: the packer checks the same hours) sends its tenants back to
+/// where they are, and the plan is made again.
+pub fn fleet(
+    ctx: &Ctx,
+    holdings: &[Holding],
+    reclaimed: &BTreeSet<(&str, &str)>,
+    reclaim_ids: &HashMap<(String, String), String>,
+    waste_ids: &HashMap<(String, String), String>,
+) -> FleetSteps {
+    let cfg = ctx.cfg;
+    let mut fixed: BTreeSet<(String, String)> = BTreeSet::new();
+    let mut out = FleetSteps::default();
+    for attempt in 0..MAX_TRIES {
+        let layouts = plan::plan_pools(ctx, holdings, reclaimed, &fixed);
+        let mut done = FleetSteps::default();
+        let mut harmful = Vec::new();
+        for layout in &layouts {
+            let s = pool_steps(ctx, layout, reclaim_ids, waste_ids);
+            harmful.extend(s.harmful);
+            for r in &s.recommendations {
+                for m in r.moves() {
+                    done.moves.insert(
+                        (m.from_gpu.clone(), m.tenant.clone()),
+                        (r.id.clone(), m.clone()),
+                    );
+                }
+            }
+            done.recommendations.extend(s.recommendations);
+            done.freed_by.extend(s.freed_by);
+            done.plan.pools.push(s.pool);
+            done.plan.nodes.extend(s.nodes);
+            for refusal in &layout.refused {
+                let (bin, contended) = (&refusal.bin, refusal.contended);
+                let it = &layout.items[refusal.item];
+                let others: Vec<String> = bin
+                    .iter()
+                    .map(|&j| layout.items[j].h.tenant.clone())
+                    .collect();
+                let mut tenants = vec![it.h.tenant.clone()];
+                tenants.extend(others.iter().cloned());
+                done.rejected.push(Rejected {
+                    kind: RecKind::TimeSlicing,
+                    cluster: layout.cluster.into(),
+                    node: it.h.node.clone(),
+                    tenants,
+                    reason: if contended.is_finite() {
+                        format!(
+                            "{} would share a GPU with {}: by the needs they fit, but replayed hour by hour their demand collides in {contended:.0} hour(s) (more than the replay tolerates); kept apart",
+                            it.h.tenant,
+                            others.join(", ")
+                        )
+                    } else {
+                        format!(
+                            "{} would share a GPU with {}: replayed hour by hour their memory would overflow; kept apart",
+                            it.h.tenant,
+                            others.join(", ")
+                        )
+                    },
+                    replay: None,
+                });
+            }
+        }
+        if harmful.is_empty() || attempt + 1 == MAX_TRIES {
+            out = done;
+            break;
+        }
+        fixed.extend(harmful);
+    }
+    let p = &mut out.plan;
+    p.currency = cfg.currency.clone();
+    p.pools
+        .sort_by(|a, b| (&a.cluster, &a.model).cmp(&(&b.cluster, &b.model)));
+    p.nodes
+        .sort_by(|a, b| (&a.cluster, &a.node).cmp(&(&b.cluster, &b.node)));
+    p.gpus_in_use = p.pools.iter().map(|x| x.gpus_in_use).sum();
+    p.gpus_after = p.pools.iter().map(|x| x.gpus_after).sum();
+    p.gpus_freed = p.pools.iter().map(|x| x.gpus_freed).sum();
+    p.nodes_in_use = p.pools.iter().map(|x| x.nodes_in_use).sum();
+    p.nodes_freed = p.pools.iter().map(|x| x.nodes_freed).sum();
+    p.bound_gpus = p.pools.iter().map(|x| x.bound_gpus).sum();
+    p.efficiency = plan::efficiency(p.gpus_in_use, p.bound_gpus, p.gpus_freed);
+    p.money_per_month =
+        (p.pools.iter().map(|x| x.money_per_month).sum::<f64>() * 100.0).round() / 100.0;
+    out
+}

@@ -1,0 +1,192 @@
+//! `underutilized`: every holding whose effective use stays below `underutilized_ratio` of
+//! what it holds gets a finding — whether or not a smaller slice fits — naming why it cannot
+//! simply shrink (`fits_smaller`, `memory_bound`, `compute_bound`, `no_data`), the best way to
+//! share it, and the waste in GPU-hours and money, so the biggest waster ranks first.
+
+use std::collections::BTreeMap;
+
+use crate::Config;
+use crate::findings::{
+    Ctx, Evidence, Finding, FindingKind, GIB, Severity, activity_evidence, finding_id, gib,
+};
+use crate::holdings::Holding;
+use crate::mig;
+use crate::recommend::{Move, current, need, smaller_target};
+
+/// Wasted GPU-hours from which an underutilized holding is a warning: a GPU-day.
+pub const WARNING_WASTE_GPU_HOURS: f64 = 24.0;
+
+/// Whether a holding's effective use is known and below the threshold.
+pub fn is_waster(h: &Holding, cfg: &Config) -> bool {
+    h.effective_ratio()
+        .is_some_and(|r| r < cfg.underutilized_ratio)
+}
+
+pub fn finding_id_of(h: &Holding, ctx: &Ctx) -> String {
+    finding_id(
+        FindingKind::Underutilized,
+        &format!("{}/{}", h.gpu, h.tenant),
+        ctx.input.from_ms,
+    )
+}
+
+/// Why a waster cannot simply shrink.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Why {
+    /// A smaller MIG profile or time-slice share fits its need.
+    FitsSmaller,
+    /// A smaller size would hold its compute but not its memory.
+    MemoryBound,
+    /// Its p95 compute needs its whole size, although its mean is low (bursts).
+    ComputeBound,
+    /// Memory or compute is not measured well enough to size it.
+    NoData,
+}
+
+impl Why {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Why::FitsSmaller => "fits_smaller",
+            Why::MemoryBound => "memory_bound",
+            Why::ComputeBound => "compute_bound",
+            Why::NoData => "no_data",
+        }
+    }
+}
+
+/// Why `h` (on a GPU of `model`) cannot simply shrink.
+pub fn why(h: &Holding, model: &str, cfg: &Config, fits: bool) -> Why {
+    if fits {
+        return Why::FitsSmaller;
+    }
+    let Some((_, compute)) = need(h, cfg) else {
+        return Why::NoData;
+    };
+    let share = h.share();
+    let compute_fits_smaller = match mig::family(model) {
+        Some(f) => f
+            .profiles
+            .iter()
+            .any(|p| p.compute_share() < share - 1e-6 && p.compute_share() >= compute - 1e-9),
+        None => (2..=cfg.max_replicas).any(|k| {
+            let s = 1.0 / f64::from(k);
+            s < share - 1e-6 && s >= compute
+        }),
+    };
+    if compute_fits_smaller {
+        Why::MemoryBound
+    } else {
+        Why::ComputeBound
+    }
+}
+
+/// The finding for a waster; `planned` is the plan's move of it, if any (step id, move).
+pub fn finding(ctx: &Ctx, h: &Holding, planned: Option<&(String, Move)>) -> Finding {
+    let cfg = ctx.cfg;
+    let gpu = ctx.gpu(&h.gpu);
+    let model = gpu.map_or("", |g| g.model.as_str());
+    let memory_total = gpu.map_or(0.0, |g| g.memory_total_bytes as f64);
+    let ratio = h.effective_ratio().unwrap_or(0.0);
+    let smaller = gpu.and_then(|g| smaller_target(h, g, cfg));
+    let why = why(h, model, cfg, smaller.is_some());
+    let (alloc, eff) = (h.allocated_hours(), h.effective_hours());
+    let wasted = (alloc - eff).max(0.0);
+    let cost = wasted * cfg.price_of(model);
+    let name = ctx.name(&h.cluster, &h.tenant);
+    let now = current(h, gpu);
+    let mem_p99 = h.mem_p99().map(|m| m as f64);
+    let p95 = h.eff_p95();
+    let need_text = match (p95, mem_p99) {
+        (Some(c), Some(m)) => format!("p95 {c:.2} GPU, p99 memory {:.1} GiB", gib(m)),
+        (Some(c), None) => format!("p95 {c:.2} GPU, memory not measured"),
+        (None, Some(m)) => format!("p99 memory {:.1} GiB", gib(m)),
+        (None, None) => "no per-tenant measurements".into(),
+    };
+    let because = match why {
+        Why::FitsSmaller => format!(
+            "it would fit {}",
+            smaller.as_ref().map_or(String::new(), |s| s.0.describe())
+        ),
+        Why::MemoryBound => {
+            "no smaller slice holds its memory, though one would hold its compute (memory-bound)"
+                .to_owned()
+        }
+        Why::ComputeBound => {
+            "its compute peaks need all of it, though its mean is low (compute-bound)".to_owned()
+        }
+        Why::NoData => "its memory or compute is not measured well enough to size it".to_owned(),
+    };
+    let option = match planned {
+        Some((step, m)) => format!(
+            "the fleet plan moves it to {} on GPU {} of {} (step {step})",
+            m.target.describe(),
+            m.to_gpu_index,
+            m.to_node
+        ),
+        None => match why {
+            Why::MemoryBound => {
+                let free = memory_total - mem_p99.unwrap_or(0.0) * (1.0 + cfg.memory_headroom);
+                format!(
+                    "best option: time-slice its GPU with tenants whose memory totals at most {:.1} GiB",
+                    (free / GIB).max(0.0)
+                )
+            }
+            Why::ComputeBound => "best option: time-slice it with a tenant that is busy at other hours, or batch its bursts".to_owned(),
+            Why::NoData => "best option: measure it first (per-process memory; DCGM for MIG instances)".to_owned(),
+            Why::FitsSmaller => "no plan step moves it: the pool frees nothing by it alone".to_owned(),
+        },
+    };
+    let severity = if wasted >= WARNING_WASTE_GPU_HOURS || (ratio < 0.1 && h.share() >= 0.99) {
+        Severity::Warning
+    } else {
+        Severity::Info
+    };
+    let mut metrics = BTreeMap::from([
+        ("effective_ratio".into(), ratio),
+        ("allocated_gpu_hours".into(), alloc),
+        ("effective_gpu_hours".into(), eff),
+        ("wasted_gpu_hours".into(), wasted),
+        ("wasted_cost".into(), (cost * 100.0).round() / 100.0),
+    ]);
+    if let Some(c) = p95 {
+        metrics.insert("effective_p95_gpu".into(), c);
+    }
+    if let Some(m) = mem_p99 {
+        metrics.insert("memory_p99_gib".into(), gib(m));
+    }
+    Finding {
+        id: finding_id_of(h, ctx),
+        kind: FindingKind::Underutilized,
+        severity,
+        cluster: h.cluster.clone(),
+        node: h.node.clone(),
+        gpu: Some(h.gpu.clone()),
+        tenants: vec![h.tenant.clone()],
+        team: ctx.team(&h.cluster, &h.tenant),
+        from_ms: h.rows.first().map_or(ctx.input.from_ms, |r| r.0),
+        to_ms: h
+            .rows
+            .last()
+            .map_or(ctx.input.to_ms, |r| r.0 + model::rollup::HOUR_MS),
+        signal: h.signal().into(),
+        reason: Some(why.as_str().into()),
+        summary: format!(
+            "{name} used {:.0}% of {now} on {} ({}: {need_text}), wasting {wasted:.0} GPU-hours ({} {cost:.0}); {because}; {option}",
+            ratio * 100.0,
+            ctx.gpu_label(&h.gpu),
+            h.signal(),
+            cfg.currency,
+        ),
+        metrics,
+        evidence: vec![
+            activity_evidence(h, ctx.input.from_ms, ctx.input.to_ms),
+            Evidence::new(
+                "tenant memory",
+                "mem_used_bytes",
+                format!("tenant:{}", h.tenant),
+                ctx.input.from_ms,
+                ctx.input.to_ms,
+            ),
+        ],
+    }
+}
