@@ -86,6 +86,11 @@ impl Target {
 pub struct Move {
     pub tenant: String,
     pub from_gpu: String,
+    /// Where it runs now, in words people use (empty in analyses stored before the plan).
+    #[serde(default)]
+    pub from_node: String,
+    #[serde(default)]
+    pub from_gpu_index: i64,
     /// The node it would run on (its own unless the plan consolidates across nodes).
     #[serde(default)]
     pub to_node: String,
@@ -563,7 +568,7 @@ fn separate(
                         victim: victim.clone(),
                         aggressor: aggressor.clone(),
                         plan: format!("reschedule {an} onto GPU {} ({})", g.index, g.uuid),
-                        moves: vec![Move { tenant: aggressor.clone(), from_gpu: gpu.into(), to_node: f.node.clone(), to_gpu_index: g.index, target: Target::Share { replicas: g.replicas.max(1) as u32 } }],
+                        moves: vec![Move { tenant: aggressor.clone(), from_gpu: gpu.into(), from_node: f.node.clone(), from_gpu_index: src.index, to_node: f.node.clone(), to_gpu_index: g.index, target: Target::Share { replicas: g.replicas.max(1) as u32 } }],
                     },
                     replay: r,
                     evidence: f.evidence.clone(),

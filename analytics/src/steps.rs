@@ -315,6 +315,8 @@ fn node_step(
                 moves.push(Move {
                     tenant: it.h.tenant.clone(),
                     from_gpu: it.h.gpu.clone(),
+                    from_node: it.h.node.clone(),
+                    from_gpu_index: from.map_or(-1, |f| f.index),
                     to_node: node.node.to_owned(),
                     to_gpu_index: g.index,
                     target: to,

@@ -145,7 +145,7 @@ fn from_analysis(v: &mut pages::OverviewView, a: &Analysis) {
     let p = &a.plan;
     v.gpus_freeable = p.gpus_freed as f64;
     v.plan_line = format!(
-        "of {} in use · {} node(s) · {} {}/month · {} steps",
+        "of {} in use · {} node(s) emptied · {} {}/month · {} steps",
         p.gpus_in_use,
         p.nodes_freed,
         web::format::num(p.money_per_month),

@@ -170,7 +170,11 @@ fn rec_view(
                         } else {
                             &m.to_node
                         },
-                        m.from_gpu
+                        if m.from_node.is_empty() {
+                            m.from_gpu.clone()
+                        } else {
+                            format!("GPU {} of {}", m.from_gpu_index, m.from_node)
+                        }
                     )
                 })
                 .collect()
