@@ -17,6 +17,13 @@ pub struct HourUse {
     pub allocated: bool,
 }
 
+impl HourUse {
+    /// Whether the hour asks anything of the device (replay skips the others).
+    pub fn in_demand(&self) -> bool {
+        self.allocated || self.eff_p95.unwrap_or(0.0) > 0.0
+    }
+}
+
 /// One tenant on one GPU over the range.
 #[derive(Debug, Clone)]
 pub struct Holding {

@@ -12,9 +12,11 @@ use serde::{Deserialize, Serialize};
 
 use crate::Config;
 use crate::findings::{Ctx, GIB};
-use crate::holdings::Holding;
+use crate::holdings::{Holding, HourUse};
 use crate::input::GpuRef;
 use crate::mig::{self, MigFamily, Profile};
+use crate::recommend::need;
+use crate::replay;
 use model::rollup::HOUR_MS;
 
 /// Hours in a month of cost: 365 × 24 / 12.
@@ -173,12 +175,22 @@ pub struct PoolLayout<'a> {
 }
 
 impl PoolLayout<'_> {
-    pub fn gpus_after(&self) -> usize {
-        if self.changes {
-            self.nodes.iter().map(NodeAfter::used).sum()
-        } else {
-            self.live_gpus.len()
+    /// The GPUs the plan uses: those it places something on, or, when it changes nothing, the
+    /// GPUs the live tenants hold today.
+    pub fn used_after(&self) -> BTreeSet<&str> {
+        if !self.changes {
+            return self.live_gpus.clone();
         }
+        self.nodes
+            .iter()
+            .flat_map(|n| {
+                n.gpus
+                    .iter()
+                    .zip(&n.placed)
+                    .filter(|(_, p)| p.is_some())
+                    .map(|(g, _)| g.uuid.as_str())
+            })
+            .collect()
     }
 
     /// Where each item runs: (node, GPU) after the plan.
@@ -292,7 +304,7 @@ fn needs_whole(compute: f64, memory: f64, memory_total: f64) -> bool {
 }
 
 /// Every pool of the fleet, planned. `reclaimed` holdings are gone from the plan; holdings in
-/// `pinned_fixed` stay where they are (a retry after replay refused a step).
+/// `fixed_tenants` (GPU, tenant) stay where they are (a retry after replay refused a step).
 pub fn plan_pools<'a>(
     ctx: &Ctx<'a>,
     holdings: &'a [Holding],
@@ -437,11 +449,11 @@ fn item<'a>(ctx: &Ctx, h: &'a Holding) -> Option<Item<'a>> {
     if h.allocated_hours() < cfg.min_alloc_hours {
         return None;
     }
-    let memory = h.mem_p99()? as f64 * (1.0 + cfg.memory_headroom);
-    let compute = (h.eff_p95()? * (1.0 + cfg.compute_headroom)).clamp(0.0, 1.0);
+    let (memory, compute) = need(h, cfg)?;
+    let compute = compute.clamp(0.0, 1.0);
     let hours = h
         .hours()
-        .filter(|u| u.allocated || u.eff_p95.unwrap_or(0.0) > 0.0)
+        .filter(HourUse::in_demand)
         .map(|u| {
             (
                 u.hour,
@@ -460,22 +472,18 @@ fn item<'a>(ctx: &Ctx, h: &'a Holding) -> Option<Item<'a>> {
     })
 }
 
-/// Hours a tenant may be contended more than today: a share of the hours replayed, at least
-/// one (the replay's own rule).
+/// Hours a tenant may be contended more than today (the replay's own rule).
 fn allowed(cfg: &Config, hours: usize) -> f64 {
-    (cfg.replay_tolerance * hours as f64).max(1.0)
+    replay::allowed(cfg.replay_tolerance, hours)
 }
 
-/// The smallest MIG profile that fits the item's need and its recorded hours alone.
+/// The smallest MIG profile below the whole GPU that fits the item's need and its recorded
+/// hours alone.
 fn mig_fit(cfg: &Config, family: &'static MigFamily, it: &Item) -> Option<&'static Profile> {
-    let mut options: Vec<&'static Profile> = family
-        .profiles
-        .iter()
-        .filter(|p| p.compute_slices < 7)
-        .filter(|p| p.memory_gib * GIB >= it.memory && p.compute_share() >= it.compute - 1e-9)
-        .collect();
-    options.sort_by_key(|p| (p.compute_slices, p.memory_slices));
-    options.into_iter().find(|p| {
+    let mut options = family
+        .fitting(it.memory / GIB, it.compute)
+        .filter(|p| p.compute_slices < 7);
+    options.find(|p| {
         let contended = it
             .hours
             .iter()
@@ -695,35 +703,18 @@ fn add(b: &mut Bin, i: usize, it: &Item) {
 /// hours when the merged demand would exceed the GPU in more hours than replay tolerates, or
 /// memory would overflow in any hour.
 fn hourly_verdict(cfg: &Config, b: &Bin, it: &Item, memory_total: f64) -> Result<(), f64> {
-    // Both in hour order: walk them together instead of building the merged map.
-    let mut bin = b.hourly.iter().peekable();
-    let mut mine = it.hours.iter().peekable();
+    let mine: HashMap<i64, (f64, f64)> = it.hours.iter().map(|&(h, e, m)| (h, (e, m))).collect();
+    let shared = b.hourly.iter().map(|(h, v)| {
+        let m = mine.get(h).copied().unwrap_or_default();
+        (v.0 + m.0, v.1 + m.1)
+    });
+    let only_mine = it
+        .hours
+        .iter()
+        .filter(|x| !b.hourly.contains_key(&x.0))
+        .map(|x| (x.1, x.2));
     let (mut hours, mut contended) = (0usize, 0usize);
-    loop {
-        let (eff, mem) = match (bin.peek(), mine.peek()) {
-            (None, None) => break,
-            (Some((h, v)), Some(m)) if **h == m.0 => {
-                let x = (v.0 + m.1, v.1 + m.2);
-                bin.next();
-                mine.next();
-                x
-            }
-            (Some((h, v)), Some(m)) if **h < m.0 => {
-                let x = (v.0, v.1);
-                bin.next();
-                x
-            }
-            (Some((_, v)), None) => {
-                let x = (v.0, v.1);
-                bin.next();
-                x
-            }
-            (_, Some(m)) => {
-                let x = (m.1, m.2);
-                mine.next();
-                x
-            }
-        };
+    for (eff, mem) in shared.chain(only_mine) {
         hours += 1;
         if mem > memory_total {
             return Err(f64::INFINITY);

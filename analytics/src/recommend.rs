@@ -239,6 +239,32 @@ pub(crate) fn need(h: &Holding, cfg: &Config) -> Option<(f64, f64)> {
     ))
 }
 
+/// The sizes strictly below the tenant's current share of its GPU, smallest first, as
+/// (target, compute share, memory bytes): the model's MIG profiles, or 1/k time-slice shares
+/// (k up to `max_replicas`, memory split k ways) on models without MIG.
+pub(crate) fn smaller_sizes(h: &Holding, gpu: &GpuRef, cfg: &Config) -> Vec<(Target, f64, f64)> {
+    let share = h.share();
+    match mig::family(&gpu.model) {
+        Some(f) => f
+            .fitting(0.0, 0.0)
+            .filter(|p| p.compute_share() < share - 1e-6)
+            .map(|p| (mig_target(p), p.compute_share(), p.memory_gib * GIB))
+            .collect(),
+        None => (2..=cfg.max_replicas)
+            .rev()
+            .map(|k| (k, 1.0 / f64::from(k)))
+            .filter(|&(_, s)| s < share - 1e-6)
+            .map(|(k, s)| {
+                (
+                    Target::Share { replicas: k },
+                    s,
+                    gpu.memory_total_bytes as f64 / f64::from(k),
+                )
+            })
+            .collect(),
+    }
+}
+
 /// The smallest size strictly below the current share that fits the need, if any.
 pub(crate) fn smaller_target(
     h: &Holding,
@@ -246,28 +272,9 @@ pub(crate) fn smaller_target(
     cfg: &Config,
 ) -> Option<(Target, f64, f64)> {
     let (mem, compute) = need(h, cfg)?;
-    let share = h.share();
-    if let Some(f) = mig::family(&gpu.model) {
-        if let Some(p) = f.smallest_fitting(mem / GIB, compute)
-            && p.compute_share() < share - 1e-6
-        {
-            return Some((mig_target(p), p.compute_share(), p.memory_gib * GIB));
-        }
-        return None;
-    }
-    (2..=cfg.max_replicas)
-        .rev()
-        .map(|k| (k, 1.0 / f64::from(k)))
-        .find(|&(k, s)| {
-            s >= compute && gpu.memory_total_bytes as f64 / f64::from(k) >= mem && s < share - 1e-6
-        })
-        .map(|(k, s)| {
-            (
-                Target::Share { replicas: k },
-                s,
-                gpu.memory_total_bytes as f64 / f64::from(k),
-            )
-        })
+    smaller_sizes(h, gpu, cfg)
+        .into_iter()
+        .find(|(_, c, m)| *c >= compute - 1e-9 && *m >= mem)
 }
 
 pub(crate) fn mig_target(p: &Profile) -> Target {
@@ -392,15 +399,23 @@ pub fn recommend(ctx: &Ctx, holdings: &[Holding], findings: &[Finding]) -> Outpu
         })
         .collect();
     let fleet = steps::fleet(ctx, holdings, &reclaimed, &reclaim_ids, &waste_ids);
+    out.recommendations.extend(fleet.recommendations);
+    // Each step frees the GPUs attributed to it, every freed GPU to exactly one step.
+    let mut freed: HashMap<&str, usize> = HashMap::new();
+    for id in fleet.freed_by.values() {
+        *freed.entry(id.as_str()).or_default() += 1;
+    }
     for r in &mut out.recommendations {
-        let freed = fleet.freed_by.values().filter(|id| **id == r.id).count();
-        r.replay.gpus_freed = freed as f64;
-        r.summary.push_str(&match freed {
-            0 => " (no whole GPU on its own: the plan keeps that GPU in use)".to_owned(),
-            n => format!(", freeing {n} GPU(s)"),
+        let n = freed.get(r.id.as_str()).copied().unwrap_or(0);
+        r.replay.gpus_freed = n as f64;
+        r.summary.push_str(&match (r.kind, n) {
+            (RecKind::Reclaim, 0) => {
+                " (no whole GPU on its own: the plan keeps that GPU in use)".to_owned()
+            }
+            (RecKind::Reclaim, n) => format!(", freeing {n} GPU(s)"),
+            (_, n) => format!("; frees {n} GPU(s)"),
         });
     }
-    out.recommendations.extend(fleet.recommendations);
     out.rejected.extend(fleet.rejected);
     out.underutilized = wasters
         .iter()

@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::holdings::Holding;
+use crate::holdings::{Holding, HourUse};
 
 /// A device in a plan: a whole GPU, a MIG instance or a shared GPU.
 #[derive(Debug, Clone)]
@@ -43,10 +43,7 @@ pub struct Replay {
 fn slot_hours(slot: &Slot, per_tenant: &mut BTreeMap<String, (f64, f64)>) -> usize {
     let mut per_hour: BTreeMap<i64, (f64, f64, Vec<&str>)> = BTreeMap::new();
     for h in &slot.holdings {
-        for u in h.hours() {
-            if !u.allocated && u.eff_p95.unwrap_or(0.0) == 0.0 {
-                continue;
-            }
+        for u in h.hours().filter(HourUse::in_demand) {
             let e = per_hour.entry(u.hour).or_default();
             e.0 += u.eff_p95.unwrap_or(0.0);
             e.1 += u.mem_max_bytes.unwrap_or(0) as f64;
@@ -67,6 +64,12 @@ fn slot_hours(slot: &Slot, per_tenant: &mut BTreeMap<String, (f64, f64)>) -> usi
     per_hour.len()
 }
 
+/// Hours a tenant may be contended more than today when `hours` are replayed: the
+/// `tolerance` share of them, at least one.
+pub fn allowed(tolerance: f64, hours: usize) -> f64 {
+    (tolerance * hours as f64).max(1.0)
+}
+
 /// Replays `before` (today's placement of the affected tenants) and `after` (the proposal).
 /// Harmful when any tenant would be contended in more than `tolerance` (a share of the hours
 /// replayed, at least one hour) more hours than today, or any memory would overflow.
@@ -84,7 +87,7 @@ pub fn replay(before: &[Slot], after: &[Slot], gpus_freed: f64, tolerance: f64) 
     let c0: f64 = t0.values().map(|v: &(f64, f64)| v.0).sum();
     let c1: f64 = t1.values().map(|v: &(f64, f64)| v.0).sum();
     let o1: f64 = t1.values().map(|v: &(f64, f64)| v.1).sum();
-    let allowed = (tolerance * hours as f64).max(1.0);
+    let allowed = allowed(tolerance, hours);
     let mut r = Replay {
         hours,
         contention_hours_before: c0,

@@ -104,20 +104,7 @@ pub fn pool_steps(
     }
     // Every GPU in use that the plan does not use is freed by exactly one step: the one that
     // moves its largest tenant away, or the reclaim of its largest tenant.
-    let used_after: BTreeSet<&str> = if pool.changes {
-        pool.nodes
-            .iter()
-            .flat_map(|n| {
-                n.gpus
-                    .iter()
-                    .zip(&n.placed)
-                    .filter(|(_, p)| p.is_some())
-                    .map(|(g, _)| g.uuid.as_str())
-            })
-            .collect()
-    } else {
-        pool.live_gpus.clone()
-    };
+    let used_after = pool.used_after();
     for gpu in pool.in_use.difference(&used_after) {
         let moved = pool
             .items
@@ -137,11 +124,6 @@ pub fn pool_steps(
         if let Some(id) = by {
             out.freed_by.insert((*gpu).to_owned(), id);
         }
-    }
-    for r in &mut out.recommendations {
-        let freed = out.freed_by.values().filter(|id| **id == r.id).count();
-        r.replay.gpus_freed = freed as f64;
-        r.summary = r.summary.replace("{freed}", &freed.to_string());
     }
     // Numbers per node and for the pool.
     let fixed_on = |n: &NodeAfter| {
@@ -256,6 +238,39 @@ fn low_occupancy(pool: &PoolLayout, bins: &[&plan::Bin]) -> bool {
             let h = pool.items[i].h;
             h.signal() == "sm_active" && h.effective_hours() < 0.5 * h.active_hours().max(1e-9)
         })
+}
+
+/// The node's mig-parted config: GPUs without MIG instances MIG-disabled together, then each
+/// distinct layout with its GPUs; named after the layout.
+fn mig_parted(gpus: &[&GpuRef], layout: &BTreeMap<i64, Vec<(String, u32)>>) -> MigPartedConfig {
+    let mut entries: Vec<MigPartedEntry> = Vec::new();
+    let disabled: Vec<i64> = gpus
+        .iter()
+        .filter(|g| !layout.contains_key(&g.index))
+        .map(|g| g.index)
+        .collect();
+    if !disabled.is_empty() {
+        entries.push(MigPartedEntry {
+            devices: disabled,
+            mig_enabled: false,
+            mig_devices: vec![],
+        });
+    }
+    let mut grouped: BTreeMap<&[(String, u32)], Vec<i64>> = BTreeMap::new();
+    for (idx, l) in layout {
+        grouped.entry(l).or_default().push(*idx);
+    }
+    for (l, devices) in grouped {
+        entries.push(MigPartedEntry {
+            devices,
+            mig_enabled: true,
+            mig_devices: l.to_vec(),
+        });
+    }
+    MigPartedConfig {
+        name: config_name(&entries),
+        entries,
+    }
 }
 
 /// A node's step: the recommendation, and the tenants (GPU, key) it moves.
@@ -379,58 +394,23 @@ fn node_step(
         })
         .flat_map(|b| b.items.iter().map(|&i| pool.items[i].h))
         .collect();
-    let arriving: BTreeSet<&str> = pool
-        .items
-        .iter()
-        .filter(|it| it.h.node != node.node && moves.iter().any(|m| m.tenant == it.h.tenant))
-        .map(|it| it.h.node.as_str())
-        .collect();
     let names: Vec<String> = tenants.iter().map(|t| ctx.name(cluster, t)).collect();
+    let arriving: Vec<&Move> = moves.iter().filter(|m| m.from_node != node.node).collect();
     let from_nodes = if arriving.is_empty() {
         String::new()
     } else {
+        let sources: BTreeSet<&str> = arriving.iter().map(|m| m.from_node.as_str()).collect();
         format!(
             " ({} from {})",
-            pool.items
-                .iter()
-                .filter(|it| it.h.node != node.node && tenants.contains(&it.h.tenant))
-                .count(),
-            arriving.into_iter().collect::<Vec<_>>().join(", ")
+            arriving.len(),
+            sources.into_iter().collect::<Vec<_>>().join(", ")
         )
     };
     let used = node.used();
     let (kind, proposal, summary) = if mig_change {
         let family = pool.family?;
-        let mut entries: Vec<MigPartedEntry> = Vec::new();
-        let disabled: Vec<i64> = node
-            .gpus
-            .iter()
-            .filter(|g| !layout.contains_key(&g.index))
-            .map(|g| g.index)
-            .collect();
-        if !disabled.is_empty() {
-            entries.push(MigPartedEntry {
-                devices: disabled,
-                mig_enabled: false,
-                mig_devices: vec![],
-            });
-        }
-        let mut grouped: BTreeMap<Vec<(String, u32)>, Vec<i64>> = BTreeMap::new();
-        for (idx, l) in &layout {
-            grouped.entry(l.clone()).or_default().push(*idx);
-        }
-        for (l, devices) in grouped {
-            entries.push(MigPartedEntry {
-                devices,
-                mig_enabled: true,
-                mig_devices: l,
-            });
-        }
-        let name = config_name(&entries);
-        let config = MigPartedConfig {
-            name: name.clone(),
-            entries,
-        };
+        let config = mig_parted(&node.gpus, &layout);
+        let name = config.name.clone();
         config.validate(family).ok()?;
         (
             RecKind::MigLayout,
@@ -440,7 +420,7 @@ fn node_step(
                 moves: moves.clone(),
             },
             format!(
-                "run {} as {name}: {} tenant(s) in MIG instances on {} GPU(s){from_nodes}, {} GPU(s) in use; frees {{freed}} GPU(s)",
+                "run {} as {name}: {} tenant(s) in MIG instances on {} GPU(s){from_nodes}, {} GPU(s) in use",
                 node.node,
                 moves
                     .iter()
@@ -466,7 +446,7 @@ fn node_step(
                 moves: moves.clone(),
             },
             format!(
-                "share {}'s GPUs by {} ({replicas} replicas) and run {}{from_nodes} on {used} GPU(s); frees {{freed}} GPU(s)",
+                "share {}'s GPUs by {} ({replicas} replicas) and run {}{from_nodes} on {used} GPU(s)",
                 node.node,
                 if mode == "mps" { "MPS" } else { "time-slicing" },
                 names.join(", ")
@@ -486,7 +466,7 @@ fn node_step(
                 gpus_after: used,
             },
             format!(
-                "move {}{from_nodes} onto {} ({used} GPU(s) in use); frees {{freed}} GPU(s)",
+                "move {}{from_nodes} onto {} ({used} GPU(s) in use)",
                 names.join(", "),
                 node.node
             ),
@@ -532,6 +512,39 @@ pub struct FleetSteps {
     pub moves: HashMap<(String, String), (String, Move)>,
 }
 
+/// A pairing the packer refused, as people read it.
+fn refused(layout: &PoolLayout, refusal: &plan::Refusal) -> Rejected {
+    let it = &layout.items[refusal.item];
+    let others: Vec<String> = refusal
+        .bin
+        .iter()
+        .map(|&j| layout.items[j].h.tenant.clone())
+        .collect();
+    let why = if refusal.contended.is_finite() {
+        format!(
+            "by the needs they fit, but replayed hour by hour their demand collides in {:.0} hour(s) (more than the replay tolerates)",
+            refusal.contended
+        )
+    } else {
+        "replayed hour by hour their memory would overflow".to_owned()
+    };
+    let reason = format!(
+        "{} would share a GPU with {}: {why}; kept apart",
+        it.h.tenant,
+        others.join(", ")
+    );
+    let mut tenants = vec![it.h.tenant.clone()];
+    tenants.extend(others);
+    Rejected {
+        kind: RecKind::TimeSlicing,
+        cluster: layout.cluster.into(),
+        node: it.h.node.clone(),
+        tenants,
+        reason,
+        replay: None,
+    }
+}
+
 /// The most times the plan is made again after replay refused a step (each time without
 /// moving that step's tenants).
 const MAX_TRIES: usize = 8;
@@ -568,36 +581,8 @@ pub fn fleet(
             done.freed_by.extend(s.freed_by);
             done.plan.pools.push(s.pool);
             done.plan.nodes.extend(s.nodes);
-            for refusal in &layout.refused {
-                let (bin, contended) = (&refusal.bin, refusal.contended);
-                let it = &layout.items[refusal.item];
-                let others: Vec<String> = bin
-                    .iter()
-                    .map(|&j| layout.items[j].h.tenant.clone())
-                    .collect();
-                let mut tenants = vec![it.h.tenant.clone()];
-                tenants.extend(others.iter().cloned());
-                done.rejected.push(Rejected {
-                    kind: RecKind::TimeSlicing,
-                    cluster: layout.cluster.into(),
-                    node: it.h.node.clone(),
-                    tenants,
-                    reason: if contended.is_finite() {
-                        format!(
-                            "{} would share a GPU with {}: by the needs they fit, but replayed hour by hour their demand collides in {contended:.0} hour(s) (more than the replay tolerates); kept apart",
-                            it.h.tenant,
-                            others.join(", ")
-                        )
-                    } else {
-                        format!(
-                            "{} would share a GPU with {}: replayed hour by hour their memory would overflow; kept apart",
-                            it.h.tenant,
-                            others.join(", ")
-                        )
-                    },
-                    replay: None,
-                });
-            }
+            done.rejected
+                .extend(layout.refused.iter().map(|r| refused(layout, r)));
         }
         if harmful.is_empty() || attempt + 1 == MAX_TRIES {
             out = done;

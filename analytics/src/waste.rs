@@ -10,8 +10,8 @@ use crate::findings::{
     Ctx, Evidence, Finding, FindingKind, GIB, Severity, activity_evidence, finding_id, gib,
 };
 use crate::holdings::Holding;
-use crate::mig;
-use crate::recommend::{Move, current, need, smaller_target};
+use crate::input::GpuRef;
+use crate::recommend::{Move, current, need, smaller_sizes, smaller_target};
 
 /// Wasted GPU-hours from which an underutilized holding is a warning: a GPU-day.
 pub const WARNING_WASTE_GPU_HOURS: f64 = 24.0;
@@ -54,25 +54,19 @@ impl Why {
     }
 }
 
-/// Why `h` (on a GPU of `model`) cannot simply shrink.
-pub fn why(h: &Holding, model: &str, cfg: &Config, fits: bool) -> Why {
+/// Why `h` (on `gpu`) cannot simply shrink; `fits` when a smaller size holds its need.
+pub fn why(h: &Holding, gpu: Option<&GpuRef>, cfg: &Config, fits: bool) -> Why {
     if fits {
         return Why::FitsSmaller;
     }
     let Some((_, compute)) = need(h, cfg) else {
         return Why::NoData;
     };
-    let share = h.share();
-    let compute_fits_smaller = match mig::family(model) {
-        Some(f) => f
-            .profiles
+    let compute_fits_smaller = gpu.is_some_and(|g| {
+        smaller_sizes(h, g, cfg)
             .iter()
-            .any(|p| p.compute_share() < share - 1e-6 && p.compute_share() >= compute - 1e-9),
-        None => (2..=cfg.max_replicas).any(|k| {
-            let s = 1.0 / f64::from(k);
-            s < share - 1e-6 && s >= compute
-        }),
-    };
+            .any(|(_, c, _)| *c >= compute - 1e-9)
+    });
     if compute_fits_smaller {
         Why::MemoryBound
     } else {
@@ -88,7 +82,7 @@ pub fn finding(ctx: &Ctx, h: &Holding, planned: Option<&(String, Move)>) -> Find
     let memory_total = gpu.map_or(0.0, |g| g.memory_total_bytes as f64);
     let ratio = h.effective_ratio().unwrap_or(0.0);
     let smaller = gpu.and_then(|g| smaller_target(h, g, cfg));
-    let why = why(h, model, cfg, smaller.is_some());
+    let why = why(h, gpu, cfg, smaller.is_some());
     let (alloc, eff) = (h.allocated_hours(), h.effective_hours());
     let wasted = (alloc - eff).max(0.0);
     let cost = wasted * cfg.price_of(model);
@@ -125,7 +119,7 @@ pub fn finding(ctx: &Ctx, h: &Holding, planned: Option<&(String, Move)>) -> Find
         ),
         None => match why {
             Why::MemoryBound => {
-                let free = memory_total - mem_p99.unwrap_or(0.0) * (1.0 + cfg.memory_headroom);
+                let free = memory_total - need(h, cfg).map_or(0.0, |n| n.0);
                 format!(
                     "best option: time-slice its GPU with tenants whose memory totals at most {:.1} GiB",
                     (free / GIB).max(0.0)

@@ -143,6 +143,22 @@ impl MigFamily {
         self.profiles.iter().find(|p| p.name == name)
     }
 
+    /// The profiles with at least `memory_gib` of memory and `compute_share` of the compute,
+    /// smallest first (fewest compute slices, then least memory).
+    pub fn fitting(
+        &self,
+        memory_gib: f64,
+        compute_share: f64,
+    ) -> impl Iterator<Item = &'static Profile> + use<> {
+        let mut fits: Vec<&'static Profile> = self
+            .profiles
+            .iter()
+            .filter(|p| p.memory_gib >= memory_gib && p.compute_share() >= compute_share - 1e-9)
+            .collect();
+        fits.sort_by_key(|p| (p.compute_slices, p.memory_slices));
+        fits.into_iter()
+    }
+
     /// The smallest profile with at least `memory_gib` of memory and `compute_share` of the
     /// compute (fewest compute slices, then least memory).
     pub fn smallest_fitting(
@@ -150,12 +166,7 @@ impl MigFamily {
         memory_gib: f64,
         compute_share: f64,
     ) -> Option<&'static Profile> {
-        self.profiles
-            .iter()
-            .filter(|p| p.memory_gib >= memory_gib && p.compute_share() >= compute_share - 1e-9)
-            .min_by(|a, b| {
-                (a.compute_slices, a.memory_slices).cmp(&(b.compute_slices, b.memory_slices))
-            })
+        self.fitting(memory_gib, compute_share).next()
     }
 
     /// Start slices for `profiles` on one GPU, in the given order, or None when no legal

@@ -108,11 +108,10 @@ pub struct OverviewView {
     pub gpus: i64,
     pub nodes: usize,
     /// GPUs the fleet plan frees (non-overlapping: every GPU counted by one step).
-    pub gpus_freeable: f64,
-    /// The plan in a line: "of 12 in use · 1 node · 4,380 USD/month · 5 steps".
+    pub gpus_freeable: usize,
+    /// The plan in a line: "of 12 in use · 1 node(s) emptied · 4,380 USD/month · 5 steps".
     pub plan_line: String,
     pub findings: Vec<(String, usize)>,
-    pub recommendations: usize,
     pub firing_alerts: usize,
     pub top_idle: Vec<TenantLine>,
     pub top_underutilized: Vec<TenantLine>,
@@ -214,7 +213,7 @@ pub fn overview(frame: Frame, v: OverviewView) -> String {
                 <div class="card">"Effective use"<b>{pct(f.effective_ratio)}</b><span>"of allocated GPU-hours"</span></div>
                 <div class="card">"Waste"<b>{format!("{} {}", num(f.waste_cost), f.currency)}</b><span>{format!("{} GPU-h of {} allocated", num(f.waste), num(f.allocated))}</span></div>
                 <div class="card">"Cost"<b>{format!("{} {}", num(f.cost), f.currency)}</b><span>"allocated GPU-hours × price"</span></div>
-                <div class="card">"GPUs freeable"<b>{format!("{:.0}", v.gpus_freeable)}</b><span><a href="/recommendations">{v.plan_line.clone()}</a></span></div>
+                <div class="card">"GPUs freeable"<b>{v.gpus_freeable}</b><span><a href="/recommendations">{v.plan_line.clone()}</a></span></div>
                 <div class="card">"Fleet"<b>{format!("{} GPUs", v.gpus)}</b><span><a href="/nodes">{format!("{} nodes", v.nodes)}</a></span></div>
                 <div class="card">"Alerts firing"<b>{v.firing_alerts}</b><span><a href="/alerts">"see alerts"</a></span></div>
             </section>
@@ -668,7 +667,6 @@ pub struct RecRow {
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct PlanView {
     pub gpus_in_use: usize,
-    pub gpus_after: usize,
     pub gpus_freed: usize,
     pub nodes_in_use: usize,
     pub nodes_freed: usize,
@@ -692,11 +690,6 @@ pub struct PlanPoolRow {
     pub money: f64,
 }
 
-/// "0.92" of what the bound allows, or a dash when the bound leaves nothing to free.
-fn of_bound(e: Option<f64>) -> String {
-    e.map_or_else(|| "—".into(), |e| format!("{:.0} %", e * 100.0))
-}
-
 fn plan_section(p: PlanView) -> impl IntoView {
     let headline = format!(
         "Frees {} of {} GPUs in use ({} of {} nodes): {} {} a month.",
@@ -709,10 +702,10 @@ fn plan_section(p: PlanView) -> impl IntoView {
     );
     let bound = match p.efficiency {
         Some(e) => format!(
-            "The recorded demand needs at least {} GPUs under the same headroom rules, so at most {} could be freed: this plan frees {:.0} % of that.",
+            "The recorded demand needs at least {} GPUs under the same headroom rules, so at most {} could be freed: this plan frees {} of that.",
             p.bound,
             p.gpus_in_use - p.bound.min(p.gpus_in_use),
-            e * 100.0
+            pct(Some(e))
         ),
         None => format!(
             "The recorded demand needs all {} GPUs in use under the same headroom rules: nothing more can be freed.",
@@ -732,7 +725,7 @@ fn plan_section(p: PlanView) -> impl IntoView {
                     <td class="n">{r.gpus_after}</td>
                     <td class="n">{r.gpus_freed}</td>
                     <td class="n">{r.nodes}</td>
-                    <td class="n">{of_bound(r.efficiency)}</td>
+                    <td class="n">{pct(r.efficiency)}</td>
                     <td class="n">{format!("{} {}", num(r.money), currency)}</td>
                 </tr>
             }

@@ -233,16 +233,23 @@ pub async fn funnel(
     q: Result<Query<Filters>, QueryRejection>,
 ) -> Result<Json<FunnelResponse>, ApiError> {
     let Query(f) = q.map_err(|e| ApiError::BadRequest(e.body_text()))?;
-    if f.kind.is_some() || f.severity.is_some() || f.node.is_some() || f.team.is_some() {
-        return Err(ApiError::BadRequest(
-            "the funnel takes only `from` and `to`; it is grouped by team and node already".into(),
-        ));
-    }
+    range_only(
+        &f,
+        "the funnel takes only `from` and `to`; it is grouped by team and node already",
+    )?;
     let (a, source) = analysis(&state, &f).await?;
     Ok(Json(FunnelResponse {
         envelope: Envelope::of(&a, source),
         funnel: a.funnel.clone(),
     }))
+}
+
+/// Refuses the item filters on an endpoint that takes only a range, saying why.
+fn range_only(f: &Filters, why: &str) -> Result<(), ApiError> {
+    if f.kind.is_some() || f.severity.is_some() || f.node.is_some() || f.team.is_some() {
+        return Err(ApiError::BadRequest(why.into()));
+    }
+    Ok(())
 }
 
 #[derive(Debug, Serialize)]
@@ -259,11 +266,10 @@ pub async fn plan(
     q: Result<Query<Filters>, QueryRejection>,
 ) -> Result<Json<PlanResponse>, ApiError> {
     let Query(f) = q.map_err(|e| ApiError::BadRequest(e.body_text()))?;
-    if f.kind.is_some() || f.severity.is_some() || f.node.is_some() || f.team.is_some() {
-        return Err(ApiError::BadRequest(
-            "the plan takes only `from` and `to`; it lists every pool and node already".into(),
-        ));
-    }
+    range_only(
+        &f,
+        "the plan takes only `from` and `to`; it lists every pool and node already",
+    )?;
     let (a, source) = analysis(&state, &f).await?;
     Ok(Json(PlanResponse {
         envelope: Envelope::of(&a, source),

@@ -94,10 +94,9 @@ pub async fn overview(
         funnel: pages::FunnelView::default(),
         gpus: nodes.iter().map(|n| n.gpu_count).sum(),
         nodes: nodes.len(),
-        gpus_freeable: 0.0,
+        gpus_freeable: 0,
         plan_line: "no plan yet".into(),
         findings: Vec::new(),
-        recommendations: 0,
         firing_alerts: firing,
         top_idle: Vec::new(),
         top_underutilized: Vec::new(),
@@ -143,7 +142,7 @@ fn from_analysis(v: &mut pages::OverviewView, a: &Analysis) {
         },
     };
     let p = &a.plan;
-    v.gpus_freeable = p.gpus_freed as f64;
+    v.gpus_freeable = p.gpus_freed;
     v.plan_line = format!(
         "of {} in use · {} node(s) emptied · {} {}/month · {} steps",
         p.gpus_in_use,
@@ -152,7 +151,6 @@ fn from_analysis(v: &mut pages::OverviewView, a: &Analysis) {
         p.currency,
         p.steps.len()
     );
-    v.recommendations = a.recommendations.len();
     let mut counts: BTreeMap<&str, usize> = BTreeMap::new();
     for f in &a.findings {
         *counts.entry(f.kind.as_str()).or_default() += 1;

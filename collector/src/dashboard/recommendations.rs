@@ -47,7 +47,6 @@ pub async fn recommendations(
 fn plan_view(p: &analytics::FleetPlan) -> pages::PlanView {
     pages::PlanView {
         gpus_in_use: p.gpus_in_use,
-        gpus_after: p.gpus_after,
         gpus_freed: p.gpus_freed,
         nodes_in_use: p.nodes_in_use,
         nodes_freed: p.nodes_freed,
