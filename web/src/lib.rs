@@ -82,7 +82,7 @@ svg text{font:11px system-ui,sans-serif;fill:#16191d}svg .tick{fill:#4b5563}
 svg .grid{stroke:#e5e7eb}svg .axis{stroke:#9aa4b2}svg .hover{fill:transparent}svg .hover:hover{fill:rgba(31,95,168,.08)}
 .legend{list-style:none;display:flex;flex-wrap:wrap;gap:.3rem 1rem;padding:0;margin:.2rem 0 0;font-size:.88em}
 .swatch{display:inline-block;width:.9rem;height:.9rem;border-radius:2px;margin-right:.35rem;vertical-align:-2px}
-.grid2{display:grid;grid-template-columns:repeat(auto-fit,minmax(30rem,1fr));gap:.8rem}
+.grid2{display:grid;grid-template-columns:repeat(auto-fit,minmax(min(30rem,100%),1fr));gap:.8rem}
 .scroll{overflow-x:auto}
 pre{background:#0f172a;color:#e2e8f0;padding:.7rem;border-radius:6px;overflow:auto;font-size:.85em}
 footer{color:#4b5563;font-size:.85em;padding:1rem 1.5rem;text-align:center}
