@@ -21,10 +21,12 @@ pub enum FindingKind {
     Throttling,
     Hardware,
     AgentSilent,
+    /// An applied step measured worse than replay predicted (the outcome check).
+    OutcomeWorse,
 }
 
 impl FindingKind {
-    pub const ALL: [FindingKind; 8] = [
+    pub const ALL: [FindingKind; 9] = [
         FindingKind::IdleAllocation,
         FindingKind::Underutilized,
         FindingKind::ZombieProcess,
@@ -33,6 +35,7 @@ impl FindingKind {
         FindingKind::Throttling,
         FindingKind::Hardware,
         FindingKind::AgentSilent,
+        FindingKind::OutcomeWorse,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -45,6 +48,7 @@ impl FindingKind {
             FindingKind::Throttling => "throttling",
             FindingKind::Hardware => "hardware",
             FindingKind::AgentSilent => "agent_silent",
+            FindingKind::OutcomeWorse => "outcome_worse",
         }
     }
 

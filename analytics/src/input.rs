@@ -118,6 +118,8 @@ pub struct Input {
     pub tenant_minutes: Vec<TenantMinutes>,
     pub health: Vec<GpuHealth>,
     pub orphans: Vec<OrphanProcess>,
+    /// Steps applied through label actions whose outcome the analysis checks.
+    pub applied: Vec<crate::outcome::Applied>,
 }
 
 impl Input {

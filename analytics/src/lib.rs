@@ -11,6 +11,7 @@ pub mod holdings;
 pub mod input;
 pub mod interference;
 pub mod mig;
+pub mod outcome;
 pub mod plan;
 pub mod recommend;
 pub mod replay;
@@ -26,6 +27,7 @@ pub use findings::{Evidence, Finding, FindingKind, Severity};
 pub use funnel::{Funnel, FunnelRow};
 pub use input::Input;
 pub use interference::{MinuteRange, minute_ranges};
+pub use outcome::{Outcome, Verdict};
 pub use plan::FleetPlan;
 pub use recommend::{Proposal, RecKind, Recommendation, Rejected};
 pub use replay::Replay;
@@ -149,6 +151,9 @@ pub struct Analysis {
     pub plan: FleetPlan,
     pub findings: Vec<Finding>,
     pub recommendations: Vec<Recommendation>,
+    /// The outcome check of every applied step whose change the window covers.
+    #[serde(default)]
+    pub outcomes: Vec<Outcome>,
     /// Proposals replay turned down, with the reason.
     pub rejected: Vec<Rejected>,
     /// What the analysis could not measure (e.g. MIG compute without DCGM).
@@ -189,6 +194,8 @@ pub fn analyze(input: &Input, cfg: &Config) -> Result<Analysis, AnalysisError> {
     found.extend(findings::agent_silent(&ctx));
     let rec = recommend::recommend(&ctx, &holdings, &found);
     found.extend(rec.underutilized);
+    let outcomes = outcome::check(&ctx, &holdings);
+    found.extend(outcome::findings(&ctx, &outcomes));
     // Within a severity, the costliest waste first (findings without a cost keep their order).
     let cost = |f: &Finding| f.metrics.get("wasted_cost").copied().unwrap_or(0.0);
     found.sort_by(|a, b| {
@@ -225,6 +232,12 @@ pub fn analyze(input: &Input, cfg: &Config) -> Result<Analysis, AnalysisError> {
                 .iter()
                 .flat_map(|r| r.tenants.iter().map(move |t| (&r.cluster, t))),
         )
+        .chain(outcomes.iter().flat_map(|o| {
+            o.tenants
+                .iter()
+                .flat_map(|t| std::iter::once(&t.tenant).chain(&t.tenants_after))
+                .map(move |t| (&o.cluster, t))
+        }))
     {
         tenant_names
             .entry(key.clone())
@@ -232,6 +245,7 @@ pub fn analyze(input: &Input, cfg: &Config) -> Result<Analysis, AnalysisError> {
     }
     Ok(Analysis {
         plan: rec.plan,
+        outcomes,
         tenant_names,
         from_ms: input.from_ms,
         to_ms: input.to_ms,

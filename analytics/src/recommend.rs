@@ -140,7 +140,7 @@ pub enum Proposal {
     },
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Recommendation {
     pub id: String,
     pub kind: RecKind,

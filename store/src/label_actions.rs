@@ -30,6 +30,8 @@ pub struct LabelActionRecord {
     pub finished_ms: Option<i64>,
     pub outcome: Option<String>,
     pub plan: String,
+    /// The label's value before the run changed it (None: unset, or not run yet).
+    pub previous_value: Option<String>,
     pub steps: Vec<LabelStep>,
 }
 
@@ -118,7 +120,7 @@ pub(crate) fn same(sql: &str) -> String {
     sql.to_owned()
 }
 
-pub(crate) const ACTION_COLUMNS: &str = "id, node, label, value, state, requested_by, requested_ms, approved_by, approved_ms, override_pods, finished_ms, outcome, plan";
+pub(crate) const ACTION_COLUMNS: &str = "id, node, label, value, state, requested_by, requested_ms, approved_by, approved_ms, override_pods, finished_ms, outcome, plan, previous_value";
 
 /// The label-action methods of a backend: `$write`/`$read` name its pools, `$sql` adapts the
 /// placeholders.
@@ -179,6 +181,7 @@ macro_rules! label_action_methods {
                     finished_ms: r.try_get(10)?,
                     outcome: r.try_get(11)?,
                     plan: r.try_get(12)?,
+                    previous_value: r.try_get(13)?,
                     steps: Vec::new(),
                 });
             }
@@ -233,6 +236,16 @@ macro_rules! label_action_methods {
             }
             let done = q.execute(&self.$write).await?;
             Ok(done.rows_affected() == 1)
+        }
+
+        /// Records the value the run is about to replace.
+        pub async fn set_label_previous(&self, id: i64, value: Option<&str>) -> Result<()> {
+            sqlx::query(&$sql("UPDATE label_actions SET previous_value = ? WHERE id = ?"))
+                .bind(value)
+                .bind(id)
+                .execute(&self.$write)
+                .await?;
+            Ok(())
         }
 
         pub async fn add_label_step(

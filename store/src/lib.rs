@@ -566,6 +566,11 @@ impl Store {
         dispatch!(self, s => s.transition_label_action(t).await)
     }
 
+    /// Records the label value a run is about to replace (the outcome check's rollback).
+    pub async fn set_label_previous(&self, id: i64, value: Option<&str>) -> Result<()> {
+        dispatch!(self, s => s.set_label_previous(id, value).await)
+    }
+
     /// Appends a step to a label action's audit trail.
     pub async fn add_label_step(&self, id: i64, step: &label_actions::LabelStep) -> Result<()> {
         dispatch!(self, s => s.add_label_step(id, step).await)

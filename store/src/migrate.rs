@@ -55,6 +55,11 @@ pub const POSTGRES: &[Migration] = &[
         name: "0008_remote_write_journal.sql",
         sql: include_str!("../../migrations/postgres/0008_remote_write_journal.sql"),
     },
+    Migration {
+        version: 9,
+        name: "0009_label_previous_value.sql",
+        sql: include_str!("../../migrations/postgres/0009_label_previous_value.sql"),
+    },
 ];
 
 pub const SQLITE: &[Migration] = &[
@@ -97,6 +102,11 @@ pub const SQLITE: &[Migration] = &[
         version: 8,
         name: "0008_remote_write_journal.sql",
         sql: include_str!("../../migrations/sqlite/0008_remote_write_journal.sql"),
+    },
+    Migration {
+        version: 9,
+        name: "0009_label_previous_value.sql",
+        sql: include_str!("../../migrations/sqlite/0009_label_previous_value.sql"),
     },
 ];
 

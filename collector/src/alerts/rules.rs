@@ -32,10 +32,13 @@ pub enum Kind {
     IngestLag,
     /// A GPU Operator label change failed and was rolled back (or could not be).
     LabelRollback,
+    /// An applied change measured worse than replay predicted (the outcome check); the
+    /// collector offers its rollback as a planned label action.
+    OutcomeWorse,
 }
 
 impl Kind {
-    pub const ALL: [Kind; 9] = [
+    pub const ALL: [Kind; 10] = [
         Kind::IdleAllocation,
         Kind::Underutilized,
         Kind::Interference,
@@ -45,6 +48,7 @@ impl Kind {
         Kind::AgentSilent,
         Kind::IngestLag,
         Kind::LabelRollback,
+        Kind::OutcomeWorse,
     ];
 
     fn finding(self) -> Option<FindingKind> {
@@ -56,6 +60,7 @@ impl Kind {
             Kind::Throttling => FindingKind::Throttling,
             Kind::Hardware => FindingKind::Hardware,
             Kind::AgentSilent => FindingKind::AgentSilent,
+            Kind::OutcomeWorse => FindingKind::OutcomeWorse,
             Kind::IngestLag | Kind::LabelRollback => return None,
         })
     }
@@ -146,6 +151,12 @@ impl Rule {
                 0,
                 None,
                 "a GPU Operator change on {node} failed: {summary}",
+            ),
+            Kind::OutcomeWorse => (
+                "GpulensOutcomeWorse",
+                0,
+                Some("warning"),
+                "a GPU Operator change on {node} turned out worse than predicted: {summary}",
             ),
         };
         Rule {

@@ -383,8 +383,60 @@ pub async fn load_timed(
             mem_max_bytes: o.mem_max_bytes.unwrap_or(0),
         })
         .collect();
+    input.applied = applied_steps(store, from, to).await?;
     split(&mut stats.load_health);
     Ok(input)
+}
+
+/// The steps label actions applied in [from, to) that carry the recommendation they were
+/// planned from: what the outcome check measures. Actions planned before the snapshot was
+/// kept (or by hand) have none and are not checked.
+async fn applied_steps(
+    store: &Store,
+    from: i64,
+    to: i64,
+) -> anyhow::Result<Vec<analytics::outcome::Applied>> {
+    #[derive(serde::Deserialize)]
+    struct Planned {
+        #[serde(default)]
+        recommendation: Option<analytics::Recommendation>,
+    }
+    let actions = store
+        .label_actions(&store::label_actions::ActionFilter {
+            states: &["applied"],
+            ..store::label_actions::ActionFilter::newest(1000)
+        })
+        .await?;
+    let mut out = Vec::new();
+    for a in actions {
+        let Some(applied_ms) = a.finished_ms.filter(|t| (from..to).contains(t)) else {
+            continue;
+        };
+        let planned: Planned = match serde_json::from_str(&a.plan) {
+            Ok(p) => p,
+            Err(e) => {
+                tracing::warn!(action = a.id, error = %e, "label action plan unreadable; its outcome is not checked");
+                continue;
+            }
+        };
+        let Some(recommendation) = planned.recommendation else {
+            continue;
+        };
+        let started_ms = a
+            .steps
+            .first()
+            .map(|s| s.ts_ms)
+            .or(a.approved_ms)
+            .unwrap_or(applied_ms);
+        out.push(analytics::outcome::Applied {
+            action: a.id,
+            started_ms,
+            applied_ms,
+            recommendation,
+        });
+    }
+    out.reverse();
+    Ok(out)
 }
 
 /// Appends one node's hour rollups to the input.

@@ -46,6 +46,12 @@ impl Audit for StoreAudit<'_> {
             tracing::error!(error = %e, action = self.id, step, "cannot record a label step");
         }
     }
+
+    async fn previous(&mut self, value: Option<&str>) {
+        if let Err(e) = self.store.set_label_previous(self.id, value).await {
+            tracing::error!(error = %e, action = self.id, "cannot record the label's previous value");
+        }
+    }
 }
 
 /// Records each plan as a `planned` action unless the node already has an open one for the same
@@ -278,13 +284,13 @@ pub async fn after_analysis(
         }
     }
     if settings.mode == Mode::ApplyWithApproval {
-        let ids = record_plans(
-            store,
-            &workflow::plans(analysis, &name, settings.custom_layouts.as_ref()),
-            "gpulens-analysis",
-            now,
-        )
-        .await?;
+        // Rollbacks of changes that turned out worse first: a node being rolled back gets no
+        // new change on top.
+        let rollbacks = rollback_plans(store, analysis, &name).await?;
+        let mut ids = record_plans(store, &rollbacks, "gpulens-outcome-check", now).await?;
+        let mut plans = workflow::plans(analysis, &name, settings.custom_layouts.as_ref());
+        plans.retain(|node, _| !rollbacks.contains_key(node));
+        ids.extend(record_plans(store, &plans, "gpulens-analysis", now).await?);
         metrics.planned.inc_by(ids.len() as u64);
         if !ids.is_empty() {
             tracing::info!(
@@ -294,6 +300,52 @@ pub async fn after_analysis(
         }
     }
     Ok(())
+}
+
+/// The rollback of each applied change the outcome check found worse than predicted, as a
+/// plan back to the label's previous value, unless one was offered before. A change that set
+/// a label that was unset before has no value to go back to: it is logged, not planned.
+pub async fn rollback_plans(
+    store: &Store,
+    analysis: &analytics::Analysis,
+    cluster: &str,
+) -> anyhow::Result<BTreeMap<String, Plan>> {
+    let worse: Vec<i64> = analysis
+        .outcomes
+        .iter()
+        .filter(|o| o.cluster == cluster && o.verdict == analytics::Verdict::Worse)
+        .map(|o| o.action)
+        .collect();
+    let mut out = BTreeMap::new();
+    if worse.is_empty() {
+        return Ok(out);
+    }
+    let recent = store.label_actions(&ActionFilter::newest(10_000)).await?;
+    let offered: std::collections::BTreeSet<i64> = recent
+        .iter()
+        .filter_map(|a| serde_json::from_str::<Plan>(&a.plan).ok()?.rollback_of)
+        .collect();
+    for id in worse.into_iter().filter(|id| !offered.contains(id)) {
+        let Some(a) = recent.iter().find(|a| a.id == id) else {
+            continue;
+        };
+        let Some(previous) = a.previous_value.clone() else {
+            tracing::warn!(action = id, node = %a.node, label = %a.label, "the change turned out worse than predicted, but the label was unset before it: remove it by hand to roll back");
+            continue;
+        };
+        out.insert(
+            a.node.clone(),
+            Plan {
+                node: a.node.clone(),
+                label: a.label.clone(),
+                value: previous,
+                layout: None,
+                recommendation: None,
+                rollback_of: Some(id),
+            },
+        );
+    }
+    Ok(out)
 }
 
 /// Running approved label actions as a background task, every `settings.every`.

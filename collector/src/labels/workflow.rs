@@ -29,6 +29,13 @@ pub struct Plan {
     /// The generated config to write into the operator's ConfigMap first (custom layouts on).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub layout: Option<Layout>,
+    /// The recommendation as it was when planned: what the outcome check compares the
+    /// measured result with once the change is applied (docs/analytics.md).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recommendation: Option<Box<analytics::Recommendation>>,
+    /// For a rollback offered by the outcome check: the action it undoes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rollback_of: Option<i64>,
 }
 
 /// The GPU Operator changes an analysis proposes, one per node at most; with `layouts`, each
@@ -54,6 +61,8 @@ pub fn plans(
                     config_map: l.mig_config_map.clone(),
                     yaml: mig_parted_yaml.clone(),
                 }),
+                recommendation: Some(Box::new(r.clone())),
+                rollback_of: None,
             },
             Proposal::Sharing {
                 mode,
@@ -69,6 +78,8 @@ pub fn plans(
                     config_map: l.device_plugin_config_map.clone(),
                     yaml: device_plugin_yaml.clone(),
                 }),
+                recommendation: Some(Box::new(r.clone())),
+                rollback_of: None,
             },
             _ => continue,
         };
@@ -118,6 +129,11 @@ pub trait Audit {
         result: &str,
         detail: String,
     ) -> impl std::future::Future<Output = ()> + Send;
+
+    /// The label's value before the change (None: unset), heard once the run starts.
+    fn previous(&mut self, _value: Option<&str>) -> impl std::future::Future<Output = ()> + Send {
+        async {}
+    }
 }
 
 /// States of `nvidia.com/mig.config.state` that mean the MIG manager took up a change.
@@ -201,6 +217,7 @@ pub async fn run(
             ),
         )
         .await;
+    audit.previous(previous.as_deref()).await;
     // The config first: a missing or unwritable ConfigMap stops the run before the node is
     // touched.
     if let Some(layout) = &plan.layout {

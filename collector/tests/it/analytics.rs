@@ -15,7 +15,9 @@ use crate::support;
 
 const DAY_MS: i64 = 86_400_000;
 
-async fn load(store: &Store, fleet: &Fleet, from: i64, to: i64) {
+/// Stores `fleet`'s samples of [from, to), one a minute, as agent `agent` (a second load of the
+/// same nodes needs another agent id: sequence numbers restart), and rolls them up.
+pub(crate) async fn load(store: &Store, fleet: &Fleet, agent: &str, from: i64, to: i64) {
     let step = 60_000;
     for node in 0..fleet.nodes.len() {
         let instants: Vec<i64> = (0..)
@@ -23,7 +25,7 @@ async fn load(store: &Store, fleet: &Fleet, from: i64, to: i64) {
             .take_while(|&t| t < to)
             .collect();
         for (seq, chunk) in instants.chunks(120).enumerate() {
-            let mut b = fleet.batch(node, "truth", seq as u64 + 1, chunk, step as u32);
+            let mut b = fleet.batch(node, agent, seq as u64 + 1, chunk, step as u32);
             b.interval_ms = step as u32;
             store.ingest(&b, to, &|_| None).await.unwrap();
         }
@@ -60,7 +62,7 @@ async fn check(path: &Path, scores: &mut BTreeMap<&'static str, Score>) {
     // Two whole days ending at a fixed midnight, so results do not depend on the wall clock.
     let to = 1_795_219_200_000; // 2026-11-21T00:00:00Z
     let from = to - 2 * DAY_MS;
-    load(&t.store, &fleet, from, to).await;
+    load(&t.store, &fleet, "truth", from, to).await;
     let cfg = analytics::Config::default();
     let input = collector::analysis::load(&t.store, &cfg, from, to, to)
         .await

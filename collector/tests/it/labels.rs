@@ -304,6 +304,8 @@ fn plan() -> Plan {
         label: OPERATOR_MIG_CONFIG.into(),
         value: "all-1g.10gb".into(),
         layout: None,
+        recommendation: None,
+        rollback_of: None,
     }
 }
 

@@ -10,6 +10,7 @@ mod deploy;
 mod http;
 mod labels;
 mod listener;
+mod outcome;
 mod prometheus;
 mod readme;
 mod remote_write;

@@ -1,0 +1,539 @@
+//! The outcome check: after an approved step was applied (its GPU Operator label changed), each
+//! later analysis measures what happened to the tenants the step moved and compares it with
+//! what replay predicted — GPUs freed, contended tenant-hours, memory that no longer fits, and
+//! each tenant's effective use and memory before and after. The verdict is `pending` until
+//! enough hours were recorded after the change, then `as_predicted`, `better` or `worse`; a
+//! worse outcome becomes an `outcome_worse` finding. Rules in docs/analytics.md.
+//!
+//! Tenants are followed by *workload*, not by tenant key: a moved pod comes back as a new pod
+//! (new UID, usually a new generated name), a Slurm user's next job has a new id.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use model::rollup::HOUR_MS;
+use serde::{Deserialize, Serialize};
+
+use crate::findings::{Ctx, Evidence, Finding, FindingKind, Severity, finding_id};
+use crate::holdings::{Holding, RowHours};
+use crate::recommend::{Recommendation, Target};
+use crate::replay;
+
+/// A step that was applied: the recommendation as approved, and when the change ran.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Applied {
+    /// The label action that applied it.
+    pub action: i64,
+    /// When the run started (node cordoned): the hours before it are "before".
+    pub started_ms: i64,
+    /// When the label change succeeded: the hours from the next whole hour are "after".
+    pub applied_ms: i64,
+    pub recommendation: Recommendation,
+}
+
+/// What the check concluded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Verdict {
+    /// Too few hours recorded since the change.
+    Pending,
+    AsPredicted,
+    Better,
+    Worse,
+}
+
+impl Verdict {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Verdict::Pending => "pending",
+            Verdict::AsPredicted => "as_predicted",
+            Verdict::Better => "better",
+            Verdict::Worse => "worse",
+        }
+    }
+
+    /// In words for pages and reports.
+    pub fn words(self) -> &'static str {
+        match self {
+            Verdict::Pending => "pending",
+            Verdict::AsPredicted => "as predicted",
+            Verdict::Better => "better than predicted",
+            Verdict::Worse => "worse than predicted",
+        }
+    }
+}
+
+/// Predicted and measured totals of one step.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct Totals {
+    pub gpus_freed: f64,
+    /// Contended tenant-hours over the hours measured after the change (the prediction is the
+    /// replay's rate scaled to those hours).
+    pub contention_hours: f64,
+    /// Tenant-hours whose memory did not fit (no prediction other than zero is ever approved).
+    pub memory_overflow_hours: f64,
+}
+
+/// One workload the step moved, before and after.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct TenantOutcome {
+    /// The workload: `namespace/pod-name-without-generated-suffix/container`, `jobs of user`,
+    /// or the tenant's name.
+    pub workload: String,
+    /// The tenant key the step moved, and the keys the workload ran under after the change.
+    pub tenant: String,
+    pub tenants_after: Vec<String>,
+    /// Where the step put it.
+    pub target: Option<Target>,
+    /// Mean effective use per hour with demand (GPU-equivalents), before and after.
+    pub effective_before: Option<f64>,
+    pub effective_after: Option<f64>,
+    /// Peak memory before and after.
+    pub memory_before_bytes: Option<i64>,
+    pub memory_after_bytes: Option<i64>,
+    /// Hours with demand after the change, of them contended, and with memory that did not fit.
+    pub hours_after: usize,
+    pub contended_hours_after: usize,
+    pub overflow_hours_after: usize,
+}
+
+/// The check of one applied step.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Outcome {
+    pub action: i64,
+    /// The recommendation's id and kind when it was approved.
+    pub recommendation: String,
+    pub kind: String,
+    pub cluster: String,
+    pub node: String,
+    pub summary: String,
+    pub applied_ms: i64,
+    /// Hours measured after the change (the most any moved workload has).
+    pub hours_after: usize,
+    pub verdict: Verdict,
+    /// Why the verdict, in sentences (empty for `as_predicted` and `pending`).
+    pub reasons: Vec<String>,
+    pub predicted: Totals,
+    pub measured: Totals,
+    pub tenants: Vec<TenantOutcome>,
+}
+
+/// The least hours with demand after a change before a verdict is given.
+pub const MIN_HOURS_AFTER: usize = 6;
+/// A freed-GPU count this far below (above) the prediction is worse (better).
+const FREED_SLACK: f64 = 0.5;
+
+/// The workload a tenant belongs to, from its kind and display name: a pod's name loses the
+/// suffixes Kubernetes generates (the ReplicaSet's pod-template hash and the 5-character
+/// random part: `api-7d9f8b6c5d-x2kqp` → `api`), a Slurm job becomes its user's jobs.
+pub fn workload(kind: &str, name: &str) -> String {
+    match kind {
+        "pod" => {
+            let mut parts: Vec<&str> = name.split('/').collect();
+            if parts.len() == 3 {
+                parts[1] = pod_base(parts[1]);
+            }
+            parts.join("/")
+        }
+        "slurm_job" => match name.rsplit_once(" (") {
+            Some((_, user)) => format!("jobs of {}", user.trim_end_matches(')')),
+            None => name.to_owned(),
+        },
+        _ => name.to_owned(),
+    }
+}
+
+/// The characters Kubernetes uses for generated name suffixes (no vowels, no confusable digits).
+fn generated(s: &str, lens: std::ops::RangeInclusive<usize>) -> bool {
+    lens.contains(&s.len())
+        && s.bytes()
+            .all(|b| b"bcdfghjklmnpqrstvwxz2456789".contains(&b))
+}
+
+fn pod_base(pod: &str) -> &str {
+    let Some((rest, last)) = pod.rsplit_once('-') else {
+        return pod;
+    };
+    if !generated(last, 5..=5) {
+        return pod;
+    }
+    match rest.rsplit_once('-') {
+        Some((base, hash)) if generated(hash, 6..=10) => base,
+        _ => rest,
+    }
+}
+
+/// One hour of a workload: summed over its holdings in that hour.
+#[derive(Debug, Clone, Default)]
+struct Hour {
+    effective: f64,
+    eff_p95: f64,
+    mem_max: Option<i64>,
+    in_demand: bool,
+    gpus: BTreeSet<String>,
+    /// Compute of the device it ran on: its slice for MIG, else the whole GPU.
+    compute: f64,
+}
+
+/// Checks every applied step against the hours recorded since.
+pub fn check(ctx: &Ctx, holdings: &[Holding]) -> Vec<Outcome> {
+    let input = ctx.input;
+    if input.applied.is_empty() {
+        return Vec::new();
+    }
+    let kind_name: BTreeMap<(&str, &str), (&str, &str)> = input
+        .tenants
+        .iter()
+        .map(|t| {
+            (
+                (t.cluster.as_str(), t.key.as_str()),
+                (t.kind.as_str(), t.name.as_str()),
+            )
+        })
+        .collect();
+    let workload_of = |cluster: &str, key: &str| {
+        kind_name
+            .get(&(cluster, key))
+            .map_or_else(|| key.to_owned(), |(k, n)| workload(k, n))
+    };
+    // Per GPU and hour: summed p95 demand and peak memory of every tenant on it.
+    let mut device: BTreeMap<(&str, i64), (f64, i64)> = BTreeMap::new();
+    for h in holdings {
+        for u in h.hours().filter(|u| u.in_demand()) {
+            let e = device.entry((h.gpu.as_str(), u.hour)).or_default();
+            e.0 += u.eff_p95.unwrap_or(0.0);
+            e.1 += u.mem_max_bytes.unwrap_or(0);
+        }
+    }
+    input
+        .applied
+        .iter()
+        .map(|a| check_one(ctx, holdings, a, &workload_of, &device))
+        .collect()
+}
+
+fn check_one(
+    ctx: &Ctx,
+    holdings: &[Holding],
+    a: &Applied,
+    workload_of: &dyn Fn(&str, &str) -> String,
+    device: &BTreeMap<(&str, i64), (f64, i64)>,
+) -> Outcome {
+    let r = &a.recommendation;
+    let cfg = ctx.cfg;
+    let before_end = a.started_ms.div_euclid(HOUR_MS) * HOUR_MS;
+    let after_start = (a.applied_ms + HOUR_MS - 1).div_euclid(HOUR_MS) * HOUR_MS;
+    let moved: BTreeMap<&str, Option<&Target>> = r
+        .tenants
+        .iter()
+        .map(|t| (t.as_str(), None))
+        .chain(
+            r.moves()
+                .iter()
+                .map(|m| (m.tenant.as_str(), Some(&m.target))),
+        )
+        .collect();
+    let mut tenants = Vec::new();
+    let mut gpus_before: BTreeSet<String> = BTreeSet::new();
+    let mut gpus_after: BTreeSet<String> = BTreeSet::new();
+    let last_hour = holdings
+        .iter()
+        .filter_map(|h| h.rows.last().map(|r| r.0))
+        .max()
+        .unwrap_or(after_start);
+    for (key, target) in moved {
+        let wl = workload_of(&r.cluster, key);
+        let mut keys_after = BTreeSet::new();
+        let mut hours: BTreeMap<i64, Hour> = BTreeMap::new();
+        for h in holdings
+            .iter()
+            .filter(|h| h.cluster == r.cluster && workload_of(&h.cluster, &h.tenant) == wl)
+        {
+            let compute = match ctx.gpu(&h.gpu) {
+                Some(g) if g.sharing == "mig" => h.share().max(1.0 / 7.0),
+                _ => 1.0,
+            };
+            for ((hour, agg), u) in h.rows.iter().zip(h.hours()) {
+                let e = hours.entry(*hour).or_default();
+                e.effective += RowHours::of(agg).effective;
+                e.eff_p95 += u.eff_p95.unwrap_or(0.0);
+                e.mem_max = e.mem_max.max(u.mem_max_bytes);
+                e.in_demand |= u.in_demand();
+                if u.allocated {
+                    e.gpus.insert(h.gpu.clone());
+                }
+                e.compute = compute;
+                if *hour >= after_start && u.in_demand() {
+                    keys_after.insert(h.tenant.clone());
+                }
+            }
+        }
+        let before: Vec<(&i64, &Hour)> = hours
+            .range(..before_end)
+            .filter(|(_, u)| u.in_demand)
+            .collect();
+        let after: Vec<(&i64, &Hour)> = hours
+            .range(after_start..)
+            .filter(|(_, u)| u.in_demand)
+            .collect();
+        // The GPUs it held in the last two hours before, and in the last two recorded.
+        for (hour, u) in &before {
+            if **hour >= before_end - 2 * HOUR_MS {
+                gpus_before.extend(u.gpus.iter().cloned());
+            }
+        }
+        for (hour, u) in &after {
+            if **hour >= last_hour - HOUR_MS {
+                gpus_after.extend(u.gpus.iter().cloned());
+            }
+        }
+        let mean = |hs: &[(&i64, &Hour)]| {
+            (!hs.is_empty())
+                .then(|| hs.iter().map(|(_, u)| u.effective).sum::<f64>() / hs.len() as f64)
+        };
+        let peak = |hs: &[(&i64, &Hour)]| hs.iter().filter_map(|(_, u)| u.mem_max).max();
+        let mig_memory = match target {
+            Some(Target::Mig { memory_gib, .. }) => Some(memory_gib * (1u64 << 30) as f64),
+            _ => None,
+        };
+        let mut contended = 0;
+        let mut overflow = 0;
+        for (hour, u) in &after {
+            let gpu_total = u
+                .gpus
+                .iter()
+                .filter_map(|g| ctx.gpu(g))
+                .map(|g| g.memory_total_bytes as f64)
+                .fold(f64::INFINITY, f64::min);
+            if u.compute < 1.0 {
+                // A MIG instance is its own device.
+                if u.eff_p95 >= cfg.saturation * u.compute {
+                    contended += 1;
+                }
+                let limit = mig_memory.unwrap_or(gpu_total * u.compute);
+                if u.mem_max
+                    .is_some_and(|m| m as f64 >= cfg.memory_pressure * limit)
+                {
+                    overflow += 1;
+                }
+            } else {
+                let (demand, mem) = u.gpus.iter().fold((0.0f64, 0i64), |acc, g| {
+                    let d = device
+                        .get(&(g.as_str(), **hour))
+                        .copied()
+                        .unwrap_or_default();
+                    (acc.0.max(d.0), acc.1.max(d.1))
+                });
+                if demand >= cfg.saturation {
+                    contended += 1;
+                }
+                if (mem as f64) >= cfg.memory_pressure * gpu_total {
+                    overflow += 1;
+                }
+            }
+        }
+        tenants.push(TenantOutcome {
+            workload: wl,
+            tenant: key.to_owned(),
+            tenants_after: keys_after.into_iter().collect(),
+            target: target.cloned(),
+            effective_before: mean(&before),
+            effective_after: mean(&after),
+            memory_before_bytes: peak(&before),
+            memory_after_bytes: peak(&after),
+            hours_after: after.len(),
+            contended_hours_after: contended,
+            overflow_hours_after: overflow,
+        });
+    }
+    let hours_after = tenants.iter().map(|t| t.hours_after).max().unwrap_or(0);
+    let tenant_hours: usize = tenants.iter().map(|t| t.hours_after).sum();
+    let rate = if r.replay.hours > 0 && !tenants.is_empty() {
+        r.replay.contention_hours_after / (r.replay.hours * tenants.len()) as f64
+    } else {
+        0.0
+    };
+    let predicted = Totals {
+        gpus_freed: r.replay.gpus_freed,
+        contention_hours: rate * tenant_hours as f64,
+        memory_overflow_hours: 0.0,
+    };
+    let measured = Totals {
+        gpus_freed: gpus_before.len() as f64 - gpus_after.len() as f64,
+        contention_hours: tenants.iter().map(|t| t.contended_hours_after as f64).sum(),
+        memory_overflow_hours: tenants.iter().map(|t| t.overflow_hours_after as f64).sum(),
+    };
+    let (verdict, reasons) = if hours_after < MIN_HOURS_AFTER {
+        (Verdict::Pending, Vec::new())
+    } else {
+        judge(ctx, r, &tenants, &predicted, &measured)
+    };
+    Outcome {
+        action: a.action,
+        recommendation: r.id.clone(),
+        kind: r.kind.as_str().into(),
+        cluster: r.cluster.clone(),
+        node: r.node.clone(),
+        summary: r.summary.clone(),
+        applied_ms: a.applied_ms,
+        hours_after,
+        verdict,
+        reasons,
+        predicted,
+        measured,
+        tenants,
+    }
+}
+
+/// The verdict once enough hours are in: worse on any harm the replay did not predict (a
+/// workload contended in more hours than replay's rate plus its tolerance, memory that no
+/// longer fits, fewer GPUs freed); better on more GPUs freed or less contention than
+/// predicted; otherwise as predicted.
+fn judge(
+    ctx: &Ctx,
+    r: &Recommendation,
+    tenants: &[TenantOutcome],
+    predicted: &Totals,
+    measured: &Totals,
+) -> (Verdict, Vec<String>) {
+    let tenant_hours: usize = tenants.iter().map(|t| t.hours_after).sum();
+    let per_tenant_rate = predicted.contention_hours / tenant_hours.max(1) as f64;
+    let mut worse = Vec::new();
+    for t in tenants {
+        let allowed = per_tenant_rate * t.hours_after as f64
+            + replay::allowed(ctx.cfg.replay_tolerance, t.hours_after);
+        if t.contended_hours_after as f64 > allowed {
+            let eff = match (t.effective_before, t.effective_after) {
+                (Some(b), Some(a)) => {
+                    format!("; its effective use went from {:.2} to {:.2} GPU", b, a)
+                }
+                _ => String::new(),
+            };
+            worse.push(format!(
+                "{} was contended in {} of {} hours after the change (replay allowed {:.0}){eff}",
+                t.workload,
+                t.contended_hours_after,
+                t.hours_after,
+                allowed.floor()
+            ));
+        }
+        if t.overflow_hours_after > 0 {
+            worse.push(format!(
+                "{}'s memory did not fit in {} of {} hours after the change (peak {:.1} GiB, {:.1} GiB before)",
+                t.workload,
+                t.overflow_hours_after,
+                t.hours_after,
+                t.memory_after_bytes.unwrap_or(0) as f64 / (1u64 << 30) as f64,
+                t.memory_before_bytes.unwrap_or(0) as f64 / (1u64 << 30) as f64,
+            ));
+        }
+    }
+    if measured.gpus_freed < predicted.gpus_freed - FREED_SLACK {
+        worse.push(format!(
+            "{:.0} GPU(s) freed, {:.0} predicted",
+            measured.gpus_freed.max(0.0),
+            predicted.gpus_freed
+        ));
+    }
+    if !worse.is_empty() {
+        return (Verdict::Worse, worse);
+    }
+    let mut better = Vec::new();
+    if measured.gpus_freed > predicted.gpus_freed + FREED_SLACK {
+        better.push(format!(
+            "{:.0} GPU(s) freed, {:.0} predicted",
+            measured.gpus_freed, predicted.gpus_freed
+        ));
+    }
+    if predicted.contention_hours >= 1.0
+        && measured.contention_hours < predicted.contention_hours - 1.0
+    {
+        better.push(format!(
+            "{:.0} contended tenant-hour(s), {:.0} predicted",
+            measured.contention_hours, predicted.contention_hours
+        ));
+    }
+    if better.is_empty() {
+        (Verdict::AsPredicted, Vec::new())
+    } else {
+        (Verdict::Better, better)
+    }
+}
+
+/// An `outcome_worse` finding for each worse outcome: what was measured, and the way back.
+pub fn findings(ctx: &Ctx, outcomes: &[Outcome]) -> Vec<Finding> {
+    outcomes
+        .iter()
+        .filter(|o| o.verdict == Verdict::Worse)
+        .map(|o| {
+            let to = ctx.input.to_ms;
+            let tenants: Vec<String> = o.tenants.iter().map(|t| t.tenant.clone()).collect();
+            let evidence = o
+                .tenants
+                .iter()
+                .flat_map(|t| t.tenants_after.first())
+                .take(4)
+                .map(|key| {
+                    Evidence::new(
+                        "effective use after the change",
+                        "effective_gpu",
+                        format!("tenant:{key}"),
+                        o.applied_ms,
+                        to,
+                    )
+                })
+                .collect();
+            Finding {
+                id: finding_id(FindingKind::OutcomeWorse, &o.action.to_string(), o.applied_ms),
+                kind: FindingKind::OutcomeWorse,
+                severity: Severity::Warning,
+                cluster: o.cluster.clone(),
+                node: o.node.clone(),
+                gpu: None,
+                team: tenants.first().and_then(|t| ctx.team(&o.cluster, t)),
+                tenants,
+                from_ms: o.applied_ms,
+                to_ms: to,
+                signal: "outcome_check".into(),
+                reason: None,
+                summary: format!(
+                    "the {} change on {} (label action {}) turned out worse than replay predicted: {}; offer: roll it back",
+                    o.kind,
+                    o.node,
+                    o.action,
+                    o.reasons.join("; ")
+                ),
+                metrics: BTreeMap::from([
+                    ("action".into(), o.action as f64),
+                    ("hours_after".into(), o.hours_after as f64),
+                    ("gpus_freed_predicted".into(), o.predicted.gpus_freed),
+                    ("gpus_freed_measured".into(), o.measured.gpus_freed),
+                    ("contention_hours_predicted".into(), o.predicted.contention_hours),
+                    ("contention_hours_measured".into(), o.measured.contention_hours),
+                    ("memory_overflow_hours".into(), o.measured.memory_overflow_hours),
+                ]),
+                evidence,
+            }
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn workloads_drop_generated_pod_suffixes_only() {
+        assert_eq!(
+            workload("pod", "web/api-7d9f8b6c5d-x2kqp/main"),
+            "web/api/main"
+        );
+        assert_eq!(workload("pod", "web/api-x2kqp/main"), "web/api/main");
+        // StatefulSet ordinals and plain names stay.
+        assert_eq!(workload("pod", "db/pg-0/main"), "db/pg-0/main");
+        assert_eq!(workload("pod", "web/api-2/main"), "web/api-2/main");
+        // A word that happens to be 5 letters with vowels is not generated.
+        assert_eq!(workload("pod", "web/api-model/main"), "web/api-model/main");
+        assert_eq!(workload("slurm_job", "job 123 (alice)"), "jobs of alice");
+        assert_eq!(workload("host_user", "bob (uid 1000)"), "bob (uid 1000)");
+    }
+}
