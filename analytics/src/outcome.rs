@@ -365,7 +365,7 @@ fn check_one(
     let (verdict, reasons) = if hours_after < MIN_HOURS_AFTER {
         (Verdict::Pending, Vec::new())
     } else {
-        judge(ctx, r, &tenants, &predicted, &measured)
+        judge(ctx, &tenants, &predicted, &measured)
     };
     Outcome {
         action: a.action,
@@ -390,7 +390,6 @@ fn check_one(
 /// predicted; otherwise as predicted.
 fn judge(
     ctx: &Ctx,
-    r: &Recommendation,
     tenants: &[TenantOutcome],
     predicted: &Totals,
     measured: &Totals,

@@ -57,6 +57,7 @@ pub const ROUTES: &[&str] = &[
     "/api/v1/findings",
     "/api/v1/recommendations",
     "/api/v1/plan",
+    "/api/v1/outcomes",
     "/api/v1/alerts",
     "/api/v1/reports",
     "/api/v1/reports/{week}",

@@ -752,6 +752,7 @@ fn plan_section(p: PlanView) -> impl IntoView {
 pub fn recommendations(
     frame: Frame,
     plan: Option<PlanView>,
+    outcomes: Vec<OutcomeView>,
     rows: Vec<RecRow>,
     rejected: usize,
     sort: Sort,
@@ -776,6 +777,7 @@ pub fn recommendations(
         view! {
             <h1>"Recommendations"</h1>
             {plan.map(plan_section)}
+            {(!outcomes.is_empty()).then(|| outcomes_section(outcomes))}
             <div class="scroll"><table>
                 <caption>{format!("{count} recommendations, each replayed against the recorded demand; {rejected} proposal(s) turned down by the replay.")}</caption>
                 <thead><tr>
@@ -784,6 +786,149 @@ pub fn recommendations(
                 </tr></thead>
                 <tbody>{body}</tbody>
             </table></div>
+        }
+        .into_any()
+    })
+}
+
+/// An applied step's outcome check, for the recommendations pages and the step's own page.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct OutcomeView {
+    pub action: i64,
+    pub recommendation: String,
+    pub kind: String,
+    pub node: String,
+    pub summary: String,
+    pub applied: String,
+    pub hours_after: usize,
+    /// pending | as_predicted | better | worse, and in words.
+    pub verdict: String,
+    pub verdict_words: String,
+    pub reasons: Vec<String>,
+    /// (predicted, measured)
+    pub gpus_freed: (f64, f64),
+    pub contention_hours: (f64, f64),
+    pub overflow_hours: f64,
+    pub tenants: Vec<OutcomeTenantRow>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct OutcomeTenantRow {
+    pub workload: String,
+    pub effective: (String, String),
+    pub memory: (String, String),
+    pub contended: String,
+}
+
+fn verdict_class(v: &str) -> &'static str {
+    match v {
+        "worse" => "sev-critical",
+        "pending" => "sev-info",
+        _ => "",
+    }
+}
+
+/// The applied steps' verdicts, one row each.
+fn outcomes_section(rows: Vec<OutcomeView>) -> impl IntoView {
+    let count = rows.len();
+    let worse = rows.iter().filter(|o| o.verdict == "worse").count();
+    let body = rows
+        .into_iter()
+        .map(|o| {
+            view! {
+                <tr>
+                    <td><a href=format!("/nodes/{}", enc(&o.node))>{o.node.clone()}</a></td>
+                    <td><a href=format!("/recommendations/{}", enc(&o.recommendation))>{o.kind.replace('_', " ")}</a></td>
+                    <td>{o.applied.clone()}</td>
+                    <td class=verdict_class(&o.verdict)>{o.verdict_words.clone()}</td>
+                    <td class="n">{format!("{:.0} / {:.0}", o.gpus_freed.1, o.gpus_freed.0)}</td>
+                    <td class="n">{format!("{:.0} / {:.0}", o.contention_hours.1, o.contention_hours.0)}</td>
+                    <td class="n">{o.hours_after}</td>
+                </tr>
+            }
+        })
+        .collect_view();
+    view! {
+        <section aria-labelledby="h-outcomes">
+            <h2 id="h-outcomes">"Applied steps: measured against the prediction"</h2>
+            <div class="scroll"><table>
+                <caption>{format!("{count} step(s) applied through label actions in the analysed window; {worse} turned out worse than replay predicted.")}</caption>
+                <thead><tr>
+                    <th scope="col">"Node"</th><th scope="col">"Step"</th><th scope="col">"Applied"</th><th scope="col">"Verdict"</th>
+                    <th scope="col" class="n">"GPUs freed (measured / predicted)"</th><th scope="col" class="n">"Contended tenant-h (measured / predicted)"</th>
+                    <th scope="col" class="n">"Hours since"</th>
+                </tr></thead>
+                <tbody>{body}</tbody>
+            </table></div>
+        </section>
+    }
+}
+
+/// One applied step's check in full: verdict and why, totals, each moved workload.
+fn outcome_detail(o: OutcomeView) -> impl IntoView {
+    let reasons = o
+        .reasons
+        .iter()
+        .map(|r| view! { <li>{r.clone()}</li> })
+        .collect_view();
+    let tenants = o
+        .tenants
+        .into_iter()
+        .map(|t| {
+            view! {
+                <tr>
+                    <td>{t.workload}</td>
+                    <td class="n">{t.effective.0}</td><td class="n">{t.effective.1}</td>
+                    <td class="n">{t.memory.0}</td><td class="n">{t.memory.1}</td>
+                    <td class="n">{t.contended}</td>
+                </tr>
+            }
+        })
+        .collect_view();
+    let rollback = (o.verdict == "worse").then(|| {
+        view! {
+            <p>"The collector offers the way back as a planned label action (the label's previous value), for an operator to approve: "
+                <a href=format!("/api/v1/label-actions?node={}&state=planned", enc(&o.node))>"planned actions on "{o.node.clone()}</a>"."</p>
+        }
+    });
+    let pending = (o.verdict == "pending").then(|| {
+        view! { <p class="note">{format!("{} hour(s) recorded since the change; a verdict needs 6.", o.hours_after)}</p> }
+    });
+    view! {
+        <section aria-labelledby="h-outcome">
+            <h2 id="h-outcome">"Outcome since it was applied"</h2>
+            <p class="meta">{format!("label action {} · applied {} · ", o.action, o.applied)}<b class=verdict_class(&o.verdict)>{o.verdict_words.clone()}</b></p>
+            {pending}
+            <ul>{reasons}</ul>
+            {rollback}
+            <div class="scroll"><table>
+                <thead><tr><th scope="col"></th><th scope="col" class="n">"Predicted"</th><th scope="col" class="n">"Measured"</th></tr></thead>
+                <tbody>
+                    <tr><th scope="row">"GPUs freed"</th><td class="n">{format!("{:.0}", o.gpus_freed.0)}</td><td class="n">{format!("{:.0}", o.gpus_freed.1)}</td></tr>
+                    <tr><th scope="row">"Contended tenant-hours"</th><td class="n">{format!("{:.0}", o.contention_hours.0)}</td><td class="n">{format!("{:.0}", o.contention_hours.1)}</td></tr>
+                    <tr><th scope="row">"Tenant-hours memory did not fit"</th><td class="n">"0"</td><td class="n">{format!("{:.0}", o.overflow_hours)}</td></tr>
+                </tbody>
+            </table></div>
+            <div class="scroll"><table>
+                <caption>"Each moved workload, followed across pod re-creation"</caption>
+                <thead><tr>
+                    <th scope="col">"Workload"</th><th scope="col" class="n">"Effective before"</th><th scope="col" class="n">"after"</th>
+                    <th scope="col" class="n">"Peak memory before"</th><th scope="col" class="n">"after"</th><th scope="col" class="n">"Contended hours after"</th>
+                </tr></thead>
+                <tbody>{tenants}</tbody>
+            </table></div>
+        </section>
+    }
+}
+
+/// The page of a step that was applied and is no longer proposed: what it was and its outcome.
+pub fn applied_step(frame: Frame, o: OutcomeView) -> String {
+    document(frame, Nav::Recommendations, move || {
+        view! {
+            <h1>{format!("{} step (applied)", o.kind.replace('_', " "))}</h1>
+            <p class="meta">"node "<a href=format!("/nodes/{}", enc(&o.node))>{o.node.clone()}</a></p>
+            <p>{o.summary.clone()}</p>
+            {outcome_detail(o)}
         }
         .into_any()
     })
@@ -814,6 +959,8 @@ pub struct RecView {
     pub configs: Vec<(String, String)>,
     pub findings: Vec<(String, String)>,
     pub actuation: Actuation,
+    /// Set once the step was applied and checked.
+    pub outcome: Option<OutcomeView>,
 }
 
 pub fn recommendation(frame: Frame, v: RecView) -> String {
@@ -873,6 +1020,7 @@ pub fn recommendation(frame: Frame, v: RecView) -> String {
             <table><tbody>{replay}</tbody></table>
             <h2>"Apply"</h2>
             {act}
+            {v.outcome.clone().map(outcome_detail)}
             <h2>"Generated configuration"</h2>
             {configs}
             <h2>"Findings it answers"</h2><ul>{findings}</ul>

@@ -21,6 +21,7 @@ pub fn routes() -> axum::Router<AnalysisState> {
         .route("/api/v1/findings", get(findings))
         .route("/api/v1/recommendations", get(recommendations))
         .route("/api/v1/plan", get(plan))
+        .route("/api/v1/outcomes", get(outcomes))
 }
 
 #[derive(Debug, Deserialize)]
@@ -274,5 +275,33 @@ pub async fn plan(
     Ok(Json(PlanResponse {
         envelope: Envelope::of(&a, source),
         plan: a.plan.clone(),
+    }))
+}
+
+#[derive(Debug, Serialize)]
+pub struct OutcomesResponse {
+    #[serde(flatten)]
+    pub envelope: Envelope,
+    pub count: usize,
+    pub outcomes: Vec<analytics::Outcome>,
+}
+
+/// `/api/v1/outcomes`: the outcome check of every applied step the analysis window covers —
+/// predicted and measured GPUs freed, contention and memory, each moved workload before and
+/// after, and the verdict.
+pub async fn outcomes(
+    State(state): State<AnalysisState>,
+    q: Result<Query<Filters>, QueryRejection>,
+) -> Result<Json<OutcomesResponse>, ApiError> {
+    let Query(f) = q.map_err(|e| ApiError::BadRequest(e.body_text()))?;
+    range_only(
+        &f,
+        "outcomes take only `from` and `to`; each names its node and label action",
+    )?;
+    let (a, source) = analysis(&state, &f).await?;
+    Ok(Json(OutcomesResponse {
+        envelope: Envelope::of(&a, source),
+        count: a.outcomes.len(),
+        outcomes: a.outcomes.clone(),
     }))
 }

@@ -34,9 +34,14 @@ pub async fn recommendations(
         _ => num(r.gpus_freed),
     });
     let plan = a.as_ref().map(|a| plan_view(&a.plan));
+    let outcomes = a
+        .as_ref()
+        .map(|a| a.outcomes.iter().map(outcome_view).collect())
+        .unwrap_or_default();
     Ok(Html(pages::recommendations(
         frame(&state, &headers, "Recommendations"),
         plan,
+        outcomes,
         rows,
         rejected,
         sort_state(String::new(), &q, "freed"),
@@ -87,7 +92,13 @@ pub async fn recommendation(
     let Some(a) = analysis(&state).await? else {
         return Err(not_found("no analysis yet".into()));
     };
+    let outcome = a.outcomes.iter().find(|o| o.recommendation == id);
     let Some(r) = a.recommendations.iter().find(|r| r.id == id) else {
+        // A step applied since: its page is its outcome.
+        if let Some(o) = outcome {
+            let f = frame(&state, &headers, format!("{} step (applied)", o.kind));
+            return Ok(Html(pages::applied_step(f, outcome_view(o))));
+        }
         return Err(not_found(format!(
             "no recommendation {id:?} in the newest analysis"
         )));
@@ -122,7 +133,8 @@ pub async fn recommendation(
         action_state,
         csrf,
     };
-    let v = rec_view(&a, r, actuation);
+    let mut v = rec_view(&a, r, actuation);
+    v.outcome = outcome.map(outcome_view);
     let mut f = frame(
         &state,
         &headers,
@@ -214,6 +226,42 @@ fn rec_view(
             .map(|f| (f.id.clone(), f.summary.clone()))
             .collect(),
         actuation,
+        outcome: None,
+    }
+}
+
+/// An applied step's outcome check as the pages show it.
+pub(crate) fn outcome_view(o: &analytics::Outcome) -> pages::OutcomeView {
+    let gib = |b: Option<i64>| {
+        b.map_or("–".into(), |b| {
+            format!("{:.1} GiB", b as f64 / (1u64 << 30) as f64)
+        })
+    };
+    let gpu = |x: Option<f64>| x.map_or("–".into(), |x| format!("{x:.2} GPU"));
+    pages::OutcomeView {
+        action: o.action,
+        recommendation: o.recommendation.clone(),
+        kind: o.kind.clone(),
+        node: o.node.clone(),
+        summary: o.summary.clone(),
+        applied: format::time(o.applied_ms),
+        hours_after: o.hours_after,
+        verdict: o.verdict.as_str().into(),
+        verdict_words: o.verdict.words().into(),
+        reasons: o.reasons.clone(),
+        gpus_freed: (o.predicted.gpus_freed, o.measured.gpus_freed),
+        contention_hours: (o.predicted.contention_hours, o.measured.contention_hours),
+        overflow_hours: o.measured.memory_overflow_hours,
+        tenants: o
+            .tenants
+            .iter()
+            .map(|t| pages::OutcomeTenantRow {
+                workload: t.workload.clone(),
+                effective: (gpu(t.effective_before), gpu(t.effective_after)),
+                memory: (gib(t.memory_before_bytes), gib(t.memory_after_bytes)),
+                contended: format!("{} of {}", t.contended_hours_after, t.hours_after),
+            })
+            .collect(),
     }
 }
 

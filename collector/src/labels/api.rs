@@ -60,6 +60,12 @@ pub struct LabelActionView {
     pub override_pods: bool,
     pub finished_at: Option<String>,
     pub outcome: Option<String>,
+    /// The value the run replaced (what a rollback restores).
+    pub previous_value: Option<String>,
+    /// The recommendation it was planned from (its outcome is checked after it is applied).
+    pub recommendation: Option<String>,
+    /// For a rollback the outcome check offered: the action it undoes.
+    pub rollback_of: Option<i64>,
     pub steps: Vec<LabelStepView>,
 }
 
@@ -75,7 +81,13 @@ pub struct LabelStepView {
 
 impl From<LabelActionRecord> for LabelActionView {
     fn from(a: LabelActionRecord) -> Self {
+        let plan = serde_json::from_str::<super::workflow::Plan>(&a.plan).ok();
         LabelActionView {
+            previous_value: a.previous_value,
+            recommendation: plan
+                .as_ref()
+                .and_then(|p| p.recommendation.as_ref().map(|r| r.id.clone())),
+            rollback_of: plan.and_then(|p| p.rollback_of),
             id: a.id,
             node: a.node,
             label: a.label,

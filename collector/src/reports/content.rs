@@ -43,6 +43,22 @@ pub struct RecRow {
     pub config: Option<String>,
 }
 
+/// One step applied through a label action, and its outcome check.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct OutcomeRow {
+    pub action: i64,
+    pub kind: String,
+    pub node: String,
+    pub applied_ms: i64,
+    /// pending | as_predicted | better | worse
+    pub verdict: String,
+    pub gpus_freed_predicted: f64,
+    pub gpus_freed_measured: f64,
+    pub contention_hours_predicted: f64,
+    pub contention_hours_measured: f64,
+    pub reasons: Vec<String>,
+}
+
 /// Everything a report shows.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ReportData {
@@ -61,6 +77,9 @@ pub struct ReportData {
     pub idle: Vec<IdleRow>,
     pub interference: Vec<IncidentRow>,
     pub recommendations: Vec<RecRow>,
+    /// Steps applied in the week or before it, as the week's analysis measured them.
+    #[serde(default)]
+    pub outcomes: Vec<OutcomeRow>,
     pub limitations: Vec<String>,
 }
 
@@ -161,6 +180,22 @@ impl ReportData {
             idle,
             interference,
             recommendations,
+            outcomes: a
+                .outcomes
+                .iter()
+                .map(|o| OutcomeRow {
+                    action: o.action,
+                    kind: o.kind.clone(),
+                    node: o.node.clone(),
+                    applied_ms: o.applied_ms,
+                    verdict: o.verdict.as_str().into(),
+                    gpus_freed_predicted: o.predicted.gpus_freed,
+                    gpus_freed_measured: o.measured.gpus_freed,
+                    contention_hours_predicted: o.predicted.contention_hours,
+                    contention_hours_measured: o.measured.contention_hours,
+                    reasons: o.reasons.clone(),
+                })
+                .collect(),
             limitations: a.limitations.clone(),
         }
     }

@@ -365,6 +365,7 @@ pub fn render(d: &ReportData) -> String {
         s.push_str(&more(d.recommendations.len()));
     }
     s.push_str("</section>\n");
+    outcomes(&mut s, d);
     // Per model and per node.
     s.push_str("<section><h2>Per GPU model</h2>");
     s.push_str(&funnel_table("Model", &d.models, &d.currency, true));
@@ -380,4 +381,42 @@ pub fn render(d: &ReportData) -> String {
     }
     s.push_str("<footer><p class=\"note\">GPU-hours: GPUs × hours (a MIG slice or time-sliced replica counts as its share). Allocated: held by a tenant; Active: a kernel ran; Effective: SM-weighted use; Waste: allocated minus effective. Definitions: docs/analytics.md.</p></footer>\n</body></html>\n");
     s
+}
+
+/// Steps applied through label actions, measured against replay's prediction.
+fn outcomes(s: &mut String, d: &ReportData) {
+    let worse = d.outcomes.iter().filter(|o| o.verdict == "worse").count();
+    let _ = write!(
+        s,
+        "<section><h2>Applied steps, checked</h2><p class=\"note\">{}</p>",
+        if d.outcomes.is_empty() {
+            "No step was applied through a label action in the analysed window.".to_owned()
+        } else {
+            format!(
+                "{} step(s) applied through label actions, measured against replay's prediction; {worse} turned out worse (each has a rollback planned for approval).",
+                d.outcomes.len()
+            )
+        }
+    );
+    if !d.outcomes.is_empty() {
+        s.push_str("<table><thead><tr><th scope=\"col\">Node</th><th scope=\"col\">Step</th><th scope=\"col\">Applied</th><th scope=\"col\">Verdict</th><th class=\"n\" scope=\"col\">GPUs freed (measured / predicted)</th><th class=\"n\" scope=\"col\">Contended tenant-h (measured / predicted)</th><th scope=\"col\">Why</th></tr></thead><tbody>");
+        for o in &d.outcomes {
+            let _ = write!(
+                s,
+                "<tr><td>{}</td><td>{} (action {})</td><td>{}</td><td>{}</td><td class=\"n\">{:.0} / {:.0}</td><td class=\"n\">{:.0} / {:.0}</td><td>{}</td></tr>",
+                esc(&o.node),
+                esc(&o.kind.replace('_', " ")),
+                o.action,
+                esc(&model::time::rfc3339(o.applied_ms)),
+                esc(&o.verdict.replace('_', " ")),
+                o.gpus_freed_measured,
+                o.gpus_freed_predicted,
+                o.contention_hours_measured,
+                o.contention_hours_predicted,
+                esc(&o.reasons.join("; "))
+            );
+        }
+        s.push_str("</tbody></table>");
+    }
+    s.push_str("</section>\n");
 }

@@ -295,6 +295,65 @@ async fn applied_steps_are_checked_against_their_prediction() {
     assert_eq!(firing[0].labels["alertname"], "GpulensOutcomeWorse");
     assert_eq!(firing[0].labels["node"], "a10g-b");
 
+    // The API, the step's page and the weekly report show it.
+    collector::analysis::save(store, &second, to, 10)
+        .await
+        .unwrap();
+    let state = collector::state::AppState::new(
+        store.clone(),
+        Default::default(),
+        Default::default(),
+        Default::default(),
+        Default::default(),
+    );
+    let get = |uri: String| {
+        let state = state.clone();
+        async move {
+            use tower::ServiceExt;
+            let resp = collector::router::router(state)
+                .oneshot(
+                    axum::http::Request::get(uri)
+                        .body(axum::body::Body::empty())
+                        .unwrap(),
+                )
+                .await
+                .unwrap();
+            let code = resp.status();
+            let bytes = axum::body::to_bytes(resp.into_body(), usize::MAX)
+                .await
+                .unwrap();
+            (code, String::from_utf8(bytes.to_vec()).unwrap())
+        }
+    };
+    let (code, body) = get("/api/v1/outcomes".into()).await;
+    assert_eq!(code, 200, "{body}");
+    let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(v["count"], 2);
+    let (code, page) = get(format!("/recommendations/{}", bad.recommendation)).await;
+    assert_eq!(code, 200, "{page}");
+    assert!(
+        page.contains("worse than predicted") && page.contains("web/rank/main"),
+        "{page}"
+    );
+    let (code, page) = get("/recommendations".into()).await;
+    assert_eq!(code, 200);
+    assert!(
+        page.contains("Applied steps") && page.contains("1 turned out worse"),
+        "{page}"
+    );
+    let report = collector::reports::content::ReportData::build(
+        "2026-W48".into(),
+        "UTC".into(),
+        &second,
+        None,
+        to,
+    );
+    let html = collector::reports::html::render(&report);
+    assert!(
+        html.contains("Applied steps, checked") && html.contains("worse"),
+        "{html}"
+    );
+
     // … and the rollback is offered as a planned change back to the previous config, once.
     for _ in 0..2 {
         actions::after_analysis(store, &cluster, &settings, &second, to, &Default::default())
