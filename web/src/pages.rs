@@ -851,8 +851,8 @@ fn outcomes_section(rows: Vec<OutcomeView>) -> impl IntoView {
     view! {
         <section aria-labelledby="h-outcomes">
             <h2 id="h-outcomes">"Applied steps: measured against the prediction"</h2>
+            <p class="note">{format!("{count} step(s) applied through label actions in the analysed window; {worse} turned out worse than replay predicted.")}</p>
             <div class="scroll"><table>
-                <caption>{format!("{count} step(s) applied through label actions in the analysed window; {worse} turned out worse than replay predicted.")}</caption>
                 <thead><tr>
                     <th scope="col">"Node"</th><th scope="col">"Step"</th><th scope="col">"Applied"</th><th scope="col">"Verdict"</th>
                     <th scope="col" class="n">"GPUs freed (measured / predicted)"</th><th scope="col" class="n">"Contended tenant-h (measured / predicted)"</th>

@@ -393,28 +393,35 @@ fn outcomes(s: &mut String, d: &ReportData) {
             "No step was applied through a label action in the analysed window.".to_owned()
         } else {
             format!(
-                "{} step(s) applied through label actions, measured against replay's prediction; {worse} turned out worse (each has a rollback planned for approval).",
+                "{} step(s) applied through label actions, measured against replay's prediction; {worse} turned out worse (in mode apply-with-approval its rollback is planned for approval).",
                 d.outcomes.len()
             )
         }
     );
     if !d.outcomes.is_empty() {
-        s.push_str("<table><thead><tr><th scope=\"col\">Node</th><th scope=\"col\">Step</th><th scope=\"col\">Applied</th><th scope=\"col\">Verdict</th><th class=\"n\" scope=\"col\">GPUs freed (measured / predicted)</th><th class=\"n\" scope=\"col\">Contended tenant-h (measured / predicted)</th><th scope=\"col\">Why</th></tr></thead><tbody>");
+        s.push_str("<table><thead><tr><th scope=\"col\">Node</th><th scope=\"col\">Step</th><th scope=\"col\">Applied (UTC)</th><th scope=\"col\">Verdict</th><th class=\"n\" scope=\"col\">GPUs freed</th><th class=\"n\" scope=\"col\">Contended tenant-h</th></tr></thead><tbody>");
         for o in &d.outcomes {
+            let when = model::time::rfc3339(o.applied_ms);
             let _ = write!(
                 s,
-                "<tr><td>{}</td><td>{} (action {})</td><td>{}</td><td>{}</td><td class=\"n\">{:.0} / {:.0}</td><td class=\"n\">{:.0} / {:.0}</td><td>{}</td></tr>",
+                "<tr><td>{}</td><td>{} (action {})</td><td>{}</td><td>{}</td><td class=\"n\">{:.0} of {:.0}</td><td class=\"n\">{:.0}, {:.0} predicted</td></tr>",
                 esc(&o.node),
                 esc(&o.kind.replace('_', " ")),
                 o.action,
-                esc(&model::time::rfc3339(o.applied_ms)),
+                esc(&when[..16].replace('T', " ")),
                 esc(&o.verdict.replace('_', " ")),
                 o.gpus_freed_measured,
                 o.gpus_freed_predicted,
                 o.contention_hours_measured,
                 o.contention_hours_predicted,
-                esc(&o.reasons.join("; "))
             );
+            if !o.reasons.is_empty() {
+                let _ = write!(
+                    s,
+                    "<tr><td></td><td colspan=\"5\" class=\"note\">{}</td></tr>",
+                    esc(&o.reasons.join("; "))
+                );
+            }
         }
         s.push_str("</tbody></table>");
     }
