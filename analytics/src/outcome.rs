@@ -82,6 +82,9 @@ pub struct TenantOutcome {
     /// The tenant key the step moved, and the keys the workload ran under after the change.
     pub tenant: String,
     pub tenants_after: Vec<String>,
+    /// The GPUs (UUIDs) it held after the change.
+    #[serde(default)]
+    pub gpus_after: Vec<String>,
     /// Where the step put it.
     pub target: Option<Target>,
     /// Mean effective use per hour with demand (GPU-equivalents), before and after.
@@ -243,17 +246,21 @@ fn check_one(
     for (key, target) in moved {
         let wl = workload_of(&r.cluster, key);
         let mut keys_after = BTreeSet::new();
+        let mut gpus_of_workload = BTreeSet::new();
         let mut hours: BTreeMap<i64, Hour> = BTreeMap::new();
         for h in holdings
             .iter()
             .filter(|h| h.cluster == r.cluster && workload_of(&h.cluster, &h.tenant) == wl)
         {
-            let compute = match ctx.gpu(&h.gpu) {
-                Some(g) if g.sharing == "mig" => h.share().max(1.0 / 7.0),
-                _ => 1.0,
-            };
+            let mig = ctx.gpu(&h.gpu).is_some_and(|g| g.sharing == "mig");
             for ((hour, agg), u) in h.rows.iter().zip(h.hours()) {
                 let e = hours.entry(*hour).or_default();
+                // A MIG instance's compute is its slice (this hour's allocated share).
+                let compute = if mig && agg.alloc_n > 0 {
+                    (agg.alloc_share_sum / f64::from(agg.alloc_n)).clamp(1.0 / 7.0, 1.0)
+                } else {
+                    1.0
+                };
                 e.effective += RowHours::of(agg).effective;
                 e.eff_p95 += u.eff_p95.unwrap_or(0.0);
                 e.mem_max = e.mem_max.max(u.mem_max_bytes);
@@ -264,6 +271,9 @@ fn check_one(
                 e.compute = compute;
                 if *hour >= after_start && u.in_demand() {
                     keys_after.insert(h.tenant.clone());
+                    if u.allocated {
+                        gpus_of_workload.insert(h.gpu.clone());
+                    }
                 }
             }
         }
@@ -335,6 +345,7 @@ fn check_one(
             workload: wl,
             tenant: key.to_owned(),
             tenants_after: keys_after.into_iter().collect(),
+            gpus_after: gpus_of_workload.into_iter().collect(),
             target: target.cloned(),
             effective_before: mean(&before),
             effective_after: mean(&after),
@@ -363,7 +374,15 @@ fn check_one(
         memory_overflow_hours: tenants.iter().map(|t| t.overflow_hours_after as f64).sum(),
     };
     let (verdict, reasons) = if hours_after < MIN_HOURS_AFTER {
-        (Verdict::Pending, Vec::new())
+        let since = (ctx.input.to_ms - after_start).max(0) / HOUR_MS;
+        let why = if hours_after == 0 && since as usize >= MIN_HOURS_AFTER {
+            vec![format!(
+                "none of the moved workloads ran in the {since} hours since the change: nothing to measure"
+            )]
+        } else {
+            Vec::new()
+        };
+        (Verdict::Pending, why)
     } else {
         judge(ctx, &tenants, &predicted, &measured)
     };
@@ -466,20 +485,36 @@ pub fn findings(ctx: &Ctx, outcomes: &[Outcome]) -> Vec<Finding> {
         .map(|o| {
             let to = ctx.input.to_ms;
             let tenants: Vec<String> = o.tenants.iter().map(|t| t.tenant.clone()).collect();
-            let evidence = o
-                .tenants
-                .iter()
-                .flat_map(|t| t.tenants_after.first())
+            // The series that show the harm: the GPUs the workloads shared after the change
+            // (saturation) and each workload's memory there.
+            let gpus: BTreeSet<&String> = o.tenants.iter().flat_map(|t| &t.gpus_after).collect();
+            let evidence = gpus
+                .into_iter()
                 .take(4)
-                .map(|key| {
+                .map(|g| {
+                    let metric = match ctx.gpu(g) {
+                        Some(r) if r.sharing == "mig" => "sm_active",
+                        _ => "gpu_util",
+                    };
                     Evidence::new(
-                        "effective use after the change",
-                        "effective_gpu",
-                        format!("tenant:{key}"),
+                        "GPU utilization after the change",
+                        metric,
+                        format!("gpu:{g}"),
                         o.applied_ms,
                         to,
                     )
                 })
+                .chain(o.tenants.iter().filter_map(|t| t.tenants_after.first()).take(4).map(
+                    |key| {
+                        Evidence::new(
+                            "tenant memory after the change",
+                            "mem_used_bytes",
+                            format!("tenant:{key}"),
+                            o.applied_ms,
+                            to,
+                        )
+                    },
+                ))
                 .collect();
             Finding {
                 id: finding_id(FindingKind::OutcomeWorse, &o.action.to_string(), o.applied_ms),
@@ -519,6 +554,71 @@ pub fn findings(ctx: &Ctx, outcomes: &[Outcome]) -> Vec<Finding> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::{Config, Input};
+
+    fn tenant(contended: usize, overflow: usize) -> TenantOutcome {
+        TenantOutcome {
+            workload: "web/api/main".into(),
+            tenant: "pod/u1/main".into(),
+            tenants_after: vec!["pod/u2/main".into()],
+            gpus_after: vec!["GPU-1".into()],
+            target: None,
+            effective_before: Some(0.2),
+            effective_after: Some(0.2),
+            memory_before_bytes: Some(1 << 30),
+            memory_after_bytes: Some(1 << 30),
+            hours_after: 12,
+            contended_hours_after: contended,
+            overflow_hours_after: overflow,
+        }
+    }
+
+    fn totals(freed: f64, contention: f64) -> Totals {
+        Totals {
+            gpus_freed: freed,
+            contention_hours: contention,
+            memory_overflow_hours: 0.0,
+        }
+    }
+
+    #[test]
+    fn verdicts_follow_the_documented_rules() {
+        let (input, cfg) = (Input::default(), Config::default());
+        let ctx = Ctx::new(&input, &cfg);
+        let v = |ts: &[TenantOutcome], p: Totals, m: Totals| judge(&ctx, ts, &p, &m).0;
+        // Replay's tolerance: one contended hour of twelve is within it, two are not.
+        assert_eq!(
+            v(&[tenant(1, 0)], totals(1.0, 0.0), totals(1.0, 1.0)),
+            Verdict::AsPredicted
+        );
+        assert_eq!(
+            v(&[tenant(2, 0)], totals(1.0, 0.0), totals(1.0, 2.0)),
+            Verdict::Worse
+        );
+        // Contention replay predicted is not held against the step …
+        assert_eq!(
+            v(&[tenant(4, 0)], totals(1.0, 4.0), totals(1.0, 4.0)),
+            Verdict::AsPredicted
+        );
+        // … and less of it than predicted is better.
+        assert_eq!(
+            v(&[tenant(0, 0)], totals(1.0, 4.0), totals(1.0, 0.0)),
+            Verdict::Better
+        );
+        // Memory that no longer fits, or GPUs not freed, make it worse; more freed is better.
+        assert_eq!(
+            v(&[tenant(0, 1)], totals(1.0, 0.0), totals(1.0, 0.0)),
+            Verdict::Worse
+        );
+        assert_eq!(
+            v(&[tenant(0, 0)], totals(1.0, 0.0), totals(0.0, 0.0)),
+            Verdict::Worse
+        );
+        assert_eq!(
+            v(&[tenant(0, 0)], totals(1.0, 0.0), totals(2.0, 0.0)),
+            Verdict::Better
+        );
+    }
 
     #[test]
     fn workloads_drop_generated_pod_suffixes_only() {
