@@ -183,7 +183,7 @@ pub fn overview(frame: Frame, v: OverviewView) -> String {
                     <tr>
                         <td>{t.name.clone()}</td>
                         <td class="n">{t.now.map_or("–".into(), |x| format!("{} {}", num(x), t.unit))}</td>
-                        <td class="n">{t.before.map_or("–".into(), |x| format!("{} {}", num(x), t.unit))}</td>
+                        <td class="n">{t.before.map_or("no previous data".into(), |x| format!("{} {}", num(x), t.unit))}</td>
                         <td class="n">{ch}</td>
                     </tr>
                 }
@@ -624,11 +624,16 @@ pub fn finding(frame: Frame, v: FindingView) -> String {
             .iter()
             .map(|(role, name)| view! { <li>{role.clone()}": "<b>{name.clone()}</b></li> })
             .collect_view();
-        let recs = v
-            .recommendations
-            .iter()
-            .map(|(id, s)| view! { <li><a href=format!("/recommendations/{}", enc(id))>{s.clone()}</a></li> })
-            .collect_view();
+        let recs = if v.recommendations.is_empty() {
+            view! { <p class="note">"No step of the fleet plan answers it: act on it with the tenant or the node's owner."</p> }.into_any()
+        } else {
+            let items = v
+                .recommendations
+                .iter()
+                .map(|(id, s)| view! { <li><a href=format!("/recommendations/{}", enc(id))>{s.clone()}</a></li> })
+                .collect_view();
+            view! { <ul>{items}</ul> }.into_any()
+        };
         let charts = v.charts.iter().map(|c| raw(chart::svg(c))).collect_view();
         let gpu = v.gpu.clone().map(|g| {
             view! { " · GPU "<a href=format!("/gpus/{}", enc(&g))><code>{g.clone()}</code></a> }
@@ -644,7 +649,7 @@ pub fn finding(frame: Frame, v: FindingView) -> String {
             <h2>"Numbers"</h2>
             <table><tbody>{metrics}</tbody></table>
             <h2>"Recommendations that answer it"</h2>
-            <ul>{recs}</ul>
+            {recs}
         }
         .into_any()
     })

@@ -14,9 +14,28 @@ pub async fn nodes(
     let list = state.store.nodes().await?;
     let gpus = state.store.gpus(None).await?;
     let by_node = funnel_by_node(a.as_deref());
+    // Nodes whose GPUs report hardware errors are not shown as simply "reporting".
+    let hardware: BTreeSet<(&str, &str)> = a
+        .as_deref()
+        .map(|a| {
+            a.findings
+                .iter()
+                .filter(|f| f.kind == analytics::FindingKind::Hardware)
+                .map(|f| (f.cluster.as_str(), f.node.as_str()))
+                .collect()
+        })
+        .unwrap_or_default();
     let mut rows: Vec<pages::NodeRow> = list
         .iter()
-        .map(|n| node_row(n, &gpus, &by_node, now))
+        .map(|n| {
+            let mut row = node_row(n, &gpus, &by_node, now);
+            if row.status == "reporting"
+                && hardware.contains(&(n.cluster.as_str(), n.node.as_str()))
+            {
+                row.status = "reporting, hardware errors".into();
+            }
+            row
+        })
         .collect();
     sorted(&mut rows, &q, "node", |r, k| match k {
         "cluster" => text(&r.cluster),
