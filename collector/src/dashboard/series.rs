@@ -68,6 +68,19 @@ pub(super) fn period_mean(points: &[(i64, Option<f64>)]) -> Option<f64> {
     (!vals.is_empty()).then(|| vals.iter().sum::<f64>() / vals.len() as f64)
 }
 
+pub(super) async fn fleet_series(
+    state: &DashboardState,
+    metric: Metric,
+    from: i64,
+    to: i64,
+    step: i64,
+) -> Vec<(i64, Option<f64>)> {
+    mean_series(state, metric, Entity::Fleet, from, to, step)
+        .await
+        .map(shown)
+        .unwrap_or_default()
+}
+
 #[cfg(test)]
 mod tests {
     use super::period_mean;
@@ -82,17 +95,4 @@ mod tests {
         pts[167].1 = Some(0.4);
         assert!((period_mean(&pts).unwrap() - 0.3).abs() < 1e-12);
     }
-}
-
-pub(super) async fn fleet_series(
-    state: &DashboardState,
-    metric: Metric,
-    from: i64,
-    to: i64,
-    step: i64,
-) -> Vec<(i64, Option<f64>)> {
-    mean_series(state, metric, Entity::Fleet, from, to, step)
-        .await
-        .map(shown)
-        .unwrap_or_default()
 }
