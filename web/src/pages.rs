@@ -93,6 +93,11 @@ pub struct Trend {
     pub name: String,
     pub now: Option<f64>,
     pub before: Option<f64>,
+    /// Relative change over the hours both periods have data; None without any.
+    pub change: Option<f64>,
+    /// Hours of the previous period with data, of `hours`.
+    pub before_hours: usize,
+    pub hours: usize,
     pub unit: String,
 }
 
@@ -175,15 +180,23 @@ pub fn overview(frame: Frame, v: OverviewView) -> String {
             .trends
             .iter()
             .map(|t| {
-                let ch = match (t.now, t.before) {
-                    (Some(a), Some(b)) => crate::format::change(a, b),
-                    _ => "–".into(),
+                let ch = match (t.change, t.before) {
+                    (Some(c), _) => crate::format::change(1.0 + c, 1.0),
+                    (None, Some(_)) => "too few hours".into(),
+                    (None, None) => "–".into(),
+                };
+                let before = match t.before {
+                    None => "no previous data".to_owned(),
+                    Some(x) if t.before_hours < t.hours => {
+                        format!("{} {} ({} of {} h)", num(x), t.unit, t.before_hours, t.hours)
+                    }
+                    Some(x) => format!("{} {}", num(x), t.unit),
                 };
                 view! {
                     <tr>
                         <td>{t.name.clone()}</td>
                         <td class="n">{t.now.map_or("–".into(), |x| format!("{} {}", num(x), t.unit))}</td>
-                        <td class="n">{t.before.map_or("no previous data".into(), |x| format!("{} {}", num(x), t.unit))}</td>
+                        <td class="n">{before}</td>
                         <td class="n">{ch}</td>
                     </tr>
                 }
@@ -211,17 +224,18 @@ pub fn overview(frame: Frame, v: OverviewView) -> String {
             </form>
             <section class="cards" aria-label="Key numbers">
                 <div class="card">"Effective use"<b>{pct(f.effective_ratio)}</b><span>"of allocated GPU-hours"</span></div>
-                <div class="card">"Waste"<b>{format!("{} {}", num(f.waste_cost), f.currency)}</b><span>{format!("{} GPU-h of {} allocated", num(f.waste), num(f.allocated))}</span></div>
-                <div class="card">"Cost"<b>{format!("{} {}", num(f.cost), f.currency)}</b><span>"allocated GPU-hours × price"</span></div>
+                <div class="card">"Waste"<b>{if v.analysed { format!("{} {}", num(f.waste_cost), f.currency) } else { "–".into() }}</b><span>{if v.analysed { format!("{} GPU-h of {} allocated", num(f.waste), num(f.allocated)) } else { "after the first analysis".into() }}</span></div>
+                <div class="card">"Cost"<b>{if v.analysed { format!("{} {}", num(f.cost), f.currency) } else { "–".into() }}</b><span>"allocated GPU-hours × price"</span></div>
                 <div class="card">"GPUs freeable"<b>{v.gpus_freeable}</b><span><a href="/recommendations">{v.plan_line.clone()}</a></span></div>
                 <div class="card">"Fleet"<b>{format!("{} GPUs", v.gpus)}</b><span><a href="/nodes">{format!("{} nodes", v.nodes)}</a></span></div>
                 <div class="card">"Alerts firing"<b>{v.firing_alerts}</b><span><a href="/alerts">"see alerts"</a></span></div>
             </section>
             <div class="grid2">
                 <section aria-labelledby="h-funnel"><h2 id="h-funnel">"Where the GPU-hours go"</h2>{raw(funnel)}
-                    <p class="note">"Effective use rests on " {f.signal.clone()} "."</p></section>
+                    {(!f.signal.is_empty()).then(|| view! { <p class="note">"Effective use rests on " {f.signal.clone()} "."</p> })}</section>
                 <section aria-labelledby="h-trend"><h2 id="h-trend">"Trend against the previous period"</h2>
                     <table><thead><tr><th scope="col">"Fleet"</th><th scope="col" class="n">"This period"</th><th scope="col" class="n">"Previous"</th><th scope="col" class="n">"Change"</th></tr></thead><tbody>{trends}</tbody></table>
+                    <p class="note">"Change compares the same hours of both periods where both have data (at least a tenth of the period)."</p>
                     <h2>"Findings"</h2><ul>{findings}</ul>
                 </section>
             </div>
@@ -336,6 +350,8 @@ pub struct NodeView {
     pub gpu: Option<String>,
     pub gpus: Vec<GpuPanel>,
     pub labels: Vec<(String, String)>,
+    /// The newest analysis' findings on the node (or the GPU): id, severity, summary.
+    pub findings: Vec<(String, String, String)>,
 }
 
 fn occupants(rows: Vec<Occupant>, caption: &'static str) -> impl IntoView {
@@ -417,15 +433,36 @@ pub fn node(frame: Frame, v: NodeView) -> String {
             (Some(_), Some(g)) => format!("GPU {} on node {}", g.index, v.node),
             _ => format!("Node {}", v.node),
         };
+        let back = v.gpu.is_some().then(|| {
+            view! { " · "<a href=format!("/nodes/{}", enc(&v.node))>{format!("all GPUs of {}", v.node)}</a> }
+        });
+        let findings = if v.findings.is_empty() {
+            view! { <p class="note">"No finding in the newest analysis."</p> }.into_any()
+        } else {
+            let items = v
+                .findings
+                .iter()
+                .map(|(id, sev, summary)| {
+                    view! { <li><span class=sev_class(sev)>{sev.clone()}</span>" "<a href=format!("/findings/{}", enc(id))>{summary.clone()}</a></li> }
+                })
+                .collect_view();
+            view! { <ul>{items}</ul> }.into_any()
+        };
         view! {
             <h1>{heading}</h1>
-            <p class="meta">{format!("cluster {} · {}", v.cluster, v.status)}</p>
+            <p class="meta">{format!("cluster {} · {}", v.cluster, v.status)}{back}</p>
             <form class="filters" method="get" action=action>
                 {ranges}
                 <button type="submit">"Show"</button>
             </form>
+            <h2>"Findings"</h2>
+            {findings}
             <h2>"Advisory labels"</h2>
-            <ul>{labels}</ul>
+            {if v.labels.is_empty() {
+                view! { <p class="note">"None: the newest analysis proposes no gpulens.io label for this node yet."</p> }.into_any()
+            } else {
+                view! { <ul>{labels}</ul> }.into_any()
+            }}
             {panels}
         }
         .into_any()

@@ -130,6 +130,23 @@ async fn node_page(
             gpu: only.map(str::to_owned),
             gpus: panels,
             labels,
+            findings: a
+                .as_deref()
+                .map(|a| {
+                    a.findings
+                        .iter()
+                        .filter(|f| f.cluster == n.cluster && f.node == node)
+                        .filter(|f| only.is_none_or(|u| f.gpu.as_deref() == Some(u)))
+                        .map(|f| {
+                            (
+                                f.id.clone(),
+                                f.severity.as_str().to_owned(),
+                                f.summary.clone(),
+                            )
+                        })
+                        .collect()
+                })
+                .unwrap_or_default(),
         },
     )))
 }

@@ -54,14 +54,14 @@ pub async fn overview(
     );
     let mut trends = Vec::new();
     for (name, metric) in TRENDS {
-        let (now_v, before) = tokio::join!(
-            mean_over(&state, metric, from, to),
-            mean_over(&state, metric, from - span, from)
-        );
+        let t = trend(&state, metric, from, to).await;
         trends.push(pages::Trend {
             name: name.into(),
-            now: now_v.map(|x| x * 100.0),
-            before: before.map(|x| x * 100.0),
+            now: t.now.map(|x| x * 100.0),
+            before: t.before.map(|x| x * 100.0),
+            change: t.change,
+            before_hours: t.before_hours,
+            hours: t.hours,
             unit: "%".into(),
         });
     }

@@ -40,32 +40,69 @@ pub(super) fn shown(s: store::Series) -> Vec<(i64, Option<f64>)> {
         .collect()
 }
 
-/// The fleet mean of `metric` over [from, to), for the trend: read per hour and averaged over
-/// the hours with data (each weighs the same; hours without data count nothing), so a period
-/// only partly covered is compared on what it has, and one with no data is `None` ("no
-/// previous data") instead of a mean of epoch-aligned partial buckets.
-pub(super) async fn mean_over(
+/// A trend: this period's mean, and the change against the previous period of equal length
+/// compared hour for hour.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub(super) struct TrendNumbers {
+    /// Mean over this period's hours with data.
+    pub now: Option<f64>,
+    /// Mean over the previous period's hours with data.
+    pub before: Option<f64>,
+    /// Relative change of the means over the hour pairs (the same hour of each period) that
+    /// both have data; `None` when they are fewer than a tenth of the period's hours.
+    pub change: Option<f64>,
+    /// Hours of the previous period with data, and hours in a period.
+    pub before_hours: usize,
+    pub hours: usize,
+}
+
+/// The fleet trend of `metric` over [from, to) against the period before it, read per hour.
+pub(super) async fn trend(
     state: &DashboardState,
     metric: Metric,
     from: i64,
     to: i64,
-) -> Option<f64> {
-    let s = mean_series(
-        state,
-        metric,
-        Entity::Fleet,
-        from,
-        to,
-        model::rollup::HOUR_MS,
-    )
-    .await?;
-    period_mean(&s.points)
+) -> TrendNumbers {
+    let span = to - from;
+    let hour = model::rollup::HOUR_MS;
+    let (now, before) = tokio::join!(
+        mean_series(state, metric, Entity::Fleet, from, to, hour),
+        mean_series(state, metric, Entity::Fleet, from - span, from, hour)
+    );
+    let values = |s: Option<store::Series>| -> Vec<Option<f64>> {
+        s.map(|s| s.points.into_iter().map(|p| p.1).collect())
+            .unwrap_or_default()
+    };
+    compare(&values(now), &values(before))
 }
 
-/// The mean of the points that have a value; `None` when none has.
-pub(super) fn period_mean(points: &[(i64, Option<f64>)]) -> Option<f64> {
-    let vals: Vec<f64> = points.iter().filter_map(|(_, v)| *v).collect();
-    (!vals.is_empty()).then(|| vals.iter().sum::<f64>() / vals.len() as f64)
+/// Compares two periods given hour by hour (the same index is the same hour of each period):
+/// each side's mean over its hours with data, and the change over the hours both have.
+pub(super) fn compare(now: &[Option<f64>], before: &[Option<f64>]) -> TrendNumbers {
+    let mean = |v: &mut dyn Iterator<Item = f64>| {
+        let (sum, n) = v.fold((0.0, 0usize), |(s, n), x| (s + x, n + 1));
+        (n > 0).then(|| sum / n as f64)
+    };
+    let pairs: Vec<(f64, f64)> = now
+        .iter()
+        .zip(before)
+        .filter_map(|(a, b)| Some(((*a)?, (*b)?)))
+        .collect();
+    let change = match (
+        mean(&mut pairs.iter().map(|p| p.0)),
+        mean(&mut pairs.iter().map(|p| p.1)),
+    ) {
+        // Fewer than a tenth of the hours to compare says nothing about the period.
+        (Some(a), Some(b)) if b != 0.0 && pairs.len() * 10 >= now.len().max(1) => Some((a - b) / b),
+        _ => None,
+    };
+    TrendNumbers {
+        now: mean(&mut now.iter().flatten().copied()),
+        before: mean(&mut before.iter().flatten().copied()),
+        change,
+        before_hours: before.iter().flatten().count(),
+        hours: now.len().max(before.len()),
+    }
 }
 
 pub(super) async fn fleet_series(
@@ -83,16 +120,32 @@ pub(super) async fn fleet_series(
 
 #[cfg(test)]
 mod tests {
-    use super::period_mean;
+    use super::compare;
 
     #[test]
-    fn a_period_without_data_has_no_mean_and_partial_ones_count_their_hours() {
-        assert_eq!(period_mean(&[(0, None), (1, None)]), None);
-        assert_eq!(period_mean(&[]), None);
-        // Two hours with data of 168: their mean, not diluted by the empty hours.
-        let mut pts: Vec<(i64, Option<f64>)> = (0..168).map(|h| (h, None)).collect();
-        pts[166].1 = Some(0.2);
-        pts[167].1 = Some(0.4);
-        assert!((period_mean(&pts).unwrap() - 0.3).abs() < 1e-12);
+    fn no_previous_data_is_said_and_partial_periods_compare_hour_for_hour() {
+        let none = vec![None; 168];
+        let busy = vec![Some(0.4); 168];
+        let t = compare(&busy, &none);
+        assert_eq!((t.before, t.change, t.before_hours), (None, None, 0));
+        assert!((t.now.unwrap() - 0.4).abs() < 1e-12);
+        // The previous period has data only in its last day (the start of the history): its
+        // mean is that day's, and the change compares that day with the same hours of this
+        // period, not with all 168.
+        let mut now = vec![Some(0.4); 168];
+        let mut before = vec![None; 168];
+        for h in 144..168 {
+            now[h] = Some(0.2);
+            before[h] = Some(0.1);
+        }
+        let t = compare(&now, &before);
+        assert!((t.before.unwrap() - 0.1).abs() < 1e-12);
+        assert_eq!(t.before_hours, 24);
+        assert!((t.change.unwrap() - 1.0).abs() < 1e-12, "{t:?}");
+        // One hour of 168 to compare is too little to call a change.
+        before = vec![None; 168];
+        before[167] = Some(0.1);
+        let t = compare(&now, &before);
+        assert_eq!((t.before, t.change), (Some(0.1), None));
     }
 }
