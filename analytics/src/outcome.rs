@@ -207,19 +207,40 @@ pub fn check(ctx: &Ctx, holdings: &[Holding]) -> Vec<Outcome> {
             e.1 += u.mem_max_bytes.unwrap_or(0);
         }
     }
+    // Each holding's workload, computed once: (cluster, workload) → holdings.
+    let mut by_workload: BTreeMap<(&str, String), Vec<&Holding>> = BTreeMap::new();
+    for h in holdings {
+        by_workload
+            .entry((h.cluster.as_str(), workload_of(&h.cluster, &h.tenant)))
+            .or_default()
+            .push(h);
+    }
+    let last_hour = holdings
+        .iter()
+        .filter_map(|h| h.rows.last().map(|r| r.0))
+        .max();
     input
         .applied
         .iter()
-        .map(|a| check_one(ctx, holdings, a, &workload_of, &device))
+        .map(|a| {
+            let found = |key: &str| {
+                let wl = workload_of(&a.recommendation.cluster, key);
+                let hs = by_workload
+                    .get(&(a.recommendation.cluster.as_str(), wl.clone()))
+                    .map_or(&[][..], Vec::as_slice);
+                (wl, hs)
+            };
+            check_one(ctx, a, &found, &device, last_hour)
+        })
         .collect()
 }
 
-fn check_one(
+fn check_one<'a>(
     ctx: &Ctx,
-    holdings: &[Holding],
     a: &Applied,
-    workload_of: &dyn Fn(&str, &str) -> String,
+    found: &dyn Fn(&str) -> (String, &'a [&'a Holding]),
     device: &BTreeMap<(&str, i64), (f64, i64)>,
+    last_hour: Option<i64>,
 ) -> Outcome {
     let r = &a.recommendation;
     let cfg = ctx.cfg;
@@ -238,20 +259,13 @@ fn check_one(
     let mut tenants = Vec::new();
     let mut gpus_before: BTreeSet<String> = BTreeSet::new();
     let mut gpus_after: BTreeSet<String> = BTreeSet::new();
-    let last_hour = holdings
-        .iter()
-        .filter_map(|h| h.rows.last().map(|r| r.0))
-        .max()
-        .unwrap_or(after_start);
+    let last_hour = last_hour.unwrap_or(after_start);
     for (key, target) in moved {
-        let wl = workload_of(&r.cluster, key);
+        let (wl, workload_holdings) = found(key);
         let mut keys_after = BTreeSet::new();
         let mut gpus_of_workload = BTreeSet::new();
         let mut hours: BTreeMap<i64, Hour> = BTreeMap::new();
-        for h in holdings
-            .iter()
-            .filter(|h| h.cluster == r.cluster && workload_of(&h.cluster, &h.tenant) == wl)
-        {
+        for h in workload_holdings {
             let mig = ctx.gpu(&h.gpu).is_some_and(|g| g.sharing == "mig");
             for ((hour, agg), u) in h.rows.iter().zip(h.hours()) {
                 let e = hours.entry(*hour).or_default();
