@@ -145,11 +145,11 @@ fn tenant_table(rows: Vec<TenantLine>, what: &'static str, label: &'static str) 
         })
         .collect_view();
     view! {
-        <table>
+        <div class="scroll"><table>
             <caption>{what}</caption>
             <thead><tr><th scope="col">"Tenant"</th><th scope="col">"Team"</th><th scope="col">"Node"</th><th scope="col" class="n">{label}</th></tr></thead>
             <tbody>{body}</tbody>
-        </table>
+        </table></div>
     }
     .into_any()
 }
@@ -186,11 +186,13 @@ pub fn overview(frame: Frame, v: OverviewView) -> String {
                     (None, None) => "–".into(),
                 };
                 let before = match t.before {
-                    None => "no previous data".to_owned(),
-                    Some(x) if t.before_hours < t.hours => {
-                        format!("{} {} ({} of {} h)", num(x), t.unit, t.before_hours, t.hours)
+                    None => view! { "no previous data" }.into_any(),
+                    Some(x) if t.before_hours < t.hours => view! {
+                        {format!("{} {}", num(x), t.unit)}<br/>
+                        <span class="note">{format!("{} of {} h", t.before_hours, t.hours)}</span>
                     }
-                    Some(x) => format!("{} {}", num(x), t.unit),
+                    .into_any(),
+                    Some(x) => view! { {format!("{} {}", num(x), t.unit)} }.into_any(),
                 };
                 view! {
                     <tr>
@@ -234,7 +236,7 @@ pub fn overview(frame: Frame, v: OverviewView) -> String {
                 <section aria-labelledby="h-funnel"><h2 id="h-funnel">"Where the GPU-hours go"</h2>{raw(funnel)}
                     {(!f.signal.is_empty()).then(|| view! { <p class="note">"Effective use rests on " {f.signal.clone()} "."</p> })}</section>
                 <section aria-labelledby="h-trend"><h2 id="h-trend">"Trend against the previous period"</h2>
-                    <table><thead><tr><th scope="col">"Fleet"</th><th scope="col" class="n">"This period"</th><th scope="col" class="n">"Previous"</th><th scope="col" class="n">"Change"</th></tr></thead><tbody>{trends}</tbody></table>
+                    <div class="scroll"><table><thead><tr><th scope="col">"Fleet"</th><th scope="col" class="n">"This period"</th><th scope="col" class="n">"Previous"</th><th scope="col" class="n">"Change"</th></tr></thead><tbody>{trends}</tbody></table></div>
                     <p class="note">"Change compares the same hours of both periods where both have data (at least a tenth of the period)."</p>
                     <h2>"Findings"</h2><ul>{findings}</ul>
                 </section>
@@ -292,7 +294,7 @@ pub fn nodes(frame: Frame, rows: Vec<NodeRow>, sort: Sort) -> String {
             .collect_view();
         view! {
             <h1>"Nodes"</h1>
-            <table>
+            <div class="scroll"><table>
                 <caption>"Every node that reports, with its GPU utilization over the last 24 hours and its utilization class from the analysis."</caption>
                 <thead><tr>
                     {th("Cluster", "cluster", &sort, false)}{th("Node", "node", &sort, false)}{th("Status", "status", &sort, false)}
@@ -300,7 +302,7 @@ pub fn nodes(frame: Frame, rows: Vec<NodeRow>, sort: Sort) -> String {
                     {th("GPU util (24 h)", "util", &sort, true)}{th("Class", "class", &sort, false)}{th("Last sample (UTC)", "last", &sort, false)}
                 </tr></thead>
                 <tbody>{body}</tbody>
-            </table>
+            </table></div>
         }
         .into_any()
     })
@@ -371,10 +373,10 @@ fn occupants(rows: Vec<Occupant>, caption: &'static str) -> impl IntoView {
         })
         .collect_view();
     view! {
-        <table><caption>{caption}</caption>
+        <div class="scroll"><table><caption>{caption}</caption>
             <thead><tr><th scope="col">"Tenant"</th><th scope="col" class="n">"Allocated GPU-h"</th><th scope="col" class="n">"Effective GPU-h"</th></tr></thead>
             <tbody>{body}</tbody>
-        </table>
+        </table></div>
     }
     .into_any()
 }
@@ -407,10 +409,10 @@ pub fn node(frame: Frame, v: NodeView) -> String {
                         })
                         .collect_view();
                     view! {
-                        <table><caption>"MIG instances"</caption>
+                        <div class="scroll"><table><caption>"MIG instances"</caption>
                             <thead><tr><th scope="col">"Profile"</th><th scope="col" class="n">"GI"</th><th scope="col" class="n">"CI"</th><th scope="col" class="n">"Memory GiB"</th><th scope="col">"Placement"</th></tr></thead>
                             <tbody>{rows}</tbody>
-                        </table>
+                        </table></div>
                     }
                 });
                 let charts = g.charts.iter().map(|c| raw(chart::svg(c))).collect_view();
@@ -535,7 +537,7 @@ pub fn usage(frame: Frame, v: UseView, sort: Sort) -> String {
                 <label for="q">"Search"<input id="q" name="q" value=v.query.clone()/></label>
                 <button type="submit">"Filter"</button>
             </form>
-            <table>
+            <div class="scroll"><table>
                 <caption>{format!("Allocation against use over {}; cost in {}.", v.window, v.currency)}</caption>
                 <thead><tr>
                     {th(if v.teams { "Team" } else { "Tenant" }, "name", &sort, false)}
@@ -545,7 +547,7 @@ pub fn usage(frame: Frame, v: UseView, sort: Sort) -> String {
                     {th("Findings", "findings", &sort, true)}
                 </tr></thead>
                 <tbody>{body}</tbody>
-            </table>
+            </table></div>
             {bursts.then(|| view! { <p class="note">"* "{BURST_NOTE}</p> })}
         }
         .into_any()
@@ -620,14 +622,14 @@ pub fn findings(frame: Frame, f: FindingFilters, rows: Vec<FindingRow>, sort: So
                 {select("node", "Node", &f.node, &f.nodes)}
                 <button type="submit">"Filter"</button>
             </form>
-            <table>
+            <div class="scroll"><table>
                 <caption>{format!("{count} findings of the newest analysis")}</caption>
                 <thead><tr>
                     {th("Severity", "severity", &sort, false)}{th("Kind", "kind", &sort, false)}{th("Node", "node", &sort, false)}
                     <th scope="col">"Tenant"</th>{th("Team", "team", &sort, false)}<th scope="col">"What"</th>
                 </tr></thead>
                 <tbody>{body}</tbody>
-            </table>
+            </table></div>
         }
         .into_any()
     })
@@ -1101,10 +1103,10 @@ pub fn reports(frame: Frame, rows: Vec<ReportRow>) -> String {
         view! {
             <h1>"Weekly reports"</h1>
             {empty}
-            <table>
+            <div class="scroll"><table>
                 <thead><tr><th scope="col">"Week"</th><th scope="col">"Time zone"</th><th scope="col">"Summary"</th><th scope="col">"Download"</th></tr></thead>
                 <tbody>{body}</tbody>
-            </table>
+            </table></div>
         }
         .into_any()
     })
@@ -1158,16 +1160,16 @@ pub fn alerts(frame: Frame, rows: Vec<AlertRow>, notes: Vec<NotificationRow>) ->
             .collect_view();
         view! {
             <h1>"Alerts"</h1>
-            <table>
+            <div class="scroll"><table>
                 <caption>{format!("{count} alerts: firing, pending and resolved in the last day (docs/alerts.md)")}</caption>
                 <thead><tr><th scope="col">"Alert"</th><th scope="col">"State"</th><th scope="col">"Severity"</th><th scope="col">"Node"</th><th scope="col">"What"</th><th scope="col">"Since (UTC)"</th></tr></thead>
                 <tbody>{body}</tbody>
-            </table>
+            </table></div>
             <h2>"Notifications"</h2>
-            <table>
+            <div class="scroll"><table>
                 <thead><tr><th scope="col" class="n">"Id"</th><th scope="col">"Receiver"</th><th scope="col">"Status"</th><th scope="col">"Delivery"</th><th scope="col" class="n">"Attempts"</th><th scope="col">"Made (UTC)"</th><th scope="col">"Last error"</th></tr></thead>
                 <tbody>{notes}</tbody>
-            </table>
+            </table></div>
         }
         .into_any()
     })
