@@ -1,7 +1,8 @@
 // Walks the gpulens dashboard in headless Chromium: every page reachable from the navigation
 // (nodes, GPUs, findings, recommendations included), once with JavaScript and once without.
 // Records per page what a person would check (title, heading, tables, charts, text) and every
-// console error, failed request, failing link and accessibility slip; saves screenshots.
+// console error, failed request, failing link and accessibility slip; saves screenshots; then
+// measures every page at phone width (390 px).
 // Prints one JSON document on stdout; collector/tests/it/browser.rs asserts on it.
 //
 // usage: node walk.mjs BASE_URL OUT_DIR
@@ -116,7 +117,26 @@ async function walk(javaScriptEnabled, limit) {
   return { pages, problems, broken, links: links.size, unvisited: queue.length };
 }
 
+// The same pages on a phone (390 × 844 CSS px): how wide each document is. Wide tables scroll
+// inside their own box; the page itself must not be wider than the screen.
+async function phone(urls) {
+  const context = await browser.newContext({ viewport: { width: 390, height: 844 } });
+  const page = await context.newPage();
+  const widths = [];
+  for (const url of urls) {
+    await page.goto(new URL(url, base).href, { waitUntil: "load" });
+    const width = await page.evaluate(() => document.documentElement.scrollWidth);
+    widths.push({ url, width });
+    if (widths.length <= 12) {
+      await page.screenshot({ path: `${out}/phone-${slug(new URL(url, base))}.png`, fullPage: true });
+    }
+  }
+  await context.close();
+  return widths;
+}
+
 const withJs = await walk(true, 150);
 const withoutJs = await walk(false, 40);
+const phoneWidths = await phone(withJs.pages.map((p) => p.url));
 await browser.close();
-console.log(JSON.stringify({ withJs, withoutJs }));
+console.log(JSON.stringify({ withJs, withoutJs, phone: phoneWidths }));

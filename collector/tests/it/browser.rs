@@ -1,7 +1,8 @@
 //! The dashboard in a real browser: `gpulens demo` (three days of history, live samples)
 //! walked by headless Chromium through tests/browser/walk.mjs (playwright-core), once with
-//! JavaScript and once without. Fails on console errors, failed requests, broken links, pages
-//! without their content, and form fields without labels; saves a screenshot of every page to
+//! JavaScript and once without, then every page at phone width. Fails on console errors, failed
+//! requests, broken links, pages without their content, form fields without labels, and pages
+//! wider than a 390 px phone; saves a screenshot of every page to
 //! target/browser-screenshots/ (GPULENS_WRITE_SCREENSHOT=path also copies the overview there,
 //! for the README). tests/run.sh installs Chromium and the npm package when missing.
 
@@ -95,6 +96,15 @@ fn heavy_every_dashboard_page_works_in_chromium_with_and_without_javascript() {
         String::from_utf8_lossy(&out.stderr)
     );
     let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+
+    // At phone width no page is wider than the screen (wide tables scroll in their own box).
+    let phone = report["phone"].as_array().unwrap();
+    assert!(phone.len() >= 10, "{phone:?}");
+    let wide: Vec<&Value> = phone
+        .iter()
+        .filter(|p| p["width"].as_u64().unwrap() > 390)
+        .collect();
+    assert!(wide.is_empty(), "pages wider than a 390 px phone: {wide:?}");
 
     for (mode, w) in [
         ("with JS", &report["withJs"]),
