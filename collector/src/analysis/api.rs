@@ -233,24 +233,32 @@ pub async fn funnel(
     State(state): State<AnalysisState>,
     q: Result<Query<Filters>, QueryRejection>,
 ) -> Result<Json<FunnelResponse>, ApiError> {
-    let Query(f) = q.map_err(|e| ApiError::BadRequest(e.body_text()))?;
-    range_only(
-        &f,
+    let (a, envelope) = range_only(
+        &state,
+        q,
         "the funnel takes only `from` and `to`; it is grouped by team and node already",
-    )?;
-    let (a, source) = analysis(&state, &f).await?;
+    )
+    .await?;
     Ok(Json(FunnelResponse {
-        envelope: Envelope::of(&a, source),
+        envelope,
         funnel: a.funnel.clone(),
     }))
 }
 
-/// Refuses the item filters on an endpoint that takes only a range, saying why.
-fn range_only(f: &Filters, why: &str) -> Result<(), ApiError> {
+/// The analysis of an endpoint that takes only a range (`from`, `to`), with its envelope; the
+/// item filters are refused, saying `why`.
+async fn range_only(
+    state: &AnalysisState,
+    q: Result<Query<Filters>, QueryRejection>,
+    why: &str,
+) -> Result<(Arc<Analysis>, Envelope), ApiError> {
+    let Query(f) = q.map_err(|e| ApiError::BadRequest(e.body_text()))?;
     if f.kind.is_some() || f.severity.is_some() || f.node.is_some() || f.team.is_some() {
         return Err(ApiError::BadRequest(why.into()));
     }
-    Ok(())
+    let (a, source) = analysis(state, &f).await?;
+    let envelope = Envelope::of(&a, source);
+    Ok((a, envelope))
 }
 
 #[derive(Debug, Serialize)]
@@ -266,14 +274,14 @@ pub async fn plan(
     State(state): State<AnalysisState>,
     q: Result<Query<Filters>, QueryRejection>,
 ) -> Result<Json<PlanResponse>, ApiError> {
-    let Query(f) = q.map_err(|e| ApiError::BadRequest(e.body_text()))?;
-    range_only(
-        &f,
+    let (a, envelope) = range_only(
+        &state,
+        q,
         "the plan takes only `from` and `to`; it lists every pool and node already",
-    )?;
-    let (a, source) = analysis(&state, &f).await?;
+    )
+    .await?;
     Ok(Json(PlanResponse {
-        envelope: Envelope::of(&a, source),
+        envelope,
         plan: a.plan.clone(),
     }))
 }
@@ -293,14 +301,14 @@ pub async fn outcomes(
     State(state): State<AnalysisState>,
     q: Result<Query<Filters>, QueryRejection>,
 ) -> Result<Json<OutcomesResponse>, ApiError> {
-    let Query(f) = q.map_err(|e| ApiError::BadRequest(e.body_text()))?;
-    range_only(
-        &f,
+    let (a, envelope) = range_only(
+        &state,
+        q,
         "outcomes take only `from` and `to`; each names its node and label action",
-    )?;
-    let (a, source) = analysis(&state, &f).await?;
+    )
+    .await?;
     Ok(Json(OutcomesResponse {
-        envelope: Envelope::of(&a, source),
+        envelope,
         count: a.outcomes.len(),
         outcomes: a.outcomes.clone(),
     }))

@@ -14,28 +14,9 @@ pub async fn nodes(
     let list = state.store.nodes().await?;
     let gpus = state.store.gpus(None).await?;
     let by_node = funnel_by_node(a.as_deref());
-    // Nodes whose GPUs report hardware errors are not shown as simply "reporting".
-    let hardware: BTreeSet<(&str, &str)> = a
-        .as_deref()
-        .map(|a| {
-            a.findings
-                .iter()
-                .filter(|f| f.kind == analytics::FindingKind::Hardware)
-                .map(|f| (f.cluster.as_str(), f.node.as_str()))
-                .collect()
-        })
-        .unwrap_or_default();
     let mut rows: Vec<pages::NodeRow> = list
         .iter()
-        .map(|n| {
-            let mut row = node_row(n, &gpus, &by_node, now);
-            if row.status == "reporting"
-                && hardware.contains(&(n.cluster.as_str(), n.node.as_str()))
-            {
-                row.status = "reporting, hardware errors".into();
-            }
-            row
-        })
+        .map(|n| node_row(n, &gpus, &by_node, a.as_deref(), now))
         .collect();
     sorted(&mut rows, &q, "node", |r, k| match k {
         "cluster" => text(&r.cluster),
@@ -124,7 +105,7 @@ async fn node_page(
         pages::NodeView {
             cluster: n.cluster.clone(),
             node: node.to_owned(),
-            status: node_status(&n, now).into(),
+            status: shown_status(&n, a.as_deref(), now),
             range: range.into(),
             ranges: ranges(),
             gpu: only.map(str::to_owned),
@@ -195,11 +176,28 @@ fn funnel_by_node(a: Option<&Analysis>) -> HashMap<(&str, &str), &analytics::Fun
     .unwrap_or_default()
 }
 
+/// A node's status as the pages show it: whether it reports, and whether the newest analysis
+/// found hardware errors on it (such a node is not plainly "reporting").
+fn shown_status(n: &store::NodeRecord, a: Option<&Analysis>, now: i64) -> String {
+    let status = node_status(n, now);
+    let hardware = a.is_some_and(|a| {
+        a.findings.iter().any(|f| {
+            f.kind == analytics::FindingKind::Hardware && f.cluster == n.cluster && f.node == n.node
+        })
+    });
+    if hardware && status == "reporting" {
+        "reporting, hardware errors".into()
+    } else {
+        status.into()
+    }
+}
+
 /// One node's row: its GPUs' models and sharing, and its effective use from the funnel.
 fn node_row(
     n: &store::NodeRecord,
     gpus: &[store::GpuRecord],
     by_node: &HashMap<(&str, &str), &analytics::FunnelRow>,
+    a: Option<&Analysis>,
     now: i64,
 ) -> pages::NodeRow {
     let mine: Vec<_> = gpus
@@ -217,7 +215,7 @@ fn node_row(
     pages::NodeRow {
         cluster: n.cluster.clone(),
         node: n.node.clone(),
-        status: node_status(n, now).into(),
+        status: shown_status(n, a, now),
         gpus: n.gpu_count,
         models: models.into_iter().collect::<Vec<_>>().join(", "),
         sharing: sharing.into_iter().collect::<Vec<_>>().join(", "),

@@ -34,7 +34,7 @@ pub(crate) async fn load(store: &Store, fleet: &Fleet, agent: &str, from: i64, t
 }
 
 /// Scenario tenant name for every tenant key it had over the range.
-fn names(fleet: &Fleet, from: i64, to: i64) -> HashMap<String, String> {
+pub(crate) fn names(fleet: &Fleet, from: i64, to: i64) -> HashMap<String, String> {
     let mut m = HashMap::new();
     for (i, t) in fleet.scenario.tenants.iter().enumerate() {
         let mut at = from;

@@ -118,16 +118,6 @@ fn after(
     s
 }
 
-/// Scenario tenant name of every tenant key over [from, to).
-fn names(fleet: &Fleet, from: i64, to: i64) -> HashMap<String, String> {
-    let mut m = HashMap::new();
-    for (i, t) in fleet.scenario.tenants.iter().enumerate() {
-        m.insert(fleet.tenant_record(i, from).key, t.name.clone());
-        m.insert(fleet.tenant_record(i, to - 1).key, t.name.clone());
-    }
-    m
-}
-
 async fn analyse(store: &Store, from: i64, to: i64) -> Analysis {
     let cfg = analytics::Config::default();
     let input = collector::analysis::load(store, &cfg, from, to, to)
@@ -214,7 +204,7 @@ async fn applied_steps_are_checked_against_their_prediction() {
     let applied_ms = applied.iter().filter_map(|a| a.finished_ms).max().unwrap();
 
     // Twelve hours after the change, the tenants where the steps put them.
-    let names_before = names(&fleet, from, cut);
+    let names_before = crate::analytics::names(&fleet, from, cut);
     let later = Fleet::new(after(&scenario, &first, &names_before, "a10g-b"));
     let start = (applied_ms + HOUR - 1) / HOUR * HOUR;
     let to = start + 12 * HOUR;
