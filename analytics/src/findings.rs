@@ -148,6 +148,31 @@ pub struct Finding {
     pub evidence: Vec<Evidence>,
 }
 
+impl Finding {
+    /// The one number that says how big the finding is, with its unit: what an alert's
+    /// `value` carries and what pages quote, so both say the same. Idle: the hours idle in
+    /// runs; underutilized: the GPU-hours wasted; interference: the victim's slowdown in
+    /// percent; hardware: the error events; otherwise the hours the finding spans.
+    pub fn headline(&self) -> (f64, &'static str) {
+        let m = |k: &str| self.metrics.get(k).copied();
+        let span = (self.to_ms - self.from_ms) as f64 / 3_600_000.0;
+        let (v, unit) = match self.kind {
+            FindingKind::IdleAllocation => (m("idle_hours_in_runs").unwrap_or(span), "h"),
+            FindingKind::Underutilized => (m("wasted_gpu_hours").unwrap_or(span), "GPU-h"),
+            FindingKind::Interference => (m("rate_drop").map_or(span, |r| r * 100.0), "%"),
+            FindingKind::Hardware => (
+                m("xid_errors").unwrap_or(0.0)
+                    + m("ecc_uncorrected").unwrap_or(0.0)
+                    + m("retired_pages").unwrap_or(0.0)
+                    + m("remapped_rows").unwrap_or(0.0),
+                "errors",
+            ),
+            _ => (span, "h"),
+        };
+        ((v * 10.0).round() / 10.0, unit)
+    }
+}
+
 pub fn finding_id(kind: FindingKind, subject: &str, from_ms: i64) -> String {
     stable_id(kind.as_str(), &[subject.as_bytes(), &from_ms.to_le_bytes()])
 }

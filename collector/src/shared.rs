@@ -26,6 +26,35 @@ pub struct SharedInner {
     pub tasks: Arc<TaskHealth>,
     /// Every feature's metrics, served at `/metrics`.
     pub registry: Arc<Registry>,
+    /// History being loaded in bulk (the demo's backfill), for the overview's "loading" state.
+    pub loading: Arc<Loading>,
+}
+
+/// Progress of a bulk history load: batches done of the total; 0 of 0 when none runs.
+#[derive(Debug, Default)]
+pub struct Loading {
+    done: std::sync::atomic::AtomicU64,
+    total: std::sync::atomic::AtomicU64,
+}
+
+impl Loading {
+    pub fn set(&self, done: u64, total: u64) {
+        use std::sync::atomic::Ordering::Relaxed;
+        self.total.store(total, Relaxed);
+        self.done.store(done, Relaxed);
+    }
+
+    /// Marks the load finished (or none running).
+    pub fn finish(&self) {
+        self.set(0, 0);
+    }
+
+    /// (done, total) while a load runs.
+    pub fn progress(&self) -> Option<(u64, u64)> {
+        use std::sync::atomic::Ordering::Relaxed;
+        let total = self.total.load(Relaxed);
+        (total > 0).then(|| (self.done.load(Relaxed).min(total), total))
+    }
 }
 
 impl Shared {

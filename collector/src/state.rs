@@ -93,6 +93,7 @@ impl AppState {
             teams: Arc::new(teams),
             tasks,
             registry: Arc::new(registry),
+            loading: Arc::default(),
         });
         AppState {
             shared,

@@ -20,6 +20,9 @@ pub enum Metric {
     AllocShare,
     /// Tenant: its processes' share of SM time.
     SmUtil,
+    /// Tenant: its effective use of the physical GPU (GPU-equivalents), as the funnel counts
+    /// it: the kernel activity of its allocation.
+    Effective,
 }
 
 /// Where a metric lives.
@@ -171,6 +174,14 @@ pub const METRICS: &[MetricSpec] = &[
         Tenant,
         Some("sm_util"),
         ("sm_util_n", "sm_util_sum", Some("sm_util_max"), None),
+    ),
+    spec(
+        Metric::Effective,
+        "effective",
+        "ratio",
+        Tenant,
+        None,
+        ("eff_n", "eff_sum", None, None),
     ),
 ];
 
@@ -343,11 +354,16 @@ impl SeriesQuery {
                 )));
             }
         }
-        let tenant_metrics = [Metric::SmUtil, Metric::MemUsedBytes, Metric::AllocShare];
+        let tenant_metrics = [
+            Metric::SmUtil,
+            Metric::MemUsedBytes,
+            Metric::AllocShare,
+            Metric::Effective,
+        ];
         match &self.entity {
             Entity::Tenant(_) if !tenant_metrics.contains(&self.metric) => {
                 return Err(StoreError::BadRequest(format!(
-                    "metric {} is a GPU metric; tenants have sm_util, mem_used_bytes and alloc_share",
+                    "metric {} is a GPU metric; tenants have sm_util, mem_used_bytes, alloc_share and effective",
                     spec.name
                 )));
             }

@@ -522,6 +522,28 @@ async fn series_use_the_right_resolution(store: &Store) {
         sm.points.iter().filter_map(|p| p.1).any(|v| v > 0.5),
         "training tenant is busy"
     );
+    // Its effective use (the funnel's attribution) is read from the tenant rollups.
+    let eff = store
+        .series(
+            &q(
+                Metric::Effective,
+                Entity::Tenant(tenant.key.clone()),
+                60_000,
+                Agg::Mean,
+            ),
+            now,
+            &r,
+        )
+        .await
+        .unwrap();
+    assert!(
+        eff.points
+            .iter()
+            .filter_map(|p| p.1)
+            .any(|v| v > 0.0 && v <= 1.0),
+        "training tenant has effective use: {:?}",
+        eff.points
+    );
 
     let err = store
         .series(

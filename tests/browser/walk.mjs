@@ -69,14 +69,14 @@ async function walk(javaScriptEnabled, limit) {
       const unlabeled = [...document.querySelectorAll("input:not([type=hidden]), select, textarea")]
         .filter((el) => !(el.labels && el.labels.length) && !el.getAttribute("aria-label"))
         .map((el) => el.name || el.id || el.tagName);
-      const hrefs = [...document.querySelectorAll("a[href]")].map((a) => a.href);
+      const hrefs = [...document.querySelectorAll("a[href]")].map((a) => new URL(a.getAttribute("href"), document.baseURI).href);
       return {
         title: document.title,
         h1: document.querySelector("h1")?.innerText ?? "",
         lang: document.documentElement.lang,
         tables: document.querySelectorAll("table").length,
         rows: document.querySelectorAll("tbody tr").length,
-        charts: document.querySelectorAll("figure.chart svg").length,
+        charts: [...document.querySelectorAll("figure.chart svg")].filter((el) => getComputedStyle(el).display !== "none").length,
         emptyCharts: document.querySelectorAll("figure.chart.empty").length,
         hoverTitles: document.querySelectorAll("svg rect.hover title").length,
         legends: document.querySelectorAll("ul.legend").length,
@@ -88,6 +88,7 @@ async function walk(javaScriptEnabled, limit) {
         text: text.slice(0, 4000),
       };
     });
+    Object.assign(info, await page.evaluate(layoutProblems));
     const u = new URL(url);
     const shot = `${out}/${javaScriptEnabled ? "" : "nojs-"}${slug(u)}.png`;
     if (javaScriptEnabled || pages.length < 12) {
@@ -117,6 +118,42 @@ async function walk(javaScriptEnabled, limit) {
   return { pages, problems, broken, links: links.size, unvisited: queue.length };
 }
 
+
+// What a reader would call broken on the page as drawn: chart text outside its SVG box, a
+// section heading with nothing under it, and a finding whose primary evidence is empty.
+function layoutProblems() {
+  const visible = (el) => el.getClientRects().length > 0 && getComputedStyle(el).display !== "none";
+  const clipped = [];
+  for (const svg of document.querySelectorAll("figure.chart svg")) {
+    if (!visible(svg)) continue;
+    const vb = svg.viewBox.baseVal;
+    for (const t of svg.querySelectorAll("text")) {
+      const b = t.getBBox();
+      if (!t.textContent.trim() || b.width === 0) continue;
+      if (b.x < vb.x - 1 || b.y < vb.y - 1 || b.x + b.width > vb.x + vb.width + 1 || b.y + b.height > vb.y + vb.height + 1) {
+        clipped.push(t.textContent.trim().slice(0, 40));
+      }
+    }
+  }
+  const emptySections = [];
+  for (const h of document.querySelectorAll("main h2")) {
+    let n = h.nextElementSibling;
+    if (!n || /^H[12]$/.test(n.tagName)) emptySections.push(h.innerText);
+  }
+  let evidenceEmpty = null;
+  const ev = [...document.querySelectorAll("main h2")].find((h) => h.innerText.trim() === "Evidence");
+  if (ev) {
+    let n = ev.nextElementSibling;
+    let fig = null;
+    while (n && n.tagName !== "H2" && !fig) {
+      fig = n.matches("figure.chart") ? n : n.querySelector("figure.chart");
+      n = n.nextElementSibling;
+    }
+    evidenceEmpty = !fig || fig.classList.contains("empty") || /no data/i.test(fig.innerText);
+  }
+  return { clipped, emptySections, evidenceEmpty };
+}
+
 // The same pages on a phone (390 × 844 CSS px): how wide each document is. Wide tables scroll
 // inside their own box; the page itself must not be wider than the screen.
 async function phone(urls) {
@@ -126,7 +163,8 @@ async function phone(urls) {
   for (const url of urls) {
     await page.goto(new URL(url, base).href, { waitUntil: "load" });
     const width = await page.evaluate(() => document.documentElement.scrollWidth);
-    widths.push({ url, width });
+    const { clipped } = await page.evaluate(layoutProblems);
+    widths.push({ url, width, clipped });
     if (widths.length <= 12) {
       await page.screenshot({ path: `${out}/phone-${slug(new URL(url, base))}.png`, fullPage: true });
     }

@@ -1,18 +1,46 @@
-//! Time-series and bar charts as inline SVG: axes with units, a legend, and hover values
-//! (native SVG `<title>` tooltips per time column, so they work without JavaScript).
+//! Time-series and bar charts as inline SVG: axes with units and "nice" ticks, a legend of
+//! what is drawn, shaded periods, reference lines, event marks and hover values (native SVG
+//! `<title>` tooltips per time column, so they work without JavaScript).
+//!
+//! Every chart is drawn twice, at desktop and at phone proportions; CSS shows one, so axis
+//! text stays readable at 390 px instead of shrinking with a wide drawing.
 
-use crate::format::{num, short_time};
+use crate::format::{civil, num};
 
 /// One line of a chart.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Default)]
 pub struct Line {
     pub name: String,
     /// (Unix ms, value); `None` where nothing was measured (the line breaks).
     pub points: Vec<(i64, Option<f64>)>,
 }
 
+/// Shaded periods, e.g. when an aggressor was running.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Band {
+    pub name: String,
+    /// [from, to) in Unix ms.
+    pub spans: Vec<(i64, i64)>,
+}
+
+/// A horizontal reference line, e.g. the capacity of a proposed slice.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct RefLine {
+    pub name: String,
+    pub value: f64,
+}
+
+/// An event on the time axis, e.g. an XID error.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Mark {
+    pub t: i64,
+    /// Short text drawn at the mark ("79"); the hover text says more.
+    pub label: String,
+    pub title: String,
+}
+
 /// A time-series chart.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Default)]
 pub struct Chart {
     pub title: String,
     pub unit: String,
@@ -24,6 +52,9 @@ pub struct Chart {
     /// Shown instead of the chart when no line has a value (e.g. "not measurable without
     /// DCGM").
     pub empty_note: String,
+    pub bands: Vec<Band>,
+    pub refs: Vec<RefLine>,
+    pub marks: Vec<Mark>,
 }
 
 /// Colours with at least 4.5:1 contrast on white, told apart by more than hue.
@@ -31,6 +62,10 @@ pub const PALETTE: [&str; 8] = [
     "#1f5fa8", "#b5471b", "#2e7d32", "#7b3fa0", "#8a6d00", "#00796b", "#c2185b", "#455a64",
 ];
 const DASH: [&str; 4] = ["", "6 3", "2 2", "8 3 2 3"];
+/// Fill of shaded periods and colour of reference lines and marks.
+const BAND_FILL: &str = "rgba(181,71,27,.14)";
+const REF_STYLE: [(&str, &str); 3] = [("#374151", "5 4"), ("#7b3fa0", "2 3"), ("#00796b", "9 3")];
+const MARK_COLOR: &str = "#a4161a";
 
 pub fn esc(s: &str) -> String {
     let mut o = String::with_capacity(s.len());
@@ -47,33 +82,157 @@ pub fn esc(s: &str) -> String {
     o
 }
 
-/// Round top for an axis: 1, 2, 2.5 or 5 times a power of ten.
-fn nice_max(x: f64) -> f64 {
-    if x <= 0.0 || !x.is_finite() {
-        return 1.0;
-    }
-    let p = 10f64.powf(x.log10().floor());
-    for m in [1.0, 2.0, 2.5, 5.0, 10.0] {
-        if x <= m * p {
-            return m * p;
-        }
-    }
-    10.0 * p
+/// The drawing's proportions: desktop, or phone (fewer ticks, the same text size).
+#[derive(Debug, Clone, Copy)]
+struct Size {
+    class: &'static str,
+    w: f64,
+    h: f64,
+    left: f64,
+    time_ticks: i64,
+    hover_columns: usize,
 }
 
-/// The chart as an SVG element (or the empty note).
-pub fn svg(c: &Chart) -> String {
-    let has_data = c
-        .lines
-        .iter()
-        .any(|l| l.points.iter().any(|(_, v)| v.is_some()));
-    let id = format!(
+const WIDE: Size = Size {
+    class: "wide",
+    w: 720.0,
+    h: 200.0,
+    left: 56.0,
+    time_ticks: 6,
+    hover_columns: 120,
+};
+const NARROW: Size = Size {
+    class: "narrow",
+    w: 360.0,
+    h: 180.0,
+    left: 48.0,
+    time_ticks: 3,
+    hover_columns: 48,
+};
+const RIGHT: f64 = 12.0;
+const TOP: f64 = 10.0;
+const BOTTOM: f64 = 28.0;
+/// Width of one character of tick text (11 px system-ui digits), for keeping text inside.
+const CHAR_W: f64 = 6.4;
+
+/// Y-axis ticks: a step of 1, 2, 2.5 or 5 times a power of ten, at most four intervals up
+/// to a top that holds `max`; with the decimals the step needs, the same for every tick.
+pub fn y_ticks(max: f64) -> (f64, f64, usize) {
+    let max = if max > 0.0 && max.is_finite() {
+        max
+    } else {
+        1.0
+    };
+    let raw = max / 4.0;
+    let p = 10f64.powf(raw.log10().floor());
+    let step = [1.0, 2.0, 2.5, 5.0, 10.0]
+        .into_iter()
+        .map(|m| m * p)
+        .find(|s| *s >= raw * (1.0 - 1e-9))
+        .unwrap_or(10.0 * p);
+    let decimals = (0..=6)
+        .find(|d| {
+            let s = step * 10f64.powi(*d);
+            (s - s.round()).abs() < 1e-6
+        })
+        .unwrap_or(6);
+    let scale = 10f64.powi(decimals);
+    let top = ((max / step - 1e-9).ceil().max(1.0) * step * scale).round() / scale;
+    (step, top, decimals as usize)
+}
+
+/// A tick value with the axis' decimals; large values compact (12k, 3.4M).
+fn tick_label(v: f64, decimals: usize) -> String {
+    let a = v.abs();
+    if a >= 1e9 {
+        format!("{}G", trim(v / 1e9))
+    } else if a >= 1e6 {
+        format!("{}M", trim(v / 1e6))
+    } else if a >= 1e5 {
+        format!("{}k", trim(v / 1e3))
+    } else if a >= 1000.0 && decimals == 0 {
+        num(v)
+    } else {
+        format!("{v:.decimals$}")
+    }
+}
+
+fn trim(x: f64) -> String {
+    let s = format!("{x:.1}");
+    s.strip_suffix(".0").map(str::to_owned).unwrap_or(s)
+}
+
+/// Time-axis steps: whole minutes, hours and days (UTC).
+const TIME_STEPS: [i64; 14] = [
+    60_000,
+    300_000,
+    600_000,
+    900_000,
+    1_800_000,
+    3_600_000,
+    7_200_000,
+    10_800_000,
+    21_600_000,
+    43_200_000,
+    86_400_000,
+    172_800_000,
+    345_600_000,
+    604_800_000,
+];
+
+/// Ticks at whole UTC minutes, hours or days, at most `max` of them in [from, to].
+pub fn time_ticks(from: i64, to: i64, max: i64) -> Vec<(i64, String)> {
+    let span = (to - from).max(1);
+    let step = TIME_STEPS
+        .into_iter()
+        .find(|s| span / s < max)
+        .unwrap_or(span);
+    let mut t = from.div_euclid(step) * step;
+    if t < from {
+        t += step;
+    }
+    let mut out = Vec::new();
+    while t <= to {
+        let (_, m, d, hh, mm) = civil(t);
+        let label = if step >= 86_400_000 || (hh == 0 && mm == 0) {
+            format!("{m:02}-{d:02}")
+        } else {
+            format!("{hh:02}:{mm:02}")
+        };
+        out.push((t, label));
+        t += step;
+    }
+    out
+}
+
+/// Text anchored at `x` so that its estimated width stays inside [0, w].
+fn anchor(x: f64, chars: usize, w: f64) -> (&'static str, f64) {
+    let half = chars as f64 * CHAR_W / 2.0;
+    if x - half < 1.0 {
+        ("start", x.max(1.0))
+    } else if x + half > w - 1.0 {
+        ("end", x.min(w - 1.0))
+    } else {
+        ("middle", x)
+    }
+}
+
+fn drawn(l: &Line) -> bool {
+    l.points.iter().any(|(_, v)| v.is_some())
+}
+
+fn chart_id(title: &str) -> String {
+    format!(
         "c{:x}",
-        c.title
+        title
             .bytes()
             .fold(0u32, |h, b| h.wrapping_mul(31).wrapping_add(u32::from(b)))
-    );
-    if !has_data {
+    )
+}
+
+/// The chart as a figure with both drawings and a legend (or the empty note).
+pub fn svg(c: &Chart) -> String {
+    if !c.lines.iter().any(drawn) {
         return format!(
             "<figure class=\"chart empty\"><figcaption>{}</figcaption><p class=\"note\">{}</p></figure>",
             esc(&c.title),
@@ -84,73 +243,164 @@ pub fn svg(c: &Chart) -> String {
             })
         );
     }
-    let (w, h, left, right, top, bottom) = (720.0, 200.0, 56.0, 12.0, 10.0, 28.0);
-    let pw = w - left - right;
-    let ph = h - top - bottom;
+    let id = chart_id(&c.title);
+    let mut s = format!(
+        "<figure class=\"chart\"><figcaption id=\"{id}\">{} <span class=\"unit\">({})</span></figcaption>",
+        esc(&c.title),
+        esc(&c.unit)
+    );
+    s.push_str(&plot(c, &id, WIDE));
+    s.push_str(&plot(c, &id, NARROW));
+    s.push_str(&legend(c));
+    s.push_str("</figure>");
+    s
+}
+
+/// What the legend lists: drawn lines, shaded periods, reference lines and marks; lines
+/// without a value in the range are named under it, not given a swatch.
+fn legend(c: &Chart) -> String {
+    let mut s = String::from("<ul class=\"legend\">");
+    for (i, l) in c.lines.iter().enumerate().filter(|(_, l)| drawn(l)) {
+        let dash = DASH[(i / PALETTE.len()) % DASH.len()];
+        s.push_str(&format!(
+            "<li><span class=\"swatch{}\" style=\"background:{}\"></span>{}</li>",
+            if dash.is_empty() { "" } else { " dashed" },
+            PALETTE[i % PALETTE.len()],
+            esc(&l.name)
+        ));
+    }
+    for b in c.bands.iter().filter(|b| !b.spans.is_empty()) {
+        s.push_str(&format!(
+            "<li><span class=\"swatch\" style=\"background:{BAND_FILL};outline:1px solid #b5471b\"></span>{}</li>",
+            esc(&b.name)
+        ));
+    }
+    for (i, r) in c.refs.iter().enumerate() {
+        let (color, _) = REF_STYLE[i % REF_STYLE.len()];
+        s.push_str(&format!(
+            "<li><span class=\"swatch ref\" style=\"border-color:{color}\"></span>{} ({} {})</li>",
+            esc(&r.name),
+            num(r.value),
+            esc(&c.unit)
+        ));
+    }
+    if !c.marks.is_empty() {
+        s.push_str(&format!(
+            "<li><span class=\"swatch mark\"></span>{} event(s), marked on the time axis</li>",
+            c.marks.len()
+        ));
+    }
+    s.push_str("</ul>");
+    let missing: Vec<String> = c
+        .lines
+        .iter()
+        .filter(|l| !drawn(l))
+        .map(|l| esc(&l.name))
+        .collect();
+    if !missing.is_empty() {
+        s.push_str(&format!(
+            "<p class=\"note\">Not measured in this range: {}.</p>",
+            missing.join(", ")
+        ));
+    }
+    s
+}
+
+/// One drawing of the chart at the given proportions.
+fn plot(c: &Chart, id: &str, z: Size) -> String {
+    let (w, h, left) = (z.w, z.h, z.left);
+    let pw = w - left - RIGHT;
+    let ph = h - TOP - BOTTOM;
     let span = (c.to_ms - c.from_ms).max(1) as f64;
     let data_max = c
         .lines
         .iter()
         .flat_map(|l| l.points.iter().filter_map(|(_, v)| *v))
+        .chain(c.refs.iter().map(|r| r.value))
         .fold(0.0_f64, f64::max);
-    let ymax = c.y_max.unwrap_or_else(|| nice_max(data_max));
-    let x = |t: i64| left + (t - c.from_ms) as f64 / span * pw;
-    let y = |v: f64| top + ph - (v / ymax).clamp(0.0, 1.05) * ph;
+    // Without a fixed top, leave a little room above the highest value.
+    let top = c.y_max.map_or(data_max * 1.08, |m| m.max(data_max));
+    let (step, ymax, decimals) = y_ticks(top);
+    let x = |t: i64| left + ((t - c.from_ms) as f64 / span).clamp(0.0, 1.0) * pw;
+    let y = |v: f64| TOP + ph - (v / ymax).clamp(0.0, 1.0) * ph;
     let mut s = format!(
-        "<figure class=\"chart\"><figcaption id=\"{id}\">{} <span class=\"unit\">({})</span></figcaption><svg viewBox=\"0 0 {w} {h}\" width=\"100%\" role=\"img\" aria-labelledby=\"{id}\" xmlns=\"http://www.w3.org/2000/svg\">",
-        esc(&c.title),
-        esc(&c.unit)
+        "<svg class=\"{}\" viewBox=\"0 0 {w} {h}\" width=\"100%\" role=\"img\" aria-labelledby=\"{id}\" xmlns=\"http://www.w3.org/2000/svg\">",
+        z.class
     );
-    // Axes and grid.
-    for i in 0..=4 {
-        let v = ymax * f64::from(i) / 4.0;
+    // Shaded periods under everything else.
+    for b in &c.bands {
+        for (from, to) in &b.spans {
+            let (x0, x1) = (x(*from), x(*to));
+            s.push_str(&format!(
+                "<rect x=\"{x0:.1}\" y=\"{TOP}\" width=\"{:.1}\" height=\"{ph}\" fill=\"{BAND_FILL}\"><title>{}</title></rect>",
+                (x1 - x0).max(0.8),
+                esc(&b.name)
+            ));
+        }
+    }
+    // Y axis and grid.
+    let n = (ymax / step).round() as i64;
+    for i in 0..=n {
+        let v = step * i as f64;
         let yy = y(v);
         s.push_str(&format!(
             "<line x1=\"{left}\" x2=\"{}\" y1=\"{yy:.1}\" y2=\"{yy:.1}\" class=\"grid\"/><text x=\"{}\" y=\"{:.1}\" text-anchor=\"end\" class=\"tick\">{}</text>",
-            w - right,
+            w - RIGHT,
             left - 6.0,
             yy + 4.0,
-            num(v)
+            tick_label(v, decimals)
         ));
     }
-    for i in 0..=5 {
-        let t = c.from_ms + (span * f64::from(i) / 5.0) as i64;
+    // Time axis.
+    for (t, label) in time_ticks(c.from_ms, c.to_ms, z.time_ticks) {
         let xx = x(t);
-        let anchor = match i {
-            0 => "start",
-            5 => "end",
-            _ => "middle",
-        };
+        let (a, tx) = anchor(xx, label.chars().count(), w);
         s.push_str(&format!(
-            "<line x1=\"{xx:.1}\" x2=\"{xx:.1}\" y1=\"{}\" y2=\"{}\" class=\"axis\"/><text x=\"{xx:.1}\" y=\"{}\" text-anchor=\"{anchor}\" class=\"tick\">{}</text>",
-            top + ph,
-            top + ph + 4.0,
+            "<line x1=\"{xx:.1}\" x2=\"{xx:.1}\" y1=\"{}\" y2=\"{}\" class=\"axis\"/><text x=\"{tx:.1}\" y=\"{}\" text-anchor=\"{a}\" class=\"tick\">{label}</text>",
+            TOP + ph,
+            TOP + ph + 4.0,
             h - 8.0,
-            short_time(t)
         ));
     }
-    // Lines, broken where values are missing.
+    // Reference lines.
+    for (i, r) in c.refs.iter().enumerate() {
+        let yy = y(r.value);
+        let (color, dash) = REF_STYLE[i % REF_STYLE.len()];
+        s.push_str(&format!(
+            "<line x1=\"{left}\" x2=\"{}\" y1=\"{yy:.1}\" y2=\"{yy:.1}\" stroke=\"{color}\" stroke-width=\"1.6\" stroke-dasharray=\"{dash}\"><title>{}: {} {}</title></line>",
+            w - RIGHT,
+            esc(&r.name),
+            num(r.value),
+            esc(&c.unit)
+        ));
+    }
+    // Lines, broken where values are missing; a lone value is a dot.
     for (i, l) in c.lines.iter().enumerate() {
         let color = PALETTE[i % PALETTE.len()];
         let dash = DASH[(i / PALETTE.len()) % DASH.len()];
         let mut d = String::new();
-        let mut pen = false;
-        for (t, v) in &l.points {
-            match v {
-                Some(v) => {
-                    d.push_str(&format!(
-                        "{}{:.1},{:.1}",
-                        if pen { " L" } else { " M" },
-                        x(*t),
-                        y(*v)
-                    ));
-                    pen = true;
-                }
-                None => pen = false,
+        let mut dots = String::new();
+        let pts = &l.points;
+        for (k, (t, v)) in pts.iter().enumerate() {
+            let Some(v) = v else { continue };
+            let pen = k > 0 && pts[k - 1].1.is_some();
+            let next = pts.get(k + 1).is_some_and(|p| p.1.is_some());
+            if !pen && !next {
+                dots.push_str(&format!(
+                    "<circle cx=\"{:.1}\" cy=\"{:.1}\" r=\"1.8\" fill=\"{color}\"/>",
+                    x(*t),
+                    y(*v)
+                ));
             }
+            d.push_str(&format!(
+                "{}{:.1},{:.1}",
+                if pen { " L" } else { " M" },
+                x(*t),
+                y(*v)
+            ));
         }
         s.push_str(&format!(
-            "<path d=\"{d}\" fill=\"none\" stroke=\"{color}\" stroke-width=\"1.6\"{}><title>{}</title></path>",
+            "<path d=\"{d}\" fill=\"none\" stroke=\"{color}\" stroke-width=\"1.6\"{}><title>{}</title></path>{dots}",
             if dash.is_empty() {
                 String::new()
             } else {
@@ -159,6 +409,23 @@ pub fn svg(c: &Chart) -> String {
             esc(&l.name)
         ));
     }
+    // Event marks: a line over the plot and a label above the time axis.
+    for m in &c.marks {
+        let xx = x(m.t);
+        s.push_str(&format!(
+            "<g class=\"mark\"><line x1=\"{xx:.1}\" x2=\"{xx:.1}\" y1=\"{TOP}\" y2=\"{}\" stroke=\"{MARK_COLOR}\" stroke-width=\"1.4\"/><title>{}</title></g>",
+            TOP + ph,
+            esc(&m.title)
+        ));
+        if !m.label.is_empty() {
+            let (a, tx) = anchor(xx, m.label.chars().count(), w);
+            s.push_str(&format!(
+                "<text x=\"{tx:.1}\" y=\"{:.1}\" text-anchor=\"{a}\" class=\"marklabel\">{}</text>",
+                TOP + 11.0,
+                esc(&m.label)
+            ));
+        }
+    }
     // Hover columns: every line's value at that time.
     let times: Vec<i64> = c
         .lines
@@ -166,11 +433,11 @@ pub fn svg(c: &Chart) -> String {
         .max_by_key(|l| l.points.len())
         .map(|l| l.points.iter().map(|(t, _)| *t).collect())
         .unwrap_or_default();
-    let stride = times.len().div_ceil(120).max(1);
+    let stride = times.len().div_ceil(z.hover_columns).max(1);
     let col_w = pw / (times.len() as f64 / stride as f64).max(1.0);
     for chunk in times.chunks(stride) {
         let t = chunk[0];
-        let mut tip = short_time(t);
+        let mut tip = crate::format::short_time(t);
         for l in &c.lines {
             let v = l
                 .points
@@ -184,34 +451,47 @@ pub fn svg(c: &Chart) -> String {
             ));
         }
         s.push_str(&format!(
-            "<rect x=\"{:.1}\" y=\"{top}\" width=\"{col_w:.1}\" height=\"{ph}\" class=\"hover\"><title>{}</title></rect>",
+            "<rect x=\"{:.1}\" y=\"{TOP}\" width=\"{col_w:.1}\" height=\"{ph}\" class=\"hover\"><title>{}</title></rect>",
             x(t),
             esc(&tip)
         ));
     }
     s.push_str("</svg>");
-    // Legend.
-    s.push_str("<ul class=\"legend\">");
-    for (i, l) in c.lines.iter().enumerate() {
-        s.push_str(&format!(
-            "<li><span class=\"swatch\" style=\"background:{}\"></span>{}</li>",
-            PALETTE[i % PALETTE.len()],
-            esc(&l.name)
-        ));
-    }
-    s.push_str("</ul></figure>");
     s
 }
 
-/// Horizontal bars with values, e.g. the funnel.
+/// Horizontal bars with values, e.g. the funnel; drawn wide and narrow like the charts.
 pub fn bars(title: &str, unit: &str, rows: &[(String, f64, &str)]) -> String {
-    let max = rows.iter().map(|r| r.1).fold(1.0_f64, f64::max);
-    let (left, width, row) = (110.0, 460.0, 30.0);
-    let h = row * rows.len() as f64 + 8.0;
     let mut s = format!(
-        "<figure class=\"chart\"><figcaption>{} <span class=\"unit\">({})</span></figcaption><svg viewBox=\"0 0 720 {h}\" width=\"100%\" role=\"img\" aria-label=\"{}\" xmlns=\"http://www.w3.org/2000/svg\">",
+        "<figure class=\"chart\"><figcaption>{} <span class=\"unit\">({})</span></figcaption>",
         esc(title),
         esc(unit),
+    );
+    for (class, w, left) in [("wide", 720.0, 110.0), ("narrow", 360.0, 72.0)] {
+        s.push_str(&bar_plot(title, unit, rows, class, w, left));
+    }
+    s.push_str("</figure>");
+    s
+}
+
+fn bar_plot(
+    title: &str,
+    unit: &str,
+    rows: &[(String, f64, &str)],
+    class: &str,
+    w: f64,
+    left: f64,
+) -> String {
+    let max = rows.iter().map(|r| r.1).fold(1.0_f64, f64::max);
+    let row = 30.0;
+    let h = row * rows.len() as f64 + 8.0;
+    let label_w = rows
+        .iter()
+        .map(|r| (num(r.1).len() + unit.len() + 1) as f64 * CHAR_W)
+        .fold(0.0, f64::max);
+    let width = (w - left - label_w - 12.0).max(40.0);
+    let mut s = format!(
+        "<svg class=\"{class}\" viewBox=\"0 0 {w} {h}\" width=\"100%\" role=\"img\" aria-label=\"{}\" xmlns=\"http://www.w3.org/2000/svg\">",
         esc(title)
     );
     for (i, (name, v, color)) in rows.iter().enumerate() {
@@ -231,7 +511,164 @@ pub fn bars(title: &str, unit: &str, rows: &[(String, f64, &str)]) -> String {
             esc(unit)
         ));
     }
-    s.push_str("</svg></figure>");
+    s.push_str("</svg>");
+    s
+}
+
+/// GPUs × time: each cell coloured by how much of its allocation was used, its height the
+/// share of the GPU allocated (grey where nothing was allocated, empty where nothing reported).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Heatmap {
+    pub title: String,
+    pub from_ms: i64,
+    pub to_ms: i64,
+    /// Width of a column in ms; column `i` starts at `from_ms + i × column_ms`.
+    pub column_ms: i64,
+    pub rows: Vec<HeatRow>,
+    /// Under the map, e.g. which GPUs of how many are shown.
+    pub note: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HeatRow {
+    pub label: String,
+    pub href: String,
+    pub cells: Vec<Option<HeatCell>>,
+}
+
+/// One GPU over one column: shares of the physical GPU (0–1).
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct HeatCell {
+    pub allocated: f64,
+    pub effective: f64,
+}
+
+/// Colour of a used share of an allocation: orange (unused) through pale to blue (used).
+fn heat_colour(used: f64) -> String {
+    let stops = [
+        (0.0, (194, 65, 12)),
+        (0.5, (238, 221, 190)),
+        (1.0, (31, 95, 168)),
+    ];
+    let u = used.clamp(0.0, 1.0);
+    let (a, b) = if u <= 0.5 {
+        (stops[0], stops[1])
+    } else {
+        (stops[1], stops[2])
+    };
+    let t = (u - a.0) / (b.0 - a.0);
+    let mix = |x: u8, y: u8| (f64::from(x) + (f64::from(y) - f64::from(x)) * t).round() as u8;
+    format!(
+        "#{:02x}{:02x}{:02x}",
+        mix(a.1.0, b.1.0),
+        mix(a.1.1, b.1.1),
+        mix(a.1.2, b.1.2)
+    )
+}
+
+pub fn heatmap(h: &Heatmap) -> String {
+    let id = chart_id(&h.title);
+    let (w, label_w, row_h, top, axis) = (720.0, 150.0, 14.0, 4.0, 24.0);
+    let cols = h
+        .rows
+        .iter()
+        .map(|r| r.cells.len())
+        .max()
+        .unwrap_or(0)
+        .max(1);
+    let pw = w - label_w - RIGHT;
+    let cw = pw / cols as f64;
+    let height = top + row_h * h.rows.len() as f64 + axis;
+    let mut s = format!(
+        "<figure class=\"chart heatmap\"><figcaption id=\"{id}\">{} <span class=\"unit\">(colour: share of the allocation used; height: share of the GPU allocated)</span></figcaption><div class=\"scroll\"><svg viewBox=\"0 0 {w} {height}\" width=\"100%\" style=\"min-width:560px\" role=\"img\" aria-labelledby=\"{id}\" xmlns=\"http://www.w3.org/2000/svg\">",
+        esc(&h.title)
+    );
+    let span = (h.to_ms - h.from_ms).max(1) as f64;
+    for (ri, r) in h.rows.iter().enumerate() {
+        let y = top + ri as f64 * row_h;
+        let label: String = if r.label.chars().count() > 24 {
+            r.label.chars().take(23).collect::<String>() + "…"
+        } else {
+            r.label.clone()
+        };
+        s.push_str(&format!(
+            "<a href=\"{}\"><text x=\"{}\" y=\"{:.1}\" text-anchor=\"end\" class=\"tick rowlabel\">{}<title>{}</title></text></a>",
+            esc(&r.href),
+            label_w - 6.0,
+            y + row_h - 3.0,
+            esc(&label),
+            esc(&r.label)
+        ));
+        s.push_str(&format!(
+            "<rect x=\"{label_w}\" y=\"{y:.1}\" width=\"{pw:.1}\" height=\"{:.1}\" fill=\"#f8fafc\"/>",
+            row_h - 1.0
+        ));
+        for (ci, c) in r.cells.iter().enumerate() {
+            let Some(c) = c else { continue };
+            let x = label_w + ci as f64 * cw;
+            let t = h.from_ms + ci as i64 * h.column_ms;
+            let ch = row_h - 1.0;
+            let alloc = c.allocated.clamp(0.0, 1.0);
+            let used = if c.allocated > 0.0 {
+                (c.effective / c.allocated).clamp(0.0, 1.0)
+            } else {
+                0.0
+            };
+            let tip = format!(
+                "{} · {} UTC · allocated {:.0} % of the GPU · effective {:.0} % of the GPU{}",
+                r.label,
+                crate::format::short_time(t),
+                c.allocated * 100.0,
+                c.effective * 100.0,
+                if c.allocated > 0.0 {
+                    format!(" ({:.0} % of the allocation)", used * 100.0)
+                } else {
+                    String::new()
+                }
+            );
+            s.push_str(&format!(
+                "<g><rect x=\"{x:.1}\" y=\"{y:.1}\" width=\"{:.2}\" height=\"{ch:.1}\" fill=\"#d1d5db\"/>",
+                cw.max(0.6)
+            ));
+            if alloc > 0.0 {
+                let ah = (ch * alloc).max(1.5);
+                s.push_str(&format!(
+                    "<rect x=\"{x:.1}\" y=\"{:.1}\" width=\"{:.2}\" height=\"{ah:.1}\" fill=\"{}\"/>",
+                    y + ch - ah,
+                    cw.max(0.6),
+                    heat_colour(used)
+                ));
+            }
+            s.push_str(&format!("<title>{}</title></g>", esc(&tip)));
+        }
+    }
+    let base = top + row_h * h.rows.len() as f64;
+    for (t, label) in time_ticks(h.from_ms, h.to_ms, 6) {
+        let xx = label_w + (t - h.from_ms) as f64 / span * pw;
+        let (a, tx) = anchor(xx, label.chars().count(), w);
+        s.push_str(&format!(
+            "<line x1=\"{xx:.1}\" x2=\"{xx:.1}\" y1=\"{base:.1}\" y2=\"{:.1}\" class=\"axis\"/><text x=\"{tx:.1}\" y=\"{:.1}\" text-anchor=\"{a}\" class=\"tick\">{label}</text>",
+            base + 4.0,
+            base + 16.0
+        ));
+    }
+    s.push_str("</svg></div><ul class=\"legend\">");
+    s.push_str("<li><span class=\"swatch\" style=\"background:#d1d5db\"></span>not allocated</li>");
+    for (used, name) in [
+        (0.0, "allocated, unused"),
+        (0.5, "half used"),
+        (1.0, "fully used"),
+    ] {
+        s.push_str(&format!(
+            "<li><span class=\"swatch\" style=\"background:{}\"></span>{name}</li>",
+            heat_colour(used)
+        ));
+    }
+    s.push_str("<li><span class=\"swatch\" style=\"background:#f8fafc;outline:1px solid #d1d5db\"></span>no data</li></ul>");
+    if !h.note.is_empty() {
+        s.push_str(&format!("<p class=\"note\">{}</p>", esc(&h.note)));
+    }
+    s.push_str("</figure>");
     s
 }
 
@@ -247,9 +684,8 @@ mod tests {
         );
     }
 
-    #[test]
-    fn charts_have_axes_legend_hover_and_gaps() {
-        let c = Chart {
+    fn chart() -> Chart {
+        Chart {
             title: "GPU utilization <all>".into(),
             unit: "%".into(),
             from_ms: 0,
@@ -259,26 +695,138 @@ mod tests {
                 name: "GPU 0".into(),
                 points: vec![(0, Some(10.0)), (1_800_000, None), (3_000_000, Some(50.0))],
             }],
-            empty_note: String::new(),
-        };
-        let s = svg(&c);
+            ..Chart::default()
+        }
+    }
+
+    #[test]
+    fn charts_have_axes_legend_hover_and_gaps() {
+        let s = svg(&chart());
         assert!(s.contains("&lt;all&gt;"));
         assert!(s.contains("(%)"));
-        assert_eq!(s.matches(" M").count(), 2, "the gap breaks the line: {s}");
+        assert_eq!(s.matches("<svg").count(), 2, "a wide and a narrow drawing");
+        assert_eq!(
+            s.matches(" M").count(),
+            4,
+            "the gap breaks the line twice: {s}"
+        );
         assert!(s.contains("GPU 0: 50.0 %"), "hover value");
         assert!(s.contains("class=\"legend\""));
         assert!(s.contains(">100<"), "y axis top");
+        assert!(
+            s.contains(">25<") && !s.contains(">25.0<"),
+            "ticks share their decimals"
+        );
         let empty = svg(&Chart {
             lines: vec![Line {
                 name: "x".into(),
                 points: vec![(0, None)],
             }],
             empty_note: "not measurable without DCGM".into(),
-            ..c
+            ..chart()
         });
         assert!(empty.contains("not measurable without DCGM"));
         assert!(!empty.contains("<svg"));
-        assert_eq!(nice_max(73.0), 100.0);
-        assert_eq!(nice_max(0.3), 0.5);
+    }
+
+    #[test]
+    fn legend_names_only_what_is_drawn() {
+        let mut c = chart();
+        c.lines.push(Line {
+            name: "SM activity".into(),
+            points: vec![(0, None)],
+        });
+        c.bands.push(Band {
+            name: "aggressor running".into(),
+            spans: vec![(600_000, 1_200_000)],
+        });
+        c.refs.push(RefLine {
+            name: "slice capacity".into(),
+            value: 43.0,
+        });
+        c.marks.push(Mark {
+            t: 900_000,
+            label: "79".into(),
+            title: "XID 79".into(),
+        });
+        let s = svg(&c);
+        let legend = &s[s.find("class=\"legend\"").unwrap()..];
+        assert!(legend.contains("GPU 0"));
+        assert!(!legend[..legend.find("</ul>").unwrap()].contains("SM activity"));
+        assert!(legend.contains("Not measured in this range: SM activity."));
+        assert!(legend.contains("aggressor running"));
+        assert!(legend.contains("slice capacity (43.0 %)"));
+        assert!(legend.contains("1 event(s)"));
+        assert!(s.contains(">79<"), "mark label drawn");
+        assert!(
+            s.contains("stroke-dasharray=\"5 4\""),
+            "reference line drawn"
+        );
+    }
+
+    #[test]
+    fn heatmap_shows_allocation_and_use() {
+        let h = Heatmap {
+            title: "GPUs".into(),
+            from_ms: 0,
+            to_ms: 2 * 3_600_000,
+            column_ms: 3_600_000,
+            rows: vec![HeatRow {
+                label: "node-a GPU 0".into(),
+                href: "/gpus/GPU-1".into(),
+                cells: vec![
+                    Some(HeatCell {
+                        allocated: 1.0,
+                        effective: 0.0,
+                    }),
+                    None,
+                ],
+            }],
+            note: "all 1 GPUs".into(),
+        };
+        let s = heatmap(&h);
+        assert!(s.contains(
+            "allocated 100 % of the GPU · effective 0 % of the GPU (0 % of the allocation)"
+        ));
+        assert!(
+            s.contains(&heat_colour(0.0)),
+            "an unused allocation is orange"
+        );
+        assert!(s.contains("href=\"/gpus/GPU-1\""));
+        assert_eq!(
+            s.matches("<g>").count(),
+            1,
+            "no cell where nothing reported"
+        );
+        assert_eq!(heat_colour(0.0), "#c2410c");
+        assert_eq!(heat_colour(1.0), "#1f5fa8");
+    }
+
+    #[test]
+    fn y_ticks_are_round_with_one_precision() {
+        assert_eq!(y_ticks(100.0), (25.0, 100.0, 0));
+        assert_eq!(y_ticks(73.0), (20.0, 80.0, 0));
+        assert_eq!(y_ticks(0.3), (0.1, 0.3, 1));
+        assert_eq!(y_ticks(188.0), (50.0, 200.0, 0));
+        assert_eq!(y_ticks(9.0), (2.5, 10.0, 1));
+        assert_eq!(y_ticks(0.0), (0.25, 1.0, 2));
+        assert_eq!(tick_label(20_000_000_000.0, 0), "20G");
+        assert_eq!(tick_label(12_000.0, 0), "12,000");
+    }
+
+    #[test]
+    fn time_ticks_fall_on_whole_hours_and_days() {
+        let day = 86_400_000;
+        let from = 20_000 * day + 8 * 3_600_000 + 26 * 60_000; // 08:26
+        let t = time_ticks(from, from + 7 * day, 6);
+        assert!(t.len() <= 6 && t.len() >= 3, "{t:?}");
+        assert!(t.iter().all(|(ms, _)| ms % day == 0), "{t:?}");
+        let t = time_ticks(from, from + day, 6);
+        assert!(t.iter().all(|(ms, _)| ms % (6 * 3_600_000) == 0), "{t:?}");
+        assert!(t.iter().any(|(_, l)| l == "12:00"), "{t:?}");
+        assert!(
+            t.iter().any(|(_, l)| l.contains('-')),
+            "midnight shows the date: {t:?}"
+        );
     }
 }

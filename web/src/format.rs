@@ -13,7 +13,7 @@ pub fn short_time(ms: i64) -> String {
 }
 
 /// Year, month, day, hour, minute (UTC) of Unix milliseconds.
-fn civil(ms: i64) -> (i64, u32, u32, u32, u32) {
+pub fn civil(ms: i64) -> (i64, u32, u32, u32, u32) {
     let (y, m, d) = model::time::civil_from_days(ms.div_euclid(86_400_000));
     let rem = ms.rem_euclid(86_400_000) / 1000;
     (
@@ -45,6 +45,18 @@ pub fn num(x: f64) -> String {
     } else {
         format!("{x:.2}")
     }
+}
+
+/// Money as every page and the report show it: whole units, grouped, with the currency
+/// (`1,463 USD`). CSV keeps cents.
+pub fn money(x: f64, currency: &str) -> String {
+    let whole = num(x.round());
+    let whole = if x.abs() < 100.0 {
+        format!("{:.0}", x.round())
+    } else {
+        whole
+    };
+    format!("{whole} {currency}")
 }
 
 /// `42 %` of a 0–1 ratio, `–` without one.
@@ -93,6 +105,9 @@ mod tests {
     fn times_and_numbers() {
         assert_eq!(time(1_795_219_200_000), "2026-11-21 00:00");
         assert_eq!(time(0), "1970-01-01 00:00");
+        assert_eq!(money(1462.56, "USD"), "1,463 USD");
+        assert_eq!(money(7.4, "EUR"), "7 EUR");
+        assert_eq!(money(169.0, "USD"), "169 USD");
         assert_eq!(short_time(1_709_164_800_000 + 90_000), "02-29 00:01");
         assert_eq!(num(1234567.0), "1,234,567");
         assert_eq!(num(12.34), "12.3");

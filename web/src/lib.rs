@@ -79,6 +79,10 @@ button{background:#13253b;color:#fff;border-color:#13253b;cursor:pointer}
 figure.chart{background:#fff;border:1px solid #d4d9e0;border-radius:8px;margin:.6rem 0;padding:.5rem .7rem}
 figure.chart figcaption{font-weight:600}.unit{color:#4b5563;font-weight:400}
 svg text{font:11px system-ui,sans-serif;fill:#16191d}svg .tick{fill:#4b5563}
+svg .rowlabel{font-size:10px}svg .marklabel{fill:#a4161a;font-weight:600}
+figure.chart svg.narrow{display:none}@media (max-width:640px){figure.chart svg.wide{display:none}figure.chart svg.narrow{display:block}}
+.swatch.dashed{background-image:linear-gradient(90deg,transparent 50%,#fff 50%)!important;background-size:6px 100%}
+.swatch.ref{background:none;border-top:2px dashed #374151;height:0;vertical-align:3px}.swatch.mark{background:#a4161a;width:2px}
 svg .grid{stroke:#e5e7eb}svg .axis{stroke:#9aa4b2}svg .hover{fill:transparent}svg .hover:hover{fill:rgba(31,95,168,.08)}
 .legend{list-style:none;display:flex;flex-wrap:wrap;gap:.3rem 1rem;padding:0;margin:.2rem 0 0;font-size:.88em}
 .swatch{display:inline-block;width:.9rem;height:.9rem;border-radius:2px;margin-right:.35rem;vertical-align:-2px}

@@ -3,7 +3,7 @@
 use leptos::prelude::*;
 
 use crate::chart::{self, Chart};
-use crate::format::{enc, num, pct};
+use crate::format::{enc, money, num, pct};
 use crate::{Frame, Nav, document};
 
 /// Sorting of a table, carried in the URL (`sort`, `dir`) so links keep it.
@@ -123,6 +123,25 @@ pub struct OverviewView {
     pub trends: Vec<Trend>,
     pub chart: Chart,
     pub limitations: Vec<String>,
+    /// History batches loaded of the total while a bulk load (the demo's backfill) runs.
+    pub loading: Option<(u64, u64)>,
+    /// Tenants by the money their unused allocation cost, whether or not they have a finding.
+    pub top_wasters: Vec<WasterLine>,
+    /// GPUs × time, coloured by effective use, with allocation shown.
+    pub heatmap: Option<chart::Heatmap>,
+}
+
+/// A tenant among the top wasters.
+#[derive(Debug, Clone, PartialEq)]
+pub struct WasterLine {
+    pub key: String,
+    pub name: String,
+    pub team: String,
+    pub waste_gpu_hours: f64,
+    pub waste_cost: String,
+    pub effective: Option<f64>,
+    /// The tenant's most severe finding (id, kind), if any.
+    pub finding: Option<(String, String)>,
 }
 
 fn tenant_table(rows: Vec<TenantLine>, what: &'static str, label: &'static str) -> impl IntoView {
@@ -148,6 +167,44 @@ fn tenant_table(rows: Vec<TenantLine>, what: &'static str, label: &'static str) 
         <div class="scroll"><table>
             <caption>{what}</caption>
             <thead><tr><th scope="col">"Tenant"</th><th scope="col">"Team"</th><th scope="col">"Node"</th><th scope="col" class="n">{label}</th></tr></thead>
+            <tbody>{body}</tbody>
+        </table></div>
+    }
+    .into_any()
+}
+
+/// The tenants whose allocations cost most without being used, with their finding if any.
+fn waster_table(rows: Vec<WasterLine>) -> impl IntoView {
+    if rows.is_empty() {
+        return view! { <p class="note">"No waste in the analysed window."</p> }.into_any();
+    }
+    let body = rows
+        .into_iter()
+        .map(|r| {
+            let finding = match &r.finding {
+                Some((id, kind)) => {
+                    view! { <a href=format!("/findings/{}", enc(id))>{kind.replace('_', " ")}</a> }
+                        .into_any()
+                }
+                None => view! { <span class="note">"none: below every finding's threshold"</span> }
+                    .into_any(),
+            };
+            view! {
+                <tr>
+                    <td><a href=format!("/tenants?q={}", enc(&r.key))>{r.name}</a></td>
+                    <td>{r.team}</td>
+                    <td class="n">{r.waste_cost}</td>
+                    <td class="n">{num(r.waste_gpu_hours)}</td>
+                    <td class="n">{pct(r.effective)}</td>
+                    <td>{finding}</td>
+                </tr>
+            }
+        })
+        .collect_view();
+    view! {
+        <div class="scroll"><table>
+            <caption>"Allocated GPU-hours not used (allocated − effective) × price, over the analysed window; a tenant without a finding can still waste."</caption>
+            <thead><tr><th scope="col">"Tenant"</th><th scope="col">"Team"</th><th scope="col" class="n">"Waste"</th><th scope="col" class="n">"Waste GPU-h"</th><th scope="col" class="n">"Effective"</th><th scope="col">"Finding"</th></tr></thead>
             <tbody>{body}</tbody>
         </table></div>
     }
@@ -209,9 +266,22 @@ pub fn overview(frame: Frame, v: OverviewView) -> String {
             .iter()
             .map(|l| view! { <li>{l.clone()}</li> })
             .collect_view();
-        let not_analysed = (!v.analysed).then(|| {
-            view! { <p class="error">"No analysis yet: the first one runs shortly after the collector starts."</p> }
-        });
+        let not_analysed = match v.loading {
+            Some((done, total)) => Some(view! {
+                <p class="notice" role="status"><b>"Loading history: "</b>{format!(
+                    "{done} of {total} batches ({} %). The funnel, findings and plan appear when the history is in and analysed (about a minute); charts show what has arrived so far. This page reloads itself.",
+                    done * 100 / total.max(1)
+                )}</p>
+            }.into_any()),
+            None if !v.analysed => Some(view! { <p class="error">"No analysis yet: the first one runs shortly after the collector starts."</p> }.into_any()),
+            None => None,
+        };
+        let wasters = if v.analysed {
+            waster_table(v.top_wasters.clone()).into_any()
+        } else {
+            view! { <p class="note">"After the first analysis."</p> }.into_any()
+        };
+        let heatmap = v.heatmap.as_ref().map(|h| raw(chart::heatmap(h)));
         view! {
             <h1>"Fleet overview"</h1>
             {not_analysed}
@@ -226,21 +296,29 @@ pub fn overview(frame: Frame, v: OverviewView) -> String {
             </form>
             <section class="cards" aria-label="Key numbers">
                 <div class="card">"Effective use"<b>{pct(f.effective_ratio)}</b><span>"of allocated GPU-hours"</span></div>
-                <div class="card">"Waste"<b>{if v.analysed { format!("{} {}", num(f.waste_cost), f.currency) } else { "–".into() }}</b><span>{if v.analysed { format!("{} GPU-h of {} allocated", num(f.waste), num(f.allocated)) } else { "after the first analysis".into() }}</span></div>
-                <div class="card">"Cost"<b>{if v.analysed { format!("{} {}", num(f.cost), f.currency) } else { "–".into() }}</b><span>"allocated GPU-hours × price"</span></div>
+                <div class="card">"Waste"<b>{if v.analysed { money(f.waste_cost, &f.currency) } else { "–".into() }}</b><span>{if v.analysed { format!("{} GPU-h of {} allocated", num(f.waste), num(f.allocated)) } else { "after the first analysis".into() }}</span></div>
+                <div class="card">"Cost"<b>{if v.analysed { money(f.cost, &f.currency) } else { "–".into() }}</b><span>"allocated GPU-hours × price"</span></div>
                 <div class="card">"GPUs freeable"<b>{v.gpus_freeable}</b><span><a href="/recommendations">{v.plan_line.clone()}</a></span></div>
                 <div class="card">"Fleet"<b>{format!("{} GPUs", v.gpus)}</b><span><a href="/nodes">{format!("{} nodes", v.nodes)}</a></span></div>
                 <div class="card">"Alerts firing"<b>{v.firing_alerts}</b><span><a href="/alerts">"see alerts"</a></span></div>
             </section>
             <div class="grid2">
-                <section aria-labelledby="h-funnel"><h2 id="h-funnel">"Where the GPU-hours go"</h2>{raw(funnel)}
+                <section aria-labelledby="h-funnel"><h2 id="h-funnel">"Where the GPU-hours go"</h2>{if v.analysed { raw(funnel).into_any() } else { view! { <p class="note">"The funnel appears after the first analysis."</p> }.into_any() }}
                     {(!f.signal.is_empty()).then(|| view! { <p class="note">"Effective use rests on " {f.signal.clone()} "."</p> })}</section>
                 <section aria-labelledby="h-trend"><h2 id="h-trend">"Trend against the previous period"</h2>
                     <div class="scroll"><table><thead><tr><th scope="col">"Fleet"</th><th scope="col" class="n">"This period"</th><th scope="col" class="n">"Previous"</th><th scope="col" class="n">"Change"</th></tr></thead><tbody>{trends}</tbody></table></div>
                     <p class="note">"Change compares the same hours of both periods where both have data (at least a tenth of the period)."</p>
-                    <h2>"Findings"</h2><ul>{findings}</ul>
+                    <h2>"Findings"</h2>{if !v.analysed {
+                        view! { <p class="note">"After the first analysis."</p> }.into_any()
+                    } else if v.findings.is_empty() {
+                        view! { <p class="note">"None in the analysed window."</p> }.into_any()
+                    } else {
+                        view! { <ul>{findings}</ul> }.into_any()
+                    }}
                 </section>
             </div>
+            <section aria-labelledby="h-waste"><h2 id="h-waste">"Top wasters by money"</h2>{wasters}</section>
+            {heatmap}
             {raw(chart::svg(&v.chart))}
             <div class="grid2">
                 <section aria-labelledby="h-idle"><h2 id="h-idle">"Top idle allocations"</h2>{tenant_table(v.top_idle.clone(), "Held a GPU with no kernel for hours", "Idle hours")}</section>
@@ -503,6 +581,7 @@ pub fn usage(frame: Frame, v: UseView, sort: Sort) -> String {
     let nav = if v.teams { Nav::Teams } else { Nav::Tenants };
     document(frame, nav, move || {
         let bursts = v.rows.iter().any(|r| r.ratio.is_some_and(|x| x > 1.0));
+        let currency = v.currency.clone();
         let body = v
             .rows
             .into_iter()
@@ -523,7 +602,7 @@ pub fn usage(frame: Frame, v: UseView, sort: Sort) -> String {
                             {r.ratio.is_some_and(|x| x > 1.0).then(|| view! { <sup title=BURST_NOTE>"*"</sup> })}
                         </td>
                         <td class="n">{num(r.waste)}</td>
-                        <td class="n">{format!("{:.2}", r.cost)}</td>
+                        <td class="n">{money(r.cost, &currency)}</td>
                         <td class="n"><a href=findings>{r.findings}</a></td>
                     </tr>
                 }
@@ -648,7 +727,19 @@ pub struct FindingView {
     pub summary: String,
     pub metrics: Vec<(String, String)>,
     pub charts: Vec<Chart>,
+    /// Tables that belong to the evidence (distributions, events).
+    pub tables: Vec<EvidenceTable>,
+    /// What to do about it, in one sentence.
+    pub action: Option<String>,
     pub recommendations: Vec<(String, String)>,
+}
+
+/// A table of a finding's evidence.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct EvidenceTable {
+    pub caption: String,
+    pub headers: Vec<String>,
+    pub rows: Vec<Vec<String>>,
 }
 
 pub fn finding(frame: Frame, v: FindingView) -> String {
@@ -656,7 +747,7 @@ pub fn finding(frame: Frame, v: FindingView) -> String {
         let metrics = v
             .metrics
             .iter()
-            .map(|(k, val)| view! { <tr><th scope="row">{k.replace('_', " ")}</th><td class="n">{val.clone()}</td></tr> })
+            .map(|(k, val)| view! { <tr><th scope="row">{k.clone()}</th><td class="n">{val.clone()}</td></tr> })
             .collect_view();
         let tenants = v
             .tenants
@@ -664,7 +755,7 @@ pub fn finding(frame: Frame, v: FindingView) -> String {
             .map(|(role, name)| view! { <li>{role.clone()}": "<b>{name.clone()}</b></li> })
             .collect_view();
         let recs = if v.recommendations.is_empty() {
-            view! { <p class="note">"No step of the fleet plan answers it: act on it with the tenant or the node's owner."</p> }.into_any()
+            view! { <p class="note">"No step of the fleet plan answers it: act on it with the tenant or the node's owner, as \"What to do\" above says."</p> }.into_any()
         } else {
             let items = v
                 .recommendations
@@ -674,6 +765,30 @@ pub fn finding(frame: Frame, v: FindingView) -> String {
             view! { <ul>{items}</ul> }.into_any()
         };
         let charts = v.charts.iter().map(|c| raw(chart::svg(c))).collect_view();
+        let tables = v
+            .tables
+            .iter()
+            .map(|t| {
+                let head = t
+                    .headers
+                    .iter()
+                    .map(|h| view! { <th scope="col">{h.clone()}</th> })
+                    .collect_view();
+                let rows = t
+                    .rows
+                    .iter()
+                    .map(|r| {
+                        let cells = r.iter().map(|c| view! { <td>{c.clone()}</td> }).collect_view();
+                        view! { <tr>{cells}</tr> }
+                    })
+                    .collect_view();
+                view! { <div class="scroll"><table><caption>{t.caption.clone()}</caption><thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table></div> }
+            })
+            .collect_view();
+        let action = v
+            .action
+            .clone()
+            .map(|a| view! { <p class="notice"><b>"What to do: "</b>{a}</p> });
         let gpu = v.gpu.clone().map(|g| {
             view! { " · GPU "<a href=format!("/gpus/{}", enc(&g))><code>{g.clone()}</code></a> }
         });
@@ -682,9 +797,11 @@ pub fn finding(frame: Frame, v: FindingView) -> String {
             <p class="meta"><span class=sev_class(&v.severity)>{v.severity.clone()}</span>" · node "<a href=format!("/nodes/{}", enc(&v.node))>{v.node.clone()}</a>{gpu}" · "{v.window.clone()}</p>
             <p>{v.summary.clone()}</p>
             <ul>{tenants}</ul>
+            {action}
             <h2>"Evidence"</h2>
             <p class="note">"Signal: "{v.signal.clone()}</p>
             {charts}
+            {tables}
             <h2>"Numbers"</h2>
             <table><tbody>{metrics}</tbody></table>
             <h2>"Recommendations that answer it"</h2>
@@ -736,13 +853,12 @@ pub struct PlanPoolRow {
 
 fn plan_section(p: PlanView) -> impl IntoView {
     let headline = format!(
-        "Frees {} of {} GPUs in use ({} of {} nodes): {} {} a month.",
+        "Frees {} of {} GPUs in use ({} of {} nodes): {} a month.",
         p.gpus_freed,
         p.gpus_in_use,
         p.nodes_freed,
         p.nodes_in_use,
-        num(p.money),
-        p.currency
+        money(p.money, &p.currency)
     );
     let bound = match p.efficiency {
         Some(e) => format!(
@@ -770,7 +886,7 @@ fn plan_section(p: PlanView) -> impl IntoView {
                     <td class="n">{r.gpus_freed}</td>
                     <td class="n">{r.nodes}</td>
                     <td class="n">{pct(r.efficiency)}</td>
-                    <td class="n">{format!("{} {}", num(r.money), currency)}</td>
+                    <td class="n">{money(r.money, &currency)}</td>
                 </tr>
             }
         })

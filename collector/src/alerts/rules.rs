@@ -108,13 +108,13 @@ impl Rule {
                 "GpuUnderutilized",
                 0,
                 None,
-                "{tenant} uses little of the GPU it holds on {node}",
+                "{tenant} uses little of the GPU it holds on {node}: {value} GPU-hours wasted",
             ),
             Kind::Interference => (
                 "GpuInterference",
                 0,
                 None,
-                "a tenant sharing a GPU on {node} slows {tenant} down",
+                "a tenant sharing a GPU on {node} slows {tenant} down by {value} %",
             ),
             Kind::MemoryPressure => (
                 "GpuMemoryPressure",
@@ -132,7 +132,7 @@ impl Rule {
                 "GpuHardwareErrors",
                 0,
                 Some("critical"),
-                "a GPU on {node} reports XID or ECC errors",
+                "a GPU on {node} reports {value} XID or ECC error(s)",
             ),
             Kind::AgentSilent => (
                 "GpulensAgentSilent",
@@ -244,10 +244,12 @@ fn condition(i: usize, rule: &Rule, severity: &str, s: &Subject, value: f64) -> 
     for (k, v) in &rule.labels {
         labels.insert(k.clone(), v.clone());
     }
+    // The number as the dashboard shows it (web::format::num), so a description and the
+    // finding's page read the same.
     let shown = if value.fract() == 0.0 {
         format!("{value:.0}")
     } else {
-        format!("{value:.1}")
+        web::format::num(value)
     };
     let fill = |t: &str| {
         t.replace("{node}", s.node)
@@ -277,11 +279,13 @@ pub fn evaluate(rules: &[Rule], facts: &Facts) -> Vec<Condition> {
         if let Some(kind) = rule.kind.finding() {
             let Some(a) = facts.analysis else { continue };
             for f in a.findings.iter().filter(|f| f.kind == kind) {
-                if f.to_ms + ONGOING_SLACK_MS < a.to_ms {
+                // Hardware errors stay a condition while the analysis window holds them: a
+                // GPU that fell off the bus two days ago is still suspect until someone acts.
+                if kind != FindingKind::Hardware && f.to_ms + ONGOING_SLACK_MS < a.to_ms {
                     continue;
                 }
-                let hours = (f.to_ms - f.from_ms) as f64 / 3_600_000.0;
-                if rule.kind == Kind::IdleAllocation && hours < rule.threshold_or(4.0) {
+                let (value, _) = f.headline();
+                if rule.kind == Kind::IdleAllocation && value < rule.threshold_or(4.0) {
                     continue;
                 }
                 let severity = rule
@@ -301,7 +305,7 @@ pub fn evaluate(rules: &[Rule], facts: &Facts) -> Vec<Condition> {
                     team: f.team.as_deref(),
                     summary: &f.summary,
                 };
-                let mut c = condition(i, rule, &severity, &s, (hours * 10.0).round() / 10.0);
+                let mut c = condition(i, rule, &severity, &s, value);
                 if kind == FindingKind::Interference
                     && let Some(aggressor) = f.tenants.get(1)
                 {

@@ -92,6 +92,11 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<()> {
     }
     let started = std::time::Instant::now();
     let tty = std::io::IsTerminal::is_terminal(&std::io::stderr());
+    let loading = state.shared.loading.clone();
+    // Until the history is loaded and analysed the overview says so instead of showing
+    // numbers of a partial week.
+    loading.set(0, 1);
+    let progress = loading.clone();
     let stats = driver
         .backfill(
             |node| starts[node],
@@ -99,6 +104,7 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<()> {
             step,
             60,
             move |done, total| {
+                progress.set(done as u64, total as u64);
                 if done == total || done % (total / 10).max(1) == 0 {
                     // One line rewritten in place at a terminal; a line per step in a file.
                     let line = format!(
@@ -137,6 +143,7 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<()> {
             t.elapsed().as_secs_f64()
         );
     }
+    loading.finish();
     if args.no_live {
         return Ok(());
     }

@@ -21,7 +21,9 @@ pub async fn findings(
     let a = analysis(&state).await?;
     let empty = Analysis::default();
     let a: &Analysis = a.as_deref().unwrap_or(&empty);
-    let mut rows = matching(a, &q);
+    let tenants = state.store.tenants().await?;
+    let team_of = team_map(&tenants);
+    let mut rows = matching(a, &q, &team_of);
     let sq = SortQuery {
         sort: q.sort.clone(),
         dir: q.dir.clone(),
@@ -39,7 +41,7 @@ pub async fn findings(
             o.reverse()
         }
     });
-    let filters = filters(a, &q);
+    let filters = filters(a, &q, &team_of);
     let base = query_string(&[
         ("kind", &filters.kind),
         ("severity", &filters.severity),
@@ -56,7 +58,11 @@ pub async fn findings(
 }
 
 /// The findings the query selects, each with its severity (the default sort).
-fn matching(a: &Analysis, q: &FindingQuery) -> Vec<(Severity, pages::FindingRow)> {
+fn matching(
+    a: &Analysis,
+    q: &FindingQuery,
+    team_of: &HashMap<&str, &str>,
+) -> Vec<(Severity, pages::FindingRow)> {
     let min = q.severity.as_deref().and_then(Severity::parse);
     a.findings
         .iter()
@@ -69,7 +75,7 @@ fn matching(a: &Analysis, q: &FindingQuery) -> Vec<(Severity, pages::FindingRow)
         .filter(|f| {
             q.team
                 .as_deref()
-                .is_none_or(|t| t.is_empty() || f.team.as_deref() == Some(t))
+                .is_none_or(|t| t.is_empty() || finding_teams(f, team_of).contains(t))
         })
         .filter(|f| {
             q.node
@@ -99,7 +105,7 @@ fn matching(a: &Analysis, q: &FindingQuery) -> Vec<(Severity, pages::FindingRow)
 }
 
 /// The filter form: what is selected, and the kinds, teams and nodes to choose from.
-fn filters(a: &Analysis, q: &FindingQuery) -> pages::FindingFilters {
+fn filters(a: &Analysis, q: &FindingQuery, team_of: &HashMap<&str, &str>) -> pages::FindingFilters {
     let s = |o: &Option<String>| o.clone().unwrap_or_default();
     pages::FindingFilters {
         kind: s(&q.kind),
@@ -113,9 +119,10 @@ fn filters(a: &Analysis, q: &FindingQuery) -> pages::FindingFilters {
         teams: a
             .findings
             .iter()
-            .filter_map(|f| f.team.clone())
+            .flat_map(|f| finding_teams(f, team_of))
             .collect::<BTreeSet<_>>()
             .into_iter()
+            .map(str::to_owned)
             .collect(),
         nodes: a
             .findings
@@ -125,39 +132,6 @@ fn filters(a: &Analysis, q: &FindingQuery) -> pages::FindingFilters {
             .into_iter()
             .collect(),
     }
-}
-
-/// An evidence series as a chart line.
-/// The range an evidence chart covers: the finding's window, at least an hour.
-fn evidence_range(e: &analytics::Evidence) -> (i64, i64) {
-    (e.from_ms, e.from_ms + (e.to_ms - e.from_ms).max(3_600_000))
-}
-
-/// An evidence series as a chart line.
-async fn evidence_line(
-    state: &DashboardState,
-    e: &analytics::Evidence,
-    label: &str,
-) -> Option<Line> {
-    let (from, to) = evidence_range(e);
-    let step = if to - from <= 2 * 86_400_000 {
-        300_000
-    } else {
-        3_600_000
-    };
-    let s = mean_series(
-        state,
-        Metric::parse(&e.metric)?,
-        Entity::parse(&e.entity)?,
-        from,
-        to,
-        step,
-    )
-    .await?;
-    Some(Line {
-        name: label.to_owned(),
-        points: shown(s),
-    })
 }
 
 pub async fn finding(
@@ -174,78 +148,20 @@ pub async fn finding(
             "no finding {id:?} in the newest analysis (findings are recomputed every analysis; old ids go away when the condition does)"
         )));
     };
-    let charts = evidence_charts(&state, &a, f).await;
-    let v = finding_view(&a, f, charts);
+    let evidence = super::evidence::view(&state, &a, f).await;
+    let v = finding_view(&a, f, evidence);
     Ok(Html(pages::finding(
         frame(&state, &headers, format!("{} finding", f.kind.as_str())),
         v,
     )))
 }
 
-/// The charts of a finding's evidence (an interference finding overlays victim and aggressor).
-async fn evidence_charts(state: &DashboardState, a: &Analysis, f: &Finding) -> Vec<Chart> {
-    let mut charts = Vec::new();
-    if f.kind == FindingKind::Interference {
-        // Victim and aggressor overlaid on one chart.
-        let mut lines = Vec::new();
-        for (e, who) in f.evidence.iter().take(2).zip(["victim", "aggressor"]) {
-            let label = format!(
-                "{who} {}",
-                f.tenants
-                    .get(usize::from(who == "aggressor"))
-                    .map(|k| name_of(a, k))
-                    .unwrap_or_default()
-            );
-            if let Some(l) = evidence_line(state, e, &label).await {
-                lines.push(l);
-            }
-        }
-        if let Some(e) = f.evidence.first() {
-            charts.push(Chart {
-                title: "Victim and aggressor SM time".into(),
-                unit: "%".into(),
-                from_ms: evidence_range(e).0,
-                to_ms: evidence_range(e).1,
-                y_max: Some(100.0),
-                lines,
-                empty_note: "No SM time recorded for these tenants in the window.".into(),
-            });
-        }
-        for e in f.evidence.iter().skip(2) {
-            if let Some(l) = evidence_line(state, e, &e.label).await {
-                charts.push(Chart {
-                    title: e.label.clone(),
-                    unit: "%".into(),
-                    from_ms: evidence_range(e).0,
-                    to_ms: evidence_range(e).1,
-                    y_max: Some(100.0),
-                    lines: vec![l],
-                    empty_note: "No data.".into(),
-                });
-            }
-        }
-    } else {
-        for e in &f.evidence {
-            if let Some(l) = evidence_line(state, e, &e.label).await {
-                let unit = Metric::parse(&e.metric).map_or("", |m| m.spec().unit);
-                let pct = unit == "ratio";
-                charts.push(Chart {
-                    title: e.label.clone(),
-                    unit: if pct { "%".into() } else { unit.into() },
-                    from_ms: evidence_range(e).0,
-                    to_ms: evidence_range(e).1,
-                    y_max: pct.then_some(100.0),
-                    lines: vec![l],
-                    empty_note: "No data in the finding's window.".into(),
-                });
-            }
-        }
-    }
-    charts
-}
-
 /// A finding's page: who, where, when, its numbers and the recommendations that answer it.
-fn finding_view(a: &Analysis, f: &Finding, charts: Vec<Chart>) -> pages::FindingView {
+fn finding_view(
+    a: &Analysis,
+    f: &Finding,
+    evidence: super::evidence::EvidenceView,
+) -> pages::FindingView {
     let tenants = f
         .tenants
         .iter()
@@ -272,9 +188,11 @@ fn finding_view(a: &Analysis, f: &Finding, charts: Vec<Chart>) -> pages::Finding
         metrics: f
             .metrics
             .iter()
-            .map(|(k, v)| (k.clone(), format::num(*v)))
+            .map(|(k, v)| (k.replace('_', " "), metric_value(k, *v, &a.funnel.currency)))
             .collect(),
-        charts,
+        charts: evidence.charts,
+        tables: evidence.tables,
+        action: evidence.action,
         recommendations: a
             .recommendations
             .iter()
@@ -284,5 +202,53 @@ fn finding_view(a: &Analysis, f: &Finding, charts: Vec<Chart>) -> pages::Finding
             })
             .map(|r| (r.id.clone(), r.summary.clone()))
             .collect(),
+    }
+}
+
+/// A finding's number in its unit: shares and rates as percent, hours, GiB, money; counts
+/// as whole numbers.
+pub(super) fn metric_value(key: &str, v: f64, currency: &str) -> String {
+    // Tenths first, as an alert's value is rounded (`Finding::headline`), so both read alike.
+    let tenths = (v * 10.0).round() / 10.0;
+    if key.contains("share") || key.contains("rate") || key.ends_with("ratio") {
+        format!("{:.0} %", v * 100.0)
+    } else if key.contains("gpu_hours") {
+        format!("{} GPU-h", format::num(tenths))
+    } else if key.contains("hours") {
+        format!("{} h", format::num(tenths))
+    } else if key.contains("gib") {
+        format!("{} GiB", format::num(tenths))
+    } else if key.contains("cost") || key.contains("money") {
+        format::money(v, currency)
+    } else if key.ends_with("_gpu") {
+        format!("{} GPU", format::num(tenths))
+    } else if v.fract() == 0.0 && v.abs() < 1e15 {
+        format!("{v:.0}")
+    } else {
+        format::num(v)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::metric_value;
+
+    #[test]
+    fn numbers_carry_their_units() {
+        assert_eq!(
+            metric_value("idle_share_of_allocation", 0.97, "USD"),
+            "97 %"
+        );
+        assert_eq!(metric_value("idle_hours_in_runs", 138.2, "USD"), "138 h");
+        assert_eq!(
+            metric_value("allocated_gpu_hours", 24.0, "USD"),
+            "24.0 GPU-h"
+        );
+        assert_eq!(metric_value("wasted_cost", 169.4, "USD"), "169 USD");
+        assert_eq!(metric_value("idle_runs", 37.0, "USD"), "37");
+        assert_eq!(metric_value("xid_errors", 5.0, "USD"), "5");
+        assert_eq!(metric_value("memory_held_gib_p99", 6.0, "USD"), "6.0 GiB");
+        // Rounded to tenths first, like an alert's value: 19.95 h reads 20.0 h on both.
+        assert_eq!(metric_value("idle_hours_in_runs", 19.95, "USD"), "20.0 h");
     }
 }

@@ -3,6 +3,7 @@
 //! can be shared; changes (sign-in, approval) are POSTed forms with a CSRF token.
 
 mod alerts;
+mod evidence;
 mod findings;
 mod login;
 mod nodes;
@@ -150,6 +151,29 @@ fn operator(state: &DashboardState, headers: &HeaderMap) -> Option<(String, Stri
 
 fn window(a: &Analysis) -> String {
     format!("{} to {} UTC", time(a.from_ms), time(a.to_ms))
+}
+
+/// Tenant key → team, from the store's tenants.
+fn team_map(tenants: &[store::TenantRecord]) -> HashMap<&str, &str> {
+    tenants
+        .iter()
+        .filter_map(|t| Some((t.key.as_str(), t.team.as_deref()?)))
+        .collect()
+}
+
+/// The teams a finding concerns: its own and every named tenant's (an interference finding
+/// concerns the aggressor's team as well as the victim's). Team counts and the findings
+/// filter both use it, so a count and the list it links to agree.
+fn finding_teams<'a>(f: &'a Finding, team_of: &HashMap<&str, &'a str>) -> BTreeSet<&'a str> {
+    f.team
+        .as_deref()
+        .into_iter()
+        .chain(
+            f.tenants
+                .iter()
+                .filter_map(|t| team_of.get(t.as_str()).copied()),
+        )
+        .collect()
 }
 
 fn name_of(a: &Analysis, key: &str) -> String {

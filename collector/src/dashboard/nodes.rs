@@ -82,10 +82,11 @@ async fn node_page(
         })
     };
     let newest = rollups.tenants.keys().map(|(_, _, b)| *b).max();
-    let panels = gpus
+    let mut panels: Vec<pages::GpuPanel> = gpus
         .iter()
         .map(|g| gpu_panel(g, &rollups, newest, &name, (from, to)))
         .collect();
+    share_scales(&mut panels);
     let labels = a
         .as_ref()
         .and_then(|a| {
@@ -338,6 +339,7 @@ fn gpu_charts(g: &store::GpuRecord, rollups: &NodeRollup, (from, to): (i64, i64)
             y_max,
             lines,
             empty_note: empty.into(),
+            ..Chart::default()
         };
     let line = |name: &str, points| Line {
         name: name.into(),
@@ -385,11 +387,43 @@ fn gpu_charts(g: &store::GpuRecord, rollups: &NodeRollup, (from, to): (i64, i64)
             "Temperature is not reported for this device.",
         ),
     ];
-    if g.sharing == "mig" && charts[0].lines[1].points.iter().all(|(_, v)| v.is_none()) {
-        charts[0].title = format!(
-            "GPU {} utilization (per-instance SM activity is not measurable without DCGM)",
-            g.index
-        );
+    if charts[0].lines[1].points.iter().all(|(_, v)| v.is_none()) {
+        // Say why the line is missing instead of listing a series that is not drawn.
+        charts[0].lines.truncate(1);
+        charts[0].title = if g.sharing == "mig" {
+            format!(
+                "GPU {} utilization (per-instance SM activity is not measurable without DCGM)",
+                g.index
+            )
+        } else {
+            format!(
+                "GPU {} utilization (SM activity is not measurable without DCGM)",
+                g.index
+            )
+        };
     }
     charts
+}
+
+/// Charts in the same place of every GPU panel share a unit: give them one y scale (the
+/// largest top among them), so the GPUs of a node compare at a glance.
+fn share_scales(panels: &mut [pages::GpuPanel]) {
+    let slots = panels.iter().map(|p| p.charts.len()).max().unwrap_or(0);
+    for i in 0..slots {
+        let top = panels
+            .iter()
+            .filter_map(|p| p.charts.get(i))
+            .flat_map(|c| {
+                c.lines
+                    .iter()
+                    .flat_map(|l| l.points.iter().filter_map(|(_, v)| *v))
+                    .chain(c.y_max)
+            })
+            .fold(0.0_f64, f64::max);
+        if top > 0.0 {
+            for c in panels.iter_mut().filter_map(|p| p.charts.get_mut(i)) {
+                c.y_max = Some(top);
+            }
+        }
+    }
 }

@@ -81,6 +81,7 @@ pub async fn overview(
         y_max: Some(100.0),
         lines,
         empty_note: "No samples in this range.".into(),
+        ..Chart::default()
     };
     let firing = alerts
         .iter()
@@ -103,9 +104,19 @@ pub async fn overview(
         trends,
         chart,
         limitations: Vec::new(),
+        loading: state.loading.progress(),
+        top_wasters: Vec::new(),
+        heatmap: heatmap(&state, a.as_deref(), range, from, to).await,
     };
     if let Some(a) = &a {
         from_analysis(&mut v, a);
+        let tenants = state.store.tenants().await?;
+        v.top_wasters = top_wasters(a, &tenants);
+    }
+    if v.loading.is_some() {
+        // A partial history's analysis would mislead: numbers wait for the whole week.
+        v.analysed = false;
+        v.funnel = pages::FunnelView::default();
     }
     let mut f = frame(&state, &headers, "Overview");
     f.refresh_s = Some(60);
@@ -144,11 +155,10 @@ fn from_analysis(v: &mut pages::OverviewView, a: &Analysis) {
     let p = &a.plan;
     v.gpus_freeable = p.gpus_freed;
     v.plan_line = format!(
-        "of {} in use · {} node(s) emptied · {} {}/month · {} steps",
+        "of {} in use · {} node(s) emptied · {}/month · {} steps",
         p.gpus_in_use,
         p.nodes_freed,
-        web::format::num(p.money_per_month),
-        p.currency,
+        web::format::money(p.money_per_month, &p.currency),
         p.steps.len()
     );
     let mut counts: BTreeMap<&str, usize> = BTreeMap::new();
@@ -163,4 +173,168 @@ fn from_analysis(v: &mut pages::OverviewView, a: &Analysis) {
         format!("{:.0} %", r * 100.0)
     });
     v.limitations = a.limitations.clone();
+}
+
+/// How many tenants the top-wasters table lists.
+const TOP: usize = 8;
+
+/// Tenants by the money their allocated but unused GPU-hours cost, with their most severe
+/// finding (or none: waste below every finding's threshold still costs).
+fn top_wasters(a: &Analysis, tenants: &[store::TenantRecord]) -> Vec<pages::WasterLine> {
+    let team_of = team_map(tenants);
+    let mut rows: Vec<&analytics::FunnelRow> = a
+        .funnel
+        .by_tenant
+        .iter()
+        .filter(|r| r.waste_cost > 0.0)
+        .collect();
+    rows.sort_by(|x, y| y.waste_cost.total_cmp(&x.waste_cost));
+    rows.into_iter()
+        .take(TOP)
+        .map(|r| {
+            let finding = a
+                .findings
+                .iter()
+                .filter(|f| f.tenants.iter().any(|t| t == &r.key))
+                .max_by_key(|f| f.severity)
+                .map(|f| (f.id.clone(), f.kind.as_str().to_owned()));
+            pages::WasterLine {
+                key: r.key.clone(),
+                name: tenants
+                    .iter()
+                    .find(|t| t.key == r.key)
+                    .map_or_else(|| name_of(a, &r.key), |t| t.display_name()),
+                team: team_of
+                    .get(r.key.as_str())
+                    .map_or_else(|| "–".into(), |t| (*t).to_owned()),
+                waste_gpu_hours: r.waste_gpu_hours,
+                waste_cost: web::format::money(r.waste_cost, &a.funnel.currency),
+                effective: r.effective_ratio,
+                finding,
+            }
+        })
+        .collect()
+}
+
+/// The most GPUs the heatmap shows; beyond, the nodes wasting most come first.
+const HEATMAP_GPUS: usize = 48;
+
+/// GPUs × time over the range: allocation and effective use per GPU and column, from the
+/// tenants' hour rollups (the funnel's own numbers).
+async fn heatmap(
+    state: &DashboardState,
+    a: Option<&Analysis>,
+    range: &str,
+    from: i64,
+    to: i64,
+) -> Option<web::chart::Heatmap> {
+    use web::chart::{HeatCell, HeatRow, Heatmap};
+    let column_ms: i64 = match range {
+        "24h" => 3_600_000,
+        "7d" => 6 * 3_600_000,
+        _ => 86_400_000,
+    };
+    let gpus = state.store.gpus(None).await.ok()?;
+    if gpus.is_empty() {
+        return None;
+    }
+    // Nodes in order of waste (the analysis' node rows), then by name.
+    let waste: HashMap<&str, f64> = a
+        .map(|a| {
+            a.funnel
+                .by_node
+                .iter()
+                .map(|r| (r.key.as_str(), r.waste_gpu_hours))
+                .collect()
+        })
+        .unwrap_or_default();
+    let mut nodes: Vec<(&str, &str)> = gpus
+        .iter()
+        .map(|g| (g.cluster.as_str(), g.node.as_str()))
+        .collect::<BTreeSet<_>>()
+        .into_iter()
+        .collect();
+    nodes.sort_by(|x, y| {
+        let w = |n: &(&str, &str)| waste.get(n.1).copied().unwrap_or(0.0);
+        w(y).total_cmp(&w(x)).then(x.cmp(y))
+    });
+    let first = from - from.rem_euclid(column_ms);
+    let cols = ((to - first + column_ms - 1) / column_ms).max(1) as usize;
+    let mut rows = Vec::new();
+    for (cluster, node) in &nodes {
+        if rows.len() >= HEATMAP_GPUS {
+            break;
+        }
+        let Ok(r) = state.store.hour_rollups(cluster, node, first, to).await else {
+            continue;
+        };
+        let mut on_node: Vec<&store::GpuRecord> = gpus
+            .iter()
+            .filter(|g| g.cluster == *cluster && g.node == *node)
+            .collect();
+        on_node.sort_by_key(|g| g.index);
+        for g in on_node {
+            if rows.len() >= HEATMAP_GPUS {
+                break;
+            }
+            let col = |b: i64| ((b - first) / column_ms).clamp(0, cols as i64 - 1) as usize;
+            // Hours reported, allocated and effective GPU-hours per column.
+            let mut acc = vec![(0.0_f64, 0.0_f64, 0.0_f64); cols];
+            for ((u, b), agg) in &r.gpus {
+                if u == &g.uuid {
+                    acc[col(*b)].0 += agg.covered_s / 3600.0;
+                }
+            }
+            for ((u, _, b), t) in &r.tenants {
+                if u != &g.uuid || t.alloc_n == 0 {
+                    continue;
+                }
+                let hours = t.covered_s / 3600.0;
+                let c = &mut acc[col(*b)];
+                c.1 += t.alloc_share_sum / f64::from(t.samples.max(1)) * hours;
+                if t.eff_n > 0 {
+                    c.2 += t.eff_sum / f64::from(t.eff_n) * hours;
+                }
+            }
+            let cells = acc
+                .into_iter()
+                .map(|(h, al, ef)| {
+                    (h > 0.0).then(|| HeatCell {
+                        allocated: (al / h).min(1.0),
+                        effective: (ef / h).min(1.0),
+                    })
+                })
+                .collect();
+            rows.push(HeatRow {
+                label: format!("{node} GPU {}", g.index),
+                href: format!("/gpus/{}", enc(&g.uuid)),
+                cells,
+            });
+        }
+    }
+    let note = if gpus.len() > rows.len() {
+        format!(
+            "The {} GPUs of the nodes wasting most, of {}; every GPU is on its node's page.",
+            rows.len(),
+            gpus.len()
+        )
+    } else {
+        format!(
+            "All {} GPUs, a column per {}.",
+            rows.len(),
+            match column_ms {
+                3_600_000 => "hour",
+                86_400_000 => "day",
+                _ => "six hours",
+            }
+        )
+    };
+    Some(Heatmap {
+        title: format!("Every GPU, last {range}"),
+        from_ms: first,
+        to_ms: first + cols as i64 * column_ms,
+        column_ms,
+        rows,
+        note,
+    })
 }

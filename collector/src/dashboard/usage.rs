@@ -76,11 +76,12 @@ pub async fn teams(
 fn use_rows(a: &Analysis, tenants: &[store::TenantRecord], teams: bool) -> Vec<pages::UseRow> {
     let meta: HashMap<&str, &store::TenantRecord> =
         tenants.iter().map(|t| (t.key.as_str(), t)).collect();
+    let team_of = team_map(tenants);
     let mut findings: HashMap<&str, usize> = HashMap::new();
     for f in &a.findings {
         if teams {
-            if let Some(t) = &f.team {
-                *findings.entry(t.as_str()).or_default() += 1;
+            for t in finding_teams(f, &team_of) {
+                *findings.entry(t).or_default() += 1;
             }
         } else {
             for t in &f.tenants {

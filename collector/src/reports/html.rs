@@ -6,7 +6,7 @@ use std::fmt::Write;
 use analytics::FunnelRow;
 
 use web::chart::esc;
-use web::format::{change, pct};
+use web::format::{change, money, pct};
 
 use super::content::{ReportData, TOP};
 use model::time::rfc3339;
@@ -185,13 +185,13 @@ fn funnel_table(title: &str, rows: &[FunnelRow], currency: &str, capacity: bool)
         }
         let _ = write!(
             s,
-            "<td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{:.2}</td><td class=\"n\">{:.2}</td></tr>",
+            "<td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td></tr>",
             num(r.allocated_gpu_hours),
             num(r.effective_gpu_hours),
             pct(r.effective_ratio),
             num(r.waste_gpu_hours),
-            r.cost,
-            r.waste_cost
+            money(r.cost, currency),
+            money(r.waste_cost, currency)
         );
     }
     s.push_str("</tbody></table>");
@@ -230,13 +230,12 @@ pub fn render(d: &ReportData) -> String {
     };
     let _ = write!(
         s,
-        "<section aria-label=\"Headline\"><div class=\"kpis\"><div class=\"kpi\">Allocated<b>{} GPU-h</b>{}</div><div class=\"kpi\">Effective<b>{} GPU-h</b><span>{} of allocated</span></div><div class=\"kpi\">Waste<b>{:.0} {}</b>{}</div><div class=\"kpi\">GPUs freeable<b>{:.1}</b><span>by {} open recommendations</span></div></div></section>",
+        "<section aria-label=\"Headline\"><div class=\"kpis\"><div class=\"kpi\">Allocated<b>{} GPU-h</b>{}</div><div class=\"kpi\">Effective<b>{} GPU-h</b><span>{} of allocated</span></div><div class=\"kpi\">Waste<b>{}</b>{}</div><div class=\"kpi\">GPUs freeable<b>{:.1}</b><span>by {} open recommendations</span></div></div></section>",
         num(f.allocated_gpu_hours),
         trend(f.allocated_gpu_hours, p.map(|x| x.allocated_gpu_hours)),
         num(f.effective_gpu_hours),
         pct(f.effective_ratio),
-        f.waste_cost,
-        esc(&d.currency),
+        esc(&money(f.waste_cost, &d.currency)),
         trend(f.waste_gpu_hours, p.map(|x| x.waste_gpu_hours)),
         d.gpus_freed(),
         d.recommendations.len()
@@ -275,16 +274,15 @@ pub fn render(d: &ReportData) -> String {
     }
     let _ = write!(
         s,
-        "</tbody></table><p class=\"note\">Cost of allocations {:.2} {c}, of which waste {:.2} {c}. Effective use is {}.</p></section>",
-        f.cost,
-        f.waste_cost,
+        "</tbody></table><p class=\"note\">Cost of allocations {}, of which waste {}. Effective use is {}.</p></section>",
+        esc(&money(f.cost, &d.currency)),
+        esc(&money(f.waste_cost, &d.currency)),
         match f.effective_signal.as_str() {
             "sm_active" => "SM activity from DCGM",
             "gpu_util" => "NVML GPU utilization (an upper bound; no DCGM)",
             "mixed" => "SM activity where DCGM reports it, NVML utilization elsewhere",
             _ => "not measurable (MIG without DCGM)",
         },
-        c = esc(&d.currency)
     );
     // Teams.
     s.push_str("<section><h2>Teams, namespaces and accounts</h2>");

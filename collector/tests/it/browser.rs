@@ -1,4 +1,4 @@
-//! The dashboard in a real browser: `gpulens demo` (three days of history, live samples)
+//! The dashboard in a real browser: `gpulens demo` (seven days of history, live samples)
 //! walked by headless Chromium through tests/browser/walk.mjs (playwright-core), once with
 //! JavaScript and once without, then every page at phone width. Fails on console errors, failed
 //! requests, broken links, pages without their content, form fields without labels, and pages
@@ -56,7 +56,7 @@ fn heavy_every_dashboard_page_works_in_chromium_with_and_without_javascript() {
     let base = format!("http://127.0.0.1:{port}");
     let _demo = crate::support::Killed(
         Command::new(env!("CARGO_BIN_EXE_gpulens"))
-            .args(["demo", "--history", "3d", "--listen"])
+            .args(["demo", "--history", "7d", "--listen"])
             .arg(format!("127.0.0.1:{port}"))
             .arg("--data-dir")
             .arg(dir.path())
@@ -105,6 +105,14 @@ fn heavy_every_dashboard_page_works_in_chromium_with_and_without_javascript() {
         .filter(|p| p["width"].as_u64().unwrap() > 390)
         .collect();
     assert!(wide.is_empty(), "pages wider than a 390 px phone: {wide:?}");
+    let clipped: Vec<&Value> = phone
+        .iter()
+        .filter(|p| !p["clipped"].as_array().unwrap().is_empty())
+        .collect();
+    assert!(
+        clipped.is_empty(),
+        "chart text outside its SVG box at 390 px: {clipped:?}"
+    );
 
     for (mode, w) in [
         ("with JS", &report["withJs"]),
@@ -139,6 +147,8 @@ fn heavy_every_dashboard_page_works_in_chromium_with_and_without_javascript() {
             "Effective use",
             "GPUs freeable",
             "Top idle allocations",
+            "Top wasters by money",
+            "Every GPU, last",
             "Where the GPU-hours go",
             "Trend against the previous period",
         ] {
@@ -157,6 +167,26 @@ fn heavy_every_dashboard_page_works_in_chromium_with_and_without_javascript() {
     }
 
     let w = &report["withJs"];
+    for p in w["pages"].as_array().unwrap() {
+        assert_eq!(
+            p["clipped"],
+            serde_json::json!([]),
+            "{}: chart text outside its SVG box",
+            p["url"]
+        );
+        assert_eq!(
+            p["emptySections"],
+            serde_json::json!([]),
+            "{}: a heading with nothing under it",
+            p["url"]
+        );
+        assert_ne!(
+            p["evidenceEmpty"],
+            serde_json::json!(true),
+            "{}: the finding's primary evidence shows no data",
+            p["url"]
+        );
+    }
     assert_eq!(
         w["broken"],
         serde_json::json!([]),
@@ -184,7 +214,7 @@ fn heavy_every_dashboard_page_works_in_chromium_with_and_without_javascript() {
     );
     assert!(overview["legends"].as_u64().unwrap() >= 1);
     let nodes = pages_starting(pages, "/nodes/");
-    assert_eq!(nodes.len(), 4);
+    assert_eq!(nodes.len(), 5, "the scenario's five nodes");
     for n in &nodes {
         assert!(
             n["charts"].as_u64().unwrap() >= 4,
@@ -195,7 +225,7 @@ fn heavy_every_dashboard_page_works_in_chromium_with_and_without_javascript() {
         assert!(text(n).contains("Advisory labels"));
     }
     let gpus = pages_starting(pages, "/gpus/");
-    assert_eq!(gpus.len(), 12, "every GPU of the scenario");
+    assert_eq!(gpus.len(), 16, "every GPU of the scenario");
     assert!(
         gpus.iter()
             .any(|g| text(g).contains("MIG instances") && text(g).contains("1g.10gb")),
@@ -208,8 +238,16 @@ fn heavy_every_dashboard_page_works_in_chromium_with_and_without_javascript() {
     }
     let interference = pages_starting(pages, "/findings/interference-");
     assert!(!interference.is_empty(), "the scenario's interference");
-    assert!(text(interference[0]).contains("Victim and aggressor SM time"));
+    assert!(text(interference[0]).contains("running periods shaded"));
     assert!(text(interference[0]).contains("victim"));
+    assert!(
+        text(interference[0]).contains("alone"),
+        "alone against contended"
+    );
+    for f in pages_starting(pages, "/findings/hardware-") {
+        assert!(text(f).contains("XID 79"), "{}: the events", f["url"]);
+        assert!(text(f).contains("What to do"), "{}", f["url"]);
+    }
     let recs = pages_starting(pages, "/recommendations/");
     assert!(!recs.is_empty());
     for r in &recs {

@@ -4,6 +4,7 @@ mod alerts;
 mod analytics;
 mod architecture;
 mod browser;
+mod consistency;
 mod dashboard;
 mod delivery;
 mod deploy;

@@ -1,0 +1,186 @@
+//! One set of facts: a day of the demo's fleet, analysed, then every number shown for the
+//! same thing in two places compared — an alert's value and its finding's page, a team's
+//! finding count and the findings list it links to, a node with hardware findings and its
+//! status, money on the overview and on a finding's page.
+
+use axum::body::Body;
+use axum::http::{Request, StatusCode};
+use collector::alerts::rules;
+use collector::alerts::settings::Settings;
+use tower::ServiceExt;
+use web::format::{money, num};
+
+async fn page(state: &collector::state::AppState, uri: &str) -> String {
+    let resp = collector::router::router(state.clone())
+        .oneshot(Request::get(uri).body(Body::empty()).unwrap())
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), StatusCode::OK, "{uri}");
+    let b = axum::body::to_bytes(resp.into_body(), usize::MAX)
+        .await
+        .unwrap();
+    String::from_utf8(b.to_vec()).unwrap()
+}
+
+/// Rows of the page's first table body.
+fn body_rows(html: &str) -> usize {
+    let Some(start) = html.find("<tbody>") else {
+        return 0;
+    };
+    let end = html[start..].find("</tbody>").unwrap() + start;
+    html[start..end].matches("<tr").count()
+}
+
+/// How a finding's page shows its headline number (the alert's value).
+fn shown(kind: analytics::FindingKind, v: f64) -> String {
+    use analytics::FindingKind::*;
+    match kind {
+        IdleAllocation => format!("{} h", num(v)),
+        Underutilized => format!("{} GPU-h", num(v)),
+        Interference => format!("{v:.0} %"),
+        _ => format!("{v:.0}"),
+    }
+}
+
+#[tokio::test]
+async fn alerts_pages_and_counts_agree() {
+    let text = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../scenarios/k8s-mixed.toml"),
+    )
+    .unwrap();
+    let fleet = simulator::Fleet::new(simulator::Scenario::from_toml(&text).unwrap());
+    let t = crate::support::sqlite().await;
+    let now = collector::now_ms();
+    let to = now - now % 60_000;
+    let from = to - 24 * 3_600_000;
+    let step = 60_000;
+    let teams = collector::teams::TeamsConfig::default();
+    let team_of = |t: &model::Tenant| teams.team_of(t);
+    for node in 0..fleet.nodes.len() {
+        let instants: Vec<i64> = (0..)
+            .map(|i| from + i * step)
+            .take_while(|&x| x < to)
+            .collect();
+        for (seq, chunk) in instants.chunks(120).enumerate() {
+            let b = fleet.batch(node, "facts", seq as u64 + 1, chunk, step as u32);
+            t.store.ingest(&b, now, &team_of).await.unwrap();
+        }
+    }
+    t.store.rollup(now).await.unwrap();
+    let a = collector::analysis::scheduled(&t.store, &Default::default(), &Default::default())
+        .await
+        .unwrap()
+        .expect("an analysis");
+    let state = collector::state::AppState::new(
+        t.store.clone(),
+        Default::default(),
+        Default::default(),
+        Default::default(),
+        Default::default(),
+    );
+    use analytics::FindingKind;
+    for kind in [FindingKind::IdleAllocation, FindingKind::Underutilized] {
+        assert!(
+            a.findings.iter().any(|f| f.kind == kind),
+            "the day has {kind:?} findings to compare"
+        );
+    }
+
+    // Every alert raised from a finding carries the number the finding's page shows.
+    let rules = Settings::default().effective_rules();
+    let facts = rules::Facts {
+        analysis: Some(&a),
+        now_ms: to,
+        keep_ms: 86_400_000,
+        ..Default::default()
+    };
+    let conditions = rules::evaluate(&rules, &facts);
+    let mut compared = 0;
+    for c in &conditions {
+        let label = |k: &str| c.labels.get(k).map(String::as_str);
+        let Some(f) = a.findings.iter().find(|f| {
+            label("node") == Some(f.node.as_str())
+                && label("gpu") == f.gpu.as_deref()
+                && label("tenant") == f.tenants.first().map(String::as_str)
+                && c.annotations["summary"] == f.summary
+        }) else {
+            continue;
+        };
+        assert_eq!(c.value, f.headline().0, "{}: alert value", f.id);
+        if matches!(
+            f.kind,
+            FindingKind::IdleAllocation | FindingKind::Underutilized | FindingKind::Interference
+        ) {
+            let html = page(&state, &format!("/findings/{}", f.id)).await;
+            let want = shown(f.kind, c.value);
+            assert!(
+                html.contains(&format!(">{want}<")),
+                "{}: the page does not show the alert's {want}",
+                f.id
+            );
+        }
+        compared += 1;
+    }
+    assert!(compared >= 3, "alerts compared: {compared}");
+
+    // A team's finding count is the number of findings its link lists.
+    let teams = page(&state, "/teams").await;
+    let mut counted = 0;
+    for part in teams.split("href=\"/findings?team=").skip(1) {
+        let (team, rest) = part.split_once('"').unwrap();
+        let n: usize = rest[1..rest.find('<').unwrap()].parse().unwrap();
+        let list = page(&state, &format!("/findings?team={team}")).await;
+        assert_eq!(body_rows(&list), n, "team {team}");
+        counted += n;
+    }
+    assert!(counted > 0, "teams have findings");
+    // The interference aggressor's team counts it too.
+    if let Some(f) = a
+        .findings
+        .iter()
+        .find(|f| f.kind == FindingKind::Interference)
+    {
+        let list = page(&state, "/findings?team=ml-research").await;
+        assert!(list.contains(&f.id), "the aggressor's team lists {}", f.id);
+    }
+
+    // A node with hardware findings is not shown as plainly reporting.
+    let nodes = page(&state, "/nodes").await;
+    for f in a
+        .findings
+        .iter()
+        .filter(|f| f.kind == FindingKind::Hardware)
+    {
+        let row = &nodes[nodes.find(&format!(">{}</a>", f.node)).unwrap()..];
+        let row = &row[..row.find("</tr>").unwrap()];
+        assert!(row.contains("hardware errors"), "{}: {row}", f.node);
+    }
+
+    // Money: one format everywhere, the same amounts for the same thing.
+    let cur = &a.funnel.currency;
+    let overview = page(&state, "/").await;
+    for amount in [a.funnel.total.waste_cost, a.funnel.total.cost] {
+        assert!(
+            overview.contains(&money(amount, cur)),
+            "{}",
+            money(amount, cur)
+        );
+    }
+    let mut money_compared = 0;
+    for r in &a.funnel.by_tenant {
+        let mine: Vec<&analytics::Finding> = a
+            .findings
+            .iter()
+            .filter(|f| f.tenants.first() == Some(&r.key))
+            .collect();
+        let [f] = mine.as_slice() else { continue };
+        let Some(w) = f.metrics.get("wasted_cost") else {
+            continue;
+        };
+        assert_eq!(money(*w, cur), money(r.waste_cost, cur), "{}", r.key);
+        let html = page(&state, &format!("/findings/{}", f.id)).await;
+        assert!(html.contains(&money(*w, cur)), "{}", f.id);
+        money_compared += 1;
+    }
+    assert!(money_compared >= 1);
+}
