@@ -1372,7 +1372,21 @@ pub const LOCK_ANALYTICS: i64 = 0x6770_756c_656e_7301;
 pub const LOCK_ALERTS: i64 = 0x6770_756c_656e_7302;
 pub const LOCK_REPORTS: i64 = 0x6770_756c_656e_7303;
 
+/// The most (instance, tenant) pairs `mig_holders` returns.
+pub const MAX_MIG_HOLDERS: i64 = 256;
+
 impl Store {
+    /// Which tenants held which MIG instance (GPU instance id) of a GPU in [from, to), from
+    /// the raw allocation samples.
+    pub async fn mig_holders(
+        &self,
+        gpu_uuid: &str,
+        from_ms: i64,
+        to_ms: i64,
+    ) -> Result<Vec<(i64, String)>> {
+        dispatch!(self, s => s.mig_holders(gpu_uuid, from_ms, to_ms).await)
+    }
+
     pub async fn events(&self, from_ms: i64, to_ms: i64) -> Result<Vec<EventRecord>> {
         dispatch!(self, s => s.events(from_ms, to_ms).await)
     }

@@ -508,6 +508,21 @@ impl PgStore {
         Ok(stats)
     }
 
+    pub async fn mig_holders(&self, gpu: &str, from: i64, to: i64) -> Result<Vec<(i64, String)>> {
+        let rows = sqlx::query(
+            "SELECT DISTINCT gi_id::bigint, tenant_key FROM allocation_samples WHERE gpu_uuid = $1 AND ts >= to_timestamp($2 / 1000.0) AND ts < to_timestamp($3 / 1000.0) AND gi_id IS NOT NULL ORDER BY 1, 2 LIMIT $4",
+        )
+        .bind(gpu)
+        .bind(from)
+        .bind(to)
+        .bind(super::MAX_MIG_HOLDERS)
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter()
+            .map(|r| Ok((r.try_get::<i64, _>(0)?, r.try_get::<String, _>(1)?)))
+            .collect()
+    }
+
     pub async fn events(&self, from: i64, to: i64) -> Result<Vec<super::EventRecord>> {
         let rows = sqlx::query(&format!(
             "SELECT cluster, node, gpu_uuid, {} AS ts, kind, code FROM gpu_events WHERE ts >= to_timestamp($1 / 1000.0) AND ts < to_timestamp($2 / 1000.0) ORDER BY ts",

@@ -419,6 +419,21 @@ impl SqliteStore {
         Ok(stats)
     }
 
+    pub async fn mig_holders(&self, gpu: &str, from: i64, to: i64) -> Result<Vec<(i64, String)>> {
+        let rows = sqlx::query(
+            "SELECT DISTINCT gi_id, tenant_key FROM allocation_samples WHERE gpu_uuid = ? AND ts >= ? AND ts < ? AND gi_id IS NOT NULL ORDER BY gi_id, tenant_key LIMIT ?",
+        )
+        .bind(gpu)
+        .bind(from)
+        .bind(to)
+        .bind(super::MAX_MIG_HOLDERS)
+        .fetch_all(&self.reader)
+        .await?;
+        rows.iter()
+            .map(|r| Ok((r.try_get::<i64, _>(0)?, r.try_get::<String, _>(1)?)))
+            .collect()
+    }
+
     pub async fn events(&self, from: i64, to: i64) -> Result<Vec<super::EventRecord>> {
         let rows = sqlx::query("SELECT cluster, node, gpu_uuid, ts, kind, code FROM gpu_events WHERE ts >= ? AND ts < ? ORDER BY ts")
             .bind(from)

@@ -86,6 +86,22 @@ async fn stores_batches_and_lists_inventory(store: &Store) {
         .map(|m| m.profile.as_str())
         .collect();
     assert_eq!(profiles, ["3g.40gb", "2g.20gb", "1g.10gb", "1g.10gb"]);
+    // Which tenant holds which MIG instance, from the raw allocations.
+    let held = store
+        .mig_holders(&gpus[0].uuid, t0, t0 + 3_600_000)
+        .await
+        .unwrap();
+    assert!(!held.is_empty(), "MIG allocations are recorded");
+    let gis: Vec<i64> = gpus[0].mig_instances.iter().map(|m| m.gi_id).collect();
+    assert!(held.iter().all(|(gi, _)| gis.contains(gi)), "{held:?}");
+    assert!(
+        store
+            .mig_holders(&gpus[0].uuid, t0 - 7_200_000, t0 - 3_600_000)
+            .await
+            .unwrap()
+            .is_empty(),
+        "nothing before the samples"
+    );
     let tenants = store.tenants().await.unwrap();
     let kinds: Vec<&str> = tenants.iter().map(|t| t.kind.as_str()).collect();
     assert!(

@@ -402,6 +402,8 @@ pub struct MigRow {
     pub ci: i64,
     pub memory_gib: f64,
     pub placement: String,
+    /// Tenants that held the instance in the last 24 hours: (key, name).
+    pub holders: Vec<(String, String)>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -481,14 +483,23 @@ pub fn node(frame: Frame, v: NodeView) -> String {
                         .mig
                         .iter()
                         .map(|m| {
+                            let holders = if m.holders.is_empty() {
+                                view! { <span class="note">"free"</span> }.into_any()
+                            } else {
+                                m.holders
+                                    .iter()
+                                    .map(|(k, n)| view! { <a href=format!("/tenants?q={}", enc(k))>{n.clone()}</a>" " })
+                                    .collect_view()
+                                    .into_any()
+                            };
                             view! {
-                                <tr><td>{m.profile.clone()}</td><td class="n">{m.gi}</td><td class="n">{m.ci}</td><td class="n">{format!("{:.1}", m.memory_gib)}</td><td>{m.placement.clone()}</td></tr>
+                                <tr><td>{m.profile.clone()}</td><td class="n">{m.gi}</td><td class="n">{m.ci}</td><td class="n">{format!("{:.1}", m.memory_gib)}</td><td>{m.placement.clone()}</td><td>{holders}</td></tr>
                             }
                         })
                         .collect_view();
                     view! {
                         <div class="scroll"><table><caption>"MIG instances"</caption>
-                            <thead><tr><th scope="col">"Profile"</th><th scope="col" class="n">"GI"</th><th scope="col" class="n">"CI"</th><th scope="col" class="n">"Memory GiB"</th><th scope="col">"Placement"</th></tr></thead>
+                            <thead><tr><th scope="col">"Profile"</th><th scope="col" class="n">"GI"</th><th scope="col" class="n">"CI"</th><th scope="col" class="n">"Memory GiB"</th><th scope="col">"Placement"</th><th scope="col">"Held by (last 24 h)"</th></tr></thead>
                             <tbody>{rows}</tbody>
                         </table></div>
                     }
@@ -909,16 +920,49 @@ fn plan_section(p: PlanView) -> impl IntoView {
     }
 }
 
+/// A proposal the replay turned down, and why.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RejectedRow {
+    pub kind: String,
+    pub node: String,
+    pub tenants: String,
+    pub reason: String,
+}
+
 pub fn recommendations(
     frame: Frame,
     plan: Option<PlanView>,
     outcomes: Vec<OutcomeView>,
     rows: Vec<RecRow>,
-    rejected: usize,
+    rejected_rows: Vec<RejectedRow>,
     sort: Sort,
 ) -> String {
     document(frame, Nav::Recommendations, move || {
         let count = rows.len();
+        let rejected = rejected_rows.len();
+        let turned_down = (!rejected_rows.is_empty()).then(|| {
+            let body = rejected_rows
+                .iter()
+                .map(|r| {
+                    view! {
+                        <tr>
+                            <td>{r.kind.replace('_', " ")}</td>
+                            <td><a href=format!("/nodes/{}", enc(&r.node))>{r.node.clone()}</a></td>
+                            <td>{r.tenants.clone()}</td>
+                            <td>{r.reason.clone()}</td>
+                        </tr>
+                    }
+                })
+                .collect_view();
+            view! {
+                <h2>"Turned down by the replay"</h2>
+                <div class="scroll"><table>
+                    <caption>"Proposals that were considered and not made: replayed hour by hour against the recorded demand, they would have hurt a tenant."</caption>
+                    <thead><tr><th scope="col">"Kind"</th><th scope="col">"Node"</th><th scope="col">"Tenants"</th><th scope="col">"Why not"</th></tr></thead>
+                    <tbody>{body}</tbody>
+                </table></div>
+            }
+        });
         let body = rows
             .into_iter()
             .map(|r| {
@@ -946,6 +990,7 @@ pub fn recommendations(
                 </tr></thead>
                 <tbody>{body}</tbody>
             </table></div>
+            {turned_down}
         }
         .into_any()
     })
@@ -1114,6 +1159,10 @@ pub struct RecView {
     pub node: String,
     pub summary: String,
     pub confidence: f64,
+    /// How the confidence is made, with this step's numbers.
+    pub confidence_note: String,
+    /// What the GPUs it frees cost a month, e.g. "≈ 1,095 USD a month".
+    pub money_per_month: Option<String>,
     pub tenants: Vec<String>,
     pub replay: Vec<(String, String)>,
     pub configs: Vec<(String, String)>,
@@ -1173,8 +1222,9 @@ pub fn recommendation(frame: Frame, v: RecView) -> String {
         };
         view! {
             <h1>{format!("{} recommendation", v.kind.replace('_', " "))}</h1>
-            <p class="meta">"node "<a href=format!("/nodes/{}", enc(&v.node))>{v.node.clone()}</a>{format!(" · confidence {:.0} %", v.confidence * 100.0)}</p>
+            <p class="meta">"node "<a href=format!("/nodes/{}", enc(&v.node))>{v.node.clone()}</a>{format!(" · confidence {:.0} %", v.confidence * 100.0)}{v.money_per_month.clone().map(|m| format!(" · saves {m}"))}</p>
             <p>{v.summary.clone()}</p>
+            <p class="note">{v.confidence_note.clone()}</p>
             <h2>"Tenants"</h2><ul>{tenants}</ul>
             <h2>"Replay against the recorded demand"</h2>
             <table><tbody>{replay}</tbody></table>

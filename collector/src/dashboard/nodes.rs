@@ -86,6 +86,21 @@ async fn node_page(
         .iter()
         .map(|g| gpu_panel(g, &rollups, newest, &name, (from, to)))
         .collect();
+    // Who holds which MIG instance: the raw allocations of the last day.
+    let now = model::time::now_ms();
+    for p in panels.iter_mut().filter(|p| !p.mig.is_empty()) {
+        let held = state
+            .store
+            .mig_holders(&p.uuid, now - 86_400_000, now + 60_000)
+            .await?;
+        for m in &mut p.mig {
+            m.holders = held
+                .iter()
+                .filter(|(gi, _)| *gi == m.gi)
+                .map(|(_, k)| (k.clone(), name(k)))
+                .collect();
+        }
+    }
     share_scales(&mut panels);
     let labels = a
         .as_ref()
@@ -311,6 +326,7 @@ fn gpu_panel(
                     (Some(s), Some(z)) => format!("slices {s}–{}", s + z - 1),
                     _ => "–".into(),
                 },
+                holders: Vec::new(),
             })
             .collect(),
         now: occupants(now_use, name),
@@ -387,7 +403,18 @@ fn gpu_charts(g: &store::GpuRecord, rollups: &NodeRollup, (from, to): (i64, i64)
             "Temperature is not reported for this device.",
         ),
     ];
-    if charts[0].lines[1].points.iter().all(|(_, v)| v.is_none()) {
+    if g.sharing == "mig"
+        && charts[0].lines[0].points.iter().all(|(_, v)| v.is_none())
+        && charts[0].lines[1].points.iter().any(|(_, v)| v.is_some())
+    {
+        // NVML reports no device utilization while MIG is enabled; DCGM's SM activity is the
+        // measure.
+        charts[0].lines.remove(0);
+        charts[0].title = format!(
+            "GPU {} SM activity (NVML reports no utilization in MIG mode)",
+            g.index
+        );
+    } else if charts[0].lines[1].points.iter().all(|(_, v)| v.is_none()) {
         // Say why the line is missing instead of listing a series that is not drawn.
         charts[0].lines.truncate(1);
         charts[0].title = if g.sharing == "mig" {

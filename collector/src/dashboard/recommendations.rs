@@ -22,9 +22,22 @@ pub async fn recommendations(
                     summary: r.summary.clone(),
                 })
                 .collect::<Vec<_>>(),
-            a.rejected.len(),
+            a.rejected
+                .iter()
+                .map(|r| pages::RejectedRow {
+                    kind: r.kind.as_str().into(),
+                    node: r.node.clone(),
+                    tenants: r
+                        .tenants
+                        .iter()
+                        .map(|k| name_of(a, k))
+                        .collect::<Vec<_>>()
+                        .join(", "),
+                    reason: names_in(a, &r.reason),
+                })
+                .collect(),
         ),
-        None => (Vec::new(), 0),
+        None => (Vec::new(), Vec::new()),
     };
     sorted(&mut rows, &q, "freed", |r, k| match k {
         "kind" => text(&r.kind),
@@ -165,6 +178,11 @@ fn rec_view(
         node: r.node.clone(),
         summary: r.summary.clone(),
         confidence: r.confidence,
+        confidence_note: format!(
+            "Confidence {:.0} % = how much history the moved tenants have (their recorded hours against what the analysis wants) × how exact the signal is (1.0 with DCGM SM activity, 0.9 mixed, 0.8 with NVML utilization alone, which overstates use), weighted by the GPU-hours each holds.",
+            r.confidence * 100.0
+        ),
+        money_per_month: step_money(a, r),
         tenants: if r.moves().is_empty() {
             r.tenants.iter().map(|k| name_of(a, k)).collect()
         } else {
@@ -340,4 +358,32 @@ pub async fn approve(
         Ok(()) => Redirect::to(&format!("{back}?approved={}", form.action)).into_response(),
         Err(e) => Redirect::to(&format!("{back}?error={}", enc(&e.to_string()))).into_response(),
     }
+}
+
+/// What the GPUs a step frees cost a month at the configured price of its node's GPUs (the
+/// funnel's cost over allocated GPU-hours of that node).
+fn step_money(a: &Analysis, r: &analytics::Recommendation) -> Option<String> {
+    let row = a.funnel.by_node.iter().find(|n| n.key == r.node)?;
+    if row.allocated_gpu_hours <= 0.0 || r.replay.gpus_freed <= 0.0 {
+        return None;
+    }
+    let price = row.cost / row.allocated_gpu_hours;
+    Some(format!(
+        "≈ {} a month",
+        format::money(
+            r.replay.gpus_freed * price * analytics::plan::HOURS_PER_MONTH,
+            &a.funnel.currency
+        )
+    ))
+}
+
+/// Tenant keys in a sentence replaced by the names people know.
+fn names_in(a: &Analysis, text: &str) -> String {
+    let mut out = text.to_owned();
+    for (k, n) in &a.tenant_names {
+        if out.contains(k.as_str()) {
+            out = out.replace(k.as_str(), n);
+        }
+    }
+    out
 }

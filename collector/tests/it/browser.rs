@@ -4,7 +4,7 @@
 //! requests, broken links, pages without their content, form fields without labels, and pages
 //! wider than a 390 px phone; saves a screenshot of every page to
 //! target/browser-screenshots/ (GPULENS_WRITE_SCREENSHOT=path also copies the overview there,
-//! for the README). tests/run.sh installs Chromium and the npm package when missing.
+//! and an interference finding and a MIG layout step beside it, for the README). tests/run.sh installs Chromium and the npm package when missing.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -265,6 +265,18 @@ fn heavy_every_dashboard_page_works_in_chromium_with_and_without_javascript() {
     let shot = PathBuf::from(overview["screenshot"].as_str().unwrap());
     assert!(shot.exists());
     if let Ok(to) = std::env::var("GPULENS_WRITE_SCREENSHOT") {
-        std::fs::copy(&shot, to).unwrap();
+        std::fs::copy(&shot, &to).unwrap();
+        // Beside it, the evidence of the interference finding and the MIG layout step.
+        let dir = Path::new(&to).parent().unwrap();
+        for (prefix, name) in [
+            ("/findings/interference-", "finding-interference.png"),
+            (
+                "/recommendations/mig_layout-",
+                "recommendation-mig-layout.png",
+            ),
+        ] {
+            let p = pages_starting(pages, prefix)[0];
+            std::fs::copy(p["screenshot"].as_str().unwrap(), dir.join(name)).unwrap();
+        }
     }
 }
