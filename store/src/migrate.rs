@@ -60,6 +60,11 @@ pub const POSTGRES: &[Migration] = &[
         name: "0009_label_previous_value.sql",
         sql: include_str!("../../migrations/postgres/0009_label_previous_value.sql"),
     },
+    Migration {
+        version: 10,
+        name: "0010_node_range_indexes.sql",
+        sql: include_str!("../../migrations/postgres/0010_node_range_indexes.sql"),
+    },
 ];
 
 pub const SQLITE: &[Migration] = &[
@@ -107,6 +112,11 @@ pub const SQLITE: &[Migration] = &[
         version: 9,
         name: "0009_label_previous_value.sql",
         sql: include_str!("../../migrations/sqlite/0009_label_previous_value.sql"),
+    },
+    Migration {
+        version: 10,
+        name: "0010_node_range_indexes.sql",
+        sql: include_str!("../../migrations/sqlite/0010_node_range_indexes.sql"),
     },
 ];
 
