@@ -28,9 +28,19 @@ enum Command {
         /// Base URL of the collector, e.g. http://gpulens:8080.
         #[arg(long, env = "GPULENS_COLLECTOR")]
         collector: String,
-        /// Agent token (the collector binds it to this node).
-        #[arg(long, env = "GPULENS_TOKEN", hide_env_values = true)]
-        token: String,
+        /// Agent token (the collector binds it to this node). Prefer --token-file: a token on
+        /// the command line shows in the process list.
+        #[arg(
+            long,
+            env = "GPULENS_TOKEN",
+            hide_env_values = true,
+            required_unless_present = "token_file",
+            conflicts_with = "token_file"
+        )]
+        token: Option<String>,
+        /// File holding the agent token (one line; e.g. a mounted Kubernetes Secret).
+        #[arg(long, env = "GPULENS_TOKEN_FILE")]
+        token_file: Option<PathBuf>,
         /// Where the agent keeps its id, sequence number and spool across restarts.
         #[arg(long, default_value = "/var/lib/gpulens-agent")]
         state_dir: PathBuf,
@@ -327,6 +337,7 @@ async fn run(command: Command) -> anyhow::Result<()> {
             source,
             collector,
             token,
+            token_file,
             state_dir,
             interval,
             spool_max_bytes,
@@ -343,6 +354,11 @@ async fn run(command: Command) -> anyhow::Result<()> {
                     addr.parse()
                         .map_err(|e| anyhow::anyhow!("--listen {addr:?}: {e}"))?,
                 ),
+            };
+            let token = match (token, token_file) {
+                (Some(t), _) => t,
+                (None, Some(path)) => read_token(&path)?,
+                (None, None) => anyhow::bail!("give --token-file or --token"),
             };
             let cfg = agent::runner::RunConfig {
                 collector,
@@ -363,4 +379,27 @@ async fn run(command: Command) -> anyhow::Result<()> {
             agent::runner::run(backend(&source)?, cfg).await
         }
     }
+}
+
+/// The token in `path`: one line, a trailing newline removed; never echoed in errors.
+fn read_token(path: &std::path::Path) -> anyhow::Result<String> {
+    let meta = std::fs::metadata(path)
+        .map_err(|e| anyhow::anyhow!("--token-file {}: {e}", path.display()))?;
+    if meta.len() > 64 * 1024 {
+        anyhow::bail!(
+            "--token-file {} is {} bytes; a token is at most 64 KiB",
+            path.display(),
+            meta.len()
+        );
+    }
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| anyhow::anyhow!("--token-file {}: {e}", path.display()))?;
+    let token = text.trim_end_matches(['\n', '\r']);
+    if token.is_empty() || token.contains('\n') {
+        anyhow::bail!(
+            "--token-file {} must hold the token on one line",
+            path.display()
+        );
+    }
+    Ok(token.to_owned())
 }

@@ -14,12 +14,16 @@ fn the_agent_writes_the_collectors_advisory_labels_for_nfd() {
     let features = work.join("features.d");
     std::fs::create_dir_all(&features).unwrap();
     let config = work.join("collector.toml");
+    // The token as a platform hands it over: a mounted secret file, read by both sides.
+    let token_file = work.join("agent-token");
+    std::fs::write(&token_file, "nfd-token-123\n").unwrap();
     std::fs::write(
         &config,
-        r#"rollup_every = "1s"
+        format!(
+            r#"rollup_every = "1s"
 
 [[agents]]
-token = "nfd-token-123"
+token = {{ file = {:?} }}
 nodes = ["gpu-h100-01"]
 
 [analytics]
@@ -29,6 +33,8 @@ every = "2s"
 mode = "advise"
 api = false
 "#,
+            token_file.display().to_string()
+        ),
     )
     .unwrap();
     let db = format!("sqlite://{}", work.join("gpulens.db").display());
@@ -39,7 +45,9 @@ api = false
             .args(["run", "--backend", "simulated", "--node", "gpu-h100-01"])
             .arg("--scenario")
             .arg(root().join("scenarios/k8s-mixed.toml"))
-            .args(["--token", "nfd-token-123", "--listen", "off"])
+            .arg("--token-file")
+            .arg(&token_file)
+            .args(["--listen", "off"])
             .args(["--collector", &format!("http://127.0.0.1:{port}")])
             .args(["--interval", "200ms", "--nfd-every", "500ms"])
             .arg("--state-dir")
