@@ -17,6 +17,17 @@ use clap::{Parser, Subcommand, ValueEnum};
 struct Cli {
     #[command(subcommand)]
     command: Command,
+    /// Log lines as text for people, or as one JSON object per line for log pipelines
+    /// (timestamp, level, target, message and the event's fields).
+    #[arg(long, global = true, value_enum, env = "GPULENS_LOG_FORMAT", default_value_t = LogFormat::Text)]
+    log_format: LogFormat,
+}
+
+/// How log lines are written to stderr.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum LogFormat {
+    Text,
+    Json,
 }
 
 #[derive(Debug, Subcommand)]
@@ -207,17 +218,30 @@ fn backend(source: &Source) -> anyhow::Result<Box<dyn GpuBackend>> {
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> std::process::ExitCode {
-    tracing_subscriber::fmt()
+    let cli = Cli::parse();
+    let json = cli.log_format == LogFormat::Json;
+    let logs = tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_env("GPULENS_LOG")
                 .unwrap_or_else(|_| "info".into()),
         )
-        .with_writer(std::io::stderr)
+        .with_writer(std::io::stderr);
+    if json {
+        logs.json()
+            .flatten_event(true)
+            .with_current_span(false)
+            .init();
+    } else {
         // Colour only for a person at a terminal; files and log pipelines get plain text.
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .init();
-    match run(Cli::parse().command).await {
+        logs.with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+            .init();
+    }
+    match run(cli.command).await {
         Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) if json => {
+            tracing::error!(error = %format!("{e:#}"), "gpulens-agent stopped");
+            std::process::ExitCode::FAILURE
+        }
         Err(e) => {
             eprintln!("error: {e:#}");
             std::process::ExitCode::FAILURE

@@ -266,3 +266,40 @@ mod kubelet;
 mod metrics;
 mod nfd;
 mod outages;
+
+/// `--log-format json`: the agent's stop reason is one JSON line, and a token file that cannot
+/// be read is named without echoing any token.
+#[test]
+fn the_agent_logs_json_and_names_a_missing_token_file() {
+    let out = Command::new(env!("CARGO_BIN_EXE_gpulens-agent"))
+        .args([
+            "--log-format",
+            "json",
+            "run",
+            "--collector",
+            "http://127.0.0.1:9",
+        ])
+        .args(["--token-file", "/nonexistent/gpulens-token"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let text = String::from_utf8(out.stderr).unwrap();
+    let last: Value = serde_json::from_str(text.lines().last().unwrap())
+        .unwrap_or_else(|e| panic!("not JSON ({e}): {text}"));
+    assert_eq!(last["level"], "ERROR");
+    assert!(
+        last["error"]
+            .as_str()
+            .unwrap()
+            .contains("--token-file /nonexistent/gpulens-token"),
+        "{last}"
+    );
+    // Both a token and a token file is a usage error.
+    let out = Command::new(env!("CARGO_BIN_EXE_gpulens-agent"))
+        .args(["run", "--collector", "http://127.0.0.1:9", "--token", "t"])
+        .args(["--token-file", "/x"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("cannot be used with"));
+}

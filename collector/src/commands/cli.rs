@@ -11,6 +11,17 @@ use clap::{Parser, Subcommand};
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,
+    /// Log lines as text for people, or as one JSON object per line for log pipelines
+    /// (timestamp, level, target, message and the event's fields).
+    #[arg(long, global = true, value_enum, env = "GPULENS_LOG_FORMAT", default_value_t = LogFormat::Text)]
+    pub log_format: LogFormat,
+}
+
+/// How log lines are written to stderr.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum LogFormat {
+    Text,
+    Json,
 }
 
 #[derive(Debug, Subcommand)]

@@ -230,3 +230,58 @@ async fn every_feature_counts_its_own_work_on_metrics() {
         );
     }
 }
+
+/// `--log-format json`: every line the collector writes to stderr is one JSON object with a
+/// timestamp, level, target and message, including the error it stops with.
+#[test]
+fn logs_are_json_lines_when_asked() {
+    let dir = crate::support::TempDir::new("json-logs");
+    let db = format!("sqlite://{}", dir.path().join("gpulens.db").display());
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_gpulens"))
+        .args(["--log-format", "json", "serve", "--listen", "127.0.0.1:0"])
+        .args(["--database-url", &db])
+        .env("GPULENS_LOG", "info")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_secs(3));
+    child.kill().unwrap();
+    let out = child.wait_with_output().unwrap();
+    let text = String::from_utf8(out.stderr).unwrap();
+    let lines: Vec<serde_json::Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
+        .collect();
+    assert!(!lines.is_empty(), "the collector logged nothing");
+    for l in &lines {
+        for k in ["timestamp", "level", "target", "message"] {
+            assert!(l.get(k).is_some(), "{k} missing: {l}");
+        }
+    }
+    assert!(
+        lines.iter().any(|l| l["level"] == "WARN"
+            && l["message"]
+                .as_str()
+                .unwrap()
+                .contains("no [[agents]] configured")),
+        "{text}"
+    );
+    // A failure to start is a JSON line too.
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_gpulens"))
+        .args(["--log-format", "json", "serve", "--listen", "127.0.0.1:0"])
+        .args(["--config", "/nonexistent/gpulens.toml"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let text = String::from_utf8(out.stderr).unwrap();
+    let last: serde_json::Value = serde_json::from_str(text.lines().last().unwrap()).unwrap();
+    assert_eq!(last["level"], "ERROR");
+    assert!(
+        last["error"]
+            .as_str()
+            .unwrap()
+            .contains("/nonexistent/gpulens.toml"),
+        "{last}"
+    );
+}
