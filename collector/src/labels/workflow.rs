@@ -136,6 +136,50 @@ pub trait Audit {
     }
 }
 
+/// The GPU Operator's per-node component switches (`nvidia.com/gpu.deploy.<component>`):
+/// `false` turns the component off on the node; `paused-for-mig-change` is what the MIG
+/// manager sets while it reconfigures the GPUs.
+const DEPLOY_PREFIX: &str = "nvidia.com/gpu.deploy.";
+const PAUSED: &str = "paused-for-mig-change";
+
+/// Why the GPU Operator cannot take this change on the node now, read from its labels before
+/// anything is touched: a MIG change still in flight (a component paused for it, or the MIG
+/// manager's state `pending`/`rebooting`), or the component that would act on the label
+/// switched off on the node.
+pub fn operator_busy(labels: &BTreeMap<String, String>, label: &str) -> Option<String> {
+    let paused: Vec<&str> = labels
+        .iter()
+        .filter(|(k, v)| k.starts_with(DEPLOY_PREFIX) && v.as_str() == PAUSED)
+        .map(|(k, _)| k.as_str())
+        .collect();
+    if !paused.is_empty() {
+        return Some(format!(
+            "the GPU Operator is in the middle of a MIG change on this node ({} = {PAUSED}); try again once it has finished",
+            paused.join(", ")
+        ));
+    }
+    if let Some(state) = labels.get(OPERATOR_MIG_STATE)
+        && (state == "pending" || state == "rebooting")
+    {
+        return Some(format!(
+            "the MIG manager is still applying a change ({OPERATOR_MIG_STATE}={state}); try again once it reports success or failed"
+        ));
+    }
+    let component = if label == OPERATOR_MIG_CONFIG {
+        "mig-manager"
+    } else if label == OPERATOR_DEVICE_PLUGIN_CONFIG {
+        "device-plugin"
+    } else {
+        return None;
+    };
+    let key = format!("{DEPLOY_PREFIX}{component}");
+    (labels.get(&key).map(String::as_str) == Some("false")).then(|| {
+        format!(
+            "the GPU Operator's {component} is switched off on this node ({key}=false), so {label} would change nothing"
+        )
+    })
+}
+
 /// States of `nvidia.com/mig.config.state` that mean the MIG manager took up a change.
 const STARTED: [&str; 3] = ["pending", "rebooting", "failed"];
 const DONE: [&str; 2] = ["success", "failed"];
@@ -204,6 +248,10 @@ pub async fn run(
             )
             .await;
         return Ok(Outcome::Unchanged);
+    }
+    if let Some(reason) = operator_busy(&labels, &plan.label) {
+        audit.step("preflight", "refused", reason.clone()).await;
+        return Ok(Outcome::Refused { reason });
     }
     audit
         .step(

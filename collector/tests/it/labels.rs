@@ -1024,3 +1024,57 @@ async fn the_same_node_name_in_two_clusters_is_two_nodes_to_the_funnel_and_the_l
     let (_, mine) = collector::labels::advisory::for_cluster(all, Some(&home)).unwrap();
     assert!(mine.contains_key(&node));
 }
+
+/// Before touching a node, the workflow reads the GPU Operator's own labels: a MIG change
+/// still in flight (a component paused for it, the MIG manager pending) or the component
+/// switched off on the node refuses the run, and the node is left as it was.
+#[tokio::test]
+async fn the_operators_pause_and_deploy_labels_are_honoured() {
+    for (key, value, expect) in [
+        (
+            "nvidia.com/gpu.deploy.device-plugin",
+            "paused-for-mig-change",
+            "in the middle of a MIG change",
+        ),
+        (OPERATOR_MIG_STATE, "pending", "still applying a change"),
+        (
+            "nvidia.com/gpu.deploy.mig-manager",
+            "false",
+            "mig-manager is switched off",
+        ),
+    ] {
+        let s = StandIn::start().await;
+        let mut n = mig_node();
+        n.metadata
+            .labels
+            .get_or_insert_default()
+            .insert(key.into(), value.into());
+        s.add_node(n);
+        fake_mig_manager(&s, "gpu-1", |_| Answer::Success);
+        let c = Cluster::connect(Some(s.url())).await.unwrap();
+        let mut audit = Steps::default();
+        let out = workflow::run(&c, &plan(), &limits(), &mut audit)
+            .await
+            .unwrap();
+        let Outcome::Refused { reason } = out else {
+            panic!("{key}={value}: {out:?}")
+        };
+        assert!(reason.contains(expect), "{key}={value}: {reason}");
+        assert_eq!(labels(&s, "gpu-1")[OPERATOR_MIG_CONFIG], "all-disabled");
+        assert!(
+            !unschedulable(&s),
+            "{key}={value}: the node was not cordoned"
+        );
+        assert_eq!(audit.names(), ["preflight:refused"], "{key}={value}");
+    }
+    // A device-plugin change is not held up by the MIG manager being off.
+    let mut l = BTreeMap::new();
+    l.insert(
+        "nvidia.com/gpu.deploy.mig-manager".to_owned(),
+        "false".to_owned(),
+    );
+    assert_eq!(
+        workflow::operator_busy(&l, model::labels::OPERATOR_DEVICE_PLUGIN_CONFIG),
+        None
+    );
+}
