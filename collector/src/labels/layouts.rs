@@ -107,6 +107,48 @@ impl Layout {
     }
 }
 
+/// The node label GPU Feature Discovery sets to the cluster's MIG strategy.
+pub const MIG_STRATEGY_LABEL: &str = "nvidia.com/mig.strategy";
+
+impl Layout {
+    /// A device-plugin config with `flags.migStrategy` set to the node's strategy (`none`,
+    /// `single` or `mixed`, as GPU Feature Discovery labels it), so the generated sharing
+    /// config does not switch a MIG node's device advertisement to `none`. Anything else is
+    /// returned as it is.
+    pub fn with_mig_strategy(&self, strategy: Option<&str>) -> Result<Layout, LayoutError> {
+        let (Layout::DevicePlugin { yaml, .. }, Some(strategy)) = (self, strategy) else {
+            return Ok(self.clone());
+        };
+        if !["none", "single", "mixed"].contains(&strategy) {
+            return Ok(self.clone());
+        }
+        let mut doc: Value = serde_yaml::from_str(yaml)
+            .map_err(|e| invalid("the generated device-plugin config", e))?;
+        let Some(root) = doc.as_mapping_mut() else {
+            return Err(invalid(
+                "the generated device-plugin config",
+                "not a mapping",
+            ));
+        };
+        let flags = root
+            .entry(Value::from("flags"))
+            .or_insert_with(|| Value::Mapping(Default::default()));
+        let Some(flags) = flags.as_mapping_mut() else {
+            return Err(invalid(
+                "the generated device-plugin config",
+                "flags is not a mapping",
+            ));
+        };
+        flags.insert(Value::from("migStrategy"), Value::from(strategy));
+        let mut out = self.clone();
+        if let Layout::DevicePlugin { yaml, .. } = &mut out {
+            *yaml = serde_yaml::to_string(&doc)
+                .map_err(|e| invalid("the generated device-plugin config", e))?;
+        }
+        Ok(out)
+    }
+}
+
 /// What writing a layout did to its ConfigMap.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Change {
@@ -327,6 +369,29 @@ mig-configs:
             merge_mig_parted(Some(OPERATORS), "gpulens-mig-other", OURS).unwrap_err(),
             LayoutError::Missing("gpulens-mig-other".into())
         );
+    }
+
+    #[test]
+    fn device_plugin_configs_take_the_nodes_mig_strategy() {
+        let layout = Layout::DevicePlugin {
+            namespace: "gpu-operator".into(),
+            config_map: "time-slicing-config".into(),
+            yaml: analytics::recommend::device_plugin_config("time_slicing", 4),
+        };
+        let yaml = |l: &Layout| match l {
+            Layout::DevicePlugin { yaml, .. } => yaml.clone(),
+            _ => unreachable!(),
+        };
+        let mixed = layout.with_mig_strategy(Some("mixed")).unwrap();
+        let doc: Value = serde_yaml::from_str(&yaml(&mixed)).unwrap();
+        assert_eq!(doc["flags"]["migStrategy"], Value::from("mixed"));
+        assert_eq!(
+            doc["sharing"]["timeSlicing"]["resources"][0]["replicas"],
+            Value::from(4)
+        );
+        // No label, or a value that is not a strategy: the config as generated.
+        assert_eq!(layout.with_mig_strategy(None).unwrap(), layout);
+        assert_eq!(layout.with_mig_strategy(Some("bogus")).unwrap(), layout);
     }
 
     #[test]

@@ -269,6 +269,12 @@ pub async fn run(
     // The config first: a missing or unwritable ConfigMap stops the run before the node is
     // touched.
     if let Some(layout) = &plan.layout {
+        // The sharing config keeps the cluster's MIG strategy (GPU Feature Discovery's label).
+        let strategy = labels.get(layouts::MIG_STRATEGY_LABEL).map(String::as_str);
+        let layout = layout
+            .with_mig_strategy(strategy)
+            .map_err(KubeError::Layout)?;
+        let layout = &layout;
         let change = layouts::write(c, layout, &plan.value).await?;
         audit
             .step(

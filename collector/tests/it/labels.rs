@@ -1078,3 +1078,43 @@ async fn the_operators_pause_and_deploy_labels_are_honoured() {
         None
     );
 }
+
+/// A generated time-slicing config keeps the cluster's MIG strategy: on a node that GPU
+/// Feature Discovery labels `nvidia.com/mig.strategy=mixed`, the config written into the
+/// device plugin's ConfigMap says `migStrategy: mixed`, not the generated `none`.
+#[tokio::test]
+async fn device_plugin_configs_keep_the_clusters_mig_strategy() {
+    let s = StandIn::start().await;
+    s.add_node(node(
+        "gpu-1",
+        json!({"nvidia.com/gpu.present": "true", "nvidia.com/mig.strategy": "mixed"}),
+    ));
+    s.put_configmap("gpu-operator", "time-slicing-config", &[]);
+    let c = Cluster::connect(Some(s.url())).await.unwrap();
+    let name = "gpulens-time-slicing-x4";
+    let p = Plan {
+        node: "gpu-1".into(),
+        label: model::labels::OPERATOR_DEVICE_PLUGIN_CONFIG.into(),
+        value: name.into(),
+        layout: Some(Layout::DevicePlugin {
+            namespace: "gpu-operator".into(),
+            config_map: "time-slicing-config".into(),
+            yaml: analytics::recommend::device_plugin_config("time_slicing", 4),
+        }),
+        recommendation: None,
+        rollback_of: None,
+    };
+    let mut audit = Steps::default();
+    let out = workflow::run(&c, &p, &limits(), &mut audit).await.unwrap();
+    assert_eq!(out, Outcome::Applied, "{:?}", audit.0);
+    let cm = s.configmap("gpu-operator", "time-slicing-config").unwrap();
+    let doc: serde_yaml::Value = serde_yaml::from_str(&cm.data.unwrap()[name]).unwrap();
+    assert_eq!(
+        doc["flags"]["migStrategy"],
+        serde_yaml::Value::from("mixed")
+    );
+    assert_eq!(
+        labels(&s, "gpu-1")[model::labels::OPERATOR_DEVICE_PLUGIN_CONFIG],
+        name
+    );
+}
