@@ -57,7 +57,14 @@ async fn stores_batches_and_lists_inventory(store: &Store) {
     let t0 = hour_ago(2);
     let instants: Vec<i64> = (0..30).map(|i| t0 + i * 1000).collect();
     let mut expected_rows = 0;
+    // (GPU, instance, tenant) of every MIG allocation sent, for `mig_holders` below.
+    let mut mig_allocations = std::collections::BTreeSet::new();
     for b in batches(&f, "a1", &instants, 10, 1000) {
+        for a in b.snapshots.iter().flat_map(|s| s.allocations.iter()) {
+            if let Some(gi) = a.gi_id {
+                mig_allocations.insert((a.gpu_uuid.clone(), i64::from(gi), a.tenant.clone()));
+            }
+        }
         // Sample rows only: `Batch::row_count` also counts the inventory toward the limit.
         expected_rows += b
             .snapshots
@@ -91,9 +98,15 @@ async fn stores_batches_and_lists_inventory(store: &Store) {
         .mig_holders(&gpus[0].uuid, t0, t0 + 3_600_000)
         .await
         .unwrap();
-    assert!(!held.is_empty(), "MIG allocations are recorded");
-    let gis: Vec<i64> = gpus[0].mig_instances.iter().map(|m| m.gi_id).collect();
-    assert!(held.iter().all(|(gi, _)| gis.contains(gi)), "{held:?}");
+    let sent: Vec<(i64, String)> = mig_allocations
+        .iter()
+        .filter(|(g, _, _)| *g == gpus[0].uuid)
+        .map(|(_, gi, t)| (*gi, t.clone()))
+        .collect();
+    assert_eq!(
+        held, sent,
+        "every MIG allocation sent, once per (instance, tenant)"
+    );
     assert!(
         store
             .mig_holders(&gpus[0].uuid, t0 - 7_200_000, t0 - 3_600_000)

@@ -211,7 +211,8 @@ pub(super) fn metric_value(key: &str, v: f64, currency: &str) -> String {
     // Tenths first, as an alert's value is rounded (`Finding::headline`), so both read alike.
     let tenths = (v * 10.0).round() / 10.0;
     if key.contains("share") || key.contains("rate") || key.ends_with("ratio") {
-        format!("{:.0} %", v * 100.0)
+        // Percent in tenths first, as `Finding::headline` gives an interference alert.
+        format!("{:.0} %", (v * 100.0 * 10.0).round() / 10.0)
     } else if key.contains("gpu_hours") {
         format!("{} GPU-h", format::num(tenths))
     } else if key.contains("hours") {
@@ -250,5 +251,10 @@ mod tests {
         assert_eq!(metric_value("memory_held_gib_p99", 6.0, "USD"), "6.0 GiB");
         // Rounded to tenths first, like an alert's value: 19.95 h reads 20.0 h on both.
         assert_eq!(metric_value("idle_hours_in_runs", 19.95, "USD"), "20.0 h");
+        // 0.38453 is 38.5 % in tenths, shown "38 %" exactly as an alert value of 38.5 is.
+        assert_eq!(
+            metric_value("rate_drop", 0.38453, "USD"),
+            format!("{:.0} %", 38.5_f64)
+        );
     }
 }

@@ -161,8 +161,8 @@ fn heavy_every_dashboard_page_works_in_chromium_with_and_without_javascript() {
             "{mode}"
         );
         assert!(
-            page(pages, "/nodes")["rows"].as_u64().unwrap() >= 4,
-            "{mode}: the scenario's four nodes"
+            page(pages, "/nodes")["rows"].as_u64().unwrap() >= 5,
+            "{mode}: the scenario's five nodes"
         );
     }
 
