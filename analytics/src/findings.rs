@@ -148,6 +148,12 @@ pub struct Finding {
     pub evidence: Vec<Evidence>,
 }
 
+/// A number rounded to tenths: how a finding's headline is reported, so every place that
+/// shows it (alert value, finding page) rounds it once, the same way.
+pub fn tenths(x: f64) -> f64 {
+    (x * 10.0).round() / 10.0
+}
+
 impl Finding {
     /// The one number that says how big the finding is, with its unit: what an alert's
     /// `value` carries and what pages quote, so both say the same. Idle: the hours idle in
@@ -169,7 +175,7 @@ impl Finding {
             ),
             _ => (span, "h"),
         };
-        ((v * 10.0).round() / 10.0, unit)
+        (tenths(v), unit)
     }
 }
 

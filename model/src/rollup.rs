@@ -307,6 +307,20 @@ pub struct TenantAgg {
 }
 
 impl TenantAgg {
+    /// GPU-hours the tenant's allocation held in the bucket: its mean share × the time covered.
+    pub fn allocated_gpu_hours(&self) -> f64 {
+        self.alloc_share_sum / f64::from(self.samples.max(1)) * self.covered_s / 3600.0
+    }
+
+    /// GPU-hours the tenant used effectively in the bucket (0 where its use is unknown).
+    pub fn effective_gpu_hours(&self) -> f64 {
+        if self.eff_n > 0 {
+            self.eff_sum / f64::from(self.eff_n) * self.covered_s / 3600.0
+        } else {
+            0.0
+        }
+    }
+
     /// Whether every second the bucket covers was idle (its runs continue across a merge).
     pub fn all_idle(&self) -> bool {
         self.samples > 0 && self.idle_lead_s >= self.covered_s - 1e-6

@@ -534,44 +534,25 @@ async fn series_use_the_right_resolution(store: &Store) {
         .into_iter()
         .find(|t| t.pod.as_deref() == Some("train"))
         .unwrap();
-    let sm = store
-        .series(
-            &q(
-                Metric::SmUtil,
-                Entity::Tenant(tenant.key.clone()),
-                60_000,
-                Agg::Mean,
-            ),
-            now,
-            &r,
-        )
-        .await
-        .unwrap();
+    let tenant_series = |metric: Metric| {
+        let q = q(
+            metric,
+            Entity::Tenant(tenant.key.clone()),
+            60_000,
+            Agg::Mean,
+        );
+        async move { store.series(&q, now, &r).await.unwrap().points }
+    };
+    let sm = tenant_series(Metric::SmUtil).await;
     assert!(
-        sm.points.iter().filter_map(|p| p.1).any(|v| v > 0.5),
+        sm.iter().filter_map(|p| p.1).any(|v| v > 0.5),
         "training tenant is busy"
     );
     // Its effective use (the funnel's attribution) is read from the tenant rollups.
-    let eff = store
-        .series(
-            &q(
-                Metric::Effective,
-                Entity::Tenant(tenant.key.clone()),
-                60_000,
-                Agg::Mean,
-            ),
-            now,
-            &r,
-        )
-        .await
-        .unwrap();
+    let eff = tenant_series(Metric::Effective).await;
     assert!(
-        eff.points
-            .iter()
-            .filter_map(|p| p.1)
-            .any(|v| v > 0.0 && v <= 1.0),
-        "training tenant has effective use: {:?}",
-        eff.points
+        eff.iter().filter_map(|p| p.1).any(|v| v > 0.0 && v <= 1.0),
+        "training tenant has effective use: {eff:?}"
     );
 
     let err = store

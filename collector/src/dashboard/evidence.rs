@@ -10,8 +10,6 @@
 use super::*;
 use web::chart::{Band, Mark, RefLine};
 
-const GIB: f64 = 1024.0 * 1024.0 * 1024.0;
-
 /// A finding's evidence: charts, tables, and the action to take.
 #[derive(Debug, Default)]
 pub(super) struct EvidenceView {
@@ -20,9 +18,46 @@ pub(super) struct EvidenceView {
     pub action: Option<String>,
 }
 
-/// The range an evidence chart covers: the finding's window, at least an hour.
+/// The range an evidence chart covers: [from, to], at least an hour.
+fn window(from: i64, to: i64) -> (i64, i64) {
+    (from, from + (to - from).max(3_600_000))
+}
+
+/// The finding's window as an evidence chart covers it.
 fn range(f: &Finding) -> (i64, i64) {
-    (f.from_ms, f.from_ms + (f.to_ms - f.from_ms).max(3_600_000))
+    window(f.from_ms, f.to_ms)
+}
+
+/// What the tenant held against the effective use attributed to it, both as a share of the
+/// physical GPU, with reference lines (idle and underutilized evidence).
+async fn held_and_used(
+    state: &DashboardState,
+    f: &Finding,
+    k: &str,
+    title: String,
+    refs: Vec<RefLine>,
+) -> Chart {
+    let r = range(f);
+    Chart {
+        title,
+        unit: "% of the GPU".into(),
+        from_ms: r.0,
+        to_ms: r.1,
+        y_max: Some(100.0),
+        lines: vec![
+            line(
+                "allocated",
+                points(state, Metric::AllocShare, tenant(k), r, 100.0).await,
+            ),
+            line(
+                format!("effective use ({} attributed to it)", signal_words(f)),
+                points(state, Metric::Effective, tenant(k), r, 100.0).await,
+            ),
+        ],
+        refs,
+        empty_note: "No allocation of this tenant is recorded in the finding's window.".into(),
+        ..Chart::default()
+    }
 }
 
 /// Five-minute points up to two days, hourly beyond.
@@ -91,27 +126,18 @@ async fn idle(state: &DashboardState, a: &Analysis, f: &Finding) -> EvidenceView
     let Some(k) = f.tenants.first() else {
         return generic(state, f).await;
     };
-    let r = range(f);
     let who = name_of(a, k);
-    let held = points(state, Metric::AllocShare, tenant(k), r, 100.0).await;
-    let used = points(state, Metric::Effective, tenant(k), r, 100.0).await;
-    let mut charts = vec![Chart {
-        title: format!("What {who} held and what it used"),
-        unit: "% of the GPU".into(),
-        from_ms: r.0,
-        to_ms: r.1,
-        y_max: Some(100.0),
-        lines: vec![
-            line("allocated", held),
-            line(
-                format!("effective use ({} attributed to it)", signal_words(f)),
-                used,
-            ),
-        ],
-        empty_note: "No allocation of this tenant is recorded in the finding's window.".into(),
-        ..Chart::default()
-    }];
-    charts.push(memory_chart(state, f, k, &who, r, None).await);
+    let charts = vec![
+        held_and_used(
+            state,
+            f,
+            k,
+            format!("What {who} held and what it used"),
+            Vec::new(),
+        )
+        .await,
+        memory_chart(state, f, k, &who, range(f), None).await,
+    ];
     EvidenceView {
         charts,
         action: Some(format!(
@@ -338,17 +364,18 @@ async fn hardware(state: &DashboardState, f: &Finding) -> EvidenceView {
         .collect();
     let marks = events
         .iter()
-        .map(|e| Mark {
-            t: e.ts_ms,
-            label: e.code.to_string(),
-            title: format!(
-                "{} {} {} at {} UTC: {}",
-                e.kind.to_uppercase(),
-                e.code,
-                xid_meaning(e.code).0,
-                time(e.ts_ms),
-                xid_meaning(e.code).1
-            ),
+        .map(|e| {
+            let (what, todo) = xid_meaning(e.code);
+            Mark {
+                t: e.ts_ms,
+                label: e.code.to_string(),
+                title: format!(
+                    "{} {} {what} at {} UTC: {todo}",
+                    e.kind.to_uppercase(),
+                    e.code,
+                    time(e.ts_ms),
+                ),
+            }
         })
         .collect();
     let rows = events
@@ -488,10 +515,7 @@ async fn underutilized(state: &DashboardState, a: &Analysis, f: &Finding) -> Evi
     let Some(k) = f.tenants.first() else {
         return generic(state, f).await;
     };
-    let r = range(f);
     let who = name_of(a, k);
-    let used = points(state, Metric::Effective, tenant(k), r, 100.0).await;
-    let held = points(state, Metric::AllocShare, tenant(k), r, 100.0).await;
     let proposed = a
         .recommendations
         .iter()
@@ -526,21 +550,15 @@ async fn underutilized(state: &DashboardState, a: &Analysis, f: &Finding) -> Evi
         });
     }
     let charts = vec![
-        Chart {
-            title: format!("{who}'s demand against what it holds"),
-            unit: "% of the GPU".into(),
-            from_ms: r.0,
-            to_ms: r.1,
-            y_max: Some(100.0),
-            lines: vec![
-                line("allocated", held),
-                line(format!("effective use ({})", signal_words(f)), used),
-            ],
+        held_and_used(
+            state,
+            f,
+            k,
+            format!("{who}'s demand against what it holds"),
             refs,
-            empty_note: "No allocation of this tenant is recorded in the finding's window.".into(),
-            ..Chart::default()
-        },
-        memory_chart(state, f, k, &who, r, slice_mem).await,
+        )
+        .await,
+        memory_chart(state, f, k, &who, range(f), slice_mem).await,
     ];
     let action = match proposed {
         Some((rec, m)) => format!(
@@ -577,7 +595,7 @@ async fn generic(state: &DashboardState, f: &Finding) -> EvidenceView {
         else {
             continue;
         };
-        let r = (e.from_ms, e.from_ms + (e.to_ms - e.from_ms).max(3_600_000));
+        let r = window(e.from_ms, e.to_ms);
         let (unit, scale, y_max) = match metric.spec().unit {
             "ratio" => ("%", 100.0, Some(100.0)),
             "bytes" => ("GiB", 1.0 / GIB, None),

@@ -209,10 +209,10 @@ fn finding_view(
 /// as whole numbers.
 pub(super) fn metric_value(key: &str, v: f64, currency: &str) -> String {
     // Tenths first, as an alert's value is rounded (`Finding::headline`), so both read alike.
-    let tenths = (v * 10.0).round() / 10.0;
+    let tenths = analytics::findings::tenths(v);
     if key.contains("share") || key.contains("rate") || key.ends_with("ratio") {
         // Percent in tenths first, as `Finding::headline` gives an interference alert.
-        format!("{:.0} %", (v * 100.0 * 10.0).round() / 10.0)
+        format!("{:.0} %", analytics::findings::tenths(v * 100.0))
     } else if key.contains("gpu_hours") {
         format!("{} GPU-h", format::num(tenths))
     } else if key.contains("hours") {

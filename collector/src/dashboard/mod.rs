@@ -153,6 +153,9 @@ fn window(a: &Analysis) -> String {
     format!("{} to {} UTC", time(a.from_ms), time(a.to_ms))
 }
 
+/// Bytes in a GiB, for memory the pages show.
+const GIB: f64 = 1024.0 * 1024.0 * 1024.0;
+
 /// Tenant key → team, from the store's tenants.
 fn team_map(tenants: &[store::TenantRecord]) -> HashMap<&str, &str> {
     tenants

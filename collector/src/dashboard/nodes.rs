@@ -87,11 +87,10 @@ async fn node_page(
         .map(|g| gpu_panel(g, &rollups, newest, &name, (from, to)))
         .collect();
     // Who holds which MIG instance: the raw allocations of the last day.
-    let now = model::time::now_ms();
     for p in panels.iter_mut().filter(|p| !p.mig.is_empty()) {
         let held = state
             .store
-            .mig_holders(&p.uuid, now - 86_400_000, now + 60_000)
+            .mig_holders(&p.uuid, to - 86_400_000, to + 60_000)
             .await?;
         for m in &mut p.mig {
             m.holders = held
@@ -250,8 +249,6 @@ fn node_row(
     }
 }
 
-const GIB: f64 = 1024.0 * 1024.0 * 1024.0;
-
 /// Allocated and effective GPU-hours per tenant: over the range and in the newest hour.
 type Occupancy<'a> = BTreeMap<&'a str, (f64, f64)>;
 
@@ -266,20 +263,14 @@ fn occupancy<'a>(
         if gpu != uuid || t.alloc_n == 0 {
             continue;
         }
-        let hours = t.covered_s / 3600.0;
-        let share = t.alloc_share_sum / f64::from(t.samples.max(1));
-        let eff = if t.eff_n > 0 {
-            t.eff_sum / f64::from(t.eff_n) * hours
-        } else {
-            0.0
-        };
+        let (al, ef) = (t.allocated_gpu_hours(), t.effective_gpu_hours());
         let e = range_use.entry(tenant).or_default();
-        e.0 += share * hours;
-        e.1 += eff;
+        e.0 += al;
+        e.1 += ef;
         if Some(*bucket) == newest {
             let e = now_use.entry(tenant).or_default();
-            e.0 += share * hours;
-            e.1 += eff;
+            e.0 += al;
+            e.1 += ef;
         }
     }
     (range_use, now_use)

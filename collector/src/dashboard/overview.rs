@@ -182,6 +182,8 @@ const TOP: usize = 8;
 /// finding (or none: waste below every finding's threshold still costs).
 fn top_wasters(a: &Analysis, tenants: &[store::TenantRecord]) -> Vec<pages::WasterLine> {
     let team_of = team_map(tenants);
+    let known: HashMap<&str, &store::TenantRecord> =
+        tenants.iter().map(|t| (t.key.as_str(), t)).collect();
     let mut rows: Vec<&analytics::FunnelRow> = a
         .funnel
         .by_tenant
@@ -200,9 +202,8 @@ fn top_wasters(a: &Analysis, tenants: &[store::TenantRecord]) -> Vec<pages::Wast
                 .map(|f| (f.id.clone(), f.kind.as_str().to_owned()));
             pages::WasterLine {
                 key: r.key.clone(),
-                name: tenants
-                    .iter()
-                    .find(|t| t.key == r.key)
+                name: known
+                    .get(r.key.as_str())
                     .map_or_else(|| name_of(a, &r.key), |t| t.display_name()),
                 team: team_of
                     .get(r.key.as_str())
@@ -289,12 +290,9 @@ async fn heatmap(
                 if u != &g.uuid || t.alloc_n == 0 {
                     continue;
                 }
-                let hours = t.covered_s / 3600.0;
                 let c = &mut acc[col(*b)];
-                c.1 += t.alloc_share_sum / f64::from(t.samples.max(1)) * hours;
-                if t.eff_n > 0 {
-                    c.2 += t.eff_sum / f64::from(t.eff_n) * hours;
-                }
+                c.1 += t.allocated_gpu_hours();
+                c.2 += t.effective_gpu_hours();
             }
             let cells = acc
                 .into_iter()

@@ -712,26 +712,11 @@ async fn a_real_alertmanager_takes_our_alerts_and_routes_them() {
 async fn default_rules_turn_ongoing_findings_into_alerts() {
     use collector::alerts::rules;
     use collector::alerts::state::{self, State as AlertState};
-    let text = std::fs::read_to_string(
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../scenarios/k8s-mixed.toml"),
-    )
-    .unwrap();
-    let fleet = simulator::Fleet::new(simulator::Scenario::from_toml(&text).unwrap());
+    let fleet = crate::analytics::default_fleet();
     let t = crate::support::sqlite().await;
     let to = 1_795_219_200_000; // 2026-11-21T00:00:00Z
     let from = to - 12 * 3_600_000;
-    let step = 60_000;
-    for node in 0..fleet.nodes.len() {
-        let instants: Vec<i64> = (0..)
-            .map(|i| from + i * step)
-            .take_while(|&x| x < to)
-            .collect();
-        for (seq, chunk) in instants.chunks(120).enumerate() {
-            let b = fleet.batch(node, "truth", seq as u64 + 1, chunk, step as u32);
-            t.store.ingest(&b, to, &|_| None).await.unwrap();
-        }
-    }
-    t.store.rollup(to).await.unwrap();
+    crate::analytics::load(&t.store, &fleet, "truth", from, to).await;
     let cfg = analytics::Config::default();
     let input = collector::analysis::load(&t.store, &cfg, from, to, to)
         .await

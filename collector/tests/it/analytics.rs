@@ -17,7 +17,25 @@ const DAY_MS: i64 = 86_400_000;
 
 /// Stores `fleet`'s samples of [from, to), one a minute, as agent `agent` (a second load of the
 /// same nodes needs another agent id: sequence numbers restart), and rolls them up.
+/// The demo's default fleet (`scenarios/k8s-mixed.toml`).
+pub(crate) fn default_fleet() -> Fleet {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scenarios/k8s-mixed.toml");
+    Fleet::new(Scenario::from_toml(&std::fs::read_to_string(path).unwrap()).unwrap())
+}
+
 pub(crate) async fn load(store: &Store, fleet: &Fleet, agent: &str, from: i64, to: i64) {
+    load_with_teams(store, fleet, agent, from, to, &|_| None).await;
+}
+
+/// `load`, with each tenant's team resolved as the collector would.
+pub(crate) async fn load_with_teams(
+    store: &Store,
+    fleet: &Fleet,
+    agent: &str,
+    from: i64,
+    to: i64,
+    team_of: store::TeamOf<'_>,
+) {
     let step = 60_000;
     for node in 0..fleet.nodes.len() {
         let instants: Vec<i64> = (0..)
@@ -27,7 +45,7 @@ pub(crate) async fn load(store: &Store, fleet: &Fleet, agent: &str, from: i64, t
         for (seq, chunk) in instants.chunks(120).enumerate() {
             let mut b = fleet.batch(node, agent, seq as u64 + 1, chunk, step as u32);
             b.interval_ms = step as u32;
-            store.ingest(&b, to, &|_| None).await.unwrap();
+            store.ingest(&b, to, team_of).await.unwrap();
         }
     }
     store.rollup(to).await.unwrap();

@@ -44,29 +44,14 @@ fn shown(kind: analytics::FindingKind, v: f64) -> String {
 
 #[tokio::test]
 async fn alerts_pages_and_counts_agree() {
-    let text = std::fs::read_to_string(
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../scenarios/k8s-mixed.toml"),
-    )
-    .unwrap();
-    let fleet = simulator::Fleet::new(simulator::Scenario::from_toml(&text).unwrap());
+    let fleet = crate::analytics::default_fleet();
     let t = crate::support::sqlite().await;
     let now = collector::now_ms();
     let to = now - now % 60_000;
     let from = to - 24 * 3_600_000;
-    let step = 60_000;
     let teams = collector::teams::TeamsConfig::default();
-    let team_of = |t: &model::Tenant| teams.team_of(t);
-    for node in 0..fleet.nodes.len() {
-        let instants: Vec<i64> = (0..)
-            .map(|i| from + i * step)
-            .take_while(|&x| x < to)
-            .collect();
-        for (seq, chunk) in instants.chunks(120).enumerate() {
-            let b = fleet.batch(node, "facts", seq as u64 + 1, chunk, step as u32);
-            t.store.ingest(&b, now, &team_of).await.unwrap();
-        }
-    }
-    t.store.rollup(now).await.unwrap();
+    crate::analytics::load_with_teams(&t.store, &fleet, "facts", from, to, &|t| teams.team_of(t))
+        .await;
     let a = collector::analysis::scheduled(&t.store, &Default::default(), &Default::default())
         .await
         .unwrap()

@@ -33,11 +33,7 @@ fn close(a: f64, b: f64) -> bool {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn heavy_a_weeks_report_matches_the_funnel_api() {
-    let text = std::fs::read_to_string(
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../scenarios/k8s-mixed.toml"),
-    )
-    .unwrap();
-    let fleet = simulator::Fleet::new(simulator::Scenario::from_toml(&text).unwrap());
+    let fleet = crate::analytics::default_fleet();
     let t = crate::support::sqlite().await;
     let week: IsoWeek = "2026-W46".parse().unwrap();
     let tz = reports::week::zone("UTC").unwrap();
