@@ -348,8 +348,7 @@ mod tests {
 
     #[test]
     fn a_fixture_proc_tree() {
-        let root = std::env::temp_dir().join(format!("gpulens-proc-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&root);
+        let root = crate::scratch::fresh_dir("proc").unwrap();
         std::fs::create_dir_all(root.join("4242")).unwrap();
         std::fs::write(root.join("stat"), "cpu 1 2 3\nbtime 1790000000\n").unwrap();
         std::fs::write(root.join("4242/stat"), "4242 (python (train)) S 1 4242 4242 0 -1 4194560 1 0 0 0 5 6 0 0 20 0 8 0 123456 0 0\n").unwrap();

@@ -44,8 +44,7 @@ pub fn run(
     cycles: u32,
     interval: Duration,
 ) -> anyhow::Result<Report> {
-    let dir = std::env::temp_dir().join(format!("gpulens-agent-bench-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
+    let dir = crate::scratch::fresh_dir("agent-bench")?;
     let mut spool = Spool::open(&dir.join("spool"), 64 * 1024 * 1024)?;
     let mut state = AgentState::load(None)?;
     let (cluster, node) = {

@@ -37,11 +37,7 @@ pub async fn round(
     retry: crate::runner::Retry,
 ) -> anyhow::Result<Round> {
     let mut receiver = Receiver::start(0).await?;
-    let dir = std::env::temp_dir().join(format!(
-        "gpulens-agent-bench-recovery-{}-{}",
-        std::process::id(),
-        now_ms()
-    ));
+    let dir = crate::scratch::fresh_dir("agent-bench-recovery")?;
     let cfg = RunConfig {
         collector: receiver.url(),
         token: "bench".into(),

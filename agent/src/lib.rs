@@ -15,6 +15,7 @@ pub mod nvml;
 pub mod report;
 pub mod runner;
 pub mod schedule;
+pub mod scratch;
 pub mod shipper;
 pub mod spool;
 pub mod standin;

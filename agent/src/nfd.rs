@@ -243,8 +243,7 @@ mod tests {
 
     #[test]
     fn writes_replace_the_file_whole() {
-        let dir = std::env::temp_dir().join(format!("gpulens-nfd-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
+        let dir = crate::scratch::fresh_dir("nfd").unwrap();
         let first = render(&sample(), at(0), at(60)).unwrap();
         write(&dir, &first).unwrap();
         assert_eq!(std::fs::read_to_string(dir.join(FILE_NAME)).unwrap(), first);

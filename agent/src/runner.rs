@@ -504,8 +504,7 @@ mod tests {
 
     #[tokio::test]
     async fn ten_minutes_at_a_pinned_tick_phase_of_997_ms_miss_no_slot() {
-        let dir = std::env::temp_dir().join(format!("gpulens-pinned-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
+        let dir = crate::scratch::fresh_dir("pinned").unwrap();
         let scenario = std::fs::read_to_string(
             std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../scenarios/k8s-mixed.toml"),
         )

@@ -253,8 +253,7 @@ mod tests {
 
     #[test]
     fn the_sequence_survives_a_restart() {
-        let dir = std::env::temp_dir().join(format!("gpulens-agent-state-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
+        let dir = crate::scratch::fresh_dir("agent-state").unwrap();
         let mut a = AgentState::load(Some(&dir)).unwrap();
         assert_eq!(a.take_seq().unwrap(), 1);
         assert_eq!(a.take_seq().unwrap(), 2);
@@ -282,8 +281,7 @@ mod tests {
 
     #[test]
     fn the_sampled_slot_survives_a_restart() {
-        let dir = std::env::temp_dir().join(format!("gpulens-agent-slot-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
+        let dir = crate::scratch::fresh_dir("agent-slot").unwrap();
         let mut a = AgentState::load(Some(&dir)).unwrap();
         assert_eq!(a.last_ts, 0, "a new agent has sampled nothing");
         a.mark_sampled(1_700_000_123_000);

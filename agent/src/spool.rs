@@ -638,9 +638,7 @@ mod tests {
     use super::*;
 
     fn dir(tag: &str) -> PathBuf {
-        let d = std::env::temp_dir().join(format!("gpulens-spool-{tag}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&d);
-        d
+        crate::scratch::fresh_dir(&format!("spool-{tag}")).unwrap()
     }
 
     fn drain(s: &mut Spool) -> Vec<u64> {

@@ -151,8 +151,15 @@ mod tests {
         assert_eq!(parse("s = { env = \"PATH\" }").unwrap().0, path);
         let err = parse("s = {}").unwrap_err();
         assert!(err.contains("needs its source"), "{err}");
-        let dir = std::env::temp_dir().join(format!("gpulens-secret-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
+        let dir = std::env::temp_dir().join(format!(
+            "gpulens-secret-{}-{}",
+            std::process::id(),
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_nanos()
+        ));
+        std::fs::create_dir(&dir).unwrap();
         let f = dir.join("token");
         std::fs::write(&f, "from-file\n").unwrap();
         let got = parse(&format!("s = {{ file = {:?} }}", f.display().to_string())).unwrap();

@@ -147,9 +147,7 @@ fn heavy_outages_and_kills_lose_nothing_and_store_nothing_twice() {
     let name = format!("delivery_{}", std::process::id());
     psql(&base, &format!("CREATE DATABASE {name}"));
     let db = format!("{}/{name}", base.rsplit_once('/').unwrap().0);
-    let work = std::env::temp_dir().join(format!("gpulens-delivery-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&work);
-    std::fs::create_dir_all(&work).unwrap();
+    let work = agent::scratch::fresh_dir("delivery").unwrap();
     let config = work.join("collector.toml");
     std::fs::write(
         &config,

@@ -76,9 +76,7 @@ const MIG_GPU: &str = "GPU-5b3f0c2e-8a1d-4f6b-9e27-3c1d0a9b7e41";
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pods_get_their_devices_names_and_processes() {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
-    let dir = std::env::temp_dir().join(format!("gpulens-kubelet-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = agent::scratch::fresh_dir("kubelet").unwrap();
     let socket = dir.join("kubelet.sock");
     let answer = v1::ListPodResourcesResponse {
         pod_resources: vec![

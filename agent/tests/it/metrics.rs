@@ -33,8 +33,7 @@ fn the_agents_metrics_pass_promtool() {
         eprintln!("skipping: no promtool (run the suite with tests/run.sh)");
         return;
     }
-    let work = std::env::temp_dir().join(format!("gpulens-agent-metrics-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&work);
+    let work = agent::scratch::fresh_dir("agent-metrics").unwrap();
     let port = free_port();
     let _agent = Proc(
         Command::new(env!("CARGO_BIN_EXE_gpulens-agent"))

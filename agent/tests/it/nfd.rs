@@ -9,8 +9,7 @@ use crate::delivery::{Proc, collector, free_port, root, wait_until};
 
 #[test]
 fn the_agent_writes_the_collectors_advisory_labels_for_nfd() {
-    let work = std::env::temp_dir().join(format!("gpulens-nfd-e2e-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&work);
+    let work = agent::scratch::fresh_dir("nfd-e2e").unwrap();
     let features = work.join("features.d");
     std::fs::create_dir_all(&features).unwrap();
     let config = work.join("collector.toml");

@@ -86,10 +86,7 @@ fn distinct_ts(arrivals: &[Arrival]) -> Vec<i64> {
 }
 
 fn work_dir(tag: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("gpulens-outage-{tag}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
+    agent::scratch::fresh_dir(&format!("outage-{tag}")).unwrap()
 }
 
 #[test]
