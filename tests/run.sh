@@ -27,6 +27,7 @@ command -v prometheus-alertmanager >/dev/null 2>&1 || command -v alertmanager >/
 { command -v prometheus >/dev/null 2>&1 && command -v promtool >/dev/null 2>&1; } || missing+=(prometheus)
 [ -x /usr/bin/chromium ] || missing+=(chromium)
 command -v curl >/dev/null 2>&1 || missing+=(curl)   # the README test runs its curl commands
+command -v kubectl >/dev/null 2>&1 || missing+=(kubectl)   # kustomize renders deploy/kubernetes
 if [ ${#missing[@]} -gt 0 ]; then
   log "installing ${missing[*]} (apt)"
   export DEBIAN_FRONTEND=noninteractive

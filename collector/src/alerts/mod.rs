@@ -13,12 +13,14 @@ pub mod deliver;
 pub mod groups;
 pub mod metrics;
 pub mod payload;
+pub mod prometheus;
 pub mod rules;
 pub mod settings;
 pub mod state;
 
 pub use api::routes;
 pub use metrics::AlertMetrics;
+pub use rules::ongoing;
 pub use settings::Settings;
 pub use state::{Alert, State as AlertState, load};
 

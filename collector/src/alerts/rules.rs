@@ -200,6 +200,14 @@ pub struct Facts<'a> {
 /// A finding still going on when its analysis window ends (hour rollups: the last hour may be
 /// partial).
 const ONGOING_SLACK_MS: i64 = 2 * 3_600_000;
+/// Whether a finding is a condition that holds now: it is still going on when its analysis
+/// window ends. Hardware errors stay a condition while the window holds them: a GPU that fell
+/// off the bus two days ago is still suspect until someone acts. The collector's own alerts and
+/// the `gpulens_finding_headline` series behind the generated Prometheus rules both ask this.
+pub fn ongoing(a: &Analysis, f: &analytics::Finding) -> bool {
+    f.kind == FindingKind::Hardware || f.to_ms + ONGOING_SLACK_MS >= a.to_ms
+}
+
 /// Nodes not heard from in this long are the agent-silent rule's, not ingest lag's.
 const RECENT_MS: i64 = 3_600_000;
 
@@ -279,9 +287,7 @@ pub fn evaluate(rules: &[Rule], facts: &Facts) -> Vec<Condition> {
         if let Some(kind) = rule.kind.finding() {
             let Some(a) = facts.analysis else { continue };
             for f in a.findings.iter().filter(|f| f.kind == kind) {
-                // Hardware errors stay a condition while the analysis window holds them: a
-                // GPU that fell off the bus two days ago is still suspect until someone acts.
-                if kind != FindingKind::Hardware && f.to_ms + ONGOING_SLACK_MS < a.to_ms {
+                if !ongoing(a, f) {
                     continue;
                 }
                 let (value, _) = f.headline();

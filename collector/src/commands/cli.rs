@@ -45,6 +45,10 @@ pub enum Command {
     /// Make the weekly utilization report of an ISO week (HTML or CSV) and store it, as the
     /// collector does on schedule; printed, or written to --out (docs/reports.md).
     Report(ReportArgs),
+    /// Print the alert rules in force (defaults plus [alerts] rules of --config) as Prometheus
+    /// alerting rules: a PrometheusRule object for the Prometheus Operator, or a plain rule file
+    /// (docs/alerts.md, "Alerting from Prometheus").
+    AlertRules(AlertRulesArgs),
     /// Measure ingest, query and analytics speed against a scratch database.
     #[command(subcommand)]
     Bench(BenchCommand),
@@ -161,6 +165,29 @@ pub struct ReportArgs {
     /// same week, and served at /api/v1/reports).
     #[arg(long)]
     pub no_store: bool,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct AlertRulesArgs {
+    /// The collector's configuration file; without it, the default rules.
+    #[arg(long, env = "GPULENS_CONFIG")]
+    pub config: Option<PathBuf>,
+    #[arg(long, value_enum, default_value_t = AlertRulesFormat::PrometheusRule)]
+    pub format: AlertRulesFormat,
+    /// Namespace of the PrometheusRule object.
+    #[arg(long, default_value = "gpulens")]
+    pub namespace: String,
+    /// Write the rules here instead of standard output.
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum AlertRulesFormat {
+    /// A monitoring.coreos.com/v1 PrometheusRule (kubectl apply).
+    PrometheusRule,
+    /// A Prometheus rule file (rule_files: in prometheus.yml; promtool check rules).
+    RuleFile,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]

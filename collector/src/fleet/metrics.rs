@@ -117,6 +117,17 @@ struct FindingLabels {
     severity: &'static str,
 }
 
+/// An ongoing finding's subject: one series per GPU (or node) and finding kind, so bounded by
+/// the inventory; the tenant is left out on purpose (see the module comment).
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct FindingSubjectLabels {
+    cluster: String,
+    node: String,
+    gpu: String,
+    kind: &'static str,
+    severity: &'static str,
+}
+
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct KindLabels {
     kind: &'static str,
@@ -293,6 +304,25 @@ pub fn encode(
                         severity: s.as_str(),
                     })
                     .set(n as f64);
+            }
+        }
+        let headline = family!(
+            "finding_headline",
+            "Headline number of each ongoing finding, largest per GPU or node and kind: idle hours (idle_allocation), wasted GPU-hours (underutilized), slowdown percent (interference), error count (hardware), hours (other kinds); the generated Prometheus alert rules read it",
+            None::<Unit>,
+            FindingSubjectLabels
+        );
+        for f in a.findings.iter().filter(|f| crate::alerts::ongoing(a, f)) {
+            let g = headline.get_or_create(&FindingSubjectLabels {
+                cluster: f.cluster.clone(),
+                node: f.node.clone(),
+                gpu: f.gpu.clone().unwrap_or_default(),
+                kind: f.kind.as_str(),
+                severity: f.severity.as_str(),
+            });
+            let v = f.headline().0;
+            if v > g.get() {
+                g.set(v);
             }
         }
         let recs = family!(

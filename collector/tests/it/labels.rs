@@ -604,67 +604,6 @@ async fn gpu_pods_block_the_change_unless_overridden() {
     assert!(audit.names().contains(&"drain:overridden".to_string()));
 }
 
-#[test]
-fn the_documented_rbac_is_least_privilege() {
-    use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
-    let text = std::fs::read_to_string(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../deploy/kubernetes/rbac.yaml"
-    ))
-    .unwrap();
-    let mut kinds = Vec::new();
-    let mut rules = Vec::new();
-    for doc in serde_yaml::Deserializer::from_str(&text) {
-        let v: serde_json::Value = serde::Deserialize::deserialize(doc).unwrap();
-        let kind = v["kind"].as_str().unwrap().to_owned();
-        match kind.as_str() {
-            "ClusterRole" => {
-                let r: ClusterRole = serde_json::from_value(v).unwrap();
-                rules.extend(r.rules.unwrap().into_iter().map(|r| ("cluster", r)));
-            }
-            "Role" => {
-                let r: Role = serde_json::from_value(v).unwrap();
-                assert_eq!(r.metadata.namespace.as_deref(), Some("gpu-operator"));
-                rules.extend(r.rules.unwrap().into_iter().map(|r| ("gpu-operator", r)));
-            }
-            "ClusterRoleBinding" => drop(serde_json::from_value::<ClusterRoleBinding>(v).unwrap()),
-            "RoleBinding" => drop(serde_json::from_value::<RoleBinding>(v).unwrap()),
-            "ServiceAccount" => drop(
-                serde_json::from_value::<k8s_openapi::api::core::v1::ServiceAccount>(v).unwrap(),
-            ),
-            other => panic!("unexpected kind {other}"),
-        }
-        kinds.push(kind);
-    }
-    assert_eq!(kinds.len(), 5);
-    let mut granted: Vec<String> = Vec::new();
-    for (scope, r) in &rules {
-        assert_eq!(
-            r.api_groups.as_deref(),
-            Some(&[String::new()][..]),
-            "core group only"
-        );
-        for res in r.resources.as_ref().unwrap() {
-            for verb in &r.verbs {
-                granted.push(format!("{scope}:{res}:{verb}"));
-            }
-        }
-    }
-    granted.sort();
-    assert_eq!(
-        granted,
-        [
-            "cluster:nodes:get",
-            "cluster:nodes:list",
-            "cluster:nodes:patch",
-            "cluster:nodes:watch",
-            "cluster:pods:list",
-            "gpu-operator:configmaps:get",
-            "gpu-operator:configmaps:patch",
-        ]
-    );
-}
-
 /// A planned change approved through the API by an operator, run by the collector's runner with
 /// every step stored and served at /api/v1/label-actions; a second change on the same node
 /// inside the rate limit is refused.

@@ -9,6 +9,7 @@ mod dashboard;
 mod delivery;
 mod deploy;
 mod http;
+mod kustomize;
 mod labels;
 mod listener;
 mod outcome;

@@ -16,7 +16,7 @@ fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
 }
 
-fn have(bin: &str) -> bool {
+pub(crate) fn have(bin: &str) -> bool {
     Command::new(bin)
         .arg("--version")
         .stdout(Stdio::null())
@@ -25,7 +25,7 @@ fn have(bin: &str) -> bool {
         .is_ok()
 }
 
-fn required(what: &str) {
+pub(crate) fn required(what: &str) {
     assert!(
         std::env::var("GPULENS_REQUIRE_PROMETHEUS").is_err(),
         "{what} is not installed"
@@ -202,10 +202,19 @@ async fn heavy_prometheus_scrapes_the_demo_and_every_dashboard_panel_has_data() 
             .spawn()
             .unwrap(),
     );
+    // The alert rules as `gpulens alert-rules` generates them for Prometheus.
+    let rules = dir.path().join("gpulens.rules.yml");
+    let status = Command::new(env!("CARGO_BIN_EXE_gpulens"))
+        .args(["alert-rules", "--format", "rule-file", "--out"])
+        .arg(&rules)
+        .status()
+        .unwrap();
+    assert!(status.success());
     let (_prom, prom) = crate::support::prometheus(
         &dir,
         &format!(
-            "global:\n  scrape_interval: 1s\nscrape_configs:\n  - job_name: gpulens\n    static_configs:\n      - targets: ['127.0.0.1:{demo_port}']\n"
+            "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\nrule_files:\n  - {}\nscrape_configs:\n  - job_name: gpulens\n    static_configs:\n      - targets: ['127.0.0.1:{demo_port}']\n",
+            rules.display()
         ),
     );
     let http = ingest_client::http().build().unwrap();
@@ -243,4 +252,45 @@ async fn heavy_prometheus_scrapes_the_demo_and_every_dashboard_panel_has_data() 
         }
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
+
+    // Prometheus, running the generated rules on the scraped series, fires the same finding
+    // alerts (by rule, node and GPU) as the collector's own rules, idle allocations included.
+    let finding_alerts =
+        |alerts: &[Value]| -> std::collections::BTreeSet<(String, String, String)> {
+            alerts
+                .iter()
+                .filter(|a| {
+                    a["state"] == "firing"
+                        && a["labels"]["alertname"]
+                            .as_str()
+                            .is_some_and(|n| n.starts_with("Gpu"))
+                })
+                .map(|a| {
+                    let l = |k: &str| a["labels"][k].as_str().unwrap_or("").to_owned();
+                    (l("alertname"), l("node"), l("gpu"))
+                })
+                .collect()
+        };
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let p = crate::support::get_json(&http, &format!("{prom}/api/v1/alerts")).await;
+        let c = crate::support::get_json(
+            &http,
+            &format!("http://127.0.0.1:{demo_port}/api/v1/alerts"),
+        )
+        .await;
+        let from_prometheus = finding_alerts(p["data"]["alerts"].as_array().unwrap());
+        let from_collector = finding_alerts(c["alerts"].as_array().unwrap());
+        if !from_prometheus.is_empty()
+            && from_prometheus == from_collector
+            && from_prometheus.iter().any(|a| a.0 == "GpuIdleAllocation")
+        {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "Prometheus' alerts differ from the collector's:\n{from_prometheus:#?}\n{from_collector:#?}"
+        );
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
 }
