@@ -17,18 +17,20 @@ type FGauge = Gauge<f64, AtomicU64>;
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct GpuLabels {
+    pub cluster: String,
     pub node: String,
     pub gpu_uuid: String,
     pub gpu_index: String,
-    pub model: String,
+    pub gpu_model: String,
 }
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct MigLabels {
+    pub cluster: String,
     pub node: String,
     pub gpu_uuid: String,
-    pub gi_id: String,
-    pub ci_id: String,
+    pub gpu_instance: String,
+    pub compute_instance: String,
     pub profile: String,
 }
 
@@ -281,7 +283,7 @@ impl AgentMetrics {
 
     /// Replaces the device gauges with the last cycle's readings; absent readings have no
     /// series (never a 0).
-    pub fn record(&self, node: &str, inventory: &[GpuInfo], snap: &Snapshot) {
+    pub fn record(&self, cluster: &str, node: &str, inventory: &[GpuInfo], snap: &Snapshot) {
         for f in [
             &self.gpu_util,
             &self.gpu_sm_active,
@@ -299,10 +301,11 @@ impl AgentMetrics {
                 continue;
             };
             let l = GpuLabels {
+                cluster: cluster.to_owned(),
                 node: node.to_owned(),
                 gpu_uuid: g.gpu_uuid.clone(),
                 gpu_index: info.index.to_string(),
-                model: info.model.clone(),
+                gpu_model: info.model.clone(),
             };
             let set = |f: &Family<GpuLabels, FGauge>, v: Option<f64>| {
                 if let Some(v) = v {
@@ -333,10 +336,11 @@ impl AgentMetrics {
                 if let Some(v) = m.mem_used_bytes {
                     self.mig_mem_used
                         .get_or_create(&MigLabels {
+                            cluster: cluster.to_owned(),
                             node: node.to_owned(),
                             gpu_uuid: g.gpu_uuid.clone(),
-                            gi_id: m.gi_id.to_string(),
-                            ci_id: m.ci_id.to_string(),
+                            gpu_instance: m.gi_id.to_string(),
+                            compute_instance: m.ci_id.to_string(),
                             profile,
                         })
                         .set(v as f64);

@@ -218,7 +218,8 @@ impl Sampling {
             }
         }
         let inventory = self.backend.inventory();
-        self.metrics.record(&self.node, &inventory, &snapshot);
+        self.metrics
+            .record(&self.cluster, &self.node, &inventory, &snapshot);
         let batch = match build_batch(
             &self.cluster,
             &self.node,

@@ -82,6 +82,9 @@ fn the_agents_metrics_pass_promtool() {
     if let Err(e) = promtool::check_metrics(body) {
         panic!("promtool check metrics: {e}\n{body}");
     }
+    if let Err(e) = promtool::check_vocabulary(body) {
+        panic!("label vocabulary: {e}");
+    }
     let gpus = body
         .lines()
         .filter(|l| l.starts_with("gpulens_gpu_memory_total_bytes{"))

@@ -99,7 +99,7 @@ fn template(t: &str, kind: Kind) -> String {
     };
     t.replace("{node}", node)
         .replace("{cluster}", "{{ $labels.cluster }}")
-        .replace("{gpu}", "{{ $labels.gpu }}")
+        .replace("{gpu}", "{{ $labels.gpu_uuid }}")
         .replace("{tenant}", "a tenant")
         .replace("{team}", "its team")
         .replace("{value}", value)
@@ -130,7 +130,7 @@ impl Rule {
                 Kind::LabelRollback => "a GPU Operator change failed: the gpulens dashboard's \
                  label actions page has the failed step and the rollback"
                     .to_owned(),
-                _ => "{{ $labels.node }}{{ with $labels.gpu }} GPU {{ . }}{{ end }}: the gpulens \
+                _ => "{{ $labels.node }}{{ with $labels.gpu_uuid }} GPU {{ . }}{{ end }}: the gpulens \
                  dashboard's findings page names the tenant and shows the evidence"
                     .to_owned(),
             });

@@ -244,7 +244,7 @@ fn condition(i: usize, rule: &Rule, severity: &str, s: &Subject, value: f64) -> 
         ("cluster".to_owned(), s.cluster.to_owned()),
         ("node".to_owned(), s.node.to_owned()),
     ]);
-    for (k, v) in [("gpu", s.gpu), ("tenant", s.tenant), ("team", s.team)] {
+    for (k, v) in [("gpu_uuid", s.gpu), ("tenant", s.tenant), ("team", s.team)] {
         if let Some(v) = v {
             labels.insert(k.into(), v.into());
         }

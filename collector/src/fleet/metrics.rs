@@ -89,8 +89,8 @@ impl LatestGpus {
 struct GpuLabels {
     cluster: String,
     node: String,
-    uuid: String,
-    model: String,
+    gpu_uuid: String,
+    gpu_model: String,
 }
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -123,7 +123,7 @@ struct FindingLabels {
 struct FindingSubjectLabels {
     cluster: String,
     node: String,
-    gpu: String,
+    gpu_uuid: String,
     kind: &'static str,
     severity: &'static str,
 }
@@ -210,12 +210,12 @@ pub fn encode(
         None::<Unit>,
         GpuLabels
     );
-    for ((cluster, node, uuid), r) in latest.fresh(now_ms) {
+    for ((cluster, node, gpu_uuid), r) in latest.fresh(now_ms) {
         let l = GpuLabels {
             cluster,
             node,
-            uuid,
-            model: r.model.clone(),
+            gpu_uuid,
+            gpu_model: r.model.clone(),
         };
         for (f, v) in [
             (&util, r.util),
@@ -316,7 +316,7 @@ pub fn encode(
             let g = headline.get_or_create(&FindingSubjectLabels {
                 cluster: f.cluster.clone(),
                 node: f.node.clone(),
-                gpu: f.gpu.clone().unwrap_or_default(),
+                gpu_uuid: f.gpu.clone().unwrap_or_default(),
                 kind: f.kind.as_str(),
                 severity: f.severity.as_str(),
             });

@@ -749,7 +749,7 @@ async fn default_rules_turn_ongoing_findings_into_alerts() {
     assert!(ongoing_idle > 0, "the scenario has tenants idle for hours");
     assert_eq!(idle.len(), ongoing_idle);
     for c in &idle {
-        for k in ["cluster", "node", "gpu", "tenant", "severity"] {
+        for k in ["cluster", "node", "gpu_uuid", "tenant", "severity"] {
             assert!(c.labels.contains_key(k), "{k} missing: {c:?}");
         }
         assert!(c.value >= 4.0, "idle hours: {c:?}");

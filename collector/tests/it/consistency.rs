@@ -85,7 +85,7 @@ async fn alerts_pages_and_counts_agree() {
         let label = |k: &str| c.labels.get(k).map(String::as_str);
         let Some(f) = a.findings.iter().find(|f| {
             label("node") == Some(f.node.as_str())
-                && label("gpu") == f.gpu.as_deref()
+                && label("gpu_uuid") == f.gpu.as_deref()
                 && label("tenant") == f.tenants.first().map(String::as_str)
                 && c.annotations["summary"] == f.summary
         }) else {

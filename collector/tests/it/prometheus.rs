@@ -98,6 +98,8 @@ async fn the_collectors_metrics_pass_promtool() {
     assert!(ct.starts_with("text/plain; version=0.0.4"), "{ct}");
     promtool::check_metrics(&text)
         .unwrap_or_else(|e| panic!("promtool check metrics:\n{e}\n{text}"));
+    promtool::check_vocabulary(&text).unwrap_or_else(|e| panic!("label vocabulary:\n{e}"));
+    assert!(text.contains("gpulens_finding_headline{"), "{text}");
     for family in [
         "gpulens_ingest_batches_total{outcome=\"stored\"}",
         "gpulens_fleet_gpu_utilization_ratio{",
@@ -267,7 +269,7 @@ async fn heavy_prometheus_scrapes_the_demo_and_every_dashboard_panel_has_data() 
                 })
                 .map(|a| {
                     let l = |k: &str| a["labels"][k].as_str().unwrap_or("").to_owned();
-                    (l("alertname"), l("node"), l("gpu"))
+                    (l("alertname"), l("node"), l("gpu_uuid"))
                 })
                 .collect()
         };
