@@ -46,6 +46,9 @@ pub struct Config {
     /// Alert rules, grouping and receivers; see docs/alerts.md.
     #[serde(default)]
     pub alerts: crate::alerts::Settings,
+    /// Opt-in per-tenant series on /metrics; see docs/metrics.md.
+    #[serde(default)]
+    pub metrics: crate::fleet::MetricsSettings,
     /// Weekly reports: time zone, schedule, webhook; see docs/reports.md.
     #[serde(default)]
     pub reports: crate::reports::Settings,
@@ -95,6 +98,7 @@ impl Config {
             }
         }
         self.alerts.check()?;
+        self.metrics.check()?;
         self.reports.check()?;
         if self.labels.mode == crate::labels::Mode::ApplyWithApproval && !self.labels.api {
             anyhow::bail!(

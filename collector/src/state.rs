@@ -109,6 +109,12 @@ impl AppState {
         }
     }
 
+    /// The same state with `[metrics]` settings (per-tenant series on /metrics or not).
+    pub fn with_fleet_metrics(mut self, settings: &crate::fleet::MetricsSettings) -> AppState {
+        self.latest = Arc::new(crate::fleet::LatestGpus::new(settings));
+        self
+    }
+
     /// The same state with report settings (the time zone the API defaults to).
     pub fn with_reports(mut self, reports: crate::reports::Settings) -> AppState {
         self.reports = Arc::new(reports);

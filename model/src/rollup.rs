@@ -411,6 +411,71 @@ struct UseAt {
     active: Option<bool>,
 }
 
+/// The raw rows of snapshots, as the store keeps them: what [`aggregate`] reads.
+#[derive(Debug, Default)]
+pub struct RawRows {
+    pub gpus: Vec<RawGpu>,
+    pub allocations: Vec<RawAllocation>,
+    pub processes: Vec<RawProcess>,
+    pub mig: Vec<RawMig>,
+}
+
+impl RawRows {
+    /// Adds one snapshot of a node sampled every `interval_ms`.
+    pub fn push(&mut self, snap: &crate::wire::v1::Snapshot, interval_ms: i32) {
+        let ts = snap.ts;
+        self.gpus.extend(snap.gpus.iter().map(|g| RawGpu {
+            gpu_uuid: g.gpu_uuid.clone(),
+            ts,
+            interval_ms,
+            gpu_util: g.gpu_util,
+            sm_active: g.sm_active,
+            sm_occupancy: g.sm_occupancy,
+            tensor_active: g.tensor_active,
+            dram_active: g.dram_active,
+            mem_used_bytes: g.mem_used_bytes,
+            mem_total_bytes: g.mem_total_bytes,
+            power_w: g.power_w,
+            temp_c: g.temp_c,
+            throttle_reasons: g.throttle_reasons,
+        }));
+        self.allocations
+            .extend(snap.allocations.iter().map(|a| RawAllocation {
+                gpu_uuid: a.gpu_uuid.clone(),
+                ts,
+                tenant_key: a.tenant.clone(),
+                gi_id: a.gi_id.map(|g| g as i32),
+                share: a.share,
+            }));
+        self.processes
+            .extend(snap.processes.iter().map(|p| RawProcess {
+                gpu_uuid: p.gpu_uuid.clone(),
+                ts,
+                tenant_key: p.tenant.clone(),
+                gi_id: p.gi_id.map(|g| g as i32),
+                sm_util: p.sm_util,
+                mem_used_bytes: p.mem_used_bytes,
+            }));
+        self.mig.extend(snap.mig.iter().map(|m| RawMig {
+            gpu_uuid: m.gpu_uuid.clone(),
+            ts,
+            gi_id: m.gi_id as i32,
+            sm_active: m.sm_active,
+        }));
+    }
+
+    /// [`aggregate`] over these rows.
+    pub fn aggregate(&self, width_ms: i64) -> NodeRollup {
+        aggregate(
+            width_ms,
+            &self.gpus,
+            &self.allocations,
+            &self.processes,
+            &self.mig,
+        )
+    }
+}
+
 /// Aggregates raw rows of one node into buckets of `width_ms`.
 pub fn aggregate(
     width_ms: i64,

@@ -2,7 +2,8 @@
 //! as a rule file or as a Prometheus Operator `PrometheusRule`, from the same [`Rule`] list the
 //! collector evaluates itself (defaults plus `[alerts]` rules), so the two never drift.
 //!
-//! What Prometheus can see differs in one way: tenants are never metric labels (docs/metrics.md),
+//! What Prometheus can see differs in one way: the series the rules read carry no tenant
+//! (docs/metrics.md),
 //! so a Prometheus alert names the cluster, node, GPU and severity, and the finding's tenant and
 //! team are on the gpulens dashboard and in the collector's own notifications. Each finding kind
 //! reads `gpulens_finding_headline` (one series per ongoing finding's GPU or node, set from the
@@ -27,10 +28,24 @@ pub struct AlertingRule {
     pub annotations: BTreeMap<String, String>,
 }
 
+/// One Prometheus recording rule.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RecordingRule {
+    pub record: String,
+    pub expr: String,
+}
+
+#[derive(Debug, Serialize)]
+#[serde(untagged)]
+enum AnyRule {
+    Alerting(AlertingRule),
+    Recording(RecordingRule),
+}
+
 #[derive(Debug, Serialize)]
 struct Group {
     name: &'static str,
-    rules: Vec<AlertingRule>,
+    rules: Vec<AnyRule>,
 }
 
 #[derive(Debug, Serialize)]
@@ -38,8 +53,10 @@ struct RuleFile {
     groups: Vec<Group>,
 }
 
-/// The rule group's name in both forms.
+/// The alerting rules' group.
 pub const GROUP: &str = "gpulens";
+/// The per-tenant recording rules' group (with `[metrics] tenant_series`).
+pub const TENANT_GROUP: &str = "gpulens-tenants";
 
 /// A duration in Prometheus' notation (`5m`, `90s`, `2h`).
 fn duration(d: std::time::Duration) -> String {
@@ -174,19 +191,61 @@ pub fn check(rules: &[Rule]) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// A Prometheus rule file (`rule_files:` in prometheus.yml; `promtool check rules` reads it).
-pub fn rule_file(rules: &[Rule]) -> String {
-    let file = RuleFile {
-        groups: vec![Group {
-            name: GROUP,
-            rules: rules.iter().map(Rule::prometheus).collect(),
-        }],
-    };
-    serde_yaml::to_string(&file).expect("rule file serializes")
+/// Recording rules over the per-tenant series (`[metrics] tenant_series`): GPU shares per
+/// namespace, and per pod with the pod's labels from kube-state-metrics (`kube_pod_labels`,
+/// joined on namespace and pod) named in `pod_labels`.
+pub fn tenant_recording_rules(pod_labels: &[String]) -> Vec<RecordingRule> {
+    let mut out = Vec::new();
+    for (what, metric) in [
+        ("allocated", "gpulens_tenant_gpu_allocated_ratio"),
+        ("effective", "gpulens_tenant_gpu_effective_ratio"),
+    ] {
+        out.push(RecordingRule {
+            record: format!("namespace:gpulens_gpu_{what}:sum"),
+            expr: format!("sum by (cluster, namespace) ({metric}{{tenant_kind=\"pod\"}})"),
+        });
+        let labels = pod_labels.join(", ");
+        out.push(RecordingRule {
+            record: format!("pod:gpulens_gpu_{what}:with_pod_labels"),
+            expr: format!(
+                "sum by (cluster, namespace, pod) ({metric}{{tenant_kind=\"pod\"}}) \
+                 * on (namespace, pod) group_left({labels}) \
+                 max by (namespace, pod, {labels}) (kube_pod_labels)"
+            ),
+        });
+    }
+    out
 }
 
-/// A Prometheus Operator `PrometheusRule` object holding the same group.
-pub fn prometheus_rule(rules: &[Rule], namespace: &str) -> String {
+/// The alerting rules, and the tenant recording rules when the per-tenant series are on
+/// (`tenants`: the pod labels to join).
+fn groups(rules: &[Rule], tenants: Option<&[String]>) -> RuleFile {
+    let mut groups = vec![Group {
+        name: GROUP,
+        rules: rules
+            .iter()
+            .map(|r| AnyRule::Alerting(r.prometheus()))
+            .collect(),
+    }];
+    if let Some(pod_labels) = tenants {
+        groups.push(Group {
+            name: TENANT_GROUP,
+            rules: tenant_recording_rules(pod_labels)
+                .into_iter()
+                .map(AnyRule::Recording)
+                .collect(),
+        });
+    }
+    RuleFile { groups }
+}
+
+/// A Prometheus rule file (`rule_files:` in prometheus.yml; `promtool check rules` reads it).
+pub fn rule_file(rules: &[Rule], tenants: Option<&[String]>) -> String {
+    serde_yaml::to_string(&groups(rules, tenants)).expect("rule file serializes")
+}
+
+/// A Prometheus Operator `PrometheusRule` object holding the same groups.
+pub fn prometheus_rule(rules: &[Rule], tenants: Option<&[String]>, namespace: &str) -> String {
     #[derive(Serialize)]
     struct Meta<'a> {
         name: &'static str,
@@ -209,12 +268,7 @@ pub fn prometheus_rule(rules: &[Rule], namespace: &str) -> String {
             namespace,
             labels: BTreeMap::from([("app.kubernetes.io/part-of", "gpulens")]),
         },
-        spec: RuleFile {
-            groups: vec![Group {
-                name: GROUP,
-                rules: rules.iter().map(Rule::prometheus).collect(),
-            }],
-        },
+        spec: groups(rules, tenants),
     };
     serde_yaml::to_string(&object).expect("PrometheusRule serializes")
 }

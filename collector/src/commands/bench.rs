@@ -8,7 +8,7 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use model::rollup::{self, RawAllocation, RawGpu, RawMig, RawProcess};
+use model::rollup;
 use model::wire::v1::Batch;
 
 use crate::auth::Auth;
@@ -367,60 +367,21 @@ pub(crate) fn analyze_fleet(gpus: usize) -> anyhow::Result<simulator::Fleet> {
 }
 
 /// One node's simulated samples as the raw rows a rollup reads, and the tenants seen.
-#[derive(Default)]
-struct NodeRaw {
-    gpus: Vec<RawGpu>,
-    allocs: Vec<RawAllocation>,
-    procs: Vec<RawProcess>,
-    mig: Vec<RawMig>,
-    tenants: Vec<model::Tenant>,
-}
-
-fn raw_rows(fleet: &simulator::Fleet, node: usize, instants: &[i64], interval_ms: i32) -> NodeRaw {
-    let mut raw = NodeRaw::default();
+/// One node's simulated samples at `instants` as raw rows, with the tenants they name.
+fn raw_rows(
+    fleet: &simulator::Fleet,
+    node: usize,
+    instants: &[i64],
+    interval_ms: i32,
+) -> (rollup::RawRows, Vec<model::Tenant>) {
+    let mut raw = rollup::RawRows::default();
+    let mut tenants = Vec::new();
     for &ts in instants {
         let (snap, seen) = fleet.snapshot(node, ts);
-        raw.tenants.extend(seen);
-        raw.gpus.extend(snap.gpus.into_iter().map(|g| RawGpu {
-            gpu_uuid: g.gpu_uuid,
-            ts,
-            interval_ms,
-            gpu_util: g.gpu_util,
-            sm_active: g.sm_active,
-            sm_occupancy: g.sm_occupancy,
-            tensor_active: g.tensor_active,
-            dram_active: g.dram_active,
-            mem_used_bytes: g.mem_used_bytes,
-            mem_total_bytes: g.mem_total_bytes,
-            power_w: g.power_w,
-            temp_c: g.temp_c,
-            throttle_reasons: g.throttle_reasons,
-        }));
-        raw.allocs
-            .extend(snap.allocations.into_iter().map(|a| RawAllocation {
-                gpu_uuid: a.gpu_uuid,
-                ts,
-                tenant_key: a.tenant,
-                gi_id: a.gi_id.map(|g| g as i32),
-                share: a.share,
-            }));
-        raw.procs
-            .extend(snap.processes.into_iter().map(|p| RawProcess {
-                gpu_uuid: p.gpu_uuid,
-                ts,
-                tenant_key: p.tenant,
-                gi_id: p.gi_id.map(|g| g as i32),
-                sm_util: p.sm_util,
-                mem_used_bytes: p.mem_used_bytes,
-            }));
-        raw.mig.extend(snap.mig.into_iter().map(|m| RawMig {
-            gpu_uuid: m.gpu_uuid,
-            ts,
-            gi_id: m.gi_id as i32,
-            sm_active: m.sm_active,
-        }));
+        tenants.extend(seen);
+        raw.push(&snap, interval_ms);
     }
-    raw
+    (raw, tenants)
 }
 
 /// Fills the store with `days` of rollups ending at the current hour: the fleet's inventory
@@ -459,16 +420,10 @@ pub(crate) async fn fill_analyze(
                 let instants: Vec<i64> = (start..start + 86_400_000)
                     .step_by(interval_ms as usize)
                     .collect();
-                let raw = raw_rows(&fleet, node, &instants, interval_ms as i32);
-                let minutes = rollup::aggregate(
-                    rollup::MINUTE_MS,
-                    &raw.gpus,
-                    &raw.allocs,
-                    &raw.procs,
-                    &raw.mig,
-                );
+                let (raw, tenants) = raw_rows(&fleet, node, &instants, interval_ms as i32);
+                let minutes = raw.aggregate(rollup::MINUTE_MS);
                 let hours = rollup::to_hours(&minutes);
-                (node, start, minutes, hours, raw.tenants)
+                (node, start, minutes, hours, tenants)
             });
         }
         let Some(next) = pending.join_next().await else {

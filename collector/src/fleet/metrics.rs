@@ -5,7 +5,8 @@
 //!
 //! Cardinality is bounded by the fleet: one series per GPU and reading, one per team and node
 //! and funnel stage, a fixed set per finding kind, severity and alert state. Tenants are not
-//! labels (they come and go with every pod); they are in the analysis API and the dashboard.
+//! labels here (they come and go with every pod); they are in the analysis API and the
+//! dashboard, and, opted in, on their own series (`tenant_series.rs`).
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -35,18 +36,31 @@ struct Reading {
     allocated: f64,
 }
 
-/// Each GPU's newest readings, updated as batches are stored.
+/// Each GPU's newest readings, updated as batches are stored; with `[metrics]
+/// tenant_series`, each GPU-holding tenant's too.
 #[derive(Debug, Default)]
 pub struct LatestGpus {
     gpus: Mutex<HashMap<(String, String, String), Reading>>,
+    tenants: Option<super::tenant_series::TenantGauges>,
 }
 
 impl LatestGpus {
+    /// Readings for `/metrics` as `[metrics]` asks.
+    pub fn new(settings: &super::MetricsSettings) -> LatestGpus {
+        LatestGpus {
+            gpus: Mutex::default(),
+            tenants: settings.tenant_series.then(Default::default),
+        }
+    }
+
     /// Takes the batch's newest snapshot of each GPU.
     pub fn record(&self, b: &Batch) {
         let Some(snap) = b.snapshots.iter().max_by_key(|s| s.ts) else {
             return;
         };
+        if let Some(t) = &self.tenants {
+            t.record(b);
+        }
         let mut map = self.gpus.lock().expect("latest gpus");
         for g in &snap.gpus {
             let key = (b.cluster.clone(), b.node.clone(), g.gpu_uuid.clone());
@@ -230,6 +244,9 @@ pub fn encode(
                 f.get_or_create(&l).set(v);
             }
         }
+    }
+    if let Some(t) = &latest.tenants {
+        t.encode(&mut reg, now_ms);
     }
     if let Some(a) = analysis {
         let fleet = family!(

@@ -1,14 +1,16 @@
 //! The fleet as it is now: nodes, GPUs, tenants and series (the read API, `api.rs`), and each
 //! GPU's newest readings with the newest analysis and alert counts on `/metrics`
-//! (`metrics.rs`).
+//! (`metrics.rs`), and, opted in, each GPU-holding tenant's shares (`tenant_series.rs`).
 
 pub mod api;
 pub mod metrics;
+pub mod tenant_series;
 
 use store::NodeRecord;
 
 pub use api::routes;
 pub use metrics::{LatestGpus, encode as encode_metrics};
+pub use tenant_series::Settings as MetricsSettings;
 
 /// A node older than this many sampling intervals (and at least two minutes) is silent.
 const SILENT_INTERVALS: i64 = 30;

@@ -722,6 +722,23 @@ fn gpulens(args: &[&str]) -> String {
     String::from_utf8(out.stdout).unwrap()
 }
 
+/// `promtool check rules` on a rule file, then `promtool test rules` on its test file.
+fn promtool_rules(rules: &Path, tests: &Path) {
+    for (verb, file) in [("check", rules), ("test", tests)] {
+        let out = Command::new("promtool")
+            .args([verb, "rules"])
+            .arg(file)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "promtool {verb} rules: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
+
 /// The PrometheusRule in components/monitoring is what the collector's rule definitions
 /// generate today, its rules pass `promtool check rules`, and `promtool test rules` shows them
 /// firing (and not firing) on sample series as the collector's own rules would.
@@ -753,22 +770,45 @@ fn the_prometheus_rules_are_generated_from_the_collectors_rules_and_pass_promtoo
         dir.path().join("alert-rules.test.yml"),
     )
     .unwrap();
-    for (verb, file) in [
-        ("check", "gpulens.rules.yml"),
-        ("test", "alert-rules.test.yml"),
-    ] {
-        let out = Command::new("promtool")
-            .args([verb, "rules"])
-            .arg(dir.path().join(file))
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "promtool {verb} rules: {}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
+    promtool_rules(
+        &dir.path().join("gpulens.rules.yml"),
+        &dir.path().join("alert-rules.test.yml"),
+    );
+}
+
+/// With `[metrics] tenant_series`, the generated rules add recording rules that sum the
+/// per-tenant GPU shares by namespace and join each pod's with kube-state-metrics' pod labels;
+/// promtool checks and tests them on sample series.
+#[test]
+fn the_tenant_recording_rules_join_kube_state_metrics_pod_labels() {
+    if !crate::prometheus::have("promtool") {
+        return crate::prometheus::required("promtool");
     }
+    let dir = crate::support::TempDir::new("promtool-tenant-rules");
+    let config = dir.path().join("gpulens.toml");
+    std::fs::write(
+        &config,
+        "[metrics]\ntenant_series = true\npod_labels = [\"label_team\"]\n",
+    )
+    .unwrap();
+    let rules = gpulens(&[
+        "alert-rules",
+        "--format",
+        "rule-file",
+        "--config",
+        config.to_str().unwrap(),
+    ]);
+    assert!(rules.contains("name: gpulens-tenants"), "{rules}");
+    std::fs::write(dir.path().join("tenant.rules.yml"), rules).unwrap();
+    std::fs::copy(
+        root().join("tests/fixtures/tenant-rules.test.yml"),
+        dir.path().join("tenant-rules.test.yml"),
+    )
+    .unwrap();
+    promtool_rules(
+        &dir.path().join("tenant.rules.yml"),
+        &dir.path().join("tenant-rules.test.yml"),
+    );
 }
 
 /// A rule name Prometheus would refuse is named, not written.

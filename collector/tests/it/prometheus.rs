@@ -54,7 +54,11 @@ async fn the_collectors_metrics_pass_promtool() {
         Default::default(),
         Default::default(),
         Default::default(),
-    );
+    )
+    .with_fleet_metrics(&collector::fleet::MetricsSettings {
+        tenant_series: true,
+        ..Default::default()
+    });
     // Batches through the real ingest endpoint, so the fleet gauges fill as they do live.
     let instants: Vec<i64> = (0..60).map(|i| now - 3_600_000 + i * 60_000).collect();
     for node in 0..fleet.nodes.len() {
@@ -117,6 +121,32 @@ async fn the_collectors_metrics_pass_promtool() {
         .filter(|l| l.starts_with("gpulens_fleet_gpu_allocated_ratio{"))
         .count();
     assert_eq!(gpus, fleet.gpu_count());
+    // Opted in, one series per tenant holding a GPU in the newest snapshot: never more than the
+    // allocations the fleet sent, and Kubernetes tenants carry namespace, pod and container.
+    let holders = text
+        .lines()
+        .filter(|l| l.starts_with("gpulens_tenant_gpu_allocated_ratio{"))
+        .collect::<Vec<_>>();
+    let allocations: usize = (0..fleet.nodes.len())
+        .map(|n| {
+            fleet
+                .snapshot(n, *instants.last().unwrap())
+                .0
+                .allocations
+                .len()
+        })
+        .sum();
+    assert!(
+        !holders.is_empty() && holders.len() <= allocations,
+        "{holders:#?}"
+    );
+    assert!(
+        holders
+            .iter()
+            .filter(|l| l.contains("tenant_kind=\"pod\""))
+            .all(|l| l.contains("namespace=") && l.contains("pod=") && l.contains("container=")),
+        "{holders:#?}"
+    );
     // OpenMetrics when asked for it.
     let (ct, om) = scrape(Some("application/openmetrics-text;version=1.0.0")).await;
     assert!(ct.starts_with("application/openmetrics-text"));
