@@ -5,6 +5,13 @@
 //! pod directory (`/var/lib/kubelet/pods/<uid>/`) joins the two: its `etc-hosts` names the pod
 //! and the projected service-account volume holds the namespace.
 //!
+//! Devices come from device plugins (`devices`: resource names `nvidia.com/…`, ids as GPU or MIG
+//! UUIDs, `GPU-…::N` for NVIDIA time-slicing replicas and `GPU-…-N` for HAMi/vGPU splits) or
+//! from Dynamic Resource Allocation (`dynamic_resources`: NVIDIA's DRA driver `gpu.nvidia.com`
+//! names a whole GPU `gpu-<index>` and a MIG device
+//! `gpu-<index>-mig-<profile id>-<placement start>-<placement size>`, which the agent resolves
+//! against the node's inventory; several claims sharing one device split it like replicas).
+//!
 //! The agent needs read access to the socket and (read-only) to the pods directory.
 
 use std::collections::HashMap;
@@ -40,6 +47,30 @@ pub mod v1 {
         pub name: String,
         #[prost(message, repeated, tag = "2")]
         pub devices: Vec<ContainerDevices>,
+        #[prost(message, repeated, tag = "5")]
+        pub dynamic_resources: Vec<DynamicResource>,
+    }
+
+    /// Devices given to a container through a DRA resource claim.
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub struct DynamicResource {
+        #[prost(string, tag = "2")]
+        pub claim_name: String,
+        #[prost(string, tag = "3")]
+        pub claim_namespace: String,
+        #[prost(message, repeated, tag = "4")]
+        pub claim_resources: Vec<ClaimResource>,
+    }
+
+    /// One allocated device: driver, pool and device name identify it.
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub struct ClaimResource {
+        #[prost(string, tag = "2")]
+        pub driver_name: String,
+        #[prost(string, tag = "3")]
+        pub pool_name: String,
+        #[prost(string, tag = "4")]
+        pub device_name: String,
     }
 
     #[derive(Clone, PartialEq, prost::Message)]
@@ -117,19 +148,102 @@ pub struct Holder {
 pub struct Assignments {
     /// Keyed by GPU UUID or MIG device UUID (replica suffix removed).
     pub by_device: HashMap<String, Vec<Holder>>,
+    /// Devices of NVIDIA's DRA driver, by their DRA name; see [`Assignments::dra_by_device`].
+    pub by_dra: HashMap<DraDevice, Vec<Holder>>,
     pub uid_by_pod: HashMap<(String, String), String>,
     pub pod_by_uid: HashMap<String, (String, String)>,
 }
 
-/// Splits a device id into the device UUID and the replica: `GPU-x::3` → (`GPU-x`, 3).
+/// The DRA driver of NVIDIA GPUs (k8s-dra-driver-gpu).
+pub const NVIDIA_DRA_DRIVER: &str = "gpu.nvidia.com";
+
+/// A device of NVIDIA's DRA driver, as its name gives it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum DraDevice {
+    /// `gpu-<index>`: the whole GPU of that NVML index.
+    Gpu { index: u32 },
+    /// `gpu-<index>-mig-<profile id>-<start>-<size>`: the MIG device at that placement.
+    Mig { parent: u32, start: u32, size: u32 },
+}
+
+impl DraDevice {
+    /// Parses a device name of the NVIDIA DRA driver; other names are not GPUs it knows.
+    pub fn parse(name: &str) -> Option<DraDevice> {
+        let rest = name.strip_prefix("gpu-")?;
+        let num = |s: &str| -> Option<u32> {
+            (!s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()))
+                .then(|| s.parse().ok())
+                .flatten()
+        };
+        match rest.split_once("-mig-") {
+            None => Some(DraDevice::Gpu { index: num(rest)? }),
+            Some((parent, mig)) => {
+                let mut parts = mig.split('-');
+                let (_profile, start, size) = (
+                    num(parts.next()?)?,
+                    num(parts.next()?)?,
+                    num(parts.next()?)?,
+                );
+                if parts.next().is_some() {
+                    return None;
+                }
+                Some(DraDevice::Mig {
+                    parent: num(parent)?,
+                    start,
+                    size,
+                })
+            }
+        }
+    }
+
+    /// The GPU or MIG device UUID it stands for on a node with these GPUs.
+    pub fn resolve<'a>(&self, gpus: &'a [model::GpuInfo]) -> Option<&'a str> {
+        match *self {
+            DraDevice::Gpu { index } => gpus
+                .iter()
+                .find(|g| g.index == index)
+                .map(|g| g.uuid.as_str()),
+            DraDevice::Mig {
+                parent,
+                start,
+                size,
+            } => gpus
+                .iter()
+                .find(|g| g.index == parent)?
+                .mig_instances
+                .iter()
+                .find(|m| m.placement_start == Some(start) && m.placement_size == Some(size))?
+                .uuid
+                .as_deref(),
+        }
+    }
+}
+
+/// Length of an NVML GPU or MIG UUID: `GPU-` or `MIG-` and 36 characters.
+const UUID_LEN: usize = 40;
+
+/// Splits a device id into the device UUID and the replica: `GPU-x::3` → (`GPU-x`, 3) for
+/// NVIDIA's time-slicing, and a full UUID followed by `-3` → (the UUID, 3) for HAMi and vGPU
+/// device plugins, which split a GPU into numbered virtual devices.
 pub fn split_replica(id: &str) -> (&str, Option<u32>) {
-    match id.rsplit_once("::") {
-        Some((dev, n)) => match n.parse() {
+    if let Some((dev, n)) = id.rsplit_once("::") {
+        return match n.parse() {
             Ok(n) => (dev, Some(n)),
             Err(_) => (id, None),
-        },
-        None => (id, None),
+        };
     }
+    if id.len() > UUID_LEN + 1
+        && (id.starts_with("GPU-") || id.starts_with("MIG-"))
+        && id.as_bytes()[UUID_LEN] == b'-'
+        && id[..UUID_LEN]
+            .bytes()
+            .skip(4)
+            .all(|b| b.is_ascii_hexdigit() || b == b'-')
+        && let Ok(n) = id[UUID_LEN + 1..].parse()
+    {
+        return (&id[..UUID_LEN], Some(n));
+    }
+    (id, None)
 }
 
 impl Assignments {
@@ -156,6 +270,27 @@ impl Assignments {
                             });
                     }
                 }
+                for r in c
+                    .dynamic_resources
+                    .iter()
+                    .flat_map(|d| &d.claim_resources)
+                    .filter(|r| r.driver_name == NVIDIA_DRA_DRIVER)
+                {
+                    let Some(dev) = DraDevice::parse(&r.device_name) else {
+                        continue;
+                    };
+                    let holders = out.by_dra.entry(dev).or_default();
+                    let holder = Holder {
+                        namespace: p.namespace.clone(),
+                        pod: p.name.clone(),
+                        container: c.name.clone(),
+                        replica: None,
+                    };
+                    // One container may list a device once per claim; it holds it once.
+                    if !holders.contains(&holder) {
+                        holders.push(holder);
+                    }
+                }
             }
         }
         if let Some(dir) = pods_dir {
@@ -171,6 +306,30 @@ impl Assignments {
                         .insert((ns.clone(), name.clone()), uid.clone());
                     out.pod_by_uid.insert(uid, (ns, name));
                 }
+            }
+        }
+        out
+    }
+}
+
+impl Assignments {
+    /// Every holder by GPU or MIG device UUID, with the DRA devices resolved against the node's
+    /// GPUs. A DRA device held by several containers (a shared claim, or claims sharing it)
+    /// is split among them as numbered replicas, as time-slicing would.
+    pub fn resolved(&self, gpus: &[model::GpuInfo]) -> HashMap<String, Vec<Holder>> {
+        let mut out = self.by_device.clone();
+        for (dev, holders) in &self.by_dra {
+            let Some(uuid) = dev.resolve(gpus) else {
+                continue;
+            };
+            let shared = holders.len() > 1;
+            let entry = out.entry(uuid.to_owned()).or_default();
+            for (i, h) in holders.iter().enumerate() {
+                let mut h = h.clone();
+                if shared {
+                    h.replica = Some(i as u32);
+                }
+                entry.push(h);
             }
         }
         out
@@ -228,6 +387,94 @@ mod tests {
         assert_eq!(split_replica("GPU-abc"), ("GPU-abc", None));
         assert_eq!(split_replica("MIG-1234"), ("MIG-1234", None));
         assert_eq!(split_replica("odd::x"), ("odd::x", None));
+        // HAMi / vGPU device plugins: the UUID, a dash, the split number.
+        let uuid = "GPU-00552014-5c87-89ac-b1a6-7b53aa24b0ec";
+        assert_eq!(split_replica(&format!("{uuid}-7")), (uuid, Some(7)));
+        assert_eq!(
+            split_replica(uuid),
+            (uuid, None),
+            "a plain UUID is not split"
+        );
+        assert_eq!(
+            split_replica(&format!("{uuid}-x")),
+            (format!("{uuid}-x").as_str(), None)
+        );
+    }
+
+    #[test]
+    fn nvidia_dra_device_names_parse_and_resolve_against_the_inventory() {
+        assert_eq!(DraDevice::parse("gpu-3"), Some(DraDevice::Gpu { index: 3 }));
+        assert_eq!(
+            DraDevice::parse("gpu-0-mig-9-4-4"),
+            Some(DraDevice::Mig {
+                parent: 0,
+                start: 4,
+                size: 4
+            })
+        );
+        for bad in [
+            "gpu-",
+            "gpu-x",
+            "gpu-1-mig-9-4",
+            "gpu-1-mig-9-4-4-1",
+            "nic-0",
+            "gpu--1",
+        ] {
+            assert_eq!(DraDevice::parse(bad), None, "{bad}");
+        }
+        let gpus: Vec<model::GpuInfo> = serde_json::from_value(serde_json::json!([
+            {"uuid": "GPU-a", "index": 0, "model": "A100", "memory_total_bytes": 1, "mig_enabled": true,
+             "mig_instances": [
+                {"gi_id": 1, "ci_id": 0, "profile": "3g.40gb", "placement_start": 4, "placement_size": 4,
+                 "memory_total_bytes": 1, "uuid": "MIG-b"}]},
+            {"uuid": "GPU-c", "index": 1, "model": "A100", "memory_total_bytes": 1}
+        ]))
+        .unwrap();
+        let holder = |pod: &str| Holder {
+            namespace: "ml".into(),
+            pod: pod.into(),
+            container: "main".into(),
+            replica: None,
+        };
+        let claim = |devices: &[&str]| v1::ContainerResources {
+            name: "main".into(),
+            devices: vec![],
+            dynamic_resources: vec![v1::DynamicResource {
+                claim_name: "gpu".into(),
+                claim_namespace: "ml".into(),
+                claim_resources: devices
+                    .iter()
+                    .map(|d| v1::ClaimResource {
+                        driver_name: NVIDIA_DRA_DRIVER.into(),
+                        pool_name: "node-1".into(),
+                        device_name: d.to_string(),
+                    })
+                    .collect(),
+            }],
+        };
+        let pod = |name: &str, devices: &[&str]| v1::PodResources {
+            name: name.into(),
+            namespace: "ml".into(),
+            containers: vec![claim(devices)],
+        };
+        let a = Assignments::new(
+            &[
+                pod("mig-user", &["gpu-0-mig-9-4-4"]),
+                pod("left", &["gpu-1"]),
+                pod("right", &["gpu-1"]),
+                pod("gone", &["gpu-7"]),
+            ],
+            None,
+        );
+        let r = a.resolved(&gpus);
+        assert_eq!(r["MIG-b"], [holder("mig-user")]);
+        let shared: Vec<Option<u32>> = r["GPU-c"].iter().map(|h| h.replica).collect();
+        assert_eq!(shared.len(), 2);
+        assert!(
+            shared.contains(&Some(0)) && shared.contains(&Some(1)),
+            "{shared:?}"
+        );
+        assert_eq!(r.len(), 2, "a device the node does not have is nobody's");
     }
 
     #[test]

@@ -715,9 +715,10 @@ fn assign(
     a: &Assignments,
     replicas: Option<u32>,
 ) {
+    let infos: Vec<model::GpuInfo> = gpus.iter().map(|g| g.info.clone()).collect();
+    let held = a.resolved(&infos);
     for g in gpus.iter_mut().filter(|g| !g.lost) {
-        let whole = a
-            .by_device
+        let whole = held
             .get(&g.info.uuid)
             .map(Vec::as_slice)
             .unwrap_or_default();
@@ -745,12 +746,7 @@ fn assign(
         }
         for m in &g.info.mig_instances {
             let Some(mig_uuid) = &m.uuid else { continue };
-            for h in a
-                .by_device
-                .get(mig_uuid)
-                .map(Vec::as_slice)
-                .unwrap_or_default()
-            {
+            for h in held.get(mig_uuid).map(Vec::as_slice).unwrap_or_default() {
                 let share = model::mig::slice_share(m.compute_slices);
                 claims.push((h, Some(m.gi_id), Some(m.ci_id), share));
             }
@@ -792,7 +788,7 @@ fn assign(
             }
             let mut containers: Vec<&Holder> = devices
                 .iter()
-                .flat_map(|d| a.by_device.get(*d).map(Vec::as_slice).unwrap_or_default())
+                .flat_map(|d| held.get(*d).map(Vec::as_slice).unwrap_or_default())
                 .filter(|h| &h.namespace == ns && &h.pod == pod)
                 .collect();
             containers.dedup_by(|x, y| x.container == y.container);

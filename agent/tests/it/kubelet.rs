@@ -58,6 +58,24 @@ fn container(name: &str, resource: &str, ids: &[&str]) -> v1::ContainerResources
             resource_name: resource.into(),
             device_ids: ids.iter().map(|s| s.to_string()).collect(),
         }],
+        dynamic_resources: vec![],
+    }
+}
+
+/// A container given a device by NVIDIA's DRA driver through a resource claim.
+fn dra_container(name: &str, device: &str) -> v1::ContainerResources {
+    v1::ContainerResources {
+        name: name.into(),
+        devices: vec![],
+        dynamic_resources: vec![v1::DynamicResource {
+            claim_name: format!("{name}-gpu"),
+            claim_namespace: "ml".into(),
+            claim_resources: vec![v1::ClaimResource {
+                driver_name: "gpu.nvidia.com".into(),
+                pool_name: "k8s-node-1".into(),
+                device_name: device.into(),
+            }],
+        }],
     }
 }
 
@@ -111,6 +129,12 @@ async fn pods_get_their_devices_names_and_processes() {
                 "sales",
                 "reserved-demo",
                 vec![container("main", "nvidia.com/gpu", &[IDLE_GPU])],
+            ),
+            // A MIG device through DRA: the H100 (index 0) instance placed at slice 2, size 1.
+            pod(
+                "ml",
+                "dra-notebook",
+                vec![dra_container("main", "gpu-0-mig-19-2-1")],
             ),
             // Not a GPU: ignored.
             pod(
@@ -220,6 +244,12 @@ async fn pods_get_their_devices_names_and_processes() {
         (Some(2), Some(0))
     );
     assert!((mig[0]["share"].as_f64().unwrap() - 3.0 / 7.0).abs() < 1e-6);
+    let dra = mig
+        .iter()
+        .find(|a| a["tenant"] == "pod/ml/dra-notebook/main")
+        .expect("the DRA claim's MIG device is allocated to its pod");
+    assert_eq!(dra["gi_id"].as_u64(), Some(9));
+    assert!((dra["share"].as_f64().unwrap() - 1.0 / 7.0).abs() < 1e-6);
     let inv = v["inventory"].as_array().unwrap();
     let ts = inv.iter().find(|g| g["uuid"] == TS_GPU).unwrap();
     assert_eq!(

@@ -4,7 +4,8 @@
 //!
 //! Bodies are remote-write 1.0: a snappy-compressed (block format) protobuf `WriteRequest`.
 //! `DCGM_FI_*` series become gpulens samples: the GPU by `UUID` (index `gpu`, model
-//! `modelName`), the node by `Hostname` or `hostname`, MIG instances by `GPU_I_ID` /
+//! `modelName`), the node by [`node_of`] (a `node` or `kubernetes_node` label from relabeling,
+//! else dcgm-exporter's `Hostname`), MIG instances by `GPU_I_ID` /
 //! `GPU_I_PROFILE`, and the pod holding the device by `pod`/`namespace`/`container`; the
 //! cluster is a `cluster` label, else the token's cluster, else `default`. Other series are
 //! ignored.
@@ -111,11 +112,50 @@ impl Receiver {
 /// How far ahead of the collector's clock a sample may be dated (as for ingest).
 const MAX_FUTURE_MS: i64 = 5 * 60 * 1000;
 
-/// A series gpulens reads: a DCGM field of a host's GPU. Its name, host and GPU UUID. A host
+/// The node a series is from. A `node` or `kubernetes_node` label (what a scrape's relabeling
+/// of `__meta_kubernetes_pod_node_name` writes) wins; else dcgm-exporter's `Hostname` (or
+/// `hostname`), which is the node's name only when the exporter runs with `NODE_NAME` set (the
+/// GPU Operator sets it) or on the host network. Without `NODE_NAME`, `Hostname` is the
+/// exporter's pod name: such a series names no node and is ignored (and logged once), so
+/// findings never land on a node that does not exist.
+pub fn node_of(ls: &[Label]) -> Option<&str> {
+    if let Some(n) = label(ls, "node").or_else(|| label(ls, "kubernetes_node")) {
+        return Some(n);
+    }
+    let host = label(ls, "Hostname").or_else(|| label(ls, "hostname"))?;
+    if exporter_pod_name(host) {
+        static WARNED: std::sync::Once = std::sync::Once::new();
+        WARNED.call_once(|| {
+            tracing::warn!(
+                hostname = host,
+                "dcgm-exporter reports its pod name as Hostname: set NODE_NAME on the exporter \
+                 (env from spec.nodeName) or relabel __meta_kubernetes_pod_node_name to `node`; \
+                 its series are ignored until then"
+            );
+        });
+        return None;
+    }
+    Some(host)
+}
+
+/// dcgm-exporter's pod names as its DaemonSets make them (the GPU Operator's and the exporter's
+/// own chart): `nvidia-dcgm-exporter-<5 chars>` or `dcgm-exporter-<5 chars>`.
+fn exporter_pod_name(host: &str) -> bool {
+    ["nvidia-dcgm-exporter-", "dcgm-exporter-"].iter().any(|p| {
+        host.strip_prefix(p).is_some_and(|suffix| {
+            suffix.len() == 5
+                && suffix
+                    .bytes()
+                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit())
+        })
+    })
+}
+
+/// A series gpulens reads: a DCGM field of a node's GPU. Its name, node and GPU UUID. A node
 /// that is not a DNS-1123 subdomain (what ingest requires of node names) is not a node.
 fn dcgm_series(ls: &[Label]) -> Option<(Field, &str, &str)> {
     let name = label(ls, "__name__").and_then(Field::parse)?;
-    let host = label(ls, "Hostname").or_else(|| label(ls, "hostname"))?;
+    let host = node_of(ls)?;
     model::names::check_subdomain(host).ok()?;
     Some((name, host, label(ls, "UUID")?))
 }
@@ -585,8 +625,7 @@ pub async fn write(
     let default_cluster = state.auth.cluster(cred).unwrap_or("default").to_owned();
     // Every host the request names must be one the token may send for.
     for ts in &req.timeseries {
-        if let Some(host) = label(&ts.labels, "Hostname").or_else(|| label(&ts.labels, "hostname"))
-        {
+        if let Some(host) = node_of(&ts.labels) {
             let cluster = label(&ts.labels, "cluster").unwrap_or(&default_cluster);
             state.auth.authorize(cred, cluster, host)?;
         }
@@ -756,6 +795,41 @@ mod tests {
                 })
                 .collect(),
         }
+    }
+
+    #[test]
+    fn the_node_comes_from_relabeling_before_the_exporters_hostname() {
+        let node = |extra: &[(&str, &str)], host: &str| {
+            let s = series("DCGM_FI_DEV_GPU_UTIL", host, extra, &[(0, 1.0)]);
+            node_of(&s.labels).map(str::to_owned)
+        };
+        assert_eq!(node(&[], "gpu-node-1").as_deref(), Some("gpu-node-1"));
+        assert_eq!(
+            node(&[("node", "gpu-node-2")], "nvidia-dcgm-exporter-x7k2p").as_deref(),
+            Some("gpu-node-2")
+        );
+        assert_eq!(
+            node(&[("kubernetes_node", "gpu-node-3")], "gpu-node-3").as_deref(),
+            Some("gpu-node-3")
+        );
+        // Without NODE_NAME the exporter's Hostname is its pod name: no node at all.
+        assert_eq!(node(&[], "nvidia-dcgm-exporter-x7k2p"), None);
+        assert_eq!(node(&[], "dcgm-exporter-4fz9q"), None);
+        // A node that merely starts the same way is still a node.
+        assert_eq!(
+            node(&[], "dcgm-exporter-lab-01").as_deref(),
+            Some("dcgm-exporter-lab-01")
+        );
+        let r = Receiver::default();
+        let req = WriteRequest {
+            timeseries: vec![series(
+                "DCGM_FI_DEV_GPU_UTIL",
+                "nvidia-dcgm-exporter-x7k2p",
+                &[],
+                &[(0, 50.0)],
+            )],
+        };
+        assert_eq!(r.take(&req, |_| "c".into(), 100_000, WIDE, false), 0);
     }
 
     #[test]

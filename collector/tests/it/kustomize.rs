@@ -194,6 +194,7 @@ impl Rendered {
             } else if ns == "gpu-operator" {
                 assert!(
                     (kind == "Service" && name == "gpulens-dcgm-exporter")
+                        || (kind == "ConfigMap" && name == "gpulens-dcgm-metrics")
                         || kind == "Role"
                         || kind == "RoleBinding",
                     "{what}: {kind} {name} in gpu-operator"
@@ -679,7 +680,36 @@ fn the_base_every_component_and_the_gpu_operator_install_render_and_fit() {
                 assert_eq!(r.of("PrometheusRule").len(), 1);
             }
             "ingress-tls" => assert_eq!(r.of("Ingress").len(), 1),
-            "dcgm" => {} // checked by check_agent: the address is the Service
+            "dcgm" => {
+                // The address is the Service (check_agent); the exporter's counters file
+                // collects every DCGM field gpulens reads, SM activity first of all.
+                let cm: ConfigMap = serde_json::from_value(
+                    r.find("ConfigMap", "gpu-operator", "gpulens-dcgm-metrics")
+                        .unwrap()
+                        .clone(),
+                )
+                .unwrap();
+                let csv = &cm.data.unwrap()["dcgm-metrics.csv"];
+                let listed: BTreeSet<&str> = csv
+                    .lines()
+                    .map(str::trim)
+                    .filter(|l| !l.is_empty() && !l.starts_with('#'))
+                    .map(|l| l.split(',').next().unwrap().trim())
+                    .collect();
+                for f in model::dcgm::Field::all() {
+                    assert!(listed.contains(f.name()), "{} is not collected", f.name());
+                }
+                for l in csv.lines().filter(|l| !l.trim().starts_with('#')) {
+                    if l.trim().is_empty() {
+                        continue;
+                    }
+                    let cols: Vec<&str> = l.split(',').map(str::trim).collect();
+                    assert!(
+                        cols.len() >= 3 && ["gauge", "counter", "label"].contains(&cols[1]),
+                        "dcgm-exporter reads field, type, help: {l}"
+                    );
+                }
+            }
             other => panic!("{other}"),
         }
     }
