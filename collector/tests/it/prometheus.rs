@@ -234,6 +234,65 @@ async fn heavy_prometheus_scrapes_the_demo_and_every_dashboard_panel_has_data() 
             .spawn()
             .unwrap(),
     );
+    // A real agent on the fake NVML stand-in, shipping to the demo with the token the demo
+    // writes to its env file, its own /metrics scraped too.
+    let bin_dir = std::env::current_exe()
+        .unwrap()
+        .parent()
+        .and_then(Path::parent)
+        .unwrap()
+        .to_owned();
+    let (agent_bin, fake_nvml) = (
+        bin_dir.join("gpulens-agent"),
+        bin_dir.join("libfake_nvml.so"),
+    );
+    assert!(
+        agent_bin.exists() && fake_nvml.exists(),
+        "build the workspace first (cargo build --workspace): {} {}",
+        agent_bin.display(),
+        fake_nvml.display()
+    );
+    let env_file = dir.path().join("demo/env");
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let token = loop {
+        if let Some(t) = std::fs::read_to_string(&env_file).ok().and_then(|t| {
+            t.lines()
+                .find_map(|l| l.strip_prefix("export GPULENS_TOKEN='"))
+                .map(|v| v.trim_end_matches('\'').to_owned())
+        }) {
+            break t;
+        }
+        assert!(Instant::now() < deadline, "the demo wrote no env file");
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    let agent_port = crate::support::free_port();
+    let _agent = crate::support::Killed(
+        Command::new(&agent_bin)
+            .args(["run", "--cluster", "prod-k8s", "--node", "k8s-node-1"])
+            .arg("--nvml-lib")
+            .arg(&fake_nvml)
+            .arg("--proc-root")
+            .arg(root().join("agent/tests/fixtures/proc"))
+            .args(["--collector", &format!("http://127.0.0.1:{demo_port}")])
+            .args([
+                "--interval",
+                "1s",
+                "--listen",
+                &format!("127.0.0.1:{agent_port}"),
+            ])
+            .arg("--state-dir")
+            .arg(dir.path().join("agent"))
+            .env("GPULENS_TOKEN", &token)
+            .env(
+                "GPULENS_FAKE_NVML_FIXTURE",
+                root().join("fake-nvml/fixtures/k8s-node.json"),
+            )
+            .env("GPULENS_LOG", "warn")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
     // The alert rules as `gpulens alert-rules` generates them for Prometheus.
     let rules = dir.path().join("gpulens.rules.yml");
     let status = Command::new(env!("CARGO_BIN_EXE_gpulens"))
@@ -245,7 +304,7 @@ async fn heavy_prometheus_scrapes_the_demo_and_every_dashboard_panel_has_data() 
     let (_prom, prom) = crate::support::prometheus(
         &dir,
         &format!(
-            "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\nrule_files:\n  - {}\nscrape_configs:\n  - job_name: gpulens\n    static_configs:\n      - targets: ['127.0.0.1:{demo_port}']\n",
+            "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\nrule_files:\n  - {}\nscrape_configs:\n  - job_name: gpulens\n    static_configs:\n      - targets: ['127.0.0.1:{demo_port}']\n  - job_name: gpulens-agent\n    static_configs:\n      - targets: ['127.0.0.1:{agent_port}']\n",
             rules.display()
         ),
     );
@@ -257,7 +316,8 @@ async fn heavy_prometheus_scrapes_the_demo_and_every_dashboard_panel_has_data() 
         let funnel = query(&http, &prom, "gpulens_funnel_gpu_seconds").await;
         let ingest = query(&http, &prom, "rate(gpulens_ingest_rows_total[5m])").await;
         if let (Ok(g), Ok(f), Ok(i)) = (&gpus, &funnel, &ingest)
-            && g.first().and_then(|x| x["value"][1].as_str()) == Some("16")
+            // The demo's 16 GPUs and the agent's three.
+            && g.first().and_then(|x| x["value"][1].as_str()) == Some("19")
             && !f.is_empty()
             && !i.is_empty()
         {
@@ -269,9 +329,25 @@ async fn heavy_prometheus_scrapes_the_demo_and_every_dashboard_panel_has_data() 
         );
         tokio::time::sleep(Duration::from_secs(1)).await;
     }
-    // The scrape target is healthy.
+    // Both scrape targets are healthy.
     let v = crate::support::get_json(&http, &format!("{prom}/api/v1/targets")).await;
-    assert_eq!(v["data"]["activeTargets"][0]["health"], "up", "{v}");
+    let targets = v["data"]["activeTargets"].as_array().unwrap();
+    assert_eq!(targets.len(), 2, "{v}");
+    assert!(targets.iter().all(|t| t["health"] == "up"), "{v}");
+    // One label vocabulary: the agent's GPU series join the collector's on cluster, node and
+    // GPU UUID, for the GPUs the agent sent.
+    let join = "gpulens_gpu_memory_total_bytes * on (cluster, node, gpu_uuid) group_left() gpulens_fleet_gpu_memory_total_bytes";
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        match query(&http, &prom, join).await {
+            Ok(r) if r.len() == 3 => break,
+            other => assert!(
+                Instant::now() < deadline,
+                "the agent's and the collector's series do not join: {other:?}"
+            ),
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
     // Every panel of every dashboard.
     let queries = panel_queries();
     assert!(queries.len() >= 20);
