@@ -28,6 +28,7 @@ command -v prometheus-alertmanager >/dev/null 2>&1 || command -v alertmanager >/
 [ -x /usr/bin/chromium ] || missing+=(chromium)
 command -v curl >/dev/null 2>&1 || missing+=(curl)   # the README test runs its curl commands
 command -v kubectl >/dev/null 2>&1 || missing+=(kubectl)   # kustomize renders deploy/kubernetes
+command -v openssl >/dev/null 2>&1 || missing+=(openssl)   # the TLS test makes its certificates
 if [ ${#missing[@]} -gt 0 ]; then
   log "installing ${missing[*]} (apt)"
   export DEBIAN_FRONTEND=noninteractive

@@ -53,6 +53,7 @@ pub async fn round(
         nfd_dir: None,
         nfd_every: Duration::from_secs(3600),
         retry,
+        tls: ingest_client::Tls::default(),
     };
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let agent = std::thread::spawn(move || -> anyhow::Result<()> {

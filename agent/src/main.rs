@@ -30,6 +30,8 @@ enum LogFormat {
     Json,
 }
 
+// Parsed once at start; the size of the largest variant costs nothing.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Sample every interval and ship batches to a collector, through a disk spool.
@@ -52,6 +54,17 @@ enum Command {
         /// File holding the agent token (one line; e.g. a mounted Kubernetes Secret).
         #[arg(long, env = "GPULENS_TOKEN_FILE")]
         token_file: Option<PathBuf>,
+        /// CA certificate(s), PEM, that signed an https:// collector's certificate; trusted
+        /// instead of the default roots.
+        #[arg(long, env = "GPULENS_CA_FILE")]
+        ca_file: Option<PathBuf>,
+        /// Client certificate chain, PEM, for a collector that takes batches over mutual TLS;
+        /// its DNS names must include this node's name.
+        #[arg(long, env = "GPULENS_CLIENT_CERT", requires = "client_key")]
+        client_cert: Option<PathBuf>,
+        /// The client certificate's private key, PEM.
+        #[arg(long, env = "GPULENS_CLIENT_KEY", requires = "client_cert")]
+        client_key: Option<PathBuf>,
         /// Where the agent keeps its id, sequence number and spool across restarts.
         #[arg(long, default_value = "/var/lib/gpulens-agent")]
         state_dir: PathBuf,
@@ -362,6 +375,9 @@ async fn run(command: Command) -> anyhow::Result<()> {
             collector,
             token,
             token_file,
+            ca_file,
+            client_cert,
+            client_key,
             state_dir,
             interval,
             spool_max_bytes,
@@ -399,6 +415,12 @@ async fn run(command: Command) -> anyhow::Result<()> {
                 nfd_dir,
                 nfd_every: std::time::Duration::from_millis(nfd_every),
                 retry: agent::runner::Retry::default(),
+                tls: ingest_client::Tls::from_files(
+                    ca_file.as_deref(),
+                    client_cert.as_deref(),
+                    client_key.as_deref(),
+                )
+                .map_err(|e| anyhow::anyhow!(e))?,
             };
             agent::runner::run(backend(&source)?, cfg).await
         }

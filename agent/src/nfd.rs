@@ -111,6 +111,8 @@ pub struct Refresh {
     pub dir: std::path::PathBuf,
     /// How often the labels are fetched.
     pub every: std::time::Duration,
+    /// HTTPS to the collector, as for batches.
+    pub tls: ingest_client::Tls,
 }
 
 /// The labels' lifetime in the file: three refreshes, and at least an hour, so a collector
@@ -154,7 +156,9 @@ pub async fn refresh_once(
 /// file (its expiry removes the labels if they go on); each kind of failure is logged once
 /// until a refresh succeeds.
 pub async fn refresh_forever(r: Refresh) {
-    let http = match ingest_client::http()
+    let http = match r
+        .tls
+        .apply(ingest_client::http())
         .timeout(std::time::Duration::from_secs(30))
         .build()
     {

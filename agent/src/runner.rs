@@ -40,6 +40,8 @@ pub struct RunConfig {
     pub nfd_every: Duration,
     /// How the sender waits between failed deliveries.
     pub retry: Retry,
+    /// HTTPS to the collector: a private CA, a client certificate.
+    pub tls: ingest_client::Tls,
 }
 
 /// The kubelet's current assignments, or None on hosts without Kubernetes (no socket) or
@@ -72,7 +74,7 @@ pub async fn run(backend: Box<dyn GpuBackend>, cfg: RunConfig) -> anyhow::Result
     let metrics = Arc::new(AgentMetrics::new());
     metrics.record_spool(&spool.lock().expect("spool"));
     let wake = Arc::new(Notify::new());
-    let client = Client::new(&cfg.collector, &cfg.token)?;
+    let client = Client::with_tls(&cfg.collector, &cfg.token, &cfg.tls)?;
     let (cluster, node) = {
         let (c, n) = backend.identity();
         (c.to_owned(), n.to_owned())
@@ -93,6 +95,7 @@ pub async fn run(backend: Box<dyn GpuBackend>, cfg: RunConfig) -> anyhow::Result
             node: node.clone(),
             dir: dir.clone(),
             every: cfg.nfd_every,
+            tls: cfg.tls.clone(),
         }));
     }
     if let Some(addr) = cfg.listen {

@@ -10,6 +10,8 @@
 //! - **In flight**: at most `max_in_flight` requests run at once (health, readiness and
 //!   `/metrics` excepted, so probes and scrapes still answer under load); one more is answered
 //!   503 with `Retry-After`.
+//! - **TLS** (`[server.tls]`, `tls.rs`): the handshake must finish within `header_timeout`;
+//!   a connection over the limit is answered 503 after it, so the client can read why.
 //! - **Shutdown**: on the signal, the listener closes, connections finish the request they are
 //!   serving, and whatever is still running after `shutdown_grace` is dropped.
 
@@ -51,6 +53,9 @@ pub struct ServerLimits {
         deserialize_with = "crate::settings::duration"
     )]
     pub shutdown_grace: Duration,
+    /// HTTPS instead of HTTP, optionally with client certificates for agents (`tls.rs`).
+    #[serde(default)]
+    pub tls: Option<crate::tls::TlsSettings>,
 }
 
 mod defaults {
@@ -80,6 +85,7 @@ impl Default for ServerLimits {
             max_connections: defaults::max_connections(),
             max_in_flight: defaults::max_in_flight(),
             shutdown_grace: defaults::shutdown_grace(),
+            tls: None,
         }
     }
 }
@@ -89,11 +95,13 @@ fn exempt(path: &str) -> bool {
     matches!(path, "/healthz" | "/healthz/tasks" | "/readyz" | "/metrics")
 }
 
-/// Serves `app` on `listener` until `shutdown` completes, within `limits`.
+/// Serves `app` on `listener` until `shutdown` completes, within `limits`; over TLS when
+/// `tls` is given (the TLS handshake must finish within `header_timeout`).
 pub async fn serve(
     listener: tokio::net::TcpListener,
     app: axum::Router,
     limits: ServerLimits,
+    tls: Option<crate::tls::Tls>,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
     let connections = Arc::new(Semaphore::new(limits.max_connections.max(1)));
@@ -125,32 +133,57 @@ pub async fn serve(
         };
         let (stream, peer) = stream;
         while tasks.try_join_next().is_some() {}
-        let Ok(permit) = connections.clone().try_acquire_owned() else {
-            tasks.spawn(refuse(stream));
-            continue;
+        let permit = connections.clone().try_acquire_owned().ok();
+        let conn = Conn {
+            app: app.clone(),
+            in_flight: in_flight.clone(),
+            limit: limits.request_timeout,
+            builder: builder.clone(),
+            stopped: stopped.clone(),
+            peer,
         };
-        let service = {
-            let (app, in_flight, limit) = (app.clone(), in_flight.clone(), limits.request_timeout);
-            hyper::service::service_fn(move |mut req: Request<Incoming>| {
-                // Who is asking, for the sign-in attempt limit.
-                req.extensions_mut()
-                    .insert(axum::extract::ConnectInfo(peer));
-                handle(app.clone(), in_flight.clone(), limit, req)
-            })
-        };
-        let conn = builder.serve_connection(TokioIo::new(stream), service);
-        let mut stopped = stopped.clone();
-        tasks.spawn(async move {
-            let _permit = permit;
-            tokio::pin!(conn);
-            tokio::select! {
-                _ = conn.as_mut() => {}
-                _ = stopped.changed() => {
-                    conn.as_mut().graceful_shutdown();
-                    let _ = conn.await;
+        match &tls {
+            None => match permit {
+                Some(permit) => {
+                    tasks.spawn(conn.serve(stream, None, false, permit));
                 }
+                None => {
+                    tasks.spawn(refuse(stream));
+                }
+            },
+            Some(tls) => {
+                let (acceptor, required) = (tls.acceptor.clone(), tls.agent_certificates_required);
+                let handshake_limit = limits.header_timeout;
+                tasks.spawn(async move {
+                    let stream = match tokio::time::timeout(
+                        handshake_limit,
+                        acceptor.accept(stream),
+                    )
+                    .await
+                    {
+                        Ok(Ok(s)) => s,
+                        Ok(Err(e)) => {
+                            tracing::debug!(%peer, error = %e, "tls handshake failed");
+                            return;
+                        }
+                        Err(_) => {
+                            tracing::debug!(%peer, "tls handshake timed out");
+                            return;
+                        }
+                    };
+                    let Some(permit) = permit else {
+                        return refuse(stream).await;
+                    };
+                    let identity = stream
+                        .get_ref()
+                        .1
+                        .peer_certificates()
+                        .and_then(|c| c.first())
+                        .and_then(crate::tls::identity_of);
+                    conn.serve(stream, identity, required, permit).await;
+                });
             }
-        });
+        }
     }
     drop(listener);
     let _ = stop.send(true);
@@ -169,6 +202,66 @@ pub async fn serve(
         tasks.abort_all();
     }
     Ok(())
+}
+
+/// One accepted connection and what serving it needs.
+struct Conn {
+    app: axum::Router,
+    in_flight: Arc<Semaphore>,
+    limit: Duration,
+    builder: hyper::server::conn::http1::Builder,
+    stopped: watch::Receiver<bool>,
+    peer: std::net::SocketAddr,
+}
+
+impl Conn {
+    /// Serves the connection's requests until it closes or the listener shuts down. Each
+    /// request carries the peer address and, over mutual TLS, the client certificate's
+    /// identity.
+    async fn serve<S>(
+        mut self,
+        io: S,
+        identity: Option<crate::tls::ClientIdentity>,
+        agent_certificates_required: bool,
+        _permit: tokio::sync::OwnedSemaphorePermit,
+    ) where
+        S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+    {
+        let (app, in_flight, limit, peer) = (self.app, self.in_flight, self.limit, self.peer);
+        let service = hyper::service::service_fn(move |mut req: Request<Incoming>| {
+            // Who is asking, for the sign-in attempt limit.
+            req.extensions_mut()
+                .insert(axum::extract::ConnectInfo(peer));
+            if let Some(id) = &identity {
+                req.extensions_mut().insert(id.clone());
+            }
+            let refused = agent_certificates_required
+                && identity.is_none()
+                && req.uri().path() == "/api/v1/ingest";
+            let (app, in_flight) = (app.clone(), in_flight.clone());
+            async move {
+                if refused {
+                    return Ok(ApiError::Unauthorized(
+                        "this collector takes agents' batches only over mutual TLS: present a \
+                         client certificate signed by its client CA (gpulens-agent \
+                         --client-cert/--client-key)"
+                            .into(),
+                    )
+                    .into_response());
+                }
+                handle(app, in_flight, limit, req).await
+            }
+        });
+        let conn = self.builder.serve_connection(TokioIo::new(io), service);
+        tokio::pin!(conn);
+        tokio::select! {
+            _ = conn.as_mut() => {}
+            _ = self.stopped.changed() => {
+                conn.as_mut().graceful_shutdown();
+                let _ = conn.await;
+            }
+        }
+    }
 }
 
 /// The longest request target (path and query) served; a longer one is a JSON 414. (One past
@@ -217,7 +310,10 @@ async fn handle(
 }
 
 /// The answer to a connection over the limit: 503 with Retry-After, then close.
-async fn refuse(mut stream: tokio::net::TcpStream) {
+async fn refuse<S>(mut stream: S)
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
+{
     const BODY: &str = r#"{"error":{"code":"unavailable","message":"the collector is serving as many connections as it takes; retry shortly"}}"#;
     let answer = format!(
         "HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\nretry-after: 1\r\nconnection: close\r\ncontent-length: {}\r\n\r\n{BODY}",

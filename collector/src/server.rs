@@ -11,23 +11,29 @@ pub async fn serve(
     state: AppState,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    serve_with(
+    crate::listener::serve(
         listener,
-        state,
+        router(state),
         crate::listener::ServerLimits::default(),
+        None,
         shutdown,
     )
     .await
 }
 
-/// Serves the router within `limits` (timeouts, connection and in-flight caps).
+/// Serves the router within `limits` (timeouts, connection and in-flight caps), over TLS when
+/// `limits.tls` is set; a certificate or key that does not load stops the start, named.
 pub async fn serve_with(
     listener: tokio::net::TcpListener,
     state: AppState,
     limits: crate::listener::ServerLimits,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
-) -> std::io::Result<()> {
-    crate::listener::serve(listener, router(state), limits, shutdown).await
+) -> anyhow::Result<()> {
+    let tls = match &limits.tls {
+        Some(t) => Some(crate::tls::Tls::from_settings(t)?),
+        None => None,
+    };
+    Ok(crate::listener::serve(listener, router(state), limits, tls, shutdown).await?)
 }
 
 /// Resolves on Ctrl-C or SIGTERM.

@@ -66,6 +66,86 @@ pub fn http() -> reqwest::ClientBuilder {
     reqwest::Client::builder()
 }
 
+/// How HTTPS connections to the collector are made: a CA to trust instead of the default
+/// roots (a private CA that signed the collector's certificate), and a client certificate for
+/// mutual TLS (its DNS names must include the node the agent sends for).
+#[derive(Clone, Default)]
+pub struct Tls {
+    ca: Option<Vec<reqwest::Certificate>>,
+    identity: Option<reqwest::Identity>,
+}
+
+impl std::fmt::Debug for Tls {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Tls")
+            .field("custom_ca", &self.ca.is_some())
+            .field("client_certificate", &self.identity.is_some())
+            .finish()
+    }
+}
+
+fn read(path: &std::path::Path, what: &str) -> Result<Vec<u8>, String> {
+    let meta = std::fs::metadata(path).map_err(|e| format!("{what} {}: {e}", path.display()))?;
+    if meta.len() > 1024 * 1024 {
+        return Err(format!(
+            "{what} {} is {} bytes; a PEM file of certificates is far smaller",
+            path.display(),
+            meta.len()
+        ));
+    }
+    std::fs::read(path).map_err(|e| format!("{what} {}: {e}", path.display()))
+}
+
+impl Tls {
+    /// Reads the PEM files: `ca` (one or more CA certificates), and `cert` with `key` (the
+    /// client certificate chain and its private key). Errors name the file, never its content.
+    pub fn from_files(
+        ca: Option<&std::path::Path>,
+        cert: Option<&std::path::Path>,
+        key: Option<&std::path::Path>,
+    ) -> Result<Tls, String> {
+        let ca = match ca {
+            Some(p) => {
+                let certs = reqwest::Certificate::from_pem_bundle(&read(p, "--ca-file")?)
+                    .map_err(|e| format!("--ca-file {}: not PEM certificates: {e}", p.display()))?;
+                if certs.is_empty() {
+                    return Err(format!("--ca-file {}: no certificate in it", p.display()));
+                }
+                Some(certs)
+            }
+            None => None,
+        };
+        let identity = match (cert, key) {
+            (Some(c), Some(k)) => {
+                let mut pem = read(c, "--client-cert")?;
+                pem.push(b'\n');
+                pem.extend(read(k, "--client-key")?);
+                Some(reqwest::Identity::from_pem(&pem).map_err(|e| {
+                    format!(
+                        "--client-cert {} / --client-key {}: not a PEM certificate and its key: {e}",
+                        c.display(),
+                        k.display()
+                    )
+                })?)
+            }
+            (None, None) => None,
+            _ => return Err("--client-cert and --client-key go together".into()),
+        };
+        Ok(Tls { ca, identity })
+    }
+
+    /// `builder` with these settings.
+    pub fn apply(&self, mut builder: reqwest::ClientBuilder) -> reqwest::ClientBuilder {
+        if let Some(ca) = &self.ca {
+            builder = builder.tls_certs_only(ca.iter().cloned());
+        }
+        if let Some(id) = &self.identity {
+            builder = builder.identity(id.clone());
+        }
+        builder
+    }
+}
+
 /// A collector endpoint with credentials.
 #[derive(Debug, Clone)]
 pub struct Client {
@@ -77,7 +157,13 @@ pub struct Client {
 impl Client {
     /// `collector` is the base URL, e.g. `http://127.0.0.1:8080`.
     pub fn new(collector: &str, token: &str) -> Result<Client, SendError> {
-        let http = http()
+        Client::with_tls(collector, token, &Tls::default())
+    }
+
+    /// [`Client::new`] with TLS settings for an `https://` collector.
+    pub fn with_tls(collector: &str, token: &str, tls: &Tls) -> Result<Client, SendError> {
+        let http = tls
+            .apply(http())
             .timeout(Duration::from_secs(60))
             .connect_timeout(Duration::from_secs(5))
             .pool_max_idle_per_host(4)

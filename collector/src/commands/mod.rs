@@ -167,7 +167,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     )
     .await;
     runner.stop().await;
-    Ok(result?)
+    result
 }
 
 /// The configuration, or, with neither --database-url nor --config, the demo's database in

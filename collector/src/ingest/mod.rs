@@ -57,10 +57,12 @@ pub struct IngestResponse {
 
 pub async fn ingest(
     State(state): State<IngestState>,
+    client: Option<axum::Extension<crate::tls::ClientIdentity>>,
     headers: HeaderMap,
     body: Body,
 ) -> Result<Json<IngestResponse>, ApiError> {
-    match handle(&state, &headers, body).await {
+    let client = client.map(|axum::Extension(c)| c);
+    match handle(&state, client.as_ref(), &headers, body).await {
         Ok(r) => Ok(Json(r)),
         Err((reason, error)) => {
             state.metrics.reject(reason);
@@ -78,6 +80,7 @@ fn because(reason: RejectReason) -> impl FnOnce(ApiError) -> Refusal {
 
 async fn handle(
     state: &IngestState,
+    client: Option<&crate::tls::ClientIdentity>,
     headers: &HeaderMap,
     body: Body,
 ) -> Result<IngestResponse, Refusal> {
@@ -130,6 +133,19 @@ async fn handle(
         .auth
         .authorize(cred, &batch.cluster, &batch.node)
         .map_err(because(RejectReason::Forbidden))?;
+    // Over mutual TLS the client certificate binds the node as well.
+    if let Some(c) = client
+        && !c.allows(&batch.node)
+    {
+        return Err((
+            RejectReason::Forbidden,
+            ApiError::Forbidden(format!(
+                "the client certificate is for {}, not node {:?}",
+                c.names.join(", "),
+                batch.node
+            )),
+        ));
+    }
     let now = model::time::now_ms();
     let limits = Limits {
         max_rows: state.ingest.max_rows,

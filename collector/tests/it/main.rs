@@ -20,3 +20,4 @@ mod reports;
 mod robustness;
 mod support;
 mod tasks;
+mod tls;
