@@ -525,7 +525,15 @@ mod tests {
             rng: Mutex::new(0x9E37_79B9_7F4A_7C15),
         };
         let spool = Arc::new(Mutex::new(
-            Spool::open(&dir.join("spool"), 1 << 30).unwrap(),
+            // The host's free disk space is not this test's subject.
+            Spool::open_with(
+                &dir.join("spool"),
+                crate::spool::Limits {
+                    max_bytes: 1 << 30,
+                    min_free_percent: 0,
+                },
+            )
+            .unwrap(),
         ));
         let metrics = Arc::new(AgentMetrics::new());
         let mut sampling = Sampling {

@@ -641,6 +641,19 @@ mod tests {
         crate::scratch::fresh_dir(&format!("spool-{tag}")).unwrap()
     }
 
+    /// A spool capped at `max_bytes` that ignores the host's free disk space: how full the
+    /// test machine's disk is must not decide what these tests see (a CI host at 88 % used
+    /// made the default 15 % reserve drop records).
+    fn test_spool(d: &Path, max_bytes: u64) -> anyhow::Result<Spool> {
+        Spool::open_with(
+            d,
+            Limits {
+                max_bytes,
+                min_free_percent: 0,
+            },
+        )
+    }
+
     fn drain(s: &mut Spool) -> Vec<u64> {
         let mut seqs = Vec::new();
         while let Some(r) = s.peek().unwrap() {
@@ -653,7 +666,7 @@ mod tests {
     #[test]
     fn records_come_back_in_order_and_survive_a_restart() {
         let d = dir("order");
-        let mut s = Spool::open(&d, 1 << 20).unwrap();
+        let mut s = test_spool(&d, 1 << 20).unwrap();
         for seq in 1..=500 {
             s.append(seq, &vec![seq as u8; 300]).unwrap();
         }
@@ -662,7 +675,7 @@ mod tests {
         s.commit(r.next).unwrap();
         assert!(s.segments.len() > 1, "rotated into several segments");
         // A restart resumes at the cursor: record 1 is not sent again.
-        let mut s = Spool::open(&d, 1 << 20).unwrap();
+        let mut s = test_spool(&d, 1 << 20).unwrap();
         assert_eq!(drain(&mut s), (2..=500).collect::<Vec<_>>());
         assert_eq!(s.backlog_bytes(), 0);
         assert_eq!(s.segments.len(), 1, "delivered segments are deleted");
@@ -674,7 +687,7 @@ mod tests {
     #[test]
     fn a_full_spool_drops_the_oldest_and_counts_them() {
         let d = dir("cap");
-        let mut s = Spool::open(&d, 64 * 1024).unwrap();
+        let mut s = test_spool(&d, 64 * 1024).unwrap();
         for seq in 1..=200 {
             s.append(seq, &[7u8; 1000]).unwrap();
         }
@@ -694,7 +707,7 @@ mod tests {
     #[test]
     fn a_torn_tail_is_cut_and_a_damaged_record_is_skipped() {
         let d = dir("torn");
-        let mut s = Spool::open(&d, 1 << 20).unwrap();
+        let mut s = test_spool(&d, 1 << 20).unwrap();
         for seq in 1..=3 {
             s.append(seq, b"batch").unwrap();
         }
@@ -704,7 +717,7 @@ mod tests {
         let mut f = OpenOptions::new().append(true).open(&seg).unwrap();
         f.write_all(&[99, 0, 0, 0, 1, 2]).unwrap();
         drop(f);
-        let mut s = Spool::open(&d, 1 << 20).unwrap();
+        let mut s = test_spool(&d, 1 << 20).unwrap();
         s.append(4, b"after").unwrap();
         assert_eq!(drain(&mut s), [1, 2, 3, 4]);
         // Flip a byte inside a stored record: it is skipped, not sent.
@@ -723,7 +736,7 @@ mod tests {
     #[test]
     fn a_batch_dropped_while_in_flight_is_counted_once_and_its_commit_changes_nothing() {
         let d = dir("inflight");
-        let mut s = Spool::open(&d, 64 * 1024).unwrap();
+        let mut s = test_spool(&d, 64 * 1024).unwrap();
         for seq in 1..=20 {
             s.append(seq, &[1u8; 1000]).unwrap();
         }
@@ -802,7 +815,7 @@ mod tests {
         for seed in 1..=60u64 {
             let d = dir(&format!("prop-{seed}"));
             let mut rng = Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
-            let mut s = Spool::open(&d, 64 * 1024).unwrap();
+            let mut s = test_spool(&d, 64 * 1024).unwrap();
             let mut appended = 0u64;
             let mut delivered: Vec<u64> = Vec::new();
             let mut dropped_before_restarts = 0u64;
@@ -846,7 +859,7 @@ mod tests {
                         {
                             dropped_before_restarts += 1;
                         }
-                        s = Spool::open(&d, 64 * 1024).unwrap();
+                        s = test_spool(&d, 64 * 1024).unwrap();
                         last_cursor = s.cursor();
                     }
                 }

@@ -11,7 +11,8 @@
 //!   `/metrics` excepted, so probes and scrapes still answer under load); one more is answered
 //!   503 with `Retry-After`.
 //! - **TLS** (`[server.tls]`, `tls.rs`): the handshake must finish within `header_timeout`;
-//!   a connection over the limit is answered 503 after it, so the client can read why.
+//!   a connection over the limit is closed before it (a TLS client could not read a plain
+//!   503, and a flood must not cost a handshake each).
 //! - **Shutdown**: on the signal, the listener closes, connections finish the request they are
 //!   serving, and whatever is still running after `shutdown_grace` is dropped.
 
@@ -152,6 +153,13 @@ pub async fn serve(
                 }
             },
             Some(tls) => {
+                // Over the limit, a TLS connection is closed before the handshake: a TLS
+                // client could not read a plain 503, and a flood must not cost a handshake
+                // each.
+                let Some(permit) = permit else {
+                    drop(stream);
+                    continue;
+                };
                 let (acceptor, required) = (tls.acceptor.clone(), tls.agent_certificates_required);
                 let handshake_limit = limits.header_timeout;
                 tasks.spawn(async move {
@@ -170,9 +178,6 @@ pub async fn serve(
                             tracing::debug!(%peer, "tls handshake timed out");
                             return;
                         }
-                    };
-                    let Some(permit) = permit else {
-                        return refuse(stream).await;
                     };
                     let identity = stream
                         .get_ref()
@@ -310,10 +315,7 @@ async fn handle(
 }
 
 /// The answer to a connection over the limit: 503 with Retry-After, then close.
-async fn refuse<S>(mut stream: S)
-where
-    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
-{
+async fn refuse(mut stream: tokio::net::TcpStream) {
     const BODY: &str = r#"{"error":{"code":"unavailable","message":"the collector is serving as many connections as it takes; retry shortly"}}"#;
     let answer = format!(
         "HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\nretry-after: 1\r\nconnection: close\r\ncontent-length: {}\r\n\r\n{BODY}",

@@ -105,6 +105,9 @@ fn agent(port: u16, state: &Path, interval: &str) -> Proc {
                 // The state file then holds the exact next sequence number.
                 "--seq-block",
                 "1",
+                // The host's free disk space is not this test's subject.
+                "--spool-min-free-percent",
+                "0",
             ])
             .arg("--scenario")
             .arg(root().join("scenarios/k8s-mixed.toml"))

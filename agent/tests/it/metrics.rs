@@ -38,6 +38,7 @@ fn the_agents_metrics_pass_promtool() {
     let _agent = Proc(
         Command::new(env!("CARGO_BIN_EXE_gpulens-agent"))
             .args(["run", "--backend", "simulated", "--node", "gpu-h100-01"])
+            .args(["--spool-min-free-percent", "0"])
             .arg("--scenario")
             .arg(root().join("scenarios/k8s-mixed.toml"))
             // No collector: the agent spools, and its metrics say so.

@@ -42,6 +42,7 @@ api = false
     let _a = Proc(
         Command::new(env!("CARGO_BIN_EXE_gpulens-agent"))
             .args(["run", "--backend", "simulated", "--node", "gpu-h100-01"])
+            .args(["--spool-min-free-percent", "0"])
             .arg("--scenario")
             .arg(root().join("scenarios/k8s-mixed.toml"))
             .arg("--token-file")

@@ -100,6 +100,22 @@ fn alert_rules(args: cli::AlertRulesArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The dashboard and the read API answer without sign-in, so a collector that anyone on the
+/// network can reach serves every team's usage and cost to everyone. Off loopback that takes
+/// an explicit `--insecure-open`.
+fn refuse_open(listen: std::net::SocketAddr, insecure_open: bool) -> anyhow::Result<()> {
+    if listen.ip().is_loopback() || insecure_open {
+        return Ok(());
+    }
+    anyhow::bail!(
+        "refusing to serve on {listen}: the dashboard and the read API would answer anyone who \
+         can reach it, with every team's GPU usage and cost, and gpulens has no sign-in for \
+         people yet. Listen on 127.0.0.1 (and reach it through an authenticating reverse proxy \
+         or a tunnel), or pass --insecure-open (GPULENS_INSECURE_OPEN=true) to say that only \
+         trusted people reach {listen} (docs/security.md)"
+    )
+}
+
 async fn migrate(args: DbArgs) -> anyhow::Result<()> {
     let config = load_config(&args)?;
     let store = open_store(&config).await?;
@@ -121,6 +137,10 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let mut config = load_config(&args.db)?;
     if let Some(listen) = args.listen {
         config.listen = listen;
+    }
+    refuse_open(config.listen, args.insecure_open)?;
+    if !config.listen.ip().is_loopback() {
+        tracing::warn!(listen = %config.listen, "--insecure-open: the dashboard and the read API answer without sign-in");
     }
     let auth = crate::auth::Auth::from_config(&config.agents)?;
     if config.agents.is_empty() {
@@ -409,6 +429,21 @@ async fn simulate(args: SimulateArgs) -> anyhow::Result<()> {
 mod tests {
     use super::span_in_words;
     use std::time::Duration;
+
+    #[test]
+    fn serving_off_loopback_takes_an_explicit_insecure_open() {
+        let any: std::net::SocketAddr = "0.0.0.0:8080".parse().unwrap();
+        let e = super::refuse_open(any, false).unwrap_err().to_string();
+        assert!(
+            e.contains("0.0.0.0:8080") && e.contains("--insecure-open"),
+            "{e}"
+        );
+        assert!(e.contains("no sign-in"), "says why: {e}");
+        super::refuse_open(any, true).unwrap();
+        super::refuse_open("127.0.0.1:8080".parse().unwrap(), false).unwrap();
+        super::refuse_open("[::1]:8080".parse().unwrap(), false).unwrap();
+        assert!(super::refuse_open("10.1.2.3:8080".parse().unwrap(), false).is_err());
+    }
 
     #[test]
     fn spans_read_as_words() {

@@ -528,6 +528,15 @@ impl Rendered {
         let pod = spec.template.spec.unwrap();
         let c = &pod.containers[0];
         assert_eq!(c.args.as_ref().unwrap()[0], "serve");
+        // It listens on the pod's address without sign-in for people: said explicitly.
+        assert!(
+            config.listen.ip().is_unspecified()
+                == c.args
+                    .as_ref()
+                    .unwrap()
+                    .contains(&"--insecure-open".to_owned()),
+            "{what}: --insecure-open exactly when listening beyond loopback"
+        );
         let probe = c
             .readiness_probe
             .as_ref()

@@ -269,6 +269,7 @@ async fn heavy_prometheus_scrapes_the_demo_and_every_dashboard_panel_has_data() 
     let _agent = crate::support::Killed(
         Command::new(&agent_bin)
             .args(["run", "--cluster", "prod-k8s", "--node", "k8s-node-1"])
+            .args(["--spool-min-free-percent", "0"])
             .arg("--nvml-lib")
             .arg(&fake_nvml)
             .arg("--proc-root")

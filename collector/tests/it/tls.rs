@@ -290,6 +290,7 @@ async fn https_and_mutual_tls_for_agents_with_certificates_renewed_in_place() {
     let _agent = crate::support::Killed(
         Command::new(bin("gpulens-agent"))
             .args(["run", "--backend", "simulated", "--node", "gpu-h100-01"])
+            .args(["--spool-min-free-percent", "0"])
             .arg("--scenario")
             .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("../scenarios/k8s-mixed.toml"))
             .args(["--collector", &base, "--interval", "1s", "--listen", "off"])
