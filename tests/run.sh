@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The whole gpulens test suite, as the README's second command and CI run it.
-# Installs what is missing (PostgreSQL server binaries, Alertmanager, Prometheus, Chromium, playwright-core
+# Installs what is missing (PostgreSQL server binaries, Alertmanager, Prometheus, Chromium, playwright-core and oidc-provider
 # from npm, cargo-nextest), starts a throwaway
 # PostgreSQL cluster on a free port in a temporary directory, runs every test once with
 # `cargo nextest run --workspace`, then the fuzz targets for a bounded time each
@@ -36,8 +36,8 @@ if [ ${#missing[@]} -gt 0 ]; then
   apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
 PG_BIN=$(find_pg_bin) || { echo "PostgreSQL server binaries are missing after the install" >&2; exit 1; }
-if [ ! -d tests/browser/node_modules/playwright-core ]; then
-  log "installing playwright-core (npm) to drive Chromium"
+if [ ! -d tests/browser/node_modules/playwright-core ] || [ ! -d tests/browser/node_modules/oidc-provider ]; then
+  log "installing playwright-core (npm) to drive Chromium, and oidc-provider for the sign-in test"
   (cd tests/browser && npm ci --silent --no-audit --no-fund)
 fi
 if ! cargo nextest --version >/dev/null 2>&1; then

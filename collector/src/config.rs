@@ -52,6 +52,9 @@ pub struct Config {
     /// Weekly reports: time zone, schedule, webhook; see docs/reports.md.
     #[serde(default)]
     pub reports: crate::reports::Settings,
+    /// Who may see what: sign-in, roles, team scopes, tokens; see docs/security.md.
+    #[serde(default)]
+    pub access: crate::access::Settings,
     /// Timeouts and limits of the HTTP listener; see docs/security.md.
     #[serde(default)]
     pub server: crate::listener::ServerLimits,
@@ -97,6 +100,7 @@ impl Config {
                 );
             }
         }
+        self.access.check()?;
         self.alerts.check()?;
         self.metrics.check()?;
         self.reports.check()?;

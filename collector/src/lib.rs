@@ -2,6 +2,7 @@
 //! and retention, the read API, the dashboard, `/metrics`, and the `gpulens` command line.
 
 // The shared layer: what every feature may use. None of these imports a feature.
+pub mod access;
 pub mod auth;
 pub mod error;
 pub mod http;

@@ -23,6 +23,12 @@ pub fn router(state: AppState) -> Router {
         .merge(crate::reports::routes().with_state(state.reports_state()))
         .merge(crate::labels::routes().with_state(state.labels_state()))
         .route("/api/v1/openapi.json", get(openapi))
+        // After every route, before the fallbacks: each matched route passes the access
+        // table (access/routes.rs) before its handler runs.
+        .route_layer(axum::middleware::from_fn_with_state(
+            state.access.clone(),
+            crate::access::enforce,
+        ))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
 }

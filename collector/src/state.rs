@@ -7,11 +7,11 @@ use std::sync::Arc;
 
 use store::{Retention, Store};
 
+use crate::access::Access;
 use crate::alerts::AlertMetrics;
 use crate::analysis::{AnalysisMetrics, AnalysisState, Newest};
 use crate::auth::Auth;
 use crate::dashboard::DashboardState;
-use crate::dashboard::session::Sessions;
 use crate::fleet::LatestGpus;
 use crate::health::HealthState;
 use crate::ingest::{IngestConfig, IngestMetrics, IngestState};
@@ -38,8 +38,10 @@ pub struct AppState {
     pub latest: Arc<LatestGpus>,
     /// Remote-written dcgm-exporter samples waiting for their scrape to complete.
     pub remote_write: Arc<Receiver>,
-    /// Revoked dashboard sessions and sign-in attempts per address.
-    pub sessions: Arc<Sessions>,
+    /// Who may see what (`[access]`, with the operators of `[labels]`), with the sessions.
+    pub access: Arc<Access>,
+    /// The `[access]` settings the rules were built from (rebuilt when operators change).
+    pub access_settings: Arc<crate::access::Settings>,
     pub metrics: FeatureMetrics,
 }
 
@@ -104,7 +106,8 @@ impl AppState {
             newest: Default::default(),
             latest: Default::default(),
             remote_write: Arc::new(remote_write),
-            sessions: Default::default(),
+            access: Default::default(),
+            access_settings: Default::default(),
             metrics,
         }
     }
@@ -124,7 +127,24 @@ impl AppState {
     /// The same state with label settings (mode, operators who may approve).
     pub fn with_labels(mut self, labels: crate::labels::Settings) -> AppState {
         self.labels = Arc::new(labels);
-        self
+        let settings = self.access_settings.as_ref().clone();
+        self.with_access(settings)
+            .expect("access settings that were valid stay valid with operators")
+    }
+
+    /// The same state with `[access]` settings: who may read, sign in, approve.
+    pub fn with_access(mut self, settings: crate::access::Settings) -> anyhow::Result<AppState> {
+        let mut s = settings.clone();
+        s.secure_cookies |= self.labels.secure_cookies;
+        let operators: Vec<_> = self
+            .labels
+            .operators
+            .iter()
+            .map(|o| (o.name.clone(), o.token.clone()))
+            .collect();
+        self.access = Arc::new(Access::new(&s, &operators)?);
+        self.access_settings = Arc::new(settings);
+        Ok(self)
     }
 
     pub fn ingest_state(&self) -> IngestState {
@@ -174,7 +194,7 @@ impl AppState {
             shared: self.shared.clone(),
             labels: self.labels.clone(),
             newest: self.newest.clone(),
-            sessions: self.sessions.clone(),
+            access: self.access.clone(),
         }
     }
 

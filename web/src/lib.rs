@@ -40,8 +40,12 @@ pub struct Frame {
     pub title: String,
     /// Reload the page every this many seconds (live pages).
     pub refresh_s: Option<u32>,
-    /// The operator signed in, if any.
+    /// Who is signed in, if anyone.
     pub operator: Option<String>,
+    /// Their role (and teams, when limited to some), as shown beside the name.
+    pub role: Option<String>,
+    /// Reading needs no sign-in here (`[access] mode = "open"`): the pages say so.
+    pub open: bool,
     /// Shown at the top (after an action).
     pub notice: Option<String>,
     pub version: String,
@@ -88,6 +92,7 @@ svg .grid{stroke:#e5e7eb}svg .axis{stroke:#9aa4b2}svg .hover{fill:transparent}sv
 .swatch{display:inline-block;width:.9rem;height:.9rem;border-radius:2px;margin-right:.35rem;vertical-align:-2px}
 .grid2{display:grid;grid-template-columns:repeat(auto-fit,minmax(min(30rem,100%),1fr));gap:.8rem}
 .scroll{overflow-x:auto}
+a.button{display:inline-block;background:#0b4f9c;color:#fff;padding:.45rem .9rem;border-radius:4px;text-decoration:none;font-weight:600}
 pre{background:#0f172a;color:#e2e8f0;padding:.7rem;border-radius:6px;overflow:auto;font-size:.85em}
 footer{color:#4b5563;font-size:.85em;padding:1rem 1.5rem;text-align:center}
 "#;
@@ -103,12 +108,12 @@ fn Shell(frame: Frame, active: Nav, children: Children) -> impl IntoView {
         .collect_view();
     let who = match frame.operator {
         Some(name) => view! {
-            <span class="who">"Signed in as " <b>{name}</b> " · "
+            <span class="who">"Signed in as " <b>{name}</b> {frame.role.map(|r| format!(" ({r})"))} " · "
                 <form method="post" action="/logout" style="display:inline"><button type="submit">"Sign out"</button></form>
             </span>
         }
         .into_any(),
-        None => view! { <span class="who"><a href="/login">"Operator sign-in"</a></span> }.into_any(),
+        None => view! { <span class="who"><a href="/login">"Sign in"</a></span> }.into_any(),
     };
     let notice = frame
         .notice
@@ -124,7 +129,7 @@ fn Shell(frame: Frame, active: Nav, children: Children) -> impl IntoView {
             {notice}
             {children()}
         </main>
-        <footer>"gpulens " {frame.version} " · "<a href="/api/v1/openapi.json">"API"</a>" · "<a href="/metrics">"metrics"</a></footer>
+        <footer>{frame.open.then_some("Open to read: anyone who reaches this address sees every team's usage (docs/security.md) · ")}"gpulens " {frame.version} " · "<a href="/api/v1/openapi.json">"API"</a>" · "<a href="/metrics">"metrics"</a></footer>
     }
 }
 

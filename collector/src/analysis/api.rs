@@ -142,6 +142,7 @@ pub struct FindingsResponse {
 
 pub async fn findings(
     State(state): State<AnalysisState>,
+    caller: crate::access::Caller,
     q: Result<Query<Filters>, QueryRejection>,
 ) -> Result<Json<FindingsResponse>, ApiError> {
     let Query(f) = q.map_err(|e| ApiError::BadRequest(e.body_text()))?;
@@ -159,12 +160,30 @@ pub async fn findings(
         None => None,
     };
     let (a, source) = analysis(&state, &f).await?;
+    // Team-scoped callers see the findings whose team and tenants are all theirs.
+    let team_of: std::collections::HashMap<String, Option<String>> = match caller.scope() {
+        Some(_) => state
+            .store
+            .tenants()
+            .await?
+            .into_iter()
+            .map(|t| (t.key, t.team))
+            .collect(),
+        None => Default::default(),
+    };
     let findings: Vec<Finding> = a
         .findings
         .iter()
         .filter(|x| {
             wanted(&f, x.team.as_deref(), &x.node, x.kind.as_str())
                 && min.is_none_or(|m| x.severity >= m)
+                && caller.sees_teams(
+                    x.team.as_deref().map(Some).into_iter().chain(
+                        x.tenants
+                            .iter()
+                            .map(|t| team_of.get(t).and_then(|t| t.as_deref())),
+                    ),
+                )
         })
         .cloned()
         .collect();

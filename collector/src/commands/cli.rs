@@ -109,10 +109,9 @@ pub struct ServeArgs {
     /// Listen address; overrides the config file.
     #[arg(long, env = "GPULENS_LISTEN")]
     pub listen: Option<SocketAddr>,
-    /// Serve on an address other than loopback although the dashboard and the read API answer
-    /// without sign-in (per-tenant usage and cost). gpulens has no sign-in for people yet: say
-    /// so only behind an authenticating reverse proxy, or where only trusted people reach the
-    /// port (docs/security.md).
+    /// Serve on an address other than loopback although no sign-in is configured ([access]),
+    /// so the dashboard and the read API answer anyone (per-tenant usage and cost). Say so only
+    /// where only trusted people reach the port (docs/security.md).
     #[arg(long, env = "GPULENS_INSECURE_OPEN")]
     pub insecure_open: bool,
 }

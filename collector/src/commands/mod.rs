@@ -100,19 +100,23 @@ fn alert_rules(args: cli::AlertRulesArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The dashboard and the read API answer without sign-in, so a collector that anyone on the
-/// network can reach serves every team's usage and cost to everyone. Off loopback that takes
-/// an explicit `--insecure-open`.
-fn refuse_open(listen: std::net::SocketAddr, insecure_open: bool) -> anyhow::Result<()> {
-    if listen.ip().is_loopback() || insecure_open {
+/// Without sign-in the dashboard and the read API answer anyone, so a collector that anyone on
+/// the network can reach serves every team's usage and cost to everyone. Off loopback that
+/// takes sign-in (`[access]`) or an explicit `--insecure-open`.
+fn refuse_open(
+    listen: std::net::SocketAddr,
+    mode: crate::access::Mode,
+    insecure_open: bool,
+) -> anyhow::Result<()> {
+    if listen.ip().is_loopback() || insecure_open || mode == crate::access::Mode::SignIn {
         return Ok(());
     }
     anyhow::bail!(
-        "refusing to serve on {listen}: the dashboard and the read API would answer anyone who \
-         can reach it, with every team's GPU usage and cost, and gpulens has no sign-in for \
-         people yet. Listen on 127.0.0.1 (and reach it through an authenticating reverse proxy \
-         or a tunnel), or pass --insecure-open (GPULENS_INSECURE_OPEN=true) to say that only \
-         trusted people reach {listen} (docs/security.md)"
+        "refusing to serve on {listen}: no sign-in is configured, so the dashboard and the read \
+         API would answer anyone who can reach it, with every team's GPU usage and cost. \
+         Configure sign-in in [access] (OpenID Connect, a trusted reverse proxy or tokens; \
+         docs/security.md), or listen on 127.0.0.1, or pass --insecure-open \
+         (GPULENS_INSECURE_OPEN=true) to say that only trusted people reach {listen}"
     )
 }
 
@@ -138,9 +142,18 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     if let Some(listen) = args.listen {
         config.listen = listen;
     }
-    refuse_open(config.listen, args.insecure_open)?;
-    if !config.listen.ip().is_loopback() {
-        tracing::warn!(listen = %config.listen, "--insecure-open: the dashboard and the read API answer without sign-in");
+    let mode = config.access.mode();
+    refuse_open(config.listen, mode, args.insecure_open)?;
+    match mode {
+        crate::access::Mode::Open if !config.listen.ip().is_loopback() => {
+            tracing::warn!(listen = %config.listen, "--insecure-open: the dashboard and the read API answer without sign-in");
+        }
+        crate::access::Mode::Open => {
+            tracing::info!(
+                "no sign-in configured ([access]): the dashboard and the read API answer anyone on this loopback address"
+            );
+        }
+        crate::access::Mode::SignIn => tracing::info!("sign-in required to read ([access])"),
     }
     let auth = crate::auth::Auth::from_config(&config.agents)?;
     if config.agents.is_empty() {
@@ -162,6 +175,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         config.teams.clone(),
         config.analytics.clone(),
     )
+    .with_access(config.access.clone())?
     .with_labels(config.labels.clone())
     .with_reports(config.reports.clone())
     .with_fleet_metrics(&config.metrics);
@@ -433,16 +447,21 @@ mod tests {
     #[test]
     fn serving_off_loopback_takes_an_explicit_insecure_open() {
         let any: std::net::SocketAddr = "0.0.0.0:8080".parse().unwrap();
-        let e = super::refuse_open(any, false).unwrap_err().to_string();
+        use crate::access::Mode::{Open, SignIn};
+        let e = super::refuse_open(any, Open, false)
+            .unwrap_err()
+            .to_string();
         assert!(
             e.contains("0.0.0.0:8080") && e.contains("--insecure-open"),
             "{e}"
         );
         assert!(e.contains("no sign-in"), "says why: {e}");
-        super::refuse_open(any, true).unwrap();
-        super::refuse_open("127.0.0.1:8080".parse().unwrap(), false).unwrap();
-        super::refuse_open("[::1]:8080".parse().unwrap(), false).unwrap();
-        assert!(super::refuse_open("10.1.2.3:8080".parse().unwrap(), false).is_err());
+        assert!(e.contains("[access]"), "says what to configure: {e}");
+        super::refuse_open(any, Open, true).unwrap();
+        super::refuse_open(any, SignIn, false).unwrap();
+        super::refuse_open("127.0.0.1:8080".parse().unwrap(), Open, false).unwrap();
+        super::refuse_open("[::1]:8080".parse().unwrap(), Open, false).unwrap();
+        assert!(super::refuse_open("10.1.2.3:8080".parse().unwrap(), Open, false).is_err());
     }
 
     #[test]

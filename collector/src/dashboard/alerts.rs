@@ -2,7 +2,7 @@
 
 use super::*;
 
-pub async fn alerts(State(state): State<DashboardState>, headers: HeaderMap) -> Page {
+pub async fn alerts(State(state): State<DashboardState>, caller: Caller) -> Page {
     use crate::alerts::AlertState as S;
     let mut list = crate::alerts::load(&state.store).await?;
     list.sort_by_key(|a| {
@@ -46,7 +46,7 @@ pub async fn alerts(State(state): State<DashboardState>, headers: HeaderMap) -> 
             error: n.last_error.unwrap_or_default(),
         })
         .collect();
-    let mut f = frame(&state, &headers, "Alerts");
+    let mut f = frame(&state, &caller, "Alerts");
     f.refresh_s = Some(30);
     Ok(Html(pages::alerts(f, rows, notes)))
 }

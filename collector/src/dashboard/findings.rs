@@ -15,7 +15,7 @@ pub struct FindingQuery {
 
 pub async fn findings(
     State(state): State<DashboardState>,
-    headers: HeaderMap,
+    caller: Caller,
     Query(q): Query<FindingQuery>,
 ) -> Page {
     let a = analysis(&state).await?;
@@ -23,7 +23,7 @@ pub async fn findings(
     let a: &Analysis = a.as_deref().unwrap_or(&empty);
     let tenants = state.store.tenants().await?;
     let team_of = team_map(&tenants);
-    let mut rows = matching(a, &q, &team_of);
+    let mut rows = matching(a, &q, &team_of, &caller);
     let sq = SortQuery {
         sort: q.sort.clone(),
         dir: q.dir.clone(),
@@ -41,7 +41,12 @@ pub async fn findings(
             o.reverse()
         }
     });
-    let filters = filters(a, &q, &team_of);
+    let mut filters = filters(a, &q, &team_of);
+    filters.teams.retain(|t| caller.sees_team(Some(t)));
+    if caller.scope().is_some() {
+        let seen: BTreeSet<&str> = rows.iter().map(|(_, r)| r.node.as_str()).collect();
+        filters.nodes.retain(|n| seen.contains(n.as_str()));
+    }
     let base = query_string(&[
         ("kind", &filters.kind),
         ("severity", &filters.severity),
@@ -50,7 +55,7 @@ pub async fn findings(
         ("tenant", q.tenant.as_deref().unwrap_or("")),
     ]);
     Ok(Html(pages::findings(
-        frame(&state, &headers, "Findings"),
+        frame(&state, &caller, "Findings"),
         filters,
         rows.into_iter().map(|(_, r)| r).collect(),
         sort_state(base, &sq, "severity"),
@@ -62,10 +67,12 @@ fn matching(
     a: &Analysis,
     q: &FindingQuery,
     team_of: &HashMap<&str, &str>,
+    caller: &Caller,
 ) -> Vec<(Severity, pages::FindingRow)> {
     let min = q.severity.as_deref().and_then(Severity::parse);
     a.findings
         .iter()
+        .filter(|f| finding_visible(caller, f, team_of))
         .filter(|f| {
             q.kind
                 .as_deref()
@@ -136,14 +143,24 @@ fn filters(a: &Analysis, q: &FindingQuery, team_of: &HashMap<&str, &str>) -> pag
 
 pub async fn finding(
     State(state): State<DashboardState>,
-    headers: HeaderMap,
+    caller: Caller,
     Path(id): Path<String>,
 ) -> Page {
     let a = analysis(&state).await?;
     let Some(a) = a else {
         return Err(not_found("no analysis yet".into()));
     };
-    let Some(f) = a.findings.iter().find(|f| f.id == id) else {
+    let tenants = match caller.scope() {
+        Some(_) => state.store.tenants().await?,
+        None => Vec::new(),
+    };
+    let team_of = team_map(&tenants);
+    // Another team's finding reads as one that does not exist.
+    let Some(f) = a
+        .findings
+        .iter()
+        .find(|f| f.id == id && finding_visible(&caller, f, &team_of))
+    else {
         return Err(not_found(format!(
             "no finding {id:?} in the newest analysis (findings are recomputed every analysis; old ids go away when the condition does)"
         )));
@@ -151,7 +168,7 @@ pub async fn finding(
     let evidence = super::evidence::view(&state, &a, f).await;
     let v = finding_view(&a, f, evidence);
     Ok(Html(pages::finding(
-        frame(&state, &headers, format!("{} finding", f.kind.as_str())),
+        frame(&state, &caller, format!("{} finding", f.kind.as_str())),
         v,
     )))
 }

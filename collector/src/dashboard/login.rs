@@ -1,34 +1,73 @@
-//! `/login` and `/logout`: operator sign-in for approvals (a signed session cookie).
+//! Signing in and out: `/login` (the ways configured: single sign-on, a token), the OpenID
+//! Connect round trip (`/auth/oidc` → provider → `/auth/callback`), and `/logout`. Sessions
+//! are signed cookies (access/session.rs); every outcome is an audit line.
 
 use super::*;
+use crate::access::oidc::{self, FLOW_COOKIE};
+use crate::access::{Source, audit, session};
 
-pub async fn login_page(State(state): State<DashboardState>, headers: HeaderMap) -> Html<String> {
-    Html(pages::login(frame(&state, &headers, "Sign in"), None))
+#[derive(Debug, Default, Deserialize)]
+pub struct NextQuery {
+    #[serde(default)]
+    pub next: Option<String>,
+}
+
+fn login_view(state: &DashboardState, next: &str, error: Option<String>) -> pages::LoginView {
+    pages::LoginView {
+        error,
+        next: oidc::safe_next(next).to_owned(),
+        sso: state
+            .access
+            .oidc
+            .as_ref()
+            .map(|o| o.settings.display_name.clone()),
+        tokens: state.access.has_tokens(),
+        open: state.access.mode() == crate::access::Mode::Open,
+    }
+}
+
+pub async fn login_page(
+    State(state): State<DashboardState>,
+    caller: Caller,
+    Query(q): Query<NextQuery>,
+) -> Html<String> {
+    let next = q.next.unwrap_or_else(|| "/".into());
+    Html(pages::login(
+        frame(&state, &caller, "Sign in"),
+        login_view(&state, &next, None),
+    ))
 }
 
 #[derive(Debug, Deserialize)]
 pub struct LoginForm {
     pub token: String,
+    #[serde(default)]
+    pub next: Option<String>,
 }
 
 pub async fn login(
     State(state): State<DashboardState>,
-    peer: Option<axum::extract::Extension<axum::extract::ConnectInfo<std::net::SocketAddr>>>,
-    headers: HeaderMap,
+    caller: Caller,
     Form(form): Form<LoginForm>,
 ) -> Response {
     let now = model::time::now_ms();
+    let next = form.next.as_deref().unwrap_or("/recommendations");
     // Without a socket (tests driving the router) every caller shares one record.
-    let addr = peer.map_or(std::net::IpAddr::from([0, 0, 0, 0]), |p| p.0.0.ip());
-    if let Err(wait) = state.sessions.may_try(addr, now) {
-        tracing::warn!(%addr, wait_s = wait, "sign-in refused: too many wrong tokens from this address");
+    let addr = caller.addr.unwrap_or(std::net::IpAddr::from([0, 0, 0, 0]));
+    let sessions = &state.access.sessions;
+    if let Err(wait) = sessions.may_try(addr, now) {
+        audit::refused("too many wrong tokens", None, &caller);
         let mut resp = (
             StatusCode::TOO_MANY_REQUESTS,
             Html(pages::login(
-                frame(&state, &headers, "Sign in"),
-                Some(format!(
-                    "Too many wrong tokens from your address; try again in {wait} s."
-                )),
+                frame(&state, &caller, "Sign in"),
+                login_view(
+                    &state,
+                    next,
+                    Some(format!(
+                        "Too many wrong tokens from your address; try again in {wait} s."
+                    )),
+                ),
             )),
         )
             .into_response();
@@ -36,67 +75,214 @@ pub async fn login(
             .insert(header::RETRY_AFTER, header::HeaderValue::from(wait));
         return resp;
     }
-    let Some(name) = state.labels.operator(form.token.trim()).map(str::to_owned) else {
-        state.sessions.failed(addr, now);
-        tracing::warn!(%addr, "sign-in with a wrong operator token");
+    let Some((principal, source)) = state.access.sign_in_with_token(form.token.trim()) else {
+        sessions.failed(addr, now);
+        audit::refused("wrong token on the sign-in form", None, &caller);
         return (
             StatusCode::UNAUTHORIZED,
             Html(pages::login(
-                frame(&state, &headers, "Sign in"),
-                Some("That is not an operator token.".into()),
+                frame(&state, &caller, "Sign in"),
+                login_view(&state, next, Some("That token is not known here.".into())),
             )),
         )
             .into_response();
     };
-    state.sessions.succeeded(addr);
-    let Some(cookie) = session::issue(&state.labels, &name, now) else {
-        return StatusCode::INTERNAL_SERVER_ERROR.into_response();
-    };
-    tracing::info!(operator = %name, %addr, "operator signed in");
+    sessions.succeeded(addr);
+    audit::signed_in(&principal, "token", &caller);
+    let cookie = state.access.issue(source, now);
     (
         [(
             header::SET_COOKIE,
-            format!(
-                "{}={cookie}; Path=/; HttpOnly; SameSite=Strict; Max-Age={}{}",
-                session::COOKIE,
-                session::LIFETIME_MS / 1000,
-                secure(&state)
-            ),
+            state.access.session_cookie(Some(&cookie)),
         )],
-        Redirect::to("/recommendations"),
+        Redirect::to(oidc::safe_next(next)),
     )
         .into_response()
-}
-
-/// `; Secure` when the configuration says the dashboard is reached over TLS.
-fn secure(state: &DashboardState) -> &'static str {
-    if state.labels.secure_cookies {
-        "; Secure"
-    } else {
-        ""
-    }
 }
 
 /// Signs out: the session's cookie is revoked on the server (a copy of it no longer works)
 /// and cleared in the browser.
-pub async fn logout(State(state): State<DashboardState>, headers: HeaderMap) -> Response {
-    if let Some(cookie) =
-        session::from_header(headers.get(header::COOKIE).and_then(|v| v.to_str().ok()))
-        && session::verify(&state.labels, &cookie, model::time::now_ms()).is_some()
-    {
-        // Only a genuine session is recorded: the list cannot be filled with made-up values.
-        state.sessions.revoke(&cookie, model::time::now_ms());
+pub async fn logout(State(state): State<DashboardState>, caller: Caller) -> Response {
+    if let Some(cookie) = &caller.session {
+        // Only a genuine session reaches here: the list cannot be filled with made-up values.
+        state.access.sessions.revoke(cookie, model::time::now_ms());
+        audit::signed_out(&caller);
     }
     (
-        [(
-            header::SET_COOKIE,
-            format!(
-                "{}=; Path=/; HttpOnly; SameSite=Strict; Max-Age=0{}",
-                session::COOKIE,
-                secure(&state)
-            ),
-        )],
+        [(header::SET_COOKIE, state.access.session_cookie(None))],
         Redirect::to("/"),
     )
         .into_response()
+}
+
+/// Starts an OpenID Connect sign-in: to the provider, with the flow in a short-lived cookie.
+pub async fn oidc_start(
+    State(state): State<DashboardState>,
+    caller: Caller,
+    Query(q): Query<NextQuery>,
+) -> Response {
+    let Some(provider) = &state.access.oidc else {
+        return PageError(
+            StatusCode::NOT_FOUND,
+            "Single sign-on is not configured here ([access.oidc]).".into(),
+        )
+        .into_response();
+    };
+    let next = q.next.unwrap_or_else(|| "/".into());
+    match provider
+        .start(&state.access.key(), &next, model::time::now_ms())
+        .await
+    {
+        Ok((url, flow)) => (
+            [(header::SET_COOKIE, flow_cookie(&state, Some(&flow)))],
+            Redirect::to(&url),
+        )
+            .into_response(),
+        Err(e) => {
+            tracing::warn!(error = %e, "OpenID Connect sign-in could not start");
+            (
+                StatusCode::BAD_GATEWAY,
+                Html(pages::login(
+                    frame(&state, &caller, "Sign in"),
+                    login_view(
+                        &state,
+                        &next,
+                        Some(format!("The sign-in provider cannot be reached: {e}")),
+                    ),
+                )),
+            )
+                .into_response()
+        }
+    }
+}
+
+/// The flow cookie: `SameSite=Lax`, because the provider sends the browser back with a
+/// cross-site navigation; scoped to `/auth/`.
+fn flow_cookie(state: &DashboardState, value: Option<&str>) -> String {
+    let secure = if state.access.secure_cookies {
+        "; Secure"
+    } else {
+        ""
+    };
+    match value {
+        Some(v) => format!(
+            "{FLOW_COOKIE}={v}; Path=/auth/; HttpOnly; SameSite=Lax; Max-Age={}{secure}",
+            oidc::FLOW_LIFETIME_MS / 1000
+        ),
+        None => format!("{FLOW_COOKIE}=; Path=/auth/; HttpOnly; SameSite=Lax; Max-Age=0{secure}"),
+    }
+}
+
+#[derive(Debug, Deserialize)]
+pub struct Callback {
+    #[serde(default)]
+    pub code: Option<String>,
+    #[serde(default)]
+    pub state: Option<String>,
+    #[serde(default)]
+    pub error: Option<String>,
+    #[serde(default)]
+    pub error_description: Option<String>,
+}
+
+/// The provider sends the browser back here: verify, open a session, go where they were going.
+pub async fn oidc_callback(
+    State(state): State<DashboardState>,
+    caller: Caller,
+    headers: HeaderMap,
+    Query(cb): Query<Callback>,
+) -> Response {
+    let refuse = |status: StatusCode, msg: String| {
+        (
+            status,
+            [(header::SET_COOKIE, flow_cookie(&state, None))],
+            Html(pages::login(
+                frame(&state, &caller, "Sign in"),
+                login_view(&state, "/", Some(msg)),
+            )),
+        )
+            .into_response()
+    };
+    let Some(provider) = &state.access.oidc else {
+        return refuse(
+            StatusCode::NOT_FOUND,
+            "Single sign-on is not configured here.".into(),
+        );
+    };
+    if let Some(e) = cb.error {
+        audit::refused("the provider refused the sign-in", None, &caller);
+        let detail = cb.error_description.unwrap_or_default();
+        return refuse(
+            StatusCode::UNAUTHORIZED,
+            format!("The sign-in provider said no: {e} {detail}")
+                .trim()
+                .chars()
+                .take(300)
+                .collect(),
+        );
+    }
+    let (Some(code), Some(st)) = (cb.code, cb.state) else {
+        return refuse(
+            StatusCode::BAD_REQUEST,
+            "The provider's answer has no code or state; start again.".into(),
+        );
+    };
+    let flow = session::from_header(
+        headers.get(header::COOKIE).and_then(|v| v.to_str().ok()),
+        FLOW_COOKIE,
+    );
+    let now = model::time::now_ms();
+    let key = state.access.key();
+    let (who, next) = match provider
+        .finish(&key, flow.as_deref(), &code, &st, now)
+        .await
+    {
+        Ok(x) => x,
+        Err(e) => {
+            audit::refused(&e, None, &caller);
+            return refuse(StatusCode::UNAUTHORIZED, format!("Sign-in failed: {e}"));
+        }
+    };
+    let Some(principal) =
+        state
+            .access
+            .from_groups(&who.name, &who.groups, crate::access::Via::Session)
+    else {
+        audit::refused("no role for this person's groups", Some(&who.name), &caller);
+        return refuse(
+            StatusCode::FORBIDDEN,
+            format!(
+                "You signed in as {}, but none of your groups ({}) has a role here; ask the people who run gpulens to add one to [[access.groups]].",
+                who.name,
+                if who.groups.is_empty() {
+                    "none given".to_owned()
+                } else {
+                    who.groups.join(", ")
+                }
+            ),
+        );
+    };
+    audit::signed_in(&principal, "oidc", &caller);
+    let cookie = state.access.issue(
+        Source::Oidc {
+            n: who.name,
+            g: state.access.known_groups(&who.groups),
+        },
+        now,
+    );
+    // A page, not a redirect: a SameSite=Strict cookie set at the end of a cross-site
+    // navigation is not sent with the redirect that follows it, but is with this page's
+    // own navigation.
+    let next = oidc::safe_next(&next).to_owned();
+    let mut resp = Html(pages::signed_in(&next)).into_response();
+    let h = resp.headers_mut();
+    for c in [
+        state.access.session_cookie(Some(&cookie)),
+        flow_cookie(&state, None),
+    ] {
+        if let Ok(v) = header::HeaderValue::from_str(&c) {
+            h.append(header::SET_COOKIE, v);
+        }
+    }
+    resp
 }

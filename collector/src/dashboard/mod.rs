@@ -11,12 +11,11 @@ mod overview;
 mod recommendations;
 mod reports;
 mod series;
-pub mod session;
 mod usage;
 
 use alerts::alerts;
 use findings::{finding, findings};
-use login::{login, login_page, logout};
+use login::{login, login_page, logout, oidc_callback, oidc_start};
 use nodes::{gpu, node, nodes};
 use overview::overview;
 use recommendations::{approve, recommendation, recommendations};
@@ -38,10 +37,10 @@ use web::format::{enc, time};
 use web::pages::{self, Sort};
 use web::{Frame, format};
 
+use crate::access::{Access, Caller};
 use crate::analysis::Newest;
 use crate::fleet::node_status;
 use crate::shared::Shared;
-use session::Sessions;
 use store::{Agg, Entity, Metric, SeriesQuery};
 
 /// What the pages need.
@@ -51,8 +50,8 @@ pub struct DashboardState {
     /// The `[labels]` settings: the approval mode and the operators who may sign in.
     pub labels: Arc<crate::labels::Settings>,
     pub newest: Arc<Newest>,
-    /// Revoked sessions and sign-in attempts per address.
-    pub sessions: Arc<Sessions>,
+    /// Who may see what, sessions and sign-in attempts.
+    pub access: Arc<Access>,
 }
 
 crate::shared::derefs_to_shared!(DashboardState);
@@ -76,6 +75,8 @@ pub fn routes() -> axum::Router<DashboardState> {
         .route("/alerts", get(alerts))
         .route("/login", get(login_page).post(login))
         .route("/logout", post(logout))
+        .route("/auth/oidc", get(oidc_start))
+        .route("/auth/callback", get(oidc_callback))
 }
 
 const RANGES: [(&str, i64); 3] = [
@@ -129,24 +130,24 @@ async fn analysis(state: &DashboardState) -> Result<Option<Arc<Analysis>>, PageE
     })
 }
 
-fn frame(state: &DashboardState, headers: &HeaderMap, title: impl Into<String>) -> Frame {
+fn frame(state: &DashboardState, caller: &Caller, title: impl Into<String>) -> Frame {
+    let p = caller.principal.as_ref();
     Frame {
         title: title.into(),
         refresh_s: None,
-        operator: operator(state, headers).map(|(name, _)| name),
+        operator: p.map(|p| p.name.clone()),
+        role: p.map(|p| match &p.teams {
+            Some(t) => format!(
+                "{}, {}",
+                p.role.as_str(),
+                t.iter().cloned().collect::<Vec<_>>().join(", ")
+            ),
+            None => p.role.as_str().to_owned(),
+        }),
+        open: state.access.mode() == crate::access::Mode::Open,
         notice: None,
         version: env!("CARGO_PKG_VERSION").into(),
     }
-}
-
-/// The signed-in operator and their session cookie.
-fn operator(state: &DashboardState, headers: &HeaderMap) -> Option<(String, String)> {
-    let cookie = session::from_header(headers.get(header::COOKIE).and_then(|v| v.to_str().ok()))?;
-    if state.sessions.is_revoked(&cookie) {
-        return None;
-    }
-    let name = session::verify(&state.labels, &cookie, model::time::now_ms())?;
-    Some((name, cookie))
 }
 
 fn window(a: &Analysis) -> String {
@@ -162,6 +163,23 @@ fn team_map(tenants: &[store::TenantRecord]) -> HashMap<&str, &str> {
         .iter()
         .filter_map(|t| Some((t.key.as_str(), t.team.as_deref()?)))
         .collect()
+}
+
+/// A team column's text as a team: the dash of "no team" is none.
+fn team_opt(t: &str) -> Option<&str> {
+    (!t.is_empty() && t != "–").then_some(t)
+}
+
+/// Whether a team-scoped caller may see a finding: its team and every tenant's it names are
+/// theirs (unscoped callers see all).
+fn finding_visible(caller: &Caller, f: &Finding, team_of: &HashMap<&str, &str>) -> bool {
+    caller.sees_teams(
+        f.team
+            .as_deref()
+            .map(Some)
+            .into_iter()
+            .chain(f.tenants.iter().map(|t| team_of.get(t.as_str()).copied())),
+    )
 }
 
 /// The teams a finding concerns: its own and every named tenant's (an interference finding

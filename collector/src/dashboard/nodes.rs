@@ -6,7 +6,7 @@ use model::rollup::NodeRollup;
 
 pub async fn nodes(
     State(state): State<DashboardState>,
-    headers: HeaderMap,
+    caller: Caller,
     Query(q): Query<SortQuery>,
 ) -> Page {
     let now = model::time::now_ms();
@@ -30,7 +30,7 @@ pub async fn nodes(
     if q.sort.is_none() {
         rows.reverse();
     }
-    let mut f = frame(&state, &headers, "Nodes");
+    let mut f = frame(&state, &caller, "Nodes");
     f.refresh_s = Some(60);
     Ok(Html(pages::nodes(
         f,
@@ -42,7 +42,7 @@ pub async fn nodes(
 /// One node, or one GPU of it (`only`).
 async fn node_page(
     state: &DashboardState,
-    headers: &HeaderMap,
+    caller: &Caller,
     node: &str,
     only: Option<&str>,
     range: Option<&str>,
@@ -113,7 +113,7 @@ async fn node_page(
         Some(_) if !gpus.is_empty() => format!("GPU {} of {node}", gpus[0].index),
         _ => format!("Node {node}"),
     };
-    let mut f = frame(state, headers, title);
+    let mut f = frame(state, caller, title);
     f.refresh_s = Some(60);
     Ok(Html(pages::node(
         f,
@@ -149,16 +149,16 @@ async fn node_page(
 
 pub async fn node(
     State(state): State<DashboardState>,
-    headers: HeaderMap,
+    caller: Caller,
     Path(node): Path<String>,
     Query(q): Query<RangeQuery>,
 ) -> Page {
-    node_page(&state, &headers, &node, None, q.range.as_deref()).await
+    node_page(&state, &caller, &node, None, q.range.as_deref()).await
 }
 
 pub async fn gpu(
     State(state): State<DashboardState>,
-    headers: HeaderMap,
+    caller: Caller,
     Path(uuid): Path<String>,
     Query(q): Query<RangeQuery>,
 ) -> Page {
@@ -171,7 +171,7 @@ pub async fn gpu(
     else {
         return Err(not_found(format!("no GPU {uuid:?} has reported")));
     };
-    node_page(&state, &headers, &g.node, Some(&uuid), q.range.as_deref()).await
+    node_page(&state, &caller, &g.node, Some(&uuid), q.range.as_deref()).await
 }
 
 /// The analysis' funnel rows by (cluster, node).

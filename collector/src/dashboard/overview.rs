@@ -33,7 +33,7 @@ fn tenant_lines(
 
 pub async fn overview(
     State(state): State<DashboardState>,
-    headers: HeaderMap,
+    caller: Caller,
     Query(q): Query<RangeQuery>,
 ) -> Page {
     let now = model::time::now_ms();
@@ -112,13 +112,19 @@ pub async fn overview(
         from_analysis(&mut v, a);
         let tenants = state.store.tenants().await?;
         v.top_wasters = top_wasters(a, &tenants);
+        // Team-scoped people see the fleet's totals and their own teams' tenants.
+        v.top_wasters
+            .retain(|w| caller.sees_team(team_opt(&w.team)));
+        v.top_idle.retain(|l| caller.sees_team(team_opt(&l.team)));
+        v.top_underutilized
+            .retain(|l| caller.sees_team(team_opt(&l.team)));
     }
     if v.loading.is_some() {
         // A partial history's analysis would mislead: numbers wait for the whole week.
         v.analysed = false;
         v.funnel = pages::FunnelView::default();
     }
-    let mut f = frame(&state, &headers, "Overview");
+    let mut f = frame(&state, &caller, "Overview");
     f.refresh_s = Some(60);
     Ok(Html(pages::overview(f, v)))
 }

@@ -4,7 +4,7 @@ use super::*;
 
 pub async fn recommendations(
     State(state): State<DashboardState>,
-    headers: HeaderMap,
+    caller: Caller,
     Query(q): Query<SortQuery>,
 ) -> Page {
     let a = analysis(&state).await?;
@@ -52,7 +52,7 @@ pub async fn recommendations(
         .map(|a| a.outcomes.iter().map(outcome_view).collect())
         .unwrap_or_default();
     Ok(Html(pages::recommendations(
-        frame(&state, &headers, "Recommendations"),
+        frame(&state, &caller, "Recommendations"),
         plan,
         outcomes,
         rows,
@@ -98,7 +98,7 @@ pub struct NoticeQuery {
 
 pub async fn recommendation(
     State(state): State<DashboardState>,
-    headers: HeaderMap,
+    caller: Caller,
     Path(id): Path<String>,
     Query(nq): Query<NoticeQuery>,
 ) -> Page {
@@ -109,7 +109,7 @@ pub async fn recommendation(
     let Some(r) = a.recommendations.iter().find(|r| r.id == id) else {
         // A step applied since: its page is its outcome.
         if let Some(o) = outcome {
-            let f = frame(&state, &headers, format!("{} step (applied)", o.kind));
+            let f = frame(&state, &caller, format!("{} step (applied)", o.kind));
             return Ok(Html(pages::applied_step(f, outcome_view(o))));
         }
         return Err(not_found(format!(
@@ -136,8 +136,11 @@ pub async fn recommendation(
             .map_or((None, None), |x| (Some(x.id), Some(x.state))),
         None => (None, None),
     };
-    let csrf =
-        operator(&state, &headers).and_then(|(_, cookie)| session::csrf(&state.labels, &cookie));
+    // Only operators see the form; the middleware checks the role again on POST.
+    let csrf = caller
+        .is_operator()
+        .then(|| state.access.csrf(&caller))
+        .flatten();
     let actuation = pages::Actuation {
         mode: state.labels.mode.as_str().into(),
         label: plan.as_ref().map(|p| p.label.clone()),
@@ -150,7 +153,7 @@ pub async fn recommendation(
     v.outcome = outcome.map(outcome_view);
     let mut f = frame(
         &state,
-        &headers,
+        &caller,
         format!("{} recommendation", r.kind.as_str()),
     );
     f.notice = match (nq.approved, nq.error) {
@@ -318,38 +321,39 @@ pub struct ApproveForm {
 
 pub async fn approve(
     State(state): State<DashboardState>,
-    headers: HeaderMap,
+    caller: Caller,
     Path(id): Path<String>,
     Form(form): Form<ApproveForm>,
 ) -> Response {
     let back = format!("/recommendations/{}", enc(&id));
-    let Some((who, cookie)) = operator(&state, &headers) else {
+    // The access table lets only operators this far; the form must carry their CSRF token.
+    let (Some(who), Some(want)) = (caller.name(), state.access.csrf(&caller)) else {
         return (
             StatusCode::UNAUTHORIZED,
             Html(pages::problem(
-                frame(&state, &headers, "Sign in"),
+                frame(&state, &caller, "Sign in"),
                 "Sign in as an operator to approve changes.".into(),
             )),
         )
             .into_response();
     };
-    let want = session::csrf(&state.labels, &cookie).unwrap_or_default();
     if !crate::signing::constant_time_eq(want.as_bytes(), form.csrf.as_bytes()) {
         return (
             StatusCode::FORBIDDEN,
             Html(pages::problem(
-                frame(&state, &headers, "Refused"),
+                frame(&state, &caller, "Refused"),
                 "The form's CSRF token does not match your session; reload the page and try again."
                     .into(),
             )),
         )
             .into_response();
     }
+    crate::access::audit::approved(form.action, &caller, form.override_pods.is_some());
     match crate::labels::approve(
         &state.store,
         &state.labels,
         form.action,
-        &who,
+        who,
         form.override_pods.is_some(),
         model::time::now_ms(),
     )

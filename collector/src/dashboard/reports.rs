@@ -2,7 +2,7 @@
 
 use super::*;
 
-pub async fn reports(State(state): State<DashboardState>, headers: HeaderMap) -> Page {
+pub async fn reports(State(state): State<DashboardState>, caller: Caller) -> Page {
     let rows = state
         .store
         .reports(104)
@@ -17,7 +17,7 @@ pub async fn reports(State(state): State<DashboardState>, headers: HeaderMap) ->
         })
         .collect();
     Ok(Html(pages::reports(
-        frame(&state, &headers, "Reports"),
+        frame(&state, &caller, "Reports"),
         rows,
     )))
 }

@@ -9,7 +9,7 @@ pub struct UseQuery {
     pub dir: Option<String>,
 }
 
-async fn usage(state: DashboardState, headers: HeaderMap, q: UseQuery, teams: bool) -> Page {
+async fn usage(state: DashboardState, caller: Caller, q: UseQuery, teams: bool) -> Page {
     let Some(a) = analysis(&state).await? else {
         return Err(PageError(
             StatusCode::SERVICE_UNAVAILABLE,
@@ -20,6 +20,13 @@ async fn usage(state: DashboardState, headers: HeaderMap, q: UseQuery, teams: bo
     let needle = q.q.clone().unwrap_or_default().to_lowercase();
     let mut rows: Vec<pages::UseRow> = use_rows(&a, &tenants, teams)
         .into_iter()
+        .filter(|r| {
+            caller.sees_team(if teams {
+                Some(&r.key)
+            } else {
+                team_opt(&r.team)
+            })
+        })
         .filter(|r| {
             needle.is_empty()
                 || r.name.to_lowercase().contains(&needle)
@@ -44,7 +51,7 @@ async fn usage(state: DashboardState, headers: HeaderMap, q: UseQuery, teams: bo
     let title = if teams { "Teams" } else { "Tenants" };
     let base = query_string(&[("q", q.q.as_deref().unwrap_or(""))]);
     Ok(Html(pages::usage(
-        frame(&state, &headers, title),
+        frame(&state, &caller, title),
         pages::UseView {
             teams,
             window: window(&a),
@@ -58,18 +65,18 @@ async fn usage(state: DashboardState, headers: HeaderMap, q: UseQuery, teams: bo
 
 pub async fn tenants(
     State(state): State<DashboardState>,
-    headers: HeaderMap,
+    caller: Caller,
     Query(q): Query<UseQuery>,
 ) -> Page {
-    usage(state, headers, q, false).await
+    usage(state, caller, q, false).await
 }
 
 pub async fn teams(
     State(state): State<DashboardState>,
-    headers: HeaderMap,
+    caller: Caller,
     Query(q): Query<UseQuery>,
 ) -> Page {
-    usage(state, headers, q, true).await
+    usage(state, caller, q, true).await
 }
 
 /// One row per tenant (or team) of the analysis' funnel, with its findings counted.

@@ -201,12 +201,16 @@ pub struct TenantView {
     pub last_seen: String,
 }
 
-pub async fn tenants(State(state): State<Shared>) -> Result<Json<TenantsResponse>, ApiError> {
+pub async fn tenants(
+    State(state): State<Shared>,
+    caller: crate::access::Caller,
+) -> Result<Json<TenantsResponse>, ApiError> {
     let tenants = state
         .store
         .tenants()
         .await?
         .into_iter()
+        .filter(|t| caller.sees_team(t.team.as_deref()))
         .map(TenantView::from)
         .collect();
     Ok(Json(TenantsResponse { tenants }))
@@ -266,6 +270,7 @@ pub struct SeriesResponse {
 
 pub async fn series(
     State(state): State<Shared>,
+    caller: crate::access::Caller,
     p: Result<Query<SeriesParams>, QueryRejection>,
 ) -> Result<Json<SeriesResponse>, ApiError> {
     let Query(p) = p.map_err(bad_query)?;
@@ -292,6 +297,20 @@ pub async fn series(
         ))
     })?;
     ensure_known(&state, &entity, entity_text).await?;
+    if let (Entity::Tenant(key), Some(_)) = (&entity, caller.scope()) {
+        let tenants = state.store.tenants().await?;
+        let team = tenants
+            .iter()
+            .find(|t| &t.key == key)
+            .and_then(|t| t.team.as_deref());
+        if !caller.sees_team(team) {
+            // The same answer as for a tenant that does not exist: another team's tenants are
+            // not even confirmed.
+            return Err(ApiError::NotFound(format!(
+                "no {entity_text}: gpulens has no data for it (see /api/v1/nodes, /api/v1/gpus, /api/v1/tenants)"
+            )));
+        }
+    }
     let to_ms = match p.to.as_deref() {
         Some(t) => parse_time(t, now)?,
         None => now,

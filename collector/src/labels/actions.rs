@@ -239,6 +239,14 @@ pub async fn run_approved(
             }
         };
         let (state, reason) = state_of(&outcome);
+        crate::access::audit::label_applied(
+            a.id,
+            &a.node,
+            &a.label,
+            &a.value,
+            a.approved_by.as_deref().unwrap_or("unknown"),
+            state,
+        );
         store
             .transition_label_action(&Transition {
                 id: a.id,

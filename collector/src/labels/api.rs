@@ -161,23 +161,13 @@ pub struct Approved {
 pub async fn approve(
     State(state): State<LabelsState>,
     id: Result<Path<i64>, axum::extract::rejection::PathRejection>,
-    headers: HeaderMap,
+    caller: crate::access::Caller,
     body: axum::body::Body,
 ) -> Result<Json<Approved>, ApiError> {
-    let token = crate::auth::bearer(
-        headers
-            .get(axum::http::header::AUTHORIZATION)
-            .and_then(|v| v.to_str().ok()),
-    )?;
-    let who = state
-        .labels
-        .operator(token)
-        .ok_or_else(|| {
-            ApiError::Forbidden(
-                "this token is not an operator's ([[labels.operators]] in the configuration)"
-                    .into(),
-            )
-        })?
+    // The access table lets only operators' bearer tokens this far.
+    let who = caller
+        .name()
+        .ok_or_else(|| ApiError::Unauthorized("sign in as an operator".into()))?
         .to_owned();
     // The body is read only once the token is known to be an operator's, and never past 64 KiB
     // (an approval is a few bytes).
@@ -201,11 +191,14 @@ pub async fn approve(
     )
     .await
     {
-        Ok(()) => Ok(Json(Approved {
-            id,
-            state: "approved",
-            approved_by: who,
-        })),
+        Ok(()) => {
+            crate::access::audit::approved(id, &caller, body.override_pods);
+            Ok(Json(Approved {
+                id,
+                state: "approved",
+                approved_by: who,
+            }))
+        }
         Err(ApproveError::Unknown(_)) => Err(ApiError::NotFound(format!("no label action {id}"))),
         Err(e @ (ApproveError::Mode(_) | ApproveError::NotPlanned(..))) => {
             Err(ApiError::Conflict(e.to_string()))

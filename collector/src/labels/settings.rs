@@ -107,21 +107,6 @@ fn default_every() -> Duration {
     Duration::from_secs(30)
 }
 
-impl Settings {
-    /// The operator a bearer token belongs to (compared in constant time).
-    pub fn operator(&self, token: &str) -> Option<&str> {
-        let mut found = None;
-        for o in &self.operators {
-            if crate::signing::constant_time_eq(o.token.0.as_bytes(), token.as_bytes())
-                && found.is_none()
-            {
-                found = Some(o.name.as_str());
-            }
-        }
-        found
-    }
-}
-
 impl Default for Settings {
     fn default() -> Self {
         Settings {

@@ -3,7 +3,6 @@
 //! recommendation that changes a GPU Operator label, and approves the planned label action
 //! with the form's CSRF token; without the cookie or with a wrong token nothing is approved.
 
-use analytics::recommend::{Proposal, RecKind, Recommendation};
 use axum::body::Body;
 use axum::http::{Request, StatusCode, header};
 use collector::labels::settings::{Mode, Operator, Settings};
@@ -42,49 +41,8 @@ fn get(uri: &str, cookie: Option<&str>) -> Request<Body> {
 #[tokio::test]
 async fn an_operator_approves_a_label_change_from_the_dashboard() {
     let t = crate::support::sqlite().await;
-    let now = collector::now_ms();
-    // An analysis with a time-slicing recommendation for node gpu-1.
-    let rec = Recommendation {
-        id: "time_slicing-test".into(),
-        kind: RecKind::TimeSlicing,
-        cluster: "c".into(),
-        node: "gpu-1".into(),
-        gpus: vec!["GPU-1".into()],
-        tenants: vec!["pod/a".into(), "pod/b".into()],
-        team: None,
-        summary: "share gpu-1's GPUs four ways".into(),
-        confidence: 0.8,
-        findings: vec![],
-        proposal: Proposal::Sharing {
-            mode: "time_slicing".into(),
-            replicas: 4,
-            device_plugin_yaml: analytics::recommend::device_plugin_config("time_slicing", 4),
-            moves: vec![],
-        },
-        replay: Default::default(),
-        evidence: vec![],
-    };
-    let mut a: serde_json::Value = serde_json::json!({
-        "from_ms": now - 3_600_000, "to_ms": now, "generated_ms": now,
-        "funnel": {"from_ms": 0, "to_ms": 0, "currency": "USD",
-            "total": {"key": "all", "capacity_gpu_hours": 1.0, "allocated_gpu_hours": 1.0, "active_gpu_hours": 1.0,
-                      "effective_gpu_hours": 0.1, "waste_gpu_hours": 0.9, "cost": 1.0, "waste_cost": 0.9,
-                      "effective_ratio": 0.1, "effective_signal": "gpu_util"},
-            "by_cluster": [], "by_model": [], "by_node": [], "by_team": [], "by_tenant": []},
-        "findings": [], "rejected": [], "limitations": []
-    });
-    a["recommendations"] = serde_json::json!([rec]);
-    let analysis: analytics::Analysis = serde_json::from_value(a).unwrap();
-    t.store
-        .save_analysis(
-            now,
-            now - 3_600_000,
-            now,
-            &serde_json::to_string(&analysis).unwrap(),
-            5,
-        )
-        .await
-        .unwrap();
+    // An analysis with a time-slicing recommendation for node gpu-1, its label action planned.
+    crate::support::store_time_slicing_step(&t.store, "time_slicing-test", "gpu-1", true).await;
     let settings = Settings {
         mode: Mode::ApplyWithApproval,
         operators: vec![Operator {
@@ -93,15 +51,6 @@ async fn an_operator_approves_a_label_change_from_the_dashboard() {
         }],
         ..Settings::default()
     };
-    let cluster = analysis
-        .recommendations
-        .first()
-        .map(|r| r.cluster.clone())
-        .unwrap_or_default();
-    let plans = collector::labels::workflow::plans(&analysis, &cluster, None);
-    collector::labels::actions::record_plans(&t.store, &plans, "gpulens-analysis", now)
-        .await
-        .unwrap();
     let state = AppState::new(
         t.store.clone(),
         Default::default(),

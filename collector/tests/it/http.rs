@@ -418,7 +418,8 @@ async fn the_read_api_answers_and_explains_mistakes() {
                 .header("authorization", "Bearer not-an-operator")
                 .body(Body::from("{not json"))
                 .unwrap(),
-            StatusCode::FORBIDDEN,
+            // An unknown token is no credential (the body is never read).
+            StatusCode::UNAUTHORIZED,
         ),
         (
             Request::post("/api/v1/label-actions/x/approve")

@@ -674,9 +674,10 @@ async fn approval_through_the_api_runs_and_audits_the_change() {
         r.body(Body::empty()).unwrap()
     };
     assert_eq!(call(approve(None)).await.0, StatusCode::UNAUTHORIZED);
+    // A token nobody issued for people (an agent's) is no credential here: 401.
     assert_eq!(
         call(approve(Some("agent-token-x"))).await.0,
-        StatusCode::FORBIDDEN
+        StatusCode::UNAUTHORIZED
     );
     let (code, body) = call(approve(Some("operator-token-1"))).await;
     assert_eq!(code, StatusCode::OK, "{body}");

@@ -1,5 +1,6 @@
 //! The collector's integration tests, in one test binary.
 
+mod access;
 mod alerts;
 mod analytics;
 mod architecture;
@@ -18,6 +19,7 @@ mod readme;
 mod remote_write;
 mod reports;
 mod robustness;
+mod sign_in;
 mod support;
 mod tasks;
 mod tls;

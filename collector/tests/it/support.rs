@@ -43,3 +43,74 @@ impl Drop for Killed {
         let _ = self.0.wait();
     }
 }
+
+/// The small fleet's last 20 seconds, stored with teams from the default mapping (namespaces,
+/// accounts, users): tenants of teams ml, nb, physics and bob.
+pub async fn ingest_small_fleet(store: &store::Store, teams: &collector::config::TeamsConfig) {
+    let fleet = fleet();
+    let now = model::time::now_ms();
+    let instants: Vec<i64> = (0..20).map(|i| now - 60_000 + i * 1000).collect();
+    for b in batches(&fleet, "test", &instants, 10, 1000) {
+        store.ingest(&b, now, &|x| teams.team_of(x)).await.unwrap();
+    }
+}
+
+/// A stored analysis of the last hour with one time-slicing step `id` on `node` (cluster
+/// `c`), four ways, and nothing else; its label action planned when `plan` is set.
+pub async fn store_time_slicing_step(
+    store: &store::Store,
+    id: &str,
+    node: &str,
+    plan: bool,
+) -> analytics::Analysis {
+    use analytics::recommend::{Proposal, RecKind, Recommendation};
+    let now = model::time::now_ms();
+    let rec = Recommendation {
+        id: id.into(),
+        kind: RecKind::TimeSlicing,
+        cluster: "c".into(),
+        node: node.into(),
+        gpus: vec!["GPU-1".into()],
+        tenants: vec!["pod/a".into(), "pod/b".into()],
+        team: None,
+        summary: format!("share {node}'s GPUs four ways"),
+        confidence: 0.8,
+        findings: vec![],
+        proposal: Proposal::Sharing {
+            mode: "time_slicing".into(),
+            replicas: 4,
+            device_plugin_yaml: analytics::recommend::device_plugin_config("time_slicing", 4),
+            moves: vec![],
+        },
+        replay: Default::default(),
+        evidence: vec![],
+    };
+    let mut a: serde_json::Value = serde_json::json!({
+        "from_ms": now - 3_600_000, "to_ms": now, "generated_ms": now,
+        "funnel": {"from_ms": 0, "to_ms": 0, "currency": "USD",
+            "total": {"key": "all", "capacity_gpu_hours": 1.0, "allocated_gpu_hours": 1.0, "active_gpu_hours": 1.0,
+                      "effective_gpu_hours": 0.1, "waste_gpu_hours": 0.9, "cost": 1.0, "waste_cost": 0.9,
+                      "effective_ratio": 0.1, "effective_signal": "gpu_util"},
+            "by_cluster": [], "by_model": [], "by_node": [], "by_team": [], "by_tenant": []},
+        "findings": [], "rejected": [], "limitations": []
+    });
+    a["recommendations"] = serde_json::json!([rec]);
+    let analysis: analytics::Analysis = serde_json::from_value(a).unwrap();
+    store
+        .save_analysis(
+            now,
+            now - 3_600_000,
+            now,
+            &serde_json::to_string(&analysis).unwrap(),
+            5,
+        )
+        .await
+        .unwrap();
+    if plan {
+        let plans = collector::labels::workflow::plans(&analysis, "c", None);
+        collector::labels::actions::record_plans(store, &plans, "gpulens-analysis", now)
+            .await
+            .unwrap();
+    }
+    analysis
+}

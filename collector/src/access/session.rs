@@ -1,80 +1,94 @@
-//! Operator sessions for the dashboard: a signed cookie (`HttpOnly`, `SameSite=Strict`) naming
-//! the operator and its expiry, and a CSRF token derived from it for every form that changes
-//! something. The signing key is derived from the configured operator tokens, so every
-//! collector of a deployment accepts the same cookies and changing the tokens ends all sessions.
+//! Sessions for the dashboard: a signed cookie (`HttpOnly`, `SameSite=Strict`) saying how
+//! someone signed in (which token, or which OpenID groups), and until when; a CSRF token
+//! derived from it for every form that changes something. The cookie carries no role: each
+//! request maps it through the configuration in force, so a token removed or a group's role
+//! changed takes effect at once. Sign-out revokes a cookie on the server.
 
 use std::collections::HashMap;
 use std::net::IpAddr;
 use std::sync::Mutex;
 
-use sha2::{Digest, Sha256};
+use serde::{Deserialize, Serialize};
 
-use crate::labels::Settings;
 use crate::signing::{hex, hmac_sha256};
 
-pub const COOKIE: &str = "gpulens_operator";
+pub const COOKIE: &str = "gpulens_session";
 /// Sessions last this long.
 pub const LIFETIME_MS: i64 = 8 * 3_600_000;
+/// Groups kept in a cookie at most (only groups the configuration maps are kept).
+pub const MAX_GROUPS: usize = 64;
 
-fn key(s: &Settings) -> Option<[u8; 32]> {
-    if s.operators.is_empty() {
+/// How a session was opened: what each request maps to a principal again.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "k", rename_all = "lowercase")]
+pub enum Source {
+    /// A token typed on the sign-in form (an operator's or a program's), by its name.
+    Token { n: String },
+    /// An OpenID Connect sign-in: the person's name and the configured groups they are in.
+    Oidc { n: String, g: Vec<String> },
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+struct Payload {
+    #[serde(flatten)]
+    source: Source,
+    /// Expiry, Unix ms.
+    e: i64,
+}
+
+/// The cookie value for `source` signed in at `now_ms`.
+pub fn issue(key: &[u8; 32], source: Source, now_ms: i64) -> String {
+    let payload = serde_json::to_vec(&Payload {
+        source,
+        e: now_ms + LIFETIME_MS,
+    })
+    .expect("a payload serializes");
+    let payload = hex(&payload);
+    format!("{payload}.{}", hex(&hmac_sha256(key, payload.as_bytes())))
+}
+
+/// How a cookie's session was opened, if the cookie is genuine and unexpired.
+pub fn verify(key: &[u8; 32], value: &str, now_ms: i64) -> Option<Source> {
+    if value.len() > 8 * 1024 {
         return None;
     }
-    let mut h = Sha256::new();
-    h.update(b"gpulens dashboard sessions v1");
-    for o in &s.operators {
-        h.update(o.name.as_bytes());
-        h.update([0]);
-        h.update(o.token.0.as_bytes());
-        h.update([0]);
-    }
-    Some(h.finalize().into())
-}
-
-/// The cookie value for `operator` signed in at `now_ms`.
-pub fn issue(s: &Settings, operator: &str, now_ms: i64) -> Option<String> {
-    let key = key(s)?;
-    let expires = now_ms + LIFETIME_MS;
-    let name = hex(operator.as_bytes());
-    let payload = format!("{name}.{expires}");
-    Some(format!(
-        "{payload}.{}",
-        hex(&hmac_sha256(&key, payload.as_bytes()))
-    ))
-}
-
-/// The operator a cookie value names, if it is genuine, unexpired, and the operator still
-/// exists.
-pub fn verify(s: &Settings, value: &str, now_ms: i64) -> Option<String> {
-    let key = key(s)?;
     let (payload, mac) = value.rsplit_once('.')?;
-    let want = hex(&hmac_sha256(&key, payload.as_bytes()));
+    let want = hex(&hmac_sha256(key, payload.as_bytes()));
     if !crate::signing::constant_time_eq(want.as_bytes(), mac.as_bytes()) {
         return None;
     }
-    let (name, expires) = payload.split_once('.')?;
-    if expires.parse::<i64>().ok()? < now_ms {
+    let p: Payload = serde_json::from_slice(&unhex(payload)?).ok()?;
+    (p.e >= now_ms).then_some(p.source)
+}
+
+/// A cookie's expiry (Unix ms), read without checking it (for the revocation list).
+fn expiry(value: &str) -> Option<i64> {
+    let (payload, _) = value.rsplit_once('.')?;
+    serde_json::from_slice::<Payload>(&unhex(payload)?)
+        .ok()
+        .map(|p| p.e)
+}
+
+fn unhex(s: &str) -> Option<Vec<u8>> {
+    if !s.len().is_multiple_of(2) {
         return None;
     }
-    let bytes = (0..name.len())
+    (0..s.len())
         .step_by(2)
-        .map(|i| u8::from_str_radix(name.get(i..i + 2)?, 16).ok())
-        .collect::<Option<Vec<u8>>>()?;
-    let name = String::from_utf8(bytes).ok()?;
-    s.operators.iter().any(|o| o.name == name).then_some(name)
+        .map(|i| u8::from_str_radix(s.get(i..i + 2)?, 16).ok())
+        .collect()
 }
 
 /// The CSRF token of a session.
-pub fn csrf(s: &Settings, cookie: &str) -> Option<String> {
-    let key = key(s)?;
-    Some(hex(&hmac_sha256(&key, format!("csrf:{cookie}").as_bytes())))
+pub fn csrf(key: &[u8; 32], cookie: &str) -> String {
+    hex(&hmac_sha256(key, format!("csrf:{cookie}").as_bytes()))
 }
 
-/// The session cookie of a request's `Cookie` header.
-pub fn from_header(header: Option<&str>) -> Option<String> {
+/// A cookie's value from a request's `Cookie` header.
+pub fn from_header(header: Option<&str>, name: &str) -> Option<String> {
     header?.split(';').find_map(|c| {
         let (k, v) = c.trim().split_once('=')?;
-        (k == COOKIE).then(|| v.to_owned())
+        (k == name).then(|| v.to_owned())
     })
 }
 
@@ -107,11 +121,7 @@ const MAX_REVOKED: usize = 100_000;
 impl Sessions {
     /// Ends a session now: its cookie is refused until it would have expired.
     pub fn revoke(&self, cookie: &str, now_ms: i64) {
-        let expires = cookie
-            .rsplit_once('.')
-            .and_then(|(payload, _)| payload.rsplit_once('.'))
-            .and_then(|(_, e)| e.parse::<i64>().ok())
-            .unwrap_or(now_ms + LIFETIME_MS);
+        let expires = expiry(cookie).unwrap_or(now_ms + LIFETIME_MS);
         let mut r = lock(&self.revoked);
         r.retain(|_, e| *e >= now_ms);
         if r.len() < MAX_REVOKED {
@@ -171,16 +181,11 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::labels::Operator;
 
-    fn settings(token: &str) -> Settings {
-        Settings {
-            operators: vec![Operator {
-                name: "alice".into(),
-                token: crate::settings::Secret(token.into()),
-            }],
-            ..Settings::default()
-        }
+    const KEY: [u8; 32] = [7; 32];
+
+    fn alice() -> Source {
+        Source::Token { n: "alice".into() }
     }
 
     /// Issue 15: 2,000 wrong sign-ins in 0.9 s met no limit; logout did not end the session.
@@ -212,26 +217,33 @@ mod tests {
         sessions.succeeded(ip);
         assert!(sessions.may_try(ip, now).is_ok());
 
-        let s = settings("operator-token-1");
-        let c = issue(&s, "alice", 1_000).unwrap();
+        let c = issue(&KEY, alice(), 1_000);
         assert!(!sessions.is_revoked(&c));
         sessions.revoke(&c, 2_000);
         assert!(sessions.is_revoked(&c));
     }
 
     #[test]
-    fn cookies_are_signed_expire_and_follow_the_tokens() {
-        let s = settings("operator-token-1");
-        let c = issue(&s, "alice", 1_000).unwrap();
-        assert_eq!(verify(&s, &c, 2_000).as_deref(), Some("alice"));
-        assert_eq!(verify(&s, &c, 1_000 + LIFETIME_MS + 1), None, "expired");
-        let forged = c.replace(&hex(b"alice"), &hex(b"mallory"));
-        assert_eq!(verify(&s, &forged, 2_000), None);
-        assert_eq!(verify(&settings("rotated-token"), &c, 2_000), None);
-        assert_eq!(verify(&Settings::default(), &c, 2_000), None);
-        assert_ne!(csrf(&s, &c), csrf(&s, &issue(&s, "alice", 5_000).unwrap()));
+    fn cookies_are_signed_and_expire() {
+        let c = issue(&KEY, alice(), 1_000);
+        assert_eq!(verify(&KEY, &c, 2_000), Some(alice()));
+        assert_eq!(verify(&KEY, &c, 1_000 + LIFETIME_MS + 1), None, "expired");
+        let (payload, mac) = c.rsplit_once('.').unwrap();
+        let forged = hex(&String::from_utf8(unhex(payload).unwrap())
+            .unwrap()
+            .replace("alice", "malory")
+            .into_bytes());
+        assert_eq!(verify(&KEY, &format!("{forged}.{mac}"), 2_000), None);
+        assert_eq!(verify(&[8; 32], &c, 2_000), None, "another key");
+        assert_eq!(verify(&KEY, "zz.zz", 2_000), None);
+        let o = Source::Oidc {
+            n: "bob".into(),
+            g: vec!["team-search".into()],
+        };
+        assert_eq!(verify(&KEY, &issue(&KEY, o.clone(), 0), 1), Some(o));
+        assert_ne!(csrf(&KEY, &c), csrf(&KEY, &issue(&KEY, alice(), 5_000)));
         assert_eq!(
-            from_header(Some("a=b; gpulens_operator=xyz; c=d")).as_deref(),
+            from_header(Some("a=b; gpulens_session=xyz; c=d"), COOKIE).as_deref(),
             Some("xyz")
         );
     }

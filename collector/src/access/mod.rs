@@ -1,0 +1,662 @@
+//! Who may see what (docs/security.md). People sign in through OpenID Connect, a trusted
+//! reverse proxy, or a token on the sign-in form; programs send a bearer token; every route
+//! declares what it needs in one table ([`routes::TABLE`]) that [`enforce`] applies before any
+//! handler runs. Handlers read the outcome as a [`Caller`]; those that show tenants to
+//! team-scoped people filter with [`Caller::sees_team`].
+
+pub mod audit;
+pub mod oidc;
+pub mod proxy;
+pub mod routes;
+pub mod session;
+pub mod settings;
+
+use std::collections::BTreeSet;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
+
+use axum::extract::{ConnectInfo, FromRequestParts, MatchedPath, Request, State};
+use axum::http::request::Parts;
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::middleware::Next;
+use axum::response::{Html, IntoResponse, Redirect, Response};
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+use crate::error::ApiError;
+use crate::settings::Secret;
+use routes::{Need, Teams};
+pub use session::{Sessions, Source};
+pub use settings::{Mode, Settings};
+
+/// What someone may do. Ordered: each role may do what the ones before it may.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    /// The dashboard and the read API.
+    Viewer,
+    /// Also approves and applies label actions.
+    Operator,
+    /// Everything an operator may; reserved for administration routes.
+    Admin,
+}
+
+impl Role {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Role::Viewer => "viewer",
+            Role::Operator => "operator",
+            Role::Admin => "admin",
+        }
+    }
+}
+
+/// How a caller proved who they are.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Via {
+    /// A bearer token (a program, or an operator's CLI).
+    Token,
+    /// A dashboard session (token on the sign-in form, or OpenID Connect).
+    Session,
+    /// The trusted reverse proxy's headers.
+    Proxy,
+}
+
+/// Someone signed in.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Principal {
+    pub name: String,
+    pub role: Role,
+    /// The teams whose tenants this person sees; `None`: every team.
+    pub teams: Option<BTreeSet<String>>,
+    pub via: Via,
+}
+
+/// What the access middleware learned about a request; handlers take it as an extractor.
+#[derive(Debug, Clone, Default)]
+pub struct Caller {
+    /// Who is signed in; `None`: nobody (open mode lets them read).
+    pub principal: Option<Principal>,
+    /// The session cookie's value, when signed in through one.
+    pub session: Option<String>,
+    pub addr: Option<IpAddr>,
+}
+
+impl Caller {
+    /// Whether this caller may see tenants of `team` (tenants without a team are seen only
+    /// by callers who see every team).
+    pub fn sees_team(&self, team: Option<&str>) -> bool {
+        match self.principal.as_ref().and_then(|p| p.teams.as_ref()) {
+            None => true,
+            Some(teams) => team.is_some_and(|t| teams.contains(t)),
+        }
+    }
+
+    /// Whether this caller may see something that concerns all of `teams` (a finding names
+    /// its team and its tenants' teams; `None` for a tenant without one). Nothing named:
+    /// seen by everyone (a GPU's hardware errors).
+    pub fn sees_teams<'a>(&self, teams: impl IntoIterator<Item = Option<&'a str>>) -> bool {
+        match self.scope() {
+            None => true,
+            Some(scope) => teams
+                .into_iter()
+                .all(|t| t.is_some_and(|t| scope.contains(t))),
+        }
+    }
+
+    /// The teams this caller is limited to, if any.
+    pub fn scope(&self) -> Option<&BTreeSet<String>> {
+        self.principal.as_ref().and_then(|p| p.teams.as_ref())
+    }
+
+    pub fn name(&self) -> Option<&str> {
+        self.principal.as_ref().map(|p| p.name.as_str())
+    }
+
+    pub fn is_operator(&self) -> bool {
+        self.principal
+            .as_ref()
+            .is_some_and(|p| p.role >= Role::Operator)
+    }
+
+    /// Where the request came from, for logs and audit lines.
+    pub fn from(&self) -> String {
+        self.addr.map_or_else(|| "-".into(), |a| a.to_string())
+    }
+}
+
+impl<S: Send + Sync> FromRequestParts<S> for Caller {
+    type Rejection = std::convert::Infallible;
+
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Caller, Self::Rejection> {
+        Ok(parts
+            .extensions
+            .get::<Caller>()
+            .cloned()
+            .unwrap_or_else(|| Caller {
+                addr: peer(&parts.extensions),
+                ..Caller::default()
+            }))
+    }
+}
+
+fn peer(ext: &axum::http::Extensions) -> Option<IpAddr> {
+    ext.get::<ConnectInfo<SocketAddr>>().map(|c| c.0.ip())
+}
+
+/// A token the collector knows: a program's (`[[access.tokens]]`) or an operator's
+/// (`[[labels.operators]]`), kept as its SHA-256.
+#[derive(Clone)]
+struct Known {
+    name: String,
+    role: Role,
+    teams: Option<BTreeSet<String>>,
+    hash: [u8; 32],
+}
+
+/// The access rules in force: built once from `[access]` and the operators of `[labels]`.
+pub struct Access {
+    mode: Mode,
+    key: [u8; 32],
+    pub secure_cookies: bool,
+    default_role: Option<Role>,
+    groups: Vec<settings::Group>,
+    tokens: Vec<Known>,
+    scrape_open: bool,
+    scrape: Option<[u8; 32]>,
+    proxy: Option<proxy::Trusted>,
+    /// The OpenID Connect provider, when configured.
+    pub oidc: Option<oidc::Provider>,
+    /// Revoked sessions and failed attempts per address.
+    pub sessions: Sessions,
+}
+
+impl std::fmt::Debug for Access {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Access")
+            .field("mode", &self.mode)
+            .field("tokens", &self.tokens.len())
+            .field("groups", &self.groups.len())
+            .field("proxy", &self.proxy.is_some())
+            .field("oidc", &self.oidc.is_some())
+            .finish()
+    }
+}
+
+impl Default for Access {
+    fn default() -> Self {
+        Access::new(&Settings::default(), &[]).expect("the default access settings are valid")
+    }
+}
+
+fn sha256(b: &[u8]) -> [u8; 32] {
+    Sha256::digest(b).into()
+}
+
+fn unhex32(h: &str) -> [u8; 32] {
+    let mut out = [0u8; 32];
+    for (i, o) in out.iter_mut().enumerate() {
+        *o = u8::from_str_radix(&h[2 * i..2 * i + 2], 16).unwrap_or(0);
+    }
+    out
+}
+
+impl Access {
+    /// `operators` are `[[labels.operators]]` (name, token): operator tokens, as before.
+    pub fn new(s: &Settings, operators: &[(String, Secret)]) -> anyhow::Result<Access> {
+        s.check()?;
+        let mut tokens = Vec::new();
+        for (name, token) in operators {
+            tokens.push(Known {
+                name: name.clone(),
+                role: Role::Operator,
+                teams: None,
+                hash: sha256(token.0.as_bytes()),
+            });
+        }
+        for t in &s.tokens {
+            if tokens.iter().any(|k| k.name == t.name) {
+                anyhow::bail!(
+                    "access.tokens: {:?} is also an operator's name in [[labels.operators]]",
+                    t.name
+                );
+            }
+            let hash = match (&t.sha256, &t.token) {
+                (Some(h), _) => unhex32(h),
+                (None, Some(secret)) => sha256(secret.0.as_bytes()),
+                (None, None) => unreachable!("checked"),
+            };
+            tokens.push(Known {
+                name: t.name.clone(),
+                role: t.role,
+                teams: t.teams.clone(),
+                hash,
+            });
+        }
+        let scrape = match (&s.scrape.sha256, &s.scrape.token) {
+            (Some(h), _) => Some(unhex32(h)),
+            (None, Some(t)) => Some(sha256(t.0.as_bytes())),
+            _ => None,
+        };
+        let mode = s.mode();
+        let key = session_key(s, &tokens, scrape);
+        Ok(Access {
+            mode,
+            key,
+            secure_cookies: s.secure_cookies,
+            default_role: s.default_role,
+            groups: s.groups.clone(),
+            tokens,
+            scrape_open: s.scrape.open.unwrap_or(mode == Mode::Open),
+            scrape,
+            proxy: s
+                .proxy
+                .as_ref()
+                .map(proxy::Trusted::new)
+                .transpose()
+                .map_err(|e| anyhow::anyhow!("access.proxy: {e}"))?,
+            oidc: s.oidc.clone().map(oidc::Provider::new),
+            sessions: Sessions::default(),
+        })
+    }
+
+    pub fn mode(&self) -> Mode {
+        self.mode
+    }
+
+    /// The key that signs sessions and sign-ins in progress.
+    pub fn key(&self) -> [u8; 32] {
+        self.key
+    }
+
+    /// Whether people can sign in with a token on the sign-in form.
+    pub fn has_tokens(&self) -> bool {
+        !self.tokens.is_empty()
+    }
+
+    /// The principal of a bearer token, compared by hash against every known token.
+    fn by_token(&self, token: &str) -> Option<Principal> {
+        let h = sha256(token.as_bytes());
+        let mut found = None;
+        for k in &self.tokens {
+            if crate::signing::constant_time_eq(&k.hash, &h) && found.is_none() {
+                found = Some(k);
+            }
+        }
+        found.map(|k| Principal {
+            name: k.name.clone(),
+            role: k.role,
+            teams: k.teams.clone(),
+            via: Via::Token,
+        })
+    }
+
+    /// The principal a person with `groups` gets: the highest role among their groups'
+    /// entries, limited to the union of their teams unless one entry is unlimited; the default
+    /// role when no group is listed; `None` when there is no default either.
+    pub fn from_groups(&self, name: &str, groups: &[String], via: Via) -> Option<Principal> {
+        let matched: Vec<&settings::Group> = self
+            .groups
+            .iter()
+            .filter(|g| groups.contains(&g.group))
+            .collect();
+        if matched.is_empty() {
+            return self.default_role.map(|role| Principal {
+                name: name.to_owned(),
+                role,
+                teams: None,
+                via,
+            });
+        }
+        let role = matched.iter().map(|g| g.role).max().expect("not empty");
+        let teams = if matched.iter().any(|g| g.teams.is_none()) {
+            None
+        } else {
+            Some(
+                matched
+                    .iter()
+                    .flat_map(|g| g.teams.iter().flatten().cloned())
+                    .collect(),
+            )
+        };
+        Some(Principal {
+            name: name.to_owned(),
+            role,
+            teams,
+            via,
+        })
+    }
+
+    /// The configured groups among `groups` (what a session cookie keeps).
+    pub fn known_groups(&self, groups: &[String]) -> Vec<String> {
+        let mut out: Vec<String> = groups
+            .iter()
+            .filter(|g| self.groups.iter().any(|x| x.group == **g))
+            .cloned()
+            .collect();
+        out.sort();
+        out.dedup();
+        out.truncate(session::MAX_GROUPS);
+        out
+    }
+
+    /// A session cookie for `source`.
+    pub fn issue(&self, source: Source, now_ms: i64) -> String {
+        session::issue(&self.key, source, now_ms)
+    }
+
+    /// The `Set-Cookie` value that stores a session, or clears it (`None`).
+    pub fn session_cookie(&self, value: Option<&str>) -> String {
+        let secure = if self.secure_cookies { "; Secure" } else { "" };
+        match value {
+            Some(v) => format!(
+                "{}={v}; Path=/; HttpOnly; SameSite=Strict; Max-Age={}{secure}",
+                session::COOKIE,
+                session::LIFETIME_MS / 1000
+            ),
+            None => format!(
+                "{}=; Path=/; HttpOnly; SameSite=Strict; Max-Age=0{secure}",
+                session::COOKIE
+            ),
+        }
+    }
+
+    /// The principal of a session cookie, if it is genuine, unexpired, not revoked, and what
+    /// it names still gives a role.
+    pub fn from_session(&self, cookie: &str, now_ms: i64) -> Option<Principal> {
+        if self.sessions.is_revoked(cookie) {
+            return None;
+        }
+        match session::verify(&self.key, cookie, now_ms)? {
+            Source::Token { n } => self.tokens.iter().find(|k| k.name == n).map(|k| Principal {
+                name: k.name.clone(),
+                role: k.role,
+                teams: k.teams.clone(),
+                via: Via::Session,
+            }),
+            Source::Oidc { n, g } => self.from_groups(&n, &g, Via::Session),
+        }
+    }
+
+    /// A token typed on the sign-in form: the session source it opens.
+    pub fn sign_in_with_token(&self, token: &str) -> Option<(Principal, Source)> {
+        let p = self.by_token(token)?;
+        let source = Source::Token { n: p.name.clone() };
+        Some((p, source))
+    }
+
+    /// The CSRF token of forms shown to `caller` (sessions: derived from the cookie; proxy
+    /// users: from their name).
+    pub fn csrf(&self, caller: &Caller) -> Option<String> {
+        let p = caller.principal.as_ref()?;
+        match (&caller.session, p.via) {
+            (Some(cookie), _) => Some(session::csrf(&self.key, cookie)),
+            (None, Via::Proxy) => Some(session::csrf(&self.key, &format!("proxy:{}", p.name))),
+            _ => None,
+        }
+    }
+
+    /// Who a request comes from. `strict`: a wrong token or an unmapped proxy user is an
+    /// error; otherwise they count as nobody.
+    fn identify(
+        &self,
+        headers: &HeaderMap,
+        addr: Option<IpAddr>,
+        now: i64,
+    ) -> Result<Caller, Refusal> {
+        let mut caller = Caller {
+            addr,
+            ..Caller::default()
+        };
+        if let Some(auth) = headers.get(header::AUTHORIZATION) {
+            let token = auth
+                .to_str()
+                .ok()
+                .and_then(|a| a.strip_prefix("Bearer "))
+                .map(str::trim)
+                .ok_or(Refusal::SignIn(
+                    "Authorization must be `Bearer <token>`".into(),
+                ))?;
+            let ip = addr.unwrap_or(IpAddr::from([0, 0, 0, 0]));
+            self.sessions.may_try(ip, now).map_err(Refusal::TooMany)?;
+            let Some(p) = self.by_token(token) else {
+                self.sessions.failed(ip, now);
+                audit::refused("unknown token", None, &caller);
+                return Err(Refusal::SignIn("unknown token".into()));
+            };
+            self.sessions.succeeded(ip);
+            caller.principal = Some(p);
+            return Ok(caller);
+        }
+        if let Some(proxy) = &self.proxy
+            && let Some((user, groups)) = proxy.identity(headers, addr)
+        {
+            return match self.from_groups(&user, &groups, Via::Proxy) {
+                Some(p) => {
+                    caller.principal = Some(p);
+                    Ok(caller)
+                }
+                None => {
+                    audit::refused("no role for the proxy's user", Some(&user), &caller);
+                    Err(Refusal::Forbidden(format!(
+                        "signed in as {user:?} by the proxy, but none of the groups given for you ({}) has a role in [[access.groups]]",
+                        groups.join(", ")
+                    )))
+                }
+            };
+        }
+        if let Some(cookie) = session::from_header(
+            headers.get(header::COOKIE).and_then(|v| v.to_str().ok()),
+            session::COOKIE,
+        ) && let Some(p) = self.from_session(&cookie, now)
+        {
+            caller.principal = Some(p);
+            caller.session = Some(cookie);
+        }
+        Ok(caller)
+    }
+
+    /// Whether `caller` may use a route needing `need` at `path`.
+    fn permit(&self, need: Need, path: &str, caller: &Caller) -> Result<(), Refusal> {
+        match need {
+            Need::Public | Need::Agent => Ok(()),
+            Need::Scrape => {
+                if caller.principal.is_some() {
+                    return Ok(());
+                }
+                Err(Refusal::SignIn(
+                    "/metrics needs the scrape token or a viewer's token ([access.scrape])".into(),
+                ))
+            }
+            Need::Read(teams) => {
+                let Some(p) = &caller.principal else {
+                    return if self.mode == Mode::Open {
+                        Ok(())
+                    } else {
+                        Err(Refusal::SignIn("sign in to see this".into()))
+                    };
+                };
+                match (&p.teams, teams) {
+                    (Some(scope), Teams::AllTeams) => Err(Refusal::Forbidden(format!(
+                        "you see the tenants of {} only, and this shows every team's",
+                        scope.iter().cloned().collect::<Vec<_>>().join(", ")
+                    ))),
+                    _ => Ok(()),
+                }
+            }
+            Need::Operate => {
+                let Some(p) = &caller.principal else {
+                    return Err(Refusal::SignIn("sign in as an operator to do this".into()));
+                };
+                if p.role < Role::Operator {
+                    return Err(Refusal::Forbidden(format!(
+                        "{} is a {}; this needs an operator",
+                        p.name,
+                        p.role.as_str()
+                    )));
+                }
+                // A browser's cookie or proxy headers ride along on cross-site requests: the API
+                // changes things for bearer tokens only (the dashboard's forms carry a CSRF token).
+                if path.starts_with("/api/") && p.via != Via::Token {
+                    return Err(Refusal::SignIn(
+                        "the API changes things for `Authorization: Bearer <operator token>` only"
+                            .into(),
+                    ));
+                }
+                Ok(())
+            }
+        }
+    }
+}
+
+/// The session key: configured, or derived from every configured secret, or random.
+fn session_key(s: &Settings, tokens: &[Known], scrape: Option<[u8; 32]>) -> [u8; 32] {
+    let mut h = Sha256::new();
+    h.update(b"gpulens sessions v2");
+    if let Some(k) = &s.session_key {
+        h.update(k.0.as_bytes());
+        return h.finalize().into();
+    }
+    let secret = s.oidc.as_ref().and_then(|o| o.client_secret.as_ref());
+    if tokens.is_empty() && scrape.is_none() && secret.is_none() {
+        let mut random = [0u8; 32];
+        use std::io::Read;
+        if std::fs::File::open("/dev/urandom")
+            .and_then(|mut f| f.read_exact(&mut random))
+            .is_err()
+        {
+            use std::hash::{BuildHasher, RandomState};
+            for (i, chunk) in random.chunks_mut(8).enumerate() {
+                let v = RandomState::new().hash_one((i, model::time::now_ms(), std::process::id()));
+                chunk.copy_from_slice(&v.to_le_bytes());
+            }
+        }
+        h.update(random);
+        return h.finalize().into();
+    }
+    for k in tokens {
+        h.update(k.name.as_bytes());
+        h.update([0]);
+        h.update(k.hash);
+    }
+    if let Some(s) = scrape {
+        h.update(s);
+    }
+    if let Some(s) = secret {
+        h.update(s.0.as_bytes());
+    }
+    h.finalize().into()
+}
+
+/// Why a request is refused.
+#[derive(Debug)]
+enum Refusal {
+    /// Not signed in (or a wrong token): 401, or the sign-in page for a page.
+    SignIn(String),
+    /// Signed in, but not allowed: 403.
+    Forbidden(String),
+    /// Too many wrong tokens from this address: 429 with the seconds to wait.
+    TooMany(u64),
+}
+
+impl Refusal {
+    fn respond(self, path: &str, method: &axum::http::Method, uri: &axum::http::Uri) -> Response {
+        let api = path.starts_with("/api/") || path == "/metrics";
+        match self {
+            Refusal::TooMany(wait) => {
+                let mut r = ApiError::RetryLater(
+                    format!("too many wrong tokens from your address; try again in {wait} s"),
+                    wait,
+                )
+                .into_response();
+                *r.status_mut() = StatusCode::TOO_MANY_REQUESTS;
+                r
+            }
+            Refusal::SignIn(msg) if api => {
+                let mut r = ApiError::Unauthorized(msg).into_response();
+                r.headers_mut().insert(
+                    header::WWW_AUTHENTICATE,
+                    HeaderValue::from_static("Bearer realm=\"gpulens\""),
+                );
+                r
+            }
+            Refusal::Forbidden(msg) if api => ApiError::Forbidden(msg).into_response(),
+            Refusal::SignIn(_) if method == axum::http::Method::GET => {
+                let next = uri.path_and_query().map_or("/", |p| p.as_str());
+                Redirect::to(&format!("/login?next={}", web::format::enc(next))).into_response()
+            }
+            Refusal::SignIn(msg) => page(StatusCode::UNAUTHORIZED, "Sign in", msg),
+            Refusal::Forbidden(msg) => page(StatusCode::FORBIDDEN, "Not for your role", msg),
+        }
+    }
+}
+
+fn page(status: StatusCode, title: &str, msg: String) -> Response {
+    let frame = web::Frame {
+        title: title.into(),
+        version: env!("CARGO_PKG_VERSION").into(),
+        ..web::Frame::default()
+    };
+    (status, Html(web::pages::problem(frame, msg))).into_response()
+}
+
+/// The middleware: looks the route up in [`routes::TABLE`], finds out who calls, refuses or
+/// passes the request on with a [`Caller`] in its extensions.
+pub async fn enforce(State(access): State<Arc<Access>>, mut req: Request, next: Next) -> Response {
+    let Some(path) = req
+        .extensions()
+        .get::<MatchedPath>()
+        .map(|m| m.as_str().to_owned())
+    else {
+        return next.run(req).await;
+    };
+    let Some(rule) = routes::find(req.method().as_str(), &path) else {
+        if routes::known_path(&path) {
+            // Another method of a known route: the router answers 405.
+            return next.run(req).await;
+        }
+        tracing::error!(%path, "this route has no access rule in access/routes.rs; refused");
+        return ApiError::Internal(format!("no access rule for {path}")).into_response();
+    };
+    if rule.need == Need::Agent {
+        return next.run(req).await;
+    }
+    if rule.need == Need::Scrape && (access.scrape_open || access.is_scrape_token(req.headers())) {
+        return next.run(req).await;
+    }
+    let addr = peer(req.extensions());
+    let caller = match access.identify(req.headers(), addr, model::time::now_ms()) {
+        Ok(c) => c,
+        // Public routes serve nobody in particular rather than refusing.
+        Err(_) if rule.need == Need::Public => Caller {
+            addr,
+            ..Caller::default()
+        },
+        Err(r) => return r.respond(&path, req.method(), req.uri()),
+    };
+    if let Err(r) = access.permit(rule.need, &path, &caller) {
+        return r.respond(&path, req.method(), req.uri());
+    }
+    req.extensions_mut().insert(caller);
+    next.run(req).await
+}
+
+impl Access {
+    /// Whether the request carries the scrape token.
+    fn is_scrape_token(&self, headers: &HeaderMap) -> bool {
+        match (&self.scrape, bearer_hash(headers)) {
+            (Some(want), Some(got)) => crate::signing::constant_time_eq(want, &got),
+            _ => false,
+        }
+    }
+}
+
+fn bearer_hash(headers: &HeaderMap) -> Option<[u8; 32]> {
+    let t = headers
+        .get(header::AUTHORIZATION)?
+        .to_str()
+        .ok()?
+        .strip_prefix("Bearer ")?
+        .trim();
+    Some(sha256(t.as_bytes()))
+}

@@ -1,0 +1,393 @@
+//! Who may see what, through `router(state)`: the route table covers exactly the routes the
+//! router serves; in sign-in mode nobody anonymous reads; viewers read, operators approve;
+//! a team-scoped viewer sees its own tenants and the fleet's totals, and is refused views of
+//! every team; program tokens, the scrape token and the trusted proxy's headers (from the
+//! proxy's address only) each work as documented.
+
+use std::collections::BTreeSet;
+use std::net::SocketAddr;
+
+use axum::body::Body;
+use axum::extract::ConnectInfo;
+use axum::http::{Method, Request, StatusCode, header};
+use collector::access::routes::{Need, TABLE};
+use collector::config::{Config, TeamsConfig};
+use collector::{router::router, state::AppState};
+use serde_json::Value;
+use tower::ServiceExt;
+
+use crate::support;
+
+async fn send(state: &AppState, req: Request<Body>) -> (StatusCode, axum::http::HeaderMap, String) {
+    let resp = router(state.clone()).oneshot(req).await.unwrap();
+    let status = resp.status();
+    let headers = resp.headers().clone();
+    let body = axum::body::to_bytes(resp.into_body(), 1 << 24)
+        .await
+        .unwrap();
+    (status, headers, String::from_utf8_lossy(&body).into_owned())
+}
+
+fn req(method: &str, uri: &str, token: Option<&str>) -> Request<Body> {
+    let mut r = Request::builder().method(method).uri(uri);
+    if let Some(t) = token {
+        r = r.header(header::AUTHORIZATION, format!("Bearer {t}"));
+    }
+    r.body(Body::empty()).unwrap()
+}
+
+fn from(mut r: Request<Body>, addr: &str) -> Request<Body> {
+    let addr: SocketAddr = format!("{addr}:40000").parse().unwrap();
+    r.extensions_mut().insert(ConnectInfo(addr));
+    r
+}
+
+/// Every `.route("…")` in the collector's sources, by path.
+fn routes_in_sources() -> BTreeSet<String> {
+    let mut files = Vec::new();
+    fn walk(d: &std::path::Path, out: &mut Vec<std::path::PathBuf>) {
+        for e in std::fs::read_dir(d).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                walk(&p, out);
+            } else if p.extension().is_some_and(|x| x == "rs") {
+                out.push(p);
+            }
+        }
+    }
+    walk(
+        &std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src"),
+        &mut files,
+    );
+    let mut paths = BTreeSet::new();
+    for f in files {
+        let text = std::fs::read_to_string(&f).unwrap();
+        for part in text.split(".route(\"").skip(1) {
+            paths.insert(part.split('"').next().unwrap().to_owned());
+        }
+    }
+    paths
+}
+
+#[tokio::test]
+async fn every_route_has_exactly_one_access_rule() {
+    let in_table: BTreeSet<String> = TABLE.iter().map(|r| r.path.to_owned()).collect();
+    let served = routes_in_sources();
+    assert_eq!(
+        served, in_table,
+        "routes in the sources and in access/routes.rs differ"
+    );
+    let mut seen = BTreeSet::new();
+    for r in TABLE {
+        assert!(
+            seen.insert((r.method, r.path)),
+            "{} {} twice",
+            r.method,
+            r.path
+        );
+    }
+    // Probe the router: every method it answers on a path has a rule, every rule a method.
+    let t = support::sqlite().await;
+    let state = AppState::new(
+        t.store.clone(),
+        Default::default(),
+        Default::default(),
+        Default::default(),
+        Default::default(),
+    );
+    for path in &in_table {
+        let uri = path
+            .replace("{node}", "n1")
+            .replace("{uuid}", "GPU-1")
+            .replace("{id}", "1")
+            .replace("{week}", "2026-W01");
+        for method in ["GET", "POST", "PUT", "DELETE", "PATCH"] {
+            let (code, _, body) = send(&state, req(method, &uri, None)).await;
+            let ruled = TABLE.iter().any(|r| r.path == path && r.method == method);
+            if ruled {
+                assert_ne!(
+                    code,
+                    StatusCode::METHOD_NOT_ALLOWED,
+                    "{method} {path} has a rule but no handler"
+                );
+                assert!(!body.contains("no access rule"), "{method} {path}: {body}");
+            } else {
+                assert_eq!(
+                    code,
+                    StatusCode::METHOD_NOT_ALLOWED,
+                    "{method} {path} is served without a rule"
+                );
+            }
+        }
+    }
+}
+
+const VIEWER: &str = "viewer-token-0001";
+const SCOPED: &str = "scoped-token-0002";
+const OPERATOR: &str = "operator-token-3";
+const SCRAPE: &str = "scrape-token-0004";
+
+async fn signed_in_state() -> (AppState, support::TestStore) {
+    let t = support::sqlite().await;
+    let teams = TeamsConfig::default();
+    support::ingest_small_fleet(&t.store, &teams).await;
+    let config = Config::parse(&format!(
+        r#"
+[access]
+[[access.tokens]]
+name = "grafana"
+token = "{VIEWER}"
+[[access.tokens]]
+name = "ml-bot"
+sha256 = "{scoped}"
+teams = ["ml"]
+[access.scrape]
+token = "{SCRAPE}"
+[access.proxy]
+trusted = ["10.0.0.5"]
+[[access.groups]]
+group = "gpu-platform"
+role = "operator"
+[[access.groups]]
+group = "team-ml"
+role = "viewer"
+teams = ["ml"]
+[[labels.operators]]
+name = "olga"
+token = "{OPERATOR}"
+"#,
+        scoped = hex_sha256(SCOPED)
+    ))
+    .unwrap();
+    let state = AppState::new(
+        t.store.clone(),
+        Default::default(),
+        Default::default(),
+        Default::default(),
+        teams,
+    )
+    .with_access(config.access.clone())
+    .unwrap()
+    .with_labels(config.labels.clone());
+    (state, t)
+}
+
+fn hex_sha256(s: &str) -> String {
+    use sha2::Digest;
+    sha2::Sha256::digest(s.as_bytes())
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+fn keys(body: &str) -> BTreeSet<String> {
+    let v: Value = serde_json::from_str(body).unwrap();
+    v["tenants"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["team"].as_str().unwrap_or("-").to_owned())
+        .collect()
+}
+
+#[tokio::test]
+async fn sign_in_mode_enforces_roles_and_team_scopes() {
+    let (state, _t) = signed_in_state().await;
+    // Nobody anonymous reads: the API says 401 with a challenge, pages send to sign-in.
+    let (code, h, body) = send(&state, req("GET", "/api/v1/tenants", None)).await;
+    assert_eq!(code, StatusCode::UNAUTHORIZED, "{body}");
+    assert!(h.contains_key(header::WWW_AUTHENTICATE));
+    let (code, h, _) = send(&state, req("GET", "/findings?kind=idle_allocation", None)).await;
+    assert_eq!(code, StatusCode::SEE_OTHER);
+    assert_eq!(
+        h[header::LOCATION],
+        "/login?next=%2Ffindings%3Fkind%3Didle_allocation"
+    );
+    // Probes, sign-in and the API description stay public.
+    for uri in ["/healthz", "/login", "/api/v1/openapi.json"] {
+        let (code, _, _) = send(&state, req("GET", uri, None)).await;
+        assert_eq!(code, StatusCode::OK, "{uri}");
+    }
+    // A wrong token is refused.
+    let (code, _, _) = send(
+        &state,
+        req("GET", "/api/v1/tenants", Some("nope-nope-nope")),
+    )
+    .await;
+    assert_eq!(code, StatusCode::UNAUTHORIZED);
+
+    // A viewer's token reads everything, every team.
+    let (code, _, body) = send(&state, req("GET", "/api/v1/tenants", Some(VIEWER))).await;
+    assert_eq!(code, StatusCode::OK);
+    let all = keys(&body);
+    assert!(all.len() >= 3 && all.contains("ml"), "{all:?}");
+    let (code, _, _) = send(&state, req("GET", "/api/v1/funnel", Some(VIEWER))).await;
+    assert_ne!(code, StatusCode::FORBIDDEN);
+    // ... and cannot approve.
+    let (code, _, body) = send(
+        &state,
+        req("POST", "/api/v1/label-actions/1/approve", Some(VIEWER)),
+    )
+    .await;
+    assert_eq!(code, StatusCode::FORBIDDEN, "{body}");
+    assert!(body.contains("needs an operator"), "{body}");
+    // An operator's token gets past the table to the handler (labels are off here: 409).
+    let (code, _, body) = send(
+        &state,
+        req("POST", "/api/v1/label-actions/1/approve", Some(OPERATOR)),
+    )
+    .await;
+    assert_eq!(code, StatusCode::CONFLICT, "{body}");
+    assert!(body.contains("label actuation is off"), "{body}");
+
+    // The team-scoped token (stored as its hash) sees team ml's tenants only.
+    let (code, _, body) = send(&state, req("GET", "/api/v1/tenants", Some(SCOPED))).await;
+    assert_eq!(code, StatusCode::OK);
+    assert_eq!(keys(&body), ["ml".to_owned()].into());
+    // Views of every team at once are refused to it; fleet-level ones are not.
+    for uri in [
+        "/api/v1/funnel",
+        "/api/v1/alerts",
+        "/api/v1/recommendations",
+        "/recommendations",
+        "/nodes/whole",
+    ] {
+        let (code, _, body) = send(&state, req("GET", uri, Some(SCOPED))).await;
+        assert_eq!(code, StatusCode::FORBIDDEN, "{uri}: {body}");
+        assert!(body.contains("ml"), "{uri} names the scope: {body}");
+    }
+    let (code, _, _) = send(&state, req("GET", "/api/v1/nodes", Some(SCOPED))).await;
+    assert_eq!(code, StatusCode::OK);
+    // Another team's tenant's series reads as unknown.
+    let tenants: Value = serde_json::from_str(
+        &send(&state, req("GET", "/api/v1/tenants", Some(VIEWER)))
+            .await
+            .2,
+    )
+    .unwrap();
+    let key_of = |team: &str| {
+        tenants["tenants"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|t| t["team"] == team)
+            .unwrap()["key"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    };
+    let series = |key: String| {
+        format!(
+            "/api/v1/series?metric=alloc_share&entity=tenant:{}&from=now-5m",
+            support_enc(&key)
+        )
+    };
+    let (code, _, body) = send(&state, req("GET", &series(key_of("physics")), Some(SCOPED))).await;
+    assert_eq!(code, StatusCode::NOT_FOUND, "{body}");
+    let (code, _, body) = send(&state, req("GET", &series(key_of("ml")), Some(SCOPED))).await;
+    assert_eq!(code, StatusCode::OK, "{body}");
+
+    // /metrics: the scrape token or a viewer's; nobody else.
+    let (code, _, _) = send(&state, req("GET", "/metrics", None)).await;
+    assert_eq!(code, StatusCode::UNAUTHORIZED);
+    for t in [SCRAPE, VIEWER] {
+        let (code, _, _) = send(&state, req("GET", "/metrics", Some(t))).await;
+        assert_eq!(code, StatusCode::OK);
+    }
+    // The scrape token reads nothing else.
+    let (code, _, _) = send(&state, req("GET", "/api/v1/tenants", Some(SCRAPE))).await;
+    assert_eq!(code, StatusCode::UNAUTHORIZED);
+}
+
+fn support_enc(s: &str) -> String {
+    web::format::enc(s)
+}
+
+#[tokio::test]
+async fn the_proxys_headers_count_from_the_proxy_only() {
+    let (state, _t) = signed_in_state().await;
+    let who = |r: Request<Body>, user: &str, groups: &str| {
+        let mut r = r;
+        r.headers_mut()
+            .insert("x-forwarded-user", user.parse().unwrap());
+        r.headers_mut()
+            .insert("x-forwarded-groups", groups.parse().unwrap());
+        r
+    };
+    // From the proxy: a member of team-ml is a viewer scoped to ml.
+    let (code, _, body) = send(
+        &state,
+        from(
+            who(req("GET", "/api/v1/tenants", None), "maria", "team-ml"),
+            "10.0.0.5",
+        ),
+    )
+    .await;
+    assert_eq!(code, StatusCode::OK, "{body}");
+    assert_eq!(keys(&body), ["ml".to_owned()].into());
+    let (_, _, html) = send(
+        &state,
+        from(
+            who(req("GET", "/login", None), "maria", "team-ml"),
+            "10.0.0.5",
+        ),
+    )
+    .await;
+    assert!(
+        html.contains("Signed in as") && html.contains("maria"),
+        "{html}"
+    );
+    // The same headers from anywhere else are ignored: not signed in.
+    let (code, _, _) = send(
+        &state,
+        from(
+            who(req("GET", "/api/v1/tenants", None), "maria", "gpu-platform"),
+            "10.0.0.6",
+        ),
+    )
+    .await;
+    assert_eq!(code, StatusCode::UNAUTHORIZED);
+    // A person the proxy vouches for, with no group that has a role, is refused and told why.
+    let (code, _, body) = send(
+        &state,
+        from(
+            who(req("GET", "/api/v1/tenants", None), "eve", "marketing"),
+            "10.0.0.5",
+        ),
+    )
+    .await;
+    assert_eq!(code, StatusCode::FORBIDDEN);
+    assert!(body.contains("marketing"), "{body}");
+    // Proxy users change nothing through the API (their browser's headers could be forged
+    // into a cross-site request); operators use the dashboard's forms or a token.
+    let (code, _, _) = send(
+        &state,
+        from(
+            who(
+                req("POST", "/api/v1/label-actions/1/approve", None),
+                "olga",
+                "gpu-platform",
+            ),
+            "10.0.0.5",
+        ),
+    )
+    .await;
+    assert_eq!(code, StatusCode::UNAUTHORIZED);
+    let _ = Method::GET;
+}
+
+#[test]
+fn the_table_names_agents_routes_for_their_own_tokens() {
+    for path in [
+        "/api/v1/ingest",
+        "/api/v1/write",
+        "/api/v1/nodes/{node}/labels",
+    ] {
+        assert!(
+            TABLE
+                .iter()
+                .any(|r| r.path == path && r.need == Need::Agent),
+            "{path}"
+        );
+    }
+}
