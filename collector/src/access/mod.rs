@@ -403,12 +403,23 @@ impl Access {
         headers: &HeaderMap,
         addr: Option<IpAddr>,
         now: i64,
+        strict: bool,
     ) -> Result<Caller, Refusal> {
         let mut caller = Caller {
             addr,
             ..Caller::default()
         };
-        if let Some(auth) = headers.get(header::AUTHORIZATION) {
+        // Where a token is not needed (public routes; reading in open mode), one that is not
+        // a person's or a program's (an agent's, say) is ignored rather than refused, and no
+        // wrong attempt is counted against the address.
+        let bearer = headers.get(header::AUTHORIZATION).filter(|a| {
+            strict
+                || a.to_str()
+                    .ok()
+                    .and_then(|a| a.strip_prefix("Bearer "))
+                    .is_some_and(|t| self.by_token(t.trim()).is_some())
+        });
+        if let Some(auth) = bearer {
             let token = auth
                 .to_str()
                 .ok()
@@ -625,7 +636,12 @@ pub async fn enforce(State(access): State<Arc<Access>>, mut req: Request, next: 
         return next.run(req).await;
     }
     let addr = peer(req.extensions());
-    let caller = match access.identify(req.headers(), addr, model::time::now_ms()) {
+    let strict = match rule.need {
+        Need::Public => false,
+        Need::Read(_) | Need::Scrape => access.mode == Mode::SignIn,
+        Need::Agent | Need::Operate => true,
+    };
+    let caller = match access.identify(req.headers(), addr, model::time::now_ms(), strict) {
         Ok(c) => c,
         // Public routes serve nobody in particular rather than refusing.
         Err(_) if rule.need == Need::Public => Caller {

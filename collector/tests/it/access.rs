@@ -391,3 +391,33 @@ fn the_table_names_agents_routes_for_their_own_tokens() {
         );
     }
 }
+
+/// Open mode reads need no token, so a token that is nobody's here (an agent's, sent by a
+/// tool configured once for every route) is ignored on reads — never refused, never counted
+/// as a wrong attempt — while approving still refuses it.
+#[tokio::test]
+async fn open_mode_ignores_unknown_tokens_on_reads() {
+    let t = support::sqlite().await;
+    let state = AppState::new(
+        t.store.clone(),
+        Default::default(),
+        Default::default(),
+        Default::default(),
+        Default::default(),
+    );
+    for _ in 0..12 {
+        let (code, _, body) =
+            send(&state, req("GET", "/api/v1/nodes", Some("agent-token-xyz"))).await;
+        assert_eq!(code, StatusCode::OK, "{body}");
+    }
+    let (code, _, _) = send(
+        &state,
+        req(
+            "POST",
+            "/api/v1/label-actions/1/approve",
+            Some("agent-token-xyz"),
+        ),
+    )
+    .await;
+    assert_eq!(code, StatusCode::UNAUTHORIZED);
+}
