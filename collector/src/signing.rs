@@ -45,6 +45,17 @@ pub fn hex(b: &[u8]) -> String {
     b.iter().map(|x| format!("{x:02x}")).collect()
 }
 
+/// The bytes of lower- or upper-case hex; `None` for anything else.
+pub fn unhex(s: &str) -> Option<Vec<u8>> {
+    if !s.len().is_multiple_of(2) {
+        return None;
+    }
+    (0..s.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(s.get(i..i + 2)?, 16).ok())
+        .collect()
+}
+
 /// Compares secrets without leaking where they differ.
 pub fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     // `subtle` compares in time independent of where the bytes differ (lengths are not secret).

@@ -193,12 +193,11 @@ fn sha256(b: &[u8]) -> [u8; 32] {
     Sha256::digest(b).into()
 }
 
+/// A SHA-256 written in hex (checked by `Settings::check`).
 fn unhex32(h: &str) -> [u8; 32] {
-    let mut out = [0u8; 32];
-    for (i, o) in out.iter_mut().enumerate() {
-        *o = u8::from_str_radix(&h[2 * i..2 * i + 2], 16).unwrap_or(0);
-    }
-    out
+    crate::signing::unhex(h)
+        .and_then(|b| b.try_into().ok())
+        .unwrap_or([0; 32])
 }
 
 impl Access {
@@ -412,25 +411,16 @@ impl Access {
         // Where a token is not needed (public routes; reading in open mode), one that is not
         // a person's or a program's (an agent's, say) is ignored rather than refused, and no
         // wrong attempt is counted against the address.
-        let bearer = headers.get(header::AUTHORIZATION).filter(|a| {
-            strict
-                || a.to_str()
-                    .ok()
-                    .and_then(|a| a.strip_prefix("Bearer "))
-                    .is_some_and(|t| self.by_token(t.trim()).is_some())
-        });
-        if let Some(auth) = bearer {
-            let token = auth
-                .to_str()
-                .ok()
-                .and_then(|a| a.strip_prefix("Bearer "))
-                .map(str::trim)
-                .ok_or(Refusal::SignIn(
-                    "Authorization must be `Bearer <token>`".into(),
-                ))?;
+        let known = bearer_of(headers).and_then(|t| self.by_token(t));
+        if known.is_none() && !strict {
+            // Not needed here: looked at no further.
+        } else if headers.contains_key(header::AUTHORIZATION) {
+            bearer_of(headers).ok_or(Refusal::SignIn(
+                "Authorization must be `Bearer <token>`".into(),
+            ))?;
             let ip = addr.unwrap_or(IpAddr::from([0, 0, 0, 0]));
             self.sessions.may_try(ip, now).map_err(Refusal::TooMany)?;
-            let Some(p) = self.by_token(token) else {
+            let Some(p) = known else {
                 self.sessions.failed(ip, now);
                 audit::refused("unknown token", None, &caller);
                 return Err(Refusal::SignIn("unknown token".into()));
@@ -667,12 +657,11 @@ impl Access {
     }
 }
 
+/// The token of an `Authorization: Bearer …` header.
+fn bearer_of(headers: &HeaderMap) -> Option<&str> {
+    crate::auth::bearer(headers.get(header::AUTHORIZATION)?.to_str().ok()).ok()
+}
+
 fn bearer_hash(headers: &HeaderMap) -> Option<[u8; 32]> {
-    let t = headers
-        .get(header::AUTHORIZATION)?
-        .to_str()
-        .ok()?
-        .strip_prefix("Bearer ")?
-        .trim();
-    Some(sha256(t.as_bytes()))
+    Some(sha256(bearer_of(headers)?.as_bytes()))
 }

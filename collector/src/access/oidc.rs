@@ -301,11 +301,7 @@ fn unseal<T: for<'de> Deserialize<'de>>(key: &[u8; 32], value: &str) -> Option<T
     if !crate::signing::constant_time_eq(want.as_bytes(), mac.as_bytes()) {
         return None;
     }
-    let bytes = (0..body.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(body.get(i..i + 2)?, 16).ok())
-        .collect::<Option<Vec<u8>>>()?;
-    serde_json::from_slice(&bytes).ok()
+    serde_json::from_slice(&crate::signing::unhex(body)?).ok()
 }
 
 /// The claims of a compact JWS, as JSON.

@@ -10,7 +10,7 @@ use std::sync::Mutex;
 
 use serde::{Deserialize, Serialize};
 
-use crate::signing::{hex, hmac_sha256};
+use crate::signing::{hex, hmac_sha256, unhex};
 
 pub const COOKIE: &str = "gpulens_session";
 /// Sessions last this long.
@@ -67,16 +67,6 @@ fn expiry(value: &str) -> Option<i64> {
     serde_json::from_slice::<Payload>(&unhex(payload)?)
         .ok()
         .map(|p| p.e)
-}
-
-fn unhex(s: &str) -> Option<Vec<u8>> {
-    if !s.len().is_multiple_of(2) {
-        return None;
-    }
-    (0..s.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(s.get(i..i + 2)?, 16).ok())
-        .collect()
 }
 
 /// The CSRF token of a session.
