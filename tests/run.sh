@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # The whole gpulens test suite, as the README's second command and CI run it.
-# Installs what is missing (PostgreSQL server binaries, Alertmanager, Prometheus, Chromium, playwright-core and oidc-provider
-# from npm, cargo-nextest), starts a throwaway
-# PostgreSQL cluster on a free port in a temporary directory, runs every test once with
+# Installs what is missing (PostgreSQL server binaries, Citus built from ../shared/vendor/citus,
+# Alertmanager, Prometheus, Chromium, playwright-core and oidc-provider from npm,
+# cargo-nextest), starts a throwaway PostgreSQL server and a three-node Citus cluster on free
+# ports in a temporary directory, runs every test once with
 # `cargo nextest run --workspace`, then the fuzz targets for a bounded time each
 # (tests/fuzz.sh) and schemathesis against a demo collector's OpenAPI description
-# (tests/schemathesis.sh), and stops the cluster again.
+# (tests/schemathesis.sh), and stops the servers again.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -45,8 +46,26 @@ if ! cargo nextest --version >/dev/null 2>&1; then
   cargo install --locked cargo-nextest
 fi
 
-# Throwaway cluster. initdb refuses to run as root, so the cluster belongs to `postgres`
-# (or the current user when not root).
+# Citus (the distributed PostgreSQL extension) is not in Debian's archive: its source is in
+# ../shared/vendor/citus, whose build.sh installs it into this PostgreSQL once (5-10 minutes
+# on 2 cores, then nothing).
+# A clean clone elsewhere finds it beside the working tree it was cloned from, or where
+# GPULENS_CITUS_BUILD says.
+if [ ! -f "$("$PG_BIN/pg_config" --pkglibdir)/citus.so" ]; then
+  CITUS_BUILD=${GPULENS_CITUS_BUILD:-}
+  for c in ../shared/vendor/citus/build.sh \
+           "$(git config --get remote.origin.url 2>/dev/null || true)/../shared/vendor/citus/build.sh" \
+           /work/shared/vendor/citus/build.sh; do
+    if [ -z "$CITUS_BUILD" ] && [ -f "$c" ]; then CITUS_BUILD=$c; fi
+  done
+  [ -n "$CITUS_BUILD" ] || { echo "Citus is not installed and its build script (../shared/vendor/citus/build.sh) was not found: set GPULENS_CITUS_BUILD" >&2; exit 1; }
+  log "building Citus for the distributed tests ($CITUS_BUILD)"
+  bash "$CITUS_BUILD" "$PG_BIN/pg_config" >/dev/null
+fi
+
+# Throwaway servers: one PostgreSQL, and a Citus cluster of three (a coordinator and two
+# workers). initdb refuses to run as root, so they belong to `postgres` (or the current user
+# when not root).
 WORK=$(mktemp -d /tmp/gpulens-test.XXXXXX)
 chmod 755 "$WORK"
 AS=()
@@ -55,20 +74,43 @@ if [ "$(id -u)" = 0 ]; then
   chown postgres "$WORK"
   AS=(runuser -u postgres --)
 fi
-PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+SERVERS=()
 stop_pg() {
-  "${AS[@]}" "$PG_BIN/pg_ctl" -D "$WORK/data" -m immediate stop >/dev/null 2>&1 || true
+  local d
+  for d in "${SERVERS[@]}"; do
+    "${AS[@]}" "$PG_BIN/pg_ctl" -D "$d" -m immediate stop >/dev/null 2>&1 || true
+  done
   rm -rf "$WORK"
 }
 trap stop_pg EXIT
+# start_pg NAME PORT [postgres -c options…]
+start_pg() {
+  local name=$1 port=$2; shift 2
+  "${AS[@]}" "$PG_BIN/initdb" -D "$WORK/$name" --auth=trust -U postgres -E UTF8 >/dev/null
+  SERVERS+=("$WORK/$name")
+  "${AS[@]}" "$PG_BIN/pg_ctl" -D "$WORK/$name" -l "$WORK/$name.log" -w \
+    -o "-p $port -k $WORK -c listen_addresses=127.0.0.1 -c fsync=off $*" start >/dev/null
+}
+PORT=$(free_port)
 log "starting PostgreSQL ($PG_BIN) on port $PORT"
-"${AS[@]}" "$PG_BIN/initdb" -D "$WORK/data" --auth=trust -U postgres -E UTF8 >/dev/null
-"${AS[@]}" "$PG_BIN/pg_ctl" -D "$WORK/data" -l "$WORK/pg.log" -w \
-  -o "-p $PORT -k $WORK -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=200" start >/dev/null
+start_pg data "$PORT" -c max_connections=200
+# Citus: four shards per table are plenty for tests; each test creates its own database (and
+# each database gets a Citus maintenance worker, hence max_worker_processes).
+CITUS_OPTS=(-c shared_preload_libraries=citus -c max_connections=300 -c max_worker_processes=200
+  -c citus.shard_count=4)
+C_PORT=$(free_port); W1_PORT=$(free_port); W2_PORT=$(free_port)
+log "starting a Citus cluster: coordinator on port $C_PORT, workers on $W1_PORT and $W2_PORT"
+start_pg citus-coordinator "$C_PORT" "${CITUS_OPTS[@]}"
+start_pg citus-worker-1 "$W1_PORT" "${CITUS_OPTS[@]}"
+start_pg citus-worker-2 "$W2_PORT" "${CITUS_OPTS[@]}"
 
 export GPULENS_TEST_PG="postgres://postgres@127.0.0.1:$PORT/postgres"
 export GPULENS_TEST_PG_BIN="$PG_BIN"
 export GPULENS_REQUIRE_PG=1
+export GPULENS_TEST_CITUS="postgres://postgres@127.0.0.1:$C_PORT/postgres"
+export GPULENS_TEST_CITUS_WORKERS="$W1_PORT,$W2_PORT"
+export GPULENS_REQUIRE_CITUS=1
 export GPULENS_REQUIRE_ALERTMANAGER=1
 export GPULENS_REQUIRE_BROWSER=1
 export GPULENS_REQUIRE_PROMETHEUS=1

@@ -3,6 +3,7 @@
 //! Callers see records, series and outcomes; never sqlx types or SQL errors.
 
 pub mod alerts;
+mod citus;
 pub mod label_actions;
 mod migrate;
 mod pgcopy;
@@ -301,6 +302,17 @@ impl Store {
     /// Applies migrations that have not run yet; refuses if an applied one was edited.
     pub async fn migrate(&self) -> Result<Vec<String>> {
         dispatch!(self, s => s.migrate().await)
+    }
+
+    /// Makes sure the database is a Citus cluster's coordinator (creating the extension when
+    /// the server has it), so that `migrate` distributes the tables.
+    pub async fn require_citus(&self) -> Result<()> {
+        match &self.backend {
+            Backend::Postgres(s) => s.require_citus().await,
+            Backend::Sqlite(_) => Err(StoreError::BadRequest(
+                "Citus needs a PostgreSQL database: the embedded SQLite store is one file".into(),
+            )),
+        }
     }
 
     pub async fn ping(&self) -> Result<()> {

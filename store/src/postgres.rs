@@ -11,6 +11,7 @@ use model::wire::v1::Batch;
 use sqlx::postgres::{PgPoolOptions, Postgres};
 use sqlx::{PgPool, Row};
 
+use super::citus;
 use super::pgcopy::CopyWriter;
 use super::rollup::{self, NodeRollup};
 use super::series::{self, Plan, Series, SeriesQuery};
@@ -85,6 +86,9 @@ impl PgStore {
                 tx.commit().await?;
                 done.push(m.name.to_owned());
             }
+            if citus::installed(&mut conn).await? {
+                done.extend(citus::distribute(&mut conn).await?);
+            }
             Ok::<_, StoreError>(done)
         }
         .await;
@@ -92,6 +96,11 @@ impl PgStore {
             .execute(&mut *conn)
             .await?;
         result
+    }
+
+    pub async fn require_citus(&self) -> Result<()> {
+        let mut conn = self.pool.acquire().await?;
+        citus::require(&mut conn).await
     }
 
     pub async fn ping(&self) -> Result<()> {
@@ -536,11 +545,14 @@ impl PgStore {
     }
 
     pub async fn latest_health(&self) -> Result<Vec<super::HealthRecord>> {
+        // The lateral join carries (cluster, node): on Citus both tables are distributed by
+        // node, and only a join on it runs on the workers.
         let rows = sqlx::query(
             "SELECT g.cluster, g.node, g.gpu_uuid, s.ecc_uncorrected, s.retired_pages::bigint AS retired_pages, s.remapped_rows::bigint AS remapped_rows
              FROM gpus g CROSS JOIN LATERAL (
                 SELECT ecc_uncorrected, retired_pages, remapped_rows FROM gpu_samples x
-                WHERE x.gpu_uuid = g.gpu_uuid ORDER BY ts DESC LIMIT 1) s",
+                WHERE x.cluster = g.cluster AND x.node = g.node AND x.gpu_uuid = g.gpu_uuid
+                ORDER BY ts DESC LIMIT 1) s",
         )
         .fetch_all(&self.pool)
         .await?;

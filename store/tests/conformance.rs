@@ -1,6 +1,7 @@
 //! One conformance suite, run against both backends: the same behaviour is required of the
-//! embedded SQLite store and of PostgreSQL. PostgreSQL runs when the suite started one
-//! (GPULENS_TEST_PG, see tests/run.sh); otherwise those tests say they skip.
+//! embedded SQLite store, of PostgreSQL and of a Citus cluster (PostgreSQL distributed over a
+//! coordinator and two workers). PostgreSQL and Citus run when the suite started them
+//! (GPULENS_TEST_PG, GPULENS_TEST_CITUS, see tests/run.sh); otherwise those tests say they skip.
 
 use std::collections::HashMap;
 
@@ -28,6 +29,16 @@ macro_rules! conformance {
                 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
                 async fn $name() {
                     if let Some(t) = crate::support::postgres().await {
+                        super::$name(&t.store).await;
+                    }
+                }
+            )*
+        }
+        mod citus {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $name() {
+                    if let Some(t) = crate::support::citus().await {
                         super::$name(&t.store).await;
                     }
                 }

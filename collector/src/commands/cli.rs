@@ -33,8 +33,9 @@ pub enum Command {
     Serve(ServeArgs),
     /// Drive a collector with a simulated fleet over the real wire protocol.
     Simulate(SimulateArgs),
-    /// Apply database migrations and exit.
-    Migrate(DbArgs),
+    /// Apply database migrations and exit. On PostgreSQL with the citus extension this also
+    /// distributes the tables over the cluster's workers (docs/deploy.md, "Past one server").
+    Migrate(MigrateArgs),
     /// Compute the utilization funnel, findings and recommendations from the stored rollups
     /// and print them (the collector also runs this on a schedule and serves it at
     /// /api/v1/findings and /api/v1/recommendations).
@@ -100,6 +101,18 @@ pub struct DbArgs {
     /// postgres://USER:PASS@HOST/DB or sqlite://PATH; overrides the config file.
     #[arg(long, env = "GPULENS_DATABASE_URL", hide_env_values = true)]
     pub database_url: Option<String>,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct MigrateArgs {
+    #[command(flatten)]
+    pub db: DbArgs,
+    /// Require Citus: create the citus extension when the database lacks it (the server must
+    /// load citus through shared_preload_libraries and have its workers added), then
+    /// distribute the tables by node. Without it, tables are distributed whenever the database
+    /// already has the extension.
+    #[arg(long)]
+    pub citus: bool,
 }
 
 #[derive(Debug, clap::Args)]

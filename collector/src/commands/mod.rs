@@ -9,7 +9,7 @@ pub mod demo;
 pub mod labels;
 
 use crate::config::{Config, Secret};
-use cli::{BenchCommand, Command, DbArgs, ServeArgs, SimulateArgs};
+use cli::{BenchCommand, Command, DbArgs, MigrateArgs, ServeArgs, SimulateArgs};
 
 /// Runs one `gpulens` command.
 pub async fn run(command: Command) -> anyhow::Result<()> {
@@ -120,19 +120,20 @@ fn refuse_open(
     )
 }
 
-async fn migrate(args: DbArgs) -> anyhow::Result<()> {
-    let config = load_config(&args)?;
+async fn migrate(args: MigrateArgs) -> anyhow::Result<()> {
+    let config = load_config(&args.db)?;
     let store = open_store(&config).await?;
+    if args.citus {
+        store.require_citus().await?;
+    }
     let applied = store.migrate().await?;
     if applied.is_empty() {
         println!("database is up to date ({})", store.backend());
     } else {
-        println!(
-            "applied {} migration(s) to {}: {}",
-            applied.len(),
-            store.backend(),
-            applied.join(", ")
-        );
+        println!("{} ({} step(s)):", store.backend(), applied.len());
+        for step in &applied {
+            println!("  {step}");
+        }
     }
     Ok(())
 }

@@ -255,13 +255,18 @@ fn nodes_of(n: &Value) -> Vec<(String, String)> {
 }
 
 /// Alerting keeps its state in the store as records; what it reads back is what it wrote, on
-/// either backend, and a pass over unchanged conditions rewrites nothing.
+/// every backend (SQLite, PostgreSQL, Citus), and a pass over unchanged conditions rewrites
+/// nothing.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn alert_state_round_trips_through_both_backends() {
     use collector::alerts::state::{State as AlertState, load};
     let lite = crate::support::sqlite().await;
     let pg = crate::support::postgres().await;
-    for t in std::iter::once(&lite).chain(pg.as_ref()) {
+    let citus = crate::support::citus().await;
+    for t in std::iter::once(&lite)
+        .chain(pg.as_ref())
+        .chain(citus.as_ref())
+    {
         let s = &t.store;
         let mut a = Alerting::new(settings(vec![])).unwrap();
         action(s, "gpu-1", "rolled_back").await;

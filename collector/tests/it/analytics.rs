@@ -67,22 +67,23 @@ pub(crate) fn names(fleet: &Fleet, from: i64, to: i64) -> HashMap<String, String
 const KINDS: [&str; 3] = ["idle_allocation", "underutilized", "interference"];
 
 #[derive(Default, Debug)]
-struct Score {
+pub(crate) struct Score {
     tp: usize,
     fp: Vec<String>,
     fn_: Vec<String>,
 }
 
-async fn check(path: &Path, scores: &mut BTreeMap<&'static str, Score>) {
+/// Simulates, stores and analyses the scenario at `path` in `store` (empty), checks what must
+/// hold of every analysis, and adds its findings to `scores`.
+pub(crate) async fn check(store: &Store, path: &Path, scores: &mut BTreeMap<&'static str, Score>) {
     let scenario = Scenario::from_toml(&std::fs::read_to_string(path).unwrap()).unwrap();
     let fleet = Fleet::new(scenario.clone());
-    let t = support::sqlite().await;
     // Two whole days ending at a fixed midnight, so results do not depend on the wall clock.
     let to = 1_795_219_200_000; // 2026-11-21T00:00:00Z
     let from = to - 2 * DAY_MS;
-    load(&t.store, &fleet, "truth", from, to).await;
+    load(store, &fleet, "truth", from, to).await;
     let cfg = analytics::Config::default();
-    let input = collector::analysis::load(&t.store, &cfg, from, to, to)
+    let input = collector::analysis::load(store, &cfg, from, to, to)
         .await
         .unwrap();
     // Polars blocks on its own runtime: off the async threads, as the collector runs it.
@@ -367,6 +368,20 @@ fn parse_mig_parted(y: &str) -> analytics::mig::MigPartedConfig {
 
 #[tokio::test]
 async fn heavy_findings_match_ground_truth() {
+    let files = scenario_files();
+    let mut scores = BTreeMap::new();
+    for f in &files {
+        let t = support::sqlite().await;
+        check(&t.store, f, &mut scores).await;
+    }
+    let (ok, report) = verdict(&scores);
+    println!("{report}");
+    assert!(ok, "below 0.9:\n{report}");
+}
+
+/// The scenario files: every one, or those GPULENS_SCENARIO=name narrows a local run to (CI
+/// runs them all).
+pub(crate) fn scenario_files() -> Vec<std::path::PathBuf> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
     let mut files: Vec<_> = ["scenarios", "tests/scenarios"]
         .iter()
@@ -376,17 +391,18 @@ async fn heavy_findings_match_ground_truth() {
         .collect();
     files.sort();
     assert!(files.len() >= 6, "{files:?}");
-    // GPULENS_SCENARIO=name narrows a local run to one file (CI runs them all).
     if let Ok(only) = std::env::var("GPULENS_SCENARIO") {
         files.retain(|f| f.to_string_lossy().contains(&only));
     }
-    let mut scores = BTreeMap::new();
-    for f in &files {
-        check(f, &mut scores).await;
-    }
+    files
+}
+
+/// Whether precision and recall of every kind are at least 0.9 (with a true positive each),
+/// and the scores in words.
+pub(crate) fn verdict(scores: &BTreeMap<&'static str, Score>) -> (bool, String) {
     let mut report = String::new();
     let mut ok = true;
-    for (kind, s) in &scores {
+    for (kind, s) in scores {
         let precision = s.tp as f64 / (s.tp + s.fp.len()).max(1) as f64;
         let recall = s.tp as f64 / (s.tp + s.fn_.len()).max(1) as f64;
         report += &format!(
@@ -395,6 +411,5 @@ async fn heavy_findings_match_ground_truth() {
         );
         ok &= precision >= 0.9 && recall >= 0.9 && s.tp > 0;
     }
-    println!("{report}");
-    assert!(ok, "below 0.9:\n{report}");
+    (ok, report)
 }

@@ -5,6 +5,7 @@ mod alerts;
 mod analytics;
 mod architecture;
 mod browser;
+mod citus;
 mod consistency;
 mod dashboard;
 mod delivery;

@@ -106,6 +106,102 @@ pub async fn fresh_database(base: &str) -> String {
     format!("{prefix}/{name}")
 }
 
+/// The suite's Citus cluster (a coordinator and two workers, tests/run.sh): the
+/// coordinator's URL and the workers' ports, or None (skipping) when the suite did not start
+/// one.
+pub fn citus_base() -> Option<(String, Vec<u16>)> {
+    let coordinator = std::env::var("GPULENS_TEST_CITUS");
+    let workers = std::env::var("GPULENS_TEST_CITUS_WORKERS");
+    match (coordinator, workers) {
+        (Ok(url), Ok(w)) => Some((
+            url,
+            w.split(',')
+                .map(|p| p.trim().parse().expect("GPULENS_TEST_CITUS_WORKERS: ports"))
+                .collect(),
+        )),
+        _ if std::env::var("GPULENS_REQUIRE_CITUS").is_ok() => panic!(
+            "GPULENS_REQUIRE_CITUS is set but GPULENS_TEST_CITUS(_WORKERS) is not: run the suite with tests/run.sh"
+        ),
+        _ => {
+            eprintln!("skipping: no Citus cluster (run the suite with tests/run.sh)");
+            None
+        }
+    }
+}
+
+/// A new, empty database on the suite's Citus cluster: created on the coordinator and on
+/// each worker with the citus extension, the workers added to the coordinator's metadata,
+/// then migrated (which distributes the tables, as `gpulens migrate` does on Citus).
+pub async fn citus() -> Option<TestStore> {
+    use sqlx::Connection;
+    let (base, workers) = citus_base()?;
+    let lock = citus_setup_lock(&base).await;
+    let url = citus_database(&base, &workers).await;
+    let store = Store::connect(&url).await.unwrap();
+    store.migrate().await.unwrap();
+    lock.close().await.unwrap();
+    Some(TestStore { store, _dir: None })
+}
+
+/// Adding nodes touches cluster-wide objects (roles) on the workers, and two databases doing
+/// it at once fail with "tuple concurrently updated": one test process at a time sets up its
+/// database (and distributes its tables), holding this lock on the coordinator until it closes
+/// the connection.
+pub async fn citus_setup_lock(base: &str) -> sqlx::PgConnection {
+    use sqlx::Connection;
+    let mut lock = sqlx::PgConnection::connect(base).await.unwrap();
+    sqlx::query("SELECT pg_advisory_lock(7210099)")
+        .execute(&mut lock)
+        .await
+        .unwrap();
+    lock
+}
+
+pub async fn citus_database(base: &str, workers: &[u16]) -> String {
+    use sqlx::Connection;
+    let url = fresh_database(base).await;
+    let name = url.rsplit_once('/').unwrap().1.to_owned();
+    for port in workers {
+        let worker = format!("postgres://postgres@127.0.0.1:{port}/postgres");
+        let mut conn = sqlx::PgConnection::connect(&worker).await.unwrap();
+        sqlx::raw_sql(&format!("CREATE DATABASE {name}"))
+            .execute(&mut conn)
+            .await
+            .unwrap();
+        let mut conn =
+            sqlx::PgConnection::connect(&format!("postgres://postgres@127.0.0.1:{port}/{name}"))
+                .await
+                .unwrap();
+        sqlx::raw_sql("CREATE EXTENSION citus")
+            .execute(&mut conn)
+            .await
+            .unwrap();
+    }
+    let mut conn = sqlx::PgConnection::connect(&url).await.unwrap();
+    let port = url
+        .rsplit_once(':')
+        .and_then(|(_, rest)| rest.split('/').next())
+        .and_then(|p| p.parse::<u16>().ok())
+        .expect("GPULENS_TEST_CITUS: postgres://user@127.0.0.1:PORT/db");
+    sqlx::raw_sql("CREATE EXTENSION citus")
+        .execute(&mut conn)
+        .await
+        .unwrap();
+    sqlx::query("SELECT citus_set_coordinator_host('127.0.0.1', $1)")
+        .bind(i32::from(port))
+        .execute(&mut conn)
+        .await
+        .unwrap();
+    for w in workers {
+        sqlx::query("SELECT citus_add_node('127.0.0.1', $1)")
+            .bind(i32::from(*w))
+            .execute(&mut conn)
+            .await
+            .unwrap();
+    }
+    url
+}
+
 /// A PostgreSQL cluster of a test's own, which it may stop and start.
 pub struct PgCluster {
     dir: TempDir,

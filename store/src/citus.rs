@@ -1,0 +1,112 @@
+//! Citus: the same schema spread over a coordinator and workers. When the database has the
+//! citus extension, migrating also distributes the tables (idempotently, so tables a later
+//! migration adds are distributed by the next `gpulens migrate`):
+//!
+//! - every table keyed by (cluster, node) is hash-distributed by `node`, all colocated, so a
+//!   node's inventory, samples, rollups and stream positions live in the same shard group and
+//!   every join and aggregate that carries `node` runs on one worker;
+//! - the small fleet-wide tables (analysis runs, alerts, label actions, reports, the remote
+//!   write journal, the fleet's hourly totals) become reference tables, copied to every node.
+//!
+//! Partitions created later (`CREATE TABLE … PARTITION OF`) inherit their parent's
+//! distribution, and retention's `DROP TABLE` of a partition drops its shards.
+
+use sqlx::PgConnection;
+
+use super::{Result, StoreError};
+
+/// Tables distributed by `node`, colocated with the first.
+pub const BY_NODE: [&str; 15] = [
+    "nodes",
+    "agent_streams",
+    "gpus",
+    "mig_instances",
+    "tenants",
+    "gpu_samples",
+    "mig_samples",
+    "process_samples",
+    "allocation_samples",
+    "gpu_events",
+    "rollup_pending",
+    "gpu_rollup_1m",
+    "gpu_rollup_1h",
+    "tenant_rollup_1m",
+    "tenant_rollup_1h",
+];
+
+/// Fleet-wide tables copied to every node.
+pub const REFERENCE: [&str; 9] = [
+    "cluster_rollup_1h",
+    "analysis_runs",
+    "label_actions",
+    "label_action_steps",
+    "alerts",
+    "alert_notifications",
+    "alert_attempts",
+    "reports",
+    "remote_write_journal",
+];
+
+/// Whether the connected database has the citus extension.
+pub async fn installed(conn: &mut PgConnection) -> Result<bool> {
+    Ok(sqlx::query_scalar::<_, bool>(
+        "SELECT EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'citus')",
+    )
+    .fetch_one(conn)
+    .await?)
+}
+
+/// Distributes whatever is not distributed yet; returns what it did, one line per table.
+pub async fn distribute(conn: &mut PgConnection) -> Result<Vec<String>> {
+    let done: Vec<String> =
+        sqlx::query_scalar("SELECT logicalrelid::regclass::text FROM pg_dist_partition")
+            .fetch_all(&mut *conn)
+            .await?;
+    let mut out = Vec::new();
+    for (i, table) in BY_NODE.iter().enumerate() {
+        if done.iter().any(|d| d == table) {
+            continue;
+        }
+        let colocate = if i == 0 { "none" } else { BY_NODE[0] };
+        sqlx::query("SELECT create_distributed_table($1, 'node', colocate_with => $2)")
+            .bind(table)
+            .bind(colocate)
+            .execute(&mut *conn)
+            .await?;
+        out.push(format!("citus: {table} distributed by node"));
+    }
+    for table in REFERENCE {
+        if done.iter().any(|d| d == table) {
+            continue;
+        }
+        sqlx::query("SELECT create_reference_table($1)")
+            .bind(table)
+            .execute(&mut *conn)
+            .await?;
+        out.push(format!(
+            "citus: {table} copied to every node (reference table)"
+        ));
+    }
+    Ok(out)
+}
+
+/// Creates the extension when it is missing; a server without Citus is told in words.
+pub async fn require(conn: &mut PgConnection) -> Result<()> {
+    if installed(conn).await? {
+        return Ok(());
+    }
+    let loaded: String = sqlx::query_scalar("SELECT current_setting('shared_preload_libraries')")
+        .fetch_one(&mut *conn)
+        .await?;
+    if !loaded.split(',').any(|l| l.trim() == "citus") {
+        return Err(StoreError::BadRequest(format!(
+            "this PostgreSQL server does not load Citus (shared_preload_libraries = '{loaded}'): \
+             install Citus, add citus to shared_preload_libraries, restart, and add the workers \
+             (docs/deploy.md, \"Past one server\")"
+        )));
+    }
+    sqlx::raw_sql("CREATE EXTENSION citus")
+        .execute(&mut *conn)
+        .await?;
+    Ok(())
+}
