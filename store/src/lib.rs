@@ -4,6 +4,7 @@
 
 pub mod alerts;
 mod citus;
+mod group_commit;
 pub mod label_actions;
 mod migrate;
 mod pgcopy;
@@ -403,6 +404,25 @@ impl Store {
 
     pub async fn counts(&self) -> Result<TableCounts> {
         dispatch!(self, s => s.counts().await)
+    }
+
+    /// The raw sample tables, as [`Store::table_bytes`] measures them.
+    pub const RAW_TABLES: [&'static str; 5] = [
+        "gpu_samples",
+        "mig_samples",
+        "process_samples",
+        "allocation_samples",
+        "gpu_events",
+    ];
+
+    /// Bytes on disk of each raw table, indexes (and TOAST) included, all partitions (and on
+    /// Citus all shards) together; on SQLite the pages of the table and of its indexes.
+    pub async fn table_bytes(&self) -> Result<Vec<(&'static str, i64)>> {
+        let mut out = Vec::new();
+        for t in Self::RAW_TABLES {
+            out.push((t, dispatch!(self, s => s.table_bytes(t).await)?));
+        }
+        Ok(out)
     }
 
     /// The newest sample timestamp stored for a node.

@@ -5,6 +5,9 @@
 /// Microseconds between the Unix epoch and PostgreSQL's epoch (2000-01-01).
 const PG_EPOCH_OFFSET_US: i64 = 946_684_800_000_000;
 
+/// Signature, flags and header extension length.
+const HEADER_LEN: usize = 19;
+
 /// Builds one COPY payload.
 #[derive(Debug)]
 pub struct CopyWriter {
@@ -14,10 +17,11 @@ pub struct CopyWriter {
 
 impl CopyWriter {
     pub fn new() -> CopyWriter {
-        let mut buf = Vec::with_capacity(64 * 1024);
+        let mut buf = Vec::with_capacity(4096);
         buf.extend_from_slice(b"PGCOPY\n\xff\r\n\0");
         buf.extend_from_slice(&0i32.to_be_bytes());
         buf.extend_from_slice(&0i32.to_be_bytes());
+        debug_assert_eq!(buf.len(), HEADER_LEN);
         CopyWriter { buf, rows: 0 }
     }
 
@@ -125,6 +129,12 @@ impl CopyWriter {
 
     pub fn rows(&self) -> u64 {
         self.rows
+    }
+
+    /// Adds `other`'s rows after this one's.
+    pub fn append(&mut self, other: &CopyWriter) {
+        self.buf.extend_from_slice(&other.buf[HEADER_LEN..]);
+        self.rows += other.rows;
     }
 
     pub fn finish(mut self) -> Vec<u8> {

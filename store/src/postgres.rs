@@ -12,6 +12,7 @@ use sqlx::postgres::{PgPoolOptions, Postgres};
 use sqlx::{PgPool, Row};
 
 use super::citus;
+use super::group_commit::{COPIES, Claim, GroupCommit, Staged};
 use super::pgcopy::CopyWriter;
 use super::rollup::{self, NodeRollup};
 use super::series::{self, Plan, Series, SeriesQuery};
@@ -43,6 +44,8 @@ pub struct PgStore {
     pool: PgPool,
     /// Day starts (ms) whose partitions are known to exist.
     partitions: Arc<Mutex<HashSet<i64>>>,
+    /// Ingest's transactions, shared by concurrent batches.
+    group: GroupCommit,
 }
 
 impl PgStore {
@@ -53,6 +56,7 @@ impl PgStore {
             .connect(url)
             .await?;
         Ok(PgStore {
+            group: GroupCommit::start(pool.clone()),
             pool,
             partitions: Arc::new(Mutex::new(HashSet::new())),
         })
@@ -167,12 +171,6 @@ impl PgStore {
             days.dedup();
             self.ensure_days(&days).await?;
         }
-        let mut tx = self.pool.begin().await?;
-        // One round trip: claim the sequence number, touch the node, and mark the minutes
-        // for rollup. The claim advances the agent's high-water mark only if this batch is
-        // newer and locks the row until commit, so concurrent batches of one agent serialise.
-        // No row back means a replay; rolling back then undoes the other two writes.
-        let last_sample = b.time_range().map(|r| r.1);
         let mut minutes: Vec<i64> = b
             .snapshots
             .iter()
@@ -180,90 +178,32 @@ impl PgStore {
             .collect();
         minutes.sort_unstable();
         minutes.dedup();
-        let claimed: Option<i64> = sqlx::query_scalar(
-            "WITH claim AS (
-                 INSERT INTO agent_streams (cluster, node, agent_id, last_seq, last_seen) VALUES ($1, $2, $3, $4, to_timestamp($5 / 1000.0))
-                 ON CONFLICT (cluster, node, agent_id) DO UPDATE SET last_seq = excluded.last_seq, last_seen = excluded.last_seen
-                 WHERE agent_streams.last_seq < excluded.last_seq RETURNING last_seq
-             ), touch AS (
-                 INSERT INTO nodes (cluster, node, agent_version, interval_ms, first_seen, last_seen, last_sample)
-                 VALUES ($1, $2, $6, $7, to_timestamp($5 / 1000.0), to_timestamp($5 / 1000.0), to_timestamp($8 / 1000.0))
-                 ON CONFLICT (cluster, node) DO UPDATE SET agent_version = excluded.agent_version, interval_ms = excluded.interval_ms,
-                   last_seen = excluded.last_seen, last_sample = greatest(nodes.last_sample, excluded.last_sample)
-             ), pending AS (
-                 INSERT INTO rollup_pending (cluster, node, bucket) SELECT $1, $2, to_timestamp(m / 1000.0) FROM unnest($9::bigint[]) AS m
-                 ON CONFLICT DO NOTHING
-             )
-             SELECT last_seq FROM claim",
-        )
-        .bind(&b.cluster)
-        .bind(&b.node)
-        .bind(&b.agent_id)
-        .bind(b.seq as i64)
-        .bind(received_ms)
-        .bind(&b.agent_version)
-        .bind(b.interval_ms as i32)
-        .bind(last_sample)
-        .bind(&minutes)
-        .fetch_optional(&mut *tx)
-        .await?;
-        if claimed.is_none() {
-            let last: i64 = sqlx::query_scalar("SELECT last_seq FROM agent_streams WHERE cluster = $1 AND node = $2 AND agent_id = $3")
-                .bind(&b.cluster).bind(&b.node).bind(&b.agent_id)
-                .fetch_one(&mut *tx).await?;
-            tx.rollback().await?;
-            return Ok(IngestOutcome::Duplicate {
-                last_seq: last as u64,
-            });
-        }
-        if let (true, Some(inventory)) = (writes.inventory, &b.inventory) {
-            for g in inventory {
-                sqlx::query(
-                    "INSERT INTO gpus (cluster, node, gpu_uuid, gpu_index, model, memory_total_bytes, pci_bus_id, mig_enabled, sharing, replicas, first_seen, last_seen)
-                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, to_timestamp($11 / 1000.0), to_timestamp($11 / 1000.0))
-                     ON CONFLICT (cluster, node, gpu_uuid) DO UPDATE SET gpu_index = excluded.gpu_index, model = excluded.model,
-                       memory_total_bytes = excluded.memory_total_bytes, pci_bus_id = excluded.pci_bus_id, mig_enabled = excluded.mig_enabled,
-                       sharing = excluded.sharing, replicas = excluded.replicas, last_seen = excluded.last_seen",
-                )
-                .bind(&b.cluster).bind(&b.node).bind(&g.uuid).bind(g.index as i32).bind(&g.model).bind(g.memory_total_bytes)
-                .bind(&g.pci_bus_id).bind(g.mig_enabled).bind(&g.sharing).bind(g.replicas as i32).bind(received_ms)
-                .execute(&mut *tx).await?;
-                sqlx::query(
-                    "DELETE FROM mig_instances WHERE cluster = $1 AND node = $2 AND gpu_uuid = $3",
-                )
-                .bind(&b.cluster)
-                .bind(&b.node)
-                .bind(&g.uuid)
-                .execute(&mut *tx)
-                .await?;
-                for m in &g.mig_instances {
-                    sqlx::query(
-                        "INSERT INTO mig_instances (cluster, node, gpu_uuid, gi_id, ci_id, profile, placement_start, placement_size, memory_total_bytes, compute_slices, mig_uuid, last_seen)
-                         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, to_timestamp($12 / 1000.0)) ON CONFLICT DO NOTHING",
-                    )
-                    .bind(&b.cluster).bind(&b.node).bind(&g.uuid).bind(m.gi_id as i32).bind(m.ci_id as i32).bind(&m.profile)
-                    .bind(m.placement_start.map(|v| v as i32)).bind(m.placement_size.map(|v| v as i32)).bind(m.memory_total_bytes)
-                    .bind(m.compute_slices.map(|v| v as i32)).bind(&m.uuid).bind(received_ms)
-                    .execute(&mut *tx).await?;
-                }
-            }
-        }
-        for t in &writes.tenants {
-            let seen = last_sample.unwrap_or(received_ms);
-            sqlx::query(
-                "INSERT INTO tenants (cluster, node, tenant_key, kind, namespace, pod, container, pod_uid, job_id, username, account, uid, team, first_seen, last_seen)
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, to_timestamp($14 / 1000.0), to_timestamp($14 / 1000.0))
-                 ON CONFLICT (cluster, node, tenant_key) DO UPDATE SET kind = excluded.kind, namespace = excluded.namespace, pod = excluded.pod,
-                   container = excluded.container, pod_uid = excluded.pod_uid, job_id = excluded.job_id, username = excluded.username,
-                   account = excluded.account, uid = excluded.uid, team = excluded.team, last_seen = greatest(tenants.last_seen, excluded.last_seen)",
-            )
-            .bind(&b.cluster).bind(&b.node).bind(&t.key).bind(t.kind.as_str()).bind(&t.namespace).bind(&t.pod).bind(&t.container)
-            .bind(&t.pod_uid).bind(&t.job_id).bind(&t.user).bind(&t.account).bind(t.uid.map(|u| u as i32)).bind(team_of(t)).bind(seen)
-            .execute(&mut *tx).await?;
-        }
-        let rows = copy_samples(&mut tx, b).await?;
-        tx.commit().await?;
-        Ok(IngestOutcome::Stored { rows })
+        // Owned and encoded here, on the caller's task; a committer only sends it.
+        let staged = Staged {
+            claim: Claim {
+                cluster: b.cluster.clone(),
+                node: b.node.clone(),
+                agent_id: b.agent_id.clone(),
+                seq: b.seq as i64,
+                received_ms,
+                agent_version: b.agent_version.clone(),
+                interval_ms: b.interval_ms as i32,
+                last_sample: b.time_range().map(|r| r.1),
+                minutes,
+            },
+            inventory: if writes.inventory {
+                b.inventory.clone()
+            } else {
+                None
+            },
+            tenants: writes
+                .tenants
+                .iter()
+                .map(|t| ((*t).clone(), team_of(t)))
+                .collect(),
+            rows: sample_rows(b),
+        };
+        self.group.store(staged).await
     }
 
     /// The raw-COPY baseline of the ingest benchmark: the batch's sample rows, COPYed into the
@@ -273,7 +213,17 @@ impl PgStore {
             self.ensure_days(&days_between(from, to)).await?;
         }
         let mut tx = self.pool.begin().await?;
-        let rows = copy_samples(&mut tx, b).await?;
+        let mut rows = 0;
+        for (statement, writer) in COPIES.iter().zip(sample_rows(b)) {
+            rows += copy(
+                &mut tx,
+                Prepared {
+                    statement: (*statement).to_owned(),
+                    writer,
+                },
+            )
+            .await?;
+        }
         tx.commit().await?;
         Ok(rows)
     }
@@ -374,6 +324,22 @@ impl PgStore {
         rows.iter()
             .map(|r| Ok((super::tenant_record!(r), r.try_get("node")?)))
             .collect()
+    }
+
+    pub async fn table_bytes(&self, table: &str) -> Result<i64> {
+        let mut conn = self.pool.acquire().await?;
+        // On Citus a distributed table's data is in its shards on the workers.
+        let size = if citus::installed(&mut conn).await? {
+            "citus_total_relation_size(relid)"
+        } else {
+            "pg_total_relation_size(relid)"
+        };
+        Ok(sqlx::query_scalar(&format!(
+            "SELECT coalesce(sum({size}), 0)::bigint FROM pg_partition_tree($1::regclass) WHERE isleaf"
+        ))
+        .bind(table)
+        .fetch_one(&mut *conn)
+        .await?)
     }
 
     pub async fn counts(&self) -> Result<TableCounts> {
@@ -820,12 +786,12 @@ async fn copy(tx: &mut sqlx::Transaction<'_, Postgres>, p: Prepared) -> Result<u
     Ok(sink.finish().await?)
 }
 
-async fn copy_samples(tx: &mut sqlx::Transaction<'_, Postgres>, b: &Batch) -> Result<u64> {
+/// The batch's sample rows, encoded for the raw tables in the order of [`COPIES`].
+fn sample_rows(b: &Batch) -> [CopyWriter; 5] {
     let (c, n) = (b.cluster.as_str(), b.node.as_str());
     let iv = b.interval_ms as i32;
-    let mut rows = 0;
-    let rows_out = prepare(
-        "COPY gpu_samples (cluster, node, gpu_uuid, ts, interval_ms, gpu_util, mem_util, mem_used_bytes, mem_total_bytes, power_w, energy_j, temp_c, sm_clock_mhz, mem_clock_mhz, throttle_reasons, pcie_rx_bytes_per_s, pcie_tx_bytes_per_s, nvlink_rx_bytes_per_s, nvlink_tx_bytes_per_s, ecc_corrected, ecc_uncorrected, retired_pages, remapped_rows, enc_util, dec_util, sm_active, sm_occupancy, dram_active, tensor_active, gr_engine_active) FROM STDIN (FORMAT binary)",
+    let gpus = prepare(
+        COPIES[0],
         b.snapshots
             .iter()
             .flat_map(|s| s.gpus.iter().map(move |x| (s, x))),
@@ -861,10 +827,10 @@ async fn copy_samples(tx: &mut sqlx::Transaction<'_, Postgres>, b: &Batch) -> Re
                 .opt_f32(g.tensor_active)
                 .opt_f32(g.gr_engine_active);
         },
-    );
-    rows += copy(tx, rows_out).await?;
-    let rows_out = prepare(
-        "COPY mig_samples (cluster, node, gpu_uuid, gi_id, ci_id, ts, mem_used_bytes, mem_total_bytes, sm_active, sm_occupancy, dram_active, tensor_active, gr_engine_active) FROM STDIN (FORMAT binary)",
+    )
+    .writer;
+    let mig = prepare(
+        COPIES[1],
         b.snapshots
             .iter()
             .flat_map(|s| s.mig.iter().map(move |x| (s, x))),
@@ -883,10 +849,10 @@ async fn copy_samples(tx: &mut sqlx::Transaction<'_, Postgres>, b: &Batch) -> Re
                 .opt_f32(m.tensor_active)
                 .opt_f32(m.gr_engine_active);
         },
-    );
-    rows += copy(tx, rows_out).await?;
-    let rows_out = prepare(
-        "COPY process_samples (cluster, node, gpu_uuid, ts, pid, start_time, kind, gi_id, ci_id, tenant_key, sm_util, mem_util, enc_util, dec_util, mem_used_bytes) FROM STDIN (FORMAT binary)",
+    )
+    .writer;
+    let processes = prepare(
+        COPIES[2],
         b.snapshots
             .iter()
             .flat_map(|s| s.processes.iter().map(move |x| (s, x))),
@@ -907,10 +873,10 @@ async fn copy_samples(tx: &mut sqlx::Transaction<'_, Postgres>, b: &Batch) -> Re
                 .opt_f32(p.dec_util)
                 .opt_i64(p.mem_used_bytes);
         },
-    );
-    rows += copy(tx, rows_out).await?;
-    let rows_out = prepare(
-        "COPY allocation_samples (cluster, node, gpu_uuid, ts, tenant_key, gi_id, ci_id, replica, share) FROM STDIN (FORMAT binary)",
+    )
+    .writer;
+    let allocations = prepare(
+        COPIES[3],
         b.snapshots
             .iter()
             .flat_map(|s| s.allocations.iter().map(move |x| (s, x))),
@@ -925,10 +891,10 @@ async fn copy_samples(tx: &mut sqlx::Transaction<'_, Postgres>, b: &Batch) -> Re
                 .opt_i32(a.replica.map(|v| v as i32))
                 .f32(a.share);
         },
-    );
-    rows += copy(tx, rows_out).await?;
-    let rows_out = prepare(
-        "COPY gpu_events (cluster, node, gpu_uuid, ts, kind, code, message) FROM STDIN (FORMAT binary)",
+    )
+    .writer;
+    let events = prepare(
+        COPIES[4],
         b.snapshots
             .iter()
             .flat_map(|s| s.events.iter().map(move |x| (s, x))),
@@ -941,9 +907,9 @@ async fn copy_samples(tx: &mut sqlx::Transaction<'_, Postgres>, b: &Batch) -> Re
                 .i64(e.code)
                 .opt_text(e.message.as_deref());
         },
-    );
-    rows += copy(tx, rows_out).await?;
-    Ok(rows)
+    )
+    .writer;
+    [gpus, mig, processes, allocations, events]
 }
 
 async fn replace_rollups(

@@ -286,6 +286,15 @@ impl SqliteStore {
             .collect()
     }
 
+    pub async fn table_bytes(&self, table: &str) -> Result<i64> {
+        Ok(sqlx::query_scalar(
+            "SELECT coalesce(sum(d.pgsize), 0) FROM dbstat d JOIN sqlite_master m ON m.name = d.name WHERE m.tbl_name = ?",
+        )
+        .bind(table)
+        .fetch_one(&self.reader)
+        .await?)
+    }
+
     pub async fn counts(&self) -> Result<TableCounts> {
         let mut c = TableCounts::default();
         for (table, slot) in [

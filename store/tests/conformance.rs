@@ -50,6 +50,7 @@ macro_rules! conformance {
 conformance!(
     stores_batches_and_lists_inventory,
     replays_are_stored_once,
+    concurrent_batches_are_each_stored_once,
     rollups_match_raw_data,
     interference_minutes_are_the_wanted_slice_of_minute_rollups,
     series_use_the_right_resolution,
@@ -192,6 +193,75 @@ async fn replays_are_stored_once(store: &Store) {
         IngestOutcome::Stored { .. }
     ));
     assert_eq!(store.counts().await.unwrap().gpu_samples, 2 * 4);
+}
+
+/// Many agents delivering at once, each batch sent twice (the copy racing the original, as a
+/// retry after a lost answer does): exactly one of the two is stored, the other is a
+/// duplicate, and the tables hold every batch once. On PostgreSQL the batches share
+/// transactions (group commit); what each caller is told stays its own.
+async fn concurrent_batches_are_each_stored_once(store: &Store) {
+    let f = fleet();
+    let t0 = hour_ago(1);
+    let mut sends = Vec::new();
+    let mut expected_gpu_rows = 0;
+    for node in 0..f.nodes.len() {
+        for agent in ["a", "b"] {
+            for seq in 1..=5u64 {
+                let ts = t0 + seq as i64 * 1000;
+                let b = f.batch(node, agent, seq, &[ts], 1000);
+                expected_gpu_rows += b.snapshots[0].gpus.len() as i64;
+                sends.push(b.clone());
+                sends.push(b);
+            }
+        }
+    }
+    let tasks: Vec<_> = sends
+        .into_iter()
+        .map(|b| {
+            let store = store.clone();
+            tokio::spawn(async move {
+                let outcome = store.ingest(&b, t0, &no_team).await.unwrap();
+                ((b.node, b.agent_id, b.seq), outcome)
+            })
+        })
+        .collect();
+    let mut stored: HashMap<(String, String, u64), usize> = HashMap::new();
+    for t in tasks {
+        let (key, outcome) = t.await.unwrap();
+        let n = stored.entry(key.clone()).or_default();
+        match outcome {
+            IngestOutcome::Stored { rows } => {
+                assert!(rows > 0);
+                *n += 1;
+            }
+            // An agent's batches may overtake each other here (an agent sends one at a time):
+            // the one that arrives after a newer one is a duplicate, never stored twice.
+            IngestOutcome::Duplicate { last_seq } => assert!(last_seq >= 1, "{key:?}"),
+        }
+    }
+    assert!(stored.values().all(|&n| n <= 1), "{stored:?}");
+    let stored_batches = stored.values().sum::<usize>();
+    assert!(stored_batches >= stored.len() / 5, "{stored:?}");
+    // What was stored is what the counts say, row for row.
+    let per_batch: HashMap<String, i64> = (0..f.nodes.len())
+        .map(|n| {
+            let b = f.batch(n, "x", 1, &[t0], 1000);
+            (b.node.clone(), b.snapshots[0].gpus.len() as i64)
+        })
+        .collect();
+    let rows: i64 = stored
+        .iter()
+        .filter(|(_, n)| **n == 1)
+        .map(|((node, _, _), _)| per_batch[node])
+        .sum();
+    assert_eq!(store.counts().await.unwrap().gpu_samples, rows);
+    assert!(rows <= expected_gpu_rows);
+    // Sent again in order, one at a time, each is a duplicate of the highest stored.
+    let again = f.batch(0, "a", 5, &[t0 + 5000], 1000);
+    assert!(matches!(
+        store.ingest(&again, t0, &no_team).await.unwrap(),
+        IngestOutcome::Duplicate { last_seq: 5 }
+    ));
 }
 
 /// Raw values of one GPU metric, grouped by bucket.
@@ -712,6 +782,56 @@ async fn postgres_failed_batches_store_nothing() {
         t.store.ingest(&b, t0, &no_team).await.unwrap(),
         IngestOutcome::Stored { .. }
     ));
+}
+
+/// A batch PostgreSQL refuses, sent at the same time as good ones: it alone fails (its group
+/// is retried batch by batch), the others are stored.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_a_bad_batch_fails_alone() {
+    let Some(t) = support::postgres().await else {
+        return;
+    };
+    let f = fleet();
+    let t0 = hour_ago(1);
+    let mut bad = f.batch(0, "bad", 1, &[t0], 1000);
+    let gpu_uuid = bad.snapshots[0].gpus[0].gpu_uuid.clone();
+    bad.snapshots[0].events.push(model::GpuEvent {
+        gpu_uuid,
+        ts: t0,
+        kind: "xid".into(),
+        code: 79,
+        message: Some("bad\0byte".into()),
+    });
+    let good: Vec<_> = (0..f.nodes.len())
+        .flat_map(|n| (1..=8u64).map(move |i| (n, i)))
+        // One agent each: an agent's own batches could overtake each other here.
+        .map(|(n, i)| f.batch(n, &format!("good-{i}"), 1, &[t0 + i as i64 * 1000], 1000))
+        .collect();
+    let good_rows: i64 = good.iter().map(|b| b.snapshots[0].gpus.len() as i64).sum();
+    let mut tasks = Vec::new();
+    for (i, b) in good.into_iter().enumerate() {
+        if i == 4 {
+            let (store, bad) = (t.store.clone(), bad.clone());
+            tasks.push(tokio::spawn(async move {
+                (true, store.ingest(&bad, t0, &no_team).await)
+            }));
+        }
+        let store = t.store.clone();
+        tasks.push(tokio::spawn(async move {
+            (false, store.ingest(&b, t0, &no_team).await)
+        }));
+    }
+    for task in tasks {
+        match task.await.unwrap() {
+            (true, outcome) => assert!(outcome.is_err(), "{outcome:?}"),
+            (false, outcome) => assert!(
+                matches!(outcome, Ok(IngestOutcome::Stored { .. })),
+                "{outcome:?}"
+            ),
+        }
+    }
+    let counts = t.store.counts().await.unwrap();
+    assert_eq!((counts.gpu_samples, counts.gpu_events), (good_rows, 0));
 }
 
 async fn alert_state_and_outbox_round_trip(store: &Store) {

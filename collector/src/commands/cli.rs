@@ -59,6 +59,9 @@ pub enum Command {
 pub enum BenchCommand {
     /// End-to-end ingest against raw COPY of the same rows, side by side.
     Ingest(crate::commands::bench::IngestBench),
+    /// Bytes on disk per GPU-second of raw data, per table, beside Prometheus's TSDB holding
+    /// the same readings as dcgm-exporter series (promtool).
+    Storage(crate::commands::bench_storage::StorageBench),
     /// Series queries: one GPU's raw hour, a fleet's month of hour rollups.
     Series(crate::commands::bench::SeriesBench),
     /// Analytics: load a fleet's week of rollups and compute funnel, findings and

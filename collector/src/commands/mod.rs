@@ -3,6 +3,7 @@
 //! their own files).
 
 pub mod bench;
+pub mod bench_storage;
 pub mod bench_ui;
 pub mod cli;
 pub mod demo;
@@ -23,6 +24,7 @@ pub async fn run(command: Command) -> anyhow::Result<()> {
         Command::Report(args) => report(args).await,
         Command::AlertRules(args) => alert_rules(args),
         Command::Bench(BenchCommand::Ingest(args)) => bench::ingest(args).await,
+        Command::Bench(BenchCommand::Storage(args)) => bench_storage::storage(args).await,
         Command::Bench(BenchCommand::Series(args)) => bench::series(args).await,
         Command::Bench(BenchCommand::Analyze(args)) => bench::analyze(args).await,
         Command::Bench(BenchCommand::Ui(args)) => bench_ui::run(args).await,
