@@ -88,7 +88,7 @@ pub async fn storage(args: StorageBench) -> anyhow::Result<()> {
             remember(&mut history, &b);
             store.ingest(&b, end, &|_| None).await?;
             stored += 1;
-            if stored % (chunks * fleet.nodes.len() / 10).max(1) == 0 {
+            if stored.is_multiple_of((chunks * fleet.nodes.len() / 10).max(1)) {
                 eprintln!(
                     "  {:>3}% stored",
                     stored * 100 / (chunks * fleet.nodes.len())
