@@ -5,7 +5,10 @@
 //! a group that fails for any reason but an unreachable database is retried batch by batch,
 //! so one bad batch never fails its neighbours.
 //!
-//! Callers encode their rows (the CPU work) before queueing; committers only send.
+//! Callers encode their rows (the CPU work) before queueing; committers only send. The queue
+//! holds at most one batch per request in flight, which the listener bounds. A caller that
+//! goes away (its client disconnected) leaves its batch queued: it is stored, and the agent's
+//! retry is answered as a duplicate, as after any answer lost on the way back.
 
 use std::sync::Arc;
 
