@@ -190,11 +190,7 @@ async fn store(pool: &PgPool, group: &[Staged]) -> Result<Vec<IngestOutcome>> {
         for s in &claimed {
             all.append(&s.rows[i]);
         }
-        if all.rows() > 0 {
-            let mut sink = tx.copy_in_raw(statement).await?;
-            sink.send(all.finish()).await?;
-            sink.finish().await?;
-        }
+        super::postgres::copy(&mut tx, statement, all).await?;
     }
     tx.commit().await?;
     Ok(outcomes)

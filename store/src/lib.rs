@@ -197,6 +197,19 @@ pub struct TableCounts {
     pub cluster_rollup_1h: i64,
 }
 
+impl TableCounts {
+    /// The raw tables' rows, in the order of [`Store::RAW_TABLES`].
+    pub fn raw(&self) -> [i64; 5] {
+        [
+            self.gpu_samples,
+            self.mig_samples,
+            self.process_samples,
+            self.allocation_samples,
+            self.gpu_events,
+        ]
+    }
+}
+
 /// What a rollup pass did.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct RollupStats {

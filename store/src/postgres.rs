@@ -215,14 +215,7 @@ impl PgStore {
         let mut tx = self.pool.begin().await?;
         let mut rows = 0;
         for (statement, writer) in COPIES.iter().zip(sample_rows(b)) {
-            rows += copy(
-                &mut tx,
-                Prepared {
-                    statement: (*statement).to_owned(),
-                    writer,
-                },
-            )
-            .await?;
+            rows += copy(&mut tx, statement, writer).await?;
         }
         tx.commit().await?;
         Ok(rows)
@@ -749,21 +742,14 @@ fn civil(ms: i64) -> (i64, i64, i64) {
     model::time::civil_from_days(ms.div_euclid(86_400_000))
 }
 
-/// One COPY ready to send: its statement and the rows it carries.
-struct Prepared {
-    statement: String,
-    writer: CopyWriter,
-}
-
 /// Encodes one row per item for `statement` (`COPY t (columns) FROM STDIN …`), `write`
 /// filling each row's fields; the field count follows from the column list. Synchronous, so
 /// that nothing borrowed by the iterator lives across the send's await.
 fn prepare<T>(
-    statement: impl Into<String>,
+    statement: &str,
     items: impl IntoIterator<Item = T>,
     mut write: impl FnMut(&mut CopyWriter, T),
-) -> Prepared {
-    let statement = statement.into();
+) -> CopyWriter {
     let fields = statement
         .split_once('(')
         .and_then(|(_, rest)| rest.split_once(')'))
@@ -773,16 +759,20 @@ fn prepare<T>(
         writer.row(fields);
         write(&mut writer, item);
     }
-    Prepared { statement, writer }
+    writer
 }
 
-/// Sends a prepared COPY; returns the rows copied.
-async fn copy(tx: &mut sqlx::Transaction<'_, Postgres>, p: Prepared) -> Result<u64> {
-    if p.writer.rows() == 0 {
+/// Sends rows encoded for `statement`; returns the rows copied.
+pub(super) async fn copy(
+    tx: &mut sqlx::Transaction<'_, Postgres>,
+    statement: &str,
+    writer: CopyWriter,
+) -> Result<u64> {
+    if writer.rows() == 0 {
         return Ok(0);
     }
-    let mut sink = tx.copy_in_raw(&p.statement).await?;
-    sink.send(p.writer.finish()).await?;
+    let mut sink = tx.copy_in_raw(statement).await?;
+    sink.send(writer.finish()).await?;
     Ok(sink.finish().await?)
 }
 
@@ -827,8 +817,7 @@ fn sample_rows(b: &Batch) -> [CopyWriter; 5] {
                 .opt_f32(g.tensor_active)
                 .opt_f32(g.gr_engine_active);
         },
-    )
-    .writer;
+    );
     let mig = prepare(
         COPIES[1],
         b.snapshots
@@ -849,8 +838,7 @@ fn sample_rows(b: &Batch) -> [CopyWriter; 5] {
                 .opt_f32(m.tensor_active)
                 .opt_f32(m.gr_engine_active);
         },
-    )
-    .writer;
+    );
     let processes = prepare(
         COPIES[2],
         b.snapshots
@@ -873,8 +861,7 @@ fn sample_rows(b: &Batch) -> [CopyWriter; 5] {
                 .opt_f32(p.dec_util)
                 .opt_i64(p.mem_used_bytes);
         },
-    )
-    .writer;
+    );
     let allocations = prepare(
         COPIES[3],
         b.snapshots
@@ -891,8 +878,7 @@ fn sample_rows(b: &Batch) -> [CopyWriter; 5] {
                 .opt_i32(a.replica.map(|v| v as i32))
                 .f32(a.share);
         },
-    )
-    .writer;
+    );
     let events = prepare(
         COPIES[4],
         b.snapshots
@@ -907,8 +893,7 @@ fn sample_rows(b: &Batch) -> [CopyWriter; 5] {
                 .i64(e.code)
                 .opt_text(e.message.as_deref());
         },
-    )
-    .writer;
+    );
     [gpus, mig, processes, allocations, events]
 }
 
@@ -928,86 +913,80 @@ async fn replace_rollups(
         .bind(cluster).bind(node).bind(from).bind(to)
         .execute(&mut **tx).await?;
     }
-    let rows_out = prepare(
-        format!(
-            "COPY gpu_rollup_{res} ({}) FROM STDIN (FORMAT binary)",
-            super::GPU_ROLLUP_COLUMNS
-        ),
-        &r.gpus,
-        |w, ((gpu, bucket), a)| {
-            w.text(cluster)
-                .text(node)
-                .text(gpu)
-                .ts_ms(*bucket)
-                .i32(a.samples)
-                .opt_f64(Some(a.covered_s))
-                .i32(a.gpu_util_n)
-                .opt_f64(Some(a.gpu_util_sum))
-                .opt_f32(a.gpu_util_max)
-                .raw_bytes(a.gpu_util_hist.to_stored().as_deref())
-                .i32(a.busy_n)
-                .i32(a.sm_active_n)
-                .opt_f64(Some(a.sm_active_sum))
-                .opt_f32(a.sm_active_max)
-                .raw_bytes(a.sm_active_hist.to_stored().as_deref())
-                .opt_f64(Some(a.sm_occupancy_sum))
-                .opt_f64(Some(a.tensor_active_sum))
-                .opt_f64(Some(a.dram_active_sum))
-                .i32(a.mem_used_n)
-                .opt_f64(Some(a.mem_used_sum))
-                .opt_i64(a.mem_used_max)
-                .opt_i64(a.mem_total_max)
-                .i32(a.power_n)
-                .opt_f64(Some(a.power_sum))
-                .opt_f32(a.power_max)
-                .i32(a.temp_n)
-                .opt_f64(Some(a.temp_sum))
-                .opt_f32(a.temp_max)
-                .i32(a.throttled_n)
-                .opt_f64(Some(a.alloc_share_sum))
-                .i32(a.sm_occupancy_n)
-                .i32(a.tensor_active_n)
-                .i32(a.dram_active_n);
-        },
+    let statement = format!(
+        "COPY gpu_rollup_{res} ({}) FROM STDIN (FORMAT binary)",
+        super::GPU_ROLLUP_COLUMNS
     );
-    copy(tx, rows_out).await?;
-    let rows_out = prepare(
-        format!(
-            "COPY tenant_rollup_{res} ({}) FROM STDIN (FORMAT binary)",
-            super::TENANT_ROLLUP_COLUMNS
-        ),
-        &r.tenants,
-        |w, ((gpu, tenant, bucket), a)| {
-            w.text(cluster)
-                .text(node)
-                .text(gpu)
-                .text(tenant)
-                .ts_ms(*bucket)
-                .i32(a.samples)
-                .opt_f64(Some(a.covered_s))
-                .opt_f64(Some(a.alloc_share_sum))
-                .i32(a.alloc_n)
-                .i32(a.present_n)
-                .i32(a.sm_util_n)
-                .opt_f64(Some(a.sm_util_sum))
-                .opt_f32(a.sm_util_max)
-                .i32(a.busy_n)
-                .i32(a.mem_used_n)
-                .opt_f64(Some(a.mem_used_sum))
-                .opt_i64(a.mem_used_max)
-                .i32(a.processes_max)
-                .i32(a.eff_n)
-                .opt_f64(Some(a.eff_sum))
-                .i32(a.eff_dcgm_n)
-                .raw_bytes(a.eff_hist.to_stored().as_deref())
-                .i32(a.active_n)
-                .i32(a.idle_n)
-                .opt_f64(Some(a.idle_lead_s))
-                .opt_f64(Some(a.idle_trail_s))
-                .opt_f64(Some(a.idle_max_s));
-        },
+    let rows_out = prepare(&statement, &r.gpus, |w, ((gpu, bucket), a)| {
+        w.text(cluster)
+            .text(node)
+            .text(gpu)
+            .ts_ms(*bucket)
+            .i32(a.samples)
+            .opt_f64(Some(a.covered_s))
+            .i32(a.gpu_util_n)
+            .opt_f64(Some(a.gpu_util_sum))
+            .opt_f32(a.gpu_util_max)
+            .raw_bytes(a.gpu_util_hist.to_stored().as_deref())
+            .i32(a.busy_n)
+            .i32(a.sm_active_n)
+            .opt_f64(Some(a.sm_active_sum))
+            .opt_f32(a.sm_active_max)
+            .raw_bytes(a.sm_active_hist.to_stored().as_deref())
+            .opt_f64(Some(a.sm_occupancy_sum))
+            .opt_f64(Some(a.tensor_active_sum))
+            .opt_f64(Some(a.dram_active_sum))
+            .i32(a.mem_used_n)
+            .opt_f64(Some(a.mem_used_sum))
+            .opt_i64(a.mem_used_max)
+            .opt_i64(a.mem_total_max)
+            .i32(a.power_n)
+            .opt_f64(Some(a.power_sum))
+            .opt_f32(a.power_max)
+            .i32(a.temp_n)
+            .opt_f64(Some(a.temp_sum))
+            .opt_f32(a.temp_max)
+            .i32(a.throttled_n)
+            .opt_f64(Some(a.alloc_share_sum))
+            .i32(a.sm_occupancy_n)
+            .i32(a.tensor_active_n)
+            .i32(a.dram_active_n);
+    });
+    copy(tx, &statement, rows_out).await?;
+    let statement = format!(
+        "COPY tenant_rollup_{res} ({}) FROM STDIN (FORMAT binary)",
+        super::TENANT_ROLLUP_COLUMNS
     );
-    copy(tx, rows_out).await?;
+    let rows_out = prepare(&statement, &r.tenants, |w, ((gpu, tenant, bucket), a)| {
+        w.text(cluster)
+            .text(node)
+            .text(gpu)
+            .text(tenant)
+            .ts_ms(*bucket)
+            .i32(a.samples)
+            .opt_f64(Some(a.covered_s))
+            .opt_f64(Some(a.alloc_share_sum))
+            .i32(a.alloc_n)
+            .i32(a.present_n)
+            .i32(a.sm_util_n)
+            .opt_f64(Some(a.sm_util_sum))
+            .opt_f32(a.sm_util_max)
+            .i32(a.busy_n)
+            .i32(a.mem_used_n)
+            .opt_f64(Some(a.mem_used_sum))
+            .opt_i64(a.mem_used_max)
+            .i32(a.processes_max)
+            .i32(a.eff_n)
+            .opt_f64(Some(a.eff_sum))
+            .i32(a.eff_dcgm_n)
+            .raw_bytes(a.eff_hist.to_stored().as_deref())
+            .i32(a.active_n)
+            .i32(a.idle_n)
+            .opt_f64(Some(a.idle_lead_s))
+            .opt_f64(Some(a.idle_trail_s))
+            .opt_f64(Some(a.idle_max_s));
+    });
+    copy(tx, &statement, rows_out).await?;
     Ok(())
 }
 

@@ -411,11 +411,10 @@ impl Access {
         // Where a token is not needed (public routes; reading in open mode), one that is not
         // a person's or a program's (an agent's, say) is ignored rather than refused, and no
         // wrong attempt is counted against the address.
-        let known = bearer_of(headers).and_then(|t| self.by_token(t));
-        if known.is_none() && !strict {
-            // Not needed here: looked at no further.
-        } else if headers.contains_key(header::AUTHORIZATION) {
-            bearer_of(headers).ok_or(Refusal::SignIn(
+        let token = bearer_of(headers);
+        let known = token.and_then(|t| self.by_token(t));
+        if headers.contains_key(header::AUTHORIZATION) && (known.is_some() || strict) {
+            token.ok_or(Refusal::SignIn(
                 "Authorization must be `Bearer <token>`".into(),
             ))?;
             let ip = addr.unwrap_or(IpAddr::from([0, 0, 0, 0]));

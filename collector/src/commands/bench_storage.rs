@@ -62,7 +62,7 @@ pub async fn storage(args: StorageBench) -> anyhow::Result<()> {
     anyhow::ensure!(seconds >= 60, "--span must be at least a minute");
     let store = Store::connect(&args.database_url).await?;
     store.migrate().await?;
-    let before: i64 = store_rows(&store).await?;
+    let before: i64 = store.counts().await?.raw().iter().sum();
     anyhow::ensure!(
         before == 0,
         "the database already holds {before} raw rows: give the benchmark an empty one"
@@ -96,14 +96,7 @@ pub async fn storage(args: StorageBench) -> anyhow::Result<()> {
             }
         }
     }
-    let counts = store.counts().await?;
-    let rows = [
-        counts.gpu_samples,
-        counts.mig_samples,
-        counts.process_samples,
-        counts.allocation_samples,
-        counts.gpu_events,
-    ];
+    let rows = store.counts().await?.raw();
     let gpu_seconds = (fleet.gpu_count() as i64 * seconds) as f64;
     println!(
         "storage benchmark: {} GPUs x {} s at 1 Hz, one tenant per GPU, on {}",
@@ -153,11 +146,6 @@ pub async fn storage(args: StorageBench) -> anyhow::Result<()> {
     );
     println!("  gpulens raw / Prometheus TSDB: {:.1}x", ours / theirs);
     Ok(())
-}
-
-async fn store_rows(store: &Store) -> anyhow::Result<i64> {
-    let c = store.counts().await?;
-    Ok(c.gpu_samples + c.mig_samples + c.process_samples + c.allocation_samples + c.gpu_events)
 }
 
 /// Keeps each GPU's samples and its dcgm-exporter labels (the pod holding it, as

@@ -88,13 +88,7 @@ async fn every_route_has_exactly_one_access_rule() {
     }
     // Probe the router: every method it answers on a path has a rule, every rule a method.
     let t = support::sqlite().await;
-    let state = AppState::new(
-        t.store.clone(),
-        Default::default(),
-        Default::default(),
-        Default::default(),
-        Default::default(),
-    );
+    let state = crate::support::default_state(t.store.clone());
     for path in &in_table {
         let uri = path
             .replace("{node}", "n1")
@@ -398,13 +392,7 @@ fn the_table_names_agents_routes_for_their_own_tokens() {
 #[tokio::test]
 async fn open_mode_ignores_unknown_tokens_on_reads() {
     let t = support::sqlite().await;
-    let state = AppState::new(
-        t.store.clone(),
-        Default::default(),
-        Default::default(),
-        Default::default(),
-        Default::default(),
-    );
+    let state = crate::support::default_state(t.store.clone());
     for _ in 0..12 {
         let (code, _, body) =
             send(&state, req("GET", "/api/v1/nodes", Some("agent-token-xyz"))).await;

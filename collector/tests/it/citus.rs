@@ -10,7 +10,7 @@ use std::time::Duration;
 use axum::body::Body;
 use axum::http::{Request, StatusCode};
 use collector::reports::{self, week::IsoWeek};
-use collector::{router::router, state::AppState};
+use collector::router::router;
 use serde_json::Value;
 use store::Store;
 use tower::ServiceExt;
@@ -160,7 +160,7 @@ fn api_reads(fleet: &simulator::Fleet, from: i64, to: i64) -> Vec<String> {
         snap.allocations
             .iter()
             .take(2)
-            .map(|a| (format!("tenant:{}", urlencode(&a.tenant)), tenant)),
+            .map(|a| (format!("tenant:{}", web::format::enc(&a.tenant)), tenant)),
     );
     // Raw seconds over ten minutes, minutes and hours over the three hours.
     for (e, metrics) in &entities {
@@ -178,25 +178,10 @@ fn api_reads(fleet: &simulator::Fleet, from: i64, to: i64) -> Vec<String> {
     out
 }
 
-fn urlencode(s: &str) -> String {
-    s.bytes()
-        .map(|b| match b {
-            b'a'..=b'z' | b'A'..=b'Z' | b'0'..=b'9' | b'-' | b'_' | b'.' => (b as char).to_string(),
-            _ => format!("%{b:02X}"),
-        })
-        .collect()
-}
-
 /// Every page reachable from `/` by links (at most 400) and the `api` reads, with their
 /// statuses and, for JSON, the answers.
 async fn walk(store: Store, api: Vec<String>) -> BTreeMap<String, (StatusCode, Option<Value>)> {
-    let state = AppState::new(
-        store,
-        Default::default(),
-        Default::default(),
-        Default::default(),
-        Default::default(),
-    );
+    let state = crate::support::default_state(store);
     let mut seen = BTreeMap::new();
     let mut todo = api;
     todo.push("/".to_owned());

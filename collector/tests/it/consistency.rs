@@ -56,13 +56,7 @@ async fn alerts_pages_and_counts_agree() {
         .await
         .unwrap()
         .expect("an analysis");
-    let state = collector::state::AppState::new(
-        t.store.clone(),
-        Default::default(),
-        Default::default(),
-        Default::default(),
-        Default::default(),
-    );
+    let state = crate::support::default_state(t.store.clone());
     use analytics::FindingKind;
     for kind in [FindingKind::IdleAllocation, FindingKind::Underutilized] {
         assert!(

@@ -51,14 +51,7 @@ async fn an_operator_approves_a_label_change_from_the_dashboard() {
         }],
         ..Settings::default()
     };
-    let state = AppState::new(
-        t.store.clone(),
-        Default::default(),
-        Default::default(),
-        Default::default(),
-        Default::default(),
-    )
-    .with_labels(settings);
+    let state = crate::support::default_state(t.store.clone()).with_labels(settings);
     let page = "/recommendations/time_slicing-test";
 
     // Anonymous: the page says what would change and asks to sign in; no form.

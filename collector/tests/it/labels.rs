@@ -613,7 +613,7 @@ async fn approval_through_the_api_runs_and_audits_the_change() {
     use axum::http::{Request, StatusCode};
     use collector::labels::actions;
     use collector::labels::settings::{Mode, Operator, Settings};
-    use collector::{router::router, state::AppState};
+    use collector::router::router;
     use tower::ServiceExt;
 
     let s = StandIn::start().await;
@@ -631,14 +631,7 @@ async fn approval_through_the_api_runs_and_audits_the_change() {
         }],
         ..Settings::default()
     };
-    let state = AppState::new(
-        t.store.clone(),
-        Default::default(),
-        Default::default(),
-        Default::default(),
-        Default::default(),
-    )
-    .with_labels(settings.clone());
+    let state = crate::support::default_state(t.store.clone()).with_labels(settings.clone());
     let call = |req: Request<Body>| {
         let state = state.clone();
         async move {

@@ -8,6 +8,18 @@ use std::process::Command;
 mod store_support;
 pub use store_support::*;
 
+/// The collector's state over `store` with every setting at its default: reads open, no
+/// agent tokens, default ingest limits, retention and teams.
+pub fn default_state(store: store::Store) -> collector::state::AppState {
+    collector::state::AppState::new(
+        store,
+        Default::default(),
+        Default::default(),
+        Default::default(),
+        Default::default(),
+    )
+}
+
 /// GETs `url` and parses the answer as JSON (a test's view of another server's API).
 pub async fn get_json(http: &reqwest::Client, url: &str) -> serde_json::Value {
     let body = http.get(url).send().await.unwrap().bytes().await.unwrap();
