@@ -4,8 +4,8 @@
 # (tests/run.sh); on its own: `bash tests/fuzz.sh [SECONDS]`.
 #
 # The targets cover the decoders of untrusted input in the `intake` crate and the batch
-# validation in `model`: the ingest body and batch, the remote-write body, and the series
-# query's times and step. A crash leaves its input in fuzz/artifacts/<target>/ and fails.
+# validation in `model`: the ingest body and batch, the remote-write body, the series query's
+# times and step, and sealed raw-sample blocks as read back from the database. A crash leaves its input in fuzz/artifacts/<target>/ and fails.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds=${1:-${GPULENS_FUZZ_SECONDS:-20}}

@@ -1,5 +1,5 @@
 //! Storage upkeep inside the collector: partitions ahead of time, rollups of minutes that
-//! received data, and retention. Each runs as its own task on an interval; never on the ingest
+//! received data, sealing raw rows past the hot window into blocks, and retention. Each runs as its own task on an interval; never on the ingest
 //! path.
 
 use std::sync::Arc;
@@ -16,6 +16,11 @@ use crate::tasks::{Periodic, Task};
 
 /// Minutes younger than this are not rolled up yet: late samples may still arrive for them.
 pub const ROLLUP_GRACE_MS: i64 = 15_000;
+
+/// Raw samples younger than this stay rows; older ones are sealed into per-minute blocks (a
+/// tenth of the bytes; see docs/ARCHITECTURE.md). Past the rollup grace, so that the minutes a
+/// rollup pass reads are usually still rows.
+pub const HOT_WINDOW_MS: i64 = 120_000;
 
 /// The `[retention]` section: how long each resolution is kept.
 #[derive(Debug, Clone, Deserialize)]
@@ -73,6 +78,7 @@ pub struct StorageMetrics {
     pub rollup_buckets: Counter,
     pub rollup_failures: Counter,
     pub rollup_undecodable_rows: Counter,
+    pub sealed_samples: Counter,
     pub retention_dropped: Counter,
     pub last_rollup_timestamp: FGauge,
 }
@@ -84,6 +90,11 @@ impl StorageMetrics {
             "rollup_buckets",
             "Node-minute buckets rolled up",
             m.rollup_buckets.clone(),
+        );
+        registry.register(
+            "sealed_samples",
+            "Raw samples moved from rows into sealed per-minute blocks",
+            m.sealed_samples.clone(),
         );
         registry.register(
             "rollup_failures",
@@ -142,6 +153,13 @@ impl Upkeep {
         Ok(stats.minutes)
     }
 
+    /// Seals raw rows older than the hot window into blocks; returns how many samples.
+    pub async fn seal(&self, now: i64) -> anyhow::Result<u64> {
+        let n = self.shared.store.seal(now - HOT_WINDOW_MS).await?;
+        self.metrics.sealed_samples.inc_by(n);
+        Ok(n)
+    }
+
     /// Drops what is older than each resolution's retention.
     pub async fn retain(&self, now: i64) -> anyhow::Result<()> {
         let s = &self.shared;
@@ -166,7 +184,13 @@ impl Upkeep {
         let u = self.clone();
         let rollups = Periodic::task("rollups", every, move || {
             let u = u.clone();
-            Box::pin(async move { u.rollup(model::time::now_ms()).await.map(|_| ()) })
+            // Sealing follows the rollups in the same task: a pass reads rows, not blocks,
+            // when it keeps up.
+            Box::pin(async move {
+                let now = model::time::now_ms();
+                u.rollup(now).await?;
+                u.seal(now).await.map(|_| ())
+            })
         });
         let u = self.clone();
         let retention = Periodic::task("retention", every, move || {

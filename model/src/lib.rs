@@ -11,6 +11,7 @@ pub mod mig;
 pub mod names;
 pub mod rollup;
 pub mod sample;
+pub mod sealed;
 pub mod tenant;
 pub mod time;
 pub mod wire;

@@ -16,7 +16,7 @@ use sqlx::PgConnection;
 use super::{Result, StoreError};
 
 /// Tables distributed by `node`, colocated with the first.
-pub const BY_NODE: [&str; 15] = [
+pub const BY_NODE: [&str; 19] = [
     "nodes",
     "agent_streams",
     "gpus",
@@ -27,6 +27,10 @@ pub const BY_NODE: [&str; 15] = [
     "process_samples",
     "allocation_samples",
     "gpu_events",
+    "gpu_blocks",
+    "mig_blocks",
+    "process_blocks",
+    "allocation_blocks",
     "rollup_pending",
     "gpu_rollup_1m",
     "gpu_rollup_1h",

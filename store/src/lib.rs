@@ -9,6 +9,7 @@ pub mod label_actions;
 mod migrate;
 mod pgcopy;
 mod postgres;
+mod raw;
 pub mod remote_write;
 pub mod reports;
 pub use model::rollup;
@@ -23,6 +24,7 @@ use std::time::Duration;
 
 use model::rollup::{DeviceMinute, DeviceMinutes, TenantMinute, TenantMinutes};
 use model::wire::v1::Batch;
+pub use raw::{BLOCK_MS, block_of};
 pub use series::{Agg, Entity, Metric, Resolution, Series, SeriesQuery};
 
 use rollup::{MINUTE_MS, NodeRollup};
@@ -198,7 +200,8 @@ pub struct TableCounts {
 }
 
 impl TableCounts {
-    /// The raw tables' rows, in the order of [`Store::RAW_TABLES`].
+    /// The raw samples of each kind (rows and sealed together), in the order of the first
+    /// five of [`Store::RAW_TABLES`].
     pub fn raw(&self) -> [i64; 5] {
         [
             self.gpu_samples,
@@ -419,23 +422,39 @@ impl Store {
         dispatch!(self, s => s.counts().await)
     }
 
-    /// The raw sample tables, as [`Store::table_bytes`] measures them.
-    pub const RAW_TABLES: [&'static str; 5] = [
+    /// The raw sample tables, as [`Store::table_bytes`] measures them: the hot rows, then the
+    /// sealed blocks.
+    pub const RAW_TABLES: [&'static str; 9] = [
         "gpu_samples",
         "mig_samples",
         "process_samples",
         "allocation_samples",
         "gpu_events",
+        "gpu_blocks",
+        "mig_blocks",
+        "process_blocks",
+        "allocation_blocks",
     ];
 
-    /// Bytes on disk of each raw table, indexes (and TOAST) included, all partitions (and on
-    /// Citus all shards) together; on SQLite the pages of the table and of its indexes.
-    pub async fn table_bytes(&self) -> Result<Vec<(&'static str, i64)>> {
+    /// Rows and bytes on disk of each raw table, indexes (and TOAST) included, all partitions
+    /// (and on Citus all shards) together; on SQLite the pages of the table and of its indexes.
+    pub async fn table_bytes(&self) -> Result<Vec<(&'static str, i64, i64)>> {
         let mut out = Vec::new();
         for t in Self::RAW_TABLES {
-            out.push((t, dispatch!(self, s => s.table_bytes(t).await)?));
+            let rows = dispatch!(self, s => s.table_rows(t).await)?;
+            out.push((t, rows, dispatch!(self, s => s.table_bytes(t).await)?));
         }
         Ok(out)
+    }
+
+    /// Makes the space of sealed-off hot rows reusable now, as autovacuum does within a minute
+    /// or so on its own (PostgreSQL `VACUUM`; SQLite reuses freed pages by itself). For
+    /// benchmarks.
+    pub async fn reclaim_hot(&self) -> Result<()> {
+        match &self.backend {
+            Backend::Postgres(s) => s.vacuum(&Self::RAW_TABLES[..4]).await,
+            Backend::Sqlite(_) => Ok(()),
+        }
     }
 
     /// The newest sample timestamp stored for a node.
@@ -450,6 +469,13 @@ impl Store {
         retention: &Retention,
     ) -> Result<Series> {
         let plan = q.plan(now_ms, retention)?;
+        if plan.resolution == series::Resolution::Raw {
+            let (table, filter) = series::raw_source(q);
+            let samples =
+                dispatch!(self, s => s.raw_records(table, &filter, q.from_ms, q.to_ms).await)?;
+            let values = series::raw_points(q, &plan, table, &samples);
+            return Ok(series::assemble(q, &plan, &values));
+        }
         dispatch!(self, s => s.series(q, &plan).await)
     }
 
@@ -1112,105 +1138,6 @@ macro_rules! tenant_record {
 }
 pub(crate) use tenant_record;
 
-/// The rows that decode; each one that does not is skipped and counted in `undecodable`, and
-/// the first of a span is logged with its error. The row stays stored (retention removes it).
-pub(crate) fn decodable<T>(
-    rows: impl Iterator<Item = std::result::Result<T, sqlx::Error>>,
-    table: &str,
-    cluster: &str,
-    node: &str,
-    undecodable: &mut usize,
-) -> Vec<T> {
-    let before = *undecodable;
-    rows.filter_map(|r| match r {
-            Ok(v) => Some(v),
-            Err(e) => {
-                if *undecodable == before {
-                    tracing::error!(table, cluster, node, error = %e, "a stored row cannot be read: skipped and counted in gpulens_rollup_undecodable_rows_total; the pass goes on");
-                }
-                *undecodable += 1;
-                None
-            }
-        })
-        .collect()
-}
-
-/// The raw GPU columns the rollup reads after `gpu_uuid, ts`, in [`raw_gpu!`]'s positions.
-pub(crate) const RAW_GPU_COLUMNS: &str = "interval_ms, gpu_util, sm_active, sm_occupancy, tensor_active, dram_active, mem_used_bytes, mem_total_bytes, power_w, temp_c, throttle_reasons";
-
-/// The raw GPU columns the rollup reads, by position (see the backends' rollup queries).
-macro_rules! raw_gpu {
-    ($r:expr) => {{
-        let r = $r;
-        (|| -> std::result::Result<_, sqlx::Error> {
-            Ok(rollup::RawGpu {
-                gpu_uuid: r.try_get(0)?,
-                ts: r.try_get(1)?,
-                interval_ms: r.try_get(2)?,
-                gpu_util: r.try_get(3)?,
-                sm_active: r.try_get(4)?,
-                sm_occupancy: r.try_get(5)?,
-                tensor_active: r.try_get(6)?,
-                dram_active: r.try_get(7)?,
-                mem_used_bytes: r.try_get(8)?,
-                mem_total_bytes: r.try_get(9)?,
-                power_w: r.try_get(10)?,
-                temp_c: r.try_get(11)?,
-                throttle_reasons: r.try_get(12)?,
-            })
-        })()
-    }};
-}
-pub(crate) use raw_gpu;
-
-macro_rules! raw_allocation {
-    ($r:expr) => {{
-        let r = $r;
-        (|| -> std::result::Result<_, sqlx::Error> {
-            Ok(rollup::RawAllocation {
-                gpu_uuid: r.try_get(0)?,
-                ts: r.try_get(1)?,
-                tenant_key: r.try_get(2)?,
-                gi_id: r.try_get(3)?,
-                share: r.try_get(4)?,
-            })
-        })()
-    }};
-}
-pub(crate) use raw_allocation;
-
-macro_rules! raw_process {
-    ($r:expr) => {{
-        let r = $r;
-        (|| -> std::result::Result<_, sqlx::Error> {
-            Ok(rollup::RawProcess {
-                gpu_uuid: r.try_get(0)?,
-                ts: r.try_get(1)?,
-                tenant_key: r.try_get(2)?,
-                gi_id: r.try_get(3)?,
-                sm_util: r.try_get(4)?,
-                mem_used_bytes: r.try_get(5)?,
-            })
-        })()
-    }};
-}
-pub(crate) use raw_process;
-
-macro_rules! raw_mig {
-    ($r:expr) => {{
-        let r = $r;
-        (|| -> std::result::Result<_, sqlx::Error> {
-            Ok(rollup::RawMig {
-                gpu_uuid: r.try_get(0)?,
-                ts: r.try_get(1)?,
-                gi_id: r.try_get(2)?,
-                sm_active: r.try_get(3)?,
-            })
-        })()
-    }};
-}
-pub(crate) use raw_mig;
-
 macro_rules! event_record {
     ($r:expr) => {{
         let r = $r;
@@ -1226,38 +1153,6 @@ macro_rules! event_record {
 }
 pub(crate) use event_record;
 
-macro_rules! health_record {
-    ($r:expr) => {{
-        let r = $r;
-        super::HealthRecord {
-            cluster: r.try_get("cluster")?,
-            node: r.try_get("node")?,
-            gpu_uuid: r.try_get("gpu_uuid")?,
-            ecc_uncorrected: r.try_get("ecc_uncorrected")?,
-            retired_pages: r.try_get("retired_pages")?,
-            remapped_rows: r.try_get("remapped_rows")?,
-        }
-    }};
-}
-pub(crate) use health_record;
-
-macro_rules! orphan_record {
-    ($r:expr) => {{
-        let r = $r;
-        super::OrphanRecord {
-            cluster: r.try_get("cluster")?,
-            node: r.try_get("node")?,
-            gpu_uuid: r.try_get("gpu_uuid")?,
-            pid: r.try_get("pid")?,
-            start_time_ms: r.try_get("start_time")?,
-            first_ms: r.try_get("first")?,
-            last_ms: r.try_get("last")?,
-            mem_max_bytes: r.try_get("mem")?,
-        }
-    }};
-}
-pub(crate) use orphan_record;
-
 /// Runs a series query's rows through the post-processing its shape needs (either backend).
 macro_rules! series_values {
     ($rows:expr, $shape:expr) => {{
@@ -1269,7 +1164,6 @@ macro_rules! series_values {
         };
         match $shape {
             series::Shape::Values => pairs()?,
-            series::Shape::RawSamples => series::p95_by_bucket(pairs()?),
             series::Shape::Histograms => series::hist_p95(
                 rows.iter()
                     .map(|r| {
@@ -1429,7 +1323,18 @@ impl Store {
         from_ms: i64,
         to_ms: i64,
     ) -> Result<Vec<(i64, String)>> {
-        dispatch!(self, s => s.mig_holders(gpu_uuid, from_ms, to_ms).await)
+        let f = raw::Filter {
+            eq: vec![("gpu_uuid", gpu_uuid)],
+            null: Some(("gi_id", false)),
+        };
+        let t = &raw::ALLOCATION;
+        let samples = dispatch!(self, s => s.raw_records(t, &f, from_ms, to_ms).await)?;
+        let [gi, tenant] = ["gi_id", "tenant_key"].map(|c| t.key_at(c));
+        let holders: std::collections::BTreeSet<(i64, String)> = samples
+            .iter()
+            .filter_map(|r| Some((r.int_key(gi)?, r.text(tenant)?.to_owned())))
+            .collect();
+        Ok(holders.into_iter().take(MAX_MIG_HOLDERS as usize).collect())
     }
 
     pub async fn events(&self, from_ms: i64, to_ms: i64) -> Result<Vec<EventRecord>> {
@@ -1442,7 +1347,55 @@ impl Store {
     }
 
     pub async fn orphans(&self, from_ms: i64, to_ms: i64) -> Result<Vec<OrphanRecord>> {
-        dispatch!(self, s => s.orphans(from_ms, to_ms).await)
+        let f = raw::Filter {
+            eq: vec![],
+            null: Some(("tenant_key", true)),
+        };
+        let t = &raw::PROCESS;
+        let samples = dispatch!(self, s => s.raw_records(t, &f, from_ms, to_ms).await)?;
+        let [cluster, node, gpu, pid, start] =
+            ["cluster", "node", "gpu_uuid", "pid", "start_time"].map(|c| t.key_at(c));
+        let mem = t.value("mem_used_bytes");
+        let mut by_process: BTreeMap<(String, String, String, i64, i64), OrphanRecord> =
+            BTreeMap::new();
+        for r in &samples {
+            let text = |at| r.text(at).unwrap_or_default().to_owned();
+            let (p, st) = (
+                r.int_key(pid).unwrap_or_default(),
+                r.int_key(start).unwrap_or_default(),
+            );
+            let o = by_process
+                .entry((text(cluster), text(node), text(gpu), p, st))
+                .or_insert_with(|| OrphanRecord {
+                    cluster: text(cluster),
+                    node: text(node),
+                    gpu_uuid: text(gpu),
+                    pid: p,
+                    start_time_ms: st,
+                    first_ms: r.ts,
+                    last_ms: r.ts,
+                    mem_max_bytes: None,
+                });
+            o.first_ms = o.first_ms.min(r.ts);
+            o.last_ms = o.last_ms.max(r.ts);
+            o.mem_max_bytes = o.mem_max_bytes.max(r.int(mem));
+        }
+        Ok(by_process.into_values().collect())
+    }
+
+    /// Moves raw samples older than `cutoff_ms` out of the hot tables into sealed blocks, node
+    /// by node (one transaction each); returns how many samples it sealed.
+    pub async fn seal(&self, cutoff_ms: i64) -> Result<u64> {
+        let cutoff = raw::block_of(cutoff_ms);
+        let mut by_node: BTreeMap<(String, String), Vec<String>> = BTreeMap::new();
+        for g in self.gpus(None).await? {
+            by_node.entry((g.cluster, g.node)).or_default().push(g.uuid);
+        }
+        let mut sealed = 0;
+        for ((cluster, node), gpus) in by_node {
+            sealed += dispatch!(self, s => s.seal_node(&cluster, &node, &gpus, cutoff).await)?;
+        }
+        Ok(sealed)
     }
 
     /// Stores an analysis result and keeps the newest `keep`.

@@ -65,6 +65,11 @@ pub const POSTGRES: &[Migration] = &[
         name: "0010_node_range_indexes.sql",
         sql: include_str!("../../migrations/postgres/0010_node_range_indexes.sql"),
     },
+    Migration {
+        version: 11,
+        name: "0011_sealed_blocks.sql",
+        sql: include_str!("../../migrations/postgres/0011_sealed_blocks.sql"),
+    },
 ];
 
 pub const SQLITE: &[Migration] = &[
@@ -117,6 +122,11 @@ pub const SQLITE: &[Migration] = &[
         version: 10,
         name: "0010_node_range_indexes.sql",
         sql: include_str!("../../migrations/sqlite/0010_node_range_indexes.sql"),
+    },
+    Migration {
+        version: 11,
+        name: "0011_sealed_blocks.sql",
+        sql: include_str!("../../migrations/sqlite/0011_sealed_blocks.sql"),
     },
 ];
 

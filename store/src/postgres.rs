@@ -14,6 +14,7 @@ use sqlx::{PgPool, Row};
 use super::citus;
 use super::group_commit::{COPIES, Claim, GroupCommit, Staged};
 use super::pgcopy::CopyWriter;
+use super::raw;
 use super::rollup::{self, NodeRollup};
 use super::series::{self, Plan, Series, SeriesQuery};
 use super::span::{self, Span};
@@ -23,12 +24,16 @@ use super::{
 };
 
 /// Tables partitioned by day, and by month.
-const DAILY: [&str; 7] = [
+const DAILY: [&str; 11] = [
     "gpu_samples",
     "mig_samples",
     "process_samples",
     "allocation_samples",
     "gpu_events",
+    "gpu_blocks",
+    "mig_blocks",
+    "process_blocks",
+    "allocation_blocks",
     "gpu_rollup_1m",
     "tenant_rollup_1m",
 ];
@@ -319,6 +324,22 @@ impl PgStore {
             .collect()
     }
 
+    /// Rows of one of [`super::Store::RAW_TABLES`].
+    pub async fn table_rows(&self, table: &str) -> Result<i64> {
+        debug_assert!(super::Store::RAW_TABLES.contains(&table));
+        Ok(sqlx::query_scalar(&format!("SELECT count(*) FROM {table}"))
+            .fetch_one(&self.pool)
+            .await?)
+    }
+
+    /// `VACUUM`s `tables` (names from [`super::Store::RAW_TABLES`]).
+    pub async fn vacuum(&self, tables: &[&str]) -> Result<()> {
+        sqlx::query(&format!("VACUUM {}", tables.join(", ")))
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
     pub async fn table_bytes(&self, table: &str) -> Result<i64> {
         let mut conn = self.pool.acquire().await?;
         // On Citus a distributed table's data is in its shards on the workers.
@@ -352,6 +373,21 @@ impl PgStore {
             *slot = sqlx::query_scalar(&format!("SELECT count(*) FROM {table}"))
                 .fetch_one(&self.pool)
                 .await?;
+        }
+        // Sealed samples count as the rows they were.
+        for (t, slot) in raw::TABLES.iter().zip([
+            &mut c.gpu_samples,
+            &mut c.mig_samples,
+            &mut c.process_samples,
+            &mut c.allocation_samples,
+        ]) {
+            let n: i64 = sqlx::query_scalar(&format!(
+                "SELECT coalesce(sum(n), 0)::bigint FROM {}",
+                t.sealed
+            ))
+            .fetch_one(&self.pool)
+            .await?;
+            *slot += n;
         }
         Ok(c)
     }
@@ -476,21 +512,6 @@ impl PgStore {
         Ok(stats)
     }
 
-    pub async fn mig_holders(&self, gpu: &str, from: i64, to: i64) -> Result<Vec<(i64, String)>> {
-        let rows = sqlx::query(
-            "SELECT DISTINCT gi_id::bigint, tenant_key FROM allocation_samples WHERE gpu_uuid = $1 AND ts >= to_timestamp($2 / 1000.0) AND ts < to_timestamp($3 / 1000.0) AND gi_id IS NOT NULL ORDER BY 1, 2 LIMIT $4",
-        )
-        .bind(gpu)
-        .bind(from)
-        .bind(to)
-        .bind(super::MAX_MIG_HOLDERS)
-        .fetch_all(&self.pool)
-        .await?;
-        rows.iter()
-            .map(|r| Ok((r.try_get::<i64, _>(0)?, r.try_get::<String, _>(1)?)))
-            .collect()
-    }
-
     pub async fn events(&self, from: i64, to: i64) -> Result<Vec<super::EventRecord>> {
         let rows = sqlx::query(&format!(
             "SELECT cluster, node, gpu_uuid, {} AS ts, kind, code FROM gpu_events WHERE ts >= to_timestamp($1 / 1000.0) AND ts < to_timestamp($2 / 1000.0) ORDER BY ts",
@@ -504,34 +525,76 @@ impl PgStore {
     }
 
     pub async fn latest_health(&self) -> Result<Vec<super::HealthRecord>> {
-        // The lateral join carries (cluster, node): on Citus both tables are distributed by
-        // node, and only a join on it runs on the workers.
-        let rows = sqlx::query(
-            "SELECT g.cluster, g.node, g.gpu_uuid, s.ecc_uncorrected, s.retired_pages::bigint AS retired_pages, s.remapped_rows::bigint AS remapped_rows
-             FROM gpus g CROSS JOIN LATERAL (
-                SELECT ecc_uncorrected, retired_pages, remapped_rows FROM gpu_samples x
+        // Each GPU's newest hot row and newest block; the joins carry (cluster, node): on
+        // Citus all three tables are distributed by node, and only a join on it runs on the
+        // workers.
+        let rows = sqlx::query(&format!(
+            "SELECT g.cluster, g.node, g.gpu_uuid, s.ts, s.ecc_uncorrected, s.retired_pages, s.remapped_rows, b.data
+             FROM gpus g
+             LEFT JOIN LATERAL (
+                SELECT {} AS ts, ecc_uncorrected, retired_pages::bigint AS retired_pages, remapped_rows::bigint AS remapped_rows FROM gpu_samples x
                 WHERE x.cluster = g.cluster AND x.node = g.node AND x.gpu_uuid = g.gpu_uuid
-                ORDER BY ts DESC LIMIT 1) s",
-        )
+                ORDER BY x.ts DESC LIMIT 1) s ON true
+             LEFT JOIN LATERAL (
+                SELECT data FROM gpu_blocks y
+                WHERE y.cluster = g.cluster AND y.node = g.node AND y.gpu_uuid = g.gpu_uuid
+                ORDER BY y.block_start DESC LIMIT 1) b ON true
+             WHERE s.ts IS NOT NULL OR b.data IS NOT NULL",
+            ms("x.ts")
+        ))
         .fetch_all(&self.pool)
         .await?;
-        rows.iter().map(|r| Ok(super::health_record!(r))).collect()
+        rows.iter().map(|r| Ok(raw::health!(r))).collect()
     }
 
-    pub async fn orphans(&self, from: i64, to: i64) -> Result<Vec<super::OrphanRecord>> {
-        let rows = sqlx::query(&format!(
-            "SELECT cluster, node, gpu_uuid, pid, {} AS start_time, {} AS first, {} AS last, max(mem_used_bytes) AS mem
-             FROM process_samples WHERE tenant_key IS NULL AND ts >= to_timestamp($1 / 1000.0) AND ts < to_timestamp($2 / 1000.0)
-             GROUP BY cluster, node, gpu_uuid, pid, start_time",
-            ms("start_time"),
-            ms("min(ts)"),
-            ms("max(ts)")
-        ))
-        .bind(from)
-        .bind(to)
-        .fetch_all(&self.pool)
-        .await?;
-        rows.iter().map(|r| Ok(super::orphan_record!(r))).collect()
+    /// The samples of `t` in [from, to) that `f` selects (undecodable blocks skipped, logged).
+    pub async fn raw_records(
+        &self,
+        t: &raw::RawTable,
+        f: &raw::Filter<'_>,
+        from: i64,
+        to: i64,
+    ) -> Result<Vec<raw::Record>> {
+        let mut conn = self.pool.acquire().await?;
+        records(&mut conn, t, f, from, to, &mut 0).await
+    }
+
+    /// Seals one node's hot rows older than `cutoff` (a block start) in one transaction.
+    pub async fn seal_node(
+        &self,
+        cluster: &str,
+        node: &str,
+        gpus: &[String],
+        cutoff: i64,
+    ) -> Result<u64> {
+        let mut tx = self.pool.begin().await?;
+        let mut sealed = 0;
+        for t in raw::TABLES {
+            let rows = sqlx::query(&raw::take_sql(t, series::Dialect::Postgres))
+                .bind(cluster)
+                .bind(node)
+                .bind(gpus)
+                .bind(cutoff)
+                .fetch_all(&mut *tx)
+                .await?;
+            let taken = raw::taken!(t, rows);
+            sealed += taken.len() as u64;
+            let blocks = raw::seal(t, taken);
+            let days: Vec<i64> = blocks.iter().map(|b| b.start).collect();
+            self.ensure_days(&days_between(
+                days.iter().copied().min().unwrap_or(cutoff),
+                days.iter().copied().max().unwrap_or(cutoff),
+            ))
+            .await?;
+            for chunk in blocks.chunks(1000) {
+                let sql = raw::insert_sql(t, series::Dialect::Postgres, chunk.len());
+                raw::bind_blocks(sqlx::query(&sql), chunk)
+                    .execute(&mut *tx)
+                    .await?;
+            }
+        }
+        tx.commit().await?;
+        Ok(sealed)
     }
 
     pub async fn save_analysis(
@@ -996,37 +1059,34 @@ span::span_tx!(
     "DELETE FROM rollup_pending WHERE cluster = $1 AND node = $2 AND bucket >= to_timestamp($3 / 1000.0) AND bucket < to_timestamp($4 / 1000.0)"
 );
 
-/// One node's raw rows of [from, to) for a rollup: `gpu_uuid, ts` (ms) and then `columns`
-/// of `table`, mapped by position.
-async fn raw_rows<T>(
+/// The samples of `t` in [from, to) that `f` selects: hot rows and sealed blocks, read in one
+/// statement. A row or block that does not decode is skipped and counted in `undecodable`.
+async fn records(
     conn: &mut sqlx::PgConnection,
-    (table, columns): (&str, &str),
-    Span {
-        cluster,
-        node,
-        from,
-        to,
-    }: Span<'_>,
-    map: impl Fn(&sqlx::postgres::PgRow) -> std::result::Result<T, sqlx::Error>,
+    t: &raw::RawTable,
+    f: &raw::Filter<'_>,
+    from: i64,
+    to: i64,
     undecodable: &mut usize,
-) -> Result<Vec<T>> {
-    let rows = sqlx::query(&format!(
-        "SELECT gpu_uuid, {}, {columns} FROM {table} WHERE cluster = $1 AND node = $2 AND ts >= to_timestamp($3 / 1000.0) AND ts < to_timestamp($4 / 1000.0)",
-        ms("ts")
-    ))
-    .bind(cluster)
-    .bind(node)
-    .bind(from)
-    .bind(to)
-    .fetch_all(conn)
-    .await?;
-    Ok(super::decodable(
-        rows.iter().map(map),
-        table,
-        cluster,
-        node,
-        undecodable,
-    ))
+) -> Result<Vec<raw::Record>> {
+    let sql = raw::read_sql(t, series::Dialect::Postgres, f);
+    let mut query = sqlx::query(&sql);
+    for v in f.binds() {
+        query = query.bind(v);
+    }
+    let rows = query
+        .bind(from)
+        .bind(to)
+        .bind(raw::block_of(from))
+        .fetch_all(conn)
+        .await?;
+    let mut out = Vec::new();
+    for r in &rows {
+        if let Err(e) = raw::read_row!(t, r, from, to, &mut out) {
+            raw::skipped(t, &e, undecodable);
+        }
+    }
+    Ok(out)
 }
 
 async fn read_rollups(

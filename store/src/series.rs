@@ -32,6 +32,15 @@ pub enum Family {
     Tenant,
 }
 
+/// How a metric reads one raw sample.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RawValue {
+    /// The value of a column.
+    Column(&'static str),
+    /// 1 when a column is above zero, 0 when it is not, unknown when it is unknown.
+    Busy(&'static str),
+}
+
 /// How one metric is read at each resolution.
 #[derive(Debug, Clone, Copy)]
 pub struct MetricSpec {
@@ -39,8 +48,8 @@ pub struct MetricSpec {
     pub name: &'static str,
     pub unit: &'static str,
     pub family: Family,
-    /// Expression over the raw table, or None when only rollups carry it.
-    pub raw_expr: Option<&'static str>,
+    /// How a raw sample gives the metric, or None when only rollups carry it.
+    pub raw_expr: Option<RawValue>,
     /// Rollup columns: count, sum, max, histogram.
     pub n_col: &'static str,
     pub sum_col: &'static str,
@@ -53,7 +62,7 @@ const fn spec(
     name: &'static str,
     unit: &'static str,
     family: Family,
-    raw_expr: Option<&'static str>,
+    raw_expr: Option<RawValue>,
     cols: (
         &'static str,
         &'static str,
@@ -82,7 +91,7 @@ pub const METRICS: &[MetricSpec] = &[
         "gpu_util",
         "ratio",
         Gpu,
-        Some("gpu_util"),
+        Some(RawValue::Column("gpu_util")),
         (
             "gpu_util_n",
             "gpu_util_sum",
@@ -95,7 +104,7 @@ pub const METRICS: &[MetricSpec] = &[
         "active",
         "ratio",
         Gpu,
-        Some("CASE WHEN gpu_util IS NULL THEN NULL WHEN gpu_util > 0 THEN 1.0 ELSE 0.0 END"),
+        Some(RawValue::Busy("gpu_util")),
         ("gpu_util_n", "busy_n", None, None),
     ),
     spec(
@@ -103,7 +112,7 @@ pub const METRICS: &[MetricSpec] = &[
         "sm_active",
         "ratio",
         Gpu,
-        Some("sm_active"),
+        Some(RawValue::Column("sm_active")),
         (
             "sm_active_n",
             "sm_active_sum",
@@ -116,7 +125,7 @@ pub const METRICS: &[MetricSpec] = &[
         "sm_occupancy",
         "ratio",
         Gpu,
-        Some("sm_occupancy"),
+        Some(RawValue::Column("sm_occupancy")),
         ("sm_occupancy_n", "sm_occupancy_sum", None, None),
     ),
     spec(
@@ -124,7 +133,7 @@ pub const METRICS: &[MetricSpec] = &[
         "tensor_active",
         "ratio",
         Gpu,
-        Some("tensor_active"),
+        Some(RawValue::Column("tensor_active")),
         ("tensor_active_n", "tensor_active_sum", None, None),
     ),
     spec(
@@ -132,7 +141,7 @@ pub const METRICS: &[MetricSpec] = &[
         "dram_active",
         "ratio",
         Gpu,
-        Some("dram_active"),
+        Some(RawValue::Column("dram_active")),
         ("dram_active_n", "dram_active_sum", None, None),
     ),
     spec(
@@ -140,7 +149,7 @@ pub const METRICS: &[MetricSpec] = &[
         "mem_used_bytes",
         "bytes",
         Gpu,
-        Some("mem_used_bytes"),
+        Some(RawValue::Column("mem_used_bytes")),
         ("mem_used_n", "mem_used_sum", Some("mem_used_max"), None),
     ),
     spec(
@@ -148,7 +157,7 @@ pub const METRICS: &[MetricSpec] = &[
         "power_w",
         "watts",
         Gpu,
-        Some("power_w"),
+        Some(RawValue::Column("power_w")),
         ("power_n", "power_sum", Some("power_max"), None),
     ),
     spec(
@@ -156,7 +165,7 @@ pub const METRICS: &[MetricSpec] = &[
         "temp_c",
         "celsius",
         Gpu,
-        Some("temp_c"),
+        Some(RawValue::Column("temp_c")),
         ("temp_n", "temp_sum", Some("temp_max"), None),
     ),
     spec(
@@ -172,7 +181,7 @@ pub const METRICS: &[MetricSpec] = &[
         "sm_util",
         "ratio",
         Tenant,
-        Some("sm_util"),
+        Some(RawValue::Column("sm_util")),
         ("sm_util_n", "sm_util_sum", Some("sm_util_max"), None),
     ),
     spec(
@@ -464,8 +473,6 @@ impl Dialect {
 pub enum Shape {
     /// (bucket, value) already aggregated.
     Values,
-    /// (bucket, raw value) per sample, for an exact p95.
-    RawSamples,
     /// (bucket, histogram, max) per rollup row, for a p95 from merged histograms.
     Histograms,
 }
@@ -473,12 +480,16 @@ pub enum Shape {
 /// The query answering `q` under `plan`, in `dialect`. Binds: the entity (if any), then
 /// `from_ms`, `to_ms`.
 pub fn sql(q: &SeriesQuery, plan: &Plan, dialect: Dialect) -> Result<(String, Shape), StoreError> {
+    if plan.resolution == Resolution::Raw {
+        return Err(StoreError::BadRequest(
+            "raw series are read from samples (series::raw_points), not by one query".into(),
+        ));
+    }
     let spec = q.metric.spec();
     let cluster_wide = matches!(q.entity, Entity::Cluster(_) | Entity::Fleet);
     let (table, col) = match (plan.resolution, q.family()) {
         (Resolution::Hour, Family::Gpu) if cluster_wide => ("cluster_rollup_1h", "bucket"),
-        (Resolution::Raw, Family::Gpu) => ("gpu_samples", "ts"),
-        (Resolution::Raw, Family::Tenant) => ("process_samples", "ts"),
+        (Resolution::Raw, _) => unreachable!("raw plans were refused above"),
         (Resolution::Minute, Family::Gpu) => ("gpu_rollup_1m", "bucket"),
         (Resolution::Minute, Family::Tenant) => ("tenant_rollup_1m", "bucket"),
         (Resolution::Hour, Family::Gpu) => ("gpu_rollup_1h", "bucket"),
@@ -494,34 +505,7 @@ pub fn sql(q: &SeriesQuery, plan: &Plan, dialect: Dialect) -> Result<(String, Sh
     );
     let b = dialect.bucket(col, plan.step_ms);
     let real = |e: &str| dialect.real(e);
-    Ok(if plan.resolution == Resolution::Raw {
-        let expr = spec
-            .raw_expr
-            .expect("planned raw only with a raw expression");
-        match q.agg {
-            Agg::Mean => (
-                format!(
-                    "SELECT {b}, {} {from} GROUP BY b ORDER BY b",
-                    real(&format!("avg({expr})"))
-                ),
-                Shape::Values,
-            ),
-            Agg::Max => (
-                format!(
-                    "SELECT {b}, {} {from} GROUP BY b ORDER BY b",
-                    real(&format!("max({expr})"))
-                ),
-                Shape::Values,
-            ),
-            Agg::P95 => (
-                format!(
-                    "SELECT {b}, {} {from} AND {expr} IS NOT NULL ORDER BY b",
-                    real(expr)
-                ),
-                Shape::RawSamples,
-            ),
-        }
-    } else {
+    Ok({
         match q.agg {
             Agg::P95 => {
                 let Some(hist) = spec.hist_col else {
@@ -563,14 +547,61 @@ pub fn sql(q: &SeriesQuery, plan: &Plan, dialect: Dialect) -> Result<(String, Sh
     })
 }
 
-/// Exact p95 per bucket from raw (bucket, value) pairs ordered by bucket.
-pub fn p95_by_bucket(pairs: Vec<(i64, Option<f64>)>) -> Vec<(i64, Option<f64>)> {
-    let mut out = Vec::new();
-    for group in pairs.chunk_by(|a, b| a.0 == b.0) {
-        let mut vals: Vec<f64> = group.iter().filter_map(|p| p.1).collect();
-        out.push((group[0].0, quantile(&mut vals, 0.95)));
+/// The raw table a raw-resolution series reads, and what it selects there.
+pub(crate) fn raw_source(
+    q: &SeriesQuery,
+) -> (&'static crate::raw::RawTable, crate::raw::Filter<'_>) {
+    let table = match q.family() {
+        Family::Gpu => &crate::raw::GPU,
+        Family::Tenant => &crate::raw::PROCESS,
+    };
+    let filter = match q.entity.filter() {
+        Some((c, v)) => crate::raw::Filter::eq(c, v),
+        None => crate::raw::Filter::default(),
+    };
+    (table, filter)
+}
+
+/// A raw-resolution series' values per step from the samples of its entity and range: the
+/// mean or max of the metric's known values in each step (unknown where a step's samples
+/// know none), or for p95 the exact nearest-rank quantile of them.
+pub(crate) fn raw_points(
+    q: &SeriesQuery,
+    plan: &Plan,
+    table: &crate::raw::RawTable,
+    samples: &[crate::raw::Record],
+) -> Vec<(i64, Option<f64>)> {
+    let Some(how) = q.metric.spec().raw_expr else {
+        return Vec::new();
+    };
+    let (column, busy) = match how {
+        RawValue::Column(c) => (c, false),
+        RawValue::Busy(c) => (c, true),
+    };
+    let at = table.value(column);
+    let mut steps: std::collections::BTreeMap<i64, Vec<f64>> = std::collections::BTreeMap::new();
+    for r in samples {
+        let bucket = r.ts - r.ts.rem_euclid(plan.step_ms);
+        let values = steps.entry(bucket).or_default();
+        if let Some(v) = r.number(table, at) {
+            values.push(if busy {
+                if v > 0.0 { 1.0 } else { 0.0 }
+            } else {
+                v
+            });
+        }
     }
-    out
+    steps
+        .into_iter()
+        .filter_map(|(b, mut vals)| match q.agg {
+            Agg::Mean => Some((
+                b,
+                (!vals.is_empty()).then(|| vals.iter().sum::<f64>() / vals.len() as f64),
+            )),
+            Agg::Max => Some((b, vals.iter().copied().reduce(f64::max))),
+            Agg::P95 => (!vals.is_empty()).then(|| (b, quantile(&mut vals, 0.95))),
+        })
+        .collect()
 }
 
 /// p95 per bucket from merged histograms.

@@ -3,7 +3,9 @@
 //! minutes, and re-merge the hour that holds it from all of that hour's minutes. A backend
 //! supplies only the primitives ([`SpanTx`]), which differ in SQL and nothing else.
 
-use model::rollup::{self, NodeRollup, RawAllocation, RawGpu, RawMig, RawProcess};
+use model::rollup::{self, NodeRollup};
+
+use super::raw::{self, RawTable, Record};
 
 use super::Result;
 
@@ -16,49 +18,34 @@ pub(crate) struct Span<'a> {
     pub to: i64,
 }
 
-/// The raw tables a span reads, with the columns after `gpu_uuid, ts` that the
-/// `raw_*!` decoders read by position.
-pub(crate) const RAW_GPUS: (&str, &str) = ("gpu_samples", super::RAW_GPU_COLUMNS);
-pub(crate) const RAW_ALLOCATIONS: (&str, &str) = ("allocation_samples", "tenant_key, gi_id, share");
-pub(crate) const RAW_PROCESSES: (&str, &str) = (
-    "process_samples",
-    "tenant_key, gi_id, sm_util, mem_used_bytes",
-);
-pub(crate) const RAW_MIG: (&str, &str) = ("mig_samples", "gi_id, sm_active");
-
-/// What a backend's open transaction offers a rollup span. Raw readers skip rows that do not
-/// decode and count them in `undecodable` (see [`super::decodable`]).
+/// What a backend's open transaction offers a rollup span. The raw reader skips blocks that do
+/// not decode and counts them in `undecodable` (see [`super::decodable`]).
 pub(crate) trait SpanTx {
     async fn clear_pending(&mut self, s: Span<'_>) -> Result<()>;
-    async fn raw_gpus(&mut self, s: Span<'_>, undecodable: &mut usize) -> Result<Vec<RawGpu>>;
-    async fn raw_allocations(
+    /// The node's samples of [from, to) in `t`, hot rows and sealed blocks.
+    async fn raw(
         &mut self,
+        t: &'static RawTable,
         s: Span<'_>,
         undecodable: &mut usize,
-    ) -> Result<Vec<RawAllocation>>;
-    async fn raw_processes(
-        &mut self,
-        s: Span<'_>,
-        undecodable: &mut usize,
-    ) -> Result<Vec<RawProcess>>;
-    async fn raw_mig(&mut self, s: Span<'_>, undecodable: &mut usize) -> Result<Vec<RawMig>>;
+    ) -> Result<Vec<Record>>;
     /// Replaces the node's rollups at `res` (`1m` or `1h`) in [from, to) with `r`.
     async fn replace_rollups(&mut self, res: &str, s: Span<'_>, r: &NodeRollup) -> Result<()>;
     /// The node's rollups at `res` in [from, to).
     async fn read_rollups(&mut self, res: &str, s: Span<'_>) -> Result<NodeRollup>;
 }
 
-/// What one span wrote: GPU minute rows, tenant minute rows, and raw rows skipped.
+/// What a span wrote: GPU minute rows, tenant minute rows, and raw rows skipped.
 pub(crate) type SpanStats = (usize, usize, usize);
 
 /// Rolls one span up inside `tx` (the caller commits).
 pub(crate) async fn roll_up(tx: &mut impl SpanTx, s: Span<'_>) -> Result<SpanStats> {
     tx.clear_pending(s).await?;
     let mut undecodable = 0;
-    let gpus = tx.raw_gpus(s, &mut undecodable).await?;
-    let allocs = tx.raw_allocations(s, &mut undecodable).await?;
-    let procs = tx.raw_processes(s, &mut undecodable).await?;
-    let mig = tx.raw_mig(s, &mut undecodable).await?;
+    let gpus = raw::gpus(&tx.raw(&raw::GPU, s, &mut undecodable).await?);
+    let allocs = raw::allocations(&tx.raw(&raw::ALLOCATION, s, &mut undecodable).await?);
+    let procs = raw::processes(&tx.raw(&raw::PROCESS, s, &mut undecodable).await?);
+    let mig = raw::mig(&tx.raw(&raw::MIG, s, &mut undecodable).await?);
     let minutes = rollup::aggregate(rollup::MINUTE_MS, &gpus, &allocs, &procs, &mig);
     tx.replace_rollups("1m", s, &minutes).await?;
     let from = rollup::bucket_of(s.from, rollup::HOUR_MS);
@@ -75,7 +62,7 @@ pub(crate) async fn roll_up(tx: &mut impl SpanTx, s: Span<'_>) -> Result<SpanSta
 
 /// Implements [`SpanTx`] for a backend's transactions: `$db` is its sqlx database, and
 /// `$clear_pending` its SQL deleting a span's pending marks (cluster, node, from, to). The
-/// backend module supplies `raw_rows`, `replace_rollups` and `read_rollups`, its SQL.
+/// backend module supplies `records`, `replace_rollups` and `read_rollups`, its SQL.
 macro_rules! span_tx {
     ($db:ty, $clear_pending:expr) => {
         impl $crate::span::SpanTx for sqlx::Transaction<'_, $db> {
@@ -90,61 +77,18 @@ macro_rules! span_tx {
                 Ok(())
             }
 
-            async fn raw_gpus(
+            async fn raw(
                 &mut self,
+                t: &'static $crate::raw::RawTable,
                 s: $crate::span::Span<'_>,
                 undecodable: &mut usize,
-            ) -> Result<Vec<$crate::rollup::RawGpu>> {
-                raw_rows(
+            ) -> Result<Vec<$crate::raw::Record>> {
+                records(
                     self,
-                    $crate::span::RAW_GPUS,
-                    s,
-                    |r| $crate::raw_gpu!(r),
-                    undecodable,
-                )
-                .await
-            }
-
-            async fn raw_allocations(
-                &mut self,
-                s: $crate::span::Span<'_>,
-                undecodable: &mut usize,
-            ) -> Result<Vec<$crate::rollup::RawAllocation>> {
-                raw_rows(
-                    self,
-                    $crate::span::RAW_ALLOCATIONS,
-                    s,
-                    |r| $crate::raw_allocation!(r),
-                    undecodable,
-                )
-                .await
-            }
-
-            async fn raw_processes(
-                &mut self,
-                s: $crate::span::Span<'_>,
-                undecodable: &mut usize,
-            ) -> Result<Vec<$crate::rollup::RawProcess>> {
-                raw_rows(
-                    self,
-                    $crate::span::RAW_PROCESSES,
-                    s,
-                    |r| $crate::raw_process!(r),
-                    undecodable,
-                )
-                .await
-            }
-
-            async fn raw_mig(
-                &mut self,
-                s: $crate::span::Span<'_>,
-                undecodable: &mut usize,
-            ) -> Result<Vec<$crate::rollup::RawMig>> {
-                raw_rows(
-                    self,
-                    $crate::span::RAW_MIG,
-                    s,
-                    |r| $crate::raw_mig!(r),
+                    t,
+                    &$crate::raw::Filter::node(s.cluster, s.node),
+                    s.from,
+                    s.to,
                     undecodable,
                 )
                 .await

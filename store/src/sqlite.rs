@@ -10,6 +10,7 @@ use model::wire::v1::Batch;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
 use sqlx::{QueryBuilder, Row, Sqlite, SqlitePool};
 
+use super::raw;
 use super::rollup::{self, NodeRollup};
 use super::series::{self, Plan, Series, SeriesQuery};
 use super::span::{self, Span};
@@ -286,6 +287,14 @@ impl SqliteStore {
             .collect()
     }
 
+    /// Rows of one of [`super::Store::RAW_TABLES`].
+    pub async fn table_rows(&self, table: &str) -> Result<i64> {
+        debug_assert!(super::Store::RAW_TABLES.contains(&table));
+        Ok(sqlx::query_scalar(&format!("SELECT count(*) FROM {table}"))
+            .fetch_one(&self.reader)
+            .await?)
+    }
+
     pub async fn table_bytes(&self, table: &str) -> Result<i64> {
         Ok(sqlx::query_scalar(
             "SELECT coalesce(sum(d.pgsize), 0) FROM dbstat d JOIN sqlite_master m ON m.name = d.name WHERE m.tbl_name = ?",
@@ -312,6 +321,19 @@ impl SqliteStore {
             *slot = sqlx::query_scalar(&format!("SELECT count(*) FROM {table}"))
                 .fetch_one(&self.reader)
                 .await?;
+        }
+        // Sealed samples count as the rows they were.
+        for (t, slot) in raw::TABLES.iter().zip([
+            &mut c.gpu_samples,
+            &mut c.mig_samples,
+            &mut c.process_samples,
+            &mut c.allocation_samples,
+        ]) {
+            let n: i64 =
+                sqlx::query_scalar(&format!("SELECT coalesce(sum(n), 0) FROM {}", t.sealed))
+                    .fetch_one(&self.reader)
+                    .await?;
+            *slot += n;
         }
         Ok(c)
     }
@@ -428,21 +450,6 @@ impl SqliteStore {
         Ok(stats)
     }
 
-    pub async fn mig_holders(&self, gpu: &str, from: i64, to: i64) -> Result<Vec<(i64, String)>> {
-        let rows = sqlx::query(
-            "SELECT DISTINCT gi_id, tenant_key FROM allocation_samples WHERE gpu_uuid = ? AND ts >= ? AND ts < ? AND gi_id IS NOT NULL ORDER BY gi_id, tenant_key LIMIT ?",
-        )
-        .bind(gpu)
-        .bind(from)
-        .bind(to)
-        .bind(super::MAX_MIG_HOLDERS)
-        .fetch_all(&self.reader)
-        .await?;
-        rows.iter()
-            .map(|r| Ok((r.try_get::<i64, _>(0)?, r.try_get::<String, _>(1)?)))
-            .collect()
-    }
-
     pub async fn events(&self, from: i64, to: i64) -> Result<Vec<super::EventRecord>> {
         let rows = sqlx::query("SELECT cluster, node, gpu_uuid, ts, kind, code FROM gpu_events WHERE ts >= ? AND ts < ? ORDER BY ts")
             .bind(from)
@@ -453,27 +460,65 @@ impl SqliteStore {
     }
 
     pub async fn latest_health(&self) -> Result<Vec<super::HealthRecord>> {
+        // Each GPU's newest hot row and newest block.
         let rows = sqlx::query(
-            "SELECT g.cluster, g.node, g.gpu_uuid, s.ecc_uncorrected, s.retired_pages, s.remapped_rows
-             FROM gpus g JOIN gpu_samples s ON s.rowid = (
-                SELECT rowid FROM gpu_samples x WHERE x.gpu_uuid = g.gpu_uuid ORDER BY ts DESC LIMIT 1)",
+            "SELECT g.cluster, g.node, g.gpu_uuid, s.ts, s.ecc_uncorrected, s.retired_pages, s.remapped_rows, b.data
+             FROM gpus g
+             LEFT JOIN gpu_samples s ON s.rowid = (
+                SELECT rowid FROM gpu_samples x WHERE x.gpu_uuid = g.gpu_uuid ORDER BY ts DESC LIMIT 1)
+             LEFT JOIN gpu_blocks b ON b.rowid = (
+                SELECT rowid FROM gpu_blocks y WHERE y.gpu_uuid = g.gpu_uuid ORDER BY block_start DESC LIMIT 1)
+             WHERE s.ts IS NOT NULL OR b.data IS NOT NULL",
         )
         .fetch_all(&self.reader)
         .await?;
-        rows.iter().map(|r| Ok(super::health_record!(r))).collect()
+        rows.iter().map(|r| Ok(raw::health!(r))).collect()
     }
 
-    pub async fn orphans(&self, from: i64, to: i64) -> Result<Vec<super::OrphanRecord>> {
-        let rows = sqlx::query(
-            "SELECT cluster, node, gpu_uuid, pid, start_time, min(ts) AS first, max(ts) AS last, max(mem_used_bytes) AS mem
-             FROM process_samples WHERE tenant_key IS NULL AND ts >= ? AND ts < ?
-             GROUP BY cluster, node, gpu_uuid, pid, start_time",
-        )
-        .bind(from)
-        .bind(to)
-        .fetch_all(&self.reader)
-        .await?;
-        rows.iter().map(|r| Ok(super::orphan_record!(r))).collect()
+    /// The samples of `t` in [from, to) that `f` selects (undecodable blocks skipped, logged).
+    pub async fn raw_records(
+        &self,
+        t: &raw::RawTable,
+        f: &raw::Filter<'_>,
+        from: i64,
+        to: i64,
+    ) -> Result<Vec<raw::Record>> {
+        let mut conn = self.reader.acquire().await?;
+        records(&mut conn, t, f, from, to, &mut 0).await
+    }
+
+    /// Seals one node's hot rows older than `cutoff` (a block start) in one transaction.
+    pub async fn seal_node(
+        &self,
+        cluster: &str,
+        node: &str,
+        gpus: &[String],
+        cutoff: i64,
+    ) -> Result<u64> {
+        let gpus = serde_json::to_string(gpus).expect("strings serialize");
+        let mut tx = self.writer.begin().await?;
+        let mut sealed = 0;
+        for t in raw::TABLES {
+            let rows = sqlx::query(&raw::take_sql(t, series::Dialect::Sqlite))
+                .bind(cluster)
+                .bind(node)
+                .bind(&gpus)
+                .bind(cutoff)
+                .fetch_all(&mut *tx)
+                .await?;
+            let taken = raw::taken!(t, rows);
+            sealed += taken.len() as u64;
+            let blocks = raw::seal(t, taken);
+            let per = raw::binds_per_block(t);
+            for chunk in blocks.chunks(MAX_BINDS / per) {
+                let sql = raw::insert_sql(t, series::Dialect::Sqlite, chunk.len());
+                raw::bind_blocks(sqlx::query(&sql), chunk)
+                    .execute(&mut *tx)
+                    .await?;
+            }
+        }
+        tx.commit().await?;
+        Ok(sealed)
     }
 
     pub async fn save_analysis(
@@ -582,6 +627,15 @@ impl SqliteStore {
             ("process_samples", "ts", cut(r.raw)),
             ("allocation_samples", "ts", cut(r.raw)),
             ("gpu_events", "ts", cut(r.raw)),
+            // A block goes once all of its span is past the cutoff.
+            ("gpu_blocks", "block_start", cut(r.raw) - raw::BLOCK_MS),
+            ("mig_blocks", "block_start", cut(r.raw) - raw::BLOCK_MS),
+            ("process_blocks", "block_start", cut(r.raw) - raw::BLOCK_MS),
+            (
+                "allocation_blocks",
+                "block_start",
+                cut(r.raw) - raw::BLOCK_MS,
+            ),
             ("rollup_pending", "bucket", cut(r.raw)),
             ("gpu_rollup_1m", "bucket", cut(r.minute)),
             ("tenant_rollup_1m", "bucket", cut(r.minute)),
@@ -730,36 +784,34 @@ span::span_tx!(
     "DELETE FROM rollup_pending WHERE cluster = ? AND node = ? AND bucket >= ? AND bucket < ?"
 );
 
-/// One node's raw rows of [from, to) for a rollup: `gpu_uuid, ts` and then `columns` of
-/// `table`, mapped by position.
-async fn raw_rows<T>(
+/// The samples of `t` in [from, to) that `f` selects: hot rows and sealed blocks, read in one
+/// statement. A row or block that does not decode is skipped and counted in `undecodable`.
+async fn records(
     conn: &mut sqlx::SqliteConnection,
-    (table, columns): (&str, &str),
-    Span {
-        cluster,
-        node,
-        from,
-        to,
-    }: Span<'_>,
-    map: impl Fn(&sqlx::sqlite::SqliteRow) -> std::result::Result<T, sqlx::Error>,
+    t: &raw::RawTable,
+    f: &raw::Filter<'_>,
+    from: i64,
+    to: i64,
     undecodable: &mut usize,
-) -> Result<Vec<T>> {
-    let rows = sqlx::query(&format!(
-        "SELECT gpu_uuid, ts, {columns} FROM {table} WHERE cluster = ? AND node = ? AND ts >= ? AND ts < ?"
-    ))
-    .bind(cluster)
-    .bind(node)
-    .bind(from)
-    .bind(to)
-    .fetch_all(conn)
-    .await?;
-    Ok(super::decodable(
-        rows.iter().map(map),
-        table,
-        cluster,
-        node,
-        undecodable,
-    ))
+) -> Result<Vec<raw::Record>> {
+    let sql = raw::read_sql(t, series::Dialect::Sqlite, f);
+    let mut query = sqlx::query(&sql);
+    for v in f.binds() {
+        query = query.bind(v);
+    }
+    let rows = query
+        .bind(from)
+        .bind(to)
+        .bind(raw::block_of(from))
+        .fetch_all(conn)
+        .await?;
+    let mut out = Vec::new();
+    for r in &rows {
+        if let Err(e) = raw::read_row!(t, r, from, to, &mut out) {
+            raw::skipped(t, &e, undecodable);
+        }
+    }
+    Ok(out)
 }
 
 /// Replaces the rollup rows of one node in [from, to) at resolution `res` ("1m" or "1h").

@@ -287,12 +287,15 @@ pub async fn series(args: SeriesBench) -> anyhow::Result<()> {
     b.cluster = cluster.clone();
     let team = |_: &model::Tenant| None;
     store.ingest(&b, now, &team).await?;
+    // As the upkeep leaves it: all but the hot window sealed into blocks.
+    let sealed = store.seal(now - crate::storage::HOT_WINDOW_MS).await?;
+    eprintln!("sealed {sealed} raw samples past the hot window into blocks");
     let gpu = b.snapshots[0].gpus[0].gpu_uuid.clone();
     let retention = Retention::default();
     let mut report = Vec::new();
     for (name, q) in [
         (
-            "one GPU, last hour of raw samples, 1 s step",
+            "one GPU, last hour of raw samples (sealed), 1 s step",
             SeriesQuery {
                 metric: Metric::GpuUtil,
                 entity: Entity::Gpu(gpu.clone()),

@@ -11,6 +11,8 @@ use std::time::Duration;
 use model::GpuSample;
 use store::Store;
 
+use crate::storage;
+
 #[derive(Debug, clap::Args)]
 pub struct StorageBench {
     /// The database to fill and measure: an empty scratch PostgreSQL database (postgres://…;
@@ -27,6 +29,9 @@ pub struct StorageBench {
     /// Sampling cycles per stored batch, as an agent sends them.
     #[arg(long, default_value_t = 10)]
     pub snapshots_per_batch: usize,
+    /// Keep every sample a row (what gpulens stored before sealed blocks), for comparison.
+    #[arg(long)]
+    pub rows_only: bool,
     /// promtool, for the Prometheus side; "" leaves it out.
     #[arg(long, default_value = "promtool")]
     pub promtool: String,
@@ -72,6 +77,14 @@ pub async fn storage(args: StorageBench) -> anyhow::Result<()> {
     let start = end - seconds * 1000;
     store.prepare_partitions(start).await?;
     store.prepare_partitions(end).await?;
+    // What the empty tables already take (their partitions' and, on Citus, shards' first
+    // pages): a fixed cost, not a cost per GPU-second.
+    let empty: BTreeMap<&str, i64> = store
+        .table_bytes()
+        .await?
+        .into_iter()
+        .map(|(t, _, b)| (t, b))
+        .collect();
     let instants: Vec<i64> = (0..seconds).map(|s| start + s * 1000).collect();
     let mut history: BTreeMap<String, GpuHistory> = BTreeMap::new();
     let chunks = instants.chunks(args.snapshots_per_batch.max(1)).count();
@@ -82,35 +95,58 @@ pub async fn storage(args: StorageBench) -> anyhow::Result<()> {
         fleet.gpu_count(),
         store.backend()
     );
-    for node in 0..fleet.nodes.len() {
-        for (i, chunk) in instants.chunks(args.snapshots_per_batch.max(1)).enumerate() {
+    // As a collector stores it: every node's batch of each cycle, and once a minute of data
+    // the upkeep's seal pass (rows past the hot window become blocks) followed by what
+    // autovacuum would do with the sealed-off rows.
+    let total = chunks * fleet.nodes.len();
+    let mut next_seal = start + 60_000;
+    for (i, chunk) in instants.chunks(args.snapshots_per_batch.max(1)).enumerate() {
+        for node in 0..fleet.nodes.len() {
             let b = fleet.batch(node, "storage", i as u64 + 1, chunk, 1000);
             remember(&mut history, &b);
             store.ingest(&b, end, &|_| None).await?;
             stored += 1;
-            if stored.is_multiple_of((chunks * fleet.nodes.len() / 10).max(1)) {
-                eprintln!(
-                    "  {:>3}% stored",
-                    stored * 100 / (chunks * fleet.nodes.len())
-                );
+            if stored.is_multiple_of((total / 10).max(1)) {
+                eprintln!("  {:>3}% stored", stored * 100 / total);
             }
         }
+        let now = chunk[chunk.len() - 1] + 1000;
+        if !args.rows_only && now >= next_seal {
+            store.seal(now - storage::HOT_WINDOW_MS).await?;
+            store.reclaim_hot().await?;
+            next_seal += 60_000;
+        }
     }
-    let rows = store.counts().await?.raw();
-    let gpu_seconds = (fleet.gpu_count() as i64 * seconds) as f64;
+    let sealed_until = if args.rows_only {
+        start
+    } else {
+        store::block_of(end - storage::HOT_WINDOW_MS).max(start)
+    };
+    let tables = store.table_bytes().await?;
+    let gpus = fleet.gpu_count() as i64;
+    let gpu_seconds = (gpus * seconds) as f64;
     println!(
-        "storage benchmark: {} GPUs x {} s at 1 Hz, one tenant per GPU, on {}",
-        fleet.gpu_count(),
-        seconds,
-        store.backend()
+        "storage benchmark: {gpus} GPUs x {seconds} s at 1 Hz, one tenant per GPU, on {}{}",
+        store.backend(),
+        if args.rows_only {
+            ", every sample a row"
+        } else {
+            ""
+        }
     );
     println!(
         "  {:<22} {:>10} {:>14} {:>8} {:>10}",
         "raw table", "rows", "bytes", "B/row", "B/GPU-s"
     );
-    let mut total = 0i64;
-    for ((table, bytes), rows) in store.table_bytes().await?.into_iter().zip(rows) {
+    let (mut total, mut hot, mut sealed, mut fixed) = (0i64, 0i64, 0i64, 0i64);
+    for (table, rows, bytes) in tables {
         total += bytes;
+        if table.ends_with("_blocks") {
+            sealed += bytes;
+            fixed += empty.get(table).copied().unwrap_or(0);
+        } else {
+            hot += bytes;
+        }
         println!(
             "  {table:<22} {rows:>10} {bytes:>14} {:>8} {:>10.1}",
             if rows > 0 {
@@ -121,11 +157,31 @@ pub async fn storage(args: StorageBench) -> anyhow::Result<()> {
             bytes as f64 / gpu_seconds
         );
     }
-    let ours = total as f64 / gpu_seconds;
     println!(
-        "  {:<22} {:>10} {total:>14} {:>8} {ours:>10.1}",
-        "total (indexes incl.)", "", ""
+        "  {:<22} {:>10} {total:>14} {:>8} {:>10.1}",
+        "total (indexes incl.)",
+        "",
+        "",
+        total as f64 / gpu_seconds
     );
+    // Steady state: sealed blocks grow with retention; the hot rows are a fixed window.
+    let sealed_s = ((sealed_until - start) / 1000 * gpus) as f64;
+    let ours = if args.rows_only || sealed_s <= 0.0 {
+        total as f64 / gpu_seconds
+    } else {
+        let per_s = (sealed - fixed) as f64 / sealed_s;
+        println!(
+            "  sealed blocks: {per_s:.1} B/GPU-s over the {} s sealed ({:.1} with the {fixed} bytes the empty block tables took before: partitions' and shards' first pages, a fixed cost)",
+            (sealed_until - start) / 1000,
+            sealed as f64 / sealed_s
+        );
+        println!(
+            "  hot rows (the last {} s and under): {hot} bytes, {:.0} per GPU whatever the retention",
+            (end - sealed_until) / 1000,
+            hot as f64 / gpus as f64
+        );
+        per_s
+    };
     if args.promtool.is_empty() {
         return Ok(());
     }
@@ -144,7 +200,11 @@ pub async fn storage(args: StorageBench) -> anyhow::Result<()> {
         series / history.len().max(1),
         bytes as f64 / samples.max(1) as f64
     );
-    println!("  gpulens raw / Prometheus TSDB: {:.1}x", ours / theirs);
+    println!(
+        "  gpulens raw ({}) / Prometheus TSDB: {:.1}x",
+        if args.rows_only { "rows" } else { "sealed" },
+        ours / theirs
+    );
     Ok(())
 }
 

@@ -1,0 +1,830 @@
+//! The raw per-second tables, written once for both backends: each is a hot table of rows
+//! (what ingest writes) and a sealed table of blocks (what the seal pass makes of rows older
+//! than the hot window: one row per series and [`BLOCK_MS`], its samples encoded by
+//! [`model::sealed`]). A series is one value of the table's identity columns (a GPU; one
+//! process; one allocation; one MIG instance).
+//!
+//! Every reader of raw samples goes through [`read_sql`]: one statement returning the hot rows
+//! and the blocks of the range together, so it sees one snapshot whatever a concurrent seal
+//! pass moves (PostgreSQL and SQLite both read a statement from one snapshot).
+
+use std::collections::BTreeMap;
+
+use model::rollup::{RawAllocation, RawGpu, RawMig, RawProcess};
+use model::sealed::{self, Columns, Kind};
+
+use super::series::Dialect;
+
+/// The type of an identity column.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum KeyType {
+    Text,
+    Int,
+    /// A 32-bit integer (PostgreSQL `integer`): a wider stored value does not decode.
+    Int32,
+    /// A timestamp, carried as epoch milliseconds.
+    Time,
+}
+
+/// One raw table: its hot and sealed names, identity columns (`cluster, node, gpu_uuid`
+/// first) and per-second value columns.
+#[derive(Debug)]
+pub(crate) struct RawTable {
+    pub hot: &'static str,
+    pub sealed: &'static str,
+    pub key: &'static [(&'static str, KeyType)],
+    pub values: &'static [(&'static str, Kind)],
+}
+
+use KeyType::{Int as KInt, Int32, Text, Time};
+use model::sealed::Kind::{F32, F64, Int};
+
+const GPU_KEY: [(&str, KeyType); 3] = [("cluster", Text), ("node", Text), ("gpu_uuid", Text)];
+
+pub(crate) const GPU: RawTable = RawTable {
+    hot: "gpu_samples",
+    sealed: "gpu_blocks",
+    key: &GPU_KEY,
+    values: &[
+        ("interval_ms", Int),
+        ("gpu_util", F32),
+        ("mem_util", F32),
+        ("mem_used_bytes", Int),
+        ("mem_total_bytes", Int),
+        ("power_w", F32),
+        ("energy_j", F64),
+        ("temp_c", F32),
+        ("sm_clock_mhz", Int),
+        ("mem_clock_mhz", Int),
+        ("throttle_reasons", Int),
+        ("pcie_rx_bytes_per_s", Int),
+        ("pcie_tx_bytes_per_s", Int),
+        ("nvlink_rx_bytes_per_s", Int),
+        ("nvlink_tx_bytes_per_s", Int),
+        ("ecc_corrected", Int),
+        ("ecc_uncorrected", Int),
+        ("retired_pages", Int),
+        ("remapped_rows", Int),
+        ("enc_util", F32),
+        ("dec_util", F32),
+        ("sm_active", F32),
+        ("sm_occupancy", F32),
+        ("dram_active", F32),
+        ("tensor_active", F32),
+        ("gr_engine_active", F32),
+    ],
+};
+
+pub(crate) const MIG: RawTable = RawTable {
+    hot: "mig_samples",
+    sealed: "mig_blocks",
+    key: &[
+        ("cluster", Text),
+        ("node", Text),
+        ("gpu_uuid", Text),
+        ("gi_id", Int32),
+        ("ci_id", Int32),
+    ],
+    values: &[
+        ("mem_used_bytes", Int),
+        ("mem_total_bytes", Int),
+        ("sm_active", F32),
+        ("sm_occupancy", F32),
+        ("dram_active", F32),
+        ("tensor_active", F32),
+        ("gr_engine_active", F32),
+    ],
+};
+
+pub(crate) const PROCESS: RawTable = RawTable {
+    hot: "process_samples",
+    sealed: "process_blocks",
+    key: &[
+        ("cluster", Text),
+        ("node", Text),
+        ("gpu_uuid", Text),
+        ("pid", KInt),
+        ("start_time", Time),
+        ("kind", Text),
+        ("gi_id", Int32),
+        ("ci_id", Int32),
+        ("tenant_key", Text),
+    ],
+    values: &[
+        ("sm_util", F32),
+        ("mem_util", F32),
+        ("enc_util", F32),
+        ("dec_util", F32),
+        ("mem_used_bytes", Int),
+    ],
+};
+
+pub(crate) const ALLOCATION: RawTable = RawTable {
+    hot: "allocation_samples",
+    sealed: "allocation_blocks",
+    key: &[
+        ("cluster", Text),
+        ("node", Text),
+        ("gpu_uuid", Text),
+        ("tenant_key", Text),
+        ("gi_id", Int32),
+        ("ci_id", Int32),
+        ("replica", Int32),
+    ],
+    values: &[("share", F32)],
+};
+
+/// The four raw tables that seal (GPU events are rare and stay rows).
+pub(crate) const TABLES: [&RawTable; 4] = [&GPU, &MIG, &PROCESS, &ALLOCATION];
+
+/// How long a block spans; blocks start on its multiples. Ten minutes: a block's fixed cost
+/// (its row's header and identity, two or three index entries: about 400 bytes) is then under
+/// one byte per second, and the rows a rollup reads are still hot (docs/ARCHITECTURE.md).
+pub const BLOCK_MS: i64 = 600_000;
+
+/// One identity column's value.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) enum Key {
+    Text(Option<String>),
+    Int(Option<i64>),
+}
+
+/// One raw sample, as either form stores it.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Record {
+    pub key: Vec<Key>,
+    pub ts: i64,
+    pub values: Vec<Option<u64>>,
+}
+
+impl RawTable {
+    fn kinds(&self) -> Vec<Kind> {
+        self.values.iter().map(|v| v.1).collect()
+    }
+
+    /// The position of value column `name` (a programming error when absent).
+    pub fn value(&self, name: &str) -> usize {
+        self.values
+            .iter()
+            .position(|v| v.0 == name)
+            .unwrap_or_else(|| panic!("{} has no value column {name}", self.hot))
+    }
+
+    /// The position of identity column `name`.
+    pub fn key_at(&self, name: &str) -> usize {
+        self.key
+            .iter()
+            .position(|v| v.0 == name)
+            .unwrap_or_else(|| panic!("{} has no identity column {name}", self.hot))
+    }
+}
+
+impl Record {
+    pub fn text(&self, at: usize) -> Option<&str> {
+        match &self.key[at] {
+            Key::Text(v) => v.as_deref(),
+            Key::Int(_) => None,
+        }
+    }
+
+    pub fn int_key(&self, at: usize) -> Option<i64> {
+        match &self.key[at] {
+            Key::Int(v) => *v,
+            Key::Text(_) => None,
+        }
+    }
+
+    pub fn f32(&self, at: usize) -> Option<f32> {
+        self.values[at].map(|b| f32::from_bits(b as u32))
+    }
+
+    pub fn int(&self, at: usize) -> Option<i64> {
+        self.values[at].map(|b| b as i64)
+    }
+
+    /// Value `at` of `t` as an f64, whatever its kind.
+    pub fn number(&self, t: &RawTable, at: usize) -> Option<f64> {
+        self.values[at].map(|b| t.values[at].1.as_f64(b))
+    }
+}
+
+/// What a read selects besides the time range: equalities on identity columns (text ones),
+/// and at most one identity column that must be NULL or must not be.
+#[derive(Debug, Default, Clone)]
+pub(crate) struct Filter<'a> {
+    pub eq: Vec<(&'static str, &'a str)>,
+    pub null: Option<(&'static str, bool)>,
+}
+
+impl<'a> Filter<'a> {
+    pub fn node(cluster: &'a str, node: &'a str) -> Filter<'a> {
+        Filter {
+            eq: vec![("cluster", cluster), ("node", node)],
+            null: None,
+        }
+    }
+
+    pub fn eq(column: &'static str, value: &'a str) -> Filter<'a> {
+        Filter {
+            eq: vec![(column, value)],
+            null: None,
+        }
+    }
+
+    /// The values to bind, in order, before the range's three (from, to, from's block start).
+    pub fn binds(&self) -> impl Iterator<Item = &'a str> + '_ {
+        self.eq.iter().map(|e| e.1)
+    }
+}
+
+fn param(d: Dialect, n: usize) -> String {
+    match d {
+        Dialect::Postgres => format!("${n}"),
+        Dialect::Sqlite => format!("?{n}"),
+    }
+}
+
+fn time_param(d: Dialect, n: usize) -> String {
+    match d {
+        Dialect::Postgres => format!("to_timestamp(${n}::bigint / 1000.0)"),
+        Dialect::Sqlite => format!("?{n}"),
+    }
+}
+
+/// Whether a row is a block, as a 64-bit integer in both dialects.
+fn flag(d: Dialect, v: u8) -> String {
+    match d {
+        Dialect::Postgres => format!("{v}::bigint"),
+        Dialect::Sqlite => v.to_string(),
+    }
+}
+
+fn key_expr(d: Dialect, (name, ty): (&str, KeyType)) -> String {
+    match (d, ty) {
+        (Dialect::Postgres, KeyType::Time) => {
+            format!("(extract(epoch from {name}) * 1000)::bigint")
+        }
+        (Dialect::Postgres, KeyType::Int | KeyType::Int32) => format!("{name}::bigint"),
+        _ => name.to_owned(),
+    }
+}
+
+fn value_expr(d: Dialect, (name, kind): (&str, Kind)) -> String {
+    match (d, kind) {
+        (Dialect::Postgres, Kind::Int) => format!("{name}::bigint"),
+        (Dialect::Postgres, _) => format!("{name}::float8"),
+        _ => name.to_owned(),
+    }
+}
+
+fn null_value(d: Dialect, kind: Kind) -> &'static str {
+    match (d, kind) {
+        (Dialect::Postgres, Kind::Int) => "NULL::bigint",
+        (Dialect::Postgres, _) => "NULL::float8",
+        _ => "NULL",
+    }
+}
+
+fn keys(t: &RawTable, d: Dialect) -> String {
+    t.key
+        .iter()
+        .map(|k| key_expr(d, *k))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+fn values(t: &RawTable, d: Dialect) -> String {
+    t.values
+        .iter()
+        .map(|v| value_expr(d, *v))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// The statement reading `t`'s samples in a range: hot rows and blocks together, each row
+/// `sealed flag, identity…, ts, values…, data`. Binds: the filter's values, then from, to
+/// (ms) and from's block start.
+pub(crate) fn read_sql(t: &RawTable, d: Dialect, f: &Filter<'_>) -> String {
+    let mut cond: Vec<String> =
+        f.eq.iter()
+            .enumerate()
+            .map(|(i, (c, _))| format!("{c} = {}", param(d, i + 1)))
+            .collect();
+    if let Some((c, null)) = f.null {
+        cond.push(format!("{c} IS {}NULL", if null { "" } else { "NOT " }));
+    }
+    let n = f.eq.len();
+    let cond = if cond.is_empty() {
+        String::new()
+    } else {
+        format!("{} AND ", cond.join(" AND "))
+    };
+    let (from, to, block_from) = (
+        time_param(d, n + 1),
+        time_param(d, n + 2),
+        time_param(d, n + 3),
+    );
+    let nulls = t
+        .values
+        .iter()
+        .map(|v| null_value(d, v.1))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let no_data = match d {
+        Dialect::Postgres => "NULL::bytea",
+        Dialect::Sqlite => "NULL",
+    };
+    format!(
+        "SELECT {hot_flag} AS sealed, {keys}, {ts} AS ts, {vals}, {no_data} AS data FROM {hot} WHERE {cond}ts >= {from} AND ts < {to} \
+         UNION ALL SELECT {sealed_flag}, {keys}, {start}, {nulls}, data FROM {sealed} WHERE {cond}block_start >= {block_from} AND block_start < {to}",
+        hot_flag = flag(d, 0),
+        sealed_flag = flag(d, 1),
+        keys = keys(t, d),
+        ts = key_expr(d, ("ts", KeyType::Time)),
+        vals = values(t, d),
+        hot = t.hot,
+        start = key_expr(d, ("block_start", KeyType::Time)),
+        sealed = t.sealed,
+    )
+}
+
+/// The start of the block holding `ms`.
+pub fn block_of(ms: i64) -> i64 {
+    ms - ms.rem_euclid(BLOCK_MS)
+}
+
+/// Reads one row of [`read_sql`]: the hot row's record, or the block's records inside
+/// [from, to). A block that does not decode is an error for the caller to count.
+macro_rules! read_row {
+    ($t:expr, $r:expr, $from:expr, $to:expr, $out:expr) => {{
+        let (t, r): (&$crate::raw::RawTable, _) = ($t, $r);
+        (|| -> std::result::Result<(), String> {
+            let e = |e: sqlx::Error| e.to_string();
+            let sealed: i64 = r.try_get(0).map_err(e)?;
+            let mut key = Vec::with_capacity(t.key.len());
+            for (i, (_, ty)) in t.key.iter().enumerate() {
+                key.push(match ty {
+                    $crate::raw::KeyType::Text => {
+                        $crate::raw::Key::Text(r.try_get::<Option<String>, _>(1 + i).map_err(e)?)
+                    }
+                    ty => {
+                        let v = r.try_get::<Option<i64>, _>(1 + i).map_err(e)?;
+                        if *ty == $crate::raw::KeyType::Int32
+                            && v.is_some_and(|v| i32::try_from(v).is_err())
+                        {
+                            return Err(format!("{} {v:?} does not fit 32 bits", t.key[i].0));
+                        }
+                        $crate::raw::Key::Int(v)
+                    }
+                });
+            }
+            let at = 1 + t.key.len();
+            let ts: i64 = r.try_get(at).map_err(e)?;
+            if sealed == 0 {
+                let mut values = Vec::with_capacity(t.values.len());
+                for (i, (_, kind)) in t.values.iter().enumerate() {
+                    values.push(match kind {
+                        model::sealed::Kind::Int => r
+                            .try_get::<Option<i64>, _>(at + 1 + i)
+                            .map_err(e)?
+                            .map(|v| v as u64),
+                        k => r
+                            .try_get::<Option<f64>, _>(at + 1 + i)
+                            .map_err(e)?
+                            .map(|v| k.bits_of_f64(v)),
+                    });
+                }
+                $out.push($crate::raw::Record { key, ts, values });
+            } else {
+                let data: Vec<u8> = r.try_get(at + 1 + t.values.len()).map_err(e)?;
+                $crate::raw::unseal(t, key, &data, $from, $to, $out).map_err(|e| e.to_string())?;
+            }
+            Ok(())
+        })()
+    }};
+}
+pub(crate) use read_row;
+
+/// Counts a sample or block a reader skipped, logging the first of a read.
+pub(crate) fn skipped(t: &RawTable, error: &str, undecodable: &mut usize) {
+    if *undecodable == 0 {
+        tracing::error!(
+            table = t.hot,
+            error,
+            "a stored raw sample or sealed block cannot be read: skipped (a rollup counts it in gpulens_rollup_undecodable_rows_total); the read goes on"
+        );
+    }
+    *undecodable += 1;
+}
+
+/// A GPU's health counters from a backend's `latest_health` row: cluster, node, gpu_uuid, then the
+/// newest hot row's ts and three counters (NULL without one), then the newest block's data
+/// (NULL without one); the newer of the two wins.
+macro_rules! health {
+    ($r:expr) => {{
+        let r = $r;
+        let hot_ts: Option<i64> = r.try_get(3)?;
+        let mut newest = hot_ts.map(|ts| {
+            (
+                ts,
+                [r.try_get::<Option<i64>, _>(4), r.try_get(5), r.try_get(6)],
+            )
+        });
+        let data: Option<Vec<u8>> = r.try_get(7)?;
+        if let Some(block) = data.and_then(|d| $crate::raw::newest_in_block(&d)) {
+            if newest.as_ref().is_none_or(|(ts, _)| block.0 > *ts) {
+                newest = Some((block.0, block.1.map(Ok)));
+            }
+        }
+        let [ecc, retired, remapped] = newest.map_or([Ok(None), Ok(None), Ok(None)], |n| n.1);
+        super::HealthRecord {
+            cluster: r.try_get(0)?,
+            node: r.try_get(1)?,
+            gpu_uuid: r.try_get(2)?,
+            ecc_uncorrected: ecc?,
+            retired_pages: retired?,
+            remapped_rows: remapped?,
+        }
+    }};
+}
+pub(crate) use health;
+
+/// The newest sample's health counters (uncorrected ECC errors, retired pages, remapped rows)
+/// in a block of [`GPU`]; None when the block does not decode or is empty.
+pub(crate) fn newest_in_block(data: &[u8]) -> Option<(i64, [Option<i64>; 3])> {
+    let t = &GPU;
+    let cols = sealed::decode(&t.kinds(), data).ok()?;
+    let (row, &ts) = cols.ts.iter().enumerate().max_by_key(|(_, ts)| **ts)?;
+    let at = ["ecc_uncorrected", "retired_pages", "remapped_rows"]
+        .map(|c| cols.values[t.value(c)][row].map(|b| b as i64));
+    Some((ts, at))
+}
+
+/// The records of one stored block that fall in [from, to).
+pub(crate) fn unseal(
+    t: &RawTable,
+    key: Vec<Key>,
+    data: &[u8],
+    from: i64,
+    to: i64,
+    out: &mut Vec<Record>,
+) -> Result<(), sealed::BlockError> {
+    let cols = sealed::decode(&t.kinds(), data)?;
+    for (r, &ts) in cols.ts.iter().enumerate() {
+        if ts >= from && ts < to {
+            out.push(Record {
+                key: key.clone(),
+                ts,
+                values: cols.values.iter().map(|c| c[r]).collect(),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// One block to store: its series, start, sample count and encoded samples.
+#[derive(Debug)]
+pub(crate) struct Block {
+    pub key: Vec<Key>,
+    pub start: i64,
+    pub n: usize,
+    pub data: Vec<u8>,
+}
+
+/// Groups sealed-off rows into blocks: one per series and [`BLOCK_MS`] (more when one holds
+/// more than [`sealed::MAX_ROWS`] samples), samples in time order.
+pub(crate) fn seal(t: &RawTable, records: Vec<Record>) -> Vec<Block> {
+    let mut series: BTreeMap<(Vec<Key>, i64), Vec<Record>> = BTreeMap::new();
+    for r in records {
+        series
+            .entry((r.key.clone(), block_of(r.ts)))
+            .or_default()
+            .push(r);
+    }
+    let kinds = t.kinds();
+    let mut out = Vec::new();
+    for ((key, start), mut rows) in series {
+        rows.sort_by_key(|r| r.ts);
+        for chunk in rows.chunks(sealed::MAX_ROWS) {
+            let cols = Columns {
+                ts: chunk.iter().map(|r| r.ts).collect(),
+                values: (0..kinds.len())
+                    .map(|c| chunk.iter().map(|r| r.values[c]).collect())
+                    .collect(),
+            };
+            out.push(Block {
+                key: key.clone(),
+                start,
+                n: chunk.len(),
+                data: sealed::encode(&kinds, &cols),
+            });
+        }
+    }
+    out
+}
+
+/// The statement moving a node's rows older than a cutoff out of `t`'s hot table, returning
+/// them as [`read_sql`]'s hot rows (without the data column). Binds: cluster, node, the
+/// node's GPUs (PostgreSQL: one array; SQLite: a JSON array), cutoff (ms).
+pub(crate) fn take_sql(t: &RawTable, d: Dialect) -> String {
+    let gpus = match d {
+        Dialect::Postgres => "gpu_uuid = ANY($3)".to_owned(),
+        Dialect::Sqlite => "gpu_uuid IN (SELECT value FROM json_each(?3))".to_owned(),
+    };
+    let delete = format!(
+        "DELETE FROM {hot} WHERE cluster = {c} AND node = {n} AND {gpus} AND ts < {cut}",
+        hot = t.hot,
+        c = param(d, 1),
+        n = param(d, 2),
+        cut = time_param(d, 4),
+    );
+    let columns = format!(
+        "{flag} AS sealed, {keys}, {ts} AS ts, {vals}",
+        flag = flag(d, 0),
+        keys = keys(t, d),
+        ts = key_expr(d, ("ts", KeyType::Time)),
+        vals = values(t, d),
+    );
+    match d {
+        // Citus allows only immutable functions in RETURNING (the epoch of a timestamptz is
+        // not): the conversion happens outside the DELETE.
+        Dialect::Postgres => {
+            format!("WITH taken AS ({delete} RETURNING *) SELECT {columns} FROM taken")
+        }
+        Dialect::Sqlite => format!("{delete} RETURNING {columns}"),
+    }
+}
+
+/// The head of a multi-row INSERT of blocks into `t`'s sealed table, and one row's
+/// placeholders numbered from `first`.
+pub(crate) fn insert_sql(t: &RawTable, d: Dialect, rows: usize) -> String {
+    let per = t.key.len() + 3;
+    let tuples: Vec<String> = (0..rows)
+        .map(|r| {
+            let base = r * per;
+            let mut cols: Vec<String> = t
+                .key
+                .iter()
+                .enumerate()
+                .map(|(i, (_, ty))| match ty {
+                    KeyType::Time => time_param(d, base + i + 1),
+                    _ => param(d, base + i + 1),
+                })
+                .collect();
+            let k = t.key.len();
+            cols.push(time_param(d, base + k + 1));
+            cols.push(param(d, base + k + 2));
+            cols.push(param(d, base + k + 3));
+            format!("({})", cols.join(", "))
+        })
+        .collect();
+    format!(
+        "INSERT INTO {} ({}, block_start, n, data) VALUES {}",
+        t.sealed,
+        t.key.iter().map(|k| k.0).collect::<Vec<_>>().join(", "),
+        tuples.join(", ")
+    )
+}
+
+/// The records of the rows [`take_sql`] returned, or why one does not decode (the seal then
+/// stops, and its delete is rolled back: a row is never lost).
+macro_rules! taken {
+    ($t:expr, $rows:expr) => {{
+        let t: &$crate::raw::RawTable = $t;
+        let mut taken = Vec::with_capacity($rows.len());
+        for r in $rows.iter() {
+            $crate::raw::read_row!(t, r, i64::MIN, i64::MAX, &mut taken)
+                .map_err(|e| $crate::StoreError::Internal(format!("sealing {}: {e}", t.hot)))?;
+        }
+        taken
+    }};
+}
+pub(crate) use taken;
+
+/// Binds `blocks` to a statement of [`insert_sql`], in its order.
+pub(crate) fn bind_blocks<'q, DB: sqlx::Database>(
+    mut q: sqlx::query::Query<'q, DB, <DB as sqlx::Database>::Arguments<'q>>,
+    blocks: &'q [Block],
+) -> sqlx::query::Query<'q, DB, <DB as sqlx::Database>::Arguments<'q>>
+where
+    Option<&'q str>: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
+    Option<i64>: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
+    i64: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
+    i32: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
+    &'q [u8]: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
+{
+    for b in blocks {
+        for k in &b.key {
+            q = match k {
+                Key::Text(v) => q.bind(v.as_deref()),
+                Key::Int(v) => q.bind(*v),
+            };
+        }
+        q = q
+            .bind(b.start)
+            .bind(i32::try_from(b.n).expect("a block holds at most MAX_ROWS"))
+            .bind(b.data.as_slice());
+    }
+    q
+}
+
+/// Binds per block row of [`insert_sql`].
+pub(crate) fn binds_per_block(t: &RawTable) -> usize {
+    t.key.len() + 3
+}
+
+/// The columns a rollup reads, out of records of [`GPU`].
+pub(crate) fn gpus(records: &[Record]) -> Vec<RawGpu> {
+    let t = &GPU;
+    let uuid = t.key_at("gpu_uuid");
+    let [
+        interval,
+        util,
+        sm,
+        occ,
+        tensor,
+        dram,
+        used,
+        total,
+        power,
+        temp,
+        throttle,
+    ] = [
+        "interval_ms",
+        "gpu_util",
+        "sm_active",
+        "sm_occupancy",
+        "tensor_active",
+        "dram_active",
+        "mem_used_bytes",
+        "mem_total_bytes",
+        "power_w",
+        "temp_c",
+        "throttle_reasons",
+    ]
+    .map(|c| t.value(c));
+    records
+        .iter()
+        .map(|r| RawGpu {
+            gpu_uuid: r.text(uuid).unwrap_or_default().to_owned(),
+            ts: r.ts,
+            interval_ms: r.int(interval).unwrap_or_default() as i32,
+            gpu_util: r.f32(util),
+            sm_active: r.f32(sm),
+            sm_occupancy: r.f32(occ),
+            tensor_active: r.f32(tensor),
+            dram_active: r.f32(dram),
+            mem_used_bytes: r.int(used),
+            mem_total_bytes: r.int(total),
+            power_w: r.f32(power),
+            temp_c: r.f32(temp),
+            throttle_reasons: r.int(throttle),
+        })
+        .collect()
+}
+
+/// The columns a rollup reads, out of records of [`ALLOCATION`].
+pub(crate) fn allocations(records: &[Record]) -> Vec<RawAllocation> {
+    let t = &ALLOCATION;
+    let [uuid, tenant, gi] = ["gpu_uuid", "tenant_key", "gi_id"].map(|c| t.key_at(c));
+    let share = t.value("share");
+    records
+        .iter()
+        .filter_map(|r| {
+            Some(RawAllocation {
+                gpu_uuid: r.text(uuid)?.to_owned(),
+                ts: r.ts,
+                tenant_key: r.text(tenant)?.to_owned(),
+                gi_id: r.int_key(gi).map(|v| v as i32),
+                share: r.f32(share)?,
+            })
+        })
+        .collect()
+}
+
+/// The columns a rollup reads, out of records of [`PROCESS`].
+pub(crate) fn processes(records: &[Record]) -> Vec<RawProcess> {
+    let t = &PROCESS;
+    let [uuid, tenant, gi] = ["gpu_uuid", "tenant_key", "gi_id"].map(|c| t.key_at(c));
+    let [sm, used] = ["sm_util", "mem_used_bytes"].map(|c| t.value(c));
+    records
+        .iter()
+        .map(|r| RawProcess {
+            gpu_uuid: r.text(uuid).unwrap_or_default().to_owned(),
+            ts: r.ts,
+            tenant_key: r.text(tenant).map(str::to_owned),
+            gi_id: r.int_key(gi).map(|v| v as i32),
+            sm_util: r.f32(sm),
+            mem_used_bytes: r.int(used),
+        })
+        .collect()
+}
+
+/// The columns a rollup reads, out of records of [`MIG`].
+pub(crate) fn mig(records: &[Record]) -> Vec<RawMig> {
+    let t = &MIG;
+    let [uuid, gi] = ["gpu_uuid", "gi_id"].map(|c| t.key_at(c));
+    let sm = t.value("sm_active");
+    records
+        .iter()
+        .filter_map(|r| {
+            Some(RawMig {
+                gpu_uuid: r.text(uuid)?.to_owned(),
+                ts: r.ts,
+                gi_id: r.int_key(gi)? as i32,
+                sm_active: r.f32(sm),
+            })
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rec(gpu: &str, ts: i64, v: f32) -> Record {
+        Record {
+            key: vec![
+                Key::Text(Some("c".into())),
+                Key::Text(Some("n".into())),
+                Key::Text(Some(gpu.into())),
+            ],
+            ts,
+            values: vec![Some(u64::from(v.to_bits()))],
+        }
+    }
+
+    const ONE: RawTable = RawTable {
+        hot: "h",
+        sealed: "s",
+        key: &GPU_KEY,
+        values: &[("v", F32)],
+    };
+
+    #[test]
+    fn rows_seal_into_one_block_per_series_and_span_and_come_back() {
+        let rows = vec![
+            rec("a", BLOCK_MS + 1_000, 0.5),
+            rec("a", BLOCK_MS, 0.25),
+            rec("b", BLOCK_MS, 1.0),
+            rec("a", 2 * BLOCK_MS, 0.75),
+        ];
+        let blocks = seal(&ONE, rows.clone());
+        assert_eq!(
+            blocks.iter().map(|b| (b.start, b.n)).collect::<Vec<_>>(),
+            vec![(BLOCK_MS, 2), (2 * BLOCK_MS, 1), (BLOCK_MS, 1)]
+        );
+        let mut back = Vec::new();
+        for b in &blocks {
+            unseal(&ONE, b.key.clone(), &b.data, 0, i64::MAX, &mut back).unwrap();
+        }
+        back.sort_by_key(|x| (x.key.clone(), x.ts));
+        let mut want = rows;
+        want.sort_by_key(|x| (x.key.clone(), x.ts));
+        assert_eq!(back, want);
+        // A range reads only its own samples out of a block.
+        let mut part = Vec::new();
+        unseal(
+            &ONE,
+            blocks[0].key.clone(),
+            &blocks[0].data,
+            BLOCK_MS + 500,
+            BLOCK_MS + 10_000,
+            &mut part,
+        )
+        .unwrap();
+        assert_eq!(
+            part.iter().map(|r| r.ts).collect::<Vec<_>>(),
+            vec![BLOCK_MS + 1_000]
+        );
+    }
+
+    #[test]
+    fn every_table_reads_with_one_statement_per_dialect() {
+        for t in TABLES {
+            let pg = read_sql(t, Dialect::Postgres, &Filter::node("c", "n"));
+            assert!(
+                pg.contains(&format!(
+                    "FROM {} WHERE cluster = $1 AND node = $2",
+                    t.sealed
+                )),
+                "{pg}"
+            );
+            assert!(
+                pg.contains("block_start >= to_timestamp($5::bigint"),
+                "{pg}"
+            );
+            let lite = read_sql(
+                t,
+                Dialect::Sqlite,
+                &Filter {
+                    eq: vec![],
+                    null: Some(("gi_id", false)),
+                },
+            );
+            assert!(lite.contains("gi_id IS NOT NULL AND ts >= ?1"), "{lite}");
+            let ins = insert_sql(t, Dialect::Sqlite, 2);
+            assert_eq!(ins.matches('?').count(), 2 * binds_per_block(t), "{ins}");
+        }
+    }
+}
