@@ -149,10 +149,13 @@ pub(crate) enum Key {
     Int(Option<i64>),
 }
 
+/// A series' identity columns, shared by all of its records.
+pub(crate) type SeriesKey = std::sync::Arc<[Key]>;
+
 /// One raw sample, as either form stores it.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct Record {
-    pub key: Vec<Key>,
+    pub key: SeriesKey,
     pub ts: i64,
     pub values: Vec<Option<u64>>,
 }
@@ -394,10 +397,15 @@ macro_rules! read_row {
                             .map(|v| k.bits_of_f64(v)),
                     });
                 }
-                $out.push($crate::raw::Record { key, ts, values });
+                $out.push($crate::raw::Record {
+                    key: key.into(),
+                    ts,
+                    values,
+                });
             } else {
                 let data: Vec<u8> = r.try_get(at + 1 + t.values.len()).map_err(e)?;
-                $crate::raw::unseal(t, key, &data, $from, $to, $out).map_err(|e| e.to_string())?;
+                $crate::raw::unseal(t, key.into(), &data, $from, $to, $out)
+                    .map_err(|e| e.to_string())?;
             }
             Ok(())
         })()
@@ -463,7 +471,7 @@ pub(crate) fn newest_in_block(data: &[u8]) -> Option<(i64, [Option<i64>; 3])> {
 /// The records of one stored block that fall in [from, to).
 pub(crate) fn unseal(
     t: &RawTable,
-    key: Vec<Key>,
+    key: SeriesKey,
     data: &[u8],
     from: i64,
     to: i64,
@@ -485,7 +493,7 @@ pub(crate) fn unseal(
 /// One block to store: its series, start, sample count and encoded samples.
 #[derive(Debug)]
 pub(crate) struct Block {
-    pub key: Vec<Key>,
+    pub key: SeriesKey,
     pub start: i64,
     pub n: usize,
     pub data: Vec<u8>,
@@ -494,7 +502,7 @@ pub(crate) struct Block {
 /// Groups sealed-off rows into blocks: one per series and [`BLOCK_MS`] (more when one holds
 /// more than [`sealed::MAX_ROWS`] samples), samples in time order.
 pub(crate) fn seal(t: &RawTable, records: Vec<Record>) -> Vec<Block> {
-    let mut series: BTreeMap<(Vec<Key>, i64), Vec<Record>> = BTreeMap::new();
+    let mut series: BTreeMap<(SeriesKey, i64), Vec<Record>> = BTreeMap::new();
     for r in records {
         series
             .entry((r.key.clone(), block_of(r.ts)))
@@ -614,7 +622,7 @@ where
     &'q [u8]: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
 {
     for b in blocks {
-        for k in &b.key {
+        for k in b.key.iter() {
             q = match k {
                 Key::Text(v) => q.bind(v.as_deref()),
                 Key::Int(v) => q.bind(*v),
@@ -748,7 +756,8 @@ mod tests {
                 Key::Text(Some("c".into())),
                 Key::Text(Some("n".into())),
                 Key::Text(Some(gpu.into())),
-            ],
+            ]
+            .into(),
             ts,
             values: vec![Some(u64::from(v.to_bits()))],
         }
