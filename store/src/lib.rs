@@ -1393,7 +1393,19 @@ impl Store {
         }
         let mut sealed = 0;
         for ((cluster, node), gpus) in by_node {
-            sealed += dispatch!(self, s => s.seal_node(&cluster, &node, &gpus, cutoff).await)?;
+            // Nothing to seal costs one probe per table; a backlog (the first pass after an
+            // upgrade holds up to the raw retention in rows) is sealed an hour per
+            // transaction, so memory stays bounded by an hour of one node.
+            let Some(oldest) =
+                dispatch!(self, s => s.oldest_hot(&cluster, &node, &gpus, cutoff).await)?
+            else {
+                continue;
+            };
+            let mut upto = raw::block_of(oldest);
+            while upto < cutoff {
+                upto = (upto + raw::SEAL_STEP_MS).min(cutoff);
+                sealed += dispatch!(self, s => s.seal_node(&cluster, &node, &gpus, upto).await)?;
+            }
         }
         Ok(sealed)
     }

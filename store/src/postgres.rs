@@ -559,6 +559,31 @@ impl PgStore {
         records(&mut conn, t, f, from, to, &mut 0).await
     }
 
+    /// The node's oldest hot sample older than `cutoff`, over the tables that seal.
+    pub async fn oldest_hot(
+        &self,
+        cluster: &str,
+        node: &str,
+        gpus: &[String],
+        cutoff: i64,
+    ) -> Result<Option<i64>> {
+        let mut oldest: Option<i64> = None;
+        for t in raw::TABLES {
+            let v: Option<i64> = sqlx::query_scalar(&raw::oldest_sql(t, series::Dialect::Postgres))
+                .bind(cluster)
+                .bind(node)
+                .bind(gpus)
+                .bind(cutoff)
+                .fetch_one(&self.pool)
+                .await?;
+            oldest = match (oldest, v) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            };
+        }
+        Ok(oldest)
+    }
+
     /// Seals one node's hot rows older than `cutoff` (a block start) in one transaction.
     pub async fn seal_node(
         &self,

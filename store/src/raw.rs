@@ -142,6 +142,9 @@ pub(crate) const TABLES: [&RawTable; 4] = [&GPU, &MIG, &PROCESS, &ALLOCATION];
 /// one byte per second, and the rows a rollup reads are still hot (docs/ARCHITECTURE.md).
 pub const BLOCK_MS: i64 = 600_000;
 
+/// The most one seal transaction takes of one node: an hour of its samples.
+pub const SEAL_STEP_MS: i64 = 3_600_000;
+
 /// One identity column's value.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 pub(crate) enum Key {
@@ -561,6 +564,23 @@ pub(crate) fn take_sql(t: &RawTable, d: Dialect) -> String {
         }
         Dialect::Sqlite => format!("{delete} RETURNING {columns}"),
     }
+}
+
+/// The statement finding a node's oldest hot sample older than a cutoff in `t` (epoch ms, NULL
+/// when none). Binds as [`take_sql`]'s.
+pub(crate) fn oldest_sql(t: &RawTable, d: Dialect) -> String {
+    let gpus = match d {
+        Dialect::Postgres => "gpu_uuid = ANY($3)",
+        Dialect::Sqlite => "gpu_uuid IN (SELECT value FROM json_each(?3))",
+    };
+    format!(
+        "SELECT {} FROM {} WHERE cluster = {} AND node = {} AND {gpus} AND ts < {}",
+        key_expr(d, ("min(ts)", KeyType::Time)),
+        t.hot,
+        param(d, 1),
+        param(d, 2),
+        time_param(d, 4),
+    )
 }
 
 /// The head of a multi-row INSERT of blocks into `t`'s sealed table, and one row's

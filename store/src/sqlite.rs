@@ -487,6 +487,32 @@ impl SqliteStore {
         records(&mut conn, t, f, from, to, &mut 0).await
     }
 
+    /// The node's oldest hot sample older than `cutoff`, over the tables that seal.
+    pub async fn oldest_hot(
+        &self,
+        cluster: &str,
+        node: &str,
+        gpus: &[String],
+        cutoff: i64,
+    ) -> Result<Option<i64>> {
+        let gpus = serde_json::to_string(gpus).expect("strings serialize");
+        let mut oldest: Option<i64> = None;
+        for t in raw::TABLES {
+            let v: Option<i64> = sqlx::query_scalar(&raw::oldest_sql(t, series::Dialect::Sqlite))
+                .bind(cluster)
+                .bind(node)
+                .bind(&gpus)
+                .bind(cutoff)
+                .fetch_one(&self.reader)
+                .await?;
+            oldest = match (oldest, v) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            };
+        }
+        Ok(oldest)
+    }
+
     /// Seals one node's hot rows older than `cutoff` (a block start) in one transaction.
     pub async fn seal_node(
         &self,

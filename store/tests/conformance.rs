@@ -59,6 +59,7 @@ conformance!(
     alert_state_and_outbox_round_trip,
     remote_write_journal_keeps_what_waits,
     sealed_samples_answer_as_rows_did,
+    a_backlog_of_rows_seals_in_steps,
 );
 
 /// Every answer read from raw samples, as text with values to 9 significant digits (the mean
@@ -215,6 +216,38 @@ async fn sealed_samples_answer_as_rows_did(store: &Store) {
         s.points.iter().all(|p| p.1.is_some()),
         "every second, from two blocks"
     );
+}
+
+/// Issue 20: the first seal after an upgrade finds up to the raw retention in rows; it seals
+/// them an hour per transaction and loses nothing.
+async fn a_backlog_of_rows_seals_in_steps(store: &Store) {
+    let f = fleet();
+    let now = now_ms();
+    let t0 = hour_ago(5) + 17_000;
+    let instants: Vec<i64> = (0..1100).map(|i| t0 + i * 10_000).collect();
+    for b in batches(&f, "backlog", &instants, 60, 10_000) {
+        store.ingest(&b, t0, &no_team).await.unwrap();
+    }
+    let counts = store.counts().await.unwrap();
+    let rows = counts.gpu_samples
+        + counts.mig_samples
+        + counts.process_samples
+        + counts.allocation_samples;
+    assert_eq!(store.seal(now).await.unwrap() as i64, rows);
+    assert_eq!(store.seal(now).await.unwrap(), 0);
+    assert_eq!(store.counts().await.unwrap(), counts);
+    let q = SeriesQuery {
+        metric: Metric::PowerW,
+        entity: Entity::Gpu(store.gpus(Some("whole")).await.unwrap()[0].uuid.clone()),
+        from_ms: t0,
+        to_ms: t0 + 1090 * 10_000,
+        step_ms: 30_000,
+        agg: Agg::Max,
+    };
+    let s = store.series(&q, now, &Retention::default()).await.unwrap();
+    assert_eq!(s.resolution, Resolution::Raw);
+    assert!(s.points.len() >= 363);
+    assert!(s.points.iter().all(|p| p.1.is_some()), "{:?}", s.points);
 }
 
 fn hour_ago(hours: i64) -> i64 {
