@@ -210,6 +210,7 @@ impl AppState {
         Upkeep {
             shared: self.shared.clone(),
             metrics: self.metrics.storage.clone(),
+            sealed_to: Default::default(),
         }
     }
 

@@ -1,8 +1,10 @@
 //! Storage upkeep inside the collector: partitions ahead of time, rollups of minutes that
-//! received data, sealing raw rows past the hot window into blocks, and retention. Each runs as its own task on an interval; never on the ingest
+//! received data, sealing raw rows past the hot window into blocks, and retention. Each runs
+//! as its own task on an interval; never on the ingest
 //! path.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::Duration;
 
 use prometheus_client::metrics::counter::Counter;
@@ -17,7 +19,7 @@ use crate::tasks::{Periodic, Task};
 /// Minutes younger than this are not rolled up yet: late samples may still arrive for them.
 pub const ROLLUP_GRACE_MS: i64 = 15_000;
 
-/// Raw samples younger than this stay rows; older ones are sealed into per-minute blocks (a
+/// Raw samples younger than this stay rows; older ones are sealed into ten-minute blocks (a
 /// tenth of the bytes; see docs/ARCHITECTURE.md). Past the rollup grace, so that the minutes a
 /// rollup pass reads are usually still rows.
 pub const HOT_WINDOW_MS: i64 = 120_000;
@@ -93,7 +95,7 @@ impl StorageMetrics {
         );
         registry.register(
             "sealed_samples",
-            "Raw samples moved from rows into sealed per-minute blocks",
+            "Raw samples moved from rows into sealed ten-minute blocks",
             m.sealed_samples.clone(),
         );
         registry.register(
@@ -126,6 +128,8 @@ impl StorageMetrics {
 pub struct Upkeep {
     pub shared: Shared,
     pub metrics: StorageMetrics,
+    /// The block start up to which this upkeep's last seal pass sealed.
+    pub sealed_to: Arc<AtomicI64>,
 }
 
 impl Upkeep {
@@ -153,9 +157,16 @@ impl Upkeep {
         Ok(stats.minutes)
     }
 
-    /// Seals raw rows older than the hot window into blocks; returns how many samples.
+    /// Seals raw rows older than the hot window into blocks; returns how many samples. The
+    /// cutoff moves once per block span, so a pass runs only when it has: between, there is
+    /// nothing but late rows, which the next span's pass takes.
     pub async fn seal(&self, now: i64) -> anyhow::Result<u64> {
-        let n = self.shared.store.seal(now - HOT_WINDOW_MS).await?;
+        let cutoff = store::block_of(now - HOT_WINDOW_MS);
+        if self.sealed_to.load(Ordering::Relaxed) >= cutoff {
+            return Ok(0);
+        }
+        let n = self.shared.store.seal(cutoff).await?;
+        self.sealed_to.store(cutoff, Ordering::Relaxed);
         self.metrics.sealed_samples.inc_by(n);
         Ok(n)
     }

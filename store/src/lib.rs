@@ -1360,22 +1360,23 @@ impl Store {
             BTreeMap::new();
         for r in &samples {
             let text = |at| r.text(at).unwrap_or_default().to_owned();
-            let (p, st) = (
+            let key = (
+                text(cluster),
+                text(node),
+                text(gpu),
                 r.int_key(pid).unwrap_or_default(),
                 r.int_key(start).unwrap_or_default(),
             );
-            let o = by_process
-                .entry((text(cluster), text(node), text(gpu), p, st))
-                .or_insert_with(|| OrphanRecord {
-                    cluster: text(cluster),
-                    node: text(node),
-                    gpu_uuid: text(gpu),
-                    pid: p,
-                    start_time_ms: st,
-                    first_ms: r.ts,
-                    last_ms: r.ts,
-                    mem_max_bytes: None,
-                });
+            let o = by_process.entry(key).or_insert_with_key(|k| OrphanRecord {
+                cluster: k.0.clone(),
+                node: k.1.clone(),
+                gpu_uuid: k.2.clone(),
+                pid: k.3,
+                start_time_ms: k.4,
+                first_ms: r.ts,
+                last_ms: r.ts,
+                mem_max_bytes: None,
+            });
             o.first_ms = o.first_ms.min(r.ts);
             o.last_ms = o.last_ms.max(r.ts);
             o.mem_max_bytes = o.mem_max_bytes.max(r.int(mem));

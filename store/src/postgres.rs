@@ -605,12 +605,10 @@ impl PgStore {
             let taken = raw::taken!(t, rows);
             sealed += taken.len() as u64;
             let blocks = raw::seal(t, taken);
-            let days: Vec<i64> = blocks.iter().map(|b| b.start).collect();
-            self.ensure_days(&days_between(
-                days.iter().copied().min().unwrap_or(cutoff),
-                days.iter().copied().max().unwrap_or(cutoff),
-            ))
-            .await?;
+            let starts = blocks.iter().map(|b| b.start);
+            if let (Some(first), Some(last)) = (starts.clone().min(), starts.max()) {
+                self.ensure_days(&days_between(first, last)).await?;
+            }
             for chunk in blocks.chunks(1000) {
                 let sql = raw::insert_sql(t, series::Dialect::Postgres, chunk.len());
                 raw::bind_blocks(sqlx::query(&sql), chunk)

@@ -534,21 +534,26 @@ pub(crate) fn seal(t: &RawTable, records: Vec<Record>) -> Vec<Block> {
     out
 }
 
+/// A node's hot rows before a cutoff. Binds: cluster, node, the node's GPUs (PostgreSQL: one
+/// array; SQLite: a JSON array; the GPU index finds the rows), cutoff (ms).
+fn node_rows_before(d: Dialect) -> String {
+    let gpus = match d {
+        Dialect::Postgres => "gpu_uuid = ANY($3)",
+        Dialect::Sqlite => "gpu_uuid IN (SELECT value FROM json_each(?3))",
+    };
+    format!(
+        "cluster = {} AND node = {} AND {gpus} AND ts < {}",
+        param(d, 1),
+        param(d, 2),
+        time_param(d, 4)
+    )
+}
+
 /// The statement moving a node's rows older than a cutoff out of `t`'s hot table, returning
 /// them as [`read_sql`]'s hot rows (without the data column). Binds: cluster, node, the
 /// node's GPUs (PostgreSQL: one array; SQLite: a JSON array), cutoff (ms).
 pub(crate) fn take_sql(t: &RawTable, d: Dialect) -> String {
-    let gpus = match d {
-        Dialect::Postgres => "gpu_uuid = ANY($3)".to_owned(),
-        Dialect::Sqlite => "gpu_uuid IN (SELECT value FROM json_each(?3))".to_owned(),
-    };
-    let delete = format!(
-        "DELETE FROM {hot} WHERE cluster = {c} AND node = {n} AND {gpus} AND ts < {cut}",
-        hot = t.hot,
-        c = param(d, 1),
-        n = param(d, 2),
-        cut = time_param(d, 4),
-    );
+    let delete = format!("DELETE FROM {} WHERE {}", t.hot, node_rows_before(d));
     let columns = format!(
         "{flag} AS sealed, {keys}, {ts} AS ts, {vals}",
         flag = flag(d, 0),
@@ -569,24 +574,18 @@ pub(crate) fn take_sql(t: &RawTable, d: Dialect) -> String {
 /// The statement finding a node's oldest hot sample older than a cutoff in `t` (epoch ms, NULL
 /// when none). Binds as [`take_sql`]'s.
 pub(crate) fn oldest_sql(t: &RawTable, d: Dialect) -> String {
-    let gpus = match d {
-        Dialect::Postgres => "gpu_uuid = ANY($3)",
-        Dialect::Sqlite => "gpu_uuid IN (SELECT value FROM json_each(?3))",
-    };
     format!(
-        "SELECT {} FROM {} WHERE cluster = {} AND node = {} AND {gpus} AND ts < {}",
+        "SELECT {} FROM {} WHERE {}",
         key_expr(d, ("min(ts)", KeyType::Time)),
         t.hot,
-        param(d, 1),
-        param(d, 2),
-        time_param(d, 4),
+        node_rows_before(d)
     )
 }
 
 /// The head of a multi-row INSERT of blocks into `t`'s sealed table, and one row's
 /// placeholders numbered from `first`.
 pub(crate) fn insert_sql(t: &RawTable, d: Dialect, rows: usize) -> String {
-    let per = t.key.len() + 3;
+    let per = binds_per_block(t);
     let tuples: Vec<String> = (0..rows)
         .map(|r| {
             let base = r * per;

@@ -66,6 +66,14 @@ conformance!(
 /// of a step may sum its samples in another order once they come from blocks).
 async fn raw_answers(store: &Store, from: i64, to: i64, now: i64) -> Vec<String> {
     let r = Retention::default();
+    let q = |metric, entity, step_ms, agg| SeriesQuery {
+        metric,
+        entity,
+        from_ms: from,
+        to_ms: to,
+        step_ms,
+        agg,
+    };
     let mut out = Vec::new();
     let show = |s: store::Series| {
         s.points
@@ -82,14 +90,7 @@ async fn raw_answers(store: &Store, from: i64, to: i64, now: i64) -> Vec<String>
             (Metric::MemUsedBytes, Agg::Max),
             (Metric::PowerW, Agg::Mean),
         ] {
-            let q = SeriesQuery {
-                metric,
-                entity: Entity::Gpu(g.uuid.clone()),
-                from_ms: from,
-                to_ms: to,
-                step_ms: 10_000,
-                agg,
-            };
+            let q = q(metric, Entity::Gpu(g.uuid.clone()), 10_000, agg);
             let s = store.series(&q, now, &r).await.unwrap();
             assert_eq!(s.resolution, Resolution::Raw);
             out.push(format!("{} {metric:?} {agg:?}: {}", g.uuid, show(s)));
@@ -101,28 +102,19 @@ async fn raw_answers(store: &Store, from: i64, to: i64, now: i64) -> Vec<String>
         ));
     }
     for node in ["whole", "mig", "shared"] {
-        let q = SeriesQuery {
-            metric: Metric::GpuUtil,
-            entity: Entity::Node(node.into()),
-            from_ms: from,
-            to_ms: to,
-            step_ms: 30_000,
-            agg: Agg::Max,
-        };
+        let q = q(Metric::GpuUtil, Entity::Node(node.into()), 30_000, Agg::Max);
         out.push(format!(
             "{node}: {}",
             show(store.series(&q, now, &r).await.unwrap())
         ));
     }
     for t in store.tenants().await.unwrap() {
-        let q = SeriesQuery {
-            metric: Metric::SmUtil,
-            entity: Entity::Tenant(t.key.clone()),
-            from_ms: from,
-            to_ms: to,
-            step_ms: 20_000,
-            agg: Agg::Mean,
-        };
+        let q = q(
+            Metric::SmUtil,
+            Entity::Tenant(t.key.clone()),
+            20_000,
+            Agg::Mean,
+        );
         out.push(format!(
             "{}: {}",
             t.key,
