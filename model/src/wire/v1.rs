@@ -152,7 +152,7 @@ impl Batch {
             crate::names::check_subdomain(value)
                 .map_err(|why| invalid(format!("{field} {why}")))?;
         }
-        check_name("agent_id", &self.agent_id, limits)?;
+        check_name(|| "agent_id".into(), &self.agent_id, limits)?;
         if self.seq == 0 {
             return Err(invalid("seq must start at 1"));
         }
@@ -186,9 +186,9 @@ impl Batch {
                 limits.max_tenants
             )));
         }
-        let mut tenant_keys = std::collections::HashSet::new();
+        let mut tenant_keys = Set::default();
         for (i, t) in self.tenants.iter().enumerate() {
-            check_name(&format!("tenants[{i}].key"), &t.key, limits)?;
+            check_name(|| format!("tenants[{i}].key"), &t.key, limits)?;
             for (field, value) in [
                 ("namespace", &t.namespace),
                 ("pod", &t.pod),
@@ -199,7 +199,7 @@ impl Batch {
                 ("account", &t.account),
             ] {
                 if let Some(v) = value {
-                    check_text(&format!("tenants[{i}].{field}"), v, limits)?;
+                    check_text(|| format!("tenants[{i}].{field}"), v, limits)?;
                 }
             }
             if !tenant_keys.insert(t.key.as_str()) {
@@ -209,11 +209,11 @@ impl Batch {
                 )));
             }
         }
-        let mut gpu_uuids = std::collections::HashSet::new();
+        let mut gpu_uuids = Set::default();
         if let Some(inventory) = &self.inventory {
             for (i, g) in inventory.iter().enumerate() {
-                check_name(&format!("inventory[{i}].uuid"), &g.uuid, limits)?;
-                check_text(&format!("inventory[{i}].model"), &g.model, limits)?;
+                check_name(|| format!("inventory[{i}].uuid"), &g.uuid, limits)?;
+                check_text(|| format!("inventory[{i}].model"), &g.model, limits)?;
                 if !crate::inventory::SHARING_MODES.contains(&g.sharing.as_str()) {
                     return Err(invalid(format!(
                         "inventory[{i}].sharing must be one of {:?}, got {:?}",
@@ -233,7 +233,7 @@ impl Batch {
                 }
                 for (j, m) in g.mig_instances.iter().enumerate() {
                     check_text(
-                        &format!("inventory[{i}].mig_instances[{j}].profile"),
+                        || format!("inventory[{i}].mig_instances[{j}].profile"),
                         &m.profile,
                         limits,
                     )?;
@@ -256,7 +256,7 @@ impl Batch {
         }
         let earliest = now - limits.max_age_ms;
         let latest = now + limits.max_future_ms;
-        let mut seen_ts = std::collections::HashSet::new();
+        let mut seen_ts = Set::default();
         for (i, s) in self.snapshots.iter().enumerate() {
             let at = |what: &str| format!("snapshots[{i}].{what}");
             if s.ts < earliest || s.ts > latest {
@@ -273,11 +273,11 @@ impl Batch {
                     s.ts
                 )));
             }
-            let mut gpus_here = std::collections::HashSet::new();
-            let mut mig_here = std::collections::HashSet::new();
-            let mut procs_here = std::collections::HashSet::new();
-            let mut allocs_here = std::collections::HashSet::new();
-            let mut events_here = std::collections::HashSet::new();
+            let mut gpus_here = Set::default();
+            let mut mig_here = Set::default();
+            let mut procs_here = Set::default();
+            let mut allocs_here = Set::default();
+            let mut events_here = Set::default();
             for (j, g) in s.gpus.iter().enumerate() {
                 let at = |f: &str| at(&format!("gpus[{j}].{f}"));
                 check_row_name(|| at("gpu_uuid"), &g.gpu_uuid, limits)?;
@@ -443,7 +443,7 @@ impl Batch {
                 check_row_name(|| at("gpu_uuid"), &e.gpu_uuid, limits)?;
                 check_row_name(|| at("kind"), &e.kind, limits)?;
                 if let Some(m) = &e.message {
-                    check_text(&at("message"), m, limits)?;
+                    check_text(|| at("message"), m, limits)?;
                 }
                 if e.ts < earliest || e.ts > latest {
                     return Err(invalid(format!(
@@ -469,35 +469,53 @@ impl Batch {
 }
 
 /// Identifiers: non-empty, bounded, printable, no whitespace or control characters.
-fn check_name(field: &str, value: &str, limits: &Limits) -> Result<(), Invalid> {
+fn check_name(field: impl Fn() -> String, value: &str, limits: &Limits) -> Result<(), Invalid> {
     if value.is_empty() {
-        return Err(invalid(format!("{field} must not be empty")));
+        return Err(invalid(format!("{} must not be empty", field())));
     }
-    check_text(field, value, limits)?;
-    if value.chars().any(char::is_whitespace) {
+    check_text(&field, value, limits)?;
+    if has(value, char::is_whitespace) {
         return Err(invalid(format!(
-            "{field} {value:?} must not contain whitespace"
+            "{} {value:?} must not contain whitespace",
+            field()
         )));
     }
     Ok(())
 }
 
 /// Free text: bounded and free of control characters.
-fn check_text(field: &str, value: &str, limits: &Limits) -> Result<(), Invalid> {
+fn check_text(field: impl Fn() -> String, value: &str, limits: &Limits) -> Result<(), Invalid> {
     if value.len() > limits.max_string_len {
         return Err(invalid(format!(
-            "{field} is {} bytes long; the limit is {}",
+            "{} is {} bytes long; the limit is {}",
+            field(),
             value.len(),
             limits.max_string_len
         )));
     }
-    if value.chars().any(char::is_control) {
+    if has(value, char::is_control) {
         return Err(invalid(format!(
-            "{field} {value:?} contains control characters"
+            "{} {value:?} contains control characters",
+            field()
         )));
     }
     Ok(())
 }
+
+/// Whether any character of `value` is one `class` picks; ASCII text (nearly every name) is
+/// checked byte by byte without decoding.
+fn has(value: &str, class: fn(char) -> bool) -> bool {
+    if value.is_ascii() {
+        value.bytes().any(|b| class(b as char))
+    } else {
+        value.chars().any(class)
+    }
+}
+
+/// The sets that find a key twice in a batch. A batch is hostile input: the hasher is seeded
+/// at random per set (foldhash's, several times faster than the standard SipHash on these
+/// short keys), and a batch's size is bounded before any set is filled.
+type Set<T> = std::collections::HashSet<T, foldhash::fast::RandomState>;
 
 // The per-value checks take the field's name lazily: valid batches (nearly all of them)
 // never pay for building it.
@@ -575,11 +593,11 @@ fn check_finite(
 fn check_row_name(field: impl Fn() -> String, value: &str, limits: &Limits) -> Result<(), Invalid> {
     if !value.is_empty()
         && value.len() <= limits.max_string_len
-        && !value.chars().any(|c| c.is_whitespace() || c.is_control())
+        && !has(value, |c| c.is_whitespace() || c.is_control())
     {
         return Ok(());
     }
-    check_name(&field(), value, limits)
+    check_name(field, value, limits)
 }
 
 #[cfg(test)]
