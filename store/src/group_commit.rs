@@ -13,10 +13,12 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use model::Tenant;
 use model::inventory::GpuInfo;
-use sqlx::{PgPool, Postgres};
+use sqlx::pool::PoolConnection;
+use sqlx::{Connection, PgConnection, PgPool, Postgres};
 use tokio::sync::{Mutex, mpsc, oneshot};
 
 use super::pgcopy::CopyWriter;
@@ -103,7 +105,13 @@ impl GroupCommit {
     }
 }
 
+/// A committer keeps its connection from one group to the next while groups come back to back
+/// (no pool round trip and liveness ping per transaction); one idle longer than this goes back
+/// to the pool, which tests it before lending it again.
+const KEEP_IDLE: Duration = Duration::from_secs(5);
+
 async fn committer(pool: PgPool, rx: Arc<Mutex<mpsc::UnboundedReceiver<Job>>>) {
+    let mut held: Option<(PoolConnection<Postgres>, Instant)> = None;
     loop {
         let group = {
             let mut rx = rx.lock().await;
@@ -123,31 +131,55 @@ async fn committer(pool: PgPool, rx: Arc<Mutex<mpsc::UnboundedReceiver<Job>>>) {
             }
             group
         };
-        commit(&pool, group).await;
+        let conn = match held.take() {
+            Some((conn, used)) if used.elapsed() < KEEP_IDLE => Ok(conn),
+            _ => pool.acquire().await.map_err(StoreError::from),
+        };
+        match conn {
+            Ok(mut conn) => {
+                if commit(&mut conn, group).await {
+                    held = Some((conn, Instant::now()));
+                } else {
+                    // It may be broken (a restarted or unreachable server): never lent again.
+                    conn.close_on_drop();
+                }
+            }
+            Err(e) => {
+                for (_, reply) in group {
+                    let _ = reply.send(Err(copy_of(&e)));
+                }
+            }
+        }
     }
 }
 
-async fn commit(pool: &PgPool, group: Vec<Job>) {
+/// Stores the group and answers its callers; false when the database was unreachable.
+async fn commit(conn: &mut PgConnection, group: Vec<Job>) -> bool {
     let (staged, replies): (Vec<Staged>, Vec<_>) = group.into_iter().unzip();
-    match store(pool, &staged).await {
+    match store(conn, &staged).await {
         Ok(outcomes) => {
             for (reply, outcome) in replies.into_iter().zip(outcomes) {
                 let _ = reply.send(Ok(outcome));
             }
+            true
         }
         Err(e) if staged.len() == 1 || matches!(e, StoreError::Unavailable(_)) => {
             for reply in replies {
                 let _ = reply.send(Err(copy_of(&e)));
             }
+            !matches!(e, StoreError::Unavailable(_))
         }
         Err(e) => {
             tracing::debug!(error = %e, batches = staged.len(), "group commit failed; storing its batches one by one");
+            let mut reachable = true;
             for (s, reply) in staged.into_iter().zip(replies) {
-                let one = store(pool, std::slice::from_ref(&s))
+                let one = store(conn, std::slice::from_ref(&s))
                     .await
                     .map(|mut v| v.remove(0));
+                reachable &= !matches!(one, Err(StoreError::Unavailable(_)));
                 let _ = reply.send(one);
             }
+            reachable
         }
     }
 }
@@ -164,8 +196,8 @@ fn copy_of(e: &StoreError) -> StoreError {
 /// distinct nodes (a replay, or an older sequence number than one stored before it, is a
 /// duplicate and writes nothing), the records of the claimed batches, one COPY per table,
 /// commit.
-async fn store(pool: &PgPool, group: &[Staged]) -> Result<Vec<IngestOutcome>> {
-    let mut tx = pool.begin().await?;
+async fn store(conn: &mut PgConnection, group: &[Staged]) -> Result<Vec<IngestOutcome>> {
+    let mut tx = conn.begin().await?;
     let mut outcomes: Vec<Option<IngestOutcome>> = group.iter().map(|_| None).collect();
     let mut claimed = Vec::with_capacity(group.len());
     for round in rounds(group) {
@@ -287,49 +319,99 @@ async fn claim<'a>(
     Ok(claimed)
 }
 
-/// The inventory and tenants a claimed batch carries, when due.
+/// The inventory and tenants a claimed batch carries, when due: one statement per table
+/// (the rows of each in arrays), not one per GPU, MIG instance and tenant.
 async fn write_records(tx: &mut sqlx::Transaction<'_, Postgres>, s: &Staged) -> Result<()> {
     let (cluster, node, at) = (&s.claim.cluster, &s.claim.node, s.claim.received_ms);
-    for g in s.inventory.iter().flatten() {
+    if let Some(gpus) = &s.inventory {
         sqlx::query(
             "INSERT INTO gpus (cluster, node, gpu_uuid, gpu_index, model, memory_total_bytes, pci_bus_id, mig_enabled, sharing, replicas, first_seen, last_seen)
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, to_timestamp($11 / 1000.0), to_timestamp($11 / 1000.0))
+             SELECT $1, $2, g.uuid, g.idx, g.model, g.mem, g.pci, g.mig, g.sharing, g.replicas, to_timestamp($3 / 1000.0), to_timestamp($3 / 1000.0)
+             FROM unnest($4::text[], $5::int[], $6::text[], $7::bigint[], $8::text[], $9::bool[], $10::text[], $11::int[])
+               AS g (uuid, idx, model, mem, pci, mig, sharing, replicas)
              ON CONFLICT (cluster, node, gpu_uuid) DO UPDATE SET gpu_index = excluded.gpu_index, model = excluded.model,
                memory_total_bytes = excluded.memory_total_bytes, pci_bus_id = excluded.pci_bus_id, mig_enabled = excluded.mig_enabled,
                sharing = excluded.sharing, replicas = excluded.replicas, last_seen = excluded.last_seen",
         )
-        .bind(cluster).bind(node).bind(&g.uuid).bind(g.index as i32).bind(&g.model).bind(g.memory_total_bytes)
-        .bind(&g.pci_bus_id).bind(g.mig_enabled).bind(&g.sharing).bind(g.replicas as i32).bind(at)
-        .execute(&mut **tx).await?;
-        sqlx::query("DELETE FROM mig_instances WHERE cluster = $1 AND node = $2 AND gpu_uuid = $3")
-            .bind(cluster)
-            .bind(node)
-            .bind(&g.uuid)
-            .execute(&mut **tx)
-            .await?;
-        for m in &g.mig_instances {
+        .bind(cluster)
+        .bind(node)
+        .bind(at)
+        .bind(gpus.iter().map(|g| g.uuid.as_str()).collect::<Vec<_>>())
+        .bind(gpus.iter().map(|g| g.index as i32).collect::<Vec<_>>())
+        .bind(gpus.iter().map(|g| g.model.as_str()).collect::<Vec<_>>())
+        .bind(gpus.iter().map(|g| g.memory_total_bytes).collect::<Vec<_>>())
+        .bind(gpus.iter().map(|g| g.pci_bus_id.as_deref()).collect::<Vec<_>>())
+        .bind(gpus.iter().map(|g| g.mig_enabled).collect::<Vec<_>>())
+        .bind(gpus.iter().map(|g| g.sharing.as_str()).collect::<Vec<_>>())
+        .bind(gpus.iter().map(|g| g.replicas as i32).collect::<Vec<_>>())
+        .execute(&mut **tx)
+        .await?;
+        sqlx::query(
+            "DELETE FROM mig_instances WHERE cluster = $1 AND node = $2 AND gpu_uuid = ANY($3::text[])",
+        )
+        .bind(cluster)
+        .bind(node)
+        .bind(gpus.iter().map(|g| g.uuid.as_str()).collect::<Vec<_>>())
+        .execute(&mut **tx)
+        .await?;
+        let migs: Vec<_> = gpus
+            .iter()
+            .flat_map(|g| g.mig_instances.iter().map(move |m| (g.uuid.as_str(), m)))
+            .collect();
+        if !migs.is_empty() {
             sqlx::query(
                 "INSERT INTO mig_instances (cluster, node, gpu_uuid, gi_id, ci_id, profile, placement_start, placement_size, memory_total_bytes, compute_slices, mig_uuid, last_seen)
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, to_timestamp($12 / 1000.0)) ON CONFLICT DO NOTHING",
+                 SELECT $1, $2, m.gpu, m.gi, m.ci, m.profile, m.pstart, m.psize, m.mem, m.slices, m.uuid, to_timestamp($3 / 1000.0)
+                 FROM unnest($4::text[], $5::int[], $6::int[], $7::text[], $8::int[], $9::int[], $10::bigint[], $11::int[], $12::text[])
+                   AS m (gpu, gi, ci, profile, pstart, psize, mem, slices, uuid)
+                 ON CONFLICT DO NOTHING",
             )
-            .bind(cluster).bind(node).bind(&g.uuid).bind(m.gi_id as i32).bind(m.ci_id as i32).bind(&m.profile)
-            .bind(m.placement_start.map(|v| v as i32)).bind(m.placement_size.map(|v| v as i32)).bind(m.memory_total_bytes)
-            .bind(m.compute_slices.map(|v| v as i32)).bind(&m.uuid).bind(at)
-            .execute(&mut **tx).await?;
+            .bind(cluster)
+            .bind(node)
+            .bind(at)
+            .bind(migs.iter().map(|(g, _)| *g).collect::<Vec<_>>())
+            .bind(migs.iter().map(|(_, m)| m.gi_id as i32).collect::<Vec<_>>())
+            .bind(migs.iter().map(|(_, m)| m.ci_id as i32).collect::<Vec<_>>())
+            .bind(migs.iter().map(|(_, m)| m.profile.as_str()).collect::<Vec<_>>())
+            .bind(migs.iter().map(|(_, m)| m.placement_start.map(|v| v as i32)).collect::<Vec<_>>())
+            .bind(migs.iter().map(|(_, m)| m.placement_size.map(|v| v as i32)).collect::<Vec<_>>())
+            .bind(migs.iter().map(|(_, m)| m.memory_total_bytes).collect::<Vec<_>>())
+            .bind(migs.iter().map(|(_, m)| m.compute_slices.map(|v| v as i32)).collect::<Vec<_>>())
+            .bind(migs.iter().map(|(_, m)| m.uuid.as_deref()).collect::<Vec<_>>())
+            .execute(&mut **tx)
+            .await?;
         }
     }
-    for (t, team) in &s.tenants {
-        let seen = s.claim.last_sample.unwrap_or(at);
+    if !s.tenants.is_empty() {
+        let text = |f: fn(&Tenant) -> Option<&str>| -> Vec<Option<&str>> {
+            s.tenants.iter().map(|(t, _)| f(t)).collect()
+        };
         sqlx::query(
             "INSERT INTO tenants (cluster, node, tenant_key, kind, namespace, pod, container, pod_uid, job_id, username, account, uid, team, first_seen, last_seen)
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, to_timestamp($14 / 1000.0), to_timestamp($14 / 1000.0))
+             SELECT $1, $2, t.key, t.kind, t.namespace, t.pod, t.container, t.pod_uid, t.job_id, t.username, t.account, t.uid, t.team,
+                    to_timestamp($3 / 1000.0), to_timestamp($3 / 1000.0)
+             FROM unnest($4::text[], $5::text[], $6::text[], $7::text[], $8::text[], $9::text[], $10::text[], $11::text[], $12::text[], $13::int[], $14::text[])
+               AS t (key, kind, namespace, pod, container, pod_uid, job_id, username, account, uid, team)
              ON CONFLICT (cluster, node, tenant_key) DO UPDATE SET kind = excluded.kind, namespace = excluded.namespace, pod = excluded.pod,
                container = excluded.container, pod_uid = excluded.pod_uid, job_id = excluded.job_id, username = excluded.username,
                account = excluded.account, uid = excluded.uid, team = excluded.team, last_seen = greatest(tenants.last_seen, excluded.last_seen)",
         )
-        .bind(cluster).bind(node).bind(&t.key).bind(t.kind.as_str()).bind(&t.namespace).bind(&t.pod).bind(&t.container)
-        .bind(&t.pod_uid).bind(&t.job_id).bind(&t.user).bind(&t.account).bind(t.uid.map(|u| u as i32)).bind(team).bind(seen)
-        .execute(&mut **tx).await?;
+        .bind(cluster)
+        .bind(node)
+        .bind(s.claim.last_sample.unwrap_or(at))
+        .bind(s.tenants.iter().map(|(t, _)| t.key.as_str()).collect::<Vec<_>>())
+        .bind(s.tenants.iter().map(|(t, _)| t.kind.as_str()).collect::<Vec<_>>())
+        .bind(text(|t| t.namespace.as_deref()))
+        .bind(text(|t| t.pod.as_deref()))
+        .bind(text(|t| t.container.as_deref()))
+        .bind(text(|t| t.pod_uid.as_deref()))
+        .bind(text(|t| t.job_id.as_deref()))
+        .bind(text(|t| t.user.as_deref()))
+        .bind(text(|t| t.account.as_deref()))
+        .bind(s.tenants.iter().map(|(t, _)| t.uid.map(|u| u as i32)).collect::<Vec<_>>())
+        .bind(s.tenants.iter().map(|(_, team)| team.as_deref()).collect::<Vec<_>>())
+        .execute(&mut **tx)
+        .await?;
     }
     Ok(())
 }

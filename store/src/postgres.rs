@@ -55,8 +55,10 @@ pub struct PgStore {
 
 impl PgStore {
     pub async fn connect(url: &str) -> Result<PgStore> {
+        // Ingest's four committers keep a connection each while batches flow; eight more serve
+        // reads, the upkeep's passes and migrations.
         let pool = PgPoolOptions::new()
-            .max_connections(8)
+            .max_connections(12)
             .acquire_timeout(Duration::from_secs(5))
             .connect(url)
             .await?;

@@ -321,6 +321,127 @@ async fn stores_batches_and_lists_inventory(store: &Store) {
         .unwrap();
     assert_eq!(alice.team.as_deref(), Some("physics"));
     assert_eq!(alice.nodes, ["shared"]);
+    // Every record sent comes back field by field (the PostgreSQL store writes them as arrays).
+    let last = batches(&f, "a1", &instants, 10, 1000);
+    let mut sent_tenants: Vec<String> = last
+        .iter()
+        .flat_map(|b| b.tenants.iter())
+        .map(|t| {
+            format!(
+                "{} {} {:?} {:?} {:?} {:?} {:?} {:?} {:?} {:?} {:?}",
+                t.key,
+                t.kind.as_str(),
+                t.team_source(),
+                t.namespace,
+                t.pod,
+                t.container,
+                t.pod_uid,
+                t.job_id,
+                t.user,
+                t.account,
+                t.uid.map(i64::from)
+            )
+        })
+        .collect();
+    sent_tenants.sort();
+    sent_tenants.dedup();
+    let stored_tenants: Vec<String> = tenants
+        .iter()
+        .map(|t| {
+            format!(
+                "{} {} {:?} {:?} {:?} {:?} {:?} {:?} {:?} {:?} {:?}",
+                t.key,
+                t.kind,
+                t.team.as_deref(),
+                t.namespace,
+                t.pod,
+                t.container,
+                t.pod_uid,
+                t.job_id,
+                t.user,
+                t.account,
+                t.uid
+            )
+        })
+        .collect();
+    assert_eq!(stored_tenants, sent_tenants);
+    let mut sent_gpus: Vec<String> = last
+        .iter()
+        .flat_map(|b| b.inventory.iter().flatten().map(move |g| (&b.node, g)))
+        .map(|(node, g)| {
+            let mut migs: Vec<String> = g
+                .mig_instances
+                .iter()
+                .map(|m| {
+                    format!(
+                        "{}/{} {} {:?} {:?} {} {:?} {:?}",
+                        m.gi_id,
+                        m.ci_id,
+                        m.profile,
+                        m.placement_start.map(i64::from),
+                        m.placement_size.map(i64::from),
+                        m.memory_total_bytes,
+                        m.compute_slices.map(i64::from),
+                        m.uuid
+                    )
+                })
+                .collect();
+            migs.sort();
+            format!(
+                "{node} {} {} {} {} {:?} {} {} {} {migs:?}",
+                g.uuid,
+                g.index,
+                g.model,
+                g.memory_total_bytes,
+                g.pci_bus_id,
+                g.mig_enabled,
+                g.sharing,
+                g.replicas
+            )
+        })
+        .collect();
+    sent_gpus.sort();
+    sent_gpus.dedup();
+    let mut stored_gpus: Vec<String> = store
+        .gpus(None)
+        .await
+        .unwrap()
+        .iter()
+        .map(|g| {
+            let mut migs: Vec<String> = g
+                .mig_instances
+                .iter()
+                .map(|m| {
+                    format!(
+                        "{}/{} {} {:?} {:?} {} {:?} {:?}",
+                        m.gi_id,
+                        m.ci_id,
+                        m.profile,
+                        m.placement_start,
+                        m.placement_size,
+                        m.memory_total_bytes,
+                        m.compute_slices,
+                        m.uuid
+                    )
+                })
+                .collect();
+            migs.sort();
+            format!(
+                "{} {} {} {} {} {:?} {} {} {} {migs:?}",
+                g.node,
+                g.uuid,
+                g.index,
+                g.model,
+                g.memory_total_bytes,
+                g.pci_bus_id,
+                g.mig_enabled,
+                g.sharing,
+                g.replicas
+            )
+        })
+        .collect();
+    stored_gpus.sort();
+    assert_eq!(stored_gpus, sent_gpus);
     let c = store.counts().await.unwrap();
     let total =
         c.gpu_samples + c.mig_samples + c.process_samples + c.allocation_samples + c.gpu_events;
