@@ -111,7 +111,7 @@ impl GroupCommit {
 const KEEP_IDLE: Duration = Duration::from_secs(5);
 
 async fn committer(pool: PgPool, rx: Arc<Mutex<mpsc::UnboundedReceiver<Job>>>) {
-    let mut held: Option<(PoolConnection<Postgres>, Instant)> = None;
+    let mut held: Option<(PoolConnection<Postgres>, Instant, bool)> = None;
     loop {
         let group = {
             let mut rx = rx.lock().await;
@@ -132,13 +132,13 @@ async fn committer(pool: PgPool, rx: Arc<Mutex<mpsc::UnboundedReceiver<Job>>>) {
             group
         };
         let conn = match held.take() {
-            Some((conn, used)) if used.elapsed() < KEEP_IDLE => Ok(conn),
-            _ => pool.acquire().await.map_err(StoreError::from),
+            Some((conn, used, citus)) if used.elapsed() < KEEP_IDLE => Ok((conn, citus)),
+            _ => fresh(&pool).await,
         };
         match conn {
-            Ok(mut conn) => {
-                if commit(&mut conn, group).await {
-                    held = Some((conn, Instant::now()));
+            Ok((mut conn, citus)) => {
+                if commit(&mut conn, group, citus).await {
+                    held = Some((conn, Instant::now(), citus));
                 } else {
                     // It may be broken (a restarted or unreachable server): never lent again.
                     conn.close_on_drop();
@@ -153,10 +153,17 @@ async fn committer(pool: PgPool, rx: Arc<Mutex<mpsc::UnboundedReceiver<Job>>>) {
     }
 }
 
+/// A connection from the pool, and whether its database is a Citus cluster.
+async fn fresh(pool: &PgPool) -> Result<(PoolConnection<Postgres>, bool)> {
+    let mut conn = pool.acquire().await?;
+    let citus = super::citus::installed(&mut conn).await?;
+    Ok((conn, citus))
+}
+
 /// Stores the group and answers its callers; false when the database was unreachable.
-async fn commit(conn: &mut PgConnection, group: Vec<Job>) -> bool {
+async fn commit(conn: &mut PgConnection, group: Vec<Job>, citus: bool) -> bool {
     let (staged, replies): (Vec<Staged>, Vec<_>) = group.into_iter().unzip();
-    match store(conn, &staged).await {
+    match store(conn, &staged, citus).await {
         Ok(outcomes) => {
             for (reply, outcome) in replies.into_iter().zip(outcomes) {
                 let _ = reply.send(Ok(outcome));
@@ -173,7 +180,7 @@ async fn commit(conn: &mut PgConnection, group: Vec<Job>) -> bool {
             tracing::debug!(error = %e, batches = staged.len(), "group commit failed; storing its batches one by one");
             let mut reachable = true;
             for (s, reply) in staged.into_iter().zip(replies) {
-                let one = store(conn, std::slice::from_ref(&s))
+                let one = store(conn, std::slice::from_ref(&s), citus)
                     .await
                     .map(|mut v| v.remove(0));
                 reachable &= !matches!(one, Err(StoreError::Unavailable(_)));
@@ -193,15 +200,28 @@ fn copy_of(e: &StoreError) -> StoreError {
 }
 
 /// One transaction for the group: claims in arrival order, one statement per round of
-/// distinct nodes (a replay, or an older sequence number than one stored before it, is a
+/// distinct nodes, on Citus one per batch (a replay, or an older sequence number than one stored before it, is a
 /// duplicate and writes nothing), the records of the claimed batches, one COPY per table,
 /// commit.
-async fn store(conn: &mut PgConnection, group: &[Staged]) -> Result<Vec<IngestOutcome>> {
+async fn store(
+    conn: &mut PgConnection,
+    group: &[Staged],
+    citus: bool,
+) -> Result<Vec<IngestOutcome>> {
     let mut tx = conn.begin().await?;
     let mut outcomes: Vec<Option<IngestOutcome>> = group.iter().map(|_| None).collect();
     let mut claimed = Vec::with_capacity(group.len());
-    for round in rounds(group) {
-        let won = claim(&mut tx, round.iter().map(|&i| &group[i].claim)).await?;
+    let rounds = if citus {
+        (0..group.len()).map(|i| vec![i]).collect()
+    } else {
+        rounds(group)
+    };
+    for round in rounds {
+        let won = if citus {
+            vec![claim_one(&mut tx, &group[round[0]].claim).await?]
+        } else {
+            claim(&mut tx, round.iter().map(|&i| &group[i].claim)).await?
+        };
         for (&i, won) in round.iter().zip(won) {
             let s = &group[i];
             outcomes[i] = Some(if won {
@@ -317,6 +337,42 @@ async fn claim<'a>(
         claimed[ord as usize - 1] = true;
     }
     Ok(claimed)
+}
+
+/// [`claim`] for one batch, in a form Citus routes to the batch's node (`claim`'s arrays are
+/// planned through the coordinator there): claims the sequence number, touches the node and
+/// marks the minutes for rollup in one round trip; the last two only when the claim succeeds. The claim advances the agent's
+/// high-water mark only if this batch is newer and locks the row until commit, so concurrent
+/// batches of one agent serialise. False for a replay.
+async fn claim_one(tx: &mut sqlx::Transaction<'_, Postgres>, c: &Claim) -> Result<bool> {
+    let claimed: Option<i64> = sqlx::query_scalar(
+        "WITH claim AS (
+             INSERT INTO agent_streams (cluster, node, agent_id, last_seq, last_seen) VALUES ($1, $2, $3, $4, to_timestamp($5 / 1000.0))
+             ON CONFLICT (cluster, node, agent_id) DO UPDATE SET last_seq = excluded.last_seq, last_seen = excluded.last_seen
+             WHERE agent_streams.last_seq < excluded.last_seq RETURNING last_seq
+         ), touch AS (
+             INSERT INTO nodes (cluster, node, agent_version, interval_ms, first_seen, last_seen, last_sample)
+             SELECT $1, $2, $6, $7, to_timestamp($5 / 1000.0), to_timestamp($5 / 1000.0), to_timestamp($8 / 1000.0) FROM claim
+             ON CONFLICT (cluster, node) DO UPDATE SET agent_version = excluded.agent_version, interval_ms = excluded.interval_ms,
+               last_seen = excluded.last_seen, last_sample = greatest(nodes.last_sample, excluded.last_sample)
+         ), pending AS (
+             INSERT INTO rollup_pending (cluster, node, bucket) SELECT $1, $2, to_timestamp(m / 1000.0) FROM claim, unnest($9::bigint[]) AS m
+             ON CONFLICT DO NOTHING
+         )
+         SELECT last_seq FROM claim",
+    )
+    .bind(&c.cluster)
+    .bind(&c.node)
+    .bind(&c.agent_id)
+    .bind(c.seq)
+    .bind(c.received_ms)
+    .bind(&c.agent_version)
+    .bind(c.interval_ms)
+    .bind(c.last_sample)
+    .bind(&c.minutes)
+    .fetch_optional(&mut **tx)
+    .await?;
+    Ok(claimed.is_some())
 }
 
 /// The inventory and tenants a claimed batch carries, when due: one statement per table
