@@ -19,7 +19,7 @@ use model::Tenant;
 use model::inventory::GpuInfo;
 use sqlx::pool::PoolConnection;
 use sqlx::{Connection, PgConnection, PgPool, Postgres};
-use tokio::sync::{Mutex, mpsc, oneshot};
+use tokio::sync::{Mutex, OnceCell, mpsc, oneshot};
 
 use super::pgcopy::CopyWriter;
 use super::{IngestOutcome, Result, StoreError};
@@ -87,8 +87,9 @@ impl GroupCommit {
     pub fn start(pool: PgPool) -> GroupCommit {
         let (queue, rx) = mpsc::unbounded_channel();
         let rx = Arc::new(Mutex::new(rx));
+        let citus = Arc::new(OnceCell::new());
         for _ in 0..COMMITTERS {
-            tokio::spawn(committer(pool.clone(), rx.clone()));
+            tokio::spawn(committer(pool.clone(), rx.clone(), citus.clone()));
         }
         GroupCommit { queue }
     }
@@ -110,8 +111,11 @@ impl GroupCommit {
 /// to the pool, which tests it before lending it again.
 const KEEP_IDLE: Duration = Duration::from_secs(5);
 
-async fn committer(pool: PgPool, rx: Arc<Mutex<mpsc::UnboundedReceiver<Job>>>) {
-    let mut held: Option<(PoolConnection<Postgres>, Instant, bool)> = None;
+/// Whether the database is a Citus cluster, asked once for all committers.
+type IsCitus = Arc<OnceCell<bool>>;
+
+async fn committer(pool: PgPool, rx: Arc<Mutex<mpsc::UnboundedReceiver<Job>>>, citus: IsCitus) {
+    let mut held: Option<(PoolConnection<Postgres>, Instant)> = None;
     loop {
         let group = {
             let mut rx = rx.lock().await;
@@ -132,13 +136,14 @@ async fn committer(pool: PgPool, rx: Arc<Mutex<mpsc::UnboundedReceiver<Job>>>) {
             group
         };
         let conn = match held.take() {
-            Some((conn, used, citus)) if used.elapsed() < KEEP_IDLE => Ok((conn, citus)),
-            _ => fresh(&pool).await,
+            Some((conn, used)) if used.elapsed() < KEEP_IDLE => Ok(conn),
+            _ => fresh(&pool, &citus).await,
         };
         match conn {
-            Ok((mut conn, citus)) => {
+            Ok(mut conn) => {
+                let citus = citus.get().copied().unwrap_or(false);
                 if commit(&mut conn, group, citus).await {
-                    held = Some((conn, Instant::now(), citus));
+                    held = Some((conn, Instant::now()));
                 } else {
                     // It may be broken (a restarted or unreachable server): never lent again.
                     conn.close_on_drop();
@@ -153,11 +158,13 @@ async fn committer(pool: PgPool, rx: Arc<Mutex<mpsc::UnboundedReceiver<Job>>>) {
     }
 }
 
-/// A connection from the pool, and whether its database is a Citus cluster.
-async fn fresh(pool: &PgPool) -> Result<(PoolConnection<Postgres>, bool)> {
+/// A connection from the pool; the first one also tells whether the database is Citus.
+async fn fresh(pool: &PgPool, citus: &IsCitus) -> Result<PoolConnection<Postgres>> {
     let mut conn = pool.acquire().await?;
-    let citus = super::citus::installed(&mut conn).await?;
-    Ok((conn, citus))
+    citus
+        .get_or_try_init(|| super::citus::installed(&mut conn))
+        .await?;
+    Ok(conn)
 }
 
 /// Stores the group and answers its callers; false when the database was unreachable.
@@ -199,10 +206,9 @@ fn copy_of(e: &StoreError) -> StoreError {
     }
 }
 
-/// One transaction for the group: claims in arrival order, one statement per round of
-/// distinct nodes, on Citus one per batch (a replay, or an older sequence number than one stored before it, is a
-/// duplicate and writes nothing), the records of the claimed batches, one COPY per table,
-/// commit.
+/// One transaction for the group: claims in arrival order, one round of distinct nodes at a
+/// time (a replay, or an older sequence number than one stored before it, is a duplicate and
+/// writes nothing), the records of the claimed batches, one COPY per table, commit.
 async fn store(
     conn: &mut PgConnection,
     group: &[Staged],
@@ -211,17 +217,9 @@ async fn store(
     let mut tx = conn.begin().await?;
     let mut outcomes: Vec<Option<IngestOutcome>> = group.iter().map(|_| None).collect();
     let mut claimed = Vec::with_capacity(group.len());
-    let rounds = if citus {
-        (0..group.len()).map(|i| vec![i]).collect()
-    } else {
-        rounds(group)
-    };
-    for round in rounds {
-        let won = if citus {
-            vec![claim_one(&mut tx, &group[round[0]].claim).await?]
-        } else {
-            claim(&mut tx, round.iter().map(|&i| &group[i].claim)).await?
-        };
+    for round in rounds(group) {
+        let claims: Vec<&Claim> = round.iter().map(|&i| &group[i].claim).collect();
+        let won = claim(&mut tx, &claims, citus).await?;
         for (&i, won) in round.iter().zip(won) {
             let s = &group[i];
             outcomes[i] = Some(if won {
@@ -280,16 +278,25 @@ fn rounds(group: &[Staged]) -> Vec<Vec<usize>> {
 }
 
 /// Claims the batches' sequence numbers, touches their nodes and marks their minutes for
-/// rollup, in one round trip; the last two only for the batches whose claim succeeds. A claim
-/// advances its agent's high-water mark only if the batch is newer and locks the row until
-/// commit, so concurrent batches of one agent serialise; rows are locked in key order. The
-/// batches must be of distinct nodes ([`rounds`]). Whether each batch was claimed (false for a
-/// replay), in the order given.
-async fn claim<'a>(
+/// rollup; the last two only for the batches whose claim succeeds. A claim advances its
+/// agent's high-water mark only if the batch is newer and locks the row until commit, so
+/// concurrent batches of one agent serialise; rows are locked in key order. The batches must
+/// be of distinct nodes ([`rounds`]). One round trip for all of them; on Citus one per batch
+/// ([`claim_one`]: Citus plans the arrays through the coordinator, the one-batch statement it
+/// routes to the batch's node). Whether each batch was claimed (false for a replay), in the
+/// order given.
+async fn claim(
     tx: &mut sqlx::Transaction<'_, Postgres>,
-    claims: impl Iterator<Item = &'a Claim>,
+    claims: &[&Claim],
+    citus: bool,
 ) -> Result<Vec<bool>> {
-    let claims: Vec<&Claim> = claims.collect();
+    if citus {
+        let mut won = Vec::with_capacity(claims.len());
+        for c in claims {
+            won.push(claim_one(tx, c).await?);
+        }
+        return Ok(won);
+    }
     let mut owners = Vec::new();
     let mut minutes = Vec::new();
     for (i, c) in claims.iter().enumerate() {
@@ -339,11 +346,7 @@ async fn claim<'a>(
     Ok(claimed)
 }
 
-/// [`claim`] for one batch, in a form Citus routes to the batch's node (`claim`'s arrays are
-/// planned through the coordinator there): claims the sequence number, touches the node and
-/// marks the minutes for rollup in one round trip; the last two only when the claim succeeds. The claim advances the agent's
-/// high-water mark only if this batch is newer and locks the row until commit, so concurrent
-/// batches of one agent serialise. False for a replay.
+/// [`claim`] of one batch, in a form Citus routes to the batch's node. False for a replay.
 async fn claim_one(tx: &mut sqlx::Transaction<'_, Postgres>, c: &Claim) -> Result<bool> {
     let claimed: Option<i64> = sqlx::query_scalar(
         "WITH claim AS (
@@ -380,6 +383,7 @@ async fn claim_one(tx: &mut sqlx::Transaction<'_, Postgres>, c: &Claim) -> Resul
 async fn write_records(tx: &mut sqlx::Transaction<'_, Postgres>, s: &Staged) -> Result<()> {
     let (cluster, node, at) = (&s.claim.cluster, &s.claim.node, s.claim.received_ms);
     if let Some(gpus) = &s.inventory {
+        let uuids: Vec<&str> = gpus.iter().map(|g| g.uuid.as_str()).collect();
         sqlx::query(
             "INSERT INTO gpus (cluster, node, gpu_uuid, gpu_index, model, memory_total_bytes, pci_bus_id, mig_enabled, sharing, replicas, first_seen, last_seen)
              SELECT $1, $2, g.uuid, g.idx, g.model, g.mem, g.pci, g.mig, g.sharing, g.replicas, to_timestamp($3 / 1000.0), to_timestamp($3 / 1000.0)
@@ -392,7 +396,7 @@ async fn write_records(tx: &mut sqlx::Transaction<'_, Postgres>, s: &Staged) -> 
         .bind(cluster)
         .bind(node)
         .bind(at)
-        .bind(gpus.iter().map(|g| g.uuid.as_str()).collect::<Vec<_>>())
+        .bind(&uuids)
         .bind(gpus.iter().map(|g| g.index as i32).collect::<Vec<_>>())
         .bind(gpus.iter().map(|g| g.model.as_str()).collect::<Vec<_>>())
         .bind(gpus.iter().map(|g| g.memory_total_bytes).collect::<Vec<_>>())
@@ -407,7 +411,7 @@ async fn write_records(tx: &mut sqlx::Transaction<'_, Postgres>, s: &Staged) -> 
         )
         .bind(cluster)
         .bind(node)
-        .bind(gpus.iter().map(|g| g.uuid.as_str()).collect::<Vec<_>>())
+        .bind(&uuids)
         .execute(&mut **tx)
         .await?;
         let migs: Vec<_> = gpus

@@ -7,6 +7,7 @@ use std::collections::HashMap;
 
 mod support;
 
+use model::inventory::{GpuInfo, MigInstanceInfo};
 use model::time::now_ms;
 use store::rollup::{HOUR_MS, MINUTE_MS, bucket_of};
 use store::{Agg, Entity, IngestOutcome, Metric, Resolution, Retention, SeriesQuery, Store};
@@ -321,126 +322,87 @@ async fn stores_batches_and_lists_inventory(store: &Store) {
         .unwrap();
     assert_eq!(alice.team.as_deref(), Some("physics"));
     assert_eq!(alice.nodes, ["shared"]);
-    // Every record sent comes back field by field (the PostgreSQL store writes them as arrays).
-    let last = batches(&f, "a1", &instants, 10, 1000);
-    let mut sent_tenants: Vec<String> = last
+    // Every record sent comes back field by field (the PostgreSQL store writes them as arrays):
+    // read back into the wire's types, the stored records equal what the batches carried.
+    let sent = batches(&f, "a1", &instants, 10, 1000);
+    let mut sent_tenants: Vec<(model::Tenant, Option<String>)> = sent
         .iter()
-        .flat_map(|b| b.tenants.iter())
-        .map(|t| {
-            format!(
-                "{} {} {:?} {:?} {:?} {:?} {:?} {:?} {:?} {:?} {:?}",
-                t.key,
-                t.kind.as_str(),
-                t.team_source(),
-                t.namespace,
-                t.pod,
-                t.container,
-                t.pod_uid,
-                t.job_id,
-                t.user,
-                t.account,
-                t.uid.map(i64::from)
-            )
-        })
+        .flat_map(|b| &b.tenants)
+        .map(|t| (t.clone(), t.team_source().map(str::to_owned)))
         .collect();
-    sent_tenants.sort();
+    sent_tenants.sort_by(|a, b| a.0.key.cmp(&b.0.key));
     sent_tenants.dedup();
-    let stored_tenants: Vec<String> = tenants
+    let mut stored_tenants: Vec<(model::Tenant, Option<String>)> = tenants
         .iter()
         .map(|t| {
-            format!(
-                "{} {} {:?} {:?} {:?} {:?} {:?} {:?} {:?} {:?} {:?}",
-                t.key,
-                t.kind,
-                t.team.as_deref(),
-                t.namespace,
-                t.pod,
-                t.container,
-                t.pod_uid,
-                t.job_id,
-                t.user,
-                t.account,
-                t.uid
-            )
+            let tenant = model::Tenant {
+                key: t.key.clone(),
+                kind: model::TenantKind::parse(&t.kind).unwrap(),
+                namespace: t.namespace.clone(),
+                pod: t.pod.clone(),
+                container: t.container.clone(),
+                pod_uid: t.pod_uid.clone(),
+                job_id: t.job_id.clone(),
+                user: t.user.clone(),
+                account: t.account.clone(),
+                uid: t.uid.map(|u| u32::try_from(u).unwrap()),
+            };
+            (tenant, t.team.clone())
         })
         .collect();
+    stored_tenants.sort_by(|a, b| a.0.key.cmp(&b.0.key));
     assert_eq!(stored_tenants, sent_tenants);
-    let mut sent_gpus: Vec<String> = last
+    let by_gpu =
+        |a: &(String, GpuInfo), b: &(String, GpuInfo)| (&a.0, &a.1.uuid).cmp(&(&b.0, &b.1.uuid));
+    let mut sent_gpus: Vec<(String, GpuInfo)> = sent
         .iter()
-        .flat_map(|b| b.inventory.iter().flatten().map(move |g| (&b.node, g)))
-        .map(|(node, g)| {
-            let mut migs: Vec<String> = g
-                .mig_instances
+        .flat_map(|b| {
+            b.inventory
                 .iter()
-                .map(|m| {
-                    format!(
-                        "{}/{} {} {:?} {:?} {} {:?} {:?}",
-                        m.gi_id,
-                        m.ci_id,
-                        m.profile,
-                        m.placement_start.map(i64::from),
-                        m.placement_size.map(i64::from),
-                        m.memory_total_bytes,
-                        m.compute_slices.map(i64::from),
-                        m.uuid
-                    )
-                })
-                .collect();
-            migs.sort();
-            format!(
-                "{node} {} {} {} {} {:?} {} {} {} {migs:?}",
-                g.uuid,
-                g.index,
-                g.model,
-                g.memory_total_bytes,
-                g.pci_bus_id,
-                g.mig_enabled,
-                g.sharing,
-                g.replicas
-            )
+                .flatten()
+                .map(|g| (b.node.clone(), g.clone()))
         })
         .collect();
-    sent_gpus.sort();
+    sent_gpus.sort_by(by_gpu);
     sent_gpus.dedup();
-    let mut stored_gpus: Vec<String> = store
+    let mut stored_gpus: Vec<(String, GpuInfo)> = store
         .gpus(None)
         .await
         .unwrap()
-        .iter()
+        .into_iter()
         .map(|g| {
-            let mut migs: Vec<String> = g
-                .mig_instances
-                .iter()
-                .map(|m| {
-                    format!(
-                        "{}/{} {} {:?} {:?} {} {:?} {:?}",
-                        m.gi_id,
-                        m.ci_id,
-                        m.profile,
-                        m.placement_start,
-                        m.placement_size,
-                        m.memory_total_bytes,
-                        m.compute_slices,
-                        m.uuid
-                    )
-                })
-                .collect();
-            migs.sort();
-            format!(
-                "{} {} {} {} {} {:?} {} {} {} {migs:?}",
-                g.node,
-                g.uuid,
-                g.index,
-                g.model,
-                g.memory_total_bytes,
-                g.pci_bus_id,
-                g.mig_enabled,
-                g.sharing,
-                g.replicas
-            )
+            let gpu = GpuInfo {
+                uuid: g.uuid,
+                index: u32::try_from(g.index).unwrap(),
+                model: g.model,
+                memory_total_bytes: g.memory_total_bytes,
+                pci_bus_id: g.pci_bus_id,
+                mig_enabled: g.mig_enabled,
+                sharing: g.sharing,
+                replicas: u32::try_from(g.replicas).unwrap(),
+                mig_instances: g
+                    .mig_instances
+                    .into_iter()
+                    .map(|m| MigInstanceInfo {
+                        gi_id: u32::try_from(m.gi_id).unwrap(),
+                        ci_id: u32::try_from(m.ci_id).unwrap(),
+                        profile: m.profile,
+                        placement_start: m.placement_start.map(|v| u32::try_from(v).unwrap()),
+                        placement_size: m.placement_size.map(|v| u32::try_from(v).unwrap()),
+                        memory_total_bytes: m.memory_total_bytes,
+                        compute_slices: m.compute_slices.map(|v| u32::try_from(v).unwrap()),
+                        uuid: m.uuid,
+                    })
+                    .collect(),
+            };
+            (g.node, gpu)
         })
         .collect();
-    stored_gpus.sort();
+    stored_gpus.sort_by(by_gpu);
+    // The store lists a GPU's instances by placement; compare them as sets.
+    for (_, g) in sent_gpus.iter_mut().chain(stored_gpus.iter_mut()) {
+        g.mig_instances.sort_by_key(|m| (m.gi_id, m.ci_id));
+    }
     assert_eq!(stored_gpus, sent_gpus);
     let c = store.counts().await.unwrap();
     let total =

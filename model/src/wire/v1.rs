@@ -280,7 +280,7 @@ impl Batch {
             let mut events_here = Set::default();
             for (j, g) in s.gpus.iter().enumerate() {
                 let at = |f: &str| at(&format!("gpus[{j}].{f}"));
-                check_row_name(|| at("gpu_uuid"), &g.gpu_uuid, limits)?;
+                check_name(|| at("gpu_uuid"), &g.gpu_uuid, limits)?;
                 if !gpus_here.insert(g.gpu_uuid.as_str()) {
                     return Err(invalid(format!(
                         "{} {:?} appears twice in one snapshot",
@@ -328,7 +328,7 @@ impl Batch {
             }
             for (j, m) in s.mig.iter().enumerate() {
                 let at = |f: &str| at(&format!("mig[{j}].{f}"));
-                check_row_name(|| at("gpu_uuid"), &m.gpu_uuid, limits)?;
+                check_name(|| at("gpu_uuid"), &m.gpu_uuid, limits)?;
                 check_mig_id(|| at("gi_id"), Some(m.gi_id))?;
                 check_mig_id(|| at("ci_id"), Some(m.ci_id))?;
                 if !mig_here.insert((m.gpu_uuid.as_str(), m.gi_id, m.ci_id)) {
@@ -354,7 +354,7 @@ impl Batch {
             }
             for (j, p) in s.processes.iter().enumerate() {
                 let at = |f: &str| at(&format!("processes[{j}].{f}"));
-                check_row_name(|| at("gpu_uuid"), &p.gpu_uuid, limits)?;
+                check_name(|| at("gpu_uuid"), &p.gpu_uuid, limits)?;
                 check_mig_id(|| at("gi_id"), p.gi_id)?;
                 check_mig_id(|| at("ci_id"), p.ci_id)?;
                 if p.pid > MAX_PID {
@@ -400,7 +400,7 @@ impl Batch {
             }
             for (j, a) in s.allocations.iter().enumerate() {
                 let at = |f: &str| at(&format!("allocations[{j}].{f}"));
-                check_row_name(|| at("gpu_uuid"), &a.gpu_uuid, limits)?;
+                check_name(|| at("gpu_uuid"), &a.gpu_uuid, limits)?;
                 check_mig_id(|| at("gi_id"), a.gi_id)?;
                 check_mig_id(|| at("ci_id"), a.ci_id)?;
                 if a.replica.is_some_and(|r| r > MAX_REPLICA) {
@@ -440,8 +440,8 @@ impl Batch {
             }
             for (j, e) in s.events.iter().enumerate() {
                 let at = |f: &str| at(&format!("events[{j}].{f}"));
-                check_row_name(|| at("gpu_uuid"), &e.gpu_uuid, limits)?;
-                check_row_name(|| at("kind"), &e.kind, limits)?;
+                check_name(|| at("gpu_uuid"), &e.gpu_uuid, limits)?;
+                check_name(|| at("kind"), &e.kind, limits)?;
                 if let Some(m) = &e.message {
                     check_text(|| at("message"), m, limits)?;
                 }
@@ -587,17 +587,6 @@ fn check_finite(
         ))),
         _ => Ok(()),
     }
-}
-
-/// `check_name` for identifiers inside rows: the common valid case builds no string.
-fn check_row_name(field: impl Fn() -> String, value: &str, limits: &Limits) -> Result<(), Invalid> {
-    if !value.is_empty()
-        && value.len() <= limits.max_string_len
-        && !has(value, |c| c.is_whitespace() || c.is_control())
-    {
-        return Ok(());
-    }
-    check_name(field, value, limits)
 }
 
 #[cfg(test)]
