@@ -4,6 +4,10 @@ use clap::Parser;
 
 use collector::commands::cli::{Cli, LogFormat};
 
+/// mimalloc rather than the system allocator: see the dependency's note in Cargo.toml.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[tokio::main]
 async fn main() -> std::process::ExitCode {
     let cli = Cli::parse();

@@ -18,7 +18,7 @@ mod span;
 mod sqlite;
 
 use std::collections::{BTreeMap, HashMap};
-use std::hash::{Hash, Hasher};
+use std::hash::BuildHasher;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -247,6 +247,8 @@ enum Backend {
 pub struct Store {
     backend: Backend,
     written: Arc<Mutex<WriteCache>>,
+    /// Seeds the fingerprints in [`WriteCache`], once per process.
+    fingerprints: foldhash::quality::RandomState,
 }
 
 macro_rules! dispatch {
@@ -284,12 +286,6 @@ pub struct Writes<'a> {
     pub tenants: Vec<&'a model::Tenant>,
 }
 
-fn fingerprint(v: &impl Hash) -> u64 {
-    let mut h = std::collections::hash_map::DefaultHasher::new();
-    v.hash(&mut h);
-    h.finish()
-}
-
 impl Store {
     /// Connects to `postgres://…` or opens `sqlite://PATH` (created when missing).
     pub async fn connect(url: &str) -> Result<Store> {
@@ -306,6 +302,7 @@ impl Store {
         Ok(Store {
             backend,
             written: Arc::default(),
+            fingerprints: Default::default(),
         })
     }
 
@@ -347,11 +344,14 @@ impl Store {
         let due = |seen: Option<&(u64, i64)>, fp: u64| {
             seen.is_none_or(|&(f, at)| f != fp || received_ms - at >= REFRESH_MS)
         };
-        let inventory = batch.inventory.as_ref().map(fingerprint);
+        let inventory = batch
+            .inventory
+            .as_ref()
+            .map(|i| self.fingerprints.hash_one(i));
         let fingerprints: Vec<(u64, &model::Tenant)> = batch
             .tenants
             .iter()
-            .map(|t| (fingerprint(&(t, team_of(t))), t))
+            .map(|t| (self.fingerprints.hash_one((t, team_of(t))), t))
             .collect();
         let (write_inventory, tenants) = {
             let cache = self.written.lock().expect("write cache");

@@ -137,6 +137,7 @@ pub async fn ingest(args: IngestBench) -> anyhow::Result<()> {
     let client = ingest_client::Client::new(&format!("http://{addr}"), &token)?;
 
     let (mut copy_rates, mut e2e_rates) = (Vec::new(), Vec::new());
+    let mut cpu_costs = Vec::new();
     for round in 0..args.rounds {
         let tag = format!("r{round}-{}", model::time::now_ms());
         let fresh = |kind: &str| -> Vec<Batch> {
@@ -151,6 +152,7 @@ pub async fn ingest(args: IngestBench) -> anyhow::Result<()> {
         };
         // Raw COPY of the same rows, same batch sizes, same concurrency.
         let batches = fresh("copy");
+        let cpu = process_cpu_s();
         let t = Instant::now();
         run_workers(
             args.concurrency,
@@ -171,11 +173,13 @@ pub async fn ingest(args: IngestBench) -> anyhow::Result<()> {
         )
         .await?;
         let copy_rate = rows_per_round as f64 / t.elapsed().as_secs_f64();
+        let copy_cpu = cpu_per_1000_rows(cpu, rows_per_round);
         // End to end: bodies are encoded first, as an agent would have them ready.
         let bodies: Vec<(String, Vec<u8>)> = fresh("e2e")
             .iter()
             .map(|b| Ok((b.node.clone(), ingest_client::Client::encode(b)?)))
             .collect::<Result<_, ingest_client::SendError>>()?;
+        let cpu = process_cpu_s();
         let t = Instant::now();
         run_workers(
             args.concurrency,
@@ -197,14 +201,24 @@ pub async fn ingest(args: IngestBench) -> anyhow::Result<()> {
         )
         .await?;
         let e2e_rate = rows_per_round as f64 / t.elapsed().as_secs_f64();
+        let e2e_cpu = cpu_per_1000_rows(cpu, rows_per_round);
         eprintln!(
-            "round {}: raw COPY {:.0} rows/s, end-to-end {:.0} rows/s",
+            "round {}: raw COPY {:.0} rows/s, end-to-end {:.0} rows/s (ratio {:.2}){}",
             round + 1,
             copy_rate,
-            e2e_rate
+            e2e_rate,
+            e2e_rate / copy_rate,
+            match (copy_cpu, e2e_cpu) {
+                (Some(c), Some(e)) =>
+                    format!("; this process {c:.2} / {e:.2} CPU-ms per 1,000 rows"),
+                _ => String::new(),
+            }
         );
         copy_rates.push(copy_rate);
         e2e_rates.push(e2e_rate);
+        if let (Some(c), Some(e)) = (copy_cpu, e2e_cpu) {
+            cpu_costs.push((c, e));
+        }
     }
     let (copy, e2e) = (median(copy_rates), median(e2e_rates));
     let rows_per_gpu_second = rows_per_round as f64 / (args.seconds * fleet.gpu_count()) as f64;
@@ -221,11 +235,24 @@ pub async fn ingest(args: IngestBench) -> anyhow::Result<()> {
     println!("  raw COPY (same rows, same batches): {copy:>10.0} rows/s (median)");
     println!("  end-to-end HTTP ingest:             {e2e:>10.0} rows/s (median)");
     println!("  ratio end-to-end / raw COPY:        {:>10.2}", e2e / copy);
+    if !cpu_costs.is_empty() {
+        // The database's CPU is not in these: it is the same rows either way (docs/PERFORMANCE.md).
+        let raw = median(cpu_costs.iter().map(|c| c.0).collect());
+        let e2e = median(cpu_costs.iter().map(|c| c.1).collect());
+        println!(
+            "  this process's CPU per 1,000 rows:  {raw:>10.2} ms raw COPY, {e2e:.2} ms end to end (client and collector; median)"
+        );
+    }
     println!(
         "  fleet sustained at 1 Hz:            {:>10.0} GPUs",
         e2e / rows_per_gpu_second
     );
     Ok(())
+}
+
+/// CPU milliseconds this process spent per 1,000 rows since `before` (see [`process_cpu_s`]).
+fn cpu_per_1000_rows(before: Option<f64>, rows: usize) -> Option<f64> {
+    Some((process_cpu_s()? - before?) * 1000.0 / rows as f64 * 1000.0)
 }
 
 /// Splits items into `n` worker lists so that each node belongs to one worker and keeps its
@@ -490,6 +517,18 @@ async fn report_now(
 /// only what follows.
 fn reset_peak_rss() -> bool {
     std::fs::write("/proc/self/clear_refs", "5").is_ok()
+}
+
+/// CPU seconds (user + system, all threads) this process has used so far, from
+/// /proc/self/stat (Linux; in clock ticks of 1/100 s, USER_HZ). None elsewhere.
+fn process_cpu_s() -> Option<f64> {
+    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    // Fields after the command name (which may hold spaces): state is the first, utime the
+    // 12th and stime the 13th (fields 14 and 15 of proc(5)).
+    let mut rest = stat.rsplit_once(')')?.1.split_whitespace().skip(11);
+    let utime: f64 = rest.next()?.parse().ok()?;
+    let stime: f64 = rest.next()?.parse().ok()?;
+    Some((utime + stime) / 100.0)
 }
 
 fn peak_rss_mib() -> Option<f64> {

@@ -121,7 +121,15 @@ async fn handle(
             ApiError::PayloadTooLarge(_) => (RejectReason::TooLarge, e),
             _ => (RejectReason::Compression, e),
         })?;
-    let batch: Batch = serde_json::from_slice(&json).map_err(|e| {
+    // JSON is UTF-8 (RFC 8259 §8.1). Checked once for the whole body, the decoder need not
+    // check each string again (it did, at 2 % of ingest's CPU).
+    let text = std::str::from_utf8(&json).map_err(|e| {
+        (
+            RejectReason::Decode,
+            ApiError::BadRequest(format!("batch is not UTF-8 text: {e}")),
+        )
+    })?;
+    let batch: Batch = serde_json::from_str(text).map_err(|e| {
         (
             RejectReason::Decode,
             ApiError::BadRequest(format!("batch is not valid JSON for protocol v1: {e}")),

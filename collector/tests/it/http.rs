@@ -126,6 +126,12 @@ async fn a_good_batch_is_stored_once() {
 async fn every_bad_request_is_a_4xx_that_names_the_problem_and_stores_nothing() {
     let (state, t) = app().await;
     let good = batch_json(1);
+    let latin1 = {
+        let at = good.windows(8).position(|w| w == b"\"node\":\"").unwrap() + 8;
+        let mut b = good.clone();
+        b.insert(at, 0xE9);
+        b
+    };
     let mut wrong_node: Value = serde_json::from_slice(&good).unwrap();
     wrong_node["node"] = "mig".into();
     let mut bad_value: Value = serde_json::from_slice(&good).unwrap();
@@ -196,6 +202,12 @@ async fn every_bad_request_is_a_4xx_that_names_the_problem_and_stores_nothing() 
             post(b"{\"version\":1,".to_vec(), Some(TOKEN), None),
             StatusCode::BAD_REQUEST,
             "not valid JSON",
+        ),
+        (
+            "not UTF-8 (a Latin-1 byte in the node's name)",
+            post(latin1, Some(TOKEN), None),
+            StatusCode::BAD_REQUEST,
+            "batch is not UTF-8 text: invalid utf-8 sequence of 1 bytes from index",
         ),
         (
             "bad value",
