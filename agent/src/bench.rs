@@ -1,6 +1,6 @@
 //! `gpulens-agent bench`: what one sampling cycle costs. Runs the full cycle the agent runs
 //! every interval — sample, attribute, build the batch, compress it, append it to a spool — many
-//! times back to back, and reports CPU time per cycle (from /proc/self/stat), the share of one
+//! times back to back, and reports CPU time per cycle (from /proc/self/stat, `model::process`), the share of one
 //! core that means at the given interval, and the peak resident memory (VmHWM).
 
 use std::time::{Duration, Instant};
@@ -8,24 +8,6 @@ use std::time::{Duration, Instant};
 use crate::backend::GpuBackend;
 use crate::shipper::{AgentState, build_batch, now_ms};
 use crate::spool::Spool;
-
-/// CPU seconds (user + system) this process has used.
-fn cpu_seconds() -> f64 {
-    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
-    let rest = stat.rfind(')').map_or("", |i| &stat[i + 1..]);
-    let f: Vec<&str> = rest.split_whitespace().collect();
-    let ticks = |i: usize| f.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
-    (ticks(11) + ticks(12)) / 100.0
-}
-
-fn status_kib(field: &str) -> u64 {
-    std::fs::read_to_string("/proc/self/status")
-        .unwrap_or_default()
-        .lines()
-        .find_map(|l| l.strip_prefix(field))
-        .and_then(|v| v.split_whitespace().next()?.parse().ok())
-        .unwrap_or(0)
-}
 
 pub struct Report {
     pub cycles: u32,
@@ -77,12 +59,12 @@ pub fn run(
     for i in 0..20 {
         run_cycle(i, backend)?;
     }
-    let cpu0 = cpu_seconds();
+    let cpu0 = model::process::cpu_seconds().unwrap_or(0.0);
     let wall0 = Instant::now();
     for i in 0..cycles {
         run_cycle(20 + i, backend)?;
     }
-    let cpu_ms = (cpu_seconds() - cpu0) * 1000.0 / f64::from(cycles);
+    let cpu_ms = (model::process::cpu_seconds().unwrap_or(0.0) - cpu0) * 1000.0 / f64::from(cycles);
     let wall_ms = wall0.elapsed().as_secs_f64() * 1000.0 / f64::from(cycles);
     let _ = std::fs::remove_dir_all(&dir);
     Ok(Report {
@@ -94,6 +76,6 @@ pub fn run(
         cpu_ms_per_cycle: cpu_ms,
         wall_ms_per_cycle: wall_ms,
         core_share_at_interval: cpu_ms / interval.as_secs_f64() / 1000.0,
-        peak_rss_mib: status_kib("VmHWM:") as f64 / 1024.0,
+        peak_rss_mib: model::process::peak_rss_mib().unwrap_or(0.0),
     })
 }

@@ -9,6 +9,7 @@ pub mod inventory;
 pub mod labels;
 pub mod mig;
 pub mod names;
+pub mod process;
 pub mod rollup;
 pub mod sample;
 pub mod sealed;

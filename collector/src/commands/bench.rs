@@ -152,7 +152,7 @@ pub async fn ingest(args: IngestBench) -> anyhow::Result<()> {
         };
         // Raw COPY of the same rows, same batch sizes, same concurrency.
         let batches = fresh("copy");
-        let cpu = process_cpu_s();
+        let cpu = model::process::cpu_seconds();
         let t = Instant::now();
         run_workers(
             args.concurrency,
@@ -179,7 +179,7 @@ pub async fn ingest(args: IngestBench) -> anyhow::Result<()> {
             .iter()
             .map(|b| Ok((b.node.clone(), ingest_client::Client::encode(b)?)))
             .collect::<Result<_, ingest_client::SendError>>()?;
-        let cpu = process_cpu_s();
+        let cpu = model::process::cpu_seconds();
         let t = Instant::now();
         run_workers(
             args.concurrency,
@@ -250,9 +250,9 @@ pub async fn ingest(args: IngestBench) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// CPU milliseconds this process spent per 1,000 rows since `before` (see [`process_cpu_s`]).
+/// CPU milliseconds this process spent per 1,000 rows since `before` (see [`model::process::cpu_seconds`]).
 fn cpu_per_1000_rows(before: Option<f64>, rows: usize) -> Option<f64> {
-    Some((process_cpu_s()? - before?) * 1000.0 / rows as f64 * 1000.0)
+    Some((model::process::cpu_seconds()? - before?) * 1000.0 / rows as f64 * 1000.0)
 }
 
 /// Splits items into `n` worker lists so that each node belongs to one worker and keeps its
@@ -519,25 +519,6 @@ fn reset_peak_rss() -> bool {
     std::fs::write("/proc/self/clear_refs", "5").is_ok()
 }
 
-/// CPU seconds (user + system, all threads) this process has used so far, from
-/// /proc/self/stat (Linux; in clock ticks of 1/100 s, USER_HZ). None elsewhere.
-fn process_cpu_s() -> Option<f64> {
-    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
-    // Fields after the command name (which may hold spaces): state is the first, utime the
-    // 12th and stime the 13th (fields 14 and 15 of proc(5)).
-    let mut rest = stat.rsplit_once(')')?.1.split_whitespace().skip(11);
-    let utime: f64 = rest.next()?.parse().ok()?;
-    let stime: f64 = rest.next()?.parse().ok()?;
-    Some((utime + stime) / 100.0)
-}
-
-fn peak_rss_mib() -> Option<f64> {
-    let status = std::fs::read_to_string("/proc/self/status").ok()?;
-    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
-    let kib: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
-    Some(kib / 1024.0)
-}
-
 pub async fn analyze(args: AnalyzeBench) -> anyhow::Result<()> {
     anyhow::ensure!(args.days >= 1, "--days must be at least 1");
     anyhow::ensure!(args.rounds >= 1, "--rounds must be at least 1");
@@ -588,7 +569,7 @@ pub async fn analyze(args: AnalyzeBench) -> anyhow::Result<()> {
         );
     }
     let peak_tracked = reset_peak_rss();
-    let rss_before = peak_rss_mib();
+    let rss_before = model::process::peak_rss_mib();
     let thresholds = analytics::Config::default();
     let window = Duration::from_millis((args.days * 86_400_000) as u64);
     let (mut load, mut analyze, mut total) = (Vec::new(), Vec::new(), Vec::new());
@@ -633,7 +614,7 @@ pub async fn analyze(args: AnalyzeBench) -> anyhow::Result<()> {
     println!("  load from store     median {:>7.2} s", median(load));
     println!("  analysis            median {:>7.2} s", median(analyze));
     println!("  load + analysis     median {:>7.2} s", median(total));
-    match (peak_tracked, peak_rss_mib()) {
+    match (peak_tracked, model::process::peak_rss_mib()) {
         (true, Some(peak)) => println!(
             "  peak RSS during the rounds {:>7.0} MiB (before them {:.0} MiB)",
             peak,
