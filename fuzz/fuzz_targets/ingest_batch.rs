@@ -1,6 +1,7 @@
 //! The ingest path up to the store: the body encoding (first byte picks gzip or identity),
 //! the JSON of protocol v1 and the batch's domain checks. Invariants: nothing panics, the
-//! decoded body never exceeds its limit, and a batch that passes validation holds no more rows
+//! decoded body never exceeds its limit, a gzip body intake accepts decodes to the same bytes
+//! with flate2's own gzip reader (the reference), and a batch that passes validation holds no more rows
 //! than the limit allows, only names that are DNS subdomains, and only finite, in-range values.
 #![no_main]
 
@@ -19,6 +20,12 @@ fuzz_target!(|data: &[u8]| {
         return;
     };
     assert!(json.len() <= MAX_DECODED);
+    if encoding == "gzip" {
+        let mut reference = Vec::new();
+        std::io::Read::read_to_end(&mut flate2::read::GzDecoder::new(rest), &mut reference)
+            .expect("the reference decodes what intake accepted");
+        assert_eq!(reference, json, "intake and the reference decode differently");
+    }
     let Ok(batch) = serde_json::from_slice::<Batch>(&json) else {
         return;
     };

@@ -13,6 +13,28 @@ pub fn cpu_seconds() -> Option<f64> {
     Some((utime + stime) / 100.0)
 }
 
+/// The whole machine's CPU so far, all cores together, from the first line of /proc/stat (in
+/// USER_HZ ticks): (busy seconds, idle seconds). Busy is user + nice + system + irq + softirq +
+/// steal; idle is idle + iowait. A benchmark whose database runs on the same machine sees the
+/// database's CPU here, which [`cpu_seconds`] leaves out.
+pub fn machine_cpu_seconds() -> Option<(f64, f64)> {
+    let stat = std::fs::read_to_string("/proc/stat").ok()?;
+    let line = stat.lines().next()?.strip_prefix("cpu ")?;
+    let ticks: Vec<f64> = line
+        .split_whitespace()
+        .take(8)
+        .map(str::parse)
+        .collect::<Result<_, _>>()
+        .ok()?;
+    let [user, nice, system, idle, iowait, irq, softirq, steal] = ticks[..] else {
+        return None;
+    };
+    Some((
+        (user + nice + system + irq + softirq + steal) / 100.0,
+        (idle + iowait) / 100.0,
+    ))
+}
+
 /// Peak resident memory in MiB (VmHWM of /proc/self/status).
 pub fn peak_rss_mib() -> Option<f64> {
     let status = std::fs::read_to_string("/proc/self/status").ok()?;
@@ -38,5 +60,7 @@ mod tests {
         std::hint::black_box(x);
         assert!(super::cpu_seconds().unwrap() >= before);
         assert!(super::peak_rss_mib().unwrap() > 0.0);
+        let (busy, idle) = super::machine_cpu_seconds().expect("machine cpu time");
+        assert!(busy >= super::cpu_seconds().unwrap() && idle >= 0.0);
     }
 }

@@ -546,6 +546,18 @@ impl Store {
         }
     }
 
+    /// Benchmark: an immediate checkpoint (PostgreSQL's `CHECKPOINT`, which needs a superuser
+    /// or the `pg_checkpoint` role), so that a measured phase starts with no dirty buffers and
+    /// far from the next WAL-triggered checkpoint. Why it could not, as an error.
+    pub async fn checkpoint(&self) -> Result<()> {
+        match &self.backend {
+            Backend::Postgres(s) => s.checkpoint().await,
+            Backend::Sqlite(_) => Err(StoreError::BadRequest(
+                "checkpoints between benchmark phases need PostgreSQL".into(),
+            )),
+        }
+    }
+
     /// Benchmark fixture: synthetic hour rollups for a fleet (PostgreSQL only).
     pub async fn fill_hour_rollups(
         &self,

@@ -213,6 +213,12 @@ impl PgStore {
         self.group.store(staged).await
     }
 
+    /// `CHECKPOINT`, for the benchmarks ([`crate::Store::checkpoint`]).
+    pub async fn checkpoint(&self) -> Result<()> {
+        sqlx::query("CHECKPOINT").execute(&self.pool).await?;
+        Ok(())
+    }
+
     /// The raw-COPY baseline of the ingest benchmark: the batch's sample rows, COPYed into the
     /// same tables in one transaction, with none of ingest's other work.
     pub async fn copy_only(&self, b: &Batch) -> Result<u64> {

@@ -138,6 +138,7 @@ pub async fn ingest(args: IngestBench) -> anyhow::Result<()> {
 
     let (mut copy_rates, mut e2e_rates) = (Vec::new(), Vec::new());
     let mut cpu_costs = Vec::new();
+    let mut checkpoints = true;
     for round in 0..args.rounds {
         let tag = format!("r{round}-{}", model::time::now_ms());
         let fresh = |kind: &str| -> Vec<Batch> {
@@ -152,7 +153,8 @@ pub async fn ingest(args: IngestBench) -> anyhow::Result<()> {
         };
         // Raw COPY of the same rows, same batch sizes, same concurrency.
         let batches = fresh("copy");
-        let cpu = model::process::cpu_seconds();
+        settle(&store, &mut checkpoints).await;
+        let cpu = CpuMark::now();
         let t = Instant::now();
         run_workers(
             args.concurrency,
@@ -173,13 +175,14 @@ pub async fn ingest(args: IngestBench) -> anyhow::Result<()> {
         )
         .await?;
         let copy_rate = rows_per_round as f64 / t.elapsed().as_secs_f64();
-        let copy_cpu = cpu_per_1000_rows(cpu, rows_per_round);
+        let copy_cpu = cpu.per_1000_rows(rows_per_round);
         // End to end: bodies are encoded first, as an agent would have them ready.
         let bodies: Vec<(String, Vec<u8>)> = fresh("e2e")
             .iter()
             .map(|b| Ok((b.node.clone(), ingest_client::Client::encode(b)?)))
             .collect::<Result<_, ingest_client::SendError>>()?;
-        let cpu = model::process::cpu_seconds();
+        settle(&store, &mut checkpoints).await;
+        let cpu = CpuMark::now();
         let t = Instant::now();
         run_workers(
             args.concurrency,
@@ -201,7 +204,7 @@ pub async fn ingest(args: IngestBench) -> anyhow::Result<()> {
         )
         .await?;
         let e2e_rate = rows_per_round as f64 / t.elapsed().as_secs_f64();
-        let e2e_cpu = cpu_per_1000_rows(cpu, rows_per_round);
+        let e2e_cpu = cpu.per_1000_rows(rows_per_round);
         eprintln!(
             "round {}: raw COPY {:.0} rows/s, end-to-end {:.0} rows/s (ratio {:.2}){}",
             round + 1,
@@ -209,8 +212,15 @@ pub async fn ingest(args: IngestBench) -> anyhow::Result<()> {
             e2e_rate,
             e2e_rate / copy_rate,
             match (copy_cpu, e2e_cpu) {
-                (Some(c), Some(e)) =>
-                    format!("; this process {c:.2} / {e:.2} CPU-ms per 1,000 rows"),
+                (Some(c), Some(e)) => format!(
+                    "; CPU-ms per 1,000 rows: this process {:.2} / {:.2}, machine {:.2} / {:.2} (busy {:.0} % / {:.0} %)",
+                    c.process,
+                    e.process,
+                    c.machine,
+                    e.machine,
+                    c.busy * 100.0,
+                    e.busy * 100.0
+                ),
                 _ => String::new(),
             }
         );
@@ -236,11 +246,24 @@ pub async fn ingest(args: IngestBench) -> anyhow::Result<()> {
     println!("  end-to-end HTTP ingest:             {e2e:>10.0} rows/s (median)");
     println!("  ratio end-to-end / raw COPY:        {:>10.2}", e2e / copy);
     if !cpu_costs.is_empty() {
-        // The database's CPU is not in these: it is the same rows either way (docs/PERFORMANCE.md).
-        let raw = median(cpu_costs.iter().map(|c| c.0).collect());
-        let e2e = median(cpu_costs.iter().map(|c| c.1).collect());
+        let of = |f: fn(&PhaseCpu) -> f64| {
+            (
+                median(cpu_costs.iter().map(|c| f(&c.0)).collect()),
+                median(cpu_costs.iter().map(|c| f(&c.1)).collect()),
+            )
+        };
+        let (raw, e2e) = of(|c| c.process);
         println!(
             "  this process's CPU per 1,000 rows:  {raw:>10.2} ms raw COPY, {e2e:.2} ms end to end (client and collector; median)"
+        );
+        // The machine's includes the database's when it runs here, and anything else running.
+        let (raw, e2e) = of(|c| c.machine);
+        println!(
+            "  the machine's CPU per 1,000 rows:   {raw:>10.2} ms raw COPY, {e2e:.2} ms end to end (median)"
+        );
+        let (raw, e2e) = of(|c| c.busy * 100.0);
+        println!(
+            "  the machine's cores busy:           {raw:>10.0} % raw COPY, {e2e:.0} % end to end (median)"
         );
     }
     println!(
@@ -250,9 +273,61 @@ pub async fn ingest(args: IngestBench) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// CPU milliseconds this process spent per 1,000 rows since `before` (see [`model::process::cpu_seconds`]).
-fn cpu_per_1000_rows(before: Option<f64>, rows: usize) -> Option<f64> {
-    Some((model::process::cpu_seconds()? - before?) * 1000.0 / rows as f64 * 1000.0)
+/// Before each phase: a checkpoint, so that both phases start alike and the database's own
+/// WAL-triggered checkpoints (every `max_wal_size` of WAL) fall in neither; the disk flushes it
+/// starts would otherwise stall whichever phase they land in. Without the privilege to
+/// checkpoint, says so once and goes on without.
+async fn settle(store: &Store, checkpoints: &mut bool) {
+    if *checkpoints && let Err(e) = store.checkpoint().await {
+        eprintln!(
+            "not checkpointing between phases ({e}); the phases may land on the database's own checkpoints"
+        );
+        *checkpoints = false;
+    }
+}
+
+/// CPU counters at the start of a phase ([`model::process`]).
+struct CpuMark {
+    process: Option<f64>,
+    machine: Option<(f64, f64)>,
+}
+
+/// What a phase cost in CPU.
+#[derive(Debug, Clone, Copy)]
+struct PhaseCpu {
+    /// This process's CPU-ms per 1,000 rows (client and collector).
+    process: f64,
+    /// The machine's, all processes, per 1,000 rows.
+    machine: f64,
+    /// The share of the machine's cores busy during the phase.
+    busy: f64,
+}
+
+impl CpuMark {
+    fn now() -> CpuMark {
+        CpuMark {
+            process: model::process::cpu_seconds(),
+            machine: model::process::machine_cpu_seconds(),
+        }
+    }
+
+    /// The cost since the mark of storing `rows` rows; None where /proc is unreadable.
+    fn per_1000_rows(&self, rows: usize) -> Option<PhaseCpu> {
+        let now = CpuMark::now();
+        let per = |s: f64| s * 1000.0 / rows as f64 * 1000.0;
+        let (busy0, idle0) = self.machine?;
+        let (busy1, idle1) = now.machine?;
+        let (busy, idle) = (busy1 - busy0, idle1 - idle0);
+        Some(PhaseCpu {
+            process: per(now.process? - self.process?),
+            machine: per(busy),
+            busy: if busy + idle > 0.0 {
+                busy / (busy + idle)
+            } else {
+                0.0
+            },
+        })
+    }
 }
 
 /// Splits items into `n` worker lists so that each node belongs to one worker and keeps its

@@ -58,6 +58,11 @@ pub enum Command {
 #[derive(Debug, Subcommand)]
 pub enum BenchCommand {
     /// End-to-end ingest against raw COPY of the same rows, side by side.
+    ///
+    /// Each round stores the same simulated rows twice: raw COPY, then over HTTP through the
+    /// whole ingest path. Reports rows/s and their ratio, and CPU per 1,000 rows of this process
+    /// and of the whole machine (which includes the database when it runs here). Takes a
+    /// CHECKPOINT before each phase when the role may (superuser or pg_checkpoint).
     Ingest(crate::commands::bench::IngestBench),
     /// Bytes on disk per GPU-second of raw data, per table, beside Prometheus's TSDB holding
     /// the same readings as dcgm-exporter series (promtool).

@@ -36,11 +36,15 @@ struct Reading {
     allocated: f64,
 }
 
+/// A node's GPUs by uuid.
+type NodeGpus = HashMap<String, Reading>;
+
 /// Each GPU's newest readings, updated as batches are stored; with `[metrics]
 /// tenant_series`, each GPU-holding tenant's too.
 #[derive(Debug, Default)]
 pub struct LatestGpus {
-    gpus: Mutex<HashMap<(String, String, String), Reading>>,
+    /// cluster → node → GPU uuid → its newest readings.
+    gpus: Mutex<HashMap<String, HashMap<String, NodeGpus>>>,
     tenants: Option<super::tenant_series::TenantGauges>,
 }
 
@@ -53,7 +57,9 @@ impl LatestGpus {
         }
     }
 
-    /// Takes the batch's newest snapshot of each GPU.
+    /// Takes the batch's newest snapshot of each GPU. Called for every stored batch: looked up
+    /// by the batch's own strings (nothing is allocated for a GPU seen before), allocations
+    /// summed in one pass over the snapshot.
     pub fn record(&self, b: &Batch) {
         let Some(snap) = b.snapshots.iter().max_by_key(|s| s.ts) else {
             return;
@@ -61,19 +67,38 @@ impl LatestGpus {
         if let Some(t) = &self.tenants {
             t.record(b);
         }
-        let mut map = self.gpus.lock().expect("latest gpus");
+        type Fast<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
+        let mut allocated: Fast<&str, f64> = Fast::default();
+        for a in &snap.allocations {
+            *allocated.entry(a.gpu_uuid.as_str()).or_default() += f64::from(a.share);
+        }
+        let models: Fast<&str, &str> = b
+            .inventory
+            .iter()
+            .flatten()
+            .map(|g| (g.uuid.as_str(), g.model.as_str()))
+            .collect();
+        let mut clusters = self.gpus.lock().expect("latest gpus");
+        let cluster = match clusters.get_mut(b.cluster.as_str()) {
+            Some(c) => c,
+            None => clusters.entry(b.cluster.clone()).or_default(),
+        };
+        let node = match cluster.get_mut(b.node.as_str()) {
+            Some(n) => n,
+            None => cluster.entry(b.node.clone()).or_default(),
+        };
         for g in &snap.gpus {
-            let key = (b.cluster.clone(), b.node.clone(), g.gpu_uuid.clone());
-            let r = map.entry(key).or_default();
+            let r = match node.get_mut(g.gpu_uuid.as_str()) {
+                Some(r) => r,
+                None => node.entry(g.gpu_uuid.clone()).or_default(),
+            };
             if r.ts_ms > snap.ts {
                 continue;
             }
-            if let Some(inv) = b
-                .inventory
-                .as_ref()
-                .and_then(|i| i.iter().find(|x| x.uuid == g.gpu_uuid))
+            if let Some(model) = models.get(g.gpu_uuid.as_str())
+                && r.model != *model
             {
-                r.model = inv.model.clone();
+                r.model = (*model).to_owned();
             }
             r.ts_ms = snap.ts;
             r.util = g.gpu_util.map(f64::from);
@@ -82,20 +107,32 @@ impl LatestGpus {
             r.mem_total = g.mem_total_bytes.map(|x| x as f64);
             r.power = g.power_w.map(f64::from);
             r.temp = g.temp_c.map(f64::from);
-            r.allocated = snap
-                .allocations
-                .iter()
-                .filter(|a| a.gpu_uuid == g.gpu_uuid)
-                .map(|a| f64::from(a.share))
-                .sum::<f64>()
+            r.allocated = allocated
+                .get(g.gpu_uuid.as_str())
+                .copied()
+                .unwrap_or(0.0)
                 .min(1.0);
         }
     }
 
+    /// The readings not stale at `now_ms` (stale ones are dropped), keyed (cluster, node, GPU).
     fn fresh(&self, now_ms: i64) -> Vec<((String, String, String), Reading)> {
-        let mut map = self.gpus.lock().expect("latest gpus");
-        map.retain(|_, r| now_ms - r.ts_ms <= STALE_MS);
-        map.iter().map(|(k, v)| (k.clone(), v.clone())).collect()
+        let mut clusters = self.gpus.lock().expect("latest gpus");
+        let mut out = Vec::new();
+        clusters.retain(|cluster, nodes| {
+            nodes.retain(|node, gpus| {
+                gpus.retain(|gpu, r| {
+                    let keep = now_ms - r.ts_ms <= STALE_MS;
+                    if keep {
+                        out.push(((cluster.clone(), node.clone(), gpu.clone()), r.clone()));
+                    }
+                    keep
+                });
+                !gpus.is_empty()
+            });
+            !nodes.is_empty()
+        });
+        out
     }
 }
 

@@ -473,6 +473,11 @@ fn check_name(field: impl Fn() -> String, value: &str, limits: &Limits) -> Resul
     if value.is_empty() {
         return Err(invalid(format!("{} must not be empty", field())));
     }
+    // Nearly every name is printable ASCII without spaces: one pass over the bytes settles it.
+    // Anything else takes the checks below, which name what is wrong.
+    if value.len() <= limits.max_string_len && value.bytes().all(|b| b > b' ' && b < 0x7f) {
+        return Ok(());
+    }
     check_text(&field, value, limits)?;
     if has(value, char::is_whitespace) {
         return Err(invalid(format!(
@@ -493,7 +498,7 @@ fn check_text(field: impl Fn() -> String, value: &str, limits: &Limits) -> Resul
             limits.max_string_len
         )));
     }
-    if has(value, char::is_control) {
+    if !value.bytes().all(|b| (b' '..0x7f).contains(&b)) && has(value, char::is_control) {
         return Err(invalid(format!(
             "{} {value:?} contains control characters",
             field()
