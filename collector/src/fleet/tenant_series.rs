@@ -95,13 +95,14 @@ struct Reading {
     effective: Option<f64>,
 }
 
-/// (cluster, node, GPU, tenant key).
-type Key = (String, String, String, String);
+/// A node's holders by (GPU uuid, tenant key).
+type NodeReadings = HashMap<(String, String), Reading>;
 
-/// Each GPU-holding tenant's newest shares.
+/// Each GPU-holding tenant's newest shares: cluster → node → holders, so that a batch touches
+/// its own node's holders only, however large the fleet.
 #[derive(Debug, Default)]
 pub struct TenantGauges {
-    readings: Mutex<HashMap<Key, Reading>>,
+    readings: Mutex<HashMap<String, HashMap<String, NodeReadings>>>,
 }
 
 fn labels_of(cluster: &str, node: &str, gpu: &str, t: &Tenant) -> TenantLabels {
@@ -138,22 +139,23 @@ impl TenantGauges {
         raw.push(snap, b.interval_ms as i32);
         let rollup = raw.aggregate(model::rollup::MINUTE_MS);
         let info: HashMap<&str, &Tenant> = b.tenants.iter().map(|t| (t.key.as_str(), t)).collect();
-        let mut map = self.readings.lock().expect("tenant gauges");
-        let previous: HashMap<Key, Reading> = map
-            .extract_if(|k, _| {
-                k.0 == b.cluster && k.1 == b.node && snap.gpus.iter().any(|g| g.gpu_uuid == k.2)
-            })
+        let mut clusters = self.readings.lock().expect("tenant gauges");
+        let nodes = match clusters.get_mut(b.cluster.as_str()) {
+            Some(n) => n,
+            None => clusters.entry(b.cluster.clone()).or_default(),
+        };
+        let map = match nodes.get_mut(b.node.as_str()) {
+            Some(m) => m,
+            None => nodes.entry(b.node.clone()).or_default(),
+        };
+        let previous: NodeReadings = map
+            .extract_if(|(gpu, _), _| snap.gpus.iter().any(|g| g.gpu_uuid == *gpu))
             .collect();
         for ((gpu, tenant, _), agg) in &rollup.tenants {
             if agg.alloc_n == 0 {
                 continue; // ran a process without holding the GPU: not a holder
             }
-            let key = (
-                b.cluster.clone(),
-                b.node.clone(),
-                gpu.clone(),
-                tenant.clone(),
-            );
+            let key = (gpu.clone(), tenant.clone());
             // A batch names the tenants its snapshots use; a tenant it leaves out keeps the
             // labels it had.
             let labels = match info.get(tenant.as_str()) {
@@ -191,9 +193,19 @@ impl TenantGauges {
             "Share of the whole GPU each tenant used effectively in its newest sample, as the funnel counts it; absent where unmeasurable (opt-in: [metrics] tenant_series)",
             effective.clone(),
         );
-        let mut map = self.readings.lock().expect("tenant gauges");
-        map.retain(|_, r| now_ms - r.ts_ms <= super::metrics::STALE_MS);
-        for r in map.values() {
+        let mut clusters = self.readings.lock().expect("tenant gauges");
+        clusters.retain(|_, nodes| {
+            nodes.retain(|_, holders| {
+                holders.retain(|_, r| now_ms - r.ts_ms <= super::metrics::STALE_MS);
+                !holders.is_empty()
+            });
+            !nodes.is_empty()
+        });
+        for r in clusters
+            .values()
+            .flat_map(|n| n.values())
+            .flat_map(|h| h.values())
+        {
             allocated.get_or_create(&r.labels).set(r.allocated);
             if let Some(e) = r.effective {
                 effective.get_or_create(&r.labels).set(e);
@@ -286,6 +298,14 @@ mod tests {
             Some(0.0),
             "an idle holder used nothing"
         );
+
+        // Another node's batch, with GPUs of the same uuids, leaves this node's holders be.
+        let mut other = batch(now + 500, false);
+        other.node = "n2".into();
+        g.record(&other);
+        let t = scrape(&g, now + 500);
+        assert_eq!(value(&t, alloc, "pod=\"ranker-0\""), Some(0.5), "{t}");
+        assert_eq!(value(&t, alloc, "node=\"n2\""), Some(1.0), "{t}");
 
         // Tenants that let go leave with the GPU's next batch; a silent GPU takes its own.
         g.record(&batch(now + 1000, false));
