@@ -108,7 +108,8 @@ fn inflate(
                 if out.capacity() >= limit {
                     return Err(too_large());
                 }
-                out.reserve((out.capacity()).min(limit - out.capacity()));
+                // Doubling, but never past `max` + 1 bytes: the memory a body may take.
+                out.reserve_exact(out.capacity().min(limit - out.capacity()));
             }
             _ if inflater.total_in() as usize == used && out.len() == had => {
                 return Err(malformed("the deflate data ends early"));
