@@ -18,6 +18,8 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::{Registry, Unit};
 
+use super::by_node::{ByNode, slot};
+
 type FGauge = Gauge<f64, std::sync::atomic::AtomicU64>;
 
 /// GPUs not heard from in this long leave `/metrics`.
@@ -36,15 +38,12 @@ struct Reading {
     allocated: f64,
 }
 
-/// A node's GPUs by uuid.
-type NodeGpus = HashMap<String, Reading>;
-
 /// Each GPU's newest readings, updated as batches are stored; with `[metrics]
 /// tenant_series`, each GPU-holding tenant's too.
 #[derive(Debug, Default)]
 pub struct LatestGpus {
-    /// cluster → node → GPU uuid → its newest readings.
-    gpus: Mutex<HashMap<String, HashMap<String, NodeGpus>>>,
+    /// Each node's GPUs by uuid, with their newest readings.
+    gpus: Mutex<ByNode<HashMap<String, Reading>>>,
     tenants: Option<super::tenant_series::TenantGauges>,
 }
 
@@ -78,20 +77,10 @@ impl LatestGpus {
             .flatten()
             .map(|g| (g.uuid.as_str(), g.model.as_str()))
             .collect();
-        let mut clusters = self.gpus.lock().expect("latest gpus");
-        let cluster = match clusters.get_mut(b.cluster.as_str()) {
-            Some(c) => c,
-            None => clusters.entry(b.cluster.clone()).or_default(),
-        };
-        let node = match cluster.get_mut(b.node.as_str()) {
-            Some(n) => n,
-            None => cluster.entry(b.node.clone()).or_default(),
-        };
+        let mut nodes = self.gpus.lock().expect("latest gpus");
+        let node = nodes.node_mut(&b.cluster, &b.node);
         for g in &snap.gpus {
-            let r = match node.get_mut(g.gpu_uuid.as_str()) {
-                Some(r) => r,
-                None => node.entry(g.gpu_uuid.clone()).or_default(),
-            };
+            let r = slot(node, &g.gpu_uuid);
             if r.ts_ms > snap.ts {
                 continue;
             }
@@ -117,21 +106,20 @@ impl LatestGpus {
 
     /// The readings not stale at `now_ms` (stale ones are dropped), keyed (cluster, node, GPU).
     fn fresh(&self, now_ms: i64) -> Vec<((String, String, String), Reading)> {
-        let mut clusters = self.gpus.lock().expect("latest gpus");
         let mut out = Vec::new();
-        clusters.retain(|cluster, nodes| {
-            nodes.retain(|node, gpus| {
-                gpus.retain(|gpu, r| {
-                    let keep = now_ms - r.ts_ms <= STALE_MS;
-                    if keep {
-                        out.push(((cluster.clone(), node.clone(), gpu.clone()), r.clone()));
-                    }
-                    keep
-                });
+        self.gpus
+            .lock()
+            .expect("latest gpus")
+            .retain(|cluster, node, gpus| {
+                gpus.retain(|_, r| now_ms - r.ts_ms <= STALE_MS);
+                out.extend(gpus.iter().map(|(gpu, r)| {
+                    (
+                        (cluster.to_owned(), node.to_owned(), gpu.clone()),
+                        r.clone(),
+                    )
+                }));
                 !gpus.is_empty()
             });
-            !nodes.is_empty()
-        });
         out
     }
 }

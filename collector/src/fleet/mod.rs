@@ -1,8 +1,10 @@
 //! The fleet as it is now: nodes, GPUs, tenants and series (the read API, `api.rs`), and each
 //! GPU's newest readings with the newest analysis and alert counts on `/metrics`
-//! (`metrics.rs`), and, opted in, each GPU-holding tenant's shares (`tenant_series.rs`).
+//! (`metrics.rs`), and, opted in, each GPU-holding tenant's shares (`tenant_series.rs`); both
+//! keep their state per node (`by_node.rs`).
 
 pub mod api;
+mod by_node;
 pub mod metrics;
 pub mod tenant_series;
 

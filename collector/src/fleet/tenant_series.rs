@@ -25,6 +25,8 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 use serde::Deserialize;
 
+use super::by_node::ByNode;
+
 type FGauge = Gauge<f64, std::sync::atomic::AtomicU64>;
 
 /// `[metrics]` in the collector's configuration.
@@ -102,7 +104,7 @@ type NodeReadings = HashMap<(String, String), Reading>;
 /// its own node's holders only, however large the fleet.
 #[derive(Debug, Default)]
 pub struct TenantGauges {
-    readings: Mutex<HashMap<String, HashMap<String, NodeReadings>>>,
+    readings: Mutex<ByNode<NodeReadings>>,
 }
 
 fn labels_of(cluster: &str, node: &str, gpu: &str, t: &Tenant) -> TenantLabels {
@@ -139,15 +141,8 @@ impl TenantGauges {
         raw.push(snap, b.interval_ms as i32);
         let rollup = raw.aggregate(model::rollup::MINUTE_MS);
         let info: HashMap<&str, &Tenant> = b.tenants.iter().map(|t| (t.key.as_str(), t)).collect();
-        let mut clusters = self.readings.lock().expect("tenant gauges");
-        let nodes = match clusters.get_mut(b.cluster.as_str()) {
-            Some(n) => n,
-            None => clusters.entry(b.cluster.clone()).or_default(),
-        };
-        let map = match nodes.get_mut(b.node.as_str()) {
-            Some(m) => m,
-            None => nodes.entry(b.node.clone()).or_default(),
-        };
+        let mut nodes = self.readings.lock().expect("tenant gauges");
+        let map = nodes.node_mut(&b.cluster, &b.node);
         let previous: NodeReadings = map
             .extract_if(|(gpu, _), _| snap.gpus.iter().any(|g| g.gpu_uuid == *gpu))
             .collect();
@@ -193,19 +188,12 @@ impl TenantGauges {
             "Share of the whole GPU each tenant used effectively in its newest sample, as the funnel counts it; absent where unmeasurable (opt-in: [metrics] tenant_series)",
             effective.clone(),
         );
-        let mut clusters = self.readings.lock().expect("tenant gauges");
-        clusters.retain(|_, nodes| {
-            nodes.retain(|_, holders| {
-                holders.retain(|_, r| now_ms - r.ts_ms <= super::metrics::STALE_MS);
-                !holders.is_empty()
-            });
-            !nodes.is_empty()
+        let mut nodes = self.readings.lock().expect("tenant gauges");
+        nodes.retain(|_, _, holders| {
+            holders.retain(|_, r| now_ms - r.ts_ms <= super::metrics::STALE_MS);
+            !holders.is_empty()
         });
-        for r in clusters
-            .values()
-            .flat_map(|n| n.values())
-            .flat_map(|h| h.values())
-        {
+        for r in nodes.values().flat_map(HashMap::values) {
             allocated.get_or_create(&r.labels).set(r.allocated);
             if let Some(e) = r.effective {
                 effective.get_or_create(&r.labels).set(e);
