@@ -84,6 +84,7 @@ impl From<StoreError> for ApiError {
         match e {
             StoreError::Unavailable(m) => ApiError::Unavailable(m, 5),
             StoreError::BadRequest(m) => ApiError::BadRequest(m),
+            StoreError::Conflict(m) => ApiError::RetryLater(m, 1),
             StoreError::Internal(m) => ApiError::Internal(m),
         }
     }

@@ -2,9 +2,10 @@
 //! wait in a queue and are stored together by the next one: one claim statement for all of
 //! them (one per round when a node has several batches in the group), one COPY per table, one
 //! commit. Each caller gets its own outcome only after
-//! that commit (a 2xx still means committed), duplicates are told apart inside the group, and
-//! a group that fails for any reason but an unreachable database is retried batch by batch,
-//! so one bad batch never fails its neighbours.
+//! that commit (a 2xx still means committed), duplicates are told apart inside the group, a
+//! group whose transaction lost to a concurrent one (deadlock, serialization failure) is tried
+//! again whole, and a group that fails for any other reason but an unreachable database is
+//! retried batch by batch, so one bad batch never fails its neighbours.
 //!
 //! Callers encode their rows (the CPU work) before queueing; committers only send. The queue
 //! holds at most one batch per request in flight, which the listener bounds. A caller that
@@ -170,7 +171,7 @@ async fn fresh(pool: &PgPool, citus: &IsCitus) -> Result<PoolConnection<Postgres
 /// Stores the group and answers its callers; false when the database was unreachable.
 async fn commit(conn: &mut PgConnection, group: Vec<Job>, citus: bool) -> bool {
     let (staged, replies): (Vec<Staged>, Vec<_>) = group.into_iter().unzip();
-    match store(conn, &staged, citus).await {
+    match store_again_on_conflict(conn, &staged, citus).await {
         Ok(outcomes) => {
             for (reply, outcome) in replies.into_iter().zip(outcomes) {
                 let _ = reply.send(Ok(outcome));
@@ -187,7 +188,7 @@ async fn commit(conn: &mut PgConnection, group: Vec<Job>, citus: bool) -> bool {
             tracing::debug!(error = %e, batches = staged.len(), "group commit failed; storing its batches one by one");
             let mut reachable = true;
             for (s, reply) in staged.into_iter().zip(replies) {
-                let one = store(conn, std::slice::from_ref(&s), citus)
+                let one = store_again_on_conflict(conn, std::slice::from_ref(&s), citus)
                     .await
                     .map(|mut v| v.remove(0));
                 reachable &= !matches!(one, Err(StoreError::Unavailable(_)));
@@ -202,11 +203,37 @@ fn copy_of(e: &StoreError) -> StoreError {
     match e {
         StoreError::Unavailable(m) => StoreError::Unavailable(m.clone()),
         StoreError::BadRequest(m) => StoreError::BadRequest(m.clone()),
+        StoreError::Conflict(m) => StoreError::Conflict(m.clone()),
         StoreError::Internal(m) => StoreError::Internal(m.clone()),
     }
 }
 
-/// One transaction for the group: claims in arrival order, one round of distinct nodes at a
+/// Times a group's transaction is tried when it keeps losing to concurrent ones.
+const CONFLICT_TRIES: usize = 4;
+
+/// [`store`], tried again when its transaction lost to a concurrent one (a deadlock or
+/// serialization failure rolls it back whole; the winner holds its locks only until it
+/// commits). Rows are locked in key order within a round ([`rounds`]), but a node whose batches
+/// come from two agent ids in one group locks again in a later round, so two committers can
+/// still deadlock, PostgreSQL's detector then failing one of them.
+async fn store_again_on_conflict(
+    conn: &mut PgConnection,
+    group: &[Staged],
+    citus: bool,
+) -> Result<Vec<IngestOutcome>> {
+    let mut tries = 1;
+    loop {
+        match store(conn, group, citus).await {
+            Err(StoreError::Conflict(e)) if tries < CONFLICT_TRIES => {
+                tracing::debug!(error = %e, batches = group.len(), tries, "group commit lost to a concurrent transaction; trying again");
+                tries += 1;
+            }
+            other => return other,
+        }
+    }
+}
+
+/// One transaction for the group: claims in key order, one round of distinct nodes at a
 /// time (a replay, or an older sequence number than one stored before it, is a duplicate and
 /// writes nothing), the records of the claimed batches, one COPY per table, commit.
 async fn store(
@@ -260,7 +287,9 @@ async fn store(
 
 /// The group's batches (indexes) in rounds in which no node appears twice: a node's k-th batch
 /// of the group goes to round k, so each node's batches keep their arrival order. One claim
-/// statement may touch a node's rows only once.
+/// statement may touch a node's rows only once. Each round is in key order (cluster, node,
+/// agent id), the order its rows are locked in, so that two committers' rounds never wait on
+/// each other in a cycle.
 fn rounds(group: &[Staged]) -> Vec<Vec<usize>> {
     let mut seen: HashMap<(&str, &str), usize> = HashMap::new();
     let mut rounds: Vec<Vec<usize>> = Vec::new();
@@ -273,6 +302,12 @@ fn rounds(group: &[Staged]) -> Vec<Vec<usize>> {
         }
         rounds[*k].push(i);
         *k += 1;
+    }
+    for round in &mut rounds {
+        round.sort_by_key(|&i| {
+            let c = &group[i].claim;
+            (&c.cluster, &c.node, &c.agent_id)
+        });
     }
     rounds
 }

@@ -56,6 +56,11 @@ pub enum StoreError {
     /// The request cannot be served as asked (bad range, unknown entity, …).
     #[error("{0}")]
     BadRequest(String),
+    /// The transaction lost to a concurrent one (PostgreSQL's deadlock detector, a
+    /// serialization failure: SQLSTATE class 40) and was rolled back whole; the same work
+    /// tried again succeeds.
+    #[error("database conflict: {0}")]
+    Conflict(String),
     #[error("database error: {0}")]
     Internal(String),
 }
@@ -79,6 +84,9 @@ impl From<sqlx::Error> for StoreError {
                     || code == "517"
                 {
                     StoreError::Unavailable(e.to_string())
+                } else if code.starts_with("40") {
+                    // 40001 serialization failure, 40P01 deadlock detected.
+                    StoreError::Conflict(e.to_string())
                 } else {
                     StoreError::Internal(e.to_string())
                 }

@@ -1049,6 +1049,54 @@ async fn postgres_failed_batches_store_nothing() {
     ));
 }
 
+/// PostgreSQL only: a transaction its deadlock detector fails is a conflict (the work may be
+/// tried again: group commit does, an agent is answered 503 with Retry-After), not an
+/// internal error. Two connections lock two rows in opposite orders.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_a_deadlock_is_a_conflict() {
+    use sqlx::Connection;
+    let Some(base) = support::pg_base() else {
+        return;
+    };
+    let url = support::fresh_database(&base).await;
+    let mut setup = sqlx::PgConnection::connect(&url).await.unwrap();
+    sqlx::raw_sql(
+        "CREATE TABLE pair (id int PRIMARY KEY, v int); INSERT INTO pair VALUES (1, 0), (2, 0)",
+    )
+    .execute(&mut setup)
+    .await
+    .unwrap();
+    let lock = |first: i32, second: i32| {
+        let url = url.clone();
+        async move {
+            let mut conn = sqlx::PgConnection::connect(&url).await.unwrap();
+            let mut tx = conn.begin().await.unwrap();
+            sqlx::query("UPDATE pair SET v = v + 1 WHERE id = $1")
+                .bind(first)
+                .execute(&mut *tx)
+                .await
+                .unwrap();
+            // Both hold their first row before either asks for its second.
+            tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+            let second = sqlx::query("UPDATE pair SET v = v + 1 WHERE id = $1")
+                .bind(second)
+                .execute(&mut *tx)
+                .await;
+            match second {
+                Ok(_) => tx.commit().await.map_err(store::StoreError::from),
+                Err(e) => Err(store::StoreError::from(e)),
+            }
+        }
+    };
+    let (a, b) = tokio::join!(lock(1, 2), lock(2, 1));
+    let failed: Vec<_> = [a, b].into_iter().filter_map(Result::err).collect();
+    assert_eq!(failed.len(), 1, "{failed:?}");
+    assert!(
+        matches!(&failed[0], store::StoreError::Conflict(m) if m.contains("deadlock")),
+        "{failed:?}"
+    );
+}
+
 /// A batch PostgreSQL refuses, sent at the same time as good ones: it alone fails (its group
 /// is retried batch by batch), the others are stored.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -173,7 +173,7 @@ async fn handle(
         .await
         .map_err(|e| {
             let reason = match e {
-                StoreError::Unavailable(_) => RejectReason::Unavailable,
+                StoreError::Unavailable(_) | StoreError::Conflict(_) => RejectReason::Unavailable,
                 StoreError::BadRequest(_) => RejectReason::Invalid,
                 StoreError::Internal(_) => RejectReason::Internal,
             };
