@@ -152,7 +152,7 @@ async fn committer(pool: PgPool, rx: Arc<Mutex<mpsc::UnboundedReceiver<Job>>>, c
             }
             Err(e) => {
                 for (_, reply) in group {
-                    let _ = reply.send(Err(copy_of(&e)));
+                    let _ = reply.send(Err(e.clone()));
                 }
             }
         }
@@ -180,7 +180,7 @@ async fn commit(conn: &mut PgConnection, group: Vec<Job>, citus: bool) -> bool {
         }
         Err(e) if staged.len() == 1 || matches!(e, StoreError::Unavailable(_)) => {
             for reply in replies {
-                let _ = reply.send(Err(copy_of(&e)));
+                let _ = reply.send(Err(e.clone()));
             }
             !matches!(e, StoreError::Unavailable(_))
         }
@@ -196,15 +196,6 @@ async fn commit(conn: &mut PgConnection, group: Vec<Job>, citus: bool) -> bool {
             }
             reachable
         }
-    }
-}
-
-fn copy_of(e: &StoreError) -> StoreError {
-    match e {
-        StoreError::Unavailable(m) => StoreError::Unavailable(m.clone()),
-        StoreError::BadRequest(m) => StoreError::BadRequest(m.clone()),
-        StoreError::Conflict(m) => StoreError::Conflict(m.clone()),
-        StoreError::Internal(m) => StoreError::Internal(m.clone()),
     }
 }
 

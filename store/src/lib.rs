@@ -48,7 +48,7 @@ impl Default for Retention {
 }
 
 /// What went wrong in storage, in the terms callers act on.
-#[derive(Debug, thiserror::Error)]
+#[derive(Debug, Clone, thiserror::Error)]
 pub enum StoreError {
     /// The database cannot be reached or is overloaded; retrying later may succeed.
     #[error("database unavailable: {0}")]
