@@ -30,9 +30,13 @@ pub struct IngestBench {
     /// Sampling cycles per batch (1 = what an agent sends at 1 Hz).
     #[arg(long, default_value_t = 1)]
     pub snapshots_per_batch: usize,
-    /// Batches in flight at once.
-    #[arg(long, default_value_t = 8)]
-    pub concurrency: usize,
+    /// Batches in flight at once, in both phases. Default: one per node, which is what the
+    /// simulated fleet's agents do when the collector is their bottleneck (each agent sends
+    /// its batches one at a time, in order, so a fleet of N nodes has up to N in flight).
+    /// Fewer models a collector that only a part of the fleet reaches at once. At most the
+    /// collector's default in-flight limit (256; the default is capped there).
+    #[arg(long, value_parser = clap::value_parser!(u16).range(1..))]
+    pub concurrency: Option<u16>,
     /// Alternating rounds of each; medians are reported.
     #[arg(long, default_value_t = 3)]
     pub rounds: usize,
@@ -103,6 +107,17 @@ pub async fn ingest(args: IngestBench) -> anyhow::Result<()> {
     let store = Store::connect(&args.database_url).await?;
     store.migrate().await?;
     let fleet = simulator::Fleet::new(bench_scenario(args.gpus));
+    // The served collector answers requests beyond its in-flight limit 503 (agents retry);
+    // the benchmark stays within it.
+    let in_flight = crate::listener::ServerLimits::default().max_in_flight;
+    let concurrency = match args.concurrency.map(usize::from) {
+        Some(c) if c > in_flight => anyhow::bail!(
+            "--concurrency {c} exceeds the collector's default in-flight limit ({in_flight}); \
+             the requests beyond it would be refused with 503"
+        ),
+        Some(c) => c,
+        None => fleet.nodes.len().clamp(1, in_flight),
+    };
     let start = model::time::now_ms() - (args.seconds as i64 + 120) * 1000;
     let instants: Vec<i64> = (0..args.seconds as i64).map(|s| start + s * 1000).collect();
     eprintln!(
@@ -157,8 +172,8 @@ pub async fn ingest(args: IngestBench) -> anyhow::Result<()> {
         let cpu = CpuMark::now();
         let t = Instant::now();
         run_workers(
-            args.concurrency,
-            by_worker(batches, args.concurrency, |b| b.node.clone()),
+            concurrency,
+            by_worker(batches, concurrency, |b| b.node.clone()),
             {
                 let store = store.clone();
                 move |b: Batch| {
@@ -185,8 +200,8 @@ pub async fn ingest(args: IngestBench) -> anyhow::Result<()> {
         let cpu = CpuMark::now();
         let t = Instant::now();
         run_workers(
-            args.concurrency,
-            by_worker(bodies, args.concurrency, |b| b.0.clone()),
+            concurrency,
+            by_worker(bodies, concurrency, |b| b.0.clone()),
             {
                 let client = client.clone();
                 move |(_, body): (String, Vec<u8>)| {
@@ -233,13 +248,20 @@ pub async fn ingest(args: IngestBench) -> anyhow::Result<()> {
     let (copy, e2e) = (median(copy_rates), median(e2e_rates));
     let rows_per_gpu_second = rows_per_round as f64 / (args.seconds * fleet.gpu_count()) as f64;
     println!(
-        "ingest benchmark: {} GPUs x {} s, {} snapshot(s) per batch, {} rows per round ({:.1} rows per GPU-second), concurrency {}, {} rounds",
+        "ingest benchmark: {} GPUs x {} s, {} snapshot(s) per batch, {} rows per round ({:.1} rows per GPU-second), {} batch(es) in flight ({}), {} rounds",
         fleet.gpu_count(),
         args.seconds,
         args.snapshots_per_batch,
         rows_per_round,
         rows_per_gpu_second,
-        args.concurrency,
+        concurrency,
+        match args.concurrency {
+            Some(_) => "--concurrency",
+            None if concurrency < fleet.nodes.len() => {
+                "one per node's agent, capped at the in-flight limit"
+            }
+            None => "one per node's agent",
+        },
         args.rounds
     );
     println!("  raw COPY (same rows, same batches): {copy:>10.0} rows/s (median)");
