@@ -110,13 +110,18 @@ pub async fn ingest(args: IngestBench) -> anyhow::Result<()> {
     // The served collector answers requests beyond its in-flight limit 503 (agents retry);
     // the benchmark stays within it.
     let in_flight = crate::listener::ServerLimits::default().max_in_flight;
-    let concurrency = match args.concurrency.map(usize::from) {
+    let nodes = fleet.nodes.len();
+    let (concurrency, why) = match args.concurrency.map(usize::from) {
         Some(c) if c > in_flight => anyhow::bail!(
             "--concurrency {c} exceeds the collector's default in-flight limit ({in_flight}); \
              the requests beyond it would be refused with 503"
         ),
-        Some(c) => c,
-        None => fleet.nodes.len().clamp(1, in_flight),
+        Some(c) => (c, "--concurrency"),
+        None if nodes > in_flight => (
+            in_flight,
+            "one per node's agent, capped at the in-flight limit",
+        ),
+        None => (nodes.max(1), "one per node's agent"),
     };
     let start = model::time::now_ms() - (args.seconds as i64 + 120) * 1000;
     let instants: Vec<i64> = (0..args.seconds as i64).map(|s| start + s * 1000).collect();
@@ -171,23 +176,19 @@ pub async fn ingest(args: IngestBench) -> anyhow::Result<()> {
         settle(&store, &mut checkpoints).await;
         let cpu = CpuMark::now();
         let t = Instant::now();
-        run_workers(
-            concurrency,
-            by_worker(batches, concurrency, |b| b.node.clone()),
-            {
+        run_workers(by_worker(batches, concurrency, |b| b.node.clone()), {
+            let store = store.clone();
+            move |b: Batch| {
                 let store = store.clone();
-                move |b: Batch| {
-                    let store = store.clone();
-                    async move {
-                        store
-                            .raw_copy(&b)
-                            .await
-                            .map(|_| ())
-                            .map_err(anyhow::Error::from)
-                    }
+                async move {
+                    store
+                        .raw_copy(&b)
+                        .await
+                        .map(|_| ())
+                        .map_err(anyhow::Error::from)
                 }
-            },
-        )
+            }
+        })
         .await?;
         let copy_rate = rows_per_round as f64 / t.elapsed().as_secs_f64();
         let copy_cpu = cpu.per_1000_rows(rows_per_round);
@@ -199,24 +200,20 @@ pub async fn ingest(args: IngestBench) -> anyhow::Result<()> {
         settle(&store, &mut checkpoints).await;
         let cpu = CpuMark::now();
         let t = Instant::now();
-        run_workers(
-            concurrency,
-            by_worker(bodies, concurrency, |b| b.0.clone()),
-            {
+        run_workers(by_worker(bodies, concurrency, |b| b.0.clone()), {
+            let client = client.clone();
+            move |(_, body): (String, Vec<u8>)| {
                 let client = client.clone();
-                move |(_, body): (String, Vec<u8>)| {
-                    let client = client.clone();
-                    async move {
-                        match client.send_encoded(body).await? {
-                            ingest_client::Delivered::Stored { .. } => Ok(()),
-                            ingest_client::Delivered::Duplicate => {
-                                anyhow::bail!("unexpected duplicate")
-                            }
+                async move {
+                    match client.send_encoded(body).await? {
+                        ingest_client::Delivered::Stored { .. } => Ok(()),
+                        ingest_client::Delivered::Duplicate => {
+                            anyhow::bail!("unexpected duplicate")
                         }
                     }
                 }
-            },
-        )
+            }
+        })
         .await?;
         let e2e_rate = rows_per_round as f64 / t.elapsed().as_secs_f64();
         let e2e_cpu = cpu.per_1000_rows(rows_per_round);
@@ -255,13 +252,7 @@ pub async fn ingest(args: IngestBench) -> anyhow::Result<()> {
         rows_per_round,
         rows_per_gpu_second,
         concurrency,
-        match args.concurrency {
-            Some(_) => "--concurrency",
-            None if concurrency < fleet.nodes.len() => {
-                "one per node's agent, capped at the in-flight limit"
-            }
-            None => "one per node's agent",
-        },
+        why,
         args.rounds
     );
     println!("  raw COPY (same rows, same batches): {copy:>10.0} rows/s (median)");
@@ -369,7 +360,7 @@ fn by_worker<T>(items: Vec<T>, n: usize, node: impl Fn(&T) -> String) -> Vec<Vec
 }
 
 /// Runs `work` on every item, one worker per list, in list order; the first error stops it.
-async fn run_workers<T, F, Fut>(_n: usize, lists: Vec<Vec<T>>, work: F) -> anyhow::Result<()>
+async fn run_workers<T, F, Fut>(lists: Vec<Vec<T>>, work: F) -> anyhow::Result<()>
 where
     T: Send + 'static,
     F: Fn(T) -> Fut + Clone + Send + 'static,
