@@ -9,6 +9,7 @@ pub mod bench;
 pub mod bench_recovery;
 pub mod dcgm;
 pub mod kubelet;
+pub mod listen;
 pub mod metrics;
 pub mod nfd;
 pub mod nvml;

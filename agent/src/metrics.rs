@@ -116,6 +116,8 @@ pub struct AgentMetrics {
     pub disk_full: Gauge,
     pub samples_missed: Counter,
     pub samples_late: Counter,
+    /// Connections to the /metrics listener closed at once because it was at its cap.
+    pub listener_refused: Counter,
     /// The spool's drop counts already added to `dropped` (the spool counts since it opened).
     published_drops: std::sync::Mutex<crate::spool::Dropped>,
 }
@@ -255,8 +257,15 @@ impl AgentMetrics {
             None::<Unit>,
             Counter::default()
         );
+        let listener_refused = reg!(
+            "agent_listener_connections_refused",
+            "Connections to the /metrics and /healthz listener closed at once because it was serving as many as it takes",
+            None::<Unit>,
+            Counter::default()
+        );
         AgentMetrics {
             registry: r,
+            listener_refused,
             spool_cap_bytes,
             disk_full,
             samples_missed,

@@ -416,6 +416,7 @@ async fn send_loop(
 
 async fn serve_metrics(listener: tokio::net::TcpListener, metrics: Arc<AgentMetrics>) {
     use axum::routing::get;
+    let refused = metrics.listener_refused.clone();
     let app = axum::Router::new()
         .route(
             "/metrics",
@@ -445,9 +446,7 @@ async fn serve_metrics(listener: tokio::net::TcpListener, metrics: Arc<AgentMetr
             }),
         )
         .route("/healthz", get(|| async { "ok\n" }));
-    if let Err(e) = axum::serve(listener, app).await {
-        tracing::error!(error = %e, "metrics server stopped");
-    }
+    crate::listen::serve(listener, app, refused).await;
 }
 
 #[cfg(test)]

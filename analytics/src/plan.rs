@@ -536,7 +536,7 @@ fn solve(cfg: &Config, pool: &mut PoolLayout) -> Vec<usize> {
     }
     pool.bins = bins;
     pool.refused = refused;
-    let unplaced = place(pool);
+    let unplaced = place(cfg, pool);
     if !unplaced.is_empty() {
         return unplaced
             .iter()
@@ -764,8 +764,10 @@ impl Class {
 /// Places the bins on the pool's nodes: fixed GPUs stay; pinned bins go to their node; the
 /// others fill the nodes already opened before opening another, whole GPUs first, then MIG,
 /// then time-sliced; finally a bin goes back to the node its tenants are on when that node
-/// is open anyway and has room. Returns the bins no node could take.
-fn place(pool: &mut PoolLayout) -> Vec<usize> {
+/// is open anyway and has room. A time-sliced bin joins a node only when the node stays safe
+/// under any assignment the device plugin may make ([`device_plugin_safe`]). Returns the bins
+/// no node could take.
+fn place(cfg: &Config, pool: &mut PoolLayout) -> Vec<usize> {
     let n = pool.nodes.len();
     let mut class = vec![Class::Open; n];
     for (ni, node) in pool.nodes.iter_mut().enumerate() {
@@ -817,6 +819,7 @@ fn place(pool: &mut PoolLayout) -> Vec<usize> {
         let candidates: Vec<usize> = (0..n)
             .filter(|&ni| bin.pin.as_deref().is_none_or(|p| p == pool.nodes[ni].node))
             .filter(|&ni| free(&pool.nodes, ni) > 0 && class[ni].takes(bin.fit, mig).is_some())
+            .filter(|&ni| bin.fit != Fit::Share || device_plugin_safe(cfg, pool, ni, b, None))
             .collect();
         let opened = |ni: usize| pool.nodes[ni].used() > 0;
         let best = candidates.iter().copied().max_by(|&a, &c| {
@@ -863,6 +866,9 @@ fn place(pool: &mut PoolLayout) -> Vec<usize> {
         }
         let fit = pool.bins[b].fit;
         if class[hi].takes(fit, mig) != Some(class[hi]) {
+            continue;
+        }
+        if fit == Fit::Share && !device_plugin_safe(cfg, pool, hi, b, None) {
             continue;
         }
         if let Some(gi) = pool.nodes[now]
@@ -920,6 +926,77 @@ fn place(pool: &mut PoolLayout) -> Vec<usize> {
     unplaced
 }
 
+/// Whether node `ni` with time-sliced bin `b` added (and `without` taken away) is safe as the
+/// device plugin runs it. Time-slicing is node-wide: the plugin advertises `replicas` slots on
+/// each GPU and hands them to pods without choosing who shares a physical GPU, so any
+/// `replicas` of the node's time-sliced tenants may land on one GPU. Safe means that holds for
+/// the worst such group: the node's `replicas` largest memory needs (p99 plus headroom) fit one
+/// GPU, and in all but the hours replay tolerates, the `replicas` largest recorded demands of
+/// that hour add up to at most one GPU (a sufficient condition: no group can contend in an hour
+/// where the largest one does not).
+pub fn device_plugin_safe(
+    cfg: &Config,
+    pool: &PoolLayout,
+    ni: usize,
+    b: usize,
+    without: Option<usize>,
+) -> bool {
+    let mut bins: Vec<usize> = pool.nodes[ni]
+        .placed
+        .iter()
+        .filter_map(|p| match p {
+            Some(Placed::Bin(x)) if Some(*x) != without && pool.bins[*x].fit == Fit::Share => {
+                Some(*x)
+            }
+            _ => None,
+        })
+        .collect();
+    if !bins.contains(&b) {
+        bins.push(b);
+    }
+    let items: Vec<&Item> = bins
+        .iter()
+        .flat_map(|&x| pool.bins[x].items.iter().map(|&i| &pool.items[i]))
+        .collect();
+    let replicas = bins
+        .iter()
+        .map(|&x| pool.bins[x].items.len())
+        .max()
+        .unwrap_or(1);
+    worst_group_fits(cfg, &items, replicas, pool.memory_total)
+}
+
+/// Whether any `r` of `items` fit one GPU: memory needs and, hour by hour within replay's
+/// tolerance, recorded demand and peak memory.
+pub fn worst_group_fits(cfg: &Config, items: &[&Item], r: usize, memory_total: f64) -> bool {
+    let top = |mut v: Vec<f64>| -> f64 {
+        v.sort_by(|a, b| b.total_cmp(a));
+        v.iter().take(r).sum()
+    };
+    if top(items.iter().map(|it| it.memory).collect()) > memory_total * (1.0 + 1e-9) {
+        return false;
+    }
+    let mut by_hour: BTreeMap<i64, (Vec<f64>, Vec<f64>)> = BTreeMap::new();
+    for it in items {
+        for &(hour, eff, mem) in &it.hours {
+            let e = by_hour.entry(hour).or_default();
+            e.0.push(eff);
+            e.1.push(mem);
+        }
+    }
+    let hours = by_hour.len();
+    let mut contended = 0usize;
+    for (_, (eff, mem)) in by_hour {
+        if top(mem) > memory_total * (1.0 + 1e-9) {
+            return false;
+        }
+        if top(eff) > 1.0 + 1e-9 {
+            contended += 1;
+        }
+    }
+    contended as f64 <= allowed(cfg, hours)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -945,6 +1022,54 @@ mod tests {
         // Compute-large and memory-large tenants may share: no dimension alone decides.
         assert_eq!(needs_bound(&[(0.8, 0.1), (0.1, 0.8)]), 1);
         assert_eq!(needs_bound(&[]), 0);
+    }
+
+    /// Issue 43: time-slicing is node-wide, so a node whose GPUs each pair a heavy tenant with
+    /// a light one is unsafe: the device plugin may put both heavy ones on one GPU.
+    #[test]
+    fn a_time_sliced_node_is_judged_by_its_worst_group_not_its_pairs() {
+        const GIB: f64 = 1024.0 * 1024.0 * 1024.0;
+        let cfg = Config::default();
+        let h = Holding {
+            cluster: "c".into(),
+            node: "n".into(),
+            gpu: "g".into(),
+            tenant: "t".into(),
+            total: Default::default(),
+            rows: vec![],
+        };
+        let item = |compute: f64, memory_gib: f64| Item {
+            h: &h,
+            compute,
+            memory: memory_gib * GIB,
+            pin: None,
+            hours: (0..48)
+                .map(|i| (i * HOUR_MS, compute * 0.9, memory_gib * GIB * 0.9))
+                .collect(),
+            fit: Fit::Share,
+        };
+        let (heavy, light) = (item(0.6, 30.0), item(0.3, 10.0));
+        let total = 80.0 * GIB;
+        // Each GPU's own pair fits (0.54 + 0.27 a GPU)...
+        assert!(worst_group_fits(&cfg, &[&heavy, &light], 2, total));
+        // ...but two heavy ones on one GPU contend every hour (1.08).
+        assert!(!worst_group_fits(
+            &cfg,
+            &[&heavy, &light, &heavy, &light],
+            2,
+            total
+        ));
+        // Memory decides alone: three 30-GiB tenants per GPU cannot be guaranteed 80 GiB.
+        let big = item(0.1, 30.0);
+        assert!(worst_group_fits(&cfg, &[&big, &big], 2, total));
+        assert!(!worst_group_fits(&cfg, &[&big, &big, &big], 3, total));
+        // Light ones only: any two fit.
+        assert!(worst_group_fits(
+            &cfg,
+            &[&light, &light, &light, &light],
+            2,
+            total
+        ));
     }
 
     #[test]

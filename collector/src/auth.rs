@@ -37,6 +37,8 @@ struct Credential {
 #[derive(Clone, Default)]
 pub struct Auth {
     credentials: Vec<Credential>,
+    /// Wrong agent tokens per client address (attempts.rs), shared by every clone.
+    failures: std::sync::Arc<crate::attempts::Attempts>,
 }
 
 impl std::fmt::Debug for Auth {
@@ -71,7 +73,10 @@ impl Auth {
                 cluster: a.cluster.clone(),
             });
         }
-        Ok(Auth { credentials })
+        Ok(Auth {
+            credentials,
+            failures: Default::default(),
+        })
     }
 
     /// A credential added at run time (the demo's own simulated agents).
@@ -94,6 +99,33 @@ impl Auth {
             }
         }
         found.ok_or_else(|| ApiError::Unauthorized("unknown agent token".into()))
+    }
+
+    /// As [`Auth::identify`], counting a wrong token against `addr` (attempts.rs): while the
+    /// address backs off, a wrong token is answered 429; a right one always passes.
+    pub fn check(
+        &self,
+        header: Option<&str>,
+        addr: Option<std::net::IpAddr>,
+        now_ms: i64,
+    ) -> Result<usize, ApiError> {
+        self.identify(header).map_err(|e| {
+            // Only a presented token is a guess; a request without one is simply refused.
+            if bearer(header).is_err() {
+                return e;
+            }
+            let addr = addr.unwrap_or(std::net::IpAddr::from([0, 0, 0, 0]));
+            match self.failures.failed(addr, now_ms) {
+                Some(wait) => ApiError::TooManyRequests(
+                    format!(
+                        "too many wrong agent tokens from your address (or from everywhere at \
+                         once); a wrong one is answered so for {wait} s, a right one still works"
+                    ),
+                    wait,
+                ),
+                None => e,
+            }
+        })
     }
 
     /// The cluster credential `id` is bound to, if any.

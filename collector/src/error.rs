@@ -38,6 +38,9 @@ pub enum ApiError {
     /// given seconds; the message is the answer.
     #[error("{0}")]
     RetryLater(String, u64),
+    /// Too many wrong credentials from this client (attempts.rs): retry after the seconds.
+    #[error("{0}")]
+    TooManyRequests(String, u64),
     #[error("internal error")]
     Internal(String),
 }
@@ -56,6 +59,7 @@ impl ApiError {
             ApiError::UriTooLong(_) => StatusCode::URI_TOO_LONG,
             ApiError::Timeout(_) => StatusCode::REQUEST_TIMEOUT,
             ApiError::Unavailable(..) | ApiError::RetryLater(..) => StatusCode::SERVICE_UNAVAILABLE,
+            ApiError::TooManyRequests(..) => StatusCode::TOO_MANY_REQUESTS,
             ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
@@ -74,6 +78,7 @@ impl ApiError {
             ApiError::UriTooLong(_) => "uri_too_long",
             ApiError::Timeout(_) => "request_timeout",
             ApiError::Unavailable(..) | ApiError::RetryLater(..) => "unavailable",
+            ApiError::TooManyRequests(..) => "too_many_requests",
             ApiError::Internal(_) => "internal",
         }
     }
@@ -106,7 +111,10 @@ impl IntoResponse for ApiError {
         };
         let body = json!({ "error": { "code": self.code(), "message": message } });
         let mut resp = (status, axum::Json(body)).into_response();
-        if let ApiError::Unavailable(_, secs) | ApiError::RetryLater(_, secs) = self {
+        if let ApiError::Unavailable(_, secs)
+        | ApiError::RetryLater(_, secs)
+        | ApiError::TooManyRequests(_, secs) = self
+        {
             resp.headers_mut()
                 .insert(header::RETRY_AFTER, HeaderValue::from(secs));
         }

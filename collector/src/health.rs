@@ -18,6 +18,7 @@ pub struct HealthState {
     pub shared: Shared,
     pub newest: Arc<Newest>,
     pub latest: Arc<LatestGpus>,
+    pub refusals: Arc<crate::admission::Refusals>,
 }
 
 crate::shared::derefs_to_shared!(HealthState);
@@ -36,19 +37,27 @@ async fn healthz() -> &'static str {
 
 /// Ready when the database answers: readiness decides whether the collector gets traffic,
 /// and ingest needs only the database. Background tasks whose last pass failed are named in
-/// the body (and answered by `/healthz/tasks` with a 503), not made a reason to stop ingest.
+/// the body (and answered by `/healthz/tasks` with a 503), not made a reason to stop ingest;
+/// so are the request classes refused in-flight slots in the last minute (admission.rs).
 async fn readyz(State(state): State<HealthState>) -> Response {
     match state.store.ping().await {
         Ok(()) => {
             let failing = state.tasks.failing();
-            let body = if failing.is_empty() {
-                "ready\n".to_owned()
-            } else {
-                format!(
-                    "ready\nfailing background tasks: {} (see /healthz/tasks)\n",
+            let mut body = "ready\n".to_owned();
+            if !failing.is_empty() {
+                body.push_str(&format!(
+                    "failing background tasks: {} (see /healthz/tasks)\n",
                     failing.join(", ")
-                )
-            };
+                ));
+            }
+            let refused = state.refusals.recent(model::time::now_ms());
+            if !refused.is_empty() {
+                body.push_str(&format!(
+                    "requests refused for want of a free slot in the last minute: {} \
+                     (gpulens_http_refused_total)\n",
+                    refused.join(", ")
+                ));
+            }
             (StatusCode::OK, body).into_response()
         }
         Err(e) => {
@@ -91,7 +100,11 @@ async fn task_health(State(state): State<HealthState>) -> Response {
         .into_response()
 }
 
-async fn metrics(State(state): State<HealthState>, headers: axum::http::HeaderMap) -> Response {
+async fn metrics(
+    State(state): State<HealthState>,
+    caller: crate::access::Caller,
+    headers: axum::http::HeaderMap,
+) -> Response {
     let own = crate::metrics::encode(&state.registry);
     let analysis = state.newest.get(&state.store).await.ok().flatten();
     let alerts = crate::alerts::load(&state.store).await.unwrap_or_default();
@@ -100,6 +113,7 @@ async fn metrics(State(state): State<HealthState>, headers: axum::http::HeaderMa
         analysis.as_deref(),
         &alerts,
         model::time::now_ms(),
+        caller.scope(),
     );
     let body = format!("{}{fleet}# EOF\n", own.trim_end_matches("# EOF\n"));
     let openmetrics = headers

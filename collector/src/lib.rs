@@ -3,6 +3,8 @@
 
 // The shared layer: what every feature may use. None of these imports a feature.
 pub mod access;
+pub mod admission;
+pub mod attempts;
 pub mod auth;
 pub mod error;
 pub mod http;

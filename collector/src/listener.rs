@@ -8,8 +8,12 @@
 //! - **Connections**: at most `max_connections` are served at once; one more is answered 503
 //!   with `Retry-After` and closed, never queued.
 //! - **In flight**: at most `max_in_flight` requests run at once (health, readiness and
-//!   `/metrics` excepted, so probes and scrapes still answer under load); one more is answered
-//!   503 with `Retry-After`.
+//!   `/metrics` excepted, so probes and scrapes still answer under load), shared out by class
+//!   (agents, verified readers, anonymous; admission.rs) so one class cannot starve another;
+//!   one more of a class that is full is answered 503 with `Retry-After` and counted.
+//! - **Anonymous requests** (no credential that verifies) may send a body of at most
+//!   `admission::ANONYMOUS_MAX_BODY` with a declared length, and have
+//!   `admission::ANONYMOUS_TIMEOUT` for the whole request.
 //! - **TLS** (`[server.tls]`, `tls.rs`): the handshake must finish within `header_timeout`;
 //!   a connection over the limit is closed before it (a TLS client could not read a plain
 //!   503, and a flood must not cost a handshake each).
@@ -29,6 +33,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::{Semaphore, watch};
 use tower::ServiceExt;
 
+use crate::admission::{self, Class, Classifier, Refusals};
 use crate::error::ApiError;
 
 /// `[server]` in the configuration.
@@ -96,6 +101,20 @@ fn exempt(path: &str) -> bool {
     matches!(path, "/healthz" | "/healthz/tasks" | "/readyz" | "/metrics")
 }
 
+/// How requests are admitted: their class, and where refusals are counted.
+#[derive(Clone)]
+pub struct Admission {
+    pub classify: Classifier,
+    pub refusals: Arc<Refusals>,
+}
+
+/// Each class's in-flight slots, with the classifier.
+#[derive(Clone)]
+struct Slots {
+    admission: Admission,
+    pools: Arc<[Arc<Semaphore>; 3]>,
+}
+
 /// Serves `app` on `listener` until `shutdown` completes, within `limits`; over TLS when
 /// `tls` is given (the TLS handshake must finish within `header_timeout`).
 pub async fn serve(
@@ -103,10 +122,16 @@ pub async fn serve(
     app: axum::Router,
     limits: ServerLimits,
     tls: Option<crate::tls::Tls>,
+    admission: Admission,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
     let connections = Arc::new(Semaphore::new(limits.max_connections.max(1)));
-    let in_flight = Arc::new(Semaphore::new(limits.max_in_flight.max(1)));
+    let in_flight = Slots {
+        admission,
+        pools: Arc::new(
+            Class::ALL.map(|c| Arc::new(Semaphore::new(c.share(limits.max_in_flight)))),
+        ),
+    };
     let (stop, stopped) = watch::channel(false);
     let mut tasks = tokio::task::JoinSet::new();
     let mut builder = hyper::server::conn::http1::Builder::new();
@@ -212,7 +237,7 @@ pub async fn serve(
 /// One accepted connection and what serving it needs.
 struct Conn {
     app: axum::Router,
-    in_flight: Arc<Semaphore>,
+    in_flight: Slots,
     limit: Duration,
     builder: hyper::server::conn::http1::Builder,
     stopped: watch::Receiver<bool>,
@@ -254,7 +279,7 @@ impl Conn {
                     )
                     .into_response());
                 }
-                handle(app, in_flight, limit, req).await
+                handle(app, in_flight, limit, peer, req).await
             }
         });
         let conn = self.builder.serve_connection(TokioIo::new(io), service);
@@ -276,8 +301,9 @@ pub const MAX_URI_BYTES: usize = 8 * 1024;
 
 async fn handle(
     app: axum::Router,
-    in_flight: Arc<Semaphore>,
+    slots: Slots,
     limit: Duration,
+    peer: std::net::SocketAddr,
     req: Request<Incoming>,
 ) -> Result<Response<axum::body::Body>, Infallible> {
     let target = req.uri().path_and_query().map_or(0, |p| p.as_str().len());
@@ -287,14 +313,29 @@ async fn handle(
         ))
         .into_response());
     }
+    let mut limit = limit;
     let permit = if exempt(req.uri().path()) {
         None
     } else {
-        match in_flight.try_acquire_owned() {
+        let class = (slots.admission.classify)(req.method(), req.uri(), req.headers(), Some(peer));
+        if class == Class::Anonymous {
+            if let Some(refusal) = anonymous_body_refusal(req.headers()) {
+                return Ok(refusal.into_response());
+            }
+            limit = limit.min(admission::ANONYMOUS_TIMEOUT);
+        }
+        match slots.pools[class as usize].clone().try_acquire_owned() {
             Ok(p) => Some(p),
             Err(_) => {
+                slots
+                    .admission
+                    .refusals
+                    .record(class, model::time::now_ms());
                 return Ok(ApiError::RetryLater(
-                    "the collector is serving as many requests as it takes; retry shortly".into(),
+                    format!(
+                        "the collector is serving as many {} requests as it takes; retry shortly",
+                        class.as_str()
+                    ),
                     1,
                 )
                 .into_response());
@@ -311,6 +352,29 @@ async fn handle(
             limit.as_secs_f64()
         ))
         .into_response(),
+    })
+}
+
+/// Why an anonymous request's body is refused before it is read: too large, or of a length
+/// it does not declare.
+fn anonymous_body_refusal(headers: &axum::http::HeaderMap) -> Option<ApiError> {
+    if headers.contains_key(axum::http::header::TRANSFER_ENCODING) {
+        return Some(ApiError::PayloadTooLarge(
+            "a request without a credential must declare its body's length (Content-Length); \
+             sign in, or send an agent's or an [access] token"
+                .into(),
+        ));
+    }
+    let length = headers
+        .get(axum::http::header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<u64>().ok())
+        .unwrap_or(0);
+    (length > admission::ANONYMOUS_MAX_BODY).then(|| {
+        ApiError::PayloadTooLarge(format!(
+            "a request without a credential may send at most {} bytes; this one declares {length}",
+            admission::ANONYMOUS_MAX_BODY
+        ))
     })
 }
 

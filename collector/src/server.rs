@@ -1,6 +1,11 @@
 //! Binds the router to a socket: `serve` with the default listener limits, `serve_with`
 //! within given ones, both with graceful shutdown.
 
+use std::sync::Arc;
+
+use axum::http::{Method, header};
+
+use crate::admission::{Class, Classifier, agent_route, has_body};
 use crate::router::router;
 use crate::state::AppState;
 
@@ -13,9 +18,10 @@ pub async fn serve(
 ) -> std::io::Result<()> {
     crate::listener::serve(
         listener,
-        router(state),
+        router(state.clone()),
         crate::listener::ServerLimits::default(),
         None,
+        admission(&state),
         shutdown,
     )
     .await
@@ -33,7 +39,41 @@ pub async fn serve_with(
         Some(t) => Some(crate::tls::Tls::from_settings(t)?),
         None => None,
     };
-    Ok(crate::listener::serve(listener, router(state), limits, tls, shutdown).await?)
+    let admission = admission(&state);
+    Ok(crate::listener::serve(listener, router(state), limits, tls, admission, shutdown).await?)
+}
+
+fn admission(state: &AppState) -> crate::listener::Admission {
+    crate::listener::Admission {
+        classify: classifier(state),
+        refusals: state.refusals.clone(),
+    }
+}
+
+/// The classifier of a collector's state: agent tokens through `[[agents]]`, everything else
+/// through `[access]`.
+pub fn classifier(state: &AppState) -> Classifier {
+    let auth = state.shared.clone();
+    let access = state.access.clone();
+    Arc::new(move |method, uri, headers, peer| {
+        let path = uri.path();
+        let authorization = headers
+            .get(header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok());
+        if agent_route(path) && authorization.is_some() && auth.auth.identify(authorization).is_ok()
+        {
+            return Class::Agent;
+        }
+        let now = model::time::now_ms();
+        if access.verifies(headers, peer.map(|p| p.ip()), now) {
+            return Class::Reader;
+        }
+        let reading = matches!(*method, Method::GET | Method::HEAD) && !has_body(headers);
+        if reading && access.mode() == crate::access::Mode::Open {
+            return Class::Reader;
+        }
+        Class::Anonymous
+    })
 }
 
 /// Resolves on Ctrl-C or SIGTERM.

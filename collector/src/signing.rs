@@ -6,6 +6,16 @@ use sha2::Sha256;
 
 use crate::settings::Secret;
 
+/// 32 bytes from the kernel's random source, for keys nobody configures.
+pub fn random_key() -> anyhow::Result<[u8; 32]> {
+    use std::io::Read;
+    let mut key = [0u8; 32];
+    std::fs::File::open("/dev/urandom")
+        .and_then(|mut f| f.read_exact(&mut key))
+        .map_err(|e| anyhow::anyhow!("cannot read /dev/urandom for a session key: {e}"))?;
+    Ok(key)
+}
+
 /// HMAC-SHA256 (RFC 2104).
 pub fn hmac_sha256(key: &[u8], message: &[u8]) -> [u8; 32] {
     use hmac::Mac;

@@ -23,6 +23,9 @@ use crate::storage::{StorageMetrics, Upkeep};
 use crate::tasks::TaskHealth;
 use crate::teams::TeamsConfig;
 
+/// The name of the session key in the `secrets` table.
+pub const SESSION_KEY_SECRET: &str = "session_key";
+
 /// Every feature's state, built once. Cheap to clone (everything in it is shared).
 #[derive(Debug, Clone)]
 pub struct AppState {
@@ -42,6 +45,11 @@ pub struct AppState {
     pub access: Arc<Access>,
     /// The `[access]` settings the rules were built from (rebuilt when operators change).
     pub access_settings: Arc<crate::access::Settings>,
+    /// The deployment's stored session key (`secrets` table), used when `[access]
+    /// session_key` is not set; `None`: a random key for this process.
+    pub session_secret: Option<[u8; 32]>,
+    /// In-flight refusals per request class (admission.rs), for /metrics and /readyz.
+    pub refusals: Arc<crate::admission::Refusals>,
     pub metrics: FeatureMetrics,
 }
 
@@ -88,6 +96,7 @@ impl AppState {
         };
         let tasks = Arc::new(TaskHealth::registered(&mut registry));
         let remote_write = Receiver::with_metrics(RemoteWriteMetrics::register(&mut registry));
+        let refusals = crate::admission::Refusals::register(&mut registry);
         let shared = Shared::new(SharedInner {
             store,
             auth,
@@ -108,6 +117,8 @@ impl AppState {
             remote_write: Arc::new(remote_write),
             access: Default::default(),
             access_settings: Default::default(),
+            session_secret: None,
+            refusals,
             metrics,
         }
     }
@@ -142,9 +153,32 @@ impl AppState {
             .iter()
             .map(|o| (o.name.clone(), o.token.clone()))
             .collect();
-        self.access = Arc::new(Access::new(&s, &operators)?);
+        self.access = Arc::new(Access::with_stored_key(
+            &s,
+            &operators,
+            self.session_secret,
+        )?);
         self.access_settings = Arc::new(settings);
         Ok(self)
+    }
+
+    /// The same state signing sessions with the deployment's session key, read from (or
+    /// created in) the database, so every replica accepts the cookies any of them issued.
+    /// A configured `[access] session_key` still wins.
+    pub async fn with_stored_session_key(mut self) -> anyhow::Result<AppState> {
+        let key = self
+            .store
+            .shared_secret(SESSION_KEY_SECRET, &crate::signing::random_key()?)
+            .await?;
+        let key: [u8; 32] = key.try_into().map_err(|k: Vec<u8>| {
+            anyhow::anyhow!(
+                "the stored session key is {} bytes, not 32: run `gpulens rotate-session-key`",
+                k.len()
+            )
+        })?;
+        self.session_secret = Some(key);
+        let settings = self.access_settings.as_ref().clone();
+        self.with_access(settings)
     }
 
     pub fn ingest_state(&self) -> IngestState {
@@ -203,6 +237,7 @@ impl AppState {
             shared: self.shared.clone(),
             newest: self.newest.clone(),
             latest: self.latest.clone(),
+            refusals: self.refusals.clone(),
         }
     }
 

@@ -39,7 +39,7 @@ pub const BY_NODE: [&str; 19] = [
 ];
 
 /// Fleet-wide tables copied to every node.
-pub const REFERENCE: [&str; 9] = [
+pub const REFERENCE: [&str; 10] = [
     "cluster_rollup_1h",
     "analysis_runs",
     "label_actions",
@@ -49,6 +49,7 @@ pub const REFERENCE: [&str; 9] = [
     "alert_attempts",
     "reports",
     "remote_write_journal",
+    "secrets",
 ];
 
 /// Whether the connected database has the citus extension.

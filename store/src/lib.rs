@@ -1453,6 +1453,18 @@ impl Store {
         dispatch!(self, s => s.latest_analysis().await)
     }
 
+    /// The deployment's secret `name`: the stored one, or `fresh` stored now when there is
+    /// none yet (the first collector to ask wins; every other one reads what it stored).
+    pub async fn shared_secret(&self, name: &str, fresh: &[u8]) -> Result<Vec<u8>> {
+        dispatch!(self, s => s.shared_secret(name, fresh, model::time::now_ms()).await)
+    }
+
+    /// Replaces the deployment's secret `name` (rotation): what signed with the old one no
+    /// longer verifies once the collectors read the new one.
+    pub async fn replace_secret(&self, name: &str, value: &[u8]) -> Result<()> {
+        dispatch!(self, s => s.replace_secret(name, value, model::time::now_ms()).await)
+    }
+
     /// Takes the job's lock, or None when another collector holds it. SQLite has one
     /// collector per file, so the lock is always granted there.
     pub async fn try_job_lock(&self, key: i64) -> Result<Option<JobLock>> {

@@ -70,6 +70,11 @@ pub const POSTGRES: &[Migration] = &[
         name: "0011_sealed_blocks.sql",
         sql: include_str!("../../migrations/postgres/0011_sealed_blocks.sql"),
     },
+    Migration {
+        version: 12,
+        name: "0012_secrets.sql",
+        sql: include_str!("../../migrations/postgres/0012_secrets.sql"),
+    },
 ];
 
 pub const SQLITE: &[Migration] = &[
@@ -127,6 +132,11 @@ pub const SQLITE: &[Migration] = &[
         version: 11,
         name: "0011_sealed_blocks.sql",
         sql: include_str!("../../migrations/sqlite/0011_sealed_blocks.sql"),
+    },
+    Migration {
+        version: 12,
+        name: "0012_secrets.sql",
+        sql: include_str!("../../migrations/sqlite/0012_secrets.sql"),
     },
 ];
 

@@ -663,6 +663,25 @@ impl PgStore {
         .await?)
     }
 
+    pub async fn shared_secret(&self, name: &str, fresh: &[u8], now: i64) -> Result<Vec<u8>> {
+        sqlx::query("INSERT INTO secrets (name, value, created_ms) VALUES ($1, $2, $3) ON CONFLICT (name) DO NOTHING")
+            .bind(name).bind(fresh).bind(now)
+            .execute(&self.pool).await?;
+        Ok(
+            sqlx::query_scalar("SELECT value FROM secrets WHERE name = $1")
+                .bind(name)
+                .fetch_one(&self.pool)
+                .await?,
+        )
+    }
+
+    pub async fn replace_secret(&self, name: &str, value: &[u8], now: i64) -> Result<()> {
+        sqlx::query("INSERT INTO secrets (name, value, created_ms) VALUES ($1, $2, $3) ON CONFLICT (name) DO UPDATE SET value = excluded.value, created_ms = excluded.created_ms")
+            .bind(name).bind(value).bind(now)
+            .execute(&self.pool).await?;
+        Ok(())
+    }
+
     pub async fn try_job_lock(&self, key: i64) -> Result<Option<super::JobLock>> {
         let mut conn = self.pool.acquire().await?;
         let got: bool = sqlx::query_scalar("SELECT pg_try_advisory_lock($1)")

@@ -574,6 +574,25 @@ impl SqliteStore {
         )
     }
 
+    pub async fn shared_secret(&self, name: &str, fresh: &[u8], now: i64) -> Result<Vec<u8>> {
+        sqlx::query("INSERT INTO secrets (name, value, created_ms) VALUES (?, ?, ?) ON CONFLICT (name) DO NOTHING")
+            .bind(name).bind(fresh).bind(now)
+            .execute(&self.writer).await?;
+        Ok(
+            sqlx::query_scalar("SELECT value FROM secrets WHERE name = ?")
+                .bind(name)
+                .fetch_one(&self.writer)
+                .await?,
+        )
+    }
+
+    pub async fn replace_secret(&self, name: &str, value: &[u8], now: i64) -> Result<()> {
+        sqlx::query("INSERT INTO secrets (name, value, created_ms) VALUES (?, ?, ?) ON CONFLICT (name) DO UPDATE SET value = excluded.value, created_ms = excluded.created_ms")
+            .bind(name).bind(value).bind(now)
+            .execute(&self.writer).await?;
+        Ok(())
+    }
+
     pub async fn latest_analysis(&self) -> Result<Option<String>> {
         Ok(
             sqlx::query_scalar("SELECT body FROM analysis_runs ORDER BY generated DESC LIMIT 1")

@@ -262,7 +262,9 @@ fn eight_gpus_a_lost_gpu_and_an_xid_event() {
 }
 
 mod delivery;
+mod gpu_check;
 mod kubelet;
+mod listener;
 mod metrics;
 mod nfd;
 mod outages;

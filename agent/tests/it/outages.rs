@@ -15,7 +15,7 @@ use agent::standin::{Arrival, Receiver};
 
 use crate::delivery::{Proc, free_port, root, wait_until};
 
-fn agent(collector: &str, state: &Path, interval: &str, extra: &[&str]) -> Proc {
+pub(crate) fn agent(collector: &str, state: &Path, interval: &str, extra: &[&str]) -> Proc {
     // The host's free disk space is not these tests' subject (a CI host at 88 % used made the
     // default 15 % reserve drop batches); the full-disk test sets its own reserve.
     let reserve: &[&str] = if extra.contains(&"--spool-min-free-percent") {
@@ -49,7 +49,7 @@ fn agent(collector: &str, state: &Path, interval: &str, extra: &[&str]) -> Proc 
 }
 
 /// The agent's /metrics, or None while it does not answer.
-fn metrics(port: u16) -> Option<String> {
+pub(crate) fn metrics(port: u16) -> Option<String> {
     crate::metrics::get(port, "/metrics", "text/plain")
 }
 
@@ -63,7 +63,7 @@ fn value(text: &str, prefix: &str) -> u64 {
 
 /// Batches lost inside the agent: dropped from the spool for any reason but a refusal by the
 /// collector, plus slots that got no sample.
-fn lost(text: &str) -> u64 {
+pub(crate) fn lost(text: &str) -> u64 {
     value(
         text,
         "gpulens_agent_batches_dropped_total{reason=\"spool_full\"}",
@@ -81,7 +81,7 @@ fn lost(text: &str) -> u64 {
 
 /// Each batch once (a resend after a lost acknowledgement arrives twice, as the collector
 /// would see it, and is recognised there by its sequence number).
-fn distinct_ts(arrivals: &[Arrival]) -> Vec<i64> {
+pub(crate) fn distinct_ts(arrivals: &[Arrival]) -> Vec<i64> {
     let mut seen = BTreeSet::new();
     let mut ts = Vec::new();
     for a in arrivals {
@@ -93,7 +93,7 @@ fn distinct_ts(arrivals: &[Arrival]) -> Vec<i64> {
     ts
 }
 
-fn work_dir(tag: &str) -> PathBuf {
+pub(crate) fn work_dir(tag: &str) -> PathBuf {
     agent::scratch::fresh_dir(&format!("outage-{tag}")).unwrap()
 }
 

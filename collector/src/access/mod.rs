@@ -203,6 +203,16 @@ fn unhex32(h: &str) -> [u8; 32] {
 impl Access {
     /// `operators` are `[[labels.operators]]` (name, token): operator tokens, as before.
     pub fn new(s: &Settings, operators: &[(String, Secret)]) -> anyhow::Result<Access> {
+        Access::with_stored_key(s, operators, None)
+    }
+
+    /// As [`Access::new`], with the deployment's stored session key (`Store::shared_secret`)
+    /// for when `session_key` is not configured. Neither: a random key for this process.
+    pub fn with_stored_key(
+        s: &Settings,
+        operators: &[(String, Secret)],
+        stored: Option<[u8; 32]>,
+    ) -> anyhow::Result<Access> {
         s.check()?;
         let mut tokens = Vec::new();
         for (name, token) in operators {
@@ -238,7 +248,7 @@ impl Access {
             _ => None,
         };
         let mode = s.mode();
-        let key = session_key(s, &tokens, scrape);
+        let key = session_key(s, stored)?;
         Ok(Access {
             mode,
             key,
@@ -367,20 +377,48 @@ impl Access {
             return None;
         }
         match session::verify(&self.key, cookie, now_ms)? {
-            Source::Token { n } => self.tokens.iter().find(|k| k.name == n).map(|k| Principal {
-                name: k.name.clone(),
-                role: k.role,
-                teams: k.teams.clone(),
-                via: Via::Session,
-            }),
+            Source::Token { n, b } => self
+                .tokens
+                .iter()
+                .find(|k| k.name == n && token_binding(&self.key, k) == b)
+                .map(|k| Principal {
+                    name: k.name.clone(),
+                    role: k.role,
+                    teams: k.teams.clone(),
+                    via: Via::Session,
+                }),
             Source::Oidc { n, g } => self.from_groups(&n, &g, Via::Session),
         }
+    }
+
+    /// Whether the request carries a credential that verifies (a known token, the trusted
+    /// proxy's headers for a user with a role, a live session), checked without side effects:
+    /// nothing is counted against anyone. Used to give verified callers their own in-flight
+    /// slots before anything else runs (admission.rs).
+    pub fn verifies(&self, headers: &HeaderMap, addr: Option<IpAddr>, now_ms: i64) -> bool {
+        if let Some(t) = bearer_of(headers) {
+            return self.by_token(t).is_some();
+        }
+        if let Some(proxy) = &self.proxy
+            && let Some((user, groups)) = proxy.identity(headers, addr)
+        {
+            return self.from_groups(&user, &groups, Via::Proxy).is_some();
+        }
+        session::from_header(
+            headers.get(header::COOKIE).and_then(|v| v.to_str().ok()),
+            session::COOKIE,
+        )
+        .is_some_and(|c| self.from_session(&c, now_ms).is_some())
     }
 
     /// A token typed on the sign-in form: the session source it opens.
     pub fn sign_in_with_token(&self, token: &str) -> Option<(Principal, Source)> {
         let p = self.by_token(token)?;
-        let source = Source::Token { n: p.name.clone() };
+        let known = self.tokens.iter().find(|k| k.name == p.name)?;
+        let source = Source::Token {
+            n: p.name.clone(),
+            b: token_binding(&self.key, known),
+        };
         Some((p, source))
     }
 
@@ -418,13 +456,15 @@ impl Access {
                 "Authorization must be `Bearer <token>`".into(),
             ))?;
             let ip = addr.unwrap_or(IpAddr::from([0, 0, 0, 0]));
-            self.sessions.may_try(ip, now).map_err(Refusal::TooMany)?;
+            // A token that verifies is never refused for what others did from this address.
             let Some(p) = known else {
-                self.sessions.failed(ip, now);
+                let wait = self.sessions.attempts.failed(ip, now);
                 audit::refused("unknown token", None, &caller);
-                return Err(Refusal::SignIn("unknown token".into()));
+                return Err(match wait {
+                    Some(wait) => Refusal::TooMany(wait),
+                    None => Refusal::SignIn("unknown token".into()),
+                });
             };
-            self.sessions.succeeded(ip);
             caller.principal = Some(p);
             return Ok(caller);
         }
@@ -509,43 +549,28 @@ impl Access {
     }
 }
 
-/// The session key: configured, or derived from every configured secret, or random.
-fn session_key(s: &Settings, tokens: &[Known], scrape: Option<[u8; 32]>) -> [u8; 32] {
+/// The session key: configured, or the deployment's stored random key, or random for this
+/// process. Never derived from the rest of the configuration: token names, token hashes and
+/// the scrape token's hash are meant to be shareable, and a key computed from them could be
+/// computed by anyone who reads the file (issue 37).
+fn session_key(s: &Settings, stored: Option<[u8; 32]>) -> anyhow::Result<[u8; 32]> {
     let mut h = Sha256::new();
-    h.update(b"gpulens sessions v2");
-    if let Some(k) = &s.session_key {
-        h.update(k.0.as_bytes());
-        return h.finalize().into();
+    h.update(b"gpulens sessions v3");
+    match (&s.session_key, stored) {
+        (Some(k), _) => h.update(k.0.as_bytes()),
+        (None, Some(k)) => h.update(k),
+        (None, None) => h.update(crate::signing::random_key()?),
     }
-    let secret = s.oidc.as_ref().and_then(|o| o.client_secret.as_ref());
-    if tokens.is_empty() && scrape.is_none() && secret.is_none() {
-        let mut random = [0u8; 32];
-        use std::io::Read;
-        if std::fs::File::open("/dev/urandom")
-            .and_then(|mut f| f.read_exact(&mut random))
-            .is_err()
-        {
-            use std::hash::{BuildHasher, RandomState};
-            for (i, chunk) in random.chunks_mut(8).enumerate() {
-                let v = RandomState::new().hash_one((i, model::time::now_ms(), std::process::id()));
-                chunk.copy_from_slice(&v.to_le_bytes());
-            }
-        }
-        h.update(random);
-        return h.finalize().into();
-    }
-    for k in tokens {
-        h.update(k.name.as_bytes());
-        h.update([0]);
-        h.update(k.hash);
-    }
-    if let Some(s) = scrape {
-        h.update(s);
-    }
-    if let Some(s) = secret {
-        h.update(s.0.as_bytes());
-    }
-    h.finalize().into()
+    Ok(h.finalize().into())
+}
+
+/// What a token session is bound to besides its name: a fingerprint of the token itself, so
+/// that a token replaced under the same name ends the sessions opened with the old one. It
+/// is keyed, so the (readable) cookie says nothing about the token's hash.
+fn token_binding(key: &[u8; 32], k: &Known) -> String {
+    let mut message = b"token binding:".to_vec();
+    message.extend_from_slice(&k.hash);
+    crate::signing::hex(&crate::signing::hmac_sha256(key, &message)[..12])
 }
 
 /// Why a request is refused.
@@ -563,15 +588,14 @@ impl Refusal {
     fn respond(self, path: &str, method: &axum::http::Method, uri: &axum::http::Uri) -> Response {
         let api = path.starts_with("/api/") || path == "/metrics";
         match self {
-            Refusal::TooMany(wait) => {
-                let mut r = ApiError::RetryLater(
-                    format!("too many wrong tokens from your address; try again in {wait} s"),
-                    wait,
-                )
-                .into_response();
-                *r.status_mut() = StatusCode::TOO_MANY_REQUESTS;
-                r
-            }
+            Refusal::TooMany(wait) => ApiError::TooManyRequests(
+                format!(
+                    "too many wrong tokens from your address (or from everywhere at once); a \
+                     wrong one is answered so for {wait} s, a right one still works"
+                ),
+                wait,
+            )
+            .into_response(),
             Refusal::SignIn(msg) if api => {
                 let mut r = ApiError::Unauthorized(msg).into_response();
                 r.headers_mut().insert(

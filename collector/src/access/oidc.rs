@@ -277,8 +277,19 @@ fn chain(e: &dyn std::error::Error) -> String {
 }
 
 /// Where to go after signing in: a path on this collector, never another site.
+/// `next` when it is a same-origin absolute path, else `/`. It arrives decoded (query or
+/// form), and browsers drop tabs and line breaks from a `Location` before they follow it
+/// (`/\t/evil.example` becomes `//evil.example`, another host), so only visible ASCII is
+/// accepted: no control characters, spaces or non-ASCII, no backslash (which browsers read
+/// as `/`), no `//` at the start. What passes is also a valid header value, so the redirect
+/// that carries it never fails after a cookie was set.
 pub fn safe_next(next: &str) -> &str {
-    if next.starts_with('/') && !next.starts_with("//") && !next.contains('\\') && next.len() < 2048
+    let visible = next.bytes().all(|b| (0x21..=0x7e).contains(&b));
+    if visible
+        && next.starts_with('/')
+        && !next.starts_with("//")
+        && !next.contains('\\')
+        && next.len() < 2048
     {
         next
     } else {
@@ -356,6 +367,13 @@ mod tests {
             "/\\evil",
             "",
             "x",
+            // Issue 37: browsers drop the tab and follow `//evil.example/x`.
+            "/\t/evil.example/x",
+            "/\n/evil.example/x",
+            "/\r\nSet-Cookie: a=b",
+            "/\u{7f}",
+            "/ /evil.example",
+            "/caf\u{e9}",
         ] {
             assert_eq!(safe_next(bad), "/", "{bad}");
         }

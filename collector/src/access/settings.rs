@@ -17,9 +17,10 @@ pub struct Settings {
     /// as a way to sign in is configured (`oidc`, `proxy` or `tokens`), open otherwise.
     #[serde(default)]
     pub mode: Option<Mode>,
-    /// The key that signs session cookies, shared by every collector of a deployment. Unset:
-    /// derived from the configured secrets (changing any of them ends every session), or
-    /// random per process when there are none.
+    /// The key that signs session cookies, shared by every collector of a deployment (a
+    /// secret: a file or the environment). Unset: a random key generated once and kept in the
+    /// database (`gpulens rotate-session-key` replaces it); never derived from the rest of the
+    /// configuration, which may be shared.
     #[serde(default)]
     pub session_key: Option<Secret>,
     /// Mark cookies `Secure` (the dashboard is reached over HTTPS, directly or via a proxy).

@@ -36,6 +36,10 @@ pub enum Command {
     /// Apply database migrations and exit. On PostgreSQL with the citus extension this also
     /// distributes the tables over the cluster's workers (docs/deploy.md, "Past one server").
     Migrate(MigrateArgs),
+    /// Replace the deployment's stored session key with a new random one: every dashboard
+    /// session ends once the collectors restart (they read the key at start). Used when
+    /// `[access] session_key` is not set; a configured key is rotated by changing it.
+    RotateSessionKey(DbArgs),
     /// Compute the utilization funnel, findings and recommendations from the stored rollups
     /// and print them (the collector also runs this on a schedule and serves it at
     /// /api/v1/findings and /api/v1/recommendations).

@@ -19,6 +19,7 @@ pub async fn run(command: Command) -> anyhow::Result<()> {
         Command::Serve(args) => serve(args).await,
         Command::Simulate(args) => simulate(args).await,
         Command::Migrate(args) => migrate(args).await,
+        Command::RotateSessionKey(args) => rotate_session_key(args).await,
         Command::Analyze(args) => analyze(args).await,
         Command::Labels(args) => labels::run(args).await,
         Command::Report(args) => report(args).await,
@@ -122,6 +123,28 @@ fn refuse_open(
     )
 }
 
+async fn rotate_session_key(args: DbArgs) -> anyhow::Result<()> {
+    let config = load_config(&args)?;
+    let store = open_store(&config).await?;
+    store.migrate().await?;
+    store
+        .replace_secret(
+            crate::state::SESSION_KEY_SECRET,
+            &crate::signing::random_key()?,
+        )
+        .await?;
+    println!(
+        "stored a new session key in {}: restart the collectors to end every session signed          with the old one",
+        store.backend()
+    );
+    if config.access.session_key.is_some() {
+        println!(
+            "note: [access] session_key is set in this configuration, and a configured key wins              over the stored one: change that key to rotate"
+        );
+    }
+    Ok(())
+}
+
 async fn migrate(args: MigrateArgs) -> anyhow::Result<()> {
     let config = load_config(&args.db)?;
     let store = open_store(&config).await?;
@@ -181,7 +204,9 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     .with_access(config.access.clone())?
     .with_labels(config.labels.clone())
     .with_reports(config.reports.clone())
-    .with_fleet_metrics(&config.metrics);
+    .with_fleet_metrics(&config.metrics)
+    .with_stored_session_key()
+    .await?;
     tracing::info!(listen = %listener.local_addr()?, backend = state.store.backend(), "gpulens collector serving");
     let cluster = crate::labels::connect_if_enabled(&config.labels).await;
     let plan = crate::schedule::Plan {

@@ -45,49 +45,82 @@ pub struct LoginForm {
     pub next: Option<String>,
 }
 
+/// Whether a form post comes from another site (login CSRF: a page elsewhere signing the
+/// visitor in as someone else). Browsers say so in `Sec-Fetch-Site`, or at least send an
+/// `Origin`; programs that send neither are not browsers and cannot be led by another site.
+pub fn cross_site(headers: &HeaderMap) -> bool {
+    if let Some(site) = headers.get("sec-fetch-site").and_then(|v| v.to_str().ok()) {
+        return !matches!(site, "same-origin" | "none");
+    }
+    let Some(origin) = headers.get(header::ORIGIN) else {
+        return false;
+    };
+    let host = headers.get(header::HOST).and_then(|v| v.to_str().ok());
+    let origin_host = origin
+        .to_str()
+        .ok()
+        .and_then(|o| o.split_once("://"))
+        .map(|(_, h)| h.trim_end_matches('/'));
+    origin_host.is_none() || origin_host != host
+}
+
 pub async fn login(
     State(state): State<DashboardState>,
     caller: Caller,
+    headers: HeaderMap,
     Form(form): Form<LoginForm>,
 ) -> Response {
     let now = model::time::now_ms();
-    let next = form.next.as_deref().unwrap_or("/recommendations");
-    // Without a socket (tests driving the router) every caller shares one record.
-    let addr = caller.addr.unwrap_or(std::net::IpAddr::from([0, 0, 0, 0]));
-    let sessions = &state.access.sessions;
-    if let Err(wait) = sessions.may_try(addr, now) {
-        audit::refused("too many wrong tokens", None, &caller);
-        let mut resp = (
-            StatusCode::TOO_MANY_REQUESTS,
+    if cross_site(&headers) {
+        audit::refused("sign-in form posted from another site", None, &caller);
+        return (
+            StatusCode::FORBIDDEN,
             Html(pages::login(
                 frame(&state, &caller, "Sign in"),
                 login_view(
                     &state,
-                    next,
-                    Some(format!(
-                        "Too many wrong tokens from your address; try again in {wait} s."
-                    )),
+                    "/",
+                    Some(
+                        "This sign-in came from another site and was refused; sign in here.".into(),
+                    ),
                 ),
             )),
         )
             .into_response();
-        resp.headers_mut()
-            .insert(header::RETRY_AFTER, header::HeaderValue::from(wait));
-        return resp;
     }
+    let next = form.next.as_deref().unwrap_or("/recommendations");
+    // Without a socket (tests driving the router) every caller shares one record.
+    let addr = caller.addr.unwrap_or(std::net::IpAddr::from([0, 0, 0, 0]));
+    let sessions = &state.access.sessions;
+    // The token is checked first: a right one is never refused for what others did from this
+    // address; a wrong one counts, and is answered 429 while the address backs off.
     let Some((principal, source)) = state.access.sign_in_with_token(form.token.trim()) else {
-        sessions.failed(addr, now);
+        let wait = sessions.attempts.failed(addr, now);
         audit::refused("wrong token on the sign-in form", None, &caller);
-        return (
-            StatusCode::UNAUTHORIZED,
+        let (status, message) = match wait {
+            Some(wait) => (
+                StatusCode::TOO_MANY_REQUESTS,
+                format!("Too many wrong tokens from your address; try again in {wait} s."),
+            ),
+            None => (
+                StatusCode::UNAUTHORIZED,
+                "That token is not known here.".to_owned(),
+            ),
+        };
+        let mut resp = (
+            status,
             Html(pages::login(
                 frame(&state, &caller, "Sign in"),
-                login_view(&state, next, Some("That token is not known here.".into())),
+                login_view(&state, next, Some(message)),
             )),
         )
             .into_response();
+        if let Some(wait) = wait {
+            resp.headers_mut()
+                .insert(header::RETRY_AFTER, header::HeaderValue::from(wait));
+        }
+        return resp;
     };
-    sessions.succeeded(addr);
     audit::signed_in(&principal, "token", &caller);
     let cookie = state.access.issue(source, now);
     (

@@ -116,26 +116,8 @@ pub async fn recommendation(
             "no recommendation {id:?} in the newest analysis"
         )));
     };
-    let plan = crate::labels::plans(&a, &r.cluster, state.labels.custom_layouts.as_ref())
-        .remove(&r.node)
-        .filter(|p| match &r.proposal {
-            Proposal::MigLayout { config_name, .. } => p.value == *config_name,
-            Proposal::Sharing { .. } => p.label == model::labels::OPERATOR_DEVICE_PLUGIN_CONFIG,
-            _ => false,
-        });
-    let (action_id, action_state) = match &plan {
-        Some(p) => state
-            .store
-            .label_actions(&store::label_actions::ActionFilter {
-                node: Some(&r.node),
-                ..store::label_actions::ActionFilter::newest(20)
-            })
-            .await?
-            .into_iter()
-            .find(|x| x.label == p.label && x.value == p.value)
-            .map_or((None, None), |x| (Some(x.id), Some(x.state))),
-        None => (None, None),
-    };
+    let (plan, action) = step_action(&state, &a, r).await?;
+    let (action_id, action_state) = action.map_or((None, None), |(id, st)| (Some(id), Some(st)));
     // Only operators see the form; the middleware checks the role again on POST.
     let csrf = caller
         .is_operator()
@@ -311,6 +293,36 @@ fn configs(proposal: &Proposal) -> Vec<(String, String)> {
     vec![config]
 }
 
+/// The label change a step plans on its node, and the label action (id, state) recorded for
+/// it, if any: what the step's page offers to approve, and the only action its form may.
+async fn step_action(
+    state: &DashboardState,
+    a: &Analysis,
+    r: &analytics::Recommendation,
+) -> Result<(Option<crate::labels::Plan>, Option<(i64, String)>), PageError> {
+    let plan = crate::labels::plans(a, &r.cluster, state.labels.custom_layouts.as_ref())
+        .remove(&r.node)
+        .filter(|p| match &r.proposal {
+            Proposal::MigLayout { config_name, .. } => p.value == *config_name,
+            Proposal::Sharing { .. } => p.label == model::labels::OPERATOR_DEVICE_PLUGIN_CONFIG,
+            _ => false,
+        });
+    let action = match &plan {
+        Some(p) => state
+            .store
+            .label_actions(&store::label_actions::ActionFilter {
+                node: Some(&r.node),
+                ..store::label_actions::ActionFilter::newest(20)
+            })
+            .await?
+            .into_iter()
+            .find(|x| x.label == p.label && x.value == p.value)
+            .map(|x| (x.id, x.state)),
+        None => None,
+    };
+    Ok((plan, action))
+}
+
 #[derive(Debug, Deserialize)]
 pub struct ApproveForm {
     pub csrf: String,
@@ -344,6 +356,38 @@ pub async fn approve(
                 frame(&state, &caller, "Refused"),
                 "The form's CSRF token does not match your session; reload the page and try again."
                     .into(),
+            )),
+        )
+            .into_response();
+    }
+    // The form approves the action of the step in its URL, and no other (issue 37: a step's
+    // form with another step's action approved that one; a made-up id was audited approved).
+    let belongs = match analysis(&state).await {
+        Ok(Some(a)) => match a.recommendations.iter().find(|r| r.id == id) {
+            Some(r) => step_action(&state, &a, r)
+                .await
+                .ok()
+                .and_then(|(_, action)| action)
+                .is_some_and(|(action, _)| action == form.action),
+            None => false,
+        },
+        _ => false,
+    };
+    if !belongs {
+        crate::access::audit::refused(
+            "the approve form's action is not this step's",
+            Some(who),
+            &caller,
+        );
+        return (
+            StatusCode::BAD_REQUEST,
+            Html(pages::problem(
+                frame(&state, &caller, "Refused"),
+                format!(
+                    "Label action {} is not the change step {id:?} plans (or the step is no \
+                     longer in the newest analysis); reload the step's page and approve from there.",
+                    form.action
+                ),
             )),
         )
             .into_response();

@@ -298,12 +298,16 @@ pub async fn series(
     })?;
     ensure_known(&state, &entity, entity_text).await?;
     if let (Entity::Tenant(key), Some(_)) = (&entity, caller.scope()) {
+        // The key may name a tenant in more than one cluster (`host/1001` is uid 1001 on
+        // every host), and the series combines them all: the caller must see every one
+        // (issue 37: the first match alone was checked).
         let tenants = state.store.tenants().await?;
-        let team = tenants
+        let teams: Vec<Option<&str>> = tenants
             .iter()
-            .find(|t| &t.key == key)
-            .and_then(|t| t.team.as_deref());
-        if !caller.sees_team(team) {
+            .filter(|t| &t.key == key)
+            .map(|t| t.team.as_deref())
+            .collect();
+        if teams.is_empty() || !teams.iter().all(|team| caller.sees_team(*team)) {
             // The same answer as for a tenant that does not exist: another team's tenants are
             // not even confirmed.
             return Err(ApiError::NotFound(format!(

@@ -189,12 +189,15 @@ fn stages(r: &analytics::FunnelRow) -> [(&'static str, f64); 5] {
     ]
 }
 
-/// The fleet's metrics as OpenMetrics text (without the final `# EOF`).
+/// The fleet's metrics as OpenMetrics text (without the final `# EOF`). `scope`: the teams
+/// a team-scoped caller sees; such a caller gets no per-tenant series and only its own teams'
+/// `team_gpu` rows (issue 37: they read every team's namespaces and pods here).
 pub fn encode(
     latest: &LatestGpus,
     analysis: Option<&Analysis>,
     alerts: &[crate::alerts::Alert],
     now_ms: i64,
+    scope: Option<&std::collections::BTreeSet<String>>,
 ) -> String {
     let mut reg = Registry::with_prefix("gpulens");
     macro_rules! family {
@@ -270,7 +273,9 @@ pub fn encode(
             }
         }
     }
-    if let Some(t) = &latest.tenants {
+    if let Some(t) = &latest.tenants
+        && scope.is_none()
+    {
         t.encode(&mut reg, now_ms);
     }
     if let Some(a) = analysis {
@@ -289,7 +294,12 @@ pub fn encode(
             Some(Unit::Seconds),
             TeamStageLabels
         );
-        for r in &a.funnel.by_team {
+        for r in a
+            .funnel
+            .by_team
+            .iter()
+            .filter(|r| scope.is_none_or(|s| s.contains(&r.key)))
+        {
             for (stage, v) in stages(r).into_iter().skip(1) {
                 team.get_or_create(&TeamStageLabels {
                     team: r.key.clone(),

@@ -58,11 +58,13 @@ pub struct IngestResponse {
 pub async fn ingest(
     State(state): State<IngestState>,
     client: Option<axum::Extension<crate::tls::ClientIdentity>>,
+    peer: Option<axum::Extension<axum::extract::ConnectInfo<std::net::SocketAddr>>>,
     headers: HeaderMap,
     body: Body,
 ) -> Result<Json<IngestResponse>, ApiError> {
     let client = client.map(|axum::Extension(c)| c);
-    match handle(&state, client.as_ref(), &headers, body).await {
+    let peer = peer.map(|axum::Extension(axum::extract::ConnectInfo(p))| p.ip());
+    match handle(&state, client.as_ref(), peer, &headers, body).await {
         Ok(r) => Ok(Json(r)),
         Err((reason, error)) => {
             state.metrics.reject(reason);
@@ -81,15 +83,18 @@ fn because(reason: RejectReason) -> impl FnOnce(ApiError) -> Refusal {
 async fn handle(
     state: &IngestState,
     client: Option<&crate::tls::ClientIdentity>,
+    peer: Option<std::net::IpAddr>,
     headers: &HeaderMap,
     body: Body,
 ) -> Result<IngestResponse, Refusal> {
     let cred = state
         .auth
-        .identify(
+        .check(
             headers
                 .get(header::AUTHORIZATION)
                 .and_then(|v| v.to_str().ok()),
+            peer,
+            model::time::now_ms(),
         )
         .map_err(because(RejectReason::Unauthenticated))?;
     let ct = headers

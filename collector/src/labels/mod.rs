@@ -16,7 +16,7 @@ pub use api::{LabelsState, routes};
 pub use kube::Cluster;
 pub use metrics::LabelMetrics;
 pub use settings::{Mode, Operator, Settings};
-pub use workflow::plans;
+pub use workflow::{Plan, plans};
 
 /// The cluster to label, when labels are on and the API server is reachable; otherwise a
 /// warning in the log and no labelling.

@@ -17,9 +17,16 @@ pub enum DropReason {
     OutOfDomain,
     /// Dated before the raw retention or more than five minutes ahead of the clock.
     OutOfWindow,
+    /// Of a host beyond `MAX_HOSTS` (a flood of made-up hosts).
+    TooManyHosts,
+    /// Of a GPU beyond `MAX_GPUS_PER_HOST` on its host.
+    TooManyGpus,
+    /// Its pod labels are not Kubernetes names (the GPU's own sample is kept; only the
+    /// allocation to the pod is dropped), or its host has `MAX_TENANTS_PER_HOST` pods already.
+    BadTenant,
 }
 
-snake_label!(DropReason { Late => "late", OutOfDomain => "out_of_domain", OutOfWindow => "out_of_window" });
+snake_label!(DropReason { Late => "late", OutOfDomain => "out_of_domain", OutOfWindow => "out_of_window", TooManyHosts => "too_many_hosts", TooManyGpus => "too_many_gpus", BadTenant => "bad_tenant" });
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct DropLabels {
@@ -31,6 +38,8 @@ pub struct RemoteWriteMetrics {
     pub dropped: Family<DropLabels, Counter>,
     pub ignored_series: Counter,
     pub scrapes_stored: Counter,
+    /// Complete scrapes that did not pass the batch checks and were dropped whole.
+    pub scrapes_refused: Counter,
 }
 
 impl RemoteWriteMetrics {
@@ -38,7 +47,7 @@ impl RemoteWriteMetrics {
         let m = RemoteWriteMetrics::default();
         registry.register(
             "remote_write_samples_dropped",
-            "Remote-write samples not stored, by reason: late (their scrape was stored already), out_of_domain (value outside the DCGM field's domain), out_of_window (dated before the raw retention or over 5 minutes ahead)",
+            "Remote-write samples not stored, by reason: late (their scrape was stored already), out_of_domain (value outside the DCGM field's domain), out_of_window (dated before the raw retention or over 5 minutes ahead), too_many_hosts, too_many_gpus (over the receiver's caps), bad_tenant (the pod allocation only: pod labels that are not Kubernetes names, or too many pods on the host)",
             m.dropped.clone(),
         );
         registry.register(
@@ -50,6 +59,11 @@ impl RemoteWriteMetrics {
             "remote_write_scrapes_stored",
             "Complete dcgm-exporter scrapes stored as batches",
             m.scrapes_stored.clone(),
+        );
+        registry.register(
+            "remote_write_scrapes_refused",
+            "Complete dcgm-exporter scrapes dropped whole because they failed the batch checks (the collector's log says why)",
+            m.scrapes_refused.clone(),
         );
         m
     }

@@ -64,6 +64,34 @@ pub fn routes() -> axum::Router<RemoteWriteState> {
     axum::Router::new().route("/api/v1/write", post(write))
 }
 
+/// Hosts the receiver keeps at most: a remote-write token for `*` could otherwise create a
+/// node per made-up host name (issue 37: 120,000 of them, 2.3 GB of memory and an
+/// `agent_silent` finding each). Samples of further hosts are dropped and counted.
+pub const MAX_HOSTS: usize = 10_000;
+/// GPUs per host at most (the largest nodes have 8 to 16; MIG instances ride on their GPU).
+pub const MAX_GPUS_PER_HOST: usize = 64;
+/// Pods per host kept at most (each pod's allocation; the GPU samples are kept regardless).
+pub const MAX_TENANTS_PER_HOST: usize = 1_024;
+
+/// The pod a series is attributed to: `namespace`, `pod` and `container` (default `main`),
+/// read as dcgm-exporter's Kubernetes mapping writes them or, under a ServiceMonitor without
+/// `honorLabels`, as Prometheus renames them (`exported_namespace`, `exported_pod`,
+/// `exported_container`). `Err` when they are present but not Kubernetes names.
+fn pod_labels(ls: &[Label]) -> Option<Result<(&str, &str, &str), ()>> {
+    let get = |name: &str| label(ls, &format!("exported_{name}")).or_else(|| label(ls, name));
+    let (ns, pod) = (get("namespace")?, get("pod")?);
+    let container = get("container").unwrap_or("main");
+    let names = [ns, pod, container];
+    if names
+        .iter()
+        .all(|n| model::names::check_subdomain(n).is_ok())
+    {
+        Some(Ok((ns, pod, container)))
+    } else {
+        Some(Err(()))
+    }
+}
+
 /// A scrape is stored once a newer one of its host is this far ahead in sample time.
 pub const SETTLE_MS: i64 = 30_000;
 /// …or when nothing came from its host for this long.
@@ -217,7 +245,20 @@ impl Receiver {
                 continue;
             };
             let gi = label(ls, "GPU_I_ID").and_then(|v| v.parse::<u32>().ok());
-            let h = hosts.entry((cluster_of(ls), host.to_owned())).or_default();
+            let key = (cluster_of(ls), host.to_owned());
+            if !hosts.contains_key(&key) && hosts.len() >= MAX_HOSTS {
+                for _ in &ts.samples {
+                    drop(DropReason::TooManyHosts);
+                }
+                continue;
+            }
+            let h = hosts.entry(key).or_default();
+            if !h.inventory.contains_key(uuid) && h.inventory.len() >= MAX_GPUS_PER_HOST {
+                for _ in &ts.samples {
+                    drop(DropReason::TooManyGpus);
+                }
+                continue;
+            }
             h.touched_ms = now_ms;
             let info = h
                 .inventory
@@ -252,9 +293,26 @@ impl Receiver {
                     uuid: None,
                 });
             }
-            let tenant = match (label(ls, "namespace"), label(ls, "pod")) {
-                (Some(ns), Some(pod)) => {
-                    let container = label(ls, "container").unwrap_or("main");
+            let tenant = match pod_labels(ls) {
+                Some(Err(())) => {
+                    // The GPU's sample stays; only its allocation to this pod is dropped.
+                    for _ in &ts.samples {
+                        drop(DropReason::BadTenant);
+                    }
+                    None
+                }
+                Some(Ok((ns, pod, container)))
+                    if h.tenants.len() >= MAX_TENANTS_PER_HOST
+                        && !h
+                            .tenants
+                            .contains_key(&format!("pod/{ns}/{pod}/{container}")) =>
+                {
+                    for _ in &ts.samples {
+                        drop(DropReason::BadTenant);
+                    }
+                    None
+                }
+                Some(Ok((ns, pod, container))) => {
                     let key = format!("pod/{ns}/{pod}/{container}");
                     h.tenants.entry(key.clone()).or_insert_with(|| Tenant {
                         key: key.clone(),
@@ -270,7 +328,7 @@ impl Receiver {
                     });
                     Some(key)
                 }
-                _ => None,
+                None => None,
             };
             for s in &ts.samples {
                 // Each sample on its own: a bad one is dropped and counted, never its
@@ -517,6 +575,7 @@ async fn store_complete(state: &RemoteWriteState, now: i64) -> Result<(), store:
         if let Err(e) = b.validate(&limits, now) {
             // A scrape gpulens cannot represent: drop it rather than block the host.
             tracing::warn!(node = %b.node, error = %e, "remote-written scrape not stored");
+            state.remote_write.metrics.scrapes_refused.inc();
             state.remote_write.stored(&b);
             continue;
         }
@@ -595,13 +654,16 @@ fn check_protocol(headers: &HeaderMap) -> Result<(), ApiError> {
 
 pub async fn write(
     State(state): State<RemoteWriteState>,
+    peer: Option<axum::Extension<axum::extract::ConnectInfo<std::net::SocketAddr>>>,
     headers: HeaderMap,
     body: axum::body::Body,
 ) -> Result<StatusCode, ApiError> {
-    let cred = state.auth.identify(
+    let cred = state.auth.check(
         headers
             .get(header::AUTHORIZATION)
             .and_then(|v| v.to_str().ok()),
+        peer.map(|axum::Extension(axum::extract::ConnectInfo(p))| p.ip()),
+        model::time::now_ms(),
     )?;
     check_protocol(&headers)?;
     if let Some(enc) = headers
@@ -795,6 +857,81 @@ mod tests {
                 })
                 .collect(),
         }
+    }
+
+    /// Issue 37: two requests with a `*` token made 120,006 nodes. Hosts past the cap are
+    /// dropped and counted; the hosts already held keep working.
+    #[test]
+    fn made_up_hosts_past_the_cap_are_dropped_and_counted() {
+        let r = Receiver::default();
+        let now = 1_800_000_000_000;
+        let req = WriteRequest {
+            timeseries: (0..MAX_HOSTS + 7)
+                .map(|i| {
+                    series(
+                        "DCGM_FI_DEV_GPU_TEMP",
+                        &format!("flood-{i}"),
+                        &[],
+                        &[(now - 30_000, 50.0)],
+                    )
+                })
+                .collect(),
+        };
+        assert_eq!(r.take(&req, |_| "c".into(), now, WIDE, false), MAX_HOSTS);
+        assert_eq!(r.metrics.dropped(DropReason::TooManyHosts), 7);
+        assert_eq!(r.hosts.lock().unwrap().len(), MAX_HOSTS);
+        let known = WriteRequest {
+            timeseries: vec![series(
+                "DCGM_FI_DEV_GPU_TEMP",
+                "flood-0",
+                &[],
+                &[(now - 20_000, 51.0)],
+            )],
+        };
+        assert_eq!(r.take(&known, |_| "c".into(), now, WIDE, false), 1);
+    }
+
+    /// Issue 37: one pod label with a space dropped the host's whole scrape. The GPU's
+    /// sample stays; only the allocation to that pod is dropped, and counted.
+    #[test]
+    fn a_bad_pod_label_costs_the_allocation_not_the_gpu_sample() {
+        let r = Receiver::default();
+        let now = 1_800_000_000_000;
+        let req = WriteRequest {
+            timeseries: vec![series(
+                "DCGM_FI_DEV_GPU_UTIL",
+                "n1",
+                &[("namespace", "team a"), ("pod", "p-1")],
+                &[(now - 30_000, 40.0)],
+            )],
+        };
+        assert_eq!(r.take(&req, |_| "c".into(), now, WIDE, false), 1);
+        assert_eq!(r.metrics.dropped(DropReason::BadTenant), 1);
+        let hosts = r.hosts.lock().unwrap();
+        let h = hosts.values().next().unwrap();
+        assert!(h.tenants.is_empty());
+        assert!(h.scrapes.values().all(|s| s.allocations.is_empty()));
+    }
+
+    /// Under a ServiceMonitor without honorLabels, Prometheus renames dcgm-exporter's pod
+    /// labels to exported_* and sets namespace/pod to the exporter's own: the GPU belongs to
+    /// the exported pod, not to the exporter.
+    #[test]
+    fn exported_pod_labels_win_over_the_exporters_own() {
+        let labels = series(
+            "DCGM_FI_DEV_GPU_UTIL",
+            "n1",
+            &[
+                ("namespace", "gpu-operator"),
+                ("pod", "nvidia-dcgm-exporter-x7k2p"),
+                ("exported_namespace", "ml"),
+                ("exported_pod", "trainer-0"),
+                ("exported_container", "main"),
+            ],
+            &[],
+        )
+        .labels;
+        assert_eq!(pod_labels(&labels), Some(Ok(("ml", "trainer-0", "main"))));
     }
 
     #[test]

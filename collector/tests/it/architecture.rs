@@ -8,8 +8,20 @@ use std::path::{Path, PathBuf};
 
 /// What every feature may use. None of these imports a feature or the root.
 const SHARED: &[&str] = &[
-    "access", "auth", "error", "http", "listener", "metrics", "settings", "shared", "signing",
-    "tasks", "teams", "tls",
+    "access",
+    "admission",
+    "attempts",
+    "auth",
+    "error",
+    "http",
+    "listener",
+    "metrics",
+    "settings",
+    "shared",
+    "signing",
+    "tasks",
+    "teams",
+    "tls",
 ];
 /// One folder (or file) each.
 const FEATURES: &[&str] = &[

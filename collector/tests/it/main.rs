@@ -24,3 +24,4 @@ mod sign_in;
 mod support;
 mod tasks;
 mod tls;
+mod trust;

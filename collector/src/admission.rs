@@ -1,0 +1,171 @@
+//! Who gets an in-flight slot (issue 37): requests are put in a class before anything else
+//! runs, and each class has its own share of `[server] max_in_flight`, so no class can starve
+//! another — 256 anonymous clients trickling `POST /login` bodies used to fill every slot and
+//! turn every agent's ingest and every signed-in read away.
+//! - **agent**: an agent's route (`/api/v1/ingest`, `/api/v1/write`, a node's labels) with an
+//!   agent token that verifies: half the slots.
+//! - **reader**: a credential that verifies (a session cookie, an `[access]` token, the
+//!   trusted proxy's headers), or — where reading is open — a request without a body:
+//!   three eighths.
+//! - **anonymous**: everything else (sign-in forms, the OpenID callback, unverified
+//!   credentials): one eighth, bodies of at most `ANONYMOUS_MAX_BODY` with a declared length,
+//!   and `ANONYMOUS_TIMEOUT` for the whole request.
+//!
+//! Probes and scrapes (`/healthz`, `/readyz`, `/metrics`) take no slot. Every refusal is
+//! counted in `gpulens_http_refused_total{class}`, and `/readyz` names the classes refused in
+//! the last minute.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::time::Duration;
+
+use axum::http::{HeaderMap, Method, Uri, header};
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::registry::Registry;
+
+/// The largest body an anonymous request may send (a sign-in form is a few hundred bytes).
+pub const ANONYMOUS_MAX_BODY: u64 = 16 * 1024;
+/// The longest an anonymous request may take, reading its body included.
+pub const ANONYMOUS_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long a refusal keeps being named by `/readyz`.
+const RECENT_MS: i64 = 60_000;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Class {
+    Agent,
+    Reader,
+    Anonymous,
+}
+
+impl Class {
+    pub const ALL: [Class; 3] = [Class::Agent, Class::Reader, Class::Anonymous];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Class::Agent => "agent",
+            Class::Reader => "reader",
+            Class::Anonymous => "anonymous",
+        }
+    }
+
+    fn index(self) -> usize {
+        self as usize
+    }
+
+    /// This class's slots out of `max_in_flight`.
+    pub fn share(self, max_in_flight: usize) -> usize {
+        let n = max_in_flight.max(1);
+        match self {
+            Class::Agent => (n / 2).max(2),
+            Class::Reader => (n * 3 / 8).max(2),
+            Class::Anonymous => (n / 8).max(1),
+        }
+    }
+}
+
+/// Puts a request in its class from its method, target, headers and peer, without reading
+/// the body and without counting anything against anyone.
+pub type Classifier =
+    Arc<dyn Fn(&Method, &Uri, &HeaderMap, Option<SocketAddr>) -> Class + Send + Sync>;
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ClassLabel {
+    class: &'static str,
+}
+
+/// Refusals per class: the counter on `/metrics` and when each class was last refused.
+#[derive(Debug, Default)]
+pub struct Refusals {
+    counter: Family<ClassLabel, Counter>,
+    last_ms: [AtomicI64; 3],
+}
+
+impl Refusals {
+    pub fn register(registry: &mut Registry) -> Arc<Refusals> {
+        let counter = Family::<ClassLabel, Counter>::default();
+        registry.register(
+            "http_refused",
+            "Requests refused because their class (agent, reader, anonymous) had no free in-flight slot",
+            counter.clone(),
+        );
+        Arc::new(Refusals {
+            counter,
+            last_ms: Default::default(),
+        })
+    }
+
+    pub fn record(&self, class: Class, now_ms: i64) {
+        self.counter
+            .get_or_create(&ClassLabel {
+                class: class.as_str(),
+            })
+            .inc();
+        self.last_ms[class.index()].store(now_ms, Ordering::Relaxed);
+    }
+
+    /// The classes refused within the last minute.
+    pub fn recent(&self, now_ms: i64) -> Vec<&'static str> {
+        Class::ALL
+            .iter()
+            .filter(|c| {
+                let t = self.last_ms[c.index()].load(Ordering::Relaxed);
+                t > 0 && now_ms - t < RECENT_MS
+            })
+            .map(|c| c.as_str())
+            .collect()
+    }
+}
+
+/// The routes agents call with their own tokens.
+pub fn agent_route(path: &str) -> bool {
+    path == "/api/v1/ingest"
+        || path == "/api/v1/write"
+        || (path.starts_with("/api/v1/nodes/") && path.ends_with("/labels"))
+}
+
+/// Whether the request declares a body.
+pub fn has_body(headers: &HeaderMap) -> bool {
+    headers.contains_key(header::TRANSFER_ENCODING)
+        || headers
+            .get(header::CONTENT_LENGTH)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v.trim() != "0")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shares_leave_every_class_slots() {
+        assert_eq!(
+            Class::ALL.map(|c| c.share(256)),
+            [128, 96, 32],
+            "the default 256"
+        );
+        assert_eq!(Class::ALL.map(|c| c.share(1)), [2, 2, 1]);
+        let r = Refusals::default();
+        assert!(r.recent(100_000).is_empty());
+        r.record(Class::Anonymous, 100_000);
+        assert_eq!(r.recent(100_500), ["anonymous"]);
+        assert!(r.recent(100_000 + RECENT_MS).is_empty());
+    }
+
+    #[test]
+    fn bodies_are_seen_from_the_headers() {
+        let mut h = HeaderMap::new();
+        assert!(!has_body(&h));
+        h.insert(header::CONTENT_LENGTH, "0".parse().unwrap());
+        assert!(!has_body(&h));
+        h.insert(header::CONTENT_LENGTH, "1000000".parse().unwrap());
+        assert!(has_body(&h));
+        let mut h = HeaderMap::new();
+        h.insert(header::TRANSFER_ENCODING, "chunked".parse().unwrap());
+        assert!(has_body(&h));
+        assert!(agent_route("/api/v1/nodes/gpu-1/labels"));
+        assert!(!agent_route("/api/v1/nodes"));
+    }
+}
