@@ -130,7 +130,7 @@ async fn the_dashboard_on_citus_has_every_page_sqlite_has() {
 
 /// The API's reads over the stored range: every list, and series of every entity kind at raw,
 /// minute and hour resolution.
-fn api_reads(fleet: &simulator::Fleet, from: i64, to: i64) -> Vec<String> {
+pub(crate) fn api_reads(fleet: &simulator::Fleet, from: i64, to: i64) -> Vec<String> {
     let mut out: Vec<String> = [
         "nodes",
         "gpus",
@@ -217,7 +217,7 @@ async fn walk(store: Store, api: Vec<String>) -> BTreeMap<String, (StatusCode, O
 
 /// The site's own links in a page: `href="/…"`, entities decoded, fragments dropped, sign-in
 /// and sign-out left out.
-fn links(html: &str) -> Vec<String> {
+pub(crate) fn links(html: &str) -> Vec<String> {
     html.split("href=\"")
         .skip(1)
         .filter_map(|rest| rest.split('"').next())

@@ -197,11 +197,7 @@ async fn sessions_cannot_be_forged_from_the_config_survive_restarts_and_rotate()
         format!(r#"{{"k":"token","n":"ops","e":{far}}}"#),
         format!(r#"{{"k":"token","n":"ops","b":"00","e":{far}}}"#),
     ] {
-        let forged = forged_from_config(&payload);
-        let (code, head, _) =
-            tokio::task::spawn_blocking(move || get(addr, "/recommendations", &cookie(&forged)))
-                .await
-                .unwrap();
+        let (code, head) = recommendations_with(addr, forged_from_config(&payload)).await;
         assert_eq!(code, 303, "a forged cookie is not a session: {head}");
         assert!(head.contains("location: /login"), "{head}");
     }
@@ -209,20 +205,10 @@ async fn sessions_cannot_be_forged_from_the_config_survive_restarts_and_rotate()
     let real = tokio::task::spawn_blocking(move || sign_in(addr, OPERATOR))
         .await
         .unwrap();
-    let c = real.clone();
-    let (code, _, _) =
-        tokio::task::spawn_blocking(move || get(addr, "/recommendations", &cookie(&c)))
-            .await
-            .unwrap();
-    assert_eq!(code, 200);
+    assert_eq!(recommendations_with(addr, real.clone()).await.0, 200);
     served.stop().await;
     let (served, _) = serve(&t.store, &config).await;
-    let addr = served.addr;
-    let c = real.clone();
-    let (code, _, _) =
-        tokio::task::spawn_blocking(move || get(addr, "/recommendations", &cookie(&c)))
-            .await
-            .unwrap();
+    let code = recommendations_with(served.addr, real.clone()).await.0;
     assert_eq!(code, 200, "sessions survive a restart");
     served.stop().await;
     // Rotation (what `gpulens rotate-session-key` does) ends it at the next start.
@@ -234,14 +220,18 @@ async fn sessions_cannot_be_forged_from_the_config_survive_restarts_and_rotate()
         .await
         .unwrap();
     let (served, _) = serve(&t.store, &config).await;
-    let addr = served.addr;
-    let c = real.clone();
-    let (code, _, _) =
-        tokio::task::spawn_blocking(move || get(addr, "/recommendations", &cookie(&c)))
-            .await
-            .unwrap();
+    let code = recommendations_with(served.addr, real).await.0;
     assert_eq!(code, 303, "a rotated key ends every session");
     served.stop().await;
+}
+
+/// `GET /recommendations` (operators' page) with a session cookie: status and head.
+async fn recommendations_with(addr: SocketAddr, session: String) -> (u16, String) {
+    let (code, head, _) =
+        tokio::task::spawn_blocking(move || get(addr, "/recommendations", &cookie(&session)))
+            .await
+            .unwrap();
+    (code, head)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -488,5 +478,71 @@ async fn a_tenant_key_shared_across_clusters_is_answered_only_to_who_sees_every_
         victim.2
     );
     assert_eq!(viewer.0, 200, "{}", viewer.2);
+    served.stop().await;
+}
+
+/// Issue 37: a walk of every page and read route a team-scoped caller can reach (the API's
+/// reads, every series of the fleet's entities, and every link of every page, over a real
+/// socket with three hours of the small fleet and a stored analysis) finds no other team's
+/// tenant, by key or by its encoded form in a link.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn heavy_a_scoped_walk_of_every_read_finds_no_other_team() {
+    let t = support::sqlite().await;
+    let fleet = support::fleet();
+    let to = store::rollup::bucket_of(collector::now_ms(), store::rollup::MINUTE_MS);
+    let from = to - 3 * 3_600_000;
+    let teams = TeamsConfig::default();
+    crate::analytics::load_with_teams(&t.store, &fleet, "walk", from, to, &|x| teams.team_of(x))
+        .await;
+    let cfg = analytics::Config::default();
+    let (analysis, _) = collector::analysis::run(&t.store, &cfg, Duration::from_secs(3 * 3600), to)
+        .await
+        .unwrap();
+    collector::analysis::save(&t.store, &analysis, to, 10)
+        .await
+        .unwrap();
+    let tenants = t.store.tenants().await.unwrap();
+    let forbidden: Vec<String> = tenants
+        .iter()
+        .filter(|x| x.team.as_deref() != Some("ml"))
+        .flat_map(|x| [x.key.clone(), web::format::enc(&x.key)])
+        .collect();
+    assert!(
+        tenants.iter().any(|x| x.team.as_deref() == Some("ml")) && !forbidden.is_empty(),
+        "both ml's and other teams' tenants: {tenants:#?}"
+    );
+    let (served, _) = serve(&t.store, &config()).await;
+    let addr = served.addr;
+    let mut todo = crate::citus::api_reads(&fleet, from, to);
+    todo.extend(["/".to_owned(), "/metrics".to_owned()]);
+    let (seen, leaks) = tokio::task::spawn_blocking(move || {
+        let mut queued: std::collections::BTreeSet<String> = todo.iter().cloned().collect();
+        let (mut seen, mut leaks) = (Vec::new(), Vec::new());
+        while let Some(page) = todo.pop() {
+            let (code, head, body) = get(addr, &page, &bearer(SCOPED));
+            seen.push((page.clone(), code));
+            if code != 200 {
+                continue;
+            }
+            for f in &forbidden {
+                if body.contains(f.as_str()) {
+                    leaks.push(format!("{page} shows {f}"));
+                }
+            }
+            if head.contains("content-type: text/html") {
+                for link in crate::citus::links(&body) {
+                    if queued.len() < 400 && queued.insert(link.clone()) {
+                        todo.push(link);
+                    }
+                }
+            }
+        }
+        (seen, leaks)
+    })
+    .await
+    .unwrap();
+    assert!(leaks.is_empty(), "{leaks:#?}");
+    let answered = seen.iter().filter(|(_, c)| *c == 200).count();
+    assert!(answered >= 20, "the walk read too little: {seen:?}");
     served.stop().await;
 }
