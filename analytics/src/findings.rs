@@ -121,6 +121,30 @@ impl Evidence {
     }
 }
 
+impl Evidence {
+    /// A tenant's series, qualified by its cluster: the same key (`host/1001`) names another
+    /// cluster's tenant.
+    pub fn tenant(
+        label: impl Into<String>,
+        metric: &str,
+        cluster: &str,
+        key: &str,
+        from_ms: i64,
+        to_ms: i64,
+    ) -> Evidence {
+        let mut e = Evidence::new(label, metric, format!("tenant:{key}"), from_ms, to_ms);
+        let cluster: String = cluster
+            .chars()
+            .map(|c| match c {
+                ' ' | '&' | '#' | '+' | '%' | '?' | '=' => format!("%{:02X}", c as u32),
+                c => c.to_string(),
+            })
+            .collect();
+        e.href.push_str(&format!("&cluster={cluster}"));
+        e
+    }
+}
+
 /// One finding.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Finding {
@@ -341,17 +365,19 @@ pub fn idle_allocation(ctx: &Ctx, h: &Holding) -> Option<Finding> {
         metrics,
         evidence: vec![
             activity_evidence(h, from, to),
-            Evidence::new(
+            Evidence::tenant(
                 "tenant memory",
                 "mem_used_bytes",
-                format!("tenant:{}", h.tenant),
+                &h.cluster,
+                &h.tenant,
                 from,
                 to,
             ),
-            Evidence::new(
+            Evidence::tenant(
                 "allocated share",
                 "alloc_share",
-                format!("tenant:{}", h.tenant),
+                &h.cluster,
+                &h.tenant,
                 from,
                 to,
             ),
@@ -379,13 +405,7 @@ pub fn activity_evidence(h: &Holding, from: i64, to: i64) -> Evidence {
             from,
             to,
         ),
-        _ => Evidence::new(
-            "tenant SM time",
-            "sm_util",
-            format!("tenant:{}", h.tenant),
-            from,
-            to,
-        ),
+        _ => Evidence::tenant("tenant SM time", "sm_util", &h.cluster, &h.tenant, from, to),
     }
 }
 

@@ -263,8 +263,8 @@ pub fn interference(ctx: &Ctx) -> Vec<Finding> {
                         ("score".into(), score),
                     ]),
                     evidence: vec![
-                        Evidence::new(format!("victim {vn}: SM time"), "sm_util", format!("tenant:{victim}"), from, to),
-                        Evidence::new(format!("aggressor {an}: SM time"), "sm_util", format!("tenant:{aggressor}"), from, to),
+                        Evidence::tenant(format!("victim {vn}: SM time"), "sm_util", cluster, victim, from, to),
+                        Evidence::tenant(format!("aggressor {an}: SM time"), "sm_util", cluster, aggressor, from, to),
                         Evidence::new("GPU utilization", "gpu_util", format!("gpu:{gpu}"), from, to),
                     ],
                 });

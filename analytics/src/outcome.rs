@@ -520,10 +520,11 @@ pub fn findings(ctx: &Ctx, outcomes: &[Outcome]) -> Vec<Finding> {
                 })
                 .chain(o.tenants.iter().filter_map(|t| t.tenants_after.first()).take(4).map(
                     |key| {
-                        Evidence::new(
+                        Evidence::tenant(
                             "tenant memory after the change",
                             "mem_used_bytes",
-                            format!("tenant:{key}"),
+                            &o.cluster,
+                            key,
                             o.applied_ms,
                             to,
                         )

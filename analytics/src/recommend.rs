@@ -369,7 +369,7 @@ pub fn recommend(ctx: &Ctx, holdings: &[Holding], findings: &[Finding]) -> Outpu
             findings: ids,
             proposal: Proposal::Reclaim { tenant: tenant.into(), gpus, gpu_equivalents: freed },
             replay: r,
-            evidence: vec![Evidence::new("allocated share", "alloc_share", format!("tenant:{tenant}"), ctx.input.from_ms, ctx.input.to_ms)],
+            evidence: vec![Evidence::tenant("allocated share", "alloc_share", &hs[0].cluster, tenant, ctx.input.from_ms, ctx.input.to_ms)],
         });
     }
 

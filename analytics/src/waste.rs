@@ -174,10 +174,11 @@ pub fn finding(ctx: &Ctx, h: &Holding, planned: Option<&(String, Move)>) -> Find
         metrics,
         evidence: vec![
             activity_evidence(h, ctx.input.from_ms, ctx.input.to_ms),
-            Evidence::new(
+            Evidence::tenant(
                 "tenant memory",
                 "mem_used_bytes",
-                format!("tenant:{}", h.tenant),
+                &h.cluster,
+                &h.tenant,
                 ctx.input.from_ms,
                 ctx.input.to_ms,
             ),

@@ -417,6 +417,13 @@ impl Store {
             Entity::Cluster(c) => ("nodes", "cluster", c),
             Entity::Gpu(u) => ("gpus", "gpu_uuid", u),
             Entity::Tenant(k) => ("tenants", "tenant_key", k),
+            Entity::TenantIn(c, k) => {
+                return Ok(self
+                    .tenants()
+                    .await?
+                    .iter()
+                    .any(|t| &t.cluster == c && &t.key == k));
+            }
         };
         dispatch!(self, s => s.exists(table, column, value).await)
     }

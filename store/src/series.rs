@@ -219,6 +219,9 @@ pub enum Entity {
     Node(String),
     Cluster(String),
     Tenant(String),
+    /// A tenant in one cluster: the same key (`host/1001`) names different people in
+    /// different clusters.
+    TenantIn(String, String),
     Fleet,
 }
 
@@ -242,14 +245,28 @@ impl Entity {
         })
     }
 
-    /// The column and value that select this entity's rows (None for the whole fleet).
-    pub fn filter(&self) -> Option<(&'static str, &str)> {
+    /// This entity in `cluster` (a tenant key is qualified; other entities are unchanged).
+    pub fn in_cluster(self, cluster: &str) -> Entity {
         match self {
-            Entity::Gpu(v) => Some(("gpu_uuid", v)),
-            Entity::Node(v) => Some(("node", v)),
-            Entity::Cluster(v) => Some(("cluster", v)),
-            Entity::Tenant(v) => Some(("tenant_key", v)),
-            Entity::Fleet => None,
+            Entity::Tenant(k) | Entity::TenantIn(_, k) => Entity::TenantIn(cluster.to_owned(), k),
+            other => other,
+        }
+    }
+
+    /// Whether this is a tenant (qualified by its cluster or not).
+    pub fn is_tenant(&self) -> bool {
+        matches!(self, Entity::Tenant(_) | Entity::TenantIn(..))
+    }
+
+    /// The columns and values that select this entity's rows (none for the whole fleet).
+    pub fn filters(&self) -> Vec<(&'static str, &str)> {
+        match self {
+            Entity::Gpu(v) => vec![("gpu_uuid", v)],
+            Entity::Node(v) => vec![("node", v)],
+            Entity::Cluster(v) => vec![("cluster", v)],
+            Entity::Tenant(v) => vec![("tenant_key", v)],
+            Entity::TenantIn(c, v) => vec![("cluster", c), ("tenant_key", v)],
+            Entity::Fleet => vec![],
         }
     }
 }
@@ -338,7 +355,7 @@ impl SeriesQuery {
     /// Which tables answer the query: tenant tables for tenant entities, GPU tables otherwise.
     pub fn family(&self) -> Family {
         match self.entity {
-            Entity::Tenant(_) => Family::Tenant,
+            Entity::Tenant(_) | Entity::TenantIn(..) => Family::Tenant,
             _ => Family::Gpu,
         }
     }
@@ -370,13 +387,13 @@ impl SeriesQuery {
             Metric::Effective,
         ];
         match &self.entity {
-            Entity::Tenant(_) if !tenant_metrics.contains(&self.metric) => {
+            e if e.is_tenant() && !tenant_metrics.contains(&self.metric) => {
                 return Err(StoreError::BadRequest(format!(
                     "metric {} is a GPU metric; tenants have sm_util, mem_used_bytes, alloc_share and effective",
                     spec.name
                 )));
             }
-            Entity::Tenant(_) => {}
+            e if e.is_tenant() => {}
             _ if spec.family == Family::Tenant => {
                 return Err(StoreError::BadRequest(format!(
                     "metric {} needs a tenant:KEY entity",
@@ -495,10 +512,18 @@ pub fn sql(q: &SeriesQuery, plan: &Plan, dialect: Dialect) -> Result<(String, Sh
         (Resolution::Hour, Family::Gpu) => ("gpu_rollup_1h", "bucket"),
         (Resolution::Hour, Family::Tenant) => ("tenant_rollup_1h", "bucket"),
     };
-    let (filter, first) = match q.entity.filter() {
-        Some((c, _)) => (format!("{c} = {}", dialect.placeholder(1)), 2),
-        None => ("1 = 1".to_owned(), 1),
+    let filters = q.entity.filters();
+    let filter = if filters.is_empty() {
+        "1 = 1".to_owned()
+    } else {
+        filters
+            .iter()
+            .enumerate()
+            .map(|(i, (c, _))| format!("{c} = {}", dialect.placeholder(i + 1)))
+            .collect::<Vec<_>>()
+            .join(" AND ")
     };
+    let first = filters.len() + 1;
     let from = format!(
         "FROM {table} WHERE {filter} AND {}",
         dialect.range(col, first)
@@ -555,9 +580,9 @@ pub(crate) fn raw_source(
         Family::Gpu => &crate::raw::GPU,
         Family::Tenant => &crate::raw::PROCESS,
     };
-    let filter = match q.entity.filter() {
-        Some((c, v)) => crate::raw::Filter::eq(c, v),
-        None => crate::raw::Filter::default(),
+    let filter = crate::raw::Filter {
+        eq: q.entity.filters(),
+        null: None,
     };
     (table, filter)
 }

@@ -361,7 +361,7 @@ impl SqliteStore {
         q: &'q SeriesQuery,
     ) -> sqlx::query::Query<'q, Sqlite, sqlx::sqlite::SqliteArguments<'q>> {
         let mut query = sqlx::query(sql);
-        if let Some((_, v)) = q.entity.filter() {
+        for (_, v) in q.entity.filters() {
             query = query.bind(v.to_owned());
         }
         query.bind(q.from_ms).bind(q.to_ms)

@@ -47,11 +47,11 @@ async fn held_and_used(
         lines: vec![
             line(
                 "allocated",
-                points(state, Metric::AllocShare, tenant(k), r, 100.0).await,
+                points(state, Metric::AllocShare, tenant(f, k), r, 100.0).await,
             ),
             line(
                 format!("effective use ({} attributed to it)", signal_words(f)),
-                points(state, Metric::Effective, tenant(k), r, 100.0).await,
+                points(state, Metric::Effective, tenant(f, k), r, 100.0).await,
             ),
         ],
         refs,
@@ -106,8 +106,10 @@ fn line(name: impl Into<String>, points: Vec<(i64, Option<f64>)>) -> Line {
     }
 }
 
-fn tenant(k: &str) -> Entity {
-    Entity::Tenant(k.to_owned())
+/// A finding's tenant, in the finding's cluster (the same key can name another cluster's
+/// tenant).
+fn tenant(f: &Finding, k: &str) -> Entity {
+    Entity::TenantIn(f.cluster.clone(), k.to_owned())
 }
 
 pub(super) async fn view(state: &DashboardState, a: &Analysis, f: &Finding) -> EvidenceView {
@@ -161,7 +163,7 @@ async fn memory_chart(
     r: (i64, i64),
     slice: Option<(String, f64)>,
 ) -> Chart {
-    let mem = points(state, Metric::MemUsedBytes, tenant(k), r, 1.0 / GIB).await;
+    let mem = points(state, Metric::MemUsedBytes, tenant(f, k), r, 1.0 / GIB).await;
     let mut refs: Vec<RefLine> = ["memory_held_gib_p99", "memory_p99_gib"]
         .iter()
         .filter_map(|m| f.metrics.get(*m))
@@ -213,8 +215,8 @@ async fn interference(state: &DashboardState, a: &Analysis, f: &Finding) -> Evid
     } else {
         3_600_000
     };
-    let v = points_every(state, Metric::SmUtil, tenant(victim), r, 100.0, st).await;
-    let g = points_every(state, Metric::SmUtil, tenant(aggressor), r, 100.0, st).await;
+    let v = points_every(state, Metric::SmUtil, tenant(f, victim), r, 100.0, st).await;
+    let g = points_every(state, Metric::SmUtil, tenant(f, aggressor), r, 100.0, st).await;
     let running: BTreeSet<i64> = g
         .iter()
         .filter(|(_, x)| x.is_some_and(|x| x > RUNNING))

@@ -250,6 +250,9 @@ pub struct SeriesParams {
     pub to: Option<String>,
     pub step: Option<String>,
     pub agg: Option<String>,
+    /// The cluster of a `tenant:KEY` entity (a key such as `host/1001` names different
+    /// people in different clusters). Unset: every cluster's tenant of that key.
+    pub cluster: Option<String>,
 }
 
 #[derive(Debug, Serialize)]
@@ -296,15 +299,32 @@ pub async fn series(
             "entity {entity_text:?} is not gpu:UUID, node:NAME, cluster:NAME, tenant:KEY or fleet"
         ))
     })?;
+    let entity = match p.cluster.as_deref() {
+        Some(c) if entity.is_tenant() => {
+            model::names::check_subdomain(c)
+                .map_err(|e| ApiError::BadRequest(format!("cluster {e}")))?;
+            entity.in_cluster(c)
+        }
+        Some(_) => {
+            return Err(ApiError::BadRequest(
+                "`cluster` qualifies tenant:KEY entities only".into(),
+            ));
+        }
+        None => entity,
+    };
     ensure_known(&state, &entity, entity_text).await?;
-    if let (Entity::Tenant(key), Some(_)) = (&entity, caller.scope()) {
+    if let (Entity::Tenant(key) | Entity::TenantIn(_, key), Some(_)) = (&entity, caller.scope()) {
+        let cluster = match &entity {
+            Entity::TenantIn(c, _) => Some(c.as_str()),
+            _ => None,
+        };
         // The key may name a tenant in more than one cluster (`host/1001` is uid 1001 on
         // every host), and the series combines them all: the caller must see every one
         // (issue 37: the first match alone was checked).
         let tenants = state.store.tenants().await?;
         let teams: Vec<Option<&str>> = tenants
             .iter()
-            .filter(|t| &t.key == key)
+            .filter(|t| &t.key == key && cluster.is_none_or(|c| t.cluster == c))
             .map(|t| t.team.as_deref())
             .collect();
         if teams.is_empty() || !teams.iter().all(|team| caller.sees_team(*team)) {

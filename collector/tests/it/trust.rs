@@ -546,3 +546,48 @@ async fn heavy_a_scoped_walk_of_every_read_finds_no_other_team() {
     assert!(answered >= 20, "the walk read too little: {seen:?}");
     served.stop().await;
 }
+
+/// With `cluster=`, a tenant key names one cluster's tenant: each scoped viewer reads its own
+/// cluster's, and is refused the other's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_tenant_qualified_by_its_cluster_is_answered_to_its_own_team() {
+    let t = support::sqlite().await;
+    support::ingest_small_fleet(&t.store, &TeamsConfig::default()).await;
+    let fleet = support::fleet();
+    let now = model::time::now_ms();
+    let instants: Vec<i64> = (0..20).map(|i| now - 60_000 + i * 1000).collect();
+    for mut b in support::batches(&fleet, "other", &instants, 10, 1000) {
+        b.cluster = "other".into();
+        t.store
+            .ingest(&b, now, &|_| Some("victim".into()))
+            .await
+            .unwrap();
+    }
+    let tenants = t.store.tenants().await.unwrap();
+    let bobs = tenants
+        .iter()
+        .find(|x| x.team.as_deref() == Some("bob"))
+        .unwrap();
+    let (key, home) = (bobs.key.replace('/', "%2F"), bobs.cluster.clone());
+    let (served, _) = serve(&t.store, &config()).await;
+    let addr = served.addr;
+    let answers = tokio::task::spawn_blocking(move || {
+        let at = |cluster: &str, token: &str| {
+            let path =
+                format!("/api/v1/series?metric=effective&entity=tenant:{key}&cluster={cluster}");
+            get(addr, &path, &bearer(token)).0
+        };
+        [
+            at(&home, BOB),
+            at("other", BOB),
+            at("other", VICTIM),
+            at(&home, VICTIM),
+            at("no-such-cluster", VIEWER),
+            at("Not_A_Name", VIEWER),
+        ]
+    })
+    .await
+    .unwrap();
+    assert_eq!(answers, [200, 404, 200, 404, 404, 400]);
+    served.stop().await;
+}
