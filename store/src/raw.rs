@@ -230,13 +230,6 @@ impl<'a> Filter<'a> {
         }
     }
 
-    pub fn eq(column: &'static str, value: &'a str) -> Filter<'a> {
-        Filter {
-            eq: vec![(column, value)],
-            null: None,
-        }
-    }
-
     /// The values to bind, in order, before the range's three (from, to, from's block start).
     pub fn binds(&self) -> impl Iterator<Item = &'a str> + '_ {
         self.eq.iter().map(|e| e.1)
