@@ -14,7 +14,8 @@ Phases, each recorded in the report whatever the others did:
   4. mig        on a GPU already in MIG mode: instances against nvidia-smi -L / mig -lgi,
                 and per-instance utilization absent rather than zero
   5. footprint  the agent's own CPU and RSS at 1 Hz while it runs for a while, shipping to a
-                sink on 127.0.0.1 that stores nothing
+                sink on 127.0.0.1 that stores nothing; then `gpulens-agent bench` (one cycle's
+                CPU time against the real driver)
 
 The comparison functions at the top are what the suite tests against the fake NVML and
 recorded nvidia-smi output (collector/tests/it/gpu_check.rs runs this whole script so).
@@ -414,7 +415,7 @@ def footprint(run, seconds):
     p = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env)
     tick = os.sysconf("SC_CLK_TCK")
     page = os.sysconf("SC_PAGE_SIZE")
-    points, prev = [], None
+    points, prev, first = [], None, None
     start = time.monotonic()
     try:
         while time.monotonic() - start < seconds and p.poll() is None:
@@ -426,6 +427,8 @@ def footprint(run, seconds):
             except (OSError, IndexError, ValueError):
                 break
             now = time.monotonic()
+            if first is None:
+                first = (now, cpu)
             if prev is not None:
                 points.append({"t": round(now - start, 1),
                                "cpu_percent": round(100 * (cpu - prev[1]) / (now - prev[0]), 2),
@@ -443,7 +446,11 @@ def footprint(run, seconds):
         run.problem("the agent did not run long enough to measure (see raw/agent-run.log)")
         return None
     cpus = sorted(x["cpu_percent"] for x in points)
+    # The kernel counts CPU time in ticks (10 ms: 1 % of a second), so one second's share is
+    # coarse; the whole window's is not.
+    mean = 100 * (prev[1] - first[1]) / max(prev[0] - first[0], 1e-9)
     return {"seconds": seconds, "points": points, "batches_received": Sink.batches,
+            "cpu_percent_mean": round(mean, 3),
             "cpu_percent_median": cpus[len(cpus) // 2], "cpu_percent_max": cpus[-1],
             "rss_mib_max": max(x["rss_mib"] for x in points),
             "exit_status_before_stop": p.returncode if p.returncode not in (None, -15) else None}
@@ -495,9 +502,13 @@ def text_report(rep):
         lines.append(f"[mig] {c['check']}: {c['result']} ({c['detail']})")
     fp = rep.get("footprint")
     if fp:
-        lines.append(f"\n[footprint] {fp['seconds']} s at 1 Hz: CPU median "
-                     f"{fp['cpu_percent_median']} % of a core (max {fp['cpu_percent_max']}), "
+        lines.append(f"\n[footprint] {fp['seconds']} s at 1 Hz: CPU {fp['cpu_percent_mean']} % "
+                     f"of a core over the window (busiest second {fp['cpu_percent_max']} %), "
                      f"RSS max {fp['rss_mib_max']} MiB, {fp['batches_received']} batches shipped")
+    b = rep.get("bench")
+    if b and b.get("cpu_ms_per_cycle") is not None:
+        lines.append(f"[bench] {b['cycles']} cycles: {b['cpu_ms_per_cycle']} ms CPU a cycle "
+                     f"(wall {b['wall_ms_per_cycle']} ms), peak RSS {b['peak_rss_mib']} MiB")
     s = rep.get("summary", {})
     lines.append(f"\nsummary: {s.get('agree', 0)} agree, {s.get('differ', 0)} differ, "
                  f"{s.get('one_side', 0)} reported by one side only; "
@@ -587,9 +598,22 @@ def main():
     else:
         rep["mig"] = None
 
-    # 5. The agent's own footprint.
+    # 5. The agent's own footprint: running for a while, then one cycle's cost measured by
+    #    `gpulens-agent bench` (the same numbers PERFORMANCE.md has from the fake NVML).
     if footprint_s > 0:
         rep["footprint"] = footprint(run, footprint_s)
+    cycles = os.environ.get("GPU_CHECK_BENCH_CYCLES", "300")
+    status, bench_text, err = run.cmd("agent-bench.txt",
+                                      [run.agent, "bench", "--cycles", cycles], timeout=300)
+    bench = {"cycles": int(cycles)}
+    for key, pat in (("cpu_ms_per_cycle", r"CPU time per cycle:\s*([0-9.]+) ms"),
+                     ("wall_ms_per_cycle", r"\(wall ([0-9.]+) ms\)"),
+                     ("peak_rss_mib", r"peak RSS \(VmHWM\):\s*([0-9.]+) MiB")):
+        m = re.search(pat, bench_text)
+        bench[key] = float(m.group(1)) if m else None
+    if status != 0 or bench["cpu_ms_per_cycle"] is None:
+        run.problem(f"gpulens-agent bench failed ({status}): {err.strip()[:300]}")
+    rep["bench"] = bench
 
     summarize(rep)
     with open(os.path.join(out, "report.json"), "w") as f:
