@@ -134,12 +134,12 @@ async fn rotate_session_key(args: DbArgs) -> anyhow::Result<()> {
         )
         .await?;
     println!(
-        "stored a new session key in {}: restart the collectors to end every session signed          with the old one",
+        "stored a new session key in {}: restart the collectors to end every session signed with the old one",
         store.backend()
     );
     if config.access.session_key.is_some() {
         println!(
-            "note: [access] session_key is set in this configuration, and a configured key wins              over the stored one: change that key to rotate"
+            "note: [access] session_key is set in this configuration, and a configured key wins over the stored one: change that key to rotate"
         );
     }
     Ok(())
