@@ -103,13 +103,7 @@ impl Evidence {
         from_ms: i64,
         to_ms: i64,
     ) -> Evidence {
-        let enc: String = entity
-            .chars()
-            .map(|c| match c {
-                ' ' | '&' | '#' | '+' | '%' | '?' | '=' => format!("%{:02X}", c as u32),
-                c => c.to_string(),
-            })
-            .collect();
+        let enc = query_value(&entity);
         Evidence {
             label: label.into(),
             metric: metric.into(),
@@ -119,9 +113,7 @@ impl Evidence {
             to_ms,
         }
     }
-}
 
-impl Evidence {
     /// A tenant's series, qualified by its cluster: the same key (`host/1001`) names another
     /// cluster's tenant.
     pub fn tenant(
@@ -133,16 +125,21 @@ impl Evidence {
         to_ms: i64,
     ) -> Evidence {
         let mut e = Evidence::new(label, metric, format!("tenant:{key}"), from_ms, to_ms);
-        let cluster: String = cluster
-            .chars()
-            .map(|c| match c {
-                ' ' | '&' | '#' | '+' | '%' | '?' | '=' => format!("%{:02X}", c as u32),
-                c => c.to_string(),
-            })
-            .collect();
-        e.href.push_str(&format!("&cluster={cluster}"));
+        e.href
+            .push_str(&format!("&cluster={}", query_value(cluster)));
         e
     }
+}
+
+/// `value` as a query-string value: the characters that would end or change it escaped.
+fn query_value(value: &str) -> String {
+    value
+        .chars()
+        .map(|c| match c {
+            ' ' | '&' | '#' | '+' | '%' | '?' | '=' => format!("%{:02X}", c as u32),
+            c => c.to_string(),
+        })
+        .collect()
 }
 
 /// One finding.

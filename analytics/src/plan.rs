@@ -819,7 +819,7 @@ fn place(cfg: &Config, pool: &mut PoolLayout) -> Vec<usize> {
         let candidates: Vec<usize> = (0..n)
             .filter(|&ni| bin.pin.as_deref().is_none_or(|p| p == pool.nodes[ni].node))
             .filter(|&ni| free(&pool.nodes, ni) > 0 && class[ni].takes(bin.fit, mig).is_some())
-            .filter(|&ni| bin.fit != Fit::Share || device_plugin_safe(cfg, pool, ni, b, None))
+            .filter(|&ni| bin.fit != Fit::Share || device_plugin_safe(cfg, pool, ni, b))
             .collect();
         let opened = |ni: usize| pool.nodes[ni].used() > 0;
         let best = candidates.iter().copied().max_by(|&a, &c| {
@@ -868,7 +868,7 @@ fn place(cfg: &Config, pool: &mut PoolLayout) -> Vec<usize> {
         if class[hi].takes(fit, mig) != Some(class[hi]) {
             continue;
         }
-        if fit == Fit::Share && !device_plugin_safe(cfg, pool, hi, b, None) {
+        if fit == Fit::Share && !device_plugin_safe(cfg, pool, hi, b) {
             continue;
         }
         if let Some(gi) = pool.nodes[now]
@@ -926,28 +926,19 @@ fn place(cfg: &Config, pool: &mut PoolLayout) -> Vec<usize> {
     unplaced
 }
 
-/// Whether node `ni` with time-sliced bin `b` added (and `without` taken away) is safe as the
-/// device plugin runs it. Time-slicing is node-wide: the plugin advertises `replicas` slots on
+/// Whether node `ni` with time-sliced bin `b` added is safe as the device plugin runs it. Time-slicing is node-wide: the plugin advertises `replicas` slots on
 /// each GPU and hands them to pods without choosing who shares a physical GPU, so any
 /// `replicas` of the node's time-sliced tenants may land on one GPU. Safe means that holds for
 /// the worst such group: the node's `replicas` largest memory needs (p99 plus headroom) fit one
 /// GPU, and in all but the hours replay tolerates, the `replicas` largest recorded demands of
 /// that hour add up to at most one GPU (a sufficient condition: no group can contend in an hour
 /// where the largest one does not).
-pub fn device_plugin_safe(
-    cfg: &Config,
-    pool: &PoolLayout,
-    ni: usize,
-    b: usize,
-    without: Option<usize>,
-) -> bool {
+fn device_plugin_safe(cfg: &Config, pool: &PoolLayout, ni: usize, b: usize) -> bool {
     let mut bins: Vec<usize> = pool.nodes[ni]
         .placed
         .iter()
         .filter_map(|p| match p {
-            Some(Placed::Bin(x)) if Some(*x) != without && pool.bins[*x].fit == Fit::Share => {
-                Some(*x)
-            }
+            Some(Placed::Bin(x)) if pool.bins[*x].fit == Fit::Share => Some(*x),
             _ => None,
         })
         .collect();
@@ -968,7 +959,7 @@ pub fn device_plugin_safe(
 
 /// Whether any `r` of `items` fit one GPU: memory needs and, hour by hour within replay's
 /// tolerance, recorded demand and peak memory.
-pub fn worst_group_fits(cfg: &Config, items: &[&Item], r: usize, memory_total: f64) -> bool {
+fn worst_group_fits(cfg: &Config, items: &[&Item], r: usize, memory_total: f64) -> bool {
     let top = |mut v: Vec<f64>| -> f64 {
         v.sort_by(|a, b| b.total_cmp(a));
         v.iter().take(r).sum()

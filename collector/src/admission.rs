@@ -119,11 +119,24 @@ impl Refusals {
     }
 }
 
-/// The routes agents call with their own tokens.
+/// Whether a request path is one of the routes agents call with their own tokens (the
+/// access table's `Agent` rules).
 pub fn agent_route(path: &str) -> bool {
-    path == "/api/v1/ingest"
-        || path == "/api/v1/write"
-        || (path.starts_with("/api/v1/nodes/") && path.ends_with("/labels"))
+    use crate::access::routes::{Need, TABLE, matches};
+    TABLE
+        .iter()
+        .any(|r| r.need == Need::Agent && matches(r.path, path))
+}
+
+/// The body length a request declares (`Content-Length`), if it declares one.
+fn declared_length(headers: &HeaderMap) -> Option<u64> {
+    headers
+        .get(header::CONTENT_LENGTH)?
+        .to_str()
+        .ok()?
+        .trim()
+        .parse()
+        .ok()
 }
 
 /// Whether the request declares a body.
@@ -133,6 +146,25 @@ pub fn has_body(headers: &HeaderMap) -> bool {
             .get(header::CONTENT_LENGTH)
             .and_then(|v| v.to_str().ok())
             .is_some_and(|v| v.trim() != "0")
+}
+
+/// Why an anonymous request's body is refused before it is read: too large, or of a length
+/// it does not declare.
+pub fn anonymous_body_refusal(headers: &HeaderMap) -> Option<crate::error::ApiError> {
+    use crate::error::ApiError;
+    if headers.contains_key(header::TRANSFER_ENCODING) {
+        return Some(ApiError::PayloadTooLarge(
+            "a request without a credential must declare its body's length (Content-Length); \
+             sign in, or send an agent's or an [access] token"
+                .into(),
+        ));
+    }
+    let length = declared_length(headers).unwrap_or(0);
+    (length > ANONYMOUS_MAX_BODY).then(|| {
+        ApiError::PayloadTooLarge(format!(
+            "a request without a credential may send at most {ANONYMOUS_MAX_BODY} bytes; this one declares {length}"
+        ))
+    })
 }
 
 #[cfg(test)]

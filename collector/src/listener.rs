@@ -319,7 +319,7 @@ async fn handle(
     } else {
         let class = (slots.admission.classify)(req.method(), req.uri(), req.headers(), Some(peer));
         if class == Class::Anonymous {
-            if let Some(refusal) = anonymous_body_refusal(req.headers()) {
+            if let Some(refusal) = admission::anonymous_body_refusal(req.headers()) {
                 return Ok(refusal.into_response());
             }
             limit = limit.min(admission::ANONYMOUS_TIMEOUT);
@@ -352,29 +352,6 @@ async fn handle(
             limit.as_secs_f64()
         ))
         .into_response(),
-    })
-}
-
-/// Why an anonymous request's body is refused before it is read: too large, or of a length
-/// it does not declare.
-fn anonymous_body_refusal(headers: &axum::http::HeaderMap) -> Option<ApiError> {
-    if headers.contains_key(axum::http::header::TRANSFER_ENCODING) {
-        return Some(ApiError::PayloadTooLarge(
-            "a request without a credential must declare its body's length (Content-Length); \
-             sign in, or send an agent's or an [access] token"
-                .into(),
-        ));
-    }
-    let length = headers
-        .get(axum::http::header::CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.trim().parse::<u64>().ok())
-        .unwrap_or(0);
-    (length > admission::ANONYMOUS_MAX_BODY).then(|| {
-        ApiError::PayloadTooLarge(format!(
-            "a request without a credential may send at most {} bytes; this one declares {length}",
-            admission::ANONYMOUS_MAX_BODY
-        ))
     })
 }
 

@@ -411,21 +411,14 @@ impl Store {
     /// Whether gpulens has data for `entity`: one query that stops at the first matching row,
     /// instead of reading every node, GPU or tenant into memory.
     pub async fn is_known(&self, entity: &Entity) -> Result<bool> {
-        let (table, column, value) = match entity {
+        let table = match entity {
             Entity::Fleet => return Ok(true),
-            Entity::Node(n) => ("nodes", "node", n),
-            Entity::Cluster(c) => ("nodes", "cluster", c),
-            Entity::Gpu(u) => ("gpus", "gpu_uuid", u),
-            Entity::Tenant(k) => ("tenants", "tenant_key", k),
-            Entity::TenantIn(c, k) => {
-                return Ok(self
-                    .tenants()
-                    .await?
-                    .iter()
-                    .any(|t| &t.cluster == c && &t.key == k));
-            }
+            Entity::Node(_) | Entity::Cluster(_) => "nodes",
+            Entity::Gpu(_) => "gpus",
+            Entity::Tenant(_) | Entity::TenantIn(..) => "tenants",
         };
-        dispatch!(self, s => s.exists(table, column, value).await)
+        let filters = entity.filters();
+        dispatch!(self, s => s.exists(table, &filters).await)
     }
 
     pub async fn tenants(&self) -> Result<Vec<TenantRecord>> {

@@ -259,20 +259,20 @@ impl SqliteStore {
         super::gpus_with_migs!(&rows, &migs)
     }
 
-    /// Whether a row of `table` has `value` in `column`; the names are the store's own
-    /// constants (`'static`), never input.
+    /// Whether a row of `table` has every (column, value) of `filters`; the names are the
+    /// store's own constants (`'static`), never input.
     pub async fn exists(
         &self,
         table: &'static str,
-        column: &'static str,
-        value: &str,
+        filters: &[(&'static str, &str)],
     ) -> Result<bool> {
-        let found: Option<i32> =
-            sqlx::query_scalar(&format!("SELECT 1 FROM {table} WHERE {column} = ? LIMIT 1"))
-                .bind(value)
-                .fetch_optional(&self.reader)
-                .await?;
-        Ok(found.is_some())
+        let cond: Vec<String> = filters.iter().map(|(c, _)| format!("{c} = ?")).collect();
+        let sql = format!("SELECT 1 FROM {table} WHERE {} LIMIT 1", cond.join(" AND "));
+        let mut q = sqlx::query_scalar::<_, i32>(&sql);
+        for (_, v) in filters {
+            q = q.bind(*v);
+        }
+        Ok(q.fetch_optional(&self.reader).await?.is_some())
     }
 
     pub async fn tenant_rows(&self) -> Result<Vec<(TenantRecord, String)>> {

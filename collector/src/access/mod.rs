@@ -154,6 +154,17 @@ struct Known {
     hash: [u8; 32],
 }
 
+impl Known {
+    fn principal(&self, via: Via) -> Principal {
+        Principal {
+            name: self.name.clone(),
+            role: self.role,
+            teams: self.teams.clone(),
+            via,
+        }
+    }
+}
+
 /// The access rules in force: built once from `[access]` and the operators of `[labels]`.
 pub struct Access {
     mode: Mode,
@@ -283,8 +294,8 @@ impl Access {
         !self.tokens.is_empty()
     }
 
-    /// The principal of a bearer token, compared by hash against every known token.
-    fn by_token(&self, token: &str) -> Option<Principal> {
+    /// The known token a bearer token is, compared by hash against every known token.
+    fn known_token(&self, token: &str) -> Option<&Known> {
         let h = sha256(token.as_bytes());
         let mut found = None;
         for k in &self.tokens {
@@ -292,12 +303,12 @@ impl Access {
                 found = Some(k);
             }
         }
-        found.map(|k| Principal {
-            name: k.name.clone(),
-            role: k.role,
-            teams: k.teams.clone(),
-            via: Via::Token,
-        })
+        found
+    }
+
+    /// The principal of a bearer token.
+    fn by_token(&self, token: &str) -> Option<Principal> {
+        self.known_token(token).map(|k| k.principal(Via::Token))
     }
 
     /// The principal a person with `groups` gets: the highest role among their groups'
@@ -381,45 +392,35 @@ impl Access {
                 .tokens
                 .iter()
                 .find(|k| k.name == n && token_binding(&self.key, k) == b)
-                .map(|k| Principal {
-                    name: k.name.clone(),
-                    role: k.role,
-                    teams: k.teams.clone(),
-                    via: Via::Session,
-                }),
+                .map(|k| k.principal(Via::Session)),
             Source::Oidc { n, g } => self.from_groups(&n, &g, Via::Session),
         }
     }
 
     /// Whether the request carries a credential that verifies (a known token, the trusted
-    /// proxy's headers for a user with a role, a live session), checked without side effects:
-    /// nothing is counted against anyone. Used to give verified callers their own in-flight
-    /// slots before anything else runs (admission.rs).
+    /// proxy's headers for a user with a role, a live session), resolved as every route does
+    /// but without side effects: nothing is counted or audited. Used to give verified callers
+    /// their own in-flight slots before anything else runs (admission.rs).
     pub fn verifies(&self, headers: &HeaderMap, addr: Option<IpAddr>, now_ms: i64) -> bool {
-        if let Some(t) = bearer_of(headers) {
-            return self.by_token(t).is_some();
-        }
-        if let Some(proxy) = &self.proxy
-            && let Some((user, groups)) = proxy.identity(headers, addr)
-        {
-            return self.from_groups(&user, &groups, Via::Proxy).is_some();
-        }
-        session::from_header(
-            headers.get(header::COOKIE).and_then(|v| v.to_str().ok()),
-            session::COOKIE,
+        matches!(
+            self.presented(headers, addr, now_ms, false),
+            Presented::Token(Some(_))
+                | Presented::Proxy {
+                    principal: Some(_),
+                    ..
+                }
+                | Presented::Session(..)
         )
-        .is_some_and(|c| self.from_session(&c, now_ms).is_some())
     }
 
     /// A token typed on the sign-in form: the session source it opens.
     pub fn sign_in_with_token(&self, token: &str) -> Option<(Principal, Source)> {
-        let p = self.by_token(token)?;
-        let known = self.tokens.iter().find(|k| k.name == p.name)?;
+        let known = self.known_token(token)?;
         let source = Source::Token {
-            n: p.name.clone(),
+            n: known.name.clone(),
             b: token_binding(&self.key, known),
         };
-        Some((p, source))
+        Some((known.principal(Via::Token), source))
     }
 
     /// The CSRF token of forms shown to `caller` (sessions: derived from the cookie; proxy
@@ -433,8 +434,49 @@ impl Access {
         }
     }
 
-    /// Who a request comes from. `strict`: a wrong token or an unmapped proxy user is an
-    /// error; otherwise they count as nobody.
+    /// The credential a request presents, resolved without side effects. Where a token is not
+    /// needed (`strict` false: public routes, reading in open mode), one that is not a
+    /// person's or a program's (an agent's, say) is passed over for the proxy's headers or a
+    /// session, rather than being a wrong token.
+    fn presented(
+        &self,
+        headers: &HeaderMap,
+        addr: Option<IpAddr>,
+        now: i64,
+        strict: bool,
+    ) -> Presented {
+        let token = bearer_of(headers);
+        let known = token.and_then(|t| self.by_token(t));
+        if headers.contains_key(header::AUTHORIZATION) && (known.is_some() || strict) {
+            return match token {
+                Some(_) => Presented::Token(known),
+                None => Presented::NotBearer,
+            };
+        }
+        if let Some(proxy) = &self.proxy
+            && let Some((user, groups)) = proxy.identity(headers, addr)
+        {
+            let principal = self.from_groups(&user, &groups, Via::Proxy);
+            return Presented::Proxy {
+                user,
+                groups,
+                principal,
+            };
+        }
+        session::from_header(
+            headers.get(header::COOKIE).and_then(|v| v.to_str().ok()),
+            session::COOKIE,
+        )
+        .and_then(|cookie| {
+            let p = self.from_session(&cookie, now)?;
+            Some(Presented::Session(cookie, p))
+        })
+        .unwrap_or(Presented::Nothing)
+    }
+
+    /// Who a request comes from: [`Access::presented`], with wrong tokens counted against
+    /// the address (attempts.rs) and refusals audited. `strict`: a wrong token or an unmapped
+    /// proxy user is an error; otherwise they count as nobody.
     fn identify(
         &self,
         headers: &HeaderMap,
@@ -446,52 +488,44 @@ impl Access {
             addr,
             ..Caller::default()
         };
-        // Where a token is not needed (public routes; reading in open mode), one that is not
-        // a person's or a program's (an agent's, say) is ignored rather than refused, and no
-        // wrong attempt is counted against the address.
-        let token = bearer_of(headers);
-        let known = token.and_then(|t| self.by_token(t));
-        if headers.contains_key(header::AUTHORIZATION) && (known.is_some() || strict) {
-            token.ok_or(Refusal::SignIn(
-                "Authorization must be `Bearer <token>`".into(),
-            ))?;
-            let ip = addr.unwrap_or(IpAddr::from([0, 0, 0, 0]));
+        match self.presented(headers, addr, now, strict) {
+            Presented::NotBearer => {
+                return Err(Refusal::SignIn(
+                    "Authorization must be `Bearer <token>`".into(),
+                ));
+            }
             // A token that verifies is never refused for what others did from this address.
-            let Some(p) = known else {
+            Presented::Token(None) => {
+                let ip = addr.unwrap_or(IpAddr::from([0, 0, 0, 0]));
                 let wait = self.sessions.attempts.failed(ip, now);
                 audit::refused("unknown token", None, &caller);
                 return Err(match wait {
                     Some(wait) => Refusal::TooMany(wait),
                     None => Refusal::SignIn("unknown token".into()),
                 });
-            };
-            caller.principal = Some(p);
-            return Ok(caller);
-        }
-        if let Some(proxy) = &self.proxy
-            && let Some((user, groups)) = proxy.identity(headers, addr)
-        {
-            return match self.from_groups(&user, &groups, Via::Proxy) {
-                Some(p) => {
-                    caller.principal = Some(p);
-                    Ok(caller)
-                }
-                None => {
-                    audit::refused("no role for the proxy's user", Some(&user), &caller);
-                    Err(Refusal::Forbidden(format!(
-                        "signed in as {user:?} by the proxy, but none of the groups given for you ({}) has a role in [[access.groups]]",
-                        groups.join(", ")
-                    )))
-                }
-            };
-        }
-        if let Some(cookie) = session::from_header(
-            headers.get(header::COOKIE).and_then(|v| v.to_str().ok()),
-            session::COOKIE,
-        ) && let Some(p) = self.from_session(&cookie, now)
-        {
-            caller.principal = Some(p);
-            caller.session = Some(cookie);
+            }
+            Presented::Proxy {
+                user,
+                groups,
+                principal: None,
+            } => {
+                audit::refused("no role for the proxy's user", Some(&user), &caller);
+                return Err(Refusal::Forbidden(format!(
+                    "signed in as {user:?} by the proxy, but none of the groups given for you ({}) has a role in [[access.groups]]",
+                    groups.join(", ")
+                )));
+            }
+            Presented::Token(Some(p))
+            | Presented::Proxy {
+                principal: Some(p), ..
+            } => {
+                caller.principal = Some(p);
+            }
+            Presented::Session(cookie, p) => {
+                caller.principal = Some(p);
+                caller.session = Some(cookie);
+            }
+            Presented::Nothing => {}
         }
         Ok(caller)
     }
@@ -571,6 +605,23 @@ fn token_binding(key: &[u8; 32], k: &Known) -> String {
     let mut message = b"token binding:".to_vec();
     message.extend_from_slice(&k.hash);
     crate::signing::hex(&crate::signing::hmac_sha256(key, &message)[..12])
+}
+
+/// What a request presents as its credential ([`Access::presented`]).
+enum Presented {
+    /// A bearer token: whose, if it is known.
+    Token(Option<Principal>),
+    /// An `Authorization` header that is not `Bearer <token>`, where a token is needed.
+    NotBearer,
+    /// The trusted proxy's headers: the user, their groups, and what those give.
+    Proxy {
+        user: String,
+        groups: Vec<String>,
+        principal: Option<Principal>,
+    },
+    /// A live session cookie and whose it is.
+    Session(String, Principal),
+    Nothing,
 }
 
 /// Why a request is refused.

@@ -101,3 +101,17 @@ pub fn find(method: &str, path: &str) -> Option<&'static Rule> {
 pub fn known_path(path: &str) -> bool {
     TABLE.iter().any(|r| r.path == path)
 }
+
+/// Whether a concrete request path (`/api/v1/nodes/gpu-1/labels`) is one of `pattern`'s
+/// (`/api/v1/nodes/{node}/labels`): each `{param}` segment stands for one non-empty segment.
+pub fn matches(pattern: &str, path: &str) -> bool {
+    let (mut want, mut got) = (pattern.split('/'), path.split('/'));
+    loop {
+        match (want.next(), got.next()) {
+            (None, None) => return true,
+            (Some(w), Some(g)) if w == g => {}
+            (Some(w), Some(g)) if w.starts_with('{') && w.ends_with('}') && !g.is_empty() => {}
+            _ => return false,
+        }
+    }
+}

@@ -58,13 +58,12 @@ pub struct IngestResponse {
 pub async fn ingest(
     State(state): State<IngestState>,
     client: Option<axum::Extension<crate::tls::ClientIdentity>>,
-    peer: Option<axum::Extension<axum::extract::ConnectInfo<std::net::SocketAddr>>>,
+    caller: crate::access::Caller,
     headers: HeaderMap,
     body: Body,
 ) -> Result<Json<IngestResponse>, ApiError> {
     let client = client.map(|axum::Extension(c)| c);
-    let peer = peer.map(|axum::Extension(axum::extract::ConnectInfo(p))| p.ip());
-    match handle(&state, client.as_ref(), peer, &headers, body).await {
+    match handle(&state, client.as_ref(), caller.addr, &headers, body).await {
         Ok(r) => Ok(Json(r)),
         Err((reason, error)) => {
             state.metrics.reject(reason);

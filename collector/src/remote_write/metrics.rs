@@ -69,7 +69,14 @@ impl RemoteWriteMetrics {
     }
 
     pub fn drop(&self, reason: DropReason) {
-        self.dropped.get_or_create(&DropLabels { reason }).inc();
+        self.drop_n(reason, 1);
+    }
+
+    /// Counts `n` samples dropped for `reason`.
+    pub fn drop_n(&self, reason: DropReason, n: usize) {
+        self.dropped
+            .get_or_create(&DropLabels { reason })
+            .inc_by(n as u64);
     }
 
     /// Samples dropped for `reason` so far.

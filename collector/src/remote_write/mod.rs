@@ -229,9 +229,9 @@ impl Receiver {
     ) -> usize {
         // A replayed request was counted when it first arrived (by this process or the one
         // before it); its drops are not counted again.
-        let drop = |reason| {
+        let drop = |reason, n| {
             if !replaying {
-                self.metrics.drop(reason)
+                self.metrics.drop_n(reason, n)
             }
         };
         let mut hosts = self.hosts.lock().expect("remote-write hosts");
@@ -247,16 +247,12 @@ impl Receiver {
             let gi = label(ls, "GPU_I_ID").and_then(|v| v.parse::<u32>().ok());
             let key = (cluster_of(ls), host.to_owned());
             if !hosts.contains_key(&key) && hosts.len() >= MAX_HOSTS {
-                for _ in &ts.samples {
-                    drop(DropReason::TooManyHosts);
-                }
+                drop(DropReason::TooManyHosts, ts.samples.len());
                 continue;
             }
             let h = hosts.entry(key).or_default();
             if !h.inventory.contains_key(uuid) && h.inventory.len() >= MAX_GPUS_PER_HOST {
-                for _ in &ts.samples {
-                    drop(DropReason::TooManyGpus);
-                }
+                drop(DropReason::TooManyGpus, ts.samples.len());
                 continue;
             }
             h.touched_ms = now_ms;
@@ -293,56 +289,50 @@ impl Receiver {
                     uuid: None,
                 });
             }
-            let tenant = match pod_labels(ls) {
-                Some(Err(())) => {
-                    // The GPU's sample stays; only its allocation to this pod is dropped.
-                    for _ in &ts.samples {
-                        drop(DropReason::BadTenant);
-                    }
-                    None
-                }
-                Some(Ok((ns, pod, container)))
-                    if h.tenants.len() >= MAX_TENANTS_PER_HOST
-                        && !h
-                            .tenants
-                            .contains_key(&format!("pod/{ns}/{pod}/{container}")) =>
-                {
-                    for _ in &ts.samples {
-                        drop(DropReason::BadTenant);
-                    }
-                    None
-                }
+            // The pod the GPU is allocated to. A pod the receiver cannot keep (labels that
+            // are not Kubernetes names, or a host full of pods) costs only the allocation:
+            // the GPU's own samples stay.
+            let pod = pod_labels(ls);
+            let tenant = match pod {
+                None => None,
                 Some(Ok((ns, pod, container))) => {
                     let key = format!("pod/{ns}/{pod}/{container}");
-                    h.tenants.entry(key.clone()).or_insert_with(|| Tenant {
-                        key: key.clone(),
-                        kind: TenantKind::Pod,
-                        namespace: Some(ns.to_owned()),
-                        pod: Some(pod.to_owned()),
-                        container: Some(container.to_owned()),
-                        pod_uid: None,
-                        job_id: None,
-                        user: None,
-                        account: None,
-                        uid: None,
-                    });
-                    Some(key)
+                    if h.tenants.contains_key(&key) || h.tenants.len() < MAX_TENANTS_PER_HOST {
+                        h.tenants.entry(key.clone()).or_insert_with(|| Tenant {
+                            key: key.clone(),
+                            kind: TenantKind::Pod,
+                            namespace: Some(ns.to_owned()),
+                            pod: Some(pod.to_owned()),
+                            container: Some(container.to_owned()),
+                            pod_uid: None,
+                            job_id: None,
+                            user: None,
+                            account: None,
+                            uid: None,
+                        });
+                        Some(key)
+                    } else {
+                        None
+                    }
                 }
-                None => None,
+                Some(Err(())) => None,
             };
+            if pod.is_some() && tenant.is_none() {
+                drop(DropReason::BadTenant, ts.samples.len());
+            }
             for s in &ts.samples {
                 // Each sample on its own: a bad one is dropped and counted, never its
                 // neighbours, and none can move the host's clock.
                 if !name.accepts(s.value) {
-                    drop(DropReason::OutOfDomain);
+                    drop(DropReason::OutOfDomain, 1);
                     continue;
                 }
                 if s.timestamp < window.0 || s.timestamp > window.1 {
-                    drop(DropReason::OutOfWindow);
+                    drop(DropReason::OutOfWindow, 1);
                     continue;
                 }
                 if h.stored_ts.is_some_and(|t| s.timestamp <= t) {
-                    drop(DropReason::Late);
+                    drop(DropReason::Late, 1);
                     continue;
                 }
                 let scrape = h.scrapes.entry(s.timestamp).or_default();
@@ -654,7 +644,7 @@ fn check_protocol(headers: &HeaderMap) -> Result<(), ApiError> {
 
 pub async fn write(
     State(state): State<RemoteWriteState>,
-    peer: Option<axum::Extension<axum::extract::ConnectInfo<std::net::SocketAddr>>>,
+    caller: crate::access::Caller,
     headers: HeaderMap,
     body: axum::body::Body,
 ) -> Result<StatusCode, ApiError> {
@@ -662,7 +652,7 @@ pub async fn write(
         headers
             .get(header::AUTHORIZATION)
             .and_then(|v| v.to_str().ok()),
-        peer.map(|axum::Extension(axum::extract::ConnectInfo(p))| p.ip()),
+        caller.addr,
         model::time::now_ms(),
     )?;
     check_protocol(&headers)?;

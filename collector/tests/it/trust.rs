@@ -421,10 +421,9 @@ async fn a_scoped_caller_reads_no_other_team_on_metrics_nor_across_clusters() {
     served.stop().await;
 }
 
-/// Issue 37: `host/1092` is team bob's in one cluster and team victim's in another; bob's
-/// viewer asked for `tenant:host/1092` and got both clusters' data combined.
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn a_tenant_key_shared_across_clusters_is_answered_only_to_who_sees_every_team() {
+/// The small fleet twice: in its own cluster with the default teams, and in cluster `other`
+/// where every tenant is team victim's — so every tenant key names two teams' tenants.
+async fn small_fleet_in_two_clusters() -> support::TestStore {
     let t = support::sqlite().await;
     support::ingest_small_fleet(&t.store, &TeamsConfig::default()).await;
     let fleet = support::fleet();
@@ -437,6 +436,14 @@ async fn a_tenant_key_shared_across_clusters_is_answered_only_to_who_sees_every_
             .await
             .unwrap();
     }
+    t
+}
+
+/// Issue 37: `host/1092` is team bob's in one cluster and team victim's in another; bob's
+/// viewer asked for `tenant:host/1092` and got both clusters' data combined.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_tenant_key_shared_across_clusters_is_answered_only_to_who_sees_every_team() {
+    let t = small_fleet_in_two_clusters().await;
     let tenants = t.store.tenants().await.unwrap();
     let shared = tenants
         .iter()
@@ -551,18 +558,7 @@ async fn heavy_a_scoped_walk_of_every_read_finds_no_other_team() {
 /// cluster's, and is refused the other's.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_tenant_qualified_by_its_cluster_is_answered_to_its_own_team() {
-    let t = support::sqlite().await;
-    support::ingest_small_fleet(&t.store, &TeamsConfig::default()).await;
-    let fleet = support::fleet();
-    let now = model::time::now_ms();
-    let instants: Vec<i64> = (0..20).map(|i| now - 60_000 + i * 1000).collect();
-    for mut b in support::batches(&fleet, "other", &instants, 10, 1000) {
-        b.cluster = "other".into();
-        t.store
-            .ingest(&b, now, &|_| Some("victim".into()))
-            .await
-            .unwrap();
-    }
+    let t = small_fleet_in_two_clusters().await;
     let tenants = t.store.tenants().await.unwrap();
     let bobs = tenants
         .iter()
