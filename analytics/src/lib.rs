@@ -176,6 +176,14 @@ impl std::fmt::Display for AnalysisError {
 
 impl std::error::Error for AnalysisError {}
 
+/// The fleet plan and its steps alone (holdings, then the recommendations with their replays),
+/// for `gpulens bench analyze` to time the plan apart from the rest of the analysis.
+pub fn plan_only(input: &Input, cfg: &Config) -> FleetPlan {
+    let holdings = holdings::holdings(input);
+    let ctx = findings::Ctx::new(input, cfg);
+    recommend::recommend(&ctx, &holdings, &[]).plan
+}
+
 /// Runs the whole analysis over `input`.
 pub fn analyze(input: &Input, cfg: &Config) -> Result<Analysis, AnalysisError> {
     let holdings = holdings::holdings(input);

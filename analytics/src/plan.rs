@@ -113,9 +113,24 @@ pub struct Bin {
     memory: f64,
     profiles: Vec<&'static Profile>,
     hourly: BTreeMap<i64, (f64, f64)>,
+    /// For a time-sliced GPU: the replicas its node advertises per GPU.
+    pub replicas: usize,
 }
 
 impl Bin {
+    fn new(fit: Fit) -> Bin {
+        Bin {
+            fit,
+            items: Vec::new(),
+            pin: None,
+            compute: 0.0,
+            memory: 0.0,
+            profiles: Vec::new(),
+            hourly: BTreeMap::new(),
+            replicas: 1,
+        }
+    }
+
     pub fn profiles(&self) -> &[&'static Profile] {
         &self.profiles
     }
@@ -154,7 +169,7 @@ impl NodeAfter<'_> {
 }
 
 /// A pool's plan: the items, their bins and where each bin runs.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct PoolLayout<'a> {
     pub cluster: &'a str,
     pub model: &'a str,
@@ -209,40 +224,116 @@ impl PoolLayout<'_> {
     }
 
     /// The fewest GPUs the demand of `items` (plus `fixed` GPUs left as they are) needs under
-    /// the plan's rules — a lower bound: tenants that need a whole GPU each take one; the rest
-    /// need at least their summed compute and memory needs, one GPU for each need above half a
-    /// GPU, and, hour by hour, their summed recorded demand (all but the hours replay
-    /// tolerates) and memory. It ignores pins, MIG granularity and node boundaries, so no
-    /// placement can beat it.
+    /// the plan's rules — a valid lower bound ([`bound`]).
     pub fn bound_of(&self, cfg: &Config, items: &[usize], fixed: usize) -> usize {
-        let mut whole = 0usize;
-        let mut sharable: Vec<(f64, f64)> = Vec::new();
-        let mut hourly: BTreeMap<i64, (f64, f64)> = BTreeMap::new();
-        for &i in items {
-            let it = &self.items[i];
-            if it.fit == Fit::Whole && needs_whole(it.compute, it.memory, self.memory_total) {
-                whole += 1;
-                continue;
-            }
-            sharable.push((it.compute, it.memory / self.memory_total));
-            for &(hour, eff, mem) in &it.hours {
-                let e = hourly.entry(hour).or_default();
-                e.0 += eff;
-                e.1 += mem;
-            }
-        }
-        let mut demand: Vec<f64> = hourly.values().map(|v| v.0).collect();
-        demand.sort_by(|a, b| b.total_cmp(a));
-        let skip = allowed(cfg, demand.len()).floor() as usize;
-        let by_hour = demand.get(skip).copied().map_or(0, gpus);
-        let by_hour_memory = hourly
-            .values()
-            .map(|v| gpus(v.1 / self.memory_total))
-            .max()
-            .unwrap_or(0);
-        let by_need = needs_bound(&sharable);
-        fixed + whole + by_need.max(by_hour).max(by_hour_memory)
+        let items: Vec<&Item> = items.iter().map(|&i| &self.items[i]).collect();
+        fixed + bound(cfg, &items, self.memory_total, self.family)
     }
+}
+
+/// A lower bound on the GPUs `items` need under the packer's rules, whatever it chooses:
+///
+/// - a tenant whose memory need (p99 plus headroom) or any recorded hour's peak exceeds a GPU
+///   runs alone: one GPU each;
+/// - the others' memory needs are never shared by time, so they need at least their summed
+///   memory, and one GPU for each need above half a GPU plus what cannot fit beside those
+///   ([`needs_bound`] on memory alone);
+/// - compute is shared hour by hour. With B GPUs, an hour whose summed demand exceeds B has
+///   a GPU over its capacity. A time-sliced GPU may be over in at most `allowed` hours (the
+///   replay's tolerance) and a MIG GPU in at most `allowed` hours per instance (each tenant
+///   over its own instance), so the hours over B number at most `allowed` × (B + the tenants
+///   that have a MIG profile). The smallest B that satisfies this is a bound.
+///
+/// It ignores pins, node boundaries, MIG placement rules and the device plugin's node-wide
+/// rule, which only ever need more.
+pub fn bound(
+    cfg: &Config,
+    items: &[&Item],
+    memory_total: f64,
+    family: Option<&'static MigFamily>,
+) -> usize {
+    let mut whole = 0usize;
+    let mut sharable: Vec<&Item> = Vec::new();
+    let mut mig_able: Vec<bool> = Vec::new();
+    for &it in items {
+        if runs_alone(it, memory_total) {
+            whole += 1;
+        } else {
+            sharable.push(it);
+            mig_able.push(family.is_some_and(|f| mig_fit(cfg, f, it).is_some()));
+        }
+    }
+    if sharable.is_empty() {
+        return whole;
+    }
+    let mut best = sharing_bound(cfg, &sharable, &mig_able, memory_total);
+    // The tenants above half a GPU's memory never share with each other; those of the rest
+    // that share with none of them (memory or hour by hour; a MIG profile might, so those
+    // count as sharing) need GPUs of their own beside them.
+    let large: Vec<usize> = (0..sharable.len())
+        .filter(|&i| sharable[i].memory > memory_total / 2.0)
+        .collect();
+    let apart: Vec<usize> = (0..sharable.len())
+        .filter(|&i| sharable[i].memory <= memory_total / 2.0 && !mig_able[i])
+        .filter(|&i| {
+            large
+                .iter()
+                .all(|&l| mig_able[l] || !pair_fits(cfg, sharable[l], sharable[i], memory_total))
+        })
+        .collect();
+    if !large.is_empty() && !apart.is_empty() {
+        let rest: Vec<&Item> = apart.iter().map(|&i| sharable[i]).collect();
+        let flags = vec![false; rest.len()];
+        best = best.max(large.len() + sharing_bound(cfg, &rest, &flags, memory_total));
+    }
+    whole + best
+}
+
+/// The memory and hour-by-hour parts of [`bound`] for tenants that may share (`mig_able`: has a
+/// MIG profile).
+fn sharing_bound(cfg: &Config, items: &[&Item], mig_able: &[bool], memory_total: f64) -> usize {
+    let memory: Vec<Need> = items
+        .iter()
+        .map(|it| (0.0, it.memory / memory_total))
+        .collect();
+    let mut hourly: BTreeMap<i64, f64> = BTreeMap::new();
+    for it in items {
+        for &(hour, eff, _) in &it.hours {
+            *hourly.entry(hour).or_default() += eff;
+        }
+    }
+    let mig_able = mig_able.iter().filter(|&&m| m).count();
+    let mut demand: Vec<f64> = hourly.into_values().collect();
+    demand.sort_by(|a, b| b.total_cmp(a));
+    let allowed = allowed(cfg, demand.len());
+    let by_hour = (1..=items.len())
+        .find(|&b| {
+            let over = demand.iter().take_while(|&&d| d > b as f64 + 1e-9).count();
+            over as f64 <= allowed * (b + mig_able) as f64
+        })
+        .unwrap_or(items.len());
+    needs_bound(&memory).max(by_hour).max(1)
+}
+
+/// Whether two tenants may share one time-sliced GPU: memory needs, and hour by hour within
+/// replay's tolerance with no memory overflow.
+fn pair_fits(cfg: &Config, a: &Item, b: &Item, memory_total: f64) -> bool {
+    if a.memory + b.memory > memory_total {
+        return false;
+    }
+    let mut hours: BTreeMap<i64, (f64, f64)> = BTreeMap::new();
+    for it in [a, b] {
+        for &(hour, eff, mem) in &it.hours {
+            let e = hours.entry(hour).or_default();
+            e.0 += eff;
+            e.1 += mem;
+        }
+    }
+    if hours.values().any(|v| v.1 > memory_total) {
+        return false;
+    }
+    let contended = hours.values().filter(|v| v.0 > 1.0 + 1e-9).count();
+    contended as f64 <= allowed(cfg, hours.len())
 }
 
 /// A need as shares of one GPU: (compute, memory).
@@ -298,9 +389,11 @@ pub fn is_current(h: &Holding, to_ms: i64) -> bool {
         .any(|(_, a)| a.alloc_n > 0)
 }
 
-/// A tenant that cannot share a GPU with anyone: it needs (nearly) all of one.
-fn needs_whole(compute: f64, memory: f64, memory_total: f64) -> bool {
-    compute >= 1.0 - 1e-9 || memory > memory_total
+/// A tenant that cannot share a GPU with anyone: its memory need, or a recorded hour's peak,
+/// exceeds a GPU's memory. (Compute alone never decides: tenants busy at different hours may
+/// share, which the recorded hours decide.)
+fn runs_alone(it: &Item, memory_total: f64) -> bool {
+    it.memory > memory_total || it.hours.iter().any(|h| h.2 > memory_total)
 }
 
 /// Every pool of the fleet, planned. `reclaimed` holdings are gone from the plan; holdings in
@@ -502,41 +595,36 @@ enum Strategy {
     ShareFirst,
 }
 
-/// Packs the pool both ways (MIG first on MIG-capable models, time-slicing first), keeps the
-/// one that needs fewer GPUs (MIG on a tie: it isolates), and places its bins on nodes.
-/// Returns the items of bins no node could take (they stay where they are on the next try).
+/// Plans the pool both ways (MIG first on MIG-capable models, time-slicing first): packs
+/// the tenants, places the bins on nodes, and keeps the way that uses fewer GPUs with every
+/// bin placed (MIG on a tie: it isolates). Returns the items of bins no node could take (they
+/// stay where they are on the next try).
 fn solve(cfg: &Config, pool: &mut PoolLayout) -> Vec<usize> {
     let strategies: &[Strategy] = if pool.family.is_some() {
         &[Strategy::MigFirst, Strategy::ShareFirst]
     } else {
         &[Strategy::ShareFirst]
     };
-    let mut best: Option<(usize, Vec<Fit>, Packing)> = None;
+    let mut best: Option<((bool, usize), PoolLayout, Vec<usize>)> = None;
     for &s in strategies {
-        let fits: Vec<Fit> = pool
-            .items
-            .iter()
-            .map(|it| fit(cfg, pool.family, pool.memory_total, it, s))
-            .collect();
-        let mut items = pool.items.clone();
-        for (it, f) in items.iter_mut().zip(&fits) {
-            it.fit = *f;
+        let mut trial = pool.clone();
+        for it in &mut trial.items {
+            it.fit = fit(cfg, trial.family, trial.memory_total, it, s);
         }
-        let packing = pack(cfg, &items, pool.memory_total, pool.family);
-        let n = packing.bins.len();
-        if best.as_ref().is_none_or(|b| n < b.0) {
-            best = Some((n, fits, packing));
+        let Packing { bins, refused } = pack(cfg, &trial.items, trial.memory_total, trial.family);
+        trial.bins = bins;
+        trial.refused = refused;
+        let unplaced = place(cfg, &mut trial);
+        let used: usize = trial.nodes.iter().map(NodeAfter::used).sum();
+        let key = (!unplaced.is_empty(), used);
+        if best.as_ref().is_none_or(|b| key < b.0) {
+            best = Some((key, trial, unplaced));
         }
     }
-    let Some((_, fits, Packing { bins, refused })) = best else {
+    let Some((_, trial, unplaced)) = best else {
         return Vec::new();
     };
-    for (it, f) in pool.items.iter_mut().zip(fits) {
-        it.fit = f;
-    }
-    pool.bins = bins;
-    pool.refused = refused;
-    let unplaced = place(cfg, pool);
+    *pool = trial;
     if !unplaced.is_empty() {
         return unplaced
             .iter()
@@ -555,9 +643,7 @@ fn fit(
     it: &Item,
     s: Strategy,
 ) -> Fit {
-    if needs_whole(it.compute, it.memory, memory_total)
-        || it.hours.iter().any(|h| h.2 > memory_total)
-    {
+    if runs_alone(it, memory_total) {
         return Fit::Whole;
     }
     if s == Strategy::MigFirst
@@ -574,9 +660,11 @@ struct Packing {
     refused: Vec<Refusal>,
 }
 
-/// First-fit decreasing. A tenant joins a time-sliced bin only when the static needs fit and
-/// the bin's recorded hours stay within the replay's tolerance (no memory overflow in any
-/// hour); MIG bins take profiles with a legal placement.
+/// First-fit decreasing. A tenant joins a time-sliced bin when the memory needs (p99 plus
+/// headroom, never shared by time) fit and, hour by hour, the bin's recorded demand stays
+/// within the replay's tolerance with no memory overflow in any hour — compute is the demand
+/// series, not one number, so tenants busy at different hours share. MIG bins take profiles
+/// with a legal placement.
 fn pack(
     cfg: &Config,
     items: &[Item],
@@ -627,7 +715,6 @@ fn pack(
                 }
                 (Fit::Share, Fit::Share) => {
                     if b.items.len() as u32 >= cfg.max_replicas
-                        || b.compute + it.compute > 1.0 + 1e-9
                         || b.memory + it.memory > memory_total
                     {
                         continue;
@@ -637,11 +724,13 @@ fn pack(
                             chosen = Some(bi);
                             break;
                         }
-                        Err(contended) => {
+                        // Worth saying only when their needs alone would have let them share.
+                        Err(contended) if b.compute + it.compute <= 1.0 + 1e-9 => {
                             if first_refusal.is_none() {
                                 first_refusal = Some((bi, contended));
                             }
                         }
+                        Err(_) => {}
                     }
                 }
                 _ => {}
@@ -650,15 +739,7 @@ fn pack(
         match chosen {
             Some(bi) => add(&mut bins[bi], i, it),
             None => {
-                let mut b = Bin {
-                    fit: it.fit,
-                    items: Vec::new(),
-                    pin: None,
-                    compute: 0.0,
-                    memory: 0.0,
-                    profiles: Vec::new(),
-                    hourly: BTreeMap::new(),
-                };
+                let mut b = Bin::new(it.fit);
                 add(&mut b, i, it);
                 bins.push(b);
             }
@@ -762,11 +843,11 @@ impl Class {
 }
 
 /// Places the bins on the pool's nodes: fixed GPUs stay; pinned bins go to their node; the
-/// others fill the nodes already opened before opening another, whole GPUs first, then MIG,
-/// then time-sliced; finally a bin goes back to the node its tenants are on when that node
-/// is open anyway and has room. A time-sliced bin joins a node only when the node stays safe
-/// under any assignment the device plugin may make ([`device_plugin_safe`]). Returns the bins
-/// no node could take.
+/// others fill the nodes already opened before opening another, whole GPUs first, then MIG.
+/// Time-sliced tenants are then grouped node by node as the device plugin runs them
+/// ([`group_shared`]); a tenant no group takes runs on a whole GPU. Finally a whole or MIG bin
+/// goes back to the node its tenants are on when that node is open anyway and has room.
+/// Returns the bins no node could take.
 fn place(cfg: &Config, pool: &mut PoolLayout) -> Vec<usize> {
     let n = pool.nodes.len();
     let mut class = vec![Class::Open; n];
@@ -782,77 +863,359 @@ fn place(cfg: &Config, pool: &mut PoolLayout) -> Vec<usize> {
             }
         }
     }
-    let mig = pool.family.is_some();
-    // How much of each bin's tenants each node holds now.
-    let home: Vec<BTreeMap<&str, f64>> = pool
-        .bins
-        .iter()
-        .map(|b| {
-            let mut m = BTreeMap::new();
-            for &i in &b.items {
-                *m.entry(pool.items[i].h.node.as_str()).or_default() += pool.items[i].h.share();
-            }
-            m
+    // Time-sliced bins dissolve, and so do the lone tenants that could share: they are all
+    // grouped per node below.
+    let items = &pool.items;
+    let (shared, kept): (Vec<Bin>, Vec<Bin>) = std::mem::take(&mut pool.bins)
+        .into_iter()
+        .partition(|b| b.items.iter().all(|&i| items[i].fit == Fit::Share));
+    pool.bins = kept;
+    let mut to_share: Vec<usize> = shared.into_iter().flat_map(|b| b.items).collect();
+    to_share.sort_by(|&a, &b| {
+        let w = |i: usize| weight(&pool.items[i], pool.memory_total);
+        w(b).total_cmp(&w(a)).then(a.cmp(&b))
+    });
+    let mut unplaced = Vec::new();
+    let first: Vec<usize> = (0..pool.bins.len()).collect();
+    place_bins(pool, &mut class, &first, &mut unplaced);
+    let alone = group_shared(cfg, pool, &mut class, to_share);
+    let singles: Vec<usize> = alone
+        .into_iter()
+        .map(|i| {
+            let mut b = Bin::new(Fit::Whole);
+            add(&mut b, i, &pool.items[i]);
+            pool.bins.push(b);
+            pool.bins.len() - 1
         })
         .collect();
+    place_bins(pool, &mut class, &singles, &mut unplaced);
+    back_home(pool, &class);
+    unplaced
+}
+
+/// How large a tenant is for grouping: the larger of its compute need and memory share.
+fn weight(it: &Item, memory_total: f64) -> f64 {
+    it.compute.max(it.memory / memory_total)
+}
+
+/// How much of each bin's tenants each node holds now.
+fn homes<'a>(pool: &PoolLayout<'a>, b: usize) -> BTreeMap<&'a str, f64> {
+    let mut m = BTreeMap::new();
+    for &i in &pool.bins[b].items {
+        *m.entry(pool.items[i].h.node.as_str()).or_default() += pool.items[i].h.share();
+    }
+    m
+}
+
+fn free(nodes: &[NodeAfter], ni: usize) -> usize {
+    nodes[ni].placed.iter().filter(|p| p.is_none()).count()
+}
+
+/// Places whole and MIG bins, pinned ones first, each on an opened node before a new one,
+/// preferring the node holding most of its tenants now.
+fn place_bins(
+    pool: &mut PoolLayout,
+    class: &mut [Class],
+    bins: &[usize],
+    unplaced: &mut Vec<usize>,
+) {
+    let mig = pool.family.is_some();
     let tenants_now: BTreeMap<&str, usize> =
         pool.items.iter().fold(BTreeMap::new(), |mut m, it| {
             *m.entry(it.h.node.as_str()).or_default() += 1;
             m
         });
-    let mut at: Vec<Option<usize>> = vec![None; pool.bins.len()];
-    let mut unplaced = Vec::new();
-    let mut order: Vec<usize> = (0..pool.bins.len()).collect();
+    let mut order = bins.to_vec();
     let stage = |b: &Bin| -> u8 {
         match (b.pin.is_some(), b.fit) {
             (true, _) => 0,
             (false, Fit::Whole) => 1,
-            (false, Fit::Mig(_)) => 2,
-            (false, Fit::Share) => 3,
+            (false, _) => 2,
         }
     };
     order.sort_by_key(|&b| (stage(&pool.bins[b]), b));
-    let free =
-        |nodes: &[NodeAfter], ni: usize| nodes[ni].placed.iter().filter(|p| p.is_none()).count();
     for b in order {
+        let home = homes(pool, b);
         let bin = &pool.bins[b];
-        let candidates: Vec<usize> = (0..n)
+        let best = (0..pool.nodes.len())
             .filter(|&ni| bin.pin.as_deref().is_none_or(|p| p == pool.nodes[ni].node))
             .filter(|&ni| free(&pool.nodes, ni) > 0 && class[ni].takes(bin.fit, mig).is_some())
-            .filter(|&ni| bin.fit != Fit::Share || device_plugin_safe(cfg, pool, ni, b))
-            .collect();
-        let opened = |ni: usize| pool.nodes[ni].used() > 0;
-        let best = candidates.iter().copied().max_by(|&a, &c| {
-            let key = |ni: usize| {
-                (
-                    opened(ni),
-                    home[b].get(pool.nodes[ni].node).copied().unwrap_or(0.0),
-                    tenants_now.get(pool.nodes[ni].node).copied().unwrap_or(0),
-                    pool.nodes[ni].gpus.len(),
-                )
-            };
-            let (ka, kc) = (key(a), key(c));
-            ka.0.cmp(&kc.0)
-                .then(ka.1.total_cmp(&kc.1))
-                .then(ka.2.cmp(&kc.2))
-                .then(ka.3.cmp(&kc.3))
-                .then(pool.nodes[c].node.cmp(pool.nodes[a].node))
-        });
+            .max_by(|&a, &c| {
+                let key = |ni: usize| {
+                    let node = &pool.nodes[ni];
+                    (
+                        node.used() > 0,
+                        home.get(node.node).copied().unwrap_or(0.0),
+                        tenants_now.get(node.node).copied().unwrap_or(0),
+                        node.gpus.len(),
+                    )
+                };
+                let (ka, kc) = (key(a), key(c));
+                ka.0.cmp(&kc.0)
+                    .then(ka.1.total_cmp(&kc.1))
+                    .then(ka.2.cmp(&kc.2))
+                    .then(ka.3.cmp(&kc.3))
+                    .then(pool.nodes[c].node.cmp(pool.nodes[a].node))
+            });
         let Some(ni) = best else {
             unplaced.push(b);
             continue;
         };
         class[ni] = class[ni].takes(bin.fit, mig).unwrap_or(class[ni]);
-        let slot = pool.nodes[ni].placed.iter().position(|p| p.is_none());
-        if let Some(gi) = slot {
+        if let Some(gi) = pool.nodes[ni].placed.iter().position(|p| p.is_none()) {
             pool.nodes[ni].placed[gi] = Some(Placed::Bin(b));
-            at[b] = Some(ni);
         }
     }
-    // Back home when home is open anyway and takes the bin.
+}
+
+/// Consecutive tenants a node's group may turn down before it stops looking (bounds the
+/// work on large pools; the tenants are in decreasing size, so later ones rarely fit better).
+const GROUP_SCAN: usize = 64;
+
+/// Groups time-sliced tenants (`items`, largest first) node by node as the device plugin runs
+/// them: it advertises `r` replicas of every GPU of a time-sliced node and hands them to pods
+/// without choosing who shares a physical GPU, so a node is safe only when ANY `r` of its
+/// tenants fit one GPU ([`Group`]). Nodes holding pinned tenants come first, then the others,
+/// those holding most of the tenants now first. For each node every `r` from `max_replicas`
+/// down to 2 is tried, taking tenants that keep the node safe (up to `r` per free GPU); the
+/// `r` that saves most GPUs wins. Returns the tenants no node groups (they run alone).
+fn group_shared(
+    cfg: &Config,
+    pool: &mut PoolLayout,
+    class: &mut [Class],
+    items: Vec<usize>,
+) -> Vec<usize> {
+    let mut left: Vec<usize> = items;
+    let now: BTreeMap<&str, usize> = left.iter().fold(BTreeMap::new(), |mut m, &i| {
+        *m.entry(pool.items[i].h.node.as_str()).or_default() += 1;
+        m
+    });
+    let mut order: Vec<usize> = (0..pool.nodes.len()).collect();
+    order.sort_by_key(|&ni| {
+        let node = pool.nodes[ni].node;
+        let pinned = left.iter().any(|&i| pool.items[i].pin == Some(node));
+        (
+            !pinned,
+            std::cmp::Reverse(now.get(node).copied().unwrap_or(0)),
+            std::cmp::Reverse(pool.nodes[ni].gpus.len()),
+            node,
+        )
+    });
+    for ni in order {
+        let node = pool.nodes[ni].node;
+        let slots = free(&pool.nodes, ni);
+        if slots == 0 || class[ni].takes(Fit::Share, false).is_none() {
+            continue;
+        }
+        let forced: Vec<usize> = left
+            .iter()
+            .copied()
+            .filter(|&i| pool.items[i].pin == Some(node))
+            .collect();
+        let mut best: Option<(usize, usize, Vec<usize>)> = None; // (saved, r, members)
+        for r in 2..=cfg.max_replicas as usize {
+            let Some(members) = fill(cfg, pool, &forced, &left, r, r * slots) else {
+                continue;
+            };
+            let saved = members.len() - members.len().div_ceil(r);
+            if best.as_ref().is_none_or(|b| saved > b.0) {
+                best = Some((saved, r, members));
+            }
+        }
+        let Some((saved, r, members)) = best else {
+            continue;
+        };
+        if saved == 0 {
+            continue;
+        }
+        left.retain(|i| !members.contains(i));
+        let gpus = members.len().div_ceil(r);
+        let mut bins: Vec<Bin> = (0..gpus).map(|_| Bin::new(Fit::Share)).collect();
+        for (k, &i) in members.iter().enumerate() {
+            add(&mut bins[k % gpus], i, &pool.items[i]);
+        }
+        class[ni] = Class::Shared;
+        for mut b in bins {
+            b.pin = Some(node.to_owned());
+            b.replicas = r;
+            pool.bins.push(b);
+            let bi = pool.bins.len() - 1;
+            if let Some(gi) = pool.nodes[ni].placed.iter().position(|p| p.is_none()) {
+                pool.nodes[ni].placed[gi] = Some(Placed::Bin(bi));
+            }
+        }
+    }
+    left
+}
+
+/// Seeds tried before a node's group is given up: the largest tenant left may pair with
+/// nobody, so the next ones start the group in turn.
+const GROUP_SEEDS: usize = 8;
+
+/// The tenants a node with `cap` slots of `r` replicas takes: the `forced` ones (pinned
+/// there), then a seed and every tenant of `left` (largest first) that keeps the node safe.
+/// None when the forced ones alone are not safe.
+fn fill(
+    cfg: &Config,
+    pool: &PoolLayout,
+    forced: &[usize],
+    left: &[usize],
+    r: usize,
+    cap: usize,
+) -> Option<Vec<usize>> {
+    let mut base = Group::new(r, pool.memory_total);
+    if forced.len() > cap || !forced.iter().all(|&i| base.try_add(cfg, &pool.items[i])) {
+        return None;
+    }
+    let free: Vec<usize> = left
+        .iter()
+        .copied()
+        .filter(|&i| pool.items[i].pin.is_none())
+        .collect();
+    let mut best = forced.to_vec();
+    for &seed in free.iter().take(GROUP_SEEDS) {
+        let mut g = base.clone();
+        if forced.len() >= cap || !g.try_add(cfg, &pool.items[seed]) {
+            continue;
+        }
+        let mut members = forced.to_vec();
+        members.push(seed);
+        let mut misses = 0;
+        for &i in &free {
+            if members.len() >= cap || misses >= GROUP_SCAN {
+                break;
+            }
+            if i == seed {
+                continue;
+            }
+            if g.try_add(cfg, &pool.items[i]) {
+                members.push(i);
+                misses = 0;
+            } else {
+                misses += 1;
+            }
+        }
+        if members.len() > best.len() {
+            best = members;
+        }
+        // A seed that pairs with someone is as good a start as any.
+        if best.len() >= forced.len() + 2 {
+            break;
+        }
+    }
+    Some(best)
+}
+
+/// A time-sliced node's tenants as the device plugin's worst assignment sees them: for `r`
+/// replicas, the `r` largest memory needs, and hour by hour the `r` largest demands and
+/// memory peaks — any `r` tenants the plugin puts on one GPU need no more.
+#[derive(Clone)]
+struct Group {
+    r: usize,
+    memory_total: f64,
+    needs: Vec<f64>,
+    hours: BTreeMap<i64, (Vec<f64>, Vec<f64>)>,
+    contended: usize,
+}
+
+/// The sum of the `r` largest of `top` (kept sorted, largest first) with `x` added.
+fn top_with(top: &[f64], x: f64, r: usize) -> f64 {
+    let mut sum = 0.0;
+    let mut used = false;
+    let mut k = 0;
+    for &v in top {
+        if k == r {
+            break;
+        }
+        if !used && x > v {
+            sum += x;
+            used = true;
+            k += 1;
+            if k == r {
+                break;
+            }
+        }
+        sum += v;
+        k += 1;
+    }
+    if !used && k < r {
+        sum += x;
+    }
+    sum
+}
+
+fn insert_top(top: &mut Vec<f64>, x: f64, r: usize) {
+    let at = top.iter().position(|&v| x > v).unwrap_or(top.len());
+    top.insert(at, x);
+    top.truncate(r);
+}
+
+impl Group {
+    fn new(r: usize, memory_total: f64) -> Group {
+        Group {
+            r,
+            memory_total,
+            needs: Vec::new(),
+            hours: BTreeMap::new(),
+            contended: 0,
+        }
+    }
+
+    /// Adds `it` when the group stays safe with it; false (and nothing changed) otherwise.
+    fn try_add(&mut self, cfg: &Config, it: &Item) -> bool {
+        let limit = self.memory_total * (1.0 + 1e-9);
+        if top_with(&self.needs, it.memory, self.r) > limit {
+            return false;
+        }
+        let mut contended = self.contended;
+        let mut new_hours = 0;
+        let empty = (Vec::new(), Vec::new());
+        for &(hour, eff, mem) in &it.hours {
+            let (effs, mems) = self.hours.get(&hour).unwrap_or(&empty);
+            if effs.is_empty() {
+                new_hours += 1;
+            }
+            if top_with(mems, mem, self.r) > limit {
+                return false;
+            }
+            let before: f64 = effs.iter().take(self.r).sum();
+            let after = top_with(effs, eff, self.r);
+            if before <= 1.0 + 1e-9 && after > 1.0 + 1e-9 {
+                contended += 1;
+            }
+        }
+        if contended as f64 > allowed(cfg, self.hours.len() + new_hours) {
+            return false;
+        }
+        insert_top(&mut self.needs, it.memory, self.r);
+        for &(hour, eff, mem) in &it.hours {
+            let e = self.hours.entry(hour).or_default();
+            insert_top(&mut e.0, eff, self.r);
+            insert_top(&mut e.1, mem, self.r);
+        }
+        self.contended = contended;
+        true
+    }
+}
+
+/// Back home: a whole or MIG bin returns to the node its tenants are on when that node is
+/// open anyway and takes it; within a node, a bin takes the GPU its tenants are on when it
+/// can.
+fn back_home(pool: &mut PoolLayout, class: &[Class]) {
+    let mig = pool.family.is_some();
     for b in 0..pool.bins.len() {
-        let Some(now) = at[b] else { continue };
-        let Some((home_node, _)) = home[b]
+        if pool.bins[b].fit == Fit::Share {
+            continue;
+        }
+        let Some(now) = pool
+            .nodes
+            .iter()
+            .position(|n| n.placed.contains(&Some(Placed::Bin(b))))
+        else {
+            continue;
+        };
+        let home = homes(pool, b);
+        let Some((home_node, _)) = home
             .iter()
             .max_by(|a, c| a.1.total_cmp(c.1).then(c.0.cmp(a.0)))
         else {
@@ -868,9 +1231,6 @@ fn place(cfg: &Config, pool: &mut PoolLayout) -> Vec<usize> {
         if class[hi].takes(fit, mig) != Some(class[hi]) {
             continue;
         }
-        if fit == Fit::Share && !device_plugin_safe(cfg, pool, hi, b) {
-            continue;
-        }
         if let Some(gi) = pool.nodes[now]
             .placed
             .iter()
@@ -880,7 +1240,6 @@ fn place(cfg: &Config, pool: &mut PoolLayout) -> Vec<usize> {
         }
         if let Some(gi) = pool.nodes[hi].placed.iter().position(|p| p.is_none()) {
             pool.nodes[hi].placed[gi] = Some(Placed::Bin(b));
-            at[b] = Some(hi);
         }
     }
     // Within a node, a bin takes the GPU its tenants are on when it can.
@@ -923,38 +1282,29 @@ fn place(cfg: &Config, pool: &mut PoolLayout) -> Vec<usize> {
             }
         }
     }
-    unplaced
 }
 
-/// Whether node `ni` with time-sliced bin `b` added is safe as the device plugin runs it. Time-slicing is node-wide: the plugin advertises `replicas` slots on
-/// each GPU and hands them to pods without choosing who shares a physical GPU, so any
-/// `replicas` of the node's time-sliced tenants may land on one GPU. Safe means that holds for
-/// the worst such group: the node's `replicas` largest memory needs (p99 plus headroom) fit one
-/// GPU, and in all but the hours replay tolerates, the `replicas` largest recorded demands of
-/// that hour add up to at most one GPU (a sufficient condition: no group can contend in an hour
-/// where the largest one does not).
-fn device_plugin_safe(cfg: &Config, pool: &PoolLayout, ni: usize, b: usize) -> bool {
-    let mut bins: Vec<usize> = pool.nodes[ni]
+/// Whether node `ni` after the plan is safe as the device plugin runs it: any `replicas` of
+/// its time-sliced tenants fit one GPU ([`worst_group_fits`]), and it has at most
+/// `replicas` × GPUs of them. Checked independently of how the groups were formed.
+pub fn node_safe(cfg: &Config, pool: &PoolLayout, ni: usize) -> bool {
+    let bins: Vec<&Bin> = pool.nodes[ni]
         .placed
         .iter()
         .filter_map(|p| match p {
-            Some(Placed::Bin(x)) if pool.bins[*x].fit == Fit::Share => Some(*x),
+            Some(Placed::Bin(x)) if pool.bins[*x].fit == Fit::Share => Some(&pool.bins[*x]),
             _ => None,
         })
         .collect();
-    if !bins.contains(&b) {
-        bins.push(b);
-    }
+    let Some(replicas) = bins.iter().map(|b| b.replicas).max() else {
+        return true;
+    };
     let items: Vec<&Item> = bins
         .iter()
-        .flat_map(|&x| pool.bins[x].items.iter().map(|&i| &pool.items[i]))
+        .flat_map(|b| b.items.iter().map(|&i| &pool.items[i]))
         .collect();
-    let replicas = bins
-        .iter()
-        .map(|&x| pool.bins[x].items.len())
-        .max()
-        .unwrap_or(1);
-    worst_group_fits(cfg, &items, replicas, pool.memory_total)
+    items.len() <= replicas * pool.nodes[ni].gpus.len()
+        && worst_group_fits(cfg, &items, replicas, pool.memory_total)
 }
 
 /// Whether any `r` of `items` fit one GPU: memory needs and, hour by hour within replay's
@@ -1061,6 +1411,195 @@ mod tests {
             2,
             total
         ));
+    }
+
+    /// A tiny deterministic generator (xorshift64*), so the property tests need no crate.
+    struct Rng(u64);
+    impl Rng {
+        fn next(&mut self) -> f64 {
+            self.0 ^= self.0 >> 12;
+            self.0 ^= self.0 << 25;
+            self.0 ^= self.0 >> 27;
+            (self.0.wrapping_mul(0x2545_F491_4F6C_DD1D) >> 11) as f64 / (1u64 << 53) as f64
+        }
+    }
+
+    /// Whether `items` may share one time-sliced GPU by the packer's rules.
+    fn bin_ok(cfg: &Config, items: &[&Item], total: f64) -> bool {
+        if items.len() as u32 > cfg.max_replicas
+            || items.iter().map(|i| i.memory).sum::<f64>() > total
+        {
+            return false;
+        }
+        let mut hours: BTreeMap<i64, (f64, f64)> = BTreeMap::new();
+        for it in items {
+            for &(h, e, m) in &it.hours {
+                let x = hours.entry(h).or_default();
+                x.0 += e;
+                x.1 += m;
+            }
+        }
+        let contended = hours.values().filter(|v| v.0 > 1.0 + 1e-9).count();
+        hours.values().all(|v| v.1 <= total) && contended as f64 <= allowed(cfg, hours.len())
+    }
+
+    /// The fewest time-sliced GPUs `items` need, by trying every assignment.
+    fn exact(cfg: &Config, items: &[&Item], total: f64) -> usize {
+        fn go<'a>(
+            cfg: &Config,
+            items: &[&'a Item<'a>],
+            total: f64,
+            i: usize,
+            bins: &mut Vec<Vec<&'a Item<'a>>>,
+            best: &mut usize,
+        ) {
+            if bins.len() >= *best {
+                return;
+            }
+            if i == items.len() {
+                *best = bins.len();
+                return;
+            }
+            for b in 0..bins.len() {
+                bins[b].push(items[i]);
+                if bin_ok(cfg, &bins[b], total) {
+                    go(cfg, items, total, i + 1, bins, best);
+                }
+                bins[b].pop();
+            }
+            bins.push(vec![items[i]]);
+            go(cfg, items, total, i + 1, bins, best);
+            bins.pop();
+        }
+        let mut best = items.len();
+        go(cfg, items, total, 0, &mut Vec::new(), &mut best);
+        best
+    }
+
+    /// Issue 43: on random small pools an exhaustive search never needs fewer GPUs than the
+    /// bound, and neither does the packer (time-slicing only, or MIG where a profile fits).
+    #[test]
+    fn no_packing_beats_the_bound() {
+        const GIB: f64 = 1024.0 * 1024.0 * 1024.0;
+        let total = 80.0 * GIB;
+        let h = Holding {
+            cluster: "c".into(),
+            node: "n".into(),
+            gpu: "g".into(),
+            tenant: "t".into(),
+            total: Default::default(),
+            rows: vec![],
+        };
+        let mut rng = Rng(0x9E37_79B9_7F4A_7C15);
+        let family = mig::family("NVIDIA H100 80GB HBM3");
+        assert!(family.is_some());
+        for case in 0..300 {
+            let cfg = Config {
+                max_replicas: 2 + (case % 3) as u32,
+                ..Config::default()
+            };
+            let n = 1 + (rng.next() * 7.0) as usize;
+            let hours = 4 + (rng.next() * 20.0) as i64;
+            let items: Vec<Item> = (0..n)
+                .map(|_| {
+                    // Diurnal, flat or spiky demand; memory from tiny to most of a GPU.
+                    let base = rng.next() * 0.7;
+                    let phase = (rng.next() * hours as f64) as i64;
+                    let shape = rng.next();
+                    let memory = (2.0 + rng.next() * 60.0) * GIB;
+                    let hrs: Vec<(i64, f64, f64)> = (0..hours)
+                        .map(|t| {
+                            let eff = if shape < 0.33 {
+                                base
+                            } else if shape < 0.66 {
+                                if (t + phase) % hours < hours / 2 {
+                                    base + 0.3
+                                } else {
+                                    0.05
+                                }
+                            } else if (t + phase) % 7 == 0 {
+                                0.9
+                            } else {
+                                base * rng.next()
+                            };
+                            (t * HOUR_MS, eff.min(1.0), memory * (0.6 + 0.3 * rng.next()))
+                        })
+                        .collect();
+                    let mut effs: Vec<f64> = hrs.iter().map(|x| x.1).collect();
+                    effs.sort_by(f64::total_cmp);
+                    Item {
+                        h: &h,
+                        compute: (effs[effs.len() * 95 / 100] * 1.25).min(1.0),
+                        memory,
+                        pin: None,
+                        hours: hrs,
+                        fit: Fit::Share,
+                    }
+                })
+                .collect();
+            let refs: Vec<&Item> = items.iter().collect();
+            let lower = bound(&cfg, &refs, total, None);
+            let best = exact(&cfg, &refs, total);
+            assert!(lower <= best, "case {case}: bound {lower} > exact {best}");
+            assert!(lower >= 1 && best <= n);
+            let packed = pack(&cfg, &items, total, None).bins.len();
+            assert!(
+                packed >= best,
+                "case {case}: packed {packed} < exact {best}"
+            );
+            // With MIG allowed the bound still holds for either way of packing.
+            let lower_mig = bound(&cfg, &refs, total, family);
+            assert!(lower_mig <= lower);
+            for s in [Strategy::MigFirst, Strategy::ShareFirst] {
+                let mut fitted = items.clone();
+                for it in &mut fitted {
+                    it.fit = fit(&cfg, family, total, it, s);
+                }
+                let packed = pack(&cfg, &fitted, total, family).bins.len();
+                assert!(
+                    packed >= lower_mig,
+                    "case {case}: packed {packed} < bound {lower_mig}"
+                );
+            }
+        }
+    }
+
+    /// Complementary diurnal tenants share a GPU though each one's p95 needs most of it.
+    #[test]
+    fn tenants_busy_at_different_hours_share() {
+        const GIB: f64 = 1024.0 * 1024.0 * 1024.0;
+        let cfg = Config::default();
+        let h = Holding {
+            cluster: "c".into(),
+            node: "n".into(),
+            gpu: "g".into(),
+            tenant: "t".into(),
+            total: Default::default(),
+            rows: vec![],
+        };
+        let diurnal = |day: bool| Item {
+            h: &h,
+            compute: 1.0,
+            memory: 20.0 * GIB,
+            pin: None,
+            hours: (0..48)
+                .map(|t| {
+                    let busy = (t % 24 < 12) == day;
+                    (t * HOUR_MS, if busy { 0.85 } else { 0.05 }, 15.0 * GIB)
+                })
+                .collect(),
+            fit: Fit::Share,
+        };
+        let items = [diurnal(true), diurnal(false), diurnal(true), diurnal(false)];
+        let packing = pack(&cfg, &items, 80.0 * GIB, None);
+        assert_eq!(packing.bins.len(), 2);
+        for b in &packing.bins {
+            assert_eq!(b.items.len(), 2);
+            // One of each: the two day tenants would contend every day.
+            assert_ne!(b.items[0] % 2, b.items[1] % 2);
+        }
+        let refs: Vec<&Item> = items.iter().collect();
+        assert_eq!(bound(&cfg, &refs, 80.0 * GIB, None), 2);
     }
 
     #[test]

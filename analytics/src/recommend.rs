@@ -157,6 +157,12 @@ pub struct Recommendation {
     pub proposal: Proposal,
     pub replay: Replay,
     pub evidence: Vec<Evidence>,
+    /// Steps that must be carried out first: those that empty the GPUs this one moves tenants
+    /// onto (a reclaim, or another node's step moving the tenant there away). Approving a step
+    /// approves the planned label changes of these with it; a required step without one (a
+    /// reclaim, a consolidation: a person's change) must be done first.
+    #[serde(default)]
+    pub requires: Vec<String>,
 }
 
 impl Recommendation {
@@ -370,6 +376,7 @@ pub fn recommend(ctx: &Ctx, holdings: &[Holding], findings: &[Finding]) -> Outpu
             proposal: Proposal::Reclaim { tenant: tenant.into(), gpus, gpu_equivalents: freed },
             replay: r,
             evidence: vec![Evidence::tenant("allocated share", "alloc_share", &hs[0].cluster, tenant, ctx.input.from_ms, ctx.input.to_ms)],
+            requires: Vec::new(),
         });
     }
 
@@ -408,14 +415,30 @@ pub fn recommend(ctx: &Ctx, holdings: &[Holding], findings: &[Finding]) -> Outpu
     for r in &mut out.recommendations {
         let n = freed.get(r.id.as_str()).copied().unwrap_or(0);
         r.replay.gpus_freed = n as f64;
+        let freed_with = r
+            .gpus
+            .iter()
+            .find_map(|g| fleet.freed_by.get(g))
+            .filter(|id| **id != r.id);
         r.summary.push_str(&match (r.kind, n) {
-            (RecKind::Reclaim, 0) => {
-                " (no whole GPU on its own: the plan keeps that GPU in use)".to_owned()
-            }
+            (RecKind::Reclaim, 0) => match freed_with {
+                Some(id) => format!("; its GPU is freed, and counted, with step {id}"),
+                None => {
+                    "; frees no GPU by itself: the plan keeps that GPU in use for other tenants"
+                        .to_owned()
+                }
+            },
             (RecKind::Reclaim, n) => format!(", freeing {n} GPU(s)"),
             (_, n) => format!("; frees {n} GPU(s)"),
         });
     }
+    steps::link_requirements(
+        ctx,
+        holdings,
+        &mut out.recommendations,
+        &reclaim_ids,
+        &fleet.moves,
+    );
     out.rejected.extend(fleet.rejected);
     out.underutilized = wasters
         .iter()
@@ -587,6 +610,7 @@ fn separate(
                     },
                     replay: r,
                     evidence: f.evidence.clone(),
+                    requires: Vec::new(),
                 });
             }
             other => out.rejected.push(Rejected {

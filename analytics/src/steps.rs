@@ -183,8 +183,7 @@ pub fn pool_steps(
     let fixed = pool.fixed_gpus.len();
     let in_use = pool.in_use.len();
     let after = used_after.len();
-    // Capped at what the plan uses: a plan that meets the hour-by-hour bound is at it.
-    let bound = pool.bound_of(cfg, &all, fixed).min(after);
+    let bound = pool.bound_of(cfg, &all, fixed);
     let nodes_in_use = out.nodes.len();
     let nodes_after = out.nodes.iter().filter(|n| n.gpus_after > 0).count();
     let freed = in_use.saturating_sub(after);
@@ -311,14 +310,14 @@ fn node_step(
             );
         }
         if bin.fit == Fit::Share {
-            replicas = replicas.max(bin.items.len() as u32);
+            replicas = replicas.max(bin.replicas as u32);
         }
         for &i in &bin.items {
             let it = &pool.items[i];
             let to = match it.fit {
                 Fit::Mig(p) if matches!(bin.fit, Fit::Mig(_)) => mig_target(p),
                 _ if bin.fit == Fit::Share => Target::Share {
-                    replicas: bin.items.len() as u32,
+                    replicas: bin.replicas as u32,
                 },
                 _ => Target::WholeGpu,
             };
@@ -496,8 +495,58 @@ fn node_step(
             ctx.input.from_ms,
             ctx.input.to_ms,
         )],
+        requires: Vec::new(),
     };
     Some(NodeStep { rec, moved })
+}
+
+/// Fills each step's `requires`: for every GPU it moves tenants onto, the steps that take
+/// that GPU's present tenants away — the reclaim of a tenant, or another node's step that
+/// moves it (tenants this step moves itself, or that stay, need nothing).
+pub fn link_requirements(
+    ctx: &Ctx,
+    holdings: &[Holding],
+    recommendations: &mut [Recommendation],
+    reclaim_ids: &HashMap<(String, String), String>,
+    moves: &HashMap<(String, String), (String, Move)>,
+) {
+    let uuid_of: HashMap<(&str, &str, i64), &str> = ctx
+        .input
+        .gpus
+        .iter()
+        .map(|g| {
+            (
+                (g.cluster.as_str(), g.node.as_str(), g.index),
+                g.uuid.as_str(),
+            )
+        })
+        .collect();
+    let mut holders: HashMap<&str, BTreeSet<&str>> = HashMap::new();
+    for h in holdings
+        .iter()
+        .filter(|h| h.total.alloc_n > 0 && plan::is_current(h, ctx.input.to_ms))
+    {
+        holders.entry(&h.gpu).or_default().insert(&h.tenant);
+    }
+    for r in recommendations.iter_mut() {
+        let mut requires = BTreeSet::new();
+        for m in r.moves() {
+            let Some(gpu) = uuid_of.get(&(r.cluster.as_str(), m.to_node.as_str(), m.to_gpu_index))
+            else {
+                continue;
+            };
+            for tenant in holders.get(gpu).into_iter().flatten() {
+                let key = ((*gpu).to_owned(), (*tenant).to_owned());
+                if let Some(id) = reclaim_ids.get(&key) {
+                    requires.insert(id.clone());
+                } else if let Some((id, _)) = moves.get(&key) {
+                    requires.insert(id.clone());
+                }
+            }
+        }
+        requires.remove(&r.id);
+        r.requires = requires.into_iter().collect();
+    }
 }
 
 /// The fleet plan and its steps.

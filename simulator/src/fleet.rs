@@ -140,7 +140,7 @@ impl Fleet {
         spec.pattern.demand(
             self.scenario.seed,
             hash_str(&spec.name),
-            t_ms.div_euclid(1000),
+            t_ms.div_euclid(1000) + (spec.shift_hours * 3600.0) as i64,
             spec.intensity,
             gib(spec.mem_gib),
         )

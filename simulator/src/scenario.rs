@@ -82,6 +82,10 @@ pub struct TenantSpec {
     /// Scales the compute the pattern asks for (1.0 = as the pattern describes).
     #[serde(default = "one_f")]
     pub intensity: f64,
+    /// Moves the pattern's clock by this many hours (-24 to 24): `shift_hours = 12` runs a
+    /// diurnal tenant's day at night, so two of them are busy at complementary hours.
+    #[serde(default)]
+    pub shift_hours: f64,
     /// Slurm tenants: a new job id every this many hours.
     #[serde(default = "default_job_hours")]
     pub job_hours: f64,
@@ -370,6 +374,11 @@ impl TenantSpec {
             return Err(bad(format!("tenant {n:?}: devices is empty")));
         }
         // `contains` is false for NaN, so NaN is refused too.
+        if !(-24.0..=24.0).contains(&self.shift_hours) {
+            return Err(bad(format!(
+                "tenant {n:?}: shift_hours must be between -24 and 24"
+            )));
+        }
         if !self.mem_gib.is_finite() || self.mem_gib < 0.0 || !(0.0..=4.0).contains(&self.intensity)
         {
             return Err(bad(format!(

@@ -208,6 +208,56 @@ pub struct TableCounts {
 }
 
 impl TableCounts {
+    /// The tables counted after the four raw ones, in field order.
+    const OTHERS: [&'static str; 6] = [
+        "gpu_events",
+        "gpu_rollup_1m",
+        "gpu_rollup_1h",
+        "tenant_rollup_1m",
+        "tenant_rollup_1h",
+        "cluster_rollup_1h",
+    ];
+
+    /// One SELECT of every count, in field order (sealed samples count as the rows they
+    /// were); `cast` turns a sum into a 64-bit integer where the backend needs it.
+    fn query(cast: &str) -> String {
+        let columns: Vec<String> = raw::TABLES
+            .iter()
+            .map(|t| {
+                format!(
+                    "((SELECT count(*) FROM {}) + (SELECT coalesce(sum(n), 0){cast} FROM {}))",
+                    t.hot, t.sealed
+                )
+            })
+            .chain(
+                Self::OTHERS
+                    .iter()
+                    .map(|t| format!("(SELECT count(*) FROM {t})")),
+            )
+            .collect();
+        format!("SELECT {}", columns.join(", "))
+    }
+
+    fn from_row<R: sqlx::Row>(row: &R) -> Result<TableCounts>
+    where
+        usize: sqlx::ColumnIndex<R>,
+        i64: for<'r> sqlx::Decode<'r, R::Database> + sqlx::Type<R::Database>,
+    {
+        let v = |i: usize| -> Result<i64> { Ok(row.try_get::<i64, _>(i)?) };
+        Ok(TableCounts {
+            gpu_samples: v(0)?,
+            mig_samples: v(1)?,
+            process_samples: v(2)?,
+            allocation_samples: v(3)?,
+            gpu_events: v(4)?,
+            gpu_rollup_1m: v(5)?,
+            gpu_rollup_1h: v(6)?,
+            tenant_rollup_1m: v(7)?,
+            tenant_rollup_1h: v(8)?,
+            cluster_rollup_1h: v(9)?,
+        })
+    }
+
     /// The raw samples of each kind (rows and sealed together), in the order of the first
     /// five of [`Store::RAW_TABLES`].
     pub fn raw(&self) -> [i64; 5] {

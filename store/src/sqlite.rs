@@ -305,37 +305,12 @@ impl SqliteStore {
     }
 
     pub async fn counts(&self) -> Result<TableCounts> {
-        let mut c = TableCounts::default();
-        for (table, slot) in [
-            ("gpu_samples", &mut c.gpu_samples),
-            ("mig_samples", &mut c.mig_samples),
-            ("process_samples", &mut c.process_samples),
-            ("allocation_samples", &mut c.allocation_samples),
-            ("gpu_events", &mut c.gpu_events),
-            ("gpu_rollup_1m", &mut c.gpu_rollup_1m),
-            ("gpu_rollup_1h", &mut c.gpu_rollup_1h),
-            ("tenant_rollup_1m", &mut c.tenant_rollup_1m),
-            ("tenant_rollup_1h", &mut c.tenant_rollup_1h),
-            ("cluster_rollup_1h", &mut c.cluster_rollup_1h),
-        ] {
-            *slot = sqlx::query_scalar(&format!("SELECT count(*) FROM {table}"))
-                .fetch_one(&self.reader)
-                .await?;
-        }
-        // Sealed samples count as the rows they were.
-        for (t, slot) in raw::TABLES.iter().zip([
-            &mut c.gpu_samples,
-            &mut c.mig_samples,
-            &mut c.process_samples,
-            &mut c.allocation_samples,
-        ]) {
-            let n: i64 =
-                sqlx::query_scalar(&format!("SELECT coalesce(sum(n), 0) FROM {}", t.sealed))
-                    .fetch_one(&self.reader)
-                    .await?;
-            *slot += n;
-        }
-        Ok(c)
+        // One statement, so one snapshot: a seal committing between a count of the hot rows
+        // and a count of the sealed blocks would count its rows twice.
+        let row = sqlx::query(&crate::TableCounts::query(""))
+            .fetch_one(&self.reader)
+            .await?;
+        crate::TableCounts::from_row(&row)
     }
 
     pub async fn last_sample_ms(&self, cluster: &str, node: &str) -> Result<Option<i64>> {

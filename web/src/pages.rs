@@ -1167,6 +1167,8 @@ pub struct RecView {
     pub replay: Vec<(String, String)>,
     pub configs: Vec<(String, String)>,
     pub findings: Vec<(String, String)>,
+    /// Steps to carry out first, in order: (id, summary).
+    pub requires: Vec<(String, String)>,
     pub actuation: Actuation,
     /// Set once the step was applied and checked.
     pub outcome: Option<OutcomeView>,
@@ -1194,6 +1196,18 @@ pub fn recommendation(frame: Frame, v: RecView) -> String {
             .iter()
             .map(|t| view! { <li>{t.clone()}</li> })
             .collect_view();
+        let requires = (!v.requires.is_empty()).then(|| {
+            let steps = v
+                .requires
+                .iter()
+                .map(|(id, s)| view! { <li><a href=format!("/recommendations/{}", enc(id))>{s.clone()}</a></li> })
+                .collect_view();
+            view! {
+                <h2>"Carry out first"</h2>
+                <p class="note">"This step moves tenants onto GPUs that these steps empty. Approving it approves their planned label changes with it, and they run first; a reclaim or a move has to be done by people before this step can be approved."</p>
+                <ol>{steps}</ol>
+            }
+        });
         let a = v.actuation.clone();
         let act = match (&a.label, &a.value) {
             (Some(label), Some(value)) => {
@@ -1226,6 +1240,7 @@ pub fn recommendation(frame: Frame, v: RecView) -> String {
             <p>{v.summary.clone()}</p>
             <p class="note">{v.confidence_note.clone()}</p>
             <h2>"Tenants"</h2><ul>{tenants}</ul>
+            {requires}
             <h2>"Replay against the recorded demand"</h2>
             <table><tbody>{replay}</tbody></table>
             <h2>"Apply"</h2>

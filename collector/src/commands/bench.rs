@@ -681,6 +681,24 @@ pub async fn analyze(args: AnalyzeBench) -> anyhow::Result<()> {
         last = Some((analysis, stats));
     }
     let (analysis, stats) = last.expect("at least one round");
+    // The plan alone (packing, placing, steps and their replays), timed on the same input.
+    let now = model::time::now_ms();
+    let input = crate::analysis::load(
+        &store,
+        &thresholds,
+        now - window.as_millis() as i64,
+        now,
+        now,
+    )
+    .await?;
+    let input = std::sync::Arc::new(input);
+    let mut plan = Vec::new();
+    for _ in 0..args.rounds {
+        let (input, cfg) = (input.clone(), thresholds.clone());
+        let t = Instant::now();
+        tokio::task::spawn_blocking(move || analytics::plan_only(&input, &cfg)).await?;
+        plan.push(t.elapsed().as_secs_f64());
+    }
     println!(
         "analyze benchmark: {} GPUs on {} nodes, {} days, backend {}, {} rounds",
         fleet.gpu_count(),
@@ -702,6 +720,10 @@ pub async fn analyze(args: AnalyzeBench) -> anyhow::Result<()> {
     println!("  load from store     median {:>7.2} s", median(load));
     println!("  analysis            median {:>7.2} s", median(analyze));
     println!("  load + analysis     median {:>7.2} s", median(total));
+    println!(
+        "  of which the plan   median {:>7.2} s (holdings, packing, steps, replays)",
+        median(plan)
+    );
     match (peak_tracked, model::process::peak_rss_mib()) {
         (true, Some(peak)) => println!(
             "  peak RSS during the rounds {:>7.0} MiB (before them {:.0} MiB)",

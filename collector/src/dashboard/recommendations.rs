@@ -228,6 +228,18 @@ fn rec_view(
             .filter_map(|fid| a.findings.iter().find(|f| &f.id == fid))
             .map(|f| (f.id.clone(), f.summary.clone()))
             .collect(),
+        requires: r
+            .requires
+            .iter()
+            .map(|id| {
+                let summary = a
+                    .recommendations
+                    .iter()
+                    .find(|x| &x.id == id)
+                    .map_or_else(|| id.clone(), |x| names_in(a, &x.summary));
+                (id.clone(), summary)
+            })
+            .collect(),
         actuation,
         outcome: None,
     }

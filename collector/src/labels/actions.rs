@@ -103,11 +103,20 @@ pub enum ApproveError {
     Unknown(i64),
     #[error("label action {0} is {1}, not planned")]
     NotPlanned(i64, String),
+    #[error(
+        "label action {0} carries out step {1}, which requires {2} first: no label action does \
+         that (a reclaim or a move is a person's change); carry it out, let the next analysis \
+         see it, then approve again"
+    )]
+    Requires(i64, String, String),
     #[error(transparent)]
     Store(#[from] store::StoreError),
 }
 
-/// Approves a planned action.
+/// Approves a planned action, together with the planned actions of the steps its step
+/// requires (those that empty the GPUs it moves tenants onto), so a chain is approved whole
+/// and `run_approved` runs it in order. Refused when a required step that is still in the
+/// newest analysis has no label action (a reclaim, a consolidation): a person does that first.
 pub async fn approve(
     store: &Store,
     settings: &Settings,
@@ -119,30 +128,151 @@ pub async fn approve(
     if settings.mode != Mode::ApplyWithApproval {
         return Err(ApproveError::Mode(settings.mode.as_str()));
     }
-    if store
-        .transition_label_action(&Transition {
-            id,
-            from: &["planned"],
-            to: "approved",
-            by: Some(by),
-            override_pods: Some(override_pods),
-            now_ms: now,
-            outcome: None,
-        })
-        .await?
-    {
-        return Ok(());
-    }
     let found = store
         .label_actions(&ActionFilter {
             id: Some(id),
             ..ActionFilter::newest(1)
         })
         .await?;
-    match found.first() {
-        Some(a) => Err(ApproveError::NotPlanned(id, a.state.clone())),
-        None => Err(ApproveError::Unknown(id)),
+    let Some(action) = found.first() else {
+        return Err(ApproveError::Unknown(id));
+    };
+    if action.state != "planned" {
+        return Err(ApproveError::NotPlanned(id, action.state.clone()));
     }
+    let chain = required_actions(store, id, &action.plan).await?;
+    for &x in chain.iter().chain(std::iter::once(&id)) {
+        let moved = store
+            .transition_label_action(&Transition {
+                id: x,
+                from: &["planned"],
+                to: "approved",
+                by: Some(by),
+                override_pods: Some(override_pods),
+                now_ms: now,
+                outcome: None,
+            })
+            .await?;
+        if x == id && !moved {
+            let now_state = store
+                .label_actions(&ActionFilter {
+                    id: Some(id),
+                    ..ActionFilter::newest(1)
+                })
+                .await?
+                .first()
+                .map_or_else(|| "gone".to_owned(), |a| a.state.clone());
+            return Err(ApproveError::NotPlanned(id, now_state));
+        }
+    }
+    Ok(())
+}
+
+/// The step an action carries out, from its stored plan.
+fn step_of(plan: &str) -> Option<analytics::Recommendation> {
+    serde_json::from_str::<Plan>(plan)
+        .ok()?
+        .recommendation
+        .map(|r| *r)
+}
+
+/// The planned actions to approve with action `id`: those of every step its step requires,
+/// transitively, that the newest analysis still proposes. Err when such a step has no open
+/// label action.
+async fn required_actions(store: &Store, id: i64, plan: &str) -> Result<Vec<i64>, ApproveError> {
+    let Some(step) = step_of(plan) else {
+        return Ok(Vec::new());
+    };
+    if step.requires.is_empty() {
+        return Ok(Vec::new());
+    }
+    let newest: Option<analytics::Analysis> = store
+        .latest_analysis()
+        .await?
+        .and_then(|j| serde_json::from_str(&j).ok());
+    let Some(newest) = newest else {
+        return Ok(Vec::new());
+    };
+    let open = store
+        .label_actions(&ActionFilter {
+            states: &OPEN,
+            ..ActionFilter::newest(10_000)
+        })
+        .await?;
+    let action_of = |rec: &str| {
+        open.iter()
+            .find(|a| step_of(&a.plan).is_some_and(|r| r.id == rec))
+    };
+    let mut chain: Vec<i64> = Vec::new();
+    let mut seen: std::collections::BTreeSet<String> = [step.id.clone()].into();
+    let mut todo: Vec<String> = step.requires.clone();
+    while let Some(rec) = todo.pop() {
+        if !seen.insert(rec.clone()) {
+            continue;
+        }
+        // A step the newest analysis no longer proposes has been carried out (or overtaken).
+        let Some(r) = newest.recommendations.iter().find(|r| r.id == rec) else {
+            continue;
+        };
+        match action_of(&rec) {
+            Some(a) => {
+                if a.state == "planned" {
+                    chain.push(a.id);
+                }
+                todo.extend(r.requires.iter().cloned());
+            }
+            None => {
+                return Err(ApproveError::Requires(
+                    id,
+                    step.id.clone(),
+                    format!("{} ({})", r.id, r.summary),
+                ));
+            }
+        }
+    }
+    // Deepest requirement first: the order run_approved keeps.
+    chain.reverse();
+    Ok(chain)
+}
+
+/// Orders approved actions so that an action runs after the actions of the steps its step
+/// requires (a cycle keeps the stored order).
+fn in_required_order(actions: &mut Vec<store::label_actions::LabelActionRecord>) {
+    let steps: Vec<Option<analytics::Recommendation>> =
+        actions.iter().map(|a| step_of(&a.plan)).collect();
+    let mut order: Vec<usize> = Vec::new();
+    let mut placed = vec![false; actions.len()];
+    while order.len() < actions.len() {
+        let before = order.len();
+        for i in 0..actions.len() {
+            if placed[i] {
+                continue;
+            }
+            let waits = steps[i].as_ref().is_some_and(|s| {
+                s.requires.iter().any(|req| {
+                    (0..actions.len()).any(|j| {
+                        !placed[j] && j != i && steps[j].as_ref().is_some_and(|x| &x.id == req)
+                    })
+                })
+            });
+            if !waits {
+                placed[i] = true;
+                order.push(i);
+            }
+        }
+        if order.len() == before {
+            // A cycle: the rest in stored order.
+            for (i, p) in placed.iter_mut().enumerate() {
+                if !*p {
+                    *p = true;
+                    order.push(i);
+                }
+            }
+        }
+    }
+    let mut taken: Vec<Option<store::label_actions::LabelActionRecord>> =
+        std::mem::take(actions).into_iter().map(Some).collect();
+    *actions = order.into_iter().filter_map(|i| taken[i].take()).collect();
 }
 
 fn state_of(o: &Outcome) -> (&'static str, Option<String>) {
@@ -164,12 +294,15 @@ pub async fn run_approved(
     settings: &Settings,
     echo: bool,
 ) -> anyhow::Result<Vec<(i64, Outcome)>> {
-    let approved = store
+    let mut approved = store
         .label_actions(&ActionFilter {
             states: &["approved"],
             ..ActionFilter::newest(1000)
         })
         .await?;
+    // Oldest first, and never a step before the steps it requires.
+    approved.reverse();
+    in_required_order(&mut approved);
     let mut done = Vec::new();
     for a in &approved {
         let now = model::time::now_ms();

@@ -200,9 +200,9 @@ pub async fn approve(
             }))
         }
         Err(ApproveError::Unknown(_)) => Err(ApiError::NotFound(format!("no label action {id}"))),
-        Err(e @ (ApproveError::Mode(_) | ApproveError::NotPlanned(..))) => {
-            Err(ApiError::Conflict(e.to_string()))
-        }
+        Err(
+            e @ (ApproveError::Mode(_) | ApproveError::NotPlanned(..) | ApproveError::Requires(..)),
+        ) => Err(ApiError::Conflict(e.to_string())),
         Err(ApproveError::Store(e)) => Err(e.into()),
     }
 }

@@ -213,6 +213,11 @@ pub(crate) async fn check(store: &Store, path: &Path, scores: &mut BTreeMap<&'st
         plan.gpus_after + plan.gpus_freed == plan.gpus_in_use,
         "{label}"
     );
+    assert_eq!(
+        applied_frees(&a, &input),
+        plan.gpus_freed as i64,
+        "{label}: applying every step does not free what the plan says"
+    );
     assert!(
         plan.bound_gpus <= plan.gpus_after,
         "{label}: the plan beats its own bound"
@@ -224,6 +229,7 @@ pub(crate) async fn check(store: &Store, path: &Path, scores: &mut BTreeMap<&'st
         );
     }
     plan_steps_as_worked_out(&label, &a, &key_name);
+    time_sliced_nodes_are_safe_as_the_device_plugin_runs_them(&label, &a, &input, &cfg);
     // Every finding carries evidence a UI can chart, and a window inside the range.
     for f in &a.findings {
         assert!(!f.evidence.is_empty(), "{label}: {} has no evidence", f.id);
@@ -309,6 +315,37 @@ fn plan_steps_as_worked_out(
             }
         }
     }
+    if label.ends_with("complementary-diurnal.toml") {
+        // One day and one night tenant per node, two replicas on one GPU: frees 2 of 4.
+        assert_eq!((plan.gpus_freed, plan.bound_gpus), (2, 2), "{label}");
+        for r in a
+            .recommendations
+            .iter()
+            .filter(|r| r.kind == RecKind::TimeSlicing)
+        {
+            let mut names: Vec<String> = r
+                .moves()
+                .iter()
+                .map(|m| name(&m.tenant))
+                .chain(r.tenants.iter().map(|t| name(t)))
+                .collect::<BTreeSet<_>>()
+                .into_iter()
+                .collect();
+            names.sort();
+            assert!(
+                names.iter().any(|n| n.starts_with("day"))
+                    && names.iter().any(|n| n.starts_with("night")),
+                "{label}: {names:?}"
+            );
+        }
+    }
+    if label.ends_with("coinciding-memory.toml") || label.ends_with("staggered-peaks.toml") {
+        assert_eq!((plan.gpus_freed, plan.bound_gpus), (0, 2), "{label}");
+        assert!(
+            a.recommendations.iter().all(|r| r.moves().is_empty()),
+            "{label}"
+        );
+    }
     if label.ends_with("short-lived-neighbour.toml") {
         let step = a
             .recommendations
@@ -324,6 +361,168 @@ fn plan_steps_as_worked_out(
             step.confidence
         );
         assert_eq!(plan.gpus_freed, 2, "{label}");
+    }
+}
+
+/// Issue 43: the GPUs applying every step frees, counted from the placement: each current
+/// allocation stays on its GPU, goes with its tenant's move, or goes away with a reclaim.
+fn applied_frees(a: &analytics::Analysis, input: &analytics::Input) -> i64 {
+    use analytics::RecKind;
+    let holdings = analytics::holdings::holdings(input);
+    let uuid: HashMap<(&str, &str, i64), &str> = input
+        .gpus
+        .iter()
+        .map(|g| {
+            (
+                (g.cluster.as_str(), g.node.as_str(), g.index),
+                g.uuid.as_str(),
+            )
+        })
+        .collect();
+    let reclaimed: BTreeSet<(&str, &str)> = a
+        .recommendations
+        .iter()
+        .filter(|r| r.kind == RecKind::Reclaim)
+        .flat_map(|r| {
+            r.gpus
+                .iter()
+                .map(move |g| (g.as_str(), r.tenants[0].as_str()))
+        })
+        .collect();
+    let mut moves: HashMap<(&str, &str), &str> = HashMap::new();
+    for r in &a.recommendations {
+        for m in r.moves() {
+            let to = uuid[&(r.cluster.as_str(), m.to_node.as_str(), m.to_gpu_index)];
+            moves.insert((m.from_gpu.as_str(), m.tenant.as_str()), to);
+        }
+    }
+    let (mut before, mut after) = (BTreeSet::new(), BTreeSet::new());
+    for h in holdings.iter().filter(|h| {
+        h.total.alloc_n > 0
+            && h.rows
+                .iter()
+                .rev()
+                .take_while(|(hour, _)| hour + 2 * 3_600_000 > input.to_ms)
+                .any(|(_, x)| x.alloc_n > 0)
+    }) {
+        let key = (h.gpu.as_str(), h.tenant.as_str());
+        before.insert(h.gpu.as_str());
+        if reclaimed.contains(&key) {
+            continue;
+        }
+        after.insert(moves.get(&key).copied().unwrap_or(h.gpu.as_str()));
+    }
+    before.len() as i64 - after.len() as i64
+}
+
+/// Issue 43: every time-slicing or MPS step, checked independently of the packer against the
+/// worst assignment the device plugin may make. The node's tenants after the plan (those it
+/// keeps, minus reclaimed and moved-away ones, plus the ones moved in) number at most
+/// replicas × GPUs; any `replicas` of them fit one GPU: their largest memory needs (p99 plus
+/// headroom) and, hour by hour, their largest memory peaks fit its memory, and their largest
+/// demands pass one GPU in no more hours than the replay tolerates.
+fn time_sliced_nodes_are_safe_as_the_device_plugin_runs_them(
+    label: &str,
+    a: &analytics::Analysis,
+    input: &analytics::Input,
+    cfg: &analytics::Config,
+) {
+    use analytics::{Proposal, RecKind};
+    let holdings = analytics::holdings::holdings(input);
+    let current = |h: &&analytics::holdings::Holding| {
+        h.total.alloc_n > 0
+            && h.rows
+                .iter()
+                .rev()
+                .take_while(|(hour, _)| hour + 2 * 3_600_000 > input.to_ms)
+                .any(|(_, x)| x.alloc_n > 0)
+    };
+    let reclaimed: BTreeSet<&str> = a
+        .recommendations
+        .iter()
+        .filter(|r| r.kind == RecKind::Reclaim)
+        .flat_map(|r| r.tenants.iter().map(String::as_str))
+        .collect();
+    let moved_away: BTreeSet<&str> = a
+        .recommendations
+        .iter()
+        .flat_map(|r| r.moves())
+        .map(|m| m.tenant.as_str())
+        .collect();
+    for r in &a.recommendations {
+        let Proposal::Sharing { replicas, .. } = &r.proposal else {
+            continue;
+        };
+        let r_n = *replicas as usize;
+        let gpus: Vec<&analytics::input::GpuRef> = input
+            .gpus
+            .iter()
+            .filter(|g| g.cluster == r.cluster && g.node == r.node)
+            .collect();
+        let memory = gpus[0].memory_total_bytes as f64;
+        let arriving: BTreeSet<&str> = a
+            .recommendations
+            .iter()
+            .flat_map(|x| x.moves())
+            .filter(|m| m.to_node == r.node)
+            .map(|m| m.tenant.as_str())
+            .collect();
+        let tenants: Vec<&analytics::holdings::Holding> = holdings
+            .iter()
+            .filter(current)
+            .filter(|h| h.cluster == r.cluster)
+            .filter(|h| {
+                let t = h.tenant.as_str();
+                (h.node == r.node && !moved_away.contains(t) && !reclaimed.contains(t))
+                    || arriving.contains(t)
+            })
+            .collect();
+        assert!(
+            tenants.len() <= r_n * gpus.len(),
+            "{label}: {} runs {} tenants on {} GPUs × {r_n} replicas",
+            r.node,
+            tenants.len(),
+            gpus.len()
+        );
+        let top = |mut v: Vec<f64>| -> f64 {
+            v.sort_by(|x, y| y.total_cmp(x));
+            v.into_iter().take(r_n).sum()
+        };
+        let needs = top(tenants
+            .iter()
+            .map(|h| h.mem_p99().unwrap_or(0) as f64 * (1.0 + cfg.memory_headroom))
+            .collect());
+        assert!(
+            needs <= memory * (1.0 + 1e-9),
+            "{label}: on {} the {r_n} largest memory needs add up to {:.1} GiB",
+            r.node,
+            needs / 1073741824.0
+        );
+        let mut by_hour: BTreeMap<i64, (Vec<f64>, Vec<f64>)> = BTreeMap::new();
+        for h in &tenants {
+            for u in h.hours().filter(|u| u.in_demand()) {
+                let e = by_hour.entry(u.hour).or_default();
+                e.0.push(u.eff_p95.unwrap_or(0.0));
+                e.1.push(u.mem_max_bytes.unwrap_or(0) as f64);
+            }
+        }
+        let hours = by_hour.len();
+        let mut contended = 0;
+        for (hour, (eff, mem)) in by_hour {
+            assert!(
+                top(mem) <= memory,
+                "{label}: on {} the worst {r_n} overflow memory at hour {hour}",
+                r.node
+            );
+            if top(eff) > 1.0 + 1e-9 {
+                contended += 1;
+            }
+        }
+        assert!(
+            contended as f64 <= analytics::replay::allowed(cfg.replay_tolerance, hours),
+            "{label}: on {} the worst {r_n} tenants contend in {contended} of {hours} hours",
+            r.node
+        );
     }
 }
 

@@ -1051,3 +1051,102 @@ async fn device_plugin_configs_keep_the_clusters_mig_strategy() {
         name
     );
 }
+
+/// Issue 43: a step that requires others is approved with the planned label actions of the
+/// steps it requires, which run first; a required step with no label action (a reclaim) that
+/// the newest analysis still proposes refuses the approval, naming it.
+#[tokio::test]
+async fn dependent_steps_are_approved_together_and_never_run_out_of_order() {
+    use collector::labels::actions::{self, ApproveError};
+    use collector::labels::settings::{Mode, Settings};
+
+    let t = crate::support::sqlite().await;
+    let base = crate::support::store_time_slicing_step(&t.store, "step-b", "node-b", false).await;
+    let b = base.recommendations[0].clone();
+    let mut a = b.clone();
+    a.id = "step-a".into();
+    a.node = "node-a".into();
+    a.requires = vec!["reclaim-c".into(), "step-b".into()];
+    let mut c = b.clone();
+    c.id = "reclaim-c".into();
+    c.kind = analytics::RecKind::Reclaim;
+    c.node = "node-c".into();
+    c.summary = "reclaim pod/c's allocation on node-c".into();
+    c.proposal = analytics::Proposal::Reclaim {
+        tenant: "pod/c".into(),
+        gpus: vec!["GPU-c".into()],
+        gpu_equivalents: 1.0,
+    };
+    let save = |recs: Vec<analytics::Recommendation>, at: i64| {
+        let mut analysis = base.clone();
+        analysis.recommendations = recs;
+        analysis.generated_ms = at;
+        let store = t.store.clone();
+        async move {
+            store
+                .save_analysis(
+                    at,
+                    analysis.from_ms,
+                    analysis.to_ms,
+                    &serde_json::to_string(&analysis).unwrap(),
+                    5,
+                )
+                .await
+                .unwrap();
+            analysis
+        }
+    };
+    let now = collector::now_ms();
+    let analysis = save(vec![a.clone(), b.clone(), c.clone()], now + 1).await;
+    let plans = workflow::plans(&analysis, "c", None);
+    assert_eq!(plans.len(), 2, "{plans:?}");
+    let ids = actions::record_plans(&t.store, &plans, "gpulens-analysis", now)
+        .await
+        .unwrap();
+    let settings = Settings {
+        mode: Mode::ApplyWithApproval,
+        ..Settings::default()
+    };
+    let action_of = |node: &str| {
+        let store = t.store.clone();
+        let node = node.to_owned();
+        async move {
+            store
+                .label_actions(&store::label_actions::ActionFilter {
+                    node: Some(&node),
+                    ..store::label_actions::ActionFilter::newest(5)
+                })
+                .await
+                .unwrap()
+                .remove(0)
+        }
+    };
+    let (id_a, id_b) = (action_of("node-a").await.id, action_of("node-b").await.id);
+    assert!(ids.contains(&id_a) && ids.contains(&id_b));
+    // The reclaim is a person's change: approving A before it is done is refused, naming it.
+    let err = actions::approve(&t.store, &settings, id_a, "alice", false, now)
+        .await
+        .unwrap_err();
+    assert!(matches!(err, ApproveError::Requires(..)), "{err}");
+    assert!(err.to_string().contains("reclaim-c"), "{err}");
+    assert_eq!(action_of("node-a").await.state, "planned");
+    assert_eq!(action_of("node-b").await.state, "planned");
+    // Once an analysis no longer proposes the reclaim, A is approved with B.
+    save(vec![a.clone(), b.clone()], now + 2).await;
+    actions::approve(&t.store, &settings, id_a, "alice", false, now)
+        .await
+        .unwrap();
+    assert_eq!(action_of("node-a").await.state, "approved");
+    let b_action = action_of("node-b").await;
+    assert_eq!(b_action.state, "approved");
+    assert_eq!(b_action.approved_by.as_deref(), Some("alice"));
+    // The actuator runs B before A although A was approved by name (the nodes are unknown to
+    // the stand-in, so both end refused or failed: the order is what counts here).
+    let s = StandIn::start().await;
+    let cluster = Cluster::connect(Some(s.url())).await.unwrap();
+    let ran = actions::run_approved(&t.store, &cluster, &settings, false)
+        .await
+        .unwrap();
+    let order: Vec<i64> = ran.iter().map(|(id, _)| *id).collect();
+    assert_eq!(order, vec![id_b, id_a]);
+}

@@ -96,6 +96,7 @@ pub async fn store_time_slicing_step(
         },
         replay: Default::default(),
         evidence: vec![],
+        requires: vec![],
     };
     let mut a: serde_json::Value = serde_json::json!({
         "from_ms": now - 3_600_000, "to_ms": now, "generated_ms": now,
