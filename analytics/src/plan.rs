@@ -1342,6 +1342,18 @@ fn worst_group_fits(cfg: &Config, items: &[&Item], r: usize, memory_total: f64) 
 mod tests {
     use super::*;
 
+    /// A placeholder holding: the packer reads the items' own numbers.
+    fn holding() -> Holding {
+        Holding {
+            cluster: "c".into(),
+            node: "n".into(),
+            gpu: "g".into(),
+            tenant: "t".into(),
+            total: Default::default(),
+            rows: vec![],
+        }
+    }
+
     /// The demo's H100 pool: two trainers near a whole GPU's memory and three small pods whose
     /// memory adds up to just over one GPU. Summed needs say 3 GPUs; none of the small pods fits
     /// beside a trainer, and together they need two: 4.
@@ -1369,16 +1381,8 @@ mod tests {
     /// a light one is unsafe: the device plugin may put both heavy ones on one GPU.
     #[test]
     fn a_time_sliced_node_is_judged_by_its_worst_group_not_its_pairs() {
-        const GIB: f64 = 1024.0 * 1024.0 * 1024.0;
         let cfg = Config::default();
-        let h = Holding {
-            cluster: "c".into(),
-            node: "n".into(),
-            gpu: "g".into(),
-            tenant: "t".into(),
-            total: Default::default(),
-            rows: vec![],
-        };
+        let h = holding();
         let item = |compute: f64, memory_gib: f64| Item {
             h: &h,
             compute,
@@ -1480,16 +1484,8 @@ mod tests {
     /// bound, and neither does the packer (time-slicing only, or MIG where a profile fits).
     #[test]
     fn no_packing_beats_the_bound() {
-        const GIB: f64 = 1024.0 * 1024.0 * 1024.0;
         let total = 80.0 * GIB;
-        let h = Holding {
-            cluster: "c".into(),
-            node: "n".into(),
-            gpu: "g".into(),
-            tenant: "t".into(),
-            total: Default::default(),
-            rows: vec![],
-        };
+        let h = holding();
         let mut rng = Rng(0x9E37_79B9_7F4A_7C15);
         let family = mig::family("NVIDIA H100 80GB HBM3");
         assert!(family.is_some());
@@ -1567,16 +1563,8 @@ mod tests {
     /// Complementary diurnal tenants share a GPU though each one's p95 needs most of it.
     #[test]
     fn tenants_busy_at_different_hours_share() {
-        const GIB: f64 = 1024.0 * 1024.0 * 1024.0;
         let cfg = Config::default();
-        let h = Holding {
-            cluster: "c".into(),
-            node: "n".into(),
-            gpu: "g".into(),
-            tenant: "t".into(),
-            total: Default::default(),
-            rows: vec![],
-        };
+        let h = holding();
         let diurnal = |day: bool| Item {
             h: &h,
             compute: 1.0,

@@ -364,6 +364,17 @@ fn plan_steps_as_worked_out(
     }
 }
 
+/// Whether a holding still runs at the end of the window (an allocation in its last two hours),
+/// as the plan's docs define it.
+fn runs_now(h: &analytics::holdings::Holding, to_ms: i64) -> bool {
+    h.total.alloc_n > 0
+        && h.rows
+            .iter()
+            .rev()
+            .take_while(|(hour, _)| hour + 2 * 3_600_000 > to_ms)
+            .any(|(_, x)| x.alloc_n > 0)
+}
+
 /// Issue 43: the GPUs applying every step frees, counted from the placement: each current
 /// allocation stays on its GPU, goes with its tenant's move, or goes away with a reclaim.
 fn applied_frees(a: &analytics::Analysis, input: &analytics::Input) -> i64 {
@@ -397,14 +408,7 @@ fn applied_frees(a: &analytics::Analysis, input: &analytics::Input) -> i64 {
         }
     }
     let (mut before, mut after) = (BTreeSet::new(), BTreeSet::new());
-    for h in holdings.iter().filter(|h| {
-        h.total.alloc_n > 0
-            && h.rows
-                .iter()
-                .rev()
-                .take_while(|(hour, _)| hour + 2 * 3_600_000 > input.to_ms)
-                .any(|(_, x)| x.alloc_n > 0)
-    }) {
+    for h in holdings.iter().filter(|h| runs_now(h, input.to_ms)) {
         let key = (h.gpu.as_str(), h.tenant.as_str());
         before.insert(h.gpu.as_str());
         if reclaimed.contains(&key) {
@@ -429,14 +433,7 @@ fn time_sliced_nodes_are_safe_as_the_device_plugin_runs_them(
 ) {
     use analytics::{Proposal, RecKind};
     let holdings = analytics::holdings::holdings(input);
-    let current = |h: &&analytics::holdings::Holding| {
-        h.total.alloc_n > 0
-            && h.rows
-                .iter()
-                .rev()
-                .take_while(|(hour, _)| hour + 2 * 3_600_000 > input.to_ms)
-                .any(|(_, x)| x.alloc_n > 0)
-    };
+
     let reclaimed: BTreeSet<&str> = a
         .recommendations
         .iter()
@@ -469,7 +466,7 @@ fn time_sliced_nodes_are_safe_as_the_device_plugin_runs_them(
             .collect();
         let tenants: Vec<&analytics::holdings::Holding> = holdings
             .iter()
-            .filter(current)
+            .filter(|h| runs_now(h, input.to_ms))
             .filter(|h| h.cluster == r.cluster)
             .filter(|h| {
                 let t = h.tenant.as_str();
