@@ -445,7 +445,7 @@ fn node_step(
                 moves: moves.clone(),
             },
             format!(
-                "share {}'s GPUs by {} ({replicas} replicas) and run {}{from_nodes} on {used} GPU(s)",
+                "share {}'s GPUs by {} ({replicas} replicas through the device plugin: any {replicas} of its tenants may meet on one GPU, and fit) and run {}{from_nodes} on {used} GPU(s)",
                 node.node,
                 if mode == "mps" { "MPS" } else { "time-slicing" },
                 names.join(", ")
