@@ -315,25 +315,12 @@ fn sharing_bound(cfg: &Config, items: &[&Item], mig_able: &[bool], memory_total:
     needs_bound(&memory).max(by_hour).max(1)
 }
 
-/// Whether two tenants may share one time-sliced GPU: memory needs, and hour by hour within
-/// replay's tolerance with no memory overflow.
+/// Whether two tenants may share one time-sliced GPU: the packer's own rule
+/// ([`hourly_verdict`]) for `b` joining a GPU that holds `a`.
 fn pair_fits(cfg: &Config, a: &Item, b: &Item, memory_total: f64) -> bool {
-    if a.memory + b.memory > memory_total {
-        return false;
-    }
-    let mut hours: BTreeMap<i64, (f64, f64)> = BTreeMap::new();
-    for it in [a, b] {
-        for &(hour, eff, mem) in &it.hours {
-            let e = hours.entry(hour).or_default();
-            e.0 += eff;
-            e.1 += mem;
-        }
-    }
-    if hours.values().any(|v| v.1 > memory_total) {
-        return false;
-    }
-    let contended = hours.values().filter(|v| v.0 > 1.0 + 1e-9).count();
-    contended as f64 <= allowed(cfg, hours.len())
+    let mut gpu = Bin::new(Fit::Share);
+    add(&mut gpu, 0, a);
+    gpu.memory + b.memory <= memory_total && hourly_verdict(cfg, &gpu, b, memory_total).is_ok()
 }
 
 /// A need as shares of one GPU: (compute, memory).
@@ -1284,63 +1271,15 @@ fn back_home(pool: &mut PoolLayout, class: &[Class]) {
     }
 }
 
-/// Whether node `ni` after the plan is safe as the device plugin runs it: any `replicas` of
-/// its time-sliced tenants fit one GPU ([`worst_group_fits`]), and it has at most
-/// `replicas` × GPUs of them. Checked independently of how the groups were formed.
-pub fn node_safe(cfg: &Config, pool: &PoolLayout, ni: usize) -> bool {
-    let bins: Vec<&Bin> = pool.nodes[ni]
-        .placed
-        .iter()
-        .filter_map(|p| match p {
-            Some(Placed::Bin(x)) if pool.bins[*x].fit == Fit::Share => Some(&pool.bins[*x]),
-            _ => None,
-        })
-        .collect();
-    let Some(replicas) = bins.iter().map(|b| b.replicas).max() else {
-        return true;
-    };
-    let items: Vec<&Item> = bins
-        .iter()
-        .flat_map(|b| b.items.iter().map(|&i| &pool.items[i]))
-        .collect();
-    items.len() <= replicas * pool.nodes[ni].gpus.len()
-        && worst_group_fits(cfg, &items, replicas, pool.memory_total)
-}
-
-/// Whether any `r` of `items` fit one GPU: memory needs and, hour by hour within replay's
-/// tolerance, recorded demand and peak memory.
-fn worst_group_fits(cfg: &Config, items: &[&Item], r: usize, memory_total: f64) -> bool {
-    let top = |mut v: Vec<f64>| -> f64 {
-        v.sort_by(|a, b| b.total_cmp(a));
-        v.iter().take(r).sum()
-    };
-    if top(items.iter().map(|it| it.memory).collect()) > memory_total * (1.0 + 1e-9) {
-        return false;
-    }
-    let mut by_hour: BTreeMap<i64, (Vec<f64>, Vec<f64>)> = BTreeMap::new();
-    for it in items {
-        for &(hour, eff, mem) in &it.hours {
-            let e = by_hour.entry(hour).or_default();
-            e.0.push(eff);
-            e.1.push(mem);
-        }
-    }
-    let hours = by_hour.len();
-    let mut contended = 0usize;
-    for (_, (eff, mem)) in by_hour {
-        if top(mem) > memory_total * (1.0 + 1e-9) {
-            return false;
-        }
-        if top(eff) > 1.0 + 1e-9 {
-            contended += 1;
-        }
-    }
-    contended as f64 <= allowed(cfg, hours)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Whether any `r` of `items` fit one GPU, as a time-sliced node's group judges it.
+    fn worst_group_fits(cfg: &Config, items: &[&Item], r: usize, memory_total: f64) -> bool {
+        let mut g = Group::new(r, memory_total);
+        items.iter().all(|it| g.try_add(cfg, it))
+    }
 
     /// A placeholder holding: the packer reads the items' own numbers.
     fn holding() -> Holding {

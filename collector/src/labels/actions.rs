@@ -199,10 +199,11 @@ async fn required_actions(store: &Store, id: i64, plan: &str) -> Result<Vec<i64>
             ..ActionFilter::newest(10_000)
         })
         .await?;
-    let action_of = |rec: &str| {
+    // The open action of each step, its plan read once.
+    let action_of: std::collections::HashMap<String, &store::label_actions::LabelActionRecord> =
         open.iter()
-            .find(|a| step_of(&a.plan).is_some_and(|r| r.id == rec))
-    };
+            .filter_map(|a| Some((step_of(&a.plan)?.id, a)))
+            .collect();
     let mut chain: Vec<i64> = Vec::new();
     let mut seen: std::collections::BTreeSet<String> = [step.id.clone()].into();
     let mut todo: Vec<String> = step.requires.clone();
@@ -214,7 +215,7 @@ async fn required_actions(store: &Store, id: i64, plan: &str) -> Result<Vec<i64>
         let Some(r) = newest.recommendations.iter().find(|r| r.id == rec) else {
             continue;
         };
-        match action_of(&rec) {
+        match action_of.get(&rec) {
             Some(a) => {
                 if a.state == "planned" {
                     chain.push(a.id);
@@ -240,34 +241,37 @@ async fn required_actions(store: &Store, id: i64, plan: &str) -> Result<Vec<i64>
 fn in_required_order(actions: &mut Vec<store::label_actions::LabelActionRecord>) {
     let steps: Vec<Option<analytics::Recommendation>> =
         actions.iter().map(|a| step_of(&a.plan)).collect();
-    let mut order: Vec<usize> = Vec::new();
-    let mut placed = vec![false; actions.len()];
-    while order.len() < actions.len() {
-        let before = order.len();
-        for i in 0..actions.len() {
-            if placed[i] {
-                continue;
-            }
-            let waits = steps[i].as_ref().is_some_and(|s| {
-                s.requires.iter().any(|req| {
-                    (0..actions.len()).any(|j| {
-                        !placed[j] && j != i && steps[j].as_ref().is_some_and(|x| &x.id == req)
-                    })
-                })
-            });
-            if !waits {
-                placed[i] = true;
-                order.push(i);
-            }
-        }
-        if order.len() == before {
+    let index: std::collections::HashMap<&str, usize> = steps
+        .iter()
+        .enumerate()
+        .filter_map(|(i, s)| Some((s.as_ref()?.id.as_str(), i)))
+        .collect();
+    // The approved actions each one waits for.
+    let waits: Vec<Vec<usize>> = steps
+        .iter()
+        .enumerate()
+        .map(|(i, s)| {
+            s.iter()
+                .flat_map(|s| &s.requires)
+                .filter_map(|r| index.get(r.as_str()).copied())
+                .filter(|&j| j != i)
+                .collect()
+        })
+        .collect();
+    let n = actions.len();
+    let mut placed = vec![false; n];
+    let mut order: Vec<usize> = Vec::with_capacity(n);
+    while order.len() < n {
+        let mut ready: Vec<usize> = (0..n)
+            .filter(|&i| !placed[i] && waits[i].iter().all(|&j| placed[j]))
+            .collect();
+        if ready.is_empty() {
             // A cycle: the rest in stored order.
-            for (i, p) in placed.iter_mut().enumerate() {
-                if !*p {
-                    *p = true;
-                    order.push(i);
-                }
-            }
+            ready = (0..n).filter(|&i| !placed[i]).collect();
+        }
+        for i in ready {
+            placed[i] = true;
+            order.push(i);
         }
     }
     let mut taken: Vec<Option<store::label_actions::LabelActionRecord>> =
