@@ -771,18 +771,31 @@ fn add(b: &mut Bin, i: usize, it: &Item) {
 /// hours when the merged demand would exceed the GPU in more hours than replay tolerates, or
 /// memory would overflow in any hour.
 fn hourly_verdict(cfg: &Config, b: &Bin, it: &Item, memory_total: f64) -> Result<(), f64> {
-    let mine: HashMap<i64, (f64, f64)> = it.hours.iter().map(|&(h, e, m)| (h, (e, m))).collect();
-    let shared = b.hourly.iter().map(|(h, v)| {
-        let m = mine.get(h).copied().unwrap_or_default();
-        (v.0 + m.0, v.1 + m.1)
-    });
-    let only_mine = it
-        .hours
-        .iter()
-        .filter(|x| !b.hourly.contains_key(&x.0))
-        .map(|x| (x.1, x.2));
     let (mut hours, mut contended) = (0usize, 0usize);
-    for (eff, mem) in shared.chain(only_mine) {
+    let mut mine = it.hours.iter().peekable();
+    let mut theirs = b.hourly.iter().peekable();
+    loop {
+        // The next hour either holds, summed (both lists are in time order).
+        let (eff, mem) = match (mine.peek(), theirs.peek()) {
+            (None, None) => break,
+            (Some(&&(h, e, m)), Some(&(&t, _))) if h < t => {
+                mine.next();
+                (e, m)
+            }
+            (Some(&&(h, e, m)), Some(&(&t, &(te, tm)))) if h == t => {
+                mine.next();
+                theirs.next();
+                (e + te, m + tm)
+            }
+            (Some(&&(_, e, m)), None) => {
+                mine.next();
+                (e, m)
+            }
+            (_, Some(&(_, &(te, tm)))) => {
+                theirs.next();
+                (te, tm)
+            }
+        };
         hours += 1;
         if mem > memory_total {
             return Err(f64::INFINITY);
@@ -988,6 +1001,10 @@ fn group_shared(
             node,
         )
     });
+    // `left`'s length when a node without pinned tenants found no two of them to pair: until
+    // a group takes some (`left` only shrinks), no such node can pair any either — which
+    // pair fits depends neither on the node nor on its free GPUs.
+    let mut barren: Option<usize> = None;
     for ni in order {
         let node = pool.nodes[ni].node;
         let slots = free(&pool.nodes, ni);
@@ -999,11 +1016,22 @@ fn group_shared(
             .copied()
             .filter(|&i| pool.items[i].pin == Some(node))
             .collect();
+        if forced.is_empty() && barren == Some(left.len()) {
+            continue;
+        }
         let mut best: Option<(usize, usize, Vec<usize>)> = None; // (saved, r, members)
         for r in 2..=cfg.max_replicas as usize {
             let Some(members) = fill(cfg, pool, &forced, &left, r, r * slots) else {
                 continue;
             };
+            if members.len() < 2 {
+                // No two tenants pair at `r`; a pair safe at a larger `r` would be safe here
+                // (its sums are the same), so no larger `r` pairs any either.
+                if forced.is_empty() {
+                    barren = Some(left.len());
+                }
+                break;
+            }
             let saved = members.len() - members.len().div_ceil(r);
             if best.as_ref().is_none_or(|b| saved > b.0) {
                 best = Some((saved, r, members));
@@ -1101,8 +1129,17 @@ struct Group {
     r: usize,
     memory_total: f64,
     needs: Vec<f64>,
-    hours: BTreeMap<i64, (Vec<f64>, Vec<f64>)>,
+    /// The hours any member was in demand, in time order.
+    hours: Vec<Slot>,
     contended: usize,
+}
+
+/// One hour of a [`Group`]: its `r` largest demands and memory peaks, largest first.
+#[derive(Clone)]
+struct Slot {
+    hour: i64,
+    effs: Vec<f64>,
+    mems: Vec<f64>,
 }
 
 /// The sum of the `r` largest of `top` (kept sorted, largest first) with `x` added.
@@ -1143,12 +1180,13 @@ impl Group {
             r,
             memory_total,
             needs: Vec::new(),
-            hours: BTreeMap::new(),
+            hours: Vec::new(),
             contended: 0,
         }
     }
 
     /// Adds `it` when the group stays safe with it; false (and nothing changed) otherwise.
+    /// Both hour lists are in time order, so one merge walk finds each hour's slot.
     fn try_add(&mut self, cfg: &Config, it: &Item) -> bool {
         let limit = self.memory_total * (1.0 + 1e-9);
         if top_with(&self.needs, it.memory, self.r) > limit {
@@ -1156,12 +1194,18 @@ impl Group {
         }
         let mut contended = self.contended;
         let mut new_hours = 0;
-        let empty = (Vec::new(), Vec::new());
+        let mut j = 0;
         for &(hour, eff, mem) in &it.hours {
-            let (effs, mems) = self.hours.get(&hour).unwrap_or(&empty);
-            if effs.is_empty() {
-                new_hours += 1;
+            while j < self.hours.len() && self.hours[j].hour < hour {
+                j += 1;
             }
+            let (effs, mems): (&[f64], &[f64]) = match self.hours.get(j) {
+                Some(s) if s.hour == hour => (&s.effs, &s.mems),
+                _ => {
+                    new_hours += 1;
+                    (&[], &[])
+                }
+            };
             if top_with(mems, mem, self.r) > limit {
                 return false;
             }
@@ -1175,10 +1219,35 @@ impl Group {
             return false;
         }
         insert_top(&mut self.needs, it.memory, self.r);
-        for &(hour, eff, mem) in &it.hours {
-            let e = self.hours.entry(hour).or_default();
-            insert_top(&mut e.0, eff, self.r);
-            insert_top(&mut e.1, mem, self.r);
+        let r = self.r;
+        let put = |s: &mut Slot, eff: f64, mem: f64| {
+            insert_top(&mut s.effs, eff, r);
+            insert_top(&mut s.mems, mem, r);
+        };
+        if new_hours == 0 {
+            let mut j = 0;
+            for &(hour, eff, mem) in &it.hours {
+                while self.hours[j].hour < hour {
+                    j += 1;
+                }
+                put(&mut self.hours[j], eff, mem);
+            }
+        } else {
+            let old = std::mem::take(&mut self.hours);
+            let mut old = old.into_iter().peekable();
+            for &(hour, eff, mem) in &it.hours {
+                while let Some(s) = old.next_if(|s| s.hour < hour) {
+                    self.hours.push(s);
+                }
+                let mut slot = old.next_if(|s| s.hour == hour).unwrap_or(Slot {
+                    hour,
+                    effs: Vec::new(),
+                    mems: Vec::new(),
+                });
+                put(&mut slot, eff, mem);
+                self.hours.push(slot);
+            }
+            self.hours.extend(old);
         }
         self.contended = contended;
         true
