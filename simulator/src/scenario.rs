@@ -529,6 +529,22 @@ mig_layout = ["3g.40gb", "2g.20gb", "1g.10gb", "1g.10gb"]
 
         let err = Scenario::from_toml("name = 1").unwrap_err().to_string();
         assert!(err.contains("not valid TOML"), "{err}");
+
+        let tenant = |shift: &str| {
+            format!(
+                "{BASE}\n[[tenants]]\nname=\"a\"\nkind=\"pod\"\nnamespace=\"ns\"\nnode=\"n1\"\ndevices=[\"0/mig/0\"]\npattern=\"daily_peak\"\nshift_hours={shift}\n"
+            )
+        };
+        for shift in ["24.5", "-25", "nan", "inf"] {
+            let err = Scenario::from_toml(&tenant(shift)).unwrap_err().to_string();
+            assert!(
+                err.contains("shift_hours must be between"),
+                "{shift}: {err}"
+            );
+        }
+        for shift in ["-24", "0.5", "24"] {
+            Scenario::from_toml(&tenant(shift)).unwrap();
+        }
     }
 
     #[test]
