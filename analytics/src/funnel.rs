@@ -26,11 +26,16 @@ pub struct FunnelRow {
     pub allocated_gpu_hours: f64,
     /// Allocated GPU-hours in which a kernel ran.
     pub active_gpu_hours: f64,
-    /// SM-weighted use in GPU-equivalent hours: `sm_active` where DCGM reports it, else
-    /// `gpu_util` (see `effective_signal`).
+    /// SM-weighted use in GPU-equivalent hours (`sm_active` where DCGM reports it, else
+    /// `gpu_util`, see `effective_signal`), each tenant-hour at most its allocation: at every
+    /// scope effective ≤ allocated and waste = allocated − effective.
     pub effective_gpu_hours: f64,
-    /// Allocated − Effective, summed per tenant-hour (never negative per hour).
+    /// Allocated − Effective.
     pub waste_gpu_hours: f64,
+    /// Use beyond the allocation, summed per tenant-hour: a time-sliced or MPS tenant using
+    /// the time its idle neighbours' replicas leave (effective + borrowed = the use measured).
+    #[serde(default)]
+    pub borrowed_gpu_hours: f64,
     /// Allocated GPU-hours × price of the model.
     pub cost: f64,
     pub waste_cost: f64,
@@ -44,6 +49,41 @@ impl FunnelRow {
     /// Nothing observed and nothing allocated: no data for the line's range.
     pub fn is_empty(&self) -> bool {
         self.capacity_gpu_hours.unwrap_or(0.0) == 0.0 && self.allocated_gpu_hours == 0.0
+    }
+
+    /// The identities every line holds, whatever its scope: effective ≤ allocated, waste =
+    /// allocated − effective, a share of at most 100 %, nothing negative, and waste cost at
+    /// most the cost. Returns what is broken (sums are compared to a millionth of a GPU-hour
+    /// per GPU-hour, float addition being what it is).
+    pub fn identity_error(&self) -> Option<String> {
+        let eps = 1e-6 * self.allocated_gpu_hours.max(1.0);
+        let (a, e, w) = (
+            self.allocated_gpu_hours,
+            self.effective_gpu_hours,
+            self.waste_gpu_hours,
+        );
+        let broken = if [a, e, w, self.borrowed_gpu_hours, self.active_gpu_hours]
+            .iter()
+            .any(|x| !x.is_finite() || *x < -eps)
+        {
+            "a quantity is negative or not finite"
+        } else if e > a + eps {
+            "effective exceeds allocated"
+        } else if (a - e - w).abs() > eps {
+            "waste is not allocated − effective"
+        } else if self.active_gpu_hours > a + eps {
+            "active exceeds allocated"
+        } else if self.effective_ratio.is_some_and(|r| r > 1.0 + 1e-9) {
+            "the effective share exceeds 100 %"
+        } else if self.waste_cost > self.cost + eps * self.cost.max(1.0) {
+            "waste cost exceeds the cost"
+        } else {
+            return None;
+        };
+        Some(format!(
+            "{:?}: {broken} (allocated {a}, active {}, effective {e}, waste {w}, borrowed {}, share {:?})",
+            self.key, self.active_gpu_hours, self.borrowed_gpu_hours, self.effective_ratio
+        ))
     }
 }
 
@@ -65,12 +105,13 @@ pub struct Funnel {
 pub const NO_TEAM: &str = "(no team)";
 
 /// The sums every funnel line is made of.
-fn sums() -> [Expr; 8] {
+fn sums() -> [Expr; 9] {
     [
         col("alloc").sum(),
         col("active").sum(),
         col("eff").sum(),
         col("waste").sum(),
+        col("borrowed").sum(),
         (col("alloc") * col("price")).sum().alias("cost"),
         (col("waste") * col("price")).sum().alias("waste_cost"),
         col("eff_n").sum(),
@@ -98,6 +139,7 @@ pub fn funnel(input: &Input, holdings: &[Holding], cfg: &Config) -> PolarsResult
 
     // One row per (tenant, GPU, hour).
     let n: usize = holdings.iter().map(|h| h.rows.len()).sum();
+    let mut c_borrowed = Vec::with_capacity(n);
     let (mut c_cluster, mut c_node, mut c_model, mut c_team, mut c_tenant) = (
         Vec::with_capacity(n),
         Vec::with_capacity(n),
@@ -131,7 +173,8 @@ pub fn funnel(input: &Input, holdings: &[Holding], cfg: &Config) -> PolarsResult
             c_alloc.push(r.allocated);
             c_active.push(r.active);
             c_eff.push(r.effective);
-            c_waste.push((r.allocated - r.effective).max(0.0));
+            c_waste.push(r.allocated - r.effective);
+            c_borrowed.push(r.used - r.effective);
             c_price.push(price);
             c_effn.push(i64::from(a.eff_n));
             c_dcgm.push(i64::from(a.eff_dcgm_n));
@@ -140,7 +183,7 @@ pub fn funnel(input: &Input, holdings: &[Holding], cfg: &Config) -> PolarsResult
     let tenants = df![
         "cluster" => c_cluster, "node" => c_node, "model" => c_model, "team" => c_team,
         "tenant" => c_tenant, "alloc" => c_alloc, "active" => c_active, "eff" => c_eff,
-        "waste" => c_waste, "price" => c_price, "eff_n" => c_effn, "eff_dcgm_n" => c_dcgm,
+        "waste" => c_waste, "borrowed" => c_borrowed, "price" => c_price, "eff_n" => c_effn, "eff_dcgm_n" => c_dcgm,
     ]?;
 
     // One row per (GPU, hour): capacity.
@@ -151,6 +194,15 @@ pub fn funnel(input: &Input, holdings: &[Holding], cfg: &Config) -> PolarsResult
         g_node.push(r.node.as_str());
         g_model.push(model_of(&r.gpu));
         g_cap.push(r.agg.covered_s / 3600.0);
+    }
+    // The capacity side of a device line lists every GPU its tenants' rows name too (with no
+    // capacity of their own when the GPU has no rollups in the range), so that every tenant
+    // row lands in exactly one line of each grouping.
+    for h in holdings {
+        g_cluster.push(h.cluster.as_str());
+        g_node.push(h.node.as_str());
+        g_model.push(model_of(&h.gpu));
+        g_cap.push(0.0);
     }
     let gpus =
         df!["cluster" => g_cluster, "node" => g_node, "model" => g_model, "capacity" => g_cap]?;
@@ -211,6 +263,7 @@ pub fn funnel(input: &Input, holdings: &[Holding], cfg: &Config) -> PolarsResult
         active_gpu_hours: 0.0,
         effective_gpu_hours: 0.0,
         waste_gpu_hours: 0.0,
+        borrowed_gpu_hours: 0.0,
         cost: 0.0,
         waste_cost: 0.0,
         effective_ratio: None,
@@ -257,6 +310,7 @@ fn rows(df: &DataFrame, key: &str) -> PolarsResult<Vec<FunnelRow>> {
         f("eff_n")?,
         f("eff_dcgm_n")?,
     );
+    let borrowed = f("borrowed")?;
     Ok((0..df.height())
         .map(|i| {
             let allocated = alloc[i].unwrap_or(0.0);
@@ -270,6 +324,7 @@ fn rows(df: &DataFrame, key: &str) -> PolarsResult<Vec<FunnelRow>> {
                 active_gpu_hours: active[i].unwrap_or(0.0),
                 effective_gpu_hours: effective,
                 waste_gpu_hours: waste[i].unwrap_or(0.0),
+                borrowed_gpu_hours: borrowed[i].unwrap_or(0.0),
                 cost: cost[i].unwrap_or(0.0),
                 waste_cost: waste_cost[i].unwrap_or(0.0),
                 effective_ratio: (allocated > 0.0).then(|| effective / allocated),
@@ -277,4 +332,170 @@ fn rows(df: &DataFrame, key: &str) -> PolarsResult<Vec<FunnelRow>> {
             }
         })
         .collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use model::rollup::TenantAgg;
+
+    use super::*;
+    use crate::holdings::RowHours;
+    use crate::input::{GpuRef, TenantRef};
+
+    struct Rng(u64);
+    impl Rng {
+        fn next(&mut self) -> f64 {
+            self.0 ^= self.0 >> 12;
+            self.0 ^= self.0 << 25;
+            self.0 ^= self.0 >> 27;
+            (self.0.wrapping_mul(0x2545_F491_4F6C_DD1D) >> 11) as f64 / (1u64 << 53) as f64
+        }
+    }
+
+    /// Random fleets — whole, MIG and time-sliced GPUs, tenants using less than, all of or
+    /// (on shared GPUs) more than their allocation, hours partly covered, some without a
+    /// measurable signal — hold the identities at every scope: tenant, team, node, model,
+    /// cluster, fleet, and per GPU (a MIG instance is one tenant's holding on its GPU).
+    #[test]
+    fn every_scope_adds_up() {
+        let mut rng = Rng(0x2545_F491_4F6C_DD1D);
+        for case in 0..200 {
+            let mut input = Input::default();
+            let mut holdings = Vec::new();
+            let gpus = 1 + (rng.next() * 12.0) as usize;
+            for g in 0..gpus {
+                let sharing =
+                    ["exclusive", "mig", "time_slicing", "mps"][(rng.next() * 4.0) as usize];
+                let node = format!("n{}", g / 4);
+                let uuid = format!("GPU-{case}-{g}");
+                input.gpus.push(GpuRef {
+                    cluster: ["a", "b"][g % 2].into(),
+                    node: node.clone(),
+                    uuid: uuid.clone(),
+                    index: g as i64,
+                    model: ["NVIDIA H100 80GB HBM3", "NVIDIA L40S"][g % 2].into(),
+                    memory_total_bytes: 80 << 30,
+                    sharing: sharing.into(),
+                    replicas: 4,
+                    mig: Vec::new(),
+                });
+                let (tenants, share) = match sharing {
+                    "exclusive" => (1, 1.0),
+                    "mig" => (3, 2.0 / 7.0),
+                    _ => (1 + (rng.next() * 4.0) as usize, 0.25),
+                };
+                for t in 0..tenants {
+                    let tenant = format!("t{}", (rng.next() * 9.0) as usize + 10 * t);
+                    let rows: Vec<(i64, TenantAgg)> = (0..1 + (rng.next() * 30.0) as i64)
+                        .map(|hour| {
+                            let samples = 1 + (rng.next() * 3600.0) as i32;
+                            let alloc_n = (samples as f64 * rng.next().max(0.2)) as i32;
+                            // Up to the whole GPU per sample: a replica may use what its
+                            // neighbours leave.
+                            let use_per_sample = if sharing == "exclusive" || sharing == "mig" {
+                                share * rng.next()
+                            } else {
+                                rng.next()
+                            };
+                            let measured = rng.next() > 0.1;
+                            let agg = TenantAgg {
+                                samples,
+                                covered_s: 3600.0 * rng.next().max(0.05),
+                                alloc_n,
+                                alloc_share_sum: f64::from(alloc_n) * share,
+                                active_n: (f64::from(samples) * rng.next()) as i32,
+                                eff_n: if measured { samples } else { 0 },
+                                eff_sum: if measured {
+                                    f64::from(samples) * use_per_sample
+                                } else {
+                                    0.0
+                                },
+                                ..TenantAgg::default()
+                            };
+                            (hour * 3_600_000, agg)
+                        })
+                        .collect();
+                    holdings.push(Holding {
+                        cluster: ["a", "b"][g % 2].into(),
+                        node: node.clone(),
+                        gpu: uuid.clone(),
+                        tenant: tenant.clone(),
+                        total: TenantAgg::default(),
+                        rows,
+                    });
+                    input.tenants.push(TenantRef {
+                        cluster: ["a", "b"][g % 2].into(),
+                        key: tenant,
+                        kind: "pod".into(),
+                        name: String::new(),
+                        team: (rng.next() > 0.3).then(|| format!("team{}", g % 3)),
+                    });
+                }
+            }
+            let f = funnel(&input, &holdings, &Config::default()).unwrap();
+            let scopes = [
+                &f.by_cluster,
+                &f.by_model,
+                &f.by_node,
+                &f.by_team,
+                &f.by_tenant,
+            ];
+            for row in scopes.iter().flat_map(|s| s.iter()).chain([&f.total]) {
+                assert_eq!(row.identity_error(), None, "case {case}");
+            }
+            // Per GPU (and so per MIG instance: one holding each), from the same rows.
+            let mut per_gpu: BTreeMap<&str, FunnelRow> = BTreeMap::new();
+            for h in &holdings {
+                let g = per_gpu.entry(h.gpu.as_str()).or_default();
+                for (_, a) in &h.rows {
+                    let r = RowHours::of(a);
+                    g.allocated_gpu_hours += r.allocated;
+                    g.active_gpu_hours += r.active;
+                    g.effective_gpu_hours += r.effective;
+                    g.waste_gpu_hours += r.allocated - r.effective;
+                    g.borrowed_gpu_hours += r.used - r.effective;
+                }
+                assert!(g.identity_error().is_none(), "case {case}: {g:?}");
+            }
+            // Every scope partitions the same rows: its lines sum to the fleet's.
+            for (k, scope) in scopes.iter().enumerate() {
+                let sum: f64 = scope.iter().map(|r| r.waste_gpu_hours).sum();
+                assert!(
+                    (sum - f.total.waste_gpu_hours).abs()
+                        < 1e-6 * f.total.allocated_gpu_hours.max(1.0),
+                    "case {case}, scope {k}: {sum} against {}",
+                    f.total.waste_gpu_hours
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn a_broken_line_is_named() {
+        let row = FunnelRow {
+            key: "t".into(),
+            allocated_gpu_hours: 10.0,
+            effective_gpu_hours: 12.0,
+            waste_gpu_hours: 0.0,
+            effective_ratio: Some(1.2),
+            ..FunnelRow::default()
+        };
+        assert!(
+            row.identity_error()
+                .unwrap()
+                .contains("effective exceeds allocated")
+        );
+        let row = FunnelRow {
+            effective_gpu_hours: 4.0,
+            effective_ratio: Some(0.4),
+            ..row
+        };
+        assert!(
+            row.identity_error()
+                .unwrap()
+                .contains("waste is not allocated − effective")
+        );
+    }
 }

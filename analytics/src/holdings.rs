@@ -42,10 +42,13 @@ pub struct Holding {
 pub struct RowHours {
     /// Allocation share × time.
     pub allocated: f64,
-    /// Time a kernel ran × mean allocated share.
+    /// Time a kernel ran × mean allocated share (at most the allocation).
     pub active: f64,
-    /// Effective use × time.
+    /// Effective use × time, at most the allocation (`TenantAgg::effective_gpu_hours`).
     pub effective: f64,
+    /// Effective use × time as measured, borrowed time included (`TenantAgg::used_gpu_hours`):
+    /// what a before/after comparison of the work done reads.
+    pub used: f64,
 }
 
 impl RowHours {
@@ -61,9 +64,10 @@ impl RowHours {
             0.0
         };
         RowHours {
-            allocated: a.alloc_share_sum * dt,
-            active: f64::from(a.active_n) * dt * share,
-            effective: a.eff_sum * dt,
+            allocated: a.allocated_gpu_hours(),
+            active: (f64::from(a.active_n) * dt * share).min(a.allocated_gpu_hours()),
+            effective: a.effective_gpu_hours(),
+            used: a.used_gpu_hours(),
         }
     }
 }

@@ -275,7 +275,7 @@ fn check_one<'a>(
                 } else {
                     1.0
                 };
-                e.effective += RowHours::of(agg).effective;
+                e.effective += RowHours::of(agg).used;
                 e.eff_p95 += u.eff_p95.unwrap_or(0.0);
                 e.mem_max = e.mem_max.max(u.mem_max_bytes);
                 e.in_demand |= u.in_demand();

@@ -312,13 +312,23 @@ impl TenantAgg {
         self.alloc_share_sum / f64::from(self.samples.max(1)) * self.covered_s / 3600.0
     }
 
-    /// GPU-hours the tenant used effectively in the bucket (0 where its use is unknown).
+    /// GPU-hours of work the tenant did in the bucket, as measured: each sample's effective use
+    /// × the time it covers (0 where its use is unknown). On a time-sliced or MPS GPU this can
+    /// exceed what was allocated — a replica's share is what it was promised, not a ceiling.
+    pub fn used_gpu_hours(&self) -> f64 {
+        self.eff_sum / f64::from(self.samples.max(1)) * self.covered_s / 3600.0
+    }
+
+    /// GPU-hours of the allocation used effectively: the use, at most the allocation, so that
+    /// at every scope allocated ≥ effective and waste = allocated − effective.
     pub fn effective_gpu_hours(&self) -> f64 {
-        if self.eff_n > 0 {
-            self.eff_sum / f64::from(self.eff_n) * self.covered_s / 3600.0
-        } else {
-            0.0
-        }
+        self.used_gpu_hours().min(self.allocated_gpu_hours())
+    }
+
+    /// GPU-hours used beyond the allocation (idle replicas' time taken by a busy one): use −
+    /// effective.
+    pub fn borrowed_gpu_hours(&self) -> f64 {
+        (self.used_gpu_hours() - self.allocated_gpu_hours()).max(0.0)
     }
 
     /// Whether every second the bucket covers was idle (its runs continue across a merge).

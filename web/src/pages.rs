@@ -572,6 +572,8 @@ pub struct UseRow {
     pub effective: f64,
     pub ratio: Option<f64>,
     pub waste: f64,
+    /// Use beyond the allocation (time-sliced or MPS replicas).
+    pub borrowed: f64,
     pub cost: f64,
     pub findings: usize,
 }
@@ -585,13 +587,14 @@ pub struct UseView {
     pub rows: Vec<UseRow>,
 }
 
-/// Why a tenant's effective use can exceed its allocation.
-const BURST_NOTE: &str = "Above 100 %: on a time-sliced or MPS GPU a replica is a nominal share, and a tenant may use the whole GPU while its neighbours idle; effective use counts against the whole GPU.";
+/// What the borrowed column means.
+const BORROWED_NOTE: &str = "Borrowed: use beyond the allocation. On a time-sliced or MPS GPU a replica is a nominal share, and a tenant may use the time its idle neighbours leave; that use is not counted as effective (which never exceeds what was allocated), so allocated = effective + waste on every line.";
 
 pub fn usage(frame: Frame, v: UseView, sort: Sort) -> String {
     let nav = if v.teams { Nav::Teams } else { Nav::Tenants };
     document(frame, nav, move || {
-        let bursts = v.rows.iter().any(|r| r.ratio.is_some_and(|x| x > 1.0));
+        // Shown where it matters: some line used more than it was allocated.
+        let borrowed = v.rows.iter().any(|r| r.borrowed >= 0.05);
         let currency = v.currency.clone();
         let body = v
             .rows
@@ -608,11 +611,9 @@ pub fn usage(frame: Frame, v: UseView, sort: Sort) -> String {
                         {(!v.teams).then(|| view! { <td>{r.team.clone()}</td><td>{r.kind.clone()}</td> })}
                         <td class="n">{num(r.allocated)}</td>
                         <td class="n">{num(r.effective)}</td>
-                        <td class="n">
-                            {pct(r.ratio)}
-                            {r.ratio.is_some_and(|x| x > 1.0).then(|| view! { <sup title=BURST_NOTE>"*"</sup> })}
-                        </td>
+                        <td class="n">{pct(r.ratio)}</td>
                         <td class="n">{num(r.waste)}</td>
+                        {borrowed.then(|| view! { <td class="n">{num(r.borrowed)}</td> })}
                         <td class="n">{money(r.cost, &currency)}</td>
                         <td class="n"><a href=findings>{r.findings}</a></td>
                     </tr>
@@ -628,17 +629,19 @@ pub fn usage(frame: Frame, v: UseView, sort: Sort) -> String {
                 <button type="submit">"Filter"</button>
             </form>
             <div class="scroll"><table>
-                <caption>{format!("Allocation against use over {}; cost in {}.", v.window, v.currency)}</caption>
+                <caption>{format!("Allocation against use over {}: allocated = effective + waste; cost in {}.", v.window, v.currency)}</caption>
                 <thead><tr>
                     {th(if v.teams { "Team" } else { "Tenant" }, "name", &sort, false)}
                     {(!v.teams).then(|| view! { {th("Team", "team", &sort, false)}<th scope="col">"Kind"</th> })}
                     {th("Allocated GPU-h", "allocated", &sort, true)}{th("Effective GPU-h", "effective", &sort, true)}
-                    {th("Effective", "ratio", &sort, true)}{th("Waste GPU-h", "waste", &sort, true)}{th("Cost", "cost", &sort, true)}
+                    {th("Effective", "ratio", &sort, true)}{th("Waste GPU-h", "waste", &sort, true)}
+                    {borrowed.then(|| th("Borrowed GPU-h", "borrowed", &sort, true))}
+                    {th("Cost", "cost", &sort, true)}
                     {th("Findings", "findings", &sort, true)}
                 </tr></thead>
                 <tbody>{body}</tbody>
             </table></div>
-            {bursts.then(|| view! { <p class="note">"* "{BURST_NOTE}</p> })}
+            {borrowed.then(|| view! { <p class="note">{BORROWED_NOTE}</p> })}
         }
         .into_any()
     })
@@ -1427,16 +1430,18 @@ mod tests {
     use super::*;
 
     #[test]
-    fn effective_use_above_the_allocation_is_explained() {
-        let row = |name: &str, ratio: f64| UseRow {
+    fn use_beyond_the_allocation_is_a_column_where_some_line_has_it() {
+        // Effective never exceeds allocated; what a replica used beyond it is borrowed.
+        let row = |name: &str, used: f64| UseRow {
             key: name.into(),
             name: name.into(),
             team: "ml".into(),
             kind: "pod".into(),
             allocated: 10.0,
-            effective: 10.0 * ratio,
-            ratio: Some(ratio),
-            waste: 0.0,
+            effective: used.min(10.0),
+            ratio: Some(used.min(10.0) / 10.0),
+            waste: 10.0 - used.min(10.0),
+            borrowed: (used - 10.0).max(0.0),
             cost: 0.0,
             findings: 0,
         };
@@ -1457,10 +1462,13 @@ mod tests {
                 },
             )
         };
-        let html = page(vec![row("bursty", 2.27), row("steady", 0.5)]);
-        assert_eq!(html.matches("<sup").count(), 1, "{html}");
-        assert!(html.contains("on a time-sliced or MPS GPU"));
-        let html = page(vec![row("steady", 0.5)]);
-        assert!(!html.contains("<sup") && !html.contains("time-sliced"));
+        let html = page(vec![row("bursty", 22.7), row("steady", 5.0)]);
+        assert!(html.contains("Borrowed GPU-h"), "{html}");
+        assert!(html.contains("On a time-sliced or MPS GPU"), "{html}");
+        assert!(html.contains("<td class=\"n\">12.7</td>"), "{html}");
+        assert!(html.contains("<td class=\"n\">100 %</td>"), "{html}");
+        assert!(!html.contains("227"), "{html}");
+        let html = page(vec![row("steady", 5.0)]);
+        assert!(!html.contains("Borrowed") && !html.contains("time-sliced"));
     }
 }

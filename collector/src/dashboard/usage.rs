@@ -43,6 +43,7 @@ async fn usage(state: DashboardState, caller: Caller, q: UseQuery, teams: bool) 
         "team" => text(&r.team),
         "allocated" => num(r.allocated),
         "effective" => num(r.effective),
+        "borrowed" => num(r.borrowed),
         "ratio" => num(r.ratio.unwrap_or(-1.0)),
         "cost" => num(r.cost),
         "findings" => num(r.findings as f64),
@@ -119,6 +120,7 @@ fn use_rows(a: &Analysis, tenants: &[store::TenantRecord], teams: bool) -> Vec<p
                 effective: r.effective_gpu_hours,
                 ratio: r.effective_ratio,
                 waste: r.waste_gpu_hours,
+                borrowed: r.borrowed_gpu_hours,
                 cost: r.cost,
                 findings: findings.get(r.key.as_str()).copied().unwrap_or(0),
             }

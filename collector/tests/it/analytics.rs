@@ -96,6 +96,7 @@ pub(crate) async fn check(store: &Store, path: &Path, scores: &mut BTreeMap<&'st
     };
     let key_name = names(&fleet, from, to);
     let label = format!("{}", path.display());
+    identities_hold(&a, &input, &label);
     // The stored form reads back whole (reports and the agents' labels read it).
     let json = serde_json::to_value(&a).unwrap();
     let back: analytics::Analysis = serde_json::from_value(json.clone()).unwrap();
@@ -361,6 +362,45 @@ fn plan_steps_as_worked_out(
             step.confidence
         );
         assert_eq!(plan.gpus_freed, 2, "{label}");
+    }
+}
+
+/// Every number adds up at every scope (the funnel's groupings and the fleet, and per GPU —
+/// a MIG instance is one tenant's holding on its GPU — from the same rows the node page sums):
+/// effective ≤ allocated, waste = allocated − effective, a share of at most 100 %.
+fn identities_hold(a: &analytics::Analysis, input: &analytics::Input, label: &str) {
+    let f = &a.funnel;
+    let scopes = [
+        &f.by_cluster,
+        &f.by_model,
+        &f.by_node,
+        &f.by_team,
+        &f.by_tenant,
+    ];
+    for row in scopes.iter().flat_map(|s| s.iter()).chain([&f.total]) {
+        assert_eq!(row.identity_error(), None, "{label}");
+    }
+    let mut per_gpu: BTreeMap<String, analytics::FunnelRow> = BTreeMap::new();
+    for h in analytics::holdings::holdings(input) {
+        let g = per_gpu.entry(h.gpu.clone()).or_default();
+        g.key = h.gpu.clone();
+        for (_, t) in &h.rows {
+            g.allocated_gpu_hours += t.allocated_gpu_hours();
+            g.effective_gpu_hours += t.effective_gpu_hours();
+            g.waste_gpu_hours += t.allocated_gpu_hours() - t.effective_gpu_hours();
+            g.borrowed_gpu_hours += t.borrowed_gpu_hours();
+        }
+    }
+    for g in per_gpu.values() {
+        assert_eq!(g.identity_error(), None, "{label}");
+    }
+    for scope in scopes {
+        let waste: f64 = scope.iter().map(|r| r.waste_gpu_hours).sum();
+        assert!(
+            (waste - f.total.waste_gpu_hours).abs() < 1e-6 * f.total.allocated_gpu_hours.max(1.0),
+            "{label}: a grouping's waste {waste} against the fleet's {}",
+            f.total.waste_gpu_hours
+        );
     }
 }
 
