@@ -543,19 +543,28 @@ pub struct HeatCell {
     pub effective: f64,
 }
 
-/// Colour of a used share of an allocation: orange (unused) through pale to blue (used).
+/// The heatmap's one sequential scale, for the share of an allocation used: light (idle)
+/// to dark (busy), ColorBrewer's YlGnBu, which stays ordered in lightness for the common
+/// colour-vision deficiencies and in greyscale.
+const HEAT_STOPS: [(f64, (u8, u8, u8)); 5] = [
+    (0.0, (255, 255, 204)),
+    (0.25, (161, 218, 180)),
+    (0.5, (65, 182, 196)),
+    (0.75, (44, 127, 184)),
+    (1.0, (37, 52, 148)),
+];
+
+/// Where a GPU was not allocated: a hatch, not a colour of the scale.
+const UNALLOCATED_HATCH: &str = "repeating-linear-gradient(135deg,#ffffff 0 2px,#9ca3af 2px 3px)";
+
+/// Colour of a used share of an allocation on [`HEAT_STOPS`].
 fn heat_colour(used: f64) -> String {
-    let stops = [
-        (0.0, (194, 65, 12)),
-        (0.5, (238, 221, 190)),
-        (1.0, (31, 95, 168)),
-    ];
     let u = used.clamp(0.0, 1.0);
-    let (a, b) = if u <= 0.5 {
-        (stops[0], stops[1])
-    } else {
-        (stops[1], stops[2])
-    };
+    let k = HEAT_STOPS
+        .windows(2)
+        .position(|w| u <= w[1].0)
+        .unwrap_or(HEAT_STOPS.len() - 2);
+    let (a, b) = (HEAT_STOPS[k], HEAT_STOPS[k + 1]);
     let t = (u - a.0) / (b.0 - a.0);
     let mix = |x: u8, y: u8| (f64::from(x) + (f64::from(y) - f64::from(x)) * t).round() as u8;
     format!(
@@ -563,6 +572,28 @@ fn heat_colour(used: f64) -> String {
         mix(a.1.0, b.1.0),
         mix(a.1.1, b.1.1),
         mix(a.1.2, b.1.2)
+    )
+}
+
+/// The scale as a bar with ticks at 0, 25, 50, 75 and 100 % of the allocation used.
+fn heat_scale() -> String {
+    let stops: String = HEAT_STOPS
+        .iter()
+        .map(|(at, _)| format!("{} {:.0}%", heat_colour(*at), at * 100.0))
+        .collect::<Vec<_>>()
+        .join(",");
+    let ticks: String = HEAT_STOPS
+        .iter()
+        .map(|(at, _)| {
+            format!(
+                "<span class=\"tick\" style=\"left:{:.0}%\">{:.0} %</span>",
+                at * 100.0,
+                at * 100.0
+            )
+        })
+        .collect();
+    format!(
+        "<li class=\"scale\"><span class=\"scale-name\">share of the allocation used</span><span class=\"scale-bar\" style=\"background:linear-gradient(90deg,{stops})\"></span><span class=\"scale-ticks\">{ticks}</span></li>"
     )
 }
 
@@ -583,6 +614,10 @@ pub fn heatmap(h: &Heatmap) -> String {
         "<figure class=\"chart heatmap\"><figcaption id=\"{id}\">{} <span class=\"unit\">(colour: share of the allocation used; height: share of the GPU allocated)</span></figcaption><div class=\"scroll\"><svg viewBox=\"0 0 {w} {height}\" width=\"100%\" style=\"min-width:560px\" role=\"img\" aria-labelledby=\"{id}\" xmlns=\"http://www.w3.org/2000/svg\">",
         esc(&h.title)
     );
+    // The hatch of "not allocated": grey lines on white, unlike any colour of the scale.
+    s.push_str(&format!(
+        "<defs><pattern id=\"{id}-unallocated\" patternUnits=\"userSpaceOnUse\" width=\"3\" height=\"3\" patternTransform=\"rotate(45)\"><rect width=\"3\" height=\"3\" fill=\"#ffffff\"/><line x1=\"0\" y1=\"0\" x2=\"0\" y2=\"3\" stroke=\"#9ca3af\" stroke-width=\"1.2\"/></pattern></defs>"
+    ));
     let span = (h.to_ms - h.from_ms).max(1) as f64;
     for (ri, r) in h.rows.iter().enumerate() {
         let y = top + ri as f64 * row_h;
@@ -627,7 +662,7 @@ pub fn heatmap(h: &Heatmap) -> String {
                 }
             );
             s.push_str(&format!(
-                "<g><rect x=\"{x:.1}\" y=\"{y:.1}\" width=\"{:.2}\" height=\"{ch:.1}\" fill=\"#d1d5db\"/>",
+                "<g><rect x=\"{x:.1}\" y=\"{y:.1}\" width=\"{:.2}\" height=\"{ch:.1}\" fill=\"url(#{id}-unallocated)\"/>",
                 cw.max(0.6)
             ));
             if alloc > 0.0 {
@@ -653,17 +688,10 @@ pub fn heatmap(h: &Heatmap) -> String {
         ));
     }
     s.push_str("</svg></div><ul class=\"legend\">");
-    s.push_str("<li><span class=\"swatch\" style=\"background:#d1d5db\"></span>not allocated</li>");
-    for (used, name) in [
-        (0.0, "allocated, unused"),
-        (0.5, "half used"),
-        (1.0, "fully used"),
-    ] {
-        s.push_str(&format!(
-            "<li><span class=\"swatch\" style=\"background:{}\"></span>{name}</li>",
-            heat_colour(used)
-        ));
-    }
+    s.push_str(&heat_scale());
+    s.push_str(&format!(
+        "<li><span class=\"swatch\" style=\"background:{UNALLOCATED_HATCH}\"></span>not allocated (the cell's height is the share allocated)</li>"
+    ));
     s.push_str("<li><span class=\"swatch\" style=\"background:#f8fafc;outline:1px solid #d1d5db\"></span>no data</li></ul>");
     if !h.note.is_empty() {
         s.push_str(&format!("<p class=\"note\">{}</p>", esc(&h.note)));
@@ -790,7 +818,7 @@ mod tests {
         ));
         assert!(
             s.contains(&heat_colour(0.0)),
-            "an unused allocation is orange"
+            "an unused allocation is the scale's lightest colour"
         );
         assert!(s.contains("href=\"/gpus/GPU-1\""));
         assert_eq!(
@@ -798,8 +826,20 @@ mod tests {
             1,
             "no cell where nothing reported"
         );
-        assert_eq!(heat_colour(0.0), "#c2410c");
-        assert_eq!(heat_colour(1.0), "#1f5fa8");
+        assert_eq!(heat_colour(0.0), "#ffffcc");
+        assert_eq!(heat_colour(1.0), "#253494");
+        // One order: every step of use is darker than the one before (relative luminance).
+        let luminance = |hex: String| {
+            let c = |i: usize| f64::from(u8::from_str_radix(&hex[i..i + 2], 16).unwrap()) / 255.0;
+            0.2126 * c(1) + 0.7152 * c(3) + 0.0722 * c(5)
+        };
+        let steps: Vec<f64> = (0..=20)
+            .map(|k| luminance(heat_colour(f64::from(k) / 20.0)))
+            .collect();
+        assert!(steps.windows(2).all(|w| w[1] < w[0]), "{steps:?}");
+        // Not allocated is a pattern, not a colour of the scale; the legend has ticks.
+        assert!(s.contains("-unallocated)") && s.contains("<pattern"));
+        assert!(s.contains("class=\"scale-ticks\"") && s.contains(">50 %</span>"));
     }
 
     #[test]
