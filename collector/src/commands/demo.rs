@@ -54,10 +54,18 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<()> {
         config.teams.clone(),
         config.analytics.clone(),
     );
+    // One stop for every phase: the first Ctrl-C or SIGTERM ends the backfill, the analysis
+    // or the live stream where it is, and shuts the server down (a second is never needed).
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    tokio::spawn(async move {
+        crate::server::shutdown_signal().await;
+        let _ = stop_tx.send(true);
+    });
+    let stop = Stop(stop_rx);
     let server = tokio::spawn(crate::server::serve(
         listener,
         state.clone(),
-        crate::server::shutdown_signal(),
+        stop.clone().signalled(),
     ));
     let url = format!("http://{addr}/");
     let fleet = simulator::Fleet::new(scenario.clone());
@@ -97,34 +105,39 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<()> {
     // numbers of a partial week.
     loading.set(0, 1);
     let progress = loading.clone();
-    let stats = driver
-        .backfill(
-            |node| starts[node],
-            now,
-            step,
-            60,
-            move |done, total| {
-                progress.set(done as u64, total as u64);
-                if done == total || done % (total / 10).max(1) == 0 {
-                    // One line rewritten in place at a terminal; a line per step in a file.
-                    let line = format!(
-                        "backfilling history: {done}/{total} batches ({}%)",
-                        done * 100 / total.max(1)
-                    );
-                    if tty {
-                        eprint!("\r{line}");
-                    } else {
-                        eprintln!("{line}");
-                    }
-                    let _ = std::io::stderr().flush();
+    let backfill = driver.backfill(
+        |node| starts[node],
+        now,
+        step,
+        60,
+        move |done, total| {
+            progress.set(done as u64, total as u64);
+            if done == total || done % (total / 10).max(1) == 0 {
+                // One line rewritten in place at a terminal; a line per step in a file.
+                let line = format!(
+                    "backfilling history: {done}/{total} batches ({}%)",
+                    done * 100 / total.max(1)
+                );
+                if tty {
+                    eprint!("\r{line}");
+                } else {
+                    eprintln!("{line}");
                 }
-            },
-        )
-        .await?;
+                let _ = std::io::stderr().flush();
+            }
+        },
+    );
+    let Some(stats) = stop.unless(backfill).await else {
+        return stopped("loading the history", server).await;
+    };
+    let stats = stats?;
     if tty {
         eprintln!();
     }
-    let minutes = state.upkeep_once().await?;
+    let Some(minutes) = stop.unless(state.upkeep_once()).await else {
+        return stopped("rolling up the history", server).await;
+    };
+    let minutes = minutes?;
     println!(
         "history loaded: {} batches, {} rows, {} node-minutes rolled up in {:.1}s",
         stats.batches,
@@ -133,9 +146,11 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<()> {
         started.elapsed().as_secs_f64()
     );
     let t = std::time::Instant::now();
-    if let Some(a) =
-        crate::analysis::scheduled(&store, &state.analytics, &state.metrics.analysis).await?
-    {
+    let analysis = crate::analysis::scheduled(&store, &state.analytics, &state.metrics.analysis);
+    let Some(analysis) = stop.unless(analysis).await else {
+        return stopped("analysing the history", server).await;
+    };
+    if let Some(a) = analysis? {
         println!(
             "analysis: {} findings, {} recommendations in {:.1}s ({url}api/v1/findings, {url}api/v1/recommendations, or `gpulens analyze`)",
             a.findings.len(),
@@ -146,6 +161,9 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<()> {
     loading.finish();
     if args.no_live {
         return Ok(());
+    }
+    if stop.is_signalled() {
+        return stopped("analysing the history", server).await;
     }
     println!(
         "streaming live samples every {} ms; dashboard: {url} (Ctrl-C to stop)",
@@ -168,6 +186,43 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<()> {
     runner.stop().await;
     live.abort();
     result?;
+    Ok(())
+}
+
+/// The demo's stop: set once by the first Ctrl-C or SIGTERM.
+#[derive(Clone)]
+struct Stop(tokio::sync::watch::Receiver<bool>);
+
+impl Stop {
+    fn is_signalled(&self) -> bool {
+        *self.0.borrow()
+    }
+
+    /// Resolves once the stop is signalled.
+    async fn signalled(mut self) {
+        let _ = self.0.wait_for(|stop| *stop).await;
+    }
+
+    /// Runs `work` unless the stop comes first (None: `work` is dropped where it was, and
+    /// whatever it spawned into a `JoinSet` is aborted with it).
+    async fn unless<T>(&self, work: impl std::future::Future<Output = T>) -> Option<T> {
+        tokio::select! {
+            out = work => Some(out),
+            () = self.clone().signalled() => None,
+        }
+    }
+}
+
+/// Ends the demo after a stop in `phase`: the server shuts down with the same signal; what was
+/// stored stays (the next run continues the history from each node's last sample).
+async fn stopped(
+    phase: &str,
+    server: tokio::task::JoinHandle<std::io::Result<()>>,
+) -> anyhow::Result<()> {
+    eprintln!(
+        "\nstopped while {phase}; the database keeps what was stored (the next run continues from there)"
+    );
+    server.await??;
     Ok(())
 }
 

@@ -9,6 +9,7 @@ mod citus;
 mod consistency;
 mod dashboard;
 mod delivery;
+mod demo;
 mod deploy;
 mod http;
 mod kustomize;
