@@ -90,11 +90,12 @@ figure.chart svg.narrow{display:none}@media (max-width:640px){figure.chart svg.w
 svg .grid{stroke:#e5e7eb}svg .axis{stroke:#9aa4b2}svg .hover{fill:transparent}svg .hover:hover{fill:rgba(31,95,168,.08)}
 .legend{list-style:none;display:flex;flex-wrap:wrap;gap:.3rem 1rem;padding:0;margin:.2rem 0 0;font-size:.88em}
 .swatch{display:inline-block;width:.9rem;height:.9rem;border-radius:2px;margin-right:.35rem;vertical-align:-2px}
-.legend li.scale{display:grid;grid-template-columns:12rem;row-gap:.1rem}.scale-bar{display:block;height:.8rem;border:1px solid #9aa4b2;border-radius:2px}
+.legend li.scale{display:grid;width:18rem;max-width:100%;row-gap:.1rem}.scale-bar{display:block;height:.8rem;border:1px solid #9aa4b2;border-radius:2px}
 .scale-ticks{position:relative;display:block;height:1rem;font-size:.85em;color:#4b5563}.scale-ticks .tick{position:absolute;transform:translateX(-50%);white-space:nowrap}
 .scale-ticks .tick:first-child{transform:none}.scale-ticks .tick:last-child{transform:translateX(-100%)}
 .grid2{display:grid;grid-template-columns:repeat(auto-fit,minmax(min(30rem,100%),1fr));gap:.8rem}
 .scroll{overflow-x:auto}
+ol.actions{padding-left:1.4rem;margin:.3rem 0}ol.actions li{margin:.35rem 0}
 a.button{display:inline-block;background:#0b4f9c;color:#fff;padding:.45rem .9rem;border-radius:4px;text-decoration:none;font-weight:600}
 pre{background:#0f172a;color:#e2e8f0;padding:.7rem;border-radius:6px;overflow:auto;font-size:.85em}
 footer{color:#4b5563;font-size:.85em;padding:1rem 1.5rem;text-align:center}

@@ -129,6 +129,55 @@ pub struct OverviewView {
     pub top_wasters: Vec<WasterLine>,
     /// GPUs × time, coloured by effective use, with allocation shown.
     pub heatmap: Option<chart::Heatmap>,
+    /// The plan's first steps (most GPUs freed first).
+    pub actions: Vec<ActionLine>,
+    /// The window's waste cost at the same rate over a month (730 hours).
+    pub waste_per_month: Option<String>,
+    /// How long the analysed window is, e.g. "7 days".
+    pub window_length: String,
+}
+
+/// A step of the plan, as the overview offers it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ActionLine {
+    pub id: String,
+    pub summary: String,
+    pub gpus_freed: f64,
+    /// What the GPUs it frees cost a month, e.g. "≈ 1,095 USD a month".
+    pub per_month: Option<String>,
+    /// Whether approving its label change carries it out (otherwise people act on it).
+    pub approvable: bool,
+}
+
+/// The overview's "what to do first": the top steps, what each frees, and where to approve.
+fn action_list(rows: Vec<ActionLine>, plan_line: String) -> impl IntoView {
+    if rows.is_empty() {
+        return view! { <p class="note">"Nothing to do: the plan frees no GPU in the analysed window ("{plan_line}")."</p> }.into_any();
+    }
+    let items = rows
+        .into_iter()
+        .map(|r| {
+            let href = format!("/recommendations/{}", enc(&r.id));
+            let act = if r.approvable {
+                "Review and approve"
+            } else {
+                "Review: people act on it"
+            };
+            view! {
+                <li>
+                    <b>{format!("Frees {:.0} GPU(s)", r.gpus_freed)}</b>
+                    {r.per_month.map(|m| format!(" · {m}"))}": "
+                    {r.summary}" "
+                    <a href=format!("{href}#apply")>{act}</a>
+                </li>
+            }
+        })
+        .collect_view();
+    view! {
+        <ol class="actions">{items}</ol>
+        <p class="note"><a href="/recommendations">{format!("The whole plan: {plan_line}")}</a></p>
+    }
+    .into_any()
 }
 
 /// A tenant among the top wasters.
@@ -244,6 +293,12 @@ pub fn overview(frame: Frame, v: OverviewView) -> String {
                 };
                 let before = match t.before {
                     None => view! { "no previous data" }.into_any(),
+                    // A value from a sliver of the period is not a figure to compare with.
+                    Some(_) if t.before_hours * 10 < t.hours => view! {
+                        "no comparable period"<br/>
+                        <span class="note">{format!("data in {} of {} h", t.before_hours, t.hours)}</span>
+                    }
+                    .into_any(),
                     Some(x) if t.before_hours < t.hours => view! {
                         {format!("{} {}", num(x), t.unit)}<br/>
                         <span class="note">{format!("{} of {} h", t.before_hours, t.hours)}</span>
@@ -296,12 +351,15 @@ pub fn overview(frame: Frame, v: OverviewView) -> String {
             </form>
             <section class="cards" aria-label="Key numbers">
                 <div class="card">"Effective use"<b>{pct(f.effective_ratio)}</b><span>"of allocated GPU-hours"</span></div>
-                <div class="card">"Waste"<b>{if v.analysed { money(f.waste_cost, &f.currency) } else { "–".into() }}</b><span>{if v.analysed { format!("{} GPU-h of {} allocated", num(f.waste), num(f.allocated)) } else { "after the first analysis".into() }}</span></div>
+                <div class="card">"Waste"<b>{if v.analysed { money(f.waste_cost, &f.currency) } else { "–".into() }}</b><span>{if v.analysed { format!("in the {} analysed: {} GPU-h of {} allocated{}", v.window_length, num(f.waste), num(f.allocated), v.waste_per_month.clone().map(|m| format!("; {m} a month at this rate")).unwrap_or_default()) } else { "after the first analysis".into() }}</span></div>
                 <div class="card">"Cost"<b>{if v.analysed { money(f.cost, &f.currency) } else { "–".into() }}</b><span>"allocated GPU-hours × price"</span></div>
                 <div class="card">"GPUs freeable"<b>{v.gpus_freeable}</b><span><a href="/recommendations">{v.plan_line.clone()}</a></span></div>
                 <div class="card">"Fleet"<b>{format!("{} GPUs", v.gpus)}</b><span><a href="/nodes">{format!("{} nodes", v.nodes)}</a></span></div>
                 <div class="card">"Alerts firing"<b>{v.firing_alerts}</b><span><a href="/alerts">"see alerts"</a></span></div>
             </section>
+            {v.analysed.then(|| view! {
+                <section aria-labelledby="h-do"><h2 id="h-do">"What to do first"</h2>{action_list(v.actions.clone(), v.plan_line.clone())}</section>
+            })}
             <div class="grid2">
                 <section aria-labelledby="h-funnel"><h2 id="h-funnel">"Where the GPU-hours go"</h2>{if v.analysed { raw(funnel).into_any() } else { view! { <p class="note">"The funnel appears after the first analysis."</p> }.into_any() }}
                     {(!f.signal.is_empty()).then(|| view! { <p class="note">"Effective use rests on " {f.signal.clone()} "."</p> })}</section>
@@ -1246,7 +1304,7 @@ pub fn recommendation(frame: Frame, v: RecView) -> String {
             {requires}
             <h2>"Replay against the recorded demand"</h2>
             <table><tbody>{replay}</tbody></table>
-            <h2>"Apply"</h2>
+            <h2 id="apply">"Apply"</h2>
             {act}
             {v.outcome.clone().map(outcome_detail)}
             <h2>"Generated configuration"</h2>

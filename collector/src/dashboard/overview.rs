@@ -107,6 +107,9 @@ pub async fn overview(
         loading: state.loading.progress(),
         top_wasters: Vec::new(),
         heatmap: heatmap(&state, a.as_deref(), range, from, to).await,
+        actions: Vec::new(),
+        waste_per_month: None,
+        window_length: String::new(),
     };
     if let Some(a) = &a {
         from_analysis(&mut v, a);
@@ -179,6 +182,37 @@ fn from_analysis(v: &mut pages::OverviewView, a: &Analysis) {
         format!("{:.0} %", r * 100.0)
     });
     v.limitations = a.limitations.clone();
+    let hours = (a.funnel.to_ms - a.funnel.from_ms) as f64 / 3_600_000.0;
+    v.window_length = if hours >= 48.0 {
+        format!("{:.0} days", hours / 24.0)
+    } else {
+        format!("{hours:.0} hours")
+    };
+    v.waste_per_month = (hours > 0.0).then(|| {
+        web::format::money(
+            t.waste_cost / hours * analytics::plan::HOURS_PER_MONTH,
+            &a.funnel.currency,
+        )
+    });
+    v.actions = p
+        .steps
+        .iter()
+        .filter_map(|id| a.recommendations.iter().find(|r| &r.id == id))
+        .filter(|r| r.replay.gpus_freed > 0.0)
+        .take(3)
+        .map(|r| pages::ActionLine {
+            id: r.id.clone(),
+            summary: super::recommendations::names_in(a, &r.summary),
+            gpus_freed: r.replay.gpus_freed,
+            per_month: super::recommendations::step_money(a, r),
+            // A MIG layout or a sharing config is a label change to approve; a reclaim or a
+            // move is done by people.
+            approvable: matches!(
+                r.proposal,
+                analytics::Proposal::MigLayout { .. } | analytics::Proposal::Sharing { .. }
+            ),
+        })
+        .collect();
 }
 
 /// How many tenants the top-wasters table lists.

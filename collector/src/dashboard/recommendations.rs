@@ -422,8 +422,12 @@ pub async fn approve(
 
 /// What the GPUs a step frees cost a month at the configured price of its node's GPUs (the
 /// funnel's cost over allocated GPU-hours of that node).
-fn step_money(a: &Analysis, r: &analytics::Recommendation) -> Option<String> {
-    let row = a.funnel.by_node.iter().find(|n| n.key == r.node)?;
+pub(super) fn step_money(a: &Analysis, r: &analytics::Recommendation) -> Option<String> {
+    let row = a
+        .funnel
+        .by_node
+        .iter()
+        .find(|n| n.key == r.node && n.cluster.as_deref().is_none_or(|c| c == r.cluster))?;
     if row.allocated_gpu_hours <= 0.0 || r.replay.gpus_freed <= 0.0 {
         return None;
     }
@@ -438,7 +442,7 @@ fn step_money(a: &Analysis, r: &analytics::Recommendation) -> Option<String> {
 }
 
 /// Tenant keys in a sentence replaced by the names people know.
-fn names_in(a: &Analysis, text: &str) -> String {
+pub(super) fn names_in(a: &Analysis, text: &str) -> String {
     let mut out = text.to_owned();
     for (k, n) in &a.tenant_names {
         if out.contains(k.as_str()) {

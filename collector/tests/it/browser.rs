@@ -151,6 +151,10 @@ fn heavy_every_dashboard_page_works_in_chromium_with_and_without_javascript() {
             "Every GPU, last",
             "Where the GPU-hours go",
             "Trend against the previous period",
+            "What to do first",
+            "Review and approve",
+            "a month at this rate",
+            "share of the allocation used",
         ] {
             assert!(text(o).contains(s), "{mode}: overview lacks {s:?}");
         }

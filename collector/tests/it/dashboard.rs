@@ -64,6 +64,25 @@ async fn an_operator_approves_a_label_change_from_the_dashboard() {
     assert!(html.contains("Sign in as an operator"));
     assert!(!html.contains("name=\"csrf\""));
 
+    // The overview offers the step first, with a link to where it is approved.
+    let (code, _, html) = send(&state, get("/", None)).await;
+    assert_eq!(code, StatusCode::OK);
+    let todo = &html[html
+        .find("What to do first")
+        .expect("no actions on the overview")..];
+    assert!(todo.contains("Frees 1 GPU(s)"), "{todo}");
+    assert!(
+        todo.contains("share gpu-1&#39;s GPUs four ways")
+            || todo.contains("share gpu-1's GPUs four ways"),
+        "{todo}"
+    );
+    assert!(
+        todo.contains("href=\"/recommendations/time_slicing-test#apply\">Review and approve"),
+        "{todo}"
+    );
+    let (_, _, step) = send(&state, get(page, None)).await;
+    assert!(step.contains("id=\"apply\""), "the link's target");
+
     // A wrong token is refused.
     let (code, headers, _) = send(&state, form("/login", "token=nope".into(), None)).await;
     assert_eq!(code, StatusCode::UNAUTHORIZED);

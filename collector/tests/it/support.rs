@@ -94,9 +94,21 @@ pub async fn store_time_slicing_step(
             device_plugin_yaml: analytics::recommend::device_plugin_config("time_slicing", 4),
             moves: vec![],
         },
-        replay: Default::default(),
+        replay: analytics::Replay {
+            gpus_freed: 1.0,
+            ..Default::default()
+        },
         evidence: vec![],
         requires: vec![],
+    };
+    // The plan's one step: it frees that GPU.
+    let fleet_plan = analytics::FleetPlan {
+        gpus_in_use: 2,
+        gpus_after: 1,
+        gpus_freed: 1,
+        currency: "USD".into(),
+        steps: vec![id.into()],
+        ..Default::default()
     };
     let mut a: serde_json::Value = serde_json::json!({
         "from_ms": now - 3_600_000, "to_ms": now, "generated_ms": now,
@@ -108,6 +120,7 @@ pub async fn store_time_slicing_step(
         "findings": [], "rejected": [], "limitations": []
     });
     a["recommendations"] = serde_json::json!([rec]);
+    a["plan"] = serde_json::to_value(&fleet_plan).unwrap();
     let analysis: analytics::Analysis = serde_json::from_value(a).unwrap();
     store
         .save_analysis(
