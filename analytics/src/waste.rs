@@ -5,6 +5,8 @@
 
 use std::collections::BTreeMap;
 
+use model::figures;
+
 use crate::Config;
 use crate::findings::{
     Ctx, Evidence, Finding, FindingKind, GIB, Severity, activity_evidence, finding_id, gib,
@@ -91,9 +93,13 @@ pub fn finding(ctx: &Ctx, h: &Holding, planned: Option<&(String, Move)>) -> Find
     let mem_p99 = h.mem_p99().map(|m| m as f64);
     let p95 = h.eff_p95();
     let need_text = match (p95, mem_p99) {
-        (Some(c), Some(m)) => format!("p95 {c:.2} GPU, p99 memory {:.1} GiB", gib(m)),
-        (Some(c), None) => format!("p95 {c:.2} GPU, memory not measured"),
-        (None, Some(m)) => format!("p99 memory {:.1} GiB", gib(m)),
+        (Some(c), Some(m)) => format!(
+            "p95 {}, p99 memory {}",
+            figures::gpu(c),
+            figures::gib(gib(m))
+        ),
+        (Some(c), None) => format!("p95 {}, memory not measured", figures::gpu(c)),
+        (None, Some(m)) => format!("p99 memory {}", figures::gib(gib(m))),
         (None, None) => "no per-tenant measurements".into(),
     };
     let because = match why {

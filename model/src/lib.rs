@@ -5,6 +5,7 @@
 
 pub mod dcgm;
 pub mod exposition;
+pub mod figures;
 pub mod inventory;
 pub mod labels;
 pub mod mig;

@@ -525,9 +525,10 @@ async fn underutilized(state: &DashboardState, a: &Analysis, f: &Finding) -> Evi
         .find(|(_, m)| &m.tenant == k && f.gpu.as_deref() == Some(m.from_gpu.as_str()));
     let mut refs = Vec::new();
     if let Some(p95) = f.metrics.get("effective_p95_gpu") {
+        // Drawn and labelled at the figure the summary and the Numbers table give.
         refs.push(RefLine {
-            name: "p95 of its demand".into(),
-            value: p95 * 100.0,
+            name: format!("p95 of its demand, {}", model::figures::gpu(*p95)),
+            value: model::figures::round(*p95, 2) * 100.0,
         });
     }
     let mut slice_mem = None;

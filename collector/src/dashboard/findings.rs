@@ -239,7 +239,8 @@ pub(super) fn metric_value(key: &str, v: f64, currency: &str) -> String {
     } else if key.contains("cost") || key.contains("money") {
         format::money(v, currency)
     } else if key.ends_with("_gpu") {
-        format!("{} GPU", format::num(tenths))
+        // As the finding's summary and its chart's legend give it.
+        model::figures::gpu(v)
     } else if v.fract() == 0.0 && v.abs() < 1e15 {
         format!("{v:.0}")
     } else {
@@ -266,6 +267,15 @@ mod tests {
         assert_eq!(metric_value("idle_runs", 37.0, "USD"), "37");
         assert_eq!(metric_value("xid_errors", 5.0, "USD"), "5");
         assert_eq!(metric_value("memory_held_gib_p99", 6.0, "USD"), "6.0 GiB");
+        // A share of a GPU reads as the summary and the chart give it (0.125 → 0.13, never
+        // 0.10 from tenths first).
+        for v in [0.125, 0.075, 0.425] {
+            assert_eq!(
+                metric_value("effective_p95_gpu", v, "USD"),
+                model::figures::gpu(v)
+            );
+        }
+        assert_eq!(metric_value("effective_p95_gpu", 0.125, "USD"), "0.13 GPU");
         // Rounded to tenths first, like an alert's value: 19.95 h reads 20.0 h on both.
         assert_eq!(metric_value("idle_hours_in_runs", 19.95, "USD"), "20.0 h");
         // 0.38453 is 38.5 % in tenths, shown "38 %" exactly as an alert value of 38.5 is.

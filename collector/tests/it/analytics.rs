@@ -97,6 +97,18 @@ pub(crate) async fn check(store: &Store, path: &Path, scores: &mut BTreeMap<&'st
     let key_name = names(&fleet, from, to);
     let label = format!("{}", path.display());
     identities_hold(&a, &input, &label);
+    // A finding's figure reads the same in its summary as the API's value rounds to (the
+    // dashboard's Numbers table and chart legend use the same function, tested there).
+    for f in &a.findings {
+        if let Some(p95) = f.metrics.get("effective_p95_gpu") {
+            let figure = format!("p95 {}", model::figures::gpu(*p95));
+            assert!(
+                f.summary.contains(&figure),
+                "{label}: {figure:?} not in {:?}",
+                f.summary
+            );
+        }
+    }
     // The stored form reads back whole (reports and the agents' labels read it).
     let json = serde_json::to_value(&a).unwrap();
     let back: analytics::Analysis = serde_json::from_value(json.clone()).unwrap();

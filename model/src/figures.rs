@@ -1,0 +1,44 @@
+//! Figures as people read them: one rounding per quantity, shared by the analysis' summaries,
+//! the dashboard's tables and chart legends and the reports, so that one number reads alike
+//! wherever it is shown (the API keeps the unrounded value).
+
+/// `x` rounded to `decimals`, halves away from zero (0.125 → 0.13) as people round. A float
+/// that stands for a half is often stored a hair below it (0.075 is 0.07499…), so the rounding
+/// looks a billionth of a unit past it.
+pub fn round(x: f64, decimals: i32) -> f64 {
+    let f = 10f64.powi(decimals);
+    (x * f + x.signum() * 1e-9).round() / f
+}
+
+/// A share of a GPU: `0.13 GPU`.
+pub fn gpu(x: f64) -> String {
+    format!("{:.2} GPU", round(x, 2))
+}
+
+/// A 0–1 ratio as a whole percent: `13 %`.
+pub fn percent(ratio: f64) -> String {
+    format!("{:.0} %", round(ratio * 100.0, 0))
+}
+
+/// Gibibytes with one decimal: `6.0 GiB`.
+pub fn gib(x: f64) -> String {
+    format!("{:.1} GiB", round(x, 1))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn halves_round_away_from_zero_whatever_the_float_stores() {
+        assert_eq!(gpu(0.125), "0.13 GPU");
+        assert_eq!(gpu(0.075), "0.08 GPU");
+        assert_eq!(gpu(0.425), "0.43 GPU");
+        assert_eq!(gpu(0.124), "0.12 GPU");
+        assert_eq!(percent(0.125), "13 %");
+        assert_eq!(percent(0.005), "1 %");
+        assert_eq!(gib(6.05), "6.1 GiB");
+        assert_eq!(round(-0.125, 2), -0.13);
+        assert_eq!(round(2.0, 2), 2.0);
+    }
+}
