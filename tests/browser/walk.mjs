@@ -154,6 +154,33 @@ function layoutProblems() {
   return { clipped, emptySections, evidenceEmpty };
 }
 
+// At phone width every table must lead with what matters: in its first row, the first cell
+// with a link and the first numeric cell lie inside the screen without scrolling sideways, and
+// so does the caption's first line. Returns the tables where they do not.
+function phoneTables() {
+  const vw = document.documentElement.clientWidth;
+  const inside = (el) => {
+    const r = el.getBoundingClientRect();
+    return r.left >= -0.5 && r.right <= vw + 0.5;
+  };
+  const bad = [];
+  for (const table of document.querySelectorAll("main table")) {
+    const name = (table.caption?.textContent || table.querySelector("th")?.textContent || "").slice(0, 60);
+    const row = table.querySelector("tbody tr");
+    if (!row) continue;
+    const cells = [...row.children];
+    const link = cells.find((c) => c.querySelector("a"));
+    const number = cells.find((c) => c.classList.contains("n"));
+    if (link && !inside(link)) bad.push({ table: name, cell: "link", text: link.textContent.slice(0, 40) });
+    if (number && !inside(number)) bad.push({ table: name, cell: "number", text: number.textContent.slice(0, 40) });
+    if (table.caption) {
+      const r = table.caption.getBoundingClientRect();
+      if (r.left < -0.5 || Math.min(r.right, r.left + 200) > vw + 0.5) bad.push({ table: name, cell: "caption" });
+    }
+  }
+  return bad;
+}
+
 // The same pages on a phone (390 × 844 CSS px): how wide each document is. Wide tables scroll
 // inside their own box; the page itself must not be wider than the screen.
 async function phone(urls) {
@@ -164,7 +191,8 @@ async function phone(urls) {
     await page.goto(new URL(url, base).href, { waitUntil: "load" });
     const width = await page.evaluate(() => document.documentElement.scrollWidth);
     const { clipped } = await page.evaluate(layoutProblems);
-    widths.push({ url, width, clipped });
+    const offscreen = await page.evaluate(phoneTables);
+    widths.push({ url, width, clipped, offscreen });
     if (widths.length <= 12) {
       await page.screenshot({ path: `${out}/phone-${slug(new URL(url, base))}.png`, fullPage: true });
     }

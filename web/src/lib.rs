@@ -95,6 +95,14 @@ svg .grid{stroke:#e5e7eb}svg .axis{stroke:#9aa4b2}svg .hover{fill:transparent}sv
 .scale-ticks .tick:first-child{transform:none}.scale-ticks .tick:last-child{transform:translateX(-100%)}
 .grid2{display:grid;grid-template-columns:repeat(auto-fit,minmax(min(30rem,100%),1fr));gap:.8rem}
 .scroll{overflow-x:auto}
+@media (max-width:640px){
+.scroll{background:linear-gradient(to left,#fff 30%,rgba(255,255,255,0)) right/1.5rem 100% no-repeat local,radial-gradient(farthest-side at 100% 50%,rgba(15,23,42,.28),rgba(15,23,42,0)) right/.7rem 100% no-repeat scroll,#fff}
+.scroll table{background:transparent}
+.scroll th:first-child,.scroll td:first-child{position:sticky;left:0;z-index:1;min-width:38vw;max-width:48vw;overflow-wrap:anywhere;box-shadow:1px 0 0 #e1e5ea}
+.scroll td:first-child{background:#fff}.scroll th:first-child{background:#eef1f5}
+.scroll caption{position:sticky;left:0;max-width:calc(100vw - 2.5rem)}
+main{padding:.8rem .7rem}
+}
 ol.actions{padding-left:1.4rem;margin:.3rem 0}ol.actions li{margin:.35rem 0}
 a.button{display:inline-block;background:#0b4f9c;color:#fff;padding:.45rem .9rem;border-radius:4px;text-decoration:none;font-weight:600}
 pre{background:#0f172a;color:#e2e8f0;padding:.7rem;border-radius:6px;overflow:auto;font-size:.85em}

@@ -205,9 +205,9 @@ fn tenant_table(rows: Vec<TenantLine>, what: &'static str, label: &'static str) 
             view! {
                 <tr>
                     <td><a href=tenant>{r.name}</a></td>
+                    <td class="n"><a href=href>{r.value}</a></td>
                     <td>{r.team}</td>
                     <td><a href=format!("/nodes/{}", enc(&r.node))>{r.node.clone()}</a></td>
-                    <td class="n"><a href=href>{r.value}</a></td>
                 </tr>
             }
         })
@@ -215,7 +215,7 @@ fn tenant_table(rows: Vec<TenantLine>, what: &'static str, label: &'static str) 
     view! {
         <div class="scroll"><table>
             <caption>{what}</caption>
-            <thead><tr><th scope="col">"Tenant"</th><th scope="col">"Team"</th><th scope="col">"Node"</th><th scope="col" class="n">{label}</th></tr></thead>
+            <thead><tr><th scope="col">"Tenant"</th><th scope="col" class="n">{label}</th><th scope="col">"Team"</th><th scope="col">"Node"</th></tr></thead>
             <tbody>{body}</tbody>
         </table></div>
     }
@@ -551,13 +551,13 @@ pub fn node(frame: Frame, v: NodeView) -> String {
                                     .into_any()
                             };
                             view! {
-                                <tr><td>{m.profile.clone()}</td><td class="n">{m.gi}</td><td class="n">{m.ci}</td><td class="n">{format!("{:.1}", m.memory_gib)}</td><td>{m.placement.clone()}</td><td>{holders}</td></tr>
+                                <tr><td>{holders}</td><td>{m.profile.clone()}</td><td class="n">{format!("{:.1}", m.memory_gib)}</td><td class="n">{m.gi}</td><td class="n">{m.ci}</td><td>{m.placement.clone()}</td></tr>
                             }
                         })
                         .collect_view();
                     view! {
                         <div class="scroll"><table><caption>"MIG instances"</caption>
-                            <thead><tr><th scope="col">"Profile"</th><th scope="col" class="n">"GI"</th><th scope="col" class="n">"CI"</th><th scope="col" class="n">"Memory GiB"</th><th scope="col">"Placement"</th><th scope="col">"Held by (last 24 h)"</th></tr></thead>
+                            <thead><tr><th scope="col">"Held by (last 24 h)"</th><th scope="col">"Profile"</th><th scope="col" class="n">"Memory GiB"</th><th scope="col" class="n">"GI"</th><th scope="col" class="n">"CI"</th><th scope="col">"Placement"</th></tr></thead>
                             <tbody>{rows}</tbody>
                         </table></div>
                     }
@@ -665,8 +665,7 @@ pub fn usage(frame: Frame, v: UseView, sort: Sort) -> String {
                 };
                 view! {
                     <tr>
-                        <td>{r.name}</td>
-                        {(!v.teams).then(|| view! { <td>{r.team.clone()}</td><td>{r.kind.clone()}</td> })}
+                        <td><a href=findings.clone()>{r.name}</a></td>
                         <td class="n">{num(r.allocated)}</td>
                         <td class="n">{num(r.effective)}</td>
                         <td class="n">{pct(r.ratio)}</td>
@@ -674,6 +673,7 @@ pub fn usage(frame: Frame, v: UseView, sort: Sort) -> String {
                         {borrowed.then(|| view! { <td class="n">{num(r.borrowed)}</td> })}
                         <td class="n">{money(r.cost, &currency)}</td>
                         <td class="n"><a href=findings>{r.findings}</a></td>
+                        {(!v.teams).then(|| view! { <td>{r.team.clone()}</td><td>{r.kind.clone()}</td> })}
                     </tr>
                 }
             })
@@ -690,12 +690,12 @@ pub fn usage(frame: Frame, v: UseView, sort: Sort) -> String {
                 <caption>{format!("Allocation against use over {}: allocated = effective + waste; cost in {}.", v.window, v.currency)}</caption>
                 <thead><tr>
                     {th(if v.teams { "Team" } else { "Tenant" }, "name", &sort, false)}
-                    {(!v.teams).then(|| view! { {th("Team", "team", &sort, false)}<th scope="col">"Kind"</th> })}
                     {th("Allocated GPU-h", "allocated", &sort, true)}{th("Effective GPU-h", "effective", &sort, true)}
                     {th("Effective", "ratio", &sort, true)}{th("Waste GPU-h", "waste", &sort, true)}
                     {borrowed.then(|| th("Borrowed GPU-h", "borrowed", &sort, true))}
                     {th("Cost", "cost", &sort, true)}
                     {th("Findings", "findings", &sort, true)}
+                    {(!v.teams).then(|| view! { {th("Team", "team", &sort, false)}<th scope="col">"Kind"</th> })}
                 </tr></thead>
                 <tbody>{body}</tbody>
             </table></div>
@@ -753,12 +753,12 @@ pub fn findings(frame: Frame, f: FindingFilters, rows: Vec<FindingRow>, sort: So
             .map(|r| {
                 view! {
                     <tr>
+                        <td><a href=format!("/findings/{}", enc(&r.id))>{r.summary}</a></td>
                         <td class=sev_class(&r.severity)>{r.severity.clone()}</td>
                         <td>{r.kind.replace('_', " ")}</td>
                         <td><a href=format!("/nodes/{}", enc(&r.node))>{r.node.clone()}</a></td>
                         <td>{r.tenant}</td>
                         <td>{r.team}</td>
-                        <td><a href=format!("/findings/{}", enc(&r.id))>{r.summary}</a></td>
                     </tr>
                 }
             })
@@ -776,8 +776,8 @@ pub fn findings(frame: Frame, f: FindingFilters, rows: Vec<FindingRow>, sort: So
             <div class="scroll"><table>
                 <caption>{format!("{count} findings of the newest analysis")}</caption>
                 <thead><tr>
-                    {th("Severity", "severity", &sort, false)}{th("Kind", "kind", &sort, false)}{th("Node", "node", &sort, false)}
-                    <th scope="col">"Tenant"</th>{th("Team", "team", &sort, false)}<th scope="col">"What"</th>
+                    <th scope="col">"What"</th>{th("Severity", "severity", &sort, false)}{th("Kind", "kind", &sort, false)}
+                    {th("Node", "node", &sort, false)}<th scope="col">"Tenant"</th>{th("Team", "team", &sort, false)}
                 </tr></thead>
                 <tbody>{body}</tbody>
             </table></div>
@@ -1029,12 +1029,12 @@ pub fn recommendations(
             .map(|r| {
                 view! {
                     <tr>
+                        <td><a href=format!("/recommendations/{}", enc(&r.id))>{r.summary}</a></td>
+                        <td class="n">{format!("{:.0}", r.gpus_freed)}</td>
                         <td>{r.kind.replace('_', " ")}</td>
                         <td><a href=format!("/nodes/{}", enc(&r.node))>{r.node.clone()}</a></td>
                         <td>{r.team}</td>
-                        <td class="n">{format!("{:.1}", r.gpus_freed)}</td>
                         <td class="n">{format!("{:.0} %", r.confidence * 100.0)}</td>
-                        <td><a href=format!("/recommendations/{}", enc(&r.id))>{r.summary}</a></td>
                     </tr>
                 }
             })
@@ -1046,8 +1046,9 @@ pub fn recommendations(
             <div class="scroll"><table>
                 <caption>{format!("{count} recommendations, each replayed against the recorded demand; {rejected} proposal(s) turned down by the replay.")}</caption>
                 <thead><tr>
+                    <th scope="col">"What"</th>{th("GPUs freed", "freed", &sort, true)}
                     {th("Kind", "kind", &sort, false)}{th("Node", "node", &sort, false)}{th("Team", "team", &sort, false)}
-                    {th("GPUs freed", "freed", &sort, true)}{th("Confidence", "confidence", &sort, true)}<th scope="col">"What"</th>
+                    {th("Confidence", "confidence", &sort, true)}
                 </tr></thead>
                 <tbody>{body}</tbody>
             </table></div>
@@ -1336,8 +1337,9 @@ pub fn reports(frame: Frame, rows: Vec<ReportRow>) -> String {
             .map(|r| {
                 view! {
                     <tr>
-                        <td>{r.week}</td><td>{r.timezone}</td><td>{r.summary}</td>
+                        <td><a href=r.html.clone()>{r.week}</a></td>
                         <td><a href=r.html>"HTML"</a>" · "<a href=r.csv>"CSV"</a></td>
+                        <td>{r.summary}</td><td>{r.timezone}</td>
                     </tr>
                 }
             })
@@ -1346,7 +1348,7 @@ pub fn reports(frame: Frame, rows: Vec<ReportRow>) -> String {
             <h1>"Weekly reports"</h1>
             {empty}
             <div class="scroll"><table>
-                <thead><tr><th scope="col">"Week"</th><th scope="col">"Time zone"</th><th scope="col">"Summary"</th><th scope="col">"Download"</th></tr></thead>
+                <thead><tr><th scope="col">"Week"</th><th scope="col">"Download"</th><th scope="col">"Summary"</th><th scope="col">"Time zone"</th></tr></thead>
                 <tbody>{body}</tbody>
             </table></div>
         }
@@ -1383,8 +1385,8 @@ pub fn alerts(frame: Frame, rows: Vec<AlertRow>, notes: Vec<NotificationRow>) ->
             .map(|r| {
                 view! {
                     <tr>
-                        <td>{r.name}</td><td>{r.state}</td><td class=sev_class(&r.severity)>{r.severity.clone()}</td>
-                        <td><a href=format!("/nodes/{}", enc(&r.node))>{r.node.clone()}</a></td><td>{r.description}</td><td>{r.since}</td>
+                        <td>{r.name}</td><td><a href=format!("/nodes/{}", enc(&r.node))>{r.node.clone()}</a></td>
+                        <td>{r.state}</td><td class=sev_class(&r.severity)>{r.severity.clone()}</td><td>{r.description}</td><td>{r.since}</td>
                     </tr>
                 }
             })
@@ -1404,7 +1406,7 @@ pub fn alerts(frame: Frame, rows: Vec<AlertRow>, notes: Vec<NotificationRow>) ->
             <h1>"Alerts"</h1>
             <div class="scroll"><table>
                 <caption>{format!("{count} alerts: firing, pending and resolved in the last day (docs/alerts.md)")}</caption>
-                <thead><tr><th scope="col">"Alert"</th><th scope="col">"State"</th><th scope="col">"Severity"</th><th scope="col">"Node"</th><th scope="col">"What"</th><th scope="col">"Since (UTC)"</th></tr></thead>
+                <thead><tr><th scope="col">"Alert"</th><th scope="col">"Node"</th><th scope="col">"State"</th><th scope="col">"Severity"</th><th scope="col">"What"</th><th scope="col">"Since (UTC)"</th></tr></thead>
                 <tbody>{body}</tbody>
             </table></div>
             <h2>"Notifications"</h2>

@@ -113,6 +113,16 @@ fn heavy_every_dashboard_page_works_in_chromium_with_and_without_javascript() {
         clipped.is_empty(),
         "chart text outside its SVG box at 390 px: {clipped:?}"
     );
+    // Phone-first tables: every table of every walked page leads with its link and its first
+    // number on screen (the first column stays put while the rest scrolls), captions too.
+    let offscreen: Vec<&Value> = phone
+        .iter()
+        .filter(|p| !p["offscreen"].as_array().unwrap().is_empty())
+        .collect();
+    assert!(
+        offscreen.is_empty(),
+        "at 390 px a table's link, first number or caption is off-screen: {offscreen:?}"
+    );
 
     for (mode, w) in [
         ("with JS", &report["withJs"]),
@@ -281,6 +291,10 @@ fn heavy_every_dashboard_page_works_in_chromium_with_and_without_javascript() {
         ] {
             let p = pages_starting(pages, prefix)[0];
             std::fs::copy(p["screenshot"].as_str().unwrap(), dir.join(name)).unwrap();
+        }
+        // Two pages as a phone shows them (390 px).
+        for name in ["phone-findings.png", "phone-tenants.png"] {
+            std::fs::copy(shots.join(name), dir.join(name)).unwrap();
         }
     }
 }
