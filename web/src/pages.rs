@@ -60,6 +60,12 @@ fn sev_class(s: &str) -> String {
     format!("sev-{s}")
 }
 
+/// What an empty table shows instead of bare headers: "None" and why, across its columns.
+fn none_row(columns: usize, why: &str) -> AnyView {
+    view! { <tr><td colspan=columns.to_string() class="note">{format!("None: {why}.")}</td></tr> }
+        .into_any()
+}
+
 // ---------------------------------------------------------------- overview
 
 /// The fleet's funnel over the analysed window.
@@ -405,6 +411,7 @@ pub struct NodeRow {
 
 pub fn nodes(frame: Frame, rows: Vec<NodeRow>, sort: Sort) -> String {
     document(frame, Nav::Nodes, move || {
+        let empty = rows.is_empty();
         let body = rows
             .into_iter()
             .map(|n| {
@@ -437,7 +444,7 @@ pub fn nodes(frame: Frame, rows: Vec<NodeRow>, sort: Sort) -> String {
                     {th("GPUs", "gpus", &sort, true)}<th scope="col">"Models"</th><th scope="col">"Sharing"</th>
                     {th("GPU util (24 h)", "util", &sort, true)}{th("Class", "class", &sort, false)}{th("Last sample (UTC)", "last", &sort, false)}
                 </tr></thead>
-                <tbody>{body}</tbody>
+                <tbody>{if empty { none_row(9, "no agent has reported yet (docs/agent.md: install the agent, or run `gpulens demo`)") } else { body.into_any() }}</tbody>
             </table></div>
         }
         .into_any()
@@ -653,6 +660,8 @@ pub fn usage(frame: Frame, v: UseView, sort: Sort) -> String {
     document(frame, nav, move || {
         // Shown where it matters: some line used more than it was allocated.
         let borrowed = v.rows.iter().any(|r| r.borrowed >= 0.05);
+        let empty = v.rows.is_empty();
+        let columns = if v.teams { 7 } else { 9 };
         let currency = v.currency.clone();
         let body = v
             .rows
@@ -697,7 +706,7 @@ pub fn usage(frame: Frame, v: UseView, sort: Sort) -> String {
                     {th("Findings", "findings", &sort, true)}
                     {(!v.teams).then(|| view! { {th("Team", "team", &sort, false)}<th scope="col">"Kind"</th> })}
                 </tr></thead>
-                <tbody>{body}</tbody>
+                <tbody>{if empty { none_row(columns, "no line matches the search, or the newest analysis saw no allocation") } else { body.into_any() }}</tbody>
             </table></div>
             {borrowed.then(|| view! { <p class="note">{BORROWED_NOTE}</p> })}
         }
@@ -779,7 +788,7 @@ pub fn findings(frame: Frame, f: FindingFilters, rows: Vec<FindingRow>, sort: So
                     <th scope="col">"What"</th>{th("Severity", "severity", &sort, false)}{th("Kind", "kind", &sort, false)}
                     {th("Node", "node", &sort, false)}<th scope="col">"Tenant"</th>{th("Team", "team", &sort, false)}
                 </tr></thead>
-                <tbody>{body}</tbody>
+                <tbody>{if count == 0 { none_row(6, "no finding of the newest analysis matches these filters") } else { body.into_any() }}</tbody>
             </table></div>
         }
         .into_any()
@@ -1050,7 +1059,7 @@ pub fn recommendations(
                     {th("Kind", "kind", &sort, false)}{th("Node", "node", &sort, false)}{th("Team", "team", &sort, false)}
                     {th("Confidence", "confidence", &sort, true)}
                 </tr></thead>
-                <tbody>{body}</tbody>
+                <tbody>{if count == 0 { none_row(6, "the newest analysis has no step: nothing to reclaim, share or consolidate that its replay accepts") } else { body.into_any() }}</tbody>
             </table></div>
             {turned_down}
         }
@@ -1346,11 +1355,13 @@ pub fn reports(frame: Frame, rows: Vec<ReportRow>) -> String {
             .collect_view();
         view! {
             <h1>"Weekly reports"</h1>
+            {empty.is_none().then(|| view! {
+                <div class="scroll"><table>
+                    <thead><tr><th scope="col">"Week"</th><th scope="col">"Download"</th><th scope="col">"Summary"</th><th scope="col">"Time zone"</th></tr></thead>
+                    <tbody>{body}</tbody>
+                </table></div>
+            })}
             {empty}
-            <div class="scroll"><table>
-                <thead><tr><th scope="col">"Week"</th><th scope="col">"Download"</th><th scope="col">"Summary"</th><th scope="col">"Time zone"</th></tr></thead>
-                <tbody>{body}</tbody>
-            </table></div>
         }
         .into_any()
     })
@@ -1380,6 +1391,7 @@ pub struct NotificationRow {
 pub fn alerts(frame: Frame, rows: Vec<AlertRow>, notes: Vec<NotificationRow>) -> String {
     document(frame, Nav::Alerts, move || {
         let count = rows.len();
+        let no_notes = notes.is_empty();
         let body = rows
             .into_iter()
             .map(|r| {
@@ -1407,12 +1419,12 @@ pub fn alerts(frame: Frame, rows: Vec<AlertRow>, notes: Vec<NotificationRow>) ->
             <div class="scroll"><table>
                 <caption>{format!("{count} alerts: firing, pending and resolved in the last day (docs/alerts.md)")}</caption>
                 <thead><tr><th scope="col">"Alert"</th><th scope="col">"Node"</th><th scope="col">"State"</th><th scope="col">"Severity"</th><th scope="col">"What"</th><th scope="col">"Since (UTC)"</th></tr></thead>
-                <tbody>{body}</tbody>
+                <tbody>{if count == 0 { none_row(6, "no rule fired, was pending or resolved in the last day") } else { body.into_any() }}</tbody>
             </table></div>
             <h2>"Notifications"</h2>
             <div class="scroll"><table>
                 <thead><tr><th scope="col" class="n">"Id"</th><th scope="col">"Receiver"</th><th scope="col">"Status"</th><th scope="col">"Delivery"</th><th scope="col" class="n">"Attempts"</th><th scope="col">"Made (UTC)"</th><th scope="col">"Last error"</th></tr></thead>
-                <tbody>{notes}</tbody>
+                <tbody>{if no_notes { none_row(7, "nothing was sent: no alert changed state, or no receiver is configured (docs/alerts.md)") } else { notes.into_any() }}</tbody>
             </table></div>
         }
         .into_any()
@@ -1488,6 +1500,35 @@ pub fn problem(frame: Frame, message: String) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn empty_tables_say_none_and_why() {
+        let html = alerts(Frame::default(), Vec::new(), Vec::new());
+        assert!(html.contains("None: no rule fired"), "{html}");
+        assert!(html.contains("None: nothing was sent"), "{html}");
+        assert!(html.contains("colspan=\"6\""), "{html}");
+        let sort = Sort {
+            base: String::new(),
+            key: "severity".into(),
+            desc: false,
+        };
+        let filters = FindingFilters {
+            kind: "interference".into(),
+            severity: String::new(),
+            team: String::new(),
+            node: String::new(),
+            kinds: Vec::new(),
+            teams: Vec::new(),
+            nodes: Vec::new(),
+        };
+        let html = findings(Frame::default(), filters, Vec::new(), sort);
+        assert!(
+            html.contains("None: no finding of the newest analysis matches"),
+            "{html}"
+        );
+        let html = reports(Frame::default(), Vec::new());
+        assert!(!html.contains("<table"), "no bare headers: {html}");
+    }
 
     #[test]
     fn use_beyond_the_allocation_is_a_column_where_some_line_has_it() {

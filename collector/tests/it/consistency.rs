@@ -28,6 +28,10 @@ fn body_rows(html: &str) -> usize {
         return 0;
     };
     let end = html[start..].find("</tbody>").unwrap() + start;
+    // An empty table's one row says "None: …".
+    if html[start..end].contains(">None: ") {
+        return 0;
+    }
     html[start..end].matches("<tr").count()
 }
 
