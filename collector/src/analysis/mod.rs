@@ -642,6 +642,19 @@ pub fn table(a: &Analysis) -> String {
             x.summary
         );
     }
+    let p = &a.plan;
+    let _ = writeln!(
+        s,
+        "\nPlan: frees {} of {} GPUs in use ({} of {} nodes; the fewest it could use is {}), {:.0} {}/month, in {} steps (each step's share below; they add up)",
+        p.gpus_freed,
+        p.gpus_in_use,
+        p.nodes_freed,
+        p.nodes_in_use,
+        p.bound_gpus,
+        p.money_per_month,
+        p.currency,
+        p.steps.len()
+    );
     let _ = writeln!(s, "\nRecommendations ({})", a.recommendations.len());
     for r in &a.recommendations {
         let _ = writeln!(
