@@ -63,9 +63,10 @@ impl RowHours {
         } else {
             0.0
         };
+        let allocated = a.allocated_gpu_hours();
         RowHours {
-            allocated: a.allocated_gpu_hours(),
-            active: (f64::from(a.active_n) * dt * share).min(a.allocated_gpu_hours()),
+            allocated,
+            active: (f64::from(a.active_n) * dt * share).min(allocated),
             effective: a.effective_gpu_hours(),
             used: a.used_gpu_hours(),
         }
