@@ -2,8 +2,9 @@
 # The whole gpulens test suite, as the README's second command and CI run it.
 # Installs what is missing (PostgreSQL server binaries, Citus built from ../shared/vendor/citus,
 # Alertmanager, Prometheus, Chromium, playwright-core and oidc-provider from npm,
-# cargo-nextest), starts a throwaway PostgreSQL server and a three-node Citus cluster on free
-# ports in a temporary directory, runs every test once with
+# helm-python-sdk and kubernetes-validate from PyPI, cargo-nextest), starts a throwaway
+# PostgreSQL server and a three-node Citus cluster on free ports in a temporary directory, runs
+# every test once with
 # `cargo nextest run --workspace`, then the fuzz targets for a bounded time each
 # (tests/fuzz.sh) and schemathesis against a demo collector's OpenAPI description
 # (tests/schemathesis.sh), and stops the servers again.
@@ -45,7 +46,6 @@ command -v prometheus-alertmanager >/dev/null 2>&1 || command -v alertmanager >/
 { command -v prometheus >/dev/null 2>&1 && command -v promtool >/dev/null 2>&1; } || missing+=(prometheus)
 [ -x /usr/bin/chromium ] || missing+=(chromium)
 command -v curl >/dev/null 2>&1 || missing+=(curl)   # the README test runs its curl commands
-command -v kubectl >/dev/null 2>&1 || missing+=(kubectl)   # kustomize renders deploy/kubernetes
 command -v openssl >/dev/null 2>&1 || missing+=(openssl)   # the TLS test makes its certificates
 command -v mold >/dev/null 2>&1 || missing+=(mold)   # the fast linker .cargo/link-gcc picks up
 if [ ${#missing[@]} -gt 0 ]; then
@@ -60,11 +60,20 @@ if [ ! -d tests/browser/node_modules/playwright-core ] || [ ! -d tests/browser/n
   log "installing playwright-core (npm) to drive Chromium, and oidc-provider for the sign-in test"
   (cd tests/browser && npm ci --silent --no-audit --no-fund)
 fi
+# Helm's engine (PyPI helm-python-sdk bundles Helm v4's Go code; no helm binary is needed) and
+# kubernetes-validate, for the chart test (collector/tests/it/helm.rs, tests/helm/render.py).
+HELM_VENV=target/helm-venv
+if [ ! -x "$HELM_VENV/bin/python" ] || ! "$HELM_VENV/bin/python" -c 'import helm_python, kubernetes_validate' 2>/dev/null; then
+  log "installing helm-python-sdk and kubernetes-validate (PyPI) into $HELM_VENV"
+  python3 -m venv "$HELM_VENV"
+  "$HELM_VENV/bin/pip" install --quiet --disable-pip-version-check \
+    'helm-python-sdk==0.2.2' 'kubernetes-validate==1.37.0' 'PyYAML>=6'
+fi
 if ! cargo nextest --version >/dev/null 2>&1; then
   log "installing cargo-nextest"
   cargo install --locked cargo-nextest
 fi
-phase "installs (npm, cargo-nextest)"
+phase "installs (npm, PyPI, cargo-nextest)"
 
 # Citus (the distributed PostgreSQL extension) is not in Debian's archive: its source is in
 # ../shared/vendor/citus, whose build.sh installs it into this PostgreSQL once (5-10 minutes
@@ -136,6 +145,7 @@ export GPULENS_REQUIRE_CITUS=1
 export GPULENS_REQUIRE_ALERTMANAGER=1
 export GPULENS_REQUIRE_BROWSER=1
 export GPULENS_REQUIRE_PROMETHEUS=1
+export GPULENS_REQUIRE_HELM=1
 # The agent's full-disk test mounts a small tmpfs, which needs root (as CI runs).
 if [ "$(id -u)" = 0 ]; then export GPULENS_REQUIRE_MOUNT=1; fi
 

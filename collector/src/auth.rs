@@ -64,9 +64,12 @@ impl Auth {
                     .to_owned(),
                 (None, None) => anyhow::bail!("agents[{i}] has no token"),
             };
-            if token.len() < 8 {
-                anyhow::bail!("agents[{i}]: tokens must be at least 8 characters");
-            }
+            let setting = match (&a.token, &a.token_file) {
+                (Some(_), _) => format!("agents[{i}].token"),
+                (None, Some(path)) => format!("agents[{i}].token_file ({})", path.display()),
+                (None, None) => unreachable!("refused above"),
+            };
+            crate::settings::check_token(&setting, &token).map_err(anyhow::Error::msg)?;
             credentials.push(Credential {
                 token: token.into_bytes(),
                 nodes: a.nodes.clone(),

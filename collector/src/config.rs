@@ -100,6 +100,10 @@ impl Config {
                 );
             }
         }
+        for (i, o) in self.labels.operators.iter().enumerate() {
+            crate::settings::check_token(&format!("labels.operators[{i}].token"), &o.token.0)
+                .map_err(anyhow::Error::msg)?;
+        }
         self.access.check()?;
         self.alerts.check()?;
         self.metrics.check()?;
@@ -132,9 +136,45 @@ mod tests {
     use super::*;
 
     #[test]
+    fn short_and_placeholder_tokens_are_refused_naming_the_setting() {
+        let err = |toml: &str| Config::parse(toml).unwrap_err().to_string();
+        let e = err("[[labels.operators]]\nname = \"a\"\ntoken = \"short\"");
+        assert!(
+            e.contains("labels.operators[0].token") && e.contains("16"),
+            "{e}"
+        );
+        let e =
+            err("[access]\n[[access.tokens]]\nname = \"g\"\ntoken = \"CHANGE-ME-viewer-token\"");
+        assert!(
+            e.contains("access.tokens[0].token") && e.contains("placeholder"),
+            "{e}"
+        );
+        let e = err("[access.scrape]\ntoken = \"aaaaaaaaaaaaaaaaaaaaaaa\"");
+        assert!(
+            e.contains("access.scrape.token") && e.contains("different"),
+            "{e}"
+        );
+        assert!(!e.contains("aaaa"), "the error never shows the value: {e}");
+        for ok in ["9f86d081884c7d659a2feaa0c55ad015", "a1b2c3d4e5f6a7b8c9d0"] {
+            crate::settings::check_token("t", ok).unwrap();
+        }
+        for bad in [
+            "<agent token for node a>",
+            "replace_me_with_a_token",
+            "my-example-token-1",
+        ] {
+            assert!(crate::settings::check_token("t", bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
     fn the_example_config_loads() {
         let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../gpulens.example.toml");
-        let c = Config::load(&path).unwrap();
+        // The example reads the agents' token from the environment; the test gives it inline.
+        let text = std::fs::read_to_string(&path)
+            .unwrap()
+            .replace("\"${GPULENS_AGENT_TOKEN}\"", "\"a1b2c3d4e5f6a7b8c9d0\"");
+        let c = Config::parse(&text).unwrap();
         assert_eq!(c.retention.raw, Duration::from_secs(7 * 86_400));
         assert!(!c.agents.is_empty());
     }

@@ -116,6 +116,57 @@ impl std::fmt::Debug for Secret {
     }
 }
 
+/// The shortest bearer token the collector accepts (agents, API and scrape tokens):
+/// `openssl rand -hex 24` gives 48 characters.
+pub const MIN_TOKEN_LEN: usize = 16;
+
+/// Words that mark a value someone was meant to replace (compared without case, dashes or
+/// underscores): a shipped example such as `CHANGE-ME-agent-token` must never open ingest.
+const PLACEHOLDER_WORDS: [&str; 7] = [
+    "changeme",
+    "replaceme",
+    "placeholder",
+    "example",
+    "yourtoken",
+    "fixme",
+    "todo",
+];
+
+/// Refuses a bearer token that is short, a placeholder or nearly one character repeated;
+/// the error names `setting` (e.g. `agents[0].token_file (/etc/gpulens/token)`), never the
+/// value.
+pub fn check_token(setting: &str, token: &str) -> Result<(), String> {
+    let how = "make one with `openssl rand -hex 24`";
+    if token.chars().count() < MIN_TOKEN_LEN {
+        return Err(format!(
+            "{setting}: a token must be at least {MIN_TOKEN_LEN} characters ({how})"
+        ));
+    }
+    let squashed: String = token
+        .chars()
+        .filter(|c| c.is_ascii_alphanumeric())
+        .map(|c| c.to_ascii_lowercase())
+        .collect();
+    if let Some(w) = PLACEHOLDER_WORDS.iter().find(|w| squashed.contains(*w)) {
+        return Err(format!(
+            "{setting}: the token looks like a placeholder (it contains {w:?}); set a random one ({how})"
+        ));
+    }
+    if token.starts_with('<') && token.ends_with('>') {
+        return Err(format!(
+            "{setting}: the token is a placeholder in angle brackets; set a random one ({how})"
+        ));
+    }
+    let distinct: std::collections::BTreeSet<char> = token.chars().collect();
+    if distinct.len() < 6 {
+        return Err(format!(
+            "{setting}: the token has only {} different characters; set a random one ({how})",
+            distinct.len()
+        ));
+    }
+    Ok(())
+}
+
 /// A duration in human form (`"15s"`, `"7d"`); errors say what was expected.
 pub fn duration<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
     let s = String::deserialize(d)?;

@@ -15,7 +15,7 @@ fn the_agent_writes_the_collectors_advisory_labels_for_nfd() {
     let config = work.join("collector.toml");
     // The token as a platform hands it over: a mounted secret file, read by both sides.
     let token_file = work.join("agent-token");
-    std::fs::write(&token_file, "nfd-token-123\n").unwrap();
+    std::fs::write(&token_file, "nfd-token-1234567\n").unwrap();
     std::fs::write(
         &config,
         format!(

@@ -182,12 +182,20 @@ impl Settings {
             if let Some(h) = &t.sha256 {
                 check_hex(h).map_err(|e| anyhow::anyhow!("access.tokens[{i}].sha256: {e}"))?;
             }
+            if let Some(secret) = &t.token {
+                crate::settings::check_token(&format!("access.tokens[{i}].token"), &secret.0)
+                    .map_err(anyhow::Error::msg)?;
+            }
             if !names.insert(t.name.as_str()) {
                 anyhow::bail!("access.tokens: the name {:?} is used twice", t.name);
             }
         }
         if self.scrape.sha256.is_some() && self.scrape.token.is_some() {
             anyhow::bail!("[access.scrape] takes sha256 or token, not both");
+        }
+        if let Some(secret) = &self.scrape.token {
+            crate::settings::check_token("access.scrape.token", &secret.0)
+                .map_err(anyhow::Error::msg)?;
         }
         if let Some(h) = &self.scrape.sha256 {
             check_hex(h).map_err(|e| anyhow::anyhow!("access.scrape.sha256: {e}"))?;

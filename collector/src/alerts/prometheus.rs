@@ -191,24 +191,38 @@ pub fn check(rules: &[Rule]) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The per-tenant series with their own `namespace`, `pod` and `container` whichever way
+/// Prometheus stored them: as sent (`honorLabels: true`), or renamed `exported_*` because a
+/// ServiceMonitor's target labels took those names (the default of the Prometheus Operator).
+fn tenant_pods(metric: &str) -> String {
+    let mut expr = format!("{metric}{{tenant_kind=\"pod\"}}");
+    for label in ["namespace", "pod", "container"] {
+        expr =
+            format!("label_replace({expr}, \"{label}\", \"$1\", \"exported_{label}\", \"(.+)\")");
+    }
+    expr
+}
+
 /// Recording rules over the per-tenant series (`[metrics] tenant_series`): GPU shares per
 /// namespace, and per pod with the pod's labels from kube-state-metrics (`kube_pod_labels`,
-/// joined on namespace and pod) named in `pod_labels`.
+/// joined on namespace and pod) named in `pod_labels`. They read the tenant's labels whether
+/// or not the scrape honoured them ([`tenant_pods`]).
 pub fn tenant_recording_rules(pod_labels: &[String]) -> Vec<RecordingRule> {
     let mut out = Vec::new();
     for (what, metric) in [
         ("allocated", "gpulens_tenant_gpu_allocated_ratio"),
         ("effective", "gpulens_tenant_gpu_effective_ratio"),
     ] {
+        let pods = tenant_pods(metric);
         out.push(RecordingRule {
             record: format!("namespace:gpulens_gpu_{what}:sum"),
-            expr: format!("sum by (cluster, namespace) ({metric}{{tenant_kind=\"pod\"}})"),
+            expr: format!("sum by (cluster, namespace) ({pods})"),
         });
         let labels = pod_labels.join(", ");
         out.push(RecordingRule {
             record: format!("pod:gpulens_gpu_{what}:with_pod_labels"),
             expr: format!(
-                "sum by (cluster, namespace, pod) ({metric}{{tenant_kind=\"pod\"}}) \
+                "sum by (cluster, namespace, pod) ({pods}) \
                  * on (namespace, pod) group_left({labels}) \
                  max by (namespace, pod, {labels}) (kube_pod_labels)"
             ),
@@ -217,17 +231,70 @@ pub fn tenant_recording_rules(pod_labels: &[String]) -> Vec<RecordingRule> {
     out
 }
 
-/// The alerting rules, and the tenant recording rules when the per-tenant series are on
-/// (`tenants`: the pod labels to join).
-fn groups(rules: &[Rule], tenants: Option<&[String]>) -> RuleFile {
-    let mut groups = vec![Group {
-        name: GROUP,
-        rules: rules
-            .iter()
-            .map(|r| AnyRule::Alerting(r.prometheus()))
-            .collect(),
-    }];
-    if let Some(pod_labels) = tenants {
+/// The per-GPU recording rules' group (`[metrics] dcgm_labels`).
+pub const DCGM_LABELS_GROUP: &str = "gpulens-dcgm-labels";
+
+/// The per-GPU series under dcgm-exporter's label names as well (`UUID`, `Hostname`,
+/// `modelName`), recorded as `gpu:<metric>:dcgm_labels`, so that they join dcgm-exporter's
+/// series with `on (UUID)` (or `on (Hostname)`) and no `label_replace` of the user's own.
+pub fn dcgm_label_rules() -> Vec<RecordingRule> {
+    [
+        "gpulens_fleet_gpu_utilization_ratio",
+        "gpulens_fleet_gpu_sm_active_ratio",
+        "gpulens_fleet_gpu_allocated_ratio",
+        "gpulens_fleet_gpu_memory_used_bytes",
+        "gpulens_fleet_gpu_memory_total_bytes",
+    ]
+    .into_iter()
+    .map(|metric| {
+        let mut expr = metric.to_owned();
+        for (to, from) in [
+            ("UUID", "gpu_uuid"),
+            ("Hostname", "node"),
+            ("modelName", "gpu_model"),
+        ] {
+            expr = format!("label_replace({expr}, \"{to}\", \"$1\", \"{from}\", \"(.+)\")");
+        }
+        RecordingRule {
+            record: format!("gpu:{metric}:dcgm_labels"),
+            expr,
+        }
+    })
+    .collect()
+}
+
+/// Which groups a rule file holds.
+#[derive(Debug, Clone, Copy)]
+pub struct Selection<'a> {
+    /// The alerting rules.
+    pub alerts: bool,
+    /// The tenant recording rules, with these pod labels joined.
+    pub tenants: Option<&'a [String]>,
+    /// The dcgm-exporter label recording rules.
+    pub dcgm_labels: bool,
+}
+
+fn groups(rules: &[Rule], which: Selection) -> RuleFile {
+    let mut groups = Vec::new();
+    if which.alerts {
+        groups.push(Group {
+            name: GROUP,
+            rules: rules
+                .iter()
+                .map(|r| AnyRule::Alerting(r.prometheus()))
+                .collect(),
+        });
+    }
+    if which.dcgm_labels {
+        groups.push(Group {
+            name: DCGM_LABELS_GROUP,
+            rules: dcgm_label_rules()
+                .into_iter()
+                .map(AnyRule::Recording)
+                .collect(),
+        });
+    }
+    if let Some(pod_labels) = which.tenants {
         groups.push(Group {
             name: TENANT_GROUP,
             rules: tenant_recording_rules(pod_labels)
@@ -240,12 +307,12 @@ fn groups(rules: &[Rule], tenants: Option<&[String]>) -> RuleFile {
 }
 
 /// A Prometheus rule file (`rule_files:` in prometheus.yml; `promtool check rules` reads it).
-pub fn rule_file(rules: &[Rule], tenants: Option<&[String]>) -> String {
-    serde_yaml::to_string(&groups(rules, tenants)).expect("rule file serializes")
+pub fn rule_file(rules: &[Rule], which: Selection) -> String {
+    serde_yaml::to_string(&groups(rules, which)).expect("rule file serializes")
 }
 
 /// A Prometheus Operator `PrometheusRule` object holding the same groups.
-pub fn prometheus_rule(rules: &[Rule], tenants: Option<&[String]>, namespace: &str) -> String {
+pub fn prometheus_rule(rules: &[Rule], which: Selection, namespace: &str) -> String {
     #[derive(Serialize)]
     struct Meta<'a> {
         name: &'static str,
@@ -268,7 +335,7 @@ pub fn prometheus_rule(rules: &[Rule], tenants: Option<&[String]>, namespace: &s
             namespace,
             labels: BTreeMap::from([("app.kubernetes.io/part-of", "gpulens")]),
         },
-        spec: groups(rules, tenants),
+        spec: groups(rules, which),
     };
     serde_yaml::to_string(&object).expect("PrometheusRule serializes")
 }

@@ -210,6 +210,22 @@ pub struct AlertRulesArgs {
     /// Write the rules here instead of standard output.
     #[arg(long)]
     pub out: Option<PathBuf>,
+    /// Only these groups, comma-separated (the Helm chart keeps each in its own file).
+    /// Default: the alert rules, the dcgm-labels recording rules unless `[metrics]
+    /// dcgm_labels = false`, and the tenant recording rules with `[metrics] tenant_series`.
+    #[arg(long, value_enum, value_delimiter = ',')]
+    pub groups: Vec<RuleGroup>,
+}
+
+/// A group of `gpulens alert-rules`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum RuleGroup {
+    /// The alerting rules (`gpulens`).
+    Alerts,
+    /// Per-tenant recording rules (`gpulens-tenants`).
+    Tenants,
+    /// The per-GPU series under dcgm-exporter's label names (`gpulens-dcgm-labels`).
+    DcgmLabels,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]

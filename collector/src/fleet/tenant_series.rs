@@ -41,6 +41,14 @@ pub struct Settings {
     /// `--metric-labels-allowlist`).
     #[serde(default = "default_pod_labels")]
     pub pod_labels: Vec<String>,
+    /// Add recording rules to `gpulens alert-rules` that copy the per-GPU series under
+    /// dcgm-exporter's label names (`UUID`, `Hostname`, `modelName`) for direct joins.
+    #[serde(default = "yes")]
+    pub dcgm_labels: bool,
+}
+
+fn yes() -> bool {
+    true
 }
 
 fn default_pod_labels() -> Vec<String> {
@@ -52,6 +60,7 @@ impl Default for Settings {
         Settings {
             tenant_series: false,
             pod_labels: default_pod_labels(),
+            dcgm_labels: true,
         }
     }
 }

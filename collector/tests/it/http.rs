@@ -14,7 +14,7 @@ use tower::ServiceExt;
 
 use crate::support::{self, TestStore, fleet};
 
-const TOKEN: &str = "token-for-whole";
+const TOKEN: &str = "token-for-whole-0001";
 
 async fn app() -> (AppState, TestStore) {
     let t = support::sqlite().await;

@@ -14,7 +14,7 @@ fn serve(dir: &TempDir, server: &str) -> (Killed, u16) {
     std::fs::write(
         &config,
         format!(
-            "data_dir = {:?}\n[[agents]]\ntoken = \"listener-token\"\nnodes = [\"*\"]\n[server]\n{server}\n",
+            "data_dir = {:?}\n[[agents]]\ntoken = \"listener-token-0001\"\nnodes = [\"*\"]\n[server]\n{server}\n",
             dir.path().join("data")
         ),
     )
@@ -92,7 +92,7 @@ fn idle_trickling_and_slow_clients_are_closed_while_healthz_answers() {
     let mut slow_body = TcpStream::connect(("127.0.0.1", port)).unwrap();
     write!(
         slow_body,
-        "POST /api/v1/ingest HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer listener-token\r\nContent-Type: application/json\r\nContent-Length: 100000\r\n\r\n{{\"version\":"
+        "POST /api/v1/ingest HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer listener-token-0001\r\nContent-Type: application/json\r\nContent-Length: 100000\r\n\r\n{{\"version\":"
     )
     .unwrap();
     // /healthz answers at once, with all of them open.
@@ -152,4 +152,47 @@ fn a_connection_over_the_cap_gets_503_with_retry_after() {
     assert!(r.starts_with("HTTP/1.1 503"), "{r}");
     assert!(r.to_ascii_lowercase().contains("retry-after: 1"), "{r}");
     assert!(r.contains("\"unavailable\""), "{r}");
+}
+
+/// The token the old manifests shipped (`CHANGE-ME-agent-token`, mounted as a Secret file)
+/// and a short one are refused at start, before anything listens, with an error that names
+/// the setting and not the value (issue 38).
+#[test]
+fn serve_refuses_a_placeholder_or_short_agent_token_at_start() {
+    let dir = TempDir::new("placeholder-token");
+    let token_file = dir.path().join("agent-token");
+    for (token, why) in [
+        ("CHANGE-ME-agent-token\n", "placeholder"),
+        ("s3cr3t-x\n", "at least 16 characters"),
+    ] {
+        std::fs::write(&token_file, token).unwrap();
+        let config = dir.path().join("gpulens.toml");
+        std::fs::write(
+            &config,
+            format!(
+                "data_dir = {:?}\n[[agents]]\ntoken_file = {:?}\nnodes = [\"*\"]\n",
+                dir.path().join("data"),
+                token_file
+            ),
+        )
+        .unwrap();
+        let out = Command::new(env!("CARGO_BIN_EXE_gpulens"))
+            .args(["serve", "--config"])
+            .arg(&config)
+            .args(["--listen", &format!("127.0.0.1:{}", free_port())])
+            .env("GPULENS_LOG", "warn")
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "serve started with {token:?}: {err}");
+        assert!(
+            err.contains("agents[0].token_file") && err.contains(why),
+            "the error names the setting and why: {err}"
+        );
+        assert!(
+            !err.contains(token.trim()),
+            "the error shows the token: {err}"
+        );
+    }
 }

@@ -12,7 +12,7 @@ use store::{Retention, TableCounts};
 
 use crate::support;
 
-const TOKEN: &str = "robust-token";
+const TOKEN: &str = "robust-token-0001";
 
 /// A small deterministic generator (xorshift64*), so a failure replays from its seed.
 struct Rng(u64);

@@ -158,7 +158,7 @@ async fn https_and_mutual_tls_for_agents_with_certificates_renewed_in_place() {
     }
 
     let port = crate::support::free_port();
-    let token = "tls-agent-token";
+    let token = "tls-agent-token-0001";
     let config = d.join("gpulens.toml");
     std::fs::write(
         &config,
