@@ -49,7 +49,7 @@ pub async fn round(
         dcgm_url: None,
         seq_block: crate::shipper::SEQ_BLOCK,
         pod_resources_socket: dir.join("no-kubelet.sock"),
-        kubelet_pods_dir: dir.join("no-pods"),
+        kubelet_pods_dir: None,
         nfd_dir: None,
         nfd_every: Duration::from_secs(3600),
         retry,

@@ -1,9 +1,12 @@
 //! Which pod holds which device: the kubelet's PodResources API (`List` over its Unix socket,
 //! default `/var/lib/kubelet/pod-resources/kubelet.sock`) says which container was given which
 //! device ids — GPU UUIDs, MIG device UUIDs, and time-slicing replicas as `GPU-…::N`.
-//! PodResources names pods but gives no pod UID, while cgroups give only the UID; the kubelet's
-//! pod directory (`/var/lib/kubelet/pods/<uid>/`) joins the two: its `etc-hosts` names the pod
-//! and the projected service-account volume holds the namespace.
+//! PodResources names pods but gives no pod UID, while cgroups give only the UID. The two are
+//! joined by the devices a UID's processes run on and their `HOSTNAME` ([`join_by_devices`]),
+//! or, when given (`--kubelet-pods-dir`), by the kubelet's pod directory
+//! (`/var/lib/kubelet/pods/<uid>/`: its `etc-hosts` names the pod and the projected
+//! service-account volume holds the namespace) — which also holds every pod's secrets, so the
+//! Helm chart does not mount it.
 //!
 //! Devices come from device plugins (`devices`: resource names `nvidia.com/…`, ids as GPU or MIG
 //! UUIDs, `GPU-…::N` for NVIDIA time-slicing replicas and `GPU-…-N` for HAMi/vGPU splits) or
@@ -12,7 +15,7 @@
 //! `gpu-<index>-mig-<profile id>-<placement start>-<placement size>`, which the agent resolves
 //! against the node's inventory; several claims sharing one device split it like replicas).
 //!
-//! The agent needs read access to the socket and (read-only) to the pods directory.
+//! The agent needs read access to the socket.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -336,6 +339,86 @@ impl Assignments {
     }
 }
 
+/// One process's evidence for the pod-UID join: its pod UID (from its cgroup), the devices it
+/// runs on (its GPU, and its MIG device) and its `HOSTNAME` variable, when readable.
+#[derive(Debug, Clone)]
+pub struct ProcessEvidence<'a> {
+    pub pod_uid: &'a str,
+    pub devices: Vec<&'a str>,
+    pub hostname: Option<String>,
+}
+
+/// Joins pod UIDs (from processes' cgroups) to the pods the kubelet names, without the
+/// kubelet's pod directories: a UID belongs to a pod that holds every device its processes
+/// run on. Where one pod is left it is that pod, unless the process says another HOSTNAME; where
+/// several are left (time-slicing replicas of one GPU), the one whose name is the HOSTNAME
+/// decides. A pod is given to one UID at most: two UIDs that point at the same pod are both
+/// left unjoined, so a process that bypasses the device plugin is never charged to the pod
+/// that holds the GPU. A HOSTNAME equal to the node's name (host network) says nothing.
+pub fn join_by_devices(
+    evidence: &[ProcessEvidence],
+    held: &HashMap<String, Vec<Holder>>,
+    node: &str,
+) -> HashMap<String, (String, String)> {
+    use std::collections::{BTreeMap, BTreeSet};
+    // Per UID: the pods holding all its devices, and the host names its processes report.
+    let mut candidates: BTreeMap<&str, Option<BTreeSet<(&str, &str)>>> = BTreeMap::new();
+    let mut names: BTreeMap<&str, BTreeSet<&str>> = BTreeMap::new();
+    for e in evidence {
+        let holders: BTreeSet<(&str, &str)> = e
+            .devices
+            .iter()
+            .flat_map(|d| held.get(*d).map(Vec::as_slice).unwrap_or_default())
+            .map(|h| (h.namespace.as_str(), h.pod.as_str()))
+            .collect();
+        let c = candidates.entry(e.pod_uid).or_default();
+        *c = Some(match c.take() {
+            None => holders,
+            Some(before) => before.intersection(&holders).copied().collect(),
+        });
+        if let Some(h) = e
+            .hostname
+            .as_deref()
+            .filter(|h| !h.is_empty() && *h != node)
+        {
+            names.entry(e.pod_uid).or_default().insert(h);
+        }
+    }
+    // A pod's name as its HOSTNAME shows it: the kubelet cuts host names at 63 characters.
+    let named = |pod: &str, hostnames: &BTreeSet<&str>| {
+        let cut = pod.get(..63).unwrap_or(pod).trim_end_matches(['-', '.']);
+        hostnames.len() == 1 && hostnames.contains(cut)
+    };
+    let mut chosen: BTreeMap<&str, (&str, &str)> = BTreeMap::new();
+    for (uid, c) in &candidates {
+        let c = c.as_ref().expect("set above");
+        let empty = BTreeSet::new();
+        let hostnames = names.get(uid).unwrap_or(&empty);
+        let pick = if c.len() == 1 {
+            let only = *c.iter().next().expect("one");
+            (hostnames.is_empty() || named(only.1, hostnames)).then_some(only)
+        } else {
+            let mut by_name = c.iter().filter(|(_, pod)| named(pod, hostnames));
+            match (by_name.next(), by_name.next()) {
+                (Some(one), None) => Some(*one),
+                _ => None,
+            }
+        };
+        if let Some(p) = pick {
+            chosen.insert(uid, p);
+        }
+    }
+    let mut claims: BTreeMap<(&str, &str), usize> = BTreeMap::new();
+    for p in chosen.values() {
+        *claims.entry(*p).or_default() += 1;
+    }
+    chosen
+        .into_iter()
+        .filter(|(_, p)| claims[p] == 1)
+        .map(|(uid, (ns, pod))| (uid.to_owned(), (ns.to_owned(), pod.to_owned())))
+        .collect()
+}
+
 /// (uid, pod name, namespace) for every pod directory the kubelet keeps.
 fn pod_directory(dir: &Path) -> Vec<(String, String, Option<String>)> {
     let Ok(entries) = std::fs::read_dir(dir) else {
@@ -475,6 +558,89 @@ mod tests {
             "{shared:?}"
         );
         assert_eq!(r.len(), 2, "a device the node does not have is nobody's");
+    }
+
+    #[test]
+    fn pod_uids_join_by_device_and_hostname_and_never_to_a_pod_twice() {
+        let h = |ns: &str, pod: &str| Holder {
+            namespace: ns.into(),
+            pod: pod.into(),
+            container: "main".into(),
+            replica: None,
+        };
+        let held: HashMap<String, Vec<Holder>> = HashMap::from([
+            ("GPU-whole".to_owned(), vec![h("ml", "trainer-0")]),
+            ("GPU-shared".to_owned(), vec![h("ml", "a"), h("web", "b")]),
+            ("MIG-1".to_owned(), vec![h("ml", "finetune-0")]),
+            ("GPU-taken".to_owned(), vec![h("ml", "owner")]),
+            (
+                "GPU-long".to_owned(),
+                vec![h("ml", &format!("{}-x", "n".repeat(62)))],
+            ),
+        ]);
+        let e = |uid: &'static str, devices: &[&'static str], host: Option<&str>| ProcessEvidence {
+            pod_uid: uid,
+            devices: devices.to_vec(),
+            hostname: host.map(str::to_owned),
+        };
+        let joined = join_by_devices(
+            &[
+                // The one holder of a whole GPU, with or without a readable HOSTNAME.
+                e("u-trainer", &["GPU-whole"], None),
+                // Two replicas of one GPU: HOSTNAME tells them apart.
+                e("u-a", &["GPU-shared"], Some("a")),
+                e("u-b", &["GPU-shared"], Some("b")),
+                // A MIG instance: its MIG device's holder.
+                e("u-ft", &["GPU-mig-parent", "MIG-1"], Some("finetune-0")),
+                // A pod bypassing the device plugin on a GPU another pod holds, and the
+                // holder itself: neither is charged to the other.
+                e("u-sneaky", &["GPU-taken"], Some("sneaky")),
+                e("u-owner", &["GPU-taken"], None),
+                // Host network: the node's name says nothing.
+                e("u-long", &["GPU-long"], Some("node-1")),
+                // Nobody holds this device.
+                e("u-none", &["GPU-free"], Some("x")),
+            ],
+            &held,
+            "node-1",
+        );
+        let get = |u: &str| joined.get(u).map(|(ns, p)| format!("{ns}/{p}"));
+        assert_eq!(get("u-trainer").as_deref(), Some("ml/trainer-0"));
+        assert_eq!(get("u-a").as_deref(), Some("ml/a"));
+        assert_eq!(get("u-b").as_deref(), Some("web/b"));
+        assert_eq!(get("u-ft").as_deref(), Some("ml/finetune-0"));
+        assert_eq!(get("u-sneaky"), None, "its HOSTNAME is not the holder's");
+        assert_eq!(get("u-owner").as_deref(), Some("ml/owner"));
+        // Two UIDs that both point at one pod: neither.
+        let two = join_by_devices(
+            &[
+                e("u-1", &["GPU-taken"], None),
+                e("u-2", &["GPU-taken"], None),
+            ],
+            &held,
+            "node-1",
+        );
+        assert!(two.is_empty(), "{two:?}");
+        assert!(get("u-long").is_some());
+        assert_eq!(get("u-none"), None);
+        // Two replicas without HOSTNAME: ambiguous, left alone.
+        let joined = join_by_devices(
+            &[
+                e("u-a", &["GPU-shared"], None),
+                e("u-b", &["GPU-shared"], None),
+            ],
+            &held,
+            "node-1",
+        );
+        assert!(joined.is_empty(), "{joined:?}");
+        // A name cut at 63 characters by the kubelet, trailing dash trimmed.
+        let long_host = "n".repeat(62);
+        let joined = join_by_devices(
+            &[e("u-l", &["GPU-long"], Some(&long_host))],
+            &held,
+            "node-1",
+        );
+        assert!(joined.contains_key("u-l"));
     }
 
     #[test]

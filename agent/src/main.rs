@@ -172,9 +172,12 @@ struct Source {
     /// Skipped when absent (hosts without Kubernetes).
     #[arg(long, default_value = agent::kubelet::DEFAULT_SOCKET)]
     pod_resources_socket: PathBuf,
-    /// The kubelet's pod directories, which join pod UIDs (from cgroups) to pod names.
-    #[arg(long, default_value = agent::kubelet::DEFAULT_PODS_DIR)]
-    kubelet_pods_dir: PathBuf,
+    /// The kubelet's pod directories (/var/lib/kubelet/pods), read for the kubelet-written
+    /// pod name of each pod UID. Optional, and not recommended in Kubernetes: those
+    /// directories also hold every pod's secrets. Unset, processes are joined to pods by the
+    /// devices they run on and their HOSTNAME (docs/agent.md, "Attribution").
+    #[arg(long)]
+    kubelet_pods_dir: Option<PathBuf>,
     /// Replicas per time-sliced GPU as the device plugin advertises them (default: inferred
     /// from the replica ids in use, which can undercount).
     #[arg(long)]
@@ -268,7 +271,7 @@ async fn run(command: Command) -> anyhow::Result<()> {
             let mut b = backend(&source)?;
             if let Some(a) = agent::runner::kubelet_assignments(
                 &source.pod_resources_socket,
-                &source.kubelet_pods_dir,
+                source.kubelet_pods_dir.as_deref(),
             )
             .await
             {

@@ -669,7 +669,15 @@ impl GpuBackend for NvmlBackend {
             snap.gpus.push(sample);
         }
         if let Some(a) = &self.assignments {
-            assign(&mut snap, &mut tenants, &mut self.gpus, a, self.replicas);
+            let hostname = |pid: u32| self.procfs.environ(pid, "HOSTNAME");
+            assign(
+                &mut snap,
+                &mut tenants,
+                &mut self.gpus,
+                (a, &self.node),
+                self.replicas,
+                &hostname,
+            );
         }
         if let Some(rx) = &self.events {
             while let Ok((gpu_uuid, code, at)) = rx.try_recv() {
@@ -684,6 +692,39 @@ impl GpuBackend for NvmlBackend {
         }
         Ok((snap, tenants.into_values().collect()))
     }
+}
+
+/// Pod UIDs joined to pod names by the devices their processes run on
+/// ([`crate::kubelet::join_by_devices`]), for UIDs the kubelet's directory did not name.
+fn infer_pod_uids(
+    snap: &Snapshot,
+    tenants: &HashMap<String, Tenant>,
+    gpus: &[model::GpuInfo],
+    held: &HashMap<String, Vec<Holder>>,
+    node: &str,
+    hostname: &dyn Fn(u32) -> Option<String>,
+) -> HashMap<String, (String, String)> {
+    let evidence: Vec<crate::kubelet::ProcessEvidence> = snap
+        .processes
+        .iter()
+        .filter_map(|p| {
+            let uid = tenants.get(p.tenant.as_ref()?)?.pod_uid.as_deref()?;
+            let mut devices = vec![p.gpu_uuid.as_str()];
+            if let Some(gi) = p.gi_id
+                && let Some(g) = gpus.iter().find(|g| g.uuid == p.gpu_uuid)
+                && let Some(m) = g.mig_instances.iter().find(|m| m.gi_id == gi)
+                && let Some(u) = &m.uuid
+            {
+                devices.push(u);
+            }
+            Some(crate::kubelet::ProcessEvidence {
+                pod_uid: uid,
+                devices,
+                hostname: hostname(p.pid),
+            })
+        })
+        .collect();
+    crate::kubelet::join_by_devices(&evidence, held, node)
 }
 
 /// The tenant of a container the kubelet knows by name.
@@ -712,11 +753,13 @@ fn assign(
     snap: &mut Snapshot,
     tenants: &mut HashMap<String, Tenant>,
     gpus: &mut [Gpu],
-    a: &Assignments,
+    (a, node): (&Assignments, &str),
     replicas: Option<u32>,
+    hostname: &dyn Fn(u32) -> Option<String>,
 ) {
     let infos: Vec<model::GpuInfo> = gpus.iter().map(|g| g.info.clone()).collect();
     let held = a.resolved(&infos);
+    let inferred = infer_pod_uids(snap, tenants, &infos, &held, node, hostname);
     for g in gpus.iter_mut().filter(|g| !g.lost) {
         let whole = held
             .get(&g.info.uuid)
@@ -776,7 +819,7 @@ fn assign(
             let Some(uid) = cgroup_tenant.pod_uid.clone() else {
                 continue;
             };
-            let Some((ns, pod)) = a.pod_by_uid.get(&uid) else {
+            let Some((ns, pod)) = a.pod_by_uid.get(&uid).or_else(|| inferred.get(&uid)) else {
                 continue;
             };
             let mut devices: Vec<&str> = vec![g.info.uuid.as_str()];
@@ -793,9 +836,17 @@ fn assign(
                 .collect();
             containers.dedup_by(|x, y| x.container == y.container);
             if let [h] = containers.as_slice() {
-                let t = pod_tenant(h, Some(&uid));
+                // The key the pod's allocation has: by UID when the kubelet's directory gave
+                // it, by name otherwise (a joined UID is still recorded).
+                let mut t = pod_tenant(h, a.uid_by_pod.get(&(ns.clone(), pod.clone())));
+                t.pod_uid = Some(uid.clone());
                 p.tenant = Some(t.key.clone());
-                tenants.entry(t.key.clone()).or_insert(t);
+                // The allocation may have named the tenant first, without its UID.
+                tenants
+                    .entry(t.key.clone())
+                    .or_insert(t)
+                    .pod_uid
+                    .get_or_insert_with(|| uid.clone());
             }
         }
     }

@@ -34,7 +34,8 @@ pub struct RunConfig {
     /// Sequence numbers reserved per write of the state file.
     pub seq_block: u64,
     pub pod_resources_socket: PathBuf,
-    pub kubelet_pods_dir: PathBuf,
+    /// The kubelet's pod directories, when given (`--kubelet-pods-dir`).
+    pub kubelet_pods_dir: Option<PathBuf>,
     /// Write the collector's advisory labels for this node into NFD's features.d here.
     pub nfd_dir: Option<PathBuf>,
     pub nfd_every: Duration,
@@ -48,13 +49,13 @@ pub struct RunConfig {
 /// when the kubelet does not answer (logged).
 pub async fn kubelet_assignments(
     socket: &std::path::Path,
-    pods_dir: &std::path::Path,
+    pods_dir: Option<&std::path::Path>,
 ) -> Option<crate::kubelet::Assignments> {
     if !socket.exists() {
         return None;
     }
     match crate::kubelet::list(socket).await {
-        Ok(pods) => Some(crate::kubelet::Assignments::new(&pods, Some(pods_dir))),
+        Ok(pods) => Some(crate::kubelet::Assignments::new(&pods, pods_dir)),
         Err(e) => {
             tracing::warn!(error = %e, "no device assignments from the kubelet this time");
             None
@@ -122,7 +123,7 @@ pub async fn run(backend: Box<dyn GpuBackend>, cfg: RunConfig) -> anyhow::Result
         );
         tokio::spawn(async move {
             loop {
-                if let Some(a) = kubelet_assignments(&socket, &dir).await {
+                if let Some(a) = kubelet_assignments(&socket, dir.as_deref()).await {
                     *slot.lock().expect("assignments") = Some(a);
                 }
                 tokio::time::sleep(Duration::from_secs(10)).await;

@@ -91,10 +91,28 @@ const TS_GPU: &str = "GPU-a1b2c3d4-0000-4000-8000-00000000a100";
 const IDLE_GPU: &str = "GPU-a1b2c3d4-0000-4000-8000-00000000a101";
 const MIG_GPU: &str = "GPU-5b3f0c2e-8a1d-4f6b-9e27-3c1d0a9b7e41";
 
+/// With the kubelet's pod directories (`--kubelet-pods-dir`): tenants keyed by pod UID.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pods_get_their_devices_names_and_processes() {
+    attribution(true).await;
+}
+
+/// Without them, as the Helm chart runs the agent (the directories hold every pod's secrets):
+/// the UIDs of the processes' cgroups are joined to the pods by device and HOSTNAME, and the
+/// tenants are keyed by pod name, allocation and processes alike.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pods_get_their_processes_without_the_kubelets_pod_directories() {
+    attribution(false).await;
+}
+
+async fn attribution(pods_dir: bool) {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
-    let dir = agent::scratch::fresh_dir("kubelet").unwrap();
+    let dir = agent::scratch::fresh_dir(if pods_dir {
+        "kubelet"
+    } else {
+        "kubelet-no-pods-dir"
+    })
+    .unwrap();
     let socket = dir.join("kubelet.sock");
     let answer = v1::ListPodResourcesResponse {
         pod_resources: vec![
@@ -172,8 +190,14 @@ async fn pods_get_their_devices_names_and_processes() {
         .arg(root.join("agent/tests/fixtures/proc"))
         .arg("--pod-resources-socket")
         .arg(&socket)
-        .arg("--kubelet-pods-dir")
-        .arg(root.join("agent/tests/fixtures/kubelet-pods"))
+        .args(if pods_dir {
+            vec![
+                "--kubelet-pods-dir".into(),
+                root.join("agent/tests/fixtures/kubelet-pods"),
+            ]
+        } else {
+            vec![]
+        })
         .env(
             "GPULENS_FAKE_NVML_FIXTURE",
             root.join("fake-nvml/fixtures/k8s-node.json"),
@@ -195,17 +219,34 @@ async fn pods_get_their_devices_names_and_processes() {
             .unwrap()
             .to_owned()
     };
+    let key = |uid: &str, name: &str| {
+        if pods_dir {
+            format!("pod/{uid}")
+        } else {
+            format!("pod/{name}")
+        }
+    };
     assert_eq!(
         tenant_of(4101),
-        "pod/7c1d2e3f-4a5b-4c6d-8e9f-0a1b2c3d4e5f/trainer"
+        key(
+            "7c1d2e3f-4a5b-4c6d-8e9f-0a1b2c3d4e5f/trainer",
+            "ml/trainer-0/trainer"
+        )
     );
     assert_eq!(
         tenant_of(4104),
-        "pod/b0b0b0b0-1111-4222-8333-444455556666/server"
+        key(
+            "b0b0b0b0-1111-4222-8333-444455556666/server",
+            "web/api-7f9c4/server"
+        ),
+        "the other replica of the same GPU: told apart by HOSTNAME without the directories"
     );
     assert_eq!(
         tenant_of(4103),
-        "pod/c0c0c0c0-1111-4222-8333-444455556666/main",
+        key(
+            "c0c0c0c0-1111-4222-8333-444455556666/main",
+            "ml/finetune-0/main"
+        ),
         "the MIG instance's holder"
     );
     let tenants = v["tenants"].as_array().unwrap();
@@ -214,6 +255,17 @@ async fn pods_get_their_devices_names_and_processes() {
         (t["namespace"].as_str(), t["container"].as_str()),
         (Some("ml"), Some("trainer"))
     );
+    assert_eq!(
+        t["pod_uid"], "7c1d2e3f-4a5b-4c6d-8e9f-0a1b2c3d4e5f",
+        "the joined UID is recorded either way"
+    );
+    // Every allocation's tenant is one of the batch's tenants, and a process's pod tenant is
+    // its allocation's.
+    let keys: std::collections::BTreeSet<&str> =
+        tenants.iter().filter_map(|t| t["key"].as_str()).collect();
+    for a in v["snapshot"]["allocations"].as_array().unwrap() {
+        assert!(keys.contains(a["tenant"].as_str().unwrap()), "{a}");
+    }
 
     let allocs = v["snapshot"]["allocations"].as_array().unwrap();
     let on = |gpu: &str| {
@@ -235,7 +287,13 @@ async fn pods_get_their_devices_names_and_processes() {
         (idle[0]["share"].as_f64(), idle[0]["tenant"].as_str()),
         (
             Some(1.0),
-            Some("pod/d0d0d0d0-1111-4222-8333-444455556666/main")
+            Some(
+                key(
+                    "d0d0d0d0-1111-4222-8333-444455556666/main",
+                    "sales/reserved-demo/main"
+                )
+                .as_str()
+            )
         )
     );
     let mig = on(MIG_GPU);
