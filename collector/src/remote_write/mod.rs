@@ -77,7 +77,22 @@ pub const MAX_TENANTS_PER_HOST: usize = 1_024;
 /// read as dcgm-exporter's Kubernetes mapping writes them or, under a ServiceMonitor without
 /// `honorLabels`, as Prometheus renames them (`exported_namespace`, `exported_pod`,
 /// `exported_container`). `Err` when they are present but not Kubernetes names.
+///
+/// Without `exported_*` labels, a series of a GPU no pod holds still carries `namespace` and
+/// `pod`: the scrape target's, dcgm-exporter's own pod. Those are no tenant: when `container`
+/// is the exporter's container (`nvidia-dcgm-exporter` in the GPU Operator, `exporter` or
+/// `dcgm-exporter` in dcgm-exporter's Helm chart) or `pod` is the series' `Hostname` (an
+/// exporter on the pod network reports its pod's name there), the series has no pod.
 fn pod_labels(ls: &[Label]) -> Option<Result<(&str, &str, &str), ()>> {
+    let exported = ["exported_namespace", "exported_pod"]
+        .iter()
+        .any(|n| label(ls, n).is_some());
+    if !exported
+        && (label(ls, "container").is_some_and(|c| EXPORTER_CONTAINERS.contains(&c))
+            || label(ls, "pod").is_some_and(|p| label(ls, "Hostname") == Some(p)))
+    {
+        return None;
+    }
     let get = |name: &str| label(ls, &format!("exported_{name}")).or_else(|| label(ls, name));
     let (ns, pod) = (get("namespace")?, get("pod")?);
     let container = get("container").unwrap_or("main");
@@ -91,6 +106,9 @@ fn pod_labels(ls: &[Label]) -> Option<Result<(&str, &str, &str), ()>> {
         Some(Err(()))
     }
 }
+
+/// dcgm-exporter's container names: the GPU Operator's DaemonSet, dcgm-exporter's Helm chart.
+const EXPORTER_CONTAINERS: [&str; 3] = ["nvidia-dcgm-exporter", "dcgm-exporter", "exporter"];
 
 /// A scrape is stored once a newer one of its host is this far ahead in sample time.
 pub const SETTLE_MS: i64 = 30_000;
@@ -922,6 +940,56 @@ mod tests {
         )
         .labels;
         assert_eq!(pod_labels(&labels), Some(Ok(("ml", "trainer-0", "main"))));
+    }
+
+    /// A GPU no pod holds, scraped through a ServiceMonitor or PodMonitor: the target's
+    /// namespace and pod are dcgm-exporter's own, and charge nobody.
+    #[test]
+    fn the_exporters_own_pod_is_no_tenant() {
+        let of = |extra: &[(&str, &str)], host: &str| {
+            pod_labels(&series("DCGM_FI_DEV_GPU_UTIL", host, extra, &[]).labels)
+                .map(|r| r.map(|(ns, p, _)| format!("{ns}/{p}")))
+        };
+        let target = [
+            ("namespace", "gpu-operator"),
+            ("pod", "nvidia-dcgm-exporter-x7k2p"),
+            ("container", "nvidia-dcgm-exporter"),
+        ];
+        assert_eq!(
+            of(&target, "gpu-node-1"),
+            None,
+            "the GPU Operator's exporter"
+        );
+        let chart = [
+            ("namespace", "monitoring"),
+            ("pod", "dcgm-exporter-4kq9z"),
+            ("container", "exporter"),
+        ];
+        assert_eq!(of(&chart, "gpu-node-1"), None, "dcgm-exporter's Helm chart");
+        assert_eq!(
+            of(
+                &[("namespace", "gpu-operator"), ("pod", "dcgm-abc")],
+                "dcgm-abc"
+            ),
+            None,
+            "Hostname is the exporter's pod"
+        );
+        // honorLabels: true and a GPU a pod holds: the pod's own labels.
+        assert_eq!(
+            of(
+                &[
+                    ("namespace", "ml"),
+                    ("pod", "trainer-0"),
+                    ("container", "main")
+                ],
+                "gpu-node-1"
+            ),
+            Some(Ok("ml/trainer-0".into()))
+        );
+        // honorLabels: false: the exported pod wins even with the exporter's container.
+        let mut renamed = target.to_vec();
+        renamed.extend([("exported_namespace", "ml"), ("exported_pod", "trainer-0")]);
+        assert_eq!(of(&renamed, "gpu-node-1"), Some(Ok("ml/trainer-0".into())));
     }
 
     #[test]
