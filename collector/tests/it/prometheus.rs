@@ -171,6 +171,13 @@ async fn query(http: &reqwest::Client, prom: &str, expr: &str) -> Result<Vec<Val
     Ok(v["data"]["result"].as_array().cloned().unwrap_or_default())
 }
 
+/// The dashboards' form without a Prometheus: described panels with units, a templated data
+/// source, and pickers that list MIG-only GPUs and nodes too.
+#[test]
+fn dashboards_are_well_formed_and_their_pickers_list_every_gpu() {
+    assert!(panel_queries().len() > 10);
+}
+
 /// Every panel query of every dashboard, with its template variables set to "all".
 fn panel_queries() -> Vec<(String, String, String)> {
     let mut out = Vec::new();
@@ -188,6 +195,25 @@ fn panel_queries() -> Vec<(String, String, String)> {
             vars.contains(&"datasource".to_owned()),
             "{name}: templated datasource"
         );
+        // Pickers list every GPU and node: their series must exist on MIG GPUs and without
+        // DCGM too (docs/metrics.md says which are absent where).
+        let metrics_doc = std::fs::read_to_string(root().join("docs/metrics.md")).unwrap();
+        for v in d["templating"]["list"].as_array().unwrap() {
+            let Some(q) = v["definition"].as_str() else {
+                continue;
+            };
+            if let Some(rest) = q.strip_prefix("label_values(") {
+                let metric = rest.split(['{', ',']).next().unwrap().trim();
+                let row = metrics_doc
+                    .lines()
+                    .find(|l| l.starts_with(&format!("| `{metric}`")))
+                    .unwrap_or_else(|| panic!("{name}: picker series {metric} is not documented"));
+                assert!(
+                    !row.contains("absent"),
+                    "{name}: the picker reads {metric}, which some GPUs lack: {row}"
+                );
+            }
+        }
         for p in d["panels"].as_array().unwrap() {
             let title = p["title"].as_str().unwrap().to_owned();
             assert!(
