@@ -151,7 +151,10 @@ pub struct SimulateArgs {
     pub collector: String,
     /// Agent token; the collector must bind it to the scenario's nodes (or "*").
     #[arg(long, env = "GPULENS_TOKEN", hide_env_values = true)]
-    pub token: String,
+    pub token: Option<String>,
+    /// A file holding the agent token (one line; a mounted secret), instead of --token.
+    #[arg(long, env = "GPULENS_TOKEN_FILE", conflicts_with = "token")]
+    pub token_file: Option<PathBuf>,
     /// History to backfill before streaming (0s for none).
     #[arg(long, default_value = "0s", value_parser = humantime::parse_duration)]
     pub history: Duration,

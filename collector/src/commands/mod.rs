@@ -429,14 +429,22 @@ pub fn span_in_words(d: std::time::Duration) -> String {
 }
 
 async fn simulate(args: SimulateArgs) -> anyhow::Result<()> {
-    if args.token.trim().is_empty() {
+    let token = match (&args.token, &args.token_file) {
+        (_, Some(path)) => std::fs::read_to_string(path)
+            .map_err(|e| anyhow::anyhow!("--token-file {}: {e}", path.display()))?
+            .trim_end()
+            .to_owned(),
+        (Some(t), None) => t.clone(),
+        (None, None) => String::new(),
+    };
+    if token.trim().is_empty() {
         anyhow::bail!(
-            "no agent token: pass --token or set GPULENS_TOKEN (a running `gpulens demo` writes one to .gpulens/demo/env: source it)"
+            "no agent token: pass --token or --token-file, or set GPULENS_TOKEN (a running `gpulens demo` writes one to .gpulens/demo/env: source it)"
         );
     }
     let scenario = crate::simulate::load_scenario(Some(&args.scenario))?;
     let interval = std::time::Duration::from_millis(u64::from(scenario.interval_ms()));
-    let client = ingest_client::Client::new(&args.collector, &args.token)?;
+    let client = ingest_client::Client::new(&args.collector, &token)?;
     let fleet = simulator::Fleet::new(scenario);
     let driver = crate::simulate::Driver::new(fleet, client);
     let now = model::time::now_ms();

@@ -1,6 +1,8 @@
-//! docker-compose.yml is well-formed with every file it mounts present (`docker compose config`
-//! cannot run on the build machines: no Docker). The Kubernetes install is checked as kustomize
-//! renders it, in kustomize.rs.
+//! docker-compose.yml is well-formed with every file it mounts present, publishes nothing beyond
+//! the host's loopback, takes its token from the environment, and scrapes only what runs
+//! (`docker compose config` cannot run on the build machines: no Docker). The Dockerfile
+//! caches the workspace's dependencies in a layer of their own. The Kubernetes install is the
+//! Helm chart, checked as Helm renders it in helm.rs.
 
 use std::path::{Path, PathBuf};
 
@@ -26,6 +28,8 @@ fn docker_compose_is_well_formed_and_its_files_exist() {
         "collector",
         "agent",
         "simulator",
+        "dcgm-exporter",
+        "alertmanager",
         "prometheus",
         "grafana",
     ] {
@@ -34,6 +38,34 @@ fn docker_compose_is_well_formed_and_its_files_exist() {
     let profiles = |s: &str| services[s]["profiles"].clone();
     assert_eq!(profiles("agent"), serde_json::json!(["gpu"]));
     assert_eq!(profiles("simulator"), serde_json::json!(["cpu"]));
+    assert_eq!(profiles("dcgm-exporter"), serde_json::json!(["dcgm"]));
+    assert_eq!(profiles("alertmanager"), serde_json::json!(["alerts"]));
+    // Published on the host's loopback only.
+    for (name, s) in services {
+        for p in s["ports"].as_array().into_iter().flatten() {
+            assert!(
+                p.as_str().unwrap().starts_with("127.0.0.1:"),
+                "{name} publishes {p} beyond loopback"
+            );
+        }
+    }
+    // The token is Compose's secret from the environment, never a value in a file.
+    assert_eq!(
+        compose["secrets"]["agent_token"]["environment"],
+        "GPULENS_AGENT_TOKEN"
+    );
+    for s in ["collector", "agent", "simulator", "prometheus"] {
+        assert_eq!(
+            services[s]["secrets"],
+            serde_json::json!(["agent_token"]),
+            "{s}"
+        );
+    }
+    let text = std::fs::read_to_string(root().join("docker-compose.yml")).unwrap();
+    assert!(
+        !text.contains("GPULENS_TOKEN:"),
+        "no token in the Compose file"
+    );
     assert_eq!(services["agent"]["runtime"], "nvidia");
     assert_eq!(services["agent"]["pid"], "host");
     // Every file mounted from the repository is there.
@@ -46,16 +78,27 @@ fn docker_compose_is_well_formed_and_its_files_exist() {
             }
         }
     }
-    // The collector's configuration is accepted, and takes the agent's and simulator's token.
+    // The collector's configuration is accepted, and reads the secret's file that the agent,
+    // the simulator and Prometheus' remote write read.
+    let dir = crate::support::TempDir::new("compose-config");
+    std::fs::write(dir.path().join("agent_token"), "0123456789abcdef0123\n").unwrap();
     let config = collector::config::Config::parse(
-        &std::fs::read_to_string(root().join("deploy/compose/gpulens.toml")).unwrap(),
+        &std::fs::read_to_string(root().join("deploy/compose/gpulens.toml"))
+            .unwrap()
+            .replace("/run/secrets/", &format!("{}/", dir.path().display())),
     )
     .unwrap();
-    let token = services["agent"]["environment"]["GPULENS_TOKEN"]
-        .as_str()
-        .unwrap();
-    assert_eq!(services["simulator"]["environment"]["GPULENS_TOKEN"], token);
-    assert_eq!(config.agents[0].token.as_ref().unwrap().0, token);
+    assert!(config.agents[0].token.is_some());
+    for s in ["agent", "simulator"] {
+        assert!(
+            services[s]["command"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|a| a == "--token-file=/run/secrets/agent_token"),
+            "{s} reads the secret"
+        );
+    }
     // The simulator's scenario is in the image (the Dockerfile copies scenarios/).
     let dockerfile = std::fs::read_to_string(root().join("Dockerfile")).unwrap();
     assert!(dockerfile.contains("COPY scenarios /usr/share/gpulens/scenarios"));
@@ -74,7 +117,36 @@ fn docker_compose_is_well_formed_and_its_files_exist() {
     // Prometheus' and Grafana's provisioning parse; promtool checks the former when installed.
     let prom = root().join("deploy/compose/prometheus.yml");
     let p = docs(&prom).remove(0);
-    assert!(p["scrape_configs"].as_array().unwrap().len() >= 2);
+    let jobs = p["scrape_configs"].as_array().unwrap();
+    // A job of a profile's service finds it by DNS, so it has no target when the profile is off.
+    for (job, service) in [
+        ("gpulens-agent", "agent"),
+        ("dcgm-exporter", "dcgm-exporter"),
+    ] {
+        let j = jobs.iter().find(|j| j["job_name"] == job).unwrap();
+        assert_eq!(j["dns_sd_configs"][0]["names"][0], service, "{job}");
+    }
+    assert_eq!(
+        p["remote_write"][0]["authorization"]["credentials_file"],
+        "/run/secrets/agent_token"
+    );
+    // The Dockerfile: dependencies fetched in a layer of their own from every workspace
+    // member's manifest, before the sources are copied.
+    let workspace: Value =
+        toml::from_str(&std::fs::read_to_string(root().join("Cargo.toml")).unwrap()).unwrap();
+    let fetch = dockerfile
+        .find("cargo fetch --locked")
+        .expect("a fetch layer");
+    let sources = dockerfile.find("COPY . .").unwrap();
+    assert!(fetch < sources);
+    for m in workspace["workspace"]["members"].as_array().unwrap() {
+        let m = m.as_str().unwrap();
+        assert!(
+            dockerfile[..fetch].contains(&format!("COPY {m}/Cargo.toml {m}/")),
+            "the Dockerfile's dependency layer lacks {m}/Cargo.toml"
+        );
+    }
+    assert!(dockerfile.contains("USER 65532:65532"));
     if let Ok(out) = std::process::Command::new("promtool")
         .args(["check", "config", "--syntax-only"])
         .arg(&prom)
