@@ -72,10 +72,11 @@ const AGENT_NS: &str = "gpulens-agent";
 const GPU_OPERATOR: &str = "gpu-operator";
 
 /// Secrets the docs tell the platform to create; a rendering may refer to them.
-const PROVIDED_BY_THE_PLATFORM: [&str; 5] = [
+const PROVIDED_BY_THE_PLATFORM: [&str; 6] = [
     "gpulens-postgres",
     "gpulens-tls",
     "oidc-client",
+    "gpulens-oidc",
     "platform-agent-token",
     "platform-access",
 ];
@@ -737,10 +738,26 @@ fn base64_decode(s: &str) -> String {
     String::from_utf8(out).unwrap()
 }
 
+/// The values example docs/deploy.md starts with (the YAML block after its
+/// `<!-- helm-values: … -->` mark).
+fn documented_values() -> Value {
+    let doc = std::fs::read_to_string(root().join("docs/deploy.md")).unwrap();
+    let at = doc
+        .find("<!-- helm-values: gpu-operator-kube-prometheus-stack -->")
+        .expect("docs/deploy.md's values example is marked");
+    let block = doc[at..]
+        .split("```yaml\n")
+        .nth(1)
+        .and_then(|b| b.split("\n```").next())
+        .expect("a yaml block after the mark");
+    serde_yaml::from_str(block).unwrap()
+}
+
 /// The values matrix: each case is what a platform team would set for one kind of cluster.
 fn cases() -> BTreeMap<&'static str, Value> {
     BTreeMap::from([
         ("default", json!({})),
+        ("docs/deploy.md", documented_values()),
         (
             "postgres-replicas",
             json!({"database": {"type": "postgres", "existingSecret": "gpulens-postgres"},
@@ -906,6 +923,19 @@ fn the_chart_renders_every_values_case_validates_and_fits() {
     for f in model::dcgm::Field::all() {
         assert!(listed.contains(f.name()), "{} is not collected", f.name());
     }
+
+    // The documented install: monitored by kube-prometheus-stack, OIDC, TLS by cert-manager.
+    let documented = &rendered["docs/deploy.md"];
+    for kind in [
+        "ServiceMonitor",
+        "PodMonitor",
+        "PrometheusRule",
+        "Certificate",
+        "Ingress",
+    ] {
+        assert_eq!(documented.of(kind).len(), 1, "docs/deploy.md: {kind}");
+    }
+    assert!(documented.notes.contains("https://gpulens.example.com/"));
 
     // Each case shows what it sets.
     assert!(
