@@ -970,6 +970,32 @@ fn the_chart_renders_every_values_case_validates_and_fits() {
         groups,
         ["gpulens", "gpulens-dcgm-labels", "gpulens-tenants"]
     );
+    // The rendered PrometheusRule's groups are a rule file promtool accepts.
+    if crate::prometheus::have("promtool") {
+        let dir = crate::support::TempDir::new("helm-rules");
+        let file = dir.path().join("rendered.rules.yaml");
+        std::fs::write(
+            &file,
+            serde_yaml::to_string(
+                &json!({"groups": kps.of("PrometheusRule")[0]["spec"]["groups"]}),
+            )
+            .unwrap(),
+        )
+        .unwrap();
+        let out = Command::new("promtool")
+            .args(["check", "rules"])
+            .arg(&file)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "promtool check rules on the rendered PrometheusRule: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    } else {
+        crate::prometheus::required("promtool");
+    }
     let dashboards: Vec<&Value> = kps
         .of("ConfigMap")
         .into_iter()
