@@ -171,10 +171,12 @@ pub fn finding(ctx: &Ctx, h: &Holding, planned: Option<&(String, Move)>) -> Find
         signal: h.signal().into(),
         reason: Some(why.as_str().into()),
         summary: format!(
-            "{name} used {:.0}% of {now} on {} ({}: {need_text}), wasting {wasted:.0} GPU-hours ({} {cost:.0}); {because}; {option}",
-            ratio * 100.0,
+            "{name} used {} of {now} on {} ({}: {need_text}), wasting {} GPU-hours ({} {cost:.0}); {because}; {option}",
+            figures::percent(ratio),
             ctx.gpu_label(&h.gpu),
             h.signal(),
+            // The alert's value and the Numbers table carry the same tenths.
+            figures::quantity(crate::findings::tenths(wasted)),
             cfg.currency,
         ),
         metrics,

@@ -10,6 +10,30 @@ pub fn round(x: f64, decimals: i32) -> f64 {
     (x * f + x.signum() * 1e-9).round() / f
 }
 
+/// A count of hours or GPU-hours to a tenth, as an alert's value carries it, shown with the
+/// precision its size deserves: `1,234`, `148`, `47.9`, `0.42`. The dashboard's numbers
+/// (`web::format::num`) and the analysis' summaries print through it.
+pub fn quantity(x: f64) -> String {
+    let a = x.abs();
+    if a >= 1000.0 {
+        let s = format!("{:.0}", round(a, 0));
+        let mut out = String::new();
+        for (i, c) in s.chars().enumerate() {
+            if i > 0 && (s.len() - i) % 3 == 0 {
+                out.push(',');
+            }
+            out.push(c);
+        }
+        if x < 0.0 { format!("-{out}") } else { out }
+    } else if a >= 100.0 {
+        format!("{:.0}", round(x, 0))
+    } else if a >= 1.0 {
+        format!("{:.1}", round(x, 1))
+    } else {
+        format!("{:.2}", round(x, 2))
+    }
+}
+
 /// A share of a GPU: `0.13 GPU`.
 pub fn gpu(x: f64) -> String {
     format!("{:.2} GPU", round(x, 2))
@@ -31,6 +55,11 @@ mod tests {
 
     #[test]
     fn halves_round_away_from_zero_whatever_the_float_stores() {
+        assert_eq!(quantity(47.94), "47.9");
+        assert_eq!(quantity(47.95), "48.0");
+        assert_eq!(quantity(148.5), "149");
+        assert_eq!(quantity(12_345.6), "12,346");
+        assert_eq!(quantity(0.125), "0.13");
         assert_eq!(gpu(0.125), "0.13 GPU");
         assert_eq!(gpu(0.075), "0.08 GPU");
         assert_eq!(gpu(0.425), "0.43 GPU");

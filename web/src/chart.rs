@@ -39,6 +39,53 @@ pub struct Mark {
     pub title: String,
 }
 
+/// Width a mark label's character takes, and the gap kept between two labels (px).
+const MARK_CHAR_PX: f64 = 6.5;
+const MARK_GAP_PX: f64 = 6.0;
+
+/// One label per cluster of marks whose labels would overlap: at the cluster's first mark,
+/// reading the distinct labels in time order, with how many marks there are (`79 ×3`,
+/// `79, 48 ×4`), and every mark's hover text.
+fn mark_labels(marks: &[Mark], x: &dyn Fn(i64) -> f64) -> Vec<(f64, String, String)> {
+    let mut sorted: Vec<&Mark> = marks.iter().filter(|m| !m.label.is_empty()).collect();
+    sorted.sort_by_key(|m| m.t);
+    let label_of = |group: &[&Mark]| {
+        let mut labels: Vec<&str> = Vec::new();
+        for m in group {
+            if !labels.contains(&m.label.as_str()) {
+                labels.push(&m.label);
+            }
+        }
+        let mut label = labels.join(", ");
+        if group.len() > 1 {
+            label.push_str(&format!(" ×{}", group.len()));
+        }
+        label
+    };
+    let mut groups: Vec<Vec<&Mark>> = Vec::new();
+    for m in sorted {
+        match groups.last_mut() {
+            // Joins the cluster while it starts inside the cluster's label.
+            Some(g)
+                if x(m.t)
+                    <= x(g[0].t)
+                        + label_of(g).chars().count() as f64 * MARK_CHAR_PX
+                        + MARK_GAP_PX =>
+            {
+                g.push(m)
+            }
+            _ => groups.push(vec![m]),
+        }
+    }
+    groups
+        .iter()
+        .map(|g| {
+            let title = g.iter().map(|m| m.title.as_str()).collect::<Vec<_>>();
+            (x(g[0].t), label_of(g), title.join("\n"))
+        })
+        .collect()
+}
+
 /// A time-series chart.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct Chart {
@@ -409,7 +456,8 @@ fn plot(c: &Chart, id: &str, z: Size) -> String {
             esc(&l.name)
         ));
     }
-    // Event marks: a line over the plot and a label above the time axis.
+    // Event marks: a line over the plot each, and a label above the time axis per cluster of
+    // marks too close for their labels to stand apart.
     for m in &c.marks {
         let xx = x(m.t);
         s.push_str(&format!(
@@ -417,14 +465,15 @@ fn plot(c: &Chart, id: &str, z: Size) -> String {
             TOP + ph,
             esc(&m.title)
         ));
-        if !m.label.is_empty() {
-            let (a, tx) = anchor(xx, m.label.chars().count(), w);
-            s.push_str(&format!(
-                "<text x=\"{tx:.1}\" y=\"{:.1}\" text-anchor=\"{a}\" class=\"marklabel\">{}</text>",
-                TOP + 11.0,
-                esc(&m.label)
-            ));
-        }
+    }
+    for (xx, label, title) in mark_labels(&c.marks, &x) {
+        let (a, tx) = anchor(xx, label.chars().count(), w);
+        s.push_str(&format!(
+            "<text x=\"{tx:.1}\" y=\"{:.1}\" text-anchor=\"{a}\" class=\"marklabel\"><title>{}</title>{}</text>",
+            TOP + 11.0,
+            esc(&title),
+            esc(&label)
+        ));
     }
     // Hover columns: every line's value at that time.
     let times: Vec<i64> = c
@@ -705,6 +754,38 @@ mod tests {
     use super::*;
 
     #[test]
+    fn marks_too_close_share_one_label_and_far_ones_keep_theirs() {
+        let mark = |t: i64, label: &str| Mark {
+            t,
+            label: label.into(),
+            title: format!("XID {label} at {t}"),
+        };
+        // 1 px per time unit: three marks within a label's width, one far away.
+        let x = |t: i64| t as f64;
+        let labels = mark_labels(
+            &[
+                mark(0, "79"),
+                mark(5, "79"),
+                mark(300, "48"),
+                mark(10, "48"),
+            ],
+            &x,
+        );
+        let texts: Vec<&str> = labels.iter().map(|(_, l, _)| l.as_str()).collect();
+        assert_eq!(texts, ["79, 48 ×3", "48"]);
+        assert_eq!(
+            labels[0].2.lines().count(),
+            3,
+            "every mark in the hover text"
+        );
+        // Labels drawn never overlap: each starts past the previous one's end.
+        for w in labels.windows(2) {
+            let end = w[0].0 + w[0].1.chars().count() as f64 * MARK_CHAR_PX;
+            assert!(w[1].0 > end, "{labels:?}");
+        }
+    }
+
+    #[test]
     fn text_is_escaped() {
         assert_eq!(
             esc("<b>\"a\" & 'b'</b>"),
@@ -785,7 +866,7 @@ mod tests {
         assert!(legend.contains("aggressor running"));
         assert!(legend.contains("slice capacity (43.0 %)"));
         assert!(legend.contains("1 event(s)"));
-        assert!(s.contains(">79<"), "mark label drawn");
+        assert!(s.contains("</title>79<"), "mark label drawn");
         assert!(
             s.contains("stroke-dasharray=\"5 4\""),
             "reference line drawn"

@@ -27,24 +27,7 @@ pub fn civil(ms: i64) -> (i64, u32, u32, u32, u32) {
 
 /// A number with sensible precision: `1,234`, `12.3`, `0.42`.
 pub fn num(x: f64) -> String {
-    let a = x.abs();
-    if a >= 1000.0 {
-        let s = format!("{:.0}", x.abs());
-        let mut out = String::new();
-        for (i, c) in s.chars().enumerate() {
-            if i > 0 && (s.len() - i) % 3 == 0 {
-                out.push(',');
-            }
-            out.push(c);
-        }
-        if x < 0.0 { format!("-{out}") } else { out }
-    } else if a >= 100.0 {
-        format!("{x:.0}")
-    } else if a >= 1.0 {
-        format!("{x:.1}")
-    } else {
-        format!("{x:.2}")
-    }
+    model::figures::quantity(x)
 }
 
 /// Money as every page and the report show it: whole units, grouped, with the currency

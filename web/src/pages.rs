@@ -725,6 +725,9 @@ pub struct FindingRow {
     pub tenant: String,
     pub team: String,
     pub summary: String,
+    /// The same finding of the same tenant on the node's other GPUs (a job's eight GPUs
+    /// read as one row): their ids and GPUs.
+    pub also: Vec<(String, String)>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -756,13 +759,22 @@ fn select(id: &'static str, label: &'static str, value: &str, options: &[String]
 
 pub fn findings(frame: Frame, f: FindingFilters, rows: Vec<FindingRow>, sort: Sort) -> String {
     document(frame, Nav::Findings, move || {
-        let count = rows.len();
+        let count: usize = rows.iter().map(|r| 1 + r.also.len()).sum();
+        let grouped = rows.iter().filter(|r| !r.also.is_empty()).count();
         let body = rows
             .into_iter()
             .map(|r| {
+                let also = (!r.also.is_empty()).then(|| {
+                    let links = r
+                        .also
+                        .iter()
+                        .map(|(id, gpu)| view! { " " <a href=format!("/findings/{}", enc(id))><code>{gpu.clone()}</code></a> })
+                        .collect_view();
+                    view! { <br/><small>{format!("The same on {} more GPU(s) of this node:", r.also.len())}{links}</small> }
+                });
                 view! {
                     <tr>
-                        <td><a href=format!("/findings/{}", enc(&r.id))>{r.summary}</a></td>
+                        <td><a href=format!("/findings/{}", enc(&r.id))>{r.summary}</a>{also}</td>
                         <td class=sev_class(&r.severity)>{r.severity.clone()}</td>
                         <td>{r.kind.replace('_', " ")}</td>
                         <td><a href=format!("/nodes/{}", enc(&r.node))>{r.node.clone()}</a></td>
@@ -783,7 +795,11 @@ pub fn findings(frame: Frame, f: FindingFilters, rows: Vec<FindingRow>, sort: So
                 <button type="submit">"Filter"</button>
             </form>
             <div class="scroll"><table>
-                <caption>{format!("{count} findings of the newest analysis")}</caption>
+                <caption>{if grouped == 0 {
+                    format!("{count} findings of the newest analysis")
+                } else {
+                    format!("{count} findings of the newest analysis; a tenant's same finding on several GPUs of a node is one row")
+                }}</caption>
                 <thead><tr>
                     <th scope="col">"What"</th>{th("Severity", "severity", &sort, false)}{th("Kind", "kind", &sort, false)}
                     {th("Node", "node", &sort, false)}<th scope="col">"Tenant"</th>{th("Team", "team", &sort, false)}
@@ -1010,6 +1026,16 @@ pub fn recommendations(
     document(frame, Nav::Recommendations, move || {
         let count = rows.len();
         let rejected = rejected_rows.len();
+        // The plan counts every step that frees GPUs; separating interfering tenants frees none.
+        let separate = rows.iter().filter(|r| r.kind == "separate").count();
+        let what = match (count - separate, separate) {
+            (0, 0) => "No recommendations".to_owned(),
+            (steps, 0) => format!("{steps} recommendations, the plan's steps"),
+            (0, s) => format!("{s} recommendations to separate interfering tenants"),
+            (steps, s) => format!(
+                "{count} recommendations: the plan's {steps} steps, and {s} to separate interfering tenants (they free no GPU)"
+            ),
+        };
         let turned_down = (!rejected_rows.is_empty()).then(|| {
             let body = rejected_rows
                 .iter()
@@ -1053,7 +1079,7 @@ pub fn recommendations(
             {plan.map(plan_section)}
             {(!outcomes.is_empty()).then(|| outcomes_section(outcomes))}
             <div class="scroll"><table>
-                <caption>{format!("{count} recommendations, each replayed against the recorded demand; {rejected} proposal(s) turned down by the replay.")}</caption>
+                <caption>{format!("{what}, each replayed against the recorded demand; {rejected} proposal(s) turned down by the replay.")}</caption>
                 <thead><tr>
                     <th scope="col">"What"</th>{th("GPUs freed", "freed", &sort, true)}
                     {th("Kind", "kind", &sort, false)}{th("Node", "node", &sort, false)}{th("Team", "team", &sort, false)}
@@ -1373,6 +1399,8 @@ pub struct AlertRow {
     pub state: String,
     pub severity: String,
     pub node: String,
+    /// The GPU the alert is about (empty for a node's or the fleet's).
+    pub gpu: String,
     pub description: String,
     pub since: String,
 }
@@ -1398,6 +1426,10 @@ pub fn alerts(frame: Frame, rows: Vec<AlertRow>, notes: Vec<NotificationRow>) ->
                 view! {
                     <tr>
                         <td>{r.name}</td><td><a href=format!("/nodes/{}", enc(&r.node))>{r.node.clone()}</a></td>
+                        <td>{if r.gpu.is_empty() { "–".into_any() } else {
+                            let short: String = r.gpu.chars().take(12).collect();
+                            view! { <a href=format!("/gpus/{}", enc(&r.gpu)) title=r.gpu.clone()><code>{short}</code></a> }.into_any()
+                        }}</td>
                         <td>{r.state}</td><td class=sev_class(&r.severity)>{r.severity.clone()}</td><td>{r.description}</td><td>{r.since}</td>
                     </tr>
                 }
@@ -1418,8 +1450,8 @@ pub fn alerts(frame: Frame, rows: Vec<AlertRow>, notes: Vec<NotificationRow>) ->
             <h1>"Alerts"</h1>
             <div class="scroll"><table>
                 <caption>{format!("{count} alerts: firing, pending and resolved in the last day (docs/alerts.md)")}</caption>
-                <thead><tr><th scope="col">"Alert"</th><th scope="col">"Node"</th><th scope="col">"State"</th><th scope="col">"Severity"</th><th scope="col">"What"</th><th scope="col">"Since (UTC)"</th></tr></thead>
-                <tbody>{if count == 0 { none_row(6, "no rule fired, was pending or resolved in the last day") } else { body.into_any() }}</tbody>
+                <thead><tr><th scope="col">"Alert"</th><th scope="col">"Node"</th><th scope="col">"GPU"</th><th scope="col">"State"</th><th scope="col">"Severity"</th><th scope="col">"What"</th><th scope="col">"Since (UTC)"</th></tr></thead>
+                <tbody>{if count == 0 { none_row(7, "no rule fired, was pending or resolved in the last day") } else { body.into_any() }}</tbody>
             </table></div>
             <h2>"Notifications"</h2>
             <div class="scroll"><table>

@@ -22,6 +22,7 @@ pub async fn alerts(State(state): State<DashboardState>, caller: Caller) -> Page
             state: a.state.as_str().into(),
             severity: a.labels.get("severity").cloned().unwrap_or_default(),
             node: a.labels.get("node").cloned().unwrap_or_default(),
+            gpu: a.labels.get("gpu_uuid").cloned().unwrap_or_default(),
             description: a
                 .annotations
                 .get("description")

@@ -62,6 +62,9 @@ pub async fn findings(
     )))
 }
 
+/// A list row, with its severity and (tenant, GPU) when it has both.
+type Grouped = (Severity, pages::FindingRow, Option<(String, String)>);
+
 /// The findings the query selects, each with its severity (the default sort).
 fn matching(
     a: &Analysis,
@@ -105,9 +108,33 @@ fn matching(
                     tenant: f.tenants.first().map(|k| name_of(a, k)).unwrap_or_default(),
                     team: f.team.clone().unwrap_or_default(),
                     summary: f.summary.clone(),
+                    also: Vec::new(),
                 },
+                f.tenants.first().cloned().zip(f.gpu.clone()),
             )
         })
+        .fold(Vec::new(), |mut rows: Vec<Grouped>, (sev, r, key)| {
+            // One row per tenant, kind and severity on a node: a Slurm job's or a pod's
+            // eight GPUs with the same finding read as one row linking all eight. Findings
+            // without a tenant or a GPU stay rows of their own.
+            let same = key.as_ref().and_then(|(tenant, _)| {
+                rows.iter_mut().find(|(s, x, k)| {
+                    *s == sev
+                        && x.kind == r.kind
+                        && x.node == r.node
+                        && k.as_ref().is_some_and(|(t, _)| t == tenant)
+                })
+            });
+            match (same, &key) {
+                (Some((_, first, _)), Some((_, gpu))) => {
+                    first.also.push((r.id, gpu.chars().take(12).collect()))
+                }
+                _ => rows.push((sev, r, key)),
+            }
+            rows
+        })
+        .into_iter()
+        .map(|(sev, r, _)| (sev, r))
         .collect()
 }
 

@@ -239,6 +239,15 @@ impl ReportData {
             self.recommendations.len(),
             self.gpus_freed()
         ));
+        // A partial week says so first, wherever the summary is read (the report list,
+        // webhook messages).
+        if let Some(partial) = self
+            .limitations
+            .iter()
+            .find(|l| l.starts_with("Partial week"))
+        {
+            s = format!("{partial} {s}");
+        }
         s
     }
 }

@@ -35,6 +35,16 @@ fn body_rows(html: &str) -> usize {
     html[start..end].matches("<tr").count()
 }
 
+/// Findings a list page links in its first table: a row each, or a link in the row of the
+/// same finding on another GPU of the node.
+fn listed_findings(html: &str) -> usize {
+    let Some(start) = html.find("<tbody>") else {
+        return 0;
+    };
+    let end = html[start..].find("</tbody>").unwrap() + start;
+    html[start..end].matches("href=\"/findings/").count()
+}
+
 /// How a finding's page shows its headline number (the alert's value).
 fn shown(kind: analytics::FindingKind, v: f64) -> String {
     use analytics::FindingKind::*;
@@ -116,10 +126,36 @@ async fn alerts_pages_and_counts_agree() {
             continue;
         };
         let list = page(&state, &format!("/findings?team={team}")).await;
-        assert_eq!(body_rows(&list), n, "team {team}");
+        assert_eq!(listed_findings(&list), n, "team {team}");
+        assert!(body_rows(&list) <= n);
         counted += n;
     }
     assert!(counted > 0, "teams have findings");
+    // Every finding is on the list, and a tenant's same finding on several GPUs of a node
+    // shares a row.
+    let all = page(&state, "/findings").await;
+    assert_eq!(listed_findings(&all), a.findings.len());
+    for f in &a.findings {
+        assert!(
+            all.contains(&format!("href=\"/findings/{}\"", f.id)),
+            "{}",
+            f.id
+        );
+    }
+    let mut groups = std::collections::BTreeSet::new();
+    for f in &a.findings {
+        // Findings without a tenant or a GPU (a node's, a GPU's hardware) stay rows of their own.
+        let tenant = match (f.tenants.first(), &f.gpu) {
+            (Some(t), Some(_)) => t.clone(),
+            _ => f.id.clone(),
+        };
+        groups.insert((f.kind, f.severity, f.node.clone(), tenant));
+    }
+    assert_eq!(
+        body_rows(&all),
+        groups.len(),
+        "one row per tenant, kind, severity and node"
+    );
     // The interference aggressor's team counts it too.
     if let Some(f) = a
         .findings

@@ -90,11 +90,21 @@ async fn heavy_a_weeks_report_matches_the_funnel_api() {
     .unwrap()
     .expect("the week before had a day of data");
     assert_eq!(before.week, "2026-W45");
+    assert!(
+        before.summary.starts_with("Partial week:"),
+        "a week with a day of data says so first in the list and the message: {}",
+        before.summary
+    );
     let stored = reports::scheduled(&t.store, &settings, &cfg, now, &Default::default())
         .await
         .unwrap()
         .expect("the week's report");
     assert_eq!(stored.week, "2026-W46");
+    assert!(
+        !stored.summary.contains("Partial week"),
+        "{}",
+        stored.summary
+    );
     let posted = hook.bodies("/reports");
     assert_eq!(posted.len(), 2);
     assert_eq!(posted[1]["week"], "2026-W46");
