@@ -201,8 +201,88 @@ async function phone(urls) {
   return widths;
 }
 
+// The overview's heatmap as pixels, not markup: the SVG is drawn into a canvas at 4× and each
+// cell sampled. An allocated share's colour must lie on the one sequential scale (ColorBrewer
+// YlGnBu, light = idle, dark = busy); a cell with nothing allocated must show the hatch (white
+// and grey) and no colour of the scale, so "busy but not fully used" never reads as "not
+// allocated".
+async function heatmapPixels() {
+  const context = await browser.newContext({ viewport: { width: 1280, height: 900 } });
+  const page = await context.newPage();
+  await page.goto(new URL("/", base).href, { waitUntil: "load" });
+  const result = await page.evaluate(async () => {
+    const svg = document.querySelector("figure.heatmap svg");
+    if (!svg) return { found: false };
+    const vb = svg.viewBox.baseVal;
+    const k = 4;
+    const clone = svg.cloneNode(true);
+    clone.setAttribute("width", vb.width * k);
+    clone.setAttribute("height", vb.height * k);
+    clone.removeAttribute("style");
+    const url = "data:image/svg+xml;charset=utf-8," + encodeURIComponent(new XMLSerializer().serializeToString(clone));
+    const img = new Image();
+    await new Promise((ok, fail) => { img.onload = ok; img.onerror = fail; img.src = url; });
+    const canvas = document.createElement("canvas");
+    canvas.width = vb.width * k;
+    canvas.height = vb.height * k;
+    const ctx = canvas.getContext("2d");
+    ctx.drawImage(img, 0, 0);
+    const px = (x, y) => [...ctx.getImageData(Math.round(x * k), Math.round(y * k), 1, 1).data.slice(0, 3)];
+    const stops = [[255, 255, 204], [161, 218, 180], [65, 182, 196], [44, 127, 184], [37, 52, 148]];
+    // Distance from a colour to the scale (the polyline through its stops).
+    const toScale = (c) => {
+      let best = Infinity;
+      for (let i = 0; i + 1 < stops.length; i++) {
+        const [a, b] = [stops[i], stops[i + 1]];
+        const ab = a.map((v, j) => b[j] - v);
+        const t = Math.max(0, Math.min(1, ab.reduce((s, v, j) => s + v * (c[j] - a[j]), 0) / ab.reduce((s, v) => s + v * v, 0)));
+        const d = Math.hypot(...c.map((v, j) => v - (a[j] + ab[j] * t)));
+        best = Math.min(best, d);
+      }
+      return best;
+    };
+    const grey = [156, 163, 175];
+    const near = (c, d, r) => Math.hypot(...c.map((v, j) => v - d[j])) <= r;
+    const out = { found: true, allocated: 0, offScale: [], hatch: 0, hatchOnScale: 0, hatchWithoutGrey: 0 };
+    for (const g of svg.querySelectorAll("g")) {
+      const rects = g.querySelectorAll("rect");
+      if (!rects.length || !/unallocated/.test(rects[0].getAttribute("fill") || "")) continue;
+      const x = +rects[0].getAttribute("x"), y = +rects[0].getAttribute("y");
+      const w = +rects[0].getAttribute("width"), h = +rects[0].getAttribute("height");
+      if (rects.length > 1) {
+        const r = rects[1];
+        const cx = +r.getAttribute("x") + +r.getAttribute("width") / 2;
+        const cy = +r.getAttribute("y") + +r.getAttribute("height") / 2;
+        const c = px(cx, cy);
+        out.allocated++;
+        if (toScale(c) > 12 || near(c, grey, 30)) out.offScale.push({ colour: c, fill: r.getAttribute("fill") });
+        // The unallocated part above it, where there is more than its edges.
+        if (+r.getAttribute("y") - y < 1.5) continue;
+      }
+      out.hatch++;
+      let onScale = false, sawGrey = false;
+      const top = y, bottom = rects.length > 1 ? +rects[1].getAttribute("y") : y + h;
+      // Inside the cell's edges, where neighbours' colours blend in.
+      for (let sx = x + 0.5; sx < x + w - 0.4; sx += 0.25) {
+        for (let sy = top + 0.5; sy < bottom - 0.4; sy += 0.25) {
+          const c = px(sx, sy);
+          if (near(c, grey, 40)) sawGrey = true;
+          else if (!near(c, [255, 255, 255], 40) && toScale(c) < 12) onScale = true;
+        }
+      }
+      if (onScale) out.hatchOnScale++;
+      if (!sawGrey) out.hatchWithoutGrey++;
+    }
+    out.offScale = out.offScale.slice(0, 5);
+    return out;
+  });
+  await context.close();
+  return result;
+}
+
 const withJs = await walk(true, 150);
 const withoutJs = await walk(false, 40);
 const phoneWidths = await phone(withJs.pages.map((p) => p.url));
+const heatmap = await heatmapPixels();
 await browser.close();
-console.log(JSON.stringify({ withJs, withoutJs, phone: phoneWidths }));
+console.log(JSON.stringify({ withJs, withoutJs, phone: phoneWidths, heatmap }));

@@ -124,6 +124,23 @@ fn heavy_every_dashboard_page_works_in_chromium_with_and_without_javascript() {
         "at 390 px a table's link, first number or caption is off-screen: {offscreen:?}"
     );
 
+    // The heatmap as drawn (pixels of the SVG rendered by Chromium): every allocated share's
+    // colour is on the sequential scale, and every unallocated stretch shows the grey hatch and
+    // no colour of the scale.
+    let heat = &report["heatmap"];
+    assert_eq!(heat["found"], true, "the overview has a heatmap: {heat}");
+    assert!(
+        heat["allocated"].as_u64().unwrap() > 20 && heat["hatch"].as_u64().unwrap() > 5,
+        "cells of both kinds were sampled: {heat}"
+    );
+    assert_eq!(
+        heat["offScale"],
+        serde_json::json!([]),
+        "allocated cells drawn off the scale (or grey like the hatch): {heat}"
+    );
+    assert_eq!(heat["hatchOnScale"], 0, "{heat}");
+    assert_eq!(heat["hatchWithoutGrey"], 0, "{heat}");
+
     for (mode, w) in [
         ("with JS", &report["withJs"]),
         ("without JS", &report["withoutJs"]),
