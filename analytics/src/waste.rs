@@ -171,13 +171,14 @@ pub fn finding(ctx: &Ctx, h: &Holding, planned: Option<&(String, Move)>) -> Find
         signal: h.signal().into(),
         reason: Some(why.as_str().into()),
         summary: format!(
-            "{name} used {} of {now} on {} ({}: {need_text}), wasting {} GPU-hours ({} {cost:.0}); {because}; {option}",
+            "{name} used {} of {now} on {} ({}: {need_text}), wasting {} GPU-hours ({}); {because}; {option}",
             figures::percent(ratio),
             ctx.gpu_label(&h.gpu),
             h.signal(),
             // The alert's value and the Numbers table carry the same tenths.
             figures::quantity(crate::findings::tenths(wasted)),
-            cfg.currency,
+            // The cost the metrics keep (to the cent), so both round alike.
+            figures::money((cost * 100.0).round() / 100.0, &cfg.currency),
         ),
         metrics,
         evidence: vec![

@@ -34,6 +34,17 @@ pub fn quantity(x: f64) -> String {
     }
 }
 
+/// Money as every page, summary and report shows it: whole units, grouped, with the currency
+/// (`1,463 USD`). CSV keeps cents.
+pub fn money(x: f64, currency: &str) -> String {
+    let whole = round(x, 0) + 0.0;
+    if whole.abs() >= 1000.0 {
+        format!("{} {currency}", quantity(whole))
+    } else {
+        format!("{whole:.0} {currency}")
+    }
+}
+
 /// A share of a GPU: `0.13 GPU`.
 pub fn gpu(x: f64) -> String {
     format!("{:.2} GPU", round(x, 2))
@@ -55,6 +66,9 @@ mod tests {
 
     #[test]
     fn halves_round_away_from_zero_whatever_the_float_stores() {
+        assert_eq!(money(34.4, "USD"), "34 USD");
+        assert_eq!(money(0.4, "USD"), "0 USD");
+        assert_eq!(money(1462.5, "EUR"), "1,463 EUR");
         assert_eq!(quantity(47.94), "47.9");
         assert_eq!(quantity(47.95), "48.0");
         assert_eq!(quantity(148.5), "149");

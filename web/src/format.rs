@@ -33,12 +33,7 @@ pub fn num(x: f64) -> String {
 /// Money as every page and the report show it: whole units, grouped, with the currency
 /// (`1,463 USD`). CSV keeps cents.
 pub fn money(x: f64, currency: &str) -> String {
-    let whole = x.round();
-    if whole.abs() >= 1000.0 {
-        format!("{} {currency}", num(whole))
-    } else {
-        format!("{whole:.0} {currency}")
-    }
+    model::figures::money(x, currency)
 }
 
 /// `42 %` of a 0–1 ratio, `–` without one.

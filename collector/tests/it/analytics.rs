@@ -108,6 +108,24 @@ pub(crate) async fn check(store: &Store, path: &Path, scores: &mut BTreeMap<&'st
                 f.summary
             );
         }
+        // The wasted GPU-hours and their cost as the Numbers table (web::format) and the
+        // alert's value (the headline's tenths) give them.
+        if let (Some(w), Some(cost)) = (
+            f.metrics.get("wasted_gpu_hours"),
+            f.metrics.get("wasted_cost"),
+        ) {
+            let hours = format!(
+                "wasting {} GPU-hours",
+                web::format::num(analytics::findings::tenths(*w))
+            );
+            let money = web::format::money(*cost, &cfg.currency);
+            assert!(
+                f.summary.contains(&hours) && f.summary.contains(&money),
+                "{label}: {hours:?} and {money:?} not in {:?}",
+                f.summary
+            );
+            assert_eq!(f.headline().0, analytics::findings::tenths(*w));
+        }
     }
     // The stored form reads back whole (reports and the agents' labels read it).
     let json = serde_json::to_value(&a).unwrap();
