@@ -213,16 +213,17 @@ impl ReportData {
     /// A one-paragraph summary (webhook messages, the report list).
     pub fn summary(&self) -> String {
         let f = &self.fleet;
-        let pct = |x: Option<f64>| x.map_or("n/a".to_owned(), |r| format!("{:.0} %", r * 100.0));
+        // The figures as the report's tables and the dashboard print them (model::figures).
+        let pct = |x: Option<f64>| x.map_or("n/a".to_owned(), model::figures::percent);
+        let num = web::format::num;
         let mut s = format!(
-            "gpulens weekly report {}: {:.0} GPU-hours allocated, {:.0} effective ({}), {:.0} wasted ({:.0} {}).",
+            "gpulens weekly report {}: {} GPU-hours allocated, {} effective ({}), {} wasted ({}).",
             self.week,
-            f.allocated_gpu_hours,
-            f.effective_gpu_hours,
+            num(f.allocated_gpu_hours),
+            num(f.effective_gpu_hours),
             pct(f.effective_ratio),
-            f.waste_gpu_hours,
-            f.waste_cost,
-            self.currency
+            num(f.waste_gpu_hours),
+            web::format::money(f.waste_cost, &self.currency),
         );
         if let Some(p) = &self.previous
             && p.allocated_gpu_hours > 0.0
