@@ -81,15 +81,17 @@ pub const MAX_TENANTS_PER_HOST: usize = 1_024;
 /// Without `exported_*` labels, a series of a GPU no pod holds still carries `namespace` and
 /// `pod`: the scrape target's, dcgm-exporter's own pod. Those are no tenant: when `container`
 /// is the exporter's container (`nvidia-dcgm-exporter` in the GPU Operator, `exporter` or
-/// `dcgm-exporter` in dcgm-exporter's Helm chart) or `pod` is the series' `Hostname` (an
-/// exporter on the pod network reports its pod's name there), the series has no pod.
+/// `dcgm-exporter` in dcgm-exporter's Helm chart) of a pod named `…dcgm…`, or `pod` is the
+/// series' `Hostname` (an exporter on the pod network reports its pod's name there), the
+/// series has no pod.
 fn pod_labels(ls: &[Label]) -> Option<Result<(&str, &str, &str), ()>> {
     let exported = ["exported_namespace", "exported_pod"]
         .iter()
         .any(|n| label(ls, n).is_some());
+    let exporter_pod = label(ls, "pod").is_some_and(|p| p.contains("dcgm"))
+        && label(ls, "container").is_some_and(|c| EXPORTER_CONTAINERS.contains(&c));
     if !exported
-        && (label(ls, "container").is_some_and(|c| EXPORTER_CONTAINERS.contains(&c))
-            || label(ls, "pod").is_some_and(|p| label(ls, "Hostname") == Some(p)))
+        && (exporter_pod || label(ls, "pod").is_some_and(|p| label(ls, "Hostname") == Some(p)))
     {
         return None;
     }
@@ -973,6 +975,18 @@ mod tests {
             ),
             None,
             "Hostname is the exporter's pod"
+        );
+        // A tenant's own container may be called `exporter`: only the exporter's pod is none.
+        assert_eq!(
+            of(
+                &[
+                    ("namespace", "ml"),
+                    ("pod", "feature-exporter-0"),
+                    ("container", "exporter")
+                ],
+                "gpu-node-1"
+            ),
+            Some(Ok("ml/feature-exporter-0".into()))
         );
         // honorLabels: true and a GPU a pod holds: the pod's own labels.
         assert_eq!(
