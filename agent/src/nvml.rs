@@ -101,6 +101,9 @@ pub struct NvmlBackend {
     assignments: Option<Assignments>,
     /// Replicas per time-sliced GPU, when configured (otherwise inferred from replica ids).
     replicas: Option<u32>,
+    /// `HOSTNAME` of pod processes, read once per process (pid and start time), for the pod
+    /// join; processes gone from the snapshot are forgotten.
+    hostnames: HashMap<u32, (i64, Option<String>)>,
 }
 
 impl std::fmt::Debug for NvmlBackend {
@@ -150,6 +153,7 @@ impl NvmlBackend {
             first_seen: HashMap::new(),
             assignments: None,
             replicas: None,
+            hostnames: HashMap::new(),
         })
     }
 
@@ -669,7 +673,26 @@ impl GpuBackend for NvmlBackend {
             snap.gpus.push(sample);
         }
         if let Some(a) = &self.assignments {
-            let hostname = |pid: u32| self.procfs.environ(pid, "HOSTNAME");
+            // One read of /proc/<pid>/environ per pod process's life, not one per cycle.
+            let mut seen = std::collections::HashSet::new();
+            for p in &snap.processes {
+                let in_pod = p
+                    .tenant
+                    .as_ref()
+                    .and_then(|k| tenants.get(k))
+                    .is_some_and(|t| t.pod_uid.is_some());
+                if !in_pod || !seen.insert(p.pid) {
+                    continue;
+                }
+                let known = self.hostnames.get(&p.pid);
+                if known.is_none_or(|(start, _)| *start != p.start_time) {
+                    let name = self.procfs.environ(p.pid, "HOSTNAME");
+                    self.hostnames.insert(p.pid, (p.start_time, name));
+                }
+            }
+            self.hostnames.retain(|pid, _| seen.contains(pid));
+            let names = &self.hostnames;
+            let hostname = |pid: u32| names.get(&pid).and_then(|(_, n)| n.clone());
             assign(
                 &mut snap,
                 &mut tenants,

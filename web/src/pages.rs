@@ -1538,7 +1538,7 @@ mod tests {
         let html = alerts(Frame::default(), Vec::new(), Vec::new());
         assert!(html.contains("None: no rule fired"), "{html}");
         assert!(html.contains("None: nothing was sent"), "{html}");
-        assert!(html.contains("colspan=\"6\""), "{html}");
+        assert!(html.contains("colspan=\"7\""), "{html}");
         let sort = Sort {
             base: String::new(),
             key: "severity".into(),

@@ -619,11 +619,15 @@ impl Rendered {
         let collector = self
             .find("NetworkPolicy", NS, "gpulens-collector")
             .unwrap_or_else(|| panic!("{what}: no collector policy"));
+        let agent_ns = self.of("DaemonSet")[0]["metadata"]["namespace"]
+            .as_str()
+            .unwrap()
+            .to_owned();
         let from = collector["spec"]["ingress"][0]["from"].as_array().unwrap();
         assert!(
             from.iter().any(
                 |p| p["namespaceSelector"]["matchLabels"]["kubernetes.io/metadata.name"]
-                    == AGENT_NS
+                    == agent_ns.as_str()
                     && p["podSelector"]["matchLabels"]["app.kubernetes.io/name"] == "gpulens-agent"
             ),
             "{what}: the agents reach ingest"
@@ -634,7 +638,7 @@ impl Rendered {
             "{what}: no open peer"
         );
         let agent = self
-            .find("NetworkPolicy", AGENT_NS, "gpulens-agent")
+            .find("NetworkPolicy", &agent_ns, "gpulens-agent")
             .unwrap_or_else(|| panic!("{what}: no agent policy"));
         assert_eq!(agent["spec"]["ingress"].as_array().unwrap().len(), 1);
         assert_eq!(
@@ -808,6 +812,10 @@ fn cases() -> BTreeMap<&'static str, Value> {
             "apply-with-approval-custom-layouts",
             json!({"labels": {"mode": "apply-with-approval", "customLayouts": true},
                    "cluster": "gpu-east"}),
+        ),
+        (
+            "agents-in-the-release-namespace",
+            json!({"agent": {"namespace": {"create": false}}}),
         ),
         (
             "labels-off-existing-secrets-no-policies",
@@ -1068,6 +1076,14 @@ fn the_chart_renders_every_values_case_validates_and_fits() {
     assert_eq!(
         rendered["apply-with-approval-custom-layouts"].granted(),
         want
+    );
+    let same = &rendered["agents-in-the-release-namespace"];
+    assert!(same.of("Namespace").is_empty(), "no namespace created");
+    assert_eq!(same.of("DaemonSet")[0]["metadata"]["namespace"], NS);
+    assert_eq!(
+        same.of("Secret").len(),
+        2,
+        "one agent token Secret and one access Secret"
     );
     let off = &rendered["labels-off-existing-secrets-no-policies"];
     assert!(

@@ -7,9 +7,16 @@
 {{- end -}}
 {{- end -}}
 
-{{/* The agents' namespace. */}}
+{{/* The agents' namespace: the one named, else <release namespace>-agent when the chart
+creates it, else the release namespace (which then needs the privileged Pod Security level). */}}
 {{- define "gpulens.agentNamespace" -}}
-{{- .Values.agent.namespace.name | default (printf "%s-agent" .Release.Namespace) -}}
+{{- if .Values.agent.namespace.name -}}
+{{- .Values.agent.namespace.name -}}
+{{- else if .Values.agent.namespace.create -}}
+{{- printf "%s-agent" .Release.Namespace -}}
+{{- else -}}
+{{- .Release.Namespace -}}
+{{- end -}}
 {{- end -}}
 
 {{/* Labels on every object. */}}
