@@ -123,6 +123,14 @@ impl Rendered {
         self.find("Secret", ns, name).is_some() || PROVIDED_BY_THE_PLATFORM.contains(&name)
     }
 
+    /// The namespace the agents' DaemonSet runs in.
+    fn agent_namespace(&self) -> String {
+        self.of("DaemonSet")[0]["metadata"]["namespace"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    }
+
     fn agent(&self) -> PodTemplateSpec {
         let (_, _, t) = self
             .pods()
@@ -397,10 +405,7 @@ impl Rendered {
     /// limits, no priority class of the chart's choosing, and flags the agent has.
     fn check_agent(&self) {
         let what = &self.what;
-        let ns = self.of("DaemonSet")[0]["metadata"]["namespace"]
-            .as_str()
-            .unwrap()
-            .to_owned();
+        let ns = self.agent_namespace();
         if let Some(n) = self.find("Namespace", "", &ns) {
             assert_eq!(
                 n["metadata"]["labels"]["pod-security.kubernetes.io/enforce"], "privileged",
@@ -619,10 +624,7 @@ impl Rendered {
         let collector = self
             .find("NetworkPolicy", NS, "gpulens-collector")
             .unwrap_or_else(|| panic!("{what}: no collector policy"));
-        let agent_ns = self.of("DaemonSet")[0]["metadata"]["namespace"]
-            .as_str()
-            .unwrap()
-            .to_owned();
+        let agent_ns = self.agent_namespace();
         let from = collector["spec"]["ingress"][0]["from"].as_array().unwrap();
         assert!(
             from.iter().any(
@@ -725,21 +727,13 @@ fn service_at(r: &Rendered, url: &str) -> Option<(String, String)> {
 }
 
 fn base64_decode(s: &str) -> String {
-    const ALPHABET: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    let mut bits = 0u32;
-    let mut n = 0;
-    let mut out = Vec::new();
-    for b in s.bytes().filter(|b| *b != b'=') {
-        let v = ALPHABET.iter().position(|a| *a == b).expect("base64") as u32;
-        bits = (bits << 6) | v;
-        n += 6;
-        if n >= 8 {
-            n -= 8;
-            out.push((bits >> n) as u8);
-            bits &= (1 << n) - 1;
-        }
-    }
-    String::from_utf8(out).unwrap()
+    use base64::Engine;
+    String::from_utf8(
+        base64::engine::general_purpose::STANDARD
+            .decode(s)
+            .expect("base64"),
+    )
+    .unwrap()
 }
 
 /// The values example docs/deploy.md starts with (the YAML block after its
