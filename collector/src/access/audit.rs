@@ -3,7 +3,7 @@
 //! (the time is the line's own). With `--log-format json` every line is one JSON object a log
 //! pipeline can keep apart (docs/security.md).
 
-use super::{Caller, Principal, Via};
+use super::principal::{Caller, Principal, Via};
 
 pub const TARGET: &str = "gpulens::audit";
 

@@ -6,7 +6,7 @@ use std::collections::BTreeSet;
 
 use serde::Deserialize;
 
-use super::Role;
+use super::principal::Role;
 use crate::settings::Secret;
 
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -219,7 +219,7 @@ impl Settings {
                 );
             }
             for t in &p.trusted {
-                super::proxy::Cidr::parse(t)
+                super::cidr::Cidr::parse(t)
                     .map_err(|e| anyhow::anyhow!("access.proxy.trusted: {e}"))?;
             }
         }

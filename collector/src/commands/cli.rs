@@ -6,6 +6,8 @@ use std::time::Duration;
 
 use clap::{Parser, Subcommand};
 
+use super::setup::DbArgs;
+
 #[derive(Debug, Parser)]
 #[command(name = "gpulens", version, about = "GPU cluster utilization analytics: who holds which GPU, how much of it they use, and what to change", long_about = None)]
 pub struct Cli {
@@ -105,15 +107,6 @@ pub struct DemoArgs {
     pub no_live: bool,
 }
 
-#[derive(Debug, clap::Args)]
-pub struct DbArgs {
-    /// Configuration file (TOML; see gpulens.example.toml).
-    #[arg(long, env = "GPULENS_CONFIG")]
-    pub config: Option<PathBuf>,
-    /// postgres://USER:PASS@HOST/DB or sqlite://PATH; overrides the config file.
-    #[arg(long, env = "GPULENS_DATABASE_URL", hide_env_values = true)]
-    pub database_url: Option<String>,
-}
 
 #[derive(Debug, clap::Args)]
 pub struct MigrateArgs {

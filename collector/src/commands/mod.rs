@@ -8,9 +8,11 @@ pub mod bench_ui;
 pub mod cli;
 pub mod demo;
 pub mod labels;
+pub mod setup;
 
-use crate::config::{Config, Secret};
-use cli::{BenchCommand, Command, DbArgs, MigrateArgs, ServeArgs, SimulateArgs};
+use crate::config::Config;
+use cli::{BenchCommand, Command, MigrateArgs, ServeArgs, SimulateArgs};
+use setup::{DbArgs, load_config, load_config_or_demo, open_store};
 
 /// Runs one `gpulens` command.
 pub async fn run(command: Command) -> anyhow::Result<()> {
@@ -32,32 +34,7 @@ pub async fn run(command: Command) -> anyhow::Result<()> {
     }
 }
 
-pub(crate) fn load_config(db: &DbArgs) -> anyhow::Result<Config> {
-    let mut config = match &db.config {
-        Some(path) => Config::load(path)?,
-        None => Config::default(),
-    };
-    if let Some(url) = &db.database_url {
-        config.database_url = Some(Secret(url.clone()));
-    }
-    Ok(config)
-}
 
-pub(crate) async fn open_store(config: &Config) -> anyhow::Result<store::Store> {
-    let url = config.database_url();
-    if url.starts_with("sqlite://") {
-        std::fs::create_dir_all(&config.data_dir).map_err(|e| {
-            anyhow::anyhow!(
-                "cannot create data directory {}: {e}",
-                config.data_dir.display()
-            )
-        })?;
-    }
-    let store = store::Store::connect(&url)
-        .await
-        .map_err(|e| anyhow::anyhow!("cannot open database {}: {e}", store::redact_url(&url)))?;
-    Ok(store)
-}
 
 fn alert_rules(args: cli::AlertRulesArgs) -> anyhow::Result<()> {
     use crate::alerts::prometheus;
@@ -241,18 +218,6 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     result
 }
 
-/// The configuration, or, with neither --database-url nor --config, the demo's database in
-/// `demo_dir`, so commands run right after `gpulens demo` just work.
-pub(crate) fn load_config_or_demo(
-    db: &DbArgs,
-    demo_dir: &std::path::Path,
-) -> anyhow::Result<Config> {
-    let mut config = load_config(db)?;
-    if db.database_url.is_none() && db.config.is_none() {
-        config.data_dir = demo_dir.to_owned();
-    }
-    Ok(config)
-}
 
 /// Progress of `gpulens report` on standard error: a bar on a terminal once the work takes
 /// more than a moment, plain lines otherwise.

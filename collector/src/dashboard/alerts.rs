@@ -1,6 +1,6 @@
 //! `/alerts`: alerts and the notifications sent for them.
 
-use super::*;
+use super::page::*;
 
 pub async fn alerts(State(state): State<DashboardState>, caller: Caller) -> Page {
     use crate::alerts::AlertState as S;

@@ -7,7 +7,8 @@
 //! - underutilized: the tenant's demand against what it holds and the slice the plan
 //!   proposes.
 
-use super::*;
+use super::page::*;
+use super::series::*;
 use web::chart::{Band, Mark, RefLine};
 
 /// A finding's evidence: charts, tables, and the action to take.

@@ -1,6 +1,6 @@
 //! `/findings` and `/findings/{id}`: what the analysis found, and the evidence for one finding.
 
-use super::*;
+use super::page::*;
 
 #[derive(Debug, Deserialize)]
 pub struct FindingQuery {

@@ -2,7 +2,7 @@
 //! Connect round trip (`/auth/oidc` → provider → `/auth/callback`), and `/logout`. Sessions
 //! are signed cookies (access/session.rs); every outcome is an audit line.
 
-use super::*;
+use super::page::*;
 use crate::access::oidc::{self, FLOW_COOKIE};
 use crate::access::{Source, audit, session};
 

@@ -1,7 +1,8 @@
 //! `/nodes`, `/nodes/{node}` and `/gpus/{uuid}`: nodes, and each GPU with its charts, MIG
 //! instances and occupants.
 
-use super::*;
+use super::page::*;
+use super::series::*;
 use model::rollup::NodeRollup;
 
 pub async fn nodes(

@@ -1,6 +1,7 @@
 //! `/`: the fleet at a glance — funnel, trends, findings by kind, the biggest wasters.
 
-use super::*;
+use super::page::*;
+use super::series::*;
 
 fn tenant_lines(
     a: &Analysis,

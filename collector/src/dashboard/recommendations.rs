@@ -1,6 +1,6 @@
 //! `/recommendations`, one recommendation, and its approval by a signed-in operator.
 
-use super::*;
+use super::page::*;
 
 pub async fn recommendations(
     State(state): State<DashboardState>,

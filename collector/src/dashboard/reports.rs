@@ -1,6 +1,6 @@
 //! `/reports`: the stored weekly reports.
 
-use super::*;
+use super::page::*;
 
 pub async fn reports(State(state): State<DashboardState>, caller: Caller) -> Page {
     let rows = state

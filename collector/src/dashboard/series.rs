@@ -1,6 +1,6 @@
 //! Series the pages chart: fleet means over a range, one tenant's or device's line.
 
-use super::*;
+use super::page::*;
 
 #[derive(Debug, Deserialize)]
 pub struct RangeQuery {

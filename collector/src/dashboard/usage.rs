@@ -1,6 +1,6 @@
 //! `/tenants` and `/teams`: allocated and effective GPU-hours, waste and cost per tenant or team.
 
-use super::*;
+use super::page::*;
 
 #[derive(Debug, Deserialize)]
 pub struct UseQuery {

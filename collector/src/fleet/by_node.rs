@@ -45,3 +45,6 @@ pub fn slot<'a, V: Default>(map: &'a mut HashMap<String, V>, key: &str) -> &'a m
     }
     map.get_mut(key).expect("present or just inserted")
 }
+/// GPUs not heard from in this long leave `/metrics`.
+pub const STALE_MS: i64 = 10 * 60_000;
+

@@ -18,12 +18,10 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::{Registry, Unit};
 
-use super::by_node::{ByNode, slot};
+use super::by_node::{ByNode, STALE_MS, slot};
 
 type FGauge = Gauge<f64, std::sync::atomic::AtomicU64>;
 
-/// GPUs not heard from in this long leave `/metrics`.
-pub const STALE_MS: i64 = 10 * 60_000;
 
 #[derive(Debug, Clone, Default)]
 struct Reading {

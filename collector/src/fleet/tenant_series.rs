@@ -6,7 +6,7 @@
 //! Off by default: tenants come and go with every pod. When on, the series are bounded by the
 //! tenants holding GPUs right now (at most one per whole GPU, per MIG instance, per shared
 //! replica): a tenant that lets go of its GPU leaves with the GPU's next batch, and a GPU not
-//! heard from in [`super::metrics::STALE_MS`] takes its tenants with it.
+//! heard from in [`super::by_node::STALE_MS`] takes its tenants with it.
 //!
 //! The numbers are the rollups' own: the newest snapshot is aggregated by
 //! [`model::rollup::aggregate`], so "effective" here means what it means in the funnel (DCGM SM
@@ -199,7 +199,7 @@ impl TenantGauges {
         );
         let mut nodes = self.readings.lock().expect("tenant gauges");
         nodes.retain(|_, _, holders| {
-            holders.retain(|_, r| now_ms - r.ts_ms <= super::metrics::STALE_MS);
+            holders.retain(|_, r| now_ms - r.ts_ms <= super::by_node::STALE_MS);
             !holders.is_empty()
         });
         for r in nodes.values().flat_map(HashMap::values) {
@@ -309,7 +309,7 @@ mod tests {
         let t = scrape(&g, now + 1000);
         assert_eq!(value(&t, alloc, "pod=\"ranker-0\""), None, "{t}");
         assert_eq!(value(&t, alloc, "job_id=\"77\""), Some(1.0));
-        let t = scrape(&g, now + 1000 + super::super::metrics::STALE_MS + 1);
+        let t = scrape(&g, now + 1000 + super::super::by_node::STALE_MS + 1);
         assert_eq!(value(&t, alloc, "job_id=\"77\""), None, "{t}");
     }
 

@@ -11,6 +11,8 @@ use kube::api::{Api, ListParams, Patch, PatchParams, WatchEvent, WatchParams};
 use model::labels::{self, MANAGED_ANNOTATION, Purpose};
 use serde_json::{Value, json};
 
+use super::layouts::{Change, Layout, LayoutError, entry};
+
 /// Why a Kubernetes operation failed.
 #[derive(Debug, thiserror::Error)]
 pub enum KubeError {
@@ -23,7 +25,7 @@ pub enum KubeError {
     #[error("{object} changed while gpulens was writing it; gave up after {tries} tries")]
     Conflict { object: String, tries: usize },
     #[error(transparent)]
-    Layout(#[from] super::layouts::LayoutError),
+    Layout(#[from] LayoutError),
     #[error(
         "ConfigMap {namespace}/{name} not found: custom layouts go into the ConfigMap the ClusterPolicy names (migManager.config.name, devicePlugin.config.name); create it or set [labels.custom_layouts]"
     )]
@@ -368,6 +370,26 @@ impl Cluster {
             }
         }
     }
+}
+
+/// Writes `layout` under `name` into its ConfigMap, retrying on fresh data when the ConfigMap
+/// changed under the write.
+pub async fn write_layout(c: &Cluster, layout: &Layout, name: &str) -> Result<Change, KubeError> {
+    let (ns, map) = (layout.namespace(), layout.config_map());
+    for _ in 0..CONFLICT_TRIES {
+        let (data, rv) = c.configmap_data(ns, map).await?;
+        let (key, value, change) = entry(layout, name, &data)?;
+        let Some(value) = value else {
+            return Ok(change);
+        };
+        if c.put_configmap_entry(ns, map, &key, &value, &rv).await? {
+            return Ok(change);
+        }
+    }
+    Err(KubeError::Conflict {
+        object: format!("ConfigMap {ns}/{map}"),
+        tries: CONFLICT_TRIES,
+    })
 }
 
 #[cfg(test)]

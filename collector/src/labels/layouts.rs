@@ -16,7 +16,6 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use serde_yaml::{Mapping, Value};
 
-use super::kube::{CONFLICT_TRIES, Cluster, KubeError};
 
 /// `[labels.custom_layouts]`: where generated configs go. Absent: plans only select configs
 /// by name, which must then already be in the operator's ConfigMaps.
@@ -215,25 +214,6 @@ pub fn entry(
     }
 }
 
-/// Writes `layout` under `name` into its ConfigMap, retrying on fresh data when the ConfigMap
-/// changed under the write.
-pub async fn write(c: &Cluster, layout: &Layout, name: &str) -> Result<Change, KubeError> {
-    let (ns, map) = (layout.namespace(), layout.config_map());
-    for _ in 0..CONFLICT_TRIES {
-        let (data, rv) = c.configmap_data(ns, map).await?;
-        let (key, value, change) = entry(layout, name, &data)?;
-        let Some(value) = value else {
-            return Ok(change);
-        };
-        if c.put_configmap_entry(ns, map, &key, &value, &rv).await? {
-            return Ok(change);
-        }
-    }
-    Err(KubeError::Conflict {
-        object: format!("ConfigMap {ns}/{map}"),
-        tries: CONFLICT_TRIES,
-    })
-}
 
 /// Merges the config `name` of the generated document `generated` into mig-parted's
 /// `config.yaml` text `current`, keeping every other config (and key) as it is. Returns the

@@ -15,7 +15,7 @@ use analytics::recommend::Proposal;
 use model::labels::{OPERATOR_DEVICE_PLUGIN_CONFIG, OPERATOR_MIG_CONFIG, OPERATOR_MIG_STATE};
 use serde::{Deserialize, Serialize};
 
-use super::kube::{Cluster, KubeError};
+use super::kube::{self, Cluster, KubeError};
 use super::layouts::{self, Change, Layout};
 
 /// What to change on one node.
@@ -275,7 +275,7 @@ pub async fn run(
             .with_mig_strategy(strategy)
             .map_err(KubeError::Layout)?;
         let layout = &layout;
-        let change = layouts::write(c, layout, &plan.value).await?;
+        let change = kube::write_layout(c, layout, &plan.value).await?;
         audit
             .step(
                 "config_map",

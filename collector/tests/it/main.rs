@@ -12,6 +12,7 @@ mod delivery;
 mod demo;
 mod deploy;
 mod helm;
+mod import_circles;
 mod http;
 mod labels;
 mod listener;

@@ -1,0 +1,239 @@
+//! What every page shares: the dashboard's state, its errors, the frame around a page, time
+//! ranges, team visibility and sorting.
+
+pub(super) use std::collections::{BTreeMap, BTreeSet, HashMap};
+pub(super) use std::sync::Arc;
+
+pub(super) use analytics::{Analysis, Finding, FindingKind, Proposal, Severity};
+pub(super) use axum::Form;
+pub(super) use axum::extract::{Path, Query, State};
+pub(super) use axum::http::{HeaderMap, StatusCode, header};
+pub(super) use axum::response::{Html, IntoResponse, Redirect, Response};
+pub(super) use serde::Deserialize;
+pub(super) use web::chart::{Chart, Line};
+pub(super) use web::format::{enc, time};
+pub(super) use web::pages::{self, Sort};
+pub(super) use web::{Frame, format};
+
+pub(super) use crate::access::{Access, Caller};
+pub(super) use crate::analysis::Newest;
+pub(super) use crate::fleet::node_status;
+pub(super) use crate::shared::Shared;
+pub(super) use store::{Agg, Entity, Metric, SeriesQuery};
+
+/// What the pages need.
+#[derive(Debug, Clone)]
+pub struct DashboardState {
+    pub shared: Shared,
+    /// The `[labels]` settings: the approval mode and the operators who may sign in.
+    pub labels: Arc<crate::labels::Settings>,
+    pub newest: Arc<Newest>,
+    /// Who may see what, sessions and sign-in attempts.
+    pub access: Arc<Access>,
+}
+
+crate::shared::derefs_to_shared!(DashboardState);
+
+
+pub(super) const RANGES: [(&str, i64); 3] = [
+    ("24h", 86_400_000),
+    ("7d", 7 * 86_400_000),
+    ("30d", 30 * 86_400_000),
+];
+
+pub(super) fn range_ms(r: Option<&str>) -> (&'static str, i64) {
+    RANGES
+        .iter()
+        .find(|(n, _)| Some(*n) == r)
+        .copied()
+        .unwrap_or(RANGES[1])
+}
+
+pub(super) fn ranges() -> Vec<String> {
+    RANGES.iter().map(|(n, _)| (*n).to_owned()).collect()
+}
+
+/// A page's failure, shown as a page.
+pub struct PageError(pub(super) StatusCode, pub(super) String);
+
+impl IntoResponse for PageError {
+    fn into_response(self) -> Response {
+        let frame = Frame {
+            title: "Problem".into(),
+            version: env!("CARGO_PKG_VERSION").into(),
+            ..Frame::default()
+        };
+        (self.0, Html(pages::problem(frame, self.1))).into_response()
+    }
+}
+
+/// A store failure as a browser sees it: what happened and what to do, never the database's
+/// own words (table names, SQL, addresses); those go to the collector's log.
+impl From<store::StoreError> for PageError {
+    fn from(e: store::StoreError) -> Self {
+        tracing::warn!(error = %e, "a dashboard page could not read the store");
+        PageError(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "The database did not answer this page. Try again in a moment; the collector's log says why.".into(),
+        )
+    }
+}
+
+pub(super) fn not_found(what: String) -> PageError {
+    PageError(StatusCode::NOT_FOUND, what)
+}
+
+pub type Page = Result<Html<String>, PageError>;
+
+pub(super) async fn analysis(state: &DashboardState) -> Result<Option<Arc<Analysis>>, PageError> {
+    state.newest.get(&state.store).await.map_err(|e| match e {
+        crate::analysis::NewestError::Store(e) => e.into(),
+        e => {
+            tracing::error!(error = %e, "the newest analysis cannot be read");
+            PageError(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "The newest analysis cannot be read; the collector's log says why.".into(),
+            )
+        }
+    })
+}
+
+pub(super) fn frame(state: &DashboardState, caller: &Caller, title: impl Into<String>) -> Frame {
+    let p = caller.principal.as_ref();
+    Frame {
+        title: title.into(),
+        refresh_s: None,
+        operator: p.map(|p| p.name.clone()),
+        role: p.map(|p| match &p.teams {
+            Some(t) => format!(
+                "{}, {}",
+                p.role.as_str(),
+                t.iter().cloned().collect::<Vec<_>>().join(", ")
+            ),
+            None => p.role.as_str().to_owned(),
+        }),
+        open: state.access.mode() == crate::access::Mode::Open,
+        notice: None,
+        version: env!("CARGO_PKG_VERSION").into(),
+    }
+}
+
+pub(super) fn window(a: &Analysis) -> String {
+    format!("{} to {} UTC", time(a.from_ms), time(a.to_ms))
+}
+
+/// Bytes in a GiB, for memory the pages show.
+pub(super) const GIB: f64 = 1024.0 * 1024.0 * 1024.0;
+
+/// Tenant key → team, from the store's tenants.
+pub(super) fn team_map(tenants: &[store::TenantRecord]) -> HashMap<&str, &str> {
+    tenants
+        .iter()
+        .filter_map(|t| Some((t.key.as_str(), t.team.as_deref()?)))
+        .collect()
+}
+
+/// A team column's text as a team: the dash of "no team" is none.
+pub(super) fn team_opt(t: &str) -> Option<&str> {
+    (!t.is_empty() && t != "–").then_some(t)
+}
+
+/// Whether a team-scoped caller may see a finding: its team and every tenant's it names are
+/// theirs (unscoped callers see all).
+pub(super) fn finding_visible(caller: &Caller, f: &Finding, team_of: &HashMap<&str, &str>) -> bool {
+    caller.sees_teams(
+        f.team
+            .as_deref()
+            .map(Some)
+            .into_iter()
+            .chain(f.tenants.iter().map(|t| team_of.get(t.as_str()).copied())),
+    )
+}
+
+/// The teams a finding concerns: its own and every named tenant's (an interference finding
+/// concerns the aggressor's team as well as the victim's). Team counts and the findings
+/// filter both use it, so a count and the list it links to agree.
+pub(super) fn finding_teams<'a>(f: &'a Finding, team_of: &HashMap<&str, &'a str>) -> BTreeSet<&'a str> {
+    f.team
+        .as_deref()
+        .into_iter()
+        .chain(
+            f.tenants
+                .iter()
+                .filter_map(|t| team_of.get(t.as_str()).copied()),
+        )
+        .collect()
+}
+
+pub(super) fn name_of(a: &Analysis, key: &str) -> String {
+    a.tenant_names
+        .get(key)
+        .cloned()
+        .unwrap_or_else(|| key.to_owned())
+}
+
+/// Sorts rows by the URL's `sort`/`dir`, a default otherwise.
+pub(super) fn sorted<T>(rows: &mut [T], q: &SortQuery, default: &str, key: impl Fn(&T, &str) -> SortKey) {
+    let k = q.sort.as_deref().unwrap_or(default);
+    let desc = q.dir.as_deref() != Some("asc");
+    rows.sort_by(|a, b| {
+        let o = key(a, k).cmp(&key(b, k));
+        if desc { o.reverse() } else { o }
+    });
+}
+
+/// A comparable cell.
+#[derive(Debug, PartialEq)]
+pub(super) enum SortKey {
+    Num(f64),
+    Text(String),
+}
+
+impl Eq for SortKey {}
+
+impl PartialOrd for SortKey {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for SortKey {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        match (self, other) {
+            (SortKey::Num(a), SortKey::Num(b)) => a.total_cmp(b),
+            (SortKey::Text(a), SortKey::Text(b)) => a.cmp(b),
+            (SortKey::Num(_), SortKey::Text(_)) => std::cmp::Ordering::Less,
+            (SortKey::Text(_), SortKey::Num(_)) => std::cmp::Ordering::Greater,
+        }
+    }
+}
+
+pub(super) fn num(x: f64) -> SortKey {
+    SortKey::Num(x)
+}
+pub(super) fn text(s: &str) -> SortKey {
+    SortKey::Text(s.to_lowercase())
+}
+
+#[derive(Debug, Default, Deserialize)]
+pub struct SortQuery {
+    pub sort: Option<String>,
+    pub dir: Option<String>,
+}
+
+pub(super) fn sort_state(base: String, q: &SortQuery, default: &str) -> Sort {
+    Sort {
+        base,
+        key: q.sort.clone().unwrap_or_else(|| default.into()),
+        desc: q.dir.as_deref() != Some("asc"),
+    }
+}
+
+pub(super) fn query_string(pairs: &[(&str, &str)]) -> String {
+    pairs
+        .iter()
+        .filter(|(_, v)| !v.is_empty())
+        .map(|(k, v)| format!("{k}={}", enc(v)))
+        .collect::<Vec<_>>()
+        .join("&")
+}
