@@ -89,7 +89,7 @@ macro_rules! alert_methods {
                 let json = |i: usize| -> Result<std::collections::BTreeMap<String, String>> {
                     let text: String = r.try_get(i)?;
                     serde_json::from_str(&text).map_err(|e| {
-                        super::StoreError::Internal(format!("stored alert labels: {e}"))
+                        $crate::error::StoreError::Internal(format!("stored alert labels: {e}"))
                     })
                 };
                 out.push(super::alerts::AlertRecord {

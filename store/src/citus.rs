@@ -13,30 +13,22 @@
 
 use sqlx::PgConnection;
 
-use super::{Result, StoreError};
+use crate::error::{Result, StoreError};
 
-/// Tables distributed by `node`, colocated with the first.
-pub const BY_NODE: [&str; 19] = [
-    "nodes",
-    "agent_streams",
-    "gpus",
-    "mig_instances",
-    "tenants",
-    "gpu_samples",
-    "mig_samples",
-    "process_samples",
-    "allocation_samples",
-    "gpu_events",
-    "gpu_blocks",
-    "mig_blocks",
-    "process_blocks",
-    "allocation_blocks",
-    "rollup_pending",
-    "gpu_rollup_1m",
-    "gpu_rollup_1h",
-    "tenant_rollup_1m",
-    "tenant_rollup_1h",
-];
+/// Tables distributed by `node`, colocated with the first: the inventory, every raw table, the
+/// rollup queue and the per-node rollups.
+pub fn by_node() -> impl Iterator<Item = &'static str> {
+    ["nodes", "agent_streams", "gpus", "mig_instances", "tenants"]
+        .into_iter()
+        .chain(crate::raw::NAMES)
+        .chain([
+            "rollup_pending",
+            "gpu_rollup_1m",
+            "gpu_rollup_1h",
+            "tenant_rollup_1m",
+            "tenant_rollup_1h",
+        ])
+}
 
 /// Fleet-wide tables copied to every node.
 pub const REFERENCE: [&str; 10] = [
@@ -68,11 +60,12 @@ pub async fn distribute(conn: &mut PgConnection) -> Result<Vec<String>> {
             .fetch_all(&mut *conn)
             .await?;
     let mut out = Vec::new();
-    for (i, table) in BY_NODE.iter().enumerate() {
+    let first = by_node().next().expect("a table distributed by node");
+    for table in by_node() {
         if done.iter().any(|d| d == table) {
             continue;
         }
-        let colocate = if i == 0 { "none" } else { BY_NODE[0] };
+        let colocate = if table == first { "none" } else { first };
         sqlx::query("SELECT create_distributed_table($1, 'node', colocate_with => $2)")
             .bind(table)
             .bind(colocate)

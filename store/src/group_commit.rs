@@ -23,7 +23,8 @@ use sqlx::{Connection, PgConnection, PgPool, Postgres};
 use tokio::sync::{Mutex, OnceCell, mpsc, oneshot};
 
 use super::pgcopy::CopyWriter;
-use super::{IngestOutcome, Result, StoreError};
+use crate::error::{Result, StoreError};
+use crate::records::IngestOutcome;
 
 /// At most this many batches, or rows, in one transaction.
 const MAX_BATCHES: usize = 256;
@@ -267,7 +268,7 @@ async fn store(
         for s in &claimed {
             all.append(&s.rows[i]);
         }
-        super::postgres::copy(&mut tx, statement, all).await?;
+        super::pgcopy::copy(&mut tx, statement, all).await?;
     }
     tx.commit().await?;
     Ok(outcomes

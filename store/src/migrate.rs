@@ -4,7 +4,7 @@
 
 use sha2::{Digest, Sha256};
 
-use super::StoreError;
+use crate::error::StoreError;
 
 /// One migration file.
 #[derive(Debug, Clone, Copy)]

@@ -143,6 +143,20 @@ impl CopyWriter {
     }
 }
 
+/// Sends rows encoded for `statement`; returns the rows copied.
+pub(crate) async fn copy(
+    tx: &mut sqlx::Transaction<'_, sqlx::Postgres>,
+    statement: &str,
+    writer: CopyWriter,
+) -> crate::error::Result<u64> {
+    if writer.rows() == 0 {
+        return Ok(0);
+    }
+    let mut sink = tx.copy_in_raw(statement).await?;
+    sink.send(writer.finish()).await?;
+    Ok(sink.finish().await?)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

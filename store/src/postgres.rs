@@ -13,30 +13,26 @@ use sqlx::{PgPool, Row};
 
 use super::citus;
 use super::group_commit::{COPIES, Claim, GroupCommit, Staged};
-use super::pgcopy::CopyWriter;
+use super::migrate;
+use super::pgcopy::{CopyWriter, copy};
 use super::raw;
-use super::rollup::{self, NodeRollup};
 use super::series::{self, Plan, Series, SeriesQuery};
 use super::span::{self, Span};
-use super::{
-    GpuRecord, IngestOutcome, MigRecord, NodeRecord, Result, Retention, RetentionStats, StoreError,
-    TableCounts, TeamOf, TenantRecord, Writes, days_between, migrate,
+use crate::dialect::Dialect;
+use crate::error::{Result, StoreError};
+use crate::records::{
+    GpuRecord, IngestOutcome, MigRecord, NodeRecord, Retention, RetentionStats, TableCounts,
+    TeamOf, TenantRecord, Writes,
 };
+use crate::sql::days_between;
+use model::rollup::{self, NodeRollup};
 
-/// Tables partitioned by day, and by month.
-const DAILY: [&str; 11] = [
-    "gpu_samples",
-    "mig_samples",
-    "process_samples",
-    "allocation_samples",
-    "gpu_events",
-    "gpu_blocks",
-    "mig_blocks",
-    "process_blocks",
-    "allocation_blocks",
-    "gpu_rollup_1m",
-    "tenant_rollup_1m",
-];
+/// Tables partitioned by day (every raw table and the minute rollups), and by month.
+fn daily() -> impl Iterator<Item = &'static str> {
+    raw::NAMES
+        .into_iter()
+        .chain(["gpu_rollup_1m", "tenant_rollup_1m"])
+}
 const MONTHLY: [&str; 2] = ["gpu_rollup_1h", "tenant_rollup_1h"];
 
 /// Epoch milliseconds of a timestamptz column.
@@ -136,7 +132,7 @@ impl PgStore {
         for day in missing {
             let (y, m, d) = civil(day);
             let (ny, nm, nd) = civil(day + 86_400_000);
-            for table in DAILY {
+            for table in daily() {
                 create_partition(
                     &self.pool,
                     &format!("{table}_p{y:04}{m:02}{d:02}"),
@@ -213,7 +209,7 @@ impl PgStore {
         self.group.store(staged).await
     }
 
-    /// `CHECKPOINT`, for the benchmarks ([`crate::Store::checkpoint`]).
+    /// `CHECKPOINT`, for the benchmarks (`Store::checkpoint`).
     pub async fn checkpoint(&self) -> Result<()> {
         sqlx::query("CHECKPOINT").execute(&self.pool).await?;
         Ok(())
@@ -253,7 +249,7 @@ impl PgStore {
                     3600, 3600, 3600, 1782 + (g % 100), 0.99, $3, 3500, 3600, 1500 + (g % 50), 0.9, $3, 900, 700, 600,
                     3600, 3600.0 * 4e10, 5e10::bigint, 8e10::bigint, 3600, 3600 * 400, 650, 3600, 3600 * 55, 70, 0, 3600, 3500, 3500, 3500
              FROM generate_series(0, $4 - 1) AS g, generate_series(0, $5 - 1) AS hh",
-            super::GPU_ROLLUP_COLUMNS
+            crate::sql::GPU_ROLLUP_COLUMNS
         ))
         .bind(cluster)
         .bind(from_ms)
@@ -277,7 +273,9 @@ impl PgStore {
         ))
         .fetch_all(&self.pool)
         .await?;
-        rows.iter().map(|r| Ok(super::node_record!(r))).collect()
+        rows.iter()
+            .map(|r| Ok(crate::sql::node_record!(r)))
+            .collect()
     }
 
     pub async fn gpus(&self, node: Option<&str>) -> Result<Vec<GpuRecord>> {
@@ -298,7 +296,7 @@ impl PgStore {
         .bind(node)
         .fetch_all(&self.pool)
         .await?;
-        super::gpus_with_migs!(&rows, &migs)
+        crate::sql::gpus_with_migs!(&rows, &migs)
     }
 
     /// Whether a row of `table` has every (column, value) of `filters`; the names are the
@@ -331,19 +329,19 @@ impl PgStore {
         .fetch_all(&self.pool)
         .await?;
         rows.iter()
-            .map(|r| Ok((super::tenant_record!(r), r.try_get("node")?)))
+            .map(|r| Ok((crate::sql::tenant_record!(r), r.try_get("node")?)))
             .collect()
     }
 
-    /// Rows of one of [`super::Store::RAW_TABLES`].
+    /// Rows of one of [`crate::raw::NAMES`].
     pub async fn table_rows(&self, table: &str) -> Result<i64> {
-        debug_assert!(super::Store::RAW_TABLES.contains(&table));
+        debug_assert!(crate::raw::NAMES.contains(&table));
         Ok(sqlx::query_scalar(&format!("SELECT count(*) FROM {table}"))
             .fetch_one(&self.pool)
             .await?)
     }
 
-    /// `VACUUM`s `tables` (names from [`super::Store::RAW_TABLES`]).
+    /// `VACUUM`s `tables` (names from [`crate::raw::NAMES`]).
     pub async fn vacuum(&self, tables: &[&str]) -> Result<()> {
         sqlx::query(&format!("VACUUM {}", tables.join(", ")))
             .execute(&self.pool)
@@ -370,10 +368,10 @@ impl PgStore {
     pub async fn counts(&self) -> Result<TableCounts> {
         // One statement, so one snapshot: a seal committing between a count of the hot rows
         // and a count of the sealed blocks would count its rows twice.
-        let row = sqlx::query(&crate::TableCounts::query("::bigint"))
+        let row = sqlx::query(&TableCounts::query("::bigint"))
             .fetch_one(&self.pool)
             .await?;
-        crate::TableCounts::from_row(&row)
+        TableCounts::from_row(&row)
     }
 
     pub async fn last_sample_ms(&self, cluster: &str, node: &str) -> Result<Option<i64>> {
@@ -389,9 +387,9 @@ impl PgStore {
     }
 
     pub async fn series(&self, q: &SeriesQuery, plan: &Plan) -> Result<Series> {
-        let (sql, shape) = series::sql(q, plan, series::Dialect::Postgres)?;
+        let (sql, shape) = series::sql(q, plan, Dialect::Postgres)?;
         let rows = self.bind_series(&sql, q).fetch_all(&self.pool).await?;
-        let values = super::series_values!(&rows, shape);
+        let values = crate::sql::series_values!(&rows, shape);
         Ok(series::assemble(q, plan, &values))
     }
 
@@ -420,7 +418,7 @@ impl PgStore {
     /// Re-merges one cluster-hour from the GPU hour rollups of all its nodes.
     pub async fn refresh_cluster_hour(&self, cluster: &str, hour: i64) -> Result<()> {
         let mut tx = self.pool.begin().await?;
-        let cols = super::GPU_ROLLUP_COLUMNS.replace(
+        let cols = crate::sql::GPU_ROLLUP_COLUMNS.replace(
             "bucket,",
             "(extract(epoch from bucket) * 1000)::bigint AS bucket,",
         );
@@ -431,7 +429,7 @@ impl PgStore {
             .await?;
         let mut agg = rollup::GpuAgg::default();
         for r in &rows {
-            agg.merge(&super::read_gpu_agg!(r, Vec<u8>));
+            agg.merge(&crate::sql::read_gpu_agg!(r, Vec<u8>));
         }
         sqlx::query("DELETE FROM cluster_rollup_1h WHERE cluster = $1 AND bucket = to_timestamp($2 / 1000.0)")
             .bind(cluster)
@@ -441,13 +439,13 @@ impl PgStore {
         if !rows.is_empty() {
             let sql = format!(
                 "INSERT INTO cluster_rollup_1h ({}) VALUES ($1, to_timestamp($2 / 1000.0), $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24, $25, $26, $27, $28, $29, $30, $31, $32)",
-                super::CLUSTER_ROLLUP_COLUMNS
+                crate::sql::CLUSTER_ROLLUP_COLUMNS
             );
             let q = sqlx::query(&sql)
                 .bind(cluster)
                 .bind(hour)
                 .bind(rows.len() as i32);
-            super::bind_gpu_agg!(q, &agg, bind)
+            crate::sql::bind_gpu_agg!(q, &agg, bind)
                 .execute(&mut *tx)
                 .await?;
         }
@@ -496,7 +494,7 @@ impl PgStore {
         Ok(stats)
     }
 
-    pub async fn events(&self, from: i64, to: i64) -> Result<Vec<super::EventRecord>> {
+    pub async fn events(&self, from: i64, to: i64) -> Result<Vec<crate::records::EventRecord>> {
         let rows = sqlx::query(&format!(
             "SELECT cluster, node, gpu_uuid, {} AS ts, kind, code FROM gpu_events WHERE ts >= to_timestamp($1 / 1000.0) AND ts < to_timestamp($2 / 1000.0) ORDER BY ts",
             ms("ts")
@@ -505,10 +503,12 @@ impl PgStore {
         .bind(to)
         .fetch_all(&self.pool)
         .await?;
-        rows.iter().map(|r| Ok(super::event_record!(r))).collect()
+        rows.iter()
+            .map(|r| Ok(crate::sql::event_record!(r)))
+            .collect()
     }
 
-    pub async fn latest_health(&self) -> Result<Vec<super::HealthRecord>> {
+    pub async fn latest_health(&self) -> Result<Vec<crate::records::HealthRecord>> {
         // Each GPU's newest hot row and newest block; the joins carry (cluster, node): on
         // Citus all three tables are distributed by node, and only a join on it runs on the
         // workers.
@@ -553,7 +553,7 @@ impl PgStore {
     ) -> Result<Option<i64>> {
         let mut oldest: Option<i64> = None;
         for t in raw::TABLES {
-            let v: Option<i64> = sqlx::query_scalar(&raw::oldest_sql(t, series::Dialect::Postgres))
+            let v: Option<i64> = sqlx::query_scalar(&raw::oldest_sql(t, Dialect::Postgres))
                 .bind(cluster)
                 .bind(node)
                 .bind(gpus)
@@ -579,7 +579,7 @@ impl PgStore {
         let mut tx = self.pool.begin().await?;
         let mut sealed = 0;
         for t in raw::TABLES {
-            let rows = sqlx::query(&raw::take_sql(t, series::Dialect::Postgres))
+            let rows = sqlx::query(&raw::take_sql(t, Dialect::Postgres))
                 .bind(cluster)
                 .bind(node)
                 .bind(gpus)
@@ -594,7 +594,7 @@ impl PgStore {
                 self.ensure_days(&days_between(first, last)).await?;
             }
             for chunk in blocks.chunks(1000) {
-                let sql = raw::insert_sql(t, series::Dialect::Postgres, chunk.len());
+                let sql = raw::insert_sql(t, Dialect::Postgres, chunk.len());
                 raw::bind_blocks(sqlx::query(&sql), chunk)
                     .execute(&mut *tx)
                     .await?;
@@ -658,13 +658,13 @@ impl PgStore {
         Ok(())
     }
 
-    pub async fn try_job_lock(&self, key: i64) -> Result<Option<super::JobLock>> {
+    pub async fn try_job_lock(&self, key: i64) -> Result<Option<crate::records::JobLock>> {
         let mut conn = self.pool.acquire().await?;
         let got: bool = sqlx::query_scalar("SELECT pg_try_advisory_lock($1)")
             .bind(key)
             .fetch_one(&mut *conn)
             .await?;
-        Ok(got.then(|| super::JobLock::postgres(conn, key)))
+        Ok(got.then(|| crate::records::JobLock::postgres(conn, key)))
     }
 
     pub async fn read_minutes(
@@ -689,14 +689,14 @@ impl PgStore {
         node: &str,
         from: i64,
         to: i64,
-        wanted: &super::WantedMinutes,
+        wanted: &crate::records::WantedMinutes,
     ) -> Result<(Vec<DeviceMinutes>, Vec<TenantMinutes>)> {
         let range = "cluster = $1 AND node = $2 AND bucket >= to_timestamp($3 / 1000.0) AND bucket < to_timestamp($4 / 1000.0)";
         let cols = |list: &str| list.replace("bucket,", &format!("{} AS bucket,", ms("bucket")));
         let mut conn = self.pool.acquire().await?;
         let gpus = sqlx::query(&format!(
             "SELECT {} FROM gpu_rollup_1m WHERE {range}",
-            cols(super::INTERFERENCE_GPU_COLUMNS)
+            cols(crate::sql::INTERFERENCE_GPU_COLUMNS)
         ))
         .bind(cluster)
         .bind(node)
@@ -706,7 +706,7 @@ impl PgStore {
         .await?;
         let tenants = sqlx::query(&format!(
             "SELECT {} FROM tenant_rollup_1m WHERE {range} AND active_n > 0",
-            cols(super::INTERFERENCE_TENANT_COLUMNS)
+            cols(crate::sql::INTERFERENCE_TENANT_COLUMNS)
         ))
         .bind(cluster)
         .bind(node)
@@ -714,7 +714,7 @@ impl PgStore {
         .bind(to)
         .fetch_all(&mut *conn)
         .await?;
-        Ok(super::interference_rows!(
+        Ok(crate::sql::interference_rows!(
             cluster, node, wanted, &gpus, &tenants
         ))
     }
@@ -733,11 +733,10 @@ impl PgStore {
     pub async fn apply_retention(&self, now_ms: i64, r: &Retention) -> Result<RetentionStats> {
         let mut stats = RetentionStats::default();
         let cut = |d: Duration| now_ms - d.as_millis() as i64;
-        let plan: Vec<(&str, i64)> = DAILY
-            .iter()
+        let plan: Vec<(&str, i64)> = daily()
             .map(|t| {
                 (
-                    *t,
+                    t,
                     if t.ends_with("_1m") {
                         cut(r.minute)
                     } else {
@@ -849,20 +848,6 @@ fn prepare<T>(
         write(&mut writer, item);
     }
     writer
-}
-
-/// Sends rows encoded for `statement`; returns the rows copied.
-pub(super) async fn copy(
-    tx: &mut sqlx::Transaction<'_, Postgres>,
-    statement: &str,
-    writer: CopyWriter,
-) -> Result<u64> {
-    if writer.rows() == 0 {
-        return Ok(0);
-    }
-    let mut sink = tx.copy_in_raw(statement).await?;
-    sink.send(writer.finish()).await?;
-    Ok(sink.finish().await?)
 }
 
 /// The batch's sample rows, encoded for the raw tables in the order of [`COPIES`].
@@ -1004,7 +989,7 @@ async fn replace_rollups(
     }
     let statement = format!(
         "COPY gpu_rollup_{res} ({}) FROM STDIN (FORMAT binary)",
-        super::GPU_ROLLUP_COLUMNS
+        crate::sql::GPU_ROLLUP_COLUMNS
     );
     let rows_out = prepare(&statement, &r.gpus, |w, ((gpu, bucket), a)| {
         w.text(cluster)
@@ -1044,7 +1029,7 @@ async fn replace_rollups(
     copy(tx, &statement, rows_out).await?;
     let statement = format!(
         "COPY tenant_rollup_{res} ({}) FROM STDIN (FORMAT binary)",
-        super::TENANT_ROLLUP_COLUMNS
+        crate::sql::TENANT_ROLLUP_COLUMNS
     );
     let rows_out = prepare(&statement, &r.tenants, |w, ((gpu, tenant, bucket), a)| {
         w.text(cluster)
@@ -1095,7 +1080,7 @@ async fn records(
     to: i64,
     undecodable: &mut usize,
 ) -> Result<Vec<raw::Record>> {
-    let sql = raw::read_sql(t, series::Dialect::Postgres, f);
+    let sql = raw::read_sql(t, Dialect::Postgres, f);
     let mut query = sqlx::query(&sql);
     for v in f.binds() {
         query = query.bind(v);
@@ -1128,7 +1113,7 @@ async fn read_rollups(
     let range = "cluster = $1 AND node = $2 AND bucket >= to_timestamp($3 / 1000.0) AND bucket < to_timestamp($4 / 1000.0)";
     let rows = sqlx::query(&format!(
         "SELECT {} FROM gpu_rollup_{res} WHERE {range}",
-        cols(super::GPU_ROLLUP_COLUMNS)
+        cols(crate::sql::GPU_ROLLUP_COLUMNS)
     ))
     .bind(cluster)
     .bind(node)
@@ -1141,11 +1126,11 @@ async fn read_rollups(
             r.try_get::<String, _>("gpu_uuid")?,
             r.try_get::<i64, _>("bucket")?,
         );
-        out.gpus.insert(key, super::read_gpu_agg!(r, Vec<u8>));
+        out.gpus.insert(key, crate::sql::read_gpu_agg!(r, Vec<u8>));
     }
     let rows = sqlx::query(&format!(
         "SELECT {} FROM tenant_rollup_{res} WHERE {range}",
-        cols(super::TENANT_ROLLUP_COLUMNS)
+        cols(crate::sql::TENANT_ROLLUP_COLUMNS)
     ))
     .bind(cluster)
     .bind(node)
@@ -1159,7 +1144,7 @@ async fn read_rollups(
             r.try_get::<String, _>("tenant_key")?,
             r.try_get::<i64, _>("bucket")?,
         );
-        out.tenants.insert(key, super::read_tenant_agg!(r));
+        out.tenants.insert(key, crate::sql::read_tenant_agg!(r));
     }
     Ok(out)
 }

@@ -13,7 +13,7 @@ use std::collections::BTreeMap;
 use model::rollup::{RawAllocation, RawGpu, RawMig, RawProcess};
 use model::sealed::{self, Columns, Kind};
 
-use super::series::Dialect;
+use crate::dialect::Dialect;
 
 /// The type of an identity column.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -136,6 +136,23 @@ pub(crate) const ALLOCATION: RawTable = RawTable {
 
 /// The four raw tables that seal (GPU events are rare and stay rows).
 pub(crate) const TABLES: [&RawTable; 4] = [&GPU, &MIG, &PROCESS, &ALLOCATION];
+
+/// The GPU events table: written from batches like the others, never sealed.
+pub(crate) const EVENTS: &str = "gpu_events";
+
+/// Every raw table, the one list the backends' partitions, retention, Citus distribution
+/// and size reports iterate: each kind's rows, the events, then each kind's sealed blocks.
+pub(crate) const NAMES: [&str; 9] = [
+    GPU.hot,
+    MIG.hot,
+    PROCESS.hot,
+    ALLOCATION.hot,
+    EVENTS,
+    GPU.sealed,
+    MIG.sealed,
+    PROCESS.sealed,
+    ALLOCATION.sealed,
+];
 
 /// How long a block spans; blocks start on its multiples. Ten minutes: a block's fixed cost
 /// (its row's header and identity, two or three index entries: about 400 bytes) is then under
@@ -441,7 +458,7 @@ macro_rules! health {
             }
         }
         let [ecc, retired, remapped] = newest.map_or([Ok(None), Ok(None), Ok(None)], |n| n.1);
-        super::HealthRecord {
+        $crate::records::HealthRecord {
             cluster: r.try_get(0)?,
             node: r.try_get(1)?,
             gpu_uuid: r.try_get(2)?,

@@ -1,7 +1,9 @@
 //! Time-series queries: which metric of which entity over which range at which step, and
 //! which stored resolution (raw, 1-minute or 1-hour rollups) answers it.
 
-use super::{Retention, StoreError};
+use crate::dialect::Dialect;
+use crate::error::StoreError;
+use crate::records::Retention;
 
 /// The metrics `/api/v1/series` serves.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -440,13 +442,6 @@ impl SeriesQuery {
     }
 }
 
-/// The SQL dialects the store speaks.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Dialect {
-    Postgres,
-    Sqlite,
-}
-
 impl Dialect {
     /// The bucket start (ms) of a time column, aliased `b`.
     fn bucket(self, col: &str, step: i64) -> String {
@@ -633,12 +628,12 @@ pub(crate) fn raw_points(
 pub fn hist_p95(
     rows: impl Iterator<Item = (i64, Option<Vec<u8>>, Option<f64>)>,
 ) -> Vec<(i64, Option<f64>)> {
-    let mut merged: std::collections::BTreeMap<i64, (super::rollup::Hist, Option<f32>)> =
+    let mut merged: std::collections::BTreeMap<i64, (model::rollup::Hist, Option<f32>)> =
         std::collections::BTreeMap::new();
     for (b, hist, max) in rows {
         let e = merged.entry(b).or_default();
         if let Some(h) = hist {
-            e.0.merge(&super::rollup::Hist::from_bytes(&h));
+            e.0.merge(&model::rollup::Hist::from_bytes(&h));
         }
         if let Some(m) = max {
             e.1 = Some(e.1.map_or(m as f32, |x: f32| x.max(m as f32)));

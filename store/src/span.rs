@@ -7,7 +7,7 @@ use model::rollup::{self, NodeRollup};
 
 use super::raw::{self, RawTable, Record};
 
-use super::Result;
+use crate::error::Result;
 
 /// A node's minutes [from, to), inside one hour.
 #[derive(Debug, Clone, Copy)]
@@ -98,7 +98,7 @@ macro_rules! span_tx {
                 &mut self,
                 res: &str,
                 s: $crate::span::Span<'_>,
-                r: &$crate::rollup::NodeRollup,
+                r: &::model::rollup::NodeRollup,
             ) -> Result<()> {
                 replace_rollups(self, res, s.cluster, s.node, s.from, s.to, r).await
             }
@@ -107,7 +107,7 @@ macro_rules! span_tx {
                 &mut self,
                 res: &str,
                 s: $crate::span::Span<'_>,
-            ) -> Result<$crate::rollup::NodeRollup> {
+            ) -> Result<::model::rollup::NodeRollup> {
                 read_rollups(self, res, s.cluster, s.node, s.from, s.to).await
             }
         }

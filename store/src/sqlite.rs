@@ -10,14 +10,17 @@ use model::wire::v1::Batch;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
 use sqlx::{QueryBuilder, Row, Sqlite, SqlitePool};
 
+use super::migrate;
 use super::raw;
-use super::rollup::{self, NodeRollup};
 use super::series::{self, Plan, Series, SeriesQuery};
 use super::span::{self, Span};
-use super::{
-    GpuRecord, IngestOutcome, MigRecord, NodeRecord, Result, Retention, RetentionStats, StoreError,
-    TableCounts, TeamOf, TenantRecord, Writes, migrate,
+use crate::dialect::Dialect;
+use crate::error::{Result, StoreError};
+use crate::records::{
+    GpuRecord, IngestOutcome, MigRecord, NodeRecord, Retention, RetentionStats, TableCounts,
+    TeamOf, TenantRecord, Writes,
 };
+use model::rollup::{self, NodeRollup};
 
 #[derive(Debug, Clone)]
 pub struct SqliteStore {
@@ -238,7 +241,9 @@ impl SqliteStore {
         )
         .fetch_all(&self.reader)
         .await?;
-        rows.iter().map(|r| Ok(super::node_record!(r))).collect()
+        rows.iter()
+            .map(|r| Ok(crate::sql::node_record!(r)))
+            .collect()
     }
 
     pub async fn gpus(&self, node: Option<&str>) -> Result<Vec<GpuRecord>> {
@@ -256,7 +261,7 @@ impl SqliteStore {
         .bind(node)
         .fetch_all(&self.reader)
         .await?;
-        super::gpus_with_migs!(&rows, &migs)
+        crate::sql::gpus_with_migs!(&rows, &migs)
     }
 
     /// Whether a row of `table` has every (column, value) of `filters`; the names are the
@@ -283,13 +288,13 @@ impl SqliteStore {
         .fetch_all(&self.reader)
         .await?;
         rows.iter()
-            .map(|r| Ok((super::tenant_record!(r), r.try_get("node")?)))
+            .map(|r| Ok((crate::sql::tenant_record!(r), r.try_get("node")?)))
             .collect()
     }
 
-    /// Rows of one of [`super::Store::RAW_TABLES`].
+    /// Rows of one of [`crate::raw::NAMES`].
     pub async fn table_rows(&self, table: &str) -> Result<i64> {
-        debug_assert!(super::Store::RAW_TABLES.contains(&table));
+        debug_assert!(crate::raw::NAMES.contains(&table));
         Ok(sqlx::query_scalar(&format!("SELECT count(*) FROM {table}"))
             .fetch_one(&self.reader)
             .await?)
@@ -307,10 +312,10 @@ impl SqliteStore {
     pub async fn counts(&self) -> Result<TableCounts> {
         // One statement, so one snapshot: a seal committing between a count of the hot rows
         // and a count of the sealed blocks would count its rows twice.
-        let row = sqlx::query(&crate::TableCounts::query(""))
+        let row = sqlx::query(&TableCounts::query(""))
             .fetch_one(&self.reader)
             .await?;
-        crate::TableCounts::from_row(&row)
+        TableCounts::from_row(&row)
     }
 
     pub async fn last_sample_ms(&self, cluster: &str, node: &str) -> Result<Option<i64>> {
@@ -324,9 +329,9 @@ impl SqliteStore {
     }
 
     pub async fn series(&self, q: &SeriesQuery, plan: &Plan) -> Result<Series> {
-        let (sql, shape) = series::sql(q, plan, series::Dialect::Sqlite)?;
+        let (sql, shape) = series::sql(q, plan, Dialect::Sqlite)?;
         let rows = self.bind_series(&sql, q).fetch_all(&self.reader).await?;
-        let values = super::series_values!(&rows, shape);
+        let values = crate::sql::series_values!(&rows, shape);
         Ok(series::assemble(q, plan, &values))
     }
 
@@ -354,7 +359,7 @@ impl SqliteStore {
         let mut tx = self.writer.begin().await?;
         let rows = sqlx::query(&format!(
             "SELECT {} FROM gpu_rollup_1h WHERE cluster = ? AND bucket = ?",
-            super::GPU_ROLLUP_COLUMNS
+            crate::sql::GPU_ROLLUP_COLUMNS
         ))
         .bind(cluster)
         .bind(hour)
@@ -362,7 +367,7 @@ impl SqliteStore {
         .await?;
         let mut agg = rollup::GpuAgg::default();
         for r in &rows {
-            agg.merge(&super::read_gpu_agg!(r, Vec<u8>));
+            agg.merge(&crate::sql::read_gpu_agg!(r, Vec<u8>));
         }
         sqlx::query("DELETE FROM cluster_rollup_1h WHERE cluster = ? AND bucket = ?")
             .bind(cluster)
@@ -372,13 +377,13 @@ impl SqliteStore {
         if !rows.is_empty() {
             let sql = format!(
                 "INSERT INTO cluster_rollup_1h ({}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                super::CLUSTER_ROLLUP_COLUMNS
+                crate::sql::CLUSTER_ROLLUP_COLUMNS
             );
             let q = sqlx::query(&sql)
                 .bind(cluster)
                 .bind(hour)
                 .bind(rows.len() as i32);
-            super::bind_gpu_agg!(q, &agg, bind)
+            crate::sql::bind_gpu_agg!(q, &agg, bind)
                 .execute(&mut *tx)
                 .await?;
         }
@@ -425,16 +430,18 @@ impl SqliteStore {
         Ok(stats)
     }
 
-    pub async fn events(&self, from: i64, to: i64) -> Result<Vec<super::EventRecord>> {
+    pub async fn events(&self, from: i64, to: i64) -> Result<Vec<crate::records::EventRecord>> {
         let rows = sqlx::query("SELECT cluster, node, gpu_uuid, ts, kind, code FROM gpu_events WHERE ts >= ? AND ts < ? ORDER BY ts")
             .bind(from)
             .bind(to)
             .fetch_all(&self.reader)
             .await?;
-        rows.iter().map(|r| Ok(super::event_record!(r))).collect()
+        rows.iter()
+            .map(|r| Ok(crate::sql::event_record!(r)))
+            .collect()
     }
 
-    pub async fn latest_health(&self) -> Result<Vec<super::HealthRecord>> {
+    pub async fn latest_health(&self) -> Result<Vec<crate::records::HealthRecord>> {
         // Each GPU's newest hot row and newest block.
         let rows = sqlx::query(
             "SELECT g.cluster, g.node, g.gpu_uuid, s.ts, s.ecc_uncorrected, s.retired_pages, s.remapped_rows, b.data
@@ -473,7 +480,7 @@ impl SqliteStore {
         let gpus = serde_json::to_string(gpus).expect("strings serialize");
         let mut oldest: Option<i64> = None;
         for t in raw::TABLES {
-            let v: Option<i64> = sqlx::query_scalar(&raw::oldest_sql(t, series::Dialect::Sqlite))
+            let v: Option<i64> = sqlx::query_scalar(&raw::oldest_sql(t, Dialect::Sqlite))
                 .bind(cluster)
                 .bind(node)
                 .bind(&gpus)
@@ -500,7 +507,7 @@ impl SqliteStore {
         let mut tx = self.writer.begin().await?;
         let mut sealed = 0;
         for t in raw::TABLES {
-            let rows = sqlx::query(&raw::take_sql(t, series::Dialect::Sqlite))
+            let rows = sqlx::query(&raw::take_sql(t, Dialect::Sqlite))
                 .bind(cluster)
                 .bind(node)
                 .bind(&gpus)
@@ -512,7 +519,7 @@ impl SqliteStore {
             let blocks = raw::seal(t, taken);
             let per = raw::binds_per_block(t);
             for chunk in blocks.chunks(MAX_BINDS / per) {
-                let sql = raw::insert_sql(t, series::Dialect::Sqlite, chunk.len());
+                let sql = raw::insert_sql(t, Dialect::Sqlite, chunk.len());
                 raw::bind_blocks(sqlx::query(&sql), chunk)
                     .execute(&mut *tx)
                     .await?;
@@ -598,13 +605,13 @@ impl SqliteStore {
         node: &str,
         from: i64,
         to: i64,
-        wanted: &super::WantedMinutes,
+        wanted: &crate::records::WantedMinutes,
     ) -> Result<(Vec<DeviceMinutes>, Vec<TenantMinutes>)> {
         let range = "cluster = ? AND node = ? AND bucket >= ? AND bucket < ?";
         let mut conn = self.reader.acquire().await?;
         let gpus = sqlx::query(&format!(
             "SELECT {} FROM gpu_rollup_1m WHERE {range}",
-            super::INTERFERENCE_GPU_COLUMNS
+            crate::sql::INTERFERENCE_GPU_COLUMNS
         ))
         .bind(cluster)
         .bind(node)
@@ -614,7 +621,7 @@ impl SqliteStore {
         .await?;
         let tenants = sqlx::query(&format!(
             "SELECT {} FROM tenant_rollup_1m WHERE {range} AND active_n > 0",
-            super::INTERFERENCE_TENANT_COLUMNS
+            crate::sql::INTERFERENCE_TENANT_COLUMNS
         ))
         .bind(cluster)
         .bind(node)
@@ -622,7 +629,7 @@ impl SqliteStore {
         .bind(to)
         .fetch_all(&mut *conn)
         .await?;
-        Ok(super::interference_rows!(
+        Ok(crate::sql::interference_rows!(
             cluster, node, wanted, &gpus, &tenants
         ))
     }
@@ -814,7 +821,7 @@ async fn records(
     to: i64,
     undecodable: &mut usize,
 ) -> Result<Vec<raw::Record>> {
-    let sql = raw::read_sql(t, series::Dialect::Sqlite, f);
+    let sql = raw::read_sql(t, Dialect::Sqlite, f);
     let mut query = sqlx::query(&sql);
     for v in f.binds() {
         query = query.bind(v);
@@ -854,7 +861,7 @@ async fn replace_rollups(
         &mut *tx,
         format!(
             "INSERT INTO gpu_rollup_{res} ({}) ",
-            super::GPU_ROLLUP_COLUMNS
+            crate::sql::GPU_ROLLUP_COLUMNS
         ),
         "",
         &gpus,
@@ -863,7 +870,7 @@ async fn replace_rollups(
                 .push_bind(node.to_owned())
                 .push_bind(gpu.clone())
                 .push_bind(*bucket);
-            super::bind_gpu_agg!(row, a, push_bind);
+            crate::sql::bind_gpu_agg!(row, a, push_bind);
         },
     )
     .await?;
@@ -872,7 +879,7 @@ async fn replace_rollups(
         &mut *tx,
         format!(
             "INSERT INTO tenant_rollup_{res} ({}) ",
-            super::TENANT_ROLLUP_COLUMNS
+            crate::sql::TENANT_ROLLUP_COLUMNS
         ),
         "",
         &tenants,
@@ -921,7 +928,7 @@ async fn read_rollups(
     let mut out = NodeRollup::default();
     let rows = sqlx::query(&format!(
         "SELECT {} FROM gpu_rollup_{res} WHERE cluster = ? AND node = ? AND bucket >= ? AND bucket < ?",
-        super::GPU_ROLLUP_COLUMNS
+        crate::sql::GPU_ROLLUP_COLUMNS
     ))
     .bind(cluster).bind(node).bind(from).bind(to)
     .fetch_all(&mut *conn)
@@ -931,11 +938,11 @@ async fn read_rollups(
             r.try_get::<String, _>("gpu_uuid")?,
             r.try_get::<i64, _>("bucket")?,
         );
-        out.gpus.insert(key, super::read_gpu_agg!(r, Vec<u8>));
+        out.gpus.insert(key, crate::sql::read_gpu_agg!(r, Vec<u8>));
     }
     let rows = sqlx::query(&format!(
         "SELECT {} FROM tenant_rollup_{res} WHERE cluster = ? AND node = ? AND bucket >= ? AND bucket < ?",
-        super::TENANT_ROLLUP_COLUMNS
+        crate::sql::TENANT_ROLLUP_COLUMNS
     ))
     .bind(cluster).bind(node).bind(from).bind(to)
     .fetch_all(&mut *conn)
@@ -946,7 +953,7 @@ async fn read_rollups(
             r.try_get::<String, _>("tenant_key")?,
             r.try_get::<i64, _>("bucket")?,
         );
-        out.tenants.insert(key, super::read_tenant_agg!(r));
+        out.tenants.insert(key, crate::sql::read_tenant_agg!(r));
     }
     Ok(out)
 }

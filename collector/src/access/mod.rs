@@ -25,8 +25,8 @@ use sha2::{Digest, Sha256};
 
 use crate::error::ApiError;
 use crate::settings::Secret;
-use routes::{Need, Teams};
 pub use principal::{Caller, Principal, Role, Via};
+use routes::{Need, Teams};
 pub use session::{Sessions, Source};
 pub use settings::{Mode, Settings};
 

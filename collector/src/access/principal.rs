@@ -122,4 +122,3 @@ impl<S: Send + Sync> FromRequestParts<S> for Caller {
 pub(super) fn peer(ext: &axum::http::Extensions) -> Option<IpAddr> {
     ext.get::<ConnectInfo<SocketAddr>>().map(|c| c.0.ip())
 }
-

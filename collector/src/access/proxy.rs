@@ -7,7 +7,6 @@ use axum::http::HeaderMap;
 
 use super::cidr::Cidr;
 
-
 /// The proxy settings, parsed.
 #[derive(Debug, Clone)]
 pub struct Trusted {

@@ -107,7 +107,6 @@ pub struct DemoArgs {
     pub no_live: bool,
 }
 
-
 #[derive(Debug, clap::Args)]
 pub struct MigrateArgs {
     #[command(flatten)]

@@ -34,8 +34,6 @@ pub async fn run(command: Command) -> anyhow::Result<()> {
     }
 }
 
-
-
 fn alert_rules(args: cli::AlertRulesArgs) -> anyhow::Result<()> {
     use crate::alerts::prometheus;
     let config = match &args.config {
@@ -217,7 +215,6 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     runner.stop().await;
     result
 }
-
 
 /// Progress of `gpulens report` on standard error: a bar on a terminal once the work takes
 /// more than a moment, plain lines otherwise.

@@ -46,10 +46,7 @@ pub async fn open_store(config: &Config) -> anyhow::Result<store::Store> {
 
 /// The configuration, or, with neither --database-url nor --config, the demo's database in
 /// `demo_dir`, so commands run right after `gpulens demo` just work.
-pub fn load_config_or_demo(
-    db: &DbArgs,
-    demo_dir: &std::path::Path,
-) -> anyhow::Result<Config> {
+pub fn load_config_or_demo(db: &DbArgs, demo_dir: &std::path::Path) -> anyhow::Result<Config> {
     let mut config = load_config(db)?;
     if db.database_url.is_none() && db.config.is_none() {
         config.data_dir = demo_dir.to_owned();

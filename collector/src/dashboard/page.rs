@@ -34,7 +34,6 @@ pub struct DashboardState {
 
 crate::shared::derefs_to_shared!(DashboardState);
 
-
 pub(super) const RANGES: [(&str, i64); 3] = [
     ("24h", 86_400_000),
     ("7d", 7 * 86_400_000),
@@ -153,7 +152,10 @@ pub(super) fn finding_visible(caller: &Caller, f: &Finding, team_of: &HashMap<&s
 /// The teams a finding concerns: its own and every named tenant's (an interference finding
 /// concerns the aggressor's team as well as the victim's). Team counts and the findings
 /// filter both use it, so a count and the list it links to agree.
-pub(super) fn finding_teams<'a>(f: &'a Finding, team_of: &HashMap<&str, &'a str>) -> BTreeSet<&'a str> {
+pub(super) fn finding_teams<'a>(
+    f: &'a Finding,
+    team_of: &HashMap<&str, &'a str>,
+) -> BTreeSet<&'a str> {
     f.team
         .as_deref()
         .into_iter()
@@ -173,7 +175,12 @@ pub(super) fn name_of(a: &Analysis, key: &str) -> String {
 }
 
 /// Sorts rows by the URL's `sort`/`dir`, a default otherwise.
-pub(super) fn sorted<T>(rows: &mut [T], q: &SortQuery, default: &str, key: impl Fn(&T, &str) -> SortKey) {
+pub(super) fn sorted<T>(
+    rows: &mut [T],
+    q: &SortQuery,
+    default: &str,
+    key: impl Fn(&T, &str) -> SortKey,
+) {
     let k = q.sort.as_deref().unwrap_or(default);
     let desc = q.dir.as_deref() != Some("asc");
     rows.sort_by(|a, b| {

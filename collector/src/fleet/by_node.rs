@@ -47,4 +47,3 @@ pub fn slot<'a, V: Default>(map: &'a mut HashMap<String, V>, key: &str) -> &'a m
 }
 /// GPUs not heard from in this long leave `/metrics`.
 pub const STALE_MS: i64 = 10 * 60_000;
-

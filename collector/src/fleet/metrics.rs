@@ -22,7 +22,6 @@ use super::by_node::{ByNode, STALE_MS, slot};
 
 type FGauge = Gauge<f64, std::sync::atomic::AtomicU64>;
 
-
 #[derive(Debug, Clone, Default)]
 struct Reading {
     ts_ms: i64,

@@ -16,7 +16,6 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use serde_yaml::{Mapping, Value};
 
-
 /// `[labels.custom_layouts]`: where generated configs go. Absent: plans only select configs
 /// by name, which must then already be in the operator's ConfigMaps.
 #[derive(Debug, Clone, Deserialize)]
@@ -213,7 +212,6 @@ pub fn entry(
         }
     }
 }
-
 
 /// Merges the config `name` of the generated document `generated` into mig-parted's
 /// `config.yaml` text `current`, keeping every other config (and key) as it is. Returns the

@@ -10,12 +10,11 @@ use std::path::{Path, PathBuf};
 
 type ModPath = Vec<String>;
 
-/// A crate's modules: each file's module path, its cleaned code, and whether it is a facade
-/// (`lib.rs`, `main.rs`, `mod.rs`: where `pub use` declares the module's surface).
+/// A file of a crate: where it is, and its code, cleaned (see [`clean`]) and without tests and
+/// re-exports.
 struct Module {
     rel: String,
     code: String,
-    facade: bool,
 }
 
 fn workspace() -> PathBuf {
@@ -286,6 +285,8 @@ impl Crate {
         let mut declared = Vec::new();
         for file in files {
             let path = module_path(src, &file);
+            // A facade (`lib.rs`, `main.rs`, `mod.rs`) declares its module's surface with
+            // `pub use`.
             let name = file.file_name().unwrap().to_str().unwrap();
             let facade = matches!(name, "lib.rs" | "main.rs" | "mod.rs");
             let text = std::fs::read_to_string(&file).unwrap();
@@ -296,7 +297,7 @@ impl Crate {
                 .unwrap_or(&file)
                 .display()
                 .to_string();
-            modules.insert(path, Module { rel, code, facade });
+            modules.insert(path, Module { rel, code });
         }
         // Re-exports of this crate's items; those of other crates lead out of it.
         let mut reexports = BTreeMap::new();
@@ -486,11 +487,7 @@ fn no_crate_has_an_import_circle() {
             let mut why = Vec::new();
             for from in &circle {
                 for to in edges[from].iter().filter(|t| circle.contains(t)) {
-                    why.push(format!(
-                        "    {} → {}",
-                        krate.modules[from].rel,
-                        show(to)
-                    ));
+                    why.push(format!("    {} → {}", krate.modules[from].rel, show(to)));
                 }
             }
             problems.push(format!(
@@ -544,6 +541,9 @@ fn the_circle_check_reads_paths_as_rust_does() {
         "{edges:?}"
     );
     assert!(!edges.contains_key(&p("low")), "{edges:?}");
-    assert_eq!(circles(&edges), vec![vec![p("feature"), p("feature::part")]]);
+    assert_eq!(
+        circles(&edges),
+        vec![vec![p("feature"), p("feature::part")]]
+    );
     std::fs::remove_dir_all(&src).unwrap();
 }

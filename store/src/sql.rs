@@ -1,0 +1,486 @@
+//! The SQL both backends share: column lists in insert order, the macros that bind and read
+//! rollup aggregates and records, and the grouping of interference minute rows.
+
+use std::collections::HashMap;
+
+use model::rollup::{DeviceMinute, DeviceMinutes, TenantMinute, TenantMinutes};
+
+use crate::error::Result;
+use crate::records::{TableCounts, WantedMinutes};
+
+/// The aggregate columns shared by GPU and cluster rollups, in insert order.
+macro_rules! agg_columns {
+    () => {
+        "samples, covered_s, gpu_util_n, gpu_util_sum, gpu_util_max, gpu_util_hist, busy_n, sm_active_n, sm_active_sum, sm_active_max, sm_active_hist, sm_occupancy_sum, tensor_active_sum, dram_active_sum, mem_used_n, mem_used_sum, mem_used_max, mem_total_max, power_n, power_sum, power_max, temp_n, temp_sum, temp_max, throttled_n, alloc_share_sum, sm_occupancy_n, tensor_active_n, dram_active_n"
+    };
+}
+
+/// Columns of the GPU rollup tables, in insert order.
+pub(crate) const GPU_ROLLUP_COLUMNS: &str =
+    concat!("cluster, node, gpu_uuid, bucket, ", agg_columns!());
+
+/// Columns of the cluster rollup table, in insert order.
+pub(crate) const CLUSTER_ROLLUP_COLUMNS: &str = concat!("cluster, bucket, gpus, ", agg_columns!());
+
+/// Binds a [`rollup::GpuAgg`]'s fields in `agg_columns!` order (either backend), with
+/// `bind` (a query) or `push_bind` (a multi-row insert).
+macro_rules! bind_gpu_agg {
+    ($q:expr, $a:expr, $bind:ident) => {{
+        let a = $a;
+        $q.$bind(a.samples)
+            .$bind(a.covered_s)
+            .$bind(a.gpu_util_n)
+            .$bind(a.gpu_util_sum)
+            .$bind(a.gpu_util_max)
+            .$bind(a.gpu_util_hist.to_stored())
+            .$bind(a.busy_n)
+            .$bind(a.sm_active_n)
+            .$bind(a.sm_active_sum)
+            .$bind(a.sm_active_max)
+            .$bind(a.sm_active_hist.to_stored())
+            .$bind(a.sm_occupancy_sum)
+            .$bind(a.tensor_active_sum)
+            .$bind(a.dram_active_sum)
+            .$bind(a.mem_used_n)
+            .$bind(a.mem_used_sum)
+            .$bind(a.mem_used_max)
+            .$bind(a.mem_total_max)
+            .$bind(a.power_n)
+            .$bind(a.power_sum)
+            .$bind(a.power_max)
+            .$bind(a.temp_n)
+            .$bind(a.temp_sum)
+            .$bind(a.temp_max)
+            .$bind(a.throttled_n)
+            .$bind(a.alloc_share_sum)
+            .$bind(a.sm_occupancy_n)
+            .$bind(a.tensor_active_n)
+            .$bind(a.dram_active_n)
+    }};
+}
+pub(crate) use bind_gpu_agg;
+
+/// Columns of the tenant rollup tables, in insert order.
+pub(crate) const TENANT_ROLLUP_COLUMNS: &str = "cluster, node, gpu_uuid, tenant_key, bucket, samples, covered_s, alloc_share_sum, alloc_n, present_n, sm_util_n, sm_util_sum, sm_util_max, busy_n, mem_used_n, mem_used_sum, mem_used_max, processes_max, eff_n, eff_sum, eff_dcgm_n, eff_hist, active_n, idle_n, idle_lead_s, idle_trail_s, idle_max_s";
+
+/// Reads a [`rollup::GpuAgg`] from a row of a GPU rollup table (either backend).
+macro_rules! read_gpu_agg {
+    ($r:expr, $hist:ty) => {{
+        let r = $r;
+        let hist = |v: Option<$hist>| v.map(|b| rollup::Hist::from_bytes(&b)).unwrap_or_default();
+        rollup::GpuAgg {
+            samples: r.try_get("samples")?,
+            covered_s: r.try_get("covered_s")?,
+            gpu_util_n: r.try_get("gpu_util_n")?,
+            gpu_util_sum: r.try_get("gpu_util_sum")?,
+            gpu_util_max: r.try_get("gpu_util_max")?,
+            gpu_util_hist: hist(r.try_get("gpu_util_hist")?),
+            busy_n: r.try_get("busy_n")?,
+            sm_active_n: r.try_get("sm_active_n")?,
+            sm_active_sum: r.try_get("sm_active_sum")?,
+            sm_active_max: r.try_get("sm_active_max")?,
+            sm_active_hist: hist(r.try_get("sm_active_hist")?),
+            sm_occupancy_n: r.try_get("sm_occupancy_n")?,
+            sm_occupancy_sum: r.try_get("sm_occupancy_sum")?,
+            tensor_active_n: r.try_get("tensor_active_n")?,
+            tensor_active_sum: r.try_get("tensor_active_sum")?,
+            dram_active_n: r.try_get("dram_active_n")?,
+            dram_active_sum: r.try_get("dram_active_sum")?,
+            mem_used_n: r.try_get("mem_used_n")?,
+            mem_used_sum: r.try_get("mem_used_sum")?,
+            mem_used_max: r.try_get("mem_used_max")?,
+            mem_total_max: r.try_get("mem_total_max")?,
+            power_n: r.try_get("power_n")?,
+            power_sum: r.try_get("power_sum")?,
+            power_max: r.try_get("power_max")?,
+            temp_n: r.try_get("temp_n")?,
+            temp_sum: r.try_get("temp_sum")?,
+            temp_max: r.try_get("temp_max")?,
+            throttled_n: r.try_get("throttled_n")?,
+            alloc_share_sum: r.try_get("alloc_share_sum")?,
+        }
+    }};
+}
+pub(crate) use read_gpu_agg;
+
+/// The GPU minute-rollup columns interference reads.
+pub(crate) const INTERFERENCE_GPU_COLUMNS: &str =
+    "gpu_uuid, bucket, gpu_util_n, gpu_util_sum, dram_active_n, dram_active_sum";
+/// The tenant minute-rollup columns interference reads.
+pub(crate) const INTERFERENCE_TENANT_COLUMNS: &str = "gpu_uuid, tenant_key, bucket, samples, active_n, sm_util_n, sm_util_sum, alloc_n, alloc_share_sum, eff_n, eff_sum";
+
+/// Groups one node's interference minute rows into a series per GPU and per (tenant, GPU),
+/// keeping only the wanted minutes, each series in time order.
+pub(crate) struct InterferenceSeries<'w> {
+    wanted: &'w WantedMinutes,
+    devices: HashMap<String, Vec<DeviceMinute>>,
+    tenants: HashMap<String, HashMap<String, Vec<TenantMinute>>>,
+}
+
+impl<'w> InterferenceSeries<'w> {
+    pub(crate) fn new(wanted: &'w WantedMinutes) -> Self {
+        InterferenceSeries {
+            wanted,
+            devices: HashMap::new(),
+            tenants: HashMap::new(),
+        }
+    }
+
+    fn wanted(&self, gpu: &str, bucket: i64) -> bool {
+        self.wanted
+            .get(gpu)
+            .is_some_and(|spans| spans.iter().any(|&(a, b)| bucket >= a && bucket < b))
+    }
+
+    pub(crate) fn device(&mut self, gpu: &str, m: DeviceMinute) {
+        if !self.wanted(gpu, m.bucket) {
+            return;
+        }
+        match self.devices.get_mut(gpu) {
+            Some(v) => v.push(m),
+            None => {
+                self.devices.insert(gpu.to_owned(), vec![m]);
+            }
+        }
+    }
+
+    pub(crate) fn tenant(&mut self, gpu: &str, tenant: &str, m: TenantMinute) {
+        if !self.wanted(gpu, m.bucket) {
+            return;
+        }
+        // Look up by borrowed keys: allocate only for a new series.
+        if !self.tenants.contains_key(gpu) {
+            self.tenants.insert(gpu.to_owned(), HashMap::new());
+        }
+        let per = self.tenants.get_mut(gpu).expect("inserted above");
+        match per.get_mut(tenant) {
+            Some(v) => v.push(m),
+            None => {
+                per.insert(tenant.to_owned(), vec![m]);
+            }
+        }
+    }
+
+    pub(crate) fn finish(
+        self,
+        cluster: &str,
+        node: &str,
+    ) -> (Vec<DeviceMinutes>, Vec<TenantMinutes>) {
+        let devices = self
+            .devices
+            .into_iter()
+            .map(|(gpu, mut minutes)| {
+                minutes.sort_unstable_by_key(|m| m.bucket);
+                DeviceMinutes {
+                    cluster: cluster.to_owned(),
+                    node: node.to_owned(),
+                    gpu,
+                    minutes,
+                }
+            })
+            .collect();
+        let tenants = self
+            .tenants
+            .into_iter()
+            .flat_map(|(gpu, per)| {
+                per.into_iter().map(move |(tenant, mut minutes)| {
+                    minutes.sort_unstable_by_key(|m| m.bucket);
+                    TenantMinutes {
+                        cluster: cluster.to_owned(),
+                        gpu: gpu.clone(),
+                        tenant,
+                        minutes,
+                    }
+                })
+            })
+            .collect();
+        (devices, tenants)
+    }
+}
+
+/// Decodes rows of [`INTERFERENCE_GPU_COLUMNS`] and [`INTERFERENCE_TENANT_COLUMNS`] (by
+/// position; `bucket` in ms) into one node's [`InterferenceSeries`].
+macro_rules! interference_rows {
+    ($cluster:expr, $node:expr, $wanted:expr, $gpu_rows:expr, $tenant_rows:expr) => {{
+        use model::rollup::{DeviceMinute, TenantMinute};
+        let mut series = $crate::sql::InterferenceSeries::new($wanted);
+        for r in $gpu_rows {
+            series.device(
+                r.try_get(0)?,
+                DeviceMinute {
+                    bucket: r.try_get(1)?,
+                    gpu_util_n: r.try_get(2)?,
+                    gpu_util_sum: r.try_get(3)?,
+                    dram_active_n: r.try_get(4)?,
+                    dram_active_sum: r.try_get(5)?,
+                },
+            );
+        }
+        for r in $tenant_rows {
+            series.tenant(
+                r.try_get(0)?,
+                r.try_get(1)?,
+                TenantMinute {
+                    bucket: r.try_get(2)?,
+                    samples: r.try_get(3)?,
+                    active_n: r.try_get(4)?,
+                    sm_util_n: r.try_get(5)?,
+                    sm_util_sum: r.try_get(6)?,
+                    alloc_n: r.try_get(7)?,
+                    alloc_share_sum: r.try_get(8)?,
+                    eff_n: r.try_get(9)?,
+                    eff_sum: r.try_get(10)?,
+                },
+            );
+        }
+        series.finish($cluster, $node)
+    }};
+}
+pub(crate) use interference_rows;
+
+/// Reads a [`rollup::TenantAgg`] from a row of a tenant rollup table (either backend).
+macro_rules! read_tenant_agg {
+    ($r:expr) => {{
+        let r = $r;
+        rollup::TenantAgg {
+            samples: r.try_get("samples")?,
+            covered_s: r.try_get("covered_s")?,
+            alloc_share_sum: r.try_get("alloc_share_sum")?,
+            alloc_n: r.try_get("alloc_n")?,
+            present_n: r.try_get("present_n")?,
+            sm_util_n: r.try_get("sm_util_n")?,
+            sm_util_sum: r.try_get("sm_util_sum")?,
+            sm_util_max: r.try_get("sm_util_max")?,
+            busy_n: r.try_get("busy_n")?,
+            mem_used_n: r.try_get("mem_used_n")?,
+            mem_used_sum: r.try_get("mem_used_sum")?,
+            mem_used_max: r.try_get("mem_used_max")?,
+            processes_max: r.try_get("processes_max")?,
+            eff_n: r.try_get("eff_n")?,
+            eff_sum: r.try_get("eff_sum")?,
+            eff_dcgm_n: r.try_get("eff_dcgm_n")?,
+            eff_hist: r
+                .try_get::<Option<Vec<u8>>, _>("eff_hist")?
+                .map(|b| rollup::Hist::from_bytes(&b))
+                .unwrap_or_default(),
+            active_n: r.try_get("active_n")?,
+            idle_n: r.try_get("idle_n")?,
+            idle_lead_s: r.try_get("idle_lead_s")?,
+            idle_trail_s: r.try_get("idle_trail_s")?,
+            idle_max_s: r.try_get("idle_max_s")?,
+        }
+    }};
+}
+pub(crate) use read_tenant_agg;
+
+// Row → record mappings shared by both backends: their queries alias columns to these names.
+
+macro_rules! node_record {
+    ($r:expr) => {{
+        let r = $r;
+        NodeRecord {
+            cluster: r.try_get("cluster")?,
+            node: r.try_get("node")?,
+            agent_version: r.try_get("agent_version")?,
+            interval_ms: r.try_get("interval_ms")?,
+            first_seen_ms: r.try_get("first_seen")?,
+            last_seen_ms: r.try_get("last_seen")?,
+            last_sample_ms: r.try_get("last_sample")?,
+            gpu_count: r.try_get("gpu_count")?,
+        }
+    }};
+}
+pub(crate) use node_record;
+
+macro_rules! mig_record {
+    ($m:expr) => {{
+        let m = $m;
+        MigRecord {
+            gi_id: m.try_get("gi_id")?,
+            ci_id: m.try_get("ci_id")?,
+            profile: m.try_get("profile")?,
+            placement_start: m.try_get("placement_start")?,
+            placement_size: m.try_get("placement_size")?,
+            memory_total_bytes: m.try_get("memory_total_bytes")?,
+            compute_slices: m.try_get("compute_slices")?,
+            uuid: m.try_get("mig_uuid")?,
+        }
+    }};
+}
+pub(crate) use mig_record;
+
+macro_rules! gpu_record {
+    ($r:expr, $uuid:expr, $migs:expr) => {{
+        let r = $r;
+        GpuRecord {
+            cluster: r.try_get("cluster")?,
+            node: r.try_get("node")?,
+            uuid: $uuid,
+            index: r.try_get("gpu_index")?,
+            model: r.try_get("model")?,
+            memory_total_bytes: r.try_get("memory_total_bytes")?,
+            pci_bus_id: r.try_get("pci_bus_id")?,
+            mig_enabled: r.try_get("mig_enabled")?,
+            sharing: r.try_get("sharing")?,
+            replicas: r.try_get("replicas")?,
+            first_seen_ms: r.try_get("first_seen")?,
+            last_seen_ms: r.try_get("last_seen")?,
+            mig_instances: $migs,
+        }
+    }};
+}
+pub(crate) use gpu_record;
+
+/// GPU rows with their MIG instances attached: the instances grouped by GPU once (a lookup
+/// per GPU, not a scan of every instance). Both backends read the same columns.
+macro_rules! gpus_with_migs {
+    ($rows:expr, $migs:expr) => {{
+        let mut by_gpu: std::collections::HashMap<String, Vec<MigRecord>> =
+            std::collections::HashMap::new();
+        for m in $migs {
+            by_gpu
+                .entry(m.try_get::<String, _>("gpu_uuid")?)
+                .or_default()
+                .push($crate::sql::mig_record!(m));
+        }
+        let mut out = Vec::new();
+        for r in $rows {
+            let uuid: String = r.try_get("gpu_uuid")?;
+            let mig_instances = by_gpu.remove(&uuid).unwrap_or_default();
+            out.push($crate::sql::gpu_record!(r, uuid, mig_instances));
+        }
+        Ok(out)
+    }};
+}
+pub(crate) use gpus_with_migs;
+
+macro_rules! tenant_record {
+    ($r:expr) => {{
+        let r = $r;
+        TenantRecord {
+            cluster: r.try_get("cluster")?,
+            key: r.try_get("tenant_key")?,
+            kind: r.try_get("kind")?,
+            team: r.try_get("team")?,
+            namespace: r.try_get("namespace")?,
+            pod: r.try_get("pod")?,
+            container: r.try_get("container")?,
+            pod_uid: r.try_get("pod_uid")?,
+            job_id: r.try_get("job_id")?,
+            user: r.try_get("username")?,
+            account: r.try_get("account")?,
+            uid: r.try_get("uid")?,
+            nodes: Vec::new(),
+            first_seen_ms: r.try_get("first_seen")?,
+            last_seen_ms: r.try_get("last_seen")?,
+        }
+    }};
+}
+pub(crate) use tenant_record;
+
+macro_rules! event_record {
+    ($r:expr) => {{
+        let r = $r;
+        $crate::EventRecord {
+            cluster: r.try_get("cluster")?,
+            node: r.try_get("node")?,
+            gpu_uuid: r.try_get("gpu_uuid")?,
+            ts_ms: r.try_get("ts")?,
+            kind: r.try_get("kind")?,
+            code: r.try_get("code")?,
+        }
+    }};
+}
+pub(crate) use event_record;
+
+/// Runs a series query's rows through the post-processing its shape needs (either backend).
+macro_rules! series_values {
+    ($rows:expr, $shape:expr) => {{
+        let rows = $rows;
+        let pairs = || -> std::result::Result<Vec<(i64, Option<f64>)>, sqlx::Error> {
+            rows.iter()
+                .map(|r| Ok((r.try_get::<i64, _>(0)?, r.try_get::<Option<f64>, _>(1)?)))
+                .collect()
+        };
+        match $shape {
+            series::Shape::Values => pairs()?,
+            series::Shape::Histograms => series::hist_p95(
+                rows.iter()
+                    .map(|r| {
+                        Ok((
+                            r.try_get::<i64, _>(0)?,
+                            r.try_get::<Option<Vec<u8>>, _>(1)?,
+                            r.try_get::<Option<f64>, _>(2)?,
+                        ))
+                    })
+                    .collect::<std::result::Result<Vec<_>, sqlx::Error>>()?
+                    .into_iter(),
+            ),
+        }
+    }};
+}
+pub(crate) use series_values;
+
+/// The starts (ms, UTC midnight) of the days from `from_ms` to `to_ms`, both included.
+pub(crate) fn days_between(from_ms: i64, to_ms: i64) -> Vec<i64> {
+    let day = 86_400_000;
+    let mut d = from_ms - from_ms.rem_euclid(day);
+    let mut out = Vec::new();
+    while d <= to_ms {
+        out.push(d);
+        d += day;
+    }
+    out
+}
+
+impl TableCounts {
+    /// The tables counted after the four raw ones, in field order.
+    const OTHERS: [&'static str; 6] = [
+        "gpu_events",
+        "gpu_rollup_1m",
+        "gpu_rollup_1h",
+        "tenant_rollup_1m",
+        "tenant_rollup_1h",
+        "cluster_rollup_1h",
+    ];
+
+    /// One SELECT of every count, in field order (sealed samples count as the rows they
+    /// were); `cast` turns a sum into a 64-bit integer where the backend needs it.
+    pub(crate) fn query(cast: &str) -> String {
+        let columns: Vec<String> = crate::raw::TABLES
+            .iter()
+            .map(|t| {
+                format!(
+                    "((SELECT count(*) FROM {}) + (SELECT coalesce(sum(n), 0){cast} FROM {}))",
+                    t.hot, t.sealed
+                )
+            })
+            .chain(
+                Self::OTHERS
+                    .iter()
+                    .map(|t| format!("(SELECT count(*) FROM {t})")),
+            )
+            .collect();
+        format!("SELECT {}", columns.join(", "))
+    }
+
+    pub(crate) fn from_row<R: sqlx::Row>(row: &R) -> Result<TableCounts>
+    where
+        usize: sqlx::ColumnIndex<R>,
+        i64: for<'r> sqlx::Decode<'r, R::Database> + sqlx::Type<R::Database>,
+    {
+        let v = |i: usize| -> Result<i64> { Ok(row.try_get::<i64, _>(i)?) };
+        Ok(TableCounts {
+            gpu_samples: v(0)?,
+            mig_samples: v(1)?,
+            process_samples: v(2)?,
+            allocation_samples: v(3)?,
+            gpu_events: v(4)?,
+            gpu_rollup_1m: v(5)?,
+            gpu_rollup_1h: v(6)?,
+            tenant_rollup_1m: v(7)?,
+            tenant_rollup_1h: v(8)?,
+            cluster_rollup_1h: v(9)?,
+        })
+    }
+}
