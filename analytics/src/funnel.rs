@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use polars::prelude::*;
 use serde::{Deserialize, Serialize};
 
-use crate::Config;
+use crate::config::Config;
 use crate::holdings::{Holding, RowHours, signal};
 use crate::input::Input;
 

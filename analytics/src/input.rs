@@ -6,6 +6,8 @@ pub use model::rollup::{DeviceMinute, DeviceMinutes, TenantMinute, TenantMinutes
 use model::rollup::{GpuAgg, TenantAgg};
 use serde::{Deserialize, Serialize};
 
+use crate::recommendation::Recommendation;
+
 /// A node and when its agent last reported.
 #[derive(Debug, Clone)]
 pub struct NodeRef {
@@ -100,6 +102,18 @@ pub struct OrphanProcess {
     pub mem_max_bytes: i64,
 }
 
+/// A step that was applied: the recommendation as approved, and when the change ran.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Applied {
+    /// The label action that applied it.
+    pub action: i64,
+    /// When the run started (node cordoned): the hours before it are "before".
+    pub started_ms: i64,
+    /// When the label change succeeded: the hours from the next whole hour are "after".
+    pub applied_ms: i64,
+    pub recommendation: Recommendation,
+}
+
 /// Everything one analysis run reads.
 #[derive(Debug, Clone, Default)]
 pub struct Input {
@@ -119,7 +133,7 @@ pub struct Input {
     pub health: Vec<GpuHealth>,
     pub orphans: Vec<OrphanProcess>,
     /// Steps applied through label actions whose outcome the analysis checks.
-    pub applied: Vec<crate::outcome::Applied>,
+    pub applied: Vec<Applied>,
 }
 
 impl Input {

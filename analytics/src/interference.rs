@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, HashMap};
 
 use model::rollup::{GpuAgg, HOUR_MS, MINUTE_MS};
 
-use crate::Config;
+use crate::config::Config;
 use crate::findings::{Ctx, Evidence, Finding, FindingKind, Severity, finding_id, hours};
 use crate::input::{DeviceMinute, Input, TenantMinute, TenantMinutes};
 

@@ -15,20 +15,10 @@ use serde::{Deserialize, Serialize};
 
 use crate::findings::{Ctx, Evidence, Finding, FindingKind, Severity, finding_id};
 use crate::holdings::{Holding, RowHours};
-use crate::recommend::{Recommendation, Target};
+use crate::recommendation::Target;
 use crate::replay;
 
-/// A step that was applied: the recommendation as approved, and when the change ran.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct Applied {
-    /// The label action that applied it.
-    pub action: i64,
-    /// When the run started (node cordoned): the hours before it are "before".
-    pub started_ms: i64,
-    /// When the label change succeeded: the hours from the next whole hour are "after".
-    pub applied_ms: i64,
-    pub recommendation: Recommendation,
-}
+pub use crate::input::Applied;
 
 /// What the check concluded.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -569,7 +559,8 @@ pub fn findings(ctx: &Ctx, outcomes: &[Outcome]) -> Vec<Finding> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{Config, Input};
+    use crate::config::Config;
+    use crate::input::Input;
 
     fn tenant(contended: usize, overflow: usize) -> TenantOutcome {
         TenantOutcome {

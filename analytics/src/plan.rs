@@ -10,12 +10,12 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use serde::{Deserialize, Serialize};
 
-use crate::Config;
+use crate::config::Config;
 use crate::findings::{Ctx, GIB};
 use crate::holdings::{Holding, HourUse};
 use crate::input::GpuRef;
 use crate::mig::{self, MigFamily, Profile};
-use crate::recommend::need;
+use crate::need::need;
 use crate::replay;
 use model::rollup::HOUR_MS;
 

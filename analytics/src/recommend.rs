@@ -4,190 +4,17 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
-use serde::{Deserialize, Serialize};
-
-use crate::Config;
-use crate::findings::{Ctx, Evidence, Finding, FindingKind, GIB, gib, stable_id};
+use crate::findings::{Ctx, Evidence, Finding, FindingKind, gib};
 use crate::holdings::Holding;
 use crate::input::GpuRef;
-use crate::mig::{self, MigPartedEntry, Profile};
+use crate::need::confidence;
 use crate::plan::FleetPlan;
+use crate::recommendation::rec_id;
+pub use crate::recommendation::{
+    Move, Proposal, RecKind, Recommendation, Rejected, Target, config_name, device_plugin_config,
+};
 use crate::replay::{Replay, Slot, replay};
 use crate::{steps, waste};
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum RecKind {
-    Reclaim,
-    RightSize,
-    Consolidate,
-    MigLayout,
-    TimeSlicing,
-    Mps,
-    Separate,
-}
-
-impl RecKind {
-    pub const ALL: [RecKind; 7] = [
-        RecKind::Reclaim,
-        RecKind::RightSize,
-        RecKind::Consolidate,
-        RecKind::MigLayout,
-        RecKind::TimeSlicing,
-        RecKind::Mps,
-        RecKind::Separate,
-    ];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            RecKind::Reclaim => "reclaim",
-            RecKind::RightSize => "right_size",
-            RecKind::Consolidate => "consolidate",
-            RecKind::MigLayout => "mig_layout",
-            RecKind::TimeSlicing => "time_slicing",
-            RecKind::Mps => "mps",
-            RecKind::Separate => "separate",
-        }
-    }
-
-    pub fn parse(s: &str) -> Option<RecKind> {
-        RecKind::ALL.into_iter().find(|k| k.as_str() == s)
-    }
-}
-
-/// Where a tenant would go.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "type", rename_all = "snake_case")]
-pub enum Target {
-    WholeGpu,
-    Mig {
-        profile: String,
-        memory_gib: f64,
-        compute_slices: u32,
-    },
-    Share {
-        replicas: u32,
-    },
-}
-
-impl Target {
-    /// The place in words: "a whole GPU", "a MIG 3g.40gb instance", "a 1/2 time-slice share".
-    pub fn describe(&self) -> String {
-        match self {
-            Target::WholeGpu => "a whole GPU".into(),
-            Target::Mig { profile, .. } => format!("a MIG {profile} instance"),
-            Target::Share { replicas } => format!("a 1/{replicas} time-slice share"),
-        }
-    }
-}
-
-/// A tenant's move in a plan.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Move {
-    pub tenant: String,
-    pub from_gpu: String,
-    /// Where it runs now, in words people use (empty in analyses stored before the plan).
-    #[serde(default)]
-    pub from_node: String,
-    #[serde(default)]
-    pub from_gpu_index: i64,
-    /// The node it would run on (its own unless the plan consolidates across nodes).
-    #[serde(default)]
-    pub to_node: String,
-    /// Index of the GPU on the node it would run on.
-    pub to_gpu_index: i64,
-    pub target: Target,
-}
-
-/// What a recommendation proposes, ready to apply.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "type", rename_all = "snake_case")]
-pub enum Proposal {
-    Reclaim {
-        tenant: String,
-        gpus: Vec<String>,
-        gpu_equivalents: f64,
-    },
-    RightSize {
-        tenant: String,
-        gpu: String,
-        current: String,
-        target: Target,
-    },
-    Consolidate {
-        moves: Vec<Move>,
-        gpus_before: usize,
-        gpus_after: usize,
-    },
-    MigLayout {
-        config_name: String,
-        mig_parted_yaml: String,
-        moves: Vec<Move>,
-    },
-    Sharing {
-        mode: String,
-        replicas: u32,
-        device_plugin_yaml: String,
-        /// The tenants that move onto the shared GPUs.
-        #[serde(default)]
-        moves: Vec<Move>,
-    },
-    Separate {
-        victim: String,
-        aggressor: String,
-        plan: String,
-        moves: Vec<Move>,
-    },
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Recommendation {
-    pub id: String,
-    pub kind: RecKind,
-    pub cluster: String,
-    pub node: String,
-    pub gpus: Vec<String>,
-    pub tenants: Vec<String>,
-    pub team: Option<String>,
-    pub summary: String,
-    /// 0–1: how much recorded data and which signal the recommendation rests on.
-    pub confidence: f64,
-    /// Ids of the findings it answers.
-    pub findings: Vec<String>,
-    pub proposal: Proposal,
-    pub replay: Replay,
-    pub evidence: Vec<Evidence>,
-    /// Steps that must be carried out first: those that empty the GPUs this one moves tenants
-    /// onto (a reclaim, or another node's step moving the tenant there away). Approving a step
-    /// approves the planned label changes of these with it; a required step without one (a
-    /// reclaim, a consolidation: a person's change) must be done first.
-    #[serde(default)]
-    pub requires: Vec<String>,
-}
-
-impl Recommendation {
-    /// The tenants this step moves, if any.
-    pub fn moves(&self) -> &[Move] {
-        match &self.proposal {
-            Proposal::Consolidate { moves, .. }
-            | Proposal::MigLayout { moves, .. }
-            | Proposal::Sharing { moves, .. }
-            | Proposal::Separate { moves, .. } => moves,
-            _ => &[],
-        }
-    }
-}
-
-/// A proposal the replay turned down, kept so people can see why nothing was recommended.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct Rejected {
-    pub kind: RecKind,
-    pub cluster: String,
-    pub node: String,
-    pub tenants: Vec<String>,
-    pub reason: String,
-    pub replay: Option<Replay>,
-}
 
 /// What the recommender produced, and the underutilized findings it confirms.
 #[derive(Debug, Default)]
@@ -196,117 +23,6 @@ pub struct Output {
     pub recommendations: Vec<Recommendation>,
     pub rejected: Vec<Rejected>,
     pub underutilized: Vec<Finding>,
-}
-
-pub(crate) fn confidence(h: &Holding, cfg: &Config) -> f64 {
-    let coverage = (h.rows.len() as f64 / (cfg.min_alloc_hours * 6.0)).min(1.0);
-    let signal = match h.signal() {
-        "sm_active" => 1.0,
-        "mixed" => 0.9,
-        _ => 0.8,
-    };
-    (coverage * signal * 100.0).round() / 100.0
-}
-
-/// How sure a plan is: the confidence of the tenants it moves, weighted by the GPU-hours each
-/// holds (a short-lived neighbour the plan does not touch, or barely weighs, cannot sink it).
-pub(crate) fn plan_confidence(live: &[&Holding], moved: &[String], cfg: &Config) -> f64 {
-    let touched: Vec<&&Holding> = live.iter().filter(|h| moved.contains(&h.tenant)).collect();
-    let weight: f64 = touched.iter().map(|h| h.allocated_hours()).sum();
-    if touched.is_empty() || weight <= 0.0 {
-        return live.iter().map(|h| confidence(h, cfg)).fold(1.0, f64::min);
-    }
-    let c = touched
-        .iter()
-        .map(|h| confidence(h, cfg) * h.allocated_hours())
-        .sum::<f64>()
-        / weight;
-    (c * 100.0).round() / 100.0
-}
-
-/// The tenant's current size on its GPU, in words.
-pub(crate) fn current(h: &Holding, gpu: Option<&GpuRef>) -> String {
-    let share = h.share();
-    match gpu {
-        Some(g) if g.sharing == "mig" => format!("a MIG slice of {}/7", (share * 7.0).round()),
-        Some(g) if g.sharing == "time_slicing" || g.sharing == "mps" => {
-            format!("a 1/{} {} share", g.replicas, g.sharing.replace('_', "-"))
-        }
-        _ if share >= 0.999 => "a whole GPU".into(),
-        _ => format!("{share:.2} of a GPU"),
-    }
-}
-
-/// What a tenant needs: memory p99 and compute p95 with headroom (bytes, GPU-equivalents).
-pub(crate) fn need(h: &Holding, cfg: &Config) -> Option<(f64, f64)> {
-    Some((
-        h.mem_p99()? as f64 * (1.0 + cfg.memory_headroom),
-        h.eff_p95()? * (1.0 + cfg.compute_headroom),
-    ))
-}
-
-/// The sizes strictly below the tenant's current share of its GPU, smallest first, as
-/// (target, compute share, memory bytes): the model's MIG profiles, or 1/k time-slice shares
-/// (k up to `max_replicas`, memory split k ways) on models without MIG.
-pub(crate) fn smaller_sizes(h: &Holding, gpu: &GpuRef, cfg: &Config) -> Vec<(Target, f64, f64)> {
-    let share = h.share();
-    match mig::family(&gpu.model) {
-        Some(f) => f
-            .fitting(0.0, 0.0)
-            .filter(|p| p.compute_share() < share - 1e-6)
-            .map(|p| (mig_target(p), p.compute_share(), p.memory_gib * GIB))
-            .collect(),
-        None => (2..=cfg.max_replicas)
-            .rev()
-            .map(|k| (k, 1.0 / f64::from(k)))
-            .filter(|&(_, s)| s < share - 1e-6)
-            .map(|(k, s)| {
-                (
-                    Target::Share { replicas: k },
-                    s,
-                    gpu.memory_total_bytes as f64 / f64::from(k),
-                )
-            })
-            .collect(),
-    }
-}
-
-/// The smallest size strictly below the current share that fits the need, if any.
-pub(crate) fn smaller_target(
-    h: &Holding,
-    gpu: &GpuRef,
-    cfg: &Config,
-) -> Option<(Target, f64, f64)> {
-    let (mem, compute) = need(h, cfg)?;
-    smaller_sizes(h, gpu, cfg)
-        .into_iter()
-        .find(|(_, c, m)| *c >= compute - 1e-9 && *m >= mem)
-}
-
-pub(crate) fn mig_target(p: &Profile) -> Target {
-    Target::Mig {
-        profile: p.name.into(),
-        memory_gib: p.memory_gib,
-        compute_slices: p.compute_slices,
-    }
-}
-
-pub(crate) fn slot_now<'a>(h: &'a Holding, gpu: Option<&GpuRef>) -> Slot<'a> {
-    let mem = gpu.map_or(f64::MAX, |g| g.memory_total_bytes as f64);
-    let share = h.share().max(1e-6);
-    Slot {
-        compute: if gpu.is_some_and(|g| g.sharing == "time_slicing" || g.sharing == "mps") {
-            1.0
-        } else {
-            share
-        },
-        memory_bytes: if gpu.is_some_and(|g| g.sharing == "mig") {
-            mem * share
-        } else {
-            mem
-        },
-        holdings: vec![h],
-    }
 }
 
 pub fn recommend(ctx: &Ctx, holdings: &[Holding], findings: &[Finding]) -> Output {
@@ -463,39 +179,6 @@ pub fn recommend(ctx: &Ctx, holdings: &[Holding], findings: &[Finding]) -> Outpu
     out
 }
 
-pub(crate) fn rec_id(kind: RecKind, subject: &str) -> String {
-    stable_id(kind.as_str(), &[subject.as_bytes()])
-}
-
-/// A mig-parted config name derived from the layout itself (`gpulens-mig-` and a hash of the
-/// entries), so a changed layout gets a new name (the MIG manager acts on label changes only,
-/// never on a changed config under the same name) and nodes with the same layout share one.
-pub fn config_name(entries: &[MigPartedEntry]) -> String {
-    let mut canonical = String::new();
-    for e in entries {
-        canonical.push_str(&format!(
-            "{:?}|{}|{:?};",
-            e.devices, e.mig_enabled, e.mig_devices
-        ));
-    }
-    format!("gpulens-mig-{:012x}", fnv1a(canonical.as_bytes()) >> 16)
-}
-
-/// 64-bit FNV-1a: stable across builds and platforms (std's hasher is not).
-fn fnv1a(bytes: &[u8]) -> u64 {
-    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, b| {
-        (h ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3)
-    })
-}
-
-/// The NVIDIA device plugin's sharing configuration (version v1).
-pub fn device_plugin_config(mode: &str, replicas: u32) -> String {
-    let key = if mode == "mps" { "mps" } else { "timeSlicing" };
-    format!(
-        "version: v1\nflags:\n  migStrategy: none\nsharing:\n  {key}:\n    resources:\n    - name: nvidia.com/gpu\n      replicas: {replicas}\n"
-    )
-}
-
 /// Separate interfering tenants: move the aggressor to the GPU of the same node where replay
 /// predicts the least contention.
 fn separate(
@@ -631,6 +314,9 @@ fn separate(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::Config;
+    use crate::mig::MigPartedEntry;
+    use crate::need::plan_confidence;
 
     fn entry(devices: Vec<i64>, layout: &[(&str, u32)]) -> MigPartedEntry {
         MigPartedEntry {

@@ -7,8 +7,6 @@
 
 use std::collections::BTreeMap;
 
-use serde::{Deserialize, Serialize};
-
 use crate::holdings::{Holding, HourUse};
 
 /// A device in a plan: a whole GPU, a MIG instance or a shared GPU.
@@ -20,24 +18,7 @@ pub struct Slot<'a> {
     pub holdings: Vec<&'a Holding>,
 }
 
-/// What replaying a plan predicts.
-#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
-pub struct Replay {
-    /// Hours of recorded demand replayed.
-    pub hours: usize,
-    /// Tenant-hours whose demand exceeded their device, today and under the proposal.
-    pub contention_hours_before: f64,
-    pub contention_hours_after: f64,
-    /// Tenant-hours whose memory would not fit under the proposal.
-    pub memory_overflow_hours: f64,
-    /// Share of replayed hours with a memory overflow.
-    pub memory_overflow_risk: f64,
-    /// Whole GPUs the proposal frees (GPU-equivalents for shares).
-    pub gpus_freed: f64,
-    /// The verdict: harmful proposals are not made.
-    pub harmful: bool,
-    pub reason: Option<String>,
-}
+pub use crate::recommendation::Replay;
 
 /// Contended and overflowing hours per tenant of one slot, and the hours replayed.
 fn slot_hours(slot: &Slot, per_tenant: &mut BTreeMap<String, (f64, f64)>) -> usize {

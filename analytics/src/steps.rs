@@ -9,10 +9,11 @@ use crate::findings::{Ctx, Evidence, GIB};
 use crate::holdings::Holding;
 use crate::input::GpuRef;
 use crate::mig::{MigPartedConfig, MigPartedEntry};
+use crate::need::{plan_confidence, slot_now};
 use crate::plan::{self, Fit, FleetPlan, NodeAfter, NodePlan, Placed, PoolLayout, PoolPlan};
-use crate::recommend::{
+use crate::recommendation::{
     Move, Proposal, RecKind, Recommendation, Rejected, Target, config_name, device_plugin_config,
-    mig_target, plan_confidence, rec_id, slot_now,
+    mig_target, rec_id,
 };
 use crate::replay::{Slot, replay};
 

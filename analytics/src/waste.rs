@@ -7,13 +7,14 @@ use std::collections::BTreeMap;
 
 use model::figures;
 
-use crate::Config;
+use crate::config::Config;
 use crate::findings::{
     Ctx, Evidence, Finding, FindingKind, GIB, Severity, activity_evidence, finding_id, gib,
 };
 use crate::holdings::Holding;
 use crate::input::GpuRef;
-use crate::recommend::{Move, current, need, smaller_sizes, smaller_target};
+use crate::need::{current, need, smaller_sizes, smaller_target};
+use crate::recommendation::Move;
 
 /// Wasted GPU-hours from which an underutilized holding is a warning: a GPU-day.
 pub const WARNING_WASTE_GPU_HOURS: f64 = 24.0;

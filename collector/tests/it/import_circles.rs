@@ -235,10 +235,7 @@ fn declarations(code: &str, facade: bool) -> (String, Vec<(String, ModPath)>) {
     let mut out = code.to_owned();
     let mut reexports = Vec::new();
     let mut search = 0;
-    loop {
-        let Some(rel) = out[search..].find("use ") else {
-            break;
-        };
+    while let Some(rel) = out[search..].find("use ") {
         let at = search + rel;
         search = at + 4;
         if at > 0 && is_ident(out[..at].chars().next_back().unwrap()) {

@@ -1,0 +1,114 @@
+//! The analysis' thresholds and prices: defaults documented in docs/analytics.md, overridden
+//! by the collector's `[analytics]` table.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+/// Thresholds and prices. Defaults are documented in docs/analytics.md; the collector reads
+/// overrides from the `[analytics]` table of its configuration file.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Config {
+    /// idle_allocation: allocated with no kernel for at least this long.
+    #[serde(with = "duration_text")]
+    pub idle_min: Duration,
+    /// Holdings with fewer allocated GPU-hours are not judged (underutilized, reclaim).
+    pub min_alloc_hours: f64,
+    /// underutilized: effective / allocated below this, and a smaller slice fits.
+    pub underutilized_ratio: f64,
+    /// reclaim: idle for at least this share of the allocated time.
+    pub reclaim_idle_share: f64,
+    /// Right-sizing headroom over p99 memory and p95 compute.
+    pub memory_headroom: f64,
+    pub compute_headroom: f64,
+    /// The most time-slice replicas a right-size may propose.
+    pub max_replicas: u32,
+    /// interference: device saturated at this gpu_util (mean over a minute).
+    pub saturation: f64,
+    /// interference on MIG: memory bandwidth saturated at this mean dram_active.
+    pub mig_bandwidth_saturation: f64,
+    /// interference: least rate drop, and least time in each of the two states compared.
+    pub interference_min_drop: f64,
+    #[serde(with = "duration_text")]
+    pub interference_min: Duration,
+    /// memory_pressure: peak memory at this share of the total …
+    pub memory_pressure: f64,
+    /// … (and throttling) in at least this many hours.
+    pub pressure_min_hours: f64,
+    /// throttling: share of samples with a thermal or power reason in an hour.
+    pub throttle_share: f64,
+    #[serde(with = "duration_text")]
+    pub zombie_min: Duration,
+    #[serde(with = "duration_text")]
+    pub silent_after: Duration,
+    /// Replay: extra contended tenant-hours allowed, as a share of the hours replayed.
+    pub replay_tolerance: f64,
+    /// Price per GPU-hour by model: the longest key contained in the model name wins
+    /// (e.g. "H100" = 2.49). Models without a match cost `default_price`.
+    pub prices: BTreeMap<String, f64>,
+    pub default_price: f64,
+    pub currency: String,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            idle_min: Duration::from_secs(30 * 60),
+            min_alloc_hours: 4.0,
+            underutilized_ratio: 0.5,
+            reclaim_idle_share: 0.9,
+            memory_headroom: 0.10,
+            compute_headroom: 0.25,
+            max_replicas: 8,
+            saturation: 0.9,
+            mig_bandwidth_saturation: 0.8,
+            interference_min_drop: 0.2,
+            interference_min: Duration::from_secs(30 * 60),
+            memory_pressure: 0.95,
+            pressure_min_hours: 1.0,
+            throttle_share: 0.2,
+            zombie_min: Duration::from_secs(10 * 60),
+            silent_after: Duration::from_secs(5 * 60),
+            replay_tolerance: 0.01,
+            prices: BTreeMap::from([
+                ("H200".into(), 3.50),
+                ("H100".into(), 2.50),
+                ("A100".into(), 1.60),
+                ("L40S".into(), 1.00),
+                ("A10G".into(), 0.75),
+            ]),
+            default_price: 1.00,
+            currency: "USD".into(),
+        }
+    }
+}
+
+impl Config {
+    pub fn price_of(&self, model: &str) -> f64 {
+        self.prices
+            .iter()
+            .filter(|(k, _)| model.contains(k.as_str()))
+            .max_by_key(|(k, _)| k.len())
+            .map_or(self.default_price, |(_, v)| *v)
+    }
+}
+
+/// Durations in configuration files as humantime text: "30m", "2h", "90s".
+mod duration_text {
+    use std::time::Duration;
+
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&humantime::format_duration(*d).to_string())
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+        let s = String::deserialize(d)?;
+        humantime::parse_duration(&s).map_err(|e| {
+            serde::de::Error::custom(format!("{s:?} is not a duration like 30m, 2h or 90s: {e}"))
+        })
+    }
+}

@@ -1,0 +1,231 @@
+//! What a finding is: its kind, severity, subject, the numbers that back it and the series that
+//! show it (docs/analytics.md defines each kind), with ids stable across analyses.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FindingKind {
+    IdleAllocation,
+    Underutilized,
+    ZombieProcess,
+    MemoryPressure,
+    Interference,
+    Throttling,
+    Hardware,
+    AgentSilent,
+    /// An applied step measured worse than replay predicted (the outcome check).
+    OutcomeWorse,
+}
+
+impl FindingKind {
+    pub const ALL: [FindingKind; 9] = [
+        FindingKind::IdleAllocation,
+        FindingKind::Underutilized,
+        FindingKind::ZombieProcess,
+        FindingKind::MemoryPressure,
+        FindingKind::Interference,
+        FindingKind::Throttling,
+        FindingKind::Hardware,
+        FindingKind::AgentSilent,
+        FindingKind::OutcomeWorse,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FindingKind::IdleAllocation => "idle_allocation",
+            FindingKind::Underutilized => "underutilized",
+            FindingKind::ZombieProcess => "zombie_process",
+            FindingKind::MemoryPressure => "memory_pressure",
+            FindingKind::Interference => "interference",
+            FindingKind::Throttling => "throttling",
+            FindingKind::Hardware => "hardware",
+            FindingKind::AgentSilent => "agent_silent",
+            FindingKind::OutcomeWorse => "outcome_worse",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<FindingKind> {
+        FindingKind::ALL.into_iter().find(|k| k.as_str() == s)
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Severity {
+    Info,
+    Warning,
+    Critical,
+}
+
+impl Severity {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Severity::Info => "info",
+            Severity::Warning => "warning",
+            Severity::Critical => "critical",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Severity> {
+        [Severity::Info, Severity::Warning, Severity::Critical]
+            .into_iter()
+            .find(|k| k.as_str() == s)
+    }
+}
+
+/// A series a UI can chart as evidence: `metric` of `entity` (the `/api/v1/series` names)
+/// over a time range.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Evidence {
+    pub label: String,
+    pub metric: String,
+    /// `gpu:UUID`, `tenant:KEY`, `node:NAME`.
+    pub entity: String,
+    pub from_ms: i64,
+    pub to_ms: i64,
+    /// The `/api/v1/series` request that returns the series.
+    pub href: String,
+}
+
+impl Evidence {
+    pub fn new(
+        label: impl Into<String>,
+        metric: &str,
+        entity: String,
+        from_ms: i64,
+        to_ms: i64,
+    ) -> Evidence {
+        let enc = query_value(&entity);
+        Evidence {
+            label: label.into(),
+            metric: metric.into(),
+            href: format!("/api/v1/series?metric={metric}&entity={enc}&from={from_ms}&to={to_ms}"),
+            entity,
+            from_ms,
+            to_ms,
+        }
+    }
+
+    /// A tenant's series, qualified by its cluster: the same key (`host/1001`) names another
+    /// cluster's tenant.
+    pub fn tenant(
+        label: impl Into<String>,
+        metric: &str,
+        cluster: &str,
+        key: &str,
+        from_ms: i64,
+        to_ms: i64,
+    ) -> Evidence {
+        let mut e = Evidence::new(label, metric, format!("tenant:{key}"), from_ms, to_ms);
+        e.href
+            .push_str(&format!("&cluster={}", query_value(cluster)));
+        e
+    }
+}
+
+/// `value` as a query-string value: the characters that would end or change it escaped.
+fn query_value(value: &str) -> String {
+    value
+        .chars()
+        .map(|c| match c {
+            ' ' | '&' | '#' | '+' | '%' | '?' | '=' => format!("%{:02X}", c as u32),
+            c => c.to_string(),
+        })
+        .collect()
+}
+
+/// One finding.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Finding {
+    /// Stable across runs for the same kind, subject and window start.
+    pub id: String,
+    pub kind: FindingKind,
+    pub severity: Severity,
+    pub cluster: String,
+    pub node: String,
+    pub gpu: Option<String>,
+    /// Tenant keys; for interference the victim first, then the aggressor.
+    pub tenants: Vec<String>,
+    pub team: Option<String>,
+    pub from_ms: i64,
+    pub to_ms: i64,
+    /// The signal the finding rests on.
+    pub signal: String,
+    /// Why an underutilized holding cannot simply shrink, and what it could share instead:
+    /// `fits_smaller`, `memory_bound`, `compute_bound` or `no_data` (docs/analytics.md).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    pub summary: String,
+    /// Numbers behind the finding, by name.
+    pub metrics: BTreeMap<String, f64>,
+    pub evidence: Vec<Evidence>,
+}
+
+/// A number rounded to tenths: how a finding's headline is reported, so every place that
+/// shows it (alert value, finding page) rounds it once, the same way.
+pub fn tenths(x: f64) -> f64 {
+    (x * 10.0).round() / 10.0
+}
+
+impl Finding {
+    /// The one number that says how big the finding is, with its unit: what an alert's
+    /// `value` carries and what pages quote, so both say the same. Idle: the hours idle in
+    /// runs; underutilized: the GPU-hours wasted; interference: the victim's slowdown in
+    /// percent; hardware: the error events; otherwise the hours the finding spans.
+    pub fn headline(&self) -> (f64, &'static str) {
+        let m = |k: &str| self.metrics.get(k).copied();
+        let span = (self.to_ms - self.from_ms) as f64 / 3_600_000.0;
+        let (v, unit) = match self.kind {
+            FindingKind::IdleAllocation => (m("idle_hours_in_runs").unwrap_or(span), "h"),
+            FindingKind::Underutilized => (m("wasted_gpu_hours").unwrap_or(span), "GPU-h"),
+            FindingKind::Interference => (m("rate_drop").map_or(span, |r| r * 100.0), "%"),
+            FindingKind::Hardware => (
+                m("xid_errors").unwrap_or(0.0)
+                    + m("ecc_uncorrected").unwrap_or(0.0)
+                    + m("retired_pages").unwrap_or(0.0)
+                    + m("remapped_rows").unwrap_or(0.0),
+                "errors",
+            ),
+            _ => (span, "h"),
+        };
+        (tenths(v), unit)
+    }
+}
+
+pub fn finding_id(kind: FindingKind, subject: &str, from_ms: i64) -> String {
+    stable_id(kind.as_str(), &[subject.as_bytes(), &from_ms.to_le_bytes()])
+}
+
+/// `<kind>-<hash>`: the same for the same kind and parts in every run. FNV-1a: short, stable,
+/// no dependency.
+pub fn stable_id(kind: &str, parts: &[&[u8]]) -> String {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for &b in kind
+        .as_bytes()
+        .iter()
+        .chain(parts.iter().flat_map(|p| p.iter()))
+    {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    format!("{kind}-{h:016x}")
+}
+
+pub fn hours(s: f64) -> String {
+    if s >= 86_400.0 * 2.0 {
+        format!("{:.1} days", s / 86_400.0)
+    } else if s >= 3600.0 {
+        format!("{:.1} h", s / 3600.0)
+    } else {
+        format!("{:.0} min", s / 60.0)
+    }
+}
+
+pub const GIB: f64 = (1u64 << 30) as f64;
+
+pub fn gib(bytes: f64) -> f64 {
+    bytes / GIB
+}

@@ -1,0 +1,242 @@
+//! What a recommendation is: its kind, its target, the moves it makes and the proposal it
+//! carries to the cluster (labels, device-plugin and mig-parted configs), with stable ids and
+//! config names derived from their content.
+
+use serde::{Deserialize, Serialize};
+
+use crate::finding::{Evidence, stable_id};
+use crate::mig::{MigPartedEntry, Profile};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RecKind {
+    Reclaim,
+    RightSize,
+    Consolidate,
+    MigLayout,
+    TimeSlicing,
+    Mps,
+    Separate,
+}
+
+impl RecKind {
+    pub const ALL: [RecKind; 7] = [
+        RecKind::Reclaim,
+        RecKind::RightSize,
+        RecKind::Consolidate,
+        RecKind::MigLayout,
+        RecKind::TimeSlicing,
+        RecKind::Mps,
+        RecKind::Separate,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RecKind::Reclaim => "reclaim",
+            RecKind::RightSize => "right_size",
+            RecKind::Consolidate => "consolidate",
+            RecKind::MigLayout => "mig_layout",
+            RecKind::TimeSlicing => "time_slicing",
+            RecKind::Mps => "mps",
+            RecKind::Separate => "separate",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<RecKind> {
+        RecKind::ALL.into_iter().find(|k| k.as_str() == s)
+    }
+}
+
+/// Where a tenant would go.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Target {
+    WholeGpu,
+    Mig {
+        profile: String,
+        memory_gib: f64,
+        compute_slices: u32,
+    },
+    Share {
+        replicas: u32,
+    },
+}
+
+impl Target {
+    /// The place in words: "a whole GPU", "a MIG 3g.40gb instance", "a 1/2 time-slice share".
+    pub fn describe(&self) -> String {
+        match self {
+            Target::WholeGpu => "a whole GPU".into(),
+            Target::Mig { profile, .. } => format!("a MIG {profile} instance"),
+            Target::Share { replicas } => format!("a 1/{replicas} time-slice share"),
+        }
+    }
+}
+
+/// A tenant's move in a plan.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Move {
+    pub tenant: String,
+    pub from_gpu: String,
+    /// Where it runs now, in words people use (empty in analyses stored before the plan).
+    #[serde(default)]
+    pub from_node: String,
+    #[serde(default)]
+    pub from_gpu_index: i64,
+    /// The node it would run on (its own unless the plan consolidates across nodes).
+    #[serde(default)]
+    pub to_node: String,
+    /// Index of the GPU on the node it would run on.
+    pub to_gpu_index: i64,
+    pub target: Target,
+}
+
+/// What a recommendation proposes, ready to apply.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Proposal {
+    Reclaim {
+        tenant: String,
+        gpus: Vec<String>,
+        gpu_equivalents: f64,
+    },
+    RightSize {
+        tenant: String,
+        gpu: String,
+        current: String,
+        target: Target,
+    },
+    Consolidate {
+        moves: Vec<Move>,
+        gpus_before: usize,
+        gpus_after: usize,
+    },
+    MigLayout {
+        config_name: String,
+        mig_parted_yaml: String,
+        moves: Vec<Move>,
+    },
+    Sharing {
+        mode: String,
+        replicas: u32,
+        device_plugin_yaml: String,
+        /// The tenants that move onto the shared GPUs.
+        #[serde(default)]
+        moves: Vec<Move>,
+    },
+    Separate {
+        victim: String,
+        aggressor: String,
+        plan: String,
+        moves: Vec<Move>,
+    },
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Recommendation {
+    pub id: String,
+    pub kind: RecKind,
+    pub cluster: String,
+    pub node: String,
+    pub gpus: Vec<String>,
+    pub tenants: Vec<String>,
+    pub team: Option<String>,
+    pub summary: String,
+    /// 0–1: how much recorded data and which signal the recommendation rests on.
+    pub confidence: f64,
+    /// Ids of the findings it answers.
+    pub findings: Vec<String>,
+    pub proposal: Proposal,
+    pub replay: Replay,
+    pub evidence: Vec<Evidence>,
+    /// Steps that must be carried out first: those that empty the GPUs this one moves tenants
+    /// onto (a reclaim, or another node's step moving the tenant there away). Approving a step
+    /// approves the planned label changes of these with it; a required step without one (a
+    /// reclaim, a consolidation: a person's change) must be done first.
+    #[serde(default)]
+    pub requires: Vec<String>,
+}
+
+impl Recommendation {
+    /// The tenants this step moves, if any.
+    pub fn moves(&self) -> &[Move] {
+        match &self.proposal {
+            Proposal::Consolidate { moves, .. }
+            | Proposal::MigLayout { moves, .. }
+            | Proposal::Sharing { moves, .. }
+            | Proposal::Separate { moves, .. } => moves,
+            _ => &[],
+        }
+    }
+}
+
+/// A proposal the replay turned down, kept so people can see why nothing was recommended.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Rejected {
+    pub kind: RecKind,
+    pub cluster: String,
+    pub node: String,
+    pub tenants: Vec<String>,
+    pub reason: String,
+    pub replay: Option<Replay>,
+}
+
+pub(crate) fn rec_id(kind: RecKind, subject: &str) -> String {
+    stable_id(kind.as_str(), &[subject.as_bytes()])
+}
+
+/// A mig-parted config name derived from the layout itself (`gpulens-mig-` and a hash of the
+/// entries), so a changed layout gets a new name (the MIG manager acts on label changes only,
+/// never on a changed config under the same name) and nodes with the same layout share one.
+pub fn config_name(entries: &[MigPartedEntry]) -> String {
+    let mut canonical = String::new();
+    for e in entries {
+        canonical.push_str(&format!(
+            "{:?}|{}|{:?};",
+            e.devices, e.mig_enabled, e.mig_devices
+        ));
+    }
+    format!("gpulens-mig-{:012x}", fnv1a(canonical.as_bytes()) >> 16)
+}
+
+/// 64-bit FNV-1a: stable across builds and platforms (std's hasher is not).
+fn fnv1a(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, b| {
+        (h ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3)
+    })
+}
+
+/// The NVIDIA device plugin's sharing configuration (version v1).
+pub fn device_plugin_config(mode: &str, replicas: u32) -> String {
+    let key = if mode == "mps" { "mps" } else { "timeSlicing" };
+    format!(
+        "version: v1\nflags:\n  migStrategy: none\nsharing:\n  {key}:\n    resources:\n    - name: nvidia.com/gpu\n      replicas: {replicas}\n"
+    )
+}
+
+pub(crate) fn mig_target(p: &Profile) -> Target {
+    Target::Mig {
+        profile: p.name.into(),
+        memory_gib: p.memory_gib,
+        compute_slices: p.compute_slices,
+    }
+}
+
+/// What replaying a plan predicts.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct Replay {
+    /// Hours of recorded demand replayed.
+    pub hours: usize,
+    /// Tenant-hours whose demand exceeded their device, today and under the proposal.
+    pub contention_hours_before: f64,
+    pub contention_hours_after: f64,
+    /// Tenant-hours whose memory would not fit under the proposal.
+    pub memory_overflow_hours: f64,
+    /// Share of replayed hours with a memory overflow.
+    pub memory_overflow_risk: f64,
+    /// Whole GPUs the proposal frees (GPU-equivalents for shares).
+    pub gpus_freed: f64,
+    /// The verdict: harmful proposals are not made.
+    pub harmful: bool,
+    pub reason: Option<String>,
+}
