@@ -50,6 +50,73 @@ impl FindingKind {
     pub fn parse(s: &str) -> Option<FindingKind> {
         FindingKind::ALL.into_iter().find(|k| k.as_str() == s)
     }
+
+    /// How this kind alerts unless a rule says otherwise: the `alertname`, the severity (`None`:
+    /// each finding's own) and the description, whose `{node}`, `{tenant}`, `{value}` …
+    /// the alert fills in. Alert rules, Prometheus rules and the rule-file generator all read
+    /// it, so a new kind alerts with no other change.
+    pub fn alert(self) -> AlertDefaults {
+        let (name, severity, description) = match self {
+            FindingKind::IdleAllocation => (
+                "GpuIdleAllocation",
+                None,
+                "{tenant} holds a GPU on {node} it has not used for {value} hours",
+            ),
+            FindingKind::Underutilized => (
+                "GpuUnderutilized",
+                None,
+                "{tenant} uses little of the GPU it holds on {node}: {value} GPU-hours wasted",
+            ),
+            FindingKind::ZombieProcess => (
+                "GpuZombieProcess",
+                Some("warning"),
+                "a process no tenant owns holds GPU memory on {node}",
+            ),
+            FindingKind::Interference => (
+                "GpuInterference",
+                None,
+                "a tenant sharing a GPU on {node} slows {tenant} down by {value} %",
+            ),
+            FindingKind::MemoryPressure => (
+                "GpuMemoryPressure",
+                None,
+                "GPU memory on {node} is nearly full",
+            ),
+            FindingKind::Throttling => (
+                "GpuThrottling",
+                None,
+                "a GPU on {node} is throttled (thermal or power)",
+            ),
+            FindingKind::Hardware => (
+                "GpuHardwareErrors",
+                Some("critical"),
+                "a GPU on {node} reports {value} XID or ECC error(s)",
+            ),
+            FindingKind::AgentSilent => (
+                "GpulensAgentSilent",
+                Some("critical"),
+                "no data from the gpulens agent on {node}",
+            ),
+            FindingKind::OutcomeWorse => (
+                "GpulensOutcomeWorse",
+                Some("warning"),
+                "a GPU Operator change on {node} turned out worse than predicted: {summary}",
+            ),
+        };
+        AlertDefaults {
+            name,
+            severity,
+            description,
+        }
+    }
+}
+
+/// A finding kind's default alert ([`FindingKind::alert`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AlertDefaults {
+    pub name: &'static str,
+    pub severity: Option<&'static str>,
+    pub description: &'static str,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]

@@ -105,4 +105,28 @@ mod tests {
             .validate(&limits, batch.snapshots[0].ts)
             .expect("the example is valid");
     }
+
+    /// The finding kinds the API documents are the ones the analysis declares.
+    #[test]
+    fn the_openapi_finding_kinds_are_the_declared_ones() {
+        let doc: serde_json::Value = serde_json::from_str(OPENAPI).unwrap();
+        let params = doc["paths"]["/api/v1/findings"]["get"]["parameters"]
+            .as_array()
+            .unwrap();
+        let kind = params.iter().find(|p| p["name"] == "kind").unwrap();
+        let documented: Vec<&str> = kind["schema"]["enum"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_str().unwrap())
+            .collect();
+        let declared: Vec<&str> = analytics::FindingKind::ALL
+            .iter()
+            .map(|k| k.as_str())
+            .collect();
+        assert_eq!(
+            documented, declared,
+            "openapi.json's finding kinds differ from analytics::FindingKind::ALL"
+        );
+    }
 }

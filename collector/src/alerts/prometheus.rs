@@ -12,6 +12,7 @@
 
 use std::collections::BTreeMap;
 
+use analytics::FindingKind;
 use serde::Serialize;
 
 use super::rules::{Kind, Rule};
@@ -80,18 +81,12 @@ fn quoted(s: &str) -> String {
 fn expr(rule: &Rule) -> String {
     let finding = |kind: &str| format!("gpulens_finding_headline{{kind={}}}", quoted(kind));
     match rule.kind {
-        Kind::IdleAllocation => format!(
+        Kind::Finding(FindingKind::IdleAllocation) => format!(
             "{} >= {}",
             finding("idle_allocation"),
             rule.threshold.unwrap_or(4.0)
         ),
-        Kind::Underutilized => finding("underutilized"),
-        Kind::Interference => finding("interference"),
-        Kind::MemoryPressure => finding("memory_pressure"),
-        Kind::Throttling => finding("throttling"),
-        Kind::Hardware => finding("hardware"),
-        Kind::AgentSilent => finding("agent_silent"),
-        Kind::OutcomeWorse => finding("outcome_worse"),
+        Kind::Finding(k) => finding(k.as_str()),
         Kind::IngestLag => format!(
             "histogram_quantile(0.99, sum by (le) (rate(gpulens_ingest_lag_seconds_bucket[10m]))) > {}",
             rule.threshold.unwrap_or(300.0)
@@ -346,7 +341,7 @@ mod tests {
 
     #[test]
     fn every_default_rule_translates_with_its_threshold_duration_and_severity() {
-        let rules: Vec<Rule> = Kind::ALL.iter().map(|k| Rule::default_for(*k)).collect();
+        let rules: Vec<Rule> = Kind::all().into_iter().map(Rule::default_for).collect();
         let p: Vec<AlertingRule> = rules.iter().map(Rule::prometheus).collect();
         let idle = p.iter().find(|r| r.alert == "GpuIdleAllocation").unwrap();
         assert_eq!(
@@ -379,7 +374,7 @@ mod tests {
 
     #[test]
     fn a_configured_rule_keeps_its_name_labels_and_threshold() {
-        let mut r = Rule::default_for(Kind::IdleAllocation);
+        let mut r = Rule::default_for(Kind::Finding(FindingKind::IdleAllocation));
         r.name = "TeamIdle".into();
         r.threshold = Some(8.5);
         r.for_ = std::time::Duration::from_secs(90);

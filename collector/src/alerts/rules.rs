@@ -13,56 +13,59 @@ use serde::Deserialize;
 use store::NodeRecord;
 use store::label_actions::LabelActionRecord;
 
-/// What a rule watches.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "snake_case")]
+/// What a rule watches: a kind of finding (every one the analysis declares), or one of the
+/// collector's own conditions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Kind {
-    /// A tenant holds a GPU it has not used for `threshold` hours (default 4).
-    IdleAllocation,
-    Underutilized,
-    Interference,
-    MemoryPressure,
-    /// Thermal or power throttling.
-    Throttling,
-    /// XID errors, ECC errors, retired pages or remapped rows.
-    Hardware,
-    AgentSilent,
+    /// A finding of this kind still going on at the end of the analysed window.
+    Finding(FindingKind),
     /// A node's newest data arrives more than `threshold` seconds (default 300) after it was
     /// sampled.
     IngestLag,
     /// A GPU Operator label change failed and was rolled back (or could not be).
     LabelRollback,
-    /// An applied change measured worse than replay predicted (the outcome check); the
-    /// collector offers its rollback as a planned label action.
-    OutcomeWorse,
 }
 
 impl Kind {
-    pub const ALL: [Kind; 10] = [
-        Kind::IdleAllocation,
-        Kind::Underutilized,
-        Kind::Interference,
-        Kind::MemoryPressure,
-        Kind::Throttling,
-        Kind::Hardware,
-        Kind::AgentSilent,
-        Kind::IngestLag,
-        Kind::LabelRollback,
-        Kind::OutcomeWorse,
-    ];
+    /// Every kind: each finding kind, then the collector's own.
+    pub fn all() -> Vec<Kind> {
+        FindingKind::ALL
+            .into_iter()
+            .map(Kind::Finding)
+            .chain([Kind::IngestLag, Kind::LabelRollback])
+            .collect()
+    }
+
+    /// The word a rule file names the kind with.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Kind::Finding(k) => k.as_str(),
+            Kind::IngestLag => "ingest_lag",
+            Kind::LabelRollback => "label_rollback",
+        }
+    }
 
     fn finding(self) -> Option<FindingKind> {
-        Some(match self {
-            Kind::IdleAllocation => FindingKind::IdleAllocation,
-            Kind::Underutilized => FindingKind::Underutilized,
-            Kind::Interference => FindingKind::Interference,
-            Kind::MemoryPressure => FindingKind::MemoryPressure,
-            Kind::Throttling => FindingKind::Throttling,
-            Kind::Hardware => FindingKind::Hardware,
-            Kind::AgentSilent => FindingKind::AgentSilent,
-            Kind::OutcomeWorse => FindingKind::OutcomeWorse,
-            Kind::IngestLag | Kind::LabelRollback => return None,
-        })
+        match self {
+            Kind::Finding(k) => Some(k),
+            Kind::IngestLag | Kind::LabelRollback => None,
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for Kind {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Kind, D::Error> {
+        let word = String::deserialize(d)?;
+        Kind::all()
+            .into_iter()
+            .find(|k| k.as_str() == word)
+            .ok_or_else(|| {
+                let known: Vec<&str> = Kind::all().into_iter().map(Kind::as_str).collect();
+                serde::de::Error::custom(format!(
+                    "unknown alert kind {word:?}; known kinds: {}",
+                    known.join(", ")
+                ))
+            })
     }
 }
 
@@ -98,48 +101,10 @@ pub struct Rule {
 impl Rule {
     pub fn default_for(kind: Kind) -> Rule {
         let (name, for_, severity, description) = match kind {
-            Kind::IdleAllocation => (
-                "GpuIdleAllocation",
-                0,
-                None,
-                "{tenant} holds a GPU on {node} it has not used for {value} hours",
-            ),
-            Kind::Underutilized => (
-                "GpuUnderutilized",
-                0,
-                None,
-                "{tenant} uses little of the GPU it holds on {node}: {value} GPU-hours wasted",
-            ),
-            Kind::Interference => (
-                "GpuInterference",
-                0,
-                None,
-                "a tenant sharing a GPU on {node} slows {tenant} down by {value} %",
-            ),
-            Kind::MemoryPressure => (
-                "GpuMemoryPressure",
-                0,
-                None,
-                "GPU memory on {node} is nearly full",
-            ),
-            Kind::Throttling => (
-                "GpuThrottling",
-                0,
-                None,
-                "a GPU on {node} is throttled (thermal or power)",
-            ),
-            Kind::Hardware => (
-                "GpuHardwareErrors",
-                0,
-                Some("critical"),
-                "a GPU on {node} reports {value} XID or ECC error(s)",
-            ),
-            Kind::AgentSilent => (
-                "GpulensAgentSilent",
-                0,
-                Some("critical"),
-                "no data from the gpulens agent on {node}",
-            ),
+            Kind::Finding(k) => {
+                let d = k.alert();
+                (d.name, 0, d.severity, d.description)
+            }
             Kind::IngestLag => (
                 "GpulensIngestLag",
                 300,
@@ -151,12 +116,6 @@ impl Rule {
                 0,
                 None,
                 "a GPU Operator change on {node} failed: {summary}",
-            ),
-            Kind::OutcomeWorse => (
-                "GpulensOutcomeWorse",
-                0,
-                Some("warning"),
-                "a GPU Operator change on {node} turned out worse than predicted: {summary}",
             ),
         };
         Rule {
@@ -291,7 +250,9 @@ pub fn evaluate(rules: &[Rule], facts: &Facts) -> Vec<Condition> {
                     continue;
                 }
                 let (value, _) = f.headline();
-                if rule.kind == Kind::IdleAllocation && value < rule.threshold_or(4.0) {
+                if rule.kind == Kind::Finding(FindingKind::IdleAllocation)
+                    && value < rule.threshold_or(4.0)
+                {
                     continue;
                 }
                 let severity = rule
@@ -379,4 +340,30 @@ pub fn evaluate(rules: &[Rule], facts: &Facts) -> Vec<Condition> {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_declared_finding_kind_has_a_default_rule_with_its_own_name() {
+        let rules: Vec<Rule> = Kind::all().into_iter().map(Rule::default_for).collect();
+        for k in FindingKind::ALL {
+            assert!(
+                rules.iter().any(|r| r.kind == Kind::Finding(k)),
+                "{} has no alert rule",
+                k.as_str()
+            );
+        }
+        let names: std::collections::BTreeSet<&str> =
+            rules.iter().map(|r| r.name.as_str()).collect();
+        assert_eq!(names.len(), rules.len(), "two rules share an alertname");
+        let kind: Kind = serde_json::from_str("\"zombie_process\"").unwrap();
+        assert_eq!(kind, Kind::Finding(FindingKind::ZombieProcess));
+        let err = serde_json::from_str::<Kind>("\"zombie\"")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("known kinds: idle_allocation"), "{err}");
+    }
 }

@@ -159,7 +159,7 @@ impl Settings {
     /// those of the same name, then the other configured rules.
     pub fn effective_rules(&self) -> Vec<Rule> {
         let mut out: Vec<Rule> = if self.default_rules {
-            Kind::ALL.iter().map(|k| Rule::default_for(*k)).collect()
+            Kind::all().into_iter().map(Rule::default_for).collect()
         } else {
             Vec::new()
         };

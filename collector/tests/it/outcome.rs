@@ -272,7 +272,9 @@ async fn applied_steps_are_checked_against_their_prediction() {
         "{}",
         finding.summary
     );
-    let rules = vec![Rule::default_for(Kind::OutcomeWorse)];
+    let rules = vec![Rule::default_for(Kind::Finding(
+        analytics::FindingKind::OutcomeWorse,
+    ))];
     let firing = evaluate(
         &rules,
         &Facts {
