@@ -20,7 +20,7 @@ use crate::tasks::{Periodic, Task};
 pub const ROLLUP_GRACE_MS: i64 = 15_000;
 
 /// Raw samples younger than this stay rows; older ones are sealed into ten-minute blocks (a
-/// tenth of the bytes; see docs/ARCHITECTURE.md). Past the rollup grace, so that the minutes a
+/// tenth of the bytes; see docs/storage.md). Past the rollup grace, so that the minutes a
 /// rollup pass reads are usually still rows.
 pub const HOT_WINDOW_MS: i64 = 120_000;
 

@@ -156,7 +156,7 @@ pub(crate) const NAMES: [&str; 9] = [
 
 /// How long a block spans; blocks start on its multiples. Ten minutes: a block's fixed cost
 /// (its row's header and identity, two or three index entries: about 400 bytes) is then under
-/// one byte per second, and the rows a rollup reads are still hot (docs/ARCHITECTURE.md).
+/// one byte per second, and the rows a rollup reads are still hot (docs/storage.md).
 pub const BLOCK_MS: i64 = 600_000;
 
 /// The most one seal transaction takes of one node: an hour of its samples.

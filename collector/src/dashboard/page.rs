@@ -244,3 +244,25 @@ pub(super) fn query_string(pairs: &[(&str, &str)]) -> String {
         .collect::<Vec<_>>()
         .join("&")
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_store_failure_shows_the_browser_no_database_text() {
+        let e = store::StoreError::Internal(
+            "relation \"gpu_rollup_1h\" does not exist at postgres://gpulens@db:5432".into(),
+        );
+        let response = PageError::from(e).into_response();
+        assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE);
+        let body = axum::body::to_bytes(response.into_body(), 1 << 20)
+            .await
+            .unwrap();
+        let body = String::from_utf8(body.to_vec()).unwrap();
+        assert!(body.contains("The database did not answer"), "{body}");
+        for secret in ["gpu_rollup_1h", "postgres://", "relation"] {
+            assert!(!body.contains(secret), "{secret} shown: {body}");
+        }
+    }
+}
