@@ -26,6 +26,8 @@ use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::registry::Registry;
 
+use crate::access::routes::{Need, Rule, matches};
+
 /// The largest body an anonymous request may send (a sign-in form is a few hundred bytes).
 pub const ANONYMOUS_MAX_BODY: u64 = 16 * 1024;
 /// The longest an anonymous request may take, reading its body included.
@@ -119,11 +121,10 @@ impl Refusals {
     }
 }
 
-/// Whether a request path is one of the routes agents call with their own tokens (the
-/// access table's `Agent` rules).
-pub fn agent_route(path: &str) -> bool {
-    use crate::access::routes::{Need, TABLE, matches};
-    TABLE
+/// Whether a request path is one of the routes agents call with their own tokens (the route
+/// table's `Agent` rules).
+pub fn agent_route(table: &[Rule], path: &str) -> bool {
+    table
         .iter()
         .any(|r| r.need == Need::Agent && matches(r.path, path))
 }
@@ -197,7 +198,19 @@ mod tests {
         let mut h = HeaderMap::new();
         h.insert(header::TRANSFER_ENCODING, "chunked".parse().unwrap());
         assert!(has_body(&h));
-        assert!(agent_route("/api/v1/nodes/gpu-1/labels"));
-        assert!(!agent_route("/api/v1/nodes"));
+        let table = [
+            Rule {
+                method: "GET",
+                path: "/api/v1/nodes/{node}/labels",
+                need: Need::Agent,
+            },
+            Rule {
+                method: "GET",
+                path: "/api/v1/nodes",
+                need: Need::Read(crate::access::routes::Teams::NoTenants),
+            },
+        ];
+        assert!(agent_route(&table, "/api/v1/nodes/gpu-1/labels"));
+        assert!(!agent_route(&table, "/api/v1/nodes"));
     }
 }

@@ -1,13 +1,12 @@
 //! The collector's own health: liveness, readiness, background-task health and `/metrics`.
 
-use axum::Router;
 use axum::extract::State;
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use axum::routing::get;
 
 use std::sync::Arc;
 
+use crate::access::routes::{Need::*, Routes};
 use crate::analysis::Newest;
 use crate::fleet::LatestGpus;
 use crate::shared::Shared;
@@ -23,12 +22,12 @@ pub struct HealthState {
 
 crate::shared::derefs_to_shared!(HealthState);
 
-pub fn routes() -> Router<HealthState> {
-    Router::new()
-        .route("/healthz", get(healthz))
-        .route("/readyz", get(readyz))
-        .route("/healthz/tasks", get(task_health))
-        .route("/metrics", get(metrics))
+pub fn routes() -> Routes<HealthState> {
+    Routes::new()
+        .get("/healthz", Public, healthz)
+        .get("/readyz", Public, readyz)
+        .get("/healthz/tasks", Public, task_health)
+        .get("/metrics", Scrape, metrics)
 }
 
 async fn healthz() -> &'static str {

@@ -55,12 +55,15 @@ fn admission(state: &AppState) -> crate::listener::Admission {
 pub fn classifier(state: &AppState) -> Classifier {
     let auth = state.shared.clone();
     let access = state.access.clone();
+    let table: Vec<crate::access::routes::Rule> = crate::router::routes(state).rules().to_vec();
     Arc::new(move |method, uri, headers, peer| {
         let path = uri.path();
         let authorization = headers
             .get(header::AUTHORIZATION)
             .and_then(|v| v.to_str().ok());
-        if agent_route(path) && authorization.is_some() && auth.auth.identify(authorization).is_ok()
+        if agent_route(&table, path)
+            && authorization.is_some()
+            && auth.auth.identify(authorization).is_ok()
         {
             return Class::Agent;
         }

@@ -1,6 +1,6 @@
 //! Who may see what (docs/security.md). People sign in through OpenID Connect, a trusted
 //! reverse proxy, or a token on the sign-in form; programs send a bearer token; every route
-//! declares what it needs in one table ([`routes::TABLE`]) that [`enforce`] applies before any
+//! declares what it needs where it is declared ([`routes::Routes`]); [`enforce`] applies it before any
 //! handler runs. Handlers read the outcome as a [`Caller`]; those that show tenants to
 //! team-scoped people filter with [`Caller::sees_team`].
 
@@ -561,9 +561,17 @@ fn page(status: StatusCode, title: &str, msg: String) -> Response {
     (status, Html(web::pages::problem(frame, msg))).into_response()
 }
 
-/// The middleware: looks the route up in [`routes::TABLE`], finds out who calls, refuses or
-/// passes the request on with a [`Caller`] in its extensions.
-pub async fn enforce(State(access): State<Arc<Access>>, mut req: Request, next: Next) -> Response {
+/// What the middleware needs: the access rules in force and the table of every route's rule.
+#[derive(Clone)]
+pub struct Guard {
+    pub access: Arc<Access>,
+    pub table: Arc<[routes::Rule]>,
+}
+
+/// The middleware: looks the route up in the route table ([`routes::Routes`]), finds out who
+/// calls, refuses or passes the request on with a [`Caller`] in its extensions.
+pub async fn enforce(State(guard): State<Guard>, mut req: Request, next: Next) -> Response {
+    let access = &guard.access;
     let Some(path) = req
         .extensions()
         .get::<MatchedPath>()
@@ -571,12 +579,12 @@ pub async fn enforce(State(access): State<Arc<Access>>, mut req: Request, next: 
     else {
         return next.run(req).await;
     };
-    let Some(rule) = routes::find(req.method().as_str(), &path) else {
-        if routes::known_path(&path) {
+    let Some(rule) = routes::find(&guard.table, req.method().as_str(), &path) else {
+        if routes::known_path(&guard.table, &path) {
             // Another method of a known route: the router answers 405.
             return next.run(req).await;
         }
-        tracing::error!(%path, "this route has no access rule in access/routes.rs; refused");
+        tracing::error!(%path, "this route was not declared through access::routes::Routes; refused");
         return ApiError::Internal(format!("no access rule for {path}")).into_response();
     };
     if rule.need == Need::Agent {

@@ -1,6 +1,12 @@
-//! Every route and what it needs, in one table. The access middleware looks each request up
-//! here before any handler runs; a route missing from the table is refused (500, logged), and
-//! a test compares the table with the routes the router serves.
+//! Every route is declared once, with what it needs: a feature's `routes()` builds a
+//! [`Routes`] of (method, path, need, handler), from which come both the axum router and the
+//! access table the middleware ([`super::enforce`]) looks each request up in before any
+//! handler runs. A route cannot be served without a rule; the OpenAPI document is compared
+//! with the same table by a test.
+
+use axum::Router;
+use axum::handler::Handler;
+use axum::routing::MethodRouter;
 
 /// What a route needs from its caller.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -35,71 +41,112 @@ pub struct Rule {
     pub need: Need,
 }
 
-const fn rule(method: &'static str, path: &'static str, need: Need) -> Rule {
-    Rule { method, path, need }
+/// Routes and their rules, built together so neither can lack the other.
+pub struct Routes<S = ()> {
+    router: Router<S>,
+    rules: Vec<Rule>,
 }
 
-use Need::*;
-use Teams::*;
+impl<S: Clone + Send + Sync + 'static> Default for Routes<S> {
+    fn default() -> Self {
+        Routes {
+            router: Router::new(),
+            rules: Vec::new(),
+        }
+    }
+}
 
-/// The table. Paths are axum's route patterns.
-pub const TABLE: &[Rule] = &[
-    // Probes and the API's description.
-    rule("GET", "/healthz", Public),
-    rule("GET", "/readyz", Public),
-    rule("GET", "/healthz/tasks", Public),
-    rule("GET", "/api/v1/openapi.json", Public),
-    rule("GET", "/metrics", Scrape),
-    // Signing in and out.
-    rule("GET", "/login", Public),
-    rule("POST", "/login", Public),
-    rule("POST", "/logout", Public),
-    rule("GET", "/auth/oidc", Public),
-    rule("GET", "/auth/callback", Public),
-    // Agents and remote writers (their tokens bind nodes; checked by the handlers).
-    rule("POST", "/api/v1/ingest", Agent),
-    rule("POST", "/api/v1/write", Agent),
-    rule("GET", "/api/v1/nodes/{node}/labels", Agent),
-    // The dashboard.
-    rule("GET", "/", Read(Filtered)),
-    rule("GET", "/nodes", Read(NoTenants)),
-    rule("GET", "/nodes/{node}", Read(AllTeams)),
-    rule("GET", "/gpus/{uuid}", Read(AllTeams)),
-    rule("GET", "/tenants", Read(Filtered)),
-    rule("GET", "/teams", Read(Filtered)),
-    rule("GET", "/findings", Read(Filtered)),
-    rule("GET", "/findings/{id}", Read(Filtered)),
-    rule("GET", "/recommendations", Read(AllTeams)),
-    rule("GET", "/recommendations/{id}", Read(AllTeams)),
-    rule("POST", "/recommendations/{id}/approve", Operate),
-    rule("GET", "/reports", Read(AllTeams)),
-    rule("GET", "/alerts", Read(AllTeams)),
-    // The read API.
-    rule("GET", "/api/v1/nodes", Read(NoTenants)),
-    rule("GET", "/api/v1/gpus", Read(NoTenants)),
-    rule("GET", "/api/v1/tenants", Read(Filtered)),
-    rule("GET", "/api/v1/series", Read(Filtered)),
-    rule("GET", "/api/v1/funnel", Read(AllTeams)),
-    rule("GET", "/api/v1/findings", Read(Filtered)),
-    rule("GET", "/api/v1/recommendations", Read(AllTeams)),
-    rule("GET", "/api/v1/plan", Read(AllTeams)),
-    rule("GET", "/api/v1/outcomes", Read(AllTeams)),
-    rule("GET", "/api/v1/alerts", Read(AllTeams)),
-    rule("GET", "/api/v1/reports", Read(AllTeams)),
-    rule("GET", "/api/v1/reports/{week}", Read(AllTeams)),
-    rule("GET", "/api/v1/label-actions", Read(AllTeams)),
-    rule("POST", "/api/v1/label-actions/{id}/approve", Operate),
-];
+impl<S: Clone + Send + Sync + 'static> Routes<S> {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// `GET` (and `HEAD`) of `path`, for callers with `need`.
+    pub fn get<H, T>(self, path: &'static str, need: Need, handler: H) -> Self
+    where
+        H: Handler<T, S>,
+        T: 'static,
+    {
+        self.add("GET", path, need, axum::routing::get(handler))
+    }
+
+    /// `POST` of `path`, for callers with `need`.
+    pub fn post<H, T>(self, path: &'static str, need: Need, handler: H) -> Self
+    where
+        H: Handler<T, S>,
+        T: 'static,
+    {
+        self.add("POST", path, need, axum::routing::post(handler))
+    }
+
+    fn add(
+        mut self,
+        method: &'static str,
+        path: &'static str,
+        need: Need,
+        handler: MethodRouter<S>,
+    ) -> Self {
+        assert!(
+            !self
+                .rules
+                .iter()
+                .any(|r| r.method == method && r.path == path),
+            "{method} {path} declared twice"
+        );
+        self.rules.push(Rule { method, path, need });
+        self.router = self.router.route(path, handler);
+        self
+    }
+
+    /// These routes served with `state`.
+    pub fn with_state<S2>(self, state: S) -> Routes<S2> {
+        Routes {
+            router: self.router.with_state(state),
+            rules: self.rules,
+        }
+    }
+
+    pub fn merge(mut self, other: Routes<S>) -> Self {
+        for r in &other.rules {
+            self = self.check_new(r);
+        }
+        self.router = self.router.merge(other.router);
+        self.rules.extend(other.rules);
+        self
+    }
+
+    fn check_new(self, r: &Rule) -> Self {
+        assert!(
+            !self
+                .rules
+                .iter()
+                .any(|x| x.method == r.method && x.path == r.path),
+            "{} {} declared twice",
+            r.method,
+            r.path
+        );
+        self
+    }
+
+    /// The access table of these routes.
+    pub fn rules(&self) -> &[Rule] {
+        &self.rules
+    }
+
+    pub fn into_parts(self) -> (Router<S>, Vec<Rule>) {
+        (self.router, self.rules)
+    }
+}
 
 /// The rule for a request; HEAD is answered as GET.
-pub fn find(method: &str, path: &str) -> Option<&'static Rule> {
+pub fn find<'t>(table: &'t [Rule], method: &str, path: &str) -> Option<&'t Rule> {
     let method = if method == "HEAD" { "GET" } else { method };
-    TABLE.iter().find(|r| r.method == method && r.path == path)
+    table.iter().find(|r| r.method == method && r.path == path)
 }
 
 /// Whether some method of `path` has a rule (another method then gets the router's 405).
-pub fn known_path(path: &str) -> bool {
-    TABLE.iter().any(|r| r.path == path)
+pub fn known_path(table: &[Rule], path: &str) -> bool {
+    table.iter().any(|r| r.path == path)
 }
 
 /// Whether a concrete request path (`/api/v1/nodes/gpu-1/labels`) is one of `pattern`'s

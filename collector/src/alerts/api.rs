@@ -8,15 +8,15 @@ use axum::extract::{Query, State};
 use serde::{Deserialize, Serialize};
 
 use super::state::{Alert, State as AlertState};
+use crate::access::routes::{Need::*, Routes, Teams::*};
 use crate::error::ApiError;
 use crate::shared::Shared;
 use model::time::rfc3339;
 use store::alerts::NotificationRecord;
 
 /// The alerts routes (merged in `router.rs`).
-pub fn routes() -> axum::Router<Shared> {
-    use axum::routing::get;
-    axum::Router::new().route("/api/v1/alerts", get(list))
+pub fn routes() -> Routes<Shared> {
+    Routes::new().get("/api/v1/alerts", Read(AllTeams), list)
 }
 
 #[derive(Debug, Deserialize)]

@@ -9,19 +9,19 @@ use analytics::{Analysis, Finding, Funnel, Recommendation, Rejected};
 use serde::{Deserialize, Serialize};
 
 use super::{AnalysisState, NewestError};
+use crate::access::routes::{Need::*, Routes, Teams::*};
 use crate::error::ApiError;
 use crate::http::parse_time;
 use model::time::rfc3339;
 
 /// The analysis routes (merged in `router.rs`).
-pub fn routes() -> axum::Router<AnalysisState> {
-    use axum::routing::get;
-    axum::Router::new()
-        .route("/api/v1/funnel", get(funnel))
-        .route("/api/v1/findings", get(findings))
-        .route("/api/v1/recommendations", get(recommendations))
-        .route("/api/v1/plan", get(plan))
-        .route("/api/v1/outcomes", get(outcomes))
+pub fn routes() -> Routes<AnalysisState> {
+    Routes::new()
+        .get("/api/v1/funnel", Read(AllTeams), funnel)
+        .get("/api/v1/findings", Read(Filtered), findings)
+        .get("/api/v1/recommendations", Read(AllTeams), recommendations)
+        .get("/api/v1/plan", Read(AllTeams), plan)
+        .get("/api/v1/outcomes", Read(AllTeams), outcomes)
 }
 
 #[derive(Debug, Deserialize)]

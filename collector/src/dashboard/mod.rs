@@ -14,6 +14,7 @@ mod reports;
 mod series;
 mod usage;
 
+use crate::access::routes::{Need::*, Routes, Teams::*};
 use alerts::alerts;
 use findings::{finding, findings};
 use login::{login, login_page, logout, oidc_callback, oidc_start};
@@ -26,24 +27,25 @@ use usage::{teams, tenants};
 pub use page::{DashboardState, PageError};
 
 /// The dashboard routes (merged in `router.rs`).
-pub fn routes() -> axum::Router<DashboardState> {
-    use axum::routing::{get, post};
-    axum::Router::new()
-        .route("/", get(overview))
-        .route("/nodes", get(nodes))
-        .route("/nodes/{node}", get(node))
-        .route("/gpus/{uuid}", get(gpu))
-        .route("/tenants", get(tenants))
-        .route("/teams", get(teams))
-        .route("/findings", get(findings))
-        .route("/findings/{id}", get(finding))
-        .route("/recommendations", get(recommendations))
-        .route("/recommendations/{id}", get(recommendation))
-        .route("/recommendations/{id}/approve", post(approve))
-        .route("/reports", get(reports))
-        .route("/alerts", get(alerts))
-        .route("/login", get(login_page).post(login))
-        .route("/logout", post(logout))
-        .route("/auth/oidc", get(oidc_start))
-        .route("/auth/callback", get(oidc_callback))
+pub fn routes() -> Routes<DashboardState> {
+    Routes::new()
+        .get("/", Read(Filtered), overview)
+        .get("/nodes", Read(NoTenants), nodes)
+        .get("/nodes/{node}", Read(AllTeams), node)
+        .get("/gpus/{uuid}", Read(AllTeams), gpu)
+        .get("/tenants", Read(Filtered), tenants)
+        .get("/teams", Read(Filtered), teams)
+        .get("/findings", Read(Filtered), findings)
+        .get("/findings/{id}", Read(Filtered), finding)
+        .get("/recommendations", Read(AllTeams), recommendations)
+        .get("/recommendations/{id}", Read(AllTeams), recommendation)
+        .post("/recommendations/{id}/approve", Operate, approve)
+        .get("/reports", Read(AllTeams), reports)
+        .get("/alerts", Read(AllTeams), alerts)
+        // Signing in and out.
+        .get("/login", Public, login_page)
+        .post("/login", Public, login)
+        .post("/logout", Public, logout)
+        .get("/auth/oidc", Public, oidc_start)
+        .get("/auth/callback", Public, oidc_callback)
 }

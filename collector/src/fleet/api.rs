@@ -14,17 +14,17 @@ use store::{
 use model::time::rfc3339;
 
 use super::node_status;
+use crate::access::routes::{Need::*, Routes, Teams::*};
 use crate::http::{bad_query, parse_step, parse_time};
 use crate::shared::Shared;
 
 /// The inventory and series routes (merged in `router.rs`).
-pub fn routes() -> axum::Router<Shared> {
-    use axum::routing::get;
-    axum::Router::new()
-        .route("/api/v1/nodes", get(nodes))
-        .route("/api/v1/gpus", get(gpus))
-        .route("/api/v1/tenants", get(tenants))
-        .route("/api/v1/series", get(series))
+pub fn routes() -> Routes<Shared> {
+    Routes::new()
+        .get("/api/v1/nodes", Read(NoTenants), nodes)
+        .get("/api/v1/gpus", Read(NoTenants), gpus)
+        .get("/api/v1/tenants", Read(Filtered), tenants)
+        .get("/api/v1/series", Read(Filtered), series)
 }
 
 #[derive(Debug, Serialize)]

@@ -12,6 +12,7 @@ use axum::http::{HeaderMap, header};
 use model::wire::v1::{Batch, Limits};
 use serde::Serialize;
 
+use crate::access::routes::{Need::*, Routes};
 use crate::error::ApiError;
 use crate::fleet::LatestGpus;
 use crate::shared::Shared;
@@ -38,9 +39,8 @@ pub struct IngestState {
 crate::shared::derefs_to_shared!(IngestState);
 
 /// The ingest routes (merged in `router.rs`).
-pub fn routes() -> axum::Router<IngestState> {
-    use axum::routing::post;
-    axum::Router::new().route("/api/v1/ingest", post(ingest))
+pub fn routes() -> Routes<IngestState> {
+    Routes::new().post("/api/v1/ingest", Agent, ingest)
 }
 
 /// The JSON answer to a stored or duplicate batch.

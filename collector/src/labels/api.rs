@@ -25,6 +25,7 @@ pub struct LabelsState {
 }
 
 crate::shared::derefs_to_shared!(LabelsState);
+use crate::access::routes::{Need::*, Routes, Teams::*};
 use store::label_actions::{ActionFilter, LabelActionRecord};
 
 #[derive(Debug, Deserialize)]
@@ -217,12 +218,12 @@ pub struct NodeLabelsQuery {
 pub use model::wire::v1::NodeLabels;
 
 /// The label actions routes (merged in `router.rs`).
-pub fn routes() -> axum::Router<LabelsState> {
-    use axum::routing::{get, post};
-    axum::Router::new()
-        .route("/api/v1/label-actions", get(list))
-        .route("/api/v1/nodes/{node}/labels", get(node_labels))
-        .route("/api/v1/label-actions/{id}/approve", post(approve))
+pub fn routes() -> Routes<LabelsState> {
+    Routes::new()
+        .get("/api/v1/label-actions", Read(AllTeams), list)
+        // Agents read their own node's labels with their own tokens.
+        .get("/api/v1/nodes/{node}/labels", Agent, node_labels)
+        .post("/api/v1/label-actions/{id}/approve", Operate, approve)
 }
 
 /// `GET /api/v1/nodes/{node}/labels?cluster=…`: the node's advisory labels from the newest

@@ -36,6 +36,7 @@ use model::{Allocation, GpuInfo, GpuSample, MigSample, Tenant, TenantKind};
 
 use std::sync::Arc;
 
+use crate::access::routes::{Need::*, Routes};
 use crate::error::ApiError;
 use crate::fleet::LatestGpus;
 use crate::ingest::IngestConfig;
@@ -59,9 +60,8 @@ pub struct RemoteWriteState {
 crate::shared::derefs_to_shared!(RemoteWriteState);
 
 /// The remote write routes (merged in `router.rs`).
-pub fn routes() -> axum::Router<RemoteWriteState> {
-    use axum::routing::post;
-    axum::Router::new().route("/api/v1/write", post(write))
+pub fn routes() -> Routes<RemoteWriteState> {
+    Routes::new().post("/api/v1/write", Agent, write)
 }
 
 /// Hosts the receiver keeps at most: a remote-write token for `*` could otherwise create a

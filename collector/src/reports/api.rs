@@ -10,6 +10,7 @@ use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 
 use super::{Settings, link};
+use crate::access::routes::{Need::*, Routes, Teams::*};
 use crate::error::ApiError;
 use crate::shared::Shared;
 use model::time::rfc3339;
@@ -25,11 +26,10 @@ pub struct ReportsState {
 crate::shared::derefs_to_shared!(ReportsState);
 
 /// The reports routes (merged in `router.rs`).
-pub fn routes() -> axum::Router<ReportsState> {
-    use axum::routing::get;
-    axum::Router::new()
-        .route("/api/v1/reports", get(list))
-        .route("/api/v1/reports/{week}", get(self::get))
+pub fn routes() -> Routes<ReportsState> {
+    Routes::new()
+        .get("/api/v1/reports", Read(AllTeams), list)
+        .get("/api/v1/reports/{week}", Read(AllTeams), self::get)
 }
 
 #[derive(Debug, Serialize)]
