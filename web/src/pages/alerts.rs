@@ -1,0 +1,73 @@
+//! Alerts: what fires now, and the notifications sent.
+
+use super::*;
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct AlertRow {
+    pub name: String,
+    pub state: String,
+    pub severity: String,
+    pub node: String,
+    /// The GPU the alert is about (empty for a node's or the fleet's).
+    pub gpu: String,
+    pub description: String,
+    pub since: String,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct NotificationRow {
+    pub id: i64,
+    pub receiver: String,
+    pub status: String,
+    pub state: String,
+    pub attempts: i64,
+    pub created: String,
+    pub error: String,
+}
+
+pub fn alerts(frame: Frame, rows: Vec<AlertRow>, notes: Vec<NotificationRow>) -> String {
+    document(frame, Nav::Alerts, move || {
+        let count = rows.len();
+        let no_notes = notes.is_empty();
+        let body = rows
+            .into_iter()
+            .map(|r| {
+                view! {
+                    <tr>
+                        <td>{r.name}</td><td><a href=format!("/nodes/{}", enc(&r.node))>{r.node.clone()}</a></td>
+                        <td>{if r.gpu.is_empty() { "–".into_any() } else {
+                            let short: String = r.gpu.chars().take(12).collect();
+                            view! { <a href=format!("/gpus/{}", enc(&r.gpu)) title=r.gpu.clone()><code>{short}</code></a> }.into_any()
+                        }}</td>
+                        <td>{r.state}</td><td class=sev_class(&r.severity)>{r.severity.clone()}</td><td>{r.description}</td><td>{r.since}</td>
+                    </tr>
+                }
+            })
+            .collect_view();
+        let notes = notes
+            .into_iter()
+            .map(|n| {
+                view! {
+                    <tr>
+                        <td class="n">{n.id}</td><td>{n.receiver}</td><td>{n.status}</td><td>{n.state}</td>
+                        <td class="n">{n.attempts}</td><td>{n.created}</td><td>{n.error}</td>
+                    </tr>
+                }
+            })
+            .collect_view();
+        view! {
+            <h1>"Alerts"</h1>
+            <div class="scroll"><table>
+                <caption>{format!("{count} alerts: firing, pending and resolved in the last day (docs/alerts.md)")}</caption>
+                <thead><tr><th scope="col">"Alert"</th><th scope="col">"Node"</th><th scope="col">"GPU"</th><th scope="col">"State"</th><th scope="col">"Severity"</th><th scope="col">"What"</th><th scope="col">"Since (UTC)"</th></tr></thead>
+                <tbody>{if count == 0 { none_row(7, "no rule fired, was pending or resolved in the last day") } else { body.into_any() }}</tbody>
+            </table></div>
+            <h2>"Notifications"</h2>
+            <div class="scroll"><table>
+                <thead><tr><th scope="col" class="n">"Id"</th><th scope="col">"Receiver"</th><th scope="col">"Status"</th><th scope="col">"Delivery"</th><th scope="col" class="n">"Attempts"</th><th scope="col">"Made (UTC)"</th><th scope="col">"Last error"</th></tr></thead>
+                <tbody>{if no_notes { none_row(7, "nothing was sent: no alert changed state, or no receiver is configured (docs/alerts.md)") } else { notes.into_any() }}</tbody>
+            </table></div>
+        }
+        .into_any()
+    })
+}

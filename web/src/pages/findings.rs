@@ -1,0 +1,195 @@
+//! Findings: the filtered list, and one finding with its evidence.
+
+use super::*;
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct FindingRow {
+    pub id: String,
+    pub kind: String,
+    pub severity: String,
+    pub node: String,
+    pub tenant: String,
+    pub team: String,
+    pub summary: String,
+    /// The same finding of the same tenant on the node's other GPUs (a job's eight GPUs
+    /// read as one row): their ids and GPUs.
+    pub also: Vec<(String, String)>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct FindingFilters {
+    pub kind: String,
+    pub severity: String,
+    pub team: String,
+    pub node: String,
+    pub kinds: Vec<String>,
+    pub teams: Vec<String>,
+    pub nodes: Vec<String>,
+}
+
+fn select(id: &'static str, label: &'static str, value: &str, options: &[String]) -> impl IntoView {
+    let opts = std::iter::once(String::new())
+        .chain(options.iter().cloned())
+        .map(|o| {
+            let selected = o == value;
+            let shown = if o.is_empty() {
+                "any".to_owned()
+            } else {
+                o.clone()
+            };
+            view! { <option value=o selected=selected>{shown}</option> }
+        })
+        .collect_view();
+    view! { <label for=id>{label}<select id=id name=id>{opts}</select></label> }
+}
+
+pub fn findings(frame: Frame, f: FindingFilters, rows: Vec<FindingRow>, sort: Sort) -> String {
+    document(frame, Nav::Findings, move || {
+        let count: usize = rows.iter().map(|r| 1 + r.also.len()).sum();
+        let grouped = rows.iter().filter(|r| !r.also.is_empty()).count();
+        let body = rows
+            .into_iter()
+            .map(|r| {
+                let also = (!r.also.is_empty()).then(|| {
+                    let links = r
+                        .also
+                        .iter()
+                        .map(|(id, gpu)| view! { " " <a href=format!("/findings/{}", enc(id))><code>{gpu.clone()}</code></a> })
+                        .collect_view();
+                    view! { <br/><small>{format!("The same on {} more GPU(s) of this node:", r.also.len())}{links}</small> }
+                });
+                view! {
+                    <tr>
+                        <td><a href=format!("/findings/{}", enc(&r.id))>{r.summary}</a>{also}</td>
+                        <td class=sev_class(&r.severity)>{r.severity.clone()}</td>
+                        <td>{r.kind.replace('_', " ")}</td>
+                        <td><a href=format!("/nodes/{}", enc(&r.node))>{r.node.clone()}</a></td>
+                        <td>{r.tenant}</td>
+                        <td>{r.team}</td>
+                    </tr>
+                }
+            })
+            .collect_view();
+        let severities = ["info", "warning", "critical"].map(String::from);
+        view! {
+            <h1>"Findings"</h1>
+            <form class="filters" method="get" action="/findings">
+                {select("kind", "Kind", &f.kind, &f.kinds)}
+                {select("severity", "At least", &f.severity, &severities)}
+                {select("team", "Team", &f.team, &f.teams)}
+                {select("node", "Node", &f.node, &f.nodes)}
+                <button type="submit">"Filter"</button>
+            </form>
+            <div class="scroll"><table>
+                <caption>{if grouped == 0 {
+                    format!("{count} findings of the newest analysis")
+                } else {
+                    format!("{count} findings of the newest analysis; a tenant's same finding on several GPUs of a node is one row")
+                }}</caption>
+                <thead><tr>
+                    <th scope="col">"What"</th>{th("Severity", "severity", &sort, false)}{th("Kind", "kind", &sort, false)}
+                    {th("Node", "node", &sort, false)}<th scope="col">"Tenant"</th>{th("Team", "team", &sort, false)}
+                </tr></thead>
+                <tbody>{if count == 0 { none_row(6, "no finding of the newest analysis matches these filters") } else { body.into_any() }}</tbody>
+            </table></div>
+        }
+        .into_any()
+    })
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct FindingView {
+    pub id: String,
+    pub kind: String,
+    pub severity: String,
+    pub node: String,
+    pub gpu: Option<String>,
+    pub tenants: Vec<(String, String)>,
+    pub window: String,
+    pub signal: String,
+    pub summary: String,
+    pub metrics: Vec<(String, String)>,
+    pub charts: Vec<Chart>,
+    /// Tables that belong to the evidence (distributions, events).
+    pub tables: Vec<EvidenceTable>,
+    /// What to do about it, in one sentence.
+    pub action: Option<String>,
+    pub recommendations: Vec<(String, String)>,
+}
+
+/// A table of a finding's evidence.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct EvidenceTable {
+    pub caption: String,
+    pub headers: Vec<String>,
+    pub rows: Vec<Vec<String>>,
+}
+
+pub fn finding(frame: Frame, v: FindingView) -> String {
+    document(frame, Nav::Findings, move || {
+        let metrics = v
+            .metrics
+            .iter()
+            .map(|(k, val)| view! { <tr><th scope="row">{k.clone()}</th><td class="n">{val.clone()}</td></tr> })
+            .collect_view();
+        let tenants = v
+            .tenants
+            .iter()
+            .map(|(role, name)| view! { <li>{role.clone()}": "<b>{name.clone()}</b></li> })
+            .collect_view();
+        let recs = if v.recommendations.is_empty() {
+            view! { <p class="note">"No step of the fleet plan answers it: act on it with the tenant or the node's owner, as \"What to do\" above says."</p> }.into_any()
+        } else {
+            let items = v
+                .recommendations
+                .iter()
+                .map(|(id, s)| view! { <li><a href=format!("/recommendations/{}", enc(id))>{s.clone()}</a></li> })
+                .collect_view();
+            view! { <ul>{items}</ul> }.into_any()
+        };
+        let charts = v.charts.iter().map(|c| raw(chart::svg(c))).collect_view();
+        let tables = v
+            .tables
+            .iter()
+            .map(|t| {
+                let head = t
+                    .headers
+                    .iter()
+                    .map(|h| view! { <th scope="col">{h.clone()}</th> })
+                    .collect_view();
+                let rows = t
+                    .rows
+                    .iter()
+                    .map(|r| {
+                        let cells = r.iter().map(|c| view! { <td>{c.clone()}</td> }).collect_view();
+                        view! { <tr>{cells}</tr> }
+                    })
+                    .collect_view();
+                view! { <div class="scroll"><table><caption>{t.caption.clone()}</caption><thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table></div> }
+            })
+            .collect_view();
+        let action = v
+            .action
+            .clone()
+            .map(|a| view! { <p class="notice"><b>"What to do: "</b>{a}</p> });
+        let gpu = v.gpu.clone().map(|g| {
+            view! { " · GPU "<a href=format!("/gpus/{}", enc(&g))><code>{g.clone()}</code></a> }
+        });
+        view! {
+            <h1>{format!("{} finding", v.kind.replace('_', " "))}</h1>
+            <p class="meta"><span class=sev_class(&v.severity)>{v.severity.clone()}</span>" · node "<a href=format!("/nodes/{}", enc(&v.node))>{v.node.clone()}</a>{gpu}" · "{v.window.clone()}</p>
+            <p>{v.summary.clone()}</p>
+            <ul>{tenants}</ul>
+            {action}
+            <h2>"Evidence"</h2>
+            <p class="note">"Signal: "{v.signal.clone()}</p>
+            {charts}
+            {tables}
+            <h2>"Numbers"</h2>
+            <table><tbody>{metrics}</tbody></table>
+            <h2>"Recommendations that answer it"</h2>
+            {recs}
+        }
+        .into_any()
+    })
+}

@@ -1,0 +1,96 @@
+//! The pages: one view model and render function per page, a file each; what they share
+//! (sorting, range selection, empty rows, the problem page) is here.
+
+use leptos::prelude::*;
+
+use crate::chart::{self, Chart};
+use crate::format::{enc, money, num, pct};
+use crate::{Frame, Nav, document};
+
+mod alerts;
+mod findings;
+mod login;
+mod nodes;
+mod overview;
+mod recommendations;
+mod reports;
+mod usage;
+
+pub use alerts::*;
+pub use findings::*;
+pub use login::*;
+pub use nodes::*;
+pub use overview::*;
+pub use recommendations::*;
+pub use reports::*;
+pub use usage::*;
+
+/// Sorting of a table, carried in the URL (`sort`, `dir`) so links keep it.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Sort {
+    /// The rest of the page's query string (filters, range), already encoded.
+    pub base: String,
+    pub key: String,
+    pub desc: bool,
+}
+
+/// A column header that sorts by `key` when followed.
+fn th(label: &'static str, key: &'static str, s: &Sort, numeric: bool) -> impl IntoView {
+    let (dir, aria) = if s.key == key {
+        if s.desc {
+            ("asc", Some("descending"))
+        } else {
+            ("desc", Some("ascending"))
+        }
+    } else {
+        ("desc", None)
+    };
+    let sep = if s.base.is_empty() { "" } else { "&" };
+    let href = format!("?{}{sep}sort={key}&dir={dir}", s.base);
+    let arrow = match aria {
+        Some("descending") => " ▼",
+        Some(_) => " ▲",
+        None => "",
+    };
+    view! {
+        <th scope="col" class=if numeric { "n" } else { "" } aria-sort=aria>
+            <a href=href>{label}{arrow}</a>
+        </th>
+    }
+}
+
+/// The time-range selector of pages with charts.
+fn range_select(ranges: &[String], current: &str) -> impl IntoView + use<> {
+    let options = ranges
+        .iter()
+        .map(|r| {
+            let selected = r == current;
+            view! { <option value=r.clone() selected=selected>{r.clone()}</option> }
+        })
+        .collect_view();
+    view! { <label for="range">"Time range"<select id="range" name="range">{options}</select></label> }
+}
+
+fn raw(html: String) -> impl IntoView {
+    view! { <div inner_html=html></div> }
+}
+
+fn sev_class(s: &str) -> String {
+    format!("sev-{s}")
+}
+
+/// What an empty table shows instead of bare headers: "None" and why, across its columns.
+fn none_row(columns: usize, why: &str) -> AnyView {
+    view! { <tr><td colspan=columns.to_string() class="note">{format!("None: {why}.")}</td></tr> }
+        .into_any()
+}
+
+/// A page for a missing thing or a bad request.
+pub fn problem(frame: Frame, message: String) -> String {
+    document(frame, Nav::None, move || {
+        view! { <h1>"Not here"</h1><p class="error" role="alert">{message}</p><p><a href="/">"Back to the overview"</a></p> }.into_any()
+    })
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,232 @@
+//! Nodes: the fleet's nodes, and one node with its GPUs, MIG instances and occupants.
+
+use super::*;
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct NodeRow {
+    pub cluster: String,
+    pub node: String,
+    pub status: String,
+    pub gpus: i64,
+    pub models: String,
+    pub sharing: String,
+    pub util: Option<f64>,
+    pub class: String,
+    pub last_sample: String,
+}
+
+pub fn nodes(frame: Frame, rows: Vec<NodeRow>, sort: Sort) -> String {
+    document(frame, Nav::Nodes, move || {
+        let empty = rows.is_empty();
+        let body = rows
+            .into_iter()
+            .map(|n| {
+                let class = if n.status == "reporting" {
+                    "ok"
+                } else {
+                    "warn"
+                };
+                view! {
+                    <tr>
+                        <td>{n.cluster}</td>
+                        <td><a href=format!("/nodes/{}", enc(&n.node))>{n.node.clone()}</a></td>
+                        <td class=class>{n.status}</td>
+                        <td class="n">{n.gpus}</td>
+                        <td>{n.models}</td>
+                        <td>{n.sharing}</td>
+                        <td class="n">{n.util.map_or("–".into(), |u| format!("{u:.0} %"))}</td>
+                        <td>{n.class}</td>
+                        <td>{n.last_sample}</td>
+                    </tr>
+                }
+            })
+            .collect_view();
+        view! {
+            <h1>"Nodes"</h1>
+            <div class="scroll"><table>
+                <caption>"Every node that reports, with its GPU utilization over the last 24 hours and its utilization class from the analysis."</caption>
+                <thead><tr>
+                    {th("Cluster", "cluster", &sort, false)}{th("Node", "node", &sort, false)}{th("Status", "status", &sort, false)}
+                    {th("GPUs", "gpus", &sort, true)}<th scope="col">"Models"</th><th scope="col">"Sharing"</th>
+                    {th("GPU util (24 h)", "util", &sort, true)}{th("Class", "class", &sort, false)}{th("Last sample (UTC)", "last", &sort, false)}
+                </tr></thead>
+                <tbody>{if empty { none_row(9, "no agent has reported yet (docs/agent.md: install the agent, or run `gpulens demo`)") } else { body.into_any() }}</tbody>
+            </table></div>
+        }
+        .into_any()
+    })
+}
+
+/// A tenant on a device.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Occupant {
+    pub key: String,
+    pub name: String,
+    pub allocated_hours: f64,
+    pub effective_hours: f64,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct MigRow {
+    pub profile: String,
+    pub gi: i64,
+    pub ci: i64,
+    pub memory_gib: f64,
+    pub placement: String,
+    /// Tenants that held the instance in the last 24 hours: (key, name).
+    pub holders: Vec<(String, String)>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct GpuPanel {
+    pub uuid: String,
+    pub index: i64,
+    pub model: String,
+    pub sharing: String,
+    pub memory_gib: f64,
+    pub mig: Vec<MigRow>,
+    /// Tenants holding the device in the newest hour.
+    pub now: Vec<Occupant>,
+    /// Tenants over the range, by allocated GPU-hours.
+    pub range: Vec<Occupant>,
+    pub charts: Vec<Chart>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct NodeView {
+    pub cluster: String,
+    pub node: String,
+    pub status: String,
+    pub range: String,
+    pub ranges: Vec<String>,
+    /// Set on the single-GPU page.
+    pub gpu: Option<String>,
+    pub gpus: Vec<GpuPanel>,
+    pub labels: Vec<(String, String)>,
+    /// The newest analysis' findings on the node (or the GPU): id, severity, summary.
+    pub findings: Vec<(String, String, String)>,
+}
+
+fn occupants(rows: Vec<Occupant>, caption: &'static str) -> impl IntoView {
+    if rows.is_empty() {
+        return view! { <p class="note">{caption}": nobody."</p> }.into_any();
+    }
+    let body = rows
+        .into_iter()
+        .map(|o| {
+            view! {
+                <tr>
+                    <td><a href=format!("/tenants?q={}", enc(&o.key))>{o.name}</a></td>
+                    <td class="n">{num(o.allocated_hours)}</td>
+                    <td class="n">{num(o.effective_hours)}</td>
+                </tr>
+            }
+        })
+        .collect_view();
+    view! {
+        <div class="scroll"><table><caption>{caption}</caption>
+            <thead><tr><th scope="col">"Tenant"</th><th scope="col" class="n">"Allocated GPU-h"</th><th scope="col" class="n">"Effective GPU-h"</th></tr></thead>
+            <tbody>{body}</tbody>
+        </table></div>
+    }
+    .into_any()
+}
+
+pub fn node(frame: Frame, v: NodeView) -> String {
+    document(frame, Nav::Nodes, move || {
+        let action = match &v.gpu {
+            Some(u) => format!("/gpus/{}", enc(u)),
+            None => format!("/nodes/{}", enc(&v.node)),
+        };
+        let ranges = range_select(&v.ranges, &v.range);
+        let labels = v
+            .labels
+            .iter()
+            .map(|(k, val)| view! { <li><code>{format!("{k}={val}")}</code></li> })
+            .collect_view();
+        let panels = v
+            .gpus
+            .clone()
+            .into_iter()
+            .map(|g| {
+                let mig = (!g.mig.is_empty()).then(|| {
+                    let rows = g
+                        .mig
+                        .iter()
+                        .map(|m| {
+                            let holders = if m.holders.is_empty() {
+                                view! { <span class="note">"free"</span> }.into_any()
+                            } else {
+                                m.holders
+                                    .iter()
+                                    .map(|(k, n)| view! { <a href=format!("/tenants?q={}", enc(k))>{n.clone()}</a>" " })
+                                    .collect_view()
+                                    .into_any()
+                            };
+                            view! {
+                                <tr><td>{holders}</td><td>{m.profile.clone()}</td><td class="n">{format!("{:.1}", m.memory_gib)}</td><td class="n">{m.gi}</td><td class="n">{m.ci}</td><td>{m.placement.clone()}</td></tr>
+                            }
+                        })
+                        .collect_view();
+                    view! {
+                        <div class="scroll"><table><caption>"MIG instances"</caption>
+                            <thead><tr><th scope="col">"Held by (last 24 h)"</th><th scope="col">"Profile"</th><th scope="col" class="n">"Memory GiB"</th><th scope="col" class="n">"GI"</th><th scope="col" class="n">"CI"</th><th scope="col">"Placement"</th></tr></thead>
+                            <tbody>{rows}</tbody>
+                        </table></div>
+                    }
+                });
+                let charts = g.charts.iter().map(|c| raw(chart::svg(c))).collect_view();
+                let title = format!("GPU {} · {} · {} · {:.0} GiB", g.index, g.model, g.sharing, g.memory_gib);
+                view! {
+                    <section class="gpu" aria-label=title.clone()>
+                        <h2><a href=format!("/gpus/{}", enc(&g.uuid))>{title.clone()}</a></h2>
+                        <p class="meta"><code>{g.uuid.clone()}</code></p>
+                        {mig}
+                        <div class="grid2">
+                            {occupants(g.now, "On the device now (newest hour)")}
+                            {occupants(g.range, "Over the range")}
+                        </div>
+                        <div class="grid2">{charts}</div>
+                    </section>
+                }
+            })
+            .collect_view();
+        let heading = match (&v.gpu, v.gpus.first()) {
+            (Some(_), Some(g)) => format!("GPU {} on node {}", g.index, v.node),
+            _ => format!("Node {}", v.node),
+        };
+        let back = v.gpu.is_some().then(|| {
+            view! { " · "<a href=format!("/nodes/{}", enc(&v.node))>{format!("all GPUs of {}", v.node)}</a> }
+        });
+        let findings = if v.findings.is_empty() {
+            view! { <p class="note">"No finding in the newest analysis."</p> }.into_any()
+        } else {
+            let items = v
+                .findings
+                .iter()
+                .map(|(id, sev, summary)| {
+                    view! { <li><span class=sev_class(sev)>{sev.clone()}</span>" "<a href=format!("/findings/{}", enc(id))>{summary.clone()}</a></li> }
+                })
+                .collect_view();
+            view! { <ul>{items}</ul> }.into_any()
+        };
+        view! {
+            <h1>{heading}</h1>
+            <p class="meta">{format!("cluster {} · {}", v.cluster, v.status)}{back}</p>
+            <form class="filters" method="get" action=action>
+                {ranges}
+                <button type="submit">"Show"</button>
+            </form>
+            <h2>"Findings"</h2>
+            {findings}
+            <h2>"Advisory labels"</h2>
+            {if v.labels.is_empty() {
+                view! { <p class="note">"None: the newest analysis proposes no gpulens.io label for this node yet."</p> }.into_any()
+            } else {
+                view! { <ul>{labels}</ul> }.into_any()
+            }}
+            {panels}
+        }
+        .into_any()
+    })
+}

@@ -1,0 +1,329 @@
+//! The overview: the fleet's funnel, trends, the plan's first steps, top tenants and wasters.
+
+use super::*;
+
+/// The fleet's funnel over the analysed window.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct FunnelView {
+    pub capacity: f64,
+    pub allocated: f64,
+    pub active: f64,
+    pub effective: f64,
+    pub waste: f64,
+    pub cost: f64,
+    pub waste_cost: f64,
+    pub currency: String,
+    pub effective_ratio: Option<f64>,
+    pub signal: String,
+}
+
+/// A tenant in a top list.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TenantLine {
+    pub key: String,
+    pub name: String,
+    pub team: String,
+    pub node: String,
+    pub value: String,
+    pub finding_id: String,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Trend {
+    pub name: String,
+    pub now: Option<f64>,
+    pub before: Option<f64>,
+    /// Relative change over the hours both periods have data; None without any.
+    pub change: Option<f64>,
+    /// Hours of the previous period with data, of `hours`.
+    pub before_hours: usize,
+    pub hours: usize,
+    pub unit: String,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct OverviewView {
+    /// The range the charts and trends cover (`24h`, `7d`, `30d`).
+    pub range: String,
+    pub ranges: Vec<String>,
+    /// The analysed window of the funnel and findings.
+    pub window: String,
+    pub analysed: bool,
+    pub funnel: FunnelView,
+    pub gpus: i64,
+    pub nodes: usize,
+    /// GPUs the fleet plan frees (non-overlapping: every GPU counted by one step).
+    pub gpus_freeable: usize,
+    /// The plan in a line: "of 12 in use · 1 node(s) emptied · 4,380 USD/month · 5 steps".
+    pub plan_line: String,
+    pub findings: Vec<(String, usize)>,
+    pub firing_alerts: usize,
+    pub top_idle: Vec<TenantLine>,
+    pub top_underutilized: Vec<TenantLine>,
+    pub trends: Vec<Trend>,
+    pub chart: Chart,
+    pub limitations: Vec<String>,
+    /// History batches loaded of the total while a bulk load (the demo's backfill) runs.
+    pub loading: Option<(u64, u64)>,
+    /// Tenants by the money their unused allocation cost, whether or not they have a finding.
+    pub top_wasters: Vec<WasterLine>,
+    /// GPUs × time, coloured by effective use, with allocation shown.
+    pub heatmap: Option<chart::Heatmap>,
+    /// The plan's first steps (most GPUs freed first).
+    pub actions: Vec<ActionLine>,
+    /// The window's waste cost at the same rate over a month (730 hours).
+    pub waste_per_month: Option<String>,
+    /// How long the analysed window is, e.g. "7 days".
+    pub window_length: String,
+}
+
+/// A step of the plan, as the overview offers it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ActionLine {
+    pub id: String,
+    pub summary: String,
+    pub gpus_freed: f64,
+    /// What the GPUs it frees cost a month, e.g. "≈ 1,095 USD a month".
+    pub per_month: Option<String>,
+    /// Whether approving its label change carries it out (otherwise people act on it).
+    pub approvable: bool,
+}
+
+/// The overview's "what to do first": the top steps, what each frees, and where to approve.
+fn action_list(rows: Vec<ActionLine>, plan_line: String) -> impl IntoView {
+    if rows.is_empty() {
+        return view! { <p class="note">"Nothing to do: the plan frees no GPU in the analysed window ("{plan_line}")."</p> }.into_any();
+    }
+    let items = rows
+        .into_iter()
+        .map(|r| {
+            let href = format!("/recommendations/{}", enc(&r.id));
+            let act = if r.approvable {
+                "Review and approve"
+            } else {
+                "Review: people act on it"
+            };
+            view! {
+                <li>
+                    <b>{format!("Frees {:.0} GPU(s)", r.gpus_freed)}</b>
+                    {r.per_month.map(|m| format!(" · {m}"))}": "
+                    {r.summary}" "
+                    <a href=format!("{href}#apply")>{act}</a>
+                </li>
+            }
+        })
+        .collect_view();
+    view! {
+        <ol class="actions">{items}</ol>
+        <p class="note"><a href="/recommendations">{format!("The whole plan: {plan_line}")}</a></p>
+    }
+    .into_any()
+}
+
+/// A tenant among the top wasters.
+#[derive(Debug, Clone, PartialEq)]
+pub struct WasterLine {
+    pub key: String,
+    pub name: String,
+    pub team: String,
+    pub waste_gpu_hours: f64,
+    pub waste_cost: String,
+    pub effective: Option<f64>,
+    /// The tenant's most severe finding (id, kind), if any.
+    pub finding: Option<(String, String)>,
+}
+
+fn tenant_table(rows: Vec<TenantLine>, what: &'static str, label: &'static str) -> impl IntoView {
+    if rows.is_empty() {
+        return view! { <p class="note">"None in this window."</p> }.into_any();
+    }
+    let body = rows
+        .into_iter()
+        .map(|r| {
+            let href = format!("/findings/{}", enc(&r.finding_id));
+            let tenant = format!("/tenants?q={}", enc(&r.key));
+            view! {
+                <tr>
+                    <td><a href=tenant>{r.name}</a></td>
+                    <td class="n"><a href=href>{r.value}</a></td>
+                    <td>{r.team}</td>
+                    <td><a href=format!("/nodes/{}", enc(&r.node))>{r.node.clone()}</a></td>
+                </tr>
+            }
+        })
+        .collect_view();
+    view! {
+        <div class="scroll"><table>
+            <caption>{what}</caption>
+            <thead><tr><th scope="col">"Tenant"</th><th scope="col" class="n">{label}</th><th scope="col">"Team"</th><th scope="col">"Node"</th></tr></thead>
+            <tbody>{body}</tbody>
+        </table></div>
+    }
+    .into_any()
+}
+
+/// The tenants whose allocations cost most without being used, with their finding if any.
+fn waster_table(rows: Vec<WasterLine>) -> impl IntoView {
+    if rows.is_empty() {
+        return view! { <p class="note">"No waste in the analysed window."</p> }.into_any();
+    }
+    let body = rows
+        .into_iter()
+        .map(|r| {
+            let finding = match &r.finding {
+                Some((id, kind)) => {
+                    view! { <a href=format!("/findings/{}", enc(id))>{kind.replace('_', " ")}</a> }
+                        .into_any()
+                }
+                None => view! { <span class="note">"none: below every finding's threshold"</span> }
+                    .into_any(),
+            };
+            view! {
+                <tr>
+                    <td><a href=format!("/tenants?q={}", enc(&r.key))>{r.name}</a></td>
+                    <td>{r.team}</td>
+                    <td class="n">{r.waste_cost}</td>
+                    <td class="n">{num(r.waste_gpu_hours)}</td>
+                    <td class="n">{pct(r.effective)}</td>
+                    <td>{finding}</td>
+                </tr>
+            }
+        })
+        .collect_view();
+    view! {
+        <div class="scroll"><table>
+            <caption>"Allocated GPU-hours not used (allocated − effective) × price, over the analysed window; a tenant without a finding can still waste."</caption>
+            <thead><tr><th scope="col">"Tenant"</th><th scope="col">"Team"</th><th scope="col" class="n">"Waste"</th><th scope="col" class="n">"Waste GPU-h"</th><th scope="col" class="n">"Effective"</th><th scope="col">"Finding"</th></tr></thead>
+            <tbody>{body}</tbody>
+        </table></div>
+    }
+    .into_any()
+}
+
+pub fn overview(frame: Frame, v: OverviewView) -> String {
+    document(frame, Nav::Overview, move || {
+        let f = v.funnel.clone();
+        let funnel = chart::bars(
+            &format!("Funnel, {}", v.window),
+            "GPU-h",
+            &[
+                ("Capacity".into(), f.capacity, "#64748b"),
+                ("Allocated".into(), f.allocated, "#1f5fa8"),
+                ("Active".into(), f.active, "#3f88c5"),
+                ("Effective".into(), f.effective, "#2e7d32"),
+                ("Waste".into(), f.waste, "#b5471b"),
+            ],
+        );
+        let ranges = range_select(&v.ranges, &v.range);
+        let findings = v
+            .findings
+            .iter()
+            .map(|(k, n)| {
+                view! { <li><a href=format!("/findings?kind={k}")>{k.replace('_', " ")}</a>": "<b>{*n}</b></li> }
+            })
+            .collect_view();
+        let trends = v
+            .trends
+            .iter()
+            .map(|t| {
+                let ch = match (t.change, t.before) {
+                    (Some(c), _) => crate::format::change(1.0 + c, 1.0),
+                    (None, Some(_)) => "too few hours".into(),
+                    (None, None) => "–".into(),
+                };
+                let before = match t.before {
+                    None => view! { "no previous data" }.into_any(),
+                    // A value from a sliver of the period is not a figure to compare with.
+                    Some(_) if t.before_hours * 10 < t.hours => view! {
+                        "no comparable period"<br/>
+                        <span class="note">{format!("data in {} of {} h", t.before_hours, t.hours)}</span>
+                    }
+                    .into_any(),
+                    Some(x) if t.before_hours < t.hours => view! {
+                        {format!("{} {}", num(x), t.unit)}<br/>
+                        <span class="note">{format!("{} of {} h", t.before_hours, t.hours)}</span>
+                    }
+                    .into_any(),
+                    Some(x) => view! { {format!("{} {}", num(x), t.unit)} }.into_any(),
+                };
+                view! {
+                    <tr>
+                        <td>{t.name.clone()}</td>
+                        <td class="n">{t.now.map_or("–".into(), |x| format!("{} {}", num(x), t.unit))}</td>
+                        <td class="n">{before}</td>
+                        <td class="n">{ch}</td>
+                    </tr>
+                }
+            })
+            .collect_view();
+        let limitations = v
+            .limitations
+            .iter()
+            .map(|l| view! { <li>{l.clone()}</li> })
+            .collect_view();
+        let not_analysed = match v.loading {
+            Some((done, total)) => Some(view! {
+                <p class="notice" role="status"><b>"Loading history: "</b>{format!(
+                    "{done} of {total} batches ({} %). The funnel, findings and plan appear when the history is in and analysed (about a minute); charts show what has arrived so far. This page reloads itself.",
+                    done * 100 / total.max(1)
+                )}</p>
+            }.into_any()),
+            None if !v.analysed => Some(view! { <p class="error">"No analysis yet: the first one runs shortly after the collector starts."</p> }.into_any()),
+            None => None,
+        };
+        let wasters = if v.analysed {
+            waster_table(v.top_wasters.clone()).into_any()
+        } else {
+            view! { <p class="note">"After the first analysis."</p> }.into_any()
+        };
+        let heatmap = v.heatmap.as_ref().map(|h| raw(chart::heatmap(h)));
+        view! {
+            <h1>"Fleet overview"</h1>
+            {not_analysed}
+            <form class="filters" method="get" action="/">
+                {ranges}
+                <button type="submit">"Show"</button>
+                <span class="note">{if v.analysed {
+                    format!("Funnel and findings: the scheduled analysis of {}; charts and trends: the selected range.", v.window)
+                } else {
+                    "Funnel and findings: after the first analysis; charts and trends: the selected range.".to_owned()
+                }}</span>
+            </form>
+            <section class="cards" aria-label="Key numbers">
+                <div class="card">"Effective use"<b>{pct(f.effective_ratio)}</b><span>"of allocated GPU-hours"</span></div>
+                <div class="card">"Waste"<b>{if v.analysed { money(f.waste_cost, &f.currency) } else { "–".into() }}</b><span>{if v.analysed { format!("in the {} analysed: {} GPU-h of {} allocated{}", v.window_length, num(f.waste), num(f.allocated), v.waste_per_month.clone().map(|m| format!("; {m} a month at this rate")).unwrap_or_default()) } else { "after the first analysis".into() }}</span></div>
+                <div class="card">"Cost"<b>{if v.analysed { money(f.cost, &f.currency) } else { "–".into() }}</b><span>"allocated GPU-hours × price"</span></div>
+                <div class="card">"GPUs freeable"<b>{v.gpus_freeable}</b><span><a href="/recommendations">{v.plan_line.clone()}</a></span></div>
+                <div class="card">"Fleet"<b>{format!("{} GPUs", v.gpus)}</b><span><a href="/nodes">{format!("{} nodes", v.nodes)}</a></span></div>
+                <div class="card">"Alerts firing"<b>{v.firing_alerts}</b><span><a href="/alerts">"see alerts"</a></span></div>
+            </section>
+            {v.analysed.then(|| view! {
+                <section aria-labelledby="h-do"><h2 id="h-do">"What to do first"</h2>{action_list(v.actions.clone(), v.plan_line.clone())}</section>
+            })}
+            <div class="grid2">
+                <section aria-labelledby="h-funnel"><h2 id="h-funnel">"Where the GPU-hours go"</h2>{if v.analysed { raw(funnel).into_any() } else { view! { <p class="note">"The funnel appears after the first analysis."</p> }.into_any() }}
+                    {(!f.signal.is_empty()).then(|| view! { <p class="note">"Effective use rests on " {f.signal.clone()} "."</p> })}</section>
+                <section aria-labelledby="h-trend"><h2 id="h-trend">"Trend against the previous period"</h2>
+                    <div class="scroll"><table><thead><tr><th scope="col">"Fleet"</th><th scope="col" class="n">"This period"</th><th scope="col" class="n">"Previous"</th><th scope="col" class="n">"Change"</th></tr></thead><tbody>{trends}</tbody></table></div>
+                    <p class="note">"Change compares the same hours of both periods where both have data (at least a tenth of the period)."</p>
+                    <h2>"Findings"</h2>{if !v.analysed {
+                        view! { <p class="note">"After the first analysis."</p> }.into_any()
+                    } else if v.findings.is_empty() {
+                        view! { <p class="note">"None in the analysed window."</p> }.into_any()
+                    } else {
+                        view! { <ul>{findings}</ul> }.into_any()
+                    }}
+                </section>
+            </div>
+            <section aria-labelledby="h-waste"><h2 id="h-waste">"Top wasters by money"</h2>{wasters}</section>
+            {heatmap}
+            {raw(chart::svg(&v.chart))}
+            <div class="grid2">
+                <section aria-labelledby="h-idle"><h2 id="h-idle">"Top idle allocations"</h2>{tenant_table(v.top_idle.clone(), "Held a GPU with no kernel for hours", "Idle hours")}</section>
+                <section aria-labelledby="h-under"><h2 id="h-under">"Top underutilized tenants"</h2>{tenant_table(v.top_underutilized.clone(), "Use far less of the GPU they hold", "Effective")}</section>
+            </div>
+            <ul class="note">{limitations}</ul>
+        }
+        .into_any()
+    })
+}

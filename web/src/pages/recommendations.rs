@@ -1,0 +1,444 @@
+//! Recommendations: the plan, its steps, what replay rejected, and applied steps' outcomes.
+
+use super::*;
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct RecRow {
+    pub id: String,
+    pub kind: String,
+    pub node: String,
+    pub team: String,
+    pub gpus_freed: f64,
+    pub confidence: f64,
+    pub summary: String,
+}
+
+/// The fleet plan's totals and its pools, for the recommendations page.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct PlanView {
+    pub gpus_in_use: usize,
+    pub gpus_freed: usize,
+    pub nodes_in_use: usize,
+    pub nodes_freed: usize,
+    pub bound: usize,
+    pub efficiency: Option<f64>,
+    pub money: f64,
+    pub currency: String,
+    pub steps: usize,
+    pub pools: Vec<PlanPoolRow>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct PlanPoolRow {
+    pub pool: String,
+    pub gpus_in_use: usize,
+    pub bound: usize,
+    pub gpus_after: usize,
+    pub gpus_freed: usize,
+    pub nodes: String,
+    pub efficiency: Option<f64>,
+    pub money: f64,
+}
+
+fn plan_section(p: PlanView) -> impl IntoView {
+    let headline = format!(
+        "Frees {} of {} GPUs in use ({} of {} nodes): {} a month.",
+        p.gpus_freed,
+        p.gpus_in_use,
+        p.nodes_freed,
+        p.nodes_in_use,
+        money(p.money, &p.currency)
+    );
+    let bound = match p.efficiency {
+        Some(e) => format!(
+            "The recorded demand needs at least {} GPUs under the same headroom rules, so at most {} could be freed: this plan frees {} of that.",
+            p.bound,
+            p.gpus_in_use - p.bound.min(p.gpus_in_use),
+            pct(Some(e))
+        ),
+        None => format!(
+            "The recorded demand needs all {} GPUs in use under the same headroom rules: nothing more can be freed.",
+            p.gpus_in_use
+        ),
+    };
+    let currency = p.currency.clone();
+    let rows = p
+        .pools
+        .into_iter()
+        .map(|r| {
+            view! {
+                <tr>
+                    <td>{r.pool}</td>
+                    <td class="n">{r.gpus_in_use}</td>
+                    <td class="n">{r.bound}</td>
+                    <td class="n">{r.gpus_after}</td>
+                    <td class="n">{r.gpus_freed}</td>
+                    <td class="n">{r.nodes}</td>
+                    <td class="n">{pct(r.efficiency)}</td>
+                    <td class="n">{money(r.money, &currency)}</td>
+                </tr>
+            }
+        })
+        .collect_view();
+    view! {
+        <section aria-labelledby="h-plan">
+            <h2 id="h-plan">"Fleet plan"</h2>
+            <p><b>{headline}</b>" "{format!("{} steps below, each approvable on its own; every freed GPU is counted by one step.", p.steps)}</p>
+            <p class="note">{bound}</p>
+            <div class="scroll"><table>
+                <caption>"By pool (one GPU model in one cluster)"</caption>
+                <thead><tr>
+                    <th scope="col">"Pool"</th><th scope="col" class="n">"GPUs in use"</th><th scope="col" class="n">"Bound"</th>
+                    <th scope="col" class="n">"After"</th><th scope="col" class="n">"Freed"</th><th scope="col" class="n">"Nodes freed"</th>
+                    <th scope="col" class="n">"Of the possible"</th><th scope="col" class="n">"Per month"</th>
+                </tr></thead>
+                <tbody>{rows}</tbody>
+            </table></div>
+        </section>
+    }
+}
+
+/// A proposal the replay turned down, and why.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RejectedRow {
+    pub kind: String,
+    pub node: String,
+    pub tenants: String,
+    pub reason: String,
+}
+
+pub fn recommendations(
+    frame: Frame,
+    plan: Option<PlanView>,
+    outcomes: Vec<OutcomeView>,
+    rows: Vec<RecRow>,
+    rejected_rows: Vec<RejectedRow>,
+    sort: Sort,
+) -> String {
+    document(frame, Nav::Recommendations, move || {
+        let count = rows.len();
+        let rejected = rejected_rows.len();
+        // The plan counts every step that frees GPUs; separating interfering tenants frees none.
+        let separate = rows.iter().filter(|r| r.kind == "separate").count();
+        let what = match (count - separate, separate) {
+            (0, 0) => "No recommendations".to_owned(),
+            (steps, 0) => format!("{steps} recommendations, the plan's steps"),
+            (0, s) => format!("{s} recommendations to separate interfering tenants"),
+            (steps, s) => format!(
+                "{count} recommendations: the plan's {steps} steps, and {s} to separate interfering tenants (they free no GPU)"
+            ),
+        };
+        let turned_down = (!rejected_rows.is_empty()).then(|| {
+            let body = rejected_rows
+                .iter()
+                .map(|r| {
+                    view! {
+                        <tr>
+                            <td>{r.kind.replace('_', " ")}</td>
+                            <td><a href=format!("/nodes/{}", enc(&r.node))>{r.node.clone()}</a></td>
+                            <td>{r.tenants.clone()}</td>
+                            <td>{r.reason.clone()}</td>
+                        </tr>
+                    }
+                })
+                .collect_view();
+            view! {
+                <h2>"Turned down by the replay"</h2>
+                <div class="scroll"><table>
+                    <caption>"Proposals that were considered and not made: replayed hour by hour against the recorded demand, they would have hurt a tenant."</caption>
+                    <thead><tr><th scope="col">"Kind"</th><th scope="col">"Node"</th><th scope="col">"Tenants"</th><th scope="col">"Why not"</th></tr></thead>
+                    <tbody>{body}</tbody>
+                </table></div>
+            }
+        });
+        let body = rows
+            .into_iter()
+            .map(|r| {
+                view! {
+                    <tr>
+                        <td><a href=format!("/recommendations/{}", enc(&r.id))>{r.summary}</a></td>
+                        <td class="n">{format!("{:.0}", r.gpus_freed)}</td>
+                        <td>{r.kind.replace('_', " ")}</td>
+                        <td><a href=format!("/nodes/{}", enc(&r.node))>{r.node.clone()}</a></td>
+                        <td>{r.team}</td>
+                        <td class="n">{format!("{:.0} %", r.confidence * 100.0)}</td>
+                    </tr>
+                }
+            })
+            .collect_view();
+        view! {
+            <h1>"Recommendations"</h1>
+            {plan.map(plan_section)}
+            {(!outcomes.is_empty()).then(|| outcomes_section(outcomes))}
+            <div class="scroll"><table>
+                <caption>{format!("{what}, each replayed against the recorded demand; {rejected} proposal(s) turned down by the replay.")}</caption>
+                <thead><tr>
+                    <th scope="col">"What"</th>{th("GPUs freed", "freed", &sort, true)}
+                    {th("Kind", "kind", &sort, false)}{th("Node", "node", &sort, false)}{th("Team", "team", &sort, false)}
+                    {th("Confidence", "confidence", &sort, true)}
+                </tr></thead>
+                <tbody>{if count == 0 { none_row(6, "the newest analysis has no step: nothing to reclaim, share or consolidate that its replay accepts") } else { body.into_any() }}</tbody>
+            </table></div>
+            {turned_down}
+        }
+        .into_any()
+    })
+}
+
+/// An applied step's outcome check, for the recommendations pages and the step's own page.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct OutcomeView {
+    pub action: i64,
+    pub recommendation: String,
+    pub kind: String,
+    pub node: String,
+    pub summary: String,
+    pub applied: String,
+    pub hours_after: usize,
+    /// pending | as_predicted | better | worse, and in words.
+    pub verdict: String,
+    pub verdict_words: String,
+    pub reasons: Vec<String>,
+    /// (predicted, measured)
+    pub gpus_freed: (f64, f64),
+    pub contention_hours: (f64, f64),
+    pub overflow_hours: f64,
+    pub tenants: Vec<OutcomeTenantRow>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct OutcomeTenantRow {
+    pub workload: String,
+    pub effective: (String, String),
+    pub memory: (String, String),
+    pub contended: String,
+}
+
+fn verdict_class(v: &str) -> &'static str {
+    match v {
+        "worse" => "sev-critical",
+        "pending" => "sev-info",
+        _ => "",
+    }
+}
+
+/// The applied steps' verdicts, one row each.
+fn outcomes_section(rows: Vec<OutcomeView>) -> impl IntoView {
+    let count = rows.len();
+    let worse = rows.iter().filter(|o| o.verdict == "worse").count();
+    let body = rows
+        .into_iter()
+        .map(|o| {
+            view! {
+                <tr>
+                    <td><a href=format!("/nodes/{}", enc(&o.node))>{o.node.clone()}</a></td>
+                    <td><a href=format!("/recommendations/{}", enc(&o.recommendation))>{o.kind.replace('_', " ")}</a></td>
+                    <td>{o.applied.clone()}</td>
+                    <td class=verdict_class(&o.verdict)>{o.verdict_words.clone()}</td>
+                    <td class="n">{format!("{:.0} / {:.0}", o.gpus_freed.1, o.gpus_freed.0)}</td>
+                    <td class="n">{format!("{:.0} / {:.0}", o.contention_hours.1, o.contention_hours.0)}</td>
+                    <td class="n">{o.hours_after}</td>
+                </tr>
+            }
+        })
+        .collect_view();
+    view! {
+        <section aria-labelledby="h-outcomes">
+            <h2 id="h-outcomes">"Applied steps: measured against the prediction"</h2>
+            <p class="note">{format!("{count} step(s) applied through label actions in the analysed window; {worse} turned out worse than replay predicted.")}</p>
+            <div class="scroll"><table>
+                <thead><tr>
+                    <th scope="col">"Node"</th><th scope="col">"Step"</th><th scope="col">"Applied"</th><th scope="col">"Verdict"</th>
+                    <th scope="col" class="n">"GPUs freed (measured / predicted)"</th><th scope="col" class="n">"Contended tenant-h (measured / predicted)"</th>
+                    <th scope="col" class="n">"Hours since"</th>
+                </tr></thead>
+                <tbody>{body}</tbody>
+            </table></div>
+        </section>
+    }
+}
+
+/// One applied step's check in full: verdict and why, totals, each moved workload.
+fn outcome_detail(o: OutcomeView) -> impl IntoView {
+    let reasons = o
+        .reasons
+        .iter()
+        .map(|r| view! { <li>{r.clone()}</li> })
+        .collect_view();
+    let tenants = o
+        .tenants
+        .into_iter()
+        .map(|t| {
+            view! {
+                <tr>
+                    <td>{t.workload}</td>
+                    <td class="n">{t.effective.0}</td><td class="n">{t.effective.1}</td>
+                    <td class="n">{t.memory.0}</td><td class="n">{t.memory.1}</td>
+                    <td class="n">{t.contended}</td>
+                </tr>
+            }
+        })
+        .collect_view();
+    let rollback = (o.verdict == "worse").then(|| {
+        view! {
+            <p>"The collector offers the way back as a planned label action (the label's previous value), for an operator to approve: "
+                <a href=format!("/api/v1/label-actions?node={}&state=planned", enc(&o.node))>"planned actions on "{o.node.clone()}</a>"."</p>
+        }
+    });
+    let pending = (o.verdict == "pending").then(|| {
+        view! { <p class="note">{format!("{} hour(s) recorded since the change; a verdict needs 6.", o.hours_after)}</p> }
+    });
+    view! {
+        <section aria-labelledby="h-outcome">
+            <h2 id="h-outcome">"Outcome since it was applied"</h2>
+            <p class="meta">{format!("label action {} · applied {} · ", o.action, o.applied)}<b class=verdict_class(&o.verdict)>{o.verdict_words.clone()}</b></p>
+            {pending}
+            <ul>{reasons}</ul>
+            {rollback}
+            <div class="scroll"><table>
+                <thead><tr><th scope="col"></th><th scope="col" class="n">"Predicted"</th><th scope="col" class="n">"Measured"</th></tr></thead>
+                <tbody>
+                    <tr><th scope="row">"GPUs freed"</th><td class="n">{format!("{:.0}", o.gpus_freed.0)}</td><td class="n">{format!("{:.0}", o.gpus_freed.1)}</td></tr>
+                    <tr><th scope="row">"Contended tenant-hours"</th><td class="n">{format!("{:.0}", o.contention_hours.0)}</td><td class="n">{format!("{:.0}", o.contention_hours.1)}</td></tr>
+                    <tr><th scope="row">"Tenant-hours memory did not fit"</th><td class="n">"0"</td><td class="n">{format!("{:.0}", o.overflow_hours)}</td></tr>
+                </tbody>
+            </table></div>
+            <div class="scroll"><table>
+                <caption>"Each moved workload, followed across pod re-creation"</caption>
+                <thead><tr>
+                    <th scope="col">"Workload"</th><th scope="col" class="n">"Effective before"</th><th scope="col" class="n">"after"</th>
+                    <th scope="col" class="n">"Peak memory before"</th><th scope="col" class="n">"after"</th><th scope="col" class="n">"Contended hours after"</th>
+                </tr></thead>
+                <tbody>{tenants}</tbody>
+            </table></div>
+        </section>
+    }
+}
+
+/// The page of a step that was applied and is no longer proposed: what it was and its outcome.
+pub fn applied_step(frame: Frame, o: OutcomeView) -> String {
+    document(frame, Nav::Recommendations, move || {
+        view! {
+            <h1>{format!("{} step (applied)", o.kind.replace('_', " "))}</h1>
+            <p class="meta">"node "<a href=format!("/nodes/{}", enc(&o.node))>{o.node.clone()}</a></p>
+            <p>{o.summary.clone()}</p>
+            {outcome_detail(o)}
+        }
+        .into_any()
+    })
+}
+
+/// The label change a recommendation would make, and whether this user may approve it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Actuation {
+    pub mode: String,
+    pub label: Option<String>,
+    pub value: Option<String>,
+    /// The planned action waiting for approval, if any.
+    pub action_id: Option<i64>,
+    pub action_state: Option<String>,
+    /// Set when the signed-in operator may approve: the form's CSRF token.
+    pub csrf: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct RecView {
+    pub id: String,
+    pub kind: String,
+    pub node: String,
+    pub summary: String,
+    pub confidence: f64,
+    /// How the confidence is made, with this step's numbers.
+    pub confidence_note: String,
+    /// What the GPUs it frees cost a month, e.g. "≈ 1,095 USD a month".
+    pub money_per_month: Option<String>,
+    pub tenants: Vec<String>,
+    pub replay: Vec<(String, String)>,
+    pub configs: Vec<(String, String)>,
+    pub findings: Vec<(String, String)>,
+    /// Steps to carry out first, in order: (id, summary).
+    pub requires: Vec<(String, String)>,
+    pub actuation: Actuation,
+    /// Set once the step was applied and checked.
+    pub outcome: Option<OutcomeView>,
+}
+
+pub fn recommendation(frame: Frame, v: RecView) -> String {
+    document(frame, Nav::Recommendations, move || {
+        let replay = v
+            .replay
+            .iter()
+            .map(|(k, val)| view! { <tr><th scope="row">{k.clone()}</th><td class="n">{val.clone()}</td></tr> })
+            .collect_view();
+        let configs = v
+            .configs
+            .iter()
+            .map(|(name, text)| view! { <h3>{name.clone()}</h3><pre>{text.clone()}</pre> })
+            .collect_view();
+        let findings = v
+            .findings
+            .iter()
+            .map(|(id, s)| view! { <li><a href=format!("/findings/{}", enc(id))>{s.clone()}</a></li> })
+            .collect_view();
+        let tenants = v
+            .tenants
+            .iter()
+            .map(|t| view! { <li>{t.clone()}</li> })
+            .collect_view();
+        let requires = (!v.requires.is_empty()).then(|| {
+            let steps = v
+                .requires
+                .iter()
+                .map(|(id, s)| view! { <li><a href=format!("/recommendations/{}", enc(id))>{s.clone()}</a></li> })
+                .collect_view();
+            view! {
+                <h2>"Carry out first"</h2>
+                <p class="note">"This step moves tenants onto GPUs that these steps empty. Approving it approves their planned label changes with it, and they run first; a reclaim or a move has to be done by people before this step can be approved."</p>
+                <ol>{steps}</ol>
+            }
+        });
+        let a = v.actuation.clone();
+        let act = match (&a.label, &a.value) {
+            (Some(label), Some(value)) => {
+                let what = format!("{label}={value} on {}", v.node);
+                let control = match (a.action_id, a.csrf.clone()) {
+                    (Some(id), Some(csrf)) if a.action_state.as_deref() == Some("planned") => view! {
+                        <form method="post" action=format!("/recommendations/{}/approve", enc(&v.id))>
+                            <input type="hidden" name="csrf" value=csrf/>
+                            <input type="hidden" name="action" value=id.to_string()/>
+                            <label><input type="checkbox" name="override_pods" value="true"/>" go ahead although GPU pods remain after the drain wait"</label>
+                            <p><button type="submit">"Approve and apply"</button></p>
+                        </form>
+                    }
+                    .into_any(),
+                    (Some(id), _) => view! {
+                        <p>{format!("Label action {id}: {}.", a.action_state.clone().unwrap_or_default())}
+                            " "{(a.csrf.is_none() && a.action_state.as_deref() == Some("planned")).then(|| view! { <a href="/login">"Sign in as an operator to approve it."</a> })}
+                            " "<a href=format!("/api/v1/label-actions?node={}", enc(&v.node))>"Audit trail"</a></p>
+                    }
+                    .into_any(),
+                    (None, _) => view! { <p class="note">{format!("Label mode is {}: changes are planned only in apply-with-approval.", a.mode)}</p> }.into_any(),
+                };
+                view! { <p>"Applying it sets "<code>{what}</code>" through the guarded workflow (cordon, wait for GPU pods, label, watch, uncordon)."</p>{control} }.into_any()
+            }
+            _ => view! { <p class="note">"This recommendation changes no node label; act on it with the tenants."</p> }.into_any(),
+        };
+        view! {
+            <h1>{format!("{} recommendation", v.kind.replace('_', " "))}</h1>
+            <p class="meta">"node "<a href=format!("/nodes/{}", enc(&v.node))>{v.node.clone()}</a>{format!(" · confidence {:.0} %", v.confidence * 100.0)}{v.money_per_month.clone().map(|m| format!(" · saves {m}"))}</p>
+            <p>{v.summary.clone()}</p>
+            <p class="note">{v.confidence_note.clone()}</p>
+            <h2>"Tenants"</h2><ul>{tenants}</ul>
+            {requires}
+            <h2>"Replay against the recorded demand"</h2>
+            <table><tbody>{replay}</tbody></table>
+            <h2 id="apply">"Apply"</h2>
+            {act}
+            {v.outcome.clone().map(outcome_detail)}
+            <h2>"Generated configuration"</h2>
+            {configs}
+            <h2>"Findings it answers"</h2><ul>{findings}</ul>
+        }
+        .into_any()
+    })
+}

@@ -1,0 +1,43 @@
+//! Reports: the weekly reports kept, newest first.
+
+use super::*;
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct ReportRow {
+    pub week: String,
+    pub timezone: String,
+    pub summary: String,
+    pub html: String,
+    pub csv: String,
+}
+
+pub fn reports(frame: Frame, rows: Vec<ReportRow>) -> String {
+    document(frame, Nav::Reports, move || {
+        let empty = rows.is_empty().then(|| {
+            view! { <p class="note">"No reports yet: one is made when a week is over, or run "<code>"gpulens report"</code>" (the newest complete week with data; "<code>"--week YYYY-Www"</code>" for another)."</p> }
+        });
+        let body = rows
+            .into_iter()
+            .map(|r| {
+                view! {
+                    <tr>
+                        <td><a href=r.html.clone()>{r.week}</a></td>
+                        <td><a href=r.html>"HTML"</a>" · "<a href=r.csv>"CSV"</a></td>
+                        <td>{r.summary}</td><td>{r.timezone}</td>
+                    </tr>
+                }
+            })
+            .collect_view();
+        view! {
+            <h1>"Weekly reports"</h1>
+            {empty.is_none().then(|| view! {
+                <div class="scroll"><table>
+                    <thead><tr><th scope="col">"Week"</th><th scope="col">"Download"</th><th scope="col">"Summary"</th><th scope="col">"Time zone"</th></tr></thead>
+                    <tbody>{body}</tbody>
+                </table></div>
+            })}
+            {empty}
+        }
+        .into_any()
+    })
+}

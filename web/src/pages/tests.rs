@@ -1,0 +1,73 @@
+use super::*;
+
+#[test]
+fn empty_tables_say_none_and_why() {
+    let html = alerts(Frame::default(), Vec::new(), Vec::new());
+    assert!(html.contains("None: no rule fired"), "{html}");
+    assert!(html.contains("None: nothing was sent"), "{html}");
+    assert!(html.contains("colspan=\"7\""), "{html}");
+    let sort = Sort {
+        base: String::new(),
+        key: "severity".into(),
+        desc: false,
+    };
+    let filters = FindingFilters {
+        kind: "interference".into(),
+        severity: String::new(),
+        team: String::new(),
+        node: String::new(),
+        kinds: Vec::new(),
+        teams: Vec::new(),
+        nodes: Vec::new(),
+    };
+    let html = findings(Frame::default(), filters, Vec::new(), sort);
+    assert!(
+        html.contains("None: no finding of the newest analysis matches"),
+        "{html}"
+    );
+    let html = reports(Frame::default(), Vec::new());
+    assert!(!html.contains("<table"), "no bare headers: {html}");
+}
+
+#[test]
+fn use_beyond_the_allocation_is_a_column_where_some_line_has_it() {
+    // Effective never exceeds allocated; what a replica used beyond it is borrowed.
+    let row = |name: &str, used: f64| UseRow {
+        key: name.into(),
+        name: name.into(),
+        team: "ml".into(),
+        kind: "pod".into(),
+        allocated: 10.0,
+        effective: used.min(10.0),
+        ratio: Some(used.min(10.0) / 10.0),
+        waste: 10.0 - used.min(10.0),
+        borrowed: (used - 10.0).max(0.0),
+        cost: 0.0,
+        findings: 0,
+    };
+    let page = |rows| {
+        usage(
+            Frame::default(),
+            UseView {
+                teams: false,
+                window: "7 days".into(),
+                currency: "USD".into(),
+                query: String::new(),
+                rows,
+            },
+            Sort {
+                base: String::new(),
+                key: "name".into(),
+                desc: false,
+            },
+        )
+    };
+    let html = page(vec![row("bursty", 22.7), row("steady", 5.0)]);
+    assert!(html.contains("Borrowed GPU-h"), "{html}");
+    assert!(html.contains("On a time-sliced or MPS GPU"), "{html}");
+    assert!(html.contains("<td class=\"n\">12.7</td>"), "{html}");
+    assert!(html.contains("<td class=\"n\">100 %</td>"), "{html}");
+    assert!(!html.contains("227"), "{html}");
+    let html = page(vec![row("steady", 5.0)]);
+    assert!(!html.contains("Borrowed") && !html.contains("time-sliced"));
+}

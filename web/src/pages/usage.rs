@@ -1,0 +1,90 @@
+//! Tenants and teams: allocated, effective, borrowed and wasted GPU-hours.
+
+use super::*;
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct UseRow {
+    pub key: String,
+    pub name: String,
+    pub team: String,
+    pub kind: String,
+    pub allocated: f64,
+    pub effective: f64,
+    pub ratio: Option<f64>,
+    pub waste: f64,
+    /// Use beyond the allocation (time-sliced or MPS replicas).
+    pub borrowed: f64,
+    pub cost: f64,
+    pub findings: usize,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct UseView {
+    pub teams: bool,
+    pub window: String,
+    pub currency: String,
+    pub query: String,
+    pub rows: Vec<UseRow>,
+}
+
+/// What the borrowed column means.
+const BORROWED_NOTE: &str = "Borrowed: use beyond the allocation. On a time-sliced or MPS GPU a replica is a nominal share, and a tenant may use the time its idle neighbours leave; that use is not counted as effective (which never exceeds what was allocated), so allocated = effective + waste on every line.";
+
+pub fn usage(frame: Frame, v: UseView, sort: Sort) -> String {
+    let nav = if v.teams { Nav::Teams } else { Nav::Tenants };
+    document(frame, nav, move || {
+        // Shown where it matters: some line used more than it was allocated.
+        let borrowed = v.rows.iter().any(|r| r.borrowed >= 0.05);
+        let empty = v.rows.is_empty();
+        let columns = if v.teams { 7 } else { 9 };
+        let currency = v.currency.clone();
+        let body = v
+            .rows
+            .into_iter()
+            .map(|r| {
+                let findings = if v.teams {
+                    format!("/findings?team={}", enc(&r.key))
+                } else {
+                    format!("/findings?tenant={}", enc(&r.key))
+                };
+                view! {
+                    <tr>
+                        <td><a href=findings.clone()>{r.name}</a></td>
+                        <td class="n">{num(r.allocated)}</td>
+                        <td class="n">{num(r.effective)}</td>
+                        <td class="n">{pct(r.ratio)}</td>
+                        <td class="n">{num(r.waste)}</td>
+                        {borrowed.then(|| view! { <td class="n">{num(r.borrowed)}</td> })}
+                        <td class="n">{money(r.cost, &currency)}</td>
+                        <td class="n"><a href=findings>{r.findings}</a></td>
+                        {(!v.teams).then(|| view! { <td>{r.team.clone()}</td><td>{r.kind.clone()}</td> })}
+                    </tr>
+                }
+            })
+            .collect_view();
+        let title = if v.teams { "Teams" } else { "Tenants" };
+        let action = if v.teams { "/teams" } else { "/tenants" };
+        view! {
+            <h1>{title}</h1>
+            <form class="filters" method="get" action=action>
+                <label for="q">"Search"<input id="q" name="q" value=v.query.clone()/></label>
+                <button type="submit">"Filter"</button>
+            </form>
+            <div class="scroll"><table>
+                <caption>{format!("Allocation against use over {}: allocated = effective + waste; cost in {}.", v.window, v.currency)}</caption>
+                <thead><tr>
+                    {th(if v.teams { "Team" } else { "Tenant" }, "name", &sort, false)}
+                    {th("Allocated GPU-h", "allocated", &sort, true)}{th("Effective GPU-h", "effective", &sort, true)}
+                    {th("Effective", "ratio", &sort, true)}{th("Waste GPU-h", "waste", &sort, true)}
+                    {borrowed.then(|| th("Borrowed GPU-h", "borrowed", &sort, true))}
+                    {th("Cost", "cost", &sort, true)}
+                    {th("Findings", "findings", &sort, true)}
+                    {(!v.teams).then(|| view! { {th("Team", "team", &sort, false)}<th scope="col">"Kind"</th> })}
+                </tr></thead>
+                <tbody>{if empty { none_row(columns, "no line matches the search, or the newest analysis saw no allocation") } else { body.into_any() }}</tbody>
+            </table></div>
+            {borrowed.then(|| view! { <p class="note">{BORROWED_NOTE}</p> })}
+        }
+        .into_any()
+    })
+}
