@@ -17,7 +17,7 @@ struct Module {
     code: String,
 }
 
-fn workspace() -> PathBuf {
+pub(crate) fn workspace() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .parent()
         .unwrap()
@@ -25,7 +25,7 @@ fn workspace() -> PathBuf {
 }
 
 /// The workspace's member crates (from the root Cargo.toml), as (name, src dir).
-fn member_sources() -> Vec<(String, PathBuf)> {
+pub(crate) fn member_sources() -> Vec<(String, PathBuf)> {
     let text = std::fs::read_to_string(workspace().join("Cargo.toml")).unwrap();
     let doc: toml::Table = text.parse().unwrap();
     doc["workspace"]["members"]
@@ -40,7 +40,7 @@ fn member_sources() -> Vec<(String, PathBuf)> {
         .collect()
 }
 
-fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
+pub(crate) fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
     for e in std::fs::read_dir(dir).unwrap() {
         let p = e.unwrap().path();
         if p.is_dir() {
@@ -69,7 +69,7 @@ fn module_path(src: &Path, file: &Path) -> ModPath {
 
 /// The code with comments blanked and string and char literals emptied, so braces and paths
 /// in them are not read as code. Lines are kept.
-fn clean(text: &str) -> String {
+pub(crate) fn clean(text: &str) -> String {
     let b = text.as_bytes();
     let mut out = String::with_capacity(text.len());
     let mut i = 0;
@@ -143,7 +143,7 @@ fn clean(text: &str) -> String {
 }
 
 /// The code with `#[cfg(test)]` items (test modules and test-only functions) removed.
-fn without_tests(code: &str) -> String {
+pub(crate) fn without_tests(code: &str) -> String {
     let mut out = code.to_owned();
     while let Some(at) = out.find("#[cfg(test)]") {
         let b = out.as_bytes();
@@ -176,7 +176,7 @@ fn without_tests(code: &str) -> String {
     out
 }
 
-fn is_ident(c: char) -> bool {
+pub(crate) fn is_ident(c: char) -> bool {
     c.is_alphanumeric() || c == '_'
 }
 

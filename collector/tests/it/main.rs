@@ -23,6 +23,7 @@ mod remote_write;
 mod reports;
 mod robustness;
 mod sign_in;
+mod sizes;
 mod support;
 mod tasks;
 mod tls;
