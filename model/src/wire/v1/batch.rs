@@ -1,0 +1,101 @@
+//! The batch and what it carries, as it travels.
+
+use serde::{Deserialize, Serialize};
+
+use crate::{
+    Allocation, GpuEvent, GpuInfo, GpuSample, MigSample, ProcessSample, Tenant, UnixMillis,
+};
+
+/// The version number this module speaks.
+pub const VERSION: u32 = 1;
+
+/// One request body of `POST /api/v1/ingest`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Batch {
+    /// Always 1 for this module.
+    pub version: u32,
+    pub cluster: String,
+    /// The node the samples come from; must match the node bound to the sender's token.
+    pub node: String,
+    /// Identifies one agent installation on the node (it survives restarts through the
+    /// agent's state directory). Sequence numbers count per agent id.
+    pub agent_id: String,
+    /// Strictly increasing per agent id. A batch whose sequence is not above the highest one
+    /// already stored for its agent id is a retry: acknowledged, not stored again.
+    pub seq: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent_version: Option<String>,
+    /// Nominal sampling interval in milliseconds; each snapshot stands for this much time.
+    pub interval_ms: u32,
+    /// The node's GPUs. Send it in every batch, or at least whenever it changes; a batch
+    /// without inventory keeps the last known one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub inventory: Option<Vec<GpuInfo>>,
+    /// Tenants referenced by the snapshots' `tenant` keys.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tenants: Vec<Tenant>,
+    pub snapshots: Vec<Snapshot>,
+}
+
+/// Everything one sampling cycle saw.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Snapshot {
+    pub ts: UnixMillis,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub gpus: Vec<GpuSample>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub mig: Vec<MigSample>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub processes: Vec<ProcessSample>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub allocations: Vec<Allocation>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub events: Vec<GpuEvent>,
+}
+
+impl Snapshot {
+    pub fn row_count(&self) -> usize {
+        self.gpus.len()
+            + self.mig.len()
+            + self.processes.len()
+            + self.allocations.len()
+            + self.events.len()
+    }
+}
+
+/// A node's advisory labels as the collector serves them to the node's agent
+/// (`GET /api/v1/nodes/{node}/labels`), which writes them to its Node Feature Discovery file.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct NodeLabels {
+    pub node: String,
+    /// When the analysis the labels come from ran (RFC 3339).
+    pub analyzed: String,
+    /// `gpulens.io/…` labels; empty when the analysis says nothing about the node.
+    pub labels: std::collections::BTreeMap<String, String>,
+}
+
+impl Batch {
+    /// Rows of every kind the batch makes the store write: snapshot rows, and the inventory's
+    /// GPUs and MIG instances.
+    pub fn row_count(&self) -> usize {
+        let inventory = self.inventory.as_deref().map_or(0, |gpus| {
+            gpus.iter()
+                .map(|g| 1 + g.mig_instances.len())
+                .sum::<usize>()
+        });
+        self.snapshots
+            .iter()
+            .map(Snapshot::row_count)
+            .sum::<usize>()
+            + inventory
+    }
+
+    /// The earliest and latest snapshot timestamps, if there are snapshots.
+    pub fn time_range(&self) -> Option<(UnixMillis, UnixMillis)> {
+        let min = self.snapshots.iter().map(|s| s.ts).min()?;
+        let max = self.snapshots.iter().map(|s| s.ts).max()?;
+        Some((min, max))
+    }
+}

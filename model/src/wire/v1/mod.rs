@@ -1,0 +1,14 @@
+//! Wire protocol version 1: one JSON batch per request (gzip-compressed on the wire).
+//!
+//! A batch carries the sending agent's identity, a per-agent-instance sequence number and
+//! one or more snapshots (sampling cycles). See docs/ingest.md for the full contract. The
+//! collector's answer to an agent asking for its node's labels is here too.
+
+mod batch;
+mod validate;
+
+pub use batch::{Batch, NodeLabels, Snapshot, VERSION};
+pub use validate::{Invalid, Limits, MAX_MEMORY_BYTES, MAX_MIG_ID, MAX_PID, MAX_REPLICA};
+
+#[cfg(test)]
+mod tests;

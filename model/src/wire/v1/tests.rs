@@ -1,0 +1,279 @@
+use super::*;
+use crate::{Allocation, GpuSample, MigSample, ProcessSample, Tenant};
+
+const NOW: i64 = 1_800_000_000_000;
+
+/// Found by the HTTP robustness test: two processes of one tenant reporting
+/// `i64::MAX` bytes were stored, and every rollup pass then panicked adding them.
+#[test]
+fn memory_is_bounded_by_what_a_gpu_can_hold() {
+    let mut b = batch();
+    b.snapshots[0].processes[0].mem_used_bytes = Some(i64::MAX);
+    let e = b.validate(&Limits::default(), NOW).unwrap_err();
+    assert!(e.0.contains("processes[0].mem_used_bytes"), "{e}");
+    let mut b = batch();
+    b.snapshots[0].gpus[0].mem_total_bytes = Some(MAX_MEMORY_BYTES + 1);
+    assert!(b.validate(&Limits::default(), NOW).is_err());
+    let mut b = batch();
+    b.snapshots[0].gpus[0].mem_total_bytes = Some(80 << 30);
+    b.validate(&Limits::default(), NOW).unwrap();
+}
+
+fn batch() -> Batch {
+    Batch {
+        version: 1,
+        cluster: "c".into(),
+        node: "n1".into(),
+        agent_id: "a".into(),
+        seq: 1,
+        agent_version: None,
+        interval_ms: 1000,
+        inventory: None,
+        tenants: vec![Tenant {
+            key: "host/1000".into(),
+            kind: crate::TenantKind::HostUser,
+            namespace: None,
+            pod: None,
+            container: None,
+            pod_uid: None,
+            job_id: None,
+            user: Some("alice".into()),
+            account: None,
+            uid: Some(1000),
+        }],
+        snapshots: vec![Snapshot {
+            ts: NOW,
+            gpus: vec![GpuSample {
+                gpu_uuid: "GPU-1".into(),
+                gpu_util: Some(0.5),
+                ..Default::default()
+            }],
+            processes: vec![ProcessSample {
+                gpu_uuid: "GPU-1".into(),
+                pid: 10,
+                start_time: NOW - 1000,
+                tenant: Some("host/1000".into()),
+                ..Default::default()
+            }],
+            ..Default::default()
+        }],
+    }
+}
+
+#[test]
+fn a_valid_batch_passes() {
+    batch().validate(&Limits::default(), NOW).unwrap();
+}
+
+#[test]
+fn errors_name_the_field_and_value() {
+    let mut b = batch();
+    b.snapshots[0].gpus[0].gpu_util = Some(57.0);
+    let err = b.validate(&Limits::default(), NOW).unwrap_err();
+    assert_eq!(
+        err.0,
+        "snapshots[0].gpus[0].gpu_util is a ratio between 0 and 1, got 57"
+    );
+
+    let mut b = batch();
+    b.snapshots[0].processes[0].tenant = Some("pod/x/y".into());
+    let err = b.validate(&Limits::default(), NOW).unwrap_err();
+    assert!(err.0.contains("is not among the batch's tenants"), "{err}");
+
+    let mut b = batch();
+    b.snapshots[0].ts = NOW + 3_600_000;
+    let err = b.validate(&Limits::default(), NOW).unwrap_err();
+    assert!(err.0.starts_with("snapshots[0].ts"), "{err}");
+
+    let mut b = batch();
+    b.version = 2;
+    assert!(
+        b.validate(&Limits::default(), NOW)
+            .unwrap_err()
+            .0
+            .contains("version 2")
+    );
+
+    let mut b = batch();
+    b.node = "has space".into();
+    assert!(
+        b.validate(&Limits::default(), NOW)
+            .unwrap_err()
+            .0
+            .contains("not a DNS-1123 subdomain")
+    );
+    // Issue 15: a node name that steered label writes to another node.
+    let mut b = batch();
+    b.node = "gpu-a?x=1".into();
+    let err = b.validate(&Limits::default(), NOW).unwrap_err().0;
+    assert!(
+        err.starts_with("node \"gpu-a?x=1\" is not a DNS-1123"),
+        "{err}"
+    );
+}
+
+/// Issue 15: values no GPU reports were stored, and a MIG id of 2^31 or more (a valid
+/// u32) stopped every rollup pass when read back from the store's 32-bit column.
+#[test]
+fn values_outside_their_domain_are_refused_by_name() {
+    type Mutation = Box<dyn Fn(&mut Batch)>;
+    let cases: Vec<(&str, Mutation)> = vec![
+        (
+            "processes[0].gi_id 2147483648 is not a MIG instance id",
+            Box::new(|b| b.snapshots[0].processes[0].gi_id = Some(1 << 31)),
+        ),
+        (
+            "mig[0].gi_id 4294967295",
+            Box::new(|b| {
+                b.snapshots[0].mig.push(MigSample {
+                    gpu_uuid: "GPU-1".into(),
+                    gi_id: u32::MAX,
+                    ..Default::default()
+                })
+            }),
+        ),
+        (
+            "allocations[0].ci_id",
+            Box::new(|b| {
+                b.snapshots[0].allocations.push(Allocation {
+                    gpu_uuid: "GPU-1".into(),
+                    tenant: "host/1000".into(),
+                    gi_id: Some(1),
+                    ci_id: Some(1 << 31),
+                    replica: None,
+                    share: 0.5,
+                })
+            }),
+        ),
+        (
+            "gpus[0].sm_clock_mhz must not be negative",
+            Box::new(|b| b.snapshots[0].gpus[0].sm_clock_mhz = Some(-1)),
+        ),
+        (
+            "gpus[0].retired_pages must not be negative",
+            Box::new(|b| b.snapshots[0].gpus[0].retired_pages = Some(-5)),
+        ),
+        (
+            "gpus[0].remapped_rows must not be negative",
+            Box::new(|b| b.snapshots[0].gpus[0].remapped_rows = Some(i32::MIN)),
+        ),
+        (
+            "gpus[0].throttle_reasons must not be negative",
+            Box::new(|b| b.snapshots[0].gpus[0].throttle_reasons = Some(-1)),
+        ),
+        (
+            "mig[0].mem_used_bytes must be between 0 and",
+            Box::new(|b| {
+                b.snapshots[0].mig.push(MigSample {
+                    gpu_uuid: "GPU-1".into(),
+                    mem_used_bytes: Some(-1),
+                    ..Default::default()
+                })
+            }),
+        ),
+        (
+            "processes[0].start_time -9223372036854775808",
+            Box::new(|b| b.snapshots[0].processes[0].start_time = i64::MIN),
+        ),
+        (
+            "processes[0].start_time 9223372036854775807",
+            Box::new(|b| b.snapshots[0].processes[0].start_time = i64::MAX),
+        ),
+        (
+            "processes[0].pid",
+            Box::new(|b| b.snapshots[0].processes[0].pid = u32::MAX),
+        ),
+        (
+            "processes[1].gpu_uuid (pid 10, started",
+            Box::new(|b| {
+                let p = b.snapshots[0].processes[0].clone();
+                b.snapshots[0].processes.push(p)
+            }),
+        ),
+        (
+            "mig[1].gpu_uuid (GPU-1, 1, 0) appears twice",
+            Box::new(|b| {
+                let m = MigSample {
+                    gpu_uuid: "GPU-1".into(),
+                    gi_id: 1,
+                    ..Default::default()
+                };
+                b.snapshots[0].mig.push(m.clone());
+                b.snapshots[0].mig.push(m);
+            }),
+        ),
+        (
+            "allocations[1].gpu_uuid (GPU-1, host/1000) appears twice",
+            Box::new(|b| {
+                let a = Allocation {
+                    gpu_uuid: "GPU-1".into(),
+                    tenant: "host/1000".into(),
+                    gi_id: None,
+                    ci_id: None,
+                    replica: None,
+                    share: 1.0,
+                };
+                b.snapshots[0].allocations.push(a.clone());
+                b.snapshots[0].allocations.push(a);
+            }),
+        ),
+    ];
+    for (expected, mutate) in cases {
+        let mut b = batch();
+        mutate(&mut b);
+        let err = b.validate(&Limits::default(), NOW).unwrap_err();
+        assert!(err.0.contains(expected), "{expected:?} not in {:?}", err.0);
+    }
+}
+
+/// Issue 15: a 1.2 MB request stored 200,000 GPUs and 800,000 MIG instances and answered
+/// `"rows":0`; the inventory now counts toward the row limit.
+#[test]
+fn the_inventory_counts_toward_the_row_limit() {
+    let mut b = batch();
+    b.inventory = Some(
+        (0..3)
+            .map(|i| crate::GpuInfo {
+                uuid: format!("GPU-{i}"),
+                mig_instances: (0..4)
+                    .map(|gi| {
+                        serde_json::from_value(serde_json::json!({
+                            "gi_id": gi, "ci_id": 0, "profile": "1g.10gb",
+                            "memory_total_bytes": 1
+                        }))
+                        .unwrap()
+                    })
+                    .collect(),
+                ..serde_json::from_str(
+                    r#"{"uuid":"x","index":0,"model":"m","memory_total_bytes":1}"#,
+                )
+                .unwrap()
+            })
+            .collect(),
+    );
+    // 2 snapshot rows + 3 GPUs + 12 MIG instances.
+    assert_eq!(b.row_count(), 17);
+    let limits = Limits {
+        max_rows: 16,
+        ..Limits::default()
+    };
+    let err = b.validate(&limits, NOW).unwrap_err().0;
+    assert_eq!(err, "batch has 17 rows; the limit is 16");
+}
+
+#[test]
+fn limits_are_enforced() {
+    let limits = Limits {
+        max_rows: 1,
+        ..Limits::default()
+    };
+    let err = batch().validate(&limits, NOW).unwrap_err();
+    assert_eq!(err.0, "batch has 2 rows; the limit is 1");
+}
+
+#[test]
+fn unknown_fields_are_refused_by_the_decoder() {
+    let json = r#"{"version":1,"cluster":"c","node":"n","agent_id":"a","seq":1,"interval_ms":1000,"snapshots":[],"extra":1}"#;
+    let err = serde_json::from_str::<Batch>(json).unwrap_err();
+    assert!(err.to_string().contains("unknown field `extra`"), "{err}");
+}
