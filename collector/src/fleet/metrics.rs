@@ -197,57 +197,79 @@ pub fn encode(
     scope: Option<&std::collections::BTreeSet<String>>,
 ) -> String {
     let mut reg = Registry::with_prefix("gpulens");
-    macro_rules! family {
-        ($name:literal, $help:literal, $unit:expr, $labels:ty) => {{
-            let f = Family::<$labels, FGauge>::default();
-            match $unit {
-                Some(u) => reg.register_with_unit($name, $help, u, f.clone()),
-                None => reg.register($name, $help, f.clone()),
-            }
-            f
-        }};
+    gpu_families(&mut reg, latest, now_ms);
+    if let Some(t) = &latest.tenants
+        && scope.is_none()
+    {
+        t.encode(&mut reg, now_ms);
     }
-    let util = family!(
+    if let Some(a) = analysis {
+        funnel_families(&mut reg, a, scope);
+        finding_families(&mut reg, a);
+        recommendation_families(&mut reg, a);
+    }
+    alert_families(&mut reg, alerts);
+    let mut out = String::new();
+    prometheus_client::encoding::text::encode(&mut out, &reg).expect("encoding to a String");
+    out.trim_end_matches("# EOF\n").to_owned()
+}
+
+/// A gauge family registered on `reg`, with its unit when it has one.
+fn family<L>(reg: &mut Registry, name: &str, help: &str, unit: Option<Unit>) -> Family<L, FGauge>
+where
+    L: EncodeLabelSet + Clone + std::hash::Hash + Eq + std::fmt::Debug + Send + Sync + 'static,
+{
+    let f = Family::<L, FGauge>::default();
+    match unit {
+        Some(u) => reg.register_with_unit(name, help, u, f.clone()),
+        None => reg.register(name, help, f.clone()),
+    }
+    f
+}
+
+/// Each fresh GPU's newest readings.
+fn gpu_families(reg: &mut Registry, latest: &LatestGpus, now_ms: i64) {
+    let util = family::<GpuLabels>(
+        reg,
         "fleet_gpu_utilization_ratio",
         "Newest NVML utilization of each GPU (0-1)",
-        None::<Unit>,
-        GpuLabels
+        None,
     );
-    let sm = family!(
+    let sm = family::<GpuLabels>(
+        reg,
         "fleet_gpu_sm_active_ratio",
         "Newest DCGM SM activity of each GPU (0-1); absent without DCGM",
-        None::<Unit>,
-        GpuLabels
+        None,
     );
-    let mem = family!(
+    let mem = family::<GpuLabels>(
+        reg,
         "fleet_gpu_memory_used",
         "Newest framebuffer memory in use of each GPU",
         Some(Unit::Bytes),
-        GpuLabels
     );
-    let mem_total = family!(
+    let mem_total = family::<GpuLabels>(
+        reg,
         "fleet_gpu_memory_total",
         "Framebuffer memory of each GPU",
         Some(Unit::Bytes),
-        GpuLabels
     );
-    let power = family!(
+    let power = family::<GpuLabels>(
+        reg,
         "fleet_gpu_power",
         "Newest power draw of each GPU",
         Some(Unit::Other("watts".into())),
-        GpuLabels
     );
-    let temp = family!(
+    let temp = family::<GpuLabels>(
+        reg,
         "fleet_gpu_temperature",
         "Newest temperature of each GPU",
         Some(Unit::Celsius),
-        GpuLabels
     );
-    let alloc = family!(
+    let alloc = family::<GpuLabels>(
+        reg,
         "fleet_gpu_allocated_ratio",
         "Share of each GPU held by allocations in its newest sample (0-1)",
-        None::<Unit>,
-        GpuLabels
+        None,
     );
     for ((cluster, node, gpu_uuid), r) in latest.fresh(now_ms) {
         let l = GpuLabels {
@@ -270,145 +292,150 @@ pub fn encode(
             }
         }
     }
-    if let Some(t) = &latest.tenants
-        && scope.is_none()
-    {
-        t.encode(&mut reg, now_ms);
-    }
-    if let Some(a) = analysis {
-        let fleet = family!(
-            "funnel_gpu",
-            "GPU time of the fleet per funnel stage in the newest analysis window",
-            Some(Unit::Seconds),
-            StageLabels
-        );
-        for (stage, v) in stages(&a.funnel.total) {
-            fleet.get_or_create(&StageLabels { stage }).set(v);
-        }
-        let team = family!(
-            "team_gpu",
-            "GPU time per team and funnel stage in the newest analysis window",
-            Some(Unit::Seconds),
-            TeamStageLabels
-        );
-        for r in a
-            .funnel
-            .by_team
-            .iter()
-            .filter(|r| scope.is_none_or(|s| s.contains(&r.key)))
-        {
-            for (stage, v) in stages(r).into_iter().skip(1) {
-                team.get_or_create(&TeamStageLabels {
-                    team: r.key.clone(),
-                    stage,
-                })
-                .set(v);
-            }
-        }
-        let node = family!(
-            "node_gpu",
-            "GPU time per node and funnel stage in the newest analysis window",
-            Some(Unit::Seconds),
-            NodeStageLabels
-        );
-        for r in &a.funnel.by_node {
-            for (stage, v) in stages(r) {
-                node.get_or_create(&NodeStageLabels {
-                    cluster: r.cluster.clone().unwrap_or_else(|| "default".into()),
-                    node: r.key.clone(),
-                    stage,
-                })
-                .set(v);
-            }
-        }
-        let waste = family!(
-            "funnel_waste_cost",
-            "Cost of allocated but unused GPU-hours in the newest analysis window, in the configured currency",
-            None::<Unit>,
-            StageLabels
-        );
-        waste
-            .get_or_create(&StageLabels { stage: "waste" })
-            .set(a.funnel.total.waste_cost);
-        let findings = family!(
-            "findings",
-            "Findings of the newest analysis",
-            None::<Unit>,
-            FindingLabels
-        );
-        for k in analytics::FindingKind::ALL {
-            for s in [
-                analytics::Severity::Info,
-                analytics::Severity::Warning,
-                analytics::Severity::Critical,
-            ] {
-                let n = a
-                    .findings
-                    .iter()
-                    .filter(|f| f.kind == k && f.severity == s)
-                    .count();
-                findings
-                    .get_or_create(&FindingLabels {
-                        kind: k.as_str(),
-                        severity: s.as_str(),
-                    })
-                    .set(n as f64);
-            }
-        }
-        let headline = family!(
-            "finding_headline",
-            "Headline number of each ongoing finding, largest per GPU or node and kind: idle hours (idle_allocation), wasted GPU-hours (underutilized), slowdown percent (interference), error count (hardware), hours (other kinds); the generated Prometheus alert rules read it",
-            None::<Unit>,
-            FindingSubjectLabels
-        );
-        for f in a.findings.iter().filter(|f| crate::alerts::ongoing(a, f)) {
-            let g = headline.get_or_create(&FindingSubjectLabels {
-                cluster: f.cluster.clone(),
-                node: f.node.clone(),
-                gpu_uuid: f.gpu.clone().unwrap_or_default(),
-                kind: f.kind.as_str(),
-                severity: f.severity.as_str(),
-            });
-            let v = f.headline().0;
-            if v > g.get() {
-                g.set(v);
-            }
-        }
-        let recs = family!(
-            "recommendations",
-            "Recommendations of the newest analysis",
-            None::<Unit>,
-            KindLabels
-        );
-        let freed = family!(
-            "recommendations_gpus_freed",
-            "GPUs the newest analysis' recommendations would free",
-            None::<Unit>,
-            KindLabels
-        );
-        for k in analytics::recommend::RecKind::ALL {
-            let mine: Vec<_> = a.recommendations.iter().filter(|r| r.kind == k).collect();
-            recs.get_or_create(&KindLabels { kind: k.as_str() })
-                .set(mine.len() as f64);
-            freed
-                .get_or_create(&KindLabels { kind: k.as_str() })
-                .set(mine.iter().map(|r| r.replay.gpus_freed).sum());
-        }
-        let when = family!(
-            "analysis_timestamp",
-            "When the newest analysis ran (Unix time)",
-            Some(Unit::Seconds),
-            StageLabels
-        );
-        when.get_or_create(&StageLabels { stage: "generated" })
-            .set(a.generated_ms as f64 / 1000.0);
-    }
-    let al = family!(
-        "alerts",
-        "Alerts by state and severity",
-        None::<Unit>,
-        AlertLabels
+}
+
+/// GPU time per funnel stage: the fleet's, each team's the caller sees, each node's; and the
+/// waste's cost.
+fn funnel_families(
+    reg: &mut Registry,
+    a: &Analysis,
+    scope: Option<&std::collections::BTreeSet<String>>,
+) {
+    let fleet = family::<StageLabels>(
+        reg,
+        "funnel_gpu",
+        "GPU time of the fleet per funnel stage in the newest analysis window",
+        Some(Unit::Seconds),
     );
+    for (stage, v) in stages(&a.funnel.total) {
+        fleet.get_or_create(&StageLabels { stage }).set(v);
+    }
+    let team = family::<TeamStageLabels>(
+        reg,
+        "team_gpu",
+        "GPU time per team and funnel stage in the newest analysis window",
+        Some(Unit::Seconds),
+    );
+    for r in a
+        .funnel
+        .by_team
+        .iter()
+        .filter(|r| scope.is_none_or(|s| s.contains(&r.key)))
+    {
+        for (stage, v) in stages(r).into_iter().skip(1) {
+            team.get_or_create(&TeamStageLabels {
+                team: r.key.clone(),
+                stage,
+            })
+            .set(v);
+        }
+    }
+    let node = family::<NodeStageLabels>(
+        reg,
+        "node_gpu",
+        "GPU time per node and funnel stage in the newest analysis window",
+        Some(Unit::Seconds),
+    );
+    for r in &a.funnel.by_node {
+        for (stage, v) in stages(r) {
+            node.get_or_create(&NodeStageLabels {
+                cluster: r.cluster.clone().unwrap_or_else(|| "default".into()),
+                node: r.key.clone(),
+                stage,
+            })
+            .set(v);
+        }
+    }
+    let waste = family::<StageLabels>(
+        reg,
+        "funnel_waste_cost",
+        "Cost of allocated but unused GPU-hours in the newest analysis window, in the configured currency",
+        None,
+    );
+    waste
+        .get_or_create(&StageLabels { stage: "waste" })
+        .set(a.funnel.total.waste_cost);
+}
+
+/// Findings by kind and severity, and each ongoing finding's headline number.
+fn finding_families(reg: &mut Registry, a: &Analysis) {
+    let findings =
+        family::<FindingLabels>(reg, "findings", "Findings of the newest analysis", None);
+    for k in analytics::FindingKind::ALL {
+        for s in [
+            analytics::Severity::Info,
+            analytics::Severity::Warning,
+            analytics::Severity::Critical,
+        ] {
+            let n = a
+                .findings
+                .iter()
+                .filter(|f| f.kind == k && f.severity == s)
+                .count();
+            findings
+                .get_or_create(&FindingLabels {
+                    kind: k.as_str(),
+                    severity: s.as_str(),
+                })
+                .set(n as f64);
+        }
+    }
+    let headline = family::<FindingSubjectLabels>(
+        reg,
+        "finding_headline",
+        "Headline number of each ongoing finding, largest per GPU or node and kind: idle hours (idle_allocation), wasted GPU-hours (underutilized), slowdown percent (interference), error count (hardware), hours (other kinds); the generated Prometheus alert rules read it",
+        None,
+    );
+    for f in a.findings.iter().filter(|f| crate::alerts::ongoing(a, f)) {
+        let g = headline.get_or_create(&FindingSubjectLabels {
+            cluster: f.cluster.clone(),
+            node: f.node.clone(),
+            gpu_uuid: f.gpu.clone().unwrap_or_default(),
+            kind: f.kind.as_str(),
+            severity: f.severity.as_str(),
+        });
+        let v = f.headline().0;
+        if v > g.get() {
+            g.set(v);
+        }
+    }
+}
+
+/// Recommendations and the GPUs they free, by kind; when the analysis ran.
+fn recommendation_families(reg: &mut Registry, a: &Analysis) {
+    let recs = family::<KindLabels>(
+        reg,
+        "recommendations",
+        "Recommendations of the newest analysis",
+        None,
+    );
+    let freed = family::<KindLabels>(
+        reg,
+        "recommendations_gpus_freed",
+        "GPUs the newest analysis' recommendations would free",
+        None,
+    );
+    for k in analytics::recommend::RecKind::ALL {
+        let mine: Vec<_> = a.recommendations.iter().filter(|r| r.kind == k).collect();
+        recs.get_or_create(&KindLabels { kind: k.as_str() })
+            .set(mine.len() as f64);
+        freed
+            .get_or_create(&KindLabels { kind: k.as_str() })
+            .set(mine.iter().map(|r| r.replay.gpus_freed).sum());
+    }
+    let when = family::<StageLabels>(
+        reg,
+        "analysis_timestamp",
+        "When the newest analysis ran (Unix time)",
+        Some(Unit::Seconds),
+    );
+    when.get_or_create(&StageLabels { stage: "generated" })
+        .set(a.generated_ms as f64 / 1000.0);
+}
+
+/// Alerts by state and severity.
+fn alert_families(reg: &mut Registry, alerts: &[crate::alerts::Alert]) {
+    let al = family::<AlertLabels>(reg, "alerts", "Alerts by state and severity", None);
     for state in ["pending", "firing"] {
         for severity in ["info", "warning", "critical"] {
             let n = alerts
@@ -425,7 +452,4 @@ pub fn encode(
             .set(n as f64);
         }
     }
-    let mut out = String::new();
-    prometheus_client::encoding::text::encode(&mut out, &reg).expect("encoding to a String");
-    out.trim_end_matches("# EOF\n").to_owned()
 }
