@@ -96,49 +96,7 @@ async fn handle(
             model::time::now_ms(),
         )
         .map_err(because(RejectReason::Unauthenticated))?;
-    let ct = headers
-        .get(header::CONTENT_TYPE)
-        .map(|v| v.to_str().unwrap_or("(not text)"));
-    if !ct.is_some_and(|ct| ct.starts_with("application/json")) {
-        return Err((
-            RejectReason::Decode,
-            ApiError::UnsupportedMediaType(match ct {
-                Some(ct) => format!("Content-Type must be application/json, got {ct:?}"),
-                None => "Content-Type must be application/json; the request has none".into(),
-            }),
-        ));
-    }
-    let max_body = state.ingest.max_body_bytes;
-    let bytes = axum::body::to_bytes(body, max_body).await.map_err(|_| {
-        (
-            RejectReason::TooLarge,
-            ApiError::PayloadTooLarge(format!("request body exceeds {max_body} bytes")),
-        )
-    })?;
-    state.metrics.batch_bytes.observe(bytes.len() as f64);
-    let encoding = headers
-        .get(header::CONTENT_ENCODING)
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or("identity");
-    let json =
-        decode_body(encoding, bytes, state.ingest.max_decoded_bytes).map_err(|e| match e {
-            ApiError::PayloadTooLarge(_) => (RejectReason::TooLarge, e),
-            _ => (RejectReason::Compression, e),
-        })?;
-    // JSON is UTF-8 (RFC 8259 §8.1). Checked once for the whole body, the decoder need not
-    // check each string again (it did, at 2 % of ingest's CPU).
-    let text = std::str::from_utf8(&json).map_err(|e| {
-        (
-            RejectReason::Decode,
-            ApiError::BadRequest(format!("batch is not UTF-8 text: {e}")),
-        )
-    })?;
-    let batch: Batch = serde_json::from_str(text).map_err(|e| {
-        (
-            RejectReason::Decode,
-            ApiError::BadRequest(format!("batch is not valid JSON for protocol v1: {e}")),
-        )
-    })?;
+    let batch = read_batch(state, headers, body).await?;
     // Whose data it is comes first: a batch for a node the token is not bound to is a 403,
     // whatever else is wrong with it.
     state
@@ -187,9 +145,66 @@ async fn handle(
         .metrics
         .storage_write
         .observe(started.elapsed().as_secs_f64());
+    Ok(answer(state, &batch, outcome))
+}
+
+/// The request's body as a batch: JSON, within the body and decoded-size limits, in UTF-8.
+async fn read_batch(
+    state: &IngestState,
+    headers: &HeaderMap,
+    body: Body,
+) -> Result<Batch, Refusal> {
+    let ct = headers
+        .get(header::CONTENT_TYPE)
+        .map(|v| v.to_str().unwrap_or("(not text)"));
+    if !ct.is_some_and(|ct| ct.starts_with("application/json")) {
+        return Err((
+            RejectReason::Decode,
+            ApiError::UnsupportedMediaType(match ct {
+                Some(ct) => format!("Content-Type must be application/json, got {ct:?}"),
+                None => "Content-Type must be application/json; the request has none".into(),
+            }),
+        ));
+    }
+    let max_body = state.ingest.max_body_bytes;
+    let bytes = axum::body::to_bytes(body, max_body).await.map_err(|_| {
+        (
+            RejectReason::TooLarge,
+            ApiError::PayloadTooLarge(format!("request body exceeds {max_body} bytes")),
+        )
+    })?;
+    state.metrics.batch_bytes.observe(bytes.len() as f64);
+    let encoding = headers
+        .get(header::CONTENT_ENCODING)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("identity");
+    let json =
+        decode_body(encoding, bytes, state.ingest.max_decoded_bytes).map_err(|e| match e {
+            ApiError::PayloadTooLarge(_) => (RejectReason::TooLarge, e),
+            _ => (RejectReason::Compression, e),
+        })?;
+    // JSON is UTF-8 (RFC 8259 §8.1). Checked once for the whole body, the decoder need not
+    // check each string again (it did, at 2 % of ingest's CPU).
+    let text = std::str::from_utf8(&json).map_err(|e| {
+        (
+            RejectReason::Decode,
+            ApiError::BadRequest(format!("batch is not UTF-8 text: {e}")),
+        )
+    })?;
+    let batch: Batch = serde_json::from_str(text).map_err(|e| {
+        (
+            RejectReason::Decode,
+            ApiError::BadRequest(format!("batch is not valid JSON for protocol v1: {e}")),
+        )
+    })?;
+    Ok(batch)
+}
+
+/// The answer to a stored or duplicate batch, counted.
+fn answer(state: &IngestState, batch: &Batch, outcome: IngestOutcome) -> IngestResponse {
     match outcome {
         IngestOutcome::Stored { rows } => {
-            state.latest.record(&batch);
+            state.latest.record(batch);
             let m = &state.metrics;
             m.batches
                 .get_or_create(&OutcomeLabels {
@@ -225,12 +240,12 @@ async fn handle(
                 m.ingest_lag
                     .observe(((model::time::now_ms() - newest).max(0)) as f64 / 1000.0);
             }
-            Ok(IngestResponse {
+            IngestResponse {
                 status: "stored",
                 seq: batch.seq,
                 rows,
                 last_seq: batch.seq,
-            })
+            }
         }
         IngestOutcome::Duplicate { last_seq } => {
             state
@@ -240,12 +255,12 @@ async fn handle(
                     outcome: Outcome::Duplicate,
                 })
                 .inc();
-            Ok(IngestResponse {
+            IngestResponse {
                 status: "duplicate",
                 seq: batch.seq,
                 rows: 0,
                 last_seq,
-            })
+            }
         }
     }
 }

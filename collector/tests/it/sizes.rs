@@ -23,7 +23,6 @@ const LONG_FUNCTIONS: &[(&str, &str, usize)] = &[
     ("collector/src/labels/workflow.rs", "run", 177),
     ("collector/src/commands/demo.rs", "run", 177),
     ("collector/src/reports/html.rs", "render", 171),
-    ("collector/src/ingest/mod.rs", "handle", 170),
     ("analytics/src/funnel.rs", "funnel", 169),
     ("agent/src/metrics.rs", "new", 166),
     ("agent/src/main.rs", "run", 164),
