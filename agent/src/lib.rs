@@ -3,6 +3,7 @@
 //! check. Backends: NVML (real GPUs, or the fake-nvml stand-in in tests) and a simulated node of a
 //! scenario file.
 
+pub mod allocation;
 pub mod attribution;
 pub mod backend;
 pub mod bench;

@@ -26,7 +26,7 @@ use nvml_wrapper::{Device, Nvml};
 
 use crate::attribution::ProcFs;
 use crate::backend::GpuBackend;
-use crate::kubelet::{Assignments, Holder};
+use crate::kubelet::Assignments;
 use crate::shipper::now_ms;
 
 struct Mig {
@@ -469,105 +469,15 @@ impl GpuBackend for NvmlBackend {
             ..Snapshot::default()
         };
         let mut tenants: HashMap<String, Tenant> = HashMap::new();
-        let m = &mut self.missing;
+        let mut who = Attribution {
+            procfs: &self.procfs,
+            first_seen: &mut self.first_seen,
+            tenants: &mut tenants,
+        };
         for g in self.gpus.iter_mut().filter(|g| !g.lost) {
             let uuid = g.info.uuid.clone();
-            let d = &g.device;
             let mut lost = false;
-            let mem = m.read(&uuid, "memory", &mut lost, d.memory_info());
-            let util = if g.info.mig_enabled {
-                None
-            } else {
-                m.read(&uuid, "utilization", &mut lost, d.utilization_rates())
-            };
-            let mut sample = GpuSample {
-                gpu_uuid: uuid.clone(),
-                gpu_util: util.as_ref().map(|u| ratio(u.gpu)),
-                mem_util: util.as_ref().map(|u| ratio(u.memory)),
-                mem_used_bytes: mem.as_ref().map(|m| m.used as i64),
-                mem_total_bytes: mem.as_ref().map(|m| m.total as i64),
-                power_w: m
-                    .read(&uuid, "power", &mut lost, d.power_usage())
-                    .map(|mw| mw as f32 / 1000.0),
-                energy_j: m
-                    .read(&uuid, "energy", &mut lost, d.total_energy_consumption())
-                    .map(|mj| mj as f64 / 1000.0),
-                temp_c: m
-                    .read(
-                        &uuid,
-                        "temperature",
-                        &mut lost,
-                        d.temperature(TemperatureSensor::Gpu),
-                    )
-                    .map(|t| t as f32),
-                sm_clock_mhz: m
-                    .read(&uuid, "sm_clock", &mut lost, d.clock_info(Clock::SM))
-                    .map(|c| c as i32),
-                mem_clock_mhz: m
-                    .read(&uuid, "mem_clock", &mut lost, d.clock_info(Clock::Memory))
-                    .map(|c| c as i32),
-                throttle_reasons: m
-                    .read(
-                        &uuid,
-                        "throttle_reasons",
-                        &mut lost,
-                        d.current_throttle_reasons(),
-                    )
-                    .map(|r| r.bits() as i64),
-                pcie_rx_bytes_per_s: m
-                    .read(
-                        &uuid,
-                        "pcie_rx",
-                        &mut lost,
-                        d.pcie_throughput(PcieUtilCounter::Receive),
-                    )
-                    .map(|kb| i64::from(kb) * 1024),
-                pcie_tx_bytes_per_s: m
-                    .read(
-                        &uuid,
-                        "pcie_tx",
-                        &mut lost,
-                        d.pcie_throughput(PcieUtilCounter::Send),
-                    )
-                    .map(|kb| i64::from(kb) * 1024),
-                ecc_corrected: m
-                    .read(
-                        &uuid,
-                        "ecc",
-                        &mut lost,
-                        d.total_ecc_errors(MemoryError::Corrected, EccCounter::Volatile),
-                    )
-                    .map(|v| v as i64),
-                ecc_uncorrected: m
-                    .read(
-                        &uuid,
-                        "ecc",
-                        &mut lost,
-                        d.total_ecc_errors(MemoryError::Uncorrected, EccCounter::Volatile),
-                    )
-                    .map(|v| v as i64),
-                enc_util: if g.info.mig_enabled {
-                    None
-                } else {
-                    m.read(&uuid, "encoder", &mut lost, d.encoder_utilization())
-                        .map(|u| ratio(u.utilization))
-                },
-                dec_util: if g.info.mig_enabled {
-                    None
-                } else {
-                    m.read(&uuid, "decoder", &mut lost, d.decoder_utilization())
-                        .map(|u| ratio(u.utilization))
-                },
-                ..GpuSample::default()
-            };
-            sample.retired_pages = m.read(&uuid, "retired_pages", &mut lost, retired_pages(d));
-            sample.remapped_rows = m.read(&uuid, "remapped_rows", &mut lost, remapped_rows(d));
-            if let Some(Some((tx, rx))) =
-                m.read(&uuid, "nvlink", &mut lost, nvlink(d, &mut g.nvlink_prev))
-            {
-                sample.nvlink_tx_bytes_per_s = Some(tx);
-                sample.nvlink_rx_bytes_per_s = Some(rx);
-            }
+            let sample = readings(g, &mut self.missing, &mut lost);
             if lost {
                 tracing::error!(gpu_uuid = %uuid, "GPU has fallen off the bus; no longer sampled");
                 g.lost = true;
@@ -580,123 +490,25 @@ impl GpuBackend for NvmlBackend {
                 });
                 continue;
             }
-            // Per-process shares since the previous call.
-            // No sample for a process in the interval means it ran no kernel: a measured 0.
-            // Unsupported means unknown: absent.
-            let mut shares: HashMap<u32, (f32, f32, f32, f32)> = HashMap::new();
-            let mut shares_known = false;
-            if !g.info.mig_enabled {
-                match d.process_utilization_stats(g.last_util_ts) {
-                    Ok(samples) => {
-                        shares_known = true;
-                        for s in samples {
-                            g.last_util_ts = g.last_util_ts.max(s.timestamp);
-                            shares.insert(
-                                s.pid,
-                                (
-                                    ratio(s.sm_util),
-                                    ratio(s.mem_util),
-                                    ratio(s.enc_util),
-                                    ratio(s.dec_util),
-                                ),
-                            );
-                        }
-                    }
-                    Err(NvmlError::NotFound) => shares_known = true,
-                    Err(e) => {
-                        m.read::<()>(&uuid, "process_utilization", &mut lost, Err(e));
-                    }
-                }
-            }
-            for (kind, list) in [
-                (
-                    ProcessKind::Compute,
-                    m.read(
-                        &uuid,
-                        "compute_processes",
-                        &mut lost,
-                        d.running_compute_processes(),
-                    ),
-                ),
-                (
-                    ProcessKind::Mps,
-                    m.read(
-                        &uuid,
-                        "mps_processes",
-                        &mut lost,
-                        d.mps_running_compute_processes(),
-                    ),
-                ),
-            ] {
-                for p in list.unwrap_or_default() {
-                    let tenant = self.procfs.tenant(p.pid);
-                    let start_time = self
-                        .procfs
-                        .start_time_ms(p.pid)
-                        .unwrap_or_else(|| *self.first_seen.entry(p.pid).or_insert(ts));
-                    let share = shares.get(&p.pid).copied();
-                    snap.processes.push(ProcessSample {
-                        gpu_uuid: uuid.clone(),
-                        pid: p.pid,
-                        start_time,
-                        kind,
-                        gi_id: p.gpu_instance_id,
-                        ci_id: p.compute_instance_id,
-                        tenant: tenant.as_ref().map(|t| t.key.clone()),
-                        // Under MIG NVML has no per-process utilization: absent, not 0.
-                        sm_util: shares_known.then(|| share.map_or(0.0, |s| s.0)),
-                        mem_util: shares_known.then(|| share.map_or(0.0, |s| s.1)),
-                        enc_util: share.map(|s| s.2),
-                        dec_util: share.map(|s| s.3),
-                        mem_used_bytes: match p.used_gpu_memory {
-                            UsedGpuMemory::Used(b) => Some(b as i64),
-                            UsedGpuMemory::Unavailable => None,
-                        },
-                    });
-                    if let Some(t) = tenant {
-                        tenants.entry(t.key.clone()).or_insert(t);
-                    }
-                }
-            }
-            for mig in &g.migs {
-                let mem = mig.device.memory_info().ok();
-                snap.mig.push(MigSample {
-                    gpu_uuid: uuid.clone(),
-                    gi_id: mig.info.gi_id,
-                    ci_id: mig.info.ci_id,
-                    mem_used_bytes: mem.as_ref().map(|m| m.used as i64),
-                    mem_total_bytes: mem.as_ref().map(|m| m.total as i64),
-                    ..MigSample::default()
-                });
-            }
-            sample.gpu_uuid = uuid;
+            let shares = process_shares(g, &mut self.missing, &mut lost);
+            processes(g, &mut self.missing, &mut lost, shares, &mut who, &mut snap);
+            snap.mig.extend(mig_samples(g));
             snap.gpus.push(sample);
         }
         if let Some(a) = &self.assignments {
-            // One read of /proc/<pid>/environ per pod process's life, not one per cycle.
-            let mut seen = std::collections::HashSet::new();
-            for p in &snap.processes {
-                let in_pod = p
-                    .tenant
-                    .as_ref()
-                    .and_then(|k| tenants.get(k))
-                    .is_some_and(|t| t.pod_uid.is_some());
-                if !in_pod || !seen.insert(p.pid) {
-                    continue;
-                }
-                let known = self.hostnames.get(&p.pid);
-                if known.is_none_or(|(start, _)| *start != p.start_time) {
-                    let name = self.procfs.environ(p.pid, "HOSTNAME");
-                    self.hostnames.insert(p.pid, (p.start_time, name));
-                }
-            }
-            self.hostnames.retain(|pid, _| seen.contains(pid));
+            refresh_hostnames(&mut self.hostnames, &self.procfs, &snap, &tenants);
             let names = &self.hostnames;
             let hostname = |pid: u32| names.get(&pid).and_then(|(_, n)| n.clone());
-            assign(
+            let mut live: Vec<&mut GpuInfo> = self
+                .gpus
+                .iter_mut()
+                .filter(|g| !g.lost)
+                .map(|g| &mut g.info)
+                .collect();
+            crate::allocation::assign(
                 &mut snap,
                 &mut tenants,
-                &mut self.gpus,
+                &mut live,
                 (a, &self.node),
                 self.replicas,
                 &hostname,
@@ -717,168 +529,263 @@ impl GpuBackend for NvmlBackend {
     }
 }
 
-/// Pod UIDs joined to pod names by the devices their processes run on
-/// ([`crate::kubelet::join_by_devices`]), for UIDs the kubelet's directory did not name.
-fn infer_pod_uids(
+/// One GPU's device readings; `lost` is set when the GPU fell off the bus.
+fn readings(g: &mut Gpu, m: &mut Missing, lost: &mut bool) -> GpuSample {
+    let uuid = g.info.uuid.clone();
+    let d = &g.device;
+    let mem = m.read(&uuid, "memory", lost, d.memory_info());
+    let util = if g.info.mig_enabled {
+        None
+    } else {
+        m.read(&uuid, "utilization", lost, d.utilization_rates())
+    };
+    let mut sample = GpuSample {
+        gpu_uuid: uuid.clone(),
+        gpu_util: util.as_ref().map(|u| ratio(u.gpu)),
+        mem_util: util.as_ref().map(|u| ratio(u.memory)),
+        mem_used_bytes: mem.as_ref().map(|m| m.used as i64),
+        mem_total_bytes: mem.as_ref().map(|m| m.total as i64),
+        power_w: m
+            .read(&uuid, "power", lost, d.power_usage())
+            .map(|mw| mw as f32 / 1000.0),
+        energy_j: m
+            .read(&uuid, "energy", lost, d.total_energy_consumption())
+            .map(|mj| mj as f64 / 1000.0),
+        temp_c: m
+            .read(
+                &uuid,
+                "temperature",
+                lost,
+                d.temperature(TemperatureSensor::Gpu),
+            )
+            .map(|t| t as f32),
+        sm_clock_mhz: m
+            .read(&uuid, "sm_clock", lost, d.clock_info(Clock::SM))
+            .map(|c| c as i32),
+        mem_clock_mhz: m
+            .read(&uuid, "mem_clock", lost, d.clock_info(Clock::Memory))
+            .map(|c| c as i32),
+        throttle_reasons: m
+            .read(
+                &uuid,
+                "throttle_reasons",
+                lost,
+                d.current_throttle_reasons(),
+            )
+            .map(|r| r.bits() as i64),
+        pcie_rx_bytes_per_s: m
+            .read(
+                &uuid,
+                "pcie_rx",
+                lost,
+                d.pcie_throughput(PcieUtilCounter::Receive),
+            )
+            .map(|kb| i64::from(kb) * 1024),
+        pcie_tx_bytes_per_s: m
+            .read(
+                &uuid,
+                "pcie_tx",
+                lost,
+                d.pcie_throughput(PcieUtilCounter::Send),
+            )
+            .map(|kb| i64::from(kb) * 1024),
+        ecc_corrected: m
+            .read(
+                &uuid,
+                "ecc",
+                lost,
+                d.total_ecc_errors(MemoryError::Corrected, EccCounter::Volatile),
+            )
+            .map(|v| v as i64),
+        ecc_uncorrected: m
+            .read(
+                &uuid,
+                "ecc",
+                lost,
+                d.total_ecc_errors(MemoryError::Uncorrected, EccCounter::Volatile),
+            )
+            .map(|v| v as i64),
+        enc_util: if g.info.mig_enabled {
+            None
+        } else {
+            m.read(&uuid, "encoder", lost, d.encoder_utilization())
+                .map(|u| ratio(u.utilization))
+        },
+        dec_util: if g.info.mig_enabled {
+            None
+        } else {
+            m.read(&uuid, "decoder", lost, d.decoder_utilization())
+                .map(|u| ratio(u.utilization))
+        },
+        ..GpuSample::default()
+    };
+    sample.retired_pages = m.read(&uuid, "retired_pages", lost, retired_pages(d));
+    sample.remapped_rows = m.read(&uuid, "remapped_rows", lost, remapped_rows(d));
+    if let Some(Some((tx, rx))) = m.read(&uuid, "nvlink", lost, nvlink(d, &mut g.nvlink_prev)) {
+        sample.nvlink_tx_bytes_per_s = Some(tx);
+        sample.nvlink_rx_bytes_per_s = Some(rx);
+    }
+    sample
+}
+
+/// Per-process shares since the previous call, and whether they are known: no sample for a
+/// process in the interval means it ran no kernel (a measured 0); unsupported, or MIG, means
+/// unknown (absent).
+fn process_shares(g: &mut Gpu, m: &mut Missing, lost: &mut bool) -> Shares {
+    let uuid = g.info.uuid.clone();
+    let d = &g.device;
+    let mut shares: HashMap<u32, (f32, f32, f32, f32)> = HashMap::new();
+    let mut shares_known = false;
+    if !g.info.mig_enabled {
+        match d.process_utilization_stats(g.last_util_ts) {
+            Ok(samples) => {
+                shares_known = true;
+                for s in samples {
+                    g.last_util_ts = g.last_util_ts.max(s.timestamp);
+                    shares.insert(
+                        s.pid,
+                        (
+                            ratio(s.sm_util),
+                            ratio(s.mem_util),
+                            ratio(s.enc_util),
+                            ratio(s.dec_util),
+                        ),
+                    );
+                }
+            }
+            Err(NvmlError::NotFound) => shares_known = true,
+            Err(e) => {
+                m.read::<()>(&uuid, "process_utilization", lost, Err(e));
+            }
+        }
+    }
+    Shares {
+        by_pid: shares,
+        known: shares_known,
+    }
+}
+
+/// Per-process utilization shares of one GPU: pid → (SM, memory, encoder, decoder).
+struct Shares {
+    by_pid: HashMap<u32, (f32, f32, f32, f32)>,
+    known: bool,
+}
+
+/// What attributes a process to a tenant: `/proc`, the first sighting of processes whose start
+/// time cannot be read, and the tenants found so far this cycle.
+struct Attribution<'a> {
+    procfs: &'a ProcFs,
+    first_seen: &'a mut HashMap<u32, i64>,
+    tenants: &'a mut HashMap<String, Tenant>,
+}
+
+/// One GPU's compute and MPS processes, with their shares and tenants.
+fn processes(
+    g: &Gpu,
+    m: &mut Missing,
+    lost: &mut bool,
+    shares: Shares,
+    who: &mut Attribution,
+    snap: &mut Snapshot,
+) {
+    let uuid = g.info.uuid.clone();
+    let d = &g.device;
+    let ts = snap.ts;
+    let (shares, shares_known) = (shares.by_pid, shares.known);
+    for (kind, list) in [
+        (
+            ProcessKind::Compute,
+            m.read(
+                &uuid,
+                "compute_processes",
+                lost,
+                d.running_compute_processes(),
+            ),
+        ),
+        (
+            ProcessKind::Mps,
+            m.read(
+                &uuid,
+                "mps_processes",
+                lost,
+                d.mps_running_compute_processes(),
+            ),
+        ),
+    ] {
+        for p in list.unwrap_or_default() {
+            let tenant = who.procfs.tenant(p.pid);
+            let start_time = who
+                .procfs
+                .start_time_ms(p.pid)
+                .unwrap_or_else(|| *who.first_seen.entry(p.pid).or_insert(ts));
+            let share = shares.get(&p.pid).copied();
+            snap.processes.push(ProcessSample {
+                gpu_uuid: uuid.clone(),
+                pid: p.pid,
+                start_time,
+                kind,
+                gi_id: p.gpu_instance_id,
+                ci_id: p.compute_instance_id,
+                tenant: tenant.as_ref().map(|t| t.key.clone()),
+                // Under MIG NVML has no per-process utilization: absent, not 0.
+                sm_util: shares_known.then(|| share.map_or(0.0, |s| s.0)),
+                mem_util: shares_known.then(|| share.map_or(0.0, |s| s.1)),
+                enc_util: share.map(|s| s.2),
+                dec_util: share.map(|s| s.3),
+                mem_used_bytes: match p.used_gpu_memory {
+                    UsedGpuMemory::Used(b) => Some(b as i64),
+                    UsedGpuMemory::Unavailable => None,
+                },
+            });
+            if let Some(t) = tenant {
+                who.tenants.entry(t.key.clone()).or_insert(t);
+            }
+        }
+    }
+}
+
+/// One GPU's MIG instances' memory.
+fn mig_samples(g: &Gpu) -> Vec<MigSample> {
+    let uuid = &g.info.uuid;
+    let mut out = Vec::new();
+    for mig in &g.migs {
+        let mem = mig.device.memory_info().ok();
+        out.push(MigSample {
+            gpu_uuid: uuid.clone(),
+            gi_id: mig.info.gi_id,
+            ci_id: mig.info.ci_id,
+            mem_used_bytes: mem.as_ref().map(|m| m.used as i64),
+            mem_total_bytes: mem.as_ref().map(|m| m.total as i64),
+            ..MigSample::default()
+        });
+    }
+    out
+}
+
+/// Reads each pod process's `HOSTNAME` once per process life (pid and start time), not once
+/// per cycle, and forgets processes that are gone.
+fn refresh_hostnames(
+    hostnames: &mut HashMap<u32, (i64, Option<String>)>,
+    procfs: &ProcFs,
     snap: &Snapshot,
     tenants: &HashMap<String, Tenant>,
-    gpus: &[model::GpuInfo],
-    held: &HashMap<String, Vec<Holder>>,
-    node: &str,
-    hostname: &dyn Fn(u32) -> Option<String>,
-) -> HashMap<String, (String, String)> {
-    let evidence: Vec<crate::kubelet::ProcessEvidence> = snap
-        .processes
-        .iter()
-        .filter_map(|p| {
-            let uid = tenants.get(p.tenant.as_ref()?)?.pod_uid.as_deref()?;
-            let mut devices = vec![p.gpu_uuid.as_str()];
-            if let Some(gi) = p.gi_id
-                && let Some(g) = gpus.iter().find(|g| g.uuid == p.gpu_uuid)
-                && let Some(m) = g.mig_instances.iter().find(|m| m.gi_id == gi)
-                && let Some(u) = &m.uuid
-            {
-                devices.push(u);
-            }
-            Some(crate::kubelet::ProcessEvidence {
-                pod_uid: uid,
-                devices,
-                hostname: hostname(p.pid),
-            })
-        })
-        .collect();
-    crate::kubelet::join_by_devices(&evidence, held, node)
-}
-
-/// The tenant of a container the kubelet knows by name.
-fn pod_tenant(h: &Holder, uid: Option<&String>) -> Tenant {
-    Tenant {
-        // Keyed by UID like the processes' cgroups; by name when the UID is unknown.
-        key: match uid {
-            Some(uid) => Tenant::pod_key(uid, &h.container),
-            None => format!("pod/{}/{}/{}", h.namespace, h.pod, h.container),
-        },
-        kind: model::TenantKind::Pod,
-        namespace: Some(h.namespace.clone()),
-        pod: Some(h.pod.clone()),
-        container: Some(h.container.clone()),
-        pod_uid: uid.cloned(),
-        job_id: None,
-        user: None,
-        account: None,
-        uid: None,
-    }
-}
-
-/// Allocations from the kubelet's assignments, names for pod processes, and each GPU's
-/// sharing mode as observed.
-fn assign(
-    snap: &mut Snapshot,
-    tenants: &mut HashMap<String, Tenant>,
-    gpus: &mut [Gpu],
-    (a, node): (&Assignments, &str),
-    replicas: Option<u32>,
-    hostname: &dyn Fn(u32) -> Option<String>,
 ) {
-    let infos: Vec<model::GpuInfo> = gpus.iter().map(|g| g.info.clone()).collect();
-    let held = a.resolved(&infos);
-    let inferred = infer_pod_uids(snap, tenants, &infos, &held, node, hostname);
-    for g in gpus.iter_mut().filter(|g| !g.lost) {
-        let whole = held
-            .get(&g.info.uuid)
-            .map(Vec::as_slice)
-            .unwrap_or_default();
-        let max_replica = whole.iter().filter_map(|h| h.replica).max();
-        if !g.info.mig_enabled {
-            if let Some(m) = max_replica {
-                g.info.sharing = "time_slicing".into();
-                g.info.replicas = replicas.unwrap_or(m + 1).max(m + 1).max(2);
-            } else if snap
-                .processes
-                .iter()
-                .any(|p| p.gpu_uuid == g.info.uuid && p.kind == ProcessKind::Mps)
-            {
-                g.info.sharing = "mps".into();
-            }
+    // One read of /proc/<pid>/environ per pod process's life, not one per cycle.
+    let mut seen = std::collections::HashSet::new();
+    for p in &snap.processes {
+        let in_pod = p
+            .tenant
+            .as_ref()
+            .and_then(|k| tenants.get(k))
+            .is_some_and(|t| t.pod_uid.is_some());
+        if !in_pod || !seen.insert(p.pid) {
+            continue;
         }
-        let mut claims: Vec<(&Holder, Option<u32>, Option<u32>, f32)> = Vec::new();
-        for h in whole {
-            let share = if h.replica.is_some() {
-                1.0 / g.info.replicas as f32
-            } else {
-                1.0
-            };
-            claims.push((h, None, None, share));
-        }
-        for m in &g.info.mig_instances {
-            let Some(mig_uuid) = &m.uuid else { continue };
-            for h in held.get(mig_uuid).map(Vec::as_slice).unwrap_or_default() {
-                let share = model::mig::slice_share(m.compute_slices);
-                claims.push((h, Some(m.gi_id), Some(m.ci_id), share));
-            }
-        }
-        for (h, gi, ci, share) in claims {
-            let t = pod_tenant(h, a.uid_by_pod.get(&(h.namespace.clone(), h.pod.clone())));
-            snap.allocations.push(model::Allocation {
-                gpu_uuid: g.info.uuid.clone(),
-                tenant: t.key.clone(),
-                gi_id: gi,
-                ci_id: ci,
-                replica: h.replica,
-                share,
-            });
-            tenants.entry(t.key.clone()).or_insert(t);
-        }
-        // Name the pod processes on this GPU: the container of their pod that holds a device
-        // here (the whole GPU, a replica of it, or their MIG instance).
-        for p in snap
-            .processes
-            .iter_mut()
-            .filter(|p| p.gpu_uuid == g.info.uuid)
-        {
-            let Some(cgroup_tenant) = p.tenant.as_ref().and_then(|k| tenants.get(k)) else {
-                continue;
-            };
-            let Some(uid) = cgroup_tenant.pod_uid.clone() else {
-                continue;
-            };
-            let Some((ns, pod)) = a.pod_by_uid.get(&uid).or_else(|| inferred.get(&uid)) else {
-                continue;
-            };
-            let mut devices: Vec<&str> = vec![g.info.uuid.as_str()];
-            if let Some(gi) = p.gi_id
-                && let Some(m) = g.info.mig_instances.iter().find(|m| m.gi_id == gi)
-                && let Some(u) = &m.uuid
-            {
-                devices.push(u);
-            }
-            let mut containers: Vec<&Holder> = devices
-                .iter()
-                .flat_map(|d| held.get(*d).map(Vec::as_slice).unwrap_or_default())
-                .filter(|h| &h.namespace == ns && &h.pod == pod)
-                .collect();
-            containers.dedup_by(|x, y| x.container == y.container);
-            if let [h] = containers.as_slice() {
-                // The key the pod's allocation has: by UID when the kubelet's directory gave
-                // it, by name otherwise (a joined UID is still recorded).
-                let mut t = pod_tenant(h, a.uid_by_pod.get(&(ns.clone(), pod.clone())));
-                t.pod_uid = Some(uid.clone());
-                p.tenant = Some(t.key.clone());
-                // The allocation may have named the tenant first, without its UID.
-                tenants
-                    .entry(t.key.clone())
-                    .or_insert(t)
-                    .pod_uid
-                    .get_or_insert_with(|| uid.clone());
-            }
+        let known = hostnames.get(&p.pid);
+        if known.is_none_or(|(start, _)| *start != p.start_time) {
+            let name = procfs.environ(p.pid, "HOSTNAME");
+            hostnames.insert(p.pid, (p.start_time, name));
         }
     }
-    // Cgroup-only pod tenants that no process refers to any more are dropped.
-    let used: std::collections::HashSet<String> = snap
-        .processes
-        .iter()
-        .filter_map(|p| p.tenant.clone())
-        .chain(snap.allocations.iter().map(|a| a.tenant.clone()))
-        .collect();
-    tenants.retain(|k, _| used.contains(k));
+    hostnames.retain(|pid, _| seen.contains(pid));
 }
