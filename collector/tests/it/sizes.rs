@@ -29,7 +29,7 @@ const LONG_FUNCTIONS: &[(&str, &str, usize)] = &[
     ("collector/src/analysis/mod.rs", "load_timed", 153),
     ("analytics/src/recommend.rs", "recommend", 153),
     ("collector/src/commands/bench_storage.rs", "storage", 146),
-    ("analytics/src/plan.rs", "plan_pools", 136),
+    ("analytics/src/plan/mod.rs", "plan_pools", 136),
     ("collector/src/remote_write/mod.rs", "take", 134),
     ("collector/src/commands/bench.rs", "analyze", 131),
     ("analytics/src/recommend.rs", "separate", 129),
@@ -41,12 +41,8 @@ const LONG_FUNCTIONS: &[(&str, &str, usize)] = &[
 
 /// Files over the limit today → lines.
 const LONG_FILES: &[(&str, usize)] = &[
-    ("analytics/src/plan.rs", 1608),
     ("store/src/postgres.rs", 1174),
-    ("collector/src/remote_write/mod.rs", 1149),
-    ("model/src/rollup.rs", 982),
     ("store/src/sqlite.rs", 959),
-    ("web/src/chart.rs", 953),
     ("fake-nvml/src/lib.rs", 934),
 ];
 

@@ -1,0 +1,159 @@
+//! What the packer, the bound and the placement share: what a bin may take (memory and
+//! the recorded hours), MIG fits, and how a node's bins are classed and weighed.
+
+use std::collections::BTreeMap;
+
+use crate::config::Config;
+use crate::findings::GIB;
+use crate::mig::{MigFamily, Profile};
+use crate::replay;
+
+use super::layout::*;
+
+/// A tenant that cannot share a GPU with anyone: its memory need, or a recorded hour's peak,
+/// exceeds a GPU's memory. (Compute alone never decides: tenants busy at different hours may
+/// share, which the recorded hours decide.)
+pub(super) fn runs_alone(it: &Item, memory_total: f64) -> bool {
+    it.memory > memory_total || it.hours.iter().any(|h| h.2 > memory_total)
+}
+
+/// Hours a tenant may be contended more than today (the replay's own rule).
+pub(super) fn allowed(cfg: &Config, hours: usize) -> f64 {
+    replay::allowed(cfg.replay_tolerance, hours)
+}
+
+/// The smallest MIG profile below the whole GPU that fits the item's need and its recorded
+/// hours alone.
+pub(super) fn mig_fit(
+    cfg: &Config,
+    family: &'static MigFamily,
+    it: &Item,
+) -> Option<&'static Profile> {
+    let mut options = family
+        .fitting(it.memory / GIB, it.compute)
+        .filter(|p| p.compute_slices < 7);
+    options.find(|p| {
+        let contended = it
+            .hours
+            .iter()
+            .filter(|h| h.1 > p.compute_share() + 1e-9)
+            .count();
+        let overflow = it.hours.iter().any(|h| h.2 > p.memory_gib * GIB);
+        !overflow && (contended as f64) <= allowed(cfg, it.hours.len())
+    })
+}
+
+pub(super) fn add(b: &mut Bin, i: usize, it: &Item) {
+    b.items.push(i);
+    b.compute += it.compute;
+    b.memory += it.memory;
+    if let Fit::Mig(p) = it.fit {
+        b.profiles.push(p);
+    }
+    if let Some(pin) = it.pin {
+        b.pin = Some(pin.to_owned());
+    }
+    for &(hour, eff, mem) in &it.hours {
+        let e = b.hourly.entry(hour).or_default();
+        e.0 += eff;
+        e.1 += mem;
+    }
+}
+
+/// Whether `it` may join time-sliced bin `b` by the recorded hours: Err with the contended
+/// hours when the merged demand would exceed the GPU in more hours than replay tolerates, or
+/// memory would overflow in any hour.
+pub(super) fn hourly_verdict(
+    cfg: &Config,
+    b: &Bin,
+    it: &Item,
+    memory_total: f64,
+) -> Result<(), f64> {
+    let (mut hours, mut contended) = (0usize, 0usize);
+    let mut mine = it.hours.iter().peekable();
+    let mut theirs = b.hourly.iter().peekable();
+    loop {
+        // The next hour either holds, summed (both lists are in time order).
+        let (eff, mem) = match (mine.peek(), theirs.peek()) {
+            (None, None) => break,
+            (Some(&&(h, e, m)), Some(&(&t, _))) if h < t => {
+                mine.next();
+                (e, m)
+            }
+            (Some(&&(h, e, m)), Some(&(&t, &(te, tm)))) if h == t => {
+                mine.next();
+                theirs.next();
+                (e + te, m + tm)
+            }
+            (Some(&&(_, e, m)), None) => {
+                mine.next();
+                (e, m)
+            }
+            (_, Some(&(_, &(te, tm)))) => {
+                theirs.next();
+                (te, tm)
+            }
+        };
+        hours += 1;
+        if mem > memory_total {
+            return Err(f64::INFINITY);
+        }
+        if eff > 1.0 + 1e-9 {
+            contended += 1;
+        }
+    }
+    if contended as f64 > allowed(cfg, hours) {
+        return Err(contended as f64);
+    }
+    Ok(())
+}
+
+/// What a node may run after the plan.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(super) enum Class {
+    /// Nothing placed yet.
+    Open,
+    /// Exclusive GPUs, and MIG GPUs beside them (mig-parted per device).
+    Exclusive,
+    /// Time-sliced GPUs.
+    Shared,
+    /// Kept as it is but whole GPUs may join (an exclusive node with fixed tenants).
+    WholeOnly,
+    /// Kept exactly as it is.
+    Locked,
+}
+
+impl Class {
+    pub(super) fn takes(self, fit: Fit, mig: bool) -> Option<Class> {
+        match (self, fit) {
+            (Class::Locked, _) => None,
+            (Class::WholeOnly, Fit::Whole) => Some(Class::WholeOnly),
+            // MIG beside fixed whole GPUs: mig-parted leaves their GPUs MIG-disabled, and the
+            // device plugin's mixed strategy keeps them exclusive.
+            (Class::WholeOnly, Fit::Mig(_)) if mig => Some(Class::WholeOnly),
+            (Class::WholeOnly, _) => None,
+            (Class::Open | Class::Exclusive, Fit::Whole) => Some(Class::Exclusive),
+            (Class::Open | Class::Exclusive, Fit::Mig(_)) if mig => Some(Class::Exclusive),
+            (Class::Open | Class::Shared, Fit::Share) => Some(Class::Shared),
+            _ => None,
+        }
+    }
+}
+
+/// How large a tenant is for grouping: the larger of its compute need and memory share.
+pub(super) fn weight(it: &Item, memory_total: f64) -> f64 {
+    it.compute.max(it.memory / memory_total)
+}
+
+/// How much of each bin's tenants each node holds now.
+pub(super) fn homes<'a>(pool: &PoolLayout<'a>, b: usize) -> BTreeMap<&'a str, f64> {
+    let mut m = BTreeMap::new();
+    for &i in &pool.bins[b].items {
+        *m.entry(pool.items[i].h.node.as_str()).or_default() += pool.items[i].h.share();
+    }
+    m
+}
+
+pub(super) fn free(nodes: &[NodeAfter], ni: usize) -> usize {
+    nodes[ni].placed.iter().filter(|p| p.is_none()).count()
+}

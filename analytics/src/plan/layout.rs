@@ -1,0 +1,227 @@
+//! What a plan is made of: the fleet's, pools' and nodes' plans as reported, and the packer's
+//! working view — items (tenants sized), bins (GPUs, MIG instances, time-sliced GPUs), a pool's
+//! layout and its nodes after the move.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+use serde::{Deserialize, Serialize};
+
+use crate::holdings::Holding;
+use crate::input::GpuRef;
+use crate::mig::{MigFamily, Profile};
+use model::rollup::HOUR_MS;
+
+/// Hours in a month of cost: 365 × 24 / 12.
+pub const HOURS_PER_MONTH: f64 = 730.0;
+
+/// The plan over the whole fleet: non-overlapping totals and the steps that reach them.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct FleetPlan {
+    /// GPUs some allocation held over the window (reclaimed ones included).
+    pub gpus_in_use: usize,
+    /// GPUs the plan uses.
+    pub gpus_after: usize,
+    pub gpus_freed: usize,
+    /// Nodes with a GPU in use, and nodes the plan empties.
+    pub nodes_in_use: usize,
+    pub nodes_freed: usize,
+    /// The fewest GPUs the recorded demand needs under the same headroom rules.
+    pub bound_gpus: usize,
+    /// `gpus_freed / (gpus_in_use − bound_gpus)`; None when nothing could be freed.
+    pub efficiency: Option<f64>,
+    /// What the freed GPUs cost per month at the configured prices.
+    pub money_per_month: f64,
+    pub currency: String,
+    /// Recommendation ids of the plan's steps, most GPUs freed first.
+    pub steps: Vec<String>,
+    pub pools: Vec<PoolPlan>,
+    pub nodes: Vec<NodePlan>,
+}
+
+/// One pool's numbers.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct PoolPlan {
+    pub cluster: String,
+    pub model: String,
+    pub nodes: usize,
+    pub gpus_in_use: usize,
+    pub bound_gpus: usize,
+    pub gpus_after: usize,
+    pub gpus_freed: usize,
+    pub nodes_in_use: usize,
+    pub nodes_freed: usize,
+    pub efficiency: Option<f64>,
+    pub money_per_month: f64,
+}
+
+/// One node's numbers: GPUs in use, its own bound (its tenants alone), GPUs after the plan.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct NodePlan {
+    pub cluster: String,
+    pub node: String,
+    pub model: String,
+    pub gpus_in_use: usize,
+    pub bound_gpus: usize,
+    pub gpus_after: usize,
+    pub efficiency: Option<f64>,
+    /// exclusive | mig | time_slicing | mps | empty | unchanged
+    pub sharing_after: String,
+}
+
+/// `freed / (in_use − bound)`, None when the bound leaves nothing to free.
+pub fn efficiency(in_use: usize, bound: usize, freed: usize) -> Option<f64> {
+    (in_use > bound).then(|| ((freed as f64 / (in_use - bound) as f64) * 1000.0).round() / 1000.0)
+}
+
+/// How a tenant is packed.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Fit {
+    Whole,
+    Mig(&'static Profile),
+    Share,
+}
+
+/// A tenant on a GPU, as the packer sees it.
+#[derive(Debug, Clone)]
+pub struct Item<'a> {
+    pub h: &'a Holding,
+    /// Compute (GPU-equivalents) and memory (bytes) it needs, headroom included.
+    pub compute: f64,
+    pub memory: f64,
+    /// The node it must stay on (Slurm jobs, host users, tenants holding several GPUs).
+    pub pin: Option<&'a str>,
+    /// (hour, p95 effective use, peak memory bytes): what replay reads.
+    pub hours: Vec<(i64, f64, f64)>,
+    pub fit: Fit,
+}
+
+/// A GPU of the plan and who runs on it.
+#[derive(Debug, Clone)]
+pub struct Bin {
+    pub fit: Fit,
+    pub items: Vec<usize>,
+    pub pin: Option<String>,
+    pub(super) compute: f64,
+    pub(super) memory: f64,
+    pub(super) profiles: Vec<&'static Profile>,
+    pub(super) hourly: BTreeMap<i64, (f64, f64)>,
+    /// For a time-sliced GPU: the replicas its node advertises per GPU.
+    pub replicas: usize,
+}
+
+impl Bin {
+    pub(super) fn new(fit: Fit) -> Bin {
+        Bin {
+            fit,
+            items: Vec::new(),
+            pin: None,
+            compute: 0.0,
+            memory: 0.0,
+            profiles: Vec::new(),
+            hourly: BTreeMap::new(),
+            replicas: 1,
+        }
+    }
+
+    pub fn profiles(&self) -> &[&'static Profile] {
+        &self.profiles
+    }
+}
+
+/// A tenant the packer kept off a time-sliced GPU because the recorded hours collide.
+#[derive(Debug, Clone)]
+pub struct Refusal {
+    pub item: usize,
+    /// The items already on that GPU.
+    pub bin: Vec<usize>,
+    /// Contended hours the pairing would have had (infinite: memory would overflow).
+    pub contended: f64,
+}
+
+/// What sits on a GPU after the plan.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Placed {
+    /// Left as it is: a tenant on it cannot be sized (too little data, no effective use).
+    Fixed,
+    Bin(usize),
+}
+
+/// One node of a pool after the plan: its GPUs (by index) and what each runs.
+#[derive(Debug, Clone)]
+pub struct NodeAfter<'a> {
+    pub node: &'a str,
+    pub gpus: Vec<&'a GpuRef>,
+    pub placed: Vec<Option<Placed>>,
+}
+
+impl NodeAfter<'_> {
+    pub fn used(&self) -> usize {
+        self.placed.iter().filter(|p| p.is_some()).count()
+    }
+}
+
+/// A pool's plan: the items, their bins and where each bin runs.
+#[derive(Debug, Clone)]
+pub struct PoolLayout<'a> {
+    pub cluster: &'a str,
+    pub model: &'a str,
+    pub family: Option<&'static MigFamily>,
+    pub memory_total: f64,
+    pub items: Vec<Item<'a>>,
+    pub bins: Vec<Bin>,
+    pub nodes: Vec<NodeAfter<'a>>,
+    /// Holdings that stay where they are, by GPU.
+    pub fixed_gpus: BTreeSet<&'a str>,
+    /// GPUs in use now (allocated, reclaimed included) and with live tenants.
+    pub in_use: BTreeSet<&'a str>,
+    pub live_gpus: BTreeSet<&'a str>,
+    /// Whether the plan beats today's placement of the live tenants; if not, nothing moves.
+    pub changes: bool,
+    /// Pairings replay kept apart.
+    pub refused: Vec<Refusal>,
+}
+
+impl PoolLayout<'_> {
+    /// The GPUs the plan uses: those it places something on, or, when it changes nothing, the
+    /// GPUs the live tenants hold today.
+    pub fn used_after(&self) -> BTreeSet<&str> {
+        if !self.changes {
+            return self.live_gpus.clone();
+        }
+        self.nodes
+            .iter()
+            .flat_map(|n| {
+                n.gpus
+                    .iter()
+                    .zip(&n.placed)
+                    .filter(|(_, p)| p.is_some())
+                    .map(|(g, _)| g.uuid.as_str())
+            })
+            .collect()
+    }
+
+    /// Where each item runs: (node, GPU) after the plan.
+    pub fn item_places(&self) -> HashMap<usize, (&str, &GpuRef)> {
+        let mut out = HashMap::new();
+        for n in &self.nodes {
+            for (g, p) in n.gpus.iter().zip(&n.placed) {
+                if let Some(Placed::Bin(b)) = p {
+                    for &i in &self.bins[*b].items {
+                        out.insert(i, (n.node, *g));
+                    }
+                }
+            }
+        }
+        out
+    }
+}
+
+/// Whether a holding still runs at the end of the window (an allocation in its last two
+/// hours): the plan is about what runs now; a finished job or a replaced pod needs no GPU.
+pub fn is_current(h: &Holding, to_ms: i64) -> bool {
+    h.rows
+        .iter()
+        .rev()
+        .take_while(|(hour, _)| *hour + 2 * HOUR_MS > to_ms)
+        .any(|(_, a)| a.alloc_n > 0)
+}

@@ -1,0 +1,215 @@
+use super::*;
+
+fn raw(ts: i64, util: f32) -> RawGpu {
+    RawGpu {
+        gpu_uuid: "G".into(),
+        ts,
+        interval_ms: 1000,
+        gpu_util: Some(util),
+        ..RawGpu::default()
+    }
+}
+
+#[test]
+fn histogram_quantiles_are_within_half_a_bin() {
+    let mut h = Hist::default();
+    let values: Vec<f32> = (0..1000).map(|i| i as f32 / 1000.0).collect();
+    values.iter().for_each(|&v| h.add(v));
+    let p95 = h.quantile(0.95, Some(0.999)).unwrap();
+    assert!((p95 - 0.95).abs() <= 0.025, "{p95}");
+    assert_eq!(Hist::from_bytes(&h.to_bytes()), h);
+    assert_eq!(Hist::default().quantile(0.95, None), None);
+    let mut one = Hist::default();
+    one.add(1.0);
+    assert_eq!(one.quantile(0.5, Some(1.0)), Some(0.975));
+}
+
+#[test]
+fn minutes_merge_into_hours_exactly() {
+    let rows: Vec<RawGpu> = (0..7200)
+        .map(|s| raw(s * 1000, (s % 10) as f32 / 10.0))
+        .collect();
+    let minutes = aggregate(MINUTE_MS, &rows, &[], &[], &[]);
+    assert_eq!(minutes.gpus.len(), 120);
+    let hours = to_hours(&minutes);
+    let direct = aggregate(HOUR_MS, &rows, &[], &[], &[]);
+    assert_eq!(hours.gpus.len(), 2);
+    for (k, v) in &direct.gpus {
+        let merged = &hours.gpus[k];
+        assert_eq!(merged.samples, v.samples);
+        assert!((merged.gpu_util_sum - v.gpu_util_sum).abs() < 1e-6);
+        assert_eq!(merged.gpu_util_hist, v.gpu_util_hist);
+        assert_eq!(merged.busy_n, 3240);
+    }
+}
+
+#[test]
+fn each_dcgm_field_is_averaged_over_the_samples_that_have_it() {
+    // dcgm-exporter's default counters: tensor and DRAM activity, no SM activity.
+    let exporter = RawGpu {
+        tensor_active: Some(0.9),
+        dram_active: Some(0.4),
+        ..raw(0, 0.5)
+    };
+    // The agent with DCGM: all of them; NVML alone: none.
+    let agent = RawGpu {
+        sm_active: Some(0.6),
+        sm_occupancy: Some(0.3),
+        tensor_active: Some(0.1),
+        dram_active: Some(0.2),
+        ..raw(1000, 0.5)
+    };
+    let mut a = GpuAgg::default();
+    for r in [&exporter, &agent, &raw(2000, 0.5)] {
+        a.add(r, 0.0);
+    }
+    assert_eq!(
+        (
+            a.sm_active_n,
+            a.sm_occupancy_n,
+            a.tensor_active_n,
+            a.dram_active_n
+        ),
+        (1, 1, 2, 2)
+    );
+    assert!((a.tensor_active_sum / f64::from(a.tensor_active_n) - 0.5).abs() < 1e-6);
+    assert!((a.dram_active_sum / f64::from(a.dram_active_n) - 0.3).abs() < 1e-6);
+    assert!((a.sm_occupancy_sum - 0.3).abs() < 1e-6);
+    let mut merged = GpuAgg::default();
+    merged.merge(&a);
+    merged.merge(&a);
+    assert_eq!((merged.tensor_active_n, merged.dram_active_n), (4, 4));
+}
+
+#[test]
+fn tenants_get_allocation_and_use() {
+    let rows = vec![raw(0, 0.5), raw(1000, 0.0)];
+    let allocs = vec![
+        RawAllocation {
+            gpu_uuid: "G".into(),
+            ts: 0,
+            tenant_key: "t".into(),
+            gi_id: None,
+            share: 0.25,
+        },
+        RawAllocation {
+            gpu_uuid: "G".into(),
+            ts: 1000,
+            tenant_key: "t".into(),
+            gi_id: None,
+            share: 0.25,
+        },
+    ];
+    let procs = vec![RawProcess {
+        gpu_uuid: "G".into(),
+        ts: 0,
+        tenant_key: Some("t".into()),
+        gi_id: None,
+        sm_util: Some(0.5),
+        mem_used_bytes: Some(100),
+    }];
+    let r = aggregate(MINUTE_MS, &rows, &allocs, &procs, &[]);
+    let t = &r.tenants[&("G".to_string(), "t".to_string(), 0)];
+    assert_eq!((t.samples, t.alloc_n, t.present_n, t.busy_n), (2, 2, 1, 1));
+    assert!((t.alloc_share_sum - 0.5).abs() < 1e-9);
+    assert_eq!(t.mem_used_max, Some(100));
+    let g = &r.gpus[&("G".to_string(), 0)];
+    assert!((g.alloc_share_sum - 0.5).abs() < 1e-9);
+    assert_eq!(g.busy_n, 1);
+}
+
+fn alloc(ts: i64, tenant: &str, gi: Option<i32>, share: f32) -> RawAllocation {
+    RawAllocation {
+        gpu_uuid: "G".into(),
+        ts,
+        tenant_key: tenant.into(),
+        gi_id: gi,
+        share,
+    }
+}
+
+fn process(ts: i64, tenant: &str, gi: Option<i32>, sm: Option<f32>) -> RawProcess {
+    RawProcess {
+        gpu_uuid: "G".into(),
+        ts,
+        tenant_key: Some(tenant.into()),
+        gi_id: gi,
+        sm_util: sm,
+        mem_used_bytes: Some(1 << 30),
+    }
+}
+
+#[test]
+fn idle_runs_chain_across_minutes_and_break_on_work() {
+    // 1 Hz for two hours: busy for the first 10 minutes, idle for 40, busy for 1 minute,
+    // idle until the end (69 minutes, across the hour boundary).
+    let busy = |s: i64| s < 600 || (3000..3060).contains(&s);
+    let rows: Vec<RawGpu> = (0..7200)
+        .map(|s| raw(s * 1000, if busy(s) { 0.9 } else { 0.0 }))
+        .collect();
+    let allocs: Vec<_> = (0..7200).map(|s| alloc(s * 1000, "t", None, 1.0)).collect();
+    let procs: Vec<_> = (0..7200)
+        .map(|s| process(s * 1000, "t", None, Some(if busy(s) { 0.9 } else { 0.0 })))
+        .collect();
+    let minutes = aggregate(MINUTE_MS, &rows, &allocs, &procs, &[]);
+    let hours = to_hours(&minutes);
+    let h0 = &hours.tenants[&("G".to_string(), "t".to_string(), 0)];
+    let h1 = &hours.tenants[&("G".to_string(), "t".to_string(), HOUR_MS)];
+    assert_eq!(h0.idle_max_s, 2400.0);
+    assert_eq!(h0.idle_lead_s, 0.0);
+    assert_eq!(h0.idle_trail_s, 540.0);
+    assert!(h1.all_idle());
+    assert_eq!((h0.active_n, h0.idle_n), (660, 2940));
+    // Chained, the two hours hold one 69-minute run.
+    let mut both = h0.clone();
+    both.merge_next(h1, true);
+    assert_eq!(both.idle_max_s, 540.0 + 3600.0);
+    // A gap between them breaks it.
+    let mut gap = h0.clone();
+    gap.merge_next(h1, false);
+    assert_eq!(gap.idle_max_s, 3600.0);
+    // Effective use rests on gpu_util here (no DCGM).
+    assert_eq!((h0.eff_n, h0.eff_dcgm_n), (3600, 0));
+    assert!((h0.eff_sum - 660.0 * 0.9).abs() < 1e-3, "{}", h0.eff_sum);
+}
+
+#[test]
+fn mig_tenants_use_dcgm_and_shared_tenants_split_the_device() {
+    // MIG: a 3g instance (share 3/7) at 50 % SM activity; a 1g instance with no process.
+    let mut g = raw(0, 0.0);
+    g.gpu_util = None;
+    let allocs = vec![
+        alloc(0, "big", Some(1), 3.0 / 7.0),
+        alloc(0, "small", Some(2), 1.0 / 7.0),
+    ];
+    let procs = vec![process(0, "big", Some(1), None)];
+    let mig = vec![RawMig {
+        gpu_uuid: "G".into(),
+        ts: 0,
+        gi_id: 1,
+        sm_active: Some(0.5),
+    }];
+    let r = aggregate(MINUTE_MS, &[g.clone()], &allocs, &procs, &mig);
+    let big = &r.tenants[&("G".to_string(), "big".to_string(), 0)];
+    assert!((big.eff_sum - 0.5 * 3.0 / 7.0).abs() < 1e-6);
+    assert_eq!((big.eff_dcgm_n, big.active_n, big.idle_n), (1, 1, 0));
+    let small = &r.tenants[&("G".to_string(), "small".to_string(), 0)];
+    assert_eq!((small.active_n, small.idle_n), (0, 1));
+    // Without DCGM, a MIG tenant with a process is neither active nor idle: unknown.
+    let r = aggregate(MINUTE_MS, &[g], &allocs, &procs, &[]);
+    let big = &r.tenants[&("G".to_string(), "big".to_string(), 0)];
+    assert_eq!((big.eff_n, big.active_n, big.idle_n), (0, 0, 0));
+
+    // Time-slicing: sm_active 0.6 split 3:1 by process SM time.
+    let mut g = raw(0, 1.0);
+    g.sm_active = Some(0.6);
+    let allocs = vec![alloc(0, "a", None, 0.5), alloc(0, "b", None, 0.5)];
+    let procs = vec![
+        process(0, "a", None, Some(0.75)),
+        process(0, "b", None, Some(0.25)),
+    ];
+    let r = aggregate(MINUTE_MS, &[g], &allocs, &procs, &[]);
+    let a = &r.tenants[&("G".to_string(), "a".to_string(), 0)];
+    assert!((a.eff_sum - 0.45).abs() < 1e-6, "{}", a.eff_sum);
+    assert_eq!(a.eff_dcgm_n, 1);
+}
