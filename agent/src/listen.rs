@@ -29,28 +29,24 @@ pub const MAX_CONNECTIONS: usize = 256;
 pub const FD_RESERVE: u64 = 256;
 
 /// Raises the soft open-files limit to the hard one; returns the soft limit in force.
-#[allow(unsafe_code)]
 pub fn raise_fd_limit() -> u64 {
-    let mut lim = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: getrlimit/setrlimit with a pointer to a live rlimit.
-    unsafe {
-        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) != 0 {
-            return 1024;
-        }
-        if lim.rlim_cur < lim.rlim_max {
-            let raised = libc::rlimit {
-                rlim_cur: lim.rlim_max,
-                rlim_max: lim.rlim_max,
-            };
-            if libc::setrlimit(libc::RLIMIT_NOFILE, &raised) == 0 {
-                lim.rlim_cur = lim.rlim_max;
-            }
-        }
+    use rustix::process::{Resource, Rlimit, getrlimit, setrlimit};
+    let lim = getrlimit(Resource::Nofile);
+    // `None` is RLIM_INFINITY.
+    let current = lim.current.unwrap_or(u64::MAX);
+    let max = lim.maximum.unwrap_or(u64::MAX);
+    if current >= max {
+        return current;
     }
-    lim.rlim_cur
+    let raised = Rlimit {
+        current: lim.maximum,
+        maximum: lim.maximum,
+    };
+    if setrlimit(Resource::Nofile, raised).is_ok() {
+        max
+    } else {
+        current
+    }
 }
 
 /// How many connections the listener serves at once with `fd_limit` descriptors.

@@ -16,7 +16,7 @@ use crate::backend::GpuBackend;
 use crate::dcgm::Dcgm;
 use crate::metrics::{AgentMetrics, DropReason, Sampler, SamplerLabels};
 use crate::schedule::{Clock, Schedule, Slot, SystemClock, Wake};
-use crate::shipper::{AgentState, build_batch, is_disk_full_error, now_ms};
+use crate::shipper::{AgentState, build_batch, is_disk_full_error};
 use crate::spool::{Limits, Spool};
 
 /// How the agent runs.
@@ -337,15 +337,6 @@ impl Default for Retry {
     }
 }
 
-/// `d` ± 25 %, so agents that lost the collector together do not retry in lockstep.
-fn jittered(d: Duration, rng: &mut u64) -> Duration {
-    *rng ^= *rng << 13;
-    *rng ^= *rng >> 7;
-    *rng ^= *rng << 17;
-    let factor = 0.75 + (*rng % 1000) as f64 / 2000.0;
-    d.mul_f64(factor)
-}
-
 /// Delivers spooled batches in order, one at a time.
 async fn send_loop(
     client: Client,
@@ -354,8 +345,13 @@ async fn send_loop(
     wake: Arc<Notify>,
     retry: Retry,
 ) {
-    let mut delay = retry.initial;
-    let mut rng = (now_ms() as u64) ^ (u64::from(std::process::id()) << 32) | 1;
+    // Agents that lost the collector together do not retry in lockstep: the jitter is seeded
+    // by the process.
+    let mut delays = ingest_client::backoff::Delays::new(
+        retry.initial,
+        retry.max,
+        u64::from(std::process::id()),
+    );
     loop {
         let next = {
             let mut s = spool.lock().expect("spool");
@@ -377,7 +373,7 @@ async fn send_loop(
         };
         match client.send_encoded(record.body).await {
             Ok(_) => {
-                delay = retry.initial;
+                delays.reset();
                 metrics.batches_sent.inc();
                 let mut s = spool.lock().expect("spool");
                 if let Err(e) = s.commit(record.next) {
@@ -395,11 +391,10 @@ async fn send_loop(
                     s.release();
                     metrics.record_spool(&s);
                 }
-                // The collector's own word wins; otherwise a short, jittered backoff.
-                let wait = retry_after.unwrap_or_else(|| jittered(delay, &mut rng));
+                // A short, jittered backoff; never shorter than the collector asks.
+                let wait = delays.next(retry_after);
                 tracing::warn!(seq = record.seq, error = %message, ?wait, "collector unavailable; batch stays in the spool");
                 tokio::time::sleep(wait).await;
-                delay = (delay * 2).min(retry.max);
             }
             Err(e) => {
                 // Refused outright (4xx other than 408/429): sending it again cannot help.

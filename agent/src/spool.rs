@@ -558,7 +558,9 @@ impl Spool {
 
 /// ENOSPC or EDQUOT: the filesystem (or the quota) has no room.
 pub fn is_disk_full(e: &std::io::Error) -> bool {
-    matches!(e.raw_os_error(), Some(libc::ENOSPC) | Some(libc::EDQUOT))
+    let code = e.raw_os_error();
+    code == Some(rustix::io::Errno::NOSPC.raw_os_error())
+        || code == Some(rustix::io::Errno::DQUOT.raw_os_error())
         || e.kind() == std::io::ErrorKind::StorageFull
 }
 
@@ -568,19 +570,11 @@ struct FsSpace {
 }
 
 /// Size and space available to unprivileged writers of the filesystem holding `dir`.
-#[allow(unsafe_code)]
 fn filesystem_space(dir: &Path) -> Option<FsSpace> {
-    use std::os::unix::ffi::OsStrExt;
-    let path = std::ffi::CString::new(dir.as_os_str().as_bytes()).ok()?;
-    // SAFETY: statvfs writes into the zeroed struct we pass and reads the NUL-terminated path.
-    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
-    if unsafe { libc::statvfs(path.as_ptr(), &mut st) } != 0 {
-        return None;
-    }
-    let unit = st.f_frsize as u64;
+    let st = rustix::fs::statvfs(dir).ok()?;
     Some(FsSpace {
-        total: st.f_blocks as u64 * unit,
-        available: st.f_bavail as u64 * unit,
+        total: st.f_blocks.saturating_mul(st.f_frsize),
+        available: st.f_bavail.saturating_mul(st.f_frsize),
     })
 }
 

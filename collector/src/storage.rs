@@ -88,36 +88,19 @@ pub struct StorageMetrics {
 impl StorageMetrics {
     pub fn register(registry: &mut Registry) -> StorageMetrics {
         let m = StorageMetrics::default();
-        registry.register(
-            "rollup_buckets",
-            "Node-minute buckets rolled up",
-            m.rollup_buckets.clone(),
-        );
-        registry.register(
-            "sealed_samples",
-            "Raw samples moved from rows into sealed ten-minute blocks",
-            m.sealed_samples.clone(),
-        );
-        registry.register(
-            "rollup_failures",
-            "Rollup passes that failed",
-            m.rollup_failures.clone(),
-        );
-        registry.register(
-            "rollup_undecodable_rows",
-            "Stored raw rows the rollup could not decode; skipped (not rolled up) so the pass goes on",
-            m.rollup_undecodable_rows.clone(),
-        );
-        registry.register(
-            "retention_dropped_partitions",
-            "Partitions dropped or tables pruned for retention",
-            m.retention_dropped.clone(),
-        );
-        registry.register_with_unit(
-            "last_rollup_timestamp",
-            "When the last rollup pass finished (Unix time)",
-            Unit::Seconds,
-            m.last_rollup_timestamp.clone(),
+        crate::metrics::register!(registry, m,
+            rollup_buckets => "rollup_buckets",
+                "Node-minute buckets rolled up";
+            sealed_samples => "sealed_samples",
+                "Raw samples moved from rows into sealed ten-minute blocks";
+            rollup_failures => "rollup_failures",
+                "Rollup passes that failed";
+            rollup_undecodable_rows => "rollup_undecodable_rows",
+                "Stored raw rows the rollup could not decode; skipped (not rolled up) so the pass goes on";
+            retention_dropped => "retention_dropped_partitions",
+                "Partitions dropped or tables pruned for retention";
+            last_rollup_timestamp => "last_rollup_timestamp" in Unit::Seconds,
+                "When the last rollup pass finished (Unix time)";
         );
         m
     }

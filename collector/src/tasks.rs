@@ -117,22 +117,13 @@ impl Default for TaskMetrics {
 impl TaskMetrics {
     pub fn register(registry: &mut Registry) -> TaskMetrics {
         let m = TaskMetrics::default();
-        registry.register(
-            "task_runs",
-            "Passes of each background task, by outcome (ok, failed, panicked); a failed or panicked pass is followed by the next as usual",
-            m.runs.clone(),
-        );
-        registry.register_with_unit(
-            "task_duration",
-            "Time one pass of a background task took",
-            Unit::Seconds,
-            m.duration.clone(),
-        );
-        registry.register_with_unit(
-            "task_last_success_timestamp",
-            "When a background task last finished a pass without error (Unix time)",
-            Unit::Seconds,
-            m.last_success.clone(),
+        crate::metrics::register!(registry, m,
+            runs => "task_runs",
+                "Passes of each background task, by outcome (ok, failed, panicked); a failed or panicked pass is followed by the next as usual";
+            duration => "task_duration" in Unit::Seconds,
+                "Time one pass of a background task took";
+            last_success => "task_last_success_timestamp" in Unit::Seconds,
+                "When a background task last finished a pass without error (Unix time)";
         );
         m
     }

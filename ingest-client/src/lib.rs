@@ -3,6 +3,8 @@
 //! timeouts, 5xx, 408 and 429 — with exponential backoff and jitter, honouring `Retry-After`.
 //! Other 4xx answers are final: resending the same batch cannot succeed.
 
+pub mod backoff;
+
 use std::io::Write;
 use std::time::Duration;
 
@@ -243,8 +245,7 @@ impl Client {
     ) -> Result<Delivered, SendError> {
         let body = Client::encode(batch)?;
         let started = std::time::Instant::now();
-        let mut delay = policy.initial;
-        let mut attempt: u64 = 0;
+        let mut delays = backoff::Delays::new(policy.initial, policy.max, batch.seq);
         loop {
             match self.send_encoded(body.clone()).await {
                 Ok(d) => return Ok(d),
@@ -255,29 +256,14 @@ impl Client {
                     let SendError::Retryable { retry_after, .. } = &e else {
                         unreachable!()
                     };
-                    // Full jitter on the exponential delay; Retry-After is a floor.
-                    attempt += 1;
-                    let jittered = delay.mul_f64(0.5 + 0.5 * jitter(batch.seq ^ attempt));
-                    let wait = retry_after.map_or(jittered, |r| r.max(jittered));
+                    let wait = delays.next(*retry_after);
                     on_retry(&e, wait);
                     tokio::time::sleep(wait).await;
-                    delay = (delay * 2).min(policy.max);
                 }
                 Err(e) => return Err(e),
             }
         }
     }
-}
-
-/// A cheap deterministic jitter in [0, 1) (no RNG dependency needed).
-fn jitter(x: u64) -> f64 {
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.subsec_nanos() as u64);
-    let mut z = x ^ nanos.wrapping_mul(0x9E37_79B9_7F4A_7C15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    ((z ^ (z >> 31)) >> 11) as f64 / (1u64 << 53) as f64
 }
 
 fn error_chain(e: &dyn std::error::Error) -> String {

@@ -9,7 +9,7 @@
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
-use super::settings::{Receiver, ReceiverKind};
+use super::settings::Receiver;
 use crate::signing::signed;
 use store::Store;
 use store::alerts::Attempt;
@@ -41,16 +41,18 @@ pub fn verdict(status: u16) -> Verdict {
     }
 }
 
-/// The wait before the next attempt after `attempts` failed ones.
+/// The wait before the next attempt after `attempts` failed ones: a second, doubled per
+/// failure, up to `cap` (the outbox keeps the count, not a sender).
 pub fn backoff(attempts: i64, cap: Duration) -> Duration {
-    let secs = 1u64 << attempts.clamp(0, 20);
-    Duration::from_secs(secs).min(cap)
+    let failures = u32::try_from(attempts.max(0)).unwrap_or(u32::MAX);
+    ingest_client::backoff::doubled(Duration::from_secs(1), failures, cap)
 }
 
-/// Sends notifications; remembers when each Slack URL was last used.
+/// Sends notifications; remembers when each URL of a receiver with a least gap between posts
+/// (Slack) was last used.
 pub struct Sender {
     http: reqwest::Client,
-    slack_last: HashMap<String, Instant>,
+    last_post: HashMap<String, Instant>,
     pub metrics: super::metrics::AlertMetrics,
 }
 
@@ -64,7 +66,7 @@ impl Sender {
                 .user_agent(concat!("gpulens/", env!("CARGO_PKG_VERSION")))
                 .redirect(reqwest::redirect::Policy::none())
                 .build()?,
-            slack_last: HashMap::new(),
+            last_post: HashMap::new(),
             metrics: Default::default(),
         })
     }
@@ -77,12 +79,12 @@ impl Sender {
         body: &str,
         notification: i64,
     ) -> (Verdict, Option<u16>, String) {
-        if r.kind == ReceiverKind::Slack {
-            if let Some(last) = self.slack_last.get(url) {
-                let gap = Duration::from_secs(1).saturating_sub(last.elapsed());
-                tokio::time::sleep(gap).await;
+        let min_gap = r.kind.format().min_gap();
+        if !min_gap.is_zero() {
+            if let Some(last) = self.last_post.get(url) {
+                tokio::time::sleep(min_gap.saturating_sub(last.elapsed())).await;
             }
-            self.slack_last.insert(url.to_owned(), Instant::now());
+            self.last_post.insert(url.to_owned(), Instant::now());
         }
         let req = self
             .http
@@ -130,12 +132,7 @@ impl Sender {
         cap: Duration,
         now: i64,
     ) -> anyhow::Result<usize> {
-        let url = match r.kind {
-            ReceiverKind::Alertmanager => {
-                format!("{}/api/v2/alerts", r.url.0.trim_end_matches('/'))
-            }
-            _ => r.url.0.clone(),
-        };
+        let url = r.kind.format().endpoint(&r.url.0);
         let mut sent = 0;
         for n in store.queued_notifications(&r.name, BATCH).await? {
             if n.next_ms > now {

@@ -41,21 +41,13 @@ impl Default for AlertMetrics {
 impl AlertMetrics {
     pub fn register(registry: &mut Registry) -> AlertMetrics {
         let m = AlertMetrics::default();
-        registry.register(
-            "alert_notifications_enqueued",
-            "Notifications built into the outbox, by receiver",
-            m.enqueued.clone(),
-        );
-        registry.register(
-            "alert_delivery_attempts",
-            "Attempts to deliver a notification, by receiver and outcome (delivered, retry, failed)",
-            m.attempts.clone(),
-        );
-        registry.register_with_unit(
-            "alert_delivery_attempt_duration",
-            "Time one delivery attempt took",
-            Unit::Seconds,
-            m.attempt_duration.clone(),
+        crate::metrics::register!(registry, m,
+            enqueued => "alert_notifications_enqueued",
+                "Notifications built into the outbox, by receiver";
+            attempts => "alert_delivery_attempts",
+                "Attempts to deliver a notification, by receiver and outcome (delivered, retry, failed)";
+            attempt_duration => "alert_delivery_attempt_duration" in Unit::Seconds,
+                "Time one delivery attempt took";
         );
         m
     }

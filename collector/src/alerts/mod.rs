@@ -27,7 +27,6 @@ pub use state::{Alert, State as AlertState, load};
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use settings::ReceiverKind;
 use state::State;
 use store::alerts::NewNotification;
 use store::label_actions::ActionFilter;
@@ -111,7 +110,7 @@ impl Alerting {
         let external = self.settings.external_url.as_deref();
         let mut n = 0;
         for r in &self.settings.receivers {
-            if r.kind == ReceiverKind::Alertmanager {
+            if r.kind.format().takes_every_alert() {
                 n += usize::from(self.enqueue_push(store, r, alerts, &sent, now_ms).await?);
                 continue;
             }

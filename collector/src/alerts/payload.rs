@@ -42,6 +42,81 @@ fn common(
         .collect()
 }
 
+/// What differs between receiver kinds; grouping, the outbox, retries and signing are the
+/// same for all. A new kind of receiver is a `ReceiverKind` variant (its configuration word)
+/// and one implementation of this trait.
+pub trait Format: Sync {
+    /// Where to POST, given the configured URL.
+    fn endpoint(&self, url: &str) -> String {
+        url.to_owned()
+    }
+    /// Whether the receiver takes every active alert each pass and groups them itself
+    /// (Alertmanager), rather than gpulens' grouped notifications.
+    fn takes_every_alert(&self) -> bool {
+        false
+    }
+    /// The least time between two posts to one URL.
+    fn min_gap(&self) -> std::time::Duration {
+        std::time::Duration::ZERO
+    }
+    /// The body of a grouped notification.
+    fn body(&self, receiver: &str, due: &Due, external: Option<&str>) -> Value;
+}
+
+/// Alertmanager's webhook format, version 4.
+struct Webhook;
+/// A Slack incoming webhook: at most one message a second per URL (Slack's limit).
+struct Slack;
+/// gpulens' own JSON (docs/alerts.md).
+struct OwnJson;
+/// An Alertmanager's `/api/v2/alerts`, which takes the whole alert list.
+struct Alertmanager;
+
+impl Format for Webhook {
+    fn body(&self, receiver: &str, due: &Due, external: Option<&str>) -> Value {
+        webhook(receiver, due, external)
+    }
+}
+
+impl Format for Slack {
+    fn min_gap(&self) -> std::time::Duration {
+        std::time::Duration::from_secs(1)
+    }
+    fn body(&self, _: &str, due: &Due, external: Option<&str>) -> Value {
+        slack(due, external)
+    }
+}
+
+impl Format for OwnJson {
+    fn body(&self, receiver: &str, due: &Due, external: Option<&str>) -> Value {
+        own(receiver, due, external)
+    }
+}
+
+impl Format for Alertmanager {
+    fn endpoint(&self, url: &str) -> String {
+        format!("{}/api/v2/alerts", url.trim_end_matches('/'))
+    }
+    fn takes_every_alert(&self) -> bool {
+        true
+    }
+    fn body(&self, receiver: &str, due: &Due, external: Option<&str>) -> Value {
+        webhook(receiver, due, external)
+    }
+}
+
+impl ReceiverKind {
+    /// How this kind of receiver is sent to.
+    pub fn format(self) -> &'static dyn Format {
+        match self {
+            ReceiverKind::Webhook => &Webhook,
+            ReceiverKind::Slack => &Slack,
+            ReceiverKind::Json => &OwnJson,
+            ReceiverKind::Alertmanager => &Alertmanager,
+        }
+    }
+}
+
 /// The body for a grouped notification, in the receiver's format.
 pub fn notification(
     kind: ReceiverKind,
@@ -49,11 +124,7 @@ pub fn notification(
     due: &Due,
     external: Option<&str>,
 ) -> Value {
-    match kind {
-        ReceiverKind::Webhook | ReceiverKind::Alertmanager => webhook(receiver, due, external),
-        ReceiverKind::Slack => slack(due, external),
-        ReceiverKind::Json => own(receiver, due, external),
-    }
+    kind.format().body(receiver, due, external)
 }
 
 fn webhook(receiver: &str, due: &Due, external: Option<&str>) -> Value {

@@ -49,27 +49,15 @@ impl Default for AnalysisMetrics {
 impl AnalysisMetrics {
     pub fn register(registry: &mut Registry) -> AnalysisMetrics {
         let m = AnalysisMetrics::default();
-        registry.register(
-            "analysis_passes",
-            "Scheduled or on-demand analysis passes, by outcome (stored; skipped: another collector held the lock; failed)",
-            m.passes.clone(),
-        );
-        registry.register_with_unit(
-            "analysis_load",
-            "Time to read one analysis' input (inventory, rollups, health) from the store",
-            Unit::Seconds,
-            m.load.clone(),
-        );
-        registry.register_with_unit(
-            "analysis_compute",
-            "Time to analyse one input (funnel, findings, recommendations)",
-            Unit::Seconds,
-            m.analyze.clone(),
-        );
-        registry.register(
-            "analysis_input_rows",
-            "Hour and minute rows the newest analysis read",
-            m.input_rows.clone(),
+        crate::metrics::register!(registry, m,
+            passes => "analysis_passes",
+                "Scheduled or on-demand analysis passes, by outcome (stored; skipped: another collector held the lock; failed)";
+            load => "analysis_load" in Unit::Seconds,
+                "Time to read one analysis' input (inventory, rollups, health) from the store";
+            analyze => "analysis_compute" in Unit::Seconds,
+                "Time to analyse one input (funnel, findings, recommendations)";
+            input_rows => "analysis_input_rows",
+                "Hour and minute rows the newest analysis read";
         );
         m
     }

@@ -94,39 +94,21 @@ impl Default for IngestMetrics {
 impl IngestMetrics {
     pub fn register(registry: &mut Registry) -> IngestMetrics {
         let m = IngestMetrics::default();
-        registry.register(
-            "ingest_batches",
-            "Batches accepted by POST /api/v1/ingest, by outcome (stored, or duplicate retry)",
-            m.batches.clone(),
-        );
-        registry.register(
-            "ingest_rejected_batches",
-            "Batches refused, by reason",
-            m.rejected.clone(),
-        );
-        registry.register("ingest_rows", "Sample rows stored, by kind", m.rows.clone());
-        registry.register(
-            "ingest_batch_rows",
-            "Rows per stored batch",
-            m.batch_rows.clone(),
-        );
-        registry.register_with_unit(
-            "ingest_batch_size",
-            "Size of batch bodies as received (compressed)",
-            Unit::Bytes,
-            m.batch_bytes.clone(),
-        );
-        registry.register_with_unit(
-            "ingest_lag",
-            "Time from a batch's newest sample to its commit",
-            Unit::Seconds,
-            m.ingest_lag.clone(),
-        );
-        registry.register_with_unit(
-            "storage_write",
-            "Time to store one batch (transaction included)",
-            Unit::Seconds,
-            m.storage_write.clone(),
+        crate::metrics::register!(registry, m,
+            batches => "ingest_batches",
+                "Batches accepted by POST /api/v1/ingest, by outcome (stored, or duplicate retry)";
+            rejected => "ingest_rejected_batches",
+                "Batches refused, by reason";
+            rows => "ingest_rows",
+                "Sample rows stored, by kind";
+            batch_rows => "ingest_batch_rows",
+                "Rows per stored batch";
+            batch_bytes => "ingest_batch_size" in Unit::Bytes,
+                "Size of batch bodies as received (compressed)";
+            ingest_lag => "ingest_lag" in Unit::Seconds,
+                "Time from a batch's newest sample to its commit";
+            storage_write => "storage_write" in Unit::Seconds,
+                "Time to store one batch (transaction included)";
         );
         m
     }

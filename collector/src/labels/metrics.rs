@@ -23,20 +23,13 @@ pub struct LabelMetrics {
 impl LabelMetrics {
     pub fn register(registry: &mut Registry) -> LabelMetrics {
         let m = LabelMetrics::default();
-        registry.register(
-            "label_advisory_writes",
-            "Nodes whose gpulens.io/ advisory labels were converged after an analysis, by outcome (written, failed)",
-            m.advisory_writes.clone(),
-        );
-        registry.register(
-            "label_actions_planned",
-            "GPU Operator changes recorded as planned actions (apply-with-approval)",
-            m.planned.clone(),
-        );
-        registry.register(
-            "label_action_runs",
-            "Approved GPU Operator changes run, by final state (applied, unchanged, refused, rolled_back, failed)",
-            m.runs.clone(),
+        crate::metrics::register!(registry, m,
+            advisory_writes => "label_advisory_writes",
+                "Nodes whose gpulens.io/ advisory labels were converged after an analysis, by outcome (written, failed)";
+            planned => "label_actions_planned",
+                "GPU Operator changes recorded as planned actions (apply-with-approval)";
+            runs => "label_action_runs",
+                "Approved GPU Operator changes run, by final state (applied, unchanged, refused, rolled_back, failed)";
         );
         m
     }

@@ -45,25 +45,15 @@ pub struct RemoteWriteMetrics {
 impl RemoteWriteMetrics {
     pub fn register(registry: &mut Registry) -> RemoteWriteMetrics {
         let m = RemoteWriteMetrics::default();
-        registry.register(
-            "remote_write_samples_dropped",
-            "Remote-write samples not stored, by reason: late (their scrape was stored already), out_of_domain (value outside the DCGM field's domain), out_of_window (dated before the raw retention or over 5 minutes ahead), too_many_hosts, too_many_gpus (over the receiver's caps), bad_tenant (the pod allocation only: pod labels that are not Kubernetes names, or too many pods on the host)",
-            m.dropped.clone(),
-        );
-        registry.register(
-            "remote_write_ignored_series",
-            "Remote-write series gpulens does not read (not a DCGM field it knows, no UUID, or a host that is not a node name)",
-            m.ignored_series.clone(),
-        );
-        registry.register(
-            "remote_write_scrapes_stored",
-            "Complete dcgm-exporter scrapes stored as batches",
-            m.scrapes_stored.clone(),
-        );
-        registry.register(
-            "remote_write_scrapes_refused",
-            "Complete dcgm-exporter scrapes dropped whole because they failed the batch checks (the collector's log says why)",
-            m.scrapes_refused.clone(),
+        crate::metrics::register!(registry, m,
+            dropped => "remote_write_samples_dropped",
+                "Remote-write samples not stored, by reason: late (their scrape was stored already), out_of_domain (value outside the DCGM field's domain), out_of_window (dated before the raw retention or over 5 minutes ahead), too_many_hosts, too_many_gpus (over the receiver's caps), bad_tenant (the pod allocation only: pod labels that are not Kubernetes names, or too many pods on the host)";
+            ignored_series => "remote_write_ignored_series",
+                "Remote-write series gpulens does not read (not a DCGM field it knows, no UUID, or a host that is not a node name)";
+            scrapes_stored => "remote_write_scrapes_stored",
+                "Complete dcgm-exporter scrapes stored as batches";
+            scrapes_refused => "remote_write_scrapes_refused",
+                "Complete dcgm-exporter scrapes dropped whole because they failed the batch checks (the collector's log says why)";
         );
         m
     }

@@ -21,15 +21,11 @@ pub struct ReportMetrics {
 impl ReportMetrics {
     pub fn register(registry: &mut Registry) -> ReportMetrics {
         let m = ReportMetrics::default();
-        registry.register(
-            "reports_made",
-            "Weekly reports made and stored by this collector",
-            m.made.clone(),
-        );
-        registry.register(
-            "report_announcements",
-            "Webhook announcements of a stored report, by outcome (sent, failed after 3 tries)",
-            m.announcements.clone(),
+        crate::metrics::register!(registry, m,
+            made => "reports_made",
+                "Weekly reports made and stored by this collector";
+            announcements => "report_announcements",
+                "Webhook announcements of a stored report, by outcome (sent, failed after 3 tries)";
         );
         m
     }
