@@ -86,13 +86,7 @@ impl<S: Clone + Send + Sync + 'static> Routes<S> {
         need: Need,
         handler: MethodRouter<S>,
     ) -> Self {
-        assert!(
-            !self
-                .rules
-                .iter()
-                .any(|r| r.method == method && r.path == path),
-            "{method} {path} declared twice"
-        );
+        self.refuse_twice(method, path);
         self.rules.push(Rule { method, path, need });
         self.router = self.router.route(path, handler);
         self
@@ -108,24 +102,22 @@ impl<S: Clone + Send + Sync + 'static> Routes<S> {
 
     pub fn merge(mut self, other: Routes<S>) -> Self {
         for r in &other.rules {
-            self = self.check_new(r);
+            self.refuse_twice(r.method, r.path);
         }
         self.router = self.router.merge(other.router);
         self.rules.extend(other.rules);
         self
     }
 
-    fn check_new(self, r: &Rule) -> Self {
+    /// A route declared twice is a programming error, found at start.
+    fn refuse_twice(&self, method: &str, path: &str) {
         assert!(
             !self
                 .rules
                 .iter()
-                .any(|x| x.method == r.method && x.path == r.path),
-            "{} {} declared twice",
-            r.method,
-            r.path
+                .any(|r| r.method == method && r.path == path),
+            "{method} {path} declared twice"
         );
-        self
     }
 
     /// The access table of these routes.
