@@ -6,7 +6,7 @@ use axum::Router;
 use axum::http::header;
 use axum::response::IntoResponse;
 
-use crate::access::routes::{Need, Routes};
+use crate::access::routes::{Need, Routes, Rule};
 use crate::error::ApiError;
 use crate::state::AppState;
 
@@ -28,12 +28,19 @@ pub fn routes(state: &AppState) -> Routes {
 
 /// The router: every route, each behind its access rule, and the JSON fallbacks.
 pub fn router(state: AppState) -> Router {
+    router_and_table(state).0
+}
+
+/// The router and the route table it enforces, built once (the server's admission classifier
+/// reads the same table).
+pub fn router_and_table(state: AppState) -> (Router, std::sync::Arc<[Rule]>) {
     let (router, table) = routes(&state).into_parts();
+    let table: std::sync::Arc<[Rule]> = table.into();
     let guard = crate::access::Guard {
         access: state.access.clone(),
-        table: table.into(),
+        table: table.clone(),
     };
-    router
+    let router = router
         // After every route, before the fallbacks: each matched route passes its access rule
         // before its handler runs.
         .route_layer(axum::middleware::from_fn_with_state(
@@ -41,7 +48,8 @@ pub fn router(state: AppState) -> Router {
             crate::access::enforce,
         ))
         .fallback(not_found)
-        .method_not_allowed_fallback(method_not_allowed)
+        .method_not_allowed_fallback(method_not_allowed);
+    (router, table)
 }
 
 async fn not_found(uri: axum::http::Uri) -> ApiError {

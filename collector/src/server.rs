@@ -5,8 +5,9 @@ use std::sync::Arc;
 
 use axum::http::{Method, header};
 
+use crate::access::routes::Rule;
 use crate::admission::{Class, Classifier, agent_route, has_body};
-use crate::router::router;
+use crate::router::router_and_table;
 use crate::state::AppState;
 
 /// Serves `router` on `listener` until `shutdown` resolves.
@@ -16,12 +17,13 @@ pub async fn serve(
     state: AppState,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
+    let (router, table) = router_and_table(state.clone());
     crate::listener::serve(
         listener,
-        router(state.clone()),
+        router,
         crate::listener::ServerLimits::default(),
         None,
-        admission(&state),
+        admission(&state, table),
         shutdown,
     )
     .await
@@ -39,23 +41,23 @@ pub async fn serve_with(
         Some(t) => Some(crate::tls::Tls::from_settings(t)?),
         None => None,
     };
-    let admission = admission(&state);
-    Ok(crate::listener::serve(listener, router(state), limits, tls, admission, shutdown).await?)
+    let (router, table) = router_and_table(state.clone());
+    let admission = admission(&state, table);
+    Ok(crate::listener::serve(listener, router, limits, tls, admission, shutdown).await?)
 }
 
-fn admission(state: &AppState) -> crate::listener::Admission {
+fn admission(state: &AppState, table: Arc<[Rule]>) -> crate::listener::Admission {
     crate::listener::Admission {
-        classify: classifier(state),
+        classify: classifier(state, table),
         refusals: state.refusals.clone(),
     }
 }
 
-/// The classifier of a collector's state: agent tokens through `[[agents]]`, everything else
-/// through `[access]`.
-pub fn classifier(state: &AppState) -> Classifier {
+/// The classifier of a collector's state: agent tokens through `[[agents]]` on the route
+/// table's agent routes, everything else through `[access]`.
+pub fn classifier(state: &AppState, table: Arc<[Rule]>) -> Classifier {
     let auth = state.shared.clone();
     let access = state.access.clone();
-    let table: Vec<crate::access::routes::Rule> = crate::router::routes(state).rules().to_vec();
     Arc::new(move |method, uri, headers, peer| {
         let path = uri.path();
         let authorization = headers

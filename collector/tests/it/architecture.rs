@@ -6,6 +6,8 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
+use crate::import_circles::rust_files;
+
 /// What every feature may use. None of these imports a feature or the root.
 const SHARED: &[&str] = &[
     "access",
@@ -44,17 +46,6 @@ const ROOT: &[&str] = &[
 
 fn src() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("src")
-}
-
-fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
-    for e in std::fs::read_dir(dir).unwrap() {
-        let p = e.unwrap().path();
-        if p.is_dir() {
-            rust_files(&p, out);
-        } else if p.extension().is_some_and(|x| x == "rs") {
-            out.push(p);
-        }
-    }
 }
 
 /// The top-level module a file belongs to (`alerts/api.rs` → `alerts`).
