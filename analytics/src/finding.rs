@@ -144,17 +144,19 @@ impl Severity {
 }
 
 /// A series a UI can chart as evidence: `metric` of `entity` (the `/api/v1/series` names)
-/// over a time range.
+/// over a time range. What it shows, not where to fetch it: the API builds the request.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Evidence {
     pub label: String,
     pub metric: String,
     /// `gpu:UUID`, `tenant:KEY`, `node:NAME`.
     pub entity: String,
+    /// The tenant's cluster, for tenant series: the same key (`host/1001`) names another
+    /// cluster's tenant.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cluster: Option<String>,
     pub from_ms: i64,
     pub to_ms: i64,
-    /// The `/api/v1/series` request that returns the series.
-    pub href: String,
 }
 
 impl Evidence {
@@ -165,19 +167,17 @@ impl Evidence {
         from_ms: i64,
         to_ms: i64,
     ) -> Evidence {
-        let enc = query_value(&entity);
         Evidence {
             label: label.into(),
             metric: metric.into(),
-            href: format!("/api/v1/series?metric={metric}&entity={enc}&from={from_ms}&to={to_ms}"),
             entity,
+            cluster: None,
             from_ms,
             to_ms,
         }
     }
 
-    /// A tenant's series, qualified by its cluster: the same key (`host/1001`) names another
-    /// cluster's tenant.
+    /// A tenant's series, qualified by its cluster.
     pub fn tenant(
         label: impl Into<String>,
         metric: &str,
@@ -186,22 +186,11 @@ impl Evidence {
         from_ms: i64,
         to_ms: i64,
     ) -> Evidence {
-        let mut e = Evidence::new(label, metric, format!("tenant:{key}"), from_ms, to_ms);
-        e.href
-            .push_str(&format!("&cluster={}", query_value(cluster)));
-        e
+        Evidence {
+            cluster: Some(cluster.into()),
+            ..Evidence::new(label, metric, format!("tenant:{key}"), from_ms, to_ms)
+        }
     }
-}
-
-/// `value` as a query-string value: the characters that would end or change it escaped.
-fn query_value(value: &str) -> String {
-    value
-        .chars()
-        .map(|c| match c {
-            ' ' | '&' | '#' | '+' | '%' | '?' | '=' => format!("%{:02X}", c as u32),
-            c => c.to_string(),
-        })
-        .collect()
 }
 
 /// One finding.

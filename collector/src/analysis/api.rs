@@ -5,9 +5,10 @@ use axum::Json;
 use axum::extract::{Query, State, rejection::QueryRejection};
 use std::sync::Arc;
 
-use analytics::{Analysis, Finding, Funnel, Recommendation, Rejected};
+use analytics::{Analysis, Funnel, Rejected};
 use serde::{Deserialize, Serialize};
 
+use super::view::{FindingView, RecommendationView};
 use super::{AnalysisState, NewestError};
 use crate::access::routes::{Need::*, Routes, Teams::*};
 use crate::error::ApiError;
@@ -137,7 +138,7 @@ pub struct FindingsResponse {
     #[serde(flatten)]
     pub envelope: Envelope,
     pub count: usize,
-    pub findings: Vec<Finding>,
+    pub findings: Vec<FindingView>,
 }
 
 pub async fn findings(
@@ -171,7 +172,7 @@ pub async fn findings(
             .collect(),
         None => Default::default(),
     };
-    let findings: Vec<Finding> = a
+    let findings: Vec<FindingView> = a
         .findings
         .iter()
         .filter(|x| {
@@ -185,7 +186,7 @@ pub async fn findings(
                     ),
                 )
         })
-        .cloned()
+        .map(FindingView::from)
         .collect();
     Ok(Json(FindingsResponse {
         envelope: Envelope::of(&a, source),
@@ -201,7 +202,7 @@ pub struct RecommendationsResponse {
     pub count: usize,
     /// The GPUs the listed recommendations free, as their replays measured them.
     pub gpus_freed: f64,
-    pub recommendations: Vec<Recommendation>,
+    pub recommendations: Vec<RecommendationView>,
     pub rejected: Vec<Rejected>,
 }
 
@@ -218,11 +219,11 @@ pub async fn recommendations(
         ));
     }
     let (a, source) = analysis(&state, &f).await?;
-    let recommendations: Vec<Recommendation> = a
+    let recommendations: Vec<RecommendationView> = a
         .recommendations
         .iter()
         .filter(|r| wanted(&f, r.team.as_deref(), &r.node, r.kind.as_str()))
-        .cloned()
+        .map(RecommendationView::from)
         .collect();
     // A rejected proposal belongs to no team: a team filter leaves none.
     let rejected: Vec<Rejected> = a

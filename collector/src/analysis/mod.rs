@@ -5,6 +5,8 @@
 
 pub mod api;
 pub mod metrics;
+pub mod stored;
+pub mod view;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -76,89 +78,6 @@ impl Newest {
         let a = std::sync::Arc::new(a);
         *self.slot.lock().expect("newest analysis") = Some((at, a.clone()));
         Ok(Some(a))
-    }
-}
-
-/// The stored form of an analysis: a JSON object `{"format": 1, "analysis": …}`. The format
-/// number says how to read the rest, so a collector reading a newer or older database names
-/// the mismatch instead of misreading it. Bodies stored before the envelope (a bare analysis
-/// object) read as format 0.
-pub mod stored {
-    use analytics::Analysis;
-    use serde::{Deserialize, Serialize};
-
-    /// The format this collector writes and reads.
-    pub const FORMAT: u32 = 1;
-
-    #[derive(Serialize)]
-    struct Out<'a> {
-        format: u32,
-        analysis: &'a Analysis,
-    }
-
-    /// The envelope's format alone: the analysis is skipped, not built.
-    #[derive(Deserialize)]
-    struct Head {
-        format: Option<u32>,
-    }
-
-    #[derive(Deserialize)]
-    struct Versioned {
-        analysis: Analysis,
-    }
-
-    pub fn encode(a: &Analysis) -> String {
-        serde_json::to_string(&Out {
-            format: FORMAT,
-            analysis: a,
-        })
-        .expect("an analysis serializes")
-    }
-
-    pub fn decode(body: &str) -> Result<Analysis, String> {
-        let head: Head = serde_json::from_str(body).map_err(|e| e.to_string())?;
-        let read = |format: u32, r: serde_json::Result<Analysis>| {
-            r.map_err(|e| format!("stored analysis (format {format}): {e}"))
-        };
-        match head.format {
-            None => read(0, serde_json::from_str(body)),
-            Some(FORMAT) => read(
-                FORMAT,
-                serde_json::from_str::<Versioned>(body).map(|v| v.analysis),
-            ),
-            Some(other) => Err(format!(
-                "stored analysis has format {other}; this collector reads formats 0 and {FORMAT} (a newer collector wrote it)"
-            )),
-        }
-    }
-
-    #[cfg(test)]
-    mod tests {
-        use super::*;
-
-        #[test]
-        fn the_stored_form_round_trips_and_names_formats_it_cannot_read() {
-            let a = Analysis {
-                from_ms: 1,
-                to_ms: 2,
-                generated_ms: 3,
-                limitations: vec!["x".into()],
-                ..Default::default()
-            };
-            let body = encode(&a);
-            assert!(body.starts_with(r#"{"format":1,"#), "{body}");
-            let back = decode(&body).unwrap();
-            assert_eq!(
-                (back.from_ms, back.to_ms, back.limitations),
-                (1, 2, vec!["x".into()])
-            );
-            // A body written before the envelope.
-            let legacy = serde_json::to_string(&a).unwrap();
-            assert_eq!(decode(&legacy).unwrap().generated_ms, 3);
-            let newer = r#"{"format":2,"analysis":{}}"#;
-            assert!(decode(newer).unwrap_err().contains("format 2"));
-            assert!(decode("not json").is_err());
-        }
     }
 }
 

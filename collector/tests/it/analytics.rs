@@ -265,11 +265,28 @@ pub(crate) async fn check(store: &Store, path: &Path, scores: &mut BTreeMap<&'st
     for f in &a.findings {
         assert!(!f.evidence.is_empty(), "{label}: {} has no evidence", f.id);
         assert!(f.from_ms <= f.to_ms);
-        assert!(
-            f.evidence
-                .iter()
-                .all(|e| e.href.starts_with("/api/v1/series?"))
-        );
+        for e in &f.evidence {
+            assert!(
+                store::series::Metric::parse(&e.metric).is_some(),
+                "{label}: {} charts an unknown metric {}",
+                f.id,
+                e.metric
+            );
+            let tenant = e.entity.starts_with("tenant:");
+            assert!(
+                tenant || e.entity.starts_with("gpu:") || e.entity.starts_with("node:"),
+                "{label}: {} charts an unknown entity {}",
+                f.id,
+                e.entity
+            );
+            assert_eq!(
+                tenant,
+                e.cluster.is_some(),
+                "{label}: {} {}",
+                f.id,
+                e.entity
+            );
+        }
     }
 }
 

@@ -257,3 +257,37 @@ fn find_cycle(edges: &BTreeMap<String, BTreeSet<String>>) -> Option<Vec<String>>
     }
     None
 }
+
+/// The shared vocabulary does no IO: no file, socket, process or async runtime outside
+/// `model/src/process.rs`, which reads the process' own CPU and memory counters for the
+/// benchmarks of agent and collector alike.
+#[test]
+fn the_model_crate_does_no_io_but_read_its_own_counters() {
+    use crate::import_circles::{clean, without_tests, workspace};
+    const IO: &[&str] = &[
+        "std::fs",
+        "std::net",
+        "std::process",
+        "std::io::stdin",
+        "File::",
+        "TcpStream",
+        "tokio",
+        "reqwest",
+        "sqlx",
+    ];
+    let root = workspace().join("model/src");
+    let mut files = Vec::new();
+    rust_files(&root, &mut files);
+    assert!(files.len() > 10, "model/src has its sources");
+    let mut offenders = Vec::new();
+    for f in files {
+        if f.ends_with("process.rs") {
+            continue;
+        }
+        let code = without_tests(&clean(&std::fs::read_to_string(&f).unwrap()));
+        for io in IO.iter().filter(|io| code.contains(*io)) {
+            offenders.push(format!("{} uses {io}", f.display()));
+        }
+    }
+    assert!(offenders.is_empty(), "{offenders:#?}");
+}
