@@ -125,6 +125,30 @@ pub fn funnel(input: &Input, holdings: &[Holding], cfg: &Config) -> PolarsResult
         .iter()
         .map(|g| (g.uuid.as_str(), g.model.as_str()))
         .collect();
+    let model_of = |gpu: &str| gpu_model.get(gpu).copied().unwrap_or("unknown");
+    let tenants = tenant_rows(input, holdings, cfg, &model_of)?;
+    let gpus = gpu_rows(input, holdings, &model_of)?;
+    let by = |key: &str, with_capacity: bool| grouped(&tenants, &gpus, key, with_capacity);
+    Ok(Funnel {
+        from_ms: input.from_ms,
+        to_ms: input.to_ms,
+        currency: cfg.currency.clone(),
+        total: total(input, &tenants)?,
+        by_cluster: by("cluster", true)?,
+        by_model: by("model", true)?,
+        by_node: by("node", true)?,
+        by_team: by("team", false)?,
+        by_tenant: by("tenant", false)?,
+    })
+}
+
+/// One row per (tenant, GPU, hour).
+fn tenant_rows<'a>(
+    input: &'a Input,
+    holdings: &'a [Holding],
+    cfg: &Config,
+    model_of: &dyn Fn(&str) -> &'a str,
+) -> PolarsResult<DataFrame> {
     let team: HashMap<(&str, &str), &str> = input
         .tenants
         .iter()
@@ -135,9 +159,6 @@ pub fn funnel(input: &Input, holdings: &[Holding], cfg: &Config) -> PolarsResult
             )
         })
         .collect();
-    let model_of = |gpu: &str| gpu_model.get(gpu).copied().unwrap_or("unknown");
-
-    // One row per (tenant, GPU, hour).
     let n: usize = holdings.iter().map(|h| h.rows.len()).sum();
     let mut c_borrowed = Vec::with_capacity(n);
     let (mut c_cluster, mut c_node, mut c_model, mut c_team, mut c_tenant) = (
@@ -180,13 +201,19 @@ pub fn funnel(input: &Input, holdings: &[Holding], cfg: &Config) -> PolarsResult
             c_dcgm.push(i64::from(a.eff_dcgm_n));
         }
     }
-    let tenants = df![
+    df![
         "cluster" => c_cluster, "node" => c_node, "model" => c_model, "team" => c_team,
         "tenant" => c_tenant, "alloc" => c_alloc, "active" => c_active, "eff" => c_eff,
         "waste" => c_waste, "borrowed" => c_borrowed, "price" => c_price, "eff_n" => c_effn, "eff_dcgm_n" => c_dcgm,
-    ]?;
+    ]
+}
 
-    // One row per (GPU, hour): capacity.
+/// One row per (GPU, hour): capacity.
+fn gpu_rows<'a>(
+    input: &'a Input,
+    holdings: &'a [Holding],
+    model_of: &dyn Fn(&str) -> &'a str,
+) -> PolarsResult<DataFrame> {
     let (mut g_cluster, mut g_node, mut g_model, mut g_cap) =
         (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     for r in &input.gpu_hours {
@@ -204,49 +231,58 @@ pub fn funnel(input: &Input, holdings: &[Holding], cfg: &Config) -> PolarsResult
         g_model.push(model_of(&h.gpu));
         g_cap.push(0.0);
     }
-    let gpus =
-        df!["cluster" => g_cluster, "node" => g_node, "model" => g_model, "capacity" => g_cap]?;
+    df!["cluster" => g_cluster, "node" => g_node, "model" => g_model, "capacity" => g_cap]
+}
 
-    // Nodes are grouped per (cluster, node): the same node name in two clusters is two nodes.
-    let by = |key: &str, with_capacity: bool| -> PolarsResult<Vec<FunnelRow>> {
-        let keys: Vec<Expr> = if key == "node" {
-            vec![col("cluster"), col("node")]
-        } else {
-            vec![col(key)]
-        };
-        let sums = tenants.clone().lazy().group_by(keys.clone()).agg(sums());
-        let joined = if with_capacity {
-            let cap = gpus
-                .clone()
-                .lazy()
-                .group_by(keys.clone())
-                .agg([col("capacity").sum()]);
-            cap.join(
-                sums,
-                keys.clone(),
-                keys.clone(),
-                JoinArgs::new(JoinType::Left),
-            )
-        } else {
-            sums.with_column(lit(NULL).cast(DataType::Float64).alias("capacity"))
-        };
-        let sort: Vec<PlSmallStr> = if key == "node" {
-            vec!["node".into(), "cluster".into()]
-        } else {
-            vec![key.into()]
-        };
-        let df = joined
-            .sort(sort, SortMultipleOptions::default())
-            .collect()?;
-        let mut out = rows(&df, key)?;
-        if key == "node" {
-            let clusters = df.column("cluster")?.str()?.clone();
-            for (i, r) in out.iter_mut().enumerate() {
-                r.cluster = clusters.get(i).map(str::to_owned);
-            }
-        }
-        Ok(out)
+/// The funnel grouped by `key`; device groupings (`with_capacity`) join the GPUs' capacity.
+/// Nodes are grouped per (cluster, node): the same node name in two clusters is two nodes.
+fn grouped(
+    tenants: &DataFrame,
+    gpus: &DataFrame,
+    key: &str,
+    with_capacity: bool,
+) -> PolarsResult<Vec<FunnelRow>> {
+    let keys: Vec<Expr> = if key == "node" {
+        vec![col("cluster"), col("node")]
+    } else {
+        vec![col(key)]
     };
+    let sums = tenants.clone().lazy().group_by(keys.clone()).agg(sums());
+    let joined = if with_capacity {
+        let cap = gpus
+            .clone()
+            .lazy()
+            .group_by(keys.clone())
+            .agg([col("capacity").sum()]);
+        cap.join(
+            sums,
+            keys.clone(),
+            keys.clone(),
+            JoinArgs::new(JoinType::Left),
+        )
+    } else {
+        sums.with_column(lit(NULL).cast(DataType::Float64).alias("capacity"))
+    };
+    let sort: Vec<PlSmallStr> = if key == "node" {
+        vec!["node".into(), "cluster".into()]
+    } else {
+        vec![key.into()]
+    };
+    let df = joined
+        .sort(sort, SortMultipleOptions::default())
+        .collect()?;
+    let mut out = rows(&df, key)?;
+    if key == "node" {
+        let clusters = df.column("cluster")?.str()?.clone();
+        for (i, r) in out.iter_mut().enumerate() {
+            r.cluster = clusters.get(i).map(str::to_owned);
+        }
+    }
+    Ok(out)
+}
+
+/// The whole funnel on one line, with the capacity of every GPU observed.
+fn total(input: &Input, tenants: &DataFrame) -> PolarsResult<FunnelRow> {
     let total_df = tenants
         .clone()
         .lazy()
@@ -276,17 +312,7 @@ pub fn funnel(input: &Input, holdings: &[Holding], cfg: &Config) -> PolarsResult
             .map(|r| r.agg.covered_s / 3600.0)
             .sum(),
     );
-    Ok(Funnel {
-        from_ms: input.from_ms,
-        to_ms: input.to_ms,
-        currency: cfg.currency.clone(),
-        total,
-        by_cluster: by("cluster", true)?,
-        by_model: by("model", true)?,
-        by_node: by("node", true)?,
-        by_team: by("team", false)?,
-        by_tenant: by("tenant", false)?,
-    })
+    Ok(total)
 }
 
 fn rows(df: &DataFrame, key: &str) -> PolarsResult<Vec<FunnelRow>> {

@@ -233,7 +233,6 @@ fn check_one<'a>(
     last_hour: Option<i64>,
 ) -> Outcome {
     let r = &a.recommendation;
-    let cfg = ctx.cfg;
     let before_end = a.started_ms.div_euclid(HOUR_MS) * HOUR_MS;
     let after_start = (a.applied_ms + HOUR_MS - 1).div_euclid(HOUR_MS) * HOUR_MS;
     let moved: BTreeMap<&str, Option<&Target>> = r
@@ -252,35 +251,8 @@ fn check_one<'a>(
     let last_hour = last_hour.unwrap_or(after_start);
     for (key, target) in moved {
         let (wl, workload_holdings) = found(key);
-        let mut keys_after = BTreeSet::new();
-        let mut gpus_of_workload = BTreeSet::new();
-        let mut hours: BTreeMap<i64, Hour> = BTreeMap::new();
-        for h in workload_holdings {
-            let mig = ctx.gpu(&h.gpu).is_some_and(|g| g.sharing == "mig");
-            for ((hour, agg), u) in h.rows.iter().zip(h.hours()) {
-                let e = hours.entry(*hour).or_default();
-                // A MIG instance's compute is its slice (this hour's allocated share).
-                let compute = if mig && agg.alloc_n > 0 {
-                    (agg.alloc_share_sum / f64::from(agg.alloc_n)).clamp(1.0 / 7.0, 1.0)
-                } else {
-                    1.0
-                };
-                e.effective += RowHours::of(agg).used;
-                e.eff_p95 += u.eff_p95.unwrap_or(0.0);
-                e.mem_max = e.mem_max.max(u.mem_max_bytes);
-                e.in_demand |= u.in_demand();
-                if u.allocated {
-                    e.gpus.insert(h.gpu.clone());
-                }
-                e.compute = compute;
-                if *hour >= after_start && u.in_demand() {
-                    keys_after.insert(h.tenant.clone());
-                    if u.allocated {
-                        gpus_of_workload.insert(h.gpu.clone());
-                    }
-                }
-            }
-        }
+        let (hours, keys_after, gpus_of_workload) =
+            workload_hours(ctx, workload_holdings, after_start);
         let before: Vec<(&i64, &Hour)> = hours
             .range(..before_end)
             .filter(|(_, u)| u.in_demand)
@@ -305,46 +277,7 @@ fn check_one<'a>(
                 .then(|| hs.iter().map(|(_, u)| u.effective).sum::<f64>() / hs.len() as f64)
         };
         let peak = |hs: &[(&i64, &Hour)]| hs.iter().filter_map(|(_, u)| u.mem_max).max();
-        let mig_memory = match target {
-            Some(Target::Mig { memory_gib, .. }) => Some(memory_gib * (1u64 << 30) as f64),
-            _ => None,
-        };
-        let mut contended = 0;
-        let mut overflow = 0;
-        for (hour, u) in &after {
-            let gpu_total = u
-                .gpus
-                .iter()
-                .filter_map(|g| ctx.gpu(g))
-                .map(|g| g.memory_total_bytes as f64)
-                .fold(f64::INFINITY, f64::min);
-            if u.compute < 1.0 {
-                // A MIG instance is its own device.
-                if u.eff_p95 >= cfg.saturation * u.compute {
-                    contended += 1;
-                }
-                let limit = mig_memory.unwrap_or(gpu_total * u.compute);
-                if u.mem_max
-                    .is_some_and(|m| m as f64 >= cfg.memory_pressure * limit)
-                {
-                    overflow += 1;
-                }
-            } else {
-                let (demand, mem) = u.gpus.iter().fold((0.0f64, 0i64), |acc, g| {
-                    let d = device
-                        .get(&(g.as_str(), **hour))
-                        .copied()
-                        .unwrap_or_default();
-                    (acc.0.max(d.0), acc.1.max(d.1))
-                });
-                if demand >= cfg.saturation {
-                    contended += 1;
-                }
-                if (mem as f64) >= cfg.memory_pressure * gpu_total {
-                    overflow += 1;
-                }
-            }
-        }
+        let (contended, overflow) = after_harm(ctx, &after, target, device);
         tenants.push(TenantOutcome {
             workload: wl,
             tenant: key.to_owned(),
@@ -377,19 +310,7 @@ fn check_one<'a>(
         contention_hours: tenants.iter().map(|t| t.contended_hours_after as f64).sum(),
         memory_overflow_hours: tenants.iter().map(|t| t.overflow_hours_after as f64).sum(),
     };
-    let (verdict, reasons) = if hours_after < MIN_HOURS_AFTER {
-        let since = (ctx.input.to_ms - after_start).max(0) / HOUR_MS;
-        let why = if hours_after == 0 && since as usize >= MIN_HOURS_AFTER {
-            vec![format!(
-                "none of the moved workloads ran in the {since} hours since the change: nothing to measure"
-            )]
-        } else {
-            Vec::new()
-        };
-        (Verdict::Pending, why)
-    } else {
-        judge(ctx, &tenants, &predicted, &measured)
-    };
+    let (verdict, reasons) = verdict(ctx, after_start, &tenants, &predicted, &measured);
     Outcome {
         action: a.action,
         recommendation: r.id.clone(),
@@ -404,6 +325,120 @@ fn check_one<'a>(
         predicted,
         measured,
         tenants,
+    }
+}
+
+/// A workload's hours (over all its holdings), the tenant keys it ran under after the change
+/// and the GPUs it held then.
+fn workload_hours(
+    ctx: &Ctx,
+    workload_holdings: &[&Holding],
+    after_start: i64,
+) -> (BTreeMap<i64, Hour>, BTreeSet<String>, BTreeSet<String>) {
+    let mut keys_after = BTreeSet::new();
+    let mut gpus_of_workload = BTreeSet::new();
+    let mut hours: BTreeMap<i64, Hour> = BTreeMap::new();
+    for h in workload_holdings {
+        let mig = ctx.gpu(&h.gpu).is_some_and(|g| g.sharing == "mig");
+        for ((hour, agg), u) in h.rows.iter().zip(h.hours()) {
+            let e = hours.entry(*hour).or_default();
+            // A MIG instance's compute is its slice (this hour's allocated share).
+            let compute = if mig && agg.alloc_n > 0 {
+                (agg.alloc_share_sum / f64::from(agg.alloc_n)).clamp(1.0 / 7.0, 1.0)
+            } else {
+                1.0
+            };
+            e.effective += RowHours::of(agg).used;
+            e.eff_p95 += u.eff_p95.unwrap_or(0.0);
+            e.mem_max = e.mem_max.max(u.mem_max_bytes);
+            e.in_demand |= u.in_demand();
+            if u.allocated {
+                e.gpus.insert(h.gpu.clone());
+            }
+            e.compute = compute;
+            if *hour >= after_start && u.in_demand() {
+                keys_after.insert(h.tenant.clone());
+                if u.allocated {
+                    gpus_of_workload.insert(h.gpu.clone());
+                }
+            }
+        }
+    }
+    (hours, keys_after, gpus_of_workload)
+}
+
+/// Of a workload's hours after the change, those contended and those whose memory did not fit.
+fn after_harm(
+    ctx: &Ctx,
+    after: &[(&i64, &Hour)],
+    target: Option<&Target>,
+    device: &BTreeMap<(&str, i64), (f64, i64)>,
+) -> (usize, usize) {
+    let cfg = ctx.cfg;
+    let mig_memory = match target {
+        Some(Target::Mig { memory_gib, .. }) => Some(memory_gib * (1u64 << 30) as f64),
+        _ => None,
+    };
+    let mut contended = 0;
+    let mut overflow = 0;
+    for (hour, u) in after {
+        let gpu_total = u
+            .gpus
+            .iter()
+            .filter_map(|g| ctx.gpu(g))
+            .map(|g| g.memory_total_bytes as f64)
+            .fold(f64::INFINITY, f64::min);
+        if u.compute < 1.0 {
+            // A MIG instance is its own device.
+            if u.eff_p95 >= cfg.saturation * u.compute {
+                contended += 1;
+            }
+            let limit = mig_memory.unwrap_or(gpu_total * u.compute);
+            if u.mem_max
+                .is_some_and(|m| m as f64 >= cfg.memory_pressure * limit)
+            {
+                overflow += 1;
+            }
+        } else {
+            let (demand, mem) = u.gpus.iter().fold((0.0f64, 0i64), |acc, g| {
+                let d = device
+                    .get(&(g.as_str(), **hour))
+                    .copied()
+                    .unwrap_or_default();
+                (acc.0.max(d.0), acc.1.max(d.1))
+            });
+            if demand >= cfg.saturation {
+                contended += 1;
+            }
+            if (mem as f64) >= cfg.memory_pressure * gpu_total {
+                overflow += 1;
+            }
+        }
+    }
+    (contended, overflow)
+}
+
+/// The verdict and its reasons: pending until enough hours are measured after the change.
+fn verdict(
+    ctx: &Ctx,
+    after_start: i64,
+    tenants: &[TenantOutcome],
+    predicted: &Totals,
+    measured: &Totals,
+) -> (Verdict, Vec<String>) {
+    let hours_after = tenants.iter().map(|t| t.hours_after).max().unwrap_or(0);
+    if hours_after < MIN_HOURS_AFTER {
+        let since = (ctx.input.to_ms - after_start).max(0) / HOUR_MS;
+        let why = if hours_after == 0 && since as usize >= MIN_HOURS_AFTER {
+            vec![format!(
+                "none of the moved workloads ran in the {since} hours since the change: nothing to measure"
+            )]
+        } else {
+            Vec::new()
+        };
+        (Verdict::Pending, why)
+    } else {
+        judge(ctx, tenants, predicted, measured)
     }
 }
 

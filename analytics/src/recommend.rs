@@ -28,6 +28,65 @@ pub struct Output {
 pub fn recommend(ctx: &Ctx, holdings: &[Holding], findings: &[Finding]) -> Output {
     let cfg = ctx.cfg;
     let mut out = Output::default();
+    let (reclaims, reclaimed) = reclaims(ctx, holdings, findings);
+    out.recommendations = reclaims;
+    let eligible = |h: &Holding| h.allocated_hours() >= cfg.min_alloc_hours;
+
+    let reclaim_ids: HashMap<(String, String), String> = out
+        .recommendations
+        .iter()
+        .flat_map(|r| {
+            r.gpus
+                .iter()
+                .map(move |g| ((g.clone(), r.tenants[0].clone()), r.id.clone()))
+        })
+        .collect();
+    // Wasters are known before the plan (their finding ids are stable); the plan's steps
+    // name them, and their findings name the step.
+    let wasters: Vec<&Holding> = holdings
+        .iter()
+        .filter(|h| eligible(h) && !reclaimed.contains(&(h.gpu.as_str(), h.tenant.as_str())))
+        .filter(|h| waste::is_waster(h, cfg))
+        .collect();
+    let waste_ids: HashMap<(String, String), String> = wasters
+        .iter()
+        .map(|h| {
+            (
+                (h.gpu.clone(), h.tenant.clone()),
+                waste::finding_id_of(h, ctx),
+            )
+        })
+        .collect();
+    let fleet = steps::fleet(ctx, holdings, &reclaimed, &reclaim_ids, &waste_ids);
+    out.recommendations.extend(fleet.recommendations);
+    count_freed(&mut out.recommendations, &fleet.freed_by);
+    steps::link_requirements(
+        ctx,
+        holdings,
+        &mut out.recommendations,
+        &reclaim_ids,
+        &fleet.moves,
+    );
+    out.rejected.extend(fleet.rejected);
+    out.underutilized = wasters
+        .iter()
+        .map(|h| waste::finding(ctx, h, fleet.moves.get(&(h.gpu.clone(), h.tenant.clone()))))
+        .collect();
+    let moved: BTreeSet<String> = fleet.moves.keys().map(|k| k.1.clone()).collect();
+    separate(ctx, holdings, findings, &moved, &mut out);
+    out.plan = fleet.plan;
+    out.plan.steps = step_order(&out.recommendations);
+    out
+}
+
+/// Reclaim: holdings idle nearly all the time they were allocated, one step per tenant and
+/// node; and the (GPU, tenant) pairs they reclaim.
+fn reclaims<'a>(
+    ctx: &Ctx,
+    holdings: &'a [Holding],
+    findings: &[Finding],
+) -> (Vec<Recommendation>, BTreeSet<(&'a str, &'a str)>) {
+    let mut recs = Vec::new();
     let idle_ids: HashMap<(&str, &str), &str> = findings
         .iter()
         .filter(|f| f.kind == FindingKind::IdleAllocation)
@@ -38,9 +97,9 @@ pub fn recommend(ctx: &Ctx, holdings: &[Holding], findings: &[Finding]) -> Outpu
             ))
         })
         .collect();
+    let cfg = ctx.cfg;
     let eligible = |h: &Holding| h.allocated_hours() >= cfg.min_alloc_hours;
 
-    // Reclaim: idle nearly all the time it was allocated.
     let mut reclaimed: BTreeSet<(&str, &str)> = BTreeSet::new();
     let mut by_tenant: BTreeMap<(&str, &str, &str), Vec<&Holding>> = BTreeMap::new();
     for h in holdings
@@ -73,7 +132,7 @@ pub fn recommend(ctx: &Ctx, holdings: &[Holding], findings: &[Finding]) -> Outpu
         for h in &hs {
             reclaimed.insert((&h.gpu, &h.tenant));
         }
-        out.recommendations.push(Recommendation {
+        recs.push(Recommendation {
             id: rec_id(RecKind::Reclaim, &format!("{node}/{tenant}")),
             kind: RecKind::Reclaim,
             cluster: cluster.into(),
@@ -96,45 +155,23 @@ pub fn recommend(ctx: &Ctx, holdings: &[Holding], findings: &[Finding]) -> Outpu
         });
     }
 
-    let reclaim_ids: HashMap<(String, String), String> = out
-        .recommendations
-        .iter()
-        .flat_map(|r| {
-            r.gpus
-                .iter()
-                .map(move |g| ((g.clone(), r.tenants[0].clone()), r.id.clone()))
-        })
-        .collect();
-    // Wasters are known before the plan (their finding ids are stable); the plan's steps
-    // name them, and their findings name the step.
-    let wasters: Vec<&Holding> = holdings
-        .iter()
-        .filter(|h| eligible(h) && !reclaimed.contains(&(h.gpu.as_str(), h.tenant.as_str())))
-        .filter(|h| waste::is_waster(h, cfg))
-        .collect();
-    let waste_ids: HashMap<(String, String), String> = wasters
-        .iter()
-        .map(|h| {
-            (
-                (h.gpu.clone(), h.tenant.clone()),
-                waste::finding_id_of(h, ctx),
-            )
-        })
-        .collect();
-    let fleet = steps::fleet(ctx, holdings, &reclaimed, &reclaim_ids, &waste_ids);
-    out.recommendations.extend(fleet.recommendations);
-    // Each step frees the GPUs attributed to it, every freed GPU to exactly one step.
+    (recs, reclaimed)
+}
+
+/// Each step frees the GPUs attributed to it, every freed GPU to exactly one step; the
+/// summary says how many.
+fn count_freed(recommendations: &mut [Recommendation], freed_by: &BTreeMap<String, String>) {
     let mut freed: HashMap<&str, usize> = HashMap::new();
-    for id in fleet.freed_by.values() {
+    for id in freed_by.values() {
         *freed.entry(id.as_str()).or_default() += 1;
     }
-    for r in &mut out.recommendations {
+    for r in recommendations.iter_mut() {
         let n = freed.get(r.id.as_str()).copied().unwrap_or(0);
         r.replay.gpus_freed = n as f64;
         let freed_with = r
             .gpus
             .iter()
-            .find_map(|g| fleet.freed_by.get(g))
+            .find_map(|g| freed_by.get(g))
             .filter(|id| **id != r.id);
         r.summary.push_str(&match (r.kind, n) {
             (RecKind::Reclaim, 0) => match freed_with {
@@ -148,23 +185,11 @@ pub fn recommend(ctx: &Ctx, holdings: &[Holding], findings: &[Finding]) -> Outpu
             (_, n) => format!("; frees {n} GPU(s)"),
         });
     }
-    steps::link_requirements(
-        ctx,
-        holdings,
-        &mut out.recommendations,
-        &reclaim_ids,
-        &fleet.moves,
-    );
-    out.rejected.extend(fleet.rejected);
-    out.underutilized = wasters
-        .iter()
-        .map(|h| waste::finding(ctx, h, fleet.moves.get(&(h.gpu.clone(), h.tenant.clone()))))
-        .collect();
-    let moved: BTreeSet<String> = fleet.moves.keys().map(|k| k.1.clone()).collect();
-    separate(ctx, holdings, findings, &moved, &mut out);
-    let mut plan = fleet.plan;
-    let mut steps: Vec<&Recommendation> = out
-        .recommendations
+}
+
+/// The plan's steps, most GPUs freed first (separations are advice beside the plan).
+fn step_order(recommendations: &[Recommendation]) -> Vec<String> {
+    let mut steps: Vec<&Recommendation> = recommendations
         .iter()
         .filter(|r| r.kind != RecKind::Separate)
         .collect();
@@ -174,9 +199,7 @@ pub fn recommend(ctx: &Ctx, holdings: &[Holding], findings: &[Finding]) -> Outpu
             .total_cmp(&a.replay.gpus_freed)
             .then(a.id.cmp(&b.id))
     });
-    plan.steps = steps.iter().map(|r| r.id.clone()).collect();
-    out.plan = plan;
-    out
+    steps.iter().map(|r| r.id.clone()).collect()
 }
 
 /// Separate interfering tenants: move the aggressor to the GPU of the same node where replay
@@ -220,51 +243,7 @@ fn separate(
         let Some(src) = ctx.gpu(gpu) else {
             continue;
         };
-        let mem = |g: &GpuRef| g.memory_total_bytes as f64;
-        let mut best: Option<(Replay, &GpuRef)> = None;
-        for g in ctx.input.gpus.iter().filter(|g| {
-            g.node == f.node && g.cluster == f.cluster && g.uuid != gpu && g.sharing == src.sharing
-        }) {
-            let there = on(&g.uuid);
-            let before = vec![
-                Slot {
-                    compute: 1.0,
-                    memory_bytes: mem(src),
-                    holdings: here.clone(),
-                },
-                Slot {
-                    compute: 1.0,
-                    memory_bytes: mem(g),
-                    holdings: there.clone(),
-                },
-            ];
-            let mut moved = there.clone();
-            moved.push(a);
-            let after = vec![
-                Slot {
-                    compute: 1.0,
-                    memory_bytes: mem(src),
-                    holdings: here
-                        .iter()
-                        .copied()
-                        .filter(|h| h.tenant != a.tenant)
-                        .collect(),
-                },
-                Slot {
-                    compute: 1.0,
-                    memory_bytes: mem(g),
-                    holdings: moved,
-                },
-            ];
-            let r = replay(&before, &after, 0.0, cfg.replay_tolerance);
-            if r.contention_hours_after < r.contention_hours_before
-                && best
-                    .as_ref()
-                    .is_none_or(|b| r.contention_hours_after < b.0.contention_hours_after)
-            {
-                best = Some((r, g));
-            }
-        }
+        let best = quietest_gpu(ctx, f, &here, a, src, &on);
         let (vn, an) = (
             ctx.name(&f.cluster, victim),
             ctx.name(&f.cluster, aggressor),
@@ -309,6 +288,66 @@ fn separate(
             }),
         }
     }
+}
+
+/// The GPU of the finding's node (same sharing) that takes the aggressor `a` with the least
+/// contention replay predicts, if any lowers it.
+fn quietest_gpu<'a>(
+    ctx: &'a Ctx,
+    f: &Finding,
+    here: &[&'a Holding],
+    a: &'a Holding,
+    src: &'a GpuRef,
+    on: &dyn Fn(&str) -> Vec<&'a Holding>,
+) -> Option<(Replay, &'a GpuRef)> {
+    let cfg = ctx.cfg;
+    let gpu = src.uuid.as_str();
+    let mem = |g: &GpuRef| g.memory_total_bytes as f64;
+    let mut best: Option<(Replay, &GpuRef)> = None;
+    for g in ctx.input.gpus.iter().filter(|g| {
+        g.node == f.node && g.cluster == f.cluster && g.uuid != gpu && g.sharing == src.sharing
+    }) {
+        let there = on(&g.uuid);
+        let before = vec![
+            Slot {
+                compute: 1.0,
+                memory_bytes: mem(src),
+                holdings: here.to_vec(),
+            },
+            Slot {
+                compute: 1.0,
+                memory_bytes: mem(g),
+                holdings: there.clone(),
+            },
+        ];
+        let mut moved = there.clone();
+        moved.push(a);
+        let after = vec![
+            Slot {
+                compute: 1.0,
+                memory_bytes: mem(src),
+                holdings: here
+                    .iter()
+                    .copied()
+                    .filter(|h| h.tenant != a.tenant)
+                    .collect(),
+            },
+            Slot {
+                compute: 1.0,
+                memory_bytes: mem(g),
+                holdings: moved,
+            },
+        ];
+        let r = replay(&before, &after, 0.0, cfg.replay_tolerance);
+        if r.contention_hours_after < r.contention_hours_before
+            && best
+                .as_ref()
+                .is_none_or(|b| r.contention_hours_after < b.0.contention_hours_after)
+        {
+            best = Some((r, g));
+        }
+    }
+    best
 }
 
 #[cfg(test)]

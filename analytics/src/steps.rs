@@ -103,29 +103,8 @@ pub fn pool_steps(
             }
         }
     }
-    // Every GPU in use that the plan does not use is freed by exactly one step: the one that
-    // moves its largest tenant away, or the reclaim of its largest tenant.
     let used_after = pool.used_after();
-    for gpu in pool.in_use.difference(&used_after) {
-        let moved = pool
-            .items
-            .iter()
-            .enumerate()
-            .filter(|(_, it)| it.h.gpu == *gpu)
-            .max_by(|a, b| a.1.h.share().total_cmp(&b.1.h.share()))
-            .and_then(|(i, _)| places.get(&i))
-            .and_then(|(node, _)| step_of_node.get(node));
-        let by = moved.cloned().or_else(|| {
-            reclaim_ids
-                .iter()
-                .filter(|((g, _), _)| g == gpu)
-                .map(|(_, id)| id.clone())
-                .min()
-        });
-        if let Some(id) = by {
-            out.freed_by.insert((*gpu).to_owned(), id);
-        }
-    }
+    out.freed_by = freed_by(pool, &places, &step_of_node, &used_after, reclaim_ids);
     // Numbers per node and for the pool.
     let fixed_on = |n: &NodeAfter| {
         n.placed
@@ -204,6 +183,39 @@ pub fn pool_steps(
     out
 }
 
+/// Every GPU in use that the plan does not use is freed by exactly one step: the one that
+/// moves its largest tenant away, or the reclaim of its largest tenant.
+fn freed_by(
+    pool: &PoolLayout,
+    places: &HashMap<usize, (&str, &GpuRef)>,
+    step_of_node: &BTreeMap<&str, String>,
+    used_after: &BTreeSet<&str>,
+    reclaim_ids: &HashMap<(String, String), String>,
+) -> BTreeMap<String, String> {
+    let mut freed_by = BTreeMap::new();
+    for gpu in pool.in_use.difference(used_after) {
+        let moved = pool
+            .items
+            .iter()
+            .enumerate()
+            .filter(|(_, it)| it.h.gpu == *gpu)
+            .max_by(|a, b| a.1.h.share().total_cmp(&b.1.h.share()))
+            .and_then(|(i, _)| places.get(&i))
+            .and_then(|(node, _)| step_of_node.get(node));
+        let by = moved.cloned().or_else(|| {
+            reclaim_ids
+                .iter()
+                .filter(|((g, _), _)| g == gpu)
+                .map(|(_, id)| id.clone())
+                .min()
+        });
+        if let Some(id) = by {
+            freed_by.insert((*gpu).to_owned(), id);
+        }
+    }
+    freed_by
+}
+
 /// The node's sharing after the plan, in the words of `GpuRef::sharing`.
 fn sharing_after(pool: &PoolLayout, n: &NodeAfter) -> String {
     let bins: Vec<&plan::Bin> = n
@@ -279,19 +291,27 @@ struct NodeStep {
     moved: Vec<(String, String)>,
 }
 
-/// A node's step, unless it changes nothing.
-fn node_step(
-    ctx: &Ctx,
-    pool: &PoolLayout,
-    node: &NodeAfter,
-    waste_ids: &HashMap<(String, String), String>,
-) -> Option<NodeStep> {
-    let cfg = ctx.cfg;
-    let cluster = pool.cluster;
-    let mut moves = Vec::new();
-    let mut touched_bins: BTreeSet<usize> = BTreeSet::new();
-    let mut layout: BTreeMap<i64, Vec<(String, u32)>> = BTreeMap::new();
-    let mut replicas = 1u32;
+/// What a node's placement changes: the tenants that move, the bins they move into, the MIG
+/// layout per GPU index and the most replicas a time-sliced GPU needs.
+#[derive(Default)]
+struct NodeChange {
+    moves: Vec<Move>,
+    touched_bins: BTreeSet<usize>,
+    layout: BTreeMap<i64, Vec<(String, u32)>>,
+    replicas: u32,
+}
+
+fn node_change(ctx: &Ctx, pool: &PoolLayout, node: &NodeAfter) -> NodeChange {
+    let mut c = NodeChange {
+        replicas: 1,
+        ..NodeChange::default()
+    };
+    let (moves, touched_bins, layout, replicas) = (
+        &mut c.moves,
+        &mut c.touched_bins,
+        &mut c.layout,
+        &mut c.replicas,
+    );
     for (g, p) in node.gpus.iter().zip(&node.placed) {
         let Some(Placed::Bin(b)) = p else { continue };
         let bin = &pool.bins[*b];
@@ -311,7 +331,7 @@ fn node_step(
             );
         }
         if bin.fit == Fit::Share {
-            replicas = replicas.max(bin.replicas as u32);
+            *replicas = (*replicas).max(bin.replicas as u32);
         }
         for &i in &bin.items {
             let it = &pool.items[i];
@@ -339,22 +359,14 @@ fn node_step(
             }
         }
     }
-    let after_mode = sharing_after(pool, node);
-    let now_mode = node.gpus[0].sharing.as_str();
-    let mig_change = after_mode == "mig" && (now_mode != "mig" || mig_now(&node.gpus) != layout);
-    let share_change = (after_mode == "time_slicing" || after_mode == "mps")
-        && (now_mode != after_mode
-            || node
-                .gpus
-                .iter()
-                .any(|g| (g.replicas.max(1) as u32) < replicas));
-    if moves.is_empty() && !mig_change && !share_change {
-        return None;
-    }
-    // Replay: today's places of everyone in a bin that changes, against the bins.
+    c
+}
+
+/// Replay of a node's step: today's places of everyone in a bin that changes, against the bins.
+fn node_replay(ctx: &Ctx, pool: &PoolLayout, touched_bins: &BTreeSet<usize>) -> crate::Replay {
     let mut before = Vec::new();
     let mut after = Vec::new();
-    for &b in &touched_bins {
+    for &b in touched_bins {
         let bin = &pool.bins[b];
         for &i in &bin.items {
             let h = pool.items[i].h;
@@ -379,37 +391,32 @@ fn node_step(
             }),
         }
     }
-    let r = replay(&before, &after, 0.0, cfg.replay_tolerance);
-    let tenants: Vec<String> = moves.iter().map(|m| m.tenant.clone()).collect();
-    let moved: Vec<(String, String)> = moves
-        .iter()
-        .map(|m| (m.from_gpu.clone(), m.tenant.clone()))
-        .collect();
-    let holdings_here: Vec<&Holding> = node
-        .placed
-        .iter()
-        .filter_map(|p| match p {
-            Some(Placed::Bin(b)) => Some(&pool.bins[*b]),
-            _ => None,
-        })
-        .flat_map(|b| b.items.iter().map(|&i| pool.items[i].h))
-        .collect();
-    let names: Vec<String> = tenants.iter().map(|t| ctx.name(cluster, t)).collect();
-    let arriving: Vec<&Move> = moves.iter().filter(|m| m.from_node != node.node).collect();
-    let from_nodes = if arriving.is_empty() {
-        String::new()
-    } else {
-        let sources: BTreeSet<&str> = arriving.iter().map(|m| m.from_node.as_str()).collect();
-        format!(
-            " ({} from {})",
-            arriving.len(),
-            sources.into_iter().collect::<Vec<_>>().join(", ")
-        )
-    };
+    replay(&before, &after, 0.0, ctx.cfg.replay_tolerance)
+}
+
+/// How a node's step changes it: the sharing it turns to.
+struct Change<'a> {
+    mig: bool,
+    share: bool,
+    after_mode: String,
+    c: &'a NodeChange,
+    names: Vec<String>,
+    from_nodes: String,
+}
+
+/// The step's kind, proposal and summary; None where the MIG layout is not valid.
+fn node_proposal(
+    pool: &PoolLayout,
+    node: &NodeAfter,
+    ch: &Change,
+) -> Option<(RecKind, Proposal, String)> {
+    let (mig_change, share_change, after_mode) = (ch.mig, ch.share, &ch.after_mode);
+    let (moves, layout, replicas) = (&ch.c.moves, &ch.c.layout, ch.c.replicas);
+    let (names, from_nodes) = (&ch.names, &ch.from_nodes);
     let used = node.used();
-    let (kind, proposal, summary) = if mig_change {
+    let step = if mig_change {
         let family = pool.family?;
-        let config = mig_parted(&node.gpus, &layout);
+        let config = mig_parted(&node.gpus, layout);
         let name = config.name.clone();
         config.validate(family).ok()?;
         (
@@ -472,6 +479,68 @@ fn node_step(
             ),
         )
     };
+    Some(step)
+}
+
+/// A node's step, unless it changes nothing.
+fn node_step(
+    ctx: &Ctx,
+    pool: &PoolLayout,
+    node: &NodeAfter,
+    waste_ids: &HashMap<(String, String), String>,
+) -> Option<NodeStep> {
+    let cfg = ctx.cfg;
+    let cluster = pool.cluster;
+    let c = node_change(ctx, pool, node);
+    let after_mode = sharing_after(pool, node);
+    let now_mode = node.gpus[0].sharing.as_str();
+    let mig_change = after_mode == "mig" && (now_mode != "mig" || mig_now(&node.gpus) != c.layout);
+    let share_change = (after_mode == "time_slicing" || after_mode == "mps")
+        && (now_mode != after_mode
+            || node
+                .gpus
+                .iter()
+                .any(|g| (g.replicas.max(1) as u32) < c.replicas));
+    if c.moves.is_empty() && !mig_change && !share_change {
+        return None;
+    }
+    let r = node_replay(ctx, pool, &c.touched_bins);
+    let moves = &c.moves;
+    let tenants: Vec<String> = moves.iter().map(|m| m.tenant.clone()).collect();
+    let moved: Vec<(String, String)> = moves
+        .iter()
+        .map(|m| (m.from_gpu.clone(), m.tenant.clone()))
+        .collect();
+    let holdings_here: Vec<&Holding> = node
+        .placed
+        .iter()
+        .filter_map(|p| match p {
+            Some(Placed::Bin(b)) => Some(&pool.bins[*b]),
+            _ => None,
+        })
+        .flat_map(|b| b.items.iter().map(|&i| pool.items[i].h))
+        .collect();
+    let names: Vec<String> = tenants.iter().map(|t| ctx.name(cluster, t)).collect();
+    let arriving: Vec<&Move> = moves.iter().filter(|m| m.from_node != node.node).collect();
+    let from_nodes = if arriving.is_empty() {
+        String::new()
+    } else {
+        let sources: BTreeSet<&str> = arriving.iter().map(|m| m.from_node.as_str()).collect();
+        format!(
+            " ({} from {})",
+            arriving.len(),
+            sources.into_iter().collect::<Vec<_>>().join(", ")
+        )
+    };
+    let change = Change {
+        mig: mig_change,
+        share: share_change,
+        after_mode,
+        c: &c,
+        names,
+        from_nodes,
+    };
+    let (kind, proposal, summary) = node_proposal(pool, node, &change)?;
     let findings: Vec<String> = moved
         .iter()
         .filter_map(|k| waste_ids.get(k).cloned())

@@ -150,23 +150,46 @@ impl Fleet {
     /// tenants the snapshot refers to.
     pub fn snapshot(&self, node: usize, ts: UnixMillis) -> (Snapshot, Vec<Tenant>) {
         let sim = &self.nodes[node];
-        let spec = &sim.spec;
-        let model = sim.model;
-        let seed = self.scenario.seed;
-        let dcgm = spec.dcgm;
         let mut snap = Snapshot {
             ts,
             ..Snapshot::default()
         };
         let mut tenants: BTreeMap<String, Tenant> = BTreeMap::new();
-
-        // Who is on which GPU, and what do they want.
-        struct Occupant<'a> {
-            tenant: usize,
-            spec: &'a TenantSpec,
-            device: DeviceRef,
-            demand: Demand,
+        let per_gpu = self.occupants(sim, ts);
+        for (info, occupants) in sim.gpus.iter().zip(&per_gpu) {
+            let gstream = hash_str(&info.uuid);
+            let total_demand: f64 = occupants
+                .iter()
+                .filter(|o| o.demand.running)
+                .map(|o| o.demand.compute)
+                .sum();
+            // Processor sharing on time-sliced and MPS GPUs; MIG instances are isolated.
+            let scale = if sim.spec.sharing != "mig" && total_demand > 1.0 {
+                1.0 / total_demand
+            } else {
+                1.0
+            };
+            let mut load = GpuLoad::default();
+            for o in occupants {
+                let tenant = self.tenant_record(o.tenant, ts);
+                let (allocation, process) =
+                    self.occupy(sim, info, o, &tenant, scale, ts, &mut load);
+                if allocation.is_some() || process.is_some() {
+                    tenants.entry(tenant.key.clone()).or_insert(tenant);
+                }
+                snap.allocations.extend(allocation);
+                snap.processes.extend(process);
+            }
+            let jitter = |k: i64| uniform(self.scenario.seed, gstream, ts / 1000 * 13 + k);
+            snap.gpus.push(gpu_sample(sim, info, &load, ts, jitter));
+            snap.mig.extend(mig_samples(sim.spec.dcgm, info, &load));
+            snap.events.extend(self.xid_event(sim, info, gstream, ts));
         }
+        (snap, tenants.into_values().collect())
+    }
+
+    /// Who is on which GPU of `sim`, and what they want at `ts`.
+    fn occupants<'a>(&'a self, sim: &SimNode, ts: UnixMillis) -> Vec<Vec<Occupant<'a>>> {
         let mut per_gpu: Vec<Vec<Occupant>> = (0..sim.gpus.len()).map(|_| Vec::new()).collect();
         for &t in &sim.tenants {
             let tspec = &self.scenario.tenants[t];
@@ -185,210 +208,124 @@ impl Fleet {
                 });
             }
         }
+        per_gpu
+    }
 
-        for (g, info) in sim.gpus.iter().enumerate() {
-            let occupants = &per_gpu[g];
-            let gstream = hash_str(&info.uuid);
-            let jitter = |k: i64| uniform(seed, gstream, ts / 1000 * 13 + k);
-            let total_demand: f64 = occupants
-                .iter()
-                .filter(|o| o.demand.running)
-                .map(|o| o.demand.compute)
-                .sum();
-            // Processor sharing on time-sliced and MPS GPUs; MIG instances are isolated.
-            let scale = if spec.sharing != "mig" && total_demand > 1.0 {
-                1.0 / total_demand
-            } else {
-                1.0
+    /// One occupant of a GPU: its allocation (when it holds one), its process (when it runs),
+    /// and its share of the GPU's load added to `load`.
+    #[allow(clippy::too_many_arguments)]
+    fn occupy(
+        &self,
+        sim: &SimNode,
+        info: &GpuInfo,
+        o: &Occupant,
+        tenant: &Tenant,
+        scale: f64,
+        ts: UnixMillis,
+        load: &mut GpuLoad,
+    ) -> (Option<Allocation>, Option<ProcessSample>) {
+        let spec = &sim.spec;
+        let d = o.demand;
+        let (gi_id, ci_id, slice_share) = match o.device {
+            DeviceRef::Mig { instance, .. } => {
+                let mi = &info.mig_instances[instance as usize];
+                (
+                    Some(mi.gi_id),
+                    Some(mi.ci_id),
+                    f64::from(mi.compute_slices.unwrap_or(1)) / 7.0,
+                )
+            }
+            _ => (None, None, 1.0),
+        };
+        let allocation = (d.allocated && o.spec.kind != "host_user").then(|| {
+            let share = match o.device {
+                DeviceRef::Gpu(_) => 1.0,
+                DeviceRef::Mig { .. } => slice_share,
+                DeviceRef::Replica { .. } => 1.0 / f64::from(spec.replicas),
             };
-            let mut busy = 0.0_f64;
-            let mut sm = 0.0_f64;
-            let mut tensor = 0.0_f64;
-            let mut mem_used: i64 = 0;
-            let mut any_context = false;
-            let mut mig_state: BTreeMap<u32, (f64, f64, i64)> = BTreeMap::new();
-
-            for o in occupants {
-                let tenant = self.tenant_record(o.tenant, ts);
-                let d = o.demand;
-                let (gi_id, ci_id, slice_share) = match o.device {
-                    DeviceRef::Mig { instance, .. } => {
-                        let mi = &info.mig_instances[instance as usize];
-                        (
-                            Some(mi.gi_id),
-                            Some(mi.ci_id),
-                            f64::from(mi.compute_slices.unwrap_or(1)) / 7.0,
-                        )
-                    }
-                    _ => (None, None, 1.0),
-                };
-                if d.allocated && o.spec.kind != "host_user" {
-                    let share = match o.device {
-                        DeviceRef::Gpu(_) => 1.0,
-                        DeviceRef::Mig { .. } => slice_share,
-                        DeviceRef::Replica { .. } => 1.0 / f64::from(spec.replicas),
-                    };
-                    snap.allocations.push(Allocation {
-                        gpu_uuid: info.uuid.clone(),
-                        tenant: tenant.key.clone(),
-                        gi_id,
-                        ci_id,
-                        replica: match o.device {
-                            DeviceRef::Replica { replica, .. } => Some(replica),
-                            _ => None,
-                        },
-                        share: share as f32,
-                    });
-                    tenants
-                        .entry(tenant.key.clone())
-                        .or_insert_with(|| tenant.clone());
-                }
-                if !d.running {
-                    continue;
-                }
-                let achieved = d.compute * scale;
-                any_context = true;
-                mem_used += d.mem_bytes;
-                if let Some(gi) = gi_id {
-                    let e = mig_state.entry(gi).or_insert((0.0, 0.0, 0));
-                    e.0 += achieved * d.sm_efficiency;
-                    e.1 += achieved * d.sm_efficiency * d.tensor_share;
-                    e.2 += d.mem_bytes;
-                    sm += achieved * d.sm_efficiency * slice_share;
-                    tensor += achieved * d.sm_efficiency * d.tensor_share * slice_share;
-                    busy = busy.max(achieved);
-                } else {
-                    busy += achieved;
-                    sm += achieved * d.sm_efficiency;
-                    tensor += achieved * d.sm_efficiency * d.tensor_share;
-                }
-                let pid_hash =
-                    mix(hash_str(&o.spec.name) ^ mix(d.session as u64) ^ u64::from(info.index));
-                snap.processes.push(ProcessSample {
-                    gpu_uuid: info.uuid.clone(),
-                    pid: 1000 + (pid_hash % 4_000_000) as u32,
-                    start_time: if d.session_start > 0 {
-                        d.session_start * 1000
-                    } else {
-                        ts.min(self.epoch_start(o.tenant))
-                    },
-                    kind: if spec.sharing == "mps" {
-                        ProcessKind::Mps
-                    } else {
-                        ProcessKind::Compute
-                    },
-                    gi_id,
-                    ci_id,
-                    tenant: Some(tenant.key.clone()),
-                    // NVML reports no per-process utilization under MIG.
-                    sm_util: if gi_id.is_some() {
-                        None
-                    } else {
-                        Some(round3(achieved.min(1.0)))
-                    },
-                    mem_util: if gi_id.is_some() {
-                        None
-                    } else {
-                        Some(round3((achieved * 0.4).min(1.0)))
-                    },
-                    enc_util: if gi_id.is_some() { None } else { Some(0.0) },
-                    dec_util: if gi_id.is_some() { None } else { Some(0.0) },
-                    mem_used_bytes: Some(d.mem_bytes),
-                });
-                tenants.entry(tenant.key.clone()).or_insert(tenant);
-            }
-            if any_context {
-                mem_used += CONTEXT_OVERHEAD;
-            }
-            let busy = busy.min(1.0);
-            let sm = sm.min(1.0);
-            let mem_total = info.memory_total_bytes;
-            let mem_used = mem_used.min(mem_total);
-            let load = 0.35 * busy + 0.65 * sm;
-            let power = model.idle_power_w
-                + (model.max_power_w - model.idle_power_w) * load * (0.95 + 0.05 * jitter(1));
-            let power_capped = power > model.max_power_w * 0.97;
-            let mig = spec.sharing == "mig";
-            snap.gpus.push(GpuSample {
+            Allocation {
                 gpu_uuid: info.uuid.clone(),
-                gpu_util: if mig { None } else { Some(round3(busy)) },
-                mem_util: if mig { None } else { Some(round3(busy * 0.45)) },
-                mem_used_bytes: Some(mem_used),
-                mem_total_bytes: Some(mem_total),
-                power_w: Some(round1(power)),
-                energy_j: Some(
-                    ((ts - 1_700_000_000_000).max(0) as f64 / 1000.0 * model.idle_power_w * 1.5)
-                        .round(),
-                ),
-                temp_c: Some(round1(28.0 + 45.0 * load + 2.0 * jitter(2))),
-                sm_clock_mhz: Some(if busy > 0.0 {
-                    model.max_sm_clock_mhz - if power_capped { 200 } else { 0 }
-                } else {
-                    model.idle_sm_clock_mhz
-                }),
-                mem_clock_mhz: Some(model.mem_clock_mhz),
-                throttle_reasons: Some(if power_capped {
-                    0x4
-                } else if busy == 0.0 {
-                    0x1
-                } else {
-                    0
-                }),
-                pcie_rx_bytes_per_s: Some((busy * 2.0e9 * jitter(3)) as i64),
-                pcie_tx_bytes_per_s: Some((busy * 0.5e9 * jitter(4)) as i64),
-                nvlink_rx_bytes_per_s: None,
-                nvlink_tx_bytes_per_s: None,
-                ecc_corrected: Some(0),
-                ecc_uncorrected: Some(0),
-                retired_pages: None,
-                remapped_rows: Some(0),
-                enc_util: if mig { None } else { Some(0.0) },
-                dec_util: if mig { None } else { Some(0.0) },
-                sm_active: dcgm.then_some(round3(sm)),
-                sm_occupancy: dcgm.then_some(round3(sm * 0.55)),
-                dram_active: dcgm.then_some(round3(sm * 0.5)),
-                tensor_active: dcgm.then_some(round3(tensor)),
-                gr_engine_active: dcgm.then_some(round3(busy)),
-            });
-            for mi in &info.mig_instances {
-                let (sm_i, tensor_i, mem_i) = mig_state.get(&mi.gi_id).copied().unwrap_or_default();
-                snap.mig.push(MigSample {
-                    gpu_uuid: info.uuid.clone(),
-                    gi_id: mi.gi_id,
-                    ci_id: mi.ci_id,
-                    mem_used_bytes: Some(
-                        if mem_i > 0 {
-                            mem_i + CONTEXT_OVERHEAD / 4
-                        } else {
-                            0
-                        }
-                        .min(mi.memory_total_bytes),
-                    ),
-                    mem_total_bytes: Some(mi.memory_total_bytes),
-                    sm_active: dcgm.then_some(round3(sm_i.min(1.0))),
-                    sm_occupancy: dcgm.then_some(round3(sm_i.min(1.0) * 0.55)),
-                    dram_active: dcgm.then_some(round3(sm_i.min(1.0) * 0.5)),
-                    tensor_active: dcgm.then_some(round3(tensor_i.min(1.0))),
-                    gr_engine_active: dcgm.then_some(round3(if sm_i > 0.0 { 1.0 } else { 0.0 })),
-                });
+                tenant: tenant.key.clone(),
+                gi_id,
+                ci_id,
+                replica: match o.device {
+                    DeviceRef::Replica { replica, .. } => Some(replica),
+                    _ => None,
+                },
+                share: share as f32,
             }
-            // XID errors: a Poisson-ish draw per GPU per minute.
-            if spec.xid_per_day > 0.0 {
-                let minute = ts.div_euclid(60_000);
-                if ts.rem_euclid(60_000) < i64::from(self.scenario.interval_ms().max(1))
-                    && uniform(seed, gstream ^ 0x71d, minute) < spec.xid_per_day / 1440.0
-                {
-                    snap.events.push(GpuEvent {
-                        gpu_uuid: info.uuid.clone(),
-                        ts,
-                        kind: "xid".into(),
-                        code: 79,
-                        message: Some("GPU has fallen off the bus".into()),
-                    });
-                }
-            }
+        });
+        if !d.running {
+            return (allocation, None);
         }
-        (snap, tenants.into_values().collect())
+        let achieved = d.compute * scale;
+        load.any_context = true;
+        load.mem_used += d.mem_bytes;
+        if let Some(gi) = gi_id {
+            let e = load.mig.entry(gi).or_insert((0.0, 0.0, 0));
+            e.0 += achieved * d.sm_efficiency;
+            e.1 += achieved * d.sm_efficiency * d.tensor_share;
+            e.2 += d.mem_bytes;
+            load.sm += achieved * d.sm_efficiency * slice_share;
+            load.tensor += achieved * d.sm_efficiency * d.tensor_share * slice_share;
+            load.busy = load.busy.max(achieved);
+        } else {
+            load.busy += achieved;
+            load.sm += achieved * d.sm_efficiency;
+            load.tensor += achieved * d.sm_efficiency * d.tensor_share;
+        }
+        let pid_hash = mix(hash_str(&o.spec.name) ^ mix(d.session as u64) ^ u64::from(info.index));
+        // NVML reports no per-process utilization under MIG.
+        let whole = gi_id.is_none();
+        let process = ProcessSample {
+            gpu_uuid: info.uuid.clone(),
+            pid: 1000 + (pid_hash % 4_000_000) as u32,
+            start_time: if d.session_start > 0 {
+                d.session_start * 1000
+            } else {
+                ts.min(self.epoch_start(o.tenant))
+            },
+            kind: if spec.sharing == "mps" {
+                ProcessKind::Mps
+            } else {
+                ProcessKind::Compute
+            },
+            gi_id,
+            ci_id,
+            tenant: Some(tenant.key.clone()),
+            sm_util: whole.then(|| round3(achieved.min(1.0))),
+            mem_util: whole.then(|| round3((achieved * 0.4).min(1.0))),
+            enc_util: whole.then_some(0.0),
+            dec_util: whole.then_some(0.0),
+            mem_used_bytes: Some(d.mem_bytes),
+        };
+        (allocation, Some(process))
+    }
+
+    /// XID errors: a Poisson-ish draw per GPU per minute.
+    fn xid_event(
+        &self,
+        sim: &SimNode,
+        info: &GpuInfo,
+        gstream: u64,
+        ts: UnixMillis,
+    ) -> Option<GpuEvent> {
+        let per_day = sim.spec.xid_per_day;
+        if per_day <= 0.0 {
+            return None;
+        }
+        let minute = ts.div_euclid(60_000);
+        let first_sample_of_minute =
+            ts.rem_euclid(60_000) < i64::from(self.scenario.interval_ms().max(1));
+        (first_sample_of_minute
+            && uniform(self.scenario.seed, gstream ^ 0x71d, minute) < per_day / 1440.0)
+            .then(|| GpuEvent {
+                gpu_uuid: info.uuid.clone(),
+                ts,
+                kind: "xid".into(),
+                code: 79,
+                message: Some("GPU has fallen off the bus".into()),
+            })
     }
 
     /// A process without sessions started a week before the epoch of its scenario.
@@ -528,6 +465,122 @@ fn round3(v: f64) -> f32 {
 
 fn round1(v: f64) -> f32 {
     ((v * 10.0).round() / 10.0) as f32
+}
+
+/// A tenant on one GPU: which device it holds there and what it wants.
+struct Occupant<'a> {
+    tenant: usize,
+    spec: &'a TenantSpec,
+    device: DeviceRef,
+    demand: Demand,
+}
+
+/// What a GPU's running occupants add up to in one sample.
+#[derive(Default)]
+struct GpuLoad {
+    busy: f64,
+    sm: f64,
+    tensor: f64,
+    mem_used: i64,
+    any_context: bool,
+    /// Per GPU instance: SM, tensor and memory.
+    mig: BTreeMap<u32, (f64, f64, i64)>,
+}
+
+/// The GPU's own readings under `load`.
+fn gpu_sample(
+    sim: &SimNode,
+    info: &GpuInfo,
+    load: &GpuLoad,
+    ts: UnixMillis,
+    jitter: impl Fn(i64) -> f64,
+) -> GpuSample {
+    let model = sim.model;
+    let dcgm = sim.spec.dcgm;
+    let overhead = if load.any_context {
+        CONTEXT_OVERHEAD
+    } else {
+        0
+    };
+    let busy = load.busy.min(1.0);
+    let sm = load.sm.min(1.0);
+    let tensor = load.tensor;
+    let mem_total = info.memory_total_bytes;
+    let mem_used = (load.mem_used + overhead).min(mem_total);
+    let util = 0.35 * busy + 0.65 * sm;
+    let power = model.idle_power_w
+        + (model.max_power_w - model.idle_power_w) * util * (0.95 + 0.05 * jitter(1));
+    let power_capped = power > model.max_power_w * 0.97;
+    let mig = sim.spec.sharing == "mig";
+    GpuSample {
+        gpu_uuid: info.uuid.clone(),
+        gpu_util: (!mig).then(|| round3(busy)),
+        mem_util: (!mig).then(|| round3(busy * 0.45)),
+        mem_used_bytes: Some(mem_used),
+        mem_total_bytes: Some(mem_total),
+        power_w: Some(round1(power)),
+        energy_j: Some(
+            ((ts - 1_700_000_000_000).max(0) as f64 / 1000.0 * model.idle_power_w * 1.5).round(),
+        ),
+        temp_c: Some(round1(28.0 + 45.0 * util + 2.0 * jitter(2))),
+        sm_clock_mhz: Some(if busy > 0.0 {
+            model.max_sm_clock_mhz - if power_capped { 200 } else { 0 }
+        } else {
+            model.idle_sm_clock_mhz
+        }),
+        mem_clock_mhz: Some(model.mem_clock_mhz),
+        throttle_reasons: Some(if power_capped {
+            0x4
+        } else if busy == 0.0 {
+            0x1
+        } else {
+            0
+        }),
+        pcie_rx_bytes_per_s: Some((busy * 2.0e9 * jitter(3)) as i64),
+        pcie_tx_bytes_per_s: Some((busy * 0.5e9 * jitter(4)) as i64),
+        nvlink_rx_bytes_per_s: None,
+        nvlink_tx_bytes_per_s: None,
+        ecc_corrected: Some(0),
+        ecc_uncorrected: Some(0),
+        retired_pages: None,
+        remapped_rows: Some(0),
+        enc_util: (!mig).then_some(0.0),
+        dec_util: (!mig).then_some(0.0),
+        sm_active: dcgm.then_some(round3(sm)),
+        sm_occupancy: dcgm.then_some(round3(sm * 0.55)),
+        dram_active: dcgm.then_some(round3(sm * 0.5)),
+        tensor_active: dcgm.then_some(round3(tensor)),
+        gr_engine_active: dcgm.then_some(round3(busy)),
+    }
+}
+
+/// Each MIG instance's readings under `load`.
+fn mig_samples<'a>(
+    dcgm: bool,
+    info: &'a GpuInfo,
+    load: &'a GpuLoad,
+) -> impl Iterator<Item = MigSample> + 'a {
+    info.mig_instances.iter().map(move |mi| {
+        let (sm_i, tensor_i, mem_i) = load.mig.get(&mi.gi_id).copied().unwrap_or_default();
+        let sm_i = sm_i.min(1.0);
+        let mem = if mem_i > 0 {
+            mem_i + CONTEXT_OVERHEAD / 4
+        } else {
+            0
+        };
+        MigSample {
+            gpu_uuid: info.uuid.clone(),
+            gi_id: mi.gi_id,
+            ci_id: mi.ci_id,
+            mem_used_bytes: Some(mem.min(mi.memory_total_bytes)),
+            mem_total_bytes: Some(mi.memory_total_bytes),
+            sm_active: dcgm.then_some(round3(sm_i)),
+            sm_occupancy: dcgm.then_some(round3(sm_i * 0.55)),
+            dram_active: dcgm.then_some(round3(sm_i * 0.5)),
+            tensor_active: dcgm.then_some(round3(tensor_i.min(1.0))),
+            gr_engine_active: dcgm.then_some(round3(if sm_i > 0.0 { 1.0 } else { 0.0 })),
+        }
+    })
 }
 
 #[cfg(test)]

@@ -37,23 +37,7 @@ pub fn plan_pools<'a>(
     fixed_tenants: &BTreeSet<(String, String)>,
 ) -> Vec<PoolLayout<'a>> {
     let input = ctx.input;
-    // Nodes by (cluster, node) with their GPUs; mixed-model nodes are left alone.
-    let mut node_gpus: BTreeMap<(&str, &str), Vec<&GpuRef>> = BTreeMap::new();
-    for g in &input.gpus {
-        node_gpus.entry((&g.cluster, &g.node)).or_default().push(g);
-    }
-    // (node, its GPUs by index, whether they are of several models), by (cluster, model).
-    type PoolNodes<'g> = Vec<(&'g str, Vec<&'g GpuRef>, bool)>;
-    let mut pools: BTreeMap<(&str, &str), PoolNodes> = BTreeMap::new();
-    for ((cluster, node), mut gpus) in node_gpus {
-        gpus.sort_by_key(|g| g.index);
-        let model = gpus[0].model.as_str();
-        let mixed = gpus.iter().any(|g| g.model != model);
-        pools
-            .entry((cluster, model))
-            .or_default()
-            .push((node, gpus, mixed));
-    }
+    let pools = pools(input);
     let kinds: HashMap<(&str, &str), &str> = input
         .tenants
         .iter()
@@ -95,43 +79,17 @@ pub fn plan_pools<'a>(
         let mut forced: BTreeSet<(String, String)> = fixed_tenants.clone();
         // Each try fixes the tenants of bins no node could take; the set only grows.
         loop {
-            // A GPU with a tenant that cannot be sized stays as it is, with all its tenants.
-            let mut fixed_gpus: BTreeSet<&str> = BTreeSet::new();
-            let mut sized = Vec::new();
-            for h in &live {
-                let stays = forced.contains(&(h.gpu.clone(), h.tenant.clone()))
-                    || mixed.contains(h.node.as_str());
-                match item(ctx, h) {
-                    Some(it) if !stays => sized.push(it),
-                    _ => {
-                        fixed_gpus.insert(h.gpu.as_str());
-                    }
-                }
-            }
-            // Tenants that already share a GPU more tightly than the headroom rules allow stay
-            // where they are: the plan never spreads tenants onto more GPUs.
-            let mut per_gpu: BTreeMap<&str, (f64, f64)> = BTreeMap::new();
-            for it in &sized {
-                let e = per_gpu.entry(it.h.gpu.as_str()).or_default();
-                e.0 += it.compute;
-                e.1 += it.memory;
-            }
-            for (gpu, (c, m)) in per_gpu {
-                if c > 1.0 + 1e-9 || m > memory_total {
-                    fixed_gpus.insert(gpu);
-                }
-            }
-            let mut items: Vec<Item> = sized
-                .into_iter()
-                .filter(|it| !fixed_gpus.contains(it.h.gpu.as_str()))
-                .collect();
-            for it in &mut items {
-                let key = (it.h.cluster.as_str(), it.h.tenant.as_str());
-                let several = gpus_of.get(&key).is_some_and(|g| g.len() > 1);
-                if kinds.get(&key).copied() != Some("pod") || several {
-                    it.pin = Some(it.h.node.as_str());
-                }
-            }
+            let (items, fixed_gpus) = items(
+                ctx,
+                &live,
+                &forced,
+                &mixed,
+                memory_total,
+                &Pinned {
+                    kinds: &kinds,
+                    gpus_of: &gpus_of,
+                },
+            );
             let mut layout = PoolLayout {
                 cluster,
                 model,
@@ -165,6 +123,87 @@ pub fn plan_pools<'a>(
         }
     }
     out
+}
+
+/// (node, its GPUs by index, whether they are of several models).
+type PoolNodes<'g> = Vec<(&'g str, Vec<&'g GpuRef>, bool)>;
+
+/// The fleet's nodes by pool (cluster, model of their first GPU); mixed-model nodes are marked
+/// so the plan leaves them alone.
+fn pools(input: &crate::input::Input) -> BTreeMap<(&str, &str), PoolNodes<'_>> {
+    let mut node_gpus: BTreeMap<(&str, &str), Vec<&GpuRef>> = BTreeMap::new();
+    for g in &input.gpus {
+        node_gpus.entry((&g.cluster, &g.node)).or_default().push(g);
+    }
+    let mut pools: BTreeMap<(&str, &str), PoolNodes> = BTreeMap::new();
+    for ((cluster, node), mut gpus) in node_gpus {
+        gpus.sort_by_key(|g| g.index);
+        let model = gpus[0].model.as_str();
+        let mixed = gpus.iter().any(|g| g.model != model);
+        pools
+            .entry((cluster, model))
+            .or_default()
+            .push((node, gpus, mixed));
+    }
+    pools
+}
+
+/// What pins a tenant to its node: its kind (only pods move between nodes) and the GPUs it
+/// holds (a tenant on several GPUs stays whole).
+struct Pinned<'p, 'a> {
+    kinds: &'p HashMap<(&'a str, &'a str), &'a str>,
+    gpus_of: &'p HashMap<(&'a str, &'a str), BTreeSet<&'a str>>,
+}
+
+/// The pool's live holdings sized for the packer, and the GPUs that stay as they are: those
+/// with a tenant that cannot be sized or is forced to stay, and those shared more tightly
+/// than the headroom rules allow (the plan never spreads tenants onto more GPUs).
+fn items<'a>(
+    ctx: &Ctx,
+    live: &[&'a Holding],
+    forced: &BTreeSet<(String, String)>,
+    mixed: &BTreeSet<&str>,
+    memory_total: f64,
+    pinned: &Pinned<'_, 'a>,
+) -> (Vec<Item<'a>>, BTreeSet<&'a str>) {
+    // A GPU with a tenant that cannot be sized stays as it is, with all its tenants.
+    let mut fixed_gpus: BTreeSet<&str> = BTreeSet::new();
+    let mut sized = Vec::new();
+    for h in live {
+        let stays =
+            forced.contains(&(h.gpu.clone(), h.tenant.clone())) || mixed.contains(h.node.as_str());
+        match item(ctx, h) {
+            Some(it) if !stays => sized.push(it),
+            _ => {
+                fixed_gpus.insert(h.gpu.as_str());
+            }
+        }
+    }
+    // Tenants that already share a GPU more tightly than the headroom rules allow stay
+    // where they are: the plan never spreads tenants onto more GPUs.
+    let mut per_gpu: BTreeMap<&str, (f64, f64)> = BTreeMap::new();
+    for it in &sized {
+        let e = per_gpu.entry(it.h.gpu.as_str()).or_default();
+        e.0 += it.compute;
+        e.1 += it.memory;
+    }
+    for (gpu, (c, m)) in per_gpu {
+        if c > 1.0 + 1e-9 || m > memory_total {
+            fixed_gpus.insert(gpu);
+        }
+    }
+    let mut items: Vec<Item> = sized
+        .into_iter()
+        .filter(|it| !fixed_gpus.contains(it.h.gpu.as_str()))
+        .collect();
+    for it in &mut items {
+        let key = (it.h.cluster.as_str(), it.h.tenant.as_str());
+        let several = pinned.gpus_of.get(&key).is_some_and(|g| g.len() > 1);
+        if pinned.kinds.get(&key).copied() != Some("pod") || several {
+            it.pin = Some(it.h.node.as_str());
+        }
+    }
+    (items, fixed_gpus)
 }
 
 /// The packer's view of a holding, or None when it cannot be sized (too few hours, no
