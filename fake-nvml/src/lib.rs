@@ -24,106 +24,10 @@ use std::ffi::{c_char, c_uint, c_ulonglong};
 use std::sync::Mutex;
 
 use nvml_wrapper_sys::bindings::*;
-use serde::Deserialize;
 
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct Fixture {
-    #[serde(default = "default_driver")]
-    driver_version: String,
-    devices: Vec<Device>,
-}
+mod fixture;
 
-fn default_driver() -> String {
-    "590.48.01".into()
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct Device {
-    uuid: String,
-    name: String,
-    pci_bus_id: String,
-    memory_total: u64,
-    memory_used: u64,
-    /// [gpu %, memory %]; absent = not supported (as under MIG).
-    utilization: Option<[u32; 2]>,
-    power_mw: Option<u32>,
-    energy_mj: Option<u64>,
-    temp_c: Option<u32>,
-    sm_clock_mhz: Option<u32>,
-    mem_clock_mhz: Option<u32>,
-    throttle_reasons: Option<u64>,
-    pcie_tx_kbs: Option<u32>,
-    pcie_rx_kbs: Option<u32>,
-    ecc_corrected: Option<u64>,
-    ecc_uncorrected: Option<u64>,
-    encoder_util: Option<u32>,
-    decoder_util: Option<u32>,
-    #[serde(default)]
-    mig: Vec<MigDevice>,
-    #[serde(default)]
-    processes: Vec<Process>,
-    lost_after: Option<u32>,
-    #[serde(default)]
-    xid: Vec<Xid>,
-    /// Pages retired for [multiple single-bit, double-bit] ECC errors (pre-Ampere GPUs).
-    retired_pages: Option<[u32; 2]>,
-    /// Rows remapped [corrected, uncorrected] (Ampere and later).
-    remapped_rows: Option<[u32; 2]>,
-    /// NVLink data throughput [tx, rx] in KiB/s; the counters NVML reports grow at this rate.
-    nvlink_kibs: Option<[u64; 2]>,
-    /// Whether nvmlDeviceGetProcessUtilization is supported (default: yes, unless in MIG mode).
-    #[serde(default = "yes")]
-    process_utilization_supported: bool,
-}
-
-fn yes() -> bool {
-    true
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct MigDevice {
-    uuid: String,
-    /// e.g. "3g.40gb"; NVML names the device "<GPU name> MIG <profile>".
-    profile: String,
-    gi_id: u32,
-    ci_id: u32,
-    memory_total: u64,
-    memory_used: u64,
-    /// [start, size] in memory slices.
-    #[serde(default)]
-    placement: Option<[u32; 2]>,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct Process {
-    pid: u32,
-    used_memory: u64,
-    #[serde(default)]
-    gi_id: Option<u32>,
-    #[serde(default)]
-    ci_id: Option<u32>,
-    #[serde(default)]
-    mps: bool,
-    /// Per-process utilization (%), reported by nvmlDeviceGetProcessUtilization.
-    sm: Option<u32>,
-    #[serde(default)]
-    mem: u32,
-    #[serde(default)]
-    enc: u32,
-    #[serde(default)]
-    dec: u32,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct Xid {
-    code: u64,
-    after_samples: u32,
-}
+use fixture::{Device, Fixture, MigDevice, Process};
 
 struct State {
     fixture: Fixture,

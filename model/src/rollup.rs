@@ -494,45 +494,7 @@ pub fn aggregate(
     processes: &[RawProcess],
     mig: &[RawMig],
 ) -> NodeRollup {
-    // Per (gpu, ts): allocations and processes by tenant.
-    #[derive(Default)]
-    struct AtInstant {
-        alloc: HashMap<String, (f64, Option<i32>)>,
-        procs: HashMap<String, ProcsAt>,
-        /// SM time of every process on the GPU, attributed or not.
-        sm_total: f64,
-        unattributed: bool,
-    }
-    let mut instants: HashMap<(&str, i64), AtInstant> = HashMap::new();
-    for a in allocations {
-        let e = instants
-            .entry((&a.gpu_uuid, a.ts))
-            .or_default()
-            .alloc
-            .entry(a.tenant_key.clone())
-            .or_default();
-        e.0 += f64::from(a.share);
-        e.1 = e.1.or(a.gi_id);
-    }
-    for p in processes {
-        let at = instants.entry((&p.gpu_uuid, p.ts)).or_default();
-        at.sm_total += f64::from(p.sm_util.unwrap_or(0.0));
-        let Some(tenant) = &p.tenant_key else {
-            at.unattributed = true;
-            continue;
-        };
-        let e = at.procs.entry(tenant.clone()).or_default();
-        e.count += 1;
-        if let Some(u) = p.sm_util {
-            e.sm = Some(e.sm.unwrap_or(0.0) + u);
-        }
-        if let Some(m) = p.mem_used_bytes {
-            // Saturating: stored rows are in their domain, but a sum must never panic a pass.
-            e.mem = Some(e.mem.unwrap_or(0).saturating_add(m));
-        }
-        e.busy |= p.sm_util.is_some_and(|u| u > 0.0);
-        e.gi = e.gi.or(p.gi_id);
-    }
+    let instants = instants(allocations, processes);
     let mig_active: HashMap<(&str, i64, i32), f32> = mig
         .iter()
         .filter_map(|m| Some(((m.gpu_uuid.as_str(), m.ts, m.gi_id), m.sm_active?)))
@@ -567,46 +529,107 @@ pub fn aggregate(
                 .tenants
                 .entry((g.gpu_uuid.clone(), tenant.clone(), bucket))
                 .or_default();
-            t.step_idle(alloc.is_some() && use_at.active == Some(false), interval_s);
-            t.samples += 1;
-            t.covered_s += interval_s;
-            if let Some(&(share, _)) = alloc {
-                t.alloc_n += 1;
-                t.alloc_share_sum += share.min(1.0);
-            }
-            if let Some((eff, dcgm)) = use_at.eff {
-                let eff = eff.clamp(0.0, 1.0);
-                t.eff_n += 1;
-                t.eff_sum += eff;
-                t.eff_hist.add(eff as f32);
-                if dcgm {
-                    t.eff_dcgm_n += 1;
-                }
-            }
-            if use_at.active == Some(true) {
-                t.active_n += 1;
-            }
-            if let Some(p) = procs {
-                t.present_n += 1;
-                t.processes_max = t.processes_max.max(p.count);
-                if let Some(sm) = p.sm {
-                    let sm = sm.min(1.0);
-                    t.sm_util_n += 1;
-                    t.sm_util_sum += f64::from(sm);
-                    t.sm_util_max = max_opt(t.sm_util_max, Some(sm));
-                }
-                if p.busy {
-                    t.busy_n += 1;
-                }
-                if let Some(mem) = p.mem {
-                    t.mem_used_n += 1;
-                    t.mem_used_sum += mem as f64;
-                    t.mem_used_max = max_opt(t.mem_used_max, Some(mem));
-                }
-            }
+            t.add(alloc, procs, &use_at, interval_s);
         }
     }
     out
+}
+
+/// Per (GPU, ts): allocations and processes by tenant.
+#[derive(Default)]
+struct AtInstant {
+    alloc: HashMap<String, (f64, Option<i32>)>,
+    procs: HashMap<String, ProcsAt>,
+    /// SM time of every process on the GPU, attributed or not.
+    sm_total: f64,
+    unattributed: bool,
+}
+
+fn instants<'a>(
+    allocations: &'a [RawAllocation],
+    processes: &'a [RawProcess],
+) -> HashMap<(&'a str, i64), AtInstant> {
+    let mut instants: HashMap<(&str, i64), AtInstant> = HashMap::new();
+    for a in allocations {
+        let e = instants
+            .entry((&a.gpu_uuid, a.ts))
+            .or_default()
+            .alloc
+            .entry(a.tenant_key.clone())
+            .or_default();
+        e.0 += f64::from(a.share);
+        e.1 = e.1.or(a.gi_id);
+    }
+    for p in processes {
+        let at = instants.entry((&p.gpu_uuid, p.ts)).or_default();
+        at.sm_total += f64::from(p.sm_util.unwrap_or(0.0));
+        let Some(tenant) = &p.tenant_key else {
+            at.unattributed = true;
+            continue;
+        };
+        let e = at.procs.entry(tenant.clone()).or_default();
+        e.count += 1;
+        if let Some(u) = p.sm_util {
+            e.sm = Some(e.sm.unwrap_or(0.0) + u);
+        }
+        if let Some(m) = p.mem_used_bytes {
+            // Saturating: stored rows are in their domain, but a sum must never panic a pass.
+            e.mem = Some(e.mem.unwrap_or(0).saturating_add(m));
+        }
+        e.busy |= p.sm_util.is_some_and(|u| u > 0.0);
+        e.gi = e.gi.or(p.gi_id);
+    }
+    instants
+}
+
+impl TenantAgg {
+    /// One snapshot of the tenant on the GPU: its allocation, its processes and their use.
+    fn add(
+        &mut self,
+        alloc: Option<&(f64, Option<i32>)>,
+        procs: Option<&ProcsAt>,
+        use_at: &UseAt,
+        interval_s: f64,
+    ) {
+        let t = self;
+        t.step_idle(alloc.is_some() && use_at.active == Some(false), interval_s);
+        t.samples += 1;
+        t.covered_s += interval_s;
+        if let Some(&(share, _)) = alloc {
+            t.alloc_n += 1;
+            t.alloc_share_sum += share.min(1.0);
+        }
+        if let Some((eff, dcgm)) = use_at.eff {
+            let eff = eff.clamp(0.0, 1.0);
+            t.eff_n += 1;
+            t.eff_sum += eff;
+            t.eff_hist.add(eff as f32);
+            if dcgm {
+                t.eff_dcgm_n += 1;
+            }
+        }
+        if use_at.active == Some(true) {
+            t.active_n += 1;
+        }
+        if let Some(p) = procs {
+            t.present_n += 1;
+            t.processes_max = t.processes_max.max(p.count);
+            if let Some(sm) = p.sm {
+                let sm = sm.min(1.0);
+                t.sm_util_n += 1;
+                t.sm_util_sum += f64::from(sm);
+                t.sm_util_max = max_opt(t.sm_util_max, Some(sm));
+            }
+            if p.busy {
+                t.busy_n += 1;
+            }
+            if let Some(mem) = p.mem {
+                t.mem_used_n += 1;
+                t.mem_used_sum += mem as f64;
+                t.mem_used_max = max_opt(t.mem_used_max, Some(mem));
+            }
+        }
+    }
 }
 
 /// A tenant's use of a GPU at one instant from the best signal there is:

@@ -168,14 +168,54 @@ pub async fn load_timed(
     };
     let from = bucket_of(from, HOUR_MS);
     let nodes = store.nodes().await?;
-    let gpus = store.gpus(None).await?;
-    let tenants = store.tenants().await?;
     let mut input = Input {
         from_ms: from,
         to_ms: to,
         now_ms: now,
         ..Input::default()
     };
+    inventory(
+        &mut input,
+        &nodes,
+        &store.gpus(None).await?,
+        &store.tenants().await?,
+    );
+    split(&mut stats.load_inventory);
+    for n in &nodes {
+        let r = store.hour_rollups(&n.cluster, &n.node, from, to).await?;
+        push_hours(&mut input, &n.cluster, &n.node, r);
+    }
+    split(&mut stats.load_hours);
+    interference_minutes(store, cfg, &mut input).await?;
+    split(&mut stats.load_minutes);
+    input.health = health(store, from, to).await?;
+    input.orphans = store
+        .orphans(from, to)
+        .await?
+        .into_iter()
+        .map(|o| OrphanProcess {
+            cluster: o.cluster,
+            node: o.node,
+            gpu: o.gpu_uuid,
+            pid: o.pid,
+            start_time_ms: o.start_time_ms,
+            first_seen_ms: o.first_ms,
+            last_seen_ms: o.last_ms,
+            mem_max_bytes: o.mem_max_bytes.unwrap_or(0),
+        })
+        .collect();
+    input.applied = applied_steps(store, from, to).await?;
+    split(&mut stats.load_health);
+    Ok(input)
+}
+
+/// The inventory as the analytics names it: nodes, GPUs (with MIG instances) and tenants.
+fn inventory(
+    input: &mut Input,
+    nodes: &[store::NodeRecord],
+    gpus: &[store::GpuRecord],
+    tenants: &[store::TenantRecord],
+) {
     input.nodes = nodes
         .iter()
         .map(|n| NodeRef {
@@ -219,14 +259,16 @@ pub async fn load_timed(
             team: t.team.clone(),
         })
         .collect();
-    split(&mut stats.load_inventory);
-    for n in &nodes {
-        let r = store.hour_rollups(&n.cluster, &n.node, from, to).await?;
-        push_hours(&mut input, &n.cluster, &n.node, r);
-    }
-    split(&mut stats.load_hours);
-    // Minute rows only where interference can be measured.
-    let ranges = analytics::minute_ranges(&input, cfg);
+}
+
+/// Minute rows only where interference can be measured: each wanted GPU's ranges, a few
+/// nodes at a time so the database and the decoding overlap.
+async fn interference_minutes(
+    store: &Store,
+    cfg: &analytics::Config,
+    input: &mut Input,
+) -> anyhow::Result<()> {
+    let ranges = analytics::minute_ranges(input, cfg);
     // Per node: each wanted GPU's ranges.
     let mut per_node: BTreeMap<(String, String), WantedMinutes> = BTreeMap::new();
     for r in ranges {
@@ -255,8 +297,11 @@ pub async fn load_timed(
         input.device_minutes.extend(devices);
         input.tenant_minutes.extend(tenants);
     }
-    split(&mut stats.load_minutes);
+    Ok(())
+}
 
+/// Each GPU's XID events over the range and its latest ECC and row-remapping counters.
+async fn health(store: &Store, from: i64, to: i64) -> anyhow::Result<Vec<GpuHealth>> {
     let mut health: BTreeMap<String, GpuHealth> = BTreeMap::new();
     for e in store.events(from, to).await? {
         if e.kind != "xid" {
@@ -286,25 +331,7 @@ pub async fn load_timed(
         e.retired_pages = h.retired_pages;
         e.remapped_rows = h.remapped_rows;
     }
-    input.health = health.into_values().collect();
-    input.orphans = store
-        .orphans(from, to)
-        .await?
-        .into_iter()
-        .map(|o| OrphanProcess {
-            cluster: o.cluster,
-            node: o.node,
-            gpu: o.gpu_uuid,
-            pid: o.pid,
-            start_time_ms: o.start_time_ms,
-            first_seen_ms: o.first_ms,
-            last_seen_ms: o.last_ms,
-            mem_max_bytes: o.mem_max_bytes.unwrap_or(0),
-        })
-        .collect();
-    input.applied = applied_steps(store, from, to).await?;
-    split(&mut stats.load_health);
-    Ok(input)
+    Ok(health.into_values().collect())
 }
 
 /// The steps label actions applied in [from, to) that carry the recommendation they were

@@ -6,7 +6,6 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use model::rollup::{DeviceMinutes, TenantMinutes};
-use model::time::days_from_civil;
 use model::wire::v1::Batch;
 use sqlx::postgres::{PgPoolOptions, Postgres};
 use sqlx::{PgPool, Row};
@@ -14,7 +13,7 @@ use sqlx::{PgPool, Row};
 use super::citus;
 use super::group_commit::{COPIES, Claim, GroupCommit, Staged};
 use super::migrate;
-use super::pgcopy::{CopyWriter, copy};
+use super::pgcopy::copy;
 use super::raw;
 use super::series::{self, Plan, Series, SeriesQuery};
 use super::span::{self, Span};
@@ -25,19 +24,18 @@ use crate::records::{
     TeamOf, TenantRecord, Writes,
 };
 use crate::sql::days_between;
-use model::rollup::{self, NodeRollup};
+use copy_rows::sample_rows;
+use partitions::{MONTHLY, civil, create_partition, daily, partition_end_ms};
+use rollups::{read_rollups, replace_rollups};
 
-/// Tables partitioned by day (every raw table and the minute rollups), and by month.
-fn daily() -> impl Iterator<Item = &'static str> {
-    raw::NAMES
-        .into_iter()
-        .chain(["gpu_rollup_1m", "tenant_rollup_1m"])
-}
-const MONTHLY: [&str; 2] = ["gpu_rollup_1h", "tenant_rollup_1h"];
+mod copy_rows;
+mod partitions;
+mod rollups;
+use model::rollup::{self, NodeRollup};
 
 /// Epoch milliseconds of a timestamptz column.
 fn ms(col: &str) -> String {
-    format!("(extract(epoch from {col}) * 1000)::bigint")
+    Dialect::Postgres.epoch_ms(col)
 }
 
 #[derive(Debug, Clone)]
@@ -784,286 +782,6 @@ impl PgStore {
     }
 }
 
-async fn create_partition(
-    pool: &PgPool,
-    name: &str,
-    parent: &str,
-    from: &str,
-    to: &str,
-) -> Result<()> {
-    let sql = format!(
-        "CREATE TABLE IF NOT EXISTS {name} PARTITION OF {parent} FOR VALUES FROM ('{from} 00:00:00+00') TO ('{to} 00:00:00+00')"
-    );
-    match sqlx::query(&sql).execute(pool).await {
-        Ok(_) => Ok(()),
-        // Another collector created it at the same moment.
-        Err(sqlx::Error::Database(e))
-            if matches!(e.code().as_deref(), Some("42P07") | Some("23505")) =>
-        {
-            Ok(())
-        }
-        Err(e) => Err(e.into()),
-    }
-}
-
-/// The end of the range a partition covers, from its name (`table_pYYYYMMDD` / `table_pYYYYMM`).
-fn partition_end_ms(table: &str, part: &str) -> Option<i64> {
-    let suffix = part.strip_prefix(table)?.strip_prefix("_p")?;
-    let num = |s: &str| s.parse::<i64>().ok();
-    match suffix.len() {
-        8 => Some(
-            days_from_civil(num(&suffix[..4])?, num(&suffix[4..6])?, num(&suffix[6..])?)
-                * 86_400_000
-                + 86_400_000,
-        ),
-        6 => {
-            let (y, m) = (num(&suffix[..4])?, num(&suffix[4..])?);
-            let (y, m) = if m == 12 { (y + 1, 1) } else { (y, m + 1) };
-            Some(days_from_civil(y, m, 1) * 86_400_000)
-        }
-        _ => None,
-    }
-}
-
-/// (year, month, day) of the UTC day containing `ms`.
-fn civil(ms: i64) -> (i64, i64, i64) {
-    model::time::civil_from_days(ms.div_euclid(86_400_000))
-}
-
-/// Encodes one row per item for `statement` (`COPY t (columns) FROM STDIN …`), `write`
-/// filling each row's fields; the field count follows from the column list. Synchronous, so
-/// that nothing borrowed by the iterator lives across the send's await.
-fn prepare<T>(
-    statement: &str,
-    items: impl IntoIterator<Item = T>,
-    mut write: impl FnMut(&mut CopyWriter, T),
-) -> CopyWriter {
-    let fields = statement
-        .split_once('(')
-        .and_then(|(_, rest)| rest.split_once(')'))
-        .map_or(1, |(cols, _)| cols.matches(',').count() + 1) as i16;
-    let mut writer = CopyWriter::new();
-    for item in items {
-        writer.row(fields);
-        write(&mut writer, item);
-    }
-    writer
-}
-
-/// The batch's sample rows, encoded for the raw tables in the order of [`COPIES`].
-fn sample_rows(b: &Batch) -> [CopyWriter; 5] {
-    let (c, n) = (b.cluster.as_str(), b.node.as_str());
-    let iv = b.interval_ms as i32;
-    let gpus = prepare(
-        COPIES[0],
-        b.snapshots
-            .iter()
-            .flat_map(|s| s.gpus.iter().map(move |x| (s, x))),
-        |w, (s, g)| {
-            w.text(c)
-                .text(n)
-                .text(&g.gpu_uuid)
-                .ts_ms(s.ts)
-                .i32(iv)
-                .opt_f32(g.gpu_util)
-                .opt_f32(g.mem_util)
-                .opt_i64(g.mem_used_bytes)
-                .opt_i64(g.mem_total_bytes)
-                .opt_f32(g.power_w)
-                .opt_f64(g.energy_j)
-                .opt_f32(g.temp_c)
-                .opt_i32(g.sm_clock_mhz)
-                .opt_i32(g.mem_clock_mhz)
-                .opt_i64(g.throttle_reasons)
-                .opt_i64(g.pcie_rx_bytes_per_s)
-                .opt_i64(g.pcie_tx_bytes_per_s)
-                .opt_i64(g.nvlink_rx_bytes_per_s)
-                .opt_i64(g.nvlink_tx_bytes_per_s)
-                .opt_i64(g.ecc_corrected)
-                .opt_i64(g.ecc_uncorrected)
-                .opt_i32(g.retired_pages)
-                .opt_i32(g.remapped_rows)
-                .opt_f32(g.enc_util)
-                .opt_f32(g.dec_util)
-                .opt_f32(g.sm_active)
-                .opt_f32(g.sm_occupancy)
-                .opt_f32(g.dram_active)
-                .opt_f32(g.tensor_active)
-                .opt_f32(g.gr_engine_active);
-        },
-    );
-    let mig = prepare(
-        COPIES[1],
-        b.snapshots
-            .iter()
-            .flat_map(|s| s.mig.iter().map(move |x| (s, x))),
-        |w, (s, m)| {
-            w.text(c)
-                .text(n)
-                .text(&m.gpu_uuid)
-                .i32(m.gi_id as i32)
-                .i32(m.ci_id as i32)
-                .ts_ms(s.ts)
-                .opt_i64(m.mem_used_bytes)
-                .opt_i64(m.mem_total_bytes)
-                .opt_f32(m.sm_active)
-                .opt_f32(m.sm_occupancy)
-                .opt_f32(m.dram_active)
-                .opt_f32(m.tensor_active)
-                .opt_f32(m.gr_engine_active);
-        },
-    );
-    let processes = prepare(
-        COPIES[2],
-        b.snapshots
-            .iter()
-            .flat_map(|s| s.processes.iter().map(move |x| (s, x))),
-        |w, (s, p)| {
-            w.text(c)
-                .text(n)
-                .text(&p.gpu_uuid)
-                .ts_ms(s.ts)
-                .i64(i64::from(p.pid))
-                .ts_ms(p.start_time)
-                .text(p.kind.as_str())
-                .opt_i32(p.gi_id.map(|v| v as i32))
-                .opt_i32(p.ci_id.map(|v| v as i32))
-                .opt_text(p.tenant.as_deref())
-                .opt_f32(p.sm_util)
-                .opt_f32(p.mem_util)
-                .opt_f32(p.enc_util)
-                .opt_f32(p.dec_util)
-                .opt_i64(p.mem_used_bytes);
-        },
-    );
-    let allocations = prepare(
-        COPIES[3],
-        b.snapshots
-            .iter()
-            .flat_map(|s| s.allocations.iter().map(move |x| (s, x))),
-        |w, (s, a)| {
-            w.text(c)
-                .text(n)
-                .text(&a.gpu_uuid)
-                .ts_ms(s.ts)
-                .text(&a.tenant)
-                .opt_i32(a.gi_id.map(|v| v as i32))
-                .opt_i32(a.ci_id.map(|v| v as i32))
-                .opt_i32(a.replica.map(|v| v as i32))
-                .f32(a.share);
-        },
-    );
-    let events = prepare(
-        COPIES[4],
-        b.snapshots
-            .iter()
-            .flat_map(|s| s.events.iter().map(move |x| (s, x))),
-        |w, (_, e)| {
-            w.text(c)
-                .text(n)
-                .text(&e.gpu_uuid)
-                .ts_ms(e.ts)
-                .text(&e.kind)
-                .i64(e.code)
-                .opt_text(e.message.as_deref());
-        },
-    );
-    [gpus, mig, processes, allocations, events]
-}
-
-async fn replace_rollups(
-    tx: &mut sqlx::Transaction<'_, Postgres>,
-    res: &str,
-    cluster: &str,
-    node: &str,
-    from: i64,
-    to: i64,
-    r: &NodeRollup,
-) -> Result<()> {
-    for t in ["gpu", "tenant"] {
-        sqlx::query(&format!(
-            "DELETE FROM {t}_rollup_{res} WHERE cluster = $1 AND node = $2 AND bucket >= to_timestamp($3 / 1000.0) AND bucket < to_timestamp($4 / 1000.0)"
-        ))
-        .bind(cluster).bind(node).bind(from).bind(to)
-        .execute(&mut **tx).await?;
-    }
-    let statement = format!(
-        "COPY gpu_rollup_{res} ({}) FROM STDIN (FORMAT binary)",
-        crate::sql::GPU_ROLLUP_COLUMNS
-    );
-    let rows_out = prepare(&statement, &r.gpus, |w, ((gpu, bucket), a)| {
-        w.text(cluster)
-            .text(node)
-            .text(gpu)
-            .ts_ms(*bucket)
-            .i32(a.samples)
-            .opt_f64(Some(a.covered_s))
-            .i32(a.gpu_util_n)
-            .opt_f64(Some(a.gpu_util_sum))
-            .opt_f32(a.gpu_util_max)
-            .raw_bytes(a.gpu_util_hist.to_stored().as_deref())
-            .i32(a.busy_n)
-            .i32(a.sm_active_n)
-            .opt_f64(Some(a.sm_active_sum))
-            .opt_f32(a.sm_active_max)
-            .raw_bytes(a.sm_active_hist.to_stored().as_deref())
-            .opt_f64(Some(a.sm_occupancy_sum))
-            .opt_f64(Some(a.tensor_active_sum))
-            .opt_f64(Some(a.dram_active_sum))
-            .i32(a.mem_used_n)
-            .opt_f64(Some(a.mem_used_sum))
-            .opt_i64(a.mem_used_max)
-            .opt_i64(a.mem_total_max)
-            .i32(a.power_n)
-            .opt_f64(Some(a.power_sum))
-            .opt_f32(a.power_max)
-            .i32(a.temp_n)
-            .opt_f64(Some(a.temp_sum))
-            .opt_f32(a.temp_max)
-            .i32(a.throttled_n)
-            .opt_f64(Some(a.alloc_share_sum))
-            .i32(a.sm_occupancy_n)
-            .i32(a.tensor_active_n)
-            .i32(a.dram_active_n);
-    });
-    copy(tx, &statement, rows_out).await?;
-    let statement = format!(
-        "COPY tenant_rollup_{res} ({}) FROM STDIN (FORMAT binary)",
-        crate::sql::TENANT_ROLLUP_COLUMNS
-    );
-    let rows_out = prepare(&statement, &r.tenants, |w, ((gpu, tenant, bucket), a)| {
-        w.text(cluster)
-            .text(node)
-            .text(gpu)
-            .text(tenant)
-            .ts_ms(*bucket)
-            .i32(a.samples)
-            .opt_f64(Some(a.covered_s))
-            .opt_f64(Some(a.alloc_share_sum))
-            .i32(a.alloc_n)
-            .i32(a.present_n)
-            .i32(a.sm_util_n)
-            .opt_f64(Some(a.sm_util_sum))
-            .opt_f32(a.sm_util_max)
-            .i32(a.busy_n)
-            .i32(a.mem_used_n)
-            .opt_f64(Some(a.mem_used_sum))
-            .opt_i64(a.mem_used_max)
-            .i32(a.processes_max)
-            .i32(a.eff_n)
-            .opt_f64(Some(a.eff_sum))
-            .i32(a.eff_dcgm_n)
-            .raw_bytes(a.eff_hist.to_stored().as_deref())
-            .i32(a.active_n)
-            .i32(a.idle_n)
-            .opt_f64(Some(a.idle_lead_s))
-            .opt_f64(Some(a.idle_trail_s))
-            .opt_f64(Some(a.idle_max_s));
-    });
-    copy(tx, &statement, rows_out).await?;
-    Ok(())
-}
-
 // The rollup span's primitives on this backend's transactions.
 span::span_tx!(
     Postgres,
@@ -1098,77 +816,4 @@ async fn records(
         }
     }
     Ok(out)
-}
-
-async fn read_rollups(
-    conn: &mut sqlx::PgConnection,
-    res: &str,
-    cluster: &str,
-    node: &str,
-    from: i64,
-    to: i64,
-) -> Result<NodeRollup> {
-    let mut out = NodeRollup::default();
-    let cols = |list: &str| list.replace("bucket,", &format!("{} AS bucket,", ms("bucket")));
-    let range = "cluster = $1 AND node = $2 AND bucket >= to_timestamp($3 / 1000.0) AND bucket < to_timestamp($4 / 1000.0)";
-    let rows = sqlx::query(&format!(
-        "SELECT {} FROM gpu_rollup_{res} WHERE {range}",
-        cols(crate::sql::GPU_ROLLUP_COLUMNS)
-    ))
-    .bind(cluster)
-    .bind(node)
-    .bind(from)
-    .bind(to)
-    .fetch_all(&mut *conn)
-    .await?;
-    for r in &rows {
-        let key = (
-            r.try_get::<String, _>("gpu_uuid")?,
-            r.try_get::<i64, _>("bucket")?,
-        );
-        out.gpus.insert(key, crate::sql::read_gpu_agg!(r, Vec<u8>));
-    }
-    let rows = sqlx::query(&format!(
-        "SELECT {} FROM tenant_rollup_{res} WHERE {range}",
-        cols(crate::sql::TENANT_ROLLUP_COLUMNS)
-    ))
-    .bind(cluster)
-    .bind(node)
-    .bind(from)
-    .bind(to)
-    .fetch_all(&mut *conn)
-    .await?;
-    for r in &rows {
-        let key = (
-            r.try_get::<String, _>("gpu_uuid")?,
-            r.try_get::<String, _>("tenant_key")?,
-            r.try_get::<i64, _>("bucket")?,
-        );
-        out.tenants.insert(key, crate::sql::read_tenant_agg!(r));
-    }
-    Ok(out)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn civil_dates_round_trip() {
-        assert_eq!(civil(0), (1970, 1, 1));
-        assert_eq!(civil(1_795_219_200_000), (2026, 11, 21));
-        assert_eq!(
-            days_from_civil(2026, 11, 21) * 86_400_000,
-            1_795_219_200_000
-        );
-        assert_eq!(
-            partition_end_ms("gpu_samples", "gpu_samples_p20261121"),
-            Some(1_795_305_600_000)
-        );
-        assert_eq!(
-            partition_end_ms("gpu_rollup_1h", "gpu_rollup_1h_p202612"),
-            Some(days_from_civil(2027, 1, 1) * 86_400_000)
-        );
-        assert_eq!(partition_end_ms("gpu_samples", "gpu_samples_default"), None);
-    }
 }
