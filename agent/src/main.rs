@@ -267,112 +267,19 @@ async fn main() -> std::process::ExitCode {
 
 async fn run(command: Command) -> anyhow::Result<()> {
     match command {
-        Command::Sample { source, format, .. } => {
-            let mut b = backend(&source)?;
-            if let Some(a) = agent::runner::kubelet_assignments(
-                &source.pod_resources_socket,
-                source.kubelet_pods_dir.as_deref(),
-            )
-            .await
-            {
-                b.set_assignments(a);
-            }
-            let ts = now_ms();
-            let (snapshot, tenants) = b.sample(ts)?;
-            let (cluster, node) = b.identity();
-            match format {
-                Format::Json => {
-                    // Serialized straight from the model types (not through serde_json::Value,
-                    // which would widen every f32).
-                    #[derive(serde::Serialize)]
-                    struct Cycle<'a> {
-                        cluster: &'a str,
-                        node: &'a str,
-                        inventory: Vec<model::GpuInfo>,
-                        tenants: &'a [model::Tenant],
-                        snapshot: &'a model::wire::v1::Snapshot,
-                    }
-                    let out = Cycle {
-                        cluster,
-                        node,
-                        inventory: b.inventory(),
-                        tenants: &tenants,
-                        snapshot: &snapshot,
-                    };
-                    println!("{}", serde_json::to_string_pretty(&out)?);
-                }
-                Format::Table => print!(
-                    "{}",
-                    agent::report::table(cluster, node, &b.inventory(), &snapshot, &tenants)
-                ),
-            }
-            Ok(())
-        }
+        Command::Sample { source, format, .. } => sample(&source, format).await,
         Command::Bench {
             source,
             cycles,
             interval,
-        } => {
-            let mut b = backend(&source)?;
-            let r = agent::bench::run(
-                b.as_mut(),
-                cycles,
-                std::time::Duration::from_millis(interval),
-            )?;
-            println!(
-                "agent benchmark: {} cycles of sample + attribute + batch + gzip + spool",
-                r.cycles
-            );
-            println!(
-                "  per cycle: {} GPUs, {} processes, {} rows, {} bytes compressed",
-                r.gpus, r.processes, r.rows_per_cycle, r.batch_bytes
-            );
-            println!(
-                "  CPU time per cycle:   {:>8.3} ms (wall {:.3} ms)",
-                r.cpu_ms_per_cycle, r.wall_ms_per_cycle
-            );
-            println!(
-                "  share of one core at {} ms: {:.3} %",
-                interval,
-                r.core_share_at_interval * 100.0
-            );
-            println!("  peak RSS (VmHWM):     {:>8.1} MiB", r.peak_rss_mib);
-            Ok(())
-        }
+        } => bench(&source, cycles, interval),
         Command::BenchRecovery {
             source,
             outage,
             rounds,
             interval,
             retry_max,
-        } => {
-            let outage = std::time::Duration::from_millis(outage);
-            let retry = agent::runner::Retry {
-                max: std::time::Duration::from_millis(retry_max),
-                ..agent::runner::Retry::default()
-            };
-            println!(
-                "backlog drain after a {} s outage, sampling every {interval} ms, retries at most {} s apart ({rounds} rounds)",
-                outage.as_secs_f64(),
-                retry.max.as_secs_f64()
-            );
-            let mut ratios = Vec::new();
-            for n in 1..=rounds.max(1) {
-                let r = agent::bench_recovery::round(backend(&source)?, outage, interval, retry)
-                    .await?;
-                println!(
-                    "  round {n}: drained {} batches in {:.2} s after the return: {:.1}x real time ({} lost)",
-                    r.backlog_batches,
-                    r.drain.as_secs_f64(),
-                    r.ratio(),
-                    r.missing
-                );
-                ratios.push(r.ratio());
-            }
-            ratios.sort_by(f64::total_cmp);
-            println!("  median: {:.1}x real time", ratios[ratios.len() / 2]);
-            Ok(())
-        }
+        } => bench_recovery(&source, outage, rounds, interval, retry_max).await,
         Command::Run {
             source,
             collector,
@@ -428,6 +335,113 @@ async fn run(command: Command) -> anyhow::Result<()> {
             agent::runner::run(backend(&source)?, cfg).await
         }
     }
+}
+
+/// `gpulens-agent sample`: one cycle, printed.
+async fn sample(source: &Source, format: Format) -> anyhow::Result<()> {
+    let mut b = backend(source)?;
+    if let Some(a) = agent::runner::kubelet_assignments(
+        &source.pod_resources_socket,
+        source.kubelet_pods_dir.as_deref(),
+    )
+    .await
+    {
+        b.set_assignments(a);
+    }
+    let ts = now_ms();
+    let (snapshot, tenants) = b.sample(ts)?;
+    let (cluster, node) = b.identity();
+    match format {
+        Format::Json => {
+            // Serialized straight from the model types (not through serde_json::Value,
+            // which would widen every f32).
+            #[derive(serde::Serialize)]
+            struct Cycle<'a> {
+                cluster: &'a str,
+                node: &'a str,
+                inventory: Vec<model::GpuInfo>,
+                tenants: &'a [model::Tenant],
+                snapshot: &'a model::wire::v1::Snapshot,
+            }
+            let out = Cycle {
+                cluster,
+                node,
+                inventory: b.inventory(),
+                tenants: &tenants,
+                snapshot: &snapshot,
+            };
+            println!("{}", serde_json::to_string_pretty(&out)?);
+        }
+        Format::Table => print!(
+            "{}",
+            agent::report::table(cluster, node, &b.inventory(), &snapshot, &tenants)
+        ),
+    }
+    Ok(())
+}
+
+/// `gpulens-agent bench`: the cost of one sampling cycle.
+fn bench(source: &Source, cycles: u32, interval: u64) -> anyhow::Result<()> {
+    let mut b = backend(source)?;
+    let r = agent::bench::run(
+        b.as_mut(),
+        cycles,
+        std::time::Duration::from_millis(interval),
+    )?;
+    println!(
+        "agent benchmark: {} cycles of sample + attribute + batch + gzip + spool",
+        r.cycles
+    );
+    println!(
+        "  per cycle: {} GPUs, {} processes, {} rows, {} bytes compressed",
+        r.gpus, r.processes, r.rows_per_cycle, r.batch_bytes
+    );
+    println!(
+        "  CPU time per cycle:   {:>8.3} ms (wall {:.3} ms)",
+        r.cpu_ms_per_cycle, r.wall_ms_per_cycle
+    );
+    println!(
+        "  share of one core at {} ms: {:.3} %",
+        interval,
+        r.core_share_at_interval * 100.0
+    );
+    println!("  peak RSS (VmHWM):     {:>8.1} MiB", r.peak_rss_mib);
+    Ok(())
+}
+
+/// `gpulens-agent bench-recovery`: how fast the backlog drains after an outage.
+async fn bench_recovery(
+    source: &Source,
+    outage: u64,
+    rounds: u32,
+    interval: u64,
+    retry_max: u64,
+) -> anyhow::Result<()> {
+    let outage = std::time::Duration::from_millis(outage);
+    let retry = agent::runner::Retry {
+        max: std::time::Duration::from_millis(retry_max),
+        ..agent::runner::Retry::default()
+    };
+    println!(
+        "backlog drain after a {} s outage, sampling every {interval} ms, retries at most {} s apart ({rounds} rounds)",
+        outage.as_secs_f64(),
+        retry.max.as_secs_f64()
+    );
+    let mut ratios = Vec::new();
+    for n in 1..=rounds.max(1) {
+        let r = agent::bench_recovery::round(backend(source)?, outage, interval, retry).await?;
+        println!(
+            "  round {n}: drained {} batches in {:.2} s after the return: {:.1}x real time ({} lost)",
+            r.backlog_batches,
+            r.drain.as_secs_f64(),
+            r.ratio(),
+            r.missing
+        );
+        ratios.push(r.ratio());
+    }
+    ratios.sort_by(f64::total_cmp);
+    println!("  median: {:.1}x real time", ratios[ratios.len() / 2]);
+    Ok(())
 }
 
 /// The token in `path`: one line, a trailing newline removed; never echoed in errors.

@@ -124,170 +124,193 @@ pub struct AgentMetrics {
 
 impl AgentMetrics {
     pub fn new() -> AgentMetrics {
-        let mut r = Registry::with_prefix("gpulens");
-        macro_rules! reg {
-            ($name:literal, $help:literal, $unit:expr, $m:expr) => {{
-                let m = $m;
-                match $unit {
-                    Some(u) => r.register_with_unit($name, $help, u, m.clone()),
-                    None => r.register($name, $help, m.clone()),
-                }
-                m
-            }};
-        }
-        let gpu_util = reg!(
+        let mut m = AgentMetrics {
+            registry: Registry::with_prefix("gpulens"),
+            published_drops: Default::default(),
+            gpu_util: Default::default(),
+            gpu_sm_active: Default::default(),
+            gpu_mem_used: Default::default(),
+            gpu_mem_total: Default::default(),
+            gpu_power: Default::default(),
+            gpu_temp: Default::default(),
+            gpu_processes: Default::default(),
+            mig_mem_used: Default::default(),
+            sampler_duration: Family::new_with_constructor(|| {
+                Histogram::new(exponential_buckets(0.0001, 4.0, 10))
+            }),
+            sampler_success: Default::default(),
+            spool_bytes: Default::default(),
+            spool_backlog_bytes: Default::default(),
+            batches_sent: Default::default(),
+            send_failures: Default::default(),
+            dropped: Default::default(),
+            xid_errors: Default::default(),
+            spool_cap_bytes: Default::default(),
+            disk_full: Default::default(),
+            samples_missed: Default::default(),
+            samples_late: Default::default(),
+            listener_refused: Default::default(),
+        };
+        m.register_devices();
+        m.register_agent();
+        m
+    }
+
+    /// The device gauges and the samplers' health.
+    fn register_devices(&mut self) {
+        let r = &mut self.registry;
+        reg(
+            r,
             "gpu_utilization_ratio",
             "NVML utilization: share of time a kernel ran (0-1)",
-            None::<Unit>,
-            Family::<GpuLabels, FGauge>::default()
+            None,
+            self.gpu_util.clone(),
         );
-        let gpu_sm_active = reg!(
+        reg(
+            r,
             "gpu_sm_active_ratio",
             "DCGM: share of SMs with a warp resident (0-1); absent without DCGM",
-            None::<Unit>,
-            Family::<GpuLabels, FGauge>::default()
+            None,
+            self.gpu_sm_active.clone(),
         );
-        let gpu_mem_used = reg!(
+        reg(
+            r,
             "gpu_memory_used",
             "Framebuffer memory in use",
             Some(Unit::Bytes),
-            Family::<GpuLabels, FGauge>::default()
+            self.gpu_mem_used.clone(),
         );
-        let gpu_mem_total = reg!(
+        reg(
+            r,
             "gpu_memory_total",
             "Framebuffer memory",
             Some(Unit::Bytes),
-            Family::<GpuLabels, FGauge>::default()
+            self.gpu_mem_total.clone(),
         );
-        let gpu_power = reg!(
+        reg(
+            r,
             "gpu_power",
             "Power draw",
             Some(Unit::Other("watts".into())),
-            Family::<GpuLabels, FGauge>::default()
+            self.gpu_power.clone(),
         );
-        let gpu_temp = reg!(
+        reg(
+            r,
             "gpu_temperature",
             "GPU temperature",
             Some(Unit::Celsius),
-            Family::<GpuLabels, FGauge>::default()
+            self.gpu_temp.clone(),
         );
-        let gpu_processes = reg!(
+        reg(
+            r,
             "gpu_processes",
             "Compute and MPS processes on the GPU",
-            None::<Unit>,
-            Family::<GpuLabels, FGauge>::default()
+            None,
+            self.gpu_processes.clone(),
         );
-        let mig_mem_used = reg!(
+        reg(
+            r,
             "mig_memory_used",
             "Memory in use in a MIG instance",
             Some(Unit::Bytes),
-            Family::<MigLabels, FGauge>::default()
+            self.mig_mem_used.clone(),
         );
-        let sampler_duration = reg!(
+        reg(
+            r,
             "agent_collector_duration",
             "Time one sampler took in the last cycles",
             Some(Unit::Seconds),
-            Family::<SamplerLabels, Histogram>::new_with_constructor(|| Histogram::new(
-                exponential_buckets(0.0001, 4.0, 10)
-            ))
+            self.sampler_duration.clone(),
         );
-        let sampler_success = reg!(
+        reg(
+            r,
             "agent_collector_success",
             "Whether the sampler's last run succeeded (1) or not (0)",
-            None::<Unit>,
-            Family::<SamplerLabels, Gauge>::default()
+            None,
+            self.sampler_success.clone(),
         );
-        let spool_bytes = reg!(
+    }
+
+    /// The agent's own health: spool, delivery, drops, sampling slots, the listener.
+    fn register_agent(&mut self) {
+        let r = &mut self.registry;
+        reg(
+            r,
             "agent_spool",
             "Bytes in the disk spool",
             Some(Unit::Bytes),
-            Gauge::default()
+            self.spool_bytes.clone(),
         );
-        let spool_backlog_bytes = reg!(
+        reg(
+            r,
             "agent_spool_backlog",
             "Bytes in the spool not yet delivered",
             Some(Unit::Bytes),
-            Gauge::default()
+            self.spool_backlog_bytes.clone(),
         );
-        let batches_sent = reg!(
+        reg(
+            r,
             "agent_batches_sent",
             "Batches the collector acknowledged",
-            None::<Unit>,
-            Counter::default()
+            None,
+            self.batches_sent.clone(),
         );
-        let send_failures = reg!(
+        reg(
+            r,
             "agent_send_failures",
             "Delivery attempts that failed and will be retried",
-            None::<Unit>,
-            Counter::default()
+            None,
+            self.send_failures.clone(),
         );
-        let dropped = reg!(
+        reg(
+            r,
             "agent_batches_dropped",
             "Batches that left the spool without being stored, by reason",
-            None::<Unit>,
-            Family::<DropLabels, Counter>::default()
+            None,
+            self.dropped.clone(),
         );
-        let xid_errors = reg!(
+        reg(
+            r,
             "agent_xid_errors",
             "XID errors seen",
-            None::<Unit>,
-            Counter::default()
+            None,
+            self.xid_errors.clone(),
         );
-        let spool_cap_bytes = reg!(
+        reg(
+            r,
             "agent_spool_cap",
             "The spool's cap in force: --spool-max-bytes, or less when the filesystem is short of room",
             Some(Unit::Bytes),
-            Gauge::default()
+            self.spool_cap_bytes.clone(),
         );
-        let disk_full = reg!(
+        reg(
+            r,
             "agent_disk_full",
             "Whether the state directory's filesystem is full for the spool (1): writes fail with ENOSPC, or free space is below the reserve (--spool-min-free-percent)",
-            None::<Unit>,
-            Gauge::default()
+            None,
+            self.disk_full.clone(),
         );
-        let samples_missed = reg!(
+        reg(
+            r,
             "agent_samples_missed",
             "Sampling slots that passed without a sample (a cycle longer than the interval, a stalled process, a clock jump)",
-            None::<Unit>,
-            Counter::default()
+            None,
+            self.samples_missed.clone(),
         );
-        let samples_late = reg!(
+        reg(
+            r,
             "agent_samples_late",
             "Samples taken more than a quarter interval after their slot began",
-            None::<Unit>,
-            Counter::default()
+            None,
+            self.samples_late.clone(),
         );
-        let listener_refused = reg!(
+        reg(
+            r,
             "agent_listener_connections_refused",
             "Connections to the /metrics and /healthz listener closed at once because it was serving as many as it takes",
-            None::<Unit>,
-            Counter::default()
+            None,
+            self.listener_refused.clone(),
         );
-        AgentMetrics {
-            registry: r,
-            listener_refused,
-            spool_cap_bytes,
-            disk_full,
-            samples_missed,
-            samples_late,
-            published_drops: Default::default(),
-            gpu_util,
-            gpu_sm_active,
-            gpu_mem_used,
-            gpu_mem_total,
-            gpu_power,
-            gpu_temp,
-            gpu_processes,
-            mig_mem_used,
-            sampler_duration,
-            sampler_success,
-            spool_bytes,
-            spool_backlog_bytes,
-            batches_sent,
-            send_failures,
-            dropped,
-            xid_errors,
-        }
     }
 
     /// Replaces the device gauges with the last cycle's readings; absent readings have no
@@ -395,5 +418,19 @@ impl AgentMetrics {
 impl Default for AgentMetrics {
     fn default() -> Self {
         AgentMetrics::new()
+    }
+}
+
+/// Registers `metric` under `name` (prefixed `gpulens_`), with its unit when it has one.
+fn reg(
+    r: &mut Registry,
+    name: &str,
+    help: &str,
+    unit: Option<Unit>,
+    metric: impl prometheus_client::registry::Metric,
+) {
+    match unit {
+        Some(u) => r.register_with_unit(name, help, u, metric),
+        None => r.register(name, help, metric),
     }
 }

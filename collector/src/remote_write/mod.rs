@@ -138,6 +138,78 @@ struct Host {
     interval_ms: u32,
 }
 
+impl Host {
+    /// Notes the GPU a series names in the host's inventory: its model, and its MIG instance
+    /// the first time the series names one.
+    fn note_gpu(&mut self, uuid: &str, ls: &[Label], gi: Option<u32>) {
+        let h = self;
+        let info = h
+            .inventory
+            .entry(uuid.to_owned())
+            .or_insert_with(|| GpuInfo {
+                uuid: uuid.to_owned(),
+                index: label(ls, "gpu").and_then(|v| v.parse().ok()).unwrap_or(0),
+                model: label(ls, "modelName").unwrap_or("unknown").to_owned(),
+                memory_total_bytes: 0,
+                pci_bus_id: label(ls, "pci_bus_id").map(str::to_owned),
+                mig_enabled: false,
+                sharing: "exclusive".into(),
+                replicas: 1,
+                mig_instances: vec![],
+            });
+        if let Some(m) = label(ls, "modelName") {
+            info.model = m.to_owned();
+        }
+        if let (Some(gi), Some(profile)) = (gi, label(ls, "GPU_I_PROFILE"))
+            && !info.mig_instances.iter().any(|m| m.gi_id == gi)
+        {
+            info.mig_enabled = true;
+            info.sharing = "mig".into();
+            info.mig_instances.push(model::MigInstanceInfo {
+                gi_id: gi,
+                ci_id: 0,
+                profile: profile.to_owned(),
+                placement_start: None,
+                placement_size: None,
+                memory_total_bytes: 0,
+                compute_slices: model::mig::compute_slices(profile),
+                uuid: None,
+            });
+        }
+    }
+
+    /// The pod the GPU is allocated to, as a tenant key, when the receiver can keep it: labels
+    /// that are not Kubernetes names, or a host full of pods, cost only the allocation — the
+    /// GPU's own samples stay.
+    fn keep_tenant(&mut self, pod: Option<Result<(&str, &str, &str), ()>>) -> Option<String> {
+        let h = self;
+        match pod {
+            None => None,
+            Some(Ok((ns, pod, container))) => {
+                let key = format!("pod/{ns}/{pod}/{container}");
+                if h.tenants.contains_key(&key) || h.tenants.len() < MAX_TENANTS_PER_HOST {
+                    h.tenants.entry(key.clone()).or_insert_with(|| Tenant {
+                        key: key.clone(),
+                        kind: TenantKind::Pod,
+                        namespace: Some(ns.to_owned()),
+                        pod: Some(pod.to_owned()),
+                        container: Some(container.to_owned()),
+                        pod_uid: None,
+                        job_id: None,
+                        user: None,
+                        account: None,
+                        uid: None,
+                    });
+                    Some(key)
+                } else {
+                    None
+                }
+            }
+            Some(Err(())) => None,
+        }
+    }
+}
+
 /// Samples gathered per (cluster, host) until their scrape is complete.
 #[derive(Debug, Default)]
 pub struct Receiver {
@@ -276,67 +348,9 @@ impl Receiver {
                 continue;
             }
             h.touched_ms = now_ms;
-            let info = h
-                .inventory
-                .entry(uuid.to_owned())
-                .or_insert_with(|| GpuInfo {
-                    uuid: uuid.to_owned(),
-                    index: label(ls, "gpu").and_then(|v| v.parse().ok()).unwrap_or(0),
-                    model: label(ls, "modelName").unwrap_or("unknown").to_owned(),
-                    memory_total_bytes: 0,
-                    pci_bus_id: label(ls, "pci_bus_id").map(str::to_owned),
-                    mig_enabled: false,
-                    sharing: "exclusive".into(),
-                    replicas: 1,
-                    mig_instances: vec![],
-                });
-            if let Some(m) = label(ls, "modelName") {
-                info.model = m.to_owned();
-            }
-            if let (Some(gi), Some(profile)) = (gi, label(ls, "GPU_I_PROFILE"))
-                && !info.mig_instances.iter().any(|m| m.gi_id == gi)
-            {
-                info.mig_enabled = true;
-                info.sharing = "mig".into();
-                info.mig_instances.push(model::MigInstanceInfo {
-                    gi_id: gi,
-                    ci_id: 0,
-                    profile: profile.to_owned(),
-                    placement_start: None,
-                    placement_size: None,
-                    memory_total_bytes: 0,
-                    compute_slices: model::mig::compute_slices(profile),
-                    uuid: None,
-                });
-            }
-            // The pod the GPU is allocated to. A pod the receiver cannot keep (labels that
-            // are not Kubernetes names, or a host full of pods) costs only the allocation:
-            // the GPU's own samples stay.
+            h.note_gpu(uuid, ls, gi);
             let pod = pod_labels(ls);
-            let tenant = match pod {
-                None => None,
-                Some(Ok((ns, pod, container))) => {
-                    let key = format!("pod/{ns}/{pod}/{container}");
-                    if h.tenants.contains_key(&key) || h.tenants.len() < MAX_TENANTS_PER_HOST {
-                        h.tenants.entry(key.clone()).or_insert_with(|| Tenant {
-                            key: key.clone(),
-                            kind: TenantKind::Pod,
-                            namespace: Some(ns.to_owned()),
-                            pod: Some(pod.to_owned()),
-                            container: Some(container.to_owned()),
-                            pod_uid: None,
-                            job_id: None,
-                            user: None,
-                            account: None,
-                            uid: None,
-                        });
-                        Some(key)
-                    } else {
-                        None
-                    }
-                }
-                Some(Err(())) => None,
-            };
+            let tenant = h.keep_tenant(pod);
             if pod.is_some() && tenant.is_none() {
                 drop(DropReason::BadTenant, ts.samples.len());
             }
