@@ -355,41 +355,93 @@ fn legend(c: &Chart) -> String {
 
 /// One drawing of the chart at the given proportions.
 fn plot(c: &Chart, id: &str, z: Size) -> String {
-    let (w, h, left) = (z.w, z.h, z.left);
-    let pw = w - left - RIGHT;
-    let ph = h - TOP - BOTTOM;
-    let span = (c.to_ms - c.from_ms).max(1) as f64;
-    let data_max = c
-        .lines
-        .iter()
-        .flat_map(|l| l.points.iter().filter_map(|(_, v)| *v))
-        .chain(c.refs.iter().map(|r| r.value))
-        .fold(0.0_f64, f64::max);
-    // Without a fixed top, leave a little room above the highest value.
-    let top = c.y_max.map_or(data_max * 1.08, |m| m.max(data_max));
-    let (step, ymax, decimals) = y_ticks(top);
-    let x = |t: i64| left + ((t - c.from_ms) as f64 / span).clamp(0.0, 1.0) * pw;
-    let y = |v: f64| TOP + ph - (v / ymax).clamp(0.0, 1.0) * ph;
+    let f = Frame::of(c, z);
     let mut s = format!(
         "<svg class=\"{}\" viewBox=\"0 0 {w} {h}\" width=\"100%\" role=\"img\" aria-labelledby=\"{id}\" xmlns=\"http://www.w3.org/2000/svg\">",
-        z.class
+        z.class,
+        w = f.w,
+        h = f.h,
     );
     // Shaded periods under everything else.
     for b in &c.bands {
         for (from, to) in &b.spans {
-            let (x0, x1) = (x(*from), x(*to));
+            let (x0, x1) = (f.x(*from), f.x(*to));
             s.push_str(&format!(
                 "<rect x=\"{x0:.1}\" y=\"{TOP}\" width=\"{:.1}\" height=\"{ph}\" fill=\"{BAND_FILL}\"><title>{}</title></rect>",
                 (x1 - x0).max(0.8),
-                esc(&b.name)
+                esc(&b.name),
+                ph = f.ph,
             ));
         }
     }
+    axes(&mut s, c, &f, z);
+    lines(&mut s, c, &f);
+    marks(&mut s, c, &f);
+    hover(&mut s, c, &f, z);
+    s.push_str("</svg>");
+    s
+}
+
+/// Where a chart's values land: the plot area inside the axes' margins, and the scale of both
+/// axes.
+struct Frame {
+    w: f64,
+    h: f64,
+    left: f64,
+    /// The plot area's width and height.
+    pw: f64,
+    ph: f64,
+    from_ms: i64,
+    span: f64,
+    /// The y axis: its top, tick step and tick decimals.
+    ymax: f64,
+    step: f64,
+    decimals: usize,
+}
+
+impl Frame {
+    fn of(c: &Chart, z: Size) -> Frame {
+        let data_max = c
+            .lines
+            .iter()
+            .flat_map(|l| l.points.iter().filter_map(|(_, v)| *v))
+            .chain(c.refs.iter().map(|r| r.value))
+            .fold(0.0_f64, f64::max);
+        // Without a fixed top, leave a little room above the highest value.
+        let top = c.y_max.map_or(data_max * 1.08, |m| m.max(data_max));
+        let (step, ymax, decimals) = y_ticks(top);
+        Frame {
+            w: z.w,
+            h: z.h,
+            left: z.left,
+            pw: z.w - z.left - RIGHT,
+            ph: z.h - TOP - BOTTOM,
+            from_ms: c.from_ms,
+            span: (c.to_ms - c.from_ms).max(1) as f64,
+            ymax,
+            step,
+            decimals,
+        }
+    }
+
+    fn x(&self, t: i64) -> f64 {
+        self.left + ((t - self.from_ms) as f64 / self.span).clamp(0.0, 1.0) * self.pw
+    }
+
+    fn y(&self, v: f64) -> f64 {
+        TOP + self.ph - (v / self.ymax).clamp(0.0, 1.0) * self.ph
+    }
+}
+
+/// The y axis with its grid, the time axis and the reference lines.
+fn axes(s: &mut String, c: &Chart, f: &Frame, z: Size) {
+    let (w, h, left, ph) = (f.w, f.h, f.left, f.ph);
+    let (step, ymax, decimals) = (f.step, f.ymax, f.decimals);
     // Y axis and grid.
     let n = (ymax / step).round() as i64;
     for i in 0..=n {
         let v = step * i as f64;
-        let yy = y(v);
+        let yy = f.y(v);
         s.push_str(&format!(
             "<line x1=\"{left}\" x2=\"{}\" y1=\"{yy:.1}\" y2=\"{yy:.1}\" class=\"grid\"/><text x=\"{}\" y=\"{:.1}\" text-anchor=\"end\" class=\"tick\">{}</text>",
             w - RIGHT,
@@ -400,7 +452,7 @@ fn plot(c: &Chart, id: &str, z: Size) -> String {
     }
     // Time axis.
     for (t, label) in time_ticks(c.from_ms, c.to_ms, z.time_ticks) {
-        let xx = x(t);
+        let xx = f.x(t);
         let (a, tx) = anchor(xx, label.chars().count(), w);
         s.push_str(&format!(
             "<line x1=\"{xx:.1}\" x2=\"{xx:.1}\" y1=\"{}\" y2=\"{}\" class=\"axis\"/><text x=\"{tx:.1}\" y=\"{}\" text-anchor=\"{a}\" class=\"tick\">{label}</text>",
@@ -411,7 +463,7 @@ fn plot(c: &Chart, id: &str, z: Size) -> String {
     }
     // Reference lines.
     for (i, r) in c.refs.iter().enumerate() {
-        let yy = y(r.value);
+        let yy = f.y(r.value);
         let (color, dash) = REF_STYLE[i % REF_STYLE.len()];
         s.push_str(&format!(
             "<line x1=\"{left}\" x2=\"{}\" y1=\"{yy:.1}\" y2=\"{yy:.1}\" stroke=\"{color}\" stroke-width=\"1.6\" stroke-dasharray=\"{dash}\"><title>{}: {} {}</title></line>",
@@ -421,7 +473,10 @@ fn plot(c: &Chart, id: &str, z: Size) -> String {
             esc(&c.unit)
         ));
     }
-    // Lines, broken where values are missing; a lone value is a dot.
+}
+
+/// The lines, broken where values are missing; a lone value is a dot.
+fn lines(s: &mut String, c: &Chart, f: &Frame) {
     for (i, l) in c.lines.iter().enumerate() {
         let color = PALETTE[i % PALETTE.len()];
         let dash = DASH[(i / PALETTE.len()) % DASH.len()];
@@ -435,15 +490,15 @@ fn plot(c: &Chart, id: &str, z: Size) -> String {
             if !pen && !next {
                 dots.push_str(&format!(
                     "<circle cx=\"{:.1}\" cy=\"{:.1}\" r=\"1.8\" fill=\"{color}\"/>",
-                    x(*t),
-                    y(*v)
+                    f.x(*t),
+                    f.y(*v)
                 ));
             }
             d.push_str(&format!(
                 "{}{:.1},{:.1}",
                 if pen { " L" } else { " M" },
-                x(*t),
-                y(*v)
+                f.x(*t),
+                f.y(*v)
             ));
         }
         s.push_str(&format!(
@@ -456,17 +511,21 @@ fn plot(c: &Chart, id: &str, z: Size) -> String {
             esc(&l.name)
         ));
     }
-    // Event marks: a line over the plot each, and a label above the time axis per cluster of
-    // marks too close for their labels to stand apart.
+}
+
+/// Event marks: a line over the plot each, and a label above the time axis per cluster of
+/// marks too close for their labels to stand apart.
+fn marks(s: &mut String, c: &Chart, f: &Frame) {
+    let (w, ph) = (f.w, f.ph);
     for m in &c.marks {
-        let xx = x(m.t);
+        let xx = f.x(m.t);
         s.push_str(&format!(
             "<g class=\"mark\"><line x1=\"{xx:.1}\" x2=\"{xx:.1}\" y1=\"{TOP}\" y2=\"{}\" stroke=\"{MARK_COLOR}\" stroke-width=\"1.4\"/><title>{}</title></g>",
             TOP + ph,
             esc(&m.title)
         ));
     }
-    for (xx, label, title) in mark_labels(&c.marks, &x) {
+    for (xx, label, title) in mark_labels(&c.marks, &|t| f.x(t)) {
         let (a, tx) = anchor(xx, label.chars().count(), w);
         s.push_str(&format!(
             "<text x=\"{tx:.1}\" y=\"{:.1}\" text-anchor=\"{a}\" class=\"marklabel\"><title>{}</title>{}</text>",
@@ -475,7 +534,11 @@ fn plot(c: &Chart, id: &str, z: Size) -> String {
             esc(&label)
         ));
     }
-    // Hover columns: every line's value at that time.
+}
+
+/// Hover columns: every line's value at that time.
+fn hover(s: &mut String, c: &Chart, f: &Frame, z: Size) {
+    let (pw, ph) = (f.pw, f.ph);
     let times: Vec<i64> = c
         .lines
         .iter()
@@ -501,12 +564,10 @@ fn plot(c: &Chart, id: &str, z: Size) -> String {
         }
         s.push_str(&format!(
             "<rect x=\"{:.1}\" y=\"{TOP}\" width=\"{col_w:.1}\" height=\"{ph}\" class=\"hover\"><title>{}</title></rect>",
-            x(t),
+            f.x(t),
             esc(&tip)
         ));
     }
-    s.push_str("</svg>");
-    s
 }
 
 /// Horizontal bars with values, e.g. the funnel; drawn wide and narrow like the charts.

@@ -162,6 +162,57 @@ fn tenant_table(rows: Vec<TenantLine>, what: &'static str, label: &'static str) 
     .into_any()
 }
 
+/// The trend table's rows: each fleet figure now, in the previous period, and the change.
+fn trend_rows(trends: &[Trend]) -> impl IntoView + use<> {
+    trends
+        .iter()
+        .map(|t| {
+            let ch = match (t.change, t.before) {
+                (Some(c), _) => crate::format::change(1.0 + c, 1.0),
+                (None, Some(_)) => "too few hours".into(),
+                (None, None) => "–".into(),
+            };
+            let before = match t.before {
+                None => view! { "no previous data" }.into_any(),
+                // A value from a sliver of the period is not a figure to compare with.
+                Some(_) if t.before_hours * 10 < t.hours => view! {
+                    "no comparable period"<br/>
+                    <span class="note">{format!("data in {} of {} h", t.before_hours, t.hours)}</span>
+                }
+                .into_any(),
+                Some(x) if t.before_hours < t.hours => view! {
+                    {format!("{} {}", num(x), t.unit)}<br/>
+                    <span class="note">{format!("{} of {} h", t.before_hours, t.hours)}</span>
+                }
+                .into_any(),
+                Some(x) => view! { {format!("{} {}", num(x), t.unit)} }.into_any(),
+            };
+            view! {
+                <tr>
+                    <td>{t.name.clone()}</td>
+                    <td class="n">{t.now.map_or("–".into(), |x| format!("{} {}", num(x), t.unit))}</td>
+                    <td class="n">{before}</td>
+                    <td class="n">{ch}</td>
+                </tr>
+            }
+        })
+        .collect_view()
+}
+
+/// What the page says before the first analysis: the history still loading, or none yet.
+fn analysis_notice(loading: Option<(u64, u64)>, analysed: bool) -> Option<AnyView> {
+    match loading {
+        Some((done, total)) => Some(view! {
+            <p class="notice" role="status"><b>"Loading history: "</b>{format!(
+                "{done} of {total} batches ({} %). The funnel, findings and plan appear when the history is in and analysed (about a minute); charts show what has arrived so far. This page reloads itself.",
+                done * 100 / total.max(1)
+            )}</p>
+        }.into_any()),
+        None if !analysed => Some(view! { <p class="error">"No analysis yet: the first one runs shortly after the collector starts."</p> }.into_any()),
+        None => None,
+    }
+}
+
 /// The tenants whose allocations cost most without being used, with their finding if any.
 fn waster_table(rows: Vec<WasterLine>) -> impl IntoView {
     if rows.is_empty() {
@@ -222,55 +273,13 @@ pub fn overview(frame: Frame, v: OverviewView) -> String {
                 view! { <li><a href=format!("/findings?kind={k}")>{k.replace('_', " ")}</a>": "<b>{*n}</b></li> }
             })
             .collect_view();
-        let trends = v
-            .trends
-            .iter()
-            .map(|t| {
-                let ch = match (t.change, t.before) {
-                    (Some(c), _) => crate::format::change(1.0 + c, 1.0),
-                    (None, Some(_)) => "too few hours".into(),
-                    (None, None) => "–".into(),
-                };
-                let before = match t.before {
-                    None => view! { "no previous data" }.into_any(),
-                    // A value from a sliver of the period is not a figure to compare with.
-                    Some(_) if t.before_hours * 10 < t.hours => view! {
-                        "no comparable period"<br/>
-                        <span class="note">{format!("data in {} of {} h", t.before_hours, t.hours)}</span>
-                    }
-                    .into_any(),
-                    Some(x) if t.before_hours < t.hours => view! {
-                        {format!("{} {}", num(x), t.unit)}<br/>
-                        <span class="note">{format!("{} of {} h", t.before_hours, t.hours)}</span>
-                    }
-                    .into_any(),
-                    Some(x) => view! { {format!("{} {}", num(x), t.unit)} }.into_any(),
-                };
-                view! {
-                    <tr>
-                        <td>{t.name.clone()}</td>
-                        <td class="n">{t.now.map_or("–".into(), |x| format!("{} {}", num(x), t.unit))}</td>
-                        <td class="n">{before}</td>
-                        <td class="n">{ch}</td>
-                    </tr>
-                }
-            })
-            .collect_view();
+        let trends = trend_rows(&v.trends);
         let limitations = v
             .limitations
             .iter()
             .map(|l| view! { <li>{l.clone()}</li> })
             .collect_view();
-        let not_analysed = match v.loading {
-            Some((done, total)) => Some(view! {
-                <p class="notice" role="status"><b>"Loading history: "</b>{format!(
-                    "{done} of {total} batches ({} %). The funnel, findings and plan appear when the history is in and analysed (about a minute); charts show what has arrived so far. This page reloads itself.",
-                    done * 100 / total.max(1)
-                )}</p>
-            }.into_any()),
-            None if !v.analysed => Some(view! { <p class="error">"No analysis yet: the first one runs shortly after the collector starts."</p> }.into_any()),
-            None => None,
-        };
+        let not_analysed = analysis_notice(v.loading, v.analysed);
         let wasters = if v.analysed {
             waster_table(v.top_wasters.clone()).into_any()
         } else {
