@@ -137,105 +137,24 @@ pub async fn ingest(args: IngestBench) -> anyhow::Result<()> {
         }
     }
     let rows_per_round: usize = template.iter().map(Batch::row_count).sum();
-    let mut auth = Auth::default();
-    let token = format!("bench-{}", model::time::now_ms());
-    auth.add(&token, vec!["*".into()], None);
-    let state = AppState::new(
-        store.clone(),
-        auth,
-        IngestConfig::default(),
-        Retention::default(),
-        TeamsConfig::default(),
-    );
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
-    let addr = listener.local_addr()?;
-    tokio::spawn(crate::server::serve(
-        listener,
-        state,
-        std::future::pending(),
-    ));
-    let client = ingest_client::Client::new(&format!("http://{addr}"), &token)?;
+    let client = bench_collector(&store).await?;
 
     let (mut copy_rates, mut e2e_rates) = (Vec::new(), Vec::new());
     let mut cpu_costs = Vec::new();
     let mut checkpoints = true;
     for round in 0..args.rounds {
-        let tag = format!("r{round}-{}", model::time::now_ms());
-        let fresh = |kind: &str| -> Vec<Batch> {
-            template
-                .iter()
-                .cloned()
-                .map(|mut b| {
-                    b.cluster = format!("bench-{kind}-{tag}");
-                    b
-                })
-                .collect()
-        };
-        // Raw COPY of the same rows, same batch sizes, same concurrency.
-        let batches = fresh("copy");
-        settle(&store, &mut checkpoints).await;
-        let cpu = CpuMark::now();
-        let t = Instant::now();
-        run_workers(by_worker(batches, concurrency, |b| b.node.clone()), {
-            let store = store.clone();
-            move |b: Batch| {
-                let store = store.clone();
-                async move {
-                    store
-                        .raw_copy(&b)
-                        .await
-                        .map(|_| ())
-                        .map_err(anyhow::Error::from)
-                }
-            }
-        })
+        let (copy_rate, e2e_rate, copy_cpu, e2e_cpu) = round_rates(
+            &store,
+            &client,
+            &template,
+            Round {
+                n: round,
+                concurrency,
+                rows: rows_per_round,
+            },
+            &mut checkpoints,
+        )
         .await?;
-        let copy_rate = rows_per_round as f64 / t.elapsed().as_secs_f64();
-        let copy_cpu = cpu.per_1000_rows(rows_per_round);
-        // End to end: bodies are encoded first, as an agent would have them ready.
-        let bodies: Vec<(String, Vec<u8>)> = fresh("e2e")
-            .iter()
-            .map(|b| Ok((b.node.clone(), ingest_client::Client::encode(b)?)))
-            .collect::<Result<_, ingest_client::SendError>>()?;
-        settle(&store, &mut checkpoints).await;
-        let cpu = CpuMark::now();
-        let t = Instant::now();
-        run_workers(by_worker(bodies, concurrency, |b| b.0.clone()), {
-            let client = client.clone();
-            move |(_, body): (String, Vec<u8>)| {
-                let client = client.clone();
-                async move {
-                    match client.send_encoded(body).await? {
-                        ingest_client::Delivered::Stored { .. } => Ok(()),
-                        ingest_client::Delivered::Duplicate => {
-                            anyhow::bail!("unexpected duplicate")
-                        }
-                    }
-                }
-            }
-        })
-        .await?;
-        let e2e_rate = rows_per_round as f64 / t.elapsed().as_secs_f64();
-        let e2e_cpu = cpu.per_1000_rows(rows_per_round);
-        eprintln!(
-            "round {}: raw COPY {:.0} rows/s, end-to-end {:.0} rows/s (ratio {:.2}){}",
-            round + 1,
-            copy_rate,
-            e2e_rate,
-            e2e_rate / copy_rate,
-            match (copy_cpu, e2e_cpu) {
-                (Some(c), Some(e)) => format!(
-                    "; CPU-ms per 1,000 rows: this process {:.2} / {:.2}, machine {:.2} / {:.2} (busy {:.0} % / {:.0} %)",
-                    c.process,
-                    e.process,
-                    c.machine,
-                    e.machine,
-                    c.busy * 100.0,
-                    e.busy * 100.0
-                ),
-                _ => String::new(),
-            }
-        );
         copy_rates.push(copy_rate);
         e2e_rates.push(e2e_rate);
         if let (Some(c), Some(e)) = (copy_cpu, e2e_cpu) {
@@ -258,6 +177,136 @@ pub async fn ingest(args: IngestBench) -> anyhow::Result<()> {
     println!("  raw COPY (same rows, same batches): {copy:>10.0} rows/s (median)");
     println!("  end-to-end HTTP ingest:             {e2e:>10.0} rows/s (median)");
     println!("  ratio end-to-end / raw COPY:        {:>10.2}", e2e / copy);
+    print_cpu_costs(&cpu_costs);
+    println!(
+        "  fleet sustained at 1 Hz:            {:>10.0} GPUs",
+        e2e / rows_per_gpu_second
+    );
+    Ok(())
+}
+
+/// A collector serving on a loopback port with a token for any node, and a client of it.
+async fn bench_collector(store: &Store) -> anyhow::Result<ingest_client::Client> {
+    let mut auth = Auth::default();
+    let token = format!("bench-{}", model::time::now_ms());
+    auth.add(&token, vec!["*".into()], None);
+    let state = AppState::new(
+        store.clone(),
+        auth,
+        IngestConfig::default(),
+        Retention::default(),
+        TeamsConfig::default(),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let addr = listener.local_addr()?;
+    tokio::spawn(crate::server::serve(
+        listener,
+        state,
+        std::future::pending(),
+    ));
+    Ok(ingest_client::Client::new(
+        &format!("http://{addr}"),
+        &token,
+    )?)
+}
+
+/// One round of the ingest benchmark: which, how many workers, how many rows.
+struct Round {
+    n: usize,
+    concurrency: usize,
+    rows: usize,
+}
+
+/// One round: raw COPY of the template's rows, then the same rows end to end over HTTP, each
+/// with its rate (rows/s) and CPU cost.
+async fn round_rates(
+    store: &Store,
+    client: &ingest_client::Client,
+    template: &[Batch],
+    r: Round,
+    checkpoints: &mut bool,
+) -> anyhow::Result<(f64, f64, Option<PhaseCpu>, Option<PhaseCpu>)> {
+    let tag = format!("r{}-{}", r.n, model::time::now_ms());
+    let fresh = |kind: &str| -> Vec<Batch> {
+        template
+            .iter()
+            .cloned()
+            .map(|mut b| {
+                b.cluster = format!("bench-{kind}-{tag}");
+                b
+            })
+            .collect()
+    };
+    // Raw COPY of the same rows, same batch sizes, same concurrency.
+    let batches = fresh("copy");
+    settle(store, checkpoints).await;
+    let cpu = CpuMark::now();
+    let t = Instant::now();
+    run_workers(by_worker(batches, r.concurrency, |b| b.node.clone()), {
+        let store = store.clone();
+        move |b: Batch| {
+            let store = store.clone();
+            async move {
+                store
+                    .raw_copy(&b)
+                    .await
+                    .map(|_| ())
+                    .map_err(anyhow::Error::from)
+            }
+        }
+    })
+    .await?;
+    let copy_rate = r.rows as f64 / t.elapsed().as_secs_f64();
+    let copy_cpu = cpu.per_1000_rows(r.rows);
+    // End to end: bodies are encoded first, as an agent would have them ready.
+    let bodies: Vec<(String, Vec<u8>)> = fresh("e2e")
+        .iter()
+        .map(|b| Ok((b.node.clone(), ingest_client::Client::encode(b)?)))
+        .collect::<Result<_, ingest_client::SendError>>()?;
+    settle(store, checkpoints).await;
+    let cpu = CpuMark::now();
+    let t = Instant::now();
+    run_workers(by_worker(bodies, r.concurrency, |b| b.0.clone()), {
+        let client = client.clone();
+        move |(_, body): (String, Vec<u8>)| {
+            let client = client.clone();
+            async move {
+                match client.send_encoded(body).await? {
+                    ingest_client::Delivered::Stored { .. } => Ok(()),
+                    ingest_client::Delivered::Duplicate => {
+                        anyhow::bail!("unexpected duplicate")
+                    }
+                }
+            }
+        }
+    })
+    .await?;
+    let e2e_rate = r.rows as f64 / t.elapsed().as_secs_f64();
+    let e2e_cpu = cpu.per_1000_rows(r.rows);
+    eprintln!(
+        "round {}: raw COPY {:.0} rows/s, end-to-end {:.0} rows/s (ratio {:.2}){}",
+        r.n + 1,
+        copy_rate,
+        e2e_rate,
+        e2e_rate / copy_rate,
+        match (copy_cpu, e2e_cpu) {
+            (Some(c), Some(e)) => format!(
+                "; CPU-ms per 1,000 rows: this process {:.2} / {:.2}, machine {:.2} / {:.2} (busy {:.0} % / {:.0} %)",
+                c.process,
+                e.process,
+                c.machine,
+                e.machine,
+                c.busy * 100.0,
+                e.busy * 100.0
+            ),
+            _ => String::new(),
+        }
+    );
+    Ok((copy_rate, e2e_rate, copy_cpu, e2e_cpu))
+}
+
+/// The CPU cost per 1,000 rows of both phases, medians over the rounds.
+fn print_cpu_costs(cpu_costs: &[(PhaseCpu, PhaseCpu)]) {
     if !cpu_costs.is_empty() {
         let of = |f: fn(&PhaseCpu) -> f64| {
             (
@@ -279,11 +328,6 @@ pub async fn ingest(args: IngestBench) -> anyhow::Result<()> {
             "  the machine's cores busy:           {raw:>10.0} % raw COPY, {e2e:.0} % end to end (median)"
         );
     }
-    println!(
-        "  fleet sustained at 1 Hz:            {:>10.0} GPUs",
-        e2e / rows_per_gpu_second
-    );
-    Ok(())
 }
 
 /// Before each phase: a checkpoint, so that both phases start alike and the database's own
@@ -618,44 +662,8 @@ pub async fn analyze(args: AnalyzeBench) -> anyhow::Result<()> {
     let store = Store::connect(&args.database_url).await?;
     store.migrate().await?;
     let fleet = std::sync::Arc::new(analyze_fleet(args.gpus)?);
-    let cluster = fleet.scenario.cluster.clone();
     let to = rollup::bucket_of(model::time::now_ms(), rollup::HOUR_MS);
-    let nodes = store.nodes().await?;
-    if let Some(other) = nodes.iter().find(|n| n.cluster != cluster) {
-        anyhow::bail!(
-            "{} already holds data of cluster {:?} (node {}); the analysis would include it. Use a scratch database.",
-            store::redact_url(&args.database_url),
-            other.cluster,
-            other.node
-        );
-    }
-    if nodes.len() == fleet.nodes.len() {
-        eprintln!(
-            "reusing the {} GPUs already in the database (rollups up to their last fill)",
-            fleet.gpu_count()
-        );
-        report_now(&store, &fleet, interval_ms, None).await?;
-    } else {
-        anyhow::ensure!(
-            nodes.is_empty(),
-            "the database holds {} of the benchmark's nodes, not {}: use a new scratch database",
-            nodes.len(),
-            fleet.nodes.len()
-        );
-        eprintln!(
-            "filling {} GPUs on {} nodes x {} days of rollups (samples every {} s) …",
-            fleet.gpu_count(),
-            fleet.nodes.len(),
-            args.days,
-            interval_ms / 1000
-        );
-        let t = Instant::now();
-        let (h, m) = fill_analyze(&store, &fleet, args.days, args.days, interval_ms, to).await?;
-        eprintln!(
-            "filled {h} hour rows and {m} minute rows in {:.0} s",
-            t.elapsed().as_secs_f64()
-        );
-    }
+    ensure_filled(&store, &fleet, &args, interval_ms, to).await?;
     let peak_tracked = reset_peak_rss();
     let rss_before = model::process::peak_rss_mib();
     let thresholds = analytics::Config::default();
@@ -681,24 +689,7 @@ pub async fn analyze(args: AnalyzeBench) -> anyhow::Result<()> {
         last = Some((analysis, stats));
     }
     let (analysis, stats) = last.expect("at least one round");
-    // The plan alone (packing, placing, steps and their replays), timed on the same input.
-    let now = model::time::now_ms();
-    let input = crate::analysis::load(
-        &store,
-        &thresholds,
-        now - window.as_millis() as i64,
-        now,
-        now,
-    )
-    .await?;
-    let input = std::sync::Arc::new(input);
-    let mut plan = Vec::new();
-    for _ in 0..args.rounds {
-        let (input, cfg) = (input.clone(), thresholds.clone());
-        let t = Instant::now();
-        tokio::task::spawn_blocking(move || analytics::plan_only(&input, &cfg)).await?;
-        plan.push(t.elapsed().as_secs_f64());
-    }
+    let plan = time_plan(&store, &thresholds, window, args.rounds).await?;
     println!(
         "analyze benchmark: {} GPUs on {} nodes, {} days, backend {}, {} rounds",
         fleet.gpu_count(),
@@ -737,4 +728,74 @@ pub async fn analyze(args: AnalyzeBench) -> anyhow::Result<()> {
         _ => println!("  peak RSS: not available on this system"),
     }
     Ok(())
+}
+
+/// The benchmark's fleet in the database: reused when all its nodes are there, filled when
+/// the database is empty, refused when it holds anything else.
+async fn ensure_filled(
+    store: &Store,
+    fleet: &std::sync::Arc<simulator::Fleet>,
+    args: &AnalyzeBench,
+    interval_ms: i64,
+    to: i64,
+) -> anyhow::Result<()> {
+    let cluster = &fleet.scenario.cluster;
+    let nodes = store.nodes().await?;
+    if let Some(other) = nodes.iter().find(|n| &n.cluster != cluster) {
+        anyhow::bail!(
+            "{} already holds data of cluster {:?} (node {}); the analysis would include it. Use a scratch database.",
+            store::redact_url(&args.database_url),
+            other.cluster,
+            other.node
+        );
+    }
+    if nodes.len() == fleet.nodes.len() {
+        eprintln!(
+            "reusing the {} GPUs already in the database (rollups up to their last fill)",
+            fleet.gpu_count()
+        );
+        report_now(store, fleet, interval_ms, None).await?;
+    } else {
+        anyhow::ensure!(
+            nodes.is_empty(),
+            "the database holds {} of the benchmark's nodes, not {}: use a new scratch database",
+            nodes.len(),
+            fleet.nodes.len()
+        );
+        eprintln!(
+            "filling {} GPUs on {} nodes x {} days of rollups (samples every {} s) …",
+            fleet.gpu_count(),
+            fleet.nodes.len(),
+            args.days,
+            interval_ms / 1000
+        );
+        let t = Instant::now();
+        let (h, m) = fill_analyze(store, fleet, args.days, args.days, interval_ms, to).await?;
+        eprintln!(
+            "filled {h} hour rows and {m} minute rows in {:.0} s",
+            t.elapsed().as_secs_f64()
+        );
+    }
+    Ok(())
+}
+
+/// The plan alone (packing, placing, steps and their replays), timed on the same input.
+async fn time_plan(
+    store: &Store,
+    thresholds: &analytics::Config,
+    window: Duration,
+    rounds: usize,
+) -> anyhow::Result<Vec<f64>> {
+    let now = model::time::now_ms();
+    let input =
+        crate::analysis::load(store, thresholds, now - window.as_millis() as i64, now, now).await?;
+    let input = std::sync::Arc::new(input);
+    let mut plan = Vec::new();
+    for _ in 0..rounds {
+        let (input, cfg) = (input.clone(), thresholds.clone());
+        let t = Instant::now();
+        tokio::task::spawn_blocking(move || analytics::plan_only(&input, &cfg)).await?;
+        plan.push(t.elapsed().as_secs_f64());
+    }
+    Ok(plan)
 }

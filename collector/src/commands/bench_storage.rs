@@ -85,38 +85,7 @@ pub async fn storage(args: StorageBench) -> anyhow::Result<()> {
         .into_iter()
         .map(|(t, _, b)| (t, b))
         .collect();
-    let instants: Vec<i64> = (0..seconds).map(|s| start + s * 1000).collect();
-    let mut history: BTreeMap<String, GpuHistory> = BTreeMap::new();
-    let chunks = instants.chunks(args.snapshots_per_batch.max(1)).count();
-    let mut stored = 0usize;
-    eprintln!(
-        "storing {} s of 1 Hz samples of {} GPUs ({}) …",
-        seconds,
-        fleet.gpu_count(),
-        store.backend()
-    );
-    // As a collector stores it: every node's batch of each cycle, and once a minute of data
-    // the upkeep's seal pass (rows past the hot window become blocks) followed by what
-    // autovacuum would do with the sealed-off rows.
-    let total = chunks * fleet.nodes.len();
-    let mut next_seal = start + 60_000;
-    for (i, chunk) in instants.chunks(args.snapshots_per_batch.max(1)).enumerate() {
-        for node in 0..fleet.nodes.len() {
-            let b = fleet.batch(node, "storage", i as u64 + 1, chunk, 1000);
-            remember(&mut history, &b);
-            store.ingest(&b, end, &|_| None).await?;
-            stored += 1;
-            if stored.is_multiple_of((total / 10).max(1)) {
-                eprintln!("  {:>3}% stored", stored * 100 / total);
-            }
-        }
-        let now = chunk[chunk.len() - 1] + 1000;
-        if !args.rows_only && now >= next_seal {
-            store.seal(now - storage::HOT_WINDOW_MS).await?;
-            store.reclaim_hot().await?;
-            next_seal += 60_000;
-        }
-    }
+    let history = store_history(&store, &fleet, &args, start, end).await?;
     let sealed_until = if args.rows_only {
         start
     } else {
@@ -182,6 +151,60 @@ pub async fn storage(args: StorageBench) -> anyhow::Result<()> {
         );
         per_s
     };
+    compare_with_prometheus(&args, &history, gpu_seconds, ours)
+}
+
+/// Stores the span as a collector would: every node's batch of each cycle, and once a minute
+/// of data the upkeep's seal pass (rows past the hot window become blocks) followed by what
+/// autovacuum would do with the sealed-off rows. Returns each GPU's samples for Prometheus.
+async fn store_history(
+    store: &Store,
+    fleet: &simulator::Fleet,
+    args: &StorageBench,
+    start: i64,
+    end: i64,
+) -> anyhow::Result<BTreeMap<String, GpuHistory>> {
+    let seconds = (end - start) / 1000;
+    let instants: Vec<i64> = (0..seconds).map(|s| start + s * 1000).collect();
+    let mut history: BTreeMap<String, GpuHistory> = BTreeMap::new();
+    let chunks = instants.chunks(args.snapshots_per_batch.max(1)).count();
+    let mut stored = 0usize;
+    eprintln!(
+        "storing {} s of 1 Hz samples of {} GPUs ({}) …",
+        seconds,
+        fleet.gpu_count(),
+        store.backend()
+    );
+    let total = chunks * fleet.nodes.len();
+    let mut next_seal = start + 60_000;
+    for (i, chunk) in instants.chunks(args.snapshots_per_batch.max(1)).enumerate() {
+        for node in 0..fleet.nodes.len() {
+            let b = fleet.batch(node, "storage", i as u64 + 1, chunk, 1000);
+            remember(&mut history, &b);
+            store.ingest(&b, end, &|_| None).await?;
+            stored += 1;
+            if stored.is_multiple_of((total / 10).max(1)) {
+                eprintln!("  {:>3}% stored", stored * 100 / total);
+            }
+        }
+        let now = chunk[chunk.len() - 1] + 1000;
+        if !args.rows_only && now >= next_seal {
+            store.seal(now - storage::HOT_WINDOW_MS).await?;
+            store.reclaim_hot().await?;
+            next_seal += 60_000;
+        }
+    }
+    Ok(history)
+}
+
+/// The same samples as dcgm-exporter series in a Prometheus TSDB (built by promtool), and
+/// gpulens' bytes per GPU-second against it; nothing without `--promtool`.
+fn compare_with_prometheus(
+    args: &StorageBench,
+    history: &BTreeMap<String, GpuHistory>,
+    gpu_seconds: f64,
+    ours: f64,
+) -> anyhow::Result<()> {
     if args.promtool.is_empty() {
         return Ok(());
     }
@@ -191,7 +214,7 @@ pub async fn storage(args: StorageBench) -> anyhow::Result<()> {
         model::time::now_ms()
     ));
     std::fs::create_dir_all(&dir)?;
-    let result = prometheus(&args.promtool, &dir, &history);
+    let result = prometheus(&args.promtool, &dir, history);
     let _ = std::fs::remove_dir_all(&dir);
     let (bytes, series, samples) = result?;
     let theirs = bytes as f64 / gpu_seconds;

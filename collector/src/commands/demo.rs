@@ -22,24 +22,8 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<()> {
             humantime::format_duration(retention.raw)
         );
     }
-    std::fs::create_dir_all(&args.data_dir).map_err(|e| {
-        anyhow::anyhow!(
-            "cannot create data directory {}: {e}",
-            args.data_dir.display()
-        )
-    })?;
-    let listener = tokio::net::TcpListener::bind(args.listen)
-        .await
-        .map_err(|e| {
-            anyhow::anyhow!(
-                "cannot listen on {}: {e} (pick another with --listen)",
-                args.listen
-            )
-        })?;
+    let (listener, db, store) = open(&args).await?;
     let addr = listener.local_addr()?;
-    let db = format!("sqlite://{}", args.data_dir.join("gpulens.db").display());
-    let store = Store::connect(&db).await?;
-    store.migrate().await?;
 
     // The demo's simulated agents get their own token, valid for this run only, for any node
     // of any cluster, so `gpulens simulate` can add another scenario beside it.
@@ -88,44 +72,20 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<()> {
     let client = ingest_client::Client::new(&format!("http://{addr}"), &token)?;
     let driver = Driver::new(fleet, client);
     let now = model::time::now_ms();
-    // Keep clear of the raw-retention edge so no sample ages out while it is in flight.
-    let oldest = now - args.history.as_millis() as i64 + 600_000;
     let step = args.history_step.as_millis().max(1000) as i64;
-    let mut starts = Vec::new();
-    for n in &driver.fleet().nodes {
-        let last = store
-            .last_sample_ms(&scenario.cluster, &n.spec.name)
-            .await?;
-        starts.push(last.map_or(oldest, |l| (l + step).max(oldest)));
-    }
+    let starts = history_starts(&store, &driver, &scenario.cluster, now, &args).await?;
     let started = std::time::Instant::now();
     let tty = std::io::IsTerminal::is_terminal(&std::io::stderr());
     let loading = state.shared.loading.clone();
     // Until the history is loaded and analysed the overview says so instead of showing
     // numbers of a partial week.
     loading.set(0, 1);
-    let progress = loading.clone();
     let backfill = driver.backfill(
         |node| starts[node],
         now,
         step,
         60,
-        move |done, total| {
-            progress.set(done as u64, total as u64);
-            if done == total || done % (total / 10).max(1) == 0 {
-                // One line rewritten in place at a terminal; a line per step in a file.
-                let line = format!(
-                    "backfilling history: {done}/{total} batches ({}%)",
-                    done * 100 / total.max(1)
-                );
-                if tty {
-                    eprint!("\r{line}");
-                } else {
-                    eprintln!("{line}");
-                }
-                let _ = std::io::stderr().flush();
-            }
-        },
+        progress(loading.clone(), tty),
     );
     let Some(stats) = stop.unless(backfill).await else {
         return stopped("loading the history", server).await;
@@ -165,6 +125,84 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<()> {
     if stop.is_signalled() {
         return stopped("analysing the history", server).await;
     }
+    live(&state, driver, server, interval, &url).await
+}
+
+/// Where each node's backfill starts: after its newest stored sample (a reused data directory
+/// continues its history), never before the history asked for, kept clear of the
+/// raw-retention edge so no sample ages out while it is in flight.
+async fn history_starts(
+    store: &Store,
+    driver: &Driver,
+    cluster: &str,
+    now: i64,
+    args: &DemoArgs,
+) -> anyhow::Result<Vec<i64>> {
+    let oldest = now - args.history.as_millis() as i64 + 600_000;
+    let step = args.history_step.as_millis().max(1000) as i64;
+    let mut starts = Vec::new();
+    for n in &driver.fleet().nodes {
+        let last = store.last_sample_ms(cluster, &n.spec.name).await?;
+        starts.push(last.map_or(oldest, |l| (l + step).max(oldest)));
+    }
+    Ok(starts)
+}
+
+/// The data directory, the listener (before anything slow, so a taken port fails at once) and
+/// the migrated database.
+async fn open(args: &DemoArgs) -> anyhow::Result<(tokio::net::TcpListener, String, Store)> {
+    std::fs::create_dir_all(&args.data_dir).map_err(|e| {
+        anyhow::anyhow!(
+            "cannot create data directory {}: {e}",
+            args.data_dir.display()
+        )
+    })?;
+    let listener = tokio::net::TcpListener::bind(args.listen)
+        .await
+        .map_err(|e| {
+            anyhow::anyhow!(
+                "cannot listen on {}: {e} (pick another with --listen)",
+                args.listen
+            )
+        })?;
+    let db = format!("sqlite://{}", args.data_dir.join("gpulens.db").display());
+    let store = Store::connect(&db).await?;
+    store.migrate().await?;
+
+    Ok((listener, db, store))
+}
+
+/// Backfill progress: the overview's loading notice, and a line at a terminal (rewritten in
+/// place) or in a log (one per tenth).
+fn progress(
+    loading: std::sync::Arc<crate::shared::Loading>,
+    tty: bool,
+) -> impl Fn(usize, usize) + Send + Sync + 'static {
+    move |done, total| {
+        loading.set(done as u64, total as u64);
+        if done == total || done % (total / 10).max(1) == 0 {
+            let line = format!(
+                "backfilling history: {done}/{total} batches ({}%)",
+                done * 100 / total.max(1)
+            );
+            if tty {
+                eprint!("\r{line}");
+            } else {
+                eprintln!("{line}");
+            }
+            let _ = std::io::stderr().flush();
+        }
+    }
+}
+
+/// Streams live samples and runs the collector's background tasks until the server stops.
+async fn live(
+    state: &AppState,
+    driver: Driver,
+    server: tokio::task::JoinHandle<std::io::Result<()>>,
+    interval: std::time::Duration,
+    url: &str,
+) -> anyhow::Result<()> {
     println!(
         "streaming live samples every {} ms; dashboard: {url} (Ctrl-C to stop)",
         interval.as_millis()
@@ -180,7 +218,7 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<()> {
         reports: Some(((*state.reports).clone(), state.analytics.thresholds.clone())),
         labels: None,
     };
-    let runner = crate::tasks::Runner::start(&state.tasks, crate::schedule::standard(&state, plan));
+    let runner = crate::tasks::Runner::start(&state.tasks, crate::schedule::standard(state, plan));
     let live = tokio::spawn(async move { driver.stream(interval, None).await });
     let result = server.await?;
     runner.stop().await;

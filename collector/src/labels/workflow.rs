@@ -269,38 +269,7 @@ pub async fn run(
     // The config first: a missing or unwritable ConfigMap stops the run before the node is
     // touched.
     if let Some(layout) = &plan.layout {
-        // The sharing config keeps the cluster's MIG strategy (GPU Feature Discovery's label).
-        let strategy = labels.get(layouts::MIG_STRATEGY_LABEL).map(String::as_str);
-        let layout = layout
-            .with_mig_strategy(strategy)
-            .map_err(KubeError::Layout)?;
-        let layout = &layout;
-        let change = kube::write_layout(c, layout, &plan.value).await?;
-        audit
-            .step(
-                "config_map",
-                change.as_str(),
-                format!(
-                    "{} in ConfigMap {}/{}",
-                    plan.value,
-                    layout.namespace(),
-                    layout.config_map()
-                ),
-            )
-            .await;
-        if change != Change::Unchanged && !limits.sync_wait.is_zero() {
-            audit
-                .step(
-                    "config_map",
-                    "sync_wait",
-                    format!(
-                        "waiting {} for the kubelet to update the operator's mounted copy",
-                        humantime::format_duration(limits.sync_wait)
-                    ),
-                )
-                .await;
-            tokio::time::sleep(limits.sync_wait).await;
-        }
+        write_config(c, plan, layout, &labels, limits, audit).await?;
     }
     let was_cordoned = node
         .spec
@@ -320,37 +289,10 @@ pub async fn run(
         audit.step("cordon", "ok", String::new()).await;
     }
 
-    // Wait for GPU pods to leave.
-    let drain_deadline = tokio::time::Instant::now() + limits.drain_timeout;
-    loop {
-        let pods = c.gpu_pods(&plan.node).await?;
-        if pods.is_empty() {
-            audit.step("drain", "ok", "no GPU pods remain".into()).await;
-            break;
-        }
-        if limits.override_pods {
-            audit
-                .step(
-                    "drain",
-                    "overridden",
-                    format!("going ahead with GPU pods on the node: {}", pods.join(", ")),
-                )
-                .await;
-            break;
-        }
-        if tokio::time::Instant::now() >= drain_deadline {
-            let reason = format!(
-                "GPU pods still on the node after {}: {}",
-                humantime::format_duration(limits.drain_timeout),
-                pods.join(", ")
-            );
-            audit.step("drain", "refused", reason.clone()).await;
-            uncordon(c, &plan.node, was_cordoned, audit).await?;
-            return Ok(Outcome::Refused { reason });
-        }
-        tokio::time::sleep(limits.poll).await;
+    if let Some(reason) = drain(c, plan, limits, audit).await? {
+        uncordon(c, &plan.node, was_cordoned, audit).await?;
+        return Ok(Outcome::Refused { reason });
     }
-
     let rv = c
         .set_operator_label(&plan.node, &plan.label, Some(&plan.value))
         .await?;
@@ -374,19 +316,121 @@ pub async fn run(
         ),
     };
     audit.step("watch", "failed", reason.clone()).await;
-    // Roll back to the previous label (or none).
+    rollback(
+        c,
+        plan,
+        previous.as_deref(),
+        reason,
+        was_cordoned,
+        limits,
+        audit,
+    )
+    .await
+}
+
+/// The config first: a missing or unwritable ConfigMap stops the run before the node is
+/// touched. The sharing config keeps the cluster's MIG strategy (GPU Feature Discovery's
+/// label); a changed ConfigMap waits for the kubelet to update the operator's mounted copy.
+async fn write_config(
+    c: &Cluster,
+    plan: &Plan,
+    layout: &Layout,
+    labels: &BTreeMap<String, String>,
+    limits: &Limits,
+    audit: &mut impl Audit,
+) -> Result<(), KubeError> {
+    // The sharing config keeps the cluster's MIG strategy (GPU Feature Discovery's label).
+    let strategy = labels.get(layouts::MIG_STRATEGY_LABEL).map(String::as_str);
+    let layout = layout
+        .with_mig_strategy(strategy)
+        .map_err(KubeError::Layout)?;
+    let layout = &layout;
+    let change = kube::write_layout(c, layout, &plan.value).await?;
+    audit
+        .step(
+            "config_map",
+            change.as_str(),
+            format!(
+                "{} in ConfigMap {}/{}",
+                plan.value,
+                layout.namespace(),
+                layout.config_map()
+            ),
+        )
+        .await;
+    if change != Change::Unchanged && !limits.sync_wait.is_zero() {
+        audit
+            .step(
+                "config_map",
+                "sync_wait",
+                format!(
+                    "waiting {} for the kubelet to update the operator's mounted copy",
+                    humantime::format_duration(limits.sync_wait)
+                ),
+            )
+            .await;
+        tokio::time::sleep(limits.sync_wait).await;
+    }
+    Ok(())
+}
+
+/// Waits for GPU pods to leave the node (or goes ahead when told to override them); the
+/// reason for refusing when they are still there at the deadline.
+async fn drain(
+    c: &Cluster,
+    plan: &Plan,
+    limits: &Limits,
+    audit: &mut impl Audit,
+) -> Result<Option<String>, KubeError> {
+    let drain_deadline = tokio::time::Instant::now() + limits.drain_timeout;
+    loop {
+        let pods = c.gpu_pods(&plan.node).await?;
+        if pods.is_empty() {
+            audit.step("drain", "ok", "no GPU pods remain".into()).await;
+            return Ok(None);
+        }
+        if limits.override_pods {
+            audit
+                .step(
+                    "drain",
+                    "overridden",
+                    format!("going ahead with GPU pods on the node: {}", pods.join(", ")),
+                )
+                .await;
+            return Ok(None);
+        }
+        if tokio::time::Instant::now() >= drain_deadline {
+            let reason = format!(
+                "GPU pods still on the node after {}: {}",
+                humantime::format_duration(limits.drain_timeout),
+                pods.join(", ")
+            );
+            audit.step("drain", "refused", reason.clone()).await;
+            return Ok(Some(reason));
+        }
+        tokio::time::sleep(limits.poll).await;
+    }
+}
+
+/// Rolls the label back to its previous value (or none) after the MIG manager failed, and
+/// uncordons once the previous config is back; a failed rollback leaves the node cordoned.
+async fn rollback(
+    c: &Cluster,
+    plan: &Plan,
+    previous: Option<&str>,
+    reason: String,
+    was_cordoned: bool,
+    limits: &Limits,
+    audit: &mut impl Audit,
+) -> Result<Outcome, KubeError> {
     let rv = c
-        .set_operator_label(&plan.node, &plan.label, previous.as_deref())
+        .set_operator_label(&plan.node, &plan.label, previous)
         .await?;
     audit
         .step(
             "rollback",
             "label restored",
-            format!(
-                "{}={}",
-                plan.label,
-                previous.as_deref().unwrap_or("(removed)")
-            ),
+            format!("{}={}", plan.label, previous.unwrap_or("(removed)")),
         )
         .await;
     let back = if previous.is_some() {

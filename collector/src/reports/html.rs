@@ -210,8 +210,6 @@ fn more(total: usize) -> String {
 
 /// The whole document.
 pub fn render(d: &ReportData) -> String {
-    let f = &d.fleet;
-    let p = d.previous.as_ref();
     let mut s = String::with_capacity(64 * 1024);
     let _ = write!(
         s,
@@ -222,7 +220,38 @@ pub fn render(d: &ReportData) -> String {
         rfc3339(d.generated_ms),
         w = esc(&d.week)
     );
-    // Headline numbers with the trend.
+    headline(&mut s, d);
+    funnel(&mut s, d);
+    // Teams.
+    s.push_str("<section><h2>Teams, namespaces and accounts</h2>");
+    s.push_str(&team_chart(&d.teams));
+    s.push_str(&funnel_table("Team", &d.teams, &d.currency, false));
+    s.push_str("</section>\n");
+    idle(&mut s, d);
+    interference(&mut s, d);
+    recommendations(&mut s, d);
+    outcomes(&mut s, d);
+    // Per model and per node.
+    s.push_str("<section><h2>Per GPU model</h2>");
+    s.push_str(&funnel_table("Model", &d.models, &d.currency, true));
+    s.push_str("</section>\n<section><h2>Per node</h2>");
+    s.push_str(&funnel_table("Node", &d.nodes, &d.currency, true));
+    s.push_str("</section>\n");
+    if !d.limitations.is_empty() {
+        s.push_str("<section><h2>What could not be measured</h2><ul>");
+        for l in &d.limitations {
+            let _ = write!(s, "<li>{}</li>", esc(l));
+        }
+        s.push_str("</ul></section>\n");
+    }
+    s.push_str("<footer><p class=\"note\">GPU-hours: GPUs × hours (a MIG slice or time-sliced replica counts as its share). Allocated: held by a tenant; Active: a kernel ran; Effective: SM-weighted use; Waste: allocated minus effective. Definitions: docs/analytics.md.</p></footer>\n</body></html>\n");
+    s
+}
+
+/// Headline numbers with the trend against the week before.
+fn headline(s: &mut String, d: &ReportData) {
+    let f = &d.fleet;
+    let p = d.previous.as_ref();
     let trend = |now: f64, before: Option<f64>| {
         before.map_or(String::new(), |b| {
             format!("<span>{} vs. week before</span>", change(now, b))
@@ -240,7 +269,12 @@ pub fn render(d: &ReportData) -> String {
         d.gpus_freed(),
         d.recommendations.len()
     );
-    // The funnel and its trend.
+}
+
+/// The fleet funnel, its chart and its trend.
+fn funnel(s: &mut String, d: &ReportData) {
+    let f = &d.fleet;
+    let p = d.previous.as_ref();
     s.push_str("<section><h2>The fleet funnel</h2>");
     s.push_str(&funnel_chart(f, p));
     s.push_str("<table><thead><tr><th scope=\"col\">Stage</th><th class=\"n\" scope=\"col\">This week (GPU-h)</th><th class=\"n\" scope=\"col\">Week before</th><th class=\"n\" scope=\"col\">Change</th></tr></thead><tbody>");
@@ -284,12 +318,10 @@ pub fn render(d: &ReportData) -> String {
             _ => "not measurable (MIG without DCGM)",
         },
     );
-    // Teams.
-    s.push_str("<section><h2>Teams, namespaces and accounts</h2>");
-    s.push_str(&team_chart(&d.teams));
-    s.push_str(&funnel_table("Team", &d.teams, &d.currency, false));
-    s.push_str("</section>\n");
-    // Idle allocations.
+}
+
+/// The top idle allocations.
+fn idle(s: &mut String, d: &ReportData) {
     let _ = write!(
         s,
         "<section><h2>Top idle allocations</h2><p class=\"note\">{} allocations held a GPU without using it for hours.</p>",
@@ -312,7 +344,10 @@ pub fn render(d: &ReportData) -> String {
         s.push_str(&more(d.idle.len()));
     }
     s.push_str("</section>\n");
-    // Interference.
+}
+
+/// The interference incidents.
+fn interference(s: &mut String, d: &ReportData) {
     let _ = write!(
         s,
         "<section><h2>Interference incidents</h2><p class=\"note\">{} times a tenant sharing a GPU slowed another down.</p>",
@@ -335,7 +370,10 @@ pub fn render(d: &ReportData) -> String {
         s.push_str(&more(d.interference.len()));
     }
     s.push_str("</section>\n");
-    // Recommendations.
+}
+
+/// The open recommendations.
+fn recommendations(s: &mut String, d: &ReportData) {
     let _ = write!(
         s,
         "<section><h2>Open recommendations</h2><p class=\"note\">{} recommendations, replayed against the recorded demand, would free {:.1} GPUs.</p>",
@@ -363,22 +401,6 @@ pub fn render(d: &ReportData) -> String {
         s.push_str(&more(d.recommendations.len()));
     }
     s.push_str("</section>\n");
-    outcomes(&mut s, d);
-    // Per model and per node.
-    s.push_str("<section><h2>Per GPU model</h2>");
-    s.push_str(&funnel_table("Model", &d.models, &d.currency, true));
-    s.push_str("</section>\n<section><h2>Per node</h2>");
-    s.push_str(&funnel_table("Node", &d.nodes, &d.currency, true));
-    s.push_str("</section>\n");
-    if !d.limitations.is_empty() {
-        s.push_str("<section><h2>What could not be measured</h2><ul>");
-        for l in &d.limitations {
-            let _ = write!(s, "<li>{}</li>", esc(l));
-        }
-        s.push_str("</ul></section>\n");
-    }
-    s.push_str("<footer><p class=\"note\">GPU-hours: GPUs × hours (a MIG slice or time-sliced replica counts as its share). Allocated: held by a tenant; Active: a kernel ran; Effective: SM-weighted use; Waste: allocated minus effective. Definitions: docs/analytics.md.</p></footer>\n</body></html>\n");
-    s
 }
 
 /// Steps applied through label actions, measured against replay's prediction.
