@@ -464,6 +464,80 @@ fn pod_name_from_hosts(text: &str) -> Option<String> {
 mod tests {
     use super::*;
 
+    /// (message, field) → (number, repeated, type) of every field in `text`: the `v1` module's
+    /// prost attributes when `rust`, the kubelet's proto3 declarations otherwise.
+    fn fields(
+        text: &str,
+        rust: bool,
+    ) -> std::collections::BTreeMap<(String, String), (u32, bool, String)> {
+        let mut out = std::collections::BTreeMap::new();
+        let mut message = String::new();
+        let mut pending: Option<(u32, bool, String)> = None;
+        for line in text.lines().map(str::trim) {
+            if line.starts_with("//") {
+                continue;
+            }
+            let words: Vec<&str> = line.split_whitespace().collect();
+            match words.as_slice() {
+                ["pub", "struct", name, ..] if rust => message = name.to_string(),
+                ["message", name, ..] if !rust => message = name.to_string(),
+                _ if rust && line.starts_with("#[prost(") => {
+                    let inner = &line["#[prost(".len()..line.len() - 2];
+                    let parts: Vec<&str> = inner.split(", ").collect();
+                    let tag = parts
+                        .iter()
+                        .find_map(|p| p.strip_prefix("tag = \""))
+                        .map(|t| t.trim_end_matches('"').parse().unwrap())
+                        .unwrap();
+                    pending = Some((tag, parts.contains(&"repeated"), parts[0].to_owned()));
+                }
+                ["pub", name, ty, ..] if rust && pending.is_some() => {
+                    let (tag, repeated, kind) = pending.take().unwrap();
+                    let name = name.trim_end_matches(':').to_owned();
+                    // A message field names its type; a scalar its proto scalar.
+                    let ty = if kind == "message" {
+                        ty.trim_start_matches("Vec<")
+                            .trim_end_matches(">,")
+                            .to_owned()
+                    } else {
+                        kind
+                    };
+                    out.insert((message.clone(), name), (tag, repeated, ty));
+                }
+                [.., "=", number] if !rust && !message.is_empty() => {
+                    let number: u32 = number.trim_end_matches(';').parse().unwrap();
+                    let (repeated, ty, name) = match words[0] {
+                        "repeated" => (true, words[1], words[2]),
+                        "optional" => (false, words[1], words[2]),
+                        ty => (false, ty, words[1]),
+                    };
+                    out.insert(
+                        (message.clone(), name.to_owned()),
+                        (number, repeated, ty.to_owned()),
+                    );
+                }
+                _ => {}
+            }
+        }
+        out
+    }
+
+    /// The messages `v1` declares by hand agree with the kubelet's own definition
+    /// (agent/proto/podresources-v1.proto): every declared field has its number, cardinality
+    /// and type there.
+    #[test]
+    fn the_declared_messages_match_the_kubelets_definition() {
+        let source = include_str!("kubelet.rs");
+        let module = &source[source.find("pub mod v1 {").unwrap()..];
+        let module = &module[..module.find("\n}\n").unwrap()];
+        let ours = fields(module, true);
+        let theirs = fields(include_str!("../proto/podresources-v1.proto"), false);
+        assert!(ours.len() >= 12, "the module's fields were read: {ours:?}");
+        for (key, field) in &ours {
+            assert_eq!(theirs.get(key), Some(field), "{key:?}");
+        }
+    }
+
     #[test]
     fn replicas_are_split_off() {
         assert_eq!(split_replica("GPU-abc::3"), ("GPU-abc", Some(3)));

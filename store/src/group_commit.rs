@@ -24,6 +24,7 @@ use tokio::sync::{Mutex, OnceCell, mpsc, oneshot};
 
 use super::pgcopy::CopyWriter;
 use crate::error::{Result, StoreError};
+use crate::raw;
 use crate::records::IngestOutcome;
 
 /// At most this many batches, or rows, in one transaction.
@@ -35,13 +36,18 @@ const MAX_ROWS: u64 = 200_000;
 const COMMITTERS: usize = 4;
 
 /// The raw tables' COPY statements, in the order of [`Staged::rows`].
-pub(crate) const COPIES: [&str; 5] = [
-    "COPY gpu_samples (cluster, node, gpu_uuid, ts, interval_ms, gpu_util, mem_util, mem_used_bytes, mem_total_bytes, power_w, energy_j, temp_c, sm_clock_mhz, mem_clock_mhz, throttle_reasons, pcie_rx_bytes_per_s, pcie_tx_bytes_per_s, nvlink_rx_bytes_per_s, nvlink_tx_bytes_per_s, ecc_corrected, ecc_uncorrected, retired_pages, remapped_rows, enc_util, dec_util, sm_active, sm_occupancy, dram_active, tensor_active, gr_engine_active) FROM STDIN (FORMAT binary)",
-    "COPY mig_samples (cluster, node, gpu_uuid, gi_id, ci_id, ts, mem_used_bytes, mem_total_bytes, sm_active, sm_occupancy, dram_active, tensor_active, gr_engine_active) FROM STDIN (FORMAT binary)",
-    "COPY process_samples (cluster, node, gpu_uuid, ts, pid, start_time, kind, gi_id, ci_id, tenant_key, sm_util, mem_util, enc_util, dec_util, mem_used_bytes) FROM STDIN (FORMAT binary)",
-    "COPY allocation_samples (cluster, node, gpu_uuid, ts, tenant_key, gi_id, ci_id, replica, share) FROM STDIN (FORMAT binary)",
-    "COPY gpu_events (cluster, node, gpu_uuid, ts, kind, code, message) FROM STDIN (FORMAT binary)",
-];
+pub(crate) static COPIES: std::sync::LazyLock<[String; 5]> = std::sync::LazyLock::new(|| {
+    let copy =
+        |table: &str, columns: &str| format!("COPY {table} ({columns}) FROM STDIN (FORMAT binary)");
+    let raw = |t: &raw::RawTable| copy(t.hot, &raw::columns(t));
+    [
+        raw(&raw::GPU),
+        raw(&raw::MIG),
+        raw(&raw::PROCESS),
+        raw(&raw::ALLOCATION),
+        copy(raw::EVENTS, raw::EVENT_COLUMNS),
+    ]
+});
 
 /// What claiming a batch's sequence number writes besides it.
 #[derive(Debug)]

@@ -26,12 +26,13 @@ pub(super) fn prepare<T>(
     writer
 }
 
-/// The batch's sample rows, encoded for the raw tables in the order of [`COPIES`].
+/// The batch's sample rows, encoded for the raw tables in the order of [`COPIES`], each row's
+/// fields in the order of its table's columns (`raw::columns`: identity, `ts`, values).
 pub(super) fn sample_rows(b: &Batch) -> [CopyWriter; 5] {
     let (c, n) = (b.cluster.as_str(), b.node.as_str());
     let iv = b.interval_ms as i32;
     let gpus = prepare(
-        COPIES[0],
+        &COPIES[0],
         b.snapshots
             .iter()
             .flat_map(|s| s.gpus.iter().map(move |x| (s, x))),
@@ -69,7 +70,7 @@ pub(super) fn sample_rows(b: &Batch) -> [CopyWriter; 5] {
         },
     );
     let mig = prepare(
-        COPIES[1],
+        &COPIES[1],
         b.snapshots
             .iter()
             .flat_map(|s| s.mig.iter().map(move |x| (s, x))),
@@ -90,7 +91,7 @@ pub(super) fn sample_rows(b: &Batch) -> [CopyWriter; 5] {
         },
     );
     let processes = prepare(
-        COPIES[2],
+        &COPIES[2],
         b.snapshots
             .iter()
             .flat_map(|s| s.processes.iter().map(move |x| (s, x))),
@@ -98,13 +99,13 @@ pub(super) fn sample_rows(b: &Batch) -> [CopyWriter; 5] {
             w.text(c)
                 .text(n)
                 .text(&p.gpu_uuid)
-                .ts_ms(s.ts)
                 .i64(i64::from(p.pid))
                 .ts_ms(p.start_time)
                 .text(p.kind.as_str())
                 .opt_i32(p.gi_id.map(|v| v as i32))
                 .opt_i32(p.ci_id.map(|v| v as i32))
                 .opt_text(p.tenant.as_deref())
+                .ts_ms(s.ts)
                 .opt_f32(p.sm_util)
                 .opt_f32(p.mem_util)
                 .opt_f32(p.enc_util)
@@ -113,7 +114,7 @@ pub(super) fn sample_rows(b: &Batch) -> [CopyWriter; 5] {
         },
     );
     let allocations = prepare(
-        COPIES[3],
+        &COPIES[3],
         b.snapshots
             .iter()
             .flat_map(|s| s.allocations.iter().map(move |x| (s, x))),
@@ -121,16 +122,16 @@ pub(super) fn sample_rows(b: &Batch) -> [CopyWriter; 5] {
             w.text(c)
                 .text(n)
                 .text(&a.gpu_uuid)
-                .ts_ms(s.ts)
                 .text(&a.tenant)
                 .opt_i32(a.gi_id.map(|v| v as i32))
                 .opt_i32(a.ci_id.map(|v| v as i32))
                 .opt_i32(a.replica.map(|v| v as i32))
+                .ts_ms(s.ts)
                 .f32(a.share);
         },
     );
     let events = prepare(
-        COPIES[4],
+        &COPIES[4],
         b.snapshots
             .iter()
             .flat_map(|s| s.events.iter().map(move |x| (s, x))),

@@ -5,6 +5,7 @@ use model::wire::v1::Batch;
 use sqlx::{QueryBuilder, Sqlite};
 
 use crate::error::Result;
+use crate::raw;
 
 /// SQLite's default limit on bind parameters per statement is 32766.
 pub(super) const MAX_BINDS: usize = 32_000;
@@ -33,6 +34,12 @@ pub(super) async fn insert_rows<'a, T>(
     Ok(rows)
 }
 
+/// `INSERT INTO t (columns) ` for a raw table, its columns in the order of `raw::columns`
+/// (identity, `ts`, values), which every writer below binds in.
+fn insert_into(t: &raw::RawTable) -> String {
+    format!("INSERT INTO {} ({}) ", t.hot, raw::columns(t))
+}
+
 /// A batch's samples and events, one multi-row INSERT per raw table.
 pub(super) async fn insert_samples(
     tx: &mut sqlx::Transaction<'_, Sqlite>,
@@ -54,7 +61,12 @@ async fn insert_gpu_samples(tx: &mut sqlx::Transaction<'_, Sqlite>, b: &Batch) -
         .iter()
         .flat_map(|s| s.gpus.iter().map(move |g| (s.ts, g)))
         .collect();
-    insert_rows(&mut *tx, "INSERT INTO gpu_samples (cluster, node, gpu_uuid, ts, interval_ms, gpu_util, mem_util, mem_used_bytes, mem_total_bytes, power_w, energy_j, temp_c, sm_clock_mhz, mem_clock_mhz, throttle_reasons, pcie_rx_bytes_per_s, pcie_tx_bytes_per_s, nvlink_rx_bytes_per_s, nvlink_tx_bytes_per_s, ecc_corrected, ecc_uncorrected, retired_pages, remapped_rows, enc_util, dec_util, sm_active, sm_occupancy, dram_active, tensor_active, gr_engine_active) ", "", &gpus, |mut r, (ts, g)| {
+    insert_rows(
+        &mut *tx,
+        insert_into(&raw::GPU),
+        "",
+        &gpus,
+        |mut r, (ts, g)| {
             r.push_bind(c.clone())
                 .push_bind(n.clone())
                 .push_bind(g.gpu_uuid.clone())
@@ -85,7 +97,8 @@ async fn insert_gpu_samples(tx: &mut sqlx::Transaction<'_, Sqlite>, b: &Batch) -
                 .push_bind(g.dram_active)
                 .push_bind(g.tensor_active)
                 .push_bind(g.gr_engine_active);
-    })
+        },
+    )
     .await
 }
 
@@ -96,7 +109,12 @@ async fn insert_mig_samples(tx: &mut sqlx::Transaction<'_, Sqlite>, b: &Batch) -
         .iter()
         .flat_map(|s| s.mig.iter().map(move |m| (s.ts, m)))
         .collect();
-    insert_rows(&mut *tx, "INSERT INTO mig_samples (cluster, node, gpu_uuid, gi_id, ci_id, ts, mem_used_bytes, mem_total_bytes, sm_active, sm_occupancy, dram_active, tensor_active, gr_engine_active) ", "", &migs, |mut r, (ts, m)| {
+    insert_rows(
+        &mut *tx,
+        insert_into(&raw::MIG),
+        "",
+        &migs,
+        |mut r, (ts, m)| {
             r.push_bind(c.clone())
                 .push_bind(n.clone())
                 .push_bind(m.gpu_uuid.clone())
@@ -110,7 +128,8 @@ async fn insert_mig_samples(tx: &mut sqlx::Transaction<'_, Sqlite>, b: &Batch) -
                 .push_bind(m.dram_active)
                 .push_bind(m.tensor_active)
                 .push_bind(m.gr_engine_active);
-    })
+        },
+    )
     .await
 }
 
@@ -121,23 +140,29 @@ async fn insert_process_samples(tx: &mut sqlx::Transaction<'_, Sqlite>, b: &Batc
         .iter()
         .flat_map(|s| s.processes.iter().map(move |p| (s.ts, p)))
         .collect();
-    insert_rows(&mut *tx, "INSERT INTO process_samples (cluster, node, gpu_uuid, ts, pid, start_time, kind, gi_id, ci_id, tenant_key, sm_util, mem_util, enc_util, dec_util, mem_used_bytes) ", "", &procs, |mut r, (ts, p)| {
+    insert_rows(
+        &mut *tx,
+        insert_into(&raw::PROCESS),
+        "",
+        &procs,
+        |mut r, (ts, p)| {
             r.push_bind(c.clone())
                 .push_bind(n.clone())
                 .push_bind(p.gpu_uuid.clone())
-                .push_bind(*ts)
                 .push_bind(i64::from(p.pid))
                 .push_bind(p.start_time)
                 .push_bind(p.kind.as_str())
                 .push_bind(p.gi_id.map(i64::from))
                 .push_bind(p.ci_id.map(i64::from))
                 .push_bind(p.tenant.clone())
+                .push_bind(*ts)
                 .push_bind(p.sm_util)
                 .push_bind(p.mem_util)
                 .push_bind(p.enc_util)
                 .push_bind(p.dec_util)
                 .push_bind(p.mem_used_bytes);
-    })
+        },
+    )
     .await
 }
 
@@ -151,17 +176,23 @@ async fn insert_allocation_samples(
         .iter()
         .flat_map(|s| s.allocations.iter().map(move |a| (s.ts, a)))
         .collect();
-    insert_rows(&mut *tx, "INSERT INTO allocation_samples (cluster, node, gpu_uuid, ts, tenant_key, gi_id, ci_id, replica, share) ", "", &allocs, |mut r, (ts, a)| {
+    insert_rows(
+        &mut *tx,
+        insert_into(&raw::ALLOCATION),
+        "",
+        &allocs,
+        |mut r, (ts, a)| {
             r.push_bind(c.clone())
                 .push_bind(n.clone())
                 .push_bind(a.gpu_uuid.clone())
-                .push_bind(*ts)
                 .push_bind(a.tenant.clone())
                 .push_bind(a.gi_id.map(i64::from))
                 .push_bind(a.ci_id.map(i64::from))
                 .push_bind(a.replica.map(i64::from))
+                .push_bind(*ts)
                 .push_bind(a.share);
-    })
+        },
+    )
     .await
 }
 
@@ -170,7 +201,7 @@ async fn insert_gpu_events(tx: &mut sqlx::Transaction<'_, Sqlite>, b: &Batch) ->
     let events: Vec<_> = b.snapshots.iter().flat_map(|s| s.events.iter()).collect();
     insert_rows(
         &mut *tx,
-        "INSERT INTO gpu_events (cluster, node, gpu_uuid, ts, kind, code, message) ",
+        format!("INSERT INTO {} ({}) ", raw::EVENTS, raw::EVENT_COLUMNS),
         "",
         &events,
         |mut r, e| {

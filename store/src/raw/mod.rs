@@ -15,144 +15,11 @@ use model::sealed::{self, Columns, Kind};
 
 use crate::dialect::Dialect;
 
-/// The type of an identity column.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum KeyType {
-    Text,
-    Int,
-    /// A 32-bit integer (PostgreSQL `integer`): a wider stored value does not decode.
-    Int32,
-    /// A timestamp, carried as epoch milliseconds.
-    Time,
-}
+mod tables;
 
-/// One raw table: its hot and sealed names, identity columns (`cluster, node, gpu_uuid`
-/// first) and per-second value columns.
-#[derive(Debug)]
-pub(crate) struct RawTable {
-    pub hot: &'static str,
-    pub sealed: &'static str,
-    pub key: &'static [(&'static str, KeyType)],
-    pub values: &'static [(&'static str, Kind)],
-}
-
-use KeyType::{Int as KInt, Int32, Text, Time};
-use model::sealed::Kind::{F32, F64, Int};
-
-const GPU_KEY: [(&str, KeyType); 3] = [("cluster", Text), ("node", Text), ("gpu_uuid", Text)];
-
-pub(crate) const GPU: RawTable = RawTable {
-    hot: "gpu_samples",
-    sealed: "gpu_blocks",
-    key: &GPU_KEY,
-    values: &[
-        ("interval_ms", Int),
-        ("gpu_util", F32),
-        ("mem_util", F32),
-        ("mem_used_bytes", Int),
-        ("mem_total_bytes", Int),
-        ("power_w", F32),
-        ("energy_j", F64),
-        ("temp_c", F32),
-        ("sm_clock_mhz", Int),
-        ("mem_clock_mhz", Int),
-        ("throttle_reasons", Int),
-        ("pcie_rx_bytes_per_s", Int),
-        ("pcie_tx_bytes_per_s", Int),
-        ("nvlink_rx_bytes_per_s", Int),
-        ("nvlink_tx_bytes_per_s", Int),
-        ("ecc_corrected", Int),
-        ("ecc_uncorrected", Int),
-        ("retired_pages", Int),
-        ("remapped_rows", Int),
-        ("enc_util", F32),
-        ("dec_util", F32),
-        ("sm_active", F32),
-        ("sm_occupancy", F32),
-        ("dram_active", F32),
-        ("tensor_active", F32),
-        ("gr_engine_active", F32),
-    ],
+pub(crate) use tables::{
+    ALLOCATION, EVENT_COLUMNS, EVENTS, GPU, KeyType, MIG, NAMES, PROCESS, RawTable, TABLES, columns,
 };
-
-pub(crate) const MIG: RawTable = RawTable {
-    hot: "mig_samples",
-    sealed: "mig_blocks",
-    key: &[
-        ("cluster", Text),
-        ("node", Text),
-        ("gpu_uuid", Text),
-        ("gi_id", Int32),
-        ("ci_id", Int32),
-    ],
-    values: &[
-        ("mem_used_bytes", Int),
-        ("mem_total_bytes", Int),
-        ("sm_active", F32),
-        ("sm_occupancy", F32),
-        ("dram_active", F32),
-        ("tensor_active", F32),
-        ("gr_engine_active", F32),
-    ],
-};
-
-pub(crate) const PROCESS: RawTable = RawTable {
-    hot: "process_samples",
-    sealed: "process_blocks",
-    key: &[
-        ("cluster", Text),
-        ("node", Text),
-        ("gpu_uuid", Text),
-        ("pid", KInt),
-        ("start_time", Time),
-        ("kind", Text),
-        ("gi_id", Int32),
-        ("ci_id", Int32),
-        ("tenant_key", Text),
-    ],
-    values: &[
-        ("sm_util", F32),
-        ("mem_util", F32),
-        ("enc_util", F32),
-        ("dec_util", F32),
-        ("mem_used_bytes", Int),
-    ],
-};
-
-pub(crate) const ALLOCATION: RawTable = RawTable {
-    hot: "allocation_samples",
-    sealed: "allocation_blocks",
-    key: &[
-        ("cluster", Text),
-        ("node", Text),
-        ("gpu_uuid", Text),
-        ("tenant_key", Text),
-        ("gi_id", Int32),
-        ("ci_id", Int32),
-        ("replica", Int32),
-    ],
-    values: &[("share", F32)],
-};
-
-/// The four raw tables that seal (GPU events are rare and stay rows).
-pub(crate) const TABLES: [&RawTable; 4] = [&GPU, &MIG, &PROCESS, &ALLOCATION];
-
-/// The GPU events table: written from batches like the others, never sealed.
-pub(crate) const EVENTS: &str = "gpu_events";
-
-/// Every raw table, the one list the backends' partitions, retention, Citus distribution
-/// and size reports iterate: each kind's rows, the events, then each kind's sealed blocks.
-pub(crate) const NAMES: [&str; 9] = [
-    GPU.hot,
-    MIG.hot,
-    PROCESS.hot,
-    ALLOCATION.hot,
-    EVENTS,
-    GPU.sealed,
-    MIG.sealed,
-    PROCESS.sealed,
-    ALLOCATION.sealed,
-];
 
 /// How long a block spans; blocks start on its multiples. Ten minutes: a block's fixed cost
 /// (its row's header and identity, two or three index entries: about 400 bytes) is then under
@@ -778,6 +645,8 @@ pub(crate) fn mig(records: &[Record]) -> Vec<RawMig> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use model::sealed::Kind::F32;
+    use tables::GPU_KEY;
 
     fn rec(gpu: &str, ts: i64, v: f32) -> Record {
         Record {
