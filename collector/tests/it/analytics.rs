@@ -37,17 +37,29 @@ pub(crate) async fn load_with_teams(
     team_of: store::TeamOf<'_>,
 ) {
     let step = 60_000;
-    for node in 0..fleet.nodes.len() {
-        let instants: Vec<i64> = (0..)
-            .map(|i| from + i * step)
-            .take_while(|&t| t < to)
+    let instants: Vec<i64> = (0..)
+        .map(|i| from + i * step)
+        .take_while(|&t| t < to)
+        .collect();
+    // Every node's agent at once, each sending its batches in order, as a fleet does: the
+    // store commits concurrent batches together.
+    let nodes = (0..fleet.nodes.len()).map(|node| {
+        let batches: Vec<_> = instants
+            .chunks(120)
+            .enumerate()
+            .map(|(seq, chunk)| {
+                let mut b = fleet.batch(node, agent, seq as u64 + 1, chunk, step as u32);
+                b.interval_ms = step as u32;
+                b
+            })
             .collect();
-        for (seq, chunk) in instants.chunks(120).enumerate() {
-            let mut b = fleet.batch(node, agent, seq as u64 + 1, chunk, step as u32);
-            b.interval_ms = step as u32;
-            store.ingest(&b, to, team_of).await.unwrap();
+        async move {
+            for b in &batches {
+                store.ingest(b, to, team_of).await.unwrap();
+            }
         }
-    }
+    });
+    futures_util::future::join_all(nodes).await;
     store.rollup(to).await.unwrap();
 }
 
