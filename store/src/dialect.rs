@@ -9,6 +9,55 @@ pub enum Dialect {
 }
 
 impl Dialect {
+    /// The `n`th bind parameter (1-based): `$n` or `?n`.
+    pub fn param(self, n: usize) -> String {
+        match self {
+            Dialect::Postgres => format!("${n}"),
+            Dialect::Sqlite => format!("?{n}"),
+        }
+    }
+
+    /// The `n`th bind parameter, epoch milliseconds, as the dialect's time.
+    pub fn time_param(self, n: usize) -> String {
+        match self {
+            Dialect::Postgres => format!("to_timestamp(${n}::bigint / 1000.0)"),
+            Dialect::Sqlite => format!("?{n}"),
+        }
+    }
+
+    /// The `n`th bind parameter typed as `ty` where the dialect needs the type to plan a
+    /// `… IS NULL` test (PostgreSQL), as it is otherwise.
+    pub fn typed_param(self, n: usize, ty: &str) -> String {
+        match self {
+            Dialect::Postgres => format!("${n}::{ty}"),
+            Dialect::Sqlite => format!("?{n}"),
+        }
+    }
+
+    /// An integer column read as a 64-bit integer (`integer` is 32-bit on PostgreSQL).
+    pub fn int64(self, col: &str) -> String {
+        match self {
+            Dialect::Postgres => format!("{col}::bigint"),
+            Dialect::Sqlite => col.to_owned(),
+        }
+    }
+
+    /// The `n`th bind parameter, a JSON text, as the dialect stores JSON; and a stored JSON
+    /// column read back as text.
+    pub fn json_param(self, n: usize) -> String {
+        match self {
+            Dialect::Postgres => format!("${n}::jsonb"),
+            Dialect::Sqlite => format!("?{n}"),
+        }
+    }
+
+    pub fn json_text(self, col: &str) -> String {
+        match self {
+            Dialect::Postgres => format!("{col}::text"),
+            Dialect::Sqlite => col.to_owned(),
+        }
+    }
+
     /// A time column as epoch milliseconds: PostgreSQL keeps `timestamptz`, SQLite the
     /// milliseconds themselves.
     pub fn epoch_ms(self, col: &str) -> String {

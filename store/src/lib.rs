@@ -3,10 +3,12 @@
 //! Callers see records, series and outcomes; never sqlx types or SQL errors.
 
 pub mod alerts;
+mod analysis_runs;
 mod citus;
 mod dialect;
 mod error;
 mod group_commit;
+mod inventory;
 pub mod label_actions;
 mod migrate;
 mod pgcopy;
@@ -15,6 +17,7 @@ mod raw;
 mod records;
 pub mod remote_write;
 pub mod reports;
+mod secrets;
 pub use model::rollup;
 pub mod series;
 mod span;

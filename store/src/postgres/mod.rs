@@ -48,6 +48,10 @@ pub struct PgStore {
 }
 
 impl PgStore {
+    crate::inventory::inventory_methods!(pool, Dialect::Postgres);
+    crate::analysis_runs::analysis_run_methods!(pool, pool, Dialect::Postgres);
+    crate::secrets::secret_methods!(pool, Dialect::Postgres);
+
     pub async fn connect(url: &str) -> Result<PgStore> {
         // Ingest's four committers keep a connection each while batches flow; eight more serve
         // reads, the upkeep's passes and migrations.
@@ -262,41 +266,6 @@ impl PgStore {
         Ok(done.rows_affected())
     }
 
-    pub async fn nodes(&self) -> Result<Vec<NodeRecord>> {
-        let rows = sqlx::query(&format!(
-            "SELECT n.cluster, n.node, n.agent_version, n.interval_ms::bigint AS interval_ms, {} AS first_seen, {} AS last_seen, {} AS last_sample,
-                    (SELECT count(*) FROM gpus g WHERE g.cluster = n.cluster AND g.node = n.node) AS gpu_count
-             FROM nodes n ORDER BY n.cluster, n.node",
-            ms("n.first_seen"), ms("n.last_seen"), ms("n.last_sample")
-        ))
-        .fetch_all(&self.pool)
-        .await?;
-        rows.iter()
-            .map(|r| Ok(crate::sql::node_record!(r)))
-            .collect()
-    }
-
-    pub async fn gpus(&self, node: Option<&str>) -> Result<Vec<GpuRecord>> {
-        let rows = sqlx::query(&format!(
-            "SELECT cluster, node, gpu_uuid, gpu_index::bigint AS gpu_index, model, memory_total_bytes, pci_bus_id, mig_enabled, sharing,
-                    replicas::bigint AS replicas, {} AS first_seen, {} AS last_seen
-             FROM gpus WHERE ($1::text IS NULL OR node = $1) ORDER BY cluster, node, gpu_index",
-            ms("first_seen"), ms("last_seen")
-        ))
-        .bind(node)
-        .fetch_all(&self.pool)
-        .await?;
-        let migs = sqlx::query(
-            "SELECT gpu_uuid, gi_id::bigint AS gi_id, ci_id::bigint AS ci_id, profile, placement_start::bigint AS placement_start,
-                    placement_size::bigint AS placement_size, memory_total_bytes, compute_slices::bigint AS compute_slices, mig_uuid
-             FROM mig_instances WHERE ($1::text IS NULL OR node = $1) ORDER BY gpu_uuid, placement_start, gi_id, ci_id",
-        )
-        .bind(node)
-        .fetch_all(&self.pool)
-        .await?;
-        crate::sql::gpus_with_migs!(&rows, &migs)
-    }
-
     /// Whether a row of `table` has every (column, value) of `filters`; the names are the
     /// store's own constants (`'static`), never input.
     pub async fn exists(
@@ -315,20 +284,6 @@ impl PgStore {
             q = q.bind(*v);
         }
         Ok(q.fetch_optional(&self.pool).await?.is_some())
-    }
-
-    pub async fn tenant_rows(&self) -> Result<Vec<(TenantRecord, String)>> {
-        let rows = sqlx::query(&format!(
-            "SELECT cluster, node, tenant_key, kind, namespace, pod, container, pod_uid, job_id, username, account, uid::bigint AS uid, team,
-                    {} AS first_seen, {} AS last_seen
-             FROM tenants ORDER BY cluster, tenant_key, node",
-            ms("first_seen"), ms("last_seen")
-        ))
-        .fetch_all(&self.pool)
-        .await?;
-        rows.iter()
-            .map(|r| Ok((crate::sql::tenant_record!(r), r.try_get("node")?)))
-            .collect()
     }
 
     /// Rows of one of [`crate::raw::NAMES`].
@@ -370,18 +325,6 @@ impl PgStore {
             .fetch_one(&self.pool)
             .await?;
         TableCounts::from_row(&row)
-    }
-
-    pub async fn last_sample_ms(&self, cluster: &str, node: &str) -> Result<Option<i64>> {
-        let v: Option<Option<i64>> = sqlx::query_scalar(&format!(
-            "SELECT {} FROM nodes WHERE cluster = $1 AND node = $2",
-            ms("last_sample")
-        ))
-        .bind(cluster)
-        .bind(node)
-        .fetch_optional(&self.pool)
-        .await?;
-        Ok(v.flatten())
     }
 
     pub async fn series(&self, q: &SeriesQuery, plan: &Plan) -> Result<Series> {
@@ -492,20 +435,6 @@ impl PgStore {
         Ok(stats)
     }
 
-    pub async fn events(&self, from: i64, to: i64) -> Result<Vec<crate::records::EventRecord>> {
-        let rows = sqlx::query(&format!(
-            "SELECT cluster, node, gpu_uuid, {} AS ts, kind, code FROM gpu_events WHERE ts >= to_timestamp($1 / 1000.0) AND ts < to_timestamp($2 / 1000.0) ORDER BY ts",
-            ms("ts")
-        ))
-        .bind(from)
-        .bind(to)
-        .fetch_all(&self.pool)
-        .await?;
-        rows.iter()
-            .map(|r| Ok(crate::sql::event_record!(r)))
-            .collect()
-    }
-
     pub async fn latest_health(&self) -> Result<Vec<crate::records::HealthRecord>> {
         // Each GPU's newest hot row and newest block; the joins carry (cluster, node): on
         // Citus all three tables are distributed by node, and only a join on it runs on the
@@ -600,60 +529,6 @@ impl PgStore {
         }
         tx.commit().await?;
         Ok(sealed)
-    }
-
-    pub async fn save_analysis(
-        &self,
-        generated: i64,
-        from: i64,
-        to: i64,
-        body: &str,
-        keep: i64,
-    ) -> Result<()> {
-        let mut tx = self.pool.begin().await?;
-        sqlx::query("INSERT INTO analysis_runs (generated, range_from, range_to, body) VALUES (to_timestamp($1 / 1000.0), to_timestamp($2 / 1000.0), to_timestamp($3 / 1000.0), $4::jsonb) ON CONFLICT (generated) DO UPDATE SET body = excluded.body")
-            .bind(generated).bind(from).bind(to).bind(body)
-            .execute(&mut *tx).await?;
-        sqlx::query("DELETE FROM analysis_runs WHERE generated NOT IN (SELECT generated FROM analysis_runs ORDER BY generated DESC LIMIT $1)")
-            .bind(keep)
-            .execute(&mut *tx).await?;
-        tx.commit().await?;
-        Ok(())
-    }
-
-    pub async fn latest_analysis_ms(&self) -> Result<Option<i64>> {
-        Ok(sqlx::query_scalar(
-            "SELECT (extract(epoch FROM max(generated)) * 1000)::bigint FROM analysis_runs",
-        )
-        .fetch_one(&self.pool)
-        .await?)
-    }
-
-    pub async fn latest_analysis(&self) -> Result<Option<String>> {
-        Ok(sqlx::query_scalar(
-            "SELECT body::text FROM analysis_runs ORDER BY generated DESC LIMIT 1",
-        )
-        .fetch_optional(&self.pool)
-        .await?)
-    }
-
-    pub async fn shared_secret(&self, name: &str, fresh: &[u8], now: i64) -> Result<Vec<u8>> {
-        sqlx::query("INSERT INTO secrets (name, value, created_ms) VALUES ($1, $2, $3) ON CONFLICT (name) DO NOTHING")
-            .bind(name).bind(fresh).bind(now)
-            .execute(&self.pool).await?;
-        Ok(
-            sqlx::query_scalar("SELECT value FROM secrets WHERE name = $1")
-                .bind(name)
-                .fetch_one(&self.pool)
-                .await?,
-        )
-    }
-
-    pub async fn replace_secret(&self, name: &str, value: &[u8], now: i64) -> Result<()> {
-        sqlx::query("INSERT INTO secrets (name, value, created_ms) VALUES ($1, $2, $3) ON CONFLICT (name) DO UPDATE SET value = excluded.value, created_ms = excluded.created_ms")
-            .bind(name).bind(value).bind(now)
-            .execute(&self.pool).await?;
-        Ok(())
     }
 
     pub async fn try_job_lock(&self, key: i64) -> Result<Option<crate::records::JobLock>> {

@@ -121,17 +121,11 @@ impl<'a> Filter<'a> {
 }
 
 fn param(d: Dialect, n: usize) -> String {
-    match d {
-        Dialect::Postgres => format!("${n}"),
-        Dialect::Sqlite => format!("?{n}"),
-    }
+    d.param(n)
 }
 
 fn time_param(d: Dialect, n: usize) -> String {
-    match d {
-        Dialect::Postgres => format!("to_timestamp(${n}::bigint / 1000.0)"),
-        Dialect::Sqlite => format!("?{n}"),
-    }
+    d.time_param(n)
 }
 
 /// Whether a row is a block, as a 64-bit integer in both dialects.

@@ -33,6 +33,10 @@ mod samples;
 use samples::{MAX_BINDS, insert_rows, insert_samples};
 
 impl SqliteStore {
+    crate::inventory::inventory_methods!(reader, Dialect::Sqlite);
+    crate::analysis_runs::analysis_run_methods!(writer, reader, Dialect::Sqlite);
+    crate::secrets::secret_methods!(writer, Dialect::Sqlite);
+
     pub async fn open(url: &str) -> Result<SqliteStore> {
         let opts = SqliteConnectOptions::from_str(url)
             .map_err(|e| StoreError::BadRequest(format!("bad sqlite url {url:?}: {e}")))?
@@ -210,37 +214,6 @@ impl SqliteStore {
         Ok(IngestOutcome::Stored { rows })
     }
 
-    pub async fn nodes(&self) -> Result<Vec<NodeRecord>> {
-        let rows = sqlx::query(
-            "SELECT n.cluster, n.node, n.agent_version, n.interval_ms, n.first_seen, n.last_seen, n.last_sample,
-                    (SELECT count(*) FROM gpus g WHERE g.cluster = n.cluster AND g.node = n.node) AS gpu_count
-             FROM nodes n ORDER BY n.cluster, n.node",
-        )
-        .fetch_all(&self.reader)
-        .await?;
-        rows.iter()
-            .map(|r| Ok(crate::sql::node_record!(r)))
-            .collect()
-    }
-
-    pub async fn gpus(&self, node: Option<&str>) -> Result<Vec<GpuRecord>> {
-        let rows = sqlx::query(
-            "SELECT cluster, node, gpu_uuid, gpu_index, model, memory_total_bytes, pci_bus_id, mig_enabled, sharing, replicas, first_seen, last_seen
-             FROM gpus WHERE (?1 IS NULL OR node = ?1) ORDER BY cluster, node, gpu_index",
-        )
-        .bind(node)
-        .fetch_all(&self.reader)
-        .await?;
-        let migs = sqlx::query(
-            "SELECT gpu_uuid, gi_id, ci_id, profile, placement_start, placement_size, memory_total_bytes, compute_slices, mig_uuid
-             FROM mig_instances WHERE (?1 IS NULL OR node = ?1) ORDER BY gpu_uuid, placement_start, gi_id, ci_id",
-        )
-        .bind(node)
-        .fetch_all(&self.reader)
-        .await?;
-        crate::sql::gpus_with_migs!(&rows, &migs)
-    }
-
     /// Whether a row of `table` has every (column, value) of `filters`; the names are the
     /// store's own constants (`'static`), never input.
     pub async fn exists(
@@ -255,18 +228,6 @@ impl SqliteStore {
             q = q.bind(*v);
         }
         Ok(q.fetch_optional(&self.reader).await?.is_some())
-    }
-
-    pub async fn tenant_rows(&self) -> Result<Vec<(TenantRecord, String)>> {
-        let rows = sqlx::query(
-            "SELECT cluster, node, tenant_key, kind, namespace, pod, container, pod_uid, job_id, username, account, uid, team, first_seen, last_seen
-             FROM tenants ORDER BY cluster, tenant_key, node",
-        )
-        .fetch_all(&self.reader)
-        .await?;
-        rows.iter()
-            .map(|r| Ok((crate::sql::tenant_record!(r), r.try_get("node")?)))
-            .collect()
     }
 
     /// Rows of one of [`crate::raw::NAMES`].
@@ -293,16 +254,6 @@ impl SqliteStore {
             .fetch_one(&self.reader)
             .await?;
         TableCounts::from_row(&row)
-    }
-
-    pub async fn last_sample_ms(&self, cluster: &str, node: &str) -> Result<Option<i64>> {
-        let v: Option<Option<i64>> =
-            sqlx::query_scalar("SELECT last_sample FROM nodes WHERE cluster = ? AND node = ?")
-                .bind(cluster)
-                .bind(node)
-                .fetch_optional(&self.reader)
-                .await?;
-        Ok(v.flatten())
     }
 
     pub async fn series(&self, q: &SeriesQuery, plan: &Plan) -> Result<Series> {
@@ -407,17 +358,6 @@ impl SqliteStore {
         Ok(stats)
     }
 
-    pub async fn events(&self, from: i64, to: i64) -> Result<Vec<crate::records::EventRecord>> {
-        let rows = sqlx::query("SELECT cluster, node, gpu_uuid, ts, kind, code FROM gpu_events WHERE ts >= ? AND ts < ? ORDER BY ts")
-            .bind(from)
-            .bind(to)
-            .fetch_all(&self.reader)
-            .await?;
-        rows.iter()
-            .map(|r| Ok(crate::sql::event_record!(r)))
-            .collect()
-    }
-
     pub async fn latest_health(&self) -> Result<Vec<crate::records::HealthRecord>> {
         // Each GPU's newest hot row and newest block.
         let rows = sqlx::query(
@@ -504,60 +444,6 @@ impl SqliteStore {
         }
         tx.commit().await?;
         Ok(sealed)
-    }
-
-    pub async fn save_analysis(
-        &self,
-        generated: i64,
-        from: i64,
-        to: i64,
-        body: &str,
-        keep: i64,
-    ) -> Result<()> {
-        let mut tx = self.writer.begin().await?;
-        sqlx::query("INSERT OR REPLACE INTO analysis_runs (generated, range_from, range_to, body) VALUES (?, ?, ?, ?)")
-            .bind(generated).bind(from).bind(to).bind(body)
-            .execute(&mut *tx).await?;
-        sqlx::query("DELETE FROM analysis_runs WHERE generated NOT IN (SELECT generated FROM analysis_runs ORDER BY generated DESC LIMIT ?)")
-            .bind(keep)
-            .execute(&mut *tx).await?;
-        tx.commit().await?;
-        Ok(())
-    }
-
-    pub async fn latest_analysis_ms(&self) -> Result<Option<i64>> {
-        Ok(
-            sqlx::query_scalar("SELECT max(generated) FROM analysis_runs")
-                .fetch_one(&self.reader)
-                .await?,
-        )
-    }
-
-    pub async fn shared_secret(&self, name: &str, fresh: &[u8], now: i64) -> Result<Vec<u8>> {
-        sqlx::query("INSERT INTO secrets (name, value, created_ms) VALUES (?, ?, ?) ON CONFLICT (name) DO NOTHING")
-            .bind(name).bind(fresh).bind(now)
-            .execute(&self.writer).await?;
-        Ok(
-            sqlx::query_scalar("SELECT value FROM secrets WHERE name = ?")
-                .bind(name)
-                .fetch_one(&self.writer)
-                .await?,
-        )
-    }
-
-    pub async fn replace_secret(&self, name: &str, value: &[u8], now: i64) -> Result<()> {
-        sqlx::query("INSERT INTO secrets (name, value, created_ms) VALUES (?, ?, ?) ON CONFLICT (name) DO UPDATE SET value = excluded.value, created_ms = excluded.created_ms")
-            .bind(name).bind(value).bind(now)
-            .execute(&self.writer).await?;
-        Ok(())
-    }
-
-    pub async fn latest_analysis(&self) -> Result<Option<String>> {
-        Ok(
-            sqlx::query_scalar("SELECT body FROM analysis_runs ORDER BY generated DESC LIMIT 1")
-                .fetch_optional(&self.reader)
-                .await?,
-        )
     }
 
     pub async fn read_minutes(
