@@ -5,6 +5,7 @@
 pub mod alerts;
 mod analysis_runs;
 mod citus;
+mod cluster_rollup;
 mod dialect;
 mod error;
 mod group_commit;
@@ -17,6 +18,7 @@ mod raw;
 mod records;
 pub mod remote_write;
 pub mod reports;
+mod rollup_reads;
 mod secrets;
 pub use model::rollup;
 pub mod series;

@@ -51,6 +51,8 @@ impl PgStore {
     crate::inventory::inventory_methods!(pool, Dialect::Postgres);
     crate::analysis_runs::analysis_run_methods!(pool, pool, Dialect::Postgres);
     crate::secrets::secret_methods!(pool, Dialect::Postgres);
+    crate::cluster_rollup::cluster_rollup_methods!(pool, Dialect::Postgres);
+    crate::rollup_reads::rollup_read_methods!(pool, Dialect::Postgres);
 
     pub async fn connect(url: &str) -> Result<PgStore> {
         // Ingest's four committers keep a connection each while batches flow; eight more serve
@@ -356,44 +358,6 @@ impl PgStore {
         .await?)
     }
 
-    /// Re-merges one cluster-hour from the GPU hour rollups of all its nodes.
-    pub async fn refresh_cluster_hour(&self, cluster: &str, hour: i64) -> Result<()> {
-        let mut tx = self.pool.begin().await?;
-        let cols = crate::sql::GPU_ROLLUP_COLUMNS.replace(
-            "bucket,",
-            "(extract(epoch from bucket) * 1000)::bigint AS bucket,",
-        );
-        let rows = sqlx::query(&format!("SELECT {cols} FROM gpu_rollup_1h WHERE cluster = $1 AND bucket = to_timestamp($2 / 1000.0)"))
-            .bind(cluster)
-            .bind(hour)
-            .fetch_all(&mut *tx)
-            .await?;
-        let mut agg = rollup::GpuAgg::default();
-        for r in &rows {
-            agg.merge(&crate::sql::read_gpu_agg!(r, Vec<u8>));
-        }
-        sqlx::query("DELETE FROM cluster_rollup_1h WHERE cluster = $1 AND bucket = to_timestamp($2 / 1000.0)")
-            .bind(cluster)
-            .bind(hour)
-            .execute(&mut *tx)
-            .await?;
-        if !rows.is_empty() {
-            let sql = format!(
-                "INSERT INTO cluster_rollup_1h ({}) VALUES ($1, to_timestamp($2 / 1000.0), $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24, $25, $26, $27, $28, $29, $30, $31, $32)",
-                crate::sql::CLUSTER_ROLLUP_COLUMNS
-            );
-            let q = sqlx::query(&sql)
-                .bind(cluster)
-                .bind(hour)
-                .bind(rows.len() as i32);
-            crate::sql::bind_gpu_agg!(q, &agg, bind)
-                .execute(&mut *tx)
-                .await?;
-        }
-        tx.commit().await?;
-        Ok(())
-    }
-
     /// Benchmark fixture: replaces `res` ("1m" or "1h") rollups of a node over [from, to)
     /// with rows computed elsewhere.
     pub async fn write_rollups(
@@ -456,18 +420,6 @@ impl PgStore {
         .fetch_all(&self.pool)
         .await?;
         rows.iter().map(|r| Ok(raw::health!(r))).collect()
-    }
-
-    /// The samples of `t` in [from, to) that `f` selects (undecodable blocks skipped, logged).
-    pub async fn raw_records(
-        &self,
-        t: &raw::RawTable,
-        f: &raw::Filter<'_>,
-        from: i64,
-        to: i64,
-    ) -> Result<Vec<raw::Record>> {
-        let mut conn = self.pool.acquire().await?;
-        records(&mut conn, t, f, from, to, &mut 0).await
     }
 
     /// The node's oldest hot sample older than `cutoff`, over the tables that seal.
@@ -540,68 +492,10 @@ impl PgStore {
         Ok(got.then(|| crate::records::JobLock::postgres(conn, key)))
     }
 
-    pub async fn read_minutes(
-        &self,
-        cluster: &str,
-        node: &str,
-        from: i64,
-        to: i64,
-    ) -> Result<NodeRollup> {
-        let mut conn = self.pool.acquire().await?;
-        read_rollups(&mut conn, "1m", cluster, node, from, to).await
-    }
-
     super::label_actions::label_action_methods!(pool, pool, super::label_actions::numbered);
     super::alerts::alert_methods!(pool, pool, super::label_actions::numbered);
     super::remote_write::journal_methods!(pool, pool, super::label_actions::numbered);
     super::reports::report_methods!(pool, pool, super::label_actions::numbered);
-
-    pub async fn read_interference_minutes(
-        &self,
-        cluster: &str,
-        node: &str,
-        from: i64,
-        to: i64,
-        wanted: &crate::records::WantedMinutes,
-    ) -> Result<(Vec<DeviceMinutes>, Vec<TenantMinutes>)> {
-        let range = "cluster = $1 AND node = $2 AND bucket >= to_timestamp($3 / 1000.0) AND bucket < to_timestamp($4 / 1000.0)";
-        let cols = |list: &str| list.replace("bucket,", &format!("{} AS bucket,", ms("bucket")));
-        let mut conn = self.pool.acquire().await?;
-        let gpus = sqlx::query(&format!(
-            "SELECT {} FROM gpu_rollup_1m WHERE {range}",
-            cols(crate::sql::INTERFERENCE_GPU_COLUMNS)
-        ))
-        .bind(cluster)
-        .bind(node)
-        .bind(from)
-        .bind(to)
-        .fetch_all(&mut *conn)
-        .await?;
-        let tenants = sqlx::query(&format!(
-            "SELECT {} FROM tenant_rollup_1m WHERE {range} AND active_n > 0",
-            cols(crate::sql::INTERFERENCE_TENANT_COLUMNS)
-        ))
-        .bind(cluster)
-        .bind(node)
-        .bind(from)
-        .bind(to)
-        .fetch_all(&mut *conn)
-        .await?;
-        Ok(crate::sql::interference_rows!(
-            cluster, node, wanted, &gpus, &tenants
-        ))
-    }
-
-    pub async fn read_hours(
-        &self,
-        cluster: &str,
-        node: &str,
-        from: i64,
-        to: i64,
-    ) -> Result<NodeRollup> {
-        let mut conn = self.pool.acquire().await?;
-        read_rollups(&mut conn, "1h", cluster, node, from, to).await
-    }
 
     pub async fn apply_retention(&self, now_ms: i64, r: &Retention) -> Result<RetentionStats> {
         let mut stats = RetentionStats::default();

@@ -36,6 +36,8 @@ impl SqliteStore {
     crate::inventory::inventory_methods!(reader, Dialect::Sqlite);
     crate::analysis_runs::analysis_run_methods!(writer, reader, Dialect::Sqlite);
     crate::secrets::secret_methods!(writer, Dialect::Sqlite);
+    crate::cluster_rollup::cluster_rollup_methods!(writer, Dialect::Sqlite);
+    crate::rollup_reads::rollup_read_methods!(reader, Dialect::Sqlite);
 
     pub async fn open(url: &str) -> Result<SqliteStore> {
         let opts = SqliteConnectOptions::from_str(url)
@@ -282,43 +284,6 @@ impl SqliteStore {
             .await?)
     }
 
-    /// Re-merges one cluster-hour from the GPU hour rollups of all its nodes.
-    pub async fn refresh_cluster_hour(&self, cluster: &str, hour: i64) -> Result<()> {
-        let mut tx = self.writer.begin().await?;
-        let rows = sqlx::query(&format!(
-            "SELECT {} FROM gpu_rollup_1h WHERE cluster = ? AND bucket = ?",
-            crate::sql::GPU_ROLLUP_COLUMNS
-        ))
-        .bind(cluster)
-        .bind(hour)
-        .fetch_all(&mut *tx)
-        .await?;
-        let mut agg = rollup::GpuAgg::default();
-        for r in &rows {
-            agg.merge(&crate::sql::read_gpu_agg!(r, Vec<u8>));
-        }
-        sqlx::query("DELETE FROM cluster_rollup_1h WHERE cluster = ? AND bucket = ?")
-            .bind(cluster)
-            .bind(hour)
-            .execute(&mut *tx)
-            .await?;
-        if !rows.is_empty() {
-            let sql = format!(
-                "INSERT INTO cluster_rollup_1h ({}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                crate::sql::CLUSTER_ROLLUP_COLUMNS
-            );
-            let q = sqlx::query(&sql)
-                .bind(cluster)
-                .bind(hour)
-                .bind(rows.len() as i32);
-            crate::sql::bind_gpu_agg!(q, &agg, bind)
-                .execute(&mut *tx)
-                .await?;
-        }
-        tx.commit().await?;
-        Ok(())
-    }
-
     /// Benchmark fixture: replaces `res` ("1m" or "1h") rollups of a node over [from, to)
     /// with rows computed elsewhere.
     pub async fn write_rollups(
@@ -372,18 +337,6 @@ impl SqliteStore {
         .fetch_all(&self.reader)
         .await?;
         rows.iter().map(|r| Ok(raw::health!(r))).collect()
-    }
-
-    /// The samples of `t` in [from, to) that `f` selects (undecodable blocks skipped, logged).
-    pub async fn raw_records(
-        &self,
-        t: &raw::RawTable,
-        f: &raw::Filter<'_>,
-        from: i64,
-        to: i64,
-    ) -> Result<Vec<raw::Record>> {
-        let mut conn = self.reader.acquire().await?;
-        records(&mut conn, t, f, from, to, &mut 0).await
     }
 
     /// The node's oldest hot sample older than `cutoff`, over the tables that seal.
@@ -446,67 +399,10 @@ impl SqliteStore {
         Ok(sealed)
     }
 
-    pub async fn read_minutes(
-        &self,
-        cluster: &str,
-        node: &str,
-        from: i64,
-        to: i64,
-    ) -> Result<NodeRollup> {
-        let mut conn = self.reader.acquire().await?;
-        read_rollups(&mut conn, "1m", cluster, node, from, to).await
-    }
-
     super::label_actions::label_action_methods!(writer, reader, super::label_actions::same);
     super::alerts::alert_methods!(writer, reader, super::label_actions::same);
     super::remote_write::journal_methods!(writer, reader, super::label_actions::same);
     super::reports::report_methods!(writer, reader, super::label_actions::same);
-
-    pub async fn read_interference_minutes(
-        &self,
-        cluster: &str,
-        node: &str,
-        from: i64,
-        to: i64,
-        wanted: &crate::records::WantedMinutes,
-    ) -> Result<(Vec<DeviceMinutes>, Vec<TenantMinutes>)> {
-        let range = "cluster = ? AND node = ? AND bucket >= ? AND bucket < ?";
-        let mut conn = self.reader.acquire().await?;
-        let gpus = sqlx::query(&format!(
-            "SELECT {} FROM gpu_rollup_1m WHERE {range}",
-            crate::sql::INTERFERENCE_GPU_COLUMNS
-        ))
-        .bind(cluster)
-        .bind(node)
-        .bind(from)
-        .bind(to)
-        .fetch_all(&mut *conn)
-        .await?;
-        let tenants = sqlx::query(&format!(
-            "SELECT {} FROM tenant_rollup_1m WHERE {range} AND active_n > 0",
-            crate::sql::INTERFERENCE_TENANT_COLUMNS
-        ))
-        .bind(cluster)
-        .bind(node)
-        .bind(from)
-        .bind(to)
-        .fetch_all(&mut *conn)
-        .await?;
-        Ok(crate::sql::interference_rows!(
-            cluster, node, wanted, &gpus, &tenants
-        ))
-    }
-
-    pub async fn read_hours(
-        &self,
-        cluster: &str,
-        node: &str,
-        from: i64,
-        to: i64,
-    ) -> Result<NodeRollup> {
-        let mut conn = self.reader.acquire().await?;
-        read_rollups(&mut conn, "1h", cluster, node, from, to).await
-    }
 
     pub async fn apply_retention(&self, now_ms: i64, r: &Retention) -> Result<RetentionStats> {
         let mut stats = RetentionStats::default();

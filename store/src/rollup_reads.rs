@@ -1,0 +1,94 @@
+//! Reading a node's rollups and raw samples, written once for both backends
+//! ([`rollup_read_methods!`]): each expands in a backend's `impl` beside that backend's own
+//! `read_rollups` and `records`, which decode its column types.
+
+/// A backend's rollup and raw-sample readers: `$read` names its reading pool, `$d` its dialect.
+macro_rules! rollup_read_methods {
+    ($read:ident, $d:expr) => {
+        /// A node's minute rollups in [from, to).
+        pub async fn read_minutes(
+            &self,
+            cluster: &str,
+            node: &str,
+            from: i64,
+            to: i64,
+        ) -> Result<NodeRollup> {
+            let mut conn = self.$read.acquire().await?;
+            read_rollups(&mut conn, "1m", cluster, node, from, to).await
+        }
+
+        /// A node's hour rollups in [from, to).
+        pub async fn read_hours(
+            &self,
+            cluster: &str,
+            node: &str,
+            from: i64,
+            to: i64,
+        ) -> Result<NodeRollup> {
+            let mut conn = self.$read.acquire().await?;
+            read_rollups(&mut conn, "1h", cluster, node, from, to).await
+        }
+
+        /// The samples of `t` in [from, to) that `f` selects (undecodable blocks skipped,
+        /// logged).
+        pub async fn raw_records(
+            &self,
+            t: &raw::RawTable,
+            f: &raw::Filter<'_>,
+            from: i64,
+            to: i64,
+        ) -> Result<Vec<raw::Record>> {
+            let mut conn = self.$read.acquire().await?;
+            records(&mut conn, t, f, from, to, &mut 0).await
+        }
+
+        /// The minute rollups interference is measured from: the wanted GPUs' minutes and
+        /// their active tenants'.
+        pub async fn read_interference_minutes(
+            &self,
+            cluster: &str,
+            node: &str,
+            from: i64,
+            to: i64,
+            wanted: &crate::records::WantedMinutes,
+        ) -> Result<(Vec<DeviceMinutes>, Vec<TenantMinutes>)> {
+            let d = $d;
+            let range = format!(
+                "cluster = {} AND node = {} AND bucket >= {} AND bucket < {}",
+                d.param(1),
+                d.param(2),
+                d.time_param(3),
+                d.time_param(4)
+            );
+            let cols = |list: &str| {
+                list.replace("bucket,", &format!("{} AS bucket,", d.epoch_ms("bucket")))
+            };
+            let mut conn = self.$read.acquire().await?;
+            let gpus = sqlx::query(&format!(
+                "SELECT {} FROM gpu_rollup_1m WHERE {range}",
+                cols(crate::sql::INTERFERENCE_GPU_COLUMNS)
+            ))
+            .bind(cluster)
+            .bind(node)
+            .bind(from)
+            .bind(to)
+            .fetch_all(&mut *conn)
+            .await?;
+            let tenants = sqlx::query(&format!(
+                "SELECT {} FROM tenant_rollup_1m WHERE {range} AND active_n > 0",
+                cols(crate::sql::INTERFERENCE_TENANT_COLUMNS)
+            ))
+            .bind(cluster)
+            .bind(node)
+            .bind(from)
+            .bind(to)
+            .fetch_all(&mut *conn)
+            .await?;
+            Ok(crate::sql::interference_rows!(
+                cluster, node, wanted, &gpus, &tenants
+            ))
+        }
+    };
+}
+
+pub(crate) use rollup_read_methods;
