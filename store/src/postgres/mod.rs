@@ -557,32 +557,4 @@ span::span_tx!(
     "DELETE FROM rollup_pending WHERE cluster = $1 AND node = $2 AND bucket >= to_timestamp($3 / 1000.0) AND bucket < to_timestamp($4 / 1000.0)"
 );
 
-/// The samples of `t` in [from, to) that `f` selects: hot rows and sealed blocks, read in one
-/// statement. A row or block that does not decode is skipped and counted in `undecodable`.
-async fn records(
-    conn: &mut sqlx::PgConnection,
-    t: &raw::RawTable,
-    f: &raw::Filter<'_>,
-    from: i64,
-    to: i64,
-    undecodable: &mut usize,
-) -> Result<Vec<raw::Record>> {
-    let sql = raw::read_sql(t, Dialect::Postgres, f);
-    let mut query = sqlx::query(&sql);
-    for v in f.binds() {
-        query = query.bind(v);
-    }
-    let rows = query
-        .bind(from)
-        .bind(to)
-        .bind(raw::block_of(from))
-        .fetch_all(conn)
-        .await?;
-    let mut out = Vec::new();
-    for r in &rows {
-        if let Err(e) = raw::read_row!(t, r, from, to, &mut out) {
-            raw::skipped(t, &e, undecodable);
-        }
-    }
-    Ok(out)
-}
+raw::records_fn!(sqlx::PgConnection, Dialect::Postgres);

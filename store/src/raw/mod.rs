@@ -287,6 +287,44 @@ macro_rules! read_row {
 }
 pub(crate) use read_row;
 
+/// A backend's `records`: the samples of `t` in [from, to) that `f` selects — hot rows and
+/// sealed blocks, read in one statement ([`read_sql`]); a row or block that does not decode is
+/// skipped and counted in `undecodable`. `$conn` is the backend's connection type, `$d` its
+/// dialect.
+macro_rules! records_fn {
+    ($conn:ty, $d:expr) => {
+        async fn records(
+            conn: &mut $conn,
+            t: &raw::RawTable,
+            f: &raw::Filter<'_>,
+            from: i64,
+            to: i64,
+            undecodable: &mut usize,
+        ) -> Result<Vec<raw::Record>> {
+            let sql = raw::read_sql(t, $d, f);
+            let mut query = sqlx::query(&sql);
+            for v in f.binds() {
+                query = query.bind(v);
+            }
+            let rows = query
+                .bind(from)
+                .bind(to)
+                .bind(raw::block_of(from))
+                .fetch_all(conn)
+                .await?;
+            let mut out = Vec::new();
+            for r in &rows {
+                if let Err(e) = raw::read_row!(t, r, from, to, &mut out) {
+                    raw::skipped(t, &e, undecodable);
+                }
+            }
+            Ok(out)
+        }
+    };
+}
+
+pub(crate) use records_fn;
+
 /// Counts a sample or block a reader skipped, logging the first of a read.
 pub(crate) fn skipped(t: &RawTable, error: &str, undecodable: &mut usize) {
     if *undecodable == 0 {

@@ -448,35 +448,7 @@ span::span_tx!(
     "DELETE FROM rollup_pending WHERE cluster = ? AND node = ? AND bucket >= ? AND bucket < ?"
 );
 
-/// The samples of `t` in [from, to) that `f` selects: hot rows and sealed blocks, read in one
-/// statement. A row or block that does not decode is skipped and counted in `undecodable`.
-async fn records(
-    conn: &mut sqlx::SqliteConnection,
-    t: &raw::RawTable,
-    f: &raw::Filter<'_>,
-    from: i64,
-    to: i64,
-    undecodable: &mut usize,
-) -> Result<Vec<raw::Record>> {
-    let sql = raw::read_sql(t, Dialect::Sqlite, f);
-    let mut query = sqlx::query(&sql);
-    for v in f.binds() {
-        query = query.bind(v);
-    }
-    let rows = query
-        .bind(from)
-        .bind(to)
-        .bind(raw::block_of(from))
-        .fetch_all(conn)
-        .await?;
-    let mut out = Vec::new();
-    for r in &rows {
-        if let Err(e) = raw::read_row!(t, r, from, to, &mut out) {
-            raw::skipped(t, &e, undecodable);
-        }
-    }
-    Ok(out)
-}
+raw::records_fn!(sqlx::SqliteConnection, Dialect::Sqlite);
 
 /// Replaces the rollup rows of one node in [from, to) at resolution `res` ("1m" or "1h").
 async fn replace_rollups(
