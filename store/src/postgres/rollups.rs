@@ -9,10 +9,6 @@ use crate::error::Result;
 use crate::pgcopy::copy;
 use model::rollup::{self, NodeRollup};
 
-fn ms(col: &str) -> String {
-    Dialect::Postgres.epoch_ms(col)
-}
-
 pub(super) async fn replace_rollups(
     tx: &mut sqlx::Transaction<'_, Postgres>,
     res: &str,
@@ -115,7 +111,12 @@ pub(super) async fn read_rollups(
     to: i64,
 ) -> Result<NodeRollup> {
     let mut out = NodeRollup::default();
-    let cols = |list: &str| list.replace("bucket,", &format!("{} AS bucket,", ms("bucket")));
+    let cols = |list: &str| {
+        list.replace(
+            "bucket,",
+            &format!("{} AS bucket,", Dialect::Postgres.epoch_ms("bucket")),
+        )
+    };
     let range = "cluster = $1 AND node = $2 AND bucket >= to_timestamp($3 / 1000.0) AND bucket < to_timestamp($4 / 1000.0)";
     let rows = sqlx::query(&format!(
         "SELECT {} FROM gpu_rollup_{res} WHERE {range}",

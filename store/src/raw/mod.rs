@@ -120,14 +120,6 @@ impl<'a> Filter<'a> {
     }
 }
 
-fn param(d: Dialect, n: usize) -> String {
-    d.param(n)
-}
-
-fn time_param(d: Dialect, n: usize) -> String {
-    d.time_param(n)
-}
-
 /// Whether a row is a block, as a 64-bit integer in both dialects.
 fn flag(d: Dialect, v: u8) -> String {
     match d {
@@ -185,7 +177,7 @@ pub(crate) fn read_sql(t: &RawTable, d: Dialect, f: &Filter<'_>) -> String {
     let mut cond: Vec<String> =
         f.eq.iter()
             .enumerate()
-            .map(|(i, (c, _))| format!("{c} = {}", param(d, i + 1)))
+            .map(|(i, (c, _))| format!("{c} = {}", d.param(i + 1)))
             .collect();
     if let Some((c, null)) = f.null {
         cond.push(format!("{c} IS {}NULL", if null { "" } else { "NOT " }));
@@ -197,9 +189,9 @@ pub(crate) fn read_sql(t: &RawTable, d: Dialect, f: &Filter<'_>) -> String {
         format!("{} AND ", cond.join(" AND "))
     };
     let (from, to, block_from) = (
-        time_param(d, n + 1),
-        time_param(d, n + 2),
-        time_param(d, n + 3),
+        d.time_param(n + 1),
+        d.time_param(n + 2),
+        d.time_param(n + 3),
     );
     let nulls = t
         .values
@@ -452,9 +444,9 @@ fn node_rows_before(d: Dialect) -> String {
     };
     format!(
         "cluster = {} AND node = {} AND {gpus} AND ts < {}",
-        param(d, 1),
-        param(d, 2),
-        time_param(d, 4)
+        d.param(1),
+        d.param(2),
+        d.time_param(4)
     )
 }
 
@@ -503,14 +495,14 @@ pub(crate) fn insert_sql(t: &RawTable, d: Dialect, rows: usize) -> String {
                 .iter()
                 .enumerate()
                 .map(|(i, (_, ty))| match ty {
-                    KeyType::Time => time_param(d, base + i + 1),
-                    _ => param(d, base + i + 1),
+                    KeyType::Time => d.time_param(base + i + 1),
+                    _ => d.param(base + i + 1),
                 })
                 .collect();
             let k = t.key.len();
-            cols.push(time_param(d, base + k + 1));
-            cols.push(param(d, base + k + 2));
-            cols.push(param(d, base + k + 3));
+            cols.push(d.time_param(base + k + 1));
+            cols.push(d.param(base + k + 2));
+            cols.push(d.param(base + k + 3));
             format!("({})", cols.join(", "))
         })
         .collect();
