@@ -203,11 +203,13 @@ mod tests {
                 method: "GET",
                 path: "/api/v1/nodes/{node}/labels",
                 need: Need::Agent,
+                documented: true,
             },
             Rule {
                 method: "GET",
                 path: "/api/v1/nodes",
                 need: Need::Read(crate::access::routes::Teams::NoTenants),
+                documented: true,
             },
         ];
         assert!(agent_route(&table, "/api/v1/nodes/gpu-1/labels"));

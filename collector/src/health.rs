@@ -9,7 +9,9 @@ use std::sync::Arc;
 use crate::access::routes::{Need::*, Routes};
 use crate::analysis::Newest;
 use crate::fleet::LatestGpus;
+use crate::openapi::Op;
 use crate::shared::Shared;
+use serde_json::json;
 
 /// What the health endpoints and `/metrics` read.
 #[derive(Debug, Clone)]
@@ -24,10 +26,40 @@ crate::shared::derefs_to_shared!(HealthState);
 
 pub fn routes() -> Routes<HealthState> {
     Routes::new()
-        .get("/healthz", Public, healthz)
-        .get("/readyz", Public, readyz)
-        .get("/healthz/tasks", Public, task_health)
-        .get("/metrics", Scrape, metrics)
+        .get(
+            "/healthz",
+            Public,
+            plain("The process is alive", "ok"),
+            healthz,
+        )
+        .get("/readyz", Public, readyz_op(), readyz)
+        .get("/healthz/tasks", Public, task_health_op(), task_health)
+        .get(
+            "/metrics",
+            Scrape,
+            plain(
+                "The collector's own metrics (Prometheus text)",
+                "OpenMetrics text",
+            ),
+            metrics,
+        )
+}
+
+/// An operation that always answers 200 with `what`.
+fn plain(summary: &str, what: &str) -> Op {
+    Op::new(summary).response(200, json!({ "description": what }))
+}
+
+fn readyz_op() -> Op {
+    plain("The database answers", "ready")
+        .response(503, json!({"description": "database unavailable"}))
+}
+
+fn task_health_op() -> Op {
+    let health = json!({"$ref": "#/components/schemas/TaskHealth"});
+    Op::new("The background tasks (partitions, remote-write settling, rollups, retention, analysis, alerts, reports, label actions): runs, failures, last success and last error of each")
+        .json(200, "every task's last pass succeeded (or none ran yet)", health.clone())
+        .json(503, "at least one task's last pass failed", health)
 }
 
 async fn healthz() -> &'static str {

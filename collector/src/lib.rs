@@ -10,6 +10,7 @@ pub mod error;
 pub mod http;
 pub mod listener;
 pub mod metrics;
+pub mod openapi;
 pub mod settings;
 pub mod shared;
 pub mod signing;

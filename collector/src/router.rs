@@ -6,14 +6,20 @@ use axum::Router;
 use axum::http::header;
 use axum::response::IntoResponse;
 
+use serde_json::json;
+use std::sync::{Arc, OnceLock};
+
 use crate::access::routes::{Need, Routes, Rule};
 use crate::error::ApiError;
+use crate::openapi::Op;
 use crate::state::AppState;
 
-/// Every route the collector serves, each with its access rule: each feature's own routes,
-/// merged, with the state each is served with.
+/// Every route the collector serves, each with its access rule and description: each
+/// feature's own routes, merged, with the state each is served with, and the OpenAPI document
+/// made from them.
 pub fn routes(state: &AppState) -> Routes {
-    Routes::new()
+    let document = Arc::new(OnceLock::new());
+    let routes = Routes::new()
         .merge(crate::dashboard::routes().with_state(state.dashboard_state()))
         .merge(crate::health::routes().with_state(state.health_state()))
         .merge(crate::ingest::routes().with_state(state.ingest_state()))
@@ -23,7 +29,19 @@ pub fn routes(state: &AppState) -> Routes {
         .merge(crate::alerts::routes().with_state(state.shared.clone()))
         .merge(crate::reports::routes().with_state(state.reports_state()))
         .merge(crate::labels::routes().with_state(state.labels_state()))
-        .merge(Routes::new().get("/api/v1/openapi.json", Need::Public, openapi))
+        .merge(Routes::new().get(
+            "/api/v1/openapi.json",
+            Need::Public,
+            Op::new("This document").response(200, json!({"description": "OpenAPI 3.1"})),
+            {
+                let document = document.clone();
+                move || async move { openapi(&document) }
+            },
+        ));
+    document
+        .set(crate::openapi::document(routes.operations()).to_string())
+        .expect("the document is made once");
+    routes
 }
 
 /// The router: every route, each behind its access rule, and the JSON fallbacks.
@@ -61,64 +79,7 @@ async fn method_not_allowed(method: axum::http::Method, uri: axum::http::Uri) ->
     ApiError::MethodNotAllowed(format!("{method} is not served at {}", uri.path()))
 }
 
-/// The OpenAPI description of this API (collector/src/openapi.json; a test keeps it in step
-/// with the routes and the wire types).
-pub const OPENAPI: &str = include_str!("openapi.json");
-
-/// Whether a route belongs in the OpenAPI document: the API, the probes, `/metrics`, and the
-/// dashboard's front page (the one page a program may look for); other pages are for people.
-pub fn documented(path: &str) -> bool {
-    path == "/"
-        || path.starts_with("/api/")
-        || path.starts_with("/healthz")
-        || matches!(path, "/readyz" | "/metrics")
-}
-
-async fn openapi() -> impl IntoResponse {
-    ([(header::CONTENT_TYPE, "application/json")], OPENAPI)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_openapi_ingest_example_is_a_valid_batch() {
-        let doc: serde_json::Value = serde_json::from_str(OPENAPI).expect("openapi.json is JSON");
-        let example = &doc["paths"]["/api/v1/ingest"]["post"]["requestBody"]["content"]["application/json"]
-            ["example"];
-        let batch: model::wire::v1::Batch =
-            serde_json::from_value(example.clone()).expect("the example is a v1 batch");
-        let limits = model::wire::v1::Limits {
-            max_age_ms: i64::MAX / 4,
-            ..Default::default()
-        };
-        batch
-            .validate(&limits, batch.snapshots[0].ts)
-            .expect("the example is valid");
-    }
-
-    /// The finding kinds the API documents are the ones the analysis declares.
-    #[test]
-    fn the_openapi_finding_kinds_are_the_declared_ones() {
-        let doc: serde_json::Value = serde_json::from_str(OPENAPI).unwrap();
-        let params = doc["paths"]["/api/v1/findings"]["get"]["parameters"]
-            .as_array()
-            .unwrap();
-        let kind = params.iter().find(|p| p["name"] == "kind").unwrap();
-        let documented: Vec<&str> = kind["schema"]["enum"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|v| v.as_str().unwrap())
-            .collect();
-        let declared: Vec<&str> = analytics::FindingKind::ALL
-            .iter()
-            .map(|k| k.as_str())
-            .collect();
-        assert_eq!(
-            documented, declared,
-            "openapi.json's finding kinds differ from analytics::FindingKind::ALL"
-        );
-    }
+fn openapi(document: &OnceLock<String>) -> impl IntoResponse + use<> {
+    let body = document.get().expect("made with the routes").clone();
+    ([(header::CONTENT_TYPE, "application/json")], body)
 }

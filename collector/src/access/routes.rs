@@ -1,12 +1,14 @@
-//! Every route is declared once, with what it needs: a feature's `routes()` builds a
-//! [`Routes`] of (method, path, need, handler), from which come both the axum router and the
-//! access table the middleware ([`super::enforce`]) looks each request up in before any
-//! handler runs. A route cannot be served without a rule; the OpenAPI document is compared
-//! with the same table by a test.
+//! Every route is declared once, with what it needs and how it is described: a feature's
+//! `routes()` builds a [`Routes`] of (method, path, need, description, handler), from which come
+//! the axum router, the access table the middleware ([`super::enforce`]) looks each request up
+//! in before any handler runs, and the OpenAPI document (`crate::openapi`). A route cannot be
+//! served without a rule, nor under `/api/` without its operation.
 
 use axum::Router;
 use axum::handler::Handler;
 use axum::routing::MethodRouter;
+
+use crate::openapi::{Doc, Documented, Op};
 
 /// What a route needs from its caller.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -21,6 +23,18 @@ pub enum Need {
     Read(Teams),
     /// An operator: approves and applies label actions.
     Operate,
+}
+
+impl Need {
+    /// The OpenAPI security scheme of the token a route with this need asks for; reads name
+    /// none (a token is needed only where sign-in is on: the document's description says so).
+    pub fn scheme(self) -> Option<&'static str> {
+        match self {
+            Need::Agent => Some("agentToken"),
+            Need::Operate => Some("operatorToken"),
+            Need::Public | Need::Scrape | Need::Read(_) => None,
+        }
+    }
 }
 
 /// What a route shows of tenants, for people scoped to some teams.
@@ -39,12 +53,15 @@ pub struct Rule {
     pub method: &'static str,
     pub path: &'static str,
     pub need: Need,
+    /// Whether the OpenAPI document describes it.
+    pub documented: bool,
 }
 
-/// Routes and their rules, built together so neither can lack the other.
+/// Routes, their rules and their operations, built together so none can lack the others.
 pub struct Routes<S = ()> {
     router: Router<S>,
     rules: Vec<Rule>,
+    ops: Vec<(Rule, Op)>,
 }
 
 impl<S: Clone + Send + Sync + 'static> Default for Routes<S> {
@@ -52,6 +69,7 @@ impl<S: Clone + Send + Sync + 'static> Default for Routes<S> {
         Routes {
             router: Router::new(),
             rules: Vec::new(),
+            ops: Vec::new(),
         }
     }
 }
@@ -61,22 +79,22 @@ impl<S: Clone + Send + Sync + 'static> Routes<S> {
         Self::default()
     }
 
-    /// `GET` (and `HEAD`) of `path`, for callers with `need`.
-    pub fn get<H, T>(self, path: &'static str, need: Need, handler: H) -> Self
+    /// `GET` (and `HEAD`) of `path`, for callers with `need`, described by `doc`.
+    pub fn get<H, T>(self, path: &'static str, need: Need, doc: impl Into<Doc>, handler: H) -> Self
     where
         H: Handler<T, S>,
         T: 'static,
     {
-        self.add("GET", path, need, axum::routing::get(handler))
+        self.add("GET", path, need, doc.into(), axum::routing::get(handler))
     }
 
-    /// `POST` of `path`, for callers with `need`.
-    pub fn post<H, T>(self, path: &'static str, need: Need, handler: H) -> Self
+    /// `POST` of `path`, for callers with `need`, described by `doc`.
+    pub fn post<H, T>(self, path: &'static str, need: Need, doc: impl Into<Doc>, handler: H) -> Self
     where
         H: Handler<T, S>,
         T: 'static,
     {
-        self.add("POST", path, need, axum::routing::post(handler))
+        self.add("POST", path, need, doc.into(), axum::routing::post(handler))
     }
 
     fn add(
@@ -84,10 +102,25 @@ impl<S: Clone + Send + Sync + 'static> Routes<S> {
         method: &'static str,
         path: &'static str,
         need: Need,
+        doc: Doc,
         handler: MethodRouter<S>,
     ) -> Self {
         self.refuse_twice(method, path);
-        self.rules.push(Rule { method, path, need });
+        let rule = Rule {
+            method,
+            path,
+            need,
+            documented: matches!(doc, Doc::Api(_)),
+        };
+        match doc {
+            Doc::Api(op) => self.ops.push((rule, op)),
+            // The API is for programs: each of its routes is in the document.
+            Doc::Page => assert!(
+                !path.starts_with("/api/"),
+                "{method} {path} has no operation"
+            ),
+        }
+        self.rules.push(rule);
         self.router = self.router.route(path, handler);
         self
     }
@@ -97,6 +130,7 @@ impl<S: Clone + Send + Sync + 'static> Routes<S> {
         Routes {
             router: self.router.with_state(state),
             rules: self.rules,
+            ops: self.ops,
         }
     }
 
@@ -106,6 +140,7 @@ impl<S: Clone + Send + Sync + 'static> Routes<S> {
         }
         self.router = self.router.merge(other.router);
         self.rules.extend(other.rules);
+        self.ops.extend(other.ops);
         self
     }
 
@@ -123,6 +158,16 @@ impl<S: Clone + Send + Sync + 'static> Routes<S> {
     /// The access table of these routes.
     pub fn rules(&self) -> &[Rule] {
         &self.rules
+    }
+
+    /// The described routes with their operations, in declaration order.
+    pub fn operations(&self) -> impl Iterator<Item = Documented<'_>> {
+        self.ops.iter().map(|(rule, op)| Documented {
+            method: rule.method,
+            path: rule.path,
+            scheme: rule.need.scheme(),
+            op,
+        })
     }
 
     pub fn into_parts(self) -> (Router<S>, Vec<Rule>) {

@@ -10,13 +10,26 @@ use serde::{Deserialize, Serialize};
 use super::state::{Alert, State as AlertState};
 use crate::access::routes::{Need::*, Routes, Teams::*};
 use crate::error::ApiError;
+use crate::openapi::Op;
 use crate::shared::Shared;
 use model::time::rfc3339;
+use serde_json::json;
 use store::alerts::NotificationRecord;
 
 /// The alerts routes (merged in `router.rs`).
 pub fn routes() -> Routes<Shared> {
-    Routes::new().get("/api/v1/alerts", Read(AllTeams), list)
+    Routes::new().get("/api/v1/alerts", Read(AllTeams), operation(), list)
+}
+
+fn operation() -> Op {
+    Op::new("Alerts (docs/alerts.md): every pending, firing and recently resolved alert with its labels, annotations and times; and the notifications built for each receiver, newest first, with every delivery attempt (time, outcome, HTTP status, detail).")
+        .query_enum("state", ["pending", "firing", "resolved"], None)
+        .param(json!({"name": "fingerprint", "in": "query", "schema": {"type": "string"}}))
+        .param(json!({"name": "receiver", "in": "query", "schema": {"type": "string"}, "description": "Only notifications of this receiver."}))
+        .param(json!({"name": "limit", "in": "query", "schema": {"type": "integer", "minimum": 1, "maximum": 1000}, "description": "Notifications, newest first, default 100."}))
+        .json(200, "alerts[] (fingerprint, rule, state, labels, annotations, value, active_since, starts_at, ends_at), notifications[] (id, receiver, group_key, status, firing, resolved, created_at, state queued|delivered|failed|superseded, attempts, delivered_at, last_error, tries[{at, outcome, http_status, detail, duration_ms}])",
+            json!({"type": "object", "properties": {"alerts": {"type": "array"}, "notifications": {"type": "array"}}}))
+        .refusals(&[400, 503])
 }
 
 #[derive(Debug, Deserialize)]

@@ -13,16 +13,112 @@ use super::{AnalysisState, NewestError};
 use crate::access::routes::{Need::*, Routes, Teams::*};
 use crate::error::ApiError;
 use crate::http::parse_time;
+use crate::openapi::{Op, window};
 use model::time::rfc3339;
+use serde_json::json;
 
 /// The analysis routes (merged in `router.rs`).
 pub fn routes() -> Routes<AnalysisState> {
     Routes::new()
-        .get("/api/v1/funnel", Read(AllTeams), funnel)
-        .get("/api/v1/findings", Read(Filtered), findings)
-        .get("/api/v1/recommendations", Read(AllTeams), recommendations)
-        .get("/api/v1/plan", Read(AllTeams), plan)
-        .get("/api/v1/outcomes", Read(AllTeams), outcomes)
+        .get("/api/v1/funnel", Read(AllTeams), funnel_op(), funnel)
+        .get("/api/v1/findings", Read(Filtered), findings_op(), findings)
+        .get(
+            "/api/v1/recommendations",
+            Read(AllTeams),
+            recommendations_op(),
+            recommendations,
+        )
+        .get("/api/v1/plan", Read(AllTeams), plan_op(), plan)
+        .get("/api/v1/outcomes", Read(AllTeams), outcomes_op(), outcomes)
+}
+
+/// An analysis answer: what its 200 carries, and the refusals every one shares.
+fn answer(op: Op, description: &str, schema: serde_json::Value) -> Op {
+    op.json(200, description, schema).refusals(&[400, 503])
+}
+
+fn team_and_node() -> [serde_json::Value; 2] {
+    [
+        json!({"name": "team", "in": "query", "schema": {"type": "string"}, "description": "Only items of this team."}),
+        json!({"name": "node", "in": "query", "schema": {"type": "string"}, "description": "Only items on this node."}),
+    ]
+}
+
+fn funnel_op() -> Op {
+    let op = Op::new("The utilization funnel (Capacity, Allocated, Active, Effective GPU-hours, waste and cost) in total and by cluster, model, node, team and tenant.")
+        .params(window());
+    answer(
+        op,
+        "generated, from, to, source, funnel",
+        json!({"type": "object", "properties": {"funnel": {"type": "object"}}}),
+    )
+}
+
+fn findings_op() -> Op {
+    let kinds = analytics::FindingKind::ALL.map(|k| k.as_str());
+    let op = Op::new(&format!("Findings of the newest analysis ({}), each with window, tenants, device, severity, signal, summary, metrics and evidence series (with their /api/v1/series href). See docs/analytics.md.", kinds.join(", ")))
+        .params(team_and_node())
+        .params(window())
+        .query_enum("kind", kinds, None)
+        .query_enum("severity", ["info", "warning", "critical"], Some("A minimum, not a match: severity=warning returns warning and critical findings; severity=critical only critical ones."));
+    answer(
+        op,
+        "generated, from, to, source (stored|computed), limitations, count, findings[]",
+        json!({
+        "type": "object", "properties": {
+            "generated": {"type": "string"}, "from": {"type": "string"}, "to": {"type": "string"}, "source": {"type": "string"},
+            "limitations": {"type": "array", "items": {"type": "string"}}, "count": {"type": "integer"},
+            "findings": {"type": "array", "items": {"type": "object", "properties": {
+                "id": {"type": "string"}, "kind": {"type": "string"}, "severity": {"type": "string"}, "cluster": {"type": "string"}, "node": {"type": "string"},
+                "gpu": {"type": ["string", "null"]}, "tenants": {"type": "array", "items": {"type": "string"}}, "team": {"type": ["string", "null"]},
+                "from_ms": {"type": "integer"}, "to_ms": {"type": "integer"}, "signal": {"type": "string"},
+                "reason": {"type": "string", "enum": ["fits_smaller", "memory_bound", "compute_bound", "no_data"]},
+                "summary": {"type": "string"}, "metrics": {"type": "object"},
+                "evidence": {"type": "array", "items": {"$ref": "#/components/schemas/Evidence"}}}}}}}),
+    )
+}
+
+fn recommendations_op() -> Op {
+    let op = Op::new("Recommendations of the newest analysis: the steps of the fleet plan (reclaim, consolidate, mig_layout, time_slicing, mps; right_size in analyses stored before the plan) and separate, each with its proposal (mig-parted or device-plugin config where it applies), confidence and replay result; plus the proposals replay rejected and why.")
+        .params(team_and_node())
+        .params(window())
+        .query_enum("kind", analytics::RecKind::ALL.iter().map(|k| k.as_str()), None);
+    answer(
+        op,
+        "generated, from, to, source, count, gpus_freed (the sum of the listed steps' frees; unfiltered, the plan's gpus_freed), recommendations[] (each with requires[]: the ids of the steps to carry out first), rejected[]",
+        json!({"type": "object", "properties": {"count": {"type": "integer"}, "gpus_freed": {"type": "number"}, "recommendations": {"type": "array"}, "rejected": {"type": "array"}}}),
+    )
+}
+
+fn plan_op() -> Op {
+    let op = Op::new("The fleet plan of the newest analysis (docs/analytics.md): one consistent set of steps (the recommendations whose ids are listed), GPUs and nodes in use, after and freed, money saved per month, the bound (the fewest GPUs the recorded demand needs under the same headroom rules) and efficiency = freed / (in use - bound); per pool (cluster and GPU model) and per node.")
+        .params(window());
+    answer(
+        op,
+        "generated, from, to, source, limitations, plan {gpus_in_use, gpus_after, gpus_freed, nodes_in_use, nodes_freed, bound_gpus, efficiency, money_per_month, currency, steps[], pools[], nodes[]}",
+        json!({
+        "type": "object", "properties": {"plan": {"type": "object", "required": ["gpus_in_use", "gpus_after", "gpus_freed", "bound_gpus", "steps"], "properties": {
+            "gpus_in_use": {"type": "integer"}, "gpus_after": {"type": "integer"}, "gpus_freed": {"type": "integer"},
+            "nodes_in_use": {"type": "integer"}, "nodes_freed": {"type": "integer"}, "bound_gpus": {"type": "integer"},
+            "efficiency": {"type": ["number", "null"]}, "money_per_month": {"type": "number"}, "currency": {"type": "string"},
+            "steps": {"type": "array", "items": {"type": "string"}}, "pools": {"type": "array"}, "nodes": {"type": "array"}}}}}),
+    )
+}
+
+fn outcomes_op() -> Op {
+    let op = Op::new("The outcome check of the newest analysis (docs/analytics.md): for every step applied through a label action inside the window, what replay predicted and what was measured since (GPUs freed, contended and memory-overflow tenant-hours), each moved workload's effective use and memory before and after (followed across pod re-creation), and the verdict: pending, as_predicted, better or worse.")
+        .params(window());
+    answer(
+        op,
+        "generated, from, to, source, limitations, count, outcomes[] (action, recommendation, kind, cluster, node, summary, applied_ms, hours_after, verdict, reasons[], predicted{gpus_freed, contention_hours, memory_overflow_hours}, measured{…}, tenants[])",
+        json!({
+        "type": "object", "required": ["count", "outcomes"], "properties": {
+            "count": {"type": "integer"},
+            "outcomes": {"type": "array", "items": {"type": "object", "required": ["action", "node", "verdict"], "properties": {
+                "action": {"type": "integer"}, "node": {"type": "string"},
+                "verdict": {"type": "string", "enum": ["pending", "as_predicted", "better", "worse"]},
+                "reasons": {"type": "array", "items": {"type": "string"}}, "tenants": {"type": "array"}}}}}}),
+    )
 }
 
 #[derive(Debug, Deserialize)]

@@ -15,6 +15,7 @@ mod series;
 mod usage;
 
 use crate::access::routes::{Need::*, Routes, Teams::*};
+use crate::openapi::{Doc::Page, Op};
 use alerts::alerts;
 use findings::{finding, findings};
 use login::{login, login_page, logout, oidc_callback, oidc_start};
@@ -26,26 +27,37 @@ use usage::{teams, tenants};
 
 pub use page::{DashboardState, PageError};
 
+/// The front page, the one page a program may look for, is in the API's document; the other
+/// pages are for people.
+fn front_page() -> Op {
+    Op::new("The dashboard (HTML)").response(200, serde_json::json!({"description": "HTML"}))
+}
+
 /// The dashboard routes (merged in `router.rs`).
 pub fn routes() -> Routes<DashboardState> {
     Routes::new()
-        .get("/", Read(Filtered), overview)
-        .get("/nodes", Read(NoTenants), nodes)
-        .get("/nodes/{node}", Read(AllTeams), node)
-        .get("/gpus/{uuid}", Read(AllTeams), gpu)
-        .get("/tenants", Read(Filtered), tenants)
-        .get("/teams", Read(Filtered), teams)
-        .get("/findings", Read(Filtered), findings)
-        .get("/findings/{id}", Read(Filtered), finding)
-        .get("/recommendations", Read(AllTeams), recommendations)
-        .get("/recommendations/{id}", Read(AllTeams), recommendation)
-        .post("/recommendations/{id}/approve", Operate, approve)
-        .get("/reports", Read(AllTeams), reports)
-        .get("/alerts", Read(AllTeams), alerts)
+        .get("/", Read(Filtered), front_page(), overview)
+        .get("/nodes", Read(NoTenants), Page, nodes)
+        .get("/nodes/{node}", Read(AllTeams), Page, node)
+        .get("/gpus/{uuid}", Read(AllTeams), Page, gpu)
+        .get("/tenants", Read(Filtered), Page, tenants)
+        .get("/teams", Read(Filtered), Page, teams)
+        .get("/findings", Read(Filtered), Page, findings)
+        .get("/findings/{id}", Read(Filtered), Page, finding)
+        .get("/recommendations", Read(AllTeams), Page, recommendations)
+        .get(
+            "/recommendations/{id}",
+            Read(AllTeams),
+            Page,
+            recommendation,
+        )
+        .post("/recommendations/{id}/approve", Operate, Page, approve)
+        .get("/reports", Read(AllTeams), Page, reports)
+        .get("/alerts", Read(AllTeams), Page, alerts)
         // Signing in and out.
-        .get("/login", Public, login_page)
-        .post("/login", Public, login)
-        .post("/logout", Public, logout)
-        .get("/auth/oidc", Public, oidc_start)
-        .get("/auth/callback", Public, oidc_callback)
+        .get("/login", Public, Page, login_page)
+        .post("/login", Public, Page, login)
+        .post("/logout", Public, Page, logout)
+        .get("/auth/oidc", Public, Page, oidc_start)
+        .get("/auth/callback", Public, Page, oidc_callback)
 }

@@ -16,15 +16,57 @@ use model::time::rfc3339;
 use super::node_status;
 use crate::access::routes::{Need::*, Routes, Teams::*};
 use crate::http::{bad_query, parse_step, parse_time};
+use crate::openapi::Op;
 use crate::shared::Shared;
+use serde_json::json;
 
 /// The inventory and series routes (merged in `router.rs`).
 pub fn routes() -> Routes<Shared> {
     Routes::new()
-        .get("/api/v1/nodes", Read(NoTenants), nodes)
-        .get("/api/v1/gpus", Read(NoTenants), gpus)
-        .get("/api/v1/tenants", Read(Filtered), tenants)
-        .get("/api/v1/series", Read(Filtered), series)
+        .get("/api/v1/nodes", Read(NoTenants), nodes_op(), nodes)
+        .get("/api/v1/gpus", Read(NoTenants), gpus_op(), gpus)
+        .get("/api/v1/tenants", Read(Filtered), tenants_op(), tenants)
+        .get("/api/v1/series", Read(Filtered), series_op(), series)
+}
+
+/// `{"<key>": [<schema>…]}`.
+fn list_of(key: &str, schema: &str) -> serde_json::Value {
+    json!({"type": "object", "properties": {key: {"type": "array", "items": {"$ref": format!("#/components/schemas/{schema}")}}}})
+}
+
+fn nodes_op() -> Op {
+    Op::new("Nodes with their status (reporting or silent)")
+        .json(200, "Nodes", list_of("nodes", "Node"))
+        .refusals(&[503])
+}
+
+fn gpus_op() -> Op {
+    Op::new("GPUs with their MIG instances")
+        .param(json!({"name": "node", "in": "query", "schema": {"type": "string"}}))
+        .json(200, "GPUs", list_of("gpus", "Gpu"))
+        .refusals(&[400])
+}
+
+fn tenants_op() -> Op {
+    Op::new("Tenants (pods, Slurm jobs, host users) merged over the nodes they were seen on").json(
+        200,
+        "Tenants",
+        list_of("tenants", "Tenant"),
+    )
+}
+
+fn series_op() -> Op {
+    let metrics: Vec<&str> = store::series::METRICS.iter().map(|m| m.name).collect();
+    Op::new("One metric of one entity over a range; the stored resolution (raw, 1m, 1h) is chosen from range and step")
+        .param(json!({"name": "metric", "in": "query", "required": true, "schema": {"type": "string", "enum": metrics}}))
+        .param(json!({"name": "entity", "in": "query", "required": true, "description": "gpu:UUID, node:NAME, cluster:NAME, tenant:KEY or fleet", "schema": {"type": "string", "pattern": "^(fleet|(gpu|node|cluster|tenant):.+)$"}}))
+        .param(json!({"name": "from", "in": "query", "description": "RFC 3339, Unix ms, now, now-7d (default: to minus 1 h)", "schema": {"type": "string", "minLength": 1}}))
+        .param(json!({"name": "to", "in": "query", "description": "as from (default: now)", "schema": {"type": "string", "minLength": 1}}))
+        .param(json!({"name": "step", "in": "query", "description": "60s, 1h, or seconds (default: range/500)", "schema": {"type": "string"}}))
+        .param(json!({"name": "agg", "in": "query", "schema": {"type": "string", "enum": ["mean", "max", "p95"], "default": "mean"}}))
+        .param(json!({"name": "cluster", "in": "query", "description": "The cluster of a tenant:KEY entity (the same key, e.g. host/1001, names different tenants in different clusters); unset: every cluster's tenant of that key. A DNS-1123 subdomain; refused for other entities.", "schema": {"type": "string", "minLength": 1, "maxLength": 253}}))
+        .json(200, "The series", json!({"$ref": "#/components/schemas/Series"}))
+        .refusals(&[400, 404, 503])
 }
 
 #[derive(Debug, Serialize)]

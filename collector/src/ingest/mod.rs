@@ -11,10 +11,12 @@ use axum::extract::State;
 use axum::http::{HeaderMap, header};
 use model::wire::v1::{Batch, Limits};
 use serde::Serialize;
+use serde_json::json;
 
 use crate::access::routes::{Need::*, Routes};
 use crate::error::ApiError;
 use crate::fleet::LatestGpus;
+use crate::openapi::Op;
 use crate::shared::Shared;
 use metrics::{Outcome, OutcomeLabels, RejectReason, RowKind, RowLabels};
 use store::{IngestOutcome, StoreError};
@@ -40,7 +42,31 @@ crate::shared::derefs_to_shared!(IngestState);
 
 /// The ingest routes (merged in `router.rs`).
 pub fn routes() -> Routes<IngestState> {
-    Routes::new().post("/api/v1/ingest", Agent, ingest)
+    Routes::new().post("/api/v1/ingest", Agent, operation(), ingest)
+}
+
+fn operation() -> Op {
+    Op::new("Push one batch of samples (agents, simulators, anyone)")
+        .param(json!({"name": "Content-Encoding", "in": "header", "schema": {"type": "string", "enum": ["gzip", "identity"]}}))
+        .body(json!({"required": true, "content": {"application/json": {
+            "schema": {"$ref": "#/components/schemas/Batch"},
+            "example": {
+                "version": 1, "cluster": "lab", "node": "ws-01", "agent_id": "curl-test", "seq": 1, "interval_ms": 1000,
+                "inventory": [{"uuid": "GPU-0b7e1d2a", "index": 0, "model": "NVIDIA L40S", "memory_total_bytes": 48305799168u64}],
+                "tenants": [{"key": "host/1001", "kind": "host_user", "user": "alice", "uid": 1001}],
+                "snapshots": [{"ts": 1795219200000u64,
+                    "gpus": [{"gpu_uuid": "GPU-0b7e1d2a", "gpu_util": 0.87, "mem_used_bytes": 21474836480u64, "power_w": 251.5, "temp_c": 61}],
+                    "processes": [{"gpu_uuid": "GPU-0b7e1d2a", "pid": 4242, "start_time": 1795218600000u64, "tenant": "host/1001", "sm_util": 0.85, "mem_used_bytes": 20401094656u64}]}]
+            }
+        }}}))
+        .json(200, "Committed (status stored), or a retry of a stored batch (status duplicate)", json!({"$ref": "#/components/schemas/IngestResponse"}))
+        .refusals(&[400, 401, 403, 413, 415])
+        .throttled("agent tokens")
+        .response(503, json!({
+            "description": "Database unavailable; retry after the Retry-After header",
+            "headers": {"Retry-After": {"schema": {"type": "integer"}}},
+            "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}
+        }))
 }
 
 /// The JSON answer to a stored or duplicate batch.
@@ -273,4 +299,22 @@ pub fn decode_body(encoding: &str, bytes: Bytes, max: usize) -> Result<Vec<u8>, 
         BodyError::Malformed(m) => ApiError::BadRequest(m),
         BodyError::Unsupported(m) => ApiError::UnsupportedMediaType(m),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_documented_example_is_a_valid_batch() {
+        let op = super::operation().to_json();
+        let example = &op["requestBody"]["content"]["application/json"]["example"];
+        let batch: model::wire::v1::Batch =
+            serde_json::from_value(example.clone()).expect("the example is a v1 batch");
+        let limits = model::wire::v1::Limits {
+            max_age_ms: i64::MAX / 4,
+            ..Default::default()
+        };
+        batch
+            .validate(&limits, batch.snapshots[0].ts)
+            .expect("the example is valid");
+    }
 }

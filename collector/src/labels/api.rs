@@ -26,6 +26,8 @@ pub struct LabelsState {
 
 crate::shared::derefs_to_shared!(LabelsState);
 use crate::access::routes::{Need::*, Routes, Teams::*};
+use crate::openapi::Op;
+use serde_json::json;
 use store::label_actions::{ActionFilter, LabelActionRecord};
 
 #[derive(Debug, Deserialize)]
@@ -220,10 +222,49 @@ pub use model::wire::v1::NodeLabels;
 /// The label actions routes (merged in `router.rs`).
 pub fn routes() -> Routes<LabelsState> {
     Routes::new()
-        .get("/api/v1/label-actions", Read(AllTeams), list)
+        .get("/api/v1/label-actions", Read(AllTeams), list_op(), list)
         // Agents read their own node's labels with their own tokens.
-        .get("/api/v1/nodes/{node}/labels", Agent, node_labels)
-        .post("/api/v1/label-actions/{id}/approve", Operate, approve)
+        .get(
+            "/api/v1/nodes/{node}/labels",
+            Agent,
+            node_labels_op(),
+            node_labels,
+        )
+        .post(
+            "/api/v1/label-actions/{id}/approve",
+            Operate,
+            approve_op(),
+            approve,
+        )
+}
+
+fn list_op() -> Op {
+    Op::new("GPU Operator label changes gpulens planned (docs/labels.md): state (planned, approved, running, applied, unchanged, refused, rolled_back, failed), who requested and approved them, the outcome, and every step of the run with its time, actor and result; plus the label mode.")
+        .param(json!({"name": "node", "in": "query", "schema": {"type": "string"}, "description": "Only actions of this node."}))
+        .param(json!({"name": "state", "in": "query", "schema": {"type": "string"}, "description": "Only actions in this state."}))
+        .param(json!({"name": "limit", "in": "query", "schema": {"type": "integer", "minimum": 1, "maximum": 1000}, "description": "Newest first, default 100."}))
+        .json(200, "mode, actions[] (id, node, label, value, state, requested_by, requested_at, approved_by, approved_at, override_pods, finished_at, outcome, previous_value, recommendation, rollback_of, steps[{at, actor, step, result, detail}])",
+            json!({"type": "object", "properties": {"mode": {"type": "string", "enum": ["off", "advise", "apply-with-approval"]}, "actions": {"type": "array"}}}))
+        .refusals(&[400, 503])
+}
+
+fn node_labels_op() -> Op {
+    Op::new("A node's advisory gpulens.io labels from the newest stored analysis, for the node's agent to write into Node Feature Discovery's features.d (docs/labels.md). Needs the agent token bound to that node.")
+        .param(json!({"name": "node", "in": "path", "required": true, "schema": {"type": "string"}}))
+        .param(json!({"name": "cluster", "in": "query", "required": true, "schema": {"type": "string"}, "description": "The agent's cluster."}))
+        .json(200, "node, analyzed (RFC 3339), labels {key: value}",
+            json!({"type": "object", "properties": {"node": {"type": "string"}, "analyzed": {"type": "string", "format": "date-time"}, "labels": {"type": "object", "additionalProperties": {"type": "string"}}}}))
+        .refusals(&[400, 401, 403, 409, 503])
+        .throttled("agent tokens")
+}
+
+fn approve_op() -> Op {
+    Op::new("Approve a planned change (operator token; mode apply-with-approval). The collector runs it within [labels] every: cordon, wait for GPU pods, label, watch, uncordon.")
+        .param(json!({"name": "id", "in": "path", "required": true, "schema": {"type": "integer"}}))
+        .body(json!({"required": false, "content": {"application/json": {"schema": {"type": "object", "properties": {"override_pods": {"type": "boolean", "description": "Go ahead although GPU pods remain after the drain wait."}}}}}}))
+        .response(200, json!({"description": "id, state, approved_by"}))
+        .refusals(&[401, 403, 404, 409])
+        .throttled("tokens")
 }
 
 /// `GET /api/v1/nodes/{node}/labels?cluster=…`: the node's advisory labels from the newest

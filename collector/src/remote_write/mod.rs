@@ -40,7 +40,9 @@ use crate::access::routes::{Need::*, Routes};
 use crate::error::ApiError;
 use crate::fleet::LatestGpus;
 use crate::ingest::IngestConfig;
+use crate::openapi::Op;
 use crate::shared::Shared;
+use serde_json::json;
 
 pub mod metrics;
 
@@ -61,7 +63,15 @@ crate::shared::derefs_to_shared!(RemoteWriteState);
 
 /// The remote write routes (merged in `router.rs`).
 pub fn routes() -> Routes<RemoteWriteState> {
-    Routes::new().post("/api/v1/write", Agent, write)
+    Routes::new().post("/api/v1/write", Agent, operation(), write)
+}
+
+fn operation() -> Op {
+    Op::new("Prometheus remote write 1.0 (snappy-compressed protobuf WriteRequest): dcgm-exporter series (DCGM_FI_*) become gpulens samples, so a cluster that runs dcgm-exporter gets findings and reports without the gpulens agent (docs/prometheus.md). Other series are ignored.")
+        .body(json!({"required": true, "content": {"application/x-protobuf": {}}}))
+        .response(204, json!({"description": "Taken"}))
+        .refusals(&[400, 401, 403, 503])
+        .throttled("agent tokens")
 }
 
 /// Hosts the receiver keeps at most: a remote-write token for `*` could otherwise create a

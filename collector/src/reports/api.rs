@@ -12,8 +12,10 @@ use std::sync::Arc;
 use super::{Settings, link};
 use crate::access::routes::{Need::*, Routes, Teams::*};
 use crate::error::ApiError;
+use crate::openapi::Op;
 use crate::shared::Shared;
 use model::time::rfc3339;
+use serde_json::json;
 
 /// What the reports handlers need.
 #[derive(Debug, Clone)]
@@ -28,8 +30,30 @@ crate::shared::derefs_to_shared!(ReportsState);
 /// The reports routes (merged in `router.rs`).
 pub fn routes() -> Routes<ReportsState> {
     Routes::new()
-        .get("/api/v1/reports", Read(AllTeams), list)
-        .get("/api/v1/reports/{week}", Read(AllTeams), self::get)
+        .get("/api/v1/reports", Read(AllTeams), list_op(), list)
+        .get(
+            "/api/v1/reports/{week}",
+            Read(AllTeams),
+            get_op(),
+            self::get,
+        )
+}
+
+fn list_op() -> Op {
+    Op::new("Stored weekly reports (docs/reports.md), newest week first: week, time zone, range, when generated, a summary, and links to the HTML and CSV.")
+        .param(json!({"name": "limit", "in": "query", "schema": {"type": "integer", "minimum": 1, "maximum": 520}, "description": "Default 52."}))
+        .json(200, "timezone, reports[] (week, timezone, from, to, generated, summary, html, csv)",
+            json!({"type": "object", "properties": {"timezone": {"type": "string"}, "reports": {"type": "array"}}}))
+        .refusals(&[400, 503])
+}
+
+fn get_op() -> Op {
+    Op::new("One stored weekly report: a self-contained HTML file (inline SVG charts, prints on A4) or CSV with the columns docs/reports.md lists.")
+        .param(json!({"name": "week", "in": "path", "required": true, "schema": {"type": "string", "pattern": "^[0-9]{4}-W[0-9]{2}$", "example": "2026-W46"}}))
+        .query_enum("format", ["html", "csv"], Some("Default html."))
+        .param(json!({"name": "timezone", "in": "query", "schema": {"type": "string"}, "description": "Default: the configured [reports] timezone."}))
+        .response(200, json!({"description": "The report", "content": {"text/html": {}, "text/csv": {}}}))
+        .refusals(&[400, 404, 503])
 }
 
 #[derive(Debug, Serialize)]

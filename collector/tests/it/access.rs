@@ -10,8 +10,9 @@ use std::net::SocketAddr;
 use axum::body::Body;
 use axum::extract::ConnectInfo;
 use axum::http::{Method, Request, StatusCode, header};
-use collector::access::routes::{Need, Rule};
+use collector::access::routes::{Need, Routes, Rule};
 use collector::config::{Config, TeamsConfig};
+use collector::openapi::Doc::Page;
 use collector::{router::router, state::AppState};
 use serde_json::Value;
 use tower::ServiceExt;
@@ -53,13 +54,18 @@ async fn every_route_has_exactly_one_access_rule() {
     let in_table: BTreeSet<String> = table.iter().map(|r| r.path.to_owned()).collect();
     assert!(in_table.len() > 30, "{in_table:?}");
     let twice = std::panic::catch_unwind(|| {
-        collector::access::routes::Routes::<()>::new()
-            .get("/x", Need::Public, || async { "" })
-            .merge(
-                collector::access::routes::Routes::new().get("/x", Need::Operate, || async { "" }),
-            )
+        Routes::<()>::new()
+            .get("/x", Need::Public, Page, || async { "" })
+            .merge(Routes::new().get("/x", Need::Operate, Page, || async { "" }))
     });
     assert!(twice.is_err(), "a route declared twice was accepted");
+    let undescribed = std::panic::catch_unwind(|| {
+        Routes::<()>::new().get("/api/v1/x", Need::Public, Page, || async { "" })
+    });
+    assert!(
+        undescribed.is_err(),
+        "an API route without its operation was accepted"
+    );
     for path in &in_table {
         let uri = path
             .replace("{node}", "n1")
