@@ -4,6 +4,7 @@
 
 pub mod alerts;
 mod analysis_runs;
+mod backend;
 mod citus;
 mod cluster_rollup;
 mod dialect;
@@ -12,6 +13,7 @@ mod group_commit;
 mod inventory;
 pub mod label_actions;
 mod migrate;
+mod node_upkeep;
 mod pgcopy;
 mod postgres;
 mod raw;

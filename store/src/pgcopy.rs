@@ -2,6 +2,8 @@
 //! Layout: signature, flags, header extension, then per row a field count and per field a
 //! length (-1 for NULL) and big-endian bytes; a trailer of -1.
 
+use crate::raw::rows::Cells;
+
 /// Microseconds between the Unix epoch and PostgreSQL's epoch (2000-01-01).
 const PG_EPOCH_OFFSET_US: i64 = 946_684_800_000_000;
 
@@ -31,100 +33,20 @@ impl CopyWriter {
         self
     }
 
-    fn null(&mut self) {
-        self.buf.extend_from_slice(&(-1i32).to_be_bytes());
-    }
-
-    pub fn text(&mut self, v: &str) -> &mut Self {
-        self.buf.extend_from_slice(&(v.len() as i32).to_be_bytes());
-        self.buf.extend_from_slice(v.as_bytes());
-        self
-    }
-
-    pub fn opt_text(&mut self, v: Option<&str>) -> &mut Self {
-        match v {
-            Some(v) => self.text(v),
-            None => {
-                self.null();
-                self
-            }
-        }
-    }
-
-    pub fn i32(&mut self, v: i32) -> &mut Self {
-        self.buf.extend_from_slice(&4i32.to_be_bytes());
-        self.buf.extend_from_slice(&v.to_be_bytes());
-        self
-    }
-
-    pub fn opt_i32(&mut self, v: Option<i32>) -> &mut Self {
-        match v {
-            Some(v) => self.i32(v),
-            None => {
-                self.null();
-                self
-            }
-        }
-    }
-
-    pub fn i64(&mut self, v: i64) -> &mut Self {
-        self.buf.extend_from_slice(&8i32.to_be_bytes());
-        self.buf.extend_from_slice(&v.to_be_bytes());
-        self
-    }
-
-    pub fn opt_i64(&mut self, v: Option<i64>) -> &mut Self {
-        match v {
-            Some(v) => self.i64(v),
-            None => {
-                self.null();
-                self
-            }
-        }
-    }
-
-    pub fn f32(&mut self, v: f32) -> &mut Self {
-        self.buf.extend_from_slice(&4i32.to_be_bytes());
-        self.buf.extend_from_slice(&v.to_bits().to_be_bytes());
-        self
-    }
-
-    pub fn opt_f32(&mut self, v: Option<f32>) -> &mut Self {
-        match v {
-            Some(v) => self.f32(v),
-            None => {
-                self.null();
-                self
-            }
-        }
-    }
-
-    pub fn opt_f64(&mut self, v: Option<f64>) -> &mut Self {
-        match v {
-            Some(v) => {
-                self.buf.extend_from_slice(&8i32.to_be_bytes());
-                self.buf.extend_from_slice(&v.to_bits().to_be_bytes());
-            }
-            None => self.null(),
-        }
+    /// One field's length and bytes.
+    fn field(&mut self, bytes: &[u8]) -> &mut Self {
+        self.buf
+            .extend_from_slice(&(bytes.len() as i32).to_be_bytes());
+        self.buf.extend_from_slice(bytes);
         self
     }
 
     /// A bytea field (or NULL).
     pub fn raw_bytes(&mut self, v: Option<&[u8]>) -> &mut Self {
         match v {
-            Some(v) => {
-                self.buf.extend_from_slice(&(v.len() as i32).to_be_bytes());
-                self.buf.extend_from_slice(v);
-            }
+            Some(v) => self.field(v),
             None => self.null(),
         }
-        self
-    }
-
-    /// A timestamptz from Unix milliseconds.
-    pub fn ts_ms(&mut self, ms: i64) -> &mut Self {
-        self.i64(ms * 1000 - PG_EPOCH_OFFSET_US)
     }
 
     pub fn rows(&self) -> u64 {
@@ -140,6 +62,38 @@ impl CopyWriter {
     pub fn finish(mut self) -> Vec<u8> {
         self.buf.extend_from_slice(&(-1i16).to_be_bytes());
         self.buf
+    }
+}
+
+impl Cells for CopyWriter {
+    fn null(&mut self) -> &mut Self {
+        self.buf.extend_from_slice(&(-1i32).to_be_bytes());
+        self
+    }
+
+    fn text(&mut self, v: &str) -> &mut Self {
+        self.field(v.as_bytes())
+    }
+
+    fn i32(&mut self, v: i32) -> &mut Self {
+        self.field(&v.to_be_bytes())
+    }
+
+    fn i64(&mut self, v: i64) -> &mut Self {
+        self.field(&v.to_be_bytes())
+    }
+
+    fn f32(&mut self, v: f32) -> &mut Self {
+        self.field(&v.to_bits().to_be_bytes())
+    }
+
+    fn f64(&mut self, v: f64) -> &mut Self {
+        self.field(&v.to_bits().to_be_bytes())
+    }
+
+    /// A timestamptz from Unix milliseconds.
+    fn ts_ms(&mut self, ms: i64) -> &mut Self {
+        self.i64(ms * 1000 - PG_EPOCH_OFFSET_US)
     }
 }
 

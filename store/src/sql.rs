@@ -445,13 +445,14 @@ impl TableCounts {
     ];
 
     /// One SELECT of every count, in field order (sealed samples count as the rows they
-    /// were); `cast` turns a sum into a 64-bit integer where the backend needs it.
-    pub(crate) fn query(cast: &str) -> String {
+    /// were), in `d`'s SQL.
+    pub(crate) fn query(d: crate::dialect::Dialect) -> String {
+        let sealed = d.int64("coalesce(sum(n), 0)");
         let columns: Vec<String> = crate::raw::TABLES
             .iter()
             .map(|t| {
                 format!(
-                    "((SELECT count(*) FROM {}) + (SELECT coalesce(sum(n), 0){cast} FROM {}))",
+                    "((SELECT count(*) FROM {}) + (SELECT {sealed} FROM {}))",
                     t.hot, t.sealed
                 )
             })

@@ -48,11 +48,14 @@ pub struct PgStore {
 }
 
 impl PgStore {
-    crate::inventory::inventory_methods!(pool, Dialect::Postgres);
-    crate::analysis_runs::analysis_run_methods!(pool, pool, Dialect::Postgres);
-    crate::secrets::secret_methods!(pool, Dialect::Postgres);
-    crate::cluster_rollup::cluster_rollup_methods!(pool, Dialect::Postgres);
-    crate::rollup_reads::rollup_read_methods!(pool, Dialect::Postgres);
+    crate::backend::shared_methods!(
+        write: pool,
+        read: pool,
+        dialect: Dialect::Postgres,
+        numbered: crate::label_actions::numbered,
+        gpus: |g: &[String]| g.to_vec(),
+        per_insert: |_| 1000,
+    );
 
     pub async fn connect(url: &str) -> Result<PgStore> {
         // Ingest's four committers keep a connection each while batches flow; eight more serve
@@ -125,6 +128,11 @@ impl PgStore {
     }
 
     /// Creates the daily and monthly partitions covering the given days.
+    /// The day partitions [from, to] needs.
+    async fn ensure_span(&self, from: i64, to: i64) -> Result<()> {
+        self.ensure_days(&days_between(from, to)).await
+    }
+
     async fn ensure_days(&self, days: &[i64]) -> Result<()> {
         let missing: Vec<i64> = {
             let known = self.partitions.lock().expect("partition cache");
@@ -288,14 +296,6 @@ impl PgStore {
         Ok(q.fetch_optional(&self.pool).await?.is_some())
     }
 
-    /// Rows of one of [`crate::raw::NAMES`].
-    pub async fn table_rows(&self, table: &str) -> Result<i64> {
-        debug_assert!(crate::raw::NAMES.contains(&table));
-        Ok(sqlx::query_scalar(&format!("SELECT count(*) FROM {table}"))
-            .fetch_one(&self.pool)
-            .await?)
-    }
-
     /// `VACUUM`s `tables` (names from [`crate::raw::NAMES`]).
     pub async fn vacuum(&self, tables: &[&str]) -> Result<()> {
         sqlx::query(&format!("VACUUM {}", tables.join(", ")))
@@ -320,34 +320,6 @@ impl PgStore {
         .await?)
     }
 
-    pub async fn counts(&self) -> Result<TableCounts> {
-        // One statement, so one snapshot: a seal committing between a count of the hot rows
-        // and a count of the sealed blocks would count its rows twice.
-        let row = sqlx::query(&TableCounts::query("::bigint"))
-            .fetch_one(&self.pool)
-            .await?;
-        TableCounts::from_row(&row)
-    }
-
-    pub async fn series(&self, q: &SeriesQuery, plan: &Plan) -> Result<Series> {
-        let (sql, shape) = series::sql(q, plan, Dialect::Postgres)?;
-        let rows = self.bind_series(&sql, q).fetch_all(&self.pool).await?;
-        let values = crate::sql::series_values!(&rows, shape);
-        Ok(series::assemble(q, plan, &values))
-    }
-
-    fn bind_series<'q>(
-        &self,
-        sql: &'q str,
-        q: &'q SeriesQuery,
-    ) -> sqlx::query::Query<'q, Postgres, sqlx::postgres::PgArguments> {
-        let mut query = sqlx::query(sql);
-        for (_, v) in q.entity.filters() {
-            query = query.bind(v.to_owned());
-        }
-        query.bind(q.from_ms).bind(q.to_ms)
-    }
-
     pub async fn pending_minutes(&self, until_ms: i64) -> Result<Vec<(String, String, i64)>> {
         Ok(sqlx::query_as(&format!(
             "SELECT cluster, node, {} FROM rollup_pending WHERE bucket + interval '1 minute' <= to_timestamp($1 / 1000.0) ORDER BY 1, 2, 3",
@@ -356,47 +328,6 @@ impl PgStore {
         .bind(until_ms)
         .fetch_all(&self.pool)
         .await?)
-    }
-
-    /// Benchmark fixture: replaces `res` ("1m" or "1h") rollups of a node over [from, to)
-    /// with rows computed elsewhere.
-    pub async fn write_rollups(
-        &self,
-        res: &str,
-        cluster: &str,
-        node: &str,
-        from: i64,
-        to: i64,
-        r: &NodeRollup,
-    ) -> Result<()> {
-        self.ensure_days(&days_between(from, to)).await?;
-        let mut tx = self.pool.begin().await?;
-        replace_rollups(&mut tx, res, cluster, node, from, to, r).await?;
-        tx.commit().await?;
-        Ok(())
-    }
-
-    pub async fn rollup_span(
-        &self,
-        cluster: &str,
-        node: &str,
-        from: i64,
-        to: i64,
-    ) -> Result<span::SpanStats> {
-        self.ensure_days(&days_between(from, to)).await?;
-        let mut tx = self.pool.begin().await?;
-        let stats = span::roll_up(
-            &mut tx,
-            Span {
-                cluster,
-                node,
-                from,
-                to,
-            },
-        )
-        .await?;
-        tx.commit().await?;
-        Ok(stats)
     }
 
     pub async fn latest_health(&self) -> Result<Vec<crate::records::HealthRecord>> {
@@ -422,67 +353,6 @@ impl PgStore {
         rows.iter().map(|r| Ok(raw::health!(r))).collect()
     }
 
-    /// The node's oldest hot sample older than `cutoff`, over the tables that seal.
-    pub async fn oldest_hot(
-        &self,
-        cluster: &str,
-        node: &str,
-        gpus: &[String],
-        cutoff: i64,
-    ) -> Result<Option<i64>> {
-        let mut oldest: Option<i64> = None;
-        for t in raw::TABLES {
-            let v: Option<i64> = sqlx::query_scalar(&raw::oldest_sql(t, Dialect::Postgres))
-                .bind(cluster)
-                .bind(node)
-                .bind(gpus)
-                .bind(cutoff)
-                .fetch_one(&self.pool)
-                .await?;
-            oldest = match (oldest, v) {
-                (Some(a), Some(b)) => Some(a.min(b)),
-                (a, b) => a.or(b),
-            };
-        }
-        Ok(oldest)
-    }
-
-    /// Seals one node's hot rows older than `cutoff` (a block start) in one transaction.
-    pub async fn seal_node(
-        &self,
-        cluster: &str,
-        node: &str,
-        gpus: &[String],
-        cutoff: i64,
-    ) -> Result<u64> {
-        let mut tx = self.pool.begin().await?;
-        let mut sealed = 0;
-        for t in raw::TABLES {
-            let rows = sqlx::query(&raw::take_sql(t, Dialect::Postgres))
-                .bind(cluster)
-                .bind(node)
-                .bind(gpus)
-                .bind(cutoff)
-                .fetch_all(&mut *tx)
-                .await?;
-            let taken = raw::taken!(t, rows);
-            sealed += taken.len() as u64;
-            let blocks = raw::seal(t, taken);
-            let starts = blocks.iter().map(|b| b.start);
-            if let (Some(first), Some(last)) = (starts.clone().min(), starts.max()) {
-                self.ensure_days(&days_between(first, last)).await?;
-            }
-            for chunk in blocks.chunks(1000) {
-                let sql = raw::insert_sql(t, Dialect::Postgres, chunk.len());
-                raw::bind_blocks(sqlx::query(&sql), chunk)
-                    .execute(&mut *tx)
-                    .await?;
-            }
-        }
-        tx.commit().await?;
-        Ok(sealed)
-    }
-
     pub async fn try_job_lock(&self, key: i64) -> Result<Option<crate::records::JobLock>> {
         let mut conn = self.pool.acquire().await?;
         let got: bool = sqlx::query_scalar("SELECT pg_try_advisory_lock($1)")
@@ -491,11 +361,6 @@ impl PgStore {
             .await?;
         Ok(got.then(|| crate::records::JobLock::postgres(conn, key)))
     }
-
-    super::label_actions::label_action_methods!(pool, pool, super::label_actions::numbered);
-    super::alerts::alert_methods!(pool, pool, super::label_actions::numbered);
-    super::remote_write::journal_methods!(pool, pool, super::label_actions::numbered);
-    super::reports::report_methods!(pool, pool, super::label_actions::numbered);
 
     pub async fn apply_retention(&self, now_ms: i64, r: &Retention) -> Result<RetentionStats> {
         let mut stats = RetentionStats::default();

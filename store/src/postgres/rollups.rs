@@ -1,5 +1,6 @@
 //! Minute and hour rollups on PostgreSQL: a span's rollups replaced with COPY, and read back.
 
+use crate::raw::rows::Cells;
 use sqlx::Row;
 use sqlx::postgres::Postgres;
 

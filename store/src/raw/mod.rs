@@ -15,6 +15,7 @@ use model::sealed::{self, Columns, Kind};
 
 use crate::dialect::Dialect;
 
+pub(crate) mod rows;
 mod tables;
 
 pub(crate) use tables::{

@@ -33,11 +33,14 @@ mod samples;
 use samples::{MAX_BINDS, insert_rows, insert_samples};
 
 impl SqliteStore {
-    crate::inventory::inventory_methods!(reader, Dialect::Sqlite);
-    crate::analysis_runs::analysis_run_methods!(writer, reader, Dialect::Sqlite);
-    crate::secrets::secret_methods!(writer, Dialect::Sqlite);
-    crate::cluster_rollup::cluster_rollup_methods!(writer, Dialect::Sqlite);
-    crate::rollup_reads::rollup_read_methods!(reader, Dialect::Sqlite);
+    crate::backend::shared_methods!(
+        write: writer,
+        read: reader,
+        dialect: Dialect::Sqlite,
+        numbered: crate::label_actions::same,
+        gpus: |g: &[String]| serde_json::to_string(g).expect("strings serialize"),
+        per_insert: |t| MAX_BINDS / raw::binds_per_block(t),
+    );
 
     pub async fn open(url: &str) -> Result<SqliteStore> {
         let opts = SqliteConnectOptions::from_str(url)
@@ -88,6 +91,11 @@ impl SqliteStore {
 
     pub async fn ping(&self) -> Result<()> {
         sqlx::query("SELECT 1").execute(&self.reader).await?;
+        Ok(())
+    }
+
+    /// SQLite has no partitions to make for a range.
+    async fn ensure_span(&self, _from: i64, _to: i64) -> Result<()> {
         Ok(())
     }
 
@@ -232,14 +240,6 @@ impl SqliteStore {
         Ok(q.fetch_optional(&self.reader).await?.is_some())
     }
 
-    /// Rows of one of [`crate::raw::NAMES`].
-    pub async fn table_rows(&self, table: &str) -> Result<i64> {
-        debug_assert!(crate::raw::NAMES.contains(&table));
-        Ok(sqlx::query_scalar(&format!("SELECT count(*) FROM {table}"))
-            .fetch_one(&self.reader)
-            .await?)
-    }
-
     pub async fn table_bytes(&self, table: &str) -> Result<i64> {
         Ok(sqlx::query_scalar(
             "SELECT coalesce(sum(d.pgsize), 0) FROM dbstat d JOIN sqlite_master m ON m.name = d.name WHERE m.tbl_name = ?",
@@ -249,78 +249,11 @@ impl SqliteStore {
         .await?)
     }
 
-    pub async fn counts(&self) -> Result<TableCounts> {
-        // One statement, so one snapshot: a seal committing between a count of the hot rows
-        // and a count of the sealed blocks would count its rows twice.
-        let row = sqlx::query(&TableCounts::query(""))
-            .fetch_one(&self.reader)
-            .await?;
-        TableCounts::from_row(&row)
-    }
-
-    pub async fn series(&self, q: &SeriesQuery, plan: &Plan) -> Result<Series> {
-        let (sql, shape) = series::sql(q, plan, Dialect::Sqlite)?;
-        let rows = self.bind_series(&sql, q).fetch_all(&self.reader).await?;
-        let values = crate::sql::series_values!(&rows, shape);
-        Ok(series::assemble(q, plan, &values))
-    }
-
-    fn bind_series<'q>(
-        &self,
-        sql: &'q str,
-        q: &'q SeriesQuery,
-    ) -> sqlx::query::Query<'q, Sqlite, sqlx::sqlite::SqliteArguments<'q>> {
-        let mut query = sqlx::query(sql);
-        for (_, v) in q.entity.filters() {
-            query = query.bind(v.to_owned());
-        }
-        query.bind(q.from_ms).bind(q.to_ms)
-    }
-
     pub async fn pending_minutes(&self, until_ms: i64) -> Result<Vec<(String, String, i64)>> {
         Ok(sqlx::query_as("SELECT cluster, node, bucket FROM rollup_pending WHERE bucket + 60000 <= ? ORDER BY cluster, node, bucket")
             .bind(until_ms)
             .fetch_all(&self.writer)
             .await?)
-    }
-
-    /// Benchmark fixture: replaces `res` ("1m" or "1h") rollups of a node over [from, to)
-    /// with rows computed elsewhere.
-    pub async fn write_rollups(
-        &self,
-        res: &str,
-        cluster: &str,
-        node: &str,
-        from: i64,
-        to: i64,
-        r: &NodeRollup,
-    ) -> Result<()> {
-        let mut tx = self.writer.begin().await?;
-        replace_rollups(&mut tx, res, cluster, node, from, to, r).await?;
-        tx.commit().await?;
-        Ok(())
-    }
-
-    pub async fn rollup_span(
-        &self,
-        cluster: &str,
-        node: &str,
-        from: i64,
-        to: i64,
-    ) -> Result<span::SpanStats> {
-        let mut tx = self.writer.begin().await?;
-        let stats = span::roll_up(
-            &mut tx,
-            Span {
-                cluster,
-                node,
-                from,
-                to,
-            },
-        )
-        .await?;
-        tx.commit().await?;
-        Ok(stats)
     }
 
     pub async fn latest_health(&self) -> Result<Vec<crate::records::HealthRecord>> {
@@ -338,71 +271,6 @@ impl SqliteStore {
         .await?;
         rows.iter().map(|r| Ok(raw::health!(r))).collect()
     }
-
-    /// The node's oldest hot sample older than `cutoff`, over the tables that seal.
-    pub async fn oldest_hot(
-        &self,
-        cluster: &str,
-        node: &str,
-        gpus: &[String],
-        cutoff: i64,
-    ) -> Result<Option<i64>> {
-        let gpus = serde_json::to_string(gpus).expect("strings serialize");
-        let mut oldest: Option<i64> = None;
-        for t in raw::TABLES {
-            let v: Option<i64> = sqlx::query_scalar(&raw::oldest_sql(t, Dialect::Sqlite))
-                .bind(cluster)
-                .bind(node)
-                .bind(&gpus)
-                .bind(cutoff)
-                .fetch_one(&self.reader)
-                .await?;
-            oldest = match (oldest, v) {
-                (Some(a), Some(b)) => Some(a.min(b)),
-                (a, b) => a.or(b),
-            };
-        }
-        Ok(oldest)
-    }
-
-    /// Seals one node's hot rows older than `cutoff` (a block start) in one transaction.
-    pub async fn seal_node(
-        &self,
-        cluster: &str,
-        node: &str,
-        gpus: &[String],
-        cutoff: i64,
-    ) -> Result<u64> {
-        let gpus = serde_json::to_string(gpus).expect("strings serialize");
-        let mut tx = self.writer.begin().await?;
-        let mut sealed = 0;
-        for t in raw::TABLES {
-            let rows = sqlx::query(&raw::take_sql(t, Dialect::Sqlite))
-                .bind(cluster)
-                .bind(node)
-                .bind(&gpus)
-                .bind(cutoff)
-                .fetch_all(&mut *tx)
-                .await?;
-            let taken = raw::taken!(t, rows);
-            sealed += taken.len() as u64;
-            let blocks = raw::seal(t, taken);
-            let per = raw::binds_per_block(t);
-            for chunk in blocks.chunks(MAX_BINDS / per) {
-                let sql = raw::insert_sql(t, Dialect::Sqlite, chunk.len());
-                raw::bind_blocks(sqlx::query(&sql), chunk)
-                    .execute(&mut *tx)
-                    .await?;
-            }
-        }
-        tx.commit().await?;
-        Ok(sealed)
-    }
-
-    super::label_actions::label_action_methods!(writer, reader, super::label_actions::same);
-    super::alerts::alert_methods!(writer, reader, super::label_actions::same);
-    super::remote_write::journal_methods!(writer, reader, super::label_actions::same);
-    super::reports::report_methods!(writer, reader, super::label_actions::same);
 
     pub async fn apply_retention(&self, now_ms: i64, r: &Retention) -> Result<RetentionStats> {
         let mut stats = RetentionStats::default();
