@@ -21,6 +21,7 @@ mod records;
 pub mod remote_write;
 pub mod reports;
 mod rollup_reads;
+mod rollup_rows;
 mod secrets;
 pub use model::rollup;
 pub mod series;

@@ -41,14 +41,6 @@ impl CopyWriter {
         self
     }
 
-    /// A bytea field (or NULL).
-    pub fn raw_bytes(&mut self, v: Option<&[u8]>) -> &mut Self {
-        match v {
-            Some(v) => self.field(v),
-            None => self.null(),
-        }
-    }
-
     pub fn rows(&self) -> u64 {
         self.rows
     }
@@ -94,6 +86,11 @@ impl Cells for CopyWriter {
     /// A timestamptz from Unix milliseconds.
     fn ts_ms(&mut self, ms: i64) -> &mut Self {
         self.i64(ms * 1000 - PG_EPOCH_OFFSET_US)
+    }
+
+    /// A bytea field.
+    fn bytes(&mut self, v: &[u8]) -> &mut Self {
+        self.field(v)
     }
 }
 

@@ -1,6 +1,6 @@
 //! Minute and hour rollups on PostgreSQL: a span's rollups replaced with COPY, and read back.
 
-use crate::raw::rows::Cells;
+use crate::rollup_rows;
 use sqlx::Row;
 use sqlx::postgres::Postgres;
 
@@ -31,39 +31,7 @@ pub(super) async fn replace_rollups(
         crate::sql::GPU_ROLLUP_COLUMNS
     );
     let rows_out = prepare(&statement, &r.gpus, |w, ((gpu, bucket), a)| {
-        w.text(cluster)
-            .text(node)
-            .text(gpu)
-            .ts_ms(*bucket)
-            .i32(a.samples)
-            .opt_f64(Some(a.covered_s))
-            .i32(a.gpu_util_n)
-            .opt_f64(Some(a.gpu_util_sum))
-            .opt_f32(a.gpu_util_max)
-            .raw_bytes(a.gpu_util_hist.to_stored().as_deref())
-            .i32(a.busy_n)
-            .i32(a.sm_active_n)
-            .opt_f64(Some(a.sm_active_sum))
-            .opt_f32(a.sm_active_max)
-            .raw_bytes(a.sm_active_hist.to_stored().as_deref())
-            .opt_f64(Some(a.sm_occupancy_sum))
-            .opt_f64(Some(a.tensor_active_sum))
-            .opt_f64(Some(a.dram_active_sum))
-            .i32(a.mem_used_n)
-            .opt_f64(Some(a.mem_used_sum))
-            .opt_i64(a.mem_used_max)
-            .opt_i64(a.mem_total_max)
-            .i32(a.power_n)
-            .opt_f64(Some(a.power_sum))
-            .opt_f32(a.power_max)
-            .i32(a.temp_n)
-            .opt_f64(Some(a.temp_sum))
-            .opt_f32(a.temp_max)
-            .i32(a.throttled_n)
-            .opt_f64(Some(a.alloc_share_sum))
-            .i32(a.sm_occupancy_n)
-            .i32(a.tensor_active_n)
-            .i32(a.dram_active_n);
+        rollup_rows::gpu(w, [cluster, node, gpu], *bucket, a)
     });
     copy(tx, &statement, rows_out).await?;
     let statement = format!(
@@ -71,33 +39,7 @@ pub(super) async fn replace_rollups(
         crate::sql::TENANT_ROLLUP_COLUMNS
     );
     let rows_out = prepare(&statement, &r.tenants, |w, ((gpu, tenant, bucket), a)| {
-        w.text(cluster)
-            .text(node)
-            .text(gpu)
-            .text(tenant)
-            .ts_ms(*bucket)
-            .i32(a.samples)
-            .opt_f64(Some(a.covered_s))
-            .opt_f64(Some(a.alloc_share_sum))
-            .i32(a.alloc_n)
-            .i32(a.present_n)
-            .i32(a.sm_util_n)
-            .opt_f64(Some(a.sm_util_sum))
-            .opt_f32(a.sm_util_max)
-            .i32(a.busy_n)
-            .i32(a.mem_used_n)
-            .opt_f64(Some(a.mem_used_sum))
-            .opt_i64(a.mem_used_max)
-            .i32(a.processes_max)
-            .i32(a.eff_n)
-            .opt_f64(Some(a.eff_sum))
-            .i32(a.eff_dcgm_n)
-            .raw_bytes(a.eff_hist.to_stored().as_deref())
-            .i32(a.active_n)
-            .i32(a.idle_n)
-            .opt_f64(Some(a.idle_lead_s))
-            .opt_f64(Some(a.idle_trail_s))
-            .opt_f64(Some(a.idle_max_s));
+        rollup_rows::tenant(w, [cluster, node, gpu, tenant], *bucket, a)
     });
     copy(tx, &statement, rows_out).await?;
     Ok(())

@@ -20,7 +20,14 @@ pub(crate) trait Cells {
     fn f64(&mut self, v: f64) -> &mut Self;
     /// A time, in ms since the epoch.
     fn ts_ms(&mut self, ms: i64) -> &mut Self;
+    fn bytes(&mut self, v: &[u8]) -> &mut Self;
 
+    fn opt_bytes(&mut self, v: Option<&[u8]>) -> &mut Self {
+        match v {
+            Some(v) => self.bytes(v),
+            None => self.null(),
+        }
+    }
     fn opt_text(&mut self, v: Option<&str>) -> &mut Self {
         match v {
             Some(v) => self.text(v),

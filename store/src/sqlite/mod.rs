@@ -30,7 +30,7 @@ pub struct SqliteStore {
 
 mod samples;
 
-use samples::{MAX_BINDS, insert_rows, insert_samples};
+use samples::{Binds, MAX_BINDS, insert_rows, insert_samples};
 
 impl SqliteStore {
     crate::backend::shared_methods!(
@@ -334,60 +334,26 @@ async fn replace_rollups(
             .execute(&mut **tx).await?;
     }
     let gpus: Vec<_> = r.gpus.iter().collect();
-    insert_rows(
-        &mut *tx,
-        format!(
-            "INSERT INTO gpu_rollup_{res} ({}) ",
-            crate::sql::GPU_ROLLUP_COLUMNS
-        ),
-        "",
-        &gpus,
-        |mut row, ((gpu, bucket), a)| {
-            row.push_bind(cluster.to_owned())
-                .push_bind(node.to_owned())
-                .push_bind(gpu.clone())
-                .push_bind(*bucket);
-            crate::sql::bind_gpu_agg!(row, a, push_bind);
-        },
-    )
+    let head = format!(
+        "INSERT INTO gpu_rollup_{res} ({}) ",
+        crate::sql::GPU_ROLLUP_COLUMNS
+    );
+    insert_rows(&mut *tx, head, "", &gpus, |values, ((gpu, bucket), a)| {
+        crate::rollup_rows::gpu(&mut Binds(values), [cluster, node, gpu], *bucket, a)
+    })
     .await?;
     let tenants: Vec<_> = r.tenants.iter().collect();
+    let head = format!(
+        "INSERT INTO tenant_rollup_{res} ({}) ",
+        crate::sql::TENANT_ROLLUP_COLUMNS
+    );
     insert_rows(
         &mut *tx,
-        format!(
-            "INSERT INTO tenant_rollup_{res} ({}) ",
-            crate::sql::TENANT_ROLLUP_COLUMNS
-        ),
+        head,
         "",
         &tenants,
-        |mut row, ((gpu, tenant, bucket), a)| {
-            row.push_bind(cluster.to_owned())
-                .push_bind(node.to_owned())
-                .push_bind(gpu.clone())
-                .push_bind(tenant.clone())
-                .push_bind(*bucket)
-                .push_bind(a.samples)
-                .push_bind(a.covered_s)
-                .push_bind(a.alloc_share_sum)
-                .push_bind(a.alloc_n)
-                .push_bind(a.present_n)
-                .push_bind(a.sm_util_n)
-                .push_bind(a.sm_util_sum)
-                .push_bind(a.sm_util_max)
-                .push_bind(a.busy_n)
-                .push_bind(a.mem_used_n)
-                .push_bind(a.mem_used_sum)
-                .push_bind(a.mem_used_max)
-                .push_bind(a.processes_max)
-                .push_bind(a.eff_n)
-                .push_bind(a.eff_sum)
-                .push_bind(a.eff_dcgm_n)
-                .push_bind(a.eff_hist.to_stored())
-                .push_bind(a.active_n)
-                .push_bind(a.idle_n)
-                .push_bind(a.idle_lead_s)
-                .push_bind(a.idle_trail_s)
-                .push_bind(a.idle_max_s);
+        |values, ((gpu, tenant, bucket), a)| {
+            crate::rollup_rows::tenant(&mut Binds(values), [cluster, node, gpu, tenant], *bucket, a)
         },
     )
     .await?;

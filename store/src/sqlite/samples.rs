@@ -57,7 +57,7 @@ pub(super) async fn insert_samples(
 }
 
 /// A row's values as bind parameters of a multi-row INSERT (SQLite keeps times as ms).
-struct Binds<'s, 'q>(sqlx::query_builder::Separated<'s, 'q, Sqlite, &'static str>);
+pub(super) struct Binds<'s, 'q>(pub sqlx::query_builder::Separated<'s, 'q, Sqlite, &'static str>);
 
 impl Cells for Binds<'_, '_> {
     fn null(&mut self) -> &mut Self {
@@ -92,5 +92,10 @@ impl Cells for Binds<'_, '_> {
 
     fn ts_ms(&mut self, ms: i64) -> &mut Self {
         self.i64(ms)
+    }
+
+    fn bytes(&mut self, v: &[u8]) -> &mut Self {
+        self.0.push_bind(v.to_vec());
+        self
     }
 }
