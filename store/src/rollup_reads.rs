@@ -92,3 +92,69 @@ macro_rules! rollup_read_methods {
 }
 
 pub(crate) use rollup_read_methods;
+
+/// A backend's `read_rollups`: the GPU and tenant rollup rows of one node in [from, to) at
+/// resolution `res` ("1m" or "1h"), on a connection (`$conn`) in dialect `$d`.
+macro_rules! read_rollups_fn {
+    ($conn:ty, $d:expr) => {
+        async fn read_rollups(
+            conn: &mut $conn,
+            res: &str,
+            cluster: &str,
+            node: &str,
+            from: i64,
+            to: i64,
+        ) -> Result<NodeRollup> {
+            let d = $d;
+            let cols = |list: &str| {
+                list.replace("bucket,", &format!("{} AS bucket,", d.epoch_ms("bucket")))
+            };
+            let range = format!(
+                "cluster = {} AND node = {} AND bucket >= {} AND bucket < {}",
+                d.param(1),
+                d.param(2),
+                d.time_param(3),
+                d.time_param(4)
+            );
+            let select = |columns: &str, table: &str| {
+                format!(
+                    "SELECT {} FROM {table}_rollup_{res} WHERE {range}",
+                    cols(columns)
+                )
+            };
+            let mut out = NodeRollup::default();
+            let rows = sqlx::query(&select(crate::sql::GPU_ROLLUP_COLUMNS, "gpu"))
+                .bind(cluster)
+                .bind(node)
+                .bind(from)
+                .bind(to)
+                .fetch_all(&mut *conn)
+                .await?;
+            for r in &rows {
+                let key = (
+                    r.try_get::<String, _>("gpu_uuid")?,
+                    r.try_get::<i64, _>("bucket")?,
+                );
+                out.gpus.insert(key, crate::sql::read_gpu_agg!(r, Vec<u8>));
+            }
+            let rows = sqlx::query(&select(crate::sql::TENANT_ROLLUP_COLUMNS, "tenant"))
+                .bind(cluster)
+                .bind(node)
+                .bind(from)
+                .bind(to)
+                .fetch_all(&mut *conn)
+                .await?;
+            for r in &rows {
+                let key = (
+                    r.try_get::<String, _>("gpu_uuid")?,
+                    r.try_get::<String, _>("tenant_key")?,
+                    r.try_get::<i64, _>("bucket")?,
+                );
+                out.tenants.insert(key, crate::sql::read_tenant_agg!(r));
+            }
+            Ok(out)
+        }
+    };
+}
+
+pub(crate) use read_rollups_fn;

@@ -26,7 +26,7 @@ use crate::records::{
 use crate::sql::days_between;
 use copy_rows::sample_rows;
 use partitions::{MONTHLY, civil, create_partition, daily, partition_end_ms};
-use rollups::{read_rollups, replace_rollups};
+use rollups::replace_rollups;
 
 mod copy_rows;
 mod partitions;
@@ -423,3 +423,5 @@ span::span_tx!(
 );
 
 raw::records_fn!(sqlx::PgConnection, Dialect::Postgres);
+
+crate::rollup_reads::read_rollups_fn!(sqlx::PgConnection, Dialect::Postgres);

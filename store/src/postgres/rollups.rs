@@ -1,14 +1,13 @@
-//! Minute and hour rollups on PostgreSQL: a span's rollups replaced with COPY, and read back.
+//! Minute and hour rollups on PostgreSQL: a span's rollups replaced with COPY (read back by
+//! `rollup_reads::read_rollups_fn!`).
 
 use crate::rollup_rows;
-use sqlx::Row;
 use sqlx::postgres::Postgres;
 
 use super::copy_rows::prepare;
-use crate::dialect::Dialect;
 use crate::error::Result;
 use crate::pgcopy::copy;
-use model::rollup::{self, NodeRollup};
+use model::rollup::NodeRollup;
 
 pub(super) async fn replace_rollups(
     tx: &mut sqlx::Transaction<'_, Postgres>,
@@ -43,58 +42,4 @@ pub(super) async fn replace_rollups(
     });
     copy(tx, &statement, rows_out).await?;
     Ok(())
-}
-
-pub(super) async fn read_rollups(
-    conn: &mut sqlx::PgConnection,
-    res: &str,
-    cluster: &str,
-    node: &str,
-    from: i64,
-    to: i64,
-) -> Result<NodeRollup> {
-    let mut out = NodeRollup::default();
-    let cols = |list: &str| {
-        list.replace(
-            "bucket,",
-            &format!("{} AS bucket,", Dialect::Postgres.epoch_ms("bucket")),
-        )
-    };
-    let range = "cluster = $1 AND node = $2 AND bucket >= to_timestamp($3 / 1000.0) AND bucket < to_timestamp($4 / 1000.0)";
-    let rows = sqlx::query(&format!(
-        "SELECT {} FROM gpu_rollup_{res} WHERE {range}",
-        cols(crate::sql::GPU_ROLLUP_COLUMNS)
-    ))
-    .bind(cluster)
-    .bind(node)
-    .bind(from)
-    .bind(to)
-    .fetch_all(&mut *conn)
-    .await?;
-    for r in &rows {
-        let key = (
-            r.try_get::<String, _>("gpu_uuid")?,
-            r.try_get::<i64, _>("bucket")?,
-        );
-        out.gpus.insert(key, crate::sql::read_gpu_agg!(r, Vec<u8>));
-    }
-    let rows = sqlx::query(&format!(
-        "SELECT {} FROM tenant_rollup_{res} WHERE {range}",
-        cols(crate::sql::TENANT_ROLLUP_COLUMNS)
-    ))
-    .bind(cluster)
-    .bind(node)
-    .bind(from)
-    .bind(to)
-    .fetch_all(&mut *conn)
-    .await?;
-    for r in &rows {
-        let key = (
-            r.try_get::<String, _>("gpu_uuid")?,
-            r.try_get::<String, _>("tenant_key")?,
-            r.try_get::<i64, _>("bucket")?,
-        );
-        out.tenants.insert(key, crate::sql::read_tenant_agg!(r));
-    }
-    Ok(out)
 }

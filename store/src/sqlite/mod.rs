@@ -360,43 +360,4 @@ async fn replace_rollups(
     Ok(())
 }
 
-async fn read_rollups(
-    conn: &mut sqlx::SqliteConnection,
-    res: &str,
-    cluster: &str,
-    node: &str,
-    from: i64,
-    to: i64,
-) -> Result<NodeRollup> {
-    let mut out = NodeRollup::default();
-    let rows = sqlx::query(&format!(
-        "SELECT {} FROM gpu_rollup_{res} WHERE cluster = ? AND node = ? AND bucket >= ? AND bucket < ?",
-        crate::sql::GPU_ROLLUP_COLUMNS
-    ))
-    .bind(cluster).bind(node).bind(from).bind(to)
-    .fetch_all(&mut *conn)
-    .await?;
-    for r in &rows {
-        let key = (
-            r.try_get::<String, _>("gpu_uuid")?,
-            r.try_get::<i64, _>("bucket")?,
-        );
-        out.gpus.insert(key, crate::sql::read_gpu_agg!(r, Vec<u8>));
-    }
-    let rows = sqlx::query(&format!(
-        "SELECT {} FROM tenant_rollup_{res} WHERE cluster = ? AND node = ? AND bucket >= ? AND bucket < ?",
-        crate::sql::TENANT_ROLLUP_COLUMNS
-    ))
-    .bind(cluster).bind(node).bind(from).bind(to)
-    .fetch_all(&mut *conn)
-    .await?;
-    for r in &rows {
-        let key = (
-            r.try_get::<String, _>("gpu_uuid")?,
-            r.try_get::<String, _>("tenant_key")?,
-            r.try_get::<i64, _>("bucket")?,
-        );
-        out.tenants.insert(key, crate::sql::read_tenant_agg!(r));
-    }
-    Ok(out)
-}
+crate::rollup_reads::read_rollups_fn!(sqlx::SqliteConnection, Dialect::Sqlite);
