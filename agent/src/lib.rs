@@ -19,5 +19,6 @@ pub mod runner;
 pub mod schedule;
 pub mod scratch;
 pub mod shipper;
+pub mod slurm;
 pub mod spool;
 pub mod standin;

@@ -159,6 +159,14 @@ struct Source {
     /// User names for host processes.
     #[arg(long, default_value = "/etc/passwd")]
     passwd: PathBuf,
+    /// The host's cgroup tree, where Slurm's job cgroups say which job holds which GPU (so a
+    /// job holding a GPU it does not use is seen; docs/agent.md, "Slurm"). Nothing there on
+    /// a node without Slurm.
+    #[arg(long, default_value = "/sys/fs/cgroup")]
+    cgroup_root: PathBuf,
+    /// Do not read Slurm's GPU holdings.
+    #[arg(long)]
+    no_slurm: bool,
     /// Cluster name sent with every batch (nvml backend).
     #[arg(long, env = "GPULENS_CLUSTER", default_value = "default")]
     cluster: String,
@@ -217,6 +225,7 @@ fn backend(source: &Source) -> anyhow::Result<Box<dyn GpuBackend>> {
             let procfs = ProcFs::new(&source.proc_root, Some(&source.passwd));
             let mut b = NvmlBackend::open(&source.nvml_lib, &source.cluster, &node, procfs)?;
             b.set_replicas(source.time_slicing_replicas);
+            b.set_cgroup_root((!source.no_slurm).then(|| source.cgroup_root.clone()));
             Ok(Box::new(b))
         }
         BackendKind::Simulated => {

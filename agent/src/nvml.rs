@@ -9,7 +9,7 @@
 //! again. A GPU that falls off the bus is reported once as an event and then skipped.
 
 use std::collections::{HashMap, HashSet};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::mpsc;
 
 use model::wire::v1::Snapshot;
@@ -43,6 +43,8 @@ struct Gpu {
     last_util_ts: u64,
     /// The previous NVLink counters: (timestamp µs, tx KiB, rx KiB).
     nvlink_prev: Option<(i64, u64, u64)>,
+    /// Its `/dev/nvidiaN` minor number (how Slurm numbers GPUs); None where NVML cannot tell.
+    minor: Option<u32>,
 }
 
 /// Readings that are unavailable on a GPU; each is logged once.
@@ -104,7 +106,19 @@ pub struct NvmlBackend {
     /// `HOSTNAME` of pod processes, read once per process (pid and start time), for the pod
     /// join; processes gone from the snapshot are forgotten.
     hostnames: HashMap<u32, (i64, Option<String>)>,
+    /// Slurm's GPU holdings, read from the cgroup tree when one is given.
+    slurm: Option<SlurmWatch>,
 }
+
+/// Where Slurm's job cgroups are, and the holdings last read from them.
+struct SlurmWatch {
+    cgroup_root: PathBuf,
+    read_at: Option<UnixMillis>,
+    held: Vec<crate::slurm::Holding>,
+}
+
+/// How often Slurm's holdings are read again (a job's allocation is fixed while it runs).
+const SLURM_REREAD_MS: i64 = 10_000;
 
 impl std::fmt::Debug for NvmlBackend {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -154,12 +168,41 @@ impl NvmlBackend {
             assignments: None,
             replicas: None,
             hostnames: HashMap::new(),
+            slurm: None,
         })
     }
 
     /// Replicas per time-sliced GPU (the device plugin's setting), instead of inferring them.
     pub fn set_replicas(&mut self, replicas: Option<u32>) {
         self.replicas = replicas;
+    }
+
+    /// Reads Slurm's GPU holdings from the cgroup tree at `root` (usually `/sys/fs/cgroup`);
+    /// None reads none.
+    pub fn set_cgroup_root(&mut self, root: Option<PathBuf>) {
+        self.slurm = root.map(|cgroup_root| SlurmWatch {
+            cgroup_root,
+            read_at: None,
+            held: Vec::new(),
+        });
+    }
+
+    /// Allocations for the GPUs Slurm jobs hold (read again every [`SLURM_REREAD_MS`]).
+    fn slurm_allocations(&mut self, snap: &mut Snapshot, tenants: &mut HashMap<String, Tenant>) {
+        let Some(w) = &mut self.slurm else { return };
+        if w.read_at
+            .is_none_or(|at| snap.ts - at >= SLURM_REREAD_MS || snap.ts < at)
+        {
+            w.held = crate::slurm::holdings(&w.cgroup_root, &self.procfs);
+            w.read_at = Some(snap.ts);
+        }
+        let gpus: Vec<(u32, &GpuInfo)> = self
+            .gpus
+            .iter()
+            .filter(|g| !g.lost)
+            .filter_map(|g| Some((g.minor?, &g.info)))
+            .collect();
+        crate::slurm::allocate(snap, tenants, &w.held, &gpus, &self.procfs);
     }
 }
 
@@ -224,6 +267,7 @@ fn inventory(device: Device<'static>, index: u32, missing: &mut Missing) -> anyh
             });
         }
     }
+    let minor = missing.read(&uuid, "minor_number", &mut lost, device.minor_number());
     Ok(Gpu {
         info: GpuInfo {
             uuid,
@@ -241,6 +285,7 @@ fn inventory(device: Device<'static>, index: u32, missing: &mut Missing) -> anyh
         lost,
         last_util_ts: 0,
         nvlink_prev: None,
+        minor,
     })
 }
 
@@ -514,6 +559,7 @@ impl GpuBackend for NvmlBackend {
                 &hostname,
             );
         }
+        self.slurm_allocations(&mut snap, &mut tenants);
         if let Some(rx) = &self.events {
             while let Ok((gpu_uuid, code, at)) = rx.try_recv() {
                 snap.events.push(GpuEvent {

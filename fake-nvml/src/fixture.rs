@@ -22,6 +22,8 @@ pub(crate) struct Device {
     pub(crate) uuid: String,
     pub(crate) name: String,
     pub(crate) pci_bus_id: String,
+    /// Its `/dev/nvidiaN` minor number (default: its index).
+    pub(crate) minor: Option<u32>,
     pub(crate) memory_total: u64,
     pub(crate) memory_used: u64,
     /// [gpu %, memory %]; absent = not supported (as under MIG).

@@ -217,6 +217,12 @@ pub extern "C" fn nvmlDeviceGetIndex(h: nvmlDevice_t, out: *mut c_uint) -> nvmlR
 }
 
 #[unsafe(no_mangle)]
+pub extern "C" fn nvmlDeviceGetMinorNumber(h: nvmlDevice_t, out: *mut c_uint) -> nvmlReturn_t {
+    let idx = decode(h).map(|(d, _)| d as c_uint);
+    with_device(h, |d, _| opt(d.minor.or(idx), out))
+}
+
+#[unsafe(no_mangle)]
 pub extern "C" fn nvmlDeviceGetPciInfo_v3(
     h: nvmlDevice_t,
     out: *mut nvmlPciInfo_t,

@@ -268,6 +268,7 @@ mod listener;
 mod metrics;
 mod nfd;
 mod outages;
+mod slurm;
 
 /// `--log-format json`: the agent's stop reason is one JSON line, and a token file that cannot
 /// be read is named without echoing any token.

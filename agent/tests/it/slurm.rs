@@ -1,0 +1,89 @@
+//! A Slurm job that holds a GPU and runs nothing on it is seen: its allocation comes from the
+//! job's cgroup (the fake NVML serves the GPUs, a scratch cgroup tree stands for the node's).
+
+use std::process::Command;
+
+use serde_json::Value;
+
+use super::{fake_nvml, root};
+
+#[test]
+fn a_slurm_job_holding_a_gpu_without_a_process_gets_its_allocation() {
+    let scratch = agent::scratch::fresh_dir("slurm-e2e").unwrap();
+    // Job 884213 (the fixture process 4102's job) holds GPU 2, on which nothing runs; as
+    // slurmstepd leaves it on a cgroup v1 node with ConstrainDevices=yes.
+    let job = scratch.join("devices/slurm/uid_5001/job_884213");
+    std::fs::create_dir_all(job.join("step_batch")).unwrap();
+    std::fs::write(
+        job.join("devices.list"),
+        "c 1:3 rwm\nc 195:255 rwm\nc 195:2 rwm\n",
+    )
+    .unwrap();
+    std::fs::write(job.join("step_batch/cgroup.procs"), "4102\n").unwrap();
+    let run = |extra: &[&str]| -> Value {
+        let out = Command::new(env!("CARGO_BIN_EXE_gpulens-agent"))
+            .args(["sample", "--once", "--node", "gpu-7", "--format", "json"])
+            .arg("--nvml-lib")
+            .arg(fake_nvml())
+            .arg("--proc-root")
+            .arg(root().join("agent/tests/fixtures/proc"))
+            .arg("--passwd")
+            .arg(root().join("agent/tests/fixtures/passwd"))
+            .arg("--pod-resources-socket")
+            .arg(scratch.join("no-kubelet.sock"))
+            .arg("--cgroup-root")
+            .arg(&scratch)
+            .args(extra)
+            .env(
+                "GPULENS_FAKE_NVML_FIXTURE",
+                root().join("fake-nvml/fixtures/k8s-node.json"),
+            )
+            .env("GPULENS_LOG", "warn")
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_slice(&out.stdout).unwrap()
+    };
+    let v = run(&[]);
+    let allocations = v["snapshot"]["allocations"].as_array().unwrap();
+    let held: Vec<&Value> = allocations
+        .iter()
+        .filter(|a| a["tenant"] == "slurm/884213")
+        .collect();
+    assert_eq!(held.len(), 1, "{allocations:?}");
+    assert_eq!(
+        held[0]["gpu_uuid"],
+        "GPU-a1b2c3d4-0000-4000-8000-00000000a101"
+    );
+    assert_eq!(held[0]["share"], 1.0);
+    assert!(
+        v["snapshot"]["processes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|p| p["gpu_uuid"] != held[0]["gpu_uuid"]),
+        "nothing runs on the held GPU"
+    );
+    let tenant = v["tenants"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["key"] == "slurm/884213")
+        .expect("the job is a tenant");
+    assert_eq!(tenant["kind"], "slurm_job");
+    assert_eq!(tenant["user"], "mkoch");
+    assert_eq!(tenant["account"], "climate");
+    // Told not to read Slurm, the agent shows no holding.
+    let v = run(&["--no-slurm"]);
+    assert!(
+        v["snapshot"]["allocations"]
+            .as_array()
+            .is_none_or(|a| a.iter().all(|a| a["tenant"] != "slurm/884213")),
+        "{v}"
+    );
+    std::fs::remove_dir_all(&scratch).unwrap();
+}
