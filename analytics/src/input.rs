@@ -102,6 +102,26 @@ pub struct OrphanProcess {
     pub mem_max_bytes: i64,
 }
 
+/// One GPU-hour of one victim–aggressor pair on a shared GPU: the victim's rate in the minutes
+/// the aggressor was idle (alone) and in those it was busy while the device was saturated
+/// (contended). Sums, so hours add up to any range.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PairHour {
+    pub cluster: String,
+    pub node: String,
+    pub gpu: String,
+    pub victim: String,
+    pub aggressor: String,
+    pub hour: i64,
+    pub alone_n: u32,
+    pub alone_sum: f64,
+    pub contended_n: u32,
+    pub contended_sum: f64,
+    /// The first and last contended minute's start (ms); meaningless when `contended_n` is 0.
+    pub contended_first: i64,
+    pub contended_last: i64,
+}
+
 /// A step that was applied: the recommendation as approved, and when the change ran.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Applied {
@@ -126,10 +146,11 @@ pub struct Input {
     pub tenants: Vec<TenantRef>,
     pub gpu_hours: Vec<GpuBucket>,
     pub tenant_hours: Vec<TenantBucket>,
-    /// Minutes of the GPU-hours [`crate::minute_ranges`] asks for (interference), per GPU and
-    /// per tenant on a GPU. Kept slim: minute rows are the bulk of an analysis' input.
-    pub device_minutes: Vec<DeviceMinutes>,
-    pub tenant_minutes: Vec<TenantMinutes>,
+    /// What interference measured in the GPU-hours [`crate::minute_ranges`] asks for: one
+    /// row per GPU, hour and (victim, aggressor) pair, made from that hour's minute rollups by
+    /// [`crate::pair_hours`] as each node's minutes are read, so no analysis holds the fleet's
+    /// minutes at once.
+    pub pair_hours: Vec<PairHour>,
     pub health: Vec<GpuHealth>,
     pub orphans: Vec<OrphanProcess>,
     /// Steps applied through label actions whose outcome the analysis checks.

@@ -8,7 +8,7 @@ use model::rollup::{GpuAgg, HOUR_MS, MINUTE_MS};
 
 use crate::config::Config;
 use crate::findings::{Ctx, Evidence, Finding, FindingKind, Severity, finding_id, hours};
-use crate::input::{DeviceMinute, Input, TenantMinute, TenantMinutes};
+use crate::input::{DeviceMinute, DeviceMinutes, Input, PairHour, TenantMinute, TenantMinutes};
 
 /// A GPU and time range whose minute rollups interference detection needs.
 #[derive(Debug, Clone, PartialEq)]
@@ -158,120 +158,223 @@ fn at(series: &TenantMinutes, bucket: i64) -> Option<&TenantMinute> {
         .map(|i| &series.minutes[i])
 }
 
-/// Interference findings from the input's minute rollups.
-pub fn interference(ctx: &Ctx) -> Vec<Finding> {
-    let cfg = ctx.cfg;
-    let input = ctx.input;
-    let mut tenants: HashMap<(&str, &str), Vec<&TenantMinutes>> = HashMap::new();
-    for t in &input.tenant_minutes {
-        tenants.entry((&t.cluster, &t.gpu)).or_default().push(t);
+/// What interference measures in minute rollups, summed per GPU-hour and (victim, aggressor)
+/// pair: for each pair of tenants with minutes on a GPU, the victim's rate in the minutes the
+/// aggressor was idle and in those it was busy while the device was saturated. `mig` says
+/// whether a GPU is in MIG mode (saturation is then its memory bandwidth). Pairs with nothing
+/// measured in an hour are left out.
+pub fn pair_hours(
+    devices: &[DeviceMinutes],
+    tenants: &[TenantMinutes],
+    mig: &dyn Fn(&str) -> bool,
+    cfg: &Config,
+) -> Vec<PairHour> {
+    let mut on: HashMap<(&str, &str), Vec<&TenantMinutes>> = HashMap::new();
+    for t in tenants {
+        on.entry((&t.cluster, &t.gpu)).or_default().push(t);
     }
-    for list in tenants.values_mut() {
-        list.sort_by(|a, b| a.tenant.cmp(&b.tenant));
-    }
-    let mut devices: Vec<_> = input.device_minutes.iter().collect();
-    devices.sort_by(|a, b| (&a.cluster, &a.node, &a.gpu).cmp(&(&b.cluster, &b.node, &b.gpu)));
     let mut out = Vec::new();
     for device in devices {
-        let (cluster, node, gpu) = (
-            device.cluster.as_str(),
-            device.node.as_str(),
-            device.gpu.as_str(),
-        );
-        let is_mig = ctx.gpu(gpu).is_some_and(|g| g.sharing == "mig");
-        let Some(on_gpu) = tenants.get(&(cluster, gpu)) else {
+        let Some(on_gpu) = on.get(&(device.cluster.as_str(), device.gpu.as_str())) else {
             continue;
         };
+        let is_mig = mig(&device.gpu);
         for v_rows in on_gpu {
-            let victim = v_rows.tenant.as_str();
             for a_rows in on_gpu {
-                let aggressor = a_rows.tenant.as_str();
-                if victim == aggressor {
+                if v_rows.tenant == a_rows.tenant {
                     continue;
                 }
-                let mut alone = Vec::new();
-                let mut contended = Vec::new();
+                let mut hours: BTreeMap<i64, PairHour> = BTreeMap::new();
                 for minute in &device.minutes {
                     let bucket = minute.bucket;
                     let Some(r) = at(v_rows, bucket).and_then(rate) else {
                         continue;
                     };
                     let a = at(a_rows, bucket);
-                    if idle(a) {
-                        alone.push(r);
+                    let contended = if idle(a) {
+                        false
                     } else if busy(a) && saturated_minute(minute, is_mig, cfg) == Some(true) {
-                        contended.push((bucket, r));
+                        true
+                    } else {
+                        continue;
+                    };
+                    let hour = bucket - bucket.rem_euclid(HOUR_MS);
+                    let h = hours.entry(hour).or_insert_with(|| PairHour {
+                        cluster: device.cluster.clone(),
+                        node: device.node.clone(),
+                        gpu: device.gpu.clone(),
+                        victim: v_rows.tenant.clone(),
+                        aggressor: a_rows.tenant.clone(),
+                        hour,
+                        alone_n: 0,
+                        alone_sum: 0.0,
+                        contended_n: 0,
+                        contended_sum: 0.0,
+                        contended_first: i64::MAX,
+                        contended_last: i64::MIN,
+                    });
+                    if contended {
+                        h.contended_n += 1;
+                        h.contended_sum += r;
+                        h.contended_first = h.contended_first.min(bucket);
+                        h.contended_last = h.contended_last.max(bucket);
+                    } else {
+                        h.alone_n += 1;
+                        h.alone_sum += r;
                     }
                 }
-                let min = (cfg.interference_min.as_secs() / 60) as usize;
-                if alone.len() < min || contended.len() < min {
-                    continue;
-                }
-                let alone_rate = alone.iter().sum::<f64>() / alone.len() as f64;
-                let hit_rate = contended.iter().map(|c| c.1).sum::<f64>() / contended.len() as f64;
-                if alone_rate <= 0.0 {
-                    continue;
-                }
-                let drop = 1.0 - hit_rate / alone_rate;
-                if drop < cfg.interference_min_drop {
-                    continue;
-                }
-                let contended_s = contended.len() as f64 * 60.0;
-                // Rate-hours the victim lost, in units of its own rate alone.
-                let score = drop * contended_s / 3600.0;
-                let (from, to) = (contended[0].0, contended[contended.len() - 1].0 + MINUTE_MS);
-                let (vn, an) = (ctx.name(cluster, victim), ctx.name(cluster, aggressor));
-                let severity = if drop >= 0.35 && contended_s >= 4.0 * 3600.0 {
-                    Severity::Critical
-                } else if contended_s >= 3600.0 {
-                    Severity::Warning
-                } else {
-                    Severity::Info
-                };
-                let what = if is_mig {
-                    "its memory bandwidth was saturated"
-                } else {
-                    "the GPU was saturated"
-                };
-                out.push(Finding {
-                    id: finding_id(FindingKind::Interference, &format!("{gpu}/{victim}/{aggressor}"), from),
-                    kind: FindingKind::Interference,
-                    severity,
-                    cluster: cluster.into(),
-                    node: node.into(),
-                    gpu: Some(gpu.into()),
-                    tenants: vec![victim.into(), aggressor.into()],
-                    team: ctx.team(cluster, victim),
-                    from_ms: from,
-                    to_ms: to,
-                    signal: if is_mig { "DCGM sm_active per MIG instance, dram_active" } else { "NVML process SM time, gpu_util" }.into(),
-                    reason: None,
-                    summary: format!(
-                        "{vn} ran {:.0}% slower (SM share {:.2} → {:.2}) during {} while {an} was busy and {what} on {}; victim {vn}, aggressor {an}, score {score:.1}",
-                        drop * 100.0,
-                        alone_rate,
-                        hit_rate,
-                        hours(contended_s),
-                        ctx.gpu_label(gpu)
-                    ),
-                    metrics: BTreeMap::from([
-                        ("rate_drop".into(), drop),
-                        ("victim_rate_alone".into(), alone_rate),
-                        ("victim_rate_contended".into(), hit_rate),
-                        ("contended_hours".into(), contended_s / 3600.0),
-                        ("alone_hours".into(), alone.len() as f64 / 60.0),
-                        ("score".into(), score),
-                    ]),
-                    evidence: vec![
-                        Evidence::tenant(format!("victim {vn}: SM time"), "sm_util", cluster, victim, from, to),
-                        Evidence::tenant(format!("aggressor {an}: SM time"), "sm_util", cluster, aggressor, from, to),
-                        Evidence::new("GPU utilization", "gpu_util", format!("gpu:{gpu}"), from, to),
-                    ],
-                });
+                out.extend(hours.into_values());
             }
         }
     }
     out
+}
+
+/// A pair's measurements summed over the hours of the window.
+#[derive(Default)]
+struct PairSums {
+    alone_n: usize,
+    alone_sum: f64,
+    contended_n: usize,
+    contended_sum: f64,
+    first: i64,
+    last: i64,
+}
+
+/// Interference findings from the input's pair-hours (see [`pair_hours`]).
+pub fn interference(ctx: &Ctx) -> Vec<Finding> {
+    // Ordered as findings are listed: by GPU, then victim, then aggressor.
+    let mut pairs: BTreeMap<(&str, &str, &str, &str, &str), PairSums> = BTreeMap::new();
+    for h in &ctx.input.pair_hours {
+        let key = (
+            h.cluster.as_str(),
+            h.node.as_str(),
+            h.gpu.as_str(),
+            h.victim.as_str(),
+            h.aggressor.as_str(),
+        );
+        let p = pairs.entry(key).or_insert_with(|| PairSums {
+            first: i64::MAX,
+            last: i64::MIN,
+            ..PairSums::default()
+        });
+        p.alone_n += h.alone_n as usize;
+        p.alone_sum += h.alone_sum;
+        p.contended_n += h.contended_n as usize;
+        p.contended_sum += h.contended_sum;
+        if h.contended_n > 0 {
+            p.first = p.first.min(h.contended_first);
+            p.last = p.last.max(h.contended_last);
+        }
+    }
+    pairs
+        .into_iter()
+        .filter_map(|(key, p)| finding(ctx, key, &p))
+        .collect()
+}
+
+/// The finding of one pair, when the victim's rate dropped enough for long enough.
+fn finding(
+    ctx: &Ctx,
+    (cluster, node, gpu, victim, aggressor): (&str, &str, &str, &str, &str),
+    p: &PairSums,
+) -> Option<Finding> {
+    let cfg = ctx.cfg;
+    let is_mig = ctx.gpu(gpu).is_some_and(|g| g.sharing == "mig");
+    let min = (cfg.interference_min.as_secs() / 60) as usize;
+    if p.alone_n < min || p.contended_n < min {
+        return None;
+    }
+    let alone_rate = p.alone_sum / p.alone_n as f64;
+    let hit_rate = p.contended_sum / p.contended_n as f64;
+    if alone_rate <= 0.0 {
+        return None;
+    }
+    let drop = 1.0 - hit_rate / alone_rate;
+    if drop < cfg.interference_min_drop {
+        return None;
+    }
+    let contended_s = p.contended_n as f64 * 60.0;
+    // Rate-hours the victim lost, in units of its own rate alone.
+    let score = drop * contended_s / 3600.0;
+    let (from, to) = (p.first, p.last + MINUTE_MS);
+    let (vn, an) = (ctx.name(cluster, victim), ctx.name(cluster, aggressor));
+    let severity = if drop >= 0.35 && contended_s >= 4.0 * 3600.0 {
+        Severity::Critical
+    } else if contended_s >= 3600.0 {
+        Severity::Warning
+    } else {
+        Severity::Info
+    };
+    let what = if is_mig {
+        "its memory bandwidth was saturated"
+    } else {
+        "the GPU was saturated"
+    };
+    Some(Finding {
+        id: finding_id(
+            FindingKind::Interference,
+            &format!("{gpu}/{victim}/{aggressor}"),
+            from,
+        ),
+        kind: FindingKind::Interference,
+        severity,
+        cluster: cluster.into(),
+        node: node.into(),
+        gpu: Some(gpu.into()),
+        tenants: vec![victim.into(), aggressor.into()],
+        team: ctx.team(cluster, victim),
+        from_ms: from,
+        to_ms: to,
+        signal: if is_mig {
+            "DCGM sm_active per MIG instance, dram_active"
+        } else {
+            "NVML process SM time, gpu_util"
+        }
+        .into(),
+        reason: None,
+        summary: format!(
+            "{vn} ran {:.0}% slower (SM share {:.2} → {:.2}) during {} while {an} was busy and {what} on {}; victim {vn}, aggressor {an}, score {score:.1}",
+            drop * 100.0,
+            alone_rate,
+            hit_rate,
+            hours(contended_s),
+            ctx.gpu_label(gpu)
+        ),
+        metrics: BTreeMap::from([
+            ("rate_drop".into(), drop),
+            ("victim_rate_alone".into(), alone_rate),
+            ("victim_rate_contended".into(), hit_rate),
+            ("contended_hours".into(), contended_s / 3600.0),
+            ("alone_hours".into(), p.alone_n as f64 / 60.0),
+            ("score".into(), score),
+        ]),
+        evidence: vec![
+            Evidence::tenant(
+                format!("victim {vn}: SM time"),
+                "sm_util",
+                cluster,
+                victim,
+                from,
+                to,
+            ),
+            Evidence::tenant(
+                format!("aggressor {an}: SM time"),
+                "sm_util",
+                cluster,
+                aggressor,
+                from,
+                to,
+            ),
+            Evidence::new(
+                "GPU utilization",
+                "gpu_util",
+                format!("gpu:{gpu}"),
+                from,
+                to,
+            ),
+        ],
+    })
 }
 
 #[cfg(test)]
@@ -304,5 +407,111 @@ mod tests {
             ..minute
         };
         assert_eq!(saturated_minute(&below, false, &cfg), Some(false));
+    }
+
+    fn device(minutes: impl Iterator<Item = i64>) -> DeviceMinutes {
+        DeviceMinutes {
+            cluster: "c".into(),
+            node: "n".into(),
+            gpu: "GPU-1".into(),
+            minutes: minutes
+                .map(|bucket| DeviceMinute {
+                    bucket,
+                    gpu_util_n: 60,
+                    gpu_util_sum: 60.0 * 0.95,
+                    ..DeviceMinute::default()
+                })
+                .collect(),
+        }
+    }
+
+    /// `tenant` ran at `rate` in each minute `busy` says.
+    fn tenant(
+        name: &str,
+        range: std::ops::Range<i64>,
+        busy: impl Fn(i64) -> Option<f64>,
+    ) -> TenantMinutes {
+        TenantMinutes {
+            cluster: "c".into(),
+            gpu: "GPU-1".into(),
+            tenant: name.into(),
+            minutes: range
+                .filter_map(|m| {
+                    let rate = busy(m)?;
+                    Some(TenantMinute {
+                        bucket: m * MINUTE_MS,
+                        samples: 60,
+                        active_n: 60,
+                        sm_util_n: 60,
+                        sm_util_sum: 60.0 * rate,
+                        ..TenantMinute::default()
+                    })
+                })
+                .collect(),
+        }
+    }
+
+    /// A victim at 0.8 alone and 0.4 beside a busy aggressor over three hours: the pair-hours
+    /// of each hour read on its own are those of the three read at once (so hours can be
+    /// measured as they close), and they make one finding of a 50 % drop.
+    #[test]
+    fn pair_hours_add_up_across_hours_to_the_finding() {
+        let cfg = Config::default();
+        let minutes = 0..180;
+        // The aggressor runs in the second half of every hour.
+        let aggressor_busy = |m: i64| (m % 60 >= 30).then_some(0.5);
+        let victim = tenant("v", minutes.clone(), |m| {
+            Some(if m % 60 >= 30 { 0.4 } else { 0.8 })
+        });
+        let aggressor = tenant("a", minutes.clone(), aggressor_busy);
+        let no_mig = |_: &str| false;
+        let all = pair_hours(
+            &[device(minutes.clone().map(|m| m * MINUTE_MS))],
+            &[victim.clone(), aggressor.clone()],
+            &no_mig,
+            &cfg,
+        );
+        let mut by_hour = Vec::new();
+        for h in 0..3 {
+            let hour = h * 60..h * 60 + 60;
+            let slice = |t: &TenantMinutes| TenantMinutes {
+                minutes: t
+                    .minutes
+                    .iter()
+                    .filter(|m| hour.contains(&(m.bucket / MINUTE_MS)))
+                    .copied()
+                    .collect(),
+                ..t.clone()
+            };
+            by_hour.extend(pair_hours(
+                &[device(hour.clone().map(|m| m * MINUTE_MS))],
+                &[slice(&victim), slice(&aggressor)],
+                &no_mig,
+                &cfg,
+            ));
+        }
+        by_hour.sort_by(|a, b| (&a.victim, a.hour).cmp(&(&b.victim, b.hour)));
+        let mut all_sorted = all.clone();
+        all_sorted.sort_by(|a, b| (&a.victim, a.hour).cmp(&(&b.victim, b.hour)));
+        assert_eq!(by_hour, all_sorted);
+        let v = all.iter().filter(|p| p.victim == "v").collect::<Vec<_>>();
+        assert_eq!(v.len(), 3, "one row per hour");
+        assert!(v.iter().all(|p| p.alone_n == 30 && p.contended_n == 30));
+        let input = Input {
+            gpus: vec![],
+            pair_hours: all,
+            ..Input::default()
+        };
+        let found = interference(&Ctx::new(&input, &cfg));
+        assert_eq!(found.len(), 1, "the aggressor is never slowed: {found:?}");
+        let f = &found[0];
+        assert_eq!(f.tenants, vec!["v".to_owned(), "a".to_owned()]);
+        assert!(
+            (f.metrics["rate_drop"] - 0.5).abs() < 1e-9,
+            "{:?}",
+            f.metrics
+        );
+        assert_eq!(f.metrics["contended_hours"], 1.5);
+        assert_eq!((f.from_ms, f.to_ms), (30 * MINUTE_MS, 180 * MINUTE_MS));
     }
 }

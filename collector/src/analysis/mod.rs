@@ -186,7 +186,7 @@ pub async fn load_timed(
         push_hours(&mut input, &n.cluster, &n.node, r);
     }
     split(&mut stats.load_hours);
-    interference_minutes(store, cfg, &mut input).await?;
+    stats.minute_rows = interference_minutes(store, cfg, &mut input).await?;
     split(&mut stats.load_minutes);
     input.health = health(store, from, to).await?;
     input.orphans = store
@@ -261,13 +261,23 @@ fn inventory(
         .collect();
 }
 
-/// Minute rows only where interference can be measured: each wanted GPU's ranges, a few
-/// nodes at a time so the database and the decoding overlap.
+/// Minute rows only where interference can be measured (each wanted GPU's ranges), a few
+/// nodes at a time so the database and the decoding overlap; each node's minutes become its
+/// pair-hours ([`analytics::pair_hours`]) as they arrive and are dropped, so the minutes of
+/// only a few nodes are held at once. Returns the minute rows read.
 async fn interference_minutes(
     store: &Store,
     cfg: &analytics::Config,
     input: &mut Input,
-) -> anyhow::Result<()> {
+) -> anyhow::Result<usize> {
+    let mig: std::collections::HashSet<String> = input
+        .gpus
+        .iter()
+        .filter(|g| g.sharing == "mig")
+        .map(|g| g.uuid.clone())
+        .collect();
+    let is_mig = |gpu: &str| mig.contains(gpu);
+    let mut rows = 0;
     let ranges = analytics::minute_ranges(input, cfg);
     // Per node: each wanted GPU's ranges.
     let mut per_node: BTreeMap<(String, String), WantedMinutes> = BTreeMap::new();
@@ -294,10 +304,12 @@ async fn interference_minutes(
             break;
         };
         let (devices, tenants) = done??;
-        input.device_minutes.extend(devices);
-        input.tenant_minutes.extend(tenants);
+        rows += devices.iter().map(|d| d.minutes.len()).sum::<usize>()
+            + tenants.iter().map(|t| t.minutes.len()).sum::<usize>();
+        let pairs = analytics::pair_hours(&devices, &tenants, &is_mig, cfg);
+        input.pair_hours.extend(pairs);
     }
-    Ok(())
+    Ok(rows)
 }
 
 /// Each GPU's XID events over the range and its latest ECC and row-remapping counters.
@@ -425,12 +437,6 @@ pub async fn run(
     let input = load_timed(store, cfg, from, now, now, &mut stats).await?;
     stats.gpu_hours = input.gpu_hours.len();
     stats.tenant_hours = input.tenant_hours.len();
-    stats.minute_rows = input
-        .device_minutes
-        .iter()
-        .map(|d| d.minutes.len())
-        .chain(input.tenant_minutes.iter().map(|t| t.minutes.len()))
-        .sum();
     stats.load = started.elapsed();
     let cfg = cfg.clone();
     let t = Instant::now();
