@@ -53,20 +53,11 @@ macro_rules! rollup_read_methods {
             wanted: &crate::records::WantedMinutes,
         ) -> Result<(Vec<DeviceMinutes>, Vec<TenantMinutes>)> {
             let d = $d;
-            let range = format!(
-                "cluster = {} AND node = {} AND bucket >= {} AND bucket < {}",
-                d.param(1),
-                d.param(2),
-                d.time_param(3),
-                d.time_param(4)
-            );
-            let cols = |list: &str| {
-                list.replace("bucket,", &format!("{} AS bucket,", d.epoch_ms("bucket")))
-            };
             let mut conn = self.$read.acquire().await?;
-            let gpus = sqlx::query(&format!(
-                "SELECT {} FROM gpu_rollup_1m WHERE {range}",
-                cols(crate::sql::INTERFERENCE_GPU_COLUMNS)
+            let gpus = sqlx::query(&crate::rollup_reads::node_range_select(
+                d,
+                crate::sql::INTERFERENCE_GPU_COLUMNS,
+                "gpu_rollup_1m",
             ))
             .bind(cluster)
             .bind(node)
@@ -74,16 +65,18 @@ macro_rules! rollup_read_methods {
             .bind(to)
             .fetch_all(&mut *conn)
             .await?;
-            let tenants = sqlx::query(&format!(
-                "SELECT {} FROM tenant_rollup_1m WHERE {range} AND active_n > 0",
-                cols(crate::sql::INTERFERENCE_TENANT_COLUMNS)
-            ))
-            .bind(cluster)
-            .bind(node)
-            .bind(from)
-            .bind(to)
-            .fetch_all(&mut *conn)
-            .await?;
+            let select = crate::rollup_reads::node_range_select(
+                d,
+                crate::sql::INTERFERENCE_TENANT_COLUMNS,
+                "tenant_rollup_1m",
+            );
+            let tenants = sqlx::query(&format!("{select} AND active_n > 0"))
+                .bind(cluster)
+                .bind(node)
+                .bind(from)
+                .bind(to)
+                .fetch_all(&mut *conn)
+                .await?;
             Ok(crate::sql::interference_rows!(
                 cluster, node, wanted, &gpus, &tenants
             ))
@@ -106,21 +99,8 @@ macro_rules! read_rollups_fn {
             to: i64,
         ) -> Result<NodeRollup> {
             let d = $d;
-            let cols = |list: &str| {
-                list.replace("bucket,", &format!("{} AS bucket,", d.epoch_ms("bucket")))
-            };
-            let range = format!(
-                "cluster = {} AND node = {} AND bucket >= {} AND bucket < {}",
-                d.param(1),
-                d.param(2),
-                d.time_param(3),
-                d.time_param(4)
-            );
             let select = |columns: &str, table: &str| {
-                format!(
-                    "SELECT {} FROM {table}_rollup_{res} WHERE {range}",
-                    cols(columns)
-                )
+                crate::rollup_reads::node_range_select(d, columns, &format!("{table}_rollup_{res}"))
             };
             let mut out = NodeRollup::default();
             let rows = sqlx::query(&select(crate::sql::GPU_ROLLUP_COLUMNS, "gpu"))
@@ -158,3 +138,16 @@ macro_rules! read_rollups_fn {
 }
 
 pub(crate) use read_rollups_fn;
+
+/// `SELECT columns FROM table` for one node's buckets in [from, to), in `d`'s SQL: binds
+/// cluster, node, from, to (ms); `bucket` comes back as ms since the epoch.
+pub(crate) fn node_range_select(d: crate::dialect::Dialect, columns: &str, table: &str) -> String {
+    let columns = columns.replace("bucket,", &format!("{} AS bucket,", d.epoch_ms("bucket")));
+    format!(
+        "SELECT {columns} FROM {table} WHERE cluster = {} AND node = {} AND bucket >= {} AND bucket < {}",
+        d.param(1),
+        d.param(2),
+        d.time_param(3),
+        d.time_param(4)
+    )
+}
