@@ -1,6 +1,6 @@
 //! `sample --once --format table`: one sampling cycle laid out for a person, in the spirit of
-//! nvidia-smi, with each process's tenant. Absent readings print as "-" (not measured), never
-//! as 0.
+//! nvidia-smi, with each process's tenant and who holds each GPU. Absent readings print as "-"
+//! (not measured), never as 0.
 
 use std::fmt::Write;
 
@@ -113,6 +113,7 @@ pub fn table(
             tenant
         );
     }
+    holders(&mut out, inventory, snap, tenants);
     for e in &snap.events {
         let _ = writeln!(
             out,
@@ -126,4 +127,49 @@ pub fn table(
         );
     }
     out
+}
+
+/// Who holds each GPU (the kubelet's assignments, Slurm's jobs), and whether anything of the
+/// holder runs there: a holding without a process is what an idle allocation looks like.
+fn holders(out: &mut String, inventory: &[GpuInfo], snap: &Snapshot, tenants: &[Tenant]) {
+    if snap.allocations.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        out,
+        "\n{:<4} {:>7} {:>6} {:>9}  HELD BY",
+        "GPU", "GI/CI", "SHARE", "PROCESSES"
+    );
+    for a in &snap.allocations {
+        let index = inventory
+            .iter()
+            .find(|g| g.uuid == a.gpu_uuid)
+            .map_or_else(|| "?".to_owned(), |g| g.index.to_string());
+        let gi = match (a.gi_id, a.ci_id) {
+            (Some(g), Some(c)) => format!("{g}/{c}"),
+            _ => "-".to_owned(),
+        };
+        let running = snap
+            .processes
+            .iter()
+            .filter(|p| p.gpu_uuid == a.gpu_uuid && p.tenant.as_ref() == Some(&a.tenant))
+            .count();
+        let holder = tenants.iter().find(|t| t.key == a.tenant).map_or_else(
+            || a.tenant.clone(),
+            |t| format!("{} [{}]", t.display_name(), t.key),
+        );
+        let _ = writeln!(
+            out,
+            "{:<4} {:>7} {:>6.2} {:>9}  {}",
+            index,
+            gi,
+            a.share,
+            if running == 0 {
+                "none".to_owned()
+            } else {
+                running.to_string()
+            },
+            holder
+        );
+    }
 }

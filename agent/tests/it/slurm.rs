@@ -21,33 +21,10 @@ fn a_slurm_job_holding_a_gpu_without_a_process_gets_its_allocation() {
     .unwrap();
     std::fs::write(job.join("step_batch/cgroup.procs"), "4102\n").unwrap();
     let run = |extra: &[&str]| -> Value {
-        let out = Command::new(env!("CARGO_BIN_EXE_gpulens-agent"))
-            .args(["sample", "--once", "--node", "gpu-7", "--format", "json"])
-            .arg("--nvml-lib")
-            .arg(fake_nvml())
-            .arg("--proc-root")
-            .arg(root().join("agent/tests/fixtures/proc"))
-            .arg("--passwd")
-            .arg(root().join("agent/tests/fixtures/passwd"))
-            .arg("--pod-resources-socket")
-            .arg(scratch.join("no-kubelet.sock"))
-            .arg("--cgroup-root")
-            .arg(&scratch)
-            .args(extra)
-            .env(
-                "GPULENS_FAKE_NVML_FIXTURE",
-                root().join("fake-nvml/fixtures/k8s-node.json"),
-            )
-            .env("GPULENS_LOG", "warn")
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        serde_json::from_slice(&out.stdout).unwrap()
+        serde_json::from_slice(&agent_sample(&scratch, "json", extra)).unwrap()
     };
+    let run_table =
+        |scratch: &std::path::Path| String::from_utf8(agent_sample(scratch, "table", &[])).unwrap();
     let v = run(&[]);
     let allocations = v["snapshot"]["allocations"].as_array().unwrap();
     let held: Vec<&Value> = allocations
@@ -77,6 +54,16 @@ fn a_slurm_job_holding_a_gpu_without_a_process_gets_its_allocation() {
     assert_eq!(tenant["kind"], "slurm_job");
     assert_eq!(tenant["user"], "mkoch");
     assert_eq!(tenant["account"], "climate");
+    // The table for people shows the holding, and that nothing of the job runs there.
+    let table = run_table(&scratch);
+    let line = table
+        .lines()
+        .find(|l| l.contains("[slurm/884213]"))
+        .unwrap_or_else(|| panic!("no holder line:\n{table}"));
+    assert!(
+        line.starts_with("2 ") && line.contains(" 1.00 ") && line.contains(" none "),
+        "{line}"
+    );
     // Told not to read Slurm, the agent shows no holding.
     let v = run(&["--no-slurm"]);
     assert!(
@@ -86,4 +73,35 @@ fn a_slurm_job_holding_a_gpu_without_a_process_gets_its_allocation() {
         "{v}"
     );
     std::fs::remove_dir_all(&scratch).unwrap();
+}
+
+/// `gpulens-agent sample --once` on the fake NVML's `k8s-node.json` with the cgroup tree at
+/// `cgroups` (and no kubelet): its standard output.
+fn agent_sample(cgroups: &std::path::Path, format: &str, extra: &[&str]) -> Vec<u8> {
+    let out = Command::new(env!("CARGO_BIN_EXE_gpulens-agent"))
+        .args(["sample", "--once", "--node", "gpu-7", "--format", format])
+        .arg("--nvml-lib")
+        .arg(fake_nvml())
+        .arg("--proc-root")
+        .arg(root().join("agent/tests/fixtures/proc"))
+        .arg("--passwd")
+        .arg(root().join("agent/tests/fixtures/passwd"))
+        .arg("--pod-resources-socket")
+        .arg(cgroups.join("no-kubelet.sock"))
+        .arg("--cgroup-root")
+        .arg(cgroups)
+        .args(extra)
+        .env(
+            "GPULENS_FAKE_NVML_FIXTURE",
+            root().join("fake-nvml/fixtures/k8s-node.json"),
+        )
+        .env("GPULENS_LOG", "warn")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out.stdout
 }
