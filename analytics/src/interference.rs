@@ -282,7 +282,8 @@ fn finding(
     let cfg = ctx.cfg;
     let is_mig = ctx.gpu(gpu).is_some_and(|g| g.sharing == "mig");
     let min = (cfg.interference_min.as_secs() / 60) as usize;
-    if p.alone_n < min || p.contended_n < min {
+    // Both rates need a minute at least, whatever `interference_min` is set to.
+    if p.alone_n < min.max(1) || p.contended_n < min.max(1) {
         return None;
     }
     let alone_rate = p.alone_sum / p.alone_n as f64;
@@ -513,5 +514,13 @@ mod tests {
         );
         assert_eq!(f.metrics["contended_hours"], 1.5);
         assert_eq!((f.from_ms, f.to_ms), (30 * MINUTE_MS, 180 * MINUTE_MS));
+        // With no least duration, a pair never seen alone (the aggressor) is still no finding.
+        let cfg = Config {
+            interference_min: std::time::Duration::ZERO,
+            ..Config::default()
+        };
+        let found = interference(&Ctx::new(&input, &cfg));
+        assert_eq!(found.len(), 1, "{found:?}");
+        assert!(found[0].metrics.values().all(|v| v.is_finite()));
     }
 }
