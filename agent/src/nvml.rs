@@ -202,7 +202,7 @@ impl NvmlBackend {
             .filter(|g| !g.lost)
             .filter_map(|g| Some((g.minor?, &g.info)))
             .collect();
-        crate::slurm::allocate(snap, tenants, &w.held, &gpus, &self.procfs);
+        crate::slurm::allocate(snap, tenants, &w.held, &gpus);
     }
 }
 

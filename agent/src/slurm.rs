@@ -39,6 +39,8 @@ pub struct Holding {
     pub pid: Option<u32>,
     /// The job's uid from its cgroup path (`uid_U`, cgroup v1).
     pub uid: Option<u32>,
+    /// The job as a tenant, resolved when the holding is read (not on every sample).
+    pub tenant: Tenant,
 }
 
 /// The jobs under `cgroup_root` (usually `/sys/fs/cgroup`) that hold GPUs.
@@ -57,16 +59,21 @@ pub fn holdings(cgroup_root: &Path, procfs: &ProcFs) -> Vec<Holding> {
         if minors.is_empty() {
             continue;
         }
-        match out.iter_mut().find(|h| h.job_id == job_id) {
-            // cgroup v1 has the job in several hierarchies; the devices one came first.
-            Some(h) => h.pid = h.pid.or(pid),
-            None => out.push(Holding {
-                job_id,
-                minors,
-                pid,
-                uid,
-            }),
+        // A hybrid cgroup setup shows the job in both trees; the v1 device list came first.
+        if out.iter().any(|h| h.job_id == job_id) {
+            continue;
         }
+        let tenant = pid
+            .and_then(|pid| procfs.tenant(pid))
+            .filter(|t| t.key == Tenant::slurm_key(&job_id))
+            .unwrap_or_else(|| job_tenant(&job_id, uid, procfs));
+        out.push(Holding {
+            job_id,
+            minors,
+            pid,
+            uid,
+            tenant,
+        });
     }
     out
 }
@@ -79,7 +86,6 @@ pub fn allocate(
     tenants: &mut HashMap<String, Tenant>,
     held: &[Holding],
     gpus: &[(u32, &GpuInfo)],
-    procfs: &ProcFs,
 ) {
     for h in held {
         let key = Tenant::slurm_key(&h.job_id);
@@ -105,30 +111,25 @@ pub fn allocate(
             });
             allocated = true;
         }
-        if allocated && !tenants.contains_key(&key) {
-            let tenant = h
-                .pid
-                .and_then(|pid| procfs.tenant(pid))
-                .filter(|t| t.key == key)
-                .unwrap_or_else(|| job_tenant(h, procfs));
-            tenants.insert(key, tenant);
+        if allocated {
+            tenants.entry(key).or_insert_with(|| h.tenant.clone());
         }
     }
 }
 
 /// The tenant of a job known only from its cgroup.
-fn job_tenant(h: &Holding, procfs: &ProcFs) -> Tenant {
+fn job_tenant(job_id: &str, uid: Option<u32>, procfs: &ProcFs) -> Tenant {
     Tenant {
-        key: Tenant::slurm_key(&h.job_id),
+        key: Tenant::slurm_key(job_id),
         kind: model::TenantKind::SlurmJob,
         namespace: None,
         pod: None,
         container: None,
         pod_uid: None,
-        job_id: Some(h.job_id.clone()),
-        user: h.uid.and_then(|u| procfs.user_name(u)).map(str::to_owned),
+        job_id: Some(job_id.to_owned()),
+        user: uid.and_then(|u| procfs.user_name(u)).map(str::to_owned),
         account: None,
-        uid: h.uid,
+        uid,
     }
 }
 
@@ -267,15 +268,18 @@ mod tests {
             9001,
             &[("SLURM_JOB_ID", "4242"), ("SLURM_JOB_GPUS", "0")],
         );
-        let held = holdings(&cg, &ProcFs::new(&proc, None));
+        let held: Vec<_> = holdings(&cg, &ProcFs::new(&proc, None))
+            .into_iter()
+            .map(|h| (h.job_id, h.minors, h.pid, h.uid))
+            .collect();
         assert_eq!(
             held,
-            vec![Holding {
-                job_id: "4242".into(),
-                minors: BTreeSet::from([2, 3]),
-                pid: Some(9001),
-                uid: Some(1000),
-            }],
+            vec![(
+                "4242".to_owned(),
+                BTreeSet::from([2, 3]),
+                Some(9001),
+                Some(1000)
+            )],
             "the device list wins over the environment, control devices are not GPUs"
         );
         std::fs::remove_dir_all(d).unwrap();
