@@ -43,6 +43,8 @@ pub struct Config {
     pub zombie_min: Duration,
     #[serde(with = "duration_text")]
     pub silent_after: Duration,
+    /// waiting_demand: a team's waiting work in a pool is reported from this many GPU-hours.
+    pub waiting_min_gpu_hours: f64,
     /// Replay: extra contended tenant-hours allowed, as a share of the hours replayed.
     pub replay_tolerance: f64,
     /// Price per GPU-hour by model: the longest key contained in the model name wins
@@ -71,6 +73,7 @@ impl Default for Config {
             throttle_share: 0.2,
             zombie_min: Duration::from_secs(10 * 60),
             silent_after: Duration::from_secs(5 * 60),
+            waiting_min_gpu_hours: 1.0,
             replay_tolerance: 0.01,
             prices: BTreeMap::from([
                 ("H200".into(), 3.50),

@@ -18,10 +18,12 @@ pub enum FindingKind {
     AgentSilent,
     /// An applied step measured worse than replay predicted (the outcome check).
     OutcomeWorse,
+    /// Work waited for GPUs while GPUs of its pool were held idle or free on other nodes.
+    WaitingDemand,
 }
 
 impl FindingKind {
-    pub const ALL: [FindingKind; 9] = [
+    pub const ALL: [FindingKind; 10] = [
         FindingKind::IdleAllocation,
         FindingKind::Underutilized,
         FindingKind::ZombieProcess,
@@ -31,6 +33,7 @@ impl FindingKind {
         FindingKind::Hardware,
         FindingKind::AgentSilent,
         FindingKind::OutcomeWorse,
+        FindingKind::WaitingDemand,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -44,6 +47,7 @@ impl FindingKind {
             FindingKind::Hardware => "hardware",
             FindingKind::AgentSilent => "agent_silent",
             FindingKind::OutcomeWorse => "outcome_worse",
+            FindingKind::WaitingDemand => "waiting_demand",
         }
     }
 
@@ -101,6 +105,11 @@ impl FindingKind {
                 "GpulensOutcomeWorse",
                 Some("warning"),
                 "a GPU Operator change on {node} turned out worse than predicted: {summary}",
+            ),
+            FindingKind::WaitingDemand => (
+                "GpuWorkWaitingWhileIdle",
+                None,
+                "work waited {value} GPU-hours for GPUs: {summary}",
             ),
         };
         AlertDefaults {
@@ -230,13 +239,14 @@ impl Finding {
     /// The one number that says how big the finding is, with its unit: what an alert's
     /// `value` carries and what pages quote, so both say the same. Idle: the hours idle in
     /// runs; underutilized: the GPU-hours wasted; interference: the victim's slowdown in
-    /// percent; hardware: the error events; otherwise the hours the finding spans.
+    /// percent; hardware: the error events; waiting demand: the GPU-hours waited; otherwise the hours the finding spans.
     pub fn headline(&self) -> (f64, &'static str) {
         let m = |k: &str| self.metrics.get(k).copied();
         let span = (self.to_ms - self.from_ms) as f64 / 3_600_000.0;
         let (v, unit) = match self.kind {
             FindingKind::IdleAllocation => (m("idle_hours_in_runs").unwrap_or(span), "h"),
             FindingKind::Underutilized => (m("wasted_gpu_hours").unwrap_or(span), "GPU-h"),
+            FindingKind::WaitingDemand => (m("waiting_gpu_hours").unwrap_or(span), "GPU-h"),
             FindingKind::Interference => (m("rate_drop").map_or(span, |r| r * 100.0), "%"),
             FindingKind::Hardware => (
                 m("xid_errors").unwrap_or(0.0)

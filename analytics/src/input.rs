@@ -122,6 +122,29 @@ pub struct PairHour {
     pub contended_last: i64,
 }
 
+/// Work that waited for GPUs: one pod (or job) asking for `count` units of one resource,
+/// waiting from `from_ms` until the last time it was seen waiting, `to_ms`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Waiting {
+    pub cluster: String,
+    /// `pod`, `slurm_job`, …
+    pub source: String,
+    /// How people name it: `namespace/pod`.
+    pub name: String,
+    /// The team it belongs to (the `[teams]` mapping of its namespace or account, else that).
+    pub team: String,
+    /// `nvidia.com/gpu`, `nvidia.com/gpu.shared`, `nvidia.com/mig-<profile>`.
+    pub resource: String,
+    pub count: i64,
+    /// The GPU product it asks for (`nvidia.com/gpu.product` node selector), if any.
+    pub product: Option<String>,
+    /// The scheduler's reason and message.
+    pub reason: String,
+    pub message: String,
+    pub from_ms: i64,
+    pub to_ms: i64,
+}
+
 /// A step that was applied: the recommendation as approved, and when the change ran.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Applied {
@@ -155,6 +178,8 @@ pub struct Input {
     pub orphans: Vec<OrphanProcess>,
     /// Steps applied through label actions whose outcome the analysis checks.
     pub applied: Vec<Applied>,
+    /// Work that waited for GPUs in the window (pending pods), for `waiting_demand`.
+    pub waiting: Vec<Waiting>,
 }
 
 impl Input {

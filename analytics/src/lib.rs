@@ -6,6 +6,7 @@
 //! Every definition, threshold and formula is in docs/analytics.md.
 
 pub mod config;
+pub mod demand;
 pub mod finding;
 pub mod findings;
 pub mod funnel;
@@ -97,6 +98,7 @@ pub fn analyze(input: &Input, cfg: &Config) -> Result<Analysis, AnalysisError> {
     found.extend(findings::throttling(&ctx, &holdings));
     found.extend(findings::hardware(&ctx));
     found.extend(findings::agent_silent(&ctx));
+    found.extend(demand::waiting_demand(&ctx, &holdings));
     let rec = recommend::recommend(&ctx, &holdings, &found);
     found.extend(rec.underutilized);
     let outcomes = outcome::check(&ctx, &holdings);

@@ -43,6 +43,10 @@ pub struct Config {
     /// Node labels: off (default), advise, or apply-with-approval; see docs/labels.md.
     #[serde(default)]
     pub labels: crate::labels::Settings,
+    /// Waiting demand: pending pods read from the Kubernetes API (off by default); see
+    /// docs/demand.md.
+    #[serde(default)]
+    pub demand: crate::demand::Settings,
     /// Alert rules, grouping and receivers; see docs/alerts.md.
     #[serde(default)]
     pub alerts: crate::alerts::Settings,
@@ -108,6 +112,7 @@ impl Config {
         self.alerts.check()?;
         self.metrics.check()?;
         self.reports.check()?;
+        self.demand.check()?;
         if self.labels.mode == crate::labels::Mode::ApplyWithApproval && !self.labels.api {
             anyhow::bail!(
                 "[labels] mode = \"apply-with-approval\" changes GPU Operator labels through the Kubernetes API; it needs api = true"

@@ -23,6 +23,7 @@ pub mod tls;
 pub mod alerts;
 pub mod analysis;
 pub mod dashboard;
+pub mod demand;
 pub mod fleet;
 pub mod health;
 pub mod ingest;

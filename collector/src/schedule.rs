@@ -20,6 +20,8 @@ pub struct Plan {
     pub reports: Option<(crate::reports::Settings, analytics::Config)>,
     /// Label convergence runs when a cluster is reachable.
     pub labels: Option<(crate::labels::Cluster, crate::labels::Settings)>,
+    /// The demand poll runs when `[demand] pending_pods` is on and the API is reachable.
+    pub demand: Option<crate::demand::Poll>,
 }
 
 /// The collector's tasks, the same set for `serve` and `demo`.
@@ -52,6 +54,9 @@ pub fn standard(state: &AppState, plan: Plan) -> Vec<Arc<dyn Task>> {
         });
         hook
     });
+    if let Some(poll) = plan.demand {
+        tasks.push(crate::demand::task(poll));
+    }
     tasks.push(crate::analysis::task(
         state.store.clone(),
         plan.analysis,

@@ -62,6 +62,7 @@ pub struct FeatureMetrics {
     pub alerts: AlertMetrics,
     pub reports: ReportMetrics,
     pub labels: LabelMetrics,
+    pub demand: crate::demand::DemandMetrics,
 }
 
 crate::shared::derefs_to_shared!(AppState);
@@ -93,6 +94,7 @@ impl AppState {
             alerts: AlertMetrics::register(&mut registry),
             reports: ReportMetrics::register(&mut registry),
             labels: LabelMetrics::register(&mut registry),
+            demand: crate::demand::DemandMetrics::register(&mut registry),
         };
         let tasks = Arc::new(TaskHealth::registered(&mut registry));
         let remote_write = Receiver::with_metrics(RemoteWriteMetrics::register(&mut registry));

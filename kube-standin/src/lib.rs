@@ -10,7 +10,8 @@
 //!   and annotations it applied before and leaves out are removed), watch
 //!   (`?watch=true`, `fieldSelector=metadata.name=…`, `resourceVersion`, `timeoutSeconds`).
 //! - Pods: `GET /api/v1/pods` and `/api/v1/namespaces/{ns}/pods` with
-//!   `fieldSelector=spec.nodeName=…`.
+//!   `fieldSelector=spec.nodeName=…` and/or `status.phase=…`, paged with `limit` and
+//!   `continue` as the API server pages lists.
 //! - ConfigMaps: `GET`, `POST`, `PATCH` (merge) in a namespace.
 //!
 //! Every stored object is checked by deserializing it into its `k8s-openapi` type, label keys
@@ -567,17 +568,36 @@ async fn patch_node(
 
 fn pod_list(s: &Shared, namespace: Option<&str>, q: &BTreeMap<String, String>) -> Response {
     let node = selector(q, "spec.nodeName");
+    let phase = selector(q, "status.phase");
+    let limit = q.get("limit").and_then(|l| l.parse::<usize>().ok());
+    let skip = match q.get("continue").map(|c| c.parse::<usize>()) {
+        None => 0,
+        Some(Ok(n)) => n,
+        Some(Err(_)) => {
+            return status(StatusCode::BAD_REQUEST, "BadRequest", "invalid continue token");
+        }
+    };
     let st = s.lock();
-    let items: Vec<&Value> = st
+    let matching: Vec<&Value> = st
         .pods
         .iter()
         .filter(|p| namespace.is_none_or(|ns| p["metadata"]["namespace"] == json!(ns)))
-        .filter(|p| node.is_none_or(|n| p["spec"]["nodeName"] == json!(n)))
+        // An empty value matches an absent field, as the API server's selectors do
+        // (`spec.nodeName=`: pods not bound to a node).
+        .filter(|p| node.is_none_or(|n| p["spec"]["nodeName"].as_str().unwrap_or("") == n))
+        .filter(|p| phase.is_none_or(|ph| p["status"]["phase"].as_str().unwrap_or("") == ph))
         .collect();
+    let end = limit.map_or(matching.len(), |l| (skip + l.max(1)).min(matching.len()));
+    let items = &matching[skip.min(end)..end];
+    let mut metadata = json!({"resourceVersion": st.rv.to_string()});
+    if end < matching.len() {
+        metadata["continue"] = json!(end.to_string());
+        metadata["remainingItemCount"] = json!(matching.len() - end);
+    }
     axum::Json(json!({
         "apiVersion": "v1",
         "kind": "PodList",
-        "metadata": {"resourceVersion": st.rv.to_string()},
+        "metadata": metadata,
         "items": items,
     }))
     .into_response()

@@ -33,6 +33,7 @@ macro_rules! shared_methods {
         crate::alerts::alert_methods!($write, $read, $numbered);
         crate::remote_write::journal_methods!($write, $read, $numbered);
         crate::reports::report_methods!($write, $read, $numbered);
+        crate::waiting::waiting_methods!($write, $read, $numbered);
     };
 }
 

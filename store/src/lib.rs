@@ -28,6 +28,7 @@ pub mod series;
 mod span;
 mod sql;
 mod sqlite;
+pub mod waiting;
 
 use std::collections::{BTreeMap, HashMap};
 use std::hash::BuildHasher;
@@ -592,6 +593,21 @@ impl Store {
         timezone: &str,
     ) -> Result<Option<reports::StoredReport>> {
         dispatch!(self, s => s.report(week, timezone).await)
+    }
+
+    /// Records one poll's waiting work (new episodes added, known ones brought up to date).
+    pub async fn record_waiting(&self, rows: &[waiting::WaitingRecord]) -> Result<()> {
+        dispatch!(self, s => s.record_waiting(rows).await)
+    }
+
+    /// Waiting episodes that overlap `[from_ms, to_ms)`, oldest first (bounded).
+    pub async fn waiting(&self, from_ms: i64, to_ms: i64) -> Result<Vec<waiting::WaitingRecord>> {
+        dispatch!(self, s => s.waiting(from_ms, to_ms).await)
+    }
+
+    /// Drops waiting episodes last seen before `before_ms`.
+    pub async fn prune_waiting(&self, before_ms: i64) -> Result<u64> {
+        dispatch!(self, s => s.prune_waiting(before_ms).await)
     }
 
     /// Hour rollups of a node over a range.

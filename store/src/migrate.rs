@@ -75,6 +75,11 @@ pub const POSTGRES: &[Migration] = &[
         name: "0012_secrets.sql",
         sql: include_str!("../../migrations/postgres/0012_secrets.sql"),
     },
+    Migration {
+        version: 13,
+        name: "0013_waiting_work.sql",
+        sql: include_str!("../../migrations/postgres/0013_waiting_work.sql"),
+    },
 ];
 
 pub const SQLITE: &[Migration] = &[
@@ -137,6 +142,11 @@ pub const SQLITE: &[Migration] = &[
         version: 12,
         name: "0012_secrets.sql",
         sql: include_str!("../../migrations/sqlite/0012_secrets.sql"),
+    },
+    Migration {
+        version: 13,
+        name: "0013_waiting_work.sql",
+        sql: include_str!("../../migrations/sqlite/0013_waiting_work.sql"),
     },
 ];
 

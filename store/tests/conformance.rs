@@ -61,6 +61,7 @@ conformance!(
     remote_write_journal_keeps_what_waits,
     sealed_samples_answer_as_rows_did,
     a_backlog_of_rows_seals_in_steps,
+    waiting_episodes_are_kept_current_and_read_by_overlap,
 );
 
 /// Every answer read from raw samples, as text with values to 9 significant digits (the mean
@@ -1284,6 +1285,53 @@ async fn remote_write_journal_keeps_what_waits(store: &Store) {
         [(b.cluster.clone(), b.node.clone(), 7)]
     );
     assert!(store.stream_positions("nobody").await.unwrap().is_empty());
+}
+
+async fn waiting_episodes_are_kept_current_and_read_by_overlap(store: &Store) {
+    use store::waiting::WaitingRecord;
+    let h = HOUR_MS;
+    let pod = |uid: &str, since: i64, seen: i64, count: i64, reason: &str| WaitingRecord {
+        cluster: "c1".into(),
+        source: "pod".into(),
+        uid: uid.into(),
+        scope: "ml".into(),
+        team: "ml-team".into(),
+        name: format!("train-{uid}"),
+        resource: "nvidia.com/gpu".into(),
+        count,
+        product: (uid == "a").then(|| "NVIDIA-H100-80GB-HBM3".to_owned()),
+        reason: reason.into(),
+        message: "0/4 nodes are available: 4 Insufficient nvidia.com/gpu.".into(),
+        since_ms: since,
+        first_seen_ms: seen,
+        last_seen_ms: seen,
+    };
+    store
+        .record_waiting(&[pod("a", 0, 2 * h, 2, "Unschedulable"), pod("b", h, 2 * h, 1, "")])
+        .await
+        .unwrap();
+    // The next poll: "a" still waits (its count and reason changed), "b" was scheduled.
+    store
+        .record_waiting(&[pod("a", 90 * h, 3 * h, 4, "SchedulingGated")])
+        .await
+        .unwrap();
+    let all = store.waiting(0, 10 * h).await.unwrap();
+    assert_eq!(all.len(), 2, "{all:?}");
+    let a = &all[0];
+    assert_eq!(
+        (a.uid.as_str(), a.since_ms, a.first_seen_ms, a.last_seen_ms, a.count),
+        ("a", 0, 2 * h, 3 * h, 4),
+        "an episode keeps when it began and takes the latest poll"
+    );
+    assert_eq!(a.reason, "SchedulingGated");
+    assert_eq!(a.product.as_deref(), Some("NVIDIA-H100-80GB-HBM3"));
+    assert_eq!(all[1].product, None);
+    // Overlap: "b" waited [h, 2h]; a window after it sees only "a".
+    let later = store.waiting(2 * h + 1, 10 * h).await.unwrap();
+    assert_eq!(later.iter().map(|w| w.uid.as_str()).collect::<Vec<_>>(), ["a"]);
+    assert!(store.waiting(5 * h, 6 * h).await.unwrap().is_empty());
+    assert_eq!(store.prune_waiting(2 * h + 1).await.unwrap(), 1);
+    assert_eq!(store.waiting(0, 10 * h).await.unwrap().len(), 1);
 }
 
 /// Issue 15: a stored row with a MIG id of 2^31 (accepted before ingest checked the domain)

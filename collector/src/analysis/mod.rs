@@ -205,6 +205,24 @@ pub async fn load_timed(
         })
         .collect();
     input.applied = applied_steps(store, from, to).await?;
+    input.waiting = store
+        .waiting(from, to)
+        .await?
+        .into_iter()
+        .map(|w| analytics::input::Waiting {
+            name: format!("{}/{}", w.scope, w.name),
+            cluster: w.cluster,
+            source: w.source,
+            team: w.team,
+            resource: w.resource,
+            count: w.count,
+            product: w.product,
+            reason: w.reason,
+            message: w.message,
+            from_ms: w.since_ms,
+            to_ms: w.last_seen_ms,
+        })
+        .collect();
     split(&mut stats.load_health);
     Ok(input)
 }

@@ -217,6 +217,7 @@ async fn live(
         alerts: Some(crate::alerts::settings::Settings::default()),
         reports: Some(((*state.reports).clone(), state.analytics.thresholds.clone())),
         labels: None,
+        demand: None,
     };
     let runner = crate::tasks::Runner::start(&state.tasks, crate::schedule::standard(state, plan));
     let live = tokio::spawn(async move { driver.stream(interval, None).await });

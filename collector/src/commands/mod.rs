@@ -203,6 +203,13 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
             .enabled
             .then(|| (config.reports.clone(), config.analytics.thresholds.clone())),
         labels: cluster.map(|c| (c, config.labels.clone())),
+        demand: crate::demand::connect_if_enabled(
+            &state.store,
+            &config.demand,
+            &config.teams,
+            &state.metrics.demand,
+        )
+        .await,
     };
     let runner = crate::tasks::Runner::start(&state.tasks, crate::schedule::standard(&state, plan));
     let result = crate::server::serve_with(

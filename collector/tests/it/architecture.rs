@@ -30,6 +30,7 @@ const FEATURES: &[&str] = &[
     "alerts",
     "analysis",
     "dashboard",
+    "demand",
     "fleet",
     "health",
     "ingest",

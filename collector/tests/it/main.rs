@@ -10,6 +10,7 @@ mod consistency;
 mod dashboard;
 mod delivery;
 mod demo;
+mod demand;
 mod deploy;
 mod helm;
 mod http;

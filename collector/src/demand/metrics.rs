@@ -1,0 +1,38 @@
+//! What the demand poll counts: the work it saw waiting, what it refused or left out.
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::registry::Registry;
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ResourceLabels {
+    /// `nvidia.com/gpu`, `nvidia.com/gpu.shared`, `nvidia.com/mig-<profile>`.
+    pub resource: String,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct DemandMetrics {
+    pub pods: Gauge,
+    pub units: Family<ResourceLabels, Gauge>,
+    pub refused: Counter,
+    pub left_out: Counter,
+}
+
+impl DemandMetrics {
+    pub fn register(registry: &mut Registry) -> DemandMetrics {
+        let m = DemandMetrics::default();
+        crate::metrics::register!(registry, m,
+            pods => "waiting_pods",
+                "Pending pods asking for GPUs at the last demand poll";
+            units => "waiting_gpu_units",
+                "Units of each GPU resource pending pods asked for at the last demand poll";
+            refused => "waiting_pods_refused",
+                "Pending pods the demand poll refused (a field outside its documented domain)";
+            left_out => "waiting_pods_left_out",
+                "Pending pods beyond [demand] max_pods, not read";
+        );
+        m
+    }
+}

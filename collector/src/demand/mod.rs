@@ -1,0 +1,35 @@
+//! Waiting demand: work that waits for GPUs, read from where it waits (pending pods through
+//! the Kubernetes API) and stored as waiting episodes the analysis sets against idle supply
+//! (`waiting_demand` findings). See docs/demand.md.
+
+pub mod metrics;
+pub mod pods;
+pub mod settings;
+pub mod task;
+
+pub use metrics::DemandMetrics;
+pub use settings::Settings;
+pub use task::{Poll, task};
+
+/// The demand poll, when `[demand] pending_pods` is on and a client can be made; otherwise a
+/// warning in the log and no poll.
+pub async fn connect_if_enabled(
+    store: &store::Store,
+    s: &Settings,
+    teams: &crate::teams::TeamsConfig,
+    metrics: &DemandMetrics,
+) -> Option<Poll> {
+    if !s.pending_pods {
+        return None;
+    }
+    match Poll::connect(store.clone(), s.clone(), teams.clone(), metrics.clone()).await {
+        Ok(p) => {
+            tracing::info!(every = ?s.every, "waiting demand: pending pods are read");
+            Some(p)
+        }
+        Err(e) => {
+            tracing::warn!(error = %e, "[demand] pending_pods is on but no Kubernetes client could be made; waiting demand is not read");
+            None
+        }
+    }
+}

@@ -1,0 +1,326 @@
+//! Pending pods as waiting work: what GPU resources a pod asks for, what product, since when
+//! and why it waits. Pure: the pod comes from the Kubernetes API (untrusted), every field that
+//! is stored is checked against its documented domain (docs/demand.md) first.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::{Container, Pod};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use store::waiting::WaitingRecord;
+
+/// The node label GPU Feature Discovery sets to the GPU product; a pod that names it in its
+/// node selector (or a required node affinity `In` with one value) waits for that product.
+pub const PRODUCT_LABEL: &str = "nvidia.com/gpu.product";
+/// Most units of one resource a pod is believed to ask for.
+pub const MAX_COUNT: i64 = 1_024;
+/// The scheduler's message is kept to this many characters.
+pub const MAX_MESSAGE: usize = 512;
+const MAX_REASON: usize = 64;
+const MAX_RESOURCE: usize = 63;
+
+/// Whether `name` is a GPU resource waiting demand counts: `nvidia.com/gpu`,
+/// `nvidia.com/gpu.shared` or a MIG profile `nvidia.com/mig-<n>g.<m>gb[+…]`.
+pub fn gpu_resource(name: &str) -> bool {
+    if name.len() > MAX_RESOURCE {
+        return false;
+    }
+    name == analytics::demand::WHOLE_GPU
+        || name == analytics::demand::SHARED_GPU
+        || name
+            .strip_prefix(analytics::demand::MIG_PREFIX)
+            .is_some_and(|p| {
+                model::mig::compute_slices(p).is_some()
+                    && p.bytes()
+                        .all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'+' || b == b'-')
+            })
+}
+
+/// Whole units of a quantity: extended resources are integers (`"2"`); anything else is
+/// refused rather than guessed.
+fn units(q: &Quantity) -> Option<i64> {
+    q.0.trim().parse::<i64>().ok().filter(|n| (0..=MAX_COUNT).contains(n))
+}
+
+/// A container's GPU units by resource: limits (extended resources must set them; requests
+/// equal them when given).
+fn container_gpus(c: &Container) -> Result<BTreeMap<String, i64>, String> {
+    let mut out = BTreeMap::new();
+    let Some(res) = &c.resources else {
+        return Ok(out);
+    };
+    for map in [&res.limits, &res.requests].into_iter().flatten() {
+        for (name, q) in map.iter().filter(|(n, _)| n.starts_with("nvidia.com/")) {
+            if !gpu_resource(name) {
+                continue;
+            }
+            let n = units(q).ok_or_else(|| {
+                format!("container {:?} asks for {name} = {:?}: not a whole number from 0 to {MAX_COUNT}", c.name, q.0)
+            })?;
+            let e = out.entry(name.clone()).or_insert(0);
+            *e = (*e).max(n);
+        }
+    }
+    Ok(out)
+}
+
+/// What a pod asks for: the sum over its containers, or the most one init container asks for
+/// when that is more (init containers run one at a time, before the others).
+pub fn requested(pod: &Pod) -> Result<BTreeMap<String, i64>, String> {
+    let Some(spec) = &pod.spec else {
+        return Ok(BTreeMap::new());
+    };
+    let mut total: BTreeMap<String, i64> = BTreeMap::new();
+    for c in &spec.containers {
+        for (r, n) in container_gpus(c)? {
+            let t = total.entry(r).or_insert(0);
+            *t = (*t + n).min(MAX_COUNT);
+        }
+    }
+    for c in spec.init_containers.iter().flatten() {
+        for (r, n) in container_gpus(c)? {
+            let t = total.entry(r).or_insert(0);
+            *t = (*t).max(n);
+        }
+    }
+    total.retain(|_, n| *n > 0);
+    Ok(total)
+}
+
+/// The GPU product a pod asks for through its node selector or a required node affinity term
+/// `nvidia.com/gpu.product In [one value]`; `None` when it names none or several.
+pub fn product(pod: &Pod) -> Option<String> {
+    let spec = pod.spec.as_ref()?;
+    let from_selector = spec
+        .node_selector
+        .as_ref()
+        .and_then(|s| s.get(PRODUCT_LABEL))
+        .cloned();
+    let from_affinity = || {
+        let terms = &spec
+            .affinity
+            .as_ref()?
+            .node_affinity
+            .as_ref()?
+            .required_during_scheduling_ignored_during_execution
+            .as_ref()?
+            .node_selector_terms;
+        // Terms are ORed: only one term naming one product says which product.
+        let [term] = terms.as_slice() else {
+            return None;
+        };
+        term.match_expressions.iter().flatten().find_map(|e| {
+            match (e.key == PRODUCT_LABEL, e.operator.as_str(), e.values.as_deref()) {
+                (true, "In", Some([one])) => Some(one.clone()),
+                _ => None,
+            }
+        })
+    };
+    from_selector
+        .or_else(from_affinity)
+        .filter(|p| label_value(p))
+}
+
+/// A Kubernetes label value: at most 63 characters, alphanumerics, `-`, `_`, `.`, starting and
+/// ending with an alphanumeric.
+fn label_value(v: &str) -> bool {
+    !v.is_empty()
+        && v.len() <= 63
+        && v.bytes().all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b))
+        && v.bytes().next().is_some_and(|b| b.is_ascii_alphanumeric())
+        && v.bytes().last().is_some_and(|b| b.is_ascii_alphanumeric())
+}
+
+/// `s` cut to `max` characters, control characters made spaces.
+fn clipped(s: &str, max: usize) -> String {
+    s.chars()
+        .take(max)
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect()
+}
+
+/// The waiting records of one pending pod (none when it asks for no GPU or is bound to a
+/// node); `Err` says why it was refused.
+pub fn waiting_of(
+    pod: &Pod,
+    cluster: &str,
+    team_of: &dyn Fn(&str) -> String,
+    now_ms: i64,
+) -> Result<Vec<WaitingRecord>, String> {
+    if pod.spec.as_ref().is_some_and(|s| s.node_name.is_some()) {
+        return Ok(Vec::new());
+    }
+    let wants = requested(pod)?;
+    if wants.is_empty() {
+        return Ok(Vec::new());
+    }
+    let meta = &pod.metadata;
+    let namespace = meta.namespace.as_deref().unwrap_or("");
+    let name = meta.name.as_deref().unwrap_or("");
+    model::names::check_subdomain(namespace)
+        .and_then(|()| {
+            (namespace.len() <= 63 && !namespace.contains('.'))
+                .then_some(())
+                .ok_or_else(|| "is not a DNS-1123 label".to_owned())
+        })
+        .map_err(|why| format!("namespace {namespace:?} {why}"))?;
+    model::names::check_subdomain(name).map_err(|why| format!("pod name {why}"))?;
+    let uid = meta.uid.as_deref().unwrap_or("");
+    if uid.is_empty()
+        || uid.len() > 64
+        || !uid.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
+    {
+        return Err(format!("pod {namespace}/{name} has no usable uid ({uid:?})"));
+    }
+    let since = meta
+        .creation_timestamp
+        .as_ref()
+        .map_or(now_ms, |t| t.0.as_millisecond())
+        .min(now_ms);
+    let scheduled = pod
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .and_then(|c| c.iter().find(|c| c.type_ == "PodScheduled"));
+    let reason = scheduled
+        .and_then(|c| c.reason.as_deref())
+        .filter(|r| r.len() <= MAX_REASON && r.bytes().all(|b| b.is_ascii_alphanumeric()))
+        .unwrap_or("")
+        .to_owned();
+    let message = clipped(
+        scheduled.and_then(|c| c.message.as_deref()).unwrap_or(""),
+        MAX_MESSAGE,
+    );
+    let product = product(pod);
+    let team = team_of(namespace);
+    Ok(wants
+        .into_iter()
+        .map(|(resource, count)| WaitingRecord {
+            cluster: cluster.to_owned(),
+            source: "pod".into(),
+            uid: uid.to_owned(),
+            scope: namespace.to_owned(),
+            team: team.clone(),
+            name: name.to_owned(),
+            resource,
+            count,
+            product: product.clone(),
+            reason: reason.clone(),
+            message: message.clone(),
+            since_ms: since,
+            first_seen_ms: now_ms,
+            last_seen_ms: now_ms,
+        })
+        .collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn pod(v: serde_json::Value) -> Pod {
+        serde_json::from_value(v).unwrap()
+    }
+
+    fn pending(containers: serde_json::Value) -> Pod {
+        pod(json!({
+            "metadata": {"name": "train-0", "namespace": "ml", "uid": "5f0c-11",
+                         "creationTimestamp": "2026-11-20T10:00:00Z"},
+            "spec": {"containers": containers,
+                     "nodeSelector": {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}},
+            "status": {"phase": "Pending", "conditions": [{
+                "type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+                "message": "0/8 nodes are available: 8 Insufficient nvidia.com/gpu."}]}
+        }))
+    }
+
+    fn team(ns: &str) -> String {
+        format!("team-{ns}")
+    }
+
+    #[test]
+    fn a_pending_pod_waits_for_the_sum_of_its_containers() {
+        let p = pending(json!([
+            {"name": "a", "resources": {"limits": {"nvidia.com/gpu": "2", "cpu": "4"}}},
+            {"name": "b", "resources": {"limits": {"nvidia.com/gpu": "1"},
+                                        "requests": {"nvidia.com/gpu": "1"}}},
+            {"name": "c", "resources": {"limits": {"nvidia.com/mig-1g.10gb": "3"}}},
+        ]));
+        let created = 1_795_168_800_000; // 2026-11-20T10:00:00Z
+        let now = created + 3_600_000;
+        let w = waiting_of(&p, "c1", &team, now).unwrap();
+        assert_eq!(w.len(), 2, "{w:?}");
+        assert_eq!((w[0].resource.as_str(), w[0].count), ("nvidia.com/gpu", 3));
+        assert_eq!((w[1].resource.as_str(), w[1].count), ("nvidia.com/mig-1g.10gb", 3));
+        assert_eq!(w[0].team, "team-ml");
+        assert_eq!(w[0].product.as_deref(), Some("NVIDIA-H100-80GB-HBM3"));
+        assert_eq!(w[0].reason, "Unschedulable");
+        assert_eq!(w[0].since_ms, created, "it waits since it was made");
+        assert_eq!((w[0].first_seen_ms, w[0].last_seen_ms), (now, now));
+        // A creation time in the future (a skewed clock) is read as now.
+        assert_eq!(waiting_of(&p, "c1", &team, created - 1).unwrap()[0].since_ms, created - 1);
+        assert!(w[0].message.contains("Insufficient"));
+    }
+
+    #[test]
+    fn init_containers_count_when_they_ask_for_more() {
+        let mut p = pending(json!([
+            {"name": "a", "resources": {"limits": {"nvidia.com/gpu": "1"}}}
+        ]));
+        p.spec.as_mut().unwrap().init_containers = Some(vec![
+            serde_json::from_value(
+                json!({"name": "i", "resources": {"limits": {"nvidia.com/gpu": "4"}}}),
+            )
+            .unwrap(),
+        ]);
+        assert_eq!(requested(&p).unwrap()["nvidia.com/gpu"], 4);
+    }
+
+    #[test]
+    fn pods_without_gpus_or_bound_to_a_node_do_not_wait_for_gpus() {
+        let p = pending(json!([{"name": "a", "resources": {"limits": {"cpu": "1"}}}]));
+        assert!(waiting_of(&p, "c1", &team, 0).unwrap().is_empty());
+        let mut p = pending(json!([{"name": "a", "resources": {"limits": {"nvidia.com/gpu": "1"}}}]));
+        p.spec.as_mut().unwrap().node_name = Some("n1".into());
+        assert!(waiting_of(&p, "c1", &team, 0).unwrap().is_empty());
+    }
+
+    #[test]
+    fn hostile_fields_are_refused_or_clipped() {
+        let bad_count = pending(json!([
+            {"name": "a", "resources": {"limits": {"nvidia.com/gpu": "1e9"}}}
+        ]));
+        assert!(waiting_of(&bad_count, "c1", &team, 0).unwrap_err().contains("whole number"));
+        let mut bad_ns = pending(json!([{"name": "a", "resources": {"limits": {"nvidia.com/gpu": "1"}}}]));
+        bad_ns.metadata.namespace = Some("ml/../x".into());
+        assert!(waiting_of(&bad_ns, "c1", &team, 0).unwrap_err().contains("namespace"));
+        let mut long = pending(json!([{"name": "a", "resources": {"limits": {"nvidia.com/gpu": "1"}}}]));
+        let cond = &mut long.status.as_mut().unwrap().conditions.as_mut().unwrap()[0];
+        cond.message = Some(format!("{}\u{7}", "x".repeat(5000)));
+        cond.reason = Some("<script>".into());
+        long.spec.as_mut().unwrap().node_selector =
+            Some([(PRODUCT_LABEL.to_owned(), "a b".to_owned())].into());
+        let w = waiting_of(&long, "c1", &team, 0).unwrap();
+        assert_eq!(w[0].message.chars().count(), MAX_MESSAGE);
+        assert_eq!(w[0].reason, "", "a reason that is not a word is dropped");
+        assert_eq!(w[0].product, None, "a product that is not a label value is dropped");
+        // Unknown resources under nvidia.com/ are not GPUs this counts.
+        assert!(!gpu_resource("nvidia.com/gpu-evil"));
+        assert!(!gpu_resource("nvidia.com/mig-x"));
+        assert!(gpu_resource("nvidia.com/mig-3g.40gb"));
+    }
+
+    #[test]
+    fn a_required_affinity_naming_one_product_is_the_product() {
+        let mut p = pending(json!([{"name": "a", "resources": {"limits": {"nvidia.com/gpu": "1"}}}]));
+        let spec = p.spec.as_mut().unwrap();
+        spec.node_selector = None;
+        spec.affinity = Some(
+            serde_json::from_value(json!({"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [{"matchExpressions": [
+                    {"key": "nvidia.com/gpu.product", "operator": "In", "values": ["NVIDIA-A100-SXM4-80GB"]}]}]}}}))
+            .unwrap(),
+        );
+        assert_eq!(product(&p).as_deref(), Some("NVIDIA-A100-SXM4-80GB"));
+    }
+}

@@ -1,0 +1,178 @@
+//! Waiting demand end to end: pending pods in the Kubernetes stand-in are read by the demand
+//! poll (paged, bounded, refusing what is outside the domain), stored as waiting episodes, and
+//! the analysis sets them against the idle holdings of the same GPUs: the waiting_demand
+//! finding with the GPU-hours waited, what reclaiming the idle holder would have let run, and
+//! the holder named — on the overview and in the weekly report.
+
+use collector::demand::{Poll, Settings};
+use k8s_openapi::api::core::v1::Pod;
+use kube_standin::StandIn;
+use serde_json::json;
+use simulator::{Fleet, Scenario};
+
+use crate::analytics::load;
+use crate::support;
+
+const H: i64 = 3_600_000;
+
+/// One node of four H100s: `idle-holder` holds GPU 0 and runs nothing, `trainer` uses GPUs 1
+/// and 2; GPU 3 is free.
+fn fleet() -> Fleet {
+    Fleet::new(
+        Scenario::from_toml(
+            r#"
+name = "waiting"
+cluster = "prod"
+seed = 5
+interval = "60s"
+
+[[nodes]]
+name = "gpu-h100-01"
+model = "H100-80GB"
+gpus = 4
+orchestrator = "kubernetes"
+
+[[tenants]]
+name = "idle-holder"
+kind = "pod"
+namespace = "cv"
+node = "gpu-h100-01"
+devices = ["0"]
+pattern = "idle_holding_memory"
+mem_gib = 10
+
+[[tenants]]
+name = "trainer"
+kind = "pod"
+namespace = "llm"
+node = "gpu-h100-01"
+devices = ["1", "2"]
+pattern = "steady_training"
+mem_gib = 60
+"#,
+        )
+        .unwrap(),
+    )
+}
+
+fn pending(name: &str, gpus: &str, created_ms: i64) -> Pod {
+    serde_json::from_value(json!({
+        "metadata": {"name": name, "namespace": "ml", "uid": format!("uid-{name}"),
+                     "creationTimestamp": model::time::rfc3339(created_ms)},
+        "spec": {"containers": [{"name": "c", "resources": {"limits": {"nvidia.com/gpu": gpus}}}],
+                 "nodeSelector": {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}},
+        "status": {"phase": "Pending", "conditions": [{
+            "type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+            "message": "0/1 nodes are available: 1 Insufficient nvidia.com/gpu."}]}
+    }))
+    .unwrap()
+}
+
+#[tokio::test]
+async fn pending_pods_beside_an_idle_holder_make_a_waiting_demand_finding() {
+    let t = support::sqlite().await;
+    let now = model::time::now_ms() / H * H;
+    load(&t.store, &fleet(), "a", now - 12 * H, now).await;
+
+    let kube = StandIn::start().await;
+    // Waits for two GPUs since six hours ago.
+    kube.add_pod(pending("train-big", "2", now - 6 * H));
+    // Scheduled: bound to a node, not waiting for a GPU.
+    let mut bound = pending("bound", "1", now - 6 * H);
+    bound.spec.as_mut().unwrap().node_name = Some("gpu-h100-01".into());
+    bound.status.as_mut().unwrap().phase = Some("Running".into());
+    kube.add_pod(bound);
+    // Outside the domain: refused, counted, nothing stored.
+    kube.add_pod(pending("greedy", "1e9", now - 6 * H));
+    // No GPU asked for.
+    let mut cpu = pending("cpu-only", "1", now - 6 * H);
+    cpu.spec.as_mut().unwrap().containers[0].resources = None;
+    kube.add_pod(cpu);
+
+    let metrics = collector::demand::DemandMetrics::default();
+    let settings = Settings {
+        pending_pods: true,
+        kube_url: Some(kube.url().to_owned()),
+        ..Settings::default()
+    };
+    let poll = Poll::connect(t.store.clone(), settings, Default::default(), metrics.clone())
+        .await
+        .unwrap();
+    let report = poll.poll(now).await.unwrap();
+    assert_eq!(
+        (report.pods_read, report.waiting_pods, report.refused, report.truncated),
+        (3, 1, 1, false),
+        "{report:?}"
+    );
+    assert_eq!(metrics.pods.get(), 1);
+    let stored = t.store.waiting(0, now + 1).await.unwrap();
+    assert_eq!(stored.len(), 1);
+    assert_eq!(
+        (stored[0].cluster.as_str(), stored[0].team.as_str(), stored[0].since_ms),
+        ("prod", "ml", now - 6 * H)
+    );
+
+    let cfg = analytics::Config::default();
+    let (a, _) = collector::analysis::run(&t.store, &cfg, std::time::Duration::from_secs(86_400), now)
+        .await
+        .unwrap();
+    let f: Vec<_> = a
+        .findings
+        .iter()
+        .filter(|f| f.kind == analytics::FindingKind::WaitingDemand)
+        .collect();
+    assert_eq!(f.len(), 1, "{:#?}", a.findings);
+    let f = f[0];
+    let m = |k: &str| f.metrics[k];
+    assert!((m("waiting_gpu_hours") - 12.0).abs() < 1e-9, "{:?}", f.metrics);
+    // One GPU held idle all the while: half of the waiting work could have run on it.
+    assert!((m("idle_held_gpu_hours") - 6.0).abs() < 0.1, "{:?}", f.metrics);
+    assert!((m("reclaimable_gpu_hours") - 6.0).abs() < 0.1, "{:?}", f.metrics);
+    assert_eq!(m("fragmented_gpu_hours"), 0.0, "one node: no fragmentation");
+    assert_eq!(f.team.as_deref(), Some("ml"));
+    assert_eq!(f.tenants.len(), 1);
+    assert_eq!(a.tenant_names[&f.tenants[0]], "cv/idle-holder/main");
+    assert!(f.summary.contains("idle-holder"), "{}", f.summary);
+
+    // The pod gets scheduled: the next poll no longer sees it, its episode ends where it was
+    // last seen, and a later poll lists nothing.
+    kube.remove_pod("ml", "train-big");
+    let report = poll.poll(now + H).await.unwrap();
+    assert_eq!(report.waiting_pods, 0);
+    assert_eq!(t.store.waiting(0, now + 2 * H).await.unwrap()[0].last_seen_ms, now);
+}
+
+#[tokio::test]
+async fn the_poll_reads_pages_and_stops_at_max_pods() {
+    let t = support::sqlite().await;
+    let now = model::time::now_ms();
+    load(&t.store, &fleet(), "a", now - H, now).await;
+    let kube = StandIn::start().await;
+    for i in 0..1_203 {
+        kube.add_pod(pending(&format!("p{i}"), "1", now - H));
+    }
+    let settings = Settings {
+        pending_pods: true,
+        kube_url: Some(kube.url().to_owned()),
+        max_pods: 1_100,
+        ..Settings::default()
+    };
+    let metrics = collector::demand::DemandMetrics::default();
+    let poll = Poll::connect(t.store.clone(), settings, Default::default(), metrics.clone())
+        .await
+        .unwrap();
+    let report = poll.poll(now).await.unwrap();
+    assert_eq!((report.pods_read, report.truncated), (1_100, true));
+    assert_eq!(t.store.waiting(0, now + 1).await.unwrap().len(), 1_100);
+    assert_eq!(metrics.left_out.get(), 1);
+    // With room for all, all are read (three pages of at most 500).
+    let settings = Settings {
+        pending_pods: true,
+        kube_url: Some(kube.url().to_owned()),
+        ..Settings::default()
+    };
+    let poll = Poll::connect(t.store.clone(), settings, Default::default(), metrics)
+        .await
+        .unwrap();
+    assert_eq!(poll.poll(now).await.unwrap().pods_read, 1_203);
+}
