@@ -39,9 +39,51 @@ pub fn unit_share(resource: &str, replicas: i64) -> Option<f64> {
         Some(1.0 / replicas.max(1) as f64)
     } else {
         let profile = resource.strip_prefix(MIG_PREFIX)?;
-        Some(f64::from(model::mig::slice_share(model::mig::compute_slices(
-            profile,
-        ))))
+        Some(f64::from(model::mig::slice_share(
+            model::mig::compute_slices(profile),
+        )))
+    }
+}
+
+/// The kind of GPU a resource is served by: reclaiming a MIG slice frees nothing for a pod
+/// that wants whole GPUs, so each waits on its own GPUs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Class {
+    /// `nvidia.com/gpu`: GPUs not split by MIG (the device plugin advertises time-slice and
+    /// MPS replicas under this name too unless it renames them).
+    Whole,
+    /// `nvidia.com/gpu.shared`: time-sliced or MPS GPUs.
+    Shared,
+    /// `nvidia.com/mig-…`: GPUs split by MIG.
+    Mig,
+}
+
+impl Class {
+    pub fn of(resource: &str) -> Option<Class> {
+        if resource == WHOLE_GPU {
+            Some(Class::Whole)
+        } else if resource == SHARED_GPU {
+            Some(Class::Shared)
+        } else {
+            resource.strip_prefix(MIG_PREFIX).map(|_| Class::Mig)
+        }
+    }
+
+    /// Whether a GPU in `sharing` mode serves this class.
+    pub fn served_by(self, sharing: &str) -> bool {
+        match self {
+            Class::Whole => sharing != "mig",
+            Class::Shared => sharing == "time_slicing" || sharing == "mps",
+            Class::Mig => sharing == "mig",
+        }
+    }
+
+    fn label(self) -> &'static str {
+        match self {
+            Class::Whole => "whole GPUs",
+            Class::Shared => "shared GPUs",
+            Class::Mig => "MIG instances",
+        }
     }
 }
 
@@ -59,33 +101,47 @@ pub fn product_matches(model: &str, product: &str) -> bool {
     label.eq_ignore_ascii_case(wanted)
 }
 
+/// GPU-equivalents as a summary says them: tenths, hundredths below one.
+fn gpus_text(x: f64) -> String {
+    if x < 1.0 {
+        format!("{x:.2}")
+    } else {
+        format!("{x:.1}")
+    }
+}
+
 /// One pool's GPUs: by node, and the set of them.
 struct Pool<'a> {
     label: String,
     /// The product label value it stands for (`None`: every GPU of the cluster).
     product: Option<&'a str>,
+    class: Class,
     by_node: BTreeMap<&'a str, Vec<&'a str>>,
     gpus: HashSet<&'a str>,
 }
 
 impl<'a> Pool<'a> {
-    fn of(cluster: &str, product: Option<&'a str>, gpus: &'a [GpuRef]) -> Pool<'a> {
+    fn of(cluster: &str, product: Option<&'a str>, class: Class, gpus: &'a [GpuRef]) -> Pool<'a> {
         let mut by_node: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
         let mut models = Vec::new();
-        for g in gpus.iter().filter(|g| g.cluster == cluster) {
+        for g in gpus
+            .iter()
+            .filter(|g| g.cluster == cluster && class.served_by(&g.sharing))
+        {
             if product.is_none_or(|p| product_matches(&g.model, p)) {
                 by_node.entry(&g.node).or_default().push(&g.uuid);
                 models.push(g.model.as_str());
             }
         }
         let label = match product {
-            None => "any GPU".to_owned(),
-            Some(p) => models.first().map_or_else(|| p.to_owned(), |m| (*m).to_owned()),
+            None => format!("any GPU ({})", class.label()),
+            Some(p) => format!("{} ({})", models.first().map_or(p, |m| *m), class.label()),
         };
         let gpus = by_node.values().flatten().copied().collect();
         Pool {
             label,
             product,
+            class,
             by_node,
             gpus,
         }
@@ -181,10 +237,11 @@ pub fn waiting_demand(ctx: &Ctx, holdings: &[Holding]) -> Vec<Finding> {
             m
         });
     let allocated = allocated_by_hour(holdings);
-    let mut pools: BTreeMap<(&str, Option<&str>), Pool> = BTreeMap::new();
-    let mut tallies: BTreeMap<(&str, Option<&str>, &str), Tally> = BTreeMap::new();
+    let mut pools: BTreeMap<(&str, Option<&str>, Class), Pool> = BTreeMap::new();
+    let mut tallies: BTreeMap<(&str, Option<&str>, Class, &str), Tally> = BTreeMap::new();
     for w in &input.waiting {
-        let Some(unit) = unit_share(&w.resource, replicas.get(w.cluster.as_str()).copied().unwrap_or(1))
+        let replicas = replicas.get(w.cluster.as_str()).copied().unwrap_or(1);
+        let (Some(unit), Some(class)) = (unit_share(&w.resource, replicas), Class::of(&w.resource))
         else {
             continue;
         };
@@ -195,10 +252,10 @@ pub fn waiting_demand(ctx: &Ctx, holdings: &[Holding]) -> Vec<Finding> {
         }
         let product = w.product.as_deref();
         let pool = pools
-            .entry((&w.cluster, product))
-            .or_insert_with(|| Pool::of(&w.cluster, product, &input.gpus));
+            .entry((&w.cluster, product, class))
+            .or_insert_with(|| Pool::of(&w.cluster, product, class, &input.gpus));
         let t = tallies
-            .entry((&w.cluster, product, &w.team))
+            .entry((&w.cluster, product, class, &w.team))
             .or_default();
         t.items.push(w);
         t.peak_gpus = t.peak_gpus.max(gpus);
@@ -212,8 +269,8 @@ pub fn waiting_demand(ctx: &Ctx, holdings: &[Holding]) -> Vec<Finding> {
     let idle = idle_by_hour(ctx, holdings);
     tallies
         .into_iter()
-        .filter_map(|((cluster, product, team), t)| {
-            let pool = &pools[&(cluster, product)];
+        .filter_map(|((cluster, product, class, team), t)| {
+            let pool = &pools[&(cluster, product, class)];
             finding(ctx, pool, cluster, team, &t, &idle)
         })
         .collect()
@@ -251,8 +308,9 @@ fn finding(
         }
     }
     by_holder.sort_by(|a, b| {
-        b.1.total_cmp(&a.1)
-            .then_with(|| (&a.0.node, &a.0.gpu, &a.0.tenant).cmp(&(&b.0.node, &b.0.gpu, &b.0.tenant)))
+        b.1.total_cmp(&a.1).then_with(|| {
+            (&a.0.node, &a.0.gpu, &a.0.tenant).cmp(&(&b.0.node, &b.0.gpu, &b.0.tenant))
+        })
     });
     let idle_held: f64 = idle_in_hour.values().sum();
     let reclaimable: f64 = t
@@ -264,8 +322,15 @@ fn finding(
     let price = ctx.cfg.price_of(&pool.label);
     let named: Vec<&(&Holding, f64)> = by_holder.iter().take(NAMED_HOLDERS).collect();
     let (first, last) = (
-        t.waiting.keys().next().copied().unwrap_or(ctx.input.from_ms),
-        t.waiting.keys().next_back().map_or(ctx.input.to_ms, |h| h + HOUR_MS),
+        t.waiting
+            .keys()
+            .next()
+            .copied()
+            .unwrap_or(ctx.input.from_ms),
+        t.waiting
+            .keys()
+            .next_back()
+            .map_or(ctx.input.to_ms, |h| h + HOUR_MS),
     );
     let severity = if reclaimable >= 24.0 {
         Severity::Critical
@@ -279,12 +344,13 @@ fn finding(
         n => format!("{n} pods"),
     };
     let mut summary = format!(
-        "team {team}: {what} waited {waited:.1} GPU-hours for {} (up to {peak_waiting:.1} GPUs at once)",
-        pool.label
+        "team {team}: {what} waited {waited:.1} GPU-hours for {} (up to {} GPUs at once)",
+        pool.label,
+        gpus_text(peak_waiting)
     );
     if idle_held > 0.0 {
         summary.push_str(&format!(
-            " while {idle_held:.1} GPU-hours of it were held idle; reclaiming {} would have let {reclaimable:.1} GPU-hours run ({:.0} {})",
+            " while the pool's GPUs were held idle for {idle_held:.1} GPU-hours in those hours; reclaiming {} would have let {reclaimable:.1} GPU-hours run ({:.0} {})",
             named
                 .iter()
                 .map(|(h, _)| format!("{} on {}", ctx.name(&h.cluster, &h.tenant), ctx.gpu_label(&h.gpu)))
@@ -303,8 +369,12 @@ fn finding(
         ));
     }
     let reasons: BTreeMap<&str, usize> = t.items.iter().fold(BTreeMap::new(), |mut m, w| {
-        *m.entry(if w.reason.is_empty() { "no reason given" } else { w.reason.as_str() })
-            .or_default() += 1;
+        *m.entry(if w.reason.is_empty() {
+            "no reason given"
+        } else {
+            w.reason.as_str()
+        })
+        .or_default() += 1;
         m
     });
     summary.push_str(&format!(
@@ -315,7 +385,11 @@ fn finding(
             .collect::<Vec<_>>()
             .join(", ")
     ));
-    let subject = format!("{cluster}/{}/{team}", pool.product.unwrap_or("*"));
+    let subject = format!(
+        "{cluster}/{}/{}/{team}",
+        pool.product.unwrap_or("*"),
+        pool.class.label()
+    );
     let metrics = BTreeMap::from([
         ("waiting_gpu_hours".into(), waited),
         ("waiting_items".into(), t.items.len() as f64),
@@ -336,10 +410,12 @@ fn finding(
         gpu: None,
         tenants: named.iter().map(|(h, _)| h.tenant.clone()).collect(),
         team: Some(team.to_owned()),
+        pool: Some(pool.label.clone()),
         from_ms: first,
         to_ms: last,
-        signal: "pending pods' GPU requests (Kubernetes API) against idle holdings (kernel activity)"
-            .into(),
+        signal:
+            "pending pods' GPU requests (Kubernetes API) against idle holdings (kernel activity)"
+                .into(),
         reason: None,
         summary,
         metrics,

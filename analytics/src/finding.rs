@@ -215,6 +215,9 @@ pub struct Finding {
     /// Tenant keys; for interference the victim first, then the aggressor.
     pub tenants: Vec<String>,
     pub team: Option<String>,
+    /// waiting_demand: the GPU pool the work waited for (a product name, or "any GPU").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pool: Option<String>,
     pub from_ms: i64,
     pub to_ms: i64,
     /// The signal the finding rests on.

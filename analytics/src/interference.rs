@@ -325,6 +325,7 @@ fn finding(
         gpu: Some(gpu.into()),
         tenants: vec![victim.into(), aggressor.into()],
         team: ctx.team(cluster, victim),
+        pool: None,
         from_ms: from,
         to_ms: to,
         signal: if is_mig {

@@ -564,6 +564,7 @@ pub fn findings(ctx: &Ctx, outcomes: &[Outcome]) -> Vec<Finding> {
                 node: o.node.clone(),
                 gpu: None,
                 team: tenants.first().and_then(|t| ctx.team(&o.cluster, t)),
+                pool: None,
                 tenants,
                 from_ms: o.applied_ms,
                 to_ms: to,

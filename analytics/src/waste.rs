@@ -164,6 +164,7 @@ pub fn finding(ctx: &Ctx, h: &Holding, planned: Option<&(String, Move)>) -> Find
         gpu: Some(h.gpu.clone()),
         tenants: vec![h.tenant.clone()],
         team: ctx.team(&h.cluster, &h.tenant),
+        pool: None,
         from_ms: h.rows.first().map_or(ctx.input.from_ms, |r| r.0),
         to_ms: h
             .rows

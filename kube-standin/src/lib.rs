@@ -574,7 +574,11 @@ fn pod_list(s: &Shared, namespace: Option<&str>, q: &BTreeMap<String, String>) -
         None => 0,
         Some(Ok(n)) => n,
         Some(Err(_)) => {
-            return status(StatusCode::BAD_REQUEST, "BadRequest", "invalid continue token");
+            return status(
+                StatusCode::BAD_REQUEST,
+                "BadRequest",
+                "invalid continue token",
+            );
         }
     };
     let st = s.lock();

@@ -26,8 +26,49 @@ pub struct Scenario {
     pub nodes: Vec<NodeSpec>,
     #[serde(default)]
     pub tenants: Vec<TenantSpec>,
+    /// Pods waiting for GPUs (Pending, unscheduled), for the waiting-demand analysis.
+    #[serde(default)]
+    pub waiting: Vec<WaitingSpec>,
 }
 
+/// A pod that waits for GPUs: asked for `count` units of `resource` (of `model`'s product when
+/// given) since `since_hours` before now, for `for_hours` (absent: still waiting).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WaitingSpec {
+    pub name: String,
+    pub namespace: String,
+    #[serde(default = "default_gpu_resource")]
+    pub resource: String,
+    pub count: u32,
+    /// A model key from the catalogue; the pod selects that product.
+    #[serde(default)]
+    pub model: Option<String>,
+    pub since_hours: f64,
+    #[serde(default)]
+    pub for_hours: Option<f64>,
+}
+
+fn default_gpu_resource() -> String {
+    "nvidia.com/gpu".into()
+}
+
+impl WaitingSpec {
+    /// The `nvidia.com/gpu.product` value GPU Feature Discovery gives the model's nodes.
+    pub fn product(&self) -> Option<String> {
+        let m = catalogue::model(self.model.as_deref()?)?;
+        Some(m.product.replace(' ', "-"))
+    }
+
+    /// When it began to wait and when it was last seen waiting, for a scenario ending at `now`.
+    pub fn span_ms(&self, now_ms: i64) -> (i64, i64) {
+        let from = now_ms - (self.since_hours * 3_600_000.0) as i64;
+        let to = self
+            .for_hours
+            .map_or(now_ms, |h| (from + (h * 3_600_000.0) as i64).min(now_ms));
+        (from, to)
+    }
+}
 /// One node and its GPUs.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -204,6 +245,26 @@ impl Scenario {
     fn validate(&self) -> Result<(), ScenarioError> {
         if self.nodes.is_empty() {
             return Err(bad("has no nodes"));
+        }
+        for w in &self.waiting {
+            if w.model
+                .as_deref()
+                .is_some_and(|m| catalogue::model(m).is_none())
+            {
+                return Err(bad(format!(
+                    "waiting pod {:?}: unknown GPU model {:?}",
+                    w.name, w.model
+                )));
+            }
+            if !(w.since_hours > 0.0 && w.since_hours <= 24.0 * 90.0)
+                || w.for_hours.is_some_and(|h| !(h > 0.0))
+                || w.count == 0
+            {
+                return Err(bad(format!(
+                    "waiting pod {:?}: since_hours must be in (0, 2160], for_hours positive, count at least 1",
+                    w.name
+                )));
+            }
         }
         match parse_duration_ms(&self.interval) {
             Some(ms) if (100..=3_600_000).contains(&ms) => {}

@@ -1307,7 +1307,10 @@ async fn waiting_episodes_are_kept_current_and_read_by_overlap(store: &Store) {
         last_seen_ms: seen,
     };
     store
-        .record_waiting(&[pod("a", 0, 2 * h, 2, "Unschedulable"), pod("b", h, 2 * h, 1, "")])
+        .record_waiting(&[
+            pod("a", 0, 2 * h, 2, "Unschedulable"),
+            pod("b", h, 2 * h, 1, ""),
+        ])
         .await
         .unwrap();
     // The next poll: "a" still waits (its count and reason changed), "b" was scheduled.
@@ -1319,7 +1322,13 @@ async fn waiting_episodes_are_kept_current_and_read_by_overlap(store: &Store) {
     assert_eq!(all.len(), 2, "{all:?}");
     let a = &all[0];
     assert_eq!(
-        (a.uid.as_str(), a.since_ms, a.first_seen_ms, a.last_seen_ms, a.count),
+        (
+            a.uid.as_str(),
+            a.since_ms,
+            a.first_seen_ms,
+            a.last_seen_ms,
+            a.count
+        ),
         ("a", 0, 2 * h, 3 * h, 4),
         "an episode keeps when it began and takes the latest poll"
     );
@@ -1328,7 +1337,10 @@ async fn waiting_episodes_are_kept_current_and_read_by_overlap(store: &Store) {
     assert_eq!(all[1].product, None);
     // Overlap: "b" waited [h, 2h]; a window after it sees only "a".
     let later = store.waiting(2 * h + 1, 10 * h).await.unwrap();
-    assert_eq!(later.iter().map(|w| w.uid.as_str()).collect::<Vec<_>>(), ["a"]);
+    assert_eq!(
+        later.iter().map(|w| w.uid.as_str()).collect::<Vec<_>>(),
+        ["a"]
+    );
     assert!(store.waiting(5 * h, 6 * h).await.unwrap().is_empty());
     assert_eq!(store.prune_waiting(2 * h + 1).await.unwrap(), 1);
     assert_eq!(store.waiting(0, 10 * h).await.unwrap().len(), 1);

@@ -120,14 +120,26 @@ fn waiting_work_is_set_against_idle_holdings_and_fragmentation_hour_by_hour() {
     assert_eq!(m("waiting_gpu_hours"), 8.5);
     assert_eq!(m("waiting_items"), 2.0);
     assert_eq!(m("waiting_gpus_peak"), 2.0);
-    assert_eq!(m("idle_held_gpu_hours"), 5.0, "idle-a in the five hours something waited");
+    assert_eq!(
+        m("idle_held_gpu_hours"),
+        5.0,
+        "idle-a in the five hours something waited"
+    );
     assert_eq!(m("reclaimable_gpu_hours"), 4.5);
     assert_eq!(m("fragmented_gpu_hours"), 8.0);
     assert_eq!(m("reclaimable_cost"), 4.5 * 2.5);
-    assert_eq!(f.tenants, ["idle-a"], "the idle holder is named, the busy ones are not");
+    assert_eq!(
+        f.tenants,
+        ["idle-a"],
+        "the idle holder is named, the busy ones are not"
+    );
     assert_eq!((f.from_ms, f.to_ms), (2 * H, 7 * H));
     assert_eq!(f.severity, Severity::Warning);
-    assert!(f.summary.contains("cv/idle-a on GPU 0 of n1"), "{}", f.summary);
+    assert!(
+        f.summary.contains("cv/idle-a on GPU 0 of n1"),
+        "{}",
+        f.summary
+    );
     assert!(f.summary.contains("fragmentation"), "{}", f.summary);
     assert_eq!(f.headline(), (8.5, "GPU-h"));
 }
@@ -148,9 +160,16 @@ fn work_that_waits_for_another_product_or_outside_the_window_counts_apart() {
         .collect();
     let a = by_pool["a100"];
     assert_eq!(a.metrics["waiting_gpu_hours"], 4.0);
-    assert_eq!(a.metrics["idle_held_gpu_hours"], 0.0, "no A100 in the fleet holds anything");
+    assert_eq!(
+        a.metrics["idle_held_gpu_hours"], 0.0,
+        "no A100 in the fleet holds anything"
+    );
     assert_eq!(a.severity, Severity::Info);
-    assert!(a.summary.contains("no GPU of the pool was held idle"), "{}", a.summary);
+    assert!(
+        a.summary.contains("no GPU of the pool was held idle"),
+        "{}",
+        a.summary
+    );
     let h = by_pool["h100"];
     assert_eq!(h.metrics["waiting_gpu_hours"], 2.0);
     assert_eq!(h.metrics["reclaimable_gpu_hours"], 2.0);
@@ -179,5 +198,42 @@ fn product_labels_match_nvml_names_with_their_suffixes() {
     assert!(product_matches(H100, "NVIDIA-H100-80GB-HBM3-SHARED"));
     assert!(product_matches(H100, "NVIDIA-H100-80GB-HBM3-MIG-1g.10gb"));
     assert!(!product_matches(H100, "NVIDIA-H100-NVL"));
-    assert!(!product_matches("NVIDIA A100-SXM4-80GB", "NVIDIA-H100-80GB-HBM3"));
+    assert!(!product_matches(
+        "NVIDIA A100-SXM4-80GB",
+        "NVIDIA-H100-80GB-HBM3"
+    ));
+}
+
+#[test]
+fn an_idle_mig_slice_is_no_supply_for_whole_gpus_and_the_reverse() {
+    let mut input = fleet();
+    // idle-a's GPU is split by MIG: its idle holding serves MIG requests only.
+    input
+        .gpus
+        .iter_mut()
+        .find(|g| g.uuid == "GPU-n1-0")
+        .unwrap()
+        .sharing = "mig".into();
+    input.waiting = vec![
+        pod("whole", WHOLE_GPU, 1, 0, 2 * H),
+        pod("slice", "nvidia.com/mig-1g.10gb", 7, 0, 2 * H),
+    ];
+    let found = run(&input);
+    assert_eq!(found.len(), 2, "{found:#?}");
+    let whole = found
+        .iter()
+        .find(|f| f.pool.as_deref().unwrap().contains("whole"))
+        .unwrap();
+    let mig = found
+        .iter()
+        .find(|f| f.pool.as_deref().unwrap().contains("MIG"))
+        .unwrap();
+    assert_eq!(whole.metrics["idle_held_gpu_hours"], 0.0);
+    assert!(whole.tenants.is_empty());
+    assert_eq!(mig.metrics["idle_held_gpu_hours"], 2.0);
+    assert_eq!(mig.tenants, ["idle-a"]);
+    assert_eq!(
+        whole.pool.as_deref(),
+        Some("NVIDIA H100 80GB HBM3 (whole GPUs)")
+    );
 }

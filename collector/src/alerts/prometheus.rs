@@ -107,7 +107,15 @@ fn template(t: &str, kind: Kind) -> String {
     let node = match kind {
         Kind::IngestLag => "the fleet",
         Kind::LabelRollback => "a node",
+        Kind::Finding(FindingKind::WaitingDemand) => "{{ $labels.cluster }}",
         _ => "{{ $labels.node }}",
+    };
+    // Only the collector has the finding's summary; Prometheus says where to read it.
+    let summary = match kind {
+        Kind::Finding(FindingKind::OutcomeWorse) | Kind::LabelRollback => {
+            "see gpulens' label actions"
+        }
+        _ => "see the finding on gpulens' dashboard",
     };
     t.replace("{node}", node)
         .replace("{cluster}", "{{ $labels.cluster }}")
@@ -115,7 +123,7 @@ fn template(t: &str, kind: Kind) -> String {
         .replace("{tenant}", "a tenant")
         .replace("{team}", "its team")
         .replace("{value}", value)
-        .replace("{summary}", "see gpulens' label actions")
+        .replace("{summary}", summary)
 }
 
 impl Rule {
@@ -141,6 +149,10 @@ impl Rule {
                     .to_owned(),
                 Kind::LabelRollback => "a GPU Operator change failed: the gpulens dashboard's \
                  label actions page has the failed step and the rollback"
+                    .to_owned(),
+                Kind::Finding(FindingKind::WaitingDemand) => "{{ $labels.cluster }}: work waits \
+                 for GPUs while GPUs of its pool are held idle; the gpulens dashboard's findings \
+                 page names the team, the pool and the idle holders"
                     .to_owned(),
                 _ => "{{ $labels.node }}{{ with $labels.gpu_uuid }} GPU {{ . }}{{ end }}: the gpulens \
                  dashboard's findings page names the tenant and shows the evidence"

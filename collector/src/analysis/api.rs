@@ -71,6 +71,7 @@ fn findings_op() -> Op {
             "findings": {"type": "array", "items": {"type": "object", "properties": {
                 "id": {"type": "string"}, "kind": {"type": "string"}, "severity": {"type": "string"}, "cluster": {"type": "string"}, "node": {"type": "string"},
                 "gpu": {"type": ["string", "null"]}, "tenants": {"type": "array", "items": {"type": "string"}}, "team": {"type": ["string", "null"]},
+                "pool": {"type": "string", "description": "waiting_demand: the GPU product the work waited for, or \"any GPU\"; node is empty (the finding is about a pool)"},
                 "from_ms": {"type": "integer"}, "to_ms": {"type": "integer"}, "signal": {"type": "string"},
                 "reason": {"type": "string", "enum": ["fits_smaller", "memory_bound", "compute_bound", "no_data"]},
                 "summary": {"type": "string"}, "metrics": {"type": "object"},

@@ -75,6 +75,8 @@ pub struct FindingView {
     pub gpu: Option<String>,
     pub tenants: Vec<String>,
     pub team: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pool: Option<String>,
     pub from_ms: i64,
     pub to_ms: i64,
     pub signal: String,
@@ -96,6 +98,7 @@ impl From<&Finding> for FindingView {
             gpu: f.gpu.clone(),
             tenants: f.tenants.clone(),
             team: f.team.clone(),
+            pool: f.pool.clone(),
             from_ms: f.from_ms,
             to_ms: f.to_ms,
             signal: f.signal.clone(),

@@ -105,6 +105,7 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<()> {
         minutes,
         started.elapsed().as_secs_f64()
     );
+    record_waiting(&store, &scenario, &state.teams, now).await?;
     let t = std::time::Instant::now();
     let analysis = crate::analysis::scheduled(&store, &state.analytics, &state.metrics.analysis);
     let Some(analysis) = stop.unless(analysis).await else {
@@ -285,4 +286,53 @@ fn write_env_file(
     std::fs::write(&path, text)
         .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", path.display()))?;
     Ok(path)
+}
+
+/// The scenario's pods waiting for GPUs, recorded as the demand poll would record pending pods
+/// (the demo has no Kubernetes API to read them from; their message says they are simulated).
+async fn record_waiting(
+    store: &store::Store,
+    scenario: &simulator::Scenario,
+    teams: &crate::teams::TeamsConfig,
+    now: i64,
+) -> anyhow::Result<()> {
+    let rows: Vec<store::waiting::WaitingRecord> = scenario
+        .waiting
+        .iter()
+        .map(|w| {
+            let (since, last) = w.span_ms(now);
+            store::waiting::WaitingRecord {
+                cluster: scenario.cluster.clone(),
+                source: "pod".into(),
+                uid: format!("demo-{}-{}", w.namespace, w.name),
+                scope: w.namespace.clone(),
+                team: teams
+                    .namespaces
+                    .get(&w.namespace)
+                    .cloned()
+                    .unwrap_or_else(|| w.namespace.clone()),
+                name: w.name.clone(),
+                resource: w.resource.clone(),
+                count: i64::from(w.count),
+                product: w.product(),
+                reason: "Unschedulable".into(),
+                message: format!(
+                    "simulated by gpulens demo: 0/{} nodes are available: Insufficient {}",
+                    scenario.nodes.len(),
+                    w.resource
+                ),
+                since_ms: since,
+                first_seen_ms: since,
+                last_seen_ms: last,
+            }
+        })
+        .collect();
+    if !rows.is_empty() {
+        store.record_waiting(&rows).await?;
+        println!(
+            "waiting demand: {} simulated pending pod(s) recorded",
+            rows.len()
+        );
+    }
+    Ok(())
 }

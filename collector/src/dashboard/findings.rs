@@ -214,6 +214,7 @@ fn finding_view(
             let role = match (f.kind, i) {
                 (FindingKind::Interference, 0) => "victim",
                 (FindingKind::Interference, _) => "aggressor",
+                (FindingKind::WaitingDemand, _) => "idle holder",
                 _ => "tenant",
             };
             (role.to_owned(), name_of(a, k))
@@ -241,8 +242,11 @@ fn finding_view(
             .recommendations
             .iter()
             .filter(|r| {
+                // A waiting-demand finding names idle holders anywhere in its pool: the
+                // steps that reclaim or move them are its answer, on whatever node.
                 r.findings.contains(&f.id)
-                    || (r.node == f.node && r.tenants.iter().any(|t| f.tenants.contains(t)))
+                    || ((r.node == f.node || f.kind == FindingKind::WaitingDemand)
+                        && r.tenants.iter().any(|t| f.tenants.contains(t)))
             })
             .map(|r| (r.id.clone(), r.summary.clone()))
             .collect(),

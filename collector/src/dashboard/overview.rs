@@ -32,6 +32,37 @@ fn tenant_lines(
         .collect()
 }
 
+/// The waiting_demand findings as the overview's "Waiting while idle" rows, most reclaimable
+/// first.
+fn demand_lines(a: &Analysis) -> Vec<pages::DemandLine> {
+    let mut rows: Vec<pages::DemandLine> = a
+        .findings
+        .iter()
+        .filter(|f| f.kind == FindingKind::WaitingDemand)
+        .map(|f| {
+            let m = |k: &str| f.metrics.get(k).copied().unwrap_or(0.0);
+            pages::DemandLine {
+                finding_id: f.id.clone(),
+                team: f.team.clone().unwrap_or_default(),
+                pool: f.pool.clone().unwrap_or_else(|| "any GPU".into()),
+                waited_gpu_hours: m("waiting_gpu_hours"),
+                peak_gpus: m("waiting_gpus_peak"),
+                idle_held_gpu_hours: m("idle_held_gpu_hours"),
+                reclaimable_gpu_hours: m("reclaimable_gpu_hours"),
+                reclaimable_cost: web::format::money(m("reclaimable_cost"), &a.funnel.currency),
+                fragmented_gpu_hours: m("fragmented_gpu_hours"),
+                holders: f.tenants.iter().map(|k| name_of(a, k)).collect(),
+            }
+        })
+        .collect();
+    rows.sort_by(|x, y| {
+        y.reclaimable_gpu_hours
+            .total_cmp(&x.reclaimable_gpu_hours)
+            .then(y.waited_gpu_hours.total_cmp(&x.waited_gpu_hours))
+    });
+    rows
+}
+
 pub async fn overview(
     State(state): State<DashboardState>,
     caller: Caller,
@@ -111,6 +142,7 @@ pub async fn overview(
         actions: Vec::new(),
         waste_per_month: None,
         window_length: String::new(),
+        waiting: Vec::new(),
     };
     if let Some(a) = &a {
         from_analysis(&mut v, a);
@@ -122,6 +154,7 @@ pub async fn overview(
         v.top_idle.retain(|l| caller.sees_team(team_opt(&l.team)));
         v.top_underutilized
             .retain(|l| caller.sees_team(team_opt(&l.team)));
+        v.waiting.retain(|l| caller.sees_team(team_opt(&l.team)));
     }
     if v.loading.is_some() {
         // A partial history's analysis would mislead: numbers wait for the whole week.
@@ -183,6 +216,7 @@ fn from_analysis(v: &mut pages::OverviewView, a: &Analysis) {
         format!("{:.0} %", r * 100.0)
     });
     v.limitations = a.limitations.clone();
+    v.waiting = demand_lines(a);
     let hours = (a.funnel.to_ms - a.funnel.from_ms) as f64 / 3_600_000.0;
     v.window_length = if hours >= 48.0 {
         format!("{:.0} days", hours / 24.0)

@@ -38,7 +38,10 @@ pub fn gpu_resource(name: &str) -> bool {
 /// Whole units of a quantity: extended resources are integers (`"2"`); anything else is
 /// refused rather than guessed.
 fn units(q: &Quantity) -> Option<i64> {
-    q.0.trim().parse::<i64>().ok().filter(|n| (0..=MAX_COUNT).contains(n))
+    q.0.trim()
+        .parse::<i64>()
+        .ok()
+        .filter(|n| (0..=MAX_COUNT).contains(n))
 }
 
 /// A container's GPU units by resource: limits (extended resources must set them; requests
@@ -109,7 +112,11 @@ pub fn product(pod: &Pod) -> Option<String> {
             return None;
         };
         term.match_expressions.iter().flatten().find_map(|e| {
-            match (e.key == PRODUCT_LABEL, e.operator.as_str(), e.values.as_deref()) {
+            match (
+                e.key == PRODUCT_LABEL,
+                e.operator.as_str(),
+                e.values.as_deref(),
+            ) {
                 (true, "In", Some([one])) => Some(one.clone()),
                 _ => None,
             }
@@ -125,7 +132,8 @@ pub fn product(pod: &Pod) -> Option<String> {
 fn label_value(v: &str) -> bool {
     !v.is_empty()
         && v.len() <= 63
-        && v.bytes().all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b))
+        && v.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b))
         && v.bytes().next().is_some_and(|b| b.is_ascii_alphanumeric())
         && v.bytes().last().is_some_and(|b| b.is_ascii_alphanumeric())
 }
@@ -169,7 +177,9 @@ pub fn waiting_of(
         || uid.len() > 64
         || !uid.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
     {
-        return Err(format!("pod {namespace}/{name} has no usable uid ({uid:?})"));
+        return Err(format!(
+            "pod {namespace}/{name} has no usable uid ({uid:?})"
+        ));
     }
     let since = meta
         .creation_timestamp
@@ -251,14 +261,20 @@ mod tests {
         let w = waiting_of(&p, "c1", &team, now).unwrap();
         assert_eq!(w.len(), 2, "{w:?}");
         assert_eq!((w[0].resource.as_str(), w[0].count), ("nvidia.com/gpu", 3));
-        assert_eq!((w[1].resource.as_str(), w[1].count), ("nvidia.com/mig-1g.10gb", 3));
+        assert_eq!(
+            (w[1].resource.as_str(), w[1].count),
+            ("nvidia.com/mig-1g.10gb", 3)
+        );
         assert_eq!(w[0].team, "team-ml");
         assert_eq!(w[0].product.as_deref(), Some("NVIDIA-H100-80GB-HBM3"));
         assert_eq!(w[0].reason, "Unschedulable");
         assert_eq!(w[0].since_ms, created, "it waits since it was made");
         assert_eq!((w[0].first_seen_ms, w[0].last_seen_ms), (now, now));
         // A creation time in the future (a skewed clock) is read as now.
-        assert_eq!(waiting_of(&p, "c1", &team, created - 1).unwrap()[0].since_ms, created - 1);
+        assert_eq!(
+            waiting_of(&p, "c1", &team, created - 1).unwrap()[0].since_ms,
+            created - 1
+        );
         assert!(w[0].message.contains("Insufficient"));
     }
 
@@ -280,7 +296,8 @@ mod tests {
     fn pods_without_gpus_or_bound_to_a_node_do_not_wait_for_gpus() {
         let p = pending(json!([{"name": "a", "resources": {"limits": {"cpu": "1"}}}]));
         assert!(waiting_of(&p, "c1", &team, 0).unwrap().is_empty());
-        let mut p = pending(json!([{"name": "a", "resources": {"limits": {"nvidia.com/gpu": "1"}}}]));
+        let mut p =
+            pending(json!([{"name": "a", "resources": {"limits": {"nvidia.com/gpu": "1"}}}]));
         p.spec.as_mut().unwrap().node_name = Some("n1".into());
         assert!(waiting_of(&p, "c1", &team, 0).unwrap().is_empty());
     }
@@ -290,11 +307,21 @@ mod tests {
         let bad_count = pending(json!([
             {"name": "a", "resources": {"limits": {"nvidia.com/gpu": "1e9"}}}
         ]));
-        assert!(waiting_of(&bad_count, "c1", &team, 0).unwrap_err().contains("whole number"));
-        let mut bad_ns = pending(json!([{"name": "a", "resources": {"limits": {"nvidia.com/gpu": "1"}}}]));
+        assert!(
+            waiting_of(&bad_count, "c1", &team, 0)
+                .unwrap_err()
+                .contains("whole number")
+        );
+        let mut bad_ns =
+            pending(json!([{"name": "a", "resources": {"limits": {"nvidia.com/gpu": "1"}}}]));
         bad_ns.metadata.namespace = Some("ml/../x".into());
-        assert!(waiting_of(&bad_ns, "c1", &team, 0).unwrap_err().contains("namespace"));
-        let mut long = pending(json!([{"name": "a", "resources": {"limits": {"nvidia.com/gpu": "1"}}}]));
+        assert!(
+            waiting_of(&bad_ns, "c1", &team, 0)
+                .unwrap_err()
+                .contains("namespace")
+        );
+        let mut long =
+            pending(json!([{"name": "a", "resources": {"limits": {"nvidia.com/gpu": "1"}}}]));
         let cond = &mut long.status.as_mut().unwrap().conditions.as_mut().unwrap()[0];
         cond.message = Some(format!("{}\u{7}", "x".repeat(5000)));
         cond.reason = Some("<script>".into());
@@ -303,7 +330,10 @@ mod tests {
         let w = waiting_of(&long, "c1", &team, 0).unwrap();
         assert_eq!(w[0].message.chars().count(), MAX_MESSAGE);
         assert_eq!(w[0].reason, "", "a reason that is not a word is dropped");
-        assert_eq!(w[0].product, None, "a product that is not a label value is dropped");
+        assert_eq!(
+            w[0].product, None,
+            "a product that is not a label value is dropped"
+        );
         // Unknown resources under nvidia.com/ are not GPUs this counts.
         assert!(!gpu_resource("nvidia.com/gpu-evil"));
         assert!(!gpu_resource("nvidia.com/mig-x"));
@@ -312,7 +342,8 @@ mod tests {
 
     #[test]
     fn a_required_affinity_naming_one_product_is_the_product() {
-        let mut p = pending(json!([{"name": "a", "resources": {"limits": {"nvidia.com/gpu": "1"}}}]));
+        let mut p =
+            pending(json!([{"name": "a", "resources": {"limits": {"nvidia.com/gpu": "1"}}}]));
         let spec = p.spec.as_mut().unwrap();
         spec.node_selector = None;
         spec.affinity = Some(

@@ -24,13 +24,19 @@ pub struct Settings {
     #[serde(default)]
     pub cluster: Option<String>,
     /// Time between polls.
-    #[serde(default = "default_every", deserialize_with = "crate::settings::duration")]
+    #[serde(
+        default = "default_every",
+        deserialize_with = "crate::settings::duration"
+    )]
     pub every: Duration,
     /// Most pending pods read per poll (at most 100,000).
     #[serde(default = "default_max_pods")]
     pub max_pods: usize,
     /// How long a waiting episode is kept after it was last seen.
-    #[serde(default = "default_keep", deserialize_with = "crate::settings::duration")]
+    #[serde(
+        default = "default_keep",
+        deserialize_with = "crate::settings::duration"
+    )]
     pub keep: Duration,
 }
 

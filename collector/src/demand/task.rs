@@ -41,7 +41,9 @@ pub struct Poll {
 
 impl std::fmt::Debug for Poll {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Poll").field("settings", &self.settings).finish_non_exhaustive()
+        f.debug_struct("Poll")
+            .field("settings", &self.settings)
+            .finish_non_exhaustive()
     }
 }
 

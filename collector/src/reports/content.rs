@@ -18,6 +18,21 @@ pub struct IdleRow {
 }
 
 /// One interference incident.
+/// One team's work that waited for a GPU pool (a waiting_demand finding).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct WaitingRow {
+    pub team: String,
+    pub pool: String,
+    pub waited_gpu_hours: f64,
+    pub idle_held_gpu_hours: f64,
+    pub reclaimable_gpu_hours: f64,
+    pub reclaimable_cost: f64,
+    pub fragmented_gpu_hours: f64,
+    /// The idle holders whose reclaim would have let it run, by name.
+    pub holders: Vec<String>,
+    pub summary: String,
+}
+
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct IncidentRow {
     pub victim: String,
@@ -75,6 +90,9 @@ pub struct ReportData {
     pub models: Vec<FunnelRow>,
     pub nodes: Vec<FunnelRow>,
     pub idle: Vec<IdleRow>,
+    /// Work that waited for GPUs beside idle holdings, most reclaimable first.
+    #[serde(default)]
+    pub waiting: Vec<WaitingRow>,
     pub interference: Vec<IncidentRow>,
     pub recommendations: Vec<RecRow>,
     /// Steps applied in the week or before it, as the week's analysis measured them.
@@ -128,6 +146,30 @@ impl ReportData {
             })
             .collect();
         idle.sort_by(|x, y| y.hours.total_cmp(&x.hours));
+        let mut waiting: Vec<WaitingRow> = a
+            .findings
+            .iter()
+            .filter(|f| f.kind == FindingKind::WaitingDemand)
+            .map(|f| {
+                let m = |k: &str| f.metrics.get(k).copied().unwrap_or(0.0);
+                WaitingRow {
+                    team: f.team.clone().unwrap_or_default(),
+                    pool: f.pool.clone().unwrap_or_else(|| "any GPU".into()),
+                    waited_gpu_hours: m("waiting_gpu_hours"),
+                    idle_held_gpu_hours: m("idle_held_gpu_hours"),
+                    reclaimable_gpu_hours: m("reclaimable_gpu_hours"),
+                    reclaimable_cost: m("reclaimable_cost"),
+                    fragmented_gpu_hours: m("fragmented_gpu_hours"),
+                    holders: f.tenants.iter().map(|k| name(Some(k))).collect(),
+                    summary: f.summary.clone(),
+                }
+            })
+            .collect();
+        waiting.sort_by(|x, y| {
+            y.reclaimable_gpu_hours
+                .total_cmp(&x.reclaimable_gpu_hours)
+                .then(y.waited_gpu_hours.total_cmp(&x.waited_gpu_hours))
+        });
         let interference = a
             .findings
             .iter()
@@ -178,6 +220,7 @@ impl ReportData {
             models: by_waste(&a.funnel.by_model),
             nodes,
             idle,
+            waiting,
             interference,
             recommendations,
             outcomes: a

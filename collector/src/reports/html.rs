@@ -8,7 +8,7 @@ use analytics::FunnelRow;
 use web::chart::esc;
 use web::format::{change, money, pct};
 
-use super::content::{ReportData, TOP};
+use super::content::{ReportData, TOP, WaitingRow};
 use model::time::rfc3339;
 
 fn num(x: f64) -> String {
@@ -228,6 +228,7 @@ pub fn render(d: &ReportData) -> String {
     s.push_str(&funnel_table("Team", &d.teams, &d.currency, false));
     s.push_str("</section>\n");
     idle(&mut s, d);
+    waiting(&mut s, d);
     interference(&mut s, d);
     recommendations(&mut s, d);
     outcomes(&mut s, d);
@@ -343,6 +344,42 @@ fn idle(s: &mut String, d: &ReportData) {
         s.push_str("</tbody></table>");
         s.push_str(&more(d.idle.len()));
     }
+    s.push_str("</section>\n");
+}
+
+/// Work that waited for GPUs while GPUs of its pool were held idle (waiting_demand).
+fn waiting(s: &mut String, d: &ReportData) {
+    if d.waiting.is_empty() {
+        return;
+    }
+    let sum = |f: fn(&WaitingRow) -> f64| d.waiting.iter().map(f).sum::<f64>();
+    let _ = write!(
+        s,
+        "<section><h2>Work that waited while GPUs were held idle</h2><p class=\"note\">Work waited {} GPU-hours for GPUs; up to {} GPU-hours of it could have run on GPUs of its pool that were held idle meanwhile (up to {}). Teams waiting for one pool are each set against the same idle GPUs.</p>",
+        num(sum(|r| r.waited_gpu_hours)),
+        num(sum(|r| r.reclaimable_gpu_hours)),
+        esc(&money(sum(|r| r.reclaimable_cost), &d.currency)),
+    );
+    s.push_str("<table><thead><tr><th scope=\"col\">Team</th><th scope=\"col\">Pool</th><th class=\"n\" scope=\"col\">Waited GPU-h</th><th class=\"n\" scope=\"col\">Idle held GPU-h</th><th class=\"n\" scope=\"col\">Reclaimable GPU-h</th><th class=\"n\" scope=\"col\">Fragmented GPU-h</th><th scope=\"col\">Idle holders</th></tr></thead><tbody>");
+    for r in d.waiting.iter().take(TOP) {
+        let _ = write!(
+            s,
+            "<tr><td>{}</td><td>{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td>{}</td></tr>",
+            esc(&r.team),
+            esc(&r.pool),
+            num(r.waited_gpu_hours),
+            num(r.idle_held_gpu_hours),
+            num(r.reclaimable_gpu_hours),
+            num(r.fragmented_gpu_hours),
+            esc(&if r.holders.is_empty() {
+                "none idle".to_owned()
+            } else {
+                r.holders.join(", ")
+            }),
+        );
+    }
+    s.push_str("</tbody></table>");
+    s.push_str(&more(d.waiting.len()));
     s.push_str("</section>\n");
 }
 

@@ -95,12 +95,22 @@ async fn pending_pods_beside_an_idle_holder_make_a_waiting_demand_finding() {
         kube_url: Some(kube.url().to_owned()),
         ..Settings::default()
     };
-    let poll = Poll::connect(t.store.clone(), settings, Default::default(), metrics.clone())
-        .await
-        .unwrap();
+    let poll = Poll::connect(
+        t.store.clone(),
+        settings,
+        Default::default(),
+        metrics.clone(),
+    )
+    .await
+    .unwrap();
     let report = poll.poll(now).await.unwrap();
     assert_eq!(
-        (report.pods_read, report.waiting_pods, report.refused, report.truncated),
+        (
+            report.pods_read,
+            report.waiting_pods,
+            report.refused,
+            report.truncated
+        ),
         (3, 1, 1, false),
         "{report:?}"
     );
@@ -108,14 +118,19 @@ async fn pending_pods_beside_an_idle_holder_make_a_waiting_demand_finding() {
     let stored = t.store.waiting(0, now + 1).await.unwrap();
     assert_eq!(stored.len(), 1);
     assert_eq!(
-        (stored[0].cluster.as_str(), stored[0].team.as_str(), stored[0].since_ms),
+        (
+            stored[0].cluster.as_str(),
+            stored[0].team.as_str(),
+            stored[0].since_ms
+        ),
         ("prod", "ml", now - 6 * H)
     );
 
     let cfg = analytics::Config::default();
-    let (a, _) = collector::analysis::run(&t.store, &cfg, std::time::Duration::from_secs(86_400), now)
-        .await
-        .unwrap();
+    let (a, _) =
+        collector::analysis::run(&t.store, &cfg, std::time::Duration::from_secs(86_400), now)
+            .await
+            .unwrap();
     let f: Vec<_> = a
         .findings
         .iter()
@@ -124,22 +139,78 @@ async fn pending_pods_beside_an_idle_holder_make_a_waiting_demand_finding() {
     assert_eq!(f.len(), 1, "{:#?}", a.findings);
     let f = f[0];
     let m = |k: &str| f.metrics[k];
-    assert!((m("waiting_gpu_hours") - 12.0).abs() < 1e-9, "{:?}", f.metrics);
+    assert!(
+        (m("waiting_gpu_hours") - 12.0).abs() < 1e-9,
+        "{:?}",
+        f.metrics
+    );
     // One GPU held idle all the while: half of the waiting work could have run on it.
-    assert!((m("idle_held_gpu_hours") - 6.0).abs() < 0.1, "{:?}", f.metrics);
-    assert!((m("reclaimable_gpu_hours") - 6.0).abs() < 0.1, "{:?}", f.metrics);
+    assert!(
+        (m("idle_held_gpu_hours") - 6.0).abs() < 0.1,
+        "{:?}",
+        f.metrics
+    );
+    assert!(
+        (m("reclaimable_gpu_hours") - 6.0).abs() < 0.1,
+        "{:?}",
+        f.metrics
+    );
     assert_eq!(m("fragmented_gpu_hours"), 0.0, "one node: no fragmentation");
     assert_eq!(f.team.as_deref(), Some("ml"));
     assert_eq!(f.tenants.len(), 1);
     assert_eq!(a.tenant_names[&f.tenants[0]], "cv/idle-holder/main");
     assert!(f.summary.contains("idle-holder"), "{}", f.summary);
+    assert_eq!(
+        f.pool.as_deref(),
+        Some("NVIDIA H100 80GB HBM3 (whole GPUs)")
+    );
+
+    // The overview's panel and the weekly report say it with the holder named.
+    collector::analysis::save(&t.store, &a, now, 10)
+        .await
+        .unwrap();
+    let state = support::default_state(t.store.clone());
+    let req = axum::http::Request::get("/")
+        .body(axum::body::Body::empty())
+        .unwrap();
+    let resp = tower::ServiceExt::oneshot(collector::router::router(state), req)
+        .await
+        .unwrap();
+    let html = String::from_utf8(
+        axum::body::to_bytes(resp.into_body(), usize::MAX)
+            .await
+            .unwrap()
+            .to_vec(),
+    )
+    .unwrap();
+    let panel = &html[html.find("Waiting while idle").expect("the panel")..];
+    assert!(panel.contains("Work waited 12.0 GPU-hours"), "{panel:.600}");
+    assert!(panel.contains("cv/idle-holder/main"), "{panel:.2000}");
+    let report = collector::reports::content::ReportData::build(
+        "2026-W48".into(),
+        "UTC".into(),
+        &a,
+        None,
+        now,
+    );
+    let body = collector::reports::html::render(&report);
+    let section = &body[body
+        .find("Work that waited while GPUs were held idle")
+        .expect("the report's section")..];
+    assert!(
+        section.contains("cv/idle-holder/main") && section.contains("<td>ml</td>"),
+        "{section:.2000}"
+    );
 
     // The pod gets scheduled: the next poll no longer sees it, its episode ends where it was
     // last seen, and a later poll lists nothing.
     kube.remove_pod("ml", "train-big");
     let report = poll.poll(now + H).await.unwrap();
     assert_eq!(report.waiting_pods, 0);
-    assert_eq!(t.store.waiting(0, now + 2 * H).await.unwrap()[0].last_seen_ms, now);
+    assert_eq!(
+        t.store.waiting(0, now + 2 * H).await.unwrap()[0].last_seen_ms,
+        now
+    );
 }
 
 #[tokio::test]
@@ -158,9 +229,14 @@ async fn the_poll_reads_pages_and_stops_at_max_pods() {
         ..Settings::default()
     };
     let metrics = collector::demand::DemandMetrics::default();
-    let poll = Poll::connect(t.store.clone(), settings, Default::default(), metrics.clone())
-        .await
-        .unwrap();
+    let poll = Poll::connect(
+        t.store.clone(),
+        settings,
+        Default::default(),
+        metrics.clone(),
+    )
+    .await
+    .unwrap();
     let report = poll.poll(now).await.unwrap();
     assert_eq!((report.pods_read, report.truncated), (1_100, true));
     assert_eq!(t.store.waiting(0, now + 1).await.unwrap().len(), 1_100);

@@ -34,7 +34,7 @@ pub fn alerts(frame: Frame, rows: Vec<AlertRow>, notes: Vec<NotificationRow>) ->
             .map(|r| {
                 view! {
                     <tr>
-                        <td>{r.name}</td><td><a href=format!("/nodes/{}", enc(&r.node))>{r.node.clone()}</a></td>
+                        <td>{r.name}</td><td>{node_link(&r.node)}</td>
                         <td>{if r.gpu.is_empty() { "–".into_any() } else {
                             let short: String = r.gpu.chars().take(12).collect();
                             view! { <a href=format!("/gpus/{}", enc(&r.gpu)) title=r.gpu.clone()><code>{short}</code></a> }.into_any()

@@ -63,7 +63,7 @@ pub fn findings(frame: Frame, f: FindingFilters, rows: Vec<FindingRow>, sort: So
                         <td><a href=format!("/findings/{}", enc(&r.id))>{r.summary}</a>{also}</td>
                         <td class=sev_class(&r.severity)>{r.severity.clone()}</td>
                         <td>{r.kind.replace('_', " ")}</td>
-                        <td><a href=format!("/nodes/{}", enc(&r.node))>{r.node.clone()}</a></td>
+                        <td>{node_link(&r.node)}</td>
                         <td>{r.tenant}</td>
                         <td>{r.team}</td>
                     </tr>
@@ -177,7 +177,7 @@ pub fn finding(frame: Frame, v: FindingView) -> String {
         });
         view! {
             <h1>{format!("{} finding", v.kind.replace('_', " "))}</h1>
-            <p class="meta"><span class=sev_class(&v.severity)>{v.severity.clone()}</span>" · node "<a href=format!("/nodes/{}", enc(&v.node))>{v.node.clone()}</a>{gpu}" · "{v.window.clone()}</p>
+            <p class="meta"><span class=sev_class(&v.severity)>{v.severity.clone()}</span>" · node "{node_link(&v.node)}{gpu}" · "{v.window.clone()}</p>
             <p>{v.summary.clone()}</p>
             <ul>{tenants}</ul>
             {action}

@@ -25,6 +25,16 @@ pub use recommendations::*;
 pub use reports::*;
 pub use usage::*;
 
+/// A link to a node's page, or "cluster-wide" for what concerns no one node (a waiting-demand
+/// finding is about a GPU pool).
+fn node_link(node: &str) -> AnyView {
+    if node.is_empty() {
+        view! { <span class="note">"cluster-wide"</span> }.into_any()
+    } else {
+        view! { <a href=format!("/nodes/{}", enc(node))>{node.to_owned()}</a> }.into_any()
+    }
+}
+
 /// Sorting of a table, carried in the URL (`sort`, `dir`) so links keep it.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Sort {

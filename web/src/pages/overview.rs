@@ -75,6 +75,68 @@ pub struct OverviewView {
     pub waste_per_month: Option<String>,
     /// How long the analysed window is, e.g. "7 days".
     pub window_length: String,
+    /// Work that waited for GPUs beside idle holdings (waiting_demand findings), largest first.
+    pub waiting: Vec<DemandLine>,
+}
+
+/// One team's waiting work in one pool (a waiting_demand finding), as the overview shows it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DemandLine {
+    pub finding_id: String,
+    pub team: String,
+    /// The GPU product waited for, or "any GPU".
+    pub pool: String,
+    pub waited_gpu_hours: f64,
+    pub peak_gpus: f64,
+    pub idle_held_gpu_hours: f64,
+    pub reclaimable_gpu_hours: f64,
+    /// What the reclaimable GPU-hours cost, e.g. "15 USD".
+    pub reclaimable_cost: String,
+    pub fragmented_gpu_hours: f64,
+    /// The idle holders whose reclaim would have let the work run, by name.
+    pub holders: Vec<String>,
+}
+
+/// "Waiting while idle": each team's waiting work against the idle holdings of its pool.
+fn demand_table(rows: Vec<DemandLine>) -> impl IntoView {
+    if rows.is_empty() {
+        return view! { <p class="note">"No work waited for GPUs in the analysed window, or none is read: pending pods are read when "<code>"[demand] pending_pods = true"</code>" (docs/demand.md)."</p> }.into_any();
+    }
+    let waited: f64 = rows.iter().map(|r| r.waited_gpu_hours).sum();
+    let reclaimable: f64 = rows.iter().map(|r| r.reclaimable_gpu_hours).sum();
+    // Teams that wait for one pool are each set against the same idle GPUs: "up to".
+    let body = rows
+        .into_iter()
+        .map(|r| {
+            let holders = if r.holders.is_empty() {
+                "none idle".to_owned()
+            } else {
+                r.holders.join(", ")
+            };
+            view! {
+                <tr>
+                    <td><a href=format!("/findings/{}", enc(&r.finding_id))>{r.team}</a></td>
+                    <td>{r.pool}</td>
+                    <td class="n">{num(r.waited_gpu_hours)}</td>
+                    <td class="n">{num(r.peak_gpus)}</td>
+                    <td class="n">{num(r.idle_held_gpu_hours)}</td>
+                    <td class="n">{num(r.reclaimable_gpu_hours)}</td>
+                    <td class="n">{r.reclaimable_cost}</td>
+                    <td class="n">{num(r.fragmented_gpu_hours)}</td>
+                    <td>{holders}</td>
+                </tr>
+            }
+        })
+        .collect_view();
+    view! {
+        <p><b>{format!("Work waited {} GPU-hours for GPUs; up to {} GPU-hours of it could have run on GPUs of its pool that were held idle meanwhile.", num(waited), num(reclaimable))}</b></p>
+        <div class="scroll"><table>
+            <caption>"Per team and GPU pool, hour by hour: reclaimable is the smaller of what waited and what was held idle in each hour; fragmented is work that waited while enough GPUs were free in total but not on one node."</caption>
+            <thead><tr><th scope="col">"Team"</th><th scope="col">"Pool"</th><th scope="col" class="n">"Waited GPU-h"</th><th scope="col" class="n">"Peak GPUs"</th><th scope="col" class="n">"Idle held GPU-h"</th><th scope="col" class="n">"Reclaimable GPU-h"</th><th scope="col" class="n">"Worth"</th><th scope="col" class="n">"Fragmented GPU-h"</th><th scope="col">"Idle holders"</th></tr></thead>
+            <tbody>{body}</tbody>
+        </table></div>
+    }
+    .into_any()
 }
 
 /// A step of the plan, as the overview offers it.
@@ -308,6 +370,9 @@ pub fn overview(frame: Frame, v: OverviewView) -> String {
             </section>
             {v.analysed.then(|| view! {
                 <section aria-labelledby="h-do"><h2 id="h-do">"What to do first"</h2>{action_list(v.actions.clone(), v.plan_line.clone())}</section>
+            })}
+            {v.analysed.then(|| view! {
+                <section aria-labelledby="h-wait"><h2 id="h-wait">"Waiting while idle"</h2>{demand_table(v.waiting.clone())}</section>
             })}
             <div class="grid2">
                 <section aria-labelledby="h-funnel"><h2 id="h-funnel">"Where the GPU-hours go"</h2>{if v.analysed { raw(funnel).into_any() } else { view! { <p class="note">"The funnel appears after the first analysis."</p> }.into_any() }}
