@@ -276,20 +276,15 @@ pub fn waiting_demand(ctx: &Ctx, holdings: &[Holding]) -> Vec<Finding> {
         .collect()
 }
 
-fn finding(
-    ctx: &Ctx,
+/// The pool's idle holdings in the hours a team's work waited: GPU-hours by hour, and by
+/// holding (most first).
+fn idle_beside<'h>(
     pool: &Pool,
     cluster: &str,
-    team: &str,
     t: &Tally,
-    idle: &[(&Holding, BTreeMap<i64, f64>)],
-) -> Option<Finding> {
-    let waited: f64 = t.waiting.values().sum();
-    if waited < ctx.cfg.waiting_min_gpu_hours || waited <= 0.0 {
-        return None;
-    }
-    // The idle holdings of the pool, hour by hour, while this team's work waited.
-    let mut idle_in_hour: BTreeMap<i64, f64> = BTreeMap::new();
+    idle: &'h [(&'h Holding, BTreeMap<i64, f64>)],
+) -> (BTreeMap<i64, f64>, Vec<(&'h Holding, f64)>) {
+    let mut in_hour: BTreeMap<i64, f64> = BTreeMap::new();
     let mut by_holder: Vec<(&Holding, f64)> = Vec::new();
     for (h, hours) in idle
         .iter()
@@ -299,7 +294,7 @@ fn finding(
             .iter()
             .filter(|(hour, _)| t.waiting.contains_key(hour))
             .map(|(hour, v)| {
-                *idle_in_hour.entry(*hour).or_default() += v;
+                *in_hour.entry(*hour).or_default() += v;
                 v
             })
             .sum();
@@ -312,92 +307,137 @@ fn finding(
             (&a.0.node, &a.0.gpu, &a.0.tenant).cmp(&(&b.0.node, &b.0.gpu, &b.0.tenant))
         })
     });
-    let idle_held: f64 = idle_in_hour.values().sum();
+    (in_hour, by_holder)
+}
+
+/// What a team's waiting work in a pool adds up to, in GPU-hours (and money).
+struct Figures {
+    waited: f64,
+    peak: f64,
+    idle_held: f64,
+    reclaimable: f64,
+    cost: f64,
+}
+
+/// The finding's summary: what waited, what was idle meanwhile and who held it, fragmentation,
+/// and the scheduler's reasons.
+fn summary(
+    ctx: &Ctx,
+    pool: &Pool,
+    team: &str,
+    t: &Tally,
+    n: &Figures,
+    named: &[&(&Holding, f64)],
+) -> String {
+    let what = match t.items.len() {
+        1 => format!("{} ({})", t.items[0].name, t.items[0].resource),
+        k => format!("{k} pods"),
+    };
+    let mut s = format!(
+        "team {team}: {what} waited {:.1} GPU-hours for {} (up to {} GPUs at once)",
+        n.waited,
+        pool.label,
+        gpus_text(n.peak)
+    );
+    if n.idle_held > 0.0 {
+        let holders: Vec<String> = named
+            .iter()
+            .map(|(h, _)| {
+                format!(
+                    "{} on {}",
+                    ctx.name(&h.cluster, &h.tenant),
+                    ctx.gpu_label(&h.gpu)
+                )
+            })
+            .collect();
+        s.push_str(&format!(
+            " while the pool's GPUs were held idle for {:.1} GPU-hours in those hours; reclaiming {} would have let {:.1} GPU-hours run ({:.0} {})",
+            n.idle_held,
+            holders.join(", "),
+            n.reclaimable,
+            n.cost,
+            ctx.cfg.currency
+        ));
+    } else {
+        s.push_str("; no GPU of the pool was held idle meanwhile");
+    }
+    if t.fragmented > 0.0 {
+        s.push_str(&format!(
+            "; {:.1} GPU-hours waited while enough GPUs were free in total but not on one node (fragmentation)",
+            t.fragmented
+        ));
+    }
+    let mut reasons: BTreeMap<&str, usize> = BTreeMap::new();
+    for w in &t.items {
+        let r = if w.reason.is_empty() {
+            "no reason given"
+        } else {
+            w.reason.as_str()
+        };
+        *reasons.entry(r).or_default() += 1;
+    }
+    let reasons: Vec<String> = reasons.iter().map(|(r, k)| format!("{r} ×{k}")).collect();
+    s.push_str(&format!("; scheduler: {}", reasons.join(", ")));
+    s
+}
+
+fn finding(
+    ctx: &Ctx,
+    pool: &Pool,
+    cluster: &str,
+    team: &str,
+    t: &Tally,
+    idle: &[(&Holding, BTreeMap<i64, f64>)],
+) -> Option<Finding> {
+    let waited: f64 = t.waiting.values().sum();
+    if waited < ctx.cfg.waiting_min_gpu_hours || waited <= 0.0 {
+        return None;
+    }
+    let (idle_in_hour, by_holder) = idle_beside(pool, cluster, t, idle);
     let reclaimable: f64 = t
         .waiting
         .iter()
         .map(|(hour, w)| w.min(idle_in_hour.get(hour).copied().unwrap_or(0.0)))
         .sum();
-    let peak_waiting = t.waiting.values().fold(0.0, |a: f64, b| a.max(*b));
-    let price = ctx.cfg.price_of(&pool.label);
+    let n = Figures {
+        waited,
+        peak: t.waiting.values().fold(0.0, |a: f64, b| a.max(*b)),
+        idle_held: idle_in_hour.values().sum(),
+        reclaimable,
+        cost: reclaimable * ctx.cfg.price_of(&pool.label),
+    };
     let named: Vec<&(&Holding, f64)> = by_holder.iter().take(NAMED_HOLDERS).collect();
-    let (first, last) = (
-        t.waiting
-            .keys()
-            .next()
-            .copied()
-            .unwrap_or(ctx.input.from_ms),
-        t.waiting
-            .keys()
-            .next_back()
-            .map_or(ctx.input.to_ms, |h| h + HOUR_MS),
-    );
-    let severity = if reclaimable >= 24.0 {
+    let first = t
+        .waiting
+        .keys()
+        .next()
+        .copied()
+        .unwrap_or(ctx.input.from_ms);
+    let last = t
+        .waiting
+        .keys()
+        .next_back()
+        .map_or(ctx.input.to_ms, |h| h + HOUR_MS);
+    let severity = if n.reclaimable >= 24.0 {
         Severity::Critical
-    } else if reclaimable >= 1.0 || t.fragmented >= 1.0 {
+    } else if n.reclaimable >= 1.0 || t.fragmented >= 1.0 {
         Severity::Warning
     } else {
         Severity::Info
     };
-    let what = match t.items.len() {
-        1 => format!("{} ({})", t.items[0].name, t.items[0].resource),
-        n => format!("{n} pods"),
-    };
-    let mut summary = format!(
-        "team {team}: {what} waited {waited:.1} GPU-hours for {} (up to {} GPUs at once)",
-        pool.label,
-        gpus_text(peak_waiting)
-    );
-    if idle_held > 0.0 {
-        summary.push_str(&format!(
-            " while the pool's GPUs were held idle for {idle_held:.1} GPU-hours in those hours; reclaiming {} would have let {reclaimable:.1} GPU-hours run ({:.0} {})",
-            named
-                .iter()
-                .map(|(h, _)| format!("{} on {}", ctx.name(&h.cluster, &h.tenant), ctx.gpu_label(&h.gpu)))
-                .collect::<Vec<_>>()
-                .join(", "),
-            reclaimable * price,
-            ctx.cfg.currency
-        ));
-    } else {
-        summary.push_str("; no GPU of the pool was held idle meanwhile");
-    }
-    if t.fragmented > 0.0 {
-        summary.push_str(&format!(
-            "; {:.1} GPU-hours waited while enough GPUs were free in total but not on one node (fragmentation)",
-            t.fragmented
-        ));
-    }
-    let reasons: BTreeMap<&str, usize> = t.items.iter().fold(BTreeMap::new(), |mut m, w| {
-        *m.entry(if w.reason.is_empty() {
-            "no reason given"
-        } else {
-            w.reason.as_str()
-        })
-        .or_default() += 1;
-        m
-    });
-    summary.push_str(&format!(
-        "; scheduler: {}",
-        reasons
-            .iter()
-            .map(|(r, n)| format!("{r} ×{n}"))
-            .collect::<Vec<_>>()
-            .join(", ")
-    ));
     let subject = format!(
         "{cluster}/{}/{}/{team}",
         pool.product.unwrap_or("*"),
         pool.class.label()
     );
     let metrics = BTreeMap::from([
-        ("waiting_gpu_hours".into(), waited),
+        ("waiting_gpu_hours".into(), n.waited),
         ("waiting_items".into(), t.items.len() as f64),
-        ("waiting_gpus_peak".into(), peak_waiting),
+        ("waiting_gpus_peak".into(), n.peak),
         ("largest_request_gpus".into(), t.peak_gpus),
-        ("idle_held_gpu_hours".into(), idle_held),
-        ("reclaimable_gpu_hours".into(), reclaimable),
-        ("reclaimable_cost".into(), reclaimable * price),
+        ("idle_held_gpu_hours".into(), n.idle_held),
+        ("reclaimable_gpu_hours".into(), n.reclaimable),
+        ("reclaimable_cost".into(), n.cost),
         ("fragmented_gpu_hours".into(), t.fragmented),
         ("idle_holdings".into(), by_holder.len() as f64),
     ]);
@@ -417,7 +457,7 @@ fn finding(
             "pending pods' GPU requests (Kubernetes API) against idle holdings (kernel activity)"
                 .into(),
         reason: None,
-        summary,
+        summary: summary(ctx, pool, team, t, &n, &named),
         metrics,
         evidence: named
             .iter()

@@ -257,7 +257,7 @@ impl Scenario {
                 )));
             }
             if !(w.since_hours > 0.0 && w.since_hours <= 24.0 * 90.0)
-                || w.for_hours.is_some_and(|h| !(h > 0.0))
+                || w.for_hours.is_some_and(|h| h.is_nan() || h <= 0.0)
                 || w.count == 0
             {
                 return Err(bad(format!(

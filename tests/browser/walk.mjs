@@ -85,7 +85,7 @@ async function walk(javaScriptEnabled, limit) {
         skipLink: !!document.querySelector("a.skip"),
         unlabeled,
         hrefs,
-        text: text.slice(0, 4000),
+        text: text.slice(0, 12000),
       };
     });
     Object.assign(info, await page.evaluate(layoutProblems));

@@ -115,6 +115,35 @@ fn by_waste(rows: &[FunnelRow]) -> Vec<FunnelRow> {
     v
 }
 
+/// The week's waiting_demand findings as report rows, most reclaimable first.
+fn waiting_rows(a: &Analysis, name: &dyn Fn(Option<&String>) -> String) -> Vec<WaitingRow> {
+    let mut waiting: Vec<WaitingRow> = a
+        .findings
+        .iter()
+        .filter(|f| f.kind == FindingKind::WaitingDemand)
+        .map(|f| {
+            let m = |k: &str| f.metrics.get(k).copied().unwrap_or(0.0);
+            WaitingRow {
+                team: f.team.clone().unwrap_or_default(),
+                pool: f.pool.clone().unwrap_or_else(|| "any GPU".into()),
+                waited_gpu_hours: m("waiting_gpu_hours"),
+                idle_held_gpu_hours: m("idle_held_gpu_hours"),
+                reclaimable_gpu_hours: m("reclaimable_gpu_hours"),
+                reclaimable_cost: m("reclaimable_cost"),
+                fragmented_gpu_hours: m("fragmented_gpu_hours"),
+                holders: f.tenants.iter().map(|k| name(Some(k))).collect(),
+                summary: f.summary.clone(),
+            }
+        })
+        .collect();
+    waiting.sort_by(|x, y| {
+        y.reclaimable_gpu_hours
+            .total_cmp(&x.reclaimable_gpu_hours)
+            .then(y.waited_gpu_hours.total_cmp(&x.waited_gpu_hours))
+    });
+    waiting
+}
+
 impl ReportData {
     /// The report of `week` from its analysis and, when there was data, the previous week's.
     pub fn build(
@@ -146,30 +175,7 @@ impl ReportData {
             })
             .collect();
         idle.sort_by(|x, y| y.hours.total_cmp(&x.hours));
-        let mut waiting: Vec<WaitingRow> = a
-            .findings
-            .iter()
-            .filter(|f| f.kind == FindingKind::WaitingDemand)
-            .map(|f| {
-                let m = |k: &str| f.metrics.get(k).copied().unwrap_or(0.0);
-                WaitingRow {
-                    team: f.team.clone().unwrap_or_default(),
-                    pool: f.pool.clone().unwrap_or_else(|| "any GPU".into()),
-                    waited_gpu_hours: m("waiting_gpu_hours"),
-                    idle_held_gpu_hours: m("idle_held_gpu_hours"),
-                    reclaimable_gpu_hours: m("reclaimable_gpu_hours"),
-                    reclaimable_cost: m("reclaimable_cost"),
-                    fragmented_gpu_hours: m("fragmented_gpu_hours"),
-                    holders: f.tenants.iter().map(|k| name(Some(k))).collect(),
-                    summary: f.summary.clone(),
-                }
-            })
-            .collect();
-        waiting.sort_by(|x, y| {
-            y.reclaimable_gpu_hours
-                .total_cmp(&x.reclaimable_gpu_hours)
-                .then(y.waited_gpu_hours.total_cmp(&x.waited_gpu_hours))
-        });
+        let waiting = waiting_rows(a, &name);
         let interference = a
             .findings
             .iter()
