@@ -329,9 +329,18 @@ fn summary(
     n: &Figures,
     named: &[&(&Holding, f64)],
 ) -> String {
-    let what = match t.items.len() {
-        1 => format!("{} ({})", t.items[0].name, t.items[0].resource),
-        k => format!("{k} pods"),
+    let what = match t.items.as_slice() {
+        [one] => format!("{} ({})", one.name, one.resource),
+        items => {
+            let pods = items.iter().filter(|w| w.source == "pod").count();
+            let plural =
+                |n: usize, what: &str| format!("{n} {what}{}", if n == 1 { "" } else { "s" });
+            match (pods, items.len() - pods) {
+                (p, 0) => plural(p, "pod"),
+                (0, o) => plural(o, "Kueue workload"),
+                (p, o) => format!("{} and {}", plural(p, "pod"), plural(o, "Kueue workload")),
+            }
+        }
     };
     let mut s = format!(
         "team {team}: {what} waited {:.1} GPU-hours for {} (up to {} GPUs at once)",

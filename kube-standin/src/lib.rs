@@ -13,6 +13,9 @@
 //!   `fieldSelector=spec.nodeName=…` and/or `status.phase=…`, paged with `limit` and
 //!   `continue` as the API server pages lists.
 //! - ConfigMaps: `GET`, `POST`, `PATCH` (merge) in a namespace.
+//! - Kueue Workloads (`kueue.x-k8s.io/v1beta1`): `GET /apis/kueue.x-k8s.io/v1beta1/workloads`,
+//!   paged like pods, once [`StandIn::install_kueue`] has installed the CRD; before that the
+//!   path is 404, as on an API server without Kueue.
 //!
 //! Every stored object is checked by deserializing it into its `k8s-openapi` type, label keys
 //! and values by Kubernetes' syntax rules; a `metadata.resourceVersion` in a patch that is not
@@ -47,6 +50,8 @@ struct State_ {
     nodes: BTreeMap<String, Value>,
     pods: Vec<Value>,
     configmaps: BTreeMap<(String, String), Value>,
+    /// Kueue Workloads; `None` while Kueue is not installed.
+    workloads: Option<Vec<Value>>,
     /// Label and annotation keys each field manager applied, per node.
     applied: BTreeMap<(String, String), (BTreeSet<String>, BTreeSet<String>)>,
     /// Recent node events, for watches that start from an older resource version.
@@ -89,6 +94,10 @@ impl StandIn {
             .route("/api/v1/nodes/{name}", get(get_node).patch(patch_node))
             .route("/api/v1/pods", get(list_pods_all))
             .route("/api/v1/namespaces/{ns}/pods", get(list_pods_ns))
+            .route(
+                "/apis/kueue.x-k8s.io/v1beta1/workloads",
+                get(list_workloads),
+            )
             .route(
                 "/api/v1/namespaces/{ns}/configmaps",
                 axum::routing::post(create_configmap),
@@ -171,6 +180,21 @@ impl StandIn {
         st.rv += 1;
         v["metadata"]["resourceVersion"] = json!(st.rv.to_string());
         st.pods.push(v);
+    }
+
+    /// Installs Kueue's Workload CRD: its list path answers from now on.
+    pub fn install_kueue(&self) {
+        self.lock().workloads.get_or_insert_with(Vec::new);
+    }
+
+    /// Adds a Kueue Workload (installing the CRD if needed), as Kueue does for a queued Job.
+    pub fn add_workload(&self, mut w: Value) {
+        let mut st = self.lock();
+        st.rv += 1;
+        w["apiVersion"] = json!("kueue.x-k8s.io/v1beta1");
+        w["kind"] = json!("Workload");
+        w["metadata"]["resourceVersion"] = json!(st.rv.to_string());
+        st.workloads.get_or_insert_with(Vec::new).push(w);
     }
 
     /// Removes a pod, as if it finished or was evicted.
@@ -566,9 +590,8 @@ async fn patch_node(
     axum::Json(st.nodes[&name].clone()).into_response()
 }
 
-fn pod_list(s: &Shared, namespace: Option<&str>, q: &BTreeMap<String, String>) -> Response {
-    let node = selector(q, "spec.nodeName");
-    let phase = selector(q, "status.phase");
+/// One page of `items` as the API server pages a list (`limit`, `continue`).
+fn paged(kind: &str, items: Vec<&Value>, rv: u64, q: &BTreeMap<String, String>) -> Response {
     let limit = q.get("limit").and_then(|l| l.parse::<usize>().ok());
     let skip = match q.get("continue").map(|c| c.parse::<usize>()) {
         None => 0,
@@ -581,6 +604,29 @@ fn pod_list(s: &Shared, namespace: Option<&str>, q: &BTreeMap<String, String>) -
             );
         }
     };
+    let end = limit.map_or(items.len(), |l| (skip + l.max(1)).min(items.len()));
+    let page = &items[skip.min(end)..end];
+    let mut metadata = json!({"resourceVersion": rv.to_string()});
+    if end < items.len() {
+        metadata["continue"] = json!(end.to_string());
+        metadata["remainingItemCount"] = json!(items.len() - end);
+    }
+    let (api_version, list_kind) = match kind {
+        "Workload" => ("kueue.x-k8s.io/v1beta1", "WorkloadList"),
+        _ => ("v1", "PodList"),
+    };
+    axum::Json(json!({
+        "apiVersion": api_version,
+        "kind": list_kind,
+        "metadata": metadata,
+        "items": page,
+    }))
+    .into_response()
+}
+
+fn pod_list(s: &Shared, namespace: Option<&str>, q: &BTreeMap<String, String>) -> Response {
+    let node = selector(q, "spec.nodeName");
+    let phase = selector(q, "status.phase");
     let st = s.lock();
     let matching: Vec<&Value> = st
         .pods
@@ -591,20 +637,22 @@ fn pod_list(s: &Shared, namespace: Option<&str>, q: &BTreeMap<String, String>) -
         .filter(|p| node.is_none_or(|n| p["spec"]["nodeName"].as_str().unwrap_or("") == n))
         .filter(|p| phase.is_none_or(|ph| p["status"]["phase"].as_str().unwrap_or("") == ph))
         .collect();
-    let end = limit.map_or(matching.len(), |l| (skip + l.max(1)).min(matching.len()));
-    let items = &matching[skip.min(end)..end];
-    let mut metadata = json!({"resourceVersion": st.rv.to_string()});
-    if end < matching.len() {
-        metadata["continue"] = json!(end.to_string());
-        metadata["remainingItemCount"] = json!(matching.len() - end);
+    paged("Pod", matching, st.rv, q)
+}
+
+async fn list_workloads(
+    State(s): State<Shared>,
+    Query(q): Query<BTreeMap<String, String>>,
+) -> Response {
+    let st = s.lock();
+    match &st.workloads {
+        None => status(
+            StatusCode::NOT_FOUND,
+            "NotFound",
+            "the server could not find the requested resource",
+        ),
+        Some(w) => paged("Workload", w.iter().collect(), st.rv, &q),
     }
-    axum::Json(json!({
-        "apiVersion": "v1",
-        "kind": "PodList",
-        "metadata": metadata,
-        "items": items,
-    }))
-    .into_response()
 }
 
 async fn list_pods_all(

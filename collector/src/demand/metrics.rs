@@ -15,6 +15,7 @@ pub struct ResourceLabels {
 #[derive(Debug, Clone, Default)]
 pub struct DemandMetrics {
     pub pods: Gauge,
+    pub workloads: Gauge,
     pub units: Family<ResourceLabels, Gauge>,
     pub refused: Counter,
     pub left_out: Counter,
@@ -26,8 +27,10 @@ impl DemandMetrics {
         crate::metrics::register!(registry, m,
             pods => "waiting_pods",
                 "Pending pods asking for GPUs at the last demand poll";
+            workloads => "waiting_workloads",
+                "Kueue Workloads not admitted that ask for GPUs, at the last demand poll";
             units => "waiting_gpu_units",
-                "Units of each GPU resource pending pods asked for at the last demand poll";
+                "Units of each GPU resource pending pods and unadmitted Kueue Workloads asked for at the last demand poll";
             refused => "waiting_pods_refused",
                 "Pending pods the demand poll refused (a field outside its documented domain)";
             left_out => "waiting_pods_left_out",

@@ -1,7 +1,8 @@
-//! Waiting demand: work that waits for GPUs, read from where it waits (pending pods through
-//! the Kubernetes API) and stored as waiting episodes the analysis sets against idle supply
+//! Waiting demand: work that waits for GPUs, read from where it waits (pending pods and Kueue
+//! Workloads that are not admitted, through the Kubernetes API) and stored as waiting episodes the analysis sets against idle supply
 //! (`waiting_demand` findings). See docs/demand.md.
 
+pub mod kueue;
 pub mod metrics;
 pub mod pods;
 pub mod settings;

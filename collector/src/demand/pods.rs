@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::core::v1::{Container, Pod};
+use k8s_openapi::api::core::v1::{Container, Pod, PodSpec};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use store::waiting::WaitingRecord;
 
@@ -69,9 +69,11 @@ fn container_gpus(c: &Container) -> Result<BTreeMap<String, i64>, String> {
 /// What a pod asks for: the sum over its containers, or the most one init container asks for
 /// when that is more (init containers run one at a time, before the others).
 pub fn requested(pod: &Pod) -> Result<BTreeMap<String, i64>, String> {
-    let Some(spec) = &pod.spec else {
-        return Ok(BTreeMap::new());
-    };
+    pod.spec.as_ref().map_or(Ok(BTreeMap::new()), requested_by)
+}
+
+/// What a pod of this spec asks for (see [`requested`]).
+pub fn requested_by(spec: &PodSpec) -> Result<BTreeMap<String, i64>, String> {
     let mut total: BTreeMap<String, i64> = BTreeMap::new();
     for c in &spec.containers {
         for (r, n) in container_gpus(c)? {
@@ -92,7 +94,11 @@ pub fn requested(pod: &Pod) -> Result<BTreeMap<String, i64>, String> {
 /// The GPU product a pod asks for through its node selector or a required node affinity term
 /// `nvidia.com/gpu.product In [one value]`; `None` when it names none or several.
 pub fn product(pod: &Pod) -> Option<String> {
-    let spec = pod.spec.as_ref()?;
+    product_of(pod.spec.as_ref()?)
+}
+
+/// The GPU product a pod of this spec asks for (see [`product`]).
+pub fn product_of(spec: &PodSpec) -> Option<String> {
     let from_selector = spec
         .node_selector
         .as_ref()
@@ -125,6 +131,34 @@ pub fn product(pod: &Pod) -> Option<String> {
     from_selector
         .or_else(from_affinity)
         .filter(|p| label_value(p))
+}
+
+/// Checks an object's namespace, name and uid against their domains.
+pub fn check_identity(namespace: &str, name: &str, uid: &str) -> Result<(), String> {
+    model::names::check_subdomain(namespace)
+        .and_then(|()| {
+            (namespace.len() <= 63 && !namespace.contains('.'))
+                .then_some(())
+                .ok_or_else(|| "is not a DNS-1123 label".to_owned())
+        })
+        .map_err(|why| format!("namespace {namespace:?} {why}"))?;
+    model::names::check_subdomain(name).map_err(|why| format!("name {why}"))?;
+    if uid.is_empty()
+        || uid.len() > 64
+        || !uid.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
+    {
+        return Err(format!("{namespace}/{name} has no usable uid ({uid:?})"));
+    }
+    Ok(())
+}
+
+/// A scheduler's (or Kueue's) reason, when it is one word; and its message, clipped.
+pub fn reason_and_message(reason: Option<&str>, message: Option<&str>) -> (String, String) {
+    let reason = reason
+        .filter(|r| r.len() <= MAX_REASON && r.bytes().all(|b| b.is_ascii_alphanumeric()))
+        .unwrap_or("")
+        .to_owned();
+    (reason, clipped(message.unwrap_or(""), MAX_MESSAGE))
 }
 
 /// A Kubernetes label value: at most 63 characters, alphanumerics, `-`, `_`, `.`, starting and
@@ -164,23 +198,8 @@ pub fn waiting_of(
     let meta = &pod.metadata;
     let namespace = meta.namespace.as_deref().unwrap_or("");
     let name = meta.name.as_deref().unwrap_or("");
-    model::names::check_subdomain(namespace)
-        .and_then(|()| {
-            (namespace.len() <= 63 && !namespace.contains('.'))
-                .then_some(())
-                .ok_or_else(|| "is not a DNS-1123 label".to_owned())
-        })
-        .map_err(|why| format!("namespace {namespace:?} {why}"))?;
-    model::names::check_subdomain(name).map_err(|why| format!("pod name {why}"))?;
     let uid = meta.uid.as_deref().unwrap_or("");
-    if uid.is_empty()
-        || uid.len() > 64
-        || !uid.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
-    {
-        return Err(format!(
-            "pod {namespace}/{name} has no usable uid ({uid:?})"
-        ));
-    }
+    check_identity(namespace, name, uid).map_err(|why| format!("pod {why}"))?;
     let since = meta
         .creation_timestamp
         .as_ref()
@@ -191,14 +210,9 @@ pub fn waiting_of(
         .as_ref()
         .and_then(|s| s.conditions.as_ref())
         .and_then(|c| c.iter().find(|c| c.type_ == "PodScheduled"));
-    let reason = scheduled
-        .and_then(|c| c.reason.as_deref())
-        .filter(|r| r.len() <= MAX_REASON && r.bytes().all(|b| b.is_ascii_alphanumeric()))
-        .unwrap_or("")
-        .to_owned();
-    let message = clipped(
-        scheduled.and_then(|c| c.message.as_deref()).unwrap_or(""),
-        MAX_MESSAGE,
+    let (reason, message) = reason_and_message(
+        scheduled.and_then(|c| c.reason.as_deref()),
+        scheduled.and_then(|c| c.message.as_deref()),
     );
     let product = product(pod);
     let team = team_of(namespace);

@@ -16,6 +16,10 @@ pub struct Settings {
     /// cluster-wide). Off by default.
     #[serde(default)]
     pub pending_pods: bool,
+    /// With `pending_pods`, also read Kueue Workloads that are not admitted (where Kueue is
+    /// installed; needs `list` on `workloads.kueue.x-k8s.io`).
+    #[serde(default = "yes")]
+    pub kueue_workloads: bool,
     /// The API server; unset: the in-cluster service account, else the local kubeconfig.
     #[serde(default)]
     pub kube_url: Option<String>,
@@ -29,7 +33,7 @@ pub struct Settings {
         deserialize_with = "crate::settings::duration"
     )]
     pub every: Duration,
-    /// Most pending pods read per poll (at most 100,000).
+    /// Most pending pods read per poll, and most Workloads (at most 100,000 each).
     #[serde(default = "default_max_pods")]
     pub max_pods: usize,
     /// How long a waiting episode is kept after it was last seen.
@@ -44,6 +48,7 @@ impl Default for Settings {
     fn default() -> Self {
         Settings {
             pending_pods: false,
+            kueue_workloads: true,
             kube_url: None,
             cluster: None,
             every: default_every(),
@@ -74,6 +79,9 @@ impl Settings {
     }
 }
 
+fn yes() -> bool {
+    true
+}
 fn default_every() -> Duration {
     Duration::from_secs(60)
 }

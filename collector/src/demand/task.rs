@@ -5,10 +5,11 @@
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::Pod;
-use kube::api::{Api, ListParams};
+use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, ListParams};
 use store::Store;
 use store::waiting::WaitingRecord;
 
+use super::kueue;
 use super::metrics::{DemandMetrics, ResourceLabels};
 use super::pods::waiting_of;
 use super::settings::{PAGE, Settings};
@@ -24,8 +25,11 @@ pub struct PollReport {
     pub pods_read: usize,
     /// Of those, pods asking for GPUs, recorded.
     pub waiting_pods: usize,
+    /// Kueue Workloads not admitted that ask for GPUs, recorded.
+    pub waiting_workloads: usize,
+    /// Pods and Workloads refused (a field outside its domain).
     pub refused: usize,
-    /// Whether `max_pods` stopped the listing before its end.
+    /// Whether `max_pods` stopped a listing before its end.
     pub truncated: bool,
 }
 
@@ -93,29 +97,50 @@ impl Poll {
         }
     }
 
-    /// Pending unbound pods, page by page, at most `max_pods`.
-    async fn pending_pods(&self) -> anyhow::Result<(Vec<Pod>, bool)> {
-        let api: Api<Pod> = Api::all(self.client.clone());
+    /// Every object of `api` matching `fields`, page by page, at most `max_pods`; and whether
+    /// that bound stopped the listing.
+    async fn list_all<K>(
+        &self,
+        api: Api<K>,
+        fields: Option<&str>,
+    ) -> Result<(Vec<K>, bool), kube::Error>
+    where
+        K: Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+    {
         let max = self.settings.max_pods;
-        let mut pods = Vec::new();
+        let mut items = Vec::new();
         let mut token: Option<String> = None;
         loop {
             let mut lp = ListParams::default()
-                .fields(PENDING_UNBOUND)
-                .limit(PAGE.min(u32::try_from(max - pods.len()).unwrap_or(PAGE)));
+                .limit(PAGE.min(u32::try_from(max - items.len()).unwrap_or(PAGE)));
+            if let Some(f) = fields {
+                lp = lp.fields(f);
+            }
             if let Some(t) = &token {
                 lp = lp.continue_token(t);
             }
             let page = api.list(&lp).await?;
             token = page.metadata.continue_.clone().filter(|t| !t.is_empty());
-            pods.extend(page.items);
-            if pods.len() >= max {
-                pods.truncate(max);
-                return Ok((pods, token.is_some()));
+            items.extend(page.items);
+            if items.len() >= max {
+                items.truncate(max);
+                return Ok((items, token.is_some()));
             }
             if token.is_none() {
-                return Ok((pods, false));
+                return Ok((items, false));
             }
+        }
+    }
+
+    /// Kueue Workloads, or `None` where Kueue is not installed (the API server answers 404).
+    async fn workloads(&self) -> anyhow::Result<Option<(Vec<DynamicObject>, bool)>> {
+        let gvk = GroupVersionKind::gvk(kueue::GROUP, kueue::VERSION, "Workload");
+        let resource = ApiResource::from_gvk_with_plural(&gvk, kueue::PLURAL);
+        let api: Api<DynamicObject> = Api::all_with(self.client.clone(), &resource);
+        match self.list_all(api, None).await {
+            Ok(w) => Ok(Some(w)),
+            Err(kube::Error::Api(e)) if e.code == 404 => Ok(None),
+            Err(e) => Err(e.into()),
         }
     }
 
@@ -125,7 +150,9 @@ impl Poll {
             tracing::debug!("no agent has reported yet; the demand poll waits for a cluster name");
             return Ok(PollReport::default());
         };
-        let (pods, truncated) = self.pending_pods().await?;
+        let (pods, mut truncated) = self
+            .list_all(Api::<Pod>::all(self.client.clone()), Some(PENDING_UNBOUND))
+            .await?;
         let team_of = |ns: &str| {
             self.teams
                 .namespaces
@@ -152,6 +179,28 @@ impl Poll {
                 }
             }
         }
+        if self.settings.kueue_workloads
+            && let Some((workloads, cut)) = self.workloads().await?
+        {
+            truncated |= cut;
+            for o in workloads {
+                let w = serde_json::to_value(&o)
+                    .and_then(serde_json::from_value::<kueue::Workload>)
+                    .map_err(|e| format!("not a Workload: {e}"));
+                match w.and_then(|w| kueue::waiting_of(&w, &cluster, &team_of, now_ms)) {
+                    Ok(w) if w.is_empty() => {}
+                    Ok(w) => {
+                        report.waiting_workloads += 1;
+                        records.extend(w);
+                    }
+                    Err(why) => {
+                        report.refused += 1;
+                        tracing::warn!(%why, "a Kueue Workload was refused by the demand poll");
+                    }
+                }
+            }
+        }
+        report.truncated = truncated;
         self.store.record_waiting(&records).await?;
         let keep_ms = i64::try_from(self.settings.keep.as_millis()).unwrap_or(i64::MAX);
         self.store
@@ -170,6 +219,7 @@ impl Poll {
     fn measure(&self, report: &PollReport, records: &[WaitingRecord]) {
         let m = &self.metrics;
         m.pods.set(report.waiting_pods as i64);
+        m.workloads.set(report.waiting_workloads as i64);
         m.refused.inc_by(report.refused as u64);
         if report.truncated {
             m.left_out.inc();

@@ -202,6 +202,32 @@ async fn pending_pods_beside_an_idle_holder_make_a_waiting_demand_finding() {
         "{section:.2000}"
     );
 
+    // Kueue gets installed and queues a Job (suspended, no pods yet): its Workload waits.
+    kube.add_workload(json!({
+        "metadata": {"name": "job-sweep-1", "namespace": "ml", "uid": "wl-1",
+                     "creationTimestamp": model::time::rfc3339(now - 2 * H)},
+        "spec": {"queueName": "ml", "podSets": [{"name": "main", "count": 4, "template": {"spec": {
+            "containers": [{"name": "c", "resources": {"limits": {"nvidia.com/gpu": "1"}}}]}}}]},
+        "status": {"conditions": [{"type": "QuotaReserved", "status": "False", "reason": "Pending",
+            "message": "couldn't assign flavors to pod set main: insufficient unused quota for nvidia.com/gpu in flavor default, 3 more needed",
+            "lastTransitionTime": model::time::rfc3339(now - 2 * H)}]}
+    }));
+    let report = poll.poll(now).await.unwrap();
+    assert_eq!(
+        (report.waiting_pods, report.waiting_workloads),
+        (1, 1),
+        "{report:?}"
+    );
+    let wl: Vec<_> = t
+        .store
+        .waiting(0, now + 1)
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|w| w.source == "kueue_workload")
+        .collect();
+    assert_eq!((wl.len(), wl[0].count, wl[0].since_ms), (1, 4, now - 2 * H));
+
     // The pod gets scheduled: the next poll no longer sees it, its episode ends where it was
     // last seen, and a later poll lists nothing.
     kube.remove_pod("ml", "train-big");
