@@ -463,7 +463,7 @@ fn finding(
         from_ms: first,
         to_ms: last,
         signal:
-            "pending pods' GPU requests (Kubernetes API) against idle holdings (kernel activity)"
+            "GPU requests of pending pods and unadmitted Kueue workloads (Kubernetes API) against idle holdings (kernel activity)"
                 .into(),
         reason: None,
         summary: summary(ctx, pool, team, t, &n, &named),
