@@ -177,7 +177,7 @@ pub fn finding(frame: Frame, v: FindingView) -> String {
         });
         view! {
             <h1>{format!("{} finding", v.kind.replace('_', " "))}</h1>
-            <p class="meta"><span class=sev_class(&v.severity)>{v.severity.clone()}</span>" · node "{node_link(&v.node)}{gpu}" · "{v.window.clone()}</p>
+            <p class="meta"><span class=sev_class(&v.severity)>{v.severity.clone()}</span>{if v.node.is_empty() { " · " } else { " · node " }}{node_link(&v.node)}{gpu}" · "{v.window.clone()}</p>
             <p>{v.summary.clone()}</p>
             <ul>{tenants}</ul>
             {action}
