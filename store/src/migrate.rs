@@ -14,141 +14,39 @@ pub struct Migration {
     pub sql: &'static str,
 }
 
-pub const POSTGRES: &[Migration] = &[
-    Migration {
-        version: 1,
-        name: "0001_initial.sql",
-        sql: include_str!("../../migrations/postgres/0001_initial.sql"),
-    },
-    Migration {
-        version: 2,
-        name: "0002_cluster_rollups.sql",
-        sql: include_str!("../../migrations/postgres/0002_cluster_rollups.sql"),
-    },
-    Migration {
-        version: 3,
-        name: "0003_tenant_effective_use.sql",
-        sql: include_str!("../../migrations/postgres/0003_tenant_effective_use.sql"),
-    },
-    Migration {
-        version: 4,
-        name: "0004_label_actions.sql",
-        sql: include_str!("../../migrations/postgres/0004_label_actions.sql"),
-    },
-    Migration {
-        version: 5,
-        name: "0005_alerts.sql",
-        sql: include_str!("../../migrations/postgres/0005_alerts.sql"),
-    },
-    Migration {
-        version: 6,
-        name: "0006_reports.sql",
-        sql: include_str!("../../migrations/postgres/0006_reports.sql"),
-    },
-    Migration {
-        version: 7,
-        name: "0007_dcgm_field_counts.sql",
-        sql: include_str!("../../migrations/postgres/0007_dcgm_field_counts.sql"),
-    },
-    Migration {
-        version: 8,
-        name: "0008_remote_write_journal.sql",
-        sql: include_str!("../../migrations/postgres/0008_remote_write_journal.sql"),
-    },
-    Migration {
-        version: 9,
-        name: "0009_label_previous_value.sql",
-        sql: include_str!("../../migrations/postgres/0009_label_previous_value.sql"),
-    },
-    Migration {
-        version: 10,
-        name: "0010_node_range_indexes.sql",
-        sql: include_str!("../../migrations/postgres/0010_node_range_indexes.sql"),
-    },
-    Migration {
-        version: 11,
-        name: "0011_sealed_blocks.sql",
-        sql: include_str!("../../migrations/postgres/0011_sealed_blocks.sql"),
-    },
-    Migration {
-        version: 12,
-        name: "0012_secrets.sql",
-        sql: include_str!("../../migrations/postgres/0012_secrets.sql"),
-    },
-    Migration {
-        version: 13,
-        name: "0013_waiting_work.sql",
-        sql: include_str!("../../migrations/postgres/0013_waiting_work.sql"),
-    },
-];
+/// The migrations of both backends, each file named once: `migrations/postgres/<file>` and
+/// `migrations/sqlite/<file>` exist for every number (a test compares them), so adding one is a
+/// line here and the two files.
+macro_rules! migrations {
+    ($($version:literal => $file:literal,)*) => {
+        pub const POSTGRES: &[Migration] = &[$(Migration {
+            version: $version,
+            name: $file,
+            sql: include_str!(concat!("../../migrations/postgres/", $file)),
+        },)*];
+        pub const SQLITE: &[Migration] = &[$(Migration {
+            version: $version,
+            name: $file,
+            sql: include_str!(concat!("../../migrations/sqlite/", $file)),
+        },)*];
+    };
+}
 
-pub const SQLITE: &[Migration] = &[
-    Migration {
-        version: 1,
-        name: "0001_initial.sql",
-        sql: include_str!("../../migrations/sqlite/0001_initial.sql"),
-    },
-    Migration {
-        version: 2,
-        name: "0002_cluster_rollups.sql",
-        sql: include_str!("../../migrations/sqlite/0002_cluster_rollups.sql"),
-    },
-    Migration {
-        version: 3,
-        name: "0003_tenant_effective_use.sql",
-        sql: include_str!("../../migrations/sqlite/0003_tenant_effective_use.sql"),
-    },
-    Migration {
-        version: 4,
-        name: "0004_label_actions.sql",
-        sql: include_str!("../../migrations/sqlite/0004_label_actions.sql"),
-    },
-    Migration {
-        version: 5,
-        name: "0005_alerts.sql",
-        sql: include_str!("../../migrations/sqlite/0005_alerts.sql"),
-    },
-    Migration {
-        version: 6,
-        name: "0006_reports.sql",
-        sql: include_str!("../../migrations/sqlite/0006_reports.sql"),
-    },
-    Migration {
-        version: 7,
-        name: "0007_dcgm_field_counts.sql",
-        sql: include_str!("../../migrations/sqlite/0007_dcgm_field_counts.sql"),
-    },
-    Migration {
-        version: 8,
-        name: "0008_remote_write_journal.sql",
-        sql: include_str!("../../migrations/sqlite/0008_remote_write_journal.sql"),
-    },
-    Migration {
-        version: 9,
-        name: "0009_label_previous_value.sql",
-        sql: include_str!("../../migrations/sqlite/0009_label_previous_value.sql"),
-    },
-    Migration {
-        version: 10,
-        name: "0010_node_range_indexes.sql",
-        sql: include_str!("../../migrations/sqlite/0010_node_range_indexes.sql"),
-    },
-    Migration {
-        version: 11,
-        name: "0011_sealed_blocks.sql",
-        sql: include_str!("../../migrations/sqlite/0011_sealed_blocks.sql"),
-    },
-    Migration {
-        version: 12,
-        name: "0012_secrets.sql",
-        sql: include_str!("../../migrations/sqlite/0012_secrets.sql"),
-    },
-    Migration {
-        version: 13,
-        name: "0013_waiting_work.sql",
-        sql: include_str!("../../migrations/sqlite/0013_waiting_work.sql"),
-    },
-];
+migrations! {
+    1 => "0001_initial.sql",
+    2 => "0002_cluster_rollups.sql",
+    3 => "0003_tenant_effective_use.sql",
+    4 => "0004_label_actions.sql",
+    5 => "0005_alerts.sql",
+    6 => "0006_reports.sql",
+    7 => "0007_dcgm_field_counts.sql",
+    8 => "0008_remote_write_journal.sql",
+    9 => "0009_label_previous_value.sql",
+    10 => "0010_node_range_indexes.sql",
+    11 => "0011_sealed_blocks.sql",
+    12 => "0012_secrets.sql",
+    13 => "0013_waiting_work.sql",
+}
 
 pub fn checksum(sql: &str) -> String {
     Sha256::digest(sql.as_bytes())
@@ -227,5 +125,31 @@ mod tests {
             assert_eq!(tables(pg.sql), tables(lite.sql));
         }
         assert_eq!(POSTGRES.len(), SQLITE.len());
+    }
+
+    /// A file in either folder that the list does not name would never be applied.
+    #[test]
+    fn every_migration_file_is_listed_once_in_order() {
+        for (dir, list) in [("postgres", POSTGRES), ("sqlite", SQLITE)] {
+            let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("../migrations")
+                .join(dir);
+            let mut files: Vec<String> = std::fs::read_dir(&path)
+                .unwrap()
+                .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+                .filter(|n| n.ends_with(".sql"))
+                .collect();
+            files.sort();
+            let listed: Vec<&str> = list.iter().map(|m| m.name).collect();
+            assert_eq!(files, listed, "migrations/{dir}");
+            for (i, m) in list.iter().enumerate() {
+                assert_eq!(m.version, i as i64 + 1);
+                assert!(
+                    m.name.starts_with(&format!("{:04}_", m.version)),
+                    "{}",
+                    m.name
+                );
+            }
+        }
     }
 }
