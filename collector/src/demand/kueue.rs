@@ -120,12 +120,19 @@ pub fn waiting_of(
     let name = meta.name.as_deref().unwrap_or("");
     let uid = meta.uid.as_deref().unwrap_or("");
     check_identity(namespace, name, uid).map_err(|why| format!("workload {why}"))?;
-    let since = meta
-        .creation_timestamp
-        .as_ref()
-        .map_or(now_ms, |t| t.0.as_millisecond())
-        .min(now_ms);
     let why = w.condition("QuotaReserved").filter(|c| c.status != "True");
+    // A Workload waits again after an eviction or preemption: its wait began when it lost its
+    // quota (the condition's transition), not when it was made, and each wait is an episode
+    // of its own (the uid carries its start), so the time it ran is never counted as waiting.
+    let since = why
+        .map(|c| c.last_transition_time.0.as_millisecond())
+        .or_else(|| {
+            meta.creation_timestamp
+                .as_ref()
+                .map(|t| t.0.as_millisecond())
+        })
+        .unwrap_or(now_ms)
+        .min(now_ms);
     let (reason, message) = reason_and_message(
         why.map(|c| c.reason.as_str()).or(Some("Pending")),
         why.map(|c| c.message.as_str()),
@@ -136,7 +143,7 @@ pub fn waiting_of(
         .map(|(resource, count)| WaitingRecord {
             cluster: cluster.to_owned(),
             source: "kueue_workload".into(),
-            uid: uid.to_owned(),
+            uid: format!("{uid}@{since}"),
             scope: namespace.to_owned(),
             team: team.clone(),
             name: name.to_owned(),
@@ -196,7 +203,19 @@ mod tests {
         assert!(r[0].message.contains("insufficient unused quota"));
         assert_eq!(r[0].product.as_deref(), Some("NVIDIA-H100-80GB-HBM3"));
         assert_eq!(r[0].since_ms, 1_795_168_800_000);
+        assert_eq!(r[0].uid, "9b1c-77@1795168800000");
         assert_eq!(r[0].team, "team-ml");
+    }
+
+    /// Preempted after it ran: it waits again from when it lost its quota, as a new episode.
+    #[test]
+    fn a_workload_that_waits_again_is_a_new_episode_from_its_eviction() {
+        let mut v = queued(false);
+        v["status"]["conditions"][0]["lastTransitionTime"] = json!("2026-11-21T10:00:00Z");
+        let w: Workload = serde_json::from_value(v).unwrap();
+        let r = waiting_of(&w, "c1", &team, 1_800_000_000_000).unwrap();
+        assert_eq!(r[0].since_ms, 1_795_168_800_000 + 86_400_000);
+        assert_ne!(r[0].uid, "9b1c-77@1795168800000");
     }
 
     #[test]
