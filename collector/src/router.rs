@@ -25,6 +25,7 @@ pub fn routes(state: &AppState) -> Routes {
         .merge(crate::ingest::routes().with_state(state.ingest_state()))
         .merge(crate::remote_write::routes().with_state(state.remote_write_state()))
         .merge(crate::fleet::routes().with_state(state.shared.clone()))
+        .merge(crate::demand::routes().with_state(state.shared.clone()))
         .merge(crate::analysis::routes().with_state(state.analysis_state()))
         .merge(crate::alerts::routes().with_state(state.shared.clone()))
         .merge(crate::reports::routes().with_state(state.reports_state()))

@@ -2,12 +2,14 @@
 //! Workloads that are not admitted, through the Kubernetes API) and stored as waiting episodes the analysis sets against idle supply
 //! (`waiting_demand` findings). See docs/demand.md.
 
+pub mod api;
 pub mod kueue;
 pub mod metrics;
 pub mod pods;
 pub mod settings;
 pub mod task;
 
+pub use api::routes;
 pub use metrics::DemandMetrics;
 pub use settings::Settings;
 pub use task::{Poll, task};

@@ -228,6 +228,29 @@ async fn pending_pods_beside_an_idle_holder_make_a_waiting_demand_finding() {
         .collect();
     assert_eq!((wl.len(), wl[0].count, wl[0].since_ms), (1, 4, now - 2 * H));
 
+    // The API's series: per team, resource and source, the unit-hours and hourly means.
+    let uri = format!("/api/v1/waiting?from={}&to={}&step=1h", now - 12 * H, now);
+    let req = axum::http::Request::get(uri)
+        .body(axum::body::Body::empty())
+        .unwrap();
+    let state = support::default_state(t.store.clone());
+    let resp = tower::ServiceExt::oneshot(collector::router::router(state), req)
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    let body: serde_json::Value = serde_json::from_slice(
+        &axum::body::to_bytes(resp.into_body(), usize::MAX)
+            .await
+            .unwrap(),
+    )
+    .unwrap();
+    let series = body["series"].as_array().unwrap();
+    let by_source = |s: &str| series.iter().find(|x| x["source"] == s).unwrap();
+    assert_eq!(by_source("pod")["unit_hours"], 12.0, "{body}");
+    assert_eq!(by_source("pod")["points"].as_array().unwrap().len(), 6);
+    assert_eq!(by_source("pod")["points"][0], json!([now - 6 * H, 2.0]));
+    assert_eq!(by_source("kueue_workload")["unit_hours"], 8.0, "{body}");
+
     // The pod gets scheduled: the next poll no longer sees it, its episode ends where it was
     // last seen, and a later poll lists nothing.
     kube.remove_pod("ml", "train-big");
