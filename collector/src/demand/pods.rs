@@ -369,3 +369,206 @@ mod tests {
         assert_eq!(product(&p).as_deref(), Some("NVIDIA-A100-SXM4-80GB"));
     }
 }
+
+/// Hostile pods and Workloads, many at once: random values of random types put into every
+/// field the parsers read (and some they do not), from a fixed seed. Whatever comes in, a
+/// parser refuses it or returns records inside the documented domain — it never panics.
+#[cfg(test)]
+mod hostile {
+    use serde_json::{Value, json};
+
+    use super::*;
+    use crate::demand::kueue;
+
+    /// xorshift64*: a fixed, dependency-free stream of numbers.
+    struct Rng(u64);
+
+    impl Rng {
+        fn next(&mut self) -> u64 {
+            self.0 ^= self.0 >> 12;
+            self.0 ^= self.0 << 25;
+            self.0 ^= self.0 >> 27;
+            self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+        }
+
+        fn below(&mut self, n: u64) -> u64 {
+            self.next() % n
+        }
+
+        /// A value that a careless parser would trip on.
+        fn value(&mut self) -> Value {
+            const TEXT: [&str; 12] = [
+                "",
+                "1",
+                "-1",
+                "1e9",
+                "2.5",
+                "1024",
+                "1025",
+                "nvidia.com/gpu",
+                "ml/../x",
+                "a\u{0}b\u{7}",
+                "NVIDIA-H100-80GB-HBM3",
+                "9223372036854775807",
+            ];
+            match self.below(7) {
+                0 => Value::Null,
+                1 => json!(TEXT[self.below(TEXT.len() as u64) as usize]),
+                2 => json!(self.next() as i64),
+                3 => json!("x".repeat(self.below(5000) as usize)),
+                4 => json!([self.below(3)]),
+                5 => json!({"k": "v"}),
+                _ => json!((self.below(4000) as i64) - 2),
+            }
+        }
+    }
+
+    /// `v` with the value at `path` replaced (objects made where the path needs them).
+    fn set(v: &mut Value, path: &[&str], new: Value) {
+        let mut at = v;
+        for (i, key) in path.iter().enumerate() {
+            if i + 1 == path.len() {
+                if let Some(o) = at.as_object_mut() {
+                    o.insert((*key).to_owned(), new);
+                }
+                return;
+            }
+            if !at.get(*key).is_some_and(Value::is_object) {
+                if let Some(o) = at.as_object_mut() {
+                    o.insert((*key).to_owned(), json!({}));
+                } else {
+                    return;
+                }
+            }
+            at = at.get_mut(*key).expect("just made");
+        }
+    }
+
+    fn in_domain(r: &WaitingRecord, now: i64) {
+        assert!(gpu_resource(&r.resource), "{r:?}");
+        assert!((1..=MAX_COUNT).contains(&r.count), "{r:?}");
+        assert!(
+            r.message.chars().count() <= MAX_MESSAGE && !r.message.chars().any(char::is_control)
+        );
+        assert!(r.reason.len() <= 64 && r.reason.bytes().all(|b| b.is_ascii_alphanumeric()));
+        assert!(r.since_ms <= now);
+        check_identity(&r.scope, &r.name, r.uid.split('@').next().unwrap()).unwrap();
+        if let Some(p) = &r.product {
+            assert!(label_value(p), "{p:?}");
+        }
+    }
+
+    const POD_FIELDS: &[&[&str]] = &[
+        &["metadata", "name"],
+        &["metadata", "namespace"],
+        &["metadata", "uid"],
+        &["metadata", "creationTimestamp"],
+        &["spec", "nodeName"],
+        &["spec", "nodeSelector", PRODUCT_LABEL],
+        &["status", "phase"],
+    ];
+
+    fn pod_base() -> Value {
+        json!({
+            "metadata": {"name": "p", "namespace": "ml", "uid": "u-1", "creationTimestamp": "2026-11-20T10:00:00Z"},
+            "spec": {"containers": [{"name": "c", "resources": {"limits": {"nvidia.com/gpu": "2"}}}]},
+            "status": {"phase": "Pending", "conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": "m"}]}
+        })
+    }
+
+    #[test]
+    fn hostile_pods_and_workloads_are_refused_or_kept_inside_the_domain() {
+        let mut rng = Rng(0x5eed_1234_abcd_0042);
+        let now = 1_800_000_000_000;
+        let team = |ns: &str| ns.to_owned();
+        let (mut kept, mut refused, mut unreadable) = (0, 0, 0);
+        for _ in 0..4_000 {
+            let mut v = pod_base();
+            for _ in 0..=rng.below(4) {
+                let value = rng.value();
+                match rng.below(4) {
+                    0 => {
+                        let f = POD_FIELDS[rng.below(POD_FIELDS.len() as u64) as usize];
+                        set(&mut v, f, value);
+                    }
+                    1 => {
+                        let r = [
+                            "nvidia.com/gpu",
+                            "nvidia.com/mig-3g.40gb",
+                            "nvidia.com/gpu.shared",
+                            "nvidia.com/x",
+                        ][rng.below(4) as usize];
+                        v["spec"]["containers"][0]["resources"]["limits"][r] = value;
+                    }
+                    2 => {
+                        v["status"]["conditions"][0]
+                            [["reason", "message", "type"][rng.below(3) as usize]] = value;
+                    }
+                    _ => {
+                        v["spec"]["initContainers"] = json!([{"name": "i", "resources": {"requests": {"nvidia.com/gpu": value}}}])
+                    }
+                }
+            }
+            let Ok(pod) = serde_json::from_value::<Pod>(v) else {
+                unreadable += 1;
+                continue;
+            };
+            match waiting_of(&pod, "c1", &team, now) {
+                Ok(records) => {
+                    kept += records.len();
+                    records.iter().for_each(|r| in_domain(r, now));
+                }
+                Err(_) => refused += 1,
+            }
+        }
+        for _ in 0..2_000 {
+            let mut v = json!({
+                "metadata": {"name": "w", "namespace": "ml", "uid": "w-1", "creationTimestamp": "2026-11-20T10:00:00Z"},
+                "spec": {"podSets": [{"name": "main", "count": 2, "template": {"spec": {"containers": [{"name": "c", "resources": {"limits": {"nvidia.com/gpu": "1"}}}]}}}]},
+                "status": {"conditions": [{"type": "QuotaReserved", "status": "False", "reason": "Pending", "message": "m", "lastTransitionTime": "2026-11-20T10:00:00Z"}]}
+            });
+            for _ in 0..=rng.below(3) {
+                let value = rng.value();
+                match rng.below(4) {
+                    0 => v["spec"]["podSets"][0]["count"] = value,
+                    1 => {
+                        v["spec"]["podSets"][0]["template"]["spec"]["containers"][0]["resources"]
+                            ["limits"]["nvidia.com/gpu"] = value
+                    }
+                    2 => {
+                        v["status"]["conditions"][0][[
+                            "reason",
+                            "message",
+                            "status",
+                            "lastTransitionTime",
+                        ][rng.below(4) as usize]] = value
+                    }
+                    _ => set(
+                        &mut v,
+                        &[
+                            "metadata",
+                            ["name", "namespace", "uid"][rng.below(3) as usize],
+                        ],
+                        value,
+                    ),
+                }
+            }
+            let Ok(w) = serde_json::from_value::<kueue::Workload>(v) else {
+                unreadable += 1;
+                continue;
+            };
+            match kueue::waiting_of(&w, "c1", &team, now) {
+                Ok(records) => {
+                    kept += records.len();
+                    records.iter().for_each(|r| in_domain(r, now));
+                }
+                Err(_) => refused += 1,
+            }
+        }
+        // Each way out was taken many times: the mutations reach the checks.
+        assert!(
+            kept > 200 && refused > 500 && unreadable > 100,
+            "kept {kept}, refused {refused}, unreadable {unreadable}"
+        );
+    }
+}
