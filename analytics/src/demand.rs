@@ -33,16 +33,13 @@ const NAMED_HOLDERS: usize = 5;
 /// compute slices of seven, a time-slice replica 1/`replicas` (the most replicas any
 /// time-sliced GPU of the cluster advertises). `None`: not a GPU resource.
 pub fn unit_share(resource: &str, replicas: i64) -> Option<f64> {
-    if resource == WHOLE_GPU {
-        Some(1.0)
-    } else if resource == SHARED_GPU {
-        Some(1.0 / replicas.max(1) as f64)
-    } else {
-        let profile = resource.strip_prefix(MIG_PREFIX)?;
-        Some(f64::from(model::mig::slice_share(
-            model::mig::compute_slices(profile),
-        )))
-    }
+    Some(match Class::of(resource)? {
+        Class::Whole => 1.0,
+        Class::Shared => 1.0 / replicas.max(1) as f64,
+        Class::Mig => f64::from(model::mig::slice_share(model::mig::compute_slices(
+            resource.strip_prefix(MIG_PREFIX)?,
+        ))),
+    })
 }
 
 /// The kind of GPU a resource is served by: reclaiming a MIG slice frees nothing for a pod

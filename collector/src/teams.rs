@@ -19,6 +19,15 @@ pub struct TeamsConfig {
 }
 
 impl TeamsConfig {
+    /// The team of a namespace: its mapping, else the namespace itself (waiting work, which
+    /// has no tenant yet, is attributed this way).
+    pub fn team_of_namespace(&self, namespace: &str) -> String {
+        self.namespaces
+            .get(namespace)
+            .cloned()
+            .unwrap_or_else(|| namespace.to_owned())
+    }
+
     pub fn team_of(&self, t: &model::Tenant) -> Option<String> {
         use model::TenantKind;
         let mapped = match t.kind {

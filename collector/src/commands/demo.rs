@@ -306,11 +306,7 @@ async fn record_waiting(
                 source: "pod".into(),
                 uid: format!("demo-{}-{}", w.namespace, w.name),
                 scope: w.namespace.clone(),
-                team: teams
-                    .namespaces
-                    .get(&w.namespace)
-                    .cloned()
-                    .unwrap_or_else(|| w.namespace.clone()),
+                team: teams.team_of_namespace(&w.namespace),
                 name: w.name.clone(),
                 resource: w.resource.clone(),
                 count: i64::from(w.count),

@@ -8,7 +8,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, ObjectMeta};
 use serde::Deserialize;
 use store::waiting::WaitingRecord;
 
-use super::pods::{MAX_COUNT, check_identity, product_of, reason_and_message, requested_by};
+use super::pods::{MAX_COUNT, Waiter, identity, product_of, reason_and_message, requested_by};
 
 /// Kueue's API group, version and the Workload plural.
 pub const GROUP: &str = "kueue.x-k8s.io";
@@ -116,10 +116,7 @@ pub fn waiting_of(
         return Ok(Vec::new());
     }
     let meta = &w.metadata;
-    let namespace = meta.namespace.as_deref().unwrap_or("");
-    let name = meta.name.as_deref().unwrap_or("");
-    let uid = meta.uid.as_deref().unwrap_or("");
-    check_identity(namespace, name, uid).map_err(|why| format!("workload {why}"))?;
+    let (namespace, name, uid) = identity(meta, "workload")?;
     let why = w.condition("QuotaReserved").filter(|c| c.status != "True");
     // A Workload waits again after an eviction or preemption: its wait began when it lost its
     // quota (the condition's transition), not when it was made, and each wait is an episode
@@ -137,26 +134,17 @@ pub fn waiting_of(
         why.map(|c| c.reason.as_str()).or(Some("Pending")),
         why.map(|c| c.message.as_str()),
     );
-    let team = team_of(namespace);
-    Ok(wants
-        .into_iter()
-        .map(|(resource, count)| WaitingRecord {
-            cluster: cluster.to_owned(),
-            source: "kueue_workload".into(),
-            uid: format!("{uid}@{since}"),
-            scope: namespace.to_owned(),
-            team: team.clone(),
-            name: name.to_owned(),
-            resource,
-            count,
-            product: product.clone(),
-            reason: reason.clone(),
-            message: message.clone(),
-            since_ms: since,
-            first_seen_ms: now_ms,
-            last_seen_ms: now_ms,
-        })
-        .collect())
+    let waiter = Waiter {
+        source: "kueue_workload",
+        uid: format!("{uid}@{since}"),
+        namespace,
+        name,
+        product,
+        reason,
+        message,
+        since_ms: since,
+    };
+    Ok(waiter.records(wants, cluster, team_of, now_ms))
 }
 
 #[cfg(test)]

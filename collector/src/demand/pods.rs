@@ -152,6 +152,62 @@ pub fn check_identity(namespace: &str, name: &str, uid: &str) -> Result<(), Stri
     Ok(())
 }
 
+/// What one waiting object says of itself; [`Waiter::records`] makes its rows, one per resource.
+pub struct Waiter<'a> {
+    pub source: &'static str,
+    pub uid: String,
+    pub namespace: &'a str,
+    pub name: &'a str,
+    pub product: Option<String>,
+    pub reason: String,
+    pub message: String,
+    pub since_ms: i64,
+}
+
+impl Waiter<'_> {
+    pub fn records(
+        self,
+        wants: BTreeMap<String, i64>,
+        cluster: &str,
+        team_of: &dyn Fn(&str) -> String,
+        now_ms: i64,
+    ) -> Vec<WaitingRecord> {
+        let team = team_of(self.namespace);
+        wants
+            .into_iter()
+            .map(|(resource, count)| WaitingRecord {
+                cluster: cluster.to_owned(),
+                source: self.source.into(),
+                uid: self.uid.clone(),
+                scope: self.namespace.to_owned(),
+                team: team.clone(),
+                name: self.name.to_owned(),
+                resource,
+                count,
+                product: self.product.clone(),
+                reason: self.reason.clone(),
+                message: self.message.clone(),
+                since_ms: self.since_ms,
+                first_seen_ms: now_ms,
+                last_seen_ms: now_ms,
+            })
+            .collect()
+    }
+}
+
+/// An object's namespace, name and uid, checked against their domains (`what` names it in
+/// the refusal).
+pub fn identity<'m>(
+    meta: &'m k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
+    what: &str,
+) -> Result<(&'m str, &'m str, &'m str), String> {
+    let namespace = meta.namespace.as_deref().unwrap_or("");
+    let name = meta.name.as_deref().unwrap_or("");
+    let uid = meta.uid.as_deref().unwrap_or("");
+    check_identity(namespace, name, uid).map_err(|why| format!("{what} {why}"))?;
+    Ok((namespace, name, uid))
+}
+
 /// A scheduler's (or Kueue's) reason, when it is one word; and its message, clipped.
 pub fn reason_and_message(reason: Option<&str>, message: Option<&str>) -> (String, String) {
     let reason = reason
@@ -196,15 +252,7 @@ pub fn waiting_of(
         return Ok(Vec::new());
     }
     let meta = &pod.metadata;
-    let namespace = meta.namespace.as_deref().unwrap_or("");
-    let name = meta.name.as_deref().unwrap_or("");
-    let uid = meta.uid.as_deref().unwrap_or("");
-    check_identity(namespace, name, uid).map_err(|why| format!("pod {why}"))?;
-    let since = meta
-        .creation_timestamp
-        .as_ref()
-        .map_or(now_ms, |t| t.0.as_millisecond())
-        .min(now_ms);
+    let (namespace, name, uid) = identity(meta, "pod")?;
     let scheduled = pod
         .status
         .as_ref()
@@ -214,27 +262,21 @@ pub fn waiting_of(
         scheduled.and_then(|c| c.reason.as_deref()),
         scheduled.and_then(|c| c.message.as_deref()),
     );
-    let product = product(pod);
-    let team = team_of(namespace);
-    Ok(wants
-        .into_iter()
-        .map(|(resource, count)| WaitingRecord {
-            cluster: cluster.to_owned(),
-            source: "pod".into(),
-            uid: uid.to_owned(),
-            scope: namespace.to_owned(),
-            team: team.clone(),
-            name: name.to_owned(),
-            resource,
-            count,
-            product: product.clone(),
-            reason: reason.clone(),
-            message: message.clone(),
-            since_ms: since,
-            first_seen_ms: now_ms,
-            last_seen_ms: now_ms,
-        })
-        .collect())
+    let waiter = Waiter {
+        source: "pod",
+        uid: uid.to_owned(),
+        namespace,
+        name,
+        product: product(pod),
+        reason,
+        message,
+        since_ms: meta
+            .creation_timestamp
+            .as_ref()
+            .map_or(now_ms, |t| t.0.as_millisecond())
+            .min(now_ms),
+    };
+    Ok(waiter.records(wants, cluster, team_of, now_ms))
 }
 
 #[cfg(test)]

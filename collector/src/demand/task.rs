@@ -153,32 +153,35 @@ impl Poll {
         let (pods, mut truncated) = self
             .list_all(Api::<Pod>::all(self.client.clone()), Some(PENDING_UNBOUND))
             .await?;
-        let team_of = |ns: &str| {
-            self.teams
-                .namespaces
-                .get(ns)
-                .cloned()
-                .unwrap_or_else(|| ns.to_owned())
-        };
+        let team_of = |ns: &str| self.teams.team_of_namespace(ns);
         let mut report = PollReport {
             pods_read: pods.len(),
             truncated,
             ..PollReport::default()
         };
         let mut records: Vec<WaitingRecord> = Vec::new();
-        for p in &pods {
-            match waiting_of(p, &cluster, &team_of, now_ms) {
+        // One object's outcome: its records kept and counted, or its refusal logged.
+        let mut take =
+            |r: Result<Vec<WaitingRecord>, String>, what: &str, waiting: &mut usize| match r {
                 Ok(w) if w.is_empty() => {}
                 Ok(w) => {
-                    report.waiting_pods += 1;
+                    *waiting += 1;
                     records.extend(w);
                 }
                 Err(why) => {
                     report.refused += 1;
-                    tracing::warn!(%why, "a pending pod was refused by the demand poll");
+                    tracing::warn!(%why, "a {what} was refused by the demand poll");
                 }
-            }
+            };
+        let mut waiting_pods = 0;
+        for p in &pods {
+            take(
+                waiting_of(p, &cluster, &team_of, now_ms),
+                "pending pod",
+                &mut waiting_pods,
+            );
         }
+        let mut waiting_workloads = 0;
         if self.settings.kueue_workloads
             && let Some((workloads, cut)) = self.workloads().await?
         {
@@ -186,20 +189,13 @@ impl Poll {
             for o in workloads {
                 let w = serde_json::to_value(&o)
                     .and_then(serde_json::from_value::<kueue::Workload>)
-                    .map_err(|e| format!("not a Workload: {e}"));
-                match w.and_then(|w| kueue::waiting_of(&w, &cluster, &team_of, now_ms)) {
-                    Ok(w) if w.is_empty() => {}
-                    Ok(w) => {
-                        report.waiting_workloads += 1;
-                        records.extend(w);
-                    }
-                    Err(why) => {
-                        report.refused += 1;
-                        tracing::warn!(%why, "a Kueue Workload was refused by the demand poll");
-                    }
-                }
+                    .map_err(|e| format!("not a Workload: {e}"))
+                    .and_then(|w| kueue::waiting_of(&w, &cluster, &team_of, now_ms));
+                take(w, "Kueue Workload", &mut waiting_workloads);
             }
         }
+        report.waiting_pods = waiting_pods;
+        report.waiting_workloads = waiting_workloads;
         report.truncated = truncated;
         self.store.record_waiting(&records).await?;
         let keep_ms = i64::try_from(self.settings.keep.as_millis()).unwrap_or(i64::MAX);
