@@ -102,6 +102,12 @@ pub fn idle_allocation(ctx: &Ctx, h: &Holding) -> Option<Finding> {
     let mut metrics = BTreeMap::from([
         ("idle_runs".into(), runs.len() as f64),
         ("longest_idle_hours".into(), longest / 3600.0),
+        // The newest run: how long the holding has been idle now when the finding is ongoing
+        // (what a reclaim policy's `min_idle` is held against).
+        (
+            "last_idle_run_hours".into(),
+            runs[runs.len() - 1].seconds() / 3600.0,
+        ),
         ("idle_hours_in_runs".into(), idle_in_runs / 3600.0),
         ("idle_share_of_allocation".into(), ratio),
         ("allocated_gpu_hours".into(), h.allocated_hours()),

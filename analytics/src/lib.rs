@@ -62,6 +62,20 @@ pub struct Analysis {
     pub tenant_names: BTreeMap<String, String>,
 }
 
+/// A finding still going on when its analysis window ends (hour rollups: the last hour may be
+/// partial).
+const ONGOING_SLACK_MS: i64 = 2 * 3_600_000;
+
+impl Analysis {
+    /// Whether a finding is a condition that holds now: it is still going on when the window
+    /// ends. Hardware errors stay a condition while the window holds them: a GPU that fell off
+    /// the bus two days ago is still suspect until someone acts. The collector's alerts, the
+    /// `gpulens_finding_headline` series and the reclaim loop all ask this.
+    pub fn ongoing(&self, f: &Finding) -> bool {
+        f.kind == FindingKind::Hardware || f.to_ms + ONGOING_SLACK_MS >= self.to_ms
+    }
+}
+
 /// Errors: only the funnel's dataframe work can fail.
 #[derive(Debug)]
 pub struct AnalysisError(pub String);

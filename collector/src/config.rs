@@ -47,6 +47,10 @@ pub struct Config {
     /// docs/demand.md.
     #[serde(default)]
     pub demand: crate::demand::Settings,
+    /// The reclaim loop: policies under which idle holdings are noticed, given grace and
+    /// reclaimed (none by default; dry run by default); see docs/reclaim.md.
+    #[serde(default)]
+    pub reclaim: crate::reclaim::Settings,
     /// Alert rules, grouping and receivers; see docs/alerts.md.
     #[serde(default)]
     pub alerts: crate::alerts::Settings,
@@ -113,6 +117,7 @@ impl Config {
         self.metrics.check()?;
         self.reports.check()?;
         self.demand.check()?;
+        self.reclaim.check()?;
         if self.labels.mode == crate::labels::Mode::ApplyWithApproval && !self.labels.api {
             anyhow::bail!(
                 "[labels] mode = \"apply-with-approval\" changes GPU Operator labels through the Kubernetes API; it needs api = true"

@@ -28,6 +28,7 @@ pub mod fleet;
 pub mod health;
 pub mod ingest;
 pub mod labels;
+pub mod reclaim;
 pub mod remote_write;
 pub mod reports;
 pub mod simulate;

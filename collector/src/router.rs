@@ -30,6 +30,7 @@ pub fn routes(state: &AppState) -> Routes {
         .merge(crate::alerts::routes().with_state(state.shared.clone()))
         .merge(crate::reports::routes().with_state(state.reports_state()))
         .merge(crate::labels::routes().with_state(state.labels_state()))
+        .merge(crate::reclaim::routes().with_state(state.reclaim_state()))
         .merge(Routes::new().get(
             "/api/v1/openapi.json",
             Need::Public,

@@ -22,6 +22,8 @@ pub struct Plan {
     pub labels: Option<(crate::labels::Cluster, crate::labels::Settings)>,
     /// The demand poll runs when `[demand] pending_pods` is on and the API is reachable.
     pub demand: Option<crate::demand::Poll>,
+    /// The reclaim loop runs when `[reclaim]` has policies and the API is reachable.
+    pub reclaim: Option<crate::reclaim::Reclaim>,
 }
 
 /// The collector's tasks, the same set for `serve` and `demo`.
@@ -56,6 +58,9 @@ pub fn standard(state: &AppState, plan: Plan) -> Vec<Arc<dyn Task>> {
     });
     if let Some(poll) = plan.demand {
         tasks.push(crate::demand::task(poll));
+    }
+    if let Some(r) = plan.reclaim {
+        tasks.push(crate::reclaim::task(r));
     }
     tasks.push(crate::analysis::task(
         state.store.clone(),

@@ -34,6 +34,8 @@ pub struct AppState {
     pub analytics: Arc<crate::analysis::Settings>,
     pub labels: Arc<crate::labels::Settings>,
     pub reports: Arc<crate::reports::Settings>,
+    /// `[reclaim]`: its policies, for the API.
+    pub reclaim: Arc<crate::reclaim::Settings>,
     /// The newest stored analysis, parsed once and shared (dashboard, /metrics, agents'
     /// labels, alerting).
     pub newest: Arc<Newest>,
@@ -63,6 +65,7 @@ pub struct FeatureMetrics {
     pub reports: ReportMetrics,
     pub labels: LabelMetrics,
     pub demand: crate::demand::DemandMetrics,
+    pub reclaim: crate::reclaim::ReclaimMetrics,
 }
 
 crate::shared::derefs_to_shared!(AppState);
@@ -95,6 +98,7 @@ impl AppState {
             reports: ReportMetrics::register(&mut registry),
             labels: LabelMetrics::register(&mut registry),
             demand: crate::demand::DemandMetrics::register(&mut registry),
+            reclaim: crate::reclaim::ReclaimMetrics::register(&mut registry),
         };
         let tasks = Arc::new(TaskHealth::registered(&mut registry));
         let remote_write = Receiver::with_metrics(RemoteWriteMetrics::register(&mut registry));
@@ -114,6 +118,7 @@ impl AppState {
             analytics: Arc::new(analytics),
             labels: Default::default(),
             reports: Default::default(),
+            reclaim: Default::default(),
             newest: Default::default(),
             latest: Default::default(),
             remote_write: Arc::new(remote_write),
@@ -207,6 +212,19 @@ impl AppState {
             analytics: self.analytics.clone(),
             newest: self.newest.clone(),
             metrics: self.metrics.analysis.clone(),
+        }
+    }
+
+    /// The same state with `[reclaim]` settings (the policies the API lists).
+    pub fn with_reclaim(mut self, reclaim: crate::reclaim::Settings) -> AppState {
+        self.reclaim = Arc::new(reclaim);
+        self
+    }
+
+    pub fn reclaim_state(&self) -> crate::reclaim::ReclaimState {
+        crate::reclaim::ReclaimState {
+            shared: self.shared.clone(),
+            settings: self.reclaim.clone(),
         }
     }
 

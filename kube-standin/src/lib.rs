@@ -16,6 +16,11 @@
 //! - Kueue Workloads (`kueue.x-k8s.io/v1beta1`): `GET /apis/kueue.x-k8s.io/v1beta1/workloads`,
 //!   paged like pods, once [`StandIn::install_kueue`] has installed the CRD; before that the
 //!   path is 404, as on an API server without Kueue.
+//! - Workload controllers: Deployments, ReplicaSets, StatefulSets (`apps/v1`), Jobs
+//!   (`batch/v1`) and Kueue Workloads, `GET` one, list a namespace's, and `PATCH` one with a
+//!   merge patch (`/apis/{group}/{version}/namespaces/{ns}/{plural}[/{name}]`); a single pod
+//!   by `GET /api/v1/namespaces/{ns}/pods/{name}`. Nothing acts on a change: tests play the
+//!   controllers (a Deployment scaled to zero keeps its pods until the test removes them).
 //!
 //! Every stored object is checked by deserializing it into its `k8s-openapi` type, label keys
 //! and values by Kubernetes' syntax rules; a `metadata.resourceVersion` in a patch that is not
@@ -50,8 +55,10 @@ struct State_ {
     nodes: BTreeMap<String, Value>,
     pods: Vec<Value>,
     configmaps: BTreeMap<(String, String), Value>,
-    /// Kueue Workloads; `None` while Kueue is not installed.
-    workloads: Option<Vec<Value>>,
+    /// Workload controllers and Kueue Workloads by (`group/version`, plural, namespace, name).
+    objects: BTreeMap<ObjectKey, Value>,
+    /// Whether Kueue's Workload CRD is installed.
+    kueue: bool,
     /// Label and annotation keys each field manager applied, per node.
     applied: BTreeMap<(String, String), (BTreeSet<String>, BTreeSet<String>)>,
     /// Recent node events, for watches that start from an older resource version.
@@ -59,6 +66,18 @@ struct State_ {
     /// Every mutating request: (method, path, content type).
     requests: Vec<(String, String, String)>,
 }
+
+/// A namespaced object's place: (`group/version`, plural, namespace, name).
+type ObjectKey = (String, String, String, String);
+
+/// The kinds served under `/apis`, by `group/version` and plural.
+const KINDS: [(&str, &str, &str); 5] = [
+    ("apps/v1", "deployments", "Deployment"),
+    ("apps/v1", "replicasets", "ReplicaSet"),
+    ("apps/v1", "statefulsets", "StatefulSet"),
+    ("batch/v1", "jobs", "Job"),
+    ("kueue.x-k8s.io/v1beta1", "workloads", "Workload"),
+];
 
 /// The running stand-in. Cheap to clone.
 #[derive(Clone)]
@@ -97,6 +116,15 @@ impl StandIn {
             .route(
                 "/apis/kueue.x-k8s.io/v1beta1/workloads",
                 get(list_workloads),
+            )
+            .route("/api/v1/namespaces/{ns}/pods/{name}", get(get_pod))
+            .route(
+                "/apis/{group}/{version}/namespaces/{ns}/{plural}",
+                get(list_objects),
+            )
+            .route(
+                "/apis/{group}/{version}/namespaces/{ns}/{plural}/{name}",
+                get(get_object).patch(patch_object),
             )
             .route(
                 "/api/v1/namespaces/{ns}/configmaps",
@@ -184,17 +212,34 @@ impl StandIn {
 
     /// Installs Kueue's Workload CRD: its list path answers from now on.
     pub fn install_kueue(&self) {
-        self.lock().workloads.get_or_insert_with(Vec::new);
+        self.lock().kueue = true;
     }
 
     /// Adds a Kueue Workload (installing the CRD if needed), as Kueue does for a queued Job.
     pub fn add_workload(&self, mut w: Value) {
-        let mut st = self.lock();
-        st.rv += 1;
         w["apiVersion"] = json!("kueue.x-k8s.io/v1beta1");
         w["kind"] = json!("Workload");
-        w["metadata"]["resourceVersion"] = json!(st.rv.to_string());
-        st.workloads.get_or_insert_with(Vec::new).push(w);
+        self.install_kueue();
+        self.add_object(w);
+    }
+
+    /// Adds (or replaces) a Deployment, ReplicaSet, StatefulSet, Job or Workload, as its
+    /// owner would; its `apiVersion` and `kind` say which. Panics on another kind.
+    pub fn add_object(&self, mut v: Value) {
+        let key = object_key(&v).expect("a served kind with a namespace and a name");
+        check_object(&key.1, &v).expect("a valid object");
+        let mut st = self.lock();
+        st.rv += 1;
+        v["metadata"]["resourceVersion"] = json!(st.rv.to_string());
+        st.objects.insert(key, v);
+    }
+
+    /// An object as it is now: `api_version` as `apps/v1`, `plural` as `deployments`.
+    pub fn object(&self, api_version: &str, plural: &str, ns: &str, name: &str) -> Option<Value> {
+        self.lock()
+            .objects
+            .get(&(api_version.into(), plural.into(), ns.into(), name.into()))
+            .cloned()
     }
 
     /// Removes a pod, as if it finished or was evicted.
@@ -645,13 +690,172 @@ async fn list_workloads(
     Query(q): Query<BTreeMap<String, String>>,
 ) -> Response {
     let st = s.lock();
-    match &st.workloads {
-        None => status(
-            StatusCode::NOT_FOUND,
-            "NotFound",
-            "the server could not find the requested resource",
-        ),
-        Some(w) => paged("Workload", w.iter().collect(), st.rv, &q),
+    if !st.kueue {
+        return no_resource();
+    }
+    let all = st
+        .objects
+        .iter()
+        .filter(|(k, _)| k.1 == "workloads")
+        .map(|(_, v)| v)
+        .collect();
+    paged("Workload", all, st.rv, &q)
+}
+
+/// 404 for a resource type the server does not have (a CRD not installed).
+fn no_resource() -> Response {
+    status(
+        StatusCode::NOT_FOUND,
+        "NotFound",
+        "the server could not find the requested resource",
+    )
+}
+
+/// Where an object of a served kind is kept.
+fn object_key(v: &Value) -> Option<ObjectKey> {
+    let (api_version, kind) = (v["apiVersion"].as_str()?, v["kind"].as_str()?);
+    let (_, plural, _) = KINDS
+        .iter()
+        .find(|(av, _, k)| *av == api_version && *k == kind)?;
+    Some((
+        api_version.into(),
+        (*plural).into(),
+        v["metadata"]["namespace"].as_str()?.into(),
+        v["metadata"]["name"].as_str()?.into(),
+    ))
+}
+
+/// Checks an object by deserializing it into its `k8s-openapi` type (Workloads: a spec).
+fn check_object(plural: &str, v: &Value) -> Result<(), String> {
+    use k8s_openapi::api::{apps::v1 as apps, batch::v1 as batch};
+    let r = match plural {
+        "deployments" => serde_json::from_value::<apps::Deployment>(v.clone()).map(drop),
+        "replicasets" => serde_json::from_value::<apps::ReplicaSet>(v.clone()).map(drop),
+        "statefulsets" => serde_json::from_value::<apps::StatefulSet>(v.clone()).map(drop),
+        "jobs" => serde_json::from_value::<batch::Job>(v.clone()).map(drop),
+        _ => {
+            return if v["spec"].is_object() {
+                Ok(())
+            } else {
+                Err("a Workload has a spec".into())
+            };
+        }
+    };
+    r.map_err(|e| format!("the object is not valid: {e}"))
+}
+
+/// The served kind at `/apis/{group}/{version}/…/{plural}`, or 404.
+fn served(s: &Shared, group: &str, version: &str, plural: &str) -> Result<String, Failure> {
+    let api_version = format!("{group}/{version}");
+    let known = KINDS
+        .iter()
+        .any(|(av, p, _)| *av == api_version && *p == plural);
+    if !known || (plural == "workloads" && !s.lock().kueue) {
+        return Err(Box::new(no_resource()));
+    }
+    Ok(api_version)
+}
+
+async fn list_objects(
+    State(s): State<Shared>,
+    Path((group, version, ns, plural)): Path<(String, String, String, String)>,
+) -> Response {
+    let api_version = match served(&s, &group, &version, &plural) {
+        Ok(a) => a,
+        Err(r) => return *r,
+    };
+    let kind = KINDS
+        .iter()
+        .find(|(_, p, _)| *p == plural)
+        .map_or("", |k| k.2);
+    let st = s.lock();
+    let items: Vec<&Value> = st
+        .objects
+        .iter()
+        .filter(|(k, _)| k.0 == api_version && k.1 == plural && k.2 == ns)
+        .map(|(_, v)| v)
+        .collect();
+    axum::Json(json!({
+        "apiVersion": api_version,
+        "kind": format!("{kind}List"),
+        "metadata": {"resourceVersion": st.rv.to_string()},
+        "items": items,
+    }))
+    .into_response()
+}
+
+async fn get_object(
+    State(s): State<Shared>,
+    Path((group, version, ns, plural, name)): Path<(String, String, String, String, String)>,
+) -> Response {
+    let api_version = match served(&s, &group, &version, &plural) {
+        Ok(a) => a,
+        Err(r) => return *r,
+    };
+    match s
+        .lock()
+        .objects
+        .get(&(api_version, plural.clone(), ns, name.clone()))
+    {
+        Some(v) => axum::Json(v.clone()).into_response(),
+        None => not_found(&plural, &name),
+    }
+}
+
+async fn patch_object(
+    State(s): State<Shared>,
+    Path((group, version, ns, plural, name)): Path<(String, String, String, String, String)>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let api_version = match served(&s, &group, &version, &plural) {
+        Ok(a) => a,
+        Err(r) => return *r,
+    };
+    let (ct, body) = match parse_body(&headers, &body) {
+        Ok(x) => x,
+        Err(r) => return *r,
+    };
+    if ct != "application/merge-patch+json" {
+        return status(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "UnsupportedMediaType",
+            &format!("the stand-in patches {plural} with merge patches, not {ct:?}"),
+        );
+    }
+    let mut st = s.lock();
+    st.requests.push((
+        "PATCH".into(),
+        format!("/apis/{api_version}/namespaces/{ns}/{plural}/{name}"),
+        ct,
+    ));
+    let key = (api_version, plural.clone(), ns, name.clone());
+    let Some(current) = st.objects.get(&key).cloned() else {
+        return not_found(&plural, &name);
+    };
+    let mut next = current.clone();
+    merge_patch(&mut next, &body);
+    if let Err(r) = validate::<Value>(&current, &body, &next) {
+        return *r;
+    }
+    if let Err(e) = check_object(&plural, &next) {
+        return status(StatusCode::UNPROCESSABLE_ENTITY, "Invalid", &e);
+    }
+    st.rv += 1;
+    next["metadata"]["resourceVersion"] = json!(st.rv.to_string());
+    st.objects.insert(key, next.clone());
+    axum::Json(next).into_response()
+}
+
+async fn get_pod(State(s): State<Shared>, Path((ns, name)): Path<(String, String)>) -> Response {
+    let st = s.lock();
+    let found = st
+        .pods
+        .iter()
+        .find(|p| p["metadata"]["namespace"] == json!(ns) && p["metadata"]["name"] == json!(name));
+    match found {
+        Some(p) => axum::Json(p.clone()).into_response(),
+        None => not_found("pods", &name),
     }
 }
 

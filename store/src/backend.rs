@@ -29,7 +29,9 @@ macro_rules! shared_methods {
             gpus: $gpus,
             per_insert: $per_insert
         );
+        crate::audit::audit_methods!($write, $read, $numbered);
         crate::label_actions::label_action_methods!($write, $read, $numbered);
+        crate::reclaim_cases::reclaim_case_methods!($write, $read, $numbered);
         crate::alerts::alert_methods!($write, $read, $numbered);
         crate::remote_write::journal_methods!($write, $read, $numbered);
         crate::reports::report_methods!($write, $read, $numbered);

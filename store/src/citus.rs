@@ -6,7 +6,7 @@
 //!   node's inventory, samples, rollups and stream positions live in the same shard group and
 //!   every join and aggregate that carries `node` runs on one worker;
 //! - the small fleet-wide tables (analysis runs, alerts, label actions, reports, the remote
-//!   write journal, the fleet's hourly totals, waiting work) become reference tables, copied to every node.
+//!   write journal, the fleet's hourly totals, waiting work, reclaim cases) become reference tables, copied to every node.
 //!
 //! Partitions created later (`CREATE TABLE … PARTITION OF`) inherit their parent's
 //! distribution, and retention's `DROP TABLE` of a partition drops its shards.
@@ -31,7 +31,7 @@ pub fn by_node() -> impl Iterator<Item = &'static str> {
 }
 
 /// Fleet-wide tables copied to every node.
-pub const REFERENCE: [&str; 11] = [
+pub const REFERENCE: [&str; 13] = [
     "cluster_rollup_1h",
     "analysis_runs",
     "label_actions",
@@ -43,6 +43,8 @@ pub const REFERENCE: [&str; 11] = [
     "remote_write_journal",
     "secrets",
     "waiting_work",
+    "reclaim_cases",
+    "reclaim_steps",
 ];
 
 /// Whether the connected database has the citus extension.

@@ -36,14 +36,7 @@ pub struct LabelActionRecord {
 }
 
 /// One step of a run: who, when, what, and the result.
-#[derive(Debug, Clone)]
-pub struct LabelStep {
-    pub ts_ms: i64,
-    pub actor: String,
-    pub step: String,
-    pub result: String,
-    pub detail: String,
-}
+pub use super::audit::Step as LabelStep;
 
 /// A state change of a label action: from one of `from` to `to`. Approval records `by`, when
 /// and `override_pods`; end states record `outcome` and when.
@@ -188,24 +181,12 @@ macro_rules! label_action_methods {
             if out.is_empty() {
                 return Ok(out);
             }
-            // Ids come from the database: safe to inline.
-            let ids = out.iter().map(|a| a.id.to_string()).collect::<Vec<_>>().join(", ");
-            let steps = sqlx::query(&format!(
-                "SELECT action_id, ts_ms, actor, step, result, detail FROM label_action_steps WHERE action_id IN ({ids}) ORDER BY action_id, seq"
-            ))
-            .fetch_all(&self.$read)
-            .await?;
-            let at: std::collections::HashMap<i64, usize> =
-                out.iter().enumerate().map(|(i, a)| (a.id, i)).collect();
-            for s in &steps {
-                let id: i64 = s.try_get(0)?;
-                out[at[&id]].steps.push(super::label_actions::LabelStep {
-                    ts_ms: s.try_get(1)?,
-                    actor: s.try_get(2)?,
-                    step: s.try_get(3)?,
-                    result: s.try_get(4)?,
-                    detail: s.try_get(5)?,
-                });
+            let ids: Vec<i64> = out.iter().map(|a| a.id).collect();
+            let mut steps = self
+                .audit_steps(super::audit::Trail::LabelActions, &ids)
+                .await?;
+            for a in &mut out {
+                a.steps = steps.remove(&a.id).unwrap_or_default();
             }
             Ok(out)
         }
@@ -253,19 +234,8 @@ macro_rules! label_action_methods {
             id: i64,
             step: &super::label_actions::LabelStep,
         ) -> Result<()> {
-            sqlx::query(&$sql(
-                "INSERT INTO label_action_steps (action_id, seq, ts_ms, actor, step, result, detail) VALUES (?, (SELECT COUNT(*) FROM label_action_steps WHERE action_id = ?), ?, ?, ?, ?, ?)",
-            ))
-            .bind(id)
-            .bind(id)
-            .bind(step.ts_ms)
-            .bind(&step.actor)
-            .bind(&step.step)
-            .bind(&step.result)
-            .bind(&step.detail)
-            .execute(&self.$write)
-            .await?;
-            Ok(())
+            self.add_audit_step(super::audit::Trail::LabelActions, id, step)
+                .await
         }
     };
 }

@@ -4,6 +4,7 @@
 
 pub mod alerts;
 mod analysis_runs;
+pub mod audit;
 mod backend;
 mod citus;
 mod cluster_rollup;
@@ -17,6 +18,7 @@ mod node_upkeep;
 mod pgcopy;
 mod postgres;
 mod raw;
+pub mod reclaim_cases;
 mod records;
 pub mod remote_write;
 pub mod reports;
@@ -40,8 +42,8 @@ use model::wire::v1::Batch;
 pub use raw::{BLOCK_MS, block_of};
 pub use records::{
     EventRecord, GpuRecord, HealthRecord, IngestOutcome, JobLock, LOCK_ALERTS, LOCK_ANALYTICS,
-    LOCK_REPORTS, MAX_MIG_HOLDERS, MigRecord, NodeRecord, OrphanRecord, Retention, RetentionStats,
-    RollupStats, TableCounts, TeamOf, TenantRecord, WantedMinutes, Writes,
+    LOCK_RECLAIM, LOCK_REPORTS, MAX_MIG_HOLDERS, MigRecord, NodeRecord, OrphanRecord, Retention,
+    RetentionStats, RollupStats, TableCounts, TeamOf, TenantRecord, WantedMinutes, Writes,
 };
 pub use series::{Agg, Entity, Metric, Resolution, Series, SeriesQuery};
 
@@ -487,6 +489,34 @@ impl Store {
     /// Appends a step to a label action's audit trail.
     pub async fn add_label_step(&self, id: i64, step: &label_actions::LabelStep) -> Result<()> {
         dispatch!(self, s => s.add_label_step(id, step).await)
+    }
+
+    /// Records a new reclaim case; returns its id.
+    pub async fn insert_reclaim_case(&self, c: &reclaim_cases::NewCase) -> Result<i64> {
+        dispatch!(self, s => s.insert_reclaim_case(c).await)
+    }
+
+    /// The reclaim cases `filter` selects, newest first, with their steps.
+    pub async fn reclaim_cases(
+        &self,
+        filter: &reclaim_cases::CaseFilter<'_>,
+    ) -> Result<Vec<reclaim_cases::CaseRecord>> {
+        dispatch!(self, s => s.reclaim_cases(filter).await)
+    }
+
+    /// Moves a reclaim case from one state to another; false when it was in none of `from`.
+    pub async fn move_reclaim_case(&self, m: &reclaim_cases::Move<'_>) -> Result<bool> {
+        dispatch!(self, s => s.move_reclaim_case(m).await)
+    }
+
+    /// Appends a step to a label action's or reclaim case's audit trail.
+    pub async fn add_audit_step(
+        &self,
+        trail: audit::Trail,
+        id: i64,
+        step: &audit::Step,
+    ) -> Result<()> {
+        dispatch!(self, s => s.add_audit_step(trail, id, step).await)
     }
 
     /// Journals one remote-write request's series before it is answered.

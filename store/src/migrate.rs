@@ -46,6 +46,7 @@ migrations! {
     11 => "0011_sealed_blocks.sql",
     12 => "0012_secrets.sql",
     13 => "0013_waiting_work.sql",
+    14 => "0014_reclaim_cases.sql",
 }
 
 pub fn checksum(sql: &str) -> String {

@@ -241,6 +241,7 @@ impl JobLock {
 pub const LOCK_ANALYTICS: i64 = 0x6770_756c_656e_7301;
 pub const LOCK_ALERTS: i64 = 0x6770_756c_656e_7302;
 pub const LOCK_REPORTS: i64 = 0x6770_756c_656e_7303;
+pub const LOCK_RECLAIM: i64 = 0x6770_756c_656e_7304;
 
 /// The most (instance, tenant) pairs `mig_holders` returns.
 pub const MAX_MIG_HOLDERS: i64 = 256;

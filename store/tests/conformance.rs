@@ -62,6 +62,7 @@ conformance!(
     sealed_samples_answer_as_rows_did,
     a_backlog_of_rows_seals_in_steps,
     waiting_episodes_are_kept_current_and_read_by_overlap,
+    reclaim_cases_move_once_and_keep_their_trail,
 );
 
 /// Every answer read from raw samples, as text with values to 9 significant digits (the mean
@@ -1344,6 +1345,135 @@ async fn waiting_episodes_are_kept_current_and_read_by_overlap(store: &Store) {
     assert!(store.waiting(5 * h, 6 * h).await.unwrap().is_empty());
     assert_eq!(store.prune_waiting(2 * h + 1).await.unwrap(), 1);
     assert_eq!(store.waiting(0, 10 * h).await.unwrap().len(), 1);
+}
+
+async fn reclaim_cases_move_once_and_keep_their_trail(store: &Store) {
+    use store::audit::{Step, Trail};
+    use store::reclaim_cases::{CaseFilter, Move, NewCase};
+    let h = HOUR_MS;
+    let case = |tenant: &str, opened: i64| NewCase {
+        cluster: "c1".into(),
+        node: "gpu-1".into(),
+        gpu: "GPU-1".into(),
+        tenant: tenant.into(),
+        tenant_name: format!("pod ml/{tenant}"),
+        namespace: "ml".into(),
+        pod: tenant.into(),
+        pod_uid: "uid".into(),
+        team: "vision".into(),
+        policy: "notebooks".into(),
+        action: "scale-to-zero".into(),
+        dry_run: false,
+        finding: "f1".into(),
+        idle_hours: 30.5,
+        idle_share: 0.97,
+        signal_metric: "sm_util".into(),
+        signal_entity: format!("tenant:{tenant}"),
+        state: "noticed".into(),
+        opened_ms: opened,
+        act_after_ms: opened + 4 * h,
+    };
+    let a = store.insert_reclaim_case(&case("a", h)).await.unwrap();
+    let b = store.insert_reclaim_case(&case("b", 2 * h)).await.unwrap();
+    let step = |n: i64, what: &str| Step {
+        ts_ms: n,
+        actor: "gpulens".into(),
+        step: what.into(),
+        result: "ok".into(),
+        detail: String::new(),
+    };
+    for (i, w) in ["opened", "notice", "approved"].iter().enumerate() {
+        store
+            .add_audit_step(Trail::ReclaimCases, a, &step(i as i64, w))
+            .await
+            .unwrap();
+    }
+    let moved = store
+        .move_reclaim_case(&Move {
+            by: Some("alice"),
+            ..Move::new(a, &["noticed", "awaiting_approval"], "approved", 5 * h)
+        })
+        .await
+        .unwrap();
+    assert!(moved);
+    assert!(
+        !store
+            .move_reclaim_case(&Move::new(a, &["noticed"], "cancelled", 5 * h))
+            .await
+            .unwrap(),
+        "a case moves only from the states named"
+    );
+    store
+        .move_reclaim_case(&Move {
+            target: Some("Deployment ml/a"),
+            undo: Some("kubectl scale"),
+            ..Move::new(a, &["approved"], "acted", 6 * h)
+        })
+        .await
+        .unwrap();
+    store
+        .move_reclaim_case(&Move {
+            outcome: Some("freed GPU 0"),
+            ..Move::new(a, &["acted"], "freed", 7 * h)
+        })
+        .await
+        .unwrap();
+    let all = store.reclaim_cases(&CaseFilter::newest(10)).await.unwrap();
+    assert_eq!(all.iter().map(|c| c.id).collect::<Vec<_>>(), [b, a]);
+    let got = &all[1];
+    assert_eq!(
+        got.case,
+        NewCase {
+            state: "freed".into(),
+            ..case("a", h)
+        },
+        "the case reads back as recorded, in its new state"
+    );
+    assert_eq!(
+        (
+            got.decided_by.as_deref(),
+            got.decided_ms,
+            got.target.as_deref(),
+            got.undo.as_deref(),
+            got.acted_ms,
+            got.finished_ms,
+            got.outcome.as_deref()
+        ),
+        (
+            Some("alice"),
+            Some(5 * h),
+            Some("Deployment ml/a"),
+            Some("kubectl scale"),
+            Some(6 * h),
+            Some(7 * h),
+            Some("freed GPU 0")
+        )
+    );
+    assert_eq!(
+        got.steps
+            .iter()
+            .map(|s| s.step.as_str())
+            .collect::<Vec<_>>(),
+        ["opened", "notice", "approved"]
+    );
+    let open = store
+        .reclaim_cases(&CaseFilter {
+            states: &store::reclaim_cases::OPEN,
+            ..CaseFilter::newest(10)
+        })
+        .await
+        .unwrap();
+    assert_eq!(open.iter().map(|c| c.id).collect::<Vec<_>>(), [b]);
+    let acted = store
+        .reclaim_cases(&CaseFilter {
+            acted_since_ms: Some(6 * h),
+            opened_since_ms: Some(0),
+            ..CaseFilter::newest(10)
+        })
+        .await
+        .unwrap();
+    assert_eq!(acted.len(), 1);
+    assert_eq!(acted[0].case.state, "freed");
 }
 
 /// Issue 15: a stored row with a MIG id of 2^31 (accepted before ingest checked the domain)

@@ -91,3 +91,21 @@ pub fn label_applied(
         "label action run"
     );
 }
+
+/// A reclaim case approved or cancelled by a person (`decision`: approve, cancel).
+pub fn reclaim_decided(case: i64, decision: &str, caller: &Caller) {
+    let (who, how) = caller
+        .principal
+        .as_ref()
+        .map_or(("-", "-"), |p| (p.name.as_str(), via(p)));
+    tracing::info!(
+        target: TARGET,
+        event = "reclaim",
+        who,
+        via = how,
+        case,
+        decision,
+        from = %caller.from(),
+        "reclaim case decided"
+    );
+}

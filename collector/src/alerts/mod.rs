@@ -78,12 +78,19 @@ impl Alerting {
                 ..ActionFilter::newest(500)
             })
             .await?;
+        let cases = store
+            .reclaim_cases(&store::reclaim_cases::CaseFilter {
+                states: &crate::reclaim::NOTIFIED,
+                ..store::reclaim_cases::CaseFilter::newest(1_000)
+            })
+            .await?;
         let facts = rules::Facts {
             analysis: analysis.as_deref(),
             nodes: &nodes,
             label_actions: &actions,
             now_ms,
             keep_ms,
+            reclaim_cases: &cases,
         };
         let conditions = rules::evaluate(&self.rules, &facts);
         let before = state::load(store).await?;

@@ -92,6 +92,7 @@ fn expr(rule: &Rule) -> String {
             rule.threshold.unwrap_or(300.0)
         ),
         Kind::LabelRollback => "sum by (outcome) (increase(gpulens_label_action_runs_total{outcome=~\"rolled_back|failed\"}[1h])) > 0".to_owned(),
+        Kind::ReclaimNotice => "sum by (state) (gpulens_reclaim_cases_open{state=~\"noticed|awaiting_approval|approved\"}) > 0".to_owned(),
     }
 }
 
@@ -106,7 +107,7 @@ fn template(t: &str, kind: Kind) -> String {
     };
     let node = match kind {
         Kind::IngestLag => "the fleet",
-        Kind::LabelRollback => "a node",
+        Kind::LabelRollback | Kind::ReclaimNotice => "a node",
         Kind::Finding(FindingKind::WaitingDemand) => "{{ $labels.cluster }}",
         _ => "{{ $labels.node }}",
     };
@@ -114,6 +115,9 @@ fn template(t: &str, kind: Kind) -> String {
     let summary = match kind {
         Kind::Finding(FindingKind::OutcomeWorse) | Kind::LabelRollback => {
             "see gpulens' label actions"
+        }
+        Kind::ReclaimNotice => {
+            "{{ $value }} reclaim case(s) {{ $labels.state }}: see /api/v1/reclaim"
         }
         _ => "see the finding on gpulens' dashboard",
     };
@@ -149,6 +153,9 @@ impl Rule {
                     .to_owned(),
                 Kind::LabelRollback => "a GPU Operator change failed: the gpulens dashboard's \
                  label actions page has the failed step and the rollback"
+                    .to_owned(),
+                Kind::ReclaimNotice => "idle holdings a reclaim policy took up: gpulens notified \
+                 their owners; /api/v1/reclaim lists each case, its grace and what will be done"
                     .to_owned(),
                 Kind::Finding(FindingKind::WaitingDemand) => "{{ $labels.cluster }}: work waits \
                  for GPUs while GPUs of its pool are held idle; the gpulens dashboard's findings \

@@ -1,8 +1,9 @@
 //! Alert rules: which conditions fire, with what labels and annotations.
 //!
 //! Most conditions come from the newest stored analysis: a finding that is still going on at
-//! the end of the analysed window is an active condition. Two come from the collector itself:
-//! how far behind a node's data arrives (ingest lag), and label changes that rolled back.
+//! the end of the analysed window is an active condition. Three come from the collector itself:
+//! how far behind a node's data arrives (ingest lag), label changes that rolled back, and the
+//! notices of open reclaim cases.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -24,6 +25,8 @@ pub enum Kind {
     IngestLag,
     /// A GPU Operator label change failed and was rolled back (or could not be).
     LabelRollback,
+    /// A reclaim case is open: its owner is told what will happen and how to stop it.
+    ReclaimNotice,
 }
 
 impl Kind {
@@ -32,7 +35,7 @@ impl Kind {
         FindingKind::ALL
             .into_iter()
             .map(Kind::Finding)
-            .chain([Kind::IngestLag, Kind::LabelRollback])
+            .chain([Kind::IngestLag, Kind::LabelRollback, Kind::ReclaimNotice])
             .collect()
     }
 
@@ -42,13 +45,14 @@ impl Kind {
             Kind::Finding(k) => k.as_str(),
             Kind::IngestLag => "ingest_lag",
             Kind::LabelRollback => "label_rollback",
+            Kind::ReclaimNotice => "reclaim_notice",
         }
     }
 
     fn finding(self) -> Option<FindingKind> {
         match self {
             Kind::Finding(k) => Some(k),
-            Kind::IngestLag | Kind::LabelRollback => None,
+            Kind::IngestLag | Kind::LabelRollback | Kind::ReclaimNotice => None,
         }
     }
 }
@@ -117,6 +121,12 @@ impl Rule {
                 None,
                 "a GPU Operator change on {node} failed: {summary}",
             ),
+            Kind::ReclaimNotice => (
+                crate::reclaim::NOTICE_ALERTNAME,
+                0,
+                Some("warning"),
+                "{summary}",
+            ),
         };
         Rule {
             name: name.into(),
@@ -154,17 +164,13 @@ pub struct Facts<'a> {
     pub now_ms: i64,
     /// Label failures count for this long after they finished.
     pub keep_ms: i64,
+    /// Reclaim cases whose notice stands (noticed, awaiting approval, approved).
+    pub reclaim_cases: &'a [store::reclaim_cases::CaseRecord],
 }
 
-/// A finding still going on when its analysis window ends (hour rollups: the last hour may be
-/// partial).
-const ONGOING_SLACK_MS: i64 = 2 * 3_600_000;
-/// Whether a finding is a condition that holds now: it is still going on when its analysis
-/// window ends. Hardware errors stay a condition while the window holds them: a GPU that fell
-/// off the bus two days ago is still suspect until someone acts. The collector's own alerts and
-/// the `gpulens_finding_headline` series behind the generated Prometheus rules both ask this.
+/// Whether a finding is a condition that holds now ([`Analysis::ongoing`]).
 pub fn ongoing(a: &Analysis, f: &analytics::Finding) -> bool {
-    f.kind == FindingKind::Hardware || f.to_ms + ONGOING_SLACK_MS >= a.to_ms
+    a.ongoing(f)
 }
 
 /// Nodes not heard from in this long are the agent-silent rule's, not ingest lag's.
@@ -333,6 +339,27 @@ pub fn evaluate(rules: &[Rule], facts: &Facts) -> Vec<Condition> {
                     c.labels.remove("cluster");
                     c.labels.insert("label".into(), a.label.clone());
                     c.labels.insert("action".into(), a.id.to_string());
+                    out.push(c);
+                }
+            }
+            Kind::ReclaimNotice => {
+                for case in facts.reclaim_cases {
+                    let summary = crate::reclaim::notice_summary(case);
+                    let k = &case.case;
+                    let s = Subject {
+                        cluster: &k.cluster,
+                        node: &k.node,
+                        gpu: Some(&k.gpu),
+                        tenant: Some(&k.tenant),
+                        tenant_name: Some(&k.tenant_name),
+                        team: Some(&k.team),
+                        summary: &summary,
+                    };
+                    let severity = rule.severity.as_deref().unwrap_or("warning");
+                    let mut c = condition(i, rule, severity, &s, k.idle_hours.round());
+                    for (key, v) in crate::reclaim::notice_labels(case) {
+                        c.labels.entry(key).or_insert(v);
+                    }
                     out.push(c);
                 }
             }

@@ -219,6 +219,7 @@ async fn live(
         reports: Some(((*state.reports).clone(), state.analytics.thresholds.clone())),
         labels: None,
         demand: None,
+        reclaim: None,
     };
     let runner = crate::tasks::Runner::start(&state.tasks, crate::schedule::standard(state, plan));
     let live = tokio::spawn(async move { driver.stream(interval, None).await });

@@ -188,6 +188,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     .with_access(config.access.clone())?
     .with_labels(config.labels.clone())
     .with_reports(config.reports.clone())
+    .with_reclaim(config.reclaim.clone())
     .with_fleet_metrics(&config.metrics)
     .with_stored_session_key()
     .await?;
@@ -208,6 +209,20 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
             &config.demand,
             &config.teams,
             &state.metrics.demand,
+        )
+        .await,
+        reclaim: crate::reclaim::connect_if_enabled(
+            &state.store,
+            &config.reclaim,
+            state.newest.clone(),
+            state.retention,
+            config
+                .alerts
+                .receivers
+                .iter()
+                .map(|r| (r.name.clone(), r.matchers.clone()))
+                .collect(),
+            &state.metrics.reclaim,
         )
         .await,
     };

@@ -11,6 +11,7 @@ pub mod task;
 
 pub use api::routes;
 pub use metrics::DemandMetrics;
+pub use pods::{check_identity, check_namespace};
 pub use settings::Settings;
 pub use task::{Poll, task};
 

@@ -133,15 +133,20 @@ pub fn product_of(spec: &PodSpec) -> Option<String> {
         .filter(|p| label_value(p))
 }
 
-/// Checks an object's namespace, name and uid against their domains.
-pub fn check_identity(namespace: &str, name: &str, uid: &str) -> Result<(), String> {
+/// Checks a namespace name: a DNS-1123 label.
+pub fn check_namespace(namespace: &str) -> Result<(), String> {
     model::names::check_subdomain(namespace)
         .and_then(|()| {
             (namespace.len() <= 63 && !namespace.contains('.'))
                 .then_some(())
                 .ok_or_else(|| "is not a DNS-1123 label".to_owned())
         })
-        .map_err(|why| format!("namespace {namespace:?} {why}"))?;
+        .map_err(|why| format!("namespace {namespace:?} {why}"))
+}
+
+/// Checks an object's namespace, name and uid against their domains.
+pub fn check_identity(namespace: &str, name: &str, uid: &str) -> Result<(), String> {
+    check_namespace(namespace)?;
     model::names::check_subdomain(name).map_err(|why| format!("name {why}"))?;
     if uid.is_empty()
         || uid.len() > 64

@@ -735,6 +735,7 @@ async fn default_rules_turn_ongoing_findings_into_alerts() {
         analysis: Some(&a),
         now_ms: to,
         keep_ms: 86_400_000,
+        reclaim_cases: &[],
         ..Default::default()
     };
     let conditions = rules::evaluate(&rules, &facts);
@@ -775,6 +776,7 @@ async fn default_rules_turn_ongoing_findings_into_alerts() {
         analysis: Some(&quiet),
         now_ms: to + 60_000,
         keep_ms: 86_400_000,
+        reclaim_cases: &[],
         ..Default::default()
     };
     let after = state::advance(

@@ -35,6 +35,7 @@ const FEATURES: &[&str] = &[
     "health",
     "ingest",
     "labels",
+    "reclaim",
     "remote_write",
     "reports",
     "simulate",

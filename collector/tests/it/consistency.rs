@@ -85,6 +85,7 @@ async fn alerts_pages_and_counts_agree() {
         analysis: Some(&a),
         now_ms: to,
         keep_ms: 86_400_000,
+        reclaim_cases: &[],
         ..Default::default()
     };
     let conditions = rules::evaluate(&rules, &facts);

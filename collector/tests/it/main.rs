@@ -20,6 +20,7 @@ mod listener;
 mod outcome;
 mod prometheus;
 mod readme;
+mod reclaim;
 mod remote_write;
 mod reports;
 mod robustness;

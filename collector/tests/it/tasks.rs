@@ -171,6 +171,7 @@ async fn serve_and_demo_run_the_same_storage_analysis_alert_and_report_tasks() {
         reports: Some((Default::default(), Default::default())),
         labels: None,
         demand: None,
+        reclaim: None,
     };
     let names: Vec<_> = collector::schedule::standard(&state, plan)
         .iter()

@@ -1,0 +1,90 @@
+//! Audit trails: the steps of a label action (migration 0004) or a reclaim case (0014), one
+//! row per step with its time, actor and result, in order. One table shape, one writer and
+//! one reader for both.
+
+/// One step: who, when, what, and the result.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Step {
+    pub ts_ms: i64,
+    pub actor: String,
+    pub step: String,
+    pub result: String,
+    pub detail: String,
+}
+
+/// Which trail a step belongs to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Trail {
+    LabelActions,
+    ReclaimCases,
+}
+
+impl Trail {
+    /// The steps table and the column naming the action or case.
+    pub(crate) fn table(self) -> (&'static str, &'static str) {
+        match self {
+            Trail::LabelActions => ("label_action_steps", "action_id"),
+            Trail::ReclaimCases => ("reclaim_steps", "case_id"),
+        }
+    }
+}
+
+/// The audit-trail methods of a backend.
+macro_rules! audit_methods {
+    ($write:ident, $read:ident, $sql:path) => {
+        /// Appends a step to the trail of action or case `id`.
+        pub async fn add_audit_step(
+            &self,
+            trail: super::audit::Trail,
+            id: i64,
+            step: &super::audit::Step,
+        ) -> Result<()> {
+            let (table, key) = trail.table();
+            sqlx::query(&$sql(&format!(
+                "INSERT INTO {table} ({key}, seq, ts_ms, actor, step, result, detail) VALUES (?, (SELECT COUNT(*) FROM {table} WHERE {key} = ?), ?, ?, ?, ?, ?)",
+            )))
+            .bind(id)
+            .bind(id)
+            .bind(step.ts_ms)
+            .bind(&step.actor)
+            .bind(&step.step)
+            .bind(&step.result)
+            .bind(&step.detail)
+            .execute(&self.$write)
+            .await?;
+            Ok(())
+        }
+
+        /// The steps of each of `ids`, in order.
+        pub async fn audit_steps(
+            &self,
+            trail: super::audit::Trail,
+            ids: &[i64],
+        ) -> Result<std::collections::HashMap<i64, Vec<super::audit::Step>>> {
+            let mut out: std::collections::HashMap<i64, Vec<super::audit::Step>> =
+                std::collections::HashMap::new();
+            if ids.is_empty() {
+                return Ok(out);
+            }
+            let (table, key) = trail.table();
+            // Ids are integers: safe to inline.
+            let list = ids.iter().map(i64::to_string).collect::<Vec<_>>().join(", ");
+            let rows = sqlx::query(&format!(
+                "SELECT {key}, ts_ms, actor, step, result, detail FROM {table} WHERE {key} IN ({list}) ORDER BY {key}, seq"
+            ))
+            .fetch_all(&self.$read)
+            .await?;
+            for s in &rows {
+                out.entry(s.try_get(0)?).or_default().push(super::audit::Step {
+                    ts_ms: s.try_get(1)?,
+                    actor: s.try_get(2)?,
+                    step: s.try_get(3)?,
+                    result: s.try_get(4)?,
+                    detail: s.try_get(5)?,
+                });
+            }
+            Ok(out)
+        }
+    };
+}
+pub(crate) use audit_methods;

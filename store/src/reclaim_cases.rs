@@ -1,0 +1,261 @@
+//! The reclaim loop's cases (migration 0014): an idle holding a policy took up, from notice to
+//! outcome, with its audit trail (`reclaim_steps`). One SQL text serves both backends.
+
+pub use super::audit::Step;
+
+/// States in which a case is still the loop's business (an acted case waits for its outcome
+/// check).
+pub const OPEN: [&str; 4] = ["noticed", "awaiting_approval", "approved", "acted"];
+
+/// A case as it is first recorded.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewCase {
+    pub cluster: String,
+    pub node: String,
+    pub gpu: String,
+    /// The tenant's key (`pod/<uid>/<container>`) and its display name.
+    pub tenant: String,
+    pub tenant_name: String,
+    pub namespace: String,
+    pub pod: String,
+    pub pod_uid: String,
+    pub team: String,
+    pub policy: String,
+    /// `report`, `scale-to-zero` or `suspend`.
+    pub action: String,
+    pub dry_run: bool,
+    /// The idle_allocation finding the case was opened from.
+    pub finding: String,
+    pub idle_hours: f64,
+    pub idle_share: f64,
+    /// The series that showed the holding idle: use on it cancels the case.
+    pub signal_metric: String,
+    pub signal_entity: String,
+    pub state: String,
+    pub opened_ms: i64,
+    /// When the grace period ends.
+    pub act_after_ms: i64,
+}
+
+/// A stored case with its steps.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CaseRecord {
+    pub id: i64,
+    pub case: NewCase,
+    pub decided_by: Option<String>,
+    pub decided_ms: Option<i64>,
+    /// The object acted on (`Deployment ml/trainer`).
+    pub target: Option<String>,
+    pub acted_ms: Option<i64>,
+    pub finished_ms: Option<i64>,
+    pub outcome: Option<String>,
+    /// How to undo what was done.
+    pub undo: Option<String>,
+    pub steps: Vec<Step>,
+}
+
+/// Which cases to read: every condition that is set; the newest `limit`.
+#[derive(Debug, Clone, Copy)]
+pub struct CaseFilter<'a> {
+    pub id: Option<i64>,
+    pub states: &'a [&'a str],
+    /// Cases opened at or after this time.
+    pub opened_since_ms: Option<i64>,
+    /// Cases acted on at or after this time.
+    pub acted_since_ms: Option<i64>,
+    pub limit: i64,
+}
+
+impl<'a> CaseFilter<'a> {
+    pub fn newest(limit: i64) -> CaseFilter<'a> {
+        CaseFilter {
+            id: None,
+            states: &[],
+            opened_since_ms: None,
+            acted_since_ms: None,
+            limit,
+        }
+    }
+
+    /// The WHERE condition, `?` in field order (id, states, opened, acted).
+    pub(crate) fn condition(&self) -> String {
+        let mut c = vec!["1 = 1".to_owned()];
+        if self.id.is_some() {
+            c.push("id = ?".into());
+        }
+        if !self.states.is_empty() {
+            c.push(format!(
+                "state IN ({})",
+                vec!["?"; self.states.len()].join(", ")
+            ));
+        }
+        if self.opened_since_ms.is_some() {
+            c.push("opened_ms >= ?".into());
+        }
+        if self.acted_since_ms.is_some() {
+            c.push("acted_ms >= ?".into());
+        }
+        c.join(" AND ")
+    }
+}
+
+/// A case moving from one of `from` to `to`, with what the move records (unset fields keep
+/// their value). Leaving the open states records when it finished; entering `acted`, when.
+#[derive(Debug, Clone, Copy)]
+pub struct Move<'a> {
+    pub id: i64,
+    pub from: &'a [&'a str],
+    pub to: &'a str,
+    /// Who approved or cancelled it.
+    pub by: Option<&'a str>,
+    pub target: Option<&'a str>,
+    pub undo: Option<&'a str>,
+    pub outcome: Option<&'a str>,
+    pub now_ms: i64,
+}
+
+impl<'a> Move<'a> {
+    pub fn new(id: i64, from: &'a [&'a str], to: &'a str, now_ms: i64) -> Move<'a> {
+        Move {
+            id,
+            from,
+            to,
+            by: None,
+            target: None,
+            undo: None,
+            outcome: None,
+            now_ms,
+        }
+    }
+}
+
+pub(crate) const COLUMNS: &str = "id, cluster, node, gpu, tenant, tenant_name, namespace, pod, pod_uid, team, policy, action, dry_run, finding, idle_hours, idle_share, signal_metric, signal_entity, state, opened_ms, act_after_ms, decided_by, decided_ms, target, acted_ms, finished_ms, outcome, undo";
+
+/// The reclaim-case methods of a backend.
+macro_rules! reclaim_case_methods {
+    ($write:ident, $read:ident, $sql:path) => {
+        /// Records a new case; returns its id.
+        pub async fn insert_reclaim_case(
+            &self,
+            c: &super::reclaim_cases::NewCase,
+        ) -> Result<i64> {
+            Ok(sqlx::query_scalar(&$sql(
+                "INSERT INTO reclaim_cases (cluster, node, gpu, tenant, tenant_name, namespace, pod, pod_uid, team, policy, action, dry_run, finding, idle_hours, idle_share, signal_metric, signal_entity, state, opened_ms, act_after_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
+            ))
+            .bind(&c.cluster)
+            .bind(&c.node)
+            .bind(&c.gpu)
+            .bind(&c.tenant)
+            .bind(&c.tenant_name)
+            .bind(&c.namespace)
+            .bind(&c.pod)
+            .bind(&c.pod_uid)
+            .bind(&c.team)
+            .bind(&c.policy)
+            .bind(&c.action)
+            .bind(i32::from(c.dry_run))
+            .bind(&c.finding)
+            .bind(c.idle_hours)
+            .bind(c.idle_share)
+            .bind(&c.signal_metric)
+            .bind(&c.signal_entity)
+            .bind(&c.state)
+            .bind(c.opened_ms)
+            .bind(c.act_after_ms)
+            .fetch_one(&self.$write)
+            .await?)
+        }
+
+        /// The cases `f` selects, newest first, with their steps.
+        pub async fn reclaim_cases(
+            &self,
+            f: &super::reclaim_cases::CaseFilter<'_>,
+        ) -> Result<Vec<super::reclaim_cases::CaseRecord>> {
+            let sql = $sql(&format!(
+                "SELECT {} FROM reclaim_cases WHERE {} ORDER BY id DESC LIMIT ?",
+                super::reclaim_cases::COLUMNS,
+                f.condition()
+            ));
+            let mut q = sqlx::query(&sql);
+            if let Some(id) = f.id {
+                q = q.bind(id);
+            }
+            for s in f.states {
+                q = q.bind(*s);
+            }
+            for t in [f.opened_since_ms, f.acted_since_ms].into_iter().flatten() {
+                q = q.bind(t);
+            }
+            let rows = q.bind(f.limit).fetch_all(&self.$read).await?;
+            let mut out = Vec::with_capacity(rows.len());
+            for r in &rows {
+                out.push(super::reclaim_cases::CaseRecord {
+                    id: r.try_get(0)?,
+                    case: super::reclaim_cases::NewCase {
+                        cluster: r.try_get(1)?,
+                        node: r.try_get(2)?,
+                        gpu: r.try_get(3)?,
+                        tenant: r.try_get(4)?,
+                        tenant_name: r.try_get(5)?,
+                        namespace: r.try_get(6)?,
+                        pod: r.try_get(7)?,
+                        pod_uid: r.try_get(8)?,
+                        team: r.try_get(9)?,
+                        policy: r.try_get(10)?,
+                        action: r.try_get(11)?,
+                        dry_run: r.try_get::<i32, _>(12)? != 0,
+                        finding: r.try_get(13)?,
+                        idle_hours: r.try_get(14)?,
+                        idle_share: r.try_get(15)?,
+                        signal_metric: r.try_get(16)?,
+                        signal_entity: r.try_get(17)?,
+                        state: r.try_get(18)?,
+                        opened_ms: r.try_get(19)?,
+                        act_after_ms: r.try_get(20)?,
+                    },
+                    decided_by: r.try_get(21)?,
+                    decided_ms: r.try_get(22)?,
+                    target: r.try_get(23)?,
+                    acted_ms: r.try_get(24)?,
+                    finished_ms: r.try_get(25)?,
+                    outcome: r.try_get(26)?,
+                    undo: r.try_get(27)?,
+                    steps: Vec::new(),
+                });
+            }
+            let ids: Vec<i64> = out.iter().map(|c| c.id).collect();
+            let mut steps = self
+                .audit_steps(super::audit::Trail::ReclaimCases, &ids)
+                .await?;
+            for c in &mut out {
+                c.steps = steps.remove(&c.id).unwrap_or_default();
+            }
+            Ok(out)
+        }
+
+        /// Moves a case (see [`super::reclaim_cases::Move`]); false when it was in none of
+        /// the `from` states (someone else moved it first).
+        pub async fn move_reclaim_case(&self, m: &super::reclaim_cases::Move<'_>) -> Result<bool> {
+            let states = vec!["?"; m.from.len()].join(", ");
+            let sql = $sql(&format!(
+                "UPDATE reclaim_cases SET state = ?, decided_by = COALESCE(?, decided_by), decided_ms = COALESCE(?, decided_ms), target = COALESCE(?, target), undo = COALESCE(?, undo), outcome = COALESCE(?, outcome), acted_ms = COALESCE(?, acted_ms), finished_ms = COALESCE(?, finished_ms) WHERE id = ? AND state IN ({states})"
+            ));
+            let open = super::reclaim_cases::OPEN.contains(&m.to);
+            let mut q = sqlx::query(&sql)
+                .bind(m.to)
+                .bind(m.by)
+                .bind(m.by.map(|_| m.now_ms))
+                .bind(m.target)
+                .bind(m.undo)
+                .bind(m.outcome)
+                .bind((m.to == "acted").then_some(m.now_ms))
+                .bind((!open).then_some(m.now_ms))
+                .bind(m.id);
+            for s in m.from {
+                q = q.bind(*s);
+            }
+            Ok(q.execute(&self.$write).await?.rows_affected() == 1)
+        }
+    };
+}
+pub(crate) use reclaim_case_methods;
