@@ -808,6 +808,13 @@ fn cases() -> BTreeMap<&'static str, Value> {
                    "cluster": "gpu-east"}),
         ),
         (
+            "reclaim-acting",
+            json!({"reclaim": {"dryRun": false, "maxActionsPerHour": 5, "policies": [
+                {"name": "notebooks", "namespaces": ["notebooks"], "action": "scale-to-zero",
+                 "min_idle": "24h", "grace": "4h", "exempt": ["owner=oncall"]},
+                {"name": "vision", "teams": ["vision"], "idle_share": 0.95}]}}),
+        ),
+        (
             "agents-in-the-release-namespace",
             json!({"agent": {"namespace": {"create": false}}}),
         ),
