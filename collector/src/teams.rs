@@ -28,6 +28,14 @@ impl TeamsConfig {
             .unwrap_or_else(|| namespace.to_owned())
     }
 
+    /// The team of a Slurm account: its mapping, else the account itself.
+    pub fn team_of_account(&self, account: &str) -> String {
+        self.accounts
+            .get(account)
+            .cloned()
+            .unwrap_or_else(|| account.to_owned())
+    }
+
     pub fn team_of(&self, t: &model::Tenant) -> Option<String> {
         use model::TenantKind;
         let mapped = match t.kind {

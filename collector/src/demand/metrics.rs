@@ -16,6 +16,8 @@ pub struct ResourceLabels {
 pub struct DemandMetrics {
     pub pods: Gauge,
     pub workloads: Gauge,
+    pub slurm_jobs: Gauge,
+    pub held_jobs: Gauge,
     pub units: Family<ResourceLabels, Gauge>,
     pub refused: Counter,
     pub left_out: Counter,
@@ -29,6 +31,10 @@ impl DemandMetrics {
                 "Pending pods asking for GPUs at the last demand poll";
             workloads => "waiting_workloads",
                 "Kueue Workloads not admitted that ask for GPUs, at the last demand poll";
+            slurm_jobs => "waiting_slurm_jobs",
+                "Slurm jobs pending with a GPU request at the last demand poll (held ones left out)";
+            held_jobs => "held_slurm_jobs",
+                "Slurm jobs pending with a GPU request but held (JobHeldUser, JobHeldAdmin) at the last demand poll";
             units => "waiting_gpu_units",
                 "Units of each GPU resource pending pods and unadmitted Kueue Workloads asked for at the last demand poll";
             refused => "waiting_pods_refused",

@@ -7,6 +7,7 @@ pub mod kueue;
 pub mod metrics;
 pub mod pods;
 pub mod settings;
+pub mod slurm;
 pub mod task;
 
 pub use api::routes;
@@ -23,16 +24,16 @@ pub async fn connect_if_enabled(
     teams: &crate::teams::TeamsConfig,
     metrics: &DemandMetrics,
 ) -> Option<Poll> {
-    if !s.pending_pods {
+    if !s.pending_pods && s.slurm.is_none() {
         return None;
     }
     match Poll::connect(store.clone(), s.clone(), teams.clone(), metrics.clone()).await {
         Ok(p) => {
-            tracing::info!(every = ?s.every, "waiting demand: pending pods are read");
+            tracing::info!(every = ?s.every, pods = s.pending_pods, slurm = s.slurm.is_some(), "waiting demand is read");
             Some(p)
         }
         Err(e) => {
-            tracing::warn!(error = %e, "[demand] pending_pods is on but no Kubernetes client could be made; waiting demand is not read");
+            tracing::warn!(error = %e, "[demand] is on but its sources cannot be reached (no Kubernetes client, or no HTTP client for slurmrestd); waiting demand is not read");
             None
         }
     }

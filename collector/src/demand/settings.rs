@@ -42,6 +42,74 @@ pub struct Settings {
         deserialize_with = "crate::settings::duration"
     )]
     pub keep: Duration,
+    /// Slurm's pending jobs, read from slurmrestd (unset: Slurm is not read).
+    #[serde(default)]
+    pub slurm: Option<SlurmSettings>,
+}
+
+/// `[demand.slurm]`: where slurmrestd answers and who asks.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SlurmSettings {
+    /// slurmrestd's base URL (`http://slurmctld:6820`).
+    pub url: String,
+    /// The OpenAPI version of its jobs endpoint: `v0.0.37` (Slurm 21.08) to `v0.0.43`.
+    #[serde(default = "default_slurm_api")]
+    pub api_version: String,
+    /// A Slurm JWT (`scontrol token`), sent as `X-SLURM-USER-TOKEN`.
+    pub token: crate::settings::Secret,
+    /// The Slurm user the token belongs to (`X-SLURM-USER-NAME`).
+    pub user: String,
+    /// The gpulens cluster name (the agents' `--cluster`) of that Slurm cluster.
+    pub cluster: String,
+}
+
+impl SlurmSettings {
+    /// The jobs endpoint.
+    pub fn jobs_url(&self) -> String {
+        format!(
+            "{}/slurm/{}/jobs",
+            self.url.trim_end_matches('/'),
+            self.api_version
+        )
+    }
+
+    fn check(&self) -> anyhow::Result<()> {
+        let url: reqwest::Url = self
+            .url
+            .parse()
+            .map_err(|e| anyhow::anyhow!("[demand.slurm] url = {:?}: {e}", self.url))?;
+        anyhow::ensure!(
+            matches!(url.scheme(), "http" | "https"),
+            "[demand.slurm] url must be http or https"
+        );
+        let v = self
+            .api_version
+            .strip_prefix("v0.0.")
+            .and_then(|n| n.parse::<u32>().ok());
+        anyhow::ensure!(
+            v.is_some_and(|n| (37..=43).contains(&n)),
+            "[demand.slurm] api_version = {:?}: gpulens reads v0.0.37 (Slurm 21.08) to v0.0.43",
+            self.api_version
+        );
+        anyhow::ensure!(
+            !self.user.is_empty()
+                && self.user.len() <= 64
+                && self
+                    .user
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b)),
+            "[demand.slurm] user = {:?} is not a user name",
+            self.user
+        );
+        model::names::check_subdomain(&self.cluster)
+            .map_err(|why| anyhow::anyhow!("[demand.slurm] cluster = {:?}: {why}", self.cluster))?;
+        Ok(())
+    }
+}
+
+fn default_slurm_api() -> String {
+    "v0.0.41".into()
 }
 
 impl Default for Settings {
@@ -54,6 +122,7 @@ impl Default for Settings {
             every: default_every(),
             max_pods: default_max_pods(),
             keep: default_keep(),
+            slurm: None,
         }
     }
 }
@@ -74,6 +143,9 @@ impl Settings {
         if let Some(c) = &self.cluster {
             model::names::check_subdomain(c)
                 .map_err(|why| anyhow::anyhow!("[demand] cluster = {c:?}: {why}"))?;
+        }
+        if let Some(s) = &self.slurm {
+            s.check()?;
         }
         Ok(())
     }

@@ -31,13 +31,20 @@ pub struct PollReport {
     pub refused: usize,
     /// Whether `max_pods` stopped a listing before its end.
     pub truncated: bool,
+    /// Slurm jobs pending with a GPU request, recorded.
+    pub waiting_jobs: usize,
+    /// Slurm jobs pending with a GPU request but held (not stored: they wait for a person).
+    pub held_jobs: usize,
 }
 
 /// One cluster's demand poll.
 #[derive(Clone)]
 pub struct Poll {
     pub store: Store,
-    pub client: kube::Client,
+    /// The Kubernetes API, when pending pods are read.
+    pub client: Option<kube::Client>,
+    /// slurmrestd, when `[demand.slurm]` is set.
+    pub slurm: Option<super::slurm::Source>,
     pub settings: Settings,
     pub teams: TeamsConfig,
     pub metrics: DemandMetrics,
@@ -59,13 +66,20 @@ impl Poll {
         teams: TeamsConfig,
         metrics: DemandMetrics,
     ) -> anyhow::Result<Poll> {
-        let client = match settings.kube_url.as_deref() {
-            Some(u) => kube::Client::try_from(kube::Config::new(u.parse()?))?,
-            None => kube::Client::try_default().await?,
+        let client = match (settings.pending_pods, settings.kube_url.as_deref()) {
+            (false, _) => None,
+            (true, Some(u)) => Some(kube::Client::try_from(kube::Config::new(u.parse()?))?),
+            (true, None) => Some(kube::Client::try_default().await?),
         };
+        let slurm = settings
+            .slurm
+            .clone()
+            .map(super::slurm::Source::new)
+            .transpose()?;
         Ok(Poll {
             store,
             client,
+            slurm,
             settings,
             teams,
             metrics,
@@ -133,10 +147,13 @@ impl Poll {
     }
 
     /// Kueue Workloads, or `None` where Kueue is not installed (the API server answers 404).
-    async fn workloads(&self) -> anyhow::Result<Option<(Vec<DynamicObject>, bool)>> {
+    async fn workloads(
+        &self,
+        client: &kube::Client,
+    ) -> anyhow::Result<Option<(Vec<DynamicObject>, bool)>> {
         let gvk = GroupVersionKind::gvk(kueue::GROUP, kueue::VERSION, "Workload");
         let resource = ApiResource::from_gvk_with_plural(&gvk, kueue::PLURAL);
-        let api: Api<DynamicObject> = Api::all_with(self.client.clone(), &resource);
+        let api: Api<DynamicObject> = Api::all_with(client.clone(), &resource);
         match self.list_all(api, None).await {
             Ok(w) => Ok(Some(w)),
             Err(kube::Error::Api(e)) if e.code == 404 => Ok(None),
@@ -144,22 +161,52 @@ impl Poll {
         }
     }
 
-    /// One poll at `now_ms`.
+    /// One poll at `now_ms`: pending pods and Kueue Workloads (when read), Slurm's pending
+    /// jobs (when `[demand.slurm]` is set); records what waits and prunes old episodes.
     pub async fn poll(&self, now_ms: i64) -> anyhow::Result<PollReport> {
+        let mut report = PollReport::default();
+        let mut records: Vec<WaitingRecord> = Vec::new();
+        if let Some(client) = &self.client {
+            self.poll_kubernetes(client, now_ms, &mut report, &mut records)
+                .await?;
+        }
+        if let Some(slurm) = &self.slurm {
+            self.poll_slurm(slurm, now_ms, &mut report, &mut records)
+                .await?;
+        }
+        self.store.record_waiting(&records).await?;
+        let keep_ms = i64::try_from(self.settings.keep.as_millis()).unwrap_or(i64::MAX);
+        self.store
+            .prune_waiting(now_ms.saturating_sub(keep_ms))
+            .await?;
+        self.measure(&report, &records);
+        if report.truncated {
+            tracing::warn!(
+                max_pods = self.settings.max_pods,
+                "more waiting work than [demand] max_pods; the rest was not read this poll"
+            );
+        }
+        Ok(report)
+    }
+
+    async fn poll_kubernetes(
+        &self,
+        client: &kube::Client,
+        now_ms: i64,
+        report: &mut PollReport,
+        records: &mut Vec<WaitingRecord>,
+    ) -> anyhow::Result<()> {
         let Some(cluster) = self.cluster().await? else {
             tracing::debug!("no agent has reported yet; the demand poll waits for a cluster name");
-            return Ok(PollReport::default());
+            return Ok(());
         };
-        let (pods, mut truncated) = self
-            .list_all(Api::<Pod>::all(self.client.clone()), Some(PENDING_UNBOUND))
+        let (pods, truncated) = self
+            .list_all(Api::<Pod>::all(client.clone()), Some(PENDING_UNBOUND))
             .await?;
         let team_of = |ns: &str| self.teams.team_of_namespace(ns);
-        let mut report = PollReport {
-            pods_read: pods.len(),
-            truncated,
-            ..PollReport::default()
-        };
-        let mut records: Vec<WaitingRecord> = Vec::new();
+        report.pods_read = pods.len();
+        report.truncated |= truncated;
+        let mut refused = 0;
         // One object's outcome: its records kept and counted, or its refusal logged.
         let mut take =
             |r: Result<Vec<WaitingRecord>, String>, what: &str, waiting: &mut usize| match r {
@@ -169,7 +216,7 @@ impl Poll {
                     records.extend(w);
                 }
                 Err(why) => {
-                    report.refused += 1;
+                    refused += 1;
                     tracing::warn!(%why, "a {what} was refused by the demand poll");
                 }
             };
@@ -183,9 +230,9 @@ impl Poll {
         }
         let mut waiting_workloads = 0;
         if self.settings.kueue_workloads
-            && let Some((workloads, cut)) = self.workloads().await?
+            && let Some((workloads, cut)) = self.workloads(client).await?
         {
-            truncated |= cut;
+            report.truncated |= cut;
             for o in workloads {
                 let w = serde_json::to_value(&o)
                     .and_then(serde_json::from_value::<kueue::Workload>)
@@ -196,26 +243,44 @@ impl Poll {
         }
         report.waiting_pods = waiting_pods;
         report.waiting_workloads = waiting_workloads;
-        report.truncated = truncated;
-        self.store.record_waiting(&records).await?;
-        let keep_ms = i64::try_from(self.settings.keep.as_millis()).unwrap_or(i64::MAX);
-        self.store
-            .prune_waiting(now_ms.saturating_sub(keep_ms))
-            .await?;
-        self.measure(&report, &records);
-        if truncated {
-            tracing::warn!(
-                max_pods = self.settings.max_pods,
-                "more pending pods than [demand] max_pods; the rest were not read this poll"
-            );
+        report.refused += refused;
+        Ok(())
+    }
+
+    async fn poll_slurm(
+        &self,
+        slurm: &super::slurm::Source,
+        now_ms: i64,
+        report: &mut PollReport,
+        records: &mut Vec<WaitingRecord>,
+    ) -> anyhow::Result<()> {
+        let (jobs, more) = slurm.jobs(self.settings.max_pods).await?;
+        report.truncated |= more;
+        let team_of = |account: &str| self.teams.team_of_account(account);
+        let cluster = &slurm.settings.cluster;
+        for job in &jobs {
+            match super::slurm::job_of(job, cluster, &team_of, now_ms) {
+                Ok(super::slurm::Job::Waiting(w)) => {
+                    report.waiting_jobs += 1;
+                    records.extend(w);
+                }
+                Ok(super::slurm::Job::Held) => report.held_jobs += 1,
+                Ok(super::slurm::Job::NotWaiting) => {}
+                Err(why) => {
+                    report.refused += 1;
+                    tracing::warn!(%why, "a Slurm job was refused by the demand poll");
+                }
+            }
         }
-        Ok(report)
+        Ok(())
     }
 
     fn measure(&self, report: &PollReport, records: &[WaitingRecord]) {
         let m = &self.metrics;
         m.pods.set(report.waiting_pods as i64);
         m.workloads.set(report.waiting_workloads as i64);
+        m.slurm_jobs.set(report.waiting_jobs as i64);
+        m.held_jobs.set(report.held_jobs as i64);
         m.refused.inc_by(report.refused as u64);
         if report.truncated {
             m.left_out.inc();
