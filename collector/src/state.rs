@@ -249,6 +249,7 @@ impl AppState {
             labels: self.labels.clone(),
             newest: self.newest.clone(),
             access: self.access.clone(),
+            reclaim: self.reclaim.clone(),
         }
     }
 

@@ -20,10 +20,11 @@ pub enum Nav {
     Recommendations,
     Reports,
     Alerts,
+    Reclaim,
     None,
 }
 
-const NAV: [(Nav, &str, &str); 8] = [
+const NAV: [(Nav, &str, &str); 9] = [
     (Nav::Overview, "/", "Overview"),
     (Nav::Nodes, "/nodes", "Nodes"),
     (Nav::Tenants, "/tenants", "Tenants"),
@@ -32,6 +33,7 @@ const NAV: [(Nav, &str, &str); 8] = [
     (Nav::Recommendations, "/recommendations", "Recommendations"),
     (Nav::Reports, "/reports", "Reports"),
     (Nav::Alerts, "/alerts", "Alerts"),
+    (Nav::Reclaim, "/reclaim", "Reclaim"),
 ];
 
 /// What every page carries besides its content.
@@ -76,6 +78,7 @@ th{background:#eef1f5;font-weight:600}th a{color:inherit}td.n,th.n{text-align:ri
 caption{text-align:left;color:#4b5563;font-size:.9em;padding:.2rem 0}
 .sev-critical{color:#a4161a;font-weight:600}.sev-warning{color:#8a4b00;font-weight:600}.sev-info{color:#334155}
 .ok{color:#1b6e2e}.warn{color:#8a4b00;font-weight:600}
+form.inline{display:inline;margin:0}
 form.filters{display:flex;flex-wrap:wrap;gap:.6rem;align-items:end;background:#fff;border:1px solid #d4d9e0;border-radius:8px;padding:.6rem .8rem}
 form.filters label{display:flex;flex-direction:column;font-size:.88em;color:#374151}
 select,input,button{font:inherit;padding:.25rem .45rem;border:1px solid #9aa4b2;border-radius:4px;background:#fff}

@@ -9,6 +9,7 @@ mod login;
 mod nodes;
 mod overview;
 mod page;
+mod reclaim;
 mod recommendations;
 mod reports;
 mod series;
@@ -54,6 +55,9 @@ pub fn routes() -> Routes<DashboardState> {
         .post("/recommendations/{id}/approve", Operate, Page, approve)
         .get("/reports", Read(AllTeams), Page, reports)
         .get("/alerts", Read(AllTeams), Page, alerts)
+        .get("/reclaim", Read(Filtered), Page, reclaim::reclaim)
+        .post("/reclaim/{id}/approve", Operate, Page, reclaim::approve)
+        .post("/reclaim/{id}/cancel", Operate, Page, reclaim::cancel)
         // Signing in and out.
         .get("/login", Public, Page, login_page)
         .post("/login", Public, Page, login)

@@ -30,6 +30,8 @@ pub struct DashboardState {
     pub newest: Arc<Newest>,
     /// Who may see what, sessions and sign-in attempts.
     pub access: Arc<Access>,
+    /// `[reclaim]`: whether the loop runs dry, and its policies.
+    pub reclaim: Arc<crate::reclaim::Settings>,
 }
 
 crate::shared::derefs_to_shared!(DashboardState);

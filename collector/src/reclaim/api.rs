@@ -232,68 +232,121 @@ pub struct Decided {
     pub by: String,
 }
 
-/// Moves case `id` from one of `from` to `to` for the caller, with the step recorded.
-async fn decide(
-    state: &ReclaimState,
-    id: Result<Path<i64>, axum::extract::rejection::PathRejection>,
-    caller: &crate::access::Caller,
-    from: &[&str],
-    to: &'static str,
-) -> Result<Json<Decided>, ApiError> {
-    let who = caller
-        .name()
-        .ok_or_else(|| ApiError::Unauthorized("sign in as an operator".into()))?
-        .to_owned();
-    let Path(id) = id.map_err(|e| ApiError::BadRequest(e.body_text()))?;
+/// A person's decision on a case.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Decision {
+    /// A case awaiting approval goes ahead.
+    Approve,
+    /// An open case that has not acted ends; nothing is done to the pod.
+    Cancel,
+}
+
+impl Decision {
+    fn from(self) -> &'static [&'static str] {
+        match self {
+            Decision::Approve => &["awaiting_approval"],
+            Decision::Cancel => &["noticed", "awaiting_approval", "approved"],
+        }
+    }
+
+    pub fn to(self) -> &'static str {
+        match self {
+            Decision::Approve => "approved",
+            Decision::Cancel => "cancelled",
+        }
+    }
+}
+
+/// Why a decision was not taken.
+#[derive(Debug, thiserror::Error)]
+pub enum DecideError {
+    #[error("no reclaim case {0}")]
+    Unknown(i64),
+    #[error("reclaim case {id} is {state}; only a case that is {from} can be {to}")]
+    State {
+        id: i64,
+        state: String,
+        from: String,
+        to: &'static str,
+    },
+    #[error(transparent)]
+    Store(#[from] store::StoreError),
+}
+
+/// Records `who`'s decision on case `id` (through `via`: the API, the dashboard), with its
+/// step; refused when the case is in no state the decision applies to.
+pub async fn decide(
+    store: &store::Store,
+    id: i64,
+    who: &str,
+    decision: Decision,
+    via: &str,
+) -> Result<(), DecideError> {
     let now = model::time::now_ms();
-    let found = state
-        .store
+    let found = store
         .reclaim_cases(&CaseFilter {
             id: Some(id),
             ..CaseFilter::newest(1)
         })
         .await?;
     let Some(case) = found.first() else {
-        return Err(ApiError::NotFound(format!("no reclaim case {id}")));
+        return Err(DecideError::Unknown(id));
     };
+    let (from, to) = (decision.from(), decision.to());
     let outcome = format!("cancelled by {who}");
-    let moved = state
-        .store
+    let moved = store
         .move_reclaim_case(&Move {
-            by: Some(&who),
-            outcome: (to == "cancelled").then_some(outcome.as_str()),
+            by: Some(who),
+            outcome: (decision == Decision::Cancel).then_some(outcome.as_str()),
             ..Move::new(id, from, to, now)
         })
         .await?;
     if !moved {
-        return Err(ApiError::Conflict(format!(
-            "reclaim case {id} is {}; only a case that is {} can be {to}",
-            case.case.state,
-            from.join(" or ")
-        )));
+        return Err(DecideError::State {
+            id,
+            state: case.case.state.clone(),
+            from: from.join(" or "),
+            to,
+        });
     }
     let step = store::audit::Step {
         ts_ms: now,
-        actor: who.clone(),
-        step: if to == "approved" {
-            "approved"
-        } else {
-            "cancelled"
-        }
-        .into(),
+        actor: who.to_owned(),
+        step: to.into(),
         result: "ok".into(),
-        detail: format!("by {who} through the API"),
+        detail: format!("by {who} through {via}"),
     };
-    state
-        .store
+    store
         .add_audit_step(store::audit::Trail::ReclaimCases, id, &step)
         .await?;
-    crate::access::audit::reclaim_decided(id, to, caller);
-    Ok(Json(Decided {
-        id,
-        state: to,
-        by: who,
-    }))
+    Ok(())
+}
+
+/// The API's answer to a decision.
+async fn decide_api(
+    state: &ReclaimState,
+    id: Result<Path<i64>, axum::extract::rejection::PathRejection>,
+    caller: &crate::access::Caller,
+    decision: Decision,
+) -> Result<Json<Decided>, ApiError> {
+    let who = caller
+        .name()
+        .ok_or_else(|| ApiError::Unauthorized("sign in as an operator".into()))?
+        .to_owned();
+    let Path(id) = id.map_err(|e| ApiError::BadRequest(e.body_text()))?;
+    match decide(&state.store, id, &who, decision, "the API").await {
+        Ok(()) => {
+            crate::access::audit::reclaim_decided(id, decision.to(), caller);
+            Ok(Json(Decided {
+                id,
+                state: decision.to(),
+                by: who,
+            }))
+        }
+        Err(e @ DecideError::Unknown(_)) => Err(ApiError::NotFound(e.to_string())),
+        Err(e @ DecideError::State { .. }) => Err(ApiError::Conflict(e.to_string())),
+        Err(DecideError::Store(e)) => Err(e.into()),
+    }
 }
 
 pub async fn approve(
@@ -301,7 +354,7 @@ pub async fn approve(
     id: Result<Path<i64>, axum::extract::rejection::PathRejection>,
     caller: crate::access::Caller,
 ) -> Result<Json<Decided>, ApiError> {
-    decide(&state, id, &caller, &["awaiting_approval"], "approved").await
+    decide_api(&state, id, &caller, Decision::Approve).await
 }
 
 pub async fn cancel(
@@ -309,12 +362,5 @@ pub async fn cancel(
     id: Result<Path<i64>, axum::extract::rejection::PathRejection>,
     caller: crate::access::Caller,
 ) -> Result<Json<Decided>, ApiError> {
-    decide(
-        &state,
-        id,
-        &caller,
-        &["noticed", "awaiting_approval", "approved"],
-        "cancelled",
-    )
-    .await
+    decide_api(&state, id, &caller, Decision::Cancel).await
 }

@@ -11,13 +11,13 @@ pub mod pass;
 pub mod settings;
 pub mod target;
 
-pub use api::{ReclaimState, routes};
+pub use api::{CaseView, DecideError, Decision, ReclaimState, decide, routes};
 pub use metrics::ReclaimMetrics;
 pub use notice::{
     ALERTNAME as NOTICE_ALERTNAME, NOTIFIED, labels as notice_labels, summary as notice_summary,
 };
 pub use pass::{PassReport, Receiver, Reclaim};
-pub use settings::Settings;
+pub use settings::{Action, Settings};
 
 use std::sync::Arc;
 

@@ -508,6 +508,29 @@ async fn idle_notebooks_are_noticed_given_grace_and_reclaimed_on_approval() {
     assert_eq!(listed["state"], "freed");
     assert_eq!(listed["steps"].as_array().unwrap().len(), 6);
 
+    // The dashboard's page lists them, with what was done and how to undo it.
+    let resp = collector::router::router(state.clone())
+        .oneshot(Request::get("/reclaim").body(Body::empty()).unwrap())
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), StatusCode::OK);
+    let html = String::from_utf8(
+        axum::body::to_bytes(resp.into_body(), usize::MAX)
+            .await
+            .unwrap()
+            .to_vec(),
+    )
+    .unwrap();
+    assert!(html.contains("Acting: after the grace"), "{html:.400}");
+    assert!(html.contains("notebooks/nb-alice"), "{html:.400}");
+    assert!(
+        html.contains(
+            "Undo: <code>kubectl -n notebooks scale deployment/nb-alice --replicas=1</code>"
+        ),
+        "{html}"
+    );
+    assert!(html.contains("exempt: gpulens.io/reclaim=exempt"), "{html}");
+
     // A new pass opens nothing again for the pods it already took up.
     assert_eq!(
         r.pass_at(acted_at + 12 * 60_000)

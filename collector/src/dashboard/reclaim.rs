@@ -1,0 +1,151 @@
+//! `/reclaim`: the reclaim loop's cases, and an operator's approve and cancel (POSTed forms
+//! with the session's CSRF token).
+
+use super::page::*;
+use crate::reclaim::{DecideError, Decision};
+use store::reclaim_cases::CaseFilter;
+
+pub async fn reclaim(State(state): State<DashboardState>, caller: Caller) -> Page {
+    let cases = state.store.reclaim_cases(&CaseFilter::newest(200)).await?;
+    let csrf = state.access.csrf(&caller);
+    let rows = cases
+        .into_iter()
+        .filter(|c| caller.sees_team(Some(&c.case.team)))
+        .map(|c| {
+            let k = &c.case;
+            let when = match (c.acted_ms, k.state.as_str()) {
+                (Some(t), _) => format!("acted {}", time(t)),
+                (None, "noticed") => format!("grace ends {}", time(k.act_after_ms)),
+                (None, "awaiting_approval" | "approved") => {
+                    format!("grace ended {}", time(k.act_after_ms))
+                }
+                (None, _) => c
+                    .finished_ms
+                    .map(|t| format!("ended {}", time(t)))
+                    .unwrap_or_default(),
+            };
+            pages::ReclaimRow {
+                id: c.id,
+                state: k.state.clone(),
+                pod: format!("{}/{}", k.namespace, k.pod),
+                team: k.team.clone(),
+                node: k.node.clone(),
+                policy: k.policy.clone(),
+                action: k.action.clone(),
+                target: c.target.clone().unwrap_or_default(),
+                idle_hours: k.idle_hours,
+                idle_share: k.idle_share,
+                when,
+                outcome: c.outcome.clone().unwrap_or_default(),
+                undo: c.undo.clone().unwrap_or_default(),
+                csrf: csrf.clone(),
+            }
+        })
+        .collect();
+    let policies = state
+        .reclaim
+        .policies
+        .iter()
+        .map(|p| {
+            let scope: Vec<String> = p
+                .namespaces
+                .iter()
+                .map(|n| format!("namespace {n}"))
+                .chain(p.teams.iter().map(|t| format!("team {t}")))
+                .collect();
+            format!(
+                "{}: {} — idle ≥ {:.0}% of the time and ≥ {} now, grace {}, then {}{}",
+                p.name,
+                scope.join(", "),
+                p.idle_share * 100.0,
+                humantime::format_duration(p.min_idle),
+                humantime::format_duration(p.grace),
+                p.action.as_str(),
+                if p.approval && p.action != crate::reclaim::Action::Report {
+                    " after an operator approves"
+                } else {
+                    ""
+                }
+            )
+        })
+        .collect();
+    let mut f = frame(&state, &caller, "Reclaim");
+    f.refresh_s = Some(60);
+    Ok(Html(pages::reclaim(
+        f,
+        pages::ReclaimPage {
+            dry_run: state.reclaim.dry_run,
+            policies,
+            rows,
+        },
+    )))
+}
+
+#[derive(Debug, serde::Deserialize)]
+pub struct DecideForm {
+    pub csrf: String,
+}
+
+async fn decided(
+    state: DashboardState,
+    caller: Caller,
+    id: i64,
+    form: DecideForm,
+    decision: Decision,
+) -> Response {
+    let (Some(who), Some(want)) = (caller.name(), state.access.csrf(&caller)) else {
+        return (
+            StatusCode::UNAUTHORIZED,
+            Html(pages::problem(
+                frame(&state, &caller, "Sign in"),
+                "Sign in as an operator to decide on reclaim cases.".into(),
+            )),
+        )
+            .into_response();
+    };
+    if !crate::signing::constant_time_eq(want.as_bytes(), form.csrf.as_bytes()) {
+        return (
+            StatusCode::FORBIDDEN,
+            Html(pages::problem(
+                frame(&state, &caller, "Refused"),
+                "The form's CSRF token does not match your session; reload the page and try again."
+                    .into(),
+            )),
+        )
+            .into_response();
+    }
+    let who = who.to_owned();
+    match crate::reclaim::decide(&state.store, id, &who, decision, "the dashboard").await {
+        Ok(()) => {
+            crate::access::audit::reclaim_decided(id, decision.to(), &caller);
+            Redirect::to("/reclaim").into_response()
+        }
+        Err(e @ (DecideError::Unknown(_) | DecideError::State { .. })) => (
+            StatusCode::CONFLICT,
+            Html(pages::problem(
+                frame(&state, &caller, "Refused"),
+                e.to_string(),
+            )),
+        )
+            .into_response(),
+        Err(DecideError::Store(e)) => PageError::from(e).into_response(),
+    }
+}
+
+pub async fn approve(
+    State(state): State<DashboardState>,
+    caller: Caller,
+    Path(id): Path<i64>,
+    Form(form): Form<DecideForm>,
+) -> Response {
+    decided(state, caller, id, form, Decision::Approve).await
+}
+
+pub async fn cancel(
+    State(state): State<DashboardState>,
+    caller: Caller,
+    Path(id): Path<i64>,
+    Form(form): Form<DecideForm>,
+) -> Response {
+    decided(state, caller, id, form, Decision::Cancel).await
+}
