@@ -19,3 +19,14 @@ pub fn parse_time(s: &str, now: i64) -> Result<i64, ApiError> {
 pub fn parse_step(s: &str) -> Result<i64, ApiError> {
     intake::query::parse_step(s).map_err(ApiError::BadRequest)
 }
+
+/// A list's `limit`: 100 unless given, 1 to 1,000.
+pub fn list_limit(limit: Option<i64>) -> Result<i64, ApiError> {
+    let limit = limit.unwrap_or(100);
+    if !(1..=1000).contains(&limit) {
+        return Err(ApiError::BadRequest(format!(
+            "limit must be between 1 and 1000, got {limit}"
+        )));
+    }
+    Ok(limit)
+}

@@ -83,3 +83,34 @@ impl std::ops::Deref for Shared {
         &self.0
     }
 }
+
+/// The gpulens cluster a task that talks to one Kubernetes (or Slurm) cluster works on:
+/// `configured`, else the only cluster the data holds; `None` before any agent reported. With
+/// several clusters and none configured, the error names them and the setting to set
+/// (`section`, e.g. `[demand] cluster`).
+pub async fn the_cluster(
+    store: &Store,
+    configured: Option<&str>,
+    section: &str,
+) -> anyhow::Result<Option<String>> {
+    if let Some(c) = configured {
+        return Ok(Some(c.to_owned()));
+    }
+    let mut clusters: Vec<String> = store
+        .nodes()
+        .await?
+        .into_iter()
+        .map(|n| n.cluster)
+        .collect();
+    clusters.sort();
+    clusters.dedup();
+    match clusters.as_slice() {
+        [] => Ok(None),
+        [one] => Ok(Some(one.clone())),
+        many => anyhow::bail!(
+            "the data holds {} clusters ({}); set {section} to the one this collector works on",
+            many.len(),
+            many.join(", ")
+        ),
+    }
+}

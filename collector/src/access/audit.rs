@@ -15,6 +15,14 @@ fn via(p: &Principal) -> &'static str {
     }
 }
 
+/// Who made a request and how they signed in (`-` for anonymous callers).
+fn who_and_how(caller: &Caller) -> (&str, &'static str) {
+    caller
+        .principal
+        .as_ref()
+        .map_or(("-", "-"), |p| (p.name.as_str(), via(p)))
+}
+
 /// Someone signed in (`method`: token, oidc).
 pub fn signed_in(p: &Principal, method: &str, caller: &Caller) {
     tracing::info!(
@@ -53,10 +61,7 @@ pub fn signed_out(caller: &Caller) {
 
 /// A label action approved (through the dashboard or the API).
 pub fn approved(action: i64, caller: &Caller, override_pods: bool) {
-    let (who, how) = caller
-        .principal
-        .as_ref()
-        .map_or(("-", "-"), |p| (p.name.as_str(), via(p)));
+    let (who, how) = who_and_how(caller);
     tracing::info!(
         target: TARGET,
         event = "approve",
@@ -94,10 +99,7 @@ pub fn label_applied(
 
 /// A reclaim case approved or cancelled by a person (`decision`: approve, cancel).
 pub fn reclaim_decided(case: i64, decision: &str, caller: &Caller) {
-    let (who, how) = caller
-        .principal
-        .as_ref()
-        .map_or(("-", "-"), |p| (p.name.as_str(), via(p)));
+    let (who, how) = who_and_how(caller);
     tracing::info!(
         target: TARGET,
         event = "reclaim",

@@ -247,6 +247,42 @@ pub(super) fn query_string(pairs: &[(&str, &str)]) -> String {
         .join("&")
 }
 
+/// The operator behind a POSTed form: signed in, and the form carries their session's CSRF
+/// token. Otherwise the page that says why (401 or 403), for the handler to return.
+pub(super) fn operator_of_form(
+    state: &DashboardState,
+    caller: &Caller,
+    csrf: &str,
+    doing: &str,
+) -> Result<String, Box<Response>> {
+    let (Some(who), Some(want)) = (caller.name(), state.access.csrf(caller)) else {
+        return Err(Box::new(
+            (
+                StatusCode::UNAUTHORIZED,
+                Html(pages::problem(
+                    frame(state, caller, "Sign in"),
+                    format!("Sign in as an operator to {doing}."),
+                )),
+            )
+                .into_response(),
+        ));
+    };
+    if !crate::signing::constant_time_eq(want.as_bytes(), csrf.as_bytes()) {
+        return Err(Box::new(
+            (
+            StatusCode::FORBIDDEN,
+            Html(pages::problem(
+                frame(state, caller, "Refused"),
+                "The form's CSRF token does not match your session; reload the page and try again."
+                    .into(),
+            )),
+        )
+            .into_response(),
+        ));
+    }
+    Ok(who.to_owned())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

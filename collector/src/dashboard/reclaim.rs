@@ -93,28 +93,10 @@ async fn decided(
     form: DecideForm,
     decision: Decision,
 ) -> Response {
-    let (Some(who), Some(want)) = (caller.name(), state.access.csrf(&caller)) else {
-        return (
-            StatusCode::UNAUTHORIZED,
-            Html(pages::problem(
-                frame(&state, &caller, "Sign in"),
-                "Sign in as an operator to decide on reclaim cases.".into(),
-            )),
-        )
-            .into_response();
+    let who = match operator_of_form(&state, &caller, &form.csrf, "decide on reclaim cases") {
+        Ok(who) => who,
+        Err(page) => return *page,
     };
-    if !crate::signing::constant_time_eq(want.as_bytes(), form.csrf.as_bytes()) {
-        return (
-            StatusCode::FORBIDDEN,
-            Html(pages::problem(
-                frame(&state, &caller, "Refused"),
-                "The form's CSRF token does not match your session; reload the page and try again."
-                    .into(),
-            )),
-        )
-            .into_response();
-    }
-    let who = who.to_owned();
     match crate::reclaim::decide(&state.store, id, &who, decision, "the dashboard").await {
         Ok(()) => {
             crate::access::audit::reclaim_decided(id, decision.to(), &caller);

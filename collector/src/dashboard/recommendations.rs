@@ -351,27 +351,11 @@ pub async fn approve(
 ) -> Response {
     let back = format!("/recommendations/{}", enc(&id));
     // The access table lets only operators this far; the form must carry their CSRF token.
-    let (Some(who), Some(want)) = (caller.name(), state.access.csrf(&caller)) else {
-        return (
-            StatusCode::UNAUTHORIZED,
-            Html(pages::problem(
-                frame(&state, &caller, "Sign in"),
-                "Sign in as an operator to approve changes.".into(),
-            )),
-        )
-            .into_response();
+    let who = match operator_of_form(&state, &caller, &form.csrf, "approve changes") {
+        Ok(who) => who,
+        Err(page) => return *page,
     };
-    if !crate::signing::constant_time_eq(want.as_bytes(), form.csrf.as_bytes()) {
-        return (
-            StatusCode::FORBIDDEN,
-            Html(pages::problem(
-                frame(&state, &caller, "Refused"),
-                "The form's CSRF token does not match your session; reload the page and try again."
-                    .into(),
-            )),
-        )
-            .into_response();
-    }
+    let who = who.as_str();
     // The form approves the action of the step in its URL, and no other (issue 37: a step's
     // form with another step's action approved that one; a made-up id was audited approved).
     let belongs = match analysis(&state).await {

@@ -88,27 +88,12 @@ impl Poll {
 
     /// The gpulens cluster the pods belong to: the configured one, else the only one stored.
     async fn cluster(&self) -> anyhow::Result<Option<String>> {
-        if let Some(c) = &self.settings.cluster {
-            return Ok(Some(c.clone()));
-        }
-        let mut clusters: Vec<String> = self
-            .store
-            .nodes()
-            .await?
-            .into_iter()
-            .map(|n| n.cluster)
-            .collect();
-        clusters.sort();
-        clusters.dedup();
-        match clusters.as_slice() {
-            [] => Ok(None),
-            [one] => Ok(Some(one.clone())),
-            many => anyhow::bail!(
-                "the data holds {} clusters ({}); set [demand] cluster to the one whose pending pods this collector reads",
-                many.len(),
-                many.join(", ")
-            ),
-        }
+        crate::shared::the_cluster(
+            &self.store,
+            self.settings.cluster.as_deref(),
+            "[demand] cluster",
+        )
+        .await
     }
 
     /// Every object of `api` matching `fields`, page by page, at most `max_pods`; and whether

@@ -123,12 +123,7 @@ pub async fn list(
     q: Result<Query<ListQuery>, axum::extract::rejection::QueryRejection>,
 ) -> Result<Json<ActionList>, ApiError> {
     let Query(q) = q.map_err(crate::http::bad_query)?;
-    let limit = q.limit.unwrap_or(100);
-    if !(1..=1000).contains(&limit) {
-        return Err(ApiError::BadRequest(format!(
-            "limit must be between 1 and 1000, got {limit}"
-        )));
-    }
+    let limit = crate::http::list_limit(q.limit)?;
     let states: Vec<&str> = q.state.as_deref().into_iter().collect();
     let actions = state
         .store

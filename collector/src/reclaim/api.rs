@@ -184,12 +184,7 @@ pub async fn list(
     caller: crate::access::Caller,
 ) -> Result<Json<CaseList>, ApiError> {
     let Query(q) = q.map_err(crate::http::bad_query)?;
-    let limit = q.limit.unwrap_or(100);
-    if !(1..=1000).contains(&limit) {
-        return Err(ApiError::BadRequest(format!(
-            "limit must be between 1 and 1000, got {limit}"
-        )));
-    }
+    let limit = crate::http::list_limit(q.limit)?;
     let states: Vec<&str> = q.state.as_deref().into_iter().collect();
     let cases = state
         .store

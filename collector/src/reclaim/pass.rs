@@ -112,28 +112,14 @@ impl Reclaim {
         Ok(report)
     }
 
-    /// The gpulens cluster this collector acts on: the configured one, else the only one.
+    /// The gpulens cluster this collector acts on: the configured one, else the only one
+    /// (with several and none configured, nothing is taken up and the log says why).
     async fn cluster(&self) -> anyhow::Result<Option<String>> {
-        if let Some(c) = &self.settings.cluster {
-            return Ok(Some(c.clone()));
-        }
-        let mut clusters: Vec<String> = self
-            .store
-            .nodes()
-            .await?
-            .into_iter()
-            .map(|n| n.cluster)
-            .collect();
-        clusters.sort();
-        clusters.dedup();
-        match clusters.as_slice() {
-            [one] => Ok(Some(one.clone())),
-            [] => Ok(None),
-            many => {
-                tracing::warn!(
-                    clusters = many.join(", "),
-                    "the data holds several clusters; set [reclaim] cluster to the one this collector may act on"
-                );
+        let configured = self.settings.cluster.as_deref();
+        match crate::shared::the_cluster(&self.store, configured, "[reclaim] cluster").await {
+            Ok(c) => Ok(c),
+            Err(e) => {
+                tracing::warn!(error = %e, "no reclaim case is opened");
                 Ok(None)
             }
         }
