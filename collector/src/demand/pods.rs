@@ -421,29 +421,29 @@ mod tests {
 /// field the parsers read (and some they do not), from a fixed seed. Whatever comes in, a
 /// parser refuses it or returns records inside the documented domain — it never panics.
 #[cfg(test)]
-mod hostile {
+pub(crate) mod hostile {
     use serde_json::{Value, json};
 
     use super::*;
     use crate::demand::kueue;
 
     /// xorshift64*: a fixed, dependency-free stream of numbers.
-    struct Rng(u64);
+    pub(crate) struct Rng(pub u64);
 
     impl Rng {
-        fn next(&mut self) -> u64 {
+        pub(crate) fn next(&mut self) -> u64 {
             self.0 ^= self.0 >> 12;
             self.0 ^= self.0 << 25;
             self.0 ^= self.0 >> 27;
             self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
         }
 
-        fn below(&mut self, n: u64) -> u64 {
+        pub(crate) fn below(&mut self, n: u64) -> u64 {
             self.next() % n
         }
 
         /// A value that a careless parser would trip on.
-        fn value(&mut self) -> Value {
+        pub(crate) fn value(&mut self) -> Value {
             const TEXT: [&str; 12] = [
                 "",
                 "1",

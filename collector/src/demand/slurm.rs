@@ -330,4 +330,67 @@ mod tests {
             Ok(Job::Held)
         );
     }
+
+    /// Hostile jobs from a fixed seed: random values in every field the parser reads, in
+    /// both shapes. Whatever comes in, a job is refused or read inside the domain; no panic.
+    #[test]
+    fn hostile_jobs_from_a_seed_never_leave_the_domain() {
+        let mut rng = crate::demand::pods::hostile::Rng(0x51_0a_2b_3c_4d_5e_6f_70);
+        const FIELDS: [&str; 12] = [
+            "job_id",
+            "job_state",
+            "hold",
+            "state_reason",
+            "state_description",
+            "account",
+            "name",
+            "tres_req_str",
+            "tres_per_job",
+            "tres_per_node",
+            "node_count",
+            "submit_time",
+        ];
+        let team = |a: &str| a.to_owned();
+        let (mut waiting, mut refused) = (0, 0);
+        for i in 0..6_000 {
+            let mut job = json!({"job_id": 40 + i, "job_state": ["PENDING"], "account": "ml",
+                                 "name": "train", "tres_req_str": "cpu=8,gres/gpu=2", "submit_time": 100});
+            for _ in 0..=rng.below(4) {
+                let field = FIELDS[rng.below(FIELDS.len() as u64) as usize];
+                let v = match rng.below(4) {
+                    0 => {
+                        json!({"set": rng.below(2) == 0, "infinite": rng.below(5) == 0, "number": rng.value()})
+                    }
+                    1 => json!(format!("gres/gpu={}", rng.value())),
+                    _ => rng.value(),
+                };
+                job[field] = v;
+            }
+            match job_of(&job, "c", &team, 1_000_000) {
+                Ok(Job::Waiting(records)) => {
+                    waiting += 1;
+                    for r in records {
+                        assert!((1..=MAX_GPUS).contains(&r.count), "{r:?}");
+                        assert!(slurm_name(&r.scope), "{r:?}");
+                        assert!(
+                            r.name.chars().count() <= 253 && !r.name.chars().any(char::is_control)
+                        );
+                        assert!(r.since_ms <= 1_000_000, "{r:?}");
+                        assert!(r.message.chars().count() <= MAX_MESSAGE);
+                        assert!(
+                            r.uid
+                                .parse::<u64>()
+                                .is_ok_and(|n| (1..=4_294_967_295).contains(&n))
+                        );
+                    }
+                }
+                Ok(_) => {}
+                Err(_) => refused += 1,
+            }
+        }
+        assert!(
+            waiting > 500 && refused > 500,
+            "{waiting} waiting, {refused} refused"
+        );
+    }
 }

@@ -140,7 +140,8 @@ fn marks_of(
         .collect()
 }
 
-/// The controller owner reference of an object: (kind, name, uid).
+/// The controller owner reference of an object: (kind, name, uid). A name that is not a
+/// Kubernetes object name (it goes into a request path) reads as no controller.
 fn controller_of(
     meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
 ) -> Option<(String, String, String)> {
@@ -148,6 +149,7 @@ fn controller_of(
         .iter()
         .flatten()
         .find(|o| o.controller == Some(true))
+        .filter(|o| model::names::check_subdomain(&o.name).is_ok())
         .map(|o| (o.kind.clone(), o.name.clone(), o.uid.clone()))
 }
 
@@ -267,11 +269,17 @@ impl Cluster {
             Err(e) => return Err(e),
         };
         let owned = list.items.into_iter().find(|w| {
-            w.metadata
-                .owner_references
-                .iter()
-                .flatten()
-                .any(|o| o.kind == "Job" && o.name == job)
+            let named = w
+                .metadata
+                .name
+                .as_deref()
+                .is_some_and(|n| model::names::check_subdomain(n).is_ok());
+            named
+                && w.metadata
+                    .owner_references
+                    .iter()
+                    .flatten()
+                    .any(|o| o.kind == "Job" && o.name == job)
         });
         Ok(match owned {
             Some(w) => Ok(Target {
