@@ -32,7 +32,9 @@ impl Trail {
 /// The audit-trail methods of a backend.
 macro_rules! audit_methods {
     ($write:ident, $read:ident, $sql:path) => {
-        /// Appends a step to the trail of action or case `id`.
+        /// Appends a step to the trail of action or case `id`. The step's place is read
+        /// first, then written (Citus runs no subquery inside an INSERT); two writers that
+        /// race for one place retry with the next.
         pub async fn add_audit_step(
             &self,
             trail: super::audit::Trail,
@@ -40,19 +42,36 @@ macro_rules! audit_methods {
             step: &super::audit::Step,
         ) -> Result<()> {
             let (table, key) = trail.table();
-            sqlx::query(&$sql(&format!(
-                "INSERT INTO {table} ({key}, seq, ts_ms, actor, step, result, detail) VALUES (?, (SELECT COUNT(*) FROM {table} WHERE {key} = ?), ?, ?, ?, ?, ?)",
-            )))
-            .bind(id)
-            .bind(id)
-            .bind(step.ts_ms)
-            .bind(&step.actor)
-            .bind(&step.step)
-            .bind(&step.result)
-            .bind(&step.detail)
-            .execute(&self.$write)
-            .await?;
-            Ok(())
+            let mut tries = 0;
+            loop {
+                let seq: i64 = sqlx::query_scalar(&$sql(&format!(
+                    "SELECT CAST(COALESCE(MAX(seq) + 1, 0) AS BIGINT) FROM {table} WHERE {key} = ?"
+                )))
+                .bind(id)
+                .fetch_one(&self.$write)
+                .await?;
+                let done = sqlx::query(&$sql(&format!(
+                    "INSERT INTO {table} ({key}, seq, ts_ms, actor, step, result, detail) VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT ({key}, seq) DO NOTHING",
+                )))
+                .bind(id)
+                .bind(seq as i32)
+                .bind(step.ts_ms)
+                .bind(&step.actor)
+                .bind(&step.step)
+                .bind(&step.result)
+                .bind(&step.detail)
+                .execute(&self.$write)
+                .await?;
+                tries += 1;
+                if done.rows_affected() == 1 {
+                    return Ok(());
+                }
+                if tries == 5 {
+                    return Err(super::StoreError::Conflict(format!(
+                        "no free place for a step of {table} {id} after 5 tries"
+                    )));
+                }
+            }
         }
 
         /// The steps of each of `ids`, in order.

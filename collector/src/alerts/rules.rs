@@ -342,31 +342,41 @@ pub fn evaluate(rules: &[Rule], facts: &Facts) -> Vec<Condition> {
                     out.push(c);
                 }
             }
-            Kind::ReclaimNotice => {
-                for case in facts.reclaim_cases {
-                    let summary = crate::reclaim::notice_summary(case);
-                    let k = &case.case;
-                    let s = Subject {
-                        cluster: &k.cluster,
-                        node: &k.node,
-                        gpu: Some(&k.gpu),
-                        tenant: Some(&k.tenant),
-                        tenant_name: Some(&k.tenant_name),
-                        team: Some(&k.team),
-                        summary: &summary,
-                    };
-                    let severity = rule.severity.as_deref().unwrap_or("warning");
-                    let mut c = condition(i, rule, severity, &s, k.idle_hours.round());
-                    for (key, v) in crate::reclaim::notice_labels(case) {
-                        c.labels.entry(key).or_insert(v);
-                    }
-                    out.push(c);
-                }
-            }
+            Kind::ReclaimNotice => out.extend(reclaim_notices(i, rule, facts.reclaim_cases)),
             _ => {}
         }
     }
     out
+}
+
+/// The notices of open reclaim cases, one alert each, with the case's labels.
+fn reclaim_notices(
+    i: usize,
+    rule: &Rule,
+    cases: &[store::reclaim_cases::CaseRecord],
+) -> Vec<Condition> {
+    cases
+        .iter()
+        .map(|case| {
+            let summary = crate::reclaim::notice_summary(case);
+            let k = &case.case;
+            let s = Subject {
+                cluster: &k.cluster,
+                node: &k.node,
+                gpu: Some(&k.gpu),
+                tenant: Some(&k.tenant),
+                tenant_name: Some(&k.tenant_name),
+                team: Some(&k.team),
+                summary: &summary,
+            };
+            let severity = rule.severity.as_deref().unwrap_or("warning");
+            let mut c = condition(i, rule, severity, &s, k.idle_hours.round());
+            for (key, v) in crate::reclaim::notice_labels(case) {
+                c.labels.entry(key).or_insert(v);
+            }
+            c
+        })
+        .collect()
 }
 
 #[cfg(test)]
