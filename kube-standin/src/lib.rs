@@ -41,7 +41,12 @@ use k8s_openapi::api::core::v1::{ConfigMap, Node, Pod};
 use serde_json::{Value, json};
 use tokio::sync::broadcast;
 
-mod objects;
+mod wire;
+
+use wire::{
+    Failure, KINDS, ObjectKey, check_object, has_directive, keys, merge_patch, no_resource,
+    not_found, object_key, selector, status,
+};
 
 /// One change to a node, as a watch reports it.
 #[derive(Debug, Clone)]
@@ -68,10 +73,6 @@ struct State_ {
     /// Every mutating request: (method, path, content type).
     requests: Vec<(String, String, String)>,
 }
-
-use objects::{
-    ObjectKey, check_object, get_object, list_objects, no_resource, object_key, patch_object,
-};
 
 /// The running stand-in. Cheap to clone.
 #[derive(Clone)]
@@ -297,41 +298,6 @@ impl StandIn {
     }
 }
 
-/// An error response, boxed so results stay small.
-type Failure = Box<Response>;
-
-/// A `metav1.Status` error response.
-fn status(code: StatusCode, reason: &str, message: &str) -> Response {
-    (
-        code,
-        axum::Json(json!({
-            "kind": "Status",
-            "apiVersion": "v1",
-            "metadata": {},
-            "status": "Failure",
-            "message": message,
-            "reason": reason,
-            "code": code.as_u16(),
-        })),
-    )
-        .into_response()
-}
-
-fn not_found(kind: &str, name: &str) -> Response {
-    status(
-        StatusCode::NOT_FOUND,
-        "NotFound",
-        &format!("{kind} \"{name}\" not found"),
-    )
-}
-
-/// The value a `fieldSelector` demands for `field` (only `a=b` terms are supported).
-fn selector<'a>(q: &'a BTreeMap<String, String>, field: &str) -> Option<&'a str> {
-    q.get("fieldSelector")?
-        .split(',')
-        .find_map(|term| term.strip_prefix(field)?.strip_prefix('='))
-}
-
 async fn list_nodes(
     State(s): State<Shared>,
     Query(q): Query<BTreeMap<String, String>>,
@@ -429,43 +395,6 @@ async fn get_node(State(s): State<Shared>, Path(name): Path<String>) -> Response
         Some(n) => axum::Json(n.clone()).into_response(),
         None => not_found("nodes", &name),
     }
-}
-
-/// RFC 7386 JSON merge patch.
-fn merge_patch(target: &mut Value, patch: &Value) {
-    match patch {
-        Value::Object(p) => {
-            if !target.is_object() {
-                *target = json!({});
-            }
-            let t = target.as_object_mut().expect("object");
-            for (k, v) in p {
-                if v.is_null() {
-                    t.remove(k);
-                } else {
-                    merge_patch(t.entry(k.clone()).or_insert(Value::Null), v);
-                }
-            }
-        }
-        other => *target = other.clone(),
-    }
-}
-
-fn has_directive(v: &Value) -> bool {
-    match v {
-        Value::Object(m) => m
-            .iter()
-            .any(|(k, v)| k.starts_with('$') || has_directive(v)),
-        Value::Array(a) => a.iter().any(has_directive),
-        _ => false,
-    }
-}
-
-fn keys(v: &Value, field: &str) -> BTreeSet<String> {
-    v["metadata"][field]
-        .as_object()
-        .map(|m| m.keys().cloned().collect())
-        .unwrap_or_default()
 }
 
 /// Applies a patch to `current` by its content type; the result or an error response.
@@ -694,6 +623,109 @@ async fn list_workloads(
         .map(|(_, v)| v)
         .collect();
     paged("Workload", all, st.rv, &q)
+}
+
+/// The served kind at `/apis/{group}/{version}/…/{plural}`, or 404.
+fn served(s: &Shared, group: &str, version: &str, plural: &str) -> Result<String, Failure> {
+    let api_version = format!("{group}/{version}");
+    let known = KINDS
+        .iter()
+        .any(|(av, p, _)| *av == api_version && *p == plural);
+    if !known || (plural == "workloads" && !s.lock().kueue) {
+        return Err(Box::new(no_resource()));
+    }
+    Ok(api_version)
+}
+
+async fn list_objects(
+    State(s): State<Shared>,
+    Path((group, version, ns, plural)): Path<(String, String, String, String)>,
+) -> Response {
+    let api_version = match served(&s, &group, &version, &plural) {
+        Ok(a) => a,
+        Err(r) => return *r,
+    };
+    let kind = KINDS
+        .iter()
+        .find(|(_, p, _)| *p == plural)
+        .map_or("", |k| k.2);
+    let st = s.lock();
+    let items: Vec<&Value> = st
+        .objects
+        .iter()
+        .filter(|(k, _)| k.0 == api_version && k.1 == plural && k.2 == ns)
+        .map(|(_, v)| v)
+        .collect();
+    axum::Json(json!({
+        "apiVersion": api_version,
+        "kind": format!("{kind}List"),
+        "metadata": {"resourceVersion": st.rv.to_string()},
+        "items": items,
+    }))
+    .into_response()
+}
+
+async fn get_object(
+    State(s): State<Shared>,
+    Path((group, version, ns, plural, name)): Path<(String, String, String, String, String)>,
+) -> Response {
+    let api_version = match served(&s, &group, &version, &plural) {
+        Ok(a) => a,
+        Err(r) => return *r,
+    };
+    match s
+        .lock()
+        .objects
+        .get(&(api_version, plural.clone(), ns, name.clone()))
+    {
+        Some(v) => axum::Json(v.clone()).into_response(),
+        None => not_found(&plural, &name),
+    }
+}
+
+async fn patch_object(
+    State(s): State<Shared>,
+    Path((group, version, ns, plural, name)): Path<(String, String, String, String, String)>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let api_version = match served(&s, &group, &version, &plural) {
+        Ok(a) => a,
+        Err(r) => return *r,
+    };
+    let (ct, body) = match parse_body(&headers, &body) {
+        Ok(x) => x,
+        Err(r) => return *r,
+    };
+    if ct != "application/merge-patch+json" {
+        return status(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "UnsupportedMediaType",
+            &format!("the stand-in patches {plural} with merge patches, not {ct:?}"),
+        );
+    }
+    let mut st = s.lock();
+    st.requests.push((
+        "PATCH".into(),
+        format!("/apis/{api_version}/namespaces/{ns}/{plural}/{name}"),
+        ct,
+    ));
+    let key = (api_version, plural.clone(), ns, name.clone());
+    let Some(current) = st.objects.get(&key).cloned() else {
+        return not_found(&plural, &name);
+    };
+    let mut next = current.clone();
+    merge_patch(&mut next, &body);
+    if let Err(r) = validate::<Value>(&current, &body, &next) {
+        return *r;
+    }
+    if let Err(e) = check_object(&plural, &next) {
+        return status(StatusCode::UNPROCESSABLE_ENTITY, "Invalid", &e);
+    }
+    st.rv += 1;
+    next["metadata"]["resourceVersion"] = json!(st.rv.to_string());
+    st.objects.insert(key, next.clone());
+    axum::Json(next).into_response()
 }
 
 async fn get_pod(State(s): State<Shared>, Path((ns, name)): Path<(String, String)>) -> Response {
