@@ -371,7 +371,7 @@ fn reclaim_notices(
             };
             let severity = rule.severity.as_deref().unwrap_or("warning");
             let mut c = condition(i, rule, severity, &s, k.idle_hours.round());
-            for (key, v) in crate::reclaim::notice_labels(case) {
+            for (key, v) in crate::reclaim::notice_labels(case.id, &case.case) {
                 c.labels.entry(key).or_insert(v);
             }
             c

@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 
 use model::time::rfc3339;
-use store::reclaim_cases::CaseRecord;
+use store::reclaim_cases::{CaseRecord, NewCase};
 
 /// The alertname of the default rule.
 pub const ALERTNAME: &str = "GpulensReclaimNotice";
@@ -14,8 +14,7 @@ pub const NOTIFIED: [&str; 3] = ["noticed", "awaiting_approval", "approved"];
 /// The labels that identify a case's notice, beyond the alert's own (`alertname`,
 /// `severity`): cluster, node, GPU, tenant, team, namespace, policy, case and whether the loop
 /// runs dry.
-pub fn labels(c: &CaseRecord) -> BTreeMap<String, String> {
-    let k = &c.case;
+pub fn labels(id: i64, k: &NewCase) -> BTreeMap<String, String> {
     BTreeMap::from([
         ("cluster".to_owned(), k.cluster.clone()),
         ("node".to_owned(), k.node.clone()),
@@ -24,7 +23,7 @@ pub fn labels(c: &CaseRecord) -> BTreeMap<String, String> {
         ("team".to_owned(), k.team.clone()),
         ("namespace".to_owned(), k.namespace.clone()),
         ("policy".to_owned(), k.policy.clone()),
-        ("reclaim_case".to_owned(), c.id.to_string()),
+        ("reclaim_case".to_owned(), id.to_string()),
         ("dry_run".to_owned(), k.dry_run.to_string()),
     ])
 }

@@ -300,7 +300,7 @@ impl Reclaim {
                 })
                 .await?;
         }
-        let reached = self.receivers_for(id).await?;
+        let reached = self.receivers_for(id, &c);
         let detail = if reached.is_empty() {
             "no alert receiver matches this notice's labels: nobody is told, so the case will not act".to_owned()
         } else {
@@ -321,19 +321,15 @@ impl Reclaim {
     }
 
     /// The receivers whose matchers the notice of case `id` satisfies.
-    async fn receivers_for(&self, id: i64) -> anyhow::Result<Vec<String>> {
-        let Some(c) = self.case(id).await? else {
-            return Ok(Vec::new());
-        };
-        let mut labels = notice::labels(&c);
+    fn receivers_for(&self, id: i64, c: &NewCase) -> Vec<String> {
+        let mut labels = notice::labels(id, c);
         labels.insert("alertname".into(), notice::ALERTNAME.into());
         labels.insert("severity".into(), "warning".into());
-        Ok(self
-            .receivers
+        self.receivers
             .iter()
             .filter(|(_, m)| m.iter().all(|(k, v)| labels.get(k) == Some(v)))
             .map(|(n, _)| n.clone())
-            .collect())
+            .collect()
     }
 
     async fn case(&self, id: i64) -> anyhow::Result<Option<CaseRecord>> {
