@@ -2,7 +2,7 @@
 //! [`Input`] from its store; tests and benchmarks can build one directly.
 
 /// The minute series interference reads; the store builds them, so they live in `model`.
-pub use model::rollup::{DeviceMinute, DeviceMinutes, TenantMinute, TenantMinutes};
+pub use model::rollup::{DeviceMinute, DeviceMinutes, PairHour, TenantMinute, TenantMinutes};
 use model::rollup::{GpuAgg, TenantAgg};
 use serde::{Deserialize, Serialize};
 
@@ -100,26 +100,6 @@ pub struct OrphanProcess {
     pub first_seen_ms: i64,
     pub last_seen_ms: i64,
     pub mem_max_bytes: i64,
-}
-
-/// One GPU-hour of one victim–aggressor pair on a shared GPU: the victim's rate in the minutes
-/// the aggressor was idle (alone) and in those it was busy while the device was saturated
-/// (contended). Sums, so hours add up to any range.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct PairHour {
-    pub cluster: String,
-    pub node: String,
-    pub gpu: String,
-    pub victim: String,
-    pub aggressor: String,
-    pub hour: i64,
-    pub alone_n: u32,
-    pub alone_sum: f64,
-    pub contended_n: u32,
-    pub contended_sum: f64,
-    /// The first and last contended minute's start (ms); meaningless when `contended_n` is 0.
-    pub contended_first: i64,
-    pub contended_last: i64,
 }
 
 /// Work that waited for GPUs: one pod (or job) asking for `count` units of one resource,

@@ -158,6 +158,16 @@ fn at(series: &TenantMinutes, bucket: i64) -> Option<&TenantMinute> {
         .map(|i| &series.minutes[i])
 }
 
+/// The thresholds [`pair_hours`] measures with, as a kept pair-hour's mark records them: kept
+/// pair-hours are reused only under the same ones. The leading version changes whenever what
+/// [`pair_hours`] measures does, so hours kept by an older gpulens are measured again.
+pub fn pair_hour_thresholds(cfg: &Config) -> String {
+    format!(
+        "v1,saturation={},mig_bandwidth_saturation={}",
+        cfg.saturation, cfg.mig_bandwidth_saturation
+    )
+}
+
 /// What interference measures in minute rollups, summed per GPU-hour and (victim, aggressor)
 /// pair: for each pair of tenants with minutes on a GPU, the victim's rate in the minutes the
 /// aggressor was idle and in those it was busy while the device was saturated. `mig` says

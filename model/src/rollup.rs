@@ -785,5 +785,25 @@ pub struct TenantMinute {
     pub eff_sum: f64,
 }
 
+/// One GPU-hour of one victim–aggressor pair on a shared GPU: the victim's rate in the minutes
+/// the aggressor was idle (alone) and in those it was busy while the device was saturated
+/// (contended). Sums, so hours add up to any range.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PairHour {
+    pub cluster: String,
+    pub node: String,
+    pub gpu: String,
+    pub victim: String,
+    pub aggressor: String,
+    pub hour: i64,
+    pub alone_n: u32,
+    pub alone_sum: f64,
+    pub contended_n: u32,
+    pub contended_sum: f64,
+    /// The first and last contended minute's start (ms); meaningless when `contended_n` is 0.
+    pub contended_first: i64,
+    pub contended_last: i64,
+}
+
 #[cfg(test)]
 mod tests;

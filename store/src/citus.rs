@@ -27,6 +27,8 @@ pub fn by_node() -> impl Iterator<Item = &'static str> {
             "gpu_rollup_1h",
             "tenant_rollup_1m",
             "tenant_rollup_1h",
+            "pair_hour_marks",
+            "pair_hours",
         ])
 }
 

@@ -26,6 +26,7 @@ mod rollup_reads;
 mod rollup_rows;
 mod secrets;
 pub use model::rollup;
+pub mod pair_hours;
 pub mod series;
 mod span;
 mod sql;
@@ -364,7 +365,10 @@ impl Store {
         now_ms: i64,
         retention: &Retention,
     ) -> Result<RetentionStats> {
-        dispatch!(self, s => s.apply_retention(now_ms, retention).await)
+        let mut stats = dispatch!(self, s => s.apply_retention(now_ms, retention).await)?;
+        let cut = now_ms.saturating_sub(retention.hour.as_millis() as i64);
+        stats.rows_deleted += dispatch!(self, s => s.prune_pair_hours(cut).await)?;
+        Ok(stats)
     }
 
     /// Benchmark baseline: COPY a batch's rows into the raw tables and nothing else
@@ -633,6 +637,45 @@ impl Store {
     /// Waiting episodes that overlap `[from_ms, to_ms)`, oldest first (bounded).
     pub async fn waiting(&self, from_ms: i64, to_ms: i64) -> Result<Vec<waiting::WaitingRecord>> {
         dispatch!(self, s => s.waiting(from_ms, to_ms).await)
+    }
+
+    /// The marks of a node's kept pair-hours in `[from_ms, to_ms)`.
+    pub async fn pair_hour_marks(
+        &self,
+        cluster: &str,
+        node: &str,
+        from_ms: i64,
+        to_ms: i64,
+    ) -> Result<Vec<pair_hours::PairHourMark>> {
+        dispatch!(self, s => s.pair_hour_marks(cluster, node, from_ms, to_ms).await)
+    }
+
+    /// A node's kept pair-hours in `[from_ms, to_ms)` (bounded).
+    pub async fn pair_hours(
+        &self,
+        cluster: &str,
+        node: &str,
+        from_ms: i64,
+        to_ms: i64,
+    ) -> Result<Vec<pair_hours::PairHour>> {
+        dispatch!(self, s => s.pair_hours(cluster, node, from_ms, to_ms).await)
+    }
+
+    /// Keeps a node's pair-hours of the hours `marks` name, replacing what was kept of them.
+    pub async fn keep_pair_hours(
+        &self,
+        cluster: &str,
+        node: &str,
+        marks: &[pair_hours::PairHourMark],
+        rows: &[pair_hours::PairHour],
+    ) -> Result<()> {
+        dispatch!(self, s => s.keep_pair_hours(cluster, node, marks, rows).await)
+    }
+
+    /// Drops kept pair-hours (and their marks) of hours before `before_ms`: the next analysis
+    /// measures them again from minutes.
+    pub async fn prune_pair_hours(&self, before_ms: i64) -> Result<u64> {
+        dispatch!(self, s => s.prune_pair_hours(before_ms).await)
     }
 
     /// Drops waiting episodes last seen before `before_ms`.

@@ -47,6 +47,7 @@ migrations! {
     12 => "0012_secrets.sql",
     13 => "0013_waiting_work.sql",
     14 => "0014_reclaim_cases.sql",
+    15 => "0015_pair_hours.sql",
 }
 
 pub fn checksum(sql: &str) -> String {

@@ -63,6 +63,7 @@ conformance!(
     a_backlog_of_rows_seals_in_steps,
     waiting_episodes_are_kept_current_and_read_by_overlap,
     reclaim_cases_move_once_and_keep_their_trail,
+    pair_hours_are_kept_per_node_hour,
 );
 
 /// Every answer read from raw samples, as text with values to 9 significant digits (the mean
@@ -1345,6 +1346,119 @@ async fn waiting_episodes_are_kept_current_and_read_by_overlap(store: &Store) {
     assert!(store.waiting(5 * h, 6 * h).await.unwrap().is_empty());
     assert_eq!(store.prune_waiting(2 * h + 1).await.unwrap(), 1);
     assert_eq!(store.waiting(0, 10 * h).await.unwrap().len(), 1);
+}
+
+async fn pair_hours_are_kept_per_node_hour(store: &Store) {
+    use store::pair_hours::{PairHour, PairHourMark};
+    let h = HOUR_MS;
+    let t0 = bucket_of(now_ms(), h) - 10 * h;
+    let pair = |node: &str, hour: i64, victim: &str, alone_sum: f64| PairHour {
+        cluster: "c1".into(),
+        node: node.into(),
+        gpu: "GPU-a".into(),
+        victim: victim.into(),
+        aggressor: "pod/x".into(),
+        hour,
+        alone_n: 40,
+        alone_sum,
+        contended_n: 12,
+        contended_sum: 0.1 + 0.2,
+        contended_first: hour + 5 * MINUTE_MS,
+        contended_last: hour + 50 * MINUTE_MS,
+    };
+    let mark = |hour: i64, gpu_samples: i64| PairHourMark {
+        hour_ms: hour,
+        thresholds: "v1,saturation=0.9".into(),
+        gpu_samples,
+        tenant_samples: 2 * gpu_samples,
+    };
+    let rows = [
+        pair("n1", t0, "pod/v", 1.0 / 3.0),
+        pair("n1", t0 + h, "pod/v", 2.5),
+        pair("n1", t0 + h, "pod/w", 7.25),
+        // An hour no mark names is not kept.
+        pair("n1", t0 + 2 * h, "pod/v", 9.0),
+    ];
+    store
+        .keep_pair_hours("c1", "n1", &[mark(t0, 120), mark(t0 + h, 60)], &rows)
+        .await
+        .unwrap();
+    store
+        .keep_pair_hours("c1", "n2", &[mark(t0, 1)], &[pair("n2", t0, "pod/q", 4.0)])
+        .await
+        .unwrap();
+    let window = (t0 - h, t0 + 5 * h);
+    let marks = store
+        .pair_hour_marks("c1", "n1", window.0, window.1)
+        .await
+        .unwrap();
+    let mut hours: Vec<_> = marks
+        .iter()
+        .map(|m| (m.hour_ms, m.gpu_samples, m.tenant_samples))
+        .collect();
+    hours.sort();
+    assert_eq!(hours, [(t0, 120, 240), (t0 + h, 60, 120)]);
+    assert_eq!(marks[0].thresholds, "v1,saturation=0.9");
+    let kept = store
+        .pair_hours("c1", "n1", window.0, window.1)
+        .await
+        .unwrap();
+    assert_eq!(
+        kept,
+        rows[..3],
+        "sums come back to the bit, ordered by pair then hour"
+    );
+    // Measured again: an hour's rows and mark are replaced, the other hours stay.
+    store
+        .keep_pair_hours(
+            "c1",
+            "n1",
+            &[mark(t0 + h, 61)],
+            &[pair("n1", t0 + h, "pod/v", 3.0)],
+        )
+        .await
+        .unwrap();
+    let kept = store
+        .pair_hours("c1", "n1", window.0, window.1)
+        .await
+        .unwrap();
+    assert_eq!(
+        kept,
+        [
+            pair("n1", t0, "pod/v", 1.0 / 3.0),
+            pair("n1", t0 + h, "pod/v", 3.0)
+        ]
+    );
+    let marks = store
+        .pair_hour_marks("c1", "n1", t0 + h, t0 + 2 * h)
+        .await
+        .unwrap();
+    assert_eq!(marks, [mark(t0 + h, 61)]);
+    assert_eq!(
+        store
+            .pair_hours("c1", "n2", window.0, window.1)
+            .await
+            .unwrap()
+            .len(),
+        1
+    );
+    // Pruning drops the rows and marks of earlier hours.
+    assert_eq!(store.prune_pair_hours(t0 + h).await.unwrap(), 4);
+    assert_eq!(
+        store
+            .pair_hours("c1", "n1", window.0, window.1)
+            .await
+            .unwrap()
+            .len(),
+        1
+    );
+    assert!(
+        store
+            .pair_hours("c1", "n2", window.0, window.1)
+            .await
+            .unwrap()
+            .is_empty()
+    );
 }
 
 async fn reclaim_cases_move_once_and_keep_their_trail(store: &Store) {

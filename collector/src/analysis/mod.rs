@@ -5,10 +5,13 @@
 
 pub mod api;
 pub mod metrics;
+mod pairs;
 pub mod stored;
 pub mod view;
 
 use std::collections::BTreeMap;
+
+use futures_util::StreamExt;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -18,7 +21,7 @@ use analytics::input::{
 use analytics::{Analysis, Input};
 use model::rollup::{HOUR_MS, bucket_of};
 
-use store::{LOCK_ANALYTICS, Store, WantedMinutes};
+use store::{LOCK_ANALYTICS, Store};
 
 use crate::shared::Shared;
 pub use api::routes;
@@ -81,8 +84,8 @@ impl Newest {
     }
 }
 
-/// Nodes whose minute rollups are read at once.
-const MINUTE_READS_IN_FLIGHT: usize = 4;
+/// Nodes whose hour rollups are read at once.
+const HOUR_READS_IN_FLIGHT: usize = 4;
 
 /// How much history a scheduled analysis covers, how often it runs, and its thresholds.
 #[derive(Debug, Clone, serde::Deserialize)]
@@ -132,6 +135,10 @@ pub struct LoadStats {
     pub gpu_hours: usize,
     pub tenant_hours: usize,
     pub minute_rows: usize,
+    pub pair_hours: usize,
+    /// Node-hours of pair-hours measured from minutes, and read as kept.
+    pub pair_hours_measured: usize,
+    pub pair_hours_kept: usize,
     pub load: Duration,
     /// Parts of `load`: inventory, hour rollups, minute rollups, health and orphans.
     pub load_inventory: Duration,
@@ -181,12 +188,29 @@ pub async fn load_timed(
         &store.tenants().await?,
     );
     split(&mut stats.load_inventory);
-    for n in &nodes {
-        let r = store.hour_rollups(&n.cluster, &n.node, from, to).await?;
-        push_hours(&mut input, &n.cluster, &n.node, r);
+    // A few nodes at a time, so the database and the decoding overlap; kept in node order.
+    let keys: Vec<(String, String)> = nodes
+        .iter()
+        .map(|n| (n.cluster.clone(), n.node.clone()))
+        .collect();
+    let mut reads = futures_util::stream::iter(keys.into_iter().map(|(cluster, node)| {
+        let store = store.clone();
+        async move {
+            let r = store.hour_rollups(&cluster, &node, from, to).await;
+            r.map(|r| (cluster, node, r))
+        }
+    }))
+    .buffered(HOUR_READS_IN_FLIGHT);
+    while let Some(read) = reads.next().await {
+        let (cluster, node, r) = read?;
+        push_hours(&mut input, &cluster, &node, r);
     }
+    drop(reads);
     split(&mut stats.load_hours);
-    stats.minute_rows = interference_minutes(store, cfg, &mut input).await?;
+    let pairs = pairs::load(store, cfg, &mut input).await?;
+    stats.minute_rows = pairs.minute_rows;
+    stats.pair_hours_measured = pairs.hours_measured;
+    stats.pair_hours_kept = pairs.hours_kept;
     split(&mut stats.load_minutes);
     input.health = health(store, from, to).await?;
     input.orphans = store
@@ -277,57 +301,6 @@ fn inventory(
             team: t.team.clone(),
         })
         .collect();
-}
-
-/// Minute rows only where interference can be measured (each wanted GPU's ranges), a few
-/// nodes at a time so the database and the decoding overlap; each node's minutes become its
-/// pair-hours ([`analytics::pair_hours`]) as they arrive and are dropped, so the minutes of
-/// only a few nodes are held at once. Returns the minute rows read.
-async fn interference_minutes(
-    store: &Store,
-    cfg: &analytics::Config,
-    input: &mut Input,
-) -> anyhow::Result<usize> {
-    let mig: std::collections::HashSet<String> = input
-        .gpus
-        .iter()
-        .filter(|g| g.sharing == "mig")
-        .map(|g| g.uuid.clone())
-        .collect();
-    let is_mig = |gpu: &str| mig.contains(gpu);
-    let mut rows = 0;
-    let ranges = analytics::minute_ranges(input, cfg);
-    // Per node: each wanted GPU's ranges.
-    let mut per_node: BTreeMap<(String, String), WantedMinutes> = BTreeMap::new();
-    for r in ranges {
-        per_node
-            .entry((r.cluster, r.node))
-            .or_default()
-            .entry(r.gpu)
-            .or_default()
-            .push((r.from_ms, r.to_ms));
-    }
-    // A few nodes at a time: the database and the decoding overlap.
-    let mut reads = tokio::task::JoinSet::new();
-    let mut per_node = per_node.into_iter();
-    loop {
-        while reads.len() < MINUTE_READS_IN_FLIGHT {
-            let Some(((cluster, node), wanted)) = per_node.next() else {
-                break;
-            };
-            let store = store.clone();
-            reads.spawn(async move { store.interference_minutes(&cluster, &node, &wanted).await });
-        }
-        let Some(done) = reads.join_next().await else {
-            break;
-        };
-        let (devices, tenants) = done??;
-        rows += devices.iter().map(|d| d.minutes.len()).sum::<usize>()
-            + tenants.iter().map(|t| t.minutes.len()).sum::<usize>();
-        let pairs = analytics::pair_hours(&devices, &tenants, &is_mig, cfg);
-        input.pair_hours.extend(pairs);
-    }
-    Ok(rows)
 }
 
 /// Each GPU's XID events over the range and its latest ECC and row-remapping counters.
@@ -455,6 +428,7 @@ pub async fn run(
     let input = load_timed(store, cfg, from, now, now, &mut stats).await?;
     stats.gpu_hours = input.gpu_hours.len();
     stats.tenant_hours = input.tenant_hours.len();
+    stats.pair_hours = input.pair_hours.len();
     stats.load = started.elapsed();
     let cfg = cfg.clone();
     let t = Instant::now();

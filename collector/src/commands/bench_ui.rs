@@ -8,7 +8,7 @@ use axum::body::Body;
 use axum::http::{Request, StatusCode};
 use tower::ServiceExt;
 
-use crate::commands::bench::{analyze_fleet, fill_analyze};
+use crate::commands::bench_analyze::{analyze_fleet, fill_analyze};
 use crate::{router::router, state::AppState};
 use store::series::quantile;
 use store::{Store, rollup};

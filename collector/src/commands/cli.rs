@@ -77,7 +77,7 @@ pub enum BenchCommand {
     Series(crate::commands::bench::SeriesBench),
     /// Analytics: load a fleet's week of rollups and compute funnel, findings and
     /// recommendations (default 1,000 GPUs x 7 days); PostgreSQL or SQLite.
-    Analyze(crate::commands::bench::AnalyzeBench),
+    Analyze(crate::commands::bench_analyze::AnalyzeBench),
     /// Dashboard: server-side render time of every page with a large fleet's history
     /// (default 1,000 GPUs x 30 days); p50 and p95 per page.
     Ui(crate::commands::bench_ui::UiBench),

@@ -3,6 +3,7 @@
 //! their own files).
 
 pub mod bench;
+pub mod bench_analyze;
 pub mod bench_storage;
 pub mod bench_ui;
 pub mod cli;
@@ -29,7 +30,7 @@ pub async fn run(command: Command) -> anyhow::Result<()> {
         Command::Bench(BenchCommand::Ingest(args)) => bench::ingest(args).await,
         Command::Bench(BenchCommand::Storage(args)) => bench_storage::storage(args).await,
         Command::Bench(BenchCommand::Series(args)) => bench::series(args).await,
-        Command::Bench(BenchCommand::Analyze(args)) => bench::analyze(args).await,
+        Command::Bench(BenchCommand::Analyze(args)) => bench_analyze::analyze(args).await,
         Command::Bench(BenchCommand::Ui(args)) => bench_ui::run(args).await,
     }
 }
@@ -364,10 +365,12 @@ async fn analyze(args: cli::AnalyzeArgs) -> anyhow::Result<()> {
     )
     .await?;
     eprintln!(
-        "read {} GPU-hours, {} tenant-hours and {} minute rows in {:.1}s; analysed in {:.1}s",
+        "read {} GPU-hours, {} tenant-hours and {} minute rows (interference: {} node-hours kept, {} measured) in {:.1}s; analysed in {:.1}s",
         stats.gpu_hours,
         stats.tenant_hours,
         stats.minute_rows,
+        stats.pair_hours_kept,
+        stats.pair_hours_measured,
         stats.load.as_secs_f64(),
         stats.analyze.as_secs_f64()
     );

@@ -14,6 +14,7 @@ use store::Store;
 use crate::support;
 
 const DAY_MS: i64 = 86_400_000;
+const HOUR_MS: i64 = 3_600_000;
 
 /// Stores `fleet`'s samples of [from, to), one a minute, as agent `agent` (a second load of the
 /// same nodes needs another agent id: sequence numbers restart), and rolls them up.
@@ -98,6 +99,18 @@ pub(crate) async fn check(store: &Store, path: &Path, scores: &mut BTreeMap<&'st
     let input = collector::analysis::load(store, &cfg, from, to, to)
         .await
         .unwrap();
+    // The pair-hours measured are kept; a second load reads them back and measures nothing.
+    let mut stats = collector::analysis::LoadStats::default();
+    let again = collector::analysis::load_timed(store, &cfg, from, to, to, &mut stats)
+        .await
+        .unwrap();
+    assert_eq!(
+        by_pair(&again.pair_hours),
+        by_pair(&input.pair_hours),
+        "{}: kept pair-hours read back as measured",
+        path.display()
+    );
+    assert_eq!(stats.pair_hours_measured, 0, "{}", path.display());
     // Polars blocks on its own runtime: off the async threads, as the collector runs it.
     let a = {
         let (input, cfg) = (input.clone(), cfg.clone());
@@ -659,6 +672,76 @@ fn parse_mig_parted(y: &str) -> analytics::mig::MigPartedConfig {
         }
     }
     analytics::mig::MigPartedConfig { name, entries }
+}
+
+/// Pair-hours in a fixed order, whichever way they were read.
+fn by_pair(rows: &[model::rollup::PairHour]) -> Vec<model::rollup::PairHour> {
+    let mut rows = rows.to_vec();
+    rows.sort_by(|a, b| {
+        (&a.node, &a.gpu, &a.victim, &a.aggressor, a.hour).cmp(&(
+            &b.node,
+            &b.gpu,
+            &b.victim,
+            &b.aggressor,
+            b.hour,
+        ))
+    });
+    rows
+}
+
+/// An hour whose rollups change after its pair-hours were kept (late samples) is measured
+/// again, and only that hour; other thresholds measure every hour again.
+#[tokio::test]
+async fn kept_pair_hours_are_measured_again_when_their_hour_changes() {
+    let t = support::sqlite().await;
+    let fleet = default_fleet();
+    let to = 1_795_219_200_000; // 2026-11-21T00:00:00Z
+    let from = to - DAY_MS / 4;
+    load(&t.store, &fleet, "late", from, to).await;
+    let cfg = analytics::Config::default();
+    let load_stats = |cfg: analytics::Config| {
+        let store = t.store.clone();
+        async move {
+            let mut stats = collector::analysis::LoadStats::default();
+            let input = collector::analysis::load_timed(&store, &cfg, from, to, to, &mut stats)
+                .await
+                .unwrap();
+            (input, stats)
+        }
+    };
+    let (first, s1) = load_stats(cfg.clone()).await;
+    assert!(
+        !first.pair_hours.is_empty(),
+        "the default fleet shares GPUs"
+    );
+    assert!(s1.pair_hours_measured > 0 && s1.minute_rows > 0);
+    let (_, s2) = load_stats(cfg.clone()).await;
+    assert_eq!((s2.pair_hours_measured, s2.minute_rows), (0, 0));
+    assert_eq!(s2.pair_hours_kept, s1.pair_hours_measured);
+    // A late sample lands in one hour of the node whose pair-hours were kept.
+    let p = &first.pair_hours[0];
+    let mut hours = t
+        .store
+        .hour_rollups(&p.cluster, &p.node, p.hour, p.hour + HOUR_MS)
+        .await
+        .unwrap();
+    hours.gpus.values_mut().next().unwrap().samples += 1;
+    t.store
+        .write_rollups("1h", &p.cluster, &p.node, p.hour, p.hour + HOUR_MS, &hours)
+        .await
+        .unwrap();
+    let (third, s3) = load_stats(cfg.clone()).await;
+    assert_eq!(s3.pair_hours_measured, 1, "only the changed node-hour");
+    assert_eq!(s3.pair_hours_kept, s1.pair_hours_measured - 1);
+    assert_eq!(by_pair(&third.pair_hours), by_pair(&first.pair_hours));
+    // Other thresholds: nothing kept holds.
+    let other = analytics::Config {
+        saturation: cfg.saturation - 0.05,
+        ..cfg.clone()
+    };
+    let (_, s4) = load_stats(other).await;
+    assert_eq!(s4.pair_hours_kept, 0);
+    assert!(s4.pair_hours_measured > 0);
 }
 
 #[tokio::test]

@@ -1,0 +1,257 @@
+//! Interference's pair-hours for the analysis window: an hour's pair-hours are measured from its
+//! minute rollups once and kept in the store (`pair_hours`, with a mark per node-hour); a later
+//! analysis reads the kept sums wherever the mark still holds — same thresholds, and the node's
+//! hour rollups of that hour with the same sample counts — and measures only the other hours.
+//! Late samples change an hour's rollups and so its counts, which is what invalidates a mark.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::sync::Arc;
+
+use analytics::Input;
+use model::rollup::{HOUR_MS, PairHour};
+use store::pair_hours::PairHourMark;
+use store::{Store, WantedMinutes};
+
+/// Nodes read at once: the database and the decoding overlap.
+const NODES_IN_FLIGHT: usize = 4;
+
+/// What loading the pair-hours did.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct PairStats {
+    /// Minute rows read to measure hours not kept.
+    pub minute_rows: usize,
+    /// Node-hours measured from minutes, and node-hours whose kept pair-hours were read.
+    pub hours_measured: usize,
+    pub hours_kept: usize,
+}
+
+/// What the analysis' hour rollups say of one node, for the hours interference wants.
+#[derive(Debug, Default)]
+struct NodeHours {
+    /// Each GPU's wanted ranges (what [`analytics::minute_ranges`] asks for).
+    wanted: WantedMinutes,
+    /// Per hour: the sample counts of the node's GPU-hour and tenant-hour rows (a mark holds
+    /// while they are the same) and the GPUs two or more tenants were on.
+    samples: BTreeMap<i64, (i64, i64)>,
+    shared: BTreeMap<i64, BTreeSet<String>>,
+}
+
+/// Adds the window's pair-hours to `input.pair_hours`: kept ones where they hold, the rest
+/// measured from minutes (a few nodes at a time) and kept for the next analysis when their
+/// hour has ended. A failure to keep them is logged; the analysis goes on.
+pub async fn load(
+    store: &Store,
+    cfg: &analytics::Config,
+    input: &mut Input,
+) -> anyhow::Result<PairStats> {
+    let mut per_node = node_hours(input, cfg);
+    let mig: Arc<HashSet<String>> = Arc::new(
+        input
+            .gpus
+            .iter()
+            .filter(|g| g.sharing == "mig")
+            .map(|g| g.uuid.clone())
+            .collect(),
+    );
+    let thresholds: Arc<str> = analytics::pair_hour_thresholds(cfg).into();
+    let (from, to, now) = (input.from_ms, input.to_ms, input.now_ms);
+    let mut stats = PairStats::default();
+    let mut reads = tokio::task::JoinSet::new();
+    let mut nodes = std::mem::take(&mut per_node).into_iter();
+    loop {
+        while reads.len() < NODES_IN_FLIGHT {
+            let Some(((cluster, node), hours)) = nodes.next() else {
+                break;
+            };
+            let job = NodeJob {
+                store: store.clone(),
+                cfg: cfg.clone(),
+                mig: mig.clone(),
+                thresholds: thresholds.clone(),
+                cluster,
+                node,
+                window: (from, to),
+                ended_by: now,
+            };
+            reads.spawn(job.run(hours));
+        }
+        let Some(done) = reads.join_next().await else {
+            break;
+        };
+        let (rows, s) = done??;
+        stats.minute_rows += s.minute_rows;
+        stats.hours_measured += s.hours_measured;
+        stats.hours_kept += s.hours_kept;
+        input.pair_hours.extend(rows);
+    }
+    Ok(stats)
+}
+
+/// The nodes interference wants minutes of, with what their hour rollups say.
+fn node_hours(input: &Input, cfg: &analytics::Config) -> BTreeMap<(String, String), NodeHours> {
+    let mut per_node: BTreeMap<(String, String), NodeHours> = BTreeMap::new();
+    for r in analytics::minute_ranges(input, cfg) {
+        per_node
+            .entry((r.cluster, r.node))
+            .or_default()
+            .wanted
+            .entry(r.gpu)
+            .or_default()
+            .push((r.from_ms, r.to_ms));
+    }
+    // Per node-hour: GPU and tenant sample counts; per GPU-hour: tenants present.
+    let mut samples: HashMap<(&str, &str, i64), (i64, i64)> = HashMap::new();
+    let mut present: HashMap<(&str, &str, &str, i64), u32> = HashMap::new();
+    for r in &input.gpu_hours {
+        samples
+            .entry((&r.cluster, &r.node, r.bucket))
+            .or_default()
+            .0 += i64::from(r.agg.samples);
+    }
+    for r in &input.tenant_hours {
+        samples
+            .entry((&r.cluster, &r.node, r.bucket))
+            .or_default()
+            .1 += i64::from(r.agg.samples);
+        *present
+            .entry((&r.cluster, &r.node, &r.gpu, r.bucket))
+            .or_default() += 1;
+    }
+    for ((cluster, node, hour), counts) in samples {
+        if let Some(h) = per_node.get_mut(&(cluster.to_owned(), node.to_owned())) {
+            h.samples.insert(hour, counts);
+        }
+    }
+    for ((cluster, node, gpu, hour), n) in present {
+        if n >= 2
+            && let Some(h) = per_node.get_mut(&(cluster.to_owned(), node.to_owned()))
+        {
+            h.shared.entry(hour).or_default().insert(gpu.to_owned());
+        }
+    }
+    per_node
+}
+
+/// One node's part of [`load`].
+struct NodeJob {
+    store: Store,
+    cfg: analytics::Config,
+    mig: Arc<HashSet<String>>,
+    thresholds: Arc<str>,
+    cluster: String,
+    node: String,
+    window: (i64, i64),
+    /// Hours that ended by then are kept once measured.
+    ended_by: i64,
+}
+
+impl NodeJob {
+    async fn run(self, hours: NodeHours) -> anyhow::Result<(Vec<PairHour>, PairStats)> {
+        let (from, to) = self.window;
+        let wanted_hours: BTreeSet<i64> = hours
+            .wanted
+            .values()
+            .flatten()
+            .flat_map(|&(a, b)| (a..b).step_by(HOUR_MS as usize))
+            .collect();
+        let marks = self
+            .store
+            .pair_hour_marks(&self.cluster, &self.node, from, to)
+            .await?;
+        let holds: BTreeSet<i64> = marks
+            .iter()
+            .filter(|m| {
+                *m.thresholds == *self.thresholds
+                    && hours.samples.get(&m.hour_ms) == Some(&(m.gpu_samples, m.tenant_samples))
+            })
+            .map(|m| m.hour_ms)
+            .filter(|h| wanted_hours.contains(h))
+            .collect();
+        let stale: Vec<i64> = wanted_hours.difference(&holds).copied().collect();
+        let mut stats = PairStats {
+            hours_kept: holds.len(),
+            hours_measured: stale.len(),
+            ..PairStats::default()
+        };
+        let mut rows = Vec::new();
+        if !holds.is_empty() {
+            rows = self
+                .store
+                .pair_hours(&self.cluster, &self.node, from, to)
+                .await?;
+            rows.retain(|r| holds.contains(&r.hour));
+        }
+        if !stale.is_empty() {
+            let (measured, minute_rows) = self.measure(&hours, &stale).await?;
+            stats.minute_rows = minute_rows;
+            rows.extend(measured);
+        }
+        rows.retain(|r| {
+            hours
+                .wanted
+                .get(&r.gpu)
+                .is_some_and(|ranges| ranges.iter().any(|&(a, b)| (a..b).contains(&r.hour)))
+        });
+        // The order pair-hours are summed in, whichever way they came.
+        rows.sort_by(|a, b| {
+            (&a.gpu, &a.victim, &a.aggressor, a.hour).cmp(&(
+                &b.gpu,
+                &b.victim,
+                &b.aggressor,
+                b.hour,
+            ))
+        });
+        Ok((rows, stats))
+    }
+
+    /// Measures the `stale` hours from their minutes — every GPU two or more tenants were on,
+    /// not only the wanted ones, so that what is kept is the whole node-hour — and keeps those
+    /// that have ended. Returns the pair-hours and the minute rows read.
+    async fn measure(
+        &self,
+        hours: &NodeHours,
+        stale: &[i64],
+    ) -> anyhow::Result<(Vec<PairHour>, usize)> {
+        let mut minutes = WantedMinutes::new();
+        for &h in stale {
+            for gpu in hours.shared.get(&h).into_iter().flatten() {
+                let ranges = minutes.entry(gpu.clone()).or_default();
+                match ranges.last_mut() {
+                    Some(last) if last.1 == h => last.1 = h + HOUR_MS,
+                    _ => ranges.push((h, h + HOUR_MS)),
+                }
+            }
+        }
+        let (devices, tenants) = self
+            .store
+            .interference_minutes(&self.cluster, &self.node, &minutes)
+            .await?;
+        let minute_rows = devices.iter().map(|d| d.minutes.len()).sum::<usize>()
+            + tenants.iter().map(|t| t.minutes.len()).sum::<usize>();
+        let is_mig = |gpu: &str| self.mig.contains(gpu);
+        let measured = analytics::pair_hours(&devices, &tenants, &is_mig, &self.cfg);
+        let marks: Vec<PairHourMark> = stale
+            .iter()
+            .filter(|&&h| h + HOUR_MS <= self.ended_by)
+            .map(|&h| {
+                let (gpu_samples, tenant_samples) =
+                    hours.samples.get(&h).copied().unwrap_or_default();
+                PairHourMark {
+                    hour_ms: h,
+                    thresholds: self.thresholds.to_string(),
+                    gpu_samples,
+                    tenant_samples,
+                }
+            })
+            .collect();
+        if !marks.is_empty()
+            && let Err(e) = self
+                .store
+                .keep_pair_hours(&self.cluster, &self.node, &marks, &measured)
+                .await
+        {
+            tracing::warn!(node = %self.node, error = %e, "could not keep pair-hours; the next analysis measures them again");
+        }
+        Ok((measured, minute_rows))
+    }
+}

@@ -1,0 +1,420 @@
+//! `gpulens bench analyze`: the analysis of a filled fleet at one or more sizes — the default
+//! scenario copied until it has the GPUs asked for, days of rollups made by the collector's own
+//! rollup code — timed as the scheduled job runs it, load and analysis apart, with peak RSS.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use model::rollup;
+use store::Store;
+
+use super::bench::median;
+
+#[derive(Debug, clap::Args)]
+pub struct AnalyzeBench {
+    /// The database to fill and analyse: a scratch PostgreSQL database (postgres://…) or a
+    /// SQLite file (sqlite://…). It must hold nothing but this benchmark's fleet. With several
+    /// `--gpus` sizes each size fills its own: `{gpus}` in the URL is replaced by the size
+    /// (e.g. postgres://…/bench_{gpus}; create PostgreSQL databases first).
+    #[arg(long, env = "GPULENS_DATABASE_URL", hide_env_values = true)]
+    pub database_url: String,
+    /// Fleet sizes, comma-separated, smallest first (e.g. 1000,4000,10000): each has at least
+    /// this many GPUs — the default scenario (scenarios/k8s-mixed.toml, 12 GPUs) copied until
+    /// the fleet has them. Several sizes end with a growth table.
+    #[arg(long, default_value = "1000", value_delimiter = ',', num_args = 1..)]
+    pub gpus: Vec<usize>,
+    /// Days of history, which is also the analysed window.
+    #[arg(long, default_value_t = 7)]
+    pub days: i64,
+    /// Sample spacing of the simulated history the rollups are computed from.
+    #[arg(long, default_value = "60s", value_parser = humantime::parse_duration)]
+    pub interval: Duration,
+    /// Analyses to time; medians are reported.
+    #[arg(long, default_value_t = 3)]
+    pub rounds: usize,
+}
+
+/// The fleet `bench analyze` uses: the default scenario copied until it has `gpus` GPUs.
+pub(crate) fn analyze_fleet(gpus: usize) -> anyhow::Result<simulator::Fleet> {
+    let base = simulator::Scenario::from_toml(crate::simulate::DEFAULT_SCENARIO)?;
+    let per_copy = simulator::Fleet::new(base.clone()).gpu_count().max(1);
+    let mut scenario = base.replicated(gpus.div_ceil(per_copy).max(1));
+    scenario.cluster = "bench-analyze".into();
+    Ok(simulator::Fleet::new(scenario))
+}
+
+/// One node's simulated samples as the raw rows a rollup reads, and the tenants seen.
+/// One node's simulated samples at `instants` as raw rows, with the tenants they name.
+fn raw_rows(
+    fleet: &simulator::Fleet,
+    node: usize,
+    instants: &[i64],
+    interval_ms: i32,
+) -> (rollup::RawRows, Vec<model::Tenant>) {
+    let mut raw = rollup::RawRows::default();
+    let mut tenants = Vec::new();
+    for &ts in instants {
+        let (snap, seen) = fleet.snapshot(node, ts);
+        tenants.extend(seen);
+        raw.push(&snap, interval_ms);
+    }
+    (raw, tenants)
+}
+
+/// Fills the store with `days` of rollups ending at the current hour: the fleet's inventory
+/// and tenants through the store's ingest (one snapshot per node), then per node and day the
+/// simulated samples aggregated by the collector's own rollup code. Minute rows are written
+/// for shared GPUs (time-slicing, MPS, MIG), the only ones whose minutes the analysis reads;
+/// hour rows for all. Returns (hour rows, minute rows).
+pub(crate) async fn fill_analyze(
+    store: &Store,
+    fleet: &std::sync::Arc<simulator::Fleet>,
+    days: i64,
+    minute_days: i64,
+    interval_ms: i64,
+    to: i64,
+) -> anyhow::Result<(usize, usize)> {
+    let cluster = fleet.scenario.cluster.clone();
+    let from = to - days * 86_400_000;
+    let started = Instant::now();
+    let mut hour_rows = 0;
+    let mut minute_rows = 0;
+    let workers = std::thread::available_parallelism().map_or(2, |n| n.get());
+    let mut pending = tokio::task::JoinSet::new();
+    let mut jobs = (0..fleet.nodes.len()).flat_map(|n| (0..days).map(move |d| (n, d)));
+    let mut done = 0;
+    let total = fleet.nodes.len() as i64 * days;
+    let mut tenants: Vec<BTreeMap<String, model::Tenant>> =
+        vec![BTreeMap::new(); fleet.nodes.len()];
+    loop {
+        while pending.len() < workers {
+            let Some((node, day)) = jobs.next() else {
+                break;
+            };
+            let fleet = fleet.clone();
+            pending.spawn_blocking(move || {
+                let start = from + day * 86_400_000;
+                let instants: Vec<i64> = (start..start + 86_400_000)
+                    .step_by(interval_ms as usize)
+                    .collect();
+                let (raw, tenants) = raw_rows(&fleet, node, &instants, interval_ms as i32);
+                let minutes = raw.aggregate(rollup::MINUTE_MS);
+                let hours = rollup::to_hours(&minutes);
+                (node, start, minutes, hours, tenants)
+            });
+        }
+        let Some(next) = pending.join_next().await else {
+            break;
+        };
+        let (node, start, minutes, hours, t) = next?;
+        let spec = &fleet.nodes[node].spec;
+        let end = start + 86_400_000;
+        store
+            .write_rollups("1h", &cluster, &spec.name, start, end, &hours)
+            .await?;
+        hour_rows += hours.gpus.len() + hours.tenants.len();
+        if spec.sharing != "exclusive" && end > to - minute_days * 86_400_000 {
+            store
+                .write_rollups("1m", &cluster, &spec.name, start, end, &minutes)
+                .await?;
+            minute_rows += minutes.gpus.len() + minutes.tenants.len();
+        }
+        tenants[node].extend(t.into_iter().map(|t| (t.key.clone(), t)));
+        done += 1;
+        if done % 50 == 0 || done == total {
+            eprint!(
+                "\r  {done}/{total} node-days, {hour_rows} hour rows, {minute_rows} minute rows, {:.0} s",
+                started.elapsed().as_secs_f64()
+            );
+        }
+    }
+    eprintln!();
+    report_now(store, fleet, interval_ms, Some(tenants)).await?;
+    Ok((hour_rows, minute_rows))
+}
+
+/// Every node's latest sample, taken now, through the store's ingest, as a live agent leaves
+/// it: inventory, tenants (all those of the history, when given) and `last_seen`, so that no
+/// node of the fleet reads as silent.
+async fn report_now(
+    store: &Store,
+    fleet: &simulator::Fleet,
+    interval_ms: i64,
+    mut tenants: Option<Vec<BTreeMap<String, model::Tenant>>>,
+) -> anyhow::Result<()> {
+    let team = |_: &model::Tenant| None;
+    let now = model::time::now_ms();
+    for node in 0..fleet.nodes.len() {
+        let mut b = fleet.batch(
+            node,
+            "bench-analyze",
+            now as u64,
+            &[now - interval_ms],
+            interval_ms as u32,
+        );
+        if let Some(t) = tenants.as_mut() {
+            b.tenants = std::mem::take(&mut t[node]).into_values().collect();
+        }
+        store.ingest(&b, now, &team).await?;
+    }
+    Ok(())
+}
+
+/// Resets the kernel's peak-RSS counter (VmHWM) of this process, so a later reading covers
+/// only what follows.
+fn reset_peak_rss() -> bool {
+    std::fs::write("/proc/self/clear_refs", "5").is_ok()
+}
+
+pub async fn analyze(args: AnalyzeBench) -> anyhow::Result<()> {
+    anyhow::ensure!(args.days >= 1, "--days must be at least 1");
+    anyhow::ensure!(args.rounds >= 1, "--rounds must be at least 1");
+    anyhow::ensure!(
+        !args.gpus.is_empty() && args.gpus.iter().all(|&g| g >= 1),
+        "--gpus takes sizes of at least 1 GPU"
+    );
+    anyhow::ensure!(
+        args.gpus.len() == 1 || args.database_url.contains("{gpus}"),
+        "several --gpus sizes need {{gpus}} in --database-url: each size fills its own scratch database"
+    );
+    let interval_ms = args.interval.as_millis() as i64;
+    anyhow::ensure!(
+        (1_000..=3_600_000).contains(&interval_ms) && 86_400_000 % interval_ms == 0,
+        "--interval must divide a day and lie between 1s and 1h"
+    );
+    let mut sizes = Vec::new();
+    for &gpus in &args.gpus {
+        let url = args.database_url.replace("{gpus}", &gpus.to_string());
+        sizes.push(one_size(&args, &url, gpus, interval_ms).await?);
+    }
+    if sizes.len() > 1 {
+        print_growth(&sizes);
+    }
+    Ok(())
+}
+
+/// What one fleet size measured (medians of the rounds after the first where there are some).
+struct SizeResult {
+    gpus: usize,
+    nodes: usize,
+    fill_s: Option<f64>,
+    first_s: f64,
+    load_s: f64,
+    analyze_s: f64,
+    total_s: f64,
+    peak_mib: Option<f64>,
+}
+
+/// Fills (or reuses) one size's database, times the rounds and prints them.
+async fn one_size(
+    args: &AnalyzeBench,
+    url: &str,
+    gpus: usize,
+    interval_ms: i64,
+) -> anyhow::Result<SizeResult> {
+    let store = Store::connect(url).await?;
+    store.migrate().await?;
+    let fleet = std::sync::Arc::new(analyze_fleet(gpus)?);
+    let to = rollup::bucket_of(model::time::now_ms(), rollup::HOUR_MS);
+    let fill_s = ensure_filled(&store, &fleet, args, url, interval_ms, to).await?;
+    let peak_tracked = reset_peak_rss();
+    let rss_before = model::process::peak_rss_mib();
+    let thresholds = analytics::Config::default();
+    let window = Duration::from_millis((args.days * 86_400_000) as u64);
+    // The first round finds no kept pair-hours, as an analysis of a new database would.
+    store.prune_pair_hours(i64::MAX).await?;
+    let (mut load, mut analyze, mut total) = (Vec::new(), Vec::new(), Vec::new());
+    let mut last = None;
+    for round in 0..args.rounds {
+        let now = model::time::now_ms();
+        let (analysis, stats) = crate::analysis::run(&store, &thresholds, window, now).await?;
+        eprintln!(
+            "  round {}: load {:.2} s (inventory {:.2}, hours {:.2}, pair-hours {:.2} [{} node-hours kept, {} measured from {} minute rows], health {:.2}), analysis {:.2} s",
+            round + 1,
+            stats.load.as_secs_f64(),
+            stats.load_inventory.as_secs_f64(),
+            stats.load_hours.as_secs_f64(),
+            stats.load_minutes.as_secs_f64(),
+            stats.pair_hours_kept,
+            stats.pair_hours_measured,
+            stats.minute_rows,
+            stats.load_health.as_secs_f64(),
+            stats.analyze.as_secs_f64()
+        );
+        load.push(stats.load.as_secs_f64());
+        analyze.push(stats.analyze.as_secs_f64());
+        total.push((stats.load + stats.analyze).as_secs_f64());
+        last = Some((analysis, stats));
+    }
+    let (analysis, stats) = last.expect("at least one round");
+    let peak_mib = model::process::peak_rss_mib();
+    let plan = time_plan(&store, &thresholds, window, args.rounds).await?;
+    println!(
+        "analyze benchmark: {} GPUs on {} nodes, {} days, backend {}, {} rounds",
+        fleet.gpu_count(),
+        fleet.nodes.len(),
+        args.days,
+        store.backend(),
+        args.rounds
+    );
+    println!(
+        "  input: {} GPU-hour rows, {} tenant-hour rows, {} pair-hour rows; {} minute rows read in the last round",
+        stats.gpu_hours, stats.tenant_hours, stats.pair_hours, stats.minute_rows
+    );
+    println!(
+        "  output: {} findings, {} recommendations, {} rejected by replay",
+        analysis.findings.len(),
+        analysis.recommendations.len(),
+        analysis.rejected.len()
+    );
+    let first_s = total[0];
+    println!(
+        "  first round (no kept pair-hours: every hour measured from minutes, then kept): load {:.2} s, analysis {:.2} s, load + analysis {:.2} s",
+        load[0], analyze[0], total[0]
+    );
+    if args.rounds >= 2 {
+        println!(
+            "  later rounds ({}, reading kept pair-hours):",
+            args.rounds - 1
+        );
+        (load, analyze, total) = (load.split_off(1), analyze.split_off(1), total.split_off(1));
+    }
+    let (load_s, analyze_s, total_s) = (median(load), median(analyze), median(total));
+    println!("  load from store     median {load_s:>7.2} s");
+    println!("  analysis            median {analyze_s:>7.2} s");
+    println!("  load + analysis     median {total_s:>7.2} s");
+    println!(
+        "  of which the plan   median {:>7.2} s (holdings, packing, steps, replays)",
+        median(plan)
+    );
+    match (peak_tracked, peak_mib) {
+        (true, Some(peak)) => println!(
+            "  peak RSS during the rounds {:>7.0} MiB (before them {:.0} MiB)",
+            peak,
+            rss_before.unwrap_or(0.0)
+        ),
+        (_, Some(peak)) => println!(
+            "  peak RSS of the process {:>7.0} MiB (includes the fill: the peak counter could not be reset)",
+            peak
+        ),
+        _ => println!("  peak RSS: not available on this system"),
+    }
+    Ok(SizeResult {
+        gpus: fleet.gpu_count(),
+        nodes: fleet.nodes.len(),
+        fill_s,
+        first_s,
+        load_s,
+        analyze_s,
+        total_s,
+        peak_mib: peak_mib.filter(|_| peak_tracked),
+    })
+}
+
+/// The sizes side by side, with time and memory as ratios to the smallest.
+fn print_growth(sizes: &[SizeResult]) {
+    println!("\ngrowth (medians of the later rounds; ratios against the first size):");
+    println!(
+        "  {:>7} {:>6} {:>8} {:>12} {:>8} {:>9} {:>15} {:>10} {:>11}",
+        "GPUs",
+        "nodes",
+        "fill s",
+        "first round",
+        "load s",
+        "analysis",
+        "load+analysis",
+        "peak MiB",
+        "time, RSS"
+    );
+    let base = &sizes[0];
+    for s in sizes {
+        let peak = s.peak_mib.map_or("-".to_owned(), |p| format!("{p:.0}"));
+        let rss_ratio = match (s.peak_mib, base.peak_mib) {
+            (Some(a), Some(b)) if b > 0.0 => format!("{:.2}", a / b),
+            _ => "-".to_owned(),
+        };
+        println!(
+            "  {:>7} {:>6} {:>8} {:>12.2} {:>8.2} {:>9.2} {:>15.2} {:>10} {:>5.2}, {}",
+            s.gpus,
+            s.nodes,
+            s.fill_s.map_or("reused".to_owned(), |f| format!("{f:.0}")),
+            s.first_s,
+            s.load_s,
+            s.analyze_s,
+            s.total_s,
+            peak,
+            s.total_s / base.total_s.max(1e-9),
+            rss_ratio
+        );
+    }
+}
+
+/// The benchmark's fleet in the database: reused when all its nodes are there, filled when
+/// the database is empty, refused when it holds anything else.
+async fn ensure_filled(
+    store: &Store,
+    fleet: &std::sync::Arc<simulator::Fleet>,
+    args: &AnalyzeBench,
+    url: &str,
+    interval_ms: i64,
+    to: i64,
+) -> anyhow::Result<Option<f64>> {
+    let cluster = &fleet.scenario.cluster;
+    let nodes = store.nodes().await?;
+    if let Some(other) = nodes.iter().find(|n| &n.cluster != cluster) {
+        anyhow::bail!(
+            "{} already holds data of cluster {:?} (node {}); the analysis would include it. Use a scratch database.",
+            store::redact_url(url),
+            other.cluster,
+            other.node
+        );
+    }
+    if nodes.len() == fleet.nodes.len() {
+        eprintln!(
+            "reusing the {} GPUs already in the database (rollups up to their last fill)",
+            fleet.gpu_count()
+        );
+        report_now(store, fleet, interval_ms, None).await?;
+        Ok(None)
+    } else {
+        anyhow::ensure!(
+            nodes.is_empty(),
+            "the database holds {} of the benchmark's nodes, not {}: use a new scratch database",
+            nodes.len(),
+            fleet.nodes.len()
+        );
+        eprintln!(
+            "filling {} GPUs on {} nodes x {} days of rollups (samples every {} s) …",
+            fleet.gpu_count(),
+            fleet.nodes.len(),
+            args.days,
+            interval_ms / 1000
+        );
+        let t = Instant::now();
+        let (h, m) = fill_analyze(store, fleet, args.days, args.days, interval_ms, to).await?;
+        let fill_s = t.elapsed().as_secs_f64();
+        eprintln!("filled {h} hour rows and {m} minute rows in {fill_s:.0} s");
+        Ok(Some(fill_s))
+    }
+}
+
+/// The plan alone (packing, placing, steps and their replays), timed on the same input.
+async fn time_plan(
+    store: &Store,
+    thresholds: &analytics::Config,
+    window: Duration,
+    rounds: usize,
+) -> anyhow::Result<Vec<f64>> {
+    let now = model::time::now_ms();
+    let input =
+        crate::analysis::load(store, thresholds, now - window.as_millis() as i64, now, now).await?;
+    let input = std::sync::Arc::new(input);
+    let mut plan = Vec::new();
+    for _ in 0..rounds {
+        let (input, cfg) = (input.clone(), thresholds.clone());
+        let t = Instant::now();
+        tokio::task::spawn_blocking(move || analytics::plan_only(&input, &cfg)).await?;
+        plan.push(t.elapsed().as_secs_f64());
+    }
+    Ok(plan)
+}

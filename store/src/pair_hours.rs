@@ -1,0 +1,187 @@
+//! Interference's pair-hours as the analysis keeps them (migration 0015): each node-hour's
+//! victim–aggressor sums, and a mark saying under which thresholds and from which hour rollups
+//! they were measured. One SQL text serves both backends.
+
+pub use model::rollup::PairHour;
+
+/// Under what a node-hour's pair-hours were measured: the analysis reuses them only while the
+/// thresholds and the node's hour rollups (their sample counts) are the same.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PairHourMark {
+    pub hour_ms: i64,
+    /// The interference thresholds, written by the analysis (e.g. `saturation=0.9,mig=0.8`).
+    pub thresholds: String,
+    /// Sum of the samples of the node's GPU-hour rows of that hour.
+    pub gpu_samples: i64,
+    /// Sum of the samples of the node's tenant-hour rows of that hour.
+    pub tenant_samples: i64,
+}
+
+/// Most rows one node's read returns: a week of eight GPUs each shared by eight tenants is
+/// 8 × 56 × 168 = 75,264 pair-hours; more than this many is not a node's.
+pub const MAX_PAIR_HOURS_PER_NODE: i64 = 1_000_000;
+
+/// Rows per multi-row INSERT (12 parameters each: SQLite's limit is 32,766 parameters).
+pub(crate) const INSERT_ROWS: usize = 500;
+
+pub(crate) const COLUMNS: &str = "gpu_uuid, victim, aggressor, bucket_ms, alone_n, alone_sum, contended_n, contended_sum, contended_first, contended_last";
+
+/// `INSERT INTO pair_hours` of `rows` rows, `?` placeholders.
+pub(crate) fn insert_sql(rows: usize) -> String {
+    let one = "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
+    format!(
+        "INSERT INTO pair_hours (cluster, node, {COLUMNS}) VALUES {}",
+        vec![one; rows].join(", ")
+    )
+}
+
+/// The pair-hour methods of a backend.
+macro_rules! pair_hour_methods {
+    ($write:ident, $read:ident, $sql:path) => {
+        /// The marks of a node's hours in `[from_ms, to_ms)`.
+        pub async fn pair_hour_marks(
+            &self,
+            cluster: &str,
+            node: &str,
+            from_ms: i64,
+            to_ms: i64,
+        ) -> Result<Vec<super::pair_hours::PairHourMark>> {
+            let rows = sqlx::query(&$sql(
+                "SELECT bucket_ms, thresholds, gpu_samples, tenant_samples FROM pair_hour_marks WHERE cluster = ? AND node = ? AND bucket_ms >= ? AND bucket_ms < ?",
+            ))
+            .bind(cluster)
+            .bind(node)
+            .bind(from_ms)
+            .bind(to_ms)
+            .fetch_all(&self.$read)
+            .await?;
+            rows.iter()
+                .map(|r| {
+                    Ok(super::pair_hours::PairHourMark {
+                        hour_ms: r.try_get(0)?,
+                        thresholds: r.try_get(1)?,
+                        gpu_samples: r.try_get(2)?,
+                        tenant_samples: r.try_get(3)?,
+                    })
+                })
+                .collect()
+        }
+
+        /// A node's kept pair-hours in `[from_ms, to_ms)`, at most
+        /// [`super::pair_hours::MAX_PAIR_HOURS_PER_NODE`].
+        pub async fn pair_hours(
+            &self,
+            cluster: &str,
+            node: &str,
+            from_ms: i64,
+            to_ms: i64,
+        ) -> Result<Vec<super::pair_hours::PairHour>> {
+            let rows = sqlx::query(&$sql(&format!(
+                "SELECT {} FROM pair_hours WHERE cluster = ? AND node = ? AND bucket_ms >= ? AND bucket_ms < ? ORDER BY gpu_uuid, victim, aggressor, bucket_ms LIMIT ?",
+                super::pair_hours::COLUMNS
+            )))
+            .bind(cluster)
+            .bind(node)
+            .bind(from_ms)
+            .bind(to_ms)
+            .bind(super::pair_hours::MAX_PAIR_HOURS_PER_NODE)
+            .fetch_all(&self.$read)
+            .await?;
+            let count = |v: i64| u32::try_from(v.max(0)).unwrap_or(u32::MAX);
+            rows.iter()
+                .map(|r| {
+                    Ok(super::pair_hours::PairHour {
+                        cluster: cluster.to_owned(),
+                        node: node.to_owned(),
+                        gpu: r.try_get(0)?,
+                        victim: r.try_get(1)?,
+                        aggressor: r.try_get(2)?,
+                        hour: r.try_get(3)?,
+                        alone_n: count(r.try_get(4)?),
+                        alone_sum: r.try_get(5)?,
+                        contended_n: count(r.try_get(6)?),
+                        contended_sum: r.try_get(7)?,
+                        contended_first: r.try_get(8)?,
+                        contended_last: r.try_get(9)?,
+                    })
+                })
+                .collect()
+        }
+
+        /// Keeps a node's pair-hours of the hours `marks` name: each hour's earlier rows and
+        /// mark are replaced by `rows` of that hour (rows of other hours are ignored) and its
+        /// mark. One transaction.
+        pub async fn keep_pair_hours(
+            &self,
+            cluster: &str,
+            node: &str,
+            marks: &[super::pair_hours::PairHourMark],
+            rows: &[super::pair_hours::PairHour],
+        ) -> Result<()> {
+            let hours: std::collections::BTreeSet<i64> = marks.iter().map(|m| m.hour_ms).collect();
+            let kept: Vec<&super::pair_hours::PairHour> =
+                rows.iter().filter(|r| hours.contains(&r.hour)).collect();
+            let mut tx = self.$write.begin().await?;
+            for m in marks {
+                for table in ["pair_hours", "pair_hour_marks"] {
+                    sqlx::query(&$sql(&format!(
+                        "DELETE FROM {table} WHERE cluster = ? AND node = ? AND bucket_ms = ?"
+                    )))
+                    .bind(cluster)
+                    .bind(node)
+                    .bind(m.hour_ms)
+                    .execute(&mut *tx)
+                    .await?;
+                }
+                sqlx::query(&$sql(
+                    "INSERT INTO pair_hour_marks (cluster, node, bucket_ms, thresholds, gpu_samples, tenant_samples) VALUES (?, ?, ?, ?, ?, ?)",
+                ))
+                .bind(cluster)
+                .bind(node)
+                .bind(m.hour_ms)
+                .bind(&m.thresholds)
+                .bind(m.gpu_samples)
+                .bind(m.tenant_samples)
+                .execute(&mut *tx)
+                .await?;
+            }
+            for chunk in kept.chunks(super::pair_hours::INSERT_ROWS) {
+                let sql = $sql(&super::pair_hours::insert_sql(chunk.len()));
+                let mut q = sqlx::query(&sql);
+                for r in chunk {
+                    q = q
+                        .bind(cluster)
+                        .bind(node)
+                        .bind(&r.gpu)
+                        .bind(&r.victim)
+                        .bind(&r.aggressor)
+                        .bind(r.hour)
+                        .bind(i64::from(r.alone_n))
+                        .bind(r.alone_sum)
+                        .bind(i64::from(r.contended_n))
+                        .bind(r.contended_sum)
+                        .bind(r.contended_first)
+                        .bind(r.contended_last);
+                }
+                q.execute(&mut *tx).await?;
+            }
+            tx.commit().await?;
+            Ok(())
+        }
+
+        /// Drops pair-hours and marks of hours before `before_ms`; returns the rows dropped.
+        pub async fn prune_pair_hours(&self, before_ms: i64) -> Result<u64> {
+            let mut n = 0;
+            for table in ["pair_hours", "pair_hour_marks"] {
+                n += sqlx::query(&$sql(&format!("DELETE FROM {table} WHERE bucket_ms < ?")))
+                    .bind(before_ms)
+                    .execute(&self.$write)
+                    .await?
+                    .rows_affected();
+            }
+            Ok(n)
+        }
+    };
+}
+
+pub(crate) use pair_hour_methods;
