@@ -7,7 +7,7 @@ use model::rollup::{GpuAgg, HOUR_MS};
 
 use crate::config::Config;
 use crate::holdings::{Holding, idle_runs};
-use crate::input::{GpuBucket, GpuRef, Input};
+use crate::input::{GpuRef, Input};
 
 pub use crate::finding::{
     Evidence, Finding, FindingKind, GIB, Severity, finding_id, gib, hours, stable_id, tenths,
@@ -233,13 +233,15 @@ pub fn zombies(ctx: &Ctx) -> Vec<Finding> {
 }
 
 /// GPU-hours grouped per GPU in time order.
-fn gpu_hours_by_gpu(input: &Input) -> BTreeMap<(&str, &str, &str), Vec<&GpuBucket>> {
-    let mut by: BTreeMap<(&str, &str, &str), Vec<&GpuBucket>> = BTreeMap::new();
-    for r in &input.gpu_hours {
-        by.entry((&r.cluster, &r.node, &r.gpu)).or_default().push(r);
+fn gpu_hours_by_gpu(input: &Input) -> BTreeMap<(&str, &str, &str), Vec<&(i64, GpuAgg)>> {
+    let mut by: BTreeMap<(&str, &str, &str), Vec<&(i64, GpuAgg)>> = BTreeMap::new();
+    for s in &input.gpu_hours {
+        by.entry((&s.cluster, &s.node, &s.gpu))
+            .or_default()
+            .extend(s.hours.iter());
     }
     for v in by.values_mut() {
-        v.sort_by_key(|r| r.bucket);
+        v.sort_by_key(|r| r.0);
     }
     by
 }
@@ -261,7 +263,7 @@ struct Flagged<'a> {
     cluster: &'a str,
     node: &'a str,
     gpu: &'a str,
-    rows: Vec<&'a GpuBucket>,
+    rows: Vec<&'a (i64, GpuAgg)>,
     /// Flagged hours, and the span from the first of them to the end of the last.
     hours: usize,
     from: i64,
@@ -278,11 +280,7 @@ fn flagged<'a>(
 ) -> Vec<Flagged<'a>> {
     let mut out = Vec::new();
     for ((cluster, node, gpu), rows) in gpu_hours_by_gpu(ctx.input) {
-        let hit: Vec<i64> = rows
-            .iter()
-            .filter(|r| pred(&r.agg))
-            .map(|r| r.bucket)
-            .collect();
+        let hit: Vec<i64> = rows.iter().filter(|r| pred(&r.1)).map(|r| r.0).collect();
         let (Some(&from), Some(&last)) = (hit.first(), hit.last()) else {
             continue;
         };
@@ -317,8 +315,8 @@ pub fn memory_pressure(ctx: &Ctx, holdings: &[Holding]) -> Vec<Finding> {
     flagged(ctx, holdings, full)
         .into_iter()
         .map(|f| {
-            let peak = f.rows.iter().filter_map(|r| r.agg.mem_used_max).max().unwrap_or(0);
-            let total = f.rows.iter().filter_map(|r| r.agg.mem_total_max).max().unwrap_or(0);
+            let peak = f.rows.iter().filter_map(|r| r.1.mem_used_max).max().unwrap_or(0);
+            let total = f.rows.iter().filter_map(|r| r.1.mem_total_max).max().unwrap_or(0);
             Finding {
                 id: finding_id(FindingKind::MemoryPressure, f.gpu, f.from),
                 kind: FindingKind::MemoryPressure,
@@ -364,12 +362,12 @@ pub fn throttling(ctx: &Ctx, holdings: &[Holding]) -> Vec<Finding> {
             let temp = f
                 .rows
                 .iter()
-                .filter_map(|r| r.agg.temp_max)
+                .filter_map(|r| r.1.temp_max)
                 .fold(f32::MIN, f32::max);
             let power = f
                 .rows
                 .iter()
-                .filter_map(|r| r.agg.power_max)
+                .filter_map(|r| r.1.power_max)
                 .fold(f32::MIN, f32::max);
             Finding {
                 id: finding_id(FindingKind::Throttling, f.gpu, f.from),

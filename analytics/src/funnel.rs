@@ -216,11 +216,13 @@ fn gpu_rows<'a>(
 ) -> PolarsResult<DataFrame> {
     let (mut g_cluster, mut g_node, mut g_model, mut g_cap) =
         (Vec::new(), Vec::new(), Vec::new(), Vec::new());
-    for r in &input.gpu_hours {
-        g_cluster.push(r.cluster.as_str());
-        g_node.push(r.node.as_str());
-        g_model.push(model_of(&r.gpu));
-        g_cap.push(r.agg.covered_s / 3600.0);
+    for s in &input.gpu_hours {
+        for (_, agg) in &s.hours {
+            g_cluster.push(s.cluster.as_str());
+            g_node.push(s.node.as_str());
+            g_model.push(model_of(&s.gpu));
+            g_cap.push(agg.covered_s / 3600.0);
+        }
     }
     // The capacity side of a device line lists every GPU its tenants' rows name too (with no
     // capacity of their own when the GPU has no rollups in the range), so that every tenant
@@ -309,7 +311,8 @@ fn total(input: &Input, tenants: &DataFrame) -> PolarsResult<FunnelRow> {
         input
             .gpu_hours
             .iter()
-            .map(|r| r.agg.covered_s / 3600.0)
+            .flat_map(|s| &s.hours)
+            .map(|(_, agg)| agg.covered_s / 3600.0)
             .sum(),
     );
     Ok(total)

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use model::rollup::{HOUR_MS, TenantAgg};
 
-use crate::input::{Input, TenantBucket};
+use crate::input::{Input, TenantSeries};
 
 /// One hour of a holding, as replay reads it.
 #[derive(Debug, Clone)]
@@ -167,26 +167,42 @@ pub fn signal(eff_n: i64, dcgm_n: i64) -> &'static str {
 
 /// Holdings of every (tenant, GPU) in the input's hour rollups, in a stable order.
 pub fn holdings(input: &Input) -> Vec<Holding> {
-    let mut by: BTreeMap<(&str, &str, &str, &str), Vec<&TenantBucket>> = BTreeMap::new();
-    for r in &input.tenant_hours {
-        by.entry((&r.cluster, &r.node, &r.gpu, &r.tenant))
-            .or_default()
-            .push(r);
+    from_series(input.tenant_hours.iter().cloned())
+}
+
+/// [`holdings`], taking the input's tenant series instead of copying them: the analysis of a
+/// large fleet holds each tenant-hour once.
+pub fn take_holdings(input: &mut Input) -> Vec<Holding> {
+    from_series(std::mem::take(&mut input.tenant_hours).into_iter())
+}
+
+fn from_series(series: impl Iterator<Item = TenantSeries>) -> Vec<Holding> {
+    let mut by: BTreeMap<(String, String, String, String), Vec<(i64, TenantAgg)>> = BTreeMap::new();
+    for s in series {
+        let rows = by.entry((s.cluster, s.node, s.gpu, s.tenant)).or_default();
+        if rows.is_empty() {
+            *rows = s.hours;
+        } else {
+            rows.extend(s.hours);
+        }
     }
     by.into_iter()
+        .filter(|(_, rows)| !rows.is_empty())
         .map(|((cluster, node, gpu, tenant), mut rows)| {
-            rows.sort_by_key(|r| r.bucket);
-            let mut total = rows[0].agg.clone();
+            if !rows.is_sorted_by_key(|r| r.0) {
+                rows.sort_by_key(|r| r.0);
+            }
+            let mut total = rows[0].1.clone();
             for w in rows.windows(2) {
-                total.merge_next(&w[1].agg, w[0].bucket + HOUR_MS == w[1].bucket);
+                total.merge_next(&w[1].1, w[0].0 + HOUR_MS == w[1].0);
             }
             Holding {
-                cluster: cluster.to_owned(),
-                node: node.to_owned(),
-                gpu: gpu.to_owned(),
-                tenant: tenant.to_owned(),
+                cluster,
+                node,
+                gpu,
+                tenant,
                 total,
-                rows: rows.iter().map(|r| (r.bucket, r.agg.clone())).collect(),
+                rows,
             }
         })
         .collect()

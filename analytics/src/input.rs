@@ -54,25 +54,25 @@ pub struct TenantRef {
     pub team: Option<String>,
 }
 
-/// One GPU rollup row.
-#[derive(Debug, Clone)]
-pub struct GpuBucket {
+/// One GPU's hour rollups over the range, in time order: the names once, the hours after.
+#[derive(Debug, Clone, Default)]
+pub struct GpuSeries {
     pub cluster: String,
     pub node: String,
     pub gpu: String,
-    pub bucket: i64,
-    pub agg: GpuAgg,
+    /// (hour start, the hour's rollup), in time order.
+    pub hours: Vec<(i64, GpuAgg)>,
 }
 
-/// One tenant rollup row.
-#[derive(Debug, Clone)]
-pub struct TenantBucket {
+/// One tenant's hour rollups on one GPU over the range, in time order.
+#[derive(Debug, Clone, Default)]
+pub struct TenantSeries {
     pub cluster: String,
     pub node: String,
     pub gpu: String,
     pub tenant: String,
-    pub bucket: i64,
-    pub agg: TenantAgg,
+    /// (hour start, the hour's rollup), in time order.
+    pub hours: Vec<(i64, TenantAgg)>,
 }
 
 /// Health counters and XID errors of one GPU over the range.
@@ -147,8 +147,10 @@ pub struct Input {
     pub nodes: Vec<NodeRef>,
     pub gpus: Vec<GpuRef>,
     pub tenants: Vec<TenantRef>,
-    pub gpu_hours: Vec<GpuBucket>,
-    pub tenant_hours: Vec<TenantBucket>,
+    /// Hour rollups, a series per GPU and per (tenant, GPU). A key may have more than one
+    /// series (readers merge them); each series is in time order.
+    pub gpu_hours: Vec<GpuSeries>,
+    pub tenant_hours: Vec<TenantSeries>,
     /// What interference measured in the GPU-hours [`crate::minute_ranges`] asks for: one
     /// row per GPU, hour and (victim, aggressor) pair, made from that hour's minute rollups by
     /// [`crate::pair_hours`] as each node's minutes are read, so no analysis holds the fleet's
@@ -165,5 +167,15 @@ pub struct Input {
 impl Input {
     pub fn gpu(&self, uuid: &str) -> Option<&GpuRef> {
         self.gpus.iter().find(|g| g.uuid == uuid)
+    }
+
+    /// GPU-hour rows, over all series.
+    pub fn gpu_hour_rows(&self) -> usize {
+        self.gpu_hours.iter().map(|s| s.hours.len()).sum()
+    }
+
+    /// Tenant-hour rows, over all series.
+    pub fn tenant_hour_rows(&self) -> usize {
+        self.tenant_hours.iter().map(|s| s.hours.len()).sum()
     }
 }

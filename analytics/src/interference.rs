@@ -31,24 +31,23 @@ pub fn minute_ranges(input: &Input, cfg: &Config) -> Vec<MinuteRange> {
         .collect();
     // (gpu, hour) → (tenants present, tenants active)
     let mut per: BTreeMap<(&str, &str, &str, i64), (u32, u32)> = BTreeMap::new();
-    for r in &input.tenant_hours {
-        let e = per
-            .entry((&r.cluster, &r.node, &r.gpu, r.bucket))
-            .or_default();
-        e.0 += 1;
-        if r.agg.active_n > 0 {
-            e.1 += 1;
+    for s in &input.tenant_hours {
+        for (hour, agg) in &s.hours {
+            let e = per.entry((&s.cluster, &s.node, &s.gpu, *hour)).or_default();
+            e.0 += 1;
+            if agg.active_n > 0 {
+                e.1 += 1;
+            }
         }
     }
     let saturated: HashMap<(&str, i64), bool> = input
         .gpu_hours
         .iter()
-        .map(|r| {
-            let is_mig = mig.get(r.gpu.as_str()).copied().unwrap_or(false);
-            (
-                (r.gpu.as_str(), r.bucket),
-                saturated_hour(&r.agg, is_mig, cfg),
-            )
+        .flat_map(|s| {
+            let is_mig = mig.get(s.gpu.as_str()).copied().unwrap_or(false);
+            s.hours
+                .iter()
+                .map(move |(hour, agg)| ((s.gpu.as_str(), *hour), saturated_hour(agg, is_mig, cfg)))
         })
         .collect();
     let mut out: Vec<MinuteRange> = Vec::new();

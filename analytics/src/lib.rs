@@ -98,7 +98,23 @@ pub fn plan_only(input: &Input, cfg: &Config) -> FleetPlan {
 
 /// Runs the whole analysis over `input`.
 pub fn analyze(input: &Input, cfg: &Config) -> Result<Analysis, AnalysisError> {
-    let holdings = holdings::holdings(input);
+    analyze_with(input, holdings::holdings(input), cfg)
+}
+
+/// [`analyze`], taking the input: its tenant series become the holdings without a copy, so a
+/// large fleet's tenant-hours are held once. The same analysis.
+pub fn analyze_owned(mut input: Input, cfg: &Config) -> Result<Analysis, AnalysisError> {
+    let holdings = holdings::take_holdings(&mut input);
+    analyze_with(&input, holdings, cfg)
+}
+
+/// The analysis of `input` whose holdings are `holdings` (the input's tenant series need not
+/// be there any more).
+fn analyze_with(
+    input: &Input,
+    holdings: Vec<holdings::Holding>,
+    cfg: &Config,
+) -> Result<Analysis, AnalysisError> {
     let funnel = funnel::funnel(input, &holdings, cfg).map_err(|e| AnalysisError(e.to_string()))?;
     let ctx = findings::Ctx::new(input, cfg);
     let mut found: Vec<Finding> = holdings

@@ -169,15 +169,19 @@ macro_rules! pair_hour_methods {
             Ok(())
         }
 
-        /// Drops pair-hours and marks of hours before `before_ms`; returns the rows dropped.
-        pub async fn prune_pair_hours(&self, before_ms: i64) -> Result<u64> {
+        /// Drops pair-hours and marks of the hours in `[from_ms, to_ms)`; returns the rows
+        /// dropped.
+        pub async fn drop_pair_hours(&self, from_ms: i64, to_ms: i64) -> Result<u64> {
             let mut n = 0;
             for table in ["pair_hours", "pair_hour_marks"] {
-                n += sqlx::query(&$sql(&format!("DELETE FROM {table} WHERE bucket_ms < ?")))
-                    .bind(before_ms)
-                    .execute(&self.$write)
-                    .await?
-                    .rows_affected();
+                n += sqlx::query(&$sql(&format!(
+                    "DELETE FROM {table} WHERE bucket_ms >= ? AND bucket_ms < ?"
+                )))
+                .bind(from_ms)
+                .bind(to_ms)
+                .execute(&self.$write)
+                .await?
+                .rows_affected();
             }
             Ok(n)
         }

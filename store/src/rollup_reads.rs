@@ -14,7 +14,7 @@ macro_rules! rollup_read_methods {
             to: i64,
         ) -> Result<NodeRollup> {
             let mut conn = self.$read.acquire().await?;
-            read_rollups(&mut conn, "1m", cluster, node, from, to).await
+            read_rollups(&mut conn, "1m", cluster, node, from, to, true).await
         }
 
         /// A node's hour rollups in [from, to).
@@ -26,7 +26,20 @@ macro_rules! rollup_read_methods {
             to: i64,
         ) -> Result<NodeRollup> {
             let mut conn = self.$read.acquire().await?;
-            read_rollups(&mut conn, "1h", cluster, node, from, to).await
+            read_rollups(&mut conn, "1h", cluster, node, from, to, true).await
+        }
+
+        /// A node's hour rollups in [from, to) without the GPU rows' histograms (left
+        /// empty): what the analysis reads, which uses none of them.
+        pub async fn read_hours_for_analysis(
+            &self,
+            cluster: &str,
+            node: &str,
+            from: i64,
+            to: i64,
+        ) -> Result<NodeRollup> {
+            let mut conn = self.$read.acquire().await?;
+            read_rollups(&mut conn, "1h", cluster, node, from, to, false).await
         }
 
         /// The samples of `t` in [from, to) that `f` selects (undecodable blocks skipped,
@@ -97,13 +110,21 @@ macro_rules! read_rollups_fn {
             node: &str,
             from: i64,
             to: i64,
+            histograms: bool,
         ) -> Result<NodeRollup> {
             let d = $d;
             let select = |columns: &str, table: &str| {
                 crate::rollup_reads::node_range_select(d, columns, &format!("{table}_rollup_{res}"))
             };
             let mut out = NodeRollup::default();
-            let rows = sqlx::query(&select(crate::sql::GPU_ROLLUP_COLUMNS, "gpu"))
+            let gpu_columns = if histograms {
+                crate::sql::GPU_ROLLUP_COLUMNS.to_owned()
+            } else {
+                crate::sql::GPU_ROLLUP_COLUMNS
+                    .replace("gpu_util_hist", "CAST(NULL AS bytea) AS gpu_util_hist")
+                    .replace("sm_active_hist", "CAST(NULL AS bytea) AS sm_active_hist")
+            };
+            let rows = sqlx::query(&select(&gpu_columns, "gpu"))
                 .bind(cluster)
                 .bind(node)
                 .bind(from)

@@ -1442,8 +1442,8 @@ async fn pair_hours_are_kept_per_node_hour(store: &Store) {
             .len(),
         1
     );
-    // Pruning drops the rows and marks of earlier hours.
-    assert_eq!(store.prune_pair_hours(t0 + h).await.unwrap(), 4);
+    // Dropping a range of hours drops their rows and marks, on every node.
+    assert_eq!(store.drop_pair_hours(i64::MIN, t0 + h).await.unwrap(), 4);
     assert_eq!(
         store
             .pair_hours("c1", "n1", window.0, window.1)

@@ -3,7 +3,7 @@ use model::rollup::{HOUR_MS, TenantAgg};
 use super::*;
 use crate::config::Config;
 use crate::holdings::holdings;
-use crate::input::{GpuRef, Input, TenantBucket, TenantRef, Waiting};
+use crate::input::{GpuRef, Input, TenantRef, TenantSeries, Waiting};
 
 const H: i64 = HOUR_MS;
 const H100: &str = "NVIDIA H100 80GB HBM3";
@@ -47,16 +47,13 @@ fn hold(input: &mut Input, tenant: &str, node: &str, index: i64, idle: bool) {
         name: format!("cv/{tenant}"),
         team: Some("cv".into()),
     });
-    for h in 0..10 {
-        input.tenant_hours.push(TenantBucket {
-            cluster: "c1".into(),
-            node: node.into(),
-            gpu: format!("GPU-{node}-{index}"),
-            tenant: tenant.into(),
-            bucket: h * H,
-            agg: hour(idle),
-        });
-    }
+    input.tenant_hours.push(TenantSeries {
+        cluster: "c1".into(),
+        node: node.into(),
+        gpu: format!("GPU-{node}-{index}"),
+        tenant: tenant.into(),
+        hours: (0..10).map(|h| (h * H, hour(idle))).collect(),
+    });
 }
 
 fn pod(name: &str, resource: &str, count: i64, from: i64, to: i64) -> Waiting {

@@ -16,7 +16,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use analytics::input::{
-    GpuBucket, GpuHealth, GpuRef, MigRef, NodeRef, OrphanProcess, TenantBucket, TenantRef,
+    GpuHealth, GpuRef, GpuSeries, MigRef, NodeRef, OrphanProcess, TenantRef, TenantSeries,
 };
 use analytics::{Analysis, Input};
 use model::rollup::{HOUR_MS, bucket_of};
@@ -196,7 +196,9 @@ pub async fn load_timed(
     let mut reads = futures_util::stream::iter(keys.into_iter().map(|(cluster, node)| {
         let store = store.clone();
         async move {
-            let r = store.hour_rollups(&cluster, &node, from, to).await;
+            let r = store
+                .hour_rollups_for_analysis(&cluster, &node, from, to)
+                .await;
             r.map(|r| (cluster, node, r))
         }
     }))
@@ -388,31 +390,38 @@ async fn applied_steps(
     Ok(out)
 }
 
-/// Appends one node's hour rollups to the input.
+/// Appends one node's hour rollups to the input, a series per GPU and per (tenant, GPU) (the
+/// rollup's maps are ordered by GPU, tenant and hour).
 fn push_hours(input: &mut Input, cluster: &str, node: &str, r: model::rollup::NodeRollup) {
-    input
-        .gpu_hours
-        .extend(r.gpus.into_iter().map(|((gpu, bucket), agg)| GpuBucket {
-            cluster: cluster.into(),
-            node: node.into(),
-            gpu,
-            bucket,
-            agg,
-        }));
-    input
-        .tenant_hours
-        .extend(
-            r.tenants
-                .into_iter()
-                .map(|((gpu, tenant, bucket), agg)| TenantBucket {
-                    cluster: cluster.into(),
-                    node: node.into(),
-                    gpu,
-                    tenant,
-                    bucket,
-                    agg,
-                }),
-        );
+    for ((gpu, bucket), agg) in r.gpus {
+        match input.gpu_hours.last_mut() {
+            Some(s) if s.gpu == gpu && s.node == node && s.cluster == cluster => {
+                s.hours.push((bucket, agg))
+            }
+            _ => input.gpu_hours.push(GpuSeries {
+                cluster: cluster.into(),
+                node: node.into(),
+                gpu,
+                hours: vec![(bucket, agg)],
+            }),
+        }
+    }
+    for ((gpu, tenant, bucket), agg) in r.tenants {
+        match input.tenant_hours.last_mut() {
+            Some(s)
+                if s.tenant == tenant && s.gpu == gpu && s.node == node && s.cluster == cluster =>
+            {
+                s.hours.push((bucket, agg))
+            }
+            _ => input.tenant_hours.push(TenantSeries {
+                cluster: cluster.into(),
+                node: node.into(),
+                gpu,
+                tenant,
+                hours: vec![(bucket, agg)],
+            }),
+        }
+    }
 }
 
 /// Loads and analyses [now − window, now).
@@ -426,13 +435,14 @@ pub async fn run(
     let from = now - window.as_millis() as i64;
     let mut stats = LoadStats::default();
     let input = load_timed(store, cfg, from, now, now, &mut stats).await?;
-    stats.gpu_hours = input.gpu_hours.len();
-    stats.tenant_hours = input.tenant_hours.len();
+    stats.gpu_hours = input.gpu_hour_rows();
+    stats.tenant_hours = input.tenant_hour_rows();
     stats.pair_hours = input.pair_hours.len();
     stats.load = started.elapsed();
     let cfg = cfg.clone();
     let t = Instant::now();
-    let analysis = tokio::task::spawn_blocking(move || analytics::analyze(&input, &cfg)).await??;
+    let analysis =
+        tokio::task::spawn_blocking(move || analytics::analyze_owned(input, &cfg)).await??;
     stats.analyze = t.elapsed();
     Ok((analysis, stats))
 }

@@ -102,20 +102,18 @@ fn node_hours(input: &Input, cfg: &analytics::Config) -> BTreeMap<(String, Strin
     // Per node-hour: GPU and tenant sample counts; per GPU-hour: tenants present.
     let mut samples: HashMap<(&str, &str, i64), (i64, i64)> = HashMap::new();
     let mut present: HashMap<(&str, &str, &str, i64), u32> = HashMap::new();
-    for r in &input.gpu_hours {
-        samples
-            .entry((&r.cluster, &r.node, r.bucket))
-            .or_default()
-            .0 += i64::from(r.agg.samples);
+    for s in &input.gpu_hours {
+        for (hour, agg) in &s.hours {
+            samples.entry((&s.cluster, &s.node, *hour)).or_default().0 += i64::from(agg.samples);
+        }
     }
-    for r in &input.tenant_hours {
-        samples
-            .entry((&r.cluster, &r.node, r.bucket))
-            .or_default()
-            .1 += i64::from(r.agg.samples);
-        *present
-            .entry((&r.cluster, &r.node, &r.gpu, r.bucket))
-            .or_default() += 1;
+    for s in &input.tenant_hours {
+        for (hour, agg) in &s.hours {
+            samples.entry((&s.cluster, &s.node, *hour)).or_default().1 += i64::from(agg.samples);
+            *present
+                .entry((&s.cluster, &s.node, &s.gpu, *hour))
+                .or_default() += 1;
+        }
     }
     for ((cluster, node, hour), counts) in samples {
         if let Some(h) = per_node.get_mut(&(cluster.to_owned(), node.to_owned())) {

@@ -29,6 +29,11 @@ pub struct AnalyzeBench {
     /// Sample spacing of the simulated history the rollups are computed from.
     #[arg(long, default_value = "60s", value_parser = humantime::parse_duration)]
     pub interval: Duration,
+    /// Days (the most recent) whose minute rollups the fill writes; for older days it keeps
+    /// the pair-hours an earlier analysis would have kept instead (what a large fleet's disk
+    /// allows: minutes are most of a fill's size). At most --days, which is the default.
+    #[arg(long)]
+    pub minute_days: Option<i64>,
     /// Analyses to time; medians are reported.
     #[arg(long, default_value_t = 3)]
     pub rounds: usize,
@@ -113,11 +118,25 @@ pub(crate) async fn fill_analyze(
             .write_rollups("1h", &cluster, &spec.name, start, end, &hours)
             .await?;
         hour_rows += hours.gpus.len() + hours.tenants.len();
-        if spec.sharing != "exclusive" && end > to - minute_days * 86_400_000 {
+        if spec.sharing == "exclusive" {
+            // No minutes: the analysis reads none of a GPU no two tenants share.
+        } else if end > to - minute_days * 86_400_000 {
             store
                 .write_rollups("1m", &cluster, &spec.name, start, end, &minutes)
                 .await?;
             minute_rows += minutes.gpus.len() + minutes.tenants.len();
+        } else {
+            // Older than the minutes kept here: the pair-hours an earlier analysis kept.
+            let (rows, marks) = kept_pair_hours(
+                &cluster,
+                &spec.name,
+                spec.sharing == "mig",
+                &minutes,
+                &hours,
+            );
+            store
+                .keep_pair_hours(&cluster, &spec.name, &marks, &rows)
+                .await?;
         }
         tenants[node].extend(t.into_iter().map(|t| (t.key.clone(), t)));
         done += 1;
@@ -131,6 +150,79 @@ pub(crate) async fn fill_analyze(
     eprintln!();
     report_now(store, fleet, interval_ms, Some(tenants)).await?;
     Ok((hour_rows, minute_rows))
+}
+
+/// What an analysis would have kept of one node-day: every hour's pair-hours, measured from its
+/// minutes as [`crate::analysis`] does, and each hour's mark.
+fn kept_pair_hours(
+    cluster: &str,
+    node: &str,
+    mig: bool,
+    minutes: &rollup::NodeRollup,
+    hours: &rollup::NodeRollup,
+) -> (Vec<rollup::PairHour>, Vec<store::pair_hours::PairHourMark>) {
+    let mut devices: BTreeMap<&str, rollup::DeviceMinutes> = BTreeMap::new();
+    for ((gpu, bucket), a) in &minutes.gpus {
+        let d = devices.entry(gpu).or_insert_with(|| rollup::DeviceMinutes {
+            cluster: cluster.into(),
+            node: node.into(),
+            gpu: gpu.clone(),
+            minutes: Vec::new(),
+        });
+        d.minutes.push(rollup::DeviceMinute {
+            bucket: *bucket,
+            gpu_util_n: a.gpu_util_n,
+            gpu_util_sum: a.gpu_util_sum,
+            dram_active_n: a.dram_active_n,
+            dram_active_sum: a.dram_active_sum,
+        });
+    }
+    let mut tenants: BTreeMap<(&str, &str), rollup::TenantMinutes> = BTreeMap::new();
+    for ((gpu, tenant, bucket), a) in minutes.tenants.iter().filter(|(_, a)| a.active_n > 0) {
+        let t = tenants
+            .entry((gpu, tenant))
+            .or_insert_with(|| rollup::TenantMinutes {
+                cluster: cluster.into(),
+                gpu: gpu.clone(),
+                tenant: tenant.clone(),
+                minutes: Vec::new(),
+            });
+        t.minutes.push(rollup::TenantMinute {
+            bucket: *bucket,
+            samples: a.samples,
+            active_n: a.active_n,
+            sm_util_n: a.sm_util_n,
+            sm_util_sum: a.sm_util_sum,
+            alloc_n: a.alloc_n,
+            alloc_share_sum: a.alloc_share_sum,
+            eff_n: a.eff_n,
+            eff_sum: a.eff_sum,
+        });
+    }
+    let devices: Vec<_> = devices.into_values().collect();
+    let tenants: Vec<_> = tenants.into_values().collect();
+    let cfg = analytics::Config::default();
+    let rows = analytics::pair_hours(&devices, &tenants, &|_| mig, &cfg);
+    let mut samples: BTreeMap<i64, (i64, i64)> = BTreeMap::new();
+    for ((_, bucket), a) in &hours.gpus {
+        samples.entry(*bucket).or_default().0 += i64::from(a.samples);
+    }
+    for ((_, _, bucket), a) in &hours.tenants {
+        samples.entry(*bucket).or_default().1 += i64::from(a.samples);
+    }
+    let thresholds = analytics::pair_hour_thresholds(&cfg);
+    let marks = samples
+        .into_iter()
+        .map(
+            |(hour_ms, (gpu_samples, tenant_samples))| store::pair_hours::PairHourMark {
+                hour_ms,
+                thresholds: thresholds.clone(),
+                gpu_samples,
+                tenant_samples,
+            },
+        )
+        .collect();
+    (rows, marks)
 }
 
 /// Every node's latest sample, taken now, through the store's ingest, as a live agent leaves
@@ -221,8 +313,11 @@ async fn one_size(
     let rss_before = model::process::peak_rss_mib();
     let thresholds = analytics::Config::default();
     let window = Duration::from_millis((args.days * 86_400_000) as u64);
-    // The first round finds no kept pair-hours, as an analysis of a new database would.
-    store.prune_pair_hours(i64::MAX).await?;
+    // The first round finds no kept pair-hours where the fill wrote minutes, as an analysis of
+    // a new database would; older hours' the fill kept stay (see --minute-days).
+    let minute_days = args.minute_days.unwrap_or(args.days).clamp(0, args.days);
+    let minutes_from = to - minute_days * 86_400_000;
+    store.drop_pair_hours(minutes_from, i64::MAX).await?;
     let (mut load, mut analyze, mut total) = (Vec::new(), Vec::new(), Vec::new());
     let mut last = None;
     for round in 0..args.rounds {
@@ -269,8 +364,17 @@ async fn one_size(
     );
     let first_s = total[0];
     println!(
-        "  first round (no kept pair-hours: every hour measured from minutes, then kept): load {:.2} s, analysis {:.2} s, load + analysis {:.2} s",
-        load[0], analyze[0], total[0]
+        "  first round ({}): load {:.2} s, analysis {:.2} s, load + analysis {:.2} s",
+        if minute_days == args.days {
+            "no kept pair-hours: every hour measured from minutes, then kept".to_owned()
+        } else {
+            format!(
+                "hours of the last {minute_days} days measured from minutes, then kept; older ones kept by the fill"
+            )
+        },
+        load[0],
+        analyze[0],
+        total[0]
     );
     if args.rounds >= 2 {
         println!(
@@ -391,7 +495,8 @@ async fn ensure_filled(
             interval_ms / 1000
         );
         let t = Instant::now();
-        let (h, m) = fill_analyze(store, fleet, args.days, args.days, interval_ms, to).await?;
+        let minute_days = args.minute_days.unwrap_or(args.days).clamp(0, args.days);
+        let (h, m) = fill_analyze(store, fleet, args.days, minute_days, interval_ms, to).await?;
         let fill_s = t.elapsed().as_secs_f64();
         eprintln!("filled {h} hour rows and {m} minute rows in {fill_s:.0} s");
         Ok(Some(fill_s))
