@@ -232,9 +232,12 @@ pub fn zombies(ctx: &Ctx) -> Vec<Finding> {
         .collect()
 }
 
-/// GPU-hours grouped per GPU in time order.
-fn gpu_hours_by_gpu(input: &Input) -> BTreeMap<(&str, &str, &str), Vec<&(i64, GpuAgg)>> {
-    let mut by: BTreeMap<(&str, &str, &str), Vec<&(i64, GpuAgg)>> = BTreeMap::new();
+/// One GPU's hours: (hour start, rollup).
+type GpuHour = (i64, GpuAgg);
+
+/// GPU-hours grouped per (cluster, node, GPU) in time order.
+fn gpu_hours_by_gpu(input: &Input) -> BTreeMap<(&str, &str, &str), Vec<&GpuHour>> {
+    let mut by: BTreeMap<(&str, &str, &str), Vec<&GpuHour>> = BTreeMap::new();
     for s in &input.gpu_hours {
         by.entry((&s.cluster, &s.node, &s.gpu))
             .or_default()
@@ -263,7 +266,7 @@ struct Flagged<'a> {
     cluster: &'a str,
     node: &'a str,
     gpu: &'a str,
-    rows: Vec<&'a (i64, GpuAgg)>,
+    rows: Vec<&'a GpuHour>,
     /// Flagged hours, and the span from the first of them to the end of the last.
     hours: usize,
     from: i64,

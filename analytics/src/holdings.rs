@@ -177,7 +177,9 @@ pub fn take_holdings(input: &mut Input) -> Vec<Holding> {
 }
 
 fn from_series(series: impl Iterator<Item = TenantSeries>) -> Vec<Holding> {
-    let mut by: BTreeMap<(String, String, String, String), Vec<(i64, TenantAgg)>> = BTreeMap::new();
+    // (cluster, node, GPU, tenant) → hours
+    type Key = (String, String, String, String);
+    let mut by: BTreeMap<Key, Vec<(i64, TenantAgg)>> = BTreeMap::new();
     for s in series {
         let rows = by.entry((s.cluster, s.node, s.gpu, s.tenant)).or_default();
         if rows.is_empty() {
