@@ -62,14 +62,18 @@ pub(super) fn add(b: &mut Bin, i: usize, it: &Item) {
 
 /// Whether `it` may join time-sliced bin `b` by the recorded hours: Err with the contended
 /// hours when the merged demand would exceed the GPU in more hours than replay tolerates, or
-/// memory would overflow in any hour.
+/// memory would overflow in any hour. Unless `counted`, it may stop at the first contended
+/// hour past what any length of the two lists tolerates (the count is then a lower bound).
 pub(super) fn hourly_verdict(
     cfg: &Config,
     b: &Bin,
     it: &Item,
     memory_total: f64,
+    counted: bool,
 ) -> Result<(), f64> {
     let (mut hours, mut contended) = (0usize, 0usize);
+    // No more hours than both lists hold: past this many contended ones the answer is no.
+    let most = allowed(cfg, it.hours.len() + b.hourly.len());
     let mut mine = it.hours.iter().peekable();
     let mut theirs = b.hourly.iter().peekable();
     loop {
@@ -100,6 +104,9 @@ pub(super) fn hourly_verdict(
         }
         if eff > 1.0 + 1e-9 {
             contended += 1;
+            if !counted && contended as f64 > most {
+                return Err(contended as f64);
+            }
         }
     }
     if contended as f64 > allowed(cfg, hours) {

@@ -103,7 +103,8 @@ pub(super) fn sharing_bound(
 pub(super) fn pair_fits(cfg: &Config, a: &Item, b: &Item, memory_total: f64) -> bool {
     let mut gpu = Bin::new(Fit::Share);
     add(&mut gpu, 0, a);
-    gpu.memory + b.memory <= memory_total && hourly_verdict(cfg, &gpu, b, memory_total).is_ok()
+    gpu.memory + b.memory <= memory_total
+        && hourly_verdict(cfg, &gpu, b, memory_total, false).is_ok()
 }
 
 /// A need as shares of one GPU: (compute, memory).

@@ -127,6 +127,17 @@ pub(super) fn pack(
             }
             match (it.fit, b.fit) {
                 (Fit::Mig(p), Fit::Mig(_)) => {
+                    // Slices the GPU does not have rule a placement out before looking.
+                    let whole = family.and_then(|f| f.profiles.last());
+                    let (c, m) = b
+                        .profiles
+                        .iter()
+                        .fold((p.compute_slices, p.memory_slices), |s, q| {
+                            (s.0 + q.compute_slices, s.1 + q.memory_slices)
+                        });
+                    if whole.is_some_and(|w| c > w.compute_slices || m > w.memory_slices) {
+                        continue;
+                    }
                     let mut list = b.profiles.clone();
                     list.push(p);
                     if family.is_some_and(|f| f.place(&list).is_some()) {
@@ -140,7 +151,9 @@ pub(super) fn pack(
                     {
                         continue;
                     }
-                    match hourly_verdict(cfg, b, it, memory_total) {
+                    // The count of contended hours is only read for the first refusal.
+                    let counted = first_refusal.is_none() && b.compute + it.compute <= 1.0 + 1e-9;
+                    match hourly_verdict(cfg, b, it, memory_total, counted) {
                         Ok(()) => {
                             chosen = Some(bi);
                             break;

@@ -309,6 +309,10 @@ async fn one_size(
     let fleet = std::sync::Arc::new(analyze_fleet(gpus)?);
     let to = rollup::bucket_of(model::time::now_ms(), rollup::HOUR_MS);
     let fill_s = ensure_filled(&store, &fleet, args, url, interval_ms, to).await?;
+    // The window ends where the filled history does, whenever the database was filled: a
+    // reused fill analysed in a later hour would otherwise lose its last hours (and with them
+    // every holding the plan counts as current).
+    let to = data_end(&store, &fleet, to).await?;
     let peak_tracked = reset_peak_rss();
     let rss_before = model::process::peak_rss_mib();
     let thresholds = analytics::Config::default();
@@ -321,8 +325,7 @@ async fn one_size(
     let (mut load, mut analyze, mut total) = (Vec::new(), Vec::new(), Vec::new());
     let mut last = None;
     for round in 0..args.rounds {
-        let now = model::time::now_ms();
-        let (analysis, stats) = crate::analysis::run(&store, &thresholds, window, now).await?;
+        let (analysis, stats) = crate::analysis::run(&store, &thresholds, window, to).await?;
         eprintln!(
             "  round {}: load {:.2} s (inventory {:.2}, hours {:.2}, pair-hours {:.2} [{} node-hours kept, {} measured from {} minute rows], health {:.2}), analysis {:.2} s",
             round + 1,
@@ -343,7 +346,7 @@ async fn one_size(
     }
     let (analysis, stats) = last.expect("at least one round");
     let peak_mib = model::process::peak_rss_mib();
-    let plan = time_plan(&store, &thresholds, window, args.rounds).await?;
+    let plan = time_plan(&store, &thresholds, window, to, args.rounds).await?;
     println!(
         "analyze benchmark: {} GPUs on {} nodes, {} days, backend {}, {} rounds",
         fleet.gpu_count(),
@@ -503,14 +506,35 @@ async fn ensure_filled(
     }
 }
 
+/// The end of the filled history: the hour after the first node's newest hour rollup (the
+/// fill writes every node up to the same hour), or `fallback` when there is none.
+async fn data_end(store: &Store, fleet: &simulator::Fleet, fallback: i64) -> anyhow::Result<i64> {
+    let Some(node) = fleet.nodes.first() else {
+        return Ok(fallback);
+    };
+    let r = store
+        .hour_rollups_for_analysis(
+            &fleet.scenario.cluster,
+            &node.spec.name,
+            fallback - 90 * 86_400_000,
+            fallback + rollup::HOUR_MS,
+        )
+        .await?;
+    Ok(r.gpus
+        .keys()
+        .map(|(_, bucket)| bucket + rollup::HOUR_MS)
+        .max()
+        .unwrap_or(fallback))
+}
+
 /// The plan alone (packing, placing, steps and their replays), timed on the same input.
 async fn time_plan(
     store: &Store,
     thresholds: &analytics::Config,
     window: Duration,
+    now: i64,
     rounds: usize,
 ) -> anyhow::Result<Vec<f64>> {
-    let now = model::time::now_ms();
     let input =
         crate::analysis::load(store, thresholds, now - window.as_millis() as i64, now, now).await?;
     let input = std::sync::Arc::new(input);
