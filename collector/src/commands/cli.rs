@@ -252,6 +252,8 @@ pub struct AnalyzeArgs {
     pub format: OutputFormat,
     /// Only print the analysis. By default it is also stored as the newest analysis, which
     /// the dashboard, the API and alerting serve until the collector's next scheduled run.
+    /// Interference's pair-hours measured from minutes are kept either way (a summary of the
+    /// minutes that later analyses read, not a result).
     #[arg(long)]
     pub no_store: bool,
 }
