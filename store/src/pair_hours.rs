@@ -118,21 +118,27 @@ macro_rules! pair_hour_methods {
             marks: &[super::pair_hours::PairHourMark],
             rows: &[super::pair_hours::PairHour],
         ) -> Result<()> {
+            if marks.is_empty() {
+                return Ok(());
+            }
+            // A node's hours: at most two years' 17,520, within either backend's parameters.
             let hours: std::collections::BTreeSet<i64> = marks.iter().map(|m| m.hour_ms).collect();
             let kept: Vec<&super::pair_hours::PairHour> =
                 rows.iter().filter(|r| hours.contains(&r.hour)).collect();
             let mut tx = self.$write.begin().await?;
-            for m in marks {
-                for table in ["pair_hours", "pair_hour_marks"] {
-                    sqlx::query(&$sql(&format!(
-                        "DELETE FROM {table} WHERE cluster = ? AND node = ? AND bucket_ms = ?"
-                    )))
-                    .bind(cluster)
-                    .bind(node)
-                    .bind(m.hour_ms)
-                    .execute(&mut *tx)
-                    .await?;
+            // What was kept of these hours goes: the marks name a node's hours, one list.
+            let list = vec!["?"; hours.len()].join(", ");
+            for table in ["pair_hours", "pair_hour_marks"] {
+                let sql = $sql(&format!(
+                    "DELETE FROM {table} WHERE cluster = ? AND node = ? AND bucket_ms IN ({list})"
+                ));
+                let mut q = sqlx::query(&sql).bind(cluster).bind(node);
+                for h in &hours {
+                    q = q.bind(*h);
                 }
+                q.execute(&mut *tx).await?;
+            }
+            for m in marks {
                 sqlx::query(&$sql(
                     "INSERT INTO pair_hour_marks (cluster, node, bucket_ms, thresholds, gpu_samples, tenant_samples) VALUES (?, ?, ?, ?, ?, ?)",
                 ))

@@ -113,6 +113,8 @@ pub(super) fn pack(
     });
     let mut bins: Vec<Bin> = Vec::new();
     let mut refused = Vec::new();
+    // The whole GPU's profile: every slice a MIG bin has.
+    let whole = family.and_then(|f| f.profiles.last());
     for i in order {
         let it = &items[i];
         let pin_ok = |b: &Bin| match (it.pin, b.pin.as_deref()) {
@@ -128,7 +130,6 @@ pub(super) fn pack(
             match (it.fit, b.fit) {
                 (Fit::Mig(p), Fit::Mig(_)) => {
                     // Slices the GPU does not have rule a placement out before looking.
-                    let whole = family.and_then(|f| f.profiles.last());
                     let (c, m) = b
                         .profiles
                         .iter()

@@ -143,7 +143,7 @@ pub struct LoadStats {
     /// Parts of `load`: inventory, hour rollups, minute rollups, health and orphans.
     pub load_inventory: Duration,
     pub load_hours: Duration,
-    pub load_minutes: Duration,
+    pub load_pair_hours: Duration,
     pub load_health: Duration,
     pub analyze: Duration,
 }
@@ -213,7 +213,7 @@ pub async fn load_timed(
     stats.minute_rows = pairs.minute_rows;
     stats.pair_hours_measured = pairs.hours_measured;
     stats.pair_hours_kept = pairs.hours_kept;
-    split(&mut stats.load_minutes);
+    split(&mut stats.load_pair_hours);
     input.health = health(store, from, to).await?;
     input.orphans = store
         .orphans(from, to)

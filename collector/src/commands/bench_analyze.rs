@@ -39,6 +39,13 @@ pub struct AnalyzeBench {
     pub rounds: usize,
 }
 
+impl AnalyzeBench {
+    /// Days of minute rollups the fill writes: `--minute-days`, at most `--days` (the default).
+    fn minute_days(&self) -> i64 {
+        self.minute_days.unwrap_or(self.days).clamp(0, self.days)
+    }
+}
+
 /// The fleet `bench analyze` uses: the default scenario copied until it has `gpus` GPUs.
 pub(crate) fn analyze_fleet(gpus: usize) -> anyhow::Result<simulator::Fleet> {
     let base = simulator::Scenario::from_toml(crate::simulate::DEFAULT_SCENARIO)?;
@@ -319,7 +326,7 @@ async fn one_size(
     let window = Duration::from_millis((args.days * 86_400_000) as u64);
     // The first round finds no kept pair-hours where the fill wrote minutes, as an analysis of
     // a new database would; older hours' the fill kept stay (see --minute-days).
-    let minute_days = args.minute_days.unwrap_or(args.days).clamp(0, args.days);
+    let minute_days = args.minute_days();
     let minutes_from = to - minute_days * 86_400_000;
     store.drop_pair_hours(minutes_from, i64::MAX).await?;
     let (mut load, mut analyze, mut total) = (Vec::new(), Vec::new(), Vec::new());
@@ -332,7 +339,7 @@ async fn one_size(
             stats.load.as_secs_f64(),
             stats.load_inventory.as_secs_f64(),
             stats.load_hours.as_secs_f64(),
-            stats.load_minutes.as_secs_f64(),
+            stats.load_pair_hours.as_secs_f64(),
             stats.pair_hours_kept,
             stats.pair_hours_measured,
             stats.minute_rows,
@@ -498,7 +505,7 @@ async fn ensure_filled(
             interval_ms / 1000
         );
         let t = Instant::now();
-        let minute_days = args.minute_days.unwrap_or(args.days).clamp(0, args.days);
+        let minute_days = args.minute_days();
         let (h, m) = fill_analyze(store, fleet, args.days, minute_days, interval_ms, to).await?;
         let fill_s = t.elapsed().as_secs_f64();
         eprintln!("filled {h} hour rows and {m} minute rows in {fill_s:.0} s");
