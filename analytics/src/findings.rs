@@ -3,7 +3,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use model::rollup::{GpuAgg, HOUR_MS};
+use model::rollup::{GpuHour, HOUR_MS};
 
 use crate::config::Config;
 use crate::holdings::{Holding, idle_runs};
@@ -233,11 +233,11 @@ pub fn zombies(ctx: &Ctx) -> Vec<Finding> {
 }
 
 /// One GPU's hours: (hour start, rollup).
-type GpuHour = (i64, GpuAgg);
+type HourRow = (i64, GpuHour);
 
 /// GPU-hours grouped per (cluster, node, GPU) in time order.
-fn gpu_hours_by_gpu(input: &Input) -> BTreeMap<(&str, &str, &str), Vec<&GpuHour>> {
-    let mut by: BTreeMap<(&str, &str, &str), Vec<&GpuHour>> = BTreeMap::new();
+fn gpu_hours_by_gpu(input: &Input) -> BTreeMap<(&str, &str, &str), Vec<&HourRow>> {
+    let mut by: BTreeMap<(&str, &str, &str), Vec<&HourRow>> = BTreeMap::new();
     for s in &input.gpu_hours {
         by.entry((&s.cluster, &s.node, &s.gpu))
             .or_default()
@@ -249,11 +249,11 @@ fn gpu_hours_by_gpu(input: &Input) -> BTreeMap<(&str, &str, &str), Vec<&GpuHour>
     by
 }
 
-/// Tenants that held or used a GPU in an hour.
-fn tenants_in(holdings: &[Holding], gpu: &str, from: i64, to: i64) -> Vec<String> {
-    let mut t: Vec<String> = holdings
+/// Tenants that held or used a GPU in [from, to), of the GPU's holdings `on_gpu`.
+fn tenants_in(on_gpu: &[&Holding], from: i64, to: i64) -> Vec<String> {
+    let mut t: Vec<String> = on_gpu
         .iter()
-        .filter(|h| h.gpu == gpu && h.rows.iter().any(|(hour, _)| *hour >= from && *hour < to))
+        .filter(|h| h.rows.iter().any(|(hour, _)| *hour >= from && *hour < to))
         .map(|h| h.tenant.clone())
         .collect();
     t.sort();
@@ -266,7 +266,7 @@ struct Flagged<'a> {
     cluster: &'a str,
     node: &'a str,
     gpu: &'a str,
-    rows: Vec<&'a GpuHour>,
+    rows: Vec<&'a HourRow>,
     /// Flagged hours, and the span from the first of them to the end of the last.
     hours: usize,
     from: i64,
@@ -279,9 +279,13 @@ struct Flagged<'a> {
 fn flagged<'a>(
     ctx: &Ctx<'a>,
     holdings: &[Holding],
-    pred: impl Fn(&GpuAgg) -> bool,
+    pred: impl Fn(&GpuHour) -> bool,
 ) -> Vec<Flagged<'a>> {
     let mut out = Vec::new();
+    let mut by_gpu: HashMap<&str, Vec<&Holding>> = HashMap::new();
+    for h in holdings {
+        by_gpu.entry(h.gpu.as_str()).or_default().push(h);
+    }
     for ((cluster, node, gpu), rows) in gpu_hours_by_gpu(ctx.input) {
         let hit: Vec<i64> = rows.iter().filter(|r| pred(&r.1)).map(|r| r.0).collect();
         let (Some(&from), Some(&last)) = (hit.first(), hit.last()) else {
@@ -291,7 +295,7 @@ fn flagged<'a>(
             continue;
         }
         let to = last + HOUR_MS;
-        let tenants = tenants_in(holdings, gpu, from, to);
+        let tenants = tenants_in(by_gpu.get(gpu).map_or(&[], Vec::as_slice), from, to);
         let names = tenants.iter().map(|t| ctx.name(cluster, t)).collect();
         out.push(Flagged {
             cluster,
@@ -311,7 +315,7 @@ fn flagged<'a>(
 /// memory_pressure: the GPU's memory nearly full (≥ `memory_pressure` of total at peak) for
 /// at least `pressure_min_hours` hours.
 pub fn memory_pressure(ctx: &Ctx, holdings: &[Holding]) -> Vec<Finding> {
-    let full = |a: &GpuAgg| match (a.mem_used_max, a.mem_total_max) {
+    let full = |a: &GpuHour| match (a.mem_used_max, a.mem_total_max) {
         (Some(u), Some(t)) if t > 0 => u as f64 / t as f64 >= ctx.cfg.memory_pressure,
         _ => false,
     };
@@ -356,7 +360,7 @@ pub fn memory_pressure(ctx: &Ctx, holdings: &[Holding]) -> Vec<Finding> {
 /// throttling: clocks held back by a thermal or power limit in at least `throttle_share` of
 /// the samples of `pressure_min_hours` hours; names the tenants busy meanwhile.
 pub fn throttling(ctx: &Ctx, holdings: &[Holding]) -> Vec<Finding> {
-    let hot = |a: &GpuAgg| {
+    let hot = |a: &GpuHour| {
         a.samples > 0 && f64::from(a.throttled_n) / f64::from(a.samples) >= ctx.cfg.throttle_share
     };
     flagged(ctx, holdings, hot)

@@ -142,7 +142,7 @@ pub fn funnel(input: &Input, holdings: &[Holding], cfg: &Config) -> PolarsResult
     })
 }
 
-/// One row per (tenant, GPU, hour).
+/// One row per holding (a tenant on a GPU), its hours summed.
 fn tenant_rows<'a>(
     input: &'a Input,
     holdings: &'a [Holding],
@@ -159,7 +159,10 @@ fn tenant_rows<'a>(
             )
         })
         .collect();
-    let n: usize = holdings.iter().map(|h| h.rows.len()).sum();
+    // One row per holding, its hours summed: every grouping key is the holding's, so the
+    // group sums are the same, and the frame is a holding's size, not a tenant-hour's (two
+    // million rows a week at 10,000 GPUs).
+    let n = holdings.len();
     let mut c_borrowed = Vec::with_capacity(n);
     let (mut c_cluster, mut c_node, mut c_model, mut c_team, mut c_tenant) = (
         Vec::with_capacity(n),
@@ -179,27 +182,35 @@ fn tenant_rows<'a>(
     );
     for h in holdings {
         let model = model_of(&h.gpu);
-        let price = cfg.price_of(model);
         let t = team
             .get(&(h.cluster.as_str(), h.tenant.as_str()))
             .copied()
             .unwrap_or(NO_TEAM);
+        let (mut alloc, mut active, mut eff, mut waste, mut borrowed) = (0.0, 0.0, 0.0, 0.0, 0.0);
+        let (mut eff_n, mut dcgm_n) = (0i64, 0i64);
         for (_, a) in &h.rows {
             let r = RowHours::of(a);
-            c_cluster.push(h.cluster.as_str());
-            c_node.push(h.node.as_str());
-            c_model.push(model);
-            c_team.push(t);
-            c_tenant.push(h.tenant.as_str());
-            c_alloc.push(r.allocated);
-            c_active.push(r.active);
-            c_eff.push(r.effective);
-            c_waste.push(r.allocated - r.effective);
-            c_borrowed.push(r.used - r.effective);
-            c_price.push(price);
-            c_effn.push(i64::from(a.eff_n));
-            c_dcgm.push(i64::from(a.eff_dcgm_n));
+            alloc += r.allocated;
+            active += r.active;
+            eff += r.effective;
+            waste += r.allocated - r.effective;
+            borrowed += r.used - r.effective;
+            eff_n += i64::from(a.eff_n);
+            dcgm_n += i64::from(a.eff_dcgm_n);
         }
+        c_cluster.push(h.cluster.as_str());
+        c_node.push(h.node.as_str());
+        c_model.push(model);
+        c_team.push(t);
+        c_tenant.push(h.tenant.as_str());
+        c_alloc.push(alloc);
+        c_active.push(active);
+        c_eff.push(eff);
+        c_waste.push(waste);
+        c_borrowed.push(borrowed);
+        c_price.push(cfg.price_of(model));
+        c_effn.push(eff_n);
+        c_dcgm.push(dcgm_n);
     }
     df![
         "cluster" => c_cluster, "node" => c_node, "model" => c_model, "team" => c_team,
@@ -208,7 +219,7 @@ fn tenant_rows<'a>(
     ]
 }
 
-/// One row per (GPU, hour): capacity.
+/// One row per GPU series: its capacity, the hours summed.
 fn gpu_rows<'a>(
     input: &'a Input,
     holdings: &'a [Holding],
@@ -217,12 +228,15 @@ fn gpu_rows<'a>(
     let (mut g_cluster, mut g_node, mut g_model, mut g_cap) =
         (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     for s in &input.gpu_hours {
-        for (_, agg) in &s.hours {
-            g_cluster.push(s.cluster.as_str());
-            g_node.push(s.node.as_str());
-            g_model.push(model_of(&s.gpu));
-            g_cap.push(agg.covered_s / 3600.0);
-        }
+        g_cluster.push(s.cluster.as_str());
+        g_node.push(s.node.as_str());
+        g_model.push(model_of(&s.gpu));
+        g_cap.push(
+            s.hours
+                .iter()
+                .map(|(_, agg)| agg.covered_s / 3600.0)
+                .sum::<f64>(),
+        );
     }
     // The capacity side of a device line lists every GPU its tenants' rows name too (with no
     // capacity of their own when the GPU has no rollups in the range), so that every tenant

@@ -2,8 +2,10 @@
 //! [`Input`] from its store; tests and benchmarks can build one directly.
 
 /// The minute series interference reads; the store builds them, so they live in `model`.
-pub use model::rollup::{DeviceMinute, DeviceMinutes, PairHour, TenantMinute, TenantMinutes};
-use model::rollup::{GpuAgg, TenantAgg};
+pub use model::rollup::{
+    DeviceMinute, DeviceMinutes, GpuHour, GpuSeries, PairHour, TenantMinute, TenantMinutes,
+    TenantSeries,
+};
 use serde::{Deserialize, Serialize};
 
 use crate::recommendation::Recommendation;
@@ -52,27 +54,6 @@ pub struct TenantRef {
     pub kind: String,
     pub name: String,
     pub team: Option<String>,
-}
-
-/// One GPU's hour rollups over the range, in time order: the names once, the hours after.
-#[derive(Debug, Clone, Default)]
-pub struct GpuSeries {
-    pub cluster: String,
-    pub node: String,
-    pub gpu: String,
-    /// (hour start, the hour's rollup), in time order.
-    pub hours: Vec<(i64, GpuAgg)>,
-}
-
-/// One tenant's hour rollups on one GPU over the range, in time order.
-#[derive(Debug, Clone, Default)]
-pub struct TenantSeries {
-    pub cluster: String,
-    pub node: String,
-    pub gpu: String,
-    pub tenant: String,
-    /// (hour start, the hour's rollup), in time order.
-    pub hours: Vec<(i64, TenantAgg)>,
 }
 
 /// Health counters and XID errors of one GPU over the range.

@@ -4,7 +4,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use model::rollup::{GpuAgg, HOUR_MS, MINUTE_MS};
+use model::rollup::{GpuHour, HOUR_MS, MINUTE_MS};
 
 use crate::config::Config;
 use crate::findings::{Ctx, Evidence, Finding, FindingKind, Severity, finding_id, hours};
@@ -96,7 +96,7 @@ fn reaches(value: f64, threshold: f64) -> bool {
     value >= threshold - SENSOR_TOLERANCE
 }
 
-fn saturated_hour(a: &GpuAgg, mig: bool, cfg: &Config) -> bool {
+fn saturated_hour(a: &GpuHour, mig: bool, cfg: &Config) -> bool {
     if mig {
         a.dram_active_n > 0
             && reaches(
@@ -399,9 +399,9 @@ mod tests {
         let cfg = Config::default();
         let ninety = f64::from(0.9f32);
         assert!(ninety < 0.9);
-        let hour = GpuAgg {
+        let hour = GpuHour {
             gpu_util_max: Some(0.9f32),
-            ..GpuAgg::default()
+            ..GpuHour::default()
         };
         assert!(saturated_hour(&hour, false, &cfg));
         let minute = DeviceMinute {

@@ -639,26 +639,24 @@ impl Store {
         dispatch!(self, s => s.waiting(from_ms, to_ms).await)
     }
 
-    /// The marks of a node's kept pair-hours in `[from_ms, to_ms)`.
+    /// The marks of every node's kept pair-hours in `[from_ms, to_ms)`: (cluster, node, mark).
     pub async fn pair_hour_marks(
         &self,
-        cluster: &str,
-        node: &str,
         from_ms: i64,
         to_ms: i64,
-    ) -> Result<Vec<pair_hours::PairHourMark>> {
-        dispatch!(self, s => s.pair_hour_marks(cluster, node, from_ms, to_ms).await)
+    ) -> Result<Vec<(String, String, pair_hours::PairHourMark)>> {
+        dispatch!(self, s => s.pair_hour_marks(from_ms, to_ms).await)
     }
 
-    /// A node's kept pair-hours in `[from_ms, to_ms)` (bounded).
+    /// Every node's kept pair-hours in `[from_ms, to_ms)` that `keep` takes, in no set order:
+    /// one streamed query, and only what `keep` takes is held.
     pub async fn pair_hours(
         &self,
-        cluster: &str,
-        node: &str,
         from_ms: i64,
         to_ms: i64,
+        keep: &mut (dyn FnMut(&pair_hours::PairHour) -> bool + Send),
     ) -> Result<Vec<pair_hours::PairHour>> {
-        dispatch!(self, s => s.pair_hours(cluster, node, from_ms, to_ms).await)
+        dispatch!(self, s => s.pair_hours(from_ms, to_ms, keep).await)
     }
 
     /// Keeps a node's pair-hours of the hours `marks` name, replacing what was kept of them.
@@ -694,16 +692,17 @@ impl Store {
         dispatch!(self, s => s.read_hours(cluster, node, from_ms, to_ms).await)
     }
 
-    /// [`Store::hour_rollups`] without the GPU rows' histograms, which the analysis does not
-    /// read (they are left empty): a fifth less to transfer and decode.
-    pub async fn hour_rollups_for_analysis(
+    /// Every GPU's and tenant's hour rollups in [from, to) as series, in key order (what
+    /// the analysis reads): streamed from one query per table.
+    pub async fn hour_series(
         &self,
-        cluster: &str,
-        node: &str,
         from_ms: i64,
         to_ms: i64,
-    ) -> Result<NodeRollup> {
-        dispatch!(self, s => s.read_hours_for_analysis(cluster, node, from_ms, to_ms).await)
+    ) -> Result<(
+        Vec<model::rollup::GpuSeries>,
+        Vec<model::rollup::TenantSeries>,
+    )> {
+        dispatch!(self, s => s.read_hour_series(from_ms, to_ms).await)
     }
 }
 

@@ -17,10 +17,6 @@ pub struct PairHourMark {
     pub tenant_samples: i64,
 }
 
-/// Most rows one node's read returns: a week of eight GPUs each shared by eight tenants is
-/// 8 × 56 × 168 = 75,264 pair-hours; more than this many is not a node's.
-pub const MAX_PAIR_HOURS_PER_NODE: i64 = 1_000_000;
-
 /// Rows per multi-row INSERT (12 parameters each: SQLite's limit is 32,766 parameters).
 pub(crate) const INSERT_ROWS: usize = 500;
 
@@ -38,74 +34,67 @@ pub(crate) fn insert_sql(rows: usize) -> String {
 /// The pair-hour methods of a backend.
 macro_rules! pair_hour_methods {
     ($write:ident, $read:ident, $sql:path) => {
-        /// The marks of a node's hours in `[from_ms, to_ms)`.
+        /// The marks of every node's hours in `[from_ms, to_ms)`, with their node:
+        /// (cluster, node, mark).
         pub async fn pair_hour_marks(
             &self,
-            cluster: &str,
-            node: &str,
             from_ms: i64,
             to_ms: i64,
-        ) -> Result<Vec<super::pair_hours::PairHourMark>> {
-            let rows = sqlx::query(&$sql(
-                "SELECT bucket_ms, thresholds, gpu_samples, tenant_samples FROM pair_hour_marks WHERE cluster = ? AND node = ? AND bucket_ms >= ? AND bucket_ms < ?",
-            ))
-            .bind(cluster)
-            .bind(node)
-            .bind(from_ms)
-            .bind(to_ms)
-            .fetch_all(&self.$read)
-            .await?;
-            rows.iter()
-                .map(|r| {
-                    Ok(super::pair_hours::PairHourMark {
-                        hour_ms: r.try_get(0)?,
-                        thresholds: r.try_get(1)?,
-                        gpu_samples: r.try_get(2)?,
-                        tenant_samples: r.try_get(3)?,
-                    })
-                })
-                .collect()
+        ) -> Result<Vec<(String, String, super::pair_hours::PairHourMark)>> {
+            use futures_util::TryStreamExt;
+            let sql = $sql(
+                "SELECT cluster, node, bucket_ms, thresholds, gpu_samples, tenant_samples FROM pair_hour_marks WHERE bucket_ms >= ? AND bucket_ms < ?",
+            );
+            let mut rows = sqlx::query(&sql).bind(from_ms).bind(to_ms).fetch(&self.$read);
+            let mut out = Vec::new();
+            while let Some(r) = rows.try_next().await? {
+                let mark = super::pair_hours::PairHourMark {
+                    hour_ms: r.try_get(2)?,
+                    thresholds: r.try_get(3)?,
+                    gpu_samples: r.try_get(4)?,
+                    tenant_samples: r.try_get(5)?,
+                };
+                out.push((r.try_get(0)?, r.try_get(1)?, mark));
+            }
+            Ok(out)
         }
 
-        /// A node's kept pair-hours in `[from_ms, to_ms)`, at most
-        /// [`super::pair_hours::MAX_PAIR_HOURS_PER_NODE`].
+        /// The kept pair-hours of every node in `[from_ms, to_ms)` that `keep` takes (it sees
+        /// each row as it is decoded, so what it refuses is never held), in no set order.
         pub async fn pair_hours(
             &self,
-            cluster: &str,
-            node: &str,
             from_ms: i64,
             to_ms: i64,
+            keep: &mut (dyn FnMut(&super::pair_hours::PairHour) -> bool + Send),
         ) -> Result<Vec<super::pair_hours::PairHour>> {
-            let rows = sqlx::query(&$sql(&format!(
-                "SELECT {} FROM pair_hours WHERE cluster = ? AND node = ? AND bucket_ms >= ? AND bucket_ms < ? ORDER BY gpu_uuid, victim, aggressor, bucket_ms LIMIT ?",
+            use futures_util::TryStreamExt;
+            let sql = $sql(&format!(
+                "SELECT cluster, node, {} FROM pair_hours WHERE bucket_ms >= ? AND bucket_ms < ?",
                 super::pair_hours::COLUMNS
-            )))
-            .bind(cluster)
-            .bind(node)
-            .bind(from_ms)
-            .bind(to_ms)
-            .bind(super::pair_hours::MAX_PAIR_HOURS_PER_NODE)
-            .fetch_all(&self.$read)
-            .await?;
+            ));
+            let mut rows = sqlx::query(&sql).bind(from_ms).bind(to_ms).fetch(&self.$read);
             let count = |v: i64| u32::try_from(v.max(0)).unwrap_or(u32::MAX);
-            rows.iter()
-                .map(|r| {
-                    Ok(super::pair_hours::PairHour {
-                        cluster: cluster.to_owned(),
-                        node: node.to_owned(),
-                        gpu: r.try_get(0)?,
-                        victim: r.try_get(1)?,
-                        aggressor: r.try_get(2)?,
-                        hour: r.try_get(3)?,
-                        alone_n: count(r.try_get(4)?),
-                        alone_sum: r.try_get(5)?,
-                        contended_n: count(r.try_get(6)?),
-                        contended_sum: r.try_get(7)?,
-                        contended_first: r.try_get(8)?,
-                        contended_last: r.try_get(9)?,
-                    })
-                })
-                .collect()
+            let mut out = Vec::new();
+            while let Some(r) = rows.try_next().await? {
+                let row = super::pair_hours::PairHour {
+                    cluster: r.try_get(0)?,
+                    node: r.try_get(1)?,
+                    gpu: r.try_get(2)?,
+                    victim: r.try_get(3)?,
+                    aggressor: r.try_get(4)?,
+                    hour: r.try_get(5)?,
+                    alone_n: count(r.try_get(6)?),
+                    alone_sum: r.try_get(7)?,
+                    contended_n: count(r.try_get(8)?),
+                    contended_sum: r.try_get(9)?,
+                    contended_first: r.try_get(10)?,
+                    contended_last: r.try_get(11)?,
+                };
+                if keep(&row) {
+                    out.push(row);
+                }
+            }
+            Ok(out)
         }
 
         /// Keeps a node's pair-hours of the hours `marks` name: each hour's earlier rows and

@@ -14,7 +14,7 @@ macro_rules! rollup_read_methods {
             to: i64,
         ) -> Result<NodeRollup> {
             let mut conn = self.$read.acquire().await?;
-            read_rollups(&mut conn, "1m", cluster, node, from, to, true).await
+            read_rollups(&mut conn, "1m", cluster, node, from, to).await
         }
 
         /// A node's hour rollups in [from, to).
@@ -26,20 +26,23 @@ macro_rules! rollup_read_methods {
             to: i64,
         ) -> Result<NodeRollup> {
             let mut conn = self.$read.acquire().await?;
-            read_rollups(&mut conn, "1h", cluster, node, from, to, true).await
+            read_rollups(&mut conn, "1h", cluster, node, from, to).await
         }
 
-        /// A node's hour rollups in [from, to) without the GPU rows' histograms (left
-        /// empty): what the analysis reads, which uses none of them.
-        pub async fn read_hours_for_analysis(
+        /// Every GPU's and tenant's hour rollups in [from, to), as series (what the analysis
+        /// reads): one query per table over the whole fleet, streamed and decoded row by row,
+        /// so neither the rows nor a node's maps are ever held. On Citus each query runs on
+        /// every worker's shards at once.
+        pub async fn read_hour_series(
             &self,
-            cluster: &str,
-            node: &str,
             from: i64,
             to: i64,
-        ) -> Result<NodeRollup> {
+        ) -> Result<(
+            Vec<model::rollup::GpuSeries>,
+            Vec<model::rollup::TenantSeries>,
+        )> {
             let mut conn = self.$read.acquire().await?;
-            read_rollups(&mut conn, "1h", cluster, node, from, to, false).await
+            read_hour_series(&mut conn, from, to).await
         }
 
         /// The samples of `t` in [from, to) that `f` selects (undecodable blocks skipped,
@@ -110,21 +113,13 @@ macro_rules! read_rollups_fn {
             node: &str,
             from: i64,
             to: i64,
-            histograms: bool,
         ) -> Result<NodeRollup> {
             let d = $d;
             let select = |columns: &str, table: &str| {
                 crate::rollup_reads::node_range_select(d, columns, &format!("{table}_rollup_{res}"))
             };
             let mut out = NodeRollup::default();
-            let gpu_columns = if histograms {
-                crate::sql::GPU_ROLLUP_COLUMNS.to_owned()
-            } else {
-                crate::sql::GPU_ROLLUP_COLUMNS
-                    .replace("gpu_util_hist", "CAST(NULL AS bytea) AS gpu_util_hist")
-                    .replace("sm_active_hist", "CAST(NULL AS bytea) AS sm_active_hist")
-            };
-            let rows = sqlx::query(&select(&gpu_columns, "gpu"))
+            let rows = sqlx::query(&select(crate::sql::GPU_ROLLUP_COLUMNS, "gpu"))
                 .bind(cluster)
                 .bind(node)
                 .bind(from)
@@ -155,10 +150,59 @@ macro_rules! read_rollups_fn {
             }
             Ok(out)
         }
+
+        async fn read_hour_series(
+            conn: &mut $conn,
+            from: i64,
+            to: i64,
+        ) -> Result<(
+            Vec<model::rollup::GpuSeries>,
+            Vec<model::rollup::TenantSeries>,
+        )> {
+            use futures_util::TryStreamExt;
+            let d = $d;
+            let select =
+                |columns: &str, table: &str| crate::rollup_reads::range_select(d, columns, table);
+            let mut gpus = model::rollup::SeriesBuilder::<model::rollup::GpuSeries>::default();
+            let sql = select(crate::sql::GPU_HOUR_COLUMNS, "gpu_rollup_1h");
+            let mut rows = sqlx::query(&sql).bind(from).bind(to).fetch(&mut *conn);
+            while let Some(r) = rows.try_next().await? {
+                let (cluster, node, gpu): (&str, &str, &str) =
+                    (r.try_get(0)?, r.try_get(1)?, r.try_get(2)?);
+                gpus.push(
+                    cluster,
+                    node,
+                    gpu,
+                    r.try_get(3)?,
+                    crate::sql::read_gpu_hour!(&r),
+                );
+            }
+            drop(rows);
+            let mut tenants =
+                model::rollup::SeriesBuilder::<model::rollup::TenantSeries>::default();
+            let sql = select(crate::sql::TENANT_ROLLUP_COLUMNS, "tenant_rollup_1h");
+            let mut rows = sqlx::query(&sql).bind(from).bind(to).fetch(&mut *conn);
+            while let Some(r) = rows.try_next().await? {
+                let names: [&str; 4] = [r.try_get(0)?, r.try_get(1)?, r.try_get(2)?, r.try_get(3)?];
+                tenants.push(names, r.try_get(4)?, crate::sql::read_tenant_agg!(&r));
+            }
+            Ok((gpus.finish(), tenants.finish()))
+        }
     };
 }
 
 pub(crate) use read_rollups_fn;
+
+/// `SELECT columns FROM table` for every node's buckets in [from, to), in `d`'s SQL: binds
+/// from, to (ms); `bucket` comes back as ms since the epoch.
+pub(crate) fn range_select(d: crate::dialect::Dialect, columns: &str, table: &str) -> String {
+    let columns = columns.replace("bucket,", &format!("{} AS bucket,", d.epoch_ms("bucket")));
+    format!(
+        "SELECT {columns} FROM {table} WHERE bucket >= {} AND bucket < {}",
+        d.time_param(1),
+        d.time_param(2)
+    )
+}
 
 /// `SELECT columns FROM table` for one node's buckets in [from, to), in `d`'s SQL: binds
 /// cluster, node, from, to (ms); `bucket` comes back as ms since the epoch.

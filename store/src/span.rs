@@ -108,7 +108,7 @@ macro_rules! span_tx {
                 res: &str,
                 s: $crate::span::Span<'_>,
             ) -> Result<::model::rollup::NodeRollup> {
-                read_rollups(self, res, s.cluster, s.node, s.from, s.to, true).await
+                read_rollups(self, res, s.cluster, s.node, s.from, s.to).await
             }
         }
     };

@@ -1388,10 +1388,7 @@ async fn pair_hours_are_kept_per_node_hour(store: &Store) {
         .await
         .unwrap();
     let window = (t0 - h, t0 + 5 * h);
-    let marks = store
-        .pair_hour_marks("c1", "n1", window.0, window.1)
-        .await
-        .unwrap();
+    let marks = node_marks(store, "n1", window.0, window.1).await;
     let mut hours: Vec<_> = marks
         .iter()
         .map(|m| (m.hour_ms, m.gpu_samples, m.tenant_samples))
@@ -1399,15 +1396,8 @@ async fn pair_hours_are_kept_per_node_hour(store: &Store) {
     hours.sort();
     assert_eq!(hours, [(t0, 120, 240), (t0 + h, 60, 120)]);
     assert_eq!(marks[0].thresholds, "v1,saturation=0.9");
-    let kept = store
-        .pair_hours("c1", "n1", window.0, window.1)
-        .await
-        .unwrap();
-    assert_eq!(
-        kept,
-        rows[..3],
-        "sums come back to the bit, ordered by pair then hour"
-    );
+    let kept = node_pair_hours(store, "n1", window.0, window.1).await;
+    assert_eq!(kept, rows[..3], "sums come back to the bit");
     // Measured again: an hour's rows and mark are replaced, the other hours stay.
     store
         .keep_pair_hours(
@@ -1418,10 +1408,7 @@ async fn pair_hours_are_kept_per_node_hour(store: &Store) {
         )
         .await
         .unwrap();
-    let kept = store
-        .pair_hours("c1", "n1", window.0, window.1)
-        .await
-        .unwrap();
+    let kept = node_pair_hours(store, "n1", window.0, window.1).await;
     assert_eq!(
         kept,
         [
@@ -1429,36 +1416,59 @@ async fn pair_hours_are_kept_per_node_hour(store: &Store) {
             pair("n1", t0 + h, "pod/v", 3.0)
         ]
     );
-    let marks = store
-        .pair_hour_marks("c1", "n1", t0 + h, t0 + 2 * h)
-        .await
-        .unwrap();
+    let marks = node_marks(store, "n1", t0 + h, t0 + 2 * h).await;
     assert_eq!(marks, [mark(t0 + h, 61)]);
     assert_eq!(
-        store
-            .pair_hours("c1", "n2", window.0, window.1)
-            .await
-            .unwrap()
-            .len(),
+        node_pair_hours(store, "n2", window.0, window.1).await.len(),
         1
     );
     // Dropping a range of hours drops their rows and marks, on every node.
     assert_eq!(store.drop_pair_hours(i64::MIN, t0 + h).await.unwrap(), 4);
     assert_eq!(
-        store
-            .pair_hours("c1", "n1", window.0, window.1)
-            .await
-            .unwrap()
-            .len(),
+        node_pair_hours(store, "n1", window.0, window.1).await.len(),
         1
     );
     assert!(
-        store
-            .pair_hours("c1", "n2", window.0, window.1)
+        node_pair_hours(store, "n2", window.0, window.1)
             .await
-            .unwrap()
             .is_empty()
     );
+}
+
+/// One node's kept pair-hours (of cluster c1) in [from, to), by pair then hour.
+async fn node_pair_hours(
+    store: &Store,
+    node: &str,
+    from: i64,
+    to: i64,
+) -> Vec<store::pair_hours::PairHour> {
+    let mut rows = store
+        .pair_hours(from, to, &mut |r| r.cluster == "c1" && r.node == node)
+        .await
+        .unwrap();
+    rows.sort_by(|a, b| {
+        (&a.gpu, &a.victim, &a.aggressor, a.hour).cmp(&(&b.gpu, &b.victim, &b.aggressor, b.hour))
+    });
+    rows
+}
+
+/// One node's pair-hour marks (of cluster c1) in [from, to), by hour.
+async fn node_marks(
+    store: &Store,
+    node: &str,
+    from: i64,
+    to: i64,
+) -> Vec<store::pair_hours::PairHourMark> {
+    let mut marks: Vec<_> = store
+        .pair_hour_marks(from, to)
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|(c, n, _)| c == "c1" && n == node)
+        .map(|(_, _, m)| m)
+        .collect();
+    marks.sort_by_key(|m| m.hour_ms);
+    marks
 }
 
 async fn reclaim_cases_move_once_and_keep_their_trail(store: &Store) {

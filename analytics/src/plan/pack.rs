@@ -115,6 +115,9 @@ pub(super) fn pack(
     let mut refused = Vec::new();
     // The whole GPU's profile: every slice a MIG bin has.
     let whole = family.and_then(|f| f.profiles.last());
+    // Bins that may take another item, in the order they were opened: first-fit looks only
+    // at these (a pool's whole GPUs and full bins would otherwise be walked for every item).
+    let mut open: Vec<usize> = Vec::new();
     for i in order {
         let it = &items[i];
         let pin_ok = |b: &Bin| match (it.pin, b.pin.as_deref()) {
@@ -123,7 +126,8 @@ pub(super) fn pack(
         };
         let mut chosen = None;
         let mut first_refusal = None;
-        for (bi, b) in bins.iter().enumerate() {
+        for &bi in &open {
+            let b = &bins[bi];
             if !pin_ok(b) {
                 continue;
             }
@@ -171,13 +175,21 @@ pub(super) fn pack(
                 _ => {}
             }
         }
-        match chosen {
-            Some(bi) => add(&mut bins[bi], i, it),
+        let bi = match chosen {
+            Some(bi) => {
+                add(&mut bins[bi], i, it);
+                bi
+            }
             None => {
                 let mut b = Bin::new(it.fit);
                 add(&mut b, i, it);
                 bins.push(b);
+                open.push(bins.len() - 1);
+                bins.len() - 1
             }
+        };
+        if full(cfg, &bins[bi], whole) {
+            open.retain(|&o| o != bi);
         }
         if let Some((bi, contended)) = first_refusal
             && chosen != Some(bi)
@@ -196,4 +208,18 @@ pub(super) fn pack(
         }
     }
     Packing { bins, refused }
+}
+
+/// Whether bin `b` can take no further item: a whole GPU, a time-sliced GPU at its replica
+/// limit, a MIG GPU with no compute or memory slice left.
+fn full(cfg: &Config, b: &Bin, whole: Option<&crate::mig::Profile>) -> bool {
+    match b.fit {
+        Fit::Whole => true,
+        Fit::Share => b.items.len() as u32 >= cfg.max_replicas,
+        Fit::Mig(_) => whole.is_none_or(|w| {
+            let c: u32 = b.profiles.iter().map(|q| q.compute_slices).sum();
+            let m: u32 = b.profiles.iter().map(|q| q.memory_slices).sum();
+            c >= w.compute_slices || m >= w.memory_slices
+        }),
+    }
 }

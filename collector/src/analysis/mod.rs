@@ -11,13 +11,10 @@ pub mod view;
 
 use std::collections::BTreeMap;
 
-use futures_util::StreamExt;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use analytics::input::{
-    GpuHealth, GpuRef, GpuSeries, MigRef, NodeRef, OrphanProcess, TenantRef, TenantSeries,
-};
+use analytics::input::{GpuHealth, GpuRef, MigRef, NodeRef, OrphanProcess, TenantRef};
 use analytics::{Analysis, Input};
 use model::rollup::{HOUR_MS, bucket_of};
 
@@ -84,9 +81,6 @@ impl Newest {
     }
 }
 
-/// Nodes whose hour rollups are read at once.
-const HOUR_READS_IN_FLIGHT: usize = 4;
-
 /// How much history a scheduled analysis covers, how often it runs, and its thresholds.
 #[derive(Debug, Clone, serde::Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -146,6 +140,8 @@ pub struct LoadStats {
     pub load_pair_hours: Duration,
     pub load_health: Duration,
     pub analyze: Duration,
+    /// The process' peak resident memory (VmHWM) once the load was done, in MiB.
+    pub peak_after_load_mib: Option<f64>,
 }
 
 /// Reads what the analysis of [from, to) needs.
@@ -188,26 +184,7 @@ pub async fn load_timed(
         &store.tenants().await?,
     );
     split(&mut stats.load_inventory);
-    // A few nodes at a time, so the database and the decoding overlap; kept in node order.
-    let keys: Vec<(String, String)> = nodes
-        .iter()
-        .map(|n| (n.cluster.clone(), n.node.clone()))
-        .collect();
-    let mut reads = futures_util::stream::iter(keys.into_iter().map(|(cluster, node)| {
-        let store = store.clone();
-        async move {
-            let r = store
-                .hour_rollups_for_analysis(&cluster, &node, from, to)
-                .await;
-            r.map(|r| (cluster, node, r))
-        }
-    }))
-    .buffered(HOUR_READS_IN_FLIGHT);
-    while let Some(read) = reads.next().await {
-        let (cluster, node, r) = read?;
-        push_hours(&mut input, &cluster, &node, r);
-    }
-    drop(reads);
+    (input.gpu_hours, input.tenant_hours) = store.hour_series(from, to).await?;
     split(&mut stats.load_hours);
     let pairs = pairs::load(store, cfg, &mut input).await?;
     stats.minute_rows = pairs.minute_rows;
@@ -390,40 +367,6 @@ async fn applied_steps(
     Ok(out)
 }
 
-/// Appends one node's hour rollups to the input, a series per GPU and per (tenant, GPU) (the
-/// rollup's maps are ordered by GPU, tenant and hour).
-fn push_hours(input: &mut Input, cluster: &str, node: &str, r: model::rollup::NodeRollup) {
-    for ((gpu, bucket), agg) in r.gpus {
-        match input.gpu_hours.last_mut() {
-            Some(s) if s.gpu == gpu && s.node == node && s.cluster == cluster => {
-                s.hours.push((bucket, agg))
-            }
-            _ => input.gpu_hours.push(GpuSeries {
-                cluster: cluster.into(),
-                node: node.into(),
-                gpu,
-                hours: vec![(bucket, agg)],
-            }),
-        }
-    }
-    for ((gpu, tenant, bucket), agg) in r.tenants {
-        match input.tenant_hours.last_mut() {
-            Some(s)
-                if s.tenant == tenant && s.gpu == gpu && s.node == node && s.cluster == cluster =>
-            {
-                s.hours.push((bucket, agg))
-            }
-            _ => input.tenant_hours.push(TenantSeries {
-                cluster: cluster.into(),
-                node: node.into(),
-                gpu,
-                tenant,
-                hours: vec![(bucket, agg)],
-            }),
-        }
-    }
-}
-
 /// Loads and analyses [now − window, now).
 pub async fn run(
     store: &Store,
@@ -439,6 +382,7 @@ pub async fn run(
     stats.tenant_hours = input.tenant_hour_rows();
     stats.pair_hours = input.pair_hours.len();
     stats.load = started.elapsed();
+    stats.peak_after_load_mib = model::process::peak_rss_mib();
     let cfg = cfg.clone();
     let t = Instant::now();
     let analysis =

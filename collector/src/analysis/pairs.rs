@@ -34,11 +34,24 @@ struct NodeHours {
     /// while they are the same) and the GPUs two or more tenants were on.
     samples: BTreeMap<i64, (i64, i64)>,
     shared: BTreeMap<i64, BTreeSet<String>>,
+    /// The hours any wanted range covers, and those of them whose kept sums hold.
+    wanted_hours: BTreeSet<i64>,
+    holds: BTreeSet<i64>,
 }
 
-/// Adds the window's pair-hours to `input.pair_hours`: kept ones where they hold, the rest
-/// measured from minutes (a few nodes at a time) and kept for the next analysis when their
-/// hour has ended. A failure to keep them is logged; the analysis goes on.
+impl NodeHours {
+    /// Whether interference wants this pair-hour (its GPU's ranges cover its hour).
+    fn wants(&self, r: &PairHour) -> bool {
+        self.wanted
+            .get(&r.gpu)
+            .is_some_and(|ranges| ranges.iter().any(|&(a, b)| (a..b).contains(&r.hour)))
+    }
+}
+
+/// Adds the window's pair-hours to `input.pair_hours`: kept ones where they hold (one
+/// fleet-wide read of the marks, one of the kept sums), the rest measured from minutes (a few
+/// nodes at a time) and kept for the next analysis when their hour has ended. A failure to
+/// keep them is logged; the analysis goes on.
 pub async fn load(
     store: &Store,
     cfg: &analytics::Config,
@@ -56,8 +69,29 @@ pub async fn load(
     let thresholds: Arc<str> = analytics::pair_hour_thresholds(cfg).into();
     let (from, to, now) = (input.from_ms, input.to_ms, input.now_ms);
     let mut stats = PairStats::default();
+    // Which wanted node-hours the kept sums still hold for.
+    for (cluster, node, m) in store.pair_hour_marks(from, to).await? {
+        if let Some(h) = per_node.get_mut(&(cluster, node))
+            && *m.thresholds == *thresholds
+            && h.samples.get(&m.hour_ms) == Some(&(m.gpu_samples, m.tenant_samples))
+            && h.wanted_hours.contains(&m.hour_ms)
+        {
+            h.holds.insert(m.hour_ms);
+        }
+    }
+    stats.hours_kept = per_node.values().map(|h| h.holds.len()).sum();
+    if stats.hours_kept > 0 {
+        let mut keep = |r: &PairHour| {
+            per_node
+                .get(&(r.cluster.clone(), r.node.clone()))
+                .is_some_and(|h| h.holds.contains(&r.hour) && h.wants(r))
+        };
+        input.pair_hours = store.pair_hours(from, to, &mut keep).await?;
+    }
     let mut reads = tokio::task::JoinSet::new();
-    let mut nodes = std::mem::take(&mut per_node).into_iter();
+    let mut nodes = per_node
+        .into_iter()
+        .filter(|(_, h)| h.wanted_hours.len() > h.holds.len());
     loop {
         while reads.len() < NODES_IN_FLIGHT {
             let Some(((cluster, node), hours)) = nodes.next() else {
@@ -70,7 +104,6 @@ pub async fn load(
                 thresholds: thresholds.clone(),
                 cluster,
                 node,
-                window: (from, to),
                 ended_by: now,
             };
             reads.spawn(job.run(hours));
@@ -81,9 +114,19 @@ pub async fn load(
         let (rows, s) = done??;
         stats.minute_rows += s.minute_rows;
         stats.hours_measured += s.hours_measured;
-        stats.hours_kept += s.hours_kept;
         input.pair_hours.extend(rows);
     }
+    // The order pair-hours are summed in, whichever way they came.
+    input.pair_hours.sort_unstable_by(|a, b| {
+        (&a.cluster, &a.node, &a.gpu, &a.victim, &a.aggressor, a.hour).cmp(&(
+            &b.cluster,
+            &b.node,
+            &b.gpu,
+            &b.victim,
+            &b.aggressor,
+            b.hour,
+        ))
+    });
     Ok(stats)
 }
 
@@ -115,6 +158,14 @@ fn node_hours(input: &Input, cfg: &analytics::Config) -> BTreeMap<(String, Strin
                 .or_default() += 1;
         }
     }
+    for h in per_node.values_mut() {
+        h.wanted_hours = h
+            .wanted
+            .values()
+            .flatten()
+            .flat_map(|&(a, b)| (a..b).step_by(HOUR_MS as usize))
+            .collect();
+    }
     for ((cluster, node, hour), counts) in samples {
         if let Some(h) = per_node.get_mut(&(cluster.to_owned(), node.to_owned())) {
             h.samples.insert(hour, counts);
@@ -138,67 +189,25 @@ struct NodeJob {
     thresholds: Arc<str>,
     cluster: String,
     node: String,
-    window: (i64, i64),
     /// Hours that ended by then are kept once measured.
     ended_by: i64,
 }
 
 impl NodeJob {
+    /// Measures the node's wanted hours whose kept sums do not hold.
     async fn run(self, hours: NodeHours) -> anyhow::Result<(Vec<PairHour>, PairStats)> {
-        let (from, to) = self.window;
-        let wanted_hours: BTreeSet<i64> = hours
-            .wanted
-            .values()
-            .flatten()
-            .flat_map(|&(a, b)| (a..b).step_by(HOUR_MS as usize))
+        let stale: Vec<i64> = hours
+            .wanted_hours
+            .difference(&hours.holds)
+            .copied()
             .collect();
-        let marks = self
-            .store
-            .pair_hour_marks(&self.cluster, &self.node, from, to)
-            .await?;
-        let holds: BTreeSet<i64> = marks
-            .iter()
-            .filter(|m| {
-                *m.thresholds == *self.thresholds
-                    && hours.samples.get(&m.hour_ms) == Some(&(m.gpu_samples, m.tenant_samples))
-            })
-            .map(|m| m.hour_ms)
-            .filter(|h| wanted_hours.contains(h))
-            .collect();
-        let stale: Vec<i64> = wanted_hours.difference(&holds).copied().collect();
-        let mut stats = PairStats {
-            hours_kept: holds.len(),
+        let (mut rows, minute_rows) = self.measure(&hours, &stale).await?;
+        rows.retain(|r| hours.wants(r));
+        let stats = PairStats {
             hours_measured: stale.len(),
+            minute_rows,
             ..PairStats::default()
         };
-        let mut rows = Vec::new();
-        if !holds.is_empty() {
-            rows = self
-                .store
-                .pair_hours(&self.cluster, &self.node, from, to)
-                .await?;
-            rows.retain(|r| holds.contains(&r.hour));
-        }
-        if !stale.is_empty() {
-            let (measured, minute_rows) = self.measure(&hours, &stale).await?;
-            stats.minute_rows = minute_rows;
-            rows.extend(measured);
-        }
-        rows.retain(|r| {
-            hours
-                .wanted
-                .get(&r.gpu)
-                .is_some_and(|ranges| ranges.iter().any(|&(a, b)| (a..b).contains(&r.hour)))
-        });
-        // The order pair-hours are summed in, whichever way they came.
-        rows.sort_by(|a, b| {
-            (&a.gpu, &a.victim, &a.aggressor, a.hour).cmp(&(
-                &b.gpu,
-                &b.victim,
-                &b.aggressor,
-                b.hour,
-            ))
-        });
         Ok((rows, stats))
     }
 

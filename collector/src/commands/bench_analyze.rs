@@ -331,8 +331,22 @@ async fn one_size(
     store.drop_pair_hours(minutes_from, i64::MAX).await?;
     let (mut load, mut analyze, mut total) = (Vec::new(), Vec::new(), Vec::new());
     let mut last = None;
+    let mut peak_mib: Option<f64> = None;
     for round in 0..args.rounds {
+        // Each round's own peak: after its load, and over the whole round.
+        reset_peak_rss();
         let (analysis, stats) = crate::analysis::run(&store, &thresholds, window, to).await?;
+        let round_peak = model::process::peak_rss_mib();
+        peak_mib = match (peak_mib, round_peak) {
+            (Some(a), Some(b)) => Some(a.max(b)),
+            (a, b) => a.or(b),
+        };
+        eprintln!(
+            "  round {}: peak RSS {:.0} MiB after the load, {:.0} MiB in the round",
+            round + 1,
+            stats.peak_after_load_mib.unwrap_or(0.0),
+            round_peak.unwrap_or(0.0)
+        );
         eprintln!(
             "  round {}: load {:.2} s (inventory {:.2}, hours {:.2}, pair-hours {:.2} [{} node-hours kept, {} measured from {} minute rows], health {:.2}), analysis {:.2} s",
             round + 1,
@@ -352,7 +366,11 @@ async fn one_size(
         last = Some((analysis, stats));
     }
     let (analysis, stats) = last.expect("at least one round");
-    let peak_mib = model::process::peak_rss_mib();
+    let peak_mib = if peak_tracked {
+        peak_mib
+    } else {
+        model::process::peak_rss_mib()
+    };
     let plan = time_plan(&store, &thresholds, window, to, args.rounds).await?;
     println!(
         "analyze benchmark: {} GPUs on {} nodes, {} days, backend {}, {} rounds",
@@ -520,7 +538,7 @@ async fn data_end(store: &Store, fleet: &simulator::Fleet, fallback: i64) -> any
         return Ok(fallback);
     };
     let r = store
-        .hour_rollups_for_analysis(
+        .hour_rollups(
             &fleet.scenario.cluster,
             &node.spec.name,
             fallback - 90 * 86_400_000,
