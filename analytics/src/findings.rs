@@ -19,6 +19,8 @@ pub struct Ctx<'a> {
     pub cfg: &'a Config,
     pub names: HashMap<(&'a str, &'a str), (&'a str, Option<&'a str>)>,
     pub gpus: HashMap<&'a str, &'a GpuRef>,
+    /// Per cluster, a matcher of its tenant keys and the keys (built on first use).
+    keys: std::sync::OnceLock<HashMap<String, (aho_corasick::AhoCorasick, Vec<String>)>>,
 }
 
 impl<'a> Ctx<'a> {
@@ -37,7 +39,34 @@ impl<'a> Ctx<'a> {
                 })
                 .collect(),
             gpus: input.gpus.iter().map(|g| (g.uuid.as_str(), g)).collect(),
+            keys: std::sync::OnceLock::new(),
         }
+    }
+
+    /// The tenant keys of `cluster` that occur in `text`, overlapping ones included.
+    fn keys_in(&self, cluster: &str, text: &str) -> Vec<&str> {
+        let by_cluster = self.keys.get_or_init(|| {
+            let mut keys: HashMap<String, Vec<String>> = HashMap::new();
+            for &(c, key) in self.names.keys() {
+                keys.entry(c.to_owned()).or_default().push(key.to_owned());
+            }
+            keys.into_iter()
+                .filter_map(|(c, keys)| {
+                    let m = aho_corasick::AhoCorasick::new(&keys).ok()?;
+                    Some((c, (m, keys)))
+                })
+                .collect()
+        });
+        let Some((matcher, keys)) = by_cluster.get(cluster) else {
+            return Vec::new();
+        };
+        let mut found: Vec<&str> = matcher
+            .find_overlapping_iter(text)
+            .map(|m| keys[m.pattern().as_usize()].as_str())
+            .collect();
+        found.sort_unstable();
+        found.dedup();
+        found
     }
 
     pub fn gpu(&self, uuid: &str) -> Option<&'a GpuRef> {
@@ -54,10 +83,9 @@ impl<'a> Ctx<'a> {
     /// (a replay's reason names tenants by key).
     pub fn with_names(&self, cluster: &str, text: &str) -> String {
         let mut keys: Vec<(&str, &str)> = self
-            .names
-            .iter()
-            .filter(|((c, key), _)| *c == cluster && text.contains(key))
-            .map(|((_, key), n)| (*key, n.0))
+            .keys_in(cluster, text)
+            .into_iter()
+            .filter_map(|key| Some((key, self.names.get(&(cluster, key))?.0)))
             .collect();
         // Longer keys first, so a key that contains another is replaced whole.
         keys.sort_by_key(|(k, _)| std::cmp::Reverse(k.len()));

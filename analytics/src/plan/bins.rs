@@ -53,11 +53,53 @@ pub(super) fn add(b: &mut Bin, i: usize, it: &Item) {
     if let Some(pin) = it.pin {
         b.pin = Some(pin.to_owned());
     }
-    for &(hour, eff, mem) in &it.hours {
-        let e = b.hourly.entry(hour).or_default();
-        e.0 += eff;
-        e.1 += mem;
+    add_hours(&mut b.hourly, &it.hours);
+}
+
+/// Adds `more` (hour, compute, memory) to the time-ordered `hourly`: a merge of the two lists
+/// when `more` is in time order too (it is: a holding's hours), else hour by hour.
+fn add_hours(hourly: &mut Vec<(i64, f64, f64)>, more: &[(i64, f64, f64)]) {
+    let add_to = |e: &mut (i64, f64, f64), eff: f64, mem: f64| {
+        e.1 += eff;
+        e.2 += mem;
+    };
+    if !more.is_sorted_by_key(|h| h.0) {
+        for &(hour, eff, mem) in more {
+            match hourly.binary_search_by_key(&hour, |h| h.0) {
+                Ok(i) => add_to(&mut hourly[i], eff, mem),
+                Err(i) => hourly.insert(i, (hour, 0.0 + eff, 0.0 + mem)),
+            }
+        }
+        return;
     }
+    let had = std::mem::take(hourly);
+    let mut out: Vec<(i64, f64, f64)> = Vec::with_capacity(had.len() + more.len());
+    let mut more = more.iter().peekable();
+    for h in had {
+        while let Some(&&(hour, eff, mem)) = more.peek()
+            && hour < h.0
+        {
+            match out.last_mut() {
+                Some(last) if last.0 == hour => add_to(last, eff, mem),
+                _ => out.push((hour, 0.0 + eff, 0.0 + mem)),
+            }
+            more.next();
+        }
+        out.push(h);
+        while let Some(&&(hour, eff, mem)) = more.peek()
+            && hour == h.0
+        {
+            add_to(out.last_mut().expect("just pushed"), eff, mem);
+            more.next();
+        }
+    }
+    for &(hour, eff, mem) in more {
+        match out.last_mut() {
+            Some(last) if last.0 == hour => add_to(last, eff, mem),
+            _ => out.push((hour, 0.0 + eff, 0.0 + mem)),
+        }
+    }
+    *hourly = out;
 }
 
 /// Whether `it` may join time-sliced bin `b` by the recorded hours: Err with the contended
@@ -80,11 +122,11 @@ pub(super) fn hourly_verdict(
         // The next hour either holds, summed (both lists are in time order).
         let (eff, mem) = match (mine.peek(), theirs.peek()) {
             (None, None) => break,
-            (Some(&&(h, e, m)), Some(&(&t, _))) if h < t => {
+            (Some(&&(h, e, m)), Some(&&(t, _, _))) if h < t => {
                 mine.next();
                 (e, m)
             }
-            (Some(&&(h, e, m)), Some(&(&t, &(te, tm)))) if h == t => {
+            (Some(&&(h, e, m)), Some(&&(t, te, tm))) if h == t => {
                 mine.next();
                 theirs.next();
                 (e + te, m + tm)
@@ -93,7 +135,7 @@ pub(super) fn hourly_verdict(
                 mine.next();
                 (e, m)
             }
-            (_, Some(&(_, &(te, tm)))) => {
+            (_, Some(&&(_, te, tm))) => {
                 theirs.next();
                 (te, tm)
             }

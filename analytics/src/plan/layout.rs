@@ -2,7 +2,7 @@
 //! working view — items (tenants sized), bins (GPUs, MIG instances, time-sliced GPUs), a pool's
 //! layout and its nodes after the move.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap};
 
 use serde::{Deserialize, Serialize};
 
@@ -104,7 +104,8 @@ pub struct Bin {
     pub(super) compute: f64,
     pub(super) memory: f64,
     pub(super) profiles: Vec<&'static Profile>,
-    pub(super) hourly: BTreeMap<i64, (f64, f64)>,
+    /// The bin's summed demand per hour, (hour, compute, memory) in time order.
+    pub(super) hourly: Vec<(i64, f64, f64)>,
     /// For a time-sliced GPU: the replicas its node advertises per GPU.
     pub replicas: usize,
 }
@@ -118,7 +119,7 @@ impl Bin {
             compute: 0.0,
             memory: 0.0,
             profiles: Vec::new(),
-            hourly: BTreeMap::new(),
+            hourly: Vec::new(),
             replicas: 1,
         }
     }

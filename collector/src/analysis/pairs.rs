@@ -142,20 +142,50 @@ fn node_hours(input: &Input, cfg: &analytics::Config) -> BTreeMap<(String, Strin
             .or_default()
             .push((r.from_ms, r.to_ms));
     }
-    // Per node-hour: GPU and tenant sample counts; per GPU-hour: tenants present.
-    let mut samples: HashMap<(&str, &str, i64), (i64, i64)> = HashMap::new();
-    let mut present: HashMap<(&str, &str, &str, i64), u32> = HashMap::new();
-    for s in &input.gpu_hours {
-        for (hour, agg) in &s.hours {
-            samples.entry((&s.cluster, &s.node, *hour)).or_default().0 += i64::from(agg.samples);
+    // Per node-hour: GPU and tenant sample counts (the series are in node order, so a node's
+    // are found once).
+    for node in input
+        .gpu_hours
+        .chunk_by(|a, b| (&a.cluster, &a.node) == (&b.cluster, &b.node))
+    {
+        if let Some(h) = per_node.get_mut(&(node[0].cluster.clone(), node[0].node.clone())) {
+            for (hour, agg) in node.iter().flat_map(|s| &s.hours) {
+                h.samples.entry(*hour).or_default().0 += i64::from(agg.samples);
+            }
         }
     }
-    for s in &input.tenant_hours {
-        for (hour, agg) in &s.hours {
-            samples.entry((&s.cluster, &s.node, *hour)).or_default().1 += i64::from(agg.samples);
-            *present
-                .entry((&s.cluster, &s.node, &s.gpu, *hour))
-                .or_default() += 1;
+    for node in input
+        .tenant_hours
+        .chunk_by(|a, b| (&a.cluster, &a.node) == (&b.cluster, &b.node))
+    {
+        if let Some(h) = per_node.get_mut(&(node[0].cluster.clone(), node[0].node.clone())) {
+            for (hour, agg) in node.iter().flat_map(|s| &s.hours) {
+                h.samples.entry(*hour).or_default().1 += i64::from(agg.samples);
+            }
+        }
+    }
+    // Per GPU-hour: tenants present. The tenant series are in (cluster, node, GPU) order, so
+    // one GPU's hours are counted at a time.
+    for gpu in input
+        .tenant_hours
+        .chunk_by(|a, b| (&a.cluster, &a.node, &a.gpu) == (&b.cluster, &b.node, &b.gpu))
+    {
+        if gpu.len() < 2 {
+            continue;
+        }
+        let Some(h) = per_node.get_mut(&(gpu[0].cluster.clone(), gpu[0].node.clone())) else {
+            continue;
+        };
+        let mut present: HashMap<i64, u32> = HashMap::new();
+        for s in gpu {
+            for (hour, _) in &s.hours {
+                *present.entry(*hour).or_default() += 1;
+            }
+        }
+        for (hour, n) in present {
+            if n >= 2 {
+                h.shared.entry(hour).or_default().insert(gpu[0].gpu.clone());
+            }
         }
     }
     for h in per_node.values_mut() {
@@ -165,18 +195,6 @@ fn node_hours(input: &Input, cfg: &analytics::Config) -> BTreeMap<(String, Strin
             .flatten()
             .flat_map(|&(a, b)| (a..b).step_by(HOUR_MS as usize))
             .collect();
-    }
-    for ((cluster, node, hour), counts) in samples {
-        if let Some(h) = per_node.get_mut(&(cluster.to_owned(), node.to_owned())) {
-            h.samples.insert(hour, counts);
-        }
-    }
-    for ((cluster, node, gpu, hour), n) in present {
-        if n >= 2
-            && let Some(h) = per_node.get_mut(&(cluster.to_owned(), node.to_owned()))
-        {
-            h.shared.entry(hour).or_default().insert(gpu.to_owned());
-        }
     }
     per_node
 }
