@@ -3,7 +3,8 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use model::rollup::{GpuHour, HOUR_MS};
+use model::hour_series::GpuHour;
+use model::rollup::HOUR_MS;
 
 use crate::config::Config;
 use crate::holdings::{Holding, idle_runs};

@@ -1,11 +1,10 @@
 //! What the analytics reads: inventory and rollups, as plain values. The collector fills an
 //! [`Input`] from its store; tests and benchmarks can build one directly.
 
-/// The minute series interference reads; the store builds them, so they live in `model`.
-pub use model::rollup::{
-    DeviceMinute, DeviceMinutes, GpuHour, GpuSeries, PairHour, TenantMinute, TenantMinutes,
-    TenantSeries,
-};
+/// The hour and minute series the analysis reads; the store builds them, so they live in
+/// `model`.
+pub use model::hour_series::{GpuHour, GpuSeries, TenantSeries};
+pub use model::rollup::{DeviceMinute, DeviceMinutes, PairHour, TenantMinute, TenantMinutes};
 use serde::{Deserialize, Serialize};
 
 use crate::recommendation::Recommendation;

@@ -4,7 +4,8 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use model::rollup::{GpuHour, HOUR_MS, MINUTE_MS};
+use model::hour_series::GpuHour;
+use model::rollup::{HOUR_MS, MINUTE_MS};
 
 use crate::config::Config;
 use crate::findings::{Ctx, Evidence, Finding, FindingKind, Severity, finding_id, hours};

@@ -6,6 +6,7 @@
 pub mod dcgm;
 pub mod exposition;
 pub mod figures;
+pub mod hour_series;
 pub mod inventory;
 pub mod labels;
 pub mod mig;

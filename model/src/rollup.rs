@@ -6,9 +6,6 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-mod series;
-pub use series::{GpuHour, GpuSeries, SeriesBuilder, TenantSeries};
-
 pub const MINUTE_MS: i64 = 60_000;
 pub const HOUR_MS: i64 = 3_600_000;
 pub const HIST_BINS: usize = 20;

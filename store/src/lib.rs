@@ -699,8 +699,8 @@ impl Store {
         from_ms: i64,
         to_ms: i64,
     ) -> Result<(
-        Vec<model::rollup::GpuSeries>,
-        Vec<model::rollup::TenantSeries>,
+        Vec<model::hour_series::GpuSeries>,
+        Vec<model::hour_series::TenantSeries>,
     )> {
         dispatch!(self, s => s.read_hour_series(from_ms, to_ms).await)
     }

@@ -38,8 +38,8 @@ macro_rules! rollup_read_methods {
             from: i64,
             to: i64,
         ) -> Result<(
-            Vec<model::rollup::GpuSeries>,
-            Vec<model::rollup::TenantSeries>,
+            Vec<model::hour_series::GpuSeries>,
+            Vec<model::hour_series::TenantSeries>,
         )> {
             let mut conn = self.$read.acquire().await?;
             read_hour_series(&mut conn, from, to).await
@@ -156,14 +156,15 @@ macro_rules! read_rollups_fn {
             from: i64,
             to: i64,
         ) -> Result<(
-            Vec<model::rollup::GpuSeries>,
-            Vec<model::rollup::TenantSeries>,
+            Vec<model::hour_series::GpuSeries>,
+            Vec<model::hour_series::TenantSeries>,
         )> {
             use futures_util::TryStreamExt;
             let d = $d;
             let select =
                 |columns: &str, table: &str| crate::rollup_reads::range_select(d, columns, table);
-            let mut gpus = model::rollup::SeriesBuilder::<model::rollup::GpuSeries>::default();
+            let mut gpus =
+                model::hour_series::SeriesBuilder::<model::hour_series::GpuSeries>::default();
             let sql = select(crate::sql::GPU_HOUR_COLUMNS, "gpu_rollup_1h");
             let mut rows = sqlx::query(&sql).bind(from).bind(to).fetch(&mut *conn);
             while let Some(r) = rows.try_next().await? {
@@ -179,7 +180,7 @@ macro_rules! read_rollups_fn {
             }
             drop(rows);
             let mut tenants =
-                model::rollup::SeriesBuilder::<model::rollup::TenantSeries>::default();
+                model::hour_series::SeriesBuilder::<model::hour_series::TenantSeries>::default();
             let sql = select(crate::sql::TENANT_ROLLUP_COLUMNS, "tenant_rollup_1h");
             let mut rows = sqlx::query(&sql).bind(from).bind(to).fetch(&mut *conn);
             while let Some(r) = rows.try_next().await? {

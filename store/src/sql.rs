@@ -246,7 +246,7 @@ pub(crate) const GPU_HOUR_COLUMNS: &str = "cluster, node, gpu_uuid, bucket, samp
 macro_rules! read_gpu_hour {
     ($r:expr) => {{
         let r = $r;
-        model::rollup::GpuHour {
+        model::hour_series::GpuHour {
             samples: r.try_get(4)?,
             gpu_util_n: r.try_get(5)?,
             dram_active_n: r.try_get(6)?,

@@ -132,23 +132,9 @@ pub(super) fn pack(
                 continue;
             }
             match (it.fit, b.fit) {
-                (Fit::Mig(p), Fit::Mig(_)) => {
-                    // Slices the GPU does not have rule a placement out before looking.
-                    let (c, m) = b
-                        .profiles
-                        .iter()
-                        .fold((p.compute_slices, p.memory_slices), |s, q| {
-                            (s.0 + q.compute_slices, s.1 + q.memory_slices)
-                        });
-                    if whole.is_some_and(|w| c > w.compute_slices || m > w.memory_slices) {
-                        continue;
-                    }
-                    let mut list = b.profiles.clone();
-                    list.push(p);
-                    if family.is_some_and(|f| f.place(&list).is_some()) {
-                        chosen = Some(bi);
-                        break;
-                    }
+                (Fit::Mig(p), Fit::Mig(_)) if mig_takes(b, p, whole, family) => {
+                    chosen = Some(bi);
+                    break;
                 }
                 (Fit::Share, Fit::Share) => {
                     if b.items.len() as u32 >= cfg.max_replicas
@@ -208,6 +194,28 @@ pub(super) fn pack(
         }
     }
     Packing { bins, refused }
+}
+
+/// Whether MIG bin `b` can take profile `p`: a legal placement of its profiles and `p`.
+fn mig_takes(
+    b: &Bin,
+    p: &'static crate::mig::Profile,
+    whole: Option<&crate::mig::Profile>,
+    family: Option<&'static MigFamily>,
+) -> bool {
+    // Slices the GPU does not have rule a placement out before looking.
+    let (c, m) = b
+        .profiles
+        .iter()
+        .fold((p.compute_slices, p.memory_slices), |s, q| {
+            (s.0 + q.compute_slices, s.1 + q.memory_slices)
+        });
+    if whole.is_some_and(|w| c > w.compute_slices || m > w.memory_slices) {
+        return false;
+    }
+    let mut list = b.profiles.clone();
+    list.push(p);
+    family.is_some_and(|f| f.place(&list).is_some())
 }
 
 /// Whether bin `b` can take no further item: a whole GPU, a time-sliced GPU at its replica

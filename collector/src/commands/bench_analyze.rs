@@ -304,6 +304,29 @@ struct SizeResult {
     peak_mib: Option<f64>,
 }
 
+/// Prints one round's times and peak memory (to stderr, beside the fill's progress).
+fn report_round(round: usize, stats: &crate::analysis::LoadStats, round_peak: Option<f64>) {
+    eprintln!(
+        "  round {}: peak RSS {:.0} MiB after the load, {:.0} MiB in the round",
+        round,
+        stats.peak_after_load_mib.unwrap_or(0.0),
+        round_peak.unwrap_or(0.0)
+    );
+    eprintln!(
+        "  round {}: load {:.2} s (inventory {:.2}, hours {:.2}, pair-hours {:.2} [{} node-hours kept, {} measured from {} minute rows], health {:.2}), analysis {:.2} s",
+        round,
+        stats.load.as_secs_f64(),
+        stats.load_inventory.as_secs_f64(),
+        stats.load_hours.as_secs_f64(),
+        stats.load_pair_hours.as_secs_f64(),
+        stats.pair_hours_kept,
+        stats.pair_hours_measured,
+        stats.minute_rows,
+        stats.load_health.as_secs_f64(),
+        stats.analyze.as_secs_f64()
+    );
+}
+
 /// Fills (or reuses) one size's database, times the rounds and prints them.
 async fn one_size(
     args: &AnalyzeBench,
@@ -341,25 +364,7 @@ async fn one_size(
             (Some(a), Some(b)) => Some(a.max(b)),
             (a, b) => a.or(b),
         };
-        eprintln!(
-            "  round {}: peak RSS {:.0} MiB after the load, {:.0} MiB in the round",
-            round + 1,
-            stats.peak_after_load_mib.unwrap_or(0.0),
-            round_peak.unwrap_or(0.0)
-        );
-        eprintln!(
-            "  round {}: load {:.2} s (inventory {:.2}, hours {:.2}, pair-hours {:.2} [{} node-hours kept, {} measured from {} minute rows], health {:.2}), analysis {:.2} s",
-            round + 1,
-            stats.load.as_secs_f64(),
-            stats.load_inventory.as_secs_f64(),
-            stats.load_hours.as_secs_f64(),
-            stats.load_pair_hours.as_secs_f64(),
-            stats.pair_hours_kept,
-            stats.pair_hours_measured,
-            stats.minute_rows,
-            stats.load_health.as_secs_f64(),
-            stats.analyze.as_secs_f64()
-        );
+        report_round(round + 1, &stats, round_peak);
         load.push(stats.load.as_secs_f64());
         analyze.push(stats.analyze.as_secs_f64());
         total.push((stats.load + stats.analyze).as_secs_f64());

@@ -3,7 +3,7 @@
 //! them. A GPU's hour is kept lean ([`GpuHour`]): a week of a 10,000-GPU fleet is 1.7 million
 //! of them.
 
-use super::{GpuAgg, TenantAgg};
+use crate::rollup::{GpuAgg, TenantAgg};
 
 /// What the analysis reads of a GPU's hour rollup: [`GpuAgg`] without the fields no finding
 /// uses (the histograms, SM, tensor and power sums), a quarter of its size.
