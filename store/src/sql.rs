@@ -238,11 +238,11 @@ macro_rules! interference_rows {
 }
 pub(crate) use interference_rows;
 
-/// The columns of a GPU hour rollup the analysis reads ([`rollup::GpuHour`]), in the order
+/// The columns of a GPU hour rollup the analysis reads ([`model::hour_series::GpuHour`]), in the order
 /// [`read_gpu_hour!`] decodes them (by index: 1.7 million rows a week at 10,000 GPUs).
 pub(crate) const GPU_HOUR_COLUMNS: &str = "cluster, node, gpu_uuid, bucket, samples, gpu_util_n, dram_active_n, throttled_n, covered_s, gpu_util_sum, dram_active_sum, alloc_share_sum, mem_used_max, mem_total_max, gpu_util_max, power_max, temp_max";
 
-/// Reads a [`rollup::GpuHour`] from a row of [`GPU_HOUR_COLUMNS`] (either backend).
+/// Reads a [`model::hour_series::GpuHour`] from a row of [`GPU_HOUR_COLUMNS`] (either backend).
 macro_rules! read_gpu_hour {
     ($r:expr) => {{
         let r = $r;
