@@ -3,9 +3,9 @@
 //! them. A GPU's hour is kept lean ([`GpuHour`]): a week of a 10,000-GPU fleet is 1.7 million
 //! of them.
 
-use crate::rollup::{GpuAgg, TenantAgg};
+use crate::rollup::TenantAgg;
 
-/// What the analysis reads of a GPU's hour rollup: [`GpuAgg`] without the fields no finding
+/// What the analysis reads of a GPU's hour rollup: [`crate::rollup::GpuAgg`] without the fields no finding
 /// uses (the histograms, SM, tensor and power sums), a quarter of its size.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct GpuHour {
@@ -24,26 +24,6 @@ pub struct GpuHour {
     pub gpu_util_max: Option<f32>,
     pub power_max: Option<f32>,
     pub temp_max: Option<f32>,
-}
-
-impl From<&GpuAgg> for GpuHour {
-    fn from(a: &GpuAgg) -> Self {
-        GpuHour {
-            samples: a.samples,
-            gpu_util_n: a.gpu_util_n,
-            dram_active_n: a.dram_active_n,
-            throttled_n: a.throttled_n,
-            covered_s: a.covered_s,
-            gpu_util_sum: a.gpu_util_sum,
-            dram_active_sum: a.dram_active_sum,
-            alloc_share_sum: a.alloc_share_sum,
-            mem_used_max: a.mem_used_max,
-            mem_total_max: a.mem_total_max,
-            gpu_util_max: a.gpu_util_max,
-            power_max: a.power_max,
-            temp_max: a.temp_max,
-        }
-    }
 }
 
 /// One GPU's hour rollups over a range, in time order.
@@ -119,19 +99,6 @@ impl SeriesBuilder<GpuSeries> {
         });
         s.hours.push((hour, agg));
     }
-
-    /// The series by (cluster, node, GPU), each in time order.
-    pub fn finish(self) -> Vec<GpuSeries> {
-        let mut out = self.series;
-        out.sort_unstable_by(|a, b| {
-            (&a.cluster, &a.node, &a.gpu).cmp(&(&b.cluster, &b.node, &b.gpu))
-        });
-        for s in &mut out {
-            s.hours.sort_unstable_by_key(|(h, _)| *h);
-            s.hours.shrink_to_fit();
-        }
-        out
-    }
 }
 
 impl SeriesBuilder<TenantSeries> {
@@ -146,16 +113,42 @@ impl SeriesBuilder<TenantSeries> {
         });
         s.hours.push((hour, agg));
     }
+}
 
-    /// The series by (cluster, node, GPU, tenant), each in time order.
-    pub fn finish(self) -> Vec<TenantSeries> {
+/// What [`SeriesBuilder::finish`] orders series by, and how a series puts its hours in order.
+pub trait Series {
+    /// (cluster, node, GPU, tenant — empty for a GPU's series).
+    fn key(&self) -> [&str; 4];
+    fn order_hours(&mut self);
+}
+
+impl Series for GpuSeries {
+    fn key(&self) -> [&str; 4] {
+        [&self.cluster, &self.node, &self.gpu, ""]
+    }
+    fn order_hours(&mut self) {
+        self.hours.sort_unstable_by_key(|(h, _)| *h);
+        self.hours.shrink_to_fit();
+    }
+}
+
+impl Series for TenantSeries {
+    fn key(&self) -> [&str; 4] {
+        [&self.cluster, &self.node, &self.gpu, &self.tenant]
+    }
+    fn order_hours(&mut self) {
+        self.hours.sort_unstable_by_key(|(h, _)| *h);
+        self.hours.shrink_to_fit();
+    }
+}
+
+impl<S: Series> SeriesBuilder<S> {
+    /// The series in key order, each one's hours in time order.
+    pub fn finish(self) -> Vec<S> {
         let mut out = self.series;
-        out.sort_unstable_by(|a, b| {
-            (&a.cluster, &a.node, &a.gpu, &a.tenant).cmp(&(&b.cluster, &b.node, &b.gpu, &b.tenant))
-        });
+        out.sort_unstable_by(|a, b| a.key().cmp(&b.key()));
         for s in &mut out {
-            s.hours.sort_unstable_by_key(|(h, _)| *h);
-            s.hours.shrink_to_fit();
+            s.order_hours();
         }
         out
     }

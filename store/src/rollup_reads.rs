@@ -197,7 +197,7 @@ pub(crate) use read_rollups_fn;
 /// `SELECT columns FROM table` for every node's buckets in [from, to), in `d`'s SQL: binds
 /// from, to (ms); `bucket` comes back as ms since the epoch.
 pub(crate) fn range_select(d: crate::dialect::Dialect, columns: &str, table: &str) -> String {
-    let columns = columns.replace("bucket,", &format!("{} AS bucket,", d.epoch_ms("bucket")));
+    let columns = bucket_in_ms(d, columns);
     format!(
         "SELECT {columns} FROM {table} WHERE bucket >= {} AND bucket < {}",
         d.time_param(1),
@@ -208,7 +208,7 @@ pub(crate) fn range_select(d: crate::dialect::Dialect, columns: &str, table: &st
 /// `SELECT columns FROM table` for one node's buckets in [from, to), in `d`'s SQL: binds
 /// cluster, node, from, to (ms); `bucket` comes back as ms since the epoch.
 pub(crate) fn node_range_select(d: crate::dialect::Dialect, columns: &str, table: &str) -> String {
-    let columns = columns.replace("bucket,", &format!("{} AS bucket,", d.epoch_ms("bucket")));
+    let columns = bucket_in_ms(d, columns);
     format!(
         "SELECT {columns} FROM {table} WHERE cluster = {} AND node = {} AND bucket >= {} AND bucket < {}",
         d.param(1),
@@ -216,4 +216,9 @@ pub(crate) fn node_range_select(d: crate::dialect::Dialect, columns: &str, table
         d.time_param(3),
         d.time_param(4)
     )
+}
+
+/// `columns` with `bucket` selected as ms since the epoch, in `d`'s SQL.
+fn bucket_in_ms(d: crate::dialect::Dialect, columns: &str) -> String {
+    columns.replace("bucket,", &format!("{} AS bucket,", d.epoch_ms("bucket")))
 }

@@ -59,6 +59,7 @@ pub(super) fn add(b: &mut Bin, i: usize, it: &Item) {
 /// Adds `more` (hour, compute, memory) to the time-ordered `hourly`: a merge of the two lists
 /// when `more` is in time order too (it is: a holding's hours), else hour by hour.
 fn add_hours(hourly: &mut Vec<(i64, f64, f64)>, more: &[(i64, f64, f64)]) {
+    // A new hour starts from 0.0 + the value, as the map's default-then-add did (−0.0 reads 0.0).
     let add_to = |e: &mut (i64, f64, f64), eff: f64, mem: f64| {
         e.1 += eff;
         e.2 += mem;
