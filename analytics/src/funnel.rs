@@ -381,6 +381,7 @@ fn rows(df: &DataFrame, key: &str) -> PolarsResult<Vec<FunnelRow>> {
 mod tests {
     use std::collections::BTreeMap;
 
+    use model::hour_series::TenantHour;
     use model::rollup::TenantAgg;
 
     use super::*;
@@ -431,7 +432,7 @@ mod tests {
                 };
                 for t in 0..tenants {
                     let tenant = format!("t{}", (rng.next() * 9.0) as usize + 10 * t);
-                    let rows: Vec<(i64, TenantAgg)> = (0..1 + (rng.next() * 30.0) as i64)
+                    let rows: Vec<(i64, TenantHour)> = (0..1 + (rng.next() * 30.0) as i64)
                         .map(|hour| {
                             let samples = 1 + (rng.next() * 3600.0) as i32;
                             let alloc_n = (samples as f64 * rng.next().max(0.2)) as i32;
@@ -443,7 +444,7 @@ mod tests {
                                 rng.next()
                             };
                             let measured = rng.next() > 0.1;
-                            let agg = TenantAgg {
+                            let agg = TenantHour {
                                 samples,
                                 covered_s: 3600.0 * rng.next().max(0.05),
                                 alloc_n,
@@ -455,7 +456,7 @@ mod tests {
                                 } else {
                                     0.0
                                 },
-                                ..TenantAgg::default()
+                                ..TenantHour::default()
                             };
                             (hour * 3_600_000, agg)
                         })

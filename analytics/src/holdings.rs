@@ -3,7 +3,8 @@
 
 use std::collections::BTreeMap;
 
-use model::rollup::{HOUR_MS, TenantAgg};
+use model::hour_series::TenantHour;
+use model::rollup::{HOUR_MS, Hist, TenantAgg};
 
 use crate::input::{Input, TenantSeries};
 
@@ -31,10 +32,11 @@ pub struct Holding {
     pub node: String,
     pub gpu: String,
     pub tenant: String,
-    /// The hours in time order, merged.
+    /// The hours in time order, merged (what an hour does not keep — SM and process counts —
+    /// is zero here too), with the range's effective-use histogram.
     pub total: TenantAgg,
     /// Hour rows in time order.
-    pub rows: Vec<(i64, TenantAgg)>,
+    pub rows: Vec<(i64, TenantHour)>,
 }
 
 /// The funnel's quantities of one rollup row, in GPU-hours.
@@ -52,7 +54,7 @@ pub struct RowHours {
 }
 
 impl RowHours {
-    pub fn of(a: &TenantAgg) -> RowHours {
+    pub fn of(a: &TenantHour) -> RowHours {
         let dt = if a.samples > 0 {
             a.covered_s / f64::from(a.samples) / 3600.0
         } else {
@@ -95,7 +97,7 @@ impl Holding {
     pub fn hours(&self) -> impl Iterator<Item = HourUse> + '_ {
         self.rows.iter().map(|(hour, a)| HourUse {
             hour: *hour,
-            eff_p95: a.eff_hist.quantile(0.95, None).map(f64::from),
+            eff_p95: a.eff_p95.map(f64::from),
             mem_max_bytes: a.mem_used_max,
             allocated: a.alloc_n > 0,
         })
@@ -177,27 +179,29 @@ pub fn take_holdings(input: &mut Input) -> Vec<Holding> {
 }
 
 fn from_series(series: impl Iterator<Item = TenantSeries>) -> Vec<Holding> {
-    // (cluster, node, GPU, tenant) → hours
+    // (cluster, node, GPU, tenant) → hours and the sum of their histograms
     type Key = (String, String, String, String);
-    let mut by: BTreeMap<Key, Vec<(i64, TenantAgg)>> = BTreeMap::new();
+    let mut by: BTreeMap<Key, (Vec<(i64, TenantHour)>, Hist)> = BTreeMap::new();
     for s in series {
-        let rows = by.entry((s.cluster, s.node, s.gpu, s.tenant)).or_default();
+        let (rows, hist) = by.entry((s.cluster, s.node, s.gpu, s.tenant)).or_default();
         if rows.is_empty() {
             *rows = s.hours;
         } else {
             rows.extend(s.hours);
         }
+        hist.merge(&s.eff_hist);
     }
     by.into_iter()
-        .filter(|(_, rows)| !rows.is_empty())
-        .map(|((cluster, node, gpu, tenant), mut rows)| {
+        .filter(|(_, (rows, _))| !rows.is_empty())
+        .map(|((cluster, node, gpu, tenant), (mut rows, hist))| {
             if !rows.is_sorted_by_key(|r| r.0) {
                 rows.sort_by_key(|r| r.0);
             }
-            let mut total = rows[0].1.clone();
+            let mut total = TenantAgg::from(&rows[0].1);
             for w in rows.windows(2) {
-                total.merge_next(&w[1].1, w[0].0 + HOUR_MS == w[1].0);
+                total.merge_next(&TenantAgg::from(&w[1].1), w[0].0 + HOUR_MS == w[1].0);
             }
+            total.eff_hist = hist;
             Holding {
                 cluster,
                 node,
@@ -226,7 +230,7 @@ impl IdleRun {
 /// The idle runs of at least `min_s` seconds, from hour rows in time order. Runs that cross
 /// hour boundaries are joined exactly; a long run inside one hour is placed at the hour (the
 /// rollup keeps its length, not its position).
-pub fn idle_runs(rows: &[(i64, TenantAgg)], width_ms: i64, min_s: f64) -> Vec<IdleRun> {
+pub fn idle_runs(rows: &[(i64, TenantHour)], width_ms: i64, min_s: f64) -> Vec<IdleRun> {
     let mut out = Vec::new();
     let mut open: Option<(i64, f64)> = None; // (start ms, seconds so far)
     let mut last_bucket: Option<i64> = None;
@@ -283,14 +287,14 @@ pub fn idle_runs(rows: &[(i64, TenantAgg)], width_ms: i64, min_s: f64) -> Vec<Id
 mod tests {
     use super::*;
 
-    fn hour(lead: f64, trail: f64, max: f64) -> TenantAgg {
-        TenantAgg {
+    fn hour(lead: f64, trail: f64, max: f64) -> TenantHour {
+        TenantHour {
             samples: 60,
             covered_s: 3600.0,
             idle_lead_s: lead,
             idle_trail_s: trail,
             idle_max_s: max,
-            ..TenantAgg::default()
+            ..TenantHour::default()
         }
     }
 

@@ -4,7 +4,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use model::hour_series::GpuHour;
+use model::hour_series::{GpuHour, GpuSeries};
 use model::rollup::{HOUR_MS, MINUTE_MS};
 
 use crate::config::Config;
@@ -30,60 +30,73 @@ pub fn minute_ranges(input: &Input, cfg: &Config) -> Vec<MinuteRange> {
         .iter()
         .map(|g| (g.uuid.as_str(), g.sharing == "mig"))
         .collect();
-    // (gpu, hour) → (tenants present, tenants active)
-    let mut per: BTreeMap<(&str, &str, &str, i64), (u32, u32)> = BTreeMap::new();
-    for s in &input.tenant_hours {
-        for (hour, agg) in &s.hours {
-            let e = per.entry((&s.cluster, &s.node, &s.gpu, *hour)).or_default();
-            e.0 += 1;
-            if agg.active_n > 0 {
-                e.1 += 1;
-            }
-        }
-    }
-    let saturated: HashMap<(&str, i64), bool> = input
-        .gpu_hours
-        .iter()
-        .flat_map(|s| {
-            let is_mig = mig.get(s.gpu.as_str()).copied().unwrap_or(false);
-            s.hours
-                .iter()
-                .map(move |(hour, agg)| ((s.gpu.as_str(), *hour), saturated_hour(agg, is_mig, cfg)))
-        })
-        .collect();
-    let mut out: Vec<MinuteRange> = Vec::new();
-    let mut current: Option<(MinuteRange, bool)> = None;
-    for ((cluster, node, gpu, hour), (present, active)) in per {
-        if present < 2 {
-            continue;
-        }
-        let hot = active >= 2 && saturated.get(&(gpu, hour)).copied().unwrap_or(false);
-        match &mut current {
-            Some((r, any_hot)) if r.gpu == gpu && r.cluster == cluster => {
-                r.to_ms = hour + HOUR_MS;
-                *any_hot |= hot;
-            }
-            _ => {
-                if let Some((r, true)) = current.take() {
-                    out.push(r);
+    // One GPU at a time, in key order: its tenants' series side by side, its own series found
+    // by key (a fleet's GPU-hours are never indexed all at once).
+    let tenants = in_key_order(&input.tenant_hours, |s| [&s.cluster, &s.node, &s.gpu]);
+    let gpus = in_key_order(&input.gpu_hours, |s| [&s.cluster, &s.node, &s.gpu]);
+    let mut out = Vec::new();
+    for gpu in
+        tenants.chunk_by(|a, b| (&a.cluster, &a.node, &a.gpu) == (&b.cluster, &b.node, &b.gpu))
+    {
+        let (cluster, node, uuid) = (&gpu[0].cluster, &gpu[0].node, &gpu[0].gpu);
+        // hour → (tenants present, tenants active)
+        let mut per: BTreeMap<i64, (u32, u32)> = BTreeMap::new();
+        for s in gpu {
+            for (hour, agg) in &s.hours {
+                let e = per.entry(*hour).or_default();
+                e.0 += 1;
+                if agg.active_n > 0 {
+                    e.1 += 1;
                 }
-                current = Some((
-                    MinuteRange {
-                        cluster: cluster.into(),
-                        node: node.into(),
-                        gpu: gpu.into(),
-                        from_ms: hour,
-                        to_ms: hour + HOUR_MS,
-                    },
-                    hot,
-                ));
             }
         }
-    }
-    if let Some((r, true)) = current {
-        out.push(r);
+        let first = gpus.partition_point(|g| (&g.cluster, &g.node, &g.gpu) < (cluster, node, uuid));
+        let own: Vec<&GpuSeries> = gpus[first..]
+            .iter()
+            .take_while(|g| (&g.cluster, &g.node, &g.gpu) == (cluster, node, uuid))
+            .copied()
+            .collect();
+        let is_mig = mig.get(uuid.as_str()).copied().unwrap_or(false);
+        // Where the GPU has more than one series for an hour, the last one read counts.
+        let saturated = |hour: i64| {
+            own.iter()
+                .rev()
+                .find_map(|g| {
+                    let at = g.hours.binary_search_by_key(&hour, |(h, _)| *h).ok()?;
+                    Some(saturated_hour(&g.hours[at].1, is_mig, cfg))
+                })
+                .unwrap_or(false)
+        };
+        // Every hour with two or more tenants present, from the first to the last, worth a
+        // look when in one of them two ran kernels on a saturated GPU.
+        let shared: Vec<(i64, bool)> = per
+            .into_iter()
+            .filter(|(_, (present, _))| *present >= 2)
+            .map(|(hour, (_, active))| (hour, active >= 2 && saturated(hour)))
+            .collect();
+        if let (Some(first), Some(last)) = (shared.first(), shared.last())
+            && shared.iter().any(|(_, hot)| *hot)
+        {
+            out.push(MinuteRange {
+                cluster: cluster.clone(),
+                node: node.clone(),
+                gpu: uuid.clone(),
+                from_ms: first.0,
+                to_ms: last.0 + HOUR_MS,
+            });
+        }
     }
     out
+}
+
+/// References to `series` ordered by `key` (stable: series of one key keep their order).
+/// Series the store reads are in key order already, and that is checked first.
+fn in_key_order<S>(series: &[S], key: impl Fn(&S) -> [&String; 3]) -> Vec<&S> {
+    let mut refs: Vec<&S> = series.iter().collect();
+    if !refs.is_sorted_by(|a, b| key(a) <= key(b)) {
+        refs.sort_by(|a, b| key(a).cmp(&key(b)));
+    }
+    refs
 }
 
 /// Readings are stored as 32-bit floats: NVML's 90 % comes back as 0.8999999761581421. A

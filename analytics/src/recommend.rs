@@ -399,7 +399,9 @@ mod tests {
             gpu: format!("GPU-{tenant}"),
             tenant: tenant.into(),
             total: hour.clone(),
-            rows: (0..hours).map(|i| (i * 3_600_000, hour.clone())).collect(),
+            rows: (0..hours)
+                .map(|i| (i * 3_600_000, (&hour).into()))
+                .collect(),
         };
         let cfg = Config::default();
         let (steady, other, brief) = (holding("a", 48), holding("b", 48), holding("new", 1));

@@ -306,17 +306,29 @@ pub struct TenantAgg {
     pub idle_max_s: f64,
 }
 
+/// GPU-hours of a per-sample sum of GPU shares over `samples` samples covering `covered_s`
+/// seconds: the mean share × the time.
+pub fn gpu_hours(share_sum: f64, samples: i32, covered_s: f64) -> f64 {
+    share_sum / f64::from(samples.max(1)) * covered_s / 3600.0
+}
+
+/// Whether a bucket of `samples` covering `covered_s` seconds whose leading idle run lasted
+/// `idle_lead_s` was idle throughout.
+pub fn all_idle(samples: i32, idle_lead_s: f64, covered_s: f64) -> bool {
+    samples > 0 && idle_lead_s >= covered_s - 1e-6
+}
+
 impl TenantAgg {
     /// GPU-hours the tenant's allocation held in the bucket: its mean share × the time covered.
     pub fn allocated_gpu_hours(&self) -> f64 {
-        self.alloc_share_sum / f64::from(self.samples.max(1)) * self.covered_s / 3600.0
+        gpu_hours(self.alloc_share_sum, self.samples, self.covered_s)
     }
 
     /// GPU-hours of work the tenant did in the bucket, as measured: each sample's effective use
     /// × the time it covers (0 where its use is unknown). On a time-sliced or MPS GPU this can
     /// exceed what was allocated — a replica's share is what it was promised, not a ceiling.
     pub fn used_gpu_hours(&self) -> f64 {
-        self.eff_sum / f64::from(self.samples.max(1)) * self.covered_s / 3600.0
+        gpu_hours(self.eff_sum, self.samples, self.covered_s)
     }
 
     /// GPU-hours of the allocation used effectively: the use, at most the allocation, so that
@@ -333,7 +345,7 @@ impl TenantAgg {
 
     /// Whether every second the bucket covers was idle (its runs continue across a merge).
     pub fn all_idle(&self) -> bool {
-        self.samples > 0 && self.idle_lead_s >= self.covered_s - 1e-6
+        all_idle(self.samples, self.idle_lead_s, self.covered_s)
     }
 
     /// Extends the idle runs by one sample lasting `secs`; call before adding to `covered_s`.

@@ -49,6 +49,18 @@ pub const REFERENCE: [&str; 13] = [
     "reclaim_steps",
 ];
 
+/// How many active workers the coordinator's cluster has, or `None` when the database does
+/// not have the citus extension.
+pub async fn workers(conn: &mut PgConnection) -> Result<Option<usize>> {
+    if !installed(&mut *conn).await? {
+        return Ok(None);
+    }
+    let n: i64 = sqlx::query_scalar("SELECT count(*) FROM citus_get_active_worker_nodes()")
+        .fetch_one(conn)
+        .await?;
+    Ok(Some(usize::try_from(n).unwrap_or(0)))
+}
+
 /// Whether the connected database has the citus extension.
 pub async fn installed(conn: &mut PgConnection) -> Result<bool> {
     Ok(sqlx::query_scalar::<_, bool>(

@@ -140,6 +140,15 @@ impl Store {
         }
     }
 
+    /// The active workers of a Citus coordinator, or `None` when the database is not one
+    /// (SQLite, or PostgreSQL without the citus extension).
+    pub async fn citus_workers(&self) -> Result<Option<usize>> {
+        match &self.backend {
+            Backend::Postgres(s) => s.citus_workers().await,
+            Backend::Sqlite(_) => Ok(None),
+        }
+    }
+
     pub async fn ping(&self) -> Result<()> {
         dispatch!(self, s => s.ping().await)
     }
@@ -639,13 +648,15 @@ impl Store {
         dispatch!(self, s => s.waiting(from_ms, to_ms).await)
     }
 
-    /// The marks of every node's kept pair-hours in `[from_ms, to_ms)`: (cluster, node, mark).
+    /// Hands `visit` the mark of every node's kept pair-hours in `[from_ms, to_ms)` with its
+    /// node (cluster, node, mark), in no set order: one streamed query, nothing held.
     pub async fn pair_hour_marks(
         &self,
         from_ms: i64,
         to_ms: i64,
-    ) -> Result<Vec<(String, String, pair_hours::PairHourMark)>> {
-        dispatch!(self, s => s.pair_hour_marks(from_ms, to_ms).await)
+        visit: &mut (dyn FnMut(&str, &str, &pair_hours::PairHourMark) + Send),
+    ) -> Result<()> {
+        dispatch!(self, s => s.pair_hour_marks(from_ms, to_ms, visit).await)
     }
 
     /// Every node's kept pair-hours in `[from_ms, to_ms)` that `keep` takes, in no set order:

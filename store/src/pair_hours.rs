@@ -34,19 +34,20 @@ pub(crate) fn insert_sql(rows: usize) -> String {
 /// The pair-hour methods of a backend.
 macro_rules! pair_hour_methods {
     ($write:ident, $read:ident, $sql:path) => {
-        /// The marks of every node's hours in `[from_ms, to_ms)`, with their node:
-        /// (cluster, node, mark).
+        /// Hands `visit` the mark of every node's hours in `[from_ms, to_ms)` with its node
+        /// (cluster, node, mark), as each row is decoded: a week of a large fleet's marks is
+        /// never held at once.
         pub async fn pair_hour_marks(
             &self,
             from_ms: i64,
             to_ms: i64,
-        ) -> Result<Vec<(String, String, super::pair_hours::PairHourMark)>> {
+            visit: &mut (dyn FnMut(&str, &str, &super::pair_hours::PairHourMark) + Send),
+        ) -> Result<()> {
             use futures_util::TryStreamExt;
             let sql = $sql(
                 "SELECT cluster, node, bucket_ms, thresholds, gpu_samples, tenant_samples FROM pair_hour_marks WHERE bucket_ms >= ? AND bucket_ms < ?",
             );
             let mut rows = sqlx::query(&sql).bind(from_ms).bind(to_ms).fetch(&self.$read);
-            let mut out = Vec::new();
             while let Some(r) = rows.try_next().await? {
                 let mark = super::pair_hours::PairHourMark {
                     hour_ms: r.try_get(2)?,
@@ -54,9 +55,9 @@ macro_rules! pair_hour_methods {
                     gpu_samples: r.try_get(4)?,
                     tenant_samples: r.try_get(5)?,
                 };
-                out.push((r.try_get(0)?, r.try_get(1)?, mark));
+                visit(r.try_get(0)?, r.try_get(1)?, &mark);
             }
-            Ok(out)
+            Ok(())
         }
 
         /// The kept pair-hours of every node in `[from_ms, to_ms)` that `keep` takes (it sees

@@ -164,7 +164,9 @@ macro_rules! read_rollups_fn {
             let select =
                 |columns: &str, table: &str| crate::rollup_reads::range_select(d, columns, table);
             let mut gpus =
-                model::hour_series::SeriesBuilder::<model::hour_series::GpuSeries>::default();
+                model::hour_series::SeriesBuilder::<model::hour_series::GpuSeries>::for_range(
+                    from, to,
+                );
             let sql = select(crate::sql::GPU_HOUR_COLUMNS, "gpu_rollup_1h");
             let mut rows = sqlx::query(&sql).bind(from).bind(to).fetch(&mut *conn);
             while let Some(r) = rows.try_next().await? {
@@ -180,7 +182,9 @@ macro_rules! read_rollups_fn {
             }
             drop(rows);
             let mut tenants =
-                model::hour_series::SeriesBuilder::<model::hour_series::TenantSeries>::default();
+                model::hour_series::SeriesBuilder::<model::hour_series::TenantSeries>::for_range(
+                    from, to,
+                );
             let sql = select(crate::sql::TENANT_ROLLUP_COLUMNS, "tenant_rollup_1h");
             let mut rows = sqlx::query(&sql).bind(from).bind(to).fetch(&mut *conn);
             while let Some(r) = rows.try_next().await? {

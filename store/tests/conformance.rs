@@ -1459,14 +1459,15 @@ async fn node_marks(
     from: i64,
     to: i64,
 ) -> Vec<store::pair_hours::PairHourMark> {
-    let mut marks: Vec<_> = store
-        .pair_hour_marks(from, to)
+    let mut marks = Vec::new();
+    store
+        .pair_hour_marks(from, to, &mut |c, n, m| {
+            if c == "c1" && n == node {
+                marks.push(m.clone());
+            }
+        })
         .await
-        .unwrap()
-        .into_iter()
-        .filter(|(c, n, _)| c == "c1" && n == node)
-        .map(|(_, _, m)| m)
-        .collect();
+        .unwrap();
     marks.sort_by_key(|m| m.hour_ms);
     marks
 }

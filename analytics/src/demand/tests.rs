@@ -47,13 +47,17 @@ fn hold(input: &mut Input, tenant: &str, node: &str, index: i64, idle: bool) {
         name: format!("cv/{tenant}"),
         team: Some("cv".into()),
     });
-    input.tenant_hours.push(TenantSeries {
+    let mut series = TenantSeries {
         cluster: "c1".into(),
         node: node.into(),
         gpu: format!("GPU-{node}-{index}"),
         tenant: tenant.into(),
-        hours: (0..10).map(|h| (h * H, hour(idle))).collect(),
-    });
+        ..TenantSeries::default()
+    };
+    for h in 0..10 {
+        series.push(h * H, &hour(idle));
+    }
+    input.tenant_hours.push(series);
 }
 
 fn pod(name: &str, resource: &str, count: i64, from: i64, to: i64) -> Waiting {

@@ -31,7 +31,8 @@ struct NodeHours {
     /// Each GPU's wanted ranges (what [`analytics::minute_ranges`] asks for).
     wanted: WantedMinutes,
     /// Per hour: the sample counts of the node's GPU-hour and tenant-hour rows (a mark holds
-    /// while they are the same) and the GPUs two or more tenants were on.
+    /// while they are the same) and, for the hours to measure, the GPUs two or more tenants
+    /// were on ([`shared_gpus`]).
     samples: BTreeMap<i64, (i64, i64)>,
     shared: BTreeMap<i64, BTreeSet<String>>,
     /// The hours any wanted range covers, and those of them whose kept sums hold.
@@ -69,16 +70,30 @@ pub async fn load(
     let thresholds: Arc<str> = analytics::pair_hour_thresholds(cfg).into();
     let (from, to, now) = (input.from_ms, input.to_ms, input.now_ms);
     let mut stats = PairStats::default();
-    // Which wanted node-hours the kept sums still hold for.
-    for (cluster, node, m) in store.pair_hour_marks(from, to).await? {
-        if let Some(h) = per_node.get_mut(&(cluster, node))
-            && *m.thresholds == *thresholds
-            && h.samples.get(&m.hour_ms) == Some(&(m.gpu_samples, m.tenant_samples))
-            && h.wanted_hours.contains(&m.hour_ms)
-        {
-            h.holds.insert(m.hour_ms);
-        }
-    }
+    // Which wanted node-hours the kept sums still hold for (marks are looked at as they are
+    // read; a node's arrive together, so its entry is found once for a run of them).
+    let mut at: Option<((String, String), bool)> = None;
+    store
+        .pair_hour_marks(from, to, &mut |cluster, node, m| {
+            if at
+                .as_ref()
+                .is_none_or(|(k, _)| (k.0.as_str(), k.1.as_str()) != (cluster, node))
+            {
+                let key = (cluster.to_owned(), node.to_owned());
+                let known = per_node.contains_key(&key);
+                at = Some((key, known));
+            }
+            let Some((key, true)) = &at else { return };
+            let h = per_node.get_mut(key).expect("known node");
+            if *m.thresholds == *thresholds
+                && h.samples.get(&m.hour_ms) == Some(&(m.gpu_samples, m.tenant_samples))
+                && h.wanted_hours.contains(&m.hour_ms)
+            {
+                h.holds.insert(m.hour_ms);
+            }
+        })
+        .await?;
+    shared_gpus(input, &mut per_node);
     stats.hours_kept = per_node.values().map(|h| h.holds.len()).sum();
     if stats.hours_kept > 0 {
         let mut keep = |r: &PairHour| {
@@ -164,8 +179,23 @@ fn node_hours(input: &Input, cfg: &analytics::Config) -> BTreeMap<(String, Strin
             }
         }
     }
-    // Per GPU-hour: tenants present. The tenant series are in (cluster, node, GPU) order, so
-    // one GPU's hours are counted at a time.
+    for h in per_node.values_mut() {
+        h.wanted_hours = h
+            .wanted
+            .values()
+            .flatten()
+            .flat_map(|&(a, b)| (a..b).step_by(HOUR_MS as usize))
+            .collect();
+    }
+    per_node
+}
+
+/// Fills in each node's GPUs that two or more tenants were on, for the hours it must measure
+/// (wanted, and not held by kept sums): after the first analysis that is the newest hour or
+/// two, so a fleet's shared GPU-hours are not all listed.
+fn shared_gpus(input: &Input, per_node: &mut BTreeMap<(String, String), NodeHours>) {
+    // The tenant series are in (cluster, node, GPU) order, so one GPU's hours are counted at
+    // a time.
     for gpu in input
         .tenant_hours
         .chunk_by(|a, b| (&a.cluster, &a.node, &a.gpu) == (&b.cluster, &b.node, &b.gpu))
@@ -176,10 +206,15 @@ fn node_hours(input: &Input, cfg: &analytics::Config) -> BTreeMap<(String, Strin
         let Some(h) = per_node.get_mut(&(gpu[0].cluster.clone(), gpu[0].node.clone())) else {
             continue;
         };
+        if h.wanted_hours.len() == h.holds.len() {
+            continue;
+        }
         let mut present: HashMap<i64, u32> = HashMap::new();
         for s in gpu {
             for (hour, _) in &s.hours {
-                *present.entry(*hour).or_default() += 1;
+                if h.wanted_hours.contains(hour) && !h.holds.contains(hour) {
+                    *present.entry(*hour).or_default() += 1;
+                }
             }
         }
         for (hour, n) in present {
@@ -188,15 +223,6 @@ fn node_hours(input: &Input, cfg: &analytics::Config) -> BTreeMap<(String, Strin
             }
         }
     }
-    for h in per_node.values_mut() {
-        h.wanted_hours = h
-            .wanted
-            .values()
-            .flatten()
-            .flat_map(|&(a, b)| (a..b).step_by(HOUR_MS as usize))
-            .collect();
-    }
-    per_node
 }
 
 /// One node's part of [`load`].

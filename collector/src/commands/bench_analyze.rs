@@ -377,12 +377,16 @@ async fn one_size(
         model::process::peak_rss_mib()
     };
     let plan = time_plan(&store, &thresholds, window, to, args.rounds).await?;
+    let backend = match store.citus_workers().await? {
+        Some(1) => format!("{} (Citus, 1 worker)", store.backend()),
+        Some(n) => format!("{} (Citus, {n} workers)", store.backend()),
+        None => store.backend().to_owned(),
+    };
     println!(
-        "analyze benchmark: {} GPUs on {} nodes, {} days, backend {}, {} rounds",
+        "analyze benchmark: {} GPUs on {} nodes, {} days, backend {backend}, {} rounds",
         fleet.gpu_count(),
         fleet.nodes.len(),
         args.days,
-        store.backend(),
         args.rounds
     );
     println!(

@@ -41,6 +41,9 @@ async fn heavy_a_weekly_report_on_citus_is_the_one_sqlite_makes() {
         return;
     };
     let lite = support::sqlite().await;
+    // What `gpulens bench analyze` prints as the backend.
+    assert_eq!(citus.store.citus_workers().await.unwrap(), Some(2));
+    assert_eq!(lite.store.citus_workers().await.unwrap(), None);
     let fleet = default_fleet();
     let week: IsoWeek = "2026-W47".parse().unwrap();
     let (from, to) = week.bounds(&reports::week::zone("UTC").unwrap());

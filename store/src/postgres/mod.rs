@@ -117,6 +117,11 @@ impl PgStore {
         citus::require(&mut conn).await
     }
 
+    pub async fn citus_workers(&self) -> Result<Option<usize>> {
+        let mut conn = self.pool.acquire().await?;
+        citus::workers(&mut conn).await
+    }
+
     pub async fn ping(&self) -> Result<()> {
         sqlx::query("SELECT 1").execute(&self.pool).await?;
         Ok(())
