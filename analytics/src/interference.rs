@@ -476,6 +476,79 @@ mod tests {
         }
     }
 
+    /// Which GPUs interference wants minutes of: from the first to the last hour two tenants
+    /// were on a GPU, when in one of them two ran kernels while it was saturated; the same
+    /// ranges whatever order the series come in.
+    #[test]
+    fn minute_ranges_cover_shared_hours_of_gpus_that_were_hot_together() {
+        use model::hour_series::{GpuSeries, TenantHour, TenantSeries};
+        let h = HOUR_MS;
+        let gpu = |uuid: &str, hot: &[i64]| GpuSeries {
+            cluster: "c".into(),
+            node: "n".into(),
+            gpu: uuid.into(),
+            hours: (0..6)
+                .map(|i| {
+                    let util = if hot.contains(&i) { 1.0 } else { 0.3 };
+                    (
+                        i * h,
+                        GpuHour {
+                            gpu_util_max: Some(util),
+                            ..GpuHour::default()
+                        },
+                    )
+                })
+                .collect(),
+        };
+        let tenant = |uuid: &str, name: &str, hours: std::ops::Range<i64>| TenantSeries {
+            cluster: "c".into(),
+            node: "n".into(),
+            gpu: uuid.into(),
+            tenant: name.into(),
+            hours: hours
+                .map(|i| {
+                    let busy = TenantHour {
+                        samples: 60,
+                        active_n: 60,
+                        ..TenantHour::default()
+                    };
+                    (i * h, busy)
+                })
+                .collect(),
+            ..TenantSeries::default()
+        };
+        let mut input = Input {
+            gpu_hours: vec![
+                // Shared from hour 1 to 4, saturated in hour 2: wanted.
+                gpu("GPU-a", &[2]),
+                // Shared but never saturated while shared: not wanted.
+                gpu("GPU-b", &[5]),
+                // One tenant only, saturated: not wanted.
+                gpu("GPU-c", &[0, 1]),
+            ],
+            tenant_hours: vec![
+                tenant("GPU-a", "t1", 0..5),
+                tenant("GPU-a", "t2", 1..4),
+                tenant("GPU-b", "t1", 0..3),
+                tenant("GPU-b", "t2", 0..3),
+                tenant("GPU-c", "t1", 0..6),
+            ],
+            ..Input::default()
+        };
+        let cfg = Config::default();
+        let want = vec![MinuteRange {
+            cluster: "c".into(),
+            node: "n".into(),
+            gpu: "GPU-a".into(),
+            from_ms: h,
+            to_ms: 4 * h,
+        }];
+        assert_eq!(minute_ranges(&input, &cfg), want);
+        input.gpu_hours.reverse();
+        input.tenant_hours.reverse();
+        assert_eq!(minute_ranges(&input, &cfg), want);
+    }
+
     /// A victim at 0.8 alone and 0.4 beside a busy aggressor over three hours: the pair-hours
     /// of each hour read on its own are those of the three read at once (so hours can be
     /// measured as they close), and they make one finding of a 50 % drop.

@@ -259,6 +259,15 @@ async fn report_now(
     Ok(())
 }
 
+/// The backend as the report names it: a Citus coordinator with its worker count.
+async fn backend_name(store: &Store) -> anyhow::Result<String> {
+    Ok(match store.citus_workers().await? {
+        Some(1) => format!("{} (Citus, 1 worker)", store.backend()),
+        Some(n) => format!("{} (Citus, {n} workers)", store.backend()),
+        None => store.backend().to_owned(),
+    })
+}
+
 /// Resets the kernel's peak-RSS counter (VmHWM) of this process, so a later reading covers
 /// only what follows.
 fn reset_peak_rss() -> bool {
@@ -377,11 +386,7 @@ async fn one_size(
         model::process::peak_rss_mib()
     };
     let plan = time_plan(&store, &thresholds, window, to, args.rounds).await?;
-    let backend = match store.citus_workers().await? {
-        Some(1) => format!("{} (Citus, 1 worker)", store.backend()),
-        Some(n) => format!("{} (Citus, {n} workers)", store.backend()),
-        None => store.backend().to_owned(),
-    };
+    let backend = backend_name(&store).await?;
     println!(
         "analyze benchmark: {} GPUs on {} nodes, {} days, backend {backend}, {} rounds",
         fleet.gpu_count(),
