@@ -146,8 +146,13 @@ impl TenantSeries {
     /// Adds an hour's rollup: its lean part to the hours, its histogram to the sum. Keep the
     /// hours in time order.
     pub fn push(&mut self, hour: i64, agg: &TenantAgg) {
+        self.push_within(hour, agg, usize::MAX);
+    }
+
+    /// [`TenantSeries::push`], the hours' list growing to at most `most` places.
+    fn push_within(&mut self, hour: i64, agg: &TenantAgg, most: usize) {
         self.eff_hist.merge(&agg.eff_hist);
-        self.hours.push((hour, TenantHour::from(agg)));
+        push_within(&mut self.hours, (hour, TenantHour::from(agg)), most);
     }
 }
 
@@ -243,11 +248,9 @@ impl SeriesBuilder<TenantSeries> {
             node: node.to_owned(),
             gpu: gpu.to_owned(),
             tenant: tenant.to_owned(),
-            hours: Vec::new(),
-            eff_hist: Hist::default(),
+            ..TenantSeries::default()
         });
-        s.eff_hist.merge(&agg.eff_hist);
-        push_within(&mut s.hours, (hour, TenantHour::from(&agg)), most);
+        s.push_within(hour, &agg, most);
     }
 }
 
