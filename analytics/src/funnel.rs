@@ -87,6 +87,56 @@ impl FunnelRow {
     }
 }
 
+impl FunnelRow {
+    /// Adds `other`, the same line's sums over other holdings (another cluster's part of a
+    /// fleet analysed one cluster at a time): quantities add up, the share and the signal are
+    /// those of the sums.
+    fn add(&mut self, other: &FunnelRow) {
+        self.capacity_gpu_hours = match (self.capacity_gpu_hours, other.capacity_gpu_hours) {
+            (None, None) => None,
+            (a, b) => Some(a.unwrap_or(0.0) + b.unwrap_or(0.0)),
+        };
+        self.allocated_gpu_hours += other.allocated_gpu_hours;
+        self.active_gpu_hours += other.active_gpu_hours;
+        self.effective_gpu_hours += other.effective_gpu_hours;
+        self.waste_gpu_hours += other.waste_gpu_hours;
+        self.borrowed_gpu_hours += other.borrowed_gpu_hours;
+        self.cost += other.cost;
+        self.waste_cost += other.waste_cost;
+        self.effective_ratio = (self.allocated_gpu_hours > 0.0)
+            .then(|| self.effective_gpu_hours / self.allocated_gpu_hours);
+        // What `signal` gives for the summed counts: "none" is no count at all, one signal
+        // throughout stays itself, anything else is a mix.
+        self.effective_signal = match (
+            self.effective_signal.as_str(),
+            other.effective_signal.as_str(),
+        ) {
+            ("none", s) | (s, "none") => s,
+            (a, b) if a == b => a,
+            _ => "mixed",
+        }
+        .to_owned();
+    }
+}
+
+/// `into`'s lines and `from`'s, those of the same key (and cluster, on node lines) summed, in
+/// the order one grouping of both would give them (key, then cluster).
+fn merge_lines(into: &mut Vec<FunnelRow>, from: Vec<FunnelRow>) {
+    let mut lines: std::collections::BTreeMap<(String, Option<String>), FunnelRow> = into
+        .drain(..)
+        .map(|r| ((r.key.clone(), r.cluster.clone()), r))
+        .collect();
+    for r in from {
+        match lines.entry((r.key.clone(), r.cluster.clone())) {
+            std::collections::btree_map::Entry::Occupied(mut e) => e.get_mut().add(&r),
+            std::collections::btree_map::Entry::Vacant(e) => {
+                e.insert(r);
+            }
+        }
+    }
+    *into = lines.into_values().collect();
+}
+
 /// The funnel over one range.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct Funnel {
@@ -99,6 +149,19 @@ pub struct Funnel {
     pub by_node: Vec<FunnelRow>,
     pub by_team: Vec<FunnelRow>,
     pub by_tenant: Vec<FunnelRow>,
+}
+
+impl Funnel {
+    /// Adds the funnel of other clusters over the same range, as one funnel of all their
+    /// holdings would read: a model, team or tenant key both name gets one line with the sums.
+    pub fn absorb(&mut self, other: Funnel) {
+        self.total.add(&other.total);
+        merge_lines(&mut self.by_cluster, other.by_cluster);
+        merge_lines(&mut self.by_model, other.by_model);
+        merge_lines(&mut self.by_node, other.by_node);
+        merge_lines(&mut self.by_team, other.by_team);
+        merge_lines(&mut self.by_tenant, other.by_tenant);
+    }
 }
 
 /// The team a tenant's rows are grouped under when configuration gives it none.
@@ -512,6 +575,85 @@ mod tests {
                     "case {case}, scope {k}: {sum} against {}",
                     f.total.waste_gpu_hours
                 );
+            }
+            // One cluster's funnel absorbing the other's reads as the fleet's (how the
+            // collector puts together a fleet analysed one cluster at a time).
+            let part = |c: &str| {
+                let input = Input {
+                    gpus: input
+                        .gpus
+                        .iter()
+                        .filter(|g| g.cluster == c)
+                        .cloned()
+                        .collect(),
+                    tenants: input
+                        .tenants
+                        .iter()
+                        .filter(|t| t.cluster == c)
+                        .cloned()
+                        .collect(),
+                    ..Input::default()
+                };
+                let hs: Vec<Holding> = holdings
+                    .iter()
+                    .filter(|h| h.cluster == c)
+                    .cloned()
+                    .collect();
+                funnel(&input, &hs, &Config::default()).unwrap()
+            };
+            let mut merged = part("a");
+            merged.absorb(part("b"));
+            let lines = |f: &Funnel| {
+                let mut all = vec![f.total.clone()];
+                for s in [
+                    &f.by_cluster,
+                    &f.by_model,
+                    &f.by_node,
+                    &f.by_team,
+                    &f.by_tenant,
+                ] {
+                    all.extend(s.iter().cloned());
+                }
+                all
+            };
+            let (whole, merged) = (lines(&f), lines(&merged));
+            assert_eq!(whole.len(), merged.len(), "case {case}");
+            for (w, m) in whole.iter().zip(&merged) {
+                let close = |a: f64, b: f64| (a - b).abs() <= 1e-9 * a.abs().max(1.0);
+                assert_eq!(
+                    (
+                        &w.key,
+                        &w.cluster,
+                        &w.effective_signal,
+                        w.capacity_gpu_hours.is_some()
+                    ),
+                    (
+                        &m.key,
+                        &m.cluster,
+                        &m.effective_signal,
+                        m.capacity_gpu_hours.is_some()
+                    ),
+                    "case {case}"
+                );
+                for (a, b) in [
+                    (w.allocated_gpu_hours, m.allocated_gpu_hours),
+                    (w.active_gpu_hours, m.active_gpu_hours),
+                    (w.effective_gpu_hours, m.effective_gpu_hours),
+                    (w.waste_gpu_hours, m.waste_gpu_hours),
+                    (w.borrowed_gpu_hours, m.borrowed_gpu_hours),
+                    (w.cost, m.cost),
+                    (w.waste_cost, m.waste_cost),
+                    (
+                        w.capacity_gpu_hours.unwrap_or(0.0),
+                        m.capacity_gpu_hours.unwrap_or(0.0),
+                    ),
+                    (
+                        w.effective_ratio.unwrap_or(-1.0),
+                        m.effective_ratio.unwrap_or(-1.0),
+                    ),
+                ] {
+                    assert!(close(a, b), "case {case}, {:?}: {a} against {b}", w.key);
+                }
             }
         }
     }

@@ -149,6 +149,49 @@ impl Input {
         self.gpus.iter().find(|g| g.uuid == uuid)
     }
 
+    /// Every cluster the input names: of its nodes, GPUs, tenants, series, health, processes,
+    /// applied steps and waiting work.
+    pub fn clusters(&self) -> std::collections::BTreeSet<String> {
+        let names = self
+            .nodes
+            .iter()
+            .map(|n| &n.cluster)
+            .chain(self.gpus.iter().map(|g| &g.cluster))
+            .chain(self.tenants.iter().map(|t| &t.cluster))
+            .chain(self.gpu_hours.iter().map(|s| &s.cluster))
+            .chain(self.tenant_hours.iter().map(|s| &s.cluster))
+            .chain(self.pair_hours.iter().map(|p| &p.cluster))
+            .chain(self.health.iter().map(|h| &h.cluster))
+            .chain(self.orphans.iter().map(|o| &o.cluster))
+            .chain(self.applied.iter().map(|a| &a.recommendation.cluster))
+            .chain(self.waiting.iter().map(|w| &w.cluster));
+        names.cloned().collect()
+    }
+
+    /// What the input holds of `cluster` alone, over the same range: the analysis of a fleet
+    /// one cluster at a time reads one of these after another (the collector reads each
+    /// cluster's series into it; an input that holds them is split here).
+    pub fn of_cluster(&self, cluster: &str) -> Input {
+        fn of<T: Clone>(items: &[T], cluster: &str, of: impl Fn(&T) -> &str) -> Vec<T> {
+            items.iter().filter(|x| of(x) == cluster).cloned().collect()
+        }
+        Input {
+            from_ms: self.from_ms,
+            to_ms: self.to_ms,
+            now_ms: self.now_ms,
+            nodes: of(&self.nodes, cluster, |n| &n.cluster),
+            gpus: of(&self.gpus, cluster, |g| &g.cluster),
+            tenants: of(&self.tenants, cluster, |t| &t.cluster),
+            gpu_hours: of(&self.gpu_hours, cluster, |s| &s.cluster),
+            tenant_hours: of(&self.tenant_hours, cluster, |s| &s.cluster),
+            pair_hours: of(&self.pair_hours, cluster, |p| &p.cluster),
+            health: of(&self.health, cluster, |h| &h.cluster),
+            orphans: of(&self.orphans, cluster, |o| &o.cluster),
+            applied: of(&self.applied, cluster, |a| &a.recommendation.cluster),
+            waiting: of(&self.waiting, cluster, |w| &w.cluster),
+        }
+    }
+
     /// GPU-hour rows, over all series.
     pub fn gpu_hour_rows(&self) -> usize {
         self.gpu_hours.iter().map(|s| s.hours.len()).sum()

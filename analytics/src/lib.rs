@@ -13,6 +13,7 @@ pub mod funnel;
 pub mod holdings;
 pub mod input;
 pub mod interference;
+pub mod merge;
 pub mod mig;
 pub mod need;
 pub mod outcome;
@@ -32,6 +33,7 @@ pub use findings::{Evidence, Finding, FindingKind, Severity};
 pub use funnel::{Funnel, FunnelRow};
 pub use input::{Input, PairHour};
 pub use interference::{MinuteRange, minute_ranges, pair_hour_thresholds, pair_hours};
+pub use merge::merge;
 pub use outcome::{Outcome, Verdict};
 pub use plan::FleetPlan;
 pub use recommend::{Proposal, RecKind, Recommendation, Rejected};
@@ -54,8 +56,13 @@ pub struct Analysis {
     pub outcomes: Vec<Outcome>,
     /// Proposals replay turned down, with the reason.
     pub rejected: Vec<Rejected>,
-    /// What the analysis could not measure (e.g. MIG compute without DCGM).
+    /// What the analysis could not measure (e.g. MIG compute without DCGM), worded from the
+    /// fields below.
     pub limitations: Vec<String>,
+    /// The nodes whose MIG instances had samples but no measure of use (the first
+    /// limitation names them); kept apart so that clusters' analyses merge. Not stored.
+    #[serde(skip)]
+    pub mig_unmeasured: std::collections::BTreeSet<String>,
     /// Display names (`namespace/pod/container`, `job 123 (user)`, …) of the tenant keys the
     /// findings and recommendations name.
     #[serde(default)]
@@ -133,28 +140,11 @@ fn analyze_with(
     found.extend(rec.underutilized);
     let outcomes = outcome::check(&ctx, &holdings);
     found.extend(outcome::findings(&ctx, &outcomes));
-    // Within a severity, the costliest waste first (findings without a cost keep their order).
-    let cost = |f: &Finding| f.metrics.get("wasted_cost").copied().unwrap_or(0.0);
-    found.sort_by(|a, b| {
-        b.severity
-            .cmp(&a.severity)
-            .then(cost(b).total_cmp(&cost(a)))
-            .then(a.kind.cmp(&b.kind))
-            .then(a.node.cmp(&b.node))
-            .then(a.id.cmp(&b.id))
-    });
     let mut rejected = rec.rejected;
     for r in &mut rejected {
         r.reason = ctx.with_names(&r.cluster, &r.reason);
     }
-    let mut recommendations = rec.recommendations;
-    recommendations.sort_by(|a, b| {
-        b.replay
-            .gpus_freed
-            .total_cmp(&a.replay.gpus_freed)
-            .then(a.kind.cmp(&b.kind))
-            .then(a.id.cmp(&b.id))
-    });
+    let recommendations = rec.recommendations;
     let mut tenant_names = BTreeMap::new();
     for (cluster, key) in found
         .iter()
@@ -180,7 +170,7 @@ fn analyze_with(
             .entry(key.clone())
             .or_insert_with(|| ctx.name(cluster, key));
     }
-    Ok(Analysis {
+    let mut analysis = Analysis {
         plan: rec.plan,
         outcomes,
         tenant_names,
@@ -191,27 +181,67 @@ fn analyze_with(
         findings: found,
         recommendations,
         rejected,
-        limitations: limitations(input, &holdings),
-    })
+        limitations: Vec::new(),
+        mig_unmeasured: mig_unmeasured(input, &holdings),
+    };
+    settle(&mut analysis);
+    Ok(analysis)
 }
 
-fn limitations(input: &Input, holdings: &[holdings::Holding]) -> Vec<String> {
+/// Puts an analysis' lists in their order and words its limitations: the last step of an
+/// analysis, and of one merged from its clusters' ([`merge::merge`]), so both read the same.
+fn settle(a: &mut Analysis) {
+    // Within a severity, the costliest waste first (findings without a cost keep their order).
+    let cost = |f: &Finding| f.metrics.get("wasted_cost").copied().unwrap_or(0.0);
+    a.findings.sort_by(|a, b| {
+        b.severity
+            .cmp(&a.severity)
+            .then(cost(b).total_cmp(&cost(a)))
+            .then(a.kind.cmp(&b.kind))
+            .then(a.node.cmp(&b.node))
+            .then(a.id.cmp(&b.id))
+    });
+    a.recommendations.sort_by(|a, b| {
+        b.replay
+            .gpus_freed
+            .total_cmp(&a.replay.gpus_freed)
+            .then(a.kind.cmp(&b.kind))
+            .then(a.id.cmp(&b.id))
+    });
+    // Per cluster, in the order the analysis found them.
+    a.rejected.sort_by(|a, b| a.cluster.cmp(&b.cluster));
+    a.outcomes.sort_by(|a, b| a.cluster.cmp(&b.cluster));
+    a.limitations = limitations(&a.mig_unmeasured);
+}
+
+/// The MIG nodes whose instances' use the window holds no measure of.
+fn mig_unmeasured(
+    input: &Input,
+    holdings: &[holdings::Holding],
+) -> std::collections::BTreeSet<String> {
     let mig_node: std::collections::HashMap<&str, &str> = input
         .gpus
         .iter()
         .filter(|g| g.sharing == "mig")
         .map(|g| (g.uuid.as_str(), g.node.as_str()))
         .collect();
-    let nodes: std::collections::BTreeSet<&str> = holdings
+    holdings
         .iter()
         .filter(|h| h.total.samples > 0 && h.total.eff_n == 0)
-        .filter_map(|h| mig_node.get(h.gpu.as_str()).copied())
-        .collect();
-    if nodes.is_empty() {
+        .filter_map(|h| mig_node.get(h.gpu.as_str()).map(|n| (*n).to_owned()))
+        .collect()
+}
+
+fn limitations(mig_unmeasured: &std::collections::BTreeSet<String>) -> Vec<String> {
+    if mig_unmeasured.is_empty() {
         return Vec::new();
     }
     vec![format!(
         "MIG instances on {} are not measurable without DCGM: NVML reports no per-instance utilization, so their effective use, idle time and right-sizing are unknown (not zero)",
-        nodes.into_iter().collect::<Vec<_>>().join(", ")
+        mig_unmeasured
+            .iter()
+            .map(String::as_str)
+            .collect::<Vec<_>>()
+            .join(", ")
     )]
 }

@@ -188,7 +188,7 @@ fn count_freed(recommendations: &mut [Recommendation], freed_by: &BTreeMap<Strin
 }
 
 /// The plan's steps, most GPUs freed first (separations are advice beside the plan).
-fn step_order(recommendations: &[Recommendation]) -> Vec<String> {
+pub(crate) fn step_order(recommendations: &[Recommendation]) -> Vec<String> {
     let mut steps: Vec<&Recommendation> = recommendations
         .iter()
         .filter(|r| r.kind != RecKind::Separate)

@@ -709,20 +709,7 @@ pub fn fleet(
         }
         fixed.extend(harmful);
     }
-    let p = &mut out.plan;
-    p.currency = cfg.currency.clone();
-    p.pools
-        .sort_by(|a, b| (&a.cluster, &a.model).cmp(&(&b.cluster, &b.model)));
-    p.nodes
-        .sort_by(|a, b| (&a.cluster, &a.node).cmp(&(&b.cluster, &b.node)));
-    p.gpus_in_use = p.pools.iter().map(|x| x.gpus_in_use).sum();
-    p.gpus_after = p.pools.iter().map(|x| x.gpus_after).sum();
-    p.gpus_freed = p.pools.iter().map(|x| x.gpus_freed).sum();
-    p.nodes_in_use = p.pools.iter().map(|x| x.nodes_in_use).sum();
-    p.nodes_freed = p.pools.iter().map(|x| x.nodes_freed).sum();
-    p.bound_gpus = p.pools.iter().map(|x| x.bound_gpus).sum();
-    p.efficiency = plan::efficiency(p.gpus_in_use, p.bound_gpus, p.gpus_freed);
-    p.money_per_month =
-        (p.pools.iter().map(|x| x.money_per_month).sum::<f64>() * 100.0).round() / 100.0;
+    out.plan.currency = cfg.currency.clone();
+    out.plan.sum_pools();
     out
 }

@@ -648,26 +648,30 @@ impl Store {
         dispatch!(self, s => s.waiting(from_ms, to_ms).await)
     }
 
-    /// Hands `visit` the mark of every node's kept pair-hours in `[from_ms, to_ms)` with its
-    /// node (cluster, node, mark), in no set order: one streamed query, nothing held.
+    /// Hands `visit` the mark of every node's kept pair-hours in `[from_ms, to_ms)` (of
+    /// `cluster`'s nodes, or the fleet's) with its node (cluster, node, mark), in no set order:
+    /// one streamed query, nothing held.
     pub async fn pair_hour_marks(
         &self,
+        cluster: Option<&str>,
         from_ms: i64,
         to_ms: i64,
         visit: &mut (dyn FnMut(&str, &str, &pair_hours::PairHourMark) + Send),
     ) -> Result<()> {
-        dispatch!(self, s => s.pair_hour_marks(from_ms, to_ms, visit).await)
+        dispatch!(self, s => s.pair_hour_marks(cluster, from_ms, to_ms, visit).await)
     }
 
-    /// Every node's kept pair-hours in `[from_ms, to_ms)` that `keep` takes, in no set order:
-    /// one streamed query, and only what `keep` takes is held.
+    /// Every node's kept pair-hours in `[from_ms, to_ms)` (of `cluster`'s nodes, or the
+    /// fleet's) that `keep` takes, in no set order: one streamed query, and only what `keep`
+    /// takes is held.
     pub async fn pair_hours(
         &self,
+        cluster: Option<&str>,
         from_ms: i64,
         to_ms: i64,
         keep: &mut (dyn FnMut(&pair_hours::PairHour) -> bool + Send),
     ) -> Result<Vec<pair_hours::PairHour>> {
-        dispatch!(self, s => s.pair_hours(from_ms, to_ms, keep).await)
+        dispatch!(self, s => s.pair_hours(cluster, from_ms, to_ms, keep).await)
     }
 
     /// Keeps a node's pair-hours of the hours `marks` name, replacing what was kept of them.
@@ -703,17 +707,18 @@ impl Store {
         dispatch!(self, s => s.read_hours(cluster, node, from_ms, to_ms).await)
     }
 
-    /// Every GPU's and tenant's hour rollups in [from, to) as series, in key order (what
-    /// the analysis reads): streamed from one query per table.
+    /// Every GPU's and tenant's hour rollups in [from, to) (of `cluster`, or the whole fleet)
+    /// as series, in key order (what the analysis reads): streamed from one query per table.
     pub async fn hour_series(
         &self,
+        cluster: Option<&str>,
         from_ms: i64,
         to_ms: i64,
     ) -> Result<(
         Vec<model::hour_series::GpuSeries>,
         Vec<model::hour_series::TenantSeries>,
     )> {
-        dispatch!(self, s => s.read_hour_series(from_ms, to_ms).await)
+        dispatch!(self, s => s.read_hour_series(cluster, from_ms, to_ms).await)
     }
 }
 

@@ -17,6 +17,16 @@ pub struct PairHourMark {
     pub tenant_samples: i64,
 }
 
+/// The condition a read of one cluster's rows adds (its parameter bound after the range).
+/// A read of every cluster binds NULL and tests it (typed: PostgreSQL plans the test), so
+/// both read the same parameters.
+pub(crate) fn of_cluster(cluster: Option<&str>) -> &'static str {
+    match cluster {
+        Some(_) => " AND cluster = ?",
+        None => " AND CAST(? AS text) IS NULL",
+    }
+}
+
 /// Rows per multi-row INSERT (12 parameters each: SQLite's limit is 32,766 parameters).
 pub(crate) const INSERT_ROWS: usize = 500;
 
@@ -39,15 +49,21 @@ macro_rules! pair_hour_methods {
         /// never held at once.
         pub async fn pair_hour_marks(
             &self,
+            cluster: Option<&str>,
             from_ms: i64,
             to_ms: i64,
             visit: &mut (dyn FnMut(&str, &str, &super::pair_hours::PairHourMark) + Send),
         ) -> Result<()> {
             use futures_util::TryStreamExt;
-            let sql = $sql(
-                "SELECT cluster, node, bucket_ms, thresholds, gpu_samples, tenant_samples FROM pair_hour_marks WHERE bucket_ms >= ? AND bucket_ms < ?",
-            );
-            let mut rows = sqlx::query(&sql).bind(from_ms).bind(to_ms).fetch(&self.$read);
+            let sql = $sql(&format!(
+                "SELECT cluster, node, bucket_ms, thresholds, gpu_samples, tenant_samples FROM pair_hour_marks WHERE bucket_ms >= ? AND bucket_ms < ?{}",
+                super::pair_hours::of_cluster(cluster)
+            ));
+            let mut rows = sqlx::query(&sql)
+                .bind(from_ms)
+                .bind(to_ms)
+                .bind(cluster)
+                .fetch(&self.$read);
             while let Some(r) = rows.try_next().await? {
                 let mark = super::pair_hours::PairHourMark {
                     hour_ms: r.try_get(2)?,
@@ -64,16 +80,22 @@ macro_rules! pair_hour_methods {
         /// each row as it is decoded, so what it refuses is never held), in no set order.
         pub async fn pair_hours(
             &self,
+            cluster: Option<&str>,
             from_ms: i64,
             to_ms: i64,
             keep: &mut (dyn FnMut(&super::pair_hours::PairHour) -> bool + Send),
         ) -> Result<Vec<super::pair_hours::PairHour>> {
             use futures_util::TryStreamExt;
             let sql = $sql(&format!(
-                "SELECT cluster, node, {} FROM pair_hours WHERE bucket_ms >= ? AND bucket_ms < ?",
-                super::pair_hours::COLUMNS
+                "SELECT cluster, node, {} FROM pair_hours WHERE bucket_ms >= ? AND bucket_ms < ?{}",
+                super::pair_hours::COLUMNS,
+                super::pair_hours::of_cluster(cluster)
             ));
-            let mut rows = sqlx::query(&sql).bind(from_ms).bind(to_ms).fetch(&self.$read);
+            let mut rows = sqlx::query(&sql)
+                .bind(from_ms)
+                .bind(to_ms)
+                .bind(cluster)
+                .fetch(&self.$read);
             let count = |v: i64| u32::try_from(v.max(0)).unwrap_or(u32::MAX);
             let mut out = Vec::new();
             while let Some(r) = rows.try_next().await? {

@@ -29,12 +29,13 @@ macro_rules! rollup_read_methods {
             read_rollups(&mut conn, "1h", cluster, node, from, to).await
         }
 
-        /// Every GPU's and tenant's hour rollups in [from, to), as series (what the analysis
-        /// reads): one query per table over the whole fleet, streamed and decoded row by row,
-        /// so neither the rows nor a node's maps are ever held. On Citus each query runs on
-        /// every worker's shards at once.
+        /// Every GPU's and tenant's hour rollups in [from, to) (of `cluster`, or the whole
+        /// fleet), as series (what the analysis reads): one query per table, streamed and
+        /// decoded row by row, so neither the rows nor a node's maps are ever held. On Citus
+        /// each query runs on every worker's shards at once.
         pub async fn read_hour_series(
             &self,
+            cluster: Option<&str>,
             from: i64,
             to: i64,
         ) -> Result<(
@@ -42,7 +43,7 @@ macro_rules! rollup_read_methods {
             Vec<model::hour_series::TenantSeries>,
         )> {
             let mut conn = self.$read.acquire().await?;
-            read_hour_series(&mut conn, from, to).await
+            read_hour_series(&mut conn, cluster, from, to).await
         }
 
         /// The samples of `t` in [from, to) that `f` selects (undecodable blocks skipped,
@@ -153,6 +154,7 @@ macro_rules! read_rollups_fn {
 
         async fn read_hour_series(
             conn: &mut $conn,
+            cluster: Option<&str>,
             from: i64,
             to: i64,
         ) -> Result<(
@@ -161,14 +163,19 @@ macro_rules! read_rollups_fn {
         )> {
             use futures_util::TryStreamExt;
             let d = $d;
-            let select =
-                |columns: &str, table: &str| crate::rollup_reads::range_select(d, columns, table);
+            let select = |columns: &str, table: &str| {
+                crate::rollup_reads::range_select(d, columns, table, cluster.is_some())
+            };
             let mut gpus =
                 model::hour_series::SeriesBuilder::<model::hour_series::GpuSeries>::for_range(
                     from, to,
                 );
             let sql = select(crate::sql::GPU_HOUR_COLUMNS, "gpu_rollup_1h");
-            let mut rows = sqlx::query(&sql).bind(from).bind(to).fetch(&mut *conn);
+            let mut rows = sqlx::query(&sql)
+                .bind(from)
+                .bind(to)
+                .bind(cluster)
+                .fetch(&mut *conn);
             while let Some(r) = rows.try_next().await? {
                 let (cluster, node, gpu): (&str, &str, &str) =
                     (r.try_get(0)?, r.try_get(1)?, r.try_get(2)?);
@@ -186,7 +193,11 @@ macro_rules! read_rollups_fn {
                     from, to,
                 );
             let sql = select(crate::sql::TENANT_ROLLUP_COLUMNS, "tenant_rollup_1h");
-            let mut rows = sqlx::query(&sql).bind(from).bind(to).fetch(&mut *conn);
+            let mut rows = sqlx::query(&sql)
+                .bind(from)
+                .bind(to)
+                .bind(cluster)
+                .fetch(&mut *conn);
             while let Some(r) = rows.try_next().await? {
                 let names: [&str; 4] = [r.try_get(0)?, r.try_get(1)?, r.try_get(2)?, r.try_get(3)?];
                 tenants.push(names, r.try_get(4)?, crate::sql::read_tenant_agg!(&r));
@@ -199,11 +210,22 @@ macro_rules! read_rollups_fn {
 pub(crate) use read_rollups_fn;
 
 /// `SELECT columns FROM table` for every node's buckets in [from, to), in `d`'s SQL: binds
-/// from, to (ms); `bucket` comes back as ms since the epoch.
-pub(crate) fn range_select(d: crate::dialect::Dialect, columns: &str, table: &str) -> String {
+/// from, to (ms) and a cluster, which selects that cluster's nodes when `of_cluster` and is
+/// NULL otherwise; `bucket` comes back as ms since the epoch.
+pub(crate) fn range_select(
+    d: crate::dialect::Dialect,
+    columns: &str,
+    table: &str,
+    of_cluster: bool,
+) -> String {
     let columns = bucket_in_ms(d, columns);
+    let cluster = if of_cluster {
+        format!("cluster = {}", d.param(3))
+    } else {
+        format!("{} IS NULL", d.typed_param(3, "text"))
+    };
     format!(
-        "SELECT {columns} FROM {table} WHERE bucket >= {} AND bucket < {}",
+        "SELECT {columns} FROM {table} WHERE bucket >= {} AND bucket < {} AND {cluster}",
         d.time_param(1),
         d.time_param(2)
     )

@@ -1387,7 +1387,37 @@ async fn pair_hours_are_kept_per_node_hour(store: &Store) {
         .keep_pair_hours("c1", "n2", &[mark(t0, 1)], &[pair("n2", t0, "pod/q", 4.0)])
         .await
         .unwrap();
+    // The same node name in another cluster is another node, read only with the fleet's.
+    let other = PairHour {
+        cluster: "c2".into(),
+        ..pair("n1", t0, "pod/v", 5.5)
+    };
+    store
+        .keep_pair_hours("c2", "n1", &[mark(t0, 5)], std::slice::from_ref(&other))
+        .await
+        .unwrap();
     let window = (t0 - h, t0 + 5 * h);
+    let of = |cluster: Option<&'static str>| async move {
+        let rows = store
+            .pair_hours(cluster, window.0, window.1, &mut |_| true)
+            .await
+            .unwrap();
+        let mut marks = 0;
+        store
+            .pair_hour_marks(cluster, window.0, window.1, &mut |c, _, _| {
+                assert!(cluster.is_none_or(|want| want == c), "{c}");
+                marks += 1;
+            })
+            .await
+            .unwrap();
+        (rows, marks)
+    };
+    assert_eq!(of(Some("c2")).await, (vec![other.clone()], 1));
+    let (all, marks) = of(None).await;
+    assert_eq!((all.len(), marks), (5, 4));
+    let (c1, marks) = of(Some("c1")).await;
+    assert!(c1.iter().all(|r| r.cluster == "c1"));
+    assert_eq!((c1.len(), marks), (4, 3));
     let marks = node_marks(store, "n1", window.0, window.1).await;
     let mut hours: Vec<_> = marks
         .iter()
@@ -1422,8 +1452,8 @@ async fn pair_hours_are_kept_per_node_hour(store: &Store) {
         node_pair_hours(store, "n2", window.0, window.1).await.len(),
         1
     );
-    // Dropping a range of hours drops their rows and marks, on every node.
-    assert_eq!(store.drop_pair_hours(i64::MIN, t0 + h).await.unwrap(), 4);
+    // Dropping a range of hours drops their rows and marks, on every node of every cluster.
+    assert_eq!(store.drop_pair_hours(i64::MIN, t0 + h).await.unwrap(), 6);
     assert_eq!(
         node_pair_hours(store, "n1", window.0, window.1).await.len(),
         1
@@ -1443,7 +1473,7 @@ async fn node_pair_hours(
     to: i64,
 ) -> Vec<store::pair_hours::PairHour> {
     let mut rows = store
-        .pair_hours(from, to, &mut |r| r.cluster == "c1" && r.node == node)
+        .pair_hours(Some("c1"), from, to, &mut |r| r.node == node)
         .await
         .unwrap();
     rows.sort_by(|a, b| {
@@ -1461,8 +1491,9 @@ async fn node_marks(
 ) -> Vec<store::pair_hours::PairHourMark> {
     let mut marks = Vec::new();
     store
-        .pair_hour_marks(from, to, &mut |c, n, m| {
-            if c == "c1" && n == node {
+        .pair_hour_marks(Some("c1"), from, to, &mut |c, n, m| {
+            assert_eq!(c, "c1");
+            if n == node {
                 marks.push(m.clone());
             }
         })

@@ -38,6 +38,28 @@ pub struct FleetPlan {
     pub nodes: Vec<NodePlan>,
 }
 
+impl FleetPlan {
+    /// Puts pools in (cluster, model) and nodes in (cluster, node) order and makes the fleet's
+    /// totals the sums of its pools: how a plan is finished, whether its pools were planned
+    /// together or one cluster at a time.
+    pub fn sum_pools(&mut self) {
+        self.pools
+            .sort_by(|a, b| (&a.cluster, &a.model).cmp(&(&b.cluster, &b.model)));
+        self.nodes
+            .sort_by(|a, b| (&a.cluster, &a.node).cmp(&(&b.cluster, &b.node)));
+        let sum = |f: fn(&PoolPlan) -> usize| self.pools.iter().map(f).sum::<usize>();
+        self.gpus_in_use = sum(|x| x.gpus_in_use);
+        self.gpus_after = sum(|x| x.gpus_after);
+        self.gpus_freed = sum(|x| x.gpus_freed);
+        self.nodes_in_use = sum(|x| x.nodes_in_use);
+        self.nodes_freed = sum(|x| x.nodes_freed);
+        self.bound_gpus = sum(|x| x.bound_gpus);
+        self.efficiency = efficiency(self.gpus_in_use, self.bound_gpus, self.gpus_freed);
+        self.money_per_month =
+            (self.pools.iter().map(|x| x.money_per_month).sum::<f64>() * 100.0).round() / 100.0;
+    }
+}
+
 /// One pool's numbers.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 pub struct PoolPlan {

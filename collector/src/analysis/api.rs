@@ -159,14 +159,16 @@ async fn analysis(
                 "ranges longer than 93 days are not analysed on demand".into(),
             ));
         }
-        let input = super::load(&state.store, &state.analytics.thresholds, from, to, now)
-            .await
-            .map_err(|e| ApiError::Internal(e.to_string()))?;
-        let cfg = state.analytics.thresholds.clone();
-        let a = tokio::task::spawn_blocking(move || analytics::analyze(&input, &cfg))
-            .await
-            .map_err(|e| ApiError::Internal(e.to_string()))?
-            .map_err(|e| ApiError::Internal(e.to_string()))?;
+        let a = super::analyze_by_cluster(
+            &state.store,
+            &state.analytics.thresholds,
+            from,
+            to,
+            now,
+            &mut super::LoadStats::default(),
+        )
+        .await
+        .map_err(|e| ApiError::Internal(e.to_string()))?;
         return Ok((Arc::new(a), "computed"));
     }
     match state.newest.get(&state.store).await {

@@ -123,7 +123,8 @@ impl Default for Settings {
     }
 }
 
-/// What loading read, for progress output and benchmarks.
+/// What loading read, for progress output and benchmarks: of every cluster, when the fleet is
+/// analysed one cluster at a time.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct LoadStats {
     pub gpu_hours: usize,
@@ -140,11 +141,12 @@ pub struct LoadStats {
     pub load_pair_hours: Duration,
     pub load_health: Duration,
     pub analyze: Duration,
-    /// The process' peak resident memory (VmHWM) once the load was done, in MiB.
+    /// The process' peak resident memory (VmHWM) once the (last cluster's) load was done, in
+    /// MiB.
     pub peak_after_load_mib: Option<f64>,
 }
 
-/// Reads what the analysis of [from, to) needs.
+/// Reads what the analysis of [from, to) needs, the whole fleet at once.
 pub async fn load(
     store: &Store,
     cfg: &analytics::Config,
@@ -164,11 +166,81 @@ pub async fn load_timed(
     now: i64,
     stats: &mut LoadStats,
 ) -> anyhow::Result<Input> {
+    let mut input = load_frame(store, from, to, now, stats).await?;
+    load_series(store, cfg, None, &mut input, stats).await?;
+    Ok(input)
+}
+
+/// What the analysis of `cluster` over [from, to) reads: the cluster's part of one
+/// [`analyze_by_cluster`] pass.
+pub async fn load_cluster(
+    store: &Store,
+    cfg: &analytics::Config,
+    cluster: &str,
+    from: i64,
+    to: i64,
+    now: i64,
+) -> anyhow::Result<Input> {
+    let mut stats = LoadStats::default();
+    let mut input = load_frame(store, from, to, now, &mut stats)
+        .await?
+        .of_cluster(cluster);
+    load_series(store, cfg, Some(cluster), &mut input, &mut stats).await?;
+    Ok(input)
+}
+
+/// Loads and analyses [from, to) one cluster at a time, and merges the clusters' analyses
+/// into the fleet's ([`analytics::merge`]: the same analysis as one of the whole fleet). The
+/// inventory, health and the other small parts are read once; each cluster's hour series and
+/// pair-hours are read, analysed and dropped before the next cluster's, so the process holds
+/// one cluster's series at a time, not the fleet's. `stats` adds up every cluster's load
+/// and analysis.
+pub async fn analyze_by_cluster(
+    store: &Store,
+    cfg: &analytics::Config,
+    from: i64,
+    to: i64,
+    now: i64,
+    stats: &mut LoadStats,
+) -> anyhow::Result<Analysis> {
+    let started = Instant::now();
+    let frame = load_frame(store, from, to, now, stats).await?;
+    stats.load += started.elapsed();
+    let mut parts = Vec::new();
+    for cluster in frame.clusters() {
+        let t = Instant::now();
+        let mut input = frame.of_cluster(&cluster);
+        load_series(store, cfg, Some(&cluster), &mut input, stats).await?;
+        stats.load += t.elapsed();
+        stats.peak_after_load_mib = model::process::peak_rss_mib();
+        let t = Instant::now();
+        let cfg = cfg.clone();
+        parts.push(
+            tokio::task::spawn_blocking(move || analytics::analyze_owned(input, &cfg)).await??,
+        );
+        stats.analyze += t.elapsed();
+    }
+    match analytics::merge(parts) {
+        Some(a) => Ok(a),
+        // No cluster yet: the analysis of nothing, over the range.
+        None => Ok(tokio::task::spawn_blocking({
+            let cfg = cfg.clone();
+            move || analytics::analyze_owned(frame, &cfg)
+        })
+        .await??),
+    }
+}
+
+/// Everything but the hour series and pair-hours: inventory, health, orphans, applied steps
+/// and waiting work (small beside the series), with the range aligned to whole hours.
+async fn load_frame(
+    store: &Store,
+    from: i64,
+    to: i64,
+    now: i64,
+    stats: &mut LoadStats,
+) -> anyhow::Result<Input> {
     let mut lap = Instant::now();
-    let mut split = |d: &mut Duration| {
-        *d = lap.elapsed();
-        lap = Instant::now();
-    };
     let from = bucket_of(from, HOUR_MS);
     let nodes = store.nodes().await?;
     let mut input = Input {
@@ -183,14 +255,8 @@ pub async fn load_timed(
         &store.gpus(None).await?,
         &store.tenants().await?,
     );
-    split(&mut stats.load_inventory);
-    (input.gpu_hours, input.tenant_hours) = store.hour_series(from, to).await?;
-    split(&mut stats.load_hours);
-    let pairs = pairs::load(store, cfg, &mut input).await?;
-    stats.minute_rows = pairs.minute_rows;
-    stats.pair_hours_measured = pairs.hours_measured;
-    stats.pair_hours_kept = pairs.hours_kept;
-    split(&mut stats.load_pair_hours);
+    stats.load_inventory += lap.elapsed();
+    lap = Instant::now();
     input.health = health(store, from, to).await?;
     input.orphans = store
         .orphans(from, to)
@@ -226,8 +292,33 @@ pub async fn load_timed(
             to_ms: w.last_seen_ms,
         })
         .collect();
-    split(&mut stats.load_health);
+    stats.load_health += lap.elapsed();
     Ok(input)
+}
+
+/// Adds the hour series and pair-hours of `cluster` (or of the fleet) over the input's range.
+async fn load_series(
+    store: &Store,
+    cfg: &analytics::Config,
+    cluster: Option<&str>,
+    input: &mut Input,
+    stats: &mut LoadStats,
+) -> anyhow::Result<()> {
+    let lap = Instant::now();
+    (input.gpu_hours, input.tenant_hours) = store
+        .hour_series(cluster, input.from_ms, input.to_ms)
+        .await?;
+    stats.load_hours += lap.elapsed();
+    stats.gpu_hours += input.gpu_hour_rows();
+    stats.tenant_hours += input.tenant_hour_rows();
+    let lap = Instant::now();
+    let pairs = pairs::load(store, cfg, cluster, input).await?;
+    stats.minute_rows += pairs.minute_rows;
+    stats.pair_hours_measured += pairs.hours_measured;
+    stats.pair_hours_kept += pairs.hours_kept;
+    stats.pair_hours += input.pair_hours.len();
+    stats.load_pair_hours += lap.elapsed();
+    Ok(())
 }
 
 /// The inventory as the analytics names it: nodes, GPUs (with MIG instances) and tenants.
@@ -367,27 +458,17 @@ async fn applied_steps(
     Ok(out)
 }
 
-/// Loads and analyses [now − window, now).
+/// Loads and analyses [now − window, now), one cluster at a time
+/// ([`analyze_by_cluster`]).
 pub async fn run(
     store: &Store,
     cfg: &analytics::Config,
     window: Duration,
     now: i64,
 ) -> anyhow::Result<(Analysis, LoadStats)> {
-    let started = Instant::now();
     let from = now - window.as_millis() as i64;
     let mut stats = LoadStats::default();
-    let input = load_timed(store, cfg, from, now, now, &mut stats).await?;
-    stats.gpu_hours = input.gpu_hour_rows();
-    stats.tenant_hours = input.tenant_hour_rows();
-    stats.pair_hours = input.pair_hours.len();
-    stats.load = started.elapsed();
-    stats.peak_after_load_mib = model::process::peak_rss_mib();
-    let cfg = cfg.clone();
-    let t = Instant::now();
-    let analysis =
-        tokio::task::spawn_blocking(move || analytics::analyze_owned(input, &cfg)).await??;
-    stats.analyze = t.elapsed();
+    let analysis = analyze_by_cluster(store, cfg, from, now, now, &mut stats).await?;
     Ok((analysis, stats))
 }
 

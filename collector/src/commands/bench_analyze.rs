@@ -37,6 +37,12 @@ pub struct AnalyzeBench {
     /// Analyses to time; medians are reported.
     #[arg(long, default_value_t = 3)]
     pub rounds: usize,
+    /// Splits each fleet into clusters of at most this many GPUs (bench-analyze-01, -02, …,
+    /// each the default scenario copied), as a large fleet runs: the analysis reads and
+    /// analyses one cluster at a time, so its memory follows the largest cluster. Without it
+    /// the fleet is one cluster. A database filled one way is not reused the other.
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    pub cluster_gpus: Option<u64>,
 }
 
 impl AnalyzeBench {
@@ -53,6 +59,35 @@ pub(crate) fn analyze_fleet(gpus: usize) -> anyhow::Result<simulator::Fleet> {
     let mut scenario = base.replicated(gpus.div_ceil(per_copy).max(1));
     scenario.cluster = "bench-analyze".into();
     Ok(simulator::Fleet::new(scenario))
+}
+
+/// The fleet as clusters of at most `cluster_gpus` GPUs each (at least one copy of the
+/// default scenario), `gpus` in all: `bench-analyze-01`, `-02`, … with their own seeds. One
+/// cluster, [`analyze_fleet`], without a size.
+fn analyze_clusters(
+    gpus: usize,
+    cluster_gpus: Option<u64>,
+) -> anyhow::Result<Vec<std::sync::Arc<simulator::Fleet>>> {
+    let Some(cluster_gpus) = cluster_gpus else {
+        return Ok(vec![std::sync::Arc::new(analyze_fleet(gpus)?)]);
+    };
+    let base = simulator::Scenario::from_toml(crate::simulate::DEFAULT_SCENARIO)?;
+    let per_copy = simulator::Fleet::new(base.clone()).gpu_count().max(1);
+    let copies = gpus.div_ceil(per_copy).max(1);
+    let per_cluster = (usize::try_from(cluster_gpus).unwrap_or(usize::MAX) / per_copy).max(1);
+    let clusters = copies.div_ceil(per_cluster);
+    anyhow::ensure!(
+        clusters <= 999,
+        "{clusters} clusters of {cluster_gpus} GPUs: at most 999 (raise --cluster-gpus)"
+    );
+    Ok((0..clusters)
+        .map(|i| {
+            let mut scenario = base.replicated(per_cluster.min(copies - i * per_cluster));
+            scenario.cluster = format!("bench-analyze-{:02}", i + 1);
+            scenario.seed = base.seed.wrapping_add(i as u64);
+            std::sync::Arc::new(simulator::Fleet::new(scenario))
+        })
+        .collect())
 }
 
 /// One node's simulated samples as the raw rows a rollup reads, and the tenants seen.
@@ -259,6 +294,29 @@ async fn report_now(
     Ok(())
 }
 
+/// The run's first line: the fleet, its clusters, the window, the backend and the rounds.
+async fn print_heading(
+    store: &Store,
+    fleets: &[std::sync::Arc<simulator::Fleet>],
+    args: &AnalyzeBench,
+) -> anyhow::Result<()> {
+    let backend = backend_name(store).await?;
+    let gpus: usize = fleets.iter().map(|f| f.gpu_count()).sum();
+    let nodes: usize = fleets.iter().map(|f| f.nodes.len()).sum();
+    let clusters = match fleets.len() {
+        1 => String::new(),
+        n => format!(
+            " in {n} clusters of at most {} GPUs",
+            fleets.iter().map(|f| f.gpu_count()).max().unwrap_or(0)
+        ),
+    };
+    println!(
+        "analyze benchmark: {gpus} GPUs on {nodes} nodes{clusters}, {} days, backend {backend}, {} rounds",
+        args.days, args.rounds
+    );
+    Ok(())
+}
+
 /// The backend as the report names it: a Citus coordinator with its worker count.
 async fn backend_name(store: &Store) -> anyhow::Result<String> {
     Ok(match store.citus_workers().await? {
@@ -345,13 +403,15 @@ async fn one_size(
 ) -> anyhow::Result<SizeResult> {
     let store = Store::connect(url).await?;
     store.migrate().await?;
-    let fleet = std::sync::Arc::new(analyze_fleet(gpus)?);
+    let fleets = analyze_clusters(gpus, args.cluster_gpus)?;
     let to = rollup::bucket_of(model::time::now_ms(), rollup::HOUR_MS);
-    let fill_s = ensure_filled(&store, &fleet, args, url, interval_ms, to).await?;
+    let fill_s = ensure_filled(&store, &fleets, args, url, interval_ms, to).await?;
     // The window ends where the filled history does, whenever the database was filled: a
     // reused fill analysed in a later hour would otherwise lose its last hours (and with them
     // every holding the plan counts as current).
-    let to = data_end(&store, &fleet, to).await?;
+    let to = data_end(&store, &fleets[0], to).await?;
+    let gpu_count: usize = fleets.iter().map(|f| f.gpu_count()).sum();
+    let node_count: usize = fleets.iter().map(|f| f.nodes.len()).sum();
     let peak_tracked = reset_peak_rss();
     let rss_before = model::process::peak_rss_mib();
     let thresholds = analytics::Config::default();
@@ -386,14 +446,7 @@ async fn one_size(
         model::process::peak_rss_mib()
     };
     let plan = time_plan(&store, &thresholds, window, to, args.rounds).await?;
-    let backend = backend_name(&store).await?;
-    println!(
-        "analyze benchmark: {} GPUs on {} nodes, {} days, backend {backend}, {} rounds",
-        fleet.gpu_count(),
-        fleet.nodes.len(),
-        args.days,
-        args.rounds
-    );
+    print_heading(&store, &fleets, args).await?;
     println!(
         "  input: {} GPU-hour rows, {} tenant-hour rows, {} pair-hour rows; {} minute rows read in the last round",
         stats.gpu_hours, stats.tenant_hours, stats.pair_hours, stats.minute_rows
@@ -446,8 +499,8 @@ async fn one_size(
         _ => println!("  peak RSS: not available on this system"),
     }
     Ok(SizeResult {
-        gpus: fleet.gpu_count(),
-        nodes: fleet.nodes.len(),
+        gpus: gpu_count,
+        nodes: node_count,
         fill_s,
         first_s,
         load_s,
@@ -499,15 +552,17 @@ fn print_growth(sizes: &[SizeResult]) {
 /// the database is empty, refused when it holds anything else.
 async fn ensure_filled(
     store: &Store,
-    fleet: &std::sync::Arc<simulator::Fleet>,
+    fleets: &[std::sync::Arc<simulator::Fleet>],
     args: &AnalyzeBench,
     url: &str,
     interval_ms: i64,
     to: i64,
 ) -> anyhow::Result<Option<f64>> {
-    let cluster = &fleet.scenario.cluster;
+    let ours = |c: &str| fleets.iter().any(|f| f.scenario.cluster == c);
+    let gpus: usize = fleets.iter().map(|f| f.gpu_count()).sum();
+    let fleet_nodes: usize = fleets.iter().map(|f| f.nodes.len()).sum();
     let nodes = store.nodes().await?;
-    if let Some(other) = nodes.iter().find(|n| &n.cluster != cluster) {
+    if let Some(other) = nodes.iter().find(|n| !ours(&n.cluster)) {
         anyhow::bail!(
             "{} already holds data of cluster {:?} (node {}); the analysis would include it. Use a scratch database.",
             store::redact_url(url),
@@ -515,30 +570,34 @@ async fn ensure_filled(
             other.node
         );
     }
-    if nodes.len() == fleet.nodes.len() {
+    if nodes.len() == fleet_nodes {
         eprintln!(
-            "reusing the {} GPUs already in the database (rollups up to their last fill)",
-            fleet.gpu_count()
+            "reusing the {gpus} GPUs already in the database (rollups up to their last fill)"
         );
-        report_now(store, fleet, interval_ms, None).await?;
+        for fleet in fleets {
+            report_now(store, fleet, interval_ms, None).await?;
+        }
         Ok(None)
     } else {
         anyhow::ensure!(
             nodes.is_empty(),
-            "the database holds {} of the benchmark's nodes, not {}: use a new scratch database",
+            "the database holds {} of the benchmark's nodes, not {fleet_nodes}: use a new scratch database",
             nodes.len(),
-            fleet.nodes.len()
         );
         eprintln!(
-            "filling {} GPUs on {} nodes x {} days of rollups (samples every {} s) …",
-            fleet.gpu_count(),
-            fleet.nodes.len(),
+            "filling {gpus} GPUs on {fleet_nodes} nodes in {} cluster(s) x {} days of rollups (samples every {} s) …",
+            fleets.len(),
             args.days,
             interval_ms / 1000
         );
         let t = Instant::now();
         let minute_days = args.minute_days();
-        let (h, m) = fill_analyze(store, fleet, args.days, minute_days, interval_ms, to).await?;
+        let (mut h, mut m) = (0, 0);
+        for fleet in fleets {
+            let (hours, minutes) =
+                fill_analyze(store, fleet, args.days, minute_days, interval_ms, to).await?;
+            (h, m) = (h + hours, m + minutes);
+        }
         let fill_s = t.elapsed().as_secs_f64();
         eprintln!("filled {h} hour rows and {m} minute rows in {fill_s:.0} s");
         Ok(Some(fill_s))
@@ -566,7 +625,8 @@ async fn data_end(store: &Store, fleet: &simulator::Fleet, fallback: i64) -> any
         .unwrap_or(fallback))
 }
 
-/// The plan alone (packing, placing, steps and their replays), timed on the same input.
+/// The plan alone (packing, placing, steps and their replays), timed on the same input: per
+/// round, the sum over the clusters, each loaded and planned in turn.
 async fn time_plan(
     store: &Store,
     thresholds: &analytics::Config,
@@ -574,15 +634,24 @@ async fn time_plan(
     now: i64,
     rounds: usize,
 ) -> anyhow::Result<Vec<f64>> {
-    let input =
-        crate::analysis::load(store, thresholds, now - window.as_millis() as i64, now, now).await?;
-    let input = std::sync::Arc::new(input);
-    let mut plan = Vec::new();
-    for _ in 0..rounds {
-        let (input, cfg) = (input.clone(), thresholds.clone());
-        let t = Instant::now();
-        tokio::task::spawn_blocking(move || analytics::plan_only(&input, &cfg)).await?;
-        plan.push(t.elapsed().as_secs_f64());
+    let from = now - window.as_millis() as i64;
+    let clusters: std::collections::BTreeSet<String> = store
+        .nodes()
+        .await?
+        .into_iter()
+        .map(|n| n.cluster)
+        .collect();
+    let mut plan = vec![0.0; rounds];
+    for cluster in clusters {
+        let input =
+            crate::analysis::load_cluster(store, thresholds, &cluster, from, now, now).await?;
+        let input = std::sync::Arc::new(input);
+        for spent in plan.iter_mut() {
+            let (input, cfg) = (input.clone(), thresholds.clone());
+            let t = Instant::now();
+            tokio::task::spawn_blocking(move || analytics::plan_only(&input, &cfg)).await?;
+            *spent += t.elapsed().as_secs_f64();
+        }
     }
     Ok(plan)
 }

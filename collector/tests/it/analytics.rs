@@ -791,3 +791,98 @@ pub(crate) fn verdict(scores: &BTreeMap<&'static str, Score>) -> (bool, String) 
     }
     (ok, report)
 }
+
+/// A fleet of several clusters analysed one cluster at a time — as the scheduled analysis and
+/// the on-demand range run it, holding one cluster's series at once — reads as the analysis of
+/// the whole fleet at once: the same findings, steps, plan, outcomes and limitations, and a
+/// funnel whose lines are the same sums. The three scenarios of scenarios/ are three clusters
+/// of one store, on SQLite and (where the suite has one) PostgreSQL.
+#[tokio::test]
+async fn heavy_a_fleet_analysed_cluster_by_cluster_reads_as_one_analysis() {
+    let to = 1_795_219_200_000; // 2026-11-21T00:00:00Z
+    let from = to - 2 * DAY_MS;
+    let mut stores = vec![support::sqlite().await];
+    stores.extend(support::postgres().await);
+    for t in &stores {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scenarios");
+        for name in ["k8s-mixed", "slurm-hpc", "small-lab"] {
+            let text = std::fs::read_to_string(root.join(format!("{name}.toml"))).unwrap();
+            let fleet = Fleet::new(Scenario::from_toml(&text).unwrap());
+            load(&t.store, &fleet, "clusters", from, to).await;
+        }
+        let cfg = analytics::Config::default();
+        let input = collector::analysis::load(&t.store, &cfg, from, to, to)
+            .await
+            .unwrap();
+        assert_eq!(input.clusters().len(), 3, "{:?}", input.clusters());
+        let whole = {
+            let cfg = cfg.clone();
+            tokio::task::spawn_blocking(move || analytics::analyze(&input, &cfg))
+                .await
+                .unwrap()
+                .unwrap()
+        };
+        let (parts, stats) = collector::analysis::run(
+            &t.store,
+            &cfg,
+            std::time::Duration::from_millis((2 * DAY_MS) as u64),
+            to,
+        )
+        .await
+        .unwrap();
+        let backend = t.store.backend();
+        assert!(
+            stats.gpu_hours > 0 && stats.tenant_hours > 0,
+            "{backend}: {stats:?}"
+        );
+        assert!(
+            !whole.findings.is_empty() && !whole.plan.steps.is_empty(),
+            "{backend}"
+        );
+        assert_eq!(parts.mig_unmeasured, whole.mig_unmeasured, "{backend}");
+        let without_funnel = |a: &analytics::Analysis| {
+            let mut v = serde_json::to_value(a).unwrap();
+            v.as_object_mut().unwrap().remove("funnel");
+            v
+        };
+        assert_eq!(without_funnel(&parts), without_funnel(&whole), "{backend}");
+        let lines = |f: &analytics::Funnel| {
+            let mut all = vec![f.total.clone()];
+            for s in [
+                &f.by_cluster,
+                &f.by_model,
+                &f.by_node,
+                &f.by_team,
+                &f.by_tenant,
+            ] {
+                all.extend(s.iter().cloned());
+            }
+            all
+        };
+        let (w, p) = (lines(&whole.funnel), lines(&parts.funnel));
+        assert_eq!(w.len(), p.len(), "{backend}");
+        assert_eq!(whole.funnel.by_cluster.len(), 3, "{backend}");
+        for (w, p) in w.iter().zip(&p) {
+            assert_eq!(
+                (&w.key, &w.cluster, &w.effective_signal),
+                (&p.key, &p.cluster, &p.effective_signal)
+            );
+            let close = |a: f64, b: f64| (a - b).abs() <= 1e-9 * a.abs().max(1.0);
+            for (a, b) in [
+                (w.allocated_gpu_hours, p.allocated_gpu_hours),
+                (w.effective_gpu_hours, p.effective_gpu_hours),
+                (w.waste_gpu_hours, p.waste_gpu_hours),
+                (w.borrowed_gpu_hours, p.borrowed_gpu_hours),
+                (w.active_gpu_hours, p.active_gpu_hours),
+                (w.cost, p.cost),
+                (w.waste_cost, p.waste_cost),
+                (
+                    w.capacity_gpu_hours.unwrap_or(-1.0),
+                    p.capacity_gpu_hours.unwrap_or(-1.0),
+                ),
+            ] {
+                assert!(close(a, b), "{backend}, line {:?}: {a} against {b}", w.key);
+            }
+        }
+    }
+}
