@@ -119,6 +119,32 @@ impl FunnelRow {
     }
 }
 
+impl FunnelRow {
+    /// How this line differs from `other` beyond float addition's last bits (a millionth of a
+    /// millionth, relative): its key, cluster, signal or any of its sums. None when they agree.
+    pub fn differs_from(&self, other: &FunnelRow) -> Option<String> {
+        let same = |a: f64, b: f64| (a - b).abs() <= 1e-9 * a.abs().max(1.0);
+        let sums = |r: &FunnelRow| {
+            [
+                r.capacity_gpu_hours.unwrap_or(-1.0),
+                r.allocated_gpu_hours,
+                r.active_gpu_hours,
+                r.effective_gpu_hours,
+                r.waste_gpu_hours,
+                r.borrowed_gpu_hours,
+                r.cost,
+                r.waste_cost,
+                r.effective_ratio.unwrap_or(-1.0),
+            ]
+        };
+        let alike = (&self.key, &self.cluster, &self.effective_signal)
+            == (&other.key, &other.cluster, &other.effective_signal)
+            && self.capacity_gpu_hours.is_some() == other.capacity_gpu_hours.is_some()
+            && sums(self).iter().zip(sums(other)).all(|(a, b)| same(*a, b));
+        (!alike).then(|| format!("{self:?}\n  against {other:?}"))
+    }
+}
+
 /// `into`'s lines and `from`'s, those of the same key (and cluster, on node lines) summed, in
 /// the order one grouping of both would give them (key, then cluster).
 fn merge_lines(into: &mut Vec<FunnelRow>, from: Vec<FunnelRow>) {
@@ -161,6 +187,23 @@ impl Funnel {
         merge_lines(&mut self.by_node, other.by_node);
         merge_lines(&mut self.by_team, other.by_team);
         merge_lines(&mut self.by_tenant, other.by_tenant);
+    }
+}
+
+impl Funnel {
+    /// Every line: the total, then each grouping's.
+    pub fn lines(&self) -> impl Iterator<Item = &FunnelRow> {
+        std::iter::once(&self.total).chain(
+            [
+                &self.by_cluster,
+                &self.by_model,
+                &self.by_node,
+                &self.by_team,
+                &self.by_tenant,
+            ]
+            .into_iter()
+            .flatten(),
+        )
     }
 }
 
@@ -603,57 +646,9 @@ mod tests {
             };
             let mut merged = part("a");
             merged.absorb(part("b"));
-            let lines = |f: &Funnel| {
-                let mut all = vec![f.total.clone()];
-                for s in [
-                    &f.by_cluster,
-                    &f.by_model,
-                    &f.by_node,
-                    &f.by_team,
-                    &f.by_tenant,
-                ] {
-                    all.extend(s.iter().cloned());
-                }
-                all
-            };
-            let (whole, merged) = (lines(&f), lines(&merged));
-            assert_eq!(whole.len(), merged.len(), "case {case}");
-            for (w, m) in whole.iter().zip(&merged) {
-                let close = |a: f64, b: f64| (a - b).abs() <= 1e-9 * a.abs().max(1.0);
-                assert_eq!(
-                    (
-                        &w.key,
-                        &w.cluster,
-                        &w.effective_signal,
-                        w.capacity_gpu_hours.is_some()
-                    ),
-                    (
-                        &m.key,
-                        &m.cluster,
-                        &m.effective_signal,
-                        m.capacity_gpu_hours.is_some()
-                    ),
-                    "case {case}"
-                );
-                for (a, b) in [
-                    (w.allocated_gpu_hours, m.allocated_gpu_hours),
-                    (w.active_gpu_hours, m.active_gpu_hours),
-                    (w.effective_gpu_hours, m.effective_gpu_hours),
-                    (w.waste_gpu_hours, m.waste_gpu_hours),
-                    (w.borrowed_gpu_hours, m.borrowed_gpu_hours),
-                    (w.cost, m.cost),
-                    (w.waste_cost, m.waste_cost),
-                    (
-                        w.capacity_gpu_hours.unwrap_or(0.0),
-                        m.capacity_gpu_hours.unwrap_or(0.0),
-                    ),
-                    (
-                        w.effective_ratio.unwrap_or(-1.0),
-                        m.effective_ratio.unwrap_or(-1.0),
-                    ),
-                ] {
-                    assert!(close(a, b), "case {case}, {:?}: {a} against {b}", w.key);
-                }
+            assert_eq!(f.lines().count(), merged.lines().count(), "case {case}");
+            for (w, m) in f.lines().zip(merged.lines()) {
+                assert_eq!(w.differs_from(m), None, "case {case}");
             }
         }
     }

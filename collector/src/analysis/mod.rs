@@ -166,9 +166,7 @@ pub async fn load_timed(
     now: i64,
     stats: &mut LoadStats,
 ) -> anyhow::Result<Input> {
-    let mut input = load_frame(store, from, to, now, stats).await?;
-    load_series(store, cfg, None, &mut input, stats).await?;
-    Ok(input)
+    load_scoped(store, cfg, None, (from, to, now), stats).await
 }
 
 /// What the analysis of `cluster` over [from, to) reads: the cluster's part of one
@@ -181,11 +179,23 @@ pub async fn load_cluster(
     to: i64,
     now: i64,
 ) -> anyhow::Result<Input> {
-    let mut stats = LoadStats::default();
-    let mut input = load_frame(store, from, to, now, &mut stats)
-        .await?
-        .of_cluster(cluster);
-    load_series(store, cfg, Some(cluster), &mut input, &mut stats).await?;
+    let range = (from, to, now);
+    load_scoped(store, cfg, Some(cluster), range, &mut LoadStats::default()).await
+}
+
+/// What the analysis of `cluster` (or of the fleet) over (from, to, now) reads.
+async fn load_scoped(
+    store: &Store,
+    cfg: &analytics::Config,
+    cluster: Option<&str>,
+    (from, to, now): (i64, i64, i64),
+    stats: &mut LoadStats,
+) -> anyhow::Result<Input> {
+    let mut input = load_frame(store, from, to, now, stats).await?;
+    if let Some(cluster) = cluster {
+        input = input.of_cluster(cluster);
+    }
+    load_series(store, cfg, cluster, &mut input, stats).await?;
     Ok(input)
 }
 
