@@ -34,6 +34,17 @@ impl Dialect {
         }
     }
 
+    /// The condition that selects one cluster's rows by the `n`th bind parameter when `named`;
+    /// otherwise the parameter is bound NULL and tested (typed: PostgreSQL plans the test), so
+    /// a read of one cluster and a read of every cluster bind the same parameters.
+    pub fn of_cluster(self, n: usize, named: bool) -> String {
+        if named {
+            format!("cluster = {}", self.param(n))
+        } else {
+            format!("{} IS NULL", self.typed_param(n, "text"))
+        }
+    }
+
     /// An integer column read as a 64-bit integer (`integer` is 32-bit on PostgreSQL).
     pub fn int64(self, col: &str) -> String {
         match self {

@@ -17,14 +17,20 @@ pub struct PairHourMark {
     pub tenant_samples: i64,
 }
 
-/// The condition a read of one cluster's rows adds (its parameter bound after the range).
-/// A read of every cluster binds NULL and tests it (typed: PostgreSQL plans the test), so
-/// both read the same parameters.
-pub(crate) fn of_cluster(cluster: Option<&str>) -> &'static str {
-    match cluster {
-        Some(_) => " AND cluster = ?",
-        None => " AND CAST(? AS text) IS NULL",
-    }
+/// `SELECT cluster, node, columns FROM table` of the hours in [from, to) of one cluster (or of
+/// every cluster), in `d`'s SQL: binds from, to (ms) and the cluster (NULL for every cluster).
+pub(crate) fn range_select(
+    d: crate::dialect::Dialect,
+    columns: &str,
+    table: &str,
+    cluster: Option<&str>,
+) -> String {
+    format!(
+        "SELECT cluster, node, {columns} FROM {table} WHERE bucket_ms >= {} AND bucket_ms < {} AND {}",
+        d.param(1),
+        d.param(2),
+        d.of_cluster(3, cluster.is_some())
+    )
 }
 
 /// Rows per multi-row INSERT (12 parameters each: SQLite's limit is 32,766 parameters).
@@ -43,7 +49,7 @@ pub(crate) fn insert_sql(rows: usize) -> String {
 
 /// The pair-hour methods of a backend.
 macro_rules! pair_hour_methods {
-    ($write:ident, $read:ident, $sql:path) => {
+    ($write:ident, $read:ident, $sql:path, $d:expr) => {
         /// Hands `visit` the mark of every node's hours in `[from_ms, to_ms)` with its node
         /// (cluster, node, mark), as each row is decoded: a week of a large fleet's marks is
         /// never held at once.
@@ -55,10 +61,12 @@ macro_rules! pair_hour_methods {
             visit: &mut (dyn FnMut(&str, &str, &super::pair_hours::PairHourMark) + Send),
         ) -> Result<()> {
             use futures_util::TryStreamExt;
-            let sql = $sql(&format!(
-                "SELECT cluster, node, bucket_ms, thresholds, gpu_samples, tenant_samples FROM pair_hour_marks WHERE bucket_ms >= ? AND bucket_ms < ?{}",
-                super::pair_hours::of_cluster(cluster)
-            ));
+            let sql = super::pair_hours::range_select(
+                $d,
+                "bucket_ms, thresholds, gpu_samples, tenant_samples",
+                "pair_hour_marks",
+                cluster,
+            );
             let mut rows = sqlx::query(&sql)
                 .bind(from_ms)
                 .bind(to_ms)
@@ -86,11 +94,12 @@ macro_rules! pair_hour_methods {
             keep: &mut (dyn FnMut(&super::pair_hours::PairHour) -> bool + Send),
         ) -> Result<Vec<super::pair_hours::PairHour>> {
             use futures_util::TryStreamExt;
-            let sql = $sql(&format!(
-                "SELECT cluster, node, {} FROM pair_hours WHERE bucket_ms >= ? AND bucket_ms < ?{}",
+            let sql = super::pair_hours::range_select(
+                $d,
                 super::pair_hours::COLUMNS,
-                super::pair_hours::of_cluster(cluster)
-            ));
+                "pair_hours",
+                cluster,
+            );
             let mut rows = sqlx::query(&sql)
                 .bind(from_ms)
                 .bind(to_ms)

@@ -219,15 +219,11 @@ pub(crate) fn range_select(
     of_cluster: bool,
 ) -> String {
     let columns = bucket_in_ms(d, columns);
-    let cluster = if of_cluster {
-        format!("cluster = {}", d.param(3))
-    } else {
-        format!("{} IS NULL", d.typed_param(3, "text"))
-    };
     format!(
-        "SELECT {columns} FROM {table} WHERE bucket >= {} AND bucket < {} AND {cluster}",
+        "SELECT {columns} FROM {table} WHERE bucket >= {} AND bucket < {} AND {}",
         d.time_param(1),
-        d.time_param(2)
+        d.time_param(2),
+        d.of_cluster(3, of_cluster)
     )
 }
 

@@ -162,9 +162,7 @@ async fn analysis(
         let a = super::analyze_by_cluster(
             &state.store,
             &state.analytics.thresholds,
-            from,
-            to,
-            now,
+            super::Span { from, to, now },
             &mut super::LoadStats::default(),
         )
         .await

@@ -146,56 +146,36 @@ pub struct LoadStats {
     pub peak_after_load_mib: Option<f64>,
 }
 
-/// Reads what the analysis of [from, to) needs, the whole fleet at once.
-pub async fn load(
-    store: &Store,
-    cfg: &analytics::Config,
-    from: i64,
-    to: i64,
-    now: i64,
-) -> anyhow::Result<Input> {
-    load_timed(store, cfg, from, to, now, &mut LoadStats::default()).await
+/// What an analysis covers: the hours in [from, to) (ms), judged at `now` (an analysis of a
+/// past range has `now == to`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Span {
+    pub from: i64,
+    pub to: i64,
+    pub now: i64,
+}
+
+impl Span {
+    /// [from, to), judged as it stood at its end.
+    pub fn closed(from: i64, to: i64) -> Span {
+        Span { from, to, now: to }
+    }
+}
+
+/// Reads what the analysis of `span` needs, the whole fleet at once.
+pub async fn load(store: &Store, cfg: &analytics::Config, span: Span) -> anyhow::Result<Input> {
+    load_timed(store, cfg, span, &mut LoadStats::default()).await
 }
 
 /// [`load`], recording how long each part took in `stats`.
 pub async fn load_timed(
     store: &Store,
     cfg: &analytics::Config,
-    from: i64,
-    to: i64,
-    now: i64,
+    span: Span,
     stats: &mut LoadStats,
 ) -> anyhow::Result<Input> {
-    load_scoped(store, cfg, None, (from, to, now), stats).await
-}
-
-/// What the analysis of `cluster` over [from, to) reads: the cluster's part of one
-/// [`analyze_by_cluster`] pass.
-pub async fn load_cluster(
-    store: &Store,
-    cfg: &analytics::Config,
-    cluster: &str,
-    from: i64,
-    to: i64,
-    now: i64,
-) -> anyhow::Result<Input> {
-    let range = (from, to, now);
-    load_scoped(store, cfg, Some(cluster), range, &mut LoadStats::default()).await
-}
-
-/// What the analysis of `cluster` (or of the fleet) over (from, to, now) reads.
-async fn load_scoped(
-    store: &Store,
-    cfg: &analytics::Config,
-    cluster: Option<&str>,
-    (from, to, now): (i64, i64, i64),
-    stats: &mut LoadStats,
-) -> anyhow::Result<Input> {
-    let mut input = load_frame(store, from, to, now, stats).await?;
-    if let Some(cluster) = cluster {
-        input = input.of_cluster(cluster);
-    }
-    load_series(store, cfg, cluster, &mut input, stats).await?;
+    let mut input = load_frame(store, span, stats).await?;
+    load_series(store, cfg, None, &mut input, stats).await?;
     Ok(input)
 }
 
@@ -208,13 +188,11 @@ async fn load_scoped(
 pub async fn analyze_by_cluster(
     store: &Store,
     cfg: &analytics::Config,
-    from: i64,
-    to: i64,
-    now: i64,
+    span: Span,
     stats: &mut LoadStats,
 ) -> anyhow::Result<Analysis> {
     let started = Instant::now();
-    let frame = load_frame(store, from, to, now, stats).await?;
+    let frame = load_frame(store, span, stats).await?;
     stats.load += started.elapsed();
     let mut parts = Vec::new();
     for cluster in frame.clusters() {
@@ -242,15 +220,12 @@ pub async fn analyze_by_cluster(
 }
 
 /// Everything but the hour series and pair-hours: inventory, health, orphans, applied steps
-/// and waiting work (small beside the series), with the range aligned to whole hours.
-async fn load_frame(
-    store: &Store,
-    from: i64,
-    to: i64,
-    now: i64,
-    stats: &mut LoadStats,
-) -> anyhow::Result<Input> {
+/// and waiting work (small beside the series), with the range aligned to whole hours. A
+/// cluster's part of it ([`Input::of_cluster`]) with [`load_series`] is what that cluster's
+/// analysis reads.
+pub async fn load_frame(store: &Store, span: Span, stats: &mut LoadStats) -> anyhow::Result<Input> {
     let mut lap = Instant::now();
+    let Span { from, to, now } = span;
     let from = bucket_of(from, HOUR_MS);
     let nodes = store.nodes().await?;
     let mut input = Input {
@@ -307,7 +282,7 @@ async fn load_frame(
 }
 
 /// Adds the hour series and pair-hours of `cluster` (or of the fleet) over the input's range.
-async fn load_series(
+pub async fn load_series(
     store: &Store,
     cfg: &analytics::Config,
     cluster: Option<&str>,
@@ -478,7 +453,7 @@ pub async fn run(
 ) -> anyhow::Result<(Analysis, LoadStats)> {
     let from = now - window.as_millis() as i64;
     let mut stats = LoadStats::default();
-    let analysis = analyze_by_cluster(store, cfg, from, now, now, &mut stats).await?;
+    let analysis = analyze_by_cluster(store, cfg, Span { from, to: now, now }, &mut stats).await?;
     Ok((analysis, stats))
 }
 

@@ -626,7 +626,8 @@ async fn data_end(store: &Store, fleet: &simulator::Fleet, fallback: i64) -> any
 }
 
 /// The plan alone (packing, placing, steps and their replays), timed on the same input: per
-/// round, the sum over the clusters, each loaded and planned in turn.
+/// round, the sum over the clusters, each loaded (its part of the frame, read once, and its
+/// series) and planned in turn.
 async fn time_plan(
     store: &Store,
     thresholds: &analytics::Config,
@@ -635,16 +636,14 @@ async fn time_plan(
     rounds: usize,
 ) -> anyhow::Result<Vec<f64>> {
     let from = now - window.as_millis() as i64;
-    let clusters: std::collections::BTreeSet<String> = store
-        .nodes()
-        .await?
-        .into_iter()
-        .map(|n| n.cluster)
-        .collect();
+    let mut stats = crate::analysis::LoadStats::default();
+    let span = crate::analysis::Span { from, to: now, now };
+    let frame = crate::analysis::load_frame(store, span, &mut stats).await?;
     let mut plan = vec![0.0; rounds];
-    for cluster in clusters {
-        let input =
-            crate::analysis::load_cluster(store, thresholds, &cluster, from, now, now).await?;
+    for cluster in frame.clusters() {
+        let mut input = frame.of_cluster(&cluster);
+        crate::analysis::load_series(store, thresholds, Some(&cluster), &mut input, &mut stats)
+            .await?;
         let input = std::sync::Arc::new(input);
         for spent in plan.iter_mut() {
             let (input, cfg) = (input.clone(), thresholds.clone());

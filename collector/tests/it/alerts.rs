@@ -723,9 +723,10 @@ async fn default_rules_turn_ongoing_findings_into_alerts() {
     let from = to - 12 * 3_600_000;
     crate::analytics::load(&t.store, &fleet, "truth", from, to).await;
     let cfg = analytics::Config::default();
-    let input = collector::analysis::load(&t.store, &cfg, from, to, to)
-        .await
-        .unwrap();
+    let input =
+        collector::analysis::load(&t.store, &cfg, collector::analysis::Span::closed(from, to))
+            .await
+            .unwrap();
     let a = tokio::task::spawn_blocking(move || analytics::analyze(&input, &cfg))
         .await
         .unwrap()

@@ -96,14 +96,19 @@ pub(crate) async fn check(store: &Store, path: &Path, scores: &mut BTreeMap<&'st
     let from = to - 2 * DAY_MS;
     load(store, &fleet, "truth", from, to).await;
     let cfg = analytics::Config::default();
-    let input = collector::analysis::load(store, &cfg, from, to, to)
+    let input = collector::analysis::load(store, &cfg, collector::analysis::Span::closed(from, to))
         .await
         .unwrap();
     // The pair-hours measured are kept; a second load reads them back and measures nothing.
     let mut stats = collector::analysis::LoadStats::default();
-    let again = collector::analysis::load_timed(store, &cfg, from, to, to, &mut stats)
-        .await
-        .unwrap();
+    let again = collector::analysis::load_timed(
+        store,
+        &cfg,
+        collector::analysis::Span::closed(from, to),
+        &mut stats,
+    )
+    .await
+    .unwrap();
     assert_eq!(
         by_pair(&again.pair_hours),
         by_pair(&input.pair_hours),
@@ -703,9 +708,14 @@ async fn kept_pair_hours_are_measured_again_when_their_hour_changes() {
         let store = t.store.clone();
         async move {
             let mut stats = collector::analysis::LoadStats::default();
-            let input = collector::analysis::load_timed(&store, &cfg, from, to, to, &mut stats)
-                .await
-                .unwrap();
+            let input = collector::analysis::load_timed(
+                &store,
+                &cfg,
+                collector::analysis::Span::closed(from, to),
+                &mut stats,
+            )
+            .await
+            .unwrap();
             (input, stats)
         }
     };
@@ -811,9 +821,10 @@ async fn heavy_a_fleet_analysed_cluster_by_cluster_reads_as_one_analysis() {
             load(&t.store, &fleet, "clusters", from, to).await;
         }
         let cfg = analytics::Config::default();
-        let input = collector::analysis::load(&t.store, &cfg, from, to, to)
-            .await
-            .unwrap();
+        let input =
+            collector::analysis::load(&t.store, &cfg, collector::analysis::Span::closed(from, to))
+                .await
+                .unwrap();
         assert_eq!(input.clusters().len(), 3, "{:?}", input.clusters());
         let whole = {
             let cfg = cfg.clone();

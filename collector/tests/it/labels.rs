@@ -866,9 +866,13 @@ async fn agents_read_their_nodes_advisory_labels() {
     }
     t.store.rollup(to).await.unwrap();
     let cfg = analytics::Config::default();
-    let input = collector::analysis::load(&t.store, &cfg, to - 3_600_000, to, to)
-        .await
-        .unwrap();
+    let input = collector::analysis::load(
+        &t.store,
+        &cfg,
+        collector::analysis::Span::closed(to - 3_600_000, to),
+    )
+    .await
+    .unwrap();
     let a = tokio::task::spawn_blocking(move || analytics::analyze(&input, &cfg))
         .await
         .unwrap()
@@ -933,9 +937,13 @@ async fn the_same_node_name_in_two_clusters_is_two_nodes_to_the_funnel_and_the_l
     }
     t.store.rollup(to).await.unwrap();
     let cfg = analytics::Config::default();
-    let input = collector::analysis::load(&t.store, &cfg, to - 1_800_000, to, to)
-        .await
-        .unwrap();
+    let input = collector::analysis::load(
+        &t.store,
+        &cfg,
+        collector::analysis::Span::closed(to - 1_800_000, to),
+    )
+    .await
+    .unwrap();
     let a = tokio::task::spawn_blocking(move || analytics::analyze(&input, &cfg))
         .await
         .unwrap()

@@ -120,7 +120,7 @@ fn after(
 
 async fn analyse(store: &Store, from: i64, to: i64) -> Analysis {
     let cfg = analytics::Config::default();
-    let input = collector::analysis::load(store, &cfg, from, to, to)
+    let input = collector::analysis::load(store, &cfg, collector::analysis::Span::closed(from, to))
         .await
         .unwrap();
     tokio::task::spawn_blocking(move || analytics::analyze(&input, &cfg))
