@@ -52,6 +52,12 @@ pub struct Config {
     pub prices: BTreeMap<String, f64>,
     pub default_price: f64,
     pub currency: String,
+    /// How the collector reads a large cluster: one of more GPUs than this is read and
+    /// analysed in parts that share nothing (pools, unless tenants or waiting work tie them;
+    /// [`crate::parts`]), packed into reads of at most this many GPUs, so its memory follows
+    /// the larger of this and its largest part. Each read scans the cluster's hour rows, so
+    /// fewer, larger reads are faster. The analysis is the same either way.
+    pub part_gpus: usize,
 }
 
 impl Default for Config {
@@ -75,6 +81,7 @@ impl Default for Config {
             silent_after: Duration::from_secs(5 * 60),
             waiting_min_gpu_hours: 1.0,
             replay_tolerance: 0.01,
+            part_gpus: 4000,
             prices: BTreeMap::from([
                 ("H200".into(), 3.50),
                 ("H100".into(), 2.50),

@@ -581,6 +581,7 @@ mod tests {
                         kind: "pod".into(),
                         name: String::new(),
                         team: (rng.next() > 0.3).then(|| format!("team{}", g % 3)),
+                        nodes: Vec::new(),
                     });
                 }
             }

@@ -53,6 +53,8 @@ pub struct TenantRef {
     pub kind: String,
     pub name: String,
     pub team: Option<String>,
+    /// The nodes it has been seen on (what ties a cluster's parts together: [`crate::parts`]).
+    pub nodes: Vec<String>,
 }
 
 /// Health counters and XID errors of one GPU over the range.
@@ -172,23 +174,32 @@ impl Input {
     /// one cluster at a time reads one of these after another (the collector reads each
     /// cluster's series into it; an input that holds them is split here).
     pub fn of_cluster(&self, cluster: &str) -> Input {
-        fn of<T: Clone>(items: &[T], cluster: &str, of: impl Fn(&T) -> &str) -> Vec<T> {
-            items.iter().filter(|x| of(x) == cluster).cloned().collect()
+        Input {
+            tenants: keep(&self.tenants, |t| t.cluster == cluster),
+            waiting: keep(&self.waiting, |w| w.cluster == cluster),
+            ..self.of_nodes(&|c, _| c == cluster)
         }
+    }
+
+    /// What the input holds of the nodes `keep` takes (by cluster and node name), over the
+    /// same range; no tenants and no waiting work (they are not a node's).
+    pub fn of_nodes(&self, take: &dyn Fn(&str, &str) -> bool) -> Input {
         Input {
             from_ms: self.from_ms,
             to_ms: self.to_ms,
             now_ms: self.now_ms,
-            nodes: of(&self.nodes, cluster, |n| &n.cluster),
-            gpus: of(&self.gpus, cluster, |g| &g.cluster),
-            tenants: of(&self.tenants, cluster, |t| &t.cluster),
-            gpu_hours: of(&self.gpu_hours, cluster, |s| &s.cluster),
-            tenant_hours: of(&self.tenant_hours, cluster, |s| &s.cluster),
-            pair_hours: of(&self.pair_hours, cluster, |p| &p.cluster),
-            health: of(&self.health, cluster, |h| &h.cluster),
-            orphans: of(&self.orphans, cluster, |o| &o.cluster),
-            applied: of(&self.applied, cluster, |a| &a.recommendation.cluster),
-            waiting: of(&self.waiting, cluster, |w| &w.cluster),
+            nodes: keep(&self.nodes, |n| take(&n.cluster, &n.node)),
+            gpus: keep(&self.gpus, |g| take(&g.cluster, &g.node)),
+            tenants: Vec::new(),
+            gpu_hours: keep(&self.gpu_hours, |s| take(&s.cluster, &s.node)),
+            tenant_hours: keep(&self.tenant_hours, |s| take(&s.cluster, &s.node)),
+            pair_hours: keep(&self.pair_hours, |p| take(&p.cluster, &p.node)),
+            health: keep(&self.health, |h| take(&h.cluster, &h.node)),
+            orphans: keep(&self.orphans, |o| take(&o.cluster, &o.node)),
+            applied: keep(&self.applied, |a| {
+                take(&a.recommendation.cluster, &a.recommendation.node)
+            }),
+            waiting: Vec::new(),
         }
     }
 
@@ -201,4 +212,9 @@ impl Input {
     pub fn tenant_hour_rows(&self) -> usize {
         self.tenant_hours.iter().map(|s| s.hours.len()).sum()
     }
+}
+
+/// The items `take` takes, copied.
+fn keep<T: Clone>(items: &[T], take: impl Fn(&T) -> bool) -> Vec<T> {
+    items.iter().filter(|x| take(x)).cloned().collect()
 }

@@ -17,6 +17,7 @@ pub mod merge;
 pub mod mig;
 pub mod need;
 pub mod outcome;
+pub mod parts;
 pub mod plan;
 pub mod recommend;
 pub mod recommendation;
@@ -208,9 +209,18 @@ fn settle(a: &mut Analysis) {
             .then(a.kind.cmp(&b.kind))
             .then(a.id.cmp(&b.id))
     });
-    // Per cluster, in the order the analysis found them.
-    a.rejected.sort_by(|a, b| a.cluster.cmp(&b.cluster));
-    a.outcomes.sort_by(|a, b| a.cluster.cmp(&b.cluster));
+    // By where they are: a cluster analysed in parts lists them as it would whole.
+    a.rejected.sort_by(|a, b| {
+        (&a.cluster, &a.node, a.kind.as_str(), &a.tenants, &a.reason).cmp(&(
+            &b.cluster,
+            &b.node,
+            b.kind.as_str(),
+            &b.tenants,
+            &b.reason,
+        ))
+    });
+    a.outcomes
+        .sort_by(|a, b| (&a.cluster, a.action).cmp(&(&b.cluster, b.action)));
     a.limitations = limitations(&a.mig_unmeasured);
 }
 

@@ -45,6 +45,27 @@ impl Dialect {
         }
     }
 
+    /// The condition that keeps the rows of the nodes in the `n`th bind parameter (a list
+    /// from [`Dialect::node_list`]) when `given`; otherwise the parameter is bound NULL and
+    /// tested, as [`Dialect::of_cluster`] does.
+    pub fn of_nodes(self, n: usize, given: bool) -> String {
+        match (self, given) {
+            // Node names are DNS-1123 subdomains (model::names): never a comma.
+            (Dialect::Postgres, true) => format!("node = ANY(string_to_array(${n}::text, ','))"),
+            (Dialect::Sqlite, true) => format!("node IN (SELECT value FROM json_each(?{n}))"),
+            (_, false) => format!("{} IS NULL", self.typed_param(n, "text")),
+        }
+    }
+
+    /// A list of node names as [`Dialect::of_nodes`] reads it: comma-separated text on
+    /// PostgreSQL (an array Citus can prune by), a JSON array on SQLite.
+    pub fn node_list(self, nodes: &[String]) -> String {
+        match self {
+            Dialect::Postgres => nodes.join(","),
+            Dialect::Sqlite => serde_json::to_string(nodes).unwrap_or_else(|_| "[]".into()),
+        }
+    }
+
     /// An integer column read as a 64-bit integer (`integer` is 32-bit on PostgreSQL).
     pub fn int64(self, col: &str) -> String {
         match self {

@@ -24,6 +24,7 @@ pub mod remote_write;
 pub mod reports;
 mod rollup_reads;
 mod rollup_rows;
+mod scope;
 mod secrets;
 pub use model::rollup;
 pub mod pair_hours;
@@ -46,6 +47,7 @@ pub use records::{
     LOCK_RECLAIM, LOCK_REPORTS, MAX_MIG_HOLDERS, MigRecord, NodeRecord, OrphanRecord, Retention,
     RetentionStats, RollupStats, TableCounts, TeamOf, TenantRecord, WantedMinutes, Writes,
 };
+pub use scope::Scope;
 pub use series::{Agg, Entity, Metric, Resolution, Series, SeriesQuery};
 
 use rollup::{MINUTE_MS, NodeRollup};
@@ -648,30 +650,29 @@ impl Store {
         dispatch!(self, s => s.waiting(from_ms, to_ms).await)
     }
 
-    /// Hands `visit` the mark of every node's kept pair-hours in `[from_ms, to_ms)` (of
-    /// `cluster`'s nodes, or the fleet's) with its node (cluster, node, mark), in no set order:
-    /// one streamed query, nothing held.
+    /// Hands `visit` the mark of every node's kept pair-hours in `[from_ms, to_ms)` (of the
+    /// scope's nodes) with its node (cluster, node, mark), in no set order: one streamed
+    /// query, nothing held.
     pub async fn pair_hour_marks(
         &self,
-        cluster: Option<&str>,
+        scope: Scope<'_>,
         from_ms: i64,
         to_ms: i64,
         visit: &mut (dyn FnMut(&str, &str, &pair_hours::PairHourMark) + Send),
     ) -> Result<()> {
-        dispatch!(self, s => s.pair_hour_marks(cluster, from_ms, to_ms, visit).await)
+        dispatch!(self, s => s.pair_hour_marks(scope, from_ms, to_ms, visit).await)
     }
 
-    /// Every node's kept pair-hours in `[from_ms, to_ms)` (of `cluster`'s nodes, or the
-    /// fleet's) that `keep` takes, in no set order: one streamed query, and only what `keep`
-    /// takes is held.
+    /// Every node's kept pair-hours in `[from_ms, to_ms)` (of the scope's nodes) that `keep`
+    /// takes, in no set order: one streamed query, and only what `keep` takes is held.
     pub async fn pair_hours(
         &self,
-        cluster: Option<&str>,
+        scope: Scope<'_>,
         from_ms: i64,
         to_ms: i64,
         keep: &mut (dyn FnMut(&pair_hours::PairHour) -> bool + Send),
     ) -> Result<Vec<pair_hours::PairHour>> {
-        dispatch!(self, s => s.pair_hours(cluster, from_ms, to_ms, keep).await)
+        dispatch!(self, s => s.pair_hours(scope, from_ms, to_ms, keep).await)
     }
 
     /// Keeps a node's pair-hours of the hours `marks` name, replacing what was kept of them.
@@ -707,18 +708,18 @@ impl Store {
         dispatch!(self, s => s.read_hours(cluster, node, from_ms, to_ms).await)
     }
 
-    /// Every GPU's and tenant's hour rollups in [from, to) (of `cluster`, or the whole fleet)
-    /// as series, in key order (what the analysis reads): streamed from one query per table.
+    /// Every GPU's and tenant's hour rollups in [from, to) (of the scope's nodes) as series,
+    /// in key order (what the analysis reads): streamed from one query per table.
     pub async fn hour_series(
         &self,
-        cluster: Option<&str>,
+        scope: Scope<'_>,
         from_ms: i64,
         to_ms: i64,
     ) -> Result<(
         Vec<model::hour_series::GpuSeries>,
         Vec<model::hour_series::TenantSeries>,
     )> {
-        dispatch!(self, s => s.read_hour_series(cluster, from_ms, to_ms).await)
+        dispatch!(self, s => s.read_hour_series(scope, from_ms, to_ms).await)
     }
 }
 

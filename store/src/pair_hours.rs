@@ -17,19 +17,19 @@ pub struct PairHourMark {
     pub tenant_samples: i64,
 }
 
-/// `SELECT cluster, node, columns FROM table` of the hours in [from, to) of one cluster (or of
-/// every cluster), in `d`'s SQL: binds from, to (ms) and the cluster (NULL for every cluster).
+/// `SELECT cluster, node, columns FROM table` of the hours in [from, to) of the scope's nodes,
+/// in `d`'s SQL: binds from, to (ms) and the scope's two values ([`crate::Scope::binds`]).
 pub(crate) fn range_select(
     d: crate::dialect::Dialect,
     columns: &str,
     table: &str,
-    cluster: Option<&str>,
+    scope: crate::Scope<'_>,
 ) -> String {
     format!(
         "SELECT cluster, node, {columns} FROM {table} WHERE bucket_ms >= {} AND bucket_ms < {} AND {}",
         d.param(1),
         d.param(2),
-        d.of_cluster(3, cluster.is_some())
+        scope.condition(d, 3)
     )
 }
 
@@ -55,7 +55,7 @@ macro_rules! pair_hour_methods {
         /// never held at once.
         pub async fn pair_hour_marks(
             &self,
-            cluster: Option<&str>,
+            scope: crate::Scope<'_>,
             from_ms: i64,
             to_ms: i64,
             visit: &mut (dyn FnMut(&str, &str, &super::pair_hours::PairHourMark) + Send),
@@ -65,12 +65,14 @@ macro_rules! pair_hour_methods {
                 $d,
                 "bucket_ms, thresholds, gpu_samples, tenant_samples",
                 "pair_hour_marks",
-                cluster,
+                scope,
             );
+            let (cluster, nodes) = scope.binds($d);
             let mut rows = sqlx::query(&sql)
                 .bind(from_ms)
                 .bind(to_ms)
                 .bind(cluster)
+                .bind(nodes)
                 .fetch(&self.$read);
             while let Some(r) = rows.try_next().await? {
                 let mark = super::pair_hours::PairHourMark {
@@ -88,7 +90,7 @@ macro_rules! pair_hour_methods {
         /// each row as it is decoded, so what it refuses is never held), in no set order.
         pub async fn pair_hours(
             &self,
-            cluster: Option<&str>,
+            scope: crate::Scope<'_>,
             from_ms: i64,
             to_ms: i64,
             keep: &mut (dyn FnMut(&super::pair_hours::PairHour) -> bool + Send),
@@ -98,12 +100,14 @@ macro_rules! pair_hour_methods {
                 $d,
                 super::pair_hours::COLUMNS,
                 "pair_hours",
-                cluster,
+                scope,
             );
+            let (cluster, nodes) = scope.binds($d);
             let mut rows = sqlx::query(&sql)
                 .bind(from_ms)
                 .bind(to_ms)
                 .bind(cluster)
+                .bind(nodes)
                 .fetch(&self.$read);
             let count = |v: i64| u32::try_from(v.max(0)).unwrap_or(u32::MAX);
             let mut out = Vec::new();

@@ -35,7 +35,7 @@ macro_rules! rollup_read_methods {
         /// each query runs on every worker's shards at once.
         pub async fn read_hour_series(
             &self,
-            cluster: Option<&str>,
+            scope: crate::Scope<'_>,
             from: i64,
             to: i64,
         ) -> Result<(
@@ -43,7 +43,7 @@ macro_rules! rollup_read_methods {
             Vec<model::hour_series::TenantSeries>,
         )> {
             let mut conn = self.$read.acquire().await?;
-            read_hour_series(&mut conn, cluster, from, to).await
+            read_hour_series(&mut conn, scope, from, to).await
         }
 
         /// The samples of `t` in [from, to) that `f` selects (undecodable blocks skipped,
@@ -154,7 +154,7 @@ macro_rules! read_rollups_fn {
 
         async fn read_hour_series(
             conn: &mut $conn,
-            cluster: Option<&str>,
+            scope: crate::Scope<'_>,
             from: i64,
             to: i64,
         ) -> Result<(
@@ -164,8 +164,9 @@ macro_rules! read_rollups_fn {
             use futures_util::TryStreamExt;
             let d = $d;
             let select = |columns: &str, table: &str| {
-                crate::rollup_reads::range_select(d, columns, table, cluster.is_some())
+                crate::rollup_reads::range_select(d, columns, table, scope)
             };
+            let (cluster, nodes) = scope.binds(d);
             let mut gpus =
                 model::hour_series::SeriesBuilder::<model::hour_series::GpuSeries>::for_range(
                     from, to,
@@ -175,6 +176,7 @@ macro_rules! read_rollups_fn {
                 .bind(from)
                 .bind(to)
                 .bind(cluster)
+                .bind(nodes.as_deref())
                 .fetch(&mut *conn);
             while let Some(r) = rows.try_next().await? {
                 let (cluster, node, gpu): (&str, &str, &str) =
@@ -197,6 +199,7 @@ macro_rules! read_rollups_fn {
                 .bind(from)
                 .bind(to)
                 .bind(cluster)
+                .bind(nodes.as_deref())
                 .fetch(&mut *conn);
             while let Some(r) = rows.try_next().await? {
                 let names: [&str; 4] = [r.try_get(0)?, r.try_get(1)?, r.try_get(2)?, r.try_get(3)?];
@@ -209,21 +212,21 @@ macro_rules! read_rollups_fn {
 
 pub(crate) use read_rollups_fn;
 
-/// `SELECT columns FROM table` for every node's buckets in [from, to), in `d`'s SQL: binds
-/// from, to (ms) and a cluster, which selects that cluster's nodes when `of_cluster` and is
-/// NULL otherwise; `bucket` comes back as ms since the epoch.
+/// `SELECT columns FROM table` for the scope's nodes' buckets in [from, to), in `d`'s SQL:
+/// binds from, to (ms) and the scope's two values ([`crate::Scope::binds`]); `bucket` comes
+/// back as ms since the epoch.
 pub(crate) fn range_select(
     d: crate::dialect::Dialect,
     columns: &str,
     table: &str,
-    of_cluster: bool,
+    scope: crate::Scope<'_>,
 ) -> String {
     let columns = bucket_in_ms(d, columns);
     format!(
         "SELECT {columns} FROM {table} WHERE bucket >= {} AND bucket < {} AND {}",
         d.time_param(1),
         d.time_param(2),
-        d.of_cluster(3, of_cluster)
+        scope.condition(d, 3)
     )
 }
 

@@ -10,7 +10,7 @@ mod support;
 use model::inventory::{GpuInfo, MigInstanceInfo};
 use model::time::now_ms;
 use store::rollup::{HOUR_MS, MINUTE_MS, bucket_of};
-use store::{Agg, Entity, IngestOutcome, Metric, Resolution, Retention, SeriesQuery, Store};
+use store::{Agg, Entity, IngestOutcome, Metric, Resolution, Retention, Scope, SeriesQuery, Store};
 
 use support::{batches, fleet, no_team};
 
@@ -1397,27 +1397,45 @@ async fn pair_hours_are_kept_per_node_hour(store: &Store) {
         .await
         .unwrap();
     let window = (t0 - h, t0 + 5 * h);
-    let of = |cluster: Option<&'static str>| async move {
+    let of = |scope: Scope<'static>| async move {
         let rows = store
-            .pair_hours(cluster, window.0, window.1, &mut |_| true)
+            .pair_hours(scope, window.0, window.1, &mut |_| true)
             .await
             .unwrap();
         let mut marks = 0;
         store
-            .pair_hour_marks(cluster, window.0, window.1, &mut |c, _, _| {
-                assert!(cluster.is_none_or(|want| want == c), "{c}");
+            .pair_hour_marks(scope, window.0, window.1, &mut |c, n, _| {
+                assert!(scope.cluster().is_none_or(|want| want == c), "{c}");
+                if let Scope::Nodes(_, nodes) = scope {
+                    assert!(nodes.iter().any(|x| x == n), "{n}");
+                }
                 marks += 1;
             })
             .await
             .unwrap();
         (rows, marks)
     };
-    assert_eq!(of(Some("c2")).await, (vec![other.clone()], 1));
-    let (all, marks) = of(None).await;
+    assert_eq!(of(Scope::Cluster("c2")).await, (vec![other.clone()], 1));
+    let (all, marks) = of(Scope::Fleet).await;
     assert_eq!((all.len(), marks), (5, 4));
-    let (c1, marks) = of(Some("c1")).await;
+    let (c1, marks) = of(Scope::Cluster("c1")).await;
     assert!(c1.iter().all(|r| r.cluster == "c1"));
     assert_eq!((c1.len(), marks), (4, 3));
+    // Some nodes of a cluster: a node the list names that has nothing kept adds nothing, and
+    // the same node name in another cluster is not read.
+    let nodes = |names: &[&str]| -> &'static [String] {
+        Vec::leak(names.iter().map(|n| n.to_string()).collect())
+    };
+    let (n2, marks) = of(Scope::Nodes("c1", nodes(&["n2", "n9"]))).await;
+    assert_eq!((n2.len(), marks), (1, 1));
+    assert_eq!(n2[0].victim, "pod/q");
+    let (both, marks) = of(Scope::Nodes("c1", nodes(&["n1", "n2"]))).await;
+    assert_eq!((both.len(), marks), (4, 3));
+    assert_eq!(of(Scope::Nodes("c2", nodes(&["n2"]))).await, (vec![], 0));
+    assert_eq!(
+        of(Scope::Nodes("c2", nodes(&["n1"]))).await,
+        (vec![other.clone()], 1)
+    );
     let marks = node_marks(store, "n1", window.0, window.1).await;
     let mut hours: Vec<_> = marks
         .iter()
@@ -1473,7 +1491,7 @@ async fn node_pair_hours(
     to: i64,
 ) -> Vec<store::pair_hours::PairHour> {
     let mut rows = store
-        .pair_hours(Some("c1"), from, to, &mut |r| r.node == node)
+        .pair_hours(Scope::Cluster("c1"), from, to, &mut |r| r.node == node)
         .await
         .unwrap();
     rows.sort_by(|a, b| {
@@ -1491,7 +1509,7 @@ async fn node_marks(
 ) -> Vec<store::pair_hours::PairHourMark> {
     let mut marks = Vec::new();
     store
-        .pair_hour_marks(Some("c1"), from, to, &mut |c, n, m| {
+        .pair_hour_marks(Scope::Cluster("c1"), from, to, &mut |c, n, m| {
             assert_eq!(c, "c1");
             if n == node {
                 marks.push(m.clone());

@@ -46,6 +46,7 @@ fn hold(input: &mut Input, tenant: &str, node: &str, index: i64, idle: bool) {
         kind: "pod".into(),
         name: format!("cv/{tenant}"),
         team: Some("cv".into()),
+        nodes: vec![node.into()],
     });
     let mut series = TenantSeries {
         cluster: "c1".into(),

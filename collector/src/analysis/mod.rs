@@ -18,7 +18,7 @@ use analytics::input::{GpuHealth, GpuRef, MigRef, NodeRef, OrphanProcess, Tenant
 use analytics::{Analysis, Input};
 use model::rollup::{HOUR_MS, bucket_of};
 
-use store::{LOCK_ANALYTICS, Store};
+use store::{LOCK_ANALYTICS, Scope, Store};
 
 use crate::shared::Shared;
 pub use api::routes;
@@ -127,6 +127,9 @@ impl Default for Settings {
 /// analysed one cluster at a time.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct LoadStats {
+    /// The parts read and analysed one at a time (a cluster, or a part of one whose pools
+    /// share nothing: [`analytics::parts`]).
+    pub parts: usize,
     pub gpu_hours: usize,
     pub tenant_hours: usize,
     pub minute_rows: usize,
@@ -175,7 +178,7 @@ pub async fn load_timed(
     stats: &mut LoadStats,
 ) -> anyhow::Result<Input> {
     let mut input = load_frame(store, span, stats).await?;
-    load_series(store, cfg, None, &mut input, stats).await?;
+    load_series(store, cfg, Scope::Fleet, &mut input, stats).await?;
     Ok(input)
 }
 
@@ -195,18 +198,9 @@ pub async fn analyze_by_cluster(
     let frame = load_frame(store, span, stats).await?;
     stats.load += started.elapsed();
     let mut parts = Vec::new();
-    for cluster in frame.clusters() {
-        let t = Instant::now();
-        let mut input = frame.of_cluster(&cluster);
-        load_series(store, cfg, Some(&cluster), &mut input, stats).await?;
-        stats.load += t.elapsed();
-        stats.peak_after_load_mib = model::process::peak_rss_mib();
-        let t = Instant::now();
-        let cfg = cfg.clone();
-        parts.push(
-            tokio::task::spawn_blocking(move || analytics::analyze_owned(input, &cfg)).await??,
-        );
-        stats.analyze += t.elapsed();
+    for piece in pieces(&frame, cfg.part_gpus) {
+        stats.parts += 1;
+        parts.push(analyze_part(store, cfg, piece, stats).await?);
     }
     match analytics::merge(parts) {
         Some(a) => Ok(a),
@@ -217,6 +211,82 @@ pub async fn analyze_by_cluster(
         })
         .await??),
     }
+}
+
+/// A part of the fleet the analysis reads and analyses at once: a cluster, or a part of one
+/// whose pools share nothing ([`analytics::parts`]), with its part of the frame.
+#[derive(Debug)]
+pub struct Piece {
+    pub cluster: String,
+    /// The part's nodes; None for the whole cluster.
+    pub nodes: Option<Vec<String>>,
+    pub input: Input,
+}
+
+impl Piece {
+    /// What the store reads for it.
+    pub fn scope(&self) -> Scope<'_> {
+        match &self.nodes {
+            Some(nodes) => Scope::Nodes(&self.cluster, nodes),
+            None => Scope::Cluster(&self.cluster),
+        }
+    }
+}
+
+/// The pieces of `frame` ([`load_frame`]) in the order the analysis takes them: each cluster
+/// in name order; one of more than `part_gpus` GPUs cut into its parts, packed into reads of
+/// at most that many GPUs ([`analytics::parts`]).
+pub fn pieces(frame: &Input, part_gpus: usize) -> Vec<Piece> {
+    let mut out = Vec::new();
+    for cluster in frame.clusters() {
+        let of_cluster = frame.of_cluster(&cluster);
+        let parts = if of_cluster.gpus.len() > part_gpus {
+            let parts = analytics::parts::parts(&of_cluster);
+            analytics::parts::packed(&of_cluster, parts, part_gpus)
+        } else {
+            Vec::new()
+        };
+        if parts.len() <= 1 {
+            out.push(Piece {
+                cluster,
+                nodes: None,
+                input: of_cluster,
+            });
+            continue;
+        }
+        for part in &parts {
+            out.push(Piece {
+                cluster: cluster.clone(),
+                nodes: Some(part.nodes.iter().cloned().collect()),
+                input: part.input(&of_cluster),
+            });
+        }
+    }
+    out
+}
+
+/// Loads the piece's series into its frame and analyses it on a blocking thread.
+async fn analyze_part(
+    store: &Store,
+    cfg: &analytics::Config,
+    piece: Piece,
+    stats: &mut LoadStats,
+) -> anyhow::Result<Analysis> {
+    let t = Instant::now();
+    let mut input = piece.input;
+    let scope = match &piece.nodes {
+        Some(nodes) => Scope::Nodes(&piece.cluster, nodes),
+        None => Scope::Cluster(&piece.cluster),
+    };
+    load_series(store, cfg, scope, &mut input, stats).await?;
+    stats.load += t.elapsed();
+    stats.peak_after_load_mib = model::process::peak_rss_mib();
+    let t = Instant::now();
+    let cfg = cfg.clone();
+    let analysis =
+        tokio::task::spawn_blocking(move || analytics::analyze_owned(input, &cfg)).await??;
+    stats.analyze += t.elapsed();
+    Ok(analysis)
 }
 
 /// Everything but the hour series and pair-hours: inventory, health, orphans, applied steps
@@ -281,23 +351,22 @@ pub async fn load_frame(store: &Store, span: Span, stats: &mut LoadStats) -> any
     Ok(input)
 }
 
-/// Adds the hour series and pair-hours of `cluster` (or of the fleet) over the input's range.
+/// Adds the hour series and pair-hours of the scope's nodes over the input's range.
 pub async fn load_series(
     store: &Store,
     cfg: &analytics::Config,
-    cluster: Option<&str>,
+    scope: Scope<'_>,
     input: &mut Input,
     stats: &mut LoadStats,
 ) -> anyhow::Result<()> {
     let lap = Instant::now();
-    (input.gpu_hours, input.tenant_hours) = store
-        .hour_series(cluster, input.from_ms, input.to_ms)
-        .await?;
+    (input.gpu_hours, input.tenant_hours) =
+        store.hour_series(scope, input.from_ms, input.to_ms).await?;
     stats.load_hours += lap.elapsed();
     stats.gpu_hours += input.gpu_hour_rows();
     stats.tenant_hours += input.tenant_hour_rows();
     let lap = Instant::now();
-    let pairs = pairs::load(store, cfg, cluster, input).await?;
+    let pairs = pairs::load(store, cfg, scope, input).await?;
     stats.minute_rows += pairs.minute_rows;
     stats.pair_hours_measured += pairs.hours_measured;
     stats.pair_hours_kept += pairs.hours_kept;
@@ -354,6 +423,7 @@ fn inventory(
             kind: t.kind.clone(),
             name: t.display_name(),
             team: t.team.clone(),
+            nodes: t.nodes.clone(),
         })
         .collect();
 }

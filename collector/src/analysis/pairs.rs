@@ -50,13 +50,13 @@ impl NodeHours {
 }
 
 /// Adds the window's pair-hours to `input.pair_hours`: kept ones where they hold (one read of
-/// the marks of `cluster`'s nodes, or the fleet's, one of the kept sums), the rest measured
+/// the marks of the scope's nodes, one of the kept sums), the rest measured
 /// from minutes (a few nodes at a time) and kept for the next analysis when their hour has
 /// ended. A failure to keep them is logged; the analysis goes on.
 pub async fn load(
     store: &Store,
     cfg: &analytics::Config,
-    cluster: Option<&str>,
+    scope: store::Scope<'_>,
     input: &mut Input,
 ) -> anyhow::Result<PairStats> {
     let mut per_node = node_hours(input, cfg);
@@ -75,7 +75,7 @@ pub async fn load(
     // read; a node's arrive together, so its entry is found once for a run of them).
     let mut at: Option<((String, String), bool)> = None;
     store
-        .pair_hour_marks(cluster, from, to, &mut |cluster, node, m| {
+        .pair_hour_marks(scope, from, to, &mut |cluster, node, m| {
             if at
                 .as_ref()
                 .is_none_or(|(k, _)| (k.0.as_str(), k.1.as_str()) != (cluster, node))
@@ -102,7 +102,7 @@ pub async fn load(
                 .get(&(r.cluster.clone(), r.node.clone()))
                 .is_some_and(|h| h.holds.contains(&r.hour) && h.wants(r))
         };
-        input.pair_hours = store.pair_hours(cluster, from, to, &mut keep).await?;
+        input.pair_hours = store.pair_hours(scope, from, to, &mut keep).await?;
     }
     let mut reads = tokio::task::JoinSet::new();
     let mut nodes = per_node

@@ -448,8 +448,8 @@ async fn one_size(
     let plan = time_plan(&store, &thresholds, window, to, args.rounds).await?;
     print_heading(&store, &fleets, args).await?;
     println!(
-        "  input: {} GPU-hour rows, {} tenant-hour rows, {} pair-hour rows; {} minute rows read in the last round",
-        stats.gpu_hours, stats.tenant_hours, stats.pair_hours, stats.minute_rows
+        "  input: {} GPU-hour rows, {} tenant-hour rows, {} pair-hour rows; {} minute rows read in the last round, in {} parts read one at a time",
+        stats.gpu_hours, stats.tenant_hours, stats.pair_hours, stats.minute_rows, stats.parts
     );
     println!(
         "  output: {} findings, {} recommendations, {} rejected by replay",
@@ -626,8 +626,8 @@ async fn data_end(store: &Store, fleet: &simulator::Fleet, fallback: i64) -> any
 }
 
 /// The plan alone (packing, placing, steps and their replays), timed on the same input: per
-/// round, the sum over the clusters, each loaded (its part of the frame, read once, and its
-/// series) and planned in turn.
+/// round, the sum over the pieces the analysis takes (clusters, or their parts), each loaded
+/// (its part of the frame, read once, and its series) and planned in turn.
 async fn time_plan(
     store: &Store,
     thresholds: &analytics::Config,
@@ -640,9 +640,9 @@ async fn time_plan(
     let span = crate::analysis::Span { from, to: now, now };
     let frame = crate::analysis::load_frame(store, span, &mut stats).await?;
     let mut plan = vec![0.0; rounds];
-    for cluster in frame.clusters() {
-        let mut input = frame.of_cluster(&cluster);
-        crate::analysis::load_series(store, thresholds, Some(&cluster), &mut input, &mut stats)
+    for piece in crate::analysis::pieces(&frame, thresholds.part_gpus) {
+        let mut input = piece.input.clone();
+        crate::analysis::load_series(store, thresholds, piece.scope(), &mut input, &mut stats)
             .await?;
         let input = std::sync::Arc::new(input);
         for spent in plan.iter_mut() {
