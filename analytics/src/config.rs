@@ -81,7 +81,7 @@ impl Default for Config {
             silent_after: Duration::from_secs(5 * 60),
             waiting_min_gpu_hours: 1.0,
             replay_tolerance: 0.01,
-            part_gpus: 4000,
+            part_gpus: 10_000,
             prices: BTreeMap::from([
                 ("H200".into(), 3.50),
                 ("H100".into(), 2.50),
