@@ -1,14 +1,15 @@
-//! One analysis of a fleet made of its clusters' analyses. The collector analyses a fleet one
-//! cluster at a time, so that it holds one cluster's series at once (docs/analytics.md, "One
-//! cluster at a time"). Everything the analysis measures lies within a cluster — holdings,
-//! findings, a pool's plan, a step's outcome — so a cluster's part says what the whole would
-//! say of it; what spans clusters is put together here: the funnel's lines (a model, team or
-//! tenant key may be in several clusters), the plan's totals and step order, the nodes the MIG
-//! limitation names.
+//! One analysis of a fleet made of its parts' analyses. The collector analyses a fleet one
+//! cluster (or one part of a large cluster: [`crate::parts`]) at a time, so that it holds one
+//! part's series at once (docs/analytics.md, "One cluster, and one pool, at a time").
+//! Everything the analysis measures lies within a cluster, and within a part — holdings,
+//! findings, a pool's plan, a step's outcome — so a part's analysis says what the whole would
+//! say of its nodes; what spans parts is put together here: the funnel's lines (a cluster,
+//! model, team or tenant key may be in several parts), the plan's totals and step order, the
+//! nodes the MIG limitation names.
 
 use crate::Analysis;
 
-/// The analysis of all `parts` — analyses of disjoint sets of clusters over the same range —
+/// The analysis of all `parts` — analyses of disjoint sets of nodes over the same range —
 /// as one analysis of them together reads; None without parts.
 pub fn merge(parts: impl IntoIterator<Item = Analysis>) -> Option<Analysis> {
     let mut parts = parts.into_iter();
