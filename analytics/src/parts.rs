@@ -100,9 +100,13 @@ pub fn parts(frame: &Input) -> Vec<Part> {
         }
     }
     let mut parts: BTreeMap<usize, Part> = BTreeMap::new();
-    for node in sets.names.clone() {
-        let root = sets.root(&node);
-        parts.entry(root).or_default().nodes.insert(node);
+    for i in 0..sets.names.len() {
+        let root = sets.find(i);
+        parts
+            .entry(root)
+            .or_default()
+            .nodes
+            .insert(sets.names[i].clone());
     }
     let mut parts: Vec<Part> = parts.into_values().collect();
     parts.sort_by(|a, b| a.nodes.first().cmp(&b.nodes.first()));
@@ -212,11 +216,6 @@ impl Sets {
             i = self.parent[i];
         }
         i
-    }
-
-    fn root(&mut self, name: &str) -> usize {
-        let i = self.index[name];
-        self.find(i)
     }
 
     fn join(&mut self, a: &str, b: &str) {

@@ -269,16 +269,12 @@ pub fn pieces(frame: &Input, part_gpus: usize) -> Vec<Piece> {
 async fn analyze_part(
     store: &Store,
     cfg: &analytics::Config,
-    piece: Piece,
+    mut piece: Piece,
     stats: &mut LoadStats,
 ) -> anyhow::Result<Analysis> {
     let t = Instant::now();
-    let mut input = piece.input;
-    let scope = match &piece.nodes {
-        Some(nodes) => Scope::Nodes(&piece.cluster, nodes),
-        None => Scope::Cluster(&piece.cluster),
-    };
-    load_series(store, cfg, scope, &mut input, stats).await?;
+    let mut input = std::mem::take(&mut piece.input);
+    load_series(store, cfg, piece.scope(), &mut input, stats).await?;
     stats.load += t.elapsed();
     stats.peak_after_load_mib = model::process::peak_rss_mib();
     let t = Instant::now();

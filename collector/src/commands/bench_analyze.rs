@@ -640,8 +640,8 @@ async fn time_plan(
     let span = crate::analysis::Span { from, to: now, now };
     let frame = crate::analysis::load_frame(store, span, &mut stats).await?;
     let mut plan = vec![0.0; rounds];
-    for piece in crate::analysis::pieces(&frame, thresholds.part_gpus) {
-        let mut input = piece.input.clone();
+    for mut piece in crate::analysis::pieces(&frame, thresholds.part_gpus) {
+        let mut input = std::mem::take(&mut piece.input);
         crate::analysis::load_series(store, thresholds, piece.scope(), &mut input, &mut stats)
             .await?;
         let input = std::sync::Arc::new(input);
