@@ -38,7 +38,18 @@ function slug(u) {
   return s || "overview";
 }
 
+// A page's template: its path with the GPU or the finding's or step's id left out (the few nodes
+// differ in kind: MIG, time-sliced, whole), and the names of its query parameters.
+function shape(u) {
+  const path = u.pathname
+    .replace(/^\/gpus\/.+$/, "/gpus/*")
+    .replace(/-[0-9a-f]{16}$/, "-*");
+  const keys = [...new Set(u.searchParams.keys())].sort().join("&");
+  return keys ? `${path}?${keys}` : path;
+}
+
 async function walk(javaScriptEnabled, limit) {
+  const shotShapes = new Set();
   const context = await browser.newContext({
     javaScriptEnabled,
     viewport: { width: 1280, height: 900 },
@@ -90,8 +101,13 @@ async function walk(javaScriptEnabled, limit) {
     });
     Object.assign(info, await page.evaluate(layoutProblems));
     const u = new URL(url);
-    const shot = `${out}/${javaScriptEnabled ? "" : "nojs-"}${slug(u)}.png`;
-    if (javaScriptEnabled || pages.length < 12) {
+    // A screenshot of the first page of each shape (with JavaScript) or of the first twelve
+    // (without): every page is still checked, but pages of one template look alike and a
+    // full-page screenshot costs more than the visit.
+    let shot = null;
+    if (javaScriptEnabled ? !shotShapes.has(shape(u)) : pages.length < 12) {
+      shotShapes.add(shape(u));
+      shot = `${out}/${javaScriptEnabled ? "" : "nojs-"}${slug(u)}.png`;
       await page.screenshot({ path: shot, fullPage: true });
     }
     pages.push({ url: u.pathname + u.search, status: resp?.status() ?? 0, screenshot: shot, ...info, hrefs: undefined });

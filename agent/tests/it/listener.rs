@@ -30,7 +30,7 @@ fn heavy_thousands_of_idle_and_trickling_sockets_cost_no_batch_and_no_probe() {
     let work = work_dir("sockets");
     let port = free_port();
     let listen = format!("127.0.0.1:{port}");
-    let _a = agent(&rx.url(), &work, "1s", &["--listen", &listen]);
+    let a = agent(&rx.url(), &work, "1s", &["--listen", &listen]);
     wait_until("the agent's /healthz", Duration::from_secs(30), || {
         crate::metrics::get(port, "/healthz", "text/plain").is_some()
     });
@@ -89,4 +89,6 @@ fn heavy_thousands_of_idle_and_trickling_sockets_cost_no_batch_and_no_probe() {
         );
     }
     assert_eq!(probes, 10);
+    drop(a);
+    std::fs::remove_dir_all(&work).unwrap();
 }

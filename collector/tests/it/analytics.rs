@@ -770,15 +770,20 @@ async fn heavy_findings_match_ground_truth() {
 /// The scenario files: every one, or those GPULENS_SCENARIO=name narrows a local run to (CI
 /// runs them all).
 pub(crate) fn scenario_files() -> Vec<std::path::PathBuf> {
+    scenario_files_in(&["scenarios", "tests/scenarios"])
+}
+
+/// The scenario files of `dirs` (relative to the repository's root), as [`scenario_files`].
+pub(crate) fn scenario_files_in(dirs: &[&str]) -> Vec<std::path::PathBuf> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-    let mut files: Vec<_> = ["scenarios", "tests/scenarios"]
+    let mut files: Vec<_> = dirs
         .iter()
         .flat_map(|d| std::fs::read_dir(root.join(d)).unwrap())
         .map(|e| e.unwrap().path())
         .filter(|p| p.extension().is_some_and(|e| e == "toml"))
         .collect();
     files.sort();
-    assert!(files.len() >= 6, "{files:?}");
+    assert!(files.len() >= 3 * dirs.len(), "{files:?}");
     if let Ok(only) = std::env::var("GPULENS_SCENARIO") {
         files.retain(|f| f.to_string_lossy().contains(&only));
     }
