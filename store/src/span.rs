@@ -1,7 +1,8 @@
 //! One rollup span, written once for both backends: inside one transaction, clear the span's
 //! pending marks, read its raw rows, aggregate them into minute rollups, replace the span's
-//! minutes, and re-merge the hour that holds it from all of that hour's minutes. A backend
-//! supplies only the primitives ([`SpanTx`]), which differ in SQL and nothing else.
+//! minutes, and re-merge the hour that holds it from all of that hour's minutes (read back,
+//! unless the span is the whole hour). A backend supplies only the primitives ([`SpanTx`]),
+//! which differ in SQL and nothing else.
 
 use model::rollup::{self, NodeRollup};
 
@@ -54,8 +55,16 @@ pub(crate) async fn roll_up(tx: &mut impl SpanTx, s: Span<'_>) -> Result<SpanSta
         to: from + rollup::HOUR_MS,
         ..s
     };
-    let all_minutes = tx.read_rollups("1m", hour).await?;
-    tx.replace_rollups("1h", hour, &rollup::to_hours(&all_minutes))
+    // A span that is its whole hour (a backlog, a backfill) has just written every minute of
+    // it: the hour merges from those, without reading them back.
+    let read;
+    let all_minutes = if (s.from, s.to) == (hour.from, hour.to) {
+        &minutes
+    } else {
+        read = tx.read_rollups("1m", hour).await?;
+        &read
+    };
+    tx.replace_rollups("1h", hour, &rollup::to_hours(all_minutes))
         .await?;
     Ok((minutes.gpus.len(), minutes.tenants.len(), undecodable))
 }

@@ -53,6 +53,7 @@ conformance!(
     replays_are_stored_once,
     concurrent_batches_are_each_stored_once,
     rollups_match_raw_data,
+    an_hour_rolled_up_in_pieces_is_its_minutes_merged,
     interference_minutes_are_the_wanted_slice_of_minute_rollups,
     series_use_the_right_resolution,
     retention_drops_old_data_per_resolution,
@@ -578,6 +579,9 @@ async fn rollups_match_raw_data(store: &Store) {
             .hour_rollups("test", name, t0, t0 + 2 * HOUR_MS)
             .await
             .unwrap();
+        // Each span was a whole hour, merged from the minutes it wrote without reading them
+        // back: the stored hours are the stored minutes merged.
+        same_hours(name, &hours, &minutes);
         let raw_m = raw_by_bucket(&f, node, &instants, MINUTE_MS, |g| {
             g.gpu_util.map(f64::from)
         });
@@ -671,6 +675,51 @@ async fn rollups_match_raw_data(store: &Store) {
             "{tenant}: {} vs {share}",
             got[tenant]
         );
+    }
+}
+
+/// Hour rollups as the stored minutes merge into, to the bit.
+fn same_hours(node: &str, hours: &store::rollup::NodeRollup, minutes: &store::rollup::NodeRollup) {
+    let merged = store::rollup::to_hours(minutes);
+    assert_eq!(hours.gpus, merged.gpus, "{node}: GPU hours");
+    assert_eq!(hours.tenants, merged.tenants, "{node}: tenant hours");
+}
+
+/// An hour rolled up in two passes (its first 20 minutes, then the rest, as a live collector
+/// does) reads its earlier minutes back to merge the hour; one rolled up whole merges the
+/// minutes it wrote. Both store the hour its stored minutes merge into.
+async fn an_hour_rolled_up_in_pieces_is_its_minutes_merged(store: &Store) {
+    let f = fleet();
+    let t0 = hour_ago(3);
+    let instants: Vec<i64> = (0..360).map(|i| t0 + i * 10_000).collect();
+    let (first, rest) = instants.split_at(120);
+    for b in batches(&f, "p1", first, 30, 10_000) {
+        store.ingest(&b, t0, &no_team).await.unwrap();
+    }
+    assert_eq!(
+        store.rollup(t0 + 20 * MINUTE_MS).await.unwrap().minutes,
+        3 * 20
+    );
+    for b in batches(&f, "p2", rest, 30, 10_000) {
+        store.ingest(&b, t0, &no_team).await.unwrap();
+    }
+    assert_eq!(store.rollup(now_ms()).await.unwrap().minutes, 3 * 40);
+    for name in ["whole", "mig", "shared"] {
+        let minutes = store
+            .minute_rollups("test", name, t0, t0 + HOUR_MS)
+            .await
+            .unwrap();
+        let hours = store
+            .hour_rollups("test", name, t0, t0 + HOUR_MS)
+            .await
+            .unwrap();
+        assert_eq!(
+            minutes.gpus.len() % 60,
+            0,
+            "{name}: every minute of the hour"
+        );
+        assert!(!hours.gpus.is_empty(), "{name}");
+        same_hours(name, &hours, &minutes);
     }
 }
 
