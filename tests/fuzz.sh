@@ -23,16 +23,17 @@ cargo fuzz build --release 2>&1 | grep -v '^ *Compiling' || true
 # cores the four take two rounds of SECONDS instead of four.
 parallel=${GPULENS_FUZZ_JOBS:-$(nproc)}
 failed=$(mktemp -d /tmp/gpulens-fuzz-failed.XXXXXX)
+# A target fails the run when anything in it fails (its seeds missing included), not only
+# libFuzzer: the caller marks it in $failed whatever the cause.
 fuzz_one() {
   local target=$1 corpus
-  corpus=$(mktemp -d "/tmp/gpulens-fuzz-$target.XXXXXX")
-  cp fuzz/seeds/"$target"/* "$corpus"/
+  corpus=$(mktemp -d "/tmp/gpulens-fuzz-$target.XXXXXX") || return 1
+  cp fuzz/seeds/"$target"/* "$corpus"/ || return 1
   if ! cargo fuzz run --release "$target" "$corpus" -- \
       -max_total_time="$seconds" -rss_limit_mb=2048 -max_len=65536 -print_final_stats=1 \
       >"$corpus.log" 2>&1; then
     tail -n 60 "$corpus.log"
     echo "fuzz target $target failed; its input is in fuzz/artifacts/$target/" >&2
-    touch "$failed/$target"
     return 1
   fi
   echo "== $target: $(grep -E '^stat::number_of_executed_units|^Done' "$corpus.log" | tr '\n' ' ')"
@@ -41,7 +42,7 @@ fuzz_one() {
 for target in $(cargo fuzz list); do
   while [ "$(jobs -rp | wc -l)" -ge "$parallel" ]; do wait -n || true; done
   echo "== fuzzing $target for ${seconds}s"
-  fuzz_one "$target" &
+  { fuzz_one "$target" || touch "$failed/$target"; } &
 done
 wait || true
 if [ -n "$(ls -A "$failed")" ]; then

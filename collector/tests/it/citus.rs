@@ -26,11 +26,11 @@ async fn heavy_findings_on_citus_match_ground_truth() {
         return;
     }
     let mut scores: BTreeMap<&'static str, Score> = BTreeMap::new();
-    // The three fleets of scenarios/, which between them hold every kind of finding scored
-    // (tests/scenarios/' ten edge cases are judged on SQLite by `heavy_findings_match_ground_truth`:
-    // what they add is analysis, which is the same code on every backend). On Citus nearly all
-    // of this test's time is the rollup of two days' backlog, statement by statement through
-    // the coordinator (about 10 s a scenario here).
+    // The three fleets of scenarios/, which between them hold every kind of finding scored.
+    // The ten edge cases of tests/scenarios/ are judged on SQLite
+    // (`heavy_findings_match_ground_truth`): what they add is analysis, the same code on every
+    // backend. On Citus nearly all of this test's time is the rollup of two days' backlog,
+    // statement by statement through the coordinator (about 10 s a scenario here).
     for f in &scenario_files_in(&["scenarios"]) {
         let t = support::citus().await.unwrap();
         check(&t.store, f, &mut scores).await;
