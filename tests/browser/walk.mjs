@@ -104,9 +104,10 @@ async function walk(javaScriptEnabled, limit) {
     // A screenshot of the first page of each shape (with JavaScript) or of the first twelve
     // (without): every page is still checked, but pages of one template look alike and a
     // full-page screenshot costs more than the visit.
+    const template = shape(u);
     let shot = null;
-    if (javaScriptEnabled ? !shotShapes.has(shape(u)) : pages.length < 12) {
-      shotShapes.add(shape(u));
+    if (javaScriptEnabled ? !shotShapes.has(template) : pages.length < 12) {
+      shotShapes.add(template);
       shot = `${out}/${javaScriptEnabled ? "" : "nojs-"}${slug(u)}.png`;
       await page.screenshot({ path: shot, fullPage: true });
     }
