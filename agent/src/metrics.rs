@@ -93,224 +93,83 @@ pub struct DropLabels {
     pub reason: DropReason,
 }
 
+model::metric_set! {
+    /// The agent's metric families, each with its exposed name (prefixed `gpulens_`) and help.
+    pub struct AgentFamilies {
+        gpu_util: Family<GpuLabels, FGauge> => "gpu_utilization_ratio",
+            "NVML utilization: share of time a kernel ran (0-1)";
+        gpu_sm_active: Family<GpuLabels, FGauge> => "gpu_sm_active_ratio",
+            "DCGM: share of SMs with a warp resident (0-1); absent without DCGM";
+        gpu_mem_used: Family<GpuLabels, FGauge> => "gpu_memory_used" in Unit::Bytes,
+            "Framebuffer memory in use";
+        gpu_mem_total: Family<GpuLabels, FGauge> => "gpu_memory_total" in Unit::Bytes,
+            "Framebuffer memory";
+        gpu_power: Family<GpuLabels, FGauge> => "gpu_power" in Unit::Other("watts".into()),
+            "Power draw";
+        gpu_temp: Family<GpuLabels, FGauge> => "gpu_temperature" in Unit::Celsius,
+            "GPU temperature";
+        gpu_processes: Family<GpuLabels, FGauge> => "gpu_processes",
+            "Compute and MPS processes on the GPU";
+        mig_mem_used: Family<MigLabels, FGauge> => "mig_memory_used" in Unit::Bytes,
+            "Memory in use in a MIG instance";
+        sampler_duration: Family<SamplerLabels, Histogram> =
+            Family::new_with_constructor(|| Histogram::new(exponential_buckets(0.0001, 4.0, 10)))
+            => "agent_collector_duration" in Unit::Seconds,
+            "Time one sampler took in the last cycles";
+        sampler_success: Family<SamplerLabels, Gauge> => "agent_collector_success",
+            "Whether the sampler's last run succeeded (1) or not (0)";
+        spool_bytes: Gauge => "agent_spool" in Unit::Bytes,
+            "Bytes in the disk spool";
+        spool_backlog_bytes: Gauge => "agent_spool_backlog" in Unit::Bytes,
+            "Bytes in the spool not yet delivered";
+        batches_sent: Counter => "agent_batches_sent",
+            "Batches the collector acknowledged";
+        send_failures: Counter => "agent_send_failures",
+            "Delivery attempts that failed and will be retried";
+        dropped: Family<DropLabels, Counter> => "agent_batches_dropped",
+            "Batches that left the spool without being stored, by reason";
+        xid_errors: Counter => "agent_xid_errors",
+            "XID errors seen";
+        spool_cap_bytes: Gauge => "agent_spool_cap" in Unit::Bytes,
+            "The spool's cap in force: --spool-max-bytes, or less when the filesystem is short of room";
+        disk_full: Gauge => "agent_disk_full",
+            "Whether the state directory's filesystem is full for the spool (1): writes fail with ENOSPC, or free space is below the reserve (--spool-min-free-percent)";
+        samples_missed: Counter => "agent_samples_missed",
+            "Sampling slots that passed without a sample (a cycle longer than the interval, a stalled process, a clock jump)";
+        samples_late: Counter => "agent_samples_late",
+            "Samples taken more than a quarter interval after their slot began";
+        /// Connections to the /metrics listener closed at once because it was at its cap.
+        listener_refused: Counter => "agent_listener_connections_refused",
+            "Connections to the /metrics and /healthz listener closed at once because it was serving as many as it takes";
+    }
+}
+
+/// The agent's registry and its families (read through `Deref`: `metrics.batches_sent`).
 #[derive(Debug)]
 pub struct AgentMetrics {
     registry: Registry,
-    gpu_util: Family<GpuLabels, FGauge>,
-    gpu_sm_active: Family<GpuLabels, FGauge>,
-    gpu_mem_used: Family<GpuLabels, FGauge>,
-    gpu_mem_total: Family<GpuLabels, FGauge>,
-    gpu_power: Family<GpuLabels, FGauge>,
-    gpu_temp: Family<GpuLabels, FGauge>,
-    gpu_processes: Family<GpuLabels, FGauge>,
-    mig_mem_used: Family<MigLabels, FGauge>,
-    pub sampler_duration: Family<SamplerLabels, Histogram>,
-    pub sampler_success: Family<SamplerLabels, Gauge>,
-    pub spool_bytes: Gauge,
-    pub spool_backlog_bytes: Gauge,
-    pub batches_sent: Counter,
-    pub send_failures: Counter,
-    pub dropped: Family<DropLabels, Counter>,
-    pub xid_errors: Counter,
-    pub spool_cap_bytes: Gauge,
-    pub disk_full: Gauge,
-    pub samples_missed: Counter,
-    pub samples_late: Counter,
-    /// Connections to the /metrics listener closed at once because it was at its cap.
-    pub listener_refused: Counter,
+    families: AgentFamilies,
     /// The spool's drop counts already added to `dropped` (the spool counts since it opened).
     published_drops: std::sync::Mutex<crate::spool::Dropped>,
 }
 
+impl std::ops::Deref for AgentMetrics {
+    type Target = AgentFamilies;
+
+    fn deref(&self) -> &AgentFamilies {
+        &self.families
+    }
+}
+
 impl AgentMetrics {
     pub fn new() -> AgentMetrics {
-        let mut m = AgentMetrics {
-            registry: Registry::with_prefix("gpulens"),
+        let mut registry = Registry::with_prefix("gpulens");
+        let families = AgentFamilies::register(&mut registry);
+        AgentMetrics {
+            registry,
+            families,
             published_drops: Default::default(),
-            gpu_util: Default::default(),
-            gpu_sm_active: Default::default(),
-            gpu_mem_used: Default::default(),
-            gpu_mem_total: Default::default(),
-            gpu_power: Default::default(),
-            gpu_temp: Default::default(),
-            gpu_processes: Default::default(),
-            mig_mem_used: Default::default(),
-            sampler_duration: Family::new_with_constructor(|| {
-                Histogram::new(exponential_buckets(0.0001, 4.0, 10))
-            }),
-            sampler_success: Default::default(),
-            spool_bytes: Default::default(),
-            spool_backlog_bytes: Default::default(),
-            batches_sent: Default::default(),
-            send_failures: Default::default(),
-            dropped: Default::default(),
-            xid_errors: Default::default(),
-            spool_cap_bytes: Default::default(),
-            disk_full: Default::default(),
-            samples_missed: Default::default(),
-            samples_late: Default::default(),
-            listener_refused: Default::default(),
-        };
-        m.register_devices();
-        m.register_agent();
-        m
-    }
-
-    /// The device gauges and the samplers' health.
-    fn register_devices(&mut self) {
-        let r = &mut self.registry;
-        reg(
-            r,
-            "gpu_utilization_ratio",
-            "NVML utilization: share of time a kernel ran (0-1)",
-            None,
-            self.gpu_util.clone(),
-        );
-        reg(
-            r,
-            "gpu_sm_active_ratio",
-            "DCGM: share of SMs with a warp resident (0-1); absent without DCGM",
-            None,
-            self.gpu_sm_active.clone(),
-        );
-        reg(
-            r,
-            "gpu_memory_used",
-            "Framebuffer memory in use",
-            Some(Unit::Bytes),
-            self.gpu_mem_used.clone(),
-        );
-        reg(
-            r,
-            "gpu_memory_total",
-            "Framebuffer memory",
-            Some(Unit::Bytes),
-            self.gpu_mem_total.clone(),
-        );
-        reg(
-            r,
-            "gpu_power",
-            "Power draw",
-            Some(Unit::Other("watts".into())),
-            self.gpu_power.clone(),
-        );
-        reg(
-            r,
-            "gpu_temperature",
-            "GPU temperature",
-            Some(Unit::Celsius),
-            self.gpu_temp.clone(),
-        );
-        reg(
-            r,
-            "gpu_processes",
-            "Compute and MPS processes on the GPU",
-            None,
-            self.gpu_processes.clone(),
-        );
-        reg(
-            r,
-            "mig_memory_used",
-            "Memory in use in a MIG instance",
-            Some(Unit::Bytes),
-            self.mig_mem_used.clone(),
-        );
-        reg(
-            r,
-            "agent_collector_duration",
-            "Time one sampler took in the last cycles",
-            Some(Unit::Seconds),
-            self.sampler_duration.clone(),
-        );
-        reg(
-            r,
-            "agent_collector_success",
-            "Whether the sampler's last run succeeded (1) or not (0)",
-            None,
-            self.sampler_success.clone(),
-        );
-    }
-
-    /// The agent's own health: spool, delivery, drops, sampling slots, the listener.
-    fn register_agent(&mut self) {
-        let r = &mut self.registry;
-        reg(
-            r,
-            "agent_spool",
-            "Bytes in the disk spool",
-            Some(Unit::Bytes),
-            self.spool_bytes.clone(),
-        );
-        reg(
-            r,
-            "agent_spool_backlog",
-            "Bytes in the spool not yet delivered",
-            Some(Unit::Bytes),
-            self.spool_backlog_bytes.clone(),
-        );
-        reg(
-            r,
-            "agent_batches_sent",
-            "Batches the collector acknowledged",
-            None,
-            self.batches_sent.clone(),
-        );
-        reg(
-            r,
-            "agent_send_failures",
-            "Delivery attempts that failed and will be retried",
-            None,
-            self.send_failures.clone(),
-        );
-        reg(
-            r,
-            "agent_batches_dropped",
-            "Batches that left the spool without being stored, by reason",
-            None,
-            self.dropped.clone(),
-        );
-        reg(
-            r,
-            "agent_xid_errors",
-            "XID errors seen",
-            None,
-            self.xid_errors.clone(),
-        );
-        reg(
-            r,
-            "agent_spool_cap",
-            "The spool's cap in force: --spool-max-bytes, or less when the filesystem is short of room",
-            Some(Unit::Bytes),
-            self.spool_cap_bytes.clone(),
-        );
-        reg(
-            r,
-            "agent_disk_full",
-            "Whether the state directory's filesystem is full for the spool (1): writes fail with ENOSPC, or free space is below the reserve (--spool-min-free-percent)",
-            None,
-            self.disk_full.clone(),
-        );
-        reg(
-            r,
-            "agent_samples_missed",
-            "Sampling slots that passed without a sample (a cycle longer than the interval, a stalled process, a clock jump)",
-            None,
-            self.samples_missed.clone(),
-        );
-        reg(
-            r,
-            "agent_samples_late",
-            "Samples taken more than a quarter interval after their slot began",
-            None,
-            self.samples_late.clone(),
-        );
-        reg(
-            r,
-            "agent_listener_connections_refused",
-            "Connections to the /metrics and /healthz listener closed at once because it was serving as many as it takes",
-            None,
-            self.listener_refused.clone(),
-        );
+        }
     }
 
     /// Replaces the device gauges with the last cycle's readings; absent readings have no
@@ -418,19 +277,5 @@ impl AgentMetrics {
 impl Default for AgentMetrics {
     fn default() -> Self {
         AgentMetrics::new()
-    }
-}
-
-/// Registers `metric` under `name` (prefixed `gpulens_`), with its unit when it has one.
-fn reg(
-    r: &mut Registry,
-    name: &str,
-    help: &str,
-    unit: Option<Unit>,
-    metric: impl prometheus_client::registry::Metric,
-) {
-    match unit {
-        Some(u) => r.register_with_unit(name, help, u, metric),
-        None => r.register(name, help, metric),
     }
 }

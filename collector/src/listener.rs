@@ -38,59 +38,28 @@ use crate::error::ApiError;
 
 /// `[server]` in the configuration.
 #[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(default, deny_unknown_fields)]
 pub struct ServerLimits {
-    #[serde(
-        default = "defaults::header_timeout",
-        deserialize_with = "crate::settings::duration"
-    )]
+    #[serde(deserialize_with = "crate::settings::duration")]
     pub header_timeout: Duration,
-    #[serde(
-        default = "defaults::request_timeout",
-        deserialize_with = "crate::settings::duration"
-    )]
+    #[serde(deserialize_with = "crate::settings::duration")]
     pub request_timeout: Duration,
-    #[serde(default = "defaults::max_connections")]
     pub max_connections: usize,
-    #[serde(default = "defaults::max_in_flight")]
     pub max_in_flight: usize,
-    #[serde(
-        default = "defaults::shutdown_grace",
-        deserialize_with = "crate::settings::duration"
-    )]
+    #[serde(deserialize_with = "crate::settings::duration")]
     pub shutdown_grace: Duration,
     /// HTTPS instead of HTTP, optionally with client certificates for agents (`tls.rs`).
-    #[serde(default)]
     pub tls: Option<crate::tls::TlsSettings>,
-}
-
-mod defaults {
-    use std::time::Duration;
-    pub fn header_timeout() -> Duration {
-        Duration::from_secs(10)
-    }
-    pub fn request_timeout() -> Duration {
-        Duration::from_secs(60)
-    }
-    pub fn max_connections() -> usize {
-        4096
-    }
-    pub fn max_in_flight() -> usize {
-        256
-    }
-    pub fn shutdown_grace() -> Duration {
-        Duration::from_secs(10)
-    }
 }
 
 impl Default for ServerLimits {
     fn default() -> Self {
         ServerLimits {
-            header_timeout: defaults::header_timeout(),
-            request_timeout: defaults::request_timeout(),
-            max_connections: defaults::max_connections(),
-            max_in_flight: defaults::max_in_flight(),
-            shutdown_grace: defaults::shutdown_grace(),
+            header_timeout: Duration::from_secs(10),
+            request_timeout: Duration::from_secs(60),
+            max_connections: 4096,
+            max_in_flight: 256,
+            shutdown_grace: Duration::from_secs(10),
             tls: None,
         }
     }

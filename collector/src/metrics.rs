@@ -27,28 +27,6 @@ macro_rules! snake_label {
 }
 pub(crate) use snake_label;
 
-/// Registers a feature's metric families in one list, each a field of the feature's metrics
-/// struct with its name, unit (`in Unit::Seconds`, where it has one) and help:
-///
-/// ```ignore
-/// register!(registry, m,
-///     batches => "ingest_batches", "Batches accepted, by outcome";
-///     lag => "ingest_lag" in Unit::Seconds, "Time from a batch's newest sample to its commit";
-/// );
-/// ```
-macro_rules! register {
-    ($registry:expr, $m:expr, $($field:ident => $name:literal $(in $unit:expr)?, $help:literal;)*) => {{
-        $( $crate::metrics::register!(@one $registry, $name, $help, $m.$field.clone() $(, $unit)?); )*
-    }};
-    (@one $r:expr, $name:expr, $help:expr, $metric:expr) => {
-        $r.register($name, $help, $metric)
-    };
-    (@one $r:expr, $name:expr, $help:expr, $metric:expr, $unit:expr) => {
-        $r.register_with_unit($name, $help, $unit, $metric)
-    };
-}
-pub(crate) use register;
-
 /// The collector's registry: every name starts with `gpulens_`.
 pub fn registry() -> Registry {
     Registry::with_prefix("gpulens")

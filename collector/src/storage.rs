@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::Duration;
 
 use prometheus_client::metrics::counter::Counter;
-use prometheus_client::registry::{Registry, Unit};
+use prometheus_client::registry::Unit;
 use serde::Deserialize;
 use store::Retention;
 
@@ -26,41 +26,20 @@ pub const HOT_WINDOW_MS: i64 = 120_000;
 
 /// The `[retention]` section: how long each resolution is kept.
 #[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(default, deny_unknown_fields)]
 pub struct RetentionConfig {
-    #[serde(
-        default = "raw_default",
-        deserialize_with = "crate::settings::duration"
-    )]
+    #[serde(deserialize_with = "crate::settings::duration")]
     pub raw: Duration,
-    #[serde(
-        default = "minute_default",
-        deserialize_with = "crate::settings::duration"
-    )]
+    #[serde(deserialize_with = "crate::settings::duration")]
     pub minute: Duration,
-    #[serde(
-        default = "hour_default",
-        deserialize_with = "crate::settings::duration"
-    )]
+    #[serde(deserialize_with = "crate::settings::duration")]
     pub hour: Duration,
 }
 
-fn raw_default() -> Duration {
-    Retention::default().raw
-}
-fn minute_default() -> Duration {
-    Retention::default().minute
-}
-fn hour_default() -> Duration {
-    Retention::default().hour
-}
 impl Default for RetentionConfig {
     fn default() -> Self {
-        RetentionConfig {
-            raw: raw_default(),
-            minute: minute_default(),
-            hour: hour_default(),
-        }
+        let Retention { raw, minute, hour } = Retention::default();
+        RetentionConfig { raw, minute, hour }
     }
 }
 
@@ -74,35 +53,21 @@ impl From<&RetentionConfig> for Retention {
     }
 }
 
-/// What storage upkeep counts.
-#[derive(Debug, Clone, Default)]
-pub struct StorageMetrics {
-    pub rollup_buckets: Counter,
-    pub rollup_failures: Counter,
-    pub rollup_undecodable_rows: Counter,
-    pub sealed_samples: Counter,
-    pub retention_dropped: Counter,
-    pub last_rollup_timestamp: FGauge,
-}
-
-impl StorageMetrics {
-    pub fn register(registry: &mut Registry) -> StorageMetrics {
-        let m = StorageMetrics::default();
-        crate::metrics::register!(registry, m,
-            rollup_buckets => "rollup_buckets",
-                "Node-minute buckets rolled up";
-            sealed_samples => "sealed_samples",
-                "Raw samples moved from rows into sealed ten-minute blocks";
-            rollup_failures => "rollup_failures",
-                "Rollup passes that failed";
-            rollup_undecodable_rows => "rollup_undecodable_rows",
-                "Stored raw rows the rollup could not decode; skipped (not rolled up) so the pass goes on";
-            retention_dropped => "retention_dropped_partitions",
-                "Partitions dropped or tables pruned for retention";
-            last_rollup_timestamp => "last_rollup_timestamp" in Unit::Seconds,
-                "When the last rollup pass finished (Unix time)";
-        );
-        m
+model::metric_set! {
+    /// What storage upkeep counts.
+    pub struct StorageMetrics {
+        rollup_buckets: Counter => "rollup_buckets",
+            "Node-minute buckets rolled up";
+        sealed_samples: Counter => "sealed_samples",
+            "Raw samples moved from rows into sealed ten-minute blocks";
+        rollup_failures: Counter => "rollup_failures",
+            "Rollup passes that failed";
+        rollup_undecodable_rows: Counter => "rollup_undecodable_rows",
+            "Stored raw rows the rollup could not decode; skipped (not rolled up) so the pass goes on";
+        retention_dropped: Counter => "retention_dropped_partitions",
+            "Partitions dropped or tables pruned for retention";
+        last_rollup_timestamp: FGauge => "last_rollup_timestamp" in Unit::Seconds,
+            "When the last rollup pass finished (Unix time)";
     }
 }
 

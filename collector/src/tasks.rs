@@ -94,38 +94,17 @@ pub struct TaskRunLabels {
 
 type HistogramMaker = fn() -> Histogram;
 
-/// The runner's metrics, the same for every task.
-#[derive(Debug, Clone)]
-pub struct TaskMetrics {
-    pub runs: Family<TaskRunLabels, Counter>,
-    pub duration: Family<TaskLabels, Histogram, HistogramMaker>,
-    pub last_success: Family<TaskLabels, FGauge>,
-}
-
-impl Default for TaskMetrics {
-    fn default() -> Self {
-        TaskMetrics {
-            runs: Family::default(),
-            duration: Family::new_with_constructor(|| {
-                Histogram::new(exponential_buckets(0.001, 4.0, 10))
-            }),
-            last_success: Family::default(),
-        }
-    }
-}
-
-impl TaskMetrics {
-    pub fn register(registry: &mut Registry) -> TaskMetrics {
-        let m = TaskMetrics::default();
-        crate::metrics::register!(registry, m,
-            runs => "task_runs",
-                "Passes of each background task, by outcome (ok, failed, panicked); a failed or panicked pass is followed by the next as usual";
-            duration => "task_duration" in Unit::Seconds,
-                "Time one pass of a background task took";
-            last_success => "task_last_success_timestamp" in Unit::Seconds,
-                "When a background task last finished a pass without error (Unix time)";
-        );
-        m
+model::metric_set! {
+    /// The runner's metrics, the same for every task.
+    pub struct TaskMetrics {
+        runs: Family<TaskRunLabels, Counter> => "task_runs",
+            "Passes of each background task, by outcome (ok, failed, panicked); a failed or panicked pass is followed by the next as usual";
+        duration: Family<TaskLabels, Histogram, HistogramMaker> =
+            Family::new_with_constructor(|| Histogram::new(exponential_buckets(0.001, 4.0, 10)))
+            => "task_duration" in Unit::Seconds,
+            "Time one pass of a background task took";
+        last_success: Family<TaskLabels, FGauge> => "task_last_success_timestamp" in Unit::Seconds,
+            "When a background task last finished a pass without error (Unix time)";
     }
 }
 

@@ -9,6 +9,7 @@ pub mod figures;
 pub mod hour_series;
 pub mod inventory;
 pub mod labels;
+pub mod metric_set;
 pub mod mig;
 pub mod names;
 pub mod process;

@@ -6,7 +6,7 @@ use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
-use prometheus_client::registry::{Registry, Unit};
+use prometheus_client::registry::Unit;
 
 /// A receiver by its configured name (a bounded set) and how an attempt ended
 /// (`deliver::Verdict`: delivered, retry, failed).
@@ -21,34 +21,14 @@ pub struct ReceiverLabels {
     pub receiver: String,
 }
 
-#[derive(Debug, Clone)]
-pub struct AlertMetrics {
-    pub enqueued: Family<ReceiverLabels, Counter>,
-    pub attempts: Family<AttemptLabels, Counter>,
-    pub attempt_duration: Histogram,
-}
-
-impl Default for AlertMetrics {
-    fn default() -> Self {
-        AlertMetrics {
-            enqueued: Family::default(),
-            attempts: Family::default(),
-            attempt_duration: Histogram::new(exponential_buckets(0.005, 3.0, 10)),
-        }
-    }
-}
-
-impl AlertMetrics {
-    pub fn register(registry: &mut Registry) -> AlertMetrics {
-        let m = AlertMetrics::default();
-        crate::metrics::register!(registry, m,
-            enqueued => "alert_notifications_enqueued",
-                "Notifications built into the outbox, by receiver";
-            attempts => "alert_delivery_attempts",
-                "Attempts to deliver a notification, by receiver and outcome (delivered, retry, failed)";
-            attempt_duration => "alert_delivery_attempt_duration" in Unit::Seconds,
-                "Time one delivery attempt took";
-        );
-        m
+model::metric_set! {
+    pub struct AlertMetrics {
+        enqueued: Family<ReceiverLabels, Counter> => "alert_notifications_enqueued",
+            "Notifications built into the outbox, by receiver";
+        attempts: Family<AttemptLabels, Counter> => "alert_delivery_attempts",
+            "Attempts to deliver a notification, by receiver and outcome (delivered, retry, failed)";
+        attempt_duration: Histogram = Histogram::new(exponential_buckets(0.005, 3.0, 10))
+            => "alert_delivery_attempt_duration" in Unit::Seconds,
+            "Time one delivery attempt took";
     }
 }

@@ -9,54 +9,33 @@ use super::rules::{Kind, Rule};
 use crate::settings::Secret;
 
 #[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(default, deny_unknown_fields)]
 pub struct Settings {
     /// Evaluate rules and deliver notifications (on the collector holding the alerting lock).
-    #[serde(default = "yes")]
     pub enabled: bool,
     /// How often rules are evaluated and due notifications sent.
-    #[serde(
-        default = "default_every",
-        deserialize_with = "crate::settings::duration"
-    )]
+    #[serde(deserialize_with = "crate::settings::duration")]
     pub every: Duration,
     /// Labels whose values make up a notification group.
-    #[serde(default = "default_group_by")]
     pub group_by: Vec<String>,
     /// How long a new group waits for more alerts before its first notification.
-    #[serde(
-        default = "default_group_wait",
-        deserialize_with = "crate::settings::duration"
-    )]
+    #[serde(deserialize_with = "crate::settings::duration")]
     pub group_wait: Duration,
     /// How long after a notification a changed group is notified again; also the longest
     /// wait between two delivery attempts.
-    #[serde(
-        default = "default_group_interval",
-        deserialize_with = "crate::settings::duration"
-    )]
+    #[serde(deserialize_with = "crate::settings::duration")]
     pub group_interval: Duration,
     /// How long after a notification an unchanged, still firing group is notified again.
-    #[serde(
-        default = "default_repeat_interval",
-        deserialize_with = "crate::settings::duration"
-    )]
+    #[serde(deserialize_with = "crate::settings::duration")]
     pub repeat_interval: Duration,
     /// Resolved alerts are kept (and served at /api/v1/alerts) this long.
-    #[serde(
-        default = "default_keep_resolved",
-        deserialize_with = "crate::settings::duration"
-    )]
+    #[serde(deserialize_with = "crate::settings::duration")]
     pub keep_resolved: Duration,
     /// Base URL of this gpulens, for links in notifications.
-    #[serde(default)]
     pub external_url: Option<String>,
     /// Start from the default rules (each replaced by a configured rule of the same name).
-    #[serde(default = "yes")]
     pub default_rules: bool,
-    #[serde(default)]
     pub rules: Vec<Rule>,
-    #[serde(default)]
     pub receivers: Vec<Receiver>,
 }
 
@@ -114,24 +93,6 @@ impl ReceiverKind {
 fn yes() -> bool {
     true
 }
-fn default_every() -> Duration {
-    Duration::from_secs(10)
-}
-fn default_group_by() -> Vec<String> {
-    vec!["alertname".into(), "cluster".into()]
-}
-fn default_group_wait() -> Duration {
-    Duration::from_secs(30)
-}
-fn default_group_interval() -> Duration {
-    Duration::from_secs(300)
-}
-fn default_repeat_interval() -> Duration {
-    Duration::from_secs(4 * 3600)
-}
-fn default_keep_resolved() -> Duration {
-    Duration::from_secs(86_400)
-}
 fn default_timeout() -> Duration {
     Duration::from_secs(10)
 }
@@ -140,12 +101,12 @@ impl Default for Settings {
     fn default() -> Self {
         Settings {
             enabled: true,
-            every: default_every(),
-            group_by: default_group_by(),
-            group_wait: default_group_wait(),
-            group_interval: default_group_interval(),
-            repeat_interval: default_repeat_interval(),
-            keep_resolved: default_keep_resolved(),
+            every: Duration::from_secs(10),
+            group_by: vec!["alertname".into(), "cluster".into()],
+            group_wait: Duration::from_secs(30),
+            group_interval: Duration::from_secs(300),
+            repeat_interval: Duration::from_secs(4 * 3600),
+            keep_resolved: Duration::from_secs(86_400),
             external_url: None,
             default_rules: true,
             rules: Vec::new(),

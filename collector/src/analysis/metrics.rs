@@ -5,7 +5,7 @@ use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
-use prometheus_client::registry::{Registry, Unit};
+use prometheus_client::registry::Unit;
 
 use crate::metrics::{FGauge, snake_label};
 
@@ -26,42 +26,23 @@ pub struct PassLabels {
     pub outcome: PassOutcome,
 }
 
-#[derive(Debug, Clone)]
-pub struct AnalysisMetrics {
-    pub passes: Family<PassLabels, Counter>,
-    pub load: Histogram,
-    pub analyze: Histogram,
-    /// Hour and minute rows the newest pass read.
-    pub input_rows: FGauge,
-}
-
-impl Default for AnalysisMetrics {
-    fn default() -> Self {
-        AnalysisMetrics {
-            passes: Family::default(),
-            load: Histogram::new(exponential_buckets(0.01, 3.0, 10)),
-            analyze: Histogram::new(exponential_buckets(0.01, 3.0, 10)),
-            input_rows: FGauge::default(),
-        }
+model::metric_set! {
+    pub struct AnalysisMetrics {
+        passes: Family<PassLabels, Counter> => "analysis_passes",
+            "Scheduled or on-demand analysis passes, by outcome (stored; skipped: another collector held the lock; failed)";
+        load: Histogram = Histogram::new(exponential_buckets(0.01, 3.0, 10))
+            => "analysis_load" in Unit::Seconds,
+            "Time to read one analysis' input (inventory, rollups, health) from the store";
+        analyze: Histogram = Histogram::new(exponential_buckets(0.01, 3.0, 10))
+            => "analysis_compute" in Unit::Seconds,
+            "Time to analyse one input (funnel, findings, recommendations)";
+        /// Hour and minute rows the newest pass read.
+        input_rows: FGauge => "analysis_input_rows",
+            "Hour and minute rows the newest analysis read";
     }
 }
 
 impl AnalysisMetrics {
-    pub fn register(registry: &mut Registry) -> AnalysisMetrics {
-        let m = AnalysisMetrics::default();
-        crate::metrics::register!(registry, m,
-            passes => "analysis_passes",
-                "Scheduled or on-demand analysis passes, by outcome (stored; skipped: another collector held the lock; failed)";
-            load => "analysis_load" in Unit::Seconds,
-                "Time to read one analysis' input (inventory, rollups, health) from the store";
-            analyze => "analysis_compute" in Unit::Seconds,
-                "Time to analyse one input (funnel, findings, recommendations)";
-            input_rows => "analysis_input_rows",
-                "Hour and minute rows the newest analysis read";
-        );
-        m
-    }
-
     pub fn count(&self, outcome: PassOutcome) {
         self.passes.get_or_create(&PassLabels { outcome }).inc();
     }

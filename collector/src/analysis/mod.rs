@@ -83,41 +83,24 @@ impl Newest {
 
 /// How much history a scheduled analysis covers, how often it runs, and its thresholds.
 #[derive(Debug, Clone, serde::Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(default, deny_unknown_fields)]
 pub struct Settings {
-    #[serde(
-        default = "default_every",
-        deserialize_with = "crate::settings::duration"
-    )]
+    #[serde(deserialize_with = "crate::settings::duration")]
     pub every: Duration,
-    #[serde(
-        default = "default_window",
-        deserialize_with = "crate::settings::duration"
-    )]
+    #[serde(deserialize_with = "crate::settings::duration")]
     pub window: Duration,
     /// Stored runs to keep.
-    #[serde(default = "default_keep")]
     pub keep: i64,
     #[serde(flatten)]
     pub thresholds: analytics::Config,
 }
 
-fn default_every() -> Duration {
-    Duration::from_secs(600)
-}
-fn default_window() -> Duration {
-    Duration::from_secs(7 * 86_400)
-}
-fn default_keep() -> i64 {
-    48
-}
-
 impl Default for Settings {
     fn default() -> Self {
         Settings {
-            every: default_every(),
-            window: default_window(),
-            keep: default_keep(),
+            every: Duration::from_secs(600),
+            window: Duration::from_secs(7 * 86_400),
+            keep: 48,
             thresholds: analytics::Config::default(),
         }
     }

@@ -10,40 +10,28 @@ pub const MAX_PODS_LIMIT: usize = 100_000;
 pub const PAGE: u32 = 500;
 
 #[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(default, deny_unknown_fields)]
 pub struct Settings {
     /// Read pending pods that ask for GPUs from the Kubernetes API (needs `list` on pods
     /// cluster-wide). Off by default.
-    #[serde(default)]
     pub pending_pods: bool,
     /// With `pending_pods`, also read Kueue Workloads that are not admitted (where Kueue is
     /// installed; needs `list` on `workloads.kueue.x-k8s.io`).
-    #[serde(default = "yes")]
     pub kueue_workloads: bool,
     /// The API server; unset: the in-cluster service account, else the local kubeconfig.
-    #[serde(default)]
     pub kube_url: Option<String>,
     /// The gpulens cluster name (the agents' `--cluster`) of that Kubernetes cluster. Unset:
     /// the one cluster the data holds; with several, polls fail until this is set.
-    #[serde(default)]
     pub cluster: Option<String>,
     /// Time between polls.
-    #[serde(
-        default = "default_every",
-        deserialize_with = "crate::settings::duration"
-    )]
+    #[serde(deserialize_with = "crate::settings::duration")]
     pub every: Duration,
     /// Most pending pods read per poll, and most Workloads (at most 100,000 each).
-    #[serde(default = "default_max_pods")]
     pub max_pods: usize,
     /// How long a waiting episode is kept after it was last seen.
-    #[serde(
-        default = "default_keep",
-        deserialize_with = "crate::settings::duration"
-    )]
+    #[serde(deserialize_with = "crate::settings::duration")]
     pub keep: Duration,
     /// Slurm's pending jobs, read from slurmrestd (unset: Slurm is not read).
-    #[serde(default)]
     pub slurm: Option<SlurmSettings>,
 }
 
@@ -119,9 +107,9 @@ impl Default for Settings {
             kueue_workloads: true,
             kube_url: None,
             cluster: None,
-            every: default_every(),
-            max_pods: default_max_pods(),
-            keep: default_keep(),
+            every: Duration::from_secs(60),
+            max_pods: 5_000,
+            keep: Duration::from_secs(90 * 86_400),
             slurm: None,
         }
     }
@@ -149,17 +137,4 @@ impl Settings {
         }
         Ok(())
     }
-}
-
-fn yes() -> bool {
-    true
-}
-fn default_every() -> Duration {
-    Duration::from_secs(60)
-}
-fn default_max_pods() -> usize {
-    5_000
-}
-fn default_keep() -> Duration {
-    Duration::from_secs(90 * 86_400)
 }

@@ -31,35 +31,24 @@ type FGauge = Gauge<f64, std::sync::atomic::AtomicU64>;
 
 /// `[metrics]` in the collector's configuration.
 #[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(default, deny_unknown_fields)]
 pub struct Settings {
     /// Expose `gpulens_tenant_gpu_allocated_ratio` and `gpulens_tenant_gpu_effective_ratio`.
-    #[serde(default)]
     pub tenant_series: bool,
     /// kube-state-metrics' `kube_pod_labels` labels the generated recording rules carry over
     /// onto the per-pod series (each must be exposed by kube-state-metrics'
     /// `--metric-labels-allowlist`).
-    #[serde(default = "default_pod_labels")]
     pub pod_labels: Vec<String>,
     /// Add recording rules to `gpulens alert-rules` that copy the per-GPU series under
     /// dcgm-exporter's label names (`UUID`, `Hostname`, `modelName`) for direct joins.
-    #[serde(default = "yes")]
     pub dcgm_labels: bool,
-}
-
-fn yes() -> bool {
-    true
-}
-
-fn default_pod_labels() -> Vec<String> {
-    vec!["label_team".into()]
 }
 
 impl Default for Settings {
     fn default() -> Settings {
         Settings {
             tenant_series: false,
-            pod_labels: default_pod_labels(),
+            pod_labels: vec!["label_team".into()],
             dcgm_labels: true,
         }
     }

@@ -19,48 +19,29 @@ use serde_yaml::{Mapping, Value};
 /// `[labels.custom_layouts]`: where generated configs go. Absent: plans only select configs
 /// by name, which must then already be in the operator's ConfigMaps.
 #[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(default, deny_unknown_fields)]
 pub struct Settings {
     /// The GPU Operator's namespace.
-    #[serde(default = "default_namespace")]
     pub namespace: String,
     /// The ConfigMap named in the ClusterPolicy's `migManager.config.name`; its `config.yaml`
     /// holds mig-parted's configs.
-    #[serde(default = "default_mig_config_map")]
     pub mig_config_map: String,
     /// The ConfigMap named in the ClusterPolicy's `devicePlugin.config.name`.
-    #[serde(default = "default_device_plugin_config_map")]
     pub device_plugin_config_map: String,
     /// How long to wait after a ConfigMap changed before writing the label: the kubelet
     /// projects ConfigMap updates into the operator's mounted volume only after its sync
     /// period (about a minute), and a label written sooner selects a config not yet there.
-    #[serde(
-        default = "default_sync_wait",
-        deserialize_with = "crate::settings::duration"
-    )]
+    #[serde(deserialize_with = "crate::settings::duration")]
     pub sync_wait: Duration,
-}
-
-fn default_namespace() -> String {
-    "gpu-operator".into()
-}
-fn default_mig_config_map() -> String {
-    "custom-mig-config".into()
-}
-fn default_device_plugin_config_map() -> String {
-    "time-slicing-config".into()
-}
-fn default_sync_wait() -> Duration {
-    Duration::from_secs(120)
 }
 
 impl Default for Settings {
     fn default() -> Self {
         Settings {
-            namespace: default_namespace(),
-            mig_config_map: default_mig_config_map(),
-            device_plugin_config_map: default_device_plugin_config_map(),
-            sync_wait: default_sync_wait(),
+            namespace: "gpu-operator".into(),
+            mig_config_map: "custom-mig-config".into(),
+            device_plugin_config_map: "time-slicing-config".into(),
+            sync_wait: Duration::from_secs(120),
         }
     }
 }

@@ -4,7 +4,6 @@
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
-use prometheus_client::registry::Registry;
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct OutcomeLabels {
@@ -13,27 +12,18 @@ pub struct OutcomeLabels {
     pub outcome: &'static str,
 }
 
-#[derive(Debug, Clone, Default)]
-pub struct LabelMetrics {
-    pub advisory_writes: Family<OutcomeLabels, Counter>,
-    pub planned: Counter,
-    pub runs: Family<OutcomeLabels, Counter>,
+model::metric_set! {
+    pub struct LabelMetrics {
+        advisory_writes: Family<OutcomeLabels, Counter> => "label_advisory_writes",
+            "Nodes whose gpulens.io/ advisory labels were converged after an analysis, by outcome (written, failed)";
+        planned: Counter => "label_actions_planned",
+            "GPU Operator changes recorded as planned actions (apply-with-approval)";
+        runs: Family<OutcomeLabels, Counter> => "label_action_runs",
+            "Approved GPU Operator changes run, by final state (applied, unchanged, refused, rolled_back, failed)";
+    }
 }
 
 impl LabelMetrics {
-    pub fn register(registry: &mut Registry) -> LabelMetrics {
-        let m = LabelMetrics::default();
-        crate::metrics::register!(registry, m,
-            advisory_writes => "label_advisory_writes",
-                "Nodes whose gpulens.io/ advisory labels were converged after an analysis, by outcome (written, failed)";
-            planned => "label_actions_planned",
-                "GPU Operator changes recorded as planned actions (apply-with-approval)";
-            runs => "label_action_runs",
-                "Approved GPU Operator changes run, by final state (applied, unchanged, refused, rolled_back, failed)";
-        );
-        m
-    }
-
     /// One node's advisory labels converged (or not).
     pub fn advisory_write(&self, written: bool) {
         let outcome = if written { "written" } else { "failed" };

@@ -28,57 +28,38 @@ impl Mode {
 }
 
 #[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(default, deny_unknown_fields)]
 pub struct Settings {
-    #[serde(default)]
     pub mode: Mode,
     /// Write advisory labels through the Kubernetes API. `false`: only the agents' Node
     /// Feature Discovery files carry them (the collector then needs no RBAC at all).
-    #[serde(default = "yes")]
     pub api: bool,
     /// The API server; unset: the in-cluster service account, else the local kubeconfig.
-    #[serde(default)]
     pub kube_url: Option<String>,
     /// The gpulens cluster name (the agents' `--cluster`) of the Kubernetes cluster this
     /// collector writes labels to: only that cluster's nodes are labelled or reconfigured.
     /// Unset: allowed while the data holds one cluster only; with several, nothing is written
     /// until this is set.
-    #[serde(default)]
     pub cluster: Option<String>,
     /// Mark the dashboard's session cookie `Secure` (sent over HTTPS only). Set it whenever
     /// the dashboard is reached over TLS (a TLS-terminating ingress or proxy).
-    #[serde(default)]
     pub secure_cookies: bool,
     /// How long the workflow waits for GPU pods to leave a cordoned node.
-    #[serde(
-        default = "default_drain_timeout",
-        deserialize_with = "crate::settings::duration"
-    )]
+    #[serde(deserialize_with = "crate::settings::duration")]
     pub drain_timeout: Duration,
     /// How long the MIG manager may take to report success.
-    #[serde(
-        default = "default_config_timeout",
-        deserialize_with = "crate::settings::duration"
-    )]
+    #[serde(deserialize_with = "crate::settings::duration")]
     pub config_timeout: Duration,
     /// At most one GPU Operator change per node in this long.
-    #[serde(
-        default = "default_min_interval",
-        deserialize_with = "crate::settings::duration"
-    )]
+    #[serde(deserialize_with = "crate::settings::duration")]
     pub min_interval: Duration,
     /// How often approved changes are looked for.
-    #[serde(
-        default = "default_every",
-        deserialize_with = "crate::settings::duration"
-    )]
+    #[serde(deserialize_with = "crate::settings::duration")]
     pub every: Duration,
     /// People who may approve changes through the API (`Authorization: Bearer <token>`).
-    #[serde(default)]
     pub operators: Vec<Operator>,
     /// Write generated MIG and device-plugin configs into the GPU Operator's ConfigMaps
     /// (`[labels.custom_layouts]`); absent: plans select configs that must already be there.
-    #[serde(default)]
     pub custom_layouts: Option<super::layouts::Settings>,
 }
 
@@ -91,22 +72,6 @@ pub struct Operator {
     pub token: crate::settings::Secret,
 }
 
-fn yes() -> bool {
-    true
-}
-fn default_drain_timeout() -> Duration {
-    Duration::from_secs(3600)
-}
-fn default_config_timeout() -> Duration {
-    Duration::from_secs(1800)
-}
-fn default_min_interval() -> Duration {
-    Duration::from_secs(86_400)
-}
-fn default_every() -> Duration {
-    Duration::from_secs(30)
-}
-
 impl Default for Settings {
     fn default() -> Self {
         Settings {
@@ -115,10 +80,10 @@ impl Default for Settings {
             kube_url: None,
             cluster: None,
             secure_cookies: false,
-            drain_timeout: default_drain_timeout(),
-            config_timeout: default_config_timeout(),
-            min_interval: default_min_interval(),
-            every: default_every(),
+            drain_timeout: Duration::from_secs(3600),
+            config_timeout: Duration::from_secs(1800),
+            min_interval: Duration::from_secs(86_400),
+            every: Duration::from_secs(30),
             operators: Vec::new(),
             custom_layouts: None,
         }

@@ -4,7 +4,6 @@ use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
-use prometheus_client::registry::Registry;
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct StateLabels {
@@ -12,21 +11,11 @@ pub struct StateLabels {
     pub state: String,
 }
 
-#[derive(Debug, Clone, Default)]
-pub struct ReclaimMetrics {
-    pub open: Family<StateLabels, Gauge>,
-    pub actions: Counter,
-}
-
-impl ReclaimMetrics {
-    pub fn register(registry: &mut Registry) -> ReclaimMetrics {
-        let m = ReclaimMetrics::default();
-        crate::metrics::register!(registry, m,
-            open => "reclaim_cases_open",
-                "Reclaim cases still open after the last pass, by state";
-            actions => "reclaim_actions",
-                "Controllers the reclaim loop scaled to zero or suspended";
-        );
-        m
+model::metric_set! {
+    pub struct ReclaimMetrics {
+        open: Family<StateLabels, Gauge> => "reclaim_cases_open",
+            "Reclaim cases still open after the last pass, by state";
+        actions: Counter => "reclaim_actions",
+            "Controllers the reclaim loop scaled to zero or suspended";
     }
 }

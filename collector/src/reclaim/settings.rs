@@ -10,31 +10,24 @@ const MAX_GRACE: Duration = Duration::from_secs(30 * 86_400);
 const MIN_EVERY: Duration = Duration::from_secs(10);
 
 #[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(default, deny_unknown_fields)]
 pub struct Settings {
     /// Record and notify, never change anything in the cluster (the default). `false` lets
     /// policies whose action is not `report` act.
-    #[serde(default = "yes")]
     pub dry_run: bool,
     /// Time between passes.
-    #[serde(
-        default = "default_every",
-        deserialize_with = "crate::settings::duration"
-    )]
+    #[serde(deserialize_with = "crate::settings::duration")]
     pub every: Duration,
     /// The API server; unset: the in-cluster service account, else the local kubeconfig.
-    #[serde(default)]
     pub kube_url: Option<String>,
     /// The gpulens cluster name (the agents' `--cluster`) of that Kubernetes cluster: only its
     /// holdings are taken up. Unset: the one cluster the data holds; with several, nothing is
     /// taken up until this is set.
-    #[serde(default)]
     pub cluster: Option<String>,
     /// Most actions carried out in any hour, over every policy; more wait for the next pass.
-    #[serde(default = "default_max_actions")]
     pub max_actions_per_hour: u32,
     /// The policies, first match wins.
-    #[serde(default, rename = "policy")]
+    #[serde(rename = "policy")]
     pub policies: Vec<Policy>,
 }
 
@@ -113,12 +106,6 @@ pub const EXEMPT_VALUE: &str = "exempt";
 fn yes() -> bool {
     true
 }
-fn default_every() -> Duration {
-    Duration::from_secs(300)
-}
-fn default_max_actions() -> u32 {
-    3
-}
 fn default_idle_share() -> f64 {
     0.9
 }
@@ -136,10 +123,10 @@ impl Default for Settings {
     fn default() -> Self {
         Settings {
             dry_run: true,
-            every: default_every(),
+            every: Duration::from_secs(300),
             kube_url: None,
             cluster: None,
-            max_actions_per_hour: default_max_actions(),
+            max_actions_per_hour: 3,
             policies: Vec::new(),
         }
     }

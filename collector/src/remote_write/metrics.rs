@@ -4,7 +4,6 @@
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
-use prometheus_client::registry::Registry;
 
 use crate::metrics::snake_label;
 
@@ -33,31 +32,21 @@ pub struct DropLabels {
     pub reason: DropReason,
 }
 
-#[derive(Debug, Clone, Default)]
-pub struct RemoteWriteMetrics {
-    pub dropped: Family<DropLabels, Counter>,
-    pub ignored_series: Counter,
-    pub scrapes_stored: Counter,
-    /// Complete scrapes that did not pass the batch checks and were dropped whole.
-    pub scrapes_refused: Counter,
+model::metric_set! {
+    pub struct RemoteWriteMetrics {
+        dropped: Family<DropLabels, Counter> => "remote_write_samples_dropped",
+            "Remote-write samples not stored, by reason: late (their scrape was stored already), out_of_domain (value outside the DCGM field's domain), out_of_window (dated before the raw retention or over 5 minutes ahead), too_many_hosts, too_many_gpus (over the receiver's caps), bad_tenant (the pod allocation only: pod labels that are not Kubernetes names, or too many pods on the host)";
+        ignored_series: Counter => "remote_write_ignored_series",
+            "Remote-write series gpulens does not read (not a DCGM field it knows, no UUID, or a host that is not a node name)";
+        scrapes_stored: Counter => "remote_write_scrapes_stored",
+            "Complete dcgm-exporter scrapes stored as batches";
+        /// Complete scrapes that did not pass the batch checks and were dropped whole.
+        scrapes_refused: Counter => "remote_write_scrapes_refused",
+            "Complete dcgm-exporter scrapes dropped whole because they failed the batch checks (the collector's log says why)";
+    }
 }
 
 impl RemoteWriteMetrics {
-    pub fn register(registry: &mut Registry) -> RemoteWriteMetrics {
-        let m = RemoteWriteMetrics::default();
-        crate::metrics::register!(registry, m,
-            dropped => "remote_write_samples_dropped",
-                "Remote-write samples not stored, by reason: late (their scrape was stored already), out_of_domain (value outside the DCGM field's domain), out_of_window (dated before the raw retention or over 5 minutes ahead), too_many_hosts, too_many_gpus (over the receiver's caps), bad_tenant (the pod allocation only: pod labels that are not Kubernetes names, or too many pods on the host)";
-            ignored_series => "remote_write_ignored_series",
-                "Remote-write series gpulens does not read (not a DCGM field it knows, no UUID, or a host that is not a node name)";
-            scrapes_stored => "remote_write_scrapes_stored",
-                "Complete dcgm-exporter scrapes stored as batches";
-            scrapes_refused => "remote_write_scrapes_refused",
-                "Complete dcgm-exporter scrapes dropped whole because they failed the batch checks (the collector's log says why)";
-        );
-        m
-    }
-
     pub fn drop(&self, reason: DropReason) {
         self.drop_n(reason, 1);
     }

@@ -4,7 +4,6 @@
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
-use prometheus_client::registry::Registry;
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct AnnounceLabels {
@@ -12,21 +11,11 @@ pub struct AnnounceLabels {
     pub outcome: &'static str,
 }
 
-#[derive(Debug, Clone, Default)]
-pub struct ReportMetrics {
-    pub made: Counter,
-    pub announcements: Family<AnnounceLabels, Counter>,
-}
-
-impl ReportMetrics {
-    pub fn register(registry: &mut Registry) -> ReportMetrics {
-        let m = ReportMetrics::default();
-        crate::metrics::register!(registry, m,
-            made => "reports_made",
-                "Weekly reports made and stored by this collector";
-            announcements => "report_announcements",
-                "Webhook announcements of a stored report, by outcome (sent, failed after 3 tries)";
-        );
-        m
+model::metric_set! {
+    pub struct ReportMetrics {
+        made: Counter => "reports_made",
+            "Weekly reports made and stored by this collector";
+        announcements: Family<AnnounceLabels, Counter> => "report_announcements",
+            "Webhook announcements of a stored report, by outcome (sent, failed after 3 tries)";
     }
 }

@@ -26,25 +26,18 @@ use week::IsoWeek;
 
 /// `[reports]` in the configuration.
 #[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(default, deny_unknown_fields)]
 pub struct Settings {
     /// Make each week's report when the week is over.
-    #[serde(default = "yes")]
     pub enabled: bool,
     /// IANA time zone whose Monday midnights bound the weeks.
-    #[serde(default = "default_timezone")]
     pub timezone: String,
     /// How long after the week ends its report is made (late data, rollups).
-    #[serde(
-        default = "default_delay",
-        deserialize_with = "crate::settings::duration"
-    )]
+    #[serde(deserialize_with = "crate::settings::duration")]
     pub delay: Duration,
     /// Base URL of this gpulens, for links in the webhook message.
-    #[serde(default)]
     pub external_url: Option<String>,
     /// Post a summary and links here when a report is ready.
-    #[serde(default)]
     pub webhook: Option<Webhook>,
 }
 
@@ -60,15 +53,6 @@ pub struct Webhook {
     pub secret: Option<Secret>,
 }
 
-fn yes() -> bool {
-    true
-}
-fn default_timezone() -> String {
-    "UTC".into()
-}
-fn default_delay() -> Duration {
-    Duration::from_secs(3600)
-}
 fn default_kind() -> String {
     "json".into()
 }
@@ -77,8 +61,8 @@ impl Default for Settings {
     fn default() -> Self {
         Settings {
             enabled: true,
-            timezone: default_timezone(),
-            delay: default_delay(),
+            timezone: "UTC".into(),
+            delay: Duration::from_secs(3600),
             external_url: None,
             webhook: None,
         }
