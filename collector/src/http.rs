@@ -1,7 +1,11 @@
-//! What handlers of every feature share about reading a request: query-string mistakes as
-//! 400s, and times and steps of the query domain (`intake::query`).
+//! What handlers of every feature share: about reading a request, query-string mistakes as
+//! 400s, and times and steps of the query domain (`intake::query`); about answering, the one
+//! view of a recorded workflow step (label actions and reclaim cases keep the same trail).
 
 use axum::extract::rejection::QueryRejection;
+
+use model::time::rfc3339;
+use serde::Serialize;
 
 use crate::error::ApiError;
 
@@ -29,4 +33,27 @@ pub fn list_limit(limit: Option<i64>) -> Result<i64, ApiError> {
         )));
     }
     Ok(limit)
+}
+
+/// One step of a recorded workflow (a label action's run, a reclaim case): when, who, what,
+/// and the result.
+#[derive(Debug, Serialize)]
+pub struct StepView {
+    pub at: String,
+    pub actor: String,
+    pub step: String,
+    pub result: String,
+    pub detail: String,
+}
+
+impl From<store::audit::Step> for StepView {
+    fn from(s: store::audit::Step) -> Self {
+        StepView {
+            at: rfc3339(s.ts_ms),
+            actor: s.actor,
+            step: s.step,
+            result: s.result,
+            detail: s.detail,
+        }
+    }
 }

@@ -93,11 +93,23 @@ mod tests {
         prometheus_client::encoding::text::encode(&mut text, &registry).unwrap();
         assert!(text.contains("# HELP t_things_done Things done."), "{text}");
         assert!(text.contains("t_things_done_total 1"), "{text}");
-        assert!(text.contains("# UNIT t_thing_duration_seconds seconds"), "{text}");
-        assert!(text.contains("# HELP t_thing_duration_seconds Time one thing took."), "{text}");
+        assert!(
+            text.contains("# UNIT t_thing_duration_seconds seconds"),
+            "{text}"
+        );
+        assert!(
+            text.contains("# HELP t_thing_duration_seconds Time one thing took."),
+            "{text}"
+        );
         // The constructor's buckets, not the default ones: 0.5, 1, 2.
-        assert!(text.contains("t_thing_duration_seconds_bucket{le=\"0.5\"} 0"), "{text}");
-        assert!(text.contains("t_thing_duration_seconds_bucket{le=\"1.0\"} 1"), "{text}");
+        assert!(
+            text.contains("t_thing_duration_seconds_bucket{le=\"0.5\"} 0"),
+            "{text}"
+        );
+        assert!(
+            text.contains("t_thing_duration_seconds_bucket{le=\"1.0\"} 1"),
+            "{text}"
+        );
         assert!(text.contains("t_thing_duration_seconds_count 1"), "{text}");
         // A fresh set shares nothing with the registered one.
         assert_eq!(Example::default().done.get(), 0);

@@ -1070,6 +1070,19 @@ async fn missing_measurements_stay_null(store: &Store) {
     assert!(s.points[0].1.is_some());
 }
 
+/// Adds an event PostgreSQL refuses (NUL in text) to `b`'s first snapshot: its events are
+/// the last COPY of the batch, so it fails after the others ran.
+fn poison(b: &mut model::wire::v1::Batch, t0: i64) {
+    let gpu_uuid = b.snapshots[0].gpus[0].gpu_uuid.clone();
+    b.snapshots[0].events.push(model::GpuEvent {
+        gpu_uuid,
+        ts: t0,
+        kind: "xid".into(),
+        code: 79,
+        message: Some("bad\0byte".into()),
+    });
+}
+
 /// PostgreSQL only: a batch that fails half-way leaves nothing behind and does not advance
 /// the agent's sequence.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -1080,15 +1093,7 @@ async fn postgres_failed_batches_store_nothing() {
     let f = fleet();
     let t0 = hour_ago(1);
     let mut b = f.batch(0, "atomic", 1, &[t0], 1000);
-    // PostgreSQL refuses NUL in text: the last COPY of the batch fails after the others ran.
-    let gpu_uuid = b.snapshots[0].gpus[0].gpu_uuid.clone();
-    b.snapshots[0].events.push(model::GpuEvent {
-        gpu_uuid,
-        ts: t0,
-        kind: "xid".into(),
-        code: 79,
-        message: Some("bad\0byte".into()),
-    });
+    poison(&mut b, t0);
     assert!(t.store.ingest(&b, t0, &no_team).await.is_err());
     assert_eq!(
         t.store.counts().await.unwrap(),
@@ -1159,14 +1164,7 @@ async fn postgres_a_bad_batch_fails_alone() {
     let f = fleet();
     let t0 = hour_ago(1);
     let mut bad = f.batch(0, "bad", 1, &[t0], 1000);
-    let gpu_uuid = bad.snapshots[0].gpus[0].gpu_uuid.clone();
-    bad.snapshots[0].events.push(model::GpuEvent {
-        gpu_uuid,
-        ts: t0,
-        kind: "xid".into(),
-        code: 79,
-        message: Some("bad\0byte".into()),
-    });
+    poison(&mut bad, t0);
     let good: Vec<_> = (0..f.nodes.len())
         .flat_map(|n| (1..=8u64).map(move |i| (n, i)))
         // One agent each: an agent's own batches could overtake each other here.

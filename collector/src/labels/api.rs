@@ -12,6 +12,7 @@ use super::actions::{self, ApproveError};
 use super::settings::{Mode, Settings};
 use crate::analysis::{Newest, NewestError};
 use crate::error::ApiError;
+use crate::http::StepView;
 use crate::shared::Shared;
 use model::time::rfc3339;
 
@@ -69,17 +70,7 @@ pub struct LabelActionView {
     pub recommendation: Option<String>,
     /// For a rollback the outcome check offered: the action it undoes.
     pub rollback_of: Option<i64>,
-    pub steps: Vec<LabelStepView>,
-}
-
-/// One step of a run: who, when, what, and the result.
-#[derive(Debug, Serialize)]
-pub struct LabelStepView {
-    pub at: String,
-    pub actor: String,
-    pub step: String,
-    pub result: String,
-    pub detail: String,
+    pub steps: Vec<StepView>,
 }
 
 impl From<LabelActionRecord> for LabelActionView {
@@ -103,17 +94,7 @@ impl From<LabelActionRecord> for LabelActionView {
             override_pods: a.override_pods,
             finished_at: a.finished_ms.map(rfc3339),
             outcome: a.outcome,
-            steps: a
-                .steps
-                .into_iter()
-                .map(|s| LabelStepView {
-                    at: rfc3339(s.ts_ms),
-                    actor: s.actor,
-                    step: s.step,
-                    result: s.result,
-                    detail: s.detail,
-                })
-                .collect(),
+            steps: a.steps.into_iter().map(StepView::from).collect(),
         }
     }
 }

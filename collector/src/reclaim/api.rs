@@ -14,6 +14,7 @@ use store::reclaim_cases::{CaseFilter, CaseRecord, Move};
 use super::settings::Settings;
 use crate::access::routes::{Need::*, Routes, Teams::*};
 use crate::error::ApiError;
+use crate::http::StepView;
 use crate::openapi::Op;
 use crate::shared::Shared;
 
@@ -113,28 +114,6 @@ pub struct CaseView {
     pub outcome: Option<String>,
     pub undo: Option<String>,
     pub steps: Vec<StepView>,
-}
-
-/// One step of a case: when, who, what, and the result.
-#[derive(Debug, Serialize)]
-pub struct StepView {
-    pub at: String,
-    pub actor: String,
-    pub step: String,
-    pub result: String,
-    pub detail: String,
-}
-
-impl From<store::audit::Step> for StepView {
-    fn from(s: store::audit::Step) -> Self {
-        StepView {
-            at: rfc3339(s.ts_ms),
-            actor: s.actor,
-            step: s.step,
-            result: s.result,
-            detail: s.detail,
-        }
-    }
 }
 
 impl From<CaseRecord> for CaseView {

@@ -113,6 +113,25 @@ impl Hook {
     }
 }
 
+impl Got {
+    /// The notification id the receiver was sent (`X-Gpulens-Notification-Id`).
+    pub fn notification_id(&self) -> i64 {
+        self.headers["x-gpulens-notification-id"]
+            .to_str()
+            .unwrap()
+            .parse()
+            .unwrap()
+    }
+}
+
+/// Asserts the ids arrived in order, none twice.
+fn assert_in_order_none_twice(ids: &[i64]) {
+    let mut unique = ids.to_vec();
+    unique.sort();
+    unique.dedup();
+    assert_eq!(ids, unique, "in order, none twice");
+}
+
 fn receiver(name: &str, kind: ReceiverKind, url: String) -> Receiver {
     Receiver {
         name: name.into(),
@@ -478,20 +497,8 @@ async fn a_receiver_down_for_a_while_gets_every_notification_afterwards_once() {
         a.pass(s).await.unwrap();
     }
     let got = hook.got.lock().unwrap().clone();
-    let ids: Vec<i64> = got
-        .iter()
-        .map(|g| {
-            g.headers["x-gpulens-notification-id"]
-                .to_str()
-                .unwrap()
-                .parse()
-                .unwrap()
-        })
-        .collect();
-    let mut sorted = ids.clone();
-    sorted.sort();
-    sorted.dedup();
-    assert_eq!(ids, sorted, "in order, none twice");
+    let ids: Vec<i64> = got.iter().map(Got::notification_id).collect();
+    assert_in_order_none_twice(&ids);
     assert_eq!(ids.len(), 3);
     let nodes: Vec<&str> = got
         .iter()
@@ -722,15 +729,7 @@ async fn default_rules_turn_ongoing_findings_into_alerts() {
     let to = 1_795_219_200_000; // 2026-11-21T00:00:00Z
     let from = to - 12 * 3_600_000;
     crate::analytics::load(&t.store, &fleet, "truth", from, to).await;
-    let cfg = analytics::Config::default();
-    let input =
-        collector::analysis::load(&t.store, &cfg, collector::analysis::Span::closed(from, to))
-            .await
-            .unwrap();
-    let a = tokio::task::spawn_blocking(move || analytics::analyze(&input, &cfg))
-        .await
-        .unwrap()
-        .unwrap();
+    let a = crate::support::analyse(&t.store, from, to).await;
     let rules = Settings::default().effective_rules();
     let facts = rules::Facts {
         analysis: Some(&a),
@@ -839,20 +838,8 @@ async fn a_receiver_down_for_ten_minutes_gets_every_notification_afterwards_once
     }
     assert!(resolved_at.is_some());
     let got = hook.got.lock().unwrap().clone();
-    let ids: Vec<i64> = got
-        .iter()
-        .map(|g| {
-            g.headers["x-gpulens-notification-id"]
-                .to_str()
-                .unwrap()
-                .parse()
-                .unwrap()
-        })
-        .collect();
-    let mut unique = ids.clone();
-    unique.sort();
-    unique.dedup();
-    assert_eq!(ids, unique, "in order, none twice");
+    let ids: Vec<i64> = got.iter().map(Got::notification_id).collect();
+    assert_in_order_none_twice(&ids);
     // 30 s: gpu-1 and gpu-2 (joined within group_wait); 5 m 30 s: gpu-3 joined; 10 m 30 s:
     // gpu-1 resolved. All three made during or right after the outage, all delivered.
     let bodies: Vec<Vec<(String, String)>> = got.iter().map(|g| nodes_of(&g.body)).collect();

@@ -865,18 +865,7 @@ async fn agents_read_their_nodes_advisory_labels() {
         t.store.ingest(&b, to, &|_| None).await.unwrap();
     }
     t.store.rollup(to).await.unwrap();
-    let cfg = analytics::Config::default();
-    let input = collector::analysis::load(
-        &t.store,
-        &cfg,
-        collector::analysis::Span::closed(to - 3_600_000, to),
-    )
-    .await
-    .unwrap();
-    let a = tokio::task::spawn_blocking(move || analytics::analyze(&input, &cfg))
-        .await
-        .unwrap()
-        .unwrap();
+    let a = crate::support::analyse(&t.store, to - 3_600_000, to).await;
     let body = serde_json::to_string(&a).unwrap();
     t.store
         .save_analysis(to, a.from_ms, a.to_ms, &body, 5)
@@ -936,18 +925,7 @@ async fn the_same_node_name_in_two_clusters_is_two_nodes_to_the_funnel_and_the_l
         t.store.ingest(&west, to, &|_| None).await.unwrap();
     }
     t.store.rollup(to).await.unwrap();
-    let cfg = analytics::Config::default();
-    let input = collector::analysis::load(
-        &t.store,
-        &cfg,
-        collector::analysis::Span::closed(to - 1_800_000, to),
-    )
-    .await
-    .unwrap();
-    let a = tokio::task::spawn_blocking(move || analytics::analyze(&input, &cfg))
-        .await
-        .unwrap()
-        .unwrap();
+    let a = crate::support::analyse(&t.store, to - 1_800_000, to).await;
     let node = fleet.nodes[0].spec.name.clone();
     let rows: Vec<_> = a.funnel.by_node.iter().filter(|r| r.key == node).collect();
     assert_eq!(rows.len(), 2, "{rows:?}");

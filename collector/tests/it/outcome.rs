@@ -20,7 +20,6 @@ use kube_standin::StandIn;
 use model::labels::OPERATOR_DEVICE_PLUGIN_CONFIG;
 use simulator::workload::Pattern;
 use simulator::{Fleet, Scenario};
-use store::Store;
 use store::label_actions::ActionFilter;
 
 const HOUR: i64 = 3_600_000;
@@ -118,17 +117,6 @@ fn after(
     s
 }
 
-async fn analyse(store: &Store, from: i64, to: i64) -> Analysis {
-    let cfg = analytics::Config::default();
-    let input = collector::analysis::load(store, &cfg, collector::analysis::Span::closed(from, to))
-        .await
-        .unwrap();
-    tokio::task::spawn_blocking(move || analytics::analyze(&input, &cfg))
-        .await
-        .unwrap()
-        .unwrap()
-}
-
 fn gpu_node(name: &str) -> Node {
     serde_json::from_value(serde_json::json!({
         "metadata": { "name": name, "labels": {
@@ -151,7 +139,7 @@ async fn applied_steps_are_checked_against_their_prediction() {
     let scenario = before();
     let fleet = Fleet::new(scenario.clone());
     crate::analytics::load(store, &fleet, "before", from, cut).await;
-    let first = analyse(store, from, cut).await;
+    let first = crate::support::analyse(store, from, cut).await;
     let plans = workflow::plans(&first, "pool", None);
     assert_eq!(
         plans.keys().collect::<Vec<_>>(),
@@ -210,7 +198,7 @@ async fn applied_steps_are_checked_against_their_prediction() {
     let to = start + 12 * HOUR;
     // Nothing while the change ran: the first hour after it is measured from the next whole hour.
     crate::analytics::load(store, &later, "after", start, to).await;
-    let second = analyse(store, from, to).await;
+    let second = crate::support::analyse(store, from, to).await;
     let outcome = |node: &str| {
         second
             .outcomes

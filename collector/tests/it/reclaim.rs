@@ -111,31 +111,25 @@ fn deployment(kube: &StandIn, ns: &str, name: &str) {
 
 fn policies() -> Vec<Policy> {
     vec![
-        Policy {
-            name: "notebooks".into(),
-            namespaces: vec!["notebooks".into()],
-            teams: vec![],
-            idle_share: 0.9,
-            min_idle: Duration::from_secs(12 * 3600),
-            grace: Duration::from_secs(3600),
-            action: Action::ScaleToZero,
-            approval: true,
-            use_threshold: 0.05,
-            exempt: vec![],
-        },
-        Policy {
-            name: "batch".into(),
-            namespaces: vec!["batch".into()],
-            teams: vec![],
-            idle_share: 0.9,
-            min_idle: Duration::from_secs(12 * 3600),
-            grace: Duration::from_secs(3600),
-            action: Action::Suspend,
-            approval: false,
-            use_threshold: 0.05,
-            exempt: vec![],
-        },
+        policy("notebooks", Action::ScaleToZero, true),
+        policy("batch", Action::Suspend, false),
     ]
+}
+
+/// A policy for the namespace of its name: 90 % idle over 12 h, an hour's grace.
+fn policy(namespace: &str, action: Action, approval: bool) -> Policy {
+    Policy {
+        name: namespace.into(),
+        namespaces: vec![namespace.into()],
+        teams: vec![],
+        idle_share: 0.9,
+        min_idle: Duration::from_secs(12 * 3600),
+        grace: Duration::from_secs(3600),
+        action,
+        approval,
+        use_threshold: 0.05,
+        exempt: vec![],
+    }
 }
 
 /// The cluster of the scenario: each pod with its controller.

@@ -140,3 +140,16 @@ pub async fn store_time_slicing_step(
     }
     analysis
 }
+
+/// The default analysis of what `store` holds between `from` and `to`, as a scheduled pass
+/// loads and computes it.
+pub async fn analyse(store: &store::Store, from: i64, to: i64) -> analytics::Analysis {
+    let cfg = analytics::Config::default();
+    let input = collector::analysis::load(store, &cfg, collector::analysis::Span::closed(from, to))
+        .await
+        .unwrap();
+    tokio::task::spawn_blocking(move || analytics::analyze(&input, &cfg))
+        .await
+        .unwrap()
+        .unwrap()
+}
