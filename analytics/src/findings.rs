@@ -341,6 +341,65 @@ fn flagged<'a>(
     out
 }
 
+impl Flagged<'_> {
+    /// The finding of `kind` on this GPU over the flagged span: a warning from a day of
+    /// flagged hours on, information before.
+    fn finding<const N: usize>(
+        self,
+        kind: FindingKind,
+        signal: &str,
+        summary: String,
+        metrics: [(&str, f64); N],
+        evidence: Vec<Evidence>,
+    ) -> Finding {
+        Finding {
+            id: finding_id(kind, self.gpu, self.from),
+            kind,
+            severity: if self.hours >= 24 {
+                Severity::Warning
+            } else {
+                Severity::Info
+            },
+            cluster: self.cluster.into(),
+            node: self.node.into(),
+            gpu: Some(self.gpu.into()),
+            team: None,
+            pool: None,
+            from_ms: self.from,
+            to_ms: self.to,
+            signal: signal.into(),
+            reason: None,
+            summary,
+            metrics: metrics
+                .into_iter()
+                .map(|(k, v)| (k.to_owned(), v))
+                .collect(),
+            evidence,
+            tenants: self.tenants,
+        }
+    }
+
+    /// The GPU's series of `metric` over the flagged span.
+    fn evidence(&self, label: &str, metric: &str) -> Evidence {
+        Evidence::new(
+            label,
+            metric,
+            format!("gpu:{}", self.gpu),
+            self.from,
+            self.to,
+        )
+    }
+
+    /// The tenants' names, or `none` when no tenant is known.
+    fn names_or(&self, none: &str) -> String {
+        if self.names.is_empty() {
+            none.into()
+        } else {
+            self.names.join(", ")
+        }
+    }
+}
+
 /// memory_pressure: the GPU's memory nearly full (≥ `memory_pressure` of total at peak) for
 /// at least `pressure_min_hours` hours.
 pub fn memory_pressure(ctx: &Ctx, holdings: &[Holding]) -> Vec<Finding> {
@@ -353,35 +412,21 @@ pub fn memory_pressure(ctx: &Ctx, holdings: &[Holding]) -> Vec<Finding> {
         .map(|f| {
             let peak = f.rows.iter().filter_map(|r| r.1.mem_used_max).max().unwrap_or(0);
             let total = f.rows.iter().filter_map(|r| r.1.mem_total_max).max().unwrap_or(0);
-            Finding {
-                id: finding_id(FindingKind::MemoryPressure, f.gpu, f.from),
-                kind: FindingKind::MemoryPressure,
-                severity: if f.hours >= 24 { Severity::Warning } else { Severity::Info },
-                cluster: f.cluster.into(),
-                node: f.node.into(),
-                gpu: Some(f.gpu.into()),
-                team: None,
-                pool: None,
-                from_ms: f.from,
-                to_ms: f.to,
-                signal: "memory used / total".into(),
-                reason: None,
-                summary: format!(
-                    "{} peaked at {:.1} of {:.1} GiB in {} hour(s); out-of-memory errors are likely for {}",
-                    ctx.gpu_label(f.gpu),
-                    gib(peak as f64),
-                    gib(total as f64),
-                    f.hours,
-                    if f.names.is_empty() { "its tenants".into() } else { f.names.join(", ") }
-                ),
-                metrics: BTreeMap::from([
-                    ("hours_above_threshold".into(), f.hours as f64),
-                    ("peak_gib".into(), gib(peak as f64)),
-                    ("total_gib".into(), gib(total as f64)),
-                ]),
-                evidence: vec![Evidence::new("GPU memory used", "mem_used_bytes", format!("gpu:{}", f.gpu), f.from, f.to)],
-                tenants: f.tenants,
-            }
+            let summary = format!(
+                "{} peaked at {:.1} of {:.1} GiB in {} hour(s); out-of-memory errors are likely for {}",
+                ctx.gpu_label(f.gpu),
+                gib(peak as f64),
+                gib(total as f64),
+                f.hours,
+                f.names_or("its tenants"),
+            );
+            let metrics = [
+                ("hours_above_threshold", f.hours as f64),
+                ("peak_gib", gib(peak as f64)),
+                ("total_gib", gib(total as f64)),
+            ];
+            let evidence = vec![f.evidence("GPU memory used", "mem_used_bytes")];
+            f.finding(FindingKind::MemoryPressure, "memory used / total", summary, metrics, evidence)
         })
         .collect()
 }
@@ -405,50 +450,23 @@ pub fn throttling(ctx: &Ctx, holdings: &[Holding]) -> Vec<Finding> {
                 .iter()
                 .filter_map(|r| r.1.power_max)
                 .fold(f32::MIN, f32::max);
-            Finding {
-                id: finding_id(FindingKind::Throttling, f.gpu, f.from),
-                kind: FindingKind::Throttling,
-                severity: if f.hours >= 24 {
-                    Severity::Warning
-                } else {
-                    Severity::Info
-                },
-                cluster: f.cluster.into(),
-                node: f.node.into(),
-                gpu: Some(f.gpu.into()),
-                team: None,
-                pool: None,
-                from_ms: f.from,
-                to_ms: f.to,
-                signal: "NVML clock-event reasons (thermal, power)".into(),
-                reason: None,
-                summary: format!(
-                    "{} was throttled in {} hour(s) (peak {temp:.0} °C, {power:.0} W) while {} ran",
-                    ctx.gpu_label(f.gpu),
-                    f.hours,
-                    if f.names.is_empty() {
-                        "no known tenant".into()
-                    } else {
-                        f.names.join(", ")
-                    }
-                ),
-                metrics: BTreeMap::from([
-                    ("hours_throttled".into(), f.hours as f64),
-                    ("temp_max_c".into(), f64::from(temp)),
-                    ("power_max_w".into(), f64::from(power)),
-                ]),
-                evidence: vec![
-                    Evidence::new(
-                        "temperature",
-                        "temp_c",
-                        format!("gpu:{}", f.gpu),
-                        f.from,
-                        f.to,
-                    ),
-                    Evidence::new("power", "power_w", format!("gpu:{}", f.gpu), f.from, f.to),
-                ],
-                tenants: f.tenants,
-            }
+            let summary = format!(
+                "{} was throttled in {} hour(s) (peak {temp:.0} °C, {power:.0} W) while {} ran",
+                ctx.gpu_label(f.gpu),
+                f.hours,
+                f.names_or("no known tenant"),
+            );
+            let metrics = [
+                ("hours_throttled", f.hours as f64),
+                ("temp_max_c", f64::from(temp)),
+                ("power_max_w", f64::from(power)),
+            ];
+            let evidence = vec![
+                f.evidence("temperature", "temp_c"),
+                f.evidence("power", "power_w"),
+            ];
+            let signal = "NVML clock-event reasons (thermal, power)";
+            f.finding(FindingKind::Throttling, signal, summary, metrics, evidence)
         })
         .collect()
 }

@@ -17,7 +17,6 @@ pub struct IdleRow {
     pub summary: String,
 }
 
-/// One interference incident.
 /// One team's work that waited for a GPU pool (a waiting_demand finding).
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct WaitingRow {
@@ -33,6 +32,7 @@ pub struct WaitingRow {
     pub summary: String,
 }
 
+/// One interference incident.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct IncidentRow {
     pub victim: String,

@@ -160,39 +160,40 @@ fn team_chart(teams: &[FunnelRow]) -> String {
     s
 }
 
+/// A funnel table, one row per team, model or node; teams hold no capacity (`capacity` false:
+/// no such column).
 fn funnel_table(title: &str, rows: &[FunnelRow], currency: &str, capacity: bool) -> String {
-    let mut s = format!(
-        "<table><caption class=\"note\">{} rows</caption><thead><tr><th scope=\"col\">{}</th>",
-        rows.len(),
-        esc(title)
-    );
-    if capacity {
-        s.push_str("<th class=\"n\" scope=\"col\">Capacity GPU-h</th>");
+    let mut s = String::new();
+    let (cost, waste) = (format!("Cost ({currency})"), format!("Waste ({currency})"));
+    let mut cols = vec![
+        (title, Text),
+        ("Capacity GPU-h", Num),
+        ("Allocated GPU-h", Num),
+        ("Effective GPU-h", Num),
+        ("Effective", Num),
+        ("Waste GPU-h", Num),
+        (cost.as_str(), Num),
+        (waste.as_str(), Num),
+    ];
+    if !capacity {
+        cols.remove(1);
     }
-    let _ = write!(
-        s,
-        "<th class=\"n\" scope=\"col\">Allocated GPU-h</th><th class=\"n\" scope=\"col\">Effective GPU-h</th><th class=\"n\" scope=\"col\">Effective</th><th class=\"n\" scope=\"col\">Waste GPU-h</th><th class=\"n\" scope=\"col\">Cost ({c})</th><th class=\"n\" scope=\"col\">Waste ({c})</th></tr></thead><tbody>",
-        c = esc(currency)
-    );
+    table_head(&mut s, Some(&format!("{} rows", rows.len())), &cols);
     for r in rows {
-        let _ = write!(s, "<tr><td>{}</td>", esc(&r.key));
-        if capacity {
-            let _ = write!(
-                s,
-                "<td class=\"n\">{}</td>",
-                r.capacity_gpu_hours.map_or("–".into(), num)
-            );
-        }
-        let _ = write!(
-            s,
-            "<td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td></tr>",
+        let mut cells = vec![
+            r.key.clone(),
+            r.capacity_gpu_hours.map_or("–".into(), num),
             num(r.allocated_gpu_hours),
             num(r.effective_gpu_hours),
             pct(r.effective_ratio),
             num(r.waste_gpu_hours),
             money(r.cost, currency),
-            money(r.waste_cost, currency)
-        );
+            money(r.waste_cost, currency),
+        ];
+        if !capacity {
+            cells.remove(1);
+        }
+        table_row(&mut s, &cols, cells);
     }
     s.push_str("</tbody></table>");
     s
@@ -206,6 +207,57 @@ fn more(total: usize) -> String {
     } else {
         String::new()
     }
+}
+
+/// Whether a column holds numbers (right-aligned) or text.
+#[derive(Clone, Copy)]
+enum Align {
+    Text,
+    Num,
+}
+
+impl Align {
+    fn class(self) -> &'static str {
+        match self {
+            Align::Text => "",
+            Align::Num => " class=\"n\"",
+        }
+    }
+}
+
+use Align::{Num, Text};
+
+/// A table's opening, its caption when given, and its head row.
+fn table_head(s: &mut String, caption: Option<&str>, cols: &[(&str, Align)]) {
+    s.push_str("<table>");
+    if let Some(c) = caption {
+        let _ = write!(s, "<caption class=\"note\">{}</caption>", esc(c));
+    }
+    s.push_str("<thead><tr>");
+    for (heading, align) in cols {
+        let _ = write!(
+            s,
+            "<th{} scope=\"col\">{}</th>",
+            align.class(),
+            esc(heading)
+        );
+    }
+    s.push_str("</tr></thead><tbody>");
+}
+
+/// One row of text cells (escaped here), each aligned as its column.
+fn table_row(s: &mut String, cols: &[(&str, Align)], cells: Vec<String>) {
+    table_row_html(s, cols, cells.iter().map(|c| esc(c)).collect());
+}
+
+/// One row of cells that are HTML already (their text escaped by the caller).
+fn table_row_html(s: &mut String, cols: &[(&str, Align)], cells: Vec<String>) {
+    debug_assert_eq!(cols.len(), cells.len(), "a cell for every column");
+    s.push_str("<tr>");
+    for ((_, align), cell) in cols.iter().zip(cells) {
+        let _ = write!(s, "<td{}>{cell}</td>", align.class());
+    }
+    s.push_str("</tr>");
 }
 
 /// The whole document.
@@ -278,7 +330,13 @@ fn funnel(s: &mut String, d: &ReportData) {
     let p = d.previous.as_ref();
     s.push_str("<section><h2>The fleet funnel</h2>");
     s.push_str(&funnel_chart(f, p));
-    s.push_str("<table><thead><tr><th scope=\"col\">Stage</th><th class=\"n\" scope=\"col\">This week (GPU-h)</th><th class=\"n\" scope=\"col\">Week before</th><th class=\"n\" scope=\"col\">Change</th></tr></thead><tbody>");
+    let cols = [
+        ("Stage", Text),
+        ("This week (GPU-h)", Num),
+        ("Week before", Num),
+        ("Change", Num),
+    ];
+    table_head(s, None, &cols);
     let stages = [
         (
             "Capacity",
@@ -299,13 +357,13 @@ fn funnel(s: &mut String, d: &ReportData) {
         ("Waste", f.waste_gpu_hours, p.map(|x| x.waste_gpu_hours)),
     ];
     for (name, now, before) in stages {
-        let _ = write!(
-            s,
-            "<tr><td>{name}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td></tr>",
+        let cells = vec![
+            name.into(),
             num(now),
             before.map_or("–".into(), num),
-            before.map_or("–".into(), |b| change(now, b))
-        );
+            before.map_or("–".into(), |b| change(now, b)),
+        ];
+        table_row(s, &cols, cells);
     }
     let _ = write!(
         s,
@@ -329,17 +387,23 @@ fn idle(s: &mut String, d: &ReportData) {
         d.idle.len()
     );
     if !d.idle.is_empty() {
-        s.push_str("<table><thead><tr><th scope=\"col\">Tenant</th><th scope=\"col\">Team</th><th scope=\"col\">Node</th><th class=\"n\" scope=\"col\">Idle hours</th><th scope=\"col\">What</th></tr></thead><tbody>");
+        let cols = [
+            ("Tenant", Text),
+            ("Team", Text),
+            ("Node", Text),
+            ("Idle hours", Num),
+            ("What", Text),
+        ];
+        table_head(s, None, &cols);
         for r in d.idle.iter().take(TOP) {
-            let _ = write!(
-                s,
-                "<tr><td>{}</td><td>{}</td><td>{}</td><td class=\"n\">{}</td><td>{}</td></tr>",
-                esc(&r.tenant),
-                esc(r.team.as_deref().unwrap_or("–")),
-                esc(&r.node),
+            let cells = vec![
+                r.tenant.clone(),
+                r.team.clone().unwrap_or_else(|| "–".into()),
+                r.node.clone(),
                 num(r.hours),
-                esc(&r.summary)
-            );
+                r.summary.clone(),
+            ];
+            table_row(s, &cols, cells);
         }
         s.push_str("</tbody></table>");
         s.push_str(&more(d.idle.len()));
@@ -360,23 +424,32 @@ fn waiting(s: &mut String, d: &ReportData) {
         num(sum(|r| r.reclaimable_gpu_hours)),
         esc(&money(sum(|r| r.reclaimable_cost), &d.currency)),
     );
-    s.push_str("<table><thead><tr><th scope=\"col\">Team</th><th scope=\"col\">Pool</th><th class=\"n\" scope=\"col\">Waited GPU-h</th><th class=\"n\" scope=\"col\">Idle held GPU-h</th><th class=\"n\" scope=\"col\">Reclaimable GPU-h</th><th class=\"n\" scope=\"col\">Fragmented GPU-h</th><th scope=\"col\">Idle holders</th></tr></thead><tbody>");
+    let cols = [
+        ("Team", Text),
+        ("Pool", Text),
+        ("Waited GPU-h", Num),
+        ("Idle held GPU-h", Num),
+        ("Reclaimable GPU-h", Num),
+        ("Fragmented GPU-h", Num),
+        ("Idle holders", Text),
+    ];
+    table_head(s, None, &cols);
     for r in d.waiting.iter().take(TOP) {
-        let _ = write!(
-            s,
-            "<tr><td>{}</td><td>{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td>{}</td></tr>",
-            esc(&r.team),
-            esc(&r.pool),
+        let holders = if r.holders.is_empty() {
+            "none idle".to_owned()
+        } else {
+            r.holders.join(", ")
+        };
+        let cells = vec![
+            r.team.clone(),
+            r.pool.clone(),
             num(r.waited_gpu_hours),
             num(r.idle_held_gpu_hours),
             num(r.reclaimable_gpu_hours),
             num(r.fragmented_gpu_hours),
-            esc(&if r.holders.is_empty() {
-                "none idle".to_owned()
-            } else {
-                r.holders.join(", ")
-            }),
-        );
+            holders,
+        ];
+        table_row(s, &cols, cells);
     }
     s.push_str("</tbody></table>");
     s.push_str(&more(d.waiting.len()));
@@ -391,17 +464,23 @@ fn interference(s: &mut String, d: &ReportData) {
         d.interference.len()
     );
     if !d.interference.is_empty() {
-        s.push_str("<table><thead><tr><th scope=\"col\">Slowed down</th><th scope=\"col\">By</th><th scope=\"col\">Node</th><th class=\"n\" scope=\"col\">Contended hours</th><th class=\"n\" scope=\"col\">Rate drop</th></tr></thead><tbody>");
+        let cols = [
+            ("Slowed down", Text),
+            ("By", Text),
+            ("Node", Text),
+            ("Contended hours", Num),
+            ("Rate drop", Num),
+        ];
+        table_head(s, None, &cols);
         for r in d.interference.iter().take(TOP) {
-            let _ = write!(
-                s,
-                "<tr><td>{}</td><td>{}</td><td>{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td></tr>",
-                esc(&r.victim),
-                esc(&r.aggressor),
-                esc(&r.node),
+            let cells = vec![
+                r.victim.clone(),
+                r.aggressor.clone(),
+                r.node.clone(),
                 num(r.hours),
-                pct(r.rate_drop)
-            );
+                pct(r.rate_drop),
+            ];
+            table_row(s, &cols, cells);
         }
         s.push_str("</tbody></table>");
         s.push_str(&more(d.interference.len()));
@@ -418,21 +497,26 @@ fn recommendations(s: &mut String, d: &ReportData) {
         d.gpus_freed()
     );
     if !d.recommendations.is_empty() {
-        s.push_str("<table><thead><tr><th scope=\"col\">Kind</th><th scope=\"col\">Node</th><th class=\"n\" scope=\"col\">GPUs freed</th><th class=\"n\" scope=\"col\">Confidence</th><th scope=\"col\">What</th></tr></thead><tbody>");
+        let cols = [
+            ("Kind", Text),
+            ("Node", Text),
+            ("GPUs freed", Num),
+            ("Confidence", Num),
+            ("What", Text),
+        ];
+        table_head(s, None, &cols);
         for r in d.recommendations.iter().take(TOP) {
-            let _ = write!(
-                s,
-                "<tr><td>{}</td><td>{}</td><td class=\"n\">{:.1}</td><td class=\"n\">{:.0} %</td><td>{}{}</td></tr>",
+            let config = r.config.as_ref().map_or(String::new(), |c| {
+                format!(" (config <code>{}</code>)", esc(c))
+            });
+            let cells = vec![
                 esc(&r.kind.replace('_', " ")),
                 esc(&r.node),
-                r.gpus_freed,
-                r.confidence * 100.0,
-                esc(&r.summary),
-                r.config.as_ref().map_or(String::new(), |c| format!(
-                    " (config <code>{}</code>)",
-                    esc(c)
-                ))
-            );
+                format!("{:.1}", r.gpus_freed),
+                format!("{:.0} %", r.confidence * 100.0),
+                format!("{}{config}", esc(&r.summary)),
+            ];
+            table_row_html(s, &cols, cells);
         }
         s.push_str("</tbody></table>");
         s.push_str(&more(d.recommendations.len()));
@@ -456,22 +540,32 @@ fn outcomes(s: &mut String, d: &ReportData) {
         }
     );
     if !d.outcomes.is_empty() {
-        s.push_str("<table><thead><tr><th scope=\"col\">Node</th><th scope=\"col\">Step</th><th scope=\"col\">Applied (UTC)</th><th scope=\"col\">Verdict</th><th class=\"n\" scope=\"col\">GPUs freed</th><th class=\"n\" scope=\"col\">Contended tenant-h</th></tr></thead><tbody>");
+        let cols = [
+            ("Node", Text),
+            ("Step", Text),
+            ("Applied (UTC)", Text),
+            ("Verdict", Text),
+            ("GPUs freed", Num),
+            ("Contended tenant-h", Num),
+        ];
+        table_head(s, None, &cols);
         for o in &d.outcomes {
             let when = model::time::rfc3339(o.applied_ms);
-            let _ = write!(
-                s,
-                "<tr><td>{}</td><td>{} (action {})</td><td>{}</td><td>{}</td><td class=\"n\">{:.0} of {:.0}</td><td class=\"n\">{:.0}, {:.0} predicted</td></tr>",
-                esc(&o.node),
-                esc(&o.kind.replace('_', " ")),
-                o.action,
-                esc(&when[..16].replace('T', " ")),
-                esc(&o.verdict.replace('_', " ")),
-                o.gpus_freed_measured,
-                o.gpus_freed_predicted,
-                o.contention_hours_measured,
-                o.contention_hours_predicted,
-            );
+            let cells = vec![
+                o.node.clone(),
+                format!("{} (action {})", o.kind.replace('_', " "), o.action),
+                when[..16].replace('T', " "),
+                o.verdict.replace('_', " "),
+                format!(
+                    "{:.0} of {:.0}",
+                    o.gpus_freed_measured, o.gpus_freed_predicted
+                ),
+                format!(
+                    "{:.0}, {:.0} predicted",
+                    o.contention_hours_measured, o.contention_hours_predicted
+                ),
+            ];
+            table_row(s, &cols, cells);
             if !o.reasons.is_empty() {
                 let _ = write!(
                     s,
@@ -483,4 +577,79 @@ fn outcomes(s: &mut String, d: &ReportData) {
         s.push_str("</tbody></table>");
     }
     s.push_str("</section>\n");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const HOSTILE: &str = "<script>alert(1)</script>&\"'";
+
+    fn row(key: &str) -> serde_json::Value {
+        serde_json::json!({
+            "key": key, "capacity_gpu_hours": 168.0, "allocated_gpu_hours": 100.0,
+            "active_gpu_hours": 80.0, "effective_gpu_hours": 40.0, "waste_gpu_hours": 60.0,
+            "cost": 250.0, "waste_cost": 150.0, "effective_ratio": 0.4,
+            "effective_signal": "mixed"
+        })
+    }
+
+    /// Every section with rows, every text field hostile: nothing reaches the page as markup,
+    /// and every row has a cell under each heading.
+    fn hostile_report() -> ReportData {
+        let h = HOSTILE;
+        serde_json::from_value(serde_json::json!({
+            "week": "2026-W46", "timezone": h, "from_ms": 0, "to_ms": 604_800_000,
+            "generated_ms": 608_400_000, "currency": h,
+            "fleet": row("all"), "previous": row("all"),
+            "teams": [row(h)], "models": [row(h)], "nodes": [row(h)],
+            "idle": [{"tenant": h, "team": h, "node": h, "gpu": null, "hours": 168.0,
+                      "summary": h}],
+            "waiting": [{"team": h, "pool": h, "waited_gpu_hours": 3.0,
+                         "idle_held_gpu_hours": 2.0, "reclaimable_gpu_hours": 1.0,
+                         "reclaimable_cost": 5.0, "fragmented_gpu_hours": 0.5,
+                         "holders": [h], "summary": h}],
+            "interference": [{"victim": h, "aggressor": h, "node": h, "gpu": null,
+                              "hours": 4.0, "rate_drop": 0.3, "summary": h}],
+            "recommendations": [{"kind": h, "node": h, "team": h, "gpus_freed": 1.0,
+                                 "confidence": 0.8, "summary": h, "config": h}],
+            "outcomes": [{"action": 7, "kind": h, "node": h, "applied_ms": 86_400_000,
+                          "verdict": h, "gpus_freed_predicted": 2.0,
+                          "gpus_freed_measured": 1.0, "contention_hours_predicted": 0.0,
+                          "contention_hours_measured": 3.0, "reasons": [h]}],
+            "limitations": [h]
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn hostile_names_and_currency_never_become_markup() {
+        let html = render(&hostile_report());
+        assert!(!html.contains("<script"), "{html}");
+        assert!(html.contains("&lt;script&gt;alert(1)&lt;/script&gt;"));
+        // The currency in a money cell is escaped like every other text.
+        assert!(!html.contains("150 <"), "{html}");
+        // The one markup a cell carries on purpose: the config name, escaped inside <code>.
+        assert!(html.contains("(config <code>&lt;script&gt;"));
+    }
+
+    #[test]
+    fn every_table_row_has_a_cell_under_each_heading() {
+        let html = render(&hostile_report());
+        let mut tables = 0;
+        for table in html.split("<table>").skip(1) {
+            let table = &table[..table.find("</table>").unwrap()];
+            let headings = table.matches("</th>").count();
+            let body = &table[table.find("<tbody>").unwrap()..];
+            for tr in body.split("<tr>").skip(1) {
+                // The outcomes' reason row spans the five columns after the first.
+                let cells =
+                    tr.matches("<td").count() + if tr.contains("colspan=\"5\"") { 4 } else { 0 };
+                assert_eq!(cells, headings, "{table}");
+            }
+            tables += 1;
+        }
+        // Funnel, teams, idle, waiting, interference, recommendations, outcomes, models, nodes.
+        assert_eq!(tables, 9);
+    }
 }
