@@ -127,11 +127,7 @@ pub struct EvidenceTable {
 
 pub fn finding(frame: Frame, v: FindingView) -> String {
     document(frame, Nav::Findings, move || {
-        let metrics = v
-            .metrics
-            .iter()
-            .map(|(k, val)| view! { <tr><th scope="row">{k.clone()}</th><td class="n">{val.clone()}</td></tr> })
-            .collect_view();
+        let metrics = super::figures_table(&v.metrics);
         let tenants = v
             .tenants
             .iter()
@@ -186,7 +182,7 @@ pub fn finding(frame: Frame, v: FindingView) -> String {
             {charts}
             {tables}
             <h2>"Numbers"</h2>
-            <table><tbody>{metrics}</tbody></table>
+            {metrics}
             <h2>"Recommendations that answer it"</h2>
             {recs}
         }

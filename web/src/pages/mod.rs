@@ -91,6 +91,18 @@ fn sev_class(s: &str) -> String {
     format!("sev-{s}")
 }
 
+/// A table of named figures (a finding's metrics, a step's replay): a row each, the name as
+/// its heading and the figure right-aligned.
+fn figures_table(rows: &[(String, String)]) -> impl IntoView + use<> {
+    let rows = rows
+        .iter()
+        .map(|(name, value)| {
+            view! { <tr><th scope="row">{name.clone()}</th><td class="n">{value.clone()}</td></tr> }
+        })
+        .collect_view();
+    view! { <table><tbody>{rows}</tbody></table> }
+}
+
 /// What an empty table shows instead of bare headers: "None" and why, across its columns.
 fn none_row(columns: usize, why: &str) -> AnyView {
     view! { <tr><td colspan=columns.to_string() class="note">{format!("None: {why}.")}</td></tr> }

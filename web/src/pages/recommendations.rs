@@ -365,11 +365,7 @@ pub struct RecView {
 
 pub fn recommendation(frame: Frame, v: RecView) -> String {
     document(frame, Nav::Recommendations, move || {
-        let replay = v
-            .replay
-            .iter()
-            .map(|(k, val)| view! { <tr><th scope="row">{k.clone()}</th><td class="n">{val.clone()}</td></tr> })
-            .collect_view();
+        let replay = super::figures_table(&v.replay);
         let configs = v
             .configs
             .iter()
@@ -431,7 +427,7 @@ pub fn recommendation(frame: Frame, v: RecView) -> String {
             <h2>"Tenants"</h2><ul>{tenants}</ul>
             {requires}
             <h2>"Replay against the recorded demand"</h2>
-            <table><tbody>{replay}</tbody></table>
+            {replay}
             <h2 id="apply">"Apply"</h2>
             {act}
             {v.outcome.clone().map(outcome_detail)}

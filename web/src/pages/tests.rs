@@ -71,3 +71,18 @@ fn use_beyond_the_allocation_is_a_column_where_some_line_has_it() {
     let html = page(vec![row("steady", 5.0)]);
     assert!(!html.contains("Borrowed") && !html.contains("time-sliced"));
 }
+
+#[test]
+fn named_figures_are_a_row_each_their_names_escaped() {
+    let rows = [
+        ("peak_gib".to_owned(), "3.0".to_owned()),
+        ("<b>".to_owned(), "1".to_owned()),
+    ];
+    let html = figures_table(&rows).to_html();
+    assert_eq!(
+        html,
+        "<table><tbody><tr><th scope=\"row\">peak_gib</th><td class=\"n\">3.0</td></tr>\
+         <tr><th scope=\"row\">&lt;b&gt;</th><td class=\"n\">1</td></tr><!></tbody></table>",
+        "(`<!>` is where leptos marks the end of a list)"
+    );
+}
