@@ -248,24 +248,8 @@ async fn idle_notebooks_are_noticed_given_grace_and_reclaimed_on_approval() {
         c["nb-alice"].steps
     );
     assert_eq!(c["nb-carol"].case.state, "refused");
-    assert!(
-        c["nb-carol"]
-            .outcome
-            .as_deref()
-            .unwrap()
-            .contains("gpulens.io/reclaim=exempt"),
-        "{:?}",
-        c["nb-carol"].outcome
-    );
-    assert!(
-        c["nb-dave"]
-            .outcome
-            .as_deref()
-            .unwrap()
-            .contains("bare pod"),
-        "{:?}",
-        c["nb-dave"].outcome
-    );
+    assert_outcome(&c["nb-carol"], "gpulens.io/reclaim=exempt");
+    assert_outcome(&c["nb-dave"], "bare pod");
     assert_eq!(
         c["sweep-eve"].target.as_deref(),
         Some("Workload batch/job-sweep-eve-3f2a1")
@@ -322,15 +306,7 @@ async fn idle_notebooks_are_noticed_given_grace_and_reclaimed_on_approval() {
     let report = r.pass_at(now + H + 60_000).await.unwrap().unwrap();
     let c = cases(&t.store).await;
     assert_eq!(c["nb-bob"].case.state, "cancelled");
-    assert!(
-        c["nb-bob"]
-            .outcome
-            .as_deref()
-            .unwrap()
-            .contains("used again"),
-        "{:?}",
-        c["nb-bob"].outcome
-    );
+    assert_outcome(&c["nb-bob"], "used again");
     // Alice waits for a person; the batch policy approves itself and deactivated the Workload.
     assert_eq!(c["nb-alice"].case.state, "awaiting_approval");
     assert_eq!(
@@ -462,15 +438,7 @@ async fn idle_notebooks_are_noticed_given_grace_and_reclaimed_on_approval() {
     assert!(report.finished >= 1, "{report:?}");
     let c = cases(&t.store).await;
     assert_eq!(c["nb-alice"].case.state, "freed");
-    assert!(
-        c["nb-alice"]
-            .outcome
-            .as_deref()
-            .unwrap()
-            .contains("freed a GPU of gpu-h100-01"),
-        "{:?}",
-        c["nb-alice"].outcome
-    );
+    assert_outcome(&c["nb-alice"], "freed a GPU of gpu-h100-01");
     assert_eq!(
         steps(&c["nb-alice"]),
         [
@@ -565,18 +533,20 @@ async fn dry_run_and_an_absent_policy_change_nothing() {
     let c = cases(&t.store).await;
     assert_eq!(c["nb-alice"].case.state, "dry_run");
     assert_eq!(c["sweep-eve"].case.state, "dry_run");
-    assert!(
-        c["nb-alice"]
-            .outcome
-            .as_deref()
-            .unwrap()
-            .contains("would scale to zero Deployment notebooks/nb-alice"),
-        "{:?}",
-        c["nb-alice"].outcome
+    assert_outcome(
+        &c["nb-alice"],
+        "would scale to zero Deployment notebooks/nb-alice",
     );
     assert!(
         kube.requests().iter().all(|(m, _, _)| m != "PATCH"),
         "{:?}",
         kube.requests()
     );
+}
+
+/// Asserts the case ended with an outcome that says `text`.
+#[track_caller]
+fn assert_outcome(case: &CaseRecord, text: &str) {
+    let outcome = case.outcome.as_deref().unwrap_or_default();
+    assert!(outcome.contains(text), "{text:?} not in {:?}", case.outcome);
 }
