@@ -33,6 +33,7 @@ th { background: #f6f8fa; } td.n, th.n { text-align: right; white-space: nowrap;
 svg text { font: 12px system-ui, sans-serif; fill: var(--ink); } svg .muted { fill: var(--muted); }
 section { break-inside: avoid-page; }
 @page { size: A4; margin: 14mm; }
+@media screen and (max-width: 40rem) { body { margin: 1rem auto; font-size: 13px; } .kpis { grid-template-columns: repeat(2, 1fr); } table { display: block; overflow-x: auto; } th, td { padding: .2rem .35rem; } th.n { white-space: normal; } td:last-child:not(.n) { min-width: 14rem; } }
 @media print { body { margin: 0; max-width: none; font-size: 11px; } h2 { break-after: avoid; } tr { break-inside: avoid; } }
 "#;
 
