@@ -157,6 +157,15 @@ fn webhook(receiver: &str, due: &Due, external: Option<&str>) -> Value {
     })
 }
 
+/// Text as Slack's markup takes it: `&`, `<` and `>` escaped, so that a name from the fleet
+/// (a Slurm account, a user name) cannot become a link (`<http://…|…>`) or a mention
+/// (`<!channel>`) in the channel.
+fn slack_text(s: &str) -> String {
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+}
+
 /// Slack shows at most this many alerts in one message.
 const SLACK_MAX_ALERTS: usize = 10;
 
@@ -171,7 +180,7 @@ fn slack(due: &Due, external: Option<&str>) -> Value {
         },
         due.group_labels
             .iter()
-            .map(|(k, v)| format!("{k}={v}"))
+            .map(|(k, v)| format!("{}={}", slack_text(k), slack_text(v)))
             .collect::<Vec<_>>()
             .join(" ")
     );
@@ -183,13 +192,14 @@ fn slack(due: &Due, external: Option<&str>) -> Value {
             .or_else(|| a.annotations.get("summary"))
             .cloned()
             .unwrap_or_default();
+        let label = |name: &str| slack_text(a.labels.get(name).map_or("", String::as_str));
         lines.push(format!(
             "• *{}* {} ({}, {}): {}",
             status(a),
-            a.labels.get("alertname").map_or("", String::as_str),
-            a.labels.get("severity").map_or("", String::as_str),
-            a.labels.get("node").map_or("", String::as_str),
-            what
+            label("alertname"),
+            label("severity"),
+            label("node"),
+            slack_text(&what)
         ));
     }
     if due.alerts.len() > SLACK_MAX_ALERTS {
@@ -257,4 +267,46 @@ pub fn alertmanager_push(
             })
             .collect(),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fleet_text_never_becomes_slack_markup() {
+        let hostile = "team <!channel> & <http://evil.example|click here>";
+        let alert = Alert {
+            fingerprint: "f".into(),
+            rule: "idle".into(),
+            labels: BTreeMap::from([
+                ("alertname".into(), "GpulensIdle".into()),
+                ("team".into(), hostile.into()),
+            ]),
+            annotations: BTreeMap::from([("description".into(), hostile.into())]),
+            state: State::Firing,
+            value: 1.0,
+            active_ms: 0,
+            starts_ms: Some(0),
+            ends_ms: None,
+            updated_ms: 0,
+        };
+        let due = Due {
+            group_key: "k".into(),
+            group_labels: BTreeMap::from([("team".into(), hostile.into())]),
+            alerts: vec![&alert],
+            digest: String::new(),
+            firing: 1,
+        };
+        let body = slack(&due, Some("https://gpulens.example.com")).to_string();
+        assert!(
+            !body.contains("<!channel>") && !body.contains("<http://evil"),
+            "{body}"
+        );
+        assert!(
+            body.contains("team &lt;!channel&gt; &amp; &lt;http://evil.example|click here&gt;")
+        );
+        // The link gpulens adds itself stays a link.
+        assert!(body.contains("<https://gpulens.example.com/api/v1/alerts|gpulens alerts>"));
+    }
 }
