@@ -160,7 +160,7 @@ fn webhook(receiver: &str, due: &Due, external: Option<&str>) -> Value {
 /// Text as Slack's markup takes it: `&`, `<` and `>` escaped, so that a name from the fleet
 /// (a Slurm account, a user name) cannot become a link (`<http://…|…>`) or a mention
 /// (`<!channel>`) in the channel.
-fn slack_text(s: &str) -> String {
+pub fn slack_text(s: &str) -> String {
     s.replace('&', "&amp;")
         .replace('<', "&lt;")
         .replace('>', "&gt;")

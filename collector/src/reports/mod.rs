@@ -243,7 +243,9 @@ async fn announce(s: &Settings, w: &Webhook, r: &StoredReport) -> anyhow::Result
     let html = link(s.external_url.as_deref(), &r.week, &r.timezone, "html");
     let csv = link(s.external_url.as_deref(), &r.week, &r.timezone, "csv");
     let body = if w.kind == "slack" {
-        serde_json::json!({ "text": format!("{}\n<{html}|HTML report> · <{csv}|CSV>", r.summary) })
+        // The summary escaped for Slack's markup (it carries the configured currency).
+        let summary = crate::alerts::payload::slack_text(&r.summary);
+        serde_json::json!({ "text": format!("{summary}\n<{html}|HTML report> · <{csv}|CSV>") })
     } else {
         serde_json::json!({
             "week": r.week, "timezone": r.timezone,
