@@ -20,6 +20,7 @@ pub mod state;
 
 pub use api::routes;
 pub use metrics::AlertMetrics;
+pub use payload::slack_text;
 pub use rules::ongoing;
 pub use settings::Settings;
 pub use state::{Alert, State as AlertState, load};

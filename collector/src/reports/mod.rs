@@ -244,7 +244,7 @@ async fn announce(s: &Settings, w: &Webhook, r: &StoredReport) -> anyhow::Result
     let csv = link(s.external_url.as_deref(), &r.week, &r.timezone, "csv");
     let body = if w.kind == "slack" {
         // The summary escaped for Slack's markup (it carries the configured currency).
-        let summary = crate::alerts::payload::slack_text(&r.summary);
+        let summary = crate::alerts::slack_text(&r.summary);
         serde_json::json!({ "text": format!("{summary}\n<{html}|HTML report> · <{csv}|CSV>") })
     } else {
         serde_json::json!({
