@@ -261,16 +261,31 @@ fn table_row_html(s: &mut String, cols: &[(&str, Align)], cells: Vec<String>) {
     s.push_str("</tr>");
 }
 
+/// A day as the header shows it: `Monday 9 November 2026`.
+const DAY: &str = "%A %-d %B %Y";
+/// A moment to the minute: `2026-11-17 01:00`.
+const MINUTE: &str = "%Y-%m-%d %H:%M";
+
+/// A time in the report's own time zone (the week's days are that zone's days), written
+/// `format`; UTC when the zone is unknown.
+fn local(ms: i64, zone: &str, format: &str) -> String {
+    let zone = super::week::zone(zone).unwrap_or(jiff::tz::TimeZone::UTC);
+    match jiff::Timestamp::from_millisecond(ms) {
+        Ok(t) => t.to_zoned(zone).strftime(format).to_string(),
+        Err(_) => rfc3339(ms),
+    }
+}
+
 /// The whole document.
 pub fn render(d: &ReportData) -> String {
     let mut s = String::with_capacity(64 * 1024);
     let _ = write!(
         s,
         "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><meta name=\"viewport\" content=\"width=device-width, initial-scale=1\"><title>gpulens weekly report {w}</title><style>{STYLE}</style></head><body>\n<header><h1>GPU utilization, week {w}</h1><p class=\"meta\">{} to {} ({}) · generated {} by gpulens</p></header>\n",
-        rfc3339(d.from_ms),
-        rfc3339(d.to_ms),
+        local(d.from_ms, &d.timezone, DAY),
+        local(d.to_ms - 1, &d.timezone, DAY),
         esc(&d.timezone),
-        rfc3339(d.generated_ms),
+        local(d.generated_ms, &d.timezone, MINUTE),
         w = esc(&d.week)
     );
     headline(&mut s, d);
@@ -632,6 +647,25 @@ mod tests {
         assert!(!html.contains("150 <"), "{html}");
         // The one markup a cell carries on purpose: the config name, escaped inside <code>.
         assert!(html.contains("(config <code>&lt;script&gt;"));
+    }
+
+    #[test]
+    fn the_week_is_dated_in_its_own_time_zone() {
+        let mut d = hostile_report();
+        d.timezone = "Europe/Berlin".into();
+        // 2026-W46 in Berlin: Sunday 8 November 23:00 UTC to Sunday 15 November 23:00 UTC.
+        d.from_ms = 1_794_178_800_000;
+        d.to_ms = d.from_ms + 7 * 86_400_000;
+        d.generated_ms = d.to_ms + 3_600_000;
+        let html = render(&d);
+        assert!(
+            html.contains("Monday 9 November 2026 to Sunday 15 November 2026 (Europe/Berlin) · generated 2026-11-16 01:00 by gpulens"),
+            "{}",
+            &html[html.find("class=\"meta\"").unwrap()..][..200]
+        );
+        // A zone that is not one (never stored: reports are made for a checked zone) is UTC.
+        d.timezone = "Mars/Olympus".into();
+        assert!(render(&d).contains("Sunday 8 November 2026 to Sunday 15 November 2026"));
     }
 
     #[test]
