@@ -267,25 +267,27 @@ const DAY: &str = "%A %-d %B %Y";
 const MINUTE: &str = "%Y-%m-%d %H:%M";
 
 /// A time in the report's own time zone (the week's days are that zone's days), written
-/// `format`; UTC when the zone is unknown.
-fn local(ms: i64, zone: &str, format: &str) -> String {
-    let zone = super::week::zone(zone).unwrap_or(jiff::tz::TimeZone::UTC);
+/// `format`.
+fn local(ms: i64, zone: &jiff::tz::TimeZone, format: &str) -> String {
     match jiff::Timestamp::from_millisecond(ms) {
-        Ok(t) => t.to_zoned(zone).strftime(format).to_string(),
+        Ok(t) => t.to_zoned(zone.clone()).strftime(format).to_string(),
         Err(_) => rfc3339(ms),
     }
 }
 
 /// The whole document.
 pub fn render(d: &ReportData) -> String {
+    // The report's zone, read once; UTC when the name is not one (never stored: reports are
+    // made for a checked zone).
+    let zone = super::week::zone(&d.timezone).unwrap_or(jiff::tz::TimeZone::UTC);
     let mut s = String::with_capacity(64 * 1024);
     let _ = write!(
         s,
         "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><meta name=\"viewport\" content=\"width=device-width, initial-scale=1\"><title>gpulens weekly report {w}</title><style>{STYLE}</style></head><body>\n<header><h1>GPU utilization, week {w}</h1><p class=\"meta\">{} to {} ({}) · generated {} by gpulens</p></header>\n",
-        local(d.from_ms, &d.timezone, DAY),
-        local(d.to_ms - 1, &d.timezone, DAY),
+        local(d.from_ms, &zone, DAY),
+        local(d.to_ms - 1, &zone, DAY),
         esc(&d.timezone),
-        local(d.generated_ms, &d.timezone, MINUTE),
+        local(d.generated_ms, &zone, MINUTE),
         w = esc(&d.week)
     );
     headline(&mut s, d);
