@@ -3,7 +3,7 @@
 //! them. Hours are kept lean ([`GpuHour`], [`TenantHour`]): a week of a 10,000-GPU fleet is
 //! 1.7 million GPU-hours and 2 million tenant-hours.
 
-use crate::rollup::{HOUR_MS, Hist, TenantAgg};
+use crate::rollup::{HOUR_MS, Hist, Stat, TenantAgg};
 
 /// What the analysis reads of a GPU's hour rollup: [`crate::rollup::GpuAgg`] without the fields no finding
 /// uses (the histograms, SM, tensor and power sums), a quarter of its size.
@@ -100,7 +100,7 @@ impl From<&TenantAgg> for TenantHour {
             idle_lead_s: a.idle_lead_s,
             idle_trail_s: a.idle_trail_s,
             idle_max_s: a.idle_max_s,
-            mem_used_max: a.mem_used_max,
+            mem_used_max: a.mem_used.max,
             eff_p95: a.eff_hist.quantile(0.95, None),
         }
     }
@@ -123,7 +123,10 @@ impl From<&TenantHour> for TenantAgg {
             idle_lead_s: h.idle_lead_s,
             idle_trail_s: h.idle_trail_s,
             idle_max_s: h.idle_max_s,
-            mem_used_max: h.mem_used_max,
+            mem_used: Stat {
+                max: h.mem_used_max,
+                ..Stat::default()
+            },
             ..TenantAgg::default()
         }
     }

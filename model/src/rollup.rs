@@ -6,6 +6,9 @@
 
 use std::collections::{BTreeMap, HashMap};
 
+mod stat;
+pub use stat::{Mean, Reading, Stat, max_opt};
+
 pub const MINUTE_MS: i64 = 60_000;
 pub const HOUR_MS: i64 = 3_600_000;
 pub const HIST_BINS: usize = 20;
@@ -132,46 +135,25 @@ const THROTTLE_IDLE: i64 = 0x1;
 pub struct GpuAgg {
     pub samples: i32,
     pub covered_s: f64,
-    pub gpu_util_n: i32,
-    pub gpu_util_sum: f64,
-    pub gpu_util_max: Option<f32>,
+    pub gpu_util: Stat<f32>,
     pub gpu_util_hist: Hist,
     /// Samples in which a kernel ran (gpu_util > 0).
     pub busy_n: i32,
-    pub sm_active_n: i32,
-    pub sm_active_sum: f64,
-    pub sm_active_max: Option<f32>,
+    pub sm_active: Stat<f32>,
     pub sm_active_hist: Hist,
     /// The other DCGM profiling fields, each counted on its own: dcgm-exporter's default
     /// counters include tensor and DRAM activity but not SM activity.
-    pub sm_occupancy_n: i32,
-    pub sm_occupancy_sum: f64,
-    pub tensor_active_n: i32,
-    pub tensor_active_sum: f64,
-    pub dram_active_n: i32,
-    pub dram_active_sum: f64,
-    pub mem_used_n: i32,
-    pub mem_used_sum: f64,
-    pub mem_used_max: Option<i64>,
+    pub sm_occupancy: Mean,
+    pub tensor_active: Mean,
+    pub dram_active: Mean,
+    pub mem_used: Stat<i64>,
     pub mem_total_max: Option<i64>,
-    pub power_n: i32,
-    pub power_sum: f64,
-    pub power_max: Option<f32>,
-    pub temp_n: i32,
-    pub temp_sum: f64,
-    pub temp_max: Option<f32>,
+    pub power: Stat<f32>,
+    pub temp: Stat<f32>,
     /// Samples with a throttle reason other than "idle".
     pub throttled_n: i32,
     /// Sum over samples of the allocated share of the GPU (capped at 1 per sample).
     pub alloc_share_sum: f64,
-}
-
-fn max_opt<T: PartialOrd + Copy>(a: Option<T>, b: Option<T>) -> Option<T> {
-    match (a, b) {
-        (Some(x), Some(y)) => Some(if y > x { y } else { x }),
-        (x, None) => x,
-        (None, y) => y,
-    }
 }
 
 impl GpuAgg {
@@ -179,48 +161,34 @@ impl GpuAgg {
         self.samples += 1;
         self.covered_s += f64::from(r.interval_ms) / 1000.0;
         if let Some(v) = r.gpu_util {
-            self.gpu_util_n += 1;
-            self.gpu_util_sum += f64::from(v);
-            self.gpu_util_max = max_opt(self.gpu_util_max, Some(v));
+            self.gpu_util.add(v);
             self.gpu_util_hist.add(v);
             if v > 0.0 {
                 self.busy_n += 1;
             }
         }
         if let Some(v) = r.sm_active {
-            self.sm_active_n += 1;
-            self.sm_active_sum += f64::from(v);
-            self.sm_active_max = max_opt(self.sm_active_max, Some(v));
+            self.sm_active.add(v);
             self.sm_active_hist.add(v);
         }
-        if let Some(v) = r.sm_occupancy {
-            self.sm_occupancy_n += 1;
-            self.sm_occupancy_sum += f64::from(v);
-        }
-        if let Some(v) = r.tensor_active {
-            self.tensor_active_n += 1;
-            self.tensor_active_sum += f64::from(v);
-        }
-        if let Some(v) = r.dram_active {
-            self.dram_active_n += 1;
-            self.dram_active_sum += f64::from(v);
+        for (m, v) in [
+            (&mut self.sm_occupancy, r.sm_occupancy),
+            (&mut self.tensor_active, r.tensor_active),
+            (&mut self.dram_active, r.dram_active),
+        ] {
+            if let Some(v) = v {
+                m.add(f64::from(v));
+            }
         }
         if let Some(v) = r.mem_used_bytes {
-            self.mem_used_n += 1;
-            self.mem_used_sum += v as f64;
-            self.mem_used_max = max_opt(self.mem_used_max, Some(v));
+            self.mem_used.add(v);
         }
         self.mem_total_max = max_opt(self.mem_total_max, r.mem_total_bytes);
-        if let Some(v) = r.power_w {
-            self.power_n += 1;
-            self.power_sum += f64::from(v);
-            self.power_max = max_opt(self.power_max, Some(v));
+        for (s, v) in [(&mut self.power, r.power_w), (&mut self.temp, r.temp_c)] {
+            if let Some(v) = v {
+                s.add(v);
+            }
         }
-        if let Some(v) = r.temp_c {
-            self.temp_n += 1;
-            self.temp_sum += f64::from(v);
-        }
-        self.temp_max = max_opt(self.temp_max, r.temp_c);
         if r.throttle_reasons.is_some_and(|t| t & !THROTTLE_IDLE != 0) {
             self.throttled_n += 1;
         }
@@ -230,31 +198,18 @@ impl GpuAgg {
     pub fn merge(&mut self, o: &GpuAgg) {
         self.samples += o.samples;
         self.covered_s += o.covered_s;
-        self.gpu_util_n += o.gpu_util_n;
-        self.gpu_util_sum += o.gpu_util_sum;
-        self.gpu_util_max = max_opt(self.gpu_util_max, o.gpu_util_max);
+        self.gpu_util.merge(&o.gpu_util);
         self.gpu_util_hist.merge(&o.gpu_util_hist);
         self.busy_n += o.busy_n;
-        self.sm_active_n += o.sm_active_n;
-        self.sm_active_sum += o.sm_active_sum;
-        self.sm_active_max = max_opt(self.sm_active_max, o.sm_active_max);
+        self.sm_active.merge(&o.sm_active);
         self.sm_active_hist.merge(&o.sm_active_hist);
-        self.sm_occupancy_n += o.sm_occupancy_n;
-        self.sm_occupancy_sum += o.sm_occupancy_sum;
-        self.tensor_active_n += o.tensor_active_n;
-        self.tensor_active_sum += o.tensor_active_sum;
-        self.dram_active_n += o.dram_active_n;
-        self.dram_active_sum += o.dram_active_sum;
-        self.mem_used_n += o.mem_used_n;
-        self.mem_used_sum += o.mem_used_sum;
-        self.mem_used_max = max_opt(self.mem_used_max, o.mem_used_max);
+        self.sm_occupancy.merge(&o.sm_occupancy);
+        self.tensor_active.merge(&o.tensor_active);
+        self.dram_active.merge(&o.dram_active);
+        self.mem_used.merge(&o.mem_used);
         self.mem_total_max = max_opt(self.mem_total_max, o.mem_total_max);
-        self.power_n += o.power_n;
-        self.power_sum += o.power_sum;
-        self.power_max = max_opt(self.power_max, o.power_max);
-        self.temp_n += o.temp_n;
-        self.temp_sum += o.temp_sum;
-        self.temp_max = max_opt(self.temp_max, o.temp_max);
+        self.power.merge(&o.power);
+        self.temp.merge(&o.temp);
         self.throttled_n += o.throttled_n;
         self.alloc_share_sum += o.alloc_share_sum;
     }
@@ -275,13 +230,9 @@ pub struct TenantAgg {
     pub alloc_share_sum: f64,
     pub alloc_n: i32,
     pub present_n: i32,
-    pub sm_util_n: i32,
-    pub sm_util_sum: f64,
-    pub sm_util_max: Option<f32>,
+    pub sm_util: Stat<f32>,
     pub busy_n: i32,
-    pub mem_used_n: i32,
-    pub mem_used_sum: f64,
-    pub mem_used_max: Option<i64>,
+    pub mem_used: Stat<i64>,
     pub processes_max: i32,
     /// Samples in which the tenant's effective use is known.
     pub eff_n: i32,
@@ -386,13 +337,9 @@ impl TenantAgg {
         self.alloc_share_sum += o.alloc_share_sum;
         self.alloc_n += o.alloc_n;
         self.present_n += o.present_n;
-        self.sm_util_n += o.sm_util_n;
-        self.sm_util_sum += o.sm_util_sum;
-        self.sm_util_max = max_opt(self.sm_util_max, o.sm_util_max);
+        self.sm_util.merge(&o.sm_util);
         self.busy_n += o.busy_n;
-        self.mem_used_n += o.mem_used_n;
-        self.mem_used_sum += o.mem_used_sum;
-        self.mem_used_max = max_opt(self.mem_used_max, o.mem_used_max);
+        self.mem_used.merge(&o.mem_used);
         self.processes_max = self.processes_max.max(o.processes_max);
         self.eff_n += o.eff_n;
         self.eff_sum += o.eff_sum;
@@ -627,18 +574,13 @@ impl TenantAgg {
             t.present_n += 1;
             t.processes_max = t.processes_max.max(p.count);
             if let Some(sm) = p.sm {
-                let sm = sm.min(1.0);
-                t.sm_util_n += 1;
-                t.sm_util_sum += f64::from(sm);
-                t.sm_util_max = max_opt(t.sm_util_max, Some(sm));
+                t.sm_util.add(sm.min(1.0));
             }
             if p.busy {
                 t.busy_n += 1;
             }
             if let Some(mem) = p.mem {
-                t.mem_used_n += 1;
-                t.mem_used_sum += mem as f64;
-                t.mem_used_max = max_opt(t.mem_used_max, Some(mem));
+                t.mem_used.add(mem);
             }
         }
     }

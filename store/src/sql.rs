@@ -29,39 +29,62 @@ macro_rules! bind_gpu_agg {
         let a = $a;
         $q.$bind(a.samples)
             .$bind(a.covered_s)
-            .$bind(a.gpu_util_n)
-            .$bind(a.gpu_util_sum)
-            .$bind(a.gpu_util_max)
+            .$bind(a.gpu_util.n)
+            .$bind(a.gpu_util.sum)
+            .$bind(a.gpu_util.max)
             .$bind(a.gpu_util_hist.to_stored())
             .$bind(a.busy_n)
-            .$bind(a.sm_active_n)
-            .$bind(a.sm_active_sum)
-            .$bind(a.sm_active_max)
+            .$bind(a.sm_active.n)
+            .$bind(a.sm_active.sum)
+            .$bind(a.sm_active.max)
             .$bind(a.sm_active_hist.to_stored())
-            .$bind(a.sm_occupancy_sum)
-            .$bind(a.tensor_active_sum)
-            .$bind(a.dram_active_sum)
-            .$bind(a.mem_used_n)
-            .$bind(a.mem_used_sum)
-            .$bind(a.mem_used_max)
+            .$bind(a.sm_occupancy.sum)
+            .$bind(a.tensor_active.sum)
+            .$bind(a.dram_active.sum)
+            .$bind(a.mem_used.n)
+            .$bind(a.mem_used.sum)
+            .$bind(a.mem_used.max)
             .$bind(a.mem_total_max)
-            .$bind(a.power_n)
-            .$bind(a.power_sum)
-            .$bind(a.power_max)
-            .$bind(a.temp_n)
-            .$bind(a.temp_sum)
-            .$bind(a.temp_max)
+            .$bind(a.power.n)
+            .$bind(a.power.sum)
+            .$bind(a.power.max)
+            .$bind(a.temp.n)
+            .$bind(a.temp.sum)
+            .$bind(a.temp.max)
             .$bind(a.throttled_n)
             .$bind(a.alloc_share_sum)
-            .$bind(a.sm_occupancy_n)
-            .$bind(a.tensor_active_n)
-            .$bind(a.dram_active_n)
+            .$bind(a.sm_occupancy.n)
+            .$bind(a.tensor_active.n)
+            .$bind(a.dram_active.n)
     }};
 }
 pub(crate) use bind_gpu_agg;
 
 /// Columns of the tenant rollup tables, in insert order.
 pub(crate) const TENANT_ROLLUP_COLUMNS: &str = "cluster, node, gpu_uuid, tenant_key, bucket, samples, covered_s, alloc_share_sum, alloc_n, present_n, sm_util_n, sm_util_sum, sm_util_max, busy_n, mem_used_n, mem_used_sum, mem_used_max, processes_max, eff_n, eff_sum, eff_dcgm_n, eff_hist, active_n, idle_n, idle_lead_s, idle_trail_s, idle_max_s";
+
+/// Reads a [`model::rollup::Stat`] from its three columns `<name>_n`, `_sum`, `_max`.
+macro_rules! read_stat {
+    ($r:expr, $name:literal) => {
+        model::rollup::Stat {
+            n: $r.try_get(concat!($name, "_n"))?,
+            sum: $r.try_get(concat!($name, "_sum"))?,
+            max: $r.try_get(concat!($name, "_max"))?,
+        }
+    };
+}
+pub(crate) use read_stat;
+
+/// Reads a [`model::rollup::Mean`] from its two columns `<name>_n`, `_sum`.
+macro_rules! read_mean {
+    ($r:expr, $name:literal) => {
+        model::rollup::Mean {
+            n: $r.try_get(concat!($name, "_n"))?,
+            sum: $r.try_get(concat!($name, "_sum"))?,
+        }
+    };
+}
+pub(crate) use read_mean;
 
 /// Reads a [`rollup::GpuAgg`] from a row of a GPU rollup table (either backend).
 macro_rules! read_gpu_agg {
@@ -71,31 +94,18 @@ macro_rules! read_gpu_agg {
         rollup::GpuAgg {
             samples: r.try_get("samples")?,
             covered_s: r.try_get("covered_s")?,
-            gpu_util_n: r.try_get("gpu_util_n")?,
-            gpu_util_sum: r.try_get("gpu_util_sum")?,
-            gpu_util_max: r.try_get("gpu_util_max")?,
+            gpu_util: crate::sql::read_stat!(r, "gpu_util"),
             gpu_util_hist: hist(r.try_get("gpu_util_hist")?),
             busy_n: r.try_get("busy_n")?,
-            sm_active_n: r.try_get("sm_active_n")?,
-            sm_active_sum: r.try_get("sm_active_sum")?,
-            sm_active_max: r.try_get("sm_active_max")?,
+            sm_active: crate::sql::read_stat!(r, "sm_active"),
             sm_active_hist: hist(r.try_get("sm_active_hist")?),
-            sm_occupancy_n: r.try_get("sm_occupancy_n")?,
-            sm_occupancy_sum: r.try_get("sm_occupancy_sum")?,
-            tensor_active_n: r.try_get("tensor_active_n")?,
-            tensor_active_sum: r.try_get("tensor_active_sum")?,
-            dram_active_n: r.try_get("dram_active_n")?,
-            dram_active_sum: r.try_get("dram_active_sum")?,
-            mem_used_n: r.try_get("mem_used_n")?,
-            mem_used_sum: r.try_get("mem_used_sum")?,
-            mem_used_max: r.try_get("mem_used_max")?,
+            sm_occupancy: crate::sql::read_mean!(r, "sm_occupancy"),
+            tensor_active: crate::sql::read_mean!(r, "tensor_active"),
+            dram_active: crate::sql::read_mean!(r, "dram_active"),
+            mem_used: crate::sql::read_stat!(r, "mem_used"),
             mem_total_max: r.try_get("mem_total_max")?,
-            power_n: r.try_get("power_n")?,
-            power_sum: r.try_get("power_sum")?,
-            power_max: r.try_get("power_max")?,
-            temp_n: r.try_get("temp_n")?,
-            temp_sum: r.try_get("temp_sum")?,
-            temp_max: r.try_get("temp_max")?,
+            power: crate::sql::read_stat!(r, "power"),
+            temp: crate::sql::read_stat!(r, "temp"),
             throttled_n: r.try_get("throttled_n")?,
             alloc_share_sum: r.try_get("alloc_share_sum")?,
         }
@@ -275,13 +285,9 @@ macro_rules! read_tenant_agg {
             alloc_share_sum: r.try_get("alloc_share_sum")?,
             alloc_n: r.try_get("alloc_n")?,
             present_n: r.try_get("present_n")?,
-            sm_util_n: r.try_get("sm_util_n")?,
-            sm_util_sum: r.try_get("sm_util_sum")?,
-            sm_util_max: r.try_get("sm_util_max")?,
+            sm_util: crate::sql::read_stat!(r, "sm_util"),
             busy_n: r.try_get("busy_n")?,
-            mem_used_n: r.try_get("mem_used_n")?,
-            mem_used_sum: r.try_get("mem_used_sum")?,
-            mem_used_max: r.try_get("mem_used_max")?,
+            mem_used: crate::sql::read_stat!(r, "mem_used"),
             processes_max: r.try_get("processes_max")?,
             eff_n: r.try_get("eff_n")?,
             eff_sum: r.try_get("eff_sum")?,

@@ -603,19 +603,20 @@ async fn rollups_match_raw_data(store: &Store) {
             let agg = &minutes.gpus[key];
             assert_eq!(agg.samples, 6);
             assert!((agg.covered_s - 60.0).abs() < 1e-9);
-            assert_eq!(agg.gpu_util_n as usize, vals.len());
+            assert_eq!(agg.gpu_util.n as usize, vals.len());
             let sum: f64 = vals.iter().sum();
             assert!(
-                (agg.gpu_util_sum - sum).abs() < 1e-3,
+                (agg.gpu_util.sum - sum).abs() < 1e-3,
                 "{name} {key:?}: {} vs {sum}",
-                agg.gpu_util_sum
+                agg.gpu_util.sum
             );
             let max = vals
                 .iter()
                 .cloned()
                 .fold(None, |m: Option<f64>, v| Some(m.map_or(v, |m| m.max(v))));
             assert_eq!(
-                agg.gpu_util_max
+                agg.gpu_util
+                    .max
                     .map(f64::from)
                     .map(|v| (v * 1000.0).round()),
                 max.map(|v| (v * 1000.0).round())
@@ -630,22 +631,22 @@ async fn rollups_match_raw_data(store: &Store) {
             assert_eq!(agg.samples, 360);
             if vals.is_empty() {
                 // MIG: NVML reports no utilization; the rollup must not invent one.
-                assert_eq!((agg.gpu_util_n, agg.gpu_util_max), (0, None), "{name}");
+                assert_eq!((agg.gpu_util.n, agg.gpu_util.max), (0, None), "{name}");
                 continue;
             }
             let mean = vals.iter().sum::<f64>() / vals.len() as f64;
-            assert!((agg.gpu_util_sum / f64::from(agg.gpu_util_n) - mean).abs() < 1e-4);
+            assert!((agg.gpu_util.sum / f64::from(agg.gpu_util.n) - mean).abs() < 1e-4);
             let mut sorted = vals.clone();
             sorted.sort_by(f64::total_cmp);
             let exact = sorted[((0.95 * sorted.len() as f64).ceil() as usize).max(1) - 1];
-            let sketched = f64::from(agg.gpu_util_hist.quantile(0.95, agg.gpu_util_max).unwrap());
+            let sketched = f64::from(agg.gpu_util_hist.quantile(0.95, agg.gpu_util.max).unwrap());
             assert!(
                 (sketched - exact).abs() <= 0.026,
                 "{name}: p95 {sketched} vs exact {exact}"
             );
             let mem = &mem_h[key];
             assert_eq!(
-                agg.mem_used_max,
+                agg.mem_used.max,
                 mem.iter()
                     .cloned()
                     .fold(None, |m: Option<f64>, v| Some(m.map_or(v, |m| m.max(v))))
@@ -751,8 +752,8 @@ async fn interference_minutes_are_the_wanted_slice_of_minute_rollups(store: &Sto
     assert_eq!(buckets, expected, "the wanted minutes, in order");
     for m in &d.minutes {
         let agg = &full.gpus[&(gpu.clone(), m.bucket)];
-        assert_eq!(m.gpu_util_n, agg.gpu_util_n);
-        assert!((m.gpu_util_sum - agg.gpu_util_sum).abs() < 1e-9);
+        assert_eq!(m.gpu_util_n, agg.gpu_util.n);
+        assert!((m.gpu_util_sum - agg.gpu_util.sum).abs() < 1e-9);
     }
     // Per tenant: exactly the wanted minutes in which it ran a kernel, with the same numbers.
     let mut expected_rows = 0;
@@ -765,7 +766,7 @@ async fn interference_minutes_are_the_wanted_slice_of_minute_rollups(store: &Sto
             let m = got.unwrap_or_else(|| panic!("{tenant} at {bucket} is missing"));
             assert_eq!(
                 (m.samples, m.active_n, m.sm_util_n),
-                (agg.samples, agg.active_n, agg.sm_util_n)
+                (agg.samples, agg.active_n, agg.sm_util.n)
             );
             assert!((m.eff_sum - agg.eff_sum).abs() < 1e-9);
             assert!((m.alloc_share_sum - agg.alloc_share_sum).abs() < 1e-9);
@@ -889,8 +890,8 @@ async fn series_use_the_right_resolution(store: &Store) {
             .gpus
             .values()
         {
-            n += agg.gpu_util_n;
-            sum += agg.gpu_util_sum;
+            n += agg.gpu_util.n;
+            sum += agg.gpu_util.sum;
         }
     }
     assert!((cluster_hour.points[0].1.unwrap() - sum / f64::from(n)).abs() < 1e-6);

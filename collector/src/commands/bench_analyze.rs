@@ -213,10 +213,10 @@ fn kept_pair_hours(
         });
         d.minutes.push(rollup::DeviceMinute {
             bucket: *bucket,
-            gpu_util_n: a.gpu_util_n,
-            gpu_util_sum: a.gpu_util_sum,
-            dram_active_n: a.dram_active_n,
-            dram_active_sum: a.dram_active_sum,
+            gpu_util_n: a.gpu_util.n,
+            gpu_util_sum: a.gpu_util.sum,
+            dram_active_n: a.dram_active.n,
+            dram_active_sum: a.dram_active.sum,
         });
     }
     let mut tenants: BTreeMap<(&str, &str), rollup::TenantMinutes> = BTreeMap::new();
@@ -233,8 +233,8 @@ fn kept_pair_hours(
             bucket: *bucket,
             samples: a.samples,
             active_n: a.active_n,
-            sm_util_n: a.sm_util_n,
-            sm_util_sum: a.sm_util_sum,
+            sm_util_n: a.sm_util.n,
+            sm_util_sum: a.sm_util.sum,
             alloc_n: a.alloc_n,
             alloc_share_sum: a.alloc_share_sum,
             eff_n: a.eff_n,

@@ -337,7 +337,6 @@ fn gpu_charts(g: &store::GpuRecord, rollups: &NodeRollup, (from, to): (i64, i64)
             .map(|((_, b), agg)| (*b, f(agg)))
             .collect()
     };
-    let mean = |n: i32, s: f64| (n > 0).then(|| s / f64::from(n));
     let chart =
         |title: String, unit: &str, y_max: Option<f64>, lines: Vec<Line>, empty: &str| Chart {
             title,
@@ -361,11 +360,11 @@ fn gpu_charts(g: &store::GpuRecord, rollups: &NodeRollup, (from, to): (i64, i64)
             vec![
                 line(
                     "GPU utilization (NVML)",
-                    series(&|x| mean(x.gpu_util_n, x.gpu_util_sum).map(|v| v * 100.0)),
+                    series(&|x| x.gpu_util.mean().map(|v| v * 100.0)),
                 ),
                 line(
                     "SM activity (DCGM)",
-                    series(&|x| mean(x.sm_active_n, x.sm_active_sum).map(|v| v * 100.0)),
+                    series(&|x| x.sm_active.mean().map(|v| v * 100.0)),
                 ),
             ],
             "No utilization samples in this range.",
@@ -376,7 +375,7 @@ fn gpu_charts(g: &store::GpuRecord, rollups: &NodeRollup, (from, to): (i64, i64)
             Some(g.memory_total_bytes as f64 / GIB),
             vec![line(
                 "memory used",
-                series(&|x| mean(x.mem_used_n, x.mem_used_sum).map(|v| v / GIB)),
+                series(&|x| x.mem_used.mean().map(|v| v / GIB)),
             )],
             "No memory samples in this range.",
         ),
@@ -384,14 +383,14 @@ fn gpu_charts(g: &store::GpuRecord, rollups: &NodeRollup, (from, to): (i64, i64)
             format!("GPU {} power", g.index),
             "W",
             None,
-            vec![line("power", series(&|x| mean(x.power_n, x.power_sum)))],
+            vec![line("power", series(&|x| x.power.mean()))],
             "Power is not reported for this device.",
         ),
         chart(
             format!("GPU {} temperature", g.index),
             "°C",
             None,
-            vec![line("temperature", series(&|x| mean(x.temp_n, x.temp_sum)))],
+            vec![line("temperature", series(&|x| x.temp.mean()))],
             "Temperature is not reported for this device.",
         ),
     ];

@@ -37,7 +37,7 @@ fn minutes_merge_into_hours_exactly() {
     for (k, v) in &direct.gpus {
         let merged = &hours.gpus[k];
         assert_eq!(merged.samples, v.samples);
-        assert!((merged.gpu_util_sum - v.gpu_util_sum).abs() < 1e-6);
+        assert!((merged.gpu_util.sum - v.gpu_util.sum).abs() < 1e-6);
         assert_eq!(merged.gpu_util_hist, v.gpu_util_hist);
         assert_eq!(merged.busy_n, 3240);
     }
@@ -65,20 +65,20 @@ fn each_dcgm_field_is_averaged_over_the_samples_that_have_it() {
     }
     assert_eq!(
         (
-            a.sm_active_n,
-            a.sm_occupancy_n,
-            a.tensor_active_n,
-            a.dram_active_n
+            a.sm_active.n,
+            a.sm_occupancy.n,
+            a.tensor_active.n,
+            a.dram_active.n
         ),
         (1, 1, 2, 2)
     );
-    assert!((a.tensor_active_sum / f64::from(a.tensor_active_n) - 0.5).abs() < 1e-6);
-    assert!((a.dram_active_sum / f64::from(a.dram_active_n) - 0.3).abs() < 1e-6);
-    assert!((a.sm_occupancy_sum - 0.3).abs() < 1e-6);
+    assert!((a.tensor_active.mean().unwrap() - 0.5).abs() < 1e-6);
+    assert!((a.dram_active.mean().unwrap() - 0.3).abs() < 1e-6);
+    assert!((a.sm_occupancy.sum - 0.3).abs() < 1e-6);
     let mut merged = GpuAgg::default();
     merged.merge(&a);
     merged.merge(&a);
-    assert_eq!((merged.tensor_active_n, merged.dram_active_n), (4, 4));
+    assert_eq!((merged.tensor_active.n, merged.dram_active.n), (4, 4));
 }
 
 #[test]
@@ -112,7 +112,7 @@ fn tenants_get_allocation_and_use() {
     let t = &r.tenants[&("G".to_string(), "t".to_string(), 0)];
     assert_eq!((t.samples, t.alloc_n, t.present_n, t.busy_n), (2, 2, 1, 1));
     assert!((t.alloc_share_sum - 0.5).abs() < 1e-9);
-    assert_eq!(t.mem_used_max, Some(100));
+    assert_eq!(t.mem_used.max, Some(100));
     let g = &r.gpus[&("G".to_string(), 0)];
     assert!((g.alloc_share_sum - 0.5).abs() < 1e-9);
     assert_eq!(g.busy_n, 1);
