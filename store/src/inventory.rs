@@ -75,9 +75,13 @@ macro_rules! inventory_methods {
             ))
             .fetch_all(&self.$read)
             .await?;
-            rows.iter()
-                .map(|r| Ok((crate::sql::tenant_record!(r), r.try_get("node")?)))
-                .collect()
+            let mut out = Vec::with_capacity(rows.len());
+            for r in &rows {
+                if let Some(t) = crate::sql::tenant_record!(r) {
+                    out.push((t, r.try_get("node")?));
+                }
+            }
+            Ok(out)
         }
 
         /// The newest sample's time of a node, if it sent any.

@@ -76,45 +76,27 @@ pub struct MigRecord {
     pub uuid: Option<String>,
 }
 
-/// A tenant, merged over the nodes it was seen on.
+/// A tenant, merged over the nodes it was seen on: the agent's description of it, its team,
+/// and where and when it was seen.
 #[derive(Debug, Clone)]
 pub struct TenantRecord {
     pub cluster: String,
-    pub key: String,
-    pub kind: String,
+    pub tenant: model::Tenant,
     pub team: Option<String>,
-    pub namespace: Option<String>,
-    pub pod: Option<String>,
-    pub container: Option<String>,
-    pub pod_uid: Option<String>,
-    pub job_id: Option<String>,
-    pub user: Option<String>,
-    pub account: Option<String>,
-    pub uid: Option<i64>,
     pub nodes: Vec<String>,
     pub first_seen_ms: i64,
     pub last_seen_ms: i64,
 }
 
 impl TenantRecord {
+    /// The tenant's key (`pod/<uid>/<container>`, `slurm/<job>`, `host/<uid>`).
+    pub fn key(&self) -> &str {
+        &self.tenant.key
+    }
+
     /// The tenant's name as the model spells it everywhere (dashboard, reports, agent output).
     pub fn display_name(&self) -> String {
-        let Some(kind) = model::TenantKind::parse(&self.kind) else {
-            return self.key.clone();
-        };
-        model::Tenant {
-            key: self.key.clone(),
-            kind,
-            namespace: self.namespace.clone(),
-            pod: self.pod.clone(),
-            container: self.container.clone(),
-            pod_uid: self.pod_uid.clone(),
-            job_id: self.job_id.clone(),
-            user: self.user.clone(),
-            account: self.account.clone(),
-            uid: self.uid.and_then(|u| u32::try_from(u).ok()),
-        }
-        .display_name()
+        self.tenant.display_name()
     }
 }
 
@@ -252,7 +234,7 @@ pub(crate) fn merge_tenants(rows: Vec<(TenantRecord, String)>) -> Vec<TenantReco
     let mut out: BTreeMap<(String, String), TenantRecord> = BTreeMap::new();
     for (rec, node) in rows {
         let e = out
-            .entry((rec.cluster.clone(), rec.key.clone()))
+            .entry((rec.cluster.clone(), rec.tenant.key.clone()))
             .or_insert_with(|| TenantRecord {
                 nodes: Vec::new(),
                 ..rec.clone()

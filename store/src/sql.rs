@@ -387,25 +387,43 @@ macro_rules! gpus_with_migs {
 }
 pub(crate) use gpus_with_migs;
 
+/// Reads a [`TenantRecord`] from a row of `tenants`; `None` (and a warning) for a row whose kind
+/// or uid is outside the wire's domain, which only something other than gpulens could have
+/// written: one such row must not fail every reader of the tenant list.
 macro_rules! tenant_record {
     ($r:expr) => {{
         let r = $r;
-        TenantRecord {
-            cluster: r.try_get("cluster")?,
-            key: r.try_get("tenant_key")?,
-            kind: r.try_get("kind")?,
-            team: r.try_get("team")?,
-            namespace: r.try_get("namespace")?,
-            pod: r.try_get("pod")?,
-            container: r.try_get("container")?,
-            pod_uid: r.try_get("pod_uid")?,
-            job_id: r.try_get("job_id")?,
-            user: r.try_get("username")?,
-            account: r.try_get("account")?,
-            uid: r.try_get("uid")?,
-            nodes: Vec::new(),
-            first_seen_ms: r.try_get("first_seen")?,
-            last_seen_ms: r.try_get("last_seen")?,
+        let key: String = r.try_get("tenant_key")?;
+        let kind: String = r.try_get("kind")?;
+        let uid: Option<i64> = r.try_get("uid")?;
+        let (kind_ok, uid_ok) = (
+            model::TenantKind::parse(&kind),
+            uid.map(u32::try_from).transpose(),
+        );
+        match (kind_ok, uid_ok) {
+            (Some(kind), Ok(uid)) => Some(TenantRecord {
+                cluster: r.try_get("cluster")?,
+                tenant: model::Tenant {
+                    key,
+                    kind,
+                    namespace: r.try_get("namespace")?,
+                    pod: r.try_get("pod")?,
+                    container: r.try_get("container")?,
+                    pod_uid: r.try_get("pod_uid")?,
+                    job_id: r.try_get("job_id")?,
+                    user: r.try_get("username")?,
+                    account: r.try_get("account")?,
+                    uid,
+                },
+                team: r.try_get("team")?,
+                nodes: Vec::new(),
+                first_seen_ms: r.try_get("first_seen")?,
+                last_seen_ms: r.try_get("last_seen")?,
+            }),
+            _ => {
+                tracing::warn!(tenant = %key, %kind, ?uid, "a stored tenant outside the wire's domain (kind or uid) is left out");
+                None
+            }
         }
     }};
 }

@@ -116,13 +116,13 @@ async fn raw_answers(store: &Store, from: i64, to: i64, now: i64) -> Vec<String>
     for t in store.tenants().await.unwrap() {
         let q = q(
             Metric::SmUtil,
-            Entity::Tenant(t.key.clone()),
+            Entity::Tenant(t.key().to_string()),
             20_000,
             Agg::Mean,
         );
         out.push(format!(
             "{}: {}",
-            t.key,
+            t.key(),
             show(store.series(&q, now, &r).await.unwrap())
         ));
     }
@@ -315,14 +315,14 @@ async fn stores_batches_and_lists_inventory(store: &Store) {
         "nothing before the samples"
     );
     let tenants = store.tenants().await.unwrap();
-    let kinds: Vec<&str> = tenants.iter().map(|t| t.kind.as_str()).collect();
+    let kinds: Vec<&str> = tenants.iter().map(|t| t.tenant.kind.as_str()).collect();
     assert!(
         kinds.contains(&"pod") && kinds.contains(&"slurm_job") && kinds.contains(&"host_user"),
         "{kinds:?}"
     );
     let alice = tenants
         .iter()
-        .find(|t| t.user.as_deref() == Some("alice"))
+        .find(|t| t.tenant.user.as_deref() == Some("alice"))
         .unwrap();
     assert_eq!(alice.team.as_deref(), Some("physics"));
     assert_eq!(alice.nodes, ["shared"]);
@@ -338,21 +338,7 @@ async fn stores_batches_and_lists_inventory(store: &Store) {
     sent_tenants.dedup();
     let mut stored_tenants: Vec<(model::Tenant, Option<String>)> = tenants
         .iter()
-        .map(|t| {
-            let tenant = model::Tenant {
-                key: t.key.clone(),
-                kind: model::TenantKind::parse(&t.kind).unwrap(),
-                namespace: t.namespace.clone(),
-                pod: t.pod.clone(),
-                container: t.container.clone(),
-                pod_uid: t.pod_uid.clone(),
-                job_id: t.job_id.clone(),
-                user: t.user.clone(),
-                account: t.account.clone(),
-                uid: t.uid.map(|u| u32::try_from(u).unwrap()),
-            };
-            (tenant, t.team.clone())
-        })
+        .map(|t| (t.tenant.clone(), t.team.clone()))
         .collect();
     stored_tenants.sort_by(|a, b| a.0.key.cmp(&b.0.key));
     assert_eq!(stored_tenants, sent_tenants);
@@ -424,7 +410,7 @@ async fn stores_batches_and_lists_inventory(store: &Store) {
         (Entity::Cluster("elsewhere".into()), false),
         (Entity::Gpu(gpus[0].uuid.clone()), true),
         (Entity::Gpu("GPU-none".into()), false),
-        (Entity::Tenant(alice.key.clone()), true),
+        (Entity::Tenant(alice.key().to_string()), true),
         (Entity::Tenant("pod/x/y/z".into()), false),
         (Entity::Node("' OR '1'='1".into()), false),
     ] {
@@ -931,12 +917,12 @@ async fn series_use_the_right_resolution(store: &Store) {
         .await
         .unwrap()
         .into_iter()
-        .find(|t| t.pod.as_deref() == Some("train"))
+        .find(|t| t.tenant.pod.as_deref() == Some("train"))
         .unwrap();
     let tenant_series = |metric: Metric| {
         let q = q(
             metric,
-            Entity::Tenant(tenant.key.clone()),
+            Entity::Tenant(tenant.key().to_string()),
             60_000,
             Agg::Mean,
         );
@@ -958,7 +944,7 @@ async fn series_use_the_right_resolution(store: &Store) {
         .series(
             &q(
                 Metric::GpuUtil,
-                Entity::Tenant(tenant.key),
+                Entity::Tenant(tenant.tenant.key),
                 60_000,
                 Agg::Mean,
             ),
@@ -1724,4 +1710,41 @@ async fn a_row_the_store_cannot_decode_is_skipped_and_the_rollup_goes_on() {
     let stats = store.rollup(now_ms()).await.unwrap();
     assert_eq!(stats.undecodable_rows, 1);
     assert!(stats.minutes >= 1 && stats.gpu_rows > 0, "{stats:?}");
+}
+
+#[tokio::test]
+async fn a_tenant_row_outside_the_wire_domain_is_left_out_not_fatal() {
+    let dir = support::TempDir::new("tenant-domain");
+    let url = format!("sqlite://{}", dir.path().join("t.db").display());
+    let store = store::Store::connect(&url).await.unwrap();
+    store.migrate().await.unwrap();
+    let t0 = hour_ago(1);
+    let b = fleet().batch(0, "odd-tenant", 1, &[t0], 1000);
+    store.ingest(&b, t0, &no_team).await.unwrap();
+    let before = store.tenants().await.unwrap().len();
+    assert!(before > 0);
+    // Rows no agent batch can produce: a kind the wire does not know, a uid past u32.
+    let raw = sqlx::SqlitePool::connect(&url).await.unwrap();
+    for (key, kind, uid) in [("robot/1", "robot", 1i64), ("host/x", "host_user", 1 << 40)] {
+        sqlx::query(
+            "INSERT INTO tenants (cluster, node, tenant_key, kind, uid, first_seen, last_seen) VALUES (?, ?, ?, ?, ?, ?, ?)",
+        )
+        .bind(&b.cluster)
+        .bind(&b.node)
+        .bind(key)
+        .bind(kind)
+        .bind(uid)
+        .bind(t0)
+        .bind(t0)
+        .execute(&raw)
+        .await
+        .unwrap();
+    }
+    let after = store.tenants().await.unwrap();
+    assert_eq!(after.len(), before, "{after:#?}");
+    assert!(
+        after
+            .iter()
+            .all(|t| !["robot/1", "host/x"].contains(&t.key()))
+    );
 }

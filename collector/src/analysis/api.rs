@@ -265,7 +265,7 @@ pub async fn findings(
             .tenants()
             .await?
             .into_iter()
-            .map(|t| (t.key, t.team))
+            .map(|t| (t.tenant.key, t.team))
             .collect(),
         None => Default::default(),
     };

@@ -398,8 +398,8 @@ fn inventory(
         .iter()
         .map(|t| TenantRef {
             cluster: t.cluster.clone(),
-            key: t.key.clone(),
-            kind: t.kind.clone(),
+            key: t.tenant.key.clone(),
+            kind: t.tenant.kind.as_str().to_string(),
             name: t.display_name(),
             team: t.team.clone(),
             nodes: t.nodes.clone(),

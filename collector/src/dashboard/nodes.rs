@@ -74,7 +74,7 @@ async fn node_page(
         .tenants()
         .await?
         .iter()
-        .map(|t| (t.key.clone(), t.display_name()))
+        .map(|t| (t.key().to_string(), t.display_name()))
         .collect();
     let name = |k: &str| {
         known.get(k).cloned().unwrap_or_else(|| match &a {

@@ -257,8 +257,7 @@ const TOP: usize = 8;
 /// finding (or none: waste below every finding's threshold still costs).
 fn top_wasters(a: &Analysis, tenants: &[store::TenantRecord]) -> Vec<pages::WasterLine> {
     let team_of = team_map(tenants);
-    let known: HashMap<&str, &store::TenantRecord> =
-        tenants.iter().map(|t| (t.key.as_str(), t)).collect();
+    let known: HashMap<&str, &store::TenantRecord> = tenants.iter().map(|t| (t.key(), t)).collect();
     let mut rows: Vec<&analytics::FunnelRow> = a
         .funnel
         .by_tenant

@@ -130,7 +130,7 @@ pub(super) const GIB: f64 = 1024.0 * 1024.0 * 1024.0;
 pub(super) fn team_map(tenants: &[store::TenantRecord]) -> HashMap<&str, &str> {
     tenants
         .iter()
-        .filter_map(|t| Some((t.key.as_str(), t.team.as_deref()?)))
+        .filter_map(|t| Some((t.key(), t.team.as_deref()?)))
         .collect()
 }
 

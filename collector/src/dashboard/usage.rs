@@ -82,8 +82,7 @@ pub async fn teams(
 
 /// One row per tenant (or team) of the analysis' funnel, with its findings counted.
 fn use_rows(a: &Analysis, tenants: &[store::TenantRecord], teams: bool) -> Vec<pages::UseRow> {
-    let meta: HashMap<&str, &store::TenantRecord> =
-        tenants.iter().map(|t| (t.key.as_str(), t)).collect();
+    let meta: HashMap<&str, &store::TenantRecord> = tenants.iter().map(|t| (t.key(), t)).collect();
     let team_of = team_map(tenants);
     let mut findings: HashMap<&str, usize> = HashMap::new();
     for f in &a.findings {
@@ -115,7 +114,9 @@ fn use_rows(a: &Analysis, tenants: &[store::TenantRecord], teams: bool) -> Vec<p
                 key: r.key.clone(),
                 name,
                 team: m.and_then(|t| t.team.clone()).unwrap_or_else(|| "–".into()),
-                kind: m.map(|t| t.kind.clone()).unwrap_or_default(),
+                kind: m
+                    .map(|t| t.tenant.kind.as_str().to_string())
+                    .unwrap_or_default(),
                 allocated: r.allocated_gpu_hours,
                 effective: r.effective_gpu_hours,
                 ratio: r.effective_ratio,

@@ -260,22 +260,35 @@ pub async fn tenants(
 
 impl From<TenantRecord> for TenantView {
     fn from(t: TenantRecord) -> Self {
+        let name = t.display_name();
+        let model::Tenant {
+            key,
+            kind,
+            namespace,
+            pod,
+            container,
+            pod_uid,
+            job_id,
+            user,
+            account,
+            uid,
+        } = t.tenant;
         TenantView {
-            name: t.display_name(),
+            name,
             first_seen: rfc3339(t.first_seen_ms),
             last_seen: rfc3339(t.last_seen_ms),
             cluster: t.cluster,
-            key: t.key,
-            kind: t.kind,
+            key,
+            kind: kind.as_str().to_string(),
             team: t.team,
-            namespace: t.namespace,
-            pod: t.pod,
-            container: t.container,
-            pod_uid: t.pod_uid,
-            job_id: t.job_id,
-            user: t.user,
-            account: t.account,
-            uid: t.uid,
+            namespace,
+            pod,
+            container,
+            pod_uid,
+            job_id,
+            user,
+            account,
+            uid: uid.map(i64::from),
             nodes: t.nodes,
             first_seen_ms: t.first_seen_ms,
             last_seen_ms: t.last_seen_ms,
@@ -366,7 +379,7 @@ pub async fn series(
         let tenants = state.store.tenants().await?;
         let teams: Vec<Option<&str>> = tenants
             .iter()
-            .filter(|t| &t.key == key && cluster.is_none_or(|c| t.cluster == c))
+            .filter(|t| t.key() == key && cluster.is_none_or(|c| t.cluster == c))
             .map(|t| t.team.as_deref())
             .collect();
         if teams.is_empty() || !teams.iter().all(|team| caller.sees_team(*team)) {

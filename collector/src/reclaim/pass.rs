@@ -89,7 +89,7 @@ impl Reclaim {
             .tenants()
             .await?
             .into_iter()
-            .map(|t| ((t.cluster.clone(), t.key.clone()), t))
+            .map(|t| ((t.cluster.clone(), t.tenant.key.clone()), t))
             .collect();
         if let Some(cluster) = self.cluster().await? {
             self.open_cases(&cluster, &tenants, now, &mut report)
@@ -205,7 +205,8 @@ impl Reclaim {
             return None;
         }
         let key = f.tenants.first()?;
-        let t = tenants.get(&(f.cluster.clone(), key.clone()))?;
+        let record = tenants.get(&(f.cluster.clone(), key.clone()))?;
+        let t = &record.tenant;
         let (namespace, pod, uid) = (t.namespace.as_ref()?, t.pod.as_ref()?, t.pod_uid.as_ref()?);
         if let Err(why) = crate::demand::check_identity(namespace, pod, uid) {
             tracing::warn!(%why, tenant = key, "an idle pod's identity is outside its domain; no reclaim case");
@@ -228,7 +229,7 @@ impl Reclaim {
             team: f
                 .team
                 .clone()
-                .or_else(|| t.team.clone())
+                .or_else(|| record.team.clone())
                 .unwrap_or_else(|| namespace.clone()),
             policy: String::new(),
             action: String::new(),

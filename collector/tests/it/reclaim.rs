@@ -80,6 +80,7 @@ async fn pod_of(
         .await
         .unwrap()
         .into_iter()
+        .map(|t| t.tenant)
         .find(|t| t.pod.as_deref() == Some(name))
         .unwrap();
     let mut meta = json!({"name": name, "namespace": t.namespace, "uid": t.pod_uid,

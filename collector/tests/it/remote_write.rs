@@ -190,7 +190,8 @@ async fn heavy_prometheus_remote_writes_dcgm_exporter_series_into_gpulens() {
     assert!(
         tenants
             .iter()
-            .any(|x| x.key == "pod/ml/trainer-0/main" && x.namespace.as_deref() == Some("ml"))
+            .any(|x| x.key() == "pod/ml/trainer-0/main"
+                && x.tenant.namespace.as_deref() == Some("ml"))
     );
     // Values as gpulens units: utilization 0–1 from DCGM's percent, SM activity as is (read
     // from the minute rollups, as the API does for this range).

@@ -385,6 +385,7 @@ async fn a_scoped_caller_reads_no_other_team_on_metrics_nor_across_clusters() {
         .iter()
         .filter(|x| x.team.as_deref() != Some("ml"))
         .filter_map(|x| {
+            let x = &x.tenant;
             x.namespace
                 .as_ref()
                 .map(|v| format!("namespace=\"{v}\""))
@@ -449,12 +450,12 @@ async fn a_tenant_key_shared_across_clusters_is_answered_only_to_who_sees_every_
         .iter()
         .find(|x| x.team.as_deref() == Some("bob"))
         .unwrap_or_else(|| panic!("no tenant of team bob: {tenants:#?}"))
-        .key
-        .clone();
+        .key()
+        .to_string();
     assert!(
         tenants
             .iter()
-            .any(|x| x.key == shared && x.team.as_deref() == Some("victim")),
+            .any(|x| x.key() == shared && x.team.as_deref() == Some("victim")),
         "the same key in the other cluster, team victim"
     );
     let config = config();
@@ -512,7 +513,7 @@ async fn heavy_a_scoped_walk_of_every_read_finds_no_other_team() {
     let forbidden: Vec<String> = tenants
         .iter()
         .filter(|x| x.team.as_deref() != Some("ml"))
-        .flat_map(|x| [x.key.clone(), web::format::enc(&x.key)])
+        .flat_map(|x| [x.key().to_string(), web::format::enc(x.key())])
         .collect();
     assert!(
         tenants.iter().any(|x| x.team.as_deref() == Some("ml")) && !forbidden.is_empty(),
@@ -564,7 +565,7 @@ async fn a_tenant_qualified_by_its_cluster_is_answered_to_its_own_team() {
         .iter()
         .find(|x| x.team.as_deref() == Some("bob"))
         .unwrap();
-    let (key, home) = (bobs.key.replace('/', "%2F"), bobs.cluster.clone());
+    let (key, home) = (bobs.key().replace('/', "%2F"), bobs.cluster.clone());
     let (served, _) = serve(&t.store, &config()).await;
     let addr = served.addr;
     let answers = tokio::task::spawn_blocking(move || {
