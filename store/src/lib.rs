@@ -48,7 +48,7 @@ pub use records::{
     RetentionStats, RollupStats, TableCounts, TeamOf, TenantRecord, WantedMinutes, Writes,
 };
 pub use scope::Scope;
-pub use series::{Agg, Entity, Metric, Resolution, Series, SeriesQuery};
+pub use series::{Agg, Entity, Metric, Resolution, Rollups, Series, SeriesQuery};
 
 use rollup::{MINUTE_MS, NodeRollup};
 
@@ -429,34 +429,30 @@ impl Store {
         }
     }
 
-    /// Benchmark fixture: writes precomputed minute (`"1m"`) or hour (`"1h"`) rollups of a
-    /// node over [from, to), replacing what was there.
+    /// Benchmark fixture: writes precomputed minute or hour rollups of a node over [from, to),
+    /// replacing what was there.
     pub async fn write_rollups(
         &self,
-        res: &str,
+        width: Rollups,
         cluster: &str,
         node: &str,
         from_ms: i64,
         to_ms: i64,
         r: &NodeRollup,
     ) -> Result<()> {
-        if !matches!(res, "1m" | "1h") {
-            return Err(StoreError::BadRequest(format!(
-                "rollup resolution must be 1m or 1h, not {res:?}"
-            )));
-        }
-        dispatch!(self, s => s.write_rollups(res, cluster, node, from_ms, to_ms, r).await)
+        dispatch!(self, s => s.write_rollups(width, cluster, node, from_ms, to_ms, r).await)
     }
 
-    /// Minute rollups of a node over a range, for tests and analytics.
-    pub async fn minute_rollups(
+    /// A node's minute or hour rollups over a range (the dashboard's charts, tests, benchmarks).
+    pub async fn rollups(
         &self,
+        width: Rollups,
         cluster: &str,
         node: &str,
         from_ms: i64,
         to_ms: i64,
     ) -> Result<NodeRollup> {
-        dispatch!(self, s => s.read_minutes(cluster, node, from_ms, to_ms).await)
+        dispatch!(self, s => s.read_node_rollups(width, cluster, node, from_ms, to_ms).await)
     }
 
     /// What the interference analysis reads of a node's minute rollups: per wanted GPU its
@@ -695,17 +691,6 @@ impl Store {
     /// Drops waiting episodes last seen before `before_ms`.
     pub async fn prune_waiting(&self, before_ms: i64) -> Result<u64> {
         dispatch!(self, s => s.prune_waiting(before_ms).await)
-    }
-
-    /// Hour rollups of a node over a range.
-    pub async fn hour_rollups(
-        &self,
-        cluster: &str,
-        node: &str,
-        from_ms: i64,
-        to_ms: i64,
-    ) -> Result<NodeRollup> {
-        dispatch!(self, s => s.read_hours(cluster, node, from_ms, to_ms).await)
     }
 
     /// Every GPU's and tenant's hour rollups in [from, to) (of the scope's nodes) as series,

@@ -41,11 +41,11 @@ macro_rules! node_upkeep_methods {
             Ok(series::assemble(q, plan, &values))
         }
 
-        /// Benchmark fixture: replaces `res` ("1m" or "1h") rollups of a node over [from, to)
-        /// with rows computed elsewhere.
+        /// Benchmark fixture: replaces the rollups of width `res` of a node over [from, to) with
+        /// rows computed elsewhere.
         pub async fn write_rollups(
             &self,
-            res: &str,
+            res: crate::Rollups,
             cluster: &str,
             node: &str,
             from: i64,

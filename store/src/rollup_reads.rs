@@ -5,28 +5,17 @@
 /// A backend's rollup and raw-sample readers: `$read` names its reading pool, `$d` its dialect.
 macro_rules! rollup_read_methods {
     ($read:ident, $d:expr) => {
-        /// A node's minute rollups in [from, to).
-        pub async fn read_minutes(
+        /// A node's rollups of one width in [from, to).
+        pub async fn read_node_rollups(
             &self,
+            width: crate::Rollups,
             cluster: &str,
             node: &str,
             from: i64,
             to: i64,
         ) -> Result<NodeRollup> {
             let mut conn = self.$read.acquire().await?;
-            read_rollups(&mut conn, "1m", cluster, node, from, to).await
-        }
-
-        /// A node's hour rollups in [from, to).
-        pub async fn read_hours(
-            &self,
-            cluster: &str,
-            node: &str,
-            from: i64,
-            to: i64,
-        ) -> Result<NodeRollup> {
-            let mut conn = self.$read.acquire().await?;
-            read_rollups(&mut conn, "1h", cluster, node, from, to).await
+            read_rollups(&mut conn, width, cluster, node, from, to).await
         }
 
         /// Every GPU's and tenant's hour rollups in [from, to) (of `cluster`, or the whole
@@ -103,13 +92,13 @@ macro_rules! rollup_read_methods {
 
 pub(crate) use rollup_read_methods;
 
-/// A backend's `read_rollups`: the GPU and tenant rollup rows of one node in [from, to) at
-/// resolution `res` ("1m" or "1h"), on a connection (`$conn`) in dialect `$d`.
+/// A backend's `read_rollups`: the GPU and tenant rollup rows of one node in [from, to) of
+/// width `res`, on a connection (`$conn`) in dialect `$d`.
 macro_rules! read_rollups_fn {
     ($conn:ty, $d:expr) => {
         async fn read_rollups(
             conn: &mut $conn,
-            res: &str,
+            res: crate::Rollups,
             cluster: &str,
             node: &str,
             from: i64,

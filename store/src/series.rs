@@ -300,6 +300,23 @@ impl Agg {
     }
 }
 
+/// The width of a rollup table's buckets: its tables are `gpu_rollup_<width>` and
+/// `tenant_rollup_<width>` (`1m`, `1h`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Rollups {
+    Minute,
+    Hour,
+}
+
+impl std::fmt::Display for Rollups {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Rollups::Minute => "1m",
+            Rollups::Hour => "1h",
+        })
+    }
+}
+
 /// The stored resolution a query reads.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Resolution {

@@ -31,9 +31,14 @@ pub(crate) trait SpanTx {
         undecodable: &mut usize,
     ) -> Result<Vec<Record>>;
     /// Replaces the node's rollups at `res` (`1m` or `1h`) in [from, to) with `r`.
-    async fn replace_rollups(&mut self, res: &str, s: Span<'_>, r: &NodeRollup) -> Result<()>;
+    async fn replace_rollups(
+        &mut self,
+        res: crate::Rollups,
+        s: Span<'_>,
+        r: &NodeRollup,
+    ) -> Result<()>;
     /// The node's rollups at `res` in [from, to).
-    async fn read_rollups(&mut self, res: &str, s: Span<'_>) -> Result<NodeRollup>;
+    async fn read_rollups(&mut self, res: crate::Rollups, s: Span<'_>) -> Result<NodeRollup>;
 }
 
 /// What a span wrote: GPU minute rows, tenant minute rows, and raw rows skipped.
@@ -48,7 +53,8 @@ pub(crate) async fn roll_up(tx: &mut impl SpanTx, s: Span<'_>) -> Result<SpanSta
     let procs = raw::processes(&tx.raw(&raw::PROCESS, s, &mut undecodable).await?);
     let mig = raw::mig(&tx.raw(&raw::MIG, s, &mut undecodable).await?);
     let minutes = rollup::aggregate(rollup::MINUTE_MS, &gpus, &allocs, &procs, &mig);
-    tx.replace_rollups("1m", s, &minutes).await?;
+    tx.replace_rollups(crate::Rollups::Minute, s, &minutes)
+        .await?;
     let from = rollup::bucket_of(s.from, rollup::HOUR_MS);
     let hour = Span {
         from,
@@ -61,10 +67,10 @@ pub(crate) async fn roll_up(tx: &mut impl SpanTx, s: Span<'_>) -> Result<SpanSta
     let all_minutes = if (s.from, s.to) == (hour.from, hour.to) {
         &minutes
     } else {
-        read = tx.read_rollups("1m", hour).await?;
+        read = tx.read_rollups(crate::Rollups::Minute, hour).await?;
         &read
     };
-    tx.replace_rollups("1h", hour, &rollup::to_hours(all_minutes))
+    tx.replace_rollups(crate::Rollups::Hour, hour, &rollup::to_hours(all_minutes))
         .await?;
     Ok((minutes.gpus.len(), minutes.tenants.len(), undecodable))
 }
@@ -105,7 +111,7 @@ macro_rules! span_tx {
 
             async fn replace_rollups(
                 &mut self,
-                res: &str,
+                res: crate::Rollups,
                 s: $crate::span::Span<'_>,
                 r: &::model::rollup::NodeRollup,
             ) -> Result<()> {
@@ -114,7 +120,7 @@ macro_rules! span_tx {
 
             async fn read_rollups(
                 &mut self,
-                res: &str,
+                res: crate::Rollups,
                 s: $crate::span::Span<'_>,
             ) -> Result<::model::rollup::NodeRollup> {
                 read_rollups(self, res, s.cluster, s.node, s.from, s.to).await

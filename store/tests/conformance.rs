@@ -186,7 +186,13 @@ async fn sealed_samples_answer_as_rows_did(store: &Store) {
     let stats = store.rollup(now).await.unwrap();
     assert_eq!(stats.minutes, 3 * 20);
     let minutes = store
-        .minute_rollups("test", "whole", t0, t0 + 20 * MINUTE_MS)
+        .rollups(
+            store::Rollups::Minute,
+            "test",
+            "whole",
+            t0,
+            t0 + 20 * MINUTE_MS,
+        )
         .await
         .unwrap();
     assert!(!minutes.gpus.is_empty());
@@ -558,11 +564,11 @@ async fn rollups_match_raw_data(store: &Store) {
     for (node, name) in ["whole", "mig", "shared"].iter().enumerate() {
         let node = f.node_index(name).unwrap_or(node);
         let minutes = store
-            .minute_rollups("test", name, t0, t0 + 2 * HOUR_MS)
+            .rollups(store::Rollups::Minute, "test", name, t0, t0 + 2 * HOUR_MS)
             .await
             .unwrap();
         let hours = store
-            .hour_rollups("test", name, t0, t0 + 2 * HOUR_MS)
+            .rollups(store::Rollups::Hour, "test", name, t0, t0 + 2 * HOUR_MS)
             .await
             .unwrap();
         // Each span was a whole hour, merged from the minutes it wrote without reading them
@@ -642,7 +648,13 @@ async fn rollups_match_raw_data(store: &Store) {
     }
     // Tenant rollups carry the allocation each tenant held: sum of shares over snapshots.
     let minutes = store
-        .minute_rollups("test", "shared", t0, t0 + 2 * HOUR_MS)
+        .rollups(
+            store::Rollups::Minute,
+            "test",
+            "shared",
+            t0,
+            t0 + 2 * HOUR_MS,
+        )
         .await
         .unwrap();
     let mut expected: HashMap<String, f64> = HashMap::new();
@@ -693,11 +705,11 @@ async fn an_hour_rolled_up_in_pieces_is_its_minutes_merged(store: &Store) {
     assert_eq!(store.rollup(now_ms()).await.unwrap().minutes, 3 * 40);
     for name in ["whole", "mig", "shared"] {
         let minutes = store
-            .minute_rollups("test", name, t0, t0 + HOUR_MS)
+            .rollups(store::Rollups::Minute, "test", name, t0, t0 + HOUR_MS)
             .await
             .unwrap();
         let hours = store
-            .hour_rollups("test", name, t0, t0 + HOUR_MS)
+            .rollups(store::Rollups::Hour, "test", name, t0, t0 + HOUR_MS)
             .await
             .unwrap();
         assert_eq!(
@@ -719,7 +731,7 @@ async fn interference_minutes_are_the_wanted_slice_of_minute_rollups(store: &Sto
     }
     store.rollup(now_ms()).await.unwrap();
     let full = store
-        .minute_rollups("test", "shared", t0, t0 + HOUR_MS)
+        .rollups(store::Rollups::Minute, "test", "shared", t0, t0 + HOUR_MS)
         .await
         .unwrap();
     let gpu = full.gpus.keys().next().unwrap().0.clone();
@@ -870,7 +882,7 @@ async fn series_use_the_right_resolution(store: &Store) {
     let (mut n, mut sum) = (0, 0.0);
     for node in ["whole", "mig", "shared"] {
         for agg in store
-            .hour_rollups("test", node, t0, t0 + HOUR_MS)
+            .rollups(store::Rollups::Hour, "test", node, t0, t0 + HOUR_MS)
             .await
             .unwrap()
             .gpus

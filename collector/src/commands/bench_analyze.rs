@@ -157,14 +157,28 @@ pub(crate) async fn fill_analyze(
         let spec = &fleet.nodes[node].spec;
         let end = start + 86_400_000;
         store
-            .write_rollups("1h", &cluster, &spec.name, start, end, &hours)
+            .write_rollups(
+                store::Rollups::Hour,
+                &cluster,
+                &spec.name,
+                start,
+                end,
+                &hours,
+            )
             .await?;
         hour_rows += hours.gpus.len() + hours.tenants.len();
         if spec.sharing == "exclusive" {
             // No minutes: the analysis reads none of a GPU no two tenants share.
         } else if end > to - minute_days * 86_400_000 {
             store
-                .write_rollups("1m", &cluster, &spec.name, start, end, &minutes)
+                .write_rollups(
+                    store::Rollups::Minute,
+                    &cluster,
+                    &spec.name,
+                    start,
+                    end,
+                    &minutes,
+                )
                 .await?;
             minute_rows += minutes.gpus.len() + minutes.tenants.len();
         } else {
@@ -611,7 +625,8 @@ async fn data_end(store: &Store, fleet: &simulator::Fleet, fallback: i64) -> any
         return Ok(fallback);
     };
     let r = store
-        .hour_rollups(
+        .rollups(
+            store::Rollups::Hour,
             &fleet.scenario.cluster,
             &node.spec.name,
             fallback - 90 * 86_400_000,

@@ -67,7 +67,10 @@ async fn node_page(
         .into_iter()
         .filter(|g| only.is_none_or(|u| g.uuid == u))
         .collect();
-    let rollups = state.store.hour_rollups(&n.cluster, node, from, to).await?;
+    let rollups = state
+        .store
+        .rollups(store::Rollups::Hour, &n.cluster, node, from, to)
+        .await?;
     let a = analysis(state).await?;
     let known: HashMap<String, String> = state
         .store

@@ -340,7 +340,11 @@ async fn heatmap(
         if rows.len() >= HEATMAP_GPUS {
             break;
         }
-        let Ok(r) = state.store.hour_rollups(cluster, node, first, to).await else {
+        let Ok(r) = state
+            .store
+            .rollups(store::Rollups::Hour, cluster, node, first, to)
+            .await
+        else {
             continue;
         };
         let mut on_node: Vec<&store::GpuRecord> = gpus

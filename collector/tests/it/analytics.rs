@@ -732,12 +732,25 @@ async fn kept_pair_hours_are_measured_again_when_their_hour_changes() {
     let p = &first.pair_hours[0];
     let mut hours = t
         .store
-        .hour_rollups(&p.cluster, &p.node, p.hour, p.hour + HOUR_MS)
+        .rollups(
+            store::Rollups::Hour,
+            &p.cluster,
+            &p.node,
+            p.hour,
+            p.hour + HOUR_MS,
+        )
         .await
         .unwrap();
     hours.gpus.values_mut().next().unwrap().samples += 1;
     t.store
-        .write_rollups("1h", &p.cluster, &p.node, p.hour, p.hour + HOUR_MS, &hours)
+        .write_rollups(
+            store::Rollups::Hour,
+            &p.cluster,
+            &p.node,
+            p.hour,
+            p.hour + HOUR_MS,
+            &hours,
+        )
         .await
         .unwrap();
     let (third, s3) = load_stats(cfg.clone()).await;

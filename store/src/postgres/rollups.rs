@@ -11,7 +11,7 @@ use model::rollup::NodeRollup;
 
 pub(super) async fn replace_rollups(
     tx: &mut sqlx::Transaction<'_, Postgres>,
-    res: &str,
+    res: crate::Rollups,
     cluster: &str,
     node: &str,
     from: i64,

@@ -318,10 +318,10 @@ span::span_tx!(
 
 raw::records_fn!(sqlx::SqliteConnection, Dialect::Sqlite);
 
-/// Replaces the rollup rows of one node in [from, to) at resolution `res` ("1m" or "1h").
+/// Replaces the rollup rows of one node in [from, to) of width `res`.
 async fn replace_rollups(
     tx: &mut sqlx::Transaction<'_, Sqlite>,
-    res: &str,
+    res: crate::Rollups,
     cluster: &str,
     node: &str,
     from: i64,
