@@ -804,80 +804,53 @@ async fn series_use_the_right_resolution(store: &Store) {
         agg,
     };
     let r = Retention::default();
+    let series = |metric, entity, step_ms, agg| {
+        let q = q(metric, entity, step_ms, agg);
+        let r = &r;
+        async move { store.series(&q, now, r).await.unwrap() }
+    };
 
-    let raw = store
-        .series(
-            &q(Metric::GpuUtil, Entity::Gpu(gpu.clone()), 10_000, Agg::Mean),
-            now,
-            &r,
-        )
-        .await
-        .unwrap();
+    let raw = series(Metric::GpuUtil, Entity::Gpu(gpu.clone()), 10_000, Agg::Mean).await;
     assert_eq!(raw.resolution, Resolution::Raw);
     assert_eq!(raw.points.len(), 360);
     assert!(raw.points.iter().all(|p| p.1.is_some()));
 
-    let minute = store
-        .series(
-            &q(
-                Metric::GpuUtil,
-                Entity::Gpu(gpu.clone()),
-                300_000,
-                Agg::Mean,
-            ),
-            now,
-            &r,
-        )
-        .await
-        .unwrap();
+    let minute = series(
+        Metric::GpuUtil,
+        Entity::Gpu(gpu.clone()),
+        300_000,
+        Agg::Mean,
+    )
+    .await;
     assert_eq!(minute.resolution, Resolution::Minute);
     assert_eq!(minute.points.len(), 12);
     // The same mean either way.
-    let raw5 = store
-        .series(
-            &q(Metric::GpuUtil, Entity::Gpu(gpu.clone()), 50_000, Agg::Mean),
-            now,
-            &r,
-        )
-        .await
-        .unwrap();
+    let raw5 = series(Metric::GpuUtil, Entity::Gpu(gpu.clone()), 50_000, Agg::Mean).await;
     let mean = |pts: &[(i64, Option<f64>)]| {
         pts.iter().filter_map(|p| p.1).sum::<f64>()
             / pts.iter().filter(|p| p.1.is_some()).count() as f64
     };
     assert!((mean(&minute.points) - mean(&raw5.points)).abs() < 1e-3);
 
-    let hour = store
-        .series(
-            &q(
-                Metric::GpuUtil,
-                Entity::Node("whole".into()),
-                HOUR_MS,
-                Agg::P95,
-            ),
-            now,
-            &r,
-        )
-        .await
-        .unwrap();
+    let hour = series(
+        Metric::GpuUtil,
+        Entity::Node("whole".into()),
+        HOUR_MS,
+        Agg::P95,
+    )
+    .await;
     assert_eq!(hour.resolution, Resolution::Hour);
     assert_eq!(hour.points.len(), 1);
     assert!(hour.points[0].1.is_some());
 
     // Cluster-wide hours come from the cluster rollup and equal the merge of every GPU-hour.
-    let cluster_hour = store
-        .series(
-            &q(
-                Metric::GpuUtil,
-                Entity::Cluster("test".into()),
-                HOUR_MS,
-                Agg::Mean,
-            ),
-            now,
-            &r,
-        )
-        .await
-        .unwrap();
+    let cluster_hour = series(
+        Metric::GpuUtil,
+        Entity::Cluster("test".into()),
+        HOUR_MS,
+        Agg::Mean,
+    )
+    .await;
     assert_eq!(cluster_hour.resolution, Resolution::Hour);
     let (mut n, mut sum) = (0, 0.0);
     for node in ["whole", "mig", "shared"] {
@@ -894,28 +867,14 @@ async fn series_use_the_right_resolution(store: &Store) {
     }
     assert!((cluster_hour.points[0].1.unwrap() - sum / f64::from(n)).abs() < 1e-6);
     assert_eq!(store.counts().await.unwrap().cluster_rollup_1h, 1);
-    let fleet_hour = store
-        .series(
-            &q(Metric::GpuUtil, Entity::Fleet, HOUR_MS, Agg::P95),
-            now,
-            &r,
-        )
-        .await
-        .unwrap();
+    let fleet_hour = series(Metric::GpuUtil, Entity::Fleet, HOUR_MS, Agg::P95).await;
     assert!(
         fleet_hour.points[0].1.is_some_and(|v| v > 0.5),
         "{:?}",
         fleet_hour.points
     );
 
-    let fleet_alloc = store
-        .series(
-            &q(Metric::AllocShare, Entity::Fleet, 600_000, Agg::Mean),
-            now,
-            &r,
-        )
-        .await
-        .unwrap();
+    let fleet_alloc = series(Metric::AllocShare, Entity::Fleet, 600_000, Agg::Mean).await;
     assert_eq!(fleet_alloc.resolution, Resolution::Minute);
     assert!(
         fleet_alloc

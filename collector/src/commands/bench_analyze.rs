@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use model::rollup;
-use store::Store;
+use store::{Rollups, Store};
 
 use super::bench::median;
 
@@ -156,30 +156,14 @@ pub(crate) async fn fill_analyze(
         let (node, start, minutes, hours, t) = next?;
         let spec = &fleet.nodes[node].spec;
         let end = start + 86_400_000;
-        store
-            .write_rollups(
-                store::Rollups::Hour,
-                &cluster,
-                &spec.name,
-                start,
-                end,
-                &hours,
-            )
-            .await?;
+        let write =
+            |width, rollups| store.write_rollups(width, &cluster, &spec.name, start, end, rollups);
+        write(Rollups::Hour, &hours).await?;
         hour_rows += hours.gpus.len() + hours.tenants.len();
         if spec.sharing == "exclusive" {
             // No minutes: the analysis reads none of a GPU no two tenants share.
         } else if end > to - minute_days * 86_400_000 {
-            store
-                .write_rollups(
-                    store::Rollups::Minute,
-                    &cluster,
-                    &spec.name,
-                    start,
-                    end,
-                    &minutes,
-                )
-                .await?;
+            write(Rollups::Minute, &minutes).await?;
             minute_rows += minutes.gpus.len() + minutes.tenants.len();
         } else {
             // Older than the minutes kept here: the pair-hours an earlier analysis kept.
@@ -626,7 +610,7 @@ async fn data_end(store: &Store, fleet: &simulator::Fleet, fallback: i64) -> any
     };
     let r = store
         .rollups(
-            store::Rollups::Hour,
+            Rollups::Hour,
             &fleet.scenario.cluster,
             &node.spec.name,
             fallback - 90 * 86_400_000,

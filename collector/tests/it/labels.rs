@@ -236,6 +236,22 @@ enum Answer {
     Ignore,
 }
 
+/// A stand-in cluster with the MIG node `gpu-1`, whose MIG manager gives `to_plan` for the
+/// plan's config (`all-1g.10gb`) and succeeds with any other (the rollback's).
+async fn mig_node_answering(to_plan: Answer) -> (StandIn, Cluster) {
+    let s = StandIn::start().await;
+    s.add_node(mig_node());
+    fake_mig_manager(&s, "gpu-1", move |cfg| {
+        if cfg == "all-1g.10gb" {
+            to_plan
+        } else {
+            Answer::Success
+        }
+    });
+    let c = Cluster::connect(Some(s.url())).await.unwrap();
+    (s, c)
+}
+
 /// Plays the GPU Operator's MIG manager: when `nvidia.com/mig.config` changes it sets the
 /// state label to `pending`, then after a moment to the answer for that config.
 fn fake_mig_manager(
@@ -492,16 +508,7 @@ async fn a_missing_configmap_stops_the_run_before_the_node_is_touched() {
 
 #[tokio::test]
 async fn mig_failure_restores_the_previous_config() {
-    let s = StandIn::start().await;
-    s.add_node(mig_node());
-    fake_mig_manager(&s, "gpu-1", |cfg| {
-        if cfg == "all-1g.10gb" {
-            Answer::Fail
-        } else {
-            Answer::Success
-        }
-    });
-    let c = Cluster::connect(Some(s.url())).await.unwrap();
+    let (s, c) = mig_node_answering(Answer::Fail).await;
     let mut audit = Steps::default();
     let out = workflow::run(&c, &plan(), &limits(), &mut audit)
         .await
@@ -523,16 +530,7 @@ async fn mig_failure_restores_the_previous_config() {
 #[tokio::test]
 async fn mig_timeout_rolls_back_and_a_failed_rollback_keeps_the_node_cordoned() {
     // The MIG manager never takes the new config up, but restores the old one.
-    let s = StandIn::start().await;
-    s.add_node(mig_node());
-    fake_mig_manager(&s, "gpu-1", |cfg| {
-        if cfg == "all-1g.10gb" {
-            Answer::Ignore
-        } else {
-            Answer::Success
-        }
-    });
-    let c = Cluster::connect(Some(s.url())).await.unwrap();
+    let (s, c) = mig_node_answering(Answer::Ignore).await;
     let mut l = limits();
     l.config_timeout = Duration::from_millis(800);
     let out = workflow::run(&c, &plan(), &l, &mut Steps::default())
@@ -616,10 +614,7 @@ async fn approval_through_the_api_runs_and_audits_the_change() {
     use collector::router::router;
     use tower::ServiceExt;
 
-    let s = StandIn::start().await;
-    s.add_node(mig_node());
-    fake_mig_manager(&s, "gpu-1", |_| Answer::Success);
-    let c = Cluster::connect(Some(s.url())).await.unwrap();
+    let (s, c) = mig_node_answering(Answer::Success).await;
     let t = crate::support::sqlite().await;
     let settings = Settings {
         mode: Mode::ApplyWithApproval,
@@ -794,7 +789,7 @@ async fn agents_read_their_nodes_advisory_labels() {
     let t = crate::support::sqlite().await;
     let mut auth = Auth::default();
     auth.add("node-token-1", vec!["gpu-1".into()], Some("prod".into()));
-    let state = |mode| {
+    let state = |auth: &Auth, mode| {
         AppState::new(
             t.store.clone(),
             auth.clone(),
@@ -826,7 +821,7 @@ async fn agents_read_their_nodes_advisory_labels() {
         }
     };
     let uri = "/api/v1/nodes/gpu-1/labels?cluster=prod";
-    let on = state(Mode::Advise);
+    let on = state(&auth, Mode::Advise);
     assert_eq!(get(on.clone(), uri, None).await.0, StatusCode::UNAUTHORIZED);
     let (code, body) = get(
         on.clone(),
@@ -874,31 +869,18 @@ async fn agents_read_their_nodes_advisory_labels() {
     let expected = collector::labels::advisory::labels(&a, a.generated_ms)
         .remove(&(fleet.scenario.cluster.clone(), node.clone()))
         .unwrap();
-    let with = |mode| {
-        AppState::new(
-            t.store.clone(),
-            auth2.clone(),
-            Default::default(),
-            Default::default(),
-            Default::default(),
-        )
-        .with_labels(Settings {
-            mode,
-            ..Settings::default()
-        })
-    };
     let uri = format!(
         "/api/v1/nodes/{node}/labels?cluster={}",
         fleet.scenario.cluster
     );
-    let (code, body) = get(with(Mode::Advise), &uri, Some("node-token-2")).await;
+    let (code, body) = get(state(&auth2, Mode::Advise), &uri, Some("node-token-2")).await;
     assert_eq!(code, StatusCode::OK, "{body}");
     assert_eq!(body["node"], node.as_str());
     let got: BTreeMap<String, String> = serde_json::from_value(body["labels"].clone()).unwrap();
     assert_eq!(got, expected);
     assert!(got.contains_key(UTILIZATION_CLASS), "{got:?}");
     // Labels off: nothing is served.
-    let (code, body) = get(with(Mode::Off), &uri, Some("node-token-2")).await;
+    let (code, body) = get(state(&auth2, Mode::Off), &uri, Some("node-token-2")).await;
     assert_eq!(code, StatusCode::CONFLICT, "{body}");
 }
 
