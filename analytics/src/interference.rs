@@ -112,11 +112,9 @@ fn reaches(value: f64, threshold: f64) -> bool {
 
 fn saturated_hour(a: &GpuHour, mig: bool, cfg: &Config) -> bool {
     if mig {
-        a.dram_active_n > 0
-            && reaches(
-                a.dram_active_sum / f64::from(a.dram_active_n),
-                cfg.mig_bandwidth_saturation * 0.5,
-            )
+        a.dram_active
+            .mean()
+            .is_some_and(|m| reaches(m, cfg.mig_bandwidth_saturation * 0.5))
     } else {
         a.gpu_util_max
             .is_some_and(|m| reaches(f64::from(m), cfg.saturation))

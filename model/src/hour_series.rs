@@ -3,20 +3,18 @@
 //! them. Hours are kept lean ([`GpuHour`], [`TenantHour`]): a week of a 10,000-GPU fleet is
 //! 1.7 million GPU-hours and 2 million tenant-hours.
 
-use crate::rollup::{HOUR_MS, Hist, Stat, TenantAgg};
+use crate::rollup::{HOUR_MS, Hist, Mean, Stat, TenantAgg};
 
 /// What the analysis reads of a GPU's hour rollup: [`crate::rollup::GpuAgg`] without the fields no finding
-/// uses (the histograms, SM, tensor and power sums), a quarter of its size.
+/// uses (the histograms, the utilization, SM, tensor and power sums), a quarter of its size.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct GpuHour {
     pub samples: i32,
-    pub gpu_util_n: i32,
-    pub dram_active_n: i32,
     /// Samples with a throttle reason other than "idle".
     pub throttled_n: i32,
     pub covered_s: f64,
-    pub gpu_util_sum: f64,
-    pub dram_active_sum: f64,
+    /// DCGM's DRAM activity (MIG bandwidth saturation reads it).
+    pub dram_active: Mean,
     /// Sum over samples of the allocated share of the GPU (capped at 1 per sample).
     pub alloc_share_sum: f64,
     pub mem_used_max: Option<i64>,

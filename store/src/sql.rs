@@ -250,7 +250,7 @@ pub(crate) use interference_rows;
 
 /// The columns of a GPU hour rollup the analysis reads ([`model::hour_series::GpuHour`]), in the order
 /// [`read_gpu_hour!`] decodes them (by index: 1.7 million rows a week at 10,000 GPUs).
-pub(crate) const GPU_HOUR_COLUMNS: &str = "cluster, node, gpu_uuid, bucket, samples, gpu_util_n, dram_active_n, throttled_n, covered_s, gpu_util_sum, dram_active_sum, alloc_share_sum, mem_used_max, mem_total_max, gpu_util_max, power_max, temp_max";
+pub(crate) const GPU_HOUR_COLUMNS: &str = "cluster, node, gpu_uuid, bucket, samples, throttled_n, covered_s, dram_active_n, dram_active_sum, alloc_share_sum, mem_used_max, mem_total_max, gpu_util_max, power_max, temp_max";
 
 /// Reads a [`model::hour_series::GpuHour`] from a row of [`GPU_HOUR_COLUMNS`] (either backend).
 macro_rules! read_gpu_hour {
@@ -258,18 +258,18 @@ macro_rules! read_gpu_hour {
         let r = $r;
         model::hour_series::GpuHour {
             samples: r.try_get(4)?,
-            gpu_util_n: r.try_get(5)?,
-            dram_active_n: r.try_get(6)?,
-            throttled_n: r.try_get(7)?,
-            covered_s: r.try_get(8)?,
-            gpu_util_sum: r.try_get(9)?,
-            dram_active_sum: r.try_get(10)?,
-            alloc_share_sum: r.try_get(11)?,
-            mem_used_max: r.try_get(12)?,
-            mem_total_max: r.try_get(13)?,
-            gpu_util_max: r.try_get(14)?,
-            power_max: r.try_get(15)?,
-            temp_max: r.try_get(16)?,
+            throttled_n: r.try_get(5)?,
+            covered_s: r.try_get(6)?,
+            dram_active: model::rollup::Mean {
+                n: r.try_get(7)?,
+                sum: r.try_get(8)?,
+            },
+            alloc_share_sum: r.try_get(9)?,
+            mem_used_max: r.try_get(10)?,
+            mem_total_max: r.try_get(11)?,
+            gpu_util_max: r.try_get(12)?,
+            power_max: r.try_get(13)?,
+            temp_max: r.try_get(14)?,
         }
     }};
 }
