@@ -7,7 +7,8 @@
 use std::collections::{BTreeMap, HashMap};
 
 mod stat;
-pub use stat::{Mean, Reading, Stat, max_opt};
+use stat::max_opt;
+pub use stat::{Mean, Reading, Stat};
 
 pub const MINUTE_MS: i64 = 60_000;
 pub const HOUR_MS: i64 = 3_600_000;

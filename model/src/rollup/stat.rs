@@ -71,7 +71,7 @@ impl<T: Reading> Stat<T> {
 }
 
 /// The larger of two optional values; either alone when the other is missing.
-pub fn max_opt<T: PartialOrd + Copy>(a: Option<T>, b: Option<T>) -> Option<T> {
+pub(crate) fn max_opt<T: PartialOrd + Copy>(a: Option<T>, b: Option<T>) -> Option<T> {
     match (a, b) {
         (Some(x), Some(y)) => Some(if y > x { y } else { x }),
         (x, None) => x,
