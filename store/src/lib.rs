@@ -22,6 +22,7 @@ pub mod reclaim_cases;
 mod records;
 pub mod remote_write;
 pub mod reports;
+mod rollup_columns;
 mod rollup_reads;
 mod rollup_rows;
 mod scope;

@@ -8,108 +8,41 @@ use model::rollup::{DeviceMinute, DeviceMinutes, TenantMinute, TenantMinutes};
 use crate::error::Result;
 use crate::records::{TableCounts, WantedMinutes};
 
-/// The aggregate columns shared by GPU and cluster rollups, in insert order.
-macro_rules! agg_columns {
-    () => {
-        "samples, covered_s, gpu_util_n, gpu_util_sum, gpu_util_max, gpu_util_hist, busy_n, sm_active_n, sm_active_sum, sm_active_max, sm_active_hist, sm_occupancy_sum, tensor_active_sum, dram_active_sum, mem_used_n, mem_used_sum, mem_used_max, mem_total_max, power_n, power_sum, power_max, temp_n, temp_sum, temp_max, throttled_n, alloc_share_sum, sm_occupancy_n, tensor_active_n, dram_active_n"
-    };
-}
+use crate::rollup_columns::{gpu_agg_columns, tenant_agg_columns};
 
 /// Columns of the GPU rollup tables, in insert order.
-pub(crate) const GPU_ROLLUP_COLUMNS: &str =
-    concat!("cluster, node, gpu_uuid, bucket, ", agg_columns!());
+pub(crate) const GPU_ROLLUP_COLUMNS: &str = gpu_agg_columns!(crate::rollup_columns::names(
+    "cluster, node, gpu_uuid, bucket, "
+));
 
 /// Columns of the cluster rollup table, in insert order.
-pub(crate) const CLUSTER_ROLLUP_COLUMNS: &str = concat!("cluster, bucket, gpus, ", agg_columns!());
+pub(crate) const CLUSTER_ROLLUP_COLUMNS: &str =
+    gpu_agg_columns!(crate::rollup_columns::names("cluster, bucket, gpus, "));
 
-/// Binds a [`rollup::GpuAgg`]'s fields in `agg_columns!` order (either backend), with
+/// Binds a [`rollup::GpuAgg`]'s fields in [`gpu_agg_columns!`] order (either backend), with
 /// `bind` (a query) or `push_bind` (a multi-row insert).
 macro_rules! bind_gpu_agg {
-    ($q:expr, $a:expr, $bind:ident) => {{
-        let a = $a;
-        $q.$bind(a.samples)
-            .$bind(a.covered_s)
-            .$bind(a.gpu_util.n)
-            .$bind(a.gpu_util.sum)
-            .$bind(a.gpu_util.max)
-            .$bind(a.gpu_util_hist.to_stored())
-            .$bind(a.busy_n)
-            .$bind(a.sm_active.n)
-            .$bind(a.sm_active.sum)
-            .$bind(a.sm_active.max)
-            .$bind(a.sm_active_hist.to_stored())
-            .$bind(a.sm_occupancy.sum)
-            .$bind(a.tensor_active.sum)
-            .$bind(a.dram_active.sum)
-            .$bind(a.mem_used.n)
-            .$bind(a.mem_used.sum)
-            .$bind(a.mem_used.max)
-            .$bind(a.mem_total_max)
-            .$bind(a.power.n)
-            .$bind(a.power.sum)
-            .$bind(a.power.max)
-            .$bind(a.temp.n)
-            .$bind(a.temp.sum)
-            .$bind(a.temp.max)
-            .$bind(a.throttled_n)
-            .$bind(a.alloc_share_sum)
-            .$bind(a.sm_occupancy.n)
-            .$bind(a.tensor_active.n)
-            .$bind(a.dram_active.n)
-    }};
+    ($q:expr, $a:expr, $bind:ident) => {
+        crate::rollup_columns::gpu_agg_columns!(crate::rollup_columns::bind_values($q, $a, $bind))
+    };
 }
 pub(crate) use bind_gpu_agg;
 
 /// Columns of the tenant rollup tables, in insert order.
-pub(crate) const TENANT_ROLLUP_COLUMNS: &str = "cluster, node, gpu_uuid, tenant_key, bucket, samples, covered_s, alloc_share_sum, alloc_n, present_n, sm_util_n, sm_util_sum, sm_util_max, busy_n, mem_used_n, mem_used_sum, mem_used_max, processes_max, eff_n, eff_sum, eff_dcgm_n, eff_hist, active_n, idle_n, idle_lead_s, idle_trail_s, idle_max_s";
+pub(crate) const TENANT_ROLLUP_COLUMNS: &str = tenant_agg_columns!(crate::rollup_columns::names(
+    "cluster, node, gpu_uuid, tenant_key, bucket, "
+));
 
-/// Reads a [`model::rollup::Stat`] from its three columns `<name>_n`, `_sum`, `_max`.
-macro_rules! read_stat {
-    ($r:expr, $name:literal) => {
-        model::rollup::Stat {
-            n: $r.try_get(concat!($name, "_n"))?,
-            sum: $r.try_get(concat!($name, "_sum"))?,
-            max: $r.try_get(concat!($name, "_max"))?,
-        }
-    };
-}
-pub(crate) use read_stat;
-
-/// Reads a [`model::rollup::Mean`] from its two columns `<name>_n`, `_sum`.
-macro_rules! read_mean {
-    ($r:expr, $name:literal) => {
-        model::rollup::Mean {
-            n: $r.try_get(concat!($name, "_n"))?,
-            sum: $r.try_get(concat!($name, "_sum"))?,
-        }
-    };
-}
-pub(crate) use read_mean;
-
-/// Reads a [`rollup::GpuAgg`] from a row of a GPU rollup table (either backend).
+/// Reads a [`rollup::GpuAgg`] from a row of a GPU rollup table (either backend), by column
+/// name; `$hist` is the backend's type of a histogram's bytes.
 macro_rules! read_gpu_agg {
-    ($r:expr, $hist:ty) => {{
-        let r = $r;
-        let hist = |v: Option<$hist>| v.map(|b| rollup::Hist::from_bytes(&b)).unwrap_or_default();
-        rollup::GpuAgg {
-            samples: r.try_get("samples")?,
-            covered_s: r.try_get("covered_s")?,
-            gpu_util: crate::sql::read_stat!(r, "gpu_util"),
-            gpu_util_hist: hist(r.try_get("gpu_util_hist")?),
-            busy_n: r.try_get("busy_n")?,
-            sm_active: crate::sql::read_stat!(r, "sm_active"),
-            sm_active_hist: hist(r.try_get("sm_active_hist")?),
-            sm_occupancy: crate::sql::read_mean!(r, "sm_occupancy"),
-            tensor_active: crate::sql::read_mean!(r, "tensor_active"),
-            dram_active: crate::sql::read_mean!(r, "dram_active"),
-            mem_used: crate::sql::read_stat!(r, "mem_used"),
-            mem_total_max: r.try_get("mem_total_max")?,
-            power: crate::sql::read_stat!(r, "power"),
-            temp: crate::sql::read_stat!(r, "temp"),
-            throttled_n: r.try_get("throttled_n")?,
-            alloc_share_sum: r.try_get("alloc_share_sum")?,
-        }
-    }};
+    ($r:expr, $hist:ty) => {
+        crate::rollup_columns::gpu_agg_columns!(crate::rollup_columns::read_agg(
+            $r,
+            rollup::GpuAgg,
+            $hist
+        ))
+    };
 }
 pub(crate) use read_gpu_agg;
 
@@ -277,32 +210,11 @@ pub(crate) use read_gpu_hour;
 
 /// Reads a [`rollup::TenantAgg`] from a row of a tenant rollup table (either backend).
 macro_rules! read_tenant_agg {
-    ($r:expr) => {{
-        let r = $r;
-        rollup::TenantAgg {
-            samples: r.try_get("samples")?,
-            covered_s: r.try_get("covered_s")?,
-            alloc_share_sum: r.try_get("alloc_share_sum")?,
-            alloc_n: r.try_get("alloc_n")?,
-            present_n: r.try_get("present_n")?,
-            sm_util: crate::sql::read_stat!(r, "sm_util"),
-            busy_n: r.try_get("busy_n")?,
-            mem_used: crate::sql::read_stat!(r, "mem_used"),
-            processes_max: r.try_get("processes_max")?,
-            eff_n: r.try_get("eff_n")?,
-            eff_sum: r.try_get("eff_sum")?,
-            eff_dcgm_n: r.try_get("eff_dcgm_n")?,
-            eff_hist: r
-                .try_get::<Option<Vec<u8>>, _>("eff_hist")?
-                .map(|b| rollup::Hist::from_bytes(&b))
-                .unwrap_or_default(),
-            active_n: r.try_get("active_n")?,
-            idle_n: r.try_get("idle_n")?,
-            idle_lead_s: r.try_get("idle_lead_s")?,
-            idle_trail_s: r.try_get("idle_trail_s")?,
-            idle_max_s: r.try_get("idle_max_s")?,
-        }
-    }};
+    ($r:expr) => {
+        crate::rollup_columns::tenant_agg_columns!(
+            crate::rollup_columns::read_agg($r, rollup::TenantAgg, Vec<u8>)
+        )
+    };
 }
 pub(crate) use read_tenant_agg;
 

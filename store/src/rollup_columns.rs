@@ -1,0 +1,246 @@
+//! The aggregate columns of the rollup tables, each declared once — its column, its cell type
+//! and the aggregate field it holds — in [`gpu_agg_columns!`] (GPU and cluster rollups) and
+//! [`tenant_agg_columns!`]. The column lists, the COPY and multi-row INSERT writers
+//! (`crate::rollup_rows`), the bound cluster-rollup INSERT and the readers of both backends are
+//! made from these lists, so a new rollup column is one line here (and its migration).
+//!
+//! A list macro takes another macro's path and its arguments, and calls it with the arguments
+//! in parentheses followed by `column: kind = field.path` entries. The kinds: `i32`, `f64`,
+//! `opt_f32`, `opt_i64` (a nullable column) and `hist` (a [`model::rollup::Hist`], stored as
+//! bytes, `NULL` when empty).
+
+/// Every aggregate column of a GPU rollup row ([`model::rollup::GpuAgg`]), in insert order.
+macro_rules! gpu_agg_columns {
+    ($($then:ident)::+ ($($args:tt)*)) => {
+        $($then)::+! { ($($args)*)
+            samples: i32 = samples,
+            covered_s: f64 = covered_s,
+            gpu_util_n: i32 = gpu_util.n,
+            gpu_util_sum: f64 = gpu_util.sum,
+            gpu_util_max: opt_f32 = gpu_util.max,
+            gpu_util_hist: hist = gpu_util_hist,
+            busy_n: i32 = busy_n,
+            sm_active_n: i32 = sm_active.n,
+            sm_active_sum: f64 = sm_active.sum,
+            sm_active_max: opt_f32 = sm_active.max,
+            sm_active_hist: hist = sm_active_hist,
+            sm_occupancy_sum: f64 = sm_occupancy.sum,
+            tensor_active_sum: f64 = tensor_active.sum,
+            dram_active_sum: f64 = dram_active.sum,
+            mem_used_n: i32 = mem_used.n,
+            mem_used_sum: f64 = mem_used.sum,
+            mem_used_max: opt_i64 = mem_used.max,
+            mem_total_max: opt_i64 = mem_total_max,
+            power_n: i32 = power.n,
+            power_sum: f64 = power.sum,
+            power_max: opt_f32 = power.max,
+            temp_n: i32 = temp.n,
+            temp_sum: f64 = temp.sum,
+            temp_max: opt_f32 = temp.max,
+            throttled_n: i32 = throttled_n,
+            alloc_share_sum: f64 = alloc_share_sum,
+            sm_occupancy_n: i32 = sm_occupancy.n,
+            tensor_active_n: i32 = tensor_active.n,
+            dram_active_n: i32 = dram_active.n,
+        }
+    };
+}
+pub(crate) use gpu_agg_columns;
+
+/// Every aggregate column of a tenant rollup row ([`model::rollup::TenantAgg`]), in insert
+/// order.
+macro_rules! tenant_agg_columns {
+    ($($then:ident)::+ ($($args:tt)*)) => {
+        $($then)::+! { ($($args)*)
+            samples: i32 = samples,
+            covered_s: f64 = covered_s,
+            alloc_share_sum: f64 = alloc_share_sum,
+            alloc_n: i32 = alloc_n,
+            present_n: i32 = present_n,
+            sm_util_n: i32 = sm_util.n,
+            sm_util_sum: f64 = sm_util.sum,
+            sm_util_max: opt_f32 = sm_util.max,
+            busy_n: i32 = busy_n,
+            mem_used_n: i32 = mem_used.n,
+            mem_used_sum: f64 = mem_used.sum,
+            mem_used_max: opt_i64 = mem_used.max,
+            processes_max: i32 = processes_max,
+            eff_n: i32 = eff_n,
+            eff_sum: f64 = eff_sum,
+            eff_dcgm_n: i32 = eff_dcgm_n,
+            eff_hist: hist = eff_hist,
+            active_n: i32 = active_n,
+            idle_n: i32 = idle_n,
+            idle_lead_s: f64 = idle_lead_s,
+            idle_trail_s: f64 = idle_trail_s,
+            idle_max_s: f64 = idle_max_s,
+        }
+    };
+}
+pub(crate) use tenant_agg_columns;
+
+/// The column list: `prefix` and the columns, comma-separated (a string literal).
+macro_rules! names {
+    (($prefix:literal) $first:ident: $fk:ident = $($ff:ident).+
+        $(, $col:ident: $k:ident = $($f:ident).+)* $(,)?) => {
+        concat!($prefix, stringify!($first) $(, ", ", stringify!($col))*)
+    };
+}
+pub(crate) use names;
+
+/// Writes the aggregate `a`'s cells to `w` (a [`crate::raw::rows::Cells`]), in list order.
+macro_rules! write_cells {
+    (($w:expr, $a:expr) $($col:ident: $k:ident = $($f:ident).+),* $(,)?) => {{
+        let (w, a) = ($w, $a);
+        $( crate::rollup_columns::cell!(w, $k, a.$($f).+); )*
+    }};
+}
+pub(crate) use write_cells;
+
+macro_rules! cell {
+    ($w:ident, hist, $v:expr) => {
+        $w.opt_bytes($v.to_stored().as_deref())
+    };
+    ($w:ident, $k:ident, $v:expr) => {
+        $w.$k($v)
+    };
+}
+pub(crate) use cell;
+
+/// Binds the aggregate `a`'s values to the query `q` in list order, with `q`'s method `bind`
+/// (`bind` on a query, `push_bind` on a multi-row builder); the query with them.
+macro_rules! bind_values {
+    (($q:expr, $a:expr, $bind:ident) $($col:ident: $k:ident = $($f:ident).+),* $(,)?) => {{
+        let a = $a;
+        $q $( .$bind(crate::rollup_columns::bound!($k, a.$($f).+)) )*
+    }};
+}
+pub(crate) use bind_values;
+
+macro_rules! bound {
+    (hist, $v:expr) => {
+        $v.to_stored()
+    };
+    ($k:ident, $v:expr) => {
+        $v
+    };
+}
+pub(crate) use bound;
+
+/// Reads an aggregate of type `agg` from the row `r` by column name (either backend);
+/// `hist` is the backend's type of a histogram's bytes. Needs a `?`-able context.
+macro_rules! read_agg {
+    (($r:expr, $agg:path, $hist:ty) $($col:ident: $k:ident = $($f:ident).+),* $(,)?) => {{
+        let r = $r;
+        let hist = |v: Option<$hist>| v.map(|b| rollup::Hist::from_bytes(&b)).unwrap_or_default();
+        let mut a = <$agg>::default();
+        $( a.$($f).+ = crate::rollup_columns::read_cell!(r, hist, $k, stringify!($col)); )*
+        a
+    }};
+}
+pub(crate) use read_agg;
+
+macro_rules! read_cell {
+    ($r:ident, $hist:ident, hist, $col:expr) => {
+        $hist($r.try_get($col)?)
+    };
+    ($r:ident, $hist:ident, $k:ident, $col:expr) => {
+        $r.try_get($col)?
+    };
+}
+pub(crate) use read_cell;
+
+#[cfg(test)]
+mod tests {
+    use model::rollup::{self, GpuAgg, TenantAgg};
+
+    use crate::raw::rows::Cells;
+
+    /// Records what a writer is given: each cell's kind and value, as text.
+    #[derive(Default)]
+    struct Tape(Vec<String>);
+
+    impl Cells for Tape {
+        fn null(&mut self) -> &mut Self {
+            self.0.push("null".into());
+            self
+        }
+        fn text(&mut self, v: &str) -> &mut Self {
+            self.0.push(format!("text {v}"));
+            self
+        }
+        fn i32(&mut self, v: i32) -> &mut Self {
+            self.0.push(format!("i32 {v}"));
+            self
+        }
+        fn i64(&mut self, v: i64) -> &mut Self {
+            self.0.push(format!("i64 {v}"));
+            self
+        }
+        fn f32(&mut self, v: f32) -> &mut Self {
+            self.0.push(format!("f32 {v}"));
+            self
+        }
+        fn f64(&mut self, v: f64) -> &mut Self {
+            self.0.push(format!("f64 {v}"));
+            self
+        }
+        fn ts_ms(&mut self, ms: i64) -> &mut Self {
+            self.0.push(format!("ts {ms}"));
+            self
+        }
+        fn bytes(&mut self, v: &[u8]) -> &mut Self {
+            self.0.push(format!("bytes {}", v.len()));
+            self
+        }
+    }
+
+    fn gpu_agg() -> GpuAgg {
+        let mut a = GpuAgg::default();
+        for (i, v) in [0.25f32, 0.75].into_iter().enumerate() {
+            a.add(
+                &rollup::RawGpu {
+                    gpu_uuid: "GPU-1".into(),
+                    ts: i as i64 * 1000,
+                    interval_ms: 1000,
+                    gpu_util: Some(v),
+                    sm_active: Some(v),
+                    mem_used_bytes: Some(7),
+                    power_w: Some(300.0),
+                    ..Default::default()
+                },
+                0.5,
+            );
+        }
+        a
+    }
+
+    #[test]
+    fn every_column_is_written_once_in_the_order_named() {
+        let names = gpu_agg_columns!(names(""));
+        let mut tape = Tape::default();
+        let a = gpu_agg();
+        gpu_agg_columns!(write_cells(&mut tape, &a));
+        let cols: Vec<&str> = names.split(", ").collect();
+        assert_eq!(cols.len(), tape.0.len(), "{cols:?} {:?}", tape.0);
+        let cell = |name: &str| &tape.0[cols.iter().position(|c| *c == name).unwrap()];
+        assert_eq!(cell("samples"), "i32 2");
+        assert_eq!(cell("gpu_util_n"), "i32 2");
+        assert_eq!(cell("gpu_util_sum"), "f64 1");
+        assert_eq!(cell("gpu_util_max"), "f32 0.75");
+        assert_eq!(cell("gpu_util_hist"), "bytes 80");
+        assert_eq!(cell("mem_used_max"), "i64 7");
+        assert_eq!(cell("temp_max"), "null");
+        assert_eq!(cell("tensor_active_n"), "i32 0");
+        let mut unique = cols.clone();
+        unique.sort();
+        unique.dedup();
+        assert_eq!(unique.len(), cols.len(), "a column named twice");
+
+        let names = tenant_agg_columns!(names("x, "));
+        let mut tape = Tape::default();
+        tenant_agg_columns!(write_cells(&mut tape, &TenantAgg::default()));
+        assert_eq!(names.split(", ").count(), tape.0.len() + 1);
+        assert!(names.starts_with("x, samples, covered_s, "));
+    }
+}
