@@ -48,9 +48,11 @@ pub(crate) use read_gpu_agg;
 
 /// The GPU minute-rollup columns interference reads.
 pub(crate) const INTERFERENCE_GPU_COLUMNS: &str =
-    "gpu_uuid, bucket, gpu_util_n, gpu_util_sum, dram_active_n, dram_active_sum";
+    crate::rollup_columns::device_minute_columns!(crate::rollup_columns::names("gpu_uuid, "));
 /// The tenant minute-rollup columns interference reads.
-pub(crate) const INTERFERENCE_TENANT_COLUMNS: &str = "gpu_uuid, tenant_key, bucket, samples, active_n, sm_util_n, sm_util_sum, alloc_n, alloc_share_sum, eff_n, eff_sum";
+pub(crate) const INTERFERENCE_TENANT_COLUMNS: &str = crate::rollup_columns::tenant_minute_columns!(
+    crate::rollup_columns::names("gpu_uuid, tenant_key, ")
+);
 
 /// Groups one node's interference minute rows into a series per GPU and per (tenant, GPU),
 /// keeping only the wanted minutes, each series in time order.
@@ -145,66 +147,37 @@ impl<'w> InterferenceSeries<'w> {
 /// position; `bucket` in ms) into one node's [`InterferenceSeries`].
 macro_rules! interference_rows {
     ($cluster:expr, $node:expr, $wanted:expr, $gpu_rows:expr, $tenant_rows:expr) => {{
+        use crate::rollup_columns::{device_minute_columns, read_at, tenant_minute_columns};
         use model::rollup::{DeviceMinute, TenantMinute};
         let mut series = $crate::sql::InterferenceSeries::new($wanted);
         for r in $gpu_rows {
-            series.device(
-                r.try_get(0)?,
-                DeviceMinute {
-                    bucket: r.try_get(1)?,
-                    gpu_util_n: r.try_get(2)?,
-                    gpu_util_sum: r.try_get(3)?,
-                    dram_active_n: r.try_get(4)?,
-                    dram_active_sum: r.try_get(5)?,
-                },
-            );
+            let minute = device_minute_columns!(read_at(r, DeviceMinute, 1));
+            series.device(r.try_get(0)?, minute);
         }
         for r in $tenant_rows {
-            series.tenant(
-                r.try_get(0)?,
-                r.try_get(1)?,
-                TenantMinute {
-                    bucket: r.try_get(2)?,
-                    samples: r.try_get(3)?,
-                    active_n: r.try_get(4)?,
-                    sm_util_n: r.try_get(5)?,
-                    sm_util_sum: r.try_get(6)?,
-                    alloc_n: r.try_get(7)?,
-                    alloc_share_sum: r.try_get(8)?,
-                    eff_n: r.try_get(9)?,
-                    eff_sum: r.try_get(10)?,
-                },
-            );
+            let minute = tenant_minute_columns!(read_at(r, TenantMinute, 2));
+            series.tenant(r.try_get(0)?, r.try_get(1)?, minute);
         }
         series.finish($cluster, $node)
     }};
 }
 pub(crate) use interference_rows;
 
-/// The columns of a GPU hour rollup the analysis reads ([`model::hour_series::GpuHour`]), in the order
-/// [`read_gpu_hour!`] decodes them (by index: 1.7 million rows a week at 10,000 GPUs).
-pub(crate) const GPU_HOUR_COLUMNS: &str = "cluster, node, gpu_uuid, bucket, samples, throttled_n, covered_s, dram_active_n, dram_active_sum, alloc_share_sum, mem_used_max, mem_total_max, gpu_util_max, power_max, temp_max";
+/// The columns of a GPU hour rollup the analysis reads, in the order [`read_gpu_hour!`]
+/// decodes them.
+pub(crate) const GPU_HOUR_COLUMNS: &str = crate::rollup_columns::gpu_hour_columns!(
+    crate::rollup_columns::names("cluster, node, gpu_uuid, bucket, ")
+);
 
 /// Reads a [`model::hour_series::GpuHour`] from a row of [`GPU_HOUR_COLUMNS`] (either backend).
 macro_rules! read_gpu_hour {
-    ($r:expr) => {{
-        let r = $r;
-        model::hour_series::GpuHour {
-            samples: r.try_get(4)?,
-            throttled_n: r.try_get(5)?,
-            covered_s: r.try_get(6)?,
-            dram_active: model::rollup::Mean {
-                n: r.try_get(7)?,
-                sum: r.try_get(8)?,
-            },
-            alloc_share_sum: r.try_get(9)?,
-            mem_used_max: r.try_get(10)?,
-            mem_total_max: r.try_get(11)?,
-            gpu_util_max: r.try_get(12)?,
-            power_max: r.try_get(13)?,
-            temp_max: r.try_get(14)?,
-        }
-    }};
+    ($r:expr) => {
+        crate::rollup_columns::gpu_hour_columns!(crate::rollup_columns::read_at(
+            $r,
+            model::hour_series::GpuHour,
+            4
+        ))
+    };
 }
 pub(crate) use read_gpu_hour;
 
