@@ -315,4 +315,22 @@ mod tests {
         assert_eq!(names.split(", ").count(), tape.0.len() + 1);
         assert!(names.starts_with("x, samples, covered_s, "));
     }
+
+    /// The series queries name rollup columns of their own (`series::METRICS`): each must be a
+    /// column of its family's list, or the query fails only when someone asks for it.
+    #[test]
+    fn every_column_a_series_reads_is_a_rollup_column() {
+        use crate::series::{Family, METRICS};
+        let (gpu, tenant) = (crate::sql::GPU_ROLLUP_COLUMNS, crate::sql::TENANT_ROLLUP_COLUMNS);
+        for m in METRICS {
+            let columns: Vec<&str> = match m.family {
+                Family::Gpu => gpu.split(", ").collect(),
+                Family::Tenant => tenant.split(", ").collect(),
+            };
+            let named = [Some(m.n_col), Some(m.sum_col), m.max_col, m.hist_col];
+            for col in named.into_iter().flatten() {
+                assert!(columns.contains(&col), "{}: {col} is not a rollup column", m.name);
+            }
+        }
+    }
 }
