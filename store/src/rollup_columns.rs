@@ -316,12 +316,98 @@ mod tests {
         assert!(names.starts_with("x, samples, covered_s, "));
     }
 
+    /// Each table's columns after every migration of `backend`, in order (CREATE TABLE, its
+    /// `LIKE` form, and ALTER TABLE with one or more ADD COLUMN: what the rollup tables'
+    /// migrations use).
+    fn migrated_columns(backend: &str) -> std::collections::HashMap<String, Vec<String>> {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../migrations")
+            .join(backend);
+        let mut files: Vec<_> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .collect();
+        files.sort();
+        let mut tables = std::collections::HashMap::<String, Vec<String>>::new();
+        for file in files {
+            let sql = std::fs::read_to_string(file).unwrap();
+            let mut lines = sql.lines();
+            while let Some(line) = lines.next() {
+                let words: Vec<&str> = line.split_whitespace().collect();
+                match words.as_slice() {
+                    ["CREATE", "TABLE", name, "(LIKE", source, ..] => {
+                        let columns = tables[*source].clone();
+                        tables.insert(name.to_string(), columns);
+                    }
+                    ["CREATE", "TABLE", name, "("] => {
+                        let columns = lines
+                            .by_ref()
+                            .take_while(|l| !l.starts_with(')'))
+                            .map(str::trim)
+                            .filter(|l| !l.is_empty() && !l.starts_with("--"))
+                            .filter(|l| !l.starts_with("PRIMARY") && !l.starts_with("UNIQUE"))
+                            .filter_map(|l| l.split_whitespace().next())
+                            .map(str::to_owned)
+                            .collect();
+                        tables.insert(name.to_string(), columns);
+                    }
+                    ["ALTER", "TABLE", name, ..] => {
+                        // The statement runs to its `;`, one ADD COLUMN or several.
+                        let mut statement = line.to_owned();
+                        while !statement.contains(';') {
+                            let Some(next) = lines.next() else { break };
+                            statement.push(' ');
+                            statement.push_str(next);
+                        }
+                        let added = statement.split("ADD COLUMN").skip(1);
+                        let columns = tables.entry(name.to_string()).or_default();
+                        columns.extend(
+                            added
+                                .filter_map(|a| a.split_whitespace().next())
+                                .map(str::to_owned),
+                        );
+                    }
+                    _ => {}
+                }
+            }
+        }
+        tables
+    }
+
+    /// The writers name every column of the lists, so the lists must be exactly the columns the
+    /// migrations give each rollup table, on both backends.
+    #[test]
+    fn the_lists_are_the_rollup_tables_columns_on_both_backends() {
+        let sorted = |cols: &str| {
+            let mut v: Vec<String> = cols.split(", ").map(str::to_owned).collect();
+            v.sort();
+            v
+        };
+        for backend in ["postgres", "sqlite"] {
+            let tables = migrated_columns(backend);
+            for (table, list) in [
+                ("gpu_rollup_1m", crate::sql::GPU_ROLLUP_COLUMNS),
+                ("gpu_rollup_1h", crate::sql::GPU_ROLLUP_COLUMNS),
+                ("cluster_rollup_1h", crate::sql::CLUSTER_ROLLUP_COLUMNS),
+                ("tenant_rollup_1m", crate::sql::TENANT_ROLLUP_COLUMNS),
+                ("tenant_rollup_1h", crate::sql::TENANT_ROLLUP_COLUMNS),
+            ] {
+                let mut created = tables[table].clone();
+                created.sort();
+                assert_eq!(created, sorted(list), "{backend}: {table}");
+            }
+        }
+    }
+
     /// The series queries name rollup columns of their own (`series::METRICS`): each must be a
     /// column of its family's list, or the query fails only when someone asks for it.
     #[test]
     fn every_column_a_series_reads_is_a_rollup_column() {
         use crate::series::{Family, METRICS};
-        let (gpu, tenant) = (crate::sql::GPU_ROLLUP_COLUMNS, crate::sql::TENANT_ROLLUP_COLUMNS);
+        let (gpu, tenant) = (
+            crate::sql::GPU_ROLLUP_COLUMNS,
+            crate::sql::TENANT_ROLLUP_COLUMNS,
+        );
         for m in METRICS {
             let columns: Vec<&str> = match m.family {
                 Family::Gpu => gpu.split(", ").collect(),
@@ -329,7 +415,11 @@ mod tests {
             };
             let named = [Some(m.n_col), Some(m.sum_col), m.max_col, m.hist_col];
             for col in named.into_iter().flatten() {
-                assert!(columns.contains(&col), "{}: {col} is not a rollup column", m.name);
+                assert!(
+                    columns.contains(&col),
+                    "{}: {col} is not a rollup column",
+                    m.name
+                );
             }
         }
     }
