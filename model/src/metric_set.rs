@@ -1,4 +1,4 @@
-//! [`metric_set!`](crate::metric_set): a feature's Prometheus metrics declared once. Each
+//! [`metric_set!`](macro@crate::metric_set): a feature's Prometheus metrics declared once. Each
 //! metric is one line — its field, type, constructor where the default will not do, exposed
 //! name, unit and help — and the struct, its `Default` and its registration follow from that
 //! line, so a metric cannot be declared and forgotten in the registry, or registered under a

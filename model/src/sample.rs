@@ -134,7 +134,7 @@ impl ProcessKind {
 pub struct ProcessSample {
     pub gpu_uuid: String,
     pub pid: u32,
-    /// When the process started (ms since the epoch), from /proc/<pid>/stat.
+    /// When the process started (ms since the epoch), from `/proc/<pid>/stat`.
     pub start_time: crate::UnixMillis,
     #[serde(default)]
     pub kind: ProcessKind,

@@ -16,7 +16,7 @@
 
 use std::io::{Read, Write};
 
-/// What a column holds; its values travel as `u64` bits (see [`Kind::bits`]).
+/// What a column holds; its values travel as `u64` bits (see [`Kind::bits_of_f64`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Kind {
     /// An integer (`i64`, or a narrower one widened).

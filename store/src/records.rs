@@ -117,7 +117,7 @@ pub struct TableCounts {
 
 impl TableCounts {
     /// The raw samples of each kind (rows and sealed together), in the order of the first
-    /// five of [`Store::RAW_TABLES`].
+    /// five of [`crate::Store::RAW_TABLES`].
     pub fn raw(&self) -> [i64; 5] {
         [
             self.gpu_samples,

@@ -20,7 +20,7 @@ pub(crate) struct Span<'a> {
 }
 
 /// What a backend's open transaction offers a rollup span. The raw reader skips blocks that do
-/// not decode and counts them in `undecodable` (see [`super::decodable`]).
+/// not decode and counts them in `undecodable`.
 pub(crate) trait SpanTx {
     async fn clear_pending(&mut self, s: Span<'_>) -> Result<()>;
     /// The node's samples of [from, to) in `t`, hot rows and sealed blocks.

@@ -19,7 +19,7 @@ pub(crate) const GPU_ROLLUP_COLUMNS: &str = gpu_agg_columns!(crate::rollup_colum
 pub(crate) const CLUSTER_ROLLUP_COLUMNS: &str =
     gpu_agg_columns!(crate::rollup_columns::names("cluster, bucket, gpus, "));
 
-/// Binds a [`rollup::GpuAgg`]'s fields in [`gpu_agg_columns!`] order (either backend), with
+/// Binds a [`model::rollup::GpuAgg`]'s fields in [`gpu_agg_columns!`] order (either backend), with
 /// `bind` (a query) or `push_bind` (a multi-row insert).
 macro_rules! bind_gpu_agg {
     ($q:expr, $a:expr, $bind:ident) => {
@@ -33,7 +33,7 @@ pub(crate) const TENANT_ROLLUP_COLUMNS: &str = tenant_agg_columns!(crate::rollup
     "cluster, node, gpu_uuid, tenant_key, bucket, "
 ));
 
-/// Reads a [`rollup::GpuAgg`] from a row of a GPU rollup table (either backend), by column
+/// Reads a [`model::rollup::GpuAgg`] from a row of a GPU rollup table (either backend), by column
 /// name; `$hist` is the backend's type of a histogram's bytes.
 macro_rules! read_gpu_agg {
     ($r:expr, $hist:ty) => {
@@ -181,7 +181,7 @@ macro_rules! read_gpu_hour {
 }
 pub(crate) use read_gpu_hour;
 
-/// Reads a [`rollup::TenantAgg`] from a row of a tenant rollup table (either backend).
+/// Reads a [`model::rollup::TenantAgg`] from a row of a tenant rollup table (either backend).
 macro_rules! read_tenant_agg {
     ($r:expr) => {
         crate::rollup_columns::tenant_agg_columns!(
@@ -272,7 +272,7 @@ macro_rules! gpus_with_migs {
 }
 pub(crate) use gpus_with_migs;
 
-/// Reads a [`TenantRecord`] from a row of `tenants`; `None` (and a warning) for a row whose kind
+/// Reads a [`crate::TenantRecord`] from a row of `tenants`; `None` (and a warning) for a row whose kind
 /// or uid is outside the wire's domain, which only something other than gpulens could have
 /// written: one such row must not fail every reader of the tenant list.
 macro_rules! tenant_record {

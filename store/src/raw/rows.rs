@@ -1,5 +1,5 @@
 //! A batch's rows for the raw tables, written once for both backends: [`of`] lists the rows of
-//! one table and [`write`] puts a row's cells, in the order of [`super::columns`] (identity,
+//! one table and [`write`](fn@write) puts a row's cells, in the order of [`super::columns`] (identity,
 //! `ts`, values), into whatever the backend writes them with — binary COPY on PostgreSQL, bind
 //! parameters of a multi-row INSERT on SQLite — through [`Cells`].
 
