@@ -151,7 +151,7 @@ pub struct Holder {
 pub struct Assignments {
     /// Keyed by GPU UUID or MIG device UUID (replica suffix removed).
     pub by_device: HashMap<String, Vec<Holder>>,
-    /// Devices of NVIDIA's DRA driver, by their DRA name; see [`Assignments::dra_by_device`].
+    /// Devices of NVIDIA's DRA driver, by their DRA name; resolved by [`Assignments::resolved`].
     pub by_dra: HashMap<DraDevice, Vec<Holder>>,
     pub uid_by_pod: HashMap<(String, String), String>,
     pub pod_by_uid: HashMap<String, (String, String)>,

@@ -3,7 +3,7 @@
 //! packs within it, a waiting pod of that product reclaims from it), a tenant (its holdings
 //! are reclaimed as one step and pin it to its GPUs), the GPUs a waiting pod could run on, and
 //! the nodes an applied step touched. So each part's analysis says what the cluster's would
-//! say of its nodes, and [`crate::merge`] puts them together (docs/analytics.md, "One cluster,
+//! say of its nodes, and [`crate::merge()`] puts them together (docs/analytics.md, "One cluster,
 //! and one pool, at a time"). A cluster whose pools are tied together by such links is one part.
 
 use std::collections::{BTreeMap, BTreeSet};

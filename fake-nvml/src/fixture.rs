@@ -66,7 +66,7 @@ fn yes() -> bool {
 #[serde(deny_unknown_fields)]
 pub(crate) struct MigDevice {
     pub(crate) uuid: String,
-    /// e.g. "3g.40gb"; NVML names the device "<GPU name> MIG <profile>".
+    /// e.g. "3g.40gb"; NVML names the device `<GPU name> MIG <profile>`.
     pub(crate) profile: String,
     pub(crate) gi_id: u32,
     pub(crate) ci_id: u32,

@@ -15,7 +15,7 @@ use super::layout::*;
 ///   runs alone: one GPU each;
 /// - the others' memory needs are never shared by time, so they need at least their summed
 ///   memory, and one GPU for each need above half a GPU plus what cannot fit beside those
-///   ([`needs_bound`] on memory alone);
+///   (`needs_bound` on memory alone);
 /// - compute is shared hour by hour. With B GPUs, an hour whose summed demand exceeds B has
 ///   a GPU over its capacity. A time-sliced GPU may be over in at most `allowed` hours (the
 ///   replay's tolerance) and a MIG GPU in at most `allowed` hours per instance (each tenant

@@ -220,7 +220,7 @@ fn tenant_pods(metric: &str) -> String {
 /// Recording rules over the per-tenant series (`[metrics] tenant_series`): GPU shares per
 /// namespace, and per pod with the pod's labels from kube-state-metrics (`kube_pod_labels`,
 /// joined on namespace and pod) named in `pod_labels`. They read the tenant's labels whether
-/// or not the scrape honoured them ([`tenant_pods`]).
+/// or not the scrape honoured them (`tenant_pods`).
 pub fn tenant_recording_rules(pod_labels: &[String]) -> Vec<RecordingRule> {
     let mut out = Vec::new();
     for (what, metric) in [

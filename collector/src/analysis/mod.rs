@@ -166,7 +166,7 @@ pub async fn load_timed(
 }
 
 /// Loads and analyses [from, to) one cluster at a time, and merges the clusters' analyses
-/// into the fleet's ([`analytics::merge`]: the same analysis as one of the whole fleet). The
+/// into the fleet's ([`analytics::merge()`]: the same analysis as one of the whole fleet). The
 /// inventory, health and the other small parts are read once; each cluster's hour series and
 /// pair-hours are read, analysed and dropped before the next cluster's, so the process holds
 /// one cluster's series at a time, not the fleet's. `stats` adds up every cluster's load

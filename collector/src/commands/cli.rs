@@ -1,4 +1,7 @@
 //! The `gpulens` command line: `demo`, `serve`, `simulate` and `migrate`.
+// The doc comments here are the commands' --help text, where `[alerts]` names a section of
+// the configuration file, not a link.
+#![allow(rustdoc::broken_intra_doc_links)]
 
 use std::net::SocketAddr;
 use std::path::PathBuf;

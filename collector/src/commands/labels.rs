@@ -1,4 +1,7 @@
 //! `gpulens labels plan | apply | status`.
+// The doc comments here are the commands' --help text, where `[alerts]` names a section of
+// the configuration file, not a link.
+#![allow(rustdoc::broken_intra_doc_links)]
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;

@@ -6,7 +6,7 @@
 //! Off by default: tenants come and go with every pod. When on, the series are bounded by the
 //! tenants holding GPUs right now (at most one per whole GPU, per MIG instance, per shared
 //! replica): a tenant that lets go of its GPU leaves with the GPU's next batch, and a GPU not
-//! heard from in [`super::by_node::STALE_MS`] takes its tenants with it.
+//! heard from in `by_node::STALE_MS` takes its tenants with it.
 //!
 //! The numbers are the rollups' own: the newest snapshot is aggregated by
 //! [`model::rollup::aggregate`], so "effective" here means what it means in the funnel (DCGM SM
