@@ -64,9 +64,13 @@ impl<T: Reading> Stat<T> {
         self.max = max_opt(self.max, o.max);
     }
 
-    /// The mean over the samples that had the reading; `None` when none had it.
+    /// [`Mean::mean`] of the count and sum.
     pub fn mean(&self) -> Option<f64> {
-        (self.n > 0).then(|| self.sum / f64::from(self.n))
+        Mean {
+            n: self.n,
+            sum: self.sum,
+        }
+        .mean()
     }
 }
 
