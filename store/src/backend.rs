@@ -2,7 +2,7 @@
 //! written once and expanded into each backend's `impl` by [`shared_methods!`]. What a backend
 //! writes itself is what really differs: connecting and migrating, ingest (COPY and group
 //! commit; multi-row INSERTs), partitions (`ensure_span`), retention, job locks, and the
-//! column decoding of `read_rollups`, `replace_rollups` and `records`. `store/tests/conformance.rs`
+//! column decoding of `read_rollups`, `replace_rollups` and `records`. `store/tests/conformance/`
 //! runs every behaviour on each.
 
 /// Every shared method for a backend: `write`/`read` name its pools (the same pool on

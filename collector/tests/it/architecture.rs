@@ -293,3 +293,99 @@ fn the_model_crate_does_no_io_but_read_its_own_counters() {
     }
     assert!(offenders.is_empty(), "{offenders:#?}");
 }
+
+/// ARCHITECTURE.md stays short, and every invariant it states names what checks it: a test
+/// that exists in the workspace (a backticked test-function name, alone or as the end of a
+/// path), Cargo, or the construction of the code itself.
+#[test]
+fn architecture_md_is_short_and_each_invariant_names_an_existing_check() {
+    use crate::import_circles::workspace;
+    let doc = std::fs::read_to_string(workspace().join("ARCHITECTURE.md")).unwrap();
+    let lines = doc.lines().count();
+    assert!(
+        lines <= 150,
+        "ARCHITECTURE.md has {lines} lines; keep it at 150 or under"
+    );
+
+    // Every `fn name` in the workspace's Rust sources (src, tests, fuzz targets).
+    let mut files = Vec::new();
+    for dir in std::fs::read_dir(workspace()).unwrap() {
+        let dir = dir.unwrap().path();
+        let name = dir.file_name().unwrap().to_string_lossy().into_owned();
+        if dir.is_dir() && !name.starts_with('.') && name != "target" {
+            rust_files_below(&dir, &mut files);
+        }
+    }
+    let mut fns = BTreeSet::new();
+    for f in &files {
+        let text = std::fs::read_to_string(f).unwrap_or_default();
+        for (i, _) in text.match_indices("fn ") {
+            let name: String = text[i + 3..]
+                .chars()
+                .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                .collect();
+            fns.insert(name);
+        }
+    }
+    assert!(fns.len() > 1000, "the workspace's functions were read");
+
+    let invariants = doc
+        .split("## Invariants")
+        .nth(1)
+        .expect("ARCHITECTURE.md has its invariants section");
+    let invariants = invariants.split("\n## ").next().unwrap();
+    let mut bullets: Vec<String> = Vec::new();
+    for line in invariants.lines() {
+        if line.starts_with("- ") {
+            bullets.push(line.to_owned());
+        } else if line.starts_with("  ")
+            && let Some(b) = bullets.last_mut()
+        {
+            b.push(' ');
+            b.push_str(line.trim());
+        }
+    }
+    assert!(
+        bullets.len() >= 10,
+        "the invariants were read: {bullets:#?}"
+    );
+    let mut problems = Vec::new();
+    for b in &bullets {
+        // A test name: snake case with at least three underscores, maybe behind a path.
+        let named: Vec<&str> = b
+            .split('`')
+            .skip(1)
+            .step_by(2)
+            .map(|code| code.rsplit("::").next().unwrap())
+            .filter(|n| {
+                n.matches('_').count() >= 3
+                    && n.chars()
+                        .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
+            })
+            .collect();
+        for n in &named {
+            if !fns.contains(*n) {
+                problems.push(format!("no test `{n}` in the workspace (named by: {b})"));
+            }
+        }
+        let structural = b.contains("Cargo") || b.contains("by construction");
+        if named.is_empty() && !structural && !b.contains("tests/") && !b.contains("_test") {
+            problems.push(format!("names no check: {b}"));
+        }
+    }
+    assert!(problems.is_empty(), "{problems:#?}");
+}
+
+fn rust_files_below(dir: &Path, out: &mut Vec<PathBuf>) {
+    for e in std::fs::read_dir(dir).unwrap() {
+        let p = e.unwrap().path();
+        let name = p.file_name().unwrap().to_string_lossy();
+        if p.is_dir() {
+            if !name.starts_with('.') && name != "target" && name != "node_modules" {
+                rust_files_below(&p, out);
+            }
+        } else if p.extension().is_some_and(|x| x == "rs") {
+            out.push(p);
+        }
+    }
+}

@@ -1,5 +1,5 @@
 //! Rooms and functions stay small enough to read (STYLE.md): no function outside tests over
-//! [`MAX_FN_LINES`] lines, no source file over [`MAX_FILE_LINES`]. An exception would be
+//! [`MAX_FN_LINES`] lines, no source file over [`MAX_FILE_LINES`] (test files included). An exception would be
 //! listed with its size and may only shrink — a listed one that grows, or a new one over the
 //! limit, fails the test, and one that got small enough must leave the list. None is listed.
 
@@ -89,6 +89,31 @@ fn functions_and_files_stay_under_their_limits_or_shrink() {
                     *e = (*e).max(n);
                 }
             }
+        }
+    }
+    // Test files are rooms too: the file limit holds for them (their functions are free).
+    let mut test_files = Vec::new();
+    for (_, src) in member_sources() {
+        let tests = src.parent().unwrap().join("tests");
+        if tests.is_dir() {
+            rust_files(&tests, &mut test_files);
+        }
+    }
+    for dir in ["tests", "fuzz/fuzz_targets"] {
+        if root.join(dir).is_dir() {
+            rust_files(&root.join(dir), &mut test_files);
+        }
+    }
+    assert!(
+        test_files.len() > 30,
+        "read only {} test files",
+        test_files.len()
+    );
+    for file in test_files {
+        let lines = std::fs::read_to_string(&file).unwrap().lines().count();
+        if lines > MAX_FILE_LINES {
+            let rel = file.strip_prefix(&root).unwrap().display().to_string();
+            long_files.insert(rel, lines);
         }
     }
     assert!(read > 150, "read only {read} files");
