@@ -108,14 +108,17 @@ macro_rules! read_rollups_fn {
             let select = |columns: &str, table: &str| {
                 crate::rollup_reads::node_range_select(d, columns, &format!("{table}_rollup_{res}"))
             };
+            // The four values `node_range_select` binds.
+            let query = |sql| {
+                sqlx::query(sql)
+                    .bind(cluster)
+                    .bind(node)
+                    .bind(from)
+                    .bind(to)
+            };
             let mut out = NodeRollup::default();
-            let rows = sqlx::query(&select(crate::sql::GPU_ROLLUP_COLUMNS, "gpu"))
-                .bind(cluster)
-                .bind(node)
-                .bind(from)
-                .bind(to)
-                .fetch_all(&mut *conn)
-                .await?;
+            let sql = select(crate::sql::GPU_ROLLUP_COLUMNS, "gpu");
+            let rows = query(&sql).fetch_all(&mut *conn).await?;
             for r in &rows {
                 let key = (
                     r.try_get::<String, _>("gpu_uuid")?,
@@ -123,13 +126,8 @@ macro_rules! read_rollups_fn {
                 );
                 out.gpus.insert(key, crate::sql::read_gpu_agg!(r, Vec<u8>));
             }
-            let rows = sqlx::query(&select(crate::sql::TENANT_ROLLUP_COLUMNS, "tenant"))
-                .bind(cluster)
-                .bind(node)
-                .bind(from)
-                .bind(to)
-                .fetch_all(&mut *conn)
-                .await?;
+            let sql = select(crate::sql::TENANT_ROLLUP_COLUMNS, "tenant");
+            let rows = query(&sql).fetch_all(&mut *conn).await?;
             for r in &rows {
                 let key = (
                     r.try_get::<String, _>("gpu_uuid")?,
@@ -156,17 +154,21 @@ macro_rules! read_rollups_fn {
                 crate::rollup_reads::range_select(d, columns, table, scope)
             };
             let (cluster, nodes) = scope.binds(d);
+            let nodes = nodes.as_deref();
+            // The four values `range_select` binds.
+            let query = |sql| {
+                sqlx::query(sql)
+                    .bind(from)
+                    .bind(to)
+                    .bind(cluster)
+                    .bind(nodes)
+            };
             let mut gpus =
                 model::hour_series::SeriesBuilder::<model::hour_series::GpuSeries>::for_range(
                     from, to,
                 );
             let sql = select(crate::sql::GPU_HOUR_COLUMNS, "gpu_rollup_1h");
-            let mut rows = sqlx::query(&sql)
-                .bind(from)
-                .bind(to)
-                .bind(cluster)
-                .bind(nodes.as_deref())
-                .fetch(&mut *conn);
+            let mut rows = query(&sql).fetch(&mut *conn);
             while let Some(r) = rows.try_next().await? {
                 let (cluster, node, gpu): (&str, &str, &str) =
                     (r.try_get(0)?, r.try_get(1)?, r.try_get(2)?);
@@ -184,12 +186,7 @@ macro_rules! read_rollups_fn {
                     from, to,
                 );
             let sql = select(crate::sql::TENANT_ROLLUP_COLUMNS, "tenant_rollup_1h");
-            let mut rows = sqlx::query(&sql)
-                .bind(from)
-                .bind(to)
-                .bind(cluster)
-                .bind(nodes.as_deref())
-                .fetch(&mut *conn);
+            let mut rows = query(&sql).fetch(&mut *conn);
             while let Some(r) = rows.try_next().await? {
                 let names: [&str; 4] = [r.try_get(0)?, r.try_get(1)?, r.try_get(2)?, r.try_get(3)?];
                 tenants.push(names, r.try_get(4)?, crate::sql::read_tenant_agg!(&r));
