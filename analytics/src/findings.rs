@@ -3,6 +3,8 @@
 
 use std::collections::{BTreeMap, HashMap};
 
+use model::figures::count;
+
 use model::hour_series::GpuHour;
 use model::rollup::HOUR_MS;
 
@@ -163,10 +165,10 @@ pub fn idle_allocation(ctx: &Ctx, h: &Holding) -> Option<Finding> {
         signal: "kernel activity (process SM time, gpu_util or DCGM sm_active)".into(),
         reason: None,
         summary: format!(
-            "{name} held {} with no kernel for {} in {} run(s) of at least {} (longest {}); idle {:.0}% of its allocated time{}",
+            "{name} held {} with no kernel for {} in {} of at least {} (longest {}); idle {:.0}% of its allocated time{}",
             ctx.gpu_label(&h.gpu),
             hours(idle_in_runs),
-            runs.len(),
+            count(runs.len() as f64, "run", "runs"),
             hours(min_s),
             hours(longest),
             ratio * 100.0,
@@ -410,14 +412,24 @@ pub fn memory_pressure(ctx: &Ctx, holdings: &[Holding]) -> Vec<Finding> {
     flagged(ctx, holdings, full)
         .into_iter()
         .map(|f| {
-            let peak = f.rows.iter().filter_map(|r| r.1.mem_used_max).max().unwrap_or(0);
-            let total = f.rows.iter().filter_map(|r| r.1.mem_total_max).max().unwrap_or(0);
+            let peak = f
+                .rows
+                .iter()
+                .filter_map(|r| r.1.mem_used_max)
+                .max()
+                .unwrap_or(0);
+            let total = f
+                .rows
+                .iter()
+                .filter_map(|r| r.1.mem_total_max)
+                .max()
+                .unwrap_or(0);
             let summary = format!(
-                "{} peaked at {:.1} of {:.1} GiB in {} hour(s); out-of-memory errors are likely for {}",
+                "{} peaked at {:.1} of {:.1} GiB in {}; out-of-memory errors are likely for {}",
                 ctx.gpu_label(f.gpu),
                 gib(peak as f64),
                 gib(total as f64),
-                f.hours,
+                count(f.hours as f64, "hour", "hours"),
                 f.names_or("its tenants"),
             );
             let metrics = [
@@ -426,7 +438,13 @@ pub fn memory_pressure(ctx: &Ctx, holdings: &[Holding]) -> Vec<Finding> {
                 ("total_gib", gib(total as f64)),
             ];
             let evidence = vec![f.evidence("GPU memory used", "mem_used_bytes")];
-            f.finding(FindingKind::MemoryPressure, "memory used / total", summary, metrics, evidence)
+            f.finding(
+                FindingKind::MemoryPressure,
+                "memory used / total",
+                summary,
+                metrics,
+                evidence,
+            )
         })
         .collect()
 }
@@ -451,9 +469,9 @@ pub fn throttling(ctx: &Ctx, holdings: &[Holding]) -> Vec<Finding> {
                 .filter_map(|r| r.1.power_max)
                 .fold(f32::MIN, f32::max);
             let summary = format!(
-                "{} was throttled in {} hour(s) (peak {temp:.0} °C, {power:.0} W) while {} ran",
+                "{} was throttled in {} (peak {temp:.0} °C, {power:.0} W) while {} ran",
                 ctx.gpu_label(f.gpu),
-                f.hours,
+                count(f.hours as f64, "hour", "hours"),
                 f.names_or("no known tenant"),
             );
             let metrics = [
@@ -485,17 +503,22 @@ pub fn hardware(ctx: &Ctx) -> Vec<Finding> {
             critical |= codes
                 .iter()
                 .any(|c| matches!(c, 48 | 63 | 64 | 74 | 79 | 92 | 94 | 95));
-            parts.push(format!("{} XID error(s) (codes {:?})", h.xids.len(), codes));
+            let n = count(h.xids.len() as f64, "XID error", "XID errors");
+            parts.push(format!("{n} (codes {codes:?})"));
         }
         if let Some(n) = h.ecc_uncorrected.filter(|&n| n > 0) {
             critical = true;
-            parts.push(format!("{n} uncorrected ECC error(s)"));
+            parts.push(count(
+                n as f64,
+                "uncorrected ECC error",
+                "uncorrected ECC errors",
+            ));
         }
         if let Some(n) = h.retired_pages.filter(|&n| n > 0) {
-            parts.push(format!("{n} retired page(s)"));
+            parts.push(count(n as f64, "retired page", "retired pages"));
         }
         if let Some(n) = h.remapped_rows.filter(|&n| n > 0) {
-            parts.push(format!("{n} remapped row(s)"));
+            parts.push(count(n as f64, "remapped row", "remapped rows"));
         }
         if parts.is_empty() {
             continue;

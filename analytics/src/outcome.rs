@@ -8,6 +8,7 @@
 //! Tenants are followed by *workload*, not by tenant key: a moved pod comes back as a new pod
 //! (new UID, usually a new generated name), a Slurm user's next job has a new id.
 
+use model::figures::count;
 use std::collections::{BTreeMap, BTreeSet};
 
 use model::rollup::HOUR_MS;
@@ -486,8 +487,8 @@ fn judge(
     }
     if measured.gpus_freed < predicted.gpus_freed - FREED_SLACK {
         worse.push(format!(
-            "{:.0} GPU(s) freed, {:.0} predicted",
-            measured.gpus_freed.max(0.0),
+            "{} freed, {:.0} predicted",
+            count(measured.gpus_freed.max(0.0), "GPU", "GPUs"),
             predicted.gpus_freed
         ));
     }
@@ -497,16 +498,22 @@ fn judge(
     let mut better = Vec::new();
     if measured.gpus_freed > predicted.gpus_freed + FREED_SLACK {
         better.push(format!(
-            "{:.0} GPU(s) freed, {:.0} predicted",
-            measured.gpus_freed, predicted.gpus_freed
+            "{} freed, {:.0} predicted",
+            count(measured.gpus_freed, "GPU", "GPUs"),
+            predicted.gpus_freed
         ));
     }
     if predicted.contention_hours >= 1.0
         && measured.contention_hours < predicted.contention_hours - 1.0
     {
         better.push(format!(
-            "{:.0} contended tenant-hour(s), {:.0} predicted",
-            measured.contention_hours, predicted.contention_hours
+            "{}, {:.0} predicted",
+            count(
+                measured.contention_hours,
+                "contended tenant-hour",
+                "contended tenant-hours"
+            ),
+            predicted.contention_hours
         ));
     }
     if better.is_empty() {

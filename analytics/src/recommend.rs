@@ -4,6 +4,8 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
+use model::figures::count;
+
 use crate::findings::{Ctx, Evidence, Finding, FindingKind, gib};
 use crate::holdings::Holding;
 use crate::input::GpuRef;
@@ -181,8 +183,8 @@ fn count_freed(recommendations: &mut [Recommendation], freed_by: &BTreeMap<Strin
                         .to_owned()
                 }
             },
-            (RecKind::Reclaim, n) => format!(", freeing {n} GPU(s)"),
-            (_, n) => format!("; frees {n} GPU(s)"),
+            (RecKind::Reclaim, n) => format!(", freeing {}", count(n as f64, "GPU", "GPUs")),
+            (_, n) => format!("; frees {}", count(n as f64, "GPU", "GPUs")),
         });
     }
 }

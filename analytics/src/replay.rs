@@ -5,6 +5,7 @@
 //! Recorded demand is what tenants *got*, so demand that contention already held back is
 //! under-counted; docs/analytics.md says so.
 
+use model::figures::count;
 use std::collections::BTreeMap;
 
 use crate::holdings::{Holding, HourUse};
@@ -87,12 +88,13 @@ pub fn replay(before: &[Slot], after: &[Slot], gpus_freed: f64, tolerance: f64) 
     if o1 > 0.0 {
         r.harmful = true;
         r.reason = Some(format!(
-            "memory would overflow in {o1:.0} tenant-hour(s) of the recorded demand"
+            "memory would overflow in {} of the recorded demand",
+            count(o1, "tenant-hour", "tenant-hours")
         ));
     } else if let Some((tenant, d)) = worse {
         r.harmful = true;
         r.reason = Some(format!(
-            "{tenant} would be contended in {d:.0} more hour(s) of the {hours} recorded"
+            "{tenant} would be contended in {d:.0} more of the {hours} recorded hours"
         ));
     }
     r

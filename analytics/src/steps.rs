@@ -3,6 +3,7 @@
 //! its moves, its replay, and the GPUs it frees — every freed GPU counted by exactly one step,
 //! so steps add up to the plan's total.
 
+use model::figures::count;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use crate::findings::{Ctx, Evidence, GIB};
@@ -427,14 +428,18 @@ fn node_proposal(
                 moves: moves.clone(),
             },
             format!(
-                "run {} as {name}: {} tenant(s) in MIG instances on {} GPU(s){from_nodes}, {} GPU(s) in use",
+                "run {} as {name}: {} in MIG instances on {}{from_nodes}, {} in use",
                 node.node,
-                moves
-                    .iter()
-                    .filter(|m| matches!(m.target, Target::Mig { .. }))
-                    .count(),
-                layout.len(),
-                used
+                count(
+                    moves
+                        .iter()
+                        .filter(|m| matches!(m.target, Target::Mig { .. }))
+                        .count() as f64,
+                    "tenant",
+                    "tenants"
+                ),
+                count(layout.len() as f64, "GPU", "GPUs"),
+                count(used as f64, "GPU", "GPUs")
             ),
         )
     } else if share_change || after_mode == "time_slicing" || after_mode == "mps" {
@@ -453,10 +458,11 @@ fn node_proposal(
                 moves: moves.clone(),
             },
             format!(
-                "share {}'s GPUs by {} ({replicas} replicas through the device plugin: any {replicas} of its tenants may meet on one GPU, and fit) and run {}{from_nodes} on {used} GPU(s)",
+                "share {}'s GPUs by {} ({replicas} replicas through the device plugin: any {replicas} of its tenants may meet on one GPU, and fit) and run {}{from_nodes} on {}",
                 node.node,
                 if mode == "mps" { "MPS" } else { "time-slicing" },
-                names.join(", ")
+                names.join(", "),
+                count(used as f64, "GPU", "GPUs")
             ),
         )
     } else {
@@ -473,9 +479,10 @@ fn node_proposal(
                 gpus_after: used,
             },
             format!(
-                "move {}{from_nodes} onto {} ({used} GPU(s) in use)",
+                "move {}{from_nodes} onto {} ({} in use)",
                 names.join(", "),
-                node.node
+                node.node,
+                count(used as f64, "GPU", "GPUs")
             ),
         )
     };
@@ -641,8 +648,8 @@ fn refused(layout: &PoolLayout, refusal: &plan::Refusal) -> Rejected {
         .collect();
     let why = if refusal.contended.is_finite() {
         format!(
-            "by the needs they fit, but replayed hour by hour their demand collides in {:.0} hour(s) (more than the replay tolerates)",
-            refusal.contended
+            "by the needs they fit, but replayed hour by hour their demand collides in {} (more than the replay tolerates)",
+            count(refusal.contended, "hour", "hours")
         )
     } else {
         "replayed hour by hour their memory would overflow".to_owned()

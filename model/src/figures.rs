@@ -45,6 +45,13 @@ pub fn money(x: f64, currency: &str) -> String {
     }
 }
 
+/// A count with its noun, the singular for exactly one: `1 GPU`, `3 GPUs`, `0 hours`. A
+/// fractional count is rounded to a whole first, as it is shown.
+pub fn count(n: f64, one: &str, many: &str) -> String {
+    let n = round(n, 0) + 0.0;
+    format!("{n:.0} {}", if n == 1.0 { one } else { many })
+}
+
 /// A share of a GPU: `0.13 GPU`.
 pub fn gpu(x: f64) -> String {
     format!("{:.2} GPU", round(x, 2))
@@ -63,6 +70,16 @@ pub fn gib(x: f64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_count_takes_the_singular_for_exactly_one() {
+        assert_eq!(count(1.0, "GPU", "GPUs"), "1 GPU");
+        assert_eq!(count(0.0, "GPU", "GPUs"), "0 GPUs");
+        assert_eq!(count(2.0, "hour", "hours"), "2 hours");
+        assert_eq!(count(0.6, "GPU", "GPUs"), "1 GPU");
+        assert_eq!(count(1.5, "GPU", "GPUs"), "2 GPUs");
+        assert_eq!(count(-0.2, "GPU", "GPUs"), "0 GPUs");
+    }
 
     #[test]
     fn halves_round_away_from_zero_whatever_the_float_stores() {

@@ -333,8 +333,8 @@ fn legend(c: &Chart) -> String {
     }
     if !c.marks.is_empty() {
         s.push_str(&format!(
-            "<li><span class=\"swatch mark\"></span>{} event(s), marked on the time axis</li>",
-            c.marks.len()
+            "<li><span class=\"swatch mark\"></span>{}, marked on the time axis</li>",
+            model::figures::count(c.marks.len() as f64, "event", "events")
         ));
     }
     s.push_str("</ul>");

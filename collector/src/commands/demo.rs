@@ -327,8 +327,12 @@ async fn record_waiting(
     if !rows.is_empty() {
         store.record_waiting(&rows).await?;
         println!(
-            "waiting demand: {} simulated pending pod(s) recorded",
-            rows.len()
+            "waiting demand: {} recorded",
+            model::figures::count(
+                rows.len() as f64,
+                "simulated pending pod",
+                "simulated pending pods"
+            )
         );
     }
     Ok(())

@@ -420,8 +420,8 @@ async fn hardware(state: &DashboardState, f: &Finding) -> EvidenceView {
     if !events.is_empty() {
         tables.push(pages::EvidenceTable {
             caption: format!(
-                "{} event(s) on this GPU in the finding's window{}",
-                events.len(),
+                "{} on this GPU in the finding's window{}",
+                model::figures::count(events.len() as f64, "event", "events"),
                 if events.len() == MAX_EVENTS {
                     " (the first 200)"
                 } else {

@@ -198,11 +198,11 @@ fn from_analysis(v: &mut pages::OverviewView, a: &Analysis) {
     let p = &a.plan;
     v.gpus_freeable = p.gpus_freed;
     v.plan_line = format!(
-        "of {} in use · {} node(s) emptied · {}/month · {} steps",
+        "of {} in use · {} emptied · {}/month · {}",
         p.gpus_in_use,
-        p.nodes_freed,
+        model::figures::count(p.nodes_freed as f64, "node", "nodes"),
         web::format::money(p.money_per_month, &p.currency),
-        p.steps.len()
+        model::figures::count(p.steps.len() as f64, "step", "steps")
     );
     let mut counts: BTreeMap<&str, usize> = BTreeMap::new();
     for f in &a.findings {

@@ -552,8 +552,8 @@ fn outcomes(s: &mut String, d: &ReportData) {
             "No step was applied through a label action in the analysed window.".to_owned()
         } else {
             format!(
-                "{} step(s) applied through label actions, measured against replay's prediction; {worse} turned out worse (in mode apply-with-approval its rollback is planned for approval).",
-                d.outcomes.len()
+                "{} applied through label actions, measured against replay's prediction; {worse} turned out worse (in mode apply-with-approval its rollback is planned for approval).",
+                model::figures::count(d.outcomes.len() as f64, "step", "steps")
             )
         }
     );

@@ -70,7 +70,7 @@ async fn an_operator_approves_a_label_change_from_the_dashboard() {
     let todo = &html[html
         .find("What to do first")
         .expect("no actions on the overview")..];
-    assert!(todo.contains("Frees 1 GPU(s)"), "{todo}");
+    assert!(todo.contains("Frees 1 GPU</b>"), "{todo}");
     assert!(
         todo.contains("share gpu-1&#39;s GPUs four ways")
             || todo.contains("share gpu-1's GPUs four ways"),

@@ -112,7 +112,7 @@ fn legend_names_only_what_is_drawn() {
     assert!(legend.contains("Not measured in this range: SM activity."));
     assert!(legend.contains("aggressor running"));
     assert!(legend.contains("slice capacity (43.0 %)"));
-    assert!(legend.contains("1 event(s)"));
+    assert!(legend.contains("1 event, marked"));
     assert!(s.contains("</title>79<"), "mark label drawn");
     assert!(
         s.contains("stroke-dasharray=\"5 4\""),

@@ -56,7 +56,7 @@ pub fn findings(frame: Frame, f: FindingFilters, rows: Vec<FindingRow>, sort: So
                         .iter()
                         .map(|(id, gpu)| view! { " " <a href=format!("/findings/{}", enc(id))><code>{gpu.clone()}</code></a> })
                         .collect_view();
-                    view! { <br/><small>{format!("The same on {} more GPU(s) of this node:", r.also.len())}{links}</small> }
+                    view! { <br/><small>{format!("The same on {} more of this node:", model::figures::count(r.also.len() as f64, "GPU", "GPUs"))}{links}</small> }
                 });
                 view! {
                     <tr>

@@ -54,7 +54,7 @@ pub struct OverviewView {
     pub nodes: usize,
     /// GPUs the fleet plan frees (non-overlapping: every GPU counted by one step).
     pub gpus_freeable: usize,
-    /// The plan in a line: "of 12 in use · 1 node(s) emptied · 4,380 USD/month · 5 steps".
+    /// The plan in a line: "of 12 in use · 1 node emptied · 4,380 USD/month · 5 steps".
     pub plan_line: String,
     pub findings: Vec<(String, usize)>,
     pub firing_alerts: usize,
@@ -167,7 +167,7 @@ fn action_list(rows: Vec<ActionLine>, plan_line: String) -> impl IntoView {
             };
             view! {
                 <li>
-                    <b>{format!("Frees {:.0} GPU(s)", r.gpus_freed)}</b>
+                    <b>{format!("Frees {}", model::figures::count(r.gpus_freed, "GPU", "GPUs"))}</b>
                     {r.per_month.map(|m| format!(" · {m}"))}": "
                     {r.summary}" "
                     <a href=format!("{href}#apply")>{act}</a>

@@ -125,7 +125,7 @@ pub fn reclaim(frame: Frame, page: ReclaimPage) -> String {
             <h1>"Reclaim"</h1>
             <p>{mode}</p>
             <ul class="note">{policies}</ul>
-            {(waiting > 0).then(|| view! { <p class="warn">{format!("{waiting} case(s) await an operator's approval.")}</p> })}
+            {(waiting > 0).then(|| view! { <p class="warn">{if waiting == 1 { "1 case awaits an operator's approval.".to_owned() } else { format!("{waiting} cases await an operator's approval.") }}</p> })}
             <div class="scroll"><table>
                 <caption>{format!("{count} cases, newest first: idle holdings a policy took up, the notice sent, the grace, what was done and how to undo it (every step at /api/v1/reclaim)")}</caption>
                 <thead><tr><th scope="col">"Pod"</th><th scope="col">"State"</th><th scope="col">"Team"</th>

@@ -171,7 +171,7 @@ pub fn recommendations(
             {plan.map(plan_section)}
             {(!outcomes.is_empty()).then(|| outcomes_section(outcomes))}
             <div class="scroll"><table>
-                <caption>{format!("{what}, each replayed against the recorded demand; {rejected} proposal(s) turned down by the replay.")}</caption>
+                <caption>{format!("{what}, each replayed against the recorded demand; {} turned down by the replay.", model::figures::count(rejected as f64, "proposal", "proposals"))}</caption>
                 <thead><tr>
                     <th scope="col">"What"</th>{th("GPUs freed", "freed", &sort, true)}
                     {th("Kind", "kind", &sort, false)}{th("Node", "node", &sort, false)}{th("Team", "team", &sort, false)}
@@ -245,7 +245,7 @@ fn outcomes_section(rows: Vec<OutcomeView>) -> impl IntoView {
     view! {
         <section aria-labelledby="h-outcomes">
             <h2 id="h-outcomes">"Applied steps: measured against the prediction"</h2>
-            <p class="note">{format!("{count} step(s) applied through label actions in the analysed window; {worse} turned out worse than replay predicted.")}</p>
+            <p class="note">{format!("{} applied through label actions in the analysed window; {worse} turned out worse than replay predicted.", model::figures::count(count as f64, "step", "steps"))}</p>
             <div class="scroll"><table>
                 <thead><tr>
                     <th scope="col">"Node"</th><th scope="col">"Step"</th><th scope="col">"Applied"</th><th scope="col">"Verdict"</th>
@@ -286,7 +286,7 @@ fn outcome_detail(o: OutcomeView) -> impl IntoView {
         }
     });
     let pending = (o.verdict == "pending").then(|| {
-        view! { <p class="note">{format!("{} hour(s) recorded since the change; a verdict needs 6.", o.hours_after)}</p> }
+        view! { <p class="note">{format!("{} recorded since the change; a verdict needs 6.", model::figures::count(o.hours_after as f64, "hour", "hours"))}</p> }
     });
     view! {
         <section aria-labelledby="h-outcome">
