@@ -25,8 +25,8 @@ pub fn table(
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "cluster {cluster}  node {node}  {} GPU(s)",
-        inventory.len()
+        "cluster {cluster}  node {node}  {}",
+        model::figures::count(inventory.len() as f64, "GPU", "GPUs")
     );
     let _ = writeln!(
         out,

@@ -140,7 +140,8 @@ async fn migrate(args: MigrateArgs) -> anyhow::Result<()> {
     if applied.is_empty() {
         println!("database is up to date ({})", store.backend());
     } else {
-        println!("{} ({} step(s)):", store.backend(), applied.len());
+        let steps = model::figures::count(applied.len() as f64, "step", "steps");
+        println!("{} ({steps}):", store.backend());
         for step in &applied {
             println!("  {step}");
         }
