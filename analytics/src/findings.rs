@@ -4,7 +4,6 @@
 use std::collections::{BTreeMap, HashMap};
 
 use model::figures::count;
-
 use model::hour_series::GpuHour;
 use model::rollup::HOUR_MS;
 
@@ -412,18 +411,10 @@ pub fn memory_pressure(ctx: &Ctx, holdings: &[Holding]) -> Vec<Finding> {
     flagged(ctx, holdings, full)
         .into_iter()
         .map(|f| {
-            let peak = f
-                .rows
-                .iter()
-                .filter_map(|r| r.1.mem_used_max)
-                .max()
-                .unwrap_or(0);
-            let total = f
-                .rows
-                .iter()
-                .filter_map(|r| r.1.mem_total_max)
-                .max()
-                .unwrap_or(0);
+            let max = |of: fn(&GpuHour) -> Option<i64>| {
+                f.rows.iter().filter_map(|r| of(&r.1)).max().unwrap_or(0)
+            };
+            let (peak, total) = (max(|h| h.mem_used_max), max(|h| h.mem_total_max));
             let summary = format!(
                 "{} peaked at {:.1} of {:.1} GiB in {}; out-of-memory errors are likely for {}",
                 ctx.gpu_label(f.gpu),
