@@ -8,9 +8,9 @@
 //! Tenants are followed by *workload*, not by tenant key: a moved pod comes back as a new pod
 //! (new UID, usually a new generated name), a Slurm user's next job has a new id.
 
-use model::figures::count;
 use std::collections::{BTreeMap, BTreeSet};
 
+use model::figures::count;
 use model::rollup::HOUR_MS;
 use serde::{Deserialize, Serialize};
 

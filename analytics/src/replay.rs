@@ -5,8 +5,9 @@
 //! Recorded demand is what tenants *got*, so demand that contention already held back is
 //! under-counted; docs/analytics.md says so.
 
-use model::figures::count;
 use std::collections::BTreeMap;
+
+use model::figures::count;
 
 use crate::holdings::{Holding, HourUse};
 

@@ -3,8 +3,9 @@
 //! its moves, its replay, and the GPUs it frees — every freed GPU counted by exactly one step,
 //! so steps add up to the plan's total.
 
-use model::figures::count;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+use model::figures::count;
 
 use crate::findings::{Ctx, Evidence, GIB};
 use crate::holdings::Holding;

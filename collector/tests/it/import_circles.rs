@@ -40,6 +40,22 @@ pub(crate) fn member_sources() -> Vec<(String, PathBuf)> {
         .collect()
 }
 
+/// The workspace's test sources: every member's `tests/`, the root `tests/` and the fuzz
+/// targets.
+pub(crate) fn test_sources() -> Vec<PathBuf> {
+    let mut files = Vec::new();
+    let mut dirs: Vec<PathBuf> = member_sources()
+        .into_iter()
+        .map(|(_, src)| src.parent().unwrap().join("tests"))
+        .collect();
+    dirs.push(workspace().join("tests"));
+    dirs.push(workspace().join("fuzz/fuzz_targets"));
+    for dir in dirs.iter().filter(|d| d.is_dir()) {
+        rust_files(dir, &mut files);
+    }
+    files
+}
+
 pub(crate) fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
     for e in std::fs::read_dir(dir).unwrap() {
         let p = e.unwrap().path();

@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 
 use crate::import_circles::{
-    clean, is_ident, member_sources, rust_files, without_tests, workspace,
+    clean, is_ident, member_sources, rust_files, test_sources, without_tests, workspace,
 };
 
 const MAX_FN_LINES: usize = 120;
@@ -92,18 +92,7 @@ fn functions_and_files_stay_under_their_limits_or_shrink() {
         }
     }
     // Test files are rooms too: the file limit holds for them (their functions are free).
-    let mut test_files = Vec::new();
-    for (_, src) in member_sources() {
-        let tests = src.parent().unwrap().join("tests");
-        if tests.is_dir() {
-            rust_files(&tests, &mut test_files);
-        }
-    }
-    for dir in ["tests", "fuzz/fuzz_targets"] {
-        if root.join(dir).is_dir() {
-            rust_files(&root.join(dir), &mut test_files);
-        }
-    }
+    let test_files = test_sources();
     assert!(
         test_files.len() > 30,
         "read only {} test files",
