@@ -94,7 +94,7 @@ impl FindingKind {
             FindingKind::Hardware => (
                 "GpuHardwareErrors",
                 Some("critical"),
-                "a GPU on {node} reports {value} XID or ECC error(s)",
+                "a GPU on {node} reports XID or ECC errors: {value}",
             ),
             FindingKind::AgentSilent => (
                 "GpulensAgentSilent",

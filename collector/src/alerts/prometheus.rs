@@ -117,7 +117,7 @@ fn template(t: &str, kind: Kind) -> String {
             "see gpulens' label actions"
         }
         Kind::ReclaimNotice => {
-            "{{ $value }} reclaim case(s) {{ $labels.state }}: see /api/v1/reclaim"
+            "reclaim cases {{ $labels.state }}: {{ $value }}; see /api/v1/reclaim"
         }
         _ => "see the finding on gpulens' dashboard",
     };
