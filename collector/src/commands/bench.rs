@@ -7,6 +7,7 @@
 
 use std::time::{Duration, Instant};
 
+use model::figures::count;
 use model::wire::v1::Batch;
 
 use crate::auth::Auth;
@@ -141,13 +142,13 @@ pub async fn ingest(args: IngestBench) -> anyhow::Result<()> {
     let (copy, e2e) = (median(copy_rates), median(e2e_rates));
     let rows_per_gpu_second = rows_per_round as f64 / (args.seconds * fleet.gpu_count()) as f64;
     println!(
-        "ingest benchmark: {} GPUs x {} s, {} snapshot(s) per batch, {} rows per round ({:.1} rows per GPU-second), {} batch(es) in flight ({}), {} rounds",
-        fleet.gpu_count(),
+        "ingest benchmark: {} x {} s, {} per batch, {} rows per round ({:.1} rows per GPU-second), {} in flight ({}), {} rounds",
+        count(fleet.gpu_count() as f64, "GPU", "GPUs"),
         args.seconds,
-        args.snapshots_per_batch,
+        count(args.snapshots_per_batch as f64, "snapshot", "snapshots"),
         rows_per_round,
         rows_per_gpu_second,
-        concurrency,
+        count(concurrency as f64, "batch", "batches"),
         why,
         args.rounds
     );

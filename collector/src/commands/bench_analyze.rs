@@ -5,6 +5,7 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
+use model::figures::count;
 use model::rollup;
 use store::{Rollups, Store};
 
@@ -583,9 +584,9 @@ async fn ensure_filled(
             nodes.len(),
         );
         eprintln!(
-            "filling {gpus} GPUs on {fleet_nodes} nodes in {} cluster(s) x {} days of rollups (samples every {} s) …",
-            fleets.len(),
-            args.days,
+            "filling {gpus} GPUs on {fleet_nodes} nodes in {} x {} of rollups (samples every {} s) …",
+            count(fleets.len() as f64, "cluster", "clusters"),
+            count(args.days as f64, "day", "days"),
             interval_ms / 1000
         );
         let t = Instant::now();
