@@ -1,6 +1,7 @@
 //! What a weekly report says, taken from the week's analysis and the previous week's funnel.
 
 use analytics::{Analysis, FindingKind, FunnelRow, Proposal};
+use model::figures::count;
 use serde::{Deserialize, Serialize};
 
 /// Rows of a table at most (the HTML says how many more there were).
@@ -283,10 +284,22 @@ impl ReportData {
             ));
         }
         s.push_str(&format!(
-            " {} idle allocations, {} interference incidents, {} open recommendations freeing {:.1} GPUs.",
-            self.idle.len(),
-            self.interference.len(),
-            self.recommendations.len(),
+            " {}, {}, {} freeing {:.1} GPUs.",
+            count(
+                self.idle.len() as f64,
+                "idle allocation",
+                "idle allocations"
+            ),
+            count(
+                self.interference.len() as f64,
+                "interference incident",
+                "interference incidents"
+            ),
+            count(
+                self.recommendations.len() as f64,
+                "open recommendation",
+                "open recommendations"
+            ),
             self.gpus_freed()
         ));
         // A partial week says so first, wherever the summary is read (the report list,

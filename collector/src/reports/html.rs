@@ -4,12 +4,12 @@
 use std::fmt::Write;
 
 use analytics::FunnelRow;
-
+use model::figures::count;
+use model::time::rfc3339;
 use web::chart::esc;
 use web::format::{change, money, pct};
 
 use super::content::{ReportData, TOP, WaitingRow};
-use model::time::rfc3339;
 
 fn num(x: f64) -> String {
     if x.abs() >= 100.0 {
@@ -330,7 +330,7 @@ fn headline(s: &mut String, d: &ReportData) {
     };
     let _ = write!(
         s,
-        "<section aria-label=\"Headline\"><div class=\"kpis\"><div class=\"kpi\">Allocated<b>{} GPU-h</b>{}</div><div class=\"kpi\">Effective<b>{} GPU-h</b><span>{} of allocated</span></div><div class=\"kpi\">Waste<b>{}</b>{}</div><div class=\"kpi\">GPUs freeable<b>{:.1}</b><span>by {} open recommendations</span></div></div></section>",
+        "<section aria-label=\"Headline\"><div class=\"kpis\"><div class=\"kpi\">Allocated<b>{} GPU-h</b>{}</div><div class=\"kpi\">Effective<b>{} GPU-h</b><span>{} of allocated</span></div><div class=\"kpi\">Waste<b>{}</b>{}</div><div class=\"kpi\">GPUs freeable<b>{:.1}</b><span>by {}</span></div></div></section>",
         num(f.allocated_gpu_hours),
         trend(f.allocated_gpu_hours, p.map(|x| x.allocated_gpu_hours)),
         num(f.effective_gpu_hours),
@@ -338,7 +338,11 @@ fn headline(s: &mut String, d: &ReportData) {
         esc(&money(f.waste_cost, &d.currency)),
         trend(f.waste_gpu_hours, p.map(|x| x.waste_gpu_hours)),
         d.gpus_freed(),
-        d.recommendations.len()
+        count(
+            d.recommendations.len() as f64,
+            "open recommendation",
+            "open recommendations"
+        )
     );
 }
 
@@ -688,5 +692,27 @@ mod tests {
         }
         // Funnel, teams, idle, waiting, interference, recommendations, outcomes, models, nodes.
         assert_eq!(tables, 9);
+    }
+
+    /// One of each reads in the singular, in the summary (the report list, webhooks) and the
+    /// headline; two, in the plural.
+    #[test]
+    fn counts_read_as_english() {
+        let mut d = hostile_report();
+        let summary = d.summary();
+        assert!(
+            summary.contains(
+                " 1 idle allocation, 1 interference incident, 1 open recommendation freeing 1.0 GPUs."
+            ),
+            "{summary}"
+        );
+        assert!(render(&d).contains("<span>by 1 open recommendation</span>"));
+        d.idle.push(d.idle[0].clone());
+        d.recommendations.push(d.recommendations[0].clone());
+        assert!(
+            d.summary()
+                .contains(" 2 idle allocations, 1 interference incident, 2 open recommendations")
+        );
+        assert!(render(&d).contains("<span>by 2 open recommendations</span>"));
     }
 }
