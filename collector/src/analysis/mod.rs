@@ -658,7 +658,7 @@ pub fn table(a: &Analysis) -> String {
     let p = &a.plan;
     let _ = writeln!(
         s,
-        "\nPlan: frees {} of {} GPUs in use ({} of {} nodes; the fewest it could use is {}), {:.0} {}/month, in {} steps (each step's share below; they add up)",
+        "\nPlan: frees {} of {} GPUs in use ({} of {} nodes; the fewest it could use is {}), {:.0} {}/month, in {} (each step's share below; they add up)",
         p.gpus_freed,
         p.gpus_in_use,
         p.nodes_freed,
@@ -666,7 +666,7 @@ pub fn table(a: &Analysis) -> String {
         p.bound_gpus,
         p.money_per_month,
         p.currency,
-        p.steps.len()
+        model::figures::count(p.steps.len() as f64, "step", "steps")
     );
     let _ = writeln!(s, "\nRecommendations ({})", a.recommendations.len());
     for r in &a.recommendations {

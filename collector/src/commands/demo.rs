@@ -9,6 +9,7 @@ use crate::commands::cli::DemoArgs;
 use crate::config::Config;
 use crate::simulate::{Driver, load_scenario};
 use crate::state::AppState;
+use model::figures::count;
 use store::Store;
 
 pub async fn run(args: DemoArgs) -> anyhow::Result<()> {
@@ -112,12 +113,7 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<()> {
         return stopped("analysing the history", server).await;
     };
     if let Some(a) = analysis? {
-        println!(
-            "analysis: {} findings, {} recommendations in {:.1}s ({url}api/v1/findings, {url}api/v1/recommendations, or `gpulens analyze`)",
-            a.findings.len(),
-            a.recommendations.len(),
-            t.elapsed().as_secs_f64()
-        );
+        println!("{}", analysed(&a, t.elapsed(), &url));
     }
     loading.finish();
     if args.no_live {
@@ -127,6 +123,20 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<()> {
         return stopped("analysing the history", server).await;
     }
     live(&state, driver, server, interval, &url).await
+}
+
+/// The line that says the history is analysed, and where to read the result.
+fn analysed(a: &analytics::Analysis, took: std::time::Duration, url: &str) -> String {
+    format!(
+        "analysis: {}, {} in {:.1}s ({url}api/v1/findings, {url}api/v1/recommendations, or `gpulens analyze`)",
+        count(a.findings.len() as f64, "finding", "findings"),
+        count(
+            a.recommendations.len() as f64,
+            "recommendation",
+            "recommendations"
+        ),
+        took.as_secs_f64()
+    )
 }
 
 /// Where each node's backfill starts: after its newest stored sample (a reused data directory

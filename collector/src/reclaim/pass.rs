@@ -528,7 +528,8 @@ impl Reclaim {
         if acted >= self.settings.max_actions_per_hour as usize {
             if c.steps.last().is_none_or(|s| s.step != "deferred") {
                 let detail = format!(
-                    "{acted} actions in the last hour, the most [reclaim] max_actions_per_hour allows; acts on a later pass"
+                    "{} in the last hour, the most [reclaim] max_actions_per_hour allows; acts on a later pass",
+                    model::figures::count(acted as f64, "action", "actions")
                 );
                 self.step(c.id, "gpulens", "deferred", "rate limited", detail)
                     .await;

@@ -179,7 +179,11 @@ fn funnel_table(title: &str, rows: &[FunnelRow], currency: &str, capacity: bool)
     if !capacity {
         cols.remove(1);
     }
-    table_head(&mut s, Some(&format!("{} rows", rows.len())), &cols);
+    table_head(
+        &mut s,
+        Some(&count(rows.len() as f64, "row", "rows")),
+        &cols,
+    );
     for r in rows {
         let mut cells = vec![
             r.key.clone(),
@@ -514,8 +518,12 @@ fn interference(s: &mut String, d: &ReportData) {
 fn recommendations(s: &mut String, d: &ReportData) {
     let _ = write!(
         s,
-        "<section><h2>Open recommendations</h2><p class=\"note\">{} recommendations, replayed against the recorded demand, would free {:.1} GPUs.</p>",
-        d.recommendations.len(),
+        "<section><h2>Open recommendations</h2><p class=\"note\">{}, replayed against the recorded demand, would free {:.1} GPUs.</p>",
+        count(
+            d.recommendations.len() as f64,
+            "recommendation",
+            "recommendations"
+        ),
         d.gpus_freed()
     );
     if !d.recommendations.is_empty() {
@@ -706,7 +714,10 @@ mod tests {
             ),
             "{summary}"
         );
-        assert!(render(&d).contains("<span>by 1 open recommendation</span>"));
+        let html = render(&d);
+        assert!(html.contains("<span>by 1 open recommendation</span>"));
+        assert!(html.contains(">1 recommendation, replayed against the recorded demand"));
+        assert!(html.contains(">1 row</caption>"), "{html}");
         d.idle.push(d.idle[0].clone());
         d.recommendations.push(d.recommendations[0].clone());
         assert!(

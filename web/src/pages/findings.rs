@@ -82,7 +82,7 @@ pub fn findings(frame: Frame, f: FindingFilters, rows: Vec<FindingRow>, sort: So
             </form>
             <div class="scroll"><table>
                 <caption>{if grouped == 0 {
-                    format!("{count} findings of the newest analysis")
+                    format!("{} of the newest analysis", model::figures::count(count as f64, "finding", "findings"))
                 } else {
                     format!("{count} findings of the newest analysis; a tenant's same finding on several GPUs of a node is one row")
                 }}</caption>

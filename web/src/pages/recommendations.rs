@@ -83,7 +83,7 @@ fn plan_section(p: PlanView) -> impl IntoView {
     view! {
         <section aria-labelledby="h-plan">
             <h2 id="h-plan">"Fleet plan"</h2>
-            <p><b>{headline}</b>" "{format!("{} steps below, each approvable on its own; every freed GPU is counted by one step.", p.steps)}</p>
+            <p><b>{headline}</b>" "{format!("{} below, each approvable on its own; every freed GPU is counted by one step.", model::figures::count(p.steps as f64, "step", "steps"))}</p>
             <p class="note">{bound}</p>
             <div class="scroll"><table>
                 <caption>"By pool (one GPU model in one cluster)"</caption>
@@ -122,10 +122,15 @@ pub fn recommendations(
         let separate = rows.iter().filter(|r| r.kind == "separate").count();
         let what = match (count - separate, separate) {
             (0, 0) => "No recommendations".to_owned(),
+            (1, 0) => "1 recommendation, the plan's step".to_owned(),
             (steps, 0) => format!("{steps} recommendations, the plan's steps"),
-            (0, s) => format!("{s} recommendations to separate interfering tenants"),
+            (0, s) => format!(
+                "{} to separate interfering tenants",
+                model::figures::count(s as f64, "recommendation", "recommendations")
+            ),
             (steps, s) => format!(
-                "{count} recommendations: the plan's {steps} steps, and {s} to separate interfering tenants (they free no GPU)"
+                "{count} recommendations: the plan's {}, and {s} to separate interfering tenants (they free no GPU)",
+                model::figures::count(steps as f64, "step", "steps")
             ),
         };
         let turned_down = (!rejected_rows.is_empty()).then(|| {
