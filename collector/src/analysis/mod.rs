@@ -658,7 +658,7 @@ pub fn table(a: &Analysis) -> String {
     let p = &a.plan;
     let _ = writeln!(
         s,
-        "\nPlan: frees {} of {} GPUs in use ({} of {} nodes; the fewest it could use is {}), {:.0} {}/month, in {} (each step's share below; they add up)",
+        "\nPlan: frees {} of {} GPUs in use (empties {} of {} nodes; the fewest GPUs it could use is {}), {:.0} {}/month, in {} (each step's share below; they add up)",
         p.gpus_freed,
         p.gpus_in_use,
         p.nodes_freed,

@@ -42,7 +42,7 @@ pub struct PlanPoolRow {
 
 fn plan_section(p: PlanView) -> impl IntoView {
     let headline = format!(
-        "Frees {} of {} GPUs in use ({} of {} nodes): {} a month.",
+        "Frees {} of {} GPUs in use and empties {} of {} nodes: {} a month.",
         p.gpus_freed,
         p.gpus_in_use,
         p.nodes_freed,
