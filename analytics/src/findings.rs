@@ -164,7 +164,7 @@ pub fn idle_allocation(ctx: &Ctx, h: &Holding) -> Option<Finding> {
         signal: "kernel activity (process SM time, gpu_util or DCGM sm_active)".into(),
         reason: None,
         summary: format!(
-            "{name} held {} with no kernel for {} in {} of at least {} (longest {}); idle {:.0}% of its allocated time{}",
+            "{name} held {} with no kernel for {} in {} of at least {} (longest {}); idle {:.0} % of its allocated time{}",
             ctx.gpu_label(&h.gpu),
             hours(idle_in_runs),
             count(runs.len() as f64, "run", "runs"),

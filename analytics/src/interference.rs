@@ -357,7 +357,7 @@ fn finding(
         .into(),
         reason: None,
         summary: format!(
-            "{vn} ran {:.0}% slower (SM share {:.2} → {:.2}) during {} while {an} was busy and {what} on {}; victim {vn}, aggressor {an}, score {score:.1}",
+            "{vn} ran {:.0} % slower (SM share {:.2} → {:.2}) during {} while {an} was busy and {what} on {}; victim {vn}, aggressor {an}, score {score:.1}",
             drop * 100.0,
             alone_rate,
             hit_rate,

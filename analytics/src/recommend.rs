@@ -143,7 +143,7 @@ fn reclaims<'a>(
             tenants: vec![tenant.into()],
             team: ctx.team(cluster, tenant),
             summary: format!(
-                "reclaim {name}'s allocation on {node}: idle {:.0}% of the {:.0} GPU-hours it held{}; releases {freed:.2} GPU",
+                "reclaim {name}'s allocation on {node}: idle {:.0} % of the {:.0} GPU-hours it held{}; releases {freed:.2} GPU",
                 hs[0].idle_ratio() * 100.0,
                 hs.iter().map(|h| h.allocated_hours()).sum::<f64>(),
                 if mem > 0 { format!(" while keeping {:.1} GiB of memory", gib(mem as f64)) } else { String::new() }
@@ -259,7 +259,8 @@ fn separate(
                     node: f.node.clone(),
                     gpus: vec![gpu.into(), g.uuid.clone()],
                     tenants: vec![victim.clone(), aggressor.clone()],
-                    team: f.team.clone(),
+                    // The team that acts: the aggressor's workload is the one moved.
+                    team: ctx.team(&f.cluster, aggressor),
                     summary: format!(
                         "move {an} from GPU {} to GPU {} of {}: replay predicts contention falls from {:.0} to {:.0} tenant-hours and {vn} runs alone",
                         src.index, g.index, f.node, r.contention_hours_before, r.contention_hours_after

@@ -193,7 +193,7 @@ fn progress(
         loading.set(done as u64, total as u64);
         if done == total || done % (total / 10).max(1) == 0 {
             let line = format!(
-                "backfilling history: {done}/{total} batches ({}%)",
+                "backfilling history: {done}/{total} batches ({} %)",
                 done * 100 / total.max(1)
             );
             if tty {

@@ -318,6 +318,7 @@ fn gpu_panel(
                 ci: m.ci_id,
                 memory_gib: m.memory_total_bytes as f64 / GIB,
                 placement: match (m.placement_start, m.placement_size) {
+                    (Some(s), Some(1)) => format!("slice {s}"),
                     (Some(s), Some(z)) => format!("slices {s}–{}", s + z - 1),
                     _ => "–".into(),
                 },

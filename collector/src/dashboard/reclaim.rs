@@ -54,7 +54,7 @@ pub async fn reclaim(State(state): State<DashboardState>, caller: Caller) -> Pag
                 .chain(p.teams.iter().map(|t| format!("team {t}")))
                 .collect();
             format!(
-                "{}: {} — idle ≥ {:.0}% of the time and ≥ {} now, grace {}, then {}{}",
+                "{}: {} — idle ≥ {:.0} % of the time and ≥ {} now, grace {}, then {}{}",
                 p.name,
                 scope.join(", "),
                 p.idle_share * 100.0,

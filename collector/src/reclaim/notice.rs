@@ -48,7 +48,7 @@ pub fn summary(c: &CaseRecord) -> String {
         ""
     };
     format!(
-        "{} has held a GPU of {} ({}) idle for {:.0} h ({:.0}% of its allocated time); under policy {} gpulens will {what} {when} unless the GPU is used or the pod is annotated gpulens.io/reclaim=exempt (case {}){dry}",
+        "{} has held a GPU of {} ({}) idle for {:.0} h ({:.0} % of its allocated time); under policy {} gpulens will {what} {when} unless the GPU is used or the pod is annotated gpulens.io/reclaim=exempt (case {}){dry}",
         k.tenant_name,
         k.node,
         k.gpu,

@@ -413,7 +413,7 @@ impl Reclaim {
             .map_or(0.05, |p| p.use_threshold);
         if let Some((at, v)) = self.used_since(c, threshold, now).await? {
             let detail = format!(
-                "the GPU was used again: {} reached {:.0}% at {} (above {:.0}%)",
+                "the GPU was used again: {} reached {:.0} % at {} (above {:.0} %)",
                 c.case.signal_metric,
                 v * 100.0,
                 rfc3339(at),

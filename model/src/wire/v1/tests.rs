@@ -261,6 +261,70 @@ fn the_inventory_counts_toward_the_row_limit() {
     assert_eq!(err, "batch has 17 rows; the limit is 16");
 }
 
+/// A MIG instance's memory and placement reach the store and the node page's "slices a–b":
+/// a negative size or a placement past the GPU's slices is refused by name.
+#[test]
+fn mig_instances_are_checked_by_name() {
+    let with = |m: serde_json::Value| {
+        let mut b = batch();
+        let mut g: crate::GpuInfo = serde_json::from_str(
+            r#"{"uuid":"GPU-1","index":0,"model":"m","memory_total_bytes":1,"mig_enabled":true}"#,
+        )
+        .unwrap();
+        g.mig_instances = vec![serde_json::from_value(m).unwrap()];
+        b.inventory = Some(vec![g]);
+        b.validate(&Limits::default(), NOW).map_err(|e| e.0)
+    };
+    let ok = serde_json::json!({"gi_id": 1, "ci_id": 0, "profile": "3g.40gb",
+        "placement_start": 4, "placement_size": 4, "memory_total_bytes": 40_u64 << 30,
+        "compute_slices": 3});
+    with(ok.clone()).unwrap();
+    // The GPU itself: the plan sizes time-slicing and MIG by its memory.
+    let mut b = batch();
+    b.inventory =
+        Some(vec![serde_json::from_str(
+        r#"{"uuid":"GPU-1","index":0,"model":"m","memory_total_bytes":9223372036854775807}"#,
+    )
+    .unwrap()]);
+    let err = b.validate(&Limits::default(), NOW).unwrap_err().0;
+    assert!(
+        err.starts_with("inventory[0].memory_total_bytes must be between 0 and"),
+        "{err}"
+    );
+    for (field, value, expected) in [
+        (
+            "memory_total_bytes",
+            serde_json::json!(-1),
+            "inventory[0].mig_instances[0].memory_total_bytes must be between 0 and",
+        ),
+        (
+            "placement_size",
+            serde_json::json!(0),
+            "inventory[0].mig_instances[0].placement_size must be between 1 and 64 slices, got 0",
+        ),
+        (
+            "compute_slices",
+            serde_json::json!(u32::MAX),
+            "inventory[0].mig_instances[0].compute_slices must be between 1 and 64 slices, got 4294967295",
+        ),
+        (
+            "placement_start",
+            serde_json::json!(u32::MAX),
+            "inventory[0].mig_instances[0].placement_start 4294967295 places the instance past memory slice 64",
+        ),
+        (
+            "placement_start",
+            serde_json::json!(61),
+            "placement_start 61 places the instance past",
+        ),
+    ] {
+        let mut m = ok.clone();
+        m[field] = value;
+        let err = with(m).unwrap_err();
+        assert!(err.contains(expected), "{expected:?} not in {err:?}");
+    }
+}
+
 #[test]
 fn limits_are_enforced() {
     let limits = Limits {

@@ -173,29 +173,20 @@ impl Batch {
                         g.sharing
                     )));
                 }
-                if g.memory_total_bytes < 0 {
-                    return Err(invalid(format!(
-                        "inventory[{i}].memory_total_bytes is negative"
-                    )));
-                }
+                check_bytes(
+                    || format!("inventory[{i}].memory_total_bytes"),
+                    Some(g.memory_total_bytes),
+                )?;
                 if g.replicas == 0 {
                     return Err(invalid(format!(
                         "inventory[{i}].replicas must be at least 1"
                     )));
                 }
                 for (j, m) in g.mig_instances.iter().enumerate() {
-                    check_text(
-                        || format!("inventory[{i}].mig_instances[{j}].profile"),
-                        &m.profile,
+                    check_mig_instance(
+                        |f| format!("inventory[{i}].mig_instances[{j}].{f}"),
+                        m,
                         limits,
-                    )?;
-                    check_mig_id(
-                        || format!("inventory[{i}].mig_instances[{j}].gi_id"),
-                        Some(m.gi_id),
-                    )?;
-                    check_mig_id(
-                        || format!("inventory[{i}].mig_instances[{j}].ci_id"),
-                        Some(m.ci_id),
                     )?;
                 }
                 if !gpu_uuids.insert(g.uuid.as_str()) {
@@ -533,6 +524,44 @@ fn check_mig_id(field: impl Fn() -> String, value: Option<u32>) -> Result<(), In
         ))),
         _ => Ok(()),
     }
+}
+
+/// The most memory slices a MIG placement may reach: an A100, H100 or H200 has 8; the bound
+/// leaves room for larger parts and keeps `start + size` far inside the store's 32-bit columns.
+pub const MAX_MIG_SLICES: u32 = 64;
+
+/// One MIG instance of the inventory: its profile, ids, memory, compute slices and placement
+/// (`placement_start + placement_size` memory slices, at least one, within [`MAX_MIG_SLICES`]).
+fn check_mig_instance(
+    at: impl Fn(&str) -> String,
+    m: &crate::MigInstanceInfo,
+    limits: &Limits,
+) -> Result<(), Invalid> {
+    check_text(|| at("profile"), &m.profile, limits)?;
+    check_mig_id(|| at("gi_id"), Some(m.gi_id))?;
+    check_mig_id(|| at("ci_id"), Some(m.ci_id))?;
+    check_bytes(|| at("memory_total_bytes"), Some(m.memory_total_bytes))?;
+    let slices = 1..=MAX_MIG_SLICES;
+    for (field, value) in [
+        ("compute_slices", m.compute_slices),
+        ("placement_size", m.placement_size),
+    ] {
+        if let Some(v) = value.filter(|v| !slices.contains(v)) {
+            return Err(invalid(format!(
+                "{} must be between 1 and {MAX_MIG_SLICES} slices, got {v}",
+                at(field)
+            )));
+        }
+    }
+    let start = m.placement_start.unwrap_or(0);
+    let end = u64::from(start) + u64::from(m.placement_size.unwrap_or(1));
+    if end > u64::from(MAX_MIG_SLICES) {
+        return Err(invalid(format!(
+            "{} {start} places the instance past memory slice {MAX_MIG_SLICES}",
+            at("placement_start")
+        )));
+    }
+    Ok(())
 }
 
 /// The most memory one GPU, MIG instance or process may report: 16 TiB, far above any GPU's
