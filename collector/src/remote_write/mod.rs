@@ -158,10 +158,17 @@ impl Host {
             .entry(uuid.to_owned())
             .or_insert_with(|| GpuInfo {
                 uuid: uuid.to_owned(),
-                index: label(ls, "gpu").and_then(|v| v.parse().ok()).unwrap_or(0),
+                // Labels outside the batch's domain are left out rather than refuse the
+                // host's every scrape.
+                index: label(ls, "gpu")
+                    .and_then(|v| v.parse().ok())
+                    .filter(|&i| i <= model::wire::v1::MAX_GPU_INDEX)
+                    .unwrap_or(0),
                 model: label(ls, "modelName").unwrap_or("unknown").to_owned(),
                 memory_total_bytes: 0,
-                pci_bus_id: label(ls, "pci_bus_id").map(str::to_owned),
+                pci_bus_id: label(ls, "pci_bus_id")
+                    .filter(|v| v.len() <= 64 && v.bytes().all(|b| b.is_ascii_graphic()))
+                    .map(str::to_owned),
                 mig_enabled: false,
                 sharing: "exclusive".into(),
                 replicas: 1,

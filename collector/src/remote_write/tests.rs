@@ -188,6 +188,32 @@ fn a_bad_pod_label_costs_the_allocation_not_the_gpu_sample() {
     assert!(h.scrapes.values().all(|s| s.allocations.is_empty()));
 }
 
+/// An exporter's `gpu` and `pci_bus_id` labels outside the batch's domain (an index past
+/// 1,023, a bus id with a space) are left out of the inventory; the scrape is still stored.
+#[test]
+fn odd_inventory_labels_are_left_out_not_the_scrape() {
+    let r = Receiver::default();
+    let now = 1_800_000_000_000;
+    let req = WriteRequest {
+        timeseries: vec![series(
+            "DCGM_FI_DEV_GPU_UTIL",
+            "n1",
+            &[("gpu", "4294967295"), ("pci_bus_id", "00000000:17:00.0 x")],
+            &[(now - 30_000, 40.0)],
+        )],
+    };
+    assert_eq!(r.take(&req, |_| "c".into(), now, WIDE, false), 1);
+    let b = r.ready(now + IDLE_MS + 60_000);
+    assert_eq!(b.len(), 1);
+    let g = &b[0].inventory.as_ref().unwrap()[0];
+    assert_eq!((g.index, g.pci_bus_id.as_deref()), (0, None));
+    let limits = Limits {
+        max_age_ms: i64::MAX / 4,
+        ..Limits::default()
+    };
+    b[0].validate(&limits, now + IDLE_MS + 60_000).unwrap();
+}
+
 /// Under a ServiceMonitor without honorLabels, Prometheus renames dcgm-exporter's pod
 /// labels to exported_* and sets namespace/pod to the exporter's own: the GPU belongs to
 /// the exported pod, not to the exporter.

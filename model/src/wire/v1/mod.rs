@@ -8,7 +8,10 @@ mod batch;
 mod validate;
 
 pub use batch::{Batch, NodeLabels, Snapshot, VERSION};
-pub use validate::{Invalid, Limits, MAX_MEMORY_BYTES, MAX_MIG_ID, MAX_PID, MAX_REPLICA};
+pub use validate::{
+    Invalid, Limits, MAX_GPU_INDEX, MAX_MEMORY_BYTES, MAX_MIG_ID, MAX_MIG_SLICES, MAX_PID,
+    MAX_REPLICA,
+};
 
 #[cfg(test)]
 mod tests;

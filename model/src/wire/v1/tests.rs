@@ -291,6 +291,31 @@ fn mig_instances_are_checked_by_name() {
         err.starts_with("inventory[0].memory_total_bytes must be between 0 and"),
         "{err}"
     );
+    // Its index and replicas go to 32-bit columns; its PCI bus id and MIG UUIDs are names.
+    for (gpu, expected) in [
+        (
+            r#""index":4294967295"#,
+            "inventory[0].index 4294967295 is not a GPU index (0 to 1023)",
+        ),
+        (
+            r#""index":0,"replicas":4294967295"#,
+            "inventory[0].replicas must be between 1 and 1024, got 4294967295",
+        ),
+        (
+            r#""index":0,"replicas":0"#,
+            "inventory[0].replicas must be between 1 and 1024, got 0",
+        ),
+        (
+            r#""index":0,"pci_bus_id":"00000000:17:00.0\u0000""#,
+            "inventory[0].pci_bus_id \"00000000:17:00.0\\0\" contains control characters",
+        ),
+    ] {
+        let mut b = batch();
+        let json = format!(r#"{{"uuid":"GPU-1",{gpu},"model":"m","memory_total_bytes":1}}"#);
+        b.inventory = Some(vec![serde_json::from_str(&json).unwrap()]);
+        let err = b.validate(&Limits::default(), NOW).unwrap_err().0;
+        assert_eq!(err, expected);
+    }
     for (field, value, expected) in [
         (
             "memory_total_bytes",
@@ -316,6 +341,11 @@ fn mig_instances_are_checked_by_name() {
             "placement_start",
             serde_json::json!(61),
             "placement_start 61 places the instance past",
+        ),
+        (
+            "uuid",
+            serde_json::json!("MIG 1"),
+            "inventory[0].mig_instances[0].uuid \"MIG 1\" must not contain whitespace",
         ),
     ] {
         let mut m = ok.clone();

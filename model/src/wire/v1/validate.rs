@@ -177,9 +177,20 @@ impl Batch {
                     || format!("inventory[{i}].memory_total_bytes"),
                     Some(g.memory_total_bytes),
                 )?;
-                if g.replicas == 0 {
+                if let Some(pci) = &g.pci_bus_id {
+                    check_name(|| format!("inventory[{i}].pci_bus_id"), pci, limits)?;
+                }
+                if g.index > MAX_GPU_INDEX {
                     return Err(invalid(format!(
-                        "inventory[{i}].replicas must be at least 1"
+                        "inventory[{i}].index {} is not a GPU index (0 to {MAX_GPU_INDEX})",
+                        g.index
+                    )));
+                }
+                if !(1..=MAX_REPLICA + 1).contains(&g.replicas) {
+                    return Err(invalid(format!(
+                        "inventory[{i}].replicas must be between 1 and {}, got {}",
+                        MAX_REPLICA + 1,
+                        g.replicas
                     )));
                 }
                 for (j, m) in g.mig_instances.iter().enumerate() {
@@ -511,6 +522,9 @@ fn check_ratio(field: impl Fn() -> String, value: Option<f32>) -> Result<(), Inv
 /// has at most 7 GPU instances; ids seen in practice stay below 16); the bound keeps every id
 /// inside the store's 32-bit columns with a wide margin.
 pub const MAX_MIG_ID: u32 = 1023;
+/// The largest GPU index accepted: NVML numbers a node's GPUs from 0 (eight or sixteen in a
+/// server); the bound keeps it inside the store's 32-bit column.
+pub const MAX_GPU_INDEX: u32 = 1023;
 /// Linux's largest pid (`PID_MAX_LIMIT` on 64-bit kernels, 2^22).
 pub const MAX_PID: u32 = 4_194_304;
 /// The most replicas a time-sliced or MPS GPU is advertised with, as replica ids go.
@@ -541,6 +555,9 @@ fn check_mig_instance(
     check_mig_id(|| at("gi_id"), Some(m.gi_id))?;
     check_mig_id(|| at("ci_id"), Some(m.ci_id))?;
     check_bytes(|| at("memory_total_bytes"), Some(m.memory_total_bytes))?;
+    if let Some(uuid) = &m.uuid {
+        check_name(|| at("uuid"), uuid, limits)?;
+    }
     let slices = 1..=MAX_MIG_SLICES;
     for (field, value) in [
         ("compute_slices", m.compute_slices),
