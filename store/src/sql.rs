@@ -272,6 +272,13 @@ macro_rules! gpus_with_migs {
 }
 pub(crate) use gpus_with_migs;
 
+/// A uid as the `tenants.uid` column holds it: PostgreSQL's 32-bit `integer` keeps a uid of
+/// 2^31 or more as its two's complement (negative), SQLite as itself; both read back as the
+/// uid. Anything else is outside the wire's domain.
+pub(crate) fn uid_from_column(v: i64) -> std::result::Result<u32, std::num::TryFromIntError> {
+    u32::try_from(v).or_else(|e| i32::try_from(v).map(|v| v as u32).map_err(|_| e))
+}
+
 /// Reads a [`crate::TenantRecord`] from a row of `tenants`; `None` (and a warning) for a row whose kind
 /// or uid is outside the wire's domain, which only something other than gpulens could have
 /// written: one such row must not fail every reader of the tenant list.
@@ -283,7 +290,7 @@ macro_rules! tenant_record {
         let uid: Option<i64> = r.try_get("uid")?;
         let (kind_ok, uid_ok) = (
             model::TenantKind::parse(&kind),
-            uid.map(u32::try_from).transpose(),
+            uid.map($crate::sql::uid_from_column).transpose(),
         );
         match (kind_ok, uid_ok) {
             (Some(kind), Ok(uid)) => Some(TenantRecord {

@@ -69,6 +69,7 @@ conformance!(
     waiting_episodes_are_kept_current_and_read_by_overlap,
     reclaim_cases_move_once_and_keep_their_trail,
     pair_hours_are_kept_per_node_hour,
+    a_uid_past_2_31_reads_back,
 );
 
 pub(crate) fn hour_ago(hours: i64) -> i64 {

@@ -508,6 +508,34 @@ pub(crate) async fn reclaim_cases_move_once_and_keep_their_trail(store: &Store) 
     assert_eq!(acted[0].case.state, "freed");
 }
 
+/// A host user's uid of 2^31 or more (a u32 on the wire) is kept in PostgreSQL's 32-bit
+/// column as its two's complement; every backend reads the tenant back with its uid.
+pub(crate) async fn a_uid_past_2_31_reads_back(store: &Store) {
+    let t0 = hour_ago(1);
+    let mut b = fleet().batch(0, "high-uid", 1, &[t0], 1000);
+    for uid in [4_000_000_000u32, u32::MAX - 1, 2_147_483_648] {
+        b.tenants.push(model::Tenant {
+            key: model::Tenant::host_key(uid),
+            kind: model::TenantKind::HostUser,
+            namespace: None,
+            pod: None,
+            container: None,
+            pod_uid: None,
+            job_id: None,
+            user: Some(format!("svc{uid}")),
+            account: None,
+            uid: Some(uid),
+        });
+    }
+    store.ingest(&b, t0, &no_team).await.unwrap();
+    let tenants = store.tenants().await.unwrap();
+    for uid in [4_000_000_000u32, u32::MAX - 1, 2_147_483_648] {
+        let key = model::Tenant::host_key(uid);
+        let t = tenants.iter().find(|t| t.key() == key);
+        assert_eq!(t.map(|t| t.tenant.uid), Some(Some(uid)), "{key}");
+    }
+}
+
 #[tokio::test]
 pub(crate) async fn a_tenant_row_outside_the_wire_domain_is_left_out_not_fatal() {
     let dir = support::TempDir::new("tenant-domain");
