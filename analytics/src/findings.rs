@@ -495,7 +495,9 @@ pub fn hardware(ctx: &Ctx) -> Vec<Finding> {
                 .iter()
                 .any(|c| matches!(c, 48 | 63 | 64 | 74 | 79 | 92 | 94 | 95));
             let n = count(h.xids.len() as f64, "XID error", "XID errors");
-            parts.push(format!("{n} (codes {codes:?})"));
+            let codes: Vec<String> = codes.iter().map(i64::to_string).collect();
+            let label = if codes.len() == 1 { "code" } else { "codes" };
+            parts.push(format!("{n} ({label} {})", codes.join(", ")));
         }
         if let Some(n) = h.ecc_uncorrected.filter(|&n| n > 0) {
             critical = true;

@@ -658,24 +658,23 @@ pub fn table(a: &Analysis) -> String {
     let p = &a.plan;
     let _ = writeln!(
         s,
-        "\nPlan: frees {} of {} GPUs in use (empties {} of {} nodes; the fewest GPUs it could use is {}), {:.0} {}/month, in {} (each step's share below; they add up)",
+        "\nPlan: frees {} of {} GPUs in use (empties {} of {} nodes; the fewest GPUs it could use is {}), {} a month, in {} (each step's share below; they add up)",
         p.gpus_freed,
         p.gpus_in_use,
         p.nodes_freed,
         p.nodes_in_use,
         p.bound_gpus,
-        p.money_per_month,
-        p.currency,
+        model::figures::money(p.money_per_month, &p.currency),
         model::figures::count(p.steps.len() as f64, "step", "steps")
     );
     let _ = writeln!(s, "\nRecommendations ({})", a.recommendations.len());
     for r in &a.recommendations {
         let _ = writeln!(
             s,
-            "  {:<13} {}  [confidence {:.2}; replay: contention {:.0}→{:.0} tenant-h, overflow {:.0} h, frees {:.2} GPU]",
+            "  {:<13} {}  [confidence {:.0} %; replay: contention {:.0}→{:.0} tenant-h, overflow {:.0} h, frees {:.2} GPU]",
             r.kind.as_str(),
             r.summary,
-            r.confidence,
+            r.confidence * 100.0,
             r.replay.contention_hours_before,
             r.replay.contention_hours_after,
             r.replay.memory_overflow_hours,
