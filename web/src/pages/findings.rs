@@ -27,15 +27,22 @@ pub struct FindingFilters {
     pub nodes: Vec<String>,
 }
 
-fn select(id: &'static str, label: &'static str, value: &str, options: &[String]) -> impl IntoView {
+/// A filter's drop-down: "any", then each option (shown through `show`; the value is sent).
+fn select(
+    id: &'static str,
+    label: &'static str,
+    value: &str,
+    options: &[String],
+    show: fn(&str) -> String,
+) -> impl IntoView {
     let opts = std::iter::once(String::new())
-        .chain(options.iter().cloned())
+        .chain(options.iter().filter(|o| !o.is_empty()).cloned())
         .map(|o| {
             let selected = o == value;
             let shown = if o.is_empty() {
                 "any".to_owned()
             } else {
-                o.clone()
+                show(&o)
             };
             view! { <option value=o selected=selected>{shown}</option> }
         })
@@ -74,10 +81,10 @@ pub fn findings(frame: Frame, f: FindingFilters, rows: Vec<FindingRow>, sort: So
         view! {
             <h1>"Findings"</h1>
             <form class="filters" method="get" action="/findings">
-                {select("kind", "Kind", &f.kind, &f.kinds)}
-                {select("severity", "At least", &f.severity, &severities)}
-                {select("team", "Team", &f.team, &f.teams)}
-                {select("node", "Node", &f.node, &f.nodes)}
+                {select("kind", "Kind", &f.kind, &f.kinds, |k| k.replace('_', " "))}
+                {select("severity", "At least", &f.severity, &severities, str::to_owned)}
+                {select("team", "Team", &f.team, &f.teams, str::to_owned)}
+                {select("node", "Node", &f.node, &f.nodes, str::to_owned)}
                 <button type="submit">"Filter"</button>
             </form>
             <div class="scroll"><table>
