@@ -5,6 +5,13 @@ use super::page::*;
 pub async fn alerts(State(state): State<DashboardState>, caller: Caller) -> Page {
     use crate::alerts::AlertState as S;
     let mut list = crate::alerts::load(&state.store).await?;
+    // Firing before pending before resolved; in each, the most severe first, then the newest.
+    let rank = |a: &crate::alerts::Alert| match a.labels.get("severity").map(String::as_str) {
+        Some("critical") => 0,
+        Some("warning") => 1,
+        Some("info") => 2,
+        _ => 3,
+    };
     list.sort_by_key(|a| {
         (
             match a.state {
@@ -12,7 +19,10 @@ pub async fn alerts(State(state): State<DashboardState>, caller: Caller) -> Page
                 S::Pending => 1,
                 S::Resolved => 2,
             },
+            rank(a),
             -a.active_ms,
+            a.rule.clone(),
+            a.labels.get("node").cloned(),
         )
     });
     let rows = list

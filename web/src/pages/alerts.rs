@@ -58,7 +58,7 @@ pub fn alerts(frame: Frame, rows: Vec<AlertRow>, notes: Vec<NotificationRow>) ->
         view! {
             <h1>"Alerts"</h1>
             <div class="scroll"><table>
-                <caption>{format!("{}: firing, pending and resolved in the last day (docs/alerts.md)", model::figures::count(count as f64, "alert", "alerts"))}</caption>
+                <caption>{format!("{}: firing, pending and resolved in the last day, the most severe first (docs/alerts.md)", model::figures::count(count as f64, "alert", "alerts"))}</caption>
                 <thead><tr><th scope="col">"Alert"</th><th scope="col">"Node"</th><th scope="col">"GPU"</th><th scope="col">"State"</th><th scope="col">"Severity"</th><th scope="col">"What"</th><th scope="col">"Since (UTC)"</th></tr></thead>
                 <tbody>{if count == 0 { none_row(7, "no rule fired, was pending or resolved in the last day") } else { body.into_any() }}</tbody>
             </table></div>
