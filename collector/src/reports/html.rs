@@ -486,8 +486,8 @@ fn waiting(s: &mut String, d: &ReportData) {
 fn interference(s: &mut String, d: &ReportData) {
     let _ = write!(
         s,
-        "<section><h2>Interference incidents</h2><p class=\"note\">{} times a tenant sharing a GPU slowed another down.</p>",
-        d.interference.len()
+        "<section><h2>Interference incidents</h2><p class=\"note\">{} in which a tenant sharing a GPU slowed another down.</p>",
+        count(d.interference.len() as f64, "incident", "incidents")
     );
     if !d.interference.is_empty() {
         let cols = [
@@ -718,6 +718,7 @@ mod tests {
         assert!(html.contains("<span>by 1 open recommendation</span>"));
         assert!(html.contains(">1 recommendation, replayed against the recorded demand"));
         assert!(html.contains(">1 row</caption>"), "{html}");
+        assert!(html.contains(">1 incident in which a tenant sharing a GPU slowed another down."));
         d.idle.push(d.idle[0].clone());
         d.recommendations.push(d.recommendations[0].clone());
         assert!(
