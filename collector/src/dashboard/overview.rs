@@ -218,14 +218,11 @@ fn from_analysis(v: &mut pages::OverviewView, a: &Analysis) {
     v.limitations = a.limitations.clone();
     v.waiting = demand_lines(a);
     let hours = (a.funnel.to_ms - a.funnel.from_ms) as f64 / 3_600_000.0;
-    v.window_length = if hours >= 48.0 {
-        format!("{:.0} days", hours / 24.0)
-    } else {
-        format!("{hours:.0} hours")
-    };
-    v.waste_per_month = (hours > 0.0).then(|| {
+    let (length, observed) = window_coverage(hours, t.capacity_gpu_hours, v.gpus);
+    v.window_length = length;
+    v.waste_per_month = (observed > 0.0).then(|| {
         web::format::money(
-            t.waste_cost / hours * analytics::plan::HOURS_PER_MONTH,
+            t.waste_cost / observed * analytics::plan::HOURS_PER_MONTH,
             &a.funnel.currency,
         )
     });
@@ -413,4 +410,72 @@ async fn heatmap(
         rows,
         note,
     })
+}
+
+/// How long the analysed window is and how many of its hours have data behind the totals: the
+/// fleet's GPU-hours observed over its `gpus` (a fleet watched for a day of a 7-day window
+/// wastes at seven times the rate its week's total suggests). The window reads "7 days
+/// analysed", or with "(data for about 24 hours)" when under 95 % of it has data.
+fn window_coverage(hours: f64, capacity_gpu_hours: Option<f64>, gpus: i64) -> (String, f64) {
+    let length = |h: f64| {
+        let days = h / 24.0;
+        if h >= 48.0 && (days - days.round()).abs() < 0.05 {
+            format!("{days:.0} days")
+        } else if h >= 48.0 {
+            format!("{days:.1} days")
+        } else {
+            model::figures::count(h, "hour", "hours")
+        }
+    };
+    let observed = match capacity_gpu_hours {
+        Some(c) if gpus > 0 && c > 0.0 => (c / gpus as f64).min(hours),
+        _ => hours,
+    };
+    let text = if observed < 0.95 * hours {
+        format!(
+            "{} analysed (data for about {})",
+            length(hours),
+            length(observed)
+        )
+    } else {
+        format!("{} analysed", length(hours))
+    };
+    (text, observed)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::window_coverage;
+
+    #[test]
+    fn the_waste_rate_rests_on_the_hours_with_data() {
+        // A week of 16 GPUs, fully observed; one GPU missing for a day still reads as a week.
+        assert_eq!(
+            window_coverage(168.0, Some(2688.0), 16),
+            ("7 days analysed".into(), 168.0)
+        );
+        assert_eq!(
+            window_coverage(168.0, Some(2664.0), 16).0,
+            "7 days analysed"
+        );
+        // Installed a day ago: the week's totals are a day's.
+        let (text, observed) = window_coverage(168.0, Some(384.0), 16);
+        assert_eq!(text, "7 days analysed (data for about 24 hours)");
+        assert_eq!(observed, 24.0);
+        assert_eq!(
+            window_coverage(168.0, Some(16.0 * 60.0), 16).0,
+            "7 days analysed (data for about 2.5 days)"
+        );
+        assert_eq!(
+            window_coverage(168.0, Some(16.0 * 72.0), 16).0,
+            "7 days analysed (data for about 3 days)"
+        );
+        // No inventory or no capacity: the window as it is.
+        assert_eq!(
+            window_coverage(24.0, None, 16),
+            ("24 hours analysed".into(), 24.0)
+        );
+        assert_eq!(window_coverage(24.0, Some(10.0), 0).1, 24.0);
+        assert_eq!(window_coverage(1.0, Some(1.0), 1).0, "1 hour analysed");
+    }
 }

@@ -71,9 +71,10 @@ pub struct OverviewView {
     pub heatmap: Option<chart::Heatmap>,
     /// The plan's first steps (most GPUs freed first).
     pub actions: Vec<ActionLine>,
-    /// The window's waste cost at the same rate over a month (730 hours).
+    /// The waste cost at the rate of the hours of data behind it, over a month (730 hours).
     pub waste_per_month: Option<String>,
-    /// How long the analysed window is, e.g. "7 days".
+    /// How long the analysed window is, and how much of it has data when not nearly all:
+    /// "7 days analysed", "7 days analysed (data for about 24 hours)".
     pub window_length: String,
     /// Work that waited for GPUs beside idle holdings (waiting_demand findings), largest first.
     pub waiting: Vec<DemandLine>,
@@ -362,7 +363,7 @@ pub fn overview(frame: Frame, v: OverviewView) -> String {
             </form>
             <section class="cards" aria-label="Key numbers">
                 <div class="card">"Effective use"<b>{pct(f.effective_ratio)}</b><span>"of allocated GPU-hours"</span></div>
-                <div class="card">"Waste"<b>{if v.analysed { money(f.waste_cost, &f.currency) } else { "–".into() }}</b><span>{if v.analysed { format!("in the {} analysed: {} GPU-h of {} allocated{}", v.window_length, num(f.waste), num(f.allocated), v.waste_per_month.clone().map(|m| format!("; {m} a month at this rate")).unwrap_or_default()) } else { "after the first analysis".into() }}</span></div>
+                <div class="card">"Waste"<b>{if v.analysed { money(f.waste_cost, &f.currency) } else { "–".into() }}</b><span>{if v.analysed { format!("in the {}: {} GPU-h of {} allocated{}", v.window_length, num(f.waste), num(f.allocated), v.waste_per_month.clone().map(|m| format!("; {m} a month at this rate")).unwrap_or_default()) } else { "after the first analysis".into() }}</span></div>
                 <div class="card">"Cost"<b>{if v.analysed { money(f.cost, &f.currency) } else { "–".into() }}</b><span>"allocated GPU-hours × price"</span></div>
                 <div class="card">"GPUs freeable"<b>{v.gpus_freeable}</b><span><a href="/recommendations">{v.plan_line.clone()}</a></span></div>
                 <div class="card">"Fleet"<b>{format!("{} GPUs", v.gpus)}</b><span><a href="/nodes">{format!("{} nodes", v.nodes)}</a></span></div>
