@@ -1,6 +1,6 @@
 //! The HTTP surface in one place: every feature's routes (each with its access rule) merged,
-//! the OpenAPI document, and the JSON answers for paths and methods nobody serves.
-//! `router(state)` is the seam tests drive with `oneshot`.
+//! the OpenAPI document, and the answers for paths and methods nobody serves (JSON, or a page
+//! for a browser's mistyped dashboard path). `router(state)` is the seam tests drive with `oneshot`.
 
 use axum::Router;
 use axum::http::header;
@@ -46,7 +46,7 @@ pub fn routes(state: &AppState) -> Routes {
     routes
 }
 
-/// The router: every route, each behind its access rule, and the JSON fallbacks.
+/// The router: every route, each behind its access rule, and the fallbacks.
 pub fn router(state: AppState) -> Router {
     router_and_table(state).0
 }
@@ -72,8 +72,22 @@ pub fn router_and_table(state: AppState) -> (Router, std::sync::Arc<[Rule]>) {
     (router, table)
 }
 
-async fn not_found(uri: axum::http::Uri) -> ApiError {
-    ApiError::NotFound(format!("no route for {}", uri.path()))
+/// 404: a page for a browser asking for a dashboard path (it accepts HTML), the API's JSON
+/// error for everything else.
+async fn not_found(
+    headers: axum::http::HeaderMap,
+    uri: axum::http::Uri,
+) -> axum::response::Response {
+    let browser = !uri.path().starts_with("/api/")
+        && headers
+            .get(header::ACCEPT)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|a| a.contains("text/html"));
+    if browser {
+        crate::dashboard::no_page(uri.path())
+    } else {
+        ApiError::NotFound(format!("no route for {}", uri.path())).into_response()
+    }
 }
 
 /// 405 with the API's JSON error, like every other refusal.

@@ -26,7 +26,7 @@ use recommendations::{approve, recommendation, recommendations};
 use reports::reports;
 use usage::{teams, tenants};
 
-pub use page::{DashboardState, PageError};
+pub use page::{DashboardState, PageError, no_page};
 
 /// The front page, the one page a program may look for, is in the API's document; the other
 /// pages are for people.

@@ -84,6 +84,14 @@ pub(super) fn not_found(what: String) -> PageError {
     PageError(StatusCode::NOT_FOUND, what)
 }
 
+/// The page for a path nothing serves, for a browser (the API's clients get JSON): the path
+/// as asked, cut to 200 characters.
+pub fn no_page(path: &str) -> Response {
+    let shown: String = path.chars().take(200).collect();
+    let cut = if shown.len() < path.len() { "…" } else { "" };
+    not_found(format!("Nothing is served at {shown}{cut}.")).into_response()
+}
+
 pub type Page = Result<Html<String>, PageError>;
 
 pub(super) async fn analysis(state: &DashboardState) -> Result<Option<Arc<Analysis>>, PageError> {

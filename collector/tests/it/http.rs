@@ -398,6 +398,35 @@ async fn the_read_api_answers_and_explains_mistakes() {
     .await;
     assert_eq!(status, StatusCode::NOT_FOUND);
     assert_eq!(body["error"]["code"], "not_found");
+    // A browser mistyping a dashboard path gets a page; a client without HTML, or any path
+    // under /api/, the JSON error.
+    let asked = |uri: &str, accept: &str| {
+        Request::get(uri)
+            .header("accept", accept)
+            .body(Body::empty())
+            .unwrap()
+    };
+    let html = "text/html,application/xhtml+xml;q=0.9,*/*;q=0.8";
+    let (status, body, _) = call(&state, asked("/teams/ml%3Cb%3E", html)).await;
+    let page = body.as_str().unwrap_or_default();
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    assert!(page.starts_with("<!DOCTYPE html>"), "{page}");
+    assert!(
+        page.contains("Nothing is served at /teams/ml%3Cb%3E."),
+        "{page}"
+    );
+    let (status, body, _) = call(&state, asked(&format!("/{}", "x".repeat(5000)), html)).await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    assert!(
+        body.as_str()
+            .unwrap()
+            .contains(&format!("/{}….", "x".repeat(199)))
+    );
+    for (uri, accept) in [("/teams/x", "*/*"), ("/api/v1/nowhere", html)] {
+        let (status, body, _) = call(&state, asked(uri, accept)).await;
+        assert_eq!(status, StatusCode::NOT_FOUND);
+        assert_eq!(body["error"]["code"], "not_found", "{uri}");
+    }
     // Issue 15: every 4xx has the JSON error body: 405, query mistakes on every endpoint, and
     // an approval is refused for its token before its body is read.
     for (req, want) in [

@@ -48,7 +48,7 @@ pub fn nodes(frame: Frame, rows: Vec<NodeRow>, sort: Sort) -> String {
                 <thead><tr>
                     {th("Cluster", "cluster", &sort, false)}{th("Node", "node", &sort, false)}{th("Status", "status", &sort, false)}
                     {th("GPUs", "gpus", &sort, true)}<th scope="col">"Models"</th><th scope="col">"Sharing"</th>
-                    {th("GPU util (24 h)", "util", &sort, true)}{th("Class", "class", &sort, false)}{th("Last sample (UTC)", "last", &sort, false)}
+                    {th("GPU util (24\u{a0}h)", "util", &sort, true)}{th("Class", "class", &sort, false)}{th("Last sample (UTC)", "last", &sort, false)}
                 </tr></thead>
                 <tbody>{if empty { none_row(9, "no agent has reported yet (docs/agent.md: install the agent, or run `gpulens demo`)") } else { body.into_any() }}</tbody>
             </table></div>
