@@ -60,6 +60,26 @@ pub fn change(now: f64, before: f64) -> String {
     }
 }
 
+/// A finding's or recommendation's kind as people read it: `idle allocation`, `MIG layout`,
+/// `MPS`, `time slicing` (the API keeps `mig_layout`).
+pub fn kind(k: &str) -> String {
+    match k {
+        "mig_layout" => "MIG layout".into(),
+        "mps" => "MPS".into(),
+        _ => k.replace('_', " "),
+    }
+}
+
+/// A kind as a heading starts: `Idle allocation finding`, `MIG layout recommendation`.
+pub fn kind_heading(k: &str, noun: &str) -> String {
+    let k = kind(k);
+    let mut c = k.chars();
+    match c.next() {
+        Some(first) => format!("{}{} {noun}", first.to_uppercase(), c.as_str()),
+        None => noun.to_owned(),
+    }
+}
+
 /// Percent-encodes a query or path component.
 pub fn enc(s: &str) -> String {
     let mut o = String::with_capacity(s.len());
@@ -93,5 +113,21 @@ mod tests {
         assert_eq!(change(110.0, 100.0), "+10 %");
         assert_eq!(change(90.0, 100.0), "−10 %");
         assert_eq!(enc("pod/a b"), "pod%2Fa%20b");
+    }
+
+    #[test]
+    fn kinds_read_as_words() {
+        assert_eq!(kind("idle_allocation"), "idle allocation");
+        assert_eq!(kind("mig_layout"), "MIG layout");
+        assert_eq!(
+            kind_heading("mig_layout", "recommendation"),
+            "MIG layout recommendation"
+        );
+        assert_eq!(
+            kind_heading("time_slicing", "recommendation"),
+            "Time slicing recommendation"
+        );
+        assert_eq!(kind_heading("mps", "step (applied)"), "MPS step (applied)");
+        assert_eq!(kind_heading("", "finding"), "finding");
     }
 }

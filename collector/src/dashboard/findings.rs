@@ -195,7 +195,11 @@ pub async fn finding(
     let evidence = super::evidence::view(&state, &a, f).await;
     let v = finding_view(&a, f, evidence);
     Ok(Html(pages::finding(
-        frame(&state, &caller, format!("{} finding", f.kind.as_str())),
+        frame(
+            &state,
+            &caller,
+            web::format::kind_heading(f.kind.as_str(), "finding"),
+        ),
         v,
     )))
 }

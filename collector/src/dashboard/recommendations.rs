@@ -109,7 +109,11 @@ pub async fn recommendation(
     let Some(r) = a.recommendations.iter().find(|r| r.id == id) else {
         // A step applied since: its page is its outcome.
         if let Some(o) = outcome {
-            let f = frame(&state, &caller, format!("{} step (applied)", o.kind));
+            let f = frame(
+                &state,
+                &caller,
+                web::format::kind_heading(&o.kind, "step (applied)"),
+            );
             return Ok(Html(pages::applied_step(f, outcome_view(o))));
         }
         return Err(not_found(format!(
@@ -136,7 +140,7 @@ pub async fn recommendation(
     let mut f = frame(
         &state,
         &caller,
-        format!("{} recommendation", r.kind.as_str()),
+        web::format::kind_heading(r.kind.as_str(), "recommendation"),
     );
     f.notice = match (nq.approved, nq.error) {
         (Some(id), _) => Some(format!(

@@ -540,7 +540,7 @@ fn recommendations(s: &mut String, d: &ReportData) {
                 format!(" (config <code>{}</code>)", esc(c))
             });
             let cells = vec![
-                esc(&r.kind.replace('_', " ")),
+                esc(&web::format::kind(&r.kind)),
                 esc(&r.node),
                 format!("{:.1}", r.gpus_freed),
                 format!("{:.0} %", r.confidence * 100.0),
@@ -583,7 +583,7 @@ fn outcomes(s: &mut String, d: &ReportData) {
             let when = model::time::rfc3339(o.applied_ms);
             let cells = vec![
                 o.node.clone(),
-                format!("{} (action {})", o.kind.replace('_', " "), o.action),
+                format!("{} (action {})", web::format::kind(&o.kind), o.action),
                 when[..16].replace('T', " "),
                 o.verdict.replace('_', " "),
                 format!(

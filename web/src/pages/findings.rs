@@ -69,7 +69,7 @@ pub fn findings(frame: Frame, f: FindingFilters, rows: Vec<FindingRow>, sort: So
                     <tr>
                         <td><a href=format!("/findings/{}", enc(&r.id))>{r.summary}</a>{also}</td>
                         <td class=sev_class(&r.severity)>{r.severity.clone()}</td>
-                        <td>{r.kind.replace('_', " ")}</td>
+                        <td>{format::kind(&r.kind)}</td>
                         <td>{node_link(&r.node)}</td>
                         <td>{r.tenant}</td>
                         <td>{r.team}</td>
@@ -81,7 +81,7 @@ pub fn findings(frame: Frame, f: FindingFilters, rows: Vec<FindingRow>, sort: So
         view! {
             <h1>"Findings"</h1>
             <form class="filters" method="get" action="/findings">
-                {select("kind", "Kind", &f.kind, &f.kinds, |k| k.replace('_', " "))}
+                {select("kind", "Kind", &f.kind, &f.kinds, |k| format::kind(k))}
                 {select("severity", "At least", &f.severity, &severities, str::to_owned)}
                 {select("team", "Team", &f.team, &f.teams, str::to_owned)}
                 {select("node", "Node", &f.node, &f.nodes, str::to_owned)}
@@ -179,7 +179,7 @@ pub fn finding(frame: Frame, v: FindingView) -> String {
             view! { " · GPU "<a href=format!("/gpus/{}", enc(&g))><code>{g.clone()}</code></a> }
         });
         view! {
-            <h1>{format!("{} finding", v.kind.replace('_', " "))}</h1>
+            <h1>{format::kind_heading(&v.kind, "finding")}</h1>
             <p class="meta"><span class=sev_class(&v.severity)>{v.severity.clone()}</span>{if v.node.is_empty() { " · " } else { " · node " }}{node_link(&v.node)}{gpu}" · "{v.window.clone()}</p>
             <p>{v.summary.clone()}</p>
             <ul>{tenants}</ul>

@@ -4,7 +4,7 @@
 use leptos::prelude::*;
 
 use crate::chart::{self, Chart};
-use crate::format::{enc, money, num, pct};
+use crate::format::{self, enc, money, num, pct};
 use crate::{Frame, Nav, document};
 
 mod alerts;

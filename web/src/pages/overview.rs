@@ -286,7 +286,7 @@ fn waster_table(rows: Vec<WasterLine>) -> impl IntoView {
         .map(|r| {
             let finding = match &r.finding {
                 Some((id, kind)) => {
-                    view! { <a href=format!("/findings/{}", enc(id))>{kind.replace('_', " ")}</a> }
+                    view! { <a href=format!("/findings/{}", enc(id))>{format::kind(kind)}</a> }
                         .into_any()
                 }
                 None => view! { <span class="note">"none: below every finding's threshold"</span> }
@@ -333,7 +333,7 @@ pub fn overview(frame: Frame, v: OverviewView) -> String {
             .findings
             .iter()
             .map(|(k, n)| {
-                view! { <li><a href=format!("/findings?kind={k}")>{k.replace('_', " ")}</a>": "<b>{*n}</b></li> }
+                view! { <li><a href=format!("/findings?kind={k}")>{format::kind(k)}</a>": "<b>{*n}</b></li> }
             })
             .collect_view();
         let trends = trend_rows(&v.trends);

@@ -139,7 +139,7 @@ pub fn recommendations(
                 .map(|r| {
                     view! {
                         <tr>
-                            <td>{r.kind.replace('_', " ")}</td>
+                            <td>{format::kind(&r.kind)}</td>
                             <td><a href=format!("/nodes/{}", enc(&r.node))>{r.node.clone()}</a></td>
                             <td>{r.tenants.clone()}</td>
                             <td>{r.reason.clone()}</td>
@@ -163,7 +163,7 @@ pub fn recommendations(
                     <tr>
                         <td><a href=format!("/recommendations/{}", enc(&r.id))>{r.summary}</a></td>
                         <td class="n">{format!("{:.0}", r.gpus_freed)}</td>
-                        <td>{r.kind.replace('_', " ")}</td>
+                        <td>{format::kind(&r.kind)}</td>
                         <td><a href=format!("/nodes/{}", enc(&r.node))>{r.node.clone()}</a></td>
                         <td>{r.team}</td>
                         <td class="n">{format!("{:.0} %", r.confidence * 100.0)}</td>
@@ -237,7 +237,7 @@ fn outcomes_section(rows: Vec<OutcomeView>) -> impl IntoView {
             view! {
                 <tr>
                     <td><a href=format!("/nodes/{}", enc(&o.node))>{o.node.clone()}</a></td>
-                    <td><a href=format!("/recommendations/{}", enc(&o.recommendation))>{o.kind.replace('_', " ")}</a></td>
+                    <td><a href=format!("/recommendations/{}", enc(&o.recommendation))>{format::kind(&o.kind)}</a></td>
                     <td>{o.applied.clone()}</td>
                     <td class=verdict_class(&o.verdict)>{o.verdict_words.clone()}</td>
                     <td class="n">{format!("{:.0} / {:.0}", o.gpus_freed.1, o.gpus_freed.0)}</td>
@@ -324,7 +324,7 @@ fn outcome_detail(o: OutcomeView) -> impl IntoView {
 pub fn applied_step(frame: Frame, o: OutcomeView) -> String {
     document(frame, Nav::Recommendations, move || {
         view! {
-            <h1>{format!("{} step (applied)", o.kind.replace('_', " "))}</h1>
+            <h1>{format::kind_heading(&o.kind, "step (applied)")}</h1>
             <p class="meta">"node "<a href=format!("/nodes/{}", enc(&o.node))>{o.node.clone()}</a></p>
             <p>{o.summary.clone()}</p>
             {outcome_detail(o)}
@@ -422,10 +422,11 @@ pub fn recommendation(frame: Frame, v: RecView) -> String {
                 };
                 view! { <p>"Applying it sets "<code>{what}</code>" through the guarded workflow (cordon, wait for GPU pods, label, watch, uncordon)."</p>{control} }.into_any()
             }
+            _ if v.kind == "reclaim" => view! { <p class="note">"This recommendation changes no node label: ask the tenant's owners to release the GPU, or let the "<a href="/reclaim">"reclaim loop"</a>" take such holdings up under a [reclaim] policy (docs/reclaim.md)."</p> }.into_any(),
             _ => view! { <p class="note">"This recommendation changes no node label; act on it with the tenants."</p> }.into_any(),
         };
         view! {
-            <h1>{format!("{} recommendation", v.kind.replace('_', " "))}</h1>
+            <h1>{format::kind_heading(&v.kind, "recommendation")}</h1>
             <p class="meta">"node "<a href=format!("/nodes/{}", enc(&v.node))>{v.node.clone()}</a>{format!(" · confidence {:.0} %", v.confidence * 100.0)}{v.money_per_month.clone().map(|m| format!(" · saves {m}"))}</p>
             <p>{v.summary.clone()}</p>
             <p class="note">{v.confidence_note.clone()}</p>
