@@ -81,7 +81,7 @@ pub fn findings(frame: Frame, f: FindingFilters, rows: Vec<FindingRow>, sort: So
         view! {
             <h1>"Findings"</h1>
             <form class="filters" method="get" action="/findings">
-                {select("kind", "Kind", &f.kind, &f.kinds, |k| format::kind(k))}
+                {select("kind", "Kind", &f.kind, &f.kinds, format::kind)}
                 {select("severity", "At least", &f.severity, &severities, str::to_owned)}
                 {select("team", "Team", &f.team, &f.teams, str::to_owned)}
                 {select("node", "Node", &f.node, &f.nodes, str::to_owned)}
