@@ -227,21 +227,7 @@ impl ProcFs {
                 account: self.environ(pid, "SLURM_JOB_ACCOUNT"),
                 uid,
             },
-            Owner::Host => {
-                let uid = uid?;
-                Tenant {
-                    key: Tenant::host_key(uid),
-                    kind: model::TenantKind::HostUser,
-                    namespace: None,
-                    pod: None,
-                    container: None,
-                    pod_uid: None,
-                    job_id: None,
-                    user,
-                    account: None,
-                    uid: Some(uid),
-                }
-            }
+            Owner::Host => Tenant::host_user(uid?, user),
         })
     }
 }

@@ -72,6 +72,22 @@ impl Tenant {
         format!("host/{uid}")
     }
 
+    /// A host user by uid, with the user's name when known.
+    pub fn host_user(uid: u32, user: Option<String>) -> Tenant {
+        Tenant {
+            key: Tenant::host_key(uid),
+            kind: TenantKind::HostUser,
+            namespace: None,
+            pod: None,
+            container: None,
+            pod_uid: None,
+            job_id: None,
+            user,
+            account: None,
+            uid: Some(uid),
+        }
+    }
+
     /// The grouping that a team is derived from: the namespace of a pod, the account of a
     /// Slurm job, the user of a host process.
     pub fn team_source(&self) -> Option<&str> {

@@ -119,18 +119,7 @@ impl Fleet {
             }
             _ => {
                 let uid = spec.uid.unwrap_or(1000 + (stream % 1000) as u32);
-                Tenant {
-                    key: Tenant::host_key(uid),
-                    kind: TenantKind::HostUser,
-                    namespace: None,
-                    pod: None,
-                    container: None,
-                    pod_uid: None,
-                    job_id: None,
-                    user: Some(spec.name.clone()),
-                    account: None,
-                    uid: Some(uid),
-                }
+                Tenant::host_user(uid, Some(spec.name.clone()))
             }
         }
     }

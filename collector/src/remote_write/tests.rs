@@ -166,21 +166,27 @@ fn made_up_hosts_past_the_cap_are_dropped_and_counted() {
     assert_eq!(r.take(&known, |_| "c".into(), now, WIDE, false), 1);
 }
 
-/// Issue 37: one pod label with a space dropped the host's whole scrape. The GPU's
-/// sample stays; only the allocation to that pod is dropped, and counted.
-#[test]
-fn a_bad_pod_label_costs_the_allocation_not_the_gpu_sample() {
+/// A receiver that took one GPU utilization sample of host `n1` with `labels`, and its "now".
+fn one_utilization_sample(labels: &[(&str, &str)]) -> (Receiver, i64) {
     let r = Receiver::default();
     let now = 1_800_000_000_000;
     let req = WriteRequest {
         timeseries: vec![series(
             "DCGM_FI_DEV_GPU_UTIL",
             "n1",
-            &[("namespace", "team a"), ("pod", "p-1")],
+            labels,
             &[(now - 30_000, 40.0)],
         )],
     };
     assert_eq!(r.take(&req, |_| "c".into(), now, WIDE, false), 1);
+    (r, now)
+}
+
+/// Issue 37: one pod label with a space dropped the host's whole scrape. The GPU's
+/// sample stays; only the allocation to that pod is dropped, and counted.
+#[test]
+fn a_bad_pod_label_costs_the_allocation_not_the_gpu_sample() {
+    let (r, _) = one_utilization_sample(&[("namespace", "team a"), ("pod", "p-1")]);
     assert_eq!(r.metrics.dropped(DropReason::BadTenant), 1);
     let hosts = r.hosts.lock().unwrap();
     let h = hosts.values().next().unwrap();
@@ -192,17 +198,8 @@ fn a_bad_pod_label_costs_the_allocation_not_the_gpu_sample() {
 /// 1,023, a bus id with a space) are left out of the inventory; the scrape is still stored.
 #[test]
 fn odd_inventory_labels_are_left_out_not_the_scrape() {
-    let r = Receiver::default();
-    let now = 1_800_000_000_000;
-    let req = WriteRequest {
-        timeseries: vec![series(
-            "DCGM_FI_DEV_GPU_UTIL",
-            "n1",
-            &[("gpu", "4294967295"), ("pci_bus_id", "00000000:17:00.0 x")],
-            &[(now - 30_000, 40.0)],
-        )],
-    };
-    assert_eq!(r.take(&req, |_| "c".into(), now, WIDE, false), 1);
+    let (r, now) =
+        one_utilization_sample(&[("gpu", "4294967295"), ("pci_bus_id", "00000000:17:00.0 x")]);
     let b = r.ready(now + IDLE_MS + 60_000);
     assert_eq!(b.len(), 1);
     let g = &b[0].inventory.as_ref().unwrap()[0];

@@ -514,18 +514,8 @@ pub(crate) async fn a_uid_past_2_31_reads_back(store: &Store) {
     let t0 = hour_ago(1);
     let mut b = fleet().batch(0, "high-uid", 1, &[t0], 1000);
     for uid in [4_000_000_000u32, u32::MAX - 1, 2_147_483_648] {
-        b.tenants.push(model::Tenant {
-            key: model::Tenant::host_key(uid),
-            kind: model::TenantKind::HostUser,
-            namespace: None,
-            pod: None,
-            container: None,
-            pod_uid: None,
-            job_id: None,
-            user: Some(format!("svc{uid}")),
-            account: None,
-            uid: Some(uid),
-        });
+        b.tenants
+            .push(model::Tenant::host_user(uid, Some(format!("svc{uid}"))));
     }
     store.ingest(&b, t0, &no_team).await.unwrap();
     let tenants = store.tenants().await.unwrap();
