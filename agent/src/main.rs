@@ -186,9 +186,9 @@ struct Source {
     /// devices they run on and their HOSTNAME (docs/agent.md, "Attribution").
     #[arg(long)]
     kubelet_pods_dir: Option<PathBuf>,
-    /// Replicas per time-sliced GPU as the device plugin advertises them (default: inferred
-    /// from the replica ids in use, which can undercount).
-    #[arg(long)]
+    /// Replicas per time-sliced GPU as the device plugin advertises them, 1 to 1024 (default:
+    /// inferred from the replica ids in use, which can undercount).
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=1024))]
     time_slicing_replicas: Option<u32>,
 }
 
