@@ -64,7 +64,7 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<()> {
     println!("dashboard: {url} (API at {url}api/v1/nodes; history is loading)");
     let env_file = write_env_file(&args.data_dir, &addr, &token)?;
     println!(
-        "for a second terminal: source {} (GPULENS_URL={}, GPULENS_TOKEN for `gpulens simulate`, GPULENS_DATA_DIR={} for `gpulens analyze` and `gpulens report`)",
+        "for a second terminal: source {} (GPULENS_URL={}, GPULENS_TOKEN for `gpulens simulate`, GPULENS_DATA_DIR={} for `gpulens analyze`, `gpulens report` and `gpulens labels`)",
         env_file.display(),
         url.trim_end_matches('/'),
         args.data_dir.display()

@@ -37,8 +37,9 @@ pub enum LabelsCommand {
 pub struct Common {
     #[command(flatten)]
     pub db: DbArgs,
-    /// Without --database-url or --config: the demo's data directory.
-    #[arg(long, default_value = ".gpulens/demo")]
+    /// Without --database-url or --config: the demo's data directory (its `env` file sets
+    /// GPULENS_DATA_DIR).
+    #[arg(long, env = "GPULENS_DATA_DIR", default_value = ".gpulens/demo")]
     pub data_dir: PathBuf,
     /// How much history the analysis covers.
     #[arg(long, default_value = "7d", value_parser = humantime::parse_duration)]
