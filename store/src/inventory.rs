@@ -25,6 +25,20 @@ macro_rules! inventory_methods {
                 .collect()
         }
 
+        /// The hour of the oldest GPU hour rollup kept, None without any: where the stored
+        /// history starts (a node's `first_seen` is when the collector first heard from it,
+        /// which is later for backfilled or restored history).
+        pub async fn first_hour(&self) -> Result<Option<i64>> {
+            let d = $d;
+            let row = sqlx::query(&format!(
+                "SELECT {} AS first FROM gpu_rollup_1h",
+                d.epoch_ms("min(bucket)"),
+            ))
+            .fetch_one(&self.$read)
+            .await?;
+            Ok(row.try_get("first")?)
+        }
+
         /// Every GPU (of one node when `node` is given), with its MIG instances.
         pub async fn gpus(&self, node: Option<&str>) -> Result<Vec<GpuRecord>> {
             let d = $d;

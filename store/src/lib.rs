@@ -223,6 +223,11 @@ impl Store {
         dispatch!(self, s => s.gpus(node).await)
     }
 
+    /// The hour the stored history starts (the oldest GPU hour rollup), None without any.
+    pub async fn first_hour(&self) -> Result<Option<i64>> {
+        dispatch!(self, s => s.first_hour().await)
+    }
+
     /// Whether gpulens has data for `entity`: one query that stops at the first matching row,
     /// instead of reading every node, GPU or tenant into memory.
     pub async fn is_known(&self, entity: &Entity) -> Result<bool> {

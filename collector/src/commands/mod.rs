@@ -302,7 +302,10 @@ async fn report(args: cli::ReportArgs) -> anyhow::Result<()> {
     if data.is_empty() {
         // Name the weeks that do have data, so the next command is obvious.
         let nodes = store.nodes().await?;
-        let first = nodes.iter().map(|n| n.first_seen_ms).min();
+        let first = store
+            .first_hour()
+            .await?
+            .or_else(|| nodes.iter().map(|n| n.first_seen_ms).min());
         let last = nodes.iter().filter_map(|n| n.last_sample_ms).max();
         let hint = match (first, last) {
             (Some(f), Some(l)) => {

@@ -35,6 +35,7 @@ pub(crate) fn raw_by_bucket(
 pub(crate) async fn rollups_match_raw_data(store: &Store) {
     let f = fleet();
     let t0 = hour_ago(4);
+    assert_eq!(store.first_hour().await.unwrap(), None, "no history yet");
     // Two hours at 10 s, sent in 5-minute batches.
     let instants: Vec<i64> = (0..720).map(|i| t0 + i * 10_000).collect();
     for b in batches(&f, "r", &instants, 30, 10_000) {
@@ -42,6 +43,8 @@ pub(crate) async fn rollups_match_raw_data(store: &Store) {
     }
     let stats = store.rollup(now_ms()).await.unwrap();
     assert_eq!(stats.minutes, 3 * 120);
+    // Where the history starts: the samples' first hour, not when the collector heard them.
+    assert_eq!(store.first_hour().await.unwrap(), Some(t0));
     // A second pass has nothing left to do.
     assert_eq!(store.rollup(now_ms()).await.unwrap().minutes, 0);
 
