@@ -41,8 +41,8 @@ pub struct Common {
     /// GPULENS_DATA_DIR).
     #[arg(long, env = "GPULENS_DATA_DIR", default_value = ".gpulens/demo")]
     pub data_dir: PathBuf,
-    /// How much history the analysis covers.
-    #[arg(long, default_value = "7d", value_parser = humantime::parse_duration)]
+    /// How much history the analysis covers: at least an hour.
+    #[arg(long, default_value = "7d", value_parser = super::cli::analysis_window)]
     pub since: Duration,
     /// The Kubernetes API server (overrides [labels] kube_url; default: in-cluster or
     /// kubeconfig).
