@@ -350,7 +350,8 @@ fn spawn_event_thread(
 ) -> Option<mpsc::Receiver<(String, u64, UnixMillis)>> {
     use nvml_wrapper::bitmasks::event::EventTypes;
     let mut set = nvml.create_event_set().ok()?;
-    let mut registered = 0;
+    // (index, UUID) of every GPU registered, for an event whose device no longer answers.
+    let mut registered = Vec::new();
     for g in gpus.iter().filter(|g| !g.info.mig_enabled) {
         let supported = g
             .device
@@ -366,7 +367,7 @@ fn spawn_event_thread(
         {
             Ok(s) => {
                 set = s;
-                registered += 1;
+                registered.push((g.info.index, g.info.uuid.clone()));
             }
             Err(e) => {
                 // NVML released the set: XID collection is off for this run.
@@ -375,7 +376,7 @@ fn spawn_event_thread(
             }
         }
     }
-    if registered == 0 {
+    if registered.is_empty() {
         return None;
     }
     let (tx, rx) = mpsc::channel();
@@ -389,7 +390,12 @@ fn spawn_event_thread(
                             Some(nvml_wrapper::enums::event::XidError::Value(v)) => v,
                             _ => 0,
                         };
-                        let uuid = ev.device.uuid().unwrap_or_default();
+                        let Some(uuid) =
+                            event_gpu(ev.device.uuid().ok(), ev.device.index().ok(), &registered)
+                        else {
+                            tracing::warn!(xid = code, "an XID event names a GPU that answers neither its UUID nor its index; dropped");
+                            continue;
+                        };
                         if tx.send((uuid, code, now_ms())).is_err() {
                             return;
                         }
@@ -404,6 +410,24 @@ fn spawn_event_thread(
         })
         .ok()?;
     Some(rx)
+}
+
+/// The UUID of the GPU an XID event is about. A GPU that has fallen off the bus (XID 79) may
+/// no longer answer its UUID: then its index, or the one GPU registered, names it; an event
+/// sent with an empty UUID would have the whole batch refused.
+fn event_gpu(
+    uuid: Option<String>,
+    index: Option<u32>,
+    registered: &[(u32, String)],
+) -> Option<String> {
+    if let Some(u) = uuid.filter(|u| !u.is_empty()) {
+        return Some(u);
+    }
+    let by_index = index.and_then(|i| registered.iter().find(|(j, _)| *j == i));
+    match (by_index, registered) {
+        (Some((_, u)), _) | (None, [(_, u)]) => Some(u.clone()),
+        _ => None,
+    }
 }
 
 /// Rows remapped (corrected + uncorrected): not wrapped by nvml-wrapper, so through the raw
@@ -834,4 +858,29 @@ fn refresh_hostnames(
         }
     }
     hostnames.retain(|pid, _| seen.contains(pid));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::event_gpu;
+
+    #[test]
+    fn an_xid_event_of_a_lost_gpu_still_names_it() {
+        let two = [(0, "GPU-a".to_owned()), (3, "GPU-d".to_owned())];
+        assert_eq!(
+            event_gpu(Some("GPU-x".into()), None, &two).as_deref(),
+            Some("GPU-x")
+        );
+        // Fallen off the bus: no UUID, but its index.
+        assert_eq!(event_gpu(None, Some(3), &two).as_deref(), Some("GPU-d"));
+        assert_eq!(
+            event_gpu(Some(String::new()), Some(0), &two).as_deref(),
+            Some("GPU-a")
+        );
+        // Neither, with two GPUs registered: no guess.
+        assert_eq!(event_gpu(None, None, &two), None);
+        assert_eq!(event_gpu(None, Some(7), &two), None);
+        // Neither, with one GPU registered: it is that one.
+        assert_eq!(event_gpu(None, None, &two[..1]).as_deref(), Some("GPU-a"));
+    }
 }

@@ -191,6 +191,18 @@ fn values_outside_their_domain_are_refused_by_name() {
             }),
         ),
         (
+            "events[0].code must not be negative, got -79",
+            Box::new(|b| {
+                b.snapshots[0].events.push(crate::GpuEvent {
+                    gpu_uuid: "GPU-1".into(),
+                    ts: NOW,
+                    kind: "xid".into(),
+                    code: -79,
+                    message: None,
+                })
+            }),
+        ),
+        (
             "mig[1].gpu_uuid (GPU-1, 1, 0) appears twice",
             Box::new(|b| {
                 let m = MigSample {

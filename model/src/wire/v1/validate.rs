@@ -430,6 +430,7 @@ fn check_events(
         if let Some(m) = &e.message {
             check_text(|| at("message"), m, limits)?;
         }
+        check_non_negative(|| at("code"), Some(e.code))?;
         if e.ts < earliest || e.ts > latest {
             return Err(invalid(format!(
                 "{} {} is outside the accepted range",
