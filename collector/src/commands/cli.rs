@@ -250,7 +250,7 @@ pub struct AnalyzeArgs {
     pub data_dir: PathBuf,
     /// How much history to analyse, up to now: at least an hour (the analysis reads hour
     /// rollups).
-    #[arg(long, default_value = "7d", value_parser = analysis_window)]
+    #[arg(long, default_value = "7d", value_parser = super::setup::analysis_window)]
     pub since: Duration,
     #[arg(long, value_enum, default_value_t = OutputFormat::Table)]
     pub format: OutputFormat,
@@ -260,33 +260,4 @@ pub struct AnalyzeArgs {
     /// minutes that later analyses read, not a result).
     #[arg(long)]
     pub no_store: bool,
-}
-
-/// An analysis window as `--since` takes it: a duration (`7d`, `36h`) of at least an hour.
-pub fn analysis_window(s: &str) -> Result<Duration, String> {
-    let d = humantime::parse_duration(s).map_err(|e| e.to_string())?;
-    if d < Duration::from_secs(3600) {
-        return Err(format!(
-            "{s} is shorter than an hour: the analysis reads hour rollups (try 1h or 7d)"
-        ));
-    }
-    Ok(d)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn an_analysis_window_is_at_least_an_hour() {
-        assert_eq!(analysis_window("7d"), Ok(Duration::from_secs(7 * 86_400)));
-        assert_eq!(analysis_window("1h"), Ok(Duration::from_secs(3600)));
-        assert!(
-            analysis_window("59m")
-                .unwrap_err()
-                .contains("shorter than an hour")
-        );
-        assert!(analysis_window("0s").is_err());
-        assert!(analysis_window("-1h").is_err());
-    }
 }

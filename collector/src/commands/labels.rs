@@ -42,7 +42,7 @@ pub struct Common {
     #[arg(long, env = "GPULENS_DATA_DIR", default_value = ".gpulens/demo")]
     pub data_dir: PathBuf,
     /// How much history the analysis covers: at least an hour.
-    #[arg(long, default_value = "7d", value_parser = super::cli::analysis_window)]
+    #[arg(long, default_value = "7d", value_parser = super::setup::analysis_window)]
     pub since: Duration,
     /// The Kubernetes API server (overrides [labels] kube_url; default: in-cluster or
     /// kubeconfig).

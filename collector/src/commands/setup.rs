@@ -2,6 +2,7 @@
 //! the store it names.
 
 use std::path::PathBuf;
+use std::time::Duration;
 
 use crate::config::{Config, Secret};
 
@@ -52,4 +53,33 @@ pub fn load_config_or_demo(db: &DbArgs, demo_dir: &std::path::Path) -> anyhow::R
         config.data_dir = demo_dir.to_owned();
     }
     Ok(config)
+}
+
+/// An analysis window as `--since` takes it: a duration (`7d`, `36h`) of at least an hour.
+pub fn analysis_window(s: &str) -> Result<Duration, String> {
+    let d = humantime::parse_duration(s).map_err(|e| e.to_string())?;
+    if d < Duration::from_secs(3600) {
+        return Err(format!(
+            "{s} is shorter than an hour: the analysis reads hour rollups (try 1h or 7d)"
+        ));
+    }
+    Ok(d)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_analysis_window_is_at_least_an_hour() {
+        assert_eq!(analysis_window("7d"), Ok(Duration::from_secs(7 * 86_400)));
+        assert_eq!(analysis_window("1h"), Ok(Duration::from_secs(3600)));
+        assert!(
+            analysis_window("59m")
+                .unwrap_err()
+                .contains("shorter than an hour")
+        );
+        assert!(analysis_window("0s").is_err());
+        assert!(analysis_window("-1h").is_err());
+    }
 }

@@ -191,18 +191,6 @@ fn values_outside_their_domain_are_refused_by_name() {
             }),
         ),
         (
-            "events[0].code must not be negative, got -79",
-            Box::new(|b| {
-                b.snapshots[0].events.push(crate::GpuEvent {
-                    gpu_uuid: "GPU-1".into(),
-                    ts: NOW,
-                    kind: "xid".into(),
-                    code: -79,
-                    message: None,
-                })
-            }),
-        ),
-        (
             "mig[1].gpu_uuid (GPU-1, 1, 0) appears twice",
             Box::new(|b| {
                 let m = MigSample {
@@ -365,6 +353,26 @@ fn mig_instances_are_checked_by_name() {
         let err = with(m).unwrap_err();
         assert!(err.contains(expected), "{expected:?} not in {err:?}");
     }
+}
+
+/// An XID code is a number NVML reports, never negative.
+#[test]
+fn event_codes_are_not_negative() {
+    let mut b = batch();
+    b.snapshots[0].events.push(crate::GpuEvent {
+        gpu_uuid: "GPU-1".into(),
+        ts: NOW,
+        kind: "xid".into(),
+        code: -79,
+        message: None,
+    });
+    let err = b.validate(&Limits::default(), NOW).unwrap_err().0;
+    assert_eq!(
+        err,
+        "snapshots[0].events[0].code must not be negative, got -79"
+    );
+    b.snapshots[0].events[0].code = 79;
+    b.validate(&Limits::default(), NOW).unwrap();
 }
 
 #[test]
