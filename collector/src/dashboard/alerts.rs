@@ -5,12 +5,14 @@ use super::page::*;
 pub async fn alerts(State(state): State<DashboardState>, caller: Caller) -> Page {
     use crate::alerts::AlertState as S;
     let mut list = crate::alerts::load(&state.store).await?;
-    // Firing before pending before resolved; in each, the most severe first, then the newest.
-    let rank = |a: &crate::alerts::Alert| match a.labels.get("severity").map(String::as_str) {
-        Some("critical") => 0,
-        Some("warning") => 1,
-        Some("info") => 2,
-        _ => 3,
+    // Firing before pending before resolved; in each, the most severe first (an unknown
+    // severity last), then the newest.
+    let rank = |a: &crate::alerts::Alert| {
+        std::cmp::Reverse(
+            a.labels
+                .get("severity")
+                .and_then(|s| analytics::Severity::parse(s)),
+        )
     };
     list.sort_by_key(|a| {
         (

@@ -167,7 +167,7 @@ impl Host {
                 model: label(ls, "modelName").unwrap_or("unknown").to_owned(),
                 memory_total_bytes: 0,
                 pci_bus_id: label(ls, "pci_bus_id")
-                    .filter(|v| v.len() <= 64 && v.bytes().all(|b| b.is_ascii_graphic()))
+                    .filter(|v| model::wire::v1::is_name(v))
                     .map(str::to_owned),
                 mig_enabled: false,
                 sharing: "exclusive".into(),

@@ -10,7 +10,7 @@ mod validate;
 pub use batch::{Batch, NodeLabels, Snapshot, VERSION};
 pub use validate::{
     Invalid, Limits, MAX_GPU_INDEX, MAX_MEMORY_BYTES, MAX_MIG_ID, MAX_MIG_SLICES, MAX_PID,
-    MAX_REPLICA,
+    MAX_REPLICA, is_name,
 };
 
 #[cfg(test)]

@@ -473,6 +473,13 @@ fn check_name(field: impl Fn() -> String, value: &str, limits: &Limits) -> Resul
 }
 
 /// Free text: bounded and free of control characters.
+/// Whether `value` passes as an identifier of a batch under the default limits (what the
+/// ingest accepts for UUIDs, bus ids and tenant keys), for producers that drop a value rather
+/// than have the batch refused.
+pub fn is_name(value: &str) -> bool {
+    check_name(String::new, value, &Limits::default()).is_ok()
+}
+
 fn check_text(field: impl Fn() -> String, value: &str, limits: &Limits) -> Result<(), Invalid> {
     if value.len() > limits.max_string_len {
         return Err(invalid(format!(
