@@ -51,6 +51,16 @@ impl FunnelRow {
         self.capacity_gpu_hours.unwrap_or(0.0) == 0.0 && self.allocated_gpu_hours == 0.0
     }
 
+    /// The share (0–1) of `hours` in which the line's `gpus` were observed: its capacity over
+    /// what `gpus` GPUs watched for all of `hours` would hold. 1 where it cannot be told (no
+    /// capacity, no GPU, an empty range), so a caller never scales by a share it does not know.
+    pub fn observed_share(&self, gpus: i64, hours: f64) -> f64 {
+        match self.capacity_gpu_hours {
+            Some(c) if gpus > 0 && c > 0.0 && hours > 0.0 => (c / (gpus as f64 * hours)).min(1.0),
+            _ => 1.0,
+        }
+    }
+
     /// The identities every line holds, whatever its scope: effective ≤ allocated, waste =
     /// allocated − effective, a share of at most 100 %, nothing negative, and waste cost at
     /// most the cost. Returns what is broken (sums are compared to a millionth of a GPU-hour

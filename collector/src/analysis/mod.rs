@@ -658,11 +658,11 @@ pub fn table(a: &Analysis) -> String {
     let p = &a.plan;
     let _ = writeln!(
         s,
-        "\nPlan: frees {} of {} GPUs in use (empties {} of {} nodes; the fewest GPUs it could use is {}), {} a month, in {} (each step's share below; they add up)",
+        "\nPlan: frees {} of {} in use (empties {} of {}; the fewest GPUs it could use is {}), {} a month, in {} (each step's share below; they add up)",
         p.gpus_freed,
-        p.gpus_in_use,
+        model::figures::count(p.gpus_in_use as f64, "GPU", "GPUs"),
         p.nodes_freed,
-        p.nodes_in_use,
+        model::figures::count(p.nodes_in_use as f64, "node", "nodes"),
         p.bound_gpus,
         model::figures::money(p.money_per_month, &p.currency),
         model::figures::count(p.steps.len() as f64, "step", "steps")

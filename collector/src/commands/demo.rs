@@ -55,10 +55,10 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<()> {
     let url = format!("http://{addr}/");
     let fleet = simulator::Fleet::new(scenario.clone());
     println!(
-        "gpulens demo: scenario {:?} ({} nodes, {} GPUs), database {}",
+        "gpulens demo: scenario {:?} ({}, {}), database {}",
         scenario.name,
-        scenario.nodes.len(),
-        fleet.gpu_count(),
+        model::figures::count(scenario.nodes.len() as f64, "node", "nodes"),
+        model::figures::count(fleet.gpu_count() as f64, "GPU", "GPUs"),
         db
     );
     println!("dashboard: {url} (API at {url}api/v1/nodes; history is loading)");

@@ -218,7 +218,7 @@ fn from_analysis(v: &mut pages::OverviewView, a: &Analysis) {
     v.limitations = a.limitations.clone();
     v.waiting = demand_lines(a);
     let hours = (a.funnel.to_ms - a.funnel.from_ms) as f64 / 3_600_000.0;
-    let (length, observed) = window_coverage(hours, t.capacity_gpu_hours, v.gpus);
+    let (length, observed) = window_coverage(hours, t.observed_share(v.gpus, hours));
     v.window_length = length;
     v.waste_per_month = (observed > 0.0).then(|| {
         web::format::money(
@@ -387,14 +387,18 @@ async fn heatmap(
     }
     let note = if gpus.len() > rows.len() {
         format!(
-            "The {} GPUs of the nodes wasting most, of {}; every GPU is on its node's page.",
-            rows.len(),
+            "The {} of the nodes wasting most, of {}; every GPU is on its node's page.",
+            model::figures::count(rows.len() as f64, "GPU", "GPUs"),
             gpus.len()
         )
     } else {
         format!(
-            "All {} GPUs, a column per {}.",
-            rows.len(),
+            "{}, a column per {}.",
+            if rows.len() == 1 {
+                "The one GPU".to_owned()
+            } else {
+                format!("All {} GPUs", rows.len())
+            },
             match column_ms {
                 3_600_000 => "hour",
                 86_400_000 => "day",
@@ -413,10 +417,10 @@ async fn heatmap(
 }
 
 /// How long the analysed window is and how many of its hours have data behind the totals: the
-/// fleet's GPU-hours observed over its `gpus` (a fleet watched for a day of a 7-day window
-/// wastes at seven times the rate its week's total suggests). The window reads "7 days
+/// `observed_share` of them ([`analytics::FunnelRow::observed_share`]; a fleet watched for a day
+/// of a 7-day window wastes at seven times the rate its week's total suggests). The window reads "7 days
 /// analysed", or with "(data for about 24 hours)" when under 95 % of it has data.
-fn window_coverage(hours: f64, capacity_gpu_hours: Option<f64>, gpus: i64) -> (String, f64) {
+fn window_coverage(hours: f64, observed_share: f64) -> (String, f64) {
     let length = |h: f64| {
         let days = h / 24.0;
         if h >= 48.0 && (days - days.round()).abs() < 0.05 {
@@ -427,10 +431,7 @@ fn window_coverage(hours: f64, capacity_gpu_hours: Option<f64>, gpus: i64) -> (S
             model::figures::count(h, "hour", "hours")
         }
     };
-    let observed = match capacity_gpu_hours {
-        Some(c) if gpus > 0 && c > 0.0 => (c / gpus as f64).min(hours),
-        _ => hours,
-    };
+    let observed = observed_share * hours;
     let text = if observed < 0.95 * hours {
         format!(
             "{} analysed (data for about {})",
@@ -445,7 +446,17 @@ fn window_coverage(hours: f64, capacity_gpu_hours: Option<f64>, gpus: i64) -> (S
 
 #[cfg(test)]
 mod tests {
-    use super::window_coverage;
+    use analytics::FunnelRow;
+
+    /// The window's text and observed hours for a fleet of `gpus` observed for `capacity`
+    /// GPU-hours.
+    fn window_coverage(hours: f64, capacity: Option<f64>, gpus: i64) -> (String, f64) {
+        let total = FunnelRow {
+            capacity_gpu_hours: capacity,
+            ..FunnelRow::default()
+        };
+        super::window_coverage(hours, total.observed_share(gpus, hours))
+    }
 
     #[test]
     fn the_waste_rate_rests_on_the_hours_with_data() {

@@ -151,7 +151,12 @@ pub async fn generate(
         .iter()
         .map(|n| n.gpu_count)
         .sum();
-    if let Some(note) = coverage_note(a.funnel.total.capacity_gpu_hours, gpus, from, to) {
+    let week_hours = (to - from) as f64 / 3_600_000.0;
+    if let Some(note) = coverage_note(
+        a.funnel.total.observed_share(gpus, week_hours),
+        gpus,
+        week_hours,
+    ) {
         data.limitations.insert(0, note);
     }
     let html = html::render(&data);
@@ -160,24 +165,14 @@ pub async fn generate(
     Ok((data, html, csv))
 }
 
-/// "Partial week" when the fleet's GPUs were observed for less than 95 % of the week: how much
-/// of it the data covers, so nobody reads a partial week as a quiet one.
-pub fn coverage_note(
-    capacity_gpu_hours: Option<f64>,
-    gpus: i64,
-    from: i64,
-    to: i64,
-) -> Option<String> {
-    let week_hours = (to - from) as f64 / 3_600_000.0;
-    let possible = gpus as f64 * week_hours;
-    let observed = capacity_gpu_hours.unwrap_or(0.0);
-    if possible <= 0.0 || observed <= 0.0 {
-        return None;
-    }
-    let share = (observed / possible).min(1.0);
+/// "Partial week" when the fleet's GPUs were observed for less than 95 % of the week
+/// ([`analytics::FunnelRow::observed_share`]): how much of it the data covers, so nobody reads
+/// a partial week as a quiet one.
+fn coverage_note(share: f64, gpus: i64, week_hours: f64) -> Option<String> {
     (share < 0.95).then(|| {
         format!(
-            "Partial week: the fleet's {gpus} GPUs were observed for {:.0} % of it (about {:.1} of {:.0} days), so totals are lower than a full week's.",
+            "Partial week: the fleet ({}) was observed for {:.0} % of it (about {:.1} of {:.0} days), so totals are lower than a full week's.",
+            model::figures::count(gpus as f64, "GPU", "GPUs"),
             share * 100.0,
             share * week_hours / 24.0,
             week_hours / 24.0
@@ -378,4 +373,27 @@ pub fn task(
             Ok(())
         })
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::coverage_note;
+
+    #[test]
+    fn a_partial_week_says_how_much_of_it_has_data() {
+        let week = 168.0;
+        assert_eq!(coverage_note(1.0, 16, week), None);
+        assert_eq!(coverage_note(0.96, 16, week), None);
+        assert_eq!(
+            coverage_note(0.5, 16, week).as_deref(),
+            Some(
+                "Partial week: the fleet (16 GPUs) was observed for 50 % of it (about 3.5 of 7 days), so totals are lower than a full week's."
+            )
+        );
+        assert!(
+            coverage_note(0.25, 1, week)
+                .unwrap()
+                .starts_with("Partial week: the fleet (1 GPU) was observed")
+        );
+    }
 }

@@ -42,23 +42,27 @@ pub struct PlanPoolRow {
 
 fn plan_section(p: PlanView) -> impl IntoView {
     let headline = format!(
-        "Frees {} of {} GPUs in use and empties {} of {} nodes: {} a month.",
+        "Frees {} of {} in use and empties {} of {}: {} a month.",
         p.gpus_freed,
-        p.gpus_in_use,
+        model::figures::count(p.gpus_in_use as f64, "GPU", "GPUs"),
         p.nodes_freed,
-        p.nodes_in_use,
+        model::figures::count(p.nodes_in_use as f64, "node", "nodes"),
         money(p.money, &p.currency)
     );
     let bound = match p.efficiency {
         Some(e) => format!(
-            "The recorded demand needs at least {} GPUs under the same headroom rules, so at most {} could be freed: this plan frees {} of that.",
-            p.bound,
+            "The recorded demand needs at least {} under the same headroom rules, so at most {} could be freed: this plan frees {} of that.",
+            model::figures::count(p.bound as f64, "GPU", "GPUs"),
             p.gpus_in_use - p.bound.min(p.gpus_in_use),
             pct(Some(e))
         ),
         None => format!(
-            "The recorded demand needs all {} GPUs in use under the same headroom rules: nothing more can be freed.",
-            p.gpus_in_use
+            "The recorded demand needs {} in use under the same headroom rules: nothing more can be freed.",
+            if p.gpus_in_use == 1 {
+                "the one GPU".to_owned()
+            } else {
+                format!("all {} GPUs", p.gpus_in_use)
+            }
         ),
     };
     let currency = p.currency.clone();
