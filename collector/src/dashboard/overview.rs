@@ -385,27 +385,7 @@ async fn heatmap(
             });
         }
     }
-    let note = if gpus.len() > rows.len() {
-        format!(
-            "The {} of the nodes wasting most, of {}; every GPU is on its node's page.",
-            model::figures::count(rows.len() as f64, "GPU", "GPUs"),
-            gpus.len()
-        )
-    } else {
-        format!(
-            "{}, a column per {}.",
-            if rows.len() == 1 {
-                "The one GPU".to_owned()
-            } else {
-                format!("All {} GPUs", rows.len())
-            },
-            match column_ms {
-                3_600_000 => "hour",
-                86_400_000 => "day",
-                _ => "six hours",
-            }
-        )
-    };
+    let note = heatmap_note(rows.len(), gpus.len(), column_ms);
     Some(Heatmap {
         title: format!("Every GPU, last {range}"),
         from_ms: first,
@@ -414,6 +394,25 @@ async fn heatmap(
         rows,
         note,
     })
+}
+
+/// What the heatmap shows: every GPU, or the `shown` of `all` on the nodes wasting most.
+fn heatmap_note(shown: usize, all: usize, column_ms: i64) -> String {
+    if all > shown {
+        return format!(
+            "The {} of the nodes wasting most, of {all}; every GPU is on its node's page.",
+            model::figures::count(shown as f64, "GPU", "GPUs"),
+        );
+    }
+    let column = match column_ms {
+        3_600_000 => "hour",
+        86_400_000 => "day",
+        _ => "six hours",
+    };
+    match shown {
+        1 => format!("The one GPU, a column per {column}."),
+        n => format!("All {n} GPUs, a column per {column}."),
+    }
 }
 
 /// How long the analysed window is and how many of its hours have data behind the totals: the
@@ -446,7 +445,24 @@ fn window_coverage(hours: f64, observed_share: f64) -> (String, f64) {
 
 #[cfg(test)]
 mod tests {
+    use super::heatmap_note;
     use analytics::FunnelRow;
+
+    #[test]
+    fn the_heatmap_says_what_it_shows() {
+        assert_eq!(
+            heatmap_note(48, 200, 3_600_000),
+            "The 48 GPUs of the nodes wasting most, of 200; every GPU is on its node's page."
+        );
+        assert_eq!(
+            heatmap_note(16, 16, 86_400_000),
+            "All 16 GPUs, a column per day."
+        );
+        assert_eq!(
+            heatmap_note(1, 1, 21_600_000),
+            "The one GPU, a column per six hours."
+        );
+    }
 
     /// The window's text and observed hours for a fleet of `gpus` observed for `capacity`
     /// GPU-hours.

@@ -86,3 +86,48 @@ fn named_figures_are_a_row_each_their_names_escaped() {
         "(`<!>` is where leptos marks the end of a list)"
     );
 }
+
+#[test]
+fn the_plan_of_a_one_gpu_fleet_reads_in_english() {
+    let page = |gpus: usize, bound: usize| {
+        let plan = PlanView {
+            gpus_in_use: gpus,
+            nodes_in_use: 1,
+            bound,
+            efficiency: (bound < gpus).then_some(0.0),
+            currency: "USD".into(),
+            ..PlanView::default()
+        };
+        let sort = Sort {
+            base: String::new(),
+            key: "gpus".into(),
+            desc: true,
+        };
+        recommendations(
+            Frame::default(),
+            Some(plan),
+            Vec::new(),
+            Vec::new(),
+            Vec::new(),
+            sort,
+        )
+    };
+    let one = page(1, 1);
+    assert!(
+        one.contains("Frees 0 of 1 GPU in use and empties 0 of 1 node:"),
+        "{one}"
+    );
+    assert!(
+        one.contains("The recorded demand needs the one GPU in use"),
+        "{one}"
+    );
+    let two = page(2, 1);
+    assert!(
+        two.contains("Frees 0 of 2 GPUs in use and empties 0 of 1 node:"),
+        "{two}"
+    );
+    assert!(
+        two.contains("The recorded demand needs at least 1 GPU under"),
+        "{two}"
+    );
+}
