@@ -112,22 +112,18 @@ fn the_plan_of_a_one_gpu_fleet_reads_in_english() {
             sort,
         )
     };
-    let one = page(1, 1);
-    assert!(
-        one.contains("Frees 0 of 1 GPU in use and empties 0 of 1 node:"),
-        "{one}"
-    );
-    assert!(
-        one.contains("The recorded demand needs the one GPU in use"),
-        "{one}"
-    );
-    let two = page(2, 1);
-    assert!(
-        two.contains("Frees 0 of 2 GPUs in use and empties 0 of 1 node:"),
-        "{two}"
-    );
-    assert!(
-        two.contains("The recorded demand needs at least 1 GPU under"),
-        "{two}"
-    );
+    for (html, says) in [
+        (
+            page(1, 1),
+            "Frees 0 of 1 GPU in use and empties 0 of 1 node:",
+        ),
+        (page(1, 1), "The recorded demand needs the one GPU in use"),
+        (
+            page(2, 1),
+            "Frees 0 of 2 GPUs in use and empties 0 of 1 node:",
+        ),
+        (page(2, 1), "The recorded demand needs at least 1 GPU under"),
+    ] {
+        assert!(html.contains(says), "{says:?} in {html}");
+    }
 }
