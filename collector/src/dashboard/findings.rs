@@ -105,7 +105,7 @@ fn matching(
                     kind: f.kind.as_str().into(),
                     severity: f.severity.as_str().into(),
                     node: f.node.clone(),
-                    tenant: f.tenants.first().map(|k| name_of(a, k)).unwrap_or_default(),
+                    tenant: tenant_cell(a, f),
                     team: f.team.clone().unwrap_or_default(),
                     summary: f.summary.clone(),
                     also: Vec::new(),
@@ -202,6 +202,22 @@ pub async fn finding(
         ),
         v,
     )))
+}
+
+/// The list's Tenant cell: the tenant a finding is about. A waiting-demand finding is about a
+/// team's waiting work, which is no tenant yet: its tenants are the idle holders it names, and
+/// the cell says so rather than read as the one that waited.
+fn tenant_cell(a: &Analysis, f: &Finding) -> String {
+    match (f.kind, f.tenants.as_slice()) {
+        (_, []) => String::new(),
+        (FindingKind::WaitingDemand, [one]) => format!("idle holder {}", name_of(a, one)),
+        (FindingKind::WaitingDemand, [first, rest @ ..]) => format!(
+            "idle holders {} and {}",
+            name_of(a, first),
+            model::figures::count(rest.len() as f64, "other", "others")
+        ),
+        (_, [first, ..]) => name_of(a, first),
+    }
 }
 
 /// A finding's page: who, where, when, its numbers and the recommendations that answer it.
