@@ -10,7 +10,7 @@ use std::time::Duration;
 use analytics::Analysis;
 use model::labels::{OPERATOR_DEVICE_PLUGIN_CONFIG, OPERATOR_MIG_CONFIG, OPERATOR_MIG_STATE};
 
-use super::setup::{DbArgs, load_config_or_demo, open_store};
+use super::setup::{DbArgs, load_config_or_demo, open_history};
 use crate::labels::kube::Cluster;
 use crate::labels::settings::Mode;
 use crate::labels::workflow;
@@ -72,7 +72,7 @@ async fn analyse(
     c: &Common,
 ) -> anyhow::Result<(crate::config::Config, store::Store, Analysis, i64)> {
     let config = load_config_or_demo(&c.db, &c.data_dir)?;
-    let store = open_store(&config).await?;
+    let store = open_history(&config).await?;
     store.migrate().await?;
     let now = model::time::now_ms();
     let (a, stats) =
@@ -233,7 +233,7 @@ async fn apply(a: ApplyArgs) -> anyhow::Result<()> {
 async fn status(c: Common) -> anyhow::Result<()> {
     let config = load_config_or_demo(&c.db, &c.data_dir)?;
     let k = cluster(&c, &config).await?;
-    let store = open_store(&config).await?;
+    let store = open_history(&config).await?;
     for n in store.nodes().await? {
         let Ok(node) = k.node(&n.node).await else {
             println!("{}: not in the Kubernetes API", n.node);

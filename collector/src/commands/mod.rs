@@ -13,7 +13,7 @@ pub mod setup;
 
 use crate::config::Config;
 use cli::{BenchCommand, Command, MigrateArgs, ServeArgs, SimulateArgs};
-use setup::{DbArgs, load_config, load_config_or_demo, open_store};
+use setup::{DbArgs, load_config, load_config_or_demo, open_history, open_store};
 
 /// Runs one `gpulens` command.
 pub async fn run(command: Command) -> anyhow::Result<()> {
@@ -290,7 +290,7 @@ async fn report(args: cli::ReportArgs) -> anyhow::Result<()> {
         Some(w) => w.parse().map_err(|e: String| anyhow::anyhow!(e))?,
         None => crate::reports::week::IsoWeek::last_complete(now, &tz),
     };
-    let store = open_store(&config).await?;
+    let store = open_history(&config).await?;
     store.migrate().await?;
     let mut progress = ReportProgress {
         started: std::time::Instant::now(),
@@ -354,7 +354,7 @@ async fn report(args: cli::ReportArgs) -> anyhow::Result<()> {
 
 async fn analyze(args: cli::AnalyzeArgs) -> anyhow::Result<()> {
     let config = load_config_or_demo(&args.db, &args.data_dir)?;
-    let store = open_store(&config).await?;
+    let store = open_history(&config).await?;
     store.migrate().await?;
     eprintln!(
         "analysing the last {} of history in {} ...",

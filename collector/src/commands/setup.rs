@@ -45,6 +45,37 @@ pub async fn open_store(config: &Config) -> anyhow::Result<store::Store> {
     Ok(store)
 }
 
+/// The store of a command that reads recorded history (analyze, report, labels): as
+/// [`open_store`], but a SQLite database that does not exist is an error, not a new empty one,
+/// so a mistyped `--data-dir` says so instead of leaving a directory and a database behind.
+pub async fn open_history(config: &Config) -> anyhow::Result<store::Store> {
+    if let Some(path) = sqlite_file(&config.database_url())
+        && !path.exists()
+    {
+        let make = match &config.database_url {
+            None => format!(
+                "`gpulens demo --data-dir {}` records a demo history there",
+                config.data_dir.display()
+            ),
+            Some(_) => {
+                "check the path (a collector creates its database when it starts)".to_owned()
+            }
+        };
+        anyhow::bail!(
+            "no database at {}: {make}, or point --database-url (or --config) at a collector's database",
+            path.display()
+        );
+    }
+    open_store(config).await
+}
+
+/// The file a `sqlite://PATH[?options]` URL names; none for other databases and in-memory ones.
+fn sqlite_file(url: &str) -> Option<PathBuf> {
+    let rest = url.strip_prefix("sqlite://")?;
+    let path = rest.split('?').next().unwrap_or(rest);
+    (!path.is_empty() && path != ":memory:").then(|| PathBuf::from(path))
+}
+
 /// The configuration, or, with neither --database-url nor --config, the demo's database in
 /// `demo_dir`, so commands run right after `gpulens demo` just work.
 pub fn load_config_or_demo(db: &DbArgs, demo_dir: &std::path::Path) -> anyhow::Result<Config> {
@@ -69,6 +100,21 @@ pub fn analysis_window(s: &str) -> Result<Duration, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_sqlite_url_names_its_file() {
+        assert_eq!(
+            sqlite_file("sqlite:///var/lib/gpulens/gpulens.db"),
+            Some(PathBuf::from("/var/lib/gpulens/gpulens.db"))
+        );
+        assert_eq!(
+            sqlite_file("sqlite://data/g.db?mode=rwc"),
+            Some(PathBuf::from("data/g.db"))
+        );
+        assert_eq!(sqlite_file("sqlite://:memory:"), None);
+        assert_eq!(sqlite_file("sqlite::memory:"), None);
+        assert_eq!(sqlite_file("postgres://u@h/db"), None);
+    }
 
     #[test]
     fn an_analysis_window_is_at_least_an_hour() {

@@ -159,4 +159,44 @@ async fn heavy_the_demo_backfills_history_over_http() {
     assert!(said.contains("stored as the newest analysis"), "{said}");
     let after = store.latest_analysis_ms().await.unwrap();
     assert!(after.is_some() && after > before, "{before:?} → {after:?}");
+
+    // A week without data names the weeks that have some; a data directory without a
+    // database is said to be one, and none is made there.
+    let gpulens = |args: &[&str], data_dir: &std::path::Path| {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_gpulens"))
+            .args(args)
+            .arg("--data-dir")
+            .arg(data_dir)
+            .env_remove("GPULENS_DATABASE_URL")
+            .env_remove("GPULENS_CONFIG")
+            .output()
+            .unwrap();
+        assert!(!out.status.success(), "gpulens {args:?} succeeded");
+        String::from_utf8(out.stderr).unwrap()
+    };
+    let err = gpulens(&["report", "--week", "2020-W01", "--no-store"], dir.path());
+    let utc = collector::reports::week::zone("UTC").unwrap();
+    let this_week = collector::reports::week::IsoWeek::containing(model::time::now_ms(), &utc);
+    assert!(
+        err.contains("error: no data for 2020-W01")
+            && err.contains(&this_week.to_string())
+            && (err.contains("pick one of those with --week") || err.contains("try again then")),
+        "{err}"
+    );
+    let typo = dir.path().join("typo");
+    for command in [&["analyze"][..], &["report"], &["labels", "plan"]] {
+        let err = gpulens(command, &typo);
+        assert!(
+            err.contains(&format!(
+                "no database at {}",
+                typo.join("gpulens.db").display()
+            )),
+            "gpulens {command:?}: {err}"
+        );
+        assert!(
+            !typo.exists(),
+            "gpulens {command:?} made {}",
+            typo.display()
+        );
+    }
 }
