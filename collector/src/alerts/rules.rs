@@ -265,14 +265,19 @@ pub fn evaluate(rules: &[Rule], facts: &Facts) -> Vec<Condition> {
                     .severity
                     .clone()
                     .unwrap_or_else(|| f.severity.as_str().to_owned());
+                // A waiting-demand finding is about a team's waiting work: its tenants are
+                // the idle holders it names, not the alert's subject (docs/alerts.md: labels
+                // cluster and team).
+                let tenant = f
+                    .tenants
+                    .first()
+                    .filter(|_| kind != FindingKind::WaitingDemand);
                 let s = Subject {
                     cluster: &f.cluster,
                     node: &f.node,
                     gpu: f.gpu.as_deref(),
-                    tenant: f.tenants.first().map(String::as_str),
-                    tenant_name: f
-                        .tenants
-                        .first()
+                    tenant: tenant.map(String::as_str),
+                    tenant_name: tenant
                         .and_then(|k| a.tenant_names.get(k))
                         .map(String::as_str),
                     team: f.team.as_deref(),

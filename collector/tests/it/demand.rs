@@ -195,6 +195,23 @@ async fn pending_pods_beside_an_idle_holder_make_a_waiting_demand_finding() {
         list.contains("<td>idle holder cv/idle-holder/main</td>"),
         "{list}"
     );
+    // Its alert names the cluster and the team that waited, not the holder as its tenant.
+    let rules = collector::alerts::settings::Settings::default().effective_rules();
+    let facts = collector::alerts::rules::Facts {
+        analysis: Some(&a),
+        now_ms: now,
+        keep_ms: 86_400_000,
+        ..Default::default()
+    };
+    let alert = collector::alerts::rules::evaluate(&rules, &facts)
+        .into_iter()
+        .find(|c| c.labels["alertname"] == "GpuWorkWaitingWhileIdle")
+        .expect("the waiting alert");
+    assert_eq!(
+        (alert.labels.get("team"), alert.labels.get("tenant")),
+        (Some(&"ml".to_owned()), None),
+        "{alert:?}"
+    );
     let report = collector::reports::content::ReportData::build(
         "2026-W48".into(),
         "UTC".into(),
