@@ -70,6 +70,15 @@ pub fn kind(k: &str) -> String {
     }
 }
 
+/// A GPU's sharing mode as people read it: `exclusive`, `MIG`, `MPS`, `time slicing` (the API
+/// and the store keep `mig`, `time_slicing`).
+pub fn sharing(mode: &str) -> String {
+    match mode {
+        "mig" => "MIG".into(),
+        m => kind(m),
+    }
+}
+
 /// A kind as a heading starts: `Idle allocation finding`, `MIG layout recommendation`.
 pub fn kind_heading(k: &str, noun: &str) -> String {
     let k = kind(k);
@@ -129,5 +138,7 @@ mod tests {
         );
         assert_eq!(kind_heading("mps", "step (applied)"), "MPS step (applied)");
         assert_eq!(kind_heading("", "finding"), "finding");
+        let modes = ["exclusive", "mig", "mps", "time_slicing"].map(sharing);
+        assert_eq!(modes, ["exclusive", "MIG", "MPS", "time slicing"]);
     }
 }

@@ -224,7 +224,10 @@ fn node_row(
         .filter(|g| g.node == n.node && g.cluster == n.cluster)
         .collect();
     let models: BTreeSet<&str> = mine.iter().map(|g| g.model.as_str()).collect();
-    let sharing: BTreeSet<&str> = mine.iter().map(|g| g.sharing.as_str()).collect();
+    let sharing: BTreeSet<String> = mine
+        .iter()
+        .map(|g| web::format::sharing(&g.sharing))
+        .collect();
     let f = by_node.get(&(n.cluster.as_str(), n.node.as_str()));
     let util = f.and_then(|r| {
         r.capacity_gpu_hours
@@ -307,7 +310,7 @@ fn gpu_panel(
         uuid: g.uuid.clone(),
         index: g.index,
         model: g.model.clone(),
-        sharing: g.sharing.clone(),
+        sharing: web::format::sharing(&g.sharing),
         memory_gib: g.memory_total_bytes as f64 / GIB,
         mig: g
             .mig_instances

@@ -178,6 +178,11 @@ async fn alerts_pages_and_counts_agree() {
         let row = &row[..row.find("</tr>").unwrap()];
         assert!(row.contains("hardware errors"), "{}: {row}", f.node);
     }
+    // Sharing modes read as words, as the recommendations name them.
+    assert!(
+        nodes.contains("<td>time slicing</td>") && nodes.contains("<td>MIG</td>"),
+        "{nodes}"
+    );
 
     // Money: one format everywhere, the same amounts for the same thing.
     let cur = &a.funnel.currency;
