@@ -215,7 +215,7 @@ fn rec_view(
                 "memory overflow risk".into(),
                 format!("{:.1} %", rp.memory_overflow_risk * 100.0),
             ),
-            ("GPUs freed".into(), format!("{:.2}", rp.gpus_freed)),
+            ("GPUs freed".into(), format!("{:.0}", rp.gpus_freed)),
             (
                 "verdict".into(),
                 if rp.harmful {

@@ -63,6 +63,11 @@ async fn an_operator_approves_a_label_change_from_the_dashboard() {
     );
     assert!(html.contains("Sign in as an operator"));
     assert!(!html.contains("name=\"csrf\""));
+    // Whole GPUs, as the list and the plan count them.
+    assert!(
+        html.contains("<th scope=\"row\">GPUs freed</th><td class=\"n\">1</td>"),
+        "{html}"
+    );
 
     // The overview offers the step first, with a link to where it is approved.
     let (code, _, html) = send(&state, get("/", None)).await;
