@@ -72,7 +72,7 @@ async fn analyse(
     c: &Common,
 ) -> anyhow::Result<(crate::config::Config, store::Store, Analysis, i64)> {
     let config = load_config_or_demo(&c.db, &c.data_dir)?;
-    let store = open_history(&config).await?;
+    let store = open_history(&c.db, &config).await?;
     store.migrate().await?;
     let now = model::time::now_ms();
     let (a, stats) =
@@ -233,7 +233,7 @@ async fn apply(a: ApplyArgs) -> anyhow::Result<()> {
 async fn status(c: Common) -> anyhow::Result<()> {
     let config = load_config_or_demo(&c.db, &c.data_dir)?;
     let k = cluster(&c, &config).await?;
-    let store = open_history(&config).await?;
+    let store = open_history(&c.db, &config).await?;
     for n in store.nodes().await? {
         let Ok(node) = k.node(&n.node).await else {
             println!("{}: not in the Kubernetes API", n.node);

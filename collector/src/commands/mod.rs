@@ -290,7 +290,7 @@ async fn report(args: cli::ReportArgs) -> anyhow::Result<()> {
         Some(w) => w.parse().map_err(|e: String| anyhow::anyhow!(e))?,
         None => crate::reports::week::IsoWeek::last_complete(now, &tz),
     };
-    let store = open_history(&config).await?;
+    let store = open_history(&args.db, &config).await?;
     store.migrate().await?;
     let mut progress = ReportProgress {
         started: std::time::Instant::now(),
@@ -354,7 +354,7 @@ async fn report(args: cli::ReportArgs) -> anyhow::Result<()> {
 
 async fn analyze(args: cli::AnalyzeArgs) -> anyhow::Result<()> {
     let config = load_config_or_demo(&args.db, &args.data_dir)?;
-    let store = open_history(&config).await?;
+    let store = open_history(&args.db, &config).await?;
     store.migrate().await?;
     eprintln!(
         "analysing the last {} of history in {} ...",

@@ -48,18 +48,19 @@ pub async fn open_store(config: &Config) -> anyhow::Result<store::Store> {
 /// The store of a command that reads recorded history (analyze, report, labels): as
 /// [`open_store`], but a SQLite database that does not exist is an error, not a new empty one,
 /// so a mistyped `--data-dir` says so instead of leaving a directory and a database behind.
-pub async fn open_history(config: &Config) -> anyhow::Result<store::Store> {
+/// `db` says whether it is the demo's database ([`load_config_or_demo`]), which the error
+/// then says how to make.
+pub async fn open_history(db: &DbArgs, config: &Config) -> anyhow::Result<store::Store> {
     if let Some(path) = sqlite_file(&config.database_url())
         && !path.exists()
     {
-        let make = match &config.database_url {
-            None => format!(
+        let make = if db.database_url.is_none() && db.config.is_none() {
+            format!(
                 "`gpulens demo --data-dir {}` records a demo history there",
                 config.data_dir.display()
-            ),
-            Some(_) => {
-                "check the path (a collector creates its database when it starts)".to_owned()
-            }
+            )
+        } else {
+            "check the path (a collector creates its database when it starts)".to_owned()
         };
         anyhow::bail!(
             "no database at {}: {make}, or point --database-url (or --config) at a collector's database",

@@ -199,4 +199,14 @@ async fn heavy_the_demo_backfills_history_over_http() {
             typo.display()
         );
     }
+    // A configuration's database is a collector's: the error does not offer the demo.
+    let config = dir.path().join("collector.toml");
+    let toml = format!("data_dir = {:?}\n", typo.display().to_string());
+    std::fs::write(&config, toml).unwrap();
+    let err = gpulens(&["analyze", "--config", config.to_str().unwrap()], &typo);
+    assert!(
+        err.contains("check the path") && !err.contains("gpulens demo"),
+        "{err}"
+    );
+    assert!(!typo.exists());
 }
