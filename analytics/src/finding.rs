@@ -239,6 +239,14 @@ pub fn tenths(x: f64) -> f64 {
 }
 
 impl Finding {
+    /// The tenant the finding is about: its first. None for waiting demand, which is about a
+    /// team's waiting work (no tenant yet); its tenants are the idle holders it names.
+    pub fn subject_tenant(&self) -> Option<&String> {
+        self.tenants
+            .first()
+            .filter(|_| self.kind != FindingKind::WaitingDemand)
+    }
+
     /// The one number that says how big the finding is, with its unit: what an alert's
     /// `value` carries and what pages quote, so both say the same. Idle: the hours idle in
     /// runs; underutilized: the GPU-hours wasted; interference: the victim's slowdown in

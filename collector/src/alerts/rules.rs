@@ -265,13 +265,8 @@ pub fn evaluate(rules: &[Rule], facts: &Facts) -> Vec<Condition> {
                     .severity
                     .clone()
                     .unwrap_or_else(|| f.severity.as_str().to_owned());
-                // A waiting-demand finding is about a team's waiting work: its tenants are
-                // the idle holders it names, not the alert's subject (docs/alerts.md: labels
-                // cluster and team).
-                let tenant = f
-                    .tenants
-                    .first()
-                    .filter(|_| kind != FindingKind::WaitingDemand);
+                // Waiting demand has none: its alert names cluster and team (docs/alerts.md).
+                let tenant = f.subject_tenant();
                 let s = Subject {
                     cluster: &f.cluster,
                     node: &f.node,

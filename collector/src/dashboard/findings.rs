@@ -204,19 +204,20 @@ pub async fn finding(
     )))
 }
 
-/// The list's Tenant cell: the tenant a finding is about. A waiting-demand finding is about a
-/// team's waiting work, which is no tenant yet: its tenants are the idle holders it names, and
-/// the cell says so rather than read as the one that waited.
+/// The list's Tenant cell: the tenant a finding is about, or, for waiting demand (about a
+/// team's waiting work), the idle holders it names, said as such.
 fn tenant_cell(a: &Analysis, f: &Finding) -> String {
-    match (f.kind, f.tenants.as_slice()) {
-        (_, []) => String::new(),
-        (FindingKind::WaitingDemand, [one]) => format!("idle holder {}", name_of(a, one)),
-        (FindingKind::WaitingDemand, [first, rest @ ..]) => format!(
+    if let Some(k) = f.subject_tenant() {
+        return name_of(a, k);
+    }
+    match f.tenants.as_slice() {
+        [] => String::new(),
+        [one] => format!("idle holder {}", name_of(a, one)),
+        [first, rest @ ..] => format!(
             "idle holders {} and {}",
             name_of(a, first),
             model::figures::count(rest.len() as f64, "other", "others")
         ),
-        (_, [first, ..]) => name_of(a, first),
     }
 }
 

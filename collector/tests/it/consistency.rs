@@ -3,24 +3,11 @@
 //! finding count and the findings list it links to, a node with hardware findings and its
 //! status, money on the overview and on a finding's page.
 
-use axum::body::Body;
-use axum::http::{Request, StatusCode};
 use collector::alerts::rules;
 use collector::alerts::settings::Settings;
-use tower::ServiceExt;
 use web::format::{money, num};
 
-async fn page(state: &collector::state::AppState, uri: &str) -> String {
-    let resp = collector::router::router(state.clone())
-        .oneshot(Request::get(uri).body(Body::empty()).unwrap())
-        .await
-        .unwrap();
-    assert_eq!(resp.status(), StatusCode::OK, "{uri}");
-    let b = axum::body::to_bytes(resp.into_body(), usize::MAX)
-        .await
-        .unwrap();
-    String::from_utf8(b.to_vec()).unwrap()
-}
+use crate::support::page;
 
 /// Rows of the page's first table body.
 fn body_rows(html: &str) -> usize {

@@ -68,20 +68,6 @@ fn pending(name: &str, gpus: &str, created_ms: i64) -> Pod {
     .unwrap()
 }
 
-/// A dashboard page's HTML, read through the router.
-async fn page(state: &collector::state::AppState, path: &str) -> String {
-    let req = axum::http::Request::get(path)
-        .body(axum::body::Body::empty())
-        .unwrap();
-    let resp = tower::ServiceExt::oneshot(collector::router::router(state.clone()), req)
-        .await
-        .unwrap();
-    let body = axum::body::to_bytes(resp.into_body(), usize::MAX)
-        .await
-        .unwrap();
-    String::from_utf8(body.to_vec()).unwrap()
-}
-
 #[tokio::test]
 async fn pending_pods_beside_an_idle_holder_make_a_waiting_demand_finding() {
     let t = support::sqlite().await;
@@ -184,13 +170,13 @@ async fn pending_pods_beside_an_idle_holder_make_a_waiting_demand_finding() {
         .await
         .unwrap();
     let state = support::default_state(t.store.clone());
-    let html = page(&state, "/").await;
+    let html = support::page(&state, "/").await;
     let panel = &html[html.find("Waiting while idle").expect("the panel")..];
     assert!(panel.contains("Work waited 12.0 GPU-hours"), "{panel:.600}");
     assert!(panel.contains("cv/idle-holder/main"), "{panel:.2000}");
     // The findings list's Tenant cell names the holder as the idle holder, not as the tenant
     // that waited.
-    let list = page(&state, "/findings?kind=waiting_demand").await;
+    let list = support::page(&state, "/findings?kind=waiting_demand").await;
     assert!(
         list.contains("<td>idle holder cv/idle-holder/main</td>"),
         "{list}"

@@ -153,3 +153,18 @@ pub async fn analyse(store: &store::Store, from: i64, to: i64) -> analytics::Ana
         .unwrap()
         .unwrap()
 }
+
+/// A dashboard page's HTML, read through the router (answered 200).
+pub async fn page(state: &collector::state::AppState, uri: &str) -> String {
+    let req = axum::http::Request::get(uri)
+        .body(axum::body::Body::empty())
+        .unwrap();
+    let resp = tower::ServiceExt::oneshot(collector::router::router(state.clone()), req)
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), axum::http::StatusCode::OK, "{uri}");
+    let b = axum::body::to_bytes(resp.into_body(), usize::MAX)
+        .await
+        .unwrap();
+    String::from_utf8(b.to_vec()).unwrap()
+}

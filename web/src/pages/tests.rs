@@ -112,17 +112,12 @@ fn the_plan_of_a_one_gpu_fleet_reads_in_english() {
             sort,
         )
     };
+    let (one, two) = (page(1, 1), page(2, 1));
     for (html, says) in [
-        (
-            page(1, 1),
-            "Frees 0 of 1 GPU in use and empties 0 of 1 node:",
-        ),
-        (page(1, 1), "The recorded demand needs the one GPU in use"),
-        (
-            page(2, 1),
-            "Frees 0 of 2 GPUs in use and empties 0 of 1 node:",
-        ),
-        (page(2, 1), "The recorded demand needs at least 1 GPU under"),
+        (&one, "Frees 0 of 1 GPU in use and empties 0 of 1 node:"),
+        (&one, "The recorded demand needs the one GPU in use"),
+        (&two, "Frees 0 of 2 GPUs in use and empties 0 of 1 node:"),
+        (&two, "The recorded demand needs at least 1 GPU under"),
     ] {
         assert!(html.contains(says), "{says:?} in {html}");
     }
