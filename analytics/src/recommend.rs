@@ -167,6 +167,23 @@ fn count_freed(recommendations: &mut [Recommendation], freed_by: &BTreeMap<Strin
     for id in freed_by.values() {
         *freed.entry(id.as_str()).or_default() += 1;
     }
+    // How a reclaim names the step that frees its GPU: by what it does and where, as people
+    // read the plan ("the MIG layout step on gpu-h100-01"), not by its id.
+    let named: HashMap<String, String> = recommendations
+        .iter()
+        .map(|r| {
+            let what = match r.kind {
+                RecKind::MigLayout => "MIG layout",
+                RecKind::TimeSlicing => "time-slicing",
+                RecKind::Mps => "MPS",
+                RecKind::Consolidate => "consolidation",
+                RecKind::RightSize => "right-sizing",
+                RecKind::Reclaim => "reclaim",
+                RecKind::Separate => "separation",
+            };
+            (r.id.clone(), format!("the {what} step on {}", r.node))
+        })
+        .collect();
     for r in recommendations.iter_mut() {
         let n = freed.get(r.id.as_str()).copied().unwrap_or(0);
         r.replay.gpus_freed = n as f64;
@@ -177,7 +194,10 @@ fn count_freed(recommendations: &mut [Recommendation], freed_by: &BTreeMap<Strin
             .filter(|id| **id != r.id);
         r.summary.push_str(&match (r.kind, n) {
             (RecKind::Reclaim, 0) => match freed_with {
-                Some(id) => format!("; its GPU is freed, and counted, with step {id}"),
+                Some(id) => format!(
+                    "; its GPU is freed, and counted, by {}",
+                    named.get(id).map_or(id.as_str(), String::as_str)
+                ),
                 None => {
                     "; frees no GPU by itself: the plan keeps that GPU in use for other tenants"
                         .to_owned()
@@ -416,5 +436,59 @@ mod tests {
         let c = plan_confidence(&live, &all, &cfg);
         assert!(c > 0.95 && c < 1.0, "{c}");
         assert!(confidence(&brief, &cfg) < 0.1);
+    }
+
+    fn step(kind: RecKind, id: &str, node: &str, gpu: &str) -> Recommendation {
+        Recommendation {
+            id: id.into(),
+            kind,
+            cluster: "c".into(),
+            node: node.into(),
+            gpus: vec![gpu.into()],
+            tenants: Vec::new(),
+            team: None,
+            summary: id.into(),
+            confidence: 1.0,
+            findings: Vec::new(),
+            proposal: Proposal::Reclaim {
+                tenant: String::new(),
+                gpus: Vec::new(),
+                gpu_equivalents: 0.0,
+            },
+            replay: Replay::default(),
+            evidence: Vec::new(),
+            requires: Vec::new(),
+        }
+    }
+
+    /// Every freed GPU is counted by one step, and a reclaim whose GPU another step frees
+    /// names that step as people read the plan, not by its id.
+    #[test]
+    fn a_reclaim_names_the_step_that_frees_its_gpu() {
+        let mut recs = vec![
+            step(RecKind::MigLayout, "mig_layout-1", "gpu-h100-01", "GPU-a"),
+            step(RecKind::Reclaim, "reclaim-1", "gpu-h100-01", "GPU-a"),
+            step(RecKind::Reclaim, "reclaim-2", "gpu-l40s-01", "GPU-b"),
+            step(RecKind::Reclaim, "reclaim-3", "gpu-l40s-01", "GPU-c"),
+        ];
+        let freed_by: BTreeMap<String, String> = [
+            ("GPU-a".to_owned(), "mig_layout-1".to_owned()),
+            ("GPU-x".to_owned(), "mig_layout-1".to_owned()),
+            ("GPU-b".to_owned(), "reclaim-2".to_owned()),
+        ]
+        .into();
+        count_freed(&mut recs, &freed_by);
+        let freed: Vec<f64> = recs.iter().map(|r| r.replay.gpus_freed).collect();
+        assert_eq!(freed, [2.0, 0.0, 1.0, 0.0]);
+        assert_eq!(recs[0].summary, "mig_layout-1; frees 2 GPUs");
+        assert_eq!(
+            recs[1].summary,
+            "reclaim-1; its GPU is freed, and counted, by the MIG layout step on gpu-h100-01"
+        );
+        assert_eq!(recs[2].summary, "reclaim-2, freeing 1 GPU");
+        assert_eq!(
+            recs[3].summary,
+            "reclaim-3; frees no GPU by itself: the plan keeps that GPU in use for other tenants"
+        );
     }
 }

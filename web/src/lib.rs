@@ -74,7 +74,7 @@ h1{font-size:1.45rem;margin:.4rem 0 .6rem}h2{font-size:1.15rem;margin:1.4rem 0 .
 .card b{display:block;font-size:1.45rem}.card span{color:#4b5563;font-size:.88em}
 table{border-collapse:collapse;width:100%;background:#fff;font-variant-numeric:tabular-nums;margin:.4rem 0}
 th,td{border-bottom:1px solid #e1e5ea;padding:.32rem .55rem;text-align:left;vertical-align:top}
-th{background:#eef1f5;font-weight:600}th a{color:inherit}td.n,th.n{text-align:right}td.n{white-space:nowrap}
+th{background:#eef1f5;font-weight:600}th a{color:inherit}td.n,th.n{text-align:right}td.n{white-space:nowrap}@media (min-width:641px){td.t,td>a[href^="/nodes/"],td>a[href^="/gpus/"]{white-space:nowrap}}
 caption{text-align:left;color:#4b5563;font-size:.9em;padding:.2rem 0}
 .sev-critical{color:#a4161a;font-weight:600}.sev-warning{color:#8a4b00;font-weight:600}.sev-info{color:#334155}
 .ok{color:#1b6e2e}.warn{color:#8a4b00;font-weight:600}

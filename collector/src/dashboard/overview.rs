@@ -16,20 +16,28 @@ fn tenant_lines(
     } else {
         f.sort_by(|x, y| value(y).total_cmp(&value(x)));
     }
-    f.into_iter()
-        .take(8)
-        .map(|f| {
-            let key = f.tenants.first().cloned().unwrap_or_default();
-            pages::TenantLine {
-                name: name_of(a, &key),
-                key,
-                team: f.team.clone().unwrap_or_default(),
-                node: f.node.clone(),
-                value: fmt(value(f)),
-                finding_id: f.id.clone(),
-            }
-        })
-        .collect()
+    // One row per tenant and node, as the findings list groups them: a pod's two GPUs with
+    // the same finding read as one row that says "2 GPUs", not as two identical rows. The
+    // row keeps the first (worst) value.
+    let mut lines: Vec<pages::TenantLine> = Vec::new();
+    for f in f {
+        let key = f.tenants.first().cloned().unwrap_or_default();
+        if let Some(l) = lines.iter_mut().find(|l| l.key == key && l.node == f.node) {
+            l.gpus += 1;
+            continue;
+        }
+        lines.push(pages::TenantLine {
+            name: name_of(a, &key),
+            key,
+            team: f.team.clone().unwrap_or_default(),
+            node: f.node.clone(),
+            gpus: 1,
+            value: fmt(value(f)),
+            finding_id: f.id.clone(),
+        });
+    }
+    lines.truncate(8);
+    lines
 }
 
 /// The waiting_demand findings as the overview's "Waiting while idle" rows, most reclaimable
@@ -446,7 +454,58 @@ fn window_coverage(hours: f64, observed_share: f64) -> (String, f64) {
 #[cfg(test)]
 mod tests {
     use super::heatmap_note;
-    use analytics::FunnelRow;
+    use analytics::{Analysis, Finding, FindingKind, FunnelRow, Severity};
+
+    fn underutilized(tenant: &str, node: &str, gpu: &str, ratio: f64) -> Finding {
+        Finding {
+            id: format!("underutilized-{tenant}-{gpu}"),
+            kind: FindingKind::Underutilized,
+            severity: Severity::Warning,
+            cluster: "c".into(),
+            node: node.into(),
+            gpu: Some(gpu.into()),
+            tenants: vec![tenant.into()],
+            team: Some("creative".into()),
+            pool: None,
+            from_ms: 0,
+            to_ms: 1,
+            signal: "gpu_util".into(),
+            reason: None,
+            summary: String::new(),
+            metrics: [("effective_ratio".to_owned(), ratio)].into(),
+            evidence: Vec::new(),
+        }
+    }
+
+    /// A pod holding two GPUs of a node, each underused, is one row that says so, not two
+    /// rows an operator cannot tell apart; the same tenant on another node is a row of its own.
+    #[test]
+    fn a_tenants_gpus_on_one_node_are_one_row() {
+        let a = Analysis {
+            findings: vec![
+                underutilized("pod/a", "l40s", "GPU-0", 0.18),
+                underutilized("pod/b", "a10g", "GPU-5", 0.05),
+                underutilized("pod/a", "l40s", "GPU-1", 0.19),
+                underutilized("pod/a", "h100", "GPU-9", 0.30),
+            ],
+            ..Analysis::default()
+        };
+        let lines = super::tenant_lines(&a, FindingKind::Underutilized, "effective_ratio", |r| {
+            format!("{:.0} %", r * 100.0)
+        });
+        let rows: Vec<(&str, &str, usize, &str)> = lines
+            .iter()
+            .map(|l| (l.key.as_str(), l.node.as_str(), l.gpus, l.value.as_str()))
+            .collect();
+        assert_eq!(
+            rows,
+            [
+                ("pod/b", "a10g", 1, "5 %"),
+                ("pod/a", "l40s", 2, "18 %"),
+                ("pod/a", "h100", 1, "30 %"),
+            ]
+        );
+    }
 
     #[test]
     fn the_heatmap_says_what_it_shows() {

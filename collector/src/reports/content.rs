@@ -284,7 +284,7 @@ impl ReportData {
             ));
         }
         s.push_str(&format!(
-            " {}, {}, {} freeing {:.1} GPUs.",
+            " {}, {}, {} freeing {}.",
             count(
                 self.idle.len() as f64,
                 "idle allocation",
@@ -300,7 +300,7 @@ impl ReportData {
                 "open recommendation",
                 "open recommendations"
             ),
-            self.gpus_freed()
+            count(self.gpus_freed(), "GPU", "GPUs")
         ));
         // A partial week says so first, wherever the summary is read (the report list,
         // webhook messages).

@@ -334,7 +334,7 @@ fn headline(s: &mut String, d: &ReportData) {
     };
     let _ = write!(
         s,
-        "<section aria-label=\"Headline\"><div class=\"kpis\"><div class=\"kpi\">Allocated<b>{} GPU-h</b>{}</div><div class=\"kpi\">Effective<b>{} GPU-h</b><span>{} of allocated</span></div><div class=\"kpi\">Waste<b>{}</b>{}</div><div class=\"kpi\">GPUs freeable<b>{:.1}</b><span>by {}</span></div></div></section>",
+        "<section aria-label=\"Headline\"><div class=\"kpis\"><div class=\"kpi\">Allocated<b>{} GPU-h</b>{}</div><div class=\"kpi\">Effective<b>{} GPU-h</b><span>{} of allocated</span></div><div class=\"kpi\">Waste<b>{}</b>{}</div><div class=\"kpi\">GPUs freeable<b>{:.0}</b><span>by {}</span></div></div></section>",
         num(f.allocated_gpu_hours),
         trend(f.allocated_gpu_hours, p.map(|x| x.allocated_gpu_hours)),
         num(f.effective_gpu_hours),
@@ -518,13 +518,13 @@ fn interference(s: &mut String, d: &ReportData) {
 fn recommendations(s: &mut String, d: &ReportData) {
     let _ = write!(
         s,
-        "<section><h2>Open recommendations</h2><p class=\"note\">{}, replayed against the recorded demand, would free {:.1} GPUs.</p>",
+        "<section><h2>Open recommendations</h2><p class=\"note\">{}, replayed against the recorded demand, would free {}.</p>",
         count(
             d.recommendations.len() as f64,
             "recommendation",
             "recommendations"
         ),
-        d.gpus_freed()
+        count(d.gpus_freed(), "GPU", "GPUs")
     );
     if !d.recommendations.is_empty() {
         let cols = [
@@ -542,7 +542,7 @@ fn recommendations(s: &mut String, d: &ReportData) {
             let cells = vec![
                 esc(&web::format::kind(&r.kind)),
                 esc(&r.node),
-                format!("{:.1}", r.gpus_freed),
+                format!("{:.0}", r.gpus_freed),
                 format!("{:.0} %", r.confidence * 100.0),
                 format!("{}{config}", esc(&r.summary)),
             ];
@@ -710,21 +710,24 @@ mod tests {
         let summary = d.summary();
         assert!(
             summary.contains(
-                " 1 idle allocation, 1 interference incident, 1 open recommendation freeing 1.0 GPUs."
+                " 1 idle allocation, 1 interference incident, 1 open recommendation freeing 1 GPU."
             ),
             "{summary}"
         );
         let html = render(&d);
         assert!(html.contains("<span>by 1 open recommendation</span>"));
-        assert!(html.contains(">1 recommendation, replayed against the recorded demand"));
+        assert!(html.contains(
+            ">1 recommendation, replayed against the recorded demand, would free 1 GPU.<"
+        ));
+        // Steps free whole GPUs: the headline and the table count them as the dashboard does.
+        assert!(html.contains("GPUs freeable<b>1</b>"), "{html}");
         assert!(html.contains(">1 row</caption>"), "{html}");
         assert!(html.contains(">1 incident in which a tenant sharing a GPU slowed another down."));
         d.idle.push(d.idle[0].clone());
         d.recommendations.push(d.recommendations[0].clone());
-        assert!(
-            d.summary()
-                .contains(" 2 idle allocations, 1 interference incident, 2 open recommendations")
-        );
+        assert!(d.summary().contains(
+            " 2 idle allocations, 1 interference incident, 2 open recommendations freeing 2 GPUs."
+        ));
         assert!(render(&d).contains("<span>by 2 open recommendations</span>"));
     }
 }

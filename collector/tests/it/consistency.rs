@@ -181,6 +181,37 @@ async fn alerts_pages_and_counts_agree() {
             money(amount, cur)
         );
     }
+    // The overview's top lists: a tenant's GPUs of one node with the same finding are one
+    // row saying how many (the default fleet's image-gen pod holds two L40S GPUs, both
+    // underused), never two rows an operator cannot tell apart.
+    let start = overview
+        .find("id=\"h-under\"")
+        .expect("the underutilized list");
+    let under = &overview[start..start + overview[start..].find("</section>").unwrap()];
+    let rows: Vec<&str> = under.split("<tr").skip(2).collect();
+    let distinct: std::collections::BTreeSet<&str> = rows.iter().copied().collect();
+    assert_eq!(distinct.len(), rows.len(), "{under}");
+    let mut per_node: std::collections::BTreeMap<(&str, &str), usize> = Default::default();
+    for f in a
+        .findings
+        .iter()
+        .filter(|f| f.kind == analytics::FindingKind::Underutilized)
+    {
+        *per_node.entry((&f.tenants[0], &f.node)).or_default() += 1;
+    }
+    let shared: Vec<_> = per_node.iter().filter(|(_, n)| **n > 1).collect();
+    assert!(
+        !shared.is_empty(),
+        "the fleet has a tenant underused on two GPUs of a node"
+    );
+    for ((tenant, node), n) in shared {
+        let name = a.tenant_names.get(*tenant).map_or(*tenant, String::as_str);
+        let row = rows.iter().find(|r| r.contains(name)).expect(name);
+        assert!(
+            row.contains(node) && row.contains(&format!("({n}\u{a0}GPUs)")),
+            "{row}"
+        );
+    }
     let mut money_compared = 0;
     for r in &a.funnel.by_tenant {
         let mine: Vec<&analytics::Finding> = a

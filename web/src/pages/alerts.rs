@@ -39,7 +39,7 @@ pub fn alerts(frame: Frame, rows: Vec<AlertRow>, notes: Vec<NotificationRow>) ->
                             let short: String = r.gpu.chars().take(12).collect();
                             view! { <a href=format!("/gpus/{}", enc(&r.gpu)) title=r.gpu.clone()><code>{short}</code></a> }.into_any()
                         }}</td>
-                        <td>{r.state}</td><td class=sev_class(&r.severity)>{r.severity.clone()}</td><td>{r.description}</td><td>{r.since}</td>
+                        <td>{r.state}</td><td class=sev_class(&r.severity)>{r.severity.clone()}</td><td>{r.description}</td><td class="t">{r.since}</td>
                     </tr>
                 }
             })
@@ -50,7 +50,7 @@ pub fn alerts(frame: Frame, rows: Vec<AlertRow>, notes: Vec<NotificationRow>) ->
                 view! {
                     <tr>
                         <td class="n">{n.id}</td><td>{n.receiver}</td><td>{n.status}</td><td>{n.state}</td>
-                        <td class="n">{n.attempts}</td><td>{n.created}</td><td>{n.error}</td>
+                        <td class="n">{n.attempts}</td><td class="t">{n.created}</td><td>{n.error}</td>
                     </tr>
                 }
             })

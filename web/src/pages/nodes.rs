@@ -36,7 +36,7 @@ pub fn nodes(frame: Frame, rows: Vec<NodeRow>, sort: Sort) -> String {
                         <td>{n.sharing}</td>
                         <td class="n">{n.util.map_or("–".into(), |u| format!("{u:.0} %"))}</td>
                         <td>{n.class}</td>
-                        <td>{n.last_sample}</td>
+                        <td class="t">{n.last_sample}</td>
                     </tr>
                 }
             })

@@ -24,6 +24,8 @@ pub struct TenantLine {
     pub name: String,
     pub team: String,
     pub node: String,
+    /// The GPUs of `node` with this finding for this tenant (the row stands for them all).
+    pub gpus: usize,
     pub value: String,
     pub finding_id: String,
 }
@@ -210,7 +212,10 @@ fn tenant_table(rows: Vec<TenantLine>, what: &'static str, label: &'static str) 
                     <td><a href=tenant>{r.name}</a></td>
                     <td class="n"><a href=href>{r.value}</a></td>
                     <td>{r.team}</td>
-                    <td><a href=format!("/nodes/{}", enc(&r.node))>{r.node.clone()}</a></td>
+                    <td>
+                        <a href=format!("/nodes/{}", enc(&r.node))>{r.node.clone()}</a>
+                        {(r.gpus > 1).then(|| format!(" ({}\u{a0}GPUs)", r.gpus))}
+                    </td>
                 </tr>
             }
         })

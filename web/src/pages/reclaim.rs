@@ -115,7 +115,7 @@ pub fn reclaim(frame: Frame, page: ReclaimPage) -> String {
                         <td>{r.team.clone()}</td>
                         <td class="n">{format!("{:.0} h", r.idle_hours)}<br/><span class="note">{pct(Some(r.idle_share))}</span></td>
                         <td>{r.policy.clone()}<br/><span class="note">{what}</span></td>
-                        <td>{r.when.clone()}</td>
+                        <td class="t">{r.when.clone()}</td>
                         <td>{r.outcome.clone()}{undo}</td><td>{controls(&r)}</td>
                     </tr>
                 }
