@@ -197,11 +197,25 @@ pub fn idle_allocation(ctx: &Ctx, h: &Holding) -> Option<Finding> {
     })
 }
 
-/// The series that shows a holding's activity as the analysis measured it: the GPU's NVML
-/// utilization or DCGM SM activity when that was the signal, the tenant's own SM time (NVML
-/// process accounting) otherwise.
+/// The series that shows a holding's activity as the analysis measured it: for a whole GPU,
+/// the GPU's NVML utilization or DCGM SM activity when that was the signal; for a share of
+/// one, the effective use attributed to the tenant; the tenant's own SM time (NVML process
+/// accounting) otherwise.
 pub fn activity_evidence(h: &Holding, from: i64, to: i64) -> Evidence {
     let gpu = format!("gpu:{}", h.gpu);
+    // A GPU's own series speaks for its holder only when the holder has the whole GPU: on a
+    // MIG instance or a time-sliced share it carries the other tenants' work too, so the use
+    // attributed to the tenant is what shows it.
+    if h.share() < 0.99 && h.signal() != "none" {
+        return Evidence::tenant(
+            "effective use attributed to it (the signal used)",
+            "effective",
+            &h.cluster,
+            &h.tenant,
+            from,
+            to,
+        );
+    }
     match h.signal() {
         "gpu_util" => Evidence::new(
             "GPU utilization (NVML, the signal used)",
@@ -606,4 +620,52 @@ pub fn agent_silent(ctx: &Ctx) -> Vec<Finding> {
             }
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::activity_evidence;
+    use crate::holdings::Holding;
+    use model::rollup::TenantAgg;
+
+    fn holding(share: f64, dcgm: bool) -> Holding {
+        Holding {
+            cluster: "c".into(),
+            node: "n".into(),
+            gpu: "GPU-1".into(),
+            tenant: "pod/a".into(),
+            total: TenantAgg {
+                alloc_n: 60,
+                alloc_share_sum: 60.0 * share,
+                eff_n: 60,
+                eff_dcgm_n: if dcgm { 60 } else { 0 },
+                ..TenantAgg::default()
+            },
+            rows: Vec::new(),
+        }
+    }
+
+    /// A whole GPU's own series is its holder's activity; on a MIG instance or a time-sliced
+    /// share the GPU's series carries other tenants' work, so the evidence is the tenant's.
+    #[test]
+    fn a_shared_gpus_holder_is_shown_by_its_own_use() {
+        let whole = activity_evidence(&holding(1.0, true), 0, 1);
+        assert_eq!(
+            (whole.metric.as_str(), whole.entity.as_str()),
+            ("sm_active", "gpu:GPU-1")
+        );
+        let whole = activity_evidence(&holding(1.0, false), 0, 1);
+        assert_eq!(
+            (whole.metric.as_str(), whole.entity.as_str()),
+            ("gpu_util", "gpu:GPU-1")
+        );
+        for share in [1.0 / 7.0, 0.25] {
+            let part = activity_evidence(&holding(share, true), 0, 1);
+            assert_eq!(
+                (part.metric.as_str(), part.entity.as_str()),
+                ("effective", "tenant:pod/a"),
+                "{share}"
+            );
+        }
+    }
 }

@@ -70,9 +70,14 @@ pub fn recommend(ctx: &Ctx, holdings: &[Holding], findings: &[Finding]) -> Outpu
         &fleet.moves,
     );
     out.rejected.extend(fleet.rejected);
+    let named = step_names(&out.recommendations);
     out.underutilized = wasters
         .iter()
-        .map(|h| waste::finding(ctx, h, fleet.moves.get(&(h.gpu.clone(), h.tenant.clone()))))
+        .map(|h| {
+            let planned = fleet.moves.get(&(h.gpu.clone(), h.tenant.clone()));
+            let planned = planned.map(|(id, m)| (named.get(id).unwrap_or(id).as_str(), m));
+            waste::finding(ctx, h, planned)
+        })
         .collect();
     let moved: BTreeSet<String> = fleet.moves.keys().map(|k| k.1.clone()).collect();
     separate(ctx, holdings, findings, &moved, &mut out);
@@ -160,16 +165,10 @@ fn reclaims<'a>(
     (recs, reclaimed)
 }
 
-/// Each step frees the GPUs attributed to it, every freed GPU to exactly one step; the
-/// summary says how many.
-fn count_freed(recommendations: &mut [Recommendation], freed_by: &BTreeMap<String, String>) {
-    let mut freed: HashMap<&str, usize> = HashMap::new();
-    for id in freed_by.values() {
-        *freed.entry(id.as_str()).or_default() += 1;
-    }
-    // How a reclaim names the step that frees its GPU: by what it does and where, as people
-    // read the plan ("the MIG layout step on gpu-h100-01"), not by its id.
-    let named: HashMap<String, String> = recommendations
+/// How the plan's text names a step: by what it does and where, as people read the plan
+/// ("the MIG layout step on gpu-h100-01"), not by its id.
+fn step_names(recommendations: &[Recommendation]) -> HashMap<String, String> {
+    recommendations
         .iter()
         .map(|r| {
             let what = match r.kind {
@@ -183,7 +182,17 @@ fn count_freed(recommendations: &mut [Recommendation], freed_by: &BTreeMap<Strin
             };
             (r.id.clone(), format!("the {what} step on {}", r.node))
         })
-        .collect();
+        .collect()
+}
+
+/// Each step frees the GPUs attributed to it, every freed GPU to exactly one step; the
+/// summary says how many.
+fn count_freed(recommendations: &mut [Recommendation], freed_by: &BTreeMap<String, String>) {
+    let mut freed: HashMap<&str, usize> = HashMap::new();
+    for id in freed_by.values() {
+        *freed.entry(id.as_str()).or_default() += 1;
+    }
+    let named = step_names(recommendations);
     for r in recommendations.iter_mut() {
         let n = freed.get(r.id.as_str()).copied().unwrap_or(0);
         r.replay.gpus_freed = n as f64;

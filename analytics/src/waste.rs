@@ -77,8 +77,9 @@ pub fn why(h: &Holding, gpu: Option<&GpuRef>, cfg: &Config, fits: bool) -> Why {
     }
 }
 
-/// The finding for a waster; `planned` is the plan's move of it, if any (step id, move).
-pub fn finding(ctx: &Ctx, h: &Holding, planned: Option<&(String, Move)>) -> Finding {
+/// The finding for a waster; `planned` is the plan's move of it, if any (the step as the
+/// plan's text names it, the move).
+pub fn finding(ctx: &Ctx, h: &Holding, planned: Option<(&str, &Move)>) -> Finding {
     let cfg = ctx.cfg;
     let gpu = ctx.gpu(&h.gpu);
     let model = gpu.map_or("", |g| g.model.as_str());
@@ -119,7 +120,7 @@ pub fn finding(ctx: &Ctx, h: &Holding, planned: Option<&(String, Move)>) -> Find
     };
     let option = match planned {
         Some((step, m)) => format!(
-            "the fleet plan moves it to {} on GPU {} of {} (step {step})",
+            "the fleet plan moves it to {} on GPU {} of {} ({step})",
             m.target.describe(),
             m.to_gpu_index,
             m.to_node

@@ -70,6 +70,37 @@ pub fn kind(k: &str) -> String {
     }
 }
 
+/// A finding's number's name as people read it: `allocated_gpu_hours` → "Allocated
+/// GPU-hours", `memory_p99_gib` → "Memory p99 GiB", `xid_errors` → "XID errors" (the API
+/// keeps the key).
+pub fn metric_name(key: &str) -> String {
+    let words: Vec<&str> = key.split('_').filter(|w| !w.is_empty()).collect();
+    let mut out: Vec<String> = Vec::with_capacity(words.len());
+    let mut i = 0;
+    while i < words.len() {
+        let word = match (words[i], words.get(i + 1)) {
+            ("gpu", Some(&"hours")) => {
+                i += 1;
+                "GPU-hours"
+            }
+            ("gpu", _) => "GPU",
+            ("gpus", _) => "GPUs",
+            ("gib", _) => "GiB",
+            ("ecc", _) => "ECC",
+            ("xid", _) => "XID",
+            (w, _) => w,
+        };
+        out.push(word.to_owned());
+        i += 1;
+    }
+    let text = out.join(" ");
+    let mut c = text.chars();
+    match c.next() {
+        Some(first) => format!("{}{}", first.to_uppercase(), c.as_str()),
+        None => String::new(),
+    }
+}
+
 /// A GPU's sharing mode as people read it: `exclusive`, `MIG`, `MPS`, `time slicing` (the API
 /// and the store keep `mig`, `time_slicing`).
 pub fn sharing(mode: &str) -> String {
@@ -106,6 +137,24 @@ pub fn enc(s: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn metric_names_read_as_words() {
+        let cases = [
+            ("allocated_gpu_hours", "Allocated GPU-hours"),
+            ("effective_p95_gpu", "Effective p95 GPU"),
+            ("memory_p99_gib", "Memory p99 GiB"),
+            ("ecc_uncorrected", "ECC uncorrected"),
+            ("xid_errors", "XID errors"),
+            ("largest_request_gpus", "Largest request GPUs"),
+            ("idle_share_of_allocation", "Idle share of allocation"),
+            ("score", "Score"),
+            ("__", ""),
+        ];
+        for (key, name) in cases {
+            assert_eq!(metric_name(key), name, "{key}");
+        }
+    }
 
     #[test]
     fn times_and_numbers() {

@@ -671,14 +671,14 @@ pub fn table(a: &Analysis) -> String {
     for r in &a.recommendations {
         let _ = writeln!(
             s,
-            "  {:<13} {}  [confidence {:.0} %; replay: contention {:.0}→{:.0} tenant-h, overflow {:.0} h, frees {:.2} GPU]",
+            "  {:<13} {}  [confidence {:.0} %; replay: contention {:.0}→{:.0} tenant-h, overflow {:.0} h, frees {}]",
             r.kind.as_str(),
             r.summary,
             r.confidence * 100.0,
             r.replay.contention_hours_before,
             r.replay.contention_hours_after,
             r.replay.memory_overflow_hours,
-            r.replay.gpus_freed
+            model::figures::count(r.replay.gpus_freed, "GPU", "GPUs")
         );
     }
     if !a.rejected.is_empty() {

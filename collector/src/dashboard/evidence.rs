@@ -549,7 +549,12 @@ async fn underutilized(state: &DashboardState, a: &Analysis, f: &Finding) -> Evi
             }
         };
         refs.push(RefLine {
-            name: format!("{} proposed by step {}", m.target.describe(), rec.id),
+            name: format!(
+                "{} proposed by the fleet plan's {} step on {}",
+                m.target.describe(),
+                web::format::kind(rec.kind.as_str()),
+                rec.node
+            ),
             value: cap,
         });
     }
@@ -566,9 +571,10 @@ async fn underutilized(state: &DashboardState, a: &Analysis, f: &Finding) -> Evi
     ];
     let action = match proposed {
         Some((rec, m)) => format!(
-            "Move {who} to {} (step {} of the fleet plan, replayed against its recorded demand).",
+            "Move {who} to {} (the fleet plan's {} step on {}, replayed against its recorded demand).",
             m.target.describe(),
-            rec.id
+            web::format::kind(rec.kind.as_str()),
+            rec.node
         ),
         None => format!(
             "No smaller slice holds {who}'s peaks with headroom on this node; keep it, or ask its owner whether the allocation can shrink."

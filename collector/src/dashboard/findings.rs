@@ -254,7 +254,12 @@ fn finding_view(
         metrics: f
             .metrics
             .iter()
-            .map(|(k, v)| (k.replace('_', " "), metric_value(k, *v, &a.funnel.currency)))
+            .map(|(k, v)| {
+                (
+                    format::metric_name(k),
+                    metric_value(k, *v, &a.funnel.currency),
+                )
+            })
             .collect(),
         charts: evidence.charts,
         tables: evidence.tables,

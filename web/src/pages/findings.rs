@@ -132,6 +132,20 @@ pub struct EvidenceTable {
     pub rows: Vec<Vec<String>>,
 }
 
+impl EvidenceTable {
+    /// Whether column `j` holds figures: not the first (it names the row), and every row's
+    /// cell there starts with a digit.
+    pub fn numeric(&self, j: usize) -> bool {
+        j > 0
+            && !self.rows.is_empty()
+            && self.rows.iter().all(|r| {
+                r.get(j)
+                    .and_then(|c| c.chars().next())
+                    .is_some_and(|c| c.is_ascii_digit())
+            })
+    }
+}
+
 pub fn finding(frame: Frame, v: FindingView) -> String {
     document(frame, Nav::Findings, move || {
         let metrics = super::figures_table(&v.metrics);
@@ -155,16 +169,24 @@ pub fn finding(frame: Frame, v: FindingView) -> String {
             .tables
             .iter()
             .map(|t| {
+                // Columns of figures align right, as every other table's numbers do.
+                let numeric: Vec<bool> = (0..t.headers.len()).map(|j| t.numeric(j)).collect();
+                let class = move |j: usize| numeric.get(j).copied().unwrap_or(false).then_some("n");
                 let head = t
                     .headers
                     .iter()
-                    .map(|h| view! { <th scope="col">{h.clone()}</th> })
+                    .enumerate()
+                    .map(|(j, h)| view! { <th scope="col" class=class(j)>{h.clone()}</th> })
                     .collect_view();
                 let rows = t
                     .rows
                     .iter()
                     .map(|r| {
-                        let cells = r.iter().map(|c| view! { <td>{c.clone()}</td> }).collect_view();
+                        let cells = r
+                            .iter()
+                            .enumerate()
+                            .map(|(j, c)| view! { <td class=class(j)>{c.clone()}</td> })
+                            .collect_view();
                         view! { <tr>{cells}</tr> }
                     })
                     .collect_view();

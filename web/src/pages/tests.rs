@@ -122,3 +122,32 @@ fn the_plan_of_a_one_gpu_fleet_reads_in_english() {
         assert!(html.contains(says), "{says:?} in {html}");
     }
 }
+
+#[test]
+fn an_evidence_tables_figures_align_right() {
+    let t = EvidenceTable {
+        caption: "c".into(),
+        headers: vec![
+            "Victim's SM time".into(),
+            "Points".into(),
+            "p10".into(),
+            "Note".into(),
+        ],
+        rows: vec![
+            vec!["alone".into(), "536".into(), "67 %".into(), "quiet".into()],
+            vec![
+                "while b ran".into(),
+                "326".into(),
+                "41 %".into(),
+                "2 tenants".into(),
+            ],
+        ],
+    };
+    let numeric: Vec<bool> = (0..4).map(|j| t.numeric(j)).collect();
+    assert_eq!(numeric, [false, true, true, false]);
+    let empty = EvidenceTable {
+        rows: Vec::new(),
+        ..t
+    };
+    assert!(!empty.numeric(1));
+}
