@@ -101,6 +101,19 @@ pub fn metric_name(key: &str) -> String {
     }
 }
 
+/// What a finding's effective use rests on, in words: the analysis's keys (`sm_active`,
+/// `gpu_util`, `mixed`, `none`) are named with the key after them; any other signal is
+/// already a description and is shown as it is.
+pub fn signal(s: &str) -> String {
+    match s {
+        "sm_active" => "DCGM SM activity (sm_active)".into(),
+        "gpu_util" => "NVML GPU utilization (gpu_util)".into(),
+        "mixed" => "DCGM SM activity where reported, NVML GPU utilization elsewhere (mixed)".into(),
+        "none" => "no measurement of its use (none)".into(),
+        other => other.to_owned(),
+    }
+}
+
 /// A GPU's sharing mode as people read it: `exclusive`, `MIG`, `MPS`, `time slicing` (the API
 /// and the store keep `mig`, `time_slicing`).
 pub fn sharing(mode: &str) -> String {
@@ -137,6 +150,14 @@ pub fn enc(s: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn signals_read_as_words() {
+        assert_eq!(signal("sm_active"), "DCGM SM activity (sm_active)");
+        assert_eq!(signal("gpu_util"), "NVML GPU utilization (gpu_util)");
+        let described = "NVML process SM time, gpu_util";
+        assert_eq!(signal(described), described);
+    }
 
     #[test]
     fn metric_names_read_as_words() {

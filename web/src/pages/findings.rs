@@ -207,7 +207,7 @@ pub fn finding(frame: Frame, v: FindingView) -> String {
             <ul>{tenants}</ul>
             {action}
             <h2>"Evidence"</h2>
-            <p class="note">"Signal: "{v.signal.clone()}</p>
+            <p class="note">"Signal: "{format::signal(&v.signal)}</p>
             {charts}
             {tables}
             <h2>"Numbers"</h2>
