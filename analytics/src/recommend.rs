@@ -165,23 +165,11 @@ fn reclaims<'a>(
     (recs, reclaimed)
 }
 
-/// How the plan's text names a step: by what it does and where, as people read the plan
-/// ("the MIG layout step on gpu-h100-01"), not by its id.
+/// Each step's id → how the plan's text names it ([`RecKind::step_on`]).
 fn step_names(recommendations: &[Recommendation]) -> HashMap<String, String> {
     recommendations
         .iter()
-        .map(|r| {
-            let what = match r.kind {
-                RecKind::MigLayout => "MIG layout",
-                RecKind::TimeSlicing => "time-slicing",
-                RecKind::Mps => "MPS",
-                RecKind::Consolidate => "consolidation",
-                RecKind::RightSize => "right-sizing",
-                RecKind::Reclaim => "reclaim",
-                RecKind::Separate => "separation",
-            };
-            (r.id.clone(), format!("the {what} step on {}", r.node))
-        })
+        .map(|r| (r.id.clone(), r.kind.step_on(&r.node)))
         .collect()
 }
 

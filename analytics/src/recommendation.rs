@@ -45,6 +45,21 @@ impl RecKind {
     pub fn parse(s: &str) -> Option<RecKind> {
         RecKind::ALL.into_iter().find(|k| k.as_str() == s)
     }
+
+    /// How the plan's text names a step of this kind: "the MIG layout step on gpu-h100-01",
+    /// not its id (reclaims, findings and the dashboard's pages say it alike).
+    pub fn step_on(self, node: &str) -> String {
+        let what = match self {
+            RecKind::MigLayout => "MIG layout",
+            RecKind::TimeSlicing => "time-slicing",
+            RecKind::Mps => "MPS",
+            RecKind::Consolidate => "consolidation",
+            RecKind::RightSize => "right-sizing",
+            RecKind::Reclaim => "reclaim",
+            RecKind::Separate => "separation",
+        };
+        format!("the {what} step on {node}")
+    }
 }
 
 /// Where a tenant would go.

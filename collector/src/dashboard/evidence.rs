@@ -550,10 +550,9 @@ async fn underutilized(state: &DashboardState, a: &Analysis, f: &Finding) -> Evi
         };
         refs.push(RefLine {
             name: format!(
-                "{} proposed by the fleet plan's {} step on {}",
+                "{} proposed by {} of the fleet plan",
                 m.target.describe(),
-                web::format::kind(rec.kind.as_str()),
-                rec.node
+                rec.kind.step_on(&rec.node)
             ),
             value: cap,
         });
@@ -571,10 +570,9 @@ async fn underutilized(state: &DashboardState, a: &Analysis, f: &Finding) -> Evi
     ];
     let action = match proposed {
         Some((rec, m)) => format!(
-            "Move {who} to {} (the fleet plan's {} step on {}, replayed against its recorded demand).",
+            "Move {who} to {} ({} of the fleet plan, replayed against its recorded demand).",
             m.target.describe(),
-            web::format::kind(rec.kind.as_str()),
-            rec.node
+            rec.kind.step_on(&rec.node)
         ),
         None => format!(
             "No smaller slice holds {who}'s peaks with headroom on this node; keep it, or ask its owner whether the allocation can shrink."
