@@ -206,7 +206,8 @@ pub fn activity_evidence(h: &Holding, from: i64, to: i64) -> Evidence {
     // A GPU's own series speaks for its holder only when the holder has the whole GPU: on a
     // MIG instance or a time-sliced share it carries the other tenants' work too, so the use
     // attributed to the tenant is what shows it.
-    if h.share() < 0.99 && h.signal() != "none" {
+    let signal = h.signal();
+    if h.share() < 0.99 && signal != "none" {
         return Evidence::tenant(
             "effective use attributed to it (the signal used)",
             "effective",
@@ -216,7 +217,7 @@ pub fn activity_evidence(h: &Holding, from: i64, to: i64) -> Evidence {
             to,
         );
     }
-    match h.signal() {
+    match signal {
         "gpu_util" => Evidence::new(
             "GPU utilization (NVML, the signal used)",
             "gpu_util",

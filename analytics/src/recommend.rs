@@ -61,7 +61,8 @@ pub fn recommend(ctx: &Ctx, holdings: &[Holding], findings: &[Finding]) -> Outpu
         .collect();
     let fleet = steps::fleet(ctx, holdings, &reclaimed, &reclaim_ids, &waste_ids);
     out.recommendations.extend(fleet.recommendations);
-    count_freed(&mut out.recommendations, &fleet.freed_by);
+    let named = step_names(&out.recommendations);
+    count_freed(&mut out.recommendations, &fleet.freed_by, &named);
     steps::link_requirements(
         ctx,
         holdings,
@@ -70,7 +71,6 @@ pub fn recommend(ctx: &Ctx, holdings: &[Holding], findings: &[Finding]) -> Outpu
         &fleet.moves,
     );
     out.rejected.extend(fleet.rejected);
-    let named = step_names(&out.recommendations);
     out.underutilized = wasters
         .iter()
         .map(|h| {
@@ -175,12 +175,16 @@ fn step_names(recommendations: &[Recommendation]) -> HashMap<String, String> {
 
 /// Each step frees the GPUs attributed to it, every freed GPU to exactly one step; the
 /// summary says how many.
-fn count_freed(recommendations: &mut [Recommendation], freed_by: &BTreeMap<String, String>) {
+/// `named` is [`step_names`] of the same recommendations.
+fn count_freed(
+    recommendations: &mut [Recommendation],
+    freed_by: &BTreeMap<String, String>,
+    named: &HashMap<String, String>,
+) {
     let mut freed: HashMap<&str, usize> = HashMap::new();
     for id in freed_by.values() {
         *freed.entry(id.as_str()).or_default() += 1;
     }
-    let named = step_names(recommendations);
     for r in recommendations.iter_mut() {
         let n = freed.get(r.id.as_str()).copied().unwrap_or(0);
         r.replay.gpus_freed = n as f64;
@@ -474,7 +478,8 @@ mod tests {
             ("GPU-b".to_owned(), "reclaim-2".to_owned()),
         ]
         .into();
-        count_freed(&mut recs, &freed_by);
+        let named = step_names(&recs);
+        count_freed(&mut recs, &freed_by, &named);
         let freed: Vec<f64> = recs.iter().map(|r| r.replay.gpus_freed).collect();
         assert_eq!(freed, [2.0, 0.0, 1.0, 0.0]);
         assert_eq!(recs[0].summary, "mig_layout-1; frees 2 GPUs");

@@ -93,12 +93,7 @@ pub fn metric_name(key: &str) -> String {
         out.push(word.to_owned());
         i += 1;
     }
-    let text = out.join(" ");
-    let mut c = text.chars();
-    match c.next() {
-        Some(first) => format!("{}{}", first.to_uppercase(), c.as_str()),
-        None => String::new(),
-    }
+    capitalized(&out.join(" "))
 }
 
 /// What a finding's effective use rests on, in words: the analysis's keys (`sm_active`,
@@ -126,10 +121,18 @@ pub fn sharing(mode: &str) -> String {
 /// A kind as a heading starts: `Idle allocation finding`, `MIG layout recommendation`.
 pub fn kind_heading(k: &str, noun: &str) -> String {
     let k = kind(k);
-    let mut c = k.chars();
+    if k.is_empty() {
+        return noun.to_owned();
+    }
+    format!("{} {noun}", capitalized(&k))
+}
+
+/// `s` with its first letter upper-case.
+fn capitalized(s: &str) -> String {
+    let mut c = s.chars();
     match c.next() {
-        Some(first) => format!("{}{} {noun}", first.to_uppercase(), c.as_str()),
-        None => noun.to_owned(),
+        Some(first) => format!("{}{}", first.to_uppercase(), c.as_str()),
+        None => String::new(),
     }
 }
 
