@@ -4,7 +4,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
-use model::figures::count;
+use model::figures::{self, count};
 
 use crate::findings::{Ctx, Evidence, Finding, FindingKind, gib};
 use crate::holdings::Holding;
@@ -148,10 +148,11 @@ fn reclaims<'a>(
             tenants: vec![tenant.into()],
             team: ctx.team(cluster, tenant),
             summary: format!(
-                "reclaim {name}'s allocation on {node}: idle {:.0} % of the {:.0} GPU-hours it held{}; releases {freed:.2} GPU",
+                "reclaim {name}'s allocation on {node}: idle {:.0} % of the {:.0} GPU-hours it held{}; releases {}",
                 hs[0].idle_ratio() * 100.0,
                 hs.iter().map(|h| h.allocated_hours()).sum::<f64>(),
-                if mem > 0 { format!(" while keeping {:.1} GiB of memory", gib(mem as f64)) } else { String::new() }
+                if mem > 0 { format!(" while keeping {:.1} GiB of memory", gib(mem as f64)) } else { String::new() },
+                released(&hs)
             ),
             confidence: confidence(hs[0], cfg),
             findings: ids,
@@ -163,6 +164,19 @@ fn reclaims<'a>(
     }
 
     (recs, reclaimed)
+}
+
+/// What a reclaim gives back, as people count it: whole GPUs by number ("its GPU", "its 2
+/// GPUs"), a share of one in GPU-equivalents ("0.14 GPU").
+fn released(holdings: &[&Holding]) -> String {
+    if holdings.iter().all(|h| h.share() > 0.995) {
+        match holdings.len() {
+            1 => "its GPU".to_owned(),
+            n => format!("its {n} GPUs"),
+        }
+    } else {
+        figures::gpu(holdings.iter().map(|h| h.share()).sum())
+    }
 }
 
 /// Each step's id → how the plan's text names it ([`RecKind::step_on`]).
@@ -387,6 +401,32 @@ mod tests {
             mig_enabled: !layout.is_empty(),
             mig_devices: layout.iter().map(|(n, c)| ((*n).to_owned(), *c)).collect(),
         }
+    }
+
+    fn held(share: f64) -> Holding {
+        Holding {
+            cluster: "c".into(),
+            node: "n".into(),
+            gpu: "GPU-1".into(),
+            tenant: "pod/a".into(),
+            total: model::rollup::TenantAgg {
+                alloc_n: 7,
+                alloc_share_sum: 7.0 * share,
+                ..Default::default()
+            },
+            rows: Vec::new(),
+        }
+    }
+
+    /// A reclaim of whole GPUs counts them ("releases 1.00 GPU" read as a measurement); a
+    /// share of one is in GPU-equivalents.
+    #[test]
+    fn a_reclaim_says_what_it_gives_back_as_people_count_it() {
+        let (whole, slice) = (held(1.0), held(1.0 / 7.0));
+        assert_eq!(released(&[&whole]), "its GPU");
+        assert_eq!(released(&[&whole, &whole]), "its 2 GPUs");
+        assert_eq!(released(&[&slice]), "0.14 GPU");
+        assert_eq!(released(&[&whole, &slice]), "1.14 GPU");
     }
 
     #[test]

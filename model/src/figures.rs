@@ -11,11 +11,14 @@ pub fn round(x: f64, decimals: i32) -> f64 {
 }
 
 /// A count of hours or GPU-hours to a tenth, as an alert's value carries it, shown with the
-/// precision its size deserves: `1,234`, `148`, `47.9`, `0.42`. The dashboard's numbers
-/// (`web::format::num`) and the analysis' summaries print through it.
+/// precision its size deserves: `1,234`, `148`, `47.9`, `0.42`; nothing at all is `0`, apart
+/// from a little that rounds to `0.00`. The dashboard's numbers (`web::format::num`) and the
+/// analysis' summaries print through it.
 pub fn quantity(x: f64) -> String {
     let a = x.abs();
-    if a >= 1000.0 {
+    if a == 0.0 {
+        "0".to_owned()
+    } else if a >= 1000.0 {
         let s = format!("{:.0}", round(a, 0));
         let mut out = String::new();
         for (i, c) in s.chars().enumerate() {
@@ -30,7 +33,7 @@ pub fn quantity(x: f64) -> String {
     } else if a >= 1.0 {
         format!("{:.1}", round(x, 1))
     } else {
-        format!("{:.2}", round(x, 2))
+        format!("{:.2}", round(x, 2) + 0.0)
     }
 }
 
@@ -79,6 +82,15 @@ mod tests {
         assert_eq!(count(0.6, "GPU", "GPUs"), "1 GPU");
         assert_eq!(count(1.5, "GPU", "GPUs"), "2 GPUs");
         assert_eq!(count(-0.2, "GPU", "GPUs"), "0 GPUs");
+    }
+
+    #[test]
+    fn nothing_is_a_plain_zero_and_a_little_is_not() {
+        assert_eq!(quantity(0.0), "0");
+        assert_eq!(quantity(-0.0), "0");
+        assert_eq!(quantity(0.004), "0.00");
+        assert_eq!(quantity(-0.004), "0.00");
+        assert_eq!(quantity(0.005), "0.01");
     }
 
     #[test]

@@ -61,11 +61,15 @@ pub fn change(now: f64, before: f64) -> String {
 }
 
 /// A finding's or recommendation's kind as people read it: `idle allocation`, `MIG layout`,
-/// `MPS`, `time slicing` (the API keeps `mig_layout`).
+/// `MPS`, `time slicing`, `separation` (the API keeps `mig_layout`, `separate`). A
+/// recommendation's kind is a noun, as the plan's texts name its steps.
 pub fn kind(k: &str) -> String {
     match k {
         "mig_layout" => "MIG layout".into(),
         "mps" => "MPS".into(),
+        "separate" => "separation".into(),
+        "consolidate" => "consolidation".into(),
+        "right_size" => "right-sizing".into(),
         _ => k.replace('_', " "),
     }
 }
@@ -210,6 +214,10 @@ mod tests {
             "Time slicing recommendation"
         );
         assert_eq!(kind_heading("mps", "step (applied)"), "MPS step (applied)");
+        assert_eq!(
+            kind_heading("separate", "recommendation"),
+            "Separation recommendation"
+        );
         assert_eq!(kind_heading("", "finding"), "finding");
         let modes = ["exclusive", "mig", "mps", "time_slicing"].map(sharing);
         assert_eq!(modes, ["exclusive", "MIG", "MPS", "time slicing"]);

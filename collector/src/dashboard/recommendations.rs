@@ -161,6 +161,11 @@ fn rec_view(
     actuation: pages::Actuation,
 ) -> pages::RecView {
     let rp = &r.replay;
+    let config = config(&r.proposal);
+    // A step without a configuration shows its proposal as the API serves it.
+    let proposal = config
+        .is_none()
+        .then(|| serde_json::to_string_pretty(&r.proposal).unwrap_or_default());
     pages::RecView {
         id: r.id.clone(),
         kind: r.kind.as_str().into(),
@@ -225,7 +230,8 @@ fn rec_view(
                 },
             ),
         ],
-        configs: configs(&r.proposal),
+        config,
+        proposal,
         findings: r
             .findings
             .iter()
@@ -285,28 +291,24 @@ pub(crate) fn outcome_view(o: &analytics::Outcome) -> pages::OutcomeView {
 }
 
 /// The configuration a recommendation would apply, as an operator would paste it.
-fn configs(proposal: &Proposal) -> Vec<(String, String)> {
-    let config = match proposal {
+fn config(proposal: &Proposal) -> Option<(String, String)> {
+    match proposal {
         Proposal::MigLayout {
             config_name,
             mig_parted_yaml,
             ..
-        } => (
+        } => Some((
             format!("mig-parted config {config_name}"),
             mig_parted_yaml.clone(),
-        ),
+        )),
         Proposal::Sharing {
             device_plugin_yaml, ..
-        } => (
+        } => Some((
             "NVIDIA device plugin config".into(),
             device_plugin_yaml.clone(),
-        ),
-        other => (
-            "Proposal".into(),
-            serde_json::to_string_pretty(other).unwrap_or_default(),
-        ),
-    };
-    vec![config]
+        )),
+        _ => None,
+    }
 }
 
 /// The label change a step plans on its node, and the label action (id, state) recorded for

@@ -11,12 +11,9 @@ use web::format::{change, money, pct};
 
 use super::content::{ReportData, TOP, WaitingRow};
 
+/// Hours and GPU-hours as the dashboard shows them (`2,085`, `47.9`, `0.42`, `0`).
 fn num(x: f64) -> String {
-    if x.abs() >= 100.0 {
-        format!("{x:.0}")
-    } else {
-        format!("{x:.1}")
-    }
+    model::figures::quantity(x)
 }
 
 const STYLE: &str = r#"
@@ -27,13 +24,13 @@ h1 { font-size: 1.6rem; margin-bottom: .2rem; } h2 { font-size: 1.2rem; margin-t
 .meta, .note { color: var(--muted); } .note { font-size: .9em; }
 table { border-collapse: collapse; width: 100%; margin: .5rem 0; font-variant-numeric: tabular-nums; }
 th, td { border-bottom: 1px solid var(--line); padding: .25rem .5rem; text-align: left; vertical-align: top; }
-th { background: #f6f8fa; } td.n, th.n { text-align: right; white-space: nowrap; }
+th { background: #f6f8fa; } td.n, th.n { text-align: right; } td.n, td.id { white-space: nowrap; }
 .kpis { display: grid; grid-template-columns: repeat(4, 1fr); gap: .75rem; margin: 1rem 0; }
 .kpi { border: 1px solid var(--line); border-radius: 6px; padding: .5rem .75rem; } .kpi b { display: block; font-size: 1.3rem; } .kpi span { color: var(--muted); font-size: .85em; }
 svg text { font: 12px system-ui, sans-serif; fill: var(--ink); } svg .muted { fill: var(--muted); }
 section { break-inside: avoid-page; }
 @page { size: A4; margin: 14mm; }
-@media screen and (max-width: 40rem) { body { margin: 1rem auto; font-size: 13px; } .kpis { grid-template-columns: repeat(2, 1fr); } table { display: block; overflow-x: auto; } th, td { padding: .2rem .35rem; } th.n { white-space: normal; } td:last-child:not(.n) { min-width: 14rem; } }
+@media screen and (max-width: 40rem) { body { margin: 1rem auto; font-size: 13px; } .kpis { grid-template-columns: repeat(2, 1fr); } table { display: block; overflow-x: auto; } th, td { padding: .2rem .35rem; } td:last-child:not(.n) { min-width: 14rem; } }
 @media print { body { margin: 0; max-width: none; font-size: 11px; } h2 { break-after: avoid; } tr { break-inside: avoid; } }
 "#;
 
@@ -165,16 +162,16 @@ fn team_chart(teams: &[FunnelRow]) -> String {
 /// no such column).
 fn funnel_table(title: &str, rows: &[FunnelRow], currency: &str, capacity: bool) -> String {
     let mut s = String::new();
-    let (cost, waste) = (format!("Cost ({currency})"), format!("Waste ({currency})"));
     let mut cols = vec![
-        (title, Text),
+        (title, Name),
         ("Capacity GPU-h", Num),
         ("Allocated GPU-h", Num),
         ("Effective GPU-h", Num),
         ("Effective", Num),
         ("Waste GPU-h", Num),
-        (cost.as_str(), Num),
-        (waste.as_str(), Num),
+        // The cells carry the currency ("676 USD").
+        ("Cost", Num),
+        ("Waste cost", Num),
     ];
     if !capacity {
         cols.remove(1);
@@ -214,10 +211,13 @@ fn more(total: usize) -> String {
     }
 }
 
-/// Whether a column holds numbers (right-aligned) or text.
+/// Whether a column holds numbers (right-aligned), a short name kept on one line (a node, a
+/// team, a GPU model, a kind: "gpu-h100-mig-01" broken at its hyphens reads as three words),
+/// or text.
 #[derive(Clone, Copy)]
 enum Align {
     Text,
+    Name,
     Num,
 }
 
@@ -225,12 +225,13 @@ impl Align {
     fn class(self) -> &'static str {
         match self {
             Align::Text => "",
+            Align::Name => " class=\"id\"",
             Align::Num => " class=\"n\"",
         }
     }
 }
 
-use Align::{Num, Text};
+use Align::{Name, Num, Text};
 
 /// A table's opening, its caption when given, and its head row.
 fn table_head(s: &mut String, caption: Option<&str>, cols: &[(&str, Align)]) {
@@ -415,8 +416,8 @@ fn idle(s: &mut String, d: &ReportData) {
     if !d.idle.is_empty() {
         let cols = [
             ("Tenant", Text),
-            ("Team", Text),
-            ("Node", Text),
+            ("Team", Name),
+            ("Node", Name),
             ("Idle hours", Num),
             ("What", Text),
         ];
@@ -451,7 +452,7 @@ fn waiting(s: &mut String, d: &ReportData) {
         esc(&money(sum(|r| r.reclaimable_cost), &d.currency)),
     );
     let cols = [
-        ("Team", Text),
+        ("Team", Name),
         ("Pool", Text),
         ("Waited GPU-h", Num),
         ("Idle held GPU-h", Num),
@@ -493,7 +494,7 @@ fn interference(s: &mut String, d: &ReportData) {
         let cols = [
             ("Slowed down", Text),
             ("By", Text),
-            ("Node", Text),
+            ("Node", Name),
             ("Contended hours", Num),
             ("Rate drop", Num),
         ];
@@ -528,8 +529,8 @@ fn recommendations(s: &mut String, d: &ReportData) {
     );
     if !d.recommendations.is_empty() {
         let cols = [
-            ("Kind", Text),
-            ("Node", Text),
+            ("Kind", Name),
+            ("Node", Name),
             ("GPUs freed", Num),
             ("Confidence", Num),
             ("What", Text),
@@ -571,7 +572,7 @@ fn outcomes(s: &mut String, d: &ReportData) {
     );
     if !d.outcomes.is_empty() {
         let cols = [
-            ("Node", Text),
+            ("Node", Name),
             ("Step", Text),
             ("Applied (UTC)", Text),
             ("Verdict", Text),

@@ -287,7 +287,22 @@ fn heavy_every_dashboard_page_works_in_chromium_with_and_without_javascript() {
             "{}",
             r["url"]
         );
-        assert!(text(r).contains("Generated configuration"));
+        // A step that configures its node shows the configuration; a reclaim or a
+        // separation configures nothing and shows its proposal as the API serves it.
+        let url = r["url"].as_str().unwrap();
+        let configures = ["mig_layout-", "time_slicing-", "mps-"]
+            .iter()
+            .any(|k| url.starts_with(&format!("/recommendations/{k}")));
+        assert_eq!(
+            text(r).contains("Generated configuration"),
+            configures,
+            "{url}"
+        );
+        assert_eq!(
+            text(r).contains("/api/v1/recommendations"),
+            !configures,
+            "{url}"
+        );
     }
     assert!(page(pages, "/tenants")["rows"].as_u64().unwrap() >= 10);
     assert!(page(pages, "/teams")["rows"].as_u64().unwrap() >= 5);

@@ -202,7 +202,12 @@ async fn heavy_a_weeks_report_matches_the_funnel_api() {
         assert!(html.contains(heading), "{heading} missing");
     }
     assert!(html.contains("@media print"));
-    assert!(html.contains(&format!("{:.0}", data.fleet.allocated_gpu_hours)));
+    // Read as the dashboard reads it: "2,085 GPU-h".
+    let allocated = model::figures::quantity(data.fleet.allocated_gpu_hours);
+    assert!(
+        html.contains(&format!("<b>{allocated} GPU-h</b>")),
+        "{allocated}"
+    );
 
     // The README's sample is this report: GPULENS_WRITE_SAMPLE=path writes it.
     if let Some(path) = &sample {

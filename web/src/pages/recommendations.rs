@@ -363,7 +363,11 @@ pub struct RecView {
     pub money_per_month: Option<String>,
     pub tenants: Vec<String>,
     pub replay: Vec<(String, String)>,
-    pub configs: Vec<(String, String)>,
+    /// The configuration the step generates, (title, text): a mig-parted config or the device
+    /// plugin's; none for a reclaim or a separation.
+    pub config: Option<(String, String)>,
+    /// A step without a configuration: its proposal as `/api/v1/recommendations` serves it.
+    pub proposal: Option<String>,
     pub findings: Vec<(String, String)>,
     /// Steps to carry out first, in order: (id, summary).
     pub requires: Vec<(String, String)>,
@@ -375,11 +379,16 @@ pub struct RecView {
 pub fn recommendation(frame: Frame, v: RecView) -> String {
     document(frame, Nav::Recommendations, move || {
         let replay = super::figures_table(&v.replay);
-        let configs = v
-            .configs
-            .iter()
-            .map(|(name, text)| view! { <h3>{name.clone()}</h3><pre>{text.clone()}</pre> })
-            .collect_view();
+        let config = v.config.clone().map(|(name, text)| {
+            view! { <h2>"Generated configuration"</h2><h3>{name}</h3><pre>{text}</pre> }
+        });
+        let proposal = v.proposal.clone().map(|text| {
+            view! {
+                <h2>"Proposal"</h2>
+                <p class="note">"As " <a href="/api/v1/recommendations">"/api/v1/recommendations"</a> " gives it, for automation."</p>
+                <pre>{text}</pre>
+            }
+        });
         let findings = v
             .findings
             .iter()
@@ -441,8 +450,8 @@ pub fn recommendation(frame: Frame, v: RecView) -> String {
             <h2 id="apply">"Apply"</h2>
             {act}
             {v.outcome.clone().map(outcome_detail)}
-            <h2>"Generated configuration"</h2>
-            {configs}
+            {config}
+            {proposal}
             <h2>"Findings it answers"</h2><ul>{findings}</ul>
         }
         .into_any()
