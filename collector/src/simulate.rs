@@ -119,13 +119,17 @@ impl Driver {
                 let mut tick = tokio::time::interval(interval);
                 tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
                 let step = interval.as_millis() as i64;
+                let mut last_ts = i64::MIN;
                 loop {
                     tick.tick().await;
                     if ends.is_some_and(|e| tokio::time::Instant::now() >= e) {
                         return anyhow::Ok(());
                     }
                     let now = model::time::now_ms();
-                    let ts = now - now.rem_euclid(step);
+                    let Some(ts) = next_slot(now, step, last_ts) else {
+                        continue;
+                    };
+                    last_ts = ts;
                     let batch =
                         me.fleet
                             .batch(node, &me.agent_id, me.next_seq(node), &[ts], step as u32);
@@ -148,6 +152,16 @@ impl Driver {
     }
 }
 
+/// The slot a live tick samples: the one `now_ms` is in, unless that slot was sampled already.
+/// A tick that fires late and the next one on time can fall in the same wall-clock slot (a
+/// loaded machine); sampling it twice would send two snapshots of one moment, which the
+/// rollups count twice (allocations summing to 2 GPUs, memory doubled). The agent keeps the
+/// same rule (`agent::schedule`).
+fn next_slot(now_ms: i64, step_ms: i64, last_ts: i64) -> Option<i64> {
+    let ts = now_ms - now_ms.rem_euclid(step_ms);
+    (ts > last_ts).then_some(ts)
+}
+
 /// Loads a scenario file, or the built-in default.
 pub fn load_scenario(path: Option<&std::path::Path>) -> anyhow::Result<simulator::Scenario> {
     match path {
@@ -164,3 +178,23 @@ pub fn load_scenario(path: Option<&std::path::Path>) -> anyhow::Result<simulator
 
 /// The demo's default scenario (scenarios/k8s-mixed.toml).
 pub const DEFAULT_SCENARIO: &str = include_str!("../../scenarios/k8s-mixed.toml");
+
+#[cfg(test)]
+mod tests {
+    use super::next_slot;
+
+    /// Ticks at 23.001 s and 23.999 s (one late, or the next early) fall in one second-long
+    /// slot: the second is skipped, never sent as a second snapshot of 23 s.
+    #[test]
+    fn a_slot_is_sampled_once_however_the_ticks_fall() {
+        let mut last = i64::MIN;
+        let mut sent = Vec::new();
+        for now in [22_998, 23_001, 23_999, 24_002, 26_500, 26_900] {
+            if let Some(ts) = next_slot(now, 1000, last) {
+                last = ts;
+                sent.push(ts);
+            }
+        }
+        assert_eq!(sent, [22_000, 23_000, 24_000, 26_000]);
+    }
+}
