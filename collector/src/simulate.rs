@@ -154,9 +154,9 @@ impl Driver {
 
 /// The slot a live tick samples: the one `now_ms` is in, unless that slot was sampled already.
 /// A tick that fires late and the next one on time can fall in the same wall-clock slot (a
-/// loaded machine); sampling it twice would send two snapshots of one moment, which the
-/// rollups count twice (allocations summing to 2 GPUs, memory doubled). The agent keeps the
-/// same rule (`agent::schedule`).
+/// loaded machine); sampling it twice would send two snapshots of one moment, against the
+/// wire contract (docs/ingest.md, "One snapshot per moment"). The agent keeps the same rule
+/// (`agent::schedule`).
 fn next_slot(now_ms: i64, step_ms: i64, last_ts: i64) -> Option<i64> {
     let ts = now_ms - now_ms.rem_euclid(step_ms);
     (ts > last_ts).then_some(ts)

@@ -454,7 +454,7 @@ pub fn aggregate(
     processes: &[RawProcess],
     mig: &[RawMig],
 ) -> NodeRollup {
-    let instants = instants(allocations, processes);
+    let mut instants = instants(allocations, processes);
     let mig_active: HashMap<(&str, i64, i32), f32> = mig
         .iter()
         .filter_map(|m| Some(((m.gpu_uuid.as_str(), m.ts, m.gi_id), m.sm_active?)))
@@ -463,6 +463,19 @@ pub fn aggregate(
     // Idle runs need each tenant's samples in time order.
     let mut order: Vec<&RawGpu> = gpus.iter().collect();
     order.sort_by(|a, b| (a.gpu_uuid.as_str(), a.ts).cmp(&(b.gpu_uuid.as_str(), b.ts)));
+    // A moment sent twice (the same `ts` in two batches: docs/ingest.md, "One snapshot per
+    // moment") is one moment: its GPU row counts once, and the rows beside it are averaged
+    // over the copies, so that allocations do not add up past the GPU nor memory double.
+    let mut copies: HashMap<(&str, i64), u32> = HashMap::new();
+    for g in &order {
+        *copies.entry((g.gpu_uuid.as_str(), g.ts)).or_default() += 1;
+    }
+    order.dedup_by(|a, b| a.gpu_uuid == b.gpu_uuid && a.ts == b.ts);
+    for (key, at) in instants.iter_mut() {
+        if let Some(&k) = copies.get(key).filter(|&&k| k > 1) {
+            at.count_once_of(k);
+        }
+    }
 
     let mut out = NodeRollup::default();
     for g in order {
@@ -503,6 +516,22 @@ struct AtInstant {
     /// SM time of every process on the GPU, attributed or not.
     sm_total: f64,
     unattributed: bool,
+}
+
+impl AtInstant {
+    /// The instant's rows came in `k` copies of its snapshot: their mean is the snapshot.
+    fn count_once_of(&mut self, k: u32) {
+        let k_f = f64::from(k);
+        for (share, _) in self.alloc.values_mut() {
+            *share /= k_f;
+        }
+        for p in self.procs.values_mut() {
+            p.count = (p.count + k as i32 - 1) / k as i32;
+            p.sm = p.sm.map(|sm| sm / k as f32);
+            p.mem = p.mem.map(|m| m / i64::from(k));
+        }
+        self.sm_total /= k_f;
+    }
 }
 
 fn instants<'a>(

@@ -213,3 +213,56 @@ fn mig_tenants_use_dcgm_and_shared_tenants_split_the_device() {
     assert!((a.eff_sum - 0.45).abs() < 1e-6, "{}", a.eff_sum);
     assert_eq!(a.eff_dcgm_n, 1);
 }
+
+/// A snapshot sent again in a later batch (same GPU, same `ts`) is one moment: the rollups
+/// are those of the snapshot sent once, where they used to add the copies (two tenants' shares
+/// summing to 2 GPUs, memory doubled, an extra second covered).
+#[test]
+fn a_moment_sent_twice_counts_once() {
+    let seconds = 0..10i64;
+    let gpu = |s: i64| {
+        let mut g = raw(s * 1000, 0.8);
+        g.sm_active = Some(0.6);
+        g
+    };
+    let allocs = |s: i64| {
+        [
+            alloc(s * 1000, "a", None, 0.5),
+            alloc(s * 1000, "b", None, 0.5),
+        ]
+    };
+    let procs = |s: i64| {
+        [
+            process(s * 1000, "a", None, Some(0.75)),
+            process(s * 1000, "b", None, Some(0.25)),
+        ]
+    };
+    let once = aggregate(
+        MINUTE_MS,
+        &seconds.clone().map(gpu).collect::<Vec<_>>(),
+        &seconds.clone().flat_map(allocs).collect::<Vec<_>>(),
+        &seconds.clone().flat_map(procs).collect::<Vec<_>>(),
+        &[],
+    );
+    // Second 5 arrives twice, its copy after the rest.
+    let twice = aggregate(
+        MINUTE_MS,
+        &seconds.clone().chain([5]).map(gpu).collect::<Vec<_>>(),
+        &seconds
+            .clone()
+            .chain([5])
+            .flat_map(allocs)
+            .collect::<Vec<_>>(),
+        &seconds
+            .clone()
+            .chain([5])
+            .flat_map(procs)
+            .collect::<Vec<_>>(),
+        &[],
+    );
+    assert_eq!(twice.gpus, once.gpus);
+    assert_eq!(twice.tenants, once.tenants);
+    let a = &once.tenants[&("G".to_string(), "a".to_string(), 0)];
+    assert_eq!((a.samples, a.alloc_n, a.processes_max), (10, 10, 1));
+    assert_eq!(a.mem_used.max, Some(1 << 30));
+}
