@@ -210,7 +210,7 @@ async fn pending_pods_beside_an_idle_holder_make_a_waiting_demand_finding() {
         .find("Work that waited while GPUs were held idle")
         .expect("the report's section")..];
     assert!(
-        section.contains("cv/idle-holder/main") && section.contains("<td>ml</td>"),
+        section.contains("cv/idle-holder/main") && section.contains("<td class=\"id\">ml</td>"),
         "{section:.2000}"
     );
 
