@@ -57,6 +57,7 @@ conformance!(
     replays_are_stored_once,
     concurrent_batches_are_each_stored_once,
     rollups_match_raw_data,
+    a_moment_sent_again_counts_once,
     an_hour_rolled_up_in_pieces_is_its_minutes_merged,
     interference_minutes_are_the_wanted_slice_of_minute_rollups,
     series_use_the_right_resolution,

@@ -499,3 +499,62 @@ pub(crate) async fn a_row_the_store_cannot_decode_is_skipped_and_the_rollup_goes
     assert_eq!(stats.undecodable_rows, 1);
     assert!(stats.minutes >= 1 && stats.gpu_rows > 0, "{stats:?}");
 }
+
+/// A snapshot sent again under a new sequence number (a sender that sampled one slot twice)
+/// is one moment in the rollups, on every backend: the node's hour reads as the same data sent
+/// once (here under another cluster name, so both live in one store).
+pub(crate) async fn a_moment_sent_again_counts_once(store: &Store) {
+    let f = fleet();
+    let t0 = hour_ago(3);
+    let instants: Vec<i64> = (0..60).map(|i| t0 + i * 60_000).collect();
+    for b in batches(&f, "d", &instants, 60, 60_000) {
+        // Sent once, under the cluster "once".
+        let mut single = b.clone();
+        single.cluster = "once".into();
+        store.ingest(&single, t0, &no_team).await.unwrap();
+        // Sent whole, then minute 30 again in a batch of its own.
+        store.ingest(&b, t0, &no_team).await.unwrap();
+        let node = f.node_index(&b.node).unwrap();
+        let again = f.batch(node, "d", 2, &[instants[30]], 60_000);
+        assert_eq!(again.cluster, "test");
+        store.ingest(&again, t0, &no_team).await.unwrap();
+    }
+    store.rollup(now_ms()).await.unwrap();
+    let mut compared = 0;
+    for node in ["whole", "mig", "shared"] {
+        let read = |cluster: &'static str| {
+            store.rollups(store::Rollups::Hour, cluster, node, t0, t0 + HOUR_MS)
+        };
+        let (twice, once) = (read("test").await.unwrap(), read("once").await.unwrap());
+        compared += once.tenants.len();
+        assert_eq!(twice.gpus.len(), once.gpus.len(), "{node}");
+        for (key, g) in &once.gpus {
+            let t = &twice.gpus[key];
+            assert_eq!(
+                (t.samples, t.covered_s),
+                (g.samples, g.covered_s),
+                "{node} {key:?}"
+            );
+            assert!(
+                (t.alloc_share_sum - g.alloc_share_sum).abs() < 1e-9,
+                "{node} {key:?}"
+            );
+        }
+        assert_eq!(twice.tenants.len(), once.tenants.len(), "{node}");
+        for (key, g) in &once.tenants {
+            let t = &twice.tenants[key];
+            assert_eq!(
+                (t.samples, t.alloc_n, t.processes_max, t.mem_used.max),
+                (g.samples, g.alloc_n, g.processes_max, g.mem_used.max),
+                "{node} {key:?}"
+            );
+            assert!(
+                (t.alloc_share_sum - g.alloc_share_sum).abs() < 1e-9,
+                "{node} {key:?}"
+            );
+            assert!((t.eff_sum - g.eff_sum).abs() < 1e-6, "{node} {key:?}");
+        }
+    }
+    // Both pods of "whole" and both users of "shared" (the MIG pod's bursts may miss the hour).
+    assert!(compared >= 4, "{compared} tenant-hours compared");
+}
