@@ -233,6 +233,9 @@ impl Align {
 
 use Align::{Name, Num, Text};
 
+/// The longest name kept on one line (a GPU model such as "NVIDIA H100 80GB HBM3" is 21).
+const LONG_NAME: usize = 32;
+
 /// A table's opening, its caption when given, and its head row.
 fn table_head(s: &mut String, caption: Option<&str>, cols: &[(&str, Align)]) {
     s.push_str("<table>");
@@ -261,6 +264,12 @@ fn table_row_html(s: &mut String, cols: &[(&str, Align)], cells: Vec<String>) {
     debug_assert_eq!(cols.len(), cells.len(), "a cell for every column");
     s.push_str("<tr>");
     for ((_, align), cell) in cols.iter().zip(cells) {
+        // A name past `LONG_NAME` characters may break: kept whole, it would push the table
+        // past the page (node names may run to 253).
+        let align = match align {
+            Name if cell.chars().count() > LONG_NAME => Text,
+            other => *other,
+        };
         let _ = write!(s, "<td{}>{cell}</td>", align.class());
     }
     s.push_str("</tr>");
@@ -701,6 +710,23 @@ mod tests {
         }
         // Funnel, teams, idle, waiting, interference, recommendations, outcomes, models, nodes.
         assert_eq!(tables, 9);
+    }
+
+    /// A node, team or model name stays on one line ("gpu-h100-mig-01" broken at its hyphens
+    /// reads as three words); one too long to fit beside the numbers may break.
+    #[test]
+    fn short_names_stay_whole_and_long_ones_may_break() {
+        let cols = [("Node", Name), ("GPU-h", Num)];
+        let mut s = String::new();
+        table_row(&mut s, &cols, vec!["gpu-h100-mig-01".into(), "1".into()]);
+        assert_eq!(
+            s,
+            "<tr><td class=\"id\">gpu-h100-mig-01</td><td class=\"n\">1</td></tr>"
+        );
+        let long = format!("gpu-{}", "a".repeat(249));
+        let mut s = String::new();
+        table_row(&mut s, &cols, vec![long.clone(), "1".into()]);
+        assert!(s.starts_with(&format!("<tr><td>{long}</td>")), "{s}");
     }
 
     /// One of each reads in the singular, in the summary (the report list, webhooks) and the
