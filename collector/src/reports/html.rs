@@ -415,36 +415,64 @@ fn funnel(s: &mut String, d: &ReportData) {
     );
 }
 
-/// The top idle allocations.
-fn idle(s: &mut String, d: &ReportData) {
+/// A section: its heading, a note (HTML, its text escaped by the caller) and, when there are
+/// rows, a table of the first [`TOP`] of them (cells HTML, escaped by the caller) and how many
+/// more there are.
+fn table_section(
+    s: &mut String,
+    heading: &str,
+    note: &str,
+    cols: &[(&str, Align)],
+    rows: Vec<Vec<String>>,
+) {
     let _ = write!(
         s,
-        "<section><h2>Top idle allocations</h2><p class=\"note\">{} allocations held a GPU without using it for hours.</p>",
-        d.idle.len()
+        "<section><h2>{}</h2><p class=\"note\">{note}</p>",
+        esc(heading)
     );
-    if !d.idle.is_empty() {
-        let cols = [
+    if !rows.is_empty() {
+        table_head(s, None, cols);
+        let total = rows.len();
+        for cells in rows.into_iter().take(TOP) {
+            table_row_html(s, cols, cells);
+        }
+        s.push_str("</tbody></table>");
+        s.push_str(&more(total));
+    }
+    s.push_str("</section>\n");
+}
+
+/// The allocations held idle longest.
+fn idle(s: &mut String, d: &ReportData) {
+    let rows = d
+        .idle
+        .iter()
+        .map(|r| {
+            vec![
+                esc(&r.tenant),
+                esc(r.team.as_deref().unwrap_or("–")),
+                esc(&r.node),
+                num(r.hours),
+                esc(&r.summary),
+            ]
+        })
+        .collect();
+    table_section(
+        s,
+        "Top idle allocations",
+        &format!(
+            "{} allocations held a GPU without using it for hours.",
+            d.idle.len()
+        ),
+        &[
             ("Tenant", Text),
             ("Team", Name),
             ("Node", Name),
             ("Idle hours", Num),
             ("What", Text),
-        ];
-        table_head(s, None, &cols);
-        for r in d.idle.iter().take(TOP) {
-            let cells = vec![
-                r.tenant.clone(),
-                r.team.clone().unwrap_or_else(|| "–".into()),
-                r.node.clone(),
-                num(r.hours),
-                r.summary.clone(),
-            ];
-            table_row(s, &cols, cells);
-        }
-        s.push_str("</tbody></table>");
-        s.push_str(&more(d.idle.len()));
-    }
-    s.push_str("</section>\n");
+        ],
+        rows,
+    );
 }
 
 /// Work that waited for GPUs while GPUs of its pool were held idle (waiting_demand).
@@ -453,115 +481,121 @@ fn waiting(s: &mut String, d: &ReportData) {
         return;
     }
     let sum = |f: fn(&WaitingRow) -> f64| d.waiting.iter().map(f).sum::<f64>();
-    let _ = write!(
-        s,
-        "<section><h2>Work that waited while GPUs were held idle</h2><p class=\"note\">Work waited {} GPU-hours for GPUs; up to {} GPU-hours of it could have run on GPUs of its pool that were held idle meanwhile (up to {}). Teams waiting for one pool are each set against the same idle GPUs.</p>",
+    let note = format!(
+        "Work waited {} GPU-hours for GPUs; up to {} GPU-hours of it could have run on GPUs of its pool that were held idle meanwhile (up to {}). Teams waiting for one pool are each set against the same idle GPUs.",
         num(sum(|r| r.waited_gpu_hours)),
         num(sum(|r| r.reclaimable_gpu_hours)),
         esc(&money(sum(|r| r.reclaimable_cost), &d.currency)),
     );
-    let cols = [
-        ("Team", Name),
-        ("Pool", Text),
-        ("Waited GPU-h", Num),
-        ("Idle held GPU-h", Num),
-        ("Reclaimable GPU-h", Num),
-        ("Fragmented GPU-h", Num),
-        ("Idle holders", Text),
-    ];
-    table_head(s, None, &cols);
-    for r in d.waiting.iter().take(TOP) {
-        let holders = if r.holders.is_empty() {
-            "none idle".to_owned()
-        } else {
-            r.holders.join(", ")
-        };
-        let cells = vec![
-            r.team.clone(),
-            r.pool.clone(),
-            num(r.waited_gpu_hours),
-            num(r.idle_held_gpu_hours),
-            num(r.reclaimable_gpu_hours),
-            num(r.fragmented_gpu_hours),
-            holders,
-        ];
-        table_row(s, &cols, cells);
-    }
-    s.push_str("</tbody></table>");
-    s.push_str(&more(d.waiting.len()));
-    s.push_str("</section>\n");
+    let rows = d
+        .waiting
+        .iter()
+        .map(|r| {
+            let holders = if r.holders.is_empty() {
+                "none idle".to_owned()
+            } else {
+                r.holders.join(", ")
+            };
+            vec![
+                esc(&r.team),
+                esc(&r.pool),
+                num(r.waited_gpu_hours),
+                num(r.idle_held_gpu_hours),
+                num(r.reclaimable_gpu_hours),
+                num(r.fragmented_gpu_hours),
+                esc(&holders),
+            ]
+        })
+        .collect();
+    table_section(
+        s,
+        "Work that waited while GPUs were held idle",
+        &note,
+        &[
+            ("Team", Name),
+            ("Pool", Text),
+            ("Waited GPU-h", Num),
+            ("Idle held GPU-h", Num),
+            ("Reclaimable GPU-h", Num),
+            ("Fragmented GPU-h", Num),
+            ("Idle holders", Text),
+        ],
+        rows,
+    );
 }
 
 /// The interference incidents.
 fn interference(s: &mut String, d: &ReportData) {
-    let _ = write!(
+    let rows = d
+        .interference
+        .iter()
+        .map(|r| {
+            vec![
+                esc(&r.victim),
+                esc(&r.aggressor),
+                esc(&r.node),
+                num(r.hours),
+                pct(r.rate_drop),
+            ]
+        })
+        .collect();
+    table_section(
         s,
-        "<section><h2>Interference incidents</h2><p class=\"note\">{} in which a tenant sharing a GPU slowed another down.</p>",
-        count(d.interference.len() as f64, "incident", "incidents")
-    );
-    if !d.interference.is_empty() {
-        let cols = [
+        "Interference incidents",
+        &format!(
+            "{} in which a tenant sharing a GPU slowed another down.",
+            count(d.interference.len() as f64, "incident", "incidents")
+        ),
+        &[
             ("Slowed down", Text),
             ("By", Text),
             ("Node", Name),
             ("Contended hours", Num),
             ("Rate drop", Num),
-        ];
-        table_head(s, None, &cols);
-        for r in d.interference.iter().take(TOP) {
-            let cells = vec![
-                r.victim.clone(),
-                r.aggressor.clone(),
-                r.node.clone(),
-                num(r.hours),
-                pct(r.rate_drop),
-            ];
-            table_row(s, &cols, cells);
-        }
-        s.push_str("</tbody></table>");
-        s.push_str(&more(d.interference.len()));
-    }
-    s.push_str("</section>\n");
+        ],
+        rows,
+    );
 }
 
 /// The open recommendations.
 fn recommendations(s: &mut String, d: &ReportData) {
-    let _ = write!(
-        s,
-        "<section><h2>Open recommendations</h2><p class=\"note\">{}, replayed against the recorded demand, would free {}.</p>",
-        count(
-            d.recommendations.len() as f64,
-            "recommendation",
-            "recommendations"
-        ),
-        count(d.gpus_freed(), "GPU", "GPUs")
-    );
-    if !d.recommendations.is_empty() {
-        let cols = [
-            ("Kind", Name),
-            ("Node", Name),
-            ("GPUs freed", Num),
-            ("Confidence", Num),
-            ("What", Text),
-        ];
-        table_head(s, None, &cols);
-        for r in d.recommendations.iter().take(TOP) {
+    let rows = d
+        .recommendations
+        .iter()
+        .map(|r| {
             let config = r.config.as_ref().map_or(String::new(), |c| {
                 format!(" (config <code>{}</code>)", esc(c))
             });
-            let cells = vec![
+            vec![
                 esc(&web::format::kind(&r.kind)),
                 esc(&r.node),
                 format!("{:.0}", r.gpus_freed),
                 format!("{:.0} %", r.confidence * 100.0),
                 format!("{}{config}", esc(&r.summary)),
-            ];
-            table_row_html(s, &cols, cells);
-        }
-        s.push_str("</tbody></table>");
-        s.push_str(&more(d.recommendations.len()));
-    }
-    s.push_str("</section>\n");
+            ]
+        })
+        .collect();
+    table_section(
+        s,
+        "Open recommendations",
+        &format!(
+            "{}, replayed against the recorded demand, would free {}.",
+            count(
+                d.recommendations.len() as f64,
+                "recommendation",
+                "recommendations"
+            ),
+            count(d.gpus_freed(), "GPU", "GPUs")
+        ),
+        &[
+            ("Kind", Name),
+            ("Node", Name),
+            ("GPUs freed", Num),
+            ("Confidence", Num),
+            ("What", Text),
+        ],
+        rows,
+    );
 }
 
 /// Steps applied through label actions, measured against replay's prediction.
