@@ -207,7 +207,7 @@ pub fn activity_evidence(h: &Holding, from: i64, to: i64) -> Evidence {
     // MIG instance or a time-sliced share it carries the other tenants' work too, so the use
     // attributed to the tenant is what shows it.
     let signal = h.signal();
-    if h.share() < 0.99 && signal != "none" {
+    if !h.whole_gpu() && signal != "none" {
         return Evidence::tenant(
             "effective use attributed to it (the signal used)",
             "effective",

@@ -112,6 +112,12 @@ impl Holding {
         }
     }
 
+    /// Whether it held the whole GPU (not a MIG instance or a time-sliced share), allowing for
+    /// the rounding of a mean of shares.
+    pub fn whole_gpu(&self) -> bool {
+        self.share() >= 0.99
+    }
+
     /// Share of allocated samples that were idle.
     pub fn idle_ratio(&self) -> f64 {
         if self.total.alloc_n > 0 {

@@ -169,7 +169,7 @@ fn reclaims<'a>(
 /// What a reclaim gives back, as people count it: whole GPUs by number ("its GPU", "its 2
 /// GPUs"), a share of one in GPU-equivalents ("0.14 GPU").
 fn released(holdings: &[&Holding]) -> String {
-    if holdings.iter().all(|h| h.share() > 0.995) {
+    if holdings.iter().all(|h| h.whole_gpu()) {
         match holdings.len() {
             1 => "its GPU".to_owned(),
             n => format!("its {n} GPUs"),

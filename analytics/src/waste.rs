@@ -138,7 +138,7 @@ pub fn finding(ctx: &Ctx, h: &Holding, planned: Option<(&str, &Move)>) -> Findin
             Why::FitsSmaller => "no plan step moves it: the pool frees nothing by it alone".to_owned(),
         },
     };
-    let severity = if wasted >= WARNING_WASTE_GPU_HOURS || (ratio < 0.1 && h.share() >= 0.99) {
+    let severity = if wasted >= WARNING_WASTE_GPU_HOURS || (ratio < 0.1 && h.whole_gpu()) {
         Severity::Warning
     } else {
         Severity::Info

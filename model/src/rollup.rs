@@ -466,14 +466,17 @@ pub fn aggregate(
     // A moment sent twice (the same `ts` in two batches: docs/ingest.md, "One snapshot per
     // moment") is one moment: its GPU row counts once, and the rows beside it are averaged
     // over the copies, so that allocations do not add up past the GPU nor memory double.
-    for copies in order.chunk_by(|a, b| a.gpu_uuid == b.gpu_uuid && a.ts == b.ts) {
-        if copies.len() > 1
-            && let Some(at) = instants.get_mut(&(copies[0].gpu_uuid.as_str(), copies[0].ts))
-        {
-            at.count_once_of(copies.len() as u32);
-        }
-    }
-    order.dedup_by(|a, b| a.gpu_uuid == b.gpu_uuid && a.ts == b.ts);
+    let order: Vec<&RawGpu> = order
+        .chunk_by(|a, b| a.gpu_uuid == b.gpu_uuid && a.ts == b.ts)
+        .map(|copies| {
+            if copies.len() > 1
+                && let Some(at) = instants.get_mut(&(copies[0].gpu_uuid.as_str(), copies[0].ts))
+            {
+                at.count_once_of(copies.len() as u32);
+            }
+            copies[0]
+        })
+        .collect();
 
     let mut out = NodeRollup::default();
     for g in order {

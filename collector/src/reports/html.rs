@@ -7,14 +7,9 @@ use analytics::FunnelRow;
 use model::figures::count;
 use model::time::rfc3339;
 use web::chart::esc;
-use web::format::{change, money, pct};
+use web::format::{change, money, num, pct};
 
 use super::content::{ReportData, TOP, WaitingRow};
-
-/// Hours and GPU-hours as the dashboard shows them (`2,085`, `47.9`, `0.42`, `0`).
-fn num(x: f64) -> String {
-    model::figures::quantity(x)
-}
 
 const STYLE: &str = r#"
 :root { --ink: #1b1f24; --muted: #57606a; --line: #d0d7de; --alloc: #3b6fb6; --active: #5a9bd5; --eff: #2e8b57; --waste: #c0504d; --cap: #8c959f; }
