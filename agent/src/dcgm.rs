@@ -9,6 +9,10 @@ use std::time::{Duration, Instant};
 
 use model::wire::v1::Snapshot;
 
+/// The most of a dcgm-exporter answer read: its full default field set for 8 GPUs with MIG
+/// instances is a few hundred KiB.
+const MAX_SCRAPE: usize = 8 * 1024 * 1024;
+
 /// Profiling ratios (0–1) of one GPU or one GPU instance (`model::dcgm`, the field table the
 /// collector's remote-write receiver reads with too).
 pub use model::dcgm::Profiling;
@@ -154,7 +158,9 @@ impl Dcgm {
             if !resp.status().is_success() {
                 return None;
             }
-            resp.text().await.ok()
+            // Bounded while read: an exporter answering without end costs at most this much.
+            let body = ingest_client::bounded::body(resp, MAX_SCRAPE).await.ok()?;
+            String::from_utf8(body).ok()
         }
         .await;
         match fetched {

@@ -136,14 +136,16 @@ pub async fn refresh_once(
     let resp = http.get(url).bearer_auth(&r.token).send().await?;
     let status = resp.status();
     if !status.is_success() {
-        let body = resp.text().await.unwrap_or_default();
+        let body = ingest_client::bounded::prefix(resp, 4096).await;
         let detail = serde_json::from_str::<serde_json::Value>(&body)
             .ok()
             .and_then(|v| v["detail"].as_str().map(str::to_owned))
             .unwrap_or(body);
         anyhow::bail!("the collector answered {status}: {detail}");
     }
-    let answer: model::wire::v1::NodeLabels = serde_json::from_slice(&resp.bytes().await?)
+    // A node's labels are a few hundred bytes; the answer is read no further than 1 MiB.
+    let body = ingest_client::bounded::body(resp, 1024 * 1024).await?;
+    let answer: model::wire::v1::NodeLabels = serde_json::from_slice(&body)
         .map_err(|e| anyhow::anyhow!("the collector's answer is not node labels: {e}"))?;
     let now = SystemTime::now();
     let text = render(&answer.labels, now, now + lifetime(r.every))?;

@@ -28,9 +28,15 @@ pub struct AgentAuth {
 
 #[derive(Debug, Clone)]
 struct Credential {
-    token: Vec<u8>,
+    /// The token's SHA-256: tokens are compared as hashes, of one length whatever is sent.
+    token: [u8; 32],
     nodes: Vec<String>,
     cluster: Option<String>,
+}
+
+fn sha256(b: &[u8]) -> [u8; 32] {
+    use sha2::Digest;
+    sha2::Sha256::digest(b).into()
 }
 
 /// The credentials the collector accepts.
@@ -71,7 +77,7 @@ impl Auth {
             };
             crate::settings::check_token(&setting, &token).map_err(anyhow::Error::msg)?;
             credentials.push(Credential {
-                token: token.into_bytes(),
+                token: sha256(token.as_bytes()),
                 nodes: a.nodes.clone(),
                 cluster: a.cluster.clone(),
             });
@@ -85,7 +91,7 @@ impl Auth {
     /// A credential added at run time (the demo's own simulated agents).
     pub fn add(&mut self, token: &str, nodes: Vec<String>, cluster: Option<String>) {
         self.credentials.push(Credential {
-            token: token.as_bytes().to_vec(),
+            token: sha256(token.as_bytes()),
             nodes,
             cluster,
         });
@@ -93,11 +99,11 @@ impl Auth {
 
     /// Finds the credential of an `Authorization` header value.
     pub fn identify(&self, header: Option<&str>) -> Result<usize, ApiError> {
-        let token = bearer(header)?;
+        let token = sha256(bearer(header)?.as_bytes());
         // Compare against every credential without stopping early.
         let mut found = None;
         for (i, c) in self.credentials.iter().enumerate() {
-            if constant_time_eq(&c.token, token.as_bytes()) && found.is_none() {
+            if constant_time_eq(&c.token, &token) && found.is_none() {
                 found = Some(i);
             }
         }
@@ -117,6 +123,14 @@ impl Auth {
             if bearer(header).is_err() {
                 return e;
             }
+            crate::access::audit::refused(
+                "unknown agent token",
+                None,
+                &crate::access::Caller {
+                    addr,
+                    ..Default::default()
+                },
+            );
             let addr = addr.unwrap_or(std::net::IpAddr::from([0, 0, 0, 0]));
             match self.failures.failed(addr, now_ms) {
                 Some(wait) => ApiError::TooManyRequests(

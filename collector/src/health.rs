@@ -6,6 +6,7 @@ use axum::response::{IntoResponse, Response};
 
 use std::sync::Arc;
 
+use crate::access::Caller;
 use crate::access::routes::{Need::*, Routes};
 use crate::analysis::Newest;
 use crate::fleet::LatestGpus;
@@ -20,6 +21,8 @@ pub struct HealthState {
     pub newest: Arc<Newest>,
     pub latest: Arc<LatestGpus>,
     pub refusals: Arc<crate::admission::Refusals>,
+    /// Whether readers must sign in (error texts are theirs).
+    pub access: Arc<crate::access::Access>,
 }
 
 crate::shared::derefs_to_shared!(HealthState);
@@ -101,7 +104,11 @@ async fn readyz(State(state): State<HealthState>) -> Response {
 /// The background tasks: 200 when every task's last pass succeeded (or none ran yet), 503
 /// naming those whose last pass failed; the body lists every task with its runs, failures and
 /// last error.
-async fn task_health(State(state): State<HealthState>) -> Response {
+///
+/// The route is public (probes read it), but an error's text can name clusters, nodes and
+/// what a server outside answered: it is shown to signed-in callers, or to anyone where the
+/// collector is open to readers; otherwise it reads "sign in to see it" (issue 72).
+async fn task_health(State(state): State<HealthState>, caller: Caller) -> Response {
     /// A task as `/healthz/tasks` shows it: its record and whether it is healthy.
     #[derive(serde::Serialize)]
     struct TaskView {
@@ -109,13 +116,20 @@ async fn task_health(State(state): State<HealthState>) -> Response {
         status: crate::tasks::TaskStatus,
         healthy: bool,
     }
+    let shows_errors =
+        caller.principal.is_some() || state.access.mode() == crate::access::Mode::Open;
     let tasks: Vec<TaskView> = state
         .tasks
         .snapshot()
         .into_iter()
-        .map(|status| TaskView {
-            healthy: status.healthy(),
-            status,
+        .map(|mut status| {
+            if !shows_errors && status.last_error.is_some() {
+                status.last_error = Some("(sign in to see it)".into());
+            }
+            TaskView {
+                healthy: status.healthy(),
+                status,
+            }
         })
         .collect();
     let healthy = tasks.iter().all(|t| t.healthy);

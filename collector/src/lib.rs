@@ -8,6 +8,7 @@ pub mod attempts;
 pub mod auth;
 pub mod error;
 pub mod http;
+pub mod kube_api;
 pub mod listener;
 pub mod metrics;
 pub mod openapi;

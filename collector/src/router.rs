@@ -68,8 +68,29 @@ pub fn router_and_table(state: AppState) -> (Router, std::sync::Arc<[Rule]>) {
             crate::access::enforce,
         ))
         .fallback(not_found)
-        .method_not_allowed_fallback(method_not_allowed);
+        .method_not_allowed_fallback(method_not_allowed)
+        .layer(axum::middleware::map_response(framing_refused));
     (router, table)
+}
+
+/// No page of the collector may be framed by another site (an approval form under a
+/// transparent frame is a click away from an approval), and no answer sniffed as another
+/// type: on every answer, pages and API alike.
+async fn framing_refused(mut resp: axum::response::Response) -> axum::response::Response {
+    use axum::http::HeaderValue;
+    let h = resp.headers_mut();
+    h.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
+    h.entry(header::CONTENT_SECURITY_POLICY)
+        .or_insert(HeaderValue::from_static("frame-ancestors 'none'"));
+    h.insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    );
+    h.insert(
+        header::REFERRER_POLICY,
+        HeaderValue::from_static("same-origin"),
+    );
+    resp
 }
 
 /// 404: a page for a browser asking for a dashboard path (it accepts HTML), the API's JSON

@@ -259,6 +259,7 @@ impl AppState {
             newest: self.newest.clone(),
             latest: self.latest.clone(),
             refusals: self.refusals.clone(),
+            access: self.access.clone(),
         }
     }
 

@@ -266,12 +266,18 @@ async fn drive(health: Arc<TaskHealth>, task: Arc<dyn Task>) {
                 .get_or_create(&labels)
                 .set(model::time::now_ms() as f64 / 1000.0);
         }
+        // An error's text may carry what a server outside answered: clipped before it is
+        // logged or kept (issue 72: slurmrestd's errors[] made 27 MB per poll).
+        let error = error.map(|e| ingest_client::bounded::one_line(&e, MAX_ERROR, false));
         if let Some(e) = &error {
             tracing::warn!(task = name, error = %e, "background task pass failed; the next pass runs as usual");
         }
         health.record(name, took, error);
     }
 }
+
+/// The most bytes of a task's error kept and logged.
+pub const MAX_ERROR: usize = 1_000;
 
 fn panic_text(p: Box<dyn std::any::Any + Send>) -> String {
     if let Some(s) = p.downcast_ref::<&str>() {

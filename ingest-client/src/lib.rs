@@ -4,6 +4,7 @@
 //! Other 4xx answers are final: resending the same batch cannot succeed.
 
 pub mod backoff;
+pub mod bounded;
 
 use std::io::Write;
 use std::time::Duration;
@@ -212,7 +213,11 @@ impl Client {
             .and_then(|v| v.to_str().ok())
             .and_then(|v| v.trim().parse::<u64>().ok())
             .map(Duration::from_secs);
-        let text = resp.text().await.unwrap_or_default();
+        // A collector's answer is a few hundred bytes; anything past 64 KiB is not read.
+        let text = bounded::body(resp, 64 * 1024)
+            .await
+            .map(|b| String::from_utf8_lossy(&b).into_owned())
+            .unwrap_or_default();
         match status {
             200..=299 => {
                 let v: serde_json::Value = serde_json::from_str(&text).unwrap_or_default();

@@ -444,7 +444,7 @@ impl Access {
                     _ => Ok(()),
                 }
             }
-            Need::Operate => {
+            Need::Operate(teams) => {
                 let Some(p) = &caller.principal else {
                     return Err(Refusal::SignIn("sign in as an operator to do this".into()));
                 };
@@ -463,7 +463,15 @@ impl Access {
                             .into(),
                     ));
                 }
-                Ok(())
+                match (&p.teams, teams) {
+                    (Some(scope), Teams::AllTeams) => Err(Refusal::Forbidden(format!(
+                        "{} operates for {} only, and this changes what every team on a node \
+                         runs; an operator without a team scope does it",
+                        p.name,
+                        scope.iter().cloned().collect::<Vec<_>>().join(", ")
+                    ))),
+                    _ => Ok(()),
+                }
             }
         }
     }
@@ -597,7 +605,7 @@ pub async fn enforce(State(guard): State<Guard>, mut req: Request, next: Next) -
     let strict = match rule.need {
         Need::Public => false,
         Need::Read(_) | Need::Scrape => access.mode == Mode::SignIn,
-        Need::Agent | Need::Operate => true,
+        Need::Agent | Need::Operate(_) => true,
     };
     let caller = match access.identify(req.headers(), addr, model::time::now_ms(), strict) {
         Ok(c) => c,

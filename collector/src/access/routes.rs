@@ -21,8 +21,11 @@ pub enum Need {
     Scrape,
     /// A viewer (or more); `Teams` says what a team-scoped viewer gets.
     Read(Teams),
-    /// An operator: approves and applies label actions.
-    Operate,
+    /// An operator: approves and applies label actions, decides reclaim cases. `Teams` says
+    /// what a team-scoped operator may change: `Filtered`, only objects of its teams (the
+    /// handler checks the object's team and answers 404 for another team's, as for an unknown
+    /// id); `AllTeams`, nothing (the change reaches every team's tenants: a node's labels).
+    Operate(Teams),
 }
 
 impl Need {
@@ -31,20 +34,21 @@ impl Need {
     pub fn scheme(self) -> Option<&'static str> {
         match self {
             Need::Agent => Some("agentToken"),
-            Need::Operate => Some("operatorToken"),
+            Need::Operate(_) => Some("operatorToken"),
             Need::Public | Need::Scrape | Need::Read(_) => None,
         }
     }
 }
 
-/// What a route shows of tenants, for people scoped to some teams.
+/// What a route shows of tenants, or changes of them, for people scoped to some teams.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Teams {
-    /// The handler shows a scoped caller only its teams' tenants (and fleet totals).
+    /// The handler shows a scoped caller only its teams' tenants (and fleet totals), or lets
+    /// it change only its teams' objects.
     Filtered,
     /// Nothing per tenant: anyone who may read may see it.
     NoTenants,
-    /// Every team's tenants at once: refused to scoped callers.
+    /// Every team's tenants at once (shown or changed): refused to scoped callers.
     AllTeams,
 }
 

@@ -103,9 +103,10 @@ impl Sender {
                 let detail = if v == Verdict::Delivered {
                     format!("HTTP {status}")
                 } else {
-                    let text = resp.text().await.unwrap_or_default();
-                    let text: String = text.chars().take(300).collect();
-                    format!("HTTP {status}: {}", text.trim())
+                    // The first 300 bytes say why; the rest is never read (issue 72: an
+                    // endless error body took the collector to 9 GB).
+                    let text = ingest_client::bounded::prefix(resp, 300).await;
+                    format!("HTTP {status}: {text}")
                 };
                 (v, Some(status), detail)
             }

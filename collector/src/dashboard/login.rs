@@ -219,6 +219,9 @@ pub struct Callback {
 }
 
 /// The provider sends the browser back here: verify, open a session, go where they were going.
+/// The longest name a session keeps (an e-mail address is at most 254).
+const MAX_NAME: usize = 256;
+
 pub async fn oidc_callback(
     State(state): State<DashboardState>,
     caller: Caller,
@@ -266,6 +269,18 @@ pub async fn oidc_callback(
     );
     let now = model::time::now_ms();
     let key = state.access.key();
+    // A sign-in in progress is finished once: its cookie is spent here, whatever the outcome
+    // (issue 72: it could be presented again for its ten minutes).
+    if let Some(f) = flow.as_deref() {
+        if state.access.sessions.is_revoked(f) {
+            audit::refused("a sign-in cookie presented again", None, &caller);
+            return refuse(
+                StatusCode::UNAUTHORIZED,
+                "This sign-in was already used; start again.".into(),
+            );
+        }
+        state.access.sessions.revoke(f, now);
+    }
     let (who, next) = match provider
         .finish(&key, flow.as_deref(), &code, &st, now)
         .await
@@ -276,6 +291,18 @@ pub async fn oidc_callback(
             return refuse(StatusCode::UNAUTHORIZED, format!("Sign-in failed: {e}"));
         }
     };
+    // A session cookie carries the name: one too long for a cookie would never work.
+    if who.name.len() > MAX_NAME {
+        audit::refused("the provider's name claim is too long", None, &caller);
+        return refuse(
+            StatusCode::FORBIDDEN,
+            format!(
+                "The sign-in provider named you with {} bytes; gpulens takes names of at most \
+                 {MAX_NAME} (set [access.oidc] name_claim to a shorter claim).",
+                who.name.len()
+            ),
+        );
+    }
     let Some(principal) =
         state
             .access

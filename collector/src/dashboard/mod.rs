@@ -52,12 +52,27 @@ pub fn routes() -> Routes<DashboardState> {
             Page,
             recommendation,
         )
-        .post("/recommendations/{id}/approve", Operate, Page, approve)
+        .post(
+            "/recommendations/{id}/approve",
+            Operate(AllTeams),
+            Page,
+            approve,
+        )
         .get("/reports", Read(AllTeams), Page, reports)
         .get("/alerts", Read(AllTeams), Page, alerts)
         .get("/reclaim", Read(Filtered), Page, reclaim::reclaim)
-        .post("/reclaim/{id}/approve", Operate, Page, reclaim::approve)
-        .post("/reclaim/{id}/cancel", Operate, Page, reclaim::cancel)
+        .post(
+            "/reclaim/{id}/approve",
+            Operate(Filtered),
+            Page,
+            reclaim::approve,
+        )
+        .post(
+            "/reclaim/{id}/cancel",
+            Operate(Filtered),
+            Page,
+            reclaim::cancel,
+        )
         // Signing in and out.
         .get("/login", Public, Page, login_page)
         .post("/login", Public, Page, login)

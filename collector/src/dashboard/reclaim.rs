@@ -93,16 +93,23 @@ async fn decided(
     form: DecideForm,
     decision: Decision,
 ) -> Response {
-    let who = match operator_of_form(&state, &caller, &form.csrf, "decide on reclaim cases") {
-        Ok(who) => who,
-        Err(page) => return *page,
-    };
-    match crate::reclaim::decide(&state.store, id, &who, decision, "the dashboard").await {
+    if let Err(page) = operator_of_form(&state, &caller, &form.csrf, "decide on reclaim cases") {
+        return *page;
+    }
+    match crate::reclaim::decide(&state.store, id, &caller, decision, "the dashboard").await {
         Ok(()) => {
             crate::access::audit::reclaim_decided(id, decision.to(), &caller);
             Redirect::to("/reclaim").into_response()
         }
-        Err(e @ (DecideError::Unknown(_) | DecideError::State { .. })) => (
+        Err(e @ DecideError::Unknown(_)) => (
+            StatusCode::NOT_FOUND,
+            Html(pages::problem(
+                frame(&state, &caller, "Not found"),
+                e.to_string(),
+            )),
+        )
+            .into_response(),
+        Err(e @ DecideError::State { .. }) => (
             StatusCode::CONFLICT,
             Html(pages::problem(
                 frame(&state, &caller, "Refused"),

@@ -394,10 +394,10 @@ pub async fn approve(
         )
             .into_response();
     }
-    crate::access::audit::approved(form.action, &caller, form.override_pods.is_some());
     match crate::labels::approve(
         &state.store,
         &state.labels,
+        &state.newest,
         form.action,
         who,
         form.override_pods.is_some(),
@@ -405,8 +405,15 @@ pub async fn approve(
     )
     .await
     {
-        Ok(()) => Redirect::to(&format!("{back}?approved={}", form.action)).into_response(),
-        Err(e) => Redirect::to(&format!("{back}?error={}", enc(&e.to_string()))).into_response(),
+        Ok(()) => {
+            crate::access::audit::approved(form.action, &caller, form.override_pods.is_some());
+            Redirect::to(&format!("{back}?approved={}", form.action)).into_response()
+        }
+        Err(e) => {
+            // Audited as what happened (issue 72: a refused approval was audited "approved").
+            crate::access::audit::refused(&e.to_string(), Some(who), &caller);
+            Redirect::to(&format!("{back}?error={}", enc(&e.to_string()))).into_response()
+        }
     }
 }
 

@@ -33,6 +33,10 @@ pub struct Settings {
     pub keep: Duration,
     /// Slurm's pending jobs, read from slurmrestd (unset: Slurm is not read).
     pub slurm: Option<SlurmSettings>,
+    /// The longest one poll's reads (every page of every listing, and slurmrestd) may take;
+    /// past it the poll fails, records nothing, and says so in `/healthz/tasks`.
+    #[serde(deserialize_with = "crate::settings::duration")]
+    pub deadline: Duration,
 }
 
 /// `[demand.slurm]`: where slurmrestd answers and who asks.
@@ -111,6 +115,7 @@ impl Default for Settings {
             max_pods: 5_000,
             keep: Duration::from_secs(90 * 86_400),
             slurm: None,
+            deadline: Duration::from_secs(120),
         }
     }
 }
@@ -127,6 +132,11 @@ impl Settings {
             self.every >= Duration::from_secs(5),
             "[demand] every = {:?} is too short: at least 5s",
             self.every
+        );
+        anyhow::ensure!(
+            (Duration::from_secs(1)..=Duration::from_secs(3_600)).contains(&self.deadline),
+            "[demand] deadline = {:?} is out of range: 1s to 1h",
+            self.deadline
         );
         if let Some(c) = &self.cluster {
             model::names::check_subdomain(c)

@@ -203,7 +203,7 @@ impl Source {
     /// the answer (`errors[]`) fail the read.
     pub async fn jobs(&self, max: usize) -> anyhow::Result<(Vec<Value>, bool)> {
         let s = &self.settings;
-        let mut resp = self
+        let resp = self
             .http
             .get(s.jobs_url())
             .header("X-SLURM-USER-NAME", &s.user)
@@ -211,32 +211,130 @@ impl Source {
             .send()
             .await?;
         let status = resp.status();
-        let mut body = Vec::new();
-        while let Some(chunk) = resp.chunk().await? {
-            if body.len() + chunk.len() > MAX_BODY {
-                anyhow::bail!("slurmrestd's answer is larger than {MAX_BODY} bytes");
-            }
-            body.extend_from_slice(&chunk);
-        }
         if !status.is_success() {
-            let text = String::from_utf8_lossy(&body[..body.len().min(300)]).into_owned();
+            let text = ingest_client::bounded::prefix(resp, 300).await;
             anyhow::bail!("slurmrestd answered {status}: {text}");
         }
-        let mut doc: Value = serde_json::from_slice(&body)
-            .map_err(|e| anyhow::anyhow!("slurmrestd's answer is not JSON: {e}"))?;
-        if let Some(errors) = doc.get("errors").and_then(Value::as_array)
-            && !errors.is_empty()
-        {
-            anyhow::bail!(
-                "slurmrestd reports errors: {}",
-                Value::Array(errors.clone())
-            );
-        }
-        let Some(Value::Array(jobs)) = doc.get_mut("jobs").map(Value::take) else {
-            anyhow::bail!("slurmrestd's answer has no jobs list");
+        let body = ingest_client::bounded::body(resp, MAX_BODY)
+            .await
+            .map_err(|e| anyhow::anyhow!("slurmrestd: {e}"))?;
+        read_jobs(&body, max)
+    }
+}
+
+/// The first `max` jobs of a slurmrestd answer and whether it listed more. Only those jobs
+/// become JSON values; the rest are skipped as they are parsed, so a large answer costs its
+/// bytes and `max` jobs, not a value tree of every job (issue 72: a 60 MiB answer grew to 2 GB).
+/// Slurm's own `errors[]` fail the read, the first few named, each clipped.
+pub fn read_jobs(body: &[u8], max: usize) -> anyhow::Result<(Vec<Value>, bool)> {
+    let mut de = serde_json::Deserializer::from_slice(body);
+    let doc = serde::Deserializer::deserialize_map(&mut de, AnswerVisitor { max })
+        .map_err(|e| anyhow::anyhow!("slurmrestd's answer is not JSON: {e}"))?;
+    if doc.errors.total > 0 {
+        let shown: Vec<String> = doc
+            .errors
+            .kept
+            .iter()
+            .map(|e| ingest_client::bounded::one_line(&e.to_string(), 200, false))
+            .collect();
+        anyhow::bail!(
+            "slurmrestd reports {} error(s): {}",
+            doc.errors.total,
+            shown.join("; ")
+        );
+    }
+    let Some(jobs) = doc.jobs else {
+        anyhow::bail!("slurmrestd's answer has no jobs list");
+    };
+    Ok((jobs.kept, jobs.total > max))
+}
+
+/// The first `max` elements of a JSON list, and how many it had.
+struct FirstOf {
+    max: usize,
+}
+
+struct Kept {
+    kept: Vec<Value>,
+    total: usize,
+}
+
+impl<'de> serde::de::DeserializeSeed<'de> for FirstOf {
+    type Value = Kept;
+    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<Kept, D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> serde::de::Visitor<'de> for FirstOf {
+    type Value = Kept;
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("a list")
+    }
+    /// `null` reads as an empty list (slurmrestd writes `"errors": null` at times).
+    fn visit_unit<E>(self) -> Result<Kept, E> {
+        Ok(Kept {
+            kept: Vec::new(),
+            total: 0,
+        })
+    }
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Kept, A::Error> {
+        let mut out = Kept {
+            kept: Vec::new(),
+            total: 0,
         };
-        let more = jobs.len() > max;
-        Ok((jobs.into_iter().take(max).collect(), more))
+        while out.total < self.max {
+            match seq.next_element::<Value>()? {
+                Some(v) => out.kept.push(v),
+                None => return Ok(out),
+            }
+            out.total += 1;
+        }
+        while seq.next_element::<serde::de::IgnoredAny>()?.is_some() {
+            out.total += 1;
+        }
+        Ok(out)
+    }
+}
+
+/// What is read of a slurmrestd answer: its jobs and errors lists, nothing else.
+struct Answer {
+    jobs: Option<Kept>,
+    errors: Kept,
+}
+
+struct AnswerVisitor {
+    max: usize,
+}
+
+/// Slurm's errors named in a failure; the rest are counted.
+const ERRORS_SHOWN: usize = 3;
+
+impl<'de> serde::de::Visitor<'de> for AnswerVisitor {
+    type Value = Answer;
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("slurmrestd's jobs answer (an object)")
+    }
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Answer, A::Error> {
+        let mut out = Answer {
+            jobs: None,
+            errors: Kept {
+                kept: Vec::new(),
+                total: 0,
+            },
+        };
+        while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
+            match key.as_ref() {
+                "jobs" => out.jobs = Some(map.next_value_seed(FirstOf { max: self.max })?),
+                "errors" => {
+                    out.errors = map.next_value_seed(FirstOf { max: ERRORS_SHOWN })?;
+                }
+                _ => {
+                    map.next_value::<serde::de::IgnoredAny>()?;
+                }
+            }
+        }
+        Ok(out)
     }
 }
 
@@ -244,6 +342,37 @@ impl Source {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn an_answer_is_read_as_its_first_jobs_and_a_clipped_error() {
+        let jobs: Vec<Value> = (0..1_000)
+            .map(|i| json!({"job_id": i, "x": [1, 2, {"y": "z"}]}))
+            .collect();
+        let body =
+            serde_json::to_vec(&json!({"meta": {"v": 1}, "jobs": jobs, "warnings": []})).unwrap();
+        let (kept, more) = read_jobs(&body, 10).unwrap();
+        assert_eq!(kept.len(), 10);
+        assert_eq!(kept[9]["job_id"], 9);
+        assert!(more);
+        let (kept, more) = read_jobs(&body, 1_000).unwrap();
+        assert_eq!((kept.len(), more), (1_000, false));
+        // errors[] of any size fails the read with a short message.
+        let errors: Vec<Value> = (0..10_000)
+            .map(|i| json!({"error": "x".repeat(1_000), "error_number": i}))
+            .collect();
+        let body = serde_json::to_vec(&json!({"jobs": [], "errors": errors})).unwrap();
+        let e = read_jobs(&body, 10).unwrap_err().to_string();
+        assert!(e.contains("10000 error(s)"), "{e}");
+        assert!(e.len() < 1_000, "{} bytes", e.len());
+        assert!(
+            read_jobs(br#"{"errors": null, "jobs": []}"#, 5)
+                .unwrap()
+                .0
+                .is_empty()
+        );
+        assert!(read_jobs(br#"{"meta": {}}"#, 5).is_err());
+        assert!(read_jobs(b"[1, 2]", 5).is_err());
+    }
 
     #[test]
     fn gpu_requests_read_as_slurm_writes_them() {

@@ -68,8 +68,9 @@ impl Poll {
     ) -> anyhow::Result<Poll> {
         let client = match (settings.pending_pods, settings.kube_url.as_deref()) {
             (false, _) => None,
-            (true, Some(u)) => Some(kube::Client::try_from(kube::Config::new(u.parse()?))?),
-            (true, None) => Some(kube::Client::try_default().await?),
+            (true, url) => {
+                Some(crate::kube_api::connect(url, crate::kube_api::Bounds::LISTS).await?)
+            }
         };
         let slurm = settings
             .slurm
@@ -97,21 +98,20 @@ impl Poll {
     }
 
     /// Every object of `api` matching `fields`, page by page, at most `max_pods`; and whether
-    /// that bound stopped the listing.
-    async fn list_all<K>(
-        &self,
-        api: Api<K>,
-        fields: Option<&str>,
-    ) -> Result<(Vec<K>, bool), kube::Error>
+    /// that bound stopped the listing (more pages, or a page longer than asked for). A listing
+    /// that does not advance — an empty page that still carries a `continue` token, or the
+    /// same token twice — stops with an error rather than asking forever (issue 72).
+    async fn list_all<K>(&self, api: Api<K>, fields: Option<&str>) -> anyhow::Result<(Vec<K>, bool)>
     where
         K: Clone + serde::de::DeserializeOwned + std::fmt::Debug,
     {
         let max = self.settings.max_pods;
         let mut items = Vec::new();
         let mut token: Option<String> = None;
+        let mut seen = std::collections::HashSet::new();
         loop {
-            let mut lp = ListParams::default()
-                .limit(PAGE.min(u32::try_from(max - items.len()).unwrap_or(PAGE)));
+            let limit = PAGE.min(u32::try_from(max - items.len()).unwrap_or(PAGE));
+            let mut lp = ListParams::default().limit(limit);
             if let Some(f) = fields {
                 lp = lp.fields(f);
             }
@@ -119,10 +119,28 @@ impl Poll {
                 lp = lp.continue_token(t);
             }
             let page = api.list(&lp).await?;
-            token = page.metadata.continue_.clone().filter(|t| !t.is_empty());
+            let next = page.metadata.continue_.clone().filter(|t| !t.is_empty());
+            if let Some(t) = &next {
+                anyhow::ensure!(
+                    !page.items.is_empty(),
+                    "the Kubernetes API answered an empty page with a continue token; the listing \
+                     does not advance and was stopped"
+                );
+                anyhow::ensure!(
+                    seen.insert(t.clone()),
+                    "the Kubernetes API gave the same continue token twice; the listing does not \
+                     advance and was stopped"
+                );
+            }
+            token = next;
             items.extend(page.items);
-            if items.len() >= max {
+            // A server that ignores `limit` sends more than asked: what is past `max` is left
+            // out, and counted as such. Every page holds an item, so at most `max` pages.
+            if items.len() > max {
                 items.truncate(max);
+                return Ok((items, true));
+            }
+            if items.len() == max {
                 return Ok((items, token.is_some()));
             }
             if token.is_none() {
@@ -141,8 +159,13 @@ impl Poll {
         let api: Api<DynamicObject> = Api::all_with(client.clone(), &resource);
         match self.list_all(api, None).await {
             Ok(w) => Ok(Some(w)),
-            Err(kube::Error::Api(e)) if e.code == 404 => Ok(None),
-            Err(e) => Err(e.into()),
+            Err(e)
+                if e.downcast_ref::<kube::Error>()
+                    .is_some_and(|e| matches!(e, kube::Error::Api(s) if s.code == 404)) =>
+            {
+                Ok(None)
+            }
+            Err(e) => Err(e),
         }
     }
 
@@ -151,14 +174,27 @@ impl Poll {
     pub async fn poll(&self, now_ms: i64) -> anyhow::Result<PollReport> {
         let mut report = PollReport::default();
         let mut records: Vec<WaitingRecord> = Vec::new();
-        if let Some(client) = &self.client {
-            self.poll_kubernetes(client, now_ms, &mut report, &mut records)
-                .await?;
-        }
-        if let Some(slurm) = &self.slurm {
-            self.poll_slurm(slurm, now_ms, &mut report, &mut records)
-                .await?;
-        }
+        // The reads have one deadline together: a server trickling its answer a byte at a
+        // time passes every per-read timeout, not this.
+        let deadline = self.settings.deadline;
+        let reads = async {
+            if let Some(client) = &self.client {
+                self.poll_kubernetes(client, now_ms, &mut report, &mut records)
+                    .await?;
+            }
+            if let Some(slurm) = &self.slurm {
+                self.poll_slurm(slurm, now_ms, &mut report, &mut records)
+                    .await?;
+            }
+            anyhow::Ok(())
+        };
+        tokio::time::timeout(deadline, reads).await.map_err(|_| {
+            anyhow::anyhow!(
+                "the demand poll's reads took longer than [demand] deadline = {}; nothing was \
+                 recorded this poll",
+                humantime::format_duration(deadline)
+            )
+        })??;
         self.store.record_waiting(&records).await?;
         let keep_ms = i64::try_from(self.settings.keep.as_millis()).unwrap_or(i64::MAX);
         self.store

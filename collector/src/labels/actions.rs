@@ -9,6 +9,7 @@ use super::kube::Cluster;
 use super::metrics::LabelMetrics;
 use super::settings::{Mode, Settings};
 use super::workflow::{self, Audit, Limits, Outcome, Plan};
+use crate::analysis::{Newest, NewestError};
 use store::Store;
 use store::label_actions::{ActionFilter, LabelStep, NewLabelAction, OPEN, Transition};
 
@@ -109,6 +110,13 @@ pub enum ApproveError {
          see it, then approve again"
     )]
     Requires(i64, String, String),
+    /// The steps a step requires come from the newest analysis; when it cannot be read, no
+    /// dependent step is approved.
+    #[error(
+        "label action {0} carries out a step that requires others, and the newest analysis, \
+         which says whether they are done, cannot be read ({1}); the collector's log says more"
+    )]
+    Analysis(i64, String),
     #[error(transparent)]
     Store(#[from] store::StoreError),
 }
@@ -120,6 +128,7 @@ pub enum ApproveError {
 pub async fn approve(
     store: &Store,
     settings: &Settings,
+    newest: &Newest,
     id: i64,
     by: &str,
     override_pods: bool,
@@ -140,7 +149,7 @@ pub async fn approve(
     if action.state != "planned" {
         return Err(ApproveError::NotPlanned(id, action.state.clone()));
     }
-    let chain = required_actions(store, id, &action.plan).await?;
+    let chain = required_actions(store, newest, id, &action.plan).await?;
     for &x in chain.iter().chain(std::iter::once(&id)) {
         let moved = store
             .transition_label_action(&Transition {
@@ -179,19 +188,32 @@ fn step_of(plan: &str) -> Option<analytics::Recommendation> {
 /// The planned actions to approve with action `id`: those of every step its step requires,
 /// transitively, that the newest analysis still proposes. Err when such a step has no open
 /// label action.
-async fn required_actions(store: &Store, id: i64, plan: &str) -> Result<Vec<i64>, ApproveError> {
+///
+/// The newest analysis is read where every other reader reads it ([`Newest`], which decodes
+/// the stored form); issue 71: a second decoder here read the stored envelope as no analysis
+/// at all and approved dependent steps alone.
+async fn required_actions(
+    store: &Store,
+    newest: &Newest,
+    id: i64,
+    plan: &str,
+) -> Result<Vec<i64>, ApproveError> {
     let Some(step) = step_of(plan) else {
         return Ok(Vec::new());
     };
     if step.requires.is_empty() {
         return Ok(Vec::new());
     }
-    let newest: Option<analytics::Analysis> = store
-        .latest_analysis()
-        .await?
-        .and_then(|j| serde_json::from_str(&j).ok());
-    let Some(newest) = newest else {
-        return Ok(Vec::new());
+    let newest = match newest.get(store).await {
+        Ok(Some(a)) => a,
+        // No analysis stored: the step was planned by hand (`gpulens labels apply`) or its
+        // analysis is gone with retention; nothing says what it requires any more.
+        Ok(None) => return Ok(Vec::new()),
+        Err(NewestError::Store(e)) => return Err(e.into()),
+        Err(e @ NewestError::Corrupt(_)) => {
+            tracing::error!(error = %e, action = id, "the newest analysis cannot be read to check what a step requires");
+            return Err(ApproveError::Analysis(id, e.to_string()));
+        }
     };
     let open = store
         .label_actions(&ActionFilter {

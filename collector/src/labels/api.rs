@@ -163,6 +163,7 @@ pub async fn approve(
     match actions::approve(
         &state.store,
         &state.labels,
+        &state.newest,
         id,
         &who,
         body.override_pods,
@@ -178,11 +179,18 @@ pub async fn approve(
                 approved_by: who,
             }))
         }
-        Err(ApproveError::Unknown(_)) => Err(ApiError::NotFound(format!("no label action {id}"))),
-        Err(
-            e @ (ApproveError::Mode(_) | ApproveError::NotPlanned(..) | ApproveError::Requires(..)),
-        ) => Err(ApiError::Conflict(e.to_string())),
-        Err(ApproveError::Store(e)) => Err(e.into()),
+        Err(e) => {
+            // What happened is audited: a refused approval is refused, not approved.
+            crate::access::audit::refused(&e.to_string(), Some(&who), &caller);
+            Err(match e {
+                ApproveError::Unknown(_) => ApiError::NotFound(format!("no label action {id}")),
+                ApproveError::Mode(_)
+                | ApproveError::NotPlanned(..)
+                | ApproveError::Requires(..) => ApiError::Conflict(e.to_string()),
+                ApproveError::Analysis(..) => ApiError::RetryLater(e.to_string(), 60),
+                ApproveError::Store(e) => e.into(),
+            })
+        }
     }
 }
 
@@ -208,7 +216,7 @@ pub fn routes() -> Routes<LabelsState> {
         )
         .post(
             "/api/v1/label-actions/{id}/approve",
-            Operate,
+            Operate(AllTeams),
             approve_op(),
             approve,
         )
@@ -250,12 +258,17 @@ pub async fn node_labels(
     Path(node): Path<String>,
     q: Result<Query<NodeLabelsQuery>, axum::extract::rejection::QueryRejection>,
     headers: HeaderMap,
+    caller: crate::access::Caller,
 ) -> Result<Json<NodeLabels>, ApiError> {
-    let Query(q) = q.map_err(crate::http::bad_query)?;
     let header = headers
         .get(axum::http::header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok());
-    let id = state.auth.identify(header)?;
+    // The token first, counted and audited as ingest counts it (issue 72: wrong tokens here
+    // were neither limited nor audited).
+    let id = state
+        .auth
+        .check(header, caller.addr, model::time::now_ms())?;
+    let Query(q) = q.map_err(crate::http::bad_query)?;
     state.auth.authorize(id, &q.cluster, &node)?;
     if state.labels.mode == Mode::Off {
         return Err(ApiError::Conflict(

@@ -94,10 +94,7 @@ impl Cluster {
     /// The cluster at `url` (plain or TLS, no credentials: tests and `kubectl proxy`), or, with
     /// `None`, the in-cluster service account or the local kubeconfig.
     pub async fn connect(url: Option<&str>) -> anyhow::Result<Cluster> {
-        let client = match url {
-            Some(u) => kube::Client::try_from(kube::Config::new(u.parse()?))?,
-            None => kube::Client::try_default().await?,
-        };
+        let client = crate::kube_api::connect(url, crate::kube_api::Bounds::WATCHES).await?;
         Ok(Cluster { client })
     }
 

@@ -288,7 +288,22 @@ pub async fn run(
         c.set_unschedulable(&plan.node, true).await?;
         audit.step("cordon", "ok", String::new()).await;
     }
+    match cordoned(c, plan, previous.as_deref(), was_cordoned, limits, audit).await {
+        Ok(outcome) => Ok(outcome),
+        // Issue 72: an API error after the cordon left the node cordoned with the new label.
+        Err(e) => Ok(undo(c, plan, previous.as_deref(), was_cordoned, limits, audit, e).await),
+    }
+}
 
+/// What runs while the node is cordoned: drain, label, watch, uncordon.
+async fn cordoned(
+    c: &Cluster,
+    plan: &Plan,
+    previous: Option<&str>,
+    was_cordoned: bool,
+    limits: &Limits,
+    audit: &mut impl Audit,
+) -> Result<Outcome, KubeError> {
     if let Some(reason) = drain(c, plan, limits, audit).await? {
         uncordon(c, &plan.node, was_cordoned, audit).await?;
         return Ok(Outcome::Refused { reason });
@@ -316,16 +331,69 @@ pub async fn run(
         ),
     };
     audit.step("watch", "failed", reason.clone()).await;
-    rollback(
-        c,
-        plan,
-        previous.as_deref(),
-        reason,
-        was_cordoned,
-        limits,
-        audit,
-    )
-    .await
+    rollback(c, plan, previous, reason, was_cordoned, limits, audit).await
+}
+
+/// Undoes a run the API failed after the cordon: the label back to its previous value where
+/// the node carries another (the write may have landed before the error), watched as a
+/// rollback is, and the node uncordoned. Each step is audited; when the undo fails too, the
+/// outcome says what may be left on the node.
+async fn undo(
+    c: &Cluster,
+    plan: &Plan,
+    previous: Option<&str>,
+    was_cordoned: bool,
+    limits: &Limits,
+    audit: &mut impl Audit,
+    error: KubeError,
+) -> Outcome {
+    let reason = format!("the Kubernetes API failed mid-run: {error}");
+    audit.step("error", "failed", reason.clone()).await;
+    let undone = async {
+        let node = c.node(&plan.node).await?;
+        let now = node
+            .metadata
+            .labels
+            .as_ref()
+            .and_then(|l| l.get(&plan.label))
+            .cloned();
+        if now.as_deref() != previous {
+            return rollback(
+                c,
+                plan,
+                previous,
+                reason.clone(),
+                was_cordoned,
+                limits,
+                audit,
+            )
+            .await;
+        }
+        audit
+            .step(
+                "rollback",
+                "label unchanged",
+                format!("{} is still {}", plan.label, previous.unwrap_or("(unset)")),
+            )
+            .await;
+        uncordon(c, &plan.node, was_cordoned, audit).await?;
+        Ok(Outcome::RolledBack {
+            reason: reason.clone(),
+        })
+    }
+    .await;
+    match undone {
+        Ok(outcome) => outcome,
+        Err(e) => {
+            let reason = format!(
+                "{reason}; undoing it failed too ({e}): the node may still be cordoned and carry \
+                 {}={}; check it with `kubectl describe node {}`",
+                plan.label, plan.value, plan.node
+            );
+            audit.step("rollback", "failed", reason.clone()).await;
+            Outcome::Failed { reason }
+        }
+    }
 }
 
 /// The config first: a missing or unwritable ConfigMap stops the run before the node is

@@ -33,13 +33,13 @@ pub fn routes() -> Routes<ReclaimState> {
         .get("/api/v1/reclaim", Read(Filtered), list_op(), list)
         .post(
             "/api/v1/reclaim/{id}/approve",
-            Operate,
+            Operate(Filtered),
             decide_op("Approve a case awaiting approval: the loop acts on it within [reclaim] every (unless the pod is used, gone or exempt by then)."),
             approve,
         )
         .post(
             "/api/v1/reclaim/{id}/cancel",
-            Operate,
+            Operate(Filtered),
             decide_op("Cancel an open case that has not acted: nothing is done to the pod."),
             cancel,
         )
@@ -247,15 +247,18 @@ pub enum DecideError {
     Store(#[from] store::StoreError),
 }
 
-/// Records `who`'s decision on case `id` (through `via`: the API, the dashboard), with its
-/// step; refused when the case is in no state the decision applies to.
+/// Records `caller`'s decision on case `id` (through `via`: the API, the dashboard), with its
+/// step; refused when the case is in no state the decision applies to. A case of a team the
+/// caller does not see is unknown to it, as an id that does not exist (the routes' rule is
+/// `Operate(Filtered)`: this is where it is kept, for the API and the dashboard alike).
 pub async fn decide(
     store: &store::Store,
     id: i64,
-    who: &str,
+    caller: &crate::access::Caller,
     decision: Decision,
     via: &str,
 ) -> Result<(), DecideError> {
+    let who = caller.name().unwrap_or("-");
     let now = model::time::now_ms();
     let found = store
         .reclaim_cases(&CaseFilter {
@@ -266,6 +269,14 @@ pub async fn decide(
     let Some(case) = found.first() else {
         return Err(DecideError::Unknown(id));
     };
+    if !caller.sees_team(Some(&case.case.team)) {
+        crate::access::audit::refused(
+            &format!("reclaim case {id} is another team's"),
+            caller.name(),
+            caller,
+        );
+        return Err(DecideError::Unknown(id));
+    }
     let (from, to) = (decision.from(), decision.to());
     let outcome = format!("cancelled by {who}");
     let moved = store
@@ -308,7 +319,7 @@ async fn decide_api(
         .ok_or_else(|| ApiError::Unauthorized("sign in as an operator".into()))?
         .to_owned();
     let Path(id) = id.map_err(|e| ApiError::BadRequest(e.body_text()))?;
-    match decide(&state.store, id, &who, decision, "the API").await {
+    match decide(&state.store, id, caller, decision, "the API").await {
         Ok(()) => {
             crate::access::audit::reclaim_decided(id, decision.to(), caller);
             Ok(Json(Decided {

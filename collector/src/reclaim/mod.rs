@@ -34,13 +34,9 @@ pub async fn connect_if_enabled(
     if settings.policies.is_empty() {
         return None;
     }
-    let client = match settings.kube_url.as_deref() {
-        Some(u) => u
-            .parse()
-            .map_err(anyhow::Error::from)
-            .and_then(|url| Ok(kube::Client::try_from(kube::Config::new(url))?)),
-        None => kube::Client::try_default().await.map_err(Into::into),
-    };
+    let client =
+        crate::kube_api::connect(settings.kube_url.as_deref(), crate::kube_api::Bounds::LISTS)
+            .await;
     match client {
         Ok(client) => {
             tracing::info!(

@@ -76,8 +76,16 @@ fn operation() -> Op {
 
 /// Hosts the receiver keeps at most: a remote-write token for `*` could otherwise create a
 /// node per made-up host name (issue 37: 120,000 of them, 2.3 GB of memory and an
-/// `agent_silent` finding each). Samples of further hosts are dropped and counted.
-pub const MAX_HOSTS: usize = 10_000;
+/// `agent_silent` finding each). Samples of further hosts are dropped, counted and logged.
+pub const MAX_HOSTS: usize = 20_000;
+/// Hosts of one cluster kept at most, so that one cluster's flood (or churn) cannot take the
+/// room of the others.
+pub const MAX_HOSTS_PER_CLUSTER: usize = 10_000;
+/// A host with nothing waiting that sent nothing for this long is forgotten (its stream
+/// position is the store's: a batch stored again is a duplicate there). Autoscaled nodes come
+/// and go; issue 72: hosts were never forgotten, and after 10,000 every new one was dropped
+/// until a restart.
+pub const FORGET_MS: i64 = 3_600_000;
 /// GPUs per host at most (the largest nodes have 8 to 16; MIG instances ride on their GPU).
 pub const MAX_GPUS_PER_HOST: usize = 64;
 /// Pods per host kept at most (each pod's allocation; the GPU samples are kept regardless).
@@ -227,10 +235,61 @@ impl Host {
     }
 }
 
+/// The hosts heard from, by (cluster, host), and how many each cluster has.
+#[derive(Debug, Default)]
+struct Hosts {
+    by_key: HashMap<(String, String), Host>,
+    per_cluster: HashMap<String, usize>,
+    /// Drops for want of room since the last warning, and when that was.
+    unwarned_drops: u64,
+    warned_ms: i64,
+}
+
+impl Hosts {
+    /// The host of `key`, made if there is room (after forgetting quiet hosts, once per
+    /// request at most: `swept`); `None` when its cluster or the receiver is full.
+    fn room_for(&mut self, key: &(String, String), now_ms: i64, swept: &mut bool) -> bool {
+        if self.by_key.contains_key(key) {
+            return true;
+        }
+        let full = |h: &Hosts| {
+            h.by_key.len() >= MAX_HOSTS
+                || h.per_cluster.get(&key.0).copied().unwrap_or(0) >= MAX_HOSTS_PER_CLUSTER
+        };
+        if full(self) && !*swept {
+            *swept = true;
+            self.forget_quiet(now_ms);
+        }
+        !full(self)
+    }
+
+    fn entry(&mut self, key: (String, String)) -> &mut Host {
+        if !self.by_key.contains_key(&key) {
+            *self.per_cluster.entry(key.0.clone()).or_default() += 1;
+        }
+        self.by_key.entry(key).or_default()
+    }
+
+    /// Forgets hosts with nothing waiting that were quiet for [`FORGET_MS`]; how many.
+    fn forget_quiet(&mut self, now_ms: i64) -> usize {
+        let before = self.by_key.len();
+        let per_cluster = &mut self.per_cluster;
+        self.by_key.retain(|(cluster, _), h| {
+            let keep = !h.scrapes.is_empty() || now_ms - h.touched_ms < FORGET_MS;
+            if !keep && let Some(n) = per_cluster.get_mut(cluster) {
+                *n -= 1;
+            }
+            keep
+        });
+        per_cluster.retain(|_, n| *n > 0);
+        before - self.by_key.len()
+    }
+}
+
 /// Samples gathered per (cluster, host) until their scrape is complete.
 #[derive(Debug, Default)]
 pub struct Receiver {
-    hosts: Mutex<HashMap<(String, String), Host>>,
+    hosts: Mutex<Hosts>,
     /// Held while a request is taken; true once the journal has been replayed.
     replayed: tokio::sync::Mutex<bool>,
     pub metrics: RemoteWriteMetrics,
@@ -345,6 +404,8 @@ impl Receiver {
         };
         let mut hosts = self.hosts.lock().expect("remote-write hosts");
         let mut taken = 0;
+        let mut swept = false;
+        let mut no_room = 0u64;
         for ts in &req.timeseries {
             let ls = &ts.labels;
             let Some((name, host, uuid)) = dcgm_series(ls) else {
@@ -355,11 +416,12 @@ impl Receiver {
             };
             let gi = label(ls, "GPU_I_ID").and_then(|v| v.parse::<u32>().ok());
             let key = (cluster_of(ls), host.to_owned());
-            if !hosts.contains_key(&key) && hosts.len() >= MAX_HOSTS {
+            if !hosts.room_for(&key, now_ms, &mut swept) {
                 drop(DropReason::TooManyHosts, ts.samples.len());
+                no_room += ts.samples.len() as u64;
                 continue;
             }
-            let h = hosts.entry(key).or_default();
+            let h = hosts.entry(key);
             if !h.inventory.contains_key(uuid) && h.inventory.len() >= MAX_GPUS_PER_HOST {
                 drop(DropReason::TooManyGpus, ts.samples.len());
                 continue;
@@ -402,6 +464,21 @@ impl Receiver {
                 }
             }
         }
+        // Drops for want of room are logged, at most once a minute with their count.
+        hosts.unwarned_drops += no_room;
+        if !replaying && hosts.unwarned_drops > 0 && now_ms - hosts.warned_ms >= 60_000 {
+            tracing::warn!(
+                samples = hosts.unwarned_drops,
+                hosts = hosts.by_key.len(),
+                max_hosts = MAX_HOSTS,
+                max_hosts_per_cluster = MAX_HOSTS_PER_CLUSTER,
+                "remote write dropped samples of hosts beyond the receiver's bounds \
+                 (gpulens_remote_write_dropped_samples_total{{reason=\"too_many_hosts\"}}); quiet \
+                 hosts are forgotten after an hour"
+            );
+            hosts.unwarned_drops = 0;
+            hosts.warned_ms = now_ms;
+        }
         taken
     }
 
@@ -409,8 +486,9 @@ impl Receiver {
     /// the buffer until [`Receiver::stored`] confirms it.
     fn ready(&self, now_ms: i64) -> Vec<Batch> {
         let mut hosts = self.hosts.lock().expect("remote-write hosts");
+        hosts.forget_quiet(now_ms);
         let mut out = Vec::new();
-        for ((cluster, node), h) in hosts.iter_mut() {
+        for ((cluster, node), h) in hosts.by_key.iter_mut() {
             let Some(newest) = h.scrapes.keys().next_back().copied() else {
                 continue;
             };
@@ -498,7 +576,7 @@ impl Receiver {
     fn resume(&self, positions: &[(String, String, i64)]) {
         let mut hosts = self.hosts.lock().expect("remote-write hosts");
         for (cluster, node, seq) in positions {
-            let h = hosts.entry((cluster.clone(), node.clone())).or_default();
+            let h = hosts.entry((cluster.clone(), node.clone()));
             h.stored_ts = Some(h.stored_ts.map_or(*seq, |t| t.max(*seq)));
         }
     }
@@ -507,6 +585,7 @@ impl Receiver {
     fn oldest_waiting(&self) -> Option<i64> {
         let hosts = self.hosts.lock().expect("remote-write hosts");
         hosts
+            .by_key
             .values()
             .filter_map(|h| h.scrapes.keys().next().copied())
             .min()
@@ -515,7 +594,7 @@ impl Receiver {
     /// Forgets what a stored batch held.
     fn stored(&self, b: &Batch) {
         let mut hosts = self.hosts.lock().expect("remote-write hosts");
-        if let Some(h) = hosts.get_mut(&(b.cluster.clone(), b.node.clone())) {
+        if let Some(h) = hosts.by_key.get_mut(&(b.cluster.clone(), b.node.clone())) {
             let upto = b.seq as i64;
             h.scrapes.retain(|t, _| *t > upto);
             h.stored_ts = Some(h.stored_ts.map_or(upto, |t| t.max(upto)));

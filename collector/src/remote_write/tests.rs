@@ -134,27 +134,33 @@ fn series(name: &str, host: &str, extra: &[(&str, &str)], samples: &[(i64, f64)]
     }
 }
 
-/// Issue 37: two requests with a `*` token made 120,006 nodes. Hosts past the cap are
-/// dropped and counted; the hosts already held keep working.
+/// Issue 37: two requests with a `*` token made 120,006 nodes. Hosts past a cluster's cap
+/// are dropped and counted; the hosts already held keep working, and another cluster still
+/// has room. Issue 72: hosts were never forgotten, so after the cap every new host was
+/// dropped until a restart; quiet hosts with nothing waiting are forgotten now.
 #[test]
-fn made_up_hosts_past_the_cap_are_dropped_and_counted() {
+fn made_up_hosts_past_the_cap_are_dropped_counted_and_forgotten_when_quiet() {
     let r = Receiver::default();
     let now = 1_800_000_000_000;
-    let req = WriteRequest {
-        timeseries: (0..MAX_HOSTS + 7)
+    let flood = |prefix: &str, n: usize, at: i64| WriteRequest {
+        timeseries: (0..n)
             .map(|i| {
                 series(
                     "DCGM_FI_DEV_GPU_TEMP",
-                    &format!("flood-{i}"),
+                    &format!("{prefix}-{i}"),
                     &[],
-                    &[(now - 30_000, 50.0)],
+                    &[(at - 30_000, 50.0)],
                 )
             })
             .collect(),
     };
-    assert_eq!(r.take(&req, |_| "c".into(), now, WIDE, false), MAX_HOSTS);
+    let req = flood("flood", MAX_HOSTS_PER_CLUSTER + 7, now);
+    assert_eq!(
+        r.take(&req, |_| "c".into(), now, WIDE, false),
+        MAX_HOSTS_PER_CLUSTER
+    );
     assert_eq!(r.metrics.dropped(DropReason::TooManyHosts), 7);
-    assert_eq!(r.hosts.lock().unwrap().len(), MAX_HOSTS);
+    assert_eq!(r.hosts.lock().unwrap().by_key.len(), MAX_HOSTS_PER_CLUSTER);
     let known = WriteRequest {
         timeseries: vec![series(
             "DCGM_FI_DEV_GPU_TEMP",
@@ -164,6 +170,29 @@ fn made_up_hosts_past_the_cap_are_dropped_and_counted() {
         )],
     };
     assert_eq!(r.take(&known, |_| "c".into(), now, WIDE, false), 1);
+    // Another cluster is not crowded out by c's flood.
+    assert_eq!(
+        r.take(&flood("west", 3, now), |_| "d".into(), now, WIDE, false),
+        3
+    );
+    // Nothing is forgotten while it waits to be stored.
+    let later = now + FORGET_MS + 60_000;
+    let batches = r.ready(later);
+    assert_eq!(batches.len(), MAX_HOSTS_PER_CLUSTER + 3);
+    assert_eq!(
+        r.hosts.lock().unwrap().by_key.len(),
+        MAX_HOSTS_PER_CLUSTER + 3
+    );
+    for b in &batches {
+        r.stored(b);
+    }
+    // Stored and quiet for an hour: new hosts of c are taken again.
+    let fresh = flood("autoscaled", 5, later);
+    assert_eq!(r.take(&fresh, |_| "c".into(), later, WIDE, false), 5);
+    let hosts = r.hosts.lock().unwrap();
+    assert_eq!(hosts.by_key.len(), 5);
+    assert_eq!(hosts.per_cluster.get("c"), Some(&5));
+    assert_eq!(hosts.per_cluster.get("d"), None);
 }
 
 /// A receiver that took one GPU utilization sample of host `n1` with `labels`, and its "now".
@@ -189,7 +218,7 @@ fn a_bad_pod_label_costs_the_allocation_not_the_gpu_sample() {
     let (r, _) = one_utilization_sample(&[("namespace", "team a"), ("pod", "p-1")]);
     assert_eq!(r.metrics.dropped(DropReason::BadTenant), 1);
     let hosts = r.hosts.lock().unwrap();
-    let h = hosts.values().next().unwrap();
+    let h = hosts.by_key.values().next().unwrap();
     assert!(h.tenants.is_empty());
     assert!(h.scrapes.values().all(|s| s.allocations.is_empty()));
 }

@@ -249,8 +249,11 @@ async fn announce(s: &Settings, w: &Webhook, r: &StoredReport) -> anyhow::Result
         })
     }
     .to_string();
+    // As the alert receivers: a redirect is not followed (the secret-signed body would go to
+    // wherever the webhook points), and an answer's body is read only as far as 300 bytes.
     let http = ingest_client::http()
         .timeout(Duration::from_secs(10))
+        .redirect(reqwest::redirect::Policy::none())
         .build()?;
     let mut last = String::new();
     for attempt in 0..3 {
@@ -267,12 +270,17 @@ async fn announce(s: &Settings, w: &Webhook, r: &StoredReport) -> anyhow::Result
         {
             Ok(resp) if resp.status().is_success() => return Ok(()),
             Ok(resp) if resp.status().is_client_error() && resp.status().as_u16() != 429 => {
-                anyhow::bail!(
-                    "the report webhook refused the message: HTTP {}",
-                    resp.status()
-                )
+                let status = resp.status();
+                let why = ingest_client::bounded::prefix(resp, 300).await;
+                anyhow::bail!("the report webhook refused the message: HTTP {status}: {why}")
             }
-            Ok(resp) => last = format!("HTTP {}", resp.status()),
+            Ok(resp) => {
+                let status = resp.status();
+                last = format!(
+                    "HTTP {status}: {}",
+                    ingest_client::bounded::prefix(resp, 300).await
+                );
+            }
             Err(e) => last = e.without_url().to_string(),
         }
     }

@@ -56,7 +56,12 @@ async fn every_route_has_exactly_one_access_rule() {
     let twice = std::panic::catch_unwind(|| {
         Routes::<()>::new()
             .get("/x", Need::Public, Page, || async { "" })
-            .merge(Routes::new().get("/x", Need::Operate, Page, || async { "" }))
+            .merge(Routes::new().get(
+                "/x",
+                Need::Operate(collector::access::routes::Teams::AllTeams),
+                Page,
+                || async { "" },
+            ))
     });
     assert!(twice.is_err(), "a route declared twice was accepted");
     let undescribed = std::panic::catch_unwind(|| {

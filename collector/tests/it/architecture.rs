@@ -16,6 +16,7 @@ const SHARED: &[&str] = &[
     "auth",
     "error",
     "http",
+    "kube_api",
     "listener",
     "metrics",
     "settings",

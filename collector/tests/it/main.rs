@@ -24,6 +24,7 @@ mod reclaim;
 mod remote_write;
 mod reports;
 mod robustness;
+mod scope;
 mod sign_in;
 mod sizes;
 mod support;

@@ -171,10 +171,19 @@ async fn applied_steps_are_checked_against_their_prediction() {
     let ids = actions::record_plans(store, &plans, "gpulens-analysis", collector::now_ms())
         .await
         .unwrap();
+    let newest = collector::analysis::Newest::default();
     for id in &ids {
-        actions::approve(store, &settings, *id, "alice", false, collector::now_ms())
-            .await
-            .unwrap();
+        actions::approve(
+            store,
+            &settings,
+            &newest,
+            *id,
+            "alice",
+            false,
+            collector::now_ms(),
+        )
+        .await
+        .unwrap();
     }
     let ran = actions::run_approved(store, &cluster, &settings, false)
         .await

@@ -122,14 +122,7 @@ pub async fn store_time_slicing_step(
     a["recommendations"] = serde_json::json!([rec]);
     a["plan"] = serde_json::to_value(&fleet_plan).unwrap();
     let analysis: analytics::Analysis = serde_json::from_value(a).unwrap();
-    store
-        .save_analysis(
-            now,
-            now - 3_600_000,
-            now,
-            &serde_json::to_string(&analysis).unwrap(),
-            5,
-        )
+    collector::analysis::save(store, &analysis, now, 5)
         .await
         .unwrap();
     if plan {

@@ -150,6 +150,7 @@ async fn approval_through_the_api_runs_and_audits_the_change() {
     actions::approve(
         &t.store,
         &settings,
+        &collector::analysis::Newest::default(),
         ids[0],
         "alice",
         false,
@@ -171,9 +172,18 @@ async fn approval_through_the_api_runs_and_audits_the_change() {
         mode: Mode::Advise,
         ..settings.clone()
     };
-    let err = actions::approve(&t.store, &advise, id, "alice", false, collector::now_ms())
-        .await
-        .unwrap_err();
+    let newest = collector::analysis::Newest::default();
+    let err = actions::approve(
+        &t.store,
+        &advise,
+        &newest,
+        id,
+        "alice",
+        false,
+        collector::now_ms(),
+    )
+    .await
+    .unwrap_err();
     assert!(err.to_string().contains("apply-with-approval"), "{err}");
 }
 
@@ -453,14 +463,9 @@ async fn dependent_steps_are_approved_together_and_never_run_out_of_order() {
         analysis.generated_ms = at;
         let store = t.store.clone();
         async move {
-            store
-                .save_analysis(
-                    at,
-                    analysis.from_ms,
-                    analysis.to_ms,
-                    &serde_json::to_string(&analysis).unwrap(),
-                    5,
-                )
+            // Stored as `gpulens serve` stores it (issue 71: stored bare, the test passed
+            // while a running collector approved dependent steps alone).
+            collector::analysis::save(&store, &analysis, at, 5)
                 .await
                 .unwrap();
             analysis
@@ -492,9 +497,10 @@ async fn dependent_steps_are_approved_together_and_never_run_out_of_order() {
         }
     };
     let (id_a, id_b) = (action_of("node-a").await.id, action_of("node-b").await.id);
+    let newest = collector::analysis::Newest::default();
     assert!(ids.contains(&id_a) && ids.contains(&id_b));
     // The reclaim is a person's change: approving A before it is done is refused, naming it.
-    let err = actions::approve(&t.store, &settings, id_a, "alice", false, now)
+    let err = actions::approve(&t.store, &settings, &newest, id_a, "alice", false, now)
         .await
         .unwrap_err();
     assert!(matches!(err, ApproveError::Requires(..)), "{err}");
@@ -503,7 +509,7 @@ async fn dependent_steps_are_approved_together_and_never_run_out_of_order() {
     assert_eq!(action_of("node-b").await.state, "planned");
     // Once an analysis no longer proposes the reclaim, A is approved with B.
     save(vec![a.clone(), b.clone()], now + 2).await;
-    actions::approve(&t.store, &settings, id_a, "alice", false, now)
+    actions::approve(&t.store, &settings, &newest, id_a, "alice", false, now)
         .await
         .unwrap();
     assert_eq!(action_of("node-a").await.state, "approved");
@@ -519,4 +525,102 @@ async fn dependent_steps_are_approved_together_and_never_run_out_of_order() {
         .unwrap();
     let order: Vec<i64> = ran.iter().map(|(id, _)| *id).collect();
     assert_eq!(order, vec![id_b, id_a]);
+}
+
+/// Issue 71: a running collector (`gpulens serve`'s state over a real socket, the analysis
+/// stored by the scheduled job's own save) refuses an operator's approval of a step whose
+/// required reclaim is still proposed, naming it, and approves the chain once the reclaim is
+/// done. Before the fix the stored envelope read as "no analysis" and the step was approved
+/// alone.
+#[tokio::test]
+async fn a_running_collector_refuses_a_dependent_step_approved_alone() {
+    use collector::labels::actions;
+    use collector::labels::settings::{Mode, Operator, Settings};
+
+    let t = crate::support::sqlite().await;
+    let base = crate::support::store_time_slicing_step(&t.store, "step-b", "node-b", false).await;
+    let b = base.recommendations[0].clone();
+    let mut a = b.clone();
+    a.id = "step-a".into();
+    a.node = "node-a".into();
+    a.requires = vec!["reclaim-c".into(), "step-b".into()];
+    let mut c = b.clone();
+    c.id = "reclaim-c".into();
+    c.kind = analytics::RecKind::Reclaim;
+    c.node = "node-c".into();
+    c.summary = "reclaim pod/c's allocation on node-c".into();
+    c.proposal = analytics::Proposal::Reclaim {
+        tenant: "pod/c".into(),
+        gpus: vec!["GPU-c".into()],
+        gpu_equivalents: 1.0,
+    };
+    let now = collector::now_ms();
+    let mut analysis = base.clone();
+    analysis.recommendations = vec![a.clone(), b.clone(), c.clone()];
+    analysis.generated_ms = now + 1;
+    collector::analysis::save(&t.store, &analysis, now + 1, 5)
+        .await
+        .unwrap();
+    let plans = workflow::plans(&analysis, "c", None);
+    actions::record_plans(&t.store, &plans, "gpulens-analysis", now)
+        .await
+        .unwrap();
+    let action_of = |node: &'static str| {
+        let store = t.store.clone();
+        async move {
+            store
+                .label_actions(&store::label_actions::ActionFilter {
+                    node: Some(node),
+                    ..store::label_actions::ActionFilter::newest(5)
+                })
+                .await
+                .unwrap()
+                .remove(0)
+        }
+    };
+    let id_a = action_of("node-a").await.id;
+
+    let state = crate::support::default_state(t.store.clone()).with_labels(Settings {
+        mode: Mode::ApplyWithApproval,
+        operators: vec![Operator {
+            name: "alice".into(),
+            token: collector::config::Secret("operator-token-1".into()),
+        }],
+        ..Settings::default()
+    });
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base_url = format!("http://{}", listener.local_addr().unwrap());
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let server = tokio::spawn(collector::server::serve(listener, state, async {
+        let _ = stopped.await;
+    }));
+    let http = ingest_client::http().build().unwrap();
+    let approve = || {
+        http.post(format!("{base_url}/api/v1/label-actions/{id_a}/approve"))
+            .bearer_auth("operator-token-1")
+            .send()
+    };
+    let resp = approve().await.unwrap();
+    let code = resp.status();
+    let body = resp.text().await.unwrap();
+    assert_eq!(code, reqwest::StatusCode::CONFLICT, "{body}");
+    assert!(body.contains("reclaim-c"), "{body}");
+    assert_eq!(action_of("node-a").await.state, "planned");
+    assert_eq!(action_of("node-b").await.state, "planned");
+
+    // The reclaim carried out: the next analysis no longer proposes it; A goes with B.
+    let mut next = analysis.clone();
+    next.recommendations = vec![a, b];
+    next.generated_ms = now + 2;
+    collector::analysis::save(&t.store, &next, now + 2, 5)
+        .await
+        .unwrap();
+    let resp = approve().await.unwrap();
+    let code = resp.status();
+    let body = resp.text().await.unwrap();
+    assert_eq!(code, reqwest::StatusCode::OK, "{body}");
+    assert_eq!(action_of("node-a").await.state, "approved");
+    assert_eq!(action_of("node-b").await.state, "approved");
+    let _ = stop.send(());
+    let _ = server.await;
 }

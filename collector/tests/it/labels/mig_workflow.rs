@@ -253,3 +253,88 @@ async fn gpu_pods_block_the_change_unless_overridden() {
     assert_eq!(out, Outcome::Applied);
     assert!(audit.names().contains(&"drain:overridden".to_string()));
 }
+
+/// Issue 72: an API error at any step after the cordon — listing the node's pods, writing the
+/// label, watching the MIG manager, uncordoning — is undone: the label is back to what it was
+/// (the rollback watched like any other), the node is schedulable again, every step recorded.
+#[tokio::test]
+async fn an_api_error_after_the_cordon_is_rolled_back_at_every_step() {
+    use kube_standin::Fault;
+    let faults = [
+        ("drain", "GET", "/api/v1/pods", None),
+        ("label", "PATCH", "/api/v1/nodes/gpu-1", Some("all-1g.10gb")),
+        ("watch", "GET", "watch=true", None),
+        (
+            "uncordon",
+            "PATCH",
+            "/api/v1/nodes/gpu-1",
+            Some(r#""unschedulable":null"#),
+        ),
+    ];
+    for (step, method, target, body) in faults {
+        let s = StandIn::start().await;
+        s.add_node(mig_node());
+        fake_mig_manager(&s, "gpu-1", |_| Answer::Success);
+        s.fail(Fault {
+            method,
+            target: target.into(),
+            body: body.map(Into::into),
+            skip: 0,
+        });
+        let c = Cluster::connect(Some(s.url())).await.unwrap();
+        let mut audit = Steps::default();
+        let out = workflow::run(&c, &plan(), &limits(), &mut audit)
+            .await
+            .unwrap();
+        assert_eq!(s.pending_faults(), 0, "{step}: the fault was never met");
+        let Outcome::RolledBack { reason } = &out else {
+            panic!("{step}: {out:?} {:?}", audit.0)
+        };
+        assert!(reason.contains("failed mid-run"), "{step}: {reason}");
+        assert_eq!(
+            labels(&s, "gpu-1")[OPERATOR_MIG_CONFIG],
+            "all-disabled",
+            "{step}: {:?}",
+            audit.0
+        );
+        assert!(!unschedulable(&s), "{step}: left cordoned: {:?}", audit.0);
+        let names = audit.names();
+        assert!(
+            names.contains(&"error:failed".to_owned()),
+            "{step}: {names:?}"
+        );
+        assert_eq!(
+            names.last().map(String::as_str),
+            Some("uncordon:ok"),
+            "{step}: {names:?}"
+        );
+    }
+}
+
+/// When undoing fails too (the API keeps failing), the outcome says the node may be left
+/// cordoned and labelled, and how to look.
+#[tokio::test]
+async fn an_undo_that_fails_says_what_may_be_left_on_the_node() {
+    use kube_standin::Fault;
+    let s = StandIn::start().await;
+    s.add_node(mig_node());
+    fake_mig_manager(&s, "gpu-1", |_| Answer::Success);
+    for _ in 0..2 {
+        s.fail(Fault {
+            method: "PATCH",
+            target: "/api/v1/nodes/gpu-1".into(),
+            body: Some(r#""unschedulable":null"#.into()),
+            skip: 0,
+        });
+    }
+    let c = Cluster::connect(Some(s.url())).await.unwrap();
+    let mut audit = Steps::default();
+    let out = workflow::run(&c, &plan(), &limits(), &mut audit)
+        .await
+        .unwrap();
+    let Outcome::Failed { reason } = &out else {
+        panic!("{out:?} {:?}", audit.0)
+    };
+    assert!(reason.contains("kubectl describe node gpu-1"), "{reason}");
+    assert!(unschedulable(&s));
+}
