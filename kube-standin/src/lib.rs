@@ -41,6 +41,7 @@ use k8s_openapi::api::core::v1::{ConfigMap, Node, Pod};
 use serde_json::{Value, json};
 use tokio::sync::broadcast;
 
+pub mod hostile;
 mod wire;
 
 use wire::{

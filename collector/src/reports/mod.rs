@@ -387,6 +387,60 @@ pub fn task(
 mod tests {
     use super::coverage_note;
 
+    /// Issue 72: the report webhook answering an error without end costs a few hundred bytes,
+    /// and a redirect is not followed (the signed body would go wherever it points).
+    #[tokio::test]
+    async fn a_hostile_report_webhook_is_read_no_further_than_its_reason() {
+        use kube_standin::hostile::{Behaviour, Hostile, peak_rss_mib};
+        let report = store::reports::StoredReport {
+            week: "2026-W46".into(),
+            timezone: "UTC".into(),
+            from_ms: 0,
+            to_ms: 1,
+            generated_ms: 1,
+            summary: "s".into(),
+            data: String::new(),
+            html: String::new(),
+            csv: String::new(),
+        };
+        let peer = Hostile::start(Behaviour::Endless {
+            status: 400,
+            filler: "no ",
+        })
+        .await;
+        let hook = super::Webhook {
+            url: crate::settings::Secret(format!("{}/hook", peer.url)),
+            kind: "json".into(),
+            secret: None,
+        };
+        let started = std::time::Instant::now();
+        let e = super::announce(&super::Settings::default(), &hook, &report)
+            .await
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.starts_with("the report webhook refused the message: HTTP 400"),
+            "{e:.200}"
+        );
+        assert!(e.len() < 500, "{} bytes", e.len());
+        assert!(started.elapsed() < std::time::Duration::from_secs(5));
+        assert!(peak_rss_mib() < 512.0, "{:.0} MiB", peak_rss_mib());
+        let redirect = Hostile::start(Behaviour::Redirect {
+            to: format!("{}/elsewhere", peer.url),
+        })
+        .await;
+        let hook = super::Webhook {
+            url: crate::settings::Secret(format!("{}/hook", redirect.url)),
+            ..hook
+        };
+        let e = super::announce(&super::Settings::default(), &hook, &report)
+            .await
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("HTTP 307"), "{e:.200}");
+        assert_eq!(peer.requests(), 1, "the redirect was followed");
+    }
+
     #[test]
     fn a_partial_week_says_how_much_of_it_has_data() {
         let week = 168.0;

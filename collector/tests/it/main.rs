@@ -13,6 +13,7 @@ mod demand;
 mod demo;
 mod deploy;
 mod helm;
+mod hostile;
 mod http;
 mod import_circles;
 mod labels;
