@@ -186,7 +186,12 @@ pub fn pool_steps(
 }
 
 /// Every GPU in use that the plan does not use is freed by exactly one step: the one that
-/// moves its largest tenant away, or the reclaim of its largest tenant.
+/// moves its largest tenant away, or the reclaim of its largest tenant. A GPU the plan fills
+/// that was not in use (an idle GPU of a node that takes tenants in) is one GPU more in use
+/// after: it cancels one GPU its node's step frees (else another step's, the step freeing the
+/// most first), so the steps add up to what applying them frees — the pool's in use minus
+/// after (issue 71: steps added up to 34 where the plan freed 24, a MIG layout "freeing 7"
+/// while filling idle GPUs of its own node).
 fn freed_by(
     pool: &PoolLayout,
     places: &HashMap<usize, (&str, &GpuRef)>,
@@ -215,7 +220,44 @@ fn freed_by(
             freed_by.insert((*gpu).to_owned(), id);
         }
     }
+    // The GPUs filled that were idle, each with the step of its node.
+    let node_of: HashMap<&str, &str> = pool
+        .nodes
+        .iter()
+        .flat_map(|n| n.gpus.iter().map(move |g| (g.uuid.as_str(), n.node)))
+        .collect();
+    for filled in used_after.difference(&pool.in_use) {
+        let step = node_of
+            .get(filled)
+            .and_then(|node| step_of_node.get(node))
+            .filter(|id| freed_by.values().any(|v| v == *id))
+            .cloned()
+            .or_else(|| most_freeing(&freed_by));
+        let Some(step) = step else {
+            break;
+        };
+        // The last GPU (in uuid order) that step frees is the one the filled GPU cancels.
+        let cancelled = freed_by
+            .iter()
+            .rev()
+            .find(|(_, id)| **id == step)
+            .map(|(g, _)| g.clone());
+        if let Some(g) = cancelled {
+            freed_by.remove(&g);
+        }
+    }
     freed_by
+}
+
+/// The step freeing the most GPUs (the smallest id among equals).
+fn most_freeing(freed_by: &BTreeMap<String, String>) -> Option<String> {
+    let mut n: BTreeMap<&str, usize> = BTreeMap::new();
+    for id in freed_by.values() {
+        *n.entry(id).or_default() += 1;
+    }
+    n.into_iter()
+        .max_by(|a, b| a.1.cmp(&b.1).then(b.0.cmp(a.0)))
+        .map(|(id, _)| id.to_owned())
 }
 
 /// The node's sharing after the plan, in the words of `GpuRef::sharing`.

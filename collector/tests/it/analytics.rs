@@ -37,7 +37,19 @@ pub(crate) async fn load_with_teams(
     to: i64,
     team_of: store::TeamOf<'_>,
 ) {
-    let step = 60_000;
+    load_every(store, fleet, agent, from, to, 60_000, team_of).await;
+}
+
+/// `load_with_teams`, one sample every `step` ms.
+pub(crate) async fn load_every(
+    store: &Store,
+    fleet: &Fleet,
+    agent: &str,
+    from: i64,
+    to: i64,
+    step: i64,
+    team_of: store::TeamOf<'_>,
+) {
     let instants: Vec<i64> = (0..)
         .map(|i| from + i * step)
         .take_while(|&t| t < to)
@@ -494,7 +506,7 @@ fn runs_now(h: &analytics::holdings::Holding, to_ms: i64) -> bool {
 
 /// Issue 43: the GPUs applying every step frees, counted from the placement: each current
 /// allocation stays on its GPU, goes with its tenant's move, or goes away with a reclaim.
-fn applied_frees(a: &analytics::Analysis, input: &analytics::Input) -> i64 {
+pub(crate) fn applied_frees(a: &analytics::Analysis, input: &analytics::Input) -> i64 {
     use analytics::RecKind;
     let holdings = analytics::holdings::holdings(input);
     let uuid: HashMap<(&str, &str, i64), &str> = input

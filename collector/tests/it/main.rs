@@ -19,6 +19,7 @@ mod import_circles;
 mod labels;
 mod listener;
 mod outcome;
+mod plan_totals;
 mod prometheus;
 mod readme;
 mod reclaim;
