@@ -80,7 +80,8 @@ pub fn recommend(ctx: &Ctx, holdings: &[Holding], findings: &[Finding]) -> Outpu
         })
         .collect();
     let moved: BTreeSet<String> = fleet.moves.keys().map(|k| k.1.clone()).collect();
-    separate(ctx, holdings, findings, &moved, &mut out);
+    let freed: BTreeSet<&str> = fleet.freed_by.keys().map(String::as_str).collect();
+    separate(ctx, holdings, findings, &moved, &freed, &mut out);
     out.plan = fleet.plan;
     out.plan.steps = step_order(&out.recommendations);
     out
@@ -246,6 +247,7 @@ fn separate(
     holdings: &[Holding],
     findings: &[Finding],
     moved: &BTreeSet<String>,
+    freed: &BTreeSet<&str>,
     out: &mut Output,
 ) {
     let cfg = ctx.cfg;
@@ -280,7 +282,9 @@ fn separate(
         let Some(src) = ctx.gpu(gpu) else {
             continue;
         };
-        let best = quietest_gpu(ctx, f, &here, a, src, &on);
+        // Never onto a GPU the plan frees (issue 71: a separation filled a GPU the plan's
+        // steps empty, and applying both freed one GPU less than the plan said).
+        let best = quietest_gpu(ctx, f, &here, a, src, &on, freed);
         let (vn, an) = (
             ctx.name(&f.cluster, victim),
             ctx.name(&f.cluster, aggressor),
@@ -337,13 +341,18 @@ fn quietest_gpu<'a>(
     a: &'a Holding,
     src: &'a GpuRef,
     on: &dyn Fn(&str) -> Vec<&'a Holding>,
+    freed: &BTreeSet<&str>,
 ) -> Option<(Replay, &'a GpuRef)> {
     let cfg = ctx.cfg;
     let gpu = src.uuid.as_str();
     let mem = |g: &GpuRef| g.memory_total_bytes as f64;
     let mut best: Option<(Replay, &GpuRef)> = None;
     for g in ctx.input.gpus.iter().filter(|g| {
-        g.node == f.node && g.cluster == f.cluster && g.uuid != gpu && g.sharing == src.sharing
+        g.node == f.node
+            && g.cluster == f.cluster
+            && g.uuid != gpu
+            && g.sharing == src.sharing
+            && !freed.contains(g.uuid.as_str())
     }) {
         let there = on(&g.uuid);
         let before = vec![

@@ -3,7 +3,7 @@
 //! idle GPUs beside held ones, tenants of every workload pattern — are simulated for half a day,
 //! stored and rolled up through the real store, analysed, and for every seed: the plan's total
 //! equals the sum of its steps' frees, and both equal what applying every step (its moves and
-//! reclaims) to today's placement frees. `GPULENS_PLAN_SEEDS=N` runs N seeds (default 40).
+//! reclaims) to today's placement frees. `GPULENS_PLAN_SEEDS=N` runs N seeds (default 40), from `GPULENS_PLAN_SEED_FIRST` (default 1).
 
 use simulator::{Fleet, Scenario};
 
@@ -149,7 +149,11 @@ async fn heavy_random_fleets_free_what_their_steps_add_up_to() {
     let from = to - WINDOW_MS;
     let cfg = analytics::Config::default();
     let mut checked_moves = 0;
-    for seed in 1..=seeds {
+    let first: u64 = std::env::var("GPULENS_PLAN_SEED_FIRST")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1);
+    for seed in first..first + seeds {
         let text = random_scenario(seed);
         let scenario =
             Scenario::from_toml(&text).unwrap_or_else(|e| panic!("seed {seed}: {e}\n{text}"));
@@ -174,11 +178,23 @@ async fn heavy_random_fleets_free_what_their_steps_add_up_to() {
             .recommendations
             .iter()
             .map(|r| {
+                let moves: Vec<String> = r
+                    .moves()
+                    .iter()
+                    .map(|m| {
+                        format!(
+                            "{} {} → {}/{}",
+                            m.tenant, m.from_gpu, m.to_node, m.to_gpu_index
+                        )
+                    })
+                    .collect();
                 format!(
-                    "{} {} frees {}",
+                    "{} {} frees {} (gpus {:?}, tenants {:?}, moves {moves:?})",
                     r.kind.as_str(),
                     r.node,
-                    r.replay.gpus_freed
+                    r.replay.gpus_freed,
+                    r.gpus,
+                    r.tenants
                 )
             })
             .collect();
