@@ -123,13 +123,14 @@ impl Auth {
             if bearer(header).is_err() {
                 return e;
             }
-            crate::access::audit::refused(
-                "unknown agent token",
-                None,
-                &crate::access::Caller {
-                    addr,
-                    ..Default::default()
-                },
+            // An audit line as `access::audit::refused` writes it (auth sits below access).
+            tracing::warn!(
+                target: "gpulens::audit",
+                event = "refused",
+                who = "-",
+                why = "unknown agent token",
+                from = %addr.map_or_else(|| "-".into(), |a| a.to_string()),
+                "refused"
             );
             let addr = addr.unwrap_or(std::net::IpAddr::from([0, 0, 0, 0]));
             match self.failures.failed(addr, now_ms) {

@@ -13,6 +13,18 @@ pub enum ReadError {
     Read(String),
 }
 
+/// An error and its causes on one line.
+pub(crate) fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut src = e.source();
+    while let Some(inner) = src {
+        s.push_str(": ");
+        s.push_str(&inner.to_string());
+        src = inner.source();
+    }
+    s
+}
+
 /// The whole body of `resp`, at most `max` bytes; more is an error, found as soon as the
 /// budget is passed (nothing past it is kept). A `Content-Length` over the budget fails
 /// before any byte is read.
@@ -27,7 +39,7 @@ pub async fn body(mut resp: reqwest::Response, max: usize) -> Result<Vec<u8>, Re
     while let Some(chunk) = resp
         .chunk()
         .await
-        .map_err(|e| ReadError::Read(crate::error_chain(&e)))?
+        .map_err(|e| ReadError::Read(error_chain(&e)))?
     {
         if out.len() + chunk.len() > max {
             return Err(ReadError::TooLarge(max));

@@ -203,7 +203,7 @@ impl Client {
             .send()
             .await
             .map_err(|e| SendError::Retryable {
-                message: error_chain(&e),
+                message: bounded::error_chain(&e),
                 retry_after: None,
             })?;
         let status = resp.status().as_u16();
@@ -269,17 +269,6 @@ impl Client {
             }
         }
     }
-}
-
-fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut s = e.to_string();
-    let mut src = e.source();
-    while let Some(inner) = src {
-        s.push_str(": ");
-        s.push_str(&inner.to_string());
-        src = inner.source();
-    }
-    s
 }
 
 /// The `error.message` of a collector's JSON error, or the raw text.

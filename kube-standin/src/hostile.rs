@@ -72,35 +72,48 @@ async fn serve(
     b: Behaviour,
     count: Arc<AtomicUsize>,
 ) -> std::io::Result<()> {
-    loop {
-        // The request head (bodies are small here: read what came with it and go on).
-        let mut head = Vec::new();
-        let mut buf = [0u8; 4096];
-        while !head.windows(4).any(|w| w == b"\r\n\r\n") {
-            let n = socket.read(&mut buf).await?;
-            if n == 0 || head.len() > 1 << 20 {
-                return Ok(());
-            }
-            head.extend_from_slice(&buf[..n]);
-        }
+    while read_request(&mut socket).await? {
         count.fetch_add(1, Ordering::Relaxed);
-        let text = String::from_utf8_lossy(&head).to_lowercase();
-        if let Some(len) = text
-            .lines()
-            .find_map(|l| l.strip_prefix("content-length:"))
-            .and_then(|v| v.trim().parse::<usize>().ok())
-        {
-            let start = head.windows(4).position(|w| w == b"\r\n\r\n").unwrap_or(0) + 4;
-            let mut left = len.saturating_sub(head.len() - start);
-            while left > 0 {
-                let n = socket.read(&mut buf[..left.min(4096)]).await?;
-                if n == 0 {
-                    return Ok(());
-                }
-                left -= n;
-            }
+        answer(&mut socket, &b).await?;
+    }
+    Ok(())
+}
+
+/// Reads one request (its head, and a body of the length it declares); false at the end of
+/// the connection.
+async fn read_request(socket: &mut tokio::net::TcpStream) -> std::io::Result<bool> {
+    let mut head = Vec::new();
+    let mut buf = [0u8; 4096];
+    while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+        let n = socket.read(&mut buf).await?;
+        if n == 0 || head.len() > 1 << 20 {
+            return Ok(false);
         }
-        match &b {
+        head.extend_from_slice(&buf[..n]);
+    }
+    let text = String::from_utf8_lossy(&head).to_lowercase();
+    if let Some(len) = text
+        .lines()
+        .find_map(|l| l.strip_prefix("content-length:"))
+        .and_then(|v| v.trim().parse::<usize>().ok())
+    {
+        let start = head.windows(4).position(|w| w == b"\r\n\r\n").unwrap_or(0) + 4;
+        let mut left = len.saturating_sub(head.len() - start);
+        while left > 0 {
+            let n = socket.read(&mut buf[..left.min(4096)]).await?;
+            if n == 0 {
+                return Ok(false);
+            }
+            left -= n;
+        }
+    }
+    Ok(true)
+}
+
+/// Answers one request as `b` says.
+async fn answer(socket: &mut tokio::net::TcpStream, b: &Behaviour) -> std::io::Result<()> {
+    {
+        match b {
             Behaviour::Endless { status, filler } => {
                 socket
                     .write_all(
@@ -188,6 +201,7 @@ async fn serve(
             }
         }
     }
+    Ok(())
 }
 
 /// The process' peak resident memory so far (VmHWM), in MiB: what a hostile answer cost.

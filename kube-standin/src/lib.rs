@@ -41,8 +41,11 @@ use k8s_openapi::api::core::v1::{ConfigMap, Node, Pod};
 use serde_json::{Value, json};
 use tokio::sync::broadcast;
 
+mod faults;
 pub mod hostile;
 mod wire;
+
+pub use faults::Fault;
 
 use wire::{
     Failure, KINDS, ObjectKey, check_object, has_directive, keys, merge_patch, no_resource,
@@ -73,19 +76,6 @@ struct State_ {
     history: VecDeque<NodeEvent>,
     /// Every mutating request: (method, path, content type).
     requests: Vec<(String, String, String)>,
-    /// Failures to answer instead of serving (tests of what a client does on an API error).
-    faults: Vec<Fault>,
-}
-
-/// A failure the stand-in answers once, in place of the request it matches: a request whose
-/// method is `method`, whose path and query contain `target`, and whose body contains `body`
-/// (when given) is answered with a 500 `metav1.Status`, after `skip` such requests were served.
-#[derive(Debug, Clone)]
-pub struct Fault {
-    pub method: &'static str,
-    pub target: String,
-    pub body: Option<String>,
-    pub skip: usize,
 }
 
 /// The running stand-in. Cheap to clone.
@@ -94,6 +84,8 @@ pub struct StandIn {
     state: Arc<Mutex<State_>>,
     events: broadcast::Sender<NodeEvent>,
     url: String,
+    /// Failures to answer instead of serving (tests of what a client does on an API error).
+    faults: faults::Faults,
 }
 
 impl std::fmt::Debug for StandIn {
@@ -116,6 +108,7 @@ impl StandIn {
             state: Arc::new(Mutex::new(State_::default())),
             events,
             url,
+            faults: Default::default(),
         };
         let app = Router::new()
             .route("/api/v1/nodes", get(list_nodes))
@@ -150,7 +143,10 @@ impl StandIn {
                     "the stand-in does not serve this path",
                 )
             })
-            .layer(axum::middleware::from_fn_with_state(s.clone(), faults))
+            .layer(axum::middleware::from_fn_with_state(
+                s.faults.clone(),
+                faults::answer,
+            ))
             .with_state(s.clone());
         tokio::spawn(async move {
             let _ = axum::serve(listener, app).await;
@@ -298,12 +294,12 @@ impl StandIn {
 
     /// Answers the next request matching `fault` (after its `skip`) with a 500, once.
     pub fn fail(&self, fault: Fault) {
-        self.lock().faults.push(fault);
+        self.faults.push(fault);
     }
 
     /// Faults added with [`StandIn::fail`] that no request has met yet.
     pub fn pending_faults(&self) -> usize {
-        self.lock().faults.len()
+        self.faults.pending()
     }
 
     fn commit_node(&self, st: &mut State_, name: String, mut v: Value, kind: &'static str) {
@@ -866,55 +862,6 @@ async fn patch_configmap(
     next["metadata"]["resourceVersion"] = json!(st.rv.to_string());
     st.configmaps.insert(key, next.clone());
     axum::Json(next).into_response()
-}
-
-/// Answers a request a [`Fault`] matches with a 500 instead of serving it.
-async fn faults(
-    State(s): State<Shared>,
-    req: axum::extract::Request,
-    next: axum::middleware::Next,
-) -> Response {
-    if s.lock().faults.is_empty() {
-        return next.run(req).await;
-    }
-    let target = req
-        .uri()
-        .path_and_query()
-        .map_or_else(String::new, |p| p.as_str().to_owned());
-    let method = req.method().as_str().to_owned();
-    let (parts, body) = req.into_parts();
-    let Ok(bytes) = axum::body::to_bytes(body, 16 << 20).await else {
-        return status(StatusCode::PAYLOAD_TOO_LARGE, "TooLarge", "body too large");
-    };
-    let text = String::from_utf8_lossy(&bytes).into_owned();
-    let hit = {
-        let mut st = s.lock();
-        let found = st.faults.iter_mut().position(|f| {
-            f.method == method
-                && target.contains(&f.target)
-                && f.body.as_ref().is_none_or(|b| text.contains(b))
-        });
-        match found {
-            Some(i) if st.faults[i].skip == 0 => {
-                st.faults.remove(i);
-                true
-            }
-            Some(i) => {
-                st.faults[i].skip -= 1;
-                false
-            }
-            None => false,
-        }
-    };
-    if hit {
-        return status(
-            StatusCode::INTERNAL_SERVER_ERROR,
-            "InternalError",
-            &format!("the stand-in was told to fail {method} {target}"),
-        );
-    }
-    next.run(axum::extract::Request::from_parts(parts, Body::from(bytes)))
-        .await
 }
 
 #[cfg(test)]

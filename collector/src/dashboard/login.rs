@@ -222,6 +222,17 @@ pub struct Callback {
 /// The longest name a session keeps (an e-mail address is at most 254).
 const MAX_NAME: usize = 256;
 
+/// Spends a sign-in in progress: its flow cookie is good for one callback, whatever its outcome
+/// (issue 72: it could be presented again for its ten minutes). False when it was spent.
+fn spend(state: &DashboardState, flow: Option<&str>, now: i64) -> bool {
+    let Some(f) = flow else { return true };
+    if state.access.sessions.is_revoked(f) {
+        return false;
+    }
+    state.access.sessions.revoke(f, now);
+    true
+}
+
 pub async fn oidc_callback(
     State(state): State<DashboardState>,
     caller: Caller,
@@ -269,17 +280,12 @@ pub async fn oidc_callback(
     );
     let now = model::time::now_ms();
     let key = state.access.key();
-    // A sign-in in progress is finished once: its cookie is spent here, whatever the outcome
-    // (issue 72: it could be presented again for its ten minutes).
-    if let Some(f) = flow.as_deref() {
-        if state.access.sessions.is_revoked(f) {
-            audit::refused("a sign-in cookie presented again", None, &caller);
-            return refuse(
-                StatusCode::UNAUTHORIZED,
-                "This sign-in was already used; start again.".into(),
-            );
-        }
-        state.access.sessions.revoke(f, now);
+    if !spend(&state, flow.as_deref(), now) {
+        audit::refused("a sign-in cookie presented again", None, &caller);
+        return refuse(
+            StatusCode::UNAUTHORIZED,
+            "This sign-in was already used; start again.".into(),
+        );
     }
     let (who, next) = match provider
         .finish(&key, flow.as_deref(), &code, &st, now)

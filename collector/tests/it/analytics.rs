@@ -11,6 +11,7 @@ use std::path::Path;
 use simulator::{Fleet, Scenario};
 use store::Store;
 
+use crate::plan_totals::{applied_frees, runs_now};
 use crate::support;
 
 const DAY_MS: i64 = 86_400_000;
@@ -491,61 +492,6 @@ fn identities_hold(a: &analytics::Analysis, input: &analytics::Input, label: &st
             f.total.waste_gpu_hours
         );
     }
-}
-
-/// Whether a holding still runs at the end of the window (an allocation in its last two hours),
-/// as the plan's docs define it.
-fn runs_now(h: &analytics::holdings::Holding, to_ms: i64) -> bool {
-    h.total.alloc_n > 0
-        && h.rows
-            .iter()
-            .rev()
-            .take_while(|(hour, _)| hour + 2 * 3_600_000 > to_ms)
-            .any(|(_, x)| x.alloc_n > 0)
-}
-
-/// Issue 43: the GPUs applying every step frees, counted from the placement: each current
-/// allocation stays on its GPU, goes with its tenant's move, or goes away with a reclaim.
-pub(crate) fn applied_frees(a: &analytics::Analysis, input: &analytics::Input) -> i64 {
-    use analytics::RecKind;
-    let holdings = analytics::holdings::holdings(input);
-    let uuid: HashMap<(&str, &str, i64), &str> = input
-        .gpus
-        .iter()
-        .map(|g| {
-            (
-                (g.cluster.as_str(), g.node.as_str(), g.index),
-                g.uuid.as_str(),
-            )
-        })
-        .collect();
-    let reclaimed: BTreeSet<(&str, &str)> = a
-        .recommendations
-        .iter()
-        .filter(|r| r.kind == RecKind::Reclaim)
-        .flat_map(|r| {
-            r.gpus
-                .iter()
-                .map(move |g| (g.as_str(), r.tenants[0].as_str()))
-        })
-        .collect();
-    let mut moves: HashMap<(&str, &str), &str> = HashMap::new();
-    for r in &a.recommendations {
-        for m in r.moves() {
-            let to = uuid[&(r.cluster.as_str(), m.to_node.as_str(), m.to_gpu_index)];
-            moves.insert((m.from_gpu.as_str(), m.tenant.as_str()), to);
-        }
-    }
-    let (mut before, mut after) = (BTreeSet::new(), BTreeSet::new());
-    for h in holdings.iter().filter(|h| runs_now(h, input.to_ms)) {
-        let key = (h.gpu.as_str(), h.tenant.as_str());
-        before.insert(h.gpu.as_str());
-        if reclaimed.contains(&key) {
-            continue;
-        }
-        after.insert(moves.get(&key).copied().unwrap_or(h.gpu.as_str()));
-    }
-    before.len() as i64 - after.len() as i64
 }
 
 /// Issue 43: every time-slicing or MPS step, checked independently of the packer against the

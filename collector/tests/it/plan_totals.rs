@@ -7,7 +7,9 @@
 
 use simulator::{Fleet, Scenario};
 
-use super::analytics::{applied_frees, load_every};
+use std::collections::{BTreeSet, HashMap};
+
+use super::analytics::load_every;
 
 /// Half a day, sampled every ten minutes: the plan reads hours, a holding counts from four
 /// of them, and a seed costs about a second.
@@ -215,4 +217,59 @@ async fn heavy_random_fleets_free_what_their_steps_add_up_to() {
     // The fleets do move tenants: the property is not checked on plans that change nothing.
     eprintln!("{seeds} random fleets: {checked_moves} moves checked");
     assert!(checked_moves > 0, "no seed moved a tenant");
+}
+
+/// Issue 43: the GPUs applying every step frees, counted from the placement: each current
+/// allocation stays on its GPU, goes with its tenant's move, or goes away with a reclaim.
+pub(crate) fn applied_frees(a: &analytics::Analysis, input: &analytics::Input) -> i64 {
+    use analytics::RecKind;
+    let holdings = analytics::holdings::holdings(input);
+    let uuid: HashMap<(&str, &str, i64), &str> = input
+        .gpus
+        .iter()
+        .map(|g| {
+            (
+                (g.cluster.as_str(), g.node.as_str(), g.index),
+                g.uuid.as_str(),
+            )
+        })
+        .collect();
+    let reclaimed: BTreeSet<(&str, &str)> = a
+        .recommendations
+        .iter()
+        .filter(|r| r.kind == RecKind::Reclaim)
+        .flat_map(|r| {
+            r.gpus
+                .iter()
+                .map(move |g| (g.as_str(), r.tenants[0].as_str()))
+        })
+        .collect();
+    let mut moves: HashMap<(&str, &str), &str> = HashMap::new();
+    for r in &a.recommendations {
+        for m in r.moves() {
+            let to = uuid[&(r.cluster.as_str(), m.to_node.as_str(), m.to_gpu_index)];
+            moves.insert((m.from_gpu.as_str(), m.tenant.as_str()), to);
+        }
+    }
+    let (mut before, mut after) = (BTreeSet::new(), BTreeSet::new());
+    for h in holdings.iter().filter(|h| runs_now(h, input.to_ms)) {
+        let key = (h.gpu.as_str(), h.tenant.as_str());
+        before.insert(h.gpu.as_str());
+        if reclaimed.contains(&key) {
+            continue;
+        }
+        after.insert(moves.get(&key).copied().unwrap_or(h.gpu.as_str()));
+    }
+    before.len() as i64 - after.len() as i64
+}
+
+/// Whether a holding still runs at the end of the window (an allocation in its last two hours),
+/// as the plan's docs define it.
+pub(crate) fn runs_now(h: &analytics::holdings::Holding, to_ms: i64) -> bool {
+    h.total.alloc_n > 0
+        && h.rows
+            .iter()
+            .rev()
+            .take_while(|(hour, _)| hour + 2 * 3_600_000 > to_ms)
+            .any(|(_, x)| x.alloc_n > 0)
 }
