@@ -2,7 +2,7 @@
 //! `reclaim`, `right_size`, `consolidate` with `time_slicing`/`mps`, `mig_layout` and
 //! `separate`. Proposals whose replay predicts harm are reported as rejected, not made.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 use model::figures::{self, count};
 
@@ -70,6 +70,7 @@ pub fn recommend(ctx: &Ctx, holdings: &[Holding], findings: &[Finding]) -> Outpu
         &reclaim_ids,
         &fleet.moves,
     );
+    name_unblocked(&mut out.recommendations, &named);
     out.rejected.extend(fleet.rejected);
     out.underutilized = wasters
         .iter()
@@ -225,7 +226,9 @@ fn count_freed(
     }
 }
 
-/// The plan's steps, most GPUs freed first (separations are advice beside the plan).
+/// The plan's steps in the order they can be carried out: a step never before a step it
+/// requires; among those ready, most GPUs freed first (separations are advice beside the
+/// plan). A cycle of requirements (none is planned) keeps the preference order.
 pub(crate) fn step_order(recommendations: &[Recommendation]) -> Vec<String> {
     let mut steps: Vec<&Recommendation> = recommendations
         .iter()
@@ -237,7 +240,51 @@ pub(crate) fn step_order(recommendations: &[Recommendation]) -> Vec<String> {
             .total_cmp(&a.replay.gpus_freed)
             .then(a.id.cmp(&b.id))
     });
-    steps.iter().map(|r| r.id.clone()).collect()
+    let known: HashSet<&str> = steps.iter().map(|r| r.id.as_str()).collect();
+    let mut placed: HashSet<&str> = HashSet::new();
+    let mut out = Vec::with_capacity(steps.len());
+    while out.len() < steps.len() {
+        let ready = |r: &&&Recommendation| {
+            !placed.contains(r.id.as_str())
+                && r.requires
+                    .iter()
+                    .all(|q| !known.contains(q.as_str()) || placed.contains(q.as_str()))
+        };
+        let next = steps
+            .iter()
+            .find(ready)
+            .or_else(|| steps.iter().find(|r| !placed.contains(r.id.as_str())))
+            .expect("a step is left");
+        placed.insert(next.id.as_str());
+        out.push(next.id.clone());
+    }
+    out
+}
+
+/// A step that frees no GPU itself but that others require says which (issue 71: a reclaim
+/// the MIG layout needed read as "frees no GPU by itself" and was carried out last).
+fn name_unblocked(recommendations: &mut [Recommendation], named: &HashMap<String, String>) {
+    let mut needed_by: HashMap<String, Vec<String>> = HashMap::new();
+    for r in recommendations.iter() {
+        for q in &r.requires {
+            needed_by
+                .entry(q.clone())
+                .or_default()
+                .push(named.get(&r.id).cloned().unwrap_or_else(|| r.id.clone()));
+        }
+    }
+    for r in recommendations.iter_mut() {
+        if let Some(by) = needed_by.get_mut(&r.id) {
+            by.sort();
+            by.dedup();
+            let who = match by.as_slice() {
+                [one] => format!("{one} needs"),
+                [rest @ .., last] => format!("{} and {last} need", rest.join(", ")),
+                [] => continue,
+            };
+            r.summary.push_str(&format!("; {who} it carried out first"));
+        }
+    }
 }
 
 /// Separate interfering tenants: move the aggressor to the GPU of the same node where replay

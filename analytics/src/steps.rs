@@ -648,13 +648,37 @@ pub fn link_requirements(
     {
         holders.entry(&h.gpu).or_default().insert(&h.tenant);
     }
+    // A MIG layout or a sharing config reconfigures every GPU of its node (the workflow
+    // drains it first): the steps taking that node's tenants away come first, reclaims
+    // included (issue 71: the demo's MIG step named one of the three reclaims it needed).
+    let node_gpus = |cluster: &str, node: &str| -> Vec<&str> {
+        ctx.input
+            .gpus
+            .iter()
+            .filter(|g| g.cluster == cluster && g.node == node)
+            .map(|g| g.uuid.as_str())
+            .collect()
+    };
     for r in recommendations.iter_mut() {
         let mut requires = BTreeSet::new();
-        for m in r.moves() {
-            let Some(gpu) = uuid_of.get(&(r.cluster.as_str(), m.to_node.as_str(), m.to_gpu_index))
-            else {
-                continue;
-            };
+        let mut filled: Vec<&str> = r
+            .moves()
+            .iter()
+            .filter_map(|m| {
+                uuid_of
+                    .get(&(r.cluster.as_str(), m.to_node.as_str(), m.to_gpu_index))
+                    .copied()
+            })
+            .collect();
+        if matches!(
+            r.proposal,
+            Proposal::MigLayout { .. } | Proposal::Sharing { .. }
+        ) {
+            filled.extend(node_gpus(&r.cluster, &r.node));
+        }
+        filled.sort_unstable();
+        filled.dedup();
+        for gpu in &filled {
             for tenant in holders.get(gpu).into_iter().flatten() {
                 let key = ((*gpu).to_owned(), (*tenant).to_owned());
                 if let Some(id) = reclaim_ids.get(&key) {

@@ -234,12 +234,8 @@ fn from_analysis(v: &mut pages::OverviewView, a: &Analysis) {
             &a.funnel.currency,
         )
     });
-    v.actions = p
-        .steps
-        .iter()
-        .filter_map(|id| a.recommendations.iter().find(|r| &r.id == id))
-        .filter(|r| r.replay.gpus_freed > 0.0)
-        .take(3)
+    v.actions = first_steps(a, 3)
+        .into_iter()
         .map(|r| pages::ActionLine {
             id: r.id.clone(),
             summary: super::recommendations::names_in(a, &r.summary),
@@ -253,6 +249,49 @@ fn from_analysis(v: &mut pages::OverviewView, a: &Analysis) {
             ),
         })
         .collect();
+}
+
+/// The first `n` steps that free GPUs, in the plan's order, each after the steps it requires
+/// (transitively), which are listed too although they free nothing themselves: an operator
+/// who follows the list top-down carries them out in an order that works (issue 71).
+fn first_steps(a: &Analysis, n: usize) -> Vec<&analytics::Recommendation> {
+    let by_id: HashMap<&str, &analytics::Recommendation> = a
+        .recommendations
+        .iter()
+        .map(|r| (r.id.as_str(), r))
+        .collect();
+    let at: HashMap<&str, usize> = a
+        .plan
+        .steps
+        .iter()
+        .enumerate()
+        .map(|(i, id)| (id.as_str(), i))
+        .collect();
+    let mut chosen: Vec<&str> = Vec::new();
+    let freeing = a
+        .plan
+        .steps
+        .iter()
+        .filter_map(|id| by_id.get(id.as_str()))
+        .filter(|r| r.replay.gpus_freed > 0.0)
+        .take(n);
+    for r in freeing {
+        let mut todo = vec![r.id.as_str()];
+        while let Some(id) = todo.pop() {
+            if chosen.contains(&id) || !at.contains_key(id) {
+                continue;
+            }
+            chosen.push(id);
+            if let Some(s) = by_id.get(id) {
+                todo.extend(s.requires.iter().map(String::as_str));
+            }
+        }
+    }
+    chosen.sort_by_key(|id| at[id]);
+    chosen
+        .into_iter()
+        .filter_map(|id| by_id.get(id).copied())
+        .collect()
 }
 
 /// How many tenants the top-wasters table lists.

@@ -39,13 +39,18 @@ pub async fn recommendations(
         ),
         None => (Vec::new(), Vec::new()),
     };
-    sorted(&mut rows, &q, "freed", |r, k| match k {
-        "kind" => text(&r.kind),
-        "node" => text(&r.node),
-        "team" => text(&r.team),
-        "confidence" => num(r.confidence),
-        _ => num(r.gpus_freed),
-    });
+    // Unsorted, the rows keep the analysis' order: the plan's steps in the order they can be
+    // carried out, then the advice beside it (issue 71: sorted by GPUs freed, a MIG layout
+    // came before the reclaims it needs).
+    if q.sort.is_some() {
+        sorted(&mut rows, &q, "order", |r, k| match k {
+            "kind" => text(&r.kind),
+            "node" => text(&r.node),
+            "team" => text(&r.team),
+            "confidence" => num(r.confidence),
+            _ => num(r.gpus_freed),
+        });
+    }
     let plan = a.as_ref().map(|a| plan_view(&a.plan));
     let outcomes = a
         .as_ref()
@@ -57,7 +62,7 @@ pub async fn recommendations(
         outcomes,
         rows,
         rejected,
-        sort_state(String::new(), &q, "freed"),
+        sort_state(String::new(), &q, "order"),
     )))
 }
 

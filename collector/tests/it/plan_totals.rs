@@ -208,6 +208,9 @@ async fn heavy_random_fleets_free_what_their_steps_add_up_to() {
             applied, plan,
             "seed {seed}: applying every step frees {applied}, the plan says {plan}: {listing:#?}\n{text}"
         );
+        if let Err(e) = carried_out_in_order(&a, &input) {
+            panic!("seed {seed}: {e}: {listing:#?}\n{text}");
+        }
         checked_moves += a
             .recommendations
             .iter()
@@ -272,4 +275,224 @@ pub(crate) fn runs_now(h: &analytics::holdings::Holding, to_ms: i64) -> bool {
             .rev()
             .take_while(|(hour, _)| hour + 2 * 3_600_000 > to_ms)
             .any(|(_, x)| x.alloc_n > 0)
+}
+
+/// Carries out the plan's steps in `plan.steps` order on today's placement and checks that no
+/// step fills a GPU — a GPU its moves target, or any GPU of its node for a MIG layout or a
+/// sharing config, which reconfigure the node — while a tenant is still on it that a later
+/// step takes away; and that the step names every such step in `requires` (issue 71).
+pub(crate) fn carried_out_in_order(
+    a: &analytics::Analysis,
+    input: &analytics::Input,
+) -> Result<(), String> {
+    use analytics::{Proposal, RecKind};
+    let uuid: HashMap<(&str, &str, i64), &str> = input
+        .gpus
+        .iter()
+        .map(|g| {
+            (
+                (g.cluster.as_str(), g.node.as_str(), g.index),
+                g.uuid.as_str(),
+            )
+        })
+        .collect();
+    // Who takes (gpu, tenant) away: a reclaim or another step's move.
+    let mut taken_by: HashMap<(String, String), &str> = HashMap::new();
+    for r in a
+        .recommendations
+        .iter()
+        .filter(|r| r.kind != RecKind::Separate)
+    {
+        if r.kind == RecKind::Reclaim {
+            for g in &r.gpus {
+                taken_by.insert((g.clone(), r.tenants[0].clone()), &r.id);
+            }
+        }
+        for m in r.moves() {
+            taken_by.insert((m.from_gpu.clone(), m.tenant.clone()), &r.id);
+        }
+    }
+    let mut on: HashMap<String, BTreeSet<String>> = HashMap::new();
+    for h in analytics::holdings::holdings(input)
+        .iter()
+        .filter(|h| runs_now(h, input.to_ms))
+    {
+        on.entry(h.gpu.clone())
+            .or_default()
+            .insert(h.tenant.clone());
+    }
+    let mut done: BTreeSet<&str> = BTreeSet::new();
+    for id in &a.plan.steps {
+        let Some(r) = a.recommendations.iter().find(|r| &r.id == id) else {
+            return Err(format!("plan step {id} is no recommendation"));
+        };
+        let mut fills: BTreeSet<&str> = r
+            .moves()
+            .iter()
+            .filter_map(|m| {
+                uuid.get(&(r.cluster.as_str(), m.to_node.as_str(), m.to_gpu_index))
+                    .copied()
+            })
+            .collect();
+        if matches!(
+            r.proposal,
+            Proposal::MigLayout { .. } | Proposal::Sharing { .. }
+        ) {
+            fills.extend(
+                input
+                    .gpus
+                    .iter()
+                    .filter(|g| g.cluster == r.cluster && g.node == r.node)
+                    .map(|g| g.uuid.as_str()),
+            );
+        }
+        for g in &fills {
+            for t in on.get(*g).into_iter().flatten() {
+                let Some(by) = taken_by.get(&((*g).to_owned(), t.clone())) else {
+                    continue;
+                };
+                if *by == r.id.as_str() || done.contains(by) {
+                    continue;
+                }
+                // Steps that require each other (a swap of tenants between two nodes that
+                // both reconfigure) are carried out together: approving one approves both.
+                if r.requires.iter().any(|q| q == by) && requires_transitively(a, by, &r.id) {
+                    continue;
+                }
+                if !r.requires.iter().any(|q| q == by) {
+                    return Err(format!(
+                        "{} {} fills {g} while {t} is on it, which {by} takes away, and does not require it",
+                        r.kind.as_str(),
+                        r.node
+                    ));
+                }
+                return Err(format!(
+                    "{} {} comes before {by}, which it requires",
+                    r.kind.as_str(),
+                    r.node
+                ));
+            }
+        }
+        // Carry it out: what it takes away leaves, what it moves arrives.
+        for (k, by) in &taken_by {
+            if *by == r.id.as_str()
+                && let Some(ts) = on.get_mut(&k.0)
+            {
+                ts.remove(&k.1);
+            }
+        }
+        for m in r.moves() {
+            if let Some(g) = uuid.get(&(r.cluster.as_str(), m.to_node.as_str(), m.to_gpu_index)) {
+                on.entry((*g).to_owned())
+                    .or_default()
+                    .insert(m.tenant.clone());
+            }
+        }
+        done.insert(r.id.as_str());
+    }
+    Ok(())
+}
+
+/// Whether step `from` requires step `to`, directly or through others.
+fn requires_transitively(a: &analytics::Analysis, from: &str, to: &str) -> bool {
+    let mut seen: BTreeSet<&str> = BTreeSet::new();
+    let mut todo = vec![from];
+    while let Some(id) = todo.pop() {
+        if !seen.insert(id) {
+            continue;
+        }
+        let Some(r) = a.recommendations.iter().find(|r| r.id == id) else {
+            continue;
+        };
+        if r.requires.iter().any(|q| q == to) {
+            return true;
+        }
+        todo.extend(r.requires.iter().map(String::as_str));
+    }
+    false
+}
+
+/// The demo's fleet (scenarios/k8s-mixed.toml): every step comes after the steps it requires,
+/// the MIG layout names the reclaims of the tenants on the node it reconfigures, and the
+/// overview's "What to do first" and the recommendations page list steps in that order.
+#[tokio::test]
+async fn the_demos_steps_are_listed_in_the_order_they_can_be_carried_out() {
+    let to = 1_795_219_200_000;
+    let from = to - 2 * 86_400_000;
+    let fleet = super::analytics::default_fleet();
+    let t = crate::support::sqlite().await;
+    load_every(&t.store, &fleet, "demo", from, to, 300_000, &|_| None).await;
+    let cfg = analytics::Config::default();
+    let input =
+        collector::analysis::load(&t.store, &cfg, collector::analysis::Span::closed(from, to))
+            .await
+            .unwrap();
+    let a = {
+        let (input, cfg) = (input.clone(), cfg.clone());
+        tokio::task::spawn_blocking(move || analytics::analyze(&input, &cfg))
+            .await
+            .unwrap()
+            .unwrap()
+    };
+    carried_out_in_order(&a, &input).unwrap();
+    let mig = a
+        .recommendations
+        .iter()
+        .filter(|r| r.kind == analytics::RecKind::MigLayout)
+        .find(|r| !r.requires.is_empty())
+        .expect("the demo has a MIG layout that requires other steps");
+    let reclaims = mig
+        .requires
+        .iter()
+        .filter(|q| {
+            a.recommendations
+                .iter()
+                .any(|r| &r.id == *q && r.kind == analytics::RecKind::Reclaim)
+        })
+        .count();
+    assert!(reclaims >= 1, "{:?}", mig.requires);
+    // The pages: each listed step after the steps it requires that are listed.
+    collector::analysis::save(&t.store, &a, to, 5)
+        .await
+        .unwrap();
+    let state = crate::support::default_state(t.store.clone());
+    for (uri, marker) in [("/", "#apply\""), ("/recommendations", "\"")] {
+        let html = crate::support::page(&state, uri).await;
+        let listed: Vec<&str> = html
+            .match_indices("href=\"/recommendations/")
+            .filter_map(|(i, m)| {
+                let rest = &html[i + m.len()..];
+                let end = rest.find(marker)?;
+                let id = &rest[..end];
+                (!id.contains('"') && !id.contains('?')).then_some(id)
+            })
+            .collect();
+        assert!(!listed.is_empty(), "{uri}: no step listed");
+        let at = |id: &str| listed.iter().position(|x| *x == id);
+        for r in &a.recommendations {
+            let Some(i) = at(&r.id) else { continue };
+            for q in &r.requires {
+                if let Some(j) = at(q) {
+                    assert!(
+                        j < i,
+                        "{uri}: {} listed before {q}, which it requires",
+                        r.id
+                    );
+                } else if uri == "/" {
+                    panic!("{uri}: {} is listed without {q}, which it requires", r.id);
+                }
+            }
+        }
+    }
+    // The reclaim the MIG layout needs says so.
+    let needed = a
+        .recommendations
+        .iter()
+        .find(|r| mig.requires.contains(&r.id) && r.kind == analytics::RecKind::Reclaim)
+        .unwrap();
+    assert!(
+        needed.summary.contains("needs it carried out first"),
+        "{}",
+        needed.summary
+    );
 }

@@ -170,7 +170,11 @@ fn action_list(rows: Vec<ActionLine>, plan_line: String) -> impl IntoView {
             };
             view! {
                 <li>
-                    <b>{format!("Frees {}", model::figures::count(r.gpus_freed, "GPU", "GPUs"))}</b>
+                    <b>{if r.gpus_freed > 0.0 {
+                        format!("Frees {}", model::figures::count(r.gpus_freed, "GPU", "GPUs"))
+                    } else {
+                        "First".to_owned()
+                    }}</b>
                     {r.per_month.map(|m| format!(" · {m}"))}": "
                     {r.summary}" "
                     <a href=format!("{href}#apply")>{act}</a>

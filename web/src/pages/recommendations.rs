@@ -87,7 +87,7 @@ fn plan_section(p: PlanView) -> impl IntoView {
     view! {
         <section aria-labelledby="h-plan">
             <h2 id="h-plan">"Fleet plan"</h2>
-            <p><b>{headline}</b>" "{format!("{} below, each approvable on its own; every freed GPU is counted by one step.", model::figures::count(p.steps as f64, "step", "steps"))}</p>
+            <p><b>{headline}</b>" "{format!("{} below, in the order they can be carried out: a step comes after the steps it requires (approving it approves their label changes with it; a reclaim or a move is done by people first). Every freed GPU is counted by one step.", model::figures::count(p.steps as f64, "step", "steps"))}</p>
             <p class="note">{bound}</p>
             <div class="scroll"><table>
                 <caption>"By pool (one GPU model in one cluster)"</caption>
