@@ -60,7 +60,7 @@ fn readyz_op() -> Op {
 
 fn task_health_op() -> Op {
     let health = json!({"$ref": "#/components/schemas/TaskHealth"});
-    Op::new("The background tasks (partitions, remote-write settling, rollups, retention, analysis, alerts, reports, label actions): runs, failures, last success and last error of each")
+    Op::new("The background tasks (partitions, remote-write settling, rollups, retention, analysis, alerts, reports, label actions): runs, failures, last success and last error of each (an error's text, at most 1,000 bytes, is shown to signed-in callers or where reading is open; others read \"(sign in to see it)\")")
         .json(200, "every task's last pass succeeded (or none ran yet)", health.clone())
         .json(503, "at least one task's last pass failed", health)
 }

@@ -247,7 +247,7 @@ fn approve_op() -> Op {
         .param(json!({"name": "id", "in": "path", "required": true, "schema": {"type": "integer"}}))
         .body(json!({"required": false, "content": {"application/json": {"schema": {"type": "object", "properties": {"override_pods": {"type": "boolean", "description": "Go ahead although GPU pods remain after the drain wait."}}}}}}))
         .response(200, json!({"description": "id, state, approved_by"}))
-        .refusals(&[401, 403, 404, 409])
+        .refusals(&[401, 403, 404, 409, 503])
         .throttled("tokens")
 }
 

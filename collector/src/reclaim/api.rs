@@ -57,7 +57,7 @@ fn list_op() -> Op {
 }
 
 fn decide_op(what: &str) -> Op {
-    Op::new(&format!("{what} Operator token."))
+    Op::new(&format!("{what} Operator token; an operator scoped to teams decides its teams' cases only (another team's case answers 404)."))
         .param(json!({"name": "id", "in": "path", "required": true, "schema": {"type": "integer"}}))
         .response(200, json!({"description": "id, state, by"}))
         .refusals(&[400, 401, 403, 404, 409])
