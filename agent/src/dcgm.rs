@@ -214,32 +214,17 @@ mod tests {
     /// (in its 800 ms a loopback peer sends gigabytes): the scrape fails and costs little.
     #[tokio::test]
     async fn an_exporter_answering_without_end_is_cut_at_the_budget() {
-        use tokio::io::{AsyncReadExt, AsyncWriteExt};
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let url = format!("http://{}/metrics", listener.local_addr().unwrap());
-        tokio::spawn(async move {
-            while let Ok((mut s, _)) = listener.accept().await {
-                tokio::spawn(async move {
-                    let mut buf = [0u8; 4096];
-                    let _ = s.read(&mut buf).await;
-                    let head = b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n";
-                    if s.write_all(head).await.is_err() {
-                        return;
-                    }
-                    let chunk = format!("10000\r\n{}\r\n", "#".repeat(0x10000));
-                    while s.write_all(chunk.as_bytes()).await.is_ok() {}
-                });
-            }
-        });
+        use kube_standin::hostile::{Behaviour, Hostile};
+        let peer = Hostile::start(Behaviour::Endless {
+            status: 200,
+            filler: "#",
+        })
+        .await;
+        let url = format!("{}/metrics", peer.url);
         let mut d = Dcgm::new(&url, Duration::from_secs(30)).unwrap();
         assert!(!d.refresh().await);
         assert!(d.current().is_none());
-        let status = std::fs::read_to_string("/proc/self/status").unwrap();
-        let peak_kb: f64 = status
-            .lines()
-            .find_map(|l| l.strip_prefix("VmHWM:"))
-            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-            .unwrap();
+        let peak_kb = model::process::peak_rss_mib().unwrap() * 1024.0;
         assert!(peak_kb < 256.0 * 1024.0, "{peak_kb} kB");
     }
 

@@ -212,15 +212,13 @@ fn settle(a: &mut Analysis) {
         .map(|(i, id)| (id.as_str(), i))
         .collect();
     let place = |r: &Recommendation| at.get(r.id.as_str()).copied().unwrap_or(usize::MAX);
-    let mut recommendations = std::mem::take(&mut a.recommendations);
-    recommendations.sort_by(|x, y| {
+    a.recommendations.sort_by(|x, y| {
         place(x)
             .cmp(&place(y))
             .then(y.replay.gpus_freed.total_cmp(&x.replay.gpus_freed))
             .then(x.kind.cmp(&y.kind))
             .then(x.id.cmp(&y.id))
     });
-    a.recommendations = recommendations;
     // By where they are: a cluster analysed in parts lists them as it would whole.
     a.rejected.sort_by(|a, b| {
         (&a.cluster, &a.node, a.kind.as_str(), &a.tenants, &a.reason).cmp(&(

@@ -34,11 +34,6 @@ struct Credential {
     cluster: Option<String>,
 }
 
-fn sha256(b: &[u8]) -> [u8; 32] {
-    use sha2::Digest;
-    sha2::Sha256::digest(b).into()
-}
-
 /// The credentials the collector accepts.
 #[derive(Clone, Default)]
 pub struct Auth {
@@ -184,7 +179,7 @@ pub fn bearer(header: Option<&str>) -> Result<&str, ApiError> {
         .trim())
 }
 
-use crate::signing::constant_time_eq;
+use crate::signing::{constant_time_eq, sha256};
 
 #[cfg(test)]
 mod tests {

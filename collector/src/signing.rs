@@ -16,6 +16,12 @@ pub fn random_key() -> anyhow::Result<[u8; 32]> {
     Ok(key)
 }
 
+/// SHA-256 of `b`: how tokens are kept and compared (one length, whatever is sent).
+pub fn sha256(b: &[u8]) -> [u8; 32] {
+    use sha2::Digest;
+    Sha256::digest(b).into()
+}
+
 /// HMAC-SHA256 (RFC 2104).
 pub fn hmac_sha256(key: &[u8], message: &[u8]) -> [u8; 32] {
     use hmac::Mac;

@@ -13,8 +13,8 @@ pub enum ReadError {
     Read(String),
 }
 
-/// An error and its causes on one line.
-pub(crate) fn error_chain(e: &dyn std::error::Error) -> String {
+/// An error and its causes on one line (a client's error names its cause only in its source).
+pub fn error_chain(e: &dyn std::error::Error) -> String {
     let mut s = e.to_string();
     let mut src = e.source();
     while let Some(inner) = src {

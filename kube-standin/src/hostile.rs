@@ -203,15 +203,3 @@ async fn answer(socket: &mut tokio::net::TcpStream, b: &Behaviour) -> std::io::R
     }
     Ok(())
 }
-
-/// The process' peak resident memory so far (VmHWM), in MiB: what a hostile answer cost.
-pub fn peak_rss_mib() -> f64 {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find_map(|l| l.strip_prefix("VmHWM:"))
-                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
-        })
-        .map_or(0.0, |kb| kb / 1024.0)
-}

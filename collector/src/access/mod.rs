@@ -25,6 +25,7 @@ use sha2::{Digest, Sha256};
 
 use crate::error::ApiError;
 use crate::settings::Secret;
+use crate::signing::sha256;
 pub use principal::{Caller, Principal, Role, Via};
 use routes::{Need, Teams};
 pub use session::{Sessions, Source};
@@ -84,10 +85,6 @@ impl Default for Access {
     fn default() -> Self {
         Access::new(&Settings::default(), &[]).expect("the default access settings are valid")
     }
-}
-
-fn sha256(b: &[u8]) -> [u8; 32] {
-    Sha256::digest(b).into()
 }
 
 /// A SHA-256 written in hex (checked by `Settings::check`).

@@ -5,6 +5,7 @@
 
 use std::time::{Duration, Instant};
 
+use ingest_client::bounded::error_chain;
 use openidconnect::core::{CoreAuthenticationFlow, CoreClient, CoreProviderMetadata};
 use openidconnect::{
     AuthorizationCode, ClientId, ClientSecret, CsrfToken, IssuerUrl, Nonce, PkceCodeChallenge,
@@ -84,7 +85,7 @@ impl Provider {
             .map_err(|e| {
                 format!(
                     "cannot read the provider's discovery document: {}",
-                    chain(&e)
+                    error_chain(&e)
                 )
             })?;
         *m = Some((meta.clone(), Instant::now()));
@@ -184,7 +185,7 @@ impl Provider {
             .set_pkce_verifier(PkceCodeVerifier::new(flow.v.clone()))
             .request_async(&http)
             .await
-            .map_err(|e| format!("the provider refused the code: {}", chain(&e)))?;
+            .map_err(|e| format!("the provider refused the code: {}", error_chain(&e)))?;
         let id_token = token
             .id_token()
             .ok_or("the provider's answer has no ID token")?;
@@ -196,7 +197,7 @@ impl Provider {
                 let client = self.oauth_client(self.metadata(true).await?)?;
                 id_token
                     .claims(&client.id_token_verifier(), &nonce)
-                    .map_err(|_| format!("the ID token does not verify: {}", chain(&first)))?
+                    .map_err(|_| format!("the ID token does not verify: {}", error_chain(&first)))?
                     .clone()
             }
         };
@@ -240,7 +241,7 @@ async fn send(
 ) -> Result<openidconnect::HttpResponse, HttpFailure> {
     let req = reqwest::Request::try_from(req).map_err(|e| HttpFailure(e.to_string()))?;
     let url = req.url().clone();
-    let mut resp = http
+    let resp = http
         .execute(req)
         .await
         .map_err(|e| HttpFailure(format!("{url}: {e}")))?;
@@ -248,32 +249,10 @@ async fn send(
     for (k, v) in resp.headers() {
         out = out.header(k.as_str(), v.as_bytes());
     }
-    let mut body = Vec::new();
-    while let Some(chunk) = resp
-        .chunk()
+    let body = ingest_client::bounded::body(resp, MAX_BODY)
         .await
-        .map_err(|e| HttpFailure(format!("{url}: {e}")))?
-    {
-        if body.len() + chunk.len() > MAX_BODY {
-            return Err(HttpFailure(format!(
-                "{url}: the answer is larger than 1 MiB"
-            )));
-        }
-        body.extend_from_slice(&chunk);
-    }
+        .map_err(|e| HttpFailure(format!("{url}: {e}")))?;
     out.body(body).map_err(|e| HttpFailure(e.to_string()))
-}
-
-/// An error and its causes on one line.
-fn chain(e: &dyn std::error::Error) -> String {
-    let mut s = e.to_string();
-    let mut cur = e.source();
-    while let Some(c) = cur {
-        s.push_str(": ");
-        s.push_str(&c.to_string());
-        cur = c.source();
-    }
-    s
 }
 
 /// Where to go after signing in: a path on this collector, never another site.

@@ -218,7 +218,6 @@ pub struct Callback {
     pub error_description: Option<String>,
 }
 
-/// The provider sends the browser back here: verify, open a session, go where they were going.
 /// The longest name a session keeps (an e-mail address is at most 254).
 const MAX_NAME: usize = 256;
 
@@ -233,6 +232,7 @@ fn spend(state: &DashboardState, flow: Option<&str>, now: i64) -> bool {
     true
 }
 
+/// The provider sends the browser back here: verify, open a session, go where they were going.
 pub async fn oidc_callback(
     State(state): State<DashboardState>,
     caller: Caller,

@@ -2,6 +2,7 @@
 
 use super::page::*;
 use super::series::*;
+use std::collections::HashSet;
 
 fn tenant_lines(
     a: &Analysis,
@@ -253,44 +254,35 @@ fn from_analysis(v: &mut pages::OverviewView, a: &Analysis) {
 
 /// The first `n` steps that free GPUs, in the plan's order, each after the steps it requires
 /// (transitively), which are listed too although they free nothing themselves: an operator
-/// who follows the list top-down carries them out in an order that works (issue 71).
+/// who follows the list top-down carries them out in an order that works (issue 71). The
+/// analysis lists its recommendations in that order (`plan.steps` first).
 fn first_steps(a: &Analysis, n: usize) -> Vec<&analytics::Recommendation> {
     let by_id: HashMap<&str, &analytics::Recommendation> = a
         .recommendations
         .iter()
         .map(|r| (r.id.as_str(), r))
         .collect();
-    let at: HashMap<&str, usize> = a
+    let mut todo: Vec<&str> = a
         .plan
         .steps
         .iter()
-        .enumerate()
-        .map(|(i, id)| (id.as_str(), i))
+        .filter(|id| {
+            by_id
+                .get(id.as_str())
+                .is_some_and(|r| r.replay.gpus_freed > 0.0)
+        })
+        .take(n)
+        .map(String::as_str)
         .collect();
-    let mut chosen: Vec<&str> = Vec::new();
-    let freeing = a
-        .plan
-        .steps
-        .iter()
-        .filter_map(|id| by_id.get(id.as_str()))
-        .filter(|r| r.replay.gpus_freed > 0.0)
-        .take(n);
-    for r in freeing {
-        let mut todo = vec![r.id.as_str()];
-        while let Some(id) = todo.pop() {
-            if chosen.contains(&id) || !at.contains_key(id) {
-                continue;
-            }
-            chosen.push(id);
-            if let Some(s) = by_id.get(id) {
-                todo.extend(s.requires.iter().map(String::as_str));
-            }
+    let mut chosen: HashSet<&str> = HashSet::new();
+    while let Some(id) = todo.pop() {
+        if let Some(r) = by_id.get(id).filter(|_| chosen.insert(id)) {
+            todo.extend(r.requires.iter().map(String::as_str));
         }
     }
-    chosen.sort_by_key(|id| at[id]);
-    chosen
-        .into_iter()
-        .filter_map(|id| by_id.get(id).copied())
+    a.recommendations
+        .iter()
+        .filter(|r| chosen.contains(r.id.as_str()))
         .collect()
 }
 

@@ -101,22 +101,17 @@ async fn decided(
             crate::access::audit::reclaim_decided(id, decision.to(), &caller);
             Redirect::to("/reclaim").into_response()
         }
-        Err(e @ DecideError::Unknown(_)) => (
-            StatusCode::NOT_FOUND,
-            Html(pages::problem(
-                frame(&state, &caller, "Not found"),
-                e.to_string(),
-            )),
-        )
-            .into_response(),
-        Err(e @ DecideError::State { .. }) => (
-            StatusCode::CONFLICT,
-            Html(pages::problem(
-                frame(&state, &caller, "Refused"),
-                e.to_string(),
-            )),
-        )
-            .into_response(),
+        Err(e @ (DecideError::Unknown(_) | DecideError::State { .. })) => {
+            let (status, title) = match e {
+                DecideError::Unknown(_) => (StatusCode::NOT_FOUND, "Not found"),
+                _ => (StatusCode::CONFLICT, "Refused"),
+            };
+            (
+                status,
+                Html(pages::problem(frame(&state, &caller, title), e.to_string())),
+            )
+                .into_response()
+        }
         Err(DecideError::Store(e)) => PageError::from(e).into_response(),
     }
 }

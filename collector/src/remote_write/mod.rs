@@ -246,8 +246,8 @@ struct Hosts {
 }
 
 impl Hosts {
-    /// The host of `key`, made if there is room (after forgetting quiet hosts, once per
-    /// request at most: `swept`); `None` when its cluster or the receiver is full.
+    /// Whether the host of `key` is held or has room (after forgetting quiet hosts, once per
+    /// request at most: `swept`); false when its cluster or the receiver is full.
     fn room_for(&mut self, key: &(String, String), now_ms: i64, swept: &mut bool) -> bool {
         if self.by_key.contains_key(key) {
             return true;
@@ -270,9 +270,8 @@ impl Hosts {
         self.by_key.entry(key).or_default()
     }
 
-    /// Forgets hosts with nothing waiting that were quiet for [`FORGET_MS`]; how many.
-    fn forget_quiet(&mut self, now_ms: i64) -> usize {
-        let before = self.by_key.len();
+    /// Forgets hosts with nothing waiting that were quiet for [`FORGET_MS`].
+    fn forget_quiet(&mut self, now_ms: i64) {
         let per_cluster = &mut self.per_cluster;
         self.by_key.retain(|(cluster, _), h| {
             let keep = !h.scrapes.is_empty() || now_ms - h.touched_ms < FORGET_MS;
@@ -282,7 +281,6 @@ impl Hosts {
             keep
         });
         per_cluster.retain(|_, n| *n > 0);
-        before - self.by_key.len()
     }
 }
 

@@ -391,7 +391,7 @@ mod tests {
     /// and a redirect is not followed (the signed body would go wherever it points).
     #[tokio::test]
     async fn a_hostile_report_webhook_is_read_no_further_than_its_reason() {
-        use kube_standin::hostile::{Behaviour, Hostile, peak_rss_mib};
+        use kube_standin::hostile::{Behaviour, Hostile};
         let report = store::reports::StoredReport {
             week: "2026-W46".into(),
             timezone: "UTC".into(),
@@ -424,7 +424,8 @@ mod tests {
         );
         assert!(e.len() < 500, "{} bytes", e.len());
         assert!(started.elapsed() < std::time::Duration::from_secs(5));
-        assert!(peak_rss_mib() < 512.0, "{:.0} MiB", peak_rss_mib());
+        let peak = model::process::peak_rss_mib().expect("VmHWM is read");
+        assert!(peak < 512.0, "{peak:.0} MiB");
         let redirect = Hostile::start(Behaviour::Redirect {
             to: format!("{}/elsewhere", peer.url),
         })

@@ -10,12 +10,12 @@ use std::time::{Duration, Instant};
 
 use collector::alerts::deliver::{Sender, Verdict};
 use collector::alerts::settings::{Receiver, ReceiverKind};
-use kube_standin::hostile::{Behaviour, Hostile, peak_rss_mib};
+use kube_standin::hostile::{Behaviour, Hostile};
 
 const MAX_RSS_MIB: f64 = 512.0;
 
 fn assert_bounded_memory(what: &str) {
-    let peak = peak_rss_mib();
+    let peak = model::process::peak_rss_mib().expect("VmHWM is read");
     assert!(
         peak < MAX_RSS_MIB,
         "{what}: the process peaked at {peak:.0} MiB"
@@ -74,12 +74,8 @@ async fn the_demand_poll_ends_every_hostile_pass_and_ingest_keeps_answering() {
         Default::default(),
         Default::default(),
     );
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let base = format!("http://{}", listener.local_addr().unwrap());
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let server = tokio::spawn(collector::server::serve(listener, state.clone(), async {
-        let _ = stopped.await;
-    }));
+    let serving = crate::support::serve(state).await;
+    let base = serving.base.clone();
     let http = ingest_client::http().build().unwrap();
 
     let pod = r#"{"metadata":{"name":"p","namespace":"n","uid":"u"},"spec":{"containers":[{"name":"c","resources":{"limits":{"nvidia.com/gpu":"1"}}}]},"status":{"phase":"Pending"}}"#;
@@ -228,8 +224,7 @@ async fn the_demand_poll_ends_every_hostile_pass_and_ingest_keeps_answering() {
         }
         assert_bounded_memory(&format!("{source}, {what}"));
     }
-    let _ = stop.send(());
-    let _ = server.await;
+    serving.stop().await;
 }
 
 /// A failed pass shows in `/healthz/tasks` with its error clipped, and only to readers who

@@ -141,6 +141,45 @@ fn random_scenario(seed: u64) -> String {
     out
 }
 
+/// `fleet` simulated over [from, to) a sample every `step` ms, stored and rolled up in `store`,
+/// loaded as a scheduled pass loads it and analysed with the default thresholds.
+async fn analysed(
+    store: &store::Store,
+    fleet: &Fleet,
+    from: i64,
+    to: i64,
+    step: i64,
+) -> (analytics::Analysis, analytics::Input) {
+    load_every(store, fleet, "plan", from, to, step, &|_| None).await;
+    let cfg = analytics::Config::default();
+    let input = collector::analysis::load(store, &cfg, collector::analysis::Span::closed(from, to))
+        .await
+        .unwrap();
+    // Polars blocks on its own runtime: off the async threads, as the collector runs it.
+    let a = {
+        let input = input.clone();
+        tokio::task::spawn_blocking(move || analytics::analyze(&input, &cfg))
+            .await
+            .unwrap()
+            .unwrap()
+    };
+    (a, input)
+}
+
+/// Each GPU's uuid by (cluster, node, index), as moves name their targets.
+fn uuid_of(input: &analytics::Input) -> HashMap<(&str, &str, i64), &str> {
+    input
+        .gpus
+        .iter()
+        .map(|g| {
+            (
+                (g.cluster.as_str(), g.node.as_str(), g.index),
+                g.uuid.as_str(),
+            )
+        })
+        .collect()
+}
+
 #[tokio::test]
 async fn heavy_random_fleets_free_what_their_steps_add_up_to() {
     let seeds: u64 = std::env::var("GPULENS_PLAN_SEEDS")
@@ -149,7 +188,6 @@ async fn heavy_random_fleets_free_what_their_steps_add_up_to() {
         .unwrap_or(40);
     let to = 1_795_219_200_000; // 2026-11-21T00:00:00Z
     let from = to - WINDOW_MS;
-    let cfg = analytics::Config::default();
     let mut checked_moves = 0;
     let first: u64 = std::env::var("GPULENS_PLAN_SEED_FIRST")
         .ok()
@@ -161,18 +199,7 @@ async fn heavy_random_fleets_free_what_their_steps_add_up_to() {
             Scenario::from_toml(&text).unwrap_or_else(|e| panic!("seed {seed}: {e}\n{text}"));
         let fleet = Fleet::new(scenario);
         let t = crate::support::sqlite().await;
-        load_every(&t.store, &fleet, "random", from, to, STEP_MS, &|_| None).await;
-        let input =
-            collector::analysis::load(&t.store, &cfg, collector::analysis::Span::closed(from, to))
-                .await
-                .unwrap();
-        let a = {
-            let (input, cfg) = (input.clone(), cfg.clone());
-            tokio::task::spawn_blocking(move || analytics::analyze(&input, &cfg))
-                .await
-                .unwrap()
-                .unwrap()
-        };
+        let (a, input) = analysed(&t.store, &fleet, from, to, STEP_MS).await;
         let steps: f64 = a.recommendations.iter().map(|r| r.replay.gpus_freed).sum();
         let plan = a.plan.gpus_freed as f64;
         let applied = applied_frees(&a, &input) as f64;
@@ -227,16 +254,7 @@ async fn heavy_random_fleets_free_what_their_steps_add_up_to() {
 pub(crate) fn applied_frees(a: &analytics::Analysis, input: &analytics::Input) -> i64 {
     use analytics::RecKind;
     let holdings = analytics::holdings::holdings(input);
-    let uuid: HashMap<(&str, &str, i64), &str> = input
-        .gpus
-        .iter()
-        .map(|g| {
-            (
-                (g.cluster.as_str(), g.node.as_str(), g.index),
-                g.uuid.as_str(),
-            )
-        })
-        .collect();
+    let uuid = uuid_of(input);
     let reclaimed: BTreeSet<(&str, &str)> = a
         .recommendations
         .iter()
@@ -286,16 +304,7 @@ pub(crate) fn carried_out_in_order(
     input: &analytics::Input,
 ) -> Result<(), String> {
     use analytics::{Proposal, RecKind};
-    let uuid: HashMap<(&str, &str, i64), &str> = input
-        .gpus
-        .iter()
-        .map(|g| {
-            (
-                (g.cluster.as_str(), g.node.as_str(), g.index),
-                g.uuid.as_str(),
-            )
-        })
-        .collect();
+    let uuid = uuid_of(input);
     // Who takes (gpu, tenant) away: a reclaim or another step's move.
     let mut taken_by: HashMap<(String, String), &str> = HashMap::new();
     for r in a
@@ -421,19 +430,7 @@ async fn the_demos_steps_are_listed_in_the_order_they_can_be_carried_out() {
     let from = to - 2 * 86_400_000;
     let fleet = super::analytics::default_fleet();
     let t = crate::support::sqlite().await;
-    load_every(&t.store, &fleet, "demo", from, to, 300_000, &|_| None).await;
-    let cfg = analytics::Config::default();
-    let input =
-        collector::analysis::load(&t.store, &cfg, collector::analysis::Span::closed(from, to))
-            .await
-            .unwrap();
-    let a = {
-        let (input, cfg) = (input.clone(), cfg.clone());
-        tokio::task::spawn_blocking(move || analytics::analyze(&input, &cfg))
-            .await
-            .unwrap()
-            .unwrap()
-    };
+    let (a, input) = analysed(&t.store, &fleet, from, to, 300_000).await;
     carried_out_in_order(&a, &input).unwrap();
     let mig = a
         .recommendations

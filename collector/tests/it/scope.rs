@@ -52,6 +52,14 @@ async fn state_of(store: &store::Store, id: i64) -> String {
         .state
 }
 
+async fn newest_action(store: &store::Store) -> store::label_actions::LabelActionRecord {
+    store
+        .label_actions(&store::label_actions::ActionFilter::newest(1))
+        .await
+        .unwrap()
+        .remove(0)
+}
+
 #[tokio::test]
 async fn a_team_scoped_operator_changes_nothing_of_another_team_on_any_route() {
     let t = crate::support::sqlite().await;
@@ -68,12 +76,7 @@ async fn a_team_scoped_operator_changes_nothing_of_another_team_on_any_route() {
         .unwrap();
     // A step with its planned label action: a node's change, every team's on it.
     crate::support::store_time_slicing_step(&t.store, "time_slicing-whole", "whole", true).await;
-    let action = t
-        .store
-        .label_actions(&store::label_actions::ActionFilter::newest(1))
-        .await
-        .unwrap()
-        .remove(0);
+    let action = newest_action(&t.store).await;
     assert_eq!(action.state, "planned");
 
     let access: collector::access::Settings = toml::from_str(&format!(
@@ -168,12 +171,7 @@ async fn a_team_scoped_operator_changes_nothing_of_another_team_on_any_route() {
     // Nothing changed.
     assert_eq!(state_of(&t.store, vision).await, "awaiting_approval");
     assert_eq!(state_of(&t.store, search).await, "awaiting_approval");
-    let after = t
-        .store
-        .label_actions(&store::label_actions::ActionFilter::newest(1))
-        .await
-        .unwrap()
-        .remove(0);
+    let after = newest_action(&t.store).await;
     assert_eq!(after.state, "planned");
     assert_eq!(after.approved_by, None);
 

@@ -161,3 +161,30 @@ pub async fn page(state: &collector::state::AppState, uri: &str) -> String {
         .unwrap();
     String::from_utf8(b.to_vec()).unwrap()
 }
+
+/// A collector serving a state on a loopback port (`gpulens serve`'s own server), until
+/// [`Serving::stop`].
+pub struct Serving {
+    pub base: String,
+    stop: tokio::sync::oneshot::Sender<()>,
+    server: tokio::task::JoinHandle<std::io::Result<()>>,
+}
+
+/// Serves `state` on a free loopback port.
+pub async fn serve(state: collector::state::AppState) -> Serving {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let server = tokio::spawn(collector::server::serve(listener, state, async {
+        let _ = stopped.await;
+    }));
+    Serving { base, stop, server }
+}
+
+impl Serving {
+    /// Shuts the server down and waits for it.
+    pub async fn stop(self) {
+        let _ = self.stop.send(());
+        let _ = self.server.await;
+    }
+}

@@ -432,16 +432,12 @@ async fn device_plugin_configs_keep_the_clusters_mig_strategy() {
     );
 }
 
-/// Issue 43: a step that requires others is approved with the planned label actions of the
-/// steps it requires, which run first; a required step with no label action (a reclaim) that
-/// the newest analysis still proposes refuses the approval, naming it.
-#[tokio::test]
-async fn dependent_steps_are_approved_together_and_never_run_out_of_order() {
-    use collector::labels::actions::{self, ApproveError};
-    use collector::labels::settings::{Mode, Settings};
-
-    let t = crate::support::sqlite().await;
-    let base = crate::support::store_time_slicing_step(&t.store, "step-b", "node-b", false).await;
+/// An analysis (not stored) with a chain of steps: time-slicing `step-a` on node-a requires
+/// `reclaim-c` (a reclaim, a person's change) and time-slicing `step-b` on node-b.
+async fn chain_of_steps(
+    store: &store::Store,
+) -> (analytics::Analysis, [analytics::Recommendation; 3]) {
+    let base = crate::support::store_time_slicing_step(store, "step-b", "node-b", false).await;
     let b = base.recommendations[0].clone();
     let mut a = b.clone();
     a.id = "step-a".into();
@@ -457,6 +453,19 @@ async fn dependent_steps_are_approved_together_and_never_run_out_of_order() {
         gpus: vec!["GPU-c".into()],
         gpu_equivalents: 1.0,
     };
+    (base, [a, b, c])
+}
+
+/// Issue 43: a step that requires others is approved with the planned label actions of the
+/// steps it requires, which run first; a required step with no label action (a reclaim) that
+/// the newest analysis still proposes refuses the approval, naming it.
+#[tokio::test]
+async fn dependent_steps_are_approved_together_and_never_run_out_of_order() {
+    use collector::labels::actions::{self, ApproveError};
+    use collector::labels::settings::{Mode, Settings};
+
+    let t = crate::support::sqlite().await;
+    let (base, [a, b, c]) = chain_of_steps(&t.store).await;
     let save = |recs: Vec<analytics::Recommendation>, at: i64| {
         let mut analysis = base.clone();
         analysis.recommendations = recs;
@@ -538,22 +547,7 @@ async fn a_running_collector_refuses_a_dependent_step_approved_alone() {
     use collector::labels::settings::{Mode, Operator, Settings};
 
     let t = crate::support::sqlite().await;
-    let base = crate::support::store_time_slicing_step(&t.store, "step-b", "node-b", false).await;
-    let b = base.recommendations[0].clone();
-    let mut a = b.clone();
-    a.id = "step-a".into();
-    a.node = "node-a".into();
-    a.requires = vec!["reclaim-c".into(), "step-b".into()];
-    let mut c = b.clone();
-    c.id = "reclaim-c".into();
-    c.kind = analytics::RecKind::Reclaim;
-    c.node = "node-c".into();
-    c.summary = "reclaim pod/c's allocation on node-c".into();
-    c.proposal = analytics::Proposal::Reclaim {
-        tenant: "pod/c".into(),
-        gpus: vec!["GPU-c".into()],
-        gpu_equivalents: 1.0,
-    };
+    let (base, [a, b, c]) = chain_of_steps(&t.store).await;
     let now = collector::now_ms();
     let mut analysis = base.clone();
     analysis.recommendations = vec![a.clone(), b.clone(), c.clone()];
@@ -588,12 +582,8 @@ async fn a_running_collector_refuses_a_dependent_step_approved_alone() {
         }],
         ..Settings::default()
     });
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let base_url = format!("http://{}", listener.local_addr().unwrap());
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let server = tokio::spawn(collector::server::serve(listener, state, async {
-        let _ = stopped.await;
-    }));
+    let serving = crate::support::serve(state).await;
+    let base_url = serving.base.clone();
     let http = ingest_client::http().build().unwrap();
     let approve = || {
         http.post(format!("{base_url}/api/v1/label-actions/{id_a}/approve"))
@@ -621,6 +611,5 @@ async fn a_running_collector_refuses_a_dependent_step_approved_alone() {
     assert_eq!(code, reqwest::StatusCode::OK, "{body}");
     assert_eq!(action_of("node-a").await.state, "approved");
     assert_eq!(action_of("node-b").await.state, "approved");
-    let _ = stop.send(());
-    let _ = server.await;
+    serving.stop().await;
 }

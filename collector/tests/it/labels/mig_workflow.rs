@@ -272,16 +272,13 @@ async fn an_api_error_after_the_cordon_is_rolled_back_at_every_step() {
         ),
     ];
     for (step, method, target, body) in faults {
-        let s = StandIn::start().await;
-        s.add_node(mig_node());
-        fake_mig_manager(&s, "gpu-1", |_| Answer::Success);
+        let (s, c) = mig_node_answering(Answer::Success).await;
         s.fail(Fault {
             method,
             target: target.into(),
             body: body.map(Into::into),
             skip: 0,
         });
-        let c = Cluster::connect(Some(s.url())).await.unwrap();
         let mut audit = Steps::default();
         let out = workflow::run(&c, &plan(), &limits(), &mut audit)
             .await
@@ -316,9 +313,7 @@ async fn an_api_error_after_the_cordon_is_rolled_back_at_every_step() {
 #[tokio::test]
 async fn an_undo_that_fails_says_what_may_be_left_on_the_node() {
     use kube_standin::Fault;
-    let s = StandIn::start().await;
-    s.add_node(mig_node());
-    fake_mig_manager(&s, "gpu-1", |_| Answer::Success);
+    let (s, c) = mig_node_answering(Answer::Success).await;
     for _ in 0..2 {
         s.fail(Fault {
             method: "PATCH",
@@ -327,7 +322,6 @@ async fn an_undo_that_fails_says_what_may_be_left_on_the_node() {
             skip: 0,
         });
     }
-    let c = Cluster::connect(Some(s.url())).await.unwrap();
     let mut audit = Steps::default();
     let out = workflow::run(&c, &plan(), &limits(), &mut audit)
         .await
