@@ -12,6 +12,7 @@ mod delivery;
 mod demand;
 mod demo;
 mod deploy;
+mod guards;
 mod helm;
 mod hostile;
 mod http;
