@@ -40,7 +40,7 @@ pub async fn round(
     let dir = crate::scratch::fresh_dir("agent-bench-recovery")?;
     let cfg = RunConfig {
         collector: receiver.url(),
-        token: "bench".into(),
+        token: ingest_client::Token::fixed("bench"),
         state_dir: dir.clone(),
         interval_ms,
         spool_max_bytes: 256 * 1024 * 1024,

@@ -51,7 +51,8 @@ enum Command {
             conflicts_with = "token_file"
         )]
         token: Option<String>,
-        /// File holding the agent token (one line; e.g. a mounted Kubernetes Secret).
+        /// File holding the agent token (one line; a mounted Kubernetes Secret, or a projected
+        /// ServiceAccount token, which the kubelet rotates: the file is read again every 30 s).
         #[arg(long, env = "GPULENS_TOKEN_FILE")]
         token_file: Option<PathBuf>,
         /// CA certificate(s), PEM, that signed an https:// collector's certificate; trusted
@@ -315,8 +316,9 @@ async fn run(command: Command) -> anyhow::Result<()> {
                 ),
             };
             let token = match (token, token_file) {
-                (Some(t), _) => t,
-                (None, Some(path)) => read_token(&path)?,
+                (Some(t), _) => ingest_client::Token::fixed(&t),
+                (None, Some(path)) => ingest_client::Token::file(&path)
+                    .map_err(|e| anyhow::anyhow!("--token-file {e}"))?,
                 (None, None) => anyhow::bail!("give --token-file or --token"),
             };
             let cfg = agent::runner::RunConfig {
@@ -451,27 +453,4 @@ async fn bench_recovery(
     ratios.sort_by(f64::total_cmp);
     println!("  median: {:.1}x real time", ratios[ratios.len() / 2]);
     Ok(())
-}
-
-/// The token in `path`: one line, a trailing newline removed; never echoed in errors.
-fn read_token(path: &std::path::Path) -> anyhow::Result<String> {
-    let meta = std::fs::metadata(path)
-        .map_err(|e| anyhow::anyhow!("--token-file {}: {e}", path.display()))?;
-    if meta.len() > 64 * 1024 {
-        anyhow::bail!(
-            "--token-file {} is {} bytes; a token is at most 64 KiB",
-            path.display(),
-            meta.len()
-        );
-    }
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| anyhow::anyhow!("--token-file {}: {e}", path.display()))?;
-    let token = text.trim_end_matches(['\n', '\r']);
-    if token.is_empty() || token.contains('\n') {
-        anyhow::bail!(
-            "--token-file {} must hold the token on one line",
-            path.display()
-        );
-    }
-    Ok(token.to_owned())
 }

@@ -104,7 +104,7 @@ pub fn parse(text: &str) -> (BTreeMap<String, String>, Option<String>) {
 pub struct Refresh {
     /// Base URL of the collector.
     pub collector: String,
-    pub token: String,
+    pub token: ingest_client::Token,
     pub cluster: String,
     pub node: String,
     /// NFD's features.d directory.
@@ -133,7 +133,7 @@ pub async fn refresh_once(
         .pop_if_empty()
         .extend(["api", "v1", "nodes", &r.node, "labels"]);
     url.query_pairs_mut().append_pair("cluster", &r.cluster);
-    let resp = http.get(url).bearer_auth(&r.token).send().await?;
+    let resp = http.get(url).bearer_auth(r.token.current()).send().await?;
     let status = resp.status();
     if !status.is_success() {
         let body = ingest_client::bounded::prefix(resp, 4096).await;

@@ -23,7 +23,8 @@ use crate::spool::{Limits, Spool};
 #[derive(Debug, Clone)]
 pub struct RunConfig {
     pub collector: String,
-    pub token: String,
+    /// The agent's token; a file's is read again as the kubelet rotates it.
+    pub token: ingest_client::Token,
     pub state_dir: PathBuf,
     pub interval_ms: u64,
     pub spool_max_bytes: u64,
@@ -75,7 +76,7 @@ pub async fn run(backend: Box<dyn GpuBackend>, cfg: RunConfig) -> anyhow::Result
     let metrics = Arc::new(AgentMetrics::new());
     metrics.record_spool(&spool.lock().expect("spool"));
     let wake = Arc::new(Notify::new());
-    let client = Client::with_tls(&cfg.collector, &cfg.token, &cfg.tls)?;
+    let client = Client::with_token(&cfg.collector, cfg.token.clone(), &cfg.tls)?;
     let (cluster, node) = {
         let (c, n) = backend.identity();
         (c.to_owned(), n.to_owned())

@@ -28,6 +28,10 @@ pub struct Config {
     /// Agent tokens and the nodes each may speak for.
     #[serde(default)]
     pub agents: Vec<AgentAuth>,
+    /// Agents identified by their projected ServiceAccount token, each bound to its own node
+    /// through the API server's TokenReview; see docs/security.md.
+    #[serde(default)]
+    pub token_review: Option<crate::token_review::Settings>,
     #[serde(default)]
     pub retention: RetentionConfig,
     #[serde(default)]
@@ -111,6 +115,9 @@ impl Config {
         for (i, o) in self.labels.operators.iter().enumerate() {
             crate::settings::check_token(&format!("labels.operators[{i}].token"), &o.token.0)
                 .map_err(anyhow::Error::msg)?;
+        }
+        if let Some(r) = &self.token_review {
+            r.check()?;
         }
         self.access.check()?;
         self.alerts.check()?;

@@ -18,6 +18,7 @@ pub mod signing;
 pub mod tasks;
 pub mod teams;
 pub mod tls;
+pub mod token_review;
 
 // The features, one folder (or file) each: settings, handlers with their routes, tasks and
 // metrics. A feature may use another's public items (its `mod.rs`), never its submodules.

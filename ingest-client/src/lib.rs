@@ -5,6 +5,9 @@
 
 pub mod backoff;
 pub mod bounded;
+pub mod token;
+
+pub use token::Token;
 
 use std::io::Write;
 use std::time::Duration;
@@ -154,7 +157,7 @@ impl Tls {
 pub struct Client {
     http: reqwest::Client,
     url: String,
-    token: String,
+    token: Token,
 }
 
 impl Client {
@@ -165,6 +168,12 @@ impl Client {
 
     /// [`Client::new`] with TLS settings for an `https://` collector.
     pub fn with_tls(collector: &str, token: &str, tls: &Tls) -> Result<Client, SendError> {
+        Client::with_token(collector, Token::fixed(token), tls)
+    }
+
+    /// [`Client::with_tls`] with a token that may change while the client runs (a token file
+    /// the kubelet rotates).
+    pub fn with_token(collector: &str, token: Token, tls: &Tls) -> Result<Client, SendError> {
         let http = tls
             .apply(http())
             .timeout(Duration::from_secs(60))
@@ -175,7 +184,7 @@ impl Client {
         Ok(Client {
             http,
             url: format!("{}/api/v1/ingest", collector.trim_end_matches('/')),
-            token: token.to_owned(),
+            token,
         })
     }
 
@@ -196,7 +205,7 @@ impl Client {
         let resp = self
             .http
             .post(&self.url)
-            .header("authorization", format!("Bearer {}", self.token))
+            .header("authorization", format!("Bearer {}", self.token.current()))
             .header("content-type", "application/json")
             .header("content-encoding", "gzip")
             .body(body)

@@ -13,6 +13,7 @@
 //!   `fieldSelector=spec.nodeName=…` and/or `status.phase=…`, paged with `limit` and
 //!   `continue` as the API server pages lists.
 //! - ConfigMaps: `GET`, `POST`, `PATCH` (merge) in a namespace.
+//! - TokenReview of the projected ServiceAccount tokens it issues (tokens.rs).
 //! - Kueue Workloads (`kueue.x-k8s.io/v1beta1`): `GET /apis/kueue.x-k8s.io/v1beta1/workloads`,
 //!   paged like pods, once [`StandIn::install_kueue`] has installed the CRD; before that the
 //!   path is 404, as on an API server without Kueue.
@@ -43,13 +44,15 @@ use tokio::sync::broadcast;
 
 mod faults;
 pub mod hostile;
+mod tokens;
 mod wire;
 
 pub use faults::Fault;
+pub use tokens::{API_SERVER_AUDIENCE, TokenFor, Tokens};
 
 use wire::{
     Failure, KINDS, ObjectKey, check_object, has_directive, keys, merge_patch, no_resource,
-    not_found, object_key, selector, status,
+    not_found, object_key, parse_body, selector, status, validate,
 };
 
 /// One change to a node, as a watch reports it.
@@ -86,6 +89,7 @@ pub struct StandIn {
     url: String,
     /// Failures to answer instead of serving (tests of what a client does on an API error).
     faults: faults::Faults,
+    tokens: tokens::Tokens,
 }
 
 impl std::fmt::Debug for StandIn {
@@ -109,6 +113,7 @@ impl StandIn {
             events,
             url,
             faults: Default::default(),
+            tokens: Default::default(),
         };
         let app = Router::new()
             .route("/api/v1/nodes", get(list_nodes))
@@ -136,6 +141,10 @@ impl StandIn {
                 "/api/v1/namespaces/{ns}/configmaps/{name}",
                 get(get_configmap).patch(patch_configmap),
             )
+            .route(
+                tokens::PATH,
+                axum::routing::post(tokens::review).with_state(s.tokens.clone()),
+            )
             .fallback(|| async {
                 status(
                     StatusCode::NOT_FOUND,
@@ -157,6 +166,11 @@ impl StandIn {
     /// The base URL, e.g. for `kube::Config::new`.
     pub fn url(&self) -> &str {
         &self.url
+    }
+
+    /// The projected ServiceAccount tokens it issues and reviews.
+    pub fn tokens(&self) -> &Tokens {
+        &self.tokens
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, State_> {
@@ -478,78 +492,6 @@ fn apply_patch(
         }
     }
     Ok(next)
-}
-
-/// Checks what would be stored: resource version, name, labels and the object's type.
-fn validate<T: serde::de::DeserializeOwned>(
-    current: &Value,
-    body: &Value,
-    next: &Value,
-) -> Result<(), Failure> {
-    if let Some(rv) = body["metadata"]["resourceVersion"].as_str()
-        && Some(rv) != current["metadata"]["resourceVersion"].as_str()
-    {
-        return Err(Box::new(status(
-            StatusCode::CONFLICT,
-            "Conflict",
-            "Operation cannot be fulfilled: the object has been modified; please apply your changes to the latest version and try again",
-        )));
-    }
-    if next["metadata"]["name"] != current["metadata"]["name"] {
-        return Err(Box::new(status(
-            StatusCode::UNPROCESSABLE_ENTITY,
-            "Invalid",
-            "metadata.name: Invalid value: field is immutable",
-        )));
-    }
-    for field in ["labels", "annotations"] {
-        if let Some(m) = next["metadata"][field].as_object() {
-            for (k, v) in m {
-                let bad = |msg: String| {
-                    Box::new(status(
-                        StatusCode::UNPROCESSABLE_ENTITY,
-                        "Invalid",
-                        &format!("metadata.{field}: Invalid value: {msg}"),
-                    ))
-                };
-                model::labels::check_syntax(k).map_err(|e| bad(e.to_string()))?;
-                let Some(v) = v.as_str() else {
-                    return Err(bad(format!("{k:?} must be a string")));
-                };
-                if field == "labels" {
-                    model::labels::check_value(k, v).map_err(|e| bad(e.to_string()))?;
-                }
-            }
-        }
-    }
-    serde_json::from_value::<T>(next.clone()).map_err(|e| {
-        Box::new(status(
-            StatusCode::UNPROCESSABLE_ENTITY,
-            "Invalid",
-            &format!("the patched object is not valid: {e}"),
-        ))
-    })?;
-    Ok(())
-}
-
-fn parse_body(headers: &HeaderMap, body: &Bytes) -> Result<(String, Value), Failure> {
-    let ct = headers
-        .get(header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or("")
-        .split(';')
-        .next()
-        .unwrap_or("")
-        .trim()
-        .to_owned();
-    let v: Value = serde_json::from_slice(body).map_err(|e| {
-        Box::new(status(
-            StatusCode::BAD_REQUEST,
-            "BadRequest",
-            &format!("the request body is not JSON: {e}"),
-        ))
-    })?;
-    Ok((ct, v))
 }
 
 async fn patch_node(

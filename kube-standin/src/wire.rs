@@ -4,7 +4,8 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use axum::http::StatusCode;
+use axum::body::Bytes;
+use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 
@@ -132,4 +133,77 @@ pub fn check_object(plural: &str, v: &Value) -> Result<(), String> {
         }
     };
     r.map_err(|e| format!("the object is not valid: {e}"))
+}
+
+/// Checks what would be stored: resource version, name, labels and the object's type.
+pub fn validate<T: serde::de::DeserializeOwned>(
+    current: &Value,
+    body: &Value,
+    next: &Value,
+) -> Result<(), Failure> {
+    if let Some(rv) = body["metadata"]["resourceVersion"].as_str()
+        && Some(rv) != current["metadata"]["resourceVersion"].as_str()
+    {
+        return Err(Box::new(status(
+            StatusCode::CONFLICT,
+            "Conflict",
+            "Operation cannot be fulfilled: the object has been modified; please apply your changes to the latest version and try again",
+        )));
+    }
+    if next["metadata"]["name"] != current["metadata"]["name"] {
+        return Err(Box::new(status(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "Invalid",
+            "metadata.name: Invalid value: field is immutable",
+        )));
+    }
+    for field in ["labels", "annotations"] {
+        if let Some(m) = next["metadata"][field].as_object() {
+            for (k, v) in m {
+                let bad = |msg: String| {
+                    Box::new(status(
+                        StatusCode::UNPROCESSABLE_ENTITY,
+                        "Invalid",
+                        &format!("metadata.{field}: Invalid value: {msg}"),
+                    ))
+                };
+                model::labels::check_syntax(k).map_err(|e| bad(e.to_string()))?;
+                let Some(v) = v.as_str() else {
+                    return Err(bad(format!("{k:?} must be a string")));
+                };
+                if field == "labels" {
+                    model::labels::check_value(k, v).map_err(|e| bad(e.to_string()))?;
+                }
+            }
+        }
+    }
+    serde_json::from_value::<T>(next.clone()).map_err(|e| {
+        Box::new(status(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "Invalid",
+            &format!("the patched object is not valid: {e}"),
+        ))
+    })?;
+    Ok(())
+}
+
+/// A request body's content type and JSON.
+pub fn parse_body(headers: &HeaderMap, body: &Bytes) -> Result<(String, Value), Failure> {
+    let ct = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+        .split(';')
+        .next()
+        .unwrap_or("")
+        .trim()
+        .to_owned();
+    let v: Value = serde_json::from_slice(body).map_err(|e| {
+        Box::new(status(
+            StatusCode::BAD_REQUEST,
+            "BadRequest",
+            &format!("the request body is not JSON: {e}"),
+        ))
+    })?;
+    Ok((ct, v))
 }

@@ -267,9 +267,10 @@ pub async fn node_labels(
     // were neither limited nor audited).
     let id = state
         .auth
-        .check(header, caller.addr, model::time::now_ms())?;
+        .check(header, caller.addr, model::time::now_ms())
+        .await?;
     let Query(q) = q.map_err(crate::http::bad_query)?;
-    state.auth.authorize(id, &q.cluster, &node)?;
+    crate::auth::Auth::authorize(&id, &q.cluster, &node)?;
     if state.labels.mode == Mode::Off {
         return Err(ApiError::Conflict(
             "node labels are off on this collector ([labels] mode = \"off\")".into(),

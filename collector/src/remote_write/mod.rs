@@ -776,13 +776,16 @@ pub async fn write(
     headers: HeaderMap,
     body: axum::body::Body,
 ) -> Result<StatusCode, ApiError> {
-    let cred = state.auth.check(
-        headers
-            .get(header::AUTHORIZATION)
-            .and_then(|v| v.to_str().ok()),
-        caller.addr,
-        model::time::now_ms(),
-    )?;
+    let cred = state
+        .auth
+        .check(
+            headers
+                .get(header::AUTHORIZATION)
+                .and_then(|v| v.to_str().ok()),
+            caller.addr,
+            model::time::now_ms(),
+        )
+        .await?;
     check_protocol(&headers)?;
     if let Some(enc) = headers
         .get(header::CONTENT_ENCODING)
@@ -802,12 +805,14 @@ pub async fn write(
         ))
     })?;
     let req = decode(&body, state.ingest.max_decoded_bytes).map_err(ApiError::BadRequest)?;
-    let default_cluster = state.auth.cluster(cred).unwrap_or("default").to_owned();
+    let default_cluster = crate::auth::Auth::cluster(&cred)
+        .unwrap_or("default")
+        .to_owned();
     // Every host the request names must be one the token may send for.
     for ts in &req.timeseries {
         if let Some(host) = node_of(&ts.labels) {
             let cluster = label(&ts.labels, "cluster").unwrap_or(&default_cluster);
-            state.auth.authorize(cred, cluster, host)?;
+            crate::auth::Auth::authorize(&cred, cluster, host)?;
         }
     }
     let sent = req.timeseries.len();

@@ -17,6 +17,7 @@ const SHARED: &[&str] = &[
     "error",
     "http",
     "kube_api",
+    "token_review",
     "listener",
     "metrics",
     "settings",

@@ -161,11 +161,16 @@ impl Rendered {
                 ns => ns.to_owned(),
             };
             for r in o["rules"].as_array().unwrap() {
-                assert_eq!(r["apiGroups"], json!([""]), "core group only");
+                let groups = r["apiGroups"].as_array().unwrap();
+                assert_eq!(groups.len(), 1, "one API group per rule");
+                let group = match groups[0].as_str().unwrap() {
+                    "" => String::new(),
+                    g => format!(".{g}"),
+                };
                 for res in r["resources"].as_array().unwrap() {
                     for verb in r["verbs"].as_array().unwrap() {
                         out.push(format!(
-                            "{scope}:{}:{}",
+                            "{scope}:{}{group}:{}",
                             res.as_str().unwrap(),
                             verb.as_str().unwrap()
                         ));
@@ -302,6 +307,7 @@ fn cases() -> BTreeMap<&'static str, Value> {
         (
             "labels-off-existing-secrets-no-policies",
             json!({"labels": {"mode": "off"}, "networkPolicy": {"enabled": false},
+                   "agentIdentity": {"mode": "sharedToken"},
                    "agentToken": {"existingSecret": "platform-agent-token"},
                    "access": {"existingSecret": "platform-access"}}),
         ),
@@ -378,7 +384,8 @@ fn the_chart_renders_every_values_case_validates_and_fits() {
     }
 
     // The default: nothing reachable without credentials, the agents' namespace apart and
-    // labelled, DCGM from the GPU Operator, policies on, RBAC only for the label writer.
+    // labelled, DCGM from the GPU Operator, policies on, RBAC only for the label writer and
+    // the agents' token reviews.
     let d = &rendered["default"];
     assert!(d.of("Ingress").is_empty());
     assert_eq!(d.of("NetworkPolicy").len(), 2);
@@ -390,7 +397,8 @@ fn the_chart_renders_every_values_case_validates_and_fits() {
             "cluster:nodes:list",
             "cluster:nodes:patch",
             "cluster:nodes:watch",
-            "cluster:pods:list"
+            "cluster:pods:list",
+            "cluster:tokenreviews.authentication.k8s.io:create",
         ]
     );
     let agent = d.agent().spec.unwrap();
@@ -564,8 +572,8 @@ fn the_chart_renders_every_values_case_validates_and_fits() {
     assert_eq!(same.of("DaemonSet")[0]["metadata"]["namespace"], NS);
     assert_eq!(
         same.of("Secret").len(),
-        2,
-        "one agent token Secret and one access Secret"
+        1,
+        "one access Secret; the agents present their ServiceAccount tokens"
     );
     let off = &rendered["labels-off-existing-secrets-no-policies"];
     assert!(

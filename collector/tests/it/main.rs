@@ -1,6 +1,7 @@
 //! The collector's integration tests, in one test binary.
 
 mod access;
+mod agent_identity;
 mod alerts;
 mod analytics;
 mod architecture;

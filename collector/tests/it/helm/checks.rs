@@ -36,7 +36,7 @@ impl Rendered {
                 assert!(
                     matches!(
                         kind.as_str(),
-                        "DaemonSet" | "Secret" | "NetworkPolicy" | "PodMonitor"
+                        "DaemonSet" | "Secret" | "NetworkPolicy" | "PodMonitor" | "ServiceAccount"
                     ),
                     "{what}: {kind} {name} in the agents' namespace"
                 );
@@ -200,6 +200,61 @@ impl Rendered {
                     .is_some(),
                     "{what}: binding to a missing account {s}"
                 );
+            }
+        }
+    }
+
+    /// Each agent speaks for its own node (its projected token, reviewed for the agents'
+    /// ServiceAccount, opens no API), or, with `agentIdentity.mode=sharedToken`, one token
+    /// speaks for every node of the cluster.
+    fn check_agent_identity(&self, config: &collector::config::Config) {
+        let what = &self.what;
+        let pod = self.agent().spec.unwrap();
+        let token = pod
+            .volumes
+            .iter()
+            .flatten()
+            .find(|v| v.name == "token")
+            .unwrap();
+        match &config.token_review {
+            Some(review) => {
+                assert!(config.agents.is_empty(), "{what}: no shared token beside");
+                let account = pod.service_account_name.as_deref().unwrap();
+                assert_eq!(
+                    review.service_account,
+                    format!("{}/{account}", self.agent_namespace()),
+                    "{what}: the collector reviews for the agents' own account"
+                );
+                let sa = self
+                    .find("ServiceAccount", &self.agent_namespace(), account)
+                    .unwrap_or_else(|| panic!("{what}: no ServiceAccount {account}"));
+                assert_eq!(sa["automountServiceAccountToken"], false, "{what}");
+                let projected = token.projected.as_ref().unwrap().sources.as_ref().unwrap();
+                let sat = projected[0].service_account_token.as_ref().unwrap();
+                assert_eq!(sat.audience.as_deref(), Some(review.audience.as_str()));
+                assert!(
+                    !sat.audience.as_deref().unwrap().contains("kubernetes"),
+                    "{what}: the agents' token must not open the API server"
+                );
+                let reviewer = self
+                    .of("ClusterRole")
+                    .into_iter()
+                    .find(|r| r["rules"][0]["resources"][0] == "tokenreviews")
+                    .unwrap_or_else(|| panic!("{what}: no role to create TokenReviews"));
+                assert_eq!(reviewer["rules"].as_array().unwrap().len(), 1, "{what}");
+                assert_eq!(reviewer["rules"][0]["verbs"], serde_json::json!(["create"]));
+                assert!(
+                    !self
+                        .of("Secret")
+                        .iter()
+                        .any(|s| s["data"].get("agent-token").is_some()),
+                    "{what}: no shared agent token generated"
+                );
+            }
+            None => {
+                assert_eq!(config.agents.len(), 1, "{what}");
+                assert!(token.secret.is_some(), "{what}: the shared token's Secret");
+                assert_eq!(pod.service_account_name, None, "{what}");
             }
         }
     }
@@ -405,7 +460,7 @@ impl Rendered {
         let text = text.replace("\"/etc/gpulens/", &format!("\"{}/", secrets.display()));
         let config = collector::config::Config::parse(&text)
             .unwrap_or_else(|e| panic!("{what}: the collector refuses its config: {e:#}\n{text}"));
-        collector::auth::Auth::from_config(&config.agents)
+        collector::auth::Auth::from_config(&config.agents, config.token_review.as_ref())
             .unwrap_or_else(|e| panic!("{what}: agent credentials: {e:#}"));
         assert_eq!(
             config.access.mode(),
@@ -413,7 +468,7 @@ impl Rendered {
             "{what}: sign-in is on"
         );
         assert!(config.listen.ip().is_unspecified());
-        assert_eq!(config.agents.len(), 1);
+        self.check_agent_identity(&config);
         let db_url = c
             .env
             .iter()

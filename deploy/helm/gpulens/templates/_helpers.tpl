@@ -48,6 +48,10 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- end -}}
 
 {{/* Secret names. */}}
+{{- define "gpulens.sharedAgentToken" -}}
+{{- if eq .Values.agentIdentity.mode "sharedToken" }}true{{ end -}}
+{{- end -}}
+
 {{- define "gpulens.agentTokenSecret" -}}
 {{- .Values.agentToken.existingSecret | default (printf "%s-agent-token" (include "gpulens.fullname" .)) -}}
 {{- end -}}
