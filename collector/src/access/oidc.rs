@@ -316,6 +316,19 @@ fn claim_str(payload: &serde_json::Map<String, serde_json::Value>, name: &str) -
 mod tests {
     use super::*;
 
+    /// Issue 72: a name or group claim longer than 256 bytes is not taken into a session.
+    #[test]
+    fn claims_longer_than_256_bytes_are_not_taken() {
+        let payload = serde_json::json!({
+            "email": "a".repeat(256), "name": "b".repeat(257), "sub": "", "n": 3,
+        });
+        let p = payload.as_object().unwrap();
+        assert_eq!(claim_str(p, "email").map(|s| s.len()), Some(256));
+        assert_eq!(claim_str(p, "name"), None);
+        assert_eq!(claim_str(p, "sub"), None, "empty");
+        assert_eq!(claim_str(p, "n"), None, "not a string");
+    }
+
     #[test]
     fn the_flow_cookie_is_sealed() {
         let key = [3u8; 32];
