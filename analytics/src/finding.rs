@@ -291,6 +291,16 @@ pub fn stable_id(kind: &str, parts: &[&[u8]]) -> String {
     format!("{kind}-{h:016x}")
 }
 
+/// An interference incident's contended time, in one unit wherever it is shown (the finding,
+/// its separation step, its alert and the weekly report's "Contended hours").
+pub fn contended_hours(h: f64) -> String {
+    if h >= 10.0 {
+        format!("{h:.0} contended hours")
+    } else {
+        format!("{h:.1} contended hours")
+    }
+}
+
 pub fn hours(s: f64) -> String {
     if s >= 86_400.0 * 2.0 {
         format!("{:.1} days", s / 86_400.0)

@@ -495,27 +495,44 @@ pub fn throttling(ctx: &Ctx, holdings: &[Holding]) -> Vec<Finding> {
         .collect()
 }
 
+/// Why a GPU's hardware errors are unrecovered — the ones that make its hardware finding
+/// critical — if they are: XID 48 (DBE), 63/64 (row remapping), 74 (NVLink), 79 (fallen off
+/// the bus), 92-95 (ECC), or uncorrected ECC errors. Such a GPU is not counted as freed by
+/// the plan (issue 71): it is the hardware finding's until repaired.
+pub fn unrecovered(h: &crate::input::GpuHealth) -> Option<String> {
+    let mut codes: Vec<i64> = h
+        .xids
+        .iter()
+        .map(|x| x.1)
+        .filter(|c| matches!(c, 48 | 63 | 64 | 74 | 79 | 92 | 94 | 95))
+        .collect();
+    codes.sort_unstable();
+    codes.dedup();
+    if !codes.is_empty() {
+        let codes: Vec<String> = codes.iter().map(i64::to_string).collect();
+        return Some(format!("XID {}", codes.join(", ")));
+    }
+    h.ecc_uncorrected
+        .filter(|&n| n > 0)
+        .map(|_| "uncorrected ECC errors".to_owned())
+}
+
 /// hardware: XID errors, uncorrected ECC errors, retired pages or remapped rows.
 pub fn hardware(ctx: &Ctx) -> Vec<Finding> {
     let mut out = Vec::new();
     for h in &ctx.input.health {
         let mut parts = Vec::new();
-        let mut critical = false;
+        let critical = unrecovered(h).is_some();
         if !h.xids.is_empty() {
             let mut codes: Vec<i64> = h.xids.iter().map(|x| x.1).collect();
             codes.sort_unstable();
             codes.dedup();
-            // 48 (DBE), 63/64 (row remapping), 74 (NVLink), 79 (fallen off the bus), 92-95 (ECC).
-            critical |= codes
-                .iter()
-                .any(|c| matches!(c, 48 | 63 | 64 | 74 | 79 | 92 | 94 | 95));
             let n = count(h.xids.len() as f64, "XID error", "XID errors");
             let codes: Vec<String> = codes.iter().map(i64::to_string).collect();
             let label = if codes.len() == 1 { "code" } else { "codes" };
             parts.push(format!("{n} ({label} {})", codes.join(", ")));
         }
         if let Some(n) = h.ecc_uncorrected.filter(|&n| n > 0) {
-            critical = true;
             parts.push(count(
                 n as f64,
                 "uncorrected ECC error",

@@ -8,7 +8,7 @@ use model::hour_series::{GpuHour, GpuSeries};
 use model::rollup::{HOUR_MS, MINUTE_MS};
 
 use crate::config::Config;
-use crate::findings::{Ctx, Evidence, Finding, FindingKind, Severity, finding_id, hours};
+use crate::findings::{Ctx, Evidence, Finding, FindingKind, Severity, finding_id};
 use crate::input::{DeviceMinute, DeviceMinutes, Input, PairHour, TenantMinute, TenantMinutes};
 
 /// A GPU and time range whose minute rollups interference detection needs.
@@ -361,7 +361,7 @@ fn finding(
             drop * 100.0,
             alone_rate,
             hit_rate,
-            hours(contended_s),
+            crate::finding::contended_hours(contended_s / 3600.0),
             ctx.gpu_label(gpu)
         ),
         metrics: BTreeMap::from([

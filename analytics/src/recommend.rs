@@ -62,7 +62,13 @@ pub fn recommend(ctx: &Ctx, holdings: &[Holding], findings: &[Finding]) -> Outpu
     let fleet = steps::fleet(ctx, holdings, &reclaimed, &reclaim_ids, &waste_ids);
     out.recommendations.extend(fleet.recommendations);
     let named = step_names(&out.recommendations);
-    count_freed(&mut out.recommendations, &fleet.freed_by, &named);
+    count_freed(
+        &mut out.recommendations,
+        &fleet.freed_by,
+        &named,
+        &fleet.held,
+    );
+    say_held(ctx, &mut out.recommendations, &fleet.held);
     steps::link_requirements(
         ctx,
         holdings,
@@ -196,6 +202,7 @@ fn count_freed(
     recommendations: &mut [Recommendation],
     freed_by: &BTreeMap<String, String>,
     named: &HashMap<String, String>,
+    held: &BTreeMap<String, (String, String)>,
 ) {
     let mut freed: HashMap<&str, usize> = HashMap::new();
     for id in freed_by.values() {
@@ -215,6 +222,8 @@ fn count_freed(
                     "; its GPU is freed, and counted, by {}",
                     named.get(id).map_or(id.as_str(), String::as_str)
                 ),
+                // Its GPU is held for repair: say_held says so.
+                None if r.gpus.iter().any(|g| held.contains_key(g)) => String::new(),
                 None => {
                     "; frees no GPU by itself: the plan keeps that GPU in use for other tenants"
                         .to_owned()
@@ -223,6 +232,23 @@ fn count_freed(
             (RecKind::Reclaim, n) => format!(", freeing {}", count(n as f64, "GPU", "GPUs")),
             (_, n) => format!("; frees {}", count(n as f64, "GPU", "GPUs")),
         });
+    }
+}
+
+/// A step that empties a GPU with unrecovered hardware errors says it is not counted as freed
+/// (issue 71: such a GPU was priced as savings).
+fn say_held(
+    ctx: &Ctx,
+    recommendations: &mut [Recommendation],
+    held: &BTreeMap<String, (String, String)>,
+) {
+    for (gpu, (id, why)) in held {
+        if let Some(r) = recommendations.iter_mut().find(|r| &r.id == id) {
+            r.summary.push_str(&format!(
+                "; {} it empties has unrecovered hardware errors ({why}): not counted as freed until repaired (see its hardware finding)",
+                ctx.gpu_label(gpu)
+            ));
+        }
     }
 }
 
@@ -337,7 +363,14 @@ fn separate(
             ctx.name(&f.cluster, aggressor),
         );
         match best {
-            Some((r, g)) if !r.harmful => {
+            Some((mut r, g)) if !r.harmful => {
+                // The incident's contended time, as the finding measured it (one figure on
+                // the finding, this step, its alert and the report).
+                let contended = f.metrics.get("contended_hours").copied().unwrap_or(0.0);
+                let idle = on(&g.uuid).is_empty();
+                if idle {
+                    r.gpus_freed = -1.0;
+                }
                 out.recommendations.push(Recommendation {
                     id: rec_id(RecKind::Separate, &format!("{gpu}/{victim}/{aggressor}")),
                     kind: RecKind::Separate,
@@ -348,8 +381,18 @@ fn separate(
                     // The team that acts: the aggressor's workload is the one moved.
                     team: ctx.team(&f.cluster, aggressor),
                     summary: format!(
-                        "move {an} from GPU {} to GPU {} of {}: replay predicts contention falls from {:.0} to {:.0} tenant-hours and {vn} runs alone",
-                        src.index, g.index, f.node, r.contention_hours_before, r.contention_hours_after
+                        "move {an} from GPU {} to GPU {} of {}: {vn}, slowed during {}, then runs without it{}{}",
+                        src.index, g.index, f.node, crate::finding::contended_hours(contended),
+                        if r.contention_hours_after > 0.0 {
+                            format!(" (replay still predicts {:.0} contended tenant-hours on the two GPUs)", r.contention_hours_after)
+                        } else {
+                            String::new()
+                        },
+                        if idle {
+                            format!("; takes idle GPU {} into use: beside the plan, one GPU more in use than the plan counts", g.index)
+                        } else {
+                            String::new()
+                        }
                     ),
                     confidence: confidence(a, cfg),
                     findings: vec![f.id.clone()],
@@ -433,10 +476,15 @@ fn quietest_gpu<'a>(
             },
         ];
         let r = replay(&before, &after, 0.0, cfg.replay_tolerance);
+        // Least contention after; at equal contention a GPU already in use before an idle one
+        // (issue 71: taking an idle GPU into use costs the GPU, which the step must then say).
+        let rank = |r: &Replay, idle: bool| (r.contention_hours_after, idle);
+        let idle = there.is_empty();
         if r.contention_hours_after < r.contention_hours_before
-            && best
-                .as_ref()
-                .is_none_or(|b| r.contention_hours_after < b.0.contention_hours_after)
+            && best.as_ref().is_none_or(|b| {
+                rank(&r, idle).partial_cmp(&rank(&b.0, on(&b.1.uuid).is_empty()))
+                    == Some(std::cmp::Ordering::Less)
+            })
         {
             best = Some((r, g));
         }
@@ -575,7 +623,7 @@ mod tests {
         ]
         .into();
         let named = step_names(&recs);
-        count_freed(&mut recs, &freed_by, &named);
+        count_freed(&mut recs, &freed_by, &named, &BTreeMap::new());
         let freed: Vec<f64> = recs.iter().map(|r| r.replay.gpus_freed).collect();
         assert_eq!(freed, [2.0, 0.0, 1.0, 0.0]);
         assert_eq!(recs[0].summary, "mig_layout-1; frees 2 GPUs");

@@ -173,6 +173,13 @@ pub struct Recommendation {
 }
 
 impl Recommendation {
+    /// Whether this step is one of the plan's (its frees add up to the plan's total). A
+    /// separation is advice beside the plan: it frees nothing, and one that takes an idle GPU
+    /// into use says so with `gpus_freed` = −1, which no plan total counts (issue 71).
+    pub fn in_plan(&self) -> bool {
+        self.kind != RecKind::Separate
+    }
+
     /// The tenants this step moves, if any.
     pub fn moves(&self) -> &[Move] {
         match &self.proposal {

@@ -28,6 +28,8 @@ pub struct PoolSteps {
     pub harmful: Vec<(String, String)>,
     /// Freed GPU → the id of the step that frees it.
     pub freed_by: BTreeMap<String, String>,
+    /// GPUs a step empties that are not counted as freed: GPU → (step id, why).
+    pub held: BTreeMap<String, (String, String)>,
     pub pool: PoolPlan,
     pub nodes: Vec<NodePlan>,
 }
@@ -105,7 +107,26 @@ pub fn pool_steps(
             }
         }
     }
-    let used_after = pool.used_after();
+    let mut used_after = pool.used_after();
+    // A GPU with unrecovered hardware errors that the plan empties is not freed: it stays
+    // counted as in use (issue 71), and the step that empties it says so.
+    let repair: BTreeMap<&str, String> = ctx
+        .input
+        .health
+        .iter()
+        .filter(|h| pool.in_use.contains(h.gpu.as_str()) && !used_after.contains(h.gpu.as_str()))
+        .filter_map(|h| Some((h.gpu.as_str(), crate::findings::unrecovered(h)?)))
+        .collect();
+    if !repair.is_empty() {
+        let emptied_by = freed_by(pool, &places, &step_of_node, &used_after, reclaim_ids);
+        for (gpu, why) in &repair {
+            if let Some(id) = emptied_by.get(*gpu) {
+                out.held
+                    .insert((*gpu).to_owned(), (id.clone(), why.clone()));
+            }
+        }
+        used_after.extend(repair.keys().copied());
+    }
     out.freed_by = freed_by(pool, &places, &step_of_node, &used_after, reclaim_ids);
     // Numbers per node and for the pool.
     let fixed_on = |n: &NodeAfter| {
@@ -139,7 +160,13 @@ pub fn pool_steps(
             .iter()
             .filter(|g| used_after.contains(g.uuid.as_str()))
             .count();
-        let bound = pool.bound_of(cfg, &items, fixed_on(n)).min(in_use);
+        // A GPU held for repair stays counted after the plan: the bound counts it too.
+        let held_here = n
+            .gpus
+            .iter()
+            .filter(|g| repair.contains_key(g.uuid.as_str()))
+            .count();
+        let bound = (pool.bound_of(cfg, &items, fixed_on(n)) + held_here).min(in_use);
         out.nodes.push(NodePlan {
             cluster: pool.cluster.into(),
             node: n.node.into(),
@@ -165,7 +192,7 @@ pub fn pool_steps(
     let fixed = pool.fixed_gpus.len();
     let in_use = pool.in_use.len();
     let after = used_after.len();
-    let bound = pool.bound_of(cfg, &all, fixed);
+    let bound = (pool.bound_of(cfg, &all, fixed) + repair.len()).min(in_use);
     let nodes_in_use = out.nodes.len();
     let nodes_after = out.nodes.iter().filter(|n| n.gpus_after > 0).count();
     let freed = in_use.saturating_sub(after);
@@ -181,6 +208,7 @@ pub fn pool_steps(
         nodes_freed: nodes_in_use - nodes_after,
         efficiency: plan::efficiency(in_use, bound, freed),
         money_per_month: freed as f64 * cfg.price_of(pool.model) * plan::HOURS_PER_MONTH,
+        held_for_repair: repair.len(),
     };
     out
 }
@@ -700,6 +728,8 @@ pub struct FleetSteps {
     pub rejected: Vec<Rejected>,
     /// Freed GPU → the step that frees it (reclaims included).
     pub freed_by: BTreeMap<String, String>,
+    /// Emptied GPUs held for repair → (the step that empties it, why).
+    pub held: BTreeMap<String, (String, String)>,
     pub plan: FleetPlan,
     /// Where the plan puts each tenant it moves: (from GPU, tenant) → (step id, move).
     pub moves: HashMap<(String, String), (String, Move)>,
@@ -772,6 +802,7 @@ pub fn fleet(
             }
             done.recommendations.extend(s.recommendations);
             done.freed_by.extend(s.freed_by);
+            done.held.extend(s.held);
             done.plan.pools.push(s.pool);
             done.plan.nodes.extend(s.nodes);
             done.rejected

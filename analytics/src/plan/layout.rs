@@ -36,6 +36,9 @@ pub struct FleetPlan {
     pub steps: Vec<String>,
     pub pools: Vec<PoolPlan>,
     pub nodes: Vec<NodePlan>,
+    /// GPUs emptied but not counted as freed: unrecovered hardware errors (see the pools).
+    #[serde(default)]
+    pub held_for_repair: usize,
 }
 
 impl FleetPlan {
@@ -54,6 +57,7 @@ impl FleetPlan {
         self.nodes_in_use = sum(|x| x.nodes_in_use);
         self.nodes_freed = sum(|x| x.nodes_freed);
         self.bound_gpus = sum(|x| x.bound_gpus);
+        self.held_for_repair = sum(|x| x.held_for_repair);
         self.efficiency = efficiency(self.gpus_in_use, self.bound_gpus, self.gpus_freed);
         self.money_per_month =
             (self.pools.iter().map(|x| x.money_per_month).sum::<f64>() * 100.0).round() / 100.0;
@@ -74,6 +78,10 @@ pub struct PoolPlan {
     pub nodes_freed: usize,
     pub efficiency: Option<f64>,
     pub money_per_month: f64,
+    /// GPUs the plan empties that have unrecovered hardware errors: kept out of the freed
+    /// count and its money (counted in `gpus_after`) until repaired.
+    #[serde(default)]
+    pub held_for_repair: usize,
 }
 
 /// One node's numbers: GPUs in use, its own bound (its tenants alone), GPUs after the plan.

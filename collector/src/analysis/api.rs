@@ -86,7 +86,7 @@ fn recommendations_op() -> Op {
         .query_enum("kind", analytics::RecKind::ALL.iter().map(|k| k.as_str()), None);
     answer(
         op,
-        "generated, from, to, source, count, gpus_freed (the sum of the listed steps' frees; unfiltered, the plan's gpus_freed), recommendations[] (each with requires[]: the ids of the steps to carry out first), rejected[]",
+        "generated, from, to, source, count, gpus_freed (the sum of the listed plan steps' frees — a separation, advice beside the plan, is not counted; unfiltered, the plan's gpus_freed), recommendations[] (each with requires[]: the ids of the steps to carry out first), rejected[]",
         json!({"type": "object", "properties": {"count": {"type": "integer"}, "gpus_freed": {"type": "number"}, "recommendations": {"type": "array"}, "rejected": {"type": "array"}}}),
     )
 }
@@ -332,7 +332,11 @@ pub async fn recommendations(
     Ok(Json(RecommendationsResponse {
         envelope: Envelope::of(&a, source),
         count: recommendations.len(),
-        gpus_freed: recommendations.iter().map(|r| r.replay.gpus_freed).sum(),
+        gpus_freed: recommendations
+            .iter()
+            .filter(|r| r.kind != analytics::recommend::RecKind::Separate)
+            .map(|r| r.replay.gpus_freed)
+            .sum(),
         recommendations,
         rejected,
     }))

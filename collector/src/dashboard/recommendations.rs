@@ -78,6 +78,7 @@ fn plan_view(p: &analytics::FleetPlan) -> pages::PlanView {
         money: p.money_per_month,
         currency: p.currency.clone(),
         steps: p.steps.len(),
+        held_for_repair: p.held_for_repair,
         pools: p
             .pools
             .iter()

@@ -255,9 +255,13 @@ impl ReportData {
         self.fleet.is_empty()
     }
 
-    /// GPUs the open recommendations would free, together.
+    /// GPUs the plan's steps free, together (a separation, beside the plan, is not counted).
     pub fn gpus_freed(&self) -> f64 {
-        self.recommendations.iter().map(|r| r.gpus_freed).sum()
+        self.recommendations
+            .iter()
+            .filter(|r| r.kind != analytics::recommend::RecKind::Separate.as_str())
+            .map(|r| r.gpus_freed)
+            .sum()
     }
 
     /// A one-paragraph summary (webhook messages, the report list).

@@ -303,6 +303,7 @@ pub(crate) async fn check(store: &Store, path: &Path, scores: &mut BTreeMap<&'st
         );
     }
     plan_steps_as_worked_out(&label, &a, &key_name);
+    crate::one_number::one_number_per_fact(&label, &a);
     time_sliced_nodes_are_safe_as_the_device_plugin_runs_them(&label, &a, &input, &cfg);
     // Every finding carries evidence a UI can chart, and a window inside the range.
     for f in &a.findings {

@@ -20,6 +20,7 @@ mod http;
 mod import_circles;
 mod labels;
 mod listener;
+mod one_number;
 mod outcome;
 mod plan_totals;
 mod prometheus;

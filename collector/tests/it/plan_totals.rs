@@ -281,7 +281,15 @@ pub(crate) fn applied_frees(a: &analytics::Analysis, input: &analytics::Input) -
         }
         after.insert(moves.get(&key).copied().unwrap_or(h.gpu.as_str()));
     }
-    before.len() as i64 - after.len() as i64
+    // An emptied GPU with unrecovered hardware errors is not freed: the hardware finding's
+    // until repaired (issue 71).
+    let held = input
+        .health
+        .iter()
+        .filter(|h| before.contains(h.gpu.as_str()) && !after.contains(h.gpu.as_str()))
+        .filter(|h| analytics::findings::unrecovered(h).is_some())
+        .count();
+    before.len() as i64 - after.len() as i64 - held as i64
 }
 
 /// Whether a holding still runs at the end of the window (an allocation in its last two hours),

@@ -26,6 +26,8 @@ pub struct PlanView {
     pub currency: String,
     pub steps: usize,
     pub pools: Vec<PlanPoolRow>,
+    /// GPUs the steps empty that have unrecovered hardware errors: not counted as freed.
+    pub held_for_repair: usize,
 }
 
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -49,6 +51,13 @@ fn plan_section(p: PlanView) -> impl IntoView {
         model::figures::count(p.nodes_in_use as f64, "node", "nodes"),
         money(p.money, &p.currency)
     );
+    let held = (p.held_for_repair > 0).then(|| {
+        format!(
+            "{} the steps empty {} unrecovered hardware errors: not counted as freed, nor priced, until repaired (see the hardware findings).",
+            model::figures::count(p.held_for_repair as f64, "GPU", "GPUs"),
+            if p.held_for_repair == 1 { "has" } else { "have" }
+        )
+    });
     let bound = match p.efficiency {
         Some(e) => format!(
             "The recorded demand needs at least {} under the same headroom rules, so at most {} could be freed: this plan frees {} of that.",
@@ -89,6 +98,7 @@ fn plan_section(p: PlanView) -> impl IntoView {
             <h2 id="h-plan">"Fleet plan"</h2>
             <p><b>{headline}</b>" "{format!("{} below, in the order they can be carried out: a step comes after the steps it requires (approving it approves their label changes with it; a reclaim or a move is done by people first). Every freed GPU is counted by one step.", model::figures::count(p.steps as f64, "step", "steps"))}</p>
             <p class="note">{bound}</p>
+            {held.map(|h| view! { <p class="note warn">{h}</p> })}
             <div class="scroll"><table>
                 <caption>"By pool (one GPU model in one cluster)"</caption>
                 <thead><tr>

@@ -1,0 +1,51 @@
+//! Issue 71, point 4: one number per fact. An interference incident's contended time is the
+//! same figure, in the same unit, on its finding and on the separation step that answers it
+//! (the alert carries the finding's summary, the weekly report its `contended_hours`); a GPU
+//! with unrecovered hardware errors that a step empties is not counted as freed, and the step
+//! and the plan say so.
+
+use analytics::{FindingKind, RecKind};
+
+pub(crate) fn one_number_per_fact(label: &str, a: &analytics::Analysis) {
+    for r in a.recommendations.iter().filter(|r| r.kind == RecKind::Separate) {
+        let f = a
+            .findings
+            .iter()
+            .find(|f| r.findings.contains(&f.id) && f.kind == FindingKind::Interference)
+            .unwrap_or_else(|| panic!("{label}: {} answers no interference finding", r.id));
+        let said = analytics::finding::contended_hours(f.metrics["contended_hours"]);
+        assert!(f.summary.contains(&said), "{label}: {}", f.summary);
+        assert!(r.summary.contains(&said), "{label}: {} vs {said}", r.summary);
+        assert!(
+            r.replay.gpus_freed <= 0.0,
+            "{label}: a separation frees nothing"
+        );
+        assert_eq!(
+            r.replay.gpus_freed < 0.0,
+            r.summary.contains("takes idle GPU"),
+            "{label}: {}",
+            r.summary
+        );
+        assert!(!a.plan.steps.contains(&r.id), "{label}: beside the plan");
+    }
+    let held: Vec<_> = a
+        .recommendations
+        .iter()
+        .filter(|r| r.summary.contains("not counted as freed until repaired"))
+        .collect();
+    assert!(held.len() <= a.plan.held_for_repair, "{label}");
+    if label.ends_with("k8s-mixed.toml") {
+        // The reserved L40S sits on GPU 3 of gpu-l40s-01, which fell off the bus (XID 79).
+        assert_eq!(a.plan.held_for_repair, 1, "{label}");
+        let [r] = held.as_slice() else {
+            panic!("{label}: one step empties the faulty GPU: {held:?}")
+        };
+        assert_eq!(r.kind, RecKind::Reclaim);
+        assert_eq!(r.replay.gpus_freed, 0.0);
+        assert!(r.summary.contains("XID 79"), "{}", r.summary);
+        assert!(
+            a.recommendations.iter().any(|r| r.kind == RecKind::Separate),
+            "{label}: the demo separates its interfering pair"
+        );
+    }
+}
