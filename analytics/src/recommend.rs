@@ -76,6 +76,7 @@ pub fn recommend(ctx: &Ctx, holdings: &[Holding], findings: &[Finding]) -> Outpu
         &reclaim_ids,
         &fleet.moves,
     );
+    credit_needs_reclaims(&mut out.recommendations, &fleet.freed_by, &reclaim_ids);
     name_unblocked(&mut out.recommendations, &named);
     out.rejected.extend(fleet.rejected);
     out.underutilized = wasters
@@ -232,6 +233,35 @@ fn count_freed(
             (RecKind::Reclaim, n) => format!(", freeing {}", count(n as f64, "GPU", "GPUs")),
             (_, n) => format!("; frees {}", count(n as f64, "GPU", "GPUs")),
         });
+    }
+}
+
+/// A step credited with a GPU it empties requires the reclaims of that GPU's other tenants:
+/// in the required order it is then the last step to leave the GPU empty, the step that frees
+/// it (issue 71: a notebook's reclaim listed after the MIG step credited with its GPU).
+fn credit_needs_reclaims(
+    recommendations: &mut [Recommendation],
+    freed_by: &BTreeMap<String, String>,
+    reclaim_ids: &HashMap<(String, String), String>,
+) {
+    let mut needs: HashMap<&str, BTreeSet<&str>> = HashMap::new();
+    for ((gpu, _), reclaim) in reclaim_ids {
+        if let Some(step) = freed_by.get(gpu)
+            && step != reclaim
+        {
+            needs
+                .entry(step.as_str())
+                .or_default()
+                .insert(reclaim.as_str());
+        }
+    }
+    for r in recommendations.iter_mut() {
+        let Some(more) = needs.get(r.id.as_str()) else {
+            continue;
+        };
+        let mut all: BTreeSet<String> = r.requires.drain(..).collect();
+        all.extend(more.iter().map(|s| (*s).to_owned()));
+        r.requires = all.into_iter().collect();
     }
 }
 

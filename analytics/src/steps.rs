@@ -214,7 +214,8 @@ pub fn pool_steps(
 }
 
 /// Every GPU in use that the plan does not use is freed by exactly one step: the one that
-/// moves its largest tenant away, or the reclaim of its largest tenant. A GPU the plan fills
+/// moves its largest moved tenant away (it then requires the reclaims of the GPU's other
+/// tenants, so it is the last to leave the GPU empty), or the reclaim of its largest tenant. A GPU the plan fills
 /// that was not in use (an idle GPU of a node that takes tenants in) is one GPU more in use
 /// after: it cancels one GPU its node's step frees (else another step's, the step freeing the
 /// most first), so the steps add up to what applying them frees — the pool's in use minus
@@ -233,7 +234,7 @@ fn freed_by(
             .items
             .iter()
             .enumerate()
-            .filter(|(_, it)| it.h.gpu == *gpu)
+            .filter(|(i, it)| it.h.gpu == *gpu && places.contains_key(i))
             .max_by(|a, b| a.1.h.share().total_cmp(&b.1.h.share()))
             .and_then(|(i, _)| places.get(&i))
             .and_then(|(node, _)| step_of_node.get(node));

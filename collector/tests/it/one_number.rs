@@ -7,7 +7,11 @@
 use analytics::{FindingKind, RecKind};
 
 pub(crate) fn one_number_per_fact(label: &str, a: &analytics::Analysis) {
-    for r in a.recommendations.iter().filter(|r| r.kind == RecKind::Separate) {
+    for r in a
+        .recommendations
+        .iter()
+        .filter(|r| r.kind == RecKind::Separate)
+    {
         let f = a
             .findings
             .iter()
@@ -15,7 +19,11 @@ pub(crate) fn one_number_per_fact(label: &str, a: &analytics::Analysis) {
             .unwrap_or_else(|| panic!("{label}: {} answers no interference finding", r.id));
         let said = analytics::finding::contended_hours(f.metrics["contended_hours"]);
         assert!(f.summary.contains(&said), "{label}: {}", f.summary);
-        assert!(r.summary.contains(&said), "{label}: {} vs {said}", r.summary);
+        assert!(
+            r.summary.contains(&said),
+            "{label}: {} vs {said}",
+            r.summary
+        );
         assert!(
             r.replay.gpus_freed <= 0.0,
             "{label}: a separation frees nothing"
@@ -44,7 +52,9 @@ pub(crate) fn one_number_per_fact(label: &str, a: &analytics::Analysis) {
         assert_eq!(r.replay.gpus_freed, 0.0);
         assert!(r.summary.contains("XID 79"), "{}", r.summary);
         assert!(
-            a.recommendations.iter().any(|r| r.kind == RecKind::Separate),
+            a.recommendations
+                .iter()
+                .any(|r| r.kind == RecKind::Separate),
             "{label}: the demo separates its interfering pair"
         );
     }
