@@ -111,7 +111,12 @@ async function walk(javaScriptEnabled, limit) {
       shot = `${out}/${javaScriptEnabled ? "" : "nojs-"}${slug(u)}.png`;
       await page.screenshot({ path: shot, fullPage: true });
     }
-    pages.push({ url: u.pathname + u.search, status: resp?.status() ?? 0, screenshot: shot, ...info, hrefs: undefined });
+    // The steps a page links to, in the order it lists them (issue 71: never a step before one
+    // it requires).
+    const steps = [...new Set(info.hrefs.map((h) => new URL(h).pathname)
+      .filter((p) => /^\/recommendations\/[a-z_]+-[0-9a-f]{16}$/.test(p))
+      .map((p) => p.slice("/recommendations/".length)))];
+    pages.push({ url: u.pathname + u.search, status: resp?.status() ?? 0, screenshot: shot, ...info, steps, hrefs: undefined });
     for (const h of info.hrefs) {
       const n = new URL(h);
       n.hash = "";
@@ -302,4 +307,8 @@ const withoutJs = await walk(false, 40);
 const phoneWidths = await phone(withJs.pages.map((p) => p.url));
 const heatmap = await heatmapPixels();
 await browser.close();
-console.log(JSON.stringify({ withJs, withoutJs, phone: phoneWidths, heatmap }));
+// What each step requires, as the API serves it, to check the order the pages list them in.
+const requires = Object.fromEntries(
+  (await (await fetch(new URL("/api/v1/recommendations", base))).json()).recommendations.map((r) => [r.id, r.requires]),
+);
+console.log(JSON.stringify({ withJs, withoutJs, phone: phoneWidths, heatmap, requires }));
