@@ -13,6 +13,7 @@ pub mod funnel;
 pub mod holdings;
 pub mod input;
 pub mod interference;
+pub mod mechanism;
 pub mod merge;
 pub mod mig;
 pub mod need;

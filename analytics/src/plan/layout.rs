@@ -39,6 +39,9 @@ pub struct FleetPlan {
     /// GPUs emptied but not counted as freed: unrecovered hardware errors (see the pools).
     #[serde(default)]
     pub held_for_repair: usize,
+    /// Per per-GPU sharing mechanism, the fleet's sum of what it would give its pools.
+    #[serde(default)]
+    pub worth: Vec<super::pergpu::Worth>,
 }
 
 impl FleetPlan {
@@ -58,6 +61,7 @@ impl FleetPlan {
         self.nodes_freed = sum(|x| x.nodes_freed);
         self.bound_gpus = sum(|x| x.bound_gpus);
         self.held_for_repair = sum(|x| x.held_for_repair);
+        self.worth = super::pergpu::sum(self.pools.iter().map(|p| p.worth.as_slice()));
         self.efficiency = efficiency(self.gpus_in_use, self.bound_gpus, self.gpus_freed);
         self.money_per_month =
             (self.pools.iter().map(|x| x.money_per_month).sum::<f64>() * 100.0).round() / 100.0;
@@ -82,6 +86,9 @@ pub struct PoolPlan {
     /// count and its money (counted in `gpus_after`) until repaired.
     #[serde(default)]
     pub held_for_repair: usize,
+    /// What each per-GPU sharing mechanism would leave in use in this pool (issue 73).
+    #[serde(default)]
+    pub worth: Vec<super::pergpu::Worth>,
 }
 
 /// One node's numbers: GPUs in use, its own bound (its tenants alone), GPUs after the plan.
@@ -210,6 +217,9 @@ pub struct PoolLayout<'a> {
     pub changes: bool,
     /// Pairings replay kept apart.
     pub refused: Vec<Refusal>,
+    /// The items and fixed GPUs before any retry fixed tenants no node could take under
+    /// today's mechanisms: what a per-GPU mechanism may place (issue 73).
+    pub sized: (Vec<Item<'a>>, BTreeSet<&'a str>),
 }
 
 impl PoolLayout<'_> {

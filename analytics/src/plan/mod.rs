@@ -11,6 +11,7 @@ mod bound;
 mod group;
 mod layout;
 mod pack;
+pub mod pergpu;
 mod place;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -77,6 +78,7 @@ pub fn plan_pools<'a>(
         }
         let live_gpus: BTreeSet<&str> = live.iter().map(|h| h.gpu.as_str()).collect();
         let mut forced: BTreeSet<(String, String)> = fixed_tenants.clone();
+        let mut first: Option<(Vec<Item>, BTreeSet<&str>)> = None;
         // Each try fixes the tenants of bins no node could take; the set only grows.
         loop {
             let (items, fixed_gpus) = items(
@@ -90,6 +92,9 @@ pub fn plan_pools<'a>(
                     gpus_of: &gpus_of,
                 },
             );
+            let sized = first
+                .get_or_insert_with(|| (items.clone(), fixed_gpus.clone()))
+                .clone();
             let mut layout = PoolLayout {
                 cluster,
                 model,
@@ -110,6 +115,7 @@ pub fn plan_pools<'a>(
                 live_gpus: live_gpus.clone(),
                 changes: false,
                 refused: Vec::new(),
+                sized,
             };
             let unplaced = solve(ctx.cfg, &mut layout);
             if unplaced.is_empty() {

@@ -667,6 +667,22 @@ pub fn table(a: &Analysis) -> String {
         model::figures::money(p.money_per_month, &p.currency),
         model::figures::count(p.steps.len() as f64, "step", "steps")
     );
+    if p.held_for_repair > 0 {
+        let _ = writeln!(
+            s,
+            "  {} the steps empty with unrecovered hardware errors, not counted as freed until repaired",
+            model::figures::count(p.held_for_repair as f64, "GPU", "GPUs")
+        );
+    }
+    if !p.worth.is_empty() {
+        let _ = writeln!(
+            s,
+            "Per-GPU sharing, where each would be enabled (docs/analytics.md, \"What enabling each is worth\"):"
+        );
+        for w in &p.worth {
+            let _ = writeln!(s, "  {}", w.sentence(&p.currency));
+        }
+    }
     let _ = writeln!(s, "\nRecommendations ({})", a.recommendations.len());
     for r in &a.recommendations {
         let _ = writeln!(

@@ -59,3 +59,51 @@ pub(crate) fn one_number_per_fact(label: &str, a: &analytics::Analysis) {
         );
     }
 }
+
+/// Issue 73: what each per-GPU mechanism would leave in use, never below its bound, on every
+/// scenario; and the counts `tests/scenarios/pinned-per-gpu.toml` works out.
+pub(crate) fn per_gpu_worth_as_worked_out(label: &str, a: &analytics::Analysis) {
+    use analytics::mechanism::Mechanism;
+    for p in &a.plan.pools {
+        assert_eq!(p.worth.len(), Mechanism::PER_GPU.len(), "{label}");
+        for w in &p.worth {
+            assert!(
+                w.bound_gpus <= w.gpus_after,
+                "{label}: {:?} bound {} above its plan {}",
+                w.mechanism,
+                w.bound_gpus,
+                w.gpus_after
+            );
+            assert_eq!(
+                w.beyond_plan,
+                p.gpus_after as i64 - w.gpus_after as i64,
+                "{label}"
+            );
+        }
+    }
+    if !label.ends_with("pinned-per-gpu.toml") {
+        return;
+    }
+    let plan = &a.plan;
+    assert_eq!((plan.gpus_in_use, plan.gpus_freed), (4, 0), "{label}");
+    let after = |m: Mechanism| {
+        plan.worth
+            .iter()
+            .find(|w| w.mechanism == m)
+            .map(|w| (w.gpus_after, w.beyond_plan, w.own_gpu))
+            .unwrap()
+    };
+    assert_eq!(
+        after(Mechanism::DraConsumableCapacity),
+        (2, 2, 0),
+        "{label}"
+    );
+    assert_eq!(after(Mechanism::DraSharedClaim), (3, 1, 0), "{label}");
+    for m in [
+        Mechanism::DraConsumableScheduled,
+        Mechanism::Hami,
+        Mechanism::KaiFractions,
+    ] {
+        assert_eq!(after(m), (3, 1, 2), "{label}: {m:?}");
+    }
+}
