@@ -8,6 +8,7 @@
 
 mod bins;
 mod bound;
+pub mod claims;
 mod group;
 mod layout;
 mod pack;

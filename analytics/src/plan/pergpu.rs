@@ -24,6 +24,9 @@ pub const MAX_PER_GPU: usize = 4;
 /// One tenant as the per-GPU packers see it.
 #[derive(Debug, Clone)]
 pub struct Tenant {
+    /// Its key, and the GPU it holds today (where a pinned group prefers to stay).
+    pub key: String,
+    pub gpu: String,
     /// Its namespace (a shared claim's group is of one).
     pub namespace: String,
     /// The node it must stay on, if it cannot move.
@@ -252,6 +255,19 @@ pub struct Worth {
     /// Tenants a scheduler-placed plan gives a GPU of their own (a placement beside them
     /// could contend).
     pub own_gpu: usize,
+    /// Where a pinned mechanism puts each group of tenants sharing a GPU (groups of one
+    /// included); empty for scheduler-placed mechanisms and in the fleet's sum.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub groups: Vec<PinnedGroup>,
+}
+
+/// One GPU's group under a pinned mechanism.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct PinnedGroup {
+    pub node: String,
+    pub gpu: String,
+    /// (tenant key, memory request in bytes), largest first.
+    pub tenants: Vec<(String, f64)>,
 }
 
 /// The tenants of a pool that a per-GPU mechanism could place (pods holding one GPU, sized
@@ -274,13 +290,20 @@ fn movable(ctx: &crate::findings::Ctx, pool: &super::PoolLayout) -> (Vec<Tenant>
             it.memory
         };
         let name = ctx.name(&it.h.cluster, &it.h.tenant);
-        who.push((name.split('/').next().unwrap_or("").to_owned(), memory));
+        who.push((
+            name.split('/').next().unwrap_or("").to_owned(),
+            memory,
+            it.h.tenant.clone(),
+            it.h.gpu.clone(),
+        ));
         hours.push(it.hours.iter().map(|h| (h.0, h.1)).collect::<Vec<_>>());
     }
     let tenants = align(&hours)
         .into_iter()
         .zip(who)
-        .map(|(hours, (namespace, memory))| Tenant {
+        .map(|(hours, (namespace, memory, key, gpu))| Tenant {
+            key,
+            gpu,
             namespace,
             pin: None,
             memory,
@@ -310,9 +333,15 @@ pub fn worth(
         .into_iter()
         .map(|m| {
             let d = m.declared();
-            let (gpus, own) = match d.chooser {
-                Chooser::SchedulerWithinLimits => pack_scheduled(&tenants, capacity),
-                _ => (pack_pinned(&tenants, capacity, d.one_namespace).len(), 0),
+            let (gpus, own, groups) = match d.chooser {
+                Chooser::SchedulerWithinLimits => {
+                    let (gpus, own) = pack_scheduled(&tenants, capacity);
+                    (gpus, own, Vec::new())
+                }
+                _ => {
+                    let groups = pack_pinned(&tenants, capacity, d.one_namespace);
+                    (groups.len(), 0, place_groups(pool, &tenants, &groups))
+                }
             };
             let after = staying + gpus;
             let beyond = plan_after as i64 - after as i64;
@@ -324,9 +353,55 @@ pub fn worth(
                 bound_gpus: floor,
                 money_per_month: (beyond.max(0) as f64 * price * 100.0).round() / 100.0,
                 own_gpu: own,
+                groups,
             }
         })
         .collect()
+}
+
+/// Each pinned group on its own GPU of the pool: the present GPU of its largest member that
+/// is still free, else of another member, else the first free GPU in use today.
+fn place_groups(
+    pool: &super::PoolLayout,
+    tenants: &[Tenant],
+    groups: &[Vec<usize>],
+) -> Vec<PinnedGroup> {
+    let node_of: std::collections::HashMap<&str, &str> = pool
+        .nodes
+        .iter()
+        .flat_map(|n| n.gpus.iter().map(move |g| (g.uuid.as_str(), n.node)))
+        .collect();
+    let mut taken: std::collections::BTreeSet<&str> = pool.sized.1.clone();
+    for it in pool.sized.0.iter().filter(|it| it.pin.is_some()) {
+        taken.insert(it.h.gpu.as_str());
+    }
+    let mut out = Vec::with_capacity(groups.len());
+    for g in groups {
+        let mut members = g.clone();
+        members.sort_by(|&a, &b| tenants[b].memory.total_cmp(&tenants[a].memory));
+        let gpu = members
+            .iter()
+            .map(|&i| tenants[i].gpu.as_str())
+            .find(|u| !taken.contains(u))
+            .or_else(|| pool.in_use.iter().copied().find(|u| !taken.contains(u)))
+            .or_else(|| {
+                pool.nodes
+                    .iter()
+                    .flat_map(|n| n.gpus.iter().map(|g| g.uuid.as_str()))
+                    .find(|u| !taken.contains(u))
+            });
+        let Some(gpu) = gpu else { continue };
+        taken.insert(gpu);
+        out.push(PinnedGroup {
+            node: node_of.get(gpu).copied().unwrap_or_default().to_owned(),
+            gpu: gpu.to_owned(),
+            tenants: members
+                .iter()
+                .map(|&i| (tenants[i].key.clone(), tenants[i].memory))
+                .collect(),
+        });
+    }
+    out
 }
 
 /// The fleet's worth per mechanism: the sums of its pools'.
@@ -345,6 +420,7 @@ pub fn sum<'w>(pools: impl Iterator<Item = &'w [Worth]>) -> Vec<Worth> {
             }
             None => out.push(Worth {
                 beyond_plan: w.beyond_plan.max(0),
+                groups: Vec::new(),
                 ..w.clone()
             }),
         }
@@ -395,6 +471,8 @@ mod tests {
 
     fn t(ns: &str, mem_gib: f64, hours: &[f64]) -> Tenant {
         Tenant {
+            key: String::new(),
+            gpu: String::new(),
             namespace: ns.into(),
             pin: None,
             memory: mem_gib * GIB,

@@ -107,3 +107,61 @@ pub(crate) fn per_gpu_worth_as_worked_out(label: &str, a: &analytics::Analysis) 
         assert_eq!(after(m), (3, 1, 2), "{label}: {m:?}");
     }
 }
+
+/// The ResourceClaims of the pinned per-GPU plans of `a` validate against the Kubernetes
+/// 1.34 and 1.36 schemas in strict mode (kubernetes-validate, in the Helm test's venv).
+pub(crate) fn claims_validate(label: &str, a: &analytics::Analysis) -> usize {
+    use analytics::mechanism::Mechanism;
+    use analytics::plan::claims;
+    let name = |k: &str| a.tenant_names.get(k).cloned().unwrap_or_default();
+    let mut objects = Vec::new();
+    for p in &a.plan.pools {
+        for w in &p.worth {
+            for g in &w.groups {
+                for c in claims::resource_claims(w.mechanism, g, &name) {
+                    assert!(
+                        matches!(w.mechanism, Mechanism::DraSharedClaim | Mechanism::DraConsumableCapacity),
+                        "{label}"
+                    );
+                    objects.push(c.object);
+                }
+            }
+        }
+    }
+    let python = std::env::var_os("GPULENS_HELM_PYTHON")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| {
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/helm-venv/bin/python")
+        });
+    if objects.is_empty() || !python.exists() {
+        assert!(
+            objects.is_empty() || std::env::var("GPULENS_REQUIRE_HELM").is_err(),
+            "kubernetes-validate (target/helm-venv) is not installed"
+        );
+        return objects.len();
+    }
+    let dir = crate::support::TempDir::new("claims");
+    let file = dir.path().join("claims.json");
+    std::fs::write(&file, serde_json::to_vec(&objects).unwrap()).unwrap();
+    let out = std::process::Command::new(&python)
+        .arg("-c")
+        .arg(
+            "import json, sys, kubernetes_validate as kv\n\
+             bad = []\n\
+             for o in json.load(open(sys.argv[1])):\n\
+             \x20   for v in ('1.34.0', '1.36.0'):\n\
+             \x20       try: kv.validate(o, v, strict=True)\n\
+             \x20       except Exception as e: bad.append(f'{v} {o[\"metadata\"][\"name\"]}: {e}')\n\
+             print('\\n'.join(bad)); sys.exit(1 if bad else 0)",
+        )
+        .arg(&file)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{label}: ResourceClaims refused: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    objects.len()
+}
