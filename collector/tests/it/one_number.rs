@@ -98,6 +98,9 @@ pub(crate) fn per_gpu_worth_as_worked_out(label: &str, a: &analytics::Analysis) 
         (2, 2, 0),
         "{label}"
     );
+    // Two shared GPUs with consumable capacity: a claim for each of the four pods; one shared
+    // claim (day-1 with night-1, both in api).
+    assert_eq!(claims_validate(label, a), 4 + 1, "{label}");
     assert_eq!(after(Mechanism::DraSharedClaim), (3, 1, 0), "{label}");
     for m in [
         Mechanism::DraConsumableScheduled,
@@ -120,7 +123,10 @@ pub(crate) fn claims_validate(label: &str, a: &analytics::Analysis) -> usize {
             for g in &w.groups {
                 for c in claims::resource_claims(w.mechanism, g, &name) {
                     assert!(
-                        matches!(w.mechanism, Mechanism::DraSharedClaim | Mechanism::DraConsumableCapacity),
+                        matches!(
+                            w.mechanism,
+                            Mechanism::DraSharedClaim | Mechanism::DraConsumableCapacity
+                        ),
                         "{label}"
                     );
                     objects.push(c.object);
