@@ -51,7 +51,7 @@ pub async fn recommendations(
             _ => num(r.gpus_freed),
         });
     }
-    let plan = a.as_ref().map(|a| plan_view(&a.plan));
+    let plan = a.as_ref().map(|a| plan_view(a));
     let outcomes = a
         .as_ref()
         .map(|a| a.outcomes.iter().map(outcome_view).collect())
@@ -67,8 +67,11 @@ pub async fn recommendations(
 }
 
 /// The fleet plan as the page shows it.
-fn plan_view(p: &analytics::FleetPlan) -> pages::PlanView {
+fn plan_view(a: &analytics::Analysis) -> pages::PlanView {
+    let p = &a.plan;
     pages::PlanView {
+        worth: p.worth.iter().map(worth_row).collect(),
+        claims_yaml: consumable_claims(a),
         gpus_in_use: p.gpus_in_use,
         gpus_freed: p.gpus_freed,
         nodes_in_use: p.nodes_in_use,
@@ -94,6 +97,53 @@ fn plan_view(p: &analytics::FleetPlan) -> pages::PlanView {
             })
             .collect(),
     }
+}
+
+/// One per-GPU mechanism's line, from its declaration.
+fn worth_row(w: &analytics::plan::pergpu::Worth) -> pages::WorthRow {
+    use analytics::mechanism::Chooser;
+    let d = w.mechanism.declared();
+    pages::WorthRow {
+        mechanism: d.name.to_owned(),
+        chooser: match d.chooser {
+            Chooser::PlanPerGpu if d.one_namespace => {
+                "the plan pins a group of one namespace per GPU"
+            }
+            Chooser::PlanPerGpu => "the plan pins each GPU's group",
+            Chooser::SchedulerWithinLimits => "a scheduler places within the memory requests",
+            Chooser::NodeWide => "any tenants of a node may meet",
+            Chooser::Partitions => "fixed partitions",
+        }
+        .to_owned(),
+        gpus_after: w.gpus_after,
+        bound: w.bound_gpus,
+        beyond: w.beyond_plan,
+        money: w.money_per_month,
+        needs: d.needs.to_owned(),
+    }
+}
+
+/// The claims of the pinned plan with DRA consumable capacity over every pool, if any group
+/// shares a GPU.
+fn consumable_claims(a: &analytics::Analysis) -> Option<(usize, String)> {
+    use analytics::mechanism::Mechanism;
+    use analytics::plan::claims;
+    let name = |k: &str| {
+        a.tenant_names
+            .get(k)
+            .cloned()
+            .unwrap_or_else(|| k.to_owned())
+    };
+    let all: Vec<claims::Claim> = a
+        .plan
+        .pools
+        .iter()
+        .flat_map(|p| &p.worth)
+        .filter(|w| w.mechanism == Mechanism::DraConsumableCapacity && w.beyond_plan > 0)
+        .flat_map(|w| &w.groups)
+        .flat_map(|g| claims::resource_claims(Mechanism::DraConsumableCapacity, g, &name))
+        .collect();
+    (!all.is_empty()).then(|| (all.len(), claims::yaml(&all)))
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -100,6 +100,10 @@ pub struct ReportData {
     #[serde(default)]
     pub outcomes: Vec<OutcomeRow>,
     pub limitations: Vec<String>,
+    /// What enabling a per-GPU sharing mechanism would free beyond the plan, one sentence
+    /// each, where it frees more (issue 73).
+    #[serde(default)]
+    pub per_gpu: Vec<String>,
 }
 
 fn hours(from: i64, to: i64) -> f64 {
@@ -247,6 +251,13 @@ impl ReportData {
                 })
                 .collect(),
             limitations: a.limitations.clone(),
+            per_gpu: a
+                .plan
+                .worth
+                .iter()
+                .filter(|w| w.beyond_plan > 0)
+                .map(|w| w.sentence(&a.plan.currency))
+                .collect(),
         }
     }
 

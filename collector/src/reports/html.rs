@@ -591,6 +591,17 @@ fn recommendations(s: &mut String, d: &ReportData) {
         ],
         rows,
     );
+    if !d.per_gpu.is_empty() {
+        let _ = write!(
+            s,
+            "<p class=\"note\">Per-GPU sharing, where the cluster enabled it, would free more: {}.</p>",
+            d.per_gpu
+                .iter()
+                .map(|x| esc(x))
+                .collect::<Vec<_>>()
+                .join("; ")
+        );
+    }
 }
 
 /// Steps applied through label actions, measured against replay's prediction.
@@ -686,7 +697,7 @@ mod tests {
                           "verdict": h, "gpus_freed_predicted": 2.0,
                           "gpus_freed_measured": 1.0, "contention_hours_predicted": 0.0,
                           "contention_hours_measured": 3.0, "reasons": [h]}],
-            "limitations": [h]
+            "limitations": [h], "per_gpu": [h]
         }))
         .unwrap()
     }

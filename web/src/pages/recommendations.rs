@@ -28,6 +28,22 @@ pub struct PlanView {
     pub pools: Vec<PlanPoolRow>,
     /// GPUs the steps empty that have unrecovered hardware errors: not counted as freed.
     pub held_for_repair: usize,
+    /// What each per-GPU sharing mechanism would give (issue 73).
+    pub worth: Vec<WorthRow>,
+    /// The ResourceClaims a pinned plan with DRA consumable capacity asks for, as YAML.
+    pub claims_yaml: Option<(usize, String)>,
+}
+
+/// One per-GPU sharing mechanism's line.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct WorthRow {
+    pub mechanism: String,
+    pub chooser: String,
+    pub gpus_after: usize,
+    pub bound: usize,
+    pub beyond: i64,
+    pub money: f64,
+    pub needs: String,
 }
 
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -74,6 +90,7 @@ fn plan_section(p: PlanView) -> impl IntoView {
             }
         ),
     };
+    let worth = worth_section(&p);
     let currency = p.currency.clone();
     let rows = p
         .pools
@@ -108,8 +125,60 @@ fn plan_section(p: PlanView) -> impl IntoView {
                 </tr></thead>
                 <tbody>{rows}</tbody>
             </table></div>
+            {worth}
         </section>
     }
+}
+
+/// What enabling each per-GPU sharing mechanism would free beyond the plan, with the claims a
+/// pinned plan asks for.
+fn worth_section(p: &PlanView) -> Option<impl IntoView + use<>> {
+    if p.worth.is_empty() {
+        return None;
+    }
+    let currency = p.currency.clone();
+    let rows = p
+        .worth
+        .iter()
+        .map(|w| {
+            let beyond = match w.beyond {
+                n if n > 0 => format!("+{n}"),
+                0 => "0".to_owned(),
+                n => format!("{n}"),
+            };
+            view! {
+                <tr>
+                    <th scope="row">{w.mechanism.clone()}<br/><small>{w.chooser.clone()}</small></th>
+                    <td class="n">{w.gpus_after}</td>
+                    <td class="n">{w.bound}</td>
+                    <td class="n">{beyond}</td>
+                    <td class="n">{money(w.money, &currency)}</td>
+                    <td>{w.needs.clone()}</td>
+                </tr>
+            }
+        })
+        .collect_view();
+    let claims = p.claims_yaml.clone().map(|(n, yaml)| {
+        view! {
+            <details>
+                <summary>{format!("The ResourceClaims of the pinned plan with DRA consumable capacity ({})", model::figures::count(n as f64, "claim", "claims"))}</summary>
+                <pre>{yaml}</pre>
+            </details>
+        }
+    });
+    Some(view! {
+        <h3 id="h-per-gpu">"Per-GPU sharing: what enabling each would free"</h3>
+        <p class="note">"The plan above shares GPUs as the device plugin and MIG allow: any tenants of a node may meet on a GPU. A mechanism that chooses each GPU's tenants (pinned by a DRA claim) or lets a scheduler place them within requested memory can pair tenants node-wide sharing cannot. Memory is never shared by time; compute only where, hour by hour, the tenants of one GPU need at most one GPU. Summed over the pools where it frees more than the plan."</p>
+        <div class="scroll"><table>
+            <caption>"Per mechanism, over the fleet"</caption>
+            <thead><tr>
+                <th scope="col">"Mechanism"</th><th scope="col" class="n">"GPUs after"</th><th scope="col" class="n">"None fewer than"</th>
+                <th scope="col" class="n">"Beyond the plan"</th><th scope="col" class="n">"Per month"</th><th scope="col">"Needs"</th>
+            </tr></thead>
+            <tbody>{rows}</tbody>
+        </table></div>
+        {claims}
+    })
 }
 
 /// A proposal the replay turned down, and why.
