@@ -162,4 +162,86 @@ mod tests {
         assert!(resource_claims(Mechanism::Hami, &g, &name).is_empty());
         assert_eq!(dns_label("--A b--"), "a-b");
     }
+
+    #[test]
+    fn a_scheduler_gets_memory_requests_and_a_lone_pod_keeps_its_gpu() {
+        let name = |k: &str| format!("ns-{k}/pod-{k}/main");
+        let reqs = vec![
+            ("a".to_owned(), 11.0 * (1u64 << 30) as f64, false),
+            ("b".to_owned(), 1e9, true),
+        ];
+        let (n, hami) = scheduled_requests(Mechanism::Hami, &reqs, &name);
+        assert_eq!(n, 1);
+        assert!(
+            hami.contains("nvidia.com/gpumem: 11264")
+                && hami.contains("ns-b/pod-b: keeps nvidia.com/gpu: 1"),
+            "{hami}"
+        );
+        let (_, kai) = scheduled_requests(Mechanism::KaiFractions, &reqs, &name);
+        assert!(
+            kai.contains("gpu-memory: '11264'") && kai.contains("schedulerName: kai-scheduler"),
+            "{kai}"
+        );
+        let (_, dra) = scheduled_requests(Mechanism::DraConsumableScheduled, &reqs, &name);
+        assert!(
+            dra.contains("memory: 11264Mi") && !dra.contains("selectors"),
+            "{dra}"
+        );
+    }
+}
+
+/// What a scheduler-placed mechanism asks of each pod, as YAML to merge into its pod template:
+/// DRA consumable capacity a claim per pod requesting its memory (no selector: the scheduler
+/// places it), HAMi `nvidia.com/gpumem` (MiB) beside `nvidia.com/gpu: 1`, KAI the `gpu-memory`
+/// annotation (MiB) and `schedulerName: kai-scheduler`. A pod that must run alone keeps its
+/// whole-GPU request. Returns (how many pods change, the YAML).
+pub fn scheduled_requests(
+    m: Mechanism,
+    requests: &[(String, f64, bool)],
+    name: &dyn Fn(&str) -> String,
+) -> (usize, String) {
+    let mut out = String::new();
+    let mut changed = 0;
+    for (key, memory, alone) in requests {
+        let n = name(key);
+        let mut parts = n.split('/');
+        let ns = parts.next().unwrap_or_default().to_owned();
+        let pod = parts.next().unwrap_or_default().to_owned();
+        if *alone {
+            out.push_str(&format!(
+                "# {ns}/{pod}: keeps nvidia.com/gpu: 1 (a whole GPU: beside it a placement could contend)\n"
+            ));
+            continue;
+        }
+        let mib = (memory / (1u64 << 20) as f64).ceil() as u64;
+        let doc = match m {
+            Mechanism::DraConsumableScheduled => json!({
+                "apiVersion": "resource.k8s.io/v1",
+                "kind": "ResourceClaim",
+                "metadata": {"name": dns_label(&format!("gpulens-{pod}")), "namespace": dns_label(&ns),
+                             "labels": {"app.kubernetes.io/managed-by": "gpulens"}},
+                "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {
+                    "deviceClassName": "gpu.nvidia.com", "count": 1,
+                    "capacity": {"requests": {"memory": format!("{mib}Mi")}}}}]}},
+            }),
+            Mechanism::Hami => json!({"resources": {"limits": {
+                "nvidia.com/gpu": 1, "nvidia.com/gpumem": mib}}}),
+            Mechanism::KaiFractions => json!({
+                "metadata": {"annotations": {"gpu-memory": mib.to_string()}},
+                "spec": {"schedulerName": "kai-scheduler"},
+            }),
+            _ => continue,
+        };
+        changed += 1;
+        let place = match m {
+            Mechanism::DraConsumableScheduled => {
+                "a claim its pod template references (spec.resourceClaims, resources.claims)"
+            }
+            Mechanism::Hami => "its container, in place of nvidia.com/gpu: 1 alone",
+            _ => "its pod template",
+        };
+        out.push_str(&format!("---\n# {ns}/{pod}: {place}\n"));
+        out.push_str(&serde_yaml::to_string(&doc).unwrap_or_default());
+    }
+    (changed, out)
 }

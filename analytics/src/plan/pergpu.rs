@@ -109,10 +109,37 @@ pub fn pack_pinned(tenants: &[Tenant], capacity: f64, one_namespace: bool) -> Ve
 /// by their memory requests (first-fit decreasing); the others each get a GPU of their own.
 /// Returns (GPUs, how many tenants got a GPU of their own).
 pub fn pack_scheduled(tenants: &[Tenant], capacity: f64) -> (usize, usize) {
+    let alone = scheduled_alone(tenants, capacity);
+    (fill(tenants, &alone, capacity) + alone.len(), alone.len())
+}
+
+/// GPUs the tenants not `alone` fill by their memory requests (first-fit decreasing).
+fn fill(tenants: &[Tenant], alone: &[usize], capacity: f64) -> usize {
+    let shared: Vec<usize> = (0..tenants.len()).filter(|i| !alone.contains(i)).collect();
+    let mut memories: Vec<f64> = shared.iter().map(|&i| tenants[i].memory).collect();
+    memories.sort_by(|a, b| b.total_cmp(a));
+    let mut bins: Vec<(f64, usize)> = Vec::new();
+    for m in memories {
+        match bins
+            .iter_mut()
+            .find(|(used, n)| *n < MAX_PER_GPU && used + m <= capacity + EPS)
+        {
+            Some(b) => {
+                b.0 += m;
+                b.1 += 1;
+            }
+            None => bins.push((m, 1)),
+        }
+    }
+    bins.len()
+}
+
+/// The tenants a scheduler-placed pool must give a GPU of their own (a whole-GPU request).
+pub fn scheduled_alone(tenants: &[Tenant], capacity: f64) -> Vec<usize> {
     let mut shared: Vec<usize> = (0..tenants.len()).collect();
     let hours = tenants.first().map_or(0, |t| t.hours.len());
     let mut open: Vec<usize> = (0..hours).collect();
-    let mut own = 0;
+    let mut alone = Vec::new();
     // One at a time, the tenant heaviest in the most unsafe hours leaves (its own GPU),
     // until every hour is safe; a removal only lightens, so a safe hour is not checked again.
     loop {
@@ -134,24 +161,9 @@ pub fn pack_scheduled(tenants: &[Tenant], capacity: f64) -> (usize, usize) {
             break;
         };
         shared.retain(|&i| i != leaving);
-        own += 1;
+        alone.push(leaving);
     }
-    let mut memories: Vec<f64> = shared.iter().map(|&i| tenants[i].memory).collect();
-    memories.sort_by(|a, b| b.total_cmp(a));
-    let mut bins: Vec<(f64, usize)> = Vec::new();
-    for m in memories {
-        match bins
-            .iter_mut()
-            .find(|(used, n)| *n < MAX_PER_GPU && used + m <= capacity + EPS)
-        {
-            Some(b) => {
-                b.0 += m;
-                b.1 += 1;
-            }
-            None => bins.push((m, 1)),
-        }
-    }
-    (bins.len() + own, own)
+    alone
 }
 
 /// Whether some placement within the requests exceeds one GPU of compute in hour `h`. An
@@ -259,6 +271,10 @@ pub struct Worth {
     /// included); empty for scheduler-placed mechanisms and in the fleet's sum.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub groups: Vec<PinnedGroup>,
+    /// What a scheduler-placed mechanism asks per pod: (tenant key, memory request in bytes,
+    /// whether it asks a whole GPU). Kept, as `groups`, only where the mechanism frees more.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub requests: Vec<(String, f64, bool)>,
 }
 
 /// One GPU's group under a pinned mechanism.
@@ -333,18 +349,33 @@ pub fn worth(
         .into_iter()
         .map(|m| {
             let d = m.declared();
-            let (gpus, own, groups) = match d.chooser {
+            let (gpus, own, mut groups, mut requests) = match d.chooser {
                 Chooser::SchedulerWithinLimits => {
-                    let (gpus, own) = pack_scheduled(&tenants, capacity);
-                    (gpus, own, Vec::new())
+                    let alone = scheduled_alone(&tenants, capacity);
+                    let (gpus, own) = (fill(&tenants, &alone, capacity) + alone.len(), alone.len());
+                    let requests = tenants
+                        .iter()
+                        .enumerate()
+                        .map(|(i, t)| (t.key.clone(), t.memory, alone.contains(&i)))
+                        .collect();
+                    (gpus, own, Vec::new(), requests)
                 }
                 _ => {
                     let groups = pack_pinned(&tenants, capacity, d.one_namespace);
-                    (groups.len(), 0, place_groups(pool, &tenants, &groups))
+                    (
+                        groups.len(),
+                        0,
+                        place_groups(pool, &tenants, &groups),
+                        Vec::new(),
+                    )
                 }
             };
             let after = staying + gpus;
             let beyond = plan_after as i64 - after as i64;
+            if beyond <= 0 {
+                groups.clear();
+                requests.clear();
+            }
             Worth {
                 mechanism: m,
                 gpus_after: after,
@@ -354,6 +385,7 @@ pub fn worth(
                 money_per_month: (beyond.max(0) as f64 * price * 100.0).round() / 100.0,
                 own_gpu: own,
                 groups,
+                requests,
             }
         })
         .collect()
@@ -421,6 +453,7 @@ pub fn sum<'w>(pools: impl Iterator<Item = &'w [Worth]>) -> Vec<Worth> {
             None => out.push(Worth {
                 beyond_plan: w.beyond_plan.max(0),
                 groups: Vec::new(),
+                requests: Vec::new(),
                 ..w.clone()
             }),
         }

@@ -71,7 +71,7 @@ fn plan_view(a: &analytics::Analysis) -> pages::PlanView {
     let p = &a.plan;
     pages::PlanView {
         worth: p.worth.iter().map(worth_row).collect(),
-        claims_yaml: consumable_claims(a),
+        emitted: emitted(a),
         gpus_in_use: p.gpus_in_use,
         gpus_freed: p.gpus_freed,
         nodes_in_use: p.nodes_in_use,
@@ -123,9 +123,9 @@ fn worth_row(w: &analytics::plan::pergpu::Worth) -> pages::WorthRow {
     }
 }
 
-/// The claims of the pinned plan with DRA consumable capacity over every pool, if any group
-/// shares a GPU.
-fn consumable_claims(a: &analytics::Analysis) -> Option<(usize, String)> {
+/// What each per-GPU mechanism that frees more than the plan would ask of the cluster, over
+/// every pool where it does: (what, how many objects or pods, YAML).
+fn emitted(a: &analytics::Analysis) -> Vec<(String, usize, String)> {
     use analytics::mechanism::Mechanism;
     use analytics::plan::claims;
     let name = |k: &str| {
@@ -134,16 +134,30 @@ fn consumable_claims(a: &analytics::Analysis) -> Option<(usize, String)> {
             .cloned()
             .unwrap_or_else(|| k.to_owned())
     };
-    let all: Vec<claims::Claim> = a
-        .plan
-        .pools
-        .iter()
-        .flat_map(|p| &p.worth)
-        .filter(|w| w.mechanism == Mechanism::DraConsumableCapacity && w.beyond_plan > 0)
-        .flat_map(|w| &w.groups)
-        .flat_map(|g| claims::resource_claims(Mechanism::DraConsumableCapacity, g, &name))
-        .collect();
-    (!all.is_empty()).then(|| (all.len(), claims::yaml(&all)))
+    let mut out = Vec::new();
+    for m in Mechanism::PER_GPU {
+        let worth = || {
+            a.plan
+                .pools
+                .iter()
+                .flat_map(|p| &p.worth)
+                .filter(move |w| w.mechanism == m && w.beyond_plan > 0)
+        };
+        let pinned: Vec<claims::Claim> = worth()
+            .flat_map(|w| &w.groups)
+            .flat_map(|g| claims::resource_claims(m, g, &name))
+            .collect();
+        let (mut n, mut yaml) = (pinned.len(), claims::yaml(&pinned));
+        for w in worth() {
+            let (k, text) = claims::scheduled_requests(m, &w.requests, &name);
+            n += k;
+            yaml.push_str(&text);
+        }
+        if n > 0 {
+            out.push((m.declared().name.to_owned(), n, yaml));
+        }
+    }
+    out
 }
 
 #[derive(Debug, Default, Deserialize)]

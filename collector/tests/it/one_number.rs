@@ -99,8 +99,9 @@ pub(crate) fn per_gpu_worth_as_worked_out(label: &str, a: &analytics::Analysis) 
         "{label}"
     );
     // Two shared GPUs with consumable capacity: a claim for each of the four pods; one shared
-    // claim (day-1 with night-1, both in api).
-    assert_eq!(claims_validate(label, a), 4 + 1, "{label}");
+    // claim (day-1 with night-1, both in api); placed by the scheduler, a claim for each of the
+    // two pods that share (the other two keep a whole GPU).
+    assert_eq!(claims_validate(label, a), 4 + 1 + 2, "{label}");
     assert_eq!(after(Mechanism::DraSharedClaim), (3, 1, 0), "{label}");
     for m in [
         Mechanism::DraConsumableScheduled,
@@ -130,6 +131,13 @@ pub(crate) fn claims_validate(label: &str, a: &analytics::Analysis) -> usize {
                         "{label}"
                     );
                     objects.push(c.object);
+                }
+            }
+            if w.mechanism == Mechanism::DraConsumableScheduled {
+                let (_, yaml) = claims::scheduled_requests(w.mechanism, &w.requests, &name);
+                for doc in serde_yaml::Deserializer::from_str(&yaml) {
+                    use serde::Deserialize;
+                    objects.push(serde_json::Value::deserialize(doc).unwrap());
                 }
             }
         }

@@ -30,8 +30,9 @@ pub struct PlanView {
     pub held_for_repair: usize,
     /// What each per-GPU sharing mechanism would give (issue 73).
     pub worth: Vec<WorthRow>,
-    /// The ResourceClaims a pinned plan with DRA consumable capacity asks for, as YAML.
-    pub claims_yaml: Option<(usize, String)>,
+    /// What each mechanism that frees more would ask of the cluster: (mechanism, how many
+    /// objects or pods, YAML).
+    pub emitted: Vec<(String, usize, String)>,
 }
 
 /// One per-GPU sharing mechanism's line.
@@ -158,14 +159,18 @@ fn worth_section(p: &PlanView) -> Option<impl IntoView + use<>> {
             }
         })
         .collect_view();
-    let claims = p.claims_yaml.clone().map(|(n, yaml)| {
-        view! {
-            <details>
-                <summary>{format!("The ResourceClaims of the pinned plan with DRA consumable capacity ({})", model::figures::count(n as f64, "claim", "claims"))}</summary>
-                <pre>{yaml}</pre>
-            </details>
-        }
-    });
+    let claims = p
+        .emitted
+        .iter()
+        .map(|(what, n, yaml)| {
+            view! {
+                <details>
+                    <summary>{format!("{what}: what it asks of the cluster ({})", model::figures::count(*n as f64, "object", "objects"))}</summary>
+                    <pre>{yaml.clone()}</pre>
+                </details>
+            }
+        })
+        .collect_view();
     Some(view! {
         <h3 id="h-per-gpu">"Per-GPU sharing: what enabling each would free"</h3>
         <p class="note">"The plan above shares GPUs as the device plugin and MIG allow: any tenants of a node may meet on a GPU. A mechanism that chooses each GPU's tenants (pinned by a DRA claim) or lets a scheduler place them within requested memory can pair tenants node-wide sharing cannot. Memory is never shared by time; compute only where, hour by hour, the tenants of one GPU need at most one GPU. Summed over the pools where it frees more than the plan."</p>
