@@ -115,6 +115,62 @@ pub fn yaml(claims: &[Claim]) -> String {
     out
 }
 
+/// What a scheduler-placed mechanism asks of each pod, as YAML to merge into its pod template:
+/// DRA consumable capacity a claim per pod requesting its memory (no selector: the scheduler
+/// places it), HAMi `nvidia.com/gpumem` (MiB) beside `nvidia.com/gpu: 1`, KAI the `gpu-memory`
+/// annotation (MiB) and `schedulerName: kai-scheduler`. A pod that must run alone keeps its
+/// whole-GPU request. Returns (how many pods change, the YAML).
+pub fn scheduled_requests(
+    m: Mechanism,
+    requests: &[(String, f64, bool)],
+    name: &dyn Fn(&str) -> String,
+) -> (usize, String) {
+    let mut out = String::new();
+    let mut changed = 0;
+    for (key, memory, alone) in requests {
+        let n = name(key);
+        let mut parts = n.split('/');
+        let ns = parts.next().unwrap_or_default().to_owned();
+        let pod = parts.next().unwrap_or_default().to_owned();
+        if *alone {
+            out.push_str(&format!(
+                "# {ns}/{pod}: keeps nvidia.com/gpu: 1 (a whole GPU: beside it a placement could contend)\n"
+            ));
+            continue;
+        }
+        let mib = (memory / (1u64 << 20) as f64).ceil() as u64;
+        let doc = match m {
+            Mechanism::DraConsumableScheduled => json!({
+                "apiVersion": "resource.k8s.io/v1",
+                "kind": "ResourceClaim",
+                "metadata": {"name": dns_label(&format!("gpulens-{pod}")), "namespace": dns_label(&ns),
+                             "labels": {"app.kubernetes.io/managed-by": "gpulens"}},
+                "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {
+                    "deviceClassName": "gpu.nvidia.com", "count": 1,
+                    "capacity": {"requests": {"memory": format!("{mib}Mi")}}}}]}},
+            }),
+            Mechanism::Hami => json!({"resources": {"limits": {
+                "nvidia.com/gpu": 1, "nvidia.com/gpumem": mib}}}),
+            Mechanism::KaiFractions => json!({
+                "metadata": {"annotations": {"gpu-memory": mib.to_string()}},
+                "spec": {"schedulerName": "kai-scheduler"},
+            }),
+            _ => continue,
+        };
+        changed += 1;
+        let place = match m {
+            Mechanism::DraConsumableScheduled => {
+                "a claim its pod template references (spec.resourceClaims, resources.claims)"
+            }
+            Mechanism::Hami => "its container, in place of nvidia.com/gpu: 1 alone",
+            _ => "its pod template",
+        };
+        out.push_str(&format!("---\n# {ns}/{pod}: {place}\n"));
+        out.push_str(&serde_yaml::to_string(&doc).unwrap_or_default());
+    }
+    (changed, out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -188,60 +244,4 @@ mod tests {
             "{dra}"
         );
     }
-}
-
-/// What a scheduler-placed mechanism asks of each pod, as YAML to merge into its pod template:
-/// DRA consumable capacity a claim per pod requesting its memory (no selector: the scheduler
-/// places it), HAMi `nvidia.com/gpumem` (MiB) beside `nvidia.com/gpu: 1`, KAI the `gpu-memory`
-/// annotation (MiB) and `schedulerName: kai-scheduler`. A pod that must run alone keeps its
-/// whole-GPU request. Returns (how many pods change, the YAML).
-pub fn scheduled_requests(
-    m: Mechanism,
-    requests: &[(String, f64, bool)],
-    name: &dyn Fn(&str) -> String,
-) -> (usize, String) {
-    let mut out = String::new();
-    let mut changed = 0;
-    for (key, memory, alone) in requests {
-        let n = name(key);
-        let mut parts = n.split('/');
-        let ns = parts.next().unwrap_or_default().to_owned();
-        let pod = parts.next().unwrap_or_default().to_owned();
-        if *alone {
-            out.push_str(&format!(
-                "# {ns}/{pod}: keeps nvidia.com/gpu: 1 (a whole GPU: beside it a placement could contend)\n"
-            ));
-            continue;
-        }
-        let mib = (memory / (1u64 << 20) as f64).ceil() as u64;
-        let doc = match m {
-            Mechanism::DraConsumableScheduled => json!({
-                "apiVersion": "resource.k8s.io/v1",
-                "kind": "ResourceClaim",
-                "metadata": {"name": dns_label(&format!("gpulens-{pod}")), "namespace": dns_label(&ns),
-                             "labels": {"app.kubernetes.io/managed-by": "gpulens"}},
-                "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {
-                    "deviceClassName": "gpu.nvidia.com", "count": 1,
-                    "capacity": {"requests": {"memory": format!("{mib}Mi")}}}}]}},
-            }),
-            Mechanism::Hami => json!({"resources": {"limits": {
-                "nvidia.com/gpu": 1, "nvidia.com/gpumem": mib}}}),
-            Mechanism::KaiFractions => json!({
-                "metadata": {"annotations": {"gpu-memory": mib.to_string()}},
-                "spec": {"schedulerName": "kai-scheduler"},
-            }),
-            _ => continue,
-        };
-        changed += 1;
-        let place = match m {
-            Mechanism::DraConsumableScheduled => {
-                "a claim its pod template references (spec.resourceClaims, resources.claims)"
-            }
-            Mechanism::Hami => "its container, in place of nvidia.com/gpu: 1 alone",
-            _ => "its pod template",
-        };
-        out.push_str(&format!("---\n# {ns}/{pod}: {place}\n"));
-        out.push_str(&serde_yaml::to_string(&doc).unwrap_or_default());
-    }
-    (changed, out)
 }
