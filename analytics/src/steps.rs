@@ -110,21 +110,10 @@ pub fn pool_steps(
     let mut used_after = pool.used_after();
     // A GPU with unrecovered hardware errors that the plan empties is not freed: it stays
     // counted as in use (issue 71), and the step that empties it says so.
-    let repair: BTreeMap<&str, String> = ctx
-        .input
-        .health
-        .iter()
-        .filter(|h| pool.in_use.contains(h.gpu.as_str()) && !used_after.contains(h.gpu.as_str()))
-        .filter_map(|h| Some((h.gpu.as_str(), crate::findings::unrecovered(h)?)))
-        .collect();
+    let repair = held_for_repair(ctx, pool, &used_after);
     if !repair.is_empty() {
-        let emptied_by = freed_by(pool, &places, &step_of_node, &used_after, reclaim_ids);
-        for (gpu, why) in &repair {
-            if let Some(id) = emptied_by.get(*gpu) {
-                out.held
-                    .insert((*gpu).to_owned(), (id.clone(), why.clone()));
-            }
-        }
+        let by = freed_by(pool, &places, &step_of_node, &used_after, reclaim_ids);
+        out.held = attribute(&repair, &by);
         used_after.extend(repair.keys().copied());
     }
     out.freed_by = freed_by(pool, &places, &step_of_node, &used_after, reclaim_ids);
@@ -212,6 +201,31 @@ pub fn pool_steps(
         worth: plan::pergpu::worth(ctx, pool, in_use, after, repair.len()),
     };
     out
+}
+
+/// Each GPU held for repair with the step that empties it and why.
+fn attribute(
+    repair: &BTreeMap<&str, String>,
+    emptied_by: &BTreeMap<String, String>,
+) -> BTreeMap<String, (String, String)> {
+    repair
+        .iter()
+        .filter_map(|(g, why)| Some(((*g).to_owned(), (emptied_by.get(*g)?.clone(), why.clone()))))
+        .collect()
+}
+
+/// The GPUs in use that the plan empties and that have unrecovered hardware errors, with why.
+fn held_for_repair<'c>(
+    ctx: &'c Ctx,
+    pool: &PoolLayout,
+    used_after: &BTreeSet<&str>,
+) -> BTreeMap<&'c str, String> {
+    ctx.input
+        .health
+        .iter()
+        .filter(|h| pool.in_use.contains(h.gpu.as_str()) && !used_after.contains(h.gpu.as_str()))
+        .filter_map(|h| Some((h.gpu.as_str(), crate::findings::unrecovered(h)?)))
+        .collect()
 }
 
 /// Every GPU in use that the plan does not use is freed by exactly one step: the one that

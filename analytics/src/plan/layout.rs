@@ -41,7 +41,7 @@ pub struct FleetPlan {
     pub held_for_repair: usize,
     /// Per per-GPU sharing mechanism, the fleet's sum of what it would give its pools.
     #[serde(default)]
-    pub worth: Vec<super::pergpu::Worth>,
+    pub worth: Vec<super::worth::Worth>,
 }
 
 impl FleetPlan {
@@ -61,7 +61,7 @@ impl FleetPlan {
         self.nodes_freed = sum(|x| x.nodes_freed);
         self.bound_gpus = sum(|x| x.bound_gpus);
         self.held_for_repair = sum(|x| x.held_for_repair);
-        self.worth = super::pergpu::sum(self.pools.iter().map(|p| p.worth.as_slice()));
+        self.worth = super::worth::sum(self.pools.iter().map(|p| p.worth.as_slice()));
         self.efficiency = efficiency(self.gpus_in_use, self.bound_gpus, self.gpus_freed);
         self.money_per_month =
             (self.pools.iter().map(|x| x.money_per_month).sum::<f64>() * 100.0).round() / 100.0;
@@ -88,7 +88,7 @@ pub struct PoolPlan {
     pub held_for_repair: usize,
     /// What each per-GPU sharing mechanism would leave in use in this pool (issue 73).
     #[serde(default)]
-    pub worth: Vec<super::pergpu::Worth>,
+    pub worth: Vec<super::worth::Worth>,
 }
 
 /// One node's numbers: GPUs in use, its own bound (its tenants alone), GPUs after the plan.

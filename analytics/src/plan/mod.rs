@@ -14,6 +14,7 @@ mod layout;
 mod pack;
 pub mod pergpu;
 mod place;
+mod worth;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 

@@ -17,6 +17,8 @@
 
 use std::collections::BTreeMap;
 
+pub use super::worth::{PinnedGroup, Worth};
+
 /// The most tenants one GPU takes (the DRA driver's consumable shares, HAMi's split count and
 /// the careful packing all bound it; 4 is the careful packing's).
 pub const MAX_PER_GPU: usize = 4;
@@ -250,42 +252,6 @@ pub fn align(hours: &[Vec<(i64, f64)>]) -> Vec<Vec<f64>> {
         .collect()
 }
 
-/// What one per-GPU mechanism would give a pool.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
-pub struct Worth {
-    pub mechanism: crate::mechanism::Mechanism,
-    /// GPUs in use after a plan under this mechanism, and freed against today.
-    pub gpus_after: usize,
-    pub gpus_freed: usize,
-    /// GPUs freed beyond the plan the pool's present mechanisms allow (negative: fewer; the
-    /// fleet's sum counts only the pools where it frees more, where enabling it pays).
-    pub beyond_plan: i64,
-    /// No plan under this mechanism needs fewer GPUs.
-    pub bound_gpus: usize,
-    /// What `beyond_plan` GPUs cost per month at the configured price (0 when negative).
-    pub money_per_month: f64,
-    /// Tenants a scheduler-placed plan gives a GPU of their own (a placement beside them
-    /// could contend).
-    pub own_gpu: usize,
-    /// Where a pinned mechanism puts each group of tenants sharing a GPU (groups of one
-    /// included); empty for scheduler-placed mechanisms and in the fleet's sum.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub groups: Vec<PinnedGroup>,
-    /// What a scheduler-placed mechanism asks per pod: (tenant key, memory request in bytes,
-    /// whether it asks a whole GPU). Kept, as `groups`, only where the mechanism frees more.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub requests: Vec<(String, f64, bool)>,
-}
-
-/// One GPU's group under a pinned mechanism.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
-pub struct PinnedGroup {
-    pub node: String,
-    pub gpu: String,
-    /// (tenant key, memory request in bytes), largest first.
-    pub tenants: Vec<(String, f64)>,
-}
-
 /// The tenants of a pool that a per-GPU mechanism could place (pods holding one GPU, sized
 /// by the packer), and the GPUs that stay as they are (every other live tenant's).
 fn movable(ctx: &crate::findings::Ctx, pool: &super::PoolLayout) -> (Vec<Tenant>, usize) {
@@ -434,66 +400,6 @@ fn place_groups(
         });
     }
     out
-}
-
-/// The fleet's worth per mechanism: the sums of its pools'.
-pub fn sum<'w>(pools: impl Iterator<Item = &'w [Worth]>) -> Vec<Worth> {
-    let mut out: Vec<Worth> = Vec::new();
-    for w in pools.flatten() {
-        match out.iter_mut().find(|o| o.mechanism == w.mechanism) {
-            Some(o) => {
-                o.gpus_after += w.gpus_after;
-                o.gpus_freed += w.gpus_freed;
-                o.beyond_plan += w.beyond_plan.max(0);
-                o.bound_gpus += w.bound_gpus;
-                o.money_per_month =
-                    ((o.money_per_month + w.money_per_month) * 100.0).round() / 100.0;
-                o.own_gpu += w.own_gpu;
-            }
-            None => out.push(Worth {
-                beyond_plan: w.beyond_plan.max(0),
-                groups: Vec::new(),
-                requests: Vec::new(),
-                ..w.clone()
-            }),
-        }
-    }
-    out
-}
-
-impl Worth {
-    /// One line for people: the mechanism, what it would leave in use, what it frees beyond
-    /// today's plan and what it needs.
-    pub fn sentence(&self, currency: &str) -> String {
-        let d = self.mechanism.declared();
-        let gain = match self.beyond_plan {
-            n if n > 0 => format!(
-                "frees {} more than today's plan, ≈ {} a month",
-                model::figures::count(n as f64, "GPU", "GPUs"),
-                model::figures::money(self.money_per_month, currency)
-            ),
-            0 => "frees no more than today's plan".to_owned(),
-            n => format!(
-                "would keep {} more in use than today's plan",
-                model::figures::count(-n as f64, "GPU", "GPUs")
-            ),
-        };
-        let own = if self.own_gpu > 0 {
-            format!(
-                "; {} a GPU of its own, since a placement beside it could contend",
-                model::figures::count(self.own_gpu as f64, "tenant gets", "tenants get")
-            )
-        } else {
-            String::new()
-        };
-        format!(
-            "{}: {} in use (none fewer than {}), {gain}{own}; needs {}",
-            d.name,
-            model::figures::count(self.gpus_after as f64, "GPU", "GPUs"),
-            self.bound_gpus,
-            d.needs
-        )
-    }
 }
 
 #[cfg(test)]
