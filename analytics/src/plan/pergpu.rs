@@ -168,14 +168,24 @@ pub fn scheduled_alone(tenants: &[Tenant], capacity: f64) -> Vec<usize> {
     alone
 }
 
+/// The most members for which the knapsack decides an hour; past it the hour is judged by its
+/// [`MAX_PER_GPU`] largest demands alone (as if every group fit in memory: never less safe).
+pub const KNAPSACK_MAX: usize = 64;
+
 /// Whether some placement within the requests exceeds one GPU of compute in hour `h`. An
 /// hour whose [`MAX_PER_GPU`] largest demands add up to one GPU at most is safe without the
 /// knapsack.
 fn unsafe_hour(tenants: &[Tenant], members: &[usize], capacity: f64, h: usize) -> bool {
-    let mut top: Vec<f64> = members.iter().map(|&i| tenants[i].hours[h]).collect();
-    top.sort_by(|a, b| b.total_cmp(a));
-    top.iter().take(MAX_PER_GPU).sum::<f64>() > 1.0 + EPS
-        && heaviest_group(tenants, members, capacity, h) > 1.0 + EPS
+    let mut top = [0.0_f64; MAX_PER_GPU];
+    for &i in members {
+        let v = tenants[i].hours[h];
+        if v > top[MAX_PER_GPU - 1] {
+            top[MAX_PER_GPU - 1] = v;
+            top.sort_by(|a, b| b.total_cmp(a));
+        }
+    }
+    top.iter().sum::<f64>() > 1.0 + EPS
+        && (members.len() > KNAPSACK_MAX || heaviest_group(tenants, members, capacity, h) > 1.0 + EPS)
 }
 
 /// The most compute in hour `h` that tenants whose memory requests fit one GPU together (and
@@ -311,14 +321,20 @@ pub fn worth(
     let capacity = pool.memory_total;
     let floor = staying + bound(&tenants, capacity);
     let price = ctx.cfg.price_of(pool.model) * super::HOURS_PER_MONTH;
+    // Every scheduler-placed mechanism is judged by the same rule: worked out once.
+    let mut scheduled: Option<(Vec<usize>, usize)> = None;
     Mechanism::PER_GPU
         .into_iter()
         .map(|m| {
             let d = m.declared();
             let (gpus, own, mut groups, mut requests) = match d.chooser {
                 Chooser::SchedulerWithinLimits => {
-                    let alone = scheduled_alone(&tenants, capacity);
-                    let (gpus, own) = (fill(&tenants, &alone, capacity) + alone.len(), alone.len());
+                    let (alone, filled) = scheduled.get_or_insert_with(|| {
+                        let alone = scheduled_alone(&tenants, capacity);
+                        let filled = fill(&tenants, &alone, capacity);
+                        (alone, filled)
+                    });
+                    let (gpus, own) = (*filled + alone.len(), alone.len());
                     let requests = tenants
                         .iter()
                         .enumerate()
