@@ -194,10 +194,12 @@ impl Auth {
         if agent.nodes.iter().any(|n| n == "*" || n == node) {
             Ok(())
         } else {
-            Err(ApiError::Forbidden(format!(
-                "this token is bound to node {:?}, not {node:?}",
-                agent.nodes.first().map_or("", String::as_str)
-            )))
+            Err(ApiError::Forbidden(match agent.nodes.as_slice() {
+                [only] => {
+                    format!("this token is not bound to node {node:?} (it speaks for {only:?})")
+                }
+                _ => format!("this token is not bound to node {node:?}"),
+            }))
         }
     }
 }

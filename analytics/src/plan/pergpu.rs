@@ -185,7 +185,8 @@ fn unsafe_hour(tenants: &[Tenant], members: &[usize], capacity: f64, h: usize) -
         }
     }
     top.iter().sum::<f64>() > 1.0 + EPS
-        && (members.len() > KNAPSACK_MAX || heaviest_group(tenants, members, capacity, h) > 1.0 + EPS)
+        && (members.len() > KNAPSACK_MAX
+            || heaviest_group(tenants, members, capacity, h) > 1.0 + EPS)
 }
 
 /// The most compute in hour `h` that tenants whose memory requests fit one GPU together (and

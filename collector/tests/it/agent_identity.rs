@@ -84,7 +84,7 @@ kube_url = "{}"
             status: 403,
             message,
         }) => {
-            assert!(message.contains("bound to node"), "{message}")
+            assert!(message.contains("not bound to node"), "{message}")
         }
         r => panic!("another node's batch: {r:?}"),
     }
