@@ -6,7 +6,9 @@
 //! The agent may then speak for that node only: one node's token cannot send another's batches.
 //!
 //! A review answers for at most `cache` (default 5 min) and never past the token's own `exp`;
-//! at most [`MAX_CACHED`] tokens are remembered, and at most [`IN_FLIGHT`] reviews run at once.
+//! a refusal is remembered for [`REFUSED_FOR_MS`] (the same wrong token costs one review a
+//! minute); at most [`MAX_CACHED`] answers are remembered, and at most [`IN_FLIGHT`] reviews run
+//! at once.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -27,6 +29,8 @@ pub const IN_FLIGHT: usize = 16;
 pub const DEADLINE: Duration = Duration::from_secs(10);
 /// The longest token sent for review (a projected token is about 1 KiB).
 pub const MAX_TOKEN_BYTES: usize = 16 * 1024;
+/// How long a refusal is remembered: the same wrong token sent again costs no review.
+pub const REFUSED_FOR_MS: i64 = 60_000;
 
 /// `[token_review]`: agents identified by their projected ServiceAccount token.
 #[derive(Debug, Clone, Deserialize)]
@@ -83,6 +87,9 @@ impl Settings {
     }
 }
 
+/// A review's answer: the token's node, or why it is not an agent's.
+type Answer = Result<String, String>;
+
 /// Why a token was not accepted.
 #[derive(Debug, thiserror::Error)]
 pub enum Refused {
@@ -99,7 +106,8 @@ pub struct Reviewer {
     settings: Settings,
     username: String,
     client: tokio::sync::OnceCell<kube::Client>,
-    cache: Mutex<HashMap<[u8; 32], (String, i64)>>,
+    /// Token hash → (its node, or why it was refused; until when that answer holds).
+    cache: Mutex<HashMap<[u8; 32], (Answer, i64)>>,
     in_flight: tokio::sync::Semaphore,
 }
 
@@ -136,11 +144,16 @@ impl Reviewer {
 
     /// The node of a token reviewed before and still within its answer's life.
     pub fn cached(&self, hash: &[u8; 32], now_ms: i64) -> Option<String> {
+        self.answer(hash, now_ms)?.ok()
+    }
+
+    /// A review's answer still within its life: the node, or why the token was refused.
+    fn answer(&self, hash: &[u8; 32], now_ms: i64) -> Option<Answer> {
         let cache = self.cache.lock().unwrap_or_else(|e| e.into_inner());
         cache
             .get(hash)
             .filter(|(_, until)| *until > now_ms)
-            .map(|(node, _)| node.clone())
+            .map(|(answer, _)| answer.clone())
     }
 
     /// The node the agent presenting `token` runs on, from the cache or a review.
@@ -150,8 +163,10 @@ impl Reviewer {
         hash: [u8; 32],
         now_ms: i64,
     ) -> Result<String, Refused> {
-        if let Some(node) = self.cached(&hash, now_ms) {
-            return Ok(node);
+        match self.answer(&hash, now_ms) {
+            Some(Ok(node)) => return Ok(node),
+            Some(Err(why)) => return Err(Refused::NotAnAgent(why)),
+            None => {}
         }
         if !Self::looks_like_jwt(token) {
             return Err(Refused::NotAnAgent("unknown agent token".into()));
@@ -164,10 +179,17 @@ impl Reviewer {
         let review = tokio::time::timeout(DEADLINE, self.review(token))
             .await
             .map_err(|_| Refused::Unavailable(format!("no answer within {DEADLINE:?}")))??;
-        let node = self.accept(review)?;
+        let node = match self.accept(review) {
+            Ok(node) => node,
+            Err(Refused::NotAnAgent(why)) => {
+                self.remember(hash, Err(why.clone()), now_ms + REFUSED_FOR_MS, now_ms);
+                return Err(Refused::NotAnAgent(why));
+            }
+            Err(e) => return Err(e),
+        };
         let until = now_ms + self.settings.cache.as_millis() as i64;
         let until = expiry_ms(token).map_or(until, |exp| exp.min(until));
-        self.remember(hash, node.clone(), until, now_ms);
+        self.remember(hash, Ok(node.clone()), until, now_ms);
         Ok(node)
     }
 
@@ -238,13 +260,13 @@ impl Reviewer {
         }
     }
 
-    fn remember(&self, hash: [u8; 32], node: String, until_ms: i64, now_ms: i64) {
+    fn remember(&self, hash: [u8; 32], answer: Answer, until_ms: i64, now_ms: i64) {
         let mut cache = self.cache.lock().unwrap_or_else(|e| e.into_inner());
         if cache.len() >= MAX_CACHED {
             cache.retain(|_, (_, until)| *until > now_ms);
         }
         if cache.len() < MAX_CACHED {
-            cache.insert(hash, (node, until_ms));
+            cache.insert(hash, (answer, until_ms));
         }
     }
 }

@@ -138,6 +138,16 @@ kube_url = "{}"
         }
     }
 
+    // A refusal is remembered: the same forged token again costs no review (answered 401, or
+    // 429 now that this address sent five wrong tokens).
+    let before = kube.tokens().reviews();
+    match send(&serving.base, &file, &mine).await {
+        Err(SendError::Rejected { status: 401, .. }) => {}
+        Err(SendError::Retryable { message, .. }) if message.contains("429") => {}
+        r => panic!("the forged token again: {r:?}"),
+    }
+    assert_eq!(kube.tokens().reviews(), before, "a refusal is remembered");
+
     // Rotation: the kubelet writes a new token; the old one's pod is gone. The new one works
     // (one more review), the old one is answered from the cache no longer than it lives.
     let rotated = kube
