@@ -177,6 +177,18 @@ impl Auth {
         })
     }
 
+    /// [`Auth::check`] of a request's `Authorization` header.
+    pub async fn check_headers(
+        &self,
+        headers: &axum::http::HeaderMap,
+        addr: Option<std::net::IpAddr>,
+    ) -> Result<Agent, ApiError> {
+        let header = headers
+            .get(axum::http::header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok());
+        self.check(header, addr, model::time::now_ms()).await
+    }
+
     /// The cluster `agent` is bound to, if any.
     pub fn cluster(agent: &Agent) -> Option<&str> {
         agent.cluster.as_deref()

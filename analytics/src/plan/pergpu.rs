@@ -31,8 +31,6 @@ pub struct Tenant {
     pub gpu: String,
     /// Its namespace (a shared claim's group is of one).
     pub namespace: String,
-    /// The node it must stay on, if it cannot move.
-    pub pin: Option<String>,
     /// Memory request: bytes.
     pub memory: f64,
     /// p95 compute per hour, GPU-equivalents, by hour index (the same hours for every tenant
@@ -52,15 +50,15 @@ struct Group {
     members: Vec<usize>,
     memory: f64,
     hours: Vec<f64>,
-    node: Option<String>,
-    namespace: Option<String>,
+    namespace: String,
 }
 
 const EPS: f64 = 1e-9;
 
 /// Pinned per-GPU groups: first-fit decreasing (memory, then busiest hour); each group's
-/// hourly compute ≤ 1, memory ≤ `capacity`, at most [`MAX_PER_GPU`] members, one node for
-/// pinned tenants, and one namespace when `one_namespace`. A tenant too large for any group
+/// hourly compute ≤ 1, memory ≤ `capacity`, at most [`MAX_PER_GPU`] members, and one
+/// namespace when `one_namespace` (tenants pinned to a node never reach the packers: they keep
+/// their GPUs). A tenant too large for any group
 /// gets one of its own. Returns the groups (tenant indices).
 pub fn pack_pinned(tenants: &[Tenant], capacity: f64, one_namespace: bool) -> Vec<Vec<usize>> {
     let mut order: Vec<usize> = (0..tenants.len()).collect();
@@ -77,8 +75,7 @@ pub fn pack_pinned(tenants: &[Tenant], capacity: f64, one_namespace: bool) -> Ve
         let fits = |g: &Group| {
             g.members.len() < MAX_PER_GPU
                 && g.memory + t.memory <= capacity + EPS
-                && (t.pin.is_none() || g.node.is_none() || g.node == t.pin)
-                && (!one_namespace || g.namespace.as_deref() == Some(t.namespace.as_str()))
+                && (!one_namespace || g.namespace == t.namespace)
                 && g.hours
                     .iter()
                     .zip(&t.hours)
@@ -91,16 +88,12 @@ pub fn pack_pinned(tenants: &[Tenant], capacity: f64, one_namespace: bool) -> Ve
                 for (a, b) in g.hours.iter_mut().zip(&t.hours) {
                     *a += b;
                 }
-                if g.node.is_none() {
-                    g.node = t.pin.clone();
-                }
             }
             None => groups.push(Group {
                 members: vec![i],
                 memory: t.memory,
                 hours: t.hours.clone(),
-                node: t.pin.clone(),
-                namespace: Some(t.namespace.clone()),
+                namespace: t.namespace.clone(),
             }),
         }
     }
@@ -298,7 +291,6 @@ fn movable(ctx: &crate::findings::Ctx, pool: &super::PoolLayout) -> (Vec<Tenant>
             key,
             gpu,
             namespace,
-            pin: None,
             memory,
             hours,
         })
@@ -430,7 +422,6 @@ mod tests {
             key: String::new(),
             gpu: String::new(),
             namespace: ns.into(),
-            pin: None,
             memory: mem_gib * GIB,
             hours: hours.to_vec(),
         }

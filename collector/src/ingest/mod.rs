@@ -114,13 +114,7 @@ async fn handle(
 ) -> Result<IngestResponse, Refusal> {
     let cred = state
         .auth
-        .check(
-            headers
-                .get(header::AUTHORIZATION)
-                .and_then(|v| v.to_str().ok()),
-            peer,
-            model::time::now_ms(),
-        )
+        .check_headers(headers, peer)
         .await
         .map_err(because(RejectReason::Unauthenticated))?;
     let batch = read_batch(state, headers, body).await?;

@@ -260,15 +260,9 @@ pub async fn node_labels(
     headers: HeaderMap,
     caller: crate::access::Caller,
 ) -> Result<Json<NodeLabels>, ApiError> {
-    let header = headers
-        .get(axum::http::header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok());
     // The token first, counted and audited as ingest counts it (issue 72: wrong tokens here
     // were neither limited nor audited).
-    let id = state
-        .auth
-        .check(header, caller.addr, model::time::now_ms())
-        .await?;
+    let id = state.auth.check_headers(&headers, caller.addr).await?;
     let Query(q) = q.map_err(crate::http::bad_query)?;
     crate::auth::Auth::authorize(&id, &q.cluster, &node)?;
     if state.labels.mode == Mode::Off {

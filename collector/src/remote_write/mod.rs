@@ -776,16 +776,7 @@ pub async fn write(
     headers: HeaderMap,
     body: axum::body::Body,
 ) -> Result<StatusCode, ApiError> {
-    let cred = state
-        .auth
-        .check(
-            headers
-                .get(header::AUTHORIZATION)
-                .and_then(|v| v.to_str().ok()),
-            caller.addr,
-            model::time::now_ms(),
-        )
-        .await?;
+    let cred = state.auth.check_headers(&headers, caller.addr).await?;
     check_protocol(&headers)?;
     if let Some(enc) = headers
         .get(header::CONTENT_ENCODING)

@@ -29,7 +29,7 @@ fn chart() -> PathBuf {
 }
 
 /// The Python with helm-python-sdk and kubernetes-validate (tests/run.sh makes it).
-fn helm_python() -> Option<PathBuf> {
+pub(crate) fn helm_python() -> Option<PathBuf> {
     let p = std::env::var_os("GPULENS_HELM_PYTHON")
         .map(PathBuf::from)
         .unwrap_or_else(|| root().join("target/helm-venv/bin/python"));

@@ -142,18 +142,14 @@ pub(crate) fn claims_validate(label: &str, a: &analytics::Analysis) -> usize {
             }
         }
     }
-    let python = std::env::var_os("GPULENS_HELM_PYTHON")
-        .map(std::path::PathBuf::from)
-        .unwrap_or_else(|| {
-            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/helm-venv/bin/python")
-        });
-    if objects.is_empty() || !python.exists() {
+    let python = crate::helm::helm_python();
+    let Some(python) = python.filter(|_| !objects.is_empty()) else {
         assert!(
             objects.is_empty() || std::env::var("GPULENS_REQUIRE_HELM").is_err(),
             "kubernetes-validate (target/helm-venv) is not installed"
         );
         return objects.len();
-    }
+    };
     let dir = crate::support::TempDir::new("claims");
     let file = dir.path().join("claims.json");
     std::fs::write(&file, serde_json::to_vec(&objects).unwrap()).unwrap();
