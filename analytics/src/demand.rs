@@ -10,7 +10,7 @@
 //! - *fragmented*: a pod asking for k whole GPUs while the pool had k free GPUs in total but no
 //!   node with k free.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 use model::rollup::HOUR_MS;
 
@@ -465,14 +465,55 @@ fn finding(
         reason: None,
         summary: summary(ctx, pool, team, t, &n, &named),
         metrics,
-        evidence: named
-            .iter()
-            .map(|(h, _)| Evidence {
-                label: format!("{} — idle holder", ctx.name(&h.cluster, &h.tenant)),
-                ..activity_evidence(h, first, last)
-            })
-            .collect(),
+        evidence: evidence(ctx, pool, cluster, &named, first, last),
     })
+}
+
+/// What a waiting_demand finding charts: its idle holders' activity, or — when no GPU of the
+/// pool was held idle — how busy the pool's nodes were while the work waited.
+fn evidence(
+    ctx: &Ctx,
+    pool: &Pool,
+    cluster: &str,
+    named: &[&(&Holding, f64)],
+    first: i64,
+    last: i64,
+) -> Vec<Evidence> {
+    if named.is_empty() {
+        // A pool of no GPU yet (work waiting for MIG instances where no GPU runs MIG): the
+        // nodes of its product.
+        let nodes: BTreeSet<&str> = if pool.by_node.is_empty() {
+            ctx.input
+                .gpus
+                .iter()
+                .filter(|g| g.cluster == cluster)
+                .filter(|g| pool.product.is_none_or(|p| product_matches(&g.model, p)))
+                .map(|g| g.node.as_str())
+                .collect()
+        } else {
+            pool.by_node.keys().copied().collect()
+        };
+        return nodes
+            .into_iter()
+            .take(NAMED_HOLDERS)
+            .map(|node| {
+                Evidence::new(
+                    format!("{node} — GPU utilization while the work waited"),
+                    "gpu_util",
+                    format!("node:{node}"),
+                    first,
+                    last,
+                )
+            })
+            .collect();
+    }
+    named
+        .iter()
+        .map(|(h, _)| Evidence {
+            label: format!("{} — idle holder", ctx.name(&h.cluster, &h.tenant)),
+            ..activity_evidence(h, first, last)
+        })
+        .collect()
 }
 
 #[cfg(test)]

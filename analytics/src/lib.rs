@@ -9,6 +9,7 @@ pub mod config;
 pub mod demand;
 pub mod finding;
 pub mod findings;
+pub mod freed;
 pub mod funnel;
 pub mod holdings;
 pub mod input;

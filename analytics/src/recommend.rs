@@ -13,7 +13,8 @@ use crate::need::confidence;
 use crate::plan::FleetPlan;
 use crate::recommendation::rec_id;
 pub use crate::recommendation::{
-    Move, Proposal, RecKind, Recommendation, Rejected, Target, config_name, device_plugin_config,
+    Move, Proposal, RecKind, Recommendation, Rejected, Served, Target, config_name,
+    device_plugin_config,
 };
 use crate::replay::{Replay, Slot, replay};
 use crate::{steps, waste};
@@ -69,6 +70,7 @@ pub fn recommend(ctx: &Ctx, holdings: &[Holding], findings: &[Finding]) -> Outpu
         &fleet.held,
     );
     say_held(ctx, &mut out.recommendations, &fleet.held);
+    say_served(ctx, &mut out.recommendations, fleet.served);
     steps::link_requirements(
         ctx,
         holdings,
@@ -169,6 +171,7 @@ fn reclaims<'a>(
             replay: r,
             evidence: vec![Evidence::tenant("allocated share", "alloc_share", &hs[0].cluster, tenant, ctx.input.from_ms, ctx.input.to_ms)],
             requires: Vec::new(),
+            serves: Vec::new(),
         });
     }
 
@@ -279,6 +282,27 @@ fn say_held(
                 ctx.gpu_label(gpu)
             ));
         }
+    }
+}
+
+/// A step that serves waiting work carries it (`serves`) and says so: the GPUs it empties
+/// serve the pool's pending pods before any is counted as freed, and a MIG layout keeps the
+/// instances they wait for (issue 71).
+fn say_served(ctx: &Ctx, recommendations: &mut [Recommendation], served: Vec<(String, Served)>) {
+    for (id, s) in served {
+        let Some(r) = recommendations.iter_mut().find(|r| r.id == id) else {
+            continue;
+        };
+        let waited = (ctx.input.to_ms - s.since_ms).max(0) as f64 / 3_600_000.0;
+        let kept = match &s.profile {
+            Some(p) => format!("a {p} instance on {}", ctx.gpu_label(&s.gpu)),
+            None => ctx.gpu_label(&s.gpu),
+        };
+        r.summary.push_str(&format!(
+            "; keeps {kept} for {} (pending {waited:.0} h for {})",
+            s.pod, s.resource
+        ));
+        r.serves.push(s);
     }
 }
 
@@ -435,6 +459,7 @@ fn separate(
                     replay: r,
                     evidence: f.evidence.clone(),
                     requires: Vec::new(),
+                    serves: Vec::new(),
                 });
             }
             other => out.rejected.push(Rejected {
@@ -633,6 +658,7 @@ mod tests {
             replay: Replay::default(),
             evidence: Vec::new(),
             requires: Vec::new(),
+            serves: Vec::new(),
         }
     }
 

@@ -170,6 +170,27 @@ pub struct Recommendation {
     /// reclaim, a consolidation: a person's change) must be done first.
     #[serde(default)]
     pub requires: Vec<String>,
+    /// Waiting work the step serves (issue 71): GPUs it empties that pending pods take
+    /// instead of being freed, or MIG instances its layout keeps for them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub serves: Vec<Served>,
+}
+
+/// A pending pod the plan serves, and where.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Served {
+    /// `namespace/pod`, as the scheduler names it.
+    pub pod: String,
+    /// What it asks for: `nvidia.com/gpu`, `nvidia.com/mig-1g.10gb`, …
+    pub resource: String,
+    pub node: String,
+    pub gpu: String,
+    pub gpu_index: i64,
+    /// The MIG instance kept for it; None: the whole GPU.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub profile: Option<String>,
+    /// When it began to wait.
+    pub since_ms: i64,
 }
 
 impl Recommendation {

@@ -14,8 +14,8 @@ use crate::mig::{MigPartedConfig, MigPartedEntry};
 use crate::need::{plan_confidence, slot_now};
 use crate::plan::{self, Fit, FleetPlan, NodeAfter, NodePlan, Placed, PoolLayout, PoolPlan};
 use crate::recommendation::{
-    Move, Proposal, RecKind, Recommendation, Rejected, Target, config_name, device_plugin_config,
-    mig_target, rec_id,
+    Move, Proposal, RecKind, Recommendation, Rejected, Served, Target, config_name,
+    device_plugin_config, mig_target, rec_id,
 };
 use crate::replay::{Slot, replay};
 
@@ -30,8 +30,35 @@ pub struct PoolSteps {
     pub freed_by: BTreeMap<String, String>,
     /// GPUs a step empties that are not counted as freed: GPU → (step id, why).
     pub held: BTreeMap<String, (String, String)>,
+    /// Waiting work the plan serves, with the id of the step that serves it.
+    pub served: Vec<(String, Served)>,
     pub pool: PoolPlan,
     pub nodes: Vec<NodePlan>,
+}
+
+/// Each node's step (into `out`, or its tenants into `out.harmful` where replay calls it
+/// harmful), and the id of the step of each node that has one.
+fn node_steps<'a>(
+    ctx: &Ctx,
+    pool: &PoolLayout<'a>,
+    waste_ids: &HashMap<(String, String), String>,
+    out: &mut PoolSteps,
+) -> BTreeMap<&'a str, String> {
+    let mut step_of_node = BTreeMap::new();
+    if !pool.changes {
+        return step_of_node;
+    }
+    for node in &pool.nodes {
+        if let Some(step) = node_step(ctx, pool, node, waste_ids) {
+            if step.rec.replay.harmful {
+                out.harmful.extend(step.moved);
+                continue;
+            }
+            step_of_node.insert(node.node, step.rec.id.clone());
+            out.recommendations.push(step.rec);
+        }
+    }
+    step_of_node
 }
 
 /// How a GPU is shared now, as a move's target would say it.
@@ -91,32 +118,19 @@ pub fn pool_steps(
     reclaim_ids: &HashMap<(String, String), String>,
     waste_ids: &HashMap<(String, String), String>,
 ) -> PoolSteps {
-    let cfg = ctx.cfg;
+    let (cfg, places) = (ctx.cfg, pool.item_places());
     let mut out = PoolSteps::default();
-    let places = pool.item_places();
-    let mut step_of_node: BTreeMap<&str, String> = BTreeMap::new();
-    if pool.changes {
-        for node in &pool.nodes {
-            if let Some(step) = node_step(ctx, pool, node, waste_ids) {
-                if step.rec.replay.harmful {
-                    out.harmful.extend(step.moved);
-                    continue;
-                }
-                step_of_node.insert(node.node, step.rec.id.clone());
-                out.recommendations.push(step.rec);
-            }
-        }
-    }
+    let step_of_node = node_steps(ctx, pool, waste_ids, &mut out);
     let mut used_after = pool.used_after();
-    // A GPU with unrecovered hardware errors that the plan empties is not freed: it stays
-    // counted as in use (issue 71), and the step that empties it says so.
-    let repair = held_for_repair(ctx, pool, &used_after);
-    if !repair.is_empty() {
-        let by = freed_by(pool, &places, &step_of_node, &used_after, reclaim_ids);
-        out.held = attribute(&repair, &by);
-        used_after.extend(repair.keys().copied());
-    }
-    out.freed_by = freed_by(pool, &places, &step_of_node, &used_after, reclaim_ids);
+    let (places, step_of_node) = (&places, &step_of_node);
+    let who = crate::freed::Steps {
+        places,
+        step_of_node,
+        reclaim_ids,
+    };
+    let accounted = crate::freed::account(ctx, pool, &who, &mut used_after);
+    let repair = accounted.repair;
+    (out.freed_by, out.held, out.served) = (accounted.freed_by, accounted.held, accounted.served);
     // Numbers per node and for the pool.
     let fixed_on = |n: &NodeAfter| {
         n.placed
@@ -181,7 +195,13 @@ pub fn pool_steps(
     let fixed = pool.fixed_gpus.len();
     let in_use = pool.in_use.len();
     let after = used_after.len();
-    let bound = (pool.bound_of(cfg, &all, fixed) + repair.len()).min(in_use);
+    // GPUs kept whole for waiting work share with no one: they add to the bound.
+    let kept_whole = pool
+        .kept_for_waiting()
+        .iter()
+        .filter(|(_, b)| pool.bins[*b].fit == Fit::Whole)
+        .count();
+    let bound = (pool.bound_of(cfg, &all, fixed) + repair.len() + kept_whole).min(in_use);
     let nodes_in_use = out.nodes.len();
     let nodes_after = out.nodes.iter().filter(|n| n.gpus_after > 0).count();
     let freed = in_use.saturating_sub(after);
@@ -201,107 +221,6 @@ pub fn pool_steps(
         worth: plan::pergpu::worth(ctx, pool, in_use, after, repair.len()),
     };
     out
-}
-
-/// Each GPU held for repair with the step that empties it and why.
-fn attribute(
-    repair: &BTreeMap<&str, String>,
-    emptied_by: &BTreeMap<String, String>,
-) -> BTreeMap<String, (String, String)> {
-    repair
-        .iter()
-        .filter_map(|(g, why)| Some(((*g).to_owned(), (emptied_by.get(*g)?.clone(), why.clone()))))
-        .collect()
-}
-
-/// The GPUs in use that the plan empties and that have unrecovered hardware errors, with why.
-fn held_for_repair<'c>(
-    ctx: &'c Ctx,
-    pool: &PoolLayout,
-    used_after: &BTreeSet<&str>,
-) -> BTreeMap<&'c str, String> {
-    ctx.input
-        .health
-        .iter()
-        .filter(|h| pool.in_use.contains(h.gpu.as_str()) && !used_after.contains(h.gpu.as_str()))
-        .filter_map(|h| Some((h.gpu.as_str(), crate::findings::unrecovered(h)?)))
-        .collect()
-}
-
-/// Every GPU in use that the plan does not use is freed by exactly one step: the one that
-/// moves its largest moved tenant away (it then requires the reclaims of the GPU's other
-/// tenants, so it is the last to leave the GPU empty), or the reclaim of its largest tenant. A GPU the plan fills
-/// that was not in use (an idle GPU of a node that takes tenants in) is one GPU more in use
-/// after: it cancels one GPU its node's step frees (else another step's, the step freeing the
-/// most first), so the steps add up to what applying them frees — the pool's in use minus
-/// after (issue 71: steps added up to 34 where the plan freed 24, a MIG layout "freeing 7"
-/// while filling idle GPUs of its own node).
-fn freed_by(
-    pool: &PoolLayout,
-    places: &HashMap<usize, (&str, &GpuRef)>,
-    step_of_node: &BTreeMap<&str, String>,
-    used_after: &BTreeSet<&str>,
-    reclaim_ids: &HashMap<(String, String), String>,
-) -> BTreeMap<String, String> {
-    let mut freed_by = BTreeMap::new();
-    for gpu in pool.in_use.difference(used_after) {
-        let moved = pool
-            .items
-            .iter()
-            .enumerate()
-            .filter(|(i, it)| it.h.gpu == *gpu && places.contains_key(i))
-            .max_by(|a, b| a.1.h.share().total_cmp(&b.1.h.share()))
-            .and_then(|(i, _)| places.get(&i))
-            .and_then(|(node, _)| step_of_node.get(node));
-        let by = moved.cloned().or_else(|| {
-            reclaim_ids
-                .iter()
-                .filter(|((g, _), _)| g == gpu)
-                .map(|(_, id)| id.clone())
-                .min()
-        });
-        if let Some(id) = by {
-            freed_by.insert((*gpu).to_owned(), id);
-        }
-    }
-    // The GPUs filled that were idle, each with the step of its node.
-    let node_of: HashMap<&str, &str> = pool
-        .nodes
-        .iter()
-        .flat_map(|n| n.gpus.iter().map(move |g| (g.uuid.as_str(), n.node)))
-        .collect();
-    for filled in used_after.difference(&pool.in_use) {
-        let step = node_of
-            .get(filled)
-            .and_then(|node| step_of_node.get(node))
-            .filter(|id| freed_by.values().any(|v| v == *id))
-            .cloned()
-            .or_else(|| most_freeing(&freed_by));
-        let Some(step) = step else {
-            break;
-        };
-        // The last GPU (in uuid order) that step frees is the one the filled GPU cancels.
-        let cancelled = freed_by
-            .iter()
-            .rev()
-            .find(|(_, id)| **id == step)
-            .map(|(g, _)| g.clone());
-        if let Some(g) = cancelled {
-            freed_by.remove(&g);
-        }
-    }
-    freed_by
-}
-
-/// The step freeing the most GPUs (the smallest id among equals).
-fn most_freeing(freed_by: &BTreeMap<String, String>) -> Option<String> {
-    let mut n: BTreeMap<&str, usize> = BTreeMap::new();
-    for id in freed_by.values() {
-        *n.entry(id).or_default() += 1;
-    }
-    n.into_iter()
-        .max_by(|a, b| a.1.cmp(&b.1).then(b.0.cmp(a.0)))
-        .map(|(id, _)| id.to_owned())
 }
 
 /// The node's sharing after the plan, in the words of `GpuRef::sharing`.
@@ -660,6 +579,7 @@ fn node_step(
             ctx.input.to_ms,
         )],
         requires: Vec::new(),
+        serves: Vec::new(),
     };
     Some(NodeStep { rec, moved })
 }
@@ -746,6 +666,8 @@ pub struct FleetSteps {
     pub freed_by: BTreeMap<String, String>,
     /// Emptied GPUs held for repair → (the step that empties it, why).
     pub held: BTreeMap<String, (String, String)>,
+    /// Waiting work the plan serves, with the step serving it.
+    pub served: Vec<(String, Served)>,
     pub plan: FleetPlan,
     /// Where the plan puts each tenant it moves: (from GPU, tenant) → (step id, move).
     pub moves: HashMap<(String, String), (String, Move)>,
@@ -819,6 +741,7 @@ pub fn fleet(
             done.recommendations.extend(s.recommendations);
             done.freed_by.extend(s.freed_by);
             done.held.extend(s.held);
+            done.served.extend(s.served);
             done.plan.pools.push(s.pool);
             done.plan.nodes.extend(s.nodes);
             done.rejected

@@ -56,6 +56,14 @@ pub(super) fn add(b: &mut Bin, i: usize, it: &Item) {
     add_hours(&mut b.hourly, &it.hours);
 }
 
+/// Keeps room in `b` for waiting work `wi`: a MIG instance of `profile`, or the whole GPU.
+pub(super) fn add_wait(b: &mut Bin, wi: usize, profile: Option<&'static Profile>) {
+    b.waits.push(wi);
+    if let Some(p) = profile {
+        b.profiles.push(p);
+    }
+}
+
 /// Adds `more` (hour, compute, memory) to the time-ordered `hourly`: a merge of the two lists
 /// when `more` is in time order too (it is: a holding's hours), else hour by hour.
 fn add_hours(hourly: &mut Vec<(i64, f64, f64)>, more: &[(i64, f64, f64)]) {

@@ -145,6 +145,9 @@ pub struct Bin {
     pub(super) hourly: Vec<(i64, f64, f64)>,
     /// For a time-sliced GPU: the replicas its node advertises per GPU.
     pub replicas: usize,
+    /// Waiting work it serves, by index into the pool's `waits` (one entry per MIG instance
+    /// or GPU kept for it).
+    pub waits: Vec<usize>,
 }
 
 impl Bin {
@@ -158,7 +161,13 @@ impl Bin {
             profiles: Vec::new(),
             hourly: Vec::new(),
             replicas: 1,
+            waits: Vec::new(),
         }
+    }
+
+    /// Whether it holds only waiting work: a GPU kept for pending pods.
+    pub fn waiting_only(&self) -> bool {
+        self.items.is_empty() && !self.waits.is_empty()
     }
 
     pub fn profiles(&self) -> &[&'static Profile] {
@@ -220,6 +229,8 @@ pub struct PoolLayout<'a> {
     /// The items and fixed GPUs before any retry fixed tenants no node could take under
     /// today's mechanisms: what a per-GPU mechanism may place (issue 73).
     pub sized: (Vec<Item<'a>>, BTreeSet<&'a str>),
+    /// Work still waiting for this pool's GPUs when the window ends: the plan serves it first.
+    pub waits: Vec<super::waiting::Wait<'a>>,
 }
 
 impl PoolLayout<'_> {
@@ -237,6 +248,21 @@ impl PoolLayout<'_> {
                     .zip(&n.placed)
                     .filter(|(_, p)| p.is_some())
                     .map(|(g, _)| g.uuid.as_str())
+            })
+            .collect()
+    }
+
+    /// The GPUs the plan keeps for waiting work alone, with the bin on each.
+    pub fn kept_for_waiting(&self) -> Vec<(&str, usize)> {
+        if !self.changes {
+            return Vec::new();
+        }
+        self.nodes
+            .iter()
+            .flat_map(|n| n.gpus.iter().zip(&n.placed))
+            .filter_map(|(g, p)| match p {
+                Some(Placed::Bin(b)) if self.bins[*b].waiting_only() => Some((g.uuid.as_str(), *b)),
+                _ => None,
             })
             .collect()
     }

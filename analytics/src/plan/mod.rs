@@ -14,6 +14,7 @@ mod layout;
 mod pack;
 pub mod pergpu;
 mod place;
+pub mod waiting;
 mod worth;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -57,7 +58,17 @@ pub fn plan_pools<'a>(
             .insert(&h.gpu);
     }
     let mut out = Vec::new();
-    for ((cluster, model), nodes) in pools {
+    let models_of =
+        |c: &str| -> Vec<&str> { pools.keys().filter(|k| k.0 == c).map(|k| k.1).collect() };
+    for ((cluster, model), nodes) in &pools {
+        let (cluster, model) = (*cluster, *model);
+        let waits = waiting::pending(
+            input,
+            cluster,
+            model,
+            mig::family(model),
+            &models_of(cluster),
+        );
         let node_set: BTreeSet<&str> = nodes.iter().map(|n| n.0).collect();
         let mixed: BTreeSet<&str> = nodes.iter().filter(|n| n.2).map(|n| n.0).collect();
         let pool_holdings: Vec<&Holding> = holdings
@@ -118,6 +129,7 @@ pub fn plan_pools<'a>(
                 changes: false,
                 refused: Vec::new(),
                 sized,
+                waits: waits.clone(),
             };
             let unplaced = solve(ctx.cfg, &mut layout);
             if unplaced.is_empty() {

@@ -35,6 +35,7 @@ pub(super) fn solve(cfg: &Config, pool: &mut PoolLayout) -> Vec<usize> {
         let Packing { bins, refused } = pack(cfg, &trial.items, trial.memory_total, trial.family);
         trial.bins = bins;
         trial.refused = refused;
+        reserve(&mut trial, cfg.max_replicas);
         let unplaced = place(cfg, &mut trial);
         let used: usize = trial.nodes.iter().map(NodeAfter::used).sum();
         let key = (!unplaced.is_empty(), used);
@@ -196,8 +197,43 @@ pub(super) fn pack(
     Packing { bins, refused }
 }
 
+/// Puts the pool's waits into the packing: a MIG instance joins a MIG GPU of the plan with
+/// room for it, else opens a MIG GPU of its own; whole GPUs and shared replicas get GPUs of
+/// their own. Bins holding only waits have no tenants; placing them takes GPUs like any bin.
+pub(super) fn reserve(pool: &mut PoolLayout, max_replicas: u32) {
+    let family = pool.family;
+    let whole = family.and_then(|f| f.profiles.last());
+    for wi in 0..pool.waits.len() {
+        match pool.waits[wi].ask {
+            super::waiting::Ask::Mig(p, n) => {
+                for _ in 0..n {
+                    let room = pool.bins.iter().position(|b| {
+                        matches!(b.fit, Fit::Mig(_)) && mig_takes(b, p, whole, family)
+                    });
+                    let bi = room.unwrap_or_else(|| {
+                        pool.bins.push(Bin::new(Fit::Mig(p)));
+                        pool.bins.len() - 1
+                    });
+                    add_wait(&mut pool.bins[bi], wi, Some(p));
+                }
+            }
+            super::waiting::Ask::Gpus(n) | super::waiting::Ask::Shared(n) => {
+                let gpus = match pool.waits[wi].ask {
+                    super::waiting::Ask::Shared(_) => n.div_ceil(max_replicas.max(1)),
+                    _ => n,
+                };
+                for _ in 0..gpus {
+                    let mut b = Bin::new(Fit::Whole);
+                    add_wait(&mut b, wi, None);
+                    pool.bins.push(b);
+                }
+            }
+        }
+    }
+}
+
 /// Whether MIG bin `b` can take profile `p`: a legal placement of its profiles and `p`.
-fn mig_takes(
+pub(super) fn mig_takes(
     b: &Bin,
     p: &'static crate::mig::Profile,
     whole: Option<&crate::mig::Profile>,

@@ -310,7 +310,9 @@ pub fn worth(
 ) -> Vec<Worth> {
     use crate::mechanism::{Chooser, Mechanism};
     let (tenants, staying) = movable(ctx, pool);
-    let staying = staying + held;
+    // GPUs held for repair, and those the plan keeps for waiting work, stay under any
+    // mechanism.
+    let staying = staying + held + pool.kept_for_waiting().len();
     let capacity = pool.memory_total;
     let floor = staying + bound(&tenants, capacity);
     let price = ctx.cfg.price_of(pool.model) * super::HOURS_PER_MONTH;

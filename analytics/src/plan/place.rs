@@ -35,7 +35,7 @@ pub(super) fn place(cfg: &Config, pool: &mut PoolLayout) -> Vec<usize> {
     let items = &pool.items;
     let (shared, kept): (Vec<Bin>, Vec<Bin>) = std::mem::take(&mut pool.bins)
         .into_iter()
-        .partition(|b| b.items.iter().all(|&i| items[i].fit == Fit::Share));
+        .partition(|b| b.waits.is_empty() && b.items.iter().all(|&i| items[i].fit == Fit::Share));
     pool.bins = kept;
     let mut to_share: Vec<usize> = shared.into_iter().flat_map(|b| b.items).collect();
     to_share.sort_by(|&a, &b| {

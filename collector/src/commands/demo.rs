@@ -240,6 +240,42 @@ async fn live(
     Ok(())
 }
 
+/// The scenario's waiting pods as the demand poll records pending pods, for a scenario ending
+/// at `now`; `team_of` maps a namespace to its team.
+pub fn waiting_records(
+    scenario: &simulator::Scenario,
+    team_of: &dyn Fn(&str) -> String,
+    now: i64,
+) -> Vec<store::waiting::WaitingRecord> {
+    scenario
+        .waiting
+        .iter()
+        .map(|w| {
+            let (since, last) = w.span_ms(now);
+            store::waiting::WaitingRecord {
+                cluster: scenario.cluster.clone(),
+                source: "pod".into(),
+                uid: format!("demo-{}-{}", w.namespace, w.name),
+                scope: w.namespace.clone(),
+                team: team_of(&w.namespace),
+                name: w.name.clone(),
+                resource: w.resource.clone(),
+                count: i64::from(w.count),
+                product: w.product(),
+                reason: "Unschedulable".into(),
+                message: format!(
+                    "simulated by gpulens demo: 0/{} nodes are available: Insufficient {}",
+                    scenario.nodes.len(),
+                    w.resource
+                ),
+                since_ms: since,
+                first_seen_ms: since,
+                last_seen_ms: last,
+            }
+        })
+        .collect()
+}
+
 /// The demo's stop: set once by the first Ctrl-C or SIGTERM.
 #[derive(Clone)]
 struct Stop(tokio::sync::watch::Receiver<bool>);
@@ -307,33 +343,7 @@ async fn record_waiting(
     teams: &crate::teams::TeamsConfig,
     now: i64,
 ) -> anyhow::Result<()> {
-    let rows: Vec<store::waiting::WaitingRecord> = scenario
-        .waiting
-        .iter()
-        .map(|w| {
-            let (since, last) = w.span_ms(now);
-            store::waiting::WaitingRecord {
-                cluster: scenario.cluster.clone(),
-                source: "pod".into(),
-                uid: format!("demo-{}-{}", w.namespace, w.name),
-                scope: w.namespace.clone(),
-                team: teams.team_of_namespace(&w.namespace),
-                name: w.name.clone(),
-                resource: w.resource.clone(),
-                count: i64::from(w.count),
-                product: w.product(),
-                reason: "Unschedulable".into(),
-                message: format!(
-                    "simulated by gpulens demo: 0/{} nodes are available: Insufficient {}",
-                    scenario.nodes.len(),
-                    w.resource
-                ),
-                since_ms: since,
-                first_seen_ms: since,
-                last_seen_ms: last,
-            }
-        })
-        .collect();
+    let rows = waiting_records(scenario, &|ns| teams.team_of_namespace(ns), now);
     if !rows.is_empty() {
         store.record_waiting(&rows).await?;
         println!(

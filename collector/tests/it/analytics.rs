@@ -108,6 +108,10 @@ pub(crate) async fn check(store: &Store, path: &Path, scores: &mut BTreeMap<&'st
     let to = 1_795_219_200_000; // 2026-11-21T00:00:00Z
     let from = to - 2 * DAY_MS;
     load(store, &fleet, "truth", from, to).await;
+    let waiting = collector::commands::demo::waiting_records(&scenario, &|ns| ns.to_owned(), to);
+    if !waiting.is_empty() {
+        store.record_waiting(&waiting).await.unwrap();
+    }
     let cfg = analytics::Config::default();
     let input = collector::analysis::load(store, &cfg, collector::analysis::Span::closed(from, to))
         .await
@@ -301,13 +305,16 @@ pub(crate) async fn check(store: &Store, path: &Path, scores: &mut BTreeMap<&'st
     if let Some(e) = plan
         .efficiency
         .filter(|_| !label.ends_with("pinned-per-gpu.toml"))
+        // The bound is the tenants' demand: it leaves out the MIG instance kept for the
+        // pending pod, which costs this plan a GPU (issue 71).
+        .filter(|_| !label.ends_with("waiting-slice.toml"))
     {
         assert!(
             e >= 0.85,
             "{label}: the plan frees {e:.2} of what the bound allows"
         );
     }
-    plan_steps_as_worked_out(&label, &a, &key_name);
+    crate::plan_scenarios::plan_steps_as_worked_out(&label, &a, &key_name);
     crate::one_number::one_number_per_fact(&label, &a);
     crate::one_number::per_gpu_worth_as_worked_out(&label, &a);
     time_sliced_nodes_are_safe_as_the_device_plugin_runs_them(&label, &a, &input, &cfg);
@@ -337,128 +344,6 @@ pub(crate) async fn check(store: &Store, path: &Path, scores: &mut BTreeMap<&'st
                 e.entity
             );
         }
-    }
-}
-
-/// What the plan scenarios' comments work out (tests/scenarios/*.toml).
-fn plan_steps_as_worked_out(
-    label: &str,
-    a: &analytics::Analysis,
-    key_name: &HashMap<String, String>,
-) {
-    use analytics::RecKind;
-    use analytics::recommend::Target;
-    let name = |k: &str| key_name.get(k).cloned().unwrap_or_default();
-    let moved_by = |r: &analytics::Recommendation| -> Vec<String> {
-        r.moves().iter().map(|m| name(&m.tenant)).collect()
-    };
-    let plan = &a.plan;
-    if label.ends_with("colliding-peaks.toml") {
-        assert_eq!(plan.gpus_freed, 0, "{label}");
-        assert!(
-            a.recommendations.iter().all(|r| r.moves().is_empty()),
-            "{label}"
-        );
-        let refused = a.rejected.iter().find(|r| {
-            let names: BTreeSet<String> = r.tenants.iter().map(|t| name(t)).collect();
-            names.contains("reindex-a") && names.contains("reindex-b")
-        });
-        let refused = refused.unwrap_or_else(|| panic!("{label}: replay did not refuse the pair"));
-        assert!(
-            refused.reason.contains("hour by hour"),
-            "{}",
-            refused.reason
-        );
-        assert_eq!(plan.bound_gpus, 2, "{label}: the hour-by-hour bound");
-    }
-    if label.ends_with("consolidate-pool.toml") {
-        assert_eq!((plan.gpus_freed, plan.nodes_freed), (3, 2), "{label}");
-        let step = a
-            .recommendations
-            .iter()
-            .find(|r| r.kind == RecKind::TimeSlicing)
-            .unwrap_or_else(|| panic!("{label}: no time-slicing step"));
-        let moved = moved_by(step);
-        assert!(moved.len() >= 3, "{label}: {moved:?}");
-        // Tenants arrive from the nodes the plan empties: GPUs that are not the step's node's.
-        let arriving = step
-            .moves()
-            .iter()
-            .filter(|m| m.to_node == step.node && !step.gpus.contains(&m.from_gpu))
-            .count();
-        assert_eq!(arriving, 3, "{label}: {moved:?}");
-    }
-    if label.ends_with("memory-bound-mig.toml") {
-        assert_eq!(plan.gpus_freed, 3, "{label}");
-        let shared = a
-            .recommendations
-            .iter()
-            .find(|r| matches!(r.kind, RecKind::TimeSlicing | RecKind::Mps))
-            .unwrap_or_else(|| panic!("{label}: no sharing step for the long-context pods"));
-        for m in shared.moves() {
-            assert!(
-                name(&m.tenant).starts_with("long-context"),
-                "{label}: {m:?}"
-            );
-            assert_eq!(m.target, Target::Share { replicas: 2 }, "{label}");
-        }
-        assert_eq!(shared.moves().len(), 4, "{label}");
-        for f in a
-            .findings
-            .iter()
-            .filter(|f| f.kind.as_str() == "underutilized")
-        {
-            if name(&f.tenants[0]).starts_with("big") {
-                assert_eq!(f.reason.as_deref(), Some("memory_bound"), "{label}");
-            }
-        }
-    }
-    if label.ends_with("complementary-diurnal.toml") {
-        // One day and one night tenant per node, two replicas on one GPU: frees 2 of 4.
-        assert_eq!((plan.gpus_freed, plan.bound_gpus), (2, 2), "{label}");
-        for r in a
-            .recommendations
-            .iter()
-            .filter(|r| r.kind == RecKind::TimeSlicing)
-        {
-            let mut names: Vec<String> = r
-                .moves()
-                .iter()
-                .map(|m| name(&m.tenant))
-                .chain(r.tenants.iter().map(|t| name(t)))
-                .collect::<BTreeSet<_>>()
-                .into_iter()
-                .collect();
-            names.sort();
-            assert!(
-                names.iter().any(|n| n.starts_with("day"))
-                    && names.iter().any(|n| n.starts_with("night")),
-                "{label}: {names:?}"
-            );
-        }
-    }
-    if label.ends_with("coinciding-memory.toml") || label.ends_with("staggered-peaks.toml") {
-        assert_eq!((plan.gpus_freed, plan.bound_gpus), (0, 2), "{label}");
-        assert!(
-            a.recommendations.iter().all(|r| r.moves().is_empty()),
-            "{label}"
-        );
-    }
-    if label.ends_with("short-lived-neighbour.toml") {
-        let step = a
-            .recommendations
-            .iter()
-            .find(|r| r.kind == RecKind::MigLayout)
-            .unwrap_or_else(|| panic!("{label}: no mig_layout step"));
-        let mut moved = moved_by(step);
-        moved.sort();
-        assert_eq!(moved, ["small-1", "small-2", "small-3"], "{label}");
-        assert!(
-            step.confidence >= 0.9,
-            "{label}: confidence {}",
-            step.confidence
-        );
-        assert_eq!(plan.gpus_freed, 2, "{label}");
     }
 }
 

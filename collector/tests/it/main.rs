@@ -22,6 +22,7 @@ mod labels;
 mod listener;
 mod one_number;
 mod outcome;
+mod plan_scenarios;
 mod plan_totals;
 mod prometheus;
 mod readme;

@@ -138,6 +138,24 @@ fn random_scenario(seed: u64) -> String {
         }
     }
     out.push_str(&tenants);
+    // Pods still waiting (or that stopped waiting hours ago) for whole GPUs or MIG instances:
+    // the plan serves those still waiting before it counts a GPU as freed.
+    for w in 0..rng.below(3) {
+        let resource = rng.pick(&[
+            "nvidia.com/gpu",
+            "nvidia.com/mig-1g.10gb",
+            "nvidia.com/mig-3g.40gb",
+        ]);
+        let until = if rng.chance(0.7) {
+            String::new()
+        } else {
+            "for_hours = 2\n".into()
+        };
+        out.push_str(&format!(
+            "\n[[waiting]]\nname = \"w{w}\"\nnamespace = \"queue\"\nresource = \"{resource}\"\ncount = {}\nmodel = \"H100-80GB\"\nsince_hours = 6\n{until}",
+            1 + rng.below(2)
+        ));
+    }
     out
 }
 
@@ -151,6 +169,10 @@ async fn analysed(
     step: i64,
 ) -> (analytics::Analysis, analytics::Input) {
     load_every(store, fleet, "plan", from, to, step, &|_| None).await;
+    let waiting = collector::commands::demo::waiting_records(&fleet.scenario, &|ns| ns.into(), to);
+    if !waiting.is_empty() {
+        store.record_waiting(&waiting).await.unwrap();
+    }
     let cfg = analytics::Config::default();
     let input = collector::analysis::load(store, &cfg, collector::analysis::Span::closed(from, to))
         .await
@@ -189,6 +211,7 @@ async fn heavy_random_fleets_free_what_their_steps_add_up_to() {
     let to = 1_795_219_200_000; // 2026-11-21T00:00:00Z
     let from = to - WINDOW_MS;
     let mut checked_moves = 0;
+    let mut waits_served = 0;
     let first: u64 = std::env::var("GPULENS_PLAN_SEED_FIRST")
         .ok()
         .and_then(|v| v.parse().ok())
@@ -235,6 +258,28 @@ async fn heavy_random_fleets_free_what_their_steps_add_up_to() {
             applied, plan,
             "seed {seed}: applying every step frees {applied}, the plan says {plan}: {listing:#?}\n{text}"
         );
+        // Work still waiting is served wherever the plan changes its pool (one pool here).
+        let changes = a
+            .recommendations
+            .iter()
+            .any(|r| r.in_plan() && !r.moves().is_empty());
+        let served: BTreeSet<&str> = a
+            .recommendations
+            .iter()
+            .flat_map(|r| r.serves.iter().map(|s| s.pod.as_str()))
+            .collect();
+        for w in input
+            .waiting
+            .iter()
+            .filter(|w| w.to_ms + 2 * 3_600_000 > input.to_ms)
+        {
+            assert!(
+                !changes || served.contains(w.name.as_str()),
+                "seed {seed}: the plan moves tenants but leaves {} waiting: {listing:#?}\n{text}",
+                w.name
+            );
+        }
+        waits_served += served.len();
         if let Err(e) = carried_out_in_order(&a, &input) {
             panic!("seed {seed}: {e}: {listing:#?}\n{text}");
         }
@@ -245,8 +290,11 @@ async fn heavy_random_fleets_free_what_their_steps_add_up_to() {
             .sum::<usize>();
     }
     // The fleets do move tenants: the property is not checked on plans that change nothing.
-    eprintln!("{seeds} random fleets: {checked_moves} moves checked");
+    eprintln!(
+        "{seeds} random fleets: {checked_moves} moves checked, {waits_served} waiting pods served"
+    );
     assert!(checked_moves > 0, "no seed moved a tenant");
+    assert!(waits_served > 0, "no seed served a waiting pod");
 }
 
 /// Issue 43: the GPUs applying every step frees, counted from the placement: each current
@@ -280,6 +328,13 @@ pub(crate) fn applied_frees(a: &analytics::Analysis, input: &analytics::Input) -
             continue;
         }
         after.insert(moves.get(&key).copied().unwrap_or(h.gpu.as_str()));
+    }
+    // A GPU kept for a pending pod (whole, or a MIG instance on it) is in use after: the plan
+    // serves waiting work first.
+    for r in &a.recommendations {
+        for s in &r.serves {
+            after.insert(s.gpu.as_str());
+        }
     }
     // An emptied GPU with unrecovered hardware errors is not freed: the hardware finding's
     // until repaired (issue 71).
