@@ -61,6 +61,69 @@ fn pod_tenant(h: &Holder, uid: Option<&String>) -> Tenant {
     }
 }
 
+/// The share of device `uuid` (of `memory` bytes) a mechanism granted holder `h`: what its
+/// DRA claim consumed, or what HAMi gave its container ([`crate::grants`]).
+fn granted(
+    grants: Option<&crate::grants::Grants>,
+    h: &Holder,
+    uuid: &str,
+    memory: f64,
+) -> Option<f32> {
+    let grants = grants?;
+    match &h.claim {
+        Some(c) => grants.dra_share(c),
+        None => grants.hami_share((&h.namespace, &h.pod, &h.container), uuid, memory),
+    }
+}
+
+/// KAI fraction pods hold no device in the kubelet's answer: each one with processes on `g`
+/// gets an allocation of its granted fraction there, and KAI's reservation pods holding `g`
+/// then count nothing (the fractions are what is allocated).
+fn kai_fractions(
+    snap: &mut Snapshot,
+    tenants: &HashMap<String, Tenant>,
+    g: &GpuInfo,
+    grants: &crate::grants::Grants,
+) {
+    let memory = g.memory_total_bytes as f64;
+    let mut fractions: Vec<(String, f32)> = Vec::new();
+    for p in snap.processes.iter().filter(|p| p.gpu_uuid == g.uuid) {
+        let Some(key) = &p.tenant else { continue };
+        let uid = tenants.get(key).and_then(|t| t.pod_uid.as_deref());
+        if let Some(share) = uid.and_then(|u| grants.kai_share(u, memory))
+            && !fractions.iter().any(|(k, _)| k == key)
+        {
+            fractions.push((key.clone(), share));
+        }
+    }
+    if fractions.is_empty() {
+        return;
+    }
+    let reservation = |tenant: &str| {
+        tenants.get(tenant).and_then(|t| t.namespace.as_deref())
+            == Some(crate::grants::KAI_RESERVATION_NAMESPACE)
+    };
+    snap.allocations
+        .retain(|a| a.gpu_uuid != g.uuid || !reservation(&a.tenant));
+    for (tenant, share) in fractions {
+        if snap
+            .allocations
+            .iter()
+            .any(|a| a.gpu_uuid == g.uuid && a.tenant == tenant)
+        {
+            continue;
+        }
+        snap.allocations.push(model::Allocation {
+            gpu_uuid: g.uuid.clone(),
+            tenant,
+            gi_id: None,
+            ci_id: None,
+            replica: None,
+            share,
+        });
+    }
+}
+
 /// Allocations from the kubelet's assignments, names for pod processes, and each GPU's
 /// sharing mode as observed.
 pub fn assign(
@@ -89,20 +152,30 @@ pub fn assign(
                 g.sharing = "mps".into();
             }
         }
+        let grants = a.grants.as_ref();
+        let memory = g.memory_total_bytes as f64;
         let mut claims: Vec<(&Holder, Option<u32>, Option<u32>, f32)> = Vec::new();
         for h in whole {
-            let share = if h.replica.is_some() {
+            let split = if h.replica.is_some() {
                 1.0 / g.replicas as f32
             } else {
                 1.0
             };
+            let share = granted(grants, h, &g.uuid, memory).unwrap_or(split);
             claims.push((h, None, None, share));
         }
         for m in &g.mig_instances {
             let Some(mig_uuid) = &m.uuid else { continue };
             for h in held.get(mig_uuid).map(Vec::as_slice).unwrap_or_default() {
-                let share = model::mig::slice_share(m.compute_slices);
-                claims.push((h, Some(m.gi_id), Some(m.ci_id), share));
+                let slice = model::mig::slice_share(m.compute_slices);
+                // A share of a MIG device is that share of the instance's slices.
+                let of_instance = granted(grants, h, mig_uuid, m.memory_total_bytes as f64);
+                claims.push((
+                    h,
+                    Some(m.gi_id),
+                    Some(m.ci_id),
+                    slice * of_instance.unwrap_or(1.0),
+                ));
             }
         }
         for (h, gi, ci, share) in claims {
@@ -157,6 +230,11 @@ pub fn assign(
             }
         }
     }
+    if let Some(grants) = a.grants.as_ref() {
+        for g in gpus.iter() {
+            kai_fractions(snap, tenants, g, grants);
+        }
+    }
     // Cgroup-only pod tenants that no process refers to any more are dropped.
     let used: std::collections::HashSet<String> = snap
         .processes
@@ -165,4 +243,83 @@ pub fn assign(
         .chain(snap.allocations.iter().map(|a| a.tenant.clone()))
         .collect();
     tenants.retain(|k, _| used.contains(k));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::grants::{Grants, KAI_FRACTION, KAI_RESERVATION_NAMESPACE};
+    use crate::kubelet::v1;
+    use serde_json::json;
+
+    const GPU: &str = "GPU-a1b2c3d4-0000-4000-8000-00000000a100";
+
+    /// KAI: the fraction pod holds no device; KAI's reservation pod holds the GPU. The pod's
+    /// process on the GPU gets the granted quarter, and the reservation pod counts nothing.
+    #[test]
+    fn a_kai_fraction_pod_counts_its_fraction_where_it_runs() {
+        let mut gpu: GpuInfo = serde_json::from_value(json!({
+            "uuid": GPU, "index": 1, "model": "NVIDIA A100-SXM4-80GB",
+            "memory_total_bytes": 85_899_345_920_i64
+        }))
+        .unwrap();
+        let reservation = v1::PodResources {
+            name: "gpu-reservation-node-1-x7k2p".into(),
+            namespace: KAI_RESERVATION_NAMESPACE.into(),
+            containers: vec![v1::ContainerResources {
+                name: "main".into(),
+                devices: vec![v1::ContainerDevices {
+                    resource_name: "nvidia.com/gpu".into(),
+                    device_ids: vec![GPU.into()],
+                }],
+                dynamic_resources: vec![],
+            }],
+        };
+        let a = crate::kubelet::Assignments::new(&[reservation], None);
+        let pod = json!({
+            "metadata": {"namespace": "nb", "name": "lab-0", "uid": "u-lab",
+                "annotations": {KAI_FRACTION: "0.25"}},
+            "spec": {"containers": [{"name": "main"}]}
+        });
+        let a = a.with_grants(Grants::from_objects(&[pod], &[], &[]));
+        let key = Tenant::pod_key("u-lab", "main");
+        let mut tenants = HashMap::from([(
+            key.clone(),
+            Tenant {
+                key: key.clone(),
+                kind: model::TenantKind::Pod,
+                namespace: None,
+                pod: None,
+                container: None,
+                pod_uid: Some("u-lab".into()),
+                job_id: None,
+                user: None,
+                account: None,
+                uid: None,
+            },
+        )]);
+        let mut snap = Snapshot {
+            processes: vec![model::ProcessSample {
+                gpu_uuid: GPU.into(),
+                pid: 4242,
+                tenant: Some(key.clone()),
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+        assign(
+            &mut snap,
+            &mut tenants,
+            &mut [&mut gpu],
+            (&a, "node-1"),
+            None,
+            &|_| None,
+        );
+        let on: Vec<(&str, f32)> = snap
+            .allocations
+            .iter()
+            .map(|x| (x.tenant.as_str(), x.share))
+            .collect();
+        assert_eq!(on, [(key.as_str(), 0.25)]);
+    }
 }

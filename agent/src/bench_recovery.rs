@@ -50,6 +50,7 @@ pub async fn round(
         seq_block: crate::shipper::SEQ_BLOCK,
         pod_resources_socket: dir.join("no-kubelet.sock"),
         kubelet_pods_dir: None,
+        grants: None,
         nfd_dir: None,
         nfd_every: Duration::from_secs(3600),
         retry,

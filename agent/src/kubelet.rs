@@ -144,6 +144,9 @@ pub struct Holder {
     pub container: String,
     /// The time-slicing replica (`::N`), if the device id had one.
     pub replica: Option<u32>,
+    /// The DRA claim it holds the device through, if any: what the claim consumed of the
+    /// device is its share ([`crate::grants`]).
+    pub claim: Option<crate::grants::ClaimDevice>,
 }
 
 /// Devices to holders, and pods to UIDs.
@@ -151,14 +154,16 @@ pub struct Holder {
 pub struct Assignments {
     /// Keyed by GPU UUID or MIG device UUID (replica suffix removed).
     pub by_device: HashMap<String, Vec<Holder>>,
-    /// Devices of NVIDIA's DRA driver, by their DRA name; resolved by [`Assignments::resolved`].
-    pub by_dra: HashMap<DraDevice, Vec<Holder>>,
+    /// Devices of NVIDIA's DRA driver by (pool, device name); resolved by
+    /// [`Assignments::resolved`].
+    pub by_dra: HashMap<(String, String), Vec<Holder>>,
+    /// What the node's sharing mechanisms granted, when the agent reads the API server.
+    pub grants: Option<crate::grants::Grants>,
     pub uid_by_pod: HashMap<(String, String), String>,
     pub pod_by_uid: HashMap<String, (String, String)>,
 }
 
-/// The DRA driver of NVIDIA GPUs (k8s-dra-driver-gpu).
-pub const NVIDIA_DRA_DRIVER: &str = "gpu.nvidia.com";
+pub use crate::grants::NVIDIA_DRA_DRIVER;
 
 /// A device of NVIDIA's DRA driver, as its name gives it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -270,27 +275,36 @@ impl Assignments {
                                 pod: p.name.clone(),
                                 container: c.name.clone(),
                                 replica,
+                                claim: None,
                             });
                     }
                 }
-                for r in c
-                    .dynamic_resources
-                    .iter()
-                    .flat_map(|d| &d.claim_resources)
-                    .filter(|r| r.driver_name == NVIDIA_DRA_DRIVER)
-                {
-                    let Some(dev) = DraDevice::parse(&r.device_name) else {
-                        continue;
-                    };
-                    let holders = out.by_dra.entry(dev).or_default();
+                for (d, r) in c.dynamic_resources.iter().flat_map(|d| {
+                    d.claim_resources
+                        .iter()
+                        .filter(|r| r.driver_name == NVIDIA_DRA_DRIVER)
+                        .map(move |r| (d, r))
+                }) {
+                    let key = (r.pool_name.clone(), r.device_name.clone());
+                    let holders = out.by_dra.entry(key).or_default();
                     let holder = Holder {
                         namespace: p.namespace.clone(),
                         pod: p.name.clone(),
                         container: c.name.clone(),
                         replica: None,
+                        claim: Some(crate::grants::ClaimDevice {
+                            namespace: d.claim_namespace.clone(),
+                            claim: d.claim_name.clone(),
+                            pool: r.pool_name.clone(),
+                            device: r.device_name.clone(),
+                        }),
                     };
                     // One container may list a device once per claim; it holds it once.
-                    if !holders.contains(&holder) {
+                    let same = |h: &Holder| {
+                        (&h.namespace, &h.pod, &h.container)
+                            == (&holder.namespace, &holder.pod, &holder.container)
+                    };
+                    if !holders.iter().any(same) {
                         holders.push(holder);
                     }
                 }
@@ -316,13 +330,42 @@ impl Assignments {
 }
 
 impl Assignments {
-    /// Every holder by GPU or MIG device UUID, with the DRA devices resolved against the node's
-    /// GPUs. A DRA device held by several containers (a shared claim, or claims sharing it)
-    /// is split among them as numbered replicas, as time-slicing would.
+    /// These assignments with what the node's mechanisms granted; the API server's pods name
+    /// the UIDs the kubelet's directory did not.
+    pub fn with_grants(mut self, grants: crate::grants::Grants) -> Assignments {
+        for (uid, (ns, pod)) in &grants.pods {
+            if !self.pod_by_uid.contains_key(uid) {
+                self.pod_by_uid
+                    .insert(uid.clone(), (ns.clone(), pod.clone()));
+                self.uid_by_pod
+                    .insert((ns.clone(), pod.clone()), uid.clone());
+            }
+        }
+        self.grants = Some(grants);
+        self
+    }
+
+    /// Every holder by GPU or MIG device UUID, with the DRA devices resolved — through the
+    /// node's ResourceSlices when the agent reads them, else by the NVIDIA driver's device
+    /// names — against the node's GPUs. A DRA device held by several containers (a shared
+    /// claim, or claims sharing it) is split among them as numbered replicas, as time-slicing
+    /// would, unless what each claim consumed says otherwise ([`crate::allocation`]).
     pub fn resolved(&self, gpus: &[model::GpuInfo]) -> HashMap<String, Vec<Holder>> {
         let mut out = self.by_device.clone();
-        for (dev, holders) in &self.by_dra {
-            let Some(uuid) = dev.resolve(gpus) else {
+        let known = |uuid: &str| {
+            gpus.iter().any(|g| {
+                g.uuid == uuid
+                    || g.mig_instances
+                        .iter()
+                        .any(|m| m.uuid.as_deref() == Some(uuid))
+            })
+        };
+        for ((pool, name), holders) in &self.by_dra {
+            let by_slice = self.grants.as_ref().and_then(|g| g.resolve(pool, name));
+            let uuid = by_slice
+                .filter(|u| known(u))
+                .or_else(|| DraDevice::parse(name)?.resolve(gpus));
+            let Some(uuid) = uuid else {
                 continue;
             };
             let shared = holders.len() > 1;
@@ -587,11 +630,17 @@ mod tests {
             {"uuid": "GPU-c", "index": 1, "model": "A100", "memory_total_bytes": 1}
         ]))
         .unwrap();
-        let holder = |pod: &str| Holder {
+        let holder = |pod: &str, device: &str| Holder {
             namespace: "ml".into(),
             pod: pod.into(),
             container: "main".into(),
             replica: None,
+            claim: Some(crate::grants::ClaimDevice {
+                namespace: "ml".into(),
+                claim: "gpu".into(),
+                pool: "node-1".into(),
+                device: device.into(),
+            }),
         };
         let claim = |devices: &[&str]| v1::ContainerResources {
             name: "main".into(),
@@ -624,7 +673,7 @@ mod tests {
             None,
         );
         let r = a.resolved(&gpus);
-        assert_eq!(r["MIG-b"], [holder("mig-user")]);
+        assert_eq!(r["MIG-b"], [holder("mig-user", "gpu-0-mig-9-4-4")]);
         let shared: Vec<Option<u32>> = r["GPU-c"].iter().map(|h| h.replica).collect();
         assert_eq!(shared.len(), 2);
         assert!(
@@ -634,6 +683,49 @@ mod tests {
         assert_eq!(r.len(), 2, "a device the node does not have is nobody's");
     }
 
+    /// A DRA device whose name says nothing the agent can read resolves through the node's
+    /// ResourceSlices (the device's `uuid` attribute) — but only to a GPU the node has.
+    #[test]
+    fn dra_devices_resolve_through_the_nodes_resource_slices() {
+        let gpus: Vec<model::GpuInfo> = serde_json::from_value(serde_json::json!([
+            {"uuid": "GPU-c", "index": 1, "model": "A100", "memory_total_bytes": 1}
+        ]))
+        .unwrap();
+        let pod = |name: &str, device: &str| v1::PodResources {
+            name: name.into(),
+            namespace: "ml".into(),
+            containers: vec![v1::ContainerResources {
+                name: "main".into(),
+                devices: vec![],
+                dynamic_resources: vec![v1::DynamicResource {
+                    claim_name: name.into(),
+                    claim_namespace: "ml".into(),
+                    claim_resources: vec![v1::ClaimResource {
+                        driver_name: NVIDIA_DRA_DRIVER.into(),
+                        pool_name: "node-1".into(),
+                        device_name: device.into(),
+                    }],
+                }],
+            }],
+        };
+        let slice = serde_json::json!({"spec": {"driver": NVIDIA_DRA_DRIVER,
+        "pool": {"name": "node-1"},
+        "devices": [
+            {"name": "a100-shared", "attributes": {"uuid": {"string": "GPU-c"}}},
+            {"name": "elsewhere", "attributes": {"uuid": {"string": "GPU-zz"}}}
+        ]}});
+        let a = Assignments::new(&[pod("p", "a100-shared"), pod("q", "elsewhere")], None)
+            .with_grants(crate::grants::Grants::from_objects(&[], &[slice], &[]));
+        let r = a.resolved(&gpus);
+        let holders: Vec<&str> = r["GPU-c"].iter().map(|h| h.pod.as_str()).collect();
+        assert_eq!(holders, ["p"]);
+        assert_eq!(
+            r.len(),
+            1,
+            "a slice naming a GPU the node lacks resolves nothing"
+        );
+    }
+
     #[test]
     fn pod_uids_join_by_device_and_hostname_and_never_to_a_pod_twice() {
         let h = |ns: &str, pod: &str| Holder {
@@ -641,6 +733,7 @@ mod tests {
             pod: pod.into(),
             container: "main".into(),
             replica: None,
+            claim: None,
         };
         let held: HashMap<String, Vec<Holder>> = HashMap::from([
             ("GPU-whole".to_owned(), vec![h("ml", "trainer-0")]),

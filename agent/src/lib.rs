@@ -9,6 +9,8 @@ pub mod backend;
 pub mod bench;
 pub mod bench_recovery;
 pub mod dcgm;
+pub mod grants;
+pub mod kube_read;
 pub mod kubelet;
 pub mod listen;
 pub mod metrics;

@@ -187,6 +187,20 @@ struct Source {
     /// devices they run on and their HOSTNAME (docs/agent.md, "Attribution").
     #[arg(long)]
     kubelet_pods_dir: Option<PathBuf>,
+    /// Read what per-GPU sharing mechanisms granted from the Kubernetes API server: `in-cluster`
+    /// (the pod's ServiceAccount) or a URL. Each container's share is then what its DRA claim
+    /// consumed of the device, HAMi's memory and cores grant, or KAI's GPU fraction, instead
+    /// of an equal split (docs/agent.md, "Granted shares"). Needs read access to the node's
+    /// pods, ResourceSlices and ResourceClaims. Unset: shares are split equally.
+    #[arg(long, env = "GPULENS_KUBE_API")]
+    kube_api: Option<String>,
+    /// Bearer token file for --kube-api (read again every pass; default in-cluster: the
+    /// ServiceAccount's).
+    #[arg(long)]
+    kube_token_file: Option<PathBuf>,
+    /// CA certificates (PEM) for --kube-api (default in-cluster: the ServiceAccount's).
+    #[arg(long)]
+    kube_ca_file: Option<PathBuf>,
     /// Replicas per time-sliced GPU as the device plugin advertises them, 1 to 1024 (default:
     /// inferred from the replica ids in use, which can undercount).
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..=1024))]
@@ -214,15 +228,36 @@ fn humantime_ms(s: &str) -> Result<u64, String> {
     Ok(u64::from(ms))
 }
 
+/// This node's name: `--node`, else the host name.
+fn node_name(source: &Source) -> anyhow::Result<String> {
+    match &source.node {
+        Some(n) => Ok(n.clone()),
+        None => std::fs::read_to_string("/proc/sys/kernel/hostname")
+            .map(|h| h.trim().to_owned())
+            .map_err(|e| anyhow::anyhow!("cannot read the host name ({e}); pass --node")),
+    }
+}
+
+/// The reader of the node's granted shares, when `--kube-api` is given.
+fn node_grants(source: &Source) -> anyhow::Result<Option<agent::kube_read::NodeGrants>> {
+    let Some(url) = &source.kube_api else {
+        return Ok(None);
+    };
+    let read = agent::kube_read::KubeRead::new(
+        url,
+        source.kube_token_file.clone(),
+        source.kube_ca_file.clone(),
+    )?;
+    Ok(Some(agent::kube_read::NodeGrants::new(
+        read,
+        node_name(source)?,
+    )))
+}
+
 fn backend(source: &Source) -> anyhow::Result<Box<dyn GpuBackend>> {
     match source.backend {
         BackendKind::Nvml => {
-            let node = match &source.node {
-                Some(n) => n.clone(),
-                None => std::fs::read_to_string("/proc/sys/kernel/hostname")
-                    .map(|h| h.trim().to_owned())
-                    .map_err(|e| anyhow::anyhow!("cannot read the host name ({e}); pass --node"))?,
-            };
+            let node = node_name(source)?;
             let procfs = ProcFs::new(&source.proc_root, Some(&source.passwd));
             let mut b = NvmlBackend::open(&source.nvml_lib, &source.cluster, &node, procfs)?;
             b.set_replicas(source.time_slicing_replicas);
@@ -333,6 +368,7 @@ async fn run(command: Command) -> anyhow::Result<()> {
                 seq_block,
                 pod_resources_socket: source.pod_resources_socket.clone(),
                 kubelet_pods_dir: source.kubelet_pods_dir.clone(),
+                grants: node_grants(&source)?.map(std::sync::Arc::new),
                 nfd_dir,
                 nfd_every: std::time::Duration::from_millis(nfd_every),
                 retry: agent::runner::Retry::default(),
@@ -351,9 +387,11 @@ async fn run(command: Command) -> anyhow::Result<()> {
 /// `gpulens-agent sample`: one cycle, printed.
 async fn sample(source: &Source, format: Format) -> anyhow::Result<()> {
     let mut b = backend(source)?;
+    let grants = node_grants(source)?;
     if let Some(a) = agent::runner::kubelet_assignments(
         &source.pod_resources_socket,
         source.kubelet_pods_dir.as_deref(),
+        grants.as_ref(),
     )
     .await
     {

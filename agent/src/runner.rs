@@ -37,6 +37,8 @@ pub struct RunConfig {
     pub pod_resources_socket: PathBuf,
     /// The kubelet's pod directories, when given (`--kubelet-pods-dir`).
     pub kubelet_pods_dir: Option<PathBuf>,
+    /// What the node's sharing mechanisms granted, read from the API server (`--kube-api`).
+    pub grants: Option<Arc<crate::kube_read::NodeGrants>>,
     /// Write the collector's advisory labels for this node into NFD's features.d here.
     pub nfd_dir: Option<PathBuf>,
     pub nfd_every: Duration,
@@ -51,12 +53,23 @@ pub struct RunConfig {
 pub async fn kubelet_assignments(
     socket: &std::path::Path,
     pods_dir: Option<&std::path::Path>,
+    grants: Option<&crate::kube_read::NodeGrants>,
 ) -> Option<crate::kubelet::Assignments> {
     if !socket.exists() {
         return None;
     }
     match crate::kubelet::list(socket).await {
-        Ok(pods) => Some(crate::kubelet::Assignments::new(&pods, pods_dir)),
+        Ok(pods) => {
+            let a = crate::kubelet::Assignments::new(&pods, pods_dir);
+            let granted = match grants {
+                Some(g) => g.refresh(&a).await,
+                None => None,
+            };
+            Some(match granted {
+                Some(g) => a.with_grants(g),
+                None => a,
+            })
+        }
         Err(e) => {
             tracing::warn!(error = %e, "no device assignments from the kubelet this time");
             None
@@ -117,14 +130,17 @@ pub async fn run(backend: Box<dyn GpuBackend>, cfg: RunConfig) -> anyhow::Result
     // so a slow kubelet never delays a cycle.
     let assignments: Arc<Mutex<Option<crate::kubelet::Assignments>>> = Arc::default();
     if cfg.pod_resources_socket.exists() {
-        let (slot, socket, dir) = (
+        let (slot, socket, dir, grants) = (
             assignments.clone(),
             cfg.pod_resources_socket.clone(),
             cfg.kubelet_pods_dir.clone(),
+            cfg.grants.clone(),
         );
         tokio::spawn(async move {
             loop {
-                if let Some(a) = kubelet_assignments(&socket, dir.as_deref()).await {
+                if let Some(a) =
+                    kubelet_assignments(&socket, dir.as_deref(), grants.as_deref()).await
+                {
                     *slot.lock().expect("assignments") = Some(a);
                 }
                 tokio::time::sleep(Duration::from_secs(10)).await;

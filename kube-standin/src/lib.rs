@@ -14,6 +14,8 @@
 //!   `continue` as the API server pages lists.
 //! - ConfigMaps: `GET`, `POST`, `PATCH` (merge) in a namespace.
 //! - TokenReview of the projected ServiceAccount tokens it issues (tokens.rs).
+//! - DRA (`resource.k8s.io/v1`): ResourceSlices listed with `fieldSelector=spec.nodeName=…`
+//!   ([`StandIn::add_resource_slice`]), ResourceClaims got by namespace and name.
 //! - Kueue Workloads (`kueue.x-k8s.io/v1beta1`): `GET /apis/kueue.x-k8s.io/v1beta1/workloads`,
 //!   paged like pods, once [`StandIn::install_kueue`] has installed the CRD; before that the
 //!   path is 404, as on an API server without Kueue.
@@ -125,6 +127,10 @@ impl StandIn {
                 get(list_workloads),
             )
             .route("/api/v1/namespaces/{ns}/pods/{name}", get(get_pod))
+            .route(
+                "/apis/resource.k8s.io/v1/resourceslices",
+                get(list_resource_slices),
+            )
             .route(
                 "/apis/{group}/{version}/namespaces/{ns}/{plural}",
                 get(list_objects),
@@ -251,6 +257,26 @@ impl StandIn {
         let mut st = self.lock();
         st.rv += 1;
         v["metadata"]["resourceVersion"] = json!(st.rv.to_string());
+        st.objects.insert(key, v);
+    }
+
+    /// Adds (or replaces) a ResourceSlice (`resource.k8s.io/v1`, cluster-scoped), as a DRA
+    /// driver publishes its devices. Panics without a name or a `spec.nodeName`-less spec.
+    pub fn add_resource_slice(&self, mut v: Value) {
+        let name = v["metadata"]["name"]
+            .as_str()
+            .expect("a named slice")
+            .to_owned();
+        assert!(v["spec"]["driver"].is_string() && v["spec"]["pool"]["name"].is_string());
+        let mut st = self.lock();
+        st.rv += 1;
+        v["metadata"]["resourceVersion"] = json!(st.rv.to_string());
+        let key = (
+            "resource.k8s.io/v1".into(),
+            "resourceslices".into(),
+            String::new(),
+            name,
+        );
         st.objects.insert(key, v);
     }
 
@@ -586,6 +612,22 @@ async fn list_workloads(
         .map(|(_, v)| v)
         .collect();
     paged("Workload", all, st.rv, &q)
+}
+
+/// ResourceSlices, with `fieldSelector=spec.nodeName=…`.
+async fn list_resource_slices(
+    State(s): State<Shared>,
+    Query(q): Query<BTreeMap<String, String>>,
+) -> Response {
+    let node = selector(&q, "spec.nodeName");
+    let st = s.lock();
+    let all = st
+        .objects
+        .iter()
+        .filter(|(k, v)| k.1 == "resourceslices" && node.is_none_or(|n| v["spec"]["nodeName"] == n))
+        .map(|(_, v)| v)
+        .collect();
+    paged("ResourceSlice", all, st.rv, &q)
 }
 
 /// The served kind at `/apis/{group}/{version}/…/{plural}`, or 404.

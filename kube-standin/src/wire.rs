@@ -13,12 +13,13 @@ use serde_json::{Value, json};
 pub type ObjectKey = (String, String, String, String);
 
 /// The kinds served under `/apis`, by `group/version` and plural.
-pub const KINDS: [(&str, &str, &str); 5] = [
+pub const KINDS: [(&str, &str, &str); 6] = [
     ("apps/v1", "deployments", "Deployment"),
     ("apps/v1", "replicasets", "ReplicaSet"),
     ("apps/v1", "statefulsets", "StatefulSet"),
     ("batch/v1", "jobs", "Job"),
     ("kueue.x-k8s.io/v1beta1", "workloads", "Workload"),
+    ("resource.k8s.io/v1", "resourceclaims", "ResourceClaim"),
 ];
 
 /// An error response, boxed so results stay small.

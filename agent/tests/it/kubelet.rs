@@ -87,6 +87,58 @@ fn pod(ns: &str, name: &str, containers: Vec<v1::ContainerResources>) -> v1::Pod
     }
 }
 
+/// Serves `answer` as the kubelet's PodResources `List` on a Unix socket at `socket`.
+fn serve_kubelet(socket: &std::path::Path, answer: v1::ListPodResourcesResponse) {
+    let listener = tokio::net::UnixListener::bind(socket).unwrap();
+    tokio::spawn(
+        tonic::transport::Server::builder()
+            .add_service(StandInKubelet(answer))
+            .serve_with_incoming(tokio_stream::wrappers::UnixListenerStream::new(listener)),
+    );
+}
+
+/// `gpulens-agent sample --once --format json` on the fake NVML's k8s-node fixture and the
+/// fixture proc tree, with the kubelet at `socket` and `more` arguments; its JSON.
+async fn sample_once(socket: &std::path::Path, more: &[std::ffi::OsString]) -> Value {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
+    let exe = std::env::current_exe().unwrap();
+    let fake = exe
+        .parent()
+        .and_then(|p| p.parent())
+        .unwrap()
+        .join("libfake_nvml.so");
+    let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_gpulens-agent"))
+        .args([
+            "sample",
+            "--once",
+            "--format",
+            "json",
+            "--node",
+            "k8s-node-1",
+        ])
+        .arg("--nvml-lib")
+        .arg(&fake)
+        .arg("--proc-root")
+        .arg(root.join("agent/tests/fixtures/proc"))
+        .arg("--pod-resources-socket")
+        .arg(socket)
+        .args(more)
+        .env(
+            "GPULENS_FAKE_NVML_FIXTURE",
+            root.join("fake-nvml/fixtures/k8s-node.json"),
+        )
+        .env("GPULENS_LOG", "warn")
+        .output()
+        .await
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
 const TS_GPU: &str = "GPU-a1b2c3d4-0000-4000-8000-00000000a100";
 const IDLE_GPU: &str = "GPU-a1b2c3d4-0000-4000-8000-00000000a101";
 const MIG_GPU: &str = "GPU-5b3f0c2e-8a1d-4f6b-9e27-3c1d0a9b7e41";
@@ -162,56 +214,16 @@ async fn attribution(pods_dir: bool) {
             ),
         ],
     };
-    let listener = tokio::net::UnixListener::bind(&socket).unwrap();
-    tokio::spawn(
-        tonic::transport::Server::builder()
-            .add_service(StandInKubelet(answer))
-            .serve_with_incoming(tokio_stream::wrappers::UnixListenerStream::new(listener)),
-    );
-
-    let exe = std::env::current_exe().unwrap();
-    let fake = exe
-        .parent()
-        .and_then(|p| p.parent())
-        .unwrap()
-        .join("libfake_nvml.so");
-    let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_gpulens-agent"))
-        .args([
-            "sample",
-            "--once",
-            "--format",
-            "json",
-            "--node",
-            "k8s-node-1",
-        ])
-        .arg("--nvml-lib")
-        .arg(&fake)
-        .arg("--proc-root")
-        .arg(root.join("agent/tests/fixtures/proc"))
-        .arg("--pod-resources-socket")
-        .arg(&socket)
-        .args(if pods_dir {
-            vec![
-                "--kubelet-pods-dir".into(),
-                root.join("agent/tests/fixtures/kubelet-pods"),
-            ]
-        } else {
-            vec![]
-        })
-        .env(
-            "GPULENS_FAKE_NVML_FIXTURE",
-            root.join("fake-nvml/fixtures/k8s-node.json"),
-        )
-        .env("GPULENS_LOG", "warn")
-        .output()
-        .await
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    serve_kubelet(&socket, answer);
+    let more: Vec<std::ffi::OsString> = if pods_dir {
+        vec![
+            "--kubelet-pods-dir".into(),
+            root.join("agent/tests/fixtures/kubelet-pods").into(),
+        ]
+    } else {
+        vec![]
+    };
+    let v = sample_once(&socket, &more).await;
     let procs = v["snapshot"]["processes"].as_array().unwrap();
     let tenant_of = |pid: u64| {
         procs.iter().find(|p| p["pid"] == pid).unwrap()["tenant"]
@@ -314,5 +326,126 @@ async fn attribution(pods_dir: bool) {
         (ts["sharing"].as_str(), ts["replicas"].as_u64()),
         (Some("time_slicing"), Some(2))
     );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// What per-GPU sharing mechanisms granted, read from a stand-in API server (issue 73): two
+/// DRA claims consuming 20 GiB and 40 GiB of one 80 GiB A100 through consumable capacity, and
+/// a HAMi container granted 20 GiB and 25 % of the cores of the other. Each allocation's share
+/// is what was granted — 0.25, 0.5, 0.25 — not the equal split the device alone would give.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn granted_shares_are_what_each_mechanism_granted() {
+    let dir = agent::scratch::fresh_dir("kubelet-grants").unwrap();
+    let socket = dir.join("kubelet.sock");
+    let dra = |ns: &str, claim: &str, container: &str| v1::ContainerResources {
+        name: container.into(),
+        devices: vec![],
+        dynamic_resources: vec![v1::DynamicResource {
+            claim_name: claim.into(),
+            claim_namespace: ns.into(),
+            claim_resources: vec![v1::ClaimResource {
+                driver_name: "gpu.nvidia.com".into(),
+                pool_name: "k8s-node-1".into(),
+                device_name: "gpu-1".into(),
+            }],
+        }],
+    };
+    let answer = v1::ListPodResourcesResponse {
+        pod_resources: vec![
+            pod("ml", "trainer-0", vec![dra("ml", "trainer-gpu", "trainer")]),
+            pod("web", "api-7f9c4", vec![dra("web", "api-gpu", "server")]),
+            // HAMi's device plugin hands out numbered virtual devices of a GPU.
+            pod(
+                "sales",
+                "reserved-demo",
+                vec![container(
+                    "main",
+                    "nvidia.com/gpu",
+                    &[&format!("{IDLE_GPU}-0")],
+                )],
+            ),
+        ],
+    };
+    serve_kubelet(&socket, answer);
+    let api = kube_standin::StandIn::start().await;
+    api.add_resource_slice(serde_json::json!({
+        "apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice",
+        "metadata": {"name": "k8s-node-1-gpu.nvidia.com-0"},
+        "spec": {
+            "driver": "gpu.nvidia.com", "nodeName": "k8s-node-1",
+            "pool": {"name": "k8s-node-1", "generation": 1, "resourceSliceCount": 1},
+            "devices": [{
+                "name": "gpu-1", "allowMultipleAllocations": true,
+                "attributes": {"uuid": {"string": TS_GPU}, "index": {"int": 1}},
+                "capacity": {"memory": {"value": "80Gi"}}
+            }]
+        }
+    }));
+    for (ns, claim, consumed) in [("ml", "trainer-gpu", "20Gi"), ("web", "api-gpu", "40Gi")] {
+        api.add_object(serde_json::json!({
+            "apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+            "metadata": {"namespace": ns, "name": claim},
+            "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {
+                "deviceClassName": "gpu.nvidia.com",
+                "capacity": {"requests": {"memory": consumed}}}}]}},
+            "status": {"allocation": {"devices": {"results": [{
+                "request": "gpu", "driver": "gpu.nvidia.com", "pool": "k8s-node-1",
+                "device": "gpu-1", "consumedCapacity": {"memory": consumed}
+            }]}}}
+        }));
+    }
+    api.add_pod(
+        serde_json::from_value(serde_json::json!({
+            "metadata": {"namespace": "sales", "name": "reserved-demo",
+                "uid": "d0d0d0d0-1111-4222-8333-444455556666",
+                "annotations": {"hami.io/vgpu-devices-allocated":
+                    format!("{IDLE_GPU},NVIDIA,20480,25:;")}},
+            "spec": {"nodeName": "k8s-node-1", "containers": [{"name": "main", "image": "x"}]}
+        }))
+        .unwrap(),
+    );
+    let v = sample_once(&socket, &["--kube-api".into(), api.url().into()]).await;
+    let share = |tenant: &str| {
+        v["snapshot"]["allocations"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|a| a["tenant"] == tenant)
+            .unwrap_or_else(|| panic!("no allocation of {tenant}: {v}"))["share"]
+            .as_f64()
+            .unwrap()
+    };
+    assert_eq!(
+        share("pod/ml/trainer-0/trainer"),
+        0.25,
+        "a DRA claim of 20 GiB of 80"
+    );
+    assert_eq!(
+        share("pod/web/api-7f9c4/server"),
+        0.5,
+        "a DRA claim of 40 GiB of 80"
+    );
+    // The API server gave the pod's UID: its tenant is keyed by it, as with the pods directory.
+    assert_eq!(
+        share("pod/d0d0d0d0-1111-4222-8333-444455556666/main"),
+        0.25,
+        "HAMi's 20 GiB and 25 %"
+    );
+    // The funnel's allocated GPU-hours are the rollup's: a minute of each sample counts its
+    // granted quarter (0.25 GPU-minutes), not a half of a GPU shared by two.
+    let snap: model::wire::v1::Snapshot = serde_json::from_value(v["snapshot"].clone()).unwrap();
+    let mut rows = model::rollup::RawRows::default();
+    rows.push(&snap, 60_000);
+    let rolled = rows.aggregate(3_600_000);
+    let allocated = |tenant: &str| -> f64 {
+        rolled
+            .tenants
+            .iter()
+            .filter(|(k, _)| format!("{k:?}").contains(tenant))
+            .map(|(_, t)| t.allocated_gpu_hours())
+            .sum()
+    };
+    assert!((allocated("pod/ml/trainer-0/trainer") - 0.25 / 60.0).abs() < 1e-9);
+    assert!((allocated("pod/web/api-7f9c4/server") - 0.5 / 60.0).abs() < 1e-9);
     std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -283,6 +283,10 @@ fn cases() -> BTreeMap<&'static str, Value> {
                    "hostUsers": true, "nfd": {"enabled": true}, "timeSlicingReplicas": 4}}),
         ),
         (
+            "agent-grants",
+            json!({"agent": {"grants": {"enabled": true}}}),
+        ),
+        (
             "cdi-dcgm-url",
             json!({"agent": {"nvml": {"mode": "cdi", "runtimeClassName": ""},
                    "dcgm": {"mode": "url", "url": "http://dcgm-exporter.monitoring.svc:9400/metrics"}},
@@ -566,6 +570,24 @@ fn the_chart_renders_every_values_case_validates_and_fits() {
     assert_eq!(
         rendered["apply-with-approval-custom-layouts"].granted(),
         want
+    );
+    // Granted shares: read-only rights for the agents, with an API token of their own.
+    let mut want: Vec<String> = d.granted();
+    want.extend([
+        "cluster:pods:list".to_owned(),
+        "cluster:resourceclaims.resource.k8s.io:get".to_owned(),
+        "cluster:resourceslices.resource.k8s.io:list".to_owned(),
+    ]);
+    want.sort();
+    let grants = &rendered["agent-grants"];
+    assert_eq!(grants.granted(), want);
+    let args = grants.agent().spec.unwrap().containers[0]
+        .args
+        .clone()
+        .unwrap();
+    assert!(
+        args.contains(&"--kube-api=in-cluster".to_owned()),
+        "{args:?}"
     );
     let same = &rendered["agents-in-the-release-namespace"];
     assert!(same.of("Namespace").is_empty(), "no namespace created");
