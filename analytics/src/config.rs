@@ -52,6 +52,11 @@ pub struct Config {
     pub prices: BTreeMap<String, f64>,
     pub default_price: f64,
     pub currency: String,
+    /// The per-GPU sharing mechanisms each cluster or pool has, beyond the device plugin and
+    /// MIG (which every pool is assumed to have): keyed by cluster (`"prod"`) or cluster and
+    /// a part of the model name (`"prod/H100"`); the longest key that matches wins. What a
+    /// pool has is said as such on the plan; what it lacks, as what enabling it would free.
+    pub mechanisms: BTreeMap<String, Vec<crate::mechanism::Mechanism>>,
     /// How the collector reads a large cluster: one of more GPUs than this is read and
     /// analysed in parts that share nothing (pools, unless tenants or waiting work tie them;
     /// [`crate::parts`]), packed into reads of at most this many GPUs, so its memory follows
@@ -91,11 +96,25 @@ impl Default for Config {
             ]),
             default_price: 1.00,
             currency: "USD".into(),
+            mechanisms: BTreeMap::new(),
         }
     }
 }
 
 impl Config {
+    /// The per-GPU mechanisms pool (`cluster`, `model`) has, as configured (`mechanisms`).
+    pub fn mechanisms_of(&self, cluster: &str, model: &str) -> Vec<crate::mechanism::Mechanism> {
+        self.mechanisms
+            .iter()
+            .filter(|(k, _)| match k.split_once('/') {
+                None => k.as_str() == cluster,
+                Some((c, m)) => c == cluster && !m.is_empty() && model.contains(m),
+            })
+            .max_by_key(|(k, _)| k.len())
+            .map(|(_, v)| v.clone())
+            .unwrap_or_default()
+    }
+
     pub fn price_of(&self, model: &str) -> f64 {
         self.prices
             .iter()
@@ -120,5 +139,37 @@ mod duration_text {
         humantime::parse_duration(&s).map_err(|e| {
             serde::de::Error::custom(format!("{s:?} is not a duration like 30m, 2h or 90s: {e}"))
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::mechanism::Mechanism;
+
+    /// What a pool has: its cluster's entry, or a longer one naming part of its model; an
+    /// unknown mechanism name is refused, naming the known ones.
+    #[test]
+    fn a_pool_has_what_its_longest_matching_key_says() {
+        let cfg: Config = serde_json::from_value(serde_json::json!({"mechanisms": {
+            "prod": ["dra_consumable_capacity"],
+            "prod/H100": ["hami", "kai_fractions"],
+            "prod/": ["dra_shared_claim"],
+        }}))
+        .unwrap();
+        assert_eq!(
+            cfg.mechanisms_of("prod", "NVIDIA H100 80GB HBM3"),
+            [Mechanism::Hami, Mechanism::KaiFractions]
+        );
+        assert_eq!(
+            cfg.mechanisms_of("prod", "NVIDIA L40S"),
+            [Mechanism::DraConsumableCapacity]
+        );
+        assert!(cfg.mechanisms_of("lab", "NVIDIA H100 80GB HBM3").is_empty());
+        let e =
+            serde_json::from_value::<Config>(serde_json::json!({"mechanisms": {"prod": ["mig"]}}))
+                .unwrap_err()
+                .to_string();
+        assert!(e.contains("dra_consumable_capacity"), "{e}");
     }
 }

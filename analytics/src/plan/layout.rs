@@ -89,6 +89,9 @@ pub struct PoolPlan {
     /// What each per-GPU sharing mechanism would leave in use in this pool (issue 73).
     #[serde(default)]
     pub worth: Vec<super::worth::Worth>,
+    /// The per-GPU sharing mechanisms the pool has, as configured (`[analytics.mechanisms]`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub has: Vec<crate::mechanism::Mechanism>,
 }
 
 /// One node's numbers: GPUs in use, its own bound (its tenants alone), GPUs after the plan.

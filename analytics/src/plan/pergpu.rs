@@ -316,6 +316,7 @@ pub fn worth(
     let capacity = pool.memory_total;
     let floor = staying + bound(&tenants, capacity);
     let price = ctx.cfg.price_of(pool.model) * super::HOURS_PER_MONTH;
+    let has = ctx.cfg.mechanisms_of(pool.cluster, pool.model);
     // Every scheduler-placed mechanism is judged by the same rule: worked out once.
     let mut scheduled: Option<(Vec<usize>, usize)> = None;
     Mechanism::PER_GPU
@@ -361,6 +362,7 @@ pub fn worth(
                 bound_gpus: floor,
                 money_per_month: (beyond.max(0) as f64 * price * 100.0).round() / 100.0,
                 own_gpu: own,
+                pools_with: usize::from(has.contains(&m)),
                 groups,
                 requests,
             }

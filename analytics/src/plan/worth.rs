@@ -23,6 +23,11 @@ pub struct Worth {
     /// included); empty for scheduler-placed mechanisms and in the fleet's sum.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub groups: Vec<PinnedGroup>,
+    /// Pools that have this mechanism (configured): 1 or 0 for a pool, their number in the
+    /// fleet's sum. Where it is in place its plan is this pool's to carry out; elsewhere it
+    /// is what enabling it would free.
+    #[serde(default)]
+    pub pools_with: usize,
     /// What a scheduler-placed mechanism asks per pod: (tenant key, memory request in bytes,
     /// whether it asks a whole GPU). Kept, as `groups`, only where the mechanism frees more.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -43,9 +48,20 @@ impl Worth {
     /// today's plan and what it needs.
     pub fn sentence(&self, currency: &str) -> String {
         let d = self.mechanism.declared();
+        let (has, verb) = if self.pools_with > 0 {
+            (
+                format!(
+                    " (in place on {})",
+                    model::figures::count(self.pools_with as f64, "pool", "pools")
+                ),
+                "its plan frees",
+            )
+        } else {
+            (String::new(), "enabling it frees")
+        };
         let gain = match self.beyond_plan {
             n if n > 0 => format!(
-                "frees {} more than today's plan, ≈ {} a month",
+                "{verb} {} more than today's plan, ≈ {} a month",
                 model::figures::count(n as f64, "GPU", "GPUs"),
                 model::figures::money(self.money_per_month, currency)
             ),
@@ -64,7 +80,7 @@ impl Worth {
             String::new()
         };
         format!(
-            "{}: {} in use (none fewer than {}), {gain}{own}; needs {}",
+            "{}{has}: {} in use (none fewer than {}), {gain}{own}; needs {}",
             d.name,
             model::figures::count(self.gpus_after as f64, "GPU", "GPUs"),
             self.bound_gpus,
@@ -86,6 +102,7 @@ pub fn sum<'w>(pools: impl Iterator<Item = &'w [Worth]>) -> Vec<Worth> {
                 o.money_per_month =
                     ((o.money_per_month + w.money_per_month) * 100.0).round() / 100.0;
                 o.own_gpu += w.own_gpu;
+                o.pools_with += w.pools_with;
             }
             None => out.push(Worth {
                 beyond_plan: w.beyond_plan.max(0),
@@ -96,4 +113,39 @@ pub fn sum<'w>(pools: impl Iterator<Item = &'w [Worth]>) -> Vec<Worth> {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::mechanism::Mechanism;
+
+    #[test]
+    fn a_mechanism_in_place_is_said_so_and_one_to_enable_as_such() {
+        let mut w = Worth {
+            mechanism: Mechanism::DraConsumableCapacity,
+            gpus_after: 2,
+            gpus_freed: 2,
+            beyond_plan: 2,
+            bound_gpus: 2,
+            money_per_month: 3650.0,
+            own_gpu: 0,
+            pools_with: 0,
+            groups: Vec::new(),
+            requests: Vec::new(),
+        };
+        let lacking = w.sentence("USD");
+        assert!(
+            lacking.contains("enabling it frees 2 GPUs more"),
+            "{lacking}"
+        );
+        w.pools_with = 1;
+        let has = w.sentence("USD");
+        assert!(
+            has.contains("(in place on 1 pool)") && has.contains("its plan frees 2 GPUs more"),
+            "{has}"
+        );
+        let fleet = sum([std::slice::from_ref(&w), std::slice::from_ref(&w)].into_iter());
+        assert_eq!(fleet[0].pools_with, 2);
+    }
 }

@@ -677,7 +677,7 @@ pub fn table(a: &Analysis) -> String {
     if !p.worth.is_empty() {
         let _ = writeln!(
             s,
-            "Per-GPU sharing, where each would be enabled (docs/analytics.md, \"What enabling each is worth\"):"
+            "Per-GPU sharing: what each frees beyond the plan, in place or enabled (docs/analytics.md, \"What enabling each is worth\"):"
         );
         for w in &p.worth {
             let _ = writeln!(s, "  {}", w.sentence(&p.currency));

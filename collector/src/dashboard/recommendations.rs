@@ -94,6 +94,7 @@ fn plan_view(a: &analytics::Analysis) -> pages::PlanView {
                 nodes: format!("{} of {}", x.nodes_freed, x.nodes_in_use),
                 efficiency: x.efficiency,
                 money: x.money_per_month,
+                has: x.has.iter().map(|m| m.declared().name.to_owned()).collect(),
             })
             .collect(),
     }
@@ -120,6 +121,7 @@ fn worth_row(w: &analytics::plan::pergpu::Worth) -> pages::WorthRow {
         beyond: w.beyond_plan,
         money: w.money_per_month,
         needs: d.needs.to_owned(),
+        pools_with: w.pools_with,
     }
 }
 

@@ -45,6 +45,8 @@ pub struct WorthRow {
     pub beyond: i64,
     pub money: f64,
     pub needs: String,
+    /// Pools that have it in place (configured).
+    pub pools_with: usize,
 }
 
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -57,6 +59,8 @@ pub struct PlanPoolRow {
     pub nodes: String,
     pub efficiency: Option<f64>,
     pub money: f64,
+    /// The per-GPU sharing mechanisms the pool has in place, by name.
+    pub has: Vec<String>,
 }
 
 fn plan_section(p: PlanView) -> impl IntoView {
@@ -99,7 +103,7 @@ fn plan_section(p: PlanView) -> impl IntoView {
         .map(|r| {
             view! {
                 <tr>
-                    <td>{r.pool}</td>
+                    <td>{r.pool}{(!r.has.is_empty()).then(|| view! { <br/><small>{format!("in place: {}", r.has.join(", "))}</small> })}</td>
                     <td class="n">{r.gpus_in_use}</td>
                     <td class="n">{r.bound}</td>
                     <td class="n">{r.gpus_after}</td>
@@ -154,7 +158,7 @@ fn worth_section(p: &PlanView) -> Option<impl IntoView + use<>> {
                     <td class="n">{w.bound}</td>
                     <td class="n">{beyond}</td>
                     <td class="n">{money(w.money, &currency)}</td>
-                    <td>{w.needs.clone()}</td>
+                    <td>{(w.pools_with > 0).then(|| view! { <b>{format!("In place on {}. ", model::figures::count(w.pools_with as f64, "pool", "pools"))}</b> })}{w.needs.clone()}</td>
                 </tr>
             }
         })
@@ -172,8 +176,8 @@ fn worth_section(p: &PlanView) -> Option<impl IntoView + use<>> {
         })
         .collect_view();
     Some(view! {
-        <h3 id="h-per-gpu">"Per-GPU sharing: what enabling each would free"</h3>
-        <p class="note">"The plan above shares GPUs as the device plugin and MIG allow: any tenants of a node may meet on a GPU. A mechanism that chooses each GPU's tenants (pinned by a DRA claim) or lets a scheduler place them within requested memory can pair tenants node-wide sharing cannot. Memory is never shared by time; compute only where, hour by hour, the tenants of one GPU need at most one GPU. Summed over the pools where it frees more than the plan."</p>
+        <h3 id="h-per-gpu">"Per-GPU sharing: what each frees beyond the plan"</h3>
+        <p class="note">"The plan above shares GPUs as the device plugin and MIG allow: any tenants of a node may meet on a GPU. A mechanism that chooses each GPU's tenants (pinned by a DRA claim) or lets a scheduler place them within requested memory can pair tenants node-wide sharing cannot. Memory is never shared by time; compute only where, hour by hour, the tenants of one GPU need at most one GPU. Summed over the pools where it frees more than the plan. Where a pool has a mechanism in place (the collector's [analytics.mechanisms]), its groups below are that pool's to carry out; elsewhere they are what enabling it would free."</p>
         <div class="scroll"><table>
             <caption>"Per mechanism, over the fleet"</caption>
             <thead><tr>
