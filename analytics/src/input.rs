@@ -16,6 +16,8 @@ pub struct NodeRef {
     pub node: String,
     pub last_seen_ms: i64,
     pub interval_ms: i64,
+    /// Per-GPU sharing mechanisms seen in place on the node (the collector's demand poll).
+    pub mechanisms: Vec<crate::mechanism::Mechanism>,
 }
 
 /// A physical GPU with its sharing mode and MIG instances.

@@ -243,6 +243,7 @@ mod tests {
             node: name.into(),
             last_seen_ms: 0,
             interval_ms: 1000,
+            mechanisms: Vec::new(),
         });
         for (i, model) in models.iter().enumerate() {
             input.gpus.push(GpuRef {

@@ -205,6 +205,7 @@ pub fn pool_steps(
     let nodes_in_use = out.nodes.len();
     let nodes_after = out.nodes.iter().filter(|n| n.gpus_after > 0).count();
     let freed = in_use.saturating_sub(after);
+    let (has, seen) = plan::pergpu::in_place(ctx, pool);
     out.pool = PoolPlan {
         cluster: pool.cluster.into(),
         model: pool.model.into(),
@@ -219,7 +220,8 @@ pub fn pool_steps(
         money_per_month: freed as f64 * cfg.price_of(pool.model) * plan::HOURS_PER_MONTH,
         held_for_repair: repair.len(),
         worth: plan::pergpu::worth(ctx, pool, in_use, after, repair.len()),
-        has: cfg.mechanisms_of(pool.cluster, pool.model),
+        has,
+        seen,
     };
     out
 }

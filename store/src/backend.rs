@@ -36,6 +36,7 @@ macro_rules! shared_methods {
         crate::remote_write::journal_methods!($write, $read, $numbered);
         crate::reports::report_methods!($write, $read, $numbered);
         crate::waiting::waiting_methods!($write, $read, $numbered);
+        crate::mechanisms::mechanism_methods!($write, $read, $numbered);
         crate::pair_hours::pair_hour_methods!($write, $read, $numbered, $d);
     };
 }

@@ -33,7 +33,7 @@ pub fn by_node() -> impl Iterator<Item = &'static str> {
 }
 
 /// Fleet-wide tables copied to every node.
-pub const REFERENCE: [&str; 13] = [
+pub const REFERENCE: [&str; 14] = [
     "cluster_rollup_1h",
     "analysis_runs",
     "label_actions",
@@ -47,6 +47,7 @@ pub const REFERENCE: [&str; 13] = [
     "waiting_work",
     "reclaim_cases",
     "reclaim_steps",
+    "node_mechanisms",
 ];
 
 /// How many active workers the coordinator's cluster has, or `None` when the database does

@@ -28,6 +28,7 @@ mod rollup_rows;
 mod scope;
 mod secrets;
 pub use model::rollup;
+pub mod mechanisms;
 pub mod pair_hours;
 pub mod series;
 mod span;
@@ -645,6 +646,21 @@ impl Store {
     /// Records one poll's waiting work (new episodes added, known ones brought up to date).
     pub async fn record_waiting(&self, rows: &[waiting::WaitingRecord]) -> Result<()> {
         dispatch!(self, s => s.record_waiting(rows).await)
+    }
+
+    /// Replaces what `cluster`'s nodes were seen to have: (node, mechanism) pairs.
+    pub async fn record_mechanisms(
+        &self,
+        cluster: &str,
+        seen: &[(String, String)],
+        seen_ms: i64,
+    ) -> Result<()> {
+        dispatch!(self, s => s.record_mechanisms(cluster, seen, seen_ms).await)
+    }
+
+    /// Every per-GPU sharing mechanism seen on a node.
+    pub async fn node_mechanisms(&self) -> Result<Vec<mechanisms::NodeMechanism>> {
+        dispatch!(self, s => s.node_mechanisms().await)
     }
 
     /// Waiting episodes that overlap `[from_ms, to_ms)`, oldest first (bounded).

@@ -48,6 +48,7 @@ migrations! {
     13 => "0013_waiting_work.sql",
     14 => "0014_reclaim_cases.sql",
     15 => "0015_pair_hours.sql",
+    16 => "0016_node_mechanisms.sql",
 }
 
 pub fn checksum(sql: &str) -> String {

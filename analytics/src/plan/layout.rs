@@ -89,9 +89,13 @@ pub struct PoolPlan {
     /// What each per-GPU sharing mechanism would leave in use in this pool (issue 73).
     #[serde(default)]
     pub worth: Vec<super::worth::Worth>,
-    /// The per-GPU sharing mechanisms the pool has, as configured (`[analytics.mechanisms]`).
+    /// The per-GPU sharing mechanisms the pool has: configured (`[analytics.mechanisms]`) or
+    /// seen on its nodes.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub has: Vec<crate::mechanism::Mechanism>,
+    /// Of those, the ones seen in place, each with how many of the pool's nodes show it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub seen: Vec<(crate::mechanism::Mechanism, usize)>,
 }
 
 /// One node's numbers: GPUs in use, its own bound (its tenants alone), GPUs after the plan.

@@ -301,6 +301,34 @@ fn movable(ctx: &crate::findings::Ctx, pool: &super::PoolLayout) -> (Vec<Tenant>
 /// Per per-GPU mechanism, what a plan under it would leave in use in `pool`, against
 /// `plan_after` (the GPUs the pool's plan leaves in use today).
 /// `held` GPUs (held for repair) stay counted in use under every mechanism, as in the plan.
+/// What pool `pool` has in place: the configured mechanisms and those seen on its nodes
+/// (each with how many of the pool's nodes it was seen on).
+pub fn in_place(
+    ctx: &crate::findings::Ctx,
+    pool: &super::PoolLayout,
+) -> (
+    Vec<crate::mechanism::Mechanism>,
+    Vec<(crate::mechanism::Mechanism, usize)>,
+) {
+    let mut seen: std::collections::BTreeMap<crate::mechanism::Mechanism, usize> =
+        Default::default();
+    for n in ctx
+        .input
+        .nodes
+        .iter()
+        .filter(|n| n.cluster == pool.cluster && pool.nodes.iter().any(|p| p.node == n.node))
+    {
+        for m in &n.mechanisms {
+            *seen.entry(*m).or_default() += 1;
+        }
+    }
+    let mut has = ctx.cfg.mechanisms_of(pool.cluster, pool.model);
+    has.extend(seen.keys().copied());
+    has.sort();
+    has.dedup();
+    (has, seen.into_iter().collect())
+}
+
 pub fn worth(
     ctx: &crate::findings::Ctx,
     pool: &super::PoolLayout,
@@ -316,7 +344,7 @@ pub fn worth(
     let capacity = pool.memory_total;
     let floor = staying + bound(&tenants, capacity);
     let price = ctx.cfg.price_of(pool.model) * super::HOURS_PER_MONTH;
-    let has = ctx.cfg.mechanisms_of(pool.cluster, pool.model);
+    let has = in_place(ctx, pool).0;
     // Every scheduler-placed mechanism is judged by the same rule: worked out once.
     let mut scheduled: Option<(Vec<usize>, usize)> = None;
     Mechanism::PER_GPU

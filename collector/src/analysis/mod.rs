@@ -289,6 +289,7 @@ pub async fn load_frame(store: &Store, span: Span, stats: &mut LoadStats) -> any
         &store.gpus(None).await?,
         &store.tenants().await?,
     );
+    seen_mechanisms(&mut input, &store.node_mechanisms().await?);
     stats.load_inventory += lap.elapsed();
     lap = Instant::now();
     input.health = health(store, from, to).await?;
@@ -354,6 +355,24 @@ pub async fn load_series(
     Ok(())
 }
 
+/// The per-GPU sharing mechanisms the demand poll saw on each node, on the input's nodes; a
+/// name this version does not know is left out.
+fn seen_mechanisms(input: &mut Input, rows: &[store::mechanisms::NodeMechanism]) {
+    for r in rows {
+        let Ok(m) = serde_json::from_value(serde_json::Value::String(r.mechanism.clone())) else {
+            continue;
+        };
+        if let Some(n) = input
+            .nodes
+            .iter_mut()
+            .find(|n| n.cluster == r.cluster && n.node == r.node)
+            && !n.mechanisms.contains(&m)
+        {
+            n.mechanisms.push(m);
+        }
+    }
+}
+
 /// The inventory as the analytics names it: nodes, GPUs (with MIG instances) and tenants.
 fn inventory(
     input: &mut Input,
@@ -368,6 +387,7 @@ fn inventory(
             node: n.node.clone(),
             last_seen_ms: n.last_seen_ms,
             interval_ms: n.interval_ms,
+            mechanisms: Vec::new(),
         })
         .collect();
     input.gpus = gpus

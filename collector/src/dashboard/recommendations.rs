@@ -94,7 +94,20 @@ fn plan_view(a: &analytics::Analysis) -> pages::PlanView {
                 nodes: format!("{} of {}", x.nodes_freed, x.nodes_in_use),
                 efficiency: x.efficiency,
                 money: x.money_per_month,
-                has: x.has.iter().map(|m| m.declared().name.to_owned()).collect(),
+                has: x
+                    .has
+                    .iter()
+                    .map(|m| {
+                        let name = m.declared().name;
+                        match x.seen.iter().find(|(s, _)| s == m) {
+                            Some((_, n)) => format!(
+                                "{name} (seen on {})",
+                                model::figures::count(*n as f64, "node", "nodes")
+                            ),
+                            None => format!("{name} (configured)"),
+                        }
+                    })
+                    .collect(),
             })
             .collect(),
     }

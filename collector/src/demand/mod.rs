@@ -4,6 +4,7 @@
 
 pub mod api;
 pub mod kueue;
+pub mod mechanisms;
 pub mod metrics;
 pub mod pods;
 pub mod settings;

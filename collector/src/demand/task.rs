@@ -265,6 +265,56 @@ impl Poll {
         report.waiting_pods = waiting_pods;
         report.waiting_workloads = waiting_workloads;
         report.refused += refused;
+        // What each node has in place is worth knowing, not worth failing the poll for (an
+        // API server without DRA, RBAC from an older chart).
+        if let Err(e) = self.mechanisms(client, &cluster, now_ms).await {
+            tracing::warn!(error = %e, "cannot read which sharing mechanisms the nodes have");
+        }
+        Ok(())
+    }
+
+    /// Records which per-GPU sharing mechanisms each node of `cluster` has in place
+    /// ([`super::mechanisms`]): its ResourceSlices (none where the API server does not serve
+    /// them) and its nodes' annotations.
+    async fn mechanisms(
+        &self,
+        client: &kube::Client,
+        cluster: &str,
+        now_ms: i64,
+    ) -> anyhow::Result<()> {
+        let gvk = GroupVersionKind::gvk("resource.k8s.io", "v1", "ResourceSlice");
+        let resource = ApiResource::from_gvk_with_plural(&gvk, "resourceslices");
+        let api: Api<DynamicObject> = Api::all_with(client.clone(), &resource);
+        let slices = match self.list_all(api, None).await {
+            Ok((s, _)) => s,
+            Err(e)
+                if e.downcast_ref::<kube::Error>()
+                    .is_some_and(|e| matches!(e, kube::Error::Api(s) if s.code == 404)) =>
+            {
+                Vec::new()
+            }
+            Err(e) => return Err(e),
+        };
+        let (nodes, _) = self
+            .list_all(
+                Api::<k8s_openapi::api::core::v1::Node>::all(client.clone()),
+                None,
+            )
+            .await?;
+        let json = |v: Result<serde_json::Value, serde_json::Error>| v.unwrap_or_default();
+        let slices: Vec<serde_json::Value> = slices
+            .iter()
+            .map(|s| json(serde_json::to_value(s)))
+            .collect();
+        let nodes: Vec<serde_json::Value> = nodes
+            .iter()
+            .map(|n| json(serde_json::to_value(n)))
+            .collect();
+        let seen: Vec<(String, String)> = super::mechanisms::seen(&slices, &nodes)
+            .into_iter()
+            .map(|(node, m)| (node, super::mechanisms::name(m)))
+            .collect();
+        self.store.record_mechanisms(cluster, &seen, now_ms).await?;
         Ok(())
     }
 

@@ -458,3 +458,100 @@ async fn slurm_pending_jobs_and_holds_are_read_from_recorded_slurmrestd_answers(
         .unwrap_err();
     assert!(format!("{e:#}").contains("401"), "{e:#}");
 }
+
+/// What each node has in place (issue 73): the poll reads the ResourceSlices of NVIDIA's DRA
+/// driver and HAMi's node annotation, stores them, and the analysis' plan says the pool has
+/// them, seen on its node.
+#[tokio::test]
+async fn the_poll_sees_which_sharing_mechanisms_a_node_has() {
+    let t = support::sqlite().await;
+    let now = model::time::now_ms();
+    load(&t.store, &fleet(), "a", now - 12 * H, now).await;
+    let kube = StandIn::start().await;
+    kube.add_resource_slice(json!({
+        "apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice",
+        "metadata": {"name": "gpu-h100-01-gpu.nvidia.com-0"},
+        "spec": {"driver": "gpu.nvidia.com", "nodeName": "gpu-h100-01",
+            "pool": {"name": "gpu-h100-01", "generation": 1, "resourceSliceCount": 1},
+            "devices": [{"name": "gpu-0", "allowMultipleAllocations": true,
+                "attributes": {"uuid": {"string": "GPU-x"}},
+                "capacity": {"memory": {"value": "80Gi"}}}]}
+    }));
+    kube.add_node(
+        serde_json::from_value(json!({"metadata": {"name": "gpu-h100-01", "annotations": {
+            "hami.io/node-nvidia-register": "GPU-x,10,81920,100,NVIDIA-H100,0,true:"}}}))
+        .unwrap(),
+    );
+    let settings = Settings {
+        pending_pods: true,
+        kube_url: Some(kube.url().to_owned()),
+        ..Settings::default()
+    };
+    let poll = Poll::connect(
+        t.store.clone(),
+        settings,
+        Default::default(),
+        Default::default(),
+    )
+    .await
+    .unwrap();
+    poll.poll(now).await.unwrap();
+    let stored: Vec<String> = t
+        .store
+        .node_mechanisms()
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|m| format!("{}/{}", m.node, m.mechanism))
+        .collect();
+    assert_eq!(
+        stored,
+        [
+            "gpu-h100-01/dra_consumable_capacity",
+            "gpu-h100-01/dra_consumable_scheduled",
+            "gpu-h100-01/dra_shared_claim",
+            "gpu-h100-01/hami",
+        ]
+    );
+    let cfg = analytics::Config::default();
+    let span = collector::analysis::Span::closed(now - 12 * H, now);
+    let input = collector::analysis::load(&t.store, &cfg, span)
+        .await
+        .unwrap();
+    let a = tokio::task::spawn_blocking(move || analytics::analyze(&input, &cfg))
+        .await
+        .unwrap()
+        .unwrap();
+    let pool = &a.plan.pools[0];
+    use analytics::mechanism::Mechanism;
+    assert!(pool.has.contains(&Mechanism::Hami), "{:?}", pool.has);
+    assert!(
+        pool.seen.contains(&(Mechanism::DraConsumableCapacity, 1)),
+        "{:?}",
+        pool.seen
+    );
+    for w in pool
+        .worth
+        .iter()
+        .filter(|w| pool.has.contains(&w.mechanism))
+    {
+        assert_eq!(w.pools_with, 1, "{:?}", w.mechanism);
+    }
+    // A poll that sees none any more forgets them.
+    let bare = StandIn::start().await;
+    let settings = Settings {
+        pending_pods: true,
+        kube_url: Some(bare.url().to_owned()),
+        ..Settings::default()
+    };
+    let poll = Poll::connect(
+        t.store.clone(),
+        settings,
+        Default::default(),
+        Default::default(),
+    )
+    .await
+    .unwrap();
+    poll.poll(now).await.unwrap();
+    assert!(t.store.node_mechanisms().await.unwrap().is_empty());
+}

@@ -283,6 +283,10 @@ fn cases() -> BTreeMap<&'static str, Value> {
                    "hostUsers": true, "nfd": {"enabled": true}, "timeSlicingReplicas": 4}}),
         ),
         (
+            "demand-pending-pods",
+            json!({"demand": {"pendingPods": true}}),
+        ),
+        (
             "agent-grants",
             json!({"agent": {"grants": {"enabled": true}}}),
         ),
@@ -579,6 +583,15 @@ fn the_chart_renders_every_values_case_validates_and_fits() {
         "cluster:resourceslices.resource.k8s.io:list".to_owned(),
     ]);
     want.sort();
+    // Waiting demand: pending pods and Workloads, and what sharing mechanisms nodes have.
+    let demand = rendered["demand-pending-pods"].granted();
+    for want in [
+        "cluster:pods:list",
+        "cluster:workloads.kueue.x-k8s.io:list",
+        "cluster:resourceslices.resource.k8s.io:list",
+    ] {
+        assert!(demand.contains(&want.to_owned()), "{want}: {demand:?}");
+    }
     let grants = &rendered["agent-grants"];
     assert_eq!(grants.granted(), want);
     let args = grants.agent().spec.unwrap().containers[0]
