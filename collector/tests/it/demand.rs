@@ -482,20 +482,11 @@ async fn the_poll_sees_which_sharing_mechanisms_a_node_has() {
             "hami.io/node-nvidia-register": "GPU-x,10,81920,100,NVIDIA-H100,0,true:"}}}))
         .unwrap(),
     );
-    let settings = Settings {
-        pending_pods: true,
-        kube_url: Some(kube.url().to_owned()),
-        ..Settings::default()
-    };
-    let poll = Poll::connect(
-        t.store.clone(),
-        settings,
-        Default::default(),
-        Default::default(),
-    )
-    .await
-    .unwrap();
-    poll.poll(now).await.unwrap();
+    pending_poll(&t.store, kube.url())
+        .await
+        .poll(now)
+        .await
+        .unwrap();
     let stored: Vec<String> = t
         .store
         .node_mechanisms()
@@ -539,19 +530,27 @@ async fn the_poll_sees_which_sharing_mechanisms_a_node_has() {
     }
     // A poll that sees none any more forgets them.
     let bare = StandIn::start().await;
+    pending_poll(&t.store, bare.url())
+        .await
+        .poll(now)
+        .await
+        .unwrap();
+    assert!(t.store.node_mechanisms().await.unwrap().is_empty());
+}
+
+/// A demand poll of pending pods (and node mechanisms) at the API server `url`, defaults else.
+async fn pending_poll(store: &store::Store, url: &str) -> Poll {
     let settings = Settings {
         pending_pods: true,
-        kube_url: Some(bare.url().to_owned()),
+        kube_url: Some(url.to_owned()),
         ..Settings::default()
     };
-    let poll = Poll::connect(
-        t.store.clone(),
+    Poll::connect(
+        store.clone(),
         settings,
         Default::default(),
         Default::default(),
     )
     .await
-    .unwrap();
-    poll.poll(now).await.unwrap();
-    assert!(t.store.node_mechanisms().await.unwrap().is_empty());
+    .unwrap()
 }
