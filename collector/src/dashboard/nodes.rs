@@ -113,6 +113,7 @@ async fn node_page(
         })
         .map(|m| m.into_iter().collect())
         .unwrap_or_default();
+    let mechanisms = in_place(state, a.as_deref(), &n.cluster, node, &gpus).await?;
     let title = match only {
         Some(_) if !gpus.is_empty() => format!("GPU {} of {node}", gpus[0].index),
         _ => format!("Node {node}"),
@@ -147,8 +148,56 @@ async fn node_page(
                         .collect()
                 })
                 .unwrap_or_default(),
+            mechanisms,
         },
     )))
+}
+
+/// The per-GPU sharing mechanisms a node has: seen there by the demand poll, or configured
+/// for its pool (`[analytics.mechanisms]`, as the newest analysis' plan of the pool has it).
+async fn in_place(
+    state: &DashboardState,
+    a: Option<&Analysis>,
+    cluster: &str,
+    node: &str,
+    gpus: &[store::GpuRecord],
+) -> Result<Vec<String>, store::StoreError> {
+    use analytics::mechanism::Mechanism;
+    let seen: Vec<Mechanism> = state
+        .store
+        .node_mechanisms()
+        .await?
+        .into_iter()
+        .filter(|m| m.cluster == cluster && m.node == node)
+        .filter_map(|m| serde_json::from_value(serde_json::Value::String(m.mechanism)).ok())
+        .collect();
+    let pool = a.and_then(|a| {
+        let model = &gpus.first()?.model;
+        a.plan
+            .pools
+            .iter()
+            .find(|p| p.cluster == cluster && &p.model == model)
+    });
+    let configured = pool
+        .map(|p| {
+            p.has
+                .iter()
+                .filter(|m| !p.seen.iter().any(|(s, _)| s == *m))
+                .copied()
+                .collect::<Vec<_>>()
+        })
+        .unwrap_or_default();
+    let mut out: Vec<String> = seen
+        .iter()
+        .map(|m| format!("{} (seen)", m.declared().name))
+        .collect();
+    out.extend(
+        configured
+            .iter()
+            .filter(|m| !seen.contains(m))
+            .map(|m| format!("{} (configured)", m.declared().name)),
+    );
+    Ok(out)
 }
 
 pub async fn node(

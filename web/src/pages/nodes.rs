@@ -105,6 +105,8 @@ pub struct NodeView {
     pub labels: Vec<(String, String)>,
     /// The newest analysis' findings on the node (or the GPU): id, severity, summary.
     pub findings: Vec<(String, String, String)>,
+    /// Per-GPU sharing mechanisms in place: "HAMi (seen)", "… (configured)".
+    pub mechanisms: Vec<String>,
 }
 
 fn occupants(rows: Vec<Occupant>, caption: &'static str) -> impl IntoView {
@@ -213,6 +215,7 @@ pub fn node(frame: Frame, v: NodeView) -> String {
         view! {
             <h1>{heading}</h1>
             <p class="meta">{format!("cluster {} · {}", v.cluster, v.status)}{back}</p>
+            {(!v.mechanisms.is_empty()).then(|| view! { <p class="meta">{format!("Per-GPU sharing in place: {}", v.mechanisms.join(", "))}</p> })}
             <form class="filters" method="get" action=action>
                 {ranges}
                 <button type="submit">"Show"</button>

@@ -151,3 +151,37 @@ fn an_evidence_tables_figures_align_right() {
     };
     assert!(!empty.numeric(1));
 }
+
+#[test]
+fn a_node_page_says_which_per_gpu_sharing_it_has_in_place() {
+    let v = NodeView {
+        cluster: "prod".into(),
+        node: "gpu-h100-01".into(),
+        status: "reporting".into(),
+        range: "24h".into(),
+        ranges: vec!["24h".into()],
+        gpu: None,
+        gpus: Vec::new(),
+        labels: Vec::new(),
+        findings: Vec::new(),
+        mechanisms: vec![
+            "HAMi (seen)".into(),
+            "DRA consumable capacity pinned to a GPU (configured)".into(),
+        ],
+    };
+    let html = node(Frame::default(), v.clone());
+    assert!(
+        html.contains(
+            "Per-GPU sharing in place: HAMi (seen), DRA consumable capacity pinned to a GPU (configured)"
+        ),
+        "{html}"
+    );
+    let html = node(
+        Frame::default(),
+        NodeView {
+            mechanisms: Vec::new(),
+            ..v
+        },
+    );
+    assert!(!html.contains("Per-GPU sharing in place"), "{html}");
+}
