@@ -92,6 +92,7 @@ impl Alerting {
             now_ms,
             keep_ms,
             reclaim_cases: &cases,
+            silence_url: self.settings.silence_url.as_deref(),
         };
         let conditions = rules::evaluate(&self.rules, &facts);
         let before = state::load(store).await?;

@@ -22,9 +22,17 @@ fn status(a: &Alert) -> &'static str {
     }
 }
 
+/// Where an alert leads: its finding's page when it has one, else the alert in the API.
 fn generator_url(external: Option<&str>, a: &Alert) -> String {
     let base = external.unwrap_or("").trim_end_matches('/');
-    format!("{base}/api/v1/alerts?fingerprint={}", a.fingerprint)
+    match a
+        .annotations
+        .get("finding")
+        .filter(|p| p.starts_with("/findings/"))
+    {
+        Some(page) => format!("{base}{page}"),
+        None => format!("{base}/api/v1/alerts?fingerprint={}", a.fingerprint),
+    }
 }
 
 /// Labels (or annotations) every alert of the notification shares.
@@ -193,8 +201,15 @@ fn slack(due: &Due, external: Option<&str>) -> Value {
             .cloned()
             .unwrap_or_default();
         let label = |name: &str| slack_text(a.labels.get(name).map_or("", String::as_str));
+        // The finding's page, a URL gpulens made (percent-encoded: no `|` or `>` in it).
+        let page = match (external, a.annotations.get("finding")) {
+            (Some(_), Some(p)) if p.starts_with("/findings/") => {
+                format!(" <{}|finding>", generator_url(external, a))
+            }
+            _ => String::new(),
+        };
         lines.push(format!(
-            "• *{}* {} ({}, {}): {}",
+            "• *{}* {} ({}, {}): {}{page}",
             status(a),
             label("alertname"),
             label("severity"),
@@ -308,5 +323,38 @@ mod tests {
         );
         // The link gpulens adds itself stays a link.
         assert!(body.contains("<https://gpulens.example.com/api/v1/alerts|gpulens alerts>"));
+    }
+
+    /// A finding's alert leads to the finding's page; others to the alert in the API.
+    #[test]
+    fn an_alert_leads_to_its_finding() {
+        let mut alert = Alert {
+            fingerprint: "f1".into(),
+            rule: "idle".into(),
+            labels: BTreeMap::new(),
+            annotations: BTreeMap::from([(
+                "finding".into(),
+                "/findings/idle_allocation-1a2b".into(),
+            )]),
+            state: State::Firing,
+            value: 1.0,
+            active_ms: 0,
+            starts_ms: Some(0),
+            ends_ms: None,
+            updated_ms: 0,
+        };
+        let base = Some("https://gpulens.example.com/");
+        assert_eq!(
+            generator_url(base, &alert),
+            "https://gpulens.example.com/findings/idle_allocation-1a2b"
+        );
+        // Only a dashboard path is taken from an annotation a rule could set.
+        alert
+            .annotations
+            .insert("finding".into(), "https://evil.example/".into());
+        assert_eq!(
+            generator_url(base, &alert),
+            "https://gpulens.example.com/api/v1/alerts?fingerprint=f1"
+        );
     }
 }

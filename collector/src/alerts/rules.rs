@@ -166,6 +166,8 @@ pub struct Facts<'a> {
     pub keep_ms: i64,
     /// Reclaim cases whose notice stands (noticed, awaiting approval, approved).
     pub reclaim_cases: &'a [store::reclaim_cases::CaseRecord],
+    /// An Alertmanager's web UI, for a silence link per alert (`[alerts] silence_url`).
+    pub silence_url: Option<&'a str>,
 }
 
 /// Whether a finding is a condition that holds now ([`Analysis::ongoing`]).
@@ -245,8 +247,56 @@ fn condition(i: usize, rule: &Rule, severity: &str, s: &Subject, value: f64) -> 
     }
 }
 
+/// Where a finding's alert leads: the finding's page, the plan step that answers it, and
+/// when the condition began (annotations `finding`, `step`, `began`; paths under the
+/// dashboard, made whole with `external_url` in notifications).
+fn leads_to(c: &mut Condition, a: &Analysis, f: &analytics::Finding) {
+    c.annotations.insert(
+        "finding".into(),
+        format!("/findings/{}", web::format::enc(&f.id)),
+    );
+    c.annotations
+        .insert("began".into(), model::time::rfc3339(f.from_ms));
+    if let Some(r) = a
+        .recommendations
+        .iter()
+        .find(|r| r.findings.contains(&f.id))
+    {
+        c.annotations.insert(
+            "step".into(),
+            format!("/recommendations/{}", web::format::enc(&r.id)),
+        );
+    }
+}
+
+/// A link that opens a new silence in the Alertmanager UI at `base` matching these labels
+/// exactly (Alertmanager's `#/silences/new?filter={…}`).
+pub fn silence_link(base: &str, labels: &BTreeMap<String, String>) -> String {
+    let matchers: Vec<String> = labels
+        .iter()
+        .map(|(k, v)| format!("{k}=\"{}\"", v.replace('\\', "\\\\").replace('"', "\\\"")))
+        .collect();
+    let filter = format!("{{{}}}", matchers.join(","));
+    format!(
+        "{}/#/silences/new?filter={}",
+        base.trim_end_matches('/'),
+        web::format::enc(&filter)
+    )
+}
+
 /// Every condition that holds now, by rule.
 pub fn evaluate(rules: &[Rule], facts: &Facts) -> Vec<Condition> {
+    let mut out = evaluate_rules(rules, facts);
+    if let Some(base) = facts.silence_url {
+        for c in &mut out {
+            let link = silence_link(base, &c.labels);
+            c.annotations.insert("silence".into(), link);
+        }
+    }
+    out
+}
+
+fn evaluate_rules(rules: &[Rule], facts: &Facts) -> Vec<Condition> {
     let mut out = Vec::new();
     for (i, rule) in rules.iter().enumerate() {
         if let Some(kind) = rule.kind.finding() {
@@ -284,6 +334,7 @@ pub fn evaluate(rules: &[Rule], facts: &Facts) -> Vec<Condition> {
                 {
                     c.labels.insert("aggressor".into(), aggressor.clone());
                 }
+                leads_to(&mut c, a, f);
                 out.push(c);
             }
             continue;

@@ -33,6 +33,9 @@ pub struct Settings {
     pub keep_resolved: Duration,
     /// Base URL of this gpulens, for links in notifications.
     pub external_url: Option<String>,
+    /// Base URL of an Alertmanager's web UI: each alert then carries a `silence` annotation,
+    /// a link that opens a new silence matching it there.
+    pub silence_url: Option<String>,
     /// Start from the default rules (each replaced by a configured rule of the same name).
     pub default_rules: bool,
     pub rules: Vec<Rule>,
@@ -108,6 +111,7 @@ impl Default for Settings {
             repeat_interval: Duration::from_secs(4 * 3600),
             keep_resolved: Duration::from_secs(86_400),
             external_url: None,
+            silence_url: None,
             default_rules: true,
             rules: Vec::new(),
             receivers: Vec::new(),
@@ -166,6 +170,14 @@ impl Settings {
                         r.name
                     );
                 }
+            }
+        }
+        if let Some(u) = &self.silence_url {
+            let url: reqwest::Url = u
+                .parse()
+                .map_err(|e| anyhow::anyhow!("alerts: silence_url is not a URL: {e}"))?;
+            if !matches!(url.scheme(), "http" | "https") {
+                anyhow::bail!("alerts: silence_url must be http or https");
             }
         }
         if self.group_interval.is_zero() || self.every.is_zero() {

@@ -765,6 +765,51 @@ async fn default_rules_turn_ongoing_findings_into_alerts() {
             "{c:?}"
         );
     }
+    // Each leads somewhere: its finding's page, when it began, the step that answers it where
+    // one does, and — with an Alertmanager UI configured — a silence matching its labels.
+    for c in &idle {
+        let f = a
+            .findings
+            .iter()
+            .find(|f| c.annotations["finding"] == format!("/findings/{}", f.id))
+            .unwrap_or_else(|| panic!("no finding behind {c:?}"));
+        assert_eq!(c.annotations["began"], model::time::rfc3339(f.from_ms));
+        match a
+            .recommendations
+            .iter()
+            .find(|r| r.findings.contains(&f.id))
+        {
+            Some(r) => assert_eq!(c.annotations["step"], format!("/recommendations/{}", r.id)),
+            None => assert!(!c.annotations.contains_key("step"), "{c:?}"),
+        }
+        assert!(!c.annotations.contains_key("silence"));
+    }
+    assert!(
+        idle.iter().any(|c| c.annotations.contains_key("step")),
+        "a reclaim answers an idle allocation"
+    );
+    let silenced = rules::evaluate(
+        &rules,
+        &rules::Facts {
+            silence_url: Some("http://am.example:9093/"),
+            ..facts
+        },
+    );
+    let c = silenced
+        .iter()
+        .find(|c| c.labels["alertname"] == "GpuIdleAllocation")
+        .unwrap();
+    let link = &c.annotations["silence"];
+    assert!(
+        link.starts_with("http://am.example:9093/#/silences/new?filter=%7B"),
+        "{link}"
+    );
+    let filter = percent_decode(link.split_once("filter=").unwrap().1);
+    assert!(
+        filter.contains(&format!("node=\"{}\"", c.labels["node"]))
+            && filter.contains("alertname=\"GpuIdleAllocation\""),
+        "{filter}"
+    );
     // Firing at once (for = 0), each once.
     let alerts = state::advance(vec![], conditions.clone(), &rules, to, 86_400_000);
     assert_eq!(alerts.len(), conditions.len());
@@ -885,4 +930,22 @@ async fn a_receiver_down_for_ten_minutes_gets_every_notification_afterwards_once
             .iter()
             .all(|x| x.outcome == "retry")
     );
+}
+
+/// `%XX` escapes decoded (the test's own reader of a query value).
+fn percent_decode(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'%' && i + 2 < b.len() {
+            let hex = std::str::from_utf8(&b[i + 1..i + 3]).unwrap();
+            out.push(u8::from_str_radix(hex, 16).unwrap());
+            i += 3;
+        } else {
+            out.push(b[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8(out).unwrap()
 }
