@@ -42,6 +42,12 @@ pub async fn alerts(State(state): State<DashboardState>, caller: Caller) -> Page
                 .cloned()
                 .unwrap_or_default(),
             since: time(a.ends_ms.or(a.starts_ms).unwrap_or(a.active_ms)),
+            finding: a.annotations.get("finding").cloned(),
+            step: a.annotations.get("step").cloned(),
+            began: a
+                .annotations
+                .get("began")
+                .map(|b| b.replace('T', " ").chars().take(16).collect()),
         })
         .collect();
     let notes = state

@@ -12,6 +12,12 @@ pub struct AlertRow {
     pub gpu: String,
     pub description: String,
     pub since: String,
+    /// The finding's page and the answering step's, when the alert is a finding's (paths the
+    /// collector made: `/findings/…`, `/recommendations/…`).
+    pub finding: Option<String>,
+    pub step: Option<String>,
+    /// When the finding's condition began (UTC), if earlier than the alert.
+    pub began: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -39,7 +45,13 @@ pub fn alerts(frame: Frame, rows: Vec<AlertRow>, notes: Vec<NotificationRow>) ->
                             let short: String = r.gpu.chars().take(12).collect();
                             view! { <a href=format!("/gpus/{}", enc(&r.gpu)) title=r.gpu.clone()><code>{short}</code></a> }.into_any()
                         }}</td>
-                        <td>{r.state}</td><td class=sev_class(&r.severity)>{r.severity.clone()}</td><td>{r.description}</td><td class="t">{r.since}</td>
+                        <td>{r.state}</td><td class=sev_class(&r.severity)>{r.severity.clone()}</td>
+                        <td>{match r.finding.filter(|p| p.starts_with("/findings/")) {
+                            Some(p) => view! { <a href=p>{r.description}</a> }.into_any(),
+                            None => r.description.into_any(),
+                        }}{r.step.filter(|p| p.starts_with("/recommendations/")).map(|p| view! { " · "<a href=p>"the step that answers it"</a> })}
+                        {r.began.map(|b| view! { <br/><small>{format!("began {b}")}</small> })}</td>
+                        <td class="t">{r.since}</td>
                     </tr>
                 }
             })

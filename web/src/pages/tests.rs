@@ -185,3 +185,40 @@ fn a_node_page_says_which_per_gpu_sharing_it_has_in_place() {
     );
     assert!(!html.contains("Per-GPU sharing in place"), "{html}");
 }
+
+#[test]
+fn an_alert_row_links_its_finding_and_step() {
+    let row = AlertRow {
+        name: "GpuIdleAllocation".into(),
+        state: "firing".into(),
+        severity: "warning".into(),
+        node: "gpu-1".into(),
+        gpu: String::new(),
+        description: "cv/idle holds GPU 0, idle".into(),
+        since: "2026-12-02 04:00".into(),
+        finding: Some("/findings/idle_allocation-1a".into()),
+        step: Some("/recommendations/reclaim-2b".into()),
+        began: Some("2026-11-30 08:00:00".into()),
+    };
+    let html = alerts(Frame::default(), vec![row.clone()], Vec::new());
+    assert!(
+        html.contains("<a href=\"/findings/idle_allocation-1a\">cv/idle holds GPU 0, idle</a>"),
+        "{html}"
+    );
+    assert!(
+        html.contains("<a href=\"/recommendations/reclaim-2b\">"),
+        "{html}"
+    );
+    assert!(html.contains("began 2026-11-30 08:00:00"), "{html}");
+    // Only the collector's own paths become links.
+    let odd = AlertRow {
+        finding: Some("javascript:alert(1)".into()),
+        step: Some("https://evil.example/".into()),
+        ..row
+    };
+    let html = alerts(Frame::default(), vec![odd], Vec::new());
+    assert!(
+        !html.contains("javascript:") && !html.contains("evil.example"),
+        "{html}"
+    );
+}
