@@ -147,6 +147,7 @@ pub async fn overview(
         limitations: Vec::new(),
         loading: state.loading.progress(),
         top_wasters: Vec::new(),
+        team_waste: Vec::new(),
         heatmap: heatmap(&state, a.as_deref(), range, from, to).await,
         actions: Vec::new(),
         waste_per_month: None,
@@ -164,6 +165,7 @@ pub async fn overview(
         v.top_underutilized
             .retain(|l| caller.sees_team(team_opt(&l.team)));
         v.waiting.retain(|l| caller.sees_team(team_opt(&l.team)));
+        v.team_waste.retain(|l| caller.sees_team(team_opt(&l.team)));
     }
     if v.loading.is_some() {
         // A partial history's analysis would mislead: numbers wait for the whole week.
@@ -226,6 +228,7 @@ fn from_analysis(v: &mut pages::OverviewView, a: &Analysis) {
     });
     v.limitations = a.limitations.clone();
     v.waiting = demand_lines(a);
+    v.team_waste = team_waste(a);
     let hours = (a.funnel.to_ms - a.funnel.from_ms) as f64 / 3_600_000.0;
     let (length, observed) = window_coverage(hours, t.observed_share(v.gpus, hours));
     v.window_length = length;
@@ -283,6 +286,32 @@ fn first_steps(a: &Analysis, n: usize) -> Vec<&analytics::Recommendation> {
     a.recommendations
         .iter()
         .filter(|r| chosen.contains(r.id.as_str()))
+        .collect()
+}
+
+/// Each team's waste over the analysed window (the funnel's team lines), the most costly
+/// first; teams that wasted nothing are left out.
+fn team_waste(a: &Analysis) -> Vec<pages::TeamWasteLine> {
+    let mut rows: Vec<&analytics::FunnelRow> = a
+        .funnel
+        .by_team
+        .iter()
+        .filter(|r| r.waste_gpu_hours > 0.0)
+        .collect();
+    rows.sort_by(|x, y| {
+        y.waste_cost
+            .total_cmp(&x.waste_cost)
+            .then(y.waste_gpu_hours.total_cmp(&x.waste_gpu_hours))
+            .then(x.key.cmp(&y.key))
+    });
+    rows.into_iter()
+        .map(|r| pages::TeamWasteLine {
+            team: r.key.clone(),
+            allocated_gpu_hours: r.allocated_gpu_hours,
+            effective: r.effective_ratio,
+            waste_gpu_hours: r.waste_gpu_hours,
+            waste_cost: web::format::money(r.waste_cost, &a.funnel.currency),
+        })
         .collect()
 }
 

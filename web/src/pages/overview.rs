@@ -43,7 +43,7 @@ pub struct Trend {
     pub unit: String,
 }
 
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct OverviewView {
     /// The range the charts and trends cover (`24h`, `7d`, `30d`).
     pub range: String,
@@ -69,6 +69,8 @@ pub struct OverviewView {
     pub loading: Option<(u64, u64)>,
     /// Tenants by the money their unused allocation cost, whether or not they have a finding.
     pub top_wasters: Vec<WasterLine>,
+    /// Each team's waste over the analysed window, the most costly first.
+    pub team_waste: Vec<TeamWasteLine>,
     /// GPUs × time, coloured by effective use, with allocation shown.
     pub heatmap: Option<chart::Heatmap>,
     /// The plan's first steps (most GPUs freed first).
@@ -185,6 +187,47 @@ fn action_list(rows: Vec<ActionLine>, plan_line: String) -> impl IntoView {
     view! {
         <ol class="actions">{items}</ol>
         <p class="note"><a href="/recommendations">{format!("The whole plan: {plan_line}")}</a></p>
+    }
+    .into_any()
+}
+
+/// One team's allocated, effective and wasted GPU-hours over the analysed window.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TeamWasteLine {
+    pub team: String,
+    pub allocated_gpu_hours: f64,
+    pub effective: Option<f64>,
+    pub waste_gpu_hours: f64,
+    pub waste_cost: String,
+}
+
+/// Waste by team: what each team's allocations cost without being used.
+fn team_waste_table(rows: Vec<TeamWasteLine>) -> impl IntoView {
+    if rows.is_empty() {
+        return view! { <p class="note">"No team wasted GPU-hours in the analysed window."</p> }
+            .into_any();
+    }
+    let body = rows
+        .into_iter()
+        .map(|r| {
+            let href = format!("/findings?team={}", enc(&r.team));
+            view! {
+                <tr>
+                    <td><a href=href>{r.team}</a></td>
+                    <td class="n">{r.waste_cost}</td>
+                    <td class="n">{num(r.waste_gpu_hours)}</td>
+                    <td class="n">{num(r.allocated_gpu_hours)}</td>
+                    <td class="n">{pct(r.effective)}</td>
+                </tr>
+            }
+        })
+        .collect_view();
+    view! {
+        <div class="scroll"><table>
+            <caption>"Allocated GPU-hours not used, per team, the most costly first; a team links to its findings"</caption>
+            <thead><tr><th scope="col">"Team"</th><th scope="col" class="n">"Waste"</th><th scope="col" class="n">"Waste GPU-h"</th><th scope="col" class="n">"Allocated GPU-h"</th><th scope="col" class="n">"Effective"</th></tr></thead>
+            <tbody>{body}</tbody>
+        </table></div>
     }
     .into_any()
 }
@@ -400,6 +443,9 @@ pub fn overview(frame: Frame, v: OverviewView) -> String {
                 </section>
             </div>
             <section aria-labelledby="h-waste"><h2 id="h-waste">"Top wasters by money"</h2>{wasters}</section>
+            {v.analysed.then(|| view! {
+                <section aria-labelledby="h-team-waste"><h2 id="h-team-waste">"Waste by team"</h2>{team_waste_table(v.team_waste.clone())}</section>
+            })}
             {heatmap}
             {raw(chart::svg(&v.chart))}
             <div class="grid2">

@@ -222,3 +222,26 @@ fn an_alert_row_links_its_finding_and_step() {
         "{html}"
     );
 }
+
+#[test]
+fn the_overview_shows_waste_by_team_most_costly_first() {
+    let line = |team: &str, cost: &str| TeamWasteLine {
+        team: team.into(),
+        allocated_gpu_hours: 100.0,
+        effective: Some(0.4),
+        waste_gpu_hours: 60.0,
+        waste_cost: cost.into(),
+    };
+    let v = OverviewView {
+        analysed: true,
+        team_waste: vec![line("ml research", "150 USD"), line("web", "20 USD")],
+        ..Default::default()
+    };
+    let html = overview(Frame::default(), v);
+    let at = |s: &str| {
+        html.find(s)
+            .unwrap_or_else(|| panic!("{s} missing: {html}"))
+    };
+    assert!(at("Waste by team") < at("/findings?team=ml%20research"));
+    assert!(at("150 USD") < at("20 USD"), "most costly first");
+}
