@@ -2,6 +2,7 @@
 
 mod access;
 mod agent_identity;
+mod alert_rules;
 mod alerts;
 mod analytics;
 mod architecture;
