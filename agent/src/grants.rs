@@ -25,8 +25,7 @@ use std::collections::HashMap;
 
 use serde_json::Value;
 
-/// The DRA driver of NVIDIA GPUs (k8s-dra-driver-gpu).
-pub const NVIDIA_DRA_DRIVER: &str = "gpu.nvidia.com";
+pub use model::names::NVIDIA_DRA_DRIVER;
 
 /// HAMi's record of the devices it gave a pod's containers.
 pub const HAMI_ALLOCATED: &str = "hami.io/vgpu-devices-allocated";

@@ -31,13 +31,14 @@ const SA_DIR: &str = "/var/run/secrets/kubernetes.io/serviceaccount";
 pub struct KubeRead {
     client: reqwest::Client,
     base: String,
-    token_file: Option<PathBuf>,
+    /// The bearer token, read again as the kubelet rotates it.
+    token: Option<ingest_client::Token>,
 }
 
 impl KubeRead {
     /// A client of `url`, or — for `in-cluster` — of `KUBERNETES_SERVICE_HOST` with the pod's
-    /// ServiceAccount token and CA. `token_file` (read again on every pass: the kubelet rotates
-    /// projected tokens) and `ca_file` override those.
+    /// ServiceAccount token and CA. `token_file` (read now, and again as the kubelet rotates
+    /// projected tokens: [`ingest_client::Token`]) and `ca_file` override those.
     pub fn new(
         url: &str,
         token_file: Option<PathBuf>,
@@ -75,10 +76,14 @@ impl KubeRead {
             .timeout(TIMEOUT)
             .connect_timeout(TIMEOUT)
             .build()?;
+        let token = token_file
+            .map(|f| ingest_client::Token::file(&f))
+            .transpose()
+            .map_err(|e| anyhow::anyhow!("--kube-token-file {e}"))?;
         Ok(KubeRead {
             client,
             base,
-            token_file,
+            token,
         })
     }
 
@@ -86,25 +91,19 @@ impl KubeRead {
     /// server does not serve that resource, or the object is gone).
     async fn get(&self, path: &str) -> anyhow::Result<Option<Value>> {
         let mut req = self.client.get(format!("{}{path}", self.base));
-        if let Some(f) = &self.token_file {
-            let token = std::fs::read_to_string(f)
-                .map_err(|e| anyhow::anyhow!("--kube-token-file {}: {e}", f.display()))?;
-            req = req.bearer_auth(token.trim());
+        if let Some(t) = &self.token {
+            req = req.bearer_auth(t.current());
         }
-        let mut resp = req.send().await?;
+        let resp = req.send().await?;
         if resp.status() == reqwest::StatusCode::NOT_FOUND {
             return Ok(None);
         }
         if !resp.status().is_success() {
             anyhow::bail!("GET {path}: {}", resp.status());
         }
-        let mut body = Vec::new();
-        while let Some(chunk) = resp.chunk().await? {
-            if body.len() + chunk.len() > MAX_ANSWER {
-                anyhow::bail!("GET {path}: answer over {MAX_ANSWER} bytes");
-            }
-            body.extend_from_slice(&chunk);
-        }
+        let body = ingest_client::bounded::body(resp, MAX_ANSWER)
+            .await
+            .map_err(|e| anyhow::anyhow!("GET {path}: {e}"))?;
         Ok(Some(serde_json::from_slice(&body)?))
     }
 
@@ -230,15 +229,10 @@ fn form(s: &str) -> String {
         .collect()
 }
 
-/// A DNS subdomain name (RFC 1123) of at most 253 characters: what namespaces and claim
-/// names are.
+/// A DNS-1123 subdomain ([`model::names`]): what namespaces and claim names are, and all a
+/// name that goes into a URL path may be.
 fn dns_name(s: &str) -> bool {
-    !s.is_empty()
-        && s.len() <= 253
-        && s.bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'.')
-        && s.starts_with(|c: char| c.is_ascii_alphanumeric())
-        && s.ends_with(|c: char| c.is_ascii_alphanumeric())
+    model::names::check_subdomain(s).is_ok()
 }
 
 #[cfg(test)]

@@ -194,8 +194,8 @@ struct Source {
     /// pods, ResourceSlices and ResourceClaims. Unset: shares are split equally.
     #[arg(long, env = "GPULENS_KUBE_API")]
     kube_api: Option<String>,
-    /// Bearer token file for --kube-api (read again every pass; default in-cluster: the
-    /// ServiceAccount's).
+    /// Bearer token file for --kube-api (read again every 30 s as the kubelet rotates it;
+    /// default in-cluster: the ServiceAccount's).
     #[arg(long)]
     kube_token_file: Option<PathBuf>,
     /// CA certificates (PEM) for --kube-api (default in-cluster: the ServiceAccount's).

@@ -219,7 +219,7 @@ pub fn pool_steps(
         efficiency: plan::efficiency(in_use, bound, freed),
         money_per_month: freed as f64 * cfg.price_of(pool.model) * plan::HOURS_PER_MONTH,
         held_for_repair: repair.len(),
-        worth: plan::pergpu::worth(ctx, pool, in_use, after, repair.len()),
+        worth: plan::pergpu::worth(ctx, pool, in_use, after, repair.len(), &has),
         has,
         seen,
     };

@@ -4,6 +4,10 @@
 //! letter or digit; 253 characters at most). Such a name needs no escaping anywhere: it cannot
 //! carry `?`, `/`, `,`, `=`, whitespace or a control character into a path or a selector.
 
+/// The DRA driver of NVIDIA GPUs (k8s-dra-driver-gpu): the `driver` of its ResourceSlices and
+/// of claim results it allocated.
+pub const NVIDIA_DRA_DRIVER: &str = "gpu.nvidia.com";
+
 /// The longest DNS-1123 subdomain.
 pub const MAX_SUBDOMAIN_LEN: usize = 253;
 

@@ -9,7 +9,6 @@ use serde::{Deserialize, Serialize};
 use crate::holdings::Holding;
 use crate::input::GpuRef;
 use crate::mig::{MigFamily, Profile};
-use model::rollup::HOUR_MS;
 
 /// Hours in a month of cost: 365 × 24 / 12.
 pub const HOURS_PER_MONTH: f64 = 730.0;
@@ -296,6 +295,6 @@ pub fn is_current(h: &Holding, to_ms: i64) -> bool {
     h.rows
         .iter()
         .rev()
-        .take_while(|(hour, _)| *hour + 2 * HOUR_MS > to_ms)
+        .take_while(|(hour, _)| *hour + super::waiting::NOW_MS > to_ms)
         .any(|(_, a)| a.alloc_n > 0)
 }

@@ -217,18 +217,18 @@ pub(super) fn reserve(pool: &mut PoolLayout, max_replicas: u32) {
                     add_wait(&mut pool.bins[bi], wi, Some(p));
                 }
             }
-            super::waiting::Ask::Gpus(n) | super::waiting::Ask::Shared(n) => {
-                let gpus = match pool.waits[wi].ask {
-                    super::waiting::Ask::Shared(_) => n.div_ceil(max_replicas.max(1)),
-                    _ => n,
-                };
-                for _ in 0..gpus {
-                    let mut b = Bin::new(Fit::Whole);
-                    add_wait(&mut b, wi, None);
-                    pool.bins.push(b);
-                }
-            }
+            super::waiting::Ask::Gpus(gpus) => whole_gpus(pool, wi, gpus),
+            super::waiting::Ask::Shared(n) => whole_gpus(pool, wi, n.div_ceil(max_replicas.max(1))),
         }
+    }
+}
+
+/// Keeps `gpus` GPUs of their own for wait `wi`.
+fn whole_gpus(pool: &mut PoolLayout, wi: usize, gpus: u32) {
+    for _ in 0..gpus {
+        let mut b = Bin::new(Fit::Whole);
+        add_wait(&mut b, wi, None);
+        pool.bins.push(b);
     }
 }
 

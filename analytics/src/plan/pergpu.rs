@@ -329,12 +329,15 @@ pub fn in_place(
     (has, seen.into_iter().collect())
 }
 
+/// What each per-GPU mechanism would give `pool` (`in_use` GPUs today, `plan_after` after the
+/// plan, `held` held for repair), where it `has` some of them in place ([`in_place`]).
 pub fn worth(
     ctx: &crate::findings::Ctx,
     pool: &super::PoolLayout,
     in_use: usize,
     plan_after: usize,
     held: usize,
+    has: &[crate::mechanism::Mechanism],
 ) -> Vec<Worth> {
     use crate::mechanism::{Chooser, Mechanism};
     let (tenants, staying) = movable(ctx, pool);
@@ -344,7 +347,6 @@ pub fn worth(
     let capacity = pool.memory_total;
     let floor = staying + bound(&tenants, capacity);
     let price = ctx.cfg.price_of(pool.model) * super::HOURS_PER_MONTH;
-    let has = in_place(ctx, pool).0;
     // Every scheduler-placed mechanism is judged by the same rule: worked out once.
     let mut scheduled: Option<(Vec<usize>, usize)> = None;
     Mechanism::PER_GPU

@@ -12,6 +12,10 @@ use crate::input::{Input, Waiting};
 use crate::mig::{MigFamily, Profile};
 use model::rollup::HOUR_MS;
 
+/// How near the end of the window something must have been seen to count as going on now:
+/// a holding still running (`is_current`), work still waiting.
+pub const NOW_MS: i64 = 2 * HOUR_MS;
+
 /// What a waiting pod asks its pool for.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Ask {
@@ -41,7 +45,7 @@ impl Wait<'_> {
 /// Whether `w` was still waiting at the end of the window: seen waiting in its last two
 /// hours, as a holding that still runs (`is_current`).
 pub fn still_waiting(w: &Waiting, to_ms: i64) -> bool {
-    w.to_ms + 2 * HOUR_MS > to_ms
+    w.to_ms + NOW_MS > to_ms
 }
 
 /// What `w` asks of a pool of `model` (MIG family `family`), or None when that pool cannot

@@ -288,24 +288,37 @@ pub fn alertmanager_push(
 mod tests {
     use super::*;
 
-    #[test]
-    fn fleet_text_never_becomes_slack_markup() {
-        let hostile = "team <!channel> & <http://evil.example|click here>";
-        let alert = Alert {
-            fingerprint: "f".into(),
+    /// A firing alert of rule `idle` with these labels and annotations.
+    fn firing(
+        fingerprint: &str,
+        labels: BTreeMap<String, String>,
+        annotations: BTreeMap<String, String>,
+    ) -> Alert {
+        Alert {
+            fingerprint: fingerprint.into(),
             rule: "idle".into(),
-            labels: BTreeMap::from([
-                ("alertname".into(), "GpulensIdle".into()),
-                ("team".into(), hostile.into()),
-            ]),
-            annotations: BTreeMap::from([("description".into(), hostile.into())]),
+            labels,
+            annotations,
             state: State::Firing,
             value: 1.0,
             active_ms: 0,
             starts_ms: Some(0),
             ends_ms: None,
             updated_ms: 0,
-        };
+        }
+    }
+
+    #[test]
+    fn fleet_text_never_becomes_slack_markup() {
+        let hostile = "team <!channel> & <http://evil.example|click here>";
+        let alert = firing(
+            "f",
+            BTreeMap::from([
+                ("alertname".into(), "GpulensIdle".into()),
+                ("team".into(), hostile.into()),
+            ]),
+            BTreeMap::from([("description".into(), hostile.into())]),
+        );
         let due = Due {
             group_key: "k".into(),
             group_labels: BTreeMap::from([("team".into(), hostile.into())]),
@@ -328,21 +341,11 @@ mod tests {
     /// A finding's alert leads to the finding's page; others to the alert in the API.
     #[test]
     fn an_alert_leads_to_its_finding() {
-        let mut alert = Alert {
-            fingerprint: "f1".into(),
-            rule: "idle".into(),
-            labels: BTreeMap::new(),
-            annotations: BTreeMap::from([(
-                "finding".into(),
-                "/findings/idle_allocation-1a2b".into(),
-            )]),
-            state: State::Firing,
-            value: 1.0,
-            active_ms: 0,
-            starts_ms: Some(0),
-            ends_ms: None,
-            updated_ms: 0,
-        };
+        let mut alert = firing(
+            "f1",
+            BTreeMap::new(),
+            BTreeMap::from([("finding".into(), "/findings/idle_allocation-1a2b".into())]),
+        );
         let base = Some("https://gpulens.example.com/");
         assert_eq!(
             generator_url(base, &alert),

@@ -5,7 +5,7 @@
 //! how far behind a node's data arrives (ingest lag), label changes that rolled back, and the
 //! notices of open reclaim cases.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
 
 use analytics::{Analysis, FindingKind};
@@ -247,26 +247,35 @@ fn condition(i: usize, rule: &Rule, severity: &str, s: &Subject, value: f64) -> 
     }
 }
 
-/// Where a finding's alert leads: the finding's page, the plan step that answers it, and
-/// when the condition began (annotations `finding`, `step`, `began`; paths under the
-/// dashboard, made whole with `external_url` in notifications).
-fn leads_to(c: &mut Condition, a: &Analysis, f: &analytics::Finding) {
+/// Where a finding's alert leads: the finding's page, the plan step that answers it (from
+/// `answered`: finding id → step id, [`answering_steps`]), and when the condition began
+/// (annotations `finding`, `step`, `began`; paths under the dashboard, made whole with
+/// `external_url` in notifications).
+fn leads_to(c: &mut Condition, answered: &HashMap<&str, &str>, f: &analytics::Finding) {
     c.annotations.insert(
         "finding".into(),
         format!("/findings/{}", web::format::enc(&f.id)),
     );
     c.annotations
         .insert("began".into(), model::time::rfc3339(f.from_ms));
-    if let Some(r) = a
-        .recommendations
-        .iter()
-        .find(|r| r.findings.contains(&f.id))
-    {
+    if let Some(step) = answered.get(f.id.as_str()) {
         c.annotations.insert(
             "step".into(),
-            format!("/recommendations/{}", web::format::enc(&r.id)),
+            format!("/recommendations/{}", web::format::enc(step)),
         );
     }
+}
+
+/// The step answering each finding (the first that names it): read once per evaluation, not
+/// once per alert.
+fn answering_steps(a: &Analysis) -> HashMap<&str, &str> {
+    let mut out = HashMap::new();
+    for r in &a.recommendations {
+        for f in &r.findings {
+            out.entry(f.as_str()).or_insert(r.id.as_str());
+        }
+    }
+    out
 }
 
 /// A link that opens a new silence in the Alertmanager UI at `base` matching these labels
@@ -298,6 +307,7 @@ pub fn evaluate(rules: &[Rule], facts: &Facts) -> Vec<Condition> {
 
 fn evaluate_rules(rules: &[Rule], facts: &Facts) -> Vec<Condition> {
     let mut out = Vec::new();
+    let answered = facts.analysis.map(answering_steps).unwrap_or_default();
     for (i, rule) in rules.iter().enumerate() {
         if let Some(kind) = rule.kind.finding() {
             let Some(a) = facts.analysis else { continue };
@@ -334,7 +344,7 @@ fn evaluate_rules(rules: &[Rule], facts: &Facts) -> Vec<Condition> {
                 {
                     c.labels.insert("aggressor".into(), aggressor.clone());
                 }
-                leads_to(&mut c, a, f);
+                leads_to(&mut c, &answered, f);
                 out.push(c);
             }
             continue;

@@ -359,7 +359,7 @@ pub async fn load_series(
 /// name this version does not know is left out.
 fn seen_mechanisms(input: &mut Input, rows: &[store::mechanisms::NodeMechanism]) {
     for r in rows {
-        let Ok(m) = serde_json::from_value(serde_json::Value::String(r.mechanism.clone())) else {
+        let Some(m) = analytics::mechanism::Mechanism::parse(&r.mechanism) else {
             continue;
         };
         if let Some(n) = input

@@ -169,7 +169,7 @@ async fn in_place(
         .await?
         .into_iter()
         .filter(|m| m.cluster == cluster && m.node == node)
-        .filter_map(|m| serde_json::from_value(serde_json::Value::String(m.mechanism)).ok())
+        .filter_map(|m| Mechanism::parse(&m.mechanism))
         .collect();
     let pool = a.and_then(|a| {
         let model = &gpus.first()?.model;

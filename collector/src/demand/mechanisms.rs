@@ -14,10 +14,9 @@
 use std::collections::BTreeSet;
 
 use analytics::mechanism::Mechanism;
+use model::names::{NVIDIA_DRA_DRIVER, check_subdomain};
 use serde_json::Value;
 
-/// The DRA driver of NVIDIA GPUs.
-pub const NVIDIA_DRA_DRIVER: &str = "gpu.nvidia.com";
 /// HAMi's record of a node's GPUs.
 pub const HAMI_NODE_REGISTER: &str = "hami.io/node-nvidia-register";
 
@@ -28,7 +27,10 @@ pub fn seen(slices: &[Value], nodes: &[Value]) -> Vec<(String, Mechanism)> {
         .iter()
         .filter(|s| s["spec"]["driver"] == NVIDIA_DRA_DRIVER)
     {
-        let Some(node) = s["spec"]["nodeName"].as_str().filter(|n| valid_node(n)) else {
+        let Some(node) = s["spec"]["nodeName"]
+            .as_str()
+            .filter(|n| check_subdomain(n).is_ok())
+        else {
             continue;
         };
         let devices = s["spec"]["devices"].as_array();
@@ -46,7 +48,10 @@ pub fn seen(slices: &[Value], nodes: &[Value]) -> Vec<(String, Mechanism)> {
         }
     }
     for n in nodes {
-        let Some(name) = n["metadata"]["name"].as_str().filter(|n| valid_node(n)) else {
+        let Some(name) = n["metadata"]["name"]
+            .as_str()
+            .filter(|n| check_subdomain(n).is_ok())
+        else {
             continue;
         };
         if n["metadata"]["annotations"][HAMI_NODE_REGISTER]
@@ -57,22 +62,6 @@ pub fn seen(slices: &[Value], nodes: &[Value]) -> Vec<(String, Mechanism)> {
         }
     }
     out.into_iter().collect()
-}
-
-/// A node name as Kubernetes allows it (a DNS subdomain): what gets stored.
-fn valid_node(n: &str) -> bool {
-    !n.is_empty()
-        && n.len() <= 253
-        && n.bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'.')
-}
-
-/// A mechanism's stored name (its snake_case serde name).
-pub fn name(m: Mechanism) -> String {
-    serde_json::to_value(m)
-        .ok()
-        .and_then(|v| v.as_str().map(str::to_owned))
-        .unwrap_or_default()
 }
 
 #[cfg(test)]
@@ -109,7 +98,7 @@ mod tests {
             ]
         );
         assert_eq!(
-            name(Mechanism::DraConsumableCapacity),
+            Mechanism::DraConsumableCapacity.as_str(),
             "dra_consumable_capacity"
         );
     }

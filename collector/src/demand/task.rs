@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, ListParams};
+use serde_json::json;
 use store::Store;
 use store::waiting::WaitingRecord;
 
@@ -35,6 +36,12 @@ pub struct PollReport {
     pub waiting_jobs: usize,
     /// Slurm jobs pending with a GPU request but held (not stored: they wait for a person).
     pub held_jobs: usize,
+}
+
+/// Whether `e` is the API server's 404: a resource it does not serve (no Kueue, no DRA).
+fn not_served(e: &anyhow::Error) -> bool {
+    e.downcast_ref::<kube::Error>()
+        .is_some_and(|e| matches!(e, kube::Error::Api(s) if s.code == 404))
 }
 
 /// One cluster's demand poll.
@@ -105,6 +112,23 @@ impl Poll {
     where
         K: Clone + serde::de::DeserializeOwned + std::fmt::Debug,
     {
+        let api = &api;
+        self.list_pages(|lp| async move { api.list(&lp).await }, fields)
+            .await
+    }
+
+    /// [`Poll::list_all`] over the pages `fetch` answers (a full listing, or only the
+    /// objects' metadata).
+    async fn list_pages<K, F, Fut>(
+        &self,
+        fetch: F,
+        fields: Option<&str>,
+    ) -> anyhow::Result<(Vec<K>, bool)>
+    where
+        K: Clone,
+        F: Fn(ListParams) -> Fut,
+        Fut: std::future::Future<Output = kube::Result<kube::core::ObjectList<K>>>,
+    {
         let max = self.settings.max_pods;
         let mut items = Vec::new();
         let mut token: Option<String> = None;
@@ -118,7 +142,7 @@ impl Poll {
             if let Some(t) = &token {
                 lp = lp.continue_token(t);
             }
-            let page = api.list(&lp).await?;
+            let page = fetch(lp).await?;
             let next = page.metadata.continue_.clone().filter(|t| !t.is_empty());
             if let Some(t) = &next {
                 anyhow::ensure!(
@@ -159,12 +183,7 @@ impl Poll {
         let api: Api<DynamicObject> = Api::all_with(client.clone(), &resource);
         match self.list_all(api, None).await {
             Ok(w) => Ok(Some(w)),
-            Err(e)
-                if e.downcast_ref::<kube::Error>()
-                    .is_some_and(|e| matches!(e, kube::Error::Api(s) if s.code == 404)) =>
-            {
-                Ok(None)
-            }
+            Err(e) if not_served(&e) => Ok(None),
             Err(e) => Err(e),
         }
     }
@@ -287,32 +306,25 @@ impl Poll {
         let api: Api<DynamicObject> = Api::all_with(client.clone(), &resource);
         let slices = match self.list_all(api, None).await {
             Ok((s, _)) => s,
-            Err(e)
-                if e.downcast_ref::<kube::Error>()
-                    .is_some_and(|e| matches!(e, kube::Error::Api(s) if s.code == 404)) =>
-            {
-                Vec::new()
-            }
+            Err(e) if not_served(&e) => Vec::new(),
             Err(e) => return Err(e),
         };
+        // Only the nodes' metadata: their annotations say what is registered on them, and a
+        // node's status (images, conditions) is most of its size.
+        let nodes_api = Api::<k8s_openapi::api::core::v1::Node>::all(client.clone());
+        let nodes_api = &nodes_api;
         let (nodes, _) = self
-            .list_all(
-                Api::<k8s_openapi::api::core::v1::Node>::all(client.clone()),
-                None,
-            )
+            .list_pages(|lp| async move { nodes_api.list_metadata(&lp).await }, None)
             .await?;
-        let json = |v: Result<serde_json::Value, serde_json::Error>| v.unwrap_or_default();
-        let slices: Vec<serde_json::Value> = slices
-            .iter()
-            .map(|s| json(serde_json::to_value(s)))
-            .collect();
+        // A slice's `data` is everything but its type and metadata: its spec.
+        let slices: Vec<serde_json::Value> = slices.into_iter().map(|s| s.data).collect();
         let nodes: Vec<serde_json::Value> = nodes
             .iter()
-            .map(|n| json(serde_json::to_value(n)))
+            .map(|n| json!({"metadata": {"name": n.metadata.name, "annotations": n.metadata.annotations}}))
             .collect();
         let seen: Vec<(String, String)> = super::mechanisms::seen(&slices, &nodes)
             .into_iter()
-            .map(|(node, m)| (node, super::mechanisms::name(m)))
+            .map(|(node, m)| (node, m.as_str().to_owned()))
             .collect();
         self.store.record_mechanisms(cluster, &seen, now_ms).await?;
         Ok(())
