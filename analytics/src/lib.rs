@@ -24,6 +24,7 @@ pub mod plan;
 pub mod recommend;
 pub mod recommendation;
 pub mod replay;
+pub mod requires;
 pub mod steps;
 pub mod waste;
 

@@ -10,7 +10,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use crate::demand::product_matches;
 use crate::input::Input;
-use crate::recommendation::{Proposal, Recommendation};
+use crate::recommendation::Recommendation;
 
 /// One part of a cluster: its nodes, and which of the cluster's waiting work it judges.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -158,13 +158,7 @@ pub fn packed(frame: &Input, parts: Vec<Part>, gpus: usize) -> Vec<Part> {
 
 /// The nodes a step names: its own, those of its GPUs and of its moves.
 fn touched(r: &Recommendation, node_of: &BTreeMap<&str, &str>) -> Vec<String> {
-    let moves = match &r.proposal {
-        Proposal::Consolidate { moves, .. }
-        | Proposal::MigLayout { moves, .. }
-        | Proposal::Sharing { moves, .. }
-        | Proposal::Separate { moves, .. } => moves.as_slice(),
-        Proposal::Reclaim { .. } | Proposal::RightSize { .. } => &[],
-    };
+    let moves = r.moves();
     let mut nodes = vec![r.node.clone()];
     nodes.extend(
         r.gpus

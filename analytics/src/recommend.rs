@@ -71,7 +71,7 @@ pub fn recommend(ctx: &Ctx, holdings: &[Holding], findings: &[Finding]) -> Outpu
     );
     say_held(ctx, &mut out.recommendations, &fleet.held);
     say_served(ctx, &mut out.recommendations, fleet.served);
-    steps::link_requirements(
+    crate::requires::link_requirements(
         ctx,
         holdings,
         &mut out.recommendations,

@@ -16,17 +16,20 @@ pub enum RecKind {
     MigLayout,
     TimeSlicing,
     Mps,
+    /// Tenants pinned in groups to GPUs under a per-GPU mechanism (DRA claims).
+    PerGpuSharing,
     Separate,
 }
 
 impl RecKind {
-    pub const ALL: [RecKind; 7] = [
+    pub const ALL: [RecKind; 8] = [
         RecKind::Reclaim,
         RecKind::RightSize,
         RecKind::Consolidate,
         RecKind::MigLayout,
         RecKind::TimeSlicing,
         RecKind::Mps,
+        RecKind::PerGpuSharing,
         RecKind::Separate,
     ];
 
@@ -38,6 +41,7 @@ impl RecKind {
             RecKind::MigLayout => "mig_layout",
             RecKind::TimeSlicing => "time_slicing",
             RecKind::Mps => "mps",
+            RecKind::PerGpuSharing => "per_gpu_sharing",
             RecKind::Separate => "separate",
         }
     }
@@ -53,6 +57,7 @@ impl RecKind {
             RecKind::MigLayout => "MIG layout",
             RecKind::TimeSlicing => "time-slicing",
             RecKind::Mps => "MPS",
+            RecKind::PerGpuSharing => "per-GPU sharing",
             RecKind::Consolidate => "consolidation",
             RecKind::RightSize => "right-sizing",
             RecKind::Reclaim => "reclaim",
@@ -75,6 +80,12 @@ pub enum Target {
     Share {
         replicas: u32,
     },
+    /// A share of one GPU pinned to its group under a per-GPU mechanism: its memory request
+    /// and how many tenants the GPU holds.
+    PerGpu {
+        memory_gib: f64,
+        tenants: u32,
+    },
 }
 
 impl Target {
@@ -84,6 +95,10 @@ impl Target {
             Target::WholeGpu => "a whole GPU".into(),
             Target::Mig { profile, .. } => format!("a MIG {profile} instance"),
             Target::Share { replicas } => format!("a 1/{replicas} time-slice share"),
+            Target::PerGpu {
+                memory_gib,
+                tenants,
+            } => format!("a {memory_gib:.1} GiB share of a GPU pinned to {tenants} tenants"),
         }
     }
 }
@@ -137,6 +152,13 @@ pub enum Proposal {
         device_plugin_yaml: String,
         /// The tenants that move onto the shared GPUs.
         #[serde(default)]
+        moves: Vec<Move>,
+    },
+    /// Groups pinned to GPUs under a per-GPU mechanism: the objects to create (ResourceClaims,
+    /// each with the pod-spec change its pods need) and the tenants that move.
+    PerGpu {
+        mechanism: crate::mechanism::Mechanism,
+        objects_yaml: String,
         moves: Vec<Move>,
     },
     Separate {
@@ -207,6 +229,7 @@ impl Recommendation {
             Proposal::Consolidate { moves, .. }
             | Proposal::MigLayout { moves, .. }
             | Proposal::Sharing { moves, .. }
+            | Proposal::PerGpu { moves, .. }
             | Proposal::Separate { moves, .. } => moves,
             _ => &[],
         }

@@ -10,8 +10,10 @@ use model::figures::count;
 use crate::findings::{Ctx, Evidence, GIB};
 use crate::holdings::Holding;
 use crate::input::GpuRef;
+use crate::mechanism::Mechanism;
 use crate::mig::{MigPartedConfig, MigPartedEntry};
 use crate::need::{plan_confidence, slot_now};
+use crate::plan::pergpu::PinnedGroup;
 use crate::plan::{self, Fit, FleetPlan, NodeAfter, NodePlan, Placed, PoolLayout, PoolPlan};
 use crate::recommendation::{
     Move, Proposal, RecKind, Recommendation, Rejected, Served, Target, config_name,
@@ -111,12 +113,54 @@ fn mig_now(gpus: &[&GpuRef]) -> BTreeMap<i64, Vec<(String, u32)>> {
         .collect()
 }
 
-/// Steps for one pool.
+/// Steps for one pool: under node-wide sharing, or — where the pool has a per-GPU mechanism
+/// that pins groups (issue 73) and a plan under it frees more — under that mechanism
+/// ([`plan::relay`]); what every per-GPU mechanism would free is stated against the plan
+/// made.
 pub fn pool_steps(
     ctx: &Ctx,
     pool: &PoolLayout,
     reclaim_ids: &HashMap<(String, String), String>,
     waste_ids: &HashMap<(String, String), String>,
+) -> PoolSteps {
+    let node_wide = layout_steps(ctx, pool, reclaim_ids, waste_ids, None);
+    let best = node_wide
+        .pool
+        .worth
+        .iter()
+        .filter(|w| {
+            w.pools_with > 0
+                && w.beyond_plan > 0
+                && w.mechanism.declared().chooser == crate::mechanism::Chooser::PlanPerGpu
+        })
+        .min_by_key(|w| w.gpus_after);
+    let Some(relaid) = best.and_then(|w| plan::relay(ctx, pool, w.mechanism)) else {
+        return node_wide;
+    };
+    let m = best.map(|w| w.mechanism);
+    let mut per_gpu = layout_steps(ctx, &relaid, reclaim_ids, waste_ids, Some(&node_wide.pool));
+    if !per_gpu.harmful.is_empty() || per_gpu.pool.gpus_freed <= node_wide.pool.gpus_freed {
+        return node_wide;
+    }
+    per_gpu.pool.uses = m;
+    let price = cfg_price(ctx, pool);
+    plan::pergpu::rebase(&mut per_gpu.pool.worth, per_gpu.pool.gpus_after, price, m);
+    per_gpu
+}
+
+/// What one GPU of the pool costs per month.
+fn cfg_price(ctx: &Ctx, pool: &PoolLayout) -> f64 {
+    ctx.cfg.price_of(pool.model) * plan::HOURS_PER_MONTH
+}
+
+/// Steps for one laid-out pool; `node_wide`: the pool's node-wide plan, where this layout is
+/// one under a per-GPU mechanism (its worth is kept, and its bound is the per-GPU one).
+fn layout_steps(
+    ctx: &Ctx,
+    pool: &PoolLayout,
+    reclaim_ids: &HashMap<(String, String), String>,
+    waste_ids: &HashMap<(String, String), String>,
+    node_wide: Option<&PoolPlan>,
 ) -> PoolSteps {
     let (cfg, places) = (ctx.cfg, pool.item_places());
     let mut out = PoolSteps::default();
@@ -131,7 +175,64 @@ pub fn pool_steps(
     let accounted = crate::freed::account(ctx, pool, &who, &mut used_after);
     let repair = accounted.repair;
     (out.freed_by, out.held, out.served) = (accounted.freed_by, accounted.held, accounted.served);
-    // Numbers per node and for the pool.
+    out.nodes = node_plans(ctx, pool, places, &used_after, &repair, node_wide.is_some());
+    let all: Vec<usize> = (0..pool.items.len()).collect();
+    let fixed = pool.fixed_gpus.len();
+    let in_use = pool.in_use.len();
+    let after = used_after.len();
+    // GPUs kept whole for waiting work share with no one: they add to the bound.
+    let kept_whole = pool
+        .kept_for_waiting()
+        .iter()
+        .filter(|(_, b)| pool.bins[*b].fit == Fit::Whole)
+        .count();
+    let mut bound = (pool.bound_of(cfg, &all, fixed) + repair.len() + kept_whole).min(in_use);
+    let nodes_in_use = out.nodes.len();
+    let nodes_after = out.nodes.iter().filter(|n| n.gpus_after > 0).count();
+    let freed = in_use.saturating_sub(after);
+    let (has, seen) = plan::pergpu::in_place(ctx, pool);
+    let worth = match node_wide {
+        Some(p) => {
+            // Under pinned groups the bound is the per-GPU one (the fewest GPUs any per-GPU
+            // packing needs), where it is lower.
+            let per_gpu = p.worth.iter().map(|w| w.bound_gpus).min().unwrap_or(bound);
+            bound = bound.min(per_gpu).min(after);
+            p.worth.clone()
+        }
+        None => plan::pergpu::worth(ctx, pool, in_use, after, repair.len(), &has),
+    };
+    out.pool = PoolPlan {
+        cluster: pool.cluster.into(),
+        model: pool.model.into(),
+        nodes: pool.nodes.len(),
+        gpus_in_use: in_use,
+        bound_gpus: bound,
+        gpus_after: after,
+        gpus_freed: freed,
+        nodes_in_use,
+        nodes_freed: nodes_in_use - nodes_after,
+        efficiency: plan::efficiency(in_use, bound, freed),
+        money_per_month: freed as f64 * cfg_price(ctx, pool),
+        held_for_repair: repair.len(),
+        worth,
+        has,
+        seen,
+        uses: None,
+    };
+    out
+}
+
+/// Each node's numbers after the pool's plan (`per_gpu`: a layout under a per-GPU mechanism).
+fn node_plans(
+    ctx: &Ctx,
+    pool: &PoolLayout,
+    places: &HashMap<usize, (&str, &GpuRef)>,
+    used_after: &BTreeSet<&str>,
+    repair: &BTreeMap<&str, String>,
+    per_gpu: bool,
+) -> Vec<NodePlan> {
+    let cfg = ctx.cfg;
+    let mut out = Vec::new();
     let fixed_on = |n: &NodeAfter| {
         n.placed
             .iter()
@@ -169,8 +270,13 @@ pub fn pool_steps(
             .iter()
             .filter(|g| repair.contains_key(g.uuid.as_str()))
             .count();
-        let bound = (pool.bound_of(cfg, &items, fixed_on(n)) + held_here).min(in_use);
-        out.nodes.push(NodePlan {
+        let mut bound = (pool.bound_of(cfg, &items, fixed_on(n)) + held_here).min(in_use);
+        if per_gpu {
+            // The node-wide rules' bound does not hold for pinned groups: none fewer is known
+            // than the plan reaches.
+            bound = bound.min(after);
+        }
+        out.push(NodePlan {
             cluster: pool.cluster.into(),
             node: n.node.into(),
             model: pool.model.into(),
@@ -191,38 +297,6 @@ pub fn pool_steps(
             },
         });
     }
-    let all: Vec<usize> = (0..pool.items.len()).collect();
-    let fixed = pool.fixed_gpus.len();
-    let in_use = pool.in_use.len();
-    let after = used_after.len();
-    // GPUs kept whole for waiting work share with no one: they add to the bound.
-    let kept_whole = pool
-        .kept_for_waiting()
-        .iter()
-        .filter(|(_, b)| pool.bins[*b].fit == Fit::Whole)
-        .count();
-    let bound = (pool.bound_of(cfg, &all, fixed) + repair.len() + kept_whole).min(in_use);
-    let nodes_in_use = out.nodes.len();
-    let nodes_after = out.nodes.iter().filter(|n| n.gpus_after > 0).count();
-    let freed = in_use.saturating_sub(after);
-    let (has, seen) = plan::pergpu::in_place(ctx, pool);
-    out.pool = PoolPlan {
-        cluster: pool.cluster.into(),
-        model: pool.model.into(),
-        nodes: pool.nodes.len(),
-        gpus_in_use: in_use,
-        bound_gpus: bound,
-        gpus_after: after,
-        gpus_freed: freed,
-        nodes_in_use,
-        nodes_freed: nodes_in_use - nodes_after,
-        efficiency: plan::efficiency(in_use, bound, freed),
-        money_per_month: freed as f64 * cfg.price_of(pool.model) * plan::HOURS_PER_MONTH,
-        held_for_repair: repair.len(),
-        worth: plan::pergpu::worth(ctx, pool, in_use, after, repair.len(), &has),
-        has,
-        seen,
-    };
     out
 }
 
@@ -236,7 +310,12 @@ fn sharing_after(pool: &PoolLayout, n: &NodeAfter) -> String {
             _ => None,
         })
         .collect();
-    if bins.iter().any(|b| matches!(b.fit, Fit::Mig(_))) {
+    if let Some(m) = bins.iter().find_map(|b| match b.fit {
+        Fit::PerGpu(m) => Some(m),
+        _ => None,
+    }) {
+        m.as_str().into()
+    } else if bins.iter().any(|b| matches!(b.fit, Fit::Mig(_))) {
         "mig".into()
     } else if n.placed.contains(&Some(Placed::Fixed)) {
         n.gpus[0].sharing.clone()
@@ -309,6 +388,8 @@ struct NodeChange {
     touched_bins: BTreeSet<usize>,
     layout: BTreeMap<i64, Vec<(String, u32)>>,
     replicas: u32,
+    /// Under a per-GPU mechanism: the mechanism, the groups pinned to the node's GPUs.
+    pinned: Option<(Mechanism, Vec<PinnedGroup>)>,
 }
 
 fn node_change(ctx: &Ctx, pool: &PoolLayout, node: &NodeAfter) -> NodeChange {
@@ -343,12 +424,28 @@ fn node_change(ctx: &Ctx, pool: &PoolLayout, node: &NodeAfter) -> NodeChange {
         if bin.fit == Fit::Share {
             *replicas = (*replicas).max(bin.replicas as u32);
         }
+        if let Fit::PerGpu(m) = bin.fit {
+            let groups = &mut c.pinned.get_or_insert_with(|| (m, Vec::new())).1;
+            groups.push(PinnedGroup {
+                node: node.node.to_owned(),
+                gpu: g.uuid.clone(),
+                tenants: bin
+                    .items
+                    .iter()
+                    .map(|&i| (pool.items[i].h.tenant.clone(), pool.items[i].memory))
+                    .collect(),
+            });
+        }
         for &i in &bin.items {
             let it = &pool.items[i];
             let to = match it.fit {
                 Fit::Mig(p) if matches!(bin.fit, Fit::Mig(_)) => mig_target(p),
                 _ if bin.fit == Fit::Share => Target::Share {
                     replicas: bin.replicas as u32,
+                },
+                Fit::PerGpu(_) if bin.items.len() > 1 => Target::PerGpu {
+                    memory_gib: (it.memory / GIB * 10.0).ceil() / 10.0,
+                    tenants: bin.items.len() as u32,
                 },
                 _ => Target::WholeGpu,
             };
@@ -411,6 +508,8 @@ struct Change<'a> {
     after_mode: String,
     c: &'a NodeChange,
     names: Vec<String>,
+    /// Tenant key → `namespace/pod/container`, for the objects a per-GPU step emits.
+    name_of: HashMap<String, String>,
     from_nodes: String,
 }
 
@@ -424,7 +523,36 @@ fn node_proposal(
     let (moves, layout, replicas) = (&ch.c.moves, &ch.c.layout, ch.c.replicas);
     let (names, from_nodes) = (&ch.names, &ch.from_nodes);
     let used = node.used();
-    let step = if mig_change {
+    let step = if let Some((m, groups)) = &ch.c.pinned {
+        let name = |key: &str| {
+            ch.name_of
+                .get(key)
+                .cloned()
+                .unwrap_or_else(|| key.to_owned())
+        };
+        let claims: Vec<_> = groups
+            .iter()
+            .flat_map(|g| plan::claims::resource_claims(*m, g, &name))
+            .collect();
+        let shared = groups.iter().filter(|g| g.tenants.len() > 1).count();
+        (
+            RecKind::PerGpuSharing,
+            Proposal::PerGpu {
+                mechanism: *m,
+                objects_yaml: plan::claims::yaml(&claims),
+                moves: moves.clone(),
+            },
+            format!(
+                "pin {} to {} of {} through {} ({} to create){from_nodes}, {} in use",
+                names.join(", "),
+                count(shared as f64, "shared GPU", "shared GPUs"),
+                node.node,
+                m.declared().name,
+                count(claims.len() as f64, "ResourceClaim", "ResourceClaims"),
+                count(used as f64, "GPU", "GPUs")
+            ),
+        )
+    } else if mig_change {
         let family = pool.family?;
         let config = mig_parted(&node.gpus, layout);
         let name = config.name.clone();
@@ -520,6 +648,12 @@ fn node_step(
     if c.moves.is_empty() && !mig_change && !share_change {
         return None;
     }
+    let name_of = c
+        .pinned
+        .iter()
+        .flat_map(|(_, groups)| groups.iter().flat_map(|g| g.tenants.iter()))
+        .map(|(key, _)| (key.clone(), ctx.name(cluster, key)))
+        .collect();
     let r = node_replay(ctx, pool, &c.touched_bins);
     let moves = &c.moves;
     let tenants: Vec<String> = moves.iter().map(|m| m.tenant.clone()).collect();
@@ -554,6 +688,7 @@ fn node_step(
         after_mode,
         c: &c,
         names,
+        name_of,
         from_nodes,
     };
     let (kind, proposal, summary) = node_proposal(pool, node, &change)?;
@@ -585,79 +720,6 @@ fn node_step(
         serves: Vec::new(),
     };
     Some(NodeStep { rec, moved })
-}
-
-/// Fills each step's `requires`: for every GPU it moves tenants onto, the steps that take
-/// that GPU's present tenants away — the reclaim of a tenant, or another node's step that
-/// moves it (tenants this step moves itself, or that stay, need nothing).
-pub fn link_requirements(
-    ctx: &Ctx,
-    holdings: &[Holding],
-    recommendations: &mut [Recommendation],
-    reclaim_ids: &HashMap<(String, String), String>,
-    moves: &HashMap<(String, String), (String, Move)>,
-) {
-    let uuid_of: HashMap<(&str, &str, i64), &str> = ctx
-        .input
-        .gpus
-        .iter()
-        .map(|g| {
-            (
-                (g.cluster.as_str(), g.node.as_str(), g.index),
-                g.uuid.as_str(),
-            )
-        })
-        .collect();
-    let mut holders: HashMap<&str, BTreeSet<&str>> = HashMap::new();
-    for h in holdings
-        .iter()
-        .filter(|h| h.total.alloc_n > 0 && plan::is_current(h, ctx.input.to_ms))
-    {
-        holders.entry(&h.gpu).or_default().insert(&h.tenant);
-    }
-    // A MIG layout or a sharing config reconfigures every GPU of its node (the workflow
-    // drains it first): the steps taking that node's tenants away come first, reclaims
-    // included (issue 71: the demo's MIG step named one of the three reclaims it needed).
-    let node_gpus = |cluster: &str, node: &str| -> Vec<&str> {
-        ctx.input
-            .gpus
-            .iter()
-            .filter(|g| g.cluster == cluster && g.node == node)
-            .map(|g| g.uuid.as_str())
-            .collect()
-    };
-    for r in recommendations.iter_mut() {
-        let mut requires = BTreeSet::new();
-        let mut filled: Vec<&str> = r
-            .moves()
-            .iter()
-            .filter_map(|m| {
-                uuid_of
-                    .get(&(r.cluster.as_str(), m.to_node.as_str(), m.to_gpu_index))
-                    .copied()
-            })
-            .collect();
-        if matches!(
-            r.proposal,
-            Proposal::MigLayout { .. } | Proposal::Sharing { .. }
-        ) {
-            filled.extend(node_gpus(&r.cluster, &r.node));
-        }
-        filled.sort_unstable();
-        filled.dedup();
-        for gpu in &filled {
-            for tenant in holders.get(gpu).into_iter().flatten() {
-                let key = ((*gpu).to_owned(), (*tenant).to_owned());
-                if let Some(id) = reclaim_ids.get(&key) {
-                    requires.insert(id.clone());
-                } else if let Some((id, _)) = moves.get(&key) {
-                    requires.insert(id.clone());
-                }
-            }
-        }
-        requires.remove(&r.id);
-        r.requires = requires.into_iter().collect();
-    }
 }
 
 /// The fleet plan and its steps.

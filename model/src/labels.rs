@@ -13,7 +13,8 @@ use std::collections::BTreeMap;
 pub const ADVISORY_PREFIX: &str = "gpulens.io/";
 /// How much of the node's GPU capacity its tenants use: idle | low | medium | high | unknown.
 pub const UTILIZATION_CLASS: &str = "gpulens.io/utilization-class";
-/// The sharing mode the analysis recommends for the node: mig | time-slicing | mps | keep.
+/// The sharing mode the analysis recommends for the node: mig | time-slicing | mps | keep, or
+/// the per-GPU mechanism its plan pins groups with (dra-shared-claim | dra-consumable-capacity).
 pub const RECOMMENDED_SHARING: &str = "gpulens.io/recommended-sharing";
 /// The named mig-parted config the analysis recommends (only with a `mig_layout`
 /// recommendation).

@@ -95,6 +95,11 @@ pub struct NodeSpec {
     /// Expected XID errors per GPU per day (0 for none).
     #[serde(default)]
     pub xid_per_day: f64,
+    /// Per-GPU sharing mechanisms the node has, as the demand poll would see them in its
+    /// ResourceSlices (`dra_shared_claim`, `dra_consumable_capacity`, …; names as
+    /// `analytics::mechanism` spells them, checked where they are recorded).
+    #[serde(default)]
+    pub mechanisms: Vec<String>,
 }
 
 /// One tenant and what it does.

@@ -70,6 +70,7 @@ pub fn kind(k: &str) -> String {
         "separate" => "separation".into(),
         "consolidate" => "consolidation".into(),
         "right_size" => "right-sizing".into(),
+        "per_gpu_sharing" => "per-GPU sharing".into(),
         _ => k.replace('_', " "),
     }
 }
@@ -118,6 +119,8 @@ pub fn signal(s: &str) -> String {
 pub fn sharing(mode: &str) -> String {
     match mode {
         "mig" => "MIG".into(),
+        // A per-GPU mechanism the plan pins groups with: `dra_consumable_capacity`.
+        m if m.starts_with("dra_") => format!("DRA {}", m["dra_".len()..].replace('_', " ")),
         m => kind(m),
     }
 }
@@ -219,6 +222,11 @@ mod tests {
             "Separation recommendation"
         );
         assert_eq!(kind_heading("", "finding"), "finding");
+        assert_eq!(
+            sharing("dra_consumable_capacity"),
+            "DRA consumable capacity"
+        );
+        assert_eq!(kind("per_gpu_sharing"), "per-GPU sharing");
         let modes = ["exclusive", "mig", "mps", "time_slicing"].map(sharing);
         assert_eq!(modes, ["exclusive", "MIG", "MPS", "time slicing"]);
     }

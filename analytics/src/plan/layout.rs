@@ -95,6 +95,10 @@ pub struct PoolPlan {
     /// Of those, the ones seen in place, each with how many of the pool's nodes show it.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub seen: Vec<(crate::mechanism::Mechanism, usize)>,
+    /// The per-GPU mechanism the pool's plan uses (one it has that frees more than node-wide
+    /// sharing); None: the plan shares node-wide (device plugin, MIG).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub uses: Option<crate::mechanism::Mechanism>,
 }
 
 /// One node's numbers: GPUs in use, its own bound (its tenants alone), GPUs after the plan.
@@ -107,7 +111,8 @@ pub struct NodePlan {
     pub bound_gpus: usize,
     pub gpus_after: usize,
     pub efficiency: Option<f64>,
-    /// exclusive | mig | time_slicing | mps | empty | unchanged
+    /// exclusive | mig | time_slicing | mps | empty | unchanged, or the per-GPU mechanism
+    /// the plan uses on the node (`dra_shared_claim`, …)
     pub sharing_after: String,
 }
 
@@ -122,6 +127,8 @@ pub enum Fit {
     Whole,
     Mig(&'static Profile),
     Share,
+    /// A GPU shared by a group the plan pins to it under a per-GPU mechanism (issue 73).
+    PerGpu(crate::mechanism::Mechanism),
 }
 
 /// A tenant on a GPU, as the packer sees it.

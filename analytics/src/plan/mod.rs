@@ -14,6 +14,7 @@ mod layout;
 mod pack;
 pub mod pergpu;
 mod place;
+mod relay;
 pub mod waiting;
 mod worth;
 
@@ -31,6 +32,7 @@ pub use layout::{
     Refusal, efficiency, is_current,
 };
 use pack::solve;
+pub use relay::relay;
 
 /// Every pool of the fleet, planned. `reclaimed` holdings are gone from the plan; holdings in
 /// `fixed_tenants` (GPU, tenant) stay where they are (a retry after replay refused a step).

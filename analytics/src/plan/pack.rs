@@ -96,7 +96,8 @@ pub(super) fn pack(
     let mut order: Vec<usize> = (0..items.len()).collect();
     let rank = |it: &Item| -> (u8, u32, u32, i64) {
         match it.fit {
-            Fit::Whole => (0, 0, 0, 0),
+            // The node-wide packer never sees a per-GPU fit (plan::relay makes those).
+            Fit::Whole | Fit::PerGpu(_) => (0, 0, 0, 0),
             Fit::Mig(p) => (1, 7 - p.compute_slices, 8 - p.memory_slices, 0),
             Fit::Share => (
                 2,
@@ -258,7 +259,7 @@ pub(super) fn mig_takes(
 /// limit, a MIG GPU with no compute or memory slice left.
 fn full(cfg: &Config, b: &Bin, whole: Option<&crate::mig::Profile>) -> bool {
     match b.fit {
-        Fit::Whole => true,
+        Fit::Whole | Fit::PerGpu(_) => true,
         Fit::Share => b.items.len() as u32 >= cfg.max_replicas,
         Fit::Mig(_) => whole.is_none_or(|w| {
             let c: u32 = b.profiles.iter().map(|q| q.compute_slices).sum();

@@ -17,7 +17,7 @@
 
 use std::collections::BTreeMap;
 
-pub use super::worth::{PinnedGroup, Worth};
+pub use super::worth::{PinnedGroup, Worth, rebase};
 
 /// The most tenants one GPU takes (the DRA driver's consumable shares, HAMi's split count and
 /// the careful packing all bound it; 4 is the careful packing's).
@@ -258,7 +258,10 @@ pub fn align(hours: &[Vec<(i64, f64)>]) -> Vec<Vec<f64>> {
 
 /// The tenants of a pool that a per-GPU mechanism could place (pods holding one GPU, sized
 /// by the packer), and the GPUs that stay as they are (every other live tenant's).
-fn movable(ctx: &crate::findings::Ctx, pool: &super::PoolLayout) -> (Vec<Tenant>, usize) {
+pub(super) fn movable(
+    ctx: &crate::findings::Ctx,
+    pool: &super::PoolLayout,
+) -> (Vec<Tenant>, usize) {
     let cfg = ctx.cfg;
     let (items, fixed) = &pool.sized;
     let mut staying: std::collections::BTreeSet<&str> = fixed.clone();
@@ -393,6 +396,7 @@ pub fn worth(
                 money_per_month: (beyond.max(0) as f64 * price * 100.0).round() / 100.0,
                 own_gpu: own,
                 pools_with: usize::from(has.contains(&m)),
+                uses: 0,
                 groups,
                 requests,
             }
@@ -401,8 +405,9 @@ pub fn worth(
 }
 
 /// Each pinned group on its own GPU of the pool: the present GPU of its largest member that
-/// is still free, else of another member, else the first free GPU in use today.
-fn place_groups(
+/// is still free, else of another member, else the first free GPU in use today (GPUs that
+/// stay as they are and those kept for waiting work are taken).
+pub(super) fn place_groups(
     pool: &super::PoolLayout,
     tenants: &[Tenant],
     groups: &[Vec<usize>],
@@ -416,6 +421,7 @@ fn place_groups(
     for it in pool.sized.0.iter().filter(|it| it.pin.is_some()) {
         taken.insert(it.h.gpu.as_str());
     }
+    taken.extend(pool.kept_for_waiting().iter().map(|k| k.0));
     let mut out = Vec::with_capacity(groups.len());
     for g in groups {
         let mut members = g.clone();

@@ -28,6 +28,10 @@ pub struct Worth {
     /// is what enabling it would free.
     #[serde(default)]
     pub pools_with: usize,
+    /// Pools whose plan uses it (its steps are the pool's): 1 or 0 for a pool, their number
+    /// in the fleet's sum. Its `beyond_plan` there is against the plan that uses it.
+    #[serde(default)]
+    pub uses: usize,
     /// What a scheduler-placed mechanism asks per pod: (tenant key, memory request in bytes,
     /// whether it asks a whole GPU). Kept, as `groups`, only where the mechanism frees more.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -48,7 +52,16 @@ impl Worth {
     /// today's plan and what it needs.
     pub fn sentence(&self, currency: &str) -> String {
         let d = self.mechanism.declared();
-        let (has, verb) = if self.pools_with > 0 {
+        let (has, verb) = if self.uses > 0 {
+            (
+                format!(
+                    " (in place on {}; the plan uses it on {})",
+                    model::figures::count(self.pools_with as f64, "pool", "pools"),
+                    self.uses
+                ),
+                "it frees",
+            )
+        } else if self.pools_with > 0 {
             (
                 format!(
                     " (in place on {})",
@@ -64,6 +77,10 @@ impl Worth {
                 "{verb} {} more than today's plan, ≈ {} a month",
                 model::figures::count(n as f64, "GPU", "GPUs"),
                 model::figures::money(self.money_per_month, currency)
+            ),
+            0 if self.uses > 0 => format!(
+                "{} in all, as the plan's steps",
+                model::figures::count(self.gpus_freed as f64, "GPU freed", "GPUs freed")
             ),
             0 => "frees no more than today's plan".to_owned(),
             n => format!(
@@ -89,6 +106,26 @@ impl Worth {
     }
 }
 
+/// A pool's worth against the plan it now has (`plan_after` GPUs in use after it), where the
+/// plan uses per-GPU mechanism `uses`: each mechanism's gain is counted again against it, and
+/// the one in use keeps no objects of its own (its steps carry them).
+pub fn rebase(
+    worth: &mut [Worth],
+    plan_after: usize,
+    price_per_month: f64,
+    uses: Option<crate::mechanism::Mechanism>,
+) {
+    for w in worth {
+        w.beyond_plan = plan_after as i64 - w.gpus_after as i64;
+        w.money_per_month = (w.beyond_plan.max(0) as f64 * price_per_month * 100.0).round() / 100.0;
+        w.uses = usize::from(Some(w.mechanism) == uses);
+        if w.beyond_plan <= 0 || w.uses > 0 {
+            w.groups.clear();
+            w.requests.clear();
+        }
+    }
+}
+
 /// The fleet's worth per mechanism: the sums of its pools'.
 pub fn sum<'w>(pools: impl Iterator<Item = &'w [Worth]>) -> Vec<Worth> {
     let mut out: Vec<Worth> = Vec::new();
@@ -103,6 +140,7 @@ pub fn sum<'w>(pools: impl Iterator<Item = &'w [Worth]>) -> Vec<Worth> {
                     ((o.money_per_month + w.money_per_month) * 100.0).round() / 100.0;
                 o.own_gpu += w.own_gpu;
                 o.pools_with += w.pools_with;
+                o.uses += w.uses;
             }
             None => out.push(Worth {
                 beyond_plan: w.beyond_plan.max(0),
@@ -131,6 +169,7 @@ mod tests {
             money_per_month: 3650.0,
             own_gpu: 0,
             pools_with: 0,
+            uses: 0,
             groups: Vec::new(),
             requests: Vec::new(),
         };

@@ -335,14 +335,47 @@ fn write_env_file(
     Ok(path)
 }
 
+/// The per-GPU sharing mechanisms the scenario's nodes have, as (node, mechanism) — what the
+/// demand poll records from a cluster's ResourceSlices; an unknown name is an error that lists
+/// the known ones.
+pub fn mechanism_records(scenario: &simulator::Scenario) -> anyhow::Result<Vec<(String, String)>> {
+    use analytics::mechanism::Mechanism;
+    let mut out = Vec::new();
+    for n in &scenario.nodes {
+        for m in &n.mechanisms {
+            let m = Mechanism::parse(m).ok_or_else(|| {
+                let known: Vec<&str> = Mechanism::PER_GPU.iter().map(|m| m.as_str()).collect();
+                anyhow::anyhow!(
+                    "node {:?}: unknown sharing mechanism {m:?}; known: {}",
+                    n.name,
+                    known.join(", ")
+                )
+            })?;
+            out.push((n.name.clone(), m.as_str().to_owned()));
+        }
+    }
+    Ok(out)
+}
+
 /// The scenario's pods waiting for GPUs, recorded as the demand poll would record pending pods
-/// (the demo has no Kubernetes API to read them from; their message says they are simulated).
+/// (the demo has no Kubernetes API to read them from; their message says they are simulated),
+/// and the mechanisms its nodes have, as the poll would record them from ResourceSlices.
 async fn record_waiting(
     store: &store::Store,
     scenario: &simulator::Scenario,
     teams: &crate::teams::TeamsConfig,
     now: i64,
 ) -> anyhow::Result<()> {
+    let seen = mechanism_records(scenario)?;
+    if !seen.is_empty() {
+        store
+            .record_mechanisms(&scenario.cluster, &seen, now)
+            .await?;
+        println!(
+            "per-GPU sharing: {} recorded as seen on the scenario's nodes",
+            model::figures::count(seen.len() as f64, "mechanism", "mechanisms")
+        );
+    }
     let rows = waiting_records(scenario, &|ns| teams.team_of_namespace(ns), now);
     if !rows.is_empty() {
         store.record_waiting(&rows).await?;

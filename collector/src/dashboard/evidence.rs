@@ -547,6 +547,12 @@ async fn underutilized(state: &DashboardState, a: &Analysis, f: &Finding) -> Evi
             analytics::recommend::Target::Share { replicas } => {
                 100.0 / f64::from((*replicas).max(1))
             }
+            // A pinned share: compute is the GPU's (its group's hours fit it), memory is
+            // capped at the request.
+            analytics::recommend::Target::PerGpu { memory_gib, .. } => {
+                slice_mem = Some(("its memory request on the shared GPU".into(), *memory_gib));
+                100.0
+            }
         };
         refs.push(RefLine {
             name: format!(

@@ -98,7 +98,11 @@ fn plan_view(a: &analytics::Analysis) -> pages::PlanView {
                     .has
                     .iter()
                     .map(|m| {
-                        let name = m.declared().name;
+                        let name = if x.uses == Some(*m) {
+                            format!("{} — the plan uses it", m.declared().name)
+                        } else {
+                            m.declared().name.to_owned()
+                        };
                         match x.seen.iter().find(|(s, _)| s == m) {
                             Some((_, n)) => format!(
                                 "{name} (seen on {})",
@@ -391,6 +395,17 @@ fn config(proposal: &Proposal) -> Option<(String, String)> {
         } => Some((
             "NVIDIA device plugin config".into(),
             device_plugin_yaml.clone(),
+        )),
+        Proposal::PerGpu {
+            mechanism,
+            objects_yaml,
+            ..
+        } => Some((
+            format!(
+                "ResourceClaims for {} (resource.k8s.io/v1), each with the pod-spec change its pods need",
+                mechanism.declared().name
+            ),
+            objects_yaml.clone(),
         )),
         _ => None,
     }

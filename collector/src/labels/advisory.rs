@@ -83,6 +83,12 @@ pub fn labels(a: &Analysis, generated_ms: i64) -> BTreeMap<NodeKey, NodeLabels> 
                     device_plugin_config_name(mode, *replicas),
                 );
             }
+            Proposal::PerGpu { mechanism, .. } => {
+                l.insert(
+                    RECOMMENDED_SHARING.into(),
+                    to_value(&mechanism.as_str().replace('_', "-")),
+                );
+            }
             _ => {}
         }
         l.entry(ANALYZED_AT.into())

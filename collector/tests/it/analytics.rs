@@ -112,6 +112,11 @@ pub(crate) async fn check(store: &Store, path: &Path, scores: &mut BTreeMap<&'st
     if !waiting.is_empty() {
         store.record_waiting(&waiting).await.unwrap();
     }
+    let seen = collector::commands::demo::mechanism_records(&scenario).unwrap();
+    store
+        .record_mechanisms(&scenario.cluster, &seen, to)
+        .await
+        .unwrap();
     let cfg = analytics::Config::default();
     let input = collector::analysis::load(store, &cfg, collector::analysis::Span::closed(from, to))
         .await
@@ -317,6 +322,15 @@ pub(crate) async fn check(store: &Store, path: &Path, scores: &mut BTreeMap<&'st
     crate::plan_scenarios::plan_steps_as_worked_out(&label, &a, &key_name);
     crate::one_number::one_number_per_fact(&label, &a);
     crate::one_number::per_gpu_worth_as_worked_out(&label, &a);
+    crate::per_gpu_plan::in_place_as_worked_out(&label, &a);
+    if label.ends_with("pinned-per-gpu.toml") {
+        let (label, input) = (label.clone(), input.clone());
+        tokio::task::spawn_blocking(move || {
+            crate::per_gpu_plan::plans_under_what_the_pool_has(&label, &input)
+        })
+        .await
+        .unwrap();
+    }
     time_sliced_nodes_are_safe_as_the_device_plugin_runs_them(&label, &a, &input, &cfg);
     // Every finding carries evidence a UI can chart, and a window inside the range.
     for f in &a.findings {

@@ -23,6 +23,7 @@ mod labels;
 mod listener;
 mod one_number;
 mod outcome;
+mod per_gpu_plan;
 mod plan_scenarios;
 mod plan_totals;
 mod prometheus;

@@ -142,13 +142,21 @@ pub(crate) fn claims_validate(label: &str, a: &analytics::Analysis) -> usize {
             }
         }
     }
+    validate_objects(label, &objects);
+    objects.len()
+}
+
+/// `objects` validate against the Kubernetes 1.34 and 1.36 schemas in strict mode
+/// (kubernetes-validate, in the Helm test's venv; skipped where it is not installed unless
+/// `GPULENS_REQUIRE_HELM` is set).
+pub(crate) fn validate_objects(label: &str, objects: &[serde_json::Value]) {
     let python = crate::helm::helm_python();
     let Some(python) = python.filter(|_| !objects.is_empty()) else {
         assert!(
             objects.is_empty() || std::env::var("GPULENS_REQUIRE_HELM").is_err(),
             "kubernetes-validate (target/helm-venv) is not installed"
         );
-        return objects.len();
+        return;
     };
     let dir = crate::support::TempDir::new("claims");
     let file = dir.path().join("claims.json");
@@ -173,5 +181,4 @@ pub(crate) fn claims_validate(label: &str, a: &analytics::Analysis) -> usize {
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
-    objects.len()
 }

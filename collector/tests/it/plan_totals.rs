@@ -5,6 +5,7 @@
 //! equals the sum of its steps' frees, and both equal what applying every step (its moves and
 //! reclaims) to today's placement frees. `GPULENS_PLAN_SEEDS=N` runs N seeds (default 40), from `GPULENS_PLAN_SEED_FIRST` (default 1).
 
+use analytics::mechanism::Mechanism;
 use simulator::{Fleet, Scenario};
 
 use std::collections::{BTreeSet, HashMap};
@@ -167,13 +168,13 @@ async fn analysed(
     from: i64,
     to: i64,
     step: i64,
+    cfg: analytics::Config,
 ) -> (analytics::Analysis, analytics::Input) {
     load_every(store, fleet, "plan", from, to, step, &|_| None).await;
     let waiting = collector::commands::demo::waiting_records(&fleet.scenario, &|ns| ns.into(), to);
     if !waiting.is_empty() {
         store.record_waiting(&waiting).await.unwrap();
     }
-    let cfg = analytics::Config::default();
     let input = collector::analysis::load(store, &cfg, collector::analysis::Span::closed(from, to))
         .await
         .unwrap();
@@ -212,6 +213,7 @@ async fn heavy_random_fleets_free_what_their_steps_add_up_to() {
     let from = to - WINDOW_MS;
     let mut checked_moves = 0;
     let mut waits_served = 0;
+    let mut per_gpu_pools = 0;
     let first: u64 = std::env::var("GPULENS_PLAN_SEED_FIRST")
         .ok()
         .and_then(|v| v.parse().ok())
@@ -222,7 +224,19 @@ async fn heavy_random_fleets_free_what_their_steps_add_up_to() {
             Scenario::from_toml(&text).unwrap_or_else(|e| panic!("seed {seed}: {e}\n{text}"));
         let fleet = Fleet::new(scenario);
         let t = crate::support::sqlite().await;
-        let (a, input) = analysed(&t.store, &fleet, from, to, STEP_MS).await;
+        // Every third fleet has a per-GPU mechanism that pins groups (issue 73): where it
+        // frees more, the plan's steps pin groups, and all that holds of a plan holds of it.
+        let mut cfg = analytics::Config::default();
+        let pinned = [
+            None,
+            Some(Mechanism::DraConsumableCapacity),
+            Some(Mechanism::DraSharedClaim),
+        ][(seed % 3) as usize];
+        if let Some(m) = pinned {
+            cfg.mechanisms.insert("random".into(), vec![m]);
+        }
+        let (a, input) = analysed(&t.store, &fleet, from, to, STEP_MS, cfg).await;
+        per_gpu_pools += a.plan.pools.iter().filter(|p| p.uses.is_some()).count();
         let steps: f64 = a.recommendations.iter().map(|r| r.replay.gpus_freed).sum();
         let plan = a.plan.gpus_freed as f64;
         let applied = applied_frees(&a, &input) as f64;
@@ -291,9 +305,13 @@ async fn heavy_random_fleets_free_what_their_steps_add_up_to() {
     }
     // The fleets do move tenants: the property is not checked on plans that change nothing.
     eprintln!(
-        "{seeds} random fleets: {checked_moves} moves checked, {waits_served} waiting pods served"
+        "{seeds} random fleets: {checked_moves} moves checked, {waits_served} waiting pods served, {per_gpu_pools} pools planned under pinned per-GPU sharing"
     );
     assert!(checked_moves > 0, "no seed moved a tenant");
+    assert!(
+        per_gpu_pools > 0,
+        "no seed planned under a per-GPU mechanism"
+    );
     assert!(waits_served > 0, "no seed served a waiting pod");
 }
 
@@ -493,7 +511,15 @@ async fn the_demos_steps_are_listed_in_the_order_they_can_be_carried_out() {
     let from = to - 2 * 86_400_000;
     let fleet = super::analytics::default_fleet();
     let t = crate::support::sqlite().await;
-    let (a, input) = analysed(&t.store, &fleet, from, to, 300_000).await;
+    let (a, input) = analysed(
+        &t.store,
+        &fleet,
+        from,
+        to,
+        300_000,
+        analytics::Config::default(),
+    )
+    .await;
     carried_out_in_order(&a, &input).unwrap();
     let mig = a
         .recommendations

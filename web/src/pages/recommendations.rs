@@ -177,7 +177,7 @@ fn worth_section(p: &PlanView) -> Option<impl IntoView + use<>> {
         .collect_view();
     Some(view! {
         <h3 id="h-per-gpu">"Per-GPU sharing: what each frees beyond the plan"</h3>
-        <p class="note">"The plan above shares GPUs as the device plugin and MIG allow: any tenants of a node may meet on a GPU. A mechanism that chooses each GPU's tenants (pinned by a DRA claim) or lets a scheduler place them within requested memory can pair tenants node-wide sharing cannot. Memory is never shared by time; compute only where, hour by hour, the tenants of one GPU need at most one GPU. Summed over the pools where it frees more than the plan. Where a pool has a mechanism in place (the collector's [analytics.mechanisms]), its groups below are that pool's to carry out; elsewhere they are what enabling it would free."</p>
+        <p class="note">"The plan above shares GPUs as the device plugin and MIG allow: any tenants of a node may meet on a GPU. A mechanism that chooses each GPU's tenants (pinned by a DRA claim) or lets a scheduler place them within requested memory can pair tenants node-wide sharing cannot. Memory is never shared by time; compute only where, hour by hour, the tenants of one GPU need at most one GPU. Summed over the pools where it frees more than the plan. Where a pool has a mechanism that pins groups (configured in [analytics.mechanisms] or seen in its ResourceSlices) and it frees more, the plan above uses it: its per-GPU sharing steps carry the ResourceClaims. Elsewhere the groups below are what enabling a mechanism would free."</p>
         <div class="scroll"><table>
             <caption>"Per mechanism, over the fleet"</caption>
             <thead><tr>
