@@ -139,6 +139,7 @@ fn worth_row(w: &analytics::plan::pergpu::Worth) -> pages::WorthRow {
         money: w.money_per_month,
         needs: d.needs.to_owned(),
         pools_with: w.pools_with,
+        uses: w.uses,
     }
 }
 

@@ -47,6 +47,8 @@ pub struct WorthRow {
     pub needs: String,
     /// Pools that have it in place (configured).
     pub pools_with: usize,
+    /// Pools whose plan uses it (its steps are above).
+    pub uses: usize,
 }
 
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -158,7 +160,7 @@ fn worth_section(p: &PlanView) -> Option<impl IntoView + use<>> {
                     <td class="n">{w.bound}</td>
                     <td class="n">{beyond}</td>
                     <td class="n">{money(w.money, &currency)}</td>
-                    <td>{(w.pools_with > 0).then(|| view! { <b>{format!("In place on {}. ", model::figures::count(w.pools_with as f64, "pool", "pools"))}</b> })}{w.needs.clone()}</td>
+                    <td>{(w.pools_with > 0).then(|| view! { <b>{format!("In place on {}{}. ", model::figures::count(w.pools_with as f64, "pool", "pools"), if w.uses > 0 { format!("; the plan uses it on {}", w.uses) } else { String::new() })}</b> })}{w.needs.clone()}</td>
                 </tr>
             }
         })
@@ -177,7 +179,7 @@ fn worth_section(p: &PlanView) -> Option<impl IntoView + use<>> {
         .collect_view();
     Some(view! {
         <h3 id="h-per-gpu">"Per-GPU sharing: what each frees beyond the plan"</h3>
-        <p class="note">"The plan above shares GPUs as the device plugin and MIG allow: any tenants of a node may meet on a GPU. A mechanism that chooses each GPU's tenants (pinned by a DRA claim) or lets a scheduler place them within requested memory can pair tenants node-wide sharing cannot. Memory is never shared by time; compute only where, hour by hour, the tenants of one GPU need at most one GPU. Summed over the pools where it frees more than the plan. Where a pool has a mechanism that pins groups (configured in [analytics.mechanisms] or seen in its ResourceSlices) and it frees more, the plan above uses it: its per-GPU sharing steps carry the ResourceClaims. Elsewhere the groups below are what enabling a mechanism would free."</p>
+        <p class="note">"Where a pool has no per-GPU mechanism, the plan above shares GPUs as the device plugin and MIG allow: any tenants of a node may meet on a GPU. A mechanism that chooses each GPU's tenants (pinned by a DRA claim) or lets a scheduler place them within requested memory can pair tenants node-wide sharing cannot. Memory is never shared by time; compute only where, hour by hour, the tenants of one GPU need at most one GPU. Summed over the pools where it frees more than the plan. Where a pool has a mechanism that pins groups (configured in [analytics.mechanisms] or seen in its ResourceSlices) and it frees more, the plan above uses it: its per-GPU sharing steps carry the ResourceClaims. Elsewhere the groups below are what enabling a mechanism would free."</p>
         <div class="scroll"><table>
             <caption>"Per mechanism, over the fleet"</caption>
             <thead><tr>
@@ -524,6 +526,7 @@ pub fn recommendation(frame: Frame, v: RecView) -> String {
                 view! { <p>"Applying it sets "<code>{what}</code>" through the guarded workflow (cordon, wait for GPU pods, label, watch, uncordon)."</p>{control} }.into_any()
             }
             _ if v.kind == "reclaim" => view! { <p class="note">"This recommendation changes no node label: ask the tenant's owners to release the GPU, or let the "<a href="/reclaim">"reclaim loop"</a>" take such holdings up under a [reclaim] policy (docs/reclaim.md)."</p> }.into_any(),
+            _ if v.kind == "per_gpu_sharing" => view! { <p class="note">"This recommendation changes no node label. Create the ResourceClaims below, then recreate each tenant's pod with the change its comment gives (each pod restarts once); the DRA driver allocates each claim on the GPU its selector names, which no pod may still hold through the device plugin."</p> }.into_any(),
             _ => view! { <p class="note">"This recommendation changes no node label; act on it with the tenants."</p> }.into_any(),
         };
         view! {
