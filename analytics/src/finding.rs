@@ -137,6 +137,8 @@ pub enum Severity {
 }
 
 impl Severity {
+    pub const ALL: [Severity; 3] = [Severity::Info, Severity::Warning, Severity::Critical];
+
     pub fn as_str(self) -> &'static str {
         match self {
             Severity::Info => "info",
@@ -146,9 +148,7 @@ impl Severity {
     }
 
     pub fn parse(s: &str) -> Option<Severity> {
-        [Severity::Info, Severity::Warning, Severity::Critical]
-            .into_iter()
-            .find(|k| k.as_str() == s)
+        Severity::ALL.into_iter().find(|k| k.as_str() == s)
     }
 }
 

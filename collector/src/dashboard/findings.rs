@@ -23,6 +23,19 @@ pub async fn findings(
     let a: &Analysis = a.as_deref().unwrap_or(&empty);
     let tenants = state.store.tenants().await?;
     let team_of = team_map(&tenants);
+    // Unknown filter values are said, and not applied.
+    let mut q = q;
+    let kinds = analytics::FindingKind::ALL.map(|k| k.as_str());
+    let severities = analytics::Severity::ALL.map(|s| s.as_str());
+    let mut notices = Vec::new();
+    if let Err(n) = checked_filter("kind", q.kind.as_deref(), &kinds) {
+        notices.push(n);
+        q.kind = None;
+    }
+    if let Err(n) = checked_filter("severity", q.severity.as_deref(), &severities) {
+        notices.push(n);
+        q.severity = None;
+    }
     let mut rows = matching(a, &q, &team_of, &caller);
     let sq = SortQuery {
         sort: q.sort.clone(),
@@ -54,8 +67,10 @@ pub async fn findings(
         ("node", &filters.node),
         ("tenant", q.tenant.as_deref().unwrap_or("")),
     ]);
+    let mut page = frame(&state, &caller, "Findings");
+    page.notice = (!notices.is_empty()).then(|| notices.join(" "));
     Ok(Html(pages::findings(
-        frame(&state, &caller, "Findings"),
+        page,
         filters,
         rows.into_iter().map(|(_, r)| r).collect(),
         sort_state(base, &sq, "severity"),

@@ -238,6 +238,27 @@ pub struct SortQuery {
     pub dir: Option<String>,
 }
 
+/// A page's filter value checked against its domain: Ok(Some) for one of `valid`, Ok(None)
+/// for none given (or empty), Err(the notice the page shows) for any other — the page then
+/// shows everything rather than silently nothing (the API answers such a value with a 400).
+pub(super) fn checked_filter<'q>(
+    name: &str,
+    value: Option<&'q str>,
+    valid: &[&str],
+) -> Result<Option<&'q str>, String> {
+    match value.filter(|v| !v.is_empty()) {
+        None => Ok(None),
+        Some(v) if valid.contains(&v) => Ok(Some(v)),
+        Some(v) => {
+            let shown: String = v.chars().take(40).collect();
+            Err(format!(
+                "Unknown {name} {shown:?}: one of {}. Showing all.",
+                valid.join(", ")
+            ))
+        }
+    }
+}
+
 pub(super) fn sort_state(base: String, q: &SortQuery, default: &str) -> Sort {
     Sort {
         base,

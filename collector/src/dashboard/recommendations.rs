@@ -2,11 +2,28 @@
 
 use super::page::*;
 
+/// The recommendations list's query: its sort, and the kind of step to show.
+#[derive(Debug, Default, Deserialize)]
+pub struct RecQuery {
+    pub sort: Option<String>,
+    pub dir: Option<String>,
+    pub kind: Option<String>,
+}
+
 pub async fn recommendations(
     State(state): State<DashboardState>,
     caller: Caller,
-    Query(q): Query<SortQuery>,
+    Query(rq): Query<RecQuery>,
 ) -> Page {
+    let q = SortQuery {
+        sort: rq.sort,
+        dir: rq.dir,
+    };
+    let kinds: Vec<&str> = analytics::RecKind::ALL.iter().map(|k| k.as_str()).collect();
+    let (kind, notice) = match checked_filter("kind", rq.kind.as_deref(), &kinds) {
+        Ok(k) => (k, None),
+        Err(n) => (None, Some(n)),
+    };
     let a = analysis(&state).await?;
     let (mut rows, rejected) = match &a {
         Some(a) => (
@@ -39,6 +56,7 @@ pub async fn recommendations(
         ),
         None => (Vec::new(), Vec::new()),
     };
+    rows.retain(|r| kind.is_none_or(|k| r.kind == k));
     // Unsorted, the rows keep the analysis' order: the plan's steps in the order they can be
     // carried out, then the advice beside it (issue 71: sorted by GPUs freed, a MIG layout
     // came before the reclaims it needs).
@@ -56,13 +74,16 @@ pub async fn recommendations(
         .as_ref()
         .map(|a| a.outcomes.iter().map(outcome_view).collect())
         .unwrap_or_default();
+    let mut page = frame(&state, &caller, "Recommendations");
+    page.notice = notice;
+    let base = kind.map_or_else(String::new, |k| query_string(&[("kind", k)]));
     Ok(Html(pages::recommendations(
-        frame(&state, &caller, "Recommendations"),
+        page,
         plan,
         outcomes,
         rows,
         rejected,
-        sort_state(String::new(), &q, "order"),
+        sort_state(base, &q, "order"),
     )))
 }
 

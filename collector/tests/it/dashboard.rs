@@ -2,6 +2,7 @@
 //! their token (a signed, HttpOnly, SameSite=Strict cookie), sees the approve form on a
 //! recommendation that changes a GPU Operator label, and approves the planned label action
 //! with the form's CSRF token; without the cookie or with a wrong token nothing is approved.
+//! And the list pages' filters: unknown values are said on the page, not silently applied.
 
 use axum::body::Body;
 use axum::http::{Request, StatusCode, header};
@@ -217,4 +218,39 @@ async fn an_operator_approves_a_label_change_from_the_dashboard() {
     )
     .await;
     assert_eq!(code, StatusCode::SEE_OTHER);
+}
+
+/// Issue 74.3: a page's filter outside its domain is said on the page, and the page shows
+/// everything rather than silently nothing; a known kind filters the recommendations list.
+#[tokio::test]
+async fn unknown_filters_are_said_and_known_ones_filter() {
+    let t = crate::support::sqlite().await;
+    crate::support::store_time_slicing_step(&t.store, "time_slicing-test", "gpu-1", true).await;
+    let state = crate::support::default_state(t.store.clone());
+    let (code, _, html) = send(&state, get("/recommendations?kind=bogus%3Cb%3E", None)).await;
+    assert_eq!(code, StatusCode::OK);
+    assert!(
+        html.contains("Unknown kind \"bogus&lt;b&gt;\": one of reclaim,")
+            && html.contains("per_gpu_sharing")
+            && html.contains("Showing all."),
+        "{html}"
+    );
+    assert!(
+        html.contains("/recommendations/time_slicing-test"),
+        "{html}"
+    );
+    let (_, _, html) = send(&state, get("/recommendations?kind=time_slicing", None)).await;
+    assert!(html.contains("/recommendations/time_slicing-test") && !html.contains("Unknown"));
+    let (_, _, html) = send(&state, get("/recommendations?kind=reclaim", None)).await;
+    assert!(
+        !html.contains("/recommendations/time_slicing-test"),
+        "{html}"
+    );
+    let (code, _, html) = send(&state, get("/findings?kind=bogus&severity=loud", None)).await;
+    assert_eq!(code, StatusCode::OK);
+    assert!(
+        html.contains("Unknown kind \"bogus\": one of idle_allocation")
+            && html.contains("Unknown severity \"loud\": one of info, warning, critical"),
+        "{html}"
+    );
 }
