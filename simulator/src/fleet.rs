@@ -228,7 +228,12 @@ impl Fleet {
         };
         let allocation = (d.allocated && o.spec.kind != "host_user").then(|| {
             let share = match o.device {
-                DeviceRef::Gpu(_) => 1.0,
+                // A per-GPU mechanism's grant: the share the agent reads from its objects.
+                DeviceRef::Gpu(_) => o
+                    .spec
+                    .grant
+                    .as_ref()
+                    .map_or(1.0, |g| g.share(sim.model.memory_gib)),
                 DeviceRef::Mig { .. } => slice_share,
                 DeviceRef::Replica { .. } => 1.0 / f64::from(spec.replicas),
             };

@@ -5,6 +5,8 @@
 
 pub mod catalogue;
 pub mod fleet;
+pub mod grant;
+pub mod grant_objects;
 pub mod noise;
 pub mod scenario;
 pub mod workload;

@@ -139,6 +139,11 @@ pub struct TenantSpec {
     /// hours; by default a pod lives as long as the scenario.
     #[serde(default)]
     pub replaced_hours: Option<f64>,
+    /// Pods on a whole GPU of an exclusive node: what a per-GPU mechanism granted them there
+    /// (`{ mechanism = "dra_consumable_capacity", memory_gib = 20 }`, HAMi with `cores`, KAI
+    /// with `fraction`); several granted pods may hold one GPU, each allocated its share.
+    #[serde(default)]
+    pub grant: Option<crate::grant::Grant>,
     /// What the analytics should find about this tenant (for tests).
     #[serde(default)]
     pub truth: Truth,
@@ -450,6 +455,19 @@ impl TenantSpec {
             return Err(bad(format!(
                 "tenant {n:?}: mem_gib must be >= 0 and intensity between 0 and 4"
             )));
+        }
+        if let Some(g) = &self.grant {
+            let whole = self
+                .device_refs()
+                .iter()
+                .all(|d| matches!(d, DeviceRef::Gpu(_)));
+            if self.kind != "pod" || node.sharing != "exclusive" || !whole {
+                return Err(bad(format!(
+                    "tenant {n:?}: a grant is a pod's, on whole GPUs of an exclusive node"
+                )));
+            }
+            g.check(node.gpu_model().memory_gib)
+                .map_err(|e| bad(format!("tenant {n:?}: {e}")))?;
         }
         for d in &self.devices {
             let r = parse_device(d).ok_or_else(|| {

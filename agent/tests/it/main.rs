@@ -268,6 +268,7 @@ mod listener;
 mod metrics;
 mod nfd;
 mod outages;
+mod simulated_grants;
 mod slurm;
 
 /// `--log-format json`: the agent's stop reason is one JSON line, and a token file that cannot

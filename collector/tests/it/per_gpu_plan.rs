@@ -146,3 +146,41 @@ pub(crate) fn in_place_as_worked_out(label: &str, a: &analytics::Analysis) {
     let node = a.plan.nodes.iter().find(|n| n.node == "l40s-solo").unwrap();
     assert_eq!(node.sharing_after, "dra_consumable_capacity", "{label}");
 }
+
+/// `tests/scenarios/granted-shares.toml`: every pod counts the quarter of an H100 it was
+/// granted in the funnel (about 12 of the 48 hours' GPU-hours), whatever the mechanism, and
+/// the pool has the three mechanisms as seen.
+pub(crate) fn granted_as_allocated(
+    label: &str,
+    a: &analytics::Analysis,
+    key_name: &std::collections::HashMap<String, String>,
+) {
+    if !label.ends_with("granted-shares.toml") {
+        return;
+    }
+    let hours = (a.funnel.to_ms - a.funnel.from_ms) as f64 / 3_600_000.0;
+    let mut seen = 0;
+    for row in &a.funnel.by_tenant {
+        let Some(name) = key_name.get(&row.key) else {
+            continue;
+        };
+        let share = row.allocated_gpu_hours / hours;
+        assert!(
+            (share - 0.25).abs() < 0.01,
+            "{label}: {name} allocated {share:.3} of a GPU, granted a quarter"
+        );
+        seen += 1;
+    }
+    assert_eq!(seen, 7, "{label}: every granted pod in the funnel");
+    assert!(
+        (a.funnel.total.allocated_gpu_hours / hours - 7.0 * 0.25).abs() < 0.05,
+        "{label}: {}",
+        a.funnel.total.allocated_gpu_hours
+    );
+    assert_eq!(
+        a.plan.pools[0].seen.len(),
+        3,
+        "{label}: {:?}",
+        a.plan.pools[0].seen
+    );
+}
