@@ -7,6 +7,7 @@
 
 pub mod config;
 pub mod demand;
+pub mod disrupts;
 pub mod finding;
 pub mod findings;
 pub mod freed;
@@ -153,11 +154,12 @@ fn analyze_with(
     for (cluster, key) in found
         .iter()
         .flat_map(|f| f.tenants.iter().map(move |t| (&f.cluster, t)))
-        .chain(
-            recommendations
+        .chain(recommendations.iter().flat_map(|r| {
+            r.tenants
                 .iter()
-                .flat_map(|r| r.tenants.iter().map(move |t| (&r.cluster, t))),
-        )
+                .chain(r.interrupts.iter().map(|i| &i.tenant))
+                .map(move |t| (&r.cluster, t))
+        }))
         .chain(
             rejected
                 .iter()

@@ -92,6 +92,7 @@ pub fn recommend(ctx: &Ctx, holdings: &[Holding], findings: &[Finding]) -> Outpu
     let moved: BTreeSet<String> = fleet.moves.keys().map(|k| k.1.clone()).collect();
     let freed: BTreeSet<&str> = fleet.freed_by.keys().map(String::as_str).collect();
     separate(ctx, holdings, findings, &moved, &freed, &mut out);
+    crate::disrupts::fill(ctx, holdings, &mut out.recommendations);
     out.plan = fleet.plan;
     out.plan.steps = step_order(&out.recommendations);
     out
@@ -172,6 +173,7 @@ fn reclaims<'a>(
             evidence: vec![Evidence::tenant("allocated share", "alloc_share", &hs[0].cluster, tenant, ctx.input.from_ms, ctx.input.to_ms)],
             requires: Vec::new(),
             serves: Vec::new(),
+        interrupts: Vec::new(),
         });
     }
 
@@ -460,6 +462,7 @@ fn separate(
                     evidence: f.evidence.clone(),
                     requires: Vec::new(),
                     serves: Vec::new(),
+        interrupts: Vec::new(),
                 });
             }
             other => out.rejected.push(Rejected {
@@ -659,6 +662,7 @@ mod tests {
             evidence: Vec::new(),
             requires: Vec::new(),
             serves: Vec::new(),
+            interrupts: Vec::new(),
         }
     }
 

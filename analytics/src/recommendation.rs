@@ -196,6 +196,10 @@ pub struct Recommendation {
     /// instead of being freed, or MIG instances its layout keeps for them.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub serves: Vec<Served>,
+    /// The workloads carrying it out interrupts, and how (issue 74): drained with its node,
+    /// moved, restarted or stopped, each moved one with its pod-spec change.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub interrupts: Vec<Interrupted>,
 }
 
 /// A pending pod the plan serves, and where.
@@ -305,4 +309,41 @@ pub struct Replay {
     /// The verdict: harmful proposals are not made.
     pub harmful: bool,
     pub reason: Option<String>,
+}
+
+/// How a step interrupts a workload.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Disruption {
+    /// Evicted while its node is reconfigured; it comes back where its request fits.
+    Drained,
+    /// Recreated on another GPU.
+    Moved,
+    /// Recreated on its GPU under a new request.
+    Restarted,
+    /// Its allocation is released.
+    Stopped,
+}
+
+impl Disruption {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Disruption::Drained => "drained",
+            Disruption::Moved => "moved",
+            Disruption::Restarted => "restarted",
+            Disruption::Stopped => "stopped",
+        }
+    }
+}
+
+/// One workload a step interrupts.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Interrupted {
+    pub tenant: String,
+    /// The GPU it holds now.
+    pub gpu: String,
+    pub how: Disruption,
+    /// The change its pod spec needs at its new place (YAML to merge), where it moves.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub change: Option<String>,
 }

@@ -718,6 +718,7 @@ fn node_step(
         )],
         requires: Vec::new(),
         serves: Vec::new(),
+        interrupts: Vec::new(),
     };
     Some(NodeStep { rec, moved })
 }

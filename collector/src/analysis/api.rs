@@ -80,13 +80,13 @@ fn findings_op() -> Op {
 }
 
 fn recommendations_op() -> Op {
-    let op = Op::new("Recommendations of the newest analysis: the steps of the fleet plan (reclaim, consolidate, mig_layout, time_slicing, mps; right_size in analyses stored before the plan) and separate, each with its proposal (mig-parted or device-plugin config where it applies), confidence and replay result; plus the proposals replay rejected and why.")
+    let op = Op::new("Recommendations of the newest analysis: the steps of the fleet plan (reclaim, consolidate, mig_layout, time_slicing, mps, per_gpu_sharing; right_size in analyses stored before the plan) and separate, each with its proposal (mig-parted or device-plugin config, or ResourceClaims, where it applies), confidence, replay result and what carrying it out interrupts; plus the proposals replay rejected and why.")
         .params(team_and_node())
         .params(window())
         .query_enum("kind", analytics::RecKind::ALL.iter().map(|k| k.as_str()), None);
     answer(
         op,
-        "generated, from, to, source, count, gpus_freed (the sum of the listed plan steps' frees — a separation, advice beside the plan, is not counted; unfiltered, the plan's gpus_freed), recommendations[] (each with requires[]: the ids of the steps to carry out first), rejected[]",
+        "generated, from, to, source, count, gpus_freed (the sum of the listed plan steps' frees — a separation, advice beside the plan, is not counted; unfiltered, the plan's gpus_freed), recommendations[] (each with requires[]: the ids of the steps to carry out first; interrupts[]: {tenant, gpu, how: drained|moved|restarted|stopped, change: the pod-spec change of a move}), rejected[]",
         json!({"type": "object", "properties": {"count": {"type": "integer"}, "gpus_freed": {"type": "number"}, "recommendations": {"type": "array"}, "rejected": {"type": "array"}}}),
     )
 }

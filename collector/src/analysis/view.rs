@@ -127,6 +127,12 @@ pub struct RecommendationView {
     pub replay: Replay,
     pub evidence: Vec<EvidenceView>,
     pub requires: Vec<String>,
+    /// Waiting work the step serves.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub serves: Vec<analytics::recommend::Served>,
+    /// What carrying it out interrupts, and each move's pod-spec change.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub interrupts: Vec<analytics::disrupts::Interrupted>,
 }
 
 impl From<&Recommendation> for RecommendationView {
@@ -146,6 +152,8 @@ impl From<&Recommendation> for RecommendationView {
             replay: r.replay.clone(),
             evidence: evidence(&r.evidence),
             requires: r.requires.clone(),
+            serves: r.serves.clone(),
+            interrupts: r.interrupts.clone(),
         }
     }
 }

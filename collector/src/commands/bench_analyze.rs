@@ -44,6 +44,34 @@ pub struct AnalyzeBench {
     /// the fleet is one cluster. A database filled one way is not reused the other.
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
     pub cluster_gpus: Option<u64>,
+    /// Per-GPU sharing mechanisms every cluster of the fleet has, comma-separated (e.g.
+    /// dra_consumable_capacity), as `[analytics.mechanisms]` would configure them: the plan is
+    /// then timed where it lays pools out under them. Without it, none.
+    #[arg(long, value_delimiter = ',', value_parser = parse_mechanism)]
+    pub mechanisms: Vec<analytics::mechanism::Mechanism>,
+}
+
+/// The analysis configuration the bench times: the defaults, with `mechanisms` in place in
+/// every cluster of `fleets`.
+fn bench_config(
+    fleets: &[std::sync::Arc<simulator::Fleet>],
+    mechanisms: &[analytics::mechanism::Mechanism],
+) -> analytics::Config {
+    let mut cfg = analytics::Config::default();
+    for f in fleets.iter().filter(|_| !mechanisms.is_empty()) {
+        cfg.mechanisms
+            .insert(f.scenario.cluster.clone(), mechanisms.to_vec());
+    }
+    cfg
+}
+
+/// A mechanism's snake_case name, or an error listing the known ones.
+fn parse_mechanism(s: &str) -> Result<analytics::mechanism::Mechanism, String> {
+    use analytics::mechanism::Mechanism;
+    Mechanism::parse(s).ok_or_else(|| {
+        let known: Vec<&str> = Mechanism::PER_GPU.iter().map(|m| m.as_str()).collect();
+        format!("unknown mechanism {s:?}; known: {}", known.join(", "))
+    })
 }
 
 impl AnalyzeBench {
@@ -413,7 +441,7 @@ async fn one_size(
     let node_count: usize = fleets.iter().map(|f| f.nodes.len()).sum();
     let peak_tracked = reset_peak_rss();
     let rss_before = model::process::peak_rss_mib();
-    let thresholds = analytics::Config::default();
+    let thresholds = bench_config(&fleets, &args.mechanisms);
     let window = Duration::from_millis((args.days * 86_400_000) as u64);
     // The first round finds no kept pair-hours where the fill wrote minutes, as an analysis of
     // a new database would; older hours' the fill kept stay (see --minute-days).
@@ -446,6 +474,10 @@ async fn one_size(
     };
     let plan = time_plan(&store, &thresholds, window, to, args.rounds).await?;
     print_heading(&store, &fleets, args).await?;
+    if !args.mechanisms.is_empty() {
+        let names: Vec<&str> = args.mechanisms.iter().map(|m| m.as_str()).collect();
+        println!("per-GPU sharing every cluster has: {}", names.join(", "));
+    }
     println!(
         "  input: {} GPU-hour rows, {} tenant-hour rows, {} pair-hour rows; {} minute rows read in the last round, in {} parts read one at a time",
         stats.gpu_hours, stats.tenant_hours, stats.pair_hours, stats.minute_rows, stats.parts

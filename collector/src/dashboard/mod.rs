@@ -3,6 +3,7 @@
 //! can be shared; changes (sign-in, approval) are POSTed forms with a CSRF token.
 
 mod alerts;
+mod carry_out;
 mod evidence;
 mod findings;
 mod login;

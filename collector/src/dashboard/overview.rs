@@ -155,7 +155,7 @@ pub async fn overview(
         waiting: Vec::new(),
     };
     if let Some(a) = &a {
-        from_analysis(&mut v, a);
+        from_analysis(&mut v, a, state.labels.mode);
         let tenants = state.store.tenants().await?;
         v.top_wasters = top_wasters(a, &tenants);
         // Team-scoped people see the fleet's totals and their own teams' tenants.
@@ -186,7 +186,7 @@ const TRENDS: [(&str, Metric); 3] = [
 
 /// What the newest analysis adds to the overview: funnel, findings by kind, freeable GPUs and
 /// the tenants wasting most.
-fn from_analysis(v: &mut pages::OverviewView, a: &Analysis) {
+fn from_analysis(v: &mut pages::OverviewView, a: &Analysis, mode: crate::labels::Mode) {
     let t = &a.funnel.total;
     v.window = window(a);
     v.funnel = pages::FunnelView {
@@ -245,12 +245,13 @@ fn from_analysis(v: &mut pages::OverviewView, a: &Analysis) {
             summary: super::recommendations::names_in(a, &r.summary),
             gpus_freed: r.replay.gpus_freed,
             per_month: super::recommendations::step_money(a, r),
-            // A MIG layout or a sharing config is a label change to approve; a reclaim or a
-            // move is done by people.
-            approvable: matches!(
-                r.proposal,
-                analytics::Proposal::MigLayout { .. } | analytics::Proposal::Sharing { .. }
-            ),
+            // A MIG layout or a sharing config is a label change to approve where the label
+            // workflow is on; a reclaim or a move is done by people.
+            approvable: mode == crate::labels::Mode::ApplyWithApproval
+                && matches!(
+                    r.proposal,
+                    analytics::Proposal::MigLayout { .. } | analytics::Proposal::Sharing { .. }
+                ),
         })
         .collect();
 }

@@ -247,6 +247,8 @@ pub async fn recommendation(
         csrf,
     };
     let mut v = rec_view(&a, r, actuation);
+    let tenants = state.store.tenants().await?;
+    v.carry = super::carry_out::carry_out(&state, &a, r, &team_map(&tenants));
     v.outcome = outcome.map(outcome_view);
     let mut f = frame(
         &state,
@@ -362,6 +364,7 @@ fn rec_view(
             })
             .collect(),
         actuation,
+        carry: pages::CarryOut::default(),
         outcome: None,
     }
 }

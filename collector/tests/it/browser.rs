@@ -179,7 +179,8 @@ fn heavy_every_dashboard_page_works_in_chromium_with_and_without_javascript() {
             "Where the GPU-hours go",
             "Trend against the previous period",
             "What to do first",
-            "Review and approve",
+            // The label workflow is off here: people act on every step.
+            "Review: people act on it",
             "a month at this rate",
             "share of the allocation used",
         ] {
@@ -283,7 +284,8 @@ fn heavy_every_dashboard_page_works_in_chromium_with_and_without_javascript() {
     assert!(!recs.is_empty());
     for r in &recs {
         assert!(
-            text(r).contains("Replay against the recorded demand"),
+            text(r).contains("Replay against the recorded demand")
+                && text(r).contains("What it interrupts"),
             "{}",
             r["url"]
         );
@@ -298,6 +300,8 @@ fn heavy_every_dashboard_page_works_in_chromium_with_and_without_javascript() {
             configures,
             "{url}"
         );
+        // Issue 74.1: with the label workflow off, a label step says how to do it by hand.
+        assert_eq!(text(r).contains("kubectl label node"), configures, "{url}");
         assert_eq!(
             text(r).contains("/api/v1/recommendations"),
             !configures,

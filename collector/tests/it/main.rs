@@ -19,6 +19,7 @@ mod helm;
 mod hostile;
 mod http;
 mod import_circles;
+mod interrupts;
 mod labels;
 mod listener;
 mod one_number;

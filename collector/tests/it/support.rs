@@ -101,6 +101,7 @@ pub async fn store_time_slicing_step(
         evidence: vec![],
         requires: vec![],
         serves: vec![],
+        interrupts: vec![],
     };
     // The plan's one step: it frees that GPU.
     let fleet_plan = analytics::FleetPlan {

@@ -8,6 +8,7 @@ use crate::format::{self, enc, money, num, pct};
 use crate::{Frame, Nav, document};
 
 mod alerts;
+mod carry_out;
 mod findings;
 mod login;
 mod nodes;
@@ -18,6 +19,7 @@ mod reports;
 mod usage;
 
 pub use alerts::*;
+pub use carry_out::*;
 pub use findings::*;
 pub use login::*;
 pub use nodes::*;

@@ -462,6 +462,8 @@ pub struct RecView {
     /// Steps to carry out first, in order: (id, summary).
     pub requires: Vec<(String, String)>,
     pub actuation: Actuation,
+    /// What carrying it out interrupts, and how it is carried out (issue 74).
+    pub carry: CarryOut,
     /// Set once the step was applied and checked.
     pub outcome: Option<OutcomeView>,
 }
@@ -536,10 +538,12 @@ pub fn recommendation(frame: Frame, v: RecView) -> String {
             <p class="note">{v.confidence_note.clone()}</p>
             <h2>"Tenants"</h2><ul>{tenants}</ul>
             {requires}
+            {interrupts(&v.carry)}
             <h2>"Replay against the recorded demand"</h2>
             {replay}
             <h2 id="apply">"Apply"</h2>
             {act}
+            {by_hand(&v.carry)}
             {v.outcome.clone().map(outcome_detail)}
             {config}
             {proposal}
