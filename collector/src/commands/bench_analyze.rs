@@ -483,10 +483,12 @@ async fn one_size(
         stats.gpu_hours, stats.tenant_hours, stats.pair_hours, stats.minute_rows, stats.parts
     );
     println!(
-        "  output: {} findings, {} recommendations, {} rejected by replay",
+        "  output: {} findings, {} recommendations, {} rejected by replay; the plan frees {} of {} GPUs",
         analysis.findings.len(),
         analysis.recommendations.len(),
-        analysis.rejected.len()
+        analysis.rejected.len(),
+        analysis.plan.gpus_freed,
+        analysis.plan.gpus_in_use
     );
     let first_s = total[0];
     println!(

@@ -6,6 +6,7 @@ mod alerts;
 mod carry_out;
 mod evidence;
 mod findings;
+mod holder;
 mod login;
 mod nodes;
 mod overview;
@@ -43,7 +44,9 @@ pub fn routes() -> Routes<DashboardState> {
         .get("/nodes/{node}", Read(AllTeams), Page, node)
         .get("/gpus/{uuid}", Read(AllTeams), Page, gpu)
         .get("/tenants", Read(Filtered), Page, tenants)
+        .get("/tenants/{key}", Read(Filtered), Page, holder::tenant)
         .get("/teams", Read(Filtered), Page, teams)
+        .get("/teams/{team}", Read(Filtered), Page, holder::team)
         .get("/findings", Read(Filtered), Page, findings)
         .get("/findings/{id}", Read(Filtered), Page, finding)
         .get("/recommendations", Read(AllTeams), Page, recommendations)

@@ -398,3 +398,63 @@ async fn open_mode_ignores_unknown_tokens_on_reads() {
     .await;
     assert_eq!(code, StatusCode::UNAUTHORIZED);
 }
+
+/// Issue 74.4: every tenant and team of the analysis has a page; a team-scoped viewer reads
+/// its own team's and its tenants' pages, and another team's read as unknown (404).
+#[tokio::test]
+async fn tenant_and_team_pages_keep_to_the_callers_teams() {
+    let (state, t) = signed_in_state().await;
+    let now = model::time::now_ms();
+    let cfg = analytics::Config::default();
+    let span = collector::analysis::Span::closed(now - 3_600_000, now + 60_000);
+    let input = collector::analysis::load(&t.store, &cfg, span)
+        .await
+        .unwrap();
+    let a = tokio::task::spawn_blocking(move || analytics::analyze(&input, &cfg).unwrap())
+        .await
+        .unwrap();
+    collector::analysis::save(&t.store, &a, now, 5)
+        .await
+        .unwrap();
+    let tenants: Value = serde_json::from_str(
+        &send(&state, req("GET", "/api/v1/tenants", Some(VIEWER)))
+            .await
+            .2,
+    )
+    .unwrap();
+    let key_of = |team: &str| {
+        tenants["tenants"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|t| t["team"] == team)
+            .unwrap()["key"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    };
+    let page = |key: String| format!("/tenants/{}", support_enc(&key));
+    for (uri, who, want) in [
+        (page(key_of("ml")), VIEWER, StatusCode::OK),
+        (page(key_of("physics")), VIEWER, StatusCode::OK),
+        ("/teams/physics".into(), VIEWER, StatusCode::OK),
+        (page(key_of("ml")), SCOPED, StatusCode::OK),
+        ("/teams/ml".into(), SCOPED, StatusCode::OK),
+        (page(key_of("physics")), SCOPED, StatusCode::NOT_FOUND),
+        ("/teams/physics".into(), SCOPED, StatusCode::NOT_FOUND),
+        ("/teams/nobody".into(), VIEWER, StatusCode::NOT_FOUND),
+        (page("pod/none/main".into()), VIEWER, StatusCode::NOT_FOUND),
+    ] {
+        let (code, _, body) = send(&state, req("GET", &uri, Some(who))).await;
+        assert_eq!(code, want, "{uri} as {who}: {body}");
+        if code == StatusCode::OK {
+            assert!(
+                body.contains("allocated GPU-hours") && body.contains("Steps of the plan"),
+                "{uri}: {body}"
+            );
+        }
+    }
+    // A team's page lists its tenants, each linking to its own page.
+    let (_, _, body) = send(&state, req("GET", "/teams/ml", Some(VIEWER))).await;
+    assert!(body.contains(&page(key_of("ml"))), "{body}");
+}

@@ -256,6 +256,19 @@ fn heavy_every_dashboard_page_works_in_chromium_with_and_without_javascript() {
         assert!(text(n).contains("On the device now"), "{}", n["url"]);
         assert!(text(n).contains("Advisory labels"));
     }
+    // Issue 74.4: every tenant and team of the lists has its page.
+    for (prefix, least) in [("/tenants/", 10), ("/teams/", 5)] {
+        let held = pages_starting(pages, prefix);
+        assert!(held.len() >= least, "{prefix}: {}", held.len());
+        for h in &held {
+            assert!(
+                text(h).contains("allocated GPU-hours")
+                    && text(h).contains("Steps of the plan that touch it"),
+                "{}",
+                h["url"]
+            );
+        }
+    }
     let gpus = pages_starting(pages, "/gpus/");
     assert_eq!(gpus.len(), 16, "every GPU of the scenario");
     assert!(

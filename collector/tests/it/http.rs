@@ -407,12 +407,12 @@ async fn the_read_api_answers_and_explains_mistakes() {
             .unwrap()
     };
     let html = "text/html,application/xhtml+xml;q=0.9,*/*;q=0.8";
-    let (status, body, _) = call(&state, asked("/teams/ml%3Cb%3E", html)).await;
+    let (status, body, _) = call(&state, asked("/nowhere/ml%3Cb%3E", html)).await;
     let page = body.as_str().unwrap_or_default();
     assert_eq!(status, StatusCode::NOT_FOUND);
     assert!(page.starts_with("<!DOCTYPE html>"), "{page}");
     assert!(
-        page.contains("Nothing is served at /teams/ml%3Cb%3E."),
+        page.contains("Nothing is served at /nowhere/ml%3Cb%3E."),
         "{page}"
     );
     let (status, body, _) = call(&state, asked(&format!("/{}", "x".repeat(5000)), html)).await;
@@ -422,7 +422,7 @@ async fn the_read_api_answers_and_explains_mistakes() {
             .unwrap()
             .contains(&format!("/{}….", "x".repeat(199)))
     );
-    for (uri, accept) in [("/teams/x", "*/*"), ("/api/v1/nowhere", html)] {
+    for (uri, accept) in [("/nowhere/x", "*/*"), ("/api/v1/nowhere", html)] {
         let (status, body, _) = call(&state, asked(uri, accept)).await;
         assert_eq!(status, StatusCode::NOT_FOUND);
         assert_eq!(body["error"]["code"], "not_found", "{uri}");

@@ -47,9 +47,14 @@ pub fn usage(frame: Frame, v: UseView, sort: Sort) -> String {
                 } else {
                     format!("/findings?tenant={}", enc(&r.key))
                 };
+                let page = if v.teams {
+                    format!("/teams/{}", enc(&r.key))
+                } else {
+                    format!("/tenants/{}", enc(&r.key))
+                };
                 view! {
                     <tr>
-                        <td><a href=findings.clone()>{r.name}</a></td>
+                        <td><a href=page>{r.name}</a></td>
                         <td class="n">{num(r.allocated)}</td>
                         <td class="n">{num(r.effective)}</td>
                         <td class="n">{pct(r.ratio)}</td>

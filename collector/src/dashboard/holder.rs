@@ -1,0 +1,246 @@
+//! `/tenants/{key}` and `/teams/{team}` (issue 74.4): one tenant's or team's page — its
+//! numbers over the analysed window, its findings, the steps of the plan that move or
+//! interrupt it, the demand it leaves waiting and, for a team, its tenants. A team-scoped
+//! caller gets a 404 for what is not theirs, as for anything unknown.
+
+use super::page::*;
+use super::recommendations::names_in;
+use super::series::mean_series;
+
+/// The analysis, or the page that says none has run yet.
+async fn newest(state: &DashboardState) -> Result<std::sync::Arc<Analysis>, PageError> {
+    analysis(state).await?.ok_or_else(|| {
+        PageError(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "No analysis yet: the first one runs shortly after the collector starts.".into(),
+        )
+    })
+}
+
+/// A funnel line's numbers, as the page lists them.
+fn numbers(r: &analytics::FunnelRow, currency: &str) -> Vec<(String, String)> {
+    vec![
+        (
+            "allocated GPU-hours".into(),
+            format::num(r.allocated_gpu_hours),
+        ),
+        (
+            "effective GPU-hours".into(),
+            format::num(r.effective_gpu_hours),
+        ),
+        (
+            "share of the allocation used".into(),
+            format::pct(r.effective_ratio),
+        ),
+        ("wasted GPU-hours".into(), format::num(r.waste_gpu_hours)),
+        ("cost".into(), format::money(r.cost, currency)),
+        (
+            "cost of the waste".into(),
+            format::money(r.waste_cost, currency),
+        ),
+    ]
+}
+
+/// The plan's steps that name `in_step(r)`, each with how it touches it.
+fn steps(
+    a: &Analysis,
+    touches: impl Fn(&analytics::Recommendation) -> Option<String>,
+) -> Vec<(String, String, String)> {
+    a.recommendations
+        .iter()
+        .filter_map(|r| {
+            let how = touches(r)?;
+            Some((r.id.clone(), how, names_in(a, &r.summary)))
+        })
+        .collect()
+}
+
+/// How step `r` touches tenant `key`: the word for its interruption, else "named".
+fn touch(r: &analytics::Recommendation, key: &str) -> Option<String> {
+    let hows: std::collections::BTreeSet<&str> = r
+        .interrupts
+        .iter()
+        .filter(|i| i.tenant == key)
+        .map(|i| i.how.as_str())
+        .collect();
+    if !hows.is_empty() {
+        return Some(hows.into_iter().collect::<Vec<_>>().join(", "));
+    }
+    r.tenants.iter().any(|t| t == key).then(|| "named".into())
+}
+
+pub async fn tenant(
+    State(state): State<DashboardState>,
+    caller: Caller,
+    Path(key): Path<String>,
+) -> Page {
+    let a = newest(&state).await?;
+    let tenants = state.store.tenants().await?;
+    let team_of = team_map(&tenants);
+    let team = team_of.get(key.as_str()).copied();
+    let row = a.funnel.by_tenant.iter().find(|r| r.key == key);
+    let meta = tenants.iter().find(|t| t.key() == key);
+    if !caller.sees_team(team) || (row.is_none() && meta.is_none()) {
+        return Err(not_found(format!(
+            "no tenant {key:?} in the newest analysis"
+        )));
+    }
+    let name = meta.map_or_else(|| name_of(&a, &key), |t| t.display_name());
+    let cluster = meta
+        .map(|t| t.cluster.clone())
+        .or_else(|| row.and_then(|r| r.cluster.clone()));
+    let chart = Chart {
+        title: format!("{name}: allocated against effective use"),
+        unit: "% of a GPU".into(),
+        from_ms: a.from_ms,
+        to_ms: a.to_ms,
+        lines: tenant_lines(&state, cluster.as_deref(), &key, a.from_ms, a.to_ms).await,
+        empty_note: "No allocation of this tenant is recorded in the analysed window.".into(),
+        ..Chart::default()
+    };
+    let v = pages::HolderView {
+        name: name.clone(),
+        what: meta
+            .map(|t| t.tenant.kind.as_str().replace('_', " "))
+            .unwrap_or_else(|| "tenant".into()),
+        team: team.map(str::to_owned),
+        window: window(&a),
+        numbers: row.map_or_else(
+            || {
+                vec![(
+                    "allocated GPU-hours".into(),
+                    "none in the analysed window".into(),
+                )]
+            },
+            |r| numbers(r, &a.funnel.currency),
+        ),
+        chart: Some(chart),
+        findings: a
+            .findings
+            .iter()
+            .filter(|f| f.tenants.contains(&key))
+            .filter(|f| finding_visible(&caller, f, &team_of))
+            .map(|f| (f.id.clone(), names_in(&a, &f.summary)))
+            .collect(),
+        steps: steps(&a, |r| touch(r, &key)),
+        ..pages::HolderView::default()
+    };
+    Ok(Html(pages::holder(frame(&state, &caller, name), v)))
+}
+
+/// The tenant's allocated share and effective use over the window, as % of a GPU (hourly).
+async fn tenant_lines(
+    state: &DashboardState,
+    cluster: Option<&str>,
+    key: &str,
+    from: i64,
+    to: i64,
+) -> Vec<Line> {
+    let entity = || match cluster {
+        Some(c) => Entity::TenantIn(c.to_owned(), key.to_owned()),
+        None => Entity::Tenant(key.to_owned()),
+    };
+    let mut out = Vec::new();
+    for (name, metric) in [
+        ("allocated", Metric::AllocShare),
+        ("effective use", Metric::Effective),
+    ] {
+        let points = mean_series(state, metric, entity(), from, to, 3_600_000)
+            .await
+            .map(|s| {
+                s.points
+                    .into_iter()
+                    .map(|(t, v)| (t, v.map(|x| x * 100.0)))
+                    .collect()
+            })
+            .unwrap_or_default();
+        out.push(Line {
+            name: name.into(),
+            points,
+        });
+    }
+    out
+}
+
+pub async fn team(
+    State(state): State<DashboardState>,
+    caller: Caller,
+    Path(team): Path<String>,
+) -> Page {
+    let a = newest(&state).await?;
+    let tenants = state.store.tenants().await?;
+    let team_of = team_map(&tenants);
+    let row = a.funnel.by_team.iter().find(|r| r.key == team);
+    let known = row.is_some() || tenants.iter().any(|t| t.team.as_deref() == Some(&team));
+    if !caller.sees_team(Some(&team)) || !known {
+        return Err(not_found(format!(
+            "no team {team:?} in the newest analysis"
+        )));
+    }
+    // Its tenants: those the store knows in the team, with their funnel lines where the
+    // window has them.
+    let keys: BTreeSet<&str> = tenants
+        .iter()
+        .filter(|t| t.team.as_deref() == Some(&team))
+        .map(|t| t.key())
+        .collect();
+    let line = |k: &str| a.funnel.by_tenant.iter().find(|r| r.key == k);
+    let mut listed: Vec<(String, String, f64, String)> = tenants
+        .iter()
+        .filter(|t| keys.contains(t.key()))
+        .map(|t| {
+            let r = line(t.key());
+            (
+                t.key().to_owned(),
+                t.display_name(),
+                r.map_or(0.0, |r| r.waste_gpu_hours),
+                format::money(r.map_or(0.0, |r| r.cost), &a.funnel.currency),
+            )
+        })
+        .collect();
+    listed.sort_by(|x, y| y.2.total_cmp(&x.2));
+    let findings: Vec<(String, String)> = a
+        .findings
+        .iter()
+        .filter(|f| finding_teams(f, &team_of).contains(team.as_str()))
+        .filter(|f| finding_visible(&caller, f, &team_of))
+        .map(|f| (f.id.clone(), names_in(&a, &f.summary)))
+        .collect();
+    let waiting = a
+        .findings
+        .iter()
+        .filter(|f| f.kind == FindingKind::WaitingDemand && f.team.as_deref() == Some(&team))
+        .map(|f| names_in(&a, &f.summary))
+        .collect();
+    let v = pages::HolderView {
+        name: team.clone(),
+        what: "team".into(),
+        window: window(&a),
+        numbers: row.map_or_else(
+            || {
+                vec![(
+                    "allocated GPU-hours".into(),
+                    "none in the analysed window".into(),
+                )]
+            },
+            |r| numbers(r, &a.funnel.currency),
+        ),
+        findings,
+        steps: steps(&a, |r| {
+            let hit: Vec<String> = keys.iter().filter_map(|k| touch(r, k)).collect();
+            (!hit.is_empty()).then(|| {
+                let mut words: Vec<&str> = hit.iter().flat_map(|h| h.split(", ")).collect();
+                words.sort_unstable();
+                words.dedup();
+                format!("{} of its tenants {}", hit.len(), words.join(", "))
+            })
+        }),
+        waiting,
+        members: listed,
+        ..pages::HolderView::default()
+    };
+    Ok(Html(pages::holder(
+        frame(&state, &caller, format!("Team {team}")),
+        v,
+    )))
+}

@@ -1,0 +1,105 @@
+//! One tenant's or one team's page (issue 74.4): what it held, used, wasted and cost over the
+//! analysed window, its findings, the plan's steps that move or interrupt it, waiting demand,
+//! and — for a tenant — its allocation against its use drawn; for a team, its tenants.
+
+use super::*;
+
+/// A tenant or a team, as its page shows it.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct HolderView {
+    pub name: String,
+    /// "team" or the tenant's kind (pod, slurm job, host user).
+    pub what: String,
+    /// A tenant's team, linking to the team's page.
+    pub team: Option<String>,
+    pub window: String,
+    /// (label, value) in the order shown: allocated, effective, share, waste, cost, …
+    pub numbers: Vec<(String, String)>,
+    /// A tenant's allocation against its effective use over the window.
+    pub chart: Option<Chart>,
+    /// (finding id, summary)
+    pub findings: Vec<(String, String)>,
+    /// (step id, how it touches this holder, summary)
+    pub steps: Vec<(String, String, String)>,
+    /// Pods waiting, in words.
+    pub waiting: Vec<String>,
+    /// A team's tenants: (key, name, waste GPU-h, cost).
+    pub members: Vec<(String, String, f64, String)>,
+}
+
+pub fn holder(frame: Frame, v: HolderView) -> String {
+    let nav = if v.what == "team" {
+        Nav::Teams
+    } else {
+        Nav::Tenants
+    };
+    document(frame, nav, move || {
+        let numbers = super::figures_table(&v.numbers);
+        let team = v.team.clone().map(|t| {
+            view! { " · team "<a href=format!("/teams/{}", enc(&t))>{t.clone()}</a> }
+        });
+        let findings = if v.findings.is_empty() {
+            view! { <p class="note">"No finding names it in this analysis."</p> }.into_any()
+        } else {
+            let items = v
+                .findings
+                .iter()
+                .map(|(id, s)| view! { <li><a href=format!("/findings/{}", enc(id))>{s.clone()}</a></li> })
+                .collect_view();
+            view! { <ul>{items}</ul> }.into_any()
+        };
+        let steps = if v.steps.is_empty() {
+            view! { <p class="note">"No step of the plan moves or interrupts it."</p> }.into_any()
+        } else {
+            let items = v
+                .steps
+                .iter()
+                .map(|(id, how, s)| view! { <li><b>{how.clone()}</b>": "<a href=format!("/recommendations/{}", enc(id))>{s.clone()}</a></li> })
+                .collect_view();
+            view! { <ul>{items}</ul> }.into_any()
+        };
+        let waiting = (!v.waiting.is_empty()).then(|| {
+            let items = v
+                .waiting
+                .iter()
+                .map(|w| view! { <li>{w.clone()}</li> })
+                .collect_view();
+            view! { <h2>"Waiting for GPUs"</h2><ul>{items}</ul> }
+        });
+        let members = (v.what == "team").then(|| {
+            let rows = v
+                .members
+                .iter()
+                .map(|(key, name, waste, cost)| {
+                    view! {
+                        <tr>
+                            <td><a href=format!("/tenants/{}", enc(key))>{name.clone()}</a></td>
+                            <td class="n">{num(*waste)}</td>
+                            <td class="n">{cost.clone()}</td>
+                        </tr>
+                    }
+                })
+                .collect_view();
+            view! {
+                <h2>"Its tenants"</h2>
+                <div class="scroll"><table>
+                    <thead><tr><th scope="col">"Tenant"</th><th scope="col" class="n">"Waste GPU-h"</th><th scope="col" class="n">"Cost"</th></tr></thead>
+                    <tbody>{rows}</tbody>
+                </table></div>
+            }
+        });
+        view! {
+            <h1>{v.name.clone()}</h1>
+            <p class="meta">{v.what.clone()}{team}{format!(" · over {}", v.window)}</p>
+            {numbers}
+            {v.chart.as_ref().map(|c| raw(chart::svg(c)))}
+            {members}
+            <h2>"Findings"</h2>
+            {findings}
+            <h2>"Steps of the plan that touch it"</h2>
+            {steps}
+            {waiting}
+        }
+        .into_any()
+    })
+}
