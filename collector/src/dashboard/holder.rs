@@ -41,7 +41,37 @@ fn numbers(r: &analytics::FunnelRow, currency: &str) -> Vec<(String, String)> {
     ]
 }
 
-/// The plan's steps that name `in_step(r)`, each with how it touches it.
+/// The reclaim cases `pick` selects among the newest 200, in words, newest first.
+async fn cases(
+    state: &DashboardState,
+    pick: impl Fn(&store::reclaim_cases::NewCase) -> bool,
+) -> Result<Vec<String>, PageError> {
+    let all = state
+        .store
+        .reclaim_cases(&store::reclaim_cases::CaseFilter::newest(200))
+        .await?;
+    Ok(all
+        .iter()
+        .filter(|c| pick(&c.case))
+        .map(|c| {
+            let k = &c.case;
+            format!(
+                "case {}: {}/{} on {}, {} — {} under policy {} ({} idle hours){}",
+                c.id,
+                k.namespace,
+                k.pod,
+                k.node,
+                k.state.replace('_', " "),
+                k.action,
+                k.policy,
+                format::num(k.idle_hours),
+                if k.dry_run { ", dry run" } else { "" }
+            )
+        })
+        .collect())
+}
+
+/// The plan's steps for which `touches` says how they touch the holder.
 fn steps(
     a: &Analysis,
     touches: impl Fn(&analytics::Recommendation) -> Option<String>,
@@ -123,6 +153,7 @@ pub async fn tenant(
             .map(|f| (f.id.clone(), names_in(&a, &f.summary)))
             .collect(),
         steps: steps(&a, |r| touch(r, &key)),
+        reclaim: cases(&state, |c| c.tenant == key).await?,
         ..pages::HolderView::default()
     };
     Ok(Html(pages::holder(frame(&state, &caller, name), v)))
@@ -237,6 +268,7 @@ pub async fn team(
         }),
         waiting,
         members: listed,
+        reclaim: cases(&state, |c| c.team == team).await?,
         ..pages::HolderView::default()
     };
     Ok(Html(pages::holder(

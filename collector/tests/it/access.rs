@@ -457,4 +457,17 @@ async fn tenant_and_team_pages_keep_to_the_callers_teams() {
     // A team's page lists its tenants, each linking to its own page.
     let (_, _, body) = send(&state, req("GET", "/teams/ml", Some(VIEWER))).await;
     assert!(body.contains(&page(key_of("ml"))), "{body}");
+    // A reclaim case of a tenant is on its page and its team's.
+    let mut case = crate::scope::case("ml", "nb-ml", now);
+    case.tenant = key_of("ml");
+    let id = t.store.insert_reclaim_case(&case).await.unwrap();
+    for uri in [page(key_of("ml")), "/teams/ml".into()] {
+        let (_, _, body) = send(&state, req("GET", &uri, Some(SCOPED))).await;
+        assert!(
+            body.contains(&format!("case {id}: ml/nb-ml on gpu-1, awaiting approval")),
+            "{uri}: {body}"
+        );
+    }
+    let (_, _, body) = send(&state, req("GET", &page(key_of("physics")), Some(VIEWER))).await;
+    assert!(!body.contains("Reclaim cases"), "{body}");
 }

@@ -14,7 +14,7 @@ use tower::ServiceExt;
 const SEARCH_OP: &str = "search-operator-token-1";
 const ROOT_OP: &str = "root-operator-token-1";
 
-fn case(team: &str, pod: &str, now: i64) -> NewCase {
+pub(crate) fn case(team: &str, pod: &str, now: i64) -> NewCase {
     NewCase {
         cluster: "c".into(),
         node: "gpu-1".into(),

@@ -25,6 +25,8 @@ pub struct HolderView {
     pub waiting: Vec<String>,
     /// A team's tenants: (key, name, waste GPU-h, cost).
     pub members: Vec<(String, String, f64, String)>,
+    /// Its reclaim cases, newest first, in words.
+    pub reclaim: Vec<String>,
 }
 
 pub fn holder(frame: Frame, v: HolderView) -> String {
@@ -66,6 +68,10 @@ pub fn holder(frame: Frame, v: HolderView) -> String {
                 .collect_view();
             view! { <h2>"Waiting for GPUs"</h2><ul>{items}</ul> }
         });
+        let reclaim = (!v.reclaim.is_empty()).then(|| {
+            let items = v.reclaim.iter().map(|c| view! { <li>{c.clone()}</li> }).collect_view();
+            view! { <h2>"Reclaim cases"</h2><ul>{items}</ul><p class="note"><a href="/reclaim">"The reclaim loop's cases"</a></p> }
+        });
         let members = (v.what == "team").then(|| {
             let rows = v
                 .members
@@ -99,6 +105,7 @@ pub fn holder(frame: Frame, v: HolderView) -> String {
             <h2>"Steps of the plan that touch it"</h2>
             {steps}
             {waiting}
+            {reclaim}
         }
         .into_any()
     })
