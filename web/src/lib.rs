@@ -4,6 +4,7 @@
 //! crate knows view models only; the collector fills them from its store (collector/src/ui/).
 
 pub mod chart;
+pub mod csv;
 pub mod format;
 pub mod pages;
 

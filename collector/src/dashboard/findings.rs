@@ -11,13 +11,16 @@ pub struct FindingQuery {
     pub tenant: Option<String>,
     pub sort: Option<String>,
     pub dir: Option<String>,
+    /// `csv`: the table as a download, with the same rows and columns.
+    pub format: Option<String>,
 }
 
 pub async fn findings(
     State(state): State<DashboardState>,
     caller: Caller,
     Query(q): Query<FindingQuery>,
-) -> Page {
+) -> PageOrCsv {
+    let csv = wants_csv(q.format.as_deref())?;
     let a = analysis(&state).await?;
     let empty = Analysis::default();
     let a: &Analysis = a.as_deref().unwrap_or(&empty);
@@ -67,6 +70,10 @@ pub async fn findings(
         ("node", &filters.node),
         ("tenant", q.tenant.as_deref().unwrap_or("")),
     ]);
+    if csv {
+        let rows: Vec<pages::FindingRow> = rows.into_iter().map(|(_, r)| r).collect();
+        return Ok(csv_download("findings", pages::findings_csv(&rows)));
+    }
     let mut page = frame(&state, &caller, "Findings");
     page.notice = (!notices.is_empty()).then(|| notices.join(" "));
     Ok(Html(pages::findings(
@@ -74,7 +81,8 @@ pub async fn findings(
         filters,
         rows.into_iter().map(|(_, r)| r).collect(),
         sort_state(base, &sq, "severity"),
-    )))
+    ))
+    .into_response())
 }
 
 /// A list row, with its severity and (tenant, GPU) when it has both.

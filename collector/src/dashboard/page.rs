@@ -94,6 +94,43 @@ pub fn no_page(path: &str) -> Response {
 
 pub type Page = Result<Html<String>, PageError>;
 
+/// A page that may also answer as CSV (`?format=csv`): the page, or its table.
+pub type PageOrCsv = Result<axum::response::Response, PageError>;
+
+/// How a table page answers: `None` or `html` the page, `csv` its table as a download; any
+/// other value is a 400 that names the allowed ones.
+pub(super) fn wants_csv(format: Option<&str>) -> Result<bool, PageError> {
+    match format {
+        None | Some("" | "html") => Ok(false),
+        Some("csv") => Ok(true),
+        Some(other) => {
+            let shown: String = other.chars().take(40).collect();
+            Err(PageError(
+                StatusCode::BAD_REQUEST,
+                format!("Unknown format {shown:?}: html or csv."),
+            ))
+        }
+    }
+}
+
+/// A table as a CSV download named `name.csv`.
+pub(super) fn csv_download(name: &str, body: String) -> axum::response::Response {
+    (
+        [
+            (
+                axum::http::header::CONTENT_TYPE,
+                "text/csv; charset=utf-8".to_owned(),
+            ),
+            (
+                axum::http::header::CONTENT_DISPOSITION,
+                format!("attachment; filename=\"gpulens-{name}.csv\""),
+            ),
+        ],
+        body,
+    )
+        .into_response()
+}
+
 pub(super) async fn analysis(state: &DashboardState) -> Result<Option<Arc<Analysis>>, PageError> {
     state.newest.get(&state.store).await.map_err(|e| match e {
         crate::analysis::NewestError::Store(e) => e.into(),

@@ -5,11 +5,14 @@ use super::page::*;
 #[derive(Debug, Deserialize)]
 pub struct UseQuery {
     pub q: Option<String>,
+    /// `csv`: the table as a download, with the same rows and columns.
+    pub format: Option<String>,
     pub sort: Option<String>,
     pub dir: Option<String>,
 }
 
-async fn usage(state: DashboardState, caller: Caller, q: UseQuery, teams: bool) -> Page {
+async fn usage(state: DashboardState, caller: Caller, q: UseQuery, teams: bool) -> PageOrCsv {
+    let csv = wants_csv(q.format.as_deref())?;
     let Some(a) = analysis(&state).await? else {
         return Err(PageError(
             StatusCode::SERVICE_UNAVAILABLE,
@@ -49,6 +52,10 @@ async fn usage(state: DashboardState, caller: Caller, q: UseQuery, teams: bool) 
         "findings" => num(r.findings as f64),
         _ => num(r.waste),
     });
+    if csv {
+        let body = pages::usage_csv(teams, &a.funnel.currency, &rows);
+        return Ok(csv_download(if teams { "teams" } else { "tenants" }, body));
+    }
     let title = if teams { "Teams" } else { "Tenants" };
     let base = query_string(&[("q", q.q.as_deref().unwrap_or(""))]);
     Ok(Html(pages::usage(
@@ -61,14 +68,15 @@ async fn usage(state: DashboardState, caller: Caller, q: UseQuery, teams: bool) 
             rows,
         },
         sort_state(base, &sq, "waste"),
-    )))
+    ))
+    .into_response())
 }
 
 pub async fn tenants(
     State(state): State<DashboardState>,
     caller: Caller,
     Query(q): Query<UseQuery>,
-) -> Page {
+) -> PageOrCsv {
     usage(state, caller, q, false).await
 }
 
@@ -76,7 +84,7 @@ pub async fn teams(
     State(state): State<DashboardState>,
     caller: Caller,
     Query(q): Query<UseQuery>,
-) -> Page {
+) -> PageOrCsv {
     usage(state, caller, q, true).await
 }
 

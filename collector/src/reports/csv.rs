@@ -22,26 +22,7 @@ pub const COLUMNS: [&str; 13] = [
     "effective_signal",
 ];
 
-/// A text cell. One that starts with `=`, `+`, `-`, `@`, a tab or a carriage return would run
-/// as a formula in a spreadsheet (names come from namespaces, accounts and nodes that tenants
-/// choose), so it gets a leading `'` — the OWASP advice for CSV injection. Numbers are
-/// written by `opt` and never pass here.
-fn field(s: &str) -> String {
-    let s = if s.starts_with(['=', '+', '-', '@', '\t', '\r']) {
-        format!("'{s}")
-    } else {
-        s.to_owned()
-    };
-    if s.contains([',', '"', '\n', '\r']) {
-        format!("\"{}\"", s.replace('"', "\"\""))
-    } else {
-        s
-    }
-}
-
-fn opt(x: Option<f64>) -> String {
-    x.map_or(String::new(), |v| format!("{v:.4}"))
-}
+use web::csv::{field, number as opt};
 
 fn row(out: &mut String, d: &ReportData, section: &str, r: &FunnelRow) {
     let cells = [
@@ -77,30 +58,4 @@ pub fn render(d: &ReportData) -> String {
         }
     }
     out
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn fields_are_quoted_when_needed() {
-        assert_eq!(field("plain"), "plain");
-        assert_eq!(field("a,b"), "\"a,b\"");
-        assert_eq!(field("say \"hi\""), "\"say \"\"hi\"\"\"");
-    }
-
-    /// Issue 15: formula cells through namespace, account or node names.
-    #[test]
-    fn cells_that_a_spreadsheet_would_run_are_neutralised() {
-        assert_eq!(
-            field("=HYPERLINK(\"http://x\",\"y\")"),
-            "\"'=HYPERLINK(\"\"http://x\"\",\"\"y\"\")\""
-        );
-        assert_eq!(field("@SUM(A1:A9)"), "'@SUM(A1:A9)");
-        assert_eq!(field("+1"), "'+1");
-        assert_eq!(field("-2"), "'-2");
-        assert_eq!(field("\tx"), "'\tx");
-        assert_eq!(field("team=a"), "team=a");
-    }
 }

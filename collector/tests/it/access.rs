@@ -403,19 +403,7 @@ async fn open_mode_ignores_unknown_tokens_on_reads() {
 /// its own team's and its tenants' pages, and another team's read as unknown (404).
 #[tokio::test]
 async fn tenant_and_team_pages_keep_to_the_callers_teams() {
-    let (state, t) = signed_in_state().await;
-    let now = model::time::now_ms();
-    let cfg = analytics::Config::default();
-    let span = collector::analysis::Span::closed(now - 3_600_000, now + 60_000);
-    let input = collector::analysis::load(&t.store, &cfg, span)
-        .await
-        .unwrap();
-    let a = tokio::task::spawn_blocking(move || analytics::analyze(&input, &cfg).unwrap())
-        .await
-        .unwrap();
-    collector::analysis::save(&t.store, &a, now, 5)
-        .await
-        .unwrap();
+    let (state, t, now) = analysed_state().await;
     let tenants: Value = serde_json::from_str(
         &send(&state, req("GET", "/api/v1/tenants", Some(VIEWER)))
             .await
@@ -470,4 +458,83 @@ async fn tenant_and_team_pages_keep_to_the_callers_teams() {
     }
     let (_, _, body) = send(&state, req("GET", &page(key_of("physics")), Some(VIEWER))).await;
     assert!(!body.contains("Reclaim cases"), "{body}");
+}
+
+/// The signed-in state with an analysis of its small fleet stored.
+async fn analysed_state() -> (AppState, support::TestStore, i64) {
+    let (state, t) = signed_in_state().await;
+    let now = model::time::now_ms();
+    t.store.rollup(now + 3_600_000).await.unwrap();
+    let cfg = analytics::Config::default();
+    let span = collector::analysis::Span::closed(now - 3_600_000, now + 60_000);
+    let input = collector::analysis::load(&t.store, &cfg, span)
+        .await
+        .unwrap();
+    let a = tokio::task::spawn_blocking(move || analytics::analyze(&input, &cfg).unwrap())
+        .await
+        .unwrap();
+    collector::analysis::save(&t.store, &a, now, 5)
+        .await
+        .unwrap();
+    (state, t, now)
+}
+
+/// Issue 74.3: the tenants', teams' and findings' tables download as CSV with the rows and
+/// columns the page shows, in its order and filtered as it is, for the caller's teams only;
+/// an unknown format is a 400 that names the allowed ones.
+#[tokio::test]
+async fn tables_download_as_the_page_shows_them() {
+    let (state, _t, _) = analysed_state().await;
+    for (page, header) in [
+        (
+            "/tenants",
+            "Tenant,Allocated GPU-h,Effective GPU-h,Effective,Waste GPU-h,",
+        ),
+        (
+            "/teams",
+            "Team,Allocated GPU-h,Effective GPU-h,Effective,Waste GPU-h,",
+        ),
+        (
+            "/findings",
+            "What,Finding,Severity,Kind,Node,Tenant,Team,Also on",
+        ),
+    ] {
+        let (code, _, html) = send(&state, req("GET", page, Some(VIEWER))).await;
+        assert_eq!(code, StatusCode::OK);
+        assert!(html.contains("format=csv"), "{page}: no download link");
+        let (code, h, body) = send(
+            &state,
+            req("GET", &format!("{page}?format=csv"), Some(VIEWER)),
+        )
+        .await;
+        assert_eq!(code, StatusCode::OK, "{page}: {body}");
+        assert_eq!(h[header::CONTENT_TYPE], "text/csv; charset=utf-8");
+        assert!(
+            h[header::CONTENT_DISPOSITION]
+                .to_str()
+                .unwrap()
+                .starts_with("attachment"),
+            "{page}"
+        );
+        assert!(body.starts_with(header), "{page}: {body}");
+        // As many rows as the page has table rows (the header aside).
+        let lines = body.lines().count() - 1;
+        let shown = html.matches("<tr>").count() - 1 - html.matches("None: ").count();
+        assert_eq!(lines, shown, "{page}: {body}");
+        let (code, _, body) = send(
+            &state,
+            req("GET", &format!("{page}?format=xml"), Some(VIEWER)),
+        )
+        .await;
+        assert_eq!(code, StatusCode::BAD_REQUEST, "{page}");
+        assert!(body.contains("html or csv"), "{body}");
+    }
+    // A team-scoped caller's download holds its teams' lines only.
+    let (_, _, body) = send(&state, req("GET", "/teams?format=csv", Some(SCOPED))).await;
+    let teams: Vec<&str> = body
+        .lines()
+        .skip(1)
+        .map(|l| l.split(',').next().unwrap())
+        .collect();
+    assert_eq!(teams, ["ml"], "{body}");
 }

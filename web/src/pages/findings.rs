@@ -99,9 +99,34 @@ pub fn findings(frame: Frame, f: FindingFilters, rows: Vec<FindingRow>, sort: So
                 </tr></thead>
                 <tbody>{if count == 0 { none_row(6, "no finding of the newest analysis matches these filters") } else { body.into_any() }}</tbody>
             </table></div>
+            {csv_link("/findings", &sort)}
         }
         .into_any()
     })
+}
+
+/// The findings table as CSV: the columns the page shows (the finding's id beside its
+/// summary, and the other GPUs of a grouped row).
+pub fn findings_csv(rows: &[FindingRow]) -> String {
+    use crate::csv::{field, table};
+    table(
+        &[
+            "What", "Finding", "Severity", "Kind", "Node", "Tenant", "Team", "Also on",
+        ],
+        rows.iter().map(|r| {
+            let also: Vec<&str> = r.also.iter().map(|(_, gpu)| gpu.as_str()).collect();
+            vec![
+                field(&r.summary),
+                field(&r.id),
+                field(&r.severity),
+                field(&format::kind(&r.kind)),
+                field(&r.node),
+                field(&r.tenant),
+                field(&r.team),
+                field(&also.join(" ")),
+            ]
+        }),
+    )
 }
 
 #[derive(Debug, Clone, PartialEq)]

@@ -50,6 +50,21 @@ pub struct Sort {
     pub desc: bool,
 }
 
+/// The link that downloads the table as shown (its filters and order) as CSV.
+fn csv_link(path: &str, s: &Sort) -> impl IntoView + use<> {
+    let mut q = vec!["format=csv".to_owned()];
+    if !s.base.is_empty() {
+        q.push(s.base.clone());
+    }
+    q.push(format!(
+        "sort={}&dir={}",
+        enc(&s.key),
+        if s.desc { "desc" } else { "asc" }
+    ));
+    let href = format!("{path}?{}", q.join("&"));
+    view! { <p class="note"><a href=href download="">"Download this table as CSV"</a>" (the same rows and columns, safe to open in a spreadsheet)"</p> }
+}
+
 /// A column header that sorts by `key` when followed.
 fn th(label: &'static str, key: &'static str, s: &Sort, numeric: bool) -> impl IntoView {
     let (dir, aria) = if s.key == key {

@@ -30,6 +30,48 @@ pub struct UseView {
 /// What the borrowed column means.
 const BORROWED_NOTE: &str = "Borrowed: use beyond the allocation. On a time-sliced or MPS GPU a replica is a nominal share, and a tenant may use the time its idle neighbours leave; that use is not counted as effective (which never exceeds what was allocated), so allocated = effective + waste on every line.";
 
+/// The table as CSV: the rows and columns the page shows (Borrowed only where the page shows
+/// it), numbers unrounded to four decimals.
+pub fn usage_csv(teams: bool, currency: &str, rows: &[UseRow]) -> String {
+    use crate::csv::{field, number, table};
+    let borrowed = rows.iter().any(|r| r.borrowed >= 0.05);
+    let cost = format!("Cost ({currency})");
+    let mut header = vec![
+        if teams { "Team" } else { "Tenant" },
+        "Allocated GPU-h",
+        "Effective GPU-h",
+        "Effective",
+        "Waste GPU-h",
+    ];
+    if borrowed {
+        header.push("Borrowed GPU-h");
+    }
+    header.extend([cost.as_str(), "Findings"]);
+    if !teams {
+        header.extend(["Team", "Kind"]);
+    }
+    table(
+        &header,
+        rows.iter().map(|r| {
+            let mut cells = vec![
+                field(&r.name),
+                number(Some(r.allocated)),
+                number(Some(r.effective)),
+                number(r.ratio),
+                number(Some(r.waste)),
+            ];
+            if borrowed {
+                cells.push(number(Some(r.borrowed)));
+            }
+            cells.extend([number(Some(r.cost)), r.findings.to_string()]);
+            if !teams {
+                cells.extend([field(&r.team), field(&r.kind)]);
+            }
+            cells
+        }),
+    )
+}
+
 pub fn usage(frame: Frame, v: UseView, sort: Sort) -> String {
     let nav = if v.teams { Nav::Teams } else { Nav::Tenants };
     document(frame, nav, move || {
@@ -89,6 +131,7 @@ pub fn usage(frame: Frame, v: UseView, sort: Sort) -> String {
                 <tbody>{if empty { none_row(columns, "no line matches the search, or the newest analysis saw no allocation") } else { body.into_any() }}</tbody>
             </table></div>
             {borrowed.then(|| view! { <p class="note">{BORROWED_NOTE}</p> })}
+            {csv_link(action, &sort)}
         }
         .into_any()
     })
