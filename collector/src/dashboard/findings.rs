@@ -49,6 +49,10 @@ pub async fn findings(
             "kind" => a.kind.cmp(&b.kind),
             "node" => a.node.cmp(&b.node),
             "team" => a.team.cmp(&b.team),
+            "cost" => a
+                .waste_cost
+                .unwrap_or(-1.0)
+                .total_cmp(&b.waste_cost.unwrap_or(-1.0)),
             _ => sa.cmp(sb),
         };
         if sq.dir.as_deref() == Some("asc") {
@@ -72,7 +76,10 @@ pub async fn findings(
     ]);
     if csv {
         let rows: Vec<pages::FindingRow> = rows.into_iter().map(|(_, r)| r).collect();
-        return Ok(csv_download("findings", pages::findings_csv(&rows)));
+        return Ok(csv_download(
+            "findings",
+            pages::findings_csv(&rows, &a.funnel.currency),
+        ));
     }
     let mut page = frame(&state, &caller, "Findings");
     page.notice = (!notices.is_empty()).then(|| notices.join(" "));
@@ -132,6 +139,7 @@ fn matching(
                     team: f.team.clone().unwrap_or_default(),
                     summary: f.summary.clone(),
                     also: Vec::new(),
+                    waste_cost: f.metrics.get("wasted_cost").copied(),
                 },
                 f.tenants.first().cloned().zip(f.gpu.clone()),
             )
@@ -150,6 +158,9 @@ fn matching(
             });
             match (same, &key) {
                 (Some((_, first, _)), Some((_, gpu))) => {
+                    if let Some(c) = r.waste_cost {
+                        first.waste_cost = Some(first.waste_cost.unwrap_or(0.0) + c);
+                    }
                     first.also.push((r.id, gpu.chars().take(12).collect()))
                 }
                 _ => rows.push((sev, r, key)),
@@ -188,6 +199,7 @@ fn filters(a: &Analysis, q: &FindingQuery, team_of: &HashMap<&str, &str>) -> pag
             .collect::<BTreeSet<_>>()
             .into_iter()
             .collect(),
+        currency: a.funnel.currency.clone(),
     }
 }
 

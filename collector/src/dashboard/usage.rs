@@ -49,6 +49,7 @@ async fn usage(state: DashboardState, caller: Caller, q: UseQuery, teams: bool) 
         "borrowed" => num(r.borrowed),
         "ratio" => num(r.ratio.unwrap_or(-1.0)),
         "cost" => num(r.cost),
+        "waste_cost" => num(r.waste_cost),
         "findings" => num(r.findings as f64),
         _ => num(r.waste),
     });
@@ -131,6 +132,7 @@ fn use_rows(a: &Analysis, tenants: &[store::TenantRecord], teams: bool) -> Vec<p
                 waste: r.waste_gpu_hours,
                 borrowed: r.borrowed_gpu_hours,
                 cost: r.cost,
+                waste_cost: r.waste_cost,
                 findings: findings.get(r.key.as_str()).copied().unwrap_or(0),
             }
         })

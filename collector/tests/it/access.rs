@@ -496,7 +496,7 @@ async fn tables_download_as_the_page_shows_them() {
         ),
         (
             "/findings",
-            "What,Finding,Severity,Kind,Node,Tenant,Team,Also on",
+            "What,Finding,Waste cost (USD),Severity,Kind,Node,Tenant,Team,Also on",
         ),
     ] {
         let (code, _, html) = send(&state, req("GET", page, Some(VIEWER))).await;

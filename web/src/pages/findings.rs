@@ -14,6 +14,8 @@ pub struct FindingRow {
     /// The same finding of the same tenant on the node's other GPUs (a job's eight GPUs
     /// read as one row): their ids and GPUs.
     pub also: Vec<(String, String)>,
+    /// What the waste it names cost (the row's findings summed), where it names waste.
+    pub waste_cost: Option<f64>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -25,6 +27,8 @@ pub struct FindingFilters {
     pub kinds: Vec<String>,
     pub teams: Vec<String>,
     pub nodes: Vec<String>,
+    /// The currency of the waste-cost column.
+    pub currency: String,
 }
 
 /// A filter's drop-down: "any", then each option (shown through `show`; the value is sent).
@@ -54,6 +58,7 @@ pub fn findings(frame: Frame, f: FindingFilters, rows: Vec<FindingRow>, sort: So
     document(frame, Nav::Findings, move || {
         let count: usize = rows.iter().map(|r| 1 + r.also.len()).sum();
         let grouped = rows.iter().filter(|r| !r.also.is_empty()).count();
+        let currency = f.currency.clone();
         let body = rows
             .into_iter()
             .map(|r| {
@@ -68,6 +73,7 @@ pub fn findings(frame: Frame, f: FindingFilters, rows: Vec<FindingRow>, sort: So
                 view! {
                     <tr>
                         <td><a href=format!("/findings/{}", enc(&r.id))>{r.summary}</a>{also}</td>
+                        <td class="n">{r.waste_cost.map(|c| money(c, &currency))}</td>
                         <td class=sev_class(&r.severity)>{r.severity.clone()}</td>
                         <td>{format::kind(&r.kind)}</td>
                         <td>{node_link(&r.node)}</td>
@@ -94,10 +100,10 @@ pub fn findings(frame: Frame, f: FindingFilters, rows: Vec<FindingRow>, sort: So
                     format!("{count} findings of the newest analysis; a tenant's same finding on several GPUs of a node is one row")
                 }}</caption>
                 <thead><tr>
-                    <th scope="col">"What"</th>{th("Severity", "severity", &sort, false)}{th("Kind", "kind", &sort, false)}
+                    <th scope="col">"What"</th>{th("Waste cost", "cost", &sort, true)}{th("Severity", "severity", &sort, false)}{th("Kind", "kind", &sort, false)}
                     {th("Node", "node", &sort, false)}<th scope="col">"Tenant"</th>{th("Team", "team", &sort, false)}
                 </tr></thead>
-                <tbody>{if count == 0 { none_row(6, "no finding of the newest analysis matches these filters") } else { body.into_any() }}</tbody>
+                <tbody>{if count == 0 { none_row(7, "no finding of the newest analysis matches these filters") } else { body.into_any() }}</tbody>
             </table></div>
             {csv_link("/findings", &sort)}
         }
@@ -107,17 +113,19 @@ pub fn findings(frame: Frame, f: FindingFilters, rows: Vec<FindingRow>, sort: So
 
 /// The findings table as CSV: the columns the page shows (the finding's id beside its
 /// summary, and the other GPUs of a grouped row).
-pub fn findings_csv(rows: &[FindingRow]) -> String {
-    use crate::csv::{field, table};
+pub fn findings_csv(rows: &[FindingRow], currency: &str) -> String {
+    use crate::csv::{field, number, table};
+    let cost = format!("Waste cost ({currency})");
     table(
         &[
-            "What", "Finding", "Severity", "Kind", "Node", "Tenant", "Team", "Also on",
+            "What", "Finding", &cost, "Severity", "Kind", "Node", "Tenant", "Team", "Also on",
         ],
         rows.iter().map(|r| {
             let also: Vec<&str> = r.also.iter().map(|(_, gpu)| gpu.as_str()).collect();
             vec![
                 field(&r.summary),
                 field(&r.id),
+                number(r.waste_cost),
                 field(&r.severity),
                 field(&format::kind(&r.kind)),
                 field(&r.node),

@@ -19,6 +19,7 @@ fn empty_tables_say_none_and_why() {
         kinds: Vec::new(),
         teams: Vec::new(),
         nodes: Vec::new(),
+        currency: "USD".into(),
     };
     let html = findings(Frame::default(), filters, Vec::new(), sort);
     assert!(
@@ -43,6 +44,7 @@ fn use_beyond_the_allocation_is_a_column_where_some_line_has_it() {
         waste: 10.0 - used.min(10.0),
         borrowed: (used - 10.0).max(0.0),
         cost: 0.0,
+        waste_cost: 0.0,
         findings: 0,
     };
     let page = |rows| {

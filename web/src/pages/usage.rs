@@ -15,6 +15,8 @@ pub struct UseRow {
     /// Use beyond the allocation (time-sliced or MPS replicas).
     pub borrowed: f64,
     pub cost: f64,
+    /// What the waste cost: the money column the list sorts by.
+    pub waste_cost: f64,
     pub findings: usize,
 }
 
@@ -36,6 +38,7 @@ pub fn usage_csv(teams: bool, currency: &str, rows: &[UseRow]) -> String {
     use crate::csv::{field, number, table};
     let borrowed = rows.iter().any(|r| r.borrowed >= 0.05);
     let cost = format!("Cost ({currency})");
+    let waste_cost = format!("Waste cost ({currency})");
     let mut header = vec![
         if teams { "Team" } else { "Tenant" },
         "Allocated GPU-h",
@@ -46,7 +49,7 @@ pub fn usage_csv(teams: bool, currency: &str, rows: &[UseRow]) -> String {
     if borrowed {
         header.push("Borrowed GPU-h");
     }
-    header.extend([cost.as_str(), "Findings"]);
+    header.extend([cost.as_str(), waste_cost.as_str(), "Findings"]);
     if !teams {
         header.extend(["Team", "Kind"]);
     }
@@ -63,7 +66,11 @@ pub fn usage_csv(teams: bool, currency: &str, rows: &[UseRow]) -> String {
             if borrowed {
                 cells.push(number(Some(r.borrowed)));
             }
-            cells.extend([number(Some(r.cost)), r.findings.to_string()]);
+            cells.extend([
+                number(Some(r.cost)),
+                number(Some(r.waste_cost)),
+                r.findings.to_string(),
+            ]);
             if !teams {
                 cells.extend([field(&r.team), field(&r.kind)]);
             }
@@ -78,7 +85,7 @@ pub fn usage(frame: Frame, v: UseView, sort: Sort) -> String {
         // Shown where it matters: some line used more than it was allocated.
         let borrowed = v.rows.iter().any(|r| r.borrowed >= 0.05);
         let empty = v.rows.is_empty();
-        let columns = if v.teams { 7 } else { 9 };
+        let columns = if v.teams { 8 } else { 10 };
         let currency = v.currency.clone();
         let body = v
             .rows
@@ -103,6 +110,7 @@ pub fn usage(frame: Frame, v: UseView, sort: Sort) -> String {
                         <td class="n">{num(r.waste)}</td>
                         {borrowed.then(|| view! { <td class="n">{num(r.borrowed)}</td> })}
                         <td class="n">{money(r.cost, &currency)}</td>
+                        <td class="n">{money(r.waste_cost, &currency)}</td>
                         <td class="n"><a href=findings>{r.findings}</a></td>
                         {(!v.teams).then(|| view! { <td>{r.team.clone()}</td><td>{r.kind.clone()}</td> })}
                     </tr>
@@ -124,7 +132,7 @@ pub fn usage(frame: Frame, v: UseView, sort: Sort) -> String {
                     {th("Allocated GPU-h", "allocated", &sort, true)}{th("Effective GPU-h", "effective", &sort, true)}
                     {th("Effective", "ratio", &sort, true)}{th("Waste GPU-h", "waste", &sort, true)}
                     {borrowed.then(|| th("Borrowed GPU-h", "borrowed", &sort, true))}
-                    {th("Cost", "cost", &sort, true)}
+                    {th("Cost", "cost", &sort, true)}{th("Waste cost", "waste_cost", &sort, true)}
                     {th("Findings", "findings", &sort, true)}
                     {(!v.teams).then(|| view! { {th("Team", "team", &sort, false)}<th scope="col">"Kind"</th> })}
                 </tr></thead>
