@@ -423,7 +423,8 @@ fn finding(
         .waiting
         .keys()
         .next_back()
-        .map_or(ctx.input.to_ms, |h| h + HOUR_MS);
+        .map_or(ctx.input.to_ms, |h| h + HOUR_MS)
+        .min(ctx.input.to_ms);
     let severity = if n.reclaimable >= 24.0 {
         Severity::Critical
     } else if n.reclaimable >= 1.0 || t.fragmented >= 1.0 {

@@ -167,10 +167,13 @@ pub fn finding(ctx: &Ctx, h: &Holding, planned: Option<(&str, &Move)>) -> Findin
         team: ctx.team(&h.cluster, &h.tenant),
         pool: None,
         from_ms: h.rows.first().map_or(ctx.input.from_ms, |r| r.0),
+        // The last hour's end, but never past the window: the newest hour is partial
+        // (issue 74.8: findings ended 54 minutes after the analysis that made them).
         to_ms: h
             .rows
             .last()
-            .map_or(ctx.input.to_ms, |r| r.0 + model::rollup::HOUR_MS),
+            .map_or(ctx.input.to_ms, |r| r.0 + model::rollup::HOUR_MS)
+            .min(ctx.input.to_ms),
         signal: h.signal().into(),
         reason: Some(why.as_str().into()),
         summary: format!(

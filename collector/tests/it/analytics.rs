@@ -367,6 +367,16 @@ pub(crate) async fn check(store: &Store, path: &Path, scores: &mut BTreeMap<&'st
 /// a MIG instance is one tenant's holding on its GPU — from the same rows the node page sums):
 /// effective ≤ allocated, waste = allocated − effective, a share of at most 100 %.
 fn identities_hold(a: &analytics::Analysis, input: &analytics::Input, label: &str) {
+    // Issue 74.8: no finding ends after the window that found it (the newest hour is partial).
+    for x in &a.findings {
+        assert!(
+            x.from_ms <= x.to_ms && x.to_ms <= input.to_ms,
+            "{label}: {} ends at {} after the window's end {}",
+            x.id,
+            x.to_ms,
+            input.to_ms
+        );
+    }
     let f = &a.funnel;
     let scopes = [
         &f.by_cluster,

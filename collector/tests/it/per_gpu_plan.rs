@@ -45,8 +45,21 @@ fn step_claims(a: &analytics::Analysis) -> Vec<serde_json::Value> {
     out
 }
 
-/// The plan of the pinned-per-gpu scenario under each mechanism its pool may have.
+/// The plan of the pinned-per-gpu scenario under each mechanism its pool may have; and, as a
+/// live collector's window ends inside an hour, no finding ends after the window (issue 74.8:
+/// underutilized findings ended 54 minutes after the analysis that made them).
 pub(crate) fn plans_under_what_the_pool_has(label: &str, input: &analytics::Input) {
+    let mut live = input.clone();
+    live.to_ms -= 20 * 60_000;
+    let a = analytics::analyze(&live, &analytics::Config::default()).unwrap();
+    assert!(!a.findings.is_empty(), "{label}");
+    for f in &a.findings {
+        assert!(
+            f.to_ms <= live.to_ms,
+            "{label}: {} ends after its window",
+            f.id
+        );
+    }
     // Consumable capacity pinned per GPU: day-1 and day-2 each with a night tenant, 2 freed.
     let a = plan_with(label, input, &[Mechanism::DraConsumableCapacity]);
     let pool = &a.plan.pools[0];
