@@ -167,8 +167,7 @@ pub fn finding(ctx: &Ctx, h: &Holding, planned: Option<(&str, &Move)>) -> Findin
         team: ctx.team(&h.cluster, &h.tenant),
         pool: None,
         from_ms: h.rows.first().map_or(ctx.input.from_ms, |r| r.0),
-        // The last hour's end, but never past the window: the newest hour is partial
-        // (issue 74.8: findings ended 54 minutes after the analysis that made them).
+        // Never past the window: its newest hour is partial (issue 74.8).
         to_ms: h
             .rows
             .last()
