@@ -8,15 +8,19 @@ pub struct RecQuery {
     pub sort: Option<String>,
     pub dir: Option<String>,
     pub kind: Option<String>,
+    /// `csv`: the steps table as a download, with the same rows and columns.
+    pub format: Option<String>,
 }
 
 pub async fn recommendations(
     State(state): State<DashboardState>,
     caller: Caller,
     Query(rq): Query<RecQuery>,
-) -> Page {
+) -> PageOrCsv {
+    let csv = wants_csv(rq.format.as_deref())?;
     let q = SortQuery {
-        sort: rq.sort,
+        // "order" is the plan's own order, as unsorted (the download link names it).
+        sort: rq.sort.filter(|s| s != "order"),
         dir: rq.dir,
     };
     let kinds: Vec<&str> = analytics::RecKind::ALL.iter().map(|k| k.as_str()).collect();
@@ -69,6 +73,12 @@ pub async fn recommendations(
             _ => num(r.gpus_freed),
         });
     }
+    if csv {
+        return Ok(csv_download(
+            "recommendations",
+            pages::recommendations_csv(&rows),
+        ));
+    }
     let plan = a.as_ref().map(|a| plan_view(a));
     let outcomes = a
         .as_ref()
@@ -84,7 +94,8 @@ pub async fn recommendations(
         rows,
         rejected,
         sort_state(base, &q, "order"),
-    )))
+    ))
+    .into_response())
 }
 
 /// The fleet plan as the page shows it.

@@ -278,10 +278,38 @@ pub fn recommendations(
                 </tr></thead>
                 <tbody>{if count == 0 { none_row(6, "the newest analysis has no step: nothing to reclaim, share or consolidate that its replay accepts") } else { body.into_any() }}</tbody>
             </table></div>
+            {csv_link("/recommendations", &sort)}
             {turned_down}
         }
         .into_any()
     })
+}
+
+/// The steps table as CSV: the columns the page shows, the step's id beside its summary.
+pub fn recommendations_csv(rows: &[RecRow]) -> String {
+    use crate::csv::{field, number, table};
+    table(
+        &[
+            "What",
+            "Step",
+            "GPUs freed",
+            "Kind",
+            "Node",
+            "Team",
+            "Confidence",
+        ],
+        rows.iter().map(|r| {
+            vec![
+                field(&r.summary),
+                field(&r.id),
+                number(Some(r.gpus_freed)),
+                field(&format::kind(&r.kind)),
+                field(&r.node),
+                field(&r.team),
+                number(Some(r.confidence)),
+            ]
+        }),
+    )
 }
 
 /// An applied step's outcome check, for the recommendations pages and the step's own page.
