@@ -25,9 +25,7 @@ pub use crate::recommendation::{Disruption, Interrupted};
 /// it changes node, a node selector. None where nothing in the spec changes.
 pub fn spec_change(m: &Move) -> Option<String> {
     let resource = match &m.target {
-        Target::Mig { profile, .. } if !profile.is_empty() => {
-            Some(format!("nvidia.com/mig-{profile}: 1  # in place of nvidia.com/gpu"))
-        }
+        Target::Mig { profile, .. } if !profile.is_empty() => Some(mig_resource(profile)),
         // A time-sliced or MPS replica is still requested as nvidia.com/gpu; a pinned share
         // is a claim (the step's ResourceClaims say which).
         Target::PerGpu { .. } => Some(
@@ -36,7 +34,17 @@ pub fn spec_change(m: &Move) -> Option<String> {
         _ => None,
     };
     let node = (!m.to_node.is_empty() && m.to_node != m.from_node).then_some(m.to_node.as_str());
-    if resource.is_none() && node.is_none() {
+    patch(node, resource.as_deref())
+}
+
+/// A MIG instance as a container's resource limit.
+fn mig_resource(profile: &str) -> String {
+    format!("nvidia.com/mig-{profile}: 1  # in place of nvidia.com/gpu")
+}
+
+/// A pod-spec patch: the node selector and the container's resource limit it sets, if any.
+fn patch(node: Option<&str>, resource: Option<&str>) -> Option<String> {
+    if node.is_none() && resource.is_none() {
         return None;
     }
     let mut out = String::from("spec:\n");
@@ -116,9 +124,7 @@ pub fn fill(ctx: &Ctx, holdings: &[Holding], recs: &mut [Recommendation]) {
                 ..
             } => {
                 let change = match target {
-                    Target::Mig { profile, .. } => Some(format!(
-                        "spec:\n  containers:\n  - name: <its container>\n    resources:\n      limits:\n        nvidia.com/mig-{profile}: 1  # in place of nvidia.com/gpu\n"
-                    )),
+                    Target::Mig { profile, .. } => patch(None, Some(&mig_resource(profile))),
                     _ => None,
                 };
                 put(tenant, gpu, Disruption::Restarted, change);

@@ -118,6 +118,18 @@ impl Mechanism {
         Mechanism::ALL.into_iter().find(|m| m.as_str() == s)
     }
 
+    /// A per-GPU mechanism named on a command line or in a scenario, or the error that lists
+    /// the names it may take.
+    pub fn from_name(s: &str) -> Result<Mechanism, String> {
+        Mechanism::parse(s).ok_or_else(|| {
+            let known: Vec<&str> = Mechanism::PER_GPU.iter().map(|m| m.as_str()).collect();
+            format!(
+                "unknown sharing mechanism {s:?}; known: {}",
+                known.join(", ")
+            )
+        })
+    }
+
     /// Its declaration.
     pub fn declared(self) -> Declaration {
         let d = |name, chooser, isolation, one_namespace, needs, emits| Declaration {
@@ -229,5 +241,10 @@ mod tests {
             ));
         }
         assert_eq!(Mechanism::parse("bogus"), None);
+        let err = Mechanism::from_name("bogus").unwrap_err();
+        assert!(
+            err.contains("\"bogus\"") && err.contains("dra_consumable_capacity"),
+            "{err}"
+        );
     }
 }

@@ -134,23 +134,25 @@ pub fn pool_steps(
                 && w.mechanism.declared().chooser == crate::mechanism::Chooser::PlanPerGpu
         })
         .min_by_key(|w| w.gpus_after);
-    let Some(relaid) = best.and_then(|w| plan::relay(ctx, pool, w.mechanism)) else {
+    let Some(m) = best.map(|w| w.mechanism) else {
         return node_wide;
     };
-    let m = best.map(|w| w.mechanism);
+    let Some(relaid) = plan::relay(ctx, pool, m) else {
+        return node_wide;
+    };
     let mut per_gpu = layout_steps(ctx, &relaid, reclaim_ids, waste_ids, Some(&node_wide.pool));
     if !per_gpu.harmful.is_empty() || per_gpu.pool.gpus_freed <= node_wide.pool.gpus_freed {
         return node_wide;
     }
-    per_gpu.pool.uses = m;
-    let price = cfg_price(ctx, pool);
-    plan::pergpu::rebase(&mut per_gpu.pool.worth, per_gpu.pool.gpus_after, price, m);
+    per_gpu.pool.uses = Some(m);
+    let price = pool.price_per_month(ctx.cfg);
+    plan::pergpu::rebase(
+        &mut per_gpu.pool.worth,
+        per_gpu.pool.gpus_after,
+        price,
+        Some(m),
+    );
     per_gpu
-}
-
-/// What one GPU of the pool costs per month.
-fn cfg_price(ctx: &Ctx, pool: &PoolLayout) -> f64 {
-    ctx.cfg.price_of(pool.model) * plan::HOURS_PER_MONTH
 }
 
 /// Steps for one laid-out pool; `node_wide`: the pool's node-wide plan, where this layout is
@@ -212,7 +214,7 @@ fn layout_steps(
         nodes_in_use,
         nodes_freed: nodes_in_use - nodes_after,
         efficiency: plan::efficiency(in_use, bound, freed),
-        money_per_month: freed as f64 * cfg_price(ctx, pool),
+        money_per_month: freed as f64 * pool.price_per_month(cfg),
         held_for_repair: repair.len(),
         worth,
         has,
@@ -508,8 +510,8 @@ struct Change<'a> {
     after_mode: String,
     c: &'a NodeChange,
     names: Vec<String>,
-    /// Tenant key → `namespace/pod/container`, for the objects a per-GPU step emits.
-    name_of: HashMap<String, String>,
+    /// The ResourceClaims a per-GPU step emits (none for other steps).
+    claims: Vec<plan::claims::Claim>,
     from_nodes: String,
 }
 
@@ -524,22 +526,13 @@ fn node_proposal(
     let (names, from_nodes) = (&ch.names, &ch.from_nodes);
     let used = node.used();
     let step = if let Some((m, groups)) = &ch.c.pinned {
-        let name = |key: &str| {
-            ch.name_of
-                .get(key)
-                .cloned()
-                .unwrap_or_else(|| key.to_owned())
-        };
-        let claims: Vec<_> = groups
-            .iter()
-            .flat_map(|g| plan::claims::resource_claims(*m, g, &name))
-            .collect();
+        let claims = &ch.claims;
         let shared = groups.iter().filter(|g| g.tenants.len() > 1).count();
         (
             RecKind::PerGpuSharing,
             Proposal::PerGpu {
                 mechanism: *m,
-                objects_yaml: plan::claims::yaml(&claims),
+                objects_yaml: plan::claims::yaml(claims),
                 moves: moves.clone(),
             },
             format!(
@@ -648,11 +641,15 @@ fn node_step(
     if c.moves.is_empty() && !mig_change && !share_change {
         return None;
     }
-    let name_of = c
+    let name = |key: &str| ctx.name(cluster, key);
+    let claims = c
         .pinned
         .iter()
-        .flat_map(|(_, groups)| groups.iter().flat_map(|g| g.tenants.iter()))
-        .map(|(key, _)| (key.clone(), ctx.name(cluster, key)))
+        .flat_map(|(m, groups)| {
+            groups
+                .iter()
+                .flat_map(move |g| plan::claims::resource_claims(*m, g, &name))
+        })
         .collect();
     let r = node_replay(ctx, pool, &c.touched_bins);
     let moves = &c.moves;
@@ -688,7 +685,7 @@ fn node_step(
         after_mode,
         c: &c,
         names,
-        name_of,
+        claims,
         from_nodes,
     };
     let (kind, proposal, summary) = node_proposal(pool, node, &change)?;

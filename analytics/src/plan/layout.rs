@@ -247,6 +247,11 @@ pub struct PoolLayout<'a> {
 }
 
 impl PoolLayout<'_> {
+    /// What one GPU of the pool costs per month at the configured price.
+    pub fn price_per_month(&self, cfg: &crate::config::Config) -> f64 {
+        cfg.price_of(self.model) * HOURS_PER_MONTH
+    }
+
     /// The GPUs the plan uses: those it places something on, or, when it changes nothing, the
     /// GPUs the live tenants hold today.
     pub fn used_after(&self) -> BTreeSet<&str> {

@@ -349,7 +349,7 @@ pub fn worth(
     let staying = staying + held + pool.kept_for_waiting().len();
     let capacity = pool.memory_total;
     let floor = staying + bound(&tenants, capacity);
-    let price = ctx.cfg.price_of(pool.model) * super::HOURS_PER_MONTH;
+    let price = pool.price_per_month(ctx.cfg);
     // Every scheduler-placed mechanism is judged by the same rule: worked out once.
     let mut scheduled: Option<(Vec<usize>, usize)> = None;
     Mechanism::PER_GPU

@@ -47,7 +47,7 @@ pub struct AnalyzeBench {
     /// Per-GPU sharing mechanisms every cluster of the fleet has, comma-separated (e.g.
     /// dra_consumable_capacity), as `[analytics.mechanisms]` would configure them: the plan is
     /// then timed where it lays pools out under them. Without it, none.
-    #[arg(long, value_delimiter = ',', value_parser = parse_mechanism)]
+    #[arg(long, value_delimiter = ',', value_parser = analytics::mechanism::Mechanism::from_name)]
     pub mechanisms: Vec<analytics::mechanism::Mechanism>,
 }
 
@@ -63,15 +63,6 @@ fn bench_config(
             .insert(f.scenario.cluster.clone(), mechanisms.to_vec());
     }
     cfg
-}
-
-/// A mechanism's snake_case name, or an error listing the known ones.
-fn parse_mechanism(s: &str) -> Result<analytics::mechanism::Mechanism, String> {
-    use analytics::mechanism::Mechanism;
-    Mechanism::parse(s).ok_or_else(|| {
-        let known: Vec<&str> = Mechanism::PER_GPU.iter().map(|m| m.as_str()).collect();
-        format!("unknown mechanism {s:?}; known: {}", known.join(", "))
-    })
 }
 
 impl AnalyzeBench {

@@ -343,14 +343,8 @@ pub fn mechanism_records(scenario: &simulator::Scenario) -> anyhow::Result<Vec<(
     let mut out = Vec::new();
     for n in &scenario.nodes {
         for m in &n.mechanisms {
-            let m = Mechanism::parse(m).ok_or_else(|| {
-                let known: Vec<&str> = Mechanism::PER_GPU.iter().map(|m| m.as_str()).collect();
-                anyhow::anyhow!(
-                    "node {:?}: unknown sharing mechanism {m:?}; known: {}",
-                    n.name,
-                    known.join(", ")
-                )
-            })?;
+            let m =
+                Mechanism::from_name(m).map_err(|e| anyhow::anyhow!("node {:?}: {e}", n.name))?;
             out.push((n.name.clone(), m.as_str().to_owned()));
         }
     }

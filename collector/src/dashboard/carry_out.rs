@@ -6,13 +6,15 @@
 use super::page::*;
 use crate::labels::Mode;
 use analytics::disrupts::Disruption;
-use model::labels::{OPERATOR_DEVICE_PLUGIN_CONFIG, OPERATOR_MIG_CONFIG};
+use model::labels::OPERATOR_MIG_CONFIG;
 
-/// The carry-out part of step `r`'s page.
+/// The carry-out part of step `r`'s page; `plan`: the label change it makes on its node, as
+/// the label workflow plans it (none for a step that changes no label).
 pub(super) fn carry_out(
     state: &DashboardState,
     a: &Analysis,
     r: &analytics::Recommendation,
+    plan: Option<&crate::labels::Plan>,
     team_of: &HashMap<&str, &str>,
 ) -> pages::CarryOut {
     let labels = &state.labels;
@@ -21,7 +23,7 @@ pub(super) fn carry_out(
     let restarted = r
         .interrupts
         .iter()
-        .filter(|i| i.how != Disruption::Drained)
+        .filter(|i| matches!(i.how, Disruption::Moved | Disruption::Restarted))
         .count();
     let duration = |d: std::time::Duration| humantime::format_duration(d).to_string();
     let timing = match (&r.proposal, drained) {
@@ -47,25 +49,17 @@ pub(super) fn carry_out(
         timing,
         ..pages::CarryOut::default()
     };
+    let Some(plan) = plan else {
+        return out;
+    };
     let layouts = labels.custom_layouts.clone().unwrap_or_default();
     let writes = labels.custom_layouts.is_some();
-    let (label, value, map, key) = match &r.proposal {
-        Proposal::MigLayout { config_name, .. } => (
-            OPERATOR_MIG_CONFIG,
-            config_name.clone(),
-            layouts.mig_config_map.clone(),
-            crate::labels::MIG_PARTED_KEY.to_owned(),
-        ),
-        Proposal::Sharing { mode, replicas, .. } => {
-            let name = crate::labels::device_plugin_config_name(mode, *replicas);
-            (
-                OPERATOR_DEVICE_PLUGIN_CONFIG,
-                name.clone(),
-                layouts.device_plugin_config_map.clone(),
-                name,
-            )
-        }
-        _ => return out,
+    let (label, value) = (plan.label.as_str(), plan.value.as_str());
+    // mig-parted reads one key; the device plugin a key per config, named as the label's value.
+    let (map, key) = if label == OPERATOR_MIG_CONFIG {
+        (&layouts.mig_config_map, crate::labels::MIG_PARTED_KEY)
+    } else {
+        (&layouts.device_plugin_config_map, value)
     };
     out.config_place = Some(format!(
         "The generated config below goes into ConfigMap {map} in namespace {ns} under the key {key} (the one the GPU Operator's ClusterPolicy names{which}){how}; the node label {label}={value} on {node} selects it.",

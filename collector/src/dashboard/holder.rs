@@ -5,20 +5,16 @@
 
 use super::page::*;
 use super::recommendations::names_in;
-use super::series::mean_series;
+use super::series::{mean_series, shown};
 
-/// The analysis, or the page that says none has run yet.
-async fn newest(state: &DashboardState) -> Result<std::sync::Arc<Analysis>, PageError> {
-    analysis(state).await?.ok_or_else(|| {
-        PageError(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "No analysis yet: the first one runs shortly after the collector starts.".into(),
-        )
-    })
-}
-
-/// A funnel line's numbers, as the page lists them.
-fn numbers(r: &analytics::FunnelRow, currency: &str) -> Vec<(String, String)> {
+/// A funnel line's numbers, as the page lists them; none where the window has no line.
+fn numbers(r: Option<&analytics::FunnelRow>, currency: &str) -> Vec<(String, String)> {
+    let Some(r) = r else {
+        return vec![(
+            "allocated GPU-hours".into(),
+            "none in the analysed window".into(),
+        )];
+    };
     vec![
         (
             "allocated GPU-hours".into(),
@@ -85,18 +81,24 @@ fn steps(
         .collect()
 }
 
-/// How step `r` touches tenant `key`: the word for its interruption, else "named".
-fn touch(r: &analytics::Recommendation, key: &str) -> Option<String> {
-    let hows: std::collections::BTreeSet<&str> = r
+/// How step `r` touches tenant `key`: the words for its interruptions, else "named"; empty
+/// where it does not.
+fn touch(r: &analytics::Recommendation, key: &str) -> BTreeSet<&'static str> {
+    let mut hows: BTreeSet<&'static str> = r
         .interrupts
         .iter()
         .filter(|i| i.tenant == key)
         .map(|i| i.how.as_str())
         .collect();
-    if !hows.is_empty() {
-        return Some(hows.into_iter().collect::<Vec<_>>().join(", "));
+    if hows.is_empty() && r.tenants.iter().any(|t| t == key) {
+        hows.insert("named");
     }
-    r.tenants.iter().any(|t| t == key).then(|| "named".into())
+    hows
+}
+
+/// The words of a set, joined.
+fn words(hows: &BTreeSet<&str>) -> String {
+    hows.iter().copied().collect::<Vec<_>>().join(", ")
 }
 
 pub async fn tenant(
@@ -104,7 +106,7 @@ pub async fn tenant(
     caller: Caller,
     Path(key): Path<String>,
 ) -> Page {
-    let a = newest(&state).await?;
+    let a = analysis_or_wait(&state).await?;
     let tenants = state.store.tenants().await?;
     let team_of = team_map(&tenants);
     let team = team_of.get(key.as_str()).copied();
@@ -135,15 +137,7 @@ pub async fn tenant(
             .unwrap_or_else(|| "tenant".into()),
         team: team.map(str::to_owned),
         window: window(&a),
-        numbers: row.map_or_else(
-            || {
-                vec![(
-                    "allocated GPU-hours".into(),
-                    "none in the analysed window".into(),
-                )]
-            },
-            |r| numbers(r, &a.funnel.currency),
-        ),
+        numbers: numbers(row, &a.funnel.currency),
         chart: Some(chart),
         findings: a
             .findings
@@ -152,7 +146,10 @@ pub async fn tenant(
             .filter(|f| finding_visible(&caller, f, &team_of))
             .map(|f| (f.id.clone(), names_in(&a, &f.summary)))
             .collect(),
-        steps: steps(&a, |r| touch(r, &key)),
+        steps: steps(&a, |r| {
+            let hows = touch(r, &key);
+            (!hows.is_empty()).then(|| words(&hows))
+        }),
         reclaim: cases(&state, |c| c.tenant == key).await?,
         ..pages::HolderView::default()
     };
@@ -178,12 +175,7 @@ async fn tenant_lines(
     ] {
         let points = mean_series(state, metric, entity(), from, to, 3_600_000)
             .await
-            .map(|s| {
-                s.points
-                    .into_iter()
-                    .map(|(t, v)| (t, v.map(|x| x * 100.0)))
-                    .collect()
-            })
+            .map(shown)
             .unwrap_or_default();
         out.push(Line {
             name: name.into(),
@@ -198,7 +190,7 @@ pub async fn team(
     caller: Caller,
     Path(team): Path<String>,
 ) -> Page {
-    let a = newest(&state).await?;
+    let a = analysis_or_wait(&state).await?;
     let tenants = state.store.tenants().await?;
     let team_of = team_map(&tenants);
     let row = a.funnel.by_team.iter().find(|r| r.key == team);
@@ -210,15 +202,13 @@ pub async fn team(
     }
     // Its tenants: those the store knows in the team, with their funnel lines where the
     // window has them.
-    let keys: BTreeSet<&str> = tenants
+    let members: Vec<&store::TenantRecord> = tenants
         .iter()
         .filter(|t| t.team.as_deref() == Some(&team))
-        .map(|t| t.key())
         .collect();
     let line = |k: &str| a.funnel.by_tenant.iter().find(|r| r.key == k);
-    let mut listed: Vec<(String, String, f64, String)> = tenants
+    let mut listed: Vec<(String, String, f64, String)> = members
         .iter()
-        .filter(|t| keys.contains(t.key()))
         .map(|t| {
             let r = line(t.key());
             (
@@ -247,24 +237,16 @@ pub async fn team(
         name: team.clone(),
         what: "team".into(),
         window: window(&a),
-        numbers: row.map_or_else(
-            || {
-                vec![(
-                    "allocated GPU-hours".into(),
-                    "none in the analysed window".into(),
-                )]
-            },
-            |r| numbers(r, &a.funnel.currency),
-        ),
+        numbers: numbers(row, &a.funnel.currency),
         findings,
         steps: steps(&a, |r| {
-            let hit: Vec<String> = keys.iter().filter_map(|k| touch(r, k)).collect();
-            (!hit.is_empty()).then(|| {
-                let mut words: Vec<&str> = hit.iter().flat_map(|h| h.split(", ")).collect();
-                words.sort_unstable();
-                words.dedup();
-                format!("{} of its tenants {}", hit.len(), words.join(", "))
-            })
+            let hit: Vec<BTreeSet<&str>> = members
+                .iter()
+                .map(|t| touch(r, t.key()))
+                .filter(|h| !h.is_empty())
+                .collect();
+            let all: BTreeSet<&str> = hit.iter().flatten().copied().collect();
+            (!hit.is_empty()).then(|| format!("{} of its tenants {}", hit.len(), words(&all)))
         }),
         waiting,
         members: listed,

@@ -131,6 +131,16 @@ pub(super) fn csv_download(name: &str, body: String) -> axum::response::Response
         .into_response()
 }
 
+/// The newest analysis, or the page that says none has run yet (503).
+pub(super) async fn analysis_or_wait(state: &DashboardState) -> Result<Arc<Analysis>, PageError> {
+    analysis(state).await?.ok_or_else(|| {
+        PageError(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "No analysis yet: the first one runs shortly after the collector starts.".into(),
+        )
+    })
+}
+
 pub(super) async fn analysis(state: &DashboardState) -> Result<Option<Arc<Analysis>>, PageError> {
     state.newest.get(&state.store).await.map_err(|e| match e {
         crate::analysis::NewestError::Store(e) => e.into(),

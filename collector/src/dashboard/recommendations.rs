@@ -259,7 +259,7 @@ pub async fn recommendation(
     };
     let mut v = rec_view(&a, r, actuation);
     let tenants = state.store.tenants().await?;
-    v.carry = super::carry_out::carry_out(&state, &a, r, &team_map(&tenants));
+    v.carry = super::carry_out::carry_out(&state, &a, r, plan.as_ref(), &team_map(&tenants));
     v.outcome = outcome.map(outcome_view);
     let mut f = frame(
         &state,

@@ -13,12 +13,7 @@ pub struct UseQuery {
 
 async fn usage(state: DashboardState, caller: Caller, q: UseQuery, teams: bool) -> PageOrCsv {
     let csv = wants_csv(q.format.as_deref())?;
-    let Some(a) = analysis(&state).await? else {
-        return Err(PageError(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "No analysis yet: the first one runs shortly after the collector starts.".into(),
-        ));
-    };
+    let a = analysis_or_wait(&state).await?;
     let tenants = state.store.tenants().await?;
     let needle = q.q.clone().unwrap_or_default().to_lowercase();
     let mut rows: Vec<pages::UseRow> = use_rows(&a, &tenants, teams)

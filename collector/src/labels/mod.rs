@@ -11,10 +11,10 @@ pub mod settings;
 pub mod workflow;
 
 pub use actions::{ApproveError, after_analysis, approve, task};
-pub use advisory::{device_plugin_config_name, labels as advisory_labels, utilization_class};
+pub use advisory::{labels as advisory_labels, utilization_class};
 pub use api::{LabelsState, routes};
 pub use kube::Cluster;
-pub use layouts::{MIG_PARTED_KEY, Settings as LayoutSettings};
+pub use layouts::MIG_PARTED_KEY;
 pub use metrics::LabelMetrics;
 pub use settings::{Mode, Operator, Settings};
 pub use workflow::{Plan, plans};

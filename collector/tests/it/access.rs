@@ -235,23 +235,7 @@ async fn sign_in_mode_enforces_roles_and_team_scopes() {
     let (code, _, _) = send(&state, req("GET", "/api/v1/nodes", Some(SCOPED))).await;
     assert_eq!(code, StatusCode::OK);
     // Another team's tenant's series reads as unknown.
-    let tenants: Value = serde_json::from_str(
-        &send(&state, req("GET", "/api/v1/tenants", Some(VIEWER)))
-            .await
-            .2,
-    )
-    .unwrap();
-    let key_of = |team: &str| {
-        tenants["tenants"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|t| t["team"] == team)
-            .unwrap()["key"]
-            .as_str()
-            .unwrap()
-            .to_owned()
-    };
+    let key_of = tenant_of_team(&state).await;
     let series = |key: String| {
         format!(
             "/api/v1/series?metric=alloc_share&entity=tenant:{}&from=now-5m",
@@ -404,23 +388,7 @@ async fn open_mode_ignores_unknown_tokens_on_reads() {
 #[tokio::test]
 async fn tenant_and_team_pages_keep_to_the_callers_teams() {
     let (state, t, now) = analysed_state().await;
-    let tenants: Value = serde_json::from_str(
-        &send(&state, req("GET", "/api/v1/tenants", Some(VIEWER)))
-            .await
-            .2,
-    )
-    .unwrap();
-    let key_of = |team: &str| {
-        tenants["tenants"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|t| t["team"] == team)
-            .unwrap()["key"]
-            .as_str()
-            .unwrap()
-            .to_owned()
-    };
+    let key_of = tenant_of_team(&state).await;
     let page = |key: String| format!("/tenants/{}", support_enc(&key));
     for (uri, who, want) in [
         (page(key_of("ml")), VIEWER, StatusCode::OK),
@@ -465,14 +433,7 @@ async fn analysed_state() -> (AppState, support::TestStore, i64) {
     let (state, t) = signed_in_state().await;
     let now = model::time::now_ms();
     t.store.rollup(now + 3_600_000).await.unwrap();
-    let cfg = analytics::Config::default();
-    let span = collector::analysis::Span::closed(now - 3_600_000, now + 60_000);
-    let input = collector::analysis::load(&t.store, &cfg, span)
-        .await
-        .unwrap();
-    let a = tokio::task::spawn_blocking(move || analytics::analyze(&input, &cfg).unwrap())
-        .await
-        .unwrap();
+    let a = support::analyse(&t.store, now - 3_600_000, now + 60_000).await;
     collector::analysis::save(&t.store, &a, now, 5)
         .await
         .unwrap();
@@ -546,4 +507,25 @@ async fn tables_download_as_the_page_shows_them() {
         .map(|l| l.split(',').next().unwrap())
         .collect();
     assert_eq!(teams, ["ml"], "{body}");
+}
+
+/// A tenant key of each team, as a viewer reads `/api/v1/tenants`.
+async fn tenant_of_team(state: &AppState) -> impl Fn(&str) -> String {
+    let tenants: Value = serde_json::from_str(
+        &send(state, req("GET", "/api/v1/tenants", Some(VIEWER)))
+            .await
+            .2,
+    )
+    .unwrap();
+    move |team: &str| {
+        tenants["tenants"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|t| t["team"] == team)
+            .unwrap()["key"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    }
 }

@@ -282,12 +282,7 @@ pub(crate) async fn check(store: &Store, path: &Path, scores: &mut BTreeMap<&'st
             f.summary
         );
     }
-    let by_steps: f64 = a
-        .recommendations
-        .iter()
-        .filter(|r| plan.steps.contains(&r.id))
-        .map(|r| r.replay.gpus_freed)
-        .sum();
+    let by_steps = crate::plan_totals::freed_by_plan_steps(&a);
     assert_eq!(
         by_steps, plan.gpus_freed as f64,
         "{label}: steps do not add up to the plan"

@@ -13,12 +13,7 @@ fn plan_with(label: &str, input: &analytics::Input, has: &[Mechanism]) -> analyt
     cfg.mechanisms.insert("one-node".into(), has.to_vec());
     let a = analytics::analyze(input, &cfg).unwrap();
     let plan = &a.plan;
-    let by_steps: f64 = a
-        .recommendations
-        .iter()
-        .filter(|r| plan.steps.contains(&r.id))
-        .map(|r| r.replay.gpus_freed)
-        .sum();
+    let by_steps = crate::plan_totals::freed_by_plan_steps(&a);
     assert_eq!(by_steps, plan.gpus_freed as f64, "{label} {has:?}");
     assert_eq!(
         crate::plan_totals::applied_frees(&a, input),

@@ -365,6 +365,15 @@ pub(crate) fn applied_frees(a: &analytics::Analysis, input: &analytics::Input) -
     before.len() as i64 - after.len() as i64 - held as i64
 }
 
+/// What the plan's steps free, summed as each step says.
+pub(crate) fn freed_by_plan_steps(a: &analytics::Analysis) -> f64 {
+    a.recommendations
+        .iter()
+        .filter(|r| a.plan.steps.contains(&r.id))
+        .map(|r| r.replay.gpus_freed)
+        .sum()
+}
+
 /// Whether a holding still runs at the end of the window (an allocation in its last two hours),
 /// as the plan's docs define it.
 pub(crate) fn runs_now(h: &analytics::holdings::Holding, to_ms: i64) -> bool {
