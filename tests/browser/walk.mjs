@@ -50,6 +50,7 @@ function shape(u) {
 
 async function walk(javaScriptEnabled, limit) {
   const shotShapes = new Set();
+  const csvShapes = new Set();
   const context = await browser.newContext({
     javaScriptEnabled,
     viewport: { width: 1280, height: 900 },
@@ -100,6 +101,25 @@ async function walk(javaScriptEnabled, limit) {
       };
     });
     Object.assign(info, await page.evaluate(layoutProblems));
+    // The CSV of each table (once per page template, with JavaScript): parses and matches.
+    const csvProblems = [];
+    let csvTablesChecked = 0;
+    if (javaScriptEnabled && !csvShapes.has(shape(new URL(url)))) {
+      csvShapes.add(shape(new URL(url)));
+      for (const t of await page.evaluate(csvTables)) {
+        csvTablesChecked++;
+        if (t.rows < 0) { csvProblems.push({ ...t, problem: "no table above the link" }); continue; }
+        const r = await context.request.get(new URL(t.href, url).href);
+        const rows = parseCsv(await r.text());
+        const type = r.headers()["content-type"] || "";
+        if (r.status() !== 200 || !type.startsWith("text/csv")) csvProblems.push({ ...t, problem: `${r.status()} ${type}` });
+        else if (rows.length - 1 !== t.rows) csvProblems.push({ ...t, problem: `${rows.length - 1} CSV rows` });
+        else if (t.rows > 0 && rows[1][0].replace(/^'/, "") !== t.first) csvProblems.push({ ...t, problem: `first field ${JSON.stringify(rows[1][0])}` });
+        else if (rows.some((x) => x.length !== rows[0].length)) csvProblems.push({ ...t, problem: "ragged rows" });
+      }
+    }
+    info.csvProblems = csvProblems;
+    info.csvTablesChecked = csvTablesChecked;
     const u = new URL(url);
     // A screenshot of the first page of each shape (with JavaScript) or of the first twelve
     // (without): every page is still checked, but pages of one template look alike and a
@@ -146,12 +166,17 @@ async function walk(javaScriptEnabled, limit) {
 function layoutProblems() {
   const visible = (el) => el.getClientRects().length > 0 && getComputedStyle(el).display !== "none";
   const clipped = [];
+  const smallText = [];
   for (const svg of document.querySelectorAll("figure.chart svg")) {
     if (!visible(svg)) continue;
     const vb = svg.viewBox.baseVal;
+    const scale = svg.getScreenCTM()?.a ?? 1;
     for (const t of svg.querySelectorAll("text")) {
       const b = t.getBBox();
       if (!t.textContent.trim() || b.width === 0) continue;
+      // The size the reader sees: the font size in the drawing's units times its scale.
+      const px = parseFloat(getComputedStyle(t).fontSize) * scale;
+      if (px < 10.95) smallText.push({ text: t.textContent.trim().slice(0, 30), px: Math.round(px * 10) / 10 });
       if (b.x < vb.x - 1 || b.y < vb.y - 1 || b.x + b.width > vb.x + vb.width + 1 || b.y + b.height > vb.y + vb.height + 1) {
         clipped.push(t.textContent.trim().slice(0, 40));
       }
@@ -173,12 +198,14 @@ function layoutProblems() {
     }
     evidenceEmpty = !fig || fig.classList.contains("empty") || /no data/i.test(fig.innerText);
   }
-  return { clipped, emptySections, evidenceEmpty };
+  return { clipped, smallText: smallText.slice(0, 5), emptySections, evidenceEmpty };
 }
 
 // At phone width every table must lead with what matters: in its first row, the first cell
-// with a link and the first numeric cell lie inside the screen without scrolling sideways, and
-// so does the caption's first line. Returns the tables where they do not.
+// with a link and the cell under the table's key header (th.key, the column it is sorted by;
+// else its first numeric column) lie inside the screen without scrolling sideways, and so does
+// the caption's first line. A table of figures without a key header is reported too. Returns
+// the tables where any of that fails.
 function phoneTables() {
   const vw = document.documentElement.clientWidth;
   const inside = (el) => {
@@ -189,18 +216,63 @@ function phoneTables() {
   for (const table of document.querySelectorAll("main table")) {
     const name = (table.caption?.textContent || table.querySelector("th")?.textContent || "").slice(0, 60);
     const row = table.querySelector("tbody tr");
-    if (!row) continue;
+    if (!row || row.querySelector("td[colspan]")) continue;
     const cells = [...row.children];
     const link = cells.find((c) => c.querySelector("a"));
-    const number = cells.find((c) => c.classList.contains("n"));
     if (link && !inside(link)) bad.push({ table: name, cell: "link", text: link.textContent.slice(0, 40) });
-    if (number && !inside(number)) bad.push({ table: name, cell: "number", text: number.textContent.slice(0, 40) });
+    const heads = [...(table.tHead?.rows[0]?.children ?? [])];
+    let key = heads.findIndex((h) => h.classList.contains("key"));
+    if (key < 0) key = heads.findIndex((h) => h.classList.contains("n"));
+    if (heads.length && key < 0 && cells.some((c) => c.classList.contains("n"))) {
+      bad.push({ table: name, cell: "no key header" });
+    } else if (key >= 0 && cells[key] && !inside(cells[key])) {
+      bad.push({ table: name, cell: `key column "${heads[key].textContent.trim()}"`, text: cells[key].textContent.slice(0, 40) });
+    }
     if (table.caption) {
       const r = table.caption.getBoundingClientRect();
       if (r.left < -0.5 || Math.min(r.right, r.left + 200) > vw + 0.5) bad.push({ table: name, cell: "caption" });
     }
   }
   return bad;
+}
+
+// RFC 4180 CSV into rows of fields.
+function parseCsv(text) {
+  const rows = [];
+  let row = [], field = "", quoted = false;
+  for (let i = 0; i < text.length; i++) {
+    const c = text[i];
+    if (quoted) {
+      if (c === '"' && text[i + 1] === '"') { field += '"'; i++; }
+      else if (c === '"') quoted = false;
+      else field += c;
+    } else if (c === '"') quoted = true;
+    else if (c === ",") { row.push(field); field = ""; }
+    else if (c === "\r" && text[i + 1] === "\n") { row.push(field); rows.push(row); row = []; field = ""; i++; }
+    else field += c;
+  }
+  if (field || row.length) { row.push(field); rows.push(row); }
+  return rows;
+}
+
+// Every "download as CSV" link of a page against the table above it: the file parses, has
+// a header and as many rows as the table shows, and its first row's first field is the text
+// that leads the table's first row.
+function csvTables() {
+  const out = [];
+  for (const a of document.querySelectorAll("main a[download][href*='format=csv']")) {
+    let n = a.closest("p")?.previousElementSibling;
+    while (n && !n.querySelector?.("table") && n.tagName !== "TABLE") n = n.previousElementSibling;
+    const table = n?.tagName === "TABLE" ? n : n?.querySelector("table");
+    if (!table) { out.push({ href: a.getAttribute("href"), rows: -1 }); continue; }
+    const trs = [...table.tBodies[0].rows].filter((r) => !r.querySelector("td[colspan]"));
+    out.push({
+      href: a.getAttribute("href"),
+      rows: trs.length,
+      first: trs[0]?.cells[0]?.querySelector("a")?.textContent.trim() ?? trs[0]?.cells[0]?.textContent.trim() ?? "",
+    });
+  }
+  return out;
 }
 
 // The same pages on a phone (390 × 844 CSS px): how wide each document is. Wide tables scroll
@@ -212,9 +284,9 @@ async function phone(urls) {
   for (const url of urls) {
     await page.goto(new URL(url, base).href, { waitUntil: "load" });
     const width = await page.evaluate(() => document.documentElement.scrollWidth);
-    const { clipped } = await page.evaluate(layoutProblems);
+    const { clipped, smallText } = await page.evaluate(layoutProblems);
     const offscreen = await page.evaluate(phoneTables);
-    widths.push({ url, width, clipped, offscreen });
+    widths.push({ url, width, clipped, smallText, offscreen });
     if (widths.length <= 12) {
       await page.screenshot({ path: `${out}/phone-${slug(new URL(url, base))}.png`, fullPage: true });
     }
@@ -225,9 +297,10 @@ async function phone(urls) {
 
 // The overview's heatmap as pixels, not markup: the SVG is drawn into a canvas at 4× and each
 // cell sampled. An allocated share's colour must lie on the one sequential scale (ColorBrewer
-// YlGnBu, light = idle, dark = busy); a cell with nothing allocated must show the hatch (white
-// and grey) and no colour of the scale, so "busy but not fully used" never reads as "not
-// allocated".
+// YlOrRd from its dark end: dark red = allocated and idle, pale yellow = fully used), and an
+// idle allocation (0 % of it used) must be drawn in the alarming dark red, far from "no data"
+// and the hatch; a cell with nothing allocated must show the hatch (white and grey) and no
+// colour of the scale, so "busy but not fully used" never reads as "not allocated".
 async function heatmapPixels() {
   const context = await browser.newContext({ viewport: { width: 1280, height: 900 } });
   const page = await context.newPage();
@@ -250,7 +323,7 @@ async function heatmapPixels() {
     const ctx = canvas.getContext("2d");
     ctx.drawImage(img, 0, 0);
     const px = (x, y) => [...ctx.getImageData(Math.round(x * k), Math.round(y * k), 1, 1).data.slice(0, 3)];
-    const stops = [[255, 255, 204], [161, 218, 180], [65, 182, 196], [44, 127, 184], [37, 52, 148]];
+    const stops = [[128, 0, 38], [227, 26, 28], [253, 141, 60], [254, 217, 118], [255, 237, 160]];
     // Distance from a colour to the scale (the polyline through its stops).
     const toScale = (c) => {
       let best = Infinity;
@@ -265,7 +338,8 @@ async function heatmapPixels() {
     };
     const grey = [156, 163, 175];
     const near = (c, d, r) => Math.hypot(...c.map((v, j) => v - d[j])) <= r;
-    const out = { found: true, allocated: 0, offScale: [], hatch: 0, hatchOnScale: 0, hatchWithoutGrey: 0 };
+    const noData = [248, 250, 252];
+    const out = { found: true, allocated: 0, offScale: [], idle: 0, idleNotAlarming: [], hatch: 0, hatchOnScale: 0, hatchWithoutGrey: 0 };
     for (const g of svg.querySelectorAll("g")) {
       const rects = g.querySelectorAll("rect");
       if (!rects.length || !/unallocated/.test(rects[0].getAttribute("fill") || "")) continue;
@@ -278,6 +352,11 @@ async function heatmapPixels() {
         const c = px(cx, cy);
         out.allocated++;
         if (toScale(c) > 12 || near(c, grey, 30)) out.offScale.push({ colour: c, fill: r.getAttribute("fill") });
+        // An idle allocation: the scale's dark end, far from "no data", white and the hatch grey.
+        if (/\(0 % of the allocation\)/.test(g.querySelector("title")?.textContent || "")) {
+          out.idle++;
+          if (!near(c, stops[0], 12) || near(c, noData, 150) || near(c, grey, 100)) out.idleNotAlarming.push(c);
+        }
         // The unallocated part above it, where there is more than its edges.
         if (+r.getAttribute("y") - y < 1.5) continue;
       }
@@ -296,6 +375,7 @@ async function heatmapPixels() {
       if (!sawGrey) out.hatchWithoutGrey++;
     }
     out.offScale = out.offScale.slice(0, 5);
+    out.idleNotAlarming = out.idleNotAlarming.slice(0, 5);
     return out;
   });
   await context.close();

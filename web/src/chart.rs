@@ -129,7 +129,9 @@ pub fn esc(s: &str) -> String {
     o
 }
 
-/// The drawing's proportions: desktop, or phone (fewer ticks, the same text size).
+/// The drawing's proportions: desktop, or phone (fewer ticks, the same text size). The page
+/// shows a drawing only in a figure at least as wide as its view box (a container query at
+/// [`WIDE`]'s width), so 11 px text is never drawn smaller than 11 px.
 #[derive(Debug, Clone, Copy)]
 struct Size {
     class: &'static str,
@@ -142,7 +144,7 @@ struct Size {
 
 const WIDE: Size = Size {
     class: "wide",
-    w: 720.0,
+    w: 640.0,
     h: 200.0,
     left: 56.0,
     time_ticks: 6,
@@ -150,7 +152,7 @@ const WIDE: Size = Size {
 };
 const NARROW: Size = Size {
     class: "narrow",
-    w: 360.0,
+    w: 330.0,
     h: 180.0,
     left: 48.0,
     time_ticks: 3,
@@ -577,7 +579,7 @@ pub fn bars(title: &str, unit: &str, rows: &[(String, f64, &str)]) -> String {
         esc(title),
         esc(unit),
     );
-    for (class, w, left) in [("wide", 720.0, 110.0), ("narrow", 360.0, 72.0)] {
+    for (class, w, left) in [("wide", WIDE.w, 110.0), ("narrow", NARROW.w, 72.0)] {
         s.push_str(&bar_plot(title, unit, rows, class, w, left));
     }
     s.push_str("</figure>");
@@ -653,19 +655,27 @@ pub struct HeatCell {
     pub effective: f64,
 }
 
-/// The heatmap's one sequential scale, for the share of an allocation used: light (idle)
-/// to dark (busy), ColorBrewer's YlGnBu, which stays ordered in lightness for the common
-/// colour-vision deficiencies and in greyscale.
+/// The heatmap's one sequential scale, for the share of an allocation used: dark red where an
+/// allocation is idle (the alarming end) to pale yellow where it is fully used. ColorBrewer's
+/// YlOrRd (colorbrewer2.org, marked colour-blind safe), read from its dark end; its lightness
+/// rises with use, so the order holds for the common colour-vision deficiencies and in
+/// greyscale, and the idle end stands apart from "no data" (near white) and the grey hatch.
 const HEAT_STOPS: [(f64, (u8, u8, u8)); 5] = [
-    (0.0, (255, 255, 204)),
-    (0.25, (161, 218, 180)),
-    (0.5, (65, 182, 196)),
-    (0.75, (44, 127, 184)),
-    (1.0, (37, 52, 148)),
+    (0.0, (128, 0, 38)),
+    (0.25, (227, 26, 28)),
+    (0.5, (253, 141, 60)),
+    (0.75, (254, 217, 118)),
+    (1.0, (255, 237, 160)),
 ];
 
 /// Where a GPU was not allocated: a hatch, not a colour of the scale.
 const UNALLOCATED_HATCH: &str = "repeating-linear-gradient(135deg,#ffffff 0 2px,#9ca3af 2px 3px)";
+
+/// Where nothing reported: the row's background.
+const NO_DATA: &str = "#f8fafc";
+
+/// Columns the phone drawing of a heatmap shows: the newest ones.
+const NARROW_HEAT_COLUMNS: usize = 48;
 
 /// Colour of a used share of an allocation on [`HEAT_STOPS`].
 fn heat_colour(used: f64) -> String {
@@ -696,20 +706,30 @@ fn heat_scale() -> String {
         .iter()
         .map(|(at, _)| {
             format!(
-                "<span class=\"tick\" style=\"left:{:.0}%\">{:.0} %</span>",
+                "<span class=\"tick\" style=\"left:{:.0}%\">{:.0} %{}</span>",
                 at * 100.0,
-                at * 100.0
+                at * 100.0,
+                if *at == 0.0 { " idle" } else { "" }
             )
         })
         .collect();
     format!(
-        "<li class=\"scale\"><span class=\"scale-name\">share of the allocation used</span><span class=\"scale-bar\" style=\"background:linear-gradient(90deg,{stops})\"></span><span class=\"scale-ticks\">{ticks}</span></li>"
+        "<li class=\"scale\"><span class=\"scale-name\">share of the allocation used (dark red: allocated and idle)</span><span class=\"scale-bar\" style=\"background:linear-gradient(90deg,{stops})\"></span><span class=\"scale-ticks\">{ticks}</span></li>"
     )
+}
+
+/// One drawing of a heatmap: `w` wide with `label_w` for the row names, the columns from
+/// `first` on.
+struct HeatDrawing {
+    class: &'static str,
+    w: f64,
+    label_w: f64,
+    label_chars: usize,
+    first: usize,
 }
 
 pub fn heatmap(h: &Heatmap) -> String {
     let id = chart_id(&h.title);
-    let (w, label_w, row_h, top, axis) = (720.0, 150.0, 14.0, 4.0, 24.0);
     let cols = h
         .rows
         .iter()
@@ -717,22 +737,75 @@ pub fn heatmap(h: &Heatmap) -> String {
         .max()
         .unwrap_or(0)
         .max(1);
-    let pw = w - label_w - RIGHT;
-    let cw = pw / cols as f64;
-    let height = top + row_h * h.rows.len() as f64 + axis;
     let mut s = format!(
-        "<figure class=\"chart heatmap\"><figcaption id=\"{id}\">{} <span class=\"unit\">(colour: share of the allocation used; height: share of the GPU allocated)</span></figcaption><div class=\"scroll\"><svg viewBox=\"0 0 {w} {height}\" width=\"100%\" style=\"min-width:560px\" role=\"img\" aria-labelledby=\"{id}\" xmlns=\"http://www.w3.org/2000/svg\">",
+        "<figure class=\"chart heatmap\"><figcaption id=\"{id}\">{} <span class=\"unit\">(colour: share of the allocation used; height: share of the GPU allocated)</span></figcaption>",
         esc(&h.title)
+    );
+    let narrow_first = cols.saturating_sub(NARROW_HEAT_COLUMNS);
+    for d in [
+        HeatDrawing {
+            class: "wide",
+            w: WIDE.w,
+            label_w: 150.0,
+            label_chars: 24,
+            first: 0,
+        },
+        HeatDrawing {
+            class: "narrow",
+            w: NARROW.w,
+            label_w: 112.0,
+            label_chars: 14,
+            first: narrow_first,
+        },
+    ] {
+        s.push_str(&heat_plot(h, &id, &d, cols));
+    }
+    if narrow_first > 0 {
+        let hours = (NARROW_HEAT_COLUMNS as i64 * h.column_ms) / 3_600_000;
+        s.push_str(&format!(
+            "<p class=\"note only-narrow\">The newest {hours} hours; a wider screen shows the whole range.</p>"
+        ));
+    }
+    s.push_str("<ul class=\"legend\">");
+    s.push_str(&heat_scale());
+    s.push_str(&format!(
+        "<li><span class=\"swatch\" style=\"background:{UNALLOCATED_HATCH}\"></span>not allocated (the cell's height is the share allocated)</li>"
+    ));
+    s.push_str(&format!("<li><span class=\"swatch\" style=\"background:{NO_DATA};outline:1px solid #d1d5db\"></span>no data</li></ul>"));
+    if !h.note.is_empty() {
+        s.push_str(&format!("<p class=\"note\">{}</p>", esc(&h.note)));
+    }
+    s.push_str("</figure>");
+    s
+}
+
+fn heat_plot(h: &Heatmap, id: &str, d: &HeatDrawing, cols: usize) -> String {
+    let (w, label_w, row_h, top, axis) = (d.w, d.label_w, 16.0, 4.0, 24.0);
+    let shown = (cols - d.first).max(1);
+    let from_ms = h.from_ms + d.first as i64 * h.column_ms;
+    let pw = w - label_w - RIGHT;
+    let cw = pw / shown as f64;
+    let height = top + row_h * h.rows.len() as f64 + axis;
+    let pattern = format!("{id}-{}-unallocated", d.class);
+    let mut s = format!(
+        "<svg class=\"{}\" viewBox=\"0 0 {w} {height}\" width=\"100%\" role=\"img\" aria-labelledby=\"{id}\" xmlns=\"http://www.w3.org/2000/svg\">",
+        d.class
     );
     // The hatch of "not allocated": grey lines on white, unlike any colour of the scale.
     s.push_str(&format!(
-        "<defs><pattern id=\"{id}-unallocated\" patternUnits=\"userSpaceOnUse\" width=\"3\" height=\"3\" patternTransform=\"rotate(45)\"><rect width=\"3\" height=\"3\" fill=\"#ffffff\"/><line x1=\"0\" y1=\"0\" x2=\"0\" y2=\"3\" stroke=\"#9ca3af\" stroke-width=\"1.2\"/></pattern></defs>"
+        "<defs><pattern id=\"{pattern}\" patternUnits=\"userSpaceOnUse\" width=\"3\" height=\"3\" patternTransform=\"rotate(45)\"><rect width=\"3\" height=\"3\" fill=\"#ffffff\"/><line x1=\"0\" y1=\"0\" x2=\"0\" y2=\"3\" stroke=\"#9ca3af\" stroke-width=\"1.2\"/></pattern></defs>"
     ));
-    let span = (h.to_ms - h.from_ms).max(1) as f64;
+    let span = (h.to_ms - from_ms).max(1) as f64;
     for (ri, r) in h.rows.iter().enumerate() {
         let y = top + ri as f64 * row_h;
-        let label: String = if r.label.chars().count() > 24 {
-            r.label.chars().take(23).collect::<String>() + "…"
+        // A long name keeps its end, where the GPU's index is.
+        let n = r.label.chars().count();
+        let label: String = if n > d.label_chars {
+            "…".to_owned()
+                + &r.label
+                    .chars()
+                    .skip(n + 1 - d.label_chars)
+                    .collect::<String>()
         } else {
             r.label.clone()
         };
@@ -740,56 +813,35 @@ pub fn heatmap(h: &Heatmap) -> String {
             "<a href=\"{}\"><text x=\"{}\" y=\"{:.1}\" text-anchor=\"end\" class=\"tick rowlabel\">{}<title>{}</title></text></a>",
             esc(&r.href),
             label_w - 6.0,
-            y + row_h - 3.0,
+            y + row_h - 4.0,
             esc(&label),
             esc(&r.label)
         ));
         s.push_str(&format!(
-            "<rect x=\"{label_w}\" y=\"{y:.1}\" width=\"{pw:.1}\" height=\"{:.1}\" fill=\"#f8fafc\"/>",
+            "<rect x=\"{label_w}\" y=\"{y:.1}\" width=\"{pw:.1}\" height=\"{:.1}\" fill=\"{NO_DATA}\"/>",
             row_h - 1.0
         ));
-        for (ci, c) in r.cells.iter().enumerate() {
+        for (ci, c) in r.cells.iter().enumerate().skip(d.first) {
             let Some(c) = c else { continue };
-            let x = label_w + ci as f64 * cw;
+            let x = label_w + (ci - d.first) as f64 * cw;
             let t = h.from_ms + ci as i64 * h.column_ms;
-            let ch = row_h - 1.0;
-            let alloc = c.allocated.clamp(0.0, 1.0);
-            let used = if c.allocated > 0.0 {
-                (c.effective / c.allocated).clamp(0.0, 1.0)
-            } else {
-                0.0
-            };
-            let tip = format!(
-                "{} · {} UTC · allocated {:.0} % of the GPU · effective {:.0} % of the GPU{}",
-                r.label,
-                crate::format::short_time(t),
-                c.allocated * 100.0,
-                c.effective * 100.0,
-                if c.allocated > 0.0 {
-                    format!(" ({:.0} % of the allocation)", used * 100.0)
-                } else {
-                    String::new()
-                }
-            );
-            s.push_str(&format!(
-                "<g><rect x=\"{x:.1}\" y=\"{y:.1}\" width=\"{:.2}\" height=\"{ch:.1}\" fill=\"url(#{id}-unallocated)\"/>",
-                cw.max(0.6)
+            s.push_str(&heat_cell(
+                &r.label,
+                t,
+                c,
+                (x, y, cw, row_h - 1.0),
+                &pattern,
             ));
-            if alloc > 0.0 {
-                let ah = (ch * alloc).max(1.5);
-                s.push_str(&format!(
-                    "<rect x=\"{x:.1}\" y=\"{:.1}\" width=\"{:.2}\" height=\"{ah:.1}\" fill=\"{}\"/>",
-                    y + ch - ah,
-                    cw.max(0.6),
-                    heat_colour(used)
-                ));
-            }
-            s.push_str(&format!("<title>{}</title></g>", esc(&tip)));
         }
     }
     let base = top + row_h * h.rows.len() as f64;
-    for (t, label) in time_ticks(h.from_ms, h.to_ms, 6) {
-        let xx = label_w + (t - h.from_ms) as f64 / span * pw;
+    let ticks = if d.class == "wide" {
+        WIDE.time_ticks
+    } else {
+        NARROW.time_ticks
+    };
+    for (t, label) in time_ticks(from_ms, h.to_ms, ticks) {
+        let xx = label_w + (t - from_ms) as f64 / span * pw;
         let (a, tx) = anchor(xx, label.chars().count(), w);
         s.push_str(&format!(
             "<line x1=\"{xx:.1}\" x2=\"{xx:.1}\" y1=\"{base:.1}\" y2=\"{:.1}\" class=\"axis\"/><text x=\"{tx:.1}\" y=\"{:.1}\" text-anchor=\"{a}\" class=\"tick\">{label}</text>",
@@ -797,16 +849,50 @@ pub fn heatmap(h: &Heatmap) -> String {
             base + 16.0
         ));
     }
-    s.push_str("</svg></div><ul class=\"legend\">");
-    s.push_str(&heat_scale());
-    s.push_str(&format!(
-        "<li><span class=\"swatch\" style=\"background:{UNALLOCATED_HATCH}\"></span>not allocated (the cell's height is the share allocated)</li>"
-    ));
-    s.push_str("<li><span class=\"swatch\" style=\"background:#f8fafc;outline:1px solid #d1d5db\"></span>no data</li></ul>");
-    if !h.note.is_empty() {
-        s.push_str(&format!("<p class=\"note\">{}</p>", esc(&h.note)));
+    s.push_str("</svg>");
+    s
+}
+
+/// One GPU over one column at (x, y, width, height): the hatch of what was not allocated, and
+/// the allocated share coloured by how much of it was used.
+fn heat_cell(
+    gpu: &str,
+    t: i64,
+    c: &HeatCell,
+    (x, y, cw, ch): (f64, f64, f64, f64),
+    pattern: &str,
+) -> String {
+    let alloc = c.allocated.clamp(0.0, 1.0);
+    let used = if c.allocated > 0.0 {
+        (c.effective / c.allocated).clamp(0.0, 1.0)
+    } else {
+        0.0
+    };
+    let tip = format!(
+        "{gpu} · {} UTC · allocated {:.0} % of the GPU · effective {:.0} % of the GPU{}",
+        crate::format::short_time(t),
+        c.allocated * 100.0,
+        c.effective * 100.0,
+        if c.allocated > 0.0 {
+            format!(" ({:.0} % of the allocation)", used * 100.0)
+        } else {
+            String::new()
+        }
+    );
+    let mut s = format!(
+        "<g><rect x=\"{x:.1}\" y=\"{y:.1}\" width=\"{:.2}\" height=\"{ch:.1}\" fill=\"url(#{pattern})\"/>",
+        cw.max(0.6)
+    );
+    if alloc > 0.0 {
+        let ah = (ch * alloc).max(1.5);
+        s.push_str(&format!(
+            "<rect x=\"{x:.1}\" y=\"{:.1}\" width=\"{:.2}\" height=\"{ah:.1}\" fill=\"{}\"/>",
+            y + ch - ah,
+            cw.max(0.6),
+            heat_colour(used)
+        ));
     }
-    s.push_str("</figure>");
+    s.push_str(&format!("<title>{}</title></g>", esc(&tip)));
     s
 }
 

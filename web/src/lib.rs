@@ -76,6 +76,7 @@ h1{font-size:1.45rem;margin:.4rem 0 .6rem}h2{font-size:1.15rem;margin:1.4rem 0 .
 table{border-collapse:collapse;width:100%;background:#fff;font-variant-numeric:tabular-nums;margin:.4rem 0}
 th,td{border-bottom:1px solid #e1e5ea;padding:.32rem .55rem;text-align:left;vertical-align:top}
 th{background:#eef1f5;font-weight:600}th a{color:inherit}td.n,th.n{text-align:right}td.n{white-space:nowrap}@media (min-width:641px){td.t,td>a[href^="/nodes/"],td>a[href^="/gpus/"]{white-space:nowrap}}
+tfoot th,tfoot td{font-weight:600;border-top:2px solid #c5ccd6;background:#f6f7f9}
 caption{text-align:left;color:#4b5563;font-size:.9em;padding:.2rem 0}
 .sev-critical{color:#a4161a;font-weight:600}.sev-warning{color:#8a4b00;font-weight:600}.sev-info{color:#334155}
 .ok{color:#1b6e2e}.warn{color:#8a4b00;font-weight:600}
@@ -87,8 +88,9 @@ button{background:#13253b;color:#fff;border-color:#13253b;cursor:pointer}
 figure.chart{background:#fff;border:1px solid #d4d9e0;border-radius:8px;margin:.6rem 0;padding:.5rem .7rem}
 figure.chart figcaption{font-weight:600}.unit{color:#4b5563;font-weight:400}
 svg text{font:11px system-ui,sans-serif;fill:#16191d}svg .tick{fill:#4b5563}
-svg .rowlabel{font-size:10px}svg .marklabel{fill:#a4161a;font-weight:600}
-figure.chart svg.narrow{display:none}@media (max-width:640px){figure.chart svg.wide{display:none}figure.chart svg.narrow{display:block}}
+svg .marklabel{fill:#a4161a;font-weight:600}
+figure.chart{container-type:inline-size}figure.chart svg.narrow,figure.chart .only-narrow{display:none}
+@container (max-width:640px){figure.chart svg.wide{display:none}figure.chart svg.narrow,figure.chart .only-narrow{display:block}}
 .swatch.dashed{background-image:linear-gradient(90deg,transparent 50%,#fff 50%)!important;background-size:6px 100%}
 .swatch.ref{background:none;border-top:2px dashed #374151;height:0;vertical-align:3px}.swatch.mark{background:#a4161a;width:2px}
 svg .grid{stroke:#e5e7eb}svg .axis{stroke:#9aa4b2}svg .hover{fill:transparent}svg .hover:hover{fill:rgba(31,95,168,.08)}
@@ -101,10 +103,14 @@ svg .grid{stroke:#e5e7eb}svg .axis{stroke:#9aa4b2}svg .hover{fill:transparent}sv
 .scroll{overflow-x:auto}
 @media (max-width:640px){
 .scroll{background:linear-gradient(to left,#fff 30%,rgba(255,255,255,0)) right/1.5rem 100% no-repeat local,radial-gradient(farthest-side at 100% 50%,rgba(15,23,42,.28),rgba(15,23,42,0)) right/.7rem 100% no-repeat scroll,#fff}
-.scroll table{background:transparent}
-.scroll th:first-child,.scroll td:first-child{position:sticky;left:0;z-index:1;min-width:38vw;max-width:48vw;overflow-wrap:anywhere;box-shadow:1px 0 0 #e1e5ea}
+/* Phone tables: the first column (the link) stays put, the key column (th.key: the one sorted by) comes next, the rest scrolls. */
+.scroll table{background:transparent;display:block}.scroll thead,.scroll tbody,.scroll tfoot{display:block}
+.scroll tr{display:flex;width:max-content;min-width:100%}
+.scroll th,.scroll td{flex:0 0 7.5rem;min-width:0;order:2;overflow-wrap:break-word}.scroll td.n{white-space:normal}.scroll td[colspan]{flex:1 1 auto}.scroll .long{flex-basis:17rem}
+.scroll th:first-child,.scroll td:first-child{order:0;flex:0 0 44vw;position:sticky;left:0;z-index:1;box-shadow:1px 0 0 #e1e5ea}
+.scroll table:has(th.key:nth-child(2)) tr>:nth-child(2),.scroll table:has(th.key:nth-child(3)) tr>:nth-child(3),.scroll table:has(th.key:nth-child(4)) tr>:nth-child(4),.scroll table:has(th.key:nth-child(5)) tr>:nth-child(5),.scroll table:has(th.key:nth-child(6)) tr>:nth-child(6),.scroll table:has(th.key:nth-child(7)) tr>:nth-child(7),.scroll table:has(th.key:nth-child(8)) tr>:nth-child(8),.scroll table:has(th.key:nth-child(9)) tr>:nth-child(9),.scroll table:has(th.key:nth-child(10)) tr>:nth-child(10),.scroll table:has(th.key:nth-child(11)) tr>:nth-child(11),.scroll table:has(th.key:nth-child(12)) tr>:nth-child(12){order:1}
 .scroll td:first-child{background:#fff}.scroll th:first-child{background:#eef1f5}
-.scroll caption{position:sticky;left:0;max-width:calc(100vw - 2.5rem)}
+.scroll caption{display:block;position:sticky;left:0;max-width:calc(100vw - 2.5rem)}
 main{padding:.8rem .7rem}
 }
 ol.actions{padding-left:1.4rem;margin:.3rem 0}ol.actions li{margin:.35rem 0}

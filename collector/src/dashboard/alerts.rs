@@ -2,8 +2,19 @@
 
 use super::page::*;
 
-pub async fn alerts(State(state): State<DashboardState>, caller: Caller) -> Page {
+#[derive(Debug, Deserialize)]
+pub struct AlertsQuery {
+    /// `csv`: the alerts table as a download, with the same rows and columns.
+    pub format: Option<String>,
+}
+
+pub async fn alerts(
+    State(state): State<DashboardState>,
+    caller: Caller,
+    Query(q): Query<AlertsQuery>,
+) -> PageOrCsv {
     use crate::alerts::AlertState as S;
+    let csv = wants_csv(q.format.as_deref())?;
     let mut list = crate::alerts::load(&state.store).await?;
     // Firing before pending before resolved; in each, the most severe first (an unknown
     // severity last), then the newest.
@@ -49,7 +60,10 @@ pub async fn alerts(State(state): State<DashboardState>, caller: Caller) -> Page
                 .get("began")
                 .map(|b| b.replace('T', " ").chars().take(16).collect()),
         })
-        .collect();
+        .collect::<Vec<_>>();
+    if csv {
+        return Ok(csv_download("alerts", pages::alerts_csv(&rows)));
+    }
     let notes = state
         .store
         .notifications(None, 50)
@@ -67,5 +81,5 @@ pub async fn alerts(State(state): State<DashboardState>, caller: Caller) -> Page
         .collect();
     let mut f = frame(&state, &caller, "Alerts");
     f.refresh_s = Some(30);
-    Ok(Html(pages::alerts(f, rows, notes)))
+    Ok(Html(pages::alerts(f, rows, notes)).into_response())
 }

@@ -9,6 +9,8 @@ pub struct FindingQuery {
     pub team: Option<String>,
     pub node: Option<String>,
     pub tenant: Option<String>,
+    /// Part of a finding's summary, node, tenant or team (case-insensitive).
+    pub q: Option<String>,
     pub sort: Option<String>,
     pub dir: Option<String>,
     /// `csv`: the table as a download, with the same rows and columns.
@@ -73,6 +75,7 @@ pub async fn findings(
         ("team", &filters.team),
         ("node", &filters.node),
         ("tenant", q.tenant.as_deref().unwrap_or("")),
+        ("q", &filters.query),
     ]);
     if csv {
         let rows: Vec<pages::FindingRow> = rows.into_iter().map(|(_, r)| r).collect();
@@ -103,6 +106,7 @@ fn matching(
     caller: &Caller,
 ) -> Vec<(Severity, pages::FindingRow)> {
     let min = q.severity.as_deref().and_then(Severity::parse);
+    let needle = q.q.as_deref().unwrap_or("").trim().to_lowercase();
     a.findings
         .iter()
         .filter(|f| finding_visible(caller, f, team_of))
@@ -126,6 +130,13 @@ fn matching(
             q.tenant
                 .as_deref()
                 .is_none_or(|t| t.is_empty() || f.tenants.iter().any(|x| x == t))
+        })
+        .filter(|f| {
+            needle.is_empty()
+                || [f.summary.as_str(), f.node.as_str(), &tenant_cell(a, f)]
+                    .into_iter()
+                    .chain(f.team.as_deref())
+                    .any(|s| s.to_lowercase().contains(&needle))
         })
         .map(|f| {
             (
@@ -180,6 +191,7 @@ fn filters(a: &Analysis, q: &FindingQuery, team_of: &HashMap<&str, &str>) -> pag
         severity: s(&q.severity),
         team: s(&q.team),
         node: s(&q.node),
+        query: s(&q.q),
         kinds: FindingKind::ALL
             .iter()
             .map(|k| k.as_str().to_owned())

@@ -5,21 +5,47 @@ use super::page::*;
 use super::series::*;
 use model::rollup::NodeRollup;
 
+#[derive(Debug, Deserialize)]
+pub struct NodesQuery {
+    /// Part of a node's, cluster's or GPU model's name (case-insensitive).
+    pub q: Option<String>,
+    pub sort: Option<String>,
+    pub dir: Option<String>,
+    /// `csv`: the table as a download, with the same rows and columns.
+    pub format: Option<String>,
+}
+
 pub async fn nodes(
     State(state): State<DashboardState>,
     caller: Caller,
-    Query(q): Query<SortQuery>,
-) -> Page {
+    Query(q): Query<NodesQuery>,
+) -> PageOrCsv {
+    let csv = wants_csv(q.format.as_deref())?;
     let now = model::time::now_ms();
     let a = analysis(&state).await?;
     let list = state.store.nodes().await?;
     let gpus = state.store.gpus(None).await?;
     let by_node = funnel_by_node(a.as_deref());
+    let needle = q.q.as_deref().unwrap_or("").trim().to_lowercase();
     let mut rows: Vec<pages::NodeRow> = list
         .iter()
         .map(|n| node_row(n, &gpus, &by_node, a.as_deref(), now))
+        .filter(|r| {
+            needle.is_empty()
+                || [&r.node, &r.cluster, &r.models]
+                    .iter()
+                    .any(|s| s.to_lowercase().contains(&needle))
+        })
         .collect();
-    sorted(&mut rows, &q, "node", |r, k| match k {
+    // By name, A to Z, unless another order is asked for.
+    let sq = SortQuery {
+        sort: q.sort.clone(),
+        dir: q
+            .dir
+            .clone()
+            .or_else(|| q.sort.is_none().then(|| "asc".to_owned())),
+    };
+    sorted(&mut rows, &sq, "node", |r, k| match k {
         "cluster" => text(&r.cluster),
         "status" => text(&r.status),
         "gpus" => num(r.gpus as f64),
@@ -28,16 +54,19 @@ pub async fn nodes(
         "last" => text(&r.last_sample),
         _ => text(&r.node),
     });
-    if q.sort.is_none() {
-        rows.reverse();
+    if csv {
+        return Ok(csv_download("nodes", pages::nodes_csv(&rows)));
     }
     let mut f = frame(&state, &caller, "Nodes");
     f.refresh_s = Some(60);
+    let base = query_string(&[("q", q.q.as_deref().unwrap_or(""))]);
     Ok(Html(pages::nodes(
         f,
         rows,
-        sort_state(String::new(), &q, "node"),
-    )))
+        q.q.unwrap_or_default(),
+        sort_state(base, &sq, "node"),
+    ))
+    .into_response())
 }
 
 /// One node, or one GPU of it (`only`).

@@ -311,7 +311,7 @@ fn team_waste(a: &Analysis) -> Vec<pages::TeamWasteLine> {
             allocated_gpu_hours: r.allocated_gpu_hours,
             effective: r.effective_ratio,
             waste_gpu_hours: r.waste_gpu_hours,
-            waste_cost: web::format::money(r.waste_cost, &a.funnel.currency),
+            waste_cost: r.waste_cost,
         })
         .collect()
 }

@@ -440,7 +440,7 @@ async fn analysed_state() -> (AppState, support::TestStore, i64) {
     (state, t, now)
 }
 
-/// Issue 74.3: the tenants', teams' and findings' tables download as CSV with the rows and
+/// Issue 74.3: the tenants', teams', findings', steps', nodes' and alerts' tables download as CSV with the rows and
 /// columns the page shows, in its order and filtered as it is, for the caller's teams only;
 /// an unknown format is a 400 that names the allowed ones.
 #[tokio::test]
@@ -462,6 +462,14 @@ async fn tables_download_as_the_page_shows_them() {
         (
             "/findings",
             "What,Finding,Waste cost (USD),Severity,Kind,Node,Tenant,Team,Also on",
+        ),
+        (
+            "/nodes",
+            "Node,GPU util 24h (%),Status,GPUs,Class,Models,Sharing,Cluster,",
+        ),
+        (
+            "/alerts",
+            "Alert,Severity,State,Node,GPU,What,Since (UTC),Began (UTC),Finding,Step",
         ),
     ] {
         let (code, _, html) = send(&state, req("GET", page, Some(VIEWER))).await;
@@ -485,10 +493,16 @@ async fn tables_download_as_the_page_shows_them() {
         // As many rows as the page has table rows (the header aside).
         let lines = body.lines().count() - 1;
         // The recommendations page has the plan's tables above its steps: count the steps.
+        // The alerts page has the notifications' table under its alerts.
+        let html = html.split("<h2>Notifications</h2>").next().unwrap();
         let shown = if page == "/recommendations" {
             html.matches("<td><a href=\"/recommendations/").count()
         } else {
-            html.matches("<tr>").count() - 1 - html.matches("None: ").count()
+            // Table rows, less the header, a "None" row and a total row.
+            html.matches("<tr>").count()
+                - 1
+                - html.matches("None: ").count()
+                - html.matches("<tfoot>").count()
         };
         assert_eq!(lines, shown, "{page}: {body}");
         let (code, _, body) = send(

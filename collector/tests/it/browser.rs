@@ -113,6 +113,15 @@ fn heavy_every_dashboard_page_works_in_chromium_with_and_without_javascript() {
         clipped.is_empty(),
         "chart text outside its SVG box at 390 px: {clipped:?}"
     );
+    // Chart text is at least 11 px as drawn, on the phone and (below) on the desktop.
+    let small: Vec<&Value> = phone
+        .iter()
+        .filter(|p| !p["smallText"].as_array().unwrap().is_empty())
+        .collect();
+    assert!(
+        small.is_empty(),
+        "chart text under 11 px at 390 px: {small:?}"
+    );
     // Phone-first tables: every table of every walked page leads with its link and its first
     // number on screen (the first column stays put while the rest scrolls), captions too.
     let offscreen: Vec<&Value> = phone
@@ -137,6 +146,15 @@ fn heavy_every_dashboard_page_works_in_chromium_with_and_without_javascript() {
         heat["offScale"],
         serde_json::json!([]),
         "allocated cells drawn off the scale (or grey like the hatch): {heat}"
+    );
+    assert!(
+        heat["idle"].as_u64().unwrap() > 0,
+        "the demo's idle allocations were sampled: {heat}"
+    );
+    assert_eq!(
+        heat["idleNotAlarming"],
+        serde_json::json!([]),
+        "an idle allocation is drawn in the scale's alarming dark red: {heat}"
     );
     assert_eq!(heat["hatchOnScale"], 0, "{heat}");
     assert_eq!(heat["hatchWithoutGrey"], 0, "{heat}");
@@ -165,7 +183,36 @@ fn heavy_every_dashboard_page_works_in_chromium_with_and_without_javascript() {
                 "{url}: form fields without labels"
             );
             assert!(!p["h1"].as_str().unwrap().is_empty(), "{url}: no heading");
+            assert_eq!(
+                p["smallText"],
+                serde_json::json!([]),
+                "{mode} at 1280 px, {url}: chart text under 11 px"
+            );
             assert!(p["title"].as_str().unwrap().ends_with("gpulens"), "{url}");
+        }
+        // Every table's CSV download parses and holds the rows the table shows.
+        for p in pages {
+            assert_eq!(
+                p["csvProblems"],
+                serde_json::json!([]),
+                "{mode}, {}: a CSV download does not match its table",
+                p["url"]
+            );
+        }
+        if mode == "with JS" {
+            for url in [
+                "/findings",
+                "/tenants",
+                "/teams",
+                "/nodes",
+                "/alerts",
+                "/recommendations",
+            ] {
+                assert!(
+                    page(pages, url)["csvTablesChecked"].as_u64().unwrap() >= 1,
+                    "{url}: its table's CSV was checked"
+                );
+            }
         }
         // The data shows either way.
         let o = page(pages, "/");

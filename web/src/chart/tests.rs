@@ -146,17 +146,17 @@ fn heatmap_shows_allocation_and_use() {
     );
     assert!(
         s.contains(&heat_colour(0.0)),
-        "an unused allocation is the scale's lightest colour"
+        "an unused allocation is the scale's alarming (darkest) colour"
     );
     assert!(s.contains("href=\"/gpus/GPU-1\""));
     assert_eq!(
         s.matches("<g>").count(),
-        1,
-        "no cell where nothing reported"
+        2,
+        "a cell in each drawing, none where nothing reported"
     );
-    assert_eq!(heat_colour(0.0), "#ffffcc");
-    assert_eq!(heat_colour(1.0), "#253494");
-    // One order: every step of use is darker than the one before (relative luminance).
+    assert_eq!(heat_colour(0.0), "#800026");
+    assert_eq!(heat_colour(1.0), "#ffeda0");
+    // One order: every step of use is lighter than the one before (relative luminance).
     let luminance = |hex: String| {
         let c = |i: usize| f64::from(u8::from_str_radix(&hex[i..i + 2], 16).unwrap()) / 255.0;
         0.2126 * c(1) + 0.7152 * c(3) + 0.0722 * c(5)
@@ -164,10 +164,39 @@ fn heatmap_shows_allocation_and_use() {
     let steps: Vec<f64> = (0..=20)
         .map(|k| luminance(heat_colour(f64::from(k) / 20.0)))
         .collect();
-    assert!(steps.windows(2).all(|w| w[1] < w[0]), "{steps:?}");
+    assert!(steps.windows(2).all(|w| w[1] > w[0]), "{steps:?}");
     // Not allocated is a pattern, not a colour of the scale; the legend has ticks.
     assert!(s.contains("-unallocated)") && s.contains("<pattern"));
     assert!(s.contains("class=\"scale-ticks\"") && s.contains(">50 %</span>"));
+}
+
+#[test]
+fn the_phone_heatmap_shows_the_newest_hours() {
+    let cell = Some(HeatCell {
+        allocated: 1.0,
+        effective: 0.5,
+    });
+    let h = Heatmap {
+        title: "GPUs".into(),
+        from_ms: 0,
+        to_ms: 100 * 3_600_000,
+        column_ms: 3_600_000,
+        rows: vec![HeatRow {
+            label: "node-a GPU 0".into(),
+            href: "/gpus/GPU-1".into(),
+            cells: vec![cell; 100],
+        }],
+        note: String::new(),
+    };
+    let s = heatmap(&h);
+    let narrow = &s[s.find("class=\"narrow\"").unwrap()..];
+    assert_eq!(narrow.matches("<g>").count(), NARROW_HEAT_COLUMNS);
+    assert!(
+        narrow.contains(&crate::format::short_time(99 * 3_600_000)),
+        "the newest column is on the phone"
+    );
+    assert!(!narrow.contains(&format!("{} UTC", crate::format::short_time(0))));
+    assert!(s.contains("The newest 48 hours"));
 }
 
 #[test]

@@ -38,15 +38,26 @@ pub fn alerts(frame: Frame, rows: Vec<AlertRow>, notes: Vec<NotificationRow>) ->
         let body = rows
             .into_iter()
             .map(|r| {
+                let finding = r.finding.filter(|p| p.starts_with("/findings/"));
+                // The alert's name leads to its finding, else to its node.
+                let href = finding.clone().or_else(|| {
+                    (!r.node.is_empty()).then(|| format!("/nodes/{}", enc(&r.node)))
+                });
+                let name = match href {
+                    Some(h) => view! { <a href=h>{breakable(&r.name)}</a> }.into_any(),
+                    None => breakable(&r.name).into_any(),
+                };
                 view! {
                     <tr>
-                        <td>{r.name}</td><td>{node_link(&r.node)}</td>
+                        <td>{name}{(!r.node.is_empty()).then(|| view! { <br/><small>{r.node.clone()}</small> })}</td>
+                        <td class=sev_class(&r.severity)>{r.severity.clone()}</td>
+                        <td>{r.state}</td>
+                        <td>{node_link(&r.node)}</td>
                         <td>{if r.gpu.is_empty() { "–".into_any() } else {
                             let short: String = r.gpu.chars().take(12).collect();
                             view! { <a href=format!("/gpus/{}", enc(&r.gpu)) title=r.gpu.clone()><code>{short}</code></a> }.into_any()
                         }}</td>
-                        <td>{r.state}</td><td class=sev_class(&r.severity)>{r.severity.clone()}</td>
-                        <td>{match r.finding.filter(|p| p.starts_with("/findings/")) {
+                        <td class="long">{match finding {
                             Some(p) => view! { <a href=p>{r.description}</a> }.into_any(),
                             None => r.description.into_any(),
                         }}{r.step.filter(|p| p.starts_with("/recommendations/")).map(|p| view! { " · "<a href=p>"the step that answers it"</a> })}
@@ -71,15 +82,49 @@ pub fn alerts(frame: Frame, rows: Vec<AlertRow>, notes: Vec<NotificationRow>) ->
             <h1>"Alerts"</h1>
             <div class="scroll"><table>
                 <caption>{format!("{}: firing, pending and resolved in the last day, the most severe first (docs/alerts.md)", model::figures::count(count as f64, "alert", "alerts"))}</caption>
-                <thead><tr><th scope="col">"Alert"</th><th scope="col">"Node"</th><th scope="col">"GPU"</th><th scope="col">"State"</th><th scope="col">"Severity"</th><th scope="col">"What"</th><th scope="col">"Since (UTC)"</th></tr></thead>
+                <thead><tr><th scope="col">"Alert"</th><th scope="col" class="key">"Severity"</th><th scope="col">"State"</th><th scope="col">"Node"</th><th scope="col">"GPU"</th><th scope="col" class="long">"What"</th><th scope="col">"Since (UTC)"</th></tr></thead>
                 <tbody>{if count == 0 { none_row(7, "no rule fired, was pending or resolved in the last day") } else { body.into_any() }}</tbody>
             </table></div>
+            <p class="note"><a href="/alerts?format=csv" download="">"Download the alerts as CSV"</a>" (the same rows and columns, safe to open in a spreadsheet)"</p>
             <h2>"Notifications"</h2>
             <div class="scroll"><table>
-                <thead><tr><th scope="col" class="n">"Id"</th><th scope="col">"Receiver"</th><th scope="col">"Status"</th><th scope="col">"Delivery"</th><th scope="col" class="n">"Attempts"</th><th scope="col">"Made (UTC)"</th><th scope="col">"Last error"</th></tr></thead>
+                <thead><tr><th scope="col" class="n">"Id"</th><th scope="col">"Receiver"</th><th scope="col" class="key">"Status"</th><th scope="col">"Delivery"</th><th scope="col" class="n">"Attempts"</th><th scope="col">"Made (UTC)"</th><th scope="col">"Last error"</th></tr></thead>
                 <tbody>{if no_notes { none_row(7, "nothing was sent: no alert changed state, or no receiver is configured (docs/alerts.md)") } else { notes.into_any() }}</tbody>
             </table></div>
         }
         .into_any()
     })
+}
+
+/// The alerts table as CSV: the columns the page shows, with the finding's and step's paths.
+pub fn alerts_csv(rows: &[AlertRow]) -> String {
+    use crate::csv::{field, table};
+    table(
+        &[
+            "Alert",
+            "Severity",
+            "State",
+            "Node",
+            "GPU",
+            "What",
+            "Since (UTC)",
+            "Began (UTC)",
+            "Finding",
+            "Step",
+        ],
+        rows.iter().map(|r| {
+            vec![
+                field(&r.name),
+                field(&r.severity),
+                field(&r.state),
+                field(&r.node),
+                field(&r.gpu),
+                field(&r.description),
+                field(&r.since),
+                field(r.began.as_deref().unwrap_or("")),
+                field(r.finding.as_deref().unwrap_or("")),
+                field(r.step.as_deref().unwrap_or("")),
+            ]
+        }),
+    )
 }

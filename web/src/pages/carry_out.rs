@@ -54,7 +54,7 @@ pub fn interrupts(c: &CarryOut) -> impl IntoView + use<> {
     view! {
         <h2>"What it interrupts"</h2>
         <div class="scroll"><table>
-            <thead><tr><th>"Workload"</th><th>"Team"</th><th>"How"</th><th>"Its pod-spec change"</th></tr></thead>
+            <thead><tr><th scope="col">"Workload"</th><th scope="col">"Team"</th><th scope="col" class="key">"How"</th><th scope="col">"Its pod-spec change"</th></tr></thead>
             <tbody>{rows}</tbody>
         </table></div>
         {timing}

@@ -24,6 +24,8 @@ pub struct FindingFilters {
     pub severity: String,
     pub team: String,
     pub node: String,
+    /// The search as typed (part of a summary, node, tenant or team).
+    pub query: String,
     pub kinds: Vec<String>,
     pub teams: Vec<String>,
     pub nodes: Vec<String>,
@@ -59,6 +61,10 @@ pub fn findings(frame: Frame, f: FindingFilters, rows: Vec<FindingRow>, sort: So
         let count: usize = rows.iter().map(|r| 1 + r.also.len()).sum();
         let grouped = rows.iter().filter(|r| !r.also.is_empty()).count();
         let currency = f.currency.clone();
+        let total_cost: Option<f64> = rows
+            .iter()
+            .filter_map(|r| r.waste_cost)
+            .reduce(|a, b| a + b);
         let body = rows
             .into_iter()
             .map(|r| {
@@ -91,6 +97,7 @@ pub fn findings(frame: Frame, f: FindingFilters, rows: Vec<FindingRow>, sort: So
                 {select("severity", "At least", &f.severity, &severities, str::to_owned)}
                 {select("team", "Team", &f.team, &f.teams, str::to_owned)}
                 {select("node", "Node", &f.node, &f.nodes, str::to_owned)}
+                <label for="q">"Search"<input id="q" name="q" value=f.query.clone()/></label>
                 <button type="submit">"Filter"</button>
             </form>
             <div class="scroll"><table>
@@ -104,6 +111,9 @@ pub fn findings(frame: Frame, f: FindingFilters, rows: Vec<FindingRow>, sort: So
                     {th("Node", "node", &sort, false)}<th scope="col">"Tenant"</th>{th("Team", "team", &sort, false)}
                 </tr></thead>
                 <tbody>{if count == 0 { none_row(7, "no finding of the newest analysis matches these filters") } else { body.into_any() }}</tbody>
+                {total_cost.map(|c| view! {
+                    <tfoot><tr><th scope="row">"Total of the rows shown"</th><td class="n">{money(c, &f.currency)}</td><td></td><td></td><td></td><td></td><td></td></tr></tfoot>
+                })}
             </table></div>
             {csv_link("/findings", &sort)}
         }
@@ -205,11 +215,16 @@ pub fn finding(frame: Frame, v: FindingView) -> String {
                 // Columns of figures align right, as every other table's numbers do.
                 let numeric: Vec<bool> = (0..t.headers.len()).map(|j| t.numeric(j)).collect();
                 let class = move |j: usize| numeric.get(j).copied().unwrap_or(false).then_some("n");
+                // Its first column of figures is its key: on a phone it comes after the first.
+                let key = (1..t.headers.len()).find(|&j| t.numeric(j));
                 let head = t
                     .headers
                     .iter()
                     .enumerate()
-                    .map(|(j, h)| view! { <th scope="col" class=class(j)>{h.clone()}</th> })
+                    .map(|(j, h)| {
+                        let class = if Some(j) == key { Some("n key") } else { class(j) };
+                        view! { <th scope="col" class=class>{h.clone()}</th> }
+                    })
                     .collect_view();
                 let rows = t
                     .rows

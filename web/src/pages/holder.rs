@@ -89,7 +89,7 @@ pub fn holder(frame: Frame, v: HolderView) -> String {
             view! {
                 <h2>"Its tenants"</h2>
                 <div class="scroll"><table>
-                    <thead><tr><th scope="col">"Tenant"</th><th scope="col" class="n">"Waste GPU-h"</th><th scope="col" class="n">"Cost"</th></tr></thead>
+                    <thead><tr><th scope="col">"Tenant"</th><th scope="col" class="n key">"Waste GPU-h"</th><th scope="col" class="n">"Cost"</th></tr></thead>
                     <tbody>{rows}</tbody>
                 </table></div>
             }

@@ -83,8 +83,15 @@ fn th(label: &'static str, key: &'static str, s: &Sort, numeric: bool) -> impl I
         Some(_) => " ▲",
         None => "",
     };
+    // The sorted column is the table's key: on a phone it comes right after the link.
+    let class = match (numeric, aria.is_some()) {
+        (true, true) => "n key",
+        (true, false) => "n",
+        (false, true) => "key",
+        (false, false) => "",
+    };
     view! {
-        <th scope="col" class=if numeric { "n" } else { "" } aria-sort=aria>
+        <th scope="col" class=class aria-sort=aria>
             <a href=href>{label}{arrow}</a>
         </th>
     }
@@ -100,6 +107,24 @@ fn range_select(ranges: &[String], current: &str) -> impl IntoView + use<> {
         })
         .collect_view();
     view! { <label for="range">"Time range"<select id="range" name="range">{options}</select></label> }
+}
+
+/// A name that may wrap where a reader expects it to (before a capital that follows a small
+/// letter, after `/`, `_`, `.` or `:`) and nowhere mid-word.
+fn breakable(name: &str) -> impl IntoView + use<> {
+    let mut html = String::new();
+    let mut prev: Option<char> = None;
+    for c in name.chars() {
+        if c.is_uppercase() && prev.is_some_and(char::is_lowercase) {
+            html.push_str("<wbr>");
+        }
+        html.push_str(&chart::esc(c.encode_utf8(&mut [0; 4])));
+        if matches!(c, '/' | '_' | '.' | ':') {
+            html.push_str("<wbr>");
+        }
+        prev = Some(c);
+    }
+    view! { <span inner_html=html></span> }
 }
 
 fn raw(html: String) -> impl IntoView {

@@ -15,9 +15,13 @@ pub struct NodeRow {
     pub last_sample: String,
 }
 
-pub fn nodes(frame: Frame, rows: Vec<NodeRow>, sort: Sort) -> String {
+/// The nodes table: the node (its link) and its GPU utilization first, as on a phone they
+/// are what shows without scrolling; `query` is the search as typed.
+pub fn nodes(frame: Frame, rows: Vec<NodeRow>, query: String, sort: Sort) -> String {
     document(frame, Nav::Nodes, move || {
         let empty = rows.is_empty();
+        let gpus: i64 = rows.iter().map(|n| n.gpus).sum();
+        let shown = rows.len();
         let body = rows
             .into_iter()
             .map(|n| {
@@ -28,33 +32,77 @@ pub fn nodes(frame: Frame, rows: Vec<NodeRow>, sort: Sort) -> String {
                 };
                 view! {
                     <tr>
-                        <td>{n.cluster}</td>
                         <td><a href=format!("/nodes/{}", enc(&n.node))>{n.node.clone()}</a></td>
+                        <td class="n">{n.util.map_or("–".into(), |u| format!("{u:.0} %"))}</td>
                         <td class=class>{n.status}</td>
                         <td class="n">{n.gpus}</td>
+                        <td>{n.class}</td>
                         <td>{n.models}</td>
                         <td>{n.sharing}</td>
-                        <td class="n">{n.util.map_or("–".into(), |u| format!("{u:.0} %"))}</td>
-                        <td>{n.class}</td>
+                        <td>{n.cluster}</td>
                         <td class="t">{n.last_sample}</td>
                     </tr>
                 }
             })
             .collect_view();
+        let why = if query.is_empty() {
+            "no agent has reported yet (docs/agent.md: install the agent, or run `gpulens demo`)"
+        } else {
+            "no node, cluster or GPU model matches the search"
+        };
         view! {
             <h1>"Nodes"</h1>
+            <form class="filters" method="get" action="/nodes">
+                <label for="q">"Search node, cluster or GPU model"<input id="q" name="q" value=query.clone()/></label>
+                <button type="submit">"Filter"</button>
+            </form>
             <div class="scroll"><table>
                 <caption>"Every node that reports, with its GPU utilization over the last 24 hours and its utilization class from the analysis."</caption>
                 <thead><tr>
-                    {th("Cluster", "cluster", &sort, false)}{th("Node", "node", &sort, false)}{th("Status", "status", &sort, false)}
-                    {th("GPUs", "gpus", &sort, true)}<th scope="col">"Models"</th><th scope="col">"Sharing"</th>
-                    {th("GPU util (24\u{a0}h)", "util", &sort, true)}{th("Class", "class", &sort, false)}{th("Last sample (UTC)", "last", &sort, false)}
+                    {th("Node", "node", &sort, false)}{th("GPU util (24\u{a0}h)", "util", &sort, true)}{th("Status", "status", &sort, false)}
+                    {th("GPUs", "gpus", &sort, true)}{th("Class", "class", &sort, false)}<th scope="col">"Models"</th><th scope="col">"Sharing"</th>
+                    {th("Cluster", "cluster", &sort, false)}{th("Last sample (UTC)", "last", &sort, false)}
                 </tr></thead>
-                <tbody>{if empty { none_row(9, "no agent has reported yet (docs/agent.md: install the agent, or run `gpulens demo`)") } else { body.into_any() }}</tbody>
+                <tbody>{if empty { none_row(9, why) } else { body.into_any() }}</tbody>
+                {(!empty).then(|| view! {
+                    <tfoot><tr><th scope="row">{format!("Total, {}", model::figures::count(shown as f64, "node", "nodes"))}</th><td></td><td></td><td class="n">{gpus}</td><td></td><td></td><td></td><td></td><td></td></tr></tfoot>
+                })}
             </table></div>
+            {csv_link("/nodes", &sort)}
         }
         .into_any()
     })
+}
+
+/// The nodes table as CSV: the columns the page shows, in its order.
+pub fn nodes_csv(rows: &[NodeRow]) -> String {
+    use crate::csv::{field, number, table};
+    table(
+        &[
+            "Node",
+            "GPU util 24h (%)",
+            "Status",
+            "GPUs",
+            "Class",
+            "Models",
+            "Sharing",
+            "Cluster",
+            "Last sample (UTC)",
+        ],
+        rows.iter().map(|n| {
+            vec![
+                field(&n.node),
+                number(n.util),
+                field(&n.status),
+                n.gpus.to_string(),
+                field(&n.class),
+                field(&n.models),
+                field(&n.sharing),
+                field(&n.cluster),
+                field(&n.last_sample),
+            ]
+        }),
+    )
 }
 
 /// A tenant on a device.
@@ -118,7 +166,7 @@ fn occupants(rows: Vec<Occupant>, caption: &'static str) -> impl IntoView {
         .map(|o| {
             view! {
                 <tr>
-                    <td><a href=format!("/tenants?q={}", enc(&o.key))>{o.name}</a></td>
+                    <td><a href=format!("/tenants/{}", enc(&o.key))>{o.name}</a></td>
                     <td class="n">{num(o.allocated_hours)}</td>
                     <td class="n">{num(o.effective_hours)}</td>
                 </tr>
@@ -127,7 +175,7 @@ fn occupants(rows: Vec<Occupant>, caption: &'static str) -> impl IntoView {
         .collect_view();
     view! {
         <div class="scroll"><table><caption>{caption}</caption>
-            <thead><tr><th scope="col">"Tenant"</th><th scope="col" class="n">"Allocated GPU-h"</th><th scope="col" class="n">"Effective GPU-h"</th></tr></thead>
+            <thead><tr><th scope="col">"Tenant"</th><th scope="col" class="n key">"Allocated GPU-h"</th><th scope="col" class="n">"Effective GPU-h"</th></tr></thead>
             <tbody>{body}</tbody>
         </table></div>
     }
@@ -161,7 +209,7 @@ pub fn node(frame: Frame, v: NodeView) -> String {
                             } else {
                                 m.holders
                                     .iter()
-                                    .map(|(k, n)| view! { <a href=format!("/tenants?q={}", enc(k))>{n.clone()}</a>" " })
+                                    .map(|(k, n)| view! { <a href=format!("/tenants/{}", enc(k))>{n.clone()}</a>" " })
                                     .collect_view()
                                     .into_any()
                             };
@@ -172,7 +220,7 @@ pub fn node(frame: Frame, v: NodeView) -> String {
                         .collect_view();
                     view! {
                         <div class="scroll"><table><caption>"MIG instances"</caption>
-                            <thead><tr><th scope="col">"Held by (last 24 h)"</th><th scope="col">"Profile"</th><th scope="col" class="n">"Memory GiB"</th><th scope="col" class="n">"GI"</th><th scope="col" class="n">"CI"</th><th scope="col">"Placement"</th></tr></thead>
+                            <thead><tr><th scope="col">"Held by (last 24 h)"</th><th scope="col" class="key">"Profile"</th><th scope="col" class="n">"Memory GiB"</th><th scope="col" class="n">"GI"</th><th scope="col" class="n">"CI"</th><th scope="col">"Placement"</th></tr></thead>
                             <tbody>{rows}</tbody>
                         </table></div>
                     }

@@ -137,7 +137,7 @@ fn demand_table(rows: Vec<DemandLine>) -> impl IntoView {
         <p><b>{format!("Work waited {} GPU-hours for GPUs; up to {} GPU-hours of it could have run on GPUs of its pool that were held idle meanwhile.", num(waited), num(reclaimable))}</b></p>
         <div class="scroll"><table>
             <caption>"Per team and GPU pool, hour by hour: reclaimable is the smaller of what waited and what was held idle in each hour; fragmented is work that waited while enough GPUs were free in total but not on one node."</caption>
-            <thead><tr><th scope="col">"Team"</th><th scope="col">"Pool"</th><th scope="col" class="n">"Waited GPU-h"</th><th scope="col" class="n">"Peak GPUs"</th><th scope="col" class="n">"Idle held GPU-h"</th><th scope="col" class="n">"Reclaimable GPU-h"</th><th scope="col" class="n">"Worth"</th><th scope="col" class="n">"Fragmented GPU-h"</th><th scope="col">"Idle holders"</th></tr></thead>
+            <thead><tr><th scope="col">"Team"</th><th scope="col">"Pool"</th><th scope="col" class="n key">"Waited GPU-h"</th><th scope="col" class="n">"Peak GPUs"</th><th scope="col" class="n">"Idle held GPU-h"</th><th scope="col" class="n">"Reclaimable GPU-h"</th><th scope="col" class="n">"Worth"</th><th scope="col" class="n">"Fragmented GPU-h"</th><th scope="col">"Idle holders"</th></tr></thead>
             <tbody>{body}</tbody>
         </table></div>
     }
@@ -198,23 +198,26 @@ pub struct TeamWasteLine {
     pub allocated_gpu_hours: f64,
     pub effective: Option<f64>,
     pub waste_gpu_hours: f64,
-    pub waste_cost: String,
+    pub waste_cost: f64,
 }
 
 /// Waste by team: what each team's allocations cost without being used.
-fn team_waste_table(rows: Vec<TeamWasteLine>) -> impl IntoView {
+fn team_waste_table(rows: Vec<TeamWasteLine>, currency: String) -> impl IntoView {
     if rows.is_empty() {
         return view! { <p class="note">"No team wasted GPU-hours in the analysed window."</p> }
             .into_any();
     }
+    let waste: f64 = rows.iter().map(|r| r.waste_gpu_hours).sum();
+    let allocated: f64 = rows.iter().map(|r| r.allocated_gpu_hours).sum();
+    let total_cost = money(rows.iter().map(|r| r.waste_cost).sum(), &currency);
     let body = rows
         .into_iter()
         .map(|r| {
-            let href = format!("/findings?team={}", enc(&r.team));
+            let href = format!("/teams/{}", enc(&r.team));
             view! {
                 <tr>
                     <td><a href=href>{r.team}</a></td>
-                    <td class="n">{r.waste_cost}</td>
+                    <td class="n">{money(r.waste_cost, &currency)}</td>
                     <td class="n">{num(r.waste_gpu_hours)}</td>
                     <td class="n">{num(r.allocated_gpu_hours)}</td>
                     <td class="n">{pct(r.effective)}</td>
@@ -224,9 +227,10 @@ fn team_waste_table(rows: Vec<TeamWasteLine>) -> impl IntoView {
         .collect_view();
     view! {
         <div class="scroll"><table>
-            <caption>"Allocated GPU-hours not used, per team, the most costly first; a team links to its findings"</caption>
-            <thead><tr><th scope="col">"Team"</th><th scope="col" class="n">"Waste"</th><th scope="col" class="n">"Waste GPU-h"</th><th scope="col" class="n">"Allocated GPU-h"</th><th scope="col" class="n">"Effective"</th></tr></thead>
+            <caption>"Allocated GPU-hours not used, per team, the most costly first; a team links to its page"</caption>
+            <thead><tr><th scope="col">"Team"</th><th scope="col" class="n key">"Waste"</th><th scope="col" class="n">"Waste GPU-h"</th><th scope="col" class="n">"Allocated GPU-h"</th><th scope="col" class="n">"Effective"</th></tr></thead>
             <tbody>{body}</tbody>
+            <tfoot><tr><th scope="row">"Total of the teams shown"</th><td class="n">{total_cost}</td><td class="n">{num(waste)}</td><td class="n">{num(allocated)}</td><td></td></tr></tfoot>
         </table></div>
     }
     .into_any()
@@ -253,10 +257,10 @@ fn tenant_table(rows: Vec<TenantLine>, what: &'static str, label: &'static str) 
         .into_iter()
         .map(|r| {
             let href = format!("/findings/{}", enc(&r.finding_id));
-            let tenant = format!("/tenants?q={}", enc(&r.key));
+            let tenant = format!("/tenants/{}", enc(&r.key));
             view! {
                 <tr>
-                    <td><a href=tenant>{r.name}</a></td>
+                    <td><a href=tenant>{breakable(&r.name)}</a></td>
                     <td class="n"><a href=href>{r.value}</a></td>
                     <td>{r.team}</td>
                     <td>
@@ -270,7 +274,7 @@ fn tenant_table(rows: Vec<TenantLine>, what: &'static str, label: &'static str) 
     view! {
         <div class="scroll"><table>
             <caption>{what}</caption>
-            <thead><tr><th scope="col">"Tenant"</th><th scope="col" class="n">{label}</th><th scope="col">"Team"</th><th scope="col">"Node"</th></tr></thead>
+            <thead><tr><th scope="col">"Tenant"</th><th scope="col" class="n key">{label}</th><th scope="col">"Team"</th><th scope="col">"Node"</th></tr></thead>
             <tbody>{body}</tbody>
         </table></div>
     }
@@ -346,7 +350,7 @@ fn waster_table(rows: Vec<WasterLine>) -> impl IntoView {
             };
             view! {
                 <tr>
-                    <td><a href=format!("/tenants?q={}", enc(&r.key))>{r.name}</a></td>
+                    <td><a href=format!("/tenants/{}", enc(&r.key))>{breakable(&r.name)}</a></td>
                     <td>{r.team}</td>
                     <td class="n">{r.waste_cost}</td>
                     <td class="n">{num(r.waste_gpu_hours)}</td>
@@ -359,7 +363,7 @@ fn waster_table(rows: Vec<WasterLine>) -> impl IntoView {
     view! {
         <div class="scroll"><table>
             <caption>"Allocated GPU-hours not used (allocated − effective) × price, over the analysed window; a tenant without a finding can still waste."</caption>
-            <thead><tr><th scope="col">"Tenant"</th><th scope="col">"Team"</th><th scope="col" class="n">"Waste"</th><th scope="col" class="n">"Waste GPU-h"</th><th scope="col" class="n">"Effective"</th><th scope="col">"Finding"</th></tr></thead>
+            <thead><tr><th scope="col">"Tenant"</th><th scope="col">"Team"</th><th scope="col" class="n key">"Waste"</th><th scope="col" class="n">"Waste GPU-h"</th><th scope="col" class="n">"Effective"</th><th scope="col">"Finding"</th></tr></thead>
             <tbody>{body}</tbody>
         </table></div>
     }
@@ -431,7 +435,7 @@ pub fn overview(frame: Frame, v: OverviewView) -> String {
                 <section aria-labelledby="h-funnel"><h2 id="h-funnel">"Where the GPU-hours go"</h2>{if v.analysed { raw(funnel).into_any() } else { view! { <p class="note">"The funnel appears after the first analysis."</p> }.into_any() }}
                     {(!f.signal.is_empty()).then(|| view! { <p class="note">"Effective use rests on " {f.signal.clone()} "."</p> })}</section>
                 <section aria-labelledby="h-trend"><h2 id="h-trend">"Trend against the previous period"</h2>
-                    <div class="scroll"><table><thead><tr><th scope="col">"Fleet"</th><th scope="col" class="n">"This period"</th><th scope="col" class="n">"Previous"</th><th scope="col" class="n">"Change"</th></tr></thead><tbody>{trends}</tbody></table></div>
+                    <div class="scroll"><table><thead><tr><th scope="col">"Fleet"</th><th scope="col" class="n">"This period"</th><th scope="col" class="n">"Previous"</th><th scope="col" class="n key">"Change"</th></tr></thead><tbody>{trends}</tbody></table></div>
                     <p class="note">"Change compares the same hours of both periods where both have data (at least a tenth of the period)."</p>
                     <h2>"Findings"</h2>{if !v.analysed {
                         view! { <p class="note">"After the first analysis."</p> }.into_any()
@@ -444,7 +448,7 @@ pub fn overview(frame: Frame, v: OverviewView) -> String {
             </div>
             <section aria-labelledby="h-waste"><h2 id="h-waste">"Top wasters by money"</h2>{wasters}</section>
             {v.analysed.then(|| view! {
-                <section aria-labelledby="h-team-waste"><h2 id="h-team-waste">"Waste by team"</h2>{team_waste_table(v.team_waste.clone())}</section>
+                <section aria-labelledby="h-team-waste"><h2 id="h-team-waste">"Waste by team"</h2>{team_waste_table(v.team_waste.clone(), v.funnel.currency.clone())}</section>
             })}
             {heatmap}
             {raw(chart::svg(&v.chart))}

@@ -129,7 +129,7 @@ pub fn reclaim(frame: Frame, page: ReclaimPage) -> String {
             <div class="scroll"><table>
                 <caption>{format!("{}, newest first: idle holdings a policy took up, the notice sent, the grace, what was done and how to undo it (every step at /api/v1/reclaim)", model::figures::count(count as f64, "case", "cases"))}</caption>
                 <thead><tr><th scope="col">"Pod"</th><th scope="col">"State"</th><th scope="col">"Team"</th>
-                    <th scope="col" class="n">"Idle"</th><th scope="col">"Policy, action"</th><th scope="col">"When (UTC)"</th><th scope="col">"Outcome"</th><th scope="col">"Decide"</th></tr></thead>
+                    <th scope="col" class="n key">"Idle"</th><th scope="col">"Policy, action"</th><th scope="col">"When (UTC)"</th><th scope="col">"Outcome"</th><th scope="col">"Decide"</th></tr></thead>
                 <tbody>{if count == 0 { none_row(8, "no idle holding was taken up by a policy") } else { body.into_any() }}</tbody>
             </table></div>
         }

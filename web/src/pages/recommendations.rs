@@ -127,7 +127,7 @@ fn plan_section(p: PlanView) -> impl IntoView {
                 <caption>"By pool (one GPU model in one cluster)"</caption>
                 <thead><tr>
                     <th scope="col">"Pool"</th><th scope="col" class="n">"GPUs in use"</th><th scope="col" class="n">"Bound"</th>
-                    <th scope="col" class="n">"After"</th><th scope="col" class="n">"Freed"</th><th scope="col" class="n">"Nodes freed"</th>
+                    <th scope="col" class="n">"After"</th><th scope="col" class="n key">"Freed"</th><th scope="col" class="n">"Nodes freed"</th>
                     <th scope="col" class="n">"Of the possible"</th><th scope="col" class="n">"Per month"</th>
                 </tr></thead>
                 <tbody>{rows}</tbody>
@@ -184,7 +184,7 @@ fn worth_section(p: &PlanView) -> Option<impl IntoView + use<>> {
             <caption>"Per mechanism, over the fleet"</caption>
             <thead><tr>
                 <th scope="col">"Mechanism"</th><th scope="col" class="n">"GPUs after"</th><th scope="col" class="n">"None fewer than"</th>
-                <th scope="col" class="n">"Beyond the plan"</th><th scope="col" class="n">"Per month"</th><th scope="col">"Needs"</th>
+                <th scope="col" class="n key">"Beyond the plan"</th><th scope="col" class="n">"Per month"</th><th scope="col">"Needs"</th>
             </tr></thead>
             <tbody>{rows}</tbody>
         </table></div>
@@ -211,6 +211,7 @@ pub fn recommendations(
 ) -> String {
     document(frame, Nav::Recommendations, move || {
         let count = rows.len();
+        let freed: f64 = rows.iter().map(|r| r.gpus_freed).sum();
         let rejected = rejected_rows.len();
         // The plan counts every step that frees GPUs; separating interfering tenants frees none.
         let separate = rows.iter().filter(|r| r.kind == "separate").count();
@@ -245,7 +246,7 @@ pub fn recommendations(
                 <h2>"Turned down by the replay"</h2>
                 <div class="scroll"><table>
                     <caption>"Proposals that were considered and not made: replayed hour by hour against the recorded demand, they would have hurt a tenant."</caption>
-                    <thead><tr><th scope="col">"Kind"</th><th scope="col">"Node"</th><th scope="col">"Tenants"</th><th scope="col">"Why not"</th></tr></thead>
+                    <thead><tr><th scope="col" class="key">"Kind"</th><th scope="col">"Node"</th><th scope="col">"Tenants"</th><th scope="col">"Why not"</th></tr></thead>
                     <tbody>{body}</tbody>
                 </table></div>
             }
@@ -277,6 +278,9 @@ pub fn recommendations(
                     {th("Confidence", "confidence", &sort, true)}
                 </tr></thead>
                 <tbody>{if count == 0 { none_row(6, "the newest analysis has no step: nothing to reclaim, share or consolidate that its replay accepts") } else { body.into_any() }}</tbody>
+                {(count > 0).then(|| view! {
+                    <tfoot><tr><th scope="row">"Total of the steps shown"</th><td class="n">{format!("{freed:.0}")}</td><td></td><td></td><td></td><td></td></tr></tfoot>
+                })}
             </table></div>
             {csv_link("/recommendations", &sort)}
             {turned_down}
@@ -375,7 +379,7 @@ fn outcomes_section(rows: Vec<OutcomeView>) -> impl IntoView {
             <p class="note">{format!("{} applied through label actions in the analysed window; {worse} turned out worse than replay predicted.", model::figures::count(count as f64, "step", "steps"))}</p>
             <div class="scroll"><table>
                 <thead><tr>
-                    <th scope="col">"Node"</th><th scope="col">"Step"</th><th scope="col">"Applied"</th><th scope="col">"Verdict"</th>
+                    <th scope="col">"Node"</th><th scope="col">"Step"</th><th scope="col">"Applied"</th><th scope="col" class="key">"Verdict"</th>
                     <th scope="col" class="n">"GPUs freed (measured / predicted)"</th><th scope="col" class="n">"Contended tenant-h (measured / predicted)"</th>
                     <th scope="col" class="n">"Hours since"</th>
                 </tr></thead>
@@ -423,7 +427,7 @@ fn outcome_detail(o: OutcomeView) -> impl IntoView {
             <ul>{reasons}</ul>
             {rollback}
             <div class="scroll"><table>
-                <thead><tr><th scope="col"></th><th scope="col" class="n">"Predicted"</th><th scope="col" class="n">"Measured"</th></tr></thead>
+                <thead><tr><th scope="col"></th><th scope="col" class="n">"Predicted"</th><th scope="col" class="n key">"Measured"</th></tr></thead>
                 <tbody>
                     <tr><th scope="row">"GPUs freed"</th><td class="n">{format!("{:.0}", o.gpus_freed.0)}</td><td class="n">{format!("{:.0}", o.gpus_freed.1)}</td></tr>
                     <tr><th scope="row">"Contended tenant-hours"</th><td class="n">{format!("{:.0}", o.contention_hours.0)}</td><td class="n">{format!("{:.0}", o.contention_hours.1)}</td></tr>
@@ -433,7 +437,7 @@ fn outcome_detail(o: OutcomeView) -> impl IntoView {
             <div class="scroll"><table>
                 <caption>"Each moved workload, followed across pod re-creation"</caption>
                 <thead><tr>
-                    <th scope="col">"Workload"</th><th scope="col" class="n">"Effective before"</th><th scope="col" class="n">"after"</th>
+                    <th scope="col">"Workload"</th><th scope="col" class="n">"Effective before"</th><th scope="col" class="n key">"after"</th>
                     <th scope="col" class="n">"Peak memory before"</th><th scope="col" class="n">"after"</th><th scope="col" class="n">"Contended hours after"</th>
                 </tr></thead>
                 <tbody>{tenants}</tbody>

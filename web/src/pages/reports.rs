@@ -32,7 +32,7 @@ pub fn reports(frame: Frame, rows: Vec<ReportRow>) -> String {
             <h1>"Weekly reports"</h1>
             {empty.is_none().then(|| view! {
                 <div class="scroll"><table>
-                    <thead><tr><th scope="col">"Week"</th><th scope="col">"Download"</th><th scope="col">"Summary"</th><th scope="col">"Time zone"</th></tr></thead>
+                    <thead><tr><th scope="col">"Week"</th><th scope="col" class="key">"Download"</th><th scope="col">"Summary"</th><th scope="col">"Time zone"</th></tr></thead>
                     <tbody>{body}</tbody>
                 </table></div>
             })}

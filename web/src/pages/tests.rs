@@ -16,6 +16,7 @@ fn empty_tables_say_none_and_why() {
         severity: String::new(),
         team: String::new(),
         node: String::new(),
+        query: String::new(),
         kinds: Vec::new(),
         teams: Vec::new(),
         nodes: Vec::new(),
@@ -227,23 +228,25 @@ fn an_alert_row_links_its_finding_and_step() {
 
 #[test]
 fn the_overview_shows_waste_by_team_most_costly_first() {
-    let line = |team: &str, cost: &str| TeamWasteLine {
+    let line = |team: &str, cost: f64| TeamWasteLine {
         team: team.into(),
         allocated_gpu_hours: 100.0,
         effective: Some(0.4),
         waste_gpu_hours: 60.0,
-        waste_cost: cost.into(),
+        waste_cost: cost,
     };
-    let v = OverviewView {
+    let mut v = OverviewView {
         analysed: true,
-        team_waste: vec![line("ml research", "150 USD"), line("web", "20 USD")],
+        team_waste: vec![line("ml research", 150.0), line("web", 20.0)],
         ..Default::default()
     };
+    v.funnel.currency = "USD".into();
     let html = overview(Frame::default(), v);
     let at = |s: &str| {
         html.find(s)
             .unwrap_or_else(|| panic!("{s} missing: {html}"))
     };
-    assert!(at("Waste by team") < at("/findings?team=ml%20research"));
+    assert!(at("Waste by team") < at("/teams/ml%20research"));
     assert!(at("150 USD") < at("20 USD"), "most costly first");
+    assert!(at("20 USD") < at("170 USD"), "the total row: {html}");
 }

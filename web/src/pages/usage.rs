@@ -87,6 +87,19 @@ pub fn usage(frame: Frame, v: UseView, sort: Sort) -> String {
         let empty = v.rows.is_empty();
         let columns = if v.teams { 8 } else { 10 };
         let currency = v.currency.clone();
+        let total = |f: fn(&UseRow) -> f64| v.rows.iter().map(f).sum::<f64>();
+        let (allocated, effective, waste) = (
+            total(|r| r.allocated),
+            total(|r| r.effective),
+            total(|r| r.waste),
+        );
+        let (borrowed_h, cost, waste_cost, findings_n) = (
+            total(|r| r.borrowed),
+            total(|r| r.cost),
+            total(|r| r.waste_cost),
+            total(|r| r.findings as f64),
+        );
+        let shown = v.rows.len();
         let body = v
             .rows
             .into_iter()
@@ -103,7 +116,7 @@ pub fn usage(frame: Frame, v: UseView, sort: Sort) -> String {
                 };
                 view! {
                     <tr>
-                        <td><a href=page>{r.name}</a></td>
+                        <td><a href=page>{breakable(&r.name)}</a></td>
                         <td class="n">{num(r.allocated)}</td>
                         <td class="n">{num(r.effective)}</td>
                         <td class="n">{pct(r.ratio)}</td>
@@ -137,6 +150,20 @@ pub fn usage(frame: Frame, v: UseView, sort: Sort) -> String {
                     {(!v.teams).then(|| view! { {th("Team", "team", &sort, false)}<th scope="col">"Kind"</th> })}
                 </tr></thead>
                 <tbody>{if empty { none_row(columns, "no line matches the search, or the newest analysis saw no allocation") } else { body.into_any() }}</tbody>
+                {(!empty).then(|| view! {
+                    <tfoot><tr>
+                        <th scope="row">{format!("Total of {shown} shown")}</th>
+                        <td class="n">{num(allocated)}</td>
+                        <td class="n">{num(effective)}</td>
+                        <td class="n">{pct((allocated > 0.0).then(|| effective / allocated))}</td>
+                        <td class="n">{num(waste)}</td>
+                        {borrowed.then(|| view! { <td class="n">{num(borrowed_h)}</td> })}
+                        <td class="n">{money(cost, &v.currency)}</td>
+                        <td class="n">{money(waste_cost, &v.currency)}</td>
+                        <td class="n">{findings_n}</td>
+                        {(!v.teams).then(|| view! { <td></td><td></td> })}
+                    </tr></tfoot>
+                })}
             </table></div>
             {borrowed.then(|| view! { <p class="note">{BORROWED_NOTE}</p> })}
             {csv_link(action, &sort)}
