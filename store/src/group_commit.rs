@@ -70,8 +70,8 @@ pub(crate) struct Staged {
     pub claim: Claim,
     /// The node's inventory, when it is due to be written.
     pub inventory: Option<Vec<GpuInfo>>,
-    /// Tenants due to be written, with their teams.
-    pub tenants: Vec<(Tenant, Option<String>)>,
+    /// Tenants due to be written, with their teams and when the batch first shows each.
+    pub tenants: Vec<(Tenant, Option<String>, Option<i64>)>,
     /// Encoded rows per raw table, in the order of [`COPIES`].
     pub rows: [CopyWriter; 5],
 }
@@ -477,23 +477,24 @@ async fn write_records(tx: &mut sqlx::Transaction<'_, Postgres>, s: &Staged) -> 
     }
     if !s.tenants.is_empty() {
         let text = |f: fn(&Tenant) -> Option<&str>| -> Vec<Option<&str>> {
-            s.tenants.iter().map(|(t, _)| f(t)).collect()
+            s.tenants.iter().map(|(t, _, _)| f(t)).collect()
         };
         sqlx::query(
             "INSERT INTO tenants (cluster, node, tenant_key, kind, namespace, pod, container, pod_uid, job_id, username, account, uid, team, first_seen, last_seen)
              SELECT $1, $2, t.key, t.kind, t.namespace, t.pod, t.container, t.pod_uid, t.job_id, t.username, t.account, t.uid, t.team,
-                    to_timestamp($3 / 1000.0), to_timestamp($3 / 1000.0)
-             FROM unnest($4::text[], $5::text[], $6::text[], $7::text[], $8::text[], $9::text[], $10::text[], $11::text[], $12::text[], $13::int[], $14::text[])
-               AS t (key, kind, namespace, pod, container, pod_uid, job_id, username, account, uid, team)
+                    to_timestamp(coalesce(t.first, $3) / 1000.0), to_timestamp($3 / 1000.0)
+             FROM unnest($4::text[], $5::text[], $6::text[], $7::text[], $8::text[], $9::text[], $10::text[], $11::text[], $12::text[], $13::int[], $14::text[], $15::bigint[])
+               AS t (key, kind, namespace, pod, container, pod_uid, job_id, username, account, uid, team, first)
              ON CONFLICT (cluster, node, tenant_key) DO UPDATE SET kind = excluded.kind, namespace = excluded.namespace, pod = excluded.pod,
                container = excluded.container, pod_uid = excluded.pod_uid, job_id = excluded.job_id, username = excluded.username,
-               account = excluded.account, uid = excluded.uid, team = excluded.team, last_seen = greatest(tenants.last_seen, excluded.last_seen)",
+               account = excluded.account, uid = excluded.uid, team = excluded.team, last_seen = greatest(tenants.last_seen, excluded.last_seen),
+               first_seen = least(tenants.first_seen, excluded.first_seen)",
         )
         .bind(cluster)
         .bind(node)
         .bind(s.claim.last_sample.unwrap_or(at))
-        .bind(s.tenants.iter().map(|(t, _)| t.key.as_str()).collect::<Vec<_>>())
-        .bind(s.tenants.iter().map(|(t, _)| t.kind.as_str()).collect::<Vec<_>>())
+        .bind(s.tenants.iter().map(|(t, _, _)| t.key.as_str()).collect::<Vec<_>>())
+        .bind(s.tenants.iter().map(|(t, _, _)| t.kind.as_str()).collect::<Vec<_>>())
         .bind(text(|t| t.namespace.as_deref()))
         .bind(text(|t| t.pod.as_deref()))
         .bind(text(|t| t.container.as_deref()))
@@ -501,8 +502,9 @@ async fn write_records(tx: &mut sqlx::Transaction<'_, Postgres>, s: &Staged) -> 
         .bind(text(|t| t.job_id.as_deref()))
         .bind(text(|t| t.user.as_deref()))
         .bind(text(|t| t.account.as_deref()))
-        .bind(s.tenants.iter().map(|(t, _)| t.uid.map(|u| u as i32)).collect::<Vec<_>>())
-        .bind(s.tenants.iter().map(|(_, team)| team.as_deref()).collect::<Vec<_>>())
+        .bind(s.tenants.iter().map(|(t, _, _)| t.uid.map(|u| u as i32)).collect::<Vec<_>>())
+        .bind(s.tenants.iter().map(|(_, team, _)| team.as_deref()).collect::<Vec<_>>())
+        .bind(s.tenants.iter().map(|(_, _, first)| *first).collect::<Vec<_>>())
         .execute(&mut **tx)
         .await?;
     }

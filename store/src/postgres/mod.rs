@@ -219,7 +219,7 @@ impl PgStore {
             tenants: writes
                 .tenants
                 .iter()
-                .map(|t| ((*t).clone(), team_of(t)))
+                .map(|t| ((*t).clone(), team_of(t), b.first_seen(&t.key)))
                 .collect(),
             rows: sample_rows(b),
         };

@@ -71,6 +71,7 @@ conformance!(
     reclaim_cases_move_once_and_keep_their_trail,
     pair_hours_are_kept_per_node_hour,
     a_uid_past_2_31_reads_back,
+    a_tenant_is_first_seen_at_its_first_sample,
 );
 
 pub(crate) fn hour_ago(hours: i64) -> i64 {

@@ -526,6 +526,32 @@ pub(crate) async fn a_uid_past_2_31_reads_back(store: &Store) {
     }
 }
 
+/// Issue 74.8: a tenant's first_seen is the first sample that shows it (not the last sample
+/// of the first batch), and later batches move only its last_seen.
+pub(crate) async fn a_tenant_is_first_seen_at_its_first_sample(store: &Store) {
+    let t0 = hour_ago(2);
+    let first = fleet().batch(0, "seen", 1, &[t0, t0 + 1000, t0 + 2000], 1000);
+    store.ingest(&first, t0 + 3000, &no_team).await.unwrap();
+    // Two minutes on (past the records' refresh), the next batch.
+    let t1 = t0 + 2 * 60_000;
+    let next = fleet().batch(0, "seen", 2, &[t1, t1 + 1000], 1000);
+    store.ingest(&next, t1 + 2000, &no_team).await.unwrap();
+    let tenants = store.tenants().await.unwrap();
+    let ours: Vec<_> = tenants
+        .iter()
+        .filter(|t| first.tenants.iter().any(|x| x.key == t.key()))
+        .collect();
+    assert!(!ours.is_empty());
+    for t in ours {
+        assert_eq!(
+            (t.first_seen_ms, t.last_seen_ms),
+            (t0, t1 + 1000),
+            "{}",
+            t.key()
+        );
+    }
+}
+
 #[tokio::test]
 pub(crate) async fn a_tenant_row_outside_the_wire_domain_is_left_out_not_fatal() {
     let dir = support::TempDir::new("tenant-domain");

@@ -92,6 +92,22 @@ impl Batch {
             + inventory
     }
 
+    /// When the batch first shows a tenant: its earliest snapshot holding an allocation or a
+    /// process of it, else the batch's first snapshot (a tenant the batch only declares).
+    pub fn first_seen(&self, tenant: &str) -> Option<UnixMillis> {
+        self.snapshots
+            .iter()
+            .filter(|s| {
+                s.allocations.iter().any(|a| a.tenant == tenant)
+                    || s.processes
+                        .iter()
+                        .any(|p| p.tenant.as_deref() == Some(tenant))
+            })
+            .map(|s| s.ts)
+            .min()
+            .or_else(|| self.time_range().map(|r| r.0))
+    }
+
     /// The earliest and latest snapshot timestamps, if there are snapshots.
     pub fn time_range(&self) -> Option<(UnixMillis, UnixMillis)> {
         let min = self.snapshots.iter().map(|s| s.ts).min()?;
