@@ -14,7 +14,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 use model::rollup::HOUR_MS;
 
-use crate::finding::{Evidence, Finding, FindingKind, Severity, finding_id};
+use crate::finding::{DemandHour, Evidence, Finding, FindingKind, Severity, finding_id};
 use crate::findings::{Ctx, activity_evidence};
 use crate::holdings::{Holding, idle_runs};
 use crate::input::{GpuRef, Waiting};
@@ -467,6 +467,15 @@ fn finding(
         summary: summary(ctx, pool, team, t, &n, &named),
         metrics,
         evidence: evidence(ctx, pool, cluster, &named, first, last),
+        demand_hours: t
+            .waiting
+            .iter()
+            .map(|(hour, w)| DemandHour {
+                hour_ms: *hour,
+                waiting_gpus: *w,
+                idle_gpus: idle_in_hour.get(hour).copied().unwrap_or(0.0),
+            })
+            .collect(),
     })
 }
 

@@ -230,6 +230,18 @@ pub struct Finding {
     /// Numbers behind the finding, by name.
     pub metrics: BTreeMap<String, f64>,
     pub evidence: Vec<Evidence>,
+    /// waiting_demand: hour by hour, what waited and what of its pool was held idle.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub demand_hours: Vec<DemandHour>,
+}
+
+/// One hour of a waiting_demand finding, as hour means in GPUs: the GPUs the team's work
+/// waited for, and the GPUs of its pool held idle meanwhile.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct DemandHour {
+    pub hour_ms: i64,
+    pub waiting_gpus: f64,
+    pub idle_gpus: f64,
 }
 
 /// A number rounded to tenths: how a finding's headline is reported, so every place that

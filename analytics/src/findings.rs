@@ -12,7 +12,8 @@ use crate::holdings::{Holding, idle_runs};
 use crate::input::{GpuRef, Input};
 
 pub use crate::finding::{
-    Evidence, Finding, FindingKind, GIB, Severity, finding_id, gib, hours, stable_id, tenths,
+    DemandHour, Evidence, Finding, FindingKind, GIB, Severity, finding_id, gib, hours, stable_id,
+    tenths,
 };
 
 /// Context the finding rules share.
@@ -194,6 +195,7 @@ pub fn idle_allocation(ctx: &Ctx, h: &Holding) -> Option<Finding> {
                 to,
             ),
         ],
+        demand_hours: Vec::new(),
     })
 }
 
@@ -272,6 +274,7 @@ pub fn zombies(ctx: &Ctx) -> Vec<Finding> {
                     ("hours".into(), secs / 3600.0),
                 ]),
                 evidence: vec![Evidence::new("GPU memory used", "mem_used_bytes", format!("gpu:{}", o.gpu), o.first_seen_ms, o.last_seen_ms)],
+                demand_hours: Vec::new(),
             }
         })
         .collect()
@@ -392,6 +395,7 @@ impl Flagged<'_> {
                 .collect(),
             evidence,
             tenants: self.tenants,
+            demand_hours: Vec::new(),
         }
     }
 
@@ -590,6 +594,7 @@ pub fn hardware(ctx: &Ctx) -> Vec<Finding> {
                 ctx.input.from_ms,
                 ctx.input.to_ms,
             )],
+            demand_hours: Vec::new(),
         });
     }
     out
@@ -635,6 +640,7 @@ pub fn agent_silent(ctx: &Ctx) -> Vec<Finding> {
                     n.last_seen_ms - 3_600_000,
                     ctx.input.now_ms,
                 )],
+                demand_hours: Vec::new(),
             }
         })
         .collect()

@@ -397,6 +397,7 @@ fn finding(
                 to,
             ),
         ],
+        demand_hours: Vec::new(),
     })
 }
 

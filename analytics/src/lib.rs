@@ -34,7 +34,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 pub use config::Config;
-pub use findings::{Evidence, Finding, FindingKind, Severity};
+pub use findings::{DemandHour, Evidence, Finding, FindingKind, Severity};
 pub use funnel::{Funnel, FunnelRow};
 pub use input::{Input, PairHour};
 pub use interference::{MinuteRange, minute_ranges, pair_hour_thresholds, pair_hours};

@@ -594,6 +594,7 @@ pub fn findings(ctx: &Ctx, outcomes: &[Outcome]) -> Vec<Finding> {
                     ("memory_overflow_hours".into(), o.measured.memory_overflow_hours),
                 ]),
                 evidence,
+                demand_hours: Vec::new(),
             }
         })
         .collect()

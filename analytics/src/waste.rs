@@ -197,5 +197,6 @@ pub fn finding(ctx: &Ctx, h: &Holding, planned: Option<(&str, &Move)>) -> Findin
                 ctx.input.to_ms,
             ),
         ],
+        demand_hours: Vec::new(),
     }
 }

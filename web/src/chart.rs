@@ -144,7 +144,7 @@ struct Size {
 
 const WIDE: Size = Size {
     class: "wide",
-    w: 640.0,
+    w: 560.0,
     h: 200.0,
     left: 56.0,
     time_ticks: 6,

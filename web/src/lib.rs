@@ -90,7 +90,7 @@ figure.chart figcaption{font-weight:600}.unit{color:#4b5563;font-weight:400}
 svg text{font:11px system-ui,sans-serif;fill:#16191d}svg .tick{fill:#4b5563}
 svg .marklabel{fill:#a4161a;font-weight:600}
 figure.chart{container-type:inline-size}figure.chart svg.narrow,figure.chart .only-narrow{display:none}
-@container (max-width:640px){figure.chart svg.wide{display:none}figure.chart svg.narrow,figure.chart .only-narrow{display:block}}
+@container (max-width:559.9px){figure.chart svg.wide{display:none}figure.chart svg.narrow,figure.chart .only-narrow{display:block}}
 .swatch.dashed{background-image:linear-gradient(90deg,transparent 50%,#fff 50%)!important;background-size:6px 100%}
 .swatch.ref{background:none;border-top:2px dashed #374151;height:0;vertical-align:3px}.swatch.mark{background:#a4161a;width:2px}
 svg .grid{stroke:#e5e7eb}svg .axis{stroke:#9aa4b2}svg .hover{fill:transparent}svg .hover:hover{fill:rgba(31,95,168,.08)}

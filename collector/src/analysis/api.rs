@@ -75,7 +75,8 @@ fn findings_op() -> Op {
                 "from_ms": {"type": "integer"}, "to_ms": {"type": "integer"}, "signal": {"type": "string"},
                 "reason": {"type": "string", "enum": ["fits_smaller", "memory_bound", "compute_bound", "no_data"]},
                 "summary": {"type": "string"}, "metrics": {"type": "object"},
-                "evidence": {"type": "array", "items": {"$ref": "#/components/schemas/Evidence"}}}}}}}),
+                "evidence": {"type": "array", "items": {"$ref": "#/components/schemas/Evidence"}},
+                "demand_hours": {"type": "array", "description": "waiting_demand: hour by hour, the GPUs its work waited for and the GPUs of its pool held idle (hour means)", "items": {"type": "object", "properties": {"hour_ms": {"type": "integer"}, "waiting_gpus": {"type": "number"}, "idle_gpus": {"type": "number"}}}}}}}}}),
     )
 }
 

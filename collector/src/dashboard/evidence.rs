@@ -5,7 +5,9 @@
 //!   victim's hours alone against its hours contended;
 //! - hardware: the XID events on the GPU's timeline, each with what to do about it;
 //! - underutilized: the tenant's demand against what it holds and the slice the plan
-//!   proposes.
+//!   proposes;
+//! - waiting demand: the GPUs the team's work waited for against the GPUs of its pool held
+//!   idle meanwhile, hour by hour, then the idle holders' activity.
 
 use super::page::*;
 use super::series::*;
@@ -119,6 +121,7 @@ pub(super) async fn view(state: &DashboardState, a: &Analysis, f: &Finding) -> E
         FindingKind::Interference => interference(state, a, f).await,
         FindingKind::Hardware => hardware(state, f).await,
         FindingKind::Underutilized => underutilized(state, a, f).await,
+        FindingKind::WaitingDemand => waiting(state, a, f).await,
         _ => generic(state, f).await,
     }
 }
@@ -599,6 +602,68 @@ fn mig_slices(profile: &str) -> u32 {
         .and_then(|f| f.profiles.iter().map(|p| p.compute_slices).max())
         .unwrap_or(7)
         .max(1)
+}
+
+/// Waiting demand: what waited against what of its pool was held idle, hour by hour (the
+/// finding's own hours), then the idle holders' activity; what to do follows from which of
+/// the two was short.
+async fn waiting(state: &DashboardState, a: &Analysis, f: &Finding) -> EvidenceView {
+    let mut view = generic(state, f).await;
+    let hour = model::rollup::HOUR_MS;
+    let (from, to) = range(f);
+    let points = |pick: fn(&analytics::DemandHour) -> f64| -> Vec<(i64, Option<f64>)> {
+        // Every hour of the window, so an hour nothing waited reads as zero, not a gap.
+        let by_hour: HashMap<i64, f64> = f
+            .demand_hours
+            .iter()
+            .map(|h| (h.hour_ms, pick(h)))
+            .collect();
+        (model::rollup::bucket_of(from, hour)..to)
+            .step_by(hour as usize)
+            .map(|t| (t, Some(by_hour.get(&t).copied().unwrap_or(0.0))))
+            .collect()
+    };
+    let team = f.team.as_deref().unwrap_or("the team");
+    let pool = f.pool.as_deref().unwrap_or("its pool");
+    view.charts.insert(
+        0,
+        Chart {
+            title: format!("What {team}'s work waited for, and what of {pool} was held idle"),
+            unit: "GPUs, hour means".into(),
+            from_ms: from,
+            to_ms: to,
+            lines: vec![
+                line("GPUs waited for", points(|h| h.waiting_gpus)),
+                line("GPUs of the pool held idle", points(|h| h.idle_gpus)),
+            ],
+            empty_note: "This finding was stored before gpulens kept its hours; the next analysis charts them.".into(),
+            ..Chart::default()
+        },
+    );
+    let metric = |k: &str| f.metrics.get(k).copied().unwrap_or(0.0);
+    let holders: Vec<String> = f.tenants.iter().map(|k| name_of(a, k)).collect();
+    view.action = Some(if metric("reclaimable_gpu_hours") >= 1.0 {
+        format!(
+            "Free the idle holdings of {pool} for the waiting work: reclaim {} (the reclaim steps are linked below, and /reclaim runs the loop), or ask their owners to release them.{}",
+            if holders.is_empty() {
+                "them".to_owned()
+            } else {
+                holders.join(", ")
+            },
+            if metric("fragmented_gpu_hours") >= 1.0 {
+                " Some of it waited only because no one node had enough free GPUs: consolidate the pool's nodes (the plan's consolidation steps)."
+            } else {
+                ""
+            }
+        )
+    } else if metric("fragmented_gpu_hours") >= 1.0 {
+        "Enough GPUs were free, but not on one node: consolidate the pool's nodes (the plan's consolidation steps) so whole-node requests fit.".to_owned()
+    } else {
+        format!(
+            "Nothing of {pool} was held idle while it waited: the pool is short for {team}. Add GPUs to the pool, raise {team}'s quota where another team's is unused, or schedule the work outside its busy hours."
+        )
+    });
+    view
 }
 
 /// Any other kind: its evidence series, one chart each, in the metric's unit (memory in GiB).

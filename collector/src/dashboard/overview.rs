@@ -535,6 +535,7 @@ mod tests {
             summary: String::new(),
             metrics: [("effective_ratio".to_owned(), ratio)].into(),
             evidence: Vec::new(),
+            demand_hours: Vec::new(),
         }
     }
 

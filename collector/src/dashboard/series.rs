@@ -63,17 +63,28 @@ pub(super) async fn trend(
     from: i64,
     to: i64,
 ) -> TrendNumbers {
-    let span = to - from;
+    let (now, before) = periods(from, to);
     let hour = model::rollup::HOUR_MS;
     let (now, before) = tokio::join!(
-        mean_series(state, metric, Entity::Fleet, from, to, hour),
-        mean_series(state, metric, Entity::Fleet, from - span, from, hour)
+        mean_series(state, metric, Entity::Fleet, now.0, now.1, hour),
+        mean_series(state, metric, Entity::Fleet, before.0, before.1, hour)
     );
     let values = |s: Option<store::Series>| -> Vec<Option<f64>> {
         s.map(|s| s.points.into_iter().map(|p| p.1).collect())
             .unwrap_or_default()
     };
     compare(&values(now), &values(before))
+}
+
+/// The two periods a trend compares, in whole UTC hours and disjoint: this one ends with the
+/// hour that holds `to` and is as many hours long as [from, to) (rounded up); the previous one
+/// is as long and ends where this one starts, so no hour counts in both.
+pub(super) fn periods(from: i64, to: i64) -> ((i64, i64), (i64, i64)) {
+    let hour = model::rollup::HOUR_MS;
+    let hours = ((to - from).max(1) + hour - 1) / hour;
+    let end = model::rollup::bucket_of(to - 1, hour) + hour;
+    let start = end - hours * hour;
+    ((start, end), (start - hours * hour, start))
 }
 
 /// Compares two periods given hour by hour (the same index is the same hour of each period):
@@ -120,7 +131,19 @@ pub(super) async fn fleet_series(
 
 #[cfg(test)]
 mod tests {
-    use super::compare;
+    use super::{compare, periods};
+
+    /// Issue 74.8: a 7-day trend at 12:17 compares 168 hours with the 168 before them.
+    #[test]
+    fn the_two_periods_are_whole_hours_and_disjoint() {
+        let h = model::rollup::HOUR_MS;
+        let to = 20_000 * 24 * h + 12 * h + 17 * 60_000;
+        let ((a, b), (c, d)) = periods(to - 7 * 24 * h, to);
+        assert_eq!((b - a) / h, 168);
+        assert_eq!((d - c) / h, 168);
+        assert_eq!(d, a, "the previous period ends where this one starts");
+        assert!(b >= to && b - to < h && a % h == 0);
+    }
 
     #[test]
     fn no_previous_data_is_said_and_partial_periods_compare_hour_for_hour() {

@@ -181,6 +181,26 @@ async fn pending_pods_beside_an_idle_holder_make_a_waiting_demand_finding() {
         list.contains("<td>idle holder cv/idle-holder/main</td>"),
         "{list}"
     );
+    // Hour by hour, what waited and what was held idle add up to the finding's figures; its
+    // page charts both and says what to do (issue 74.8).
+    let waited: f64 = f.demand_hours.iter().map(|h| h.waiting_gpus).sum();
+    let idle: f64 = f.demand_hours.iter().map(|h| h.idle_gpus).sum();
+    assert!(
+        (waited - 12.0).abs() < 1e-9 && (idle - 6.0).abs() < 0.1,
+        "{:?}",
+        f.demand_hours
+    );
+    let page = support::page(&state, &format!("/findings/{}", f.id)).await;
+    assert!(
+        page.contains("What ml&#39;s work waited for, and what of NVIDIA H100 80GB HBM3 (whole GPUs) was held idle")
+            || page.contains("What ml's work waited for"),
+        "{page:.3000}"
+    );
+    assert!(page.contains("GPUs waited for") && page.contains("GPUs of the pool held idle"));
+    assert!(
+        page.contains("What to do: ") && page.contains("reclaim cv/idle-holder/main"),
+        "{page:.4000}"
+    );
     // Its alert names the cluster and the team that waited, not the holder as its tenant.
     let rules = collector::alerts::settings::Settings::default().effective_rules();
     let facts = collector::alerts::rules::Facts {
