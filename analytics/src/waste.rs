@@ -79,6 +79,29 @@ pub fn why(h: &Holding, gpu: Option<&GpuRef>, cfg: &Config, fits: bool) -> Why {
 
 /// The finding for a waster; `planned` is the plan's move of it, if any (the step as the
 /// plan's text names it, the move).
+/// The numbers an underutilized finding keeps: [effective ratio, allocated, effective and
+/// wasted GPU-hours, wasted cost], the p95 effective use and the p99 memory where measured.
+fn metrics_of(
+    [ratio, alloc, eff, wasted, cost]: [f64; 5],
+    p95: Option<f64>,
+    mem_p99: Option<f64>,
+) -> BTreeMap<String, f64> {
+    let mut metrics = BTreeMap::from([
+        ("effective_ratio".into(), ratio),
+        ("allocated_gpu_hours".into(), alloc),
+        ("effective_gpu_hours".into(), eff),
+        ("wasted_gpu_hours".into(), wasted),
+        ("wasted_cost".into(), (cost * 100.0).round() / 100.0),
+    ]);
+    if let Some(c) = p95 {
+        metrics.insert("effective_p95_gpu".into(), c);
+    }
+    if let Some(m) = mem_p99 {
+        metrics.insert("memory_p99_gib".into(), gib(m));
+    }
+    metrics
+}
+
 pub fn finding(ctx: &Ctx, h: &Holding, planned: Option<(&str, &Move)>) -> Finding {
     let cfg = ctx.cfg;
     let gpu = ctx.gpu(&h.gpu);
@@ -143,19 +166,7 @@ pub fn finding(ctx: &Ctx, h: &Holding, planned: Option<(&str, &Move)>) -> Findin
     } else {
         Severity::Info
     };
-    let mut metrics = BTreeMap::from([
-        ("effective_ratio".into(), ratio),
-        ("allocated_gpu_hours".into(), alloc),
-        ("effective_gpu_hours".into(), eff),
-        ("wasted_gpu_hours".into(), wasted),
-        ("wasted_cost".into(), (cost * 100.0).round() / 100.0),
-    ]);
-    if let Some(c) = p95 {
-        metrics.insert("effective_p95_gpu".into(), c);
-    }
-    if let Some(m) = mem_p99 {
-        metrics.insert("memory_p99_gib".into(), gib(m));
-    }
+    let metrics = metrics_of([ratio, alloc, eff, wasted, cost], p95, mem_p99);
     Finding {
         id: finding_id_of(h, ctx),
         kind: FindingKind::Underutilized,

@@ -1,4 +1,4 @@
-//! A **stand-in** for the Kubernetes API server, for tests only: no Kubernetes API server can
+//! A **stand-in** for the Kubernetes API server, for tests and `gpulens demo`: no Kubernetes API server can
 //! run on the machines gpulens is built and tested on. It serves the small part of the core/v1
 //! API that gpulens' label writer and reconfiguration workflow use, over real HTTP, with the real
 //! object shapes:

@@ -31,6 +31,8 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<()> {
     let token = format!("demo-{:x}{:x}", model::time::now_ms(), std::process::id());
     let mut auth = Auth::default();
     auth.add(&token, vec!["*".into()], None);
+    // The cluster the reclaim loop acts on: the Kubernetes API stand-in (demo_cluster.rs).
+    let kube = kube_standin::StandIn::start().await;
     let state = AppState::with_analytics(
         store.clone(),
         auth,
@@ -38,7 +40,8 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<()> {
         retention,
         config.teams.clone(),
         config.analytics.clone(),
-    );
+    )
+    .with_reclaim(super::demo_cluster::settings(&scenario, kube.url()));
     // One stop for every phase: the first Ctrl-C or SIGTERM ends the backfill, the analysis
     // or the live stream where it is, and shuts the server down (a second is never needed).
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
@@ -122,7 +125,9 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<()> {
     if stop.is_signalled() {
         return stopped("analysing the history", server).await;
     }
-    live(&state, driver, server, interval, &url).await
+    // The reclaim loop, in dry run, against the stand-in cluster of the scenario's pods.
+    let reclaim = super::demo_cluster::dry_run_reclaim(&state, &kube).await?;
+    live(&state, driver, server, interval, &url, reclaim).await
 }
 
 /// The line that says the history is analysed, and where to read the result.
@@ -213,11 +218,17 @@ async fn live(
     server: tokio::task::JoinHandle<std::io::Result<()>>,
     interval: std::time::Duration,
     url: &str,
+    reclaim: Option<crate::reclaim::Reclaim>,
 ) -> anyhow::Result<()> {
     println!(
         "streaming live samples every {} ms; dashboard: {url} (Ctrl-C to stop)",
         interval.as_millis()
     );
+    if reclaim.is_some() {
+        println!(
+            "reclaim loop: dry run against a Kubernetes API stand-in holding the scenario's pods; its cases: {url}reclaim"
+        );
+    }
     // The collector's background tasks, the same set `serve` runs. The history was just
     // analysed, so the schedule's first analysis comes one period later; alerts are visible at
     // /api/v1/alerts (no receivers configured); reports use the default settings.
@@ -229,7 +240,7 @@ async fn live(
         reports: Some(((*state.reports).clone(), state.analytics.thresholds.clone())),
         labels: None,
         demand: None,
-        reclaim: None,
+        reclaim,
     };
     let runner = crate::tasks::Runner::start(&state.tasks, crate::schedule::standard(state, plan));
     let live = tokio::spawn(async move { driver.stream(interval, None).await });

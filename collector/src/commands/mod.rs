@@ -8,6 +8,7 @@ pub mod bench_storage;
 pub mod bench_ui;
 pub mod cli;
 pub mod demo;
+mod demo_cluster;
 pub mod labels;
 pub mod setup;
 

@@ -243,6 +243,14 @@ fn heavy_every_dashboard_page_works_in_chromium_with_and_without_javascript() {
             page(pages, "/nodes")["rows"].as_u64().unwrap() >= 5,
             "{mode}: the scenario's five nodes"
         );
+        // The demo runs the reclaim loop in dry run against its stand-in cluster: the idle
+        // holdings are cases, and nothing is changed (issue 74.8).
+        let r = page(pages, "/reclaim");
+        assert!(
+            r["rows"].as_u64().unwrap() >= 1 && text(r).contains("Dry run"),
+            "{mode}: /reclaim shows the dry run's cases: {}",
+            text(r)
+        );
     }
 
     let w = &report["withJs"];

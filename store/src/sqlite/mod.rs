@@ -192,8 +192,7 @@ impl SqliteStore {
                  VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                  ON CONFLICT (cluster, node, tenant_key) DO UPDATE SET kind = excluded.kind, namespace = excluded.namespace, pod = excluded.pod,
                    container = excluded.container, pod_uid = excluded.pod_uid, job_id = excluded.job_id, username = excluded.username,
-                   account = excluded.account, uid = excluded.uid, team = excluded.team, last_seen = max(tenants.last_seen, excluded.last_seen),
-                   first_seen = min(tenants.first_seen, excluded.first_seen)",
+                   account = excluded.account, uid = excluded.uid, team = excluded.team, last_seen = max(tenants.last_seen, excluded.last_seen), first_seen = min(tenants.first_seen, excluded.first_seen)",
             )
             .bind(&b.cluster).bind(&b.node).bind(&t.key).bind(t.kind.as_str()).bind(&t.namespace).bind(&t.pod)
             .bind(&t.container).bind(&t.pod_uid).bind(&t.job_id).bind(&t.user).bind(&t.account)
