@@ -106,7 +106,7 @@ svg .grid{stroke:#e5e7eb}svg .axis{stroke:#9aa4b2}svg .hover{fill:transparent}sv
 /* Phone tables: the first column (the link) stays put, the key column (th.key: the one sorted by) comes next, the rest scrolls. */
 .scroll table{background:transparent;display:block}.scroll thead,.scroll tbody,.scroll tfoot{display:block}
 .scroll tr{display:flex;width:max-content;min-width:100%}
-.scroll th,.scroll td{flex:0 0 7.5rem;min-width:0;order:2;overflow-wrap:break-word}.scroll td.n{white-space:normal}.scroll td[colspan]{flex:1 1 auto}.scroll .long{flex-basis:17rem}
+.scroll th,.scroll td{flex:0 0 7.5rem;min-width:0;order:2;overflow-wrap:break-word}.scroll td.n{white-space:normal}.scroll td[colspan]{flex:1 1 auto}.scroll .long{flex-basis:26rem}
 .scroll th:first-child,.scroll td:first-child{order:0;flex:0 0 44vw;position:sticky;left:0;z-index:1;box-shadow:1px 0 0 #e1e5ea}
 .scroll table:has(th.key:nth-child(2)) tr>:nth-child(2),.scroll table:has(th.key:nth-child(3)) tr>:nth-child(3),.scroll table:has(th.key:nth-child(4)) tr>:nth-child(4),.scroll table:has(th.key:nth-child(5)) tr>:nth-child(5),.scroll table:has(th.key:nth-child(6)) tr>:nth-child(6),.scroll table:has(th.key:nth-child(7)) tr>:nth-child(7),.scroll table:has(th.key:nth-child(8)) tr>:nth-child(8),.scroll table:has(th.key:nth-child(9)) tr>:nth-child(9),.scroll table:has(th.key:nth-child(10)) tr>:nth-child(10),.scroll table:has(th.key:nth-child(11)) tr>:nth-child(11),.scroll table:has(th.key:nth-child(12)) tr>:nth-child(12){order:1}
 .scroll td:first-child{background:#fff}.scroll th:first-child{background:#eef1f5}

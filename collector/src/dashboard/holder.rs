@@ -123,7 +123,7 @@ pub async fn tenant(
         .or_else(|| row.and_then(|r| r.cluster.clone()));
     let chart = Chart {
         title: format!("{name}: allocated against effective use"),
-        unit: "% of a GPU".into(),
+        unit: "% of a GPU, the mean over the GPUs it holds".into(),
         from_ms: a.from_ms,
         to_ms: a.to_ms,
         lines: tenant_lines(&state, cluster.as_deref(), &key, a.from_ms, a.to_ms).await,

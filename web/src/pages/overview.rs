@@ -412,9 +412,9 @@ pub fn overview(frame: Frame, v: OverviewView) -> String {
                 {ranges}
                 <button type="submit">"Show"</button>
                 <span class="note">{if v.analysed {
-                    format!("Funnel and findings: the scheduled analysis of {}; charts and trends: the selected range.", v.window)
+                    format!("The cards, funnel, \"What to do first\", waiting work, waste tables and findings come from the scheduled analysis of {}; the range moves the charts, the heatmap and the trend.", v.window)
                 } else {
-                    "Funnel and findings: after the first analysis; charts and trends: the selected range.".to_owned()
+                    "The cards, funnel, steps, waste tables and findings come after the first analysis; the range moves the charts, the heatmap and the trend.".to_owned()
                 }}</span>
             </form>
             <section class="cards" aria-label="Key numbers">
