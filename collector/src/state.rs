@@ -39,6 +39,8 @@ pub struct AppState {
     /// The newest stored analysis, parsed once and shared (dashboard, /metrics, agents'
     /// labels, alerting).
     pub newest: Arc<Newest>,
+    /// The funnel over a range a reader picks (tenants' and teams' pages), one at a time.
+    pub ranged: Arc<crate::analysis::ranged::Ranged>,
     /// Each GPU's newest readings, for the fleet metrics on /metrics.
     pub latest: Arc<LatestGpus>,
     /// Remote-written dcgm-exporter samples waiting for their scrape to complete.
@@ -120,6 +122,7 @@ impl AppState {
             reports: Default::default(),
             reclaim: Default::default(),
             newest: Default::default(),
+            ranged: Default::default(),
             latest: Default::default(),
             remote_write: Arc::new(remote_write),
             access: Default::default(),
@@ -248,6 +251,8 @@ impl AppState {
             shared: self.shared.clone(),
             labels: self.labels.clone(),
             newest: self.newest.clone(),
+            ranged: self.ranged.clone(),
+            analytics: self.analytics.clone(),
             access: self.access.clone(),
             reclaim: self.reclaim.clone(),
         }

@@ -6,6 +6,7 @@
 pub mod api;
 pub mod metrics;
 mod pairs;
+pub mod ranged;
 pub mod stored;
 pub mod view;
 

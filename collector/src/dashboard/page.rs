@@ -28,6 +28,9 @@ pub struct DashboardState {
     /// The `[labels]` settings: the approval mode and the operators who may sign in.
     pub labels: Arc<crate::labels::Settings>,
     pub newest: Arc<Newest>,
+    /// The funnel over a range a reader picks, and the settings (prices) it is made with.
+    pub ranged: Arc<crate::analysis::ranged::Ranged>,
+    pub analytics: Arc<crate::analysis::Settings>,
     /// Who may see what, sessions and sign-in attempts.
     pub access: Arc<Access>,
     /// `[reclaim]`: whether the loop runs dry, and its policies.

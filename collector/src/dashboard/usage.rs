@@ -5,6 +5,12 @@ use super::page::*;
 #[derive(Debug, Deserialize)]
 pub struct UseQuery {
     pub q: Option<String>,
+    /// `24h`, `7d` or `30d` back from now; absent: the scheduled analysis' window.
+    pub range: Option<String>,
+    /// A custom range: RFC 3339, a date (`2026-12-01`) or a date and time
+    /// (`2026-12-01T06:00`, UTC); `to` absent is now.
+    pub from: Option<String>,
+    pub to: Option<String>,
     /// `csv`: the table as a download, with the same rows and columns.
     pub format: Option<String>,
     pub sort: Option<String>,
@@ -16,7 +22,24 @@ async fn usage(state: DashboardState, caller: Caller, q: UseQuery, teams: bool) 
     let a = analysis_or_wait(&state).await?;
     let tenants = state.store.tenants().await?;
     let needle = q.q.clone().unwrap_or_default().to_lowercase();
-    let mut rows: Vec<pages::UseRow> = use_rows(&a, &tenants, teams)
+    let (chosen, notice) = match chosen_range(&state, &q) {
+        Ok(c) => (c, None),
+        Err(n) => (None, Some(n)),
+    };
+    let funnel = match chosen {
+        Some((from, to, _)) => state
+            .ranged
+            .funnel(&state.store, &state.analytics.thresholds, from, to)
+            .await
+            .map_err(|e| {
+                PageError(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    format!("The range could not be read: {e}"),
+                )
+            })?,
+        None => std::sync::Arc::new(a.funnel.clone()),
+    };
+    let mut rows: Vec<pages::UseRow> = use_rows(&a, &funnel, &tenants, teams)
         .into_iter()
         .filter(|r| {
             caller.sees_team(if teams {
@@ -53,12 +76,36 @@ async fn usage(state: DashboardState, caller: Caller, q: UseQuery, teams: bool) 
         return Ok(csv_download(if teams { "teams" } else { "tenants" }, body));
     }
     let title = if teams { "Teams" } else { "Tenants" };
-    let base = query_string(&[("q", q.q.as_deref().unwrap_or(""))]);
+    let (range_key, from_s, to_s) = match &chosen {
+        Some((_, _, shown)) => shown.clone(),
+        None => Default::default(),
+    };
+    let base = query_string(&[
+        ("q", q.q.as_deref().unwrap_or("")),
+        ("range", &range_key),
+        ("from", &from_s),
+        ("to", &to_s),
+    ]);
+    let mut page = frame(&state, &caller, title);
+    page.notice = notice;
     Ok(Html(pages::usage(
-        frame(&state, &caller, title),
+        page,
         pages::UseView {
             teams,
-            window: window(&a),
+            window: format!(
+                "{} to {} UTC{}",
+                time(funnel.from_ms),
+                time(funnel.to_ms),
+                if chosen.is_some() {
+                    " (the selected range; findings: the scheduled analysis')"
+                } else {
+                    " (the scheduled analysis' window)"
+                }
+            ),
+            range: range_key,
+            ranges: RANGES.iter().map(|(r, _)| (*r).to_owned()).collect(),
+            from: from_s,
+            to: to_s,
             currency: a.funnel.currency.clone(),
             query: q.q.unwrap_or_default(),
             rows,
@@ -66,6 +113,78 @@ async fn usage(state: DashboardState, caller: Caller, q: UseQuery, teams: bool) 
         sort_state(base, &sq, "waste"),
     ))
     .into_response())
+}
+
+/// The range the query picks: (from, to, what to carry in links: range, from, to), `None`
+/// for the analysis' window; Err(the notice) for one that cannot be read, then the window.
+type Chosen = Option<(i64, i64, (String, String, String))>;
+
+fn chosen_range(state: &DashboardState, q: &UseQuery) -> Result<Chosen, String> {
+    let now = model::time::now_ms();
+    fn given(s: &Option<String>) -> Option<&str> {
+        s.as_deref().map(str::trim).filter(|s| !s.is_empty())
+    }
+    let (from, to, shown) = match (given(&q.from), given(&q.to), given(&q.range)) {
+        (None, None, None) => return Ok(None),
+        (None, None, Some(r)) => {
+            let Some((key, span)) = RANGES.iter().find(|(k, _)| *k == r) else {
+                let shown: String = r.chars().take(40).collect();
+                return Err(format!(
+                    "Unknown range {shown:?}: one of 24h, 7d, 30d, or a from/to. Showing the analysed window."
+                ));
+            };
+            (
+                now - span,
+                now,
+                ((*key).to_owned(), String::new(), String::new()),
+            )
+        }
+        (from, to, _) => {
+            let at = |s: Option<&str>, end: bool| -> Result<i64, String> {
+                match s {
+                    None if end => Ok(now),
+                    None => {
+                        Err("A custom range needs its from. Showing the analysed window.".into())
+                    }
+                    Some(s) => intake::query::parse_time(&calendar(s), now)
+                        .map_err(|e| format!("{e}. Showing the analysed window.")),
+                }
+            };
+            let (f, t) = (at(from, false)?, at(to, true)?);
+            let shown = (
+                String::new(),
+                from.unwrap_or("").to_owned(),
+                to.unwrap_or("").to_owned(),
+            );
+            (f, t, shown)
+        }
+    };
+    if from >= to {
+        return Err("The range's from is not before its to. Showing the analysed window.".into());
+    }
+    let oldest = now - state.retention.hour.as_millis() as i64;
+    if from < oldest {
+        return Err(format!(
+            "The range starts before the oldest hour kept ({} UTC, [retention] hour). Showing the analysed window.",
+            time(oldest)
+        ));
+    }
+    Ok(Some((from, to.min(now), shown)))
+}
+
+/// A date (`2026-12-01`) or a date and minute (`2026-12-01T06:00`, as a browser's date and
+/// time fields send them) as RFC 3339 in UTC; anything else as given.
+fn calendar(s: &str) -> String {
+    let b = s.as_bytes();
+    if !s.is_ascii() {
+        s.to_owned()
+    } else if s.len() == 10 && b[4] == b'-' && b[7] == b'-' {
+        format!("{s}T00:00:00Z")
+    } else if s.len() == 16 && b[10] == b'T' && b[13] == b':' {
+        format!("{s}:00Z")
+    } else {
+        s.to_owned()
+    }
 }
 
 pub async fn tenants(
@@ -85,7 +204,12 @@ pub async fn teams(
 }
 
 /// One row per tenant (or team) of the analysis' funnel, with its findings counted.
-fn use_rows(a: &Analysis, tenants: &[store::TenantRecord], teams: bool) -> Vec<pages::UseRow> {
+fn use_rows(
+    a: &Analysis,
+    funnel: &analytics::Funnel,
+    tenants: &[store::TenantRecord],
+    teams: bool,
+) -> Vec<pages::UseRow> {
     let meta: HashMap<&str, &store::TenantRecord> = tenants.iter().map(|t| (t.key(), t)).collect();
     let team_of = team_map(tenants);
     let mut findings: HashMap<&str, usize> = HashMap::new();
@@ -101,9 +225,9 @@ fn use_rows(a: &Analysis, tenants: &[store::TenantRecord], teams: bool) -> Vec<p
         }
     }
     let source = if teams {
-        &a.funnel.by_team
+        &funnel.by_team
     } else {
-        &a.funnel.by_tenant
+        &funnel.by_tenant
     };
     source
         .iter()

@@ -254,3 +254,107 @@ async fn unknown_filters_are_said_and_known_ones_filter() {
         "{html}"
     );
 }
+
+/// Issue 74.2: the tenants' and teams' tables follow a picked range — the last 24 hours, or a
+/// custom from/to — read from the hour rollups through the analysis' own funnel; without one
+/// they show the analysed window and say so; a range that cannot be read is a notice, not an
+/// error, and the window is shown.
+#[tokio::test]
+async fn tenants_and_teams_follow_the_picked_range() {
+    const H: i64 = 3_600_000;
+    let t = crate::support::sqlite().await;
+    let now = model::time::now_ms() / H * H;
+    let fleet = simulator::Fleet::new(
+        simulator::Scenario::from_toml(
+            r#"
+name = "range"
+cluster = "prod"
+seed = 3
+interval = "60s"
+
+[[nodes]]
+name = "gpu-h100-01"
+model = "H100-80GB"
+gpus = 2
+orchestrator = "kubernetes"
+
+[[tenants]]
+name = "trainer"
+kind = "pod"
+namespace = "llm"
+node = "gpu-h100-01"
+devices = ["0", "1"]
+pattern = "steady_training"
+mem_gib = 60
+"#,
+        )
+        .unwrap(),
+    );
+    crate::analytics::load(&t.store, &fleet, "a", now - 12 * H, now).await;
+    t.store.rollup(now + H).await.unwrap();
+    let a = crate::support::analyse(&t.store, now - 12 * H, now).await;
+    collector::analysis::save(&t.store, &a, now, 5)
+        .await
+        .unwrap();
+    let state = crate::support::default_state(t.store.clone());
+    // The allocated GPU-hours of the CSV's one tenant line.
+    let allocated = |csv: String| -> f64 {
+        let line = csv.lines().nth(1).unwrap_or_else(|| panic!("{csv}"));
+        line.split(',').nth(1).unwrap().parse().unwrap()
+    };
+    let csv = |uri: &str| {
+        let state = state.clone();
+        let uri = uri.to_owned();
+        async move { send(&state, get(&uri, None)).await.2 }
+    };
+    let window = allocated(csv("/tenants?format=csv").await);
+    assert!(
+        (window - 24.0).abs() < 0.5,
+        "two GPUs for 12 hours: {window}"
+    );
+    let day = allocated(csv("/tenants?range=24h&format=csv").await);
+    assert!(
+        (day - window).abs() < 0.5,
+        "the last day holds all of it: {day}"
+    );
+    let from = model::time::rfc3339(now - 3 * H);
+    let to = model::time::rfc3339(now - H);
+    let two = allocated(csv(&format!("/tenants?from={from}&to={to}&format=csv")).await);
+    assert!((two - 4.0).abs() < 0.2, "two GPUs for two hours: {two}");
+    // A browser's date-and-time field (minutes, no zone: UTC) reads the same.
+    let minute = |ms: i64| model::time::rfc3339(ms)[..16].to_owned();
+    let same = allocated(
+        csv(&format!(
+            "/teams?from={}&to={}&format=csv",
+            minute(now - 3 * H),
+            minute(now - H)
+        ))
+        .await,
+    );
+    assert!((same - two).abs() < 1e-9, "{same} vs {two}");
+    // The page says what it covers and carries the range in its sort links.
+    let (code, _, html) = send(&state, get("/tenants?range=24h", None)).await;
+    assert_eq!(code, StatusCode::OK);
+    assert!(html.contains("(the selected range;"), "{html}");
+    assert!(html.contains("range=24h&amp;sort="), "{html}");
+    let (_, _, html) = send(&state, get("/tenants", None)).await;
+    assert!(
+        html.contains("(the scheduled analysis&#39; window)")
+            || html.contains("(the scheduled analysis' window)"),
+        "{html}"
+    );
+    // What cannot be read is said, and the window shown.
+    for (uri, said) in [
+        ("/tenants?range=1y", "Unknown range \"1y\""),
+        ("/tenants?from=2026-13-45", "is not RFC 3339"),
+        (
+            &*format!("/tenants?from={to}&to={from}"),
+            "from is not before its to",
+        ),
+        ("/tenants?from=1971-01-01", "before the oldest hour kept"),
+    ] {
+        let (code, _, html) = send(&state, get(uri, None)).await;
+        assert_eq!(code, StatusCode::OK, "{uri}");
+        assert!(html.contains(said), "{uri}: {html}");
+    }
+}

@@ -127,6 +127,24 @@ fn breakable(name: &str) -> impl IntoView + use<> {
     view! { <span inner_html=html></span> }
 }
 
+/// The range selector of tables that default to the scheduled analysis' window: that window
+/// (empty value) or one of `ranges` back from now.
+fn range_or_window(ranges: &[String], current: &str) -> impl IntoView + use<> {
+    let options = std::iter::once(String::new())
+        .chain(ranges.iter().cloned())
+        .map(|r| {
+            let selected = r == current;
+            let shown = if r.is_empty() {
+                "the analysed window".to_owned()
+            } else {
+                format!("last {r}")
+            };
+            view! { <option value=r selected=selected>{shown}</option> }
+        })
+        .collect_view();
+    view! { <label for="range">"Range"<select id="range" name="range">{options}</select></label> }
+}
+
 fn raw(html: String) -> impl IntoView {
     view! { <div inner_html=html></div> }
 }

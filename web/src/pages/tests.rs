@@ -57,6 +57,7 @@ fn use_beyond_the_allocation_is_a_column_where_some_line_has_it() {
                 currency: "USD".into(),
                 query: String::new(),
                 rows,
+                ..Default::default()
             },
             Sort {
                 base: String::new(),

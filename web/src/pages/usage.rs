@@ -20,10 +20,17 @@ pub struct UseRow {
     pub findings: usize,
 }
 
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct UseView {
     pub teams: bool,
+    /// The range the figures cover, said in words.
     pub window: String,
+    /// The range picked (`24h`, `7d`, `30d`; empty: the analysed window), the ones offered, and
+    /// a custom from/to as typed.
+    pub range: String,
+    pub ranges: Vec<String>,
+    pub from: String,
+    pub to: String,
     pub currency: String,
     pub query: String,
     pub rows: Vec<UseRow>,
@@ -136,6 +143,9 @@ pub fn usage(frame: Frame, v: UseView, sort: Sort) -> String {
             <h1>{title}</h1>
             <form class="filters" method="get" action=action>
                 <label for="q">"Search"<input id="q" name="q" value=v.query.clone()/></label>
+                {range_or_window(&v.ranges, &v.range)}
+                <label for="from">"From (UTC)"<input id="from" name="from" type="datetime-local" value=v.from.clone()/></label>
+                <label for="to">"To (UTC, empty: now)"<input id="to" name="to" type="datetime-local" value=v.to.clone()/></label>
                 <button type="submit">"Filter"</button>
             </form>
             <div class="scroll"><table>
