@@ -11,6 +11,11 @@ pub struct FindingQuery {
     pub tenant: Option<String>,
     /// Part of a finding's summary, node, tenant or team (case-insensitive).
     pub q: Option<String>,
+    /// Only findings whose window meets this range: `24h`, `7d`, `30d` back from now, or a
+    /// custom from/to (as on the tenants' page).
+    pub range: Option<String>,
+    pub from: Option<String>,
+    pub to: Option<String>,
     pub sort: Option<String>,
     pub dir: Option<String>,
     /// `csv`: the table as a download, with the same rows and columns.
@@ -41,7 +46,23 @@ pub async fn findings(
         notices.push(n);
         q.severity = None;
     }
+    let chosen = match picked_range(&state, &q.range, &q.from, &q.to) {
+        Ok(c) => c,
+        Err(n) => {
+            notices.push(n.replace("the analysed window", "every finding"));
+            None
+        }
+    };
     let mut rows = matching(a, &q, &team_of, &caller);
+    if let Some((from, to, _)) = &chosen {
+        let met: BTreeSet<&str> = a
+            .findings
+            .iter()
+            .filter(|f| f.from_ms < *to && f.to_ms > *from)
+            .map(|f| f.id.as_str())
+            .collect();
+        rows.retain(|(_, r)| met.contains(r.id.as_str()));
+    }
     let sq = SortQuery {
         sort: q.sort.clone(),
         dir: q.dir.clone(),
@@ -64,6 +85,11 @@ pub async fn findings(
         }
     });
     let mut filters = filters(a, &q, &team_of);
+    (filters.range, filters.from, filters.to) = match &chosen {
+        Some((_, _, shown)) => shown.clone(),
+        None => Default::default(),
+    };
+    filters.ranges = RANGES.iter().map(|(r, _)| (*r).to_owned()).collect();
     filters.teams.retain(|t| caller.sees_team(Some(t)));
     if caller.scope().is_some() {
         let seen: BTreeSet<&str> = rows.iter().map(|(_, r)| r.node.as_str()).collect();
@@ -76,6 +102,9 @@ pub async fn findings(
         ("node", &filters.node),
         ("tenant", q.tenant.as_deref().unwrap_or("")),
         ("q", &filters.query),
+        ("range", &filters.range),
+        ("from", &filters.from),
+        ("to", &filters.to),
     ]);
     if csv {
         let rows: Vec<pages::FindingRow> = rows.into_iter().map(|(_, r)| r).collect();
@@ -212,6 +241,7 @@ fn filters(a: &Analysis, q: &FindingQuery, team_of: &HashMap<&str, &str>) -> pag
             .into_iter()
             .collect(),
         currency: a.funnel.currency.clone(),
+        ..Default::default()
     }
 }
 

@@ -22,7 +22,7 @@ async fn usage(state: DashboardState, caller: Caller, q: UseQuery, teams: bool) 
     let a = analysis_or_wait(&state).await?;
     let tenants = state.store.tenants().await?;
     let needle = q.q.clone().unwrap_or_default().to_lowercase();
-    let (chosen, notice) = match chosen_range(&state, &q) {
+    let (chosen, notice) = match picked_range(&state, &q.range, &q.from, &q.to) {
         Ok(c) => (c, None),
         Err(n) => (None, Some(n)),
     };
@@ -113,78 +113,6 @@ async fn usage(state: DashboardState, caller: Caller, q: UseQuery, teams: bool) 
         sort_state(base, &sq, "waste"),
     ))
     .into_response())
-}
-
-/// The range the query picks: (from, to, what to carry in links: range, from, to), `None`
-/// for the analysis' window; Err(the notice) for one that cannot be read, then the window.
-type Chosen = Option<(i64, i64, (String, String, String))>;
-
-fn chosen_range(state: &DashboardState, q: &UseQuery) -> Result<Chosen, String> {
-    let now = model::time::now_ms();
-    fn given(s: &Option<String>) -> Option<&str> {
-        s.as_deref().map(str::trim).filter(|s| !s.is_empty())
-    }
-    let (from, to, shown) = match (given(&q.from), given(&q.to), given(&q.range)) {
-        (None, None, None) => return Ok(None),
-        (None, None, Some(r)) => {
-            let Some((key, span)) = RANGES.iter().find(|(k, _)| *k == r) else {
-                let shown: String = r.chars().take(40).collect();
-                return Err(format!(
-                    "Unknown range {shown:?}: one of 24h, 7d, 30d, or a from/to. Showing the analysed window."
-                ));
-            };
-            (
-                now - span,
-                now,
-                ((*key).to_owned(), String::new(), String::new()),
-            )
-        }
-        (from, to, _) => {
-            let at = |s: Option<&str>, end: bool| -> Result<i64, String> {
-                match s {
-                    None if end => Ok(now),
-                    None => {
-                        Err("A custom range needs its from. Showing the analysed window.".into())
-                    }
-                    Some(s) => intake::query::parse_time(&calendar(s), now)
-                        .map_err(|e| format!("{e}. Showing the analysed window.")),
-                }
-            };
-            let (f, t) = (at(from, false)?, at(to, true)?);
-            let shown = (
-                String::new(),
-                from.unwrap_or("").to_owned(),
-                to.unwrap_or("").to_owned(),
-            );
-            (f, t, shown)
-        }
-    };
-    if from >= to {
-        return Err("The range's from is not before its to. Showing the analysed window.".into());
-    }
-    let oldest = now - state.retention.hour.as_millis() as i64;
-    if from < oldest {
-        return Err(format!(
-            "The range starts before the oldest hour kept ({} UTC, [retention] hour). Showing the analysed window.",
-            time(oldest)
-        ));
-    }
-    Ok(Some((from, to.min(now), shown)))
-}
-
-/// A date (`2026-12-01`) or a date and minute (`2026-12-01T06:00`, as a browser's date and
-/// time fields send them) as RFC 3339 in UTC; anything else as given.
-fn calendar(s: &str) -> String {
-    let b = s.as_bytes();
-    if !s.is_ascii() {
-        s.to_owned()
-    } else if s.len() == 10 && b[4] == b'-' && b[7] == b'-' {
-        format!("{s}T00:00:00Z")
-    } else if s.len() == 16 && b[10] == b'T' && b[13] == b':' {
-        format!("{s}:00Z")
-    } else {
-        s.to_owned()
-    }
 }
 
 pub async fn tenants(

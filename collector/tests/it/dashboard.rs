@@ -255,12 +255,12 @@ async fn unknown_filters_are_said_and_known_ones_filter() {
     );
 }
 
-/// Issue 74.2: the tenants' and teams' tables follow a picked range — the last 24 hours, or a
+/// Issue 74.2: the tenants' and teams' tables and the findings follow a picked range — the last 24 hours, or a
 /// custom from/to — read from the hour rollups through the analysis' own funnel; without one
 /// they show the analysed window and say so; a range that cannot be read is a notice, not an
 /// error, and the window is shown.
 #[tokio::test]
-async fn tenants_and_teams_follow_the_picked_range() {
+async fn tenants_teams_and_findings_follow_the_picked_range() {
     const H: i64 = 3_600_000;
     let t = crate::support::sqlite().await;
     let now = model::time::now_ms() / H * H;
@@ -275,7 +275,7 @@ interval = "60s"
 [[nodes]]
 name = "gpu-h100-01"
 model = "H100-80GB"
-gpus = 2
+gpus = 3
 orchestrator = "kubernetes"
 
 [[tenants]]
@@ -286,6 +286,15 @@ node = "gpu-h100-01"
 devices = ["0", "1"]
 pattern = "steady_training"
 mem_gib = 60
+
+[[tenants]]
+name = "idler"
+kind = "pod"
+namespace = "cv"
+node = "gpu-h100-01"
+devices = ["2"]
+pattern = "idle_holding_memory"
+mem_gib = 10
 "#,
         )
         .unwrap(),
@@ -297,7 +306,7 @@ mem_gib = 60
         .await
         .unwrap();
     let state = crate::support::default_state(t.store.clone());
-    // The allocated GPU-hours of the CSV's one tenant line.
+    // The allocated GPU-hours of the CSV's first line (the trainer's, searched for).
     let allocated = |csv: String| -> f64 {
         let line = csv.lines().nth(1).unwrap_or_else(|| panic!("{csv}"));
         line.split(',').nth(1).unwrap().parse().unwrap()
@@ -307,25 +316,30 @@ mem_gib = 60
         let uri = uri.to_owned();
         async move { send(&state, get(&uri, None)).await.2 }
     };
-    let window = allocated(csv("/tenants?format=csv").await);
+    let window = allocated(csv("/tenants?q=trainer&format=csv").await);
     assert!(
         (window - 24.0).abs() < 0.5,
         "two GPUs for 12 hours: {window}"
     );
-    let day = allocated(csv("/tenants?range=24h&format=csv").await);
+    let day = allocated(csv("/tenants?q=trainer&range=24h&format=csv").await);
     assert!(
         (day - window).abs() < 0.5,
         "the last day holds all of it: {day}"
     );
     let from = model::time::rfc3339(now - 3 * H);
     let to = model::time::rfc3339(now - H);
-    let two = allocated(csv(&format!("/tenants?from={from}&to={to}&format=csv")).await);
+    let two = allocated(
+        csv(&format!(
+            "/tenants?q=trainer&from={from}&to={to}&format=csv"
+        ))
+        .await,
+    );
     assert!((two - 4.0).abs() < 0.2, "two GPUs for two hours: {two}");
     // A browser's date-and-time field (minutes, no zone: UTC) reads the same.
     let minute = |ms: i64| model::time::rfc3339(ms)[..16].to_owned();
     let same = allocated(
         csv(&format!(
-            "/teams?from={}&to={}&format=csv",
+            "/tenants?q=trainer&from={}&to={}&format=csv",
             minute(now - 3 * H),
             minute(now - H)
         ))
@@ -342,6 +356,28 @@ mem_gib = 60
         html.contains("(the scheduled analysis&#39; window)")
             || html.contains("(the scheduled analysis' window)"),
         "{html}"
+    );
+    // Findings meet a range by their windows: the idler's idle allocation spans the last 12
+    // hours, so it is in the last day and not in a range before the history.
+    let idle = |uri: String| {
+        let state = state.clone();
+        async move {
+            send(&state, get(&uri, None))
+                .await
+                .2
+                .contains("idle_allocation-")
+        }
+    };
+    assert!(idle("/findings?kind=idle_allocation".into()).await);
+    assert!(idle("/findings?kind=idle_allocation&range=24h".into()).await);
+    let before = |h: i64| minute(now - h * H);
+    assert!(
+        !idle(format!(
+            "/findings?kind=idle_allocation&from={}&to={}",
+            before(30),
+            before(20)
+        ))
+        .await
     );
     // What cannot be read is said, and the window shown.
     for (uri, said) in [

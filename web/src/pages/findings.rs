@@ -18,7 +18,7 @@ pub struct FindingRow {
     pub waste_cost: Option<f64>,
 }
 
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct FindingFilters {
     pub kind: String,
     pub severity: String,
@@ -26,6 +26,12 @@ pub struct FindingFilters {
     pub node: String,
     /// The search as typed (part of a summary, node, tenant or team).
     pub query: String,
+    /// The range the findings' windows must meet (empty: every finding of the analysis), the
+    /// ones offered, and a custom from/to as typed.
+    pub range: String,
+    pub ranges: Vec<String>,
+    pub from: String,
+    pub to: String,
     pub kinds: Vec<String>,
     pub teams: Vec<String>,
     pub nodes: Vec<String>,
@@ -98,6 +104,9 @@ pub fn findings(frame: Frame, f: FindingFilters, rows: Vec<FindingRow>, sort: So
                 {select("team", "Team", &f.team, &f.teams, str::to_owned)}
                 {select("node", "Node", &f.node, &f.nodes, str::to_owned)}
                 <label for="q">"Search"<input id="q" name="q" value=f.query.clone()/></label>
+                {range_or_window(&f.ranges, &f.range)}
+                <label for="from">"From (UTC)"<input id="from" name="from" type="datetime-local" value=f.from.clone()/></label>
+                <label for="to">"To (UTC, empty: now)"<input id="to" name="to" type="datetime-local" value=f.to.clone()/></label>
                 <button type="submit">"Filter"</button>
             </form>
             <div class="scroll"><table>
