@@ -45,6 +45,9 @@ pub(super) const RANGES: [(&str, i64); 3] = [
     ("30d", 30 * 86_400_000),
 ];
 
+/// The longest range a page computes.
+const MAX_RANGE_MS: i64 = 31 * 86_400_000;
+
 /// The range the query picks: (from, to, what to carry in links: range, from, to), `None`
 /// for the analysis' window; Err(the notice) for one that cannot be read, then the window.
 pub(super) type Chosen = Option<(i64, i64, (String, String, String))>;
@@ -103,6 +106,13 @@ pub(super) fn picked_range(
             "The range starts before the oldest hour kept ({} UTC, [retention] hour). Showing the analysed window.",
             time(oldest)
         ));
+    }
+    // What one page view may read: a month of the fleet's hour rollups.
+    if to.min(now) - from > MAX_RANGE_MS {
+        return Err(
+            "A range is at most 31 days (a month of hour rollups per page view). Showing the analysed window."
+                .into(),
+        );
     }
     Ok(Some((from, to.min(now), shown)))
 }

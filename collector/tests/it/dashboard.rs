@@ -388,6 +388,7 @@ mem_gib = 10
             "from is not before its to",
         ),
         ("/tenants?from=1971-01-01", "before the oldest hour kept"),
+        ("/tenants?from=now-40d", "at most 31 days"),
     ] {
         let (code, _, html) = send(&state, get(uri, None)).await;
         assert_eq!(code, StatusCode::OK, "{uri}");
