@@ -382,13 +382,36 @@ async function heatmapPixels() {
   return result;
 }
 
+// A range change moves every figure that claims to follow it: the tenants' and teams' total
+// rows and the overview's chart captions at the last 24 hours against the default.
+async function rangeMoves() {
+  const context = await browser.newContext({ viewport: { width: 1280, height: 900 } });
+  const page = await context.newPage();
+  const read = async (url, what) => {
+    await page.goto(new URL(url, base).href, { waitUntil: "load" });
+    return page.evaluate((what) => what === "total"
+      ? document.querySelector("main tfoot")?.innerText ?? ""
+      : [...document.querySelectorAll("main figure.chart figcaption")].map((c) => c.innerText).join(" | "), what);
+  };
+  const out = [];
+  for (const [path, what] of [["/tenants", "total"], ["/teams", "total"], ["/", "captions"]]) {
+    const sep = path.includes("?") ? "&" : "?";
+    const before = await read(path, what);
+    const after = await read(`${path}${sep}range=24h`, what);
+    out.push({ path, before, after, moved: before !== "" && after !== "" && before !== after });
+  }
+  await context.close();
+  return out;
+}
+
 const withJs = await walk(true, 150);
 const withoutJs = await walk(false, 40);
 const phoneWidths = await phone(withJs.pages.map((p) => p.url));
 const heatmap = await heatmapPixels();
+const ranges = await rangeMoves();
 await browser.close();
 // What each step requires, as the API serves it, to check the order the pages list them in.
 const requires = Object.fromEntries(
   (await (await fetch(new URL("/api/v1/recommendations", base))).json()).recommendations.map((r) => [r.id, r.requires]),
 );
-console.log(JSON.stringify({ withJs, withoutJs, phone: phoneWidths, heatmap, requires }));
+console.log(JSON.stringify({ withJs, withoutJs, phone: phoneWidths, heatmap, ranges, requires }));
