@@ -102,6 +102,7 @@ pub async fn recommendations(
 fn plan_view(a: &analytics::Analysis) -> pages::PlanView {
     let p = &a.plan;
     pages::PlanView {
+        window: window(a),
         worth: p.worth.iter().map(worth_row).collect(),
         emitted: emitted(a),
         gpus_in_use: p.gpus_in_use,

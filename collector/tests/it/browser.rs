@@ -161,7 +161,11 @@ fn heavy_every_dashboard_page_works_in_chromium_with_and_without_javascript() {
 
     // A range change moves what follows it (issue 74.2).
     for r in report["ranges"].as_array().unwrap() {
-        assert_eq!(r["moved"], true, "the range did not move {}: {r}", r["path"]);
+        assert_eq!(
+            r["moved"], true,
+            "the range did not move {}: {r}",
+            r["path"]
+        );
     }
 
     for (mode, w) in [

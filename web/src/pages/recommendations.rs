@@ -16,6 +16,8 @@ pub struct RecRow {
 /// The fleet plan's totals and its pools, for the recommendations page.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct PlanView {
+    /// The analysed window the plan was made from, in words.
+    pub window: String,
     pub gpus_in_use: usize,
     pub gpus_freed: usize,
     pub nodes_in_use: usize,
@@ -122,6 +124,7 @@ fn plan_section(p: PlanView) -> impl IntoView {
             <h2 id="h-plan">"Fleet plan"</h2>
             <p><b>{headline}</b>" "{format!("{} below, in the order they can be carried out: a step comes after the steps it requires (approving it approves their label changes with it; a reclaim or a move is done by people first). Every freed GPU is counted by one step.", model::figures::count(p.steps as f64, "step", "steps"))}</p>
             <p class="note">{bound}</p>
+            <p class="note">{format!("Made by the scheduled analysis of {} from that window's recorded demand; the plan takes no range (the tenants', teams' and findings' pages do).", p.window)}</p>
             {held.map(|h| view! { <p class="note warn">{h}</p> })}
             <div class="scroll"><table>
                 <caption>"By pool (one GPU model in one cluster)"</caption>
