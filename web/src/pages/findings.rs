@@ -223,7 +223,17 @@ pub fn finding(frame: Frame, v: FindingView) -> String {
             .map(|t| {
                 // Columns of figures align right, as every other table's numbers do.
                 let numeric: Vec<bool> = (0..t.headers.len()).map(|j| t.numeric(j)).collect();
-                let class = move |j: usize| numeric.get(j).copied().unwrap_or(false).then_some("n");
+                // Columns of sentences get a wide column on a phone, not a word a line.
+                let long: Vec<bool> = (0..t.headers.len())
+                    .map(|j| t.rows.iter().any(|r| r.get(j).is_some_and(|c| c.chars().count() > 40)))
+                    .collect();
+                let class = move |j: usize| {
+                    if numeric.get(j).copied().unwrap_or(false) {
+                        Some("n")
+                    } else {
+                        long.get(j).copied().unwrap_or(false).then_some("long")
+                    }
+                };
                 // Its first column of figures is its key: on a phone it comes after the first.
                 let key = (1..t.headers.len()).find(|&j| t.numeric(j));
                 let head = t
