@@ -5,7 +5,18 @@ use super::page::*;
 use crate::reclaim::{DecideError, Decision};
 use store::reclaim_cases::CaseFilter;
 
-pub async fn reclaim(State(state): State<DashboardState>, caller: Caller) -> Page {
+#[derive(Debug, Deserialize)]
+pub struct ReclaimQuery {
+    /// `csv`: the cases as a download, with the same rows.
+    pub format: Option<String>,
+}
+
+pub async fn reclaim(
+    State(state): State<DashboardState>,
+    caller: Caller,
+    Query(q): Query<ReclaimQuery>,
+) -> PageOrCsv {
+    let csv = wants_csv(q.format.as_deref())?;
     let cases = state.store.reclaim_cases(&CaseFilter::newest(200)).await?;
     let csrf = state.access.csrf(&caller);
     let rows = cases
@@ -28,6 +39,7 @@ pub async fn reclaim(State(state): State<DashboardState>, caller: Caller) -> Pag
                 id: c.id,
                 state: k.state.clone(),
                 pod: format!("{}/{}", k.namespace, k.pod),
+                tenant: k.tenant.clone(),
                 team: k.team.clone(),
                 node: k.node.clone(),
                 policy: k.policy.clone(),
@@ -41,7 +53,10 @@ pub async fn reclaim(State(state): State<DashboardState>, caller: Caller) -> Pag
                 csrf: csrf.clone(),
             }
         })
-        .collect();
+        .collect::<Vec<_>>();
+    if csv {
+        return Ok(csv_download("reclaim", pages::reclaim_csv(&rows)));
+    }
     let policies = state
         .reclaim
         .policies
@@ -78,7 +93,8 @@ pub async fn reclaim(State(state): State<DashboardState>, caller: Caller) -> Pag
             policies,
             rows,
         },
-    )))
+    ))
+    .into_response())
 }
 
 #[derive(Debug, serde::Deserialize)]

@@ -471,6 +471,10 @@ async fn tables_download_as_the_page_shows_them() {
             "/alerts",
             "Alert,Severity,State,Node,GPU,What,Since (UTC),Began (UTC),Finding,Step",
         ),
+        (
+            "/reclaim",
+            "Pod,Case,Node,State,Team,Idle hours,Idle share,",
+        ),
     ] {
         let (code, _, html) = send(&state, req("GET", page, Some(VIEWER))).await;
         assert_eq!(code, StatusCode::OK);

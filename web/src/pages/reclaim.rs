@@ -8,8 +8,9 @@ use super::*;
 pub struct ReclaimRow {
     pub id: i64,
     pub state: String,
-    /// `namespace/pod`.
+    /// `namespace/pod`, and the tenant key its page is at.
     pub pod: String,
+    pub tenant: String,
     pub team: String,
     pub node: String,
     pub policy: String,
@@ -110,7 +111,7 @@ pub fn reclaim(frame: Frame, page: ReclaimPage) -> String {
                     .then(|| view! { <br/>"Undo: "<code>{r.undo.clone()}</code> });
                 view! {
                     <tr>
-                        <td>{r.pod.clone()}<br/><span class="note">{format!("case {} on ", r.id)}{node_link(&r.node)}</span></td>
+                        <td><a href=format!("/tenants/{}", enc(&r.tenant))>{r.pod.clone()}</a><br/><span class="note">{format!("case {} on ", r.id)}{node_link(&r.node)}</span></td>
                         <td class=state_class(&r.state)>{r.state.replace('_', " ")}</td>
                         <td>{r.team.clone()}</td>
                         <td class="n">{format!("{:.0} h", r.idle_hours)}<br/><span class="note">{pct(Some(r.idle_share))}</span></td>
@@ -132,7 +133,47 @@ pub fn reclaim(frame: Frame, page: ReclaimPage) -> String {
                     <th scope="col" class="n key">"Idle"</th><th scope="col">"Policy, action"</th><th scope="col">"When (UTC)"</th><th scope="col">"Outcome"</th><th scope="col">"Decide"</th></tr></thead>
                 <tbody>{if count == 0 { none_row(8, "no idle holding was taken up by a policy") } else { body.into_any() }}</tbody>
             </table></div>
+            <p class="note"><a href="/reclaim?format=csv" download="">"Download the cases as CSV"</a>" (the same rows, safe to open in a spreadsheet)"</p>
         }
         .into_any()
     })
+}
+
+/// The cases as CSV: the rows the page shows, a column per figure.
+pub fn reclaim_csv(rows: &[ReclaimRow]) -> String {
+    use crate::csv::{field, number, table};
+    table(
+        &[
+            "Pod",
+            "Case",
+            "Node",
+            "State",
+            "Team",
+            "Idle hours",
+            "Idle share",
+            "Policy",
+            "Action",
+            "Target",
+            "When (UTC)",
+            "Outcome",
+            "Undo",
+        ],
+        rows.iter().map(|r| {
+            vec![
+                field(&r.pod),
+                r.id.to_string(),
+                field(&r.node),
+                field(&r.state),
+                field(&r.team),
+                number(Some(r.idle_hours)),
+                number(Some(r.idle_share)),
+                field(&r.policy),
+                field(&r.action),
+                field(&r.target),
+                field(&r.when),
+                field(&r.outcome),
+                field(&r.undo),
+            ]
+        }),
+    )
 }
