@@ -2,16 +2,10 @@
 
 use super::page::*;
 
-#[derive(Debug, Deserialize)]
-pub struct AlertsQuery {
-    /// `csv`: the alerts table as a download, with the same rows and columns.
-    pub format: Option<String>,
-}
-
 pub async fn alerts(
     State(state): State<DashboardState>,
     caller: Caller,
-    Query(q): Query<AlertsQuery>,
+    Query(q): Query<FormatQuery>,
 ) -> PageOrCsv {
     use crate::alerts::AlertState as S;
     let csv = wants_csv(q.format.as_deref())?;

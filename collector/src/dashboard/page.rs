@@ -203,6 +203,12 @@ pub(super) fn wants_csv(format: Option<&str>) -> Result<bool, PageError> {
     }
 }
 
+/// The query of a page whose one table downloads: `format=csv` for the download.
+#[derive(Debug, Deserialize)]
+pub struct FormatQuery {
+    pub format: Option<String>,
+}
+
 /// A table as a CSV download named `name.csv`.
 pub(super) fn csv_download(name: &str, body: String) -> axum::response::Response {
     (

@@ -5,16 +5,10 @@ use super::page::*;
 use crate::reclaim::{DecideError, Decision};
 use store::reclaim_cases::CaseFilter;
 
-#[derive(Debug, Deserialize)]
-pub struct ReclaimQuery {
-    /// `csv`: the cases as a download, with the same rows.
-    pub format: Option<String>,
-}
-
 pub async fn reclaim(
     State(state): State<DashboardState>,
     caller: Caller,
-    Query(q): Query<ReclaimQuery>,
+    Query(q): Query<FormatQuery>,
 ) -> PageOrCsv {
     let csv = wants_csv(q.format.as_deref())?;
     let cases = state.store.reclaim_cases(&CaseFilter::newest(200)).await?;
