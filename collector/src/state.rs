@@ -40,7 +40,7 @@ pub struct AppState {
     /// labels, alerting).
     pub newest: Arc<Newest>,
     /// The funnel over a range a reader picks (tenants' and teams' pages), one at a time.
-    pub ranged: Arc<crate::analysis::ranged::Ranged>,
+    pub ranged: Arc<crate::analysis::Ranged>,
     /// Each GPU's newest readings, for the fleet metrics on /metrics.
     pub latest: Arc<LatestGpus>,
     /// Remote-written dcgm-exporter samples waiting for their scrape to complete.

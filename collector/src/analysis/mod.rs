@@ -25,6 +25,7 @@ use crate::shared::Shared;
 pub use api::routes;
 pub use metrics::AnalysisMetrics;
 use metrics::PassOutcome;
+pub use ranged::Ranged;
 
 /// What the analysis handlers need.
 #[derive(Debug, Clone)]

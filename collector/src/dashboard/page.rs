@@ -29,7 +29,7 @@ pub struct DashboardState {
     pub labels: Arc<crate::labels::Settings>,
     pub newest: Arc<Newest>,
     /// The funnel over a range a reader picks, and the settings (prices) it is made with.
-    pub ranged: Arc<crate::analysis::ranged::Ranged>,
+    pub ranged: Arc<crate::analysis::Ranged>,
     pub analytics: Arc<crate::analysis::Settings>,
     /// Who may see what, sessions and sign-in attempts.
     pub access: Arc<Access>,
