@@ -78,14 +78,28 @@ pub async fn overview(
     Query(q): Query<RangeQuery>,
 ) -> Page {
     let now = model::time::now_ms();
-    let (range, span) = range_ms(q.range.as_deref());
-    let (from, to) = (now - span, now);
+    // A custom from/to where one is given and readable, else the picked or default range.
+    let (custom, notice) = match picked_range(&state, &None, &q.from, &q.to) {
+        Ok(c) => (c, None),
+        Err(n) => (
+            None,
+            Some(n.replace("the analysed window", "the last 7 days")),
+        ),
+    };
+    let (range, from, to, said) = match &custom {
+        Some((f, t, _)) => ("", *f, *t, format!("{} to {} UTC", time(*f), time(*t))),
+        None => {
+            let (range, span) = range_ms(q.range.as_deref());
+            (range, now - span, now, format!("last {range}"))
+        }
+    };
     let a = analysis(&state).await?;
     let nodes = state.store.nodes().await?;
     let alerts = crate::alerts::load(&state.store).await?;
-    let step = match range {
-        "24h" => 900_000,
-        "7d" => 3_600_000,
+    // 15-minute points up to a day, hourly up to 8 days, 6-hourly beyond.
+    let step = match to - from {
+        s if s <= 86_400_000 => 900_000,
+        s if s <= 8 * 86_400_000 => 3_600_000,
         _ => 6 * 3_600_000,
     };
     let (util, alloc, sm) = tokio::join!(
@@ -115,7 +129,7 @@ pub async fn overview(
         })
         .collect();
     let chart = Chart {
-        title: format!("Fleet, last {range}"),
+        title: format!("Fleet, {said}"),
         unit: "%".into(),
         from_ms: from,
         to_ms: to,
@@ -131,6 +145,8 @@ pub async fn overview(
     let mut v = pages::OverviewView {
         range: range.into(),
         ranges: ranges(),
+        from: String::new(),
+        to: String::new(),
         window: "no analysis yet".into(),
         analysed: a.is_some(),
         funnel: pages::FunnelView::default(),
@@ -148,7 +164,7 @@ pub async fn overview(
         loading: state.loading.progress(),
         top_wasters: Vec::new(),
         team_waste: Vec::new(),
-        heatmap: heatmap(&state, a.as_deref(), range, from, to).await,
+        heatmap: heatmap(&state, a.as_deref(), &said, from, to).await,
         actions: Vec::new(),
         waste_per_month: None,
         window_length: String::new(),
@@ -174,6 +190,10 @@ pub async fn overview(
     }
     let mut f = frame(&state, &caller, "Overview");
     f.refresh_s = Some(60);
+    f.notice = notice;
+    if let Some((_, _, (_, from, to))) = custom {
+        (v.from, v.to) = (from, to);
+    }
     Ok(Html(pages::overview(f, v)))
 }
 
@@ -365,14 +385,15 @@ const HEATMAP_GPUS: usize = 48;
 async fn heatmap(
     state: &DashboardState,
     a: Option<&Analysis>,
-    range: &str,
+    said: &str,
     from: i64,
     to: i64,
 ) -> Option<web::chart::Heatmap> {
     use web::chart::{HeatCell, HeatRow, Heatmap};
-    let column_ms: i64 = match range {
-        "24h" => 3_600_000,
-        "7d" => 6 * 3_600_000,
+    // An hour a column up to two days, six hours up to 8 days, a day beyond.
+    let column_ms: i64 = match to - from {
+        s if s <= 2 * 86_400_000 => 3_600_000,
+        s if s <= 8 * 86_400_000 => 6 * 3_600_000,
         _ => 86_400_000,
     };
     let gpus = state.store.gpus(None).await.ok()?;
@@ -456,7 +477,7 @@ async fn heatmap(
     }
     let note = heatmap_note(rows.len(), gpus.len(), column_ms);
     Some(Heatmap {
-        title: format!("Every GPU, last {range}"),
+        title: format!("Every GPU, {said}"),
         from_ms: first,
         to_ms: first + cols as i64 * column_ms,
         column_ms,

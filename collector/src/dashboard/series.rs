@@ -5,6 +5,9 @@ use super::page::*;
 #[derive(Debug, Deserialize)]
 pub struct RangeQuery {
     pub range: Option<String>,
+    /// The overview's custom range (as on the tenants' page); other pages take `range` only.
+    pub from: Option<String>,
+    pub to: Option<String>,
 }
 
 /// The mean of `metric` for `entity` per `step`; `None` when the store cannot answer.

@@ -379,6 +379,26 @@ mem_gib = 10
         ))
         .await
     );
+    // The overview's charts take the custom range too; one that cannot be read is said.
+    let (code, _, html) = send(
+        &state,
+        get(&format!("/?from={}&to={}", before(3), before(1)), None),
+    )
+    .await;
+    assert_eq!(code, StatusCode::OK);
+    assert!(
+        html.contains("Fleet, ") && !html.contains("Fleet, last"),
+        "{html}"
+    );
+    assert!(
+        html.contains("Every GPU, ") && !html.contains("Every GPU, last"),
+        "{html}"
+    );
+    let (_, _, html) = send(&state, get("/?from=yesterday", None)).await;
+    assert!(
+        html.contains("Showing the last 7 days") && html.contains("Fleet, last 7d"),
+        "{html}"
+    );
     // What cannot be read is said, and the window shown.
     for (uri, said) in [
         ("/tenants?range=1y", "Unknown range \"1y\""),

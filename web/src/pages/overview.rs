@@ -45,9 +45,12 @@ pub struct Trend {
 
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct OverviewView {
-    /// The range the charts and trends cover (`24h`, `7d`, `30d`).
+    /// The range the charts and trends cover (`24h`, `7d`, `30d`; empty for a custom one),
+    /// and a custom from/to as typed.
     pub range: String,
     pub ranges: Vec<String>,
+    pub from: String,
+    pub to: String,
     /// The analysed window of the funnel and findings.
     pub window: String,
     pub analysed: bool,
@@ -410,6 +413,8 @@ pub fn overview(frame: Frame, v: OverviewView) -> String {
             {not_analysed}
             <form class="filters" method="get" action="/">
                 {ranges}
+                <label for="from">"or from (UTC)"<input id="from" name="from" type="datetime-local" value=v.from.clone()/></label>
+                <label for="to">"to (UTC, empty: now)"<input id="to" name="to" type="datetime-local" value=v.to.clone()/></label>
                 <button type="submit">"Show"</button>
                 <span class="note">{if v.analysed {
                     format!("The cards, funnel, \"What to do first\", waiting work, waste tables and findings come from the scheduled analysis of {}; the range moves the charts, the heatmap and the trend.", v.window)
