@@ -72,14 +72,20 @@ fn demand_lines(a: &Analysis) -> Vec<pages::DemandLine> {
     rows
 }
 
-pub async fn overview(
-    State(state): State<DashboardState>,
-    caller: Caller,
-    Query(q): Query<RangeQuery>,
-) -> Page {
+/// What the overview's charts cover: a custom from/to where one is given and readable, else
+/// the picked or default range; `said` in words for the captions.
+struct Shown {
+    range: &'static str,
+    from: i64,
+    to: i64,
+    said: String,
+    custom: Chosen,
+    notice: Option<String>,
+}
+
+fn shown_range(state: &DashboardState, q: &RangeQuery) -> Shown {
     let now = model::time::now_ms();
-    // A custom from/to where one is given and readable, else the picked or default range.
-    let (custom, notice) = match picked_range(&state, &None, &q.from, &q.to) {
+    let (custom, notice) = match picked_range(state, &None, &q.from, &q.to) {
         Ok(c) => (c, None),
         Err(n) => (
             None,
@@ -93,6 +99,29 @@ pub async fn overview(
             (range, now - span, now, format!("last {range}"))
         }
     };
+    Shown {
+        range,
+        from,
+        to,
+        said,
+        custom,
+        notice,
+    }
+}
+
+pub async fn overview(
+    State(state): State<DashboardState>,
+    caller: Caller,
+    Query(q): Query<RangeQuery>,
+) -> Page {
+    let Shown {
+        range,
+        from,
+        to,
+        said,
+        custom,
+        notice,
+    } = shown_range(&state, &q);
     let a = analysis(&state).await?;
     let nodes = state.store.nodes().await?;
     let alerts = crate::alerts::load(&state.store).await?;
