@@ -725,6 +725,7 @@ struct HeatDrawing {
     w: f64,
     label_w: f64,
     label_chars: usize,
+    time_ticks: i64,
     first: usize,
 }
 
@@ -748,6 +749,7 @@ pub fn heatmap(h: &Heatmap) -> String {
             w: WIDE.w,
             label_w: 150.0,
             label_chars: 24,
+            time_ticks: WIDE.time_ticks,
             first: 0,
         },
         HeatDrawing {
@@ -755,6 +757,7 @@ pub fn heatmap(h: &Heatmap) -> String {
             w: NARROW.w,
             label_w: 112.0,
             label_chars: 14,
+            time_ticks: NARROW.time_ticks,
             first: narrow_first,
         },
     ] {
@@ -835,12 +838,7 @@ fn heat_plot(h: &Heatmap, id: &str, d: &HeatDrawing, cols: usize) -> String {
         }
     }
     let base = top + row_h * h.rows.len() as f64;
-    let ticks = if d.class == "wide" {
-        WIDE.time_ticks
-    } else {
-        NARROW.time_ticks
-    };
-    for (t, label) in time_ticks(from_ms, h.to_ms, ticks) {
+    for (t, label) in time_ticks(from_ms, h.to_ms, d.time_ticks) {
         let xx = label_w + (t - from_ms) as f64 / span * pw;
         let (a, tx) = anchor(xx, label.chars().count(), w);
         s.push_str(&format!(

@@ -53,16 +53,8 @@ pub async fn findings(
             None
         }
     };
-    let mut rows = matching(a, &q, &team_of, &caller);
-    if let Some((from, to, _)) = &chosen {
-        let met: BTreeSet<&str> = a
-            .findings
-            .iter()
-            .filter(|f| f.from_ms < *to && f.to_ms > *from)
-            .map(|f| f.id.as_str())
-            .collect();
-        rows.retain(|(_, r)| met.contains(r.id.as_str()));
-    }
+    let met = chosen.as_ref().map(|(from, to, _)| (*from, *to));
+    let mut rows = matching(a, &q, met, &team_of, &caller);
     let sq = SortQuery {
         sort: q.sort.clone(),
         dir: q.dir.clone(),
@@ -89,7 +81,7 @@ pub async fn findings(
         Some((_, _, shown)) => shown.clone(),
         None => Default::default(),
     };
-    filters.ranges = RANGES.iter().map(|(r, _)| (*r).to_owned()).collect();
+    filters.ranges = ranges();
     filters.teams.retain(|t| caller.sees_team(Some(t)));
     if caller.scope().is_some() {
         let seen: BTreeSet<&str> = rows.iter().map(|(_, r)| r.node.as_str()).collect();
@@ -131,6 +123,7 @@ type Grouped = (Severity, pages::FindingRow, Option<(String, String)>);
 fn matching(
     a: &Analysis,
     q: &FindingQuery,
+    met: Option<(i64, i64)>,
     team_of: &HashMap<&str, &str>,
     caller: &Caller,
 ) -> Vec<(Severity, pages::FindingRow)> {
@@ -145,6 +138,8 @@ fn matching(
                 .is_none_or(|k| k.is_empty() || f.kind.as_str() == k)
         })
         .filter(|f| min.is_none_or(|m| f.severity >= m))
+        // A picked range keeps the findings whose window meets it.
+        .filter(|f| met.is_none_or(|(from, to)| f.from_ms < to && f.to_ms > from))
         .filter(|f| {
             q.team
                 .as_deref()

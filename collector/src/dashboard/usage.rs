@@ -26,20 +26,25 @@ async fn usage(state: DashboardState, caller: Caller, q: UseQuery, teams: bool) 
         Ok(c) => (c, None),
         Err(n) => (None, Some(n)),
     };
-    let funnel = match chosen {
-        Some((from, to, _)) => state
-            .ranged
-            .funnel(&state.store, &state.analytics.thresholds, from, to)
-            .await
-            .map_err(|e| {
-                PageError(
-                    StatusCode::SERVICE_UNAVAILABLE,
-                    format!("The range could not be read: {e}"),
-                )
-            })?,
-        None => std::sync::Arc::new(a.funnel.clone()),
+    // The picked range's funnel, else the analysis' own (borrowed, not copied).
+    let ranged;
+    let funnel: &analytics::Funnel = match chosen {
+        Some((from, to, _)) => {
+            ranged = state
+                .ranged
+                .funnel(&state.store, &state.analytics.thresholds, from, to)
+                .await
+                .map_err(|e| {
+                    PageError(
+                        StatusCode::SERVICE_UNAVAILABLE,
+                        format!("The range could not be read: {e}"),
+                    )
+                })?;
+            &ranged
+        }
+        None => &a.funnel,
     };
-    let mut rows: Vec<pages::UseRow> = use_rows(&a, &funnel, &tenants, teams)
+    let mut rows: Vec<pages::UseRow> = use_rows(&a, funnel, &tenants, teams)
         .into_iter()
         .filter(|r| {
             caller.sees_team(if teams {
@@ -103,7 +108,7 @@ async fn usage(state: DashboardState, caller: Caller, q: UseQuery, teams: bool) 
                 }
             ),
             range: range_key,
-            ranges: RANGES.iter().map(|(r, _)| (*r).to_owned()).collect(),
+            ranges: ranges(),
             from: from_s,
             to: to_s,
             currency: a.funnel.currency.clone(),

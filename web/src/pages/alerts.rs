@@ -85,7 +85,7 @@ pub fn alerts(frame: Frame, rows: Vec<AlertRow>, notes: Vec<NotificationRow>) ->
                 <thead><tr><th scope="col">"Alert"</th><th scope="col" class="key">"Severity"</th><th scope="col">"State"</th><th scope="col">"Node"</th><th scope="col">"GPU"</th><th scope="col" class="long">"What"</th><th scope="col">"Since (UTC)"</th></tr></thead>
                 <tbody>{if count == 0 { none_row(7, "no rule fired, was pending or resolved in the last day") } else { body.into_any() }}</tbody>
             </table></div>
-            <p class="note"><a href="/alerts?format=csv" download="">"Download the alerts as CSV"</a>" (the same rows and columns, safe to open in a spreadsheet)"</p>
+            {download_note("/alerts?format=csv".into(), "the alerts")}
             <h2>"Notifications"</h2>
             <div class="scroll"><table>
                 <thead><tr><th scope="col" class="n">"Id"</th><th scope="col">"Receiver"</th><th scope="col" class="key">"Status"</th><th scope="col">"Delivery"</th><th scope="col" class="n">"Attempts"</th><th scope="col">"Made (UTC)"</th><th scope="col">"Last error"</th></tr></thead>

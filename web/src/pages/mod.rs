@@ -61,8 +61,12 @@ fn csv_link(path: &str, s: &Sort) -> impl IntoView + use<> {
         enc(&s.key),
         if s.desc { "desc" } else { "asc" }
     ));
-    let href = format!("{path}?{}", q.join("&"));
-    view! { <p class="note"><a href=href download="">"Download this table as CSV"</a>" (the same rows and columns, safe to open in a spreadsheet)"</p> }
+    download_note(format!("{path}?{}", q.join("&")), "this table")
+}
+
+/// The note under a table that links its CSV download at `href`; `what` names the table.
+fn download_note(href: String, what: &'static str) -> impl IntoView + use<> {
+    view! { <p class="note"><a href=href download="">{format!("Download {what} as CSV")}</a>" (the same rows and columns, safe to open in a spreadsheet)"</p> }
 }
 
 /// A column header that sorts by `key` when followed.

@@ -133,7 +133,7 @@ pub fn reclaim(frame: Frame, page: ReclaimPage) -> String {
                     <th scope="col" class="n key">"Idle"</th><th scope="col">"Policy, action"</th><th scope="col">"When (UTC)"</th><th scope="col">"Outcome"</th><th scope="col">"Decide"</th></tr></thead>
                 <tbody>{if count == 0 { none_row(8, "no idle holding was taken up by a policy") } else { body.into_any() }}</tbody>
             </table></div>
-            <p class="note"><a href="/reclaim?format=csv" download="">"Download the cases as CSV"</a>" (the same rows, safe to open in a spreadsheet)"</p>
+            {download_note("/reclaim?format=csv".into(), "the cases")}
         }
         .into_any()
     })
