@@ -475,4 +475,23 @@ mod tests {
             assert!(!body.contains(secret), "{secret} shown: {body}");
         }
     }
+
+    /// The range fields' dates and minutes become RFC 3339; anything else, multi-byte text of
+    /// the same byte lengths included, passes through untouched for the parser to refuse.
+    #[test]
+    fn calendar_fields_read_as_utc_and_odd_text_passes_through() {
+        assert_eq!(calendar("2026-12-01"), "2026-12-01T00:00:00Z");
+        assert_eq!(calendar("2026-12-01T06:00"), "2026-12-01T06:00:00Z");
+        for odd in [
+            "2026-12é01",
+            "ééééé",
+            "2026-12-01T06é0",
+            "",
+            "now-7d",
+            "1733000000000",
+        ] {
+            assert_eq!(calendar(odd), odd);
+        }
+        assert!(intake::query::parse_time(&calendar("2026-12é01"), 0).is_err());
+    }
 }
