@@ -120,6 +120,7 @@ async function walk(javaScriptEnabled, limit) {
     }
     info.csvProblems = csvProblems;
     info.csvTablesChecked = csvTablesChecked;
+    info.tablesWithoutCsv = await page.evaluate(tablesWithoutCsv);
     const u = new URL(url);
     // A screenshot of the first page of each shape (with JavaScript) or of the first twelve
     // (without): every page is still checked, but pages of one template look alike and a
@@ -259,6 +260,16 @@ function parseCsv(text) {
 // a header and as many rows as the table shows, and its first row's first field is the text
 // that leads the table's first row.
 function csvTables() {
+  // A cell's first line: its text up to a line break (a second line under it is detail, such
+  // as a mechanism's chooser, that the CSV gives a column of its own).
+  const firstLine = (cell) => {
+    let text = "";
+    for (const n of cell?.childNodes ?? []) {
+      if (n.nodeName === "BR") break;
+      text += n.textContent;
+    }
+    return text.trim();
+  };
   const out = [];
   for (const a of document.querySelectorAll("main a[download][href*='format=csv']")) {
     let n = a.closest("p")?.previousElementSibling;
@@ -269,8 +280,21 @@ function csvTables() {
     out.push({
       href: a.getAttribute("href"),
       rows: trs.length,
-      first: trs[0]?.cells[0]?.querySelector("a")?.textContent.trim() ?? trs[0]?.cells[0]?.textContent.trim() ?? "",
+      first: trs[0]?.cells[0]?.querySelector("a")?.textContent.trim() ?? firstLine(trs[0]?.cells[0]),
     });
+  }
+  return out;
+}
+
+// The tables that no "download as CSV" link follows (issue 74.3: every table exports), by
+// caption or header.
+function tablesWithoutCsv() {
+  const out = [];
+  for (const table of document.querySelectorAll("main table")) {
+    const box = table.parentElement?.classList.contains("scroll") ? table.parentElement : table;
+    if (box.nextElementSibling?.querySelector?.("a[download][href*='format=csv']")) continue;
+    const name = table.caption?.textContent || table.tHead?.textContent || table.textContent;
+    out.push(name.trim().slice(0, 80));
   }
   return out;
 }

@@ -8,7 +8,6 @@ pub async fn alerts(
     Query(q): Query<FormatQuery>,
 ) -> PageOrCsv {
     use crate::alerts::AlertState as S;
-    let csv = wants_csv(q.format.as_deref())?;
     let mut list = crate::alerts::load(&state.store).await?;
     // Firing before pending before resolved; in each, the most severe first (an unknown
     // severity last), then the newest.
@@ -55,9 +54,6 @@ pub async fn alerts(
                 .map(|b| b.replace('T', " ").chars().take(16).collect()),
         })
         .collect::<Vec<_>>();
-    if csv {
-        return Ok(csv_download("alerts", pages::alerts_csv(&rows)));
-    }
     let notes = state
         .store
         .notifications(None, 50)
@@ -72,8 +68,14 @@ pub async fn alerts(
             created: time(n.created_ms),
             error: n.last_error.unwrap_or_default(),
         })
-        .collect();
+        .collect::<Vec<_>>();
     let mut f = frame(&state, &caller, "Alerts");
     f.refresh_s = Some(30);
-    Ok(Html(pages::alerts(f, rows, notes)).into_response())
+    page_or_table(
+        q.asked(),
+        "alerts",
+        (rows, notes),
+        |(rows, notes)| pages::alerts_tables(rows, notes),
+        |(rows, notes)| pages::alerts(f, rows, notes),
+    )
 }

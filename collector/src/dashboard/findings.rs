@@ -244,7 +244,8 @@ pub async fn finding(
     State(state): State<DashboardState>,
     caller: Caller,
     Path(id): Path<String>,
-) -> Page {
+    Query(q): Query<FormatQuery>,
+) -> PageOrCsv {
     let a = analysis(&state).await?;
     let Some(a) = a else {
         return Err(not_found("no analysis yet".into()));
@@ -266,14 +267,14 @@ pub async fn finding(
     };
     let evidence = super::evidence::view(&state, &a, f).await;
     let v = finding_view(&a, f, evidence);
-    Ok(Html(pages::finding(
-        frame(
-            &state,
-            &caller,
-            web::format::kind_heading(f.kind.as_str(), "finding"),
-        ),
-        v,
-    )))
+    let page = frame(
+        &state,
+        &caller,
+        web::format::kind_heading(f.kind.as_str(), "finding"),
+    );
+    page_or_table(q.asked(), "finding", v, pages::finding_tables, |v| {
+        pages::finding(page, v)
+    })
 }
 
 /// The list's Tenant cell: the tenant a finding is about, or, for waiting demand (about a

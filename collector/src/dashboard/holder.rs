@@ -105,7 +105,8 @@ pub async fn tenant(
     State(state): State<DashboardState>,
     caller: Caller,
     Path(key): Path<String>,
-) -> Page {
+    Query(q): Query<FormatQuery>,
+) -> PageOrCsv {
     let a = analysis_or_wait(&state).await?;
     let tenants = state.store.tenants().await?;
     let team_of = team_map(&tenants);
@@ -151,9 +152,13 @@ pub async fn tenant(
             (!hows.is_empty()).then(|| words(&hows))
         }),
         reclaim: cases(&state, |c| c.tenant == key).await?,
+        path: format!("/tenants/{}", web::format::enc(&key)),
         ..pages::HolderView::default()
     };
-    Ok(Html(pages::holder(frame(&state, &caller, name), v)))
+    let f = frame(&state, &caller, name);
+    page_or_table(q.asked(), "tenant", v, pages::holder_tables, |v| {
+        pages::holder(f, v)
+    })
 }
 
 /// The tenant's allocated share and effective use over the window, as % of a GPU (hourly).
@@ -189,7 +194,8 @@ pub async fn team(
     State(state): State<DashboardState>,
     caller: Caller,
     Path(team): Path<String>,
-) -> Page {
+    Query(q): Query<FormatQuery>,
+) -> PageOrCsv {
     let a = analysis_or_wait(&state).await?;
     let tenants = state.store.tenants().await?;
     let team_of = team_map(&tenants);
@@ -251,10 +257,11 @@ pub async fn team(
         waiting,
         members: listed,
         reclaim: cases(&state, |c| c.team == team).await?,
+        path: format!("/teams/{}", web::format::enc(&team)),
         ..pages::HolderView::default()
     };
-    Ok(Html(pages::holder(
-        frame(&state, &caller, format!("Team {team}")),
-        v,
-    )))
+    let f = frame(&state, &caller, format!("Team {team}"));
+    page_or_table(q.asked(), "team", v, pages::holder_tables, |v| {
+        pages::holder(f, v)
+    })
 }

@@ -75,8 +75,9 @@ async fn node_page(
     caller: &Caller,
     node: &str,
     only: Option<&str>,
-    range: Option<&str>,
-) -> Page {
+    q: &RangeQuery,
+) -> PageOrCsv {
+    let range = q.range.as_deref();
     let now = model::time::now_ms();
     let (range, span) = range_ms(range);
     let (from, to) = (now - span, now);
@@ -149,37 +150,37 @@ async fn node_page(
     };
     let mut f = frame(state, caller, title);
     f.refresh_s = Some(60);
-    Ok(Html(pages::node(
-        f,
-        pages::NodeView {
-            cluster: n.cluster.clone(),
-            node: node.to_owned(),
-            status: shown_status(&n, a.as_deref(), now),
-            range: range.into(),
-            ranges: ranges(),
-            gpu: only.map(str::to_owned),
-            gpus: panels,
-            labels,
-            findings: a
-                .as_deref()
-                .map(|a| {
-                    a.findings
-                        .iter()
-                        .filter(|f| f.cluster == n.cluster && f.node == node)
-                        .filter(|f| only.is_none_or(|u| f.gpu.as_deref() == Some(u)))
-                        .map(|f| {
-                            (
-                                f.id.clone(),
-                                f.severity.as_str().to_owned(),
-                                f.summary.clone(),
-                            )
-                        })
-                        .collect()
-                })
-                .unwrap_or_default(),
-            mechanisms,
-        },
-    )))
+    let v = pages::NodeView {
+        cluster: n.cluster.clone(),
+        node: node.to_owned(),
+        status: shown_status(&n, a.as_deref(), now),
+        range: range.into(),
+        ranges: ranges(),
+        gpu: only.map(str::to_owned),
+        gpus: panels,
+        labels,
+        findings: a
+            .as_deref()
+            .map(|a| {
+                a.findings
+                    .iter()
+                    .filter(|f| f.cluster == n.cluster && f.node == node)
+                    .filter(|f| only.is_none_or(|u| f.gpu.as_deref() == Some(u)))
+                    .map(|f| {
+                        (
+                            f.id.clone(),
+                            f.severity.as_str().to_owned(),
+                            f.summary.clone(),
+                        )
+                    })
+                    .collect()
+            })
+            .unwrap_or_default(),
+        mechanisms,
+    };
+    page_or_table(q.asked(), "node", v, pages::node_tables, |v| {
+        pages::node(f, v)
+    })
 }
 
 /// The per-GPU sharing mechanisms a node has: seen there by the demand poll, or configured
@@ -234,8 +235,8 @@ pub async fn node(
     caller: Caller,
     Path(node): Path<String>,
     Query(q): Query<RangeQuery>,
-) -> Page {
-    node_page(&state, &caller, &node, None, q.range.as_deref()).await
+) -> PageOrCsv {
+    node_page(&state, &caller, &node, None, &q).await
 }
 
 pub async fn gpu(
@@ -243,7 +244,7 @@ pub async fn gpu(
     caller: Caller,
     Path(uuid): Path<String>,
     Query(q): Query<RangeQuery>,
-) -> Page {
+) -> PageOrCsv {
     let Some(g) = state
         .store
         .gpus(None)
@@ -253,7 +254,7 @@ pub async fn gpu(
     else {
         return Err(not_found(format!("no GPU {uuid:?} has reported")));
     };
-    node_page(&state, &caller, &g.node, Some(&uuid), q.range.as_deref()).await
+    node_page(&state, &caller, &g.node, Some(&uuid), &q).await
 }
 
 /// The analysis' funnel rows by (cluster, node).

@@ -113,7 +113,7 @@ pub async fn overview(
     State(state): State<DashboardState>,
     caller: Caller,
     Query(q): Query<RangeQuery>,
-) -> Page {
+) -> PageOrCsv {
     let Shown {
         range,
         from,
@@ -223,7 +223,9 @@ pub async fn overview(
     if let Some((_, _, (_, from, to))) = custom {
         (v.from, v.to) = (from, to);
     }
-    Ok(Html(pages::overview(f, v)))
+    page_or_table(q.asked(), "overview", v, pages::overview_tables, |v| {
+        pages::overview(f, v)
+    })
 }
 
 /// The fleet series the overview charts and compares with the range before.

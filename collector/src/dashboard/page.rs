@@ -182,8 +182,6 @@ pub fn no_page(path: &str) -> Response {
     not_found(format!("Nothing is served at {shown}{cut}.")).into_response()
 }
 
-pub type Page = Result<Html<String>, PageError>;
-
 /// A page that may also answer as CSV (`?format=csv`): the page, or its table.
 pub type PageOrCsv = Result<axum::response::Response, PageError>;
 
@@ -203,10 +201,54 @@ pub(super) fn wants_csv(format: Option<&str>) -> Result<bool, PageError> {
     }
 }
 
-/// The query of a page whose one table downloads: `format=csv` for the download.
+/// The query of a page whose tables download: `format=csv` for the download, `table=` for
+/// which (the page's first when none is named).
 #[derive(Debug, Deserialize)]
 pub struct FormatQuery {
     pub format: Option<String>,
+    pub table: Option<String>,
+}
+
+impl FormatQuery {
+    pub(super) fn asked(&self) -> (Option<&str>, Option<&str>) {
+        (self.format.as_deref(), self.table.as_deref())
+    }
+}
+
+/// A page, or with `format=csv` one of its tables as a download named `gpulens-{file}-{table}`:
+/// the one `table=` names, the first when none is named; an unknown name is a 400 that lists
+/// the page's tables.
+pub(super) fn page_or_table<V>(
+    (format, table): (Option<&str>, Option<&str>),
+    file: &str,
+    view: V,
+    tables: impl FnOnce(&V) -> Vec<pages::TableCsv>,
+    page: impl FnOnce(V) -> String,
+) -> PageOrCsv {
+    if !wants_csv(format)? {
+        return Ok(Html(page(view)).into_response());
+    }
+    let tables = tables(&view);
+    let pick = match table {
+        None | Some("") => tables.first(),
+        Some(name) => tables.iter().find(|t| t.name == name),
+    };
+    if let Some(t) = pick {
+        return Ok(csv_download(&format!("{file}-{}", t.name), t.csv.clone()));
+    }
+    let shown: String = table.unwrap_or_default().chars().take(40).collect();
+    let names: Vec<&str> = tables.iter().map(|t| t.name.as_str()).collect();
+    Err(PageError(
+        StatusCode::BAD_REQUEST,
+        if names.is_empty() {
+            "This page has no table to download.".to_owned()
+        } else {
+            format!(
+                "Unknown table {shown:?}: this page has {}.",
+                names.join(", ")
+            )
+        },
+    ))
 }
 
 /// A table as a CSV download named `name.csv`.

@@ -8,8 +8,10 @@ pub struct RecQuery {
     pub sort: Option<String>,
     pub dir: Option<String>,
     pub kind: Option<String>,
-    /// `csv`: the steps table as a download, with the same rows and columns.
+    /// `csv`: a table as a download, with the same rows and columns; `table` which (the
+    /// steps when none is named).
     pub format: Option<String>,
+    pub table: Option<String>,
 }
 
 pub async fn recommendations(
@@ -17,7 +19,7 @@ pub async fn recommendations(
     caller: Caller,
     Query(rq): Query<RecQuery>,
 ) -> PageOrCsv {
-    let csv = wants_csv(rq.format.as_deref())?;
+    let asked = (rq.format.as_deref(), rq.table.as_deref());
     let q = SortQuery {
         // "order" is the plan's own order, as unsorted (the download link names it).
         sort: rq.sort.filter(|s| s != "order"),
@@ -73,12 +75,6 @@ pub async fn recommendations(
             _ => num(r.gpus_freed),
         });
     }
-    if csv {
-        return Ok(csv_download(
-            "recommendations",
-            pages::recommendations_csv(&rows),
-        ));
-    }
     let plan = a.as_ref().map(|a| plan_view(a));
     let outcomes = a
         .as_ref()
@@ -87,15 +83,20 @@ pub async fn recommendations(
     let mut page = frame(&state, &caller, "Recommendations");
     page.notice = notice;
     let base = kind.map_or_else(String::new, |k| query_string(&[("kind", k)]));
-    Ok(Html(pages::recommendations(
-        page,
+    let v = pages::RecsPage {
         plan,
         outcomes,
         rows,
         rejected,
-        sort_state(base, &q, "order"),
-    ))
-    .into_response())
+        sort: sort_state(base, &q, "order"),
+    };
+    page_or_table(
+        asked,
+        "recommendations",
+        v,
+        pages::recommendations_tables,
+        |v| pages::recommendations(page, v),
+    )
 }
 
 /// The fleet plan as the page shows it.
@@ -217,6 +218,9 @@ fn emitted(a: &analytics::Analysis) -> Vec<(String, usize, String)> {
 pub struct NoticeQuery {
     pub approved: Option<i64>,
     pub error: Option<String>,
+    /// `csv` with `table`: one of the page's tables as a download.
+    pub format: Option<String>,
+    pub table: Option<String>,
 }
 
 pub async fn recommendation(
@@ -224,7 +228,8 @@ pub async fn recommendation(
     caller: Caller,
     Path(id): Path<String>,
     Query(nq): Query<NoticeQuery>,
-) -> Page {
+) -> PageOrCsv {
+    let asked = (nq.format.as_deref(), nq.table.as_deref());
     let Some(a) = analysis(&state).await? else {
         return Err(not_found("no analysis yet".into()));
     };
@@ -237,7 +242,9 @@ pub async fn recommendation(
                 &caller,
                 web::format::kind_heading(&o.kind, "step (applied)"),
             );
-            return Ok(Html(pages::applied_step(f, outcome_view(o))));
+            return page_or_table(asked, "step", outcome_view(o), pages::outcome_tables, |o| {
+                pages::applied_step(f, o)
+            });
         }
         return Err(not_found(format!(
             "no recommendation {id:?} in the newest analysis"
@@ -275,7 +282,9 @@ pub async fn recommendation(
         (_, Some(e)) => Some(e),
         _ => None,
     };
-    Ok(Html(pages::recommendation(f, v)))
+    page_or_table(asked, "step", v, pages::recommendation_tables, |v| {
+        pages::recommendation(f, v)
+    })
 }
 
 /// A recommendation's page: what it proposes, the replay of recorded demand, and how to

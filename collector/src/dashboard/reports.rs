@@ -2,7 +2,11 @@
 
 use super::page::*;
 
-pub async fn reports(State(state): State<DashboardState>, caller: Caller) -> Page {
+pub async fn reports(
+    State(state): State<DashboardState>,
+    caller: Caller,
+    Query(q): Query<FormatQuery>,
+) -> PageOrCsv {
     let rows = state
         .store
         .reports(104)
@@ -15,9 +19,13 @@ pub async fn reports(State(state): State<DashboardState>, caller: Caller) -> Pag
             timezone: r.timezone,
             summary: r.summary,
         })
-        .collect();
-    Ok(Html(pages::reports(
-        frame(&state, &caller, "Reports"),
+        .collect::<Vec<_>>();
+    let f = frame(&state, &caller, "Reports");
+    page_or_table(
+        q.asked(),
+        "reports",
         rows,
-    )))
+        |rows| pages::reports_tables(rows),
+        |rows| pages::reports(f, rows),
+    )
 }

@@ -8,6 +8,15 @@ pub struct RangeQuery {
     /// The overview's custom range (as on the tenants' page); other pages take `range` only.
     pub from: Option<String>,
     pub to: Option<String>,
+    /// `csv` with `table`: one of the page's tables as a download.
+    pub format: Option<String>,
+    pub table: Option<String>,
+}
+
+impl RangeQuery {
+    pub(super) fn asked(&self) -> (Option<&str>, Option<&str>) {
+        (self.format.as_deref(), self.table.as_deref())
+    }
 }
 
 /// The mean of `metric` for `entity` per `step`; `None` when the store cannot answer.

@@ -199,8 +199,15 @@ fn heavy_every_dashboard_page_works_in_chromium_with_and_without_javascript() {
             );
             assert!(p["title"].as_str().unwrap().ends_with("gpulens"), "{url}");
         }
-        // Every table's CSV download parses and holds the rows the table shows.
+        // Every table's CSV download parses and holds the rows the table shows; every table
+        // on every page has one.
         for p in pages {
+            assert_eq!(
+                p["tablesWithoutCsv"],
+                serde_json::json!([]),
+                "{mode}, {}: a table without a CSV download",
+                p["url"]
+            );
             assert_eq!(
                 p["csvProblems"],
                 serde_json::json!([]),
@@ -216,6 +223,7 @@ fn heavy_every_dashboard_page_works_in_chromium_with_and_without_javascript() {
                 "/nodes",
                 "/alerts",
                 "/recommendations",
+                "/",
             ] {
                 assert!(
                     page(pages, url)["csvTablesChecked"].as_u64().unwrap() >= 1,

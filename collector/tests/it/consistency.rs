@@ -234,3 +234,118 @@ async fn alerts_pages_and_counts_agree() {
     }
     assert!(money_compared >= 1);
 }
+
+/// A day of the demo's fleet, analysed, behind an open collector.
+async fn day_of_the_fleet() -> (
+    collector::state::AppState,
+    crate::support::TestStore,
+    analytics::Analysis,
+) {
+    let fleet = crate::analytics::default_fleet();
+    let t = crate::support::sqlite().await;
+    let now = collector::now_ms();
+    let to = now - now % 60_000;
+    let teams = collector::teams::TeamsConfig::default();
+    crate::analytics::load_with_teams(&t.store, &fleet, "facts", to - 24 * 3_600_000, to, &|t| {
+        teams.team_of(t)
+    })
+    .await;
+    let a = collector::analysis::scheduled(&t.store, &Default::default(), &Default::default())
+        .await
+        .unwrap()
+        .expect("an analysis");
+    (crate::support::default_state(t.store.clone()), t, a)
+}
+
+fn get(uri: &str) -> axum::http::Request<axum::body::Body> {
+    axum::http::Request::get(uri)
+        .body(axum::body::Body::empty())
+        .unwrap()
+}
+
+async fn send(
+    state: &collector::state::AppState,
+    req: axum::http::Request<axum::body::Body>,
+) -> (axum::http::StatusCode, axum::http::HeaderMap, String) {
+    let resp = tower::ServiceExt::oneshot(collector::router::router(state.clone()), req)
+        .await
+        .unwrap();
+    let (parts, body) = resp.into_parts();
+    let bytes = axum::body::to_bytes(body, usize::MAX).await.unwrap();
+    (
+        parts.status,
+        parts.headers,
+        String::from_utf8_lossy(&bytes).into_owned(),
+    )
+}
+
+/// Issue 74.3: every table of every page downloads — the overview's, a node's, a step's, a
+/// finding's, a team's, the plan's, the alerts' and the reports' — each link answers its table
+/// as CSV, and a table the page does not have is a 400 that lists those it has.
+#[tokio::test]
+async fn every_table_of_a_page_downloads_by_name() {
+    let (state, _t, a) = day_of_the_fleet().await;
+    use web::format::enc;
+    let finding = enc(&a.findings.first().expect("a finding").id);
+    let node = enc(&a
+        .findings
+        .iter()
+        .find(|f| !f.node.is_empty())
+        .expect("a node")
+        .node);
+    let team = enc(&a.funnel.by_team.first().expect("a team").key);
+    let step = Some(enc(&a.recommendations.first().expect("a step").id));
+    let mut checked = 0;
+    let mut pages = vec![
+        ("/".to_owned(), 4),
+        ("/recommendations".to_owned(), 1),
+        (format!("/findings/{finding}"), 1),
+        (format!("/nodes/{node}"), 2),
+        (format!("/teams/{team}"), 2),
+        ("/alerts".to_owned(), 2),
+    ];
+    pages.extend(step.map(|s| (format!("/recommendations/{s}"), 2)));
+    for (page, at_least) in pages {
+        let (code, _, html) = send(&state, get(&page)).await;
+        assert_eq!(code, axum::http::StatusCode::OK, "{page}: {html}");
+        let links: std::collections::BTreeSet<String> = html
+            .split("href=\"")
+            .skip(1)
+            .map(|h| h.split('"').next().unwrap().replace("&amp;", "&"))
+            .filter(|h| h.contains("format=csv"))
+            .collect();
+        assert!(links.len() >= at_least, "{page}: {links:?}");
+        for link in &links {
+            let (code, h, body) = send(&state, get(link)).await;
+            assert_eq!(code, axum::http::StatusCode::OK, "{link}: {body}");
+            assert_eq!(
+                h[axum::http::header::CONTENT_TYPE],
+                "text/csv; charset=utf-8",
+                "{link}"
+            );
+            assert!(
+                body.ends_with("\r\n") && !body.starts_with(','),
+                "{link}: {body}"
+            );
+            checked += 1;
+        }
+    }
+    assert!(checked >= 12, "{checked} tables checked");
+    // The overview's tables by name: the teams' waste has a row per team with a figure.
+    let (_, h, body) = send(&state, get("/?format=csv&table=teams")).await;
+    assert!(body.starts_with("Team,Waste (USD),Waste GPU-h,"), "{body}");
+    assert!(
+        h[axum::http::header::CONTENT_DISPOSITION]
+            .to_str()
+            .unwrap()
+            .contains("gpulens-overview-teams.csv")
+    );
+    // A table the page does not have is named back with those it has.
+    let (code, _, body) = send(&state, get("/?format=csv&table=%3Cscript%3E")).await;
+    assert_eq!(code, axum::http::StatusCode::BAD_REQUEST);
+    assert!(
+        body.contains("waiting, teams, wasters, idle, underutilized, trend"),
+        "{body}"
+    );
+    assert!(!body.contains("<script>"), "{body}");
+}

@@ -85,21 +85,24 @@ pub fn alerts(frame: Frame, rows: Vec<AlertRow>, notes: Vec<NotificationRow>) ->
                 <thead><tr><th scope="col">"Alert"</th><th scope="col" class="key">"Severity"</th><th scope="col">"State"</th><th scope="col">"Node"</th><th scope="col">"GPU"</th><th scope="col" class="long">"What"</th><th scope="col">"Since (UTC)"</th></tr></thead>
                 <tbody>{if count == 0 { none_row(7, "no rule fired, was pending or resolved in the last day") } else { body.into_any() }}</tbody>
             </table></div>
-            {download_note("/alerts?format=csv".into(), "the alerts")}
+            {table_note("/alerts", "alerts")}
             <h2>"Notifications"</h2>
             <div class="scroll"><table>
                 <thead><tr><th scope="col" class="n">"Id"</th><th scope="col">"Receiver"</th><th scope="col" class="key">"Status"</th><th scope="col">"Delivery"</th><th scope="col" class="n">"Attempts"</th><th scope="col">"Made (UTC)"</th><th scope="col">"Last error"</th></tr></thead>
                 <tbody>{if no_notes { none_row(7, "nothing was sent: no alert changed state, or no receiver is configured (docs/alerts.md)") } else { notes.into_any() }}</tbody>
             </table></div>
+            {table_note("/alerts", "notifications")}
         }
         .into_any()
     })
 }
 
-/// The alerts table as CSV: the columns the page shows, with the finding's and step's paths.
-pub fn alerts_csv(rows: &[AlertRow]) -> String {
-    use crate::csv::{field, table};
-    table(
+/// The alerts page's tables as CSV: the alerts (the columns the page shows, with the
+/// finding's and step's paths) and the notifications.
+pub fn alerts_tables(rows: &[AlertRow], notes: &[NotificationRow]) -> Vec<TableCsv> {
+    use crate::csv::field;
+    let alerts = TableCsv::new(
+        "alerts",
         &[
             "Alert",
             "Severity",
@@ -126,5 +129,29 @@ pub fn alerts_csv(rows: &[AlertRow]) -> String {
                 field(r.step.as_deref().unwrap_or("")),
             ]
         }),
-    )
+    );
+    let notifications = TableCsv::new(
+        "notifications",
+        &[
+            "Id",
+            "Receiver",
+            "Status",
+            "Delivery",
+            "Attempts",
+            "Made (UTC)",
+            "Last error",
+        ],
+        notes.iter().map(|n| {
+            vec![
+                n.id.to_string(),
+                field(&n.receiver),
+                field(&n.status),
+                field(&n.state),
+                n.attempts.to_string(),
+                field(&n.created),
+                field(&n.error),
+            ]
+        }),
+    );
+    vec![alerts, notifications]
 }

@@ -32,7 +32,7 @@ pub struct CarryOut {
 }
 
 /// The "What it interrupts" section.
-pub fn interrupts(c: &CarryOut) -> impl IntoView + use<> {
+pub fn interrupts(c: &CarryOut, here: &str) -> impl IntoView + use<> {
     if c.interrupts.is_empty() {
         return view! { <h2>"What it interrupts"</h2><p class="note">"Nothing running now: no workload holds a GPU this step touches."</p> }.into_any();
     }
@@ -57,6 +57,7 @@ pub fn interrupts(c: &CarryOut) -> impl IntoView + use<> {
             <thead><tr><th scope="col">"Workload"</th><th scope="col">"Team"</th><th scope="col" class="key">"How"</th><th scope="col">"Its pod-spec change"</th></tr></thead>
             <tbody>{rows}</tbody>
         </table></div>
+        {table_note(here, "interrupts")}
         {timing}
     }
     .into_any()
@@ -73,4 +74,21 @@ pub fn by_hand(c: &CarryOut) -> impl IntoView + use<> {
     });
     let on = c.turn_on.clone().map(|t| view! { <p class="note">{t}</p> });
     view! { {place}{commands}{on} }
+}
+
+/// The "What it interrupts" table as CSV.
+pub fn interrupts_csv(c: &CarryOut) -> TableCsv {
+    use crate::csv::field;
+    TableCsv::new(
+        "interrupts",
+        &["Workload", "Team", "How", "Its pod-spec change"],
+        c.interrupts.iter().map(|r| {
+            vec![
+                field(&r.workload),
+                field(&r.team),
+                field(&r.how),
+                field(r.change.as_deref().unwrap_or("")),
+            ]
+        }),
+    )
 }

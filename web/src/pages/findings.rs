@@ -200,6 +200,7 @@ impl EvidenceTable {
 
 pub fn finding(frame: Frame, v: FindingView) -> String {
     document(frame, Nav::Findings, move || {
+        let here = format!("/findings/{}", enc(&v.id));
         let metrics = super::figures_table(&v.metrics);
         let tenants = v
             .tenants
@@ -220,7 +221,8 @@ pub fn finding(frame: Frame, v: FindingView) -> String {
         let tables = v
             .tables
             .iter()
-            .map(|t| {
+            .enumerate()
+            .map(|(i, t)| {
                 // Columns of figures align right, as every other table's numbers do.
                 let numeric: Vec<bool> = (0..t.headers.len()).map(|j| t.numeric(j)).collect();
                 // Columns of sentences get a wide column on a phone, not a word a line.
@@ -257,7 +259,10 @@ pub fn finding(frame: Frame, v: FindingView) -> String {
                         view! { <tr>{cells}</tr> }
                     })
                     .collect_view();
-                view! { <div class="scroll"><table><caption>{t.caption.clone()}</caption><thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table></div> }
+                view! {
+                    <div class="scroll"><table><caption>{t.caption.clone()}</caption><thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table></div>
+                    {table_note(&here, &format!("evidence-{}", i + 1))}
+                }
             })
             .collect_view();
         let action = v
@@ -279,9 +284,30 @@ pub fn finding(frame: Frame, v: FindingView) -> String {
             {tables}
             <h2>"Numbers"</h2>
             {metrics}
+            {table_note(&here, "numbers")}
             <h2>"Recommendations that answer it"</h2>
             {recs}
         }
         .into_any()
     })
+}
+
+/// A finding's page's tables as CSV: each evidence table (`evidence-1`, …) and its numbers.
+pub fn finding_tables(v: &FindingView) -> Vec<TableCsv> {
+    use crate::csv::field;
+    let mut out: Vec<TableCsv> = v
+        .tables
+        .iter()
+        .enumerate()
+        .map(|(i, t)| {
+            let header: Vec<&str> = t.headers.iter().map(String::as_str).collect();
+            TableCsv::new(
+                format!("evidence-{}", i + 1),
+                &header,
+                t.rows.iter().map(|r| r.iter().map(|c| field(c)).collect()),
+            )
+        })
+        .collect();
+    out.push(super::figures_csv("numbers", &v.metrics));
+    out
 }

@@ -27,6 +27,8 @@ pub struct HolderView {
     pub members: Vec<(String, String, f64, String)>,
     /// Its reclaim cases, newest first, in words.
     pub reclaim: Vec<String>,
+    /// The page's own path (`/tenants/…`, `/teams/…`), which its tables' downloads extend.
+    pub path: String,
 }
 
 pub fn holder(frame: Frame, v: HolderView) -> String {
@@ -92,12 +94,14 @@ pub fn holder(frame: Frame, v: HolderView) -> String {
                     <thead><tr><th scope="col">"Tenant"</th><th scope="col" class="n key">"Waste GPU-h"</th><th scope="col" class="n">"Cost"</th></tr></thead>
                     <tbody>{rows}</tbody>
                 </table></div>
+                {table_note(&v.path, "tenants")}
             }
         });
         view! {
             <h1>{v.name.clone()}</h1>
             <p class="meta">{v.what.clone()}{team}{format!(" · over {}", v.window)}</p>
             {numbers}
+            {table_note(&v.path, "numbers")}
             {v.chart.as_ref().map(|c| raw(chart::svg(c)))}
             {members}
             <h2>"Findings"</h2>
@@ -109,4 +113,20 @@ pub fn holder(frame: Frame, v: HolderView) -> String {
         }
         .into_any()
     })
+}
+
+/// A tenant's or team's page's tables as CSV: its numbers and, for a team, its tenants.
+pub fn holder_tables(v: &HolderView) -> Vec<TableCsv> {
+    use crate::csv::{field, number};
+    let mut out = vec![super::figures_csv("numbers", &v.numbers)];
+    if v.what == "team" {
+        out.push(TableCsv::new(
+            "tenants",
+            &["Tenant", "Waste GPU-h", "Cost", "Tenant key"],
+            v.members.iter().map(|(key, name, waste, cost)| {
+                vec![field(name), number(Some(*waste)), field(cost), field(key)]
+            }),
+        ));
+    }
+    out
 }

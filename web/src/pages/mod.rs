@@ -69,6 +69,46 @@ fn download_note(href: String, what: &'static str) -> impl IntoView + use<> {
     view! { <p class="note"><a href=href download="">{format!("Download {what} as CSV")}</a>" (the same rows and columns, safe to open in a spreadsheet)"</p> }
 }
 
+/// One of a page's tables as CSV: `name` is the `table=` its download link carries. A page
+/// with several tables lists them all (`*_tables`); the collector answers the one asked for.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TableCsv {
+    pub name: String,
+    pub csv: String,
+}
+
+impl TableCsv {
+    fn new(
+        name: impl Into<String>,
+        header: &[&str],
+        rows: impl IntoIterator<Item = Vec<String>>,
+    ) -> Self {
+        TableCsv {
+            name: name.into(),
+            csv: crate::csv::table(header, rows),
+        }
+    }
+}
+
+/// The download note under table `name` of the page at `here` (its path and query, if any).
+fn table_note(here: &str, name: &str) -> impl IntoView + use<> {
+    let sep = if here.contains('?') { '&' } else { '?' };
+    download_note(
+        format!("{here}{sep}format=csv&table={}", enc(name)),
+        "this table",
+    )
+}
+
+/// A figures table (`figures_table`) as CSV.
+fn figures_csv(name: &str, rows: &[(String, String)]) -> TableCsv {
+    use crate::csv::field;
+    TableCsv::new(
+        name,
+        &["Figure", "Value"],
+        rows.iter().map(|(n, v)| vec![field(n), field(v)]),
+    )
+}
+
 /// A column header that sorts by `key` when followed.
 fn th(label: &'static str, key: &'static str, s: &Sort, numeric: bool) -> impl IntoView {
     let (dir, aria) = if s.key == key {

@@ -157,7 +157,11 @@ pub struct NodeView {
     pub mechanisms: Vec<String>,
 }
 
-fn occupants(rows: Vec<Occupant>, caption: &'static str) -> impl IntoView {
+fn occupants(
+    rows: Vec<Occupant>,
+    caption: &'static str,
+    (here, name): (&str, String),
+) -> impl IntoView {
     if rows.is_empty() {
         return view! { <p class="note">{caption}": nobody."</p> }.into_any();
     }
@@ -174,10 +178,13 @@ fn occupants(rows: Vec<Occupant>, caption: &'static str) -> impl IntoView {
         })
         .collect_view();
     view! {
-        <div class="scroll"><table><caption>{caption}</caption>
-            <thead><tr><th scope="col">"Tenant"</th><th scope="col" class="n key">"Allocated GPU-h"</th><th scope="col" class="n">"Effective GPU-h"</th></tr></thead>
-            <tbody>{body}</tbody>
-        </table></div>
+        <div>
+            <div class="scroll"><table><caption>{caption}</caption>
+                <thead><tr><th scope="col">"Tenant"</th><th scope="col" class="n key">"Allocated GPU-h"</th><th scope="col" class="n">"Effective GPU-h"</th></tr></thead>
+                <tbody>{body}</tbody>
+            </table></div>
+            {table_note(here, &name)}
+        </div>
     }
     .into_any()
 }
@@ -189,6 +196,7 @@ pub fn node(frame: Frame, v: NodeView) -> String {
             None => format!("/nodes/{}", enc(&v.node)),
         };
         let ranges = range_select(&v.ranges, &v.range);
+        let here = format!("{action}?range={}", enc(&v.range));
         let labels = v
             .labels
             .iter()
@@ -223,6 +231,7 @@ pub fn node(frame: Frame, v: NodeView) -> String {
                             <thead><tr><th scope="col">"Held by (last 24 h)"</th><th scope="col" class="key">"Profile"</th><th scope="col" class="n">"Memory GiB"</th><th scope="col" class="n">"GI"</th><th scope="col" class="n">"CI"</th><th scope="col">"Placement"</th></tr></thead>
                             <tbody>{rows}</tbody>
                         </table></div>
+                        {table_note(&here, &format!("mig-{}", g.index))}
                     }
                 });
                 let charts = g.charts.iter().map(|c| raw(chart::svg(c))).collect_view();
@@ -233,8 +242,8 @@ pub fn node(frame: Frame, v: NodeView) -> String {
                         <p class="meta"><code>{g.uuid.clone()}</code></p>
                         {mig}
                         <div class="grid2">
-                            {occupants(g.now, "On the device now (newest hour)")}
-                            {occupants(g.range, "Over the range")}
+                            {occupants(g.now, "On the device now (newest hour)", (&here, format!("now-{}", g.index)))}
+                            {occupants(g.range, "Over the range", (&here, format!("range-{}", g.index)))}
                         </div>
                         <div class="grid2">{charts}</div>
                     </section>
@@ -280,4 +289,52 @@ pub fn node(frame: Frame, v: NodeView) -> String {
         }
         .into_any()
     })
+}
+
+/// A node's (or a GPU's) page's tables as CSV, per GPU by its index: its MIG instances
+/// (`mig-N`), who holds it now (`now-N`) and over the range (`range-N`).
+pub fn node_tables(v: &NodeView) -> Vec<TableCsv> {
+    use crate::csv::{field, number};
+    let occupants = |name: String, rows: &[Occupant]| {
+        TableCsv::new(
+            name,
+            &["Tenant", "Allocated GPU-h", "Effective GPU-h", "Tenant key"],
+            rows.iter().map(|o| {
+                vec![
+                    field(&o.name),
+                    number(Some(o.allocated_hours)),
+                    number(Some(o.effective_hours)),
+                    field(&o.key),
+                ]
+            }),
+        )
+    };
+    let mut out = Vec::new();
+    for g in &v.gpus {
+        out.push(TableCsv::new(
+            format!("mig-{}", g.index),
+            &[
+                "Held by (last 24 h)",
+                "Profile",
+                "Memory GiB",
+                "GI",
+                "CI",
+                "Placement",
+            ],
+            g.mig.iter().map(|m| {
+                let holders: Vec<&str> = m.holders.iter().map(|(_, n)| n.as_str()).collect();
+                vec![
+                    field(&holders.join("; ")),
+                    field(&m.profile),
+                    number(Some(m.memory_gib)),
+                    m.gi.to_string(),
+                    m.ci.to_string(),
+                    field(&m.placement),
+                ]
+            }),
+        ));
+        out.push(occupants(format!("now-{}", g.index), &g.now));
+        out.push(occupants(format!("range-{}", g.index), &g.range));
+    }
+    out
 }

@@ -106,7 +106,7 @@ pub struct DemandLine {
 }
 
 /// "Waiting while idle": each team's waiting work against the idle holdings of its pool.
-fn demand_table(rows: Vec<DemandLine>) -> impl IntoView {
+fn demand_table(rows: Vec<DemandLine>, here: &str) -> impl IntoView {
     if rows.is_empty() {
         return view! { <p class="note">"No work waited for GPUs in the analysed window, or none is read: pending pods are read when "<code>"[demand] pending_pods = true"</code>" (docs/demand.md)."</p> }.into_any();
     }
@@ -143,6 +143,7 @@ fn demand_table(rows: Vec<DemandLine>) -> impl IntoView {
             <thead><tr><th scope="col">"Team"</th><th scope="col">"Pool"</th><th scope="col" class="n key">"Waited GPU-h"</th><th scope="col" class="n">"Peak GPUs"</th><th scope="col" class="n">"Idle held GPU-h"</th><th scope="col" class="n">"Reclaimable GPU-h"</th><th scope="col" class="n">"Worth"</th><th scope="col" class="n">"Fragmented GPU-h"</th><th scope="col">"Idle holders"</th></tr></thead>
             <tbody>{body}</tbody>
         </table></div>
+        {table_note(here, "waiting")}
     }
     .into_any()
 }
@@ -205,7 +206,7 @@ pub struct TeamWasteLine {
 }
 
 /// Waste by team: what each team's allocations cost without being used.
-fn team_waste_table(rows: Vec<TeamWasteLine>, currency: String) -> impl IntoView {
+fn team_waste_table(rows: Vec<TeamWasteLine>, currency: String, here: &str) -> impl IntoView {
     if rows.is_empty() {
         return view! { <p class="note">"No team wasted GPU-hours in the analysed window."</p> }
             .into_any();
@@ -235,6 +236,7 @@ fn team_waste_table(rows: Vec<TeamWasteLine>, currency: String) -> impl IntoView
             <tbody>{body}</tbody>
             <tfoot><tr><th scope="row">"Total of the teams shown"</th><td class="n">{total_cost}</td><td class="n">{num(waste)}</td><td class="n">{num(allocated)}</td><td></td></tr></tfoot>
         </table></div>
+        {table_note(here, "teams")}
     }
     .into_any()
 }
@@ -252,7 +254,12 @@ pub struct WasterLine {
     pub finding: Option<(String, String)>,
 }
 
-fn tenant_table(rows: Vec<TenantLine>, what: &'static str, label: &'static str) -> impl IntoView {
+fn tenant_table(
+    rows: Vec<TenantLine>,
+    what: &'static str,
+    label: &'static str,
+    (here, name): (&str, &str),
+) -> impl IntoView {
     if rows.is_empty() {
         return view! { <p class="note">"None in this window."</p> }.into_any();
     }
@@ -280,6 +287,7 @@ fn tenant_table(rows: Vec<TenantLine>, what: &'static str, label: &'static str) 
             <thead><tr><th scope="col">"Tenant"</th><th scope="col" class="n key">{label}</th><th scope="col">"Team"</th><th scope="col">"Node"</th></tr></thead>
             <tbody>{body}</tbody>
         </table></div>
+        {table_note(here, name)}
     }
     .into_any()
 }
@@ -336,7 +344,7 @@ fn analysis_notice(loading: Option<(u64, u64)>, analysed: bool) -> Option<AnyVie
 }
 
 /// The tenants whose allocations cost most without being used, with their finding if any.
-fn waster_table(rows: Vec<WasterLine>) -> impl IntoView {
+fn waster_table(rows: Vec<WasterLine>, here: &str) -> impl IntoView {
     if rows.is_empty() {
         return view! { <p class="note">"No waste in the analysed window."</p> }.into_any();
     }
@@ -369,12 +377,14 @@ fn waster_table(rows: Vec<WasterLine>) -> impl IntoView {
             <thead><tr><th scope="col">"Tenant"</th><th scope="col">"Team"</th><th scope="col" class="n key">"Waste"</th><th scope="col" class="n">"Waste GPU-h"</th><th scope="col" class="n">"Effective"</th><th scope="col">"Finding"</th></tr></thead>
             <tbody>{body}</tbody>
         </table></div>
+        {table_note(here, "wasters")}
     }
     .into_any()
 }
 
 pub fn overview(frame: Frame, v: OverviewView) -> String {
     document(frame, Nav::Overview, move || {
+        let here = v.here();
         let f = v.funnel.clone();
         let funnel = chart::bars(
             &format!("Funnel, {}", v.window),
@@ -403,7 +413,7 @@ pub fn overview(frame: Frame, v: OverviewView) -> String {
             .collect_view();
         let not_analysed = analysis_notice(v.loading, v.analysed);
         let wasters = if v.analysed {
-            waster_table(v.top_wasters.clone()).into_any()
+            waster_table(v.top_wasters.clone(), &here).into_any()
         } else {
             view! { <p class="note">"After the first analysis."</p> }.into_any()
         };
@@ -434,13 +444,14 @@ pub fn overview(frame: Frame, v: OverviewView) -> String {
                 <section aria-labelledby="h-do"><h2 id="h-do">"What to do first"</h2>{action_list(v.actions.clone(), v.plan_line.clone())}</section>
             })}
             {v.analysed.then(|| view! {
-                <section aria-labelledby="h-wait"><h2 id="h-wait">"Waiting while idle"</h2>{demand_table(v.waiting.clone())}</section>
+                <section aria-labelledby="h-wait"><h2 id="h-wait">"Waiting while idle"</h2>{demand_table(v.waiting.clone(), &here)}</section>
             })}
             <div class="grid2">
                 <section aria-labelledby="h-funnel"><h2 id="h-funnel">"Where the GPU-hours go"</h2>{if v.analysed { raw(funnel).into_any() } else { view! { <p class="note">"The funnel appears after the first analysis."</p> }.into_any() }}
                     {(!f.signal.is_empty()).then(|| view! { <p class="note">"Effective use rests on " {f.signal.clone()} "."</p> })}</section>
                 <section aria-labelledby="h-trend"><h2 id="h-trend">"Trend against the previous period"</h2>
                     <div class="scroll"><table><thead><tr><th scope="col">"Fleet"</th><th scope="col" class="n">"This period"</th><th scope="col" class="n">"Previous"</th><th scope="col" class="n key">"Change"</th></tr></thead><tbody>{trends}</tbody></table></div>
+                    {table_note(&here, "trend")}
                     <p class="note">"Change compares the same hours of both periods where both have data (at least a tenth of the period)."</p>
                     <h2>"Findings"</h2>{if !v.analysed {
                         view! { <p class="note">"After the first analysis."</p> }.into_any()
@@ -453,16 +464,187 @@ pub fn overview(frame: Frame, v: OverviewView) -> String {
             </div>
             <section aria-labelledby="h-waste"><h2 id="h-waste">"Top wasters by money"</h2>{wasters}</section>
             {v.analysed.then(|| view! {
-                <section aria-labelledby="h-team-waste"><h2 id="h-team-waste">"Waste by team"</h2>{team_waste_table(v.team_waste.clone(), v.funnel.currency.clone())}</section>
+                <section aria-labelledby="h-team-waste"><h2 id="h-team-waste">"Waste by team"</h2>{team_waste_table(v.team_waste.clone(), v.funnel.currency.clone(), &here)}</section>
             })}
             {heatmap}
             {raw(chart::svg(&v.chart))}
             <div class="grid2">
-                <section aria-labelledby="h-idle"><h2 id="h-idle">"Top idle allocations"</h2>{tenant_table(v.top_idle.clone(), "Held a GPU with no kernel for hours", "Idle hours")}</section>
-                <section aria-labelledby="h-under"><h2 id="h-under">"Top underutilized tenants"</h2>{tenant_table(v.top_underutilized.clone(), "Use far less of the GPU they hold", "Effective")}</section>
+                <section aria-labelledby="h-idle"><h2 id="h-idle">"Top idle allocations"</h2>{tenant_table(v.top_idle.clone(), "Held a GPU with no kernel for hours", "Idle hours", (&here, "idle"))}</section>
+                <section aria-labelledby="h-under"><h2 id="h-under">"Top underutilized tenants"</h2>{tenant_table(v.top_underutilized.clone(), "Use far less of the GPU they hold", "Effective", (&here, "underutilized"))}</section>
             </div>
             <ul class="note">{limitations}</ul>
         }
         .into_any()
     })
+}
+
+impl OverviewView {
+    /// The page's path with the range it shows, for its tables' download links.
+    fn here(&self) -> String {
+        if !self.range.is_empty() {
+            format!("/?range={}", enc(&self.range))
+        } else if !self.from.is_empty() {
+            format!("/?from={}&to={}", enc(&self.from), enc(&self.to))
+        } else {
+            "/".to_owned()
+        }
+    }
+}
+
+/// The overview's tables as CSV, named as their download links name them; the same rows and
+/// columns as shown, figures as numbers, each tenant's and finding's key beside its name.
+pub fn overview_tables(v: &OverviewView) -> Vec<TableCsv> {
+    use crate::csv::{field, number};
+    let tenant_rows = |rows: &[TenantLine]| -> Vec<Vec<String>> {
+        rows.iter()
+            .map(|r| {
+                vec![
+                    field(&r.name),
+                    field(&r.value),
+                    field(&r.team),
+                    field(&r.node),
+                    r.gpus.to_string(),
+                    field(&r.key),
+                    field(&r.finding_id),
+                ]
+            })
+            .collect()
+    };
+    let waste_col = format!("Waste ({})", v.funnel.currency);
+    vec![
+        waiting_csv(&v.waiting),
+        TableCsv::new(
+            "teams",
+            &[
+                "Team",
+                &waste_col,
+                "Waste GPU-h",
+                "Allocated GPU-h",
+                "Effective",
+            ],
+            v.team_waste.iter().map(|r| {
+                vec![
+                    field(&r.team),
+                    number(Some(r.waste_cost)),
+                    number(Some(r.waste_gpu_hours)),
+                    number(Some(r.allocated_gpu_hours)),
+                    number(r.effective),
+                ]
+            }),
+        ),
+        TableCsv::new(
+            "wasters",
+            &[
+                "Tenant",
+                "Team",
+                "Waste",
+                "Waste GPU-h",
+                "Effective",
+                "Finding",
+                "Tenant key",
+                "Finding id",
+            ],
+            v.top_wasters.iter().map(|r| {
+                vec![
+                    field(&r.name),
+                    field(&r.team),
+                    field(&r.waste_cost),
+                    number(Some(r.waste_gpu_hours)),
+                    number(r.effective),
+                    field(r.finding.as_ref().map_or("", |(_, k)| k.as_str())),
+                    field(&r.key),
+                    field(r.finding.as_ref().map_or("", |(id, _)| id.as_str())),
+                ]
+            }),
+        ),
+        TableCsv::new(
+            "idle",
+            &[
+                "Tenant",
+                "Idle hours",
+                "Team",
+                "Node",
+                "GPUs",
+                "Tenant key",
+                "Finding id",
+            ],
+            tenant_rows(&v.top_idle),
+        ),
+        TableCsv::new(
+            "underutilized",
+            &[
+                "Tenant",
+                "Effective",
+                "Team",
+                "Node",
+                "GPUs",
+                "Tenant key",
+                "Finding id",
+            ],
+            tenant_rows(&v.top_underutilized),
+        ),
+        trend_csv(&v.trends),
+    ]
+}
+
+/// The waiting-work table as CSV.
+fn waiting_csv(rows: &[DemandLine]) -> TableCsv {
+    use crate::csv::{field, number};
+    TableCsv::new(
+        "waiting",
+        &[
+            "Team",
+            "Pool",
+            "Waited GPU-h",
+            "Peak GPUs",
+            "Idle held GPU-h",
+            "Reclaimable GPU-h",
+            "Worth",
+            "Fragmented GPU-h",
+            "Idle holders",
+            "Finding",
+        ],
+        rows.iter().map(|r| {
+            vec![
+                field(&r.team),
+                field(&r.pool),
+                number(Some(r.waited_gpu_hours)),
+                number(Some(r.peak_gpus)),
+                number(Some(r.idle_held_gpu_hours)),
+                number(Some(r.reclaimable_gpu_hours)),
+                field(&r.reclaimable_cost),
+                number(Some(r.fragmented_gpu_hours)),
+                field(&r.holders.join("; ")),
+                field(&r.finding_id),
+            ]
+        }),
+    )
+}
+
+/// The trend table as CSV: each figure's values and hours, the change as a fraction.
+fn trend_csv(trends: &[Trend]) -> TableCsv {
+    use crate::csv::{field, number};
+    TableCsv::new(
+        "trend",
+        &[
+            "Fleet",
+            "Unit",
+            "This period",
+            "Previous",
+            "Previous hours with data",
+            "Hours",
+            "Change",
+        ],
+        trends.iter().map(|t| {
+            vec![
+                field(&t.name),
+                field(&t.unit),
+                number(t.now),
+                number(t.before),
+                t.before_hours.to_string(),
+                t.hours.to_string(),
+                number(t.change),
+            ]
+        }),
+    )
 }

@@ -135,6 +135,7 @@ fn plan_section(p: PlanView) -> impl IntoView {
                 </tr></thead>
                 <tbody>{rows}</tbody>
             </table></div>
+            {table_note(LIST, "pools")}
             {worth}
         </section>
     }
@@ -191,6 +192,7 @@ fn worth_section(p: &PlanView) -> Option<impl IntoView + use<>> {
             </tr></thead>
             <tbody>{rows}</tbody>
         </table></div>
+        {table_note(LIST, "mechanisms")}
         {claims}
     })
 }
@@ -204,14 +206,28 @@ pub struct RejectedRow {
     pub reason: String,
 }
 
-pub fn recommendations(
-    frame: Frame,
-    plan: Option<PlanView>,
-    outcomes: Vec<OutcomeView>,
-    rows: Vec<RecRow>,
-    rejected_rows: Vec<RejectedRow>,
-    sort: Sort,
-) -> String {
+/// The recommendations page: the plan, applied steps' outcomes, the steps (filtered and
+/// sorted as asked) and the proposals the replay turned down.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct RecsPage {
+    pub plan: Option<PlanView>,
+    pub outcomes: Vec<OutcomeView>,
+    pub rows: Vec<RecRow>,
+    pub rejected: Vec<RejectedRow>,
+    pub sort: Sort,
+}
+
+/// The recommendations page's path, which its tables' download links extend.
+const LIST: &str = "/recommendations";
+
+pub fn recommendations(frame: Frame, v: RecsPage) -> String {
+    let RecsPage {
+        plan,
+        outcomes,
+        rows,
+        rejected: rejected_rows,
+        sort,
+    } = v;
     document(frame, Nav::Recommendations, move || {
         let count = rows.len();
         let freed: f64 = rows.iter().map(|r| r.gpus_freed).sum();
@@ -252,6 +268,7 @@ pub fn recommendations(
                     <thead><tr><th scope="col" class="key">"Kind"</th><th scope="col">"Node"</th><th scope="col">"Tenants"</th><th scope="col">"Why not"</th></tr></thead>
                     <tbody>{body}</tbody>
                 </table></div>
+                {table_note(LIST, "rejected")}
             }
         });
         let body = rows
@@ -285,17 +302,20 @@ pub fn recommendations(
                     <tfoot><tr><th scope="row">"Total of the steps shown"</th><td class="n">{format!("{freed:.0}")}</td><td></td><td></td><td></td><td></td></tr></tfoot>
                 })}
             </table></div>
-            {csv_link("/recommendations", &sort)}
+            {csv_link(LIST, &sort)}
             {turned_down}
         }
         .into_any()
     })
 }
 
-/// The steps table as CSV: the columns the page shows, the step's id beside its summary.
-pub fn recommendations_csv(rows: &[RecRow]) -> String {
-    use crate::csv::{field, number, table};
-    table(
+/// The recommendations page's tables as CSV, the steps first (the columns the page shows,
+/// the step's id beside its summary), then the plan's pools and mechanisms, the proposals
+/// turned down and the applied steps' outcomes.
+pub fn recommendations_tables(v: &RecsPage) -> Vec<TableCsv> {
+    use crate::csv::{field, number};
+    let steps = TableCsv::new(
+        "steps",
         &[
             "What",
             "Step",
@@ -305,7 +325,7 @@ pub fn recommendations_csv(rows: &[RecRow]) -> String {
             "Team",
             "Confidence",
         ],
-        rows.iter().map(|r| {
+        v.rows.iter().map(|r| {
             vec![
                 field(&r.summary),
                 field(&r.id),
@@ -316,7 +336,167 @@ pub fn recommendations_csv(rows: &[RecRow]) -> String {
                 number(Some(r.confidence)),
             ]
         }),
-    )
+    );
+    let [pools, mechanisms] = plan_csv(&v.plan.clone().unwrap_or_default());
+    let rejected = TableCsv::new(
+        "rejected",
+        &["Kind", "Node", "Tenants", "Why not"],
+        v.rejected.iter().map(|r| {
+            vec![
+                field(&format::kind(&r.kind)),
+                field(&r.node),
+                field(&r.tenants),
+                field(&r.reason),
+            ]
+        }),
+    );
+    let outcomes = TableCsv::new(
+        "outcomes",
+        &[
+            "Node",
+            "Step",
+            "Step id",
+            "Applied",
+            "Verdict",
+            "GPUs freed measured",
+            "GPUs freed predicted",
+            "Contended tenant-h measured",
+            "Contended tenant-h predicted",
+            "Hours since",
+        ],
+        v.outcomes.iter().map(|o| {
+            vec![
+                field(&o.node),
+                field(&format::kind(&o.kind)),
+                field(&o.recommendation),
+                field(&o.applied),
+                field(&o.verdict_words),
+                number(Some(o.gpus_freed.1)),
+                number(Some(o.gpus_freed.0)),
+                number(Some(o.contention_hours.1)),
+                number(Some(o.contention_hours.0)),
+                o.hours_after.to_string(),
+            ]
+        }),
+    );
+    vec![steps, pools, mechanisms, rejected, outcomes]
+}
+
+/// The plan's pools and mechanisms tables as CSV.
+fn plan_csv(plan: &PlanView) -> [TableCsv; 2] {
+    use crate::csv::{field, number};
+    let per_month = format!("Per month ({})", plan.currency);
+    let pools = TableCsv::new(
+        "pools",
+        &[
+            "Pool",
+            "GPUs in use",
+            "Bound",
+            "After",
+            "Freed",
+            "Nodes freed",
+            "Of the possible",
+            &per_month,
+            "In place",
+        ],
+        plan.pools.iter().map(|r| {
+            vec![
+                field(&r.pool),
+                r.gpus_in_use.to_string(),
+                r.bound.to_string(),
+                r.gpus_after.to_string(),
+                r.gpus_freed.to_string(),
+                field(&r.nodes),
+                number(r.efficiency),
+                number(Some(r.money)),
+                field(&r.has.join("; ")),
+            ]
+        }),
+    );
+    let mechanisms = TableCsv::new(
+        "mechanisms",
+        &[
+            "Mechanism",
+            "Chooser",
+            "GPUs after",
+            "None fewer than",
+            "Beyond the plan",
+            &per_month,
+            "Pools with it",
+            "Pools the plan uses it on",
+            "Needs",
+        ],
+        plan.worth.iter().map(|w| {
+            vec![
+                field(&w.mechanism),
+                field(&w.chooser),
+                w.gpus_after.to_string(),
+                w.bound.to_string(),
+                w.beyond.to_string(),
+                number(Some(w.money)),
+                w.pools_with.to_string(),
+                w.uses.to_string(),
+                field(&w.needs),
+            ]
+        }),
+    );
+    [pools, mechanisms]
+}
+
+/// A step's page's tables as CSV: what it interrupts, its replay, and once applied, its
+/// outcome and each moved workload.
+pub fn recommendation_tables(v: &RecView) -> Vec<TableCsv> {
+    let mut out = vec![
+        interrupts_csv(&v.carry),
+        super::figures_csv("replay", &v.replay),
+    ];
+    if let Some(o) = &v.outcome {
+        out.extend(outcome_tables(o));
+    }
+    out
+}
+
+/// An applied step's outcome tables as CSV: the totals predicted and measured, and each
+/// moved workload.
+pub fn outcome_tables(o: &OutcomeView) -> Vec<TableCsv> {
+    use crate::csv::{field, number};
+    let totals = TableCsv::new(
+        "outcome",
+        &["Figure", "Predicted", "Measured"],
+        [
+            ("GPUs freed", o.gpus_freed.0, o.gpus_freed.1),
+            (
+                "Contended tenant-hours",
+                o.contention_hours.0,
+                o.contention_hours.1,
+            ),
+            ("Tenant-hours memory did not fit", 0.0, o.overflow_hours),
+        ]
+        .into_iter()
+        .map(|(name, p, m)| vec![field(name), number(Some(p)), number(Some(m))]),
+    );
+    let workloads = TableCsv::new(
+        "workloads",
+        &[
+            "Workload",
+            "Effective before",
+            "Effective after",
+            "Peak memory before",
+            "Peak memory after",
+            "Contended hours after",
+        ],
+        o.tenants.iter().map(|t| {
+            vec![
+                field(&t.workload),
+                field(&t.effective.0),
+                field(&t.effective.1),
+                field(&t.memory.0),
+                field(&t.memory.1),
+                field(&t.contended),
+            ]
+        }),
+    );
+    vec![totals, workloads]
 }
 
 /// An applied step's outcome check, for the recommendations pages and the step's own page.
@@ -388,12 +568,14 @@ fn outcomes_section(rows: Vec<OutcomeView>) -> impl IntoView {
                 </tr></thead>
                 <tbody>{body}</tbody>
             </table></div>
+            {table_note(LIST, "outcomes")}
         </section>
     }
 }
 
 /// One applied step's check in full: verdict and why, totals, each moved workload.
 fn outcome_detail(o: OutcomeView) -> impl IntoView {
+    let here = format!("{LIST}/{}", enc(&o.recommendation));
     let reasons = o
         .reasons
         .iter()
@@ -437,6 +619,7 @@ fn outcome_detail(o: OutcomeView) -> impl IntoView {
                     <tr><th scope="row">"Tenant-hours memory did not fit"</th><td class="n">"0"</td><td class="n">{format!("{:.0}", o.overflow_hours)}</td></tr>
                 </tbody>
             </table></div>
+            {table_note(&here, "outcome")}
             <div class="scroll"><table>
                 <caption>"Each moved workload, followed across pod re-creation"</caption>
                 <thead><tr>
@@ -445,6 +628,7 @@ fn outcome_detail(o: OutcomeView) -> impl IntoView {
                 </tr></thead>
                 <tbody>{tenants}</tbody>
             </table></div>
+            {table_note(&here, "workloads")}
         </section>
     }
 }
@@ -505,6 +689,7 @@ pub struct RecView {
 
 pub fn recommendation(frame: Frame, v: RecView) -> String {
     document(frame, Nav::Recommendations, move || {
+        let here = format!("{LIST}/{}", enc(&v.id));
         let replay = super::figures_table(&v.replay);
         let config = v.config.clone().map(|(name, text)| {
             view! { <h2>"Generated configuration"</h2><h3>{name}</h3><pre>{text}</pre> }
@@ -573,9 +758,10 @@ pub fn recommendation(frame: Frame, v: RecView) -> String {
             <p class="note">{v.confidence_note.clone()}</p>
             <h2>"Tenants"</h2><ul>{tenants}</ul>
             {requires}
-            {interrupts(&v.carry)}
+            {interrupts(&v.carry, &here)}
             <h2>"Replay against the recorded demand"</h2>
             {replay}
+            {table_note(&here, "replay")}
             <h2 id="apply">"Apply"</h2>
             {act}
             {by_hand(&v.carry)}

@@ -35,9 +35,28 @@ pub fn reports(frame: Frame, rows: Vec<ReportRow>) -> String {
                     <thead><tr><th scope="col">"Week"</th><th scope="col" class="key">"Download"</th><th scope="col">"Summary"</th><th scope="col">"Time zone"</th></tr></thead>
                     <tbody>{body}</tbody>
                 </table></div>
+                {table_note("/reports", "reports")}
             })}
             {empty}
         }
         .into_any()
     })
+}
+
+/// The reports list as CSV: each week with its downloads' paths.
+pub fn reports_tables(rows: &[ReportRow]) -> Vec<TableCsv> {
+    use crate::csv::field;
+    vec![TableCsv::new(
+        "reports",
+        &["Week", "HTML", "CSV", "Summary", "Time zone"],
+        rows.iter().map(|r| {
+            vec![
+                field(&r.week),
+                field(&r.html),
+                field(&r.csv),
+                field(&r.summary),
+                field(&r.timezone),
+            ]
+        }),
+    )]
 }

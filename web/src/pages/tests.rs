@@ -113,11 +113,11 @@ fn the_plan_of_a_one_gpu_fleet_reads_in_english() {
         };
         recommendations(
             Frame::default(),
-            Some(plan),
-            Vec::new(),
-            Vec::new(),
-            Vec::new(),
-            sort,
+            RecsPage {
+                plan: Some(plan),
+                sort,
+                ..RecsPage::default()
+            },
         )
     };
     let (one, two) = (page(1, 1), page(2, 1));

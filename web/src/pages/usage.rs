@@ -175,8 +175,8 @@ pub fn usage(frame: Frame, v: UseView, sort: Sort) -> String {
                     </tr></tfoot>
                 })}
             </table></div>
-            {borrowed.then(|| view! { <p class="note">{BORROWED_NOTE}</p> })}
             {csv_link(action, &sort)}
+            {borrowed.then(|| view! { <p class="note">{BORROWED_NOTE}</p> })}
         }
         .into_any()
     })
