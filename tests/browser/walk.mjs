@@ -407,7 +407,8 @@ async function heatmapPixels() {
 }
 
 // A range change moves every figure that claims to follow it: the tenants' and teams' total
-// rows and the overview's chart captions at the last 24 hours against the default.
+// rows, the overview's chart captions and the plan (made from the range) at the last 24 hours
+// against the default.
 async function rangeMoves() {
   const context = await browser.newContext({ viewport: { width: 1280, height: 900 } });
   const page = await context.newPage();
@@ -415,10 +416,12 @@ async function rangeMoves() {
     await page.goto(new URL(url, base).href, { waitUntil: "load" });
     return page.evaluate((what) => what === "total"
       ? document.querySelector("main tfoot")?.innerText ?? ""
+      : what === "plan"
+      ? document.querySelector("main section[aria-labelledby=h-plan]")?.innerText ?? ""
       : [...document.querySelectorAll("main figure.chart figcaption")].map((c) => c.innerText).join(" | "), what);
   };
   const out = [];
-  for (const [path, what] of [["/tenants", "total"], ["/teams", "total"], ["/", "captions"]]) {
+  for (const [path, what] of [["/tenants", "total"], ["/teams", "total"], ["/", "captions"], ["/recommendations", "plan"]]) {
     const sep = path.includes("?") ? "&" : "?";
     const before = await read(path, what);
     const after = await read(`${path}${sep}range=24h`, what);

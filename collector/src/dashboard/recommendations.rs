@@ -8,6 +8,11 @@ pub struct RecQuery {
     pub sort: Option<String>,
     pub dir: Option<String>,
     pub kind: Option<String>,
+    /// The range the plan is made from: `24h`, `7d`, `30d` back from now, or a custom from/to
+    /// (as on the tenants' page); absent: the scheduled analysis' plan.
+    pub range: Option<String>,
+    pub from: Option<String>,
+    pub to: Option<String>,
     /// `csv`: a table as a download, with the same rows and columns; `table` which (the
     /// steps when none is named).
     pub format: Option<String>,
@@ -22,15 +27,23 @@ pub async fn recommendations(
     let asked = (rq.format.as_deref(), rq.table.as_deref());
     let q = SortQuery {
         // "order" is the plan's own order, as unsorted (the download link names it).
-        sort: rq.sort.filter(|s| s != "order"),
-        dir: rq.dir,
+        sort: rq.sort.clone().filter(|s| s != "order"),
+        dir: rq.dir.clone(),
     };
     let kinds: Vec<&str> = analytics::RecKind::ALL.iter().map(|k| k.as_str()).collect();
     let (kind, notice) = match checked_filter("kind", rq.kind.as_deref(), &kinds) {
         Ok(k) => (k, None),
         Err(n) => (None, Some(n)),
     };
-    let a = analysis(&state).await?;
+    let newest = analysis(&state).await?;
+    let mut notices: Vec<String> = notice.into_iter().collect();
+    let (a, carry) = plan_of(&state, &rq, &newest, &mut notices).await?;
+    // A step has a page where the scheduled plan has it.
+    let has_page = |id: &str| {
+        newest
+            .as_ref()
+            .is_some_and(|n| n.recommendations.iter().any(|r| r.id == id))
+    };
     let (mut rows, rejected) = match &a {
         Some(a) => (
             a.recommendations
@@ -43,6 +56,7 @@ pub async fn recommendations(
                     gpus_freed: r.replay.gpus_freed,
                     confidence: r.confidence,
                     summary: r.summary.clone(),
+                    linked: has_page(&r.id),
                 })
                 .collect::<Vec<_>>(),
             a.rejected
@@ -75,20 +89,36 @@ pub async fn recommendations(
             _ => num(r.gpus_freed),
         });
     }
-    let plan = a.as_ref().map(|a| plan_view(a));
-    let outcomes = a
+    let mut plan = a.as_ref().map(|a| plan_view(a));
+    if let Some(p) = plan.as_mut() {
+        p.ranged = carry.is_some();
+    }
+    // Applied steps are the scheduled analysis' own, whatever the plan's range.
+    let outcomes = newest
         .as_ref()
         .map(|a| a.outcomes.iter().map(outcome_view).collect())
         .unwrap_or_default();
     let mut page = frame(&state, &caller, "Recommendations");
-    page.notice = notice;
-    let base = kind.map_or_else(String::new, |k| query_string(&[("kind", k)]));
+    page.notice = (!notices.is_empty()).then(|| notices.join(" "));
+    let (range, from, to) = carry.unwrap_or_default();
+    let base = query_string(&[
+        ("kind", kind.unwrap_or("")),
+        ("range", &range),
+        ("from", &from),
+        ("to", &to),
+    ]);
     let v = pages::RecsPage {
         plan,
         outcomes,
         rows,
         rejected,
         sort: sort_state(base, &q, "order"),
+        range,
+        ranges: ranges(),
+        from,
+        to,
+        kind: kind.unwrap_or_default().to_owned(),
+        kinds: kinds.iter().map(|k| (*k).to_owned()).collect(),
     };
     page_or_table(
         asked,
@@ -99,11 +129,42 @@ pub async fn recommendations(
     )
 }
 
+/// The analysis whose plan the page shows: the one made from the picked range (and what its
+/// links carry), else the scheduled one; a range that cannot be read adds its notice.
+async fn plan_of(
+    state: &DashboardState,
+    rq: &RecQuery,
+    newest: &Option<Arc<Analysis>>,
+    notices: &mut Vec<String>,
+) -> Result<(Option<Arc<Analysis>>, Option<(String, String, String)>), PageError> {
+    Ok(match picked_range(state, &rq.range, &rq.from, &rq.to) {
+        Ok(Some((from, to, carry))) => {
+            let made = state
+                .ranged
+                .analysis(&state.store, &state.analytics.thresholds, from, to)
+                .await
+                .map_err(|e| {
+                    PageError(
+                        StatusCode::SERVICE_UNAVAILABLE,
+                        format!("The plan over the range could not be made: {e}"),
+                    )
+                })?;
+            (Some(made), Some(carry))
+        }
+        Ok(None) => (newest.clone(), None),
+        Err(n) => {
+            notices.push(n.replace("the analysed window", "the scheduled plan"));
+            (newest.clone(), None)
+        }
+    })
+}
+
 /// The fleet plan as the page shows it.
 fn plan_view(a: &analytics::Analysis) -> pages::PlanView {
     let p = &a.plan;
     pages::PlanView {
         window: window(a),
+        ranged: false,
         worth: p.worth.iter().map(worth_row).collect(),
         emitted: emitted(a),
         gpus_in_use: p.gpus_in_use,

@@ -379,6 +379,42 @@ mem_gib = 10
         ))
         .await
     );
+    // The plan follows a picked range: made from that range's demand and said so, its links
+    // keeping the range; the last day holds the whole history, so its plan is the scheduled
+    // one's; before the history there is nothing to plan.
+    let steps = |csv: String| csv.lines().skip(1).map(str::to_owned).collect::<Vec<_>>();
+    let scheduled = steps(csv("/recommendations?format=csv").await);
+    assert!(!scheduled.is_empty(), "the idler's reclaim at least");
+    assert_eq!(
+        steps(csv("/recommendations?range=24h&format=csv").await),
+        scheduled
+    );
+    let (code, _, html) = send(&state, get("/recommendations?range=24h", None)).await;
+    assert_eq!(code, StatusCode::OK);
+    assert!(
+        html.contains("Made on request from the recorded demand of"),
+        "{html}"
+    );
+    assert!(html.contains("range=24h&amp;sort="), "{html}");
+    assert!(
+        html.contains("/recommendations?range=24h&amp;format=csv&amp;table=pools"),
+        "{html}"
+    );
+    let (_, _, html) = send(
+        &state,
+        get(
+            &format!("/recommendations?from={}&to={}", before(30), before(20)),
+            None,
+        ),
+    )
+    .await;
+    assert!(html.contains("this plan has no step"), "{html}");
+    let (_, _, html) = send(&state, get("/recommendations?range=1y", None)).await;
+    assert!(
+        html.contains("Unknown range") && html.contains("Showing the scheduled plan"),
+        "{html}"
+    );
+    assert!(html.contains("Made by the scheduled analysis"), "{html}");
     // The overview's charts take the custom range too; one that cannot be read is said.
     let (code, _, html) = send(
         &state,

@@ -39,29 +39,6 @@ pub struct FindingFilters {
     pub currency: String,
 }
 
-/// A filter's drop-down: "any", then each option (shown through `show`; the value is sent).
-fn select(
-    id: &'static str,
-    label: &'static str,
-    value: &str,
-    options: &[String],
-    show: fn(&str) -> String,
-) -> impl IntoView {
-    let opts = std::iter::once(String::new())
-        .chain(options.iter().filter(|o| !o.is_empty()).cloned())
-        .map(|o| {
-            let selected = o == value;
-            let shown = if o.is_empty() {
-                "any".to_owned()
-            } else {
-                show(&o)
-            };
-            view! { <option value=o selected=selected>{shown}</option> }
-        })
-        .collect_view();
-    view! { <label for=id>{label}<select id=id name=id>{opts}</select></label> }
-}
-
 pub fn findings(frame: Frame, f: FindingFilters, rows: Vec<FindingRow>, sort: Sort) -> String {
     document(frame, Nav::Findings, move || {
         let count: usize = rows.iter().map(|r| 1 + r.also.len()).sum();

@@ -141,6 +141,29 @@ fn th(label: &'static str, key: &'static str, s: &Sort, numeric: bool) -> impl I
     }
 }
 
+/// A filter's drop-down: "any", then each option (shown through `show`; the value is sent).
+fn select(
+    id: &'static str,
+    label: &'static str,
+    value: &str,
+    options: &[String],
+    show: fn(&str) -> String,
+) -> impl IntoView {
+    let opts = std::iter::once(String::new())
+        .chain(options.iter().filter(|o| !o.is_empty()).cloned())
+        .map(|o| {
+            let selected = o == value;
+            let shown = if o.is_empty() {
+                "any".to_owned()
+            } else {
+                show(&o)
+            };
+            view! { <option value=o selected=selected>{shown}</option> }
+        })
+        .collect_view();
+    view! { <label for=id>{label}<select id=id name=id>{opts}</select></label> }
+}
+
 /// The time-range selector of pages with charts.
 fn range_select(ranges: &[String], current: &str) -> impl IntoView + use<> {
     let options = ranges

@@ -11,6 +11,9 @@ pub struct RecRow {
     pub gpus_freed: f64,
     pub confidence: f64,
     pub summary: String,
+    /// Whether the step has a page: it is in the scheduled plan (a plan made from a picked
+    /// range may have steps the scheduled one does not).
+    pub linked: bool,
 }
 
 /// The fleet plan's totals and its pools, for the recommendations page.
@@ -18,6 +21,8 @@ pub struct RecRow {
 pub struct PlanView {
     /// The analysed window the plan was made from, in words.
     pub window: String,
+    /// Made on request from a range the reader picked, not by the scheduled analysis.
+    pub ranged: bool,
     pub gpus_in_use: usize,
     pub gpus_freed: usize,
     pub nodes_in_use: usize,
@@ -67,7 +72,7 @@ pub struct PlanPoolRow {
     pub has: Vec<String>,
 }
 
-fn plan_section(p: PlanView) -> impl IntoView {
+fn plan_section(p: PlanView, here: &str) -> impl IntoView {
     let headline = format!(
         "Frees {} of {} in use and empties {} of {}: {} a month.",
         p.gpus_freed,
@@ -99,7 +104,7 @@ fn plan_section(p: PlanView) -> impl IntoView {
             }
         ),
     };
-    let worth = worth_section(&p);
+    let worth = worth_section(&p, here);
     let currency = p.currency.clone();
     let rows = p
         .pools
@@ -124,7 +129,11 @@ fn plan_section(p: PlanView) -> impl IntoView {
             <h2 id="h-plan">"Fleet plan"</h2>
             <p><b>{headline}</b>" "{format!("{} below, in the order they can be carried out: a step comes after the steps it requires (approving it approves their label changes with it; a reclaim or a move is done by people first). Every freed GPU is counted by one step.", model::figures::count(p.steps as f64, "step", "steps"))}</p>
             <p class="note">{bound}</p>
-            <p class="note">{format!("Made by the scheduled analysis of {} from that window's recorded demand; the plan takes no range (the tenants', teams' and findings' pages do).", p.window)}</p>
+            <p class="note">{if p.ranged {
+                format!("Made on request from the recorded demand of {}, as the scheduled analysis makes its plan from its window. A step links to its page where the scheduled plan has it too; approving is done there.", p.window)
+            } else {
+                format!("Made by the scheduled analysis of {} from that window's recorded demand; pick a range to make it from other days.", p.window)
+            }}</p>
             {held.map(|h| view! { <p class="note warn">{h}</p> })}
             <div class="scroll"><table>
                 <caption>"By pool (one GPU model in one cluster)"</caption>
@@ -135,7 +144,7 @@ fn plan_section(p: PlanView) -> impl IntoView {
                 </tr></thead>
                 <tbody>{rows}</tbody>
             </table></div>
-            {table_note(LIST, "pools")}
+            {table_note(here, "pools")}
             {worth}
         </section>
     }
@@ -143,7 +152,7 @@ fn plan_section(p: PlanView) -> impl IntoView {
 
 /// What enabling each per-GPU sharing mechanism would free beyond the plan, with the claims a
 /// pinned plan asks for.
-fn worth_section(p: &PlanView) -> Option<impl IntoView + use<>> {
+fn worth_section(p: &PlanView, here: &str) -> Option<impl IntoView + use<>> {
     if p.worth.is_empty() {
         return None;
     }
@@ -192,7 +201,7 @@ fn worth_section(p: &PlanView) -> Option<impl IntoView + use<>> {
             </tr></thead>
             <tbody>{rows}</tbody>
         </table></div>
-        {table_note(LIST, "mechanisms")}
+        {table_note(here, "mechanisms")}
         {claims}
     })
 }
@@ -214,19 +223,40 @@ pub struct RecsPage {
     pub outcomes: Vec<OutcomeView>,
     pub rows: Vec<RecRow>,
     pub rejected: Vec<RejectedRow>,
+    /// Its order, and in `base` its kind and range, which every link keeps.
     pub sort: Sort,
+    /// The range the plan is made from (`24h`, `7d`, `30d`; empty for the scheduled plan or a
+    /// custom one), and a custom from/to as typed.
+    pub range: String,
+    pub ranges: Vec<String>,
+    pub from: String,
+    pub to: String,
+    /// The kind of step shown (empty: all) and the kinds there are.
+    pub kind: String,
+    pub kinds: Vec<String>,
 }
 
 /// The recommendations page's path, which its tables' download links extend.
 const LIST: &str = "/recommendations";
 
 pub fn recommendations(frame: Frame, v: RecsPage) -> String {
+    let here = if v.sort.base.is_empty() {
+        LIST.to_owned()
+    } else {
+        format!("{LIST}?{}", v.sort.base)
+    };
     let RecsPage {
         plan,
         outcomes,
         rows,
         rejected: rejected_rows,
         sort,
+        range,
+        ranges,
+        from,
+        to,
+        kind,
+        kinds,
     } = v;
     document(frame, Nav::Recommendations, move || {
         let count = rows.len();
@@ -268,7 +298,7 @@ pub fn recommendations(frame: Frame, v: RecsPage) -> String {
                     <thead><tr><th scope="col" class="key">"Kind"</th><th scope="col">"Node"</th><th scope="col">"Tenants"</th><th scope="col">"Why not"</th></tr></thead>
                     <tbody>{body}</tbody>
                 </table></div>
-                {table_note(LIST, "rejected")}
+                {table_note(&here, "rejected")}
             }
         });
         let body = rows
@@ -276,7 +306,11 @@ pub fn recommendations(frame: Frame, v: RecsPage) -> String {
             .map(|r| {
                 view! {
                     <tr>
-                        <td><a href=format!("/recommendations/{}", enc(&r.id))>{r.summary}</a></td>
+                        <td>{if r.linked {
+                            view! { <a href=format!("{LIST}/{}", enc(&r.id))>{r.summary}</a> }.into_any()
+                        } else {
+                            view! { {r.summary}<br/><small>"not in the scheduled plan"</small> }.into_any()
+                        }}</td>
                         <td class="n">{format!("{:.0}", r.gpus_freed)}</td>
                         <td>{format::kind(&r.kind)}</td>
                         <td><a href=format!("/nodes/{}", enc(&r.node))>{r.node.clone()}</a></td>
@@ -288,7 +322,14 @@ pub fn recommendations(frame: Frame, v: RecsPage) -> String {
             .collect_view();
         view! {
             <h1>"Recommendations"</h1>
-            {plan.map(plan_section)}
+            <form class="filters" method="get" action=LIST>
+                {select("kind", "Kind", &kind, &kinds, format::kind)}
+                {range_or_window(&ranges, &range)}
+                <label for="from">"From (UTC)"<input id="from" name="from" type="datetime-local" value=from.clone()/></label>
+                <label for="to">"To (UTC, empty: now)"<input id="to" name="to" type="datetime-local" value=to.clone()/></label>
+                <button type="submit">"Show"</button>
+            </form>
+            {plan.map(|p| plan_section(p, &here))}
             {(!outcomes.is_empty()).then(|| outcomes_section(outcomes))}
             <div class="scroll"><table>
                 <caption>{format!("{what}, each replayed against the recorded demand; {} turned down by the replay.", model::figures::count(rejected as f64, "proposal", "proposals"))}</caption>
@@ -297,7 +338,7 @@ pub fn recommendations(frame: Frame, v: RecsPage) -> String {
                     {th("Kind", "kind", &sort, false)}{th("Node", "node", &sort, false)}{th("Team", "team", &sort, false)}
                     {th("Confidence", "confidence", &sort, true)}
                 </tr></thead>
-                <tbody>{if count == 0 { none_row(6, "the newest analysis has no step: nothing to reclaim, share or consolidate that its replay accepts") } else { body.into_any() }}</tbody>
+                <tbody>{if count == 0 { none_row(6, "this plan has no step: nothing to reclaim, share or consolidate that its replay accepts") } else { body.into_any() }}</tbody>
                 {(count > 0).then(|| view! {
                     <tfoot><tr><th scope="row">"Total of the steps shown"</th><td class="n">{format!("{freed:.0}")}</td><td></td><td></td><td></td><td></td></tr></tfoot>
                 })}
