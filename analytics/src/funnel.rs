@@ -258,14 +258,9 @@ pub fn funnel(input: &Input, holdings: &[Holding], cfg: &Config) -> PolarsResult
     })
 }
 
-/// One row per holding (a tenant on a GPU), its hours summed.
-fn tenant_rows<'a>(
-    input: &'a Input,
-    holdings: &'a [Holding],
-    cfg: &Config,
-    model_of: &dyn Fn(&str) -> &'a str,
-) -> PolarsResult<DataFrame> {
-    let team: HashMap<(&str, &str), &str> = input
+/// Each tenant's team by (cluster, tenant key); a tenant without one is in [`NO_TEAM`].
+fn teams_of(input: &Input) -> HashMap<(&str, &str), &str> {
+    input
         .tenants
         .iter()
         .map(|t| {
@@ -274,7 +269,50 @@ fn tenant_rows<'a>(
                 t.team.as_deref().unwrap_or(NO_TEAM),
             )
         })
-        .collect();
+        .collect()
+}
+
+/// One team's use hour by hour: (hour start, allocated GPU-hours, effective GPU-hours), as the
+/// funnel counts them (each tenant-hour's effective at most its allocation).
+pub type TeamHours = Vec<(i64, f64, f64)>;
+
+/// Every team's [`TeamHours`], the hours in time order: the funnel's team lines spread over
+/// the hours they were spent, for a team's trend.
+pub fn team_hours(
+    input: &Input,
+    holdings: &[Holding],
+) -> std::collections::BTreeMap<String, TeamHours> {
+    let team = teams_of(input);
+    let mut by: HashMap<&str, std::collections::BTreeMap<i64, (f64, f64)>> = HashMap::new();
+    for h in holdings {
+        let t = team
+            .get(&(h.cluster.as_str(), h.tenant.as_str()))
+            .copied()
+            .unwrap_or(NO_TEAM);
+        let hours = by.entry(t).or_default();
+        for (hour, a) in &h.rows {
+            let r = RowHours::of(a);
+            let cell = hours.entry(*hour).or_default();
+            cell.0 += r.allocated;
+            cell.1 += r.effective;
+        }
+    }
+    by.into_iter()
+        .map(|(t, hours)| {
+            let series = hours.into_iter().map(|(h, (a, e))| (h, a, e)).collect();
+            (t.to_owned(), series)
+        })
+        .collect()
+}
+
+/// One row per holding (a tenant on a GPU), its hours summed.
+fn tenant_rows<'a>(
+    input: &'a Input,
+    holdings: &'a [Holding],
+    cfg: &Config,
+    model_of: &dyn Fn(&str) -> &'a str,
+) -> PolarsResult<DataFrame> {
+    let team = teams_of(input);
     // One row per holding, its hours summed: every grouping key is the holding's, so the
     // group sums are the same, and the frame is a holding's size, not a tenant-hour's (two
     // million rows a week at 10,000 GPUs).

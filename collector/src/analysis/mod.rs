@@ -25,7 +25,7 @@ use crate::shared::Shared;
 pub use api::routes;
 pub use metrics::AnalysisMetrics;
 use metrics::PassOutcome;
-pub use ranged::Ranged;
+pub use ranged::{RangeUse, Ranged};
 
 /// What the analysis handlers need.
 #[derive(Debug, Clone)]

@@ -1,7 +1,7 @@
-//! What a reader computes over a range they pick: the funnel (the tenants' and teams' pages
-//! over the last 24 hours, 30 days or a custom from/to read the hour rollups the scheduled
-//! analysis reads, through the same holdings and funnel, without interference pairs, findings
-//! or a plan) and a whole analysis (the recommendations page's plan made from the range's
+//! What a reader computes over a range they pick: the funnel and each team's hours (the
+//! tenants' and teams' lists and pages over the last 24 hours, 30 days or a custom from/to
+//! read the hour rollups the scheduled analysis reads, through the same holdings and funnel,
+//! without interference pairs, findings or a plan) and a whole analysis (the recommendations page's plan made from the range's
 //! recorded demand, as the scheduled analysis makes it from its window). The work a request
 //! can cause is bounded: one range of each is computed at a time (others wait for it), the
 //! newest of each is kept for five minutes, and a range is at most the hour rollups'
@@ -11,6 +11,9 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use std::collections::BTreeMap;
+
+use analytics::funnel::TeamHours;
 use analytics::{Analysis, Funnel};
 use model::rollup::{HOUR_MS, bucket_of};
 use store::{Scope, Store};
@@ -24,8 +27,15 @@ const FRESH: Duration = Duration::from_secs(300);
 /// at a time.
 #[derive(Debug, Default)]
 pub struct Ranged {
-    funnel: Slot<Funnel>,
+    usage: Slot<RangeUse>,
     analysis: Slot<Analysis>,
+}
+
+/// What was held and used over a range: its funnel, and each team's hours for its trend.
+#[derive(Debug)]
+pub struct RangeUse {
+    pub funnel: Funnel,
+    pub team_hours: BTreeMap<String, TeamHours>,
 }
 
 /// One kept result and its gate.
@@ -82,18 +92,18 @@ fn hours(from: i64, to: i64) -> (i64, i64) {
 }
 
 impl Ranged {
-    /// The funnel over [from, to), widened to whole hours.
-    pub async fn funnel(
+    /// The funnel and team hours over [from, to), widened to whole hours.
+    pub async fn usage(
         &self,
         store: &Store,
         cfg: &analytics::Config,
         from: i64,
         to: i64,
-    ) -> anyhow::Result<Arc<Funnel>> {
+    ) -> anyhow::Result<Arc<RangeUse>> {
         let range = hours(from, to);
         let end = to.max(range.0 + 1);
-        self.funnel
-            .get(range, compute_funnel(store, cfg, range.0, end))
+        self.usage
+            .get(range, compute_usage(store, cfg, range.0, end))
             .await
     }
 
@@ -116,23 +126,25 @@ impl Ranged {
     }
 }
 
-/// Reads the fleet's inventory and hour rollups of [from, to) and makes its funnel, off the
-/// async runtime.
-async fn compute_funnel(
+/// Reads the fleet's inventory and hour rollups of [from, to) and makes its funnel and team
+/// hours, off the async runtime.
+async fn compute_usage(
     store: &Store,
     cfg: &analytics::Config,
     from: i64,
     to: i64,
-) -> anyhow::Result<Funnel> {
+) -> anyhow::Result<RangeUse> {
     let mut input = load_frame(store, Span::closed(from, to), &mut LoadStats::default()).await?;
     (input.gpu_hours, input.tenant_hours) = store
         .hour_series(Scope::Fleet, input.from_ms, input.to_ms)
         .await?;
     let cfg = cfg.clone();
-    let funnel = tokio::task::spawn_blocking(move || {
+    tokio::task::spawn_blocking(move || {
         let holdings = analytics::holdings::holdings(&input);
-        analytics::funnel::funnel(&input, &holdings, &cfg)
+        Ok(RangeUse {
+            funnel: analytics::funnel::funnel(&input, &holdings, &cfg)?,
+            team_hours: analytics::funnel::team_hours(&input, &holdings),
+        })
     })
-    .await??;
-    Ok(funnel)
+    .await?
 }

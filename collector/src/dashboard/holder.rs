@@ -6,6 +6,7 @@
 use super::page::*;
 use super::recommendations::names_in;
 use super::series::{mean_series, shown};
+use crate::analysis::RangeUse;
 
 /// A funnel line's numbers, as the page lists them; none where the window has no line.
 fn numbers(r: Option<&analytics::FunnelRow>, currency: &str) -> Vec<(String, String)> {
@@ -101,23 +102,110 @@ fn words(hows: &BTreeSet<&str>) -> String {
     hows.iter().copied().collect::<Vec<_>>().join(", ")
 }
 
+/// A tenant's or team's page's query: the range it covers (as on the tenants' page: `24h`,
+/// `7d`, `30d` or a custom from/to; absent: the scheduled analysis' window) and a download.
+#[derive(Debug, Deserialize)]
+pub struct HolderQuery {
+    pub range: Option<String>,
+    pub from: Option<String>,
+    pub to: Option<String>,
+    pub format: Option<String>,
+    pub table: Option<String>,
+}
+
+/// The span a tenant's or team's page covers: a picked range, its use read through the
+/// ranged funnel, else the analysis' window (its use read only where `always`, for a team's
+/// hours); what its links carry, and the notice of a range that cannot be read.
+struct Over {
+    from: i64,
+    to: i64,
+    picked: bool,
+    usage: Option<Arc<RangeUse>>,
+    query: String,
+    notice: Option<String>,
+}
+
+impl Over {
+    async fn read(
+        state: &DashboardState,
+        a: &Analysis,
+        q: &HolderQuery,
+        always: bool,
+    ) -> Result<Over, PageError> {
+        let (chosen, notice) = match picked_range(state, &q.range, &q.from, &q.to) {
+            Ok(c) => (c, None),
+            Err(n) => (None, Some(n)),
+        };
+        let picked = chosen.is_some();
+        let (from, to, (range, f, t)) = chosen.unwrap_or((a.from_ms, a.to_ms, Default::default()));
+        let usage = if picked || always {
+            Some(
+                state
+                    .ranged
+                    .usage(&state.store, &state.analytics.thresholds, from, to)
+                    .await
+                    .map_err(|e| {
+                        PageError(
+                            StatusCode::SERVICE_UNAVAILABLE,
+                            format!("The range could not be read: {e}"),
+                        )
+                    })?,
+            )
+        } else {
+            None
+        };
+        let query = query_string(&[("range", &range), ("from", &f), ("to", &t)]);
+        Ok(Over {
+            from,
+            to,
+            picked,
+            usage,
+            query,
+            notice,
+        })
+    }
+
+    /// The funnel the page's numbers come from.
+    fn funnel<'a>(&'a self, a: &'a Analysis) -> &'a analytics::Funnel {
+        match (&self.usage, self.picked) {
+            (Some(u), true) => &u.funnel,
+            _ => &a.funnel,
+        }
+    }
+
+    fn words(&self) -> String {
+        format!("{} to {} UTC", time(self.from), time(self.to))
+    }
+
+    /// The page's path with the range it shows.
+    fn path(&self, base: String) -> String {
+        if self.query.is_empty() {
+            base
+        } else {
+            format!("{base}?{}", self.query)
+        }
+    }
+}
+
 pub async fn tenant(
     State(state): State<DashboardState>,
     caller: Caller,
     Path(key): Path<String>,
-    Query(q): Query<FormatQuery>,
+    Query(q): Query<HolderQuery>,
 ) -> PageOrCsv {
     let a = analysis_or_wait(&state).await?;
     let tenants = state.store.tenants().await?;
     let team_of = team_map(&tenants);
     let team = team_of.get(key.as_str()).copied();
-    let row = a.funnel.by_tenant.iter().find(|r| r.key == key);
+    let known = a.funnel.by_tenant.iter().any(|r| r.key == key);
     let meta = tenants.iter().find(|t| t.key() == key);
-    if !caller.sees_team(team) || (row.is_none() && meta.is_none()) {
+    if !caller.sees_team(team) || (!known && meta.is_none()) {
         return Err(not_found(format!(
             "no tenant {key:?} in the newest analysis"
         )));
     }
+    let over = Over::read(&state, &a, &q, false).await?;
+    let row = over.funnel(&a).by_tenant.iter().find(|r| r.key == key);
     let name = meta.map_or_else(|| name_of(&a, &key), |t| t.display_name());
     let cluster = meta
         .map(|t| t.cluster.clone())
@@ -125,10 +213,10 @@ pub async fn tenant(
     let chart = Chart {
         title: format!("{name}: allocated against effective use"),
         unit: "% of a GPU, the mean over the GPUs it holds".into(),
-        from_ms: a.from_ms,
-        to_ms: a.to_ms,
-        lines: tenant_lines(&state, cluster.as_deref(), &key, a.from_ms, a.to_ms).await,
-        empty_note: "No allocation of this tenant is recorded in the analysed window.".into(),
+        from_ms: over.from,
+        to_ms: over.to,
+        lines: tenant_lines(&state, cluster.as_deref(), &key, over.from, over.to).await,
+        empty_note: "No allocation of this tenant is recorded in the range.".into(),
         ..Chart::default()
     };
     let v = pages::HolderView {
@@ -137,7 +225,8 @@ pub async fn tenant(
             .map(|t| t.tenant.kind.as_str().replace('_', " "))
             .unwrap_or_else(|| "tenant".into()),
         team: team.map(str::to_owned),
-        window: window(&a),
+        window: over.words(),
+        picked: over.picked,
         numbers: numbers(row, &a.funnel.currency),
         chart: Some(chart),
         findings: a
@@ -152,13 +241,22 @@ pub async fn tenant(
             (!hows.is_empty()).then(|| words(&hows))
         }),
         reclaim: cases(&state, |c| c.tenant == key).await?,
-        path: format!("/tenants/{}", web::format::enc(&key)),
+        path: over.path(format!("/tenants/{}", web::format::enc(&key))),
+        range: q.range.clone().filter(|_| over.picked).unwrap_or_default(),
+        ranges: ranges(),
+        from: q.from.clone().filter(|_| over.picked).unwrap_or_default(),
+        to: q.to.clone().filter(|_| over.picked).unwrap_or_default(),
         ..pages::HolderView::default()
     };
-    let f = frame(&state, &caller, name);
-    page_or_table(q.asked(), "tenant", v, pages::holder_tables, |v| {
-        pages::holder(f, v)
-    })
+    let mut f = frame(&state, &caller, name);
+    f.notice = over.notice;
+    page_or_table(
+        (q.format.as_deref(), q.table.as_deref()),
+        "tenant",
+        v,
+        pages::holder_tables,
+        |v| pages::holder(f, v),
+    )
 }
 
 /// The tenant's allocated share and effective use over the window, as % of a GPU (hourly).
@@ -194,25 +292,28 @@ pub async fn team(
     State(state): State<DashboardState>,
     caller: Caller,
     Path(team): Path<String>,
-    Query(q): Query<FormatQuery>,
+    Query(q): Query<HolderQuery>,
 ) -> PageOrCsv {
     let a = analysis_or_wait(&state).await?;
     let tenants = state.store.tenants().await?;
     let team_of = team_map(&tenants);
-    let row = a.funnel.by_team.iter().find(|r| r.key == team);
-    let known = row.is_some() || tenants.iter().any(|t| t.team.as_deref() == Some(&team));
+    let known = a.funnel.by_team.iter().any(|r| r.key == team)
+        || tenants.iter().any(|t| t.team.as_deref() == Some(&team));
     if !caller.sees_team(Some(&team)) || !known {
         return Err(not_found(format!(
             "no team {team:?} in the newest analysis"
         )));
     }
+    let over = Over::read(&state, &a, &q, true).await?;
+    let funnel = over.funnel(&a);
+    let row = funnel.by_team.iter().find(|r| r.key == team);
     // Its tenants: those the store knows in the team, with their funnel lines where the
     // window has them.
     let members: Vec<&store::TenantRecord> = tenants
         .iter()
         .filter(|t| t.team.as_deref() == Some(&team))
         .collect();
-    let line = |k: &str| a.funnel.by_tenant.iter().find(|r| r.key == k);
+    let line = |k: &str| funnel.by_tenant.iter().find(|r| r.key == k);
     let mut listed: Vec<(String, String, f64, String)> = members
         .iter()
         .map(|t| {
@@ -242,8 +343,10 @@ pub async fn team(
     let v = pages::HolderView {
         name: team.clone(),
         what: "team".into(),
-        window: window(&a),
+        window: over.words(),
+        picked: over.picked,
         numbers: numbers(row, &a.funnel.currency),
+        chart: Some(team_chart(&team, &over)),
         findings,
         steps: steps(&a, |r| {
             let hit: Vec<BTreeSet<&str>> = members
@@ -257,11 +360,44 @@ pub async fn team(
         waiting,
         members: listed,
         reclaim: cases(&state, |c| c.team == team).await?,
-        path: format!("/teams/{}", web::format::enc(&team)),
+        path: over.path(format!("/teams/{}", web::format::enc(&team))),
+        range: q.range.clone().filter(|_| over.picked).unwrap_or_default(),
+        ranges: ranges(),
+        from: q.from.clone().filter(|_| over.picked).unwrap_or_default(),
+        to: q.to.clone().filter(|_| over.picked).unwrap_or_default(),
         ..pages::HolderView::default()
     };
-    let f = frame(&state, &caller, format!("Team {team}"));
-    page_or_table(q.asked(), "team", v, pages::holder_tables, |v| {
-        pages::holder(f, v)
-    })
+    let mut f = frame(&state, &caller, format!("Team {team}"));
+    f.notice = over.notice;
+    page_or_table(
+        (q.format.as_deref(), q.table.as_deref()),
+        "team",
+        v,
+        pages::holder_tables,
+        |v| pages::holder(f, v),
+    )
+}
+
+/// A team's allocated and effective GPUs hour by hour over the page's span: the funnel's team
+/// line spread over the hours it was spent.
+fn team_chart(team: &str, over: &Over) -> Chart {
+    let hours = over
+        .usage
+        .as_ref()
+        .and_then(|u| u.team_hours.get(team))
+        .map(Vec::as_slice)
+        .unwrap_or_default();
+    let line = |name: &str, pick: fn(&(i64, f64, f64)) -> f64| Line {
+        name: name.into(),
+        points: hours.iter().map(|h| (h.0, Some(pick(h)))).collect(),
+    };
+    Chart {
+        title: format!("{team}: allocated against effective use"),
+        unit: "GPUs (GPU-hours in each hour)".into(),
+        from_ms: over.from,
+        to_ms: over.to,
+        lines: vec![line("allocated", |h| h.1), line("effective use", |h| h.2)],
+        empty_note: "No allocation of this team is recorded in the range.".into(),
+        ..Chart::default()
+    }
 }

@@ -32,7 +32,7 @@ async fn usage(state: DashboardState, caller: Caller, q: UseQuery, teams: bool) 
         Some((from, to, _)) => {
             ranged = state
                 .ranged
-                .funnel(&state.store, &state.analytics.thresholds, from, to)
+                .usage(&state.store, &state.analytics.thresholds, from, to)
                 .await
                 .map_err(|e| {
                     PageError(
@@ -40,7 +40,7 @@ async fn usage(state: DashboardState, caller: Caller, q: UseQuery, teams: bool) 
                         format!("The range could not be read: {e}"),
                     )
                 })?;
-            &ranged
+            &ranged.funnel
         }
         None => &a.funnel,
     };

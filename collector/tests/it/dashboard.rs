@@ -379,6 +379,41 @@ mem_gib = 10
         ))
         .await
     );
+    // A tenant's and a team's page follow a picked range too: two hours of the trainer's
+    // two GPUs are 4 GPU-hours; the team's chart draws its hours.
+    let (_, _, list) = send(&state, get("/tenants?q=trainer", None)).await;
+    let key = list
+        .split("href=\"/tenants/")
+        .nth(1)
+        .and_then(|h| h.split('"').next())
+        .expect("the trainer's page link")
+        .to_owned();
+    let numbers = |uri: String| {
+        let state = state.clone();
+        async move { send(&state, get(&uri, None)).await.2 }
+    };
+    let whole = numbers(format!("/tenants/{key}?format=csv&table=numbers")).await;
+    assert!(whole.contains("allocated GPU-hours,24"), "{whole}");
+    let part = numbers(format!(
+        "/tenants/{key}?from={from}&to={to}&format=csv&table=numbers"
+    ))
+    .await;
+    assert!(part.contains("allocated GPU-hours,4"), "{part}");
+    let html = numbers(format!("/tenants/{key}?from={from}&to={to}")).await;
+    assert!(html.contains("cover the selected range"), "{html}");
+    assert!(html.contains("format=csv&amp;table=numbers"), "{html}");
+    let html = numbers(format!("/tenants/{key}?range=1y")).await;
+    assert!(html.contains("Unknown range"), "{html}");
+    let (_, _, list) = send(&state, get("/teams", None)).await;
+    let team = list
+        .split("href=\"/teams/")
+        .nth(1)
+        .and_then(|h| h.split('"').next())
+        .expect("a team's page link")
+        .to_owned();
+    let html = numbers(format!("/teams/{team}")).await;
+    assert!(html.contains(": allocated against effective use"), "{html}");
+    assert!(!html.contains("No allocation of this team"), "{html}");
     // The plan follows a picked range: made from that range's demand and said so, its links
     // keeping the range; the last day holds the whole history, so its plan is the scheduled
     // one's; before the history there is nothing to plan.

@@ -27,8 +27,16 @@ pub struct HolderView {
     pub members: Vec<(String, String, f64, String)>,
     /// Its reclaim cases, newest first, in words.
     pub reclaim: Vec<String>,
-    /// The page's own path (`/tenants/…`, `/teams/…`), which its tables' downloads extend.
+    /// The page's own path (`/tenants/…`, `/teams/…`) with its range, which its tables'
+    /// downloads extend.
     pub path: String,
+    /// Whether `window` is a range the reader picked (else the scheduled analysis' window),
+    /// and the range as picked: `24h`, `7d`, `30d`, or a custom from/to as typed.
+    pub picked: bool,
+    pub range: String,
+    pub ranges: Vec<String>,
+    pub from: String,
+    pub to: String,
 }
 
 pub fn holder(frame: Frame, v: HolderView) -> String {
@@ -100,6 +108,17 @@ pub fn holder(frame: Frame, v: HolderView) -> String {
         view! {
             <h1>{v.name.clone()}</h1>
             <p class="meta">{v.what.clone()}{team}{format!(" · over {}", v.window)}</p>
+            <form class="filters" method="get" action=v.path.split('?').next().unwrap_or_default().to_owned()>
+                {range_or_window(&v.ranges, &v.range)}
+                <label for="from">"From (UTC)"<input id="from" name="from" type="datetime-local" value=v.from.clone()/></label>
+                <label for="to">"To (UTC, empty: now)"<input id="to" name="to" type="datetime-local" value=v.to.clone()/></label>
+                <button type="submit">"Show"</button>
+                <span class="note">{if v.picked {
+                    "The numbers, the chart and its tenants' waste cover the selected range; findings and steps are the scheduled analysis'."
+                } else {
+                    "Everything here comes from the scheduled analysis' window; pick a range for the numbers and the chart over other days."
+                }}</span>
+            </form>
             {numbers}
             {table_note(&v.path, "numbers")}
             {v.chart.as_ref().map(|c| raw(chart::svg(c)))}
