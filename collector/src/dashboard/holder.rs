@@ -378,8 +378,8 @@ pub async fn team(
     )
 }
 
-/// A team's allocated and effective GPUs hour by hour over the page's span: the funnel's team
-/// line spread over the hours it was spent.
+/// A team's allocated and effective GPUs hour by hour over the page's span (its whole hours):
+/// the funnel's team line spread over the hours it was spent.
 fn team_chart(team: &str, over: &Over) -> Chart {
     let hours = over
         .usage
@@ -387,9 +387,11 @@ fn team_chart(team: &str, over: &Over) -> Chart {
         .and_then(|u| u.team_hours.get(team))
         .map(Vec::as_slice)
         .unwrap_or_default();
+    // The hour still running would read as a drop: only whole hours are drawn.
+    let whole = |h: &&(i64, f64, f64)| h.0 + model::rollup::HOUR_MS <= over.to;
     let line = |name: &str, pick: fn(&(i64, f64, f64)) -> f64| Line {
         name: name.into(),
-        points: hours.iter().map(|h| (h.0, Some(pick(h)))).collect(),
+        points: hours.iter().filter(whole).map(|h| (h.0, Some(pick(h)))).collect(),
     };
     Chart {
         title: format!("{team}: allocated against effective use"),
