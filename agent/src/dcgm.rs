@@ -210,7 +210,7 @@ mod tests {
     const SAMPLE: &str = include_str!("../tests/fixtures/dcgm/a100-mig-sample.prom");
     const UUID: &str = "GPU-34319582-d595-d1c7-d1d2-179bcfa61660";
 
-    /// Issue 72: an exporter answering without end is read no further than `MAX_SCRAPE`
+    /// An exporter answering without end is read no further than `MAX_SCRAPE`
     /// (in its 800 ms a loopback peer sends gigabytes): the scrape fails and costs little.
     #[tokio::test]
     async fn an_exporter_answering_without_end_is_cut_at_the_budget() {

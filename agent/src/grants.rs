@@ -1,5 +1,5 @@
 //! What a per-GPU sharing mechanism grants each container, read from the Kubernetes objects
-//! that record it (issue 73), so an allocation's share is what was granted rather than an
+//! that record it, so an allocation's share is what was granted rather than an
 //! equal split of the device:
 //!
 //! - **DRA consumable capacity** (`resource.k8s.io/v1`): a ResourceClaim's

@@ -1,5 +1,5 @@
 //! Reads what the node's sharing mechanisms granted from the Kubernetes API server
-//! (`--kube-api`, issue 73): the node's pods (HAMi and KAI annotations), its ResourceSlices
+//! (`--kube-api`): the node's pods (HAMi and KAI annotations), its ResourceSlices
 //! and the ResourceClaims the kubelet says its containers hold — read-only, bounded, and
 //! never on the sampling path: a failed read keeps the grants read last.
 //!

@@ -1,4 +1,4 @@
-//! What carrying out a step interrupts (issue 74): the workloads it stops, drains, moves or
+//! What carrying out a step interrupts: the workloads it stops, drains, moves or
 //! restarts, and the change each moved workload's pod spec needs — so a step says what it
 //! costs the people running on the GPUs it touches before anyone approves it.
 //!

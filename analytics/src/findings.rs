@@ -502,7 +502,7 @@ pub fn throttling(ctx: &Ctx, holdings: &[Holding]) -> Vec<Finding> {
 /// Why a GPU's hardware errors are unrecovered — the ones that make its hardware finding
 /// critical — if they are: XID 48 (DBE), 63/64 (row remapping), 74 (NVLink), 79 (fallen off
 /// the bus), 92-95 (ECC), or uncorrected ECC errors. Such a GPU is not counted as freed by
-/// the plan (issue 71): it is the hardware finding's until repaired.
+/// the plan: it is the hardware finding's until repaired.
 pub fn unrecovered(h: &crate::input::GpuHealth) -> Option<String> {
     let mut codes: Vec<i64> = h
         .xids

@@ -1,6 +1,6 @@
 //! Which step frees each GPU the plan empties (exactly one), which emptied GPUs are held for
 //! repair instead, and which serve waiting work: the accounting that makes the steps add up
-//! to what applying them frees (issue 71).
+//! to what applying them frees.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
@@ -38,7 +38,7 @@ pub fn account<'c>(
     used_after: &mut BTreeSet<&'c str>,
 ) -> Accounted<'c> {
     // A GPU with unrecovered hardware errors that the plan empties is not freed: it stays
-    // counted as in use (issue 71), and the step that empties it says so.
+    // counted as in use, and the step that empties it says so.
     let mut out = Accounted {
         repair: held_for_repair(ctx, pool, used_after),
         ..Accounted::default()
@@ -89,7 +89,7 @@ fn held_for_repair<'c>(
 /// that was not in use (an idle GPU of a node that takes tenants in) is one GPU more in use
 /// after: it cancels one GPU its node's step frees (else another step's, the step freeing the
 /// most first), so the steps add up to what applying them frees — the pool's in use minus
-/// after (issue 71: steps added up to 34 where the plan freed 24, a MIG layout "freeing 7"
+/// after (steps added up to 34 where the plan freed 24, a MIG layout "freeing 7"
 /// while filling idle GPUs of its own node).
 fn freed_by(
     pool: &PoolLayout,

@@ -330,7 +330,7 @@ mod tests {
         assert!(idle_runs(&rows, h, 7200.0).is_empty());
     }
 
-    /// Issue 22: a run that starts with a bucket and ends inside it was never emitted unless
+    /// A run that starts with a bucket and ends inside it was never emitted unless
     /// a run was open right before it — at the start of a holding or of the window, after a
     /// gap, after an active hour.
     #[test]

@@ -405,7 +405,7 @@ fn finding(
 mod tests {
     use super::*;
 
-    /// Issue 22: an NVML reading of exactly 90 % is stored as an f32 and comes back as
+    /// An NVML reading of exactly 90 % is stored as an f32 and comes back as
     /// 0.8999999761581421; it must still count as saturated at the default 0.9.
     #[test]
     fn thresholds_are_met_at_the_sensors_resolution() {

@@ -1,4 +1,4 @@
-//! The ways a cluster can share a GPU, as data (issue 73): one declaration per mechanism says
+//! The ways a cluster can share a GPU, as data: one declaration per mechanism says
 //! who chooses which tenants meet on a GPU, what is isolated, what the cluster needs and what a
 //! step emits. The per-GPU packer ([`crate::plan::pergpu`]), the bound, the plan's "what
 //! enabling each is worth", the pages and docs/analytics.md read these declarations; no

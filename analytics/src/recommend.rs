@@ -243,7 +243,7 @@ fn count_freed(
 
 /// A step credited with a GPU it empties requires the reclaims of that GPU's other tenants:
 /// in the required order it is then the last step to leave the GPU empty, the step that frees
-/// it (issue 71: a notebook's reclaim listed after the MIG step credited with its GPU).
+/// it (a notebook's reclaim listed after the MIG step credited with its GPU).
 fn credit_needs_reclaims(
     recommendations: &mut [Recommendation],
     freed_by: &BTreeMap<String, String>,
@@ -271,7 +271,7 @@ fn credit_needs_reclaims(
 }
 
 /// A step that empties a GPU with unrecovered hardware errors says it is not counted as freed
-/// (issue 71: such a GPU was priced as savings).
+/// (such a GPU was priced as savings).
 fn say_held(
     ctx: &Ctx,
     recommendations: &mut [Recommendation],
@@ -289,7 +289,7 @@ fn say_held(
 
 /// A step that serves waiting work carries it (`serves`) and says so: the GPUs it empties
 /// serve the pool's pending pods before any is counted as freed, and a MIG layout keeps the
-/// instances they wait for (issue 71).
+/// instances they wait for.
 fn say_served(ctx: &Ctx, recommendations: &mut [Recommendation], served: Vec<(String, Served)>) {
     for (id, s) in served {
         let Some(r) = recommendations.iter_mut().find(|r| r.id == id) else {
@@ -343,7 +343,7 @@ pub(crate) fn step_order(recommendations: &[Recommendation]) -> Vec<String> {
     out
 }
 
-/// A step that frees no GPU itself but that others require says which (issue 71: a reclaim
+/// A step that frees no GPU itself but that others require says which (a reclaim
 /// the MIG layout needed read as "frees no GPU by itself" and was carried out last).
 fn name_unblocked(recommendations: &mut [Recommendation], named: &HashMap<String, String>) {
     let mut needed_by: HashMap<String, Vec<String>> = HashMap::new();
@@ -411,7 +411,7 @@ fn separate(
         let Some(src) = ctx.gpu(gpu) else {
             continue;
         };
-        // Never onto a GPU the plan frees (issue 71: a separation filled a GPU the plan's
+        // Never onto a GPU the plan frees (a separation filled a GPU the plan's
         // steps empty, and applying both freed one GPU less than the plan said).
         let best = quietest_gpu(ctx, f, &here, a, src, &on, freed);
         let (vn, an) = (
@@ -535,7 +535,7 @@ fn quietest_gpu<'a>(
         ];
         let r = replay(&before, &after, 0.0, cfg.replay_tolerance);
         // Least contention after; at equal contention a GPU already in use before an idle one
-        // (issue 71: taking an idle GPU into use costs the GPU, which the step must then say).
+        // (taking an idle GPU into use costs the GPU, which the step must then say).
         let rank = |r: &Replay, idle: bool| (r.contention_hours_after, idle);
         let idle = there.is_empty();
         if r.contention_hours_after < r.contention_hours_before
@@ -605,7 +605,7 @@ mod tests {
         assert_eq!(name, "gpulens-mig-e44dc1150d6e");
     }
 
-    /// Issue 22: a mig_layout's confidence fell to 0.03 because one short-lived pod on the
+    /// A mig_layout's confidence fell to 0.03 because one short-lived pod on the
     /// node lacked data, while the tenants it moved had a day of it.
     #[test]
     fn a_plan_is_as_sure_as_the_tenants_it_moves() {

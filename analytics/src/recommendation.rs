@@ -192,11 +192,11 @@ pub struct Recommendation {
     /// reclaim, a consolidation: a person's change) must be done first.
     #[serde(default)]
     pub requires: Vec<String>,
-    /// Waiting work the step serves (issue 71): GPUs it empties that pending pods take
+    /// Waiting work the step serves: GPUs it empties that pending pods take
     /// instead of being freed, or MIG instances its layout keeps for them.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub serves: Vec<Served>,
-    /// The workloads carrying it out interrupts, and how (issue 74): drained with its node,
+    /// The workloads carrying it out interrupts, and how: drained with its node,
     /// moved, restarted or stopped, each moved one with its pod-spec change.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub interrupts: Vec<Interrupted>,
@@ -222,7 +222,7 @@ pub struct Served {
 impl Recommendation {
     /// Whether this step is one of the plan's (its frees add up to the plan's total). A
     /// separation is advice beside the plan: it frees nothing, and one that takes an idle GPU
-    /// into use says so with `gpus_freed` = −1, which no plan total counts (issue 71).
+    /// into use says so with `gpus_freed` = −1, which no plan total counts.
     pub fn in_plan(&self) -> bool {
         self.kind != RecKind::Separate
     }

@@ -1,4 +1,4 @@
-//! The order of the plan's steps (issue 71): each step's `requires`, the steps that must be
+//! The order of the plan's steps: each step's `requires`, the steps that must be
 //! carried out before it because they empty the GPUs it fills.
 
 use std::collections::{BTreeSet, HashMap};
@@ -38,7 +38,7 @@ pub fn link_requirements(
     }
     // A MIG layout or a sharing config reconfigures every GPU of its node (the workflow
     // drains it first): the steps taking that node's tenants away come first, reclaims
-    // included (issue 71: the demo's MIG step named one of the three reclaims it needed).
+    // included (the demo's MIG step named one of the three reclaims it needed).
     let node_gpus = |cluster: &str, node: &str| -> Vec<&str> {
         ctx.input
             .gpus

@@ -114,7 +114,7 @@ fn mig_now(gpus: &[&GpuRef]) -> BTreeMap<i64, Vec<(String, u32)>> {
 }
 
 /// Steps for one pool: under node-wide sharing, or — where the pool has a per-GPU mechanism
-/// that pins groups (issue 73) and a plan under it frees more — under that mechanism
+/// that pins groups and a plan under it frees more — under that mechanism
 /// ([`plan::relay`]); what every per-GPU mechanism would free is stated against the plan
 /// made.
 pub fn pool_steps(

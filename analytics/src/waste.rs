@@ -178,7 +178,7 @@ pub fn finding(ctx: &Ctx, h: &Holding, planned: Option<(&str, &Move)>) -> Findin
         team: ctx.team(&h.cluster, &h.tenant),
         pool: None,
         from_ms: h.rows.first().map_or(ctx.input.from_ms, |r| r.0),
-        // Never past the window: its newest hour is partial (issue 74.8).
+        // Never past the window: its newest hour is partial.
         to_ms: h
             .rows
             .last()

@@ -1,4 +1,4 @@
-//! Who gets an in-flight slot (issue 37): requests are put in a class before anything else
+//! Who gets an in-flight slot: requests are put in a class before anything else
 //! runs, and each class has its own share of `[server] max_in_flight`, so no class can starve
 //! another — 256 anonymous clients trickling `POST /login` bodies used to fill every slot and
 //! turn every agent's ingest and every signed-in read away.

@@ -1,4 +1,4 @@
-//! Wrong credentials, limited (issue 37). Every presented credential is checked, and one that
+//! Wrong credentials, limited. Every presented credential is checked, and one that
 //! verifies is never refused for what others did from the same address; wrong ones are
 //! counted per client address and for the whole collector:
 //! - **per address**: `FREE` wrong ones, then each further one doubles the wait (1 s, 2 s, 4 s
@@ -122,7 +122,7 @@ mod tests {
         assert_eq!(a.backing_off(ip, now + 1_000 + MAX_BACKOFF_MS), None);
     }
 
-    /// Issue 37: 2,500 guesses over 500 addresses (5 each) were all answered 401.
+    /// 2,500 guesses over 500 addresses (5 each) were all answered 401.
     #[test]
     fn guesses_spread_over_many_addresses_meet_the_global_limit() {
         let a = Attempts::default();

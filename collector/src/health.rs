@@ -107,7 +107,7 @@ async fn readyz(State(state): State<HealthState>) -> Response {
 ///
 /// The route is public (probes read it), but an error's text can name clusters, nodes and
 /// what a server outside answered: it is shown to signed-in callers, or to anyone where the
-/// collector is open to readers; otherwise it reads "sign in to see it" (issue 72).
+/// collector is open to readers; otherwise it reads "sign in to see it".
 async fn task_health(State(state): State<HealthState>, caller: Caller) -> Response {
     /// A task as `/healthz/tasks` shows it: its record and whether it is healthy.
     #[derive(serde::Serialize)]

@@ -267,7 +267,7 @@ async fn drive(health: Arc<TaskHealth>, task: Arc<dyn Task>) {
                 .set(model::time::now_ms() as f64 / 1000.0);
         }
         // An error's text may carry what a server outside answered: clipped before it is
-        // logged or kept (issue 72: slurmrestd's errors[] made 27 MB per poll).
+        // logged or kept (slurmrestd's errors[] made 27 MB per poll).
         let error = error.map(|e| ingest_client::bounded::one_line(&e, MAX_ERROR, false));
         if let Some(e) = &error {
             tracing::warn!(task = name, error = %e, "background task pass failed; the next pass runs as usual");

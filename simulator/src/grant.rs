@@ -1,4 +1,4 @@
-//! What a per-GPU sharing mechanism granted a simulated pod (issue 73), and the Kubernetes
+//! What a per-GPU sharing mechanism granted a simulated pod, and the Kubernetes
 //! objects that record it, shaped as the projects document them — so a scenario can put
 //! several pods on one whole GPU, each allocated the share it was granted, and a test can
 //! hand the objects (`crate::grant_objects`) to the agent's reader (`agent::grants`) and see

@@ -1,4 +1,4 @@
-//! The Kubernetes objects that record what a scenario's pods were granted (issue 73), as the
+//! The Kubernetes objects that record what a scenario's pods were granted, as the
 //! API server would serve them to the agent: ResourceClaims with their allocation's consumed
 //! capacity and the node's ResourceSlice (DRA), and pods annotated as HAMi's scheduler and KAI
 //! leave them (`crate::grant` says what each grant is).

@@ -1,5 +1,5 @@
 //! Tables as CSV (RFC 4180), safe to open in a spreadsheet: the weekly report's CSV and every
-//! dashboard table's download (issue 74.3) write their cells through [`field`].
+//! dashboard table's download write their cells through [`field`].
 
 /// A text cell. One that starts with `=`, `+`, `-`, `@`, a tab or a carriage return would run
 /// as a formula in a spreadsheet (names come from namespaces, accounts and nodes that tenants
@@ -54,7 +54,7 @@ mod tests {
         assert_eq!(number(Some(f64::NAN)), "");
     }
 
-    /// Issue 15: formula cells through namespace, account or node names.
+    /// Formula cells through namespace, account or node names.
     #[test]
     fn cells_that_a_spreadsheet_would_run_are_neutralised() {
         assert_eq!(

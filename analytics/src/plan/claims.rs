@@ -1,4 +1,4 @@
-//! What a pinned per-GPU plan asks of the cluster (issue 73): Kubernetes DRA ResourceClaims
+//! What a pinned per-GPU plan asks of the cluster: Kubernetes DRA ResourceClaims
 //! (`resource.k8s.io/v1`, Kubernetes ≥ 1.34) for each GPU's group, pinned to the GPU by a CEL
 //! selector on the NVIDIA DRA driver's `uuid` attribute (device class `gpu.nvidia.com`), and the
 //! pod-spec change each workload needs. A shared claim is one per group, in the group's one

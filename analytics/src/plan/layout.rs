@@ -85,7 +85,7 @@ pub struct PoolPlan {
     /// count and its money (counted in `gpus_after`) until repaired.
     #[serde(default)]
     pub held_for_repair: usize,
-    /// What each per-GPU sharing mechanism would leave in use in this pool (issue 73).
+    /// What each per-GPU sharing mechanism would leave in use in this pool.
     #[serde(default)]
     pub worth: Vec<super::worth::Worth>,
     /// The per-GPU sharing mechanisms the pool has: configured (`[analytics.mechanisms]`) or
@@ -127,7 +127,7 @@ pub enum Fit {
     Whole,
     Mig(&'static Profile),
     Share,
-    /// A GPU shared by a group the plan pins to it under a per-GPU mechanism (issue 73).
+    /// A GPU shared by a group the plan pins to it under a per-GPU mechanism.
     PerGpu(crate::mechanism::Mechanism),
 }
 
@@ -240,7 +240,7 @@ pub struct PoolLayout<'a> {
     /// Pairings replay kept apart.
     pub refused: Vec<Refusal>,
     /// The items and fixed GPUs before any retry fixed tenants no node could take under
-    /// today's mechanisms: what a per-GPU mechanism may place (issue 73).
+    /// today's mechanisms: what a per-GPU mechanism may place.
     pub sized: (Vec<Item<'a>>, BTreeSet<&'a str>),
     /// Work still waiting for this pool's GPUs when the window ends: the plan serves it first.
     pub waits: Vec<super::waiting::Wait<'a>>,

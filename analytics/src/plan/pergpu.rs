@@ -1,4 +1,4 @@
-//! Per-GPU sharing (issue 73): how many GPUs a pool's tenants need when each GPU's group is
+//! Per-GPU sharing: how many GPUs a pool's tenants need when each GPU's group is
 //! chosen one GPU at a time — pinned by the plan (DRA claims with a device selector) or placed
 //! by a scheduler within requested capacities (DRA consumable capacity, HAMi, KAI) — under
 //! gpulens' own rules: a tenant's memory request is its window maximum plus the memory

@@ -1,4 +1,4 @@
-//! A pool's plan laid out again under a per-GPU mechanism it has (issue 73): where the pool
+//! A pool's plan laid out again under a per-GPU mechanism it has: where the pool
 //! has a mechanism that pins groups of tenants to GPUs (a DRA claim with a device selector)
 //! and it frees more than node-wide sharing, the plan's placement becomes the pinned groups —
 //! each group a bin on the GPU `pergpu::place_groups` chose — so the steps, their moves,

@@ -1,5 +1,5 @@
 //! Work still waiting for GPUs when the window ends, placed in the plan before anything is
-//! counted as freed (issue 71): a layout never removes the MIG profile or the GPUs a pending
+//! counted as freed: a layout never removes the MIG profile or the GPUs a pending
 //! pod of its pool asks for, and the GPUs the plan empties serve that work first.
 //!
 //! A wait belongs to the pool it can run on: its product (`nvidia.com/gpu.product` selector)

@@ -1,4 +1,4 @@
-//! What a per-GPU sharing mechanism would give a pool, and the fleet's sum (issue 73): the
+//! What a per-GPU sharing mechanism would give a pool, and the fleet's sum: the
 //! numbers `plan::pergpu` works out, kept apart from the packers so the plan's layout can
 //! carry them.
 

@@ -477,7 +477,7 @@ impl Access {
 /// The session key: configured, or the deployment's stored random key, or random for this
 /// process. Never derived from the rest of the configuration: token names, token hashes and
 /// the scrape token's hash are meant to be shareable, and a key computed from them could be
-/// computed by anyone who reads the file (issue 37).
+/// computed by anyone who reads the file.
 fn session_key(s: &Settings, stored: Option<[u8; 32]>) -> anyhow::Result<[u8; 32]> {
     let mut h = Sha256::new();
     h.update(b"gpulens sessions v3");

@@ -316,7 +316,7 @@ fn claim_str(payload: &serde_json::Map<String, serde_json::Value>, name: &str) -
 mod tests {
     use super::*;
 
-    /// Issue 72: a name or group claim longer than 256 bytes is not taken into a session.
+    /// A name or group claim longer than 256 bytes is not taken into a session.
     #[test]
     fn claims_longer_than_256_bytes_are_not_taken() {
         let payload = serde_json::json!({
@@ -359,7 +359,7 @@ mod tests {
             "/\\evil",
             "",
             "x",
-            // Issue 37: browsers drop the tab and follow `//evil.example/x`.
+            // Browsers drop the tab and follow `//evil.example/x`.
             "/\t/evil.example/x",
             "/\n/evil.example/x",
             "/\r\nSet-Cookie: a=b",

@@ -103,7 +103,7 @@ impl Sender {
                 let detail = if v == Verdict::Delivered {
                     format!("HTTP {status}")
                 } else {
-                    // The first 300 bytes say why; the rest is never read (issue 72: an
+                    // The first 300 bytes say why; the rest is never read (an
                     // endless error body took the collector to 9 GB).
                     let text = ingest_client::bounded::prefix(resp, 300).await;
                     format!("HTTP {status}: {text}")

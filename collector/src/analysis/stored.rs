@@ -11,7 +11,7 @@
 //! collectors wrote them) hold the form still: a field renamed in the analytics changes what
 //! this writes, and the test comparing it with `format-2.json` fails — bump [`FORMAT`] and add
 //! the upgrade when the change is meant. A field *added* with a serde default (the plan's
-//! `held_for_repair` and `worth`, issues 71 and 73) reads from every older form unchanged and
+//! `held_for_repair` and `worth`) reads from every older form unchanged and
 //! is ignored by an older reader: the golden file is rewritten, the format stays.
 
 use analytics::Analysis;

@@ -1,4 +1,4 @@
-//! How a step page says what carrying the step out takes (issue 74): the workloads it
+//! How a step page says what carrying the step out takes: the workloads it
 //! interrupts with their teams, how long by the label workflow's own limits, where the
 //! generated config goes, and — where the workflow is off — the commands by hand and what
 //! turning the workflow on takes.

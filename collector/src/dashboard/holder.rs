@@ -1,4 +1,4 @@
-//! `/tenants/{key}` and `/teams/{team}` (issue 74.4): one tenant's or team's page — its
+//! `/tenants/{key}` and `/teams/{team}`: one tenant's or team's page — its
 //! numbers over the analysed window, its findings, the steps of the plan that move or
 //! interrupt it, the demand it leaves waiting and, for a team, its tenants. A team-scoped
 //! caller gets a 404 for what is not theirs, as for anything unknown.
@@ -391,7 +391,11 @@ fn team_chart(team: &str, over: &Over) -> Chart {
     let whole = |h: &&(i64, f64, f64)| h.0 + model::rollup::HOUR_MS <= over.to;
     let line = |name: &str, pick: fn(&(i64, f64, f64)) -> f64| Line {
         name: name.into(),
-        points: hours.iter().filter(whole).map(|h| (h.0, Some(pick(h)))).collect(),
+        points: hours
+            .iter()
+            .filter(whole)
+            .map(|h| (h.0, Some(pick(h))))
+            .collect(),
     };
     Chart {
         title: format!("{team}: allocated against effective use"),

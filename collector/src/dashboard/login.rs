@@ -222,7 +222,7 @@ pub struct Callback {
 const MAX_NAME: usize = 256;
 
 /// Spends a sign-in in progress: its flow cookie is good for one callback, whatever its outcome
-/// (issue 72: it could be presented again for its ten minutes). False when it was spent.
+/// (it could be presented again for its ten minutes). False when it was spent.
 fn spend(state: &DashboardState, flow: Option<&str>, now: i64) -> bool {
     let Some(f) = flow else { return true };
     if state.access.sessions.is_revoked(f) {

@@ -309,7 +309,7 @@ fn from_analysis(v: &mut pages::OverviewView, a: &Analysis, mode: crate::labels:
 
 /// The first `n` steps that free GPUs, in the plan's order, each after the steps it requires
 /// (transitively), which are listed too although they free nothing themselves: an operator
-/// who follows the list top-down carries them out in an order that works (issue 71). The
+/// who follows the list top-down carries them out in an order that works. The
 /// analysis lists its recommendations in that order (`plan.steps` first).
 fn first_steps(a: &Analysis, n: usize) -> Vec<&analytics::Recommendation> {
     let by_id: HashMap<&str, &analytics::Recommendation> = a

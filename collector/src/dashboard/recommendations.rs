@@ -78,7 +78,7 @@ pub async fn recommendations(
     };
     rows.retain(|r| kind.is_none_or(|k| r.kind == k));
     // Unsorted, the rows keep the analysis' order: the plan's steps in the order they can be
-    // carried out, then the advice beside it (issue 71: sorted by GPUs freed, a MIG layout
+    // carried out, then the advice beside it (sorted by GPUs freed, a MIG layout
     // came before the reclaims it needs).
     if q.sort.is_some() {
         sorted(&mut rows, &q, "order", |r, k| match k {
@@ -569,7 +569,7 @@ pub async fn approve(
         Err(page) => return *page,
     };
     let who = who.as_str();
-    // The form approves the action of the step in its URL, and no other (issue 37: a step's
+    // The form approves the action of the step in its URL, and no other (a step's
     // form with another step's action approved that one; a made-up id was audited approved).
     let belongs = match analysis(&state).await {
         Ok(Some(a)) => match a.recommendations.iter().find(|r| r.id == id) {
@@ -617,7 +617,7 @@ pub async fn approve(
             Redirect::to(&format!("{back}?approved={}", form.action)).into_response()
         }
         Err(e) => {
-            // Audited as what happened (issue 72: a refused approval was audited "approved").
+            // Audited as what happened (a refused approval was audited "approved").
             crate::access::audit::refused(&e.to_string(), Some(who), &caller);
             Redirect::to(&format!("{back}?error={}", enc(&e.to_string()))).into_response()
         }

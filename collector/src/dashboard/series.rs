@@ -145,7 +145,7 @@ pub(super) async fn fleet_series(
 mod tests {
     use super::{compare, periods};
 
-    /// Issue 74.8: a 7-day trend at 12:17 compares 168 hours with the 168 before them.
+    /// A 7-day trend at 12:17 compares 168 hours with the 168 before them.
     #[test]
     fn the_two_periods_are_whole_hours_and_disjoint() {
         let h = model::rollup::HOUR_MS;

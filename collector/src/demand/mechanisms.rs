@@ -1,5 +1,5 @@
 //! Which per-GPU sharing mechanisms each node has in place, as the API server shows them
-//! (issue 73), read by the demand poll beside pending pods:
+//!, read by the demand poll beside pending pods:
 //!
 //! - NVIDIA's DRA driver (`gpu.nvidia.com`) publishes the node's GPUs in ResourceSlices
 //!   (`resource.k8s.io/v1`, `spec.nodeName`): claims can then pin a GPU

@@ -224,7 +224,7 @@ impl Source {
 
 /// The first `max` jobs of a slurmrestd answer and whether it listed more. Only those jobs
 /// become JSON values; the rest are skipped as they are parsed, so a large answer costs its
-/// bytes and `max` jobs, not a value tree of every job (issue 72: a 60 MiB answer grew to 2 GB).
+/// bytes and `max` jobs, not a value tree of every job (a 60 MiB answer grew to 2 GB).
 /// Slurm's own `errors[]` fail the read, the first few named, each clipped.
 pub fn read_jobs(body: &[u8], max: usize) -> anyhow::Result<(Vec<Value>, bool)> {
     let mut de = serde_json::Deserializer::from_slice(body);

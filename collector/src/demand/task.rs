@@ -107,7 +107,7 @@ impl Poll {
     /// Every object of `api` matching `fields`, page by page, at most `max_pods`; and whether
     /// that bound stopped the listing (more pages, or a page longer than asked for). A listing
     /// that does not advance — an empty page that still carries a `continue` token, or the
-    /// same token twice — stops with an error rather than asking forever (issue 72).
+    /// same token twice — stops with an error rather than asking forever.
     async fn list_all<K>(&self, api: Api<K>, fields: Option<&str>) -> anyhow::Result<(Vec<K>, bool)>
     where
         K: Clone + serde::de::DeserializeOwned + std::fmt::Debug,

@@ -364,7 +364,7 @@ pub async fn series(
         };
         // The key may name a tenant in more than one cluster (`host/1001` is uid 1001 on
         // every host), and the series combines them all: the caller must see every one
-        // (issue 37: the first match alone was checked).
+        // (the first match alone was checked).
         let tenants = state.store.tenants().await?;
         let teams: Vec<Option<&str>> = tenants
             .iter()

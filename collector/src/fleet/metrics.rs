@@ -188,7 +188,7 @@ fn stages(r: &analytics::FunnelRow) -> [(&'static str, f64); 5] {
 
 /// The fleet's metrics as OpenMetrics text (without the final `# EOF`). `scope`: the teams
 /// a team-scoped caller sees; such a caller gets no per-tenant series and only its own teams'
-/// `team_gpu` rows (issue 37: they read every team's namespaces and pods here).
+/// `team_gpu` rows (they read every team's namespaces and pods here).
 pub fn encode(
     latest: &LatestGpus,
     analysis: Option<&Analysis>,

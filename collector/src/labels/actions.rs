@@ -190,7 +190,7 @@ fn step_of(plan: &str) -> Option<analytics::Recommendation> {
 /// label action.
 ///
 /// The newest analysis is read where every other reader reads it ([`Newest`], which decodes
-/// the stored form); issue 71: a second decoder here read the stored envelope as no analysis
+/// the stored form); a second decoder here read the stored envelope as no analysis
 /// at all and approved dependent steps alone.
 async fn required_actions(
     store: &Store,

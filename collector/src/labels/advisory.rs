@@ -144,7 +144,7 @@ mod tests {
         assert_eq!(utilization_class(1.0, None, "gpu_util"), "unknown");
     }
 
-    /// Issue 15: batches sent for `gpu-h100-01` in another cluster flipped this cluster's
+    /// Batches sent for `gpu-h100-01` in another cluster flipped this cluster's
     /// node's label, because labels were planned by node name only.
     #[test]
     fn a_writer_gets_only_its_own_clusters_nodes() {

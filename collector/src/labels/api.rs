@@ -260,7 +260,7 @@ pub async fn node_labels(
     headers: HeaderMap,
     caller: crate::access::Caller,
 ) -> Result<Json<NodeLabels>, ApiError> {
-    // The token first, counted and audited as ingest counts it (issue 72: wrong tokens here
+    // The token first, counted and audited as ingest counts it (wrong tokens here
     // were neither limited nor audited).
     let id = state.auth.check_headers(&headers, caller.addr).await?;
     let Query(q) = q.map_err(crate::http::bad_query)?;

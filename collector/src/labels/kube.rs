@@ -393,7 +393,7 @@ pub async fn write_layout(c: &Cluster, layout: &Layout, name: &str) -> Result<Ch
 mod tests {
     use super::*;
 
-    /// Issue 15: `gpu-a?x=1` made the label writer cordon, label and uncordon `gpu-a`.
+    /// `gpu-a?x=1` made the label writer cordon, label and uncordon `gpu-a`.
     #[test]
     fn names_that_would_address_another_object_are_refused() {
         assert_eq!(object_name("gpu-a").unwrap(), "gpu-a");

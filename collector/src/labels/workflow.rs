@@ -290,7 +290,7 @@ pub async fn run(
     }
     match cordoned(c, plan, previous.as_deref(), was_cordoned, limits, audit).await {
         Ok(outcome) => Ok(outcome),
-        // Issue 72: an API error after the cordon left the node cordoned with the new label.
+        // An API error after the cordon left the node cordoned with the new label.
         Err(e) => Ok(undo(c, plan, previous.as_deref(), was_cordoned, limits, audit, e).await),
     }
 }

@@ -75,7 +75,7 @@ fn operation() -> Op {
 }
 
 /// Hosts the receiver keeps at most: a remote-write token for `*` could otherwise create a
-/// node per made-up host name (issue 37: 120,000 of them, 2.3 GB of memory and an
+/// node per made-up host name (120,000 of them, 2.3 GB of memory and an
 /// `agent_silent` finding each). Samples of further hosts are dropped, counted and logged.
 pub const MAX_HOSTS: usize = 20_000;
 /// Hosts of one cluster kept at most, so that one cluster's flood (or churn) cannot take the
@@ -83,7 +83,7 @@ pub const MAX_HOSTS: usize = 20_000;
 pub const MAX_HOSTS_PER_CLUSTER: usize = 10_000;
 /// A host with nothing waiting that sent nothing for this long is forgotten (its stream
 /// position is the store's: a batch stored again is a duplicate there). Autoscaled nodes come
-/// and go; issue 72: hosts were never forgotten, and after 10,000 every new one was dropped
+/// and go; hosts were never forgotten, and after 10,000 every new one was dropped
 /// until a restart.
 pub const FORGET_MS: i64 = 3_600_000;
 /// GPUs per host at most (the largest nodes have 8 to 16; MIG instances ride on their GPU).

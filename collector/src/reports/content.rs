@@ -101,7 +101,7 @@ pub struct ReportData {
     pub outcomes: Vec<OutcomeRow>,
     pub limitations: Vec<String>,
     /// What enabling a per-GPU sharing mechanism would free beyond the plan, one sentence
-    /// each, where it frees more (issue 73).
+    /// each, where it frees more.
     #[serde(default)]
     pub per_gpu: Vec<String>,
 }

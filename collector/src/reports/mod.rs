@@ -387,7 +387,7 @@ pub fn task(
 mod tests {
     use super::coverage_note;
 
-    /// Issue 72: the report webhook answering an error without end costs a few hundred bytes,
+    /// The report webhook answering an error without end costs a few hundred bytes,
     /// and a redirect is not followed (the signed body would go wherever it points).
     #[tokio::test]
     async fn a_hostile_report_webhook_is_read_no_further_than_its_reason() {

@@ -1,4 +1,4 @@
-//! A step page's "what it interrupts" and "carry it out" parts (issue 74): the workloads the
+//! A step page's "what it interrupts" and "carry it out" parts: the workloads the
 //! step drains, moves, restarts or stops, with their teams and each move's pod-spec change;
 //! how long the workflow may hold the node; where the generated config goes; and, where the
 //! label workflow is off, the commands that carry it out by hand and what turning it on takes.

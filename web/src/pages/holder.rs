@@ -1,4 +1,4 @@
-//! One tenant's or one team's page (issue 74.4): what it held, used, wasted and cost over the
+//! One tenant's or one team's page: what it held, used, wasted and cost over the
 //! analysed window, its findings, the plan's steps that move or interrupt it, waiting demand,
 //! and — for a tenant — its allocation against its use drawn; for a team, its tenants.
 

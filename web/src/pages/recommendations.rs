@@ -35,7 +35,7 @@ pub struct PlanView {
     pub pools: Vec<PlanPoolRow>,
     /// GPUs the steps empty that have unrecovered hardware errors: not counted as freed.
     pub held_for_repair: usize,
-    /// What each per-GPU sharing mechanism would give (issue 73).
+    /// What each per-GPU sharing mechanism would give.
     pub worth: Vec<WorthRow>,
     /// What each mechanism that frees more would ask of the cluster: (mechanism, how many
     /// objects or pods, YAML).
@@ -722,7 +722,7 @@ pub struct RecView {
     /// Steps to carry out first, in order: (id, summary).
     pub requires: Vec<(String, String)>,
     pub actuation: Actuation,
-    /// What carrying it out interrupts, and how it is carried out (issue 74).
+    /// What carrying it out interrupts, and how it is carried out.
     pub carry: CarryOut,
     /// Set once the step was applied and checked.
     pub outcome: Option<OutcomeView>,
