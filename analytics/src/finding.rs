@@ -5,56 +5,26 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum FindingKind {
-    IdleAllocation,
-    Underutilized,
-    ZombieProcess,
-    MemoryPressure,
-    Interference,
-    Throttling,
-    Hardware,
-    AgentSilent,
-    /// An applied step measured worse than replay predicted (the outcome check).
-    OutcomeWorse,
-    /// Work waited for GPUs while GPUs of its pool were held idle or free on other nodes.
-    WaitingDemand,
+model::closed_set! {
+    /// What a finding is about (docs/analytics.md defines each kind).
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+    pub enum FindingKind {
+        IdleAllocation = "idle_allocation",
+        Underutilized = "underutilized",
+        ZombieProcess = "zombie_process",
+        MemoryPressure = "memory_pressure",
+        Interference = "interference",
+        Throttling = "throttling",
+        Hardware = "hardware",
+        AgentSilent = "agent_silent",
+        /// An applied step measured worse than replay predicted (the outcome check).
+        OutcomeWorse = "outcome_worse",
+        /// Work waited for GPUs while GPUs of its pool were held idle or free on other nodes.
+        WaitingDemand = "waiting_demand",
+    }
 }
 
 impl FindingKind {
-    pub const ALL: [FindingKind; 10] = [
-        FindingKind::IdleAllocation,
-        FindingKind::Underutilized,
-        FindingKind::ZombieProcess,
-        FindingKind::MemoryPressure,
-        FindingKind::Interference,
-        FindingKind::Throttling,
-        FindingKind::Hardware,
-        FindingKind::AgentSilent,
-        FindingKind::OutcomeWorse,
-        FindingKind::WaitingDemand,
-    ];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            FindingKind::IdleAllocation => "idle_allocation",
-            FindingKind::Underutilized => "underutilized",
-            FindingKind::ZombieProcess => "zombie_process",
-            FindingKind::MemoryPressure => "memory_pressure",
-            FindingKind::Interference => "interference",
-            FindingKind::Throttling => "throttling",
-            FindingKind::Hardware => "hardware",
-            FindingKind::AgentSilent => "agent_silent",
-            FindingKind::OutcomeWorse => "outcome_worse",
-            FindingKind::WaitingDemand => "waiting_demand",
-        }
-    }
-
-    pub fn parse(s: &str) -> Option<FindingKind> {
-        FindingKind::ALL.into_iter().find(|k| k.as_str() == s)
-    }
-
     /// How this kind alerts unless a rule says otherwise: the `alertname`, the severity (`None`:
     /// each finding's own) and the description, whose `{node}`, `{tenant}`, `{value}` …
     /// the alert fills in. Alert rules, Prometheus rules and the rule-file generator all read
@@ -128,27 +98,13 @@ pub struct AlertDefaults {
     pub description: &'static str,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Severity {
-    Info,
-    Warning,
-    Critical,
-}
-
-impl Severity {
-    pub const ALL: [Severity; 3] = [Severity::Info, Severity::Warning, Severity::Critical];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Severity::Info => "info",
-            Severity::Warning => "warning",
-            Severity::Critical => "critical",
-        }
-    }
-
-    pub fn parse(s: &str) -> Option<Severity> {
-        Severity::ALL.into_iter().find(|k| k.as_str() == s)
+model::closed_set! {
+    /// How severe a finding is, least first.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+    pub enum Severity {
+        Info = "info",
+        Warning = "warning",
+        Critical = "critical",
     }
 }
 

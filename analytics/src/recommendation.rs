@@ -7,49 +7,23 @@ use serde::{Deserialize, Serialize};
 use crate::finding::{Evidence, stable_id};
 use crate::mig::{MigPartedEntry, Profile};
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum RecKind {
-    Reclaim,
-    RightSize,
-    Consolidate,
-    MigLayout,
-    TimeSlicing,
-    Mps,
-    /// Tenants pinned in groups to GPUs under a per-GPU mechanism (DRA claims).
-    PerGpuSharing,
-    Separate,
+model::closed_set! {
+    /// What a recommendation does.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+    pub enum RecKind {
+        Reclaim = "reclaim",
+        RightSize = "right_size",
+        Consolidate = "consolidate",
+        MigLayout = "mig_layout",
+        TimeSlicing = "time_slicing",
+        Mps = "mps",
+        /// Tenants pinned in groups to GPUs under a per-GPU mechanism (DRA claims).
+        PerGpuSharing = "per_gpu_sharing",
+        Separate = "separate",
+    }
 }
 
 impl RecKind {
-    pub const ALL: [RecKind; 8] = [
-        RecKind::Reclaim,
-        RecKind::RightSize,
-        RecKind::Consolidate,
-        RecKind::MigLayout,
-        RecKind::TimeSlicing,
-        RecKind::Mps,
-        RecKind::PerGpuSharing,
-        RecKind::Separate,
-    ];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            RecKind::Reclaim => "reclaim",
-            RecKind::RightSize => "right_size",
-            RecKind::Consolidate => "consolidate",
-            RecKind::MigLayout => "mig_layout",
-            RecKind::TimeSlicing => "time_slicing",
-            RecKind::Mps => "mps",
-            RecKind::PerGpuSharing => "per_gpu_sharing",
-            RecKind::Separate => "separate",
-        }
-    }
-
-    pub fn parse(s: &str) -> Option<RecKind> {
-        RecKind::ALL.into_iter().find(|k| k.as_str() == s)
-    }
-
     /// How the plan's text names a step of this kind: "the MIG layout step on gpu-h100-01",
     /// not its id (reclaims, findings and the dashboard's pages say it alike).
     pub fn step_on(self, node: &str) -> String {

@@ -3,6 +3,7 @@
 //! versioned wire protocol; and the rollup arithmetic that turns samples into minute and hour
 //! aggregates (shared by the collector's storage and the analytics). This crate does no IO.
 
+pub mod closed_set;
 pub mod dcgm;
 pub mod exposition;
 pub mod figures;
