@@ -3,6 +3,7 @@
 
 use std::collections::HashMap;
 
+use model::inventory::Sharing;
 use model::wire::v1::Snapshot;
 use model::{GpuInfo, ProcessKind, Tenant};
 
@@ -142,14 +143,14 @@ pub fn assign(
         let max_replica = whole.iter().filter_map(|h| h.replica).max();
         if !g.mig_enabled {
             if let Some(m) = max_replica {
-                g.sharing = "time_slicing".into();
+                g.sharing = Sharing::TimeSlicing;
                 g.replicas = replicas.unwrap_or(m + 1).max(m + 1).max(2);
             } else if snap
                 .processes
                 .iter()
                 .any(|p| p.gpu_uuid == g.uuid && p.kind == ProcessKind::Mps)
             {
-                g.sharing = "mps".into();
+                g.sharing = Sharing::Mps;
             }
         }
         let grants = a.grants.as_ref();

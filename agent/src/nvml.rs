@@ -12,6 +12,7 @@ use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::mpsc;
 
+use model::inventory::Sharing;
 use model::wire::v1::Snapshot;
 use model::{
     GpuEvent, GpuInfo, GpuSample, MigInstanceInfo, MigSample, ProcessKind, ProcessSample, Tenant,
@@ -276,7 +277,11 @@ fn inventory(device: Device<'static>, index: u32, missing: &mut Missing) -> anyh
             memory_total_bytes,
             pci_bus_id,
             mig_enabled,
-            sharing: if mig_enabled { "mig" } else { "exclusive" }.to_owned(),
+            sharing: if mig_enabled {
+                Sharing::Mig
+            } else {
+                Sharing::Exclusive
+            },
             replicas: 1,
             mig_instances: migs.iter().map(|m| m.info.clone()).collect(),
         },

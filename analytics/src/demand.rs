@@ -10,6 +10,7 @@
 //! - *fragmented*: a pod asking for k whole GPUs while the pool had k free GPUs in total but no
 //!   node with k free.
 
+use model::inventory::Sharing;
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 use model::rollup::HOUR_MS;
@@ -67,11 +68,11 @@ impl Class {
     }
 
     /// Whether a GPU in `sharing` mode serves this class.
-    pub fn served_by(self, sharing: &str) -> bool {
+    pub fn served_by(self, sharing: Sharing) -> bool {
         match self {
-            Class::Whole => sharing != "mig",
-            Class::Shared => sharing == "time_slicing" || sharing == "mps",
-            Class::Mig => sharing == "mig",
+            Class::Whole => sharing != Sharing::Mig,
+            Class::Shared => sharing.by_time(),
+            Class::Mig => sharing == Sharing::Mig,
         }
     }
 
@@ -123,7 +124,7 @@ impl<'a> Pool<'a> {
         let mut models = Vec::new();
         for g in gpus
             .iter()
-            .filter(|g| g.cluster == cluster && class.served_by(&g.sharing))
+            .filter(|g| g.cluster == cluster && class.served_by(g.sharing))
         {
             if product.is_none_or(|p| product_matches(&g.model, p)) {
                 by_node.entry(&g.node).or_default().push(&g.uuid);
@@ -227,7 +228,7 @@ pub fn waiting_demand(ctx: &Ctx, holdings: &[Holding]) -> Vec<Finding> {
     let replicas: HashMap<&str, i64> = input
         .gpus
         .iter()
-        .filter(|g| g.sharing == "time_slicing")
+        .filter(|g| g.sharing == Sharing::TimeSlicing)
         .fold(HashMap::new(), |mut m, g| {
             let r = m.entry(g.cluster.as_str()).or_insert(1);
             *r = (*r).max(g.replicas);

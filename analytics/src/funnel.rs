@@ -575,7 +575,7 @@ mod tests {
                     index: g as i64,
                     model: ["NVIDIA H100 80GB HBM3", "NVIDIA L40S"][g % 2].into(),
                     memory_total_bytes: 80 << 30,
-                    sharing: sharing.into(),
+                    sharing: model::inventory::Sharing::parse(sharing).unwrap(),
                     replicas: 4,
                     mig: Vec::new(),
                 });

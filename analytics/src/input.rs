@@ -31,7 +31,7 @@ pub struct GpuRef {
     pub model: String,
     pub memory_total_bytes: i64,
     /// exclusive | time_slicing | mps | mig
-    pub sharing: String,
+    pub sharing: model::inventory::Sharing,
     pub replicas: i64,
     pub mig: Vec<MigRef>,
 }

@@ -2,6 +2,7 @@
 //! GPU through shared memory bandwidth): the victim's rate drops while the aggressor is busy
 //! and the device is saturated. Works on minute rollups of the GPUs where it can happen.
 
+use model::inventory::Sharing;
 use std::collections::{BTreeMap, HashMap};
 
 use model::hour_series::{GpuHour, GpuSeries};
@@ -28,7 +29,7 @@ pub fn minute_ranges(input: &Input, cfg: &Config) -> Vec<MinuteRange> {
     let mig: HashMap<&str, bool> = input
         .gpus
         .iter()
-        .map(|g| (g.uuid.as_str(), g.sharing == "mig"))
+        .map(|g| (g.uuid.as_str(), g.sharing == Sharing::Mig))
         .collect();
     // One GPU at a time, in key order: its tenants' series side by side, its own series found
     // by key (a fleet's GPU-hours are never indexed all at once).
@@ -301,7 +302,7 @@ fn finding(
     p: &PairSums,
 ) -> Option<Finding> {
     let cfg = ctx.cfg;
-    let is_mig = ctx.gpu(gpu).is_some_and(|g| g.sharing == "mig");
+    let is_mig = ctx.gpu(gpu).is_some_and(|g| g.sharing == Sharing::Mig);
     let min = (cfg.interference_min.as_secs() / 60) as usize;
     // Both rates need a minute at least, whatever `interference_min` is set to.
     if p.alone_n < min.max(1) || p.contended_n < min.max(1) {

@@ -29,6 +29,7 @@ pub mod requires;
 pub mod steps;
 pub mod waste;
 
+use model::inventory::Sharing;
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
@@ -247,7 +248,7 @@ fn mig_unmeasured(
     let mig_node: std::collections::HashMap<&str, &str> = input
         .gpus
         .iter()
-        .filter(|g| g.sharing == "mig")
+        .filter(|g| g.sharing == Sharing::Mig)
         .map(|g| (g.uuid.as_str(), g.node.as_str()))
         .collect();
     holdings

@@ -8,6 +8,7 @@ use crate::input::GpuRef;
 use crate::mig;
 use crate::recommendation::{Target, mig_target};
 use crate::replay::Slot;
+use model::inventory::Sharing;
 
 /// How sure the analysis is of one holding's need: how much of the minimum history it has,
 /// and how direct its signal is.
@@ -41,9 +42,15 @@ pub(crate) fn plan_confidence(live: &[&Holding], moved: &[String], cfg: &Config)
 pub(crate) fn current(h: &Holding, gpu: Option<&GpuRef>) -> String {
     let share = h.share();
     match gpu {
-        Some(g) if g.sharing == "mig" => format!("a MIG slice of {}/7", (share * 7.0).round()),
-        Some(g) if g.sharing == "time_slicing" || g.sharing == "mps" => {
-            format!("a 1/{} {} share", g.replicas, g.sharing.replace('_', "-"))
+        Some(g) if g.sharing == Sharing::Mig => {
+            format!("a MIG slice of {}/7", (share * 7.0).round())
+        }
+        Some(g) if g.sharing.by_time() => {
+            format!(
+                "a 1/{} {} share",
+                g.replicas,
+                g.sharing.as_str().replace('_', "-")
+            )
         }
         _ if share >= 0.999 => "a whole GPU".into(),
         _ => format!("{share:.2} of a GPU"),
@@ -100,12 +107,12 @@ pub(crate) fn slot_now<'a>(h: &'a Holding, gpu: Option<&GpuRef>) -> Slot<'a> {
     let mem = gpu.map_or(f64::MAX, |g| g.memory_total_bytes as f64);
     let share = h.share().max(1e-6);
     Slot {
-        compute: if gpu.is_some_and(|g| g.sharing == "time_slicing" || g.sharing == "mps") {
+        compute: if gpu.is_some_and(|g| g.sharing.by_time()) {
             1.0
         } else {
             share
         },
-        memory_bytes: if gpu.is_some_and(|g| g.sharing == "mig") {
+        memory_bytes: if gpu.is_some_and(|g| g.sharing == Sharing::Mig) {
             mem * share
         } else {
             mem

@@ -8,6 +8,7 @@
 //! Tenants are followed by *workload*, not by tenant key: a moved pod comes back as a new pod
 //! (new UID, usually a new generated name), a Slurm user's next job has a new id.
 
+use model::inventory::Sharing;
 use std::collections::{BTreeMap, BTreeSet};
 
 use model::figures::count;
@@ -340,7 +341,7 @@ fn workload_hours(
     let mut gpus_of_workload = BTreeSet::new();
     let mut hours: BTreeMap<i64, Hour> = BTreeMap::new();
     for h in workload_holdings {
-        let mig = ctx.gpu(&h.gpu).is_some_and(|g| g.sharing == "mig");
+        let mig = ctx.gpu(&h.gpu).is_some_and(|g| g.sharing == Sharing::Mig);
         for ((hour, agg), u) in h.rows.iter().zip(h.hours()) {
             let e = hours.entry(*hour).or_default();
             // A MIG instance's compute is its slice (this hour's allocated share).
@@ -539,7 +540,7 @@ pub fn findings(ctx: &Ctx, outcomes: &[Outcome]) -> Vec<Finding> {
                 .take(4)
                 .map(|g| {
                     let metric = match ctx.gpu(g) {
-                        Some(r) if r.sharing == "mig" => "sm_active",
+                        Some(r) if r.sharing == Sharing::Mig => "sm_active",
                         _ => "gpu_util",
                     };
                     Evidence::new(

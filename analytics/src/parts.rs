@@ -247,7 +247,7 @@ mod tests {
                 index: i as i64,
                 model: (*model).into(),
                 memory_total_bytes: 80 << 30,
-                sharing: "exclusive".into(),
+                sharing: model::inventory::Sharing::Exclusive,
                 replicas: 1,
                 mig: Vec::new(),
             });

@@ -3,6 +3,7 @@
 //! its moves, its replay, and the GPUs it frees — every freed GPU counted by exactly one step,
 //! so steps add up to the plan's total.
 
+use model::inventory::Sharing;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use model::figures::count;
@@ -65,8 +66,8 @@ fn node_steps<'a>(
 
 /// How a GPU is shared now, as a move's target would say it.
 fn target_now(h: &Holding, g: &GpuRef) -> Target {
-    match g.sharing.as_str() {
-        "mig" => {
+    match g.sharing {
+        Sharing::Mig => {
             let slices = (h.share() * 7.0).round() as u32;
             Target::Mig {
                 profile: String::new(),
@@ -74,10 +75,10 @@ fn target_now(h: &Holding, g: &GpuRef) -> Target {
                 compute_slices: slices,
             }
         }
-        "time_slicing" | "mps" => Target::Share {
+        Sharing::TimeSlicing | Sharing::Mps => Target::Share {
             replicas: g.replicas.max(1) as u32,
         },
-        _ => Target::WholeGpu,
+        Sharing::Exclusive => Target::WholeGpu,
     }
 }
 
@@ -101,7 +102,7 @@ fn unchanged(now: &Target, to: &Target) -> bool {
 /// The profiles each MIG GPU of a node runs now, by GPU index (`3g.40gb` names).
 fn mig_now(gpus: &[&GpuRef]) -> BTreeMap<i64, Vec<(String, u32)>> {
     gpus.iter()
-        .filter(|g| g.sharing == "mig")
+        .filter(|g| g.sharing == Sharing::Mig)
         .map(|g| {
             let mut counts: BTreeMap<String, u32> = BTreeMap::new();
             for m in &g.mig {
@@ -320,7 +321,7 @@ fn sharing_after(pool: &PoolLayout, n: &NodeAfter) -> String {
     } else if bins.iter().any(|b| matches!(b.fit, Fit::Mig(_))) {
         "mig".into()
     } else if n.placed.contains(&Some(Placed::Fixed)) {
-        n.gpus[0].sharing.clone()
+        n.gpus[0].sharing.as_str().into()
     } else if bins.iter().any(|b| b.fit == Fit::Share) {
         if low_occupancy(pool, &bins) {
             "mps".into()

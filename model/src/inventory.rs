@@ -16,9 +16,9 @@ pub struct GpuInfo {
     /// Whether MIG mode is currently enabled on the GPU.
     #[serde(default)]
     pub mig_enabled: bool,
-    /// How the GPU is shared: "exclusive", "time_slicing", "mps" or "mig".
-    #[serde(default = "default_sharing")]
-    pub sharing: String,
+    /// How the GPU is shared (exclusive when not said).
+    #[serde(default)]
+    pub sharing: Sharing,
     /// Time-slicing or MPS replicas advertised for the GPU (1 when not shared).
     #[serde(default = "one")]
     pub replicas: u32,
@@ -48,13 +48,35 @@ pub struct MigInstanceInfo {
     pub uuid: Option<String>,
 }
 
-fn default_sharing() -> String {
-    "exclusive".to_owned()
-}
-
 fn one() -> u32 {
     1
 }
 
-/// The sharing modes a GPU can run under.
-pub const SHARING_MODES: [&str; 4] = ["exclusive", "time_slicing", "mps", "mig"];
+crate::closed_set! {
+    /// How a GPU is shared, as the device plugin and the GPU Operator set it up.
+    #[derive(Debug, Default, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+    pub enum Sharing {
+        /// One tenant at a time.
+        #[default]
+        Exclusive = "exclusive",
+        /// Replicas of the GPU handed out by the device plugin; tenants take turns.
+        TimeSlicing = "time_slicing",
+        /// Replicas served by the MPS daemon; tenants' kernels run side by side.
+        Mps = "mps",
+        /// Partitioned into MIG instances, each a device of its own.
+        Mig = "mig",
+    }
+}
+
+impl Sharing {
+    /// Whether tenants share the GPU by time (time-slicing or MPS replicas).
+    pub fn by_time(self) -> bool {
+        matches!(self, Sharing::TimeSlicing | Sharing::Mps)
+    }
+}
+
+impl std::fmt::Display for Sharing {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}

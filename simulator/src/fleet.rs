@@ -7,6 +7,7 @@
 
 use std::collections::BTreeMap;
 
+use model::inventory::Sharing;
 use model::wire::v1::{Batch, Snapshot, VERSION};
 use model::{
     Allocation, GpuEvent, GpuInfo, GpuSample, MigInstanceInfo, MigSample, ProcessKind,
@@ -153,7 +154,7 @@ impl Fleet {
                 .map(|o| o.demand.compute)
                 .sum();
             // Processor sharing on time-sliced and MPS GPUs; MIG instances are isolated.
-            let scale = if sim.spec.sharing != "mig" && total_demand > 1.0 {
+            let scale = if sim.spec.sharing != Sharing::Mig && total_demand > 1.0 {
                 1.0 / total_demand
             } else {
                 1.0
@@ -279,7 +280,7 @@ impl Fleet {
             } else {
                 ts.min(self.epoch_start(o.tenant))
             },
-            kind: if spec.sharing == "mps" {
+            kind: if spec.sharing == Sharing::Mps {
                 ProcessKind::Mps
             } else {
                 ProcessKind::Compute
@@ -375,7 +376,7 @@ fn gpu_info(scenario: &Scenario, spec: &NodeSpec, model: &'static GpuModel, inde
         )
     );
     let mut mig_instances = Vec::new();
-    if spec.sharing == "mig" {
+    if spec.sharing == Sharing::Mig {
         // Place instances largest first at the lowest legal memory-slice start, as
         // nvidia-smi does; gi ids follow NVML's habit of numbering by profile.
         let mut order: Vec<usize> = (0..spec.mig_layout.len()).collect();
@@ -428,9 +429,9 @@ fn gpu_info(scenario: &Scenario, spec: &NodeSpec, model: &'static GpuModel, inde
         model: model.product.to_owned(),
         memory_total_bytes: model.memory_bytes(),
         pci_bus_id: Some(format!("00000000:{:02X}:00.0", 0x18 + index * 0x10)),
-        mig_enabled: spec.sharing == "mig",
-        sharing: spec.sharing.clone(),
-        replicas: if matches!(spec.sharing.as_str(), "time_slicing" | "mps") {
+        mig_enabled: spec.sharing == Sharing::Mig,
+        sharing: spec.sharing,
+        replicas: if spec.sharing.by_time() {
             spec.replicas
         } else {
             1
@@ -505,7 +506,7 @@ fn gpu_sample(
     let power = model.idle_power_w
         + (model.max_power_w - model.idle_power_w) * util * (0.95 + 0.05 * jitter(1));
     let power_capped = power > model.max_power_w * 0.97;
-    let mig = sim.spec.sharing == "mig";
+    let mig = sim.spec.sharing == Sharing::Mig;
     GpuSample {
         gpu_uuid: info.uuid.clone(),
         gpu_util: (!mig).then(|| round3(busy)),

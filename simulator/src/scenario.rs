@@ -6,6 +6,8 @@ use std::collections::HashSet;
 
 use serde::Deserialize;
 
+use model::inventory::Sharing;
+
 use crate::catalogue::{self, GpuModel};
 use crate::workload::Pattern;
 
@@ -78,8 +80,8 @@ pub struct NodeSpec {
     pub model: String,
     pub gpus: u32,
     /// exclusive | time_slicing | mps | mig
-    #[serde(default = "default_sharing")]
-    pub sharing: String,
+    #[serde(default)]
+    pub sharing: Sharing,
     /// Replicas per GPU under time_slicing or mps.
     #[serde(default = "one")]
     pub replicas: u32,
@@ -187,9 +189,6 @@ fn default_cluster() -> String {
 }
 fn default_interval() -> String {
     "1s".into()
-}
-fn default_sharing() -> String {
-    "exclusive".into()
 }
 fn default_orchestrator() -> String {
     "kubernetes".into()
@@ -345,9 +344,9 @@ impl NodeSpec {
                 self.orchestrator
             )));
         }
-        match self.sharing.as_str() {
-            "exclusive" => {}
-            "time_slicing" | "mps" => {
+        match self.sharing {
+            Sharing::Exclusive => {}
+            Sharing::TimeSlicing | Sharing::Mps => {
                 if !(2..=48).contains(&self.replicas) {
                     return Err(bad(format!(
                         "node {n:?}: {} needs replicas between 2 and 48, got {}",
@@ -355,7 +354,7 @@ impl NodeSpec {
                     )));
                 }
             }
-            "mig" => {
+            Sharing::Mig => {
                 if model.mig_profiles.is_empty() {
                     return Err(bad(format!(
                         "node {n:?}: {} does not support MIG",
@@ -385,11 +384,6 @@ impl NodeSpec {
                         self.mig_layout, model.key
                     )));
                 }
-            }
-            other => {
-                return Err(bad(format!(
-                    "node {n:?}: sharing must be exclusive, time_slicing, mps or mig, got {other:?}"
-                )));
             }
         }
         if !(0.0..=100.0).contains(&self.xid_per_day) {
@@ -461,7 +455,7 @@ impl TenantSpec {
                 .device_refs()
                 .iter()
                 .all(|d| matches!(d, DeviceRef::Gpu(_)));
-            if self.kind != "pod" || node.sharing != "exclusive" || !whole {
+            if self.kind != "pod" || node.sharing != Sharing::Exclusive || !whole {
                 return Err(bad(format!(
                     "tenant {n:?}: a grant is a pod's, on whole GPUs of an exclusive node"
                 )));
@@ -486,12 +480,12 @@ impl TenantSpec {
                     node.name, node.gpus
                 )));
             }
-            let fits = match (r, node.sharing.as_str()) {
-                (DeviceRef::Gpu(_), "exclusive") => true,
-                (DeviceRef::Mig { instance, .. }, "mig") => {
+            let fits = match (r, node.sharing) {
+                (DeviceRef::Gpu(_), Sharing::Exclusive) => true,
+                (DeviceRef::Mig { instance, .. }, Sharing::Mig) => {
                     (instance as usize) < node.mig_layout.len()
                 }
-                (DeviceRef::Replica { replica, .. }, "time_slicing" | "mps") => {
+                (DeviceRef::Replica { replica, .. }, Sharing::TimeSlicing | Sharing::Mps) => {
                     replica < node.replicas
                 }
                 _ => false,

@@ -57,7 +57,7 @@ pub struct GpuRecord {
     pub memory_total_bytes: i64,
     pub pci_bus_id: Option<String>,
     pub mig_enabled: bool,
-    pub sharing: String,
+    pub sharing: model::inventory::Sharing,
     pub replicas: i64,
     pub first_seen_ms: i64,
     pub last_seen_ms: i64,

@@ -239,7 +239,14 @@ macro_rules! gpu_record {
             memory_total_bytes: r.try_get("memory_total_bytes")?,
             pci_bus_id: r.try_get("pci_bus_id")?,
             mig_enabled: r.try_get("mig_enabled")?,
-            sharing: r.try_get("sharing")?,
+            sharing: {
+                let s: String = r.try_get("sharing")?;
+                model::inventory::Sharing::parse(&s).ok_or_else(|| {
+                    sqlx::Error::Decode(
+                        format!("gpus.sharing holds {s:?}, not a sharing mode").into(),
+                    )
+                })?
+            },
             replicas: r.try_get("replicas")?,
             first_seen_ms: r.try_get("first_seen")?,
             last_seen_ms: r.try_get("last_seen")?,

@@ -16,7 +16,7 @@ fn gpu(node: &str, index: i64) -> GpuRef {
         index,
         model: H100.into(),
         memory_total_bytes: 80 << 30,
-        sharing: "exclusive".into(),
+        sharing: model::inventory::Sharing::Exclusive,
         replicas: 1,
         mig: Vec::new(),
     }
@@ -215,7 +215,7 @@ fn an_idle_mig_slice_is_no_supply_for_whole_gpus_and_the_reverse() {
         .iter_mut()
         .find(|g| g.uuid == "GPU-n1-0")
         .unwrap()
-        .sharing = "mig".into();
+        .sharing = model::inventory::Sharing::Mig;
     input.waiting = vec![
         pod("whole", WHOLE_GPU, 1, 0, 2 * H),
         pod("slice", "nvidia.com/mig-1g.10gb", 7, 0, 2 * H),

@@ -1,6 +1,7 @@
 //! Placing bins on the pool's nodes so whole nodes empty, keeping tenants at home where that
 //! costs nothing.
 
+use model::inventory::Sharing;
 use std::collections::BTreeMap;
 
 use crate::config::Config;
@@ -22,7 +23,7 @@ pub(super) fn place(cfg: &Config, pool: &mut PoolLayout) -> Vec<usize> {
         for (gi, g) in node.gpus.iter().enumerate() {
             if pool.fixed_gpus.contains(g.uuid.as_str()) {
                 node.placed[gi] = Some(Placed::Fixed);
-                class[ni] = if node.gpus.iter().all(|g| g.sharing == "exclusive") {
+                class[ni] = if node.gpus.iter().all(|g| g.sharing == Sharing::Exclusive) {
                     Class::WholeOnly
                 } else {
                     Class::Locked

@@ -401,7 +401,7 @@ fn inventory(
             index: g.index,
             model: g.model.clone(),
             memory_total_bytes: g.memory_total_bytes,
-            sharing: g.sharing.clone(),
+            sharing: g.sharing,
             replicas: g.replicas,
             mig: g
                 .mig_instances

@@ -4,6 +4,7 @@
 //! hour rollups of that hour with the same sample counts — and measures only the other hours.
 //! Late samples change an hour's rollups and so its counts, which is what invalidates a mark.
 
+use model::inventory::Sharing;
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 
@@ -64,7 +65,7 @@ pub async fn load(
         input
             .gpus
             .iter()
-            .filter(|g| g.sharing == "mig")
+            .filter(|g| g.sharing == Sharing::Mig)
             .map(|g| g.uuid.clone())
             .collect(),
     );

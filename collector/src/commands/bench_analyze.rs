@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use model::figures::count;
+use model::inventory::Sharing;
 use model::rollup;
 use store::{Rollups, Store};
 
@@ -180,7 +181,7 @@ pub(crate) async fn fill_analyze(
             |width, rollups| store.write_rollups(width, &cluster, &spec.name, start, end, rollups);
         write(Rollups::Hour, &hours).await?;
         hour_rows += hours.gpus.len() + hours.tenants.len();
-        if spec.sharing == "exclusive" {
+        if spec.sharing == Sharing::Exclusive {
             // No minutes: the analysis reads none of a GPU no two tenants share.
         } else if end > to - minute_days * 86_400_000 {
             write(Rollups::Minute, &minutes).await?;
@@ -190,7 +191,7 @@ pub(crate) async fn fill_analyze(
             let (rows, marks) = kept_pair_hours(
                 &cluster,
                 &spec.name,
-                spec.sharing == "mig",
+                spec.sharing == Sharing::Mig,
                 &minutes,
                 &hours,
             );

@@ -3,6 +3,7 @@
 
 use super::page::*;
 use super::series::*;
+use model::inventory::Sharing;
 use model::rollup::NodeRollup;
 
 #[derive(Debug, Deserialize)]
@@ -305,7 +306,7 @@ fn node_row(
     let models: BTreeSet<&str> = mine.iter().map(|g| g.model.as_str()).collect();
     let sharing: BTreeSet<String> = mine
         .iter()
-        .map(|g| web::format::sharing(&g.sharing))
+        .map(|g| web::format::sharing(g.sharing.as_str()))
         .collect();
     let f = by_node.get(&(n.cluster.as_str(), n.node.as_str()));
     let util = f.and_then(|r| {
@@ -319,7 +320,7 @@ fn node_row(
         status: shown_status(n, a, now),
         gpus: n.gpu_count,
         models: models.into_iter().collect::<Vec<_>>().join(", "),
-        sharing: sharing.into_iter().collect::<Vec<_>>().join(", "),
+        sharing_words: sharing.into_iter().collect::<Vec<_>>().join(", "),
         util,
         class: f
             .map(|r| {
@@ -389,7 +390,7 @@ fn gpu_panel(
         uuid: g.uuid.clone(),
         index: g.index,
         model: g.model.clone(),
-        sharing: web::format::sharing(&g.sharing),
+        sharing_words: web::format::sharing(g.sharing.as_str()),
         memory_gib: g.memory_total_bytes as f64 / GIB,
         mig: g
             .mig_instances
@@ -480,7 +481,7 @@ fn gpu_charts(g: &store::GpuRecord, rollups: &NodeRollup, (from, to): (i64, i64)
             "Temperature is not reported for this device.",
         ),
     ];
-    if g.sharing == "mig"
+    if g.sharing == Sharing::Mig
         && charts[0].lines[0].points.iter().all(|(_, v)| v.is_none())
         && charts[0].lines[1].points.iter().any(|(_, v)| v.is_some())
     {
@@ -494,7 +495,7 @@ fn gpu_charts(g: &store::GpuRecord, rollups: &NodeRollup, (from, to): (i64, i64)
     } else if charts[0].lines[1].points.iter().all(|(_, v)| v.is_none()) {
         // Say why the line is missing instead of listing a series that is not drawn.
         charts[0].lines.truncate(1);
-        charts[0].title = if g.sharing == "mig" {
+        charts[0].title = if g.sharing == Sharing::Mig {
             format!(
                 "GPU {} utilization (per-instance SM activity is not measurable without DCGM)",
                 g.index

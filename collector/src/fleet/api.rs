@@ -137,7 +137,7 @@ pub struct GpuView {
     pub memory_total_bytes: i64,
     pub pci_bus_id: Option<String>,
     pub mig_enabled: bool,
-    pub sharing: String,
+    pub sharing: model::inventory::Sharing,
     pub replicas: i64,
     pub mig_instances: Vec<MigView>,
     pub first_seen_ms: i64,

@@ -178,7 +178,7 @@ impl Host {
                     .filter(|v| model::wire::v1::is_name(v))
                     .map(str::to_owned),
                 mig_enabled: false,
-                sharing: "exclusive".into(),
+                sharing: model::inventory::Sharing::Exclusive,
                 replicas: 1,
                 mig_instances: vec![],
             });
@@ -189,7 +189,7 @@ impl Host {
             && !info.mig_instances.iter().any(|m| m.gi_id == gi)
         {
             info.mig_enabled = true;
-            info.sharing = "mig".into();
+            info.sharing = model::inventory::Sharing::Mig;
             info.mig_instances.push(model::MigInstanceInfo {
                 gi_id: gi,
                 ci_id: 0,

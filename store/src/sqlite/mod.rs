@@ -161,7 +161,7 @@ impl SqliteStore {
                        sharing = excluded.sharing, replicas = excluded.replicas, last_seen = excluded.last_seen",
                 )
                 .bind(&b.cluster).bind(&b.node).bind(&g.uuid).bind(i64::from(g.index)).bind(&g.model)
-                .bind(g.memory_total_bytes).bind(&g.pci_bus_id).bind(g.mig_enabled).bind(&g.sharing)
+                .bind(g.memory_total_bytes).bind(&g.pci_bus_id).bind(g.mig_enabled).bind(g.sharing.as_str())
                 .bind(i64::from(g.replicas)).bind(received_ms).bind(received_ms)
                 .execute(&mut *tx)
                 .await?;

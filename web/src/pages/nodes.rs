@@ -9,7 +9,8 @@ pub struct NodeRow {
     pub status: String,
     pub gpus: i64,
     pub models: String,
-    pub sharing: String,
+    /// How its GPUs are shared, as people read it ("MIG, time slicing").
+    pub sharing_words: String,
     pub util: Option<f64>,
     pub class: String,
     pub last_sample: String,
@@ -38,7 +39,7 @@ pub fn nodes(frame: Frame, rows: Vec<NodeRow>, query: String, sort: Sort) -> Str
                         <td class="n">{n.gpus}</td>
                         <td>{n.class}</td>
                         <td>{n.models}</td>
-                        <td>{n.sharing}</td>
+                        <td>{n.sharing_words}</td>
                         <td>{n.cluster}</td>
                         <td class="t">{n.last_sample}</td>
                     </tr>
@@ -97,7 +98,7 @@ pub fn nodes_csv(rows: &[NodeRow]) -> String {
                 n.gpus.to_string(),
                 field(&n.class),
                 field(&n.models),
-                field(&n.sharing),
+                field(&n.sharing_words),
                 field(&n.cluster),
                 field(&n.last_sample),
             ]
@@ -130,7 +131,8 @@ pub struct GpuPanel {
     pub uuid: String,
     pub index: i64,
     pub model: String,
-    pub sharing: String,
+    /// How it is shared, as people read it ("MIG").
+    pub sharing_words: String,
     pub memory_gib: f64,
     pub mig: Vec<MigRow>,
     /// Tenants holding the device in the newest hour.
@@ -235,7 +237,7 @@ pub fn node(frame: Frame, v: NodeView) -> String {
                     }
                 });
                 let charts = g.charts.iter().map(|c| raw(chart::svg(c))).collect_view();
-                let title = format!("GPU {} · {} · {} · {:.0} GiB", g.index, g.model, g.sharing, g.memory_gib);
+                let title = format!("GPU {} · {} · {} · {:.0} GiB", g.index, g.model, g.sharing_words, g.memory_gib);
                 view! {
                     <section class="gpu" aria-label=title.clone()>
                         <h2><a href=format!("/gpus/{}", enc(&g.uuid))>{title.clone()}</a></h2>

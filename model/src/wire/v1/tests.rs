@@ -391,3 +391,25 @@ fn unknown_fields_are_refused_by_the_decoder() {
     let err = serde_json::from_str::<Batch>(json).unwrap_err();
     assert!(err.to_string().contains("unknown field `extra`"), "{err}");
 }
+
+#[test]
+fn a_sharing_mode_outside_its_domain_is_refused_by_the_decoder_with_the_allowed_ones() {
+    let gpu = |sharing: &str| {
+        format!(r#"{{"uuid":"GPU-1","index":0,"model":"m","memory_total_bytes":1{sharing}}}"#)
+    };
+    let g: crate::GpuInfo = serde_json::from_str(&gpu("")).unwrap();
+    assert_eq!(
+        g.sharing,
+        crate::inventory::Sharing::Exclusive,
+        "unsaid: exclusive"
+    );
+    let g: crate::GpuInfo = serde_json::from_str(&gpu(r#","sharing":"mps""#)).unwrap();
+    assert_eq!(g.sharing, crate::inventory::Sharing::Mps);
+    let err = serde_json::from_str::<crate::GpuInfo>(&gpu(r#","sharing":"MIG""#)).unwrap_err();
+    assert!(
+        err.to_string().contains(
+            "unknown variant `MIG`, expected one of `exclusive`, `time_slicing`, `mps`, `mig`"
+        ),
+        "{err}"
+    );
+}

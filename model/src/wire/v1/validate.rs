@@ -166,13 +166,6 @@ impl Batch {
             for (i, g) in inventory.iter().enumerate() {
                 check_name(|| format!("inventory[{i}].uuid"), &g.uuid, limits)?;
                 check_text(|| format!("inventory[{i}].model"), &g.model, limits)?;
-                if !crate::inventory::SHARING_MODES.contains(&g.sharing.as_str()) {
-                    return Err(invalid(format!(
-                        "inventory[{i}].sharing must be one of {:?}, got {:?}",
-                        crate::inventory::SHARING_MODES,
-                        g.sharing
-                    )));
-                }
                 check_bytes(
                     || format!("inventory[{i}].memory_total_bytes"),
                     Some(g.memory_total_bytes),
