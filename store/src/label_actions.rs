@@ -2,6 +2,37 @@
 //! approval and outcome, and every step. One SQL text serves both backends (`?` placeholders,
 //! numbered for PostgreSQL).
 
+use serde::{Deserialize, Serialize};
+
+model::closed_set! {
+    /// Where a label action stands: planned, approved by an operator, running, and one of the
+    /// ends its run records.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+    pub enum ActionState {
+        Planned = "planned",
+        Approved = "approved",
+        Running = "running",
+        Applied = "applied",
+        Unchanged = "unchanged",
+        Refused = "refused",
+        RolledBack = "rolled_back",
+        Failed = "failed",
+    }
+}
+
+impl ActionState {
+    /// Whether the action is still open (not ended).
+    pub fn open(self) -> bool {
+        OPEN.contains(&self)
+    }
+}
+
+impl std::fmt::Display for ActionState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// A planned change, as first recorded.
 #[derive(Debug, Clone)]
 pub struct NewLabelAction {
@@ -21,7 +52,7 @@ pub struct LabelActionRecord {
     pub node: String,
     pub label: String,
     pub value: String,
-    pub state: String,
+    pub state: ActionState,
     pub requested_by: String,
     pub requested_ms: i64,
     pub approved_by: Option<String>,
@@ -43,8 +74,8 @@ pub use super::audit::Step as LabelStep;
 #[derive(Debug, Clone, Copy)]
 pub struct Transition<'a> {
     pub id: i64,
-    pub from: &'a [&'a str],
-    pub to: &'a str,
+    pub from: &'a [ActionState],
+    pub to: ActionState,
     pub by: Option<&'a str>,
     pub override_pods: Option<bool>,
     pub now_ms: i64,
@@ -57,7 +88,7 @@ pub struct Transition<'a> {
 pub struct ActionFilter<'a> {
     pub id: Option<i64>,
     pub node: Option<&'a str>,
-    pub states: &'a [&'a str],
+    pub states: &'a [ActionState],
     pub limit: i64,
 }
 
@@ -92,7 +123,11 @@ impl<'a> ActionFilter<'a> {
 }
 
 /// States in which an action is still open.
-pub const OPEN: [&str; 3] = ["planned", "approved", "running"];
+pub const OPEN: [ActionState; 3] = [
+    ActionState::Planned,
+    ActionState::Approved,
+    ActionState::Running,
+];
 
 /// `?` placeholders as `$1, $2, …` for PostgreSQL.
 pub(crate) fn numbered(sql: &str) -> String {
@@ -155,7 +190,7 @@ macro_rules! label_action_methods {
                 q = q.bind(node);
             }
             for state in filter.states {
-                q = q.bind(*state);
+                q = q.bind(state.as_str());
             }
             let rows = q.bind(filter.limit).fetch_all(&self.$read).await?;
             let mut out = Vec::with_capacity(rows.len());
@@ -165,7 +200,12 @@ macro_rules! label_action_methods {
                     node: r.try_get(1)?,
                     label: r.try_get(2)?,
                     value: r.try_get(3)?,
-                    state: r.try_get(4)?,
+                    state: {
+                        let s: String = r.try_get(4)?;
+                        super::label_actions::ActionState::parse(&s).ok_or_else(|| {
+                            sqlx::Error::Decode(format!("label_actions.state holds {s:?}").into())
+                        })?
+                    },
                     requested_by: r.try_get(5)?,
                     requested_ms: r.try_get(6)?,
                     approved_by: r.try_get(7)?,
@@ -198,22 +238,23 @@ macro_rules! label_action_methods {
         ) -> Result<bool> {
             let super::label_actions::Transition { id, from, to, by, override_pods, now_ms, outcome } = *t;
             let states = vec!["?"; from.len()].join(", ");
-            let sql = if to == "approved" {
+            let approving = to == super::label_actions::ActionState::Approved;
+            let sql = if approving {
                 format!("UPDATE label_actions SET state = ?, approved_by = ?, approved_ms = ?, override_pods = ? WHERE id = ? AND state IN ({states})")
             } else {
                 format!("UPDATE label_actions SET state = ?, outcome = COALESCE(?, outcome), finished_ms = ?, override_pods = COALESCE(?, override_pods) WHERE id = ? AND state IN ({states})")
             };
-            let finished = (!super::label_actions::OPEN.contains(&to)).then_some(now_ms);
+            let finished = (!to.open()).then_some(now_ms);
             let sql = $sql(&sql);
-            let q = sqlx::query(&sql).bind(to);
-            let q = if to == "approved" {
+            let q = sqlx::query(&sql).bind(to.as_str());
+            let q = if approving {
                 q.bind(by).bind(now_ms).bind(i32::from(override_pods.unwrap_or(false)))
             } else {
                 q.bind(outcome).bind(finished).bind(override_pods.map(i32::from))
             };
             let mut q = q.bind(id);
             for state in from {
-                q = q.bind(*state);
+                q = q.bind(state.as_str());
             }
             let done = q.execute(&self.$write).await?;
             Ok(done.rows_affected() == 1)

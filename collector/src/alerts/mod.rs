@@ -30,7 +30,7 @@ use std::sync::Arc;
 
 use state::State;
 use store::alerts::NewNotification;
-use store::label_actions::ActionFilter;
+use store::label_actions::{ActionFilter, ActionState};
 use store::{LOCK_ALERTS, Store};
 
 /// The group key of an Alertmanager receiver's pushes.
@@ -75,7 +75,13 @@ impl Alerting {
         let keep_ms = self.settings.keep_resolved.as_millis() as i64;
         let actions = store
             .label_actions(&ActionFilter {
-                states: &["applied", "unchanged", "refused", "rolled_back", "failed"],
+                states: &[
+                    ActionState::Applied,
+                    ActionState::Unchanged,
+                    ActionState::Refused,
+                    ActionState::RolledBack,
+                    ActionState::Failed,
+                ],
                 ..ActionFilter::newest(500)
             })
             .await?;

@@ -12,7 +12,7 @@ use analytics::{Analysis, FindingKind};
 use serde::Deserialize;
 
 use store::NodeRecord;
-use store::label_actions::LabelActionRecord;
+use store::label_actions::{ActionState, LabelActionRecord};
 
 /// What a rule watches: a kind of finding (every one the analysis declares), or one of the
 /// collector's own conditions.
@@ -378,7 +378,7 @@ fn evaluate_rules(rules: &[Rule], facts: &Facts) -> Vec<Condition> {
                     // The newest finished action of each node and label decides.
                     if !seen.insert((a.node.as_str(), a.label.as_str()))
                         || facts.now_ms - done > facts.keep_ms
-                        || !matches!(a.state.as_str(), "rolled_back" | "failed")
+                        || !matches!(a.state, ActionState::RolledBack | ActionState::Failed)
                     {
                         continue;
                     }
@@ -386,16 +386,19 @@ fn evaluate_rules(rules: &[Rule], facts: &Facts) -> Vec<Condition> {
                         "{}={} {} (action {}): {}",
                         a.label,
                         a.value,
-                        a.state.replace('_', " "),
+                        a.state.as_str().replace('_', " "),
                         a.id,
                         a.outcome.as_deref().unwrap_or("no reason recorded")
                     );
                     let s = Subject::node("", &a.node, &summary);
-                    let severity = rule.severity.as_deref().unwrap_or(if a.state == "failed" {
-                        "critical"
-                    } else {
-                        "warning"
-                    });
+                    let severity =
+                        rule.severity
+                            .as_deref()
+                            .unwrap_or(if a.state == ActionState::Failed {
+                                "critical"
+                            } else {
+                                "warning"
+                            });
                     let mut c = condition(i, rule, severity, &s, 1.0);
                     c.labels.remove("cluster");
                     c.labels.insert("label".into(), a.label.clone());

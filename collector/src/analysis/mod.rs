@@ -478,7 +478,7 @@ async fn applied_steps(
     }
     let actions = store
         .label_actions(&store::label_actions::ActionFilter {
-            states: &["applied"],
+            states: &[store::label_actions::ActionState::Applied],
             ..store::label_actions::ActionFilter::newest(1000)
         })
         .await?;

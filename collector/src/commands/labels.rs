@@ -200,7 +200,7 @@ async fn apply(a: ApplyArgs) -> anyhow::Result<()> {
     let open = store
         .label_actions(&store::label_actions::ActionFilter {
             node: Some(&node),
-            states: &["planned"],
+            states: &[store::label_actions::ActionState::Planned],
             ..store::label_actions::ActionFilter::newest(100)
         })
         .await?

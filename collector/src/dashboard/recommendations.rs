@@ -313,6 +313,7 @@ pub async fn recommendation(
     };
     let (plan, action) = step_action(&state, &a, r).await?;
     let (action_id, action_state) = action.map_or((None, None), |(id, st)| (Some(id), Some(st)));
+    let awaiting = action_state == Some(store::label_actions::ActionState::Planned);
     // Only operators see the form; the middleware checks the role again on POST.
     let csrf = caller
         .is_operator()
@@ -323,7 +324,8 @@ pub async fn recommendation(
         label: plan.as_ref().map(|p| p.label.clone()),
         value: plan.as_ref().map(|p| p.value.clone()),
         action_id,
-        action_state,
+        action_state: action_state.map(|s| s.as_str().replace('_', " ")),
+        awaiting,
         csrf,
     };
     let mut v = rec_view(&a, r, actuation);
@@ -524,7 +526,13 @@ async fn step_action(
     state: &DashboardState,
     a: &Analysis,
     r: &analytics::Recommendation,
-) -> Result<(Option<crate::labels::Plan>, Option<(i64, String)>), PageError> {
+) -> Result<
+    (
+        Option<crate::labels::Plan>,
+        Option<(i64, store::label_actions::ActionState)>,
+    ),
+    PageError,
+> {
     let plan = crate::labels::plans(a, &r.cluster, state.labels.custom_layouts.as_ref())
         .remove(&r.node)
         .filter(|p| match &r.proposal {

@@ -11,10 +11,16 @@ use super::settings::{Mode, Settings};
 use super::workflow::{self, Audit, Limits, Outcome, Plan};
 use crate::analysis::{Newest, NewestError};
 use store::Store;
-use store::label_actions::{ActionFilter, LabelStep, NewLabelAction, OPEN, Transition};
+use store::label_actions::{
+    ActionFilter, ActionState, LabelStep, NewLabelAction, OPEN, Transition,
+};
 
 /// End states in which the node's labels were changed (they count for the rate limit).
-const CHANGED: [&str; 3] = ["applied", "rolled_back", "failed"];
+const CHANGED: [ActionState; 3] = [
+    ActionState::Applied,
+    ActionState::RolledBack,
+    ActionState::Failed,
+];
 
 /// Stores each step of a run (and optionally prints it).
 pub struct StoreAudit<'a> {
@@ -71,9 +77,9 @@ pub async fn record_plans(
         .await?;
     let mut ids = Vec::new();
     for plan in plans.values() {
-        let open = existing.iter().any(|a| {
-            a.node == plan.node && a.label == plan.label && OPEN.contains(&a.state.as_str())
-        });
+        let open = existing
+            .iter()
+            .any(|a| a.node == plan.node && a.label == plan.label && a.state.open());
         if open {
             continue;
         }
@@ -103,7 +109,7 @@ pub enum ApproveError {
     #[error("no label action {0}")]
     Unknown(i64),
     #[error("label action {0} is {1}, not planned")]
-    NotPlanned(i64, String),
+    NotPlanned(i64, ActionState),
     #[error(
         "label action {0} carries out step {1}, which requires {2} first: no label action does \
          that (a reclaim or a move is a person's change); carry it out, let the next analysis \
@@ -146,16 +152,16 @@ pub async fn approve(
     let Some(action) = found.first() else {
         return Err(ApproveError::Unknown(id));
     };
-    if action.state != "planned" {
-        return Err(ApproveError::NotPlanned(id, action.state.clone()));
+    if action.state != ActionState::Planned {
+        return Err(ApproveError::NotPlanned(id, action.state));
     }
     let chain = required_actions(store, newest, id, &action.plan).await?;
     for &x in chain.iter().chain(std::iter::once(&id)) {
         let moved = store
             .transition_label_action(&Transition {
                 id: x,
-                from: &["planned"],
-                to: "approved",
+                from: &[ActionState::Planned],
+                to: ActionState::Approved,
                 by: Some(by),
                 override_pods: Some(override_pods),
                 now_ms: now,
@@ -170,8 +176,11 @@ pub async fn approve(
                 })
                 .await?
                 .first()
-                .map_or_else(|| "gone".to_owned(), |a| a.state.clone());
-            return Err(ApproveError::NotPlanned(id, now_state));
+                .map(|a| a.state);
+            return Err(match now_state {
+                Some(s) => ApproveError::NotPlanned(id, s),
+                None => ApproveError::Unknown(id),
+            });
         }
     }
     Ok(())
@@ -239,7 +248,7 @@ async fn required_actions(
         };
         match action_of.get(&rec) {
             Some(a) => {
-                if a.state == "planned" {
+                if a.state == ActionState::Planned {
                     chain.push(a.id);
                 }
                 todo.extend(r.requires.iter().cloned());
@@ -301,13 +310,13 @@ fn in_required_order(actions: &mut Vec<store::label_actions::LabelActionRecord>)
     *actions = order.into_iter().filter_map(|i| taken[i].take()).collect();
 }
 
-fn state_of(o: &Outcome) -> (&'static str, Option<String>) {
+fn state_of(o: &Outcome) -> (ActionState, Option<String>) {
     match o {
-        Outcome::Applied => ("applied", None),
-        Outcome::Unchanged => ("unchanged", None),
-        Outcome::Refused { reason } => ("refused", Some(reason.clone())),
-        Outcome::RolledBack { reason } => ("rolled_back", Some(reason.clone())),
-        Outcome::Failed { reason } => ("failed", Some(reason.clone())),
+        Outcome::Applied => (ActionState::Applied, None),
+        Outcome::Unchanged => (ActionState::Unchanged, None),
+        Outcome::Refused { reason } => (ActionState::Refused, Some(reason.clone())),
+        Outcome::RolledBack { reason } => (ActionState::RolledBack, Some(reason.clone())),
+        Outcome::Failed { reason } => (ActionState::Failed, Some(reason.clone())),
     }
 }
 
@@ -322,7 +331,7 @@ pub async fn run_approved(
 ) -> anyhow::Result<Vec<(i64, Outcome)>> {
     let mut approved = store
         .label_actions(&ActionFilter {
-            states: &["approved"],
+            states: &[ActionState::Approved],
             ..ActionFilter::newest(1000)
         })
         .await?;
@@ -335,8 +344,8 @@ pub async fn run_approved(
         if !store
             .transition_label_action(&Transition {
                 id: a.id,
-                from: &["approved"],
-                to: "running",
+                from: &[ActionState::Approved],
+                to: ActionState::Running,
                 by: None,
                 override_pods: None,
                 now_ms: now,
@@ -404,12 +413,12 @@ pub async fn run_approved(
             &a.label,
             &a.value,
             a.approved_by.as_deref().unwrap_or("unknown"),
-            state,
+            state.as_str(),
         );
         store
             .transition_label_action(&Transition {
                 id: a.id,
-                from: &["running"],
+                from: &[ActionState::Running],
                 to: state,
                 by: None,
                 override_pods: None,
@@ -529,7 +538,7 @@ pub fn task(
         Box::pin(async move {
             let (store, cluster, settings, metrics) = &*shared;
             for (_, outcome) in run_approved(store, cluster, settings, false).await? {
-                metrics.run(state_of(&outcome).0);
+                metrics.run(state_of(&outcome).0.as_str());
             }
             Ok(())
         })

@@ -29,7 +29,7 @@ crate::shared::derefs_to_shared!(LabelsState);
 use crate::access::routes::{Need::*, Routes, Teams::*};
 use crate::openapi::Op;
 use serde_json::json;
-use store::label_actions::{ActionFilter, LabelActionRecord};
+use store::label_actions::{ActionFilter, ActionState, LabelActionRecord};
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -56,7 +56,7 @@ pub struct LabelActionView {
     pub node: String,
     pub label: String,
     pub value: String,
-    pub state: String,
+    pub state: ActionState,
     pub requested_by: String,
     pub requested_at: String,
     pub approved_by: Option<String>,
@@ -105,7 +105,17 @@ pub async fn list(
 ) -> Result<Json<ActionList>, ApiError> {
     let Query(q) = q.map_err(crate::http::bad_query)?;
     let limit = crate::http::list_limit(q.limit)?;
-    let states: Vec<&str> = q.state.as_deref().into_iter().collect();
+    let states: Vec<ActionState> = match q.state.as_deref() {
+        None | Some("") => Vec::new(),
+        Some(s) => vec![ActionState::parse(s).ok_or_else(|| {
+            let shown: String = s.chars().take(40).collect();
+            let allowed: Vec<&str> = ActionState::ALL.iter().map(|a| a.as_str()).collect();
+            ApiError::BadRequest(format!(
+                "state {shown:?} is not a label-action state: one of {}",
+                allowed.join(", ")
+            ))
+        })?],
+    };
     let actions = state
         .store
         .label_actions(&ActionFilter {
@@ -225,7 +235,7 @@ pub fn routes() -> Routes<LabelsState> {
 fn list_op() -> Op {
     Op::new("GPU Operator label changes gpulens planned (docs/labels.md): state (planned, approved, running, applied, unchanged, refused, rolled_back, failed), who requested and approved them, the outcome, and every step of the run with its time, actor and result; plus the label mode.")
         .param(json!({"name": "node", "in": "query", "schema": {"type": "string"}, "description": "Only actions of this node."}))
-        .param(json!({"name": "state", "in": "query", "schema": {"type": "string"}, "description": "Only actions in this state."}))
+        .param(json!({"name": "state", "in": "query", "schema": {"type": "string", "enum": ActionState::ALL.map(|a| a.as_str())}, "description": "Only actions in this state (another value is a 400 that lists these)."}))
         .param(json!({"name": "limit", "in": "query", "schema": {"type": "integer", "minimum": 1, "maximum": 1000}, "description": "Newest first, default 100."}))
         .json(200, "mode, actions[] (id, node, label, value, state, requested_by, requested_at, approved_by, approved_at, override_pods, finished_at, outcome, previous_value, recommendation, rollback_of, steps[{at, actor, step, result, detail}])",
             json!({"type": "object", "properties": {"mode": {"type": "string", "enum": ["off", "advise", "apply-with-approval"]}, "actions": {"type": "array"}}}))

@@ -240,8 +240,8 @@ pub async fn action(store: &Store, node: &str, state: &str) -> i64 {
     let moved = store
         .transition_label_action(&Transition {
             id,
-            from: &["planned"],
-            to: state,
+            from: &[store::label_actions::ActionState::Planned],
+            to: store::label_actions::ActionState::parse(state).expect("a label-action state"),
             by: None,
             override_pods: None,
             now_ms: now,
@@ -541,7 +541,7 @@ async fn refusals_are_not_retried_and_slack_is_paced() {
     a.pass(s).await.unwrap();
     let strict = s.notifications(Some("strict"), 10).await.unwrap();
     assert_eq!(strict.len(), 1, "the matcher keeps gpu-2 out");
-    assert_eq!(strict[0].state, "failed");
+    assert_eq!(strict[0].state.as_str(), "failed");
     assert_eq!(strict[0].attempts, 1);
     assert_eq!(strict[0].tries[0].http_status, Some(400));
     // Slack refused too; now let it in and send fresh ones: two groups, a second apart.
@@ -798,7 +798,7 @@ async fn a_receiver_down_for_ten_minutes_gets_every_notification_afterwards_once
     // The first notification's attempts span the outage, with the wait capped at 5 minutes.
     let list = s.notifications(Some("oncall"), 10).await.unwrap();
     let first = list.iter().min_by_key(|n| n.id).unwrap();
-    assert_eq!(first.state, "delivered");
+    assert_eq!(first.state.as_str(), "delivered");
     assert!(first.tries.len() >= 6, "{:?}", first.tries);
     // An attempt is stored at its end (the pass's time plus the request's duration, which is
     // real time); the next one starts at the first pass (every 10 s) after a backoff of at

@@ -142,7 +142,7 @@ async fn an_operator_approves_a_label_change_from_the_dashboard() {
     let open = t
         .store
         .label_actions(&ActionFilter {
-            states: &["planned"],
+            states: &[store::label_actions::ActionState::Planned],
             ..ActionFilter::newest(10)
         })
         .await
@@ -167,7 +167,7 @@ async fn an_operator_approves_a_label_change_from_the_dashboard() {
         .label_actions(&ActionFilter::newest(10))
         .await
         .unwrap();
-    assert_eq!(approved[0].state, "approved");
+    assert_eq!(approved[0].state.as_str(), "approved");
     assert_eq!(approved[0].approved_by.as_deref(), Some("alice"));
     let (_, _, html) = send(&state, get(&to, Some(&cookie))).await;
     assert!(html.contains("approved: the collector runs it"), "{html}");

@@ -77,7 +77,7 @@ async fn a_team_scoped_operator_changes_nothing_of_another_team_on_any_route() {
     // A step with its planned label action: a node's change, every team's on it.
     crate::support::store_time_slicing_step(&t.store, "time_slicing-whole", "whole", true).await;
     let action = newest_action(&t.store).await;
-    assert_eq!(action.state, "planned");
+    assert_eq!(action.state.as_str(), "planned");
 
     let access: collector::access::Settings = toml::from_str(&format!(
         r#"
@@ -172,7 +172,7 @@ async fn a_team_scoped_operator_changes_nothing_of_another_team_on_any_route() {
     assert_eq!(state_of(&t.store, vision).await, "awaiting_approval");
     assert_eq!(state_of(&t.store, search).await, "awaiting_approval");
     let after = newest_action(&t.store).await;
-    assert_eq!(after.state, "planned");
+    assert_eq!(after.state.as_str(), "planned");
     assert_eq!(after.approved_by, None);
 
     // The scope is the object's, not a blanket refusal: search's operator decides search's

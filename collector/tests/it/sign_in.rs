@@ -218,7 +218,7 @@ async fn heavy_people_sign_in_through_a_real_openid_provider_in_chromium() {
         .label_actions(&ActionFilter::newest(10))
         .await
         .unwrap();
-    assert_eq!(actions[0].state, "approved");
+    assert_eq!(actions[0].state.as_str(), "approved");
     assert_eq!(actions[0].approved_by.as_deref(), Some("olga"));
 
     // Eve's groups give no role: refused, and told which groups she came with.

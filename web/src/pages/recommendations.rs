@@ -695,7 +695,10 @@ pub struct Actuation {
     pub value: Option<String>,
     /// The planned action waiting for approval, if any.
     pub action_id: Option<i64>,
+    /// Its state, in words ("planned", "rolled back").
     pub action_state: Option<String>,
+    /// Whether it is planned and waits for an operator's approval.
+    pub awaiting: bool,
     /// Set when the signed-in operator may approve: the form's CSRF token.
     pub csrf: Option<String>,
 }
@@ -769,7 +772,7 @@ pub fn recommendation(frame: Frame, v: RecView) -> String {
             (Some(label), Some(value)) => {
                 let what = format!("{label}={value} on {}", v.node);
                 let control = match (a.action_id, a.csrf.clone()) {
-                    (Some(id), Some(csrf)) if a.action_state.as_deref() == Some("planned") => view! {
+                    (Some(id), Some(csrf)) if a.awaiting => view! {
                         <form method="post" action=format!("/recommendations/{}/approve", enc(&v.id))>
                             <input type="hidden" name="csrf" value=csrf/>
                             <input type="hidden" name="action" value=id.to_string()/>
@@ -780,7 +783,7 @@ pub fn recommendation(frame: Frame, v: RecView) -> String {
                     .into_any(),
                     (Some(id), _) => view! {
                         <p>{format!("Label action {id}: {}.", a.action_state.clone().unwrap_or_default())}
-                            " "{(a.csrf.is_none() && a.action_state.as_deref() == Some("planned")).then(|| view! { <a href="/login">"Sign in as an operator to approve it."</a> })}
+                            " "{(a.csrf.is_none() && a.awaiting).then(|| view! { <a href="/login">"Sign in as an operator to approve it."</a> })}
                             " "<a href=format!("/api/v1/label-actions?node={}", enc(&v.node))>"Audit trail"</a></p>
                     }
                     .into_any(),

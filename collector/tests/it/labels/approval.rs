@@ -514,16 +514,16 @@ async fn dependent_steps_are_approved_together_and_never_run_out_of_order() {
         .unwrap_err();
     assert!(matches!(err, ApproveError::Requires(..)), "{err}");
     assert!(err.to_string().contains("reclaim-c"), "{err}");
-    assert_eq!(action_of("node-a").await.state, "planned");
-    assert_eq!(action_of("node-b").await.state, "planned");
+    assert_eq!(action_of("node-a").await.state.as_str(), "planned");
+    assert_eq!(action_of("node-b").await.state.as_str(), "planned");
     // Once an analysis no longer proposes the reclaim, A is approved with B.
     save(vec![a.clone(), b.clone()], now + 2).await;
     actions::approve(&t.store, &settings, &newest, id_a, "alice", false, now)
         .await
         .unwrap();
-    assert_eq!(action_of("node-a").await.state, "approved");
+    assert_eq!(action_of("node-a").await.state.as_str(), "approved");
     let b_action = action_of("node-b").await;
-    assert_eq!(b_action.state, "approved");
+    assert_eq!(b_action.state.as_str(), "approved");
     assert_eq!(b_action.approved_by.as_deref(), Some("alice"));
     // The actuator runs B before A although A was approved by name (the nodes are unknown to
     // the stand-in, so both end refused or failed: the order is what counts here).
@@ -595,8 +595,8 @@ async fn a_running_collector_refuses_a_dependent_step_approved_alone() {
     let body = resp.text().await.unwrap();
     assert_eq!(code, reqwest::StatusCode::CONFLICT, "{body}");
     assert!(body.contains("reclaim-c"), "{body}");
-    assert_eq!(action_of("node-a").await.state, "planned");
-    assert_eq!(action_of("node-b").await.state, "planned");
+    assert_eq!(action_of("node-a").await.state.as_str(), "planned");
+    assert_eq!(action_of("node-b").await.state.as_str(), "planned");
 
     // The reclaim carried out: the next analysis no longer proposes it; A goes with B.
     let mut next = analysis.clone();
@@ -609,7 +609,7 @@ async fn a_running_collector_refuses_a_dependent_step_approved_alone() {
     let code = resp.status();
     let body = resp.text().await.unwrap();
     assert_eq!(code, reqwest::StatusCode::OK, "{body}");
-    assert_eq!(action_of("node-a").await.state, "approved");
-    assert_eq!(action_of("node-b").await.state, "approved");
+    assert_eq!(action_of("node-a").await.state.as_str(), "approved");
+    assert_eq!(action_of("node-b").await.state.as_str(), "approved");
     serving.stop().await;
 }
