@@ -143,18 +143,16 @@ fn capitalized(s: &str) -> String {
     }
 }
 
+/// What stays as it is in a query or path component: RFC 3986's unreserved characters.
+const COMPONENT: &percent_encoding::AsciiSet = &percent_encoding::NON_ALPHANUMERIC
+    .remove(b'-')
+    .remove(b'_')
+    .remove(b'.')
+    .remove(b'~');
+
 /// Percent-encodes a query or path component.
 pub fn enc(s: &str) -> String {
-    let mut o = String::with_capacity(s.len());
-    for b in s.bytes() {
-        match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
-                o.push(b as char)
-            }
-            _ => o.push_str(&format!("%{b:02X}")),
-        }
-    }
-    o
+    percent_encoding::utf8_percent_encode(s, COMPONENT).to_string()
 }
 
 #[cfg(test)]

@@ -3,34 +3,36 @@
 
 use std::net::IpAddr;
 
+use ipnet::IpNet;
+
 /// An address block (`10.0.0.0/8`, `fd00::/8`, or one address).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Cidr {
-    net: IpAddr,
-    bits: u8,
-}
+pub struct Cidr(IpNet);
 
 impl Cidr {
     pub fn parse(s: &str) -> Result<Cidr, String> {
-        let (addr, bits) = match s.split_once('/') {
-            Some((a, b)) => (a, Some(b)),
-            None => (s, None),
+        let s = s.trim();
+        let net = match s.split_once('/') {
+            Some((addr, bits)) => {
+                let ip: IpAddr = addr
+                    .trim()
+                    .parse()
+                    .map_err(|_| format!("{s:?} is not an address or CIDR block"))?;
+                let max = if ip.is_ipv4() { 32 } else { 128 };
+                let bits = bits
+                    .trim()
+                    .parse::<u8>()
+                    .ok()
+                    .filter(|b| *b <= max)
+                    .ok_or_else(|| format!("{s:?}: the prefix length must be 0 to {max}"))?;
+                IpNet::new(ip, bits).map_err(|e| format!("{s:?}: {e}"))?
+            }
+            None => IpNet::from(
+                s.parse::<IpAddr>()
+                    .map_err(|_| format!("{s:?} is not an address or CIDR block"))?,
+            ),
         };
-        let net: IpAddr = addr
-            .trim()
-            .parse()
-            .map_err(|_| format!("{s:?} is not an address or CIDR block"))?;
-        let max = if net.is_ipv4() { 32 } else { 128 };
-        let bits = match bits {
-            Some(b) => b
-                .trim()
-                .parse::<u8>()
-                .ok()
-                .filter(|b| *b <= max)
-                .ok_or_else(|| format!("{s:?}: the prefix length must be 0 to {max}"))?,
-            None => max,
-        };
-        Ok(Cidr { net, bits })
+        Ok(Cidr(net))
     }
 
     pub fn contains(&self, ip: IpAddr) -> bool {
@@ -39,22 +41,6 @@ impl Cidr {
             IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(ip, IpAddr::V4),
             v4 => v4,
         };
-        match (self.net, ip) {
-            (IpAddr::V4(n), IpAddr::V4(a)) => prefix_eq(&n.octets(), &a.octets(), self.bits),
-            (IpAddr::V6(n), IpAddr::V6(a)) => prefix_eq(&n.octets(), &a.octets(), self.bits),
-            _ => false,
-        }
-    }
-}
-
-fn prefix_eq(a: &[u8], b: &[u8], bits: u8) -> bool {
-    let full = usize::from(bits / 8);
-    if a[..full] != b[..full] {
-        return false;
-    }
-    let rest = bits % 8;
-    rest == 0 || {
-        let mask = 0xffu8 << (8 - rest);
-        a[full] & mask == b[full] & mask
+        self.0.contains(&ip)
     }
 }
