@@ -59,12 +59,13 @@ pub fn run(
     for i in 0..20 {
         run_cycle(i, backend)?;
     }
-    let cpu0 = model::process::cpu_seconds().unwrap_or(0.0);
+    let cpu0 = model::own_usage::cpu_seconds().unwrap_or(0.0);
     let wall0 = Instant::now();
     for i in 0..cycles {
         run_cycle(20 + i, backend)?;
     }
-    let cpu_ms = (model::process::cpu_seconds().unwrap_or(0.0) - cpu0) * 1000.0 / f64::from(cycles);
+    let cpu_ms =
+        (model::own_usage::cpu_seconds().unwrap_or(0.0) - cpu0) * 1000.0 / f64::from(cycles);
     let wall_ms = wall0.elapsed().as_secs_f64() * 1000.0 / f64::from(cycles);
     let _ = std::fs::remove_dir_all(&dir);
     Ok(Report {
@@ -76,6 +77,6 @@ pub fn run(
         cpu_ms_per_cycle: cpu_ms,
         wall_ms_per_cycle: wall_ms,
         core_share_at_interval: cpu_ms / interval.as_secs_f64() / 1000.0,
-        peak_rss_mib: model::process::peak_rss_mib().unwrap_or(0.0),
+        peak_rss_mib: model::own_usage::peak_rss_mib().unwrap_or(0.0),
     })
 }

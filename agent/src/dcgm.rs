@@ -224,7 +224,7 @@ mod tests {
         let mut d = Dcgm::new(&url, Duration::from_secs(30)).unwrap();
         assert!(!d.refresh().await);
         assert!(d.current().is_none());
-        let peak_kb = model::process::peak_rss_mib().unwrap() * 1024.0;
+        let peak_kb = model::own_usage::peak_rss_mib().unwrap() * 1024.0;
         assert!(peak_kb < 256.0 * 1024.0, "{peak_kb} kB");
     }
 

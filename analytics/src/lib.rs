@@ -6,7 +6,6 @@
 //! Every definition, threshold and formula is in docs/analytics.md.
 
 pub mod config;
-pub mod demand;
 pub mod disrupts;
 pub mod finding;
 pub mod findings;
@@ -27,7 +26,8 @@ pub mod recommendation;
 pub mod replay;
 pub mod requires;
 pub mod steps;
-pub mod waste;
+pub mod underutilized;
+pub mod waiting;
 
 use model::inventory::Sharing;
 use std::collections::BTreeMap;
@@ -141,7 +141,7 @@ fn analyze_with(
     found.extend(findings::throttling(&ctx, &holdings));
     found.extend(findings::hardware(&ctx));
     found.extend(findings::agent_silent(&ctx));
-    found.extend(demand::waiting_demand(&ctx, &holdings));
+    found.extend(waiting::waiting_demand(&ctx, &holdings));
     let rec = recommend::recommend(&ctx, &holdings, &found);
     found.extend(rec.underutilized);
     let outcomes = outcome::check(&ctx, &holdings);

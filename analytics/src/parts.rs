@@ -8,9 +8,9 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use crate::demand::product_matches;
 use crate::input::Input;
 use crate::recommendation::Recommendation;
+use crate::waiting::product_matches;
 
 /// One part of a cluster: its nodes, and which of the cluster's waiting work it judges.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

@@ -17,7 +17,7 @@ pub use crate::recommendation::{
     device_plugin_config,
 };
 use crate::replay::{Replay, Slot, replay};
-use crate::{steps, waste};
+use crate::{steps, underutilized};
 
 /// What the recommender produced, and the underutilized findings it confirms.
 #[derive(Debug, Default)]
@@ -49,14 +49,14 @@ pub fn recommend(ctx: &Ctx, holdings: &[Holding], findings: &[Finding]) -> Outpu
     let wasters: Vec<&Holding> = holdings
         .iter()
         .filter(|h| eligible(h) && !reclaimed.contains(&(h.gpu.as_str(), h.tenant.as_str())))
-        .filter(|h| waste::is_waster(h, cfg))
+        .filter(|h| underutilized::is_waster(h, cfg))
         .collect();
     let waste_ids: HashMap<(String, String), String> = wasters
         .iter()
         .map(|h| {
             (
                 (h.gpu.clone(), h.tenant.clone()),
-                waste::finding_id_of(h, ctx),
+                underutilized::finding_id_of(h, ctx),
             )
         })
         .collect();
@@ -86,7 +86,7 @@ pub fn recommend(ctx: &Ctx, holdings: &[Holding], findings: &[Finding]) -> Outpu
         .map(|h| {
             let planned = fleet.moves.get(&(h.gpu.clone(), h.tenant.clone()));
             let planned = planned.map(|(id, m)| (named.get(id).unwrap_or(id).as_str(), m));
-            waste::finding(ctx, h, planned)
+            underutilized::finding(ctx, h, planned)
         })
         .collect();
     let moved: BTreeSet<String> = fleet.moves.keys().map(|k| k.1.clone()).collect();

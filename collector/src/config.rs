@@ -7,11 +7,11 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-pub use crate::auth::AgentAuth;
+pub use crate::agent_auth::AgentAuth;
 pub use crate::ingest::IngestConfig;
 pub use crate::settings::{Secret, duration};
-pub use crate::storage::RetentionConfig;
 pub use crate::teams::TeamsConfig;
+pub use crate::upkeep::RetentionConfig;
 
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]

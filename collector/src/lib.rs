@@ -4,8 +4,8 @@
 // The shared layer: what every feature may use. None of these imports a feature.
 pub mod access;
 pub mod admission;
+pub mod agent_auth;
 pub mod attempts;
-pub mod auth;
 pub mod error;
 pub mod http;
 pub mod kube_api;
@@ -34,7 +34,7 @@ pub mod reclaim;
 pub mod remote_write;
 pub mod reports;
 pub mod simulate;
-pub mod storage;
+pub mod upkeep;
 
 // The composition root: puts the features together. No feature imports these.
 pub mod commands;

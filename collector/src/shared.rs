@@ -8,7 +8,7 @@ use std::sync::Arc;
 use prometheus_client::registry::Registry;
 use store::{Retention, Store};
 
-use crate::auth::Auth;
+use crate::agent_auth::Auth;
 use crate::tasks::TaskHealth;
 use crate::teams::TeamsConfig;
 

@@ -8,9 +8,9 @@ use std::sync::Arc;
 use store::{Retention, Store};
 
 use crate::access::Access;
+use crate::agent_auth::Auth;
 use crate::alerts::AlertMetrics;
 use crate::analysis::{AnalysisMetrics, AnalysisState, Newest};
-use crate::auth::Auth;
 use crate::dashboard::DashboardState;
 use crate::fleet::LatestGpus;
 use crate::health::HealthState;
@@ -19,9 +19,9 @@ use crate::labels::{LabelMetrics, LabelsState};
 use crate::remote_write::{Receiver, RemoteWriteMetrics, RemoteWriteState};
 use crate::reports::{ReportMetrics, ReportsState};
 use crate::shared::{Shared, SharedInner};
-use crate::storage::{StorageMetrics, Upkeep};
 use crate::tasks::TaskHealth;
 use crate::teams::TeamsConfig;
+use crate::upkeep::{StorageMetrics, Upkeep};
 
 /// The name of the session key in the `secrets` table.
 pub const SESSION_KEY_SECRET: &str = "session_key";

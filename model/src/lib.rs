@@ -13,7 +13,7 @@ pub mod labels;
 pub mod metric_set;
 pub mod mig;
 pub mod names;
-pub mod process;
+pub mod own_usage;
 pub mod rollup;
 pub mod sample;
 pub mod sealed;

@@ -7,9 +7,9 @@
 //! naming no product goes to the first such pool of its cluster (pools in model order), so it
 //! is counted once. The packer keeps room for them (`pack::reserve`).
 
-use crate::demand::{Class, MIG_PREFIX, product_matches};
 use crate::input::{Input, Waiting};
 use crate::mig::{MigFamily, Profile};
+use crate::waiting::{Class, MIG_PREFIX, product_matches};
 use model::rollup::HOUR_MS;
 
 /// How near the end of the window something must have been seen to count as going on now:

@@ -632,7 +632,7 @@ impl Access {
 
 /// The token of an `Authorization: Bearer …` header.
 fn bearer_of(headers: &HeaderMap) -> Option<&str> {
-    crate::auth::bearer(headers.get(header::AUTHORIZATION)?.to_str().ok()).ok()
+    crate::agent_auth::bearer(headers.get(header::AUTHORIZATION)?.to_str().ok()).ok()
 }
 
 fn bearer_hash(headers: &HeaderMap) -> Option<[u8; 32]> {

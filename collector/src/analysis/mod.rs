@@ -261,7 +261,7 @@ async fn analyze_part(
     let mut input = std::mem::take(&mut piece.input);
     load_series(store, cfg, piece.scope(), &mut input, stats).await?;
     stats.load += t.elapsed();
-    stats.peak_after_load_mib = model::process::peak_rss_mib();
+    stats.peak_after_load_mib = model::own_usage::peak_rss_mib();
     let t = Instant::now();
     let cfg = cfg.clone();
     let analysis =

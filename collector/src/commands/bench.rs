@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use model::figures::count;
 use model::wire::v1::Batch;
 
-use crate::auth::Auth;
+use crate::agent_auth::Auth;
 use crate::config::{IngestConfig, TeamsConfig};
 use crate::state::AppState;
 use store::{Agg, Entity, Metric, Retention, SeriesQuery, Store};
@@ -341,8 +341,8 @@ struct PhaseCpu {
 impl CpuMark {
     fn now() -> CpuMark {
         CpuMark {
-            process: model::process::cpu_seconds(),
-            machine: model::process::machine_cpu_seconds(),
+            process: model::own_usage::cpu_seconds(),
+            machine: model::own_usage::machine_cpu_seconds(),
         }
     }
 
@@ -425,7 +425,7 @@ pub async fn series(args: SeriesBench) -> anyhow::Result<()> {
     let team = |_: &model::Tenant| None;
     store.ingest(&b, now, &team).await?;
     // As the upkeep leaves it: all but the hot window sealed into blocks.
-    let sealed = store.seal(now - crate::storage::HOT_WINDOW_MS).await?;
+    let sealed = store.seal(now - crate::upkeep::HOT_WINDOW_MS).await?;
     eprintln!("sealed {sealed} raw samples past the hot window into blocks");
     let gpu = b.snapshots[0].gpus[0].gpu_uuid.clone();
     let retention = Retention::default();

@@ -432,7 +432,7 @@ async fn one_size(
     let gpu_count: usize = fleets.iter().map(|f| f.gpu_count()).sum();
     let node_count: usize = fleets.iter().map(|f| f.nodes.len()).sum();
     let peak_tracked = reset_peak_rss();
-    let rss_before = model::process::peak_rss_mib();
+    let rss_before = model::own_usage::peak_rss_mib();
     let thresholds = bench_config(&fleets, &args.mechanisms);
     let window = Duration::from_millis((args.days * 86_400_000) as u64);
     // The first round finds no kept pair-hours where the fill wrote minutes, as an analysis of
@@ -447,7 +447,7 @@ async fn one_size(
         // Each round's own peak: after its load, and over the whole round.
         reset_peak_rss();
         let (analysis, stats) = crate::analysis::run(&store, &thresholds, window, to).await?;
-        let round_peak = model::process::peak_rss_mib();
+        let round_peak = model::own_usage::peak_rss_mib();
         peak_mib = match (peak_mib, round_peak) {
             (Some(a), Some(b)) => Some(a.max(b)),
             (a, b) => a.or(b),
@@ -462,7 +462,7 @@ async fn one_size(
     let peak_mib = if peak_tracked {
         peak_mib
     } else {
-        model::process::peak_rss_mib()
+        model::own_usage::peak_rss_mib()
     };
     let plan = time_plan(&store, &thresholds, window, to, args.rounds).await?;
     print_heading(&store, &fleets, args).await?;

@@ -11,7 +11,7 @@ use std::time::Duration;
 use model::GpuSample;
 use store::Store;
 
-use crate::storage;
+use crate::upkeep;
 
 #[derive(Debug, clap::Args)]
 pub struct StorageBench {
@@ -89,7 +89,7 @@ pub async fn storage(args: StorageBench) -> anyhow::Result<()> {
     let sealed_until = if args.rows_only {
         start
     } else {
-        store::block_of(end - storage::HOT_WINDOW_MS).max(start)
+        store::block_of(end - upkeep::HOT_WINDOW_MS).max(start)
     };
     let tables = store.table_bytes().await?;
     let gpus = fleet.gpu_count() as i64;
@@ -189,7 +189,7 @@ async fn store_history(
         }
         let now = chunk[chunk.len() - 1] + 1000;
         if !args.rows_only && now >= next_seal {
-            store.seal(now - storage::HOT_WINDOW_MS).await?;
+            store.seal(now - upkeep::HOT_WINDOW_MS).await?;
             store.reclaim_hot().await?;
             next_seal += 60_000;
         }

@@ -4,7 +4,7 @@
 
 use std::io::Write;
 
-use crate::auth::Auth;
+use crate::agent_auth::Auth;
 use crate::commands::cli::DemoArgs;
 use crate::config::Config;
 use crate::simulate::{Driver, load_scenario};

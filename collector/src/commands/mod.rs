@@ -168,7 +168,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         }
         crate::access::Mode::SignIn => tracing::info!("sign-in required to read ([access])"),
     }
-    let auth = crate::auth::Auth::from_config(&config.agents, config.token_review.as_ref())?;
+    let auth = crate::agent_auth::Auth::from_config(&config.agents, config.token_review.as_ref())?;
     if config.agents.is_empty() {
         tracing::warn!("no [[agents]] configured: every ingest request will be refused with 401");
     }

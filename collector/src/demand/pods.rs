@@ -24,10 +24,10 @@ pub fn gpu_resource(name: &str) -> bool {
     if name.len() > MAX_RESOURCE {
         return false;
     }
-    name == analytics::demand::WHOLE_GPU
-        || name == analytics::demand::SHARED_GPU
+    name == analytics::waiting::WHOLE_GPU
+        || name == analytics::waiting::SHARED_GPU
         || name
-            .strip_prefix(analytics::demand::MIG_PREFIX)
+            .strip_prefix(analytics::waiting::MIG_PREFIX)
             .is_some_and(|p| {
                 model::mig::compute_slices(p).is_some()
                     && p.bytes()

@@ -120,7 +120,7 @@ async fn handle(
     let batch = read_batch(state, headers, body).await?;
     // Whose data it is comes first: a batch for a node the token is not bound to is a 403,
     // whatever else is wrong with it.
-    crate::auth::Auth::authorize(&cred, &batch.cluster, &batch.node)
+    crate::agent_auth::Auth::authorize(&cred, &batch.cluster, &batch.node)
         .map_err(because(RejectReason::Forbidden))?;
     // Over mutual TLS the client certificate binds the node as well.
     if let Some(c) = client

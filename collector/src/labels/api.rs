@@ -274,7 +274,7 @@ pub async fn node_labels(
     // were neither limited nor audited).
     let id = state.auth.check_headers(&headers, caller.addr).await?;
     let Query(q) = q.map_err(crate::http::bad_query)?;
-    crate::auth::Auth::authorize(&id, &q.cluster, &node)?;
+    crate::agent_auth::Auth::authorize(&id, &q.cluster, &node)?;
     if state.labels.mode == Mode::Off {
         return Err(ApiError::Conflict(
             "node labels are off on this collector ([labels] mode = \"off\")".into(),

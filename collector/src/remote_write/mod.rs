@@ -796,14 +796,14 @@ pub async fn write(
         ))
     })?;
     let req = decode(&body, state.ingest.max_decoded_bytes).map_err(ApiError::BadRequest)?;
-    let default_cluster = crate::auth::Auth::cluster(&cred)
+    let default_cluster = crate::agent_auth::Auth::cluster(&cred)
         .unwrap_or("default")
         .to_owned();
     // Every host the request names must be one the token may send for.
     for ts in &req.timeseries {
         if let Some(host) = node_of(&ts.labels) {
             let cluster = label(&ts.labels, "cluster").unwrap_or(&default_cluster);
-            crate::auth::Auth::authorize(&cred, cluster, host)?;
+            crate::agent_auth::Auth::authorize(&cred, cluster, host)?;
         }
     }
     let sent = req.timeseries.len();

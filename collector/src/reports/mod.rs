@@ -424,7 +424,7 @@ mod tests {
         );
         assert!(e.len() < 500, "{} bytes", e.len());
         assert!(started.elapsed() < std::time::Duration::from_secs(5));
-        let peak = model::process::peak_rss_mib().expect("VmHWM is read");
+        let peak = model::own_usage::peak_rss_mib().expect("VmHWM is read");
         assert!(peak < 512.0, "{peak:.0} MiB");
         let redirect = Hostile::start(Behaviour::Redirect {
             to: format!("{}/elsewhere", peer.url),

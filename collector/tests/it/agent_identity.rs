@@ -45,7 +45,8 @@ kube_url = "{}"
     ))
     .unwrap();
     let auth =
-        collector::auth::Auth::from_config(&config.agents, config.token_review.as_ref()).unwrap();
+        collector::agent_auth::Auth::from_config(&config.agents, config.token_review.as_ref())
+            .unwrap();
     let state = collector::state::AppState::new(
         t.store.clone(),
         auth,

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use collector::auth::Auth;
+use collector::agent_auth::Auth;
 use collector::config::{IngestConfig, TeamsConfig};
 use collector::state::AppState;
 use ingest_client::{Backoff, Client, Delivered};

@@ -48,7 +48,7 @@ async fn no_answer_can_be_framed_pages_api_or_errors() {
 #[tokio::test]
 async fn wrong_tokens_on_the_node_labels_route_are_limited() {
     let t = crate::support::sqlite().await;
-    let mut auth = collector::auth::Auth::default();
+    let mut auth = collector::agent_auth::Auth::default();
     auth.add("node-token-right-1", vec!["gpu-1".into()], None);
     let state = collector::state::AppState::new(
         t.store.clone(),

@@ -15,7 +15,7 @@ use kube_standin::hostile::{Behaviour, Hostile};
 const MAX_RSS_MIB: f64 = 512.0;
 
 fn assert_bounded_memory(what: &str) {
-    let peak = model::process::peak_rss_mib().expect("VmHWM is read");
+    let peak = model::own_usage::peak_rss_mib().expect("VmHWM is read");
     assert!(
         peak < MAX_RSS_MIB,
         "{what}: the process peaked at {peak:.0} MiB"
@@ -65,7 +65,7 @@ async fn the_demand_poll_ends_every_hostile_pass_and_ingest_keeps_answering() {
     use collector::demand::{DemandMetrics, Poll, Settings};
 
     let t = crate::support::sqlite().await;
-    let mut auth = collector::auth::Auth::default();
+    let mut auth = collector::agent_auth::Auth::default();
     auth.add("hostile-agent-token-1", vec!["*".into()], None);
     let state = collector::state::AppState::new(
         t.store.clone(),

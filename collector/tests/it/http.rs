@@ -5,7 +5,7 @@ use std::io::Write;
 
 use axum::body::Body;
 use axum::http::{Request, StatusCode};
-use collector::auth::Auth;
+use collector::agent_auth::Auth;
 use collector::config::{IngestConfig, TeamsConfig};
 use collector::{router::router, state::AppState};
 use serde_json::Value;

@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use axum::routing::get;
-use collector::auth::Auth;
+use collector::agent_auth::Auth;
 use collector::{router::router, state::AppState};
 use store::{Agg, Entity, Metric, Retention, SeriesQuery};
 

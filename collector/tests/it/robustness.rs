@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use collector::auth::Auth;
+use collector::agent_auth::Auth;
 use collector::config::{IngestConfig, TeamsConfig};
 use collector::state::AppState;
 use store::{Retention, TableCounts};

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use axum::body::Body;
 use axum::http::{Request, StatusCode};
-use collector::auth::Auth;
+use collector::agent_auth::Auth;
 use collector::config::TeamsConfig;
 use collector::tasks::{Periodic, Runner, Task};
 use collector::{router::router, state::AppState};

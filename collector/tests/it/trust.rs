@@ -88,7 +88,8 @@ impl Served {
 /// A collector over `store` with `config`, on a real socket, its session key from the store.
 async fn serve(store: &store::Store, config: &Config) -> (Served, AppState) {
     let auth =
-        collector::auth::Auth::from_config(&config.agents, config.token_review.as_ref()).unwrap();
+        collector::agent_auth::Auth::from_config(&config.agents, config.token_review.as_ref())
+            .unwrap();
     let state = AppState::new(
         store.clone(),
         auth,

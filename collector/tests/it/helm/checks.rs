@@ -460,7 +460,7 @@ impl Rendered {
         let text = text.replace("\"/etc/gpulens/", &format!("\"{}/", secrets.display()));
         let config = collector::config::Config::parse(&text)
             .unwrap_or_else(|e| panic!("{what}: the collector refuses its config: {e:#}\n{text}"));
-        collector::auth::Auth::from_config(&config.agents, config.token_review.as_ref())
+        collector::agent_auth::Auth::from_config(&config.agents, config.token_review.as_ref())
             .unwrap_or_else(|e| panic!("{what}: agent credentials: {e:#}"));
         assert_eq!(
             config.access.mode(),

@@ -193,7 +193,7 @@ async fn approval_through_the_api_runs_and_audits_the_change() {
 async fn agents_read_their_nodes_advisory_labels() {
     use axum::body::Body;
     use axum::http::{Request, StatusCode};
-    use collector::auth::Auth;
+    use collector::agent_auth::Auth;
     use collector::labels::settings::{Mode, Settings};
     use collector::{router::router, state::AppState};
     use tower::ServiceExt;
