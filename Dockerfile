@@ -12,16 +12,16 @@ COPY .cargo .cargo
 COPY agent/Cargo.toml agent/
 COPY analytics/Cargo.toml analytics/
 COPY collector/Cargo.toml collector/
-COPY fake-nvml/Cargo.toml fake-nvml/
+COPY testing/fake-nvml/Cargo.toml testing/fake-nvml/
 COPY ingest-client/Cargo.toml ingest-client/
 COPY intake/Cargo.toml intake/
-COPY kube-standin/Cargo.toml kube-standin/
+COPY testing/kube-standin/Cargo.toml testing/kube-standin/
 COPY model/Cargo.toml model/
 COPY simulator/Cargo.toml simulator/
 COPY store/Cargo.toml store/
-COPY tests/gpu/load/Cargo.toml tests/gpu/load/
+COPY testing/gpu-load/Cargo.toml testing/gpu-load/
 COPY web/Cargo.toml web/
-RUN crates="agent analytics collector fake-nvml ingest-client intake kube-standin model simulator store tests/gpu/load web" \
+RUN crates="agent analytics collector ingest-client intake model simulator store testing/fake-nvml testing/gpu-load testing/kube-standin web" \
  && for d in $crates; do mkdir -p "$d/src" && touch "$d/src/lib.rs"; done \
  && cargo fetch --locked \
  && for d in $crates; do rm -r "$d/src"; done

@@ -125,7 +125,7 @@ async fn sample_once(socket: &std::path::Path, more: &[std::ffi::OsString]) -> V
         .args(more)
         .env(
             "GPULENS_FAKE_NVML_FIXTURE",
-            root.join("fake-nvml/fixtures/k8s-node.json"),
+            root.join("testing/fake-nvml/fixtures/k8s-node.json"),
         )
         .env("GPULENS_LOG", "warn")
         .output()

@@ -1,4 +1,4 @@
-//! The agent against the fake NVML stand-in (built from fake-nvml/ in this workspace) and a
+//! The agent against the fake NVML stand-in (built from testing/fake-nvml/ in this workspace) and a
 //! fixture proc tree: the real nvml-wrapper code path runs, only the driver is fake.
 
 use std::path::{Path, PathBuf};
@@ -43,7 +43,7 @@ fn sample(fixture: &str, format: &str) -> (bool, String, String) {
         .arg(root().join("agent/tests/fixtures/passwd"))
         .env(
             "GPULENS_FAKE_NVML_FIXTURE",
-            root().join("fake-nvml/fixtures").join(fixture),
+            root().join("testing/fake-nvml/fixtures").join(fixture),
         )
         .env("GPULENS_LOG", "warn")
         .output()
@@ -145,7 +145,7 @@ fn unsupported_readings_are_absent_not_zero_and_reported_once() {
         .arg(root().join("agent/tests/fixtures/proc"))
         .env(
             "GPULENS_FAKE_NVML_FIXTURE",
-            root().join("fake-nvml/fixtures/rtx3090-unsupported.json"),
+            root().join("testing/fake-nvml/fixtures/rtx3090-unsupported.json"),
         )
         .env("GPULENS_LOG", "info")
         .env("NO_COLOR", "1")
@@ -202,7 +202,7 @@ fn a_missing_driver_is_a_clear_start_up_error() {
 #[test]
 fn eight_gpus_a_lost_gpu_and_an_xid_event() {
     use agent::backend::GpuBackend;
-    let fixture = root().join("fake-nvml/fixtures/h100x8-64proc.json");
+    let fixture = root().join("testing/fake-nvml/fixtures/h100x8-64proc.json");
     // SAFETY: set before NVML starts and before any other thread of this test reads the
     // environment; nextest runs each test in a process of its own.
     #[allow(unsafe_code)]

@@ -93,7 +93,7 @@ fn agent_sample(cgroups: &std::path::Path, format: &str, extra: &[&str]) -> Vec<
         .args(extra)
         .env(
             "GPULENS_FAKE_NVML_FIXTURE",
-            root().join("fake-nvml/fixtures/k8s-node.json"),
+            root().join("testing/fake-nvml/fixtures/k8s-node.json"),
         )
         .env("GPULENS_LOG", "warn")
         .output()

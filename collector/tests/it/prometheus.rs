@@ -312,7 +312,7 @@ async fn heavy_prometheus_scrapes_the_demo_and_every_dashboard_panel_has_data() 
             .env("GPULENS_TOKEN", &token)
             .env(
                 "GPULENS_FAKE_NVML_FIXTURE",
-                root().join("fake-nvml/fixtures/k8s-node.json"),
+                root().join("testing/fake-nvml/fixtures/k8s-node.json"),
             )
             .env("GPULENS_LOG", "warn")
             .stdout(Stdio::null())
