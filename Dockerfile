@@ -20,8 +20,9 @@ COPY model/Cargo.toml model/
 COPY simulator/Cargo.toml simulator/
 COPY store/Cargo.toml store/
 COPY testing/gpu-load/Cargo.toml testing/gpu-load/
+COPY testing/checks/Cargo.toml testing/checks/
 COPY web/Cargo.toml web/
-RUN crates="agent analytics collector ingest-client intake model simulator store testing/fake-nvml testing/gpu-load testing/kube-standin web" \
+RUN crates="agent analytics collector ingest-client intake model simulator store testing/checks testing/fake-nvml testing/gpu-load testing/kube-standin web" \
  && for d in $crates; do mkdir -p "$d/src" && touch "$d/src/lib.rs"; done \
  && cargo fetch --locked \
  && for d in $crates; do rm -r "$d/src"; done

@@ -101,6 +101,28 @@ fn docker_compose_is_well_formed_and_its_files_exist() {
     }
     // The simulator's scenario is in the image (the Dockerfile copies scenarios/).
     let dockerfile = std::fs::read_to_string(root().join("Dockerfile")).unwrap();
+    // Its dependency layer has every workspace member's manifest (cargo fetch --locked reads
+    // them all), and a stub source for each.
+    let manifest: toml::Table = std::fs::read_to_string(root().join("Cargo.toml"))
+        .unwrap()
+        .parse()
+        .unwrap();
+    let crates = dockerfile
+        .lines()
+        .find_map(|l| l.strip_prefix("RUN crates=\""))
+        .and_then(|l| l.split('"').next())
+        .expect("the Dockerfile's list of crates");
+    for m in manifest["workspace"]["members"].as_array().unwrap() {
+        let m = m.as_str().unwrap();
+        assert!(
+            dockerfile.contains(&format!("COPY {m}/Cargo.toml {m}/")),
+            "the Dockerfile copies {m}/Cargo.toml"
+        );
+        assert!(
+            crates.split(' ').any(|c| c == m),
+            "{m} is in the Dockerfile's crates"
+        );
+    }
     assert!(dockerfile.contains("COPY scenarios /usr/share/gpulens/scenarios"));
     let scenario = services["simulator"]["command"]
         .as_array()

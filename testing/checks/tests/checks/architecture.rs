@@ -48,8 +48,9 @@ const ROOT: &[&str] = &[
     "commands", "config", "router", "schedule", "server", "state", "lib", "main",
 ];
 
+/// The collector's sources, whose layers this checks.
 fn src() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("src")
+    crate::import_circles::workspace().join("collector/src")
 }
 
 /// The top-level module a file belongs to (`alerts/api.rs` → `alerts`).
