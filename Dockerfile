@@ -21,8 +21,9 @@ COPY simulator/Cargo.toml simulator/
 COPY store/Cargo.toml store/
 COPY testing/gpu-load/Cargo.toml testing/gpu-load/
 COPY testing/checks/Cargo.toml testing/checks/
+COPY testing/support/Cargo.toml testing/support/
 COPY web/Cargo.toml web/
-RUN crates="agent analytics collector ingest-client intake model simulator store testing/checks testing/fake-nvml testing/gpu-load testing/kube-standin web" \
+RUN crates="agent analytics collector ingest-client intake model simulator store testing/checks testing/fake-nvml testing/gpu-load testing/kube-standin testing/support web" \
  && for d in $crates; do mkdir -p "$d/src" && touch "$d/src/lib.rs"; done \
  && cargo fetch --locked \
  && for d in $crates; do rm -r "$d/src"; done

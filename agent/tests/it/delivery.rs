@@ -38,9 +38,7 @@ fn psql(url: &str, sql: &str) -> String {
     String::from_utf8_lossy(&out.stdout).trim().to_owned()
 }
 
-#[path = "../../../tests/support/ports.rs"]
-mod ports;
-pub(crate) use ports::free_port;
+pub(crate) use test_support::free_port;
 
 pub(crate) fn healthy(port: u16) -> bool {
     let Ok(mut s) = TcpStream::connect(("127.0.0.1", port)) else {

@@ -8,8 +8,7 @@ use std::time::Duration;
 
 use crate::delivery::{Proc, free_port, root, wait_until};
 
-#[path = "../../../tests/support/promtool.rs"]
-mod promtool;
+use test_support::promtool;
 
 pub(crate) fn get(port: u16, path: &str, accept: &str) -> Option<String> {
     let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;

@@ -33,8 +33,7 @@ pub(crate) fn required(what: &str) {
     eprintln!("skipping: no {what} (run the suite with tests/run.sh)");
 }
 
-#[path = "../../../tests/support/promtool.rs"]
-mod promtool;
+use test_support::promtool;
 
 #[tokio::test]
 async fn the_collectors_metrics_pass_promtool() {

@@ -1,12 +1,10 @@
 //! Test support: the store's (temporary directories, stores on both backends, PostgreSQL
-//! servers and clusters, a small fleet; in `store/tests/support`) and what only the
+//! servers and clusters, a small fleet; in the `test-support` crate, `testing/support`) and what only the
 //! collector's tests need (other servers' APIs, Prometheus).
 
 use std::process::Command;
 
-#[path = "../../../store/tests/support/mod.rs"]
-mod store_support;
-pub use store_support::*;
+pub use test_support::stores::*;
 
 /// The collector's state over `store` with every setting at its default: reads open, no
 /// agent tokens, default ingest limits, retention and teams.

@@ -7,8 +7,7 @@ mod ingest;
 mod records;
 mod rollups;
 mod sealing;
-#[path = "../support/mod.rs"]
-mod support;
+use test_support::stores as support;
 
 use ingest::*;
 use records::*;

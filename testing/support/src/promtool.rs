@@ -1,5 +1,5 @@
 //! `promtool check metrics` on a scrape, for the golden-scrape tests of the collector and the
-//! agent. Shared by both test binaries through `#[path]`; tests/run.sh installs promtool.
+//! agent; tests/run.sh installs promtool.
 
 use std::io::Write;
 use std::process::{Command, Stdio};

@@ -1,6 +1,5 @@
 //! Free ports for servers the tests start as child processes (PostgreSQL, Prometheus,
-//! Alertmanager, `gpulens serve`). Shared by the collector's and the agent's test binaries
-//! through `#[path]`.
+//! Alertmanager, `gpulens serve`), for every test binary that starts one.
 //!
 //! A port found by binding port 0 lies in the kernel's ephemeral range
 //! (`net.ipv4.ip_local_port_range`), where any other socket bound to port 0 or connecting out

@@ -1,9 +1,7 @@
-//! Test support shared by the store's conformance suite and the collector's tests (which
-//! include this file): temporary directories, stores on both backends, fresh PostgreSQL
-//! databases on the suite's throwaway server (GPULENS_TEST_PG), private PostgreSQL clusters
-//! for tests that must stop and start the server, and a small simulated fleet.
-
-#![allow(dead_code)] // each test crate uses its own part
+//! The stores' support, for the store's conformance suite and the collector's tests:
+//! temporary directories, stores on both backends, fresh PostgreSQL databases on the suite's
+//! throwaway server (GPULENS_TEST_PG), private PostgreSQL clusters for tests that must stop and
+//! start the server, and a small simulated fleet.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -14,9 +12,7 @@ use model::wire::v1::Batch;
 use simulator::{Fleet, Scenario};
 use store::Store;
 
-#[path = "../../../tests/support/ports.rs"]
-mod ports;
-pub use ports::free_port;
+pub use crate::ports::free_port;
 
 /// A directory removed on drop.
 pub struct TempDir(pub PathBuf);
