@@ -1,4 +1,6 @@
-//! Numbers and times as the pages show them.
+//! Numbers and times as the pages show them: figures through `model::figures` (one formatter
+//! for the pages, the report, findings and alerts), with what only pages need (no value, a
+//! change, words for kinds and metrics, URL components).
 
 /// `YYYY-MM-DD HH:MM` (UTC) of Unix milliseconds.
 pub fn time(ms: i64) -> String {
@@ -38,7 +40,7 @@ pub fn money(x: f64, currency: &str) -> String {
 
 /// `42 %` of a 0–1 ratio, `–` without one.
 pub fn pct(x: Option<f64>) -> String {
-    x.map_or("–".into(), |r| format!("{:.0} %", r * 100.0))
+    x.map_or("–".into(), model::figures::percent)
 }
 
 /// A change from `before` to `now`: `+12 %`, `−3 %`.
@@ -196,7 +198,8 @@ mod tests {
         assert_eq!(num(1234567.0), "1,234,567");
         assert_eq!(num(12.34), "12.3");
         assert_eq!(num(0.421), "0.42");
-        assert_eq!(pct(Some(0.425)), "42 %");
+        // Halves round away from zero, as the summaries and the report round them.
+        assert_eq!(pct(Some(0.425)), "43 %");
         assert_eq!(change(110.0, 100.0), "+10 %");
         assert_eq!(change(90.0, 100.0), "−10 %");
         assert_eq!(enc("pod/a b"), "pod%2Fa%20b");
