@@ -43,14 +43,14 @@ pub(super) fn partition_end_ms(table: &str, part: &str) -> Option<i64> {
     let num = |s: &str| s.parse::<i64>().ok();
     match suffix.len() {
         8 => Some(
-            days_from_civil(num(&suffix[..4])?, num(&suffix[4..6])?, num(&suffix[6..])?)
+            days_from_civil(num(&suffix[..4])?, num(&suffix[4..6])?, num(&suffix[6..])?)?
                 * 86_400_000
                 + 86_400_000,
         ),
         6 => {
             let (y, m) = (num(&suffix[..4])?, num(&suffix[4..])?);
             let (y, m) = if m == 12 { (y + 1, 1) } else { (y, m + 1) };
-            Some(days_from_civil(y, m, 1) * 86_400_000)
+            Some(days_from_civil(y, m, 1)? * 86_400_000)
         }
         _ => None,
     }
@@ -70,8 +70,8 @@ mod tests {
         assert_eq!(civil(0), (1970, 1, 1));
         assert_eq!(civil(1_795_219_200_000), (2026, 11, 21));
         assert_eq!(
-            days_from_civil(2026, 11, 21) * 86_400_000,
-            1_795_219_200_000
+            days_from_civil(2026, 11, 21).map(|d| d * 86_400_000),
+            Some(1_795_219_200_000)
         );
         assert_eq!(
             partition_end_ms("gpu_samples", "gpu_samples_p20261121"),
@@ -79,8 +79,12 @@ mod tests {
         );
         assert_eq!(
             partition_end_ms("gpu_rollup_1h", "gpu_rollup_1h_p202612"),
-            Some(days_from_civil(2027, 1, 1) * 86_400_000)
+            days_from_civil(2027, 1, 1).map(|d| d * 86_400_000)
         );
         assert_eq!(partition_end_ms("gpu_samples", "gpu_samples_default"), None);
+        assert_eq!(
+            partition_end_ms("gpu_samples", "gpu_samples_p20261399"),
+            None
+        );
     }
 }
