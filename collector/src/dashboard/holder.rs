@@ -139,18 +139,7 @@ impl Over {
         let picked = chosen.is_some();
         let (from, to, (range, f, t)) = chosen.unwrap_or((a.from_ms, a.to_ms, Default::default()));
         let usage = if picked || always {
-            Some(
-                state
-                    .ranged
-                    .usage(&state.store, &state.analytics.thresholds, from, to)
-                    .await
-                    .map_err(|e| {
-                        PageError(
-                            StatusCode::SERVICE_UNAVAILABLE,
-                            format!("The range could not be read: {e}"),
-                        )
-                    })?,
-            )
+            Some(range_use(state, from, to).await?)
         } else {
             None
         };

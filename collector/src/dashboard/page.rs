@@ -117,6 +117,25 @@ pub(super) fn picked_range(
     Ok(Some((from, to.min(now), shown)))
 }
 
+/// What was held and used over [from, to) (the ranged funnel and team hours); a 503 that says
+/// why when the range cannot be read.
+pub(super) async fn range_use(
+    state: &DashboardState,
+    from: i64,
+    to: i64,
+) -> Result<Arc<crate::analysis::RangeUse>, PageError> {
+    state
+        .ranged
+        .usage(&state.store, &state.analytics.thresholds, from, to)
+        .await
+        .map_err(|e| {
+            PageError(
+                StatusCode::SERVICE_UNAVAILABLE,
+                format!("The range could not be read: {e}"),
+            )
+        })
+}
+
 /// A date (`2026-12-01`) or a date and minute (`2026-12-01T06:00`, as a browser's date and
 /// time fields send them) as RFC 3339 in UTC; anything else as given.
 fn calendar(s: &str) -> String {

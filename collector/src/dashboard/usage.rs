@@ -30,16 +30,7 @@ async fn usage(state: DashboardState, caller: Caller, q: UseQuery, teams: bool) 
     let ranged;
     let funnel: &analytics::Funnel = match chosen {
         Some((from, to, _)) => {
-            ranged = state
-                .ranged
-                .usage(&state.store, &state.analytics.thresholds, from, to)
-                .await
-                .map_err(|e| {
-                    PageError(
-                        StatusCode::SERVICE_UNAVAILABLE,
-                        format!("The range could not be read: {e}"),
-                    )
-                })?;
+            ranged = range_use(&state, from, to).await?;
             &ranged.funnel
         }
         None => &a.funnel,

@@ -106,7 +106,7 @@ pub async fn list(
     let Query(q) = q.map_err(crate::http::bad_query)?;
     let limit = crate::http::list_limit(q.limit)?;
     let states: Vec<ActionState> = match q.state.as_deref() {
-        None | Some("") => Vec::new(),
+        None => Vec::new(),
         Some(s) => vec![ActionState::parse(s).ok_or_else(|| {
             let shown: String = s.chars().take(40).collect();
             let allowed: Vec<&str> = ActionState::ALL.iter().map(|a| a.as_str()).collect();

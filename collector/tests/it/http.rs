@@ -449,6 +449,12 @@ async fn the_read_api_answers_and_explains_mistakes() {
             StatusCode::BAD_REQUEST,
         ),
         (
+            Request::get("/api/v1/label-actions?state=")
+                .body(Body::empty())
+                .unwrap(),
+            StatusCode::BAD_REQUEST,
+        ),
+        (
             Request::get("/api/v1/alerts?bogus=1")
                 .body(Body::empty())
                 .unwrap(),
