@@ -9,6 +9,17 @@ use crate::backend::GpuBackend;
 use crate::shipper::{AgentState, build_batch, now_ms};
 use crate::spool::Spool;
 
+/// One kind of driver call over the measured cycles.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CallCost {
+    /// The reading it serves (`power`, `compute_processes`, …).
+    pub reading: &'static str,
+    pub calls_per_cycle: f64,
+    pub us_per_call: f64,
+    /// Its time per cycle as a share of the cycle's wall time.
+    pub share_of_cycle: f64,
+}
+
 pub struct Report {
     pub cycles: u32,
     pub gpus: usize,
@@ -19,6 +30,8 @@ pub struct Report {
     pub wall_ms_per_cycle: f64,
     pub core_share_at_interval: f64,
     pub peak_rss_mib: f64,
+    /// The driver's calls, the costliest first (empty for a backend without a driver).
+    pub calls: Vec<CallCost>,
 }
 
 pub fn run(
@@ -59,6 +72,7 @@ pub fn run(
     for i in 0..20 {
         run_cycle(i, backend)?;
     }
+    let before = backend.call_costs();
     let cpu0 = model::own_usage::cpu_seconds().unwrap_or(0.0);
     let wall0 = Instant::now();
     for i in 0..cycles {
@@ -67,6 +81,7 @@ pub fn run(
     let cpu_ms =
         (model::own_usage::cpu_seconds().unwrap_or(0.0) - cpu0) * 1000.0 / f64::from(cycles);
     let wall_ms = wall0.elapsed().as_secs_f64() * 1000.0 / f64::from(cycles);
+    let calls = call_costs(&before, &backend.call_costs(), cycles, wall_ms);
     let _ = std::fs::remove_dir_all(&dir);
     Ok(Report {
         cycles,
@@ -78,5 +93,68 @@ pub fn run(
         wall_ms_per_cycle: wall_ms,
         core_share_at_interval: cpu_ms / interval.as_secs_f64() / 1000.0,
         peak_rss_mib: model::own_usage::peak_rss_mib().unwrap_or(0.0),
+        calls,
     })
+}
+
+/// The calls made between two readings of the backend's counters, per cycle, the costliest
+/// first.
+fn call_costs(
+    before: &[(&'static str, u64, Duration)],
+    after: &[(&'static str, u64, Duration)],
+    cycles: u32,
+    wall_ms: f64,
+) -> Vec<CallCost> {
+    let mut out: Vec<CallCost> = after
+        .iter()
+        .filter_map(|&(reading, calls, time)| {
+            let (c0, t0) = before
+                .iter()
+                .find(|b| b.0 == reading)
+                .map_or((0, Duration::ZERO), |b| (b.1, b.2));
+            let (calls, time) = (calls.checked_sub(c0)?, time.checked_sub(t0)?);
+            (calls > 0).then(|| {
+                let per_cycle_us = time.as_secs_f64() * 1e6 / f64::from(cycles);
+                CallCost {
+                    reading,
+                    calls_per_cycle: calls as f64 / f64::from(cycles),
+                    us_per_call: time.as_secs_f64() * 1e6 / calls as f64,
+                    share_of_cycle: if wall_ms > 0.0 {
+                        per_cycle_us / (wall_ms * 1000.0)
+                    } else {
+                        0.0
+                    },
+                }
+            })
+        })
+        .collect();
+    out.sort_by(|a, b| {
+        (b.us_per_call * b.calls_per_cycle).total_cmp(&(a.us_per_call * a.calls_per_cycle))
+    });
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn call_costs_are_the_difference_per_cycle_costliest_first() {
+        let ms = Duration::from_millis;
+        let before = [("power", 10, ms(10)), ("memory", 10, ms(1))];
+        let after = [
+            ("power", 30, ms(30)),
+            ("memory", 30, ms(61)),
+            ("nvlink", 4, ms(8)),
+        ];
+        let c = call_costs(&before, &after, 20, 10.0);
+        let names: Vec<&str> = c.iter().map(|c| c.reading).collect();
+        assert_eq!(names, ["memory", "power", "nvlink"]);
+        assert_eq!(c[0].calls_per_cycle, 1.0);
+        assert!((c[0].us_per_call - 3000.0).abs() < 1e-6, "{:?}", c[0]);
+        // 3 ms of a 10 ms cycle.
+        assert!((c[0].share_of_cycle - 0.3).abs() < 1e-9, "{:?}", c[0]);
+        assert_eq!(c[2].calls_per_cycle, 0.2);
+        assert!(call_costs(&after, &after, 20, 10.0).is_empty());
+    }
 }

@@ -9,6 +9,7 @@ pub mod backend;
 pub mod bench;
 pub mod bench_recovery;
 pub mod dcgm;
+mod driver_calls;
 pub mod grants;
 pub mod kube_read;
 pub mod kubelet;

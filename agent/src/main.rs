@@ -455,6 +455,22 @@ fn bench(source: &Source, cycles: u32, interval: u64) -> anyhow::Result<()> {
         r.core_share_at_interval * 100.0
     );
     println!("  peak RSS (VmHWM):     {:>8.1} MiB", r.peak_rss_mib);
+    if !r.calls.is_empty() {
+        println!("  driver calls per cycle, the costliest first:");
+        println!(
+            "    {:<22} {:>10} {:>12} {:>10}",
+            "reading", "calls", "µs per call", "of cycle"
+        );
+        for c in &r.calls {
+            println!(
+                "    {:<22} {:>10.2} {:>12.1} {:>9.1} %",
+                c.reading,
+                c.calls_per_cycle,
+                c.us_per_call,
+                c.share_of_cycle * 100.0
+            );
+        }
+    }
     Ok(())
 }
 

@@ -8,9 +8,10 @@
 //! from an older driver) is logged once and reported as absent — NULL, never 0 — and not asked
 //! again. A GPU that falls off the bus is reported once as an event and then skipped.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::mpsc;
+use std::time::{Duration, Instant};
 
 use model::inventory::Sharing;
 use model::wire::v1::Snapshot;
@@ -24,6 +25,8 @@ use nvml_wrapper::enum_wrappers::device::{
 use nvml_wrapper::enums::device::UsedGpuMemory;
 use nvml_wrapper::error::NvmlError;
 use nvml_wrapper::{Device, Nvml};
+
+use crate::driver_calls::DriverCalls;
 
 use crate::attribution::ProcFs;
 use crate::backend::GpuBackend;
@@ -48,54 +51,11 @@ struct Gpu {
     minor: Option<u32>,
 }
 
-/// Readings that are unavailable on a GPU; each is logged once.
-#[derive(Default)]
-struct Missing(HashSet<(String, &'static str)>);
-
-impl Missing {
-    fn read<T>(
-        &mut self,
-        gpu: &str,
-        field: &'static str,
-        lost: &mut bool,
-        r: Result<T, NvmlError>,
-    ) -> Option<T> {
-        match r {
-            Ok(v) => Some(v),
-            Err(
-                NvmlError::NotSupported
-                | NvmlError::NoPermission
-                | NvmlError::FailedToLoadSymbol(_)
-                | NvmlError::FunctionNotFound,
-            ) => {
-                if self.0.insert((gpu.to_owned(), field)) {
-                    tracing::info!(
-                        gpu_uuid = gpu,
-                        field,
-                        "not available on this GPU; reported as absent"
-                    );
-                }
-                None
-            }
-            Err(NvmlError::GpuLost) => {
-                *lost = true;
-                None
-            }
-            Err(e) => {
-                if self.0.insert((gpu.to_owned(), field)) {
-                    tracing::warn!(gpu_uuid = gpu, field, error = %e, "reading failed; reported as absent");
-                }
-                None
-            }
-        }
-    }
-}
-
 pub struct NvmlBackend {
     cluster: String,
     node: String,
     gpus: Vec<Gpu>,
-    missing: Missing,
+    missing: DriverCalls,
     events: Option<mpsc::Receiver<(String, u64, UnixMillis)>>,
     procfs: ProcFs,
     /// First sighting of processes whose start time /proc could not tell.
@@ -150,7 +110,7 @@ impl NvmlBackend {
         })?;
         // One NVML for the life of the process: devices and event sets borrow it.
         let nvml: &'static Nvml = Box::leak(Box::new(nvml));
-        let mut missing = Missing::default();
+        let mut missing = DriverCalls::default();
         let count = nvml.device_count()?;
         let mut gpus = Vec::new();
         for index in 0..count {
@@ -207,20 +167,24 @@ impl NvmlBackend {
     }
 }
 
-fn inventory(device: Device<'static>, index: u32, missing: &mut Missing) -> anyhow::Result<Gpu> {
+fn inventory(
+    device: Device<'static>,
+    index: u32,
+    missing: &mut DriverCalls,
+) -> anyhow::Result<Gpu> {
     let uuid = device.uuid()?;
     let mut lost = false;
     let model = missing
-        .read(&uuid, "name", &mut lost, device.name())
+        .read(&uuid, "name", &mut lost, || device.name())
         .unwrap_or_else(|| "unknown".into());
     let memory_total_bytes = missing
-        .read(&uuid, "memory", &mut lost, device.memory_info())
+        .read(&uuid, "memory", &mut lost, || device.memory_info())
         .map_or(0, |m| m.total as i64);
     let pci_bus_id = missing
-        .read(&uuid, "pci_info", &mut lost, device.pci_info())
+        .read(&uuid, "pci_info", &mut lost, || device.pci_info())
         .map(|p| p.bus_id);
     let mig_enabled = missing
-        .read(&uuid, "mig_mode", &mut lost, device.mig_mode())
+        .read(&uuid, "mig_mode", &mut lost, || device.mig_mode())
         .is_some_and(|m| m.current == 1);
     let mut migs = Vec::new();
     let placed = if mig_enabled {
@@ -230,12 +194,9 @@ fn inventory(device: Device<'static>, index: u32, missing: &mut Missing) -> anyh
     };
     if mig_enabled {
         let slots = missing
-            .read(
-                &uuid,
-                "mig_device_count",
-                &mut lost,
-                device.mig_device_count(),
-            )
+            .read(&uuid, "mig_device_count", &mut lost, || {
+                device.mig_device_count()
+            })
             .unwrap_or(0);
         for slot in 0..slots {
             let mig = match device.mig_device_by_index(slot) {
@@ -268,7 +229,7 @@ fn inventory(device: Device<'static>, index: u32, missing: &mut Missing) -> anyh
             });
         }
     }
-    let minor = missing.read(&uuid, "minor_number", &mut lost, device.minor_number());
+    let minor = missing.read(&uuid, "minor_number", &mut lost, || device.minor_number());
     Ok(Gpu {
         info: GpuInfo {
             uuid,
@@ -525,6 +486,14 @@ impl GpuBackend for NvmlBackend {
         (&self.cluster, &self.node)
     }
 
+    fn call_costs(&self) -> Vec<(&'static str, u64, Duration)> {
+        self.missing
+            .1
+            .iter()
+            .map(|(field, (calls, time))| (*field, *calls, *time))
+            .collect()
+    }
+
     fn inventory(&self) -> Vec<GpuInfo> {
         self.gpus
             .iter()
@@ -605,14 +574,14 @@ impl GpuBackend for NvmlBackend {
 }
 
 /// One GPU's device readings; `lost` is set when the GPU fell off the bus.
-fn readings(g: &mut Gpu, m: &mut Missing, lost: &mut bool) -> GpuSample {
+fn readings(g: &mut Gpu, m: &mut DriverCalls, lost: &mut bool) -> GpuSample {
     let uuid = g.info.uuid.clone();
     let d = &g.device;
-    let mem = m.read(&uuid, "memory", lost, d.memory_info());
+    let mem = m.read(&uuid, "memory", lost, || d.memory_info());
     let util = if g.info.mig_enabled {
         None
     } else {
-        m.read(&uuid, "utilization", lost, d.utilization_rates())
+        m.read(&uuid, "utilization", lost, || d.utilization_rates())
     };
     let mut sample = GpuSample {
         gpu_uuid: uuid.clone(),
@@ -621,82 +590,64 @@ fn readings(g: &mut Gpu, m: &mut Missing, lost: &mut bool) -> GpuSample {
         mem_used_bytes: mem.as_ref().map(|m| m.used as i64),
         mem_total_bytes: mem.as_ref().map(|m| m.total as i64),
         power_w: m
-            .read(&uuid, "power", lost, d.power_usage())
+            .read(&uuid, "power", lost, || d.power_usage())
             .map(|mw| mw as f32 / 1000.0),
         energy_j: m
-            .read(&uuid, "energy", lost, d.total_energy_consumption())
+            .read(&uuid, "energy", lost, || d.total_energy_consumption())
             .map(|mj| mj as f64 / 1000.0),
         temp_c: m
-            .read(
-                &uuid,
-                "temperature",
-                lost,
-                d.temperature(TemperatureSensor::Gpu),
-            )
+            .read(&uuid, "temperature", lost, || {
+                d.temperature(TemperatureSensor::Gpu)
+            })
             .map(|t| t as f32),
         sm_clock_mhz: m
-            .read(&uuid, "sm_clock", lost, d.clock_info(Clock::SM))
+            .read(&uuid, "sm_clock", lost, || d.clock_info(Clock::SM))
             .map(|c| c as i32),
         mem_clock_mhz: m
-            .read(&uuid, "mem_clock", lost, d.clock_info(Clock::Memory))
+            .read(&uuid, "mem_clock", lost, || d.clock_info(Clock::Memory))
             .map(|c| c as i32),
         throttle_reasons: m
-            .read(
-                &uuid,
-                "throttle_reasons",
-                lost,
-                d.current_throttle_reasons(),
-            )
+            .read(&uuid, "throttle_reasons", lost, || {
+                d.current_throttle_reasons()
+            })
             .map(|r| r.bits() as i64),
         pcie_rx_bytes_per_s: m
-            .read(
-                &uuid,
-                "pcie_rx",
-                lost,
-                d.pcie_throughput(PcieUtilCounter::Receive),
-            )
+            .read(&uuid, "pcie_rx", lost, || {
+                d.pcie_throughput(PcieUtilCounter::Receive)
+            })
             .map(|kb| i64::from(kb) * 1024),
         pcie_tx_bytes_per_s: m
-            .read(
-                &uuid,
-                "pcie_tx",
-                lost,
-                d.pcie_throughput(PcieUtilCounter::Send),
-            )
+            .read(&uuid, "pcie_tx", lost, || {
+                d.pcie_throughput(PcieUtilCounter::Send)
+            })
             .map(|kb| i64::from(kb) * 1024),
         ecc_corrected: m
-            .read(
-                &uuid,
-                "ecc",
-                lost,
-                d.total_ecc_errors(MemoryError::Corrected, EccCounter::Volatile),
-            )
+            .read(&uuid, "ecc", lost, || {
+                d.total_ecc_errors(MemoryError::Corrected, EccCounter::Volatile)
+            })
             .map(|v| v as i64),
         ecc_uncorrected: m
-            .read(
-                &uuid,
-                "ecc",
-                lost,
-                d.total_ecc_errors(MemoryError::Uncorrected, EccCounter::Volatile),
-            )
+            .read(&uuid, "ecc", lost, || {
+                d.total_ecc_errors(MemoryError::Uncorrected, EccCounter::Volatile)
+            })
             .map(|v| v as i64),
         enc_util: if g.info.mig_enabled {
             None
         } else {
-            m.read(&uuid, "encoder", lost, d.encoder_utilization())
+            m.read(&uuid, "encoder", lost, || d.encoder_utilization())
                 .map(|u| ratio(u.utilization))
         },
         dec_util: if g.info.mig_enabled {
             None
         } else {
-            m.read(&uuid, "decoder", lost, d.decoder_utilization())
+            m.read(&uuid, "decoder", lost, || d.decoder_utilization())
                 .map(|u| ratio(u.utilization))
         },
         ..GpuSample::default()
     };
-    sample.retired_pages = m.read(&uuid, "retired_pages", lost, retired_pages(d));
-    sample.remapped_rows = m.read(&uuid, "remapped_rows", lost, remapped_rows(d));
-    if let Some(Some((tx, rx))) = m.read(&uuid, "nvlink", lost, nvlink(d, &mut g.nvlink_prev)) {
+    sample.retired_pages = m.read(&uuid, "retired_pages", lost, || retired_pages(d));
+    sample.remapped_rows = m.read(&uuid, "remapped_rows", lost, || remapped_rows(d));
+    if let Some(Some((tx, rx))) = m.read(&uuid, "nvlink", lost, || nvlink(d, &mut g.nvlink_prev)) {
         sample.nvlink_tx_bytes_per_s = Some(tx);
         sample.nvlink_rx_bytes_per_s = Some(rx);
     }
@@ -706,13 +657,16 @@ fn readings(g: &mut Gpu, m: &mut Missing, lost: &mut bool) -> GpuSample {
 /// Per-process shares since the previous call, and whether they are known: no sample for a
 /// process in the interval means it ran no kernel (a measured 0); unsupported, or MIG, means
 /// unknown (absent).
-fn process_shares(g: &mut Gpu, m: &mut Missing, lost: &mut bool) -> Shares {
+fn process_shares(g: &mut Gpu, m: &mut DriverCalls, lost: &mut bool) -> Shares {
     let uuid = g.info.uuid.clone();
     let d = &g.device;
     let mut shares: HashMap<u32, (f32, f32, f32, f32)> = HashMap::new();
     let mut shares_known = false;
     if !g.info.mig_enabled {
-        match d.process_utilization_stats(g.last_util_ts) {
+        let started = Instant::now();
+        let stats = d.process_utilization_stats(g.last_util_ts);
+        m.count("process_utilization", started);
+        match stats {
             Ok(samples) => {
                 shares_known = true;
                 for s in samples {
@@ -730,7 +684,7 @@ fn process_shares(g: &mut Gpu, m: &mut Missing, lost: &mut bool) -> Shares {
             }
             Err(NvmlError::NotFound) => shares_known = true,
             Err(e) => {
-                m.read::<()>(&uuid, "process_utilization", lost, Err(e));
+                m.settle::<()>(&uuid, "process_utilization", lost, Err(e));
             }
         }
     }
@@ -757,7 +711,7 @@ struct Attribution<'a> {
 /// One GPU's compute and MPS processes, with their shares and tenants.
 fn processes(
     g: &Gpu,
-    m: &mut Missing,
+    m: &mut DriverCalls,
     lost: &mut bool,
     shares: Shares,
     who: &mut Attribution,
@@ -770,21 +724,15 @@ fn processes(
     for (kind, list) in [
         (
             ProcessKind::Compute,
-            m.read(
-                &uuid,
-                "compute_processes",
-                lost,
-                d.running_compute_processes(),
-            ),
+            m.read(&uuid, "compute_processes", lost, || {
+                d.running_compute_processes()
+            }),
         ),
         (
             ProcessKind::Mps,
-            m.read(
-                &uuid,
-                "mps_processes",
-                lost,
-                d.mps_running_compute_processes(),
-            ),
+            m.read(&uuid, "mps_processes", lost, || {
+                d.mps_running_compute_processes()
+            }),
         ),
     ] {
         for p in list.unwrap_or_default() {

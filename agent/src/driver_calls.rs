@@ -1,0 +1,79 @@
+//! The NVML backend's calls: each timed (what it cost, by the reading it serves, for
+//! `gpulens-agent bench`), and their errors settled — a reading the GPU cannot give is absent,
+//! logged once per GPU and reading; a lost GPU is said so.
+
+use std::collections::{BTreeMap, HashSet};
+use std::time::{Duration, Instant};
+
+use nvml_wrapper::error::NvmlError;
+
+/// Readings that are unavailable on a GPU (each logged once), and what each NVML call has
+/// cost so far: (calls, time in them) by reading.
+#[derive(Default)]
+pub(crate) struct DriverCalls(
+    HashSet<(String, &'static str)>,
+    pub(crate) BTreeMap<&'static str, (u64, Duration)>,
+);
+
+impl DriverCalls {
+    /// Makes the NVML call `call` for `field` of GPU `gpu`, timed; its value, or None where
+    /// the GPU cannot give it.
+    pub(crate) fn read<T>(
+        &mut self,
+        gpu: &str,
+        field: &'static str,
+        lost: &mut bool,
+        call: impl FnOnce() -> Result<T, NvmlError>,
+    ) -> Option<T> {
+        let started = Instant::now();
+        let r = call();
+        self.count(field, started);
+        self.settle(gpu, field, lost, r)
+    }
+
+    /// Counts one call for `field` that began at `started`.
+    pub(crate) fn count(&mut self, field: &'static str, started: Instant) {
+        let cost = self.1.entry(field).or_default();
+        cost.0 += 1;
+        cost.1 += started.elapsed();
+    }
+
+    /// A call's result: its value, or None (logged once per GPU and field; `lost` set when the
+    /// GPU fell off the bus).
+    pub(crate) fn settle<T>(
+        &mut self,
+        gpu: &str,
+        field: &'static str,
+        lost: &mut bool,
+        r: Result<T, NvmlError>,
+    ) -> Option<T> {
+        match r {
+            Ok(v) => Some(v),
+            Err(
+                NvmlError::NotSupported
+                | NvmlError::NoPermission
+                | NvmlError::FailedToLoadSymbol(_)
+                | NvmlError::FunctionNotFound,
+            ) => {
+                if self.0.insert((gpu.to_owned(), field)) {
+                    tracing::info!(
+                        gpu_uuid = gpu,
+                        field,
+                        "not available on this GPU; reported as absent"
+                    );
+                }
+                None
+            }
+            Err(NvmlError::GpuLost) => {
+                *lost = true;
+                None
+            }
+            Err(e) => {
+                if self.0.insert((gpu.to_owned(), field)) {
+                    tracing::warn!(gpu_uuid = gpu, field, error = %e, "reading failed; reported as absent");
+                }
+                None
+            }
+        }
+    }
+}
