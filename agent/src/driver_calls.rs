@@ -10,10 +10,10 @@ use nvml_wrapper::error::NvmlError;
 /// Readings that are unavailable on a GPU (each logged once), and what each NVML call has
 /// cost so far: (calls, time in them) by reading.
 #[derive(Default)]
-pub(crate) struct DriverCalls(
-    HashSet<(String, &'static str)>,
-    pub(crate) BTreeMap<&'static str, (u64, Duration)>,
-);
+pub(crate) struct DriverCalls {
+    absent: HashSet<(String, &'static str)>,
+    costs: BTreeMap<&'static str, (u64, Duration)>,
+}
 
 impl DriverCalls {
     /// Makes the NVML call `call` for `field` of GPU `gpu`, timed; its value, or None where
@@ -31,9 +31,17 @@ impl DriverCalls {
         self.settle(gpu, field, lost, r)
     }
 
+    /// What the calls have cost so far: (reading, calls, time in them).
+    pub(crate) fn costs(&self) -> Vec<(&'static str, u64, Duration)> {
+        self.costs
+            .iter()
+            .map(|(field, (calls, time))| (*field, *calls, *time))
+            .collect()
+    }
+
     /// Counts one call for `field` that began at `started`.
     pub(crate) fn count(&mut self, field: &'static str, started: Instant) {
-        let cost = self.1.entry(field).or_default();
+        let cost = self.costs.entry(field).or_default();
         cost.0 += 1;
         cost.1 += started.elapsed();
     }
@@ -55,7 +63,7 @@ impl DriverCalls {
                 | NvmlError::FailedToLoadSymbol(_)
                 | NvmlError::FunctionNotFound,
             ) => {
-                if self.0.insert((gpu.to_owned(), field)) {
+                if self.absent.insert((gpu.to_owned(), field)) {
                     tracing::info!(
                         gpu_uuid = gpu,
                         field,
@@ -69,7 +77,7 @@ impl DriverCalls {
                 None
             }
             Err(e) => {
-                if self.0.insert((gpu.to_owned(), field)) {
+                if self.absent.insert((gpu.to_owned(), field)) {
                     tracing::warn!(gpu_uuid = gpu, field, error = %e, "reading failed; reported as absent");
                 }
                 None

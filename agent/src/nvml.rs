@@ -55,7 +55,7 @@ pub struct NvmlBackend {
     cluster: String,
     node: String,
     gpus: Vec<Gpu>,
-    missing: DriverCalls,
+    calls: DriverCalls,
     events: Option<mpsc::Receiver<(String, u64, UnixMillis)>>,
     procfs: ProcFs,
     /// First sighting of processes whose start time /proc could not tell.
@@ -110,19 +110,19 @@ impl NvmlBackend {
         })?;
         // One NVML for the life of the process: devices and event sets borrow it.
         let nvml: &'static Nvml = Box::leak(Box::new(nvml));
-        let mut missing = DriverCalls::default();
+        let mut calls = DriverCalls::default();
         let count = nvml.device_count()?;
         let mut gpus = Vec::new();
         for index in 0..count {
             let device = nvml.device_by_index(index)?;
-            gpus.push(inventory(device, index, &mut missing)?);
+            gpus.push(inventory(device, index, &mut calls)?);
         }
         let events = spawn_event_thread(nvml, &gpus);
         Ok(NvmlBackend {
             cluster: cluster.to_owned(),
             node: node.to_owned(),
             gpus,
-            missing,
+            calls,
             events,
             procfs,
             first_seen: HashMap::new(),
@@ -167,23 +167,19 @@ impl NvmlBackend {
     }
 }
 
-fn inventory(
-    device: Device<'static>,
-    index: u32,
-    missing: &mut DriverCalls,
-) -> anyhow::Result<Gpu> {
+fn inventory(device: Device<'static>, index: u32, calls: &mut DriverCalls) -> anyhow::Result<Gpu> {
     let uuid = device.uuid()?;
     let mut lost = false;
-    let model = missing
+    let model = calls
         .read(&uuid, "name", &mut lost, || device.name())
         .unwrap_or_else(|| "unknown".into());
-    let memory_total_bytes = missing
+    let memory_total_bytes = calls
         .read(&uuid, "memory", &mut lost, || device.memory_info())
         .map_or(0, |m| m.total as i64);
-    let pci_bus_id = missing
+    let pci_bus_id = calls
         .read(&uuid, "pci_info", &mut lost, || device.pci_info())
         .map(|p| p.bus_id);
-    let mig_enabled = missing
+    let mig_enabled = calls
         .read(&uuid, "mig_mode", &mut lost, || device.mig_mode())
         .is_some_and(|m| m.current == 1);
     let mut migs = Vec::new();
@@ -193,7 +189,7 @@ fn inventory(
         HashMap::new()
     };
     if mig_enabled {
-        let slots = missing
+        let slots = calls
             .read(&uuid, "mig_device_count", &mut lost, || {
                 device.mig_device_count()
             })
@@ -229,7 +225,7 @@ fn inventory(
             });
         }
     }
-    let minor = missing.read(&uuid, "minor_number", &mut lost, || device.minor_number());
+    let minor = calls.read(&uuid, "minor_number", &mut lost, || device.minor_number());
     Ok(Gpu {
         info: GpuInfo {
             uuid,
@@ -487,11 +483,7 @@ impl GpuBackend for NvmlBackend {
     }
 
     fn call_costs(&self) -> Vec<(&'static str, u64, Duration)> {
-        self.missing
-            .1
-            .iter()
-            .map(|(field, (calls, time))| (*field, *calls, *time))
-            .collect()
+        self.calls.costs()
     }
 
     fn inventory(&self) -> Vec<GpuInfo> {
@@ -520,7 +512,7 @@ impl GpuBackend for NvmlBackend {
         for g in self.gpus.iter_mut().filter(|g| !g.lost) {
             let uuid = g.info.uuid.clone();
             let mut lost = false;
-            let sample = readings(g, &mut self.missing, &mut lost);
+            let sample = readings(g, &mut self.calls, &mut lost);
             if lost {
                 tracing::error!(gpu_uuid = %uuid, "GPU has fallen off the bus; no longer sampled");
                 g.lost = true;
@@ -533,8 +525,8 @@ impl GpuBackend for NvmlBackend {
                 });
                 continue;
             }
-            let shares = process_shares(g, &mut self.missing, &mut lost);
-            processes(g, &mut self.missing, &mut lost, shares, &mut who, &mut snap);
+            let shares = process_shares(g, &mut self.calls, &mut lost);
+            processes(g, &mut self.calls, &mut lost, shares, &mut who, &mut snap);
             snap.mig.extend(mig_samples(g));
             snap.gpus.push(sample);
         }

@@ -39,11 +39,11 @@ pub async fn recommendations(
     let mut notices: Vec<String> = notice.into_iter().collect();
     let (a, carry) = plan_of(&state, &rq, &newest, &mut notices).await?;
     // A step has a page where the scheduled plan has it.
-    let has_page = |id: &str| {
-        newest
-            .as_ref()
-            .is_some_and(|n| n.recommendations.iter().any(|r| r.id == id))
-    };
+    let scheduled: std::collections::HashSet<&str> = newest
+        .iter()
+        .flat_map(|n| n.recommendations.iter().map(|r| r.id.as_str()))
+        .collect();
+    let has_page = |id: &str| scheduled.contains(id);
     let (mut rows, rejected) = match &a {
         Some(a) => (
             a.recommendations

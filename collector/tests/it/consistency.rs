@@ -45,19 +45,7 @@ fn shown(kind: analytics::FindingKind, v: f64) -> String {
 
 #[tokio::test]
 async fn alerts_pages_and_counts_agree() {
-    let fleet = crate::analytics::default_fleet();
-    let t = crate::support::sqlite().await;
-    let now = collector::now_ms();
-    let to = now - now % 60_000;
-    let from = to - 24 * 3_600_000;
-    let teams = collector::teams::TeamsConfig::default();
-    crate::analytics::load_with_teams(&t.store, &fleet, "facts", from, to, &|t| teams.team_of(t))
-        .await;
-    let a = collector::analysis::scheduled(&t.store, &Default::default(), &Default::default())
-        .await
-        .unwrap()
-        .expect("an analysis");
-    let state = crate::support::default_state(t.store.clone());
+    let (state, _t, a, to) = day_of_the_fleet().await;
     use analytics::FindingKind;
     for kind in [FindingKind::IdleAllocation, FindingKind::Underutilized] {
         assert!(
@@ -235,11 +223,12 @@ async fn alerts_pages_and_counts_agree() {
     assert!(money_compared >= 1);
 }
 
-/// A day of the demo's fleet, analysed, behind an open collector.
+/// A day of the demo's fleet up to `to`, analysed, behind an open collector.
 async fn day_of_the_fleet() -> (
     collector::state::AppState,
     crate::support::TestStore,
     analytics::Analysis,
+    i64,
 ) {
     let fleet = crate::analytics::default_fleet();
     let t = crate::support::sqlite().await;
@@ -254,7 +243,7 @@ async fn day_of_the_fleet() -> (
         .await
         .unwrap()
         .expect("an analysis");
-    (crate::support::default_state(t.store.clone()), t, a)
+    (crate::support::default_state(t.store.clone()), t, a, to)
 }
 
 fn get(uri: &str) -> axum::http::Request<axum::body::Body> {
@@ -284,7 +273,7 @@ async fn send(
 /// as CSV, and a table the page does not have is a 400 that lists those it has.
 #[tokio::test]
 async fn every_table_of_a_page_downloads_by_name() {
-    let (state, _t, a) = day_of_the_fleet().await;
+    let (state, _t, a, _) = day_of_the_fleet().await;
     use web::format::enc;
     let finding = enc(&a.findings.first().expect("a finding").id);
     let node = enc(&a
