@@ -17,23 +17,46 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use crate::findings::Ctx;
 use crate::holdings::Holding;
+use crate::mechanism::Mechanism;
 use crate::recommendation::{Move, Proposal, Recommendation, Target};
 
 pub use crate::recommendation::{Disruption, Interrupted};
 
 /// The change a moved pod's spec needs: the resource it requests at its new place and, when
-/// it changes node, a node selector. None where nothing in the spec changes.
-pub fn spec_change(m: &Move) -> Option<String> {
+/// it changes node, a node selector (none where a scheduler places it). `under`: the per-GPU
+/// mechanism the step carries it out with. None where nothing in the spec changes.
+pub fn spec_change(m: &Move, under: Option<Mechanism>) -> Option<String> {
+    const CLAIM: &str = "claims: [{name: gpu}]  # in place of its GPU limit; spec.resourceClaims names the step's claim";
+    let mut node =
+        (!m.to_node.is_empty() && m.to_node != m.from_node).then_some(m.to_node.as_str());
     let resource = match &m.target {
+        Target::Mig { .. } if under == Some(Mechanism::DraDynamicMig) => Some(CLAIM.to_owned()),
         Target::Mig { profile, .. } if !profile.is_empty() => Some(mig_resource(profile)),
         // A time-sliced or MPS replica is still requested as nvidia.com/gpu; a pinned share
-        // is a claim (the step's ResourceClaims say which).
-        Target::PerGpu { .. } => Some(
-            "claims: [{name: gpu}]  # in place of nvidia.com/gpu; spec.resourceClaims names the step's claim".into(),
-        ),
+        // is a claim (the step's ResourceClaims say which); a scheduler-placed share is the
+        // mechanism's request, and the scheduler picks the node.
+        Target::PerGpu {
+            memory_gib,
+            scheduled: true,
+            ..
+        } => {
+            node = None;
+            let mib = (memory_gib * 1024.0).ceil();
+            match under {
+                Some(Mechanism::Hami) => Some(format!(
+                    "nvidia.com/gpumem: {mib}  # beside nvidia.com/gpu: 1, with the step's binpack annotations"
+                )),
+                Some(Mechanism::KaiFractions) => {
+                    return Some(format!(
+                        "metadata:\n  annotations:\n    gpu-memory: \"{mib}\"\nspec:\n  schedulerName: kai-scheduler\n"
+                    ));
+                }
+                _ => Some(CLAIM.to_owned()),
+            }
+        }
+        Target::PerGpu { .. } => Some(CLAIM.to_owned()),
         _ => None,
     };
-    let node = (!m.to_node.is_empty() && m.to_node != m.from_node).then_some(m.to_node.as_str());
     patch(node, resource.as_deref())
 }
 
@@ -102,6 +125,10 @@ pub fn fill(ctx: &Ctx, holdings: &[Holding], recs: &mut [Recommendation]) {
                 put(tenant, gpu, Disruption::Drained, None);
             }
         }
+        let under = match &r.proposal {
+            Proposal::PerGpu { mechanism, .. } => Some(*mechanism),
+            _ => None,
+        };
         for m in r.moves() {
             let same_gpu = m.to_node == m.from_node && m.to_gpu_index == m.from_gpu_index;
             let how = if same_gpu {
@@ -109,7 +136,7 @@ pub fn fill(ctx: &Ctx, holdings: &[Holding], recs: &mut [Recommendation]) {
             } else {
                 Disruption::Moved
             };
-            put(&m.tenant, &m.from_gpu, how, spec_change(m));
+            put(&m.tenant, &m.from_gpu, how, spec_change(m, under));
         }
         match &r.proposal {
             Proposal::Reclaim { tenant, gpus, .. } => {
@@ -158,29 +185,43 @@ mod tests {
             memory_gib: 40.0,
             compute_slices: 3,
         };
-        let c = spec_change(&mv("n2", 1, mig.clone())).unwrap();
+        let c = spec_change(&mv("n2", 1, mig.clone()), None).unwrap();
         assert!(
             c.contains("kubernetes.io/hostname: n2") && c.contains("nvidia.com/mig-3g.40gb: 1"),
             "{c}"
         );
-        let same_node = spec_change(&mv("n1", 1, mig)).unwrap();
+        let same_node = spec_change(&mv("n1", 1, mig.clone()), None).unwrap();
         assert!(!same_node.contains("nodeSelector"), "{same_node}");
+        // Carved by DynamicMIG, the instance is the step's claim, not a device-plugin resource.
+        let carved = spec_change(&mv("n1", 1, mig), Some(Mechanism::DraDynamicMig)).unwrap();
+        assert!(
+            carved.contains("claims: [{name: gpu}]") && !carved.contains("nvidia.com/mig-"),
+            "{carved}"
+        );
         // A whole GPU or a replica on the same node: nothing in the spec changes.
-        assert_eq!(spec_change(&mv("n1", 1, Target::WholeGpu)), None);
+        assert_eq!(spec_change(&mv("n1", 1, Target::WholeGpu), None), None);
         assert_eq!(
-            spec_change(&mv("n1", 1, Target::Share { replicas: 2 })),
+            spec_change(&mv("n1", 1, Target::Share { replicas: 2 }), None),
             None
         );
-        let claim = spec_change(&mv(
-            "n1",
-            0,
-            Target::PerGpu {
-                memory_gib: 11.0,
-                tenants: 2,
-            },
-        ))
-        .unwrap();
+        let share = |scheduled| Target::PerGpu {
+            memory_gib: 11.0,
+            tenants: 2,
+            scheduled,
+        };
+        let claim = spec_change(&mv("n1", 0, share(false)), None).unwrap();
         assert!(claim.contains("claims: [{name: gpu}]"), "{claim}");
+        // Placed by a scheduler: its request, and no node selector (the scheduler picks).
+        let hami = spec_change(&mv("n2", 0, share(true)), Some(Mechanism::Hami)).unwrap();
+        assert!(
+            hami.contains("nvidia.com/gpumem: 11264") && !hami.contains("nodeSelector"),
+            "{hami}"
+        );
+        let kai = spec_change(&mv("n2", 0, share(true)), Some(Mechanism::KaiFractions)).unwrap();
+        assert!(
+            kai.contains("gpu-memory: \"11264\"") && kai.contains("kai-scheduler"),
+            "{kai}"
+        );
     }
 
     #[test]

@@ -2,6 +2,7 @@
 //! carries to the cluster (labels, device-plugin and mig-parted configs), with stable ids and
 //! config names derived from their content.
 
+use model::figures::count;
 use serde::{Deserialize, Serialize};
 
 use crate::finding::{Evidence, stable_id};
@@ -54,11 +55,14 @@ pub enum Target {
     Share {
         replicas: u32,
     },
-    /// A share of one GPU pinned to its group under a per-GPU mechanism: its memory request
-    /// and how many tenants the GPU holds.
+    /// A share of one GPU under a per-GPU mechanism: its memory request and how many tenants
+    /// the GPU holds — pinned to its group, or (`scheduled`) as the mechanism's scheduler is
+    /// expected to pack them, any other placement within the requests being as safe.
     PerGpu {
         memory_gib: f64,
         tenants: u32,
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        scheduled: bool,
     },
 }
 
@@ -72,7 +76,16 @@ impl Target {
             Target::PerGpu {
                 memory_gib,
                 tenants,
+                scheduled: false,
             } => format!("a {memory_gib:.1} GiB share of a GPU pinned to {tenants} tenants"),
+            Target::PerGpu {
+                memory_gib,
+                tenants,
+                scheduled: true,
+            } => format!(
+                "a {memory_gib:.1} GiB request its scheduler places (packed: {})",
+                count(*tenants as f64, "tenant on the GPU", "tenants on a GPU")
+            ),
         }
     }
 }

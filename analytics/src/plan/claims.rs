@@ -99,6 +99,45 @@ pub fn resource_claims(m: Mechanism, g: &PinnedGroup, name: &dyn Fn(&str) -> Str
     }
 }
 
+/// The claims that carve each MIG move of a step at allocation (DRA DynamicMIG): one per pod,
+/// in its namespace, for a device of class `mig.nvidia.com` of the move's profile on the GPU it
+/// moves to (the driver's `profile` and `parentUUID` attributes). `uuid_of` gives a GPU index's
+/// UUID on the step's node.
+pub fn mig_claims<'a>(
+    moves: &[crate::recommendation::Move],
+    uuid_of: &dyn Fn(i64) -> &'a str,
+    name: &dyn Fn(&str) -> String,
+) -> Vec<Claim> {
+    moves
+        .iter()
+        .filter_map(|m| {
+            let crate::recommendation::Target::Mig { profile, .. } = &m.target else {
+                return None;
+            };
+            let n = name(&m.tenant);
+            let mut parts = n.split('/');
+            let ns = parts.next().unwrap_or_default().to_owned();
+            let pod = parts.next().unwrap_or_default().to_owned();
+            let expression = format!(
+                "device.attributes[\"gpu.nvidia.com\"].profile == \"{profile}\" && device.attributes[\"gpu.nvidia.com\"].parentUUID == \"{}\"",
+                uuid_of(m.to_gpu_index)
+            );
+            Some(Claim {
+                object: json!({
+                    "apiVersion": "resource.k8s.io/v1",
+                    "kind": "ResourceClaim",
+                    "metadata": {"name": dns_label(&format!("gpulens-{pod}")), "namespace": dns_label(&ns),
+                                 "labels": {"app.kubernetes.io/managed-by": "gpulens"}},
+                    "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {
+                        "deviceClassName": "mig.nvidia.com", "count": 1,
+                        "selectors": [{"cel": {"expression": expression}}]}}]}},
+                }),
+                pods: vec![format!("{ns}/{pod}")],
+            })
+        })
+        .collect()
+}
+
 /// The claims as one YAML stream, each with the pod-spec change its pods need.
 pub fn yaml(claims: &[Claim]) -> String {
     let mut out = String::new();
@@ -107,7 +146,7 @@ pub fn yaml(claims: &[Claim]) -> String {
         out.push_str("---\n");
         for pod in &c.pods {
             out.push_str(&format!(
-                "# {pod}: in the pod template, spec.resourceClaims: [{{name: gpu, resourceClaimName: {name}}}]\n#   and in the container, resources.claims: [{{name: gpu}}] in place of nvidia.com/gpu: 1\n"
+                "# {pod}: in the pod template, spec.resourceClaims: [{{name: gpu, resourceClaimName: {name}}}]\n#   and in the container, resources.claims: [{{name: gpu}}] in place of its nvidia.com/gpu or nvidia.com/mig-* limit\n"
             ));
         }
         out.push_str(&serde_yaml::to_string(&c.object).unwrap_or_default());
@@ -117,9 +156,11 @@ pub fn yaml(claims: &[Claim]) -> String {
 
 /// What a scheduler-placed mechanism asks of each pod, as YAML to merge into its pod template:
 /// DRA consumable capacity a claim per pod requesting its memory (no selector: the scheduler
-/// places it), HAMi `nvidia.com/gpumem` (MiB) beside `nvidia.com/gpu: 1`, KAI the `gpu-memory`
-/// annotation (MiB) and `schedulerName: kai-scheduler`. A pod that must run alone keeps its
-/// whole-GPU request. Returns (how many pods change, the YAML).
+/// places it), HAMi `nvidia.com/gpumem` (MiB) beside `nvidia.com/gpu: 1` with its `binpack`
+/// policies for GPUs and nodes (HAMi spreads pods over GPUs by default, which frees none), KAI
+/// the `gpu-memory` annotation (MiB) and `schedulerName: kai-scheduler` (KAI packs GPUs by
+/// default). A pod that must run alone keeps its whole-GPU request. Returns (how many pods
+/// change, the YAML).
 pub fn scheduled_requests(
     m: Mechanism,
     requests: &[(String, f64, bool)],
@@ -132,6 +173,10 @@ pub fn scheduled_requests(
         let mut parts = n.split('/');
         let ns = parts.next().unwrap_or_default().to_owned();
         let pod = parts.next().unwrap_or_default().to_owned();
+        let container = parts
+            .next()
+            .filter(|c| !c.is_empty())
+            .unwrap_or("<its container>");
         if *alone {
             out.push_str(&format!(
                 "# {ns}/{pod}: keeps nvidia.com/gpu: 1 (a whole GPU: beside it a placement could contend)\n"
@@ -149,8 +194,13 @@ pub fn scheduled_requests(
                     "deviceClassName": "gpu.nvidia.com", "count": 1,
                     "capacity": {"requests": {"memory": format!("{mib}Mi")}}}}]}},
             }),
-            Mechanism::Hami => json!({"resources": {"limits": {
-                "nvidia.com/gpu": 1, "nvidia.com/gpumem": mib}}}),
+            Mechanism::Hami => json!({
+                "metadata": {"annotations": {
+                    "hami.io/gpu-scheduler-policy": "binpack",
+                    "hami.io/node-scheduler-policy": "binpack"}},
+                "spec": {"containers": [{"name": container, "resources": {"limits": {
+                    "nvidia.com/gpu": 1, "nvidia.com/gpumem": mib}}}]},
+            }),
             Mechanism::KaiFractions => json!({
                 "metadata": {"annotations": {"gpu-memory": mib.to_string()}},
                 "spec": {"schedulerName": "kai-scheduler"},
@@ -162,7 +212,7 @@ pub fn scheduled_requests(
             Mechanism::DraConsumableScheduled => {
                 "a claim its pod template references (spec.resourceClaims, resources.claims)"
             }
-            Mechanism::Hami => "its container, in place of nvidia.com/gpu: 1 alone",
+            Mechanism::Hami => "its pod template (the limits replace nvidia.com/gpu: 1 alone)",
             _ => "its pod template",
         };
         out.push_str(&format!("---\n# {ns}/{pod}: {place}\n"));
@@ -230,6 +280,8 @@ mod tests {
         assert_eq!(n, 1);
         assert!(
             hami.contains("nvidia.com/gpumem: 11264")
+                && hami.contains("name: main")
+                && hami.contains("hami.io/gpu-scheduler-policy: binpack")
                 && hami.contains("ns-b/pod-b: keeps nvidia.com/gpu: 1"),
             "{hami}"
         );

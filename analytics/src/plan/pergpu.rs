@@ -105,28 +105,48 @@ pub fn pack_pinned(tenants: &[Tenant], capacity: f64, one_namespace: bool) -> Ve
 /// Returns (GPUs, how many tenants got a GPU of their own).
 pub fn pack_scheduled(tenants: &[Tenant], capacity: f64) -> (usize, usize) {
     let alone = scheduled_alone(tenants, capacity);
-    (fill(tenants, &alone, capacity) + alone.len(), alone.len())
+    (
+        fill(tenants, &alone, capacity).len() + alone.len(),
+        alone.len(),
+    )
 }
 
-/// GPUs the tenants not `alone` fill by their memory requests (first-fit decreasing).
-fn fill(tenants: &[Tenant], alone: &[usize], capacity: f64) -> usize {
-    let shared: Vec<usize> = (0..tenants.len()).filter(|i| !alone.contains(i)).collect();
-    let mut memories: Vec<f64> = shared.iter().map(|&i| tenants[i].memory).collect();
-    memories.sort_by(|a, b| b.total_cmp(a));
-    let mut bins: Vec<(f64, usize)> = Vec::new();
-    for m in memories {
+/// The groups a scheduler that packs (HAMi's and KAI's binpack) is expected to make of a
+/// scheduler-placed pool: each tenant that must run alone on a GPU of its own, the rest by
+/// their memory requests (first-fit decreasing). Any other placement within the requests is
+/// as safe ([`scheduled_alone`]); this one is what the plan counts as freed.
+pub fn scheduled_groups(tenants: &[Tenant], capacity: f64) -> (Vec<Vec<usize>>, Vec<usize>) {
+    let alone = scheduled_alone(tenants, capacity);
+    let mut groups: Vec<Vec<usize>> = alone.iter().map(|&i| vec![i]).collect();
+    groups.extend(fill(tenants, &alone, capacity));
+    (groups, alone)
+}
+
+/// The tenants not `alone`, grouped by their memory requests (first-fit decreasing, at most
+/// [`MAX_PER_GPU`] per GPU).
+fn fill(tenants: &[Tenant], alone: &[usize], capacity: f64) -> Vec<Vec<usize>> {
+    let mut shared: Vec<usize> = (0..tenants.len()).filter(|i| !alone.contains(i)).collect();
+    shared.sort_by(|&a, &b| {
+        tenants[b]
+            .memory
+            .total_cmp(&tenants[a].memory)
+            .then(a.cmp(&b))
+    });
+    let mut bins: Vec<(f64, Vec<usize>)> = Vec::new();
+    for i in shared {
+        let m = tenants[i].memory;
         match bins
             .iter_mut()
-            .find(|(used, n)| *n < MAX_PER_GPU && used + m <= capacity + EPS)
+            .find(|(used, members)| members.len() < MAX_PER_GPU && used + m <= capacity + EPS)
         {
             Some(b) => {
                 b.0 += m;
-                b.1 += 1;
+                b.1.push(i);
             }
-            None => bins.push((m, 1)),
+            None => bins.push((m, vec![i])),
         }
     }
-    bins.len()
+    bins.into_iter().map(|(_, members)| members).collect()
 }
 
 /// The tenants a scheduler-placed pool must give a GPU of their own (a whole-GPU request).
@@ -351,19 +371,16 @@ pub fn worth(
     let floor = staying + bound(&tenants, capacity);
     let price = pool.price_per_month(ctx.cfg);
     // Every scheduler-placed mechanism is judged by the same rule: worked out once.
-    let mut scheduled: Option<(Vec<usize>, usize)> = None;
+    let mut scheduled: Option<(Vec<Vec<usize>>, Vec<usize>)> = None;
     Mechanism::PER_GPU
         .into_iter()
         .map(|m| {
             let d = m.declared();
             let (gpus, own, mut groups, mut requests) = match d.chooser {
                 Chooser::SchedulerWithinLimits => {
-                    let (alone, filled) = scheduled.get_or_insert_with(|| {
-                        let alone = scheduled_alone(&tenants, capacity);
-                        let filled = fill(&tenants, &alone, capacity);
-                        (alone, filled)
-                    });
-                    let (gpus, own) = (*filled + alone.len(), alone.len());
+                    let (groups, alone) =
+                        scheduled.get_or_insert_with(|| scheduled_groups(&tenants, capacity));
+                    let (gpus, own) = (groups.len(), alone.len());
                     let requests = tenants
                         .iter()
                         .enumerate()

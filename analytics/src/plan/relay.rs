@@ -1,8 +1,11 @@
 //! A pool's plan laid out again under a per-GPU mechanism it has: where the pool
-//! has a mechanism that pins groups of tenants to GPUs (a DRA claim with a device selector)
-//! and it frees more than node-wide sharing, the plan's placement becomes the pinned groups —
-//! each group a bin on the GPU `pergpu::place_groups` chose — so the steps, their moves,
-//! their replay and the accounting of what each frees are made exactly as for any plan.
+//! has a mechanism that pins groups of tenants to GPUs (a DRA claim with a device selector),
+//! or one whose scheduler places them within requested capacities (consumable capacity
+//! without a selector, HAMi, KAI), and it frees more than node-wide sharing, the plan's
+//! placement becomes those groups — each a bin on the GPU `pergpu::place_groups` chose; for a
+//! scheduler, the packing its binpack policy is expected to make, while every other placement
+//! the requests allow is as safe — so the steps, their moves, their replay and the accounting
+//! of what each frees are made exactly as for any plan.
 //!
 //! What stays: GPUs whose tenants cannot be sized, tenants pinned to their node (Slurm jobs,
 //! host users, tenants of several GPUs) on their GPUs, and whole GPUs the plan keeps for
@@ -13,15 +16,18 @@
 use std::collections::{BTreeMap, HashMap};
 
 use super::layout::{Bin, Fit, Placed, PoolLayout};
-use super::pergpu::{movable, pack_pinned, place_groups};
+use super::pergpu::{movable, pack_pinned, place_groups, scheduled_groups};
 use crate::findings::Ctx;
 use crate::mechanism::{Chooser, Mechanism};
 
-/// `pool` laid out under `m`, or None where `m` does not pin groups, the pool keeps MIG
+/// `pool` laid out under `m`, or None where `m` is not a per-GPU mechanism, the pool keeps MIG
 /// instances for waiting work beside tenants, or a group finds no GPU.
 pub fn relay<'a>(ctx: &Ctx, pool: &PoolLayout<'a>, m: Mechanism) -> Option<PoolLayout<'a>> {
     let d = m.declared();
-    if d.chooser != Chooser::PlanPerGpu {
+    if !matches!(
+        d.chooser,
+        Chooser::PlanPerGpu | Chooser::SchedulerWithinLimits
+    ) {
         return None;
     }
     // Waiting work is served first: only where the node-wide plan keeps whole GPUs for it
@@ -36,7 +42,15 @@ pub fn relay<'a>(ctx: &Ctx, pool: &PoolLayout<'a>, m: Mechanism) -> Option<PoolL
         return None;
     }
     let (tenants, _) = movable(ctx, pool);
-    let groups = pack_pinned(&tenants, pool.memory_total, d.one_namespace);
+    // Under a scheduler, a tenant that must run alone keeps a whole-GPU request (its item's
+    // fit says so) in a group of its own.
+    let (groups, alone) = match d.chooser {
+        Chooser::SchedulerWithinLimits => scheduled_groups(&tenants, pool.memory_total),
+        _ => (
+            pack_pinned(&tenants, pool.memory_total, d.one_namespace),
+            Vec::new(),
+        ),
+    };
     let placed = place_groups(pool, &tenants, &groups);
     if placed.len() != groups.len() {
         return None;
@@ -66,7 +80,11 @@ pub fn relay<'a>(ctx: &Ctx, pool: &PoolLayout<'a>, m: Mechanism) -> Option<PoolL
         for &t in members {
             let it = &mut out.items[t];
             it.memory = tenants[t].memory;
-            it.fit = Fit::PerGpu(m);
+            it.fit = if alone.contains(&t) {
+                Fit::Whole
+            } else {
+                Fit::PerGpu(m)
+            };
             bin.items.push(t);
             bin.compute += it.compute;
             bin.memory += it.memory;

@@ -511,8 +511,9 @@ fn config(proposal: &Proposal) -> Option<(String, String)> {
             ..
         } => Some((
             format!(
-                "ResourceClaims for {} (resource.k8s.io/v1), each with the pod-spec change its pods need",
-                mechanism.declared().name
+                "{}: {} (each with the pod-spec change its pods need)",
+                mechanism.declared().name,
+                mechanism.declared().emits
             ),
             objects_yaml.clone(),
         )),

@@ -319,6 +319,14 @@ pub(crate) async fn check(store: &Store, path: &Path, scores: &mut BTreeMap<&'st
     crate::one_number::per_gpu_worth_as_worked_out(&label, &a);
     crate::per_gpu_plan::in_place_as_worked_out(&label, &a);
     crate::per_gpu_plan::granted_as_allocated(&label, &a, &key_name);
+    {
+        let (label, input, a) = (label.clone(), input.clone(), a.clone());
+        tokio::task::spawn_blocking(move || {
+            crate::per_gpu_plan::mig_layouts_under_dynamic_mig(&label, &input, &a)
+        })
+        .await
+        .unwrap();
+    }
     crate::interrupts::every_step_names_what_it_interrupts(&label, &a, &input);
     if label.ends_with("pinned-per-gpu.toml") {
         let (label, input) = (label.clone(), input.clone());

@@ -112,8 +112,7 @@ pub(crate) fn plans_under_what_the_pool_has(label: &str, input: &analytics::Inpu
     assert_eq!(claims.len(), 1, "{label}: one shared claim");
     assert_eq!(claims[0]["metadata"]["namespace"], "api");
     crate::one_number::validate_objects(label, &claims);
-    // Having both, the plan takes the one that frees more; having only a scheduler-placed
-    // mechanism, the plan stays node-wide (nothing freed here) and says what it is worth.
+    // Having both, the plan takes the one that frees more.
     let a = plan_with(
         label,
         input,
@@ -121,8 +120,60 @@ pub(crate) fn plans_under_what_the_pool_has(label: &str, input: &analytics::Inpu
     );
     assert_eq!(a.plan.pools[0].uses, Some(Mechanism::DraConsumableCapacity));
     assert_eq!(a.plan.gpus_freed, 2, "{label}");
-    let a = plan_with(label, input, &[Mechanism::Hami]);
-    assert_eq!((a.plan.pools[0].uses, a.plan.gpus_freed), (None, 0));
+    // Placed by a scheduler within memory requests: one day tenant and one night tenant keep a
+    // GPU of their own (a placement beside them could contend), the other pair shares: 1 freed,
+    // under each scheduler-placed mechanism, with the requests each takes.
+    for (m, marker) in [
+        (Mechanism::Hami, "hami.io/gpu-scheduler-policy"),
+        (Mechanism::KaiFractions, "schedulerName"),
+        (Mechanism::DraConsumableScheduled, "capacity"),
+    ] {
+        let a = plan_with(label, input, &[m]);
+        assert_eq!(
+            (a.plan.pools[0].uses, a.plan.gpus_freed),
+            (Some(m), 1),
+            "{label} {m:?}"
+        );
+        let w = a.plan.pools[0]
+            .worth
+            .iter()
+            .find(|w| w.mechanism == m)
+            .unwrap();
+        assert_eq!((w.gpus_after, w.own_gpu), (3, 2), "{label} {m:?}");
+        let steps: Vec<_> = a
+            .recommendations
+            .iter()
+            .filter(|r| r.kind == RecKind::PerGpuSharing)
+            .collect();
+        assert_eq!(steps.len(), 1, "{label} {m:?}");
+        let analytics::Proposal::PerGpu { objects_yaml, .. } = &steps[0].proposal else {
+            panic!("{label} {m:?}: {:?}", steps[0].proposal);
+        };
+        assert!(
+            objects_yaml.contains(marker),
+            "{label} {m:?}: {objects_yaml}"
+        );
+        assert!(
+            objects_yaml.contains("keeps nvidia.com/gpu: 1"),
+            "{label} {m:?}: a tenant that must run alone keeps its GPU: {objects_yaml}"
+        );
+        assert!(
+            steps[0]
+                .summary
+                .contains("any placement the requests allow holds"),
+            "{}",
+            steps[0].summary
+        );
+        println!("{label}: under {m:?}: {}", steps[0].summary);
+        // No node selector: the scheduler picks where each pod runs.
+        for i in &steps[0].interrupts {
+            let change = i.change.as_deref().unwrap_or_default();
+            assert!(!change.contains("nodeSelector"), "{label} {m:?}: {change}");
+        }
+        if m == Mechanism::DraConsumableScheduled {
+            crate::one_number::validate_objects(label, &step_claims(&a));
+        }
+    }
 }
 
 /// `tests/scenarios/pinned-per-gpu-in-place.toml`: the node's mechanism is recorded as the
@@ -191,4 +242,81 @@ pub(crate) fn granted_as_allocated(
         "{label}: {:?}",
         a.plan.pools[0].seen
     );
+}
+
+/// A MIG layout on a pool with DRA DynamicMIG is carried out by claims: the same GPUs freed,
+/// each MIG move a ResourceClaim of class `mig.nvidia.com` for its profile on its GPU, no node
+/// drained, and the claims valid against the Kubernetes schemas. Checked on every scenario
+/// whose plan has a mig-parted step and no waiting work.
+pub(crate) fn mig_layouts_under_dynamic_mig(
+    label: &str,
+    input: &analytics::Input,
+    a: &analytics::Analysis,
+) {
+    let mig_steps = a
+        .recommendations
+        .iter()
+        .filter(|r| matches!(r.proposal, analytics::Proposal::MigLayout { .. }))
+        .count();
+    if mig_steps == 0 || a.recommendations.iter().any(|r| !r.serves.is_empty()) {
+        return;
+    }
+    let clusters: std::collections::BTreeSet<&str> =
+        input.nodes.iter().map(|n| n.cluster.as_str()).collect();
+    let mut cfg = analytics::Config::default();
+    for c in clusters {
+        cfg.mechanisms
+            .insert(c.into(), vec![Mechanism::DraDynamicMig]);
+    }
+    let d = analytics::analyze(input, &cfg).unwrap();
+    assert_eq!(d.plan.gpus_freed, a.plan.gpus_freed, "{label}");
+    assert_eq!(
+        crate::plan_totals::applied_frees(&d, input),
+        d.plan.gpus_freed as i64,
+        "{label}: under DynamicMIG"
+    );
+    let mut carved = 0;
+    for r in d
+        .recommendations
+        .iter()
+        .filter(|r| r.kind == RecKind::MigLayout)
+    {
+        let analytics::Proposal::PerGpu { mechanism, .. } = &r.proposal else {
+            panic!(
+                "{label}: {} keeps a mig-parted config under DynamicMIG",
+                r.id
+            );
+        };
+        assert_eq!(*mechanism, Mechanism::DraDynamicMig, "{label}");
+        assert!(r.summary.contains("not drained"), "{}", r.summary);
+        assert!(
+            r.interrupts
+                .iter()
+                .all(|i| i.how != analytics::disrupts::Disruption::Drained),
+            "{label}: {} drains its node",
+            r.id
+        );
+        let mig_moves = r
+            .moves()
+            .iter()
+            .filter(|m| matches!(m.target, analytics::recommend::Target::Mig { .. }))
+            .count();
+        carved += mig_moves;
+    }
+    let claims = step_claims(&d);
+    assert_eq!(claims.len(), carved, "{label}: a claim per MIG move");
+    assert!(carved > 0, "{label}");
+    for c in &claims {
+        let req = &c["spec"]["devices"]["requests"][0]["exactly"];
+        assert_eq!(req["deviceClassName"], "mig.nvidia.com", "{c}");
+        let cel = req["selectors"][0]["cel"]["expression"].as_str().unwrap();
+        assert!(
+            cel.contains(".profile == ") && cel.contains(".parentUUID == \"GPU-"),
+            "{cel}"
+        );
+    }
+    crate::one_number::validate_objects(label, &claims);
+    println!("{label}: under DynamicMIG, {carved} MIG instances carved by claims");
+    let pool = d.plan.pools.iter().find(|p| p.uses.is_some()).unwrap();
+    assert_eq!(pool.uses, Some(Mechanism::DraDynamicMig), "{label}");
 }

@@ -213,7 +213,7 @@ async fn heavy_random_fleets_free_what_their_steps_add_up_to() {
     let from = to - WINDOW_MS;
     let mut checked_moves = 0;
     let mut waits_served = 0;
-    let mut per_gpu_pools = 0;
+    let mut per_gpu_pools: std::collections::BTreeMap<Mechanism, usize> = Default::default();
     let first: u64 = std::env::var("GPULENS_PLAN_SEED_FIRST")
         .ok()
         .and_then(|v| v.parse().ok())
@@ -224,19 +224,26 @@ async fn heavy_random_fleets_free_what_their_steps_add_up_to() {
             Scenario::from_toml(&text).unwrap_or_else(|e| panic!("seed {seed}: {e}\n{text}"));
         let fleet = Fleet::new(scenario);
         let t = crate::support::sqlite().await;
-        // Every third fleet has a per-GPU mechanism that pins groups (issue 73): where it
-        // frees more, the plan's steps pin groups, and all that holds of a plan holds of it.
+        // Five fleets in seven have a per-GPU mechanism — pinning groups, a scheduler placing
+        // within requests, or DynamicMIG carving MIG instances at allocation: where it frees
+        // more, the plan's steps use it, and all that holds of a plan holds of it.
         let mut cfg = analytics::Config::default();
         let pinned = [
             None,
             Some(Mechanism::DraConsumableCapacity),
             Some(Mechanism::DraSharedClaim),
-        ][(seed % 3) as usize];
+            None,
+            Some(Mechanism::Hami),
+            Some(Mechanism::DraDynamicMig),
+            Some(Mechanism::KaiFractions),
+        ][(seed % 7) as usize];
         if let Some(m) = pinned {
             cfg.mechanisms.insert("random".into(), vec![m]);
         }
         let (a, input) = analysed(&t.store, &fleet, from, to, STEP_MS, cfg).await;
-        per_gpu_pools += a.plan.pools.iter().filter(|p| p.uses.is_some()).count();
+        for m in a.plan.pools.iter().filter_map(|p| p.uses) {
+            *per_gpu_pools.entry(m).or_default() += 1;
+        }
         let steps: f64 = a.recommendations.iter().map(|r| r.replay.gpus_freed).sum();
         let plan = a.plan.gpus_freed as f64;
         let applied = applied_frees(&a, &input) as f64;
@@ -305,12 +312,12 @@ async fn heavy_random_fleets_free_what_their_steps_add_up_to() {
     }
     // The fleets do move tenants: the property is not checked on plans that change nothing.
     eprintln!(
-        "{seeds} random fleets: {checked_moves} moves checked, {waits_served} waiting pods served, {per_gpu_pools} pools planned under pinned per-GPU sharing"
+        "{seeds} random fleets: {checked_moves} moves checked, {waits_served} waiting pods served, pools planned under a per-GPU mechanism: {per_gpu_pools:?}"
     );
     assert!(checked_moves > 0, "no seed moved a tenant");
     assert!(
-        per_gpu_pools > 0,
-        "no seed planned under a per-GPU mechanism"
+        per_gpu_pools.len() >= 2,
+        "too few seeds planned under a per-GPU mechanism: {per_gpu_pools:?}"
     );
     assert!(waits_served > 0, "no seed served a waiting pod");
 }
