@@ -258,8 +258,8 @@ fn heavy_every_dashboard_page_works_in_chromium_with_and_without_javascript() {
             "{mode}"
         );
         assert!(
-            page(pages, "/nodes")["rows"].as_u64().unwrap() >= 5,
-            "{mode}: the scenario's five nodes"
+            page(pages, "/nodes")["rows"].as_u64().unwrap() >= 6,
+            "{mode}: the scenario's six nodes"
         );
         // The demo runs the reclaim loop in dry run against its stand-in cluster: the idle
         // holdings are cases, and nothing is changed (issue 74.8).
@@ -319,7 +319,7 @@ fn heavy_every_dashboard_page_works_in_chromium_with_and_without_javascript() {
     );
     assert!(overview["legends"].as_u64().unwrap() >= 1);
     let nodes = pages_starting(pages, "/nodes/");
-    assert_eq!(nodes.len(), 5, "the scenario's five nodes");
+    assert_eq!(nodes.len(), 6, "the scenario's six nodes");
     for n in &nodes {
         assert!(
             n["charts"].as_u64().unwrap() >= 4,
@@ -343,7 +343,7 @@ fn heavy_every_dashboard_page_works_in_chromium_with_and_without_javascript() {
         }
     }
     let gpus = pages_starting(pages, "/gpus/");
-    assert_eq!(gpus.len(), 16, "every GPU of the scenario");
+    assert_eq!(gpus.len(), 20, "every GPU of the scenario");
     assert!(
         gpus.iter()
             .any(|g| text(g).contains("MIG instances") && text(g).contains("1g.10gb")),

@@ -122,11 +122,11 @@ async fn heavy_the_demo_backfills_history_over_http() {
     .await
     .unwrap();
     let nodes = store.nodes().await.unwrap();
-    assert_eq!(nodes.len(), 5, "the default scenario's five nodes");
+    assert_eq!(nodes.len(), 6, "the default scenario's six nodes");
     let counts = store.counts().await.unwrap();
-    // 16 GPUs, one sample a minute for about three hours (the oldest ten minutes are skipped).
+    // 20 GPUs, one sample a minute for about three hours (the oldest ten minutes are skipped).
     assert!(
-        counts.gpu_samples >= 16 * 165 && counts.gpu_samples <= 16 * 180,
+        counts.gpu_samples >= 20 * 165 && counts.gpu_samples <= 20 * 180,
         "{counts:?}"
     );
     assert!(

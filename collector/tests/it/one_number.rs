@@ -57,6 +57,25 @@ pub(crate) fn one_number_per_fact(label: &str, a: &analytics::Analysis) {
                 .any(|r| r.kind == RecKind::Separate),
             "{label}: the demo separates its interfering pair"
         );
+        // The DRA node's services, paired per GPU through consumable capacity: one step on
+        // that node frees 2 of its 4 GPUs (the demo shows a per-GPU step).
+        let per_gpu: Vec<_> = a
+            .recommendations
+            .iter()
+            .filter(|r| r.kind == RecKind::PerGpuSharing)
+            .collect();
+        let [step] = per_gpu.as_slice() else {
+            panic!("{label}: one per-GPU step: {per_gpu:?}")
+        };
+        assert_eq!(step.node, "gpu-l40s-dra-01", "{label}");
+        assert_eq!(step.replay.gpus_freed, 2.0, "{}", step.summary);
+        assert!(
+            step.summary
+                .contains("DRA consumable capacity pinned to a GPU")
+                && step.summary.contains("4 ResourceClaims"),
+            "{}",
+            step.summary
+        );
     }
 }
 

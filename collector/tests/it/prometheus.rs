@@ -342,8 +342,8 @@ async fn heavy_prometheus_scrapes_the_demo_and_every_dashboard_panel_has_data() 
         let funnel = query(&http, &prom, "gpulens_funnel_gpu_seconds").await;
         let ingest = query(&http, &prom, "rate(gpulens_ingest_rows_total[5m])").await;
         if let (Ok(g), Ok(f), Ok(i)) = (&gpus, &funnel, &ingest)
-            // The demo's 16 GPUs and the agent's three.
-            && g.first().and_then(|x| x["value"][1].as_str()) == Some("19")
+            // The demo's 20 GPUs and the agent's three.
+            && g.first().and_then(|x| x["value"][1].as_str()) == Some("23")
             && !f.is_empty()
             && !i.is_empty()
         {
