@@ -47,6 +47,11 @@ pub struct Config {
     pub waiting_min_gpu_hours: f64,
     /// Replay: extra contended tenant-hours allowed, as a share of the hours replayed.
     pub replay_tolerance: f64,
+    /// Held-out replay: the plan is also made from the window without its most recent part of
+    /// this length, and each of its steps replayed on that part ([`crate::held_out`]); 0
+    /// turns it off. A window shorter than twice this has too little history for it.
+    #[serde(with = "duration_text")]
+    pub held_out: Duration,
     /// Price per GPU-hour by model: the longest key contained in the model name wins
     /// (e.g. "H100" = 2.49). Models without a match cost `default_price`.
     pub prices: BTreeMap<String, f64>,
@@ -86,6 +91,7 @@ impl Default for Config {
             silent_after: Duration::from_secs(5 * 60),
             waiting_min_gpu_hours: 1.0,
             replay_tolerance: 0.01,
+            held_out: Duration::from_secs(24 * 3600),
             part_gpus: 10_000,
             prices: BTreeMap::from([
                 ("H200".into(), 3.50),

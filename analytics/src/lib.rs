@@ -11,6 +11,7 @@ pub mod finding;
 pub mod findings;
 pub mod freed;
 pub mod funnel;
+pub mod held_out;
 pub mod holdings;
 pub mod input;
 pub mod interference;
@@ -111,14 +112,38 @@ pub fn plan_only(input: &Input, cfg: &Config) -> FleetPlan {
 
 /// Runs the whole analysis over `input`.
 pub fn analyze(input: &Input, cfg: &Config) -> Result<Analysis, AnalysisError> {
-    analyze_with(input, holdings::holdings(input), cfg)
+    let twin = held_out_twin(input, cfg);
+    let mut a = analyze_with(input, holdings::holdings(input), cfg)?;
+    held_out::apply(twin, &mut a.recommendations, &mut a.plan);
+    Ok(a)
+}
+
+/// The plan made without the window's most recent part, replayed on that part
+/// ([`held_out`]).
+fn held_out_twin(input: &Input, cfg: &Config) -> held_out::Twin {
+    let (fitted, unseen, score) = match held_out::split(input, cfg) {
+        Ok(parts) => parts,
+        Err(twin) => return twin,
+    };
+    let quiet = held_out::twin_config(cfg);
+    let holdings = holdings::holdings(&fitted);
+    match analyze_with(&fitted, holdings, &quiet) {
+        Ok(twin) => held_out::judge(&twin.recommendations, &unseen, cfg, score),
+        Err(e) => held_out::Twin::without(held_out::Score {
+            note: Some(format!("the plan without the held-out part failed: {e}")),
+            ..score
+        }),
+    }
 }
 
 /// [`analyze`], taking the input: its tenant series become the holdings without a copy, so a
 /// large fleet's tenant-hours are held once. The same analysis.
 pub fn analyze_owned(mut input: Input, cfg: &Config) -> Result<Analysis, AnalysisError> {
+    let twin = held_out_twin(&input, cfg);
     let holdings = holdings::take_holdings(&mut input);
-    analyze_with(&input, holdings, cfg)
+    let mut a = analyze_with(&input, holdings, cfg)?;
+    held_out::apply(twin, &mut a.recommendations, &mut a.plan);
+    Ok(a)
 }
 
 /// The analysis of `input` whose holdings are `holdings` (the input's tenant series need not

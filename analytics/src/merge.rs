@@ -18,6 +18,11 @@ pub fn merge(parts: impl IntoIterator<Item = Analysis>) -> Option<Analysis> {
         whole.funnel.absorb(p.funnel);
         whole.plan.pools.extend(p.plan.pools);
         whole.plan.nodes.extend(p.plan.nodes);
+        match (&mut whole.plan.held_out, p.plan.held_out) {
+            (Some(w), Some(o)) => w.absorb(&o),
+            (w @ None, o) => *w = o,
+            _ => {}
+        }
         whole.findings.extend(p.findings);
         whole.recommendations.extend(p.recommendations);
         whole.outcomes.extend(p.outcomes);

@@ -174,6 +174,7 @@ fn reclaims<'a>(
             requires: Vec::new(),
             serves: Vec::new(),
         interrupts: Vec::new(),
+        held_out: None,
         });
     }
 
@@ -463,6 +464,7 @@ fn separate(
                     requires: Vec::new(),
                     serves: Vec::new(),
         interrupts: Vec::new(),
+        held_out: None,
                 });
             }
             other => out.rejected.push(Rejected {
@@ -663,6 +665,7 @@ mod tests {
             requires: Vec::new(),
             serves: Vec::new(),
             interrupts: Vec::new(),
+            held_out: None,
         }
     }
 

@@ -187,6 +187,10 @@ pub struct Recommendation {
     /// moved, restarted or stopped, each moved one with its pod-spec change.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub interrupts: Vec<Interrupted>,
+    /// Its twin's result on the window's most recent part, which the plan it came from did
+    /// not see ([`crate::held_out`]); none where held-out replay is off or history too short.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub held_out: Option<crate::held_out::verdict::HeldOut>,
 }
 
 /// A pending pod the plan serves, and where.

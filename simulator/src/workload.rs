@@ -26,6 +26,9 @@ pub enum Pattern {
     /// A quiet service (a few percent) that runs one heavy hour every day at 02:00 UTC, e.g. a
     /// nightly index rebuild: low p95, but two of them collide at the same hour.
     DailyPeak,
+    /// Holds its GPU and memory all week and runs a heavy batch on Fridays (UTC) only, e.g. a
+    /// weekly report build: idle on any other day, busy on its day.
+    WeeklyBatch,
 }
 
 /// What a tenant wants from its device at one instant.
@@ -115,6 +118,15 @@ impl Pattern {
                 }
             }
             Pattern::IdleHoldingMemory => always(0.0, 0.0, 0.0),
+            Pattern::WeeklyBatch => {
+                // 1970-01-01 was a Thursday: day index 1 of the week is a Friday.
+                let friday = t.div_euclid(DAY).rem_euclid(7) == 1;
+                if friday {
+                    always(0.8 + 0.15 * jitter(1), 0.5 + 0.2 * personality, 0.4)
+                } else {
+                    always(0.0, 0.0, 0.0)
+                }
+            }
             Pattern::DailyPeak => {
                 let in_peak = t.rem_euclid(DAY) / 3600 == 2;
                 let compute = if in_peak {
@@ -184,6 +196,10 @@ mod tests {
         };
         assert!(busy(2) > 0.8 && busy(26) > 0.8);
         assert!((0..24).filter(|&h| h != 2).all(|h| busy(h) < 0.06));
+        // A weekly batch: busy on Fridays (2026-11-20), idle on Thursdays (2026-11-19).
+        let weekly = |t: i64| Pattern::WeeklyBatch.demand(1, 3, t, 1.0, 1).compute;
+        assert!(weekly(1_795_132_800 + 3600) > 0.7);
+        assert_eq!(weekly(1_795_046_400 + 3600), 0.0);
     }
 
     #[test]

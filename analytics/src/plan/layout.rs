@@ -41,6 +41,9 @@ pub struct FleetPlan {
     /// Per per-GPU sharing mechanism, the fleet's sum of what it would give its pools.
     #[serde(default)]
     pub worth: Vec<super::worth::Worth>,
+    /// How the plan made without the window's most recent part held on it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub held_out: Option<crate::held_out::verdict::Score>,
 }
 
 impl FleetPlan {

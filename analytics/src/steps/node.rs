@@ -561,6 +561,7 @@ pub(super) fn node_step(
         requires: Vec::new(),
         serves: Vec::new(),
         interrupts: Vec::new(),
+        held_out: None,
     };
     Some(NodeStep { rec, moved })
 }

@@ -705,18 +705,25 @@ pub fn table(a: &Analysis) -> String {
             let _ = writeln!(s, "  {}", w.sentence(&p.currency));
         }
     }
+    if let Some(h) = &p.held_out {
+        let _ = writeln!(s, "{}", h.sentence());
+    }
     let _ = writeln!(s, "\nRecommendations ({})", a.recommendations.len());
     for r in &a.recommendations {
         let _ = writeln!(
             s,
-            "  {:<13} {}  [confidence {:.0} %; replay: contention {:.0}→{:.0} tenant-h, overflow {:.0} h, frees {}]",
+            "  {:<13} {}  [confidence {:.0} %; replay: contention {:.0}→{:.0} tenant-h, overflow {:.0} h, frees {}{}]",
             r.kind.as_str(),
             r.summary,
             r.confidence * 100.0,
             r.replay.contention_hours_before,
             r.replay.contention_hours_after,
             r.replay.memory_overflow_hours,
-            model::figures::count(r.replay.gpus_freed, "GPU", "GPUs")
+            model::figures::count(r.replay.gpus_freed, "GPU", "GPUs"),
+            r.held_out
+                .as_ref()
+                .map(|h| format!("; held out: {}", h.verdict.as_str()))
+                .unwrap_or_default()
         );
     }
     if !a.rejected.is_empty() {

@@ -167,6 +167,10 @@ fn plan_view(a: &analytics::Analysis) -> pages::PlanView {
         ranged: false,
         worth: p.worth.iter().map(worth_row).collect(),
         emitted: emitted(a),
+        held_out: p
+            .held_out
+            .as_ref()
+            .map(analytics::held_out::Score::sentence),
         gpus_in_use: p.gpus_in_use,
         gpus_freed: p.gpus_freed,
         nodes_in_use: p.nodes_in_use,
@@ -427,6 +431,8 @@ fn rec_view(
                 },
             ),
         ],
+        held_out: r.held_out.as_ref().map(|h| (h.why.clone(), h.figures())),
+        apply_note: apply_note(&r.proposal),
         config,
         proposal,
         findings: r
@@ -486,6 +492,22 @@ pub(crate) fn outcome_view(o: &analytics::Outcome) -> pages::OutcomeView {
             })
             .collect(),
     }
+}
+
+/// How to carry out a step that creates objects instead of changing a node label.
+fn apply_note(proposal: &Proposal) -> Option<String> {
+    use analytics::mechanism::{Chooser, Mechanism};
+    let Proposal::PerGpu { mechanism, .. } = proposal else {
+        return None;
+    };
+    Some(match (mechanism, mechanism.declared().chooser) {
+        (Mechanism::DraDynamicMig, _) => "This recommendation changes no node label and drains no node. Create the ResourceClaims below, then recreate each moved pod with the change its comment gives (each restarts once): the DRA driver carves each MIG instance on the GPU its selector names when the claim is allocated.".into(),
+        (m, Chooser::SchedulerWithinLimits) => format!(
+            "This recommendation changes no node label. Merge each pod's requests below into its pod template and let {} place the pods (each restarts once): any placement the requests allow holds, and packed as shown they free what the step says.",
+            m.declared().name
+        ),
+        _ => "This recommendation changes no node label. Create the ResourceClaims below, then recreate each tenant's pod with the change its comment gives (each pod restarts once); the DRA driver allocates each claim on the GPU its selector names, which no pod may still hold through the device plugin.".into(),
+    })
 }
 
 /// The configuration a recommendation would apply, as an operator would paste it.

@@ -134,6 +134,11 @@ struct StageLabels {
     stage: &'static str,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct OfLabels {
+    of: &'static str,
+}
+
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct TeamStageLabels {
     team: String,
@@ -423,6 +428,21 @@ fn recommendation_families(reg: &mut Registry, a: &Analysis) {
             .get_or_create(&KindLabels { kind: k.as_str() })
             .set(mine.iter().map(|r| r.replay.gpus_freed).sum());
     }
+    // How the plan made without the window's most recent day held on it: the share of its
+    // steps and of the GPUs they free (absent while history is too short).
+    if let Some(score) = &a.plan.held_out {
+        let held = family::<OfLabels>(
+            reg,
+            "plan_held_out_ratio",
+            "Share of the steps (of=steps) and of the GPUs they free (of=gpus) of the plan made without the window's most recent part that held when replayed on it",
+            None,
+        );
+        for (of, ratio) in [("steps", score.steps_ratio()), ("gpus", score.gpus_ratio())] {
+            if let Some(r) = ratio {
+                held.get_or_create(&OfLabels { of }).set(r);
+            }
+        }
+    }
     let when = family::<StageLabels>(
         reg,
         "analysis_timestamp",
@@ -451,5 +471,36 @@ fn alert_families(reg: &mut Registry, alerts: &[crate::alerts::Alert]) {
             })
             .set(n as f64);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_held_out_score_is_a_ratio_of_steps_and_of_gpus() {
+        let latest = LatestGpus::new(&super::super::MetricsSettings::default());
+        let mut a = Analysis::default();
+        a.plan.held_out = Some(analytics::held_out::Score {
+            steps: 4,
+            steps_held: 3,
+            gpus_freed: 2.0,
+            gpus_held: 1.0,
+            ..Default::default()
+        });
+        let text = encode(&latest, Some(&a), &[], 0, None);
+        assert!(
+            text.contains("gpulens_plan_held_out_ratio{of=\"steps\"} 0.75")
+                && text.contains("gpulens_plan_held_out_ratio{of=\"gpus\"} 0.5"),
+            "{text}"
+        );
+        // Too little history: no series, not a zero.
+        a.plan.held_out = Some(analytics::held_out::Score {
+            note: Some("too little history".into()),
+            ..Default::default()
+        });
+        let text = encode(&latest, Some(&a), &[], 0, None);
+        assert!(!text.contains("gpulens_plan_held_out_ratio{"), "{text}");
     }
 }

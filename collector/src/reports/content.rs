@@ -104,6 +104,9 @@ pub struct ReportData {
     /// each, where it frees more.
     #[serde(default)]
     pub per_gpu: Vec<String>,
+    /// How the week's plan, made without its last day, held on that day: one sentence.
+    #[serde(default)]
+    pub held_out: Option<String>,
 }
 
 fn hours(from: i64, to: i64) -> f64 {
@@ -258,6 +261,11 @@ impl ReportData {
                 .filter(|w| w.beyond_plan > 0)
                 .map(|w| w.sentence(&a.plan.currency))
                 .collect(),
+            held_out: a
+                .plan
+                .held_out
+                .as_ref()
+                .map(analytics::held_out::Score::sentence),
         }
     }
 

@@ -591,6 +591,9 @@ fn recommendations(s: &mut String, d: &ReportData) {
         ],
         rows,
     );
+    if let Some(h) = &d.held_out {
+        let _ = write!(s, "<p class=\"note\">{}</p>", esc(h));
+    }
     if !d.per_gpu.is_empty() {
         let _ = write!(
             s,
@@ -697,7 +700,7 @@ mod tests {
                           "verdict": h, "gpus_freed_predicted": 2.0,
                           "gpus_freed_measured": 1.0, "contention_hours_predicted": 0.0,
                           "contention_hours_measured": 3.0, "reasons": [h]}],
-            "limitations": [h], "per_gpu": [h]
+            "limitations": [h], "per_gpu": [h], "held_out": h
         }))
         .unwrap()
     }

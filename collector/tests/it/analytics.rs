@@ -319,6 +319,7 @@ pub(crate) async fn check(store: &Store, path: &Path, scores: &mut BTreeMap<&'st
     crate::one_number::per_gpu_worth_as_worked_out(&label, &a);
     crate::per_gpu_plan::in_place_as_worked_out(&label, &a);
     crate::per_gpu_plan::granted_as_allocated(&label, &a, &key_name);
+    crate::held_out::every_step_is_tested_on_the_day_it_did_not_see(&label, &a);
     {
         let (label, input, a) = (label.clone(), input.clone(), a.clone());
         tokio::task::spawn_blocking(move || {

@@ -378,16 +378,20 @@ fn heavy_every_dashboard_page_works_in_chromium_with_and_without_javascript() {
         // A step that configures its node shows the configuration; a reclaim or a
         // separation configures nothing and shows its proposal as the API serves it.
         let url = r["url"].as_str().unwrap();
-        let configures = ["mig_layout-", "time_slicing-", "mps-"]
+        let labels = ["mig_layout-", "time_slicing-", "mps-"]
             .iter()
             .any(|k| url.starts_with(&format!("/recommendations/{k}")));
+        // A per-GPU step generates the objects its mechanism takes, and changes no label.
+        let configures = labels || url.starts_with("/recommendations/per_gpu_sharing-");
         assert_eq!(
             text(r).contains("Generated configuration"),
             configures,
             "{url}"
         );
         // Issue 74.1: with the label workflow off, a label step says how to do it by hand.
-        assert_eq!(text(r).contains("kubectl label node"), configures, "{url}");
+        assert_eq!(text(r).contains("kubectl label node"), labels, "{url}");
+        // Issue 75: every step says how its twin did on the hours it did not see.
+        assert!(text(r).contains("Held out: the hours it did not see"), "{url}");
         assert_eq!(
             text(r).contains("/api/v1/recommendations"),
             !configures,

@@ -14,6 +14,7 @@ mod demand;
 mod demo;
 mod deploy;
 mod guards;
+mod held_out;
 mod helm;
 mod hostile;
 mod http;

@@ -100,6 +100,7 @@ pub async fn store_time_slicing_step(
         requires: vec![],
         serves: vec![],
         interrupts: vec![],
+        held_out: None,
     };
     // The plan's one step: it frees that GPU.
     let fleet_plan = analytics::FleetPlan {

@@ -40,6 +40,8 @@ pub struct PlanView {
     /// What each mechanism that frees more would ask of the cluster: (mechanism, how many
     /// objects or pods, YAML).
     pub emitted: Vec<(String, usize, String)>,
+    /// How the plan made without the window's most recent part held on it, in words.
+    pub held_out: Option<String>,
 }
 
 /// One per-GPU sharing mechanism's line.
@@ -135,6 +137,7 @@ fn plan_section(p: PlanView, here: &str) -> impl IntoView {
                 format!("Made by the scheduled analysis of {} from that window's recorded demand; pick a range to make it from other days.", p.window)
             }}</p>
             {held.map(|h| view! { <p class="note warn">{h}</p> })}
+            {p.held_out.clone().map(|h| view! { <p class="note">{h}</p> })}
             <div class="scroll"><table>
                 <caption>"By pool (one GPU model in one cluster)"</caption>
                 <thead><tr>
@@ -491,6 +494,9 @@ pub fn recommendation_tables(v: &RecView) -> Vec<TableCsv> {
         interrupts_csv(&v.carry),
         super::figures_csv("replay", &v.replay),
     ];
+    if let Some((_, figures)) = &v.held_out {
+        out.push(super::figures_csv("held-out", figures));
+    }
     if let Some(o) = &v.outcome {
         out.extend(outcome_tables(o));
     }
@@ -716,6 +722,12 @@ pub struct RecView {
     pub money_per_month: Option<String>,
     pub tenants: Vec<String>,
     pub replay: Vec<(String, String)>,
+    /// Its twin's result on the hours the plan it came from did not see, in words and as
+    /// figures (none without one).
+    pub held_out: Option<(String, Vec<(String, String)>)>,
+    /// How to carry out a step that changes no node label and creates objects (claims or a
+    /// scheduler's requests), where it does.
+    pub apply_note: Option<String>,
     /// The configuration the step generates, (title, text): a mig-parted config or the device
     /// plugin's; none for a reclaim or a separation.
     pub config: Option<(String, String)>,
@@ -792,7 +804,7 @@ pub fn recommendation(frame: Frame, v: RecView) -> String {
                 view! { <p>"Applying it sets "<code>{what}</code>" through the guarded workflow (cordon, wait for GPU pods, label, watch, uncordon)."</p>{control} }.into_any()
             }
             _ if v.kind == "reclaim" => view! { <p class="note">"This recommendation changes no node label: ask the tenant's owners to release the GPU, or let the "<a href="/reclaim">"reclaim loop"</a>" take such holdings up under a [reclaim] policy (docs/reclaim.md)."</p> }.into_any(),
-            _ if v.kind == "per_gpu_sharing" => view! { <p class="note">"This recommendation changes no node label. Create the ResourceClaims below, then recreate each tenant's pod with the change its comment gives (each pod restarts once); the DRA driver allocates each claim on the GPU its selector names, which no pod may still hold through the device plugin."</p> }.into_any(),
+            _ if v.apply_note.is_some() => view! { <p class="note">{v.apply_note.clone()}</p> }.into_any(),
             _ => view! { <p class="note">"This recommendation changes no node label; act on it with the tenants."</p> }.into_any(),
         };
         view! {
@@ -806,6 +818,12 @@ pub fn recommendation(frame: Frame, v: RecView) -> String {
             <h2>"Replay against the recorded demand"</h2>
             {replay}
             {table_note(&here, "replay")}
+            {v.held_out.clone().map(|(why, figures)| view! {
+                <h2>"Held out: the hours it did not see"</h2>
+                <p class="note">"The plan is also made without the window's most recent hours; this step's twin in that plan, replayed on those hours: "{why}"."</p>
+                {super::figures_table(&figures)}
+                {table_note(&here, "held-out")}
+            })}
             <h2 id="apply">"Apply"</h2>
             {act}
             {by_hand(&v.carry)}
