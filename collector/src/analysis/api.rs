@@ -87,7 +87,7 @@ fn recommendations_op() -> Op {
         .query_enum("kind", analytics::RecKind::ALL.iter().map(|k| k.as_str()), None);
     answer(
         op,
-        "generated, from, to, source, count, gpus_freed (the sum of the listed plan steps' frees — a separation, advice beside the plan, is not counted; unfiltered, the plan's gpus_freed), recommendations[] (each with requires[]: the ids of the steps to carry out first; interrupts[]: {tenant, gpu, how: drained|moved|restarted|stopped, change: the pod-spec change of a move}), rejected[]",
+        "generated, from, to, source, count, gpus_freed (the sum of the listed plan steps' frees — a separation, advice beside the plan, is not counted; unfiltered, the plan's gpus_freed), recommendations[] (each with requires[]: the ids of the steps to carry out first; interrupts[]: {tenant, gpu, how: drained|moved|restarted|stopped, change: the pod-spec change of a move}; held_out: {verdict: held|failed|no_twin, hours, memory_overflow_hours, contention_hours_added, working_again, why} — its twin's result on the window's last day, which the plan it came from did not see), rejected[]",
         json!({"type": "object", "properties": {"count": {"type": "integer"}, "gpus_freed": {"type": "number"}, "recommendations": {"type": "array"}, "rejected": {"type": "array"}}}),
     )
 }

@@ -133,6 +133,10 @@ pub struct RecommendationView {
     /// What carrying it out interrupts, and each move's pod-spec change.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub interrupts: Vec<analytics::disrupts::Interrupted>,
+    /// Its twin's result on the window's most recent hours, which the plan it came from did
+    /// not see (docs/analytics.md, "Held-out replay").
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub held_out: Option<analytics::held_out::HeldOut>,
 }
 
 impl From<&Recommendation> for RecommendationView {
@@ -153,6 +157,7 @@ impl From<&Recommendation> for RecommendationView {
             evidence: evidence(&r.evidence),
             requires: r.requires.clone(),
             serves: r.serves.clone(),
+            held_out: r.held_out.clone(),
             interrupts: r.interrupts.clone(),
         }
     }
