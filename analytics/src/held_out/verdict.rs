@@ -92,7 +92,8 @@ impl Score {
         if let Some(n) = &self.note {
             return format!("Held-out replay: {n}.");
         }
-        let day = model::time::rfc3339(self.split_ms);
+        let stamp = model::time::rfc3339(self.split_ms);
+        let day = format!("{} {} UTC", &stamp[..10], &stamp[11..16]);
         let (Some(steps), gpus) = (self.steps_ratio(), self.gpus_ratio()) else {
             return format!(
                 "Held-out replay: the plan made without the hours from {day} has no step to test on them."

@@ -374,7 +374,7 @@ fn rec_view(
         summary: r.summary.clone(),
         confidence: r.confidence,
         confidence_note: format!(
-            "Confidence {:.0} % = how much history the moved tenants have (their recorded hours against what the analysis wants) × how exact the signal is (1.0 with DCGM SM activity, 0.9 mixed, 0.8 with NVML utilization alone, which overstates use), weighted by the GPU-hours each holds.",
+            "Confidence {:.0} % = how much history the moved tenants have (their recorded hours against what the analysis wants) × how exact the signal is (1.0 with DCGM SM activity, 0.9 mixed, 0.8 with NVML utilization alone, which overstates use), weighted by the GPU-hours each holds, × how its twin did on the hours it did not see (1 held, 0.5 failed, 0.8 without a twin).",
             r.confidence * 100.0
         ),
         money_per_month: step_money(a, r),

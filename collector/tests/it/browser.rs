@@ -391,7 +391,10 @@ fn heavy_every_dashboard_page_works_in_chromium_with_and_without_javascript() {
         // Issue 74.1: with the label workflow off, a label step says how to do it by hand.
         assert_eq!(text(r).contains("kubectl label node"), labels, "{url}");
         // Issue 75: every step says how its twin did on the hours it did not see.
-        assert!(text(r).contains("Held out: the hours it did not see"), "{url}");
+        assert!(
+            text(r).contains("Held out: the hours it did not see"),
+            "{url}"
+        );
         assert_eq!(
             text(r).contains("/api/v1/recommendations"),
             !configures,
