@@ -207,6 +207,16 @@ pub enum Placed {
     /// Left as it is: a tenant on it cannot be sized (too little data, no effective use).
     Fixed,
     Bin(usize),
+    /// A GPU with unrecovered hardware errors (it fell off the bus, uncorrected ECC): it takes
+    /// no tenant, so the plan empties it — held for repair, not freed.
+    Faulty,
+}
+
+impl Placed {
+    /// Whether the GPU is in use after the plan.
+    pub fn used(self) -> bool {
+        matches!(self, Placed::Fixed | Placed::Bin(_))
+    }
 }
 
 /// One node of a pool after the plan: its GPUs (by index) and what each runs.
@@ -219,7 +229,10 @@ pub struct NodeAfter<'a> {
 
 impl NodeAfter<'_> {
     pub fn used(&self) -> usize {
-        self.placed.iter().filter(|p| p.is_some()).count()
+        self.placed
+            .iter()
+            .filter(|p| p.is_some_and(Placed::used))
+            .count()
     }
 }
 
@@ -267,7 +280,7 @@ impl PoolLayout<'_> {
                 n.gpus
                     .iter()
                     .zip(&n.placed)
-                    .filter(|(_, p)| p.is_some())
+                    .filter(|(_, p)| p.is_some_and(Placed::used))
                     .map(|(g, _)| g.uuid.as_str())
             })
             .collect()

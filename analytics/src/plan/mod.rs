@@ -59,6 +59,13 @@ pub fn plan_pools<'a>(
             .or_default()
             .insert(&h.gpu);
     }
+    // GPUs with unrecovered hardware errors: no tenant is placed on them.
+    let faulty: BTreeSet<&str> = input
+        .health
+        .iter()
+        .filter(|h| crate::findings::unrecovered(h).is_some())
+        .map(|h| h.gpu.as_str())
+        .collect();
     let mut out = Vec::new();
     let models_of =
         |c: &str| -> Vec<&str> { pools.keys().filter(|k| k.0 == c).map(|k| k.1).collect() };
@@ -122,7 +129,11 @@ pub fn plan_pools<'a>(
                     .map(|(n, g, _)| NodeAfter {
                         node: n,
                         gpus: g.clone(),
-                        placed: vec![None; g.len()],
+                        // A GPU with unrecovered hardware errors takes no tenant.
+                        placed: g
+                            .iter()
+                            .map(|g| faulty.contains(g.uuid.as_str()).then_some(Placed::Faulty))
+                            .collect(),
                     })
                     .collect(),
                 fixed_gpus,

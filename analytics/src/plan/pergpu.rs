@@ -439,6 +439,14 @@ pub(super) fn place_groups(
         taken.insert(it.h.gpu.as_str());
     }
     taken.extend(pool.kept_for_waiting().iter().map(|k| k.0));
+    // A GPU with unrecovered hardware errors takes no group.
+    for n in &pool.nodes {
+        for (g, p) in n.gpus.iter().zip(&n.placed) {
+            if *p == Some(super::Placed::Faulty) {
+                taken.insert(g.uuid.as_str());
+            }
+        }
+    }
     let mut out = Vec::with_capacity(groups.len());
     for g in groups {
         let mut members = g.clone();

@@ -106,6 +106,8 @@ pub fn relay<'a>(ctx: &Ctx, pool: &PoolLayout<'a>, m: Mechanism) -> Option<PoolL
         for (g, p) in n.gpus.iter().zip(n.placed.iter_mut()) {
             *p = if out.fixed_gpus.contains(g.uuid.as_str()) {
                 Some(Placed::Fixed)
+            } else if *p == Some(Placed::Faulty) {
+                Some(Placed::Faulty)
             } else {
                 on.get(&g.uuid).map(|&b| Placed::Bin(b))
             };

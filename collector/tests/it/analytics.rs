@@ -317,6 +317,7 @@ pub(crate) async fn check(store: &Store, path: &Path, scores: &mut BTreeMap<&'st
     crate::plan_scenarios::plan_steps_as_worked_out(&label, &a, &key_name);
     crate::one_number::one_number_per_fact(&label, &a);
     crate::one_number::per_gpu_worth_as_worked_out(&label, &a);
+    crate::one_number::no_tenant_lands_on_a_faulty_gpu(&label, &a, &input);
     crate::per_gpu_plan::in_place_as_worked_out(&label, &a);
     crate::per_gpu_plan::granted_as_allocated(&label, &a, &key_name);
     crate::held_out::every_step_is_tested_on_the_day_it_did_not_see(&label, &a);

@@ -201,3 +201,37 @@ pub(crate) fn validate_objects(label: &str, objects: &[serde_json::Value]) {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// No step moves a tenant onto a GPU with unrecovered hardware errors (one that fell off the
+/// bus, XID 79): the plan empties such a GPU and holds it for repair. On the demo's fleet the
+/// reserved L40S sits on one, and the consolidation once placed a service there.
+pub(crate) fn no_tenant_lands_on_a_faulty_gpu(
+    label: &str,
+    a: &analytics::Analysis,
+    input: &analytics::Input,
+) {
+    let faulty: Vec<(&str, &str, i64)> = input
+        .health
+        .iter()
+        .filter(|h| analytics::findings::unrecovered(h).is_some())
+        .filter_map(|h| {
+            let g = input.gpu(&h.gpu)?;
+            Some((g.cluster.as_str(), g.node.as_str(), g.index))
+        })
+        .collect();
+    for r in &a.recommendations {
+        for m in r.moves() {
+            assert!(
+                !faulty.contains(&(r.cluster.as_str(), m.to_node.as_str(), m.to_gpu_index)),
+                "{label}: {} moves {} onto GPU {} of {}, which has unrecovered hardware errors",
+                r.id,
+                m.tenant,
+                m.to_gpu_index,
+                m.to_node
+            );
+        }
+    }
+    if label.ends_with("k8s-mixed.toml") {
+        assert!(!faulty.is_empty(), "{label}: the demo's faulty GPU");
+    }
+}
