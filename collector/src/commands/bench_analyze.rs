@@ -21,7 +21,7 @@ pub struct AnalyzeBench {
     #[arg(long, env = "GPULENS_DATABASE_URL", hide_env_values = true)]
     pub database_url: String,
     /// Fleet sizes, comma-separated, smallest first (e.g. 1000,4000,10000): each has at least
-    /// this many GPUs — the default scenario (scenarios/k8s-mixed.toml, 12 GPUs) copied until
+    /// this many GPUs — the default scenario (scenarios/k8s-mixed.toml, 20 GPUs) copied until
     /// the fleet has them. Several sizes end with a growth table.
     #[arg(long, default_value = "1000", value_delimiter = ',', num_args = 1..)]
     pub gpus: Vec<usize>,
@@ -50,15 +50,24 @@ pub struct AnalyzeBench {
     /// then timed where it lays pools out under them. Without it, none.
     #[arg(long, value_delimiter = ',', value_parser = analytics::mechanism::Mechanism::from_name)]
     pub mechanisms: Vec<analytics::mechanism::Mechanism>,
+    /// The held-out part (`[analytics] held_out`): the analysis also makes the plan without
+    /// the window's most recent part and replays it there. `0s` times the analysis without
+    /// it, the baseline held-out replay adds to.
+    #[arg(long, default_value = "24h", value_parser = humantime::parse_duration)]
+    pub held_out: std::time::Duration,
 }
 
 /// The analysis configuration the bench times: the defaults, with `mechanisms` in place in
-/// every cluster of `fleets`.
+/// every cluster of `fleets` and the held-out part given.
 fn bench_config(
     fleets: &[std::sync::Arc<simulator::Fleet>],
     mechanisms: &[analytics::mechanism::Mechanism],
+    held_out: std::time::Duration,
 ) -> analytics::Config {
-    let mut cfg = analytics::Config::default();
+    let mut cfg = analytics::Config {
+        held_out,
+        ..analytics::Config::default()
+    };
     for f in fleets.iter().filter(|_| !mechanisms.is_empty()) {
         cfg.mechanisms
             .insert(f.scenario.cluster.clone(), mechanisms.to_vec());
@@ -433,7 +442,7 @@ async fn one_size(
     let node_count: usize = fleets.iter().map(|f| f.nodes.len()).sum();
     let peak_tracked = reset_peak_rss();
     let rss_before = model::own_usage::peak_rss_mib();
-    let thresholds = bench_config(&fleets, &args.mechanisms);
+    let thresholds = bench_config(&fleets, &args.mechanisms, args.held_out);
     let window = Duration::from_millis((args.days * 86_400_000) as u64);
     // The first round finds no kept pair-hours where the fill wrote minutes, as an analysis of
     // a new database would; older hours' the fill kept stay (see --minute-days).
