@@ -59,13 +59,7 @@ pub fn plan_pools<'a>(
             .or_default()
             .insert(&h.gpu);
     }
-    // GPUs with unrecovered hardware errors: no tenant is placed on them.
-    let faulty: BTreeSet<&str> = input
-        .health
-        .iter()
-        .filter(|h| crate::findings::unrecovered(h).is_some())
-        .map(|h| h.gpu.as_str())
-        .collect();
+    let faulty = faulty_gpus(input);
     let mut out = Vec::new();
     let models_of =
         |c: &str| -> Vec<&str> { pools.keys().filter(|k| k.0 == c).map(|k| k.1).collect() };
@@ -156,6 +150,16 @@ pub fn plan_pools<'a>(
         }
     }
     out
+}
+
+/// The GPUs with unrecovered hardware errors: no tenant is placed on them.
+fn faulty_gpus(input: &crate::input::Input) -> BTreeSet<&str> {
+    input
+        .health
+        .iter()
+        .filter(|h| crate::findings::unrecovered(h).is_some())
+        .map(|h| h.gpu.as_str())
+        .collect()
 }
 
 /// (node, its GPUs by index, whether they are of several models).
