@@ -130,6 +130,12 @@ impl Mechanism {
         })
     }
 
+    /// Whether a scheduler places its tenants within their requests (the plan does not pin
+    /// them).
+    pub fn placed_by_scheduler(self) -> bool {
+        self.declared().chooser == Chooser::SchedulerWithinLimits
+    }
+
     /// Its declaration.
     pub fn declared(self) -> Declaration {
         let d = |name, chooser, isolation, one_namespace, needs, emits| Declaration {

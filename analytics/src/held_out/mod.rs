@@ -343,8 +343,8 @@ impl<'a> Judge<'a> {
                 target,
                 ..
             } => {
-                let node = self.input.gpu(gpu).map_or("", |g| g.node.as_str());
-                let index = self.input.gpu(gpu).map_or(-1, |g| g.index);
+                let at = self.input.gpu(gpu);
+                let (node, index) = at.map_or(("", -1), |g| (g.node.as_str(), g.index));
                 vec![(tenant.as_str(), gpu.as_str(), node, index, target)]
             }
             _ => r

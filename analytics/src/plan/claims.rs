@@ -40,6 +40,34 @@ pub struct Claim {
     pub pods: Vec<String>,
 }
 
+/// A tenant's `namespace/pod/container` name in its parts (empty where one is missing).
+fn parts(name: &str) -> (String, String, String) {
+    let mut p = name.split('/').map(str::to_owned);
+    (
+        p.next().unwrap_or_default(),
+        p.next().unwrap_or_default(),
+        p.next().unwrap_or_default(),
+    )
+}
+
+/// Bytes as whole MiB, rounded up (what a memory request asks).
+fn mib(bytes: f64) -> u64 {
+    (bytes / (1u64 << 20) as f64).ceil() as u64
+}
+
+/// A `resource.k8s.io/v1` ResourceClaim gpulens manages: `name` in `namespace` (both made DNS
+/// labels), one request named `gpu` of exactly `exactly` (its device class, count, selectors,
+/// capacity).
+fn claim_object(namespace: &str, name: &str, exactly: Value) -> Value {
+    json!({
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaim",
+        "metadata": {"name": dns_label(name), "namespace": dns_label(namespace),
+                     "labels": {"app.kubernetes.io/managed-by": "gpulens"}},
+        "spec": {"devices": {"requests": [{"name": "gpu", "exactly": exactly}]}},
+    })
+}
+
 /// The claims a group needs under `mechanism` (none for a mechanism that is not pinned, and
 /// none for a group of one: it keeps its GPU as it is). `name` gives a tenant key's
 /// `namespace/pod/container` name.
@@ -54,45 +82,32 @@ pub fn resource_claims(m: Mechanism, g: &PinnedGroup, name: &dyn Fn(&str) -> Str
         .tenants
         .iter()
         .map(|(key, memory)| {
-            let n = name(key);
-            let mut parts = n.split('/');
-            let ns = parts.next().unwrap_or_default().to_owned();
-            let pod = parts.next().unwrap_or_default().to_owned();
+            let (ns, pod, _) = parts(&name(key));
             (ns, pod, *memory)
         })
         .collect();
-    let gpu_label = dns_label(&g.gpu);
     match m {
-        Mechanism::DraSharedClaim => {
-            let ns = dns_label(&pods[0].0);
-            vec![Claim {
-                object: json!({
-                    "apiVersion": "resource.k8s.io/v1",
-                    "kind": "ResourceClaim",
-                    "metadata": {"name": dns_label(&format!("gpulens-shared-{gpu_label}")), "namespace": ns,
-                                 "labels": {"app.kubernetes.io/managed-by": "gpulens"}},
-                    "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {
-                        "deviceClassName": "gpu.nvidia.com", "count": 1, "selectors": selector}}]}},
-                }),
-                pods: pods.iter().map(|(ns, pod, _)| format!("{ns}/{pod}")).collect(),
-            }]
-        }
+        Mechanism::DraSharedClaim => vec![Claim {
+            object: claim_object(
+                &pods[0].0,
+                &format!("gpulens-shared-{}", dns_label(&g.gpu)),
+                json!({"deviceClassName": "gpu.nvidia.com", "count": 1, "selectors": selector}),
+            ),
+            pods: pods
+                .iter()
+                .map(|(ns, pod, _)| format!("{ns}/{pod}"))
+                .collect(),
+        }],
         Mechanism::DraConsumableCapacity => pods
             .iter()
-            .map(|(ns, pod, memory)| {
-                let mib = (memory / (1u64 << 20) as f64).ceil() as u64;
-                Claim {
-                    object: json!({
-                        "apiVersion": "resource.k8s.io/v1",
-                        "kind": "ResourceClaim",
-                        "metadata": {"name": dns_label(&format!("gpulens-{pod}")), "namespace": dns_label(ns),
-                                     "labels": {"app.kubernetes.io/managed-by": "gpulens"}},
-                        "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {
-                            "deviceClassName": "gpu.nvidia.com", "count": 1, "selectors": selector,
-                            "capacity": {"requests": {"memory": format!("{mib}Mi")}}}}]}},
-                    }),
-                    pods: vec![format!("{ns}/{pod}")],
-                }
+            .map(|(ns, pod, memory)| Claim {
+                object: claim_object(
+                    ns,
+                    &format!("gpulens-{pod}"),
+                    json!({"deviceClassName": "gpu.nvidia.com", "count": 1, "selectors": selector,
+                           "capacity": {"requests": {"memory": format!("{}Mi", mib(*memory))}}}),
+                ),
+                pods: vec![format!("{ns}/{pod}")],
             })
             .collect(),
         _ => Vec::new(),
@@ -114,24 +129,18 @@ pub fn mig_claims<'a>(
             let crate::recommendation::Target::Mig { profile, .. } = &m.target else {
                 return None;
             };
-            let n = name(&m.tenant);
-            let mut parts = n.split('/');
-            let ns = parts.next().unwrap_or_default().to_owned();
-            let pod = parts.next().unwrap_or_default().to_owned();
+            let (ns, pod, _) = parts(&name(&m.tenant));
             let expression = format!(
                 "device.attributes[\"gpu.nvidia.com\"].profile == \"{profile}\" && device.attributes[\"gpu.nvidia.com\"].parentUUID == \"{}\"",
                 uuid_of(m.to_gpu_index)
             );
             Some(Claim {
-                object: json!({
-                    "apiVersion": "resource.k8s.io/v1",
-                    "kind": "ResourceClaim",
-                    "metadata": {"name": dns_label(&format!("gpulens-{pod}")), "namespace": dns_label(&ns),
-                                 "labels": {"app.kubernetes.io/managed-by": "gpulens"}},
-                    "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {
-                        "deviceClassName": "mig.nvidia.com", "count": 1,
-                        "selectors": [{"cel": {"expression": expression}}]}}]}},
-                }),
+                object: claim_object(
+                    &ns,
+                    &format!("gpulens-{pod}"),
+                    json!({"deviceClassName": "mig.nvidia.com", "count": 1,
+                           "selectors": [{"cel": {"expression": expression}}]}),
+                ),
                 pods: vec![format!("{ns}/{pod}")],
             })
         })
@@ -169,31 +178,26 @@ pub fn scheduled_requests(
     let mut out = String::new();
     let mut changed = 0;
     for (key, memory, alone) in requests {
-        let n = name(key);
-        let mut parts = n.split('/');
-        let ns = parts.next().unwrap_or_default().to_owned();
-        let pod = parts.next().unwrap_or_default().to_owned();
-        let container = parts
-            .next()
-            .filter(|c| !c.is_empty())
-            .unwrap_or("<its container>");
+        let (ns, pod, container) = parts(&name(key));
+        let container = if container.is_empty() {
+            "<its container>"
+        } else {
+            container.as_str()
+        };
         if *alone {
             out.push_str(&format!(
                 "# {ns}/{pod}: keeps nvidia.com/gpu: 1 (a whole GPU: beside it a placement could contend)\n"
             ));
             continue;
         }
-        let mib = (memory / (1u64 << 20) as f64).ceil() as u64;
+        let mib = mib(*memory);
         let doc = match m {
-            Mechanism::DraConsumableScheduled => json!({
-                "apiVersion": "resource.k8s.io/v1",
-                "kind": "ResourceClaim",
-                "metadata": {"name": dns_label(&format!("gpulens-{pod}")), "namespace": dns_label(&ns),
-                             "labels": {"app.kubernetes.io/managed-by": "gpulens"}},
-                "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {
-                    "deviceClassName": "gpu.nvidia.com", "count": 1,
-                    "capacity": {"requests": {"memory": format!("{mib}Mi")}}}}]}},
-            }),
+            Mechanism::DraConsumableScheduled => claim_object(
+                &ns,
+                &format!("gpulens-{pod}"),
+                json!({"deviceClassName": "gpu.nvidia.com", "count": 1,
+                       "capacity": {"requests": {"memory": format!("{mib}Mi")}}}),
+            ),
             Mechanism::Hami => json!({
                 "metadata": {"annotations": {
                     "hami.io/gpu-scheduler-policy": "binpack",

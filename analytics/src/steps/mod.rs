@@ -39,16 +39,13 @@ fn node_steps<'a>(
     ctx: &Ctx,
     pool: &PoolLayout<'a>,
     waste_ids: &HashMap<(String, String), String>,
+    dynamic_mig: bool,
     out: &mut PoolSteps,
 ) -> BTreeMap<&'a str, String> {
     let mut step_of_node = BTreeMap::new();
     if !pool.changes {
         return step_of_node;
     }
-    // Where the pool's GPUs can be carved at allocation, a MIG layout is carried out by claims.
-    let dynamic_mig = plan::pergpu::in_place(ctx, pool)
-        .0
-        .contains(&Mechanism::DraDynamicMig);
     for node in &pool.nodes {
         if let Some(step) = node::node_step(ctx, pool, node, waste_ids, dynamic_mig) {
             if step.rec.replay.harmful {
@@ -86,7 +83,7 @@ pub fn pool_steps(
                 )
         })
         // The fewest GPUs after; between equals, a pinned plan (the plan knows each GPU's group).
-        .min_by_key(|w| (w.gpus_after, node::scheduled(w.mechanism)));
+        .min_by_key(|w| (w.gpus_after, w.mechanism.placed_by_scheduler()));
     let Some(m) = best.map(|w| w.mechanism) else {
         return node_wide;
     };
@@ -119,7 +116,11 @@ fn layout_steps(
 ) -> PoolSteps {
     let (cfg, places) = (ctx.cfg, pool.item_places());
     let mut out = PoolSteps::default();
-    let step_of_node = node_steps(ctx, pool, waste_ids, &mut out);
+    // What the pool has in place; where its GPUs can be carved at allocation (DynamicMIG), a
+    // MIG layout is carried out by claims.
+    let (has, seen) = plan::pergpu::in_place(ctx, pool);
+    let dynamic_mig = has.contains(&Mechanism::DraDynamicMig);
+    let step_of_node = node_steps(ctx, pool, waste_ids, dynamic_mig, &mut out);
     let mut used_after = pool.used_after();
     let (places, step_of_node) = (&places, &step_of_node);
     let who = crate::freed::Steps {
@@ -145,7 +146,6 @@ fn layout_steps(
     let nodes_in_use = out.nodes.len();
     let nodes_after = out.nodes.iter().filter(|n| n.gpus_after > 0).count();
     let freed = in_use.saturating_sub(after);
-    let (has, seen) = plan::pergpu::in_place(ctx, pool);
     let worth = match node_wide {
         Some(p) => {
             // Under pinned groups the bound is the per-GPU one (the fewest GPUs any per-GPU

@@ -12,7 +12,7 @@ use model::figures::count;
 use crate::findings::{Ctx, Evidence, GIB};
 use crate::holdings::Holding;
 use crate::input::GpuRef;
-use crate::mechanism::{Chooser, Mechanism};
+use crate::mechanism::Mechanism;
 use crate::mig::{MigPartedConfig, MigPartedEntry};
 use crate::need::{plan_confidence, slot_now};
 use crate::plan::pergpu::PinnedGroup;
@@ -161,7 +161,7 @@ fn node_change(ctx: &Ctx, pool: &PoolLayout, node: &NodeAfter) -> NodeChange {
             *replicas = (*replicas).max(bin.replicas as u32);
         }
         if let Fit::PerGpu(m) = bin.fit {
-            if scheduled(m) {
+            if m.placed_by_scheduler() {
                 c.requests.extend(bin.items.iter().map(|&i| {
                     let it = &pool.items[i];
                     (it.h.tenant.clone(), it.memory, it.fit == Fit::Whole)
@@ -185,11 +185,13 @@ fn node_change(ctx: &Ctx, pool: &PoolLayout, node: &NodeAfter) -> NodeChange {
                 _ if bin.fit == Fit::Share => Target::Share {
                     replicas: bin.replicas as u32,
                 },
-                Fit::PerGpu(m) if bin.items.len() > 1 || scheduled(m) => Target::PerGpu {
-                    memory_gib: (it.memory / GIB * 10.0).ceil() / 10.0,
-                    tenants: bin.items.len() as u32,
-                    scheduled: scheduled(m),
-                },
+                Fit::PerGpu(m) if bin.items.len() > 1 || m.placed_by_scheduler() => {
+                    Target::PerGpu {
+                        memory_gib: (it.memory / GIB * 10.0).ceil() / 10.0,
+                        tenants: bin.items.len() as u32,
+                        scheduled: m.placed_by_scheduler(),
+                    }
+                }
                 _ => Target::WholeGpu,
             };
             let from = ctx.gpu(&it.h.gpu);
@@ -210,11 +212,6 @@ fn node_change(ctx: &Ctx, pool: &PoolLayout, node: &NodeAfter) -> NodeChange {
         }
     }
     c
-}
-
-/// Whether `m`'s scheduler places tenants within their requests (the plan does not pin them).
-pub(super) fn scheduled(m: Mechanism) -> bool {
-    m.declared().chooser == Chooser::SchedulerWithinLimits
 }
 
 /// Replay of a node's step: today's places of everyone in a bin that changes, against the bins.
@@ -275,7 +272,7 @@ fn per_gpu_proposal(
     let (moves, names, from_nodes) = (&ch.c.moves, ch.names.join(", "), &ch.from_nodes);
     let used = count(node.used() as f64, "GPU", "GPUs");
     let shared = groups.iter().filter(|g| g.tenants.len() > 1).count();
-    let (objects_yaml, summary) = if scheduled(m) {
+    let (objects_yaml, summary) = if m.placed_by_scheduler() {
         let (changed, yaml) = &ch.requests;
         (
             yaml.clone(),
@@ -463,7 +460,9 @@ fn objects(
             .collect()
     };
     let requests = match &c.pinned {
-        Some((m, _)) if scheduled(*m) => plan::claims::scheduled_requests(*m, &c.requests, &name),
+        Some((m, _)) if m.placed_by_scheduler() => {
+            plan::claims::scheduled_requests(*m, &c.requests, &name)
+        }
         _ => (0, String::new()),
     };
     (claims, requests)
