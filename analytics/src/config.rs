@@ -52,6 +52,17 @@ pub struct Config {
     /// turns it off. A window shorter than twice this has too little history for it.
     #[serde(with = "duration_text")]
     pub held_out: Duration,
+    /// Demand forecast: the history each forecast is fitted to (hour rollups before the
+    /// window's end; four weeks give a weekly season and a week-ahead backtest), and how many
+    /// weeks ahead it looks (1–4; a pool's run-out time looks this far) ([`crate::forecast`]).
+    /// A history of 0 turns the forecast off.
+    #[serde(with = "duration_text")]
+    pub forecast_history: Duration,
+    /// How far ahead a step is checked against its tenants' memory trends ([`crate::ahead`]);
+    /// 0 turns the check off.
+    #[serde(with = "duration_text")]
+    pub ahead: Duration,
+    pub forecast_weeks: usize,
     /// Price per GPU-hour by model: the longest key contained in the model name wins
     /// (e.g. "H100" = 2.49). Models without a match cost `default_price`.
     pub prices: BTreeMap<String, f64>,
@@ -92,6 +103,9 @@ impl Default for Config {
             waiting_min_gpu_hours: 1.0,
             replay_tolerance: 0.01,
             held_out: Duration::from_secs(24 * 3600),
+            forecast_history: Duration::from_secs(28 * 86_400),
+            forecast_weeks: 4,
+            ahead: Duration::from_secs(7 * 86_400),
             part_gpus: 10_000,
             prices: BTreeMap::from([
                 ("H200".into(), 3.50),

@@ -5,10 +5,12 @@
 //!
 //! Every definition, threshold and formula is in docs/analytics.md.
 
+pub mod ahead;
 pub mod config;
 pub mod disrupts;
 pub mod finding;
 pub mod findings;
+pub mod forecast;
 pub mod freed;
 pub mod funnel;
 pub mod held_out;
@@ -63,6 +65,10 @@ pub struct Analysis {
     pub outcomes: Vec<Outcome>,
     /// Proposals replay turned down, with the reason.
     pub rejected: Vec<Rejected>,
+    /// Demand forecast per pool and team, made from a longer history than the window (the
+    /// collector adds it after the analysis: [`forecast::forecast`]).
+    #[serde(default)]
+    pub forecast: Option<forecast::Forecasts>,
     /// What the analysis could not measure (e.g. MIG compute without DCGM), worded from the
     /// fields below.
     pub limitations: Vec<String>,
@@ -175,7 +181,11 @@ fn analyze_with(
     for r in &mut rejected {
         r.reason = ctx.with_names(&r.cluster, &r.reason);
     }
-    let recommendations = rec.recommendations;
+    let mut recommendations = rec.recommendations;
+    if !cfg.ahead.is_zero() {
+        let days = cfg.ahead.as_secs_f64() / 86_400.0;
+        ahead::check(input, &holdings, &mut recommendations, cfg, days);
+    }
     let mut tenant_names = BTreeMap::new();
     for (cluster, key) in found
         .iter()
@@ -213,6 +223,7 @@ fn analyze_with(
         findings: found,
         recommendations,
         rejected,
+        forecast: None,
         limitations: Vec::new(),
         mig_unmeasured: mig_unmeasured(input, &holdings),
     };

@@ -175,6 +175,7 @@ fn reclaims<'a>(
             serves: Vec::new(),
         interrupts: Vec::new(),
         held_out: None,
+        ahead: None,
         });
     }
 
@@ -465,6 +466,7 @@ fn separate(
                     serves: Vec::new(),
         interrupts: Vec::new(),
         held_out: None,
+        ahead: None,
                 });
             }
             other => out.rejected.push(Rejected {
@@ -666,6 +668,7 @@ mod tests {
             serves: Vec::new(),
             interrupts: Vec::new(),
             held_out: None,
+            ahead: None,
         }
     }
 

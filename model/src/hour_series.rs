@@ -353,3 +353,19 @@ mod tests {
         assert_eq!(list.len(), 10);
     }
 }
+
+/// One hour of what a team held and used of a pool (a cluster's GPUs of one model), in
+/// GPU-equivalents: its tenants' hour rollups summed (the demand forecast reads these).
+#[derive(Debug, Clone, PartialEq)]
+pub struct UseHour {
+    pub cluster: String,
+    /// The GPUs' model (the pool).
+    pub model: String,
+    /// The tenants' team as recorded (`None`: no team).
+    pub team: Option<String>,
+    pub hour_ms: i64,
+    /// GPU-hours allocated in the hour: the mean GPU-equivalents held.
+    pub allocated: f64,
+    /// GPU-hours of measured work in the hour.
+    pub used: f64,
+}

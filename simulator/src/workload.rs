@@ -29,6 +29,10 @@ pub enum Pattern {
     /// Holds its GPU and memory all week and runs a heavy batch on Fridays (UTC) only, e.g. a
     /// weekly report build: idle on any other day, busy on its day.
     WeeklyBatch,
+    /// A light service whose memory grows all week — a cache filled until its Monday redeploy
+    /// (00:00 UTC): `mem_gib` at the redeploy, half of it more every day, a tenth of the GPU's
+    /// time busy.
+    GrowingCache,
 }
 
 /// What a tenant wants from its device at one instant.
@@ -125,6 +129,14 @@ impl Pattern {
                     always(0.8 + 0.15 * jitter(1), 0.5 + 0.2 * personality, 0.4)
                 } else {
                     always(0.0, 0.0, 0.0)
+                }
+            }
+            Pattern::GrowingCache => {
+                // 1970-01-01 was a Thursday: Monday is day 4 of the epoch's week.
+                let into_week = (t - 4 * DAY).rem_euclid(7 * DAY) as f64 / DAY as f64;
+                Demand {
+                    mem_bytes: (mem_bytes as f64 * (1.0 + 0.5 * into_week)) as i64,
+                    ..always(0.08 + 0.04 * jitter(1), 0.4 + 0.2 * personality, 0.2)
                 }
             }
             Pattern::DailyPeak => {

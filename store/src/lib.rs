@@ -728,6 +728,17 @@ impl Store {
     )> {
         dispatch!(self, s => s.read_hour_series(scope, from_ms, to_ms).await)
     }
+
+    /// What each team held and used of each pool (cluster, GPU model), hour by hour in
+    /// [from, to): the demand forecast's history. Newest first, at most a
+    /// million rows (four weeks of 1,500 pool-team series; the oldest dropped).
+    pub async fn use_hours(
+        &self,
+        from_ms: i64,
+        to_ms: i64,
+    ) -> Result<Vec<model::hour_series::UseHour>> {
+        dispatch!(self, s => s.read_use_hours(from_ms, to_ms).await)
+    }
 }
 
 impl Store {

@@ -35,6 +35,33 @@ macro_rules! rollup_read_methods {
             read_hour_series(&mut conn, scope, from, to).await
         }
 
+        /// What each team held and used of each pool, hour by hour in [from, to), newest
+        /// first, at most [`crate::rollup_reads::MAX_USE_HOURS`] rows (the oldest dropped).
+        pub async fn read_use_hours(
+            &self,
+            from: i64,
+            to: i64,
+        ) -> Result<Vec<model::hour_series::UseHour>> {
+            let rows = sqlx::query(&crate::rollup_reads::use_hours_select($d))
+                .bind(from)
+                .bind(to)
+                .bind(crate::rollup_reads::MAX_USE_HOURS)
+                .fetch_all(&self.$read)
+                .await?;
+            rows.iter()
+                .map(|r| {
+                    Ok(model::hour_series::UseHour {
+                        cluster: r.try_get(0)?,
+                        model: r.try_get(1)?,
+                        team: r.try_get(2)?,
+                        hour_ms: r.try_get(3)?,
+                        allocated: r.try_get(4)?,
+                        used: r.try_get(5)?,
+                    })
+                })
+                .collect()
+        }
+
         /// The samples of `t` in [from, to) that `f` selects (undecodable blocks skipped,
         /// logged).
         pub async fn raw_records(
@@ -226,6 +253,36 @@ pub(crate) fn node_range_select(d: crate::dialect::Dialect, columns: &str, table
         d.param(2),
         d.time_param(3),
         d.time_param(4)
+    )
+}
+
+/// Most rows `Store::use_hours` returns: four weeks of 1,500
+/// (cluster, model, team) series.
+pub const MAX_USE_HOURS: i64 = 1_000_000;
+
+/// The tenants' hour rollups of [from, to) summed by cluster, GPU model, team and hour, as
+/// GPU-hours allocated and used ([`model::rollup::gpu_hours`] in SQL): binds from, to (ms) and
+/// the row limit.
+pub(crate) fn use_hours_select(d: crate::dialect::Dialect) -> String {
+    let gpu_hours = |sum: &str| {
+        format!(
+            "CAST(sum(r.{sum} / (CASE WHEN r.samples > 0 THEN r.samples ELSE 1 END) * r.covered_s) / 3600.0 AS double precision)"
+        )
+    };
+    format!(
+        "SELECT r.cluster, g.model, t.team, {hour} AS hour, {alloc}, {used} \
+         FROM tenant_rollup_1h r \
+         JOIN gpus g ON g.cluster = r.cluster AND g.node = r.node AND g.gpu_uuid = r.gpu_uuid \
+         LEFT JOIN tenants t ON t.cluster = r.cluster AND t.node = r.node AND t.tenant_key = r.tenant_key \
+         WHERE r.bucket >= {from} AND r.bucket < {to} \
+         GROUP BY r.cluster, g.model, t.team, r.bucket \
+         ORDER BY r.bucket DESC LIMIT {limit}",
+        hour = d.epoch_ms("r.bucket"),
+        alloc = gpu_hours("alloc_share_sum"),
+        used = gpu_hours("eff_sum"),
+        from = d.time_param(1),
+        to = d.time_param(2),
+        limit = d.param(3),
     )
 }
 

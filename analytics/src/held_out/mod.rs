@@ -73,6 +73,7 @@ pub fn split(input: &Input, cfg: &Config) -> Result<(Input, Input, Score), Twin>
 pub fn twin_config(cfg: &Config) -> Config {
     Config {
         held_out: Duration::ZERO,
+        ahead: Duration::ZERO,
         ..cfg.clone()
     }
 }
@@ -199,8 +200,9 @@ pub fn part(input: &Input, from: i64, to: i64) -> Input {
     out
 }
 
-/// Replays the twin plan's steps on the held-out part's holdings.
-struct Judge<'a> {
+/// Replays the twin plan's steps on the held-out part's holdings (and, with today's holdings,
+/// lays out where a step puts its tenants for [`crate::ahead`]).
+pub(crate) struct Judge<'a> {
     input: &'a Input,
     cfg: &'a Config,
     /// (tenant, GPU) → its holding in the held-out part.
@@ -210,7 +212,7 @@ struct Judge<'a> {
 }
 
 impl<'a> Judge<'a> {
-    fn new(
+    pub(crate) fn new(
         input: &'a Input,
         hs: &'a [Holding],
         recs: &'a [Recommendation],
@@ -320,7 +322,7 @@ impl<'a> Judge<'a> {
     /// Where the step's tenants ran in the held-out part (before), and where the twin plan
     /// puts them (after): each MIG target a slot of its own, each other target GPU one slot
     /// with everyone the plan leaves on it.
-    fn placement(&self, r: &'a Recommendation) -> (Vec<Slot<'a>>, Vec<Slot<'a>>) {
+    pub(crate) fn placement(&self, r: &'a Recommendation) -> (Vec<Slot<'a>>, Vec<Slot<'a>>) {
         let mut before = Vec::new();
         let mut after = Vec::new();
         let mut gpu_slots: BTreeMap<&str, Vec<&Holding>> = BTreeMap::new();

@@ -561,6 +561,7 @@ pub(super) fn node_step(
         serves: Vec::new(),
         interrupts: Vec::new(),
         held_out: None,
+        ahead: None,
     };
     Some(NodeStep { rec, moved })
 }

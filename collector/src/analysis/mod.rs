@@ -4,9 +4,11 @@
 //! PostgreSQL advisory lock so exactly one collector computes them.
 
 pub mod api;
+pub mod forecast;
 pub mod metrics;
 mod pairs;
 pub mod ranged;
+mod requested;
 pub mod stored;
 pub mod view;
 
@@ -129,6 +131,9 @@ pub struct LoadStats {
     pub load_pair_hours: Duration,
     pub load_health: Duration,
     pub analyze: Duration,
+    /// The demand forecast: reading its history (`forecast_hours` pool-team-hours) and fitting.
+    pub forecast: Duration,
+    pub forecast_hours: usize,
     /// The process' peak resident memory (VmHWM) once the (last cluster's) load was done, in
     /// MiB.
     pub peak_after_load_mib: Option<f64>,
@@ -187,15 +192,22 @@ pub async fn analyze_by_cluster(
         stats.parts += 1;
         parts.push(analyze_part(store, cfg, piece, stats).await?);
     }
-    match analytics::merge(parts) {
-        Some(a) => Ok(a),
+    let gpus = frame.gpus.clone();
+    let mut analysis = match analytics::merge(parts) {
+        Some(a) => a,
         // No cluster yet: the analysis of nothing, over the range.
-        None => Ok(tokio::task::spawn_blocking({
-            let cfg = cfg.clone();
-            move || analytics::analyze_owned(frame, &cfg)
-        })
-        .await??),
-    }
+        None => {
+            tokio::task::spawn_blocking({
+                let cfg = cfg.clone();
+                move || analytics::analyze_owned(frame, &cfg)
+            })
+            .await??
+        }
+    };
+    let (took, rows) = forecast::add(store, cfg, &gpus, span.to, &mut analysis).await?;
+    stats.forecast += took;
+    stats.forecast_hours = rows;
+    Ok(analysis)
 }
 
 /// A part of the fleet the analysis reads and analyses at once: a cluster, or a part of one
@@ -315,19 +327,7 @@ pub async fn load_frame(store: &Store, span: Span, stats: &mut LoadStats) -> any
         .waiting(from, to)
         .await?
         .into_iter()
-        .map(|w| analytics::input::Waiting {
-            name: format!("{}/{}", w.scope, w.name),
-            cluster: w.cluster,
-            source: w.source,
-            team: w.team,
-            resource: w.resource,
-            count: w.count,
-            product: w.product,
-            reason: w.reason,
-            message: w.message,
-            from_ms: w.since_ms,
-            to_ms: w.last_seen_ms,
-        })
+        .map(forecast::waiting_of)
         .collect();
     stats.load_health += lap.elapsed();
     Ok(input)

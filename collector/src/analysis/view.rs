@@ -137,6 +137,10 @@ pub struct RecommendationView {
     /// not see (docs/analytics.md, "Held-out replay").
     #[serde(skip_serializing_if = "Option::is_none")]
     pub held_out: Option<analytics::held_out::HeldOut>,
+    /// Whether its tenants' memory trends outgrow it in the days ahead (docs/analytics.md,
+    /// "The days ahead").
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ahead: Option<analytics::ahead::Ahead>,
 }
 
 impl From<&Recommendation> for RecommendationView {
@@ -158,6 +162,7 @@ impl From<&Recommendation> for RecommendationView {
             requires: r.requires.clone(),
             serves: r.serves.clone(),
             held_out: r.held_out.clone(),
+            ahead: r.ahead.clone(),
             interrupts: r.interrupts.clone(),
         }
     }

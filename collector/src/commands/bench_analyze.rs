@@ -408,7 +408,7 @@ fn report_round(round: usize, stats: &crate::analysis::LoadStats, round_peak: Op
         round_peak.unwrap_or(0.0)
     );
     eprintln!(
-        "  round {}: load {:.2} s (inventory {:.2}, hours {:.2}, pair-hours {:.2} [{} node-hours kept, {} measured from {} minute rows], health {:.2}), analysis {:.2} s",
+        "  round {}: load {:.2} s (inventory {:.2}, hours {:.2}, pair-hours {:.2} [{} node-hours kept, {} measured from {} minute rows], health {:.2}), analysis {:.2} s, forecast {:.2} s",
         round,
         stats.load.as_secs_f64(),
         stats.load_inventory.as_secs_f64(),
@@ -418,11 +418,59 @@ fn report_round(round: usize, stats: &crate::analysis::LoadStats, round_peak: Op
         stats.pair_hours_measured,
         stats.minute_rows,
         stats.load_health.as_secs_f64(),
-        stats.analyze.as_secs_f64()
+        stats.analyze.as_secs_f64(),
+        stats.forecast.as_secs_f64()
     );
 }
 
 /// Fills (or reuses) one size's database, times the rounds and prints them.
+/// Each round's times (s), the last round's analysis and what it read, and the highest peak
+/// RSS of a round.
+struct Rounds {
+    load: Vec<f64>,
+    analyze: Vec<f64>,
+    total: Vec<f64>,
+    forecast: Vec<f64>,
+    last: Option<(analytics::Analysis, crate::analysis::LoadStats)>,
+    peak_mib: Option<f64>,
+}
+
+/// Times `n` scheduled analyses of the window ending at `to`.
+async fn rounds(
+    store: &Store,
+    thresholds: &analytics::Config,
+    window: Duration,
+    to: i64,
+    n: usize,
+) -> anyhow::Result<Rounds> {
+    let mut r = Rounds {
+        load: Vec::new(),
+        analyze: Vec::new(),
+        total: Vec::new(),
+        forecast: Vec::new(),
+        last: None,
+        peak_mib: None,
+    };
+    for round in 0..n {
+        // Each round's own peak: after its load, and over the whole round.
+        reset_peak_rss();
+        let (analysis, stats) = crate::analysis::run(store, thresholds, window, to).await?;
+        let round_peak = model::own_usage::peak_rss_mib();
+        r.peak_mib = match (r.peak_mib, round_peak) {
+            (Some(a), Some(b)) => Some(a.max(b)),
+            (a, b) => a.or(b),
+        };
+        report_round(round + 1, &stats, round_peak);
+        r.load.push(stats.load.as_secs_f64());
+        r.analyze.push(stats.analyze.as_secs_f64());
+        r.forecast.push(stats.forecast.as_secs_f64());
+        r.total
+            .push((stats.load + stats.analyze + stats.forecast).as_secs_f64());
+        r.last = Some((analysis, stats));
+    }
+    Ok(r)
+}
+
 async fn one_size(
     args: &AnalyzeBench,
     url: &str,
@@ -449,24 +497,14 @@ async fn one_size(
     let minute_days = args.minute_days();
     let minutes_from = to - minute_days * 86_400_000;
     store.drop_pair_hours(minutes_from, i64::MAX).await?;
-    let (mut load, mut analyze, mut total) = (Vec::new(), Vec::new(), Vec::new());
-    let mut last = None;
-    let mut peak_mib: Option<f64> = None;
-    for round in 0..args.rounds {
-        // Each round's own peak: after its load, and over the whole round.
-        reset_peak_rss();
-        let (analysis, stats) = crate::analysis::run(&store, &thresholds, window, to).await?;
-        let round_peak = model::own_usage::peak_rss_mib();
-        peak_mib = match (peak_mib, round_peak) {
-            (Some(a), Some(b)) => Some(a.max(b)),
-            (a, b) => a.or(b),
-        };
-        report_round(round + 1, &stats, round_peak);
-        load.push(stats.load.as_secs_f64());
-        analyze.push(stats.analyze.as_secs_f64());
-        total.push((stats.load + stats.analyze).as_secs_f64());
-        last = Some((analysis, stats));
-    }
+    let Rounds {
+        mut load,
+        mut analyze,
+        mut total,
+        mut forecast,
+        last,
+        peak_mib,
+    } = rounds(&store, &thresholds, window, to, args.rounds).await?;
     let (analysis, stats) = last.expect("at least one round");
     let peak_mib = if peak_tracked {
         peak_mib
@@ -519,6 +557,15 @@ async fn one_size(
     println!(
         "  of which the plan   median {:>7.2} s (holdings, packing, steps, replays)",
         median(plan)
+    );
+    println!(
+        "  demand forecast     median {:>7.2} s ({} pool-team-hours of history read and fitted; in load + analysis)",
+        median(if forecast.len() > 1 {
+            forecast.split_off(1)
+        } else {
+            forecast
+        }),
+        stats.forecast_hours
     );
     match (peak_tracked, peak_mib) {
         (true, Some(peak)) => println!(

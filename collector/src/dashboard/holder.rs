@@ -277,6 +277,61 @@ async fn tenant_lines(
     out
 }
 
+/// A team's demand forecast as figures: what it holds now and at the horizon, with the
+/// forecast's measured error (docs/analytics.md, "Demand forecast").
+fn team_forecast(a: &Analysis, team: &str) -> Vec<(String, String)> {
+    use analytics::forecast::{Quantity, Scope};
+    let Some(f) = &a.forecast else {
+        return Vec::new();
+    };
+    let Some(s) = f.find(&Scope::Team {
+        team: team.to_owned(),
+    }) else {
+        return Vec::new();
+    };
+    let Some(p) = s.projection(Quantity::Allocated) else {
+        return Vec::new();
+    };
+    let gpus = |x: f64| format!("{x:.1} GPUs");
+    let mut out = vec![("held now (last day's mean)".to_owned(), gpus(p.recent))];
+    let weeks = f.horizon_h / 168;
+    let last_day = p.points(
+        f.to_ms + (f.horizon_h as i64 - 24) * model::rollup::HOUR_MS,
+        24,
+    );
+    if !last_day.is_empty() {
+        let mean = last_day.iter().map(|x| x.value).sum::<f64>() / last_day.len() as f64;
+        let band = p
+            .accuracy
+            .as_ref()
+            .map(|a| format!(" ± {:.1}", a.band))
+            .unwrap_or_default();
+        out.push((
+            format!("held in {weeks} weeks at the forecast"),
+            format!("{}{band}", gpus(mean)),
+        ));
+    }
+    // Figures stay short (a phone's width): the error's horizon goes in the label.
+    out.push(match (&p.accuracy, &p.model) {
+        (Some(a), _) => (
+            format!(
+                "forecast error (mean, {} ahead)",
+                if a.ahead_h >= 168 { "7 days" } else { "1 day" }
+            ),
+            format!("{:.2} GPUs", a.mae),
+        ),
+        (None, Some(_)) => (
+            "forecast error (unmeasured: under three days of history)".into(),
+            "–".into(),
+        ),
+        (None, None) => (
+            "forecast (none: under two days of history)".into(),
+            "–".into(),
+        ),
+    });
+    out
+}
+
 pub async fn team(
     State(state): State<DashboardState>,
     caller: Caller,
@@ -334,7 +389,10 @@ pub async fn team(
         what: "team".into(),
         window: over.words(),
         picked: over.picked,
-        numbers: numbers(row, &a.funnel.currency),
+        numbers: numbers(row, &a.funnel.currency)
+            .into_iter()
+            .chain(team_forecast(&a, &team))
+            .collect(),
         chart: Some(team_chart(&team, &over)),
         findings,
         steps: steps(&a, |r| {

@@ -72,6 +72,62 @@ fn demand_lines(a: &Analysis) -> Vec<pages::DemandLine> {
     rows
 }
 
+/// Each pool's forecast as the overview's "Capacity ahead" rows: those that run out first (at
+/// the band's early edge), then the fullest.
+fn outlook(f: &analytics::forecast::Forecasts) -> Vec<pages::OutlookLine> {
+    use analytics::forecast::{Quantity, Scope};
+    let mut rows: Vec<(Option<i64>, pages::OutlookLine)> = f
+        .series
+        .iter()
+        .filter(|s| matches!(s.scope, Scope::Pool { .. }))
+        .map(|s| {
+            let p = |q| s.projection(q);
+            let recent = |q| p(q).map_or(0.0, |p| p.recent);
+            let last_day = f.to_ms + (f.horizon_h as i64 - 24) * model::rollup::HOUR_MS;
+            let day_mean = |q| {
+                let points = p(q)?.points(last_day, 24);
+                (!points.is_empty())
+                    .then(|| points.iter().map(|x| x.value).sum::<f64>() / points.len() as f64)
+            };
+            let demand_ahead = day_mean(Quantity::Allocated)
+                .map(|a| a + day_mean(Quantity::Waiting).unwrap_or(0.0));
+            let alloc = p(Quantity::Allocated);
+            let error = match alloc.and_then(|a| a.accuracy.as_ref()) {
+                Some(acc) => acc.sentence(),
+                None => alloc
+                    .and_then(|a| a.note.clone())
+                    .unwrap_or_else(|| "no forecast".into()),
+            };
+            let runs_out = match (&s.run_out, alloc.and_then(|a| a.model.as_ref())) {
+                (Some(r), _) => r.sentence(),
+                (None, Some(_)) => format!(
+                    "keeps GPUs free over the next {} days, even at the measured error",
+                    f.horizon_h / 24
+                ),
+                (None, None) => "–".into(),
+            };
+            let line = pages::OutlookLine {
+                pool: s.scope.label(),
+                gpus: s.capacity.unwrap_or(0.0),
+                held_now: recent(Quantity::Allocated),
+                waiting_now: recent(Quantity::Waiting),
+                demand_ahead,
+                short: s.run_out.is_some(),
+                runs_out,
+                error,
+            };
+            (s.run_out.as_ref().and_then(|r| r.earliest_ms), line)
+        })
+        .collect();
+    rows.sort_by(|(a, x), (b, y)| {
+        let fill = |l: &pages::OutlookLine| (l.held_now + l.waiting_now) / l.gpus.max(1.0);
+        a.unwrap_or(i64::MAX)
+            .cmp(&b.unwrap_or(i64::MAX))
+            .then(fill(y).total_cmp(&fill(x)))
+    });
+    rows.into_iter().map(|(_, l)| l).collect()
+}
+
 /// What the overview's charts cover: a custom from/to where one is given and readable, else
 /// the picked or default range; `said` in words for the captions.
 struct Shown {
@@ -198,6 +254,8 @@ pub async fn overview(
         waste_per_month: None,
         window_length: String::new(),
         waiting: Vec::new(),
+        capacity: Vec::new(),
+        horizon: String::new(),
     };
     if let Some(a) = &a {
         from_analysis(&mut v, a, state.labels.mode);
@@ -279,6 +337,10 @@ fn from_analysis(v: &mut pages::OverviewView, a: &Analysis, mode: crate::labels:
     });
     v.limitations = a.limitations.clone();
     v.waiting = demand_lines(a);
+    if let Some(f) = &a.forecast {
+        v.capacity = outlook(f);
+        v.horizon = model::figures::count((f.horizon_h / 168) as f64, "week", "weeks");
+    }
     v.team_waste = team_waste(a);
     let hours = (a.funnel.to_ms - a.funnel.from_ms) as f64 / 3_600_000.0;
     let (length, observed) = window_coverage(hours, t.observed_share(v.gpus, hours));

@@ -44,38 +44,42 @@ pub async fn recommendations(
         .flat_map(|n| n.recommendations.iter().map(|r| r.id.as_str()))
         .collect();
     let has_page = |id: &str| scheduled.contains(id);
-    let (mut rows, rejected) = match &a {
-        Some(a) => (
-            a.recommendations
-                .iter()
-                .map(|r| pages::RecRow {
-                    id: r.id.clone(),
-                    kind: r.kind.as_str().into(),
-                    node: r.node.clone(),
-                    team: r.team.clone().unwrap_or_default(),
-                    gpus_freed: r.replay.gpus_freed,
-                    confidence: r.confidence,
-                    summary: r.summary.clone(),
-                    linked: has_page(&r.id),
-                })
-                .collect::<Vec<_>>(),
-            a.rejected
-                .iter()
-                .map(|r| pages::RejectedRow {
-                    kind: r.kind.as_str().into(),
-                    node: r.node.clone(),
-                    tenants: r
-                        .tenants
-                        .iter()
-                        .map(|k| name_of(a, k))
-                        .collect::<Vec<_>>()
-                        .join(", "),
-                    reason: names_in(a, &r.reason),
-                })
-                .collect(),
-        ),
-        None => (Vec::new(), Vec::new()),
-    };
+    let (mut rows, rejected) =
+        match &a {
+            Some(a) => (
+                a.recommendations
+                    .iter()
+                    .map(|r| pages::RecRow {
+                        id: r.id.clone(),
+                        kind: r.kind.as_str().into(),
+                        node: r.node.clone(),
+                        team: r.team.clone().unwrap_or_default(),
+                        gpus_freed: r.replay.gpus_freed,
+                        confidence: r.confidence,
+                        summary: r.summary.clone(),
+                        linked: has_page(&r.id),
+                        outgrown: r.ahead.as_ref().and_then(|x| x.outgrown_in_days).map(|d| {
+                            format!("outgrown in {d:.1} days at its tenants' memory growth")
+                        }),
+                    })
+                    .collect::<Vec<_>>(),
+                a.rejected
+                    .iter()
+                    .map(|r| pages::RejectedRow {
+                        kind: r.kind.as_str().into(),
+                        node: r.node.clone(),
+                        tenants: r
+                            .tenants
+                            .iter()
+                            .map(|k| name_of(a, k))
+                            .collect::<Vec<_>>()
+                            .join(", "),
+                        reason: names_in(a, &r.reason),
+                    })
+                    .collect(),
+            ),
+            None => (Vec::new(), Vec::new()),
+        };
     rows.retain(|r| kind.is_none_or(|k| r.kind == k));
     // Unsorted, the rows keep the analysis' order: the plan's steps in the order they can be
     // carried out, then the advice beside it (sorted by GPUs freed, a MIG layout
@@ -374,7 +378,7 @@ fn rec_view(
         summary: r.summary.clone(),
         confidence: r.confidence,
         confidence_note: format!(
-            "Confidence {:.0} % = how much history the moved tenants have (their recorded hours against what the analysis wants) × how exact the signal is (1.0 with DCGM SM activity, 0.9 mixed, 0.8 with NVML utilization alone, which overstates use), weighted by the GPU-hours each holds, × how its twin did on the hours it did not see (1 held, 0.5 failed, 0.8 without a twin).",
+            "Confidence {:.0} % = how much history the moved tenants have (their recorded hours against what the analysis wants) × how exact the signal is (1.0 with DCGM SM activity, 0.9 mixed, 0.8 with NVML utilization alone, which overstates use), weighted by the GPU-hours each holds, × how its twin did on the hours it did not see (1 held, 0.5 failed, 0.8 without a twin) × 0.5 where its tenants' memory trends outgrow it within a week.",
             r.confidence * 100.0
         ),
         money_per_month: step_money(a, r),
@@ -432,6 +436,10 @@ fn rec_view(
             ),
         ],
         held_out: r.held_out.as_ref().map(|h| (h.why.clone(), h.figures())),
+        ahead: r
+            .ahead
+            .as_ref()
+            .map(|x| (x.outgrown_in_days.is_some(), x.why.clone())),
         apply_note: apply_note(&r.proposal),
         config,
         proposal,

@@ -1,5 +1,7 @@
 //! Issue 75: held-out replay on every scenario — each step carries its twin's result, the plan
-//! its score — and the verdicts `tests/scenarios/weekly-batch.toml` works out.
+//! its score — and the verdicts `tests/scenarios/weekly-batch.toml` works out; the days ahead
+//! (`analytics::ahead`) on every scenario, and what `tests/scenarios/memory-growth.toml` works
+//! out: a step held-out replay passes that the cache's growing memory outgrows.
 
 use analytics::held_out::Verdict;
 use analytics::{Proposal, RecKind};
@@ -50,5 +52,43 @@ pub(crate) fn every_step_is_tested_on_the_day_it_did_not_see(label: &str, a: &an
                 .map(|r| &r.summary)
                 .collect::<Vec<_>>()
         );
+    }
+    days_ahead_as_worked_out(label, a);
+}
+
+/// Every step's look ahead is consistent; memory-growth's step is flagged as its comment works
+/// out.
+fn days_ahead_as_worked_out(label: &str, a: &analytics::Analysis) {
+    for r in &a.recommendations {
+        if let Some(x) = &r.ahead {
+            assert!(!x.growing.is_empty(), "{label}: {}", r.id);
+            assert!(x.worth_gpu_hours <= r.replay.gpus_freed * x.days * 24.0 + 1e-6);
+            assert!(
+                x.outgrown_in_days
+                    .is_none_or(|d| (0.0..x.days).contains(&d))
+            );
+        }
+    }
+    if label.ends_with("memory-growth.toml") {
+        assert_eq!(a.plan.gpus_freed, 1, "{label}");
+        assert_eq!(a.recommendations.len(), 1, "{label}");
+        let r = &a.recommendations[0];
+        let h = r.held_out.as_ref().unwrap();
+        assert_eq!(h.verdict, Verdict::Held, "{label}: {h:?}");
+        let x = r
+            .ahead
+            .as_ref()
+            .unwrap_or_else(|| panic!("{label}: the step has no look ahead"));
+        let days = x
+            .outgrown_in_days
+            .unwrap_or_else(|| panic!("{label}: {x:?}"));
+        assert!(
+            (1.5..3.0).contains(&days),
+            "{label}: outgrown in {days:.2} days"
+        );
+        assert_eq!(x.growing.len(), 1, "{label}: {x:?}");
+        assert!((3.0..5.0).contains(&x.growing[0].1), "{label}: {x:?}");
+        assert!(x.why.starts_with("outgrown in"), "{label}: {}", x.why);
+        assert!(r.confidence <= 0.5, "{label}: {}", r.confidence);
     }
 }

@@ -13,6 +13,7 @@ mod delivery;
 mod demand;
 mod demo;
 mod deploy;
+mod forecast;
 mod guards;
 mod held_out;
 mod helm;

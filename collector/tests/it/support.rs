@@ -101,6 +101,7 @@ pub async fn store_time_slicing_step(
         serves: vec![],
         interrupts: vec![],
         held_out: None,
+        ahead: None,
     };
     // The plan's one step: it frees that GPU.
     let fleet_plan = analytics::FleetPlan {

@@ -71,6 +71,7 @@ conformance!(
     pair_hours_are_kept_per_node_hour,
     a_uid_past_2_31_reads_back,
     a_tenant_is_first_seen_at_its_first_sample,
+    use_hours_are_the_tenant_hours_summed,
 );
 
 pub(crate) fn hour_ago(hours: i64) -> i64 {

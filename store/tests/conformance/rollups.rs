@@ -561,3 +561,80 @@ pub(crate) async fn a_moment_sent_again_counts_once(store: &Store) {
     // Both pods of "whole" and both users of "shared" (the MIG pod's bursts may miss the hour).
     assert!(compared >= 4, "{compared} tenant-hours compared");
 }
+
+/// The demand forecast's history: the tenants' hour rollups summed per cluster, GPU model,
+/// team and hour are the hour series' allocated and used GPU-hours summed the same way.
+pub(crate) async fn use_hours_are_the_tenant_hours_summed(store: &Store) {
+    let f = fleet();
+    let t0 = hour_ago(4);
+    let instants: Vec<i64> = (0..720).map(|i| t0 + i * 10_000).collect();
+    let team = |t: &model::Tenant| t.namespace.clone().or_else(|| t.user.clone());
+    for b in batches(&f, "u", &instants, 30, 10_000) {
+        store.ingest(&b, t0, &team).await.unwrap();
+    }
+    store.rollup(now_ms()).await.unwrap();
+    let (to, from) = (t0 + 2 * HOUR_MS, t0);
+    let (_, series) = store
+        .hour_series(store::Scope::Fleet, from, to)
+        .await
+        .unwrap();
+    let model_of: HashMap<String, String> = store
+        .gpus(None)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|g| (g.uuid, g.model))
+        .collect();
+    let team_of: HashMap<(String, String), Option<String>> = store
+        .tenants()
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|t| ((t.cluster.clone(), t.tenant.key.clone()), t.team))
+        .collect();
+    // (cluster, model, team, hour) → (allocated, used) GPU-hours.
+    type Key = (String, String, Option<String>, i64);
+    let mut want: HashMap<Key, (f64, f64)> = HashMap::new();
+    for s in &series {
+        let team = team_of[&(s.cluster.clone(), s.tenant.clone())].clone();
+        for (hour, h) in &s.hours {
+            let e = want
+                .entry((
+                    s.cluster.clone(),
+                    model_of[&s.gpu].clone(),
+                    team.clone(),
+                    *hour,
+                ))
+                .or_default();
+            e.0 += h.allocated_gpu_hours();
+            e.1 += h.used_gpu_hours();
+        }
+    }
+    let got = store.use_hours(from, to).await.unwrap();
+    assert_eq!(
+        got.len(),
+        want.len(),
+        "one row per cluster, model, team and hour"
+    );
+    assert!(
+        got.windows(2).all(|w| w[0].hour_ms >= w[1].hour_ms),
+        "newest first"
+    );
+    assert!(got.iter().any(|u| u.team.is_some()));
+    for u in &got {
+        let (a, used) = want[&(
+            u.cluster.clone(),
+            u.model.clone(),
+            u.team.clone(),
+            u.hour_ms,
+        )];
+        assert!(
+            (u.allocated - a).abs() < 1e-6 * a.max(1.0),
+            "{u:?}: allocated {a}"
+        );
+        assert!(
+            (u.used - used).abs() < 1e-6 * used.max(1.0),
+            "{u:?}: used {used}"
+        );
+    }
+}

@@ -85,6 +85,58 @@ pub struct OverviewView {
     pub window_length: String,
     /// Work that waited for GPUs beside idle holdings (waiting_demand findings), largest first.
     pub waiting: Vec<DemandLine>,
+    /// Each pool's demand ahead at the forecast, those that run out first.
+    pub capacity: Vec<OutlookLine>,
+    /// How far the forecast looks, e.g. "4 weeks"; empty without a forecast.
+    pub horizon: String,
+}
+
+/// One pool's demand forecast as the overview shows it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct OutlookLine {
+    /// `cluster / model`.
+    pub pool: String,
+    pub gpus: f64,
+    /// GPU-equivalents held and waited for over the history's last day.
+    pub held_now: f64,
+    pub waiting_now: f64,
+    /// Held and waited for over the horizon's last day, at the forecast.
+    pub demand_ahead: Option<f64>,
+    /// When it runs out, in words ("keeps GPUs free" when it does not).
+    pub runs_out: String,
+    /// Whether it runs out within the horizon at the forecast or its band.
+    pub short: bool,
+    /// The forecast's measured error, or why there is none.
+    pub error: String,
+}
+
+/// "Capacity ahead": each pool's demand forecast and when it runs out of GPUs.
+fn capacity_table(rows: Vec<OutlookLine>, horizon: String, here: &str) -> impl IntoView {
+    if rows.is_empty() {
+        return view! { <p class="note">"No forecast yet: it needs two days of history (docs/analytics.md, \"Demand forecast\")."</p> }.into_any();
+    }
+    let body = rows
+        .into_iter()
+        .map(|r| {
+            view! {
+                <tr>
+                    <td>{r.pool}</td>
+                    <td class="n">{num(r.gpus)}</td>
+                    <td class="n">{num(r.held_now)}</td>
+                    <td class="n">{num(r.waiting_now)}</td>
+                    <td class="n">{r.demand_ahead.map(num).unwrap_or_else(|| "–".into())}</td>
+                    <td class=if r.short { "warn" } else { "" }>{r.runs_out}</td>
+                    <td>{r.error}</td>
+                </tr>
+            }
+        })
+        .collect_view();
+    view! {
+        <div class="scroll"><table><thead><tr><th scope="col">"Pool"</th><th scope="col" class="n">"GPUs"</th><th scope="col" class="n">"Held now"</th><th scope="col" class="n">"Waiting now"</th><th scope="col" class="n key">{format!("Held + waiting in {horizon}")}</th><th scope="col">"Runs out"</th><th scope="col">"Forecast error"</th></tr></thead><tbody>{body}</tbody></table></div>
+        {table_note(here, "capacity")}
+        <p class="note">"Held and waiting are GPU-equivalents (a day's mean); the forecast is a weekly and daily season with a trend fitted to the pools' recorded history; its error is measured by fitting it a week (on a short history a day) earlier and comparing with what followed. "<a href="/api/v1/forecast">"Hour by hour: /api/v1/forecast"</a>"."</p>
+    }
+    .into_any()
 }
 
 /// One team's waiting work in one pool (a waiting_demand finding), as the overview shows it.
@@ -446,6 +498,9 @@ pub fn overview(frame: Frame, v: OverviewView) -> String {
             {v.analysed.then(|| view! {
                 <section aria-labelledby="h-wait"><h2 id="h-wait">"Waiting while idle"</h2>{demand_table(v.waiting.clone(), &here)}</section>
             })}
+            {v.analysed.then(|| view! {
+                <section aria-labelledby="h-capacity"><h2 id="h-capacity">"Capacity ahead"</h2>{capacity_table(v.capacity.clone(), v.horizon.clone(), &here)}</section>
+            })}
             <div class="grid2">
                 <section aria-labelledby="h-funnel"><h2 id="h-funnel">"Where the GPU-hours go"</h2>{if v.analysed { raw(funnel).into_any() } else { view! { <p class="note">"The funnel appears after the first analysis."</p> }.into_any() }}
                     {(!f.signal.is_empty()).then(|| view! { <p class="note">"Effective use rests on " {f.signal.clone()} "."</p> })}</section>
@@ -513,6 +568,7 @@ pub fn overview_tables(v: &OverviewView) -> Vec<TableCsv> {
     let waste_col = format!("Waste ({})", v.funnel.currency);
     vec![
         waiting_csv(&v.waiting),
+        capacity_csv(&v.capacity),
         TableCsv::new(
             "teams",
             &[
@@ -616,6 +672,34 @@ fn waiting_csv(rows: &[DemandLine]) -> TableCsv {
                 number(Some(r.fragmented_gpu_hours)),
                 field(&r.holders.join("; ")),
                 field(&r.finding_id),
+            ]
+        }),
+    )
+}
+
+/// The capacity-ahead table as CSV.
+fn capacity_csv(rows: &[OutlookLine]) -> TableCsv {
+    use crate::csv::{field, number};
+    TableCsv::new(
+        "capacity",
+        &[
+            "Pool",
+            "GPUs",
+            "Held now",
+            "Waiting now",
+            "Held + waiting at the horizon",
+            "Runs out",
+            "Forecast error",
+        ],
+        rows.iter().map(|r| {
+            vec![
+                field(&r.pool),
+                number(Some(r.gpus)),
+                number(Some(r.held_now)),
+                number(Some(r.waiting_now)),
+                number(r.demand_ahead),
+                field(&r.runs_out),
+                field(&r.error),
             ]
         }),
     )

@@ -14,6 +14,8 @@ pub struct RecRow {
     /// Whether the step has a page: it is in the scheduled plan (a plan made from a picked
     /// range may have steps the scheduled one does not).
     pub linked: bool,
+    /// When its tenants' growing memory outgrows it, in words ("outgrown in 2.2 days").
+    pub outgrown: Option<String>,
 }
 
 /// The fleet plan's totals and its pools, for the recommendations page.
@@ -313,7 +315,7 @@ pub fn recommendations(frame: Frame, v: RecsPage) -> String {
                             view! { <a href=format!("{LIST}/{}", enc(&r.id))>{r.summary}</a> }.into_any()
                         } else {
                             view! { {r.summary}<br/><small>"not in the scheduled plan"</small> }.into_any()
-                        }}</td>
+                        }}{r.outgrown.map(|o| view! { <br/><small class="warn">{o}</small> })}</td>
                         <td class="n">{format!("{:.0}", r.gpus_freed)}</td>
                         <td>{format::kind(&r.kind)}</td>
                         <td><a href=format!("/nodes/{}", enc(&r.node))>{r.node.clone()}</a></td>
@@ -725,6 +727,8 @@ pub struct RecView {
     /// Its twin's result on the hours the plan it came from did not see, in words and as
     /// figures (none without one).
     pub held_out: Option<(String, Vec<(String, String)>)>,
+    /// The days ahead: whether its tenants' memory trends outgrow it, and why in words.
+    pub ahead: Option<(bool, String)>,
     /// How to carry out a step that changes no node label and creates objects (claims or a
     /// scheduler's requests), where it does.
     pub apply_note: Option<String>,
@@ -823,6 +827,11 @@ pub fn recommendation(frame: Frame, v: RecView) -> String {
                 <p class="note">"The plan is also made without the window's most recent hours; this step's twin in that plan, replayed on those hours: "{why}"."</p>
                 {super::figures_table(&figures)}
                 {table_note(&here, "held-out")}
+            })}
+            {v.ahead.clone().map(|(outgrown, why)| view! {
+                <h2>"The days ahead"</h2>
+                <p class=if outgrown { "warn" } else { "note" }>{format!("At its tenants' memory trends: {why}.")}</p>
+                {outgrown.then(|| view! { <p class="note">"The step stays in the plan, flagged: its confidence is halved. Carry it out with room for the growth (or after the growing tenant's restart), or wait for the next analysis."</p> })}
             })}
             <h2 id="apply">"Apply"</h2>
             {act}
