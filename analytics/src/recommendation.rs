@@ -191,8 +191,8 @@ pub struct Recommendation {
     /// not see ([`crate::held_out`]); none where held-out replay is off or history too short.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub held_out: Option<crate::held_out::verdict::HeldOut>,
-    /// Whether its tenants' memory trends outgrow it in the days ahead ([`crate::ahead`]);
-    /// `None` where none of its tenants' memory grows.
+    /// Whether its tenants' memory trends outgrow it in the days ahead, and what it frees over
+    /// them ([`crate::ahead`]); `None` for a reclaim or with the check off.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ahead: Option<crate::ahead::outlook::Ahead>,
 }

@@ -33,8 +33,9 @@ pub fn by_node() -> impl Iterator<Item = &'static str> {
 }
 
 /// Fleet-wide tables copied to every node.
-pub const REFERENCE: [&str; 14] = [
+pub const REFERENCE: [&str; 15] = [
     "cluster_rollup_1h",
+    "use_rollup_1h",
     "analysis_runs",
     "label_actions",
     "label_action_steps",

@@ -49,6 +49,7 @@ migrations! {
     14 => "0014_reclaim_cases.sql",
     15 => "0015_pair_hours.sql",
     16 => "0016_node_mechanisms.sql",
+    17 => "0017_use_rollups.sql",
 }
 
 pub fn checksum(sql: &str) -> String {

@@ -35,8 +35,9 @@ macro_rules! rollup_read_methods {
             read_hour_series(&mut conn, scope, from, to).await
         }
 
-        /// What each team held and used of each pool, hour by hour in [from, to), newest
-        /// first, at most [`crate::rollup_reads::MAX_USE_HOURS`] rows (the oldest dropped).
+        /// What each team held and used of each pool, hour by hour in [from, to) (from
+        /// `use_rollup_1h`), newest first, at most [`crate::rollup_reads::MAX_USE_HOURS`]
+        /// rows (the oldest dropped).
         pub async fn read_use_hours(
             &self,
             from: i64,
@@ -260,29 +261,38 @@ pub(crate) fn node_range_select(d: crate::dialect::Dialect, columns: &str, table
 /// (cluster, model, team) series.
 pub const MAX_USE_HOURS: i64 = 1_000_000;
 
-/// The tenants' hour rollups of [from, to) summed by cluster, GPU model, team and hour, as
-/// GPU-hours allocated and used ([`model::rollup::gpu_hours`] in SQL): binds from, to (ms) and
-/// the row limit.
+/// `use_rollup_1h` in [from, to), newest first: binds from, to (ms) and the row limit.
 pub(crate) fn use_hours_select(d: crate::dialect::Dialect) -> String {
+    format!(
+        "SELECT cluster, model, team, {hour} AS hour, allocated, used FROM use_rollup_1h \
+         WHERE bucket >= {from} AND bucket < {to} ORDER BY bucket DESC, cluster, model, team LIMIT {limit}",
+        hour = d.epoch_ms("bucket"),
+        from = d.time_param(1),
+        to = d.time_param(2),
+        limit = d.param(3),
+    )
+}
+
+/// One cluster-hour of the tenants' hour rollups summed by GPU model and team, as GPU-hours
+/// allocated and used ([`model::rollup::gpu_hours`] in SQL): what `use_rollup_1h` keeps.
+/// Binds cluster and the hour (ms); selects model, team, allocated, used.
+pub(crate) fn use_sums_of_hour(d: crate::dialect::Dialect) -> String {
     let gpu_hours = |sum: &str| {
         format!(
             "CAST(sum(r.{sum} / (CASE WHEN r.samples > 0 THEN r.samples ELSE 1 END) * r.covered_s) / 3600.0 AS double precision)"
         )
     };
     format!(
-        "SELECT r.cluster, g.model, t.team, {hour} AS hour, {alloc}, {used} \
+        "SELECT g.model, t.team, {alloc}, {used} \
          FROM tenant_rollup_1h r \
          JOIN gpus g ON g.cluster = r.cluster AND g.node = r.node AND g.gpu_uuid = r.gpu_uuid \
          LEFT JOIN tenants t ON t.cluster = r.cluster AND t.node = r.node AND t.tenant_key = r.tenant_key \
-         WHERE r.bucket >= {from} AND r.bucket < {to} \
-         GROUP BY r.cluster, g.model, t.team, r.bucket \
-         ORDER BY r.bucket DESC LIMIT {limit}",
-        hour = d.epoch_ms("r.bucket"),
+         WHERE r.cluster = {cluster} AND r.bucket = {hour} \
+         GROUP BY g.model, t.team",
         alloc = gpu_hours("alloc_share_sum"),
         used = gpu_hours("eff_sum"),
-        from = d.time_param(1),
-        to = d.time_param(2),
-        limit = d.param(3),
+        cluster = d.param(1),
+        hour = d.time_param(2),
     )
 }
 

@@ -3,7 +3,7 @@
 //! zero), and each GPU or MIG instance the step fills is checked against the sum of its
 //! tenants' peaks grown by their trends over the look-ahead (`[analytics] ahead`, a week).
 //! A step they outgrow is flagged, not dropped: it says when, its confidence halves, and its
-//! worth counts only the GPU-hours it frees until then. docs/analytics.md, "Ahead".
+//! worth counts only the GPU-hours it frees until then. docs/analytics.md, "The days ahead".
 
 use std::collections::BTreeMap;
 
@@ -77,7 +77,7 @@ pub fn check(
         recs.iter()
             .enumerate()
             .filter(|(_, r)| !matches!(r.proposal, Proposal::Reclaim { .. }))
-            .filter_map(|(i, r)| {
+            .map(|(i, r)| {
                 let (_, after) = judge.placement(r);
                 let mut first: Option<f64> = None;
                 let mut growing: BTreeMap<String, f64> = BTreeMap::new();
@@ -106,10 +106,7 @@ pub fn check(
                         first = Some(first.map_or(d, |f: f64| f.min(d)));
                     }
                 }
-                if growing.is_empty() {
-                    return None;
-                }
-                Some((i, ahead(r, first, growing, days)))
+                (i, ahead(r, first, growing, days))
             })
             .collect()
     };
@@ -129,6 +126,7 @@ fn ahead(
     days: f64,
 ) -> Ahead {
     let growing: Vec<(String, f64)> = growing.into_iter().collect();
+    let growing_empty = growing.is_empty();
     let names = growing
         .iter()
         .map(|(t, g)| format!("{t} by {g:.1} GiB a day"))
@@ -147,7 +145,14 @@ fn ahead(
                 r.replay.gpus_freed * until * 24.0,
                 r.replay.gpus_freed * days * 24.0
             ),
-            None => format!("fits for the next {days:.0} days although memory grows ({names})"),
+            None if growing_empty => format!(
+                "fits for the next {days:.0} days: none of its tenants' memory grows; it frees {:.0} GPU-hours over them",
+                r.replay.gpus_freed * days * 24.0
+            ),
+            None => format!(
+                "fits for the next {days:.0} days although memory grows ({names}); it frees {:.0} GPU-hours over them",
+                r.replay.gpus_freed * days * 24.0
+            ),
         },
     }
 }

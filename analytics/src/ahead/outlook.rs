@@ -10,7 +10,7 @@ pub struct Ahead {
     pub days: f64,
     /// When the first GPU or instance the step fills is outgrown; `None`: not within `days`.
     pub outgrown_in_days: Option<f64>,
-    /// The tenants whose memory grows, with GiB a day.
+    /// The tenants whose memory grows, with GiB a day (none: nothing grows).
     pub growing: Vec<(String, f64)>,
     /// GPU-hours the step frees over the look-ahead, until it is outgrown.
     pub worth_gpu_hours: f64,

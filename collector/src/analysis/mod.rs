@@ -710,21 +710,7 @@ pub fn table(a: &Analysis) -> String {
     }
     let _ = writeln!(s, "\nRecommendations ({})", a.recommendations.len());
     for r in &a.recommendations {
-        let _ = writeln!(
-            s,
-            "  {:<13} {}  [confidence {:.0} %; replay: contention {:.0}→{:.0} tenant-h, overflow {:.0} h, frees {}{}]",
-            r.kind.as_str(),
-            r.summary,
-            r.confidence * 100.0,
-            r.replay.contention_hours_before,
-            r.replay.contention_hours_after,
-            r.replay.memory_overflow_hours,
-            model::figures::count(r.replay.gpus_freed, "GPU", "GPUs"),
-            r.held_out
-                .as_ref()
-                .map(|h| format!("; held out: {}", h.verdict.as_str()))
-                .unwrap_or_default()
-        );
+        let _ = writeln!(s, "  {}", recommendation_line(r));
     }
     if !a.rejected.is_empty() {
         let _ = writeln!(s, "\nNot recommended after replay ({})", a.rejected.len());
@@ -732,10 +718,35 @@ pub fn table(a: &Analysis) -> String {
             let _ = writeln!(s, "  {:<13} {}", r.kind.as_str(), r.reason);
         }
     }
+    s.push_str(&forecast::table(a));
     for l in &a.limitations {
         let _ = writeln!(s, "\nnote: {l}");
     }
     s
+}
+
+/// A step as `gpulens analyze` lists it: kind, summary, confidence, replay, held-out and the
+/// days ahead.
+fn recommendation_line(r: &analytics::Recommendation) -> String {
+    format!(
+        "{:<13} {}  [confidence {:.0} %; replay: contention {:.0}→{:.0} tenant-h, overflow {:.0} h, frees {}{}{}]",
+        r.kind.as_str(),
+        r.summary,
+        r.confidence * 100.0,
+        r.replay.contention_hours_before,
+        r.replay.contention_hours_after,
+        r.replay.memory_overflow_hours,
+        model::figures::count(r.replay.gpus_freed, "GPU", "GPUs"),
+        r.held_out
+            .as_ref()
+            .map(|h| format!("; held out: {}", h.verdict.as_str()))
+            .unwrap_or_default(),
+        r.ahead
+            .as_ref()
+            .and_then(|x| x.outgrown_in_days)
+            .map(|d| format!("; outgrown in {d:.1} days at its tenants' memory growth"))
+            .unwrap_or_default()
+    )
 }
 
 fn truncate(s: &str, n: usize) -> String {

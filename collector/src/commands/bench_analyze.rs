@@ -55,17 +55,27 @@ pub struct AnalyzeBench {
     /// it, the baseline held-out replay adds to.
     #[arg(long, default_value = "24h", value_parser = humantime::parse_duration)]
     pub held_out: std::time::Duration,
+    /// How far ahead steps are checked against their tenants' memory trends (`[analytics]
+    /// ahead`); `0s` times the analysis without the check.
+    #[arg(long, default_value = "7d", value_parser = humantime::parse_duration)]
+    pub ahead: std::time::Duration,
+    /// The demand forecast's history (`[analytics] forecast_history`); `0s` times the analysis
+    /// without a forecast. The fill holds `--days` of history, so a longer one reads those.
+    #[arg(long, default_value = "28d", value_parser = humantime::parse_duration)]
+    pub forecast_history: std::time::Duration,
 }
 
-/// The analysis configuration the bench times: the defaults, with `mechanisms` in place in
-/// every cluster of `fleets` and the held-out part given.
+/// The analysis configuration the bench times: the defaults, with `--mechanisms` in place in
+/// every cluster of `fleets` and the held-out part, look ahead and forecast history given.
 fn bench_config(
     fleets: &[std::sync::Arc<simulator::Fleet>],
-    mechanisms: &[analytics::mechanism::Mechanism],
-    held_out: std::time::Duration,
+    args: &AnalyzeBench,
 ) -> analytics::Config {
+    let mechanisms = &args.mechanisms;
     let mut cfg = analytics::Config {
-        held_out,
+        held_out: args.held_out,
+        ahead: args.ahead,
+        forecast_history: args.forecast_history,
         ..analytics::Config::default()
     };
     for f in fleets.iter().filter(|_| !mechanisms.is_empty()) {
@@ -490,7 +500,7 @@ async fn one_size(
     let node_count: usize = fleets.iter().map(|f| f.nodes.len()).sum();
     let peak_tracked = reset_peak_rss();
     let rss_before = model::own_usage::peak_rss_mib();
-    let thresholds = bench_config(&fleets, &args.mechanisms, args.held_out);
+    let thresholds = bench_config(&fleets, args);
     let window = Duration::from_millis((args.days * 86_400_000) as u64);
     // The first round finds no kept pair-hours where the fill wrote minutes, as an analysis of
     // a new database would; older hours' the fill kept stay (see --minute-days).
@@ -678,6 +688,16 @@ async fn ensure_filled(
             let (hours, minutes) =
                 fill_analyze(store, fleet, args.days, minute_days, interval_ms, to).await?;
             (h, m) = (h + hours, m + minutes);
+            // The cluster-hour summaries a rollup pass would have made (the fill writes
+            // rollups directly).
+            for hour in 0..args.days * 24 {
+                store
+                    .refresh_cluster_hour(
+                        &fleet.scenario.cluster,
+                        to - (hour + 1) * rollup::HOUR_MS,
+                    )
+                    .await?;
+            }
         }
         let fill_s = t.elapsed().as_secs_f64();
         eprintln!("filled {h} hour rows and {m} minute rows in {fill_s:.0} s");

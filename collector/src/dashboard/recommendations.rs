@@ -439,7 +439,7 @@ fn rec_view(
         ahead: r
             .ahead
             .as_ref()
-            .map(|x| (x.outgrown_in_days.is_some(), x.why.clone())),
+            .map(|x| (x.outgrown_in_days.is_some(), names_in(a, &x.why))),
         apply_note: apply_note(&r.proposal),
         config,
         proposal,

@@ -139,6 +139,14 @@ struct OfLabels {
     of: &'static str,
 }
 
+/// A pool's run-out time at the forecast or an edge of its band.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct PoolRunOutLabels {
+    cluster: String,
+    gpu_model: String,
+    at: &'static str,
+}
+
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct TeamStageLabels {
     team: String,
@@ -443,6 +451,7 @@ fn recommendation_families(reg: &mut Registry, a: &Analysis) {
             }
         }
     }
+    run_out_family(reg, a);
     let when = family::<StageLabels>(
         reg,
         "analysis_timestamp",
@@ -451,6 +460,41 @@ fn recommendation_families(reg: &mut Registry, a: &Analysis) {
     );
     when.get_or_create(&StageLabels { stage: "generated" })
         .set(a.generated_ms as f64 / 1000.0);
+}
+
+/// When each pool runs out of GPUs at the demand forecast (only pools that do within its
+/// horizon): seconds from the forecast's start, at the forecast (`at=forecast`) and at the
+/// early and late edges of its measured error band.
+fn run_out_family(reg: &mut Registry, a: &Analysis) {
+    let Some(f) = &a.forecast else {
+        return;
+    };
+    let g = family::<PoolRunOutLabels>(
+        reg,
+        "pool_run_out",
+        "Time from the demand forecast's start until the pool has less than half a GPU free (allocated + waiting at the forecast, at=forecast; at the error band's edges, at=earliest|latest); only pools that run out within the forecast's horizon",
+        Some(Unit::Seconds),
+    );
+    for s in &f.series {
+        let (Some(r), analytics::forecast::Scope::Pool { cluster, model }) = (&s.run_out, &s.scope)
+        else {
+            continue;
+        };
+        for (at, ms) in [
+            ("forecast", r.at_ms),
+            ("earliest", r.earliest_ms),
+            ("latest", r.latest_ms),
+        ] {
+            if let Some(ms) = ms {
+                g.get_or_create(&PoolRunOutLabels {
+                    cluster: cluster.clone(),
+                    gpu_model: model.clone(),
+                    at,
+                })
+                .set((ms - r.from_ms) as f64 / 1000.0);
+            }
+        }
+    }
 }
 
 /// Alerts by state and severity.
@@ -502,5 +546,55 @@ mod tests {
         });
         let text = encode(&latest, Some(&a), &[], 0, None);
         assert!(!text.contains("gpulens_plan_held_out_ratio{"), "{text}");
+    }
+
+    #[test]
+    fn a_pool_that_runs_out_has_its_time_at_the_forecast_and_its_edges() {
+        use analytics::forecast::{Forecast, Forecasts, RunOut, Scope};
+        let latest = LatestGpus::new(&super::super::MetricsSettings::default());
+        let mut a = Analysis::default();
+        let pool = |model: &str, run_out| Forecast {
+            scope: Scope::Pool {
+                cluster: "prod".into(),
+                model: model.into(),
+            },
+            capacity: Some(8.0),
+            projections: Vec::new(),
+            run_out,
+        };
+        let from_ms = 1_000 * 3_600_000;
+        a.forecast = Some(Forecasts {
+            from_ms: 0,
+            to_ms: from_ms,
+            horizon_h: 672,
+            series: vec![
+                pool(
+                    "H100",
+                    Some(RunOut {
+                        capacity: 8.0,
+                        at_ms: Some(from_ms + 48 * 3_600_000),
+                        earliest_ms: Some(from_ms + 24 * 3_600_000),
+                        latest_ms: None,
+                        measured: true,
+                        from_ms,
+                        horizon_h: 672,
+                    }),
+                ),
+                pool("L40S", None),
+            ],
+        });
+        let text = encode(&latest, Some(&a), &[], 0, None);
+        let line = |at: &str, v: &str| {
+            format!(
+                "gpulens_pool_run_out_seconds{{cluster=\"prod\",gpu_model=\"H100\",at=\"{at}\"}} {v}"
+            )
+        };
+        assert!(text.contains(&line("forecast", "172800")), "{text}");
+        assert!(text.contains(&line("earliest", "86400")), "{text}");
+        assert!(!text.contains("at=\"latest\""), "{text}");
+        assert!(
+            !text.contains("L40S"),
+            "a pool that keeps GPUs free has no series: {text}"
+        );
     }
 }

@@ -414,6 +414,12 @@ impl PgStore {
                 .execute(&self.pool)
                 .await?;
         stats.rows_deleted += done.rows_affected();
+        let done =
+            sqlx::query("DELETE FROM use_rollup_1h WHERE bucket < to_timestamp($1 / 1000.0)")
+                .bind(cut(r.hour))
+                .execute(&self.pool)
+                .await?;
+        stats.rows_deleted += done.rows_affected();
         if !stats.dropped.is_empty() {
             self.partitions.lock().expect("partition cache").clear();
         }

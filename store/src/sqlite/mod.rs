@@ -296,6 +296,7 @@ impl SqliteStore {
             ("gpu_rollup_1h", "bucket", cut(r.hour)),
             ("tenant_rollup_1h", "bucket", cut(r.hour)),
             ("cluster_rollup_1h", "bucket", cut(r.hour)),
+            ("use_rollup_1h", "bucket", cut(r.hour)),
         ] {
             let done = sqlx::query(&format!("DELETE FROM {table} WHERE {col} < ?"))
                 .bind(cutoff)

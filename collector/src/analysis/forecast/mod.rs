@@ -66,3 +66,52 @@ pub fn waiting_of(w: store::waiting::WaitingRecord) -> analytics::input::Waiting
         to_ms: w.last_seen_ms,
     }
 }
+
+/// The forecast as `gpulens analyze` prints it: each pool's demand now and at the horizon,
+/// when it runs out and how sure that is; each team's held demand ahead.
+pub fn table(a: &Analysis) -> String {
+    use analytics::forecast::{Quantity, Scope};
+    use std::fmt::Write;
+    let Some(f) = &a.forecast else {
+        return String::new();
+    };
+    let mut s = format!(
+        "\nDemand forecast, {} weeks ahead (docs/analytics.md, \"Demand forecast\"):\n",
+        f.horizon_h / 168
+    );
+    let last_day = f.to_ms + (f.horizon_h as i64 - 24) * HOUR_MS;
+    for series in &f.series {
+        let Some(p) = series.projection(Quantity::Allocated) else {
+            continue;
+        };
+        let ahead = p.points(last_day, 24);
+        let at_horizon = if ahead.is_empty() {
+            "no forecast".to_owned()
+        } else {
+            format!(
+                "{:.1} at the horizon",
+                ahead.iter().map(|x| x.value).sum::<f64>() / ahead.len() as f64
+            )
+        };
+        let error = p
+            .accuracy
+            .as_ref()
+            .map(|x| x.sentence())
+            .or_else(|| p.note.clone())
+            .unwrap_or_default();
+        let what = match &series.scope {
+            Scope::Pool { .. } => "pool",
+            Scope::Team { .. } => "team",
+        };
+        let _ = writeln!(
+            s,
+            "  {what} {}: holds {:.1} GPUs now, {at_horizon}; {error}",
+            series.scope.label(),
+            p.recent
+        );
+        if let Some(r) = &series.run_out {
+            let _ = writeln!(s, "    {}", r.sentence());
+        }
+    }
+    s
+}
