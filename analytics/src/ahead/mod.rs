@@ -126,34 +126,47 @@ fn ahead(
     days: f64,
 ) -> Ahead {
     let growing: Vec<(String, f64)> = growing.into_iter().collect();
-    let growing_empty = growing.is_empty();
     let names = growing
         .iter()
         .map(|(t, g)| format!("{t} by {g:.1} GiB a day"))
         .collect::<Vec<_>>()
         .join(", ");
     let until = first.unwrap_or(days);
+    // A step that frees no GPU (a separation) has nothing to lose to growth but its fit.
+    let freed = r.replay.gpus_freed.max(0.0);
+    let frees = |hours: f64| {
+        if freed > 0.0 {
+            format!("; it frees {:.0} GPU-hours over them", freed * hours)
+        } else {
+            String::new()
+        }
+    };
+    let why = match first {
+        Some(d) if freed > 0.0 => format!(
+            "outgrown in {}: memory grows ({names}) past what the step gives; it frees {:.0} of the {:.0} GPU-hours it would over {days:.0} days",
+            days_text(d),
+            freed * until * 24.0,
+            freed * days * 24.0
+        ),
+        Some(d) => format!(
+            "outgrown in {}: memory grows ({names}) past what the step gives",
+            days_text(d)
+        ),
+        None if growing.is_empty() => format!(
+            "fits for the next {days:.0} days: none of its tenants' memory grows{}",
+            frees(days * 24.0)
+        ),
+        None => format!(
+            "fits for the next {days:.0} days although memory grows ({names}){}",
+            frees(days * 24.0)
+        ),
+    };
     Ahead {
         days,
         outgrown_in_days: first,
         growing,
-        worth_gpu_hours: r.replay.gpus_freed * until * 24.0,
-        why: match first {
-            Some(d) => format!(
-                "outgrown in {}: memory grows ({names}) past what the step gives; it frees {:.0} of the {:.0} GPU-hours it would over {days:.0} days",
-                days_text(d),
-                r.replay.gpus_freed * until * 24.0,
-                r.replay.gpus_freed * days * 24.0
-            ),
-            None if growing_empty => format!(
-                "fits for the next {days:.0} days: none of its tenants' memory grows; it frees {:.0} GPU-hours over them",
-                r.replay.gpus_freed * days * 24.0
-            ),
-            None => format!(
-                "fits for the next {days:.0} days although memory grows ({names}); it frees {:.0} GPU-hours over them",
-                r.replay.gpus_freed * days * 24.0
-            ),
-        },
+        worth_gpu_hours: freed * until * 24.0,
+        why,
     }
 }
 

@@ -89,6 +89,10 @@ impl RunOut {
         };
         let horizon = format!("the next {} days", self.horizon_h / 24);
         let central = match self.at_ms {
+            Some(t) if t <= self.from_ms => format!(
+                "has none of its {:.0} GPUs free now: what its teams hold and wait for fills them",
+                self.capacity
+            ),
             Some(t) => format!(
                 "runs out of its {:.0} GPUs {} at the forecast",
                 self.capacity,

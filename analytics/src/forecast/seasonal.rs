@@ -15,13 +15,18 @@ pub const WEEK_H: usize = 168;
 pub const DAY_H: usize = 24;
 
 /// A fitted model: `value(hour) = levels[slot(hour)] + slope × (hours since origin)`, never
-/// below zero.
+/// below zero. The trend is carried no further ahead than the history it was fitted to is long
+/// (a week's history, a week's trend; beyond, the level holds): a straight line drawn from a few
+/// days says little about the month after — a damped trend in the sense of Gardner & McKenzie
+/// (1985), cut rather than decayed.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Seasonal {
     /// The hour the trend counts from (the first hour fitted).
     pub origin_ms: i64,
     /// Change per hour.
     pub slope: f64,
+    /// The last hour the trend reaches (ms): the last hour fitted plus the history's span.
+    pub trend_until_ms: i64,
     /// One level per hour of the season (24 or 168), the season starting at the epoch's hour
     /// (UTC).
     pub levels: Vec<f64>,
@@ -46,6 +51,7 @@ impl Seasonal {
     /// `None` when no point was given.
     pub fn fit(points: &[(i64, f64)], period: usize) -> Option<Seasonal> {
         let origin_ms = points.iter().map(|p| p.0).min()?;
+        let last_ms = points.iter().map(|p| p.0).max()?;
         let t = |ms: i64| ((ms - origin_ms) / HOUR_MS) as f64;
         let mut n = vec![0.0f64; period];
         let mut t_sum = vec![0.0f64; period];
@@ -71,13 +77,14 @@ impl Seasonal {
         Some(Seasonal {
             origin_ms,
             slope,
+            trend_until_ms: last_ms + (last_ms - origin_ms + HOUR_MS),
             levels: fill_unseen(&seen),
         })
     }
 
     /// The forecast value of the hour starting at `hour_ms`.
     pub fn value(&self, hour_ms: i64) -> f64 {
-        let t = ((hour_ms - self.origin_ms) / HOUR_MS) as f64;
+        let t = ((hour_ms.min(self.trend_until_ms) - self.origin_ms) / HOUR_MS) as f64;
         (self.levels[slot(hour_ms, self.levels.len())] + self.slope * t).max(0.0)
     }
 
@@ -129,10 +136,13 @@ mod tests {
             .collect();
         let m = Seasonal::fit(&points, DAY_H).unwrap();
         assert!((m.slope - 0.02).abs() < 1e-9, "{}", m.slope);
-        for h in 3 * DAY_H..5 * DAY_H {
+        for h in 3 * DAY_H..6 * DAY_H {
             let want = day(h % DAY_H) + 0.02 * h as f64;
             assert!((m.value(h as i64 * HOUR_MS) - want).abs() < 1e-9);
         }
+        // Three days fitted, three days of trend: after them, the level holds.
+        let cut = day(0) + 0.02 * (6 * DAY_H - 1) as f64;
+        assert!((m.value((9 * DAY_H) as i64 * HOUR_MS) - cut).abs() < 1e-9);
     }
 
     #[test]

@@ -154,6 +154,15 @@ fn a_growing_pool_runs_out_when_its_trend_meets_its_gpus() {
         "{}",
         r.sentence()
     );
+    // A short history carries its trend no further than it is long: 3 days of growth from 6 by
+    // 2 GPUs a day reach 12 at the history's end and 18 three days on, then hold.
+    let f = forecast(
+        &history(3, use_hours(3, 0.0, |h| 6.0 + h as f64 / 12.0), 64),
+        4,
+    );
+    let alloc = f.series[0].projection(Quantity::Allocated).unwrap();
+    let week_on = alloc.points(f.to_ms + 7 * DAY_MS, 1)[0].value;
+    assert!((week_on - (6.0 + 143.0 / 12.0)).abs() < 1e-6, "{week_on}");
     // A flat pool with room keeps it.
     let f = forecast(&history(14, use_hours(14, 0.0, |_| 6.0), 16), 4);
     assert!(f.series[0].run_out.is_none());

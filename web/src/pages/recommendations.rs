@@ -829,8 +829,8 @@ pub fn recommendation(frame: Frame, v: RecView) -> String {
                 {table_note(&here, "held-out")}
             })}
             {v.ahead.clone().map(|(outgrown, why)| view! {
-                <h2>"The days ahead"</h2>
-                <p class=if outgrown { "warn" } else { "note" }>{format!("At its tenants' memory trends: {why}.")}</p>
+                <h2>"The days ahead, at its tenants' memory trends"</h2>
+                <p class=if outgrown { "warn" } else { "note" }>{format!("{why}.")}</p>
                 {outgrown.then(|| view! { <p class="note">"The step stays in the plan, flagged: its confidence is halved. Carry it out with room for the growth (or after the growing tenant's restart), or wait for the next analysis."</p> })}
             })}
             <h2 id="apply">"Apply"</h2>
