@@ -67,7 +67,7 @@ pub struct Analysis {
     pub rejected: Vec<Rejected>,
     /// Demand forecast per pool and team, made from a longer history than the window (the
     /// collector adds it after the analysis: [`forecast::forecast`]).
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub forecast: Option<forecast::Forecasts>,
     /// What the analysis could not measure (e.g. MIG compute without DCGM), worded from the
     /// fields below.

@@ -333,7 +333,7 @@ async fn every_table_of_a_page_downloads_by_name() {
     let (code, _, body) = send(&state, get("/?format=csv&table=%3Cscript%3E")).await;
     assert_eq!(code, axum::http::StatusCode::BAD_REQUEST);
     assert!(
-        body.contains("waiting, teams, wasters, idle, underutilized, trend"),
+        body.contains("waiting, capacity, teams, wasters, idle, underutilized, trend"),
         "{body}"
     );
     assert!(!body.contains("<script>"), "{body}");
