@@ -76,6 +76,10 @@ pub struct Analysis {
     /// limitation names them); kept apart so that clusters' analyses merge. Not stored.
     #[serde(skip)]
     pub mig_unmeasured: std::collections::BTreeSet<String>,
+    /// Seconds the held-out replay took (the twin plan and its replay), summed over the parts
+    /// analysed: what `gpulens bench analyze` reports apart. Not stored.
+    #[serde(skip)]
+    pub held_out_secs: f64,
     /// Display names (`namespace/pod/container`, `job 123 (user)`, …) of the tenant keys the
     /// findings and recommendations name.
     #[serde(default)]
@@ -118,9 +122,12 @@ pub fn plan_only(input: &Input, cfg: &Config) -> FleetPlan {
 
 /// Runs the whole analysis over `input`.
 pub fn analyze(input: &Input, cfg: &Config) -> Result<Analysis, AnalysisError> {
+    let started = std::time::Instant::now();
     let twin = held_out_twin(input, cfg);
+    let held_out_secs = started.elapsed().as_secs_f64();
     let mut a = analyze_with(input, holdings::holdings(input), cfg)?;
     held_out::apply(twin, &mut a.recommendations, &mut a.plan);
+    a.held_out_secs = held_out_secs;
     Ok(a)
 }
 
@@ -145,10 +152,13 @@ fn held_out_twin(input: &Input, cfg: &Config) -> held_out::Twin {
 /// [`analyze`], taking the input: its tenant series become the holdings without a copy, so a
 /// large fleet's tenant-hours are held once. The same analysis.
 pub fn analyze_owned(mut input: Input, cfg: &Config) -> Result<Analysis, AnalysisError> {
+    let started = std::time::Instant::now();
     let twin = held_out_twin(&input, cfg);
+    let held_out_secs = started.elapsed().as_secs_f64();
     let holdings = holdings::take_holdings(&mut input);
     let mut a = analyze_with(&input, holdings, cfg)?;
     held_out::apply(twin, &mut a.recommendations, &mut a.plan);
+    a.held_out_secs = held_out_secs;
     Ok(a)
 }
 
@@ -226,6 +236,7 @@ fn analyze_with(
         forecast: None,
         limitations: Vec::new(),
         mig_unmeasured: mig_unmeasured(input, &holdings),
+        held_out_secs: 0.0,
     };
     settle(&mut analysis);
     Ok(analysis)

@@ -28,6 +28,7 @@ pub fn merge(parts: impl IntoIterator<Item = Analysis>) -> Option<Analysis> {
         whole.outcomes.extend(p.outcomes);
         whole.rejected.extend(p.rejected);
         whole.mig_unmeasured.extend(p.mig_unmeasured);
+        whole.held_out_secs += p.held_out_secs;
         for (key, name) in p.tenant_names {
             whole.tenant_names.entry(key).or_insert(name);
         }

@@ -441,6 +441,7 @@ struct Rounds {
     analyze: Vec<f64>,
     total: Vec<f64>,
     forecast: Vec<f64>,
+    held_out: Vec<f64>,
     last: Option<(analytics::Analysis, crate::analysis::LoadStats)>,
     peak_mib: Option<f64>,
 }
@@ -458,6 +459,7 @@ async fn rounds(
         analyze: Vec::new(),
         total: Vec::new(),
         forecast: Vec::new(),
+        held_out: Vec::new(),
         last: None,
         peak_mib: None,
     };
@@ -474,11 +476,44 @@ async fn rounds(
         r.load.push(stats.load.as_secs_f64());
         r.analyze.push(stats.analyze.as_secs_f64());
         r.forecast.push(stats.forecast.as_secs_f64());
+        r.held_out.push(analysis.held_out_secs);
         r.total
             .push((stats.load + stats.analyze + stats.forecast).as_secs_f64());
         r.last = Some((analysis, stats));
     }
     Ok(r)
+}
+
+/// The parts of the later rounds' time told apart: the plan, held-out replay, the forecast.
+fn print_parts(
+    args: &AnalyzeBench,
+    plan: Vec<f64>,
+    mut held_out: Vec<f64>,
+    mut forecast: Vec<f64>,
+    forecast_hours: usize,
+) {
+    println!(
+        "  of which the plan   median {:>7.2} s (holdings, packing, steps, replays)",
+        median(plan)
+    );
+    println!(
+        "  of which held-out   median {:>7.2} s (the plan without the last {} and its replay on it)",
+        median(if held_out.len() > 1 {
+            held_out.split_off(1)
+        } else {
+            held_out
+        }),
+        humantime::format_duration(args.held_out)
+    );
+    println!(
+        "  demand forecast     median {:>7.2} s ({} pool-team-hours of history read and fitted; in load + analysis)",
+        median(if forecast.len() > 1 {
+            forecast.split_off(1)
+        } else {
+            forecast
+        }),
+        forecast_hours
+    );
 }
 
 async fn one_size(
@@ -511,7 +546,8 @@ async fn one_size(
         mut load,
         mut analyze,
         mut total,
-        mut forecast,
+        forecast,
+        held_out,
         last,
         peak_mib,
     } = rounds(&store, &thresholds, window, to, args.rounds).await?;
@@ -564,19 +600,7 @@ async fn one_size(
     println!("  load from store     median {load_s:>7.2} s");
     println!("  analysis            median {analyze_s:>7.2} s");
     println!("  load + analysis     median {total_s:>7.2} s");
-    println!(
-        "  of which the plan   median {:>7.2} s (holdings, packing, steps, replays)",
-        median(plan)
-    );
-    println!(
-        "  demand forecast     median {:>7.2} s ({} pool-team-hours of history read and fitted; in load + analysis)",
-        median(if forecast.len() > 1 {
-            forecast.split_off(1)
-        } else {
-            forecast
-        }),
-        stats.forecast_hours
-    );
+    print_parts(args, plan, held_out, forecast, stats.forecast_hours);
     match (peak_tracked, peak_mib) {
         (true, Some(peak)) => println!(
             "  peak RSS during the rounds {:>7.0} MiB (before them {:.0} MiB)",
