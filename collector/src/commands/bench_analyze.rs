@@ -503,7 +503,7 @@ fn print_parts(
         } else {
             held_out
         }),
-        humantime::format_duration(args.held_out)
+        model::figures::count(args.held_out.as_secs_f64() / 3600.0, "hour", "hours")
     );
     println!(
         "  demand forecast     median {:>7.2} s ({} pool-team-hours of history read and fitted; in load + analysis)",
