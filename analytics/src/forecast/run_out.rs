@@ -110,13 +110,13 @@ impl RunOut {
             }
             (Some(e), Some(l), true) => {
                 format!(
-                    " (between {} and {} at the measured error)",
+                    " (at the measured error: as early as {}, as late as {})",
                     when(e),
                     when(l)
                 )
             }
             (Some(e), None, true) => format!(
-                " (as early as {}; at the measured error it may also not run out in {horizon})",
+                " (at the measured error: as early as {}, or not in {horizon})",
                 when(e)
             ),
             (None, _, true) => String::new(),

@@ -107,6 +107,10 @@ pub struct ReportData {
     /// How the week's plan, made without its last day, held on that day: one sentence.
     #[serde(default)]
     pub held_out: Option<String>,
+    /// The pools that run out of GPUs at the demand forecast, a sentence each (docs/analytics.md,
+    /// "Demand forecast").
+    #[serde(default)]
+    pub capacity: Vec<String>,
 }
 
 fn hours(from: i64, to: i64) -> f64 {
@@ -266,6 +270,15 @@ impl ReportData {
                 .held_out
                 .as_ref()
                 .map(analytics::held_out::Score::sentence),
+            capacity: a
+                .forecast
+                .iter()
+                .flat_map(|f| &f.series)
+                .filter_map(|s| {
+                    let r = s.run_out.as_ref()?;
+                    Some(format!("{} {}", s.scope.label(), r.sentence()))
+                })
+                .collect(),
         }
     }
 
@@ -335,5 +348,56 @@ impl ReportData {
             s = format!("{partial} {s}");
         }
         s
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use analytics::forecast::{Forecast, Forecasts, RunOut, Scope};
+
+    #[test]
+    fn the_report_names_the_pools_that_run_out_at_the_forecast() {
+        let pool = |model: &str, run_out| Forecast {
+            scope: Scope::Pool {
+                cluster: "prod".into(),
+                model: model.into(),
+            },
+            capacity: Some(8.0),
+            projections: Vec::new(),
+            run_out,
+        };
+        let from_ms = 1_000 * 3_600_000;
+        let a = Analysis {
+            forecast: Some(Forecasts {
+                from_ms: 0,
+                to_ms: from_ms,
+                horizon_h: 672,
+                series: vec![
+                    pool(
+                        "H100",
+                        Some(RunOut {
+                            capacity: 8.0,
+                            at_ms: Some(from_ms + 72 * 3_600_000),
+                            earliest_ms: Some(from_ms + 48 * 3_600_000),
+                            latest_ms: Some(from_ms + 120 * 3_600_000),
+                            measured: true,
+                            from_ms,
+                            horizon_h: 672,
+                        }),
+                    ),
+                    pool("L40S", None),
+                ],
+            }),
+            ..Analysis::default()
+        };
+        let d = ReportData::build("2026-W49".into(), "UTC".into(), &a, None, from_ms);
+        assert_eq!(
+            d.capacity,
+            vec![
+                "prod / H100 runs out of its 8 GPUs in 3 days at the forecast (at the measured error: as early as in 2 days, as late as in 5 days)"
+                    .to_owned()
+            ]
+        );
     }
 }

@@ -594,6 +594,17 @@ fn recommendations(s: &mut String, d: &ReportData) {
     if let Some(h) = &d.held_out {
         let _ = write!(s, "<p class=\"note\">{}</p>", esc(h));
     }
+    if !d.capacity.is_empty() {
+        let _ = write!(
+            s,
+            "<p class=\"note\">Capacity ahead, at the demand forecast: {}.</p>",
+            d.capacity
+                .iter()
+                .map(|x| esc(x))
+                .collect::<Vec<_>>()
+                .join("; ")
+        );
+    }
     if !d.per_gpu.is_empty() {
         let _ = write!(
             s,
@@ -700,7 +711,7 @@ mod tests {
                           "verdict": h, "gpus_freed_predicted": 2.0,
                           "gpus_freed_measured": 1.0, "contention_hours_predicted": 0.0,
                           "contention_hours_measured": 3.0, "reasons": [h]}],
-            "limitations": [h], "per_gpu": [h], "held_out": h
+            "limitations": [h], "per_gpu": [h], "held_out": h, "capacity": [h]
         }))
         .unwrap()
     }
