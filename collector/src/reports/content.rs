@@ -156,6 +156,18 @@ fn waiting_rows(a: &Analysis, name: &dyn Fn(Option<&String>) -> String) -> Vec<W
     waiting
 }
 
+/// The pools that run out of GPUs at the analysis' demand forecast, a sentence each.
+fn capacity(a: &Analysis) -> Vec<String> {
+    a.forecast
+        .iter()
+        .flat_map(|f| &f.series)
+        .filter_map(|s| {
+            let r = s.run_out.as_ref()?;
+            Some(format!("{} {}", s.scope.label(), r.sentence()))
+        })
+        .collect()
+}
+
 impl ReportData {
     /// The report of `week` from its analysis and, when there was data, the previous week's.
     pub fn build(
@@ -270,15 +282,7 @@ impl ReportData {
                 .held_out
                 .as_ref()
                 .map(analytics::held_out::Score::sentence),
-            capacity: a
-                .forecast
-                .iter()
-                .flat_map(|f| &f.series)
-                .filter_map(|s| {
-                    let r = s.run_out.as_ref()?;
-                    Some(format!("{} {}", s.scope.label(), r.sentence()))
-                })
-                .collect(),
+            capacity: capacity(a),
         }
     }
 
