@@ -18,6 +18,7 @@ use model::rollup::HOUR_MS;
 use crate::input::{GpuRef, Waiting};
 use crate::waiting::{Class, product_matches, unit_share};
 pub use accuracy::Accuracy;
+use model::inventory::Sharing;
 pub use projection::{Point, Projection, Quantity};
 pub use run_out::RunOut;
 pub use seasonal::Seasonal;
@@ -89,6 +90,13 @@ pub struct Forecasts {
 impl Forecasts {
     pub fn find(&self, scope: &Scope) -> Option<&Forecast> {
         self.series.iter().find(|f| &f.scope == scope)
+    }
+
+    /// `p`'s mean over the horizon's last day at the forecast; `None` without a model.
+    pub fn at_horizon(&self, p: &Projection) -> Option<f64> {
+        let points = p.points(self.to_ms + (self.horizon_h as i64 - 24) * HOUR_MS, 24);
+        (!points.is_empty())
+            .then(|| points.iter().map(|x| x.value).sum::<f64>() / points.len() as f64)
     }
 }
 
@@ -180,30 +188,28 @@ fn waiting_hours<'a>(
     h: &'a History,
     observed: &'a BTreeSet<i64>,
 ) -> impl Iterator<Item = (Scope, i64, f64)> + 'a {
+    // The fleet's GPUs counted once by (cluster, model, sharing), and each cluster's most
+    // replicas: what every waiting item is matched against.
+    let mut kinds: BTreeMap<(&str, &str, Sharing), f64> = BTreeMap::new();
+    let mut replicas: BTreeMap<&str, i64> = BTreeMap::new();
+    for g in &h.gpus {
+        *kinds.entry((&g.cluster, &g.model, g.sharing)).or_default() += 1.0;
+        let r = replicas.entry(&g.cluster).or_insert(1);
+        *r = (*r).max(g.replicas);
+    }
     h.waiting.iter().flat_map(move |w| {
-        let replicas = h
-            .gpus
-            .iter()
-            .filter(|g| g.cluster == w.cluster)
-            .map(|g| g.replicas)
-            .max()
-            .unwrap_or(1);
+        let replicas = replicas.get(w.cluster.as_str()).copied().unwrap_or(1);
         let unit = unit_share(&w.resource, replicas).unwrap_or(0.0) * w.count as f64;
-        let pools = pools_for(w, &h.gpus);
+        let pools = pools_for(w, &kinds);
         let first = w.from_ms.div_euclid(HOUR_MS) * HOUR_MS;
-        let hours: Vec<(i64, f64)> = observed
-            .range(first..w.to_ms.max(w.from_ms + 1))
-            .map(|&t| {
-                let inside =
-                    (w.to_ms.max(w.from_ms + 1).min(t + HOUR_MS) - w.from_ms.max(t)).max(0);
-                (t, unit * inside as f64 / HOUR_MS as f64)
-            })
-            .collect();
+        let to = w.to_ms.max(w.from_ms + 1);
         let team = Scope::Team {
             team: w.team.clone(),
         };
         let mut out = Vec::new();
-        for &(t, gpus) in &hours {
+        for &t in observed.range(first..to) {
+            let inside = (to.min(t + HOUR_MS) - w.from_ms.max(t)).max(0);
+            let gpus = unit * inside as f64 / HOUR_MS as f64;
             out.push((team.clone(), t, gpus));
             for (pool, part) in &pools {
                 out.push((pool.clone(), t, gpus * part));
@@ -213,20 +219,22 @@ fn waiting_hours<'a>(
     })
 }
 
-/// The pools a waiting item counts toward, with the part of it each takes.
-fn pools_for(w: &Waiting, gpus: &[GpuRef]) -> Vec<(Scope, f64)> {
+/// The pools a waiting item counts toward, with the part of it each takes, from the fleet's
+/// GPUs counted by (cluster, model, sharing).
+fn pools_for(w: &Waiting, kinds: &BTreeMap<(&str, &str, Sharing), f64>) -> Vec<(Scope, f64)> {
     let Some(class) = Class::of(&w.resource) else {
         return Vec::new();
     };
     let mut counts: BTreeMap<&str, f64> = BTreeMap::new();
-    for g in gpus.iter().filter(|g| {
-        g.cluster == w.cluster
-            && class.served_by(g.sharing)
+    for (&(cluster, model, sharing), n) in kinds {
+        if cluster == w.cluster
+            && class.served_by(sharing)
             && w.product
                 .as_deref()
-                .is_none_or(|p| product_matches(&g.model, p))
-    }) {
-        *counts.entry(g.model.as_str()).or_default() += 1.0;
+                .is_none_or(|p| product_matches(model, p))
+        {
+            *counts.entry(model).or_default() += n;
+        }
     }
     let total: f64 = counts.values().sum();
     counts

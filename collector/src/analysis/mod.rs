@@ -204,7 +204,7 @@ pub async fn analyze_by_cluster(
             .await??
         }
     };
-    let (took, rows) = forecast::add(store, cfg, &gpus, span.to, &mut analysis).await?;
+    let (took, rows) = forecast::add(store, cfg, gpus, span.to, &mut analysis).await?;
     stats.forecast += took;
     stats.forecast_hours = rows;
     Ok(analysis)

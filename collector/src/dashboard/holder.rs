@@ -295,12 +295,7 @@ fn team_forecast(a: &Analysis, team: &str) -> Vec<(String, String)> {
     let gpus = |x: f64| format!("{x:.1} GPUs");
     let mut out = vec![("held now (last day's mean)".to_owned(), gpus(p.recent))];
     let weeks = f.horizon_h / 168;
-    let last_day = p.points(
-        f.to_ms + (f.horizon_h as i64 - 24) * model::rollup::HOUR_MS,
-        24,
-    );
-    if !last_day.is_empty() {
-        let mean = last_day.iter().map(|x| x.value).sum::<f64>() / last_day.len() as f64;
+    if let Some(mean) = f.at_horizon(p) {
         let band = p
             .accuracy
             .as_ref()

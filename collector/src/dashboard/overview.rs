@@ -83,12 +83,7 @@ fn outlook(f: &analytics::forecast::Forecasts) -> Vec<pages::OutlookLine> {
         .map(|s| {
             let p = |q| s.projection(q);
             let recent = |q| p(q).map_or(0.0, |p| p.recent);
-            let last_day = f.to_ms + (f.horizon_h as i64 - 24) * model::rollup::HOUR_MS;
-            let day_mean = |q| {
-                let points = p(q)?.points(last_day, 24);
-                (!points.is_empty())
-                    .then(|| points.iter().map(|x| x.value).sum::<f64>() / points.len() as f64)
-            };
+            let day_mean = |q| f.at_horizon(p(q)?);
             let demand_ahead = day_mean(Quantity::Allocated)
                 .map(|a| a + day_mean(Quantity::Waiting).unwrap_or(0.0));
             let alloc = p(Quantity::Allocated);

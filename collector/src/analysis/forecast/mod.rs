@@ -17,7 +17,7 @@ use store::Store;
 pub async fn add(
     store: &Store,
     cfg: &analytics::Config,
-    gpus: &[GpuRef],
+    gpus: Vec<GpuRef>,
     to: i64,
     analysis: &mut Analysis,
 ) -> anyhow::Result<(Duration, usize)> {
@@ -41,7 +41,7 @@ pub async fn add(
         to_ms: to,
         hours,
         waiting,
-        gpus: gpus.to_vec(),
+        gpus,
     };
     let weeks = cfg.forecast_weeks;
     let forecasts =
@@ -79,20 +79,14 @@ pub fn table(a: &Analysis) -> String {
         "\nDemand forecast, {} weeks ahead (docs/analytics.md, \"Demand forecast\"):\n",
         f.horizon_h / 168
     );
-    let last_day = f.to_ms + (f.horizon_h as i64 - 24) * HOUR_MS;
     for series in &f.series {
         let Some(p) = series.projection(Quantity::Allocated) else {
             continue;
         };
-        let ahead = p.points(last_day, 24);
-        let at_horizon = if ahead.is_empty() {
-            "no forecast".to_owned()
-        } else {
-            format!(
-                "{:.1} at the horizon",
-                ahead.iter().map(|x| x.value).sum::<f64>() / ahead.len() as f64
-            )
-        };
+        let at_horizon = f.at_horizon(p).map_or_else(
+            || "no forecast".to_owned(),
+            |x| format!("{x:.1} at the horizon"),
+        );
         let error = p
             .accuracy
             .as_ref()
