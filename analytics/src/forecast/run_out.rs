@@ -82,7 +82,7 @@ impl RunOut {
             if h <= 0 {
                 "now".to_owned()
             } else if h < 48 {
-                format!("in {h} hours")
+                format!("in {}", model::figures::count(h as f64, "hour", "hours"))
             } else {
                 format!("in {} days", h / 24)
             }
