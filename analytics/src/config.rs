@@ -67,7 +67,13 @@ pub struct Config {
     /// (e.g. "H100" = 2.49). Models without a match cost `default_price`.
     pub prices: BTreeMap<String, f64>,
     pub default_price: f64,
+    /// Prices for part of the fleet (a cluster, a sharing mode, a model, or several), the most
+    /// specific matching rule over `prices` ([`crate::prices`]).
+    pub price_rules: Vec<crate::prices::PriceRule>,
+    /// ISO 4217 code of the prices' currency.
     pub currency: String,
+    /// Grid carbon intensity for emissions ([`crate::carbon`]); none set, none reported.
+    pub carbon: crate::carbon::Carbon,
     /// The per-GPU sharing mechanisms each cluster or pool has, beyond the device plugin and
     /// MIG (which every pool is assumed to have): keyed by cluster (`"prod"`) or cluster and
     /// a part of the model name (`"prod/H100"`); the longest key that matches wins. What a
@@ -115,7 +121,9 @@ impl Default for Config {
                 ("A10G".into(), 0.75),
             ]),
             default_price: 1.00,
+            price_rules: Vec::new(),
             currency: "USD".into(),
+            carbon: crate::carbon::Carbon::default(),
             mechanisms: BTreeMap::new(),
         }
     }

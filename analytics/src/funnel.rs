@@ -43,6 +43,10 @@ pub struct FunnelRow {
     pub effective_ratio: Option<f64>,
     /// "sm_active", "gpu_util", "mixed", or "none" (nothing measurable, e.g. MIG without DCGM).
     pub effective_signal: String,
+    /// Energy drawn or charged, and its emissions ([`crate::energy`]); None where no GPU of the
+    /// line has energy known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub energy: Option<crate::energy::LineEnergy>,
 }
 
 impl FunnelRow {
@@ -113,6 +117,13 @@ impl FunnelRow {
         self.borrowed_gpu_hours += other.borrowed_gpu_hours;
         self.cost += other.cost;
         self.waste_cost += other.waste_cost;
+        self.energy = match (self.energy, other.energy) {
+            (Some(mut a), Some(b)) => {
+                a.add(&b);
+                Some(a)
+            }
+            (a, b) => a.or(b),
+        };
         self.effective_ratio = (self.allocated_gpu_hours > 0.0)
             .then(|| self.effective_gpu_hours / self.allocated_gpu_hours);
         // What `signal` gives for the summed counts: "none" is no count at all, one signal
@@ -145,6 +156,10 @@ impl FunnelRow {
                 r.cost,
                 r.waste_cost,
                 r.effective_ratio.unwrap_or(-1.0),
+                r.energy.map_or(-1.0, |e| e.kwh),
+                r.energy.map_or(-1.0, |e| e.idle_kwh),
+                r.energy.and_then(|e| e.unallocated_kwh).unwrap_or(-1.0),
+                r.energy.and_then(|e| e.co2e_kg).unwrap_or(-1.0),
             ]
         };
         let alike = (&self.key, &self.cluster, &self.effective_signal)
@@ -313,6 +328,12 @@ fn tenant_rows<'a>(
     model_of: &dyn Fn(&str) -> &'a str,
 ) -> PolarsResult<DataFrame> {
     let team = teams_of(input);
+    let sharing: HashMap<&str, model::inventory::Sharing> = input
+        .gpus
+        .iter()
+        .map(|g| (g.uuid.as_str(), g.sharing))
+        .collect();
+    let sharing_of = |gpu: &str| sharing.get(gpu).copied().unwrap_or_default();
     // One row per holding, its hours summed: every grouping key is the holding's, so the
     // group sums are the same, and the frame is a holding's size, not a tenant-hour's (two
     // million rows a week at 10,000 GPUs).
@@ -362,7 +383,7 @@ fn tenant_rows<'a>(
         c_eff.push(eff);
         c_waste.push(waste);
         c_borrowed.push(borrowed);
-        c_price.push(cfg.price_of(model));
+        c_price.push(cfg.price_for(&h.cluster, model, sharing_of(&h.gpu)));
         c_effn.push(eff_n);
         c_dcgm.push(dcgm_n);
     }
@@ -474,6 +495,7 @@ fn total(input: &Input, tenants: &DataFrame) -> PolarsResult<FunnelRow> {
         waste_cost: 0.0,
         effective_ratio: None,
         effective_signal: "none".into(),
+        energy: None,
     });
     total.capacity_gpu_hours = Some(
         input
@@ -526,6 +548,7 @@ fn rows(df: &DataFrame, key: &str) -> PolarsResult<Vec<FunnelRow>> {
                 waste_cost: waste_cost[i].unwrap_or(0.0),
                 effective_ratio: (allocated > 0.0).then(|| effective / allocated),
                 effective_signal: signal(n as i64, d as i64).into(),
+                energy: None,
             }
         })
         .collect())

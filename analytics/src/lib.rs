@@ -6,10 +6,13 @@
 //! Every definition, threshold and formula is in docs/analytics.md.
 
 pub mod ahead;
+pub mod carbon;
 pub mod config;
 pub mod disrupts;
+pub mod energy;
 pub mod finding;
 pub mod findings;
+pub mod focus;
 pub mod forecast;
 pub mod freed;
 pub mod funnel;
@@ -24,6 +27,7 @@ pub mod need;
 pub mod outcome;
 pub mod parts;
 pub mod plan;
+pub mod prices;
 pub mod recommend;
 pub mod recommendation;
 pub mod replay;
@@ -169,7 +173,9 @@ fn analyze_with(
     holdings: Vec<holdings::Holding>,
     cfg: &Config,
 ) -> Result<Analysis, AnalysisError> {
-    let funnel = funnel::funnel(input, &holdings, cfg).map_err(|e| AnalysisError(e.to_string()))?;
+    let mut funnel =
+        funnel::funnel(input, &holdings, cfg).map_err(|e| AnalysisError(e.to_string()))?;
+    energy::fill(&mut funnel, input, &holdings, cfg);
     let ctx = findings::Ctx::new(input, cfg);
     let mut found: Vec<Finding> = holdings
         .iter()

@@ -96,8 +96,17 @@ impl Config {
     }
 
     pub fn parse(text: &str) -> anyhow::Result<Config> {
-        let config: Config = toml::from_str(text)?;
+        let mut config: Config = toml::from_str(text)?;
         config.check()?;
+        let carbon = &mut config.analytics.thresholds.carbon;
+        if let Some(path) = carbon.hourly_file.clone() {
+            let hourly = std::fs::read_to_string(&path).map_err(|e| {
+                anyhow::anyhow!("analytics.carbon.hourly_file {}: {e}", path.display())
+            })?;
+            carbon.read_hourly(&hourly).map_err(|e| {
+                anyhow::anyhow!("analytics.carbon.hourly_file {}: {e}", path.display())
+            })?;
+        }
         Ok(config)
     }
 
@@ -120,6 +129,9 @@ impl Config {
             r.check()?;
         }
         self.access.check()?;
+        let analytics = &self.analytics.thresholds;
+        analytics.check_prices().map_err(anyhow::Error::msg)?;
+        analytics.carbon.check().map_err(anyhow::Error::msg)?;
         self.alerts.check()?;
         self.metrics.check()?;
         self.reports.check()?;

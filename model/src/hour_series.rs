@@ -22,6 +22,9 @@ pub struct GpuHour {
     pub gpu_util_max: Option<f32>,
     pub power_max: Option<f32>,
     pub temp_max: Option<f32>,
+    /// Samples whose energy is known, and the joules the GPU drew in them.
+    pub energy_n: i32,
+    pub energy_j: f64,
 }
 
 /// One GPU's hour rollups over a range, in time order.
@@ -54,6 +57,9 @@ pub struct TenantHour {
     pub mem_used_max: Option<i64>,
     /// p95 of the per-sample effective use within the hour (GPU-equivalents).
     pub eff_p95: Option<f32>,
+    /// Joules charged to the tenant, and of those, while its allocation ran no kernel.
+    pub energy_j: f64,
+    pub idle_energy_j: f64,
 }
 
 impl TenantHour {
@@ -100,6 +106,8 @@ impl From<&TenantAgg> for TenantHour {
             idle_max_s: a.idle_max_s,
             mem_used_max: a.mem_used.max,
             eff_p95: a.eff_hist.quantile(0.95, None),
+            energy_j: a.energy_j,
+            idle_energy_j: a.idle_energy_j,
         }
     }
 }
@@ -121,6 +129,8 @@ impl From<&TenantHour> for TenantAgg {
             idle_lead_s: h.idle_lead_s,
             idle_trail_s: h.idle_trail_s,
             idle_max_s: h.idle_max_s,
+            energy_j: h.energy_j,
+            idle_energy_j: h.idle_energy_j,
             mem_used: Stat {
                 max: h.mem_used_max,
                 ..Stat::default()

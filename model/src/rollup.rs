@@ -6,7 +6,9 @@
 
 use std::collections::{BTreeMap, HashMap};
 
+mod energy;
 mod stat;
+pub use energy::{Claim, EnergyReading, MAX_GPU_WATTS, charges, sample_energy};
 use stat::max_opt;
 pub use stat::{Mean, Reading, Stat};
 
@@ -95,8 +97,21 @@ pub struct RawGpu {
     pub mem_used_bytes: Option<i64>,
     pub mem_total_bytes: Option<i64>,
     pub power_w: Option<f32>,
+    /// NVML's energy counter: joules since the driver loaded.
+    pub energy_j: Option<f64>,
     pub temp_c: Option<f32>,
     pub throttle_reasons: Option<i64>,
+}
+
+impl RawGpu {
+    pub fn energy_reading(&self) -> EnergyReading {
+        EnergyReading {
+            ts: self.ts,
+            interval_ms: self.interval_ms,
+            counter_j: self.energy_j,
+            power_w: self.power_w,
+        }
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -155,6 +170,10 @@ pub struct GpuAgg {
     pub throttled_n: i32,
     /// Sum over samples of the allocated share of the GPU (capped at 1 per sample).
     pub alloc_share_sum: f64,
+    /// Samples whose energy is known (from the energy counter or the power reading).
+    pub energy_n: i32,
+    /// Joules the GPU drew over those samples ([`sample_energy`]).
+    pub energy_j: f64,
 }
 
 impl GpuAgg {
@@ -213,6 +232,8 @@ impl GpuAgg {
         self.temp.merge(&o.temp);
         self.throttled_n += o.throttled_n;
         self.alloc_share_sum += o.alloc_share_sum;
+        self.energy_n += o.energy_n;
+        self.energy_j += o.energy_j;
     }
 }
 
@@ -256,6 +277,11 @@ pub struct TenantAgg {
     pub idle_trail_s: f64,
     /// The longest idle run inside the bucket, in seconds.
     pub idle_max_s: f64,
+    /// Joules of the GPU's energy charged to the tenant (docs/cost.md, "Energy"): by its share
+    /// of the GPU's use at each instant, by its allocated share when nobody used the GPU.
+    pub energy_j: f64,
+    /// Of `energy_j`, the joules charged while the tenant's allocation ran no kernel.
+    pub idle_energy_j: f64,
 }
 
 /// GPU-hours of a per-sample sum of GPU shares over `samples` samples covering `covered_s`
@@ -348,6 +374,8 @@ impl TenantAgg {
         self.eff_hist.merge(&o.eff_hist);
         self.active_n += o.active_n;
         self.idle_n += o.idle_n;
+        self.energy_j += o.energy_j;
+        self.idle_energy_j += o.idle_energy_j;
     }
 }
 
@@ -374,11 +402,11 @@ struct ProcsAt {
 }
 
 /// What a tenant did on a GPU at one instant, as far as the signals tell.
-struct UseAt {
+pub(crate) struct UseAt {
     /// Effective use in GPU-equivalents, and whether it rests on DCGM.
-    eff: Option<(f64, bool)>,
+    pub(crate) eff: Option<(f64, bool)>,
     /// Whether a kernel ran; `None` when no signal can tell (MIG without DCGM).
-    active: Option<bool>,
+    pub(crate) active: Option<bool>,
 }
 
 /// The raw rows of snapshots, as the store keeps them: what [`aggregate`] reads.
@@ -407,6 +435,7 @@ impl RawRows {
             mem_total_bytes: g.mem_total_bytes,
             power_w: g.power_w,
             temp_c: g.temp_c,
+            energy_j: g.energy_j,
             throttle_reasons: g.throttle_reasons,
         }));
         self.allocations
@@ -479,31 +508,68 @@ pub fn aggregate(
         .collect();
 
     let mut out = NodeRollup::default();
+    let mut previous: Option<&RawGpu> = None;
     for g in order {
         let bucket = bucket_of(g.ts, width_ms);
+        let energy = sample_energy(
+            previous
+                .filter(|p| p.gpu_uuid == g.gpu_uuid)
+                .map(RawGpu::energy_reading),
+            g.energy_reading(),
+        );
+        previous = Some(g);
         let at = instants.get(&(g.gpu_uuid.as_str(), g.ts));
         let alloc_total: f64 = at.map_or(0.0, |a| a.alloc.values().map(|v| v.0).sum());
-        out.gpus
-            .entry((g.gpu_uuid.clone(), bucket))
-            .or_default()
-            .add(g, alloc_total);
+        let gpu = out.gpus.entry((g.gpu_uuid.clone(), bucket)).or_default();
+        gpu.add(g, alloc_total);
+        if let Some(e) = energy {
+            gpu.energy_n += 1;
+            gpu.energy_j += e;
+        }
         let Some(at) = at else { continue };
         let interval_s = f64::from(g.interval_ms) / 1000.0;
         let mut keys: Vec<&String> = at.alloc.keys().chain(at.procs.keys()).collect();
         keys.sort();
         keys.dedup();
         let sole = keys.len() == 1 && !at.unattributed;
-        for tenant in keys {
-            let alloc = at.alloc.get(tenant);
-            let procs = at.procs.get(tenant);
-            let use_at = use_at(g, alloc, procs, at.sm_total, sole, |gi| {
-                mig_active.get(&(g.gpu_uuid.as_str(), g.ts, gi)).copied()
-            });
+        let uses: Vec<(&String, UseAt)> = keys
+            .into_iter()
+            .map(|tenant| {
+                let u = use_at(
+                    g,
+                    at.alloc.get(tenant),
+                    at.procs.get(tenant),
+                    at.sm_total,
+                    sole,
+                    |gi| mig_active.get(&(g.gpu_uuid.as_str(), g.ts, gi)).copied(),
+                );
+                (tenant, u)
+            })
+            .collect();
+        let claims: Vec<Claim> = uses
+            .iter()
+            .map(|(tenant, u)| Claim {
+                used: u.eff.map(|e| e.0),
+                allocated: at.alloc.get(*tenant).map(|a| a.0),
+            })
+            .collect();
+        let device_use = g.sm_active.or(g.gpu_util).map(f64::from);
+        let charges = charges(energy.unwrap_or(0.0), device_use, &claims);
+        for ((tenant, use_at), charge) in uses.iter().zip(charges) {
             let t = out
                 .tenants
-                .entry((g.gpu_uuid.clone(), tenant.clone(), bucket))
+                .entry((g.gpu_uuid.clone(), (*tenant).clone(), bucket))
                 .or_default();
-            t.add(alloc, procs, &use_at, interval_s);
+            t.add(
+                at.alloc.get(*tenant),
+                at.procs.get(*tenant),
+                use_at,
+                interval_s,
+            );
+            t.energy_j += charge;
+            if at.alloc.contains_key(*tenant) && use_at.active == Some(false) {
+                t.idle_energy_j += charge;
+            }
         }
     }
     out

@@ -171,7 +171,7 @@ impl Fleet {
                 snap.processes.extend(process);
             }
             let jitter = |k: i64| uniform(self.scenario.seed, gstream, ts / 1000 * 13 + k);
-            snap.gpus.push(gpu_sample(sim, info, &load, ts, jitter));
+            snap.gpus.push(gpu_sample(sim, info, &load, jitter));
             snap.mig.extend(mig_samples(sim.spec.dcgm, info, &load));
             snap.events.extend(self.xid_event(sim, info, gstream, ts));
         }
@@ -487,7 +487,6 @@ fn gpu_sample(
     sim: &SimNode,
     info: &GpuInfo,
     load: &GpuLoad,
-    ts: UnixMillis,
     jitter: impl Fn(i64) -> f64,
 ) -> GpuSample {
     let model = sim.model;
@@ -514,9 +513,10 @@ fn gpu_sample(
         mem_used_bytes: Some(mem_used),
         mem_total_bytes: Some(mem_total),
         power_w: Some(round1(power)),
-        energy_j: Some(
-            ((ts - 1_700_000_000_000).max(0) as f64 / 1000.0 * model.idle_power_w * 1.5).round(),
-        ),
+        // No energy counter: a snapshot is a function of its instant, and a counter is the
+        // integral of every power reading before it. The collector integrates power instead
+        // (docs/cost.md, "Energy").
+        energy_j: None,
         temp_c: Some(round1(28.0 + 45.0 * util + 2.0 * jitter(2))),
         sm_clock_mhz: Some(if busy > 0.0 {
             model.max_sm_clock_mhz - if power_capped { 200 } else { 0 }

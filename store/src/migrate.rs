@@ -50,6 +50,7 @@ migrations! {
     15 => "0015_pair_hours.sql",
     16 => "0016_node_mechanisms.sql",
     17 => "0017_use_rollups.sql",
+    18 => "0018_energy.sql",
 }
 
 pub fn checksum(sql: &str) -> String {

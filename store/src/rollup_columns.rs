@@ -42,6 +42,8 @@ macro_rules! gpu_agg_columns {
             sm_occupancy_n: i32 = sm_occupancy.n,
             tensor_active_n: i32 = tensor_active.n,
             dram_active_n: i32 = dram_active.n,
+            energy_n: i32 = energy_n,
+            energy_j: f64 = energy_j,
         }
     };
 }
@@ -74,6 +76,8 @@ macro_rules! tenant_agg_columns {
             idle_lead_s: f64 = idle_lead_s,
             idle_trail_s: f64 = idle_trail_s,
             idle_max_s: f64 = idle_max_s,
+            energy_j: f64 = energy_j,
+            idle_energy_j: f64 = idle_energy_j,
         }
     };
 }
@@ -95,6 +99,8 @@ macro_rules! gpu_hour_columns {
             gpu_util_max: opt_f32 = gpu_util_max,
             power_max: opt_f32 = power_max,
             temp_max: opt_f32 = temp_max,
+            energy_n: i32 = energy_n,
+            energy_j: f64 = energy_j,
         }
     };
 }

@@ -106,6 +106,13 @@ fn sample_once_shows_mig_instances_and_processes_with_their_tenants() {
         snap["gpus"][0]
     );
     assert_eq!(snap["gpus"][0]["power_w"], 98.0);
+    // The energy counter (mJ in NVML, J on the wire): the fixture's reading at load plus what
+    // its 98 W drew since, which a one-shot sample keeps within a minute.
+    let energy = snap["gpus"][0]["energy_j"].as_f64().unwrap();
+    assert!(
+        (123_456.789..123_456.789 + 98.0 * 60.0).contains(&energy),
+        "{energy}"
+    );
     assert_eq!(snap["mig"].as_array().unwrap().len(), 4);
     let procs = snap["processes"].as_array().unwrap();
     let p = |pid: u64| procs.iter().find(|p| p["pid"] == pid).unwrap();

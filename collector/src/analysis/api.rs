@@ -36,6 +36,12 @@ pub fn routes() -> Routes<AnalysisState> {
             super::forecast::api::op(),
             super::forecast::api::forecast,
         )
+        .get(
+            "/api/v1/cost/focus",
+            Read(Filtered),
+            super::cost::api::op(),
+            super::cost::api::focus,
+        )
 }
 
 /// An analysis answer: what its 200 carries, and the refusals every one shares.

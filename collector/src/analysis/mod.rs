@@ -4,6 +4,7 @@
 //! PostgreSQL advisory lock so exactly one collector computes them.
 
 pub mod api;
+pub mod cost;
 pub mod forecast;
 pub mod metrics;
 mod pairs;

@@ -55,6 +55,9 @@ pub enum Command {
     /// Make the weekly utilization report of an ISO week (HTML or CSV) and store it, as the
     /// collector does on schedule; printed, or written to --out (docs/reports.md).
     Report(ReportArgs),
+    /// The cost of a range from the stored rollups: per team (allocation- and usage-based cost,
+    /// idle cost, energy, emissions), or FOCUS 1.2 CSV rows for FinOps tools (docs/cost.md).
+    Cost(super::cost::CostArgs),
     /// Print the alert rules in force (defaults plus [alerts] rules of --config) as Prometheus
     /// alerting rules: a PrometheusRule object for the Prometheus Operator, or a plain rule file
     /// (docs/alerts.md, "Alerting from Prometheus").

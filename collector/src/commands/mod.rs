@@ -7,6 +7,7 @@ pub mod bench_analyze;
 pub mod bench_storage;
 pub mod bench_ui;
 pub mod cli;
+pub mod cost;
 pub mod demo;
 mod demo_cluster;
 pub mod labels;
@@ -27,6 +28,7 @@ pub async fn run(command: Command) -> anyhow::Result<()> {
         Command::Analyze(args) => analyze(args).await,
         Command::Labels(args) => labels::run(args).await,
         Command::Report(args) => report(args).await,
+        Command::Cost(args) => cost::run(args).await,
         Command::AlertRules(args) => alert_rules(args),
         Command::Bench(BenchCommand::Ingest(args)) => bench::ingest(args).await,
         Command::Bench(BenchCommand::Storage(args)) => bench_storage::storage(args).await,

@@ -149,6 +149,7 @@ pub(crate) async fn check(store: &Store, path: &Path, scores: &mut BTreeMap<&'st
     let key_name = names(&fleet, from, to);
     let label = format!("{}", path.display());
     identities_hold(&a, &input, &label);
+    energy_is_conserved(&a, &fleet, from, to, &label);
     // A finding's figure reads the same in its summary as the API's value rounds to (the
     // dashboard's Numbers table and chart legend use the same function, tested there).
     for f in &a.findings {
@@ -371,6 +372,63 @@ pub(crate) async fn check(store: &Store, path: &Path, scores: &mut BTreeMap<&'st
 /// Every number adds up at every scope (the funnel's groupings and the fleet, and per GPU —
 /// a MIG instance is one tenant's holding on its GPU — from the same rows the node page sums):
 /// effective ≤ allocated, waste = allocated − effective, a share of at most 100 %.
+/// The energy the GPUs drew, summed from the scenario's own samples (the simulator reports
+/// power, not a counter: power × the minute each sample stands for), is the funnel's; and what
+/// the tenants were charged plus what stayed with the pool is that energy again.
+fn energy_is_conserved(a: &analytics::Analysis, fleet: &Fleet, from: i64, to: i64, label: &str) {
+    let mut drawn_j = 0.0;
+    for node in 0..fleet.nodes.len() {
+        for ts in (from..to).step_by(60_000) {
+            let (snap, _) = fleet.snapshot(node, ts);
+            drawn_j += snap
+                .gpus
+                .iter()
+                .filter_map(|g| g.power_w)
+                .map(|w| f64::from(w) * 60.0)
+                .sum::<f64>();
+        }
+    }
+    let total = a
+        .funnel
+        .total
+        .energy
+        .expect("the scenario's GPUs report power");
+    let kwh = drawn_j / 3.6e6;
+    assert!(
+        (total.kwh - kwh).abs() <= 1e-9 * kwh,
+        "{label}: the funnel's {} kWh against the samples' {kwh}",
+        total.kwh
+    );
+    let charged: f64 = a
+        .funnel
+        .by_tenant
+        .iter()
+        .filter_map(|r| r.energy)
+        .map(|e| e.kwh)
+        .sum();
+    let pool = total.unallocated_kwh.unwrap();
+    assert!(
+        (charged + pool - kwh).abs() <= 1e-9 * kwh,
+        "{label}: tenants {charged} kWh + the pool {pool} kWh against the {kwh} kWh drawn"
+    );
+    let teams: f64 = a
+        .funnel
+        .by_team
+        .iter()
+        .filter_map(|r| r.energy)
+        .map(|e| e.kwh)
+        .sum();
+    assert!(
+        (teams - charged).abs() <= 1e-9 * kwh,
+        "{label}: teams {teams} against tenants {charged}"
+    );
+    assert!(
+        total.idle_kwh <= charged + 1e-9,
+        "{label}: idle energy {} beyond the charged {charged}",
+        total.idle_kwh
+    );
+}
+
 fn identities_hold(a: &analytics::Analysis, input: &analytics::Input, label: &str) {
     // Issue 74.8: no finding ends after the window that found it (the newest hour is partial).
     for x in &a.findings {

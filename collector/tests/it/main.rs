@@ -8,6 +8,7 @@ mod analytics;
 mod browser;
 mod citus;
 mod consistency;
+mod cost;
 mod dashboard;
 mod delivery;
 mod demand;

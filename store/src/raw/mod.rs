@@ -576,6 +576,7 @@ pub(crate) fn gpus(records: &[Record]) -> Vec<RawGpu> {
         used,
         total,
         power,
+        energy,
         temp,
         throttle,
     ] = [
@@ -588,6 +589,7 @@ pub(crate) fn gpus(records: &[Record]) -> Vec<RawGpu> {
         "mem_used_bytes",
         "mem_total_bytes",
         "power_w",
+        "energy_j",
         "temp_c",
         "throttle_reasons",
     ]
@@ -606,6 +608,7 @@ pub(crate) fn gpus(records: &[Record]) -> Vec<RawGpu> {
             mem_used_bytes: r.int(used),
             mem_total_bytes: r.int(total),
             power_w: r.f32(power),
+            energy_j: r.number(t, energy),
             temp_c: r.f32(temp),
             throttle_reasons: r.int(throttle),
         })

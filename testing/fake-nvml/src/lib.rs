@@ -286,7 +286,17 @@ pub extern "C" fn nvmlDeviceGetTotalEnergyConsumption(
     h: nvmlDevice_t,
     out: *mut c_ulonglong,
 ) -> nvmlReturn_t {
-    with_device(h, |d, _| opt(d.energy_mj, out))
+    // A real counter rises by what the GPU draws: the fixture's reading at load, plus its power
+    // reading over the time since (so an agent's deltas are the fixture's power × time).
+    let elapsed_ms = STATE
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .as_ref()
+        .map_or(0, |s| s.started.elapsed().as_millis() as u64);
+    with_device(h, |d, _| {
+        let drawn_mj = u64::from(d.power_mw.unwrap_or(0)) * elapsed_ms / 1000;
+        opt(d.energy_mj.map(|e| e.saturating_add(drawn_mj)), out)
+    })
 }
 
 #[unsafe(no_mangle)]
