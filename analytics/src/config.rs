@@ -143,6 +143,23 @@ impl Config {
             .unwrap_or_default()
     }
 
+    /// The price of a GPU-hour of a `model` GPU in `cluster`, shared by `sharing`: the most
+    /// specific price rule that matches ([`crate::prices`]), else the model's price.
+    pub fn price_for(&self, cluster: &str, model: &str, sharing: model::inventory::Sharing) -> f64 {
+        crate::prices::rule_price(&self.price_rules, cluster, model, sharing)
+            .unwrap_or_else(|| self.price_of(model))
+    }
+
+    /// The prices and the currency, checked ([`crate::prices::check`]).
+    pub fn check_prices(&self) -> Result<(), String> {
+        crate::prices::check(
+            &self.prices,
+            self.default_price,
+            &self.price_rules,
+            &self.currency,
+        )
+    }
+
     pub fn price_of(&self, model: &str) -> f64 {
         self.prices
             .iter()

@@ -6,42 +6,13 @@
 
 use std::collections::{HashMap, HashSet};
 
-use serde::{Deserialize, Serialize};
-
 use crate::config::Config;
+pub use crate::funnel::LineEnergy;
 use crate::funnel::{Funnel, FunnelRow, NO_TEAM};
 use crate::holdings::Holding;
 use crate::input::Input;
 
 const J_PER_KWH: f64 = 3.6e6;
-
-/// The energy of one funnel line.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
-pub struct LineEnergy {
-    /// kWh drawn (a device line) or charged (a tenant or team line).
-    pub kwh: f64,
-    /// Of `kwh`, charged while an allocation ran no kernel: energy spent on nothing.
-    pub idle_kwh: f64,
-    /// Of a device line's `kwh`, charged to no tenant; None on tenant and team lines.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub unallocated_kwh: Option<f64>,
-    /// kg CO₂e of `kwh` at the configured grid intensity; None without one.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub co2e_kg: Option<f64>,
-}
-
-impl LineEnergy {
-    pub fn add(&mut self, o: &LineEnergy) {
-        let sum = |a: Option<f64>, b: Option<f64>| match (a, b) {
-            (None, None) => None,
-            (a, b) => Some(a.unwrap_or(0.0) + b.unwrap_or(0.0)),
-        };
-        self.kwh += o.kwh;
-        self.idle_kwh += o.idle_kwh;
-        self.unallocated_kwh = sum(self.unallocated_kwh, o.unallocated_kwh);
-        self.co2e_kg = sum(self.co2e_kg, o.co2e_kg);
-    }
-}
 
 /// Running sums for one line.
 #[derive(Default, Clone, Copy)]

@@ -164,7 +164,10 @@ pub fn charges(input: &Input, holdings: &[Holding], cfg: &Config) -> Vec<Charge>
         let mut day: Option<Charge> = None;
         for (hour, r) in &h.rows {
             let start = hour.div_euclid(DAY_MS) * DAY_MS;
-            if day.as_ref().is_some_and(|d| d.from_ms != start.max(input.from_ms)) {
+            if day
+                .as_ref()
+                .is_some_and(|d| d.from_ms != start.max(input.from_ms))
+            {
                 out.extend(day.take().filter(Charge::is_charged));
             }
             let d = day.get_or_insert_with(|| Charge {
@@ -176,7 +179,9 @@ pub fn charges(input: &Input, holdings: &[Holding], cfg: &Config) -> Vec<Charge>
                 gpu_index: g.map_or(-1, |g| g.index),
                 model: model.to_owned(),
                 sharing,
-                team: t.and_then(|t| t.team.clone()).unwrap_or_else(|| NO_TEAM.to_owned()),
+                team: t
+                    .and_then(|t| t.team.clone())
+                    .unwrap_or_else(|| NO_TEAM.to_owned()),
                 tenant: h.tenant.clone(),
                 tenant_name: t.map_or_else(|| h.tenant.clone(), |t| t.name.clone()),
                 price: cfg.price_for(&h.cluster, model, sharing),
@@ -306,6 +311,9 @@ pub fn check_cell(column: &Column, value: Option<&str>) -> Result<(), String> {
     if ok {
         Ok(())
     } else {
-        Err(format!("{} = {v:?} is not a FOCUS {:?}", column.name, column.kind))
+        Err(format!(
+            "{} = {v:?} is not a FOCUS {:?}",
+            column.name, column.kind
+        ))
     }
 }

@@ -2,10 +2,10 @@
 //! model's name), overridden for part of the fleet by rules naming a cluster, a sharing mode,
 //! a model, or several of them (docs/cost.md, "Prices").
 
+use std::collections::BTreeMap;
+
 use model::inventory::Sharing;
 use serde::{Deserialize, Serialize};
-
-use crate::config::Config;
 
 /// A price for the GPUs a rule names: every field given must match (`model` as a part of the
 /// model's name, as `prices` keys do).
@@ -43,124 +43,129 @@ impl PriceRule {
     }
 }
 
-impl Config {
-    /// The price of a GPU-hour of a `model` GPU in `cluster`, shared by `sharing`: the most
-    /// specific rule that matches (the first listed among equals), else the model's price.
-    pub fn price_for(&self, cluster: &str, model: &str, sharing: Sharing) -> f64 {
-        let mut best: Option<&PriceRule> = None;
-        for r in self
-            .price_rules
-            .iter()
-            .filter(|r| r.matches(cluster, model, sharing))
-        {
-            if best.is_none_or(|b| r.specificity() > b.specificity()) {
-                best = Some(r);
-            }
+/// The price of the most specific rule of `rules` matching a `model` GPU in `cluster` shared
+/// by `sharing` (the first listed among equals); None where none matches.
+pub fn rule_price(
+    rules: &[PriceRule],
+    cluster: &str,
+    model: &str,
+    sharing: Sharing,
+) -> Option<f64> {
+    let mut best: Option<&PriceRule> = None;
+    for r in rules.iter().filter(|r| r.matches(cluster, model, sharing)) {
+        if best.is_none_or(|b| r.specificity() > b.specificity()) {
+            best = Some(r);
         }
-        best.map_or_else(|| self.price_of(model), |r| r.price)
     }
+    best.map(|r| r.price)
+}
 
-    /// Prices and the currency, checked: prices finite and not negative, a rule naming at
-    /// least one thing, a currency of three capital letters (ISO 4217, as FOCUS'
-    /// BillingCurrency is).
-    pub fn check_prices(&self) -> Result<(), String> {
-        let bad = |p: f64| !p.is_finite() || p < 0.0;
-        if let Some((k, p)) = self.prices.iter().find(|(_, p)| bad(**p)) {
-            return Err(format!(
-                "analytics.prices.{k:?} = {p}: a price is a finite amount of at least 0"
-            ));
-        }
-        if bad(self.default_price) {
-            return Err(format!(
-                "analytics.default_price = {}: a price is a finite amount of at least 0",
-                self.default_price
-            ));
-        }
-        for (i, r) in self.price_rules.iter().enumerate() {
-            if bad(r.price) {
-                return Err(format!(
-                    "analytics.price_rules[{i}].price = {}: a price is a finite amount of at least 0",
-                    r.price
-                ));
-            }
-            if r.specificity().0 == 0 {
-                return Err(format!(
-                    "analytics.price_rules[{i}] names no cluster, model or sharing; set default_price for every GPU instead"
-                ));
-            }
-        }
-        if !(self.currency.len() == 3 && self.currency.bytes().all(|b| b.is_ascii_uppercase())) {
-            return Err(format!(
-                "analytics.currency = {:?}: an ISO 4217 code of three capital letters, like \"USD\" or \"EUR\"",
-                self.currency
-            ));
-        }
-        Ok(())
+/// Prices and the currency, checked: prices finite and not negative, a rule naming at least
+/// one thing, a currency of three capital letters (ISO 4217, as FOCUS' BillingCurrency is).
+pub fn check(
+    prices: &BTreeMap<String, f64>,
+    default_price: f64,
+    rules: &[PriceRule],
+    currency: &str,
+) -> Result<(), String> {
+    let bad = |p: f64| !p.is_finite() || p < 0.0;
+    if let Some((k, p)) = prices.iter().find(|(_, p)| bad(**p)) {
+        return Err(format!(
+            "analytics.prices.{k:?} = {p}: a price is a finite amount of at least 0"
+        ));
     }
+    if bad(default_price) {
+        return Err(format!(
+            "analytics.default_price = {default_price}: a price is a finite amount of at least 0"
+        ));
+    }
+    for (i, r) in rules.iter().enumerate() {
+        if bad(r.price) {
+            return Err(format!(
+                "analytics.price_rules[{i}].price = {}: a price is a finite amount of at least 0",
+                r.price
+            ));
+        }
+        if r.specificity().0 == 0 {
+            return Err(format!(
+                "analytics.price_rules[{i}] names no cluster, model or sharing; set default_price for every GPU instead"
+            ));
+        }
+    }
+    if !(currency.len() == 3 && currency.bytes().all(|b| b.is_ascii_uppercase())) {
+        return Err(format!(
+            "analytics.currency = {currency:?}: an ISO 4217 code of three capital letters, like \"USD\" or \"EUR\""
+        ));
+    }
+    Ok(())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    #[test]
-    fn the_most_specific_rule_wins_and_the_model_price_stands_in() {
-        let rule = |cluster: Option<&str>, model: Option<&str>, sharing, price| PriceRule {
+    fn rule(
+        cluster: Option<&str>,
+        model: Option<&str>,
+        sharing: Option<Sharing>,
+        price: f64,
+    ) -> PriceRule {
+        PriceRule {
             cluster: cluster.map(Into::into),
             model: model.map(Into::into),
             sharing,
             price,
-        };
-        let cfg = Config {
-            price_rules: vec![
-                rule(Some("prod"), None, None, 2.0),
-                rule(Some("prod"), Some("H100"), None, 2.2),
-                rule(None, Some("H100"), Some(Sharing::Mig), 3.0),
-                rule(Some("prod"), Some("H100"), Some(Sharing::Mig), 3.3),
-            ],
-            ..Config::default()
-        };
+        }
+    }
+
+    #[test]
+    fn the_most_specific_rule_wins() {
+        let rules = [
+            rule(Some("prod"), None, None, 2.0),
+            rule(Some("prod"), Some("H100"), None, 2.2),
+            rule(None, Some("H100"), Some(Sharing::Mig), 3.0),
+            rule(Some("prod"), Some("H100"), Some(Sharing::Mig), 3.3),
+        ];
         let h100 = "NVIDIA H100 80GB HBM3";
-        assert_eq!(cfg.price_for("prod", h100, Sharing::Mig), 3.3);
-        assert_eq!(cfg.price_for("lab", h100, Sharing::Mig), 3.0);
-        assert_eq!(cfg.price_for("prod", h100, Sharing::Exclusive), 2.2);
-        assert_eq!(cfg.price_for("prod", "NVIDIA L40S", Sharing::Mps), 2.0);
-        // No rule: the model's price, then the default.
-        assert_eq!(cfg.price_for("lab", h100, Sharing::Exclusive), 2.5);
-        assert_eq!(cfg.price_for("lab", "Tesla T4", Sharing::Exclusive), 1.0);
+        let price = |c, m, s| rule_price(&rules, c, m, s);
+        assert_eq!(price("prod", h100, Sharing::Mig), Some(3.3));
+        assert_eq!(price("lab", h100, Sharing::Mig), Some(3.0));
+        assert_eq!(price("prod", h100, Sharing::Exclusive), Some(2.2));
+        assert_eq!(price("prod", "NVIDIA L40S", Sharing::Mps), Some(2.0));
+        assert_eq!(price("lab", h100, Sharing::Exclusive), None);
     }
 
     #[test]
     fn bad_prices_and_currencies_are_refused_by_name() {
-        let mut cfg = Config::default();
-        assert_eq!(cfg.check_prices(), Ok(()));
-        cfg.currency = "usd".into();
+        let prices = BTreeMap::from([("H100".to_owned(), 2.5)]);
+        assert_eq!(check(&prices, 1.0, &[], "USD"), Ok(()));
         assert!(
-            cfg.check_prices()
+            check(&prices, 1.0, &[], "usd")
                 .unwrap_err()
                 .contains("analytics.currency")
         );
-        cfg.currency = "EUR".into();
-        cfg.price_rules.push(PriceRule {
-            cluster: None,
-            model: None,
-            sharing: None,
-            price: 1.0,
-        });
+        let nothing = [rule(None, None, None, 1.0)];
         assert!(
-            cfg.check_prices()
+            check(&prices, 1.0, &nothing, "EUR")
                 .unwrap_err()
                 .contains("price_rules[0] names no")
         );
-        cfg.price_rules[0].cluster = Some("prod".into());
-        cfg.price_rules[0].price = f64::NAN;
+        let nan = [rule(Some("prod"), None, None, f64::NAN)];
         assert!(
-            cfg.check_prices()
+            check(&prices, 1.0, &nan, "EUR")
                 .unwrap_err()
                 .contains("price_rules[0].price")
         );
-        cfg.price_rules.clear();
-        cfg.prices.insert("H100".into(), -1.0);
-        assert!(cfg.check_prices().unwrap_err().contains("prices.\"H100\""));
+        let negative = BTreeMap::from([("H100".to_owned(), -1.0)]);
+        assert!(
+            check(&negative, 1.0, &[], "EUR")
+                .unwrap_err()
+                .contains("prices.\"H100\"")
+        );
+        assert!(
+            check(&prices, f64::INFINITY, &[], "EUR")
+                .unwrap_err()
+                .contains("default_price")
+        );
     }
 }

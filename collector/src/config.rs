@@ -220,6 +220,54 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.contains("exactly one of token or token_file"), "{err}");
+        for (text, says) in [
+            ("[analytics]\ncurrency = \"usd\"", "analytics.currency"),
+            ("[[analytics.price_rules]]\nprice = 2.0", "names no cluster"),
+            (
+                "[[analytics.price_rules]]\nsharing = \"fractional\"\nprice = 2.0",
+                "fractional",
+            ),
+            (
+                "[analytics.carbon]\ng_per_kwh = 400000",
+                "analytics.carbon.g_per_kwh",
+            ),
+            (
+                "[analytics.carbon]\nhourly_file = \"/nonexistent/grid.csv\"",
+                "hourly_file /nonexistent/grid.csv",
+            ),
+        ] {
+            let err = format!("{:#}", Config::parse(text).unwrap_err());
+            assert!(err.contains(says), "{text}: {err}");
+        }
+    }
+
+    #[test]
+    fn an_hourly_carbon_file_is_read_with_the_configuration() {
+        let dir = std::env::temp_dir().join(format!("gpulens-carbon-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("grid.csv");
+        std::fs::write(
+            &file,
+            "cluster,hour,g_per_kwh\nprod,2026-12-01T10:00:00Z,120\n",
+        )
+        .unwrap();
+        let c = Config::parse(&format!(
+            "[analytics.carbon]\ng_per_kwh = 400\nhourly_file = {:?}",
+            file.display().to_string()
+        ))
+        .unwrap();
+        let carbon = &c.analytics.thresholds.carbon;
+        assert_eq!(carbon.intensity("prod", 1_796_120_000_000), Some(120.0));
+        assert_eq!(carbon.intensity("lab", 1_796_120_000_000), Some(400.0));
+        std::fs::write(&file, "cluster,hour,g_per_kwh\nprod,noon,120\n").unwrap();
+        let err = Config::parse(&format!(
+            "[analytics.carbon]\nhourly_file = {:?}",
+            file.display().to_string()
+        ))
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains("line 2"), "{err}");
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

@@ -658,6 +658,18 @@ pub fn table(a: &Analysis) -> String {
         );
     };
     row(&mut s, &f.total);
+    if let Some(e) = f.total.energy {
+        let _ = writeln!(
+            s,
+            "  energy: {:.1} kWh drawn, {:.1} kWh on idle allocations, {:.1} kWh on GPUs nobody held{}",
+            e.kwh,
+            e.idle_kwh,
+            e.unallocated_kwh.unwrap_or(0.0),
+            e.co2e_kg
+                .map(|kg| format!("; {kg:.1} kg CO2e"))
+                .unwrap_or_default()
+        );
+    }
     for (title, rows) in [
         ("by model", &f.by_model),
         ("by node", &f.by_node),

@@ -82,7 +82,9 @@ pub async fn run(args: CostArgs) -> anyhow::Result<()> {
             Refused::Failed(e) => e,
         })?;
     if rows.is_empty() {
-        eprintln!("no GPU time was held or used in that range (is it within the rollups' retention?)");
+        eprintln!(
+            "no GPU time was held or used in that range (is it within the rollups' retention?)"
+        );
     }
     let text = match args.format {
         CostFormat::Focus => cost::csv(&rows, &cfg.currency),

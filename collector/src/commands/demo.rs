@@ -15,7 +15,7 @@ use store::Store;
 pub async fn run(args: DemoArgs) -> anyhow::Result<()> {
     let scenario = load_scenario(args.scenario.as_deref())?;
     let interval = std::time::Duration::from_millis(u64::from(scenario.interval_ms()));
-    let config = Config::default();
+    let config = demo_config();
     let retention: store::Retention = (&config.retention).into();
     if args.history > retention.raw {
         anyhow::bail!(
@@ -131,6 +131,15 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<()> {
 }
 
 /// The line that says the history is analysed, and where to read the result.
+/// The defaults, and emissions at the world's average grid intensity, about 480 gCO2e/kWh in
+/// 2023 (Ember, Global Electricity Review 2024); a deployment sets its own
+/// ([analytics.carbon], docs/cost.md).
+fn demo_config() -> Config {
+    let mut config = Config::default();
+    config.analytics.thresholds.carbon.g_per_kwh = Some(480.0);
+    config
+}
+
 fn analysed(a: &analytics::Analysis, took: std::time::Duration, url: &str) -> String {
     format!(
         "analysis: {}, {} in {:.1}s ({url}api/v1/findings, {url}api/v1/recommendations, or `gpulens analyze`)",

@@ -16,7 +16,7 @@ fn numbers(r: Option<&analytics::FunnelRow>, currency: &str) -> Vec<(String, Str
             "none in the analysed window".into(),
         )];
     };
-    vec![
+    let mut out = vec![
         (
             "allocated GPU-hours".into(),
             format::num(r.allocated_gpu_hours),
@@ -35,7 +35,32 @@ fn numbers(r: Option<&analytics::FunnelRow>, currency: &str) -> Vec<(String, Str
             "cost of the waste".into(),
             format::money(r.waste_cost, currency),
         ),
-    ]
+    ];
+    out.extend(energy_numbers(r.energy.as_ref()));
+    out
+}
+
+/// A line's energy as the page lists it (docs/cost.md, "Energy"): none where it is unknown.
+pub fn energy_numbers(e: Option<&analytics::energy::LineEnergy>) -> Vec<(String, String)> {
+    let Some(e) = e else {
+        return Vec::new();
+    };
+    let kwh = |v: f64| format!("{} kWh", format::num(v));
+    let mut out = vec![
+        ("energy charged".into(), kwh(e.kwh)),
+        (
+            "of it on allocations that ran no kernel".into(),
+            kwh(e.idle_kwh),
+        ),
+    ];
+    out.push((
+        "emissions".into(),
+        e.co2e_kg.map_or_else(
+            || "no grid intensity set ([analytics.carbon])".to_owned(),
+            |kg| format!("{} kg CO₂e", format::num(kg)),
+        ),
+    ));
+    out
 }
 
 /// The reclaim cases `pick` selects among the newest 200, in words, newest first.

@@ -303,6 +303,12 @@ fn from_analysis(v: &mut pages::OverviewView, a: &Analysis, mode: crate::labels:
         waste_cost: t.waste_cost,
         currency: a.funnel.currency.clone(),
         effective_ratio: t.effective_ratio,
+        energy: t.energy.map(|e| pages::EnergyFigures {
+            kwh: e.kwh,
+            idle_kwh: e.idle_kwh,
+            unallocated_kwh: e.unallocated_kwh.unwrap_or(0.0),
+            co2e_kg: e.co2e_kg,
+        }),
         signal: match t.effective_signal.as_str() {
             "sm_active" => "SM activity from DCGM".into(),
             "gpu_util" => "NVML GPU utilization (an upper bound without DCGM)".into(),

@@ -218,6 +218,7 @@ pub fn encode(
     }
     if let Some(a) = analysis {
         funnel_families(&mut reg, a, scope);
+        energy_families(&mut reg, a, scope);
         finding_families(&mut reg, a);
         recommendation_families(&mut reg, a);
     }
@@ -368,6 +369,66 @@ fn funnel_families(
     waste
         .get_or_create(&StageLabels { stage: "waste" })
         .set(a.funnel.total.waste_cost);
+}
+
+/// Energy and emissions of the newest analysis window (docs/cost.md, "Energy"): the fleet's
+/// GPUs drew, charged to idle allocations, charged to nobody; each team's the caller sees.
+fn energy_families(
+    reg: &mut Registry,
+    a: &Analysis,
+    scope: Option<&std::collections::BTreeSet<String>>,
+) {
+    const J: f64 = 3.6e6;
+    let Some(total) = a.funnel.total.energy else {
+        return;
+    };
+    let fleet = family::<StageLabels>(
+        reg,
+        "funnel_energy",
+        "Energy the fleet's GPUs drew in the newest analysis window: all of it (drawn), charged to allocations that ran no kernel (idle_allocated), charged to no tenant (unallocated)",
+        Some(Unit::Joules),
+    );
+    for (stage, kwh) in [
+        ("drawn", total.kwh),
+        ("idle_allocated", total.idle_kwh),
+        ("unallocated", total.unallocated_kwh.unwrap_or(0.0)),
+    ] {
+        fleet.get_or_create(&StageLabels { stage }).set(kwh * J);
+    }
+    let team = family::<TeamStageLabels>(
+        reg,
+        "team_energy",
+        "Energy charged to each team in the newest analysis window (charged), and of it while its allocations ran no kernel (idle_allocated)",
+        Some(Unit::Joules),
+    );
+    let co2e = family::<TeamStageLabels>(
+        reg,
+        "team_co2e",
+        "Emissions of the energy charged to each team in the newest analysis window at the configured grid intensity",
+        Some(Unit::Other("grams".into())),
+    );
+    for r in a
+        .funnel
+        .by_team
+        .iter()
+        .filter(|r| scope.is_none_or(|s| s.contains(&r.key)))
+    {
+        let Some(e) = r.energy else { continue };
+        for (stage, kwh) in [("charged", e.kwh), ("idle_allocated", e.idle_kwh)] {
+            team.get_or_create(&TeamStageLabels {
+                team: r.key.clone(),
+                stage,
+            })
+            .set(kwh * J);
+        }
+        if let Some(kg) = e.co2e_kg {
+            co2e.get_or_create(&TeamStageLabels {
+                team: r.key.clone(),
+                stage: "charged",
+            })
+            .set(kg * 1000.0);
+        }
+    }
 }
 
 /// Findings by kind and severity, and each ongoing finding's headline number.

@@ -315,6 +315,7 @@ impl ReportData {
             num(f.waste_gpu_hours),
             web::format::money(f.waste_cost, &self.currency),
         );
+        s.push_str(&energy_sentence(f));
         if let Some(p) = &self.previous
             && p.allocated_gpu_hours > 0.0
         {
@@ -353,6 +354,23 @@ impl ReportData {
         }
         s
     }
+}
+
+/// The fleet's energy in a sentence (docs/cost.md, "Energy"); empty where it is unknown.
+pub fn energy_sentence(f: &analytics::FunnelRow) -> String {
+    let Some(e) = f.energy else {
+        return String::new();
+    };
+    let emissions = e
+        .co2e_kg
+        .map(|kg| format!(", emitting {} kg CO₂e", web::format::num(kg)))
+        .unwrap_or_default();
+    format!(
+        " The GPUs drew {} kWh{emissions}; {} kWh of it on allocations that ran no kernel and {} kWh on GPUs nobody held.",
+        web::format::num(e.kwh),
+        web::format::num(e.idle_kwh),
+        web::format::num(e.unallocated_kwh.unwrap_or(0.0))
+    )
 }
 
 #[cfg(test)]

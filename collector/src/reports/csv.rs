@@ -6,7 +6,7 @@ use analytics::FunnelRow;
 use super::content::ReportData;
 
 /// The header, in column order.
-pub const COLUMNS: [&str; 13] = [
+pub const COLUMNS: [&str; 16] = [
     "week",
     "section",
     "key",
@@ -20,6 +20,9 @@ pub const COLUMNS: [&str; 13] = [
     "waste_cost",
     "currency",
     "effective_signal",
+    "energy_kwh",
+    "idle_energy_kwh",
+    "co2e_kg",
 ];
 
 use web::csv::{field, number as opt};
@@ -39,6 +42,9 @@ fn row(out: &mut String, d: &ReportData, section: &str, r: &FunnelRow) {
         format!("{:.4}", r.waste_cost),
         field(&d.currency),
         field(&r.effective_signal),
+        opt(r.energy.map(|e| e.kwh)),
+        opt(r.energy.map(|e| e.idle_kwh)),
+        opt(r.energy.and_then(|e| e.co2e_kg)),
     ];
     out.push_str(&cells.join(","));
     out.push_str("\r\n");

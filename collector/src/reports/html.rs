@@ -398,9 +398,10 @@ fn funnel(s: &mut String, d: &ReportData) {
     }
     let _ = write!(
         s,
-        "</tbody></table><p class=\"note\">Cost of allocations {}, of which waste {}. Effective use is {}.</p></section>",
+        "</tbody></table><p class=\"note\">Cost of allocations {}, of which waste {}.{} Effective use is {}.</p></section>",
         esc(&money(f.cost, &d.currency)),
         esc(&money(f.waste_cost, &d.currency)),
+        esc(&super::content::energy_sentence(f)),
         match f.effective_signal.as_str() {
             "sm_active" => "SM activity from DCGM",
             "gpu_util" => "NVML GPU utilization (an upper bound; no DCGM)",

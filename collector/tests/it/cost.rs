@@ -38,7 +38,10 @@ fn records(text: &str) -> Vec<Vec<String>> {
             (false, c) => cell.push(c),
         }
     }
-    assert!(!quoted && cell.is_empty() && row.is_empty(), "a record is cut short");
+    assert!(
+        !quoted && cell.is_empty() && row.is_empty(),
+        "a record is cut short"
+    );
     out
 }
 
@@ -61,7 +64,10 @@ fn parse_focus(text: &str) -> (usize, BTreeMap<String, f64>, Vec<Vec<String>>) {
 }
 
 fn close(a: f64, b: f64, what: &str) {
-    assert!((a - b).abs() <= 1e-6 * b.abs().max(1.0), "{what}: {a} against {b}");
+    assert!(
+        (a - b).abs() <= 1e-6 * b.abs().max(1.0),
+        "{what}: {a} against {b}"
+    );
 }
 
 #[tokio::test]
@@ -74,16 +80,23 @@ async fn a_scenarios_focus_rows_parse_and_add_up_to_the_funnel() {
     crate::analytics::load_with_teams(&t.store, &fleet, "cost", from, to, &team_of).await;
     let mut cfg = analytics::Config::default();
     cfg.carbon.g_per_kwh = Some(400.0);
-    cfg.carbon.clusters.insert(fleet.scenario.cluster.clone(), 250.0);
+    cfg.carbon
+        .clusters
+        .insert(fleet.scenario.cluster.clone(), 250.0);
     cfg.price_rules.push(analytics::prices::PriceRule {
         cluster: None,
         model: Some("H100".into()),
         sharing: Some(model::inventory::Sharing::Mig),
         price: 3.1,
     });
-    let (a, _) = collector::analysis::run(&t.store, &cfg, std::time::Duration::from_secs(2 * 86_400), to)
-        .await
-        .unwrap();
+    let (a, _) = collector::analysis::run(
+        &t.store,
+        &cfg,
+        std::time::Duration::from_secs(2 * 86_400),
+        to,
+    )
+    .await
+    .unwrap();
     let rows = cost::charges(&t.store, &cfg, from, to, &Only::default())
         .await
         .map_err(|e| format!("{e:?}"))
@@ -95,16 +108,42 @@ async fn a_scenarios_focus_rows_parse_and_add_up_to_the_funnel() {
     close(sums["BilledCost"], f.cost, "billed cost");
     close(sums["EffectiveCost"], f.cost, "effective cost");
     close(sums["x_IdleCost"], f.waste_cost, "idle cost");
-    close(sums["x_UsageBasedCost"], f.cost - f.waste_cost, "usage-based cost");
-    close(sums["ConsumedQuantity"], f.allocated_gpu_hours, "allocated GPU-hours");
-    close(sums["x_EffectiveGpuHours"], f.effective_gpu_hours, "effective GPU-hours");
-    let tenants_kwh: f64 = a.funnel.by_tenant.iter().filter_map(|r| r.energy).map(|e| e.kwh).sum();
+    close(
+        sums["x_UsageBasedCost"],
+        f.cost - f.waste_cost,
+        "usage-based cost",
+    );
+    close(
+        sums["ConsumedQuantity"],
+        f.allocated_gpu_hours,
+        "allocated GPU-hours",
+    );
+    close(
+        sums["x_EffectiveGpuHours"],
+        f.effective_gpu_hours,
+        "effective GPU-hours",
+    );
+    let tenants_kwh: f64 = a
+        .funnel
+        .by_tenant
+        .iter()
+        .filter_map(|r| r.energy)
+        .map(|e| e.kwh)
+        .sum();
     close(sums["x_EnergyKWh"], tenants_kwh, "energy charged");
-    let co2e: f64 = a.funnel.by_tenant.iter().filter_map(|r| r.energy?.co2e_kg).sum();
+    let co2e: f64 = a
+        .funnel
+        .by_tenant
+        .iter()
+        .filter_map(|r| r.energy?.co2e_kg)
+        .sum();
     close(sums["x_EmissionsKgCO2e"], co2e, "emissions");
     close(co2e, tenants_kwh * 0.25, "the cluster's 250 g/kWh");
     // Every team line's cost is its rows'.
-    let team_at = COLUMNS.iter().position(|c| c.name == "SubAccountName").unwrap();
+    let team_at = COLUMNS
+        .iter()
+        .position(|c| c.name == "SubAccountName")
+        .unwrap();
     let cost_at = COLUMNS.iter().position(|c| c.name == "BilledCost").unwrap();
     for line in &a.funnel.by_team {
         let mine: f64 = cells
@@ -117,15 +156,48 @@ async fn a_scenarios_focus_rows_parse_and_add_up_to_the_funnel() {
     // A day a row covers is within the range, and the billing period holds it.
     let at = |name: &str| COLUMNS.iter().position(|c| c.name == name).unwrap();
     for r in &cells {
-        assert!(r[at("ChargePeriodStart")] >= "2026-11-19T00:00:00Z".to_owned());
-        assert!(r[at("ChargePeriodEnd")] <= "2026-11-21T00:00:00Z".to_owned());
+        assert!(r[at("ChargePeriodStart")].as_str() >= "2026-11-19T00:00:00Z");
+        assert!(r[at("ChargePeriodEnd")].as_str() <= "2026-11-21T00:00:00Z");
         assert_eq!(r[at("BillingPeriodStart")], "2026-11-01T00:00:00Z");
         assert_eq!(r[at("BillingPeriodEnd")], "2026-12-01T00:00:00Z");
         assert_eq!(r[at("ChargeCategory")], "Usage");
     }
+    // Each sharing mechanism is charged its share, as attributed: a MIG slice, a time-slicing or
+    // MPS replica is a fraction of the GPU (not a whole one, as OpenCost charges replicas), and
+    // a GPU's tenants together are charged at most the whole GPU's day.
+    let mut per_gpu_day: BTreeMap<(String, i64), f64> = BTreeMap::new();
+    let mut fractional: BTreeMap<model::inventory::Sharing, usize> = BTreeMap::new();
+    for r in &rows {
+        let hours = (r.to_ms - r.from_ms) as f64 / 3.6e6;
+        *per_gpu_day.entry((r.gpu.clone(), r.from_ms)).or_default() += r.allocated_gpu_hours;
+        if r.allocated_gpu_hours > 0.0 && r.allocated_gpu_hours < 0.99 * hours {
+            *fractional.entry(r.sharing).or_default() += 1;
+        }
+    }
+    for ((gpu, day), held) in &per_gpu_day {
+        assert!(
+            *held <= 24.0 + 1e-6,
+            "{gpu} on {day}: {held} GPU-hours charged in a day"
+        );
+    }
+    for sharing in [
+        model::inventory::Sharing::Mig,
+        model::inventory::Sharing::TimeSlicing,
+    ] {
+        assert!(
+            fractional.get(&sharing).is_some_and(|n| *n > 0),
+            "{sharing}: {fractional:?}"
+        );
+    }
     // The price rule: MIG instances of H100s at 3.1.
-    let mig: Vec<_> = rows.iter().filter(|r| r.sharing == model::inventory::Sharing::Mig).collect();
-    assert!(mig.iter().all(|r| !r.model.contains("H100") || r.price == 3.1));
+    let mig: Vec<_> = rows
+        .iter()
+        .filter(|r| r.sharing == model::inventory::Sharing::Mig)
+        .collect();
+    assert!(
+        mig.iter()
+            .all(|r| !r.model.contains("H100") || r.price == 3.1)
+    );
     // Bounds.
     for (a_from, a_to) in [(to, to), (to - 32 * DAY_MS, to)] {
         assert!(matches!(
@@ -149,7 +221,9 @@ async fn a_scenarios_focus_rows_parse_and_add_up_to_the_funnel() {
         "#
     ))
     .unwrap();
-    let state = crate::support::default_state(t.store.clone()).with_access(access).unwrap();
+    let state = crate::support::default_state(t.store.clone())
+        .with_access(access)
+        .unwrap();
     let router = collector::router::router(state);
     let get = |uri: String, token: &'static str| {
         let router = router.clone();
@@ -160,8 +234,13 @@ async fn a_scenarios_focus_rows_parse_and_add_up_to_the_funnel() {
                 .unwrap();
             let resp = router.oneshot(req).await.unwrap();
             let status = resp.status();
-            let ct = resp.headers().get(header::CONTENT_TYPE).map(|v| v.to_str().unwrap().to_owned());
-            let b = axum::body::to_bytes(resp.into_body(), usize::MAX).await.unwrap();
+            let ct = resp
+                .headers()
+                .get(header::CONTENT_TYPE)
+                .map(|v| v.to_str().unwrap().to_owned());
+            let b = axum::body::to_bytes(resp.into_body(), usize::MAX)
+                .await
+                .unwrap();
             (status, ct, String::from_utf8(b.to_vec()).unwrap())
         }
     };
@@ -177,16 +256,27 @@ async fn a_scenarios_focus_rows_parse_and_add_up_to_the_funnel() {
     let (n_mine, _, mine_rows) = parse_focus(&mine);
     assert!(n_mine > 0 && n_mine < n, "{n_mine} of {n}");
     assert!(mine_rows.iter().all(|r| r[team_at] == "ml-research"));
-    let (_, _, other) = get(format!("/api/v1/cost/focus?{range}&team=inference"), ML_READER).await;
-    assert_eq!(parse_focus(&other).0, 0, "another team's rows stay out of scope");
+    let (_, _, other) = get(format!("/api/v1/cost/focus?{range}&team=media"), ML_READER).await;
+    assert_eq!(
+        parse_focus(&other).0,
+        0,
+        "another team's rows stay out of scope"
+    );
     for (q, want) in [
-        (format!("from={}&to={to}", to - 40 * DAY_MS), StatusCode::BAD_REQUEST),
+        (
+            format!("from={}&to={to}", to - 40 * DAY_MS),
+            StatusCode::BAD_REQUEST,
+        ),
         (format!("from={to}&to={from}"), StatusCode::BAD_REQUEST),
         (format!("{range}&cluster="), StatusCode::BAD_REQUEST),
         (format!("{range}&tenant=x"), StatusCode::BAD_REQUEST),
         ("from=yesterday".to_owned(), StatusCode::BAD_REQUEST),
     ] {
-        assert_eq!(get(format!("/api/v1/cost/focus?{q}"), FLEET_READER).await.0, want, "{q}");
+        assert_eq!(
+            get(format!("/api/v1/cost/focus?{q}"), FLEET_READER).await.0,
+            want,
+            "{q}"
+        );
     }
 }
 
@@ -217,7 +307,14 @@ fn names_that_look_like_formulas_stay_text() {
     close(sums["BilledCost"], 2.5, "cost");
     close(sums["x_IdleCost"], 1.25, "idle cost");
     for cell in &rows[0] {
-        assert!(!cell.starts_with(['=', '+', '-', '@', '\t', '\r']), "{cell:?} in {text}");
+        assert!(
+            !cell.starts_with(['=', '+', '-', '@', '\t', '\r']),
+            "{cell:?} in {text}"
+        );
     }
-    assert!(rows[0].iter().any(|c| c == "pod/\"quoted\",comma" || c.contains("quoted")));
+    assert!(
+        rows[0]
+            .iter()
+            .any(|c| c == "pod/\"quoted\",comma" || c.contains("quoted"))
+    );
 }

@@ -161,11 +161,15 @@ async fn heavy_a_weeks_report_matches_the_funnel_api() {
     let teams: f64 = data.teams.iter().map(|r| r.allocated_gpu_hours).sum();
     assert!(close(teams, data.fleet.allocated_gpu_hours));
 
-    // The CSV: documented header, 13 columns, the fleet row equal to the report.
+    // The CSV: documented header, 16 columns, the fleet row equal to the report.
     let lines: Vec<&str> = stored.csv.split("\r\n").filter(|l| !l.is_empty()).collect();
     assert_eq!(lines[0], reports::csv::COLUMNS.join(","));
     let fleet_row: Vec<&str> = lines[1].split(',').collect();
-    assert_eq!(fleet_row.len(), 13);
+    assert_eq!(fleet_row.len(), 16);
+    // The fleet's energy, drawn by the simulated GPUs' power; no grid intensity, no emissions.
+    let energy = data.fleet.energy.expect("the simulated GPUs report power");
+    assert!(close(fleet_row[13].parse::<f64>().unwrap(), energy.kwh));
+    assert_eq!(fleet_row[15], "");
     assert_eq!(&fleet_row[..3], ["2026-W46", "fleet", "all"].as_slice());
     assert!(close(
         fleet_row[4].parse::<f64>().unwrap(),

@@ -15,6 +15,41 @@ pub struct FunnelView {
     pub currency: String,
     pub effective_ratio: Option<f64>,
     pub signal: String,
+    /// The GPUs' energy over the window, where known.
+    pub energy: Option<EnergyFigures>,
+}
+
+/// What the fleet's GPUs drew, in kWh: in all, charged to allocations that ran no kernel, and
+/// charged to no tenant; with its emissions where a grid intensity is set.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct EnergyFigures {
+    pub kwh: f64,
+    pub idle_kwh: f64,
+    pub unallocated_kwh: f64,
+    pub co2e_kg: Option<f64>,
+}
+
+impl EnergyFigures {
+    /// The energy card's line under the figure.
+    fn line(&self) -> String {
+        let emissions = self.co2e_kg.map_or_else(
+            || "no grid intensity set for emissions".to_owned(),
+            |kg| format!("{} kg CO₂e", num(kg)),
+        );
+        format!(
+            "{emissions}; {} kWh on GPUs nobody held",
+            num(self.unallocated_kwh)
+        )
+    }
+
+    /// The idle energy card's line: its share of the whole.
+    fn idle_line(&self) -> String {
+        let share = (self.kwh > 0.0).then(|| self.idle_kwh / self.kwh);
+        format!(
+            "{} of the energy, drawn by allocated GPUs that ran no kernel",
+            pct(share)
+        )
+    }
 }
 
 /// A tenant in a top list.
@@ -488,6 +523,10 @@ pub fn overview(frame: Frame, v: OverviewView) -> String {
                 <div class="card">"Effective use"<b>{pct(f.effective_ratio)}</b><span>"of allocated GPU-hours"</span></div>
                 <div class="card">"Waste"<b>{if v.analysed { money(f.waste_cost, &f.currency) } else { "–".into() }}</b><span>{if v.analysed { format!("in the {}: {} GPU-h of {} allocated{}", v.window_length, num(f.waste), num(f.allocated), v.waste_per_month.clone().map(|m| format!("; {m} a month at this rate")).unwrap_or_default()) } else { "after the first analysis".into() }}</span></div>
                 <div class="card">"Cost"<b>{if v.analysed { money(f.cost, &f.currency) } else { "–".into() }}</b><span>"allocated GPU-hours × price"</span></div>
+                {f.energy.map(|e| view! {
+                    <div class="card">"Energy"<b>{format!("{} kWh", num(e.kwh))}</b><span>{e.line()}</span></div>
+                    <div class="card">"Energy on idle allocations"<b>{format!("{} kWh", num(e.idle_kwh))}</b><span>{e.idle_line()}</span></div>
+                })}
                 <div class="card">"GPUs freeable"<b>{if v.analysed { v.gpus_freeable.to_string() } else { "–".into() }}</b><span>{if v.analysed { view! { <a href="/recommendations">{v.plan_line.clone()}</a> }.into_any() } else { "after the first analysis".into_any() }}</span></div>
                 <div class="card">"Fleet"<b>{format!("{} GPUs", v.gpus)}</b><span><a href="/nodes">{format!("{} nodes", v.nodes)}</a></span></div>
                 <div class="card">"Alerts firing"<b>{v.firing_alerts}</b><span><a href="/alerts">"see alerts"</a></span></div>

@@ -71,14 +71,13 @@ pub async fn charges(
     only: &Only,
 ) -> Result<Vec<Charge>, Refused> {
     check_range(from, to)?;
-    let mut input = super::load_frame(store, Span::closed(from, to), &mut LoadStats::default())
-        .await?;
+    let mut input =
+        super::load_frame(store, Span::closed(from, to), &mut LoadStats::default()).await?;
     let scope = only.cluster.as_deref().map_or(Scope::Fleet, Scope::Cluster);
-    (input.gpu_hours, input.tenant_hours) =
-        store
-            .hour_series(scope, input.from_ms, input.to_ms)
-            .await
-            .map_err(anyhow::Error::from)?;
+    (input.gpu_hours, input.tenant_hours) = store
+        .hour_series(scope, input.from_ms, input.to_ms)
+        .await
+        .map_err(anyhow::Error::from)?;
     let holdings = analytics::holdings::take_holdings(&mut input);
     let rows: Vec<Charge> = analytics::focus::charges(&input, &holdings, cfg)
         .into_iter()
