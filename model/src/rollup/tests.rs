@@ -266,3 +266,71 @@ fn a_moment_sent_twice_counts_once() {
     assert_eq!((a.samples, a.alloc_n, a.processes_max), (10, 10, 1));
     assert_eq!(a.mem_used.max, Some(1 << 30));
 }
+
+#[test]
+fn a_gpus_energy_comes_from_its_counter_and_is_charged_by_use_then_by_allocation() {
+    // Two tenants time-slice a GPU drawing 200 J a second by its counter (its power reading
+    // says 300 W: the counter wins): for 60 s A works at 0.3, B at 0.1; for 60 s nobody works
+    // and both hold a quarter; for 60 s the GPU is unallocated.
+    let mut gpus = Vec::new();
+    let (mut allocs, mut procs) = (Vec::new(), Vec::new());
+    for s in 0..180i64 {
+        let ts = s * 1000;
+        let busy = s < 60;
+        gpus.push(RawGpu {
+            energy_j: Some(1_000_000.0 + 200.0 * s as f64),
+            power_w: Some(300.0),
+            ..raw(ts, if busy { 0.4 } else { 0.0 })
+        });
+        if s < 120 {
+            for (t, sm) in [("A", 0.3), ("B", 0.1)] {
+                allocs.push(RawAllocation {
+                    gpu_uuid: "G".into(),
+                    ..alloc(ts, t, None, 0.25)
+                });
+                procs.push(RawProcess {
+                    gpu_uuid: "G".into(),
+                    ..process(ts, t, None, Some(if busy { sm } else { 0.0 }))
+                });
+            }
+        }
+    }
+    let r = aggregate(HOUR_MS, &gpus, &allocs, &procs, &[]);
+    let g = &r.gpus[&("G".to_owned(), 0)];
+    // The first sample has no counter before it: its power reading stands in.
+    assert_eq!(g.energy_n, 180);
+    assert!(
+        (g.energy_j - (300.0 + 179.0 * 200.0)).abs() < 1e-6,
+        "{}",
+        g.energy_j
+    );
+    let t = |k: &str| &r.tenants[&("G".to_owned(), k.to_owned(), 0)];
+    let (a, b) = (t("A"), t("B"));
+    // Used: A 3/4 and B 1/4 of the first minute (the first second at 300 J); idle: a quarter
+    // each of the second minute, charged as idle energy.
+    let first = 300.0 + 59.0 * 200.0;
+    assert!(
+        (a.energy_j - (first * 0.75 + 60.0 * 200.0 * 0.25)).abs() < 1e-3,
+        "{}",
+        a.energy_j
+    );
+    assert!(
+        (b.energy_j - (first * 0.25 + 60.0 * 200.0 * 0.25)).abs() < 1e-3,
+        "{}",
+        b.energy_j
+    );
+    assert!((a.idle_energy_j - 3000.0).abs() < 1e-6 && (b.idle_energy_j - 3000.0).abs() < 1e-6);
+    // The rest — half the idle minute, the unallocated minute — stays with the pool.
+    let pool = g.energy_j - a.energy_j - b.energy_j;
+    assert!((pool - (6000.0 + 12_000.0)).abs() < 1e-3, "{pool}");
+    // Minutes merge into the hour's sums.
+    let hours = to_hours(&aggregate(MINUTE_MS, &gpus, &allocs, &procs, &[]));
+    let h = &hours.tenants[&("G".to_owned(), "A".to_owned(), 0)];
+    // One pass over the three minutes reads every rise, minute buckets or an hour's.
+    assert!(
+        (h.energy_j - a.energy_j).abs() < 1e-6,
+        "{} {}",
+        h.energy_j,
+        a.energy_j
+    );
+}
