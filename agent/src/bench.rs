@@ -48,8 +48,12 @@ pub fn run(
     };
     // Warm up (first NVML calls, allocations), then measure.
     let mut last = (0, 0, 0, 0);
+    // Each cycle is stamped an interval after the one before, as a running agent's are, so
+    // readings on a slower clock (the rare ones) are read as often per cycle as they would be.
+    let start = now_ms();
+    let step = interval.as_millis().max(1) as i64;
     let mut run_cycle = |i: u32, backend: &mut dyn GpuBackend| -> anyhow::Result<()> {
-        let ts = now_ms() + i64::from(i);
+        let ts = start + i64::from(i) * step;
         let (snap, tenants) = backend.sample(ts)?;
         let (g, p) = (snap.gpus.len(), snap.processes.len());
         let rows = snap.row_count();

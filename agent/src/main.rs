@@ -205,6 +205,11 @@ struct Source {
     /// inferred from the replica ids in use, which can undercount).
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..=1024))]
     time_slicing_replicas: Option<u32>,
+    /// How often the readings that change rarely — ECC counters, retired pages, remapped rows,
+    /// NVLink traffic — are read from the driver; repeated in the samples in between (NVLink
+    /// traffic as the mean rate since the last read). 0s reads them every sample.
+    #[arg(long, default_value = "30s", value_parser = rare_every)]
+    rare_every: std::time::Duration,
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -217,6 +222,15 @@ enum BackendKind {
 enum Format {
     Json,
     Table,
+}
+
+fn rare_every(s: &str) -> Result<std::time::Duration, String> {
+    let d = humantime::parse_duration(s)
+        .map_err(|e| format!("{s:?} is not a duration like 30s or 5m: {e}"))?;
+    if d > std::time::Duration::from_secs(3600) {
+        return Err("at most 1h: ECC errors must not wait longer to be seen".into());
+    }
+    Ok(d)
 }
 
 fn humantime_ms(s: &str) -> Result<u64, String> {
@@ -261,6 +275,7 @@ fn backend(source: &Source) -> anyhow::Result<Box<dyn GpuBackend>> {
             let procfs = ProcFs::new(&source.proc_root, Some(&source.passwd));
             let mut b = NvmlBackend::open(&source.nvml_lib, &source.cluster, &node, procfs)?;
             b.set_replicas(source.time_slicing_replicas);
+            b.set_rare_every(source.rare_every);
             b.set_cgroup_root((!source.no_slurm).then(|| source.cgroup_root.clone()));
             Ok(Box::new(b))
         }

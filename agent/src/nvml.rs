@@ -49,7 +49,28 @@ struct Gpu {
     nvlink_prev: Option<(i64, u64, u64)>,
     /// Its `/dev/nvidiaN` minor number (how Slurm numbers GPUs); None where NVML cannot tell.
     minor: Option<u32>,
+    /// The readings that change rarely, as last read ([`RARE_EVERY_MS`]).
+    rare: Option<Rare>,
 }
+
+/// Readings that change rarely — ECC counters, retired pages, remapped rows, NVLink traffic —
+/// read on a slower clock than the rest and repeated in between (NVLink traffic as the rate
+/// over the slower interval): on a real driver they are among the costlier calls. PCIe
+/// throughput is read on the same clock and reported in that sample only: NVML measures it
+/// by watching a byte counter for 20 ms (its documentation of `nvmlDeviceGetPcieThroughput`),
+/// so each of its two calls holds the cycle for 20 ms per GPU.
+#[derive(Debug, Clone, Copy, Default)]
+struct Rare {
+    at: UnixMillis,
+    ecc_corrected: Option<i64>,
+    ecc_uncorrected: Option<i64>,
+    retired_pages: Option<i32>,
+    remapped_rows: Option<i32>,
+    nvlink: Option<(i64, i64)>,
+}
+
+/// How often the rare readings are read again, by default (`--rare-every`).
+pub const RARE_EVERY_MS: i64 = 30_000;
 
 pub struct NvmlBackend {
     cluster: String,
@@ -69,6 +90,8 @@ pub struct NvmlBackend {
     hostnames: HashMap<u32, (i64, Option<String>)>,
     /// Slurm's GPU holdings, read from the cgroup tree when one is given.
     slurm: Option<SlurmWatch>,
+    /// How often the rare readings are read ([`Rare`]).
+    rare_every_ms: i64,
 }
 
 /// Where Slurm's job cgroups are, and the holdings last read from them.
@@ -130,7 +153,14 @@ impl NvmlBackend {
             replicas: None,
             hostnames: HashMap::new(),
             slurm: None,
+            rare_every_ms: RARE_EVERY_MS,
         })
+    }
+
+    /// Reads ECC counters, retired pages, remapped rows and NVLink traffic every `every`
+    /// (at least every sample) instead of every [`RARE_EVERY_MS`].
+    pub fn set_rare_every(&mut self, every: Duration) {
+        self.rare_every_ms = every.as_millis().clamp(0, i64::MAX as u128) as i64;
     }
 
     /// Replicas per time-sliced GPU (the device plugin's setting), instead of inferring them.
@@ -248,6 +278,7 @@ fn inventory(device: Device<'static>, index: u32, calls: &mut DriverCalls) -> an
         last_util_ts: 0,
         nvlink_prev: None,
         minor,
+        rare: None,
     })
 }
 
@@ -512,7 +543,15 @@ impl GpuBackend for NvmlBackend {
         for g in self.gpus.iter_mut().filter(|g| !g.lost) {
             let uuid = g.info.uuid.clone();
             let mut lost = false;
-            let sample = readings(g, &mut self.calls, &mut lost);
+            let mut sample = readings(g, &mut self.calls, &mut lost);
+            rare_readings(
+                g,
+                &mut self.calls,
+                &mut lost,
+                ts,
+                self.rare_every_ms,
+                &mut sample,
+            );
             if lost {
                 tracing::error!(gpu_uuid = %uuid, "GPU has fallen off the bus; no longer sampled");
                 g.lost = true;
@@ -575,7 +614,7 @@ fn readings(g: &mut Gpu, m: &mut DriverCalls, lost: &mut bool) -> GpuSample {
     } else {
         m.read(&uuid, "utilization", lost, || d.utilization_rates())
     };
-    let mut sample = GpuSample {
+    GpuSample {
         gpu_uuid: uuid.clone(),
         gpu_util: util.as_ref().map(|u| ratio(u.gpu)),
         mem_util: util.as_ref().map(|u| ratio(u.memory)),
@@ -603,26 +642,6 @@ fn readings(g: &mut Gpu, m: &mut DriverCalls, lost: &mut bool) -> GpuSample {
                 d.current_throttle_reasons()
             })
             .map(|r| r.bits() as i64),
-        pcie_rx_bytes_per_s: m
-            .read(&uuid, "pcie_rx", lost, || {
-                d.pcie_throughput(PcieUtilCounter::Receive)
-            })
-            .map(|kb| i64::from(kb) * 1024),
-        pcie_tx_bytes_per_s: m
-            .read(&uuid, "pcie_tx", lost, || {
-                d.pcie_throughput(PcieUtilCounter::Send)
-            })
-            .map(|kb| i64::from(kb) * 1024),
-        ecc_corrected: m
-            .read(&uuid, "ecc", lost, || {
-                d.total_ecc_errors(MemoryError::Corrected, EccCounter::Volatile)
-            })
-            .map(|v| v as i64),
-        ecc_uncorrected: m
-            .read(&uuid, "ecc", lost, || {
-                d.total_ecc_errors(MemoryError::Uncorrected, EccCounter::Volatile)
-            })
-            .map(|v| v as i64),
         enc_util: if g.info.mig_enabled {
             None
         } else {
@@ -636,14 +655,56 @@ fn readings(g: &mut Gpu, m: &mut DriverCalls, lost: &mut bool) -> GpuSample {
                 .map(|u| ratio(u.utilization))
         },
         ..GpuSample::default()
-    };
-    sample.retired_pages = m.read(&uuid, "retired_pages", lost, || retired_pages(d));
-    sample.remapped_rows = m.read(&uuid, "remapped_rows", lost, || remapped_rows(d));
-    if let Some(Some((tx, rx))) = m.read(&uuid, "nvlink", lost, || nvlink(d, &mut g.nvlink_prev)) {
+    }
+}
+
+/// Fills the rare readings of `sample` ([`Rare`]): read again when `every_ms` has passed since
+/// they were (or the clock went back), else as last read.
+fn rare_readings(
+    g: &mut Gpu,
+    m: &mut DriverCalls,
+    lost: &mut bool,
+    ts: UnixMillis,
+    every_ms: i64,
+    sample: &mut GpuSample,
+) {
+    let due = g.rare.is_none_or(|r| ts - r.at >= every_ms || ts < r.at);
+    if due {
+        let uuid = g.info.uuid.clone();
+        let d = &g.device;
+        let ecc = |m: &mut DriverCalls, lost: &mut bool, kind| {
+            m.read(&uuid, "ecc", lost, || {
+                d.total_ecc_errors(kind, EccCounter::Volatile)
+            })
+            .map(|v| v as i64)
+        };
+        let rare = Rare {
+            at: ts,
+            ecc_corrected: ecc(m, lost, MemoryError::Corrected),
+            ecc_uncorrected: ecc(m, lost, MemoryError::Uncorrected),
+            retired_pages: m.read(&uuid, "retired_pages", lost, || retired_pages(d)),
+            remapped_rows: m.read(&uuid, "remapped_rows", lost, || remapped_rows(d)),
+            nvlink: m
+                .read(&uuid, "nvlink", lost, || nvlink(d, &mut g.nvlink_prev))
+                .flatten(),
+        };
+        g.rare = Some(rare);
+        let pcie = |m: &mut DriverCalls, lost: &mut bool, field, counter| {
+            m.read(&uuid, field, lost, || d.pcie_throughput(counter))
+                .map(|kb| i64::from(kb) * 1024)
+        };
+        sample.pcie_rx_bytes_per_s = pcie(m, lost, "pcie_rx", PcieUtilCounter::Receive);
+        sample.pcie_tx_bytes_per_s = pcie(m, lost, "pcie_tx", PcieUtilCounter::Send);
+    }
+    let Some(r) = g.rare else { return };
+    sample.ecc_corrected = r.ecc_corrected;
+    sample.ecc_uncorrected = r.ecc_uncorrected;
+    sample.retired_pages = r.retired_pages;
+    sample.remapped_rows = r.remapped_rows;
+    if let Some((tx, rx)) = r.nvlink {
         sample.nvlink_tx_bytes_per_s = Some(tx);
         sample.nvlink_rx_bytes_per_s = Some(rx);
     }
-    sample
 }
 
 /// Per-process shares since the previous call, and whether they are known: no sample for a

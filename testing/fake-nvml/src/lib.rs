@@ -9,6 +9,7 @@
 //! makes a device answer `NVML_ERROR_GPU_IS_LOST` once it has been sampled that many times (a
 //! GPU falling off the bus); `xid` queues XID events after a number of samples. A "sample" is
 //! one `nvmlDeviceGetTemperature` call (made once per sampling cycle, not by inventory).
+//! `GPULENS_FAKE_NVML_LATENCY` makes calls cost what a real driver's do (`latency.rs`).
 
 // Every export is a C entry point whose pointer contract is NVML's own (out-pointers are
 // checked for null here); no Rust code calls them.
@@ -26,6 +27,7 @@ use std::sync::Mutex;
 use nvml_wrapper_sys::bindings::*;
 
 mod fixture;
+mod latency;
 
 use fixture::{Device, Fixture, MigDevice, Process};
 
@@ -114,11 +116,13 @@ fn write_str(s: &str, buf: *mut c_char, len: c_uint) -> nvmlReturn_t {
 
 #[unsafe(no_mangle)]
 pub extern "C" fn nvmlInit_v2() -> nvmlReturn_t {
+    latency::spend("nvmlInit_v2");
     nvmlInitWithFlags(0)
 }
 
 #[unsafe(no_mangle)]
 pub extern "C" fn nvmlInitWithFlags(_flags: c_uint) -> nvmlReturn_t {
+    latency::spend("nvmlInitWithFlags");
     let Ok(path) = std::env::var("GPULENS_FAKE_NVML_FIXTURE") else {
         return DRIVER_NOT_LOADED;
     };
@@ -150,12 +154,14 @@ pub extern "C" fn nvmlInitWithFlags(_flags: c_uint) -> nvmlReturn_t {
 
 #[unsafe(no_mangle)]
 pub extern "C" fn nvmlShutdown() -> nvmlReturn_t {
+    latency::spend("nvmlShutdown");
     *STATE.lock().unwrap_or_else(|e| e.into_inner()) = None;
     SUCCESS
 }
 
 #[unsafe(no_mangle)]
 pub extern "C" fn nvmlSystemGetDriverVersion(buf: *mut c_char, len: c_uint) -> nvmlReturn_t {
+    latency::spend("nvmlSystemGetDriverVersion");
     let guard = STATE.lock().unwrap_or_else(|e| e.into_inner());
     match guard.as_ref() {
         Some(s) => write_str(&s.fixture.driver_version, buf, len),
@@ -165,6 +171,7 @@ pub extern "C" fn nvmlSystemGetDriverVersion(buf: *mut c_char, len: c_uint) -> n
 
 #[unsafe(no_mangle)]
 pub extern "C" fn nvmlDeviceGetCount_v2(count: *mut c_uint) -> nvmlReturn_t {
+    latency::spend("nvmlDeviceGetCount_v2");
     let guard = STATE.lock().unwrap_or_else(|e| e.into_inner());
     match guard.as_ref() {
         Some(s) => opt(Some(s.fixture.devices.len() as c_uint), count),
@@ -177,6 +184,7 @@ pub extern "C" fn nvmlDeviceGetHandleByIndex_v2(
     index: c_uint,
     out: *mut nvmlDevice_t,
 ) -> nvmlReturn_t {
+    latency::spend("nvmlDeviceGetHandleByIndex_v2");
     let guard = STATE.lock().unwrap_or_else(|e| e.into_inner());
     match guard.as_ref() {
         Some(s) if (index as usize) < s.fixture.devices.len() => {
@@ -193,6 +201,7 @@ pub extern "C" fn nvmlDeviceGetUUID(
     buf: *mut c_char,
     len: c_uint,
 ) -> nvmlReturn_t {
+    latency::spend("nvmlDeviceGetUUID");
     with_device(h, |d, m| {
         write_str(m.map_or(&d.uuid, |m| &m.uuid), buf, len)
     })
@@ -204,6 +213,7 @@ pub extern "C" fn nvmlDeviceGetName(
     buf: *mut c_char,
     len: c_uint,
 ) -> nvmlReturn_t {
+    latency::spend("nvmlDeviceGetName");
     with_device(h, |d, m| match m {
         Some(m) => write_str(&format!("{} MIG {}", d.name, m.profile), buf, len),
         None => write_str(&d.name, buf, len),
@@ -212,12 +222,14 @@ pub extern "C" fn nvmlDeviceGetName(
 
 #[unsafe(no_mangle)]
 pub extern "C" fn nvmlDeviceGetIndex(h: nvmlDevice_t, out: *mut c_uint) -> nvmlReturn_t {
+    latency::spend("nvmlDeviceGetIndex");
     let idx = decode(h).map(|(d, _)| d as c_uint);
     with_device(h, |_, _| opt(idx, out))
 }
 
 #[unsafe(no_mangle)]
 pub extern "C" fn nvmlDeviceGetMinorNumber(h: nvmlDevice_t, out: *mut c_uint) -> nvmlReturn_t {
+    latency::spend("nvmlDeviceGetMinorNumber");
     let idx = decode(h).map(|(d, _)| d as c_uint);
     with_device(h, |d, _| opt(d.minor.or(idx), out))
 }
@@ -227,6 +239,7 @@ pub extern "C" fn nvmlDeviceGetPciInfo_v3(
     h: nvmlDevice_t,
     out: *mut nvmlPciInfo_t,
 ) -> nvmlReturn_t {
+    latency::spend("nvmlDeviceGetPciInfo_v3");
     with_device(h, |d, _| {
         if out.is_null() {
             return INVALID;
@@ -248,6 +261,7 @@ pub extern "C" fn nvmlDeviceGetMemoryInfo_v2(
     h: nvmlDevice_t,
     out: *mut nvmlMemory_v2_t,
 ) -> nvmlReturn_t {
+    latency::spend("nvmlDeviceGetMemoryInfo_v2");
     with_device(h, |d, m| {
         let (total, used) = m.map_or((d.memory_total, d.memory_used), |m| {
             (m.memory_total, m.memory_used)
@@ -270,6 +284,7 @@ pub extern "C" fn nvmlDeviceGetUtilizationRates(
     h: nvmlDevice_t,
     out: *mut nvmlUtilization_t,
 ) -> nvmlReturn_t {
+    latency::spend("nvmlDeviceGetUtilizationRates");
     with_device(h, |d, m| match (m, d.utilization) {
         (None, Some([gpu, memory])) => opt(Some(nvmlUtilization_t { gpu, memory }), out),
         _ => NOT_SUPPORTED,
@@ -278,6 +293,7 @@ pub extern "C" fn nvmlDeviceGetUtilizationRates(
 
 #[unsafe(no_mangle)]
 pub extern "C" fn nvmlDeviceGetPowerUsage(h: nvmlDevice_t, out: *mut c_uint) -> nvmlReturn_t {
+    latency::spend("nvmlDeviceGetPowerUsage");
     with_device(h, |d, _| opt(d.power_mw, out))
 }
 
@@ -286,6 +302,7 @@ pub extern "C" fn nvmlDeviceGetTotalEnergyConsumption(
     h: nvmlDevice_t,
     out: *mut c_ulonglong,
 ) -> nvmlReturn_t {
+    latency::spend("nvmlDeviceGetTotalEnergyConsumption");
     // A real counter rises by what the GPU draws: the fixture's reading at load, plus its power
     // reading over the time since (so an agent's deltas are the fixture's power × time).
     let elapsed_ms = STATE
@@ -305,6 +322,7 @@ pub extern "C" fn nvmlDeviceGetTemperature(
     _sensor: nvmlTemperatureSensors_t,
     out: *mut c_uint,
 ) -> nvmlReturn_t {
+    latency::spend("nvmlDeviceGetTemperature");
     // A sample of a physical device: count it (for lost_after and xid) before answering.
     if let Some((d, None)) = decode(h) {
         let mut guard = STATE.lock().unwrap_or_else(|e| e.into_inner());
@@ -330,6 +348,7 @@ pub extern "C" fn nvmlDeviceGetClockInfo(
     clock: nvmlClockType_t,
     out: *mut c_uint,
 ) -> nvmlReturn_t {
+    latency::spend("nvmlDeviceGetClockInfo");
     with_device(h, |d, _| match clock {
         nvmlClockType_enum_NVML_CLOCK_SM | nvmlClockType_enum_NVML_CLOCK_GRAPHICS => {
             opt(d.sm_clock_mhz, out)
@@ -344,6 +363,7 @@ pub extern "C" fn nvmlDeviceGetCurrentClocksThrottleReasons(
     h: nvmlDevice_t,
     out: *mut c_ulonglong,
 ) -> nvmlReturn_t {
+    latency::spend("nvmlDeviceGetCurrentClocksThrottleReasons");
     with_device(h, |d, _| opt(d.throttle_reasons, out))
 }
 
@@ -353,6 +373,7 @@ pub extern "C" fn nvmlDeviceGetPcieThroughput(
     counter: nvmlPcieUtilCounter_t,
     out: *mut c_uint,
 ) -> nvmlReturn_t {
+    latency::spend("nvmlDeviceGetPcieThroughput");
     with_device(h, |d, _| match counter {
         nvmlPcieUtilCounter_enum_NVML_PCIE_UTIL_TX_BYTES => opt(d.pcie_tx_kbs, out),
         nvmlPcieUtilCounter_enum_NVML_PCIE_UTIL_RX_BYTES => opt(d.pcie_rx_kbs, out),
@@ -367,6 +388,7 @@ pub extern "C" fn nvmlDeviceGetTotalEccErrors(
     _counter: nvmlEccCounterType_t,
     out: *mut c_ulonglong,
 ) -> nvmlReturn_t {
+    latency::spend("nvmlDeviceGetTotalEccErrors");
     with_device(h, |d, _| match error_type {
         nvmlMemoryErrorType_enum_NVML_MEMORY_ERROR_TYPE_CORRECTED => opt(d.ecc_corrected, out),
         _ => opt(d.ecc_uncorrected, out),
@@ -395,6 +417,7 @@ pub extern "C" fn nvmlDeviceGetEncoderUtilization(
     util: *mut c_uint,
     period: *mut c_uint,
 ) -> nvmlReturn_t {
+    latency::spend("nvmlDeviceGetEncoderUtilization");
     codec_utilization(h, |d| d.encoder_util, util, period)
 }
 
@@ -404,6 +427,7 @@ pub extern "C" fn nvmlDeviceGetDecoderUtilization(
     util: *mut c_uint,
     period: *mut c_uint,
 ) -> nvmlReturn_t {
+    latency::spend("nvmlDeviceGetDecoderUtilization");
     codec_utilization(h, |d| d.decoder_util, util, period)
 }
 
@@ -454,6 +478,7 @@ pub extern "C" fn nvmlDeviceGetComputeRunningProcesses_v3(
     count: *mut c_uint,
     infos: *mut nvmlProcessInfo_t,
 ) -> nvmlReturn_t {
+    latency::spend("nvmlDeviceGetComputeRunningProcesses_v3");
     list_processes(h, false, count, infos)
 }
 
@@ -463,6 +488,7 @@ pub extern "C" fn nvmlDeviceGetMPSComputeRunningProcesses_v3(
     count: *mut c_uint,
     infos: *mut nvmlProcessInfo_t,
 ) -> nvmlReturn_t {
+    latency::spend("nvmlDeviceGetMPSComputeRunningProcesses_v3");
     list_processes(h, true, count, infos)
 }
 
@@ -473,6 +499,7 @@ pub extern "C" fn nvmlDeviceGetProcessUtilization(
     count: *mut c_uint,
     last_seen: c_ulonglong,
 ) -> nvmlReturn_t {
+    latency::spend("nvmlDeviceGetProcessUtilization");
     with_device(h, |d, m| {
         if m.is_some() || !d.mig.is_empty() || !d.process_utilization_supported {
             // Per-process utilization is not available under MIG.
@@ -522,6 +549,7 @@ pub extern "C" fn nvmlDeviceGetMigMode(
     current: *mut c_uint,
     pending: *mut c_uint,
 ) -> nvmlReturn_t {
+    latency::spend("nvmlDeviceGetMigMode");
     with_device(h, |d, m| {
         if m.is_some() {
             return NOT_SUPPORTED;
@@ -540,6 +568,7 @@ pub extern "C" fn nvmlDeviceGetMaxMigDeviceCount(
     h: nvmlDevice_t,
     out: *mut c_uint,
 ) -> nvmlReturn_t {
+    latency::spend("nvmlDeviceGetMaxMigDeviceCount");
     with_device(h, |d, _| {
         if d.mig.is_empty() {
             NOT_SUPPORTED
@@ -555,6 +584,7 @@ pub extern "C" fn nvmlDeviceGetMigDeviceHandleByIndex(
     index: c_uint,
     out: *mut nvmlDevice_t,
 ) -> nvmlReturn_t {
+    latency::spend("nvmlDeviceGetMigDeviceHandleByIndex");
     let dev = decode(h).map(|(d, _)| d);
     with_device(h, |d, m| {
         if m.is_some() {
@@ -570,11 +600,13 @@ pub extern "C" fn nvmlDeviceGetMigDeviceHandleByIndex(
 
 #[unsafe(no_mangle)]
 pub extern "C" fn nvmlDeviceIsMigDeviceHandle(h: nvmlDevice_t, out: *mut c_uint) -> nvmlReturn_t {
+    latency::spend("nvmlDeviceIsMigDeviceHandle");
     with_device(h, |_, m| opt(Some(c_uint::from(m.is_some())), out))
 }
 
 #[unsafe(no_mangle)]
 pub extern "C" fn nvmlDeviceGetGpuInstanceId(h: nvmlDevice_t, out: *mut c_uint) -> nvmlReturn_t {
+    latency::spend("nvmlDeviceGetGpuInstanceId");
     with_device(h, |_, m| m.map_or(INVALID, |m| opt(Some(m.gi_id), out)))
 }
 
@@ -583,6 +615,7 @@ pub extern "C" fn nvmlDeviceGetComputeInstanceId(
     h: nvmlDevice_t,
     out: *mut c_uint,
 ) -> nvmlReturn_t {
+    latency::spend("nvmlDeviceGetComputeInstanceId");
     with_device(h, |_, m| m.map_or(INVALID, |m| opt(Some(m.ci_id), out)))
 }
 
@@ -590,11 +623,13 @@ pub extern "C" fn nvmlDeviceGetComputeInstanceId(
 
 #[unsafe(no_mangle)]
 pub extern "C" fn nvmlEventSetCreate(out: *mut nvmlEventSet_t) -> nvmlReturn_t {
+    latency::spend("nvmlEventSetCreate");
     opt(Some(1usize as nvmlEventSet_t), out)
 }
 
 #[unsafe(no_mangle)]
 pub extern "C" fn nvmlEventSetFree(_set: nvmlEventSet_t) -> nvmlReturn_t {
+    latency::spend("nvmlEventSetFree");
     SUCCESS
 }
 
@@ -603,6 +638,7 @@ pub extern "C" fn nvmlDeviceGetSupportedEventTypes(
     h: nvmlDevice_t,
     out: *mut c_ulonglong,
 ) -> nvmlReturn_t {
+    latency::spend("nvmlDeviceGetSupportedEventTypes");
     with_device(h, |_, _| {
         opt(Some(c_ulonglong::from(nvmlEventTypeXidCriticalError)), out)
     })
@@ -614,6 +650,7 @@ pub extern "C" fn nvmlDeviceRegisterEvents(
     _types: c_ulonglong,
     _set: nvmlEventSet_t,
 ) -> nvmlReturn_t {
+    latency::spend("nvmlDeviceRegisterEvents");
     with_device(h, |_, _| SUCCESS)
 }
 
@@ -623,6 +660,7 @@ pub extern "C" fn nvmlEventSetWait_v2(
     data: *mut nvmlEventData_t,
     timeout_ms: c_uint,
 ) -> nvmlReturn_t {
+    latency::spend("nvmlEventSetWait_v2");
     let next = {
         let mut guard = STATE.lock().unwrap_or_else(|e| e.into_inner());
         match guard.as_mut() {
@@ -696,6 +734,7 @@ pub extern "C" fn nvmlDeviceGetRetiredPages(
     count: *mut c_uint,
     addresses: *mut c_ulonglong,
 ) -> nvmlReturn_t {
+    latency::spend("nvmlDeviceGetRetiredPages");
     retired_pages(h, cause, count, addresses, std::ptr::null_mut())
 }
 
@@ -707,6 +746,7 @@ pub extern "C" fn nvmlDeviceGetRetiredPages_v2(
     addresses: *mut c_ulonglong,
     timestamps: *mut c_ulonglong,
 ) -> nvmlReturn_t {
+    latency::spend("nvmlDeviceGetRetiredPages_v2");
     retired_pages(h, cause, count, addresses, timestamps)
 }
 
@@ -718,6 +758,7 @@ pub extern "C" fn nvmlDeviceGetRemappedRows(
     pending: *mut c_uint,
     failure: *mut c_uint,
 ) -> nvmlReturn_t {
+    latency::spend("nvmlDeviceGetRemappedRows");
     with_device(h, |d, _| {
         let Some([c, u]) = d.remapped_rows else {
             return NOT_SUPPORTED;
@@ -742,6 +783,7 @@ pub extern "C" fn nvmlDeviceGetFieldValues(
     count: std::ffi::c_int,
     values: *mut nvmlFieldValue_t,
 ) -> nvmlReturn_t {
+    latency::spend("nvmlDeviceGetFieldValues");
     let elapsed = {
         let guard = STATE.lock().unwrap_or_else(|e| e.into_inner());
         guard
@@ -804,6 +846,7 @@ pub extern "C" fn nvmlDeviceGetGpuInstances(
     instances: *mut nvmlGpuInstance_t,
     count: *mut c_uint,
 ) -> nvmlReturn_t {
+    latency::spend("nvmlDeviceGetGpuInstances");
     let dev = decode(h).map(|(d, _)| d);
     with_device(h, |d, m| {
         if m.is_some() || d.mig.is_empty() {
@@ -829,6 +872,7 @@ pub extern "C" fn nvmlGpuInstanceGetInfo(
     gi: nvmlGpuInstance_t,
     info: *mut nvmlGpuInstanceInfo_t,
 ) -> nvmlReturn_t {
+    latency::spend("nvmlGpuInstanceGetInfo");
     let v = (gi as usize).wrapping_sub(0x10_0000);
     let (Some(dev), Some(slot)) = ((v >> 8).checked_sub(1), (v & 0xff).checked_sub(1)) else {
         return INVALID;
