@@ -27,6 +27,7 @@ use nvml_wrapper::error::NvmlError;
 use nvml_wrapper::{Device, Nvml};
 
 use crate::driver_calls::DriverCalls;
+use crate::process_utilization::ProcessUtilization;
 
 use crate::attribution::ProcFs;
 use crate::backend::GpuBackend;
@@ -45,6 +46,8 @@ struct Gpu {
     lost: bool,
     /// Timestamp (µs) of the newest per-process utilization sample seen.
     last_util_ts: u64,
+    /// The buffer per-process utilization is read into.
+    util: ProcessUtilization,
     /// The previous NVLink counters: (timestamp µs, tx KiB, rx KiB).
     nvlink_prev: Option<(i64, u64, u64)>,
     /// Its `/dev/nvidiaN` minor number (how Slurm numbers GPUs); None where NVML cannot tell.
@@ -276,6 +279,7 @@ fn inventory(device: Device<'static>, index: u32, calls: &mut DriverCalls) -> an
         migs,
         lost,
         last_util_ts: 0,
+        util: ProcessUtilization::default(),
         nvlink_prev: None,
         minor,
         rare: None,
@@ -717,20 +721,20 @@ fn process_shares(g: &mut Gpu, m: &mut DriverCalls, lost: &mut bool) -> Shares {
     let mut shares_known = false;
     if !g.info.mig_enabled {
         let started = Instant::now();
-        let stats = d.process_utilization_stats(g.last_util_ts);
+        let stats = g.util.since(d, g.last_util_ts);
         m.count("process_utilization", started);
         match stats {
             Ok(samples) => {
                 shares_known = true;
                 for s in samples {
-                    g.last_util_ts = g.last_util_ts.max(s.timestamp);
+                    g.last_util_ts = g.last_util_ts.max(s.timeStamp);
                     shares.insert(
                         s.pid,
                         (
-                            ratio(s.sm_util),
-                            ratio(s.mem_util),
-                            ratio(s.enc_util),
-                            ratio(s.dec_util),
+                            ratio(s.smUtil),
+                            ratio(s.memUtil),
+                            ratio(s.encUtil),
+                            ratio(s.decUtil),
                         ),
                     );
                 }
