@@ -1,4 +1,4 @@
-//! Cost exports: a scenario's two days as FOCUS 1.2 rows that parse with the specification's
+//! Cost exports: the demo scenario's week as FOCUS 1.2 rows that parse with the specification's
 //! column names and types, whose cost, idle cost, energy and emissions add up to the
 //! analysis' funnel of the same range; `/api/v1/cost/focus` with its bounds and team scope;
 //! text cells that cannot run as spreadsheet formulas.
@@ -75,7 +75,7 @@ async fn a_scenarios_focus_rows_parse_and_add_up_to_the_funnel() {
     let t = crate::support::sqlite().await;
     let fleet = crate::analytics::default_fleet();
     let to = 1_795_219_200_000; // 2026-11-21T00:00:00Z
-    let from = to - 2 * DAY_MS;
+    let from = to - 7 * DAY_MS;
     let team_of = |t: &model::Tenant| t.namespace.clone();
     crate::analytics::load_with_teams(&t.store, &fleet, "cost", from, to, &team_of).await;
     let mut cfg = analytics::Config::default();
@@ -92,7 +92,7 @@ async fn a_scenarios_focus_rows_parse_and_add_up_to_the_funnel() {
     let (a, _) = collector::analysis::run(
         &t.store,
         &cfg,
-        std::time::Duration::from_secs(2 * 86_400),
+        std::time::Duration::from_secs(7 * 86_400),
         to,
     )
     .await
@@ -156,7 +156,7 @@ async fn a_scenarios_focus_rows_parse_and_add_up_to_the_funnel() {
     // A day a row covers is within the range, and the billing period holds it.
     let at = |name: &str| COLUMNS.iter().position(|c| c.name == name).unwrap();
     for r in &cells {
-        assert!(r[at("ChargePeriodStart")].as_str() >= "2026-11-19T00:00:00Z");
+        assert!(r[at("ChargePeriodStart")].as_str() >= "2026-11-14T00:00:00Z");
         assert!(r[at("ChargePeriodEnd")].as_str() <= "2026-11-21T00:00:00Z");
         assert_eq!(r[at("BillingPeriodStart")], "2026-11-01T00:00:00Z");
         assert_eq!(r[at("BillingPeriodEnd")], "2026-12-01T00:00:00Z");
