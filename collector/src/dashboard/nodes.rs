@@ -333,6 +333,7 @@ fn node_row(
             })
             .unwrap_or_else(|| "unknown".into()),
         last_sample: n.last_sample_ms.map(time).unwrap_or_else(|| "never".into()),
+        energy_kwh: f.and_then(|r| r.energy).map(|e| e.kwh),
     }
 }
 

@@ -14,6 +14,8 @@ pub struct NodeRow {
     pub util: Option<f64>,
     pub class: String,
     pub last_sample: String,
+    /// kWh its GPUs drew in the analysed window, where known.
+    pub energy_kwh: Option<f64>,
 }
 
 /// The nodes table: the node (its link) and its GPU utilization first, as on a phone they
@@ -22,6 +24,10 @@ pub fn nodes(frame: Frame, rows: Vec<NodeRow>, query: String, sort: Sort) -> Str
     document(frame, Nav::Nodes, move || {
         let empty = rows.is_empty();
         let gpus: i64 = rows.iter().map(|n| n.gpus).sum();
+        let energy = rows
+            .iter()
+            .filter_map(|n| n.energy_kwh)
+            .reduce(|a, b| a + b);
         let shown = rows.len();
         let body = rows
             .into_iter()
@@ -41,6 +47,7 @@ pub fn nodes(frame: Frame, rows: Vec<NodeRow>, query: String, sort: Sort) -> Str
                         <td>{n.models}</td>
                         <td>{n.sharing_words}</td>
                         <td>{n.cluster}</td>
+                        <td class="n">{n.energy_kwh.map_or("–".into(), num)}</td>
                         <td class="t">{n.last_sample}</td>
                     </tr>
                 }
@@ -58,15 +65,15 @@ pub fn nodes(frame: Frame, rows: Vec<NodeRow>, query: String, sort: Sort) -> Str
                 <button type="submit">"Filter"</button>
             </form>
             <div class="scroll"><table>
-                <caption>"Every node that reports, with its GPU utilization over the last 24 hours and its utilization class from the analysis."</caption>
+                <caption>"Every node that reports, with its GPU utilization over the last 24 hours, and its utilization class and the energy its GPUs drew from the analysis."</caption>
                 <thead><tr>
                     {th("Node", "node", &sort, false)}{th("GPU util (24\u{a0}h)", "util", &sort, true)}{th("Status", "status", &sort, false)}
                     {th("GPUs", "gpus", &sort, true)}{th("Class", "class", &sort, false)}<th scope="col">"Models"</th><th scope="col">"Sharing"</th>
-                    {th("Cluster", "cluster", &sort, false)}{th("Last sample (UTC)", "last", &sort, false)}
+                    {th("Cluster", "cluster", &sort, false)}<th scope="col" class="n">"Energy (kWh)"</th>{th("Last sample (UTC)", "last", &sort, false)}
                 </tr></thead>
-                <tbody>{if empty { none_row(9, why) } else { body.into_any() }}</tbody>
+                <tbody>{if empty { none_row(10, why) } else { body.into_any() }}</tbody>
                 {(!empty).then(|| view! {
-                    <tfoot><tr><th scope="row">{format!("Total, {}", model::figures::count(shown as f64, "node", "nodes"))}</th><td></td><td></td><td class="n">{gpus}</td><td></td><td></td><td></td><td></td><td></td></tr></tfoot>
+                    <tfoot><tr><th scope="row">{format!("Total, {}", model::figures::count(shown as f64, "node", "nodes"))}</th><td></td><td></td><td class="n">{gpus}</td><td></td><td></td><td></td><td></td><td class="n">{energy.map_or("–".into(), num)}</td><td></td></tr></tfoot>
                 })}
             </table></div>
             {csv_link("/nodes", &sort)}
@@ -88,6 +95,7 @@ pub fn nodes_csv(rows: &[NodeRow]) -> String {
             "Models",
             "Sharing",
             "Cluster",
+            "Energy (kWh)",
             "Last sample (UTC)",
         ],
         rows.iter().map(|n| {
@@ -100,6 +108,7 @@ pub fn nodes_csv(rows: &[NodeRow]) -> String {
                 field(&n.models),
                 field(&n.sharing_words),
                 field(&n.cluster),
+                number(n.energy_kwh),
                 field(&n.last_sample),
             ]
         }),
