@@ -17,6 +17,7 @@ pub mod listen;
 pub mod metrics;
 pub mod nfd;
 pub mod nvml;
+mod process_lists;
 mod process_utilization;
 pub mod report;
 pub mod runner;

@@ -27,6 +27,7 @@ use nvml_wrapper::error::NvmlError;
 use nvml_wrapper::{Device, Nvml};
 
 use crate::driver_calls::DriverCalls;
+use crate::process_lists::{List, ProcessLists};
 use crate::process_utilization::ProcessUtilization;
 
 use crate::attribution::ProcFs;
@@ -48,6 +49,8 @@ struct Gpu {
     last_util_ts: u64,
     /// The buffer per-process utilization is read into.
     util: ProcessUtilization,
+    /// The buffers its process lists are read into.
+    lists: ProcessLists,
     /// The previous NVLink counters: (timestamp µs, tx KiB, rx KiB).
     nvlink_prev: Option<(i64, u64, u64)>,
     /// Its `/dev/nvidiaN` minor number (how Slurm numbers GPUs); None where NVML cannot tell.
@@ -280,6 +283,7 @@ fn inventory(device: Device<'static>, index: u32, calls: &mut DriverCalls) -> an
         lost,
         last_util_ts: 0,
         util: ProcessUtilization::default(),
+        lists: ProcessLists::default(),
         nvlink_prev: None,
         minor,
         rare: None,
@@ -767,7 +771,7 @@ struct Attribution<'a> {
 
 /// One GPU's compute and MPS processes, with their shares and tenants.
 fn processes(
-    g: &Gpu,
+    g: &mut Gpu,
     m: &mut DriverCalls,
     lost: &mut bool,
     shares: Shares,
@@ -782,14 +786,12 @@ fn processes(
         (
             ProcessKind::Compute,
             m.read(&uuid, "compute_processes", lost, || {
-                d.running_compute_processes()
+                g.lists.read(d, List::Compute)
             }),
         ),
         (
             ProcessKind::Mps,
-            m.read(&uuid, "mps_processes", lost, || {
-                d.mps_running_compute_processes()
-            }),
+            m.read(&uuid, "mps_processes", lost, || g.lists.read(d, List::Mps)),
         ),
     ] {
         for p in list.unwrap_or_default() {
