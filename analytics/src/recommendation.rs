@@ -134,7 +134,8 @@ pub enum Proposal {
         moves: Vec<Move>,
     },
     Sharing {
-        mode: String,
+        /// Time-slicing or MPS.
+        mode: model::inventory::Sharing,
         replicas: u32,
         device_plugin_yaml: String,
         /// The tenants that move onto the shared GPUs.
@@ -272,8 +273,12 @@ fn fnv1a(bytes: &[u8]) -> u64 {
 }
 
 /// The NVIDIA device plugin's sharing configuration (version v1).
-pub fn device_plugin_config(mode: &str, replicas: u32) -> String {
-    let key = if mode == "mps" { "mps" } else { "timeSlicing" };
+pub fn device_plugin_config(mode: model::inventory::Sharing, replicas: u32) -> String {
+    let key = if mode == model::inventory::Sharing::Mps {
+        "mps"
+    } else {
+        "timeSlicing"
+    };
     format!(
         "version: v1\nflags:\n  migStrategy: none\nsharing:\n  {key}:\n    resources:\n    - name: nvidia.com/gpu\n      replicas: {replicas}\n"
     )

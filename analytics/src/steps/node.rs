@@ -375,8 +375,12 @@ fn node_proposal(
             ),
         )
     } else if share_change || after_mode == "time_slicing" || after_mode == "mps" {
-        let mode = after_mode.clone();
-        let kind = if mode == "mps" {
+        let mode = if after_mode == "mps" {
+            Sharing::Mps
+        } else {
+            Sharing::TimeSlicing
+        };
+        let kind = if mode == Sharing::Mps {
             RecKind::Mps
         } else {
             RecKind::TimeSlicing
@@ -384,15 +388,19 @@ fn node_proposal(
         (
             kind,
             Proposal::Sharing {
-                mode: mode.clone(),
+                mode,
                 replicas,
-                device_plugin_yaml: device_plugin_config(&mode, replicas),
+                device_plugin_yaml: device_plugin_config(mode, replicas),
                 moves: moves.clone(),
             },
             format!(
                 "share {}'s GPUs by {} ({replicas} replicas through the device plugin: any {replicas} of its tenants may meet on one GPU, and fit) and run {}{from_nodes} on {}",
                 node.node,
-                if mode == "mps" { "MPS" } else { "time-slicing" },
+                if mode == Sharing::Mps {
+                    "MPS"
+                } else {
+                    "time-slicing"
+                },
                 names.join(", "),
                 count(used as f64, "GPU", "GPUs")
             ),

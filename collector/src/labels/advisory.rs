@@ -28,8 +28,11 @@ pub fn utilization_class(effective: f64, capacity: Option<f64>, signal: &str) ->
 }
 
 /// The device plugin config name gpulens proposes for a sharing mode and replica count.
-pub fn device_plugin_config_name(mode: &str, replicas: u32) -> String {
-    to_value(&format!("gpulens-{}-x{replicas}", mode.replace('_', "-")))
+pub fn device_plugin_config_name(mode: model::inventory::Sharing, replicas: u32) -> String {
+    to_value(&format!(
+        "gpulens-{}-x{replicas}",
+        mode.as_str().replace('_', "-")
+    ))
 }
 
 /// `YYYYMMDDTHHMMSSZ` (label values cannot hold `:`).
@@ -76,11 +79,11 @@ pub fn labels(a: &Analysis, generated_ms: i64) -> BTreeMap<NodeKey, NodeLabels> 
             Proposal::Sharing { mode, replicas, .. } => {
                 l.insert(
                     RECOMMENDED_SHARING.into(),
-                    to_value(&mode.replace('_', "-")),
+                    to_value(&mode.as_str().replace('_', "-")),
                 );
                 l.insert(
                     RECOMMENDED_DEVICE_PLUGIN_CONFIG.into(),
-                    device_plugin_config_name(mode, *replicas),
+                    device_plugin_config_name(*mode, *replicas),
                 );
             }
             Proposal::PerGpu { mechanism, .. } => {
@@ -171,7 +174,7 @@ mod tests {
         let t = compact_time(1_763_726_400_000);
         assert_eq!(t, "20251121T120000Z");
         model::labels::check_value(ANALYZED_AT, &t).unwrap();
-        let n = device_plugin_config_name("time_slicing", 4);
+        let n = device_plugin_config_name(model::inventory::Sharing::TimeSlicing, 4);
         assert_eq!(n, "gpulens-time-slicing-x4");
         model::labels::check_value(RECOMMENDED_DEVICE_PLUGIN_CONFIG, &n).unwrap();
     }

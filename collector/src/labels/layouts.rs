@@ -335,7 +335,10 @@ mig-configs:
         let layout = Layout::DevicePlugin {
             namespace: "gpu-operator".into(),
             config_map: "time-slicing-config".into(),
-            yaml: analytics::recommend::device_plugin_config("time_slicing", 4),
+            yaml: analytics::recommend::device_plugin_config(
+                model::inventory::Sharing::TimeSlicing,
+                4,
+            ),
         };
         let yaml = |l: &Layout| match l {
             Layout::DevicePlugin { yaml, .. } => yaml.clone(),

@@ -72,7 +72,7 @@ pub fn plans(
             } => Plan {
                 node: r.node.clone(),
                 label: OPERATOR_DEVICE_PLUGIN_CONFIG.into(),
-                value: super::advisory::device_plugin_config_name(mode, *replicas),
+                value: super::advisory::device_plugin_config_name(*mode, *replicas),
                 layout: layouts.map(|l| Layout::DevicePlugin {
                     namespace: l.namespace.clone(),
                     config_map: l.device_plugin_config_map.clone(),

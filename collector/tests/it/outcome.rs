@@ -90,7 +90,7 @@ fn after(
             continue;
         };
         let node = s.nodes.iter_mut().find(|n| n.name == r.node).unwrap();
-        node.sharing = model::inventory::Sharing::parse(mode).expect("a sharing mode");
+        node.sharing = *mode;
         node.replicas = *replicas;
         let mut next: BTreeMap<i64, u32> = BTreeMap::new();
         for m in moves {

@@ -87,9 +87,12 @@ pub async fn store_time_slicing_step(
         confidence: 0.8,
         findings: vec![],
         proposal: Proposal::Sharing {
-            mode: "time_slicing".into(),
+            mode: model::inventory::Sharing::TimeSlicing,
             replicas: 4,
-            device_plugin_yaml: analytics::recommend::device_plugin_config("time_slicing", 4),
+            device_plugin_yaml: analytics::recommend::device_plugin_config(
+                model::inventory::Sharing::TimeSlicing,
+                4,
+            ),
             moves: vec![],
         },
         replay: analytics::Replay {

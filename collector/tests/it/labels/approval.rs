@@ -412,7 +412,10 @@ async fn device_plugin_configs_keep_the_clusters_mig_strategy() {
         layout: Some(Layout::DevicePlugin {
             namespace: "gpu-operator".into(),
             config_map: "time-slicing-config".into(),
-            yaml: analytics::recommend::device_plugin_config("time_slicing", 4),
+            yaml: analytics::recommend::device_plugin_config(
+                model::inventory::Sharing::TimeSlicing,
+                4,
+            ),
         }),
         recommendation: None,
         rollback_of: None,
