@@ -27,8 +27,7 @@ use nvml_wrapper::error::NvmlError;
 use nvml_wrapper::{Device, Nvml};
 
 use crate::driver_calls::DriverCalls;
-use crate::process_lists::{List, ProcessLists};
-use crate::process_utilization::ProcessUtilization;
+use crate::driver_lists::{DriverLists, List};
 
 use crate::attribution::ProcFs;
 use crate::backend::GpuBackend;
@@ -47,10 +46,8 @@ struct Gpu {
     lost: bool,
     /// Timestamp (µs) of the newest per-process utilization sample seen.
     last_util_ts: u64,
-    /// The buffer per-process utilization is read into.
-    util: ProcessUtilization,
-    /// The buffers its process lists are read into.
-    lists: ProcessLists,
+    /// The buffers its per-process utilization and process lists are read into.
+    lists: DriverLists,
     /// The previous NVLink counters: (timestamp µs, tx KiB, rx KiB).
     nvlink_prev: Option<(i64, u64, u64)>,
     /// Its `/dev/nvidiaN` minor number (how Slurm numbers GPUs); None where NVML cannot tell.
@@ -282,8 +279,7 @@ fn inventory(device: Device<'static>, index: u32, calls: &mut DriverCalls) -> an
         migs,
         lost,
         last_util_ts: 0,
-        util: ProcessUtilization::default(),
-        lists: ProcessLists::default(),
+        lists: DriverLists::default(),
         nvlink_prev: None,
         minor,
         rare: None,
@@ -725,7 +721,7 @@ fn process_shares(g: &mut Gpu, m: &mut DriverCalls, lost: &mut bool) -> Shares {
     let mut shares_known = false;
     if !g.info.mig_enabled {
         let started = Instant::now();
-        let stats = g.util.since(d, g.last_util_ts);
+        let stats = g.lists.utilization_since(d, g.last_util_ts);
         m.count("process_utilization", started);
         match stats {
             Ok(samples) => {
@@ -786,12 +782,14 @@ fn processes(
         (
             ProcessKind::Compute,
             m.read(&uuid, "compute_processes", lost, || {
-                g.lists.read(d, List::Compute)
+                g.lists.processes(d, List::Compute)
             }),
         ),
         (
             ProcessKind::Mps,
-            m.read(&uuid, "mps_processes", lost, || g.lists.read(d, List::Mps)),
+            m.read(&uuid, "mps_processes", lost, || {
+                g.lists.processes(d, List::Mps)
+            }),
         ),
     ] {
         for p in list.unwrap_or_default() {

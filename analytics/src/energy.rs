@@ -12,9 +12,20 @@ use crate::funnel::{Funnel, FunnelRow, NO_TEAM};
 use crate::holdings::Holding;
 use crate::input::Input;
 
-const J_PER_KWH: f64 = 3.6e6;
+/// Joules in a kWh.
+pub const J_PER_KWH: f64 = 3.6e6;
 
-/// Running sums for one line.
+/// The GPUs of the input with energy known in some hour of its range.
+pub fn measured_gpus(input: &Input) -> HashSet<&str> {
+    input
+        .gpu_hours
+        .iter()
+        .filter(|s| s.hours.iter().any(|(_, h)| h.energy_n > 0))
+        .map(|s| s.gpu.as_str())
+        .collect()
+}
+
+/// Running sums for one line, or for one GPU's or holding's hours before they go to lines.
 #[derive(Default, Clone, Copy)]
 struct Sums {
     drawn: f64,
@@ -22,6 +33,16 @@ struct Sums {
     idle: f64,
     co2e_g: f64,
     known: bool,
+}
+
+impl Sums {
+    fn add(&mut self, o: &Sums) {
+        self.drawn += o.drawn;
+        self.charged += o.charged;
+        self.idle += o.idle;
+        self.co2e_g += o.co2e_g;
+        self.known |= o.known;
+    }
 }
 
 /// Which lines an amount goes to: the total and the device lines of a GPU, or a tenant's.
@@ -35,7 +56,9 @@ enum Line {
     Tenant(String),
 }
 
-/// Sets every line's energy where any of its GPUs has energy known in the range.
+/// Sets every line's energy where any of its GPUs has energy known in the range. Each GPU's
+/// and each holding's hours are summed first (an hour's emissions at its own intensity), then
+/// added to their lines once.
 pub fn fill(funnel: &mut Funnel, input: &Input, holdings: &[Holding], cfg: &Config) {
     let model: HashMap<&str, &str> = input
         .gpus
@@ -56,52 +79,50 @@ pub fn fill(funnel: &mut Funnel, input: &Input, holdings: &[Holding], cfg: &Conf
             .map_or(0.0, |g| g * j / J_PER_KWH)
     };
     let mut sums: HashMap<Line, Sums> = HashMap::new();
-    let mut known: HashSet<&str> = HashSet::new();
+    let mut add = |lines: &[Line], s: &Sums| {
+        for l in lines {
+            sums.entry(l.clone()).or_default().add(s);
+        }
+    };
     for s in &input.gpu_hours {
-        let lines = device_lines(&s.cluster, &s.node, &s.gpu);
+        let mut gpu = Sums::default();
         for (hour, h) in s.hours.iter().filter(|(_, h)| h.energy_n > 0) {
-            known.insert(s.gpu.as_str());
-            for l in &lines {
-                let e = sums.entry(l.clone()).or_default();
-                e.drawn += h.energy_j;
-                e.co2e_g += co2e(&s.cluster, *hour, h.energy_j);
-                e.known = true;
-            }
+            gpu.drawn += h.energy_j;
+            gpu.co2e_g += co2e(&s.cluster, *hour, h.energy_j);
+            gpu.known = true;
+        }
+        if gpu.known {
+            add(&device_lines(&s.cluster, &s.node, &s.gpu), &gpu);
         }
     }
-    let team: HashMap<(&str, &str), &str> = input
-        .tenants
-        .iter()
-        .map(|t| {
-            (
-                (t.cluster.as_str(), t.key.as_str()),
-                t.team.as_deref().unwrap_or(NO_TEAM),
-            )
-        })
-        .collect();
+    let known = measured_gpus(input);
+    let team = crate::funnel::teams_of(input);
     for h in holdings {
-        let on_known = known.contains(h.gpu.as_str());
+        let mut own = Sums {
+            known: known.contains(h.gpu.as_str()),
+            ..Sums::default()
+        };
+        for (hour, r) in &h.rows {
+            own.drawn += r.energy_j;
+            own.charged += r.energy_j;
+            own.idle += r.idle_energy_j;
+            own.co2e_g += co2e(&h.cluster, *hour, r.energy_j);
+        }
         let t = team
             .get(&(h.cluster.as_str(), h.tenant.as_str()))
             .copied()
             .unwrap_or(NO_TEAM);
-        let own = [Line::Team(t.to_owned()), Line::Tenant(h.tenant.clone())];
-        let device = device_lines(&h.cluster, &h.node, &h.gpu);
-        for (hour, r) in &h.rows {
-            for l in &own {
-                let e = sums.entry(l.clone()).or_default();
-                e.drawn += r.energy_j;
-                e.charged += r.energy_j;
-                e.idle += r.idle_energy_j;
-                e.co2e_g += co2e(&h.cluster, *hour, r.energy_j);
-                e.known |= on_known;
-            }
-            for l in &device {
-                let e = sums.entry(l.clone()).or_default();
-                e.charged += r.energy_j;
-                e.idle += r.idle_energy_j;
-            }
-        }
+        add(
+            &[Line::Team(t.to_owned()), Line::Tenant(h.tenant.clone())],
+            &own,
+        );
+        // On the device lines a holding's joules are charged, not drawn (the GPU drew them).
+        let charged = Sums {
+            charged: own.charged,
+            idle: own.idle,
+            ..Sums::default()
+        };
+        add(&device_lines(&h.cluster, &h.node, &h.gpu), &charged);
     }
     let carbon = cfg.carbon.is_set();
     let energy_of = |l: Line, device: bool| {

@@ -12,6 +12,7 @@ use model::inventory::Sharing;
 use model::rollup::HOUR_MS;
 
 use crate::config::Config;
+use crate::energy::J_PER_KWH;
 use crate::funnel::NO_TEAM;
 use crate::holdings::Holding;
 use crate::input::Input;
@@ -20,7 +21,6 @@ use crate::input::Input;
 pub const VERSION: &str = "1.2";
 
 const DAY_MS: i64 = 24 * HOUR_MS;
-const J_PER_KWH: f64 = 3.6e6;
 
 /// A FOCUS data type, as the specification's content constraints name them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -143,12 +143,7 @@ impl Charge {
 pub fn charges(input: &Input, holdings: &[Holding], cfg: &Config) -> Vec<Charge> {
     let gpus: HashMap<&str, &crate::input::GpuRef> =
         input.gpus.iter().map(|g| (g.uuid.as_str(), g)).collect();
-    let known: std::collections::HashSet<&str> = input
-        .gpu_hours
-        .iter()
-        .filter(|s| s.hours.iter().any(|(_, h)| h.energy_n > 0))
-        .map(|s| s.gpu.as_str())
-        .collect();
+    let known = crate::energy::measured_gpus(input);
     let tenants: HashMap<(&str, &str), &crate::input::TenantRef> = input
         .tenants
         .iter()

@@ -302,7 +302,7 @@ pub fn funnel(input: &Input, holdings: &[Holding], cfg: &Config) -> PolarsResult
 }
 
 /// Each tenant's team by (cluster, tenant key); a tenant without one is in [`NO_TEAM`].
-fn teams_of(input: &Input) -> HashMap<(&str, &str), &str> {
+pub(crate) fn teams_of(input: &Input) -> HashMap<(&str, &str), &str> {
     input
         .tenants
         .iter()

@@ -402,11 +402,11 @@ struct ProcsAt {
 }
 
 /// What a tenant did on a GPU at one instant, as far as the signals tell.
-pub(crate) struct UseAt {
+struct UseAt {
     /// Effective use in GPU-equivalents, and whether it rests on DCGM.
-    pub(crate) eff: Option<(f64, bool)>,
+    eff: Option<(f64, bool)>,
     /// Whether a kernel ran; `None` when no signal can tell (MIG without DCGM).
-    pub(crate) active: Option<bool>,
+    active: Option<bool>,
 }
 
 /// The raw rows of snapshots, as the store keeps them: what [`aggregate`] reads.

@@ -289,22 +289,8 @@ async fn analyze_part(
 /// analysis reads.
 pub async fn load_frame(store: &Store, span: Span, stats: &mut LoadStats) -> anyhow::Result<Input> {
     let mut lap = Instant::now();
-    let Span { from, to, now } = span;
-    let from = bucket_of(from, HOUR_MS);
-    let nodes = store.nodes().await?;
-    let mut input = Input {
-        from_ms: from,
-        to_ms: to,
-        now_ms: now,
-        ..Input::default()
-    };
-    inventory(
-        &mut input,
-        &nodes,
-        &store.gpus(None).await?,
-        &store.tenants().await?,
-    );
-    seen_mechanisms(&mut input, &store.node_mechanisms().await?);
+    let mut input = load_inventory(store, span).await?;
+    let (from, to) = (input.from_ms, input.to_ms);
     stats.load_inventory += lap.elapsed();
     lap = Instant::now();
     input.health = health(store, from, to).await?;
@@ -331,6 +317,27 @@ pub async fn load_frame(store: &Store, span: Span, stats: &mut LoadStats) -> any
         .map(forecast::waiting_of)
         .collect();
     stats.load_health += lap.elapsed();
+    Ok(input)
+}
+
+/// The inventory alone — nodes, GPUs, tenants with their teams, the mechanisms seen — over
+/// the span aligned to whole hours: what a read of the hour series needs beside it (the cost
+/// export reads no more).
+pub async fn load_inventory(store: &Store, span: Span) -> anyhow::Result<Input> {
+    let Span { from, to, now } = span;
+    let mut input = Input {
+        from_ms: bucket_of(from, HOUR_MS),
+        to_ms: to,
+        now_ms: now,
+        ..Input::default()
+    };
+    inventory(
+        &mut input,
+        &store.nodes().await?,
+        &store.gpus(None).await?,
+        &store.tenants().await?,
+    );
+    seen_mechanisms(&mut input, &store.node_mechanisms().await?);
     Ok(input)
 }
 

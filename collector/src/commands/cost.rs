@@ -10,8 +10,6 @@ use super::setup::DbArgs;
 use super::setup::{load_config_or_demo, open_history};
 use crate::analysis::cost::{self, Only, Refused};
 
-const DAY_MS: i64 = 86_400_000;
-
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum CostFormat {
     /// Per team: allocated GPU-hours, cost, usage-based and idle cost, energy, emissions.
@@ -49,18 +47,12 @@ pub struct CostArgs {
 
 pub async fn run(args: CostArgs) -> anyhow::Result<()> {
     let config = load_config_or_demo(&args.db, &args.data_dir)?;
-    let now = model::time::now_ms();
-    let time = |s: &str, what: &str| {
-        intake::query::parse_time(s, now).map_err(|e| anyhow::anyhow!("--{what}: {e}"))
-    };
-    let to = match &args.to {
-        Some(t) => time(t, "to")?,
-        None => now.div_euclid(DAY_MS) * DAY_MS,
-    };
-    let from = match &args.from {
-        Some(f) => time(f, "from")?,
-        None => to - 7 * DAY_MS,
-    };
+    let (from, to) = cost::range(
+        args.from.as_deref(),
+        args.to.as_deref(),
+        model::time::now_ms(),
+    )
+    .map_err(|(which, why)| anyhow::anyhow!("--{which}: {why}"))?;
     let store = open_history(&args.db, &config).await?;
     store.migrate().await?;
     let cfg = &config.analytics.thresholds;

@@ -378,7 +378,7 @@ fn energy_families(
     a: &Analysis,
     scope: Option<&std::collections::BTreeSet<String>>,
 ) {
-    const J: f64 = 3.6e6;
+    const J: f64 = analytics::energy::J_PER_KWH;
     let Some(total) = a.funnel.total.energy else {
         return;
     };

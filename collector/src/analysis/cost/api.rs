@@ -8,10 +8,9 @@ use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 use serde_json::json;
 
-use super::{DAY_MS, Only, Refused};
+use super::{Only, Refused};
 use crate::analysis::AnalysisState;
 use crate::error::ApiError;
-use crate::http::parse_time;
 use crate::openapi::Op;
 
 #[derive(Debug, Deserialize)]
@@ -51,15 +50,8 @@ pub async fn focus(
     q: Result<Query<FocusQuery>, QueryRejection>,
 ) -> Result<Response, ApiError> {
     let Query(q) = q.map_err(crate::http::bad_query)?;
-    let now = model::time::now_ms();
-    let to = match q.to.as_deref() {
-        Some(t) => parse_time(t, now)?,
-        None => now.div_euclid(DAY_MS) * DAY_MS,
-    };
-    let from = match q.from.as_deref() {
-        Some(f) => parse_time(f, now)?,
-        None => to - 7 * DAY_MS,
-    };
+    let (from, to) = super::range(q.from.as_deref(), q.to.as_deref(), model::time::now_ms())
+        .map_err(|(_, why)| ApiError::BadRequest(why))?;
     let only = Only {
         cluster: name("cluster", q.cluster)?,
         team: name("team", q.team)?,

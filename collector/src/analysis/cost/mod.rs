@@ -7,7 +7,7 @@ pub mod api;
 use analytics::focus::{COLUMNS, Charge, cells};
 use store::{Scope, Store};
 
-use super::{LoadStats, Span};
+use super::Span;
 
 const DAY_MS: i64 = 86_400_000;
 
@@ -48,6 +48,26 @@ impl From<anyhow::Error> for Refused {
     }
 }
 
+/// An export's range as asked for (RFC 3339, Unix ms, `now-7d`): `to` by default the start of
+/// the current UTC day, `from` 7 days before `to`. A time that does not parse is named:
+/// (`"from"` or `"to"`, why).
+pub fn range(
+    from: Option<&str>,
+    to: Option<&str>,
+    now: i64,
+) -> Result<(i64, i64), (&'static str, String)> {
+    let parse = |which, t| intake::query::parse_time(t, now).map_err(|e| (which, e));
+    let to = match to {
+        Some(t) => parse("to", t)?,
+        None => now.div_euclid(DAY_MS) * DAY_MS,
+    };
+    let from = match from {
+        Some(f) => parse("from", f)?,
+        None => to - 7 * DAY_MS,
+    };
+    Ok((from, to))
+}
+
 /// Checks a range: `from` before `to`, at most [`MAX_RANGE_MS`] long.
 pub fn check_range(from: i64, to: i64) -> Result<(), Refused> {
     if from >= to {
@@ -71,8 +91,7 @@ pub async fn charges(
     only: &Only,
 ) -> Result<Vec<Charge>, Refused> {
     check_range(from, to)?;
-    let mut input =
-        super::load_frame(store, Span::closed(from, to), &mut LoadStats::default()).await?;
+    let mut input = super::load_inventory(store, Span::closed(from, to)).await?;
     let scope = only.cluster.as_deref().map_or(Scope::Fleet, Scope::Cluster);
     (input.gpu_hours, input.tenant_hours) = store
         .hour_series(scope, input.from_ms, input.to_ms)
