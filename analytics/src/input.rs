@@ -4,7 +4,7 @@
 /// The hour and minute series the analysis reads; the store builds them, so they live in
 /// `model`.
 pub use model::hour_series::{GpuHour, GpuSeries, TenantSeries};
-pub use model::rollup::{DeviceMinute, DeviceMinutes, PairHour, TenantMinute, TenantMinutes};
+pub use model::pair_hours::{DeviceMinute, DeviceMinutes, PairHour, TenantMinute, TenantMinutes};
 use serde::{Deserialize, Serialize};
 
 use crate::recommendation::Recommendation;

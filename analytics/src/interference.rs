@@ -6,11 +6,12 @@ use model::inventory::Sharing;
 use std::collections::{BTreeMap, HashMap};
 
 use model::hour_series::{GpuHour, GpuSeries};
+use model::pair_hours::{PairThresholds, reaches};
 use model::rollup::{HOUR_MS, MINUTE_MS};
 
 use crate::config::Config;
 use crate::findings::{Ctx, Evidence, Finding, FindingKind, Severity, finding_id};
-use crate::input::{DeviceMinute, DeviceMinutes, Input, PairHour, TenantMinute, TenantMinutes};
+use crate::input::Input;
 
 /// A GPU and time range whose minute rollups interference detection needs.
 #[derive(Debug, Clone, PartialEq)]
@@ -100,17 +101,6 @@ fn in_key_order<S>(series: &[S], key: impl Fn(&S) -> [&String; 3]) -> Vec<&S> {
     refs
 }
 
-/// Readings are stored as 32-bit floats: NVML's 90 % comes back as 0.8999999761581421. A
-/// threshold is reached within this much, far below one percent point (NVML's resolution)
-/// and far above the rounding of a mean of f32 readings.
-const SENSOR_TOLERANCE: f64 = 1e-6;
-
-/// Whether `value`, a reading or a mean of readings, reaches `threshold` at the sensor's
-/// resolution.
-fn reaches(value: f64, threshold: f64) -> bool {
-    value >= threshold - SENSOR_TOLERANCE
-}
-
 fn saturated_hour(a: &GpuHour, mig: bool, cfg: &Config) -> bool {
     if mig {
         a.dram_active
@@ -122,134 +112,12 @@ fn saturated_hour(a: &GpuHour, mig: bool, cfg: &Config) -> bool {
     }
 }
 
-fn saturated_minute(a: &DeviceMinute, mig: bool, cfg: &Config) -> Option<bool> {
-    if mig {
-        (a.dram_active_n > 0).then(|| {
-            reaches(
-                a.dram_active_sum / f64::from(a.dram_active_n),
-                cfg.mig_bandwidth_saturation,
-            )
-        })
-    } else {
-        (a.gpu_util_n > 0)
-            .then(|| reaches(a.gpu_util_sum / f64::from(a.gpu_util_n), cfg.saturation))
+/// The thresholds pair-hours are measured with, from the analysis' settings.
+pub fn pair_thresholds(cfg: &Config) -> PairThresholds {
+    PairThresholds {
+        saturation: cfg.saturation,
+        mig_bandwidth_saturation: cfg.mig_bandwidth_saturation,
     }
-}
-
-/// The tenant's rate in a minute: its processes' share of SM time (NVML), or on MIG its
-/// instance's SM activity (DCGM). None when it ran no kernel for most of the minute.
-fn rate(a: &TenantMinute) -> Option<f64> {
-    if a.samples == 0 || a.active_n * 2 < a.samples {
-        return None;
-    }
-    if a.sm_util_n > 0 {
-        return Some(a.sm_util_sum / f64::from(a.sm_util_n));
-    }
-    let share = if a.alloc_n > 0 {
-        a.alloc_share_sum / f64::from(a.alloc_n)
-    } else {
-        0.0
-    };
-    (a.eff_n > 0 && share > 0.0).then(|| a.eff_sum / f64::from(a.eff_n) / share)
-}
-
-fn busy(a: Option<&TenantMinute>) -> bool {
-    a.is_some_and(|a| a.samples > 0 && a.active_n * 2 >= a.samples)
-}
-
-fn idle(a: Option<&TenantMinute>) -> bool {
-    a.is_none_or(|a| a.active_n == 0)
-}
-
-/// A tenant's row for a minute, if it ran a kernel then.
-fn at(series: &TenantMinutes, bucket: i64) -> Option<&TenantMinute> {
-    series
-        .minutes
-        .binary_search_by_key(&bucket, |m| m.bucket)
-        .ok()
-        .map(|i| &series.minutes[i])
-}
-
-/// The thresholds [`pair_hours`] measures with, as a kept pair-hour's mark records them: kept
-/// pair-hours are reused only under the same ones. The leading version changes whenever what
-/// [`pair_hours`] measures does, so hours kept by an older gpulens are measured again.
-pub fn pair_hour_thresholds(cfg: &Config) -> String {
-    format!(
-        "v1,saturation={},mig_bandwidth_saturation={}",
-        cfg.saturation, cfg.mig_bandwidth_saturation
-    )
-}
-
-/// What interference measures in minute rollups, summed per GPU-hour and (victim, aggressor)
-/// pair: for each pair of tenants with minutes on a GPU, the victim's rate in the minutes the
-/// aggressor was idle and in those it was busy while the device was saturated. `mig` says
-/// whether a GPU is in MIG mode (saturation is then its memory bandwidth). Pairs with nothing
-/// measured in an hour are left out.
-pub fn pair_hours(
-    devices: &[DeviceMinutes],
-    tenants: &[TenantMinutes],
-    mig: &dyn Fn(&str) -> bool,
-    cfg: &Config,
-) -> Vec<PairHour> {
-    let mut on: HashMap<(&str, &str), Vec<&TenantMinutes>> = HashMap::new();
-    for t in tenants {
-        on.entry((&t.cluster, &t.gpu)).or_default().push(t);
-    }
-    let mut out = Vec::new();
-    for device in devices {
-        let Some(on_gpu) = on.get(&(device.cluster.as_str(), device.gpu.as_str())) else {
-            continue;
-        };
-        let is_mig = mig(&device.gpu);
-        for v_rows in on_gpu {
-            for a_rows in on_gpu {
-                if v_rows.tenant == a_rows.tenant {
-                    continue;
-                }
-                let mut hours: BTreeMap<i64, PairHour> = BTreeMap::new();
-                for minute in &device.minutes {
-                    let bucket = minute.bucket;
-                    let Some(r) = at(v_rows, bucket).and_then(rate) else {
-                        continue;
-                    };
-                    let a = at(a_rows, bucket);
-                    let contended = if idle(a) {
-                        false
-                    } else if busy(a) && saturated_minute(minute, is_mig, cfg) == Some(true) {
-                        true
-                    } else {
-                        continue;
-                    };
-                    let hour = bucket - bucket.rem_euclid(HOUR_MS);
-                    let h = hours.entry(hour).or_insert_with(|| PairHour {
-                        cluster: device.cluster.clone(),
-                        node: device.node.clone(),
-                        gpu: device.gpu.clone(),
-                        victim: v_rows.tenant.clone(),
-                        aggressor: a_rows.tenant.clone(),
-                        hour,
-                        alone_n: 0,
-                        alone_sum: 0.0,
-                        contended_n: 0,
-                        contended_sum: 0.0,
-                        contended_first: i64::MAX,
-                        contended_last: i64::MIN,
-                    });
-                    if contended {
-                        h.contended_n += 1;
-                        h.contended_sum += r;
-                        h.contended_first = h.contended_first.min(bucket);
-                        h.contended_last = h.contended_last.max(bucket);
-                    } else {
-                        h.alone_n += 1;
-                        h.alone_sum += r;
-                    }
-                }
-                out.extend(hours.into_values());
-            }
-        }
-    }
-    out
 }
 
 /// A pair's measurements summed over the hours of the window.
@@ -405,6 +273,17 @@ fn finding(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::input::PairHour;
+    use model::pair_hours::{DeviceMinute, DeviceMinutes, TenantMinute, TenantMinutes};
+
+    fn pair_hours(
+        devices: &[DeviceMinutes],
+        tenants: &[TenantMinutes],
+        mig: &dyn Fn(&str) -> bool,
+        cfg: &Config,
+    ) -> Vec<PairHour> {
+        model::pair_hours::measure_pair_hours(devices, tenants, mig, &pair_thresholds(cfg))
+    }
 
     /// An NVML reading of exactly 90 % is stored as an f32 and comes back as
     /// 0.8999999761581421; it must still count as saturated at the default 0.9.
@@ -418,20 +297,11 @@ mod tests {
             ..GpuHour::default()
         };
         assert!(saturated_hour(&hour, false, &cfg));
-        let minute = DeviceMinute {
-            bucket: 0,
-            gpu_util_n: 60,
-            gpu_util_sum: 60.0 * ninety,
-            dram_active_n: 0,
-            dram_active_sum: 0.0,
+        let below = GpuHour {
+            gpu_util_max: Some(0.89f32),
+            ..hour
         };
-        assert_eq!(saturated_minute(&minute, false, &cfg), Some(true));
-        // One percent point below is not saturated.
-        let below = DeviceMinute {
-            gpu_util_sum: 60.0 * f64::from(0.89f32),
-            ..minute
-        };
-        assert_eq!(saturated_minute(&below, false, &cfg), Some(false));
+        assert!(!saturated_hour(&below, false, &cfg));
     }
 
     fn device(minutes: impl Iterator<Item = i64>) -> DeviceMinutes {

@@ -45,7 +45,7 @@ pub use config::Config;
 pub use findings::{DemandHour, Evidence, Finding, FindingKind, Severity};
 pub use funnel::{Funnel, FunnelRow};
 pub use input::{Input, PairHour};
-pub use interference::{MinuteRange, minute_ranges, pair_hour_thresholds, pair_hours};
+pub use interference::{MinuteRange, minute_ranges, pair_thresholds};
 pub use merge::merge;
 pub use outcome::{Outcome, Verdict};
 pub use plan::FleetPlan;

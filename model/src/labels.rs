@@ -30,8 +30,43 @@ pub const MANAGED_ANNOTATION: &str = "gpulens.io/managed-labels";
 
 /// GPU Operator: the mig-parted named config the node's MIG manager applies.
 pub const OPERATOR_MIG_CONFIG: &str = "nvidia.com/mig.config";
-/// GPU Operator: the MIG manager's progress (pending | rebooting | success | failed); read only.
+/// GPU Operator: the MIG manager's progress ([`MigManagerState`]); read only.
 pub const OPERATOR_MIG_STATE: &str = "nvidia.com/mig.config.state";
+
+crate::closed_set! {
+    /// What the GPU Operator's MIG manager says of the change it was given, in
+    /// [`OPERATOR_MIG_STATE`]: parsed where the label is read, any other value is none of them.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+    pub enum MigManagerState {
+        Pending = "pending",
+        Rebooting = "rebooting",
+        Success = "success",
+        Failed = "failed",
+    }
+}
+
+impl MigManagerState {
+    /// Still applying a change: the node takes no other now.
+    pub fn busy(self) -> bool {
+        matches!(self, MigManagerState::Pending | MigManagerState::Rebooting)
+    }
+
+    /// The manager took up the change written (and may already have failed it).
+    pub fn started(self) -> bool {
+        self != MigManagerState::Success
+    }
+
+    /// The manager is done with the change, either way.
+    pub fn done(self) -> bool {
+        matches!(self, MigManagerState::Success | MigManagerState::Failed)
+    }
+}
+
+impl std::fmt::Display for MigManagerState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
 /// GPU Operator: the device plugin's named config (time-slicing, MPS).
 pub const OPERATOR_DEVICE_PLUGIN_CONFIG: &str = "nvidia.com/device-plugin.config";
 

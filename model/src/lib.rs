@@ -14,6 +14,8 @@ pub mod metric_set;
 pub mod mig;
 pub mod names;
 pub mod own_usage;
+pub mod pair_hours;
+pub mod reclaim;
 pub mod rollup;
 pub mod sample;
 pub mod sealed;

@@ -5,7 +5,9 @@
 //! of zeros). A float column whose every value is exactly a decimal with at most
 //! [`MAX_DECIMALS`] places (NVML reports whole percents and milliwatts, DCGM and the agent round
 //! to a few places) is stored as the deltas of those decimals' integers; any other float column
-//! as each value's bits XORed with the previous value's, and an integer column as deltas. All
+//! as each value's bits XORed with the previous value's. An integer column is stored as
+//! deltas, in steps of the greatest step every change is a multiple of when there is one
+//! (NVML's PCIe throughput comes in KB/s, memory in pages). All
 //! of it is written as LEB128 variable-length integers, and the whole is DEFLATE-compressed.
 //! Every value comes back bit for bit: a column that the decimal form cannot round-trip
 //! exactly keeps the XOR form.
@@ -79,6 +81,7 @@ const SOME_PRESENT: u8 = 2;
 const INT_DELTA: u8 = 0;
 const FLOAT_XOR: u8 = 1;
 const DECIMAL_DELTA: u8 = 2;
+const INT_SCALED_DELTA: u8 = 3;
 
 /// Encodes `block` (every column as long as `block.ts`, at most [`MAX_ROWS`] rows).
 pub fn encode(kinds: &[Kind], block: &Columns) -> Vec<u8> {
@@ -139,8 +142,23 @@ fn encode_column(out: &mut Vec<u8>, kind: Kind, column: &[Option<u64>]) {
     };
     match kind {
         Kind::Int => {
-            out.push(INT_DELTA);
-            deltas(out, &mut present.iter().map(|&b| b as i64));
+            let values: Vec<i64> = present.iter().map(|&b| b as i64).collect();
+            match step_of(&values) {
+                Some(step) => {
+                    // Readings at a sensor's resolution (KB/s, pages): the first value, the
+                    // step, then the deltas in steps.
+                    out.push(INT_SCALED_DELTA);
+                    put_varint(out, zigzag(values[0]));
+                    put_varint(out, step);
+                    for w in values.windows(2) {
+                        put_varint(out, zigzag(w[1].wrapping_sub(w[0]) / step as i64));
+                    }
+                }
+                None => {
+                    out.push(INT_DELTA);
+                    deltas(out, &mut values.into_iter());
+                }
+            }
         }
         Kind::F32 | Kind::F64 => {
             if let Some((places, ints)) = as_decimals(kind, &present) {
@@ -157,6 +175,29 @@ fn encode_column(out: &mut Vec<u8>, kind: Kind, column: &[Option<u64>]) {
             }
         }
     }
+}
+
+/// The greatest common step of an integer column's changes, when it is 2 or more (every
+/// change a multiple of it): PCIe throughput in NVML's KB/s, memory in pages. None when the
+/// column never changes, changes by odd amounts, or a change overflows.
+fn step_of(values: &[i64]) -> Option<u64> {
+    let mut g = 0u64;
+    for w in values.windows(2) {
+        let d = w[1].checked_sub(w[0])?.unsigned_abs();
+        g = gcd(g, d);
+        if g == 1 {
+            return None;
+        }
+    }
+    // A step past i64 cannot divide a delta that fits; refuse it rather than wrap.
+    (g >= 2 && g <= i64::MAX as u64).then_some(g)
+}
+
+fn gcd(mut a: u64, mut b: u64) -> u64 {
+    while b != 0 {
+        (a, b) = (b, a % b);
+    }
+    a
 }
 
 /// The fewest decimal places at which every value is exactly `k / 10^places` (computed as the
@@ -257,6 +298,20 @@ fn decode_column(r: &mut Reader<'_>, kind: Kind, n: usize) -> Result<Vec<Option<
             for _ in 0..count {
                 prev = prev.wrapping_add(unzigzag(r.varint()?));
                 vals.push(prev as u64);
+            }
+        }
+        (INT_SCALED_DELTA, Kind::Int) => {
+            if count > 0 {
+                let mut prev = unzigzag(r.varint()?);
+                let step = r.varint()?;
+                if step < 2 || step > i64::MAX as u64 {
+                    return Err(BlockError::Malformed("a step out of range"));
+                }
+                vals.push(prev as u64);
+                for _ in 1..count {
+                    prev = prev.wrapping_add(unzigzag(r.varint()?).wrapping_mul(step as i64));
+                    vals.push(prev as u64);
+                }
             }
         }
         (FLOAT_XOR, Kind::F32 | Kind::F64) => {
@@ -425,6 +480,65 @@ mod tests {
         };
         roundtrip(&[Kind::F32, Kind::F64, Kind::Int], &block);
         roundtrip(&[], &Columns::default());
+    }
+
+    /// Integer readings at a sensor's resolution (PCIe in KB/s, memory in MiB) are stored in
+    /// steps of it; columns that change by odd amounts, overflow or never change keep deltas.
+    #[test]
+    fn readings_at_a_resolution_are_stored_in_its_steps() {
+        let n = 600;
+        let ts: Vec<i64> = (0..n).map(|s| 1_800_000_000_000 + s * 1000).collect();
+        // splitmix64: readings that DEFLATE finds no pattern in.
+        let noise = |s: i64, k: i64| {
+            let mut z = (s as u64 * 2 + k as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+            z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+            z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+            ((z ^ (z >> 31)) % 1000) as i64
+        };
+        let pcie: Vec<Option<u64>> = (0..n)
+            .map(|s| Some((1_900_000 + noise(s, 1) * 97) as u64 * 1024))
+            .collect();
+        let mem: Vec<Option<u64>> = (0..n)
+            .map(|s| Some((60_000 + noise(s / 60, 2) % 64) as u64 * 1_048_576))
+            .collect();
+        let kinds = [Kind::Int, Kind::Int];
+        let block = Columns {
+            ts: ts.clone(),
+            values: vec![pcie.clone(), mem.clone()],
+        };
+        let scaled = roundtrip(&kinds, &block);
+        // The same changes off the step by one byte: stored as plain deltas.
+        let off = |c: &[Option<u64>]| -> Vec<Option<u64>> {
+            c.iter()
+                .enumerate()
+                .map(|(i, v)| v.map(|v| v + (i % 2) as u64))
+                .collect()
+        };
+        let plain = roundtrip(
+            &kinds,
+            &Columns {
+                ts,
+                values: vec![off(&pcie), off(&mem)],
+            },
+        );
+        assert!(
+            scaled * 10 < plain * 7,
+            "{scaled} bytes in steps, {plain} without"
+        );
+        for column in [
+            vec![Some(i64::MIN as u64), Some(i64::MAX as u64), Some(0)],
+            vec![Some(0), Some(1u64 << 63), Some(0)],
+            vec![Some(6), Some(6), Some(6)],
+            vec![Some(4), None, Some(2)],
+        ] {
+            roundtrip(
+                &[Kind::Int],
+                &Columns {
+                    ts: vec![1, 2, 3],
+                    values: vec![column],
+                },
+            );
+        }
     }
 
     #[test]

@@ -171,7 +171,7 @@ impl Fleet {
                 snap.processes.extend(process);
             }
             let jitter = |k: i64| uniform(self.scenario.seed, gstream, ts / 1000 * 13 + k);
-            snap.gpus.push(gpu_sample(sim, info, &load, jitter));
+            snap.gpus.push(gpu_sample(sim, info, &load, ts, jitter));
             snap.mig.extend(mig_samples(sim.spec.dcgm, info, &load));
             snap.events.extend(self.xid_event(sim, info, gstream, ts));
         }
@@ -454,6 +454,14 @@ fn fake_uuid(seed: u64, stream: u64, n: i64) -> String {
     )
 }
 
+/// How often the agent reads PCIe throughput (its `--rare-every`, 30 s by default).
+const PCIE_EVERY_MS: i64 = 30_000;
+
+/// A throughput in bytes per second at NVML's resolution: it reports KB/s.
+fn kb_per_s(bytes_per_s: f64) -> i64 {
+    (bytes_per_s / 1024.0) as i64 * 1024
+}
+
 fn round3(v: f64) -> f32 {
     ((v * 1000.0).round() / 1000.0) as f32
 }
@@ -487,8 +495,10 @@ fn gpu_sample(
     sim: &SimNode,
     info: &GpuInfo,
     load: &GpuLoad,
+    ts: i64,
     jitter: impl Fn(i64) -> f64,
 ) -> GpuSample {
+    let pcie_read = ts.rem_euclid(PCIE_EVERY_MS) < 1000;
     let model = sim.model;
     let dcgm = sim.spec.dcgm;
     let overhead = if load.any_context {
@@ -531,8 +541,10 @@ fn gpu_sample(
         } else {
             0
         }),
-        pcie_rx_bytes_per_s: Some((busy * 2.0e9 * jitter(3)) as i64),
-        pcie_tx_bytes_per_s: Some((busy * 0.5e9 * jitter(4)) as i64),
+        // As the agent reports it: read on its slower clock (every 30 s; NVML watches the
+        // link for 20 ms per call) and only in the sample that read it, in NVML's KB/s.
+        pcie_rx_bytes_per_s: pcie_read.then(|| kb_per_s(busy * 2.0e9 * jitter(3))),
+        pcie_tx_bytes_per_s: pcie_read.then(|| kb_per_s(busy * 0.5e9 * jitter(4))),
         nvlink_rx_bytes_per_s: None,
         nvlink_tx_bytes_per_s: None,
         ecc_corrected: Some(0),

@@ -84,9 +84,12 @@ impl Pattern {
                     0.94 + 0.06 * jitter(1)
                 };
                 let eff = 0.42 + 0.3 * personality + 0.06 * (jitter(2) - 0.5);
-                let mem = mem_bytes as f64 * (0.98 + 0.02 * jitter(3));
+                // A caching allocator holds what the steps need: memory moves a little once a
+                // minute, not every second.
+                let minute = uniform(seed, stream ^ 0x4d45, t.div_euclid(60));
+                let mem = mem_bytes as f64 * (0.98 + 0.02 * minute);
                 Demand {
-                    mem_bytes: mem as i64,
+                    mem_bytes: whole_mib(mem),
                     ..always(compute, eff.clamp(0.05, 0.95), 0.55)
                 }
             }
@@ -135,7 +138,7 @@ impl Pattern {
                 // 1970-01-01 was a Thursday: Monday is day 4 of the epoch's week.
                 let into_week = (t - 4 * DAY).rem_euclid(7 * DAY) as f64 / DAY as f64;
                 Demand {
-                    mem_bytes: (mem_bytes as f64 * (1.0 + 0.5 * into_week)) as i64,
+                    mem_bytes: whole_mib(mem_bytes as f64 * (1.0 + 0.5 * into_week)),
                     ..always(0.08 + 0.04 * jitter(1), 0.4 + 0.2 * personality, 0.2)
                 }
             }
@@ -171,6 +174,11 @@ impl Pattern {
             }
         }
     }
+}
+
+/// Memory as NVML reports a process's: whole MiB (what the real H100 check saw).
+fn whole_mib(bytes: f64) -> i64 {
+    (bytes / 1_048_576.0) as i64 * 1_048_576
 }
 
 #[cfg(test)]

@@ -41,7 +41,7 @@ use std::hash::BuildHasher;
 use std::sync::{Arc, Mutex};
 
 pub use error::{Result, StoreError, redact_url};
-use model::rollup::{DeviceMinutes, TenantMinutes};
+use model::pair_hours::{DeviceMinutes, TenantMinutes};
 use model::wire::v1::Batch;
 pub use raw::{BLOCK_MS, block_of};
 pub use records::{
@@ -52,10 +52,7 @@ pub use records::{
 pub use scope::Scope;
 pub use series::{Agg, Entity, Metric, Resolution, Rollups, Series, SeriesQuery};
 
-use rollup::{MINUTE_MS, NodeRollup};
-
-/// Nodes whose pending minutes one rollup pass works on at once.
-const ROLLUP_NODES_IN_FLIGHT: usize = 4;
+use rollup::NodeRollup;
 
 /// The storage backends.
 #[derive(Debug, Clone)]
@@ -71,6 +68,8 @@ pub struct Store {
     written: Arc<Mutex<WriteCache>>,
     /// Seeds the fingerprints in [`WriteCache`], once per process.
     fingerprints: foldhash::quality::RandomState,
+    /// What the rollup measures interference's pair-hours with.
+    pair_thresholds: model::pair_hours::PairThresholds,
 }
 
 macro_rules! dispatch {
@@ -81,6 +80,9 @@ macro_rules! dispatch {
         }
     };
 }
+
+// After `dispatch!`, which it uses.
+mod rollup_pass;
 
 /// Inventory and tenant records change rarely but arrive with every batch. Unchanged ones are
 /// written at most once per [`REFRESH_MS`] (which bounds how stale their `last_seen` gets),
@@ -118,6 +120,7 @@ impl Store {
             backend,
             written: Arc::default(),
             fingerprints: Default::default(),
+            pair_thresholds: model::pair_hours::PairThresholds::default(),
         })
     }
 
@@ -301,74 +304,6 @@ impl Store {
     /// Creates the time partitions that the coming days need (PostgreSQL; no-op on SQLite).
     pub async fn prepare_partitions(&self, now_ms: i64) -> Result<()> {
         dispatch!(self, s => s.prepare_partitions(now_ms).await)
-    }
-
-    /// Recomputes the rollups of every minute that received data, up to `until_ms` (minutes
-    /// that end after it are left for later, as more data may still arrive for them).
-    pub async fn rollup(&self, until_ms: i64) -> Result<RollupStats> {
-        let pending = dispatch!(self, s => s.pending_minutes(until_ms).await)?;
-        let mut by_node: BTreeMap<(String, String), Vec<i64>> = BTreeMap::new();
-        for (cluster, node, bucket) in pending {
-            by_node.entry((cluster, node)).or_default().push(bucket);
-        }
-        // A few nodes at once: each node's spans in order, nodes apart (on Citus a node's rows
-        // are one shard, so their spans run on the workers side by side).
-        let mut stats = RollupStats::default();
-        let mut cluster_hours: std::collections::BTreeSet<(String, i64)> =
-            std::collections::BTreeSet::new();
-        let mut nodes = by_node.into_iter();
-        let mut running = tokio::task::JoinSet::new();
-        loop {
-            while running.len() < ROLLUP_NODES_IN_FLIGHT {
-                let Some(((cluster, node), buckets)) = nodes.next() else {
-                    break;
-                };
-                let store = self.clone();
-                running.spawn(async move { store.rollup_node(cluster, node, buckets).await });
-            }
-            let Some(done) = running.join_next().await else {
-                break;
-            };
-            let (node_stats, hours) = done.map_err(|e| StoreError::Internal(e.to_string()))??;
-            stats.minutes += node_stats.minutes;
-            stats.gpu_rows += node_stats.gpu_rows;
-            stats.tenant_rows += node_stats.tenant_rows;
-            stats.undecodable_rows += node_stats.undecodable_rows;
-            cluster_hours.extend(hours);
-        }
-        // Each touched cluster-hour is merged once per pass, after all its nodes.
-        for (cluster, hour) in cluster_hours {
-            dispatch!(self, s => s.refresh_cluster_hour(&cluster, hour).await)?;
-        }
-        Ok(stats)
-    }
-
-    /// One node's pending minutes, in contiguous spans inside one hour, so memory stays bounded
-    /// and each span is one transaction: pending marks, raw reads and rollup writes together.
-    /// Returns the cluster-hours it touched.
-    async fn rollup_node(
-        &self,
-        cluster: String,
-        node: String,
-        mut buckets: Vec<i64>,
-    ) -> Result<(RollupStats, Vec<(String, i64)>)> {
-        buckets.sort_unstable();
-        let mut stats = RollupStats::default();
-        let mut hours = Vec::new();
-        for chunk in buckets
-            .chunk_by(|a, b| b - a <= MINUTE_MS && b / rollup::HOUR_MS == a / rollup::HOUR_MS)
-        {
-            let from = chunk[0];
-            let to = chunk[chunk.len() - 1] + MINUTE_MS;
-            let (gpu_rows, tenant_rows, undecodable) =
-                dispatch!(self, s => s.rollup_span(&cluster, &node, from, to).await)?;
-            stats.undecodable_rows += undecodable;
-            hours.push((cluster.clone(), rollup::bucket_of(from, rollup::HOUR_MS)));
-            stats.minutes += chunk.len();
-            stats.gpu_rows += gpu_rows;
-            stats.tenant_rows += tenant_rows;
-        }
-        Ok((stats, hours))
     }
 
     /// Re-merges one cluster-hour from its GPU hour rollups (after rollups were written

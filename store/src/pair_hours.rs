@@ -1,21 +1,9 @@
-//! Interference's pair-hours as the analysis keeps them (migration 0015): each node-hour's
-//! victim–aggressor sums, and a mark saying under which thresholds and from which hour rollups
-//! they were measured. One SQL text serves both backends.
+//! Interference's pair-hours as the rollup (or, where those do not hold, the analysis) keeps
+//! them (migration 0015): each node-hour's victim–aggressor sums, and a mark saying under which
+//! thresholds and MIG GPUs and from which hour rollups they were measured. One SQL text serves
+//! both backends.
 
-pub use model::rollup::PairHour;
-
-/// Under what a node-hour's pair-hours were measured: the analysis reuses them only while the
-/// thresholds and the node's hour rollups (their sample counts) are the same.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PairHourMark {
-    pub hour_ms: i64,
-    /// The interference thresholds, written by the analysis (e.g. `saturation=0.9,mig=0.8`).
-    pub thresholds: String,
-    /// Sum of the samples of the node's GPU-hour rows of that hour.
-    pub gpu_samples: i64,
-    /// Sum of the samples of the node's tenant-hour rows of that hour.
-    pub tenant_samples: i64,
-}
+pub use model::pair_hours::{PairHour, PairHourMark};
 
 /// `SELECT cluster, node, columns FROM table` of the hours in [from, to) of the scope's nodes,
 /// in `d`'s SQL: binds from, to (ms) and the scope's two values ([`crate::Scope::binds`]).

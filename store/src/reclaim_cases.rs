@@ -2,10 +2,7 @@
 //! outcome, with its audit trail (`reclaim_steps`). One SQL text serves both backends.
 
 pub use super::audit::Step;
-
-/// States in which a case is still the loop's business (an acted case waits for its outcome
-/// check).
-pub const OPEN: [&str; 4] = ["noticed", "awaiting_approval", "approved", "acted"];
+pub use model::reclaim::CaseState;
 
 /// A case as it is first recorded.
 #[derive(Debug, Clone, PartialEq)]
@@ -31,7 +28,7 @@ pub struct NewCase {
     /// The series that showed the holding idle: use on it cancels the case.
     pub signal_metric: String,
     pub signal_entity: String,
-    pub state: String,
+    pub state: CaseState,
     pub opened_ms: i64,
     /// When the grace period ends.
     pub act_after_ms: i64,
@@ -58,7 +55,7 @@ pub struct CaseRecord {
 #[derive(Debug, Clone, Copy)]
 pub struct CaseFilter<'a> {
     pub id: Option<i64>,
-    pub states: &'a [&'a str],
+    pub states: &'a [CaseState],
     /// Cases opened at or after this time.
     pub opened_since_ms: Option<i64>,
     /// Cases acted on at or after this time.
@@ -104,8 +101,8 @@ impl<'a> CaseFilter<'a> {
 #[derive(Debug, Clone, Copy)]
 pub struct Move<'a> {
     pub id: i64,
-    pub from: &'a [&'a str],
-    pub to: &'a str,
+    pub from: &'a [CaseState],
+    pub to: CaseState,
     /// Who approved or cancelled it.
     pub by: Option<&'a str>,
     pub target: Option<&'a str>,
@@ -115,7 +112,7 @@ pub struct Move<'a> {
 }
 
 impl<'a> Move<'a> {
-    pub fn new(id: i64, from: &'a [&'a str], to: &'a str, now_ms: i64) -> Move<'a> {
+    pub fn new(id: i64, from: &'a [CaseState], to: CaseState, now_ms: i64) -> Move<'a> {
         Move {
             id,
             from,
@@ -159,7 +156,7 @@ macro_rules! reclaim_case_methods {
             .bind(c.idle_share)
             .bind(&c.signal_metric)
             .bind(&c.signal_entity)
-            .bind(&c.state)
+            .bind(c.state.as_str())
             .bind(c.opened_ms)
             .bind(c.act_after_ms)
             .fetch_one(&self.$write)
@@ -181,7 +178,7 @@ macro_rules! reclaim_case_methods {
                 q = q.bind(id);
             }
             for s in f.states {
-                q = q.bind(*s);
+                q = q.bind(s.as_str());
             }
             for t in [f.opened_since_ms, f.acted_since_ms].into_iter().flatten() {
                 q = q.bind(t);
@@ -209,7 +206,14 @@ macro_rules! reclaim_case_methods {
                         idle_share: r.try_get(15)?,
                         signal_metric: r.try_get(16)?,
                         signal_entity: r.try_get(17)?,
-                        state: r.try_get(18)?,
+                        state: {
+                            let s: String = r.try_get(18)?;
+                            super::reclaim_cases::CaseState::parse(&s).ok_or_else(|| {
+                                sqlx::Error::Decode(
+                                    format!("reclaim_cases.state holds {s:?}").into(),
+                                )
+                            })?
+                        },
                         opened_ms: r.try_get(19)?,
                         act_after_ms: r.try_get(20)?,
                     },
@@ -240,19 +244,19 @@ macro_rules! reclaim_case_methods {
             let sql = $sql(&format!(
                 "UPDATE reclaim_cases SET state = ?, decided_by = COALESCE(?, decided_by), decided_ms = COALESCE(?, decided_ms), target = COALESCE(?, target), undo = COALESCE(?, undo), outcome = COALESCE(?, outcome), acted_ms = COALESCE(?, acted_ms), finished_ms = COALESCE(?, finished_ms) WHERE id = ? AND state IN ({states})"
             ));
-            let open = super::reclaim_cases::OPEN.contains(&m.to);
+            let open = m.to.is_open();
             let mut q = sqlx::query(&sql)
-                .bind(m.to)
+                .bind(m.to.as_str())
                 .bind(m.by)
                 .bind(m.by.map(|_| m.now_ms))
                 .bind(m.target)
                 .bind(m.undo)
                 .bind(m.outcome)
-                .bind((m.to == "acted").then_some(m.now_ms))
+                .bind((m.to == super::reclaim_cases::CaseState::Acted).then_some(m.now_ms))
                 .bind((!open).then_some(m.now_ms))
                 .bind(m.id);
             for s in m.from {
-                q = q.bind(*s);
+                q = q.bind(s.as_str());
             }
             Ok(q.execute(&self.$write).await?.rows_affected() == 1)
         }

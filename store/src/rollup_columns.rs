@@ -106,7 +106,7 @@ macro_rules! gpu_hour_columns {
 }
 pub(crate) use gpu_hour_columns;
 
-/// The columns of a GPU minute rollup interference reads ([`model::rollup::DeviceMinute`]; the
+/// The columns of a GPU minute rollup interference reads ([`model::pair_hours::DeviceMinute`]; the
 /// bucket in ms), read by position.
 macro_rules! device_minute_columns {
     ($($then:ident)::+ ($($args:tt)*)) => {
@@ -121,7 +121,7 @@ macro_rules! device_minute_columns {
 }
 pub(crate) use device_minute_columns;
 
-/// The columns of a tenant minute rollup interference reads ([`model::rollup::TenantMinute`];
+/// The columns of a tenant minute rollup interference reads ([`model::pair_hours::TenantMinute`];
 /// the bucket in ms), read by position.
 macro_rules! tenant_minute_columns {
     ($($then:ident)::+ ($($args:tt)*)) => {

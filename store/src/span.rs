@@ -41,8 +41,15 @@ pub(crate) trait SpanTx {
     async fn read_rollups(&mut self, res: crate::Rollups, s: Span<'_>) -> Result<NodeRollup>;
 }
 
-/// What a span wrote: GPU minute rows, tenant minute rows, and raw rows skipped.
-pub(crate) type SpanStats = (usize, usize, usize);
+/// What a span wrote: GPU minute rows, tenant minute rows, and raw rows skipped; and, when two
+/// or more tenants were on one of the node's GPUs in the span's hour, that hour's minute and
+/// hour rollups (what its pair-hours are measured from, after the span commits).
+pub(crate) struct SpanStats {
+    pub gpu_rows: usize,
+    pub tenant_rows: usize,
+    pub undecodable: usize,
+    pub shared_hour: Option<(NodeRollup, NodeRollup)>,
+}
 
 /// Rolls one span up inside `tx` (the caller commits).
 pub(crate) async fn roll_up(tx: &mut impl SpanTx, s: Span<'_>) -> Result<SpanStats> {
@@ -63,16 +70,26 @@ pub(crate) async fn roll_up(tx: &mut impl SpanTx, s: Span<'_>) -> Result<SpanSta
     };
     // A span that is its whole hour (a backlog, a backfill) has just written every minute of
     // it: the hour merges from those, without reading them back.
-    let read;
+    let (gpu_rows, tenant_rows) = (minutes.gpus.len(), minutes.tenants.len());
     let all_minutes = if (s.from, s.to) == (hour.from, hour.to) {
-        &minutes
+        minutes
     } else {
-        read = tx.read_rollups(crate::Rollups::Minute, hour).await?;
-        &read
+        tx.read_rollups(crate::Rollups::Minute, hour).await?
     };
-    tx.replace_rollups(crate::Rollups::Hour, hour, &rollup::to_hours(all_minutes))
+    let hours = rollup::to_hours(&all_minutes);
+    tx.replace_rollups(crate::Rollups::Hour, hour, &hours)
         .await?;
-    Ok((minutes.gpus.len(), minutes.tenants.len(), undecodable))
+    let shared = hours
+        .tenants
+        .keys()
+        .zip(hours.tenants.keys().skip(1))
+        .any(|(a, b)| a.0 == b.0);
+    Ok(SpanStats {
+        gpu_rows,
+        tenant_rows,
+        undecodable,
+        shared_hour: shared.then_some((all_minutes, hours)),
+    })
 }
 
 /// Implements [`SpanTx`] for a backend's transactions: `$db` is its sqlx database, and

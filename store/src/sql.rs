@@ -3,7 +3,7 @@
 
 use std::collections::HashMap;
 
-use model::rollup::{DeviceMinute, DeviceMinutes, TenantMinute, TenantMinutes};
+use model::pair_hours::{DeviceMinute, DeviceMinutes, TenantMinute, TenantMinutes};
 
 use crate::error::Result;
 use crate::records::{TableCounts, WantedMinutes};
@@ -148,7 +148,7 @@ impl<'w> InterferenceSeries<'w> {
 macro_rules! interference_rows {
     ($cluster:expr, $node:expr, $wanted:expr, $gpu_rows:expr, $tenant_rows:expr) => {{
         use crate::rollup_columns::{device_minute_columns, read_at, tenant_minute_columns};
-        use model::rollup::{DeviceMinute, TenantMinute};
+        use model::pair_hours::{DeviceMinute, TenantMinute};
         let mut series = $crate::sql::InterferenceSeries::new($wanted);
         for r in $gpu_rows {
             let minute = device_minute_columns!(read_at(r, DeviceMinute, 1));

@@ -98,7 +98,7 @@ pub fn label_applied(
 }
 
 /// A reclaim case approved or cancelled by a person (`decision`: approve, cancel).
-pub fn reclaim_decided(case: i64, decision: &str, caller: &Caller) {
+pub fn reclaim_decided(case: i64, decision: model::reclaim::CaseState, caller: &Caller) {
     let (who, how) = who_and_how(caller);
     tracing::info!(
         target: TARGET,
@@ -106,7 +106,7 @@ pub fn reclaim_decided(case: i64, decision: &str, caller: &Caller) {
         who,
         via = how,
         case,
-        decision,
+        decision = decision.as_str(),
         from = %caller.from(),
         "reclaim case decided"
     );

@@ -9,8 +9,8 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 
 use analytics::Input;
-use model::rollup::{HOUR_MS, PairHour};
-use store::pair_hours::PairHourMark;
+use model::pair_hours::{PairHour, PairHourMark, PairThresholds};
+use model::rollup::HOUR_MS;
 use store::{Store, WantedMinutes};
 
 /// Nodes read at once: the database and the decoding overlap.
@@ -39,9 +39,21 @@ struct NodeHours {
     /// The hours any wanted range covers, and those of them whose kept sums hold.
     wanted_hours: BTreeSet<i64>,
     holds: BTreeSet<i64>,
+    /// The mark kept sums must carry to hold ([`PairThresholds::mark`] of the node's MIG GPUs).
+    mark: String,
 }
 
 impl NodeHours {
+    /// The wanted hours neither kept sums hold nor are without a shared GPU (an hour in which
+    /// no GPU had two tenants has no pair-hours to measure).
+    fn to_measure(&self) -> Vec<i64> {
+        self.wanted_hours
+            .difference(&self.holds)
+            .filter(|h| self.shared.contains_key(h))
+            .copied()
+            .collect()
+    }
+
     /// Whether interference wants this pair-hour (its GPU's ranges cover its hour).
     fn wants(&self, r: &PairHour) -> bool {
         self.wanted
@@ -69,7 +81,21 @@ pub async fn load(
             .map(|g| g.uuid.clone())
             .collect(),
     );
-    let thresholds: Arc<str> = analytics::pair_hour_thresholds(cfg).into();
+    let thresholds = analytics::pair_thresholds(cfg);
+    let mut node_mig: HashMap<(&str, &str), Vec<&str>> = HashMap::new();
+    for g in input.gpus.iter().filter(|g| g.sharing == Sharing::Mig) {
+        node_mig
+            .entry((&g.cluster, &g.node))
+            .or_default()
+            .push(&g.uuid);
+    }
+    let plain = thresholds.mark([]);
+    for ((cluster, node), h) in per_node.iter_mut() {
+        h.mark = match node_mig.get(&(cluster.as_str(), node.as_str())) {
+            Some(uuids) => thresholds.mark(uuids.iter().copied()),
+            None => plain.clone(),
+        };
+    }
     let (from, to, now) = (input.from_ms, input.to_ms, input.now_ms);
     let mut stats = PairStats::default();
     // Which wanted node-hours the kept sums still hold for (marks are looked at as they are
@@ -87,7 +113,7 @@ pub async fn load(
             }
             let Some((key, true)) = &at else { return };
             let h = per_node.get_mut(key).expect("known node");
-            if *m.thresholds == *thresholds
+            if m.thresholds == h.mark
                 && h.samples.get(&m.hour_ms) == Some(&(m.gpu_samples, m.tenant_samples))
                 && h.wanted_hours.contains(&m.hour_ms)
             {
@@ -108,7 +134,7 @@ pub async fn load(
     let mut reads = tokio::task::JoinSet::new();
     let mut nodes = per_node
         .into_iter()
-        .filter(|(_, h)| h.wanted_hours.len() > h.holds.len());
+        .filter(|(_, h)| !h.to_measure().is_empty());
     loop {
         while reads.len() < NODES_IN_FLIGHT {
             let Some(((cluster, node), hours)) = nodes.next() else {
@@ -116,9 +142,8 @@ pub async fn load(
             };
             let job = NodeJob {
                 store: store.clone(),
-                cfg: cfg.clone(),
                 mig: mig.clone(),
-                thresholds: thresholds.clone(),
+                thresholds,
                 cluster,
                 node,
                 ended_by: now,
@@ -230,9 +255,8 @@ fn shared_gpus(input: &Input, per_node: &mut BTreeMap<(String, String), NodeHour
 /// One node's part of [`load`].
 struct NodeJob {
     store: Store,
-    cfg: analytics::Config,
     mig: Arc<HashSet<String>>,
-    thresholds: Arc<str>,
+    thresholds: PairThresholds,
     cluster: String,
     node: String,
     /// Hours that ended by then are kept once measured.
@@ -242,11 +266,7 @@ struct NodeJob {
 impl NodeJob {
     /// Measures the node's wanted hours whose kept sums do not hold.
     async fn run(self, hours: NodeHours) -> anyhow::Result<(Vec<PairHour>, PairStats)> {
-        let stale: Vec<i64> = hours
-            .wanted_hours
-            .difference(&hours.holds)
-            .copied()
-            .collect();
+        let stale = hours.to_measure();
         let (mut rows, minute_rows) = self.measure(&hours, &stale).await?;
         rows.retain(|r| hours.wants(r));
         let stats = PairStats {
@@ -282,7 +302,8 @@ impl NodeJob {
         let minute_rows = devices.iter().map(|d| d.minutes.len()).sum::<usize>()
             + tenants.iter().map(|t| t.minutes.len()).sum::<usize>();
         let is_mig = |gpu: &str| self.mig.contains(gpu);
-        let measured = analytics::pair_hours(&devices, &tenants, &is_mig, &self.cfg);
+        let measured =
+            model::pair_hours::measure_pair_hours(&devices, &tenants, &is_mig, &self.thresholds);
         let marks: Vec<PairHourMark> = stale
             .iter()
             .filter(|&&h| h + HOUR_MS <= self.ended_by)
@@ -291,7 +312,7 @@ impl NodeJob {
                     hours.samples.get(&h).copied().unwrap_or_default();
                 PairHourMark {
                     hour_ms: h,
-                    thresholds: self.thresholds.to_string(),
+                    thresholds: hours.mark.clone(),
                     gpu_samples,
                     tenant_samples,
                 }

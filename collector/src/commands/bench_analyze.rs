@@ -31,11 +31,16 @@ pub struct AnalyzeBench {
     /// Sample spacing of the simulated history the rollups are computed from.
     #[arg(long, default_value = "60s", value_parser = humantime::parse_duration)]
     pub interval: Duration,
-    /// Days (the most recent) whose minute rollups the fill writes; for older days it keeps
-    /// the pair-hours an earlier analysis would have kept instead (what a large fleet's disk
-    /// allows: minutes are most of a fill's size). At most --days, which is the default.
+    /// Days (the most recent) whose minute rollups the fill writes (what a large fleet's disk
+    /// allows: minutes are most of a fill's size; the analysis reads none where the pair-hours
+    /// the rollup kept hold). At most --days, which is the default.
     #[arg(long)]
     pub minute_days: Option<i64>,
+    /// Drops the pair-hours the rollup kept for the days with minutes before the first round,
+    /// so that it measures them from minutes, as on a history rolled up by a gpulens before
+    /// the rollup kept them or read under other thresholds (then they are kept again).
+    #[arg(long)]
+    pub measure_first: bool,
     /// Analyses to time; medians are reported.
     #[arg(long, default_value_t = 3)]
     pub rounds: usize,
@@ -200,23 +205,28 @@ pub(crate) async fn fill_analyze(
             |width, rollups| store.write_rollups(width, &cluster, &spec.name, start, end, rollups);
         write(Rollups::Hour, &hours).await?;
         hour_rows += hours.gpus.len() + hours.tenants.len();
-        if spec.sharing == Sharing::Exclusive {
-            // No minutes: the analysis reads none of a GPU no two tenants share.
-        } else if end > to - minute_days * 86_400_000 {
+        // What the rollup keeps as it merges each hour: the node's pair-hours.
+        let mig = spec.sharing == Sharing::Mig;
+        let pt = model::pair_hours::PairThresholds::default();
+        let gpus = &fleet.nodes[node].gpus;
+        let mark = pt.mark(gpus.iter().map(|g| g.uuid.as_str()).filter(|_| mig));
+        let (rows, marks) = model::pair_hours::node_pair_hours(
+            &cluster,
+            &spec.name,
+            &minutes,
+            &hours,
+            &|_| mig,
+            &pt,
+            &mark,
+        );
+        store
+            .keep_pair_hours(&cluster, &spec.name, &marks, &rows)
+            .await?;
+        // Minutes of shared GPUs only (the analysis reads none of a GPU no two tenants share),
+        // and of the last --minute-days.
+        if spec.sharing != Sharing::Exclusive && end > to - minute_days * 86_400_000 {
             write(Rollups::Minute, &minutes).await?;
             minute_rows += minutes.gpus.len() + minutes.tenants.len();
-        } else {
-            // Older than the minutes kept here: the pair-hours an earlier analysis kept.
-            let (rows, marks) = kept_pair_hours(
-                &cluster,
-                &spec.name,
-                spec.sharing == Sharing::Mig,
-                &minutes,
-                &hours,
-            );
-            store
-                .keep_pair_hours(&cluster, &spec.name, &marks, &rows)
-                .await?;
         }
         tenants[node].extend(t.into_iter().map(|t| (t.key.clone(), t)));
         done += 1;
@@ -230,79 +240,6 @@ pub(crate) async fn fill_analyze(
     eprintln!();
     report_now(store, fleet, interval_ms, Some(tenants)).await?;
     Ok((hour_rows, minute_rows))
-}
-
-/// What an analysis would have kept of one node-day: every hour's pair-hours, measured from its
-/// minutes as [`crate::analysis`] does, and each hour's mark.
-fn kept_pair_hours(
-    cluster: &str,
-    node: &str,
-    mig: bool,
-    minutes: &rollup::NodeRollup,
-    hours: &rollup::NodeRollup,
-) -> (Vec<rollup::PairHour>, Vec<store::pair_hours::PairHourMark>) {
-    let mut devices: BTreeMap<&str, rollup::DeviceMinutes> = BTreeMap::new();
-    for ((gpu, bucket), a) in &minutes.gpus {
-        let d = devices.entry(gpu).or_insert_with(|| rollup::DeviceMinutes {
-            cluster: cluster.into(),
-            node: node.into(),
-            gpu: gpu.clone(),
-            minutes: Vec::new(),
-        });
-        d.minutes.push(rollup::DeviceMinute {
-            bucket: *bucket,
-            gpu_util_n: a.gpu_util.n,
-            gpu_util_sum: a.gpu_util.sum,
-            dram_active_n: a.dram_active.n,
-            dram_active_sum: a.dram_active.sum,
-        });
-    }
-    let mut tenants: BTreeMap<(&str, &str), rollup::TenantMinutes> = BTreeMap::new();
-    for ((gpu, tenant, bucket), a) in minutes.tenants.iter().filter(|(_, a)| a.active_n > 0) {
-        let t = tenants
-            .entry((gpu, tenant))
-            .or_insert_with(|| rollup::TenantMinutes {
-                cluster: cluster.into(),
-                gpu: gpu.clone(),
-                tenant: tenant.clone(),
-                minutes: Vec::new(),
-            });
-        t.minutes.push(rollup::TenantMinute {
-            bucket: *bucket,
-            samples: a.samples,
-            active_n: a.active_n,
-            sm_util_n: a.sm_util.n,
-            sm_util_sum: a.sm_util.sum,
-            alloc_n: a.alloc_n,
-            alloc_share_sum: a.alloc_share_sum,
-            eff_n: a.eff_n,
-            eff_sum: a.eff_sum,
-        });
-    }
-    let devices: Vec<_> = devices.into_values().collect();
-    let tenants: Vec<_> = tenants.into_values().collect();
-    let cfg = analytics::Config::default();
-    let rows = analytics::pair_hours(&devices, &tenants, &|_| mig, &cfg);
-    let mut samples: BTreeMap<i64, (i64, i64)> = BTreeMap::new();
-    for ((_, bucket), a) in &hours.gpus {
-        samples.entry(*bucket).or_default().0 += i64::from(a.samples);
-    }
-    for ((_, _, bucket), a) in &hours.tenants {
-        samples.entry(*bucket).or_default().1 += i64::from(a.samples);
-    }
-    let thresholds = analytics::pair_hour_thresholds(&cfg);
-    let marks = samples
-        .into_iter()
-        .map(
-            |(hour_ms, (gpu_samples, tenant_samples))| store::pair_hours::PairHourMark {
-                hour_ms,
-                thresholds: thresholds.clone(),
-                gpu_samples,
-                tenant_samples,
-            },
-        )
-        .collect();
-    (rows, marks)
 }
 
 /// Every node's latest sample, taken now, through the store's ingest, as a live agent leaves
@@ -537,11 +474,14 @@ async fn one_size(
     let rss_before = model::own_usage::peak_rss_mib();
     let thresholds = bench_config(&fleets, args);
     let window = Duration::from_millis((args.days * 86_400_000) as u64);
-    // The first round finds no kept pair-hours where the fill wrote minutes, as an analysis of
-    // a new database would; older hours' the fill kept stay (see --minute-days).
+    // A new process on a filled history: the first round reads the pair-hours the rollup kept,
+    // unless told to measure those of the minute days (see --measure-first).
     let minute_days = args.minute_days();
-    let minutes_from = to - minute_days * 86_400_000;
-    store.drop_pair_hours(minutes_from, i64::MAX).await?;
+    if args.measure_first {
+        store
+            .drop_pair_hours(to - minute_days * 86_400_000, i64::MAX)
+            .await?;
+    }
     let Rounds {
         mut load,
         mut analyze,
@@ -578,11 +518,13 @@ async fn one_size(
     let first_s = total[0];
     println!(
         "  first round ({}): load {:.2} s, analysis {:.2} s, load + analysis {:.2} s",
-        if minute_days == args.days {
+        if !args.measure_first {
+            "a new process: pair-hours the rollup kept".to_owned()
+        } else if minute_days == args.days {
             "no kept pair-hours: every hour measured from minutes, then kept".to_owned()
         } else {
             format!(
-                "hours of the last {minute_days} days measured from minutes, then kept; older ones kept by the fill"
+                "hours of the last {minute_days} days measured from minutes, then kept; older ones kept by the rollup"
             )
         },
         load[0],
@@ -600,6 +542,10 @@ async fn one_size(
     println!("  load from store     median {load_s:>7.2} s");
     println!("  analysis            median {analyze_s:>7.2} s");
     println!("  load + analysis     median {total_s:>7.2} s");
+    println!(
+        "  first round / later {:>7.2}x",
+        first_s / total_s.max(1e-9)
+    );
     print_parts(args, plan, held_out, forecast, stats.forecast_hours);
     match (peak_tracked, peak_mib) {
         (true, Some(peak)) => println!(

@@ -273,7 +273,8 @@ fn remember(history: &mut BTreeMap<String, GpuHistory>, b: &model::wire::v1::Bat
 
 /// dcgm-exporter's default counters and the profiling fields gpulens reads, each as its value
 /// in dcgm-exporter's unit from a gpulens sample (fields gpulens does not keep export what a
-/// healthy GPU exports: zeros, and the memory temperature a few degrees above the GPU's).
+/// healthy GPU exports: zeros, and the memory temperature a few degrees above the GPU's; a
+/// reading the sample lacks is NaN, and not written).
 #[allow(clippy::type_complexity)]
 const SERIES: &[(&str, &str, fn(&GpuSample) -> f64)] = &[
     ("DCGM_FI_DEV_SM_CLOCK", "gauge", |g| {
@@ -346,10 +347,10 @@ const SERIES: &[(&str, &str, fn(&GpuSample) -> f64)] = &[
         f64::from(g.dram_active.unwrap_or(0.0))
     }),
     ("DCGM_FI_PROF_PCIE_TX_BYTES", "gauge", |g| {
-        g.pcie_tx_bytes_per_s.unwrap_or(0) as f64
+        g.pcie_tx_bytes_per_s.map_or(f64::NAN, |v| v as f64)
     }),
     ("DCGM_FI_PROF_PCIE_RX_BYTES", "gauge", |g| {
-        g.pcie_rx_bytes_per_s.unwrap_or(0) as f64
+        g.pcie_rx_bytes_per_s.map_or(f64::NAN, |v| v as f64)
     }),
 ];
 
@@ -367,12 +368,18 @@ fn prometheus(
         writeln!(w, "# TYPE {name} {kind}")?;
         for h in history.values() {
             for (ts, g) in &h.samples {
+                // A reading the agent did not take (PCIe between its reads: NaN above) is not a
+                // sample, as it is no row value in gpulens.
+                let v = value(g);
+                if v.is_nan() {
+                    continue;
+                }
                 // OpenMetrics timestamps are seconds.
                 writeln!(
                     w,
                     "{name}{{{}}} {} {}.{:03}",
                     h.labels,
-                    value(g),
+                    v,
                     ts / 1000,
                     ts % 1000
                 )?;

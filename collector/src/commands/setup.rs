@@ -41,7 +41,8 @@ pub async fn open_store(config: &Config) -> anyhow::Result<store::Store> {
     }
     let store = store::Store::connect(&url)
         .await
-        .map_err(|e| anyhow::anyhow!("cannot open database {}: {e}", store::redact_url(&url)))?;
+        .map_err(|e| anyhow::anyhow!("cannot open database {}: {e}", store::redact_url(&url)))?
+        .with_pair_thresholds(analytics::pair_thresholds(&config.analytics.thresholds));
     Ok(store)
 }
 

@@ -83,7 +83,7 @@ async fn cases(
                 k.namespace,
                 k.pod,
                 k.node,
-                k.state.replace('_', " "),
+                k.state.words(),
                 k.action,
                 k.policy,
                 format::num(k.idle_hours),

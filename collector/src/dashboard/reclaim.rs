@@ -3,7 +3,7 @@
 
 use super::page::*;
 use crate::reclaim::{DecideError, Decision};
-use store::reclaim_cases::CaseFilter;
+use store::reclaim_cases::{CaseFilter, CaseState};
 
 pub async fn reclaim(
     State(state): State<DashboardState>,
@@ -18,10 +18,10 @@ pub async fn reclaim(
         .filter(|c| caller.sees_team(Some(&c.case.team)))
         .map(|c| {
             let k = &c.case;
-            let when = match (c.acted_ms, k.state.as_str()) {
+            let when = match (c.acted_ms, k.state) {
                 (Some(t), _) => format!("acted {}", time(t)),
-                (None, "noticed") => format!("grace ends {}", time(k.act_after_ms)),
-                (None, "awaiting_approval" | "approved") => {
+                (None, CaseState::Noticed) => format!("grace ends {}", time(k.act_after_ms)),
+                (None, CaseState::AwaitingApproval | CaseState::Approved) => {
                     format!("grace ended {}", time(k.act_after_ms))
                 }
                 (None, _) => c
@@ -31,7 +31,7 @@ pub async fn reclaim(
             };
             pages::ReclaimRow {
                 id: c.id,
-                state: k.state.clone(),
+                state: k.state,
                 pod: format!("{}/{}", k.namespace, k.pod),
                 tenant: k.tenant.clone(),
                 team: k.team.clone(),

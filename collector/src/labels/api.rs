@@ -142,7 +142,7 @@ pub struct ApproveBody {
 #[derive(Debug, Serialize)]
 pub struct Approved {
     pub id: i64,
-    pub state: &'static str,
+    pub state: ActionState,
     pub approved_by: String,
 }
 
@@ -185,7 +185,7 @@ pub async fn approve(
             crate::access::audit::approved(id, &caller, body.override_pods);
             Ok(Json(Approved {
                 id,
-                state: "approved",
+                state: ActionState::Approved,
                 approved_by: who,
             }))
         }

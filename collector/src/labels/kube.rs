@@ -308,17 +308,17 @@ impl Cluster {
             .collect())
     }
 
-    /// Watches the node from `resource_version` until `label` has one of `values`; returns the
-    /// value seen and the resource version it was seen at (to watch on from there), or `None`
+    /// Watches the node from `resource_version` until `label` has a value `wanted` takes;
+    /// returns it and the resource version it was seen at (to watch on from there), or `None`
     /// when `timeout` passes first.
-    pub async fn wait_for_label(
+    pub async fn wait_for_label<T>(
         &self,
         name: &str,
         label: &str,
-        values: &[&str],
+        wanted: &(dyn Fn(&str) -> Option<T> + Sync),
         resource_version: &str,
         timeout: Duration,
-    ) -> Result<Option<(String, String)>, KubeError> {
+    ) -> Result<Option<(T, String)>, KubeError> {
         let name = object_name(name)?;
         let deadline = tokio::time::Instant::now() + timeout;
         let mut rv = resource_version.to_owned();
@@ -341,10 +341,8 @@ impl Cluster {
                     None => break,
                     Some(Ok(WatchEvent::Added(n) | WatchEvent::Modified(n))) => {
                         rv = n.metadata.resource_version.clone().unwrap_or(rv);
-                        if let Some(v) = labels_of(&n).get(label)
-                            && values.contains(&v.as_str())
-                        {
-                            return Ok(Some((v.clone(), rv)));
+                        if let Some(v) = labels_of(&n).get(label).and_then(|v| wanted(v)) {
+                            return Ok(Some((v, rv)));
                         }
                     }
                     Some(Ok(WatchEvent::Bookmark(b))) => rv = b.metadata.resource_version,

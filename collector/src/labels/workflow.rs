@@ -12,7 +12,9 @@ use std::collections::BTreeMap;
 
 use analytics::Analysis;
 use analytics::recommend::Proposal;
-use model::labels::{OPERATOR_DEVICE_PLUGIN_CONFIG, OPERATOR_MIG_CONFIG, OPERATOR_MIG_STATE};
+use model::labels::{
+    MigManagerState, OPERATOR_DEVICE_PLUGIN_CONFIG, OPERATOR_MIG_CONFIG, OPERATOR_MIG_STATE,
+};
 use serde::{Deserialize, Serialize};
 
 use super::kube::{self, Cluster, KubeError};
@@ -158,8 +160,10 @@ pub fn operator_busy(labels: &BTreeMap<String, String>, label: &str) -> Option<S
             paused.join(", ")
         ));
     }
-    if let Some(state) = labels.get(OPERATOR_MIG_STATE)
-        && (state == "pending" || state == "rebooting")
+    if let Some(state) = labels
+        .get(OPERATOR_MIG_STATE)
+        .and_then(|v| MigManagerState::parse(v))
+        && state.busy()
     {
         return Some(format!(
             "the MIG manager is still applying a change ({OPERATOR_MIG_STATE}={state}); try again once it reports success or failed"
@@ -180,10 +184,6 @@ pub fn operator_busy(labels: &BTreeMap<String, String>, label: &str) -> Option<S
     })
 }
 
-/// States of `nvidia.com/mig.config.state` that mean the MIG manager took up a change.
-const STARTED: [&str; 3] = ["pending", "rebooting", "failed"];
-const DONE: [&str; 2] = ["success", "failed"];
-
 /// Waits for the MIG manager to take up the change written at `rv` and finish it.
 async fn watch_mig(
     c: &Cluster,
@@ -191,24 +191,31 @@ async fn watch_mig(
     rv: &str,
     timeout: Duration,
     audit: &mut impl Audit,
-) -> Result<Option<String>, KubeError> {
+) -> Result<Option<MigManagerState>, KubeError> {
+    // Which values of the state label end each wait: the change taken up, then finished.
+    let started = |v: &str| MigManagerState::parse(v).filter(|s| s.started());
+    let done = |v: &str| MigManagerState::parse(v).filter(|s| s.done());
     let deadline = tokio::time::Instant::now() + timeout;
     let Some((first, seen_at)) = c
-        .wait_for_label(node, OPERATOR_MIG_STATE, &STARTED, rv, timeout)
+        .wait_for_label(node, OPERATOR_MIG_STATE, &started, rv, timeout)
         .await?
     else {
         return Ok(None);
     };
     audit
-        .step("watch", &first, format!("{OPERATOR_MIG_STATE}={first}"))
+        .step(
+            "watch",
+            first.as_str(),
+            format!("{OPERATOR_MIG_STATE}={first}"),
+        )
         .await;
-    if first == "failed" {
+    if first == MigManagerState::Failed {
         return Ok(Some(first));
     }
     // Watch on from where the change was taken up, so no later state is missed.
     let left = deadline.saturating_duration_since(tokio::time::Instant::now());
     Ok(
-        c.wait_for_label(node, OPERATOR_MIG_STATE, &DONE, &seen_at, left)
+        c.wait_for_label(node, OPERATOR_MIG_STATE, &done, &seen_at, left)
             .await?
             .map(|(state, _)| state),
     )
@@ -319,7 +326,7 @@ async fn cordoned(
         return Ok(Outcome::Applied);
     }
     let reason = match watch_mig(c, &plan.node, &rv, limits.config_timeout, audit).await? {
-        Some(s) if s == "success" => {
+        Some(MigManagerState::Success) => {
             audit.step("watch", "success", String::new()).await;
             uncordon(c, &plan.node, was_cordoned, audit).await?;
             return Ok(Outcome::Applied);
@@ -505,9 +512,9 @@ async fn rollback(
         watch_mig(c, &plan.node, &rv, limits.config_timeout, audit).await?
     } else {
         // No previous config: nothing for the MIG manager to restore.
-        Some("success".into())
+        Some(MigManagerState::Success)
     };
-    if back.as_deref() == Some("success") {
+    if back == Some(MigManagerState::Success) {
         audit.step("rollback", "success", String::new()).await;
         uncordon(c, &plan.node, was_cordoned, audit).await?;
         Ok(Outcome::RolledBack { reason })

@@ -9,7 +9,7 @@ use axum::extract::{Path, Query, State};
 use model::time::rfc3339;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
-use store::reclaim_cases::{CaseFilter, CaseRecord, Move};
+use store::reclaim_cases::{CaseFilter, CaseRecord, CaseState, Move};
 
 use super::settings::Settings;
 use crate::access::routes::{Need::*, Routes, Teams::*};
@@ -47,7 +47,7 @@ pub fn routes() -> Routes<ReclaimState> {
 
 fn list_op() -> Op {
     Op::new("The reclaim loop (docs/reclaim.md): whether it runs dry, its policies, and its cases — idle holdings a policy took up — newest first, each with its state (noticed, awaiting_approval, approved, acted, freed, not_freed, cancelled, reported, dry_run, refused, failed), the controller acted on and how to undo it, and every step. Team-scoped callers see their teams' cases.")
-        .param(json!({"name": "state", "in": "query", "schema": {"type": "string"}, "description": "Only cases in this state."}))
+        .param(json!({"name": "state", "in": "query", "schema": {"type": "string", "enum": CaseState::ALL.map(CaseState::as_str)}, "description": "Only cases in this state."}))
         .param(json!({"name": "limit", "in": "query", "schema": {"type": "integer", "minimum": 1, "maximum": 1000}, "description": "Newest first, default 100."}))
         .json(200, "dry_run, policies[], cases[]", json!({"type": "object", "required": ["dry_run", "policies", "cases"], "properties": {
             "dry_run": {"type": "boolean"},
@@ -89,7 +89,7 @@ pub struct PolicyView {
 #[derive(Debug, Serialize)]
 pub struct CaseView {
     pub id: i64,
-    pub state: String,
+    pub state: CaseState,
     pub cluster: String,
     pub node: String,
     pub gpu_uuid: String,
@@ -164,7 +164,15 @@ pub async fn list(
 ) -> Result<Json<CaseList>, ApiError> {
     let Query(q) = q.map_err(crate::http::bad_query)?;
     let limit = crate::http::list_limit(q.limit)?;
-    let states: Vec<&str> = q.state.as_deref().into_iter().collect();
+    let states: Vec<CaseState> = match q.state.as_deref() {
+        None => Vec::new(),
+        Some(s) => vec![CaseState::parse(s).ok_or_else(|| {
+            ApiError::BadRequest(format!(
+                "state: {s:?} is no reclaim case state (one of {})",
+                CaseState::ALL.map(CaseState::as_str).join(", ")
+            ))
+        })?],
+    };
     let cases = state
         .store
         .reclaim_cases(&CaseFilter {
@@ -202,7 +210,7 @@ pub async fn list(
 #[derive(Debug, Serialize)]
 pub struct Decided {
     pub id: i64,
-    pub state: &'static str,
+    pub state: CaseState,
     pub by: String,
 }
 
@@ -216,17 +224,17 @@ pub enum Decision {
 }
 
 impl Decision {
-    fn from(self) -> &'static [&'static str] {
+    fn from(self) -> &'static [CaseState] {
         match self {
-            Decision::Approve => &["awaiting_approval"],
-            Decision::Cancel => &["noticed", "awaiting_approval", "approved"],
+            Decision::Approve => &[CaseState::AwaitingApproval],
+            Decision::Cancel => &CaseState::NOTIFIED,
         }
     }
 
-    pub fn to(self) -> &'static str {
+    pub fn to(self) -> CaseState {
         match self {
-            Decision::Approve => "approved",
-            Decision::Cancel => "cancelled",
+            Decision::Approve => CaseState::Approved,
+            Decision::Cancel => CaseState::Cancelled,
         }
     }
 }
@@ -239,9 +247,9 @@ pub enum DecideError {
     #[error("reclaim case {id} is {state}; only a case that is {from} can be {to}")]
     State {
         id: i64,
-        state: String,
+        state: CaseState,
         from: String,
-        to: &'static str,
+        to: CaseState,
     },
     #[error(transparent)]
     Store(#[from] store::StoreError),
@@ -289,15 +297,19 @@ pub async fn decide(
     if !moved {
         return Err(DecideError::State {
             id,
-            state: case.case.state.clone(),
-            from: from.join(" or "),
+            state: case.case.state,
+            from: from
+                .iter()
+                .map(|s| s.as_str())
+                .collect::<Vec<_>>()
+                .join(" or "),
             to,
         });
     }
     let step = store::audit::Step {
         ts_ms: now,
         actor: who.to_owned(),
-        step: to.into(),
+        step: to.as_str().into(),
         result: "ok".into(),
         detail: format!("by {who} through {via}"),
     };

@@ -4,12 +4,12 @@
 use std::collections::BTreeMap;
 
 use model::time::rfc3339;
-use store::reclaim_cases::{CaseRecord, NewCase};
+use store::reclaim_cases::{CaseRecord, CaseState, NewCase};
 
 /// The alertname of the default rule.
 pub const ALERTNAME: &str = "GpulensReclaimNotice";
 /// States in which a case's notice is an active alert.
-pub const NOTIFIED: [&str; 3] = ["noticed", "awaiting_approval", "approved"];
+pub const NOTIFIED: [CaseState; 3] = CaseState::NOTIFIED;
 
 /// The labels that identify a case's notice, beyond the alert's own (`alertname`,
 /// `severity`): cluster, node, GPU, tenant, team, namespace, policy, case and whether the loop
@@ -37,9 +37,9 @@ pub fn summary(c: &CaseRecord) -> String {
         ("suspend", Some(t)) => format!("suspend {t}"),
         (a, _) => a.replace('-', " "),
     };
-    let when = match k.state.as_str() {
-        "awaiting_approval" => "once an operator approves".to_owned(),
-        "approved" => "now (approved)".to_owned(),
+    let when = match k.state {
+        CaseState::AwaitingApproval => "once an operator approves".to_owned(),
+        CaseState::Approved => "now (approved)".to_owned(),
         _ => format!("after {}", rfc3339(k.act_after_ms)),
     };
     let dry = if k.dry_run {

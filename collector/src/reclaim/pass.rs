@@ -10,7 +10,7 @@ use std::sync::Arc;
 use analytics::{Analysis, Finding, FindingKind};
 use model::time::rfc3339;
 use store::audit::{Step, Trail};
-use store::reclaim_cases::{CaseFilter, CaseRecord, Move, NewCase, OPEN};
+use store::reclaim_cases::{CaseFilter, CaseRecord, CaseState, Move, NewCase};
 use store::{Agg, Entity, LOCK_RECLAIM, Metric, Retention, SeriesQuery, Store, TenantRecord};
 
 use super::metrics::ReclaimMetrics;
@@ -62,7 +62,7 @@ impl std::fmt::Debug for Reclaim {
 
 /// Where a case goes next, and why.
 struct Next<'a> {
-    to: &'a str,
+    to: CaseState,
     step: &'a str,
     result: &'a str,
     detail: String,
@@ -98,7 +98,7 @@ impl Reclaim {
         let mut open = self
             .store
             .reclaim_cases(&CaseFilter {
-                states: &OPEN,
+                states: &CaseState::OPEN,
                 ..CaseFilter::newest(MAX_OPEN)
             })
             .await?;
@@ -182,8 +182,7 @@ impl Reclaim {
             let taken = recent.iter().any(|r| {
                 r.case.cluster == c.cluster
                     && r.case.tenant == c.tenant
-                    && (OPEN.contains(&r.case.state.as_str())
-                        || r.finished_ms.is_some_and(|t| now - t < cooldown))
+                    && (r.case.state.is_open() || r.finished_ms.is_some_and(|t| now - t < cooldown))
             });
             if taken {
                 continue;
@@ -243,7 +242,7 @@ impl Reclaim {
                 .unwrap_or(0.0),
             signal_metric: signal.metric.clone(),
             signal_entity: signal.entity.clone(),
-            state: "noticed".into(),
+            state: CaseState::Noticed,
             opened_ms: 0,
             act_after_ms: 0,
         })
@@ -269,7 +268,7 @@ impl Reclaim {
         c.act_after_ms = now + policy.grace.as_millis() as i64;
         let refusal = refusal(policy, &marks, &target);
         if refusal.is_some() {
-            c.state = "refused".into();
+            c.state = CaseState::Refused;
         }
         let id = self.store.insert_reclaim_case(&c).await?;
         self.step(
@@ -286,7 +285,7 @@ impl Reclaim {
                 .move_reclaim_case(&Move {
                     target: target_name.as_deref(),
                     outcome: Some(&why),
-                    ..Move::new(id, &["refused"], "refused", now)
+                    ..Move::new(id, &[CaseState::Refused], CaseState::Refused, now)
                 })
                 .await?;
             self.step(id, "gpulens", "refused", "refused", why).await;
@@ -297,7 +296,7 @@ impl Reclaim {
             self.store
                 .move_reclaim_case(&Move {
                     target: Some(t),
-                    ..Move::new(id, &["noticed"], "noticed", now)
+                    ..Move::new(id, &[CaseState::Noticed], CaseState::Noticed, now)
                 })
                 .await?;
         }
@@ -352,8 +351,8 @@ impl Reclaim {
         now: i64,
         report: &mut PassReport,
     ) -> anyhow::Result<()> {
-        let state = c.case.state.as_str();
-        if state == "acted" {
+        let state = c.case.state;
+        if state == CaseState::Acted {
             if let Some(next) = outcome(c, tenant, now) {
                 report.finished += 1;
                 self.finish(c, next, now).await?;
@@ -376,23 +375,27 @@ impl Reclaim {
                 c.case.policy
             );
             return self
-                .finish(c, next("cancelled", "cancelled", "ok", detail), now)
+                .finish(
+                    c,
+                    next(CaseState::Cancelled, "cancelled", "ok", detail),
+                    now,
+                )
                 .await;
         };
         match state {
-            "noticed" if now >= c.case.act_after_ms => {
+            CaseState::Noticed if now >= c.case.act_after_ms => {
                 let next = self.grace_over(c, policy);
-                if next.to == "refused" {
+                if next.to == CaseState::Refused {
                     report.refused += 1;
                 }
-                let approved = next.to == "approved";
+                let approved = next.to == CaseState::Approved;
                 self.finish(c, next, now).await?;
                 if approved {
                     let c = self.case(c.id).await?.expect("the case just moved");
                     self.act(&c, policy, now, report).await?;
                 }
             }
-            "approved" => self.act(c, policy, now, report).await?,
+            CaseState::Approved => self.act(c, policy, now, report).await?,
             _ => {}
         }
         Ok(())
@@ -419,7 +422,12 @@ impl Reclaim {
                 rfc3339(at),
                 threshold * 100.0
             );
-            return Ok(Some(next("cancelled", "use returned", "cancelled", detail)));
+            return Ok(Some(next(
+                CaseState::Cancelled,
+                "use returned",
+                "cancelled",
+                detail,
+            )));
         }
         let found = self
             .cluster
@@ -430,7 +438,12 @@ impl Reclaim {
                 "pod {}/{} is gone: its owner released the GPU",
                 c.case.namespace, c.case.pod
             );
-            return Ok(Some(next("cancelled", "pod gone", "cancelled", detail)));
+            return Ok(Some(next(
+                CaseState::Cancelled,
+                "pod gone",
+                "cancelled",
+                detail,
+            )));
         }
         Ok(None)
     }
@@ -476,22 +489,21 @@ impl Reclaim {
                 "grace over, still idle; policy {} only reports",
                 policy.name
             );
-            return next("reported", "grace over", "reported", detail);
+            return next(CaseState::Reported, "grace over", "reported", detail);
         }
         if c.case.dry_run {
             let detail = format!(
                 "grace over, still idle; dry run: would {} {target}",
                 policy.action.as_str().replace('-', " ")
             );
-            return next("dry_run", "grace over", "dry run", detail);
+            return next(CaseState::DryRun, "grace over", "dry run", detail);
         }
         let told = c
             .steps
             .iter()
             .any(|s| s.step == "notice" && s.result == "queued");
         if !told {
-            return next(
-                "refused",
+            return next(CaseState::Refused,
                 "grace over",
                 "refused",
                 "no receiver carried the notice, so the owner was never told: gpulens does not act (add a receiver whose matchers fit the team)".into(),
@@ -502,10 +514,10 @@ impl Reclaim {
                 "grace over, still idle; waiting for an operator to approve (POST /api/v1/reclaim/{}/approve)",
                 c.id
             );
-            return next("awaiting_approval", "grace over", "ok", detail);
+            return next(CaseState::AwaitingApproval, "grace over", "ok", detail);
         }
         let detail = format!("grace over, still idle; policy {} approves", policy.name);
-        next("approved", "grace over", "approved", detail)
+        next(CaseState::Approved, "grace over", "approved", detail)
     }
 
     /// Acts on an approved case: within the hourly limit, on a pod that is still the one
@@ -543,13 +555,17 @@ impl Reclaim {
         let Found::Pod { marks, target } = found else {
             let detail = "the pod is gone".to_owned();
             return self
-                .finish(c, next("cancelled", "act", "cancelled", detail), now)
+                .finish(
+                    c,
+                    next(CaseState::Cancelled, "act", "cancelled", detail),
+                    now,
+                )
                 .await;
         };
         if let Some(why) = refusal(policy, &marks, &target) {
             report.refused += 1;
             return self
-                .finish(c, next("refused", "act", "refused", why), now)
+                .finish(c, next(CaseState::Refused, "act", "refused", why), now)
                 .await;
         }
         let target = target.expect("refusal() passes only a target");
@@ -561,7 +577,7 @@ impl Reclaim {
                     .move_reclaim_case(&Move {
                         target: Some(&what),
                         undo: Some(&undo),
-                        ..Move::new(c.id, &["approved"], "acted", now)
+                        ..Move::new(c.id, &[CaseState::Approved], CaseState::Acted, now)
                     })
                     .await?;
                 let detail = format!(
@@ -576,7 +592,7 @@ impl Reclaim {
                     "the API server refused the change to {}: {e}",
                     target.describe()
                 );
-                self.finish(c, next("failed", "act", "failed", detail), now)
+                self.finish(c, next(CaseState::Failed, "act", "failed", detail), now)
                     .await?;
             }
         }
@@ -585,14 +601,14 @@ impl Reclaim {
 
     /// Moves a case to `n.to` (from the state it was read in) and records the step.
     async fn finish(&self, c: &CaseRecord, n: Next<'_>, now: i64) -> anyhow::Result<()> {
-        let open = OPEN.contains(&n.to);
-        let by = (n.to == "approved").then(|| format!("policy:{}", c.case.policy));
+        let open = n.to.is_open();
+        let by = (n.to == CaseState::Approved).then(|| format!("policy:{}", c.case.policy));
         let moved = self
             .store
             .move_reclaim_case(&Move {
                 by: by.as_deref(),
                 outcome: (!open).then_some(n.detail.as_str()),
-                ..Move::new(c.id, &[c.case.state.as_str()], n.to, now)
+                ..Move::new(c.id, &[c.case.state], n.to, now)
             })
             .await?;
         if moved {
@@ -606,7 +622,7 @@ impl Reclaim {
         let open = self
             .store
             .reclaim_cases(&CaseFilter {
-                states: &OPEN,
+                states: &CaseState::OPEN,
                 ..CaseFilter::newest(10_000)
             })
             .await?;
@@ -615,7 +631,7 @@ impl Reclaim {
             self.metrics
                 .open
                 .get_or_create(&super::metrics::StateLabels {
-                    state: c.case.state.clone(),
+                    state: c.case.state.as_str().to_owned(),
                 })
                 .inc();
         }
@@ -623,7 +639,7 @@ impl Reclaim {
     }
 }
 
-fn next<'a>(to: &'a str, step: &'a str, result: &'a str, detail: String) -> Next<'a> {
+fn next<'a>(to: CaseState, step: &'a str, result: &'a str, detail: String) -> Next<'a> {
     Next {
         to,
         step,
@@ -682,7 +698,7 @@ fn outcome(c: &CaseRecord, tenant: Option<&TenantRecord>, now: i64) -> Option<Ne
                 (seen - acted) / 60_000,
                 c.target.as_deref().unwrap_or("its controller")
             );
-            next("not_freed", "outcome", "not freed", detail)
+            next(CaseState::NotFreed, "outcome", "not freed", detail)
         }),
         _ => {
             let detail = format!(
@@ -693,7 +709,7 @@ fn outcome(c: &CaseRecord, tenant: Option<&TenantRecord>, now: i64) -> Option<Ne
                 last_seen.map_or_else(|| "never".to_owned(), rfc3339),
                 k.idle_hours
             );
-            Some(next("freed", "outcome", "freed", detail))
+            Some(next(CaseState::Freed, "outcome", "freed", detail))
         }
     }
 }

@@ -118,12 +118,9 @@ pub(crate) async fn check(store: &Store, path: &Path, scores: &mut BTreeMap<&'st
         .await
         .unwrap();
     let cfg = analytics::Config::default();
-    let input = collector::analysis::load(store, &cfg, collector::analysis::Span::closed(from, to))
-        .await
-        .unwrap();
-    // The pair-hours measured are kept; a second load reads them back and measures nothing.
+    // The rollup kept every hour's pair-hours: the first analysis reads no minutes.
     let mut stats = collector::analysis::LoadStats::default();
-    let again = collector::analysis::load_timed(
+    let input = collector::analysis::load_timed(
         store,
         &cfg,
         collector::analysis::Span::closed(from, to),
@@ -132,12 +129,23 @@ pub(crate) async fn check(store: &Store, path: &Path, scores: &mut BTreeMap<&'st
     .await
     .unwrap();
     assert_eq!(
-        by_pair(&again.pair_hours),
-        by_pair(&input.pair_hours),
-        "{}: kept pair-hours read back as measured",
+        (stats.pair_hours_measured, stats.minute_rows),
+        (0, 0),
+        "{}: pair-hours kept by the rollup",
         path.display()
     );
-    assert_eq!(stats.pair_hours_measured, 0, "{}", path.display());
+    // Measured from the minutes instead, they are the same.
+    store.drop_pair_hours(i64::MIN, i64::MAX).await.unwrap();
+    let measured =
+        collector::analysis::load(store, &cfg, collector::analysis::Span::closed(from, to))
+            .await
+            .unwrap();
+    assert_eq!(
+        by_pair(&measured.pair_hours),
+        by_pair(&input.pair_hours),
+        "{}: pair-hours kept by the rollup are those measured from minutes",
+        path.display()
+    );
     // Polars blocks on its own runtime: off the async threads, as the collector runs it.
     let a = {
         let (input, cfg) = (input.clone(), cfg.clone());
@@ -619,7 +627,7 @@ fn parse_mig_parted(y: &str) -> analytics::mig::MigPartedConfig {
 }
 
 /// Pair-hours in a fixed order, whichever way they were read.
-fn by_pair(rows: &[model::rollup::PairHour]) -> Vec<model::rollup::PairHour> {
+fn by_pair(rows: &[model::pair_hours::PairHour]) -> Vec<model::pair_hours::PairHour> {
     let mut rows = rows.to_vec();
     rows.sort_by(|a, b| {
         (&a.node, &a.gpu, &a.victim, &a.aggressor, a.hour).cmp(&(
@@ -633,8 +641,10 @@ fn by_pair(rows: &[model::rollup::PairHour]) -> Vec<model::rollup::PairHour> {
     rows
 }
 
-/// An hour whose rollups change after its pair-hours were kept (late samples) is measured
-/// again, and only that hour; other thresholds measure every hour again.
+/// The rollup keeps every hour's pair-hours; where they are missing the analysis measures and
+/// keeps them; an hour whose rollups change after its pair-hours were kept (late samples
+/// written around the rollup) is measured again, and only that hour; other thresholds measure
+/// every hour again.
 #[tokio::test]
 async fn kept_pair_hours_are_measured_again_when_their_hour_changes() {
     let t = support::sqlite().await;
@@ -658,11 +668,17 @@ async fn kept_pair_hours_are_measured_again_when_their_hour_changes() {
             (input, stats)
         }
     };
-    let (first, s1) = load_stats(cfg.clone()).await;
-    assert!(
-        !first.pair_hours.is_empty(),
-        "the default fleet shares GPUs"
+    let (kept, s0) = load_stats(cfg.clone()).await;
+    assert!(!kept.pair_hours.is_empty(), "the default fleet shares GPUs");
+    assert_eq!(
+        (s0.pair_hours_measured, s0.minute_rows),
+        (0, 0),
+        "kept by the rollup"
     );
+    // Without what the rollup kept, the analysis measures from minutes, and keeps that.
+    t.store.drop_pair_hours(i64::MIN, i64::MAX).await.unwrap();
+    let (first, s1) = load_stats(cfg.clone()).await;
+    assert_eq!(by_pair(&first.pair_hours), by_pair(&kept.pair_hours));
     assert!(s1.pair_hours_measured > 0 && s1.minute_rows > 0);
     let (_, s2) = load_stats(cfg.clone()).await;
     assert_eq!((s2.pair_hours_measured, s2.minute_rows), (0, 0));

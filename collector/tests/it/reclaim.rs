@@ -237,7 +237,7 @@ async fn idle_notebooks_are_noticed_given_grace_and_reclaimed_on_approval() {
         c.keys().map(String::as_str).collect::<Vec<_>>(),
         ["nb-alice", "nb-bob", "nb-carol", "nb-dave", "sweep-eve"]
     );
-    assert_eq!(c["nb-alice"].case.state, "noticed");
+    assert_eq!(c["nb-alice"].case.state.as_str(), "noticed");
     assert_eq!(
         c["nb-alice"].target.as_deref(),
         Some("Deployment notebooks/nb-alice")
@@ -248,7 +248,7 @@ async fn idle_notebooks_are_noticed_given_grace_and_reclaimed_on_approval() {
         "{:?}",
         c["nb-alice"].steps
     );
-    assert_eq!(c["nb-carol"].case.state, "refused");
+    assert_eq!(c["nb-carol"].case.state.as_str(), "refused");
     assert_outcome(&c["nb-carol"], "gpulens.io/reclaim=exempt");
     assert_outcome(&c["nb-dave"], "bare pod");
     assert_eq!(
@@ -306,12 +306,13 @@ async fn idle_notebooks_are_noticed_given_grace_and_reclaimed_on_approval() {
     .await;
     let report = r.pass_at(now + H + 60_000).await.unwrap().unwrap();
     let c = cases(&t.store).await;
-    assert_eq!(c["nb-bob"].case.state, "cancelled");
+    assert_eq!(c["nb-bob"].case.state.as_str(), "cancelled");
     assert_outcome(&c["nb-bob"], "used again");
     // Alice waits for a person; the batch policy approves itself and deactivated the Workload.
-    assert_eq!(c["nb-alice"].case.state, "awaiting_approval");
+    assert_eq!(c["nb-alice"].case.state.as_str(), "awaiting_approval");
     assert_eq!(
-        c["sweep-eve"].case.state, "acted",
+        c["sweep-eve"].case.state.as_str(),
+        "acted",
         "{:?}",
         c["sweep-eve"].steps
     );
@@ -412,7 +413,7 @@ async fn idle_notebooks_are_noticed_given_grace_and_reclaimed_on_approval() {
     );
     let c = cases(&t.store).await;
     let alice = &c["nb-alice"];
-    assert_eq!(alice.case.state, "acted");
+    assert_eq!(alice.case.state.as_str(), "acted");
     assert_eq!(
         alice.undo.as_deref(),
         Some("kubectl -n notebooks scale deployment/nb-alice --replicas=1")
@@ -438,7 +439,7 @@ async fn idle_notebooks_are_noticed_given_grace_and_reclaimed_on_approval() {
     let report = r.pass_at(acted_at + 11 * 60_000).await.unwrap().unwrap();
     assert!(report.finished >= 1, "{report:?}");
     let c = cases(&t.store).await;
-    assert_eq!(c["nb-alice"].case.state, "freed");
+    assert_eq!(c["nb-alice"].case.state.as_str(), "freed");
     assert_outcome(&c["nb-alice"], "freed a GPU of gpu-h100-01");
     assert_eq!(
         steps(&c["nb-alice"]),
@@ -532,8 +533,8 @@ async fn dry_run_and_an_absent_policy_change_nothing() {
     dry.pass_at(now).await.unwrap();
     dry.pass_at(now + H + 60_000).await.unwrap();
     let c = cases(&t.store).await;
-    assert_eq!(c["nb-alice"].case.state, "dry_run");
-    assert_eq!(c["sweep-eve"].case.state, "dry_run");
+    assert_eq!(c["nb-alice"].case.state.as_str(), "dry_run");
+    assert_eq!(c["sweep-eve"].case.state.as_str(), "dry_run");
     assert_outcome(
         &c["nb-alice"],
         "would scale to zero Deployment notebooks/nb-alice",

@@ -33,13 +33,13 @@ pub(crate) fn case(team: &str, pod: &str, now: i64) -> NewCase {
         idle_share: 1.0,
         signal_metric: "gpu_util".into(),
         signal_entity: format!("GPU-{pod}"),
-        state: "awaiting_approval".into(),
+        state: store::reclaim_cases::CaseState::AwaitingApproval,
         opened_ms: now - 3_600_000,
         act_after_ms: now - 60_000,
     }
 }
 
-async fn state_of(store: &store::Store, id: i64) -> String {
+async fn state_of(store: &store::Store, id: i64) -> store::reclaim_cases::CaseState {
     store
         .reclaim_cases(&CaseFilter {
             id: Some(id),
@@ -169,8 +169,14 @@ async fn a_team_scoped_operator_changes_nothing_of_another_team_on_any_route() {
         );
     }
     // Nothing changed.
-    assert_eq!(state_of(&t.store, vision).await, "awaiting_approval");
-    assert_eq!(state_of(&t.store, search).await, "awaiting_approval");
+    assert_eq!(
+        state_of(&t.store, vision).await.as_str(),
+        "awaiting_approval"
+    );
+    assert_eq!(
+        state_of(&t.store, search).await.as_str(),
+        "awaiting_approval"
+    );
     let after = newest_action(&t.store).await;
     assert_eq!(after.state.as_str(), "planned");
     assert_eq!(after.approved_by, None);
@@ -189,7 +195,7 @@ async fn a_team_scoped_operator_changes_nothing_of_another_team_on_any_route() {
         .await
         .unwrap();
     assert_eq!(resp.status(), StatusCode::OK);
-    assert_eq!(state_of(&t.store, search).await, "approved");
+    assert_eq!(state_of(&t.store, search).await.as_str(), "approved");
     let resp = router
         .clone()
         .oneshot(
@@ -202,12 +208,12 @@ async fn a_team_scoped_operator_changes_nothing_of_another_team_on_any_route() {
         .await
         .unwrap();
     assert_eq!(resp.status(), StatusCode::SEE_OTHER);
-    assert_eq!(state_of(&t.store, search).await, "cancelled");
+    assert_eq!(state_of(&t.store, search).await.as_str(), "cancelled");
     let resp = router
         .clone()
         .oneshot(post(format!("/api/v1/reclaim/{vision}/approve"), ROOT_OP))
         .await
         .unwrap();
     assert_eq!(resp.status(), StatusCode::OK);
-    assert_eq!(state_of(&t.store, vision).await, "approved");
+    assert_eq!(state_of(&t.store, vision).await.as_str(), "approved");
 }

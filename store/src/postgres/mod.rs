@@ -5,7 +5,7 @@ use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use model::rollup::{DeviceMinutes, TenantMinutes};
+use model::pair_hours::{DeviceMinutes, TenantMinutes};
 use model::wire::v1::Batch;
 use sqlx::postgres::{PgPoolOptions, Postgres};
 use sqlx::{PgPool, Row};

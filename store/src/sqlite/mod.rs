@@ -5,7 +5,7 @@
 use std::str::FromStr;
 use std::time::Duration;
 
-use model::rollup::{DeviceMinutes, TenantMinutes};
+use model::pair_hours::{DeviceMinutes, TenantMinutes};
 use model::wire::v1::Batch;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
 use sqlx::{Row, Sqlite, SqlitePool};

@@ -2,6 +2,7 @@
 //! waiting episodes, pair-hours, reclaim cases, tenants.
 
 use model::time::now_ms;
+use store::reclaim_cases::CaseState;
 use store::rollup::{HOUR_MS, MINUTE_MS, bucket_of};
 use store::{Scope, Store};
 
@@ -401,7 +402,7 @@ pub(crate) async fn reclaim_cases_move_once_and_keep_their_trail(store: &Store) 
         idle_share: 0.97,
         signal_metric: "sm_util".into(),
         signal_entity: format!("tenant:{tenant}"),
-        state: "noticed".into(),
+        state: CaseState::Noticed,
         opened_ms: opened,
         act_after_ms: opened + 4 * h,
     };
@@ -423,14 +424,24 @@ pub(crate) async fn reclaim_cases_move_once_and_keep_their_trail(store: &Store) 
     let moved = store
         .move_reclaim_case(&Move {
             by: Some("alice"),
-            ..Move::new(a, &["noticed", "awaiting_approval"], "approved", 5 * h)
+            ..Move::new(
+                a,
+                &[CaseState::Noticed, CaseState::AwaitingApproval],
+                CaseState::Approved,
+                5 * h,
+            )
         })
         .await
         .unwrap();
     assert!(moved);
     assert!(
         !store
-            .move_reclaim_case(&Move::new(a, &["noticed"], "cancelled", 5 * h))
+            .move_reclaim_case(&Move::new(
+                a,
+                &[CaseState::Noticed],
+                CaseState::Cancelled,
+                5 * h
+            ))
             .await
             .unwrap(),
         "a case moves only from the states named"
@@ -439,14 +450,14 @@ pub(crate) async fn reclaim_cases_move_once_and_keep_their_trail(store: &Store) 
         .move_reclaim_case(&Move {
             target: Some("Deployment ml/a"),
             undo: Some("kubectl scale"),
-            ..Move::new(a, &["approved"], "acted", 6 * h)
+            ..Move::new(a, &[CaseState::Approved], CaseState::Acted, 6 * h)
         })
         .await
         .unwrap();
     store
         .move_reclaim_case(&Move {
             outcome: Some("freed GPU 0"),
-            ..Move::new(a, &["acted"], "freed", 7 * h)
+            ..Move::new(a, &[CaseState::Acted], CaseState::Freed, 7 * h)
         })
         .await
         .unwrap();
@@ -456,7 +467,7 @@ pub(crate) async fn reclaim_cases_move_once_and_keep_their_trail(store: &Store) 
     assert_eq!(
         got.case,
         NewCase {
-            state: "freed".into(),
+            state: CaseState::Freed,
             ..case("a", h)
         },
         "the case reads back as recorded, in its new state"
@@ -490,7 +501,7 @@ pub(crate) async fn reclaim_cases_move_once_and_keep_their_trail(store: &Store) 
     );
     let open = store
         .reclaim_cases(&CaseFilter {
-            states: &store::reclaim_cases::OPEN,
+            states: &CaseState::OPEN,
             ..CaseFilter::newest(10)
         })
         .await
@@ -505,7 +516,7 @@ pub(crate) async fn reclaim_cases_move_once_and_keep_their_trail(store: &Store) 
         .await
         .unwrap();
     assert_eq!(acted.len(), 1);
-    assert_eq!(acted[0].case.state, "freed");
+    assert_eq!(acted[0].case.state, CaseState::Freed);
 }
 
 /// A host user's uid of 2^31 or more (a u32 on the wire) is kept in PostgreSQL's 32-bit

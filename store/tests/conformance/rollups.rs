@@ -210,7 +210,64 @@ pub(crate) async fn an_hour_rolled_up_in_pieces_is_its_minutes_merged(store: &St
         );
         assert!(!hours.gpus.is_empty(), "{name}");
         same_hours(name, &hours, &minutes);
+        kept_pairs_are_measured(store, name, t0, &minutes, &hours).await;
     }
+    // The shared node's tenants make pair-hours (the check above is not empty-handed).
+    let kept = store
+        .pair_hours(store::Scope::Fleet, t0, t0 + HOUR_MS, &mut |_| true)
+        .await
+        .unwrap();
+    assert!(kept.iter().any(|p| p.node == "shared"), "{kept:?}");
+}
+
+/// What the rollup kept of a node-hour's interference: the pair-hours measured from the hour's
+/// stored minutes, under a mark of the thresholds, the node's MIG GPUs and its stored hour
+/// rollups' sample counts.
+async fn kept_pairs_are_measured(
+    store: &Store,
+    node: &str,
+    hour: i64,
+    minutes: &store::rollup::NodeRollup,
+    hours: &store::rollup::NodeRollup,
+) {
+    let mig: Vec<String> = store
+        .gpus(Some(node))
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|g| g.sharing == model::inventory::Sharing::Mig)
+        .map(|g| g.uuid)
+        .collect();
+    let t = model::pair_hours::PairThresholds::default();
+    let mark = t.mark(mig.iter().map(String::as_str));
+    let (mut want, want_marks) = model::pair_hours::node_pair_hours(
+        "test",
+        node,
+        minutes,
+        hours,
+        &|g| mig.iter().any(|m| m == g),
+        &t,
+        &mark,
+    );
+    let nodes = [node.to_owned()];
+    let scope = store::Scope::Nodes("test", &nodes);
+    let mut kept = store
+        .pair_hours(scope, hour, hour + HOUR_MS, &mut |_| true)
+        .await
+        .unwrap();
+    let mut marks = Vec::new();
+    store
+        .pair_hour_marks(scope, hour, hour + HOUR_MS, &mut |_, _, m| {
+            marks.push(m.clone())
+        })
+        .await
+        .unwrap();
+    let order =
+        |r: &model::pair_hours::PairHour| (r.gpu.clone(), r.victim.clone(), r.aggressor.clone());
+    kept.sort_by_key(order);
+    want.sort_by_key(order);
+    assert_eq!(kept, want, "{node}: pair-hours");
+    assert_eq!(marks, want_marks, "{node}: marks");
 }
 
 pub(crate) async fn interference_minutes_are_the_wanted_slice_of_minute_rollups(store: &Store) {

@@ -2,12 +2,13 @@
 //! or was done, how to undo it — with an operator's approve and cancel.
 
 use super::*;
+use model::reclaim::CaseState;
 
 /// One case as the page shows it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ReclaimRow {
     pub id: i64,
-    pub state: String,
+    pub state: CaseState,
     /// `namespace/pod`, and the tenant key its page is at.
     pub pod: String,
     pub tenant: String,
@@ -36,12 +37,16 @@ pub struct ReclaimPage {
     pub rows: Vec<ReclaimRow>,
 }
 
-fn state_class(state: &str) -> &'static str {
+fn state_class(state: CaseState) -> &'static str {
     match state {
-        "awaiting_approval" | "noticed" | "approved" => "warn",
-        "freed" => "ok",
-        "failed" | "not_freed" => "sev-critical",
-        _ => "",
+        CaseState::AwaitingApproval | CaseState::Noticed | CaseState::Approved => "warn",
+        CaseState::Freed => "ok",
+        CaseState::Failed | CaseState::NotFreed => "sev-critical",
+        CaseState::Acted
+        | CaseState::Cancelled
+        | CaseState::Refused
+        | CaseState::Reported
+        | CaseState::DryRun => "",
     }
 }
 
@@ -49,7 +54,7 @@ fn state_class(state: &str) -> &'static str {
 /// operator.
 fn controls(r: &ReclaimRow) -> AnyView {
     let Some(csrf) = r.csrf.clone() else {
-        return if matches!(r.state.as_str(), "awaiting_approval") {
+        return if r.state == CaseState::AwaitingApproval {
             view! { <a href="/login">"Sign in as an operator to decide."</a> }.into_any()
         } else {
             ().into_any()
@@ -64,12 +69,10 @@ fn controls(r: &ReclaimRow) -> AnyView {
         }
     };
     let approve =
-        (r.state == "awaiting_approval").then(|| form("approve", "Approve", csrf.clone()));
-    let cancel = matches!(
-        r.state.as_str(),
-        "noticed" | "awaiting_approval" | "approved"
-    )
-    .then(|| form("cancel", "Cancel", csrf));
+        (r.state == CaseState::AwaitingApproval).then(|| form("approve", "Approve", csrf.clone()));
+    let cancel = CaseState::NOTIFIED
+        .contains(&r.state)
+        .then(|| form("cancel", "Cancel", csrf));
     view! { {approve}" "{cancel} }.into_any()
 }
 
@@ -83,7 +86,7 @@ pub fn reclaim(frame: Frame, page: ReclaimPage) -> String {
         let count = rows.len();
         let waiting = rows
             .iter()
-            .filter(|r| r.state == "awaiting_approval")
+            .filter(|r| r.state == CaseState::AwaitingApproval)
             .count();
         let mode = if policies.is_empty() {
             "The reclaim loop is off: no [reclaim] policy is configured (docs/reclaim.md)."
@@ -112,7 +115,7 @@ pub fn reclaim(frame: Frame, page: ReclaimPage) -> String {
                 view! {
                     <tr>
                         <td><a href=format!("/tenants/{}", enc(&r.tenant))>{r.pod.clone()}</a><br/><span class="note">{format!("case {} on ", r.id)}{node_link(&r.node)}</span></td>
-                        <td class=state_class(&r.state)>{r.state.replace('_', " ")}</td>
+                        <td class=state_class(r.state)>{r.state.words()}</td>
                         <td>{r.team.clone()}</td>
                         <td class="n">{format!("{:.0} h", r.idle_hours)}<br/><span class="note">{pct(Some(r.idle_share))}</span></td>
                         <td>{r.policy.clone()}<br/><span class="note">{what}</span></td>
@@ -163,7 +166,7 @@ pub fn reclaim_csv(rows: &[ReclaimRow]) -> String {
                 field(&r.pod),
                 r.id.to_string(),
                 field(&r.node),
-                field(&r.state),
+                field(r.state.as_str()),
                 field(&r.team),
                 number(Some(r.idle_hours)),
                 number(Some(r.idle_share)),
