@@ -471,6 +471,24 @@ async fn idle_notebooks_are_noticed_given_grace_and_reclaimed_on_approval() {
         .unwrap();
     assert_eq!(listed["state"], "freed");
     assert_eq!(listed["steps"].as_array().unwrap().len(), 6);
+    // One state's cases; a state that is none of them is refused, naming them.
+    let (code, body) = call(
+        Request::get("/api/v1/reclaim?state=freed")
+            .body(Body::empty())
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(code, StatusCode::OK);
+    let cases = body["cases"].as_array().unwrap();
+    assert!(!cases.is_empty() && cases.iter().all(|c| c["state"] == "freed"));
+    let (code, body) = call(
+        Request::get("/api/v1/reclaim?state=Freed")
+            .body(Body::empty())
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(code, StatusCode::BAD_REQUEST, "{body}");
+    assert!(body.to_string().contains("awaiting_approval"), "{body}");
 
     // The dashboard's page lists them, with what was done and how to undo it.
     let resp = collector::router::router(state.clone())

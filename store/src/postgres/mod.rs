@@ -264,7 +264,8 @@ impl PgStore {
             "INSERT INTO gpu_rollup_1h ({})
              SELECT $1, 'node-' || (g / 8), 'GPU-bench-' || g, to_timestamp($2 / 1000.0) + make_interval(hours => hh::int),
                     3600, 3600, 3600, 1782 + (g % 100), 0.99, $3, 3500, 3600, 1500 + (g % 50), 0.9, $3, 900, 700, 600,
-                    3600, 3600.0 * 4e10, 5e10::bigint, 8e10::bigint, 3600, 3600 * 400, 650, 3600, 3600 * 55, 70, 0, 3600, 3500, 3500, 3500
+                    3600, 3600.0 * 4e10, 5e10::bigint, 8e10::bigint, 3600, 3600 * 400, 650, 3600, 3600 * 55, 70, 0, 3600, 3500, 3500, 3500,
+                    3600, 3600.0 * 400
              FROM generate_series(0, $4 - 1) AS g, generate_series(0, $5 - 1) AS hh",
             crate::sql::GPU_ROLLUP_COLUMNS
         ))
