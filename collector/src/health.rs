@@ -25,8 +25,6 @@ pub struct HealthState {
     pub access: Arc<crate::access::Access>,
 }
 
-crate::shared::derefs_to_shared!(HealthState);
-
 pub fn routes() -> Routes<HealthState> {
     Routes::new()
         .get(
@@ -74,9 +72,9 @@ async fn healthz() -> &'static str {
 /// the body (and answered by `/healthz/tasks` with a 503), not made a reason to stop ingest;
 /// so are the request classes refused in-flight slots in the last minute (admission.rs).
 async fn readyz(State(state): State<HealthState>) -> Response {
-    match state.store.ping().await {
+    match state.shared.store.ping().await {
         Ok(()) => {
-            let failing = state.tasks.failing();
+            let failing = state.shared.tasks.failing();
             let mut body = "ready\n".to_owned();
             if !failing.is_empty() {
                 body.push_str(&format!(
@@ -119,6 +117,7 @@ async fn task_health(State(state): State<HealthState>, caller: Caller) -> Respon
     let shows_errors =
         caller.principal.is_some() || state.access.mode() == crate::access::Mode::Open;
     let tasks: Vec<TaskView> = state
+        .shared
         .tasks
         .snapshot()
         .into_iter()
@@ -150,9 +149,11 @@ async fn metrics(
     caller: crate::access::Caller,
     headers: axum::http::HeaderMap,
 ) -> Response {
-    let own = crate::metrics::encode(&state.registry);
-    let analysis = state.newest.get(&state.store).await.ok().flatten();
-    let alerts = crate::alerts::load(&state.store).await.unwrap_or_default();
+    let own = crate::metrics::encode(&state.shared.registry);
+    let analysis = state.newest.get(&state.shared.store).await.ok().flatten();
+    let alerts = crate::alerts::load(&state.shared.store)
+        .await
+        .unwrap_or_default();
     let fleet = crate::fleet::encode_metrics(
         &state.latest,
         analysis.as_deref(),

@@ -35,7 +35,7 @@ pub fn standard(state: &AppState, plan: Plan) -> Vec<Arc<dyn Task>> {
         crate::remote_write::task(state.remote_write_state(), plan.storage_every),
     );
     let after = plan.labels.clone().map(|(cluster, settings)| {
-        let store = state.store.clone();
+        let store = state.shared.store.clone();
         let metrics = state.metrics.labels.clone();
         let shared = Arc::new((store, cluster, settings, metrics));
         let hook: crate::analysis::AfterAnalysis = Arc::new(move |analysis| {
@@ -63,7 +63,7 @@ pub fn standard(state: &AppState, plan: Plan) -> Vec<Arc<dyn Task>> {
         tasks.push(crate::reclaim::task(r));
     }
     tasks.push(crate::analysis::task(
-        state.store.clone(),
+        state.shared.store.clone(),
         plan.analysis,
         state.metrics.analysis.clone(),
         plan.analysis_first_after,
@@ -71,7 +71,7 @@ pub fn standard(state: &AppState, plan: Plan) -> Vec<Arc<dyn Task>> {
     ));
     if let Some(a) = plan.alerts {
         tasks.push(crate::alerts::task(
-            state.store.clone(),
+            state.shared.store.clone(),
             a,
             state.newest.clone(),
             state.metrics.alerts.clone(),
@@ -79,7 +79,7 @@ pub fn standard(state: &AppState, plan: Plan) -> Vec<Arc<dyn Task>> {
     }
     if let Some((r, thresholds)) = plan.reports {
         tasks.push(crate::reports::task(
-            state.store.clone(),
+            state.shared.store.clone(),
             r,
             thresholds,
             state.metrics.reports.clone(),
@@ -87,7 +87,7 @@ pub fn standard(state: &AppState, plan: Plan) -> Vec<Arc<dyn Task>> {
     }
     if let Some((cluster, l)) = plan.labels {
         tasks.push(crate::labels::task(
-            state.store.clone(),
+            state.shared.store.clone(),
             cluster,
             l,
             state.metrics.labels.clone(),

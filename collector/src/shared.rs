@@ -63,20 +63,6 @@ impl Shared {
     }
 }
 
-/// Lets a feature's state (a struct with a `shared: Shared` field) be used as the shared state
-/// too (`state.store`, `state.auth`, …).
-macro_rules! derefs_to_shared {
-    ($state:ty) => {
-        impl std::ops::Deref for $state {
-            type Target = $crate::shared::Shared;
-            fn deref(&self) -> &$crate::shared::Shared {
-                &self.shared
-            }
-        }
-    };
-}
-pub(crate) use derefs_to_shared;
-
 impl std::ops::Deref for Shared {
     type Target = SharedInner;
     fn deref(&self) -> &SharedInner {

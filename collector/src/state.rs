@@ -70,8 +70,6 @@ pub struct FeatureMetrics {
     pub reclaim: crate::reclaim::ReclaimMetrics,
 }
 
-crate::shared::derefs_to_shared!(AppState);
-
 impl AppState {
     pub fn new(
         store: Store,
@@ -177,6 +175,7 @@ impl AppState {
     /// A configured `[access] session_key` still wins.
     pub async fn with_stored_session_key(mut self) -> anyhow::Result<AppState> {
         let key = self
+            .shared
             .store
             .shared_secret(SESSION_KEY_SECRET, &crate::signing::random_key()?)
             .await?;

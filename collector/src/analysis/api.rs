@@ -207,6 +207,7 @@ pub async fn findings(
     // Team-scoped callers see the findings whose team and tenants are all theirs.
     let team_of: std::collections::HashMap<String, Option<String>> = match caller.scope() {
         Some(_) => state
+            .shared
             .store
             .tenants()
             .await?

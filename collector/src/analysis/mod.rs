@@ -40,8 +40,6 @@ pub struct AnalysisState {
     pub metrics: AnalysisMetrics,
 }
 
-crate::shared::derefs_to_shared!(AnalysisState);
-
 /// The newest stored analysis, parsed once per analysis and shared by its readers (the
 /// dashboard, `/metrics`, the agents' label endpoint, alerting).
 #[derive(Debug, Default)]

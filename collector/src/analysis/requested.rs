@@ -48,7 +48,7 @@ pub async fn analysis(
             ));
         }
         let a = super::analyze_by_cluster(
-            &state.store,
+            &state.shared.store,
             &state.analytics.thresholds,
             super::Span { from, to, now },
             &mut super::LoadStats::default(),
@@ -57,7 +57,7 @@ pub async fn analysis(
         .map_err(|e| ApiError::Internal(e.to_string()))?;
         return Ok((Arc::new(a), "computed"));
     }
-    match state.newest.get(&state.store).await {
+    match state.newest.get(&state.shared.store).await {
         Ok(Some(a)) => return Ok((a, "stored")),
         Ok(None) => {}
         Err(NewestError::Store(e)) => return Err(e.into()),
@@ -65,7 +65,7 @@ pub async fn analysis(
             return Err(ApiError::Internal(format!("stored analysis: {e}")));
         }
     }
-    let a = super::scheduled(&state.store, &state.analytics, &state.metrics)
+    let a = super::scheduled(&state.shared.store, &state.analytics, &state.metrics)
         .await
         .map_err(|e| ApiError::Internal(e.to_string()))?;
     match a {

@@ -109,7 +109,7 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<()> {
         minutes,
         started.elapsed().as_secs_f64()
     );
-    record_waiting(&store, &scenario, &state.teams, now).await?;
+    record_waiting(&store, &scenario, &state.shared.teams, now).await?;
     let t = std::time::Instant::now();
     let analysis = crate::analysis::scheduled(&store, &state.analytics, &state.metrics.analysis);
     let Some(analysis) = stop.unless(analysis).await else {
@@ -251,7 +251,8 @@ async fn live(
         demand: None,
         reclaim,
     };
-    let runner = crate::tasks::Runner::start(&state.tasks, crate::schedule::standard(state, plan));
+    let runner =
+        crate::tasks::Runner::start(&state.shared.tasks, crate::schedule::standard(state, plan));
     let live = tokio::spawn(async move { driver.stream(interval, None).await });
     let result = server.await?;
     runner.stop().await;

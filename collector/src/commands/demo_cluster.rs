@@ -88,12 +88,12 @@ pub async fn dry_run_reclaim(
     state: &crate::state::AppState,
     kube: &StandIn,
 ) -> anyhow::Result<Option<crate::reclaim::Reclaim>> {
-    fill(kube, &state.store).await?;
+    fill(kube, &state.shared.store).await?;
     Ok(crate::reclaim::connect_if_enabled(
-        &state.store,
+        &state.shared.store,
         &state.reclaim,
         state.newest.clone(),
-        state.retention,
+        state.shared.retention,
         Vec::new(),
         &state.metrics.reclaim,
     )

@@ -197,7 +197,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     .with_fleet_metrics(&config.metrics)
     .with_stored_session_key()
     .await?;
-    tracing::info!(listen = %listener.local_addr()?, backend = state.store.backend(), "gpulens collector serving");
+    tracing::info!(listen = %listener.local_addr()?, backend = state.shared.store.backend(), "gpulens collector serving");
     let cluster = crate::labels::connect_if_enabled(&config.labels).await;
     let plan = crate::schedule::Plan {
         storage_every: config.rollup_every,
@@ -210,17 +210,17 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
             .then(|| (config.reports.clone(), config.analytics.thresholds.clone())),
         labels: cluster.map(|c| (c, config.labels.clone())),
         demand: crate::demand::connect_if_enabled(
-            &state.store,
+            &state.shared.store,
             &config.demand,
             &config.teams,
             &state.metrics.demand,
         )
         .await,
         reclaim: crate::reclaim::connect_if_enabled(
-            &state.store,
+            &state.shared.store,
             &config.reclaim,
             state.newest.clone(),
-            state.retention,
+            state.shared.retention,
             config
                 .alerts
                 .receivers
@@ -231,7 +231,8 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         )
         .await,
     };
-    let runner = crate::tasks::Runner::start(&state.tasks, crate::schedule::standard(&state, plan));
+    let runner =
+        crate::tasks::Runner::start(&state.shared.tasks, crate::schedule::standard(&state, plan));
     let result = crate::server::serve_with(
         listener,
         state,

@@ -8,7 +8,7 @@ pub async fn alerts(
     Query(q): Query<FormatQuery>,
 ) -> PageOrCsv {
     use crate::alerts::AlertState as S;
-    let mut list = crate::alerts::load(&state.store).await?;
+    let mut list = crate::alerts::load(&state.shared.store).await?;
     // Firing before pending before resolved; in each, the most severe first (an unknown
     // severity last), then the newest.
     let rank = |a: &crate::alerts::Alert| {
@@ -55,6 +55,7 @@ pub async fn alerts(
         })
         .collect::<Vec<_>>();
     let notes = state
+        .shared
         .store
         .notifications(None, 50)
         .await?

@@ -360,6 +360,7 @@ async fn hardware(state: &DashboardState, f: &Finding) -> EvidenceView {
     // The finding's window is first to last event; show an hour either side.
     let r = (f.from_ms - 3_600_000, f.to_ms.max(f.from_ms) + 3_600_000);
     let events: Vec<store::EventRecord> = state
+        .shared
         .store
         .events(r.0, r.1)
         .await

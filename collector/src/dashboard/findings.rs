@@ -31,7 +31,7 @@ pub async fn findings(
     let a = analysis(&state).await?;
     let empty = Analysis::default();
     let a: &Analysis = a.as_deref().unwrap_or(&empty);
-    let tenants = state.store.tenants().await?;
+    let tenants = state.shared.store.tenants().await?;
     let team_of = team_map(&tenants);
     // Unknown filter values are said, and not applied.
     let mut q = q;
@@ -251,7 +251,7 @@ pub async fn finding(
         return Err(not_found("no analysis yet".into()));
     };
     let tenants = match caller.scope() {
-        Some(_) => state.store.tenants().await?,
+        Some(_) => state.shared.store.tenants().await?,
         None => Vec::new(),
     };
     let team_of = team_map(&tenants);

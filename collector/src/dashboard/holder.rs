@@ -69,6 +69,7 @@ async fn cases(
     pick: impl Fn(&store::reclaim_cases::NewCase) -> bool,
 ) -> Result<Vec<String>, PageError> {
     let all = state
+        .shared
         .store
         .reclaim_cases(&store::reclaim_cases::CaseFilter::newest(200))
         .await?;
@@ -208,7 +209,7 @@ pub async fn tenant(
     Query(q): Query<HolderQuery>,
 ) -> PageOrCsv {
     let a = analysis_or_wait(&state).await?;
-    let tenants = state.store.tenants().await?;
+    let tenants = state.shared.store.tenants().await?;
     let team_of = team_map(&tenants);
     let team = team_of.get(key.as_str()).copied();
     let known = a.funnel.by_tenant.iter().any(|r| r.key == key);
@@ -359,7 +360,7 @@ pub async fn team(
     Query(q): Query<HolderQuery>,
 ) -> PageOrCsv {
     let a = analysis_or_wait(&state).await?;
-    let tenants = state.store.tenants().await?;
+    let tenants = state.shared.store.tenants().await?;
     let team_of = team_map(&tenants);
     let known = a.funnel.by_team.iter().any(|r| r.key == team)
         || tenants.iter().any(|t| t.team.as_deref() == Some(&team));

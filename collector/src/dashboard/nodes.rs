@@ -24,8 +24,8 @@ pub async fn nodes(
     let csv = wants_csv(q.format.as_deref())?;
     let now = model::time::now_ms();
     let a = analysis(&state).await?;
-    let list = state.store.nodes().await?;
-    let gpus = state.store.gpus(None).await?;
+    let list = state.shared.store.nodes().await?;
+    let gpus = state.shared.store.gpus(None).await?;
     let by_node = funnel_by_node(a.as_deref());
     let needle = q.q.as_deref().unwrap_or("").trim().to_lowercase();
     let mut rows: Vec<pages::NodeRow> = list
@@ -83,6 +83,7 @@ async fn node_page(
     let (range, span) = range_ms(range);
     let (from, to) = (now - span, now);
     let Some(n) = state
+        .shared
         .store
         .nodes()
         .await?
@@ -92,6 +93,7 @@ async fn node_page(
         return Err(not_found(format!("no node named {node:?} has reported")));
     };
     let gpus: Vec<_> = state
+        .shared
         .store
         .gpus(Some(node))
         .await?
@@ -99,11 +101,13 @@ async fn node_page(
         .filter(|g| only.is_none_or(|u| g.uuid == u))
         .collect();
     let rollups = state
+        .shared
         .store
         .rollups(store::Rollups::Hour, &n.cluster, node, from, to)
         .await?;
     let a = analysis(state).await?;
     let known: HashMap<String, String> = state
+        .shared
         .store
         .tenants()
         .await?
@@ -124,6 +128,7 @@ async fn node_page(
     // Who holds which MIG instance: the raw allocations of the last day.
     for p in panels.iter_mut().filter(|p| !p.mig.is_empty()) {
         let held = state
+            .shared
             .store
             .mig_holders(&p.uuid, to - 86_400_000, to + 60_000)
             .await?;
@@ -195,6 +200,7 @@ async fn in_place(
 ) -> Result<Vec<String>, store::StoreError> {
     use analytics::mechanism::Mechanism;
     let seen: Vec<Mechanism> = state
+        .shared
         .store
         .node_mechanisms()
         .await?
@@ -247,6 +253,7 @@ pub async fn gpu(
     Query(q): Query<RangeQuery>,
 ) -> PageOrCsv {
     let Some(g) = state
+        .shared
         .store
         .gpus(None)
         .await?

@@ -174,8 +174,8 @@ pub async fn overview(
         notice,
     } = shown_range(&state, &q);
     let a = analysis(&state).await?;
-    let nodes = state.store.nodes().await?;
-    let alerts = crate::alerts::load(&state.store).await?;
+    let nodes = state.shared.store.nodes().await?;
+    let alerts = crate::alerts::load(&state.shared.store).await?;
     // 15-minute points up to a day, hourly up to 8 days, 6-hourly beyond.
     let step = match to - from {
         s if s <= 86_400_000 => 900_000,
@@ -241,7 +241,7 @@ pub async fn overview(
         trends,
         chart,
         limitations: Vec::new(),
-        loading: state.loading.progress(),
+        loading: state.shared.loading.progress(),
         top_wasters: Vec::new(),
         team_waste: Vec::new(),
         heatmap: heatmap(&state, a.as_deref(), &said, from, to).await,
@@ -254,7 +254,7 @@ pub async fn overview(
     };
     if let Some(a) = &a {
         from_analysis(&mut v, a, state.labels.mode);
-        let tenants = state.store.tenants().await?;
+        let tenants = state.shared.store.tenants().await?;
         v.top_wasters = top_wasters(a, &tenants);
         // Team-scoped people see the fleet's totals and their own teams' tenants.
         v.top_wasters
@@ -490,7 +490,7 @@ async fn heatmap(
         s if s <= 8 * 86_400_000 => 6 * 3_600_000,
         _ => 86_400_000,
     };
-    let gpus = state.store.gpus(None).await.ok()?;
+    let gpus = state.shared.store.gpus(None).await.ok()?;
     if gpus.is_empty() {
         return None;
     }
@@ -522,6 +522,7 @@ async fn heatmap(
             break;
         }
         let Ok(r) = state
+            .shared
             .store
             .rollups(store::Rollups::Hour, cluster, node, first, to)
             .await

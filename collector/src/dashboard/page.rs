@@ -37,8 +37,6 @@ pub struct DashboardState {
     pub reclaim: Arc<crate::reclaim::Settings>,
 }
 
-crate::shared::derefs_to_shared!(DashboardState);
-
 pub(super) const RANGES: [(&str, i64); 3] = [
     ("24h", 86_400_000),
     ("7d", 7 * 86_400_000),
@@ -100,7 +98,7 @@ pub(super) fn picked_range(
     if from >= to {
         return Err("The range's from is not before its to. Showing the analysed window.".into());
     }
-    let oldest = now - state.retention.hour.as_millis() as i64;
+    let oldest = now - state.shared.retention.hour.as_millis() as i64;
     if from < oldest {
         return Err(format!(
             "The range starts before the oldest hour kept ({} UTC, [retention] hour). Showing the analysed window.",
@@ -126,7 +124,7 @@ pub(super) async fn range_use(
 ) -> Result<Arc<crate::analysis::RangeUse>, PageError> {
     state
         .ranged
-        .usage(&state.store, &state.analytics.thresholds, from, to)
+        .usage(&state.shared.store, &state.analytics.thresholds, from, to)
         .await
         .map_err(|e| {
             PageError(
@@ -299,16 +297,20 @@ pub(super) async fn analysis_or_wait(state: &DashboardState) -> Result<Arc<Analy
 }
 
 pub(super) async fn analysis(state: &DashboardState) -> Result<Option<Arc<Analysis>>, PageError> {
-    state.newest.get(&state.store).await.map_err(|e| match e {
-        crate::analysis::NewestError::Store(e) => e.into(),
-        e => {
-            tracing::error!(error = %e, "the newest analysis cannot be read");
-            PageError(
-                StatusCode::INTERNAL_SERVER_ERROR,
-                "The newest analysis cannot be read; the collector's log says why.".into(),
-            )
-        }
-    })
+    state
+        .newest
+        .get(&state.shared.store)
+        .await
+        .map_err(|e| match e {
+            crate::analysis::NewestError::Store(e) => e.into(),
+            e => {
+                tracing::error!(error = %e, "the newest analysis cannot be read");
+                PageError(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    "The newest analysis cannot be read; the collector's log says why.".into(),
+                )
+            }
+        })
 }
 
 pub(super) fn frame(state: &DashboardState, caller: &Caller, title: impl Into<String>) -> Frame {

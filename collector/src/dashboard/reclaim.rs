@@ -11,7 +11,11 @@ pub async fn reclaim(
     Query(q): Query<FormatQuery>,
 ) -> PageOrCsv {
     let csv = wants_csv(q.format.as_deref())?;
-    let cases = state.store.reclaim_cases(&CaseFilter::newest(200)).await?;
+    let cases = state
+        .shared
+        .store
+        .reclaim_cases(&CaseFilter::newest(200))
+        .await?;
     let csrf = state.access.csrf(&caller);
     let rows = cases
         .into_iter()
@@ -106,7 +110,8 @@ async fn decided(
     if let Err(page) = operator_of_form(&state, &caller, &form.csrf, "decide on reclaim cases") {
         return *page;
     }
-    match crate::reclaim::decide(&state.store, id, &caller, decision, "the dashboard").await {
+    match crate::reclaim::decide(&state.shared.store, id, &caller, decision, "the dashboard").await
+    {
         Ok(()) => {
             crate::access::audit::reclaim_decided(id, decision.to(), &caller);
             Redirect::to("/reclaim").into_response()

@@ -145,7 +145,7 @@ async fn plan_of(
         Ok(Some((from, to, carry))) => {
             let made = state
                 .ranged
-                .analysis(&state.store, &state.analytics.thresholds, from, to)
+                .analysis(&state.shared.store, &state.analytics.thresholds, from, to)
                 .await
                 .map_err(|e| {
                     PageError(
@@ -337,7 +337,7 @@ pub async fn recommendation(
         csrf,
     };
     let mut v = rec_view(&a, r, actuation);
-    let tenants = state.store.tenants().await?;
+    let tenants = state.shared.store.tenants().await?;
     v.carry = super::carry_out::carry_out(&state, &a, r, plan.as_ref(), &team_map(&tenants));
     v.outcome = outcome.map(outcome_view);
     let mut f = frame(
@@ -573,6 +573,7 @@ async fn step_action(
         });
     let action = match &plan {
         Some(p) => state
+            .shared
             .store
             .label_actions(&store::label_actions::ActionFilter {
                 node: Some(&r.node),
@@ -641,7 +642,7 @@ pub async fn approve(
             .into_response();
     }
     match crate::labels::approve(
-        &state.store,
+        &state.shared.store,
         &state.labels,
         &state.newest,
         form.action,

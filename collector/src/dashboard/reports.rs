@@ -8,6 +8,7 @@ pub async fn reports(
     Query(q): Query<FormatQuery>,
 ) -> PageOrCsv {
     let rows = state
+        .shared
         .store
         .reports(104)
         .await?

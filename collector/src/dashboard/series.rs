@@ -37,8 +37,9 @@ pub(super) async fn mean_series(
         agg: Agg::Mean,
     };
     state
+        .shared
         .store
-        .series(&q, model::time::now_ms(), &state.retention)
+        .series(&q, model::time::now_ms(), &state.shared.retention)
         .await
         .ok()
 }

@@ -20,7 +20,7 @@ pub struct UseQuery {
 async fn usage(state: DashboardState, caller: Caller, q: UseQuery, teams: bool) -> PageOrCsv {
     let csv = wants_csv(q.format.as_deref())?;
     let a = analysis_or_wait(&state).await?;
-    let tenants = state.store.tenants().await?;
+    let tenants = state.shared.store.tenants().await?;
     let needle = q.q.clone().unwrap_or_default().to_lowercase();
     let (chosen, notice) = match picked_range(&state, &q.range, &q.from, &q.to) {
         Ok(c) => (c, None),

@@ -38,8 +38,6 @@ pub struct IngestState {
     pub metrics: IngestMetrics,
 }
 
-crate::shared::derefs_to_shared!(IngestState);
-
 /// The ingest routes (merged in `router.rs`).
 pub fn routes() -> Routes<IngestState> {
     Routes::new().post("/api/v1/ingest", Agent, operation(), ingest)
@@ -113,6 +111,7 @@ async fn handle(
     body: Body,
 ) -> Result<IngestResponse, Refusal> {
     let cred = state
+        .shared
         .auth
         .check_headers(headers, peer)
         .await
@@ -138,7 +137,7 @@ async fn handle(
     let now = model::time::now_ms();
     let limits = Limits {
         max_rows: state.ingest.max_rows,
-        max_age_ms: state.retention.raw.as_millis() as i64,
+        max_age_ms: state.shared.retention.raw.as_millis() as i64,
         ..Limits::default()
     };
     batch
@@ -146,9 +145,10 @@ async fn handle(
         .map_err(|e| (RejectReason::Invalid, ApiError::BadRequest(e.0)))?;
 
     let started = Instant::now();
-    let teams = state.teams.clone();
+    let teams = state.shared.teams.clone();
     let team_of = move |t: &model::Tenant| teams.team_of(t);
     let outcome = state
+        .shared
         .store
         .ingest(&batch, now, &team_of)
         .await

@@ -25,7 +25,6 @@ pub struct LabelsState {
     pub newest: Arc<Newest>,
 }
 
-crate::shared::derefs_to_shared!(LabelsState);
 use crate::access::routes::{Need::*, Routes, Teams::*};
 use crate::openapi::Op;
 use serde_json::json;
@@ -117,6 +116,7 @@ pub async fn list(
         })?],
     };
     let actions = state
+        .shared
         .store
         .label_actions(&ActionFilter {
             id: None,
@@ -171,7 +171,7 @@ pub async fn approve(
             .map_err(|e| ApiError::BadRequest(format!("the body is not an approval: {e}")))?
     };
     match actions::approve(
-        &state.store,
+        &state.shared.store,
         &state.labels,
         &state.newest,
         id,
@@ -272,7 +272,11 @@ pub async fn node_labels(
 ) -> Result<Json<NodeLabels>, ApiError> {
     // The token first, counted and audited as ingest counts it (wrong tokens here
     // were neither limited nor audited).
-    let id = state.auth.check_headers(&headers, caller.addr).await?;
+    let id = state
+        .shared
+        .auth
+        .check_headers(&headers, caller.addr)
+        .await?;
     let Query(q) = q.map_err(crate::http::bad_query)?;
     crate::agent_auth::Auth::authorize(&id, &q.cluster, &node)?;
     if state.labels.mode == Mode::Off {
@@ -280,7 +284,7 @@ pub async fn node_labels(
             "node labels are off on this collector ([labels] mode = \"off\")".into(),
         ));
     }
-    let a = match state.newest.get(&state.store).await {
+    let a = match state.newest.get(&state.shared.store).await {
         Ok(Some(a)) => a,
         Ok(None) => {
             return Err(ApiError::RetryLater(

@@ -25,8 +25,6 @@ pub struct ReclaimState {
     pub settings: Arc<Settings>,
 }
 
-crate::shared::derefs_to_shared!(ReclaimState);
-
 /// The reclaim routes (merged in `router.rs`).
 pub fn routes() -> Routes<ReclaimState> {
     Routes::new()
@@ -174,6 +172,7 @@ pub async fn list(
         })?],
     };
     let cases = state
+        .shared
         .store
         .reclaim_cases(&CaseFilter {
             states: &states,
@@ -331,7 +330,7 @@ async fn decide_api(
         .ok_or_else(|| ApiError::Unauthorized("sign in as an operator".into()))?
         .to_owned();
     let Path(id) = id.map_err(|e| ApiError::BadRequest(e.body_text()))?;
-    match decide(&state.store, id, caller, decision, "the API").await {
+    match decide(&state.shared.store, id, caller, decision, "the API").await {
         Ok(()) => {
             crate::access::audit::reclaim_decided(id, decision.to(), caller);
             Ok(Json(Decided {

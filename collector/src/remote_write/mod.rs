@@ -59,8 +59,6 @@ pub struct RemoteWriteState {
     pub remote_write: Arc<Receiver>,
 }
 
-crate::shared::derefs_to_shared!(RemoteWriteState);
-
 /// The remote write routes (merged in `router.rs`).
 pub fn routes() -> Routes<RemoteWriteState> {
     Routes::new().post("/api/v1/write", Agent, operation(), write)
@@ -652,8 +650,8 @@ async fn replay(
         return Ok(());
     }
     let rw = &state.remote_write;
-    rw.resume(&state.store.stream_positions(AGENT_ID).await?);
-    let rows = state.store.remote_write_journal().await?;
+    rw.resume(&state.shared.store.stream_positions(AGENT_ID).await?);
+    let rows = state.shared.store.remote_write_journal().await?;
     for (received, body) in &rows {
         match decode(body, usize::MAX) {
             Ok(r) => {
@@ -698,14 +696,16 @@ async fn store_complete(state: &RemoteWriteState, now: i64) -> Result<(), store:
             continue;
         }
         state
+            .shared
             .store
-            .ingest(&b, now, &|t| state.teams.team_of(t))
+            .ingest(&b, now, &|t| state.shared.teams.team_of(t))
             .await?;
         state.latest.record(&b);
         state.remote_write.stored(&b);
         state.remote_write.metrics.scrapes_stored.inc();
     }
     state
+        .shared
         .store
         .prune_remote_write_journal(state.remote_write.oldest_waiting())
         .await?;
@@ -732,7 +732,7 @@ pub fn task(state: RemoteWriteState, every: std::time::Duration) -> Arc<dyn crat
 
 /// The sample times accepted at `at`: the raw retention back, five minutes ahead.
 fn sample_window(state: &RemoteWriteState, at: i64) -> (i64, i64) {
-    let raw = i64::try_from(state.retention.raw.as_millis()).unwrap_or(i64::MAX);
+    let raw = i64::try_from(state.shared.retention.raw.as_millis()).unwrap_or(i64::MAX);
     (at.saturating_sub(raw), at.saturating_add(MAX_FUTURE_MS))
 }
 
@@ -776,7 +776,11 @@ pub async fn write(
     headers: HeaderMap,
     body: axum::body::Body,
 ) -> Result<StatusCode, ApiError> {
-    let cred = state.auth.check_headers(&headers, caller.addr).await?;
+    let cred = state
+        .shared
+        .auth
+        .check_headers(&headers, caller.addr)
+        .await?;
     check_protocol(&headers)?;
     if let Some(enc) = headers
         .get(header::CONTENT_ENCODING)
@@ -818,6 +822,7 @@ pub async fn write(
         let body = intake::remote_write::encode(r)
             .map_err(|e| ApiError::Internal(format!("the journal row: {e}")))?;
         state
+            .shared
             .store
             .journal_remote_write(now, *newest, &body)
             .await?;

@@ -25,8 +25,6 @@ pub struct ReportsState {
     pub reports: Arc<Settings>,
 }
 
-crate::shared::derefs_to_shared!(ReportsState);
-
 /// The reports routes (merged in `router.rs`).
 pub fn routes() -> Routes<ReportsState> {
     Routes::new()
@@ -94,6 +92,7 @@ pub async fn list(
         )));
     }
     let reports = state
+        .shared
         .store
         .reports(limit)
         .await?
@@ -142,7 +141,7 @@ pub async fn get(
             "format must be html or csv, not {format:?}"
         )));
     }
-    let Some(r) = state.store.report(&w.to_string(), &tz).await? else {
+    let Some(r) = state.shared.store.report(&w.to_string(), &tz).await? else {
         return Err(ApiError::NotFound(format!(
             "no report for {w} in {tz}; reports are made when a week is over, or with `gpulens report --week {w}`"
         )));

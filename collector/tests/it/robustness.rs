@@ -126,7 +126,7 @@ async fn mutated_batches_and_queries_never_get_a_5xx_nor_store_anything_when_ref
         state.remote_write_state(),
         Duration::from_millis(300),
     ));
-    let runner = collector::tasks::Runner::start(&state.tasks, upkeep);
+    let runner = collector::tasks::Runner::start(&state.shared.tasks, upkeep);
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let base_url = format!("http://{}", listener.local_addr().unwrap());
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
@@ -264,9 +264,9 @@ async fn mutated_batches_and_queries_never_get_a_5xx_nor_store_anything_when_ref
         .await
         .unwrap();
     assert!(healthz.status().is_success());
-    let before = state.tasks.snapshot();
+    let before = state.shared.tasks.snapshot();
     tokio::time::sleep(Duration::from_millis(1200)).await;
-    let after = state.tasks.snapshot();
+    let after = state.shared.tasks.snapshot();
     for (b, a) in before.iter().zip(&after) {
         assert!(a.runs > b.runs, "task {} stalled: {a:?}", a.name);
         assert!(a.healthy(), "task {} failing: {a:?}", a.name);

@@ -69,7 +69,7 @@ async fn a_failing_or_panicking_task_never_stops_the_others_and_is_reported() {
         Box::pin(async { panic!("a row no check foresaw") })
     });
     let runner = Runner::start(
-        &state.tasks,
+        &state.shared.tasks,
         vec![
             counting("keeps_going", healthy_runs.clone()),
             failing,

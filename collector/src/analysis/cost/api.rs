@@ -58,7 +58,7 @@ pub async fn focus(
         teams: caller.scope().cloned(),
     };
     let cfg = &state.analytics.thresholds;
-    let rows = super::charges(&state.store, cfg, from, to, &only)
+    let rows = super::charges(&state.shared.store, cfg, from, to, &only)
         .await
         .map_err(|e| match e {
             Refused::Bounds(why) => ApiError::BadRequest(why),
