@@ -329,7 +329,7 @@ async fn attribution(pods_dir: bool) {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
-/// What per-GPU sharing mechanisms granted, read from a stand-in API server (issue 73): two
+/// What per-GPU sharing mechanisms granted, read from a stand-in API server: two
 /// DRA claims consuming 20 GiB and 40 GiB of one 80 GiB A100 through consumable capacity, and
 /// a HAMi container granted 20 GiB and 25 % of the cores of the other. Each allocation's share
 /// is what was granted — 0.25, 0.5, 0.25 — not the equal split the device alone would give.

@@ -310,12 +310,12 @@ pub(crate) async fn check(store: &Store, path: &Path, scores: &mut BTreeMap<&'st
         "{label}: the plan beats its own bound"
     );
     // The bound is per-GPU sharing's; node-wide sharing cannot reach it where only per-GPU
-    // pinning pairs the tenants (issue 73).
+    // pinning pairs the tenants.
     if let Some(e) = plan
         .efficiency
         .filter(|_| !label.ends_with("pinned-per-gpu.toml"))
         // The bound is the tenants' demand: it leaves out the MIG instance kept for the
-        // pending pod, which costs this plan a GPU (issue 71).
+        // pending pod, which costs this plan a GPU.
         .filter(|_| !label.ends_with("waiting-slice.toml"))
     {
         assert!(

@@ -262,7 +262,7 @@ fn heavy_every_dashboard_page_works_in_chromium_with_and_without_javascript() {
             "{mode}: the scenario's six nodes"
         );
         // The demo runs the reclaim loop in dry run against its stand-in cluster: the idle
-        // holdings are cases, and nothing is changed (issue 74.8).
+        // holdings are cases, and nothing is changed.
         let r = page(pages, "/reclaim");
         assert!(
             r["rows"].as_u64().unwrap() >= 1 && text(r).contains("Dry run"),

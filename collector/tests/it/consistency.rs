@@ -194,7 +194,7 @@ async fn alerts_pages_and_counts_agree() {
         let name = a.tenant_names.get(*tenant).map_or(*tenant, String::as_str);
         let mine: Vec<&&str> = rows
             .iter()
-            // Names may wrap at `<wbr>` marks (issue 74.7).
+            // Names may wrap at `<wbr>` marks.
             .filter(|r| r.replace("<wbr>", "").contains(name) && r.contains(node))
             .collect();
         assert_eq!(mine.len(), 1, "one row for {name} on {node}: {under}");

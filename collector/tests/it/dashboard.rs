@@ -174,7 +174,7 @@ async fn an_operator_approves_a_label_change_from_the_dashboard() {
     assert!(!html.contains("name=\"csrf\""), "no second approval");
 
     // Signing out ends the session, on the server too: a copy of the cookie no longer works
-    // (issue 15: logout only asked the browser to forget it).
+    // (the browser is not merely asked to forget it).
     let (code, headers, _) = send(&state, form("/logout", String::new(), Some(&cookie))).await;
     assert_eq!(code, StatusCode::SEE_OTHER);
     assert!(
@@ -190,7 +190,7 @@ async fn an_operator_approves_a_label_change_from_the_dashboard() {
     );
 
     // Wrong tokens meet a limit: after five from one address, each wrong one is answered 429
-    // for a wait that doubles (issue 15: 2,000 wrong sign-ins in 0.9 s met none).
+    // for a wait that doubles (so 2,000 wrong sign-ins cannot be tried in a second).
     let mut codes = Vec::new();
     for _ in 0..8 {
         let (code, headers, _) = send(&state, form("/login", "token=nope".into(), None)).await;
@@ -210,8 +210,8 @@ async fn an_operator_approves_a_label_change_from_the_dashboard() {
             .all(|c| *c == StatusCode::TOO_MANY_REQUESTS),
         "{codes:?}"
     );
-    // The right token is never refused for the wrong ones (issue 37: it waited its turn,
-    // locking out the operator while an attacker guessed from the same address).
+    // The right token is never refused for the wrong ones: an attacker guessing from the
+    // same address does not lock the operator out.
     let (code, _, _) = send(
         &state,
         form("/login", "token=operator-token-1".into(), None),

@@ -182,7 +182,7 @@ async fn pending_pods_beside_an_idle_holder_make_a_waiting_demand_finding() {
         "{list}"
     );
     // Hour by hour, what waited and what was held idle add up to the finding's figures; its
-    // page charts both and says what to do (issue 74.8).
+    // page charts both and says what to do.
     let waited: f64 = f.demand_hours.iter().map(|h| h.waiting_gpus).sum();
     let idle: f64 = f.demand_hours.iter().map(|h| h.idle_gpus).sum();
     assert!(
@@ -479,7 +479,7 @@ async fn slurm_pending_jobs_and_holds_are_read_from_recorded_slurmrestd_answers(
     assert!(format!("{e:#}").contains("401"), "{e:#}");
 }
 
-/// What each node has in place (issue 73): the poll reads the ResourceSlices of NVIDIA's DRA
+/// What each node has in place: the poll reads the ResourceSlices of NVIDIA's DRA
 /// driver and HAMi's node annotation, stores them, and the analysis' plan says the pool has
 /// them, seen on its node.
 #[tokio::test]

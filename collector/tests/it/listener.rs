@@ -1,4 +1,4 @@
-//! The listener's bounds with real sockets against `gpulens serve` (issue 15): idle, trickling
+//! The listener's bounds with real sockets against `gpulens serve`: idle, trickling
 //! and slow-body clients are closed after the configured timeouts while `/healthz` keeps
 //! answering, and a connection over the cap gets 503 with Retry-After instead of a queue.
 
@@ -131,7 +131,7 @@ fn idle_trickling_and_slow_clients_are_closed_while_healthz_answers() {
     assert!(answer.contains("\"request_timeout\""), "{answer}");
     // And the server still serves.
     assert!(get(port, "/healthz").unwrap().starts_with("HTTP/1.1 200"));
-    // An over-long request target is the API's JSON 414 (issue 15: hyper's bare answer).
+    // An over-long request target is the API's JSON 414, not hyper's bare answer.
     let long = format!("/api/v1/nodes?x={}", "a".repeat(16 * 1024));
     let answer = get(port, &long).unwrap();
     assert!(answer.starts_with("HTTP/1.1 414"), "{answer}");
@@ -156,7 +156,7 @@ fn a_connection_over_the_cap_gets_503_with_retry_after() {
 
 /// The token the old manifests shipped (`CHANGE-ME-agent-token`, mounted as a Secret file)
 /// and a short one are refused at start, before anything listens, with an error that names
-/// the setting and not the value (issue 38).
+/// the setting and not the value.
 #[test]
 fn serve_refuses_a_placeholder_or_short_agent_token_at_start() {
     let dir = TempDir::new("placeholder-token");

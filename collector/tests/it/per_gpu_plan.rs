@@ -41,8 +41,8 @@ fn step_claims(a: &analytics::Analysis) -> Vec<serde_json::Value> {
 }
 
 /// The plan of the pinned-per-gpu scenario under each mechanism its pool may have; and, as a
-/// live collector's window ends inside an hour, no finding ends after the window (issue 74.8:
-/// underutilized findings ended 54 minutes after the analysis that made them).
+/// live collector's window ends inside an hour, no finding ends after the window (an
+/// underutilized finding must not end after the analysis that made it).
 pub(crate) fn plans_under_what_the_pool_has(label: &str, input: &analytics::Input) {
     let mut live = input.clone();
     live.to_ms -= 20 * 60_000;

@@ -109,7 +109,7 @@ pub(crate) fn plan_steps_as_worked_out(
         );
     }
     if label.ends_with("waiting-slice.toml") {
-        // Ignoring the pending pod would free 6; the plan keeps its 1g.10gb instance (issue 71).
+        // Ignoring the pending pod would free 6; the plan keeps its 1g.10gb instance.
         assert_eq!((plan.gpus_in_use, plan.gpus_freed), (7, 5), "{label}");
         let step = a
             .recommendations

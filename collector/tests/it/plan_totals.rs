@@ -362,7 +362,7 @@ pub(crate) fn applied_frees(a: &analytics::Analysis, input: &analytics::Input) -
         }
     }
     // An emptied GPU with unrecovered hardware errors is not freed: the hardware finding's
-    // until repaired (issue 71).
+    // until repaired.
     let held = input
         .health
         .iter()
@@ -395,7 +395,7 @@ pub(crate) fn runs_now(h: &analytics::holdings::Holding, to_ms: i64) -> bool {
 /// Carries out the plan's steps in `plan.steps` order on today's placement and checks that no
 /// step fills a GPU — a GPU its moves target, or any GPU of its node for a MIG layout or a
 /// sharing config, which reconfigure the node — while a tenant is still on it that a later
-/// step takes away; and that the step names every such step in `requires` (issue 71).
+/// step takes away; and that the step names every such step in `requires`.
 pub(crate) fn carried_out_in_order(
     a: &analytics::Analysis,
     input: &analytics::Input,

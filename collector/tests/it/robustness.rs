@@ -1,4 +1,4 @@
-//! HTTP robustness (issue 15): thousands of mutated batches and query strings thrown at a
+//! HTTP robustness: thousands of mutated batches and query strings thrown at a
 //! running collector (real socket, the default listener limits, the storage tasks running).
 //! Invariants: no answer is a 5xx, the collector keeps answering, a refused batch stores
 //! nothing, every refusal is the API's JSON error, and the background tasks keep advancing.

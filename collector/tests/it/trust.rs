@@ -168,8 +168,8 @@ fn sign_in(addr: SocketAddr, token: &str) -> String {
     cookie.split(';').next().unwrap().to_owned()
 }
 
-/// The cookie an attacker made before issue 37: the session key derived from the token names
-/// and hashes in the configuration, a payload naming the operator token.
+/// A cookie an attacker could make if the session key were derived from what the
+/// configuration holds (token names and hashes), a payload naming the operator token.
 fn forged_from_config(payload: &str) -> String {
     let mut h = sha2::Sha256::new();
     h.update(b"gpulens sessions v2");

@@ -475,8 +475,8 @@ async fn dependent_steps_are_approved_together_and_never_run_out_of_order() {
         analysis.generated_ms = at;
         let store = t.store.clone();
         async move {
-            // Stored as `gpulens serve` stores it (issue 71: stored bare, the test passed
-            // while a running collector approved dependent steps alone).
+            // Stored as `gpulens serve` stores it: a bare analysis would let this pass while a
+            // running collector approved dependent steps alone.
             collector::analysis::save(&store, &analysis, at, 5)
                 .await
                 .unwrap();
