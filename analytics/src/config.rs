@@ -97,8 +97,9 @@ impl Default for Config {
             memory_headroom: 0.10,
             compute_headroom: 0.25,
             max_replicas: 8,
-            saturation: 0.9,
-            mig_bandwidth_saturation: 0.8,
+            saturation: model::pair_hours::PairThresholds::default().saturation,
+            mig_bandwidth_saturation: model::pair_hours::PairThresholds::default()
+                .mig_bandwidth_saturation,
             interference_min_drop: 0.2,
             interference_min: Duration::from_secs(30 * 60),
             memory_pressure: 0.95,

@@ -1,5 +1,5 @@
 //! [`closed_set!`](macro@crate::closed_set): a closed set of names — an enum whose every
-//! member carries its wire name — declared once. `ALL`, `as_str`, `parse` and the serde names
+//! member carries its wire name — declared once. `ALL`, `as_str`, `parse`, `Display` and the serde names
 //! follow from the one list, so a member cannot be added and left out of parsing, of `ALL` (and
 //! what reads it: filters, default alert rules, the OpenAPI enums) or of the wire.
 
@@ -53,6 +53,13 @@ macro_rules! closed_set {
                     $( $wire => Some($name::$member), )+
                     _ => None,
                 }
+            }
+        }
+
+        impl std::fmt::Display for $name {
+            /// Its name ([`Self::as_str`]).
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(self.as_str())
             }
         }
     };

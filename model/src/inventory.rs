@@ -74,9 +74,3 @@ impl Sharing {
         matches!(self, Sharing::TimeSlicing | Sharing::Mps)
     }
 }
-
-impl std::fmt::Display for Sharing {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
-}

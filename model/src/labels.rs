@@ -61,12 +61,6 @@ impl MigManagerState {
         matches!(self, MigManagerState::Success | MigManagerState::Failed)
     }
 }
-
-impl std::fmt::Display for MigManagerState {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
 /// GPU Operator: the device plugin's named config (time-slicing, MPS).
 pub const OPERATOR_DEVICE_PLUGIN_CONFIG: &str = "nvidia.com/device-plugin.config";
 

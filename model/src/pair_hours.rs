@@ -339,6 +339,13 @@ pub fn node_pair_hours(
     (rows, marks)
 }
 
+/// Whether two or more tenants were on one GPU in `hours`, a node's rollups of one hour (keys
+/// are in (GPU, tenant, hour) order): the hours whose pair-hours the rollup keeps.
+pub fn shares_a_gpu(hours: &NodeRollup) -> bool {
+    let keys = hours.tenants.keys();
+    keys.clone().zip(keys.skip(1)).any(|(a, b)| a.0 == b.0)
+}
+
 /// The hours of `hours` in which some GPU had two or more tenants, with the hour's sample
 /// counts over the node's GPU rows and tenant rows (what a mark records).
 fn shared_hours(hours: &NodeRollup) -> BTreeMap<i64, (i64, i64)> {

@@ -50,12 +50,6 @@ impl CaseState {
     }
 }
 
-impl std::fmt::Display for CaseState {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -27,12 +27,6 @@ impl ActionState {
     }
 }
 
-impl std::fmt::Display for ActionState {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
 /// A planned change, as first recorded.
 #[derive(Debug, Clone)]
 pub struct NewLabelAction {

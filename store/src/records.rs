@@ -138,8 +138,6 @@ pub struct RollupStats {
     /// Raw rows that could not be decoded (left where they are, skipped, counted): one bad row
     /// never stops a rollup pass.
     pub undecodable_rows: usize,
-    /// Interference pair-hours measured and kept as hours were merged.
-    pub pair_hours: usize,
 }
 
 /// What a retention pass removed.

@@ -42,7 +42,6 @@ impl Store {
             stats.gpu_rows += node_stats.gpu_rows;
             stats.tenant_rows += node_stats.tenant_rows;
             stats.undecodable_rows += node_stats.undecodable_rows;
-            stats.pair_hours += node_stats.pair_hours;
             cluster_hours.extend(hours);
         }
         // Each touched cluster-hour is merged once per pass, after all its nodes.
@@ -95,7 +94,6 @@ impl Store {
                 if let Err(e) = self.keep_pair_hours(&cluster, &node, &marks, &rows).await {
                     tracing::warn!(%node, error = %e, "could not keep an hour's pair-hours; the analysis will measure them");
                 }
-                stats.pair_hours += rows.len();
             }
         }
         Ok((stats, hours))

@@ -79,11 +79,7 @@ pub(crate) async fn roll_up(tx: &mut impl SpanTx, s: Span<'_>) -> Result<SpanSta
     let hours = rollup::to_hours(&all_minutes);
     tx.replace_rollups(crate::Rollups::Hour, hour, &hours)
         .await?;
-    let shared = hours
-        .tenants
-        .keys()
-        .zip(hours.tenants.keys().skip(1))
-        .any(|(a, b)| a.0 == b.0);
+    let shared = model::pair_hours::shares_a_gpu(&hours);
     Ok(SpanStats {
         gpu_rows,
         tenant_rows,

@@ -87,7 +87,8 @@ impl Alerting {
             .await?;
         let cases = store
             .reclaim_cases(&store::reclaim_cases::CaseFilter {
-                states: &crate::reclaim::NOTIFIED,
+                // A case's notice is an active alert in these states.
+                states: &store::reclaim_cases::CaseState::NOTIFIED,
                 ..store::reclaim_cases::CaseFilter::newest(1_000)
             })
             .await?;

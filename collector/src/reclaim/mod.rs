@@ -14,7 +14,7 @@ pub mod target;
 pub use api::{CaseView, DecideError, Decision, ReclaimState, decide, routes};
 pub use metrics::ReclaimMetrics;
 pub use notice::{
-    ALERTNAME as NOTICE_ALERTNAME, NOTIFIED, labels as notice_labels, summary as notice_summary,
+    ALERTNAME as NOTICE_ALERTNAME, labels as notice_labels, summary as notice_summary,
 };
 pub use pass::{PassReport, Receiver, Reclaim};
 pub use settings::{Action, Settings};

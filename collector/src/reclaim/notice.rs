@@ -8,8 +8,6 @@ use store::reclaim_cases::{CaseRecord, CaseState, NewCase};
 
 /// The alertname of the default rule.
 pub const ALERTNAME: &str = "GpulensReclaimNotice";
-/// States in which a case's notice is an active alert.
-pub const NOTIFIED: [CaseState; 3] = CaseState::NOTIFIED;
 
 /// The labels that identify a case's notice, beyond the alert's own (`alertname`,
 /// `severity`): cluster, node, GPU, tenant, team, namespace, policy, case and whether the loop

@@ -266,7 +266,7 @@ async fn idle_notebooks_are_noticed_given_grace_and_reclaimed_on_approval() {
     let open = t
         .store
         .reclaim_cases(&CaseFilter {
-            states: &collector::reclaim::notice::NOTIFIED,
+            states: &store::reclaim_cases::CaseState::NOTIFIED,
             ..CaseFilter::newest(10)
         })
         .await
