@@ -2,6 +2,9 @@
 //! row per step with its time, actor and result, in order. One table shape, one writer and
 //! one reader for both.
 
+use crate::db::{Db, RowExt, StmtExt, Tables, stmt};
+use crate::error::Result;
+
 /// One step: who, when, what, and the result.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Step {
@@ -29,81 +32,81 @@ impl Trail {
     }
 }
 
-/// The audit-trail methods of a backend.
-macro_rules! audit_methods {
-    ($write:ident, $read:ident, $sql:path) => {
-        /// Appends a step to the trail of action or case `id`. The step's place is read
-        /// first, then written (Citus runs no subquery inside an INSERT); two writers that
-        /// race for one place retry with the next.
-        pub async fn add_audit_step(
-            &self,
-            trail: super::audit::Trail,
-            id: i64,
-            step: &super::audit::Step,
-        ) -> Result<()> {
-            let (table, key) = trail.table();
-            let mut tries = 0;
-            loop {
-                let seq: i64 = sqlx::query_scalar(&$sql(&format!(
-                    "SELECT CAST(COALESCE(MAX(seq) + 1, 0) AS BIGINT) FROM {table} WHERE {key} = ?"
-                )))
-                .bind(id)
-                .fetch_one(&self.$write)
-                .await?;
-                let done = sqlx::query(&$sql(&format!(
-                    "INSERT INTO {table} ({key}, seq, ts_ms, actor, step, result, detail) VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT ({key}, seq) DO NOTHING",
-                )))
-                .bind(id)
-                .bind(seq as i32)
-                .bind(step.ts_ms)
-                .bind(&step.actor)
-                .bind(&step.step)
-                .bind(&step.result)
-                .bind(&step.detail)
-                .execute(&self.$write)
-                .await?;
-                tries += 1;
-                if done.rows_affected() == 1 {
-                    return Ok(());
-                }
-                if tries == 5 {
-                    return Err(super::StoreError::Conflict(format!(
-                        "no free place for a step of {table} {id} after 5 tries"
-                    )));
-                }
-            }
-        }
-
-        /// The steps of each of `ids`, in order.
-        pub async fn audit_steps(
-            &self,
-            trail: super::audit::Trail,
-            ids: &[i64],
-        ) -> Result<std::collections::HashMap<i64, Vec<super::audit::Step>>> {
-            let mut out: std::collections::HashMap<i64, Vec<super::audit::Step>> =
-                std::collections::HashMap::new();
-            if ids.is_empty() {
-                return Ok(out);
-            }
-            let (table, key) = trail.table();
-            // Ids are integers: safe to inline.
-            let list = ids.iter().map(i64::to_string).collect::<Vec<_>>().join(", ");
-            let rows = sqlx::query(&format!(
-                "SELECT {key}, ts_ms, actor, step, result, detail FROM {table} WHERE {key} IN ({list}) ORDER BY {key}, seq"
-            ))
-            .fetch_all(&self.$read)
+impl<DB: Db> Tables<DB> {
+    /// Appends a step to the trail of action or case `id`. The step's place is read
+    /// first, then written (Citus runs no subquery inside an INSERT); two writers that
+    /// race for one place retry with the next.
+    pub(crate) async fn add_audit_step(
+        &self,
+        trail: super::audit::Trail,
+        id: i64,
+        step: &super::audit::Step,
+    ) -> Result<()> {
+        let (table, key) = trail.table();
+        let mut tries = 0;
+        loop {
+            let seq: i64 = stmt::<DB>(&DB::DIALECT.numbered(&format!(
+                "SELECT CAST(COALESCE(MAX(seq) + 1, 0) AS BIGINT) FROM {table} WHERE {key} = ?"
+            )))
+            .arg(id)
+            .scalar(&self.write)
             .await?;
-            for s in &rows {
-                out.entry(s.try_get(0)?).or_default().push(super::audit::Step {
-                    ts_ms: s.try_get(1)?,
-                    actor: s.try_get(2)?,
-                    step: s.try_get(3)?,
-                    result: s.try_get(4)?,
-                    detail: s.try_get(5)?,
-                });
+            let done = stmt::<DB>(&DB::DIALECT.numbered(&format!(
+                "INSERT INTO {table} ({key}, seq, ts_ms, actor, step, result, detail) VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT ({key}, seq) DO NOTHING",
+            )))
+            .arg(id)
+            .arg(seq as i32)
+            .arg(step.ts_ms)
+            .arg(&step.actor)
+            .arg(&step.step)
+            .arg(&step.result)
+            .arg(&step.detail)
+            .run(&self.write)
+            .await?;
+            tries += 1;
+            if done == 1 {
+                return Ok(());
             }
-            Ok(out)
+            if tries == 5 {
+                return Err(super::StoreError::Conflict(format!(
+                    "no free place for a step of {table} {id} after 5 tries"
+                )));
+            }
         }
-    };
+    }
+
+    /// The steps of each of `ids`, in order.
+    pub(crate) async fn audit_steps(
+        &self,
+        trail: super::audit::Trail,
+        ids: &[i64],
+    ) -> Result<std::collections::HashMap<i64, Vec<super::audit::Step>>> {
+        let mut out: std::collections::HashMap<i64, Vec<super::audit::Step>> =
+            std::collections::HashMap::new();
+        if ids.is_empty() {
+            return Ok(out);
+        }
+        let (table, key) = trail.table();
+        // Ids are integers: safe to inline.
+        let list = ids
+            .iter()
+            .map(i64::to_string)
+            .collect::<Vec<_>>()
+            .join(", ");
+        let rows = stmt::<DB>(&format!(
+            "SELECT {key}, ts_ms, actor, step, result, detail FROM {table} WHERE {key} IN ({list}) ORDER BY {key}, seq"
+        ))
+        .all(&self.read)
+        .await?;
+        for s in &rows {
+            out.entry(s.at(0)?).or_default().push(super::audit::Step {
+                ts_ms: s.at(1)?,
+                actor: s.at(2)?,
+                step: s.at(3)?,
+                result: s.at(4)?,
+                detail: s.at(5)?,
+            });
+        }
+        Ok(out)
+    }
 }
-pub(crate) use audit_methods;

@@ -1,44 +1,44 @@
-//! The backend contract: every method PostgreSQL (with Citus) and SQLite do the same way,
-//! written once and expanded into each backend's `impl` by [`shared_methods!`]. What a backend
-//! writes itself is what really differs: connecting and migrating, ingest (COPY and group
-//! commit; multi-row INSERTs), partitions (`ensure_span`), retention, job locks, and the
-//! column decoding of `read_rollups`, `replace_rollups` and `records`. `store/tests/conformance/`
-//! runs every behaviour on each.
+//! What a backend does its own way under the tables written once: the time partitions a range
+//! of rows needs, how a span's rollup rows are written, and how many sealed blocks one
+//! statement carries. PostgreSQL and SQLite implement [`Backend`] in their modules; the
+//! generic code that needs it (`node_upkeep.rs`, `span.rs`) asks for `DB: Backend`.
 
-/// Every shared method for a backend: `write`/`read` name its pools (the same pool on
-/// PostgreSQL), `dialect` its SQL, `numbered` how it returns a new row's id, `gpus` and
-/// `per_insert` as [`crate::node_upkeep::node_upkeep_methods!`] takes them.
-macro_rules! shared_methods {
-    (
-        write: $write:ident,
-        read: $read:ident,
-        dialect: $d:expr,
-        numbered: $numbered:path,
-        gpus: $gpus:expr,
-        per_insert: $per_insert:expr $(,)?
-    ) => {
-        crate::inventory::inventory_methods!($read, $d);
-        crate::analysis_runs::analysis_run_methods!($write, $read, $d);
-        crate::secrets::secret_methods!($write, $d);
-        crate::cluster_rollup::cluster_rollup_methods!($write, $d);
-        crate::rollup_reads::rollup_read_methods!($read, $d);
-        crate::node_upkeep::node_upkeep_methods!(
-            $write,
-            $read,
-            $d,
-            gpus: $gpus,
-            per_insert: $per_insert
-        );
-        crate::audit::audit_methods!($write, $read, $numbered);
-        crate::label_actions::label_action_methods!($write, $read, $numbered);
-        crate::reclaim_cases::reclaim_case_methods!($write, $read, $numbered);
-        crate::alerts::alert_methods!($write, $read, $numbered);
-        crate::remote_write::journal_methods!($write, $read, $numbered);
-        crate::reports::report_methods!($write, $read, $numbered);
-        crate::waiting::waiting_methods!($write, $read, $numbered);
-        crate::mechanisms::mechanism_methods!($write, $read, $numbered);
-        crate::pair_hours::pair_hour_methods!($write, $read, $numbered, $d);
-    };
+use std::future::Future;
+
+use model::rollup::NodeRollup;
+
+use crate::db::{Db, Tables};
+use crate::error::Result;
+use crate::raw::RawTable;
+use crate::series::Rollups;
+
+/// A node's rows in [from, to).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct NodeRange<'a> {
+    pub cluster: &'a str,
+    pub node: &'a str,
+    pub from: i64,
+    pub to: i64,
 }
 
-pub(crate) use shared_methods;
+/// What a backend does its own way.
+pub(crate) trait Backend: Db {
+    /// Makes sure the time partitions of `days` (their starts, ms) exist: PostgreSQL creates
+    /// the missing ones; SQLite has none.
+    fn ensure_days<'a>(
+        tables: &'a Tables<Self>,
+        days: &'a [i64],
+    ) -> impl Future<Output = Result<()>> + Send + 'a;
+
+    /// Replaces the rollup rows of width `res` in `range` with `r`, inside `tx`: PostgreSQL
+    /// COPYs them, SQLite binds multi-row INSERTs.
+    fn replace_rollups<'a>(
+        tx: &'a mut sqlx::Transaction<'_, Self>,
+        res: Rollups,
+        range: NodeRange<'a>,
+        r: &'a NodeRollup,
+    ) -> impl Future<Output = Result<()>> + Send + 'a;
+
+    /// How many sealed blocks of `table` one INSERT carries.
+    fn blocks_per_insert(table: &RawTable) -> usize;
+}

@@ -98,4 +98,35 @@ impl Dialect {
             Dialect::Sqlite => col.to_owned(),
         }
     }
+
+    /// `sql` with its `?` placeholders as the dialect numbers them: `$1, $2, …` on
+    /// PostgreSQL, unchanged on SQLite (whose `?` count up by themselves).
+    pub fn numbered(self, sql: &str) -> String {
+        if self == Dialect::Sqlite {
+            return sql.to_owned();
+        }
+        let mut out = String::with_capacity(sql.len() + 8);
+        let mut n = 0;
+        for c in sql.chars() {
+            if c == '?' {
+                n += 1;
+                out.push_str(&format!("${n}"));
+            } else {
+                out.push(c);
+            }
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Dialect;
+
+    #[test]
+    fn placeholders_are_numbered_for_postgres_and_kept_for_sqlite() {
+        let sql = "a = ? AND b IN (?, ?)";
+        assert_eq!(Dialect::Postgres.numbered(sql), "a = $1 AND b IN ($2, $3)");
+        assert_eq!(Dialect::Sqlite.numbered(sql), sql);
+    }
 }

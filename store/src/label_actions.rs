@@ -2,6 +2,9 @@
 //! approval and outcome, and every step. One SQL text serves both backends (`?` placeholders,
 //! numbered for PostgreSQL).
 
+use crate::db::{Db, RowExt, StmtExt, Tables, stmt};
+use crate::error::Result;
+
 use serde::{Deserialize, Serialize};
 
 model::closed_set! {
@@ -123,166 +126,149 @@ pub const OPEN: [ActionState; 3] = [
     ActionState::Running,
 ];
 
-/// `?` placeholders as `$1, $2, …` for PostgreSQL.
-pub(crate) fn numbered(sql: &str) -> String {
-    let mut out = String::with_capacity(sql.len() + 8);
-    let mut n = 0;
-    for c in sql.chars() {
-        if c == '?' {
-            n += 1;
-            out.push_str(&format!("${n}"));
-        } else {
-            out.push(c);
-        }
-    }
-    out
-}
-
-pub(crate) fn same(sql: &str) -> String {
-    sql.to_owned()
-}
-
 pub(crate) const ACTION_COLUMNS: &str = "id, node, label, value, state, requested_by, requested_ms, approved_by, approved_ms, override_pods, finished_ms, outcome, plan, previous_value";
 
-/// The label-action methods of a backend: `$write`/`$read` name its pools, `$sql` adapts the
-/// placeholders.
-macro_rules! label_action_methods {
-    ($write:ident, $read:ident, $sql:path) => {
-        pub async fn insert_label_action(
-            &self,
-            a: &super::label_actions::NewLabelAction,
-        ) -> Result<i64> {
-            Ok(sqlx::query_scalar(&$sql(
-                "INSERT INTO label_actions (node, label, value, state, requested_by, requested_ms, plan) VALUES (?, ?, ?, 'planned', ?, ?, ?) RETURNING id",
-            ))
-            .bind(&a.node)
-            .bind(&a.label)
-            .bind(&a.value)
-            .bind(&a.requested_by)
-            .bind(a.requested_ms)
-            .bind(&a.plan)
-            .fetch_one(&self.$write)
-            .await?)
-        }
+impl<DB: Db> Tables<DB> {
+    pub(crate) async fn insert_label_action(
+        &self,
+        a: &super::label_actions::NewLabelAction,
+    ) -> Result<i64> {
+        Ok(stmt::<DB>(&DB::DIALECT.numbered(
+            "INSERT INTO label_actions (node, label, value, state, requested_by, requested_ms, plan) VALUES (?, ?, ?, 'planned', ?, ?, ?) RETURNING id",
+        ))
+        .arg(&a.node)
+        .arg(&a.label)
+        .arg(&a.value)
+        .arg(&a.requested_by)
+        .arg(a.requested_ms)
+        .arg(&a.plan)
+        .scalar(&self.write)
+        .await?)
+    }
 
-        /// The actions `filter` selects, newest first, with their steps (two queries).
-        pub async fn label_actions(
-            &self,
-            filter: &super::label_actions::ActionFilter<'_>,
-        ) -> Result<Vec<super::label_actions::LabelActionRecord>> {
-            let sql = format!(
-                "SELECT {} FROM label_actions WHERE {} ORDER BY id DESC LIMIT ?",
-                super::label_actions::ACTION_COLUMNS,
-                filter.condition()
-            );
-            let sql = $sql(&sql);
-            let mut q = sqlx::query(&sql);
-            if let Some(id) = filter.id {
-                q = q.bind(id);
-            }
-            if let Some(node) = filter.node {
-                q = q.bind(node);
-            }
-            for state in filter.states {
-                q = q.bind(state.as_str());
-            }
-            let rows = q.bind(filter.limit).fetch_all(&self.$read).await?;
-            let mut out = Vec::with_capacity(rows.len());
-            for r in &rows {
-                out.push(super::label_actions::LabelActionRecord {
-                    id: r.try_get(0)?,
-                    node: r.try_get(1)?,
-                    label: r.try_get(2)?,
-                    value: r.try_get(3)?,
-                    state: {
-                        let s: String = r.try_get(4)?;
-                        super::label_actions::ActionState::parse(&s).ok_or_else(|| {
-                            sqlx::Error::Decode(format!("label_actions.state holds {s:?}").into())
-                        })?
-                    },
-                    requested_by: r.try_get(5)?,
-                    requested_ms: r.try_get(6)?,
-                    approved_by: r.try_get(7)?,
-                    approved_ms: r.try_get(8)?,
-                    override_pods: r.try_get::<i32, _>(9)? != 0,
-                    finished_ms: r.try_get(10)?,
-                    outcome: r.try_get(11)?,
-                    plan: r.try_get(12)?,
-                    previous_value: r.try_get(13)?,
-                    steps: Vec::new(),
-                });
-            }
-            if out.is_empty() {
-                return Ok(out);
-            }
-            let ids: Vec<i64> = out.iter().map(|a| a.id).collect();
-            let mut steps = self
-                .audit_steps(super::audit::Trail::LabelActions, &ids)
-                .await?;
-            for a in &mut out {
-                a.steps = steps.remove(&a.id).unwrap_or_default();
-            }
-            Ok(out)
-        }
-
-        /// Moves an action from one of `from` to `to`; false when it was in no such state.
-        pub async fn transition_label_action(
-            &self,
-            t: &super::label_actions::Transition<'_>,
-        ) -> Result<bool> {
-            let super::label_actions::Transition { id, from, to, by, override_pods, now_ms, outcome } = *t;
-            let states = vec!["?"; from.len()].join(", ");
-            let approving = to == super::label_actions::ActionState::Approved;
-            let sql = if approving {
-                format!("UPDATE label_actions SET state = ?, approved_by = ?, approved_ms = ?, override_pods = ? WHERE id = ? AND state IN ({states})")
-            } else {
-                format!("UPDATE label_actions SET state = ?, outcome = COALESCE(?, outcome), finished_ms = ?, override_pods = COALESCE(?, override_pods) WHERE id = ? AND state IN ({states})")
-            };
-            let finished = (!to.open()).then_some(now_ms);
-            let sql = $sql(&sql);
-            let q = sqlx::query(&sql).bind(to.as_str());
-            let q = if approving {
-                q.bind(by).bind(now_ms).bind(i32::from(override_pods.unwrap_or(false)))
-            } else {
-                q.bind(outcome).bind(finished).bind(override_pods.map(i32::from))
-            };
-            let mut q = q.bind(id);
-            for state in from {
-                q = q.bind(state.as_str());
-            }
-            let done = q.execute(&self.$write).await?;
-            Ok(done.rows_affected() == 1)
-        }
-
-        /// Records the value the run is about to replace.
-        pub async fn set_label_previous(&self, id: i64, value: Option<&str>) -> Result<()> {
-            sqlx::query(&$sql("UPDATE label_actions SET previous_value = ? WHERE id = ?"))
-                .bind(value)
-                .bind(id)
-                .execute(&self.$write)
-                .await?;
-            Ok(())
-        }
-
-        pub async fn add_label_step(
-            &self,
-            id: i64,
-            step: &super::label_actions::LabelStep,
-        ) -> Result<()> {
-            self.add_audit_step(super::audit::Trail::LabelActions, id, step)
-                .await
-        }
-    };
-}
-pub(crate) use label_action_methods;
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn placeholders_are_numbered_for_postgres() {
-        assert_eq!(
-            super::numbered("a = ? AND b IN (?, ?)"),
-            "a = $1 AND b IN ($2, $3)"
+    /// The actions `filter` selects, newest first, with their steps (two queries).
+    pub(crate) async fn label_actions(
+        &self,
+        filter: &super::label_actions::ActionFilter<'_>,
+    ) -> Result<Vec<super::label_actions::LabelActionRecord>> {
+        let sql = format!(
+            "SELECT {} FROM label_actions WHERE {} ORDER BY id DESC LIMIT ?",
+            super::label_actions::ACTION_COLUMNS,
+            filter.condition()
         );
+        let sql = DB::DIALECT.numbered(&sql);
+        let mut q = stmt::<DB>(&sql);
+        if let Some(id) = filter.id {
+            q = q.arg(id);
+        }
+        if let Some(node) = filter.node {
+            q = q.arg(node);
+        }
+        for state in filter.states {
+            q = q.arg(state.as_str());
+        }
+        let rows = q.arg(filter.limit).all(&self.read).await?;
+        let mut out = Vec::with_capacity(rows.len());
+        for r in &rows {
+            out.push(super::label_actions::LabelActionRecord {
+                id: r.at(0)?,
+                node: r.at(1)?,
+                label: r.at(2)?,
+                value: r.at(3)?,
+                state: {
+                    let s: String = r.at(4)?;
+                    super::label_actions::ActionState::parse(&s).ok_or_else(|| {
+                        sqlx::Error::Decode(format!("label_actions.state holds {s:?}").into())
+                    })?
+                },
+                requested_by: r.at(5)?,
+                requested_ms: r.at(6)?,
+                approved_by: r.at(7)?,
+                approved_ms: r.at(8)?,
+                override_pods: r.at::<i32>(9)? != 0,
+                finished_ms: r.at(10)?,
+                outcome: r.at(11)?,
+                plan: r.at(12)?,
+                previous_value: r.at(13)?,
+                steps: Vec::new(),
+            });
+        }
+        if out.is_empty() {
+            return Ok(out);
+        }
+        let ids: Vec<i64> = out.iter().map(|a| a.id).collect();
+        let mut steps = self
+            .audit_steps(super::audit::Trail::LabelActions, &ids)
+            .await?;
+        for a in &mut out {
+            a.steps = steps.remove(&a.id).unwrap_or_default();
+        }
+        Ok(out)
+    }
+
+    /// Moves an action from one of `from` to `to`; false when it was in no such state.
+    pub(crate) async fn transition_label_action(
+        &self,
+        t: &super::label_actions::Transition<'_>,
+    ) -> Result<bool> {
+        let super::label_actions::Transition {
+            id,
+            from,
+            to,
+            by,
+            override_pods,
+            now_ms,
+            outcome,
+        } = *t;
+        let states = vec!["?"; from.len()].join(", ");
+        let approving = to == super::label_actions::ActionState::Approved;
+        let sql = if approving {
+            format!(
+                "UPDATE label_actions SET state = ?, approved_by = ?, approved_ms = ?, override_pods = ? WHERE id = ? AND state IN ({states})"
+            )
+        } else {
+            format!(
+                "UPDATE label_actions SET state = ?, outcome = COALESCE(?, outcome), finished_ms = ?, override_pods = COALESCE(?, override_pods) WHERE id = ? AND state IN ({states})"
+            )
+        };
+        let finished = (!to.open()).then_some(now_ms);
+        let sql = DB::DIALECT.numbered(&sql);
+        let q = stmt::<DB>(&sql).arg(to.as_str());
+        let q = if approving {
+            q.arg(by)
+                .arg(now_ms)
+                .arg(i32::from(override_pods.unwrap_or(false)))
+        } else {
+            q.arg(outcome)
+                .arg(finished)
+                .arg(override_pods.map(i32::from))
+        };
+        let mut q = q.arg(id);
+        for state in from {
+            q = q.arg(state.as_str());
+        }
+        let done = q.run(&self.write).await?;
+        Ok(done == 1)
+    }
+
+    /// Records the value the run is about to replace.
+    pub(crate) async fn set_label_previous(&self, id: i64, value: Option<&str>) -> Result<()> {
+        stmt::<DB>(
+            &DB::DIALECT.numbered("UPDATE label_actions SET previous_value = ? WHERE id = ?"),
+        )
+        .arg(value)
+        .arg(id)
+        .run(&self.write)
+        .await?;
+        Ok(())
+    }
+
+    pub(crate) async fn add_label_step(
+        &self,
+        id: i64,
+        step: &super::label_actions::LabelStep,
+    ) -> Result<()> {
+        self.add_audit_step(super::audit::Trail::LabelActions, id, step)
+            .await
     }
 }

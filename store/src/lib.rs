@@ -2,20 +2,28 @@
 //! PostgreSQL for production, embedded SQLite as the default — behind one [`Store`] type.
 //! Callers see records, series and outcomes; never sqlx types or SQL errors.
 
+/// Runs `$e` with `$s` bound to the store's backend, whichever it is.
+macro_rules! dispatch {
+    ($self:ident, $s:ident => $e:expr) => {
+        match &$self.backend {
+            $crate::Backend::Postgres($s) => $e,
+            $crate::Backend::Sqlite($s) => $e,
+        }
+    };
+}
+
 pub mod alerts;
 mod analysis_runs;
 pub mod audit;
 mod backend;
-mod citus;
 mod cluster_rollup;
+mod db;
 mod dialect;
 mod error;
-mod group_commit;
 mod inventory;
 pub mod label_actions;
 mod migrate;
 mod node_upkeep;
-mod pgcopy;
 mod postgres;
 mod raw;
 pub mod reclaim_cases;
@@ -23,6 +31,7 @@ mod records;
 pub mod remote_write;
 pub mod reports;
 mod rollup_columns;
+mod rollup_pass;
 mod rollup_reads;
 mod rollup_rows;
 mod scope;
@@ -71,18 +80,6 @@ pub struct Store {
     /// What the rollup measures interference's pair-hours with.
     pair_thresholds: model::pair_hours::PairThresholds,
 }
-
-macro_rules! dispatch {
-    ($self:ident, $s:ident => $e:expr) => {
-        match &$self.backend {
-            Backend::Postgres($s) => $e,
-            Backend::Sqlite($s) => $e,
-        }
-    };
-}
-
-// After `dispatch!`, which it uses.
-mod rollup_pass;
 
 /// Inventory and tenant records change rarely but arrive with every batch. Unchanged ones are
 /// written at most once per [`REFRESH_MS`] (which bounds how stale their `last_seen` gets),
@@ -220,16 +217,16 @@ impl Store {
     }
 
     pub async fn nodes(&self) -> Result<Vec<NodeRecord>> {
-        dispatch!(self, s => s.nodes().await)
+        dispatch!(self, s => s.tables.nodes().await)
     }
 
     pub async fn gpus(&self, node: Option<&str>) -> Result<Vec<GpuRecord>> {
-        dispatch!(self, s => s.gpus(node).await)
+        dispatch!(self, s => s.tables.gpus(node).await)
     }
 
     /// The hour the stored history starts (the oldest GPU hour rollup), None without any.
     pub async fn first_hour(&self) -> Result<Option<i64>> {
-        dispatch!(self, s => s.first_hour().await)
+        dispatch!(self, s => s.tables.first_hour().await)
     }
 
     /// Whether gpulens has data for `entity`: one query that stops at the first matching row,
@@ -246,12 +243,12 @@ impl Store {
     }
 
     pub async fn tenants(&self) -> Result<Vec<TenantRecord>> {
-        let rows = dispatch!(self, s => s.tenant_rows().await)?;
+        let rows = dispatch!(self, s => s.tables.tenant_rows().await)?;
         Ok(records::merge_tenants(rows))
     }
 
     pub async fn counts(&self) -> Result<TableCounts> {
-        dispatch!(self, s => s.counts().await)
+        dispatch!(self, s => s.tables.counts().await)
     }
 
     /// The raw sample tables, as [`Store::table_bytes`] measures them: the hot rows, then the
@@ -263,7 +260,7 @@ impl Store {
     pub async fn table_bytes(&self) -> Result<Vec<(&'static str, i64, i64)>> {
         let mut out = Vec::new();
         for t in Self::RAW_TABLES {
-            let rows = dispatch!(self, s => s.table_rows(t).await)?;
+            let rows = dispatch!(self, s => s.tables.table_rows(t).await)?;
             out.push((t, rows, dispatch!(self, s => s.table_bytes(t).await)?));
         }
         Ok(out)
@@ -281,7 +278,7 @@ impl Store {
 
     /// The newest sample timestamp stored for a node.
     pub async fn last_sample_ms(&self, cluster: &str, node: &str) -> Result<Option<i64>> {
-        dispatch!(self, s => s.last_sample_ms(cluster, node).await)
+        dispatch!(self, s => s.tables.last_sample_ms(cluster, node).await)
     }
 
     pub async fn series(
@@ -293,12 +290,11 @@ impl Store {
         let plan = q.plan(now_ms, retention)?;
         if plan.resolution == series::Resolution::Raw {
             let (table, filter) = series::raw_source(q);
-            let samples =
-                dispatch!(self, s => s.raw_records(table, &filter, q.from_ms, q.to_ms).await)?;
+            let samples = dispatch!(self, s => s.tables.raw_records(table, &filter, q.from_ms, q.to_ms).await)?;
             let values = series::raw_points(q, &plan, table, &samples);
             return Ok(series::assemble(q, &plan, &values));
         }
-        dispatch!(self, s => s.series(q, &plan).await)
+        dispatch!(self, s => s.tables.series(q, &plan).await)
     }
 
     /// Creates the time partitions that the coming days need (PostgreSQL; no-op on SQLite).
@@ -309,7 +305,7 @@ impl Store {
     /// Re-merges one cluster-hour from its GPU hour rollups (after rollups were written
     /// directly, as benchmarks do).
     pub async fn refresh_cluster_hour(&self, cluster: &str, hour: i64) -> Result<()> {
-        dispatch!(self, s => s.refresh_cluster_hour(cluster, hour).await)
+        dispatch!(self, s => s.tables.refresh_cluster_hour(cluster, hour).await)
     }
 
     /// Removes data older than each resolution's retention.
@@ -320,7 +316,7 @@ impl Store {
     ) -> Result<RetentionStats> {
         let mut stats = dispatch!(self, s => s.apply_retention(now_ms, retention).await)?;
         let cut = now_ms.saturating_sub(retention.hour.as_millis() as i64);
-        stats.rows_deleted += dispatch!(self, s => s.drop_pair_hours(i64::MIN, cut).await)?;
+        stats.rows_deleted += dispatch!(self, s => s.tables.drop_pair_hours(i64::MIN, cut).await)?;
         Ok(stats)
     }
 
@@ -360,7 +356,8 @@ impl Store {
                 let rows = s.fill_hour_rollups(cluster, gpus, hours, to_ms).await?;
                 let last = rollup::bucket_of(to_ms, rollup::HOUR_MS);
                 for h in 0..hours {
-                    s.refresh_cluster_hour(cluster, last - (h + 1) * rollup::HOUR_MS)
+                    s.tables
+                        .refresh_cluster_hour(cluster, last - (h + 1) * rollup::HOUR_MS)
                         .await?;
                 }
                 Ok(rows)
@@ -382,7 +379,7 @@ impl Store {
         to_ms: i64,
         r: &NodeRollup,
     ) -> Result<()> {
-        dispatch!(self, s => s.write_rollups(width, cluster, node, from_ms, to_ms, r).await)
+        dispatch!(self, s => s.tables.write_rollups(width, cluster, node, from_ms, to_ms, r).await)
     }
 
     /// A node's minute or hour rollups over a range (the dashboard's charts, tests, benchmarks).
@@ -394,7 +391,7 @@ impl Store {
         from_ms: i64,
         to_ms: i64,
     ) -> Result<NodeRollup> {
-        dispatch!(self, s => s.read_node_rollups(width, cluster, node, from_ms, to_ms).await)
+        dispatch!(self, s => s.tables.read_node_rollups(width, cluster, node, from_ms, to_ms).await)
     }
 
     /// What the interference analysis reads of a node's minute rollups: per wanted GPU its
@@ -412,12 +409,12 @@ impl Store {
         else {
             return Ok((Vec::new(), Vec::new()));
         };
-        dispatch!(self, s => s.read_interference_minutes(cluster, node, from, to, wanted).await)
+        dispatch!(self, s => s.tables.read_interference_minutes(cluster, node, from, to, wanted).await)
     }
 
     /// Records a planned GPU Operator change; returns its id.
     pub async fn insert_label_action(&self, a: &label_actions::NewLabelAction) -> Result<i64> {
-        dispatch!(self, s => s.insert_label_action(a).await)
+        dispatch!(self, s => s.tables.insert_label_action(a).await)
     }
 
     /// The label actions `filter` selects, newest first, with their steps.
@@ -425,28 +422,28 @@ impl Store {
         &self,
         filter: &label_actions::ActionFilter<'_>,
     ) -> Result<Vec<label_actions::LabelActionRecord>> {
-        dispatch!(self, s => s.label_actions(filter).await)
+        dispatch!(self, s => s.tables.label_actions(filter).await)
     }
 
     /// Moves a label action from one state to another (see [`label_actions::Transition`]).
     /// False when it was in none of the `from` states.
     pub async fn transition_label_action(&self, t: &label_actions::Transition<'_>) -> Result<bool> {
-        dispatch!(self, s => s.transition_label_action(t).await)
+        dispatch!(self, s => s.tables.transition_label_action(t).await)
     }
 
     /// Records the label value a run is about to replace (the outcome check's rollback).
     pub async fn set_label_previous(&self, id: i64, value: Option<&str>) -> Result<()> {
-        dispatch!(self, s => s.set_label_previous(id, value).await)
+        dispatch!(self, s => s.tables.set_label_previous(id, value).await)
     }
 
     /// Appends a step to a label action's audit trail.
     pub async fn add_label_step(&self, id: i64, step: &label_actions::LabelStep) -> Result<()> {
-        dispatch!(self, s => s.add_label_step(id, step).await)
+        dispatch!(self, s => s.tables.add_label_step(id, step).await)
     }
 
     /// Records a new reclaim case; returns its id.
     pub async fn insert_reclaim_case(&self, c: &reclaim_cases::NewCase) -> Result<i64> {
-        dispatch!(self, s => s.insert_reclaim_case(c).await)
+        dispatch!(self, s => s.tables.insert_reclaim_case(c).await)
     }
 
     /// The reclaim cases `filter` selects, newest first, with their steps.
@@ -454,12 +451,12 @@ impl Store {
         &self,
         filter: &reclaim_cases::CaseFilter<'_>,
     ) -> Result<Vec<reclaim_cases::CaseRecord>> {
-        dispatch!(self, s => s.reclaim_cases(filter).await)
+        dispatch!(self, s => s.tables.reclaim_cases(filter).await)
     }
 
     /// Moves a reclaim case from one state to another; false when it was in none of `from`.
     pub async fn move_reclaim_case(&self, m: &reclaim_cases::Move<'_>) -> Result<bool> {
-        dispatch!(self, s => s.move_reclaim_case(m).await)
+        dispatch!(self, s => s.tables.move_reclaim_case(m).await)
     }
 
     /// Appends a step to a label action's or reclaim case's audit trail.
@@ -469,7 +466,7 @@ impl Store {
         id: i64,
         step: &audit::Step,
     ) -> Result<()> {
-        dispatch!(self, s => s.add_audit_step(trail, id, step).await)
+        dispatch!(self, s => s.tables.add_audit_step(trail, id, step).await)
     }
 
     /// Journals one remote-write request's series before it is answered.
@@ -479,44 +476,44 @@ impl Store {
         newest_ts: i64,
         body: &[u8],
     ) -> Result<()> {
-        dispatch!(self, s => s.journal_remote_write(received_ms, newest_ts, body).await)
+        dispatch!(self, s => s.tables.journal_remote_write(received_ms, newest_ts, body).await)
     }
 
     /// Each (cluster, node, highest stored sequence) of an agent id's streams.
     pub async fn stream_positions(&self, agent_id: &str) -> Result<Vec<(String, String, i64)>> {
-        dispatch!(self, s => s.stream_positions(agent_id).await)
+        dispatch!(self, s => s.tables.stream_positions(agent_id).await)
     }
 
     /// Every journaled remote-write request, oldest first: (received, body).
     pub async fn remote_write_journal(&self) -> Result<Vec<(i64, Vec<u8>)>> {
-        dispatch!(self, s => s.remote_write_journal().await)
+        dispatch!(self, s => s.tables.remote_write_journal().await)
     }
 
     /// Deletes the journaled remote-write requests whose samples are all older than
     /// `waiting_from` (all when None).
     pub async fn prune_remote_write_journal(&self, waiting_from: Option<i64>) -> Result<u64> {
-        dispatch!(self, s => s.prune_remote_write_journal(waiting_from).await)
+        dispatch!(self, s => s.tables.prune_remote_write_journal(waiting_from).await)
     }
 
     /// Every stored alert (pending, firing, recently resolved).
     pub async fn load_alerts(&self) -> Result<Vec<alerts::AlertRecord>> {
-        dispatch!(self, s => s.load_alerts().await)
+        dispatch!(self, s => s.tables.load_alerts().await)
     }
 
     /// Writes (inserts or replaces) `alerts` and deletes the alerts with the fingerprints
     /// `gone`, in one transaction.
     pub async fn save_alerts(&self, alerts: &[alerts::AlertRecord], gone: &[String]) -> Result<()> {
-        dispatch!(self, s => s.save_alerts(alerts, gone).await)
+        dispatch!(self, s => s.tables.save_alerts(alerts, gone).await)
     }
 
     /// Adds a notification to the outbox; returns its id.
     pub async fn enqueue_notification(&self, n: &alerts::NewNotification<'_>) -> Result<i64> {
-        dispatch!(self, s => s.enqueue_notification(n).await)
+        dispatch!(self, s => s.tables.enqueue_notification(n).await)
     }
 
     /// The newest notification of every (receiver, group).
     pub async fn latest_notifications(&self) -> Result<Vec<alerts::GroupSent>> {
-        dispatch!(self, s => s.latest_notifications().await)
+        dispatch!(self, s => s.tables.latest_notifications().await)
     }
 
     /// A receiver's queued notifications, oldest first.
@@ -525,7 +522,7 @@ impl Store {
         receiver: &str,
         limit: i64,
     ) -> Result<Vec<alerts::Queued>> {
-        dispatch!(self, s => s.queued_notifications(receiver, limit).await)
+        dispatch!(self, s => s.tables.queued_notifications(receiver, limit).await)
     }
 
     /// Stores a delivery attempt and the notification's new state.
@@ -536,7 +533,7 @@ impl Store {
         state: &str,
         next_ms: i64,
     ) -> Result<()> {
-        dispatch!(self, s => s.record_attempt(id, attempt, state, next_ms).await)
+        dispatch!(self, s => s.tables.record_attempt(id, attempt, state, next_ms).await)
     }
 
     /// Stored notifications, newest first, with their attempts.
@@ -545,28 +542,28 @@ impl Store {
         receiver: Option<&str>,
         limit: i64,
     ) -> Result<Vec<alerts::NotificationRecord>> {
-        dispatch!(self, s => s.notifications(receiver, limit).await)
+        dispatch!(self, s => s.tables.notifications(receiver, limit).await)
     }
 
     /// Marks a receiver's queued notifications superseded (a newer one carries all they
     /// would); returns how many.
     pub async fn supersede_queued(&self, receiver: &str) -> Result<u64> {
-        dispatch!(self, s => s.supersede_queued(receiver).await)
+        dispatch!(self, s => s.tables.supersede_queued(receiver).await)
     }
 
     /// Drops finished notifications older than `before_ms` (not a group's newest).
     pub async fn prune_notifications(&self, before_ms: i64) -> Result<u64> {
-        dispatch!(self, s => s.prune_notifications(before_ms).await)
+        dispatch!(self, s => s.tables.prune_notifications(before_ms).await)
     }
 
     /// Stores a weekly report (replacing one of the same week and time zone).
     pub async fn save_report(&self, r: &reports::StoredReport) -> Result<()> {
-        dispatch!(self, s => s.save_report(r).await)
+        dispatch!(self, s => s.tables.save_report(r).await)
     }
 
     /// Stored reports, newest first, without bodies.
     pub async fn reports(&self, limit: i64) -> Result<Vec<reports::StoredReport>> {
-        dispatch!(self, s => s.reports(limit).await)
+        dispatch!(self, s => s.tables.reports(limit).await)
     }
 
     /// One stored report with its HTML and CSV.
@@ -575,12 +572,12 @@ impl Store {
         week: &str,
         timezone: &str,
     ) -> Result<Option<reports::StoredReport>> {
-        dispatch!(self, s => s.report(week, timezone).await)
+        dispatch!(self, s => s.tables.report(week, timezone).await)
     }
 
     /// Records one poll's waiting work (new episodes added, known ones brought up to date).
     pub async fn record_waiting(&self, rows: &[waiting::WaitingRecord]) -> Result<()> {
-        dispatch!(self, s => s.record_waiting(rows).await)
+        dispatch!(self, s => s.tables.record_waiting(rows).await)
     }
 
     /// Replaces what `cluster`'s nodes were seen to have: (node, mechanism) pairs.
@@ -590,17 +587,17 @@ impl Store {
         seen: &[(String, String)],
         seen_ms: i64,
     ) -> Result<()> {
-        dispatch!(self, s => s.record_mechanisms(cluster, seen, seen_ms).await)
+        dispatch!(self, s => s.tables.record_mechanisms(cluster, seen, seen_ms).await)
     }
 
     /// Every per-GPU sharing mechanism seen on a node.
     pub async fn node_mechanisms(&self) -> Result<Vec<mechanisms::NodeMechanism>> {
-        dispatch!(self, s => s.node_mechanisms().await)
+        dispatch!(self, s => s.tables.node_mechanisms().await)
     }
 
     /// Waiting episodes that overlap `[from_ms, to_ms)`, oldest first (bounded).
     pub async fn waiting(&self, from_ms: i64, to_ms: i64) -> Result<Vec<waiting::WaitingRecord>> {
-        dispatch!(self, s => s.waiting(from_ms, to_ms).await)
+        dispatch!(self, s => s.tables.waiting(from_ms, to_ms).await)
     }
 
     /// Hands `visit` the mark of every node's kept pair-hours in `[from_ms, to_ms)` (of the
@@ -613,7 +610,7 @@ impl Store {
         to_ms: i64,
         visit: &mut (dyn FnMut(&str, &str, &pair_hours::PairHourMark) + Send),
     ) -> Result<()> {
-        dispatch!(self, s => s.pair_hour_marks(scope, from_ms, to_ms, visit).await)
+        dispatch!(self, s => s.tables.pair_hour_marks(scope, from_ms, to_ms, visit).await)
     }
 
     /// Every node's kept pair-hours in `[from_ms, to_ms)` (of the scope's nodes) that `keep`
@@ -625,7 +622,7 @@ impl Store {
         to_ms: i64,
         keep: &mut (dyn FnMut(&pair_hours::PairHour) -> bool + Send),
     ) -> Result<Vec<pair_hours::PairHour>> {
-        dispatch!(self, s => s.pair_hours(scope, from_ms, to_ms, keep).await)
+        dispatch!(self, s => s.tables.pair_hours(scope, from_ms, to_ms, keep).await)
     }
 
     /// Keeps a node's pair-hours of the hours `marks` name, replacing what was kept of them.
@@ -636,18 +633,18 @@ impl Store {
         marks: &[pair_hours::PairHourMark],
         rows: &[pair_hours::PairHour],
     ) -> Result<()> {
-        dispatch!(self, s => s.keep_pair_hours(cluster, node, marks, rows).await)
+        dispatch!(self, s => s.tables.keep_pair_hours(cluster, node, marks, rows).await)
     }
 
     /// Drops kept pair-hours (and their marks) of the hours in `[from_ms, to_ms)`: the next
     /// analysis measures them again from minutes.
     pub async fn drop_pair_hours(&self, from_ms: i64, to_ms: i64) -> Result<u64> {
-        dispatch!(self, s => s.drop_pair_hours(from_ms, to_ms).await)
+        dispatch!(self, s => s.tables.drop_pair_hours(from_ms, to_ms).await)
     }
 
     /// Drops waiting episodes last seen before `before_ms`.
     pub async fn prune_waiting(&self, before_ms: i64) -> Result<u64> {
-        dispatch!(self, s => s.prune_waiting(before_ms).await)
+        dispatch!(self, s => s.tables.prune_waiting(before_ms).await)
     }
 
     /// Every GPU's and tenant's hour rollups in [from, to) (of the scope's nodes) as series,
@@ -661,7 +658,7 @@ impl Store {
         Vec<model::hour_series::GpuSeries>,
         Vec<model::hour_series::TenantSeries>,
     )> {
-        dispatch!(self, s => s.read_hour_series(scope, from_ms, to_ms).await)
+        dispatch!(self, s => s.tables.read_hour_series(scope, from_ms, to_ms).await)
     }
 
     /// What each team held and used of each pool (cluster, GPU model), hour by hour in
@@ -672,7 +669,7 @@ impl Store {
         from_ms: i64,
         to_ms: i64,
     ) -> Result<Vec<model::hour_series::UseHour>> {
-        dispatch!(self, s => s.read_use_hours(from_ms, to_ms).await)
+        dispatch!(self, s => s.tables.read_use_hours(from_ms, to_ms).await)
     }
 }
 
@@ -690,7 +687,7 @@ impl Store {
             null: Some(("gi_id", false)),
         };
         let t = &raw::ALLOCATION;
-        let samples = dispatch!(self, s => s.raw_records(t, &f, from_ms, to_ms).await)?;
+        let samples = dispatch!(self, s => s.tables.raw_records(t, &f, from_ms, to_ms).await)?;
         let [gi, tenant] = ["gi_id", "tenant_key"].map(|c| t.key_at(c));
         let holders: std::collections::BTreeSet<(i64, String)> = samples
             .iter()
@@ -700,7 +697,7 @@ impl Store {
     }
 
     pub async fn events(&self, from_ms: i64, to_ms: i64) -> Result<Vec<EventRecord>> {
-        dispatch!(self, s => s.events(from_ms, to_ms).await)
+        dispatch!(self, s => s.tables.events(from_ms, to_ms).await)
     }
 
     /// Health counters of each GPU's latest raw sample.
@@ -714,7 +711,7 @@ impl Store {
             null: Some(("tenant_key", true)),
         };
         let t = &raw::PROCESS;
-        let samples = dispatch!(self, s => s.raw_records(t, &f, from_ms, to_ms).await)?;
+        let samples = dispatch!(self, s => s.tables.raw_records(t, &f, from_ms, to_ms).await)?;
         let [cluster, node, gpu, pid, start] =
             ["cluster", "node", "gpu_uuid", "pid", "start_time"].map(|c| t.key_at(c));
         let mem = t.value("mem_used_bytes");
@@ -760,14 +757,15 @@ impl Store {
             // upgrade holds up to the raw retention in rows) is sealed an hour per
             // transaction, so memory stays bounded by an hour of one node.
             let Some(oldest) =
-                dispatch!(self, s => s.oldest_hot(&cluster, &node, &gpus, cutoff).await)?
+                dispatch!(self, s => s.tables.oldest_hot(&cluster, &node, &gpus, cutoff).await)?
             else {
                 continue;
             };
             let mut upto = raw::block_of(oldest);
             while upto < cutoff {
                 upto = (upto + raw::SEAL_STEP_MS).min(cutoff);
-                sealed += dispatch!(self, s => s.seal_node(&cluster, &node, &gpus, upto).await)?;
+                sealed +=
+                    dispatch!(self, s => s.tables.seal_node(&cluster, &node, &gpus, upto).await)?;
             }
         }
         Ok(sealed)
@@ -782,29 +780,17 @@ impl Store {
         body: &str,
         keep: i64,
     ) -> Result<()> {
-        dispatch!(self, s => s.save_analysis(generated_ms, from_ms, to_ms, body, keep).await)
+        dispatch!(self, s => s.tables.save_analysis(generated_ms, from_ms, to_ms, body, keep).await)
     }
 
     /// When the newest stored analysis ran (cheap: no body).
     pub async fn latest_analysis_ms(&self) -> Result<Option<i64>> {
-        dispatch!(self, s => s.latest_analysis_ms().await)
+        dispatch!(self, s => s.tables.latest_analysis_ms().await)
     }
 
     /// The newest stored analysis (JSON; it carries its own time range).
     pub async fn latest_analysis(&self) -> Result<Option<String>> {
-        dispatch!(self, s => s.latest_analysis().await)
-    }
-
-    /// The deployment's secret `name`: the stored one, or `fresh` stored now when there is
-    /// none yet (the first collector to ask wins; every other one reads what it stored).
-    pub async fn shared_secret(&self, name: &str, fresh: &[u8]) -> Result<Vec<u8>> {
-        dispatch!(self, s => s.shared_secret(name, fresh, model::time::now_ms()).await)
-    }
-
-    /// Replaces the deployment's secret `name` (rotation): what signed with the old one no
-    /// longer verifies once the collectors read the new one.
-    pub async fn replace_secret(&self, name: &str, value: &[u8]) -> Result<()> {
-        dispatch!(self, s => s.replace_secret(name, value, model::time::now_ms()).await)
+        dispatch!(self, s => s.tables.latest_analysis().await)
     }
 
     /// Takes the job's lock, or None when another collector holds it. SQLite has one

@@ -1,6 +1,9 @@
 //! Per-GPU sharing mechanisms seen in place on each node (migration 0016), written by the
 //! collector's demand poll and read by the analysis. One SQL text serves both backends.
 
+use crate::db::{Db, RowExt, StmtExt, Tables, stmt};
+use crate::error::Result;
+
 /// Most rows one read returns.
 pub const MAX_MECHANISM_ROWS: i64 = 100_000;
 
@@ -15,58 +18,54 @@ pub struct NodeMechanism {
     pub seen_ms: i64,
 }
 
-/// The node-mechanism methods of a backend.
-macro_rules! mechanism_methods {
-    ($write:ident, $read:ident, $sql:path) => {
-        /// Replaces what `cluster`'s nodes were seen to have with `seen` (node, mechanism),
-        /// seen at `seen_ms`. One transaction.
-        pub async fn record_mechanisms(
-            &self,
-            cluster: &str,
-            seen: &[(String, String)],
-            seen_ms: i64,
-        ) -> Result<()> {
-            let mut tx = self.$write.begin().await?;
-            sqlx::query(&$sql("DELETE FROM node_mechanisms WHERE cluster = ?"))
-                .bind(cluster)
-                .execute(&mut *tx)
-                .await?;
-            let insert = $sql(
-                "INSERT INTO node_mechanisms (cluster, node, mechanism, seen_ms) VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING",
-            );
-            for (node, mechanism) in seen {
-                sqlx::query(&insert)
-                    .bind(cluster)
-                    .bind(node)
-                    .bind(mechanism)
-                    .bind(seen_ms)
-                    .execute(&mut *tx)
-                    .await?;
-            }
-            tx.commit().await?;
-            Ok(())
-        }
-
-        /// Every mechanism seen on a node, by cluster and node, at most
-        /// [`super::mechanisms::MAX_MECHANISM_ROWS`].
-        pub async fn node_mechanisms(&self) -> Result<Vec<super::mechanisms::NodeMechanism>> {
-            let rows = sqlx::query(&$sql(
-                "SELECT cluster, node, mechanism, seen_ms FROM node_mechanisms ORDER BY cluster, node, mechanism LIMIT ?",
-            ))
-            .bind(super::mechanisms::MAX_MECHANISM_ROWS)
-            .fetch_all(&self.$read)
+impl<DB: Db> Tables<DB> {
+    /// Replaces what `cluster`'s nodes were seen to have with `seen` (node, mechanism),
+    /// seen at `seen_ms`. One transaction.
+    pub(crate) async fn record_mechanisms(
+        &self,
+        cluster: &str,
+        seen: &[(String, String)],
+        seen_ms: i64,
+    ) -> Result<()> {
+        let mut tx = self.write.begin().await?;
+        stmt::<DB>(&DB::DIALECT.numbered("DELETE FROM node_mechanisms WHERE cluster = ?"))
+            .arg(cluster)
+            .run(&mut tx)
             .await?;
-            rows.iter()
-                .map(|r| {
-                    Ok(super::mechanisms::NodeMechanism {
-                        cluster: r.try_get(0)?,
-                        node: r.try_get(1)?,
-                        mechanism: r.try_get(2)?,
-                        seen_ms: r.try_get(3)?,
-                    })
-                })
-                .collect()
+        let insert = DB::DIALECT.numbered(
+            "INSERT INTO node_mechanisms (cluster, node, mechanism, seen_ms) VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING",
+        );
+        for (node, mechanism) in seen {
+            stmt::<DB>(&insert)
+                .arg(cluster)
+                .arg(node)
+                .arg(mechanism)
+                .arg(seen_ms)
+                .run(&mut tx)
+                .await?;
         }
-    };
+        tx.commit().await?;
+        Ok(())
+    }
+
+    /// Every mechanism seen on a node, by cluster and node, at most
+    /// [`super::mechanisms::MAX_MECHANISM_ROWS`].
+    pub(crate) async fn node_mechanisms(&self) -> Result<Vec<super::mechanisms::NodeMechanism>> {
+        let rows = stmt::<DB>(&DB::DIALECT.numbered(
+            "SELECT cluster, node, mechanism, seen_ms FROM node_mechanisms ORDER BY cluster, node, mechanism LIMIT ?",
+        ))
+        .arg(super::mechanisms::MAX_MECHANISM_ROWS)
+        .all(&self.read)
+        .await?;
+        rows.iter()
+            .map(|r| {
+                Ok(super::mechanisms::NodeMechanism {
+                    cluster: r.at(0)?,
+                    node: r.at(1)?,
+                    mechanism: r.at(2)?,
+                    seen_ms: r.at(3)?,
+                })
+            })
+            .collect()
+    }
 }
-pub(crate) use mechanism_methods;

@@ -1,6 +1,9 @@
 //! The reclaim loop's cases (migration 0014): an idle holding a policy took up, from notice to
 //! outcome, with its audit trail (`reclaim_steps`). One SQL text serves both backends.
 
+use crate::db::{Db, RowExt, StmtExt, Tables, stmt};
+use crate::error::Result;
+
 pub use super::audit::Step;
 pub use model::reclaim::CaseState;
 
@@ -128,138 +131,135 @@ impl<'a> Move<'a> {
 
 pub(crate) const COLUMNS: &str = "id, cluster, node, gpu, tenant, tenant_name, namespace, pod, pod_uid, team, policy, action, dry_run, finding, idle_hours, idle_share, signal_metric, signal_entity, state, opened_ms, act_after_ms, decided_by, decided_ms, target, acted_ms, finished_ms, outcome, undo";
 
-/// The reclaim-case methods of a backend.
-macro_rules! reclaim_case_methods {
-    ($write:ident, $read:ident, $sql:path) => {
-        /// Records a new case; returns its id.
-        pub async fn insert_reclaim_case(
-            &self,
-            c: &super::reclaim_cases::NewCase,
-        ) -> Result<i64> {
-            Ok(sqlx::query_scalar(&$sql(
-                "INSERT INTO reclaim_cases (cluster, node, gpu, tenant, tenant_name, namespace, pod, pod_uid, team, policy, action, dry_run, finding, idle_hours, idle_share, signal_metric, signal_entity, state, opened_ms, act_after_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
-            ))
-            .bind(&c.cluster)
-            .bind(&c.node)
-            .bind(&c.gpu)
-            .bind(&c.tenant)
-            .bind(&c.tenant_name)
-            .bind(&c.namespace)
-            .bind(&c.pod)
-            .bind(&c.pod_uid)
-            .bind(&c.team)
-            .bind(&c.policy)
-            .bind(&c.action)
-            .bind(i32::from(c.dry_run))
-            .bind(&c.finding)
-            .bind(c.idle_hours)
-            .bind(c.idle_share)
-            .bind(&c.signal_metric)
-            .bind(&c.signal_entity)
-            .bind(c.state.as_str())
-            .bind(c.opened_ms)
-            .bind(c.act_after_ms)
-            .fetch_one(&self.$write)
-            .await?)
-        }
+impl<DB: Db> Tables<DB> {
+    /// Records a new case; returns its id.
+    pub(crate) async fn insert_reclaim_case(
+        &self,
+        c: &super::reclaim_cases::NewCase,
+    ) -> Result<i64> {
+        Ok(stmt::<DB>(&DB::DIALECT.numbered(
+            "INSERT INTO reclaim_cases (cluster, node, gpu, tenant, tenant_name, namespace, pod, pod_uid, team, policy, action, dry_run, finding, idle_hours, idle_share, signal_metric, signal_entity, state, opened_ms, act_after_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
+        ))
+        .arg(&c.cluster)
+        .arg(&c.node)
+        .arg(&c.gpu)
+        .arg(&c.tenant)
+        .arg(&c.tenant_name)
+        .arg(&c.namespace)
+        .arg(&c.pod)
+        .arg(&c.pod_uid)
+        .arg(&c.team)
+        .arg(&c.policy)
+        .arg(&c.action)
+        .arg(i32::from(c.dry_run))
+        .arg(&c.finding)
+        .arg(c.idle_hours)
+        .arg(c.idle_share)
+        .arg(&c.signal_metric)
+        .arg(&c.signal_entity)
+        .arg(c.state.as_str())
+        .arg(c.opened_ms)
+        .arg(c.act_after_ms)
+        .scalar(&self.write)
+        .await?)
+    }
 
-        /// The cases `f` selects, newest first, with their steps.
-        pub async fn reclaim_cases(
-            &self,
-            f: &super::reclaim_cases::CaseFilter<'_>,
-        ) -> Result<Vec<super::reclaim_cases::CaseRecord>> {
-            let sql = $sql(&format!(
-                "SELECT {} FROM reclaim_cases WHERE {} ORDER BY id DESC LIMIT ?",
-                super::reclaim_cases::COLUMNS,
-                f.condition()
-            ));
-            let mut q = sqlx::query(&sql);
-            if let Some(id) = f.id {
-                q = q.bind(id);
-            }
-            for s in f.states {
-                q = q.bind(s.as_str());
-            }
-            for t in [f.opened_since_ms, f.acted_since_ms].into_iter().flatten() {
-                q = q.bind(t);
-            }
-            let rows = q.bind(f.limit).fetch_all(&self.$read).await?;
-            let mut out = Vec::with_capacity(rows.len());
-            for r in &rows {
-                out.push(super::reclaim_cases::CaseRecord {
-                    id: r.try_get(0)?,
-                    case: super::reclaim_cases::NewCase {
-                        cluster: r.try_get(1)?,
-                        node: r.try_get(2)?,
-                        gpu: r.try_get(3)?,
-                        tenant: r.try_get(4)?,
-                        tenant_name: r.try_get(5)?,
-                        namespace: r.try_get(6)?,
-                        pod: r.try_get(7)?,
-                        pod_uid: r.try_get(8)?,
-                        team: r.try_get(9)?,
-                        policy: r.try_get(10)?,
-                        action: r.try_get(11)?,
-                        dry_run: r.try_get::<i32, _>(12)? != 0,
-                        finding: r.try_get(13)?,
-                        idle_hours: r.try_get(14)?,
-                        idle_share: r.try_get(15)?,
-                        signal_metric: r.try_get(16)?,
-                        signal_entity: r.try_get(17)?,
-                        state: {
-                            let s: String = r.try_get(18)?;
-                            super::reclaim_cases::CaseState::parse(&s).ok_or_else(|| {
-                                sqlx::Error::Decode(
-                                    format!("reclaim_cases.state holds {s:?}").into(),
-                                )
-                            })?
-                        },
-                        opened_ms: r.try_get(19)?,
-                        act_after_ms: r.try_get(20)?,
+    /// The cases `f` selects, newest first, with their steps.
+    pub(crate) async fn reclaim_cases(
+        &self,
+        f: &super::reclaim_cases::CaseFilter<'_>,
+    ) -> Result<Vec<super::reclaim_cases::CaseRecord>> {
+        let sql = DB::DIALECT.numbered(&format!(
+            "SELECT {} FROM reclaim_cases WHERE {} ORDER BY id DESC LIMIT ?",
+            super::reclaim_cases::COLUMNS,
+            f.condition()
+        ));
+        let mut q = stmt::<DB>(&sql);
+        if let Some(id) = f.id {
+            q = q.arg(id);
+        }
+        for s in f.states {
+            q = q.arg(s.as_str());
+        }
+        for t in [f.opened_since_ms, f.acted_since_ms].into_iter().flatten() {
+            q = q.arg(t);
+        }
+        let rows = q.arg(f.limit).all(&self.read).await?;
+        let mut out = Vec::with_capacity(rows.len());
+        for r in &rows {
+            out.push(super::reclaim_cases::CaseRecord {
+                id: r.at(0)?,
+                case: super::reclaim_cases::NewCase {
+                    cluster: r.at(1)?,
+                    node: r.at(2)?,
+                    gpu: r.at(3)?,
+                    tenant: r.at(4)?,
+                    tenant_name: r.at(5)?,
+                    namespace: r.at(6)?,
+                    pod: r.at(7)?,
+                    pod_uid: r.at(8)?,
+                    team: r.at(9)?,
+                    policy: r.at(10)?,
+                    action: r.at(11)?,
+                    dry_run: r.at::<i32>(12)? != 0,
+                    finding: r.at(13)?,
+                    idle_hours: r.at(14)?,
+                    idle_share: r.at(15)?,
+                    signal_metric: r.at(16)?,
+                    signal_entity: r.at(17)?,
+                    state: {
+                        let s: String = r.at(18)?;
+                        super::reclaim_cases::CaseState::parse(&s).ok_or_else(|| {
+                            sqlx::Error::Decode(format!("reclaim_cases.state holds {s:?}").into())
+                        })?
                     },
-                    decided_by: r.try_get(21)?,
-                    decided_ms: r.try_get(22)?,
-                    target: r.try_get(23)?,
-                    acted_ms: r.try_get(24)?,
-                    finished_ms: r.try_get(25)?,
-                    outcome: r.try_get(26)?,
-                    undo: r.try_get(27)?,
-                    steps: Vec::new(),
-                });
-            }
-            let ids: Vec<i64> = out.iter().map(|c| c.id).collect();
-            let mut steps = self
-                .audit_steps(super::audit::Trail::ReclaimCases, &ids)
-                .await?;
-            for c in &mut out {
-                c.steps = steps.remove(&c.id).unwrap_or_default();
-            }
-            Ok(out)
+                    opened_ms: r.at(19)?,
+                    act_after_ms: r.at(20)?,
+                },
+                decided_by: r.at(21)?,
+                decided_ms: r.at(22)?,
+                target: r.at(23)?,
+                acted_ms: r.at(24)?,
+                finished_ms: r.at(25)?,
+                outcome: r.at(26)?,
+                undo: r.at(27)?,
+                steps: Vec::new(),
+            });
         }
+        let ids: Vec<i64> = out.iter().map(|c| c.id).collect();
+        let mut steps = self
+            .audit_steps(super::audit::Trail::ReclaimCases, &ids)
+            .await?;
+        for c in &mut out {
+            c.steps = steps.remove(&c.id).unwrap_or_default();
+        }
+        Ok(out)
+    }
 
-        /// Moves a case (see [`super::reclaim_cases::Move`]); false when it was in none of
-        /// the `from` states (someone else moved it first).
-        pub async fn move_reclaim_case(&self, m: &super::reclaim_cases::Move<'_>) -> Result<bool> {
-            let states = vec!["?"; m.from.len()].join(", ");
-            let sql = $sql(&format!(
-                "UPDATE reclaim_cases SET state = ?, decided_by = COALESCE(?, decided_by), decided_ms = COALESCE(?, decided_ms), target = COALESCE(?, target), undo = COALESCE(?, undo), outcome = COALESCE(?, outcome), acted_ms = COALESCE(?, acted_ms), finished_ms = COALESCE(?, finished_ms) WHERE id = ? AND state IN ({states})"
-            ));
-            let open = m.to.is_open();
-            let mut q = sqlx::query(&sql)
-                .bind(m.to.as_str())
-                .bind(m.by)
-                .bind(m.by.map(|_| m.now_ms))
-                .bind(m.target)
-                .bind(m.undo)
-                .bind(m.outcome)
-                .bind((m.to == super::reclaim_cases::CaseState::Acted).then_some(m.now_ms))
-                .bind((!open).then_some(m.now_ms))
-                .bind(m.id);
-            for s in m.from {
-                q = q.bind(s.as_str());
-            }
-            Ok(q.execute(&self.$write).await?.rows_affected() == 1)
+    /// Moves a case (see [`super::reclaim_cases::Move`]); false when it was in none of
+    /// the `from` states (someone else moved it first).
+    pub(crate) async fn move_reclaim_case(
+        &self,
+        m: &super::reclaim_cases::Move<'_>,
+    ) -> Result<bool> {
+        let states = vec!["?"; m.from.len()].join(", ");
+        let sql = DB::DIALECT.numbered(&format!(
+            "UPDATE reclaim_cases SET state = ?, decided_by = COALESCE(?, decided_by), decided_ms = COALESCE(?, decided_ms), target = COALESCE(?, target), undo = COALESCE(?, undo), outcome = COALESCE(?, outcome), acted_ms = COALESCE(?, acted_ms), finished_ms = COALESCE(?, finished_ms) WHERE id = ? AND state IN ({states})"
+        ));
+        let open = m.to.is_open();
+        let mut q = stmt::<DB>(&sql)
+            .arg(m.to.as_str())
+            .arg(m.by)
+            .arg(m.by.map(|_| m.now_ms))
+            .arg(m.target)
+            .arg(m.undo)
+            .arg(m.outcome)
+            .arg((m.to == super::reclaim_cases::CaseState::Acted).then_some(m.now_ms))
+            .arg((!open).then_some(m.now_ms))
+            .arg(m.id);
+        for s in m.from {
+            q = q.arg(s.as_str());
         }
-    };
+        Ok(q.run(&self.write).await? == 1)
+    }
 }
-pub(crate) use reclaim_case_methods;

@@ -1,232 +1,244 @@
-//! The aggregate columns of the rollup tables, each declared once — its column, its cell type
-//! and the aggregate field it holds — in [`gpu_agg_columns!`] (GPU and cluster rollups) and
-//! [`tenant_agg_columns!`]. The column lists, the COPY and multi-row INSERT writers
-//! (`crate::rollup_rows`), the bound cluster-rollup INSERT and the readers of both backends are
-//! made from these lists, so a new rollup column is one line here (and its migration).
-//!
-//! A list macro takes another macro's path and its arguments, and calls it with the arguments
-//! in parentheses followed by `column: kind = field.path` entries. The kinds: `i32`, `f64`,
-//! `opt_f32`, `opt_i64` (a nullable column) and `hist` (a [`model::rollup::Hist`], stored as
-//! bytes, `NULL` when empty).
+//! The aggregate columns of the rollup tables, each declared once — its column and the
+//! aggregate field it holds, whose type says how it is stored — in [`GPU_AGG`] (GPU and cluster
+//! rollups) and [`TENANT_AGG`]; and the columns the analysis and interference read by position
+//! ([`GPU_HOUR`], [`DEVICE_MINUTE`], [`TENANT_MINUTE`]). The column lists, the COPY and
+//! multi-row INSERT writers (`crate::rollup_rows`), the bound cluster-rollup INSERT and the
+//! readers of both backends are made from these tables, so a new rollup column is one line here
+//! (and its migrations).
 
-/// Every aggregate column of a GPU rollup row ([`model::rollup::GpuAgg`]), in insert order.
-macro_rules! gpu_agg_columns {
-    ($($then:ident)::+ ($($args:tt)*)) => {
-        $($then)::+! { ($($args)*)
-            samples: i32 = samples,
-            covered_s: f64 = covered_s,
-            gpu_util_n: i32 = gpu_util.n,
-            gpu_util_sum: f64 = gpu_util.sum,
-            gpu_util_max: opt_f32 = gpu_util.max,
-            gpu_util_hist: hist = gpu_util_hist,
-            busy_n: i32 = busy_n,
-            sm_active_n: i32 = sm_active.n,
-            sm_active_sum: f64 = sm_active.sum,
-            sm_active_max: opt_f32 = sm_active.max,
-            sm_active_hist: hist = sm_active_hist,
-            sm_occupancy_sum: f64 = sm_occupancy.sum,
-            tensor_active_sum: f64 = tensor_active.sum,
-            dram_active_sum: f64 = dram_active.sum,
-            mem_used_n: i32 = mem_used.n,
-            mem_used_sum: f64 = mem_used.sum,
-            mem_used_max: opt_i64 = mem_used.max,
-            mem_total_max: opt_i64 = mem_total_max,
-            power_n: i32 = power.n,
-            power_sum: f64 = power.sum,
-            power_max: opt_f32 = power.max,
-            temp_n: i32 = temp.n,
-            temp_sum: f64 = temp.sum,
-            temp_max: opt_f32 = temp.max,
-            throttled_n: i32 = throttled_n,
-            alloc_share_sum: f64 = alloc_share_sum,
-            sm_occupancy_n: i32 = sm_occupancy.n,
-            tensor_active_n: i32 = tensor_active.n,
-            dram_active_n: i32 = dram_active.n,
-            energy_n: i32 = energy_n,
-            energy_j: f64 = energy_j,
+use model::hour_series::GpuHour;
+use model::pair_hours::{DeviceMinute, TenantMinute};
+use model::rollup::{GpuAgg, Hist, TenantAgg};
+
+use crate::db::{Db, Reads, RowExt, Stmt, StmtExt};
+use crate::raw::rows::Cells;
+
+/// Where a column's value lives in its aggregate, typed as the column stores it. A histogram
+/// is stored as its bytes, `NULL` when empty.
+pub(crate) enum Slot<'a> {
+    I32(&'a mut i32),
+    I64(&'a mut i64),
+    F64(&'a mut f64),
+    OptF32(&'a mut Option<f32>),
+    OptI64(&'a mut Option<i64>),
+    Hist(&'a mut Hist),
+}
+
+/// One column of an aggregate `A`: its name and where its value lives.
+pub(crate) struct Column<A> {
+    pub name: &'static str,
+    pub slot: for<'a> fn(&'a mut A) -> Slot<'a>,
+}
+
+impl<A> Column<A> {
+    const fn new(name: &'static str, slot: for<'a> fn(&'a mut A) -> Slot<'a>) -> Self {
+        Column { name, slot }
+    }
+}
+
+/// Every aggregate column of a GPU rollup row ([`GpuAgg`]), in insert order.
+pub(crate) const GPU_AGG: &[Column<GpuAgg>] = &[
+    Column::new("samples", |a| Slot::I32(&mut a.samples)),
+    Column::new("covered_s", |a| Slot::F64(&mut a.covered_s)),
+    Column::new("gpu_util_n", |a| Slot::I32(&mut a.gpu_util.n)),
+    Column::new("gpu_util_sum", |a| Slot::F64(&mut a.gpu_util.sum)),
+    Column::new("gpu_util_max", |a| Slot::OptF32(&mut a.gpu_util.max)),
+    Column::new("gpu_util_hist", |a| Slot::Hist(&mut a.gpu_util_hist)),
+    Column::new("busy_n", |a| Slot::I32(&mut a.busy_n)),
+    Column::new("sm_active_n", |a| Slot::I32(&mut a.sm_active.n)),
+    Column::new("sm_active_sum", |a| Slot::F64(&mut a.sm_active.sum)),
+    Column::new("sm_active_max", |a| Slot::OptF32(&mut a.sm_active.max)),
+    Column::new("sm_active_hist", |a| Slot::Hist(&mut a.sm_active_hist)),
+    Column::new("sm_occupancy_sum", |a| Slot::F64(&mut a.sm_occupancy.sum)),
+    Column::new("tensor_active_sum", |a| Slot::F64(&mut a.tensor_active.sum)),
+    Column::new("dram_active_sum", |a| Slot::F64(&mut a.dram_active.sum)),
+    Column::new("mem_used_n", |a| Slot::I32(&mut a.mem_used.n)),
+    Column::new("mem_used_sum", |a| Slot::F64(&mut a.mem_used.sum)),
+    Column::new("mem_used_max", |a| Slot::OptI64(&mut a.mem_used.max)),
+    Column::new("mem_total_max", |a| Slot::OptI64(&mut a.mem_total_max)),
+    Column::new("power_n", |a| Slot::I32(&mut a.power.n)),
+    Column::new("power_sum", |a| Slot::F64(&mut a.power.sum)),
+    Column::new("power_max", |a| Slot::OptF32(&mut a.power.max)),
+    Column::new("temp_n", |a| Slot::I32(&mut a.temp.n)),
+    Column::new("temp_sum", |a| Slot::F64(&mut a.temp.sum)),
+    Column::new("temp_max", |a| Slot::OptF32(&mut a.temp.max)),
+    Column::new("throttled_n", |a| Slot::I32(&mut a.throttled_n)),
+    Column::new("alloc_share_sum", |a| Slot::F64(&mut a.alloc_share_sum)),
+    Column::new("sm_occupancy_n", |a| Slot::I32(&mut a.sm_occupancy.n)),
+    Column::new("tensor_active_n", |a| Slot::I32(&mut a.tensor_active.n)),
+    Column::new("dram_active_n", |a| Slot::I32(&mut a.dram_active.n)),
+    Column::new("energy_n", |a| Slot::I32(&mut a.energy_n)),
+    Column::new("energy_j", |a| Slot::F64(&mut a.energy_j)),
+];
+
+/// Every aggregate column of a tenant rollup row ([`TenantAgg`]), in insert order.
+pub(crate) const TENANT_AGG: &[Column<TenantAgg>] = &[
+    Column::new("samples", |a| Slot::I32(&mut a.samples)),
+    Column::new("covered_s", |a| Slot::F64(&mut a.covered_s)),
+    Column::new("alloc_share_sum", |a| Slot::F64(&mut a.alloc_share_sum)),
+    Column::new("alloc_n", |a| Slot::I32(&mut a.alloc_n)),
+    Column::new("present_n", |a| Slot::I32(&mut a.present_n)),
+    Column::new("sm_util_n", |a| Slot::I32(&mut a.sm_util.n)),
+    Column::new("sm_util_sum", |a| Slot::F64(&mut a.sm_util.sum)),
+    Column::new("sm_util_max", |a| Slot::OptF32(&mut a.sm_util.max)),
+    Column::new("busy_n", |a| Slot::I32(&mut a.busy_n)),
+    Column::new("mem_used_n", |a| Slot::I32(&mut a.mem_used.n)),
+    Column::new("mem_used_sum", |a| Slot::F64(&mut a.mem_used.sum)),
+    Column::new("mem_used_max", |a| Slot::OptI64(&mut a.mem_used.max)),
+    Column::new("processes_max", |a| Slot::I32(&mut a.processes_max)),
+    Column::new("eff_n", |a| Slot::I32(&mut a.eff_n)),
+    Column::new("eff_sum", |a| Slot::F64(&mut a.eff_sum)),
+    Column::new("eff_dcgm_n", |a| Slot::I32(&mut a.eff_dcgm_n)),
+    Column::new("eff_hist", |a| Slot::Hist(&mut a.eff_hist)),
+    Column::new("active_n", |a| Slot::I32(&mut a.active_n)),
+    Column::new("idle_n", |a| Slot::I32(&mut a.idle_n)),
+    Column::new("idle_lead_s", |a| Slot::F64(&mut a.idle_lead_s)),
+    Column::new("idle_trail_s", |a| Slot::F64(&mut a.idle_trail_s)),
+    Column::new("idle_max_s", |a| Slot::F64(&mut a.idle_max_s)),
+    Column::new("energy_j", |a| Slot::F64(&mut a.energy_j)),
+    Column::new("idle_energy_j", |a| Slot::F64(&mut a.idle_energy_j)),
+];
+
+/// The columns of a GPU hour rollup the analysis reads ([`GpuHour`]), read by position (1.7
+/// million rows a week at 10,000 GPUs).
+pub(crate) const GPU_HOUR: &[Column<GpuHour>] = &[
+    Column::new("samples", |a| Slot::I32(&mut a.samples)),
+    Column::new("throttled_n", |a| Slot::I32(&mut a.throttled_n)),
+    Column::new("covered_s", |a| Slot::F64(&mut a.covered_s)),
+    Column::new("dram_active_n", |a| Slot::I32(&mut a.dram_active.n)),
+    Column::new("dram_active_sum", |a| Slot::F64(&mut a.dram_active.sum)),
+    Column::new("alloc_share_sum", |a| Slot::F64(&mut a.alloc_share_sum)),
+    Column::new("mem_used_max", |a| Slot::OptI64(&mut a.mem_used_max)),
+    Column::new("mem_total_max", |a| Slot::OptI64(&mut a.mem_total_max)),
+    Column::new("gpu_util_max", |a| Slot::OptF32(&mut a.gpu_util_max)),
+    Column::new("power_max", |a| Slot::OptF32(&mut a.power_max)),
+    Column::new("temp_max", |a| Slot::OptF32(&mut a.temp_max)),
+    Column::new("energy_n", |a| Slot::I32(&mut a.energy_n)),
+    Column::new("energy_j", |a| Slot::F64(&mut a.energy_j)),
+];
+
+/// The columns of a GPU minute rollup interference reads ([`DeviceMinute`]; the bucket in ms),
+/// read by position.
+pub(crate) const DEVICE_MINUTE: &[Column<DeviceMinute>] = &[
+    Column::new("bucket", |a| Slot::I64(&mut a.bucket)),
+    Column::new("gpu_util_n", |a| Slot::I32(&mut a.gpu_util_n)),
+    Column::new("gpu_util_sum", |a| Slot::F64(&mut a.gpu_util_sum)),
+    Column::new("dram_active_n", |a| Slot::I32(&mut a.dram_active_n)),
+    Column::new("dram_active_sum", |a| Slot::F64(&mut a.dram_active_sum)),
+];
+
+/// The columns of a tenant minute rollup interference reads ([`TenantMinute`]; the bucket in
+/// ms), read by position.
+pub(crate) const TENANT_MINUTE: &[Column<TenantMinute>] = &[
+    Column::new("bucket", |a| Slot::I64(&mut a.bucket)),
+    Column::new("samples", |a| Slot::I32(&mut a.samples)),
+    Column::new("active_n", |a| Slot::I32(&mut a.active_n)),
+    Column::new("sm_util_n", |a| Slot::I32(&mut a.sm_util_n)),
+    Column::new("sm_util_sum", |a| Slot::F64(&mut a.sm_util_sum)),
+    Column::new("alloc_n", |a| Slot::I32(&mut a.alloc_n)),
+    Column::new("alloc_share_sum", |a| Slot::F64(&mut a.alloc_share_sum)),
+    Column::new("eff_n", |a| Slot::I32(&mut a.eff_n)),
+    Column::new("eff_sum", |a| Slot::F64(&mut a.eff_sum)),
+];
+
+/// The column list: `prefix` and the columns, comma-separated.
+pub(crate) fn names<A>(prefix: &str, columns: &[Column<A>]) -> String {
+    let names: Vec<&str> = columns.iter().map(|c| c.name).collect();
+    format!("{prefix}{}", names.join(", "))
+}
+
+/// Writes the aggregate `a`'s cells to `w`, in list order.
+pub(crate) fn write_cells<A: Clone, W: Cells>(w: &mut W, a: &A, columns: &[Column<A>]) {
+    let mut a = a.clone();
+    for c in columns {
+        match (c.slot)(&mut a) {
+            Slot::I32(v) => w.i32(*v),
+            Slot::I64(v) => w.i64(*v),
+            Slot::F64(v) => w.f64(*v),
+            Slot::OptF32(v) => w.opt_f32(*v),
+            Slot::OptI64(v) => w.opt_i64(*v),
+            Slot::Hist(h) => w.opt_bytes(h.to_stored().as_deref()),
+        };
+    }
+}
+
+/// Binds the aggregate `a`'s values to the statement `q` in list order.
+pub(crate) fn bind_values<'q, DB: Db, A: Clone>(
+    mut q: Stmt<'q, DB>,
+    a: &A,
+    columns: &[Column<A>],
+) -> Stmt<'q, DB> {
+    let mut a = a.clone();
+    for c in columns {
+        q = match (c.slot)(&mut a) {
+            Slot::I32(v) => q.arg(*v),
+            Slot::I64(v) => q.arg(*v),
+            Slot::F64(v) => q.arg(*v),
+            Slot::OptF32(v) => q.arg(*v),
+            Slot::OptI64(v) => q.arg(*v),
+            Slot::Hist(h) => q.arg(h.to_stored()),
+        };
+    }
+    q
+}
+
+/// Reads an aggregate from the row `r` by column name (either backend).
+pub(crate) fn read_named<DB: Db, A: Default>(
+    r: &DB::Row,
+    columns: &[Column<A>],
+) -> sqlx::Result<A> {
+    let mut a = A::default();
+    for c in columns {
+        read_cell::<DB>(r, At::Name(c.name), (c.slot)(&mut a))?;
+    }
+    Ok(a)
+}
+
+/// Reads a value from the row `r` by position: its columns start at index `first` (after those
+/// the caller reads itself) and follow the list's order.
+pub(crate) fn read_at<DB: Db, A: Default>(
+    r: &DB::Row,
+    first: usize,
+    columns: &[Column<A>],
+) -> sqlx::Result<A> {
+    let mut a = A::default();
+    for (i, c) in columns.iter().enumerate() {
+        read_cell::<DB>(r, At::Index(first + i), (c.slot)(&mut a))?;
+    }
+    Ok(a)
+}
+
+/// A column of a row: by name or by position.
+#[derive(Clone, Copy)]
+enum At<'a> {
+    Name(&'a str),
+    Index(usize),
+}
+
+impl At<'_> {
+    fn read<DB: Db + Reads<T>, T>(self, r: &DB::Row) -> sqlx::Result<T> {
+        match self {
+            At::Name(n) => r.col(n),
+            At::Index(i) => r.at(i),
         }
-    };
+    }
 }
-pub(crate) use gpu_agg_columns;
 
-/// Every aggregate column of a tenant rollup row ([`model::rollup::TenantAgg`]), in insert
-/// order.
-macro_rules! tenant_agg_columns {
-    ($($then:ident)::+ ($($args:tt)*)) => {
-        $($then)::+! { ($($args)*)
-            samples: i32 = samples,
-            covered_s: f64 = covered_s,
-            alloc_share_sum: f64 = alloc_share_sum,
-            alloc_n: i32 = alloc_n,
-            present_n: i32 = present_n,
-            sm_util_n: i32 = sm_util.n,
-            sm_util_sum: f64 = sm_util.sum,
-            sm_util_max: opt_f32 = sm_util.max,
-            busy_n: i32 = busy_n,
-            mem_used_n: i32 = mem_used.n,
-            mem_used_sum: f64 = mem_used.sum,
-            mem_used_max: opt_i64 = mem_used.max,
-            processes_max: i32 = processes_max,
-            eff_n: i32 = eff_n,
-            eff_sum: f64 = eff_sum,
-            eff_dcgm_n: i32 = eff_dcgm_n,
-            eff_hist: hist = eff_hist,
-            active_n: i32 = active_n,
-            idle_n: i32 = idle_n,
-            idle_lead_s: f64 = idle_lead_s,
-            idle_trail_s: f64 = idle_trail_s,
-            idle_max_s: f64 = idle_max_s,
-            energy_j: f64 = energy_j,
-            idle_energy_j: f64 = idle_energy_j,
+/// The column `at` into its slot.
+fn read_cell<DB: Db>(r: &DB::Row, at: At<'_>, slot: Slot<'_>) -> sqlx::Result<()> {
+    match slot {
+        Slot::I32(v) => *v = at.read::<DB, _>(r)?,
+        Slot::I64(v) => *v = at.read::<DB, _>(r)?,
+        Slot::F64(v) => *v = at.read::<DB, _>(r)?,
+        Slot::OptF32(v) => *v = at.read::<DB, _>(r)?,
+        Slot::OptI64(v) => *v = at.read::<DB, _>(r)?,
+        Slot::Hist(h) => {
+            let bytes: Option<Vec<u8>> = at.read::<DB, _>(r)?;
+            *h = bytes.map(|b| Hist::from_bytes(&b)).unwrap_or_default();
         }
-    };
+    }
+    Ok(())
 }
-pub(crate) use tenant_agg_columns;
-
-/// The columns of a GPU hour rollup the analysis reads ([`model::hour_series::GpuHour`]), read by
-/// position ([`read_at!`]: 1.7 million rows a week at 10,000 GPUs).
-macro_rules! gpu_hour_columns {
-    ($($then:ident)::+ ($($args:tt)*)) => {
-        $($then)::+! { ($($args)*)
-            samples: i32 = samples,
-            throttled_n: i32 = throttled_n,
-            covered_s: f64 = covered_s,
-            dram_active_n: i32 = dram_active.n,
-            dram_active_sum: f64 = dram_active.sum,
-            alloc_share_sum: f64 = alloc_share_sum,
-            mem_used_max: opt_i64 = mem_used_max,
-            mem_total_max: opt_i64 = mem_total_max,
-            gpu_util_max: opt_f32 = gpu_util_max,
-            power_max: opt_f32 = power_max,
-            temp_max: opt_f32 = temp_max,
-            energy_n: i32 = energy_n,
-            energy_j: f64 = energy_j,
-        }
-    };
-}
-pub(crate) use gpu_hour_columns;
-
-/// The columns of a GPU minute rollup interference reads ([`model::pair_hours::DeviceMinute`]; the
-/// bucket in ms), read by position.
-macro_rules! device_minute_columns {
-    ($($then:ident)::+ ($($args:tt)*)) => {
-        $($then)::+! { ($($args)*)
-            bucket: i64 = bucket,
-            gpu_util_n: i32 = gpu_util_n,
-            gpu_util_sum: f64 = gpu_util_sum,
-            dram_active_n: i32 = dram_active_n,
-            dram_active_sum: f64 = dram_active_sum,
-        }
-    };
-}
-pub(crate) use device_minute_columns;
-
-/// The columns of a tenant minute rollup interference reads ([`model::pair_hours::TenantMinute`];
-/// the bucket in ms), read by position.
-macro_rules! tenant_minute_columns {
-    ($($then:ident)::+ ($($args:tt)*)) => {
-        $($then)::+! { ($($args)*)
-            bucket: i64 = bucket,
-            samples: i32 = samples,
-            active_n: i32 = active_n,
-            sm_util_n: i32 = sm_util_n,
-            sm_util_sum: f64 = sm_util_sum,
-            alloc_n: i32 = alloc_n,
-            alloc_share_sum: f64 = alloc_share_sum,
-            eff_n: i32 = eff_n,
-            eff_sum: f64 = eff_sum,
-        }
-    };
-}
-pub(crate) use tenant_minute_columns;
-
-/// The column list: `prefix` and the columns, comma-separated (a string literal).
-macro_rules! names {
-    (($prefix:literal) $first:ident: $fk:ident = $($ff:ident).+
-        $(, $col:ident: $k:ident = $($f:ident).+)* $(,)?) => {
-        concat!($prefix, stringify!($first) $(, ", ", stringify!($col))*)
-    };
-}
-pub(crate) use names;
-
-/// Writes the aggregate `a`'s cells to `w` (a [`crate::raw::rows::Cells`]), in list order.
-macro_rules! write_cells {
-    (($w:expr, $a:expr) $($col:ident: $k:ident = $($f:ident).+),* $(,)?) => {{
-        let (w, a) = ($w, $a);
-        $( crate::rollup_columns::cell!(w, $k, a.$($f).+); )*
-    }};
-}
-pub(crate) use write_cells;
-
-macro_rules! cell {
-    ($w:ident, hist, $v:expr) => {
-        $w.opt_bytes($v.to_stored().as_deref())
-    };
-    ($w:ident, $k:ident, $v:expr) => {
-        $w.$k($v)
-    };
-}
-pub(crate) use cell;
-
-/// Binds the aggregate `a`'s values to the query `q` in list order, with `q`'s method `bind`
-/// (`bind` on a query, `push_bind` on a multi-row builder); the query with them.
-macro_rules! bind_values {
-    (($q:expr, $a:expr, $bind:ident) $($col:ident: $k:ident = $($f:ident).+),* $(,)?) => {{
-        let a = $a;
-        $q $( .$bind(crate::rollup_columns::bound!($k, a.$($f).+)) )*
-    }};
-}
-pub(crate) use bind_values;
-
-macro_rules! bound {
-    (hist, $v:expr) => {
-        $v.to_stored()
-    };
-    ($k:ident, $v:expr) => {
-        $v
-    };
-}
-pub(crate) use bound;
-
-/// Reads an aggregate of type `agg` from the row `r` by column name (either backend);
-/// `hist` is the backend's type of a histogram's bytes. Needs a `?`-able context.
-macro_rules! read_agg {
-    (($r:expr, $agg:path, $hist:ty) $($col:ident: $k:ident = $($f:ident).+),* $(,)?) => {{
-        let r = $r;
-        let hist = |v: Option<$hist>| v.map(|b| rollup::Hist::from_bytes(&b)).unwrap_or_default();
-        let mut a = <$agg>::default();
-        $( a.$($f).+ = crate::rollup_columns::read_cell!(r, hist, $k, stringify!($col)); )*
-        a
-    }};
-}
-pub(crate) use read_agg;
-
-/// Reads a value of type `t` from the row `r` by position: its columns start at index `first`
-/// (after those the caller reads itself) and follow the list's order. Needs a `?`-able context.
-macro_rules! read_at {
-    (($r:expr, $t:path, $first:expr) $($col:ident: $k:ident = $($f:ident).+),* $(,)?) => {{
-        let r = $r;
-        let mut at: usize = $first;
-        let mut a = <$t>::default();
-        $(
-            a.$($f).+ = r.try_get(at)?;
-            at += 1;
-        )*
-        let _ = at;
-        a
-    }};
-}
-pub(crate) use read_at;
-
-macro_rules! read_cell {
-    ($r:ident, $hist:ident, hist, $col:expr) => {
-        $hist($r.try_get($col)?)
-    };
-    ($r:ident, $hist:ident, $k:ident, $col:expr) => {
-        $r.try_get($col)?
-    };
-}
-pub(crate) use read_cell;
 
 #[cfg(test)]
 mod tests {
@@ -295,10 +307,10 @@ mod tests {
 
     #[test]
     fn every_column_is_written_once_in_the_order_named() {
-        let names = gpu_agg_columns!(names(""));
+        let names = super::names("", super::GPU_AGG);
         let mut tape = Tape::default();
         let a = gpu_agg();
-        gpu_agg_columns!(write_cells(&mut tape, &a));
+        super::write_cells(&mut tape, &a, super::GPU_AGG);
         let cols: Vec<&str> = names.split(", ").collect();
         assert_eq!(cols.len(), tape.0.len(), "{cols:?} {:?}", tape.0);
         let cell = |name: &str| &tape.0[cols.iter().position(|c| *c == name).unwrap()];
@@ -315,9 +327,9 @@ mod tests {
         unique.dedup();
         assert_eq!(unique.len(), cols.len(), "a column named twice");
 
-        let names = tenant_agg_columns!(names("x, "));
+        let names = super::names("x, ", super::TENANT_AGG);
         let mut tape = Tape::default();
-        tenant_agg_columns!(write_cells(&mut tape, &TenantAgg::default()));
+        super::write_cells(&mut tape, &TenantAgg::default(), super::TENANT_AGG);
         assert_eq!(names.split(", ").count(), tape.0.len() + 1);
         assert!(names.starts_with("x, samples, covered_s, "));
     }
@@ -392,11 +404,20 @@ mod tests {
         for backend in ["postgres", "sqlite"] {
             let tables = migrated_columns(backend);
             for (table, list) in [
-                ("gpu_rollup_1m", crate::sql::GPU_ROLLUP_COLUMNS),
-                ("gpu_rollup_1h", crate::sql::GPU_ROLLUP_COLUMNS),
-                ("cluster_rollup_1h", crate::sql::CLUSTER_ROLLUP_COLUMNS),
-                ("tenant_rollup_1m", crate::sql::TENANT_ROLLUP_COLUMNS),
-                ("tenant_rollup_1h", crate::sql::TENANT_ROLLUP_COLUMNS),
+                ("gpu_rollup_1m", crate::sql::GPU_ROLLUP_COLUMNS.as_str()),
+                ("gpu_rollup_1h", crate::sql::GPU_ROLLUP_COLUMNS.as_str()),
+                (
+                    "cluster_rollup_1h",
+                    crate::sql::CLUSTER_ROLLUP_COLUMNS.as_str(),
+                ),
+                (
+                    "tenant_rollup_1m",
+                    crate::sql::TENANT_ROLLUP_COLUMNS.as_str(),
+                ),
+                (
+                    "tenant_rollup_1h",
+                    crate::sql::TENANT_ROLLUP_COLUMNS.as_str(),
+                ),
             ] {
                 let mut created = tables[table].clone();
                 created.sort();
@@ -411,8 +432,8 @@ mod tests {
     fn every_column_a_series_reads_is_a_rollup_column() {
         use crate::series::{Family, METRICS};
         let (gpu, tenant) = (
-            crate::sql::GPU_ROLLUP_COLUMNS,
-            crate::sql::TENANT_ROLLUP_COLUMNS,
+            crate::sql::GPU_ROLLUP_COLUMNS.as_str(),
+            crate::sql::TENANT_ROLLUP_COLUMNS.as_str(),
         );
         for m in METRICS {
             let columns: Vec<&str> = match m.family {

@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, BTreeSet, HashSet};
 
 use model::rollup::{self, MINUTE_MS};
 
-use crate::{Backend, Result, RollupStats, Store, StoreError};
+use crate::{Result, RollupStats, Store, StoreError};
 
 /// Nodes whose pending minutes one rollup pass works on at once.
 const ROLLUP_NODES_IN_FLIGHT: usize = 4;
@@ -46,7 +46,7 @@ impl Store {
         }
         // Each touched cluster-hour is merged once per pass, after all its nodes.
         for (cluster, hour) in cluster_hours {
-            dispatch!(self, s => s.refresh_cluster_hour(&cluster, hour).await)?;
+            dispatch!(self, s => s.tables.refresh_cluster_hour(&cluster, hour).await)?;
         }
         Ok(stats)
     }
@@ -70,7 +70,7 @@ impl Store {
         {
             let from = chunk[0];
             let to = chunk[chunk.len() - 1] + MINUTE_MS;
-            let span = dispatch!(self, s => s.rollup_span(&cluster, &node, from, to).await)?;
+            let span = dispatch!(self, s => s.tables.rollup_span(&cluster, &node, from, to).await)?;
             stats.undecodable_rows += span.undecodable;
             hours.push((cluster.clone(), rollup::bucket_of(from, rollup::HOUR_MS)));
             stats.minutes += chunk.len();
@@ -91,7 +91,8 @@ impl Store {
                     mark,
                 );
                 // Not kept, the analysis measures the hour from its minutes: logged, not failed.
-                if let Err(e) = self.keep_pair_hours(&cluster, &node, &marks, &rows).await {
+                let kept = dispatch!(self, s => s.tables.keep_pair_hours(&cluster, &node, &marks, &rows).await);
+                if let Err(e) = kept {
                     tracing::warn!(%node, error = %e, "could not keep an hour's pair-hours; the analysis will measure them");
                 }
             }

@@ -1,230 +1,206 @@
-//! Reading a node's rollups and raw samples, written once for both backends
-//! ([`rollup_read_methods!`]): each expands in a backend's `impl` beside that backend's own
-//! `read_rollups` and `records`, which decode its column types.
+//! Reading rollups and raw samples, written once for both backends: a node's rollups (also
+//! inside a rollup's transaction), the fleet's hour series, the use hours, a node's raw samples
+//! and the minutes interference is measured from.
 
-/// A backend's rollup and raw-sample readers: `$read` names its reading pool, `$d` its dialect.
-macro_rules! rollup_read_methods {
-    ($read:ident, $d:expr) => {
-        /// A node's rollups of one width in [from, to).
-        pub async fn read_node_rollups(
-            &self,
-            width: crate::Rollups,
-            cluster: &str,
-            node: &str,
-            from: i64,
-            to: i64,
-        ) -> Result<NodeRollup> {
-            let mut conn = self.$read.acquire().await?;
-            read_rollups(&mut conn, width, cluster, node, from, to).await
-        }
+use model::hour_series::GpuHour;
+use model::pair_hours::{DeviceMinutes, TenantMinutes};
+use model::rollup::NodeRollup;
 
-        /// Every GPU's and tenant's hour rollups in [from, to) (of `cluster`, or the whole
-        /// fleet), as series (what the analysis reads): one query per table, streamed and
-        /// decoded row by row, so neither the rows nor a node's maps are ever held. On Citus
-        /// each query runs on every worker's shards at once.
-        pub async fn read_hour_series(
-            &self,
-            scope: crate::Scope<'_>,
-            from: i64,
-            to: i64,
-        ) -> Result<(
-            Vec<model::hour_series::GpuSeries>,
-            Vec<model::hour_series::TenantSeries>,
-        )> {
-            let mut conn = self.$read.acquire().await?;
-            read_hour_series(&mut conn, scope, from, to).await
-        }
+use crate::db::{Db, On, RowExt, StmtExt, Tables, stmt};
+use crate::error::Result;
+use crate::raw;
+use crate::rollup_columns::{GPU_AGG, GPU_HOUR, TENANT_AGG, read_at, read_named};
 
-        /// What each team held and used of each pool, hour by hour in [from, to) (from
-        /// `use_rollup_1h`), newest first, at most [`crate::rollup_reads::MAX_USE_HOURS`]
-        /// rows (the oldest dropped).
-        pub async fn read_use_hours(
-            &self,
-            from: i64,
-            to: i64,
-        ) -> Result<Vec<model::hour_series::UseHour>> {
-            let rows = sqlx::query(&crate::rollup_reads::use_hours_select($d))
-                .bind(from)
-                .bind(to)
-                .bind(crate::rollup_reads::MAX_USE_HOURS)
-                .fetch_all(&self.$read)
-                .await?;
-            rows.iter()
-                .map(|r| {
-                    Ok(model::hour_series::UseHour {
-                        cluster: r.try_get(0)?,
-                        model: r.try_get(1)?,
-                        team: r.try_get(2)?,
-                        hour_ms: r.try_get(3)?,
-                        allocated: r.try_get(4)?,
-                        used: r.try_get(5)?,
-                    })
-                })
-                .collect()
-        }
+impl<DB: Db> Tables<DB> {
+    /// A node's rollups of one width in [from, to).
+    pub(crate) async fn read_node_rollups(
+        &self,
+        width: crate::Rollups,
+        cluster: &str,
+        node: &str,
+        from: i64,
+        to: i64,
+    ) -> Result<NodeRollup> {
+        let mut conn = self.read.acquire().await?;
+        read_rollups::<DB>(&mut conn, width, cluster, node, from, to).await
+    }
 
-        /// The samples of `t` in [from, to) that `f` selects (undecodable blocks skipped,
-        /// logged).
-        pub async fn raw_records(
-            &self,
-            t: &raw::RawTable,
-            f: &raw::Filter<'_>,
-            from: i64,
-            to: i64,
-        ) -> Result<Vec<raw::Record>> {
-            let mut conn = self.$read.acquire().await?;
-            records(&mut conn, t, f, from, to, &mut 0).await
-        }
+    /// Every GPU's and tenant's hour rollups in [from, to) (of `cluster`, or the whole
+    /// fleet), as series (what the analysis reads): one query per table, streamed and
+    /// decoded row by row, so neither the rows nor a node's maps are ever held. On Citus
+    /// each query runs on every worker's shards at once.
+    pub(crate) async fn read_hour_series(
+        &self,
+        scope: crate::Scope<'_>,
+        from: i64,
+        to: i64,
+    ) -> Result<(
+        Vec<model::hour_series::GpuSeries>,
+        Vec<model::hour_series::TenantSeries>,
+    )> {
+        let mut conn = self.read.acquire().await?;
+        read_hour_series::<DB>(&mut conn, scope, from, to).await
+    }
 
-        /// The minute rollups interference is measured from: the wanted GPUs' minutes and
-        /// their active tenants'.
-        pub async fn read_interference_minutes(
-            &self,
-            cluster: &str,
-            node: &str,
-            from: i64,
-            to: i64,
-            wanted: &crate::records::WantedMinutes,
-        ) -> Result<(Vec<DeviceMinutes>, Vec<TenantMinutes>)> {
-            let d = $d;
-            let mut conn = self.$read.acquire().await?;
-            let gpus = sqlx::query(&crate::rollup_reads::node_range_select(
-                d,
-                crate::sql::INTERFERENCE_GPU_COLUMNS,
-                "gpu_rollup_1m",
-            ))
-            .bind(cluster)
-            .bind(node)
-            .bind(from)
-            .bind(to)
-            .fetch_all(&mut *conn)
+    /// What each team held and used of each pool, hour by hour in [from, to) (from
+    /// `use_rollup_1h`), newest first, at most [`crate::rollup_reads::MAX_USE_HOURS`]
+    /// rows (the oldest dropped).
+    pub(crate) async fn read_use_hours(
+        &self,
+        from: i64,
+        to: i64,
+    ) -> Result<Vec<model::hour_series::UseHour>> {
+        let rows = stmt::<DB>(&crate::rollup_reads::use_hours_select(DB::DIALECT))
+            .arg(from)
+            .arg(to)
+            .arg(crate::rollup_reads::MAX_USE_HOURS)
+            .all(&self.read)
             .await?;
-            let select = crate::rollup_reads::node_range_select(
-                d,
-                crate::sql::INTERFERENCE_TENANT_COLUMNS,
-                "tenant_rollup_1m",
-            );
-            let tenants = sqlx::query(&format!("{select} AND active_n > 0"))
-                .bind(cluster)
-                .bind(node)
-                .bind(from)
-                .bind(to)
-                .fetch_all(&mut *conn)
-                .await?;
-            Ok(crate::sql::interference_rows!(
-                cluster, node, wanted, &gpus, &tenants
-            ))
-        }
-    };
+        rows.iter()
+            .map(|r| {
+                Ok(model::hour_series::UseHour {
+                    cluster: r.at(0)?,
+                    model: r.at(1)?,
+                    team: r.at(2)?,
+                    hour_ms: r.at(3)?,
+                    allocated: r.at(4)?,
+                    used: r.at(5)?,
+                })
+            })
+            .collect()
+    }
+
+    /// The samples of `t` in [from, to) that `f` selects (undecodable blocks skipped,
+    /// logged).
+    pub(crate) async fn raw_records(
+        &self,
+        t: &raw::RawTable,
+        f: &raw::Filter<'_>,
+        from: i64,
+        to: i64,
+    ) -> Result<Vec<raw::Record>> {
+        raw::records(On::Pool(&self.read), t, f, (from, to), &mut 0).await
+    }
+
+    /// The minute rollups interference is measured from: the wanted GPUs' minutes and
+    /// their active tenants'.
+    pub(crate) async fn read_interference_minutes(
+        &self,
+        cluster: &str,
+        node: &str,
+        from: i64,
+        to: i64,
+        wanted: &crate::records::WantedMinutes,
+    ) -> Result<(Vec<DeviceMinutes>, Vec<TenantMinutes>)> {
+        let d = DB::DIALECT;
+        let mut conn = self.read.acquire().await?;
+        let gpus = stmt::<DB>(&crate::rollup_reads::node_range_select(
+            d,
+            crate::sql::INTERFERENCE_GPU_COLUMNS.as_str(),
+            "gpu_rollup_1m",
+        ))
+        .arg(cluster)
+        .arg(node)
+        .arg(from)
+        .arg(to)
+        .all(On::Conn(&mut *conn))
+        .await?;
+        let select = crate::rollup_reads::node_range_select(
+            d,
+            crate::sql::INTERFERENCE_TENANT_COLUMNS.as_str(),
+            "tenant_rollup_1m",
+        );
+        let tenants = stmt::<DB>(&format!("{select} AND active_n > 0"))
+            .arg(cluster)
+            .arg(node)
+            .arg(from)
+            .arg(to)
+            .all(On::Conn(&mut *conn))
+            .await?;
+        Ok(crate::sql::interference_rows::<DB>(
+            (cluster, node),
+            wanted,
+            &gpus,
+            &tenants,
+        )?)
+    }
 }
 
-pub(crate) use rollup_read_methods;
-
-/// A backend's `read_rollups`: the GPU and tenant rollup rows of one node in [from, to) of
-/// width `res`, on a connection (`$conn`) in dialect `$d`.
-macro_rules! read_rollups_fn {
-    ($conn:ty, $d:expr) => {
-        async fn read_rollups(
-            conn: &mut $conn,
-            res: crate::Rollups,
-            cluster: &str,
-            node: &str,
-            from: i64,
-            to: i64,
-        ) -> Result<NodeRollup> {
-            let d = $d;
-            let select = |columns: &str, table: &str| {
-                crate::rollup_reads::node_range_select(d, columns, &format!("{table}_rollup_{res}"))
-            };
-            // The four values `node_range_select` binds.
-            let query = |sql| {
-                sqlx::query(sql)
-                    .bind(cluster)
-                    .bind(node)
-                    .bind(from)
-                    .bind(to)
-            };
-            let mut out = NodeRollup::default();
-            let sql = select(crate::sql::GPU_ROLLUP_COLUMNS, "gpu");
-            let rows = query(&sql).fetch_all(&mut *conn).await?;
-            for r in &rows {
-                let key = (
-                    r.try_get::<String, _>("gpu_uuid")?,
-                    r.try_get::<i64, _>("bucket")?,
-                );
-                out.gpus.insert(key, crate::sql::read_gpu_agg!(r, Vec<u8>));
-            }
-            let sql = select(crate::sql::TENANT_ROLLUP_COLUMNS, "tenant");
-            let rows = query(&sql).fetch_all(&mut *conn).await?;
-            for r in &rows {
-                let key = (
-                    r.try_get::<String, _>("gpu_uuid")?,
-                    r.try_get::<String, _>("tenant_key")?,
-                    r.try_get::<i64, _>("bucket")?,
-                );
-                out.tenants.insert(key, crate::sql::read_tenant_agg!(r));
-            }
-            Ok(out)
-        }
-
-        async fn read_hour_series(
-            conn: &mut $conn,
-            scope: crate::Scope<'_>,
-            from: i64,
-            to: i64,
-        ) -> Result<(
-            Vec<model::hour_series::GpuSeries>,
-            Vec<model::hour_series::TenantSeries>,
-        )> {
-            use futures_util::TryStreamExt;
-            let d = $d;
-            let select = |columns: &str, table: &str| {
-                crate::rollup_reads::range_select(d, columns, table, scope)
-            };
-            let (cluster, nodes) = scope.binds(d);
-            let nodes = nodes.as_deref();
-            // The four values `range_select` binds.
-            let query = |sql| {
-                sqlx::query(sql)
-                    .bind(from)
-                    .bind(to)
-                    .bind(cluster)
-                    .bind(nodes)
-            };
-            let mut gpus =
-                model::hour_series::SeriesBuilder::<model::hour_series::GpuSeries>::for_range(
-                    from, to,
-                );
-            let sql = select(crate::sql::GPU_HOUR_COLUMNS, "gpu_rollup_1h");
-            let mut rows = query(&sql).fetch(&mut *conn);
-            while let Some(r) = rows.try_next().await? {
-                let (cluster, node, gpu): (&str, &str, &str) =
-                    (r.try_get(0)?, r.try_get(1)?, r.try_get(2)?);
-                gpus.push(
-                    cluster,
-                    node,
-                    gpu,
-                    r.try_get(3)?,
-                    crate::sql::read_gpu_hour!(&r),
-                );
-            }
-            drop(rows);
-            let mut tenants =
-                model::hour_series::SeriesBuilder::<model::hour_series::TenantSeries>::for_range(
-                    from, to,
-                );
-            let sql = select(crate::sql::TENANT_ROLLUP_COLUMNS, "tenant_rollup_1h");
-            let mut rows = query(&sql).fetch(&mut *conn);
-            while let Some(r) = rows.try_next().await? {
-                let names: [&str; 4] = [r.try_get(0)?, r.try_get(1)?, r.try_get(2)?, r.try_get(3)?];
-                tenants.push(names, r.try_get(4)?, crate::sql::read_tenant_agg!(&r));
-            }
-            Ok((gpus.finish(), tenants.finish()))
-        }
+pub(crate) async fn read_rollups<DB: Db>(
+    conn: &mut DB::Connection,
+    res: crate::Rollups,
+    cluster: &str,
+    node: &str,
+    from: i64,
+    to: i64,
+) -> Result<NodeRollup> {
+    let d = DB::DIALECT;
+    let select = |columns: &str, table: &str| {
+        crate::rollup_reads::node_range_select(d, columns, &format!("{table}_rollup_{res}"))
     };
+    // The four values `node_range_select` binds.
+    let query = |sql| stmt::<DB>(sql).arg(cluster).arg(node).arg(from).arg(to);
+    let mut out = NodeRollup::default();
+    let sql = select(crate::sql::GPU_ROLLUP_COLUMNS.as_str(), "gpu");
+    let rows = query(&sql).all(On::Conn(&mut *conn)).await?;
+    for r in &rows {
+        let key = (r.col("gpu_uuid")?, r.col("bucket")?);
+        out.gpus.insert(key, read_named::<DB, _>(r, GPU_AGG)?);
+    }
+    let sql = select(crate::sql::TENANT_ROLLUP_COLUMNS.as_str(), "tenant");
+    let rows = query(&sql).all(On::Conn(&mut *conn)).await?;
+    for r in &rows {
+        let key = (r.col("gpu_uuid")?, r.col("tenant_key")?, r.col("bucket")?);
+        out.tenants.insert(key, read_named::<DB, _>(r, TENANT_AGG)?);
+    }
+    Ok(out)
 }
 
-pub(crate) use read_rollups_fn;
+async fn read_hour_series<DB: Db>(
+    conn: &mut DB::Connection,
+    scope: crate::Scope<'_>,
+    from: i64,
+    to: i64,
+) -> Result<(
+    Vec<model::hour_series::GpuSeries>,
+    Vec<model::hour_series::TenantSeries>,
+)> {
+    use futures_util::TryStreamExt;
+    let d = DB::DIALECT;
+    let select =
+        |columns: &str, table: &str| crate::rollup_reads::range_select(d, columns, table, scope);
+    let (cluster, nodes) = scope.binds(d);
+    let nodes = nodes.as_deref();
+    // The four values `range_select` binds.
+    let query = |sql| stmt::<DB>(sql).arg(from).arg(to).arg(cluster).arg(nodes);
+    let mut gpus =
+        model::hour_series::SeriesBuilder::<model::hour_series::GpuSeries>::for_range(from, to);
+    let sql = select(crate::sql::GPU_HOUR_COLUMNS.as_str(), "gpu_rollup_1h");
+    let mut rows = query(&sql).stream(On::Conn(&mut *conn));
+    while let Some(r) = rows.try_next().await? {
+        let (cluster, node, gpu) = (r.text_at(0)?, r.text_at(1)?, r.text_at(2)?);
+        gpus.push(
+            cluster,
+            node,
+            gpu,
+            r.at(3)?,
+            read_at::<DB, GpuHour>(&r, 4, GPU_HOUR)?,
+        );
+    }
+    drop(rows);
+    let mut tenants =
+        model::hour_series::SeriesBuilder::<model::hour_series::TenantSeries>::for_range(from, to);
+    let sql = select(
+        crate::sql::TENANT_ROLLUP_COLUMNS.as_str(),
+        "tenant_rollup_1h",
+    );
+    let mut rows = query(&sql).stream(On::Conn(&mut *conn));
+    while let Some(r) = rows.try_next().await? {
+        let names = [r.text_at(0)?, r.text_at(1)?, r.text_at(2)?, r.text_at(3)?];
+        tenants.push(names, r.at(4)?, read_named::<DB, _>(&r, TENANT_AGG)?);
+    }
+    Ok((gpus.finish(), tenants.finish()))
+}
 
 /// `SELECT columns FROM table` for the scope's nodes' buckets in [from, to), in `d`'s SQL:
 /// binds from, to (ms) and the scope's two values ([`crate::Scope::binds`]); `bucket` comes

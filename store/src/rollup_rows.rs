@@ -6,7 +6,7 @@
 use model::rollup::{GpuAgg, TenantAgg};
 
 use crate::raw::rows::Cells;
-use crate::rollup_columns::{gpu_agg_columns, tenant_agg_columns};
+use crate::rollup_columns::{GPU_AGG, TENANT_AGG, write_cells};
 
 /// One GPU-bucket row: `identity` is (cluster, node, GPU).
 pub(crate) fn gpu<W: Cells>(w: &mut W, identity: [&str; 3], bucket: i64, a: &GpuAgg) {
@@ -14,7 +14,7 @@ pub(crate) fn gpu<W: Cells>(w: &mut W, identity: [&str; 3], bucket: i64, a: &Gpu
         w.text(v);
     }
     w.ts_ms(bucket);
-    gpu_agg_columns!(crate::rollup_columns::write_cells(w, a));
+    write_cells(w, a, GPU_AGG);
 }
 
 /// One tenant-GPU-bucket row: `identity` is (cluster, node, GPU, tenant).
@@ -23,5 +23,5 @@ pub(crate) fn tenant<W: Cells>(w: &mut W, identity: [&str; 4], bucket: i64, a: &
         w.text(v);
     }
     w.ts_ms(bucket);
-    tenant_agg_columns!(crate::rollup_columns::write_cells(w, a));
+    write_cells(w, a, TENANT_AGG);
 }

@@ -1,23 +1,19 @@
 //! One rollup span, written once for both backends: inside one transaction, clear the span's
 //! pending marks, read its raw rows, aggregate them into minute rollups, replace the span's
 //! minutes, and re-merge the hour that holds it from all of that hour's minutes (read back,
-//! unless the span is the whole hour). A backend supplies only the primitives ([`SpanTx`]),
-//! which differ in SQL and nothing else.
+//! unless the span is the whole hour). The primitives ([`SpanTx`]) run on either backend's
+//! transaction; how rollup rows are written is the backend's ([`Backend`]).
 
 use model::rollup::{self, NodeRollup};
 
 use super::raw::{self, RawTable, Record};
 
+use crate::backend::Backend;
+use crate::db::{On, StmtExt, stmt};
 use crate::error::Result;
 
 /// A node's minutes [from, to), inside one hour.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Span<'a> {
-    pub cluster: &'a str,
-    pub node: &'a str,
-    pub from: i64,
-    pub to: i64,
-}
+pub(crate) use crate::backend::NodeRange as Span;
 
 /// What a backend's open transaction offers a rollup span. The raw reader skips blocks that do
 /// not decode and counts them in `undecodable`.
@@ -88,57 +84,54 @@ pub(crate) async fn roll_up(tx: &mut impl SpanTx, s: Span<'_>) -> Result<SpanSta
     })
 }
 
-/// Implements [`SpanTx`] for a backend's transactions: `$db` is its sqlx database, and
-/// `$clear_pending` its SQL deleting a span's pending marks (cluster, node, from, to). The
-/// backend module supplies `records`, `replace_rollups` and `read_rollups`, its SQL.
-macro_rules! span_tx {
-    ($db:ty, $clear_pending:expr) => {
-        impl $crate::span::SpanTx for sqlx::Transaction<'_, $db> {
-            async fn clear_pending(&mut self, s: $crate::span::Span<'_>) -> Result<()> {
-                sqlx::query($clear_pending)
-                    .bind(s.cluster)
-                    .bind(s.node)
-                    .bind(s.from)
-                    .bind(s.to)
-                    .execute(&mut **self)
-                    .await?;
-                Ok(())
-            }
+impl<DB: Backend> SpanTx for sqlx::Transaction<'_, DB> {
+    async fn clear_pending(&mut self, s: Span<'_>) -> Result<()> {
+        let d = DB::DIALECT;
+        let sql = format!(
+            "DELETE FROM rollup_pending WHERE cluster = {} AND node = {} AND bucket >= {} AND bucket < {}",
+            d.param(1),
+            d.param(2),
+            d.time_param(3),
+            d.time_param(4)
+        );
+        stmt::<DB>(&sql)
+            .arg(s.cluster)
+            .arg(s.node)
+            .arg(s.from)
+            .arg(s.to)
+            .run(&mut *self)
+            .await?;
+        Ok(())
+    }
 
-            async fn raw(
-                &mut self,
-                t: &'static $crate::raw::RawTable,
-                s: $crate::span::Span<'_>,
-                undecodable: &mut usize,
-            ) -> Result<Vec<$crate::raw::Record>> {
-                records(
-                    self,
-                    t,
-                    &$crate::raw::Filter::node(s.cluster, s.node),
-                    s.from,
-                    s.to,
-                    undecodable,
-                )
-                .await
-            }
+    async fn raw(
+        &mut self,
+        t: &'static RawTable,
+        s: Span<'_>,
+        undecodable: &mut usize,
+    ) -> Result<Vec<Record>> {
+        let filter = raw::Filter::node(s.cluster, s.node);
+        raw::records::<DB>(
+            On::Conn(&mut **self),
+            t,
+            &filter,
+            (s.from, s.to),
+            undecodable,
+        )
+        .await
+    }
 
-            async fn replace_rollups(
-                &mut self,
-                res: crate::Rollups,
-                s: $crate::span::Span<'_>,
-                r: &::model::rollup::NodeRollup,
-            ) -> Result<()> {
-                replace_rollups(self, res, s.cluster, s.node, s.from, s.to, r).await
-            }
+    async fn replace_rollups(
+        &mut self,
+        res: crate::Rollups,
+        s: Span<'_>,
+        r: &NodeRollup,
+    ) -> Result<()> {
+        DB::replace_rollups(self, res, s, r).await
+    }
 
-            async fn read_rollups(
-                &mut self,
-                res: crate::Rollups,
-                s: $crate::span::Span<'_>,
-            ) -> Result<::model::rollup::NodeRollup> {
-                read_rollups(self, res, s.cluster, s.node, s.from, s.to).await
-            }
-        }
-    };
+    async fn read_rollups(&mut self, res: crate::Rollups, s: Span<'_>) -> Result<NodeRollup> {
+        crate::rollup_reads::read_rollups::<DB>(&mut **self, res, s.cluster, s.node, s.from, s.to)
+            .await
+    }
 }
-pub(crate) use span_tx;

@@ -1,58 +1,38 @@
-//! The SQL both backends share: column lists in insert order, the macros that bind and read
-//! rollup aggregates and records, and the grouping of interference minute rows.
+//! The SQL both backends share: column lists in insert order, the readers of records from
+//! rows, and the grouping of interference minute rows.
 
 use std::collections::HashMap;
+use std::sync::LazyLock;
 
 use model::pair_hours::{DeviceMinute, DeviceMinutes, TenantMinute, TenantMinutes};
 
+use crate::db::{Db, RowExt};
 use crate::error::Result;
-use crate::records::{TableCounts, WantedMinutes};
-
-use crate::rollup_columns::{gpu_agg_columns, tenant_agg_columns};
+use crate::records::{
+    EventRecord, GpuRecord, MigRecord, NodeRecord, TableCounts, TenantRecord, WantedMinutes,
+};
+use crate::rollup_columns::{
+    DEVICE_MINUTE, GPU_AGG, GPU_HOUR, TENANT_AGG, TENANT_MINUTE, names, read_at,
+};
 
 /// Columns of the GPU rollup tables, in insert order.
-pub(crate) const GPU_ROLLUP_COLUMNS: &str = gpu_agg_columns!(crate::rollup_columns::names(
-    "cluster, node, gpu_uuid, bucket, "
-));
+pub(crate) static GPU_ROLLUP_COLUMNS: LazyLock<String> =
+    LazyLock::new(|| names("cluster, node, gpu_uuid, bucket, ", GPU_AGG));
 
 /// Columns of the cluster rollup table, in insert order.
-pub(crate) const CLUSTER_ROLLUP_COLUMNS: &str =
-    gpu_agg_columns!(crate::rollup_columns::names("cluster, bucket, gpus, "));
-
-/// Binds a [`model::rollup::GpuAgg`]'s fields in [`gpu_agg_columns!`] order (either backend), with
-/// `bind` (a query) or `push_bind` (a multi-row insert).
-macro_rules! bind_gpu_agg {
-    ($q:expr, $a:expr, $bind:ident) => {
-        crate::rollup_columns::gpu_agg_columns!(crate::rollup_columns::bind_values($q, $a, $bind))
-    };
-}
-pub(crate) use bind_gpu_agg;
+pub(crate) static CLUSTER_ROLLUP_COLUMNS: LazyLock<String> =
+    LazyLock::new(|| names("cluster, bucket, gpus, ", GPU_AGG));
 
 /// Columns of the tenant rollup tables, in insert order.
-pub(crate) const TENANT_ROLLUP_COLUMNS: &str = tenant_agg_columns!(crate::rollup_columns::names(
-    "cluster, node, gpu_uuid, tenant_key, bucket, "
-));
-
-/// Reads a [`model::rollup::GpuAgg`] from a row of a GPU rollup table (either backend), by column
-/// name; `$hist` is the backend's type of a histogram's bytes.
-macro_rules! read_gpu_agg {
-    ($r:expr, $hist:ty) => {
-        crate::rollup_columns::gpu_agg_columns!(crate::rollup_columns::read_agg(
-            $r,
-            rollup::GpuAgg,
-            $hist
-        ))
-    };
-}
-pub(crate) use read_gpu_agg;
+pub(crate) static TENANT_ROLLUP_COLUMNS: LazyLock<String> =
+    LazyLock::new(|| names("cluster, node, gpu_uuid, tenant_key, bucket, ", TENANT_AGG));
 
 /// The GPU minute-rollup columns interference reads.
-pub(crate) const INTERFERENCE_GPU_COLUMNS: &str =
-    crate::rollup_columns::device_minute_columns!(crate::rollup_columns::names("gpu_uuid, "));
+pub(crate) static INTERFERENCE_GPU_COLUMNS: LazyLock<String> =
+    LazyLock::new(|| names("gpu_uuid, ", DEVICE_MINUTE));
 /// The tenant minute-rollup columns interference reads.
-pub(crate) const INTERFERENCE_TENANT_COLUMNS: &str = crate::rollup_columns::tenant_minute_columns!(
-    crate::rollup_columns::names("gpu_uuid, tenant_key, ")
-);
+pub(crate) static INTERFERENCE_TENANT_COLUMNS: LazyLock<String> =
+    LazyLock::new(|| names("gpu_uuid, tenant_key, ", TENANT_MINUTE));
 
 /// Groups one node's interference minute rows into a series per GPU and per (tenant, GPU),
 /// keeping only the wanted minutes, each series in time order.
@@ -144,140 +124,105 @@ impl<'w> InterferenceSeries<'w> {
 }
 
 /// Decodes rows of [`INTERFERENCE_GPU_COLUMNS`] and [`INTERFERENCE_TENANT_COLUMNS`] (by
-/// position; `bucket` in ms) into one node's [`InterferenceSeries`].
-macro_rules! interference_rows {
-    ($cluster:expr, $node:expr, $wanted:expr, $gpu_rows:expr, $tenant_rows:expr) => {{
-        use crate::rollup_columns::{device_minute_columns, read_at, tenant_minute_columns};
-        use model::pair_hours::{DeviceMinute, TenantMinute};
-        let mut series = $crate::sql::InterferenceSeries::new($wanted);
-        for r in $gpu_rows {
-            let minute = device_minute_columns!(read_at(r, DeviceMinute, 1));
-            series.device(r.try_get(0)?, minute);
-        }
-        for r in $tenant_rows {
-            let minute = tenant_minute_columns!(read_at(r, TenantMinute, 2));
-            series.tenant(r.try_get(0)?, r.try_get(1)?, minute);
-        }
-        series.finish($cluster, $node)
-    }};
+/// position; `bucket` in ms) into one node's series.
+pub(crate) fn interference_rows<DB: Db>(
+    (cluster, node): (&str, &str),
+    wanted: &WantedMinutes,
+    gpu_rows: &[DB::Row],
+    tenant_rows: &[DB::Row],
+) -> sqlx::Result<(Vec<DeviceMinutes>, Vec<TenantMinutes>)> {
+    let mut series = InterferenceSeries::new(wanted);
+    for r in gpu_rows {
+        let minute = read_at::<DB, DeviceMinute>(r, 1, DEVICE_MINUTE)?;
+        series.device(r.text_at(0)?, minute);
+    }
+    for r in tenant_rows {
+        let minute = read_at::<DB, TenantMinute>(r, 2, TENANT_MINUTE)?;
+        series.tenant(r.text_at(0)?, r.text_at(1)?, minute);
+    }
+    Ok(series.finish(cluster, node))
 }
-pub(crate) use interference_rows;
 
-/// The columns of a GPU hour rollup the analysis reads, in the order [`read_gpu_hour!`]
-/// decodes them.
-pub(crate) const GPU_HOUR_COLUMNS: &str = crate::rollup_columns::gpu_hour_columns!(
-    crate::rollup_columns::names("cluster, node, gpu_uuid, bucket, ")
-);
+/// The columns of a GPU hour rollup the analysis reads: the identity, the bucket, then
+/// [`GPU_HOUR`]'s, read by position from 4.
+pub(crate) static GPU_HOUR_COLUMNS: LazyLock<String> =
+    LazyLock::new(|| names("cluster, node, gpu_uuid, bucket, ", GPU_HOUR));
 
-/// Reads a [`model::hour_series::GpuHour`] from a row of [`GPU_HOUR_COLUMNS`] (either backend).
-macro_rules! read_gpu_hour {
-    ($r:expr) => {
-        crate::rollup_columns::gpu_hour_columns!(crate::rollup_columns::read_at(
-            $r,
-            model::hour_series::GpuHour,
-            4
-        ))
-    };
+// Row → record readers shared by both backends: their queries alias columns to these names.
+
+pub(crate) fn node_record<DB: Db>(r: &DB::Row) -> sqlx::Result<NodeRecord> {
+    Ok(NodeRecord {
+        cluster: r.col("cluster")?,
+        node: r.col("node")?,
+        agent_version: r.col("agent_version")?,
+        interval_ms: r.col("interval_ms")?,
+        first_seen_ms: r.col("first_seen")?,
+        last_seen_ms: r.col("last_seen")?,
+        last_sample_ms: r.col("last_sample")?,
+        gpu_count: r.col("gpu_count")?,
+    })
 }
-pub(crate) use read_gpu_hour;
 
-/// Reads a [`model::rollup::TenantAgg`] from a row of a tenant rollup table (either backend).
-macro_rules! read_tenant_agg {
-    ($r:expr) => {
-        crate::rollup_columns::tenant_agg_columns!(
-            crate::rollup_columns::read_agg($r, rollup::TenantAgg, Vec<u8>)
-        )
-    };
+fn mig_record<DB: Db>(m: &DB::Row) -> sqlx::Result<MigRecord> {
+    Ok(MigRecord {
+        gi_id: m.col("gi_id")?,
+        ci_id: m.col("ci_id")?,
+        profile: m.col("profile")?,
+        placement_start: m.col("placement_start")?,
+        placement_size: m.col("placement_size")?,
+        memory_total_bytes: m.col("memory_total_bytes")?,
+        compute_slices: m.col("compute_slices")?,
+        uuid: m.col("mig_uuid")?,
+    })
 }
-pub(crate) use read_tenant_agg;
 
-// Row → record mappings shared by both backends: their queries alias columns to these names.
-
-macro_rules! node_record {
-    ($r:expr) => {{
-        let r = $r;
-        NodeRecord {
-            cluster: r.try_get("cluster")?,
-            node: r.try_get("node")?,
-            agent_version: r.try_get("agent_version")?,
-            interval_ms: r.try_get("interval_ms")?,
-            first_seen_ms: r.try_get("first_seen")?,
-            last_seen_ms: r.try_get("last_seen")?,
-            last_sample_ms: r.try_get("last_sample")?,
-            gpu_count: r.try_get("gpu_count")?,
-        }
-    }};
+fn gpu_record<DB: Db>(
+    r: &DB::Row,
+    uuid: String,
+    mig_instances: Vec<MigRecord>,
+) -> sqlx::Result<GpuRecord> {
+    let sharing: String = r.col("sharing")?;
+    let sharing = model::inventory::Sharing::parse(&sharing).ok_or_else(|| {
+        sqlx::Error::Decode(format!("gpus.sharing holds {sharing:?}, not a sharing mode").into())
+    })?;
+    Ok(GpuRecord {
+        cluster: r.col("cluster")?,
+        node: r.col("node")?,
+        uuid,
+        index: r.col("gpu_index")?,
+        model: r.col("model")?,
+        memory_total_bytes: r.col("memory_total_bytes")?,
+        pci_bus_id: r.col("pci_bus_id")?,
+        mig_enabled: r.col("mig_enabled")?,
+        sharing,
+        replicas: r.col("replicas")?,
+        first_seen_ms: r.col("first_seen")?,
+        last_seen_ms: r.col("last_seen")?,
+        mig_instances,
+    })
 }
-pub(crate) use node_record;
-
-macro_rules! mig_record {
-    ($m:expr) => {{
-        let m = $m;
-        MigRecord {
-            gi_id: m.try_get("gi_id")?,
-            ci_id: m.try_get("ci_id")?,
-            profile: m.try_get("profile")?,
-            placement_start: m.try_get("placement_start")?,
-            placement_size: m.try_get("placement_size")?,
-            memory_total_bytes: m.try_get("memory_total_bytes")?,
-            compute_slices: m.try_get("compute_slices")?,
-            uuid: m.try_get("mig_uuid")?,
-        }
-    }};
-}
-pub(crate) use mig_record;
-
-macro_rules! gpu_record {
-    ($r:expr, $uuid:expr, $migs:expr) => {{
-        let r = $r;
-        GpuRecord {
-            cluster: r.try_get("cluster")?,
-            node: r.try_get("node")?,
-            uuid: $uuid,
-            index: r.try_get("gpu_index")?,
-            model: r.try_get("model")?,
-            memory_total_bytes: r.try_get("memory_total_bytes")?,
-            pci_bus_id: r.try_get("pci_bus_id")?,
-            mig_enabled: r.try_get("mig_enabled")?,
-            sharing: {
-                let s: String = r.try_get("sharing")?;
-                model::inventory::Sharing::parse(&s).ok_or_else(|| {
-                    sqlx::Error::Decode(
-                        format!("gpus.sharing holds {s:?}, not a sharing mode").into(),
-                    )
-                })?
-            },
-            replicas: r.try_get("replicas")?,
-            first_seen_ms: r.try_get("first_seen")?,
-            last_seen_ms: r.try_get("last_seen")?,
-            mig_instances: $migs,
-        }
-    }};
-}
-pub(crate) use gpu_record;
 
 /// GPU rows with their MIG instances attached: the instances grouped by GPU once (a lookup
 /// per GPU, not a scan of every instance). Both backends read the same columns.
-macro_rules! gpus_with_migs {
-    ($rows:expr, $migs:expr) => {{
-        let mut by_gpu: std::collections::HashMap<String, Vec<MigRecord>> =
-            std::collections::HashMap::new();
-        for m in $migs {
-            by_gpu
-                .entry(m.try_get::<String, _>("gpu_uuid")?)
-                .or_default()
-                .push($crate::sql::mig_record!(m));
-        }
-        let mut out = Vec::new();
-        for r in $rows {
-            let uuid: String = r.try_get("gpu_uuid")?;
+pub(crate) fn gpus_with_migs<DB: Db>(
+    rows: &[DB::Row],
+    migs: &[DB::Row],
+) -> sqlx::Result<Vec<GpuRecord>> {
+    let mut by_gpu: HashMap<String, Vec<MigRecord>> = HashMap::new();
+    for m in migs {
+        by_gpu
+            .entry(m.col("gpu_uuid")?)
+            .or_default()
+            .push(mig_record::<DB>(m)?);
+    }
+    rows.iter()
+        .map(|r| {
+            let uuid: String = r.col("gpu_uuid")?;
             let mig_instances = by_gpu.remove(&uuid).unwrap_or_default();
-            out.push($crate::sql::gpu_record!(r, uuid, mig_instances));
-        }
-        Ok(out)
-    }};
+            gpu_record::<DB>(r, uuid, mig_instances)
+        })
+        .collect()
 }
-pub(crate) use gpus_with_migs;
 
 /// A uid as the `tenants.uid` column holds it: PostgreSQL's 32-bit `integer` keeps a uid of
 /// 2^31 or more as its two's complement (negative), SQLite as itself; both read back as the
@@ -286,90 +231,69 @@ pub(crate) fn uid_from_column(v: i64) -> std::result::Result<u32, std::num::TryF
     u32::try_from(v).or_else(|e| i32::try_from(v).map(|v| v as u32).map_err(|_| e))
 }
 
-/// Reads a [`crate::TenantRecord`] from a row of `tenants`; `None` (and a warning) for a row whose kind
-/// or uid is outside the wire's domain, which only something other than gpulens could have
-/// written: one such row must not fail every reader of the tenant list.
-macro_rules! tenant_record {
-    ($r:expr) => {{
-        let r = $r;
-        let key: String = r.try_get("tenant_key")?;
-        let kind: String = r.try_get("kind")?;
-        let uid: Option<i64> = r.try_get("uid")?;
-        let (kind_ok, uid_ok) = (
-            model::TenantKind::parse(&kind),
-            uid.map($crate::sql::uid_from_column).transpose(),
-        );
-        match (kind_ok, uid_ok) {
-            (Some(kind), Ok(uid)) => Some(TenantRecord {
-                cluster: r.try_get("cluster")?,
-                tenant: model::Tenant {
-                    key,
-                    kind,
-                    namespace: r.try_get("namespace")?,
-                    pod: r.try_get("pod")?,
-                    container: r.try_get("container")?,
-                    pod_uid: r.try_get("pod_uid")?,
-                    job_id: r.try_get("job_id")?,
-                    user: r.try_get("username")?,
-                    account: r.try_get("account")?,
-                    uid,
-                },
-                team: r.try_get("team")?,
-                nodes: Vec::new(),
-                first_seen_ms: r.try_get("first_seen")?,
-                last_seen_ms: r.try_get("last_seen")?,
-            }),
-            _ => {
-                tracing::warn!(tenant = %key, %kind, ?uid, "a stored tenant outside the wire's domain (kind or uid) is left out");
-                None
-            }
-        }
-    }};
+/// Reads a [`crate::TenantRecord`] from a row of `tenants`; `None` (and a warning) for a row
+/// whose kind or uid is outside the wire's domain, which only something other than gpulens could
+/// have written: one such row must not fail every reader of the tenant list.
+pub(crate) fn tenant_record<DB: Db>(r: &DB::Row) -> sqlx::Result<Option<TenantRecord>> {
+    let key: String = r.col("tenant_key")?;
+    let kind: String = r.col("kind")?;
+    let uid: Option<i64> = r.col("uid")?;
+    let (kind_ok, uid_ok) = (
+        model::TenantKind::parse(&kind),
+        uid.map(uid_from_column).transpose(),
+    );
+    let (Some(kind), Ok(uid)) = (kind_ok, uid_ok) else {
+        tracing::warn!(tenant = %key, %kind, ?uid, "a stored tenant outside the wire's domain (kind or uid) is left out");
+        return Ok(None);
+    };
+    Ok(Some(TenantRecord {
+        cluster: r.col("cluster")?,
+        tenant: model::Tenant {
+            key,
+            kind,
+            namespace: r.col("namespace")?,
+            pod: r.col("pod")?,
+            container: r.col("container")?,
+            pod_uid: r.col("pod_uid")?,
+            job_id: r.col("job_id")?,
+            user: r.col("username")?,
+            account: r.col("account")?,
+            uid,
+        },
+        team: r.col("team")?,
+        nodes: Vec::new(),
+        first_seen_ms: r.col("first_seen")?,
+        last_seen_ms: r.col("last_seen")?,
+    }))
 }
-pub(crate) use tenant_record;
 
-macro_rules! event_record {
-    ($r:expr) => {{
-        let r = $r;
-        $crate::EventRecord {
-            cluster: r.try_get("cluster")?,
-            node: r.try_get("node")?,
-            gpu_uuid: r.try_get("gpu_uuid")?,
-            ts_ms: r.try_get("ts")?,
-            kind: r.try_get("kind")?,
-            code: r.try_get("code")?,
-        }
-    }};
+pub(crate) fn event_record<DB: Db>(r: &DB::Row) -> sqlx::Result<EventRecord> {
+    Ok(EventRecord {
+        cluster: r.col("cluster")?,
+        node: r.col("node")?,
+        gpu_uuid: r.col("gpu_uuid")?,
+        ts_ms: r.col("ts")?,
+        kind: r.col("kind")?,
+        code: r.col("code")?,
+    })
 }
-pub(crate) use event_record;
 
 /// Runs a series query's rows through the post-processing its shape needs (either backend).
-macro_rules! series_values {
-    ($rows:expr, $shape:expr) => {{
-        let rows = $rows;
-        let pairs = || -> std::result::Result<Vec<(i64, Option<f64>)>, sqlx::Error> {
-            rows.iter()
-                .map(|r| Ok((r.try_get::<i64, _>(0)?, r.try_get::<Option<f64>, _>(1)?)))
-                .collect()
-        };
-        match $shape {
-            series::Shape::Values => pairs()?,
-            series::Shape::Histograms => series::hist_p95(
-                rows.iter()
-                    .map(|r| {
-                        Ok((
-                            r.try_get::<i64, _>(0)?,
-                            r.try_get::<Option<Vec<u8>>, _>(1)?,
-                            r.try_get::<Option<f64>, _>(2)?,
-                        ))
-                    })
-                    .collect::<std::result::Result<Vec<_>, sqlx::Error>>()?
-                    .into_iter(),
-            ),
+pub(crate) fn series_values<DB: Db>(
+    rows: &[DB::Row],
+    shape: crate::series::Shape,
+) -> sqlx::Result<Vec<(i64, Option<f64>)>> {
+    match shape {
+        crate::series::Shape::Values => rows.iter().map(|r| Ok((r.at(0)?, r.at(1)?))).collect(),
+        crate::series::Shape::Histograms => {
+            let rows = rows
+                .iter()
+                .map(|r| Ok((r.at(0)?, r.at(1)?, r.at(2)?)))
+                .collect::<sqlx::Result<Vec<(i64, Option<Vec<u8>>, Option<f64>)>>>()?;
+            Ok(crate::series::hist_p95(rows.into_iter()))
         }
-    }};
+    }
 }
-pub(crate) use series_values;
 
 /// The starts (ms, UTC midnight) of the days from `from_ms` to `to_ms`, both included.
 pub(crate) fn days_between(from_ms: i64, to_ms: i64) -> Vec<i64> {
@@ -415,12 +339,8 @@ impl TableCounts {
         format!("SELECT {}", columns.join(", "))
     }
 
-    pub(crate) fn from_row<R: sqlx::Row>(row: &R) -> Result<TableCounts>
-    where
-        usize: sqlx::ColumnIndex<R>,
-        i64: for<'r> sqlx::Decode<'r, R::Database> + sqlx::Type<R::Database>,
-    {
-        let v = |i: usize| -> Result<i64> { Ok(row.try_get::<i64, _>(i)?) };
+    pub(crate) fn from_row<DB: Db>(row: &DB::Row) -> Result<TableCounts> {
+        let v = |i: usize| -> Result<i64> { Ok(row.at(i)?) };
         Ok(TableCounts {
             gpu_samples: v(0)?,
             mig_samples: v(1)?,

@@ -3,8 +3,8 @@
 
 use model::wire::v1::Batch;
 
-use crate::group_commit::COPIES;
-use crate::pgcopy::CopyWriter;
+use super::group_commit::COPIES;
+use super::pgcopy::CopyWriter;
 use crate::raw;
 
 /// Encodes one row per item for `statement` (`COPY t (columns) FROM STDIN …`), `write`

@@ -1,35 +1,33 @@
 //! The PostgreSQL backend: raw samples and rollups in time-partitioned tables (daily; hourly
 //! rollups monthly), loaded with binary COPY, with retention by dropping whole partitions.
 
-use std::collections::HashSet;
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use model::pair_hours::{DeviceMinutes, TenantMinutes};
 use model::wire::v1::Batch;
+use sqlx::PgPool;
 use sqlx::postgres::{PgPoolOptions, Postgres};
-use sqlx::{PgPool, Row};
 
-use super::citus;
-use super::group_commit::{COPIES, Claim, GroupCommit, Staged};
 use super::migrate;
-use super::pgcopy::copy;
 use super::raw;
-use super::series::{self, Plan, Series, SeriesQuery};
-use super::span::{self, Span};
+use std::future::Future;
+
+use crate::backend::{Backend, NodeRange};
+use crate::db::Tables;
 use crate::dialect::Dialect;
 use crate::error::{Result, StoreError};
-use crate::records::{
-    GpuRecord, IngestOutcome, MigRecord, NodeRecord, Retention, RetentionStats, TableCounts,
-    TeamOf, TenantRecord, Writes,
-};
+use crate::records::{IngestOutcome, Retention, RetentionStats, TeamOf, Writes};
 use crate::sql::days_between;
 use copy_rows::sample_rows;
+use group_commit::{COPIES, Claim, GroupCommit, Staged};
 use partitions::{MONTHLY, civil, create_partition, daily, partition_end_ms};
+use pgcopy::copy;
 use rollups::replace_rollups;
 
+mod citus;
 mod copy_rows;
+mod group_commit;
 mod partitions;
+mod pgcopy;
 mod rollups;
 use model::rollup::{self, NodeRollup};
 
@@ -41,22 +39,13 @@ fn ms(col: &str) -> String {
 #[derive(Debug, Clone)]
 pub struct PgStore {
     pool: PgPool,
-    /// Day starts (ms) whose partitions are known to exist.
-    partitions: Arc<Mutex<HashSet<i64>>>,
+    /// The tables written the same way on both backends, on `pool`.
+    pub(crate) tables: Tables<Postgres>,
     /// Ingest's transactions, shared by concurrent batches.
     group: GroupCommit,
 }
 
 impl PgStore {
-    crate::backend::shared_methods!(
-        write: pool,
-        read: pool,
-        dialect: Dialect::Postgres,
-        numbered: crate::label_actions::numbered,
-        gpus: |g: &[String]| g.to_vec(),
-        per_insert: |_| 1000,
-    );
-
     pub async fn connect(url: &str) -> Result<PgStore> {
         // Ingest's four committers keep a connection each while batches flow; eight more serve
         // reads, the upkeep's passes and migrations.
@@ -67,8 +56,8 @@ impl PgStore {
             .await?;
         Ok(PgStore {
             group: GroupCommit::start(pool.clone()),
+            tables: Tables::new(pool.clone(), pool.clone()),
             pool,
-            partitions: Arc::new(Mutex::new(HashSet::new())),
         })
     }
 
@@ -134,45 +123,8 @@ impl PgStore {
 
     /// Creates the daily and monthly partitions covering the given days.
     /// The day partitions [from, to] needs.
-    async fn ensure_span(&self, from: i64, to: i64) -> Result<()> {
-        self.ensure_days(&days_between(from, to)).await
-    }
-
     async fn ensure_days(&self, days: &[i64]) -> Result<()> {
-        let missing: Vec<i64> = {
-            let known = self.partitions.lock().expect("partition cache");
-            days.iter()
-                .copied()
-                .filter(|d| !known.contains(d))
-                .collect()
-        };
-        for day in missing {
-            let (y, m, d) = civil(day);
-            let (ny, nm, nd) = civil(day + 86_400_000);
-            for table in daily() {
-                create_partition(
-                    &self.pool,
-                    &format!("{table}_p{y:04}{m:02}{d:02}"),
-                    table,
-                    &format!("{y:04}-{m:02}-{d:02}"),
-                    &format!("{ny:04}-{nm:02}-{nd:02}"),
-                )
-                .await?;
-            }
-            let (ey, em) = if m == 12 { (y + 1, 1) } else { (y, m + 1) };
-            for table in MONTHLY {
-                create_partition(
-                    &self.pool,
-                    &format!("{table}_p{y:04}{m:02}"),
-                    table,
-                    &format!("{y:04}-{m:02}-01"),
-                    &format!("{ey:04}-{em:02}-01"),
-                )
-                .await?;
-            }
-            self.partitions.lock().expect("partition cache").insert(day);
-        }
-        Ok(())
+        ensure_days(&self.tables, days).await
     }
 
     pub async fn ingest(
@@ -267,7 +219,7 @@ impl PgStore {
                     3600, 3600.0 * 4e10, 5e10::bigint, 8e10::bigint, 3600, 3600 * 400, 650, 3600, 3600 * 55, 70, 0, 3600, 3500, 3500, 3500,
                     3600, 3600.0 * 400
              FROM generate_series(0, $4 - 1) AS g, generate_series(0, $5 - 1) AS hh",
-            crate::sql::GPU_ROLLUP_COLUMNS
+            crate::sql::GPU_ROLLUP_COLUMNS.as_str()
         ))
         .bind(cluster)
         .bind(from_ms)
@@ -356,7 +308,10 @@ impl PgStore {
         ))
         .fetch_all(&self.pool)
         .await?;
-        rows.iter().map(|r| Ok(raw::health!(r))).collect()
+        Ok(rows
+            .iter()
+            .map(raw::health::<Postgres>)
+            .collect::<sqlx::Result<_>>()?)
     }
 
     pub async fn try_job_lock(&self, key: i64) -> Result<Option<crate::records::JobLock>> {
@@ -422,18 +377,76 @@ impl PgStore {
                 .await?;
         stats.rows_deleted += done.rows_affected();
         if !stats.dropped.is_empty() {
-            self.partitions.lock().expect("partition cache").clear();
+            self.tables
+                .known_days
+                .lock()
+                .expect("partition cache")
+                .clear();
         }
         Ok(stats)
     }
 }
 
-// The rollup span's primitives on this backend's transactions.
-span::span_tx!(
-    Postgres,
-    "DELETE FROM rollup_pending WHERE cluster = $1 AND node = $2 AND bucket >= to_timestamp($3 / 1000.0) AND bucket < to_timestamp($4 / 1000.0)"
-);
+/// Creates the daily and monthly partitions of `days` that are not known to exist.
+async fn ensure_days(tables: &Tables<Postgres>, days: &[i64]) -> Result<()> {
+    let missing: Vec<i64> = {
+        let known = tables.known_days.lock().expect("partition cache");
+        days.iter()
+            .copied()
+            .filter(|d| !known.contains(d))
+            .collect()
+    };
+    for day in missing {
+        let (y, m, d) = civil(day);
+        let (ny, nm, nd) = civil(day + 86_400_000);
+        for table in daily() {
+            create_partition(
+                &tables.write,
+                &format!("{table}_p{y:04}{m:02}{d:02}"),
+                table,
+                &format!("{y:04}-{m:02}-{d:02}"),
+                &format!("{ny:04}-{nm:02}-{nd:02}"),
+            )
+            .await?;
+        }
+        let (ey, em) = if m == 12 { (y + 1, 1) } else { (y, m + 1) };
+        for table in MONTHLY {
+            create_partition(
+                &tables.write,
+                &format!("{table}_p{y:04}{m:02}"),
+                table,
+                &format!("{y:04}-{m:02}-01"),
+                &format!("{ey:04}-{em:02}-01"),
+            )
+            .await?;
+        }
+        tables
+            .known_days
+            .lock()
+            .expect("partition cache")
+            .insert(day);
+    }
+    Ok(())
+}
 
-raw::records_fn!(sqlx::PgConnection, Dialect::Postgres);
+impl Backend for Postgres {
+    fn ensure_days<'a>(
+        tables: &'a Tables<Self>,
+        days: &'a [i64],
+    ) -> impl Future<Output = Result<()>> + Send + 'a {
+        ensure_days(tables, days)
+    }
 
-crate::rollup_reads::read_rollups_fn!(sqlx::PgConnection, Dialect::Postgres);
+    fn replace_rollups<'a>(
+        tx: &'a mut sqlx::Transaction<'_, Self>,
+        res: crate::Rollups,
+        range: NodeRange<'a>,
+        r: &'a NodeRollup,
+    ) -> impl Future<Output = Result<()>> + Send + 'a {
+        replace_rollups(tx, res, range.cluster, range.node, range.from, range.to, r)
+    }
+
+    fn blocks_per_insert(_table: &raw::RawTable) -> usize {
+        1000
+    }
+}

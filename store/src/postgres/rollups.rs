@@ -1,12 +1,12 @@
 //! Minute and hour rollups on PostgreSQL: a span's rollups replaced with COPY (read back by
-//! `rollup_reads::read_rollups_fn!`).
+//! `rollup_reads::read_rollups`).
 
 use crate::rollup_rows;
 use sqlx::postgres::Postgres;
 
 use super::copy_rows::prepare;
+use super::pgcopy::copy;
 use crate::error::Result;
-use crate::pgcopy::copy;
 use model::rollup::NodeRollup;
 
 pub(super) async fn replace_rollups(
@@ -27,7 +27,7 @@ pub(super) async fn replace_rollups(
     }
     let statement = format!(
         "COPY gpu_rollup_{res} ({}) FROM STDIN (FORMAT binary)",
-        crate::sql::GPU_ROLLUP_COLUMNS
+        crate::sql::GPU_ROLLUP_COLUMNS.as_str()
     );
     let rows_out = prepare(&statement, &r.gpus, |w, ((gpu, bucket), a)| {
         rollup_rows::gpu(w, [cluster, node, gpu], *bucket, a)
@@ -35,7 +35,7 @@ pub(super) async fn replace_rollups(
     copy(tx, &statement, rows_out).await?;
     let statement = format!(
         "COPY tenant_rollup_{res} ({}) FROM STDIN (FORMAT binary)",
-        crate::sql::TENANT_ROLLUP_COLUMNS
+        crate::sql::TENANT_ROLLUP_COLUMNS.as_str()
     );
     let rows_out = prepare(&statement, &r.tenants, |w, ((gpu, tenant, bucket), a)| {
         rollup_rows::tenant(w, [cluster, node, gpu, tenant], *bucket, a)

@@ -13,7 +13,10 @@ use std::collections::BTreeMap;
 use model::rollup::{RawAllocation, RawGpu, RawMig, RawProcess};
 use model::sealed::{self, Columns, Kind};
 
+use crate::db::{Db, On, RowExt, Stmt, StmtExt, stmt};
 use crate::dialect::Dialect;
+use crate::error::{Result, StoreError};
+use crate::records::HealthRecord;
 
 pub(crate) mod rows;
 mod tables;
@@ -225,98 +228,79 @@ pub fn block_of(ms: i64) -> i64 {
 
 /// Reads one row of [`read_sql`]: the hot row's record, or the block's records inside
 /// [from, to). A block that does not decode is an error for the caller to count.
-macro_rules! read_row {
-    ($t:expr, $r:expr, $from:expr, $to:expr, $out:expr) => {{
-        let (t, r): (&$crate::raw::RawTable, _) = ($t, $r);
-        (|| -> std::result::Result<(), String> {
-            let e = |e: sqlx::Error| e.to_string();
-            let sealed: i64 = r.try_get(0).map_err(e)?;
-            let mut key = Vec::with_capacity(t.key.len());
-            for (i, (_, ty)) in t.key.iter().enumerate() {
-                key.push(match ty {
-                    $crate::raw::KeyType::Text => {
-                        $crate::raw::Key::Text(r.try_get::<Option<String>, _>(1 + i).map_err(e)?)
-                    }
-                    ty => {
-                        let v = r.try_get::<Option<i64>, _>(1 + i).map_err(e)?;
-                        if *ty == $crate::raw::KeyType::Int32
-                            && v.is_some_and(|v| i32::try_from(v).is_err())
-                        {
-                            return Err(format!("{} {v:?} does not fit 32 bits", t.key[i].0));
-                        }
-                        $crate::raw::Key::Int(v)
-                    }
-                });
-            }
-            let at = 1 + t.key.len();
-            let ts: i64 = r.try_get(at).map_err(e)?;
-            if sealed == 0 {
-                let mut values = Vec::with_capacity(t.values.len());
-                for (i, (_, kind)) in t.values.iter().enumerate() {
-                    values.push(match kind {
-                        model::sealed::Kind::Int => r
-                            .try_get::<Option<i64>, _>(at + 1 + i)
-                            .map_err(e)?
-                            .map(|v| v as u64),
-                        k => r
-                            .try_get::<Option<f64>, _>(at + 1 + i)
-                            .map_err(e)?
-                            .map(|v| k.bits_of_f64(v)),
-                    });
+fn read_row<DB: Db>(
+    t: &RawTable,
+    r: &DB::Row,
+    (from, to): (i64, i64),
+    out: &mut Vec<Record>,
+) -> std::result::Result<(), String> {
+    let e = |e: sqlx::Error| e.to_string();
+    let sealed: i64 = r.at(0).map_err(e)?;
+    let mut key = Vec::with_capacity(t.key.len());
+    for (i, (_, ty)) in t.key.iter().enumerate() {
+        key.push(match ty {
+            KeyType::Text => Key::Text(r.at::<Option<String>>(1 + i).map_err(e)?),
+            ty => {
+                let v = r.at::<Option<i64>>(1 + i).map_err(e)?;
+                if *ty == KeyType::Int32 && v.is_some_and(|v| i32::try_from(v).is_err()) {
+                    return Err(format!("{} {v:?} does not fit 32 bits", t.key[i].0));
                 }
-                $out.push($crate::raw::Record {
-                    key: key.into(),
-                    ts,
-                    values,
-                });
-            } else {
-                let data: Vec<u8> = r.try_get(at + 1 + t.values.len()).map_err(e)?;
-                $crate::raw::unseal(t, key.into(), &data, $from, $to, $out)
-                    .map_err(|e| e.to_string())?;
+                Key::Int(v)
             }
-            Ok(())
-        })()
-    }};
-}
-pub(crate) use read_row;
-
-/// A backend's `records`: the samples of `t` in [from, to) that `f` selects — hot rows and
-/// sealed blocks, read in one statement ([`read_sql`]); a row or block that does not decode is
-/// skipped and counted in `undecodable`. `$conn` is the backend's connection type, `$d` its
-/// dialect.
-macro_rules! records_fn {
-    ($conn:ty, $d:expr) => {
-        async fn records(
-            conn: &mut $conn,
-            t: &raw::RawTable,
-            f: &raw::Filter<'_>,
-            from: i64,
-            to: i64,
-            undecodable: &mut usize,
-        ) -> Result<Vec<raw::Record>> {
-            let sql = raw::read_sql(t, $d, f);
-            let mut query = sqlx::query(&sql);
-            for v in f.binds() {
-                query = query.bind(v);
-            }
-            let rows = query
-                .bind(from)
-                .bind(to)
-                .bind(raw::block_of(from))
-                .fetch_all(conn)
-                .await?;
-            let mut out = Vec::new();
-            for r in &rows {
-                if let Err(e) = raw::read_row!(t, r, from, to, &mut out) {
-                    raw::skipped(t, &e, undecodable);
-                }
-            }
-            Ok(out)
+        });
+    }
+    let at = 1 + t.key.len();
+    let ts: i64 = r.at(at).map_err(e)?;
+    if sealed == 0 {
+        let mut values = Vec::with_capacity(t.values.len());
+        for (i, (_, kind)) in t.values.iter().enumerate() {
+            values.push(match kind {
+                sealed::Kind::Int => r
+                    .at::<Option<i64>>(at + 1 + i)
+                    .map_err(e)?
+                    .map(|v| v as u64),
+                k => r
+                    .at::<Option<f64>>(at + 1 + i)
+                    .map_err(e)?
+                    .map(|v| k.bits_of_f64(v)),
+            });
         }
-    };
+        out.push(Record {
+            key: key.into(),
+            ts,
+            values,
+        });
+    } else {
+        let data: Vec<u8> = r.at(at + 1 + t.values.len()).map_err(e)?;
+        unseal(t, key.into(), &data, from, to, out).map_err(|e| e.to_string())?;
+    }
+    Ok(())
 }
 
-pub(crate) use records_fn;
+/// The samples of `t` in [from, to) that `f` selects — hot rows and sealed blocks, read in one
+/// statement ([`read_sql`]); a row or block that does not decode is skipped and counted in
+/// `undecodable`.
+pub(crate) async fn records<DB: Db>(
+    on: On<'_, DB>,
+    t: &RawTable,
+    f: &Filter<'_>,
+    (from, to): (i64, i64),
+    undecodable: &mut usize,
+) -> Result<Vec<Record>> {
+    let sql = read_sql(t, DB::DIALECT, f);
+    let mut query = stmt::<DB>(&sql);
+    for v in f.binds() {
+        query = query.arg(v);
+    }
+    let rows = query.arg(from).arg(to).arg(block_of(from)).all(on).await?;
+    let mut out = Vec::new();
+    for r in &rows {
+        if let Err(e) = read_row::<DB>(t, r, (from, to), &mut out) {
+            skipped(t, &e, undecodable);
+        }
+    }
+    Ok(out)
+}
 
 /// Counts a sample or block a reader skipped, logging the first of a read.
 pub(crate) fn skipped(t: &RawTable, error: &str, undecodable: &mut usize) {
@@ -333,34 +317,25 @@ pub(crate) fn skipped(t: &RawTable, error: &str, undecodable: &mut usize) {
 /// A GPU's health counters from a backend's `latest_health` row: cluster, node, gpu_uuid, then the
 /// newest hot row's ts and three counters (NULL without one), then the newest block's data
 /// (NULL without one); the newer of the two wins.
-macro_rules! health {
-    ($r:expr) => {{
-        let r = $r;
-        let hot_ts: Option<i64> = r.try_get(3)?;
-        let mut newest = hot_ts.map(|ts| {
-            (
-                ts,
-                [r.try_get::<Option<i64>, _>(4), r.try_get(5), r.try_get(6)],
-            )
-        });
-        let data: Option<Vec<u8>> = r.try_get(7)?;
-        if let Some(block) = data.and_then(|d| $crate::raw::newest_in_block(&d)) {
-            if newest.as_ref().is_none_or(|(ts, _)| block.0 > *ts) {
-                newest = Some((block.0, block.1.map(Ok)));
-            }
-        }
-        let [ecc, retired, remapped] = newest.map_or([Ok(None), Ok(None), Ok(None)], |n| n.1);
-        $crate::records::HealthRecord {
-            cluster: r.try_get(0)?,
-            node: r.try_get(1)?,
-            gpu_uuid: r.try_get(2)?,
-            ecc_uncorrected: ecc?,
-            retired_pages: retired?,
-            remapped_rows: remapped?,
-        }
-    }};
+pub(crate) fn health<DB: Db>(r: &DB::Row) -> sqlx::Result<HealthRecord> {
+    let hot_ts: Option<i64> = r.at(3)?;
+    let mut newest = hot_ts.map(|ts| (ts, [r.at::<Option<i64>>(4), r.at(5), r.at(6)]));
+    let data: Option<Vec<u8>> = r.at(7)?;
+    if let Some(block) = data.and_then(|d| newest_in_block(&d))
+        && newest.as_ref().is_none_or(|(ts, _)| block.0 > *ts)
+    {
+        newest = Some((block.0, block.1.map(Ok)));
+    }
+    let [ecc, retired, remapped] = newest.map_or([Ok(None), Ok(None), Ok(None)], |n| n.1);
+    Ok(HealthRecord {
+        cluster: r.at(0)?,
+        node: r.at(1)?,
+        gpu_uuid: r.at(2)?,
+        ecc_uncorrected: ecc?,
+        retired_pages: retired?,
+        remapped_rows: remapped?,
+    })
 }
-pub(crate) use health;
 
 /// The newest sample's health counters (uncorrected ECC errors, retired pages, remapped rows)
 /// in a block of [`GPU`]; None when the block does not decode or is empty.
@@ -381,7 +356,7 @@ pub(crate) fn unseal(
     from: i64,
     to: i64,
     out: &mut Vec<Record>,
-) -> Result<(), sealed::BlockError> {
+) -> std::result::Result<(), sealed::BlockError> {
     let cols = sealed::decode(&t.kinds(), data)?;
     for (r, &ts) in cols.ts.iter().enumerate() {
         if ts >= from && ts < to {
@@ -517,42 +492,28 @@ pub(crate) fn insert_sql(t: &RawTable, d: Dialect, rows: usize) -> String {
 
 /// The records of the rows [`take_sql`] returned, or why one does not decode (the seal then
 /// stops, and its delete is rolled back: a row is never lost).
-macro_rules! taken {
-    ($t:expr, $rows:expr) => {{
-        let t: &$crate::raw::RawTable = $t;
-        let mut taken = Vec::with_capacity($rows.len());
-        for r in $rows.iter() {
-            $crate::raw::read_row!(t, r, i64::MIN, i64::MAX, &mut taken)
-                .map_err(|e| $crate::StoreError::Internal(format!("sealing {}: {e}", t.hot)))?;
-        }
-        taken
-    }};
+pub(crate) fn taken<DB: Db>(t: &RawTable, rows: &[DB::Row]) -> Result<Vec<Record>> {
+    let mut taken = Vec::with_capacity(rows.len());
+    for r in rows {
+        read_row::<DB>(t, r, (i64::MIN, i64::MAX), &mut taken)
+            .map_err(|e| StoreError::Internal(format!("sealing {}: {e}", t.hot)))?;
+    }
+    Ok(taken)
 }
-pub(crate) use taken;
 
 /// Binds `blocks` to a statement of [`insert_sql`], in its order.
-pub(crate) fn bind_blocks<'q, DB: sqlx::Database>(
-    mut q: sqlx::query::Query<'q, DB, <DB as sqlx::Database>::Arguments<'q>>,
-    blocks: &'q [Block],
-) -> sqlx::query::Query<'q, DB, <DB as sqlx::Database>::Arguments<'q>>
-where
-    Option<&'q str>: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
-    Option<i64>: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
-    i64: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
-    i32: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
-    &'q [u8]: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
-{
+pub(crate) fn bind_blocks<'q, DB: Db>(mut q: Stmt<'q, DB>, blocks: &'q [Block]) -> Stmt<'q, DB> {
     for b in blocks {
         for k in b.key.iter() {
             q = match k {
-                Key::Text(v) => q.bind(v.as_deref()),
-                Key::Int(v) => q.bind(*v),
+                Key::Text(v) => q.arg(v.as_deref()),
+                Key::Int(v) => q.arg(*v),
             };
         }
         q = q
-            .bind(b.start)
-            .bind(i32::try_from(b.n).expect("a block holds at most MAX_ROWS"))
-            .bind(b.data.as_slice());
+            .arg(b.start)
+            .arg(i32::try_from(b.n).expect("a block holds at most MAX_ROWS"))
+            .arg(b.data.as_slice());
     }
     q
 }

@@ -5,27 +5,26 @@
 use std::str::FromStr;
 use std::time::Duration;
 
-use model::pair_hours::{DeviceMinutes, TenantMinutes};
 use model::wire::v1::Batch;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
-use sqlx::{Row, Sqlite, SqlitePool};
+use sqlx::{Sqlite, SqlitePool};
 
 use super::migrate;
 use super::raw;
-use super::series::{self, Plan, Series, SeriesQuery};
-use super::span::{self, Span};
-use crate::dialect::Dialect;
+use std::future::Future;
+
+use crate::backend::{Backend, NodeRange};
+use crate::db::Tables;
 use crate::error::{Result, StoreError};
-use crate::records::{
-    GpuRecord, IngestOutcome, MigRecord, NodeRecord, Retention, RetentionStats, TableCounts,
-    TeamOf, TenantRecord, Writes,
-};
+use crate::records::{IngestOutcome, Retention, RetentionStats, TeamOf, Writes};
 use model::rollup::{self, NodeRollup};
 
 #[derive(Debug, Clone)]
 pub struct SqliteStore {
     writer: SqlitePool,
     reader: SqlitePool,
+    /// The tables written the same way on both backends, on `writer` and `reader`.
+    pub(crate) tables: Tables<Sqlite>,
 }
 
 mod samples;
@@ -33,15 +32,6 @@ mod samples;
 use samples::{Binds, MAX_BINDS, insert_rows, insert_samples};
 
 impl SqliteStore {
-    crate::backend::shared_methods!(
-        write: writer,
-        read: reader,
-        dialect: Dialect::Sqlite,
-        numbered: crate::label_actions::same,
-        gpus: |g: &[String]| serde_json::to_string(g).expect("strings serialize"),
-        per_insert: |t| MAX_BINDS / raw::binds_per_block(t),
-    );
-
     pub async fn open(url: &str) -> Result<SqliteStore> {
         let opts = SqliteConnectOptions::from_str(url)
             .map_err(|e| StoreError::BadRequest(format!("bad sqlite url {url:?}: {e}")))?
@@ -59,7 +49,11 @@ impl SqliteStore {
             .acquire_timeout(Duration::from_secs(10))
             .connect_with(opts.read_only(true))
             .await?;
-        Ok(SqliteStore { writer, reader })
+        Ok(SqliteStore {
+            tables: Tables::new(writer.clone(), reader.clone()),
+            writer,
+            reader,
+        })
     }
 
     pub async fn migrate(&self) -> Result<Vec<String>> {
@@ -95,10 +89,6 @@ impl SqliteStore {
     }
 
     /// SQLite has no partitions to make for a range.
-    async fn ensure_span(&self, _from: i64, _to: i64) -> Result<()> {
-        Ok(())
-    }
-
     pub async fn prepare_partitions(&self, _now_ms: i64) -> Result<()> {
         Ok(())
     }
@@ -269,7 +259,10 @@ impl SqliteStore {
         )
         .fetch_all(&self.reader)
         .await?;
-        rows.iter().map(|r| Ok(raw::health!(r))).collect()
+        Ok(rows
+            .iter()
+            .map(raw::health::<Sqlite>)
+            .collect::<sqlx::Result<_>>()?)
     }
 
     pub async fn apply_retention(&self, now_ms: i64, r: &Retention) -> Result<RetentionStats> {
@@ -311,24 +304,19 @@ impl SqliteStore {
     }
 }
 
-// The rollup span's primitives on this backend's transactions.
-span::span_tx!(
-    Sqlite,
-    "DELETE FROM rollup_pending WHERE cluster = ? AND node = ? AND bucket >= ? AND bucket < ?"
-);
-
-raw::records_fn!(sqlx::SqliteConnection, Dialect::Sqlite);
-
 /// Replaces the rollup rows of one node in [from, to) of width `res`.
 async fn replace_rollups(
     tx: &mut sqlx::Transaction<'_, Sqlite>,
     res: crate::Rollups,
-    cluster: &str,
-    node: &str,
-    from: i64,
-    to: i64,
+    range: NodeRange<'_>,
     r: &NodeRollup,
 ) -> Result<()> {
+    let NodeRange {
+        cluster,
+        node,
+        from,
+        to,
+    } = range;
     for t in ["gpu", "tenant"] {
         sqlx::query(&format!("DELETE FROM {t}_rollup_{res} WHERE cluster = ? AND node = ? AND bucket >= ? AND bucket < ?"))
             .bind(cluster).bind(node).bind(from).bind(to)
@@ -337,7 +325,7 @@ async fn replace_rollups(
     let gpus: Vec<_> = r.gpus.iter().collect();
     let head = format!(
         "INSERT INTO gpu_rollup_{res} ({}) ",
-        crate::sql::GPU_ROLLUP_COLUMNS
+        crate::sql::GPU_ROLLUP_COLUMNS.as_str()
     );
     insert_rows(&mut *tx, head, "", &gpus, |values, ((gpu, bucket), a)| {
         crate::rollup_rows::gpu(&mut Binds(values), [cluster, node, gpu], *bucket, a)
@@ -346,7 +334,7 @@ async fn replace_rollups(
     let tenants: Vec<_> = r.tenants.iter().collect();
     let head = format!(
         "INSERT INTO tenant_rollup_{res} ({}) ",
-        crate::sql::TENANT_ROLLUP_COLUMNS
+        crate::sql::TENANT_ROLLUP_COLUMNS.as_str()
     );
     insert_rows(
         &mut *tx,
@@ -361,4 +349,26 @@ async fn replace_rollups(
     Ok(())
 }
 
-crate::rollup_reads::read_rollups_fn!(sqlx::SqliteConnection, Dialect::Sqlite);
+impl Backend for Sqlite {
+    /// SQLite keeps no time partitions: every day's rows go to the one table.
+    fn ensure_days<'a>(
+        _tables: &'a Tables<Self>,
+        _days: &'a [i64],
+    ) -> impl Future<Output = Result<()>> + Send + 'a {
+        std::future::ready(Ok(()))
+    }
+
+    fn replace_rollups<'a>(
+        tx: &'a mut sqlx::Transaction<'_, Self>,
+        res: crate::Rollups,
+        range: NodeRange<'a>,
+        r: &'a NodeRollup,
+    ) -> impl Future<Output = Result<()>> + Send + 'a {
+        replace_rollups(tx, res, range, r)
+    }
+
+    /// As many as SQLite's bind limit allows.
+    fn blocks_per_insert(table: &raw::RawTable) -> usize {
+        MAX_BINDS / raw::binds_per_block(table)
+    }
+}
