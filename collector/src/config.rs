@@ -7,11 +7,11 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-pub use crate::agent_auth::AgentAuth;
 pub use crate::ingest::IngestConfig;
-pub use crate::settings::{Secret, duration};
-pub use crate::teams::TeamsConfig;
 pub use crate::upkeep::RetentionConfig;
+pub use collector_shared::agent_auth::AgentAuth;
+pub use collector_shared::settings::{Secret, duration};
+pub use collector_shared::teams::TeamsConfig;
 
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -31,7 +31,7 @@ pub struct Config {
     /// Agents identified by their projected ServiceAccount token, each bound to its own node
     /// through the API server's TokenReview; see docs/security.md.
     #[serde(default)]
-    pub token_review: Option<crate::token_review::Settings>,
+    pub token_review: Option<collector_shared::token_review::Settings>,
     #[serde(default)]
     pub retention: RetentionConfig,
     #[serde(default)]
@@ -66,10 +66,10 @@ pub struct Config {
     pub reports: crate::reports::Settings,
     /// Who may see what: sign-in, roles, team scopes, tokens; see docs/security.md.
     #[serde(default)]
-    pub access: crate::access::Settings,
+    pub access: collector_shared::access::Settings,
     /// Timeouts and limits of the HTTP listener; see docs/security.md.
     #[serde(default)]
-    pub server: crate::listener::ServerLimits,
+    pub server: collector_shared::listener::ServerLimits,
 }
 
 fn default_listen() -> SocketAddr {
@@ -122,8 +122,11 @@ impl Config {
             }
         }
         for (i, o) in self.labels.operators.iter().enumerate() {
-            crate::settings::check_token(&format!("labels.operators[{i}].token"), &o.token.0)
-                .map_err(anyhow::Error::msg)?;
+            collector_shared::settings::check_token(
+                &format!("labels.operators[{i}].token"),
+                &o.token.0,
+            )
+            .map_err(anyhow::Error::msg)?;
         }
         if let Some(r) = &self.token_review {
             r.check()?;
@@ -185,14 +188,17 @@ mod tests {
         );
         assert!(!e.contains("aaaa"), "the error never shows the value: {e}");
         for ok in ["9f86d081884c7d659a2feaa0c55ad015", "a1b2c3d4e5f6a7b8c9d0"] {
-            crate::settings::check_token("t", ok).unwrap();
+            collector_shared::settings::check_token("t", ok).unwrap();
         }
         for bad in [
             "<agent token for node a>",
             "replace_me_with_a_token",
             "my-example-token-1",
         ] {
-            assert!(crate::settings::check_token("t", bad).is_err(), "{bad}");
+            assert!(
+                collector_shared::settings::check_token("t", bad).is_err(),
+                "{bad}"
+            );
         }
     }
 

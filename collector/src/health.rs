@@ -6,12 +6,12 @@ use axum::response::{IntoResponse, Response};
 
 use std::sync::Arc;
 
-use crate::access::Caller;
-use crate::access::routes::{Need::*, Routes};
-use crate::analysis::Newest;
 use crate::fleet::LatestGpus;
-use crate::openapi::Op;
-use crate::shared::Shared;
+use collector_shared::access::Caller;
+use collector_shared::access::routes::{Need::*, Routes};
+use collector_shared::newest::Newest;
+use collector_shared::openapi::Op;
+use collector_shared::shared::Shared;
 use serde_json::json;
 
 /// What the health endpoints and `/metrics` read.
@@ -20,9 +20,9 @@ pub struct HealthState {
     pub shared: Shared,
     pub newest: Arc<Newest>,
     pub latest: Arc<LatestGpus>,
-    pub refusals: Arc<crate::admission::Refusals>,
+    pub refusals: Arc<collector_shared::admission::Refusals>,
     /// Whether readers must sign in (error texts are theirs).
-    pub access: Arc<crate::access::Access>,
+    pub access: Arc<collector_shared::access::Access>,
 }
 
 pub fn routes() -> Routes<HealthState> {
@@ -111,11 +111,11 @@ async fn task_health(State(state): State<HealthState>, caller: Caller) -> Respon
     #[derive(serde::Serialize)]
     struct TaskView {
         #[serde(flatten)]
-        status: crate::tasks::TaskStatus,
+        status: collector_shared::tasks::TaskStatus,
         healthy: bool,
     }
     let shows_errors =
-        caller.principal.is_some() || state.access.mode() == crate::access::Mode::Open;
+        caller.principal.is_some() || state.access.mode() == collector_shared::access::Mode::Open;
     let tasks: Vec<TaskView> = state
         .shared
         .tasks
@@ -146,10 +146,10 @@ async fn task_health(State(state): State<HealthState>, caller: Caller) -> Respon
 
 async fn metrics(
     State(state): State<HealthState>,
-    caller: crate::access::Caller,
+    caller: collector_shared::access::Caller,
     headers: axum::http::HeaderMap,
 ) -> Response {
-    let own = crate::metrics::encode(&state.shared.registry);
+    let own = collector_shared::metrics::encode(&state.shared.registry);
     let analysis = state.newest.get(&state.shared.store).await.ok().flatten();
     let alerts = crate::alerts::load(&state.shared.store)
         .await
@@ -181,7 +181,7 @@ async fn metrics(
                 header::CONTENT_TYPE,
                 "text/plain; version=0.0.4; charset=utf-8",
             )],
-            crate::metrics::to_prometheus_text(&body),
+            collector_shared::metrics::to_prometheus_text(&body),
         )
             .into_response()
     }

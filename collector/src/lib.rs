@@ -1,24 +1,7 @@
 //! The gpulens collector: ingest API, storage (PostgreSQL or embedded SQLite) with rollups
 //! and retention, the read API, the dashboard, `/metrics`, and the `gpulens` command line.
 
-// The shared layer: what every feature may use. None of these imports a feature.
-pub mod access;
-pub mod admission;
-pub mod agent_auth;
-pub mod attempts;
-pub mod error;
-pub mod http;
-pub mod kube_api;
-pub mod listener;
-pub mod metrics;
-pub mod openapi;
-pub mod settings;
-pub mod shared;
-pub mod signing;
-pub mod tasks;
-pub mod teams;
-pub mod tls;
-pub mod token_review;
+// The shared layer is its own crate, `collector_shared`, which names no feature.
 
 // The features, one folder (or file) each: settings, handlers with their routes, tasks and
 // metrics. A feature may use another's public items (its `mod.rs`), never its submodules.

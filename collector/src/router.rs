@@ -9,10 +9,10 @@ use axum::response::IntoResponse;
 use serde_json::json;
 use std::sync::{Arc, OnceLock};
 
-use crate::access::routes::{Need, Routes, Rule};
-use crate::error::ApiError;
-use crate::openapi::Op;
 use crate::state::AppState;
+use collector_shared::access::routes::{Need, Routes, Rule};
+use collector_shared::error::ApiError;
+use collector_shared::openapi::Op;
 
 /// Every route the collector serves, each with its access rule and description: each
 /// feature's own routes, merged, with the state each is served with, and the OpenAPI document
@@ -41,7 +41,7 @@ pub fn routes(state: &AppState) -> Routes {
             },
         ));
     document
-        .set(crate::openapi::document(routes.operations()).to_string())
+        .set(collector_shared::openapi::document(routes.operations()).to_string())
         .expect("the document is made once");
     routes
 }
@@ -56,7 +56,7 @@ pub fn router(state: AppState) -> Router {
 pub fn router_and_table(state: AppState) -> (Router, std::sync::Arc<[Rule]>) {
     let (router, table) = routes(&state).into_parts();
     let table: std::sync::Arc<[Rule]> = table.into();
-    let guard = crate::access::Guard {
+    let guard = collector_shared::access::Guard {
         access: state.access.clone(),
         table: table.clone(),
     };
@@ -65,7 +65,7 @@ pub fn router_and_table(state: AppState) -> (Router, std::sync::Arc<[Rule]>) {
         // before its handler runs.
         .route_layer(axum::middleware::from_fn_with_state(
             guard,
-            crate::access::enforce,
+            collector_shared::access::enforce,
         ))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)

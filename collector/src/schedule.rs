@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::state::AppState;
-use crate::tasks::Task;
+use collector_shared::tasks::Task;
 
 /// What decides the set of tasks a collector runs.
 #[derive(Debug, Clone)]

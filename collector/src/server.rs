@@ -5,10 +5,10 @@ use std::sync::Arc;
 
 use axum::http::{Method, header};
 
-use crate::access::routes::Rule;
-use crate::admission::{Class, Classifier, agent_route, has_body};
 use crate::router::router_and_table;
 use crate::state::AppState;
+use collector_shared::access::routes::Rule;
+use collector_shared::admission::{Class, Classifier, agent_route, has_body};
 
 /// Serves `router` on `listener` until `shutdown` resolves.
 /// Serves the router with the default listener limits (`listener::ServerLimits`).
@@ -18,10 +18,10 @@ pub async fn serve(
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
     let (router, table) = router_and_table(state.clone());
-    crate::listener::serve(
+    collector_shared::listener::serve(
         listener,
         router,
-        crate::listener::ServerLimits::default(),
+        collector_shared::listener::ServerLimits::default(),
         None,
         admission(&state, table),
         shutdown,
@@ -34,20 +34,23 @@ pub async fn serve(
 pub async fn serve_with(
     listener: tokio::net::TcpListener,
     state: AppState,
-    limits: crate::listener::ServerLimits,
+    limits: collector_shared::listener::ServerLimits,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
     let tls = match &limits.tls {
-        Some(t) => Some(crate::tls::Tls::from_settings(t)?),
+        Some(t) => Some(collector_shared::tls::Tls::from_settings(t)?),
         None => None,
     };
     let (router, table) = router_and_table(state.clone());
     let admission = admission(&state, table);
-    Ok(crate::listener::serve(listener, router, limits, tls, admission, shutdown).await?)
+    Ok(
+        collector_shared::listener::serve(listener, router, limits, tls, admission, shutdown)
+            .await?,
+    )
 }
 
-fn admission(state: &AppState, table: Arc<[Rule]>) -> crate::listener::Admission {
-    crate::listener::Admission {
+fn admission(state: &AppState, table: Arc<[Rule]>) -> collector_shared::listener::Admission {
+    collector_shared::listener::Admission {
         classify: classifier(state, table),
         refusals: state.refusals.clone(),
     }
@@ -74,7 +77,7 @@ pub fn classifier(state: &AppState, table: Arc<[Rule]>) -> Classifier {
             return Class::Reader;
         }
         let reading = matches!(*method, Method::GET | Method::HEAD) && !has_body(headers);
-        if reading && access.mode() == crate::access::Mode::Open {
+        if reading && access.mode() == collector_shared::access::Mode::Open {
             return Class::Reader;
         }
         Class::Anonymous

@@ -7,10 +7,8 @@ use std::sync::Arc;
 
 use store::{Retention, Store};
 
-use crate::access::Access;
-use crate::agent_auth::Auth;
 use crate::alerts::AlertMetrics;
-use crate::analysis::{AnalysisMetrics, AnalysisState, Newest};
+use crate::analysis::{AnalysisMetrics, AnalysisState};
 use crate::dashboard::DashboardState;
 use crate::fleet::LatestGpus;
 use crate::health::HealthState;
@@ -18,10 +16,13 @@ use crate::ingest::{IngestConfig, IngestMetrics, IngestState};
 use crate::labels::{LabelMetrics, LabelsState};
 use crate::remote_write::{Receiver, RemoteWriteMetrics, RemoteWriteState};
 use crate::reports::{ReportMetrics, ReportsState};
-use crate::shared::{Shared, SharedInner};
-use crate::tasks::TaskHealth;
-use crate::teams::TeamsConfig;
 use crate::upkeep::{StorageMetrics, Upkeep};
+use collector_shared::access::Access;
+use collector_shared::agent_auth::Auth;
+use collector_shared::newest::Newest;
+use collector_shared::shared::{Shared, SharedInner};
+use collector_shared::tasks::TaskHealth;
+use collector_shared::teams::TeamsConfig;
 
 /// The name of the session key in the `secrets` table.
 pub const SESSION_KEY_SECRET: &str = "session_key";
@@ -48,12 +49,12 @@ pub struct AppState {
     /// Who may see what (`[access]`, with the operators of `[labels]`), with the sessions.
     pub access: Arc<Access>,
     /// The `[access]` settings the rules were built from (rebuilt when operators change).
-    pub access_settings: Arc<crate::access::Settings>,
+    pub access_settings: Arc<collector_shared::access::Settings>,
     /// The deployment's stored session key (`secrets` table), used when `[access]
     /// session_key` is not set; `None`: a random key for this process.
     pub session_secret: Option<[u8; 32]>,
     /// In-flight refusals per request class (admission.rs), for /metrics and /readyz.
-    pub refusals: Arc<crate::admission::Refusals>,
+    pub refusals: Arc<collector_shared::admission::Refusals>,
     pub metrics: FeatureMetrics,
 }
 
@@ -89,7 +90,7 @@ impl AppState {
         teams: TeamsConfig,
         analytics: crate::analysis::Settings,
     ) -> AppState {
-        let mut registry = crate::metrics::registry();
+        let mut registry = collector_shared::metrics::registry();
         let metrics = FeatureMetrics {
             ingest: IngestMetrics::register(&mut registry),
             storage: StorageMetrics::register(&mut registry),
@@ -102,7 +103,7 @@ impl AppState {
         };
         let tasks = Arc::new(TaskHealth::registered(&mut registry));
         let remote_write = Receiver::with_metrics(RemoteWriteMetrics::register(&mut registry));
-        let refusals = crate::admission::Refusals::register(&mut registry);
+        let refusals = collector_shared::admission::Refusals::register(&mut registry);
         let shared = Shared::new(SharedInner {
             store,
             auth,
@@ -152,7 +153,10 @@ impl AppState {
     }
 
     /// The same state with `[access]` settings: who may read, sign in, approve.
-    pub fn with_access(mut self, settings: crate::access::Settings) -> anyhow::Result<AppState> {
+    pub fn with_access(
+        mut self,
+        settings: collector_shared::access::Settings,
+    ) -> anyhow::Result<AppState> {
         let mut s = settings.clone();
         s.secure_cookies |= self.labels.secure_cookies;
         let operators: Vec<_> = self
@@ -177,7 +181,10 @@ impl AppState {
         let key = self
             .shared
             .store
-            .shared_secret(SESSION_KEY_SECRET, &crate::signing::random_key()?)
+            .shared_secret(
+                SESSION_KEY_SECRET,
+                &collector_shared::signing::random_key()?,
+            )
             .await?;
         let key: [u8; 32] = key.try_into().map_err(|k: Vec<u8>| {
             anyhow::anyhow!(

@@ -12,9 +12,9 @@ use prometheus_client::registry::Unit;
 use serde::Deserialize;
 use store::Retention;
 
-use crate::metrics::FGauge;
-use crate::shared::Shared;
-use crate::tasks::{Periodic, Task};
+use collector_shared::metrics::FGauge;
+use collector_shared::shared::Shared;
+use collector_shared::tasks::{Periodic, Task};
 
 /// Minutes younger than this are not rolled up yet: late samples may still arrive for them.
 pub const ROLLUP_GRACE_MS: i64 = 15_000;
@@ -28,11 +28,11 @@ pub const HOT_WINDOW_MS: i64 = 120_000;
 #[derive(Debug, Clone, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct RetentionConfig {
-    #[serde(deserialize_with = "crate::settings::duration")]
+    #[serde(deserialize_with = "collector_shared::settings::duration")]
     pub raw: Duration,
-    #[serde(deserialize_with = "crate::settings::duration")]
+    #[serde(deserialize_with = "collector_shared::settings::duration")]
     pub minute: Duration,
-    #[serde(deserialize_with = "crate::settings::duration")]
+    #[serde(deserialize_with = "collector_shared::settings::duration")]
     pub hour: Duration,
 }
 

@@ -8,10 +8,10 @@ use axum::extract::{Query, State};
 use serde::{Deserialize, Serialize};
 
 use super::state::{Alert, State as AlertState};
-use crate::access::routes::{Need::*, Routes, Teams::*};
-use crate::error::ApiError;
-use crate::openapi::Op;
-use crate::shared::Shared;
+use collector_shared::access::routes::{Need::*, Routes, Teams::*};
+use collector_shared::error::ApiError;
+use collector_shared::openapi::Op;
+use collector_shared::shared::Shared;
 use model::time::rfc3339;
 use serde_json::json;
 use store::alerts::NotificationRecord;
@@ -143,8 +143,8 @@ pub async fn list(
     State(state): State<Shared>,
     q: Result<Query<AlertQuery>, axum::extract::rejection::QueryRejection>,
 ) -> Result<Json<AlertList>, ApiError> {
-    let Query(q) = q.map_err(crate::http::bad_query)?;
-    let limit = crate::http::list_limit(q.limit)?;
+    let Query(q) = q.map_err(collector_shared::http::bad_query)?;
+    let limit = collector_shared::http::list_limit(q.limit)?;
     let wanted = match q.state.as_deref() {
         None => None,
         Some(s) => Some(AlertState::parse(s).ok_or_else(|| {

@@ -10,7 +10,7 @@ use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use super::settings::Receiver;
-use crate::signing::signed;
+use collector_shared::signing::signed;
 use store::Store;
 use store::alerts::Attempt;
 

@@ -176,7 +176,7 @@ mod tests {
         let r = Receiver {
             name: "hook".into(),
             kind: ReceiverKind::Webhook,
-            url: crate::settings::Secret("http://127.0.0.1:1/".into()),
+            url: collector_shared::settings::Secret("http://127.0.0.1:1/".into()),
             secret: None,
             timeout: Duration::from_secs(1),
             send_resolved: true,

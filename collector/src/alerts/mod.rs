@@ -53,7 +53,7 @@ pub struct Alerting {
     settings: Settings,
     rules: Vec<rules::Rule>,
     sender: deliver::Sender,
-    newest: Arc<crate::analysis::Newest>,
+    newest: Arc<collector_shared::newest::Newest>,
     last_prune_ms: i64,
 }
 
@@ -267,9 +267,9 @@ impl Alerting {
 pub fn task(
     store: Store,
     settings: Settings,
-    newest: Arc<crate::analysis::Newest>,
+    newest: Arc<collector_shared::newest::Newest>,
     metrics: AlertMetrics,
-) -> Arc<dyn crate::tasks::Task> {
+) -> Arc<dyn collector_shared::tasks::Task> {
     let every = settings.every;
     let alerting = Alerting::new(settings)
         .map(|mut a| {
@@ -279,7 +279,7 @@ pub fn task(
         })
         .map_err(|e| format!("{e:#}"));
     let alerting = Arc::new(tokio::sync::Mutex::new(alerting));
-    crate::tasks::Periodic::task("alerts", every, move || {
+    collector_shared::tasks::Periodic::task("alerts", every, move || {
         let (store, alerting) = (store.clone(), alerting.clone());
         Box::pin(async move {
             let mut alerting = alerting.lock().await;

@@ -84,7 +84,7 @@ pub struct Rule {
     #[serde(
         rename = "for",
         default,
-        deserialize_with = "crate::settings::duration"
+        deserialize_with = "collector_shared::settings::duration"
     )]
     pub for_: Duration,
     /// `info`, `warning` or `critical`; unset: the finding's own severity.

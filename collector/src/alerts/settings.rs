@@ -6,7 +6,7 @@ use std::time::Duration;
 use serde::Deserialize;
 
 use super::rules::{Kind, Rule};
-use crate::settings::Secret;
+use collector_shared::settings::Secret;
 
 #[derive(Debug, Clone, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -14,22 +14,22 @@ pub struct Settings {
     /// Evaluate rules and deliver notifications (on the collector holding the alerting lock).
     pub enabled: bool,
     /// How often rules are evaluated and due notifications sent.
-    #[serde(deserialize_with = "crate::settings::duration")]
+    #[serde(deserialize_with = "collector_shared::settings::duration")]
     pub every: Duration,
     /// Labels whose values make up a notification group.
     pub group_by: Vec<String>,
     /// How long a new group waits for more alerts before its first notification.
-    #[serde(deserialize_with = "crate::settings::duration")]
+    #[serde(deserialize_with = "collector_shared::settings::duration")]
     pub group_wait: Duration,
     /// How long after a notification a changed group is notified again; also the longest
     /// wait between two delivery attempts.
-    #[serde(deserialize_with = "crate::settings::duration")]
+    #[serde(deserialize_with = "collector_shared::settings::duration")]
     pub group_interval: Duration,
     /// How long after a notification an unchanged, still firing group is notified again.
-    #[serde(deserialize_with = "crate::settings::duration")]
+    #[serde(deserialize_with = "collector_shared::settings::duration")]
     pub repeat_interval: Duration,
     /// Resolved alerts are kept (and served at /api/v1/alerts) this long.
-    #[serde(deserialize_with = "crate::settings::duration")]
+    #[serde(deserialize_with = "collector_shared::settings::duration")]
     pub keep_resolved: Duration,
     /// Base URL of this gpulens, for links in notifications.
     pub external_url: Option<String>,
@@ -58,7 +58,7 @@ pub struct Receiver {
     /// Per attempt.
     #[serde(
         default = "default_timeout",
-        deserialize_with = "crate::settings::duration"
+        deserialize_with = "collector_shared::settings::duration"
     )]
     pub timeout: Duration,
     /// Also notify when a group's alerts resolve.

@@ -11,9 +11,9 @@ use serde::Serialize;
 use super::AnalysisState;
 use super::requested::{Filters, analysis};
 use super::view::{FindingView, RecommendationView};
-use crate::access::routes::{Need::*, Routes, Teams::*};
-use crate::error::ApiError;
-use crate::openapi::{Op, window};
+use collector_shared::access::routes::{Need::*, Routes, Teams::*};
+use collector_shared::error::ApiError;
+use collector_shared::openapi::{Op, window};
 use model::time::rfc3339;
 use serde_json::json;
 
@@ -186,7 +186,7 @@ pub struct FindingsResponse {
 
 pub async fn findings(
     State(state): State<AnalysisState>,
-    caller: crate::access::Caller,
+    caller: collector_shared::access::Caller,
     q: Result<Query<Filters>, QueryRejection>,
 ) -> Result<Json<FindingsResponse>, ApiError> {
     let Query(f) = q.map_err(|e| ApiError::BadRequest(e.body_text()))?;

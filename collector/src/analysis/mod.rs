@@ -10,7 +10,6 @@ pub mod metrics;
 mod pairs;
 pub mod ranged;
 mod requested;
-pub mod stored;
 pub mod view;
 
 use std::collections::BTreeMap;
@@ -24,8 +23,9 @@ use model::rollup::{HOUR_MS, bucket_of};
 
 use store::{LOCK_ANALYTICS, Scope, Store};
 
-use crate::shared::Shared;
 pub use api::routes;
+use collector_shared::newest::{Newest, stored};
+use collector_shared::shared::Shared;
 pub use metrics::AnalysisMetrics;
 use metrics::PassOutcome;
 pub use ranged::{RangeUse, Ranged};
@@ -40,57 +40,13 @@ pub struct AnalysisState {
     pub metrics: AnalysisMetrics,
 }
 
-/// The newest stored analysis, parsed once per analysis and shared by its readers (the
-/// dashboard, `/metrics`, the agents' label endpoint, alerting).
-#[derive(Debug, Default)]
-pub struct Newest {
-    slot: std::sync::Mutex<Option<(i64, std::sync::Arc<Analysis>)>>,
-}
-
-/// Why the newest analysis cannot be had.
-#[derive(Debug, thiserror::Error)]
-pub enum NewestError {
-    #[error(transparent)]
-    Store(#[from] store::StoreError),
-    #[error("the stored analysis cannot be read: {0}")]
-    Corrupt(String),
-}
-
-impl Newest {
-    /// The newest stored analysis (`None` before the first), parsed only when a newer one was
-    /// stored since the last call.
-    pub async fn get(
-        &self,
-        store: &Store,
-    ) -> Result<Option<std::sync::Arc<Analysis>>, NewestError> {
-        let Some(at) = store.latest_analysis_ms().await? else {
-            return Ok(None);
-        };
-        if let Some((cached, a)) = &*self.slot.lock().expect("newest analysis")
-            && *cached == at
-        {
-            return Ok(Some(a.clone()));
-        }
-        let Some(body) = store.latest_analysis().await? else {
-            return Ok(None);
-        };
-        let a: Analysis = tokio::task::spawn_blocking(move || stored::decode(&body))
-            .await
-            .map_err(|e| NewestError::Corrupt(e.to_string()))?
-            .map_err(NewestError::Corrupt)?;
-        let a = std::sync::Arc::new(a);
-        *self.slot.lock().expect("newest analysis") = Some((at, a.clone()));
-        Ok(Some(a))
-    }
-}
-
 /// How much history a scheduled analysis covers, how often it runs, and its thresholds.
 #[derive(Debug, Clone, serde::Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct Settings {
-    #[serde(deserialize_with = "crate::settings::duration")]
+    #[serde(deserialize_with = "collector_shared::settings::duration")]
     pub every: Duration,
-    #[serde(deserialize_with = "crate::settings::duration")]
+    #[serde(deserialize_with = "collector_shared::settings::duration")]
     pub window: Duration,
     /// Stored runs to keep.
     pub keep: i64,
@@ -605,10 +561,10 @@ pub fn task(
     metrics: AnalysisMetrics,
     first_after: std::time::Duration,
     after: Option<AfterAnalysis>,
-) -> Arc<dyn crate::tasks::Task> {
+) -> Arc<dyn collector_shared::tasks::Task> {
     let every = settings.every;
     let shared = Arc::new((store, settings, metrics, after));
-    crate::tasks::Periodic::delayed("analysis", every, first_after, move || {
+    collector_shared::tasks::Periodic::delayed("analysis", every, first_after, move || {
         let shared = shared.clone();
         Box::pin(async move {
             let (store, settings, metrics, after) = &*shared;

@@ -6,9 +6,10 @@ use std::sync::Arc;
 use analytics::Analysis;
 use serde::Deserialize;
 
-use super::{AnalysisState, NewestError};
-use crate::error::ApiError;
-use crate::http::parse_time;
+use super::AnalysisState;
+use collector_shared::error::ApiError;
+use collector_shared::http::parse_time;
+use collector_shared::newest::NewestError;
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]

@@ -6,7 +6,7 @@
 //!
 //! The nested value types (a proposal, its moves and replay; the plan's, funnel's and
 //! outcomes' rows) are served in their serde form, which the stored analysis' golden files
-//! (`collector/tests/data/stored-analysis/`) hold still: renaming one fails that test.
+//! (`collector-shared/tests/data/stored-analysis/`) hold still: renaming one fails that test.
 
 use std::collections::BTreeMap;
 

@@ -10,9 +10,9 @@ use std::time::{Duration, Instant};
 use model::figures::count;
 use model::wire::v1::Batch;
 
-use crate::agent_auth::Auth;
 use crate::config::{IngestConfig, TeamsConfig};
 use crate::state::AppState;
+use collector_shared::agent_auth::Auth;
 use store::{Agg, Entity, Metric, Retention, SeriesQuery, Store};
 
 #[derive(Debug, clap::Args)]
@@ -87,7 +87,7 @@ pub async fn ingest(args: IngestBench) -> anyhow::Result<()> {
     let fleet = simulator::Fleet::new(bench_scenario(args.gpus));
     // The served collector answers requests beyond its in-flight limit 503 (agents retry);
     // the benchmark stays within it.
-    let in_flight = crate::listener::ServerLimits::default().max_in_flight;
+    let in_flight = collector_shared::listener::ServerLimits::default().max_in_flight;
     let nodes = fleet.nodes.len();
     let (concurrency, why) = match args.concurrency.map(usize::from) {
         Some(c) if c > in_flight => anyhow::bail!(

@@ -95,7 +95,7 @@ pub async fn run(args: UiBench) -> anyhow::Result<()> {
         .latest_analysis()
         .await?
         .ok_or_else(|| anyhow::anyhow!("no stored analysis"))?;
-    let analysis = crate::analysis::stored::decode(&body).map_err(anyhow::Error::msg)?;
+    let analysis = collector_shared::newest::stored::decode(&body).map_err(anyhow::Error::msg)?;
     let gpus = store.gpus(None).await?;
     let g = gpus
         .first()

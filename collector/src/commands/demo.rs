@@ -4,11 +4,11 @@
 
 use std::io::Write;
 
-use crate::agent_auth::Auth;
 use crate::commands::cli::DemoArgs;
 use crate::config::Config;
 use crate::simulate::{Driver, load_scenario};
 use crate::state::AppState;
+use collector_shared::agent_auth::Auth;
 use model::figures::count;
 use store::Store;
 
@@ -200,7 +200,7 @@ async fn open(args: &DemoArgs) -> anyhow::Result<(tokio::net::TcpListener, Strin
 /// Backfill progress: the overview's loading notice, and a line at a terminal (rewritten in
 /// place) or in a log (one per tenth).
 fn progress(
-    loading: std::sync::Arc<crate::shared::Loading>,
+    loading: std::sync::Arc<collector_shared::shared::Loading>,
     tty: bool,
 ) -> impl Fn(usize, usize) + Send + Sync + 'static {
     move |done, total| {
@@ -251,8 +251,10 @@ async fn live(
         demand: None,
         reclaim,
     };
-    let runner =
-        crate::tasks::Runner::start(&state.shared.tasks, crate::schedule::standard(state, plan));
+    let runner = collector_shared::tasks::Runner::start(
+        &state.shared.tasks,
+        crate::schedule::standard(state, plan),
+    );
     let live = tokio::spawn(async move { driver.stream(interval, None).await });
     let result = server.await?;
     runner.stop().await;
@@ -378,7 +380,7 @@ pub fn mechanism_records(scenario: &simulator::Scenario) -> anyhow::Result<Vec<(
 async fn record_waiting(
     store: &store::Store,
     scenario: &simulator::Scenario,
-    teams: &crate::teams::TeamsConfig,
+    teams: &collector_shared::teams::TeamsConfig,
     now: i64,
 ) -> anyhow::Result<()> {
     let seen = mechanism_records(scenario)?;

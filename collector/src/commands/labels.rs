@@ -214,7 +214,7 @@ async fn apply(a: ApplyArgs) -> anyhow::Result<()> {
     crate::labels::actions::approve(
         &store,
         &settings,
-        &crate::analysis::Newest::default(),
+        &collector_shared::newest::Newest::default(),
         open.id,
         &a.approver,
         a.override_pods,

@@ -96,10 +96,11 @@ fn alert_rules(args: cli::AlertRulesArgs) -> anyhow::Result<()> {
 /// takes sign-in (`[access]`) or an explicit `--insecure-open`.
 fn refuse_open(
     listen: std::net::SocketAddr,
-    mode: crate::access::Mode,
+    mode: collector_shared::access::Mode,
     insecure_open: bool,
 ) -> anyhow::Result<()> {
-    if listen.ip().is_loopback() || insecure_open || mode == crate::access::Mode::SignIn {
+    if listen.ip().is_loopback() || insecure_open || mode == collector_shared::access::Mode::SignIn
+    {
         return Ok(());
     }
     anyhow::bail!(
@@ -118,7 +119,7 @@ async fn rotate_session_key(args: DbArgs) -> anyhow::Result<()> {
     store
         .replace_secret(
             crate::state::SESSION_KEY_SECRET,
-            &crate::signing::random_key()?,
+            &collector_shared::signing::random_key()?,
         )
         .await?;
     println!(
@@ -160,17 +161,22 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let mode = config.access.mode();
     refuse_open(config.listen, mode, args.insecure_open)?;
     match mode {
-        crate::access::Mode::Open if !config.listen.ip().is_loopback() => {
+        collector_shared::access::Mode::Open if !config.listen.ip().is_loopback() => {
             tracing::warn!(listen = %config.listen, "--insecure-open: the dashboard and the read API answer without sign-in");
         }
-        crate::access::Mode::Open => {
+        collector_shared::access::Mode::Open => {
             tracing::info!(
                 "no sign-in configured ([access]): the dashboard and the read API answer anyone on this loopback address"
             );
         }
-        crate::access::Mode::SignIn => tracing::info!("sign-in required to read ([access])"),
+        collector_shared::access::Mode::SignIn => {
+            tracing::info!("sign-in required to read ([access])")
+        }
     }
-    let auth = crate::agent_auth::Auth::from_config(&config.agents, config.token_review.as_ref())?;
+    let auth = collector_shared::agent_auth::Auth::from_config(
+        &config.agents,
+        config.token_review.as_ref(),
+    )?;
     if config.agents.is_empty() {
         tracing::warn!("no [[agents]] configured: every ingest request will be refused with 401");
     }
@@ -231,8 +237,10 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         )
         .await,
     };
-    let runner =
-        crate::tasks::Runner::start(&state.shared.tasks, crate::schedule::standard(&state, plan));
+    let runner = collector_shared::tasks::Runner::start(
+        &state.shared.tasks,
+        crate::schedule::standard(&state, plan),
+    );
     let result = crate::server::serve_with(
         listener,
         state,
@@ -487,7 +495,7 @@ mod tests {
     #[test]
     fn serving_off_loopback_takes_an_explicit_insecure_open() {
         let any: std::net::SocketAddr = "0.0.0.0:8080".parse().unwrap();
-        use crate::access::Mode::{Open, SignIn};
+        use collector_shared::access::Mode::{Open, SignIn};
         let e = super::refuse_open(any, Open, false)
             .unwrap_err()
             .to_string();

@@ -3,8 +3,8 @@
 //! are signed cookies (access/session.rs); every outcome is an audit line.
 
 use super::page::*;
-use crate::access::oidc::{self, FLOW_COOKIE};
-use crate::access::{Source, audit, session};
+use collector_shared::access::oidc::{self, FLOW_COOKIE};
+use collector_shared::access::{Source, audit, session};
 
 #[derive(Debug, Default, Deserialize)]
 pub struct NextQuery {
@@ -22,7 +22,7 @@ fn login_view(state: &DashboardState, next: &str, error: Option<String>) -> page
             .as_ref()
             .map(|o| o.settings.display_name.clone()),
         tokens: state.access.has_tokens(),
-        open: state.access.mode() == crate::access::Mode::Open,
+        open: state.access.mode() == collector_shared::access::Mode::Open,
     }
 }
 
@@ -309,11 +309,11 @@ pub async fn oidc_callback(
             ),
         );
     }
-    let Some(principal) =
-        state
-            .access
-            .from_groups(&who.name, &who.groups, crate::access::Via::Session)
-    else {
+    let Some(principal) = state.access.from_groups(
+        &who.name,
+        &who.groups,
+        collector_shared::access::Via::Session,
+    ) else {
         audit::refused("no role for this person's groups", Some(&who.name), &caller);
         return refuse(
             StatusCode::FORBIDDEN,

@@ -17,9 +17,9 @@ mod reports;
 mod series;
 mod usage;
 
-use crate::access::routes::{Need::*, Routes, Teams::*};
-use crate::openapi::{Doc::Page, Op};
 use alerts::alerts;
+use collector_shared::access::routes::{Need::*, Routes, Teams::*};
+use collector_shared::openapi::{Doc::Page, Op};
 use findings::{finding, findings};
 use login::{login, login_page, logout, oidc_callback, oidc_start};
 use nodes::{gpu, node, nodes};

@@ -15,10 +15,10 @@ pub(super) use web::format::{enc, time};
 pub(super) use web::pages::{self, Sort};
 pub(super) use web::{Frame, format};
 
-pub(super) use crate::access::{Access, Caller};
-pub(super) use crate::analysis::Newest;
 pub(super) use crate::fleet::node_status;
-pub(super) use crate::shared::Shared;
+pub(super) use collector_shared::access::{Access, Caller};
+pub(super) use collector_shared::newest::Newest;
+pub(super) use collector_shared::shared::Shared;
 pub(super) use store::{Agg, Entity, Metric, SeriesQuery};
 
 /// What the pages need.
@@ -302,7 +302,7 @@ pub(super) async fn analysis(state: &DashboardState) -> Result<Option<Arc<Analys
         .get(&state.shared.store)
         .await
         .map_err(|e| match e {
-            crate::analysis::NewestError::Store(e) => e.into(),
+            collector_shared::newest::NewestError::Store(e) => e.into(),
             e => {
                 tracing::error!(error = %e, "the newest analysis cannot be read");
                 PageError(
@@ -327,7 +327,7 @@ pub(super) fn frame(state: &DashboardState, caller: &Caller, title: impl Into<St
             ),
             None => p.role.as_str().to_owned(),
         }),
-        open: state.access.mode() == crate::access::Mode::Open,
+        open: state.access.mode() == collector_shared::access::Mode::Open,
         notice: None,
         version: env!("CARGO_PKG_VERSION").into(),
     }
@@ -502,7 +502,7 @@ pub(super) fn operator_of_form(
                 .into_response(),
         ));
     };
-    if !crate::signing::constant_time_eq(want.as_bytes(), csrf.as_bytes()) {
+    if !collector_shared::signing::constant_time_eq(want.as_bytes(), csrf.as_bytes()) {
         return Err(Box::new(
             (
             StatusCode::FORBIDDEN,

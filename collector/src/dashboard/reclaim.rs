@@ -113,7 +113,7 @@ async fn decided(
     match crate::reclaim::decide(&state.shared.store, id, &caller, decision, "the dashboard").await
     {
         Ok(()) => {
-            crate::access::audit::reclaim_decided(id, decision.to(), &caller);
+            collector_shared::access::audit::reclaim_decided(id, decision.to(), &caller);
             Redirect::to("/reclaim").into_response()
         }
         Err(e @ (DecideError::Unknown(_) | DecideError::State { .. })) => {

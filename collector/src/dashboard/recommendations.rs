@@ -623,7 +623,7 @@ pub async fn approve(
         _ => false,
     };
     if !belongs {
-        crate::access::audit::refused(
+        collector_shared::access::audit::refused(
             "the approve form's action is not this step's",
             Some(who),
             &caller,
@@ -653,12 +653,16 @@ pub async fn approve(
     .await
     {
         Ok(()) => {
-            crate::access::audit::approved(form.action, &caller, form.override_pods.is_some());
+            collector_shared::access::audit::approved(
+                form.action,
+                &caller,
+                form.override_pods.is_some(),
+            );
             Redirect::to(&format!("{back}?approved={}", form.action)).into_response()
         }
         Err(e) => {
             // Audited as what happened (a refused approval was audited "approved").
-            crate::access::audit::refused(&e.to_string(), Some(who), &caller);
+            collector_shared::access::audit::refused(&e.to_string(), Some(who), &caller);
             Redirect::to(&format!("{back}?error={}", enc(&e.to_string()))).into_response()
         }
     }

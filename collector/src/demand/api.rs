@@ -12,11 +12,11 @@ use serde::{Deserialize, Serialize};
 use serde_json::json;
 use store::waiting::WaitingRecord;
 
-use crate::access::routes::{Need::*, Routes, Teams::*};
-use crate::error::ApiError;
-use crate::http::{bad_query, parse_step, parse_time};
-use crate::openapi::Op;
-use crate::shared::Shared;
+use collector_shared::access::routes::{Need::*, Routes, Teams::*};
+use collector_shared::error::ApiError;
+use collector_shared::http::{bad_query, parse_step, parse_time};
+use collector_shared::openapi::Op;
+use collector_shared::shared::Shared;
 
 /// Most steps one answer has; a finer step over a longer range is refused.
 pub const MAX_STEPS: i64 = 2_000;
@@ -116,7 +116,7 @@ fn points(episodes: &[&WaitingRecord], from: i64, to: i64, step: i64) -> Vec<(i6
 
 pub async fn waiting(
     State(state): State<Shared>,
-    caller: crate::access::Caller,
+    caller: collector_shared::access::Caller,
     p: Result<Query<WaitingParams>, QueryRejection>,
 ) -> Result<Json<WaitingResponse>, ApiError> {
     let Query(p) = p.map_err(bad_query)?;

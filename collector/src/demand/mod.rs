@@ -22,7 +22,7 @@ pub use task::{Poll, task};
 pub async fn connect_if_enabled(
     store: &store::Store,
     s: &Settings,
-    teams: &crate::teams::TeamsConfig,
+    teams: &collector_shared::teams::TeamsConfig,
     metrics: &DemandMetrics,
 ) -> Option<Poll> {
     if !s.pending_pods && s.slurm.is_none() {

@@ -24,18 +24,18 @@ pub struct Settings {
     /// the one cluster the data holds; with several, polls fail until this is set.
     pub cluster: Option<String>,
     /// Time between polls.
-    #[serde(deserialize_with = "crate::settings::duration")]
+    #[serde(deserialize_with = "collector_shared::settings::duration")]
     pub every: Duration,
     /// Most pending pods read per poll, and most Workloads (at most 100,000 each).
     pub max_pods: usize,
     /// How long a waiting episode is kept after it was last seen.
-    #[serde(deserialize_with = "crate::settings::duration")]
+    #[serde(deserialize_with = "collector_shared::settings::duration")]
     pub keep: Duration,
     /// Slurm's pending jobs, read from slurmrestd (unset: Slurm is not read).
     pub slurm: Option<SlurmSettings>,
     /// The longest one poll's reads (every page of every listing, and slurmrestd) may take;
     /// past it the poll fails, records nothing, and says so in `/healthz/tasks`.
-    #[serde(deserialize_with = "crate::settings::duration")]
+    #[serde(deserialize_with = "collector_shared::settings::duration")]
     pub deadline: Duration,
 }
 
@@ -49,7 +49,7 @@ pub struct SlurmSettings {
     #[serde(default = "default_slurm_api")]
     pub api_version: String,
     /// A Slurm JWT (`scontrol token`), sent as `X-SLURM-USER-TOKEN`.
-    pub token: crate::settings::Secret,
+    pub token: collector_shared::settings::Secret,
     /// The Slurm user the token belongs to (`X-SLURM-USER-NAME`).
     pub user: String,
     /// The gpulens cluster name (the agents' `--cluster`) of that Slurm cluster.

@@ -14,7 +14,7 @@ use super::kueue;
 use super::metrics::{DemandMetrics, ResourceLabels};
 use super::pods::waiting_of;
 use super::settings::{PAGE, Settings};
-use crate::teams::TeamsConfig;
+use collector_shared::teams::TeamsConfig;
 
 /// The selector of pods waiting for a node: pending and not bound.
 pub const PENDING_UNBOUND: &str = "status.phase=Pending,spec.nodeName=";
@@ -75,9 +75,10 @@ impl Poll {
     ) -> anyhow::Result<Poll> {
         let client = match (settings.pending_pods, settings.kube_url.as_deref()) {
             (false, _) => None,
-            (true, url) => {
-                Some(crate::kube_api::connect(url, crate::kube_api::Bounds::LISTS).await?)
-            }
+            (true, url) => Some(
+                collector_shared::kube_api::connect(url, collector_shared::kube_api::Bounds::LISTS)
+                    .await?,
+            ),
         };
         let slurm = settings
             .slurm
@@ -96,7 +97,7 @@ impl Poll {
 
     /// The gpulens cluster the pods belong to: the configured one, else the only one stored.
     async fn cluster(&self) -> anyhow::Result<Option<String>> {
-        crate::shared::the_cluster(
+        collector_shared::shared::the_cluster(
             &self.store,
             self.settings.cluster.as_deref(),
             "[demand] cluster",
@@ -380,10 +381,10 @@ impl Poll {
 }
 
 /// The periodic demand poll.
-pub fn task(poll: Poll) -> Arc<dyn crate::tasks::Task> {
+pub fn task(poll: Poll) -> Arc<dyn collector_shared::tasks::Task> {
     let every = poll.settings.every;
     let poll = Arc::new(poll);
-    crate::tasks::Periodic::task("demand_poll", every, move || {
+    collector_shared::tasks::Periodic::task("demand_poll", every, move || {
         let poll = poll.clone();
         Box::pin(async move {
             poll.poll(model::time::now_ms()).await?;

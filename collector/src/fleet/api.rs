@@ -6,7 +6,7 @@ use axum::extract::rejection::QueryRejection;
 use axum::extract::{Query, State};
 use serde::{Deserialize, Serialize};
 
-use crate::error::ApiError;
+use collector_shared::error::ApiError;
 use store::{
     Agg, Entity, GpuRecord, Metric, MigRecord, NodeRecord, Series, SeriesQuery, TenantRecord,
 };
@@ -14,10 +14,10 @@ use store::{
 use model::time::rfc3339;
 
 use super::node_status;
-use crate::access::routes::{Need::*, Routes, Teams::*};
-use crate::http::{bad_query, parse_step, parse_time};
-use crate::openapi::Op;
-use crate::shared::Shared;
+use collector_shared::access::routes::{Need::*, Routes, Teams::*};
+use collector_shared::http::{bad_query, parse_step, parse_time};
+use collector_shared::openapi::Op;
+use collector_shared::shared::Shared;
 use serde_json::json;
 
 /// The inventory and series routes (merged in `router.rs`).
@@ -245,7 +245,7 @@ pub struct TenantView {
 
 pub async fn tenants(
     State(state): State<Shared>,
-    caller: crate::access::Caller,
+    caller: collector_shared::access::Caller,
 ) -> Result<Json<TenantsResponse>, ApiError> {
     let tenants = state
         .store
@@ -317,7 +317,7 @@ pub struct SeriesResponse {
 
 pub async fn series(
     State(state): State<Shared>,
-    caller: crate::access::Caller,
+    caller: collector_shared::access::Caller,
     p: Result<Query<SeriesParams>, QueryRejection>,
 ) -> Result<Json<SeriesResponse>, ApiError> {
     let Query(p) = p.map_err(bad_query)?;

@@ -7,7 +7,7 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Unit;
 
-use crate::metrics::snake_label;
+use collector_shared::metrics::snake_label;
 
 #[derive(Debug, Clone, Copy, Hash, PartialEq, Eq)]
 pub enum Outcome {

@@ -13,11 +13,11 @@ use model::wire::v1::{Batch, Limits};
 use serde::Serialize;
 use serde_json::json;
 
-use crate::access::routes::{Need::*, Routes};
-use crate::error::ApiError;
 use crate::fleet::LatestGpus;
-use crate::openapi::Op;
-use crate::shared::Shared;
+use collector_shared::access::routes::{Need::*, Routes};
+use collector_shared::error::ApiError;
+use collector_shared::openapi::Op;
+use collector_shared::shared::Shared;
 use metrics::{Outcome, OutcomeLabels, RejectReason, RowKind, RowLabels};
 use store::{IngestOutcome, StoreError};
 
@@ -81,8 +81,8 @@ pub struct IngestResponse {
 
 pub async fn ingest(
     State(state): State<IngestState>,
-    client: Option<axum::Extension<crate::tls::ClientIdentity>>,
-    caller: crate::access::Caller,
+    client: Option<axum::Extension<collector_shared::tls::ClientIdentity>>,
+    caller: collector_shared::access::Caller,
     headers: HeaderMap,
     body: Body,
 ) -> Result<Json<IngestResponse>, ApiError> {
@@ -105,7 +105,7 @@ fn because(reason: RejectReason) -> impl FnOnce(ApiError) -> Refusal {
 
 async fn handle(
     state: &IngestState,
-    client: Option<&crate::tls::ClientIdentity>,
+    client: Option<&collector_shared::tls::ClientIdentity>,
     peer: Option<std::net::IpAddr>,
     headers: &HeaderMap,
     body: Body,
@@ -119,7 +119,7 @@ async fn handle(
     let batch = read_batch(state, headers, body).await?;
     // Whose data it is comes first: a batch for a node the token is not bound to is a 403,
     // whatever else is wrong with it.
-    crate::agent_auth::Auth::authorize(&cred, &batch.cluster, &batch.node)
+    collector_shared::agent_auth::Auth::authorize(&cred, &batch.cluster, &batch.node)
         .map_err(because(RejectReason::Forbidden))?;
     // Over mutual TLS the client certificate binds the node as well.
     if let Some(c) = client

@@ -9,7 +9,7 @@ use super::kube::Cluster;
 use super::metrics::LabelMetrics;
 use super::settings::{Mode, Settings};
 use super::workflow::{self, Audit, Limits, Outcome, Plan};
-use crate::analysis::{Newest, NewestError};
+use collector_shared::newest::{Newest, NewestError};
 use store::Store;
 use store::label_actions::{
     ActionFilter, ActionState, LabelStep, NewLabelAction, OPEN, Transition,
@@ -407,7 +407,7 @@ pub async fn run_approved(
             }
         };
         let (state, reason) = state_of(&outcome);
-        crate::access::audit::label_applied(
+        collector_shared::access::audit::label_applied(
             a.id,
             &a.node,
             &a.label,
@@ -530,10 +530,10 @@ pub fn task(
     cluster: Cluster,
     settings: Settings,
     metrics: LabelMetrics,
-) -> std::sync::Arc<dyn crate::tasks::Task> {
+) -> std::sync::Arc<dyn collector_shared::tasks::Task> {
     let every = settings.every;
     let shared = std::sync::Arc::new((store, cluster, settings, metrics));
-    crate::tasks::Periodic::task("label_actions", every, move || {
+    collector_shared::tasks::Periodic::task("label_actions", every, move || {
         let shared = shared.clone();
         Box::pin(async move {
             let (store, cluster, settings, metrics) = &*shared;

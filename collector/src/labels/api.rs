@@ -10,10 +10,10 @@ use std::sync::Arc;
 
 use super::actions::{self, ApproveError};
 use super::settings::{Mode, Settings};
-use crate::analysis::{Newest, NewestError};
-use crate::error::ApiError;
-use crate::http::StepView;
-use crate::shared::Shared;
+use collector_shared::error::ApiError;
+use collector_shared::http::StepView;
+use collector_shared::newest::{Newest, NewestError};
+use collector_shared::shared::Shared;
 use model::time::rfc3339;
 
 /// What the label handlers need.
@@ -25,8 +25,8 @@ pub struct LabelsState {
     pub newest: Arc<Newest>,
 }
 
-use crate::access::routes::{Need::*, Routes, Teams::*};
-use crate::openapi::Op;
+use collector_shared::access::routes::{Need::*, Routes, Teams::*};
+use collector_shared::openapi::Op;
 use serde_json::json;
 use store::label_actions::{ActionFilter, ActionState, LabelActionRecord};
 
@@ -102,8 +102,8 @@ pub async fn list(
     State(state): State<LabelsState>,
     q: Result<Query<ListQuery>, axum::extract::rejection::QueryRejection>,
 ) -> Result<Json<ActionList>, ApiError> {
-    let Query(q) = q.map_err(crate::http::bad_query)?;
-    let limit = crate::http::list_limit(q.limit)?;
+    let Query(q) = q.map_err(collector_shared::http::bad_query)?;
+    let limit = collector_shared::http::list_limit(q.limit)?;
     let states: Vec<ActionState> = match q.state.as_deref() {
         None => Vec::new(),
         Some(s) => vec![ActionState::parse(s).ok_or_else(|| {
@@ -150,7 +150,7 @@ pub struct Approved {
 pub async fn approve(
     State(state): State<LabelsState>,
     id: Result<Path<i64>, axum::extract::rejection::PathRejection>,
-    caller: crate::access::Caller,
+    caller: collector_shared::access::Caller,
     body: axum::body::Body,
 ) -> Result<Json<Approved>, ApiError> {
     // The access table lets only operators' bearer tokens this far.
@@ -182,7 +182,7 @@ pub async fn approve(
     .await
     {
         Ok(()) => {
-            crate::access::audit::approved(id, &caller, body.override_pods);
+            collector_shared::access::audit::approved(id, &caller, body.override_pods);
             Ok(Json(Approved {
                 id,
                 state: ActionState::Approved,
@@ -191,7 +191,7 @@ pub async fn approve(
         }
         Err(e) => {
             // What happened is audited: a refused approval is refused, not approved.
-            crate::access::audit::refused(&e.to_string(), Some(&who), &caller);
+            collector_shared::access::audit::refused(&e.to_string(), Some(&who), &caller);
             Err(match e {
                 ApproveError::Unknown(_) => ApiError::NotFound(format!("no label action {id}")),
                 ApproveError::Mode(_)
@@ -268,7 +268,7 @@ pub async fn node_labels(
     Path(node): Path<String>,
     q: Result<Query<NodeLabelsQuery>, axum::extract::rejection::QueryRejection>,
     headers: HeaderMap,
-    caller: crate::access::Caller,
+    caller: collector_shared::access::Caller,
 ) -> Result<Json<NodeLabels>, ApiError> {
     // The token first, counted and audited as ingest counts it (wrong tokens here
     // were neither limited nor audited).
@@ -277,8 +277,8 @@ pub async fn node_labels(
         .auth
         .check_headers(&headers, caller.addr)
         .await?;
-    let Query(q) = q.map_err(crate::http::bad_query)?;
-    crate::agent_auth::Auth::authorize(&id, &q.cluster, &node)?;
+    let Query(q) = q.map_err(collector_shared::http::bad_query)?;
+    collector_shared::agent_auth::Auth::authorize(&id, &q.cluster, &node)?;
     if state.labels.mode == Mode::Off {
         return Err(ApiError::Conflict(
             "node labels are off on this collector ([labels] mode = \"off\")".into(),

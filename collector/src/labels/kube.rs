@@ -94,7 +94,9 @@ impl Cluster {
     /// The cluster at `url` (plain or TLS, no credentials: tests and `kubectl proxy`), or, with
     /// `None`, the in-cluster service account or the local kubeconfig.
     pub async fn connect(url: Option<&str>) -> anyhow::Result<Cluster> {
-        let client = crate::kube_api::connect(url, crate::kube_api::Bounds::WATCHES).await?;
+        let client =
+            collector_shared::kube_api::connect(url, collector_shared::kube_api::Bounds::WATCHES)
+                .await?;
         Ok(Cluster { client })
     }
 

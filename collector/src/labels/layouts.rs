@@ -31,7 +31,7 @@ pub struct Settings {
     /// How long to wait after a ConfigMap changed before writing the label: the kubelet
     /// projects ConfigMap updates into the operator's mounted volume only after its sync
     /// period (about a minute), and a label written sooner selects a config not yet there.
-    #[serde(deserialize_with = "crate::settings::duration")]
+    #[serde(deserialize_with = "collector_shared::settings::duration")]
     pub sync_wait: Duration,
 }
 

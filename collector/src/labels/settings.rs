@@ -45,16 +45,16 @@ pub struct Settings {
     /// the dashboard is reached over TLS (a TLS-terminating ingress or proxy).
     pub secure_cookies: bool,
     /// How long the workflow waits for GPU pods to leave a cordoned node.
-    #[serde(deserialize_with = "crate::settings::duration")]
+    #[serde(deserialize_with = "collector_shared::settings::duration")]
     pub drain_timeout: Duration,
     /// How long the MIG manager may take to report success.
-    #[serde(deserialize_with = "crate::settings::duration")]
+    #[serde(deserialize_with = "collector_shared::settings::duration")]
     pub config_timeout: Duration,
     /// At most one GPU Operator change per node in this long.
-    #[serde(deserialize_with = "crate::settings::duration")]
+    #[serde(deserialize_with = "collector_shared::settings::duration")]
     pub min_interval: Duration,
     /// How often approved changes are looked for.
-    #[serde(deserialize_with = "crate::settings::duration")]
+    #[serde(deserialize_with = "collector_shared::settings::duration")]
     pub every: Duration,
     /// People who may approve changes through the API (`Authorization: Bearer <token>`).
     pub operators: Vec<Operator>,
@@ -69,7 +69,7 @@ pub struct Settings {
 pub struct Operator {
     /// Recorded as the approver.
     pub name: String,
-    pub token: crate::settings::Secret,
+    pub token: collector_shared::settings::Secret,
 }
 
 impl Default for Settings {

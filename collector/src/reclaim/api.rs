@@ -12,11 +12,11 @@ use serde_json::json;
 use store::reclaim_cases::{CaseFilter, CaseRecord, CaseState, Move};
 
 use super::settings::Settings;
-use crate::access::routes::{Need::*, Routes, Teams::*};
-use crate::error::ApiError;
-use crate::http::StepView;
-use crate::openapi::Op;
-use crate::shared::Shared;
+use collector_shared::access::routes::{Need::*, Routes, Teams::*};
+use collector_shared::error::ApiError;
+use collector_shared::http::StepView;
+use collector_shared::openapi::Op;
+use collector_shared::shared::Shared;
 
 /// What the reclaim handlers need.
 #[derive(Debug, Clone)]
@@ -158,10 +158,10 @@ pub struct CaseList {
 pub async fn list(
     State(state): State<ReclaimState>,
     q: Result<Query<ListQuery>, axum::extract::rejection::QueryRejection>,
-    caller: crate::access::Caller,
+    caller: collector_shared::access::Caller,
 ) -> Result<Json<CaseList>, ApiError> {
-    let Query(q) = q.map_err(crate::http::bad_query)?;
-    let limit = crate::http::list_limit(q.limit)?;
+    let Query(q) = q.map_err(collector_shared::http::bad_query)?;
+    let limit = collector_shared::http::list_limit(q.limit)?;
     let states: Vec<CaseState> = match q.state.as_deref() {
         None => Vec::new(),
         Some(s) => vec![CaseState::parse(s).ok_or_else(|| {
@@ -261,7 +261,7 @@ pub enum DecideError {
 pub async fn decide(
     store: &store::Store,
     id: i64,
-    caller: &crate::access::Caller,
+    caller: &collector_shared::access::Caller,
     decision: Decision,
     via: &str,
 ) -> Result<(), DecideError> {
@@ -277,7 +277,7 @@ pub async fn decide(
         return Err(DecideError::Unknown(id));
     };
     if !caller.sees_team(Some(&case.case.team)) {
-        crate::access::audit::refused(
+        collector_shared::access::audit::refused(
             &format!("reclaim case {id} is another team's"),
             caller.name(),
             caller,
@@ -322,7 +322,7 @@ pub async fn decide(
 async fn decide_api(
     state: &ReclaimState,
     id: Result<Path<i64>, axum::extract::rejection::PathRejection>,
-    caller: &crate::access::Caller,
+    caller: &collector_shared::access::Caller,
     decision: Decision,
 ) -> Result<Json<Decided>, ApiError> {
     let who = caller
@@ -332,7 +332,7 @@ async fn decide_api(
     let Path(id) = id.map_err(|e| ApiError::BadRequest(e.body_text()))?;
     match decide(&state.shared.store, id, caller, decision, "the API").await {
         Ok(()) => {
-            crate::access::audit::reclaim_decided(id, decision.to(), caller);
+            collector_shared::access::audit::reclaim_decided(id, decision.to(), caller);
             Ok(Json(Decided {
                 id,
                 state: decision.to(),
@@ -348,7 +348,7 @@ async fn decide_api(
 pub async fn approve(
     State(state): State<ReclaimState>,
     id: Result<Path<i64>, axum::extract::rejection::PathRejection>,
-    caller: crate::access::Caller,
+    caller: collector_shared::access::Caller,
 ) -> Result<Json<Decided>, ApiError> {
     decide_api(&state, id, &caller, Decision::Approve).await
 }
@@ -356,7 +356,7 @@ pub async fn approve(
 pub async fn cancel(
     State(state): State<ReclaimState>,
     id: Result<Path<i64>, axum::extract::rejection::PathRejection>,
-    caller: crate::access::Caller,
+    caller: collector_shared::access::Caller,
 ) -> Result<Json<Decided>, ApiError> {
     decide_api(&state, id, &caller, Decision::Cancel).await
 }

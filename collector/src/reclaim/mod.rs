@@ -26,7 +26,7 @@ use std::sync::Arc;
 pub async fn connect_if_enabled(
     store: &store::Store,
     settings: &Settings,
-    newest: Arc<crate::analysis::Newest>,
+    newest: Arc<collector_shared::newest::Newest>,
     retention: store::Retention,
     receivers: Vec<Receiver>,
     metrics: &ReclaimMetrics,
@@ -34,9 +34,11 @@ pub async fn connect_if_enabled(
     if settings.policies.is_empty() {
         return None;
     }
-    let client =
-        crate::kube_api::connect(settings.kube_url.as_deref(), crate::kube_api::Bounds::LISTS)
-            .await;
+    let client = collector_shared::kube_api::connect(
+        settings.kube_url.as_deref(),
+        collector_shared::kube_api::Bounds::LISTS,
+    )
+    .await;
     match client {
         Ok(client) => {
             tracing::info!(
@@ -62,10 +64,10 @@ pub async fn connect_if_enabled(
 }
 
 /// The periodic reclaim pass.
-pub fn task(reclaim: Reclaim) -> Arc<dyn crate::tasks::Task> {
+pub fn task(reclaim: Reclaim) -> Arc<dyn collector_shared::tasks::Task> {
     let every = reclaim.settings.every;
     let reclaim = Arc::new(reclaim);
-    crate::tasks::Periodic::task("reclaim", every, move || {
+    collector_shared::tasks::Periodic::task("reclaim", every, move || {
         let reclaim = reclaim.clone();
         Box::pin(async move {
             if let Some(r) = reclaim.pass_at(model::time::now_ms()).await?

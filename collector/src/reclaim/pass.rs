@@ -46,7 +46,7 @@ pub struct Reclaim {
     pub store: Store,
     pub cluster: Cluster,
     pub settings: Arc<Settings>,
-    pub newest: Arc<crate::analysis::Newest>,
+    pub newest: Arc<collector_shared::newest::Newest>,
     pub retention: Retention,
     pub receivers: Vec<Receiver>,
     pub metrics: ReclaimMetrics,
@@ -116,7 +116,9 @@ impl Reclaim {
     /// (with several and none configured, nothing is taken up and the log says why).
     async fn cluster(&self) -> anyhow::Result<Option<String>> {
         let configured = self.settings.cluster.as_deref();
-        match crate::shared::the_cluster(&self.store, configured, "[reclaim] cluster").await {
+        match collector_shared::shared::the_cluster(&self.store, configured, "[reclaim] cluster")
+            .await
+        {
             Ok(c) => Ok(c),
             Err(e) => {
                 tracing::warn!(error = %e, "no reclaim case is opened");

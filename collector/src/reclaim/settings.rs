@@ -16,7 +16,7 @@ pub struct Settings {
     /// policies whose action is not `report` act.
     pub dry_run: bool,
     /// Time between passes.
-    #[serde(deserialize_with = "crate::settings::duration")]
+    #[serde(deserialize_with = "collector_shared::settings::duration")]
     pub every: Duration,
     /// The API server; unset: the in-cluster service account, else the local kubeconfig.
     pub kube_url: Option<String>,
@@ -49,13 +49,13 @@ pub struct Policy {
     /// How long the holding has been idle now, at least.
     #[serde(
         default = "default_min_idle",
-        deserialize_with = "crate::settings::duration"
+        deserialize_with = "collector_shared::settings::duration"
     )]
     pub min_idle: Duration,
     /// Between the notice and the action: use in this time cancels the case.
     #[serde(
         default = "default_grace",
-        deserialize_with = "crate::settings::duration"
+        deserialize_with = "collector_shared::settings::duration"
     )]
     pub grace: Duration,
     /// What is done once the grace is over.

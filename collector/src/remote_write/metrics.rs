@@ -5,7 +5,7 @@ use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 
-use crate::metrics::snake_label;
+use collector_shared::metrics::snake_label;
 
 /// Why a remote-written sample was not stored.
 #[derive(Debug, Clone, Copy, Hash, PartialEq, Eq)]

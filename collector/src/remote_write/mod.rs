@@ -36,12 +36,12 @@ use model::{Allocation, GpuInfo, GpuSample, MigSample, Tenant, TenantKind};
 
 use std::sync::Arc;
 
-use crate::access::routes::{Need::*, Routes};
-use crate::error::ApiError;
 use crate::fleet::LatestGpus;
 use crate::ingest::IngestConfig;
-use crate::openapi::Op;
-use crate::shared::Shared;
+use collector_shared::access::routes::{Need::*, Routes};
+use collector_shared::error::ApiError;
+use collector_shared::openapi::Op;
+use collector_shared::shared::Shared;
 use serde_json::json;
 
 pub mod metrics;
@@ -723,8 +723,11 @@ pub async fn settle(state: &RemoteWriteState) -> Result<(), store::StoreError> {
 
 /// Settling as a background task, every `every`: scrapes of hosts that went quiet are stored
 /// even when no request comes to do it.
-pub fn task(state: RemoteWriteState, every: std::time::Duration) -> Arc<dyn crate::tasks::Task> {
-    crate::tasks::Periodic::task("remote_write_settle", every, move || {
+pub fn task(
+    state: RemoteWriteState,
+    every: std::time::Duration,
+) -> Arc<dyn collector_shared::tasks::Task> {
+    collector_shared::tasks::Periodic::task("remote_write_settle", every, move || {
         let state = state.clone();
         Box::pin(async move { Ok(settle(&state).await?) })
     })
@@ -772,7 +775,7 @@ fn check_protocol(headers: &HeaderMap) -> Result<(), ApiError> {
 
 pub async fn write(
     State(state): State<RemoteWriteState>,
-    caller: crate::access::Caller,
+    caller: collector_shared::access::Caller,
     headers: HeaderMap,
     body: axum::body::Body,
 ) -> Result<StatusCode, ApiError> {
@@ -800,14 +803,14 @@ pub async fn write(
         ))
     })?;
     let req = decode(&body, state.ingest.max_decoded_bytes).map_err(ApiError::BadRequest)?;
-    let default_cluster = crate::agent_auth::Auth::cluster(&cred)
+    let default_cluster = collector_shared::agent_auth::Auth::cluster(&cred)
         .unwrap_or("default")
         .to_owned();
     // Every host the request names must be one the token may send for.
     for ts in &req.timeseries {
         if let Some(host) = node_of(&ts.labels) {
             let cluster = label(&ts.labels, "cluster").unwrap_or(&default_cluster);
-            crate::agent_auth::Auth::authorize(&cred, cluster, host)?;
+            collector_shared::agent_auth::Auth::authorize(&cred, cluster, host)?;
         }
     }
     let sent = req.timeseries.len();

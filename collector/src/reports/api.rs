@@ -10,10 +10,10 @@ use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 
 use super::{Settings, link};
-use crate::access::routes::{Need::*, Routes, Teams::*};
-use crate::error::ApiError;
-use crate::openapi::Op;
-use crate::shared::Shared;
+use collector_shared::access::routes::{Need::*, Routes, Teams::*};
+use collector_shared::error::ApiError;
+use collector_shared::openapi::Op;
+use collector_shared::shared::Shared;
 use model::time::rfc3339;
 use serde_json::json;
 
@@ -84,7 +84,7 @@ pub async fn list(
     State(state): State<ReportsState>,
     q: Result<Query<ListQuery>, axum::extract::rejection::QueryRejection>,
 ) -> Result<Json<ReportList>, ApiError> {
-    let Query(q) = q.map_err(crate::http::bad_query)?;
+    let Query(q) = q.map_err(collector_shared::http::bad_query)?;
     let limit = q.limit.unwrap_or(52);
     if !(1..=520).contains(&limit) {
         return Err(ApiError::BadRequest(format!(
@@ -129,7 +129,7 @@ pub async fn get(
     Path(week): Path<String>,
     q: Result<Query<GetQuery>, axum::extract::rejection::QueryRejection>,
 ) -> Result<Response, ApiError> {
-    let Query(q) = q.map_err(crate::http::bad_query)?;
+    let Query(q) = q.map_err(collector_shared::http::bad_query)?;
     let w: super::week::IsoWeek = week.parse().map_err(ApiError::BadRequest)?;
     let tz = q
         .timezone

@@ -18,7 +18,7 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-use crate::settings::Secret;
+use collector_shared::settings::Secret;
 use content::ReportData;
 use store::reports::StoredReport;
 use store::{LOCK_REPORTS, Store};
@@ -33,7 +33,7 @@ pub struct Settings {
     /// IANA time zone whose Monday midnights bound the weeks.
     pub timezone: String,
     /// How long after the week ends its report is made (late data, rollups).
-    #[serde(deserialize_with = "crate::settings::duration")]
+    #[serde(deserialize_with = "collector_shared::settings::duration")]
     pub delay: Duration,
     /// Base URL of this gpulens, for links in the webhook message.
     pub external_url: Option<String>,
@@ -263,7 +263,7 @@ async fn announce(s: &Settings, w: &Webhook, r: &StoredReport) -> anyhow::Result
         let req = http
             .post(&w.url.0)
             .header("content-type", "application/json");
-        match crate::signing::signed(req, w.secret.as_ref(), &body)
+        match collector_shared::signing::signed(req, w.secret.as_ref(), &body)
             .body(body.clone())
             .send()
             .await
@@ -352,11 +352,11 @@ pub fn task(
     s: Settings,
     thresholds: analytics::Config,
     metrics: ReportMetrics,
-) -> std::sync::Arc<dyn crate::tasks::Task> {
+) -> std::sync::Arc<dyn collector_shared::tasks::Task> {
     // Weeks without data are looked at once per run, not every ten minutes.
     let empty: std::sync::Arc<tokio::sync::Mutex<Option<String>>> = Default::default();
     let shared = std::sync::Arc::new((store, s, thresholds, metrics));
-    crate::tasks::Periodic::task("reports", Duration::from_secs(600), move || {
+    collector_shared::tasks::Periodic::task("reports", Duration::from_secs(600), move || {
         let (shared, empty) = (shared.clone(), empty.clone());
         Box::pin(async move {
             let (store, s, thresholds, metrics) = &*shared;
@@ -409,7 +409,7 @@ mod tests {
         })
         .await;
         let hook = super::Webhook {
-            url: crate::settings::Secret(format!("{}/hook", peer.url)),
+            url: collector_shared::settings::Secret(format!("{}/hook", peer.url)),
             kind: "json".into(),
             secret: None,
         };
@@ -431,7 +431,7 @@ mod tests {
         })
         .await;
         let hook = super::Webhook {
-            url: crate::settings::Secret(format!("{}/hook", redirect.url)),
+            url: collector_shared::settings::Secret(format!("{}/hook", redirect.url)),
             ..hook
         };
         let e = super::announce(&super::Settings::default(), &hook, &report)

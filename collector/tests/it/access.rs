@@ -10,10 +10,10 @@ use std::net::SocketAddr;
 use axum::body::Body;
 use axum::extract::ConnectInfo;
 use axum::http::{Method, Request, StatusCode, header};
-use collector::access::routes::{Need, Routes, Rule};
 use collector::config::{Config, TeamsConfig};
-use collector::openapi::Doc::Page;
 use collector::{router::router, state::AppState};
+use collector_shared::access::routes::{Need, Routes, Rule};
+use collector_shared::openapi::Doc::Page;
 use serde_json::Value;
 use tower::ServiceExt;
 
@@ -58,7 +58,7 @@ async fn every_route_has_exactly_one_access_rule() {
             .get("/x", Need::Public, Page, || async { "" })
             .merge(Routes::new().get(
                 "/x",
-                Need::Operate(collector::access::routes::Teams::AllTeams),
+                Need::Operate(collector_shared::access::routes::Teams::AllTeams),
                 Page,
                 || async { "" },
             ))

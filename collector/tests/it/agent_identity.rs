@@ -44,9 +44,11 @@ kube_url = "{}"
         kube.url()
     ))
     .unwrap();
-    let auth =
-        collector::agent_auth::Auth::from_config(&config.agents, config.token_review.as_ref())
-            .unwrap();
+    let auth = collector_shared::agent_auth::Auth::from_config(
+        &config.agents,
+        config.token_review.as_ref(),
+    )
+    .unwrap();
     let state = collector::state::AppState::new(
         t.store.clone(),
         auth,

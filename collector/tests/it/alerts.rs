@@ -21,7 +21,7 @@ use collector::alerts::Alerting;
 use collector::alerts::rules::{Kind, Rule};
 use collector::alerts::settings::{Receiver, ReceiverKind, Settings};
 use collector::config::Secret;
-use collector::signing;
+use collector_shared::signing;
 use serde_json::Value;
 use store::Store;
 use store::label_actions::{NewLabelAction, Transition};

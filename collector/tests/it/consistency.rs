@@ -234,7 +234,7 @@ async fn day_of_the_fleet() -> (
     let t = crate::support::sqlite().await;
     let now = collector::now_ms();
     let to = now - now % 60_000;
-    let teams = collector::teams::TeamsConfig::default();
+    let teams = collector_shared::teams::TeamsConfig::default();
     crate::analytics::load_with_teams(&t.store, &fleet, "facts", to - 24 * 3_600_000, to, &|t| {
         teams.team_of(t)
     })

@@ -206,7 +206,7 @@ async fn a_scenarios_focus_rows_parse_and_add_up_to_the_funnel() {
         ));
     }
     // Served: the same CSV, a team-scoped reader's rows only its team's.
-    let access: collector::access::Settings = toml::from_str(&format!(
+    let access: collector_shared::access::Settings = toml::from_str(&format!(
         r#"
         mode = "sign-in"
         [[tokens]]

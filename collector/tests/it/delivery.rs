@@ -6,9 +6,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use collector::agent_auth::Auth;
 use collector::config::{IngestConfig, TeamsConfig};
 use collector::state::AppState;
+use collector_shared::agent_auth::Auth;
 use ingest_client::{Backoff, Client, Delivered};
 use store::{Retention, Store};
 

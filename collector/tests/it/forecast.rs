@@ -94,7 +94,7 @@ async fn a_scenario_is_forecast_per_pool_and_team_and_served() {
     collector::analysis::save(&t.store, &a, to, 48)
         .await
         .unwrap();
-    let access: collector::access::Settings = toml::from_str(&format!(
+    let access: collector_shared::access::Settings = toml::from_str(&format!(
         r#"
         mode = "sign-in"
         [[tokens]]

@@ -48,7 +48,7 @@ async fn no_answer_can_be_framed_pages_api_or_errors() {
 #[tokio::test]
 async fn wrong_tokens_on_the_node_labels_route_are_limited() {
     let t = crate::support::sqlite().await;
-    let mut auth = collector::agent_auth::Auth::default();
+    let mut auth = collector_shared::agent_auth::Auth::default();
     auth.add("node-token-right-1", vec!["gpu-1".into()], None);
     let state = collector::state::AppState::new(
         t.store.clone(),
@@ -82,7 +82,7 @@ async fn wrong_tokens_on_the_node_labels_route_are_limited() {
 #[tokio::test]
 async fn a_sign_in_in_progress_is_spent_by_its_first_callback() {
     let t = crate::support::sqlite().await;
-    let access: collector::access::Settings = toml::from_str(
+    let access: collector_shared::access::Settings = toml::from_str(
         r#"
         session_key = "test-session-key-0123456789"
         [oidc]
@@ -101,7 +101,7 @@ async fn a_sign_in_in_progress_is_spent_by_its_first_callback() {
                 header::COOKIE,
                 format!(
                     "{}=a-flow-cookie-value",
-                    collector::access::oidc::FLOW_COOKIE
+                    collector_shared::access::oidc::FLOW_COOKIE
                 ),
             )
             .body(Body::empty())

@@ -65,7 +65,7 @@ async fn the_demand_poll_ends_every_hostile_pass_and_ingest_keeps_answering() {
     use collector::demand::{DemandMetrics, Poll, Settings};
 
     let t = crate::support::sqlite().await;
-    let mut auth = collector::agent_auth::Auth::default();
+    let mut auth = collector_shared::agent_auth::Auth::default();
     auth.add("hostile-agent-token-1", vec!["*".into()], None);
     let state = collector::state::AppState::new(
         t.store.clone(),
@@ -237,7 +237,7 @@ async fn task_errors_are_clipped_and_shown_to_signed_in_readers_only() {
     use tower::ServiceExt;
 
     let t = crate::support::sqlite().await;
-    let access: collector::access::Settings = toml::from_str(
+    let access: collector_shared::access::Settings = toml::from_str(
         r#"
         mode = "sign-in"
         [[tokens]]
@@ -250,14 +250,15 @@ async fn task_errors_are_clipped_and_shown_to_signed_in_readers_only() {
         .with_access(access)
         .unwrap();
     let huge = "slurmrestd reports cluster-a-secret ".repeat(100_000);
-    let task = collector::tasks::Periodic::task("hostile_pass", Duration::from_secs(3600), {
-        let huge = huge.clone();
-        move || {
+    let task =
+        collector_shared::tasks::Periodic::task("hostile_pass", Duration::from_secs(3600), {
             let huge = huge.clone();
-            Box::pin(async move { anyhow::bail!("{huge}") })
-        }
-    });
-    let runner = collector::tasks::Runner::start(&state.shared.tasks, vec![task]);
+            move || {
+                let huge = huge.clone();
+                Box::pin(async move { anyhow::bail!("{huge}") })
+            }
+        });
+    let runner = collector_shared::tasks::Runner::start(&state.shared.tasks, vec![task]);
     let deadline = Instant::now() + Duration::from_secs(10);
     while state.shared.tasks.failing().is_empty() {
         assert!(Instant::now() < deadline, "the pass never ran");
@@ -299,7 +300,7 @@ async fn task_errors_are_clipped_and_shown_to_signed_in_readers_only() {
         "{text:.80}"
     );
     assert!(
-        text.len() <= collector::tasks::MAX_ERROR + 3,
+        text.len() <= collector_shared::tasks::MAX_ERROR + 3,
         "{} bytes",
         text.len()
     );
@@ -324,14 +325,14 @@ async fn an_openid_provider_answering_without_end_fails_the_sign_in_quickly() {
         },
     ] {
         let peer = Hostile::start(behaviour).await;
-        let settings: collector::access::settings::Oidc = toml::from_str(&format!(
+        let settings: collector_shared::access::settings::Oidc = toml::from_str(&format!(
             r#"issuer = "{}"
                client_id = "gpulens"
                redirect_url = "http://127.0.0.1:1/auth/callback""#,
             peer.url
         ))
         .unwrap();
-        let provider = collector::access::oidc::Provider::new(settings);
+        let provider = collector_shared::access::oidc::Provider::new(settings);
         let started = Instant::now();
         let err = provider
             .start(&[7; 32], "/", collector::now_ms())

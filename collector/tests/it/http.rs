@@ -5,9 +5,9 @@ use std::io::Write;
 
 use axum::body::Body;
 use axum::http::{Request, StatusCode};
-use collector::agent_auth::Auth;
 use collector::config::{IngestConfig, TeamsConfig};
 use collector::{router::router, state::AppState};
+use collector_shared::agent_auth::Auth;
 use serde_json::Value;
 use store::Retention;
 use tower::ServiceExt;

@@ -171,7 +171,7 @@ async fn applied_steps_are_checked_against_their_prediction() {
     let ids = actions::record_plans(store, &plans, "gpulens-analysis", collector::now_ms())
         .await
         .unwrap();
-    let newest = collector::analysis::Newest::default();
+    let newest = collector_shared::newest::Newest::default();
     for id in &ids {
         actions::approve(
             store,

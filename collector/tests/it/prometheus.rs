@@ -46,7 +46,7 @@ async fn the_collectors_metrics_pass_promtool() {
     let state = collector::state::AppState::new(
         t.store.clone(),
         {
-            let mut a = collector::agent_auth::Auth::default();
+            let mut a = collector_shared::agent_auth::Auth::default();
             a.add("metrics-token", vec!["*".into()], None);
             a
         },

@@ -10,8 +10,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use axum::routing::get;
-use collector::agent_auth::Auth;
 use collector::{router::router, state::AppState};
+use collector_shared::agent_auth::Auth;
 use store::{Agg, Entity, Metric, Retention, SeriesQuery};
 
 const SAMPLE: &str = include_str!("../../../agent/tests/fixtures/dcgm/a100-mig-sample.prom");

@@ -5,9 +5,9 @@
 
 use std::time::Duration;
 
-use collector::agent_auth::Auth;
 use collector::config::{IngestConfig, TeamsConfig};
 use collector::state::AppState;
+use collector_shared::agent_auth::Auth;
 use store::{Retention, TableCounts};
 
 use crate::support;
@@ -126,7 +126,7 @@ async fn mutated_batches_and_queries_never_get_a_5xx_nor_store_anything_when_ref
         state.remote_write_state(),
         Duration::from_millis(300),
     ));
-    let runner = collector::tasks::Runner::start(&state.shared.tasks, upkeep);
+    let runner = collector_shared::tasks::Runner::start(&state.shared.tasks, upkeep);
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let base_url = format!("http://{}", listener.local_addr().unwrap());
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();

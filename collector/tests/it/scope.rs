@@ -5,9 +5,9 @@
 
 use axum::body::Body;
 use axum::http::{Request, StatusCode, header};
-use collector::access::Caller;
-use collector::access::routes::Need;
 use collector::labels::settings::{Mode, Settings as LabelSettings};
+use collector_shared::access::Caller;
+use collector_shared::access::routes::Need;
 use store::reclaim_cases::{CaseFilter, NewCase};
 use tower::ServiceExt;
 
@@ -79,7 +79,7 @@ async fn a_team_scoped_operator_changes_nothing_of_another_team_on_any_route() {
     let action = newest_action(&t.store).await;
     assert_eq!(action.state.as_str(), "planned");
 
-    let access: collector::access::Settings = toml::from_str(&format!(
+    let access: collector_shared::access::Settings = toml::from_str(&format!(
         r#"
         mode = "sign-in"
         [[tokens]]

@@ -248,6 +248,6 @@ fn the_documented_access_example_loads() {
         &format!("{}/", dir.path().display()),
     );
     let c = Config::parse(&text).unwrap_or_else(|e| panic!("{e}\n{text}"));
-    assert_eq!(c.access.mode(), collector::access::Mode::SignIn);
-    collector::access::Access::new(&c.access, &[]).unwrap();
+    assert_eq!(c.access.mode(), collector_shared::access::Mode::SignIn);
+    collector_shared::access::Access::new(&c.access, &[]).unwrap();
 }

@@ -8,10 +8,10 @@ use std::time::Duration;
 
 use axum::body::Body;
 use axum::http::{Request, StatusCode};
-use collector::agent_auth::Auth;
 use collector::config::TeamsConfig;
-use collector::tasks::{Periodic, Runner, Task};
 use collector::{router::router, state::AppState};
+use collector_shared::agent_auth::Auth;
+use collector_shared::tasks::{Periodic, Runner, Task};
 use store::Retention;
 use tower::ServiceExt;
 

@@ -87,9 +87,11 @@ impl Served {
 
 /// A collector over `store` with `config`, on a real socket, its session key from the store.
 async fn serve(store: &store::Store, config: &Config) -> (Served, AppState) {
-    let auth =
-        collector::agent_auth::Auth::from_config(&config.agents, config.token_review.as_ref())
-            .unwrap();
+    let auth = collector_shared::agent_auth::Auth::from_config(
+        &config.agents,
+        config.token_review.as_ref(),
+    )
+    .unwrap();
     let state = AppState::new(
         store.clone(),
         auth,
@@ -180,7 +182,7 @@ fn forged_from_config(payload: &str) -> String {
     }
     let key: [u8; 32] = h.finalize().into();
     let payload = hex(payload.as_bytes());
-    let mac = collector::signing::hmac_sha256(&key, payload.as_bytes());
+    let mac = collector_shared::signing::hmac_sha256(&key, payload.as_bytes());
     format!("{payload}.{}", hex(&mac))
 }
 
@@ -217,7 +219,7 @@ async fn sessions_cannot_be_forged_from_the_config_survive_restarts_and_rotate()
     t.store
         .replace_secret(
             collector::state::SESSION_KEY_SECRET,
-            &collector::signing::random_key().unwrap(),
+            &collector_shared::signing::random_key().unwrap(),
         )
         .await
         .unwrap();

@@ -10,8 +10,8 @@ use serde_json::json;
 
 use super::{Only, Refused};
 use crate::analysis::AnalysisState;
-use crate::error::ApiError;
-use crate::openapi::Op;
+use collector_shared::error::ApiError;
+use collector_shared::openapi::Op;
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -46,10 +46,10 @@ fn name(what: &str, v: Option<String>) -> Result<Option<String>, ApiError> {
 
 pub async fn focus(
     State(state): State<AnalysisState>,
-    caller: crate::access::Caller,
+    caller: collector_shared::access::Caller,
     q: Result<Query<FocusQuery>, QueryRejection>,
 ) -> Result<Response, ApiError> {
-    let Query(q) = q.map_err(crate::http::bad_query)?;
+    let Query(q) = q.map_err(collector_shared::http::bad_query)?;
     let (from, to) = super::range(q.from.as_deref(), q.to.as_deref(), model::time::now_ms())
         .map_err(|(_, why)| ApiError::BadRequest(why))?;
     let only = Only {

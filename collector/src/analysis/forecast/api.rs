@@ -11,8 +11,8 @@ use analytics::forecast::{Forecast, Point, Projection, Scope};
 use model::time::rfc3339;
 
 use crate::analysis::AnalysisState;
-use crate::error::ApiError;
-use crate::openapi::Op;
+use collector_shared::error::ApiError;
+use collector_shared::openapi::Op;
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -66,7 +66,7 @@ pub struct ForecastView {
 
 pub async fn forecast(
     State(state): State<AnalysisState>,
-    caller: crate::access::Caller,
+    caller: collector_shared::access::Caller,
     q: Result<Query<ForecastQuery>, QueryRejection>,
 ) -> Result<Json<ForecastResponse>, ApiError> {
     let Query(q) = q.map_err(|e| ApiError::BadRequest(e.body_text()))?;

@@ -272,7 +272,7 @@ impl Rendered {
             );
             for (k, v) in s["data"].as_object().unwrap() {
                 let value = base64_decode(v.as_str().unwrap());
-                collector::settings::check_token(k, &value)
+                collector_shared::settings::check_token(k, &value)
                     .unwrap_or_else(|e| panic!("{what}: {:?}: {e}", key(s)));
                 if k == "agent-token" {
                     agent_tokens.insert(value);
@@ -460,11 +460,14 @@ impl Rendered {
         let text = text.replace("\"/etc/gpulens/", &format!("\"{}/", secrets.display()));
         let config = collector::config::Config::parse(&text)
             .unwrap_or_else(|e| panic!("{what}: the collector refuses its config: {e:#}\n{text}"));
-        collector::agent_auth::Auth::from_config(&config.agents, config.token_review.as_ref())
-            .unwrap_or_else(|e| panic!("{what}: agent credentials: {e:#}"));
+        collector_shared::agent_auth::Auth::from_config(
+            &config.agents,
+            config.token_review.as_ref(),
+        )
+        .unwrap_or_else(|e| panic!("{what}: agent credentials: {e:#}"));
         assert_eq!(
             config.access.mode(),
-            collector::access::settings::Mode::SignIn,
+            collector_shared::access::settings::Mode::SignIn,
             "{what}: sign-in is on"
         );
         assert!(config.listen.ip().is_unspecified());

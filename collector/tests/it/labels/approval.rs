@@ -150,7 +150,7 @@ async fn approval_through_the_api_runs_and_audits_the_change() {
     actions::approve(
         &t.store,
         &settings,
-        &collector::analysis::Newest::default(),
+        &collector_shared::newest::Newest::default(),
         ids[0],
         "alice",
         false,
@@ -172,7 +172,7 @@ async fn approval_through_the_api_runs_and_audits_the_change() {
         mode: Mode::Advise,
         ..settings.clone()
     };
-    let newest = collector::analysis::Newest::default();
+    let newest = collector_shared::newest::Newest::default();
     let err = actions::approve(
         &t.store,
         &advise,
@@ -193,9 +193,9 @@ async fn approval_through_the_api_runs_and_audits_the_change() {
 async fn agents_read_their_nodes_advisory_labels() {
     use axum::body::Body;
     use axum::http::{Request, StatusCode};
-    use collector::agent_auth::Auth;
     use collector::labels::settings::{Mode, Settings};
     use collector::{router::router, state::AppState};
+    use collector_shared::agent_auth::Auth;
     use tower::ServiceExt;
 
     let t = crate::support::sqlite().await;
@@ -509,7 +509,7 @@ async fn dependent_steps_are_approved_together_and_never_run_out_of_order() {
         }
     };
     let (id_a, id_b) = (action_of("node-a").await.id, action_of("node-b").await.id);
-    let newest = collector::analysis::Newest::default();
+    let newest = collector_shared::newest::Newest::default();
     assert!(ids.contains(&id_a) && ids.contains(&id_b));
     // The reclaim is a person's change: approving A before it is done is refused, naming it.
     let err = actions::approve(&t.store, &settings, &newest, id_a, "alice", false, now)

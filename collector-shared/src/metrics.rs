@@ -8,6 +8,7 @@ use prometheus_client::registry::Registry;
 pub type FGauge = prometheus_client::metrics::gauge::Gauge<f64, std::sync::atomic::AtomicU64>;
 
 /// Gives an enum of label values its snake_case text, as Prometheus convention has it.
+#[macro_export]
 macro_rules! snake_label {
     ($t:ty { $($v:ident => $s:literal),* $(,)? }) => {
         impl $t {
@@ -25,7 +26,7 @@ macro_rules! snake_label {
         }
     };
 }
-pub(crate) use snake_label;
+pub use crate::snake_label;
 
 /// The collector's registry: every name starts with `gpulens_`.
 pub fn registry() -> Registry {

@@ -7,7 +7,7 @@
 //!   series with its `/api/v1/series` link (`href`); format 2 stores what the series shows —
 //!   a tenant series' cluster as a field — and the API builds the link (`view.rs`).
 //!
-//! Golden files of each format (`collector/tests/data/stored-analysis/`, format 0 and 1 as
+//! Golden files of each format (`collector-shared/tests/data/stored-analysis/`, format 0 and 1 as
 //! collectors wrote them) hold the form still: a field renamed in the analytics changes what
 //! this writes, and the test comparing it with `format-2.json` fails — bump [`FORMAT`] and add
 //! the upgrade when the change is meant. A field *added* with a serde default (the plan's
