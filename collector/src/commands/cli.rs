@@ -62,31 +62,19 @@ pub enum Command {
     /// alerting rules: a PrometheusRule object for the Prometheus Operator, or a plain rule file
     /// (docs/alerts.md, "Alerting from Prometheus").
     AlertRules(AlertRulesArgs),
-    /// Measure ingest, query and analytics speed against a scratch database.
-    #[command(subcommand)]
-    Bench(BenchCommand),
+    /// Measure ingest, storage, query, analytics and dashboard speed against a scratch
+    /// database (`gpulens bench --help`). The benchmarks are their own program, gpulens-bench,
+    /// built beside gpulens (`cargo build --release --bin gpulens-bench`); this runs it with the
+    /// arguments given.
+    #[command(disable_help_flag = true)]
+    Bench(BenchArgs),
 }
 
-#[derive(Debug, Subcommand)]
-pub enum BenchCommand {
-    /// End-to-end ingest against raw COPY of the same rows, side by side.
-    ///
-    /// Each round stores the same simulated rows twice: raw COPY, then over HTTP through the
-    /// whole ingest path. Reports rows/s and their ratio, and CPU per 1,000 rows of this process
-    /// and of the whole machine (which includes the database when it runs here). Takes a
-    /// CHECKPOINT before each phase when the role may (superuser or pg_checkpoint).
-    Ingest(crate::commands::bench::IngestBench),
-    /// Bytes on disk per GPU-second of raw data, per table, beside Prometheus's TSDB holding
-    /// the same readings as dcgm-exporter series (promtool).
-    Storage(crate::commands::bench_storage::StorageBench),
-    /// Series queries: one GPU's raw hour, a fleet's month of hour rollups.
-    Series(crate::commands::bench::SeriesBench),
-    /// Analytics: load a fleet's week of rollups and compute funnel, findings and
-    /// recommendations (default 1,000 GPUs x 7 days); PostgreSQL or SQLite.
-    Analyze(crate::commands::bench_analyze::AnalyzeBench),
-    /// Dashboard: server-side render time of every page with a large fleet's history
-    /// (default 1,000 GPUs x 30 days); p50 and p95 per page.
-    Ui(crate::commands::bench_ui::UiBench),
+/// What `gpulens bench` passes on to gpulens-bench, untouched (`--help` included).
+#[derive(Debug, clap::Args)]
+pub struct BenchArgs {
+    #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+    pub args: Vec<std::ffi::OsString>,
 }
 
 #[derive(Debug, clap::Args)]

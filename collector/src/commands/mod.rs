@@ -1,11 +1,7 @@
 //! The `gpulens` command line: argument definitions (`cli.rs`) and one function per command
-//! (`serve`, `migrate`, `analyze`, `report`, `simulate` here; `demo`, `bench`, `labels` in
-//! their own files).
+//! (`serve`, `migrate`, `analyze`, `report`, `simulate`, `bench` here; `demo`, `labels` in
+//! their own files; the benchmarks themselves are the `bench` crate's).
 
-pub mod bench;
-pub mod bench_analyze;
-pub mod bench_storage;
-pub mod bench_ui;
 pub mod cli;
 pub mod cost;
 pub mod demo;
@@ -14,7 +10,7 @@ pub mod labels;
 pub mod setup;
 
 use crate::config::Config;
-use cli::{BenchCommand, Command, MigrateArgs, ServeArgs, SimulateArgs};
+use cli::{BenchArgs, Command, MigrateArgs, ServeArgs, SimulateArgs};
 use setup::{DbArgs, load_config, load_config_or_demo, open_history, open_store};
 
 /// Runs one `gpulens` command.
@@ -30,11 +26,30 @@ pub async fn run(command: Command) -> anyhow::Result<()> {
         Command::Report(args) => report(args).await,
         Command::Cost(args) => cost::run(args).await,
         Command::AlertRules(args) => alert_rules(args),
-        Command::Bench(BenchCommand::Ingest(args)) => bench::ingest(args).await,
-        Command::Bench(BenchCommand::Storage(args)) => bench_storage::storage(args).await,
-        Command::Bench(BenchCommand::Series(args)) => bench::series(args).await,
-        Command::Bench(BenchCommand::Analyze(args)) => bench_analyze::analyze(args).await,
-        Command::Bench(BenchCommand::Ui(args)) => bench_ui::run(args).await,
+        Command::Bench(args) => bench(args),
+    }
+}
+
+/// `gpulens bench …`: runs gpulens-bench, found beside this program, with the same arguments,
+/// and exits as it does.
+fn bench(args: BenchArgs) -> anyhow::Result<()> {
+    let me = std::env::current_exe()?;
+    let program = me.with_file_name(format!("gpulens-bench{}", std::env::consts::EXE_SUFFIX));
+    if !program.is_file() {
+        anyhow::bail!(
+            "the benchmarks are a program of their own, {}, which is not installed beside gpulens; \
+             build it with `cargo build --release --bin gpulens-bench`",
+            program.display()
+        );
+    }
+    let status = std::process::Command::new(&program)
+        .args(&args.args)
+        .status()
+        .map_err(|e| anyhow::anyhow!("could not run {}: {e}", program.display()))?;
+    match status.code() {
+        Some(0) => Ok(()),
+        Some(code) => std::process::exit(code),
+        None => anyhow::bail!("{} was stopped by a signal", program.display()),
     }
 }
 

@@ -5,6 +5,7 @@ mod agent_identity;
 mod alert_rules;
 mod alerts;
 mod analytics;
+mod bench_command;
 mod browser;
 mod citus;
 mod consistency;

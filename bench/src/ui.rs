@@ -8,8 +8,8 @@ use axum::body::Body;
 use axum::http::{Request, StatusCode};
 use tower::ServiceExt;
 
-use crate::commands::bench_analyze::{analyze_fleet, fill_analyze};
-use crate::{router::router, state::AppState};
+use crate::analyze::{analyze_fleet, fill_analyze};
+use collector::{router::router, state::AppState};
 use store::series::quantile;
 use store::{Store, rollup};
 
@@ -78,9 +78,9 @@ pub async fn run(args: UiBench) -> anyhow::Result<()> {
     let store = Store::connect(&args.database_url).await?;
     store.migrate().await?;
     fill(&store, &args).await?;
-    let settings = crate::analysis::Settings::default();
+    let settings = collector::analysis::Settings::default();
     eprintln!("analysing the last 7 days, as the collector does on schedule …");
-    crate::analysis::scheduled(&store, &settings, &Default::default())
+    collector::analysis::scheduled(&store, &settings, &Default::default())
         .await?
         .ok_or_else(|| anyhow::anyhow!("another process holds the analytics lock"))?;
     let state = AppState::with_analytics(

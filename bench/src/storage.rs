@@ -11,7 +11,7 @@ use std::time::Duration;
 use model::GpuSample;
 use store::Store;
 
-use crate::upkeep;
+use collector::upkeep;
 
 #[derive(Debug, clap::Args)]
 pub struct StorageBench {

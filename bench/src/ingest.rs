@@ -1,17 +1,15 @@
-//! `gpulens bench`: the performance bars of docs/PERFORMANCE.md, measured against a real
-//! PostgreSQL. `ingest` compares end-to-end ingest (HTTP → decode → validate → store) with a
+//! `gpulens bench ingest` compares end-to-end ingest (HTTP → decode → validate → store) with a
 //! raw COPY of the same rows into the same tables, side by side, in alternating rounds;
-//! `series` times the read API's store queries on one GPU's raw hour and on a fleet's month of
-//! hour rollups; `analyze` times the analytics (load from the store, then funnel, findings
-//! and recommendations) over a fleet's week of rollups.
+//! `gpulens bench series` times the read API's store queries on one GPU's raw hour and on a
+//! fleet's month of hour rollups.
 
 use std::time::{Duration, Instant};
 
 use model::figures::count;
 use model::wire::v1::Batch;
 
-use crate::config::{IngestConfig, TeamsConfig};
-use crate::state::AppState;
+use collector::config::{IngestConfig, TeamsConfig};
+use collector::state::AppState;
 use collector_shared::agent_auth::Auth;
 use store::{Agg, Entity, Metric, Retention, SeriesQuery, Store};
 
@@ -177,7 +175,7 @@ async fn bench_collector(store: &Store) -> anyhow::Result<ingest_client::Client>
     );
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let addr = listener.local_addr()?;
-    tokio::spawn(crate::server::serve(
+    tokio::spawn(collector::server::serve(
         listener,
         state,
         std::future::pending(),
@@ -425,7 +423,7 @@ pub async fn series(args: SeriesBench) -> anyhow::Result<()> {
     let team = |_: &model::Tenant| None;
     store.ingest(&b, now, &team).await?;
     // As the upkeep leaves it: all but the hot window sealed into blocks.
-    let sealed = store.seal(now - crate::upkeep::HOT_WINDOW_MS).await?;
+    let sealed = store.seal(now - collector::upkeep::HOT_WINDOW_MS).await?;
     eprintln!("sealed {sealed} raw samples past the hot window into blocks");
     let gpu = b.snapshots[0].gpus[0].gpu_uuid.clone();
     let retention = Retention::default();

@@ -10,7 +10,7 @@ use model::inventory::Sharing;
 use model::rollup;
 use store::{Rollups, Store};
 
-use super::bench::median;
+use crate::ingest::median;
 
 #[derive(Debug, clap::Args)]
 pub struct AnalyzeBench {
@@ -99,7 +99,7 @@ impl AnalyzeBench {
 
 /// The fleet `bench analyze` uses: the default scenario copied until it has `gpus` GPUs.
 pub(crate) fn analyze_fleet(gpus: usize) -> anyhow::Result<simulator::Fleet> {
-    let base = simulator::Scenario::from_toml(crate::simulate::DEFAULT_SCENARIO)?;
+    let base = simulator::Scenario::from_toml(collector::simulate::DEFAULT_SCENARIO)?;
     let per_copy = simulator::Fleet::new(base.clone()).gpu_count().max(1);
     let mut scenario = base.replicated(gpus.div_ceil(per_copy).max(1));
     scenario.cluster = "bench-analyze".into();
@@ -116,7 +116,7 @@ fn analyze_clusters(
     let Some(cluster_gpus) = cluster_gpus else {
         return Ok(vec![std::sync::Arc::new(analyze_fleet(gpus)?)]);
     };
-    let base = simulator::Scenario::from_toml(crate::simulate::DEFAULT_SCENARIO)?;
+    let base = simulator::Scenario::from_toml(collector::simulate::DEFAULT_SCENARIO)?;
     let per_copy = simulator::Fleet::new(base.clone()).gpu_count().max(1);
     let copies = gpus.div_ceil(per_copy).max(1);
     let per_cluster = (usize::try_from(cluster_gpus).unwrap_or(usize::MAX) / per_copy).max(1);
@@ -347,7 +347,7 @@ struct SizeResult {
 }
 
 /// Prints one round's times and peak memory (to stderr, beside the fill's progress).
-fn report_round(round: usize, stats: &crate::analysis::LoadStats, round_peak: Option<f64>) {
+fn report_round(round: usize, stats: &collector::analysis::LoadStats, round_peak: Option<f64>) {
     eprintln!(
         "  round {}: peak RSS {:.0} MiB after the load, {:.0} MiB in the round",
         round,
@@ -379,7 +379,7 @@ struct Rounds {
     total: Vec<f64>,
     forecast: Vec<f64>,
     held_out: Vec<f64>,
-    last: Option<(analytics::Analysis, crate::analysis::LoadStats)>,
+    last: Option<(analytics::Analysis, collector::analysis::LoadStats)>,
     peak_mib: Option<f64>,
 }
 
@@ -403,7 +403,7 @@ async fn rounds(
     for round in 0..n {
         // Each round's own peak: after its load, and over the whole round.
         reset_peak_rss();
-        let (analysis, stats) = crate::analysis::run(store, thresholds, window, to).await?;
+        let (analysis, stats) = collector::analysis::run(store, thresholds, window, to).await?;
         let round_peak = model::own_usage::peak_rss_mib();
         r.peak_mib = match (r.peak_mib, round_peak) {
             (Some(a), Some(b)) => Some(a.max(b)),
@@ -708,13 +708,13 @@ async fn time_plan(
     rounds: usize,
 ) -> anyhow::Result<Vec<f64>> {
     let from = now - window.as_millis() as i64;
-    let mut stats = crate::analysis::LoadStats::default();
-    let span = crate::analysis::Span { from, to: now, now };
-    let frame = crate::analysis::load_frame(store, span, &mut stats).await?;
+    let mut stats = collector::analysis::LoadStats::default();
+    let span = collector::analysis::Span { from, to: now, now };
+    let frame = collector::analysis::load_frame(store, span, &mut stats).await?;
     let mut plan = vec![0.0; rounds];
-    for mut piece in crate::analysis::pieces(&frame, thresholds.part_gpus) {
+    for mut piece in collector::analysis::pieces(&frame, thresholds.part_gpus) {
         let mut input = std::mem::take(&mut piece.input);
-        crate::analysis::load_series(store, thresholds, piece.scope(), &mut input, &mut stats)
+        collector::analysis::load_series(store, thresholds, piece.scope(), &mut input, &mut stats)
             .await?;
         let input = std::sync::Arc::new(input);
         for spent in plan.iter_mut() {
