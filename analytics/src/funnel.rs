@@ -615,8 +615,13 @@ mod tests {
             let mut holdings = Vec::new();
             let gpus = 1 + (rng.next() * 12.0) as usize;
             for g in 0..gpus {
-                let sharing =
-                    ["exclusive", "mig", "time_slicing", "mps"][(rng.next() * 4.0) as usize];
+                use model::inventory::Sharing;
+                let sharing = [
+                    Sharing::Exclusive,
+                    Sharing::Mig,
+                    Sharing::TimeSlicing,
+                    Sharing::Mps,
+                ][(rng.next() * 4.0) as usize];
                 let node = format!("n{}", g / 4);
                 let uuid = format!("GPU-{case}-{g}");
                 input.gpus.push(GpuRef {
@@ -626,13 +631,13 @@ mod tests {
                     index: g as i64,
                     model: ["NVIDIA H100 80GB HBM3", "NVIDIA L40S"][g % 2].into(),
                     memory_total_bytes: 80 << 30,
-                    sharing: model::inventory::Sharing::parse(sharing).unwrap(),
+                    sharing,
                     replicas: 4,
                     mig: Vec::new(),
                 });
                 let (tenants, share) = match sharing {
-                    "exclusive" => (1, 1.0),
-                    "mig" => (3, 2.0 / 7.0),
+                    Sharing::Exclusive => (1, 1.0),
+                    Sharing::Mig => (3, 2.0 / 7.0),
                     _ => (1 + (rng.next() * 4.0) as usize, 0.25),
                 };
                 for t in 0..tenants {
@@ -643,11 +648,12 @@ mod tests {
                             let alloc_n = (samples as f64 * rng.next().max(0.2)) as i32;
                             // Up to the whole GPU per sample: a replica may use what its
                             // neighbours leave.
-                            let use_per_sample = if sharing == "exclusive" || sharing == "mig" {
-                                share * rng.next()
-                            } else {
-                                rng.next()
-                            };
+                            let use_per_sample =
+                                if matches!(sharing, Sharing::Exclusive | Sharing::Mig) {
+                                    share * rng.next()
+                                } else {
+                                    rng.next()
+                                };
                             let measured = rng.next() > 0.1;
                             let agg = TenantHour {
                                 samples,

@@ -6,8 +6,11 @@ use std::collections::{BTreeSet, HashMap};
 
 use serde::{Deserialize, Serialize};
 
+use model::inventory::Sharing;
+
 use crate::holdings::Holding;
 use crate::input::GpuRef;
+use crate::mechanism::Mechanism;
 use crate::mig::{MigFamily, Profile};
 
 /// Hours in a month of cost: 365 × 24 / 12.
@@ -114,9 +117,62 @@ pub struct NodePlan {
     pub bound_gpus: usize,
     pub gpus_after: usize,
     pub efficiency: Option<f64>,
-    /// exclusive | mig | time_slicing | mps | empty | unchanged, or the per-GPU mechanism
-    /// the plan uses on the node (`dra_shared_claim`, …)
-    pub sharing_after: String,
+    pub sharing_after: SharingAfter,
+}
+
+/// How a node shares its GPUs after the plan, written as one word: a node-wide mode
+/// (`exclusive`, `mig`, `time_slicing`, `mps`), the per-GPU mechanism its tenants are pinned
+/// under (`dra_shared_claim`, …), `empty`, or `unchanged` (its pool keeps its layout).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum SharingAfter {
+    Mode(Sharing),
+    PerGpu(Mechanism),
+    Empty,
+    #[default]
+    Unchanged,
+}
+
+impl SharingAfter {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SharingAfter::Mode(m) => m.as_str(),
+            SharingAfter::PerGpu(m) => m.as_str(),
+            SharingAfter::Empty => "empty",
+            SharingAfter::Unchanged => "unchanged",
+        }
+    }
+
+    /// The word as [`SharingAfter::as_str`] writes it; `None` for any other.
+    pub fn parse(s: &str) -> Option<SharingAfter> {
+        match s {
+            "empty" => Some(SharingAfter::Empty),
+            "unchanged" => Some(SharingAfter::Unchanged),
+            _ => Sharing::parse(s)
+                .map(SharingAfter::Mode)
+                .or_else(|| Mechanism::parse(s).map(SharingAfter::PerGpu)),
+        }
+    }
+}
+
+impl std::fmt::Display for SharingAfter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl Serialize for SharingAfter {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
+}
+
+impl<'de> Deserialize<'de> for SharingAfter {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let word = String::deserialize(d)?;
+        SharingAfter::parse(&word).ok_or_else(|| {
+            serde::de::Error::custom(format!("{word:?} is not a sharing mode or mechanism"))
+        })
+    }
 }
 
 /// `freed / (in_use − bound)`, None when the bound leaves nothing to free.

@@ -29,7 +29,7 @@ use crate::need::need;
 pub use bound::bound;
 pub use layout::{
     Bin, Fit, FleetPlan, HOURS_PER_MONTH, Item, NodeAfter, NodePlan, Placed, PoolLayout, PoolPlan,
-    Refusal, efficiency, is_current,
+    Refusal, SharingAfter, efficiency, is_current,
 };
 use pack::solve;
 pub use relay::relay;

@@ -13,7 +13,9 @@ use crate::findings::Ctx;
 use crate::holdings::Holding;
 use crate::input::GpuRef;
 use crate::mechanism::{Chooser, Mechanism};
-use crate::plan::{self, Fit, FleetPlan, NodeAfter, NodePlan, Placed, PoolLayout, PoolPlan};
+use crate::plan::{
+    self, Fit, FleetPlan, NodeAfter, NodePlan, Placed, PoolLayout, PoolPlan, SharingAfter,
+};
 use crate::recommendation::{Move, Proposal, RecKind, Recommendation, Rejected, Served};
 
 /// What one pool's steps come to.
@@ -251,11 +253,11 @@ fn node_plans(
                 plan::efficiency(in_use, bound, in_use.saturating_sub(after))
             },
             sharing_after: if after == 0 {
-                "empty".into()
+                SharingAfter::Empty
             } else if pool.changes {
                 node::sharing_after(pool, n)
             } else {
-                "unchanged".into()
+                SharingAfter::Unchanged
             },
         });
     }

@@ -16,7 +16,7 @@ use crate::mechanism::Mechanism;
 use crate::mig::{MigPartedConfig, MigPartedEntry};
 use crate::need::{plan_confidence, slot_now};
 use crate::plan::pergpu::PinnedGroup;
-use crate::plan::{self, Fit, NodeAfter, Placed, PoolLayout};
+use crate::plan::{self, Fit, NodeAfter, Placed, PoolLayout, SharingAfter};
 use crate::recommendation::{
     Move, Proposal, RecKind, Recommendation, Target, config_name, device_plugin_config, mig_target,
     rec_id,
@@ -252,7 +252,7 @@ struct Change<'a> {
     /// The MIG layout is carried out by DRA DynamicMIG claims, not a mig-parted config.
     dynamic_mig: bool,
     share: bool,
-    after_mode: String,
+    after_mode: SharingAfter,
     c: &'a NodeChange,
     names: Vec<String>,
     /// The ResourceClaims a pinned per-GPU step emits (none for other steps).
@@ -338,7 +338,7 @@ fn node_proposal(
     node: &NodeAfter,
     ch: &Change,
 ) -> Option<(RecKind, Proposal, String)> {
-    let (mig_change, share_change, after_mode) = (ch.mig, ch.share, &ch.after_mode);
+    let (mig_change, share_change, after_mode) = (ch.mig, ch.share, ch.after_mode);
     let (moves, layout, replicas) = (&ch.c.moves, &ch.c.layout, ch.c.replicas);
     let (names, from_nodes) = (&ch.names, &ch.from_nodes);
     let used = node.used();
@@ -374,8 +374,13 @@ fn node_proposal(
                 count(used as f64, "GPU", "GPUs")
             ),
         )
-    } else if share_change || after_mode == "time_slicing" || after_mode == "mps" {
-        let mode = if after_mode == "mps" {
+    } else if share_change
+        || matches!(
+            after_mode,
+            SharingAfter::Mode(Sharing::TimeSlicing | Sharing::Mps)
+        )
+    {
+        let mode = if after_mode == SharingAfter::Mode(Sharing::Mps) {
             Sharing::Mps
         } else {
             Sharing::TimeSlicing
@@ -488,14 +493,17 @@ pub(super) fn node_step(
     let cluster = pool.cluster;
     let c = node_change(ctx, pool, node);
     let after_mode = sharing_after(pool, node);
-    let now_mode = node.gpus[0].sharing.as_str();
-    let mig_change = after_mode == "mig" && (now_mode != "mig" || mig_now(&node.gpus) != c.layout);
-    let share_change = (after_mode == "time_slicing" || after_mode == "mps")
-        && (now_mode != after_mode
-            || node
-                .gpus
-                .iter()
-                .any(|g| (g.replicas.max(1) as u32) < c.replicas));
+    let now_mode = node.gpus[0].sharing;
+    let mig_change = after_mode == SharingAfter::Mode(Sharing::Mig)
+        && (now_mode != Sharing::Mig || mig_now(&node.gpus) != c.layout);
+    let share_change = matches!(
+        after_mode,
+        SharingAfter::Mode(Sharing::TimeSlicing | Sharing::Mps)
+    ) && (SharingAfter::Mode(now_mode) != after_mode
+        || node
+            .gpus
+            .iter()
+            .any(|g| (g.replicas.max(1) as u32) < c.replicas));
     if c.moves.is_empty() && !mig_change && !share_change {
         return None;
     }
@@ -575,7 +583,7 @@ pub(super) fn node_step(
 }
 
 /// The node's sharing after the plan, in the words of `GpuRef::sharing`.
-pub(super) fn sharing_after(pool: &PoolLayout, n: &NodeAfter) -> String {
+pub(super) fn sharing_after(pool: &PoolLayout, n: &NodeAfter) -> SharingAfter {
     let bins: Vec<&plan::Bin> = n
         .placed
         .iter()
@@ -588,19 +596,19 @@ pub(super) fn sharing_after(pool: &PoolLayout, n: &NodeAfter) -> String {
         Fit::PerGpu(m) => Some(m),
         _ => None,
     }) {
-        m.as_str().into()
+        SharingAfter::PerGpu(m)
     } else if bins.iter().any(|b| matches!(b.fit, Fit::Mig(_))) {
-        "mig".into()
+        SharingAfter::Mode(Sharing::Mig)
     } else if n.placed.contains(&Some(Placed::Fixed)) {
-        n.gpus[0].sharing.as_str().into()
+        SharingAfter::Mode(n.gpus[0].sharing)
     } else if bins.iter().any(|b| b.fit == Fit::Share) {
         if low_occupancy(pool, &bins) {
-            "mps".into()
+            SharingAfter::Mode(Sharing::Mps)
         } else {
-            "time_slicing".into()
+            SharingAfter::Mode(Sharing::TimeSlicing)
         }
     } else {
-        "exclusive".into()
+        SharingAfter::Mode(Sharing::Exclusive)
     }
 }
 

@@ -203,7 +203,11 @@ pub(crate) fn in_place_as_worked_out(label: &str, a: &analytics::Analysis) {
     assert_eq!(steps[0].node, "l40s-solo");
     assert_eq!(step_claims(a).len(), 4, "{label}");
     let node = a.plan.nodes.iter().find(|n| n.node == "l40s-solo").unwrap();
-    assert_eq!(node.sharing_after, "dra_consumable_capacity", "{label}");
+    assert_eq!(
+        node.sharing_after.as_str(),
+        "dra_consumable_capacity",
+        "{label}"
+    );
 }
 
 /// `tests/scenarios/granted-shares.toml`: every pod counts the quarter of an H100 it was
