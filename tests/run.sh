@@ -168,6 +168,11 @@ fi
 # The fuzz targets (fuzz/, bounded in time), on a full run only: with a test filter given,
 # only the selected tests run.
 if [ $# -eq 0 ]; then
+  # What adding a profiling ratio takes: model and store built once more with a stand-in ratio
+  # (feature dummy-field, never shipped) and the one test that carries it end to end.
+  log "a stand-in profiling ratio end to end (store/tests/dummy_field.rs)"
+  cargo nextest run --no-fail-fast -p store --features dummy-field --test dummy_field
+  phase "stand-in profiling ratio"
   log "fuzzing the decoders of untrusted input (tests/fuzz.sh)"
   bash tests/fuzz.sh
   phase "fuzz (build and runs)"

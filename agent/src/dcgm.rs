@@ -39,7 +39,7 @@ pub fn parse(text: &str) -> Readings {
             continue;
         };
         // The same field table (names, domains) the collector's remote-write receiver reads.
-        let Some(field) = model::dcgm::Field::parse(name).filter(|f| f.is_profiling()) else {
+        let Some(field) = model::dcgm::Field::parse(name).filter(|f| f.as_ratio().is_some()) else {
             continue;
         };
         if field.ratio(value).is_none() {
@@ -185,26 +185,20 @@ impl Dcgm {
 pub fn apply(snap: &mut Snapshot, r: &Readings) {
     for g in &mut snap.gpus {
         if let Some(p) = r.gpus.get(&g.gpu_uuid) {
-            g.sm_active = g.sm_active.or(p.sm_active);
-            g.sm_occupancy = g.sm_occupancy.or(p.sm_occupancy);
-            g.tensor_active = g.tensor_active.or(p.tensor_active);
-            g.dram_active = g.dram_active.or(p.dram_active);
-            g.gr_engine_active = g.gr_engine_active.or(p.gr_engine_active);
+            p.fill_gpu(g);
         }
     }
     for m in &mut snap.mig {
         if let Some(p) = r.instances.get(&(m.gpu_uuid.clone(), m.gi_id)) {
-            m.sm_active = m.sm_active.or(p.sm_active);
-            m.sm_occupancy = m.sm_occupancy.or(p.sm_occupancy);
-            m.tensor_active = m.tensor_active.or(p.tensor_active);
-            m.dram_active = m.dram_active.or(p.dram_active);
-            m.gr_engine_active = m.gr_engine_active.or(p.gr_engine_active);
+            p.fill_mig(m);
         }
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use model::profiling::Ratio;
+
     use super::*;
 
     const SAMPLE: &str = include_str!("../tests/fixtures/dcgm/a100-mig-sample.prom");
@@ -232,16 +226,17 @@ mod tests {
     fn the_real_sample_maps_to_the_gpu_and_its_instance() {
         let r = parse(SAMPLE);
         assert_eq!(r.hostname.as_deref(), Some("ub20-a100-k8s"));
-        let gpu = &r.gpus[UUID];
-        assert_eq!(gpu.gr_engine_active, Some(0.995_63));
-        assert_eq!(gpu.tensor_active, Some(0.929_26));
-        assert_eq!(gpu.dram_active, Some(0.690_789));
+        let gpu = |ratio| *r.gpus[UUID].get(ratio);
+        assert_eq!(gpu(Ratio::GrEngineActive), Some(0.995_63));
+        assert_eq!(gpu(Ratio::TensorActive), Some(0.929_26));
+        assert_eq!(gpu(Ratio::DramActive), Some(0.690_789));
         assert_eq!(
-            gpu.sm_active, None,
+            gpu(Ratio::SmActive),
+            None,
             "the sample has no SM_ACTIVE: absent, not 0"
         );
         let mig = &r.instances[&(UUID.to_owned(), 13)];
-        assert_eq!(mig.dram_active, Some(0.800_339));
+        assert_eq!(*mig.get(Ratio::DramActive), Some(0.800_339));
         assert_eq!(r.instances.len(), 1);
     }
 
@@ -250,7 +245,7 @@ mod tests {
         let text = "DCGM_FI_PROF_SM_ACTIVE{gpu=\"0\",UUID=\"GPU-1\",hostname=\"node \\\"a\\\"\",} 0.5 1700000000000\n";
         let r = parse(text);
         assert_eq!(r.hostname.as_deref(), Some("node \"a\""));
-        assert_eq!(r.gpus["GPU-1"].sm_active, Some(0.5));
+        assert_eq!(*r.gpus["GPU-1"].get(Ratio::SmActive), Some(0.5));
     }
 
     #[test]

@@ -4,6 +4,7 @@
 //! dcgm-exporter scraper and the collector's remote-write receiver: a value outside its field's
 //! domain is no reading, and is dropped and counted by whoever reads it — never its neighbours.
 
+use crate::profiling::{PerRatio, RATIO_SLACK, Ratio};
 use crate::{GpuSample, MigSample};
 
 /// A field's accepted values, inclusive.
@@ -12,10 +13,6 @@ pub struct Domain {
     pub min: f64,
     pub max: f64,
 }
-
-/// Profiling ratios may come out a hair above 1 from DCGM's float arithmetic; readers clamp
-/// them to 1 after the check.
-pub const RATIO_SLACK: f64 = 1.0001;
 
 const fn d(min: f64, max: f64) -> Domain {
     Domain { min, max }
@@ -39,11 +36,8 @@ pub enum Field {
     RetiredSbe,
     RetiredDbe,
     RowRemapPending,
-    SmActive,
-    SmOccupancy,
-    DramActive,
-    PipeTensorActive,
-    GrEngineActive,
+    /// A profiling ratio (`DCGM_FI_PROF_*`), declared in [`crate::profiling`].
+    Ratio(Ratio),
 }
 
 /// Counters: exact in f64 up to 2^53.
@@ -52,7 +46,7 @@ const COUNTER_MAX: f64 = 9_007_199_254_740_992.0;
 const FB_MAX_MIB: f64 = 16_777_216.0;
 const MIB: f64 = 1024.0 * 1024.0;
 
-/// (field, name, domain) for every field gpulens reads.
+/// (field, name, domain) for every field gpulens reads but the profiling ratios.
 const TABLE: &[(Field, &str, Domain)] = &[
     (Field::GpuUtil, "DCGM_FI_DEV_GPU_UTIL", d(0.0, 100.0)),
     (
@@ -95,37 +89,15 @@ const TABLE: &[(Field, &str, Domain)] = &[
         "DCGM_FI_DEV_ROW_REMAP_PENDING",
         d(0.0, 1.0),
     ),
-    (
-        Field::SmActive,
-        "DCGM_FI_PROF_SM_ACTIVE",
-        d(0.0, RATIO_SLACK),
-    ),
-    (
-        Field::SmOccupancy,
-        "DCGM_FI_PROF_SM_OCCUPANCY",
-        d(0.0, RATIO_SLACK),
-    ),
-    (
-        Field::DramActive,
-        "DCGM_FI_PROF_DRAM_ACTIVE",
-        d(0.0, RATIO_SLACK),
-    ),
-    (
-        Field::PipeTensorActive,
-        "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE",
-        d(0.0, RATIO_SLACK),
-    ),
-    (
-        Field::GrEngineActive,
-        "DCGM_FI_PROF_GR_ENGINE_ACTIVE",
-        d(0.0, RATIO_SLACK),
-    ),
 ];
 
 impl Field {
-    /// Every field gpulens reads, in table order.
+    /// Every field gpulens reads: the device fields in table order, then the profiling ratios.
     pub fn all() -> impl Iterator<Item = Field> {
-        TABLE.iter().map(|(f, _, _)| *f)
+        TABLE
+            .iter()
+            .map(|(f, _, _)| *f)
+            .chain(Ratio::all().map(Field::Ratio))
     }
 
     /// The field a dcgm-exporter series name stands for; None for any other name.
@@ -134,33 +106,39 @@ impl Field {
             .iter()
             .find(|(_, n, _)| *n == name)
             .map(|(f, _, _)| *f)
+            .or_else(|| Ratio::of_dcgm(name).map(Field::Ratio))
     }
 
     /// Its dcgm-exporter series name.
     pub fn name(self) -> &'static str {
-        self.row().1
+        match self {
+            Field::Ratio(r) => r.spec().dcgm,
+            f => f.row().1,
+        }
     }
 
     /// The values dcgm-exporter exports for it (its own unit), inclusive.
     pub fn domain(self) -> Domain {
-        self.row().2
+        match self {
+            Field::Ratio(_) => d(0.0, RATIO_SLACK),
+            f => f.row().2,
+        }
     }
 
-    /// Its row: the table lists the fields in declaration order (a test checks it).
+    /// Its row: the table lists the device fields in declaration order (a test checks it).
     fn row(self) -> &'static (Field, &'static str, Domain) {
-        &TABLE[self as usize]
+        TABLE
+            .iter()
+            .find(|(f, _, _)| *f == self)
+            .expect("every device field has a row")
     }
 
-    /// Whether it is a profiling ratio (`DCGM_FI_PROF_*`).
-    pub fn is_profiling(self) -> bool {
-        matches!(
-            self,
-            Field::SmActive
-                | Field::SmOccupancy
-                | Field::DramActive
-                | Field::PipeTensorActive
-                | Field::GrEngineActive
-        )
+    /// The profiling ratio it reports, if it is one (`DCGM_FI_PROF_*`).
+    pub fn as_ratio(self) -> Option<Ratio> {
+        match self {
+            Field::Ratio(r) => Some(r),
+            _ => None,
+        }
     }
 
     /// Whether `raw` is a reading: finite and inside the domain.
@@ -172,7 +150,7 @@ impl Field {
     /// A profiling ratio as gpulens stores it (clamped to 1); None outside the domain or for a
     /// field that is no ratio.
     pub fn ratio(self, raw: f64) -> Option<f32> {
-        (self.is_profiling() && self.accepts(raw)).then(|| (raw as f32).min(1.0))
+        (self.as_ratio().is_some() && self.accepts(raw)).then(|| (raw as f32).min(1.0))
     }
 
     /// Puts a whole GPU's reading into its sample, converted to gpulens units (percent to a
@@ -199,11 +177,7 @@ impl Field {
                 g.retired_pages = Some(g.retired_pages.unwrap_or(0) + raw as i32)
             }
             Field::RowRemapPending => {}
-            Field::SmActive => g.sm_active = Some(f.min(1.0)),
-            Field::SmOccupancy => g.sm_occupancy = Some(f.min(1.0)),
-            Field::DramActive => g.dram_active = Some(f.min(1.0)),
-            Field::PipeTensorActive => g.tensor_active = Some(f.min(1.0)),
-            Field::GrEngineActive => g.gr_engine_active = Some(f.min(1.0)),
+            Field::Ratio(r) => *(r.spec().gpu.set)(g) = Some(f.min(1.0)),
         }
         true
     }
@@ -216,11 +190,7 @@ impl Field {
         }
         let ratio = (raw as f32).min(1.0);
         match self {
-            Field::SmActive => m.sm_active = Some(ratio),
-            Field::SmOccupancy => m.sm_occupancy = Some(ratio),
-            Field::DramActive => m.dram_active = Some(ratio),
-            Field::PipeTensorActive => m.tensor_active = Some(ratio),
-            Field::GrEngineActive => m.gr_engine_active = Some(ratio),
+            Field::Ratio(r) => *(r.spec().mig.set)(m) = Some(ratio),
             Field::FbUsed => m.mem_used_bytes = Some((raw * MIB) as i64),
             Field::FbFree => {
                 m.mem_total_bytes = Some((raw * MIB) as i64 + m.mem_used_bytes.unwrap_or(0))
@@ -233,32 +203,19 @@ impl Field {
 
 /// The profiling ratios (0–1) of one GPU or one GPU instance, as the agent's dcgm-exporter
 /// scraper gathers them.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct Profiling {
-    pub sm_active: Option<f32>,
-    pub sm_occupancy: Option<f32>,
-    pub tensor_active: Option<f32>,
-    pub dram_active: Option<f32>,
-    pub gr_engine_active: Option<f32>,
-}
+pub type Profiling = PerRatio<Option<f32>>;
 
-impl Profiling {
+impl PerRatio<Option<f32>> {
     /// Takes a profiling field's reading; false for another field or a value outside the
     /// domain.
     pub fn set(&mut self, field: Field, raw: f64) -> bool {
-        let Some(v) = field.ratio(raw) else {
-            return false;
-        };
-        let slot = match field {
-            Field::SmActive => &mut self.sm_active,
-            Field::SmOccupancy => &mut self.sm_occupancy,
-            Field::PipeTensorActive => &mut self.tensor_active,
-            Field::DramActive => &mut self.dram_active,
-            Field::GrEngineActive => &mut self.gr_engine_active,
-            _ => return false,
-        };
-        *slot = Some(v);
-        true
+        match (field.as_ratio(), field.ratio(raw)) {
+            (Some(r), Some(v)) => {
+                *self.get_mut(r) = Some(v);
+                true
+            }
+            _ => false,
+        }
     }
 }
 
@@ -299,7 +256,7 @@ mod tests {
         assert_eq!(g.gpu_util, Some(0.57));
         assert!(Field::FbUsed.apply_gpu(&mut g, 1024.0));
         assert_eq!(g.mem_used_bytes, Some(1 << 30));
-        assert!(Field::SmActive.apply_gpu(&mut g, 1.00005));
+        assert!(Field::Ratio(Ratio::SmActive).apply_gpu(&mut g, 1.00005));
         assert_eq!(g.sm_active, Some(1.0));
         let mut m = MigSample::default();
         assert!(
@@ -307,9 +264,9 @@ mod tests {
             "no instance reading"
         );
         let mut p = Profiling::default();
-        assert!(p.set(Field::PipeTensorActive, 0.25));
+        assert!(p.set(Field::Ratio(Ratio::TensorActive), 0.25));
         assert!(!p.set(Field::GpuUtil, 50.0));
-        assert!(!p.set(Field::SmActive, f64::NAN));
-        assert_eq!(p.tensor_active, Some(0.25));
+        assert!(!p.set(Field::Ratio(Ratio::SmActive), f64::NAN));
+        assert_eq!(*p.get(Ratio::TensorActive), Some(0.25));
     }
 }

@@ -15,6 +15,7 @@ pub mod mig;
 pub mod names;
 pub mod own_usage;
 pub mod pair_hours;
+pub mod profiling;
 pub mod reclaim;
 pub mod rollup;
 pub mod sample;

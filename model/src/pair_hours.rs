@@ -6,6 +6,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 
+use crate::profiling::Ratio;
 use crate::rollup::{HOUR_MS, NodeRollup};
 
 /// One GPU's minute rollups inside the ranges interference looks at, ordered by minute.
@@ -296,8 +297,8 @@ pub fn node_pair_hours(
             bucket: *bucket,
             gpu_util_n: a.gpu_util.n,
             gpu_util_sum: a.gpu_util.sum,
-            dram_active_n: a.dram_active.n,
-            dram_active_sum: a.dram_active.sum,
+            dram_active_n: a.ratios.get(Ratio::DramActive).n,
+            dram_active_sum: a.ratios.get(Ratio::DramActive).sum,
         });
     }
     // As the store reads them for the analysis: only the minutes in which a tenant ran a

@@ -6,81 +6,24 @@
 
 use std::collections::{BTreeMap, HashMap};
 
+use crate::profiling::{PerRatio, Ratio};
+
 mod energy;
+mod hist;
+mod ratio_agg;
 mod stat;
 pub use energy::{Claim, EnergyReading, MAX_GPU_WATTS, charges, sample_energy};
+pub use hist::{HIST_BINS, Hist};
+pub use ratio_agg::RatioAgg;
 use stat::max_opt;
 pub use stat::{Mean, Reading, Stat};
 
 pub const MINUTE_MS: i64 = 60_000;
 pub const HOUR_MS: i64 = 3_600_000;
-pub const HIST_BINS: usize = 20;
 
 /// Start of the bucket of width `width_ms` that contains `ts`.
 pub fn bucket_of(ts: i64, width_ms: i64) -> i64 {
     ts - ts.rem_euclid(width_ms)
-}
-
-/// A fixed histogram of ratios in [0, 1].
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct Hist(pub [u32; HIST_BINS]);
-
-impl Hist {
-    pub fn add(&mut self, v: f32) {
-        let bin = ((f64::from(v) * HIST_BINS as f64) as usize).min(HIST_BINS - 1);
-        self.0[bin] += 1;
-    }
-
-    pub fn merge(&mut self, other: &Hist) {
-        for (a, b) in self.0.iter_mut().zip(other.0.iter()) {
-            *a += b;
-        }
-    }
-
-    pub fn count(&self) -> u64 {
-        self.0.iter().map(|&c| u64::from(c)).sum()
-    }
-
-    /// The q-quantile: the midpoint of the bin holding it, capped by the known maximum.
-    pub fn quantile(&self, q: f64, max: Option<f32>) -> Option<f32> {
-        let n = self.count();
-        if n == 0 {
-            return None;
-        }
-        let rank = (q * n as f64).ceil().max(1.0) as u64;
-        let mut seen = 0;
-        for (i, &c) in self.0.iter().enumerate() {
-            seen += u64::from(c);
-            if seen >= rank {
-                let mid = (i as f32 + 0.5) / HIST_BINS as f32;
-                return Some(match max {
-                    Some(m) => mid.min(m),
-                    None => mid,
-                });
-            }
-        }
-        max
-    }
-
-    /// What a rollup row stores: the counts, or NULL for an empty histogram.
-    pub fn to_stored(&self) -> Option<Vec<u8>> {
-        (self.count() > 0).then(|| self.to_bytes())
-    }
-
-    pub fn to_bytes(&self) -> Vec<u8> {
-        self.0.iter().flat_map(|c| c.to_le_bytes()).collect()
-    }
-
-    /// Reads a histogram back; anything of the wrong length reads as empty.
-    pub fn from_bytes(b: &[u8]) -> Hist {
-        let mut h = Hist::default();
-        if b.len() == HIST_BINS * 4 {
-            for (i, chunk) in b.chunks_exact(4).enumerate() {
-                h.0[i] = u32::from_le_bytes(chunk.try_into().expect("4 bytes"));
-            }
-        }
-        h
-    }
 }
 
 /// The raw GPU columns a rollup needs.
@@ -90,10 +33,8 @@ pub struct RawGpu {
     pub ts: i64,
     pub interval_ms: i32,
     pub gpu_util: Option<f32>,
-    pub sm_active: Option<f32>,
-    pub sm_occupancy: Option<f32>,
-    pub tensor_active: Option<f32>,
-    pub dram_active: Option<f32>,
+    /// The DCGM profiling ratios ([`crate::profiling`]).
+    pub ratios: PerRatio<Option<f32>>,
     pub mem_used_bytes: Option<i64>,
     pub mem_total_bytes: Option<i64>,
     pub power_w: Option<f32>,
@@ -104,6 +45,11 @@ pub struct RawGpu {
 }
 
 impl RawGpu {
+    /// DCGM's SM activity: what effective use rests on where it is known.
+    pub fn sm_active(&self) -> Option<f32> {
+        *self.ratios.get(Ratio::SmActive)
+    }
+
     pub fn energy_reading(&self) -> EnergyReading {
         EnergyReading {
             ts: self.ts,
@@ -155,13 +101,9 @@ pub struct GpuAgg {
     pub gpu_util_hist: Hist,
     /// Samples in which a kernel ran (gpu_util > 0).
     pub busy_n: i32,
-    pub sm_active: Stat<f32>,
-    pub sm_active_hist: Hist,
-    /// The other DCGM profiling fields, each counted on its own: dcgm-exporter's default
-    /// counters include tensor and DRAM activity but not SM activity.
-    pub sm_occupancy: Mean,
-    pub tensor_active: Mean,
-    pub dram_active: Mean,
+    /// The DCGM profiling ratios, each counted on its own: dcgm-exporter's default counters
+    /// include tensor and DRAM activity but not SM activity.
+    pub ratios: PerRatio<RatioAgg>,
     pub mem_used: Stat<i64>,
     pub mem_total_max: Option<i64>,
     pub power: Stat<f32>,
@@ -187,17 +129,9 @@ impl GpuAgg {
                 self.busy_n += 1;
             }
         }
-        if let Some(v) = r.sm_active {
-            self.sm_active.add(v);
-            self.sm_active_hist.add(v);
-        }
-        for (m, v) in [
-            (&mut self.sm_occupancy, r.sm_occupancy),
-            (&mut self.tensor_active, r.tensor_active),
-            (&mut self.dram_active, r.dram_active),
-        ] {
+        for ((spec, v), agg) in r.ratios.iter().zip(&mut self.ratios.0) {
             if let Some(v) = v {
-                m.add(f64::from(v));
+                agg.add(*v, spec.rollup);
             }
         }
         if let Some(v) = r.mem_used_bytes {
@@ -221,11 +155,9 @@ impl GpuAgg {
         self.gpu_util.merge(&o.gpu_util);
         self.gpu_util_hist.merge(&o.gpu_util_hist);
         self.busy_n += o.busy_n;
-        self.sm_active.merge(&o.sm_active);
-        self.sm_active_hist.merge(&o.sm_active_hist);
-        self.sm_occupancy.merge(&o.sm_occupancy);
-        self.tensor_active.merge(&o.tensor_active);
-        self.dram_active.merge(&o.dram_active);
+        for (a, b) in self.ratios.0.iter_mut().zip(&o.ratios.0) {
+            a.merge(b);
+        }
         self.mem_used.merge(&o.mem_used);
         self.mem_total_max = max_opt(self.mem_total_max, o.mem_total_max);
         self.power.merge(&o.power);
@@ -427,10 +359,7 @@ impl RawRows {
             ts,
             interval_ms,
             gpu_util: g.gpu_util,
-            sm_active: g.sm_active,
-            sm_occupancy: g.sm_occupancy,
-            tensor_active: g.tensor_active,
-            dram_active: g.dram_active,
+            ratios: crate::profiling::of_gpu(g),
             mem_used_bytes: g.mem_used_bytes,
             mem_total_bytes: g.mem_total_bytes,
             power_w: g.power_w,
@@ -553,7 +482,7 @@ pub fn aggregate(
                 allocated: at.alloc.get(*tenant).map(|a| a.0),
             })
             .collect();
-        let device_use = g.sm_active.or(g.gpu_util).map(f64::from);
+        let device_use = g.sm_active().or(g.gpu_util).map(f64::from);
         let charges = charges(energy.unwrap_or(0.0), device_use, &claims);
         for ((tenant, use_at), charge) in uses.iter().zip(charges) {
             let t = out
@@ -720,17 +649,17 @@ fn use_at(
     }
     let Some(p) = procs else {
         return UseAt {
-            eff: Some((0.0, g.sm_active.is_some())),
+            eff: Some((0.0, g.sm_active().is_some())),
             active: Some(false),
         };
     };
-    let device = match (g.sm_active, g.gpu_util) {
+    let device = match (g.sm_active(), g.gpu_util) {
         (Some(sa), _) => Some((f64::from(sa), true)),
         (None, Some(gu)) => Some((f64::from(gu), false)),
         (None, None) => None,
     };
     if sole {
-        let active = match (p.sm, g.gpu_util, g.sm_active) {
+        let active = match (p.sm, g.gpu_util, g.sm_active()) {
             (Some(sm), _, _) if sm > 0.0 => Some(true),
             (_, Some(gu), _) => Some(gu > 0.0),
             (_, None, Some(sa)) => Some(sa > 0.0),

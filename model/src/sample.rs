@@ -60,7 +60,8 @@ pub struct GpuSample {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dec_util: Option<f32>,
     /// DCGM (or NVML GPM) profiling: share of SMs with at least one warp resident, averaged
-    /// over the interval. Only with DCGM or GPM.
+    /// over the interval. Only with DCGM or GPM. This and the ratios after it are declared in
+    /// `crate::profiling`, which every reader of them goes through.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sm_active: Option<f32>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -71,6 +72,10 @@ pub struct GpuSample {
     pub tensor_active: Option<f32>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gr_engine_active: Option<f32>,
+    /// The stand-in ratio of `crate::profiling` (feature `dummy-field`, tests only).
+    #[cfg(feature = "dummy-field")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dummy_active: Option<f32>,
 }
 
 /// One reading of a MIG device. NVML reports no utilization per MIG instance; compute
@@ -95,6 +100,10 @@ pub struct MigSample {
     pub tensor_active: Option<f32>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gr_engine_active: Option<f32>,
+    /// The stand-in ratio of `crate::profiling` (feature `dummy-field`, tests only).
+    #[cfg(feature = "dummy-field")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dummy_active: Option<f32>,
 }
 
 /// How a process uses the GPU.

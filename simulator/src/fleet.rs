@@ -8,6 +8,7 @@
 use std::collections::BTreeMap;
 
 use model::inventory::Sharing;
+use model::profiling::{PerRatio, Ratio};
 use model::wire::v1::{Batch, Snapshot, VERSION};
 use model::{
     Allocation, GpuEvent, GpuInfo, GpuSample, MigInstanceInfo, MigSample, ProcessKind,
@@ -516,7 +517,7 @@ fn gpu_sample(
         + (model.max_power_w - model.idle_power_w) * util * (0.95 + 0.05 * jitter(1));
     let power_capped = power > model.max_power_w * 0.97;
     let mig = sim.spec.sharing == Sharing::Mig;
-    GpuSample {
+    let mut g = GpuSample {
         gpu_uuid: info.uuid.clone(),
         gpu_util: (!mig).then(|| round3(busy)),
         mem_util: (!mig).then(|| round3(busy * 0.45)),
@@ -553,12 +554,29 @@ fn gpu_sample(
         remapped_rows: Some(0),
         enc_util: (!mig).then_some(0.0),
         dec_util: (!mig).then_some(0.0),
-        sm_active: dcgm.then_some(round3(sm)),
-        sm_occupancy: dcgm.then_some(round3(sm * 0.55)),
-        dram_active: dcgm.then_some(round3(sm * 0.5)),
-        tensor_active: dcgm.then_some(round3(tensor)),
-        gr_engine_active: dcgm.then_some(round3(busy)),
+        ..GpuSample::default()
+    };
+    ratios(dcgm, sm, tensor, busy).fill_gpu(&mut g);
+    g
+}
+
+/// What a dcgm-exporter would report of the profiling ratios gpulens knows, given the SM,
+/// tensor and engine activity simulated; nothing without one (and nothing for a ratio this
+/// simulator does not model: absent, as from an exporter that does not export it).
+fn ratios(dcgm: bool, sm: f64, tensor: f64, busy: f64) -> PerRatio<Option<f32>> {
+    let mut r = PerRatio::default();
+    if dcgm {
+        for (ratio, v) in [
+            (Ratio::SmActive, sm),
+            (Ratio::SmOccupancy, sm * 0.55),
+            (Ratio::DramActive, sm * 0.5),
+            (Ratio::TensorActive, tensor),
+            (Ratio::GrEngineActive, busy),
+        ] {
+            *r.get_mut(ratio) = Some(round3(v));
+        }
     }
+    r
 }
 
 /// Each MIG instance's readings under `load`.
@@ -575,18 +593,17 @@ fn mig_samples<'a>(
         } else {
             0
         };
-        MigSample {
+        let mut m = MigSample {
             gpu_uuid: info.uuid.clone(),
             gi_id: mi.gi_id,
             ci_id: mi.ci_id,
             mem_used_bytes: Some(mem.min(mi.memory_total_bytes)),
             mem_total_bytes: Some(mi.memory_total_bytes),
-            sm_active: dcgm.then_some(round3(sm_i)),
-            sm_occupancy: dcgm.then_some(round3(sm_i * 0.55)),
-            dram_active: dcgm.then_some(round3(sm_i * 0.5)),
-            tensor_active: dcgm.then_some(round3(tensor_i.min(1.0))),
-            gr_engine_active: dcgm.then_some(round3(if sm_i > 0.0 { 1.0 } else { 0.0 })),
-        }
+            ..MigSample::default()
+        };
+        let engine = if sm_i > 0.0 { 1.0 } else { 0.0 };
+        ratios(dcgm, sm_i, tensor_i.min(1.0), engine).fill_mig(&mut m);
+        m
     })
 }
 

@@ -25,7 +25,7 @@ impl<DB: Db> Tables<DB> {
             .await?;
         let mut agg = GpuAgg::default();
         for r in &rows {
-            agg.merge(&read_named::<DB, GpuAgg>(r, GPU_AGG)?);
+            agg.merge(&read_named::<DB, GpuAgg>(r, &GPU_AGG)?);
         }
         stmt::<DB>(&format!("DELETE FROM cluster_rollup_1h WHERE {at}"))
             .arg(cluster)
@@ -51,7 +51,7 @@ impl<DB: Db> Tables<DB> {
                 .arg(cluster)
                 .arg(hour)
                 .arg(rows.len() as i32);
-            bind_values(q, &agg, GPU_AGG).run(&mut tx).await?;
+            bind_values(q, &agg, &GPU_AGG).run(&mut tx).await?;
         }
         let sums = stmt::<DB>(&crate::rollup_reads::use_sums_of_hour(d))
             .arg(cluster)

@@ -51,6 +51,7 @@ migrations! {
     16 => "0016_node_mechanisms.sql",
     17 => "0017_use_rollups.sql",
     18 => "0018_energy.sql",
+    19 => "0019_gr_engine_rollups.sql",
 }
 
 pub fn checksum(sql: &str) -> String {

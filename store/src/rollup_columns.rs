@@ -6,8 +6,11 @@
 //! readers of both backends are made from these tables, so a new rollup column is one line here
 //! (and its migrations).
 
+use std::sync::LazyLock;
+
 use model::hour_series::GpuHour;
 use model::pair_hours::{DeviceMinute, TenantMinute};
+use model::profiling::{self, RatioSpec};
 use model::rollup::{GpuAgg, Hist, TenantAgg};
 
 use crate::db::{Db, Reads, RowExt, Stmt, StmtExt};
@@ -27,17 +30,60 @@ pub(crate) enum Slot<'a> {
 /// One column of an aggregate `A`: its name and where its value lives.
 pub(crate) struct Column<A> {
     pub name: &'static str,
-    pub slot: for<'a> fn(&'a mut A) -> Slot<'a>,
+    slot: SlotOf<A>,
 }
 
-impl<A> Column<A> {
-    const fn new(name: &'static str, slot: for<'a> fn(&'a mut A) -> Slot<'a>) -> Self {
-        Column { name, slot }
+/// Where a column's value lives: a field, or the `usize`th of a family (a profiling ratio).
+enum SlotOf<A> {
+    Field(for<'a> fn(&'a mut A) -> Slot<'a>),
+    Indexed(for<'a> fn(&'a mut A, usize) -> Slot<'a>, usize),
+}
+
+impl<A> Clone for SlotOf<A> {
+    fn clone(&self) -> Self {
+        *self
     }
 }
 
-/// Every aggregate column of a GPU rollup row ([`GpuAgg`]), in insert order.
-pub(crate) const GPU_AGG: &[Column<GpuAgg>] = &[
+impl<A> Copy for SlotOf<A> {}
+
+impl<A> Clone for Column<A> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<A> Copy for Column<A> {}
+
+impl<A> Column<A> {
+    const fn new(name: &'static str, slot: for<'a> fn(&'a mut A) -> Slot<'a>) -> Self {
+        Column {
+            name,
+            slot: SlotOf::Field(slot),
+        }
+    }
+
+    /// Where this column's value lives in `a`.
+    fn slot<'a>(&self, a: &'a mut A) -> Slot<'a> {
+        match self.slot {
+            SlotOf::Field(f) => f(a),
+            SlotOf::Indexed(f, i) => f(a, i),
+        }
+    }
+}
+
+/// Every aggregate column of a GPU rollup row ([`GpuAgg`]), in insert order: its own, then
+/// each profiling ratio's ([`ratio_columns`]).
+pub(crate) static GPU_AGG: LazyLock<Vec<Column<GpuAgg>>> = LazyLock::new(|| {
+    GPU_DEVICE_AGG
+        .iter()
+        .copied()
+        .chain(profiling::RATIOS.iter().flat_map(ratio_columns))
+        .collect()
+});
+
+/// A GPU rollup row's columns other than the profiling ratios'.
+const GPU_DEVICE_AGG: &[Column<GpuAgg>] = &[
     Column::new("samples", |a| Slot::I32(&mut a.samples)),
     Column::new("covered_s", |a| Slot::F64(&mut a.covered_s)),
     Column::new("gpu_util_n", |a| Slot::I32(&mut a.gpu_util.n)),
@@ -45,13 +91,6 @@ pub(crate) const GPU_AGG: &[Column<GpuAgg>] = &[
     Column::new("gpu_util_max", |a| Slot::OptF32(&mut a.gpu_util.max)),
     Column::new("gpu_util_hist", |a| Slot::Hist(&mut a.gpu_util_hist)),
     Column::new("busy_n", |a| Slot::I32(&mut a.busy_n)),
-    Column::new("sm_active_n", |a| Slot::I32(&mut a.sm_active.n)),
-    Column::new("sm_active_sum", |a| Slot::F64(&mut a.sm_active.sum)),
-    Column::new("sm_active_max", |a| Slot::OptF32(&mut a.sm_active.max)),
-    Column::new("sm_active_hist", |a| Slot::Hist(&mut a.sm_active_hist)),
-    Column::new("sm_occupancy_sum", |a| Slot::F64(&mut a.sm_occupancy.sum)),
-    Column::new("tensor_active_sum", |a| Slot::F64(&mut a.tensor_active.sum)),
-    Column::new("dram_active_sum", |a| Slot::F64(&mut a.dram_active.sum)),
     Column::new("mem_used_n", |a| Slot::I32(&mut a.mem_used.n)),
     Column::new("mem_used_sum", |a| Slot::F64(&mut a.mem_used.sum)),
     Column::new("mem_used_max", |a| Slot::OptI64(&mut a.mem_used.max)),
@@ -64,12 +103,27 @@ pub(crate) const GPU_AGG: &[Column<GpuAgg>] = &[
     Column::new("temp_max", |a| Slot::OptF32(&mut a.temp.max)),
     Column::new("throttled_n", |a| Slot::I32(&mut a.throttled_n)),
     Column::new("alloc_share_sum", |a| Slot::F64(&mut a.alloc_share_sum)),
-    Column::new("sm_occupancy_n", |a| Slot::I32(&mut a.sm_occupancy.n)),
-    Column::new("tensor_active_n", |a| Slot::I32(&mut a.tensor_active.n)),
-    Column::new("dram_active_n", |a| Slot::I32(&mut a.dram_active.n)),
     Column::new("energy_n", |a| Slot::I32(&mut a.energy_n)),
     Column::new("energy_j", |a| Slot::F64(&mut a.energy_j)),
 ];
+
+/// One profiling ratio's rollup columns ([`model::profiling::RollupColumns`]).
+fn ratio_columns(spec: &RatioSpec) -> Vec<Column<GpuAgg>> {
+    let cols = spec.ratio.rollup_columns();
+    let at = |name, slot: for<'a> fn(&'a mut GpuAgg, usize) -> Slot<'a>| Column {
+        name,
+        slot: SlotOf::Indexed(slot, spec.ratio.index()),
+    };
+    let mut out = vec![
+        at(cols.n, |a, i| Slot::I32(&mut a.ratios.0[i].n)),
+        at(cols.sum, |a, i| Slot::F64(&mut a.ratios.0[i].sum)),
+    ];
+    if let (Some(max), Some(hist)) = (cols.max, cols.hist) {
+        out.push(at(max, |a, i| Slot::OptF32(&mut a.ratios.0[i].max)));
+        out.push(at(hist, |a, i| Slot::Hist(&mut a.ratios.0[i].hist)));
+    }
+    out
+}
 
 /// Every aggregate column of a tenant rollup row ([`TenantAgg`]), in insert order.
 pub(crate) const TENANT_AGG: &[Column<TenantAgg>] = &[
@@ -151,7 +205,7 @@ pub(crate) fn names<A>(prefix: &str, columns: &[Column<A>]) -> String {
 pub(crate) fn write_cells<A: Clone, W: Cells>(w: &mut W, a: &A, columns: &[Column<A>]) {
     let mut a = a.clone();
     for c in columns {
-        match (c.slot)(&mut a) {
+        match c.slot(&mut a) {
             Slot::I32(v) => w.i32(*v),
             Slot::I64(v) => w.i64(*v),
             Slot::F64(v) => w.f64(*v),
@@ -170,7 +224,7 @@ pub(crate) fn bind_values<'q, DB: Db, A: Clone>(
 ) -> Stmt<'q, DB> {
     let mut a = a.clone();
     for c in columns {
-        q = match (c.slot)(&mut a) {
+        q = match c.slot(&mut a) {
             Slot::I32(v) => q.arg(*v),
             Slot::I64(v) => q.arg(*v),
             Slot::F64(v) => q.arg(*v),
@@ -189,7 +243,7 @@ pub(crate) fn read_named<DB: Db, A: Default>(
 ) -> sqlx::Result<A> {
     let mut a = A::default();
     for c in columns {
-        read_cell::<DB>(r, At::Name(c.name), (c.slot)(&mut a))?;
+        read_cell::<DB>(r, At::Name(c.name), c.slot(&mut a))?;
     }
     Ok(a)
 }
@@ -203,7 +257,7 @@ pub(crate) fn read_at<DB: Db, A: Default>(
 ) -> sqlx::Result<A> {
     let mut a = A::default();
     for (i, c) in columns.iter().enumerate() {
-        read_cell::<DB>(r, At::Index(first + i), (c.slot)(&mut a))?;
+        read_cell::<DB>(r, At::Index(first + i), c.slot(&mut a))?;
     }
     Ok(a)
 }
@@ -294,7 +348,11 @@ mod tests {
                     ts: i as i64 * 1000,
                     interval_ms: 1000,
                     gpu_util: Some(v),
-                    sm_active: Some(v),
+                    ratios: {
+                        let mut r = model::profiling::PerRatio::default();
+                        *r.get_mut(model::profiling::Ratio::SmActive) = Some(v);
+                        r
+                    },
                     mem_used_bytes: Some(7),
                     power_w: Some(300.0),
                     ..Default::default()
@@ -307,10 +365,10 @@ mod tests {
 
     #[test]
     fn every_column_is_written_once_in_the_order_named() {
-        let names = super::names("", super::GPU_AGG);
+        let names = super::names("", &super::GPU_AGG);
         let mut tape = Tape::default();
         let a = gpu_agg();
-        super::write_cells(&mut tape, &a, super::GPU_AGG);
+        super::write_cells(&mut tape, &a, &super::GPU_AGG);
         let cols: Vec<&str> = names.split(", ").collect();
         assert_eq!(cols.len(), tape.0.len(), "{cols:?} {:?}", tape.0);
         let cell = |name: &str| &tape.0[cols.iter().position(|c| *c == name).unwrap()];
@@ -435,7 +493,7 @@ mod tests {
             crate::sql::GPU_ROLLUP_COLUMNS.as_str(),
             crate::sql::TENANT_ROLLUP_COLUMNS.as_str(),
         );
-        for m in METRICS {
+        for m in METRICS.iter() {
             let columns: Vec<&str> = match m.family {
                 Family::Gpu => gpu.split(", ").collect(),
                 Family::Tenant => tenant.split(", ").collect(),

@@ -145,7 +145,7 @@ pub(crate) async fn read_rollups<DB: Db>(
     let rows = query(&sql).all(On::Conn(&mut *conn)).await?;
     for r in &rows {
         let key = (r.col("gpu_uuid")?, r.col("bucket")?);
-        out.gpus.insert(key, read_named::<DB, _>(r, GPU_AGG)?);
+        out.gpus.insert(key, read_named::<DB, _>(r, &GPU_AGG)?);
     }
     let sql = select(crate::sql::TENANT_ROLLUP_COLUMNS.as_str(), "tenant");
     let rows = query(&sql).all(On::Conn(&mut *conn)).await?;

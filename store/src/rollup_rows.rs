@@ -14,7 +14,7 @@ pub(crate) fn gpu<W: Cells>(w: &mut W, identity: [&str; 3], bucket: i64, a: &Gpu
         w.text(v);
     }
     w.ts_ms(bucket);
-    write_cells(w, a, GPU_AGG);
+    write_cells(w, a, &GPU_AGG);
 }
 
 /// One tenant-GPU-bucket row: `identity` is (cluster, node, GPU, tenant).

@@ -1,6 +1,10 @@
 //! Time-series queries: which metric of which entity over which range at which step, and
 //! which stored resolution (raw, 1-minute or 1-hour rollups) answers it.
 
+use std::sync::LazyLock;
+
+use model::profiling::{self, Ratio, RatioSpec};
+
 use crate::dialect::Dialect;
 use crate::error::StoreError;
 use crate::records::Retention;
@@ -11,10 +15,8 @@ pub enum Metric {
     GpuUtil,
     /// Share of samples in which a kernel ran.
     Active,
-    SmActive,
-    SmOccupancy,
-    TensorActive,
-    DramActive,
+    /// A DCGM profiling ratio ([`model::profiling`]).
+    Ratio(Ratio),
     MemUsedBytes,
     PowerW,
     TempC,
@@ -87,7 +89,33 @@ const fn spec(
 
 use Family::{Gpu, Tenant};
 
-pub const METRICS: &[MetricSpec] = &[
+/// Every metric: GPU utilization and activity, each profiling ratio, then the rest
+/// ([`OTHER_METRICS`]).
+pub static METRICS: LazyLock<Vec<MetricSpec>> = LazyLock::new(|| {
+    let (first, rest) = OTHER_METRICS.split_at(2);
+    first
+        .iter()
+        .copied()
+        .chain(profiling::RATIOS.iter().map(ratio_metric))
+        .chain(rest.iter().copied())
+        .collect()
+});
+
+/// A profiling ratio's series: its raw column, its rollup columns.
+fn ratio_metric(r: &RatioSpec) -> MetricSpec {
+    let cols = r.ratio.rollup_columns();
+    spec(
+        Metric::Ratio(r.ratio),
+        r.name,
+        "ratio",
+        Gpu,
+        Some(RawValue::Column(r.name)),
+        (cols.n, cols.sum, cols.max, cols.hist),
+    )
+}
+
+/// The metrics other than the profiling ratios.
+const OTHER_METRICS: &[MetricSpec] = &[
     spec(
         Metric::GpuUtil,
         "gpu_util",
@@ -108,43 +136,6 @@ pub const METRICS: &[MetricSpec] = &[
         Gpu,
         Some(RawValue::Busy("gpu_util")),
         ("gpu_util_n", "busy_n", None, None),
-    ),
-    spec(
-        Metric::SmActive,
-        "sm_active",
-        "ratio",
-        Gpu,
-        Some(RawValue::Column("sm_active")),
-        (
-            "sm_active_n",
-            "sm_active_sum",
-            Some("sm_active_max"),
-            Some("sm_active_hist"),
-        ),
-    ),
-    spec(
-        Metric::SmOccupancy,
-        "sm_occupancy",
-        "ratio",
-        Gpu,
-        Some(RawValue::Column("sm_occupancy")),
-        ("sm_occupancy_n", "sm_occupancy_sum", None, None),
-    ),
-    spec(
-        Metric::TensorActive,
-        "tensor_active",
-        "ratio",
-        Gpu,
-        Some(RawValue::Column("tensor_active")),
-        ("tensor_active_n", "tensor_active_sum", None, None),
-    ),
-    spec(
-        Metric::DramActive,
-        "dram_active",
-        "ratio",
-        Gpu,
-        Some(RawValue::Column("dram_active")),
-        ("dram_active_n", "dram_active_sum", None, None),
     ),
     spec(
         Metric::MemUsedBytes,

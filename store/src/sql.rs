@@ -17,11 +17,11 @@ use crate::rollup_columns::{
 
 /// Columns of the GPU rollup tables, in insert order.
 pub(crate) static GPU_ROLLUP_COLUMNS: LazyLock<String> =
-    LazyLock::new(|| names("cluster, node, gpu_uuid, bucket, ", GPU_AGG));
+    LazyLock::new(|| names("cluster, node, gpu_uuid, bucket, ", &GPU_AGG));
 
 /// Columns of the cluster rollup table, in insert order.
 pub(crate) static CLUSTER_ROLLUP_COLUMNS: LazyLock<String> =
-    LazyLock::new(|| names("cluster, bucket, gpus, ", GPU_AGG));
+    LazyLock::new(|| names("cluster, bucket, gpus, ", &GPU_AGG));
 
 /// Columns of the tenant rollup tables, in insert order.
 pub(crate) static TENANT_ROLLUP_COLUMNS: LazyLock<String> =

@@ -4,6 +4,7 @@
 use super::page::*;
 use super::series::*;
 use model::inventory::Sharing;
+use model::profiling::{self, Ratio};
 use model::rollup::NodeRollup;
 
 #[derive(Debug, Deserialize)]
@@ -422,7 +423,8 @@ fn gpu_panel(
     }
 }
 
-/// A GPU's hourly charts: utilization and SM activity, memory, power, temperature.
+/// A GPU's hourly charts: utilization and SM activity, memory, power, temperature, and the
+/// other DCGM profiling ratios where it reports them.
 fn gpu_charts(g: &store::GpuRecord, rollups: &NodeRollup, (from, to): (i64, i64)) -> Vec<Chart> {
     let series = |f: &dyn Fn(&model::rollup::GpuAgg) -> Option<f64>| -> Vec<(i64, Option<f64>)> {
         rollups
@@ -459,7 +461,7 @@ fn gpu_charts(g: &store::GpuRecord, rollups: &NodeRollup, (from, to): (i64, i64)
                 ),
                 line(
                     "SM activity (DCGM)",
-                    series(&|x| x.sm_active.mean().map(|v| v * 100.0)),
+                    series(&|x| x.ratios.get(Ratio::SmActive).mean().map(|v| v * 100.0)),
                 ),
             ],
             "No utilization samples in this range.",
@@ -489,6 +491,28 @@ fn gpu_charts(g: &store::GpuRecord, rollups: &NodeRollup, (from, to): (i64, i64)
             "Temperature is not reported for this device.",
         ),
     ];
+    // The other DCGM profiling ratios ([`model::profiling`]), those this GPU reported.
+    let profiling: Vec<Line> = profiling::RATIOS
+        .iter()
+        .filter(|r| r.ratio != Ratio::SmActive)
+        .map(|r| {
+            let i = r.ratio;
+            line(
+                r.title,
+                series(&|x| x.ratios.get(i).mean().map(|v| v * 100.0)),
+            )
+        })
+        .filter(|l| l.points.iter().any(|(_, v)| v.is_some()))
+        .collect();
+    if !profiling.is_empty() {
+        charts.push(chart(
+            format!("GPU {} DCGM profiling", g.index),
+            "%",
+            Some(100.0),
+            profiling,
+            "",
+        ));
+    }
     if g.sharing == Sharing::Mig
         && charts[0].lines[0].points.iter().all(|(_, v)| v.is_none())
         && charts[0].lines[1].points.iter().any(|(_, v)| v.is_some())

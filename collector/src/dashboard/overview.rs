@@ -2,6 +2,7 @@
 
 use super::page::*;
 use super::series::*;
+use model::profiling::Ratio;
 use std::collections::HashSet;
 
 fn tenant_lines(
@@ -185,7 +186,7 @@ pub async fn overview(
     let (util, alloc, sm) = tokio::join!(
         fleet_series(&state, Metric::GpuUtil, from, to, step),
         fleet_series(&state, Metric::AllocShare, from, to, step),
-        fleet_series(&state, Metric::SmActive, from, to, step),
+        fleet_series(&state, Metric::Ratio(Ratio::SmActive), from, to, step),
     );
     let mut trends = Vec::new();
     for (name, metric) in TRENDS {
@@ -285,7 +286,7 @@ pub async fn overview(
 const TRENDS: [(&str, Metric); 3] = [
     ("GPU utilization", Metric::GpuUtil),
     ("Allocated share", Metric::AllocShare),
-    ("SM activity (DCGM)", Metric::SmActive),
+    ("SM activity (DCGM)", Metric::Ratio(Ratio::SmActive)),
 ];
 
 /// What the newest analysis adds to the overview: funnel, findings by kind, freeable GPUs and

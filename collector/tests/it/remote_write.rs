@@ -232,7 +232,7 @@ async fn heavy_prometheus_remote_writes_dcgm_exporter_series_into_gpulens() {
         "utilization as a ratio: {util:?}"
     );
     let sm = last_ten_minutes(
-        Metric::SmActive,
+        Metric::Ratio(model::profiling::Ratio::SmActive),
         "GPU-00000000-0000-0000-0000-000000000001",
         Agg::Mean,
     )
@@ -241,7 +241,7 @@ async fn heavy_prometheus_remote_writes_dcgm_exporter_series_into_gpulens() {
     // dcgm-exporter's default counters leave out SM activity; tensor activity still counts
     // (the real sample's A100: 0.929260 at the GPU level, the same in every scrape).
     let tensor = last_ten_minutes(
-        Metric::TensorActive,
+        Metric::Ratio(model::profiling::Ratio::TensorActive),
         "GPU-34319582-d595-d1c7-d1d2-179bcfa61660",
         Agg::Mean,
     )

@@ -46,39 +46,49 @@ fn minutes_merge_into_hours_exactly() {
 #[test]
 fn each_dcgm_field_is_averaged_over_the_samples_that_have_it() {
     // dcgm-exporter's default counters: tensor and DRAM activity, no SM activity.
-    let exporter = RawGpu {
-        tensor_active: Some(0.9),
-        dram_active: Some(0.4),
-        ..raw(0, 0.5)
+    let with = |ts, ratios: &[(Ratio, f32)]| {
+        let mut r = raw(ts, 0.5);
+        for (ratio, v) in ratios {
+            *r.ratios.get_mut(*ratio) = Some(*v);
+        }
+        r
     };
+    use Ratio::{DramActive, SmActive, SmOccupancy, TensorActive};
+    let exporter = with(0, &[(TensorActive, 0.9), (DramActive, 0.4)]);
     // The agent with DCGM: all of them; NVML alone: none.
-    let agent = RawGpu {
-        sm_active: Some(0.6),
-        sm_occupancy: Some(0.3),
-        tensor_active: Some(0.1),
-        dram_active: Some(0.2),
-        ..raw(1000, 0.5)
-    };
+    let agent = with(
+        1000,
+        &[
+            (SmActive, 0.6),
+            (SmOccupancy, 0.3),
+            (TensorActive, 0.1),
+            (DramActive, 0.2),
+        ],
+    );
     let mut a = GpuAgg::default();
     for r in [&exporter, &agent, &raw(2000, 0.5)] {
         a.add(r, 0.0);
     }
+    let r = |ratio| a.ratios.get(ratio);
     assert_eq!(
         (
-            a.sm_active.n,
-            a.sm_occupancy.n,
-            a.tensor_active.n,
-            a.dram_active.n
+            r(SmActive).n,
+            r(SmOccupancy).n,
+            r(TensorActive).n,
+            r(DramActive).n
         ),
         (1, 1, 2, 2)
     );
-    assert!((a.tensor_active.mean().unwrap() - 0.5).abs() < 1e-6);
-    assert!((a.dram_active.mean().unwrap() - 0.3).abs() < 1e-6);
-    assert!((a.sm_occupancy.sum - 0.3).abs() < 1e-6);
+    assert!((r(TensorActive).mean().unwrap() - 0.5).abs() < 1e-6);
+    assert!((r(DramActive).mean().unwrap() - 0.3).abs() < 1e-6);
+    assert!((r(SmOccupancy).sum - 0.3).abs() < 1e-6);
+    assert_eq!(r(SmActive).max, Some(0.6), "SM activity keeps its peak");
+    assert_eq!(r(DramActive).max, None, "a mean keeps no peak");
     let mut merged = GpuAgg::default();
     merged.merge(&a);
     merged.merge(&a);
-    assert_eq!((merged.tensor_active.n, merged.dram_active.n), (4, 4));
+    let m = |ratio| merged.ratios.get(ratio).n;
+    assert_eq!((m(TensorActive), m(DramActive)), (4, 4));
 }
 
 #[test]
@@ -202,7 +212,7 @@ fn mig_tenants_use_dcgm_and_shared_tenants_split_the_device() {
 
     // Time-slicing: sm_active 0.6 split 3:1 by process SM time.
     let mut g = raw(0, 1.0);
-    g.sm_active = Some(0.6);
+    *g.ratios.get_mut(Ratio::SmActive) = Some(0.6);
     let allocs = vec![alloc(0, "a", None, 0.5), alloc(0, "b", None, 0.5)];
     let procs = vec![
         process(0, "a", None, Some(0.75)),
@@ -222,7 +232,7 @@ fn a_moment_sent_twice_counts_once() {
     let seconds = 0..10i64;
     let gpu = |s: i64| {
         let mut g = raw(s * 1000, 0.8);
-        g.sm_active = Some(0.6);
+        *g.ratios.get_mut(Ratio::SmActive) = Some(0.6);
         g
     };
     let allocs = |s: i64| {

@@ -212,14 +212,20 @@ impl PgStore {
         self.ensure_days(&days_between(from_ms, to_ms)).await?;
         let mut h = rollup::Hist::default();
         (0..3600).for_each(|i| h.add((i % 100) as f32 / 100.0));
+        let columns = crate::sql::GPU_ROLLUP_COLUMNS.as_str();
+        let values = columns
+            .split(", ")
+            .map(|c| {
+                fixture_value(c).ok_or_else(|| {
+                    StoreError::Internal(format!("the series fixture has no value for {c}"))
+                })
+            })
+            .collect::<Result<Vec<_>>>()?;
         let done = sqlx::query(&format!(
-            "INSERT INTO gpu_rollup_1h ({})
-             SELECT $1, 'node-' || (g / 8), 'GPU-bench-' || g, to_timestamp($2 / 1000.0) + make_interval(hours => hh::int),
-                    3600, 3600, 3600, 1782 + (g % 100), 0.99, $3, 3500, 3600, 1500 + (g % 50), 0.9, $3, 900, 700, 600,
-                    3600, 3600.0 * 4e10, 5e10::bigint, 8e10::bigint, 3600, 3600 * 400, 650, 3600, 3600 * 55, 70, 0, 3600, 3500, 3500, 3500,
-                    3600, 3600.0 * 400
+            "INSERT INTO gpu_rollup_1h ({columns})
+             SELECT {}
              FROM generate_series(0, $4 - 1) AS g, generate_series(0, $5 - 1) AS hh",
-            crate::sql::GPU_ROLLUP_COLUMNS.as_str()
+            values.join(", ")
         ))
         .bind(cluster)
         .bind(from_ms)
@@ -449,4 +455,46 @@ impl Backend for Postgres {
     fn blocks_per_insert(_table: &raw::RawTable) -> usize {
         1000
     }
+}
+
+/// The series fixture's value of a GPU hour rollup column (`fill_hour_rollups`; `g` the
+/// GPU's number, `hh` the hour's, `$1` the cluster, `$2` the first hour, `$3` a histogram);
+/// None for a column it does not know, which fails the fixture.
+fn fixture_value(column: &str) -> Option<&'static str> {
+    Some(match column {
+        "cluster" => "$1",
+        "node" => "'node-' || (g / 8)",
+        "gpu_uuid" => "'GPU-bench-' || g",
+        "bucket" => "to_timestamp($2 / 1000.0) + make_interval(hours => hh::int)",
+        "samples" | "covered_s" | "gpu_util_n" | "mem_used_n" | "power_n" | "temp_n"
+        | "alloc_share_sum" | "energy_n" => "3600",
+        "gpu_util_sum" => "1782 + (g % 100)",
+        "gpu_util_max" => "0.99",
+        "gpu_util_hist" => "$3",
+        "busy_n" => "3500",
+        "mem_used_sum" => "3600.0 * 4e10",
+        "mem_used_max" => "5e10::bigint",
+        "mem_total_max" => "8e10::bigint",
+        "power_sum" | "energy_j" => "3600.0 * 400",
+        "power_max" => "650",
+        "temp_sum" => "3600 * 55",
+        "temp_max" => "70",
+        "throttled_n" => "0",
+        "sm_active_n" => "3600",
+        "sm_active_sum" => "1500 + (g % 50)",
+        "sm_occupancy_sum" => "900",
+        "tensor_active_sum" => "700",
+        "dram_active_sum" => "600",
+        // Any other profiling ratio: seen in most seconds, a quarter active.
+        c => match model::profiling::RATIOS
+            .iter()
+            .find_map(|r| c.strip_prefix(r.name)?.strip_prefix('_'))?
+        {
+            "n" => "3500",
+            "sum" => "875",
+            "max" => "0.9",
+            "hist" => "$3",
+            _ => return None,
+        },
+    })
 }

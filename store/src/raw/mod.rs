@@ -10,6 +10,7 @@
 
 use std::collections::BTreeMap;
 
+use model::profiling::{self, PerRatio};
 use model::rollup::{RawAllocation, RawGpu, RawMig, RawProcess};
 use model::sealed::{self, Columns, Kind};
 
@@ -527,26 +528,11 @@ pub(crate) fn binds_per_block(t: &RawTable) -> usize {
 pub(crate) fn gpus(records: &[Record]) -> Vec<RawGpu> {
     let t = &GPU;
     let uuid = t.key_at("gpu_uuid");
-    let [
-        interval,
-        util,
-        sm,
-        occ,
-        tensor,
-        dram,
-        used,
-        total,
-        power,
-        energy,
-        temp,
-        throttle,
-    ] = [
+    let ratios: PerRatio<usize> =
+        PerRatio(std::array::from_fn(|i| t.value(profiling::RATIOS[i].name)));
+    let [interval, util, used, total, power, energy, temp, throttle] = [
         "interval_ms",
         "gpu_util",
-        "sm_active",
-        "sm_occupancy",
-        "tensor_active",
-        "dram_active",
         "mem_used_bytes",
         "mem_total_bytes",
         "power_w",
@@ -562,10 +548,7 @@ pub(crate) fn gpus(records: &[Record]) -> Vec<RawGpu> {
             ts: r.ts,
             interval_ms: r.int(interval).unwrap_or_default() as i32,
             gpu_util: r.f32(util),
-            sm_active: r.f32(sm),
-            sm_occupancy: r.f32(occ),
-            tensor_active: r.f32(tensor),
-            dram_active: r.f32(dram),
+            ratios: PerRatio(ratios.0.map(|c| r.f32(c))),
             mem_used_bytes: r.int(used),
             mem_total_bytes: r.int(total),
             power_w: r.f32(power),

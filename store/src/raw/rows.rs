@@ -3,6 +3,7 @@
 //! `ts`, values), into whatever the backend writes them with — binary COPY on PostgreSQL, bind
 //! parameters of a multi-row INSERT on SQLite — through [`Cells`].
 
+use model::profiling::{self, PerRatio};
 use model::wire::v1::Batch;
 use model::{Allocation, GpuEvent, GpuSample, MigSample, ProcessSample};
 
@@ -103,16 +104,7 @@ pub(crate) fn write<W: Cells>(w: &mut W, b: &Batch, row: &Row<'_>) {
                 .ts_ms(ts)
                 .opt_i64(m.mem_used_bytes)
                 .opt_i64(m.mem_total_bytes);
-            profiling(
-                w,
-                [
-                    m.sm_active,
-                    m.sm_occupancy,
-                    m.dram_active,
-                    m.tensor_active,
-                    m.gr_engine_active,
-                ],
-            );
+            ratios(w, profiling::of_mig(m));
         }
         Row::Process(ts, p) => {
             w.text(&p.gpu_uuid)
@@ -172,22 +164,12 @@ fn gpu<W: Cells>(w: &mut W, interval_ms: i32, ts: i64, g: &GpuSample) {
         .opt_i32(g.remapped_rows)
         .opt_f32(g.enc_util)
         .opt_f32(g.dec_util);
-    profiling(
-        w,
-        [
-            g.sm_active,
-            g.sm_occupancy,
-            g.dram_active,
-            g.tensor_active,
-            g.gr_engine_active,
-        ],
-    );
+    ratios(w, profiling::of_gpu(g));
 }
 
-/// The DCGM profiling columns GPUs and MIG instances share, in their column order:
-/// sm_active, sm_occupancy, dram_active, tensor_active, gr_engine_active.
-fn profiling<W: Cells>(w: &mut W, values: [Option<f32>; 5]) {
-    for v in values {
+/// The DCGM profiling columns GPUs and MIG instances share, in [`model::profiling`] order.
+fn ratios<W: Cells>(w: &mut W, values: PerRatio<Option<f32>>) {
+    for v in values.0 {
         w.opt_f32(v);
     }
 }

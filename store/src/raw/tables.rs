@@ -1,6 +1,7 @@
 //! The raw tables declared: each one's hot and sealed names, identity and value columns — the
 //! one list the backends' writers, sealing, readers, partitions and retention go by.
 
+use model::profiling;
 use model::sealed::Kind;
 
 /// The type of an identity column.
@@ -30,38 +31,62 @@ use model::sealed::Kind::{F32, F64, Int};
 pub(crate) const GPU_KEY: [(&str, KeyType); 3] =
     [("cluster", Text), ("node", Text), ("gpu_uuid", Text)];
 
+/// A GPU's own readings; the profiling ratios follow ([`GPU_VALUES`]).
+const GPU_DEVICE_VALUES: [(&str, Kind); 21] = [
+    ("interval_ms", Int),
+    ("gpu_util", F32),
+    ("mem_util", F32),
+    ("mem_used_bytes", Int),
+    ("mem_total_bytes", Int),
+    ("power_w", F32),
+    ("energy_j", F64),
+    ("temp_c", F32),
+    ("sm_clock_mhz", Int),
+    ("mem_clock_mhz", Int),
+    ("throttle_reasons", Int),
+    ("pcie_rx_bytes_per_s", Int),
+    ("pcie_tx_bytes_per_s", Int),
+    ("nvlink_rx_bytes_per_s", Int),
+    ("nvlink_tx_bytes_per_s", Int),
+    ("ecc_corrected", Int),
+    ("ecc_uncorrected", Int),
+    ("retired_pages", Int),
+    ("remapped_rows", Int),
+    ("enc_util", F32),
+    ("dec_util", F32),
+];
+
+/// A MIG instance's own readings; the profiling ratios follow ([`MIG_VALUES`]).
+const MIG_DEVICE_VALUES: [(&str, Kind); 2] = [("mem_used_bytes", Int), ("mem_total_bytes", Int)];
+
+/// `device`'s columns, then one `real` column per profiling ratio ([`model::profiling`], in
+/// its order: a sealed block's columns are positional). `M` is their sum (checked when this
+/// is evaluated, at compile time).
+const fn with_ratios<const N: usize, const M: usize>(
+    device: [(&'static str, Kind); N],
+) -> [(&'static str, Kind); M] {
+    assert!(M == N + profiling::COUNT);
+    let mut out = [("", F32); M];
+    let mut i = 0;
+    while i < N {
+        out[i] = device[i];
+        i += 1;
+    }
+    while i < M {
+        out[i] = (profiling::RATIOS[i - N].name, F32);
+        i += 1;
+    }
+    out
+}
+
+const GPU_VALUES: [(&str, Kind); 21 + profiling::COUNT] = with_ratios(GPU_DEVICE_VALUES);
+const MIG_VALUES: [(&str, Kind); 2 + profiling::COUNT] = with_ratios(MIG_DEVICE_VALUES);
+
 pub(crate) const GPU: RawTable = RawTable {
     hot: "gpu_samples",
     sealed: "gpu_blocks",
     key: &GPU_KEY,
-    values: &[
-        ("interval_ms", Int),
-        ("gpu_util", F32),
-        ("mem_util", F32),
-        ("mem_used_bytes", Int),
-        ("mem_total_bytes", Int),
-        ("power_w", F32),
-        ("energy_j", F64),
-        ("temp_c", F32),
-        ("sm_clock_mhz", Int),
-        ("mem_clock_mhz", Int),
-        ("throttle_reasons", Int),
-        ("pcie_rx_bytes_per_s", Int),
-        ("pcie_tx_bytes_per_s", Int),
-        ("nvlink_rx_bytes_per_s", Int),
-        ("nvlink_tx_bytes_per_s", Int),
-        ("ecc_corrected", Int),
-        ("ecc_uncorrected", Int),
-        ("retired_pages", Int),
-        ("remapped_rows", Int),
-        ("enc_util", F32),
-        ("dec_util", F32),
-        ("sm_active", F32),
-        ("sm_occupancy", F32),
-        ("dram_active", F32),
-        ("tensor_active", F32),
-        ("gr_engine_active", F32),
-    ],
+    values: &GPU_VALUES,
 };
 
 pub(crate) const MIG: RawTable = RawTable {
@@ -74,15 +99,7 @@ pub(crate) const MIG: RawTable = RawTable {
         ("gi_id", Int32),
         ("ci_id", Int32),
     ],
-    values: &[
-        ("mem_used_bytes", Int),
-        ("mem_total_bytes", Int),
-        ("sm_active", F32),
-        ("sm_occupancy", F32),
-        ("dram_active", F32),
-        ("tensor_active", F32),
-        ("gr_engine_active", F32),
-    ],
+    values: &MIG_VALUES,
 };
 
 pub(crate) const PROCESS: RawTable = RawTable {

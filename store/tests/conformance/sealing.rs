@@ -31,7 +31,7 @@ pub(crate) async fn raw_answers(store: &Store, from: i64, to: i64, now: i64) -> 
         for (metric, agg) in [
             (Metric::GpuUtil, Agg::Mean),
             (Metric::Active, Agg::Mean),
-            (Metric::SmActive, Agg::P95),
+            (Metric::Ratio(model::profiling::Ratio::SmActive), Agg::P95),
             (Metric::MemUsedBytes, Agg::Max),
             (Metric::PowerW, Agg::Mean),
         ] {

@@ -4,6 +4,7 @@
 
 use super::batch::{Batch, Snapshot, VERSION};
 use crate::UnixMillis;
+use crate::profiling;
 
 /// Limits a collector enforces on every batch.
 #[derive(Debug, Clone, Copy)]
@@ -230,13 +231,11 @@ fn check_gpus(s: &Snapshot, at: &dyn Fn(&str) -> String, limits: &Limits) -> Res
             ("mem_util", g.mem_util),
             ("enc_util", g.enc_util),
             ("dec_util", g.dec_util),
-            ("sm_active", g.sm_active),
-            ("sm_occupancy", g.sm_occupancy),
-            ("dram_active", g.dram_active),
-            ("tensor_active", g.tensor_active),
-            ("gr_engine_active", g.gr_engine_active),
         ] {
             check_ratio(|| at(f), v)?;
+        }
+        for (spec, v) in profiling::of_gpu(g).iter() {
+            check_ratio(|| at(spec.name), *v)?;
         }
         check_bytes(|| at("mem_used_bytes"), g.mem_used_bytes)?;
         check_bytes(|| at("mem_total_bytes"), g.mem_total_bytes)?;
@@ -283,14 +282,8 @@ fn check_mig(s: &Snapshot, at: &dyn Fn(&str) -> String, limits: &Limits) -> Resu
                 m.ci_id
             )));
         }
-        for (f, v) in [
-            ("sm_active", m.sm_active),
-            ("sm_occupancy", m.sm_occupancy),
-            ("dram_active", m.dram_active),
-            ("tensor_active", m.tensor_active),
-            ("gr_engine_active", m.gr_engine_active),
-        ] {
-            check_ratio(|| at(f), v)?;
+        for (spec, v) in profiling::of_mig(m).iter() {
+            check_ratio(|| at(spec.name), *v)?;
         }
         check_bytes(|| at("mem_used_bytes"), m.mem_used_bytes)?;
         check_bytes(|| at("mem_total_bytes"), m.mem_total_bytes)?;
