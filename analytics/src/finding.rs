@@ -1,8 +1,7 @@
 //! What a finding is: its kind, severity, subject, the numbers that back it and the series that
 //! show it (docs/analytics.md defines each kind), with ids stable across analyses.
 
-use std::collections::BTreeMap;
-
+use crate::measure::{Measure, Measures};
 use serde::{Deserialize, Serialize};
 
 model::closed_set! {
@@ -184,7 +183,8 @@ pub struct Finding {
     pub reason: Option<String>,
     pub summary: String,
     /// Numbers behind the finding, by name.
-    pub metrics: BTreeMap<String, f64>,
+    #[serde(deserialize_with = "crate::measure::known")]
+    pub metrics: Measures,
     pub evidence: Vec<Evidence>,
     /// waiting_demand: hour by hour, what waited and what of its pool was held idle.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -220,18 +220,18 @@ impl Finding {
     /// runs; underutilized: the GPU-hours wasted; interference: the victim's slowdown in
     /// percent; hardware: the error events; waiting demand: the GPU-hours waited; otherwise the hours the finding spans.
     pub fn headline(&self) -> (f64, &'static str) {
-        let m = |k: &str| self.metrics.get(k).copied();
+        let m = |k: Measure| self.metrics.get(&k).copied();
         let span = (self.to_ms - self.from_ms) as f64 / 3_600_000.0;
         let (v, unit) = match self.kind {
-            FindingKind::IdleAllocation => (m("idle_hours_in_runs").unwrap_or(span), "h"),
-            FindingKind::Underutilized => (m("wasted_gpu_hours").unwrap_or(span), "GPU-h"),
-            FindingKind::WaitingDemand => (m("waiting_gpu_hours").unwrap_or(span), "GPU-h"),
-            FindingKind::Interference => (m("rate_drop").map_or(span, |r| r * 100.0), "%"),
+            FindingKind::IdleAllocation => (m(Measure::IdleHoursInRuns).unwrap_or(span), "h"),
+            FindingKind::Underutilized => (m(Measure::WastedGpuHours).unwrap_or(span), "GPU-h"),
+            FindingKind::WaitingDemand => (m(Measure::WaitingGpuHours).unwrap_or(span), "GPU-h"),
+            FindingKind::Interference => (m(Measure::RateDrop).map_or(span, |r| r * 100.0), "%"),
             FindingKind::Hardware => (
-                m("xid_errors").unwrap_or(0.0)
-                    + m("ecc_uncorrected").unwrap_or(0.0)
-                    + m("retired_pages").unwrap_or(0.0)
-                    + m("remapped_rows").unwrap_or(0.0),
+                m(Measure::XidErrors).unwrap_or(0.0)
+                    + m(Measure::EccUncorrected).unwrap_or(0.0)
+                    + m(Measure::RetiredPages).unwrap_or(0.0)
+                    + m(Measure::RemappedRows).unwrap_or(0.0),
                 "errors",
             ),
             _ => (span, "h"),

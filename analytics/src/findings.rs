@@ -1,6 +1,7 @@
 //! Findings: what is wrong, for whom, where, since when, how bad, on which signal, and the
 //! series that show it. Definitions and thresholds are in docs/analytics.md.
 
+use crate::measure::Measure;
 use std::collections::{BTreeMap, HashMap};
 
 use model::figures::count;
@@ -131,20 +132,20 @@ pub fn idle_allocation(ctx: &Ctx, h: &Holding) -> Option<Finding> {
     let (from, to) = (runs[0].from_ms, runs[runs.len() - 1].to_ms);
     let mem = h.mem_p99().map(|b| gib(b as f64));
     let mut metrics = BTreeMap::from([
-        ("idle_runs".into(), runs.len() as f64),
-        ("longest_idle_hours".into(), longest / 3600.0),
+        (Measure::IdleRuns, runs.len() as f64),
+        (Measure::LongestIdleHours, longest / 3600.0),
         // The newest run: how long the holding has been idle now when the finding is ongoing
         // (what a reclaim policy's `min_idle` is held against).
         (
-            "last_idle_run_hours".into(),
+            Measure::LastIdleRunHours,
             runs[runs.len() - 1].seconds() / 3600.0,
         ),
-        ("idle_hours_in_runs".into(), idle_in_runs / 3600.0),
-        ("idle_share_of_allocation".into(), ratio),
-        ("allocated_gpu_hours".into(), h.allocated_hours()),
+        (Measure::IdleHoursInRuns, idle_in_runs / 3600.0),
+        (Measure::IdleShareOfAllocation, ratio),
+        (Measure::AllocatedGpuHours, h.allocated_hours()),
     ]);
     if let Some(m) = mem {
-        metrics.insert("memory_held_gib_p99".into(), m);
+        metrics.insert(Measure::MemoryHeldGibP99, m);
     }
     Some(Finding {
         id: finding_id(
@@ -269,9 +270,9 @@ pub fn zombies(ctx: &Ctx) -> Vec<Finding> {
                     hours(secs)
                 ),
                 metrics: BTreeMap::from([
-                    ("pid".into(), o.pid as f64),
-                    ("memory_gib".into(), gib(o.mem_max_bytes as f64)),
-                    ("hours".into(), secs / 3600.0),
+                    (Measure::Pid, o.pid as f64),
+                    (Measure::MemoryGib, gib(o.mem_max_bytes as f64)),
+                    (Measure::Hours, secs / 3600.0),
                 ]),
                 evidence: vec![Evidence::new("GPU memory used", "mem_used_bytes", format!("gpu:{}", o.gpu), o.first_seen_ms, o.last_seen_ms)],
                 demand_hours: Vec::new(),
@@ -368,7 +369,7 @@ impl Flagged<'_> {
         kind: FindingKind,
         signal: &str,
         summary: String,
-        metrics: [(&str, f64); N],
+        metrics: [(Measure, f64); N],
         evidence: Vec<Evidence>,
     ) -> Finding {
         Finding {
@@ -389,10 +390,7 @@ impl Flagged<'_> {
             signal: signal.into(),
             reason: None,
             summary,
-            metrics: metrics
-                .into_iter()
-                .map(|(k, v)| (k.to_owned(), v))
-                .collect(),
+            metrics: metrics.into_iter().collect(),
             evidence,
             tenants: self.tenants,
             demand_hours: Vec::new(),
@@ -443,9 +441,9 @@ pub fn memory_pressure(ctx: &Ctx, holdings: &[Holding]) -> Vec<Finding> {
                 f.names_or("its tenants"),
             );
             let metrics = [
-                ("hours_above_threshold", f.hours as f64),
-                ("peak_gib", gib(peak as f64)),
-                ("total_gib", gib(total as f64)),
+                (Measure::HoursAboveThreshold, f.hours as f64),
+                (Measure::PeakGib, gib(peak as f64)),
+                (Measure::TotalGib, gib(total as f64)),
             ];
             let evidence = vec![f.evidence("GPU memory used", "mem_used_bytes")];
             f.finding(
@@ -485,9 +483,9 @@ pub fn throttling(ctx: &Ctx, holdings: &[Holding]) -> Vec<Finding> {
                 f.names_or("no known tenant"),
             );
             let metrics = [
-                ("hours_throttled", f.hours as f64),
-                ("temp_max_c", f64::from(temp)),
-                ("power_max_w", f64::from(power)),
+                (Measure::HoursThrottled, f.hours as f64),
+                (Measure::TempMaxC, f64::from(temp)),
+                (Measure::PowerMaxW, f64::from(power)),
             ];
             let evidence = vec![
                 f.evidence("temperature", "temp_c"),
@@ -579,13 +577,13 @@ pub fn hardware(ctx: &Ctx) -> Vec<Finding> {
             reason: None,
             summary: format!("{}: {}", ctx.gpu_label(&h.gpu), parts.join(", ")),
             metrics: BTreeMap::from([
-                ("xid_errors".into(), h.xids.len() as f64),
+                (Measure::XidErrors, h.xids.len() as f64),
                 (
-                    "ecc_uncorrected".into(),
+                    Measure::EccUncorrected,
                     h.ecc_uncorrected.unwrap_or(0) as f64,
                 ),
-                ("retired_pages".into(), h.retired_pages.unwrap_or(0) as f64),
-                ("remapped_rows".into(), h.remapped_rows.unwrap_or(0) as f64),
+                (Measure::RetiredPages, h.retired_pages.unwrap_or(0) as f64),
+                (Measure::RemappedRows, h.remapped_rows.unwrap_or(0) as f64),
             ]),
             evidence: vec![Evidence::new(
                 "GPU utilization",
@@ -632,7 +630,7 @@ pub fn agent_silent(ctx: &Ctx) -> Vec<Finding> {
                     n.node,
                     hours(silent)
                 ),
-                metrics: BTreeMap::from([("silent_minutes".into(), silent / 60.0)]),
+                metrics: BTreeMap::from([(Measure::SilentMinutes, silent / 60.0)]),
                 evidence: vec![Evidence::new(
                     "GPU utilization",
                     "gpu_util",

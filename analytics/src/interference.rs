@@ -2,6 +2,7 @@
 //! GPU through shared memory bandwidth): the victim's rate drops while the aggressor is busy
 //! and the device is saturated. Works on minute rollups of the GPUs where it can happen.
 
+use crate::measure::Measure;
 use model::inventory::Sharing;
 use std::collections::{BTreeMap, HashMap};
 
@@ -234,12 +235,12 @@ fn finding(
             ctx.gpu_label(gpu)
         ),
         metrics: BTreeMap::from([
-            ("rate_drop".into(), drop),
-            ("victim_rate_alone".into(), alone_rate),
-            ("victim_rate_contended".into(), hit_rate),
-            ("contended_hours".into(), contended_s / 3600.0),
-            ("alone_hours".into(), p.alone_n as f64 / 60.0),
-            ("score".into(), score),
+            (Measure::RateDrop, drop),
+            (Measure::VictimRateAlone, alone_rate),
+            (Measure::VictimRateContended, hit_rate),
+            (Measure::ContendedHours, contended_s / 3600.0),
+            (Measure::AloneHours, p.alone_n as f64 / 60.0),
+            (Measure::Score, score),
         ]),
         evidence: vec![
             Evidence::tenant(
@@ -475,11 +476,11 @@ mod tests {
         let f = &found[0];
         assert_eq!(f.tenants, vec!["v".to_owned(), "a".to_owned()]);
         assert!(
-            (f.metrics["rate_drop"] - 0.5).abs() < 1e-9,
+            (f.metrics[&Measure::RateDrop] - 0.5).abs() < 1e-9,
             "{:?}",
             f.metrics
         );
-        assert_eq!(f.metrics["contended_hours"], 1.5);
+        assert_eq!(f.metrics[&Measure::ContendedHours], 1.5);
         assert_eq!((f.from_ms, f.to_ms), (30 * MINUTE_MS, 180 * MINUTE_MS));
         // With no least duration, a pair never seen alone (the aggressor) is still no finding.
         let cfg = Config {

@@ -20,6 +20,7 @@ pub mod held_out;
 pub mod holdings;
 pub mod input;
 pub mod interference;
+pub mod measure;
 pub mod mechanism;
 pub mod merge;
 pub mod mig;
@@ -46,6 +47,7 @@ pub use findings::{DemandHour, Evidence, Finding, FindingKind, Severity};
 pub use funnel::{Funnel, FunnelRow};
 pub use input::{Input, PairHour};
 pub use interference::{MinuteRange, minute_ranges, pair_thresholds};
+pub use measure::{Measure, Measures};
 pub use merge::merge;
 pub use outcome::{Outcome, Verdict};
 pub use plan::FleetPlan;
@@ -252,7 +254,7 @@ fn analyze_with(
 /// analysis, and of one merged from its clusters' ([`merge::merge`]), so both read the same.
 fn settle(a: &mut Analysis) {
     // Within a severity, the costliest waste first (findings without a cost keep their order).
-    let cost = |f: &Finding| f.metrics.get("wasted_cost").copied().unwrap_or(0.0);
+    let cost = |f: &Finding| f.metrics.get(&Measure::WastedCost).copied().unwrap_or(0.0);
     a.findings.sort_by(|a, b| {
         b.severity
             .cmp(&a.severity)

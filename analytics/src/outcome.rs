@@ -8,6 +8,7 @@
 //! Tenants are followed by *workload*, not by tenant key: a moved pod comes back as a new pod
 //! (new UID, usually a new generated name), a Slurm user's next job has a new id.
 
+use crate::measure::Measure;
 use model::inventory::Sharing;
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -586,13 +587,13 @@ pub fn findings(ctx: &Ctx, outcomes: &[Outcome]) -> Vec<Finding> {
                     o.reasons.join("; ")
                 ),
                 metrics: BTreeMap::from([
-                    ("action".into(), o.action as f64),
-                    ("hours_after".into(), o.hours_after as f64),
-                    ("gpus_freed_predicted".into(), o.predicted.gpus_freed),
-                    ("gpus_freed_measured".into(), o.measured.gpus_freed),
-                    ("contention_hours_predicted".into(), o.predicted.contention_hours),
-                    ("contention_hours_measured".into(), o.measured.contention_hours),
-                    ("memory_overflow_hours".into(), o.measured.memory_overflow_hours),
+                    (Measure::Action, o.action as f64),
+                    (Measure::HoursAfter, o.hours_after as f64),
+                    (Measure::GpusFreedPredicted, o.predicted.gpus_freed),
+                    (Measure::GpusFreedMeasured, o.measured.gpus_freed),
+                    (Measure::ContentionHoursPredicted, o.predicted.contention_hours),
+                    (Measure::ContentionHoursMeasured, o.measured.contention_hours),
+                    (Measure::MemoryOverflowHours, o.measured.memory_overflow_hours),
                 ]),
                 evidence,
                 demand_hours: Vec::new(),

@@ -2,6 +2,7 @@
 //! `reclaim`, `right_size`, `consolidate` with `time_slicing`/`mps`, `mig_layout` and
 //! `separate`. Proposals whose replay predicts harm are reported as rejected, not made.
 
+use crate::measure::Measure;
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 use model::figures::{self, count};
@@ -424,7 +425,7 @@ fn separate(
             Some((mut r, g)) if !r.harmful => {
                 // The incident's contended time, as the finding measured it (one figure on
                 // the finding, this step, its alert and the report).
-                let contended = f.metrics.get("contended_hours").copied().unwrap_or(0.0);
+                let contended = f.metrics.get(&Measure::ContendedHours).copied().unwrap_or(0.0);
                 let idle = on(&g.uuid).is_empty();
                 if idle {
                     r.gpus_freed = -1.0;

@@ -3,6 +3,7 @@
 //! simply shrink (`fits_smaller`, `memory_bound`, `compute_bound`, `no_data`), the best way to
 //! share it, and the waste in GPU-hours and money, so the biggest waster ranks first.
 
+use crate::measure::{Measure, Measures};
 use std::collections::BTreeMap;
 
 use model::figures;
@@ -85,19 +86,19 @@ fn metrics_of(
     [ratio, alloc, eff, wasted, cost]: [f64; 5],
     p95: Option<f64>,
     mem_p99: Option<f64>,
-) -> BTreeMap<String, f64> {
+) -> Measures {
     let mut metrics = BTreeMap::from([
-        ("effective_ratio".into(), ratio),
-        ("allocated_gpu_hours".into(), alloc),
-        ("effective_gpu_hours".into(), eff),
-        ("wasted_gpu_hours".into(), wasted),
-        ("wasted_cost".into(), (cost * 100.0).round() / 100.0),
+        (Measure::EffectiveRatio, ratio),
+        (Measure::AllocatedGpuHours, alloc),
+        (Measure::EffectiveGpuHours, eff),
+        (Measure::WastedGpuHours, wasted),
+        (Measure::WastedCost, (cost * 100.0).round() / 100.0),
     ]);
     if let Some(c) = p95 {
-        metrics.insert("effective_p95_gpu".into(), c);
+        metrics.insert(Measure::EffectiveP95Gpu, c);
     }
     if let Some(m) = mem_p99 {
-        metrics.insert("memory_p99_gib".into(), gib(m));
+        metrics.insert(Measure::MemoryP99Gib, gib(m));
     }
     metrics
 }

@@ -10,6 +10,7 @@
 //! - *fragmented*: a pod asking for k whole GPUs while the pool had k free GPUs in total but no
 //!   node with k free.
 
+use crate::measure::Measure;
 use model::inventory::Sharing;
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
@@ -439,15 +440,15 @@ fn finding(
         pool.class.label()
     );
     let metrics = BTreeMap::from([
-        ("waiting_gpu_hours".into(), n.waited),
-        ("waiting_items".into(), t.items.len() as f64),
-        ("waiting_gpus_peak".into(), n.peak),
-        ("largest_request_gpus".into(), t.peak_gpus),
-        ("idle_held_gpu_hours".into(), n.idle_held),
-        ("reclaimable_gpu_hours".into(), n.reclaimable),
-        ("reclaimable_cost".into(), n.cost),
-        ("fragmented_gpu_hours".into(), t.fragmented),
-        ("idle_holdings".into(), by_holder.len() as f64),
+        (Measure::WaitingGpuHours, n.waited),
+        (Measure::WaitingItems, t.items.len() as f64),
+        (Measure::WaitingGpusPeak, n.peak),
+        (Measure::LargestRequestGpus, t.peak_gpus),
+        (Measure::IdleHeldGpuHours, n.idle_held),
+        (Measure::ReclaimableGpuHours, n.reclaimable),
+        (Measure::ReclaimableCost, n.cost),
+        (Measure::FragmentedGpuHours, t.fragmented),
+        (Measure::IdleHoldings, by_holder.len() as f64),
     ]);
     Some(Finding {
         id: finding_id(FindingKind::WaitingDemand, &subject, ctx.input.from_ms),

@@ -1,3 +1,4 @@
+use crate::measure::Measure;
 use model::rollup::{HOUR_MS, TenantAgg};
 
 use super::*;
@@ -116,7 +117,7 @@ fn waiting_work_is_set_against_idle_holdings_and_fragmentation_hour_by_hour() {
     let found = run(&input);
     assert_eq!(found.len(), 1, "{found:#?}");
     let f = &found[0];
-    let m = |k: &str| f.metrics[k];
+    let m = |k: &str| f.metrics[&Measure::parse(k).expect("a measure")];
     assert_eq!(f.kind, FindingKind::WaitingDemand);
     assert_eq!(f.team.as_deref(), Some("ml"));
     assert_eq!(m("waiting_gpu_hours"), 8.5);
@@ -161,9 +162,10 @@ fn work_that_waits_for_another_product_or_outside_the_window_counts_apart() {
         .map(|f| (if f.tenants.is_empty() { "a100" } else { "h100" }, f))
         .collect();
     let a = by_pool["a100"];
-    assert_eq!(a.metrics["waiting_gpu_hours"], 4.0);
+    assert_eq!(a.metrics[&Measure::WaitingGpuHours], 4.0);
     assert_eq!(
-        a.metrics["idle_held_gpu_hours"], 0.0,
+        a.metrics[&Measure::IdleHeldGpuHours],
+        0.0,
         "no A100 in the fleet holds anything"
     );
     assert_eq!(a.severity, Severity::Info);
@@ -173,8 +175,8 @@ fn work_that_waits_for_another_product_or_outside_the_window_counts_apart() {
         a.summary
     );
     let h = by_pool["h100"];
-    assert_eq!(h.metrics["waiting_gpu_hours"], 2.0);
-    assert_eq!(h.metrics["reclaimable_gpu_hours"], 2.0);
+    assert_eq!(h.metrics[&Measure::WaitingGpuHours], 2.0);
+    assert_eq!(h.metrics[&Measure::ReclaimableGpuHours], 2.0);
     assert_ne!(a.id, h.id);
 }
 
@@ -188,7 +190,7 @@ fn units_of_shared_and_mig_resources_are_gpu_equivalents() {
     let mut input = fleet();
     input.waiting = vec![pod("small", "nvidia.com/mig-1g.10gb", 7, 0, 2 * H)];
     let found = run(&input);
-    assert!((found[0].metrics["waiting_gpu_hours"] - 2.0).abs() < 1e-6);
+    assert!((found[0].metrics[&Measure::WaitingGpuHours] - 2.0).abs() < 1e-6);
     // Below the threshold (one GPU-hour) nothing is reported.
     input.waiting = vec![pod("tiny", WHOLE_GPU, 1, 0, H / 2)];
     assert!(run(&input).is_empty());
@@ -230,9 +232,9 @@ fn an_idle_mig_slice_is_no_supply_for_whole_gpus_and_the_reverse() {
         .iter()
         .find(|f| f.pool.as_deref().unwrap().contains("MIG"))
         .unwrap();
-    assert_eq!(whole.metrics["idle_held_gpu_hours"], 0.0);
+    assert_eq!(whole.metrics[&Measure::IdleHeldGpuHours], 0.0);
     assert!(whole.tenants.is_empty());
-    assert_eq!(mig.metrics["idle_held_gpu_hours"], 2.0);
+    assert_eq!(mig.metrics[&Measure::IdleHeldGpuHours], 2.0);
     assert_eq!(mig.tenants, ["idle-a"]);
     assert_eq!(
         whole.pool.as_deref(),

@@ -8,8 +8,6 @@
 //! outcomes' rows) are served in their serde form, which the stored analysis' golden files
 //! (`collector-shared/tests/data/stored-analysis/`) hold still: renaming one fails that test.
 
-use std::collections::BTreeMap;
-
 use analytics::{Evidence, Finding, FindingKind, RecKind, Recommendation, Severity};
 use analytics::{Proposal, Replay};
 use serde::Serialize;
@@ -83,7 +81,7 @@ pub struct FindingView {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
     pub summary: String,
-    pub metrics: BTreeMap<String, f64>,
+    pub metrics: analytics::Measures,
     pub evidence: Vec<EvidenceView>,
 }
 

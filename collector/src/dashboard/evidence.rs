@@ -11,6 +11,7 @@
 
 use super::page::*;
 use super::series::*;
+use analytics::Measure;
 use web::chart::{Band, Mark, RefLine};
 
 /// A finding's evidence: charts, tables, and the action to take.
@@ -168,9 +169,9 @@ async fn memory_chart(
     slice: Option<(String, f64)>,
 ) -> Chart {
     let mem = points(state, Metric::MemUsedBytes, tenant(f, k), r, 1.0 / GIB).await;
-    let mut refs: Vec<RefLine> = ["memory_held_gib_p99", "memory_p99_gib"]
+    let mut refs: Vec<RefLine> = [Measure::MemoryHeldGibP99, Measure::MemoryP99Gib]
         .iter()
-        .filter_map(|m| f.metrics.get(*m))
+        .filter_map(|m| f.metrics.get(m))
         .map(|v| RefLine {
             name: "p99 of hourly peaks".into(),
             value: *v,
@@ -529,7 +530,7 @@ async fn underutilized(state: &DashboardState, a: &Analysis, f: &Finding) -> Evi
         .flat_map(|rec| rec.moves().iter().map(move |m| (rec, m)))
         .find(|(_, m)| &m.tenant == k && f.gpu.as_deref() == Some(m.from_gpu.as_str()));
     let mut refs = Vec::new();
-    if let Some(p95) = f.metrics.get("effective_p95_gpu") {
+    if let Some(p95) = f.metrics.get(&Measure::EffectiveP95Gpu) {
         // Drawn and labelled at the figure the summary and the Numbers table give.
         refs.push(RefLine {
             name: format!("p95 of its demand, {}", model::figures::gpu(*p95)),
@@ -641,9 +642,9 @@ async fn waiting(state: &DashboardState, a: &Analysis, f: &Finding) -> EvidenceV
             ..Chart::default()
         },
     );
-    let metric = |k: &str| f.metrics.get(k).copied().unwrap_or(0.0);
+    let metric = |k: Measure| f.metrics.get(&k).copied().unwrap_or(0.0);
     let holders: Vec<String> = f.tenants.iter().map(|k| name_of(a, k)).collect();
-    view.action = Some(if metric("reclaimable_gpu_hours") >= 1.0 {
+    view.action = Some(if metric(Measure::ReclaimableGpuHours) >= 1.0 {
         format!(
             "Free the idle holdings of {pool} for the waiting work: reclaim {} (the reclaim steps are linked below, and /reclaim runs the loop), or ask their owners to release them.{}",
             if holders.is_empty() {
@@ -651,13 +652,13 @@ async fn waiting(state: &DashboardState, a: &Analysis, f: &Finding) -> EvidenceV
             } else {
                 holders.join(", ")
             },
-            if metric("fragmented_gpu_hours") >= 1.0 {
+            if metric(Measure::FragmentedGpuHours) >= 1.0 {
                 " Some of it waited only because no one node had enough free GPUs: consolidate the pool's nodes (the plan's consolidation steps)."
             } else {
                 ""
             }
         )
-    } else if metric("fragmented_gpu_hours") >= 1.0 {
+    } else if metric(Measure::FragmentedGpuHours) >= 1.0 {
         "Enough GPUs were free, but not on one node: consolidate the pool's nodes (the plan's consolidation steps) so whole-node requests fit.".to_owned()
     } else {
         format!(

@@ -1,6 +1,7 @@
 //! `/findings` and `/findings/{id}`: what the analysis found, and the evidence for one finding.
 
 use super::page::*;
+use analytics::Measure;
 
 #[derive(Debug, Deserialize)]
 pub struct FindingQuery {
@@ -174,7 +175,7 @@ fn matching(
                     team: f.team.clone().unwrap_or_default(),
                     summary: f.summary.clone(),
                     also: Vec::new(),
-                    waste_cost: f.metrics.get("wasted_cost").copied(),
+                    waste_cost: f.metrics.get(&Measure::WastedCost).copied(),
                 },
                 f.tenants.first().cloned().zip(f.gpu.clone()),
             )
@@ -329,8 +330,8 @@ fn finding_view(
             .iter()
             .map(|(k, v)| {
                 (
-                    format::metric_name(k),
-                    metric_value(k, *v, &a.funnel.currency),
+                    format::metric_name(k.as_str()),
+                    metric_value(k.as_str(), *v, &a.funnel.currency),
                 )
             })
             .collect(),

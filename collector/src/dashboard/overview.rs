@@ -2,17 +2,18 @@
 
 use super::page::*;
 use super::series::*;
+use analytics::Measure;
 use model::profiling::Ratio;
 use std::collections::HashSet;
 
 fn tenant_lines(
     a: &Analysis,
     kind: FindingKind,
-    metric: &str,
+    metric: Measure,
     fmt: fn(f64) -> String,
 ) -> Vec<pages::TenantLine> {
     let mut f: Vec<&Finding> = a.findings.iter().filter(|f| f.kind == kind).collect();
-    let value = |f: &Finding| f.metrics.get(metric).copied().unwrap_or(0.0);
+    let value = |f: &Finding| f.metrics.get(&metric).copied().unwrap_or(0.0);
     if kind == FindingKind::Underutilized {
         f.sort_by(|x, y| value(x).total_cmp(&value(y)));
     } else {
@@ -50,17 +51,20 @@ fn demand_lines(a: &Analysis) -> Vec<pages::DemandLine> {
         .iter()
         .filter(|f| f.kind == FindingKind::WaitingDemand)
         .map(|f| {
-            let m = |k: &str| f.metrics.get(k).copied().unwrap_or(0.0);
+            let m = |k: Measure| f.metrics.get(&k).copied().unwrap_or(0.0);
             pages::DemandLine {
                 finding_id: f.id.clone(),
                 team: f.team.clone().unwrap_or_default(),
                 pool: f.pool.clone().unwrap_or_else(|| "any GPU".into()),
-                waited_gpu_hours: m("waiting_gpu_hours"),
-                peak_gpus: m("waiting_gpus_peak"),
-                idle_held_gpu_hours: m("idle_held_gpu_hours"),
-                reclaimable_gpu_hours: m("reclaimable_gpu_hours"),
-                reclaimable_cost: web::format::money(m("reclaimable_cost"), &a.funnel.currency),
-                fragmented_gpu_hours: m("fragmented_gpu_hours"),
+                waited_gpu_hours: m(Measure::WaitingGpuHours),
+                peak_gpus: m(Measure::WaitingGpusPeak),
+                idle_held_gpu_hours: m(Measure::IdleHeldGpuHours),
+                reclaimable_gpu_hours: m(Measure::ReclaimableGpuHours),
+                reclaimable_cost: web::format::money(
+                    m(Measure::ReclaimableCost),
+                    &a.funnel.currency,
+                ),
+                fragmented_gpu_hours: m(Measure::FragmentedGpuHours),
                 holders: f.tenants.iter().map(|k| name_of(a, k)).collect(),
             }
         })
@@ -331,12 +335,18 @@ fn from_analysis(v: &mut pages::OverviewView, a: &Analysis, mode: crate::labels:
         *counts.entry(f.kind.as_str()).or_default() += 1;
     }
     v.findings = counts.into_iter().map(|(k, n)| (k.into(), n)).collect();
-    v.top_idle = tenant_lines(a, FindingKind::IdleAllocation, "idle_hours_in_runs", |h| {
-        format!("{h:.0} h")
-    });
-    v.top_underutilized = tenant_lines(a, FindingKind::Underutilized, "effective_ratio", |r| {
-        format!("{:.0} %", r * 100.0)
-    });
+    v.top_idle = tenant_lines(
+        a,
+        FindingKind::IdleAllocation,
+        Measure::IdleHoursInRuns,
+        |h| format!("{h:.0} h"),
+    );
+    v.top_underutilized = tenant_lines(
+        a,
+        FindingKind::Underutilized,
+        Measure::EffectiveRatio,
+        |r| format!("{:.0} %", r * 100.0),
+    );
     v.limitations = a.limitations.clone();
     v.waiting = demand_lines(a);
     if let Some(f) = &a.forecast {
@@ -650,7 +660,7 @@ mod tests {
             signal: "gpu_util".into(),
             reason: None,
             summary: String::new(),
-            metrics: [("effective_ratio".to_owned(), ratio)].into(),
+            metrics: [(analytics::Measure::EffectiveRatio, ratio)].into(),
             evidence: Vec::new(),
             demand_hours: Vec::new(),
         }
@@ -669,9 +679,12 @@ mod tests {
             ],
             ..Analysis::default()
         };
-        let lines = super::tenant_lines(&a, FindingKind::Underutilized, "effective_ratio", |r| {
-            format!("{:.0} %", r * 100.0)
-        });
+        let lines = super::tenant_lines(
+            &a,
+            FindingKind::Underutilized,
+            analytics::Measure::EffectiveRatio,
+            |r| format!("{:.0} %", r * 100.0),
+        );
         let rows: Vec<(&str, &str, usize, &str)> = lines
             .iter()
             .map(|l| (l.key.as_str(), l.node.as_str(), l.gpus, l.value.as_str()))

@@ -4,6 +4,7 @@
 //! grace (report, dry run, await approval, or the policy's own approval), act on approved ones
 //! within the hourly limit, and check what an action freed. Every move is audited.
 
+use analytics::Measure;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
@@ -175,7 +176,11 @@ impl Reclaim {
                 continue;
             };
             if c.idle_share < policy.idle_share
-                || f.metrics.get("last_idle_run_hours").copied().unwrap_or(0.0) * 3_600_000.0
+                || f.metrics
+                    .get(&Measure::LastIdleRunHours)
+                    .copied()
+                    .unwrap_or(0.0)
+                    * 3_600_000.0
                     < policy.min_idle.as_millis() as f64
             {
                 continue;
@@ -236,10 +241,14 @@ impl Reclaim {
             action: String::new(),
             dry_run: self.settings.dry_run,
             finding: f.id.clone(),
-            idle_hours: f.metrics.get("last_idle_run_hours").copied().unwrap_or(0.0),
+            idle_hours: f
+                .metrics
+                .get(&Measure::LastIdleRunHours)
+                .copied()
+                .unwrap_or(0.0),
             idle_share: f
                 .metrics
-                .get("idle_share_of_allocation")
+                .get(&Measure::IdleShareOfAllocation)
                 .copied()
                 .unwrap_or(0.0),
             signal_metric: signal.metric.clone(),

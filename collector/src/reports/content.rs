@@ -1,5 +1,6 @@
 //! What a weekly report says, taken from the week's analysis and the previous week's funnel.
 
+use analytics::Measure;
 use analytics::{Analysis, FindingKind, FunnelRow, Proposal};
 use model::figures::count;
 use serde::{Deserialize, Serialize};
@@ -134,15 +135,15 @@ fn waiting_rows(a: &Analysis, name: &dyn Fn(Option<&String>) -> String) -> Vec<W
         .iter()
         .filter(|f| f.kind == FindingKind::WaitingDemand)
         .map(|f| {
-            let m = |k: &str| f.metrics.get(k).copied().unwrap_or(0.0);
+            let m = |k: Measure| f.metrics.get(&k).copied().unwrap_or(0.0);
             WaitingRow {
                 team: f.team.clone().unwrap_or_default(),
                 pool: f.pool.clone().unwrap_or_else(|| "any GPU".into()),
-                waited_gpu_hours: m("waiting_gpu_hours"),
-                idle_held_gpu_hours: m("idle_held_gpu_hours"),
-                reclaimable_gpu_hours: m("reclaimable_gpu_hours"),
-                reclaimable_cost: m("reclaimable_cost"),
-                fragmented_gpu_hours: m("fragmented_gpu_hours"),
+                waited_gpu_hours: m(Measure::WaitingGpuHours),
+                idle_held_gpu_hours: m(Measure::IdleHeldGpuHours),
+                reclaimable_gpu_hours: m(Measure::ReclaimableGpuHours),
+                reclaimable_cost: m(Measure::ReclaimableCost),
+                fragmented_gpu_hours: m(Measure::FragmentedGpuHours),
                 holders: f.tenants.iter().map(|k| name(Some(k))).collect(),
                 summary: f.summary.clone(),
             }
@@ -192,7 +193,7 @@ impl ReportData {
                 gpu: f.gpu.clone(),
                 hours: f
                     .metrics
-                    .get("idle_hours_in_runs")
+                    .get(&Measure::IdleHoursInRuns)
                     .copied()
                     .unwrap_or_else(|| hours(f.from_ms, f.to_ms)),
                 summary: f.summary.clone(),
@@ -211,10 +212,10 @@ impl ReportData {
                 gpu: f.gpu.clone(),
                 hours: f
                     .metrics
-                    .get("contended_hours")
+                    .get(&Measure::ContendedHours)
                     .copied()
                     .unwrap_or_else(|| hours(f.from_ms, f.to_ms)),
-                rate_drop: f.metrics.get("rate_drop").copied(),
+                rate_drop: f.metrics.get(&Measure::RateDrop).copied(),
                 summary: f.summary.clone(),
             })
             .collect();

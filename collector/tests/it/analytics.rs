@@ -8,6 +8,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::Path;
 
+use analytics::Measure;
 use simulator::{Fleet, Scenario};
 use store::Store;
 
@@ -161,7 +162,7 @@ pub(crate) async fn check(store: &Store, path: &Path, scores: &mut BTreeMap<&'st
     // A finding's figure reads the same in its summary as the API's value rounds to (the
     // dashboard's Numbers table and chart legend use the same function, tested there).
     for f in &a.findings {
-        if let Some(p95) = f.metrics.get("effective_p95_gpu") {
+        if let Some(p95) = f.metrics.get(&Measure::EffectiveP95Gpu) {
             let figure = format!("p95 {}", model::figures::gpu(*p95));
             assert!(
                 f.summary.contains(&figure),
@@ -172,8 +173,8 @@ pub(crate) async fn check(store: &Store, path: &Path, scores: &mut BTreeMap<&'st
         // The wasted GPU-hours and their cost as the Numbers table (web::format) and the
         // alert's value (the headline's tenths) give them.
         if let (Some(w), Some(cost)) = (
-            f.metrics.get("wasted_gpu_hours"),
-            f.metrics.get("wasted_cost"),
+            f.metrics.get(&Measure::WastedGpuHours),
+            f.metrics.get(&Measure::WastedCost),
         ) {
             let hours = format!(
                 "wasting {} GPU-hours",
@@ -225,7 +226,7 @@ pub(crate) async fn check(store: &Store, path: &Path, scores: &mut BTreeMap<&'st
         {
             assert_eq!(aggressor, expected, "{label}: wrong aggressor for {victim}");
         }
-        assert!(f.metrics["rate_drop"] >= cfg.interference_min_drop);
+        assert!(f.metrics[&Measure::RateDrop] >= cfg.interference_min_drop);
     }
     for r in &a.recommendations {
         assert!(

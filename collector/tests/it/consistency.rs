@@ -3,6 +3,7 @@
 //! finding count and the findings list it links to, a node with hardware findings and its
 //! status, money on the overview and on a finding's page.
 
+use analytics::Measure;
 use collector::alerts::rules;
 use collector::alerts::settings::Settings;
 use web::format::{money, num};
@@ -212,7 +213,7 @@ async fn alerts_pages_and_counts_agree() {
             .filter(|f| f.tenants.first() == Some(&r.key))
             .collect();
         let [f] = mine.as_slice() else { continue };
-        let Some(w) = f.metrics.get("wasted_cost") else {
+        let Some(w) = f.metrics.get(&Measure::WastedCost) else {
             continue;
         };
         assert_eq!(money(*w, cur), money(r.waste_cost, cur), "{}", r.key);

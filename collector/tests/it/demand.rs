@@ -138,7 +138,7 @@ async fn pending_pods_beside_an_idle_holder_make_a_waiting_demand_finding() {
         .collect();
     assert_eq!(f.len(), 1, "{:#?}", a.findings);
     let f = f[0];
-    let m = |k: &str| f.metrics[k];
+    let m = |k: &str| f.metrics[&analytics::Measure::parse(k).expect("a measure")];
     assert!(
         (m("waiting_gpu_hours") - 12.0).abs() < 1e-9,
         "{:?}",

@@ -4,6 +4,7 @@
 //! with unrecovered hardware errors that a step empties is not counted as freed, and the step
 //! and the plan say so.
 
+use analytics::Measure;
 use analytics::{FindingKind, RecKind};
 
 pub(crate) fn one_number_per_fact(label: &str, a: &analytics::Analysis) {
@@ -17,7 +18,7 @@ pub(crate) fn one_number_per_fact(label: &str, a: &analytics::Analysis) {
             .iter()
             .find(|f| r.findings.contains(&f.id) && f.kind == FindingKind::Interference)
             .unwrap_or_else(|| panic!("{label}: {} answers no interference finding", r.id));
-        let said = analytics::finding::contended_hours(f.metrics["contended_hours"]);
+        let said = analytics::finding::contended_hours(f.metrics[&Measure::ContendedHours]);
         assert!(f.summary.contains(&said), "{label}: {}", f.summary);
         assert!(
             r.summary.contains(&said),
