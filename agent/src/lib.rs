@@ -6,8 +6,9 @@
 pub mod allocation;
 pub mod attribution;
 pub mod backend;
+/// The agent's own benchmarks (`gpulens-agent bench`, `bench-recovery`) and the ingest
+/// stand-in they and the delivery tests ship to: not part of sampling or shipping.
 pub mod bench;
-pub mod bench_recovery;
 pub mod dcgm;
 mod driver_calls;
 mod driver_lists;
@@ -25,4 +26,3 @@ pub mod scratch;
 pub mod shipper;
 pub mod slurm;
 pub mod spool;
-pub mod standin;

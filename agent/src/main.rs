@@ -509,7 +509,7 @@ async fn bench_recovery(
     );
     let mut ratios = Vec::new();
     for n in 1..=rounds.max(1) {
-        let r = agent::bench_recovery::round(backend(source)?, outage, interval, retry).await?;
+        let r = agent::bench::recovery::round(backend(source)?, outage, interval, retry).await?;
         println!(
             "  round {n}: drained {} batches in {:.2} s after the return: {:.1}x real time ({} lost)",
             r.backlog_batches,

@@ -7,7 +7,7 @@ use std::io::Write;
 use std::net::{SocketAddr, TcpStream};
 use std::time::{Duration, Instant};
 
-use agent::standin::Receiver;
+use agent::bench::standin::Receiver;
 
 use crate::delivery::{free_port, wait_until};
 use crate::outages::{agent, distinct_ts, lost, metrics, work_dir};

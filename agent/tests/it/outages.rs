@@ -1,5 +1,5 @@
 //! The agent's own losses, with real processes: `gpulens-agent run` (simulated backend)
-//! shipping to the ingest stand-in (`agent::standin::Receiver`, real sockets) that is made
+//! shipping to the ingest stand-in (`agent::bench::standin::Receiver`, real sockets) that is made
 //! slow, taken down, or given a full disk to spool on.
 //! - a small spool and a slow collector: every slot that never arrives is counted, exactly;
 //! - a full state directory (a tmpfs the test fills): the agent keeps running, survives a
@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use agent::standin::{Arrival, Receiver};
+use agent::bench::standin::{Arrival, Receiver};
 
 use crate::delivery::{Proc, free_port, root, wait_until};
 

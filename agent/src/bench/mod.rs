@@ -1,7 +1,10 @@
 //! `gpulens-agent bench`: what one sampling cycle costs. Runs the full cycle the agent runs
 //! every interval — sample, attribute, build the batch, compress it, append it to a spool — many
-//! times back to back, and reports CPU time per cycle (from /proc/self/stat, `model::process`), the share of one
+//! times back to back, and reports CPU time per cycle (from /proc/self/stat, `model::own_usage`), the share of one
 //! core that means at the given interval, and the peak resident memory (VmHWM).
+
+pub mod recovery;
+pub mod standin;
 
 use std::time::{Duration, Instant};
 

@@ -8,10 +8,10 @@
 
 use std::time::{Duration, Instant};
 
+use super::standin::Receiver;
 use crate::backend::GpuBackend;
 use crate::runner::{RunConfig, run};
 use crate::shipper::now_ms;
-use crate::standin::Receiver;
 
 /// One outage and its drain.
 #[derive(Debug, Clone)]
@@ -119,7 +119,7 @@ pub async fn round(
 async fn wait_for(
     receiver: &Receiver,
     limit: Duration,
-    done: impl Fn(&[crate::standin::Arrival]) -> bool,
+    done: impl Fn(&[super::standin::Arrival]) -> bool,
 ) -> anyhow::Result<()> {
     let start = Instant::now();
     while !done(&receiver.arrivals()) {
