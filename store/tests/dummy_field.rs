@@ -5,8 +5,8 @@
 //! the raw rows, hot and sealed, the minute and hour rollups and the series at every
 //! resolution.
 //!
-//! Run with `cargo nextest run -p store --features dummy-field --test dummy_field` (the test
-//! suite does, tests/run.sh); without the feature this file is empty.
+//! Run with `cargo nextest run --workspace --features store/dummy-field --test dummy_field`
+//! (the test suite does, tests/run.sh); without the feature this file is empty.
 #![cfg(feature = "dummy-field")]
 
 use model::profiling::Ratio;
