@@ -47,32 +47,27 @@ impl<DB: Db> Tables<DB> {
         scope: crate::Scope<'_>,
         from_ms: i64,
         to_ms: i64,
-        visit: &mut (dyn FnMut(&str, &str, &super::pair_hours::PairHourMark) + Send),
+        visit: &mut (dyn FnMut(&str, &str, &PairHourMark) + Send),
     ) -> Result<()> {
-        use futures_util::TryStreamExt;
-        let sql = super::pair_hours::range_select(
-            DB::DIALECT,
-            "bucket_ms, thresholds, gpu_samples, tenant_samples",
+        let columns = "bucket_ms, thresholds, gpu_samples, tenant_samples";
+        self.each_in_range(
+            columns,
             "pair_hour_marks",
             scope,
-        );
-        let (cluster, nodes) = scope.binds(DB::DIALECT);
-        let mut rows = stmt::<DB>(&sql)
-            .arg(from_ms)
-            .arg(to_ms)
-            .arg(cluster)
-            .arg(nodes)
-            .stream(&self.read);
-        while let Some(r) = rows.try_next().await? {
-            let mark = super::pair_hours::PairHourMark {
-                hour_ms: r.at(2)?,
-                thresholds: r.at(3)?,
-                gpu_samples: r.at(4)?,
-                tenant_samples: r.at(5)?,
-            };
-            visit(r.text_at(0)?, r.text_at(1)?, &mark);
-        }
-        Ok(())
+            from_ms,
+            to_ms,
+            &mut |r| {
+                let mark = PairHourMark {
+                    hour_ms: r.at(2)?,
+                    thresholds: r.at(3)?,
+                    gpu_samples: r.at(4)?,
+                    tenant_samples: r.at(5)?,
+                };
+                visit(r.text_at(0)?, r.text_at(1)?, &mark);
+                Ok(())
+            },
+        )
+        .await
     }
 
     /// The kept pair-hours of every node in `[from_ms, to_ms)` that `keep` takes (it sees
@@ -82,26 +77,12 @@ impl<DB: Db> Tables<DB> {
         scope: crate::Scope<'_>,
         from_ms: i64,
         to_ms: i64,
-        keep: &mut (dyn FnMut(&super::pair_hours::PairHour) -> bool + Send),
-    ) -> Result<Vec<super::pair_hours::PairHour>> {
-        use futures_util::TryStreamExt;
-        let sql = super::pair_hours::range_select(
-            DB::DIALECT,
-            super::pair_hours::COLUMNS,
-            "pair_hours",
-            scope,
-        );
-        let (cluster, nodes) = scope.binds(DB::DIALECT);
-        let mut rows = stmt::<DB>(&sql)
-            .arg(from_ms)
-            .arg(to_ms)
-            .arg(cluster)
-            .arg(nodes)
-            .stream(&self.read);
+        keep: &mut (dyn FnMut(&PairHour) -> bool + Send),
+    ) -> Result<Vec<PairHour>> {
         let count = |v: i64| u32::try_from(v.max(0)).unwrap_or(u32::MAX);
         let mut out = Vec::new();
-        while let Some(r) = rows.try_next().await? {
-            let row = super::pair_hours::PairHour {
+        self.each_in_range(COLUMNS, "pair_hours", scope, from_ms, to_ms, &mut |r| {
+            let row = PairHour {
                 cluster: r.at(0)?,
                 node: r.at(1)?,
                 gpu: r.at(2)?,
@@ -118,8 +99,36 @@ impl<DB: Db> Tables<DB> {
             if keep(&row) {
                 out.push(row);
             }
-        }
+            Ok(())
+        })
+        .await?;
         Ok(out)
+    }
+
+    /// Hands `visit` each row of `table`'s hours in `[from_ms, to_ms)` of the scope's nodes
+    /// (cluster, node, then `columns`) as it is decoded.
+    async fn each_in_range(
+        &self,
+        columns: &str,
+        table: &str,
+        scope: crate::Scope<'_>,
+        from_ms: i64,
+        to_ms: i64,
+        visit: &mut (dyn FnMut(&DB::Row) -> Result<()> + Send),
+    ) -> Result<()> {
+        use futures_util::TryStreamExt;
+        let sql = range_select(DB::DIALECT, columns, table, scope);
+        let (cluster, nodes) = scope.binds(DB::DIALECT);
+        let mut rows = stmt::<DB>(&sql)
+            .arg(from_ms)
+            .arg(to_ms)
+            .arg(cluster)
+            .arg(nodes)
+            .stream(&self.read);
+        while let Some(r) = rows.try_next().await? {
+            visit(&r)?;
+        }
+        Ok(())
     }
 
     /// Keeps a node's pair-hours of the hours `marks` name: each hour's earlier rows and
