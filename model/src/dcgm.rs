@@ -23,21 +23,30 @@ const fn d(min: f64, max: f64) -> Domain {
 /// collector's remote-write receiver both go through it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Field {
-    GpuUtil,
-    MemCopyUtil,
-    FbUsed,
-    FbFree,
-    PowerUsage,
-    GpuTemp,
-    SmClock,
-    MemClock,
-    EccSbeVolTotal,
-    EccDbeVolTotal,
-    RetiredSbe,
-    RetiredDbe,
-    RowRemapPending,
+    /// A device reading (`DCGM_FI_DEV_*`).
+    Device(Device),
     /// A profiling ratio (`DCGM_FI_PROF_*`), declared in [`crate::profiling`].
     Ratio(Ratio),
+}
+
+crate::closed_set! {
+    /// The device fields gpulens reads, each under its dcgm-exporter series name.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+    pub enum Device {
+        GpuUtil = "DCGM_FI_DEV_GPU_UTIL",
+        MemCopyUtil = "DCGM_FI_DEV_MEM_COPY_UTIL",
+        FbUsed = "DCGM_FI_DEV_FB_USED",
+        FbFree = "DCGM_FI_DEV_FB_FREE",
+        PowerUsage = "DCGM_FI_DEV_POWER_USAGE",
+        GpuTemp = "DCGM_FI_DEV_GPU_TEMP",
+        SmClock = "DCGM_FI_DEV_SM_CLOCK",
+        MemClock = "DCGM_FI_DEV_MEM_CLOCK",
+        EccSbeVolTotal = "DCGM_FI_DEV_ECC_SBE_VOL_TOTAL",
+        EccDbeVolTotal = "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL",
+        RetiredSbe = "DCGM_FI_DEV_RETIRED_SBE",
+        RetiredDbe = "DCGM_FI_DEV_RETIRED_DBE",
+        RowRemapPending = "DCGM_FI_DEV_ROW_REMAP_PENDING",
+    }
 }
 
 /// Counters: exact in f64 up to 2^53.
@@ -46,91 +55,53 @@ const COUNTER_MAX: f64 = 9_007_199_254_740_992.0;
 const FB_MAX_MIB: f64 = 16_777_216.0;
 const MIB: f64 = 1024.0 * 1024.0;
 
-/// (field, name, domain) for every field gpulens reads but the profiling ratios.
-const TABLE: &[(Field, &str, Domain)] = &[
-    (Field::GpuUtil, "DCGM_FI_DEV_GPU_UTIL", d(0.0, 100.0)),
-    (
-        Field::MemCopyUtil,
-        "DCGM_FI_DEV_MEM_COPY_UTIL",
-        d(0.0, 100.0),
-    ),
-    (Field::FbUsed, "DCGM_FI_DEV_FB_USED", d(0.0, FB_MAX_MIB)),
-    (Field::FbFree, "DCGM_FI_DEV_FB_FREE", d(0.0, FB_MAX_MIB)),
-    (
-        Field::PowerUsage,
-        "DCGM_FI_DEV_POWER_USAGE",
-        d(0.0, 10_000.0),
-    ),
-    (Field::GpuTemp, "DCGM_FI_DEV_GPU_TEMP", d(-50.0, 200.0)),
-    (Field::SmClock, "DCGM_FI_DEV_SM_CLOCK", d(0.0, 100_000.0)),
-    (Field::MemClock, "DCGM_FI_DEV_MEM_CLOCK", d(0.0, 100_000.0)),
-    (
-        Field::EccSbeVolTotal,
-        "DCGM_FI_DEV_ECC_SBE_VOL_TOTAL",
-        d(0.0, COUNTER_MAX),
-    ),
-    (
-        Field::EccDbeVolTotal,
-        "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL",
-        d(0.0, COUNTER_MAX),
-    ),
-    (
-        Field::RetiredSbe,
-        "DCGM_FI_DEV_RETIRED_SBE",
-        d(0.0, 65_535.0),
-    ),
-    (
-        Field::RetiredDbe,
-        "DCGM_FI_DEV_RETIRED_DBE",
-        d(0.0, 65_535.0),
-    ),
-    (
-        Field::RowRemapPending,
-        "DCGM_FI_DEV_ROW_REMAP_PENDING",
-        d(0.0, 1.0),
-    ),
-];
+impl Device {
+    /// The values dcgm-exporter exports for it (its own unit), inclusive.
+    pub fn domain(self) -> Domain {
+        match self {
+            Device::GpuUtil | Device::MemCopyUtil => d(0.0, 100.0),
+            Device::FbUsed | Device::FbFree => d(0.0, FB_MAX_MIB),
+            Device::PowerUsage => d(0.0, 10_000.0),
+            Device::GpuTemp => d(-50.0, 200.0),
+            Device::SmClock | Device::MemClock => d(0.0, 100_000.0),
+            Device::EccSbeVolTotal | Device::EccDbeVolTotal => d(0.0, COUNTER_MAX),
+            Device::RetiredSbe | Device::RetiredDbe => d(0.0, 65_535.0),
+            Device::RowRemapPending => d(0.0, 1.0),
+        }
+    }
+}
 
 impl Field {
-    /// Every field gpulens reads: the device fields in table order, then the profiling ratios.
+    /// Every field gpulens reads: the device fields in declaration order, then the profiling
+    /// ratios.
     pub fn all() -> impl Iterator<Item = Field> {
-        TABLE
-            .iter()
-            .map(|(f, _, _)| *f)
+        Device::ALL
+            .into_iter()
+            .map(Field::Device)
             .chain(Ratio::all().map(Field::Ratio))
     }
 
     /// The field a dcgm-exporter series name stands for; None for any other name.
     pub fn parse(name: &str) -> Option<Field> {
-        TABLE
-            .iter()
-            .find(|(_, n, _)| *n == name)
-            .map(|(f, _, _)| *f)
+        Device::parse(name)
+            .map(Field::Device)
             .or_else(|| Ratio::of_dcgm(name).map(Field::Ratio))
     }
 
     /// Its dcgm-exporter series name.
     pub fn name(self) -> &'static str {
         match self {
+            Field::Device(f) => f.as_str(),
             Field::Ratio(r) => r.spec().dcgm,
-            f => f.row().1,
         }
     }
 
     /// The values dcgm-exporter exports for it (its own unit), inclusive.
     pub fn domain(self) -> Domain {
         match self {
+            Field::Device(f) => f.domain(),
             Field::Ratio(_) => d(0.0, RATIO_SLACK),
-            f => f.row().2,
         }
-    }
-
-    /// Its row: the table lists the device fields in declaration order (a test checks it).
-    fn row(self) -> &'static (Field, &'static str, Domain) {
-        TABLE
-            .iter()
-            .find(|(f, _, _)| *f == self)
-            .expect("every device field has a row")
     }
 
     /// The profiling ratio it reports, if it is one (`DCGM_FI_PROF_*`).
@@ -163,20 +134,20 @@ impl Field {
         }
         let f = raw as f32;
         match self {
-            Field::GpuUtil => g.gpu_util = Some(f / 100.0),
-            Field::MemCopyUtil => g.mem_util = Some(f / 100.0),
-            Field::FbUsed => g.mem_used_bytes = Some((raw * MIB) as i64),
-            Field::FbFree => g.mem_total_bytes = Some((raw * MIB) as i64),
-            Field::PowerUsage => g.power_w = Some(f),
-            Field::GpuTemp => g.temp_c = Some(f),
-            Field::SmClock => g.sm_clock_mhz = Some(raw as i32),
-            Field::MemClock => g.mem_clock_mhz = Some(raw as i32),
-            Field::EccSbeVolTotal => g.ecc_corrected = Some(raw as i64),
-            Field::EccDbeVolTotal => g.ecc_uncorrected = Some(raw as i64),
-            Field::RetiredSbe | Field::RetiredDbe => {
+            Field::Device(Device::GpuUtil) => g.gpu_util = Some(f / 100.0),
+            Field::Device(Device::MemCopyUtil) => g.mem_util = Some(f / 100.0),
+            Field::Device(Device::FbUsed) => g.mem_used_bytes = Some((raw * MIB) as i64),
+            Field::Device(Device::FbFree) => g.mem_total_bytes = Some((raw * MIB) as i64),
+            Field::Device(Device::PowerUsage) => g.power_w = Some(f),
+            Field::Device(Device::GpuTemp) => g.temp_c = Some(f),
+            Field::Device(Device::SmClock) => g.sm_clock_mhz = Some(raw as i32),
+            Field::Device(Device::MemClock) => g.mem_clock_mhz = Some(raw as i32),
+            Field::Device(Device::EccSbeVolTotal) => g.ecc_corrected = Some(raw as i64),
+            Field::Device(Device::EccDbeVolTotal) => g.ecc_uncorrected = Some(raw as i64),
+            Field::Device(Device::RetiredSbe) | Field::Device(Device::RetiredDbe) => {
                 g.retired_pages = Some(g.retired_pages.unwrap_or(0) + raw as i32)
             }
-            Field::RowRemapPending => {}
+            Field::Device(Device::RowRemapPending) => {}
             Field::Ratio(r) => *(r.spec().gpu.set)(g) = Some(f.min(1.0)),
         }
         true
@@ -191,8 +162,8 @@ impl Field {
         let ratio = (raw as f32).min(1.0);
         match self {
             Field::Ratio(r) => *(r.spec().mig.set)(m) = Some(ratio),
-            Field::FbUsed => m.mem_used_bytes = Some((raw * MIB) as i64),
-            Field::FbFree => {
+            Field::Device(Device::FbUsed) => m.mem_used_bytes = Some((raw * MIB) as i64),
+            Field::Device(Device::FbFree) => {
                 m.mem_total_bytes = Some((raw * MIB) as i64 + m.mem_used_bytes.unwrap_or(0))
             }
             _ => return false,
@@ -251,21 +222,21 @@ mod tests {
             assert_eq!(Field::parse(f.name()), Some(f));
         }
         let mut g = GpuSample::default();
-        assert!(Field::GpuUtil.apply_gpu(&mut g, 57.0));
-        assert!(!Field::GpuUtil.apply_gpu(&mut g, 500.0));
+        assert!(Field::Device(Device::GpuUtil).apply_gpu(&mut g, 57.0));
+        assert!(!Field::Device(Device::GpuUtil).apply_gpu(&mut g, 500.0));
         assert_eq!(g.gpu_util, Some(0.57));
-        assert!(Field::FbUsed.apply_gpu(&mut g, 1024.0));
+        assert!(Field::Device(Device::FbUsed).apply_gpu(&mut g, 1024.0));
         assert_eq!(g.mem_used_bytes, Some(1 << 30));
         assert!(Field::Ratio(Ratio::SmActive).apply_gpu(&mut g, 1.00005));
         assert_eq!(g.sm_active, Some(1.0));
         let mut m = MigSample::default();
         assert!(
-            !Field::GpuTemp.apply_mig(&mut m, 50.0),
+            !Field::Device(Device::GpuTemp).apply_mig(&mut m, 50.0),
             "no instance reading"
         );
         let mut p = Profiling::default();
         assert!(p.set(Field::Ratio(Ratio::TensorActive), 0.25));
-        assert!(!p.set(Field::GpuUtil, 50.0));
+        assert!(!p.set(Field::Device(Device::GpuUtil), 50.0));
         assert!(!p.set(Field::Ratio(Ratio::SmActive), f64::NAN));
         assert_eq!(*p.get(Ratio::TensorActive), Some(0.25));
     }
