@@ -18,6 +18,7 @@ COPY testing/fake-nvml/Cargo.toml testing/fake-nvml/
 COPY ingest-client/Cargo.toml ingest-client/
 COPY intake/Cargo.toml intake/
 COPY testing/kube-standin/Cargo.toml testing/kube-standin/
+COPY listener/Cargo.toml listener/
 COPY model/Cargo.toml model/
 COPY simulator/Cargo.toml simulator/
 COPY store/Cargo.toml store/
@@ -25,7 +26,7 @@ COPY testing/gpu-load/Cargo.toml testing/gpu-load/
 COPY testing/checks/Cargo.toml testing/checks/
 COPY testing/support/Cargo.toml testing/support/
 COPY web/Cargo.toml web/
-RUN crates="agent analytics bench collector collector-shared ingest-client intake model simulator store testing/checks testing/fake-nvml testing/gpu-load testing/kube-standin testing/support web" \
+RUN crates="agent analytics bench collector collector-shared ingest-client intake listener model simulator store testing/checks testing/fake-nvml testing/gpu-load testing/kube-standin testing/support web" \
  && for d in $crates; do mkdir -p "$d/src" && touch "$d/src/lib.rs"; done \
  && cargo fetch --locked \
  && for d in $crates; do rm -r "$d/src"; done

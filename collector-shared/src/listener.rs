@@ -1,5 +1,6 @@
-//! The collector's HTTP listener: HTTP/1.1 connections served by hyper with bounds on
-//! everything a client controls, so slow or idle clients cannot hold the collector.
+//! The collector's HTTP listener: the workspace's one listener (crate `listener`) with the
+//! collector's bounds (`[server]`), its admission and its answer at the connection cap, so
+//! slow, idle or numerous clients cannot hold the collector.
 //! - **Headers**: a client has `header_timeout` to send a request's headers, counted from the
 //!   moment the connection opens and again from the end of each response, so an idle
 //!   keep-alive connection or a trickled header is closed after it.
@@ -20,17 +21,14 @@
 //! - **Shutdown**: on the signal, the listener closes, connections finish the request they are
 //!   serving, and whatever is still running after `shutdown_grace` is dropped.
 
-use std::convert::Infallible;
 use std::sync::Arc;
 use std::time::Duration;
 
 use axum::http::{Request, Response};
 use axum::response::IntoResponse;
-use hyper::body::Incoming;
-use hyper_util::rt::{TokioIo, TokioTimer};
+use listener::Incoming;
 use serde::Deserialize;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::sync::{Semaphore, watch};
+use tokio::sync::Semaphore;
 use tower::ServiceExt;
 
 use crate::admission::{self, Class, Classifier, Refusals};
@@ -84,6 +82,17 @@ struct Slots {
     pools: Arc<[Arc<Semaphore>; 3]>,
 }
 
+/// What a connection over the limit is answered (plain HTTP): 503 with `Retry-After`, then
+/// close.
+fn over_the_limit() -> Arc<[u8]> {
+    const BODY: &str = r#"{"error":{"code":"unavailable","message":"the collector is serving as many connections as it takes; retry shortly"}}"#;
+    let answer = format!(
+        "HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\nretry-after: 1\r\nconnection: close\r\ncontent-length: {}\r\n\r\n{BODY}",
+        BODY.len()
+    );
+    Arc::from(answer.into_bytes())
+}
+
 /// Serves `app` on `listener` until `shutdown` completes, within `limits`; over TLS when
 /// `tls` is given (the TLS handshake must finish within `header_timeout`).
 pub async fn serve(
@@ -94,173 +103,101 @@ pub async fn serve(
     admission: Admission,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    let connections = Arc::new(Semaphore::new(limits.max_connections.max(1)));
-    let in_flight = Slots {
-        admission,
-        pools: Arc::new(
-            Class::ALL.map(|c| Arc::new(Semaphore::new(c.share(limits.max_in_flight)))),
-        ),
+    let service = Api {
+        app,
+        slots: Slots {
+            admission,
+            pools: Arc::new(
+                Class::ALL.map(|c| Arc::new(Semaphore::new(c.share(limits.max_in_flight)))),
+            ),
+        },
+        agent_certificates_required: tls.as_ref().is_some_and(|t| t.agent_certificates_required),
     };
-    let (stop, stopped) = watch::channel(false);
-    let mut tasks = tokio::task::JoinSet::new();
-    let mut builder = hyper::server::conn::http1::Builder::new();
-    builder
-        .timer(TokioTimer::new())
-        .header_read_timeout(limits.header_timeout)
-        .keep_alive(true);
-    tokio::pin!(shutdown);
-    let mut accept_errors = 0u64;
-    loop {
-        let stream = tokio::select! {
-            () = &mut shutdown => break,
-            r = listener.accept() => match r {
-                Ok(accepted) => accepted,
-                Err(e) => {
-                    // Out of file descriptors and the like: wait a moment instead of spinning.
-                    accept_errors += 1;
-                    if accept_errors.is_power_of_two() {
-                        tracing::warn!(error = %e, count = accept_errors, "cannot accept a connection");
-                    }
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                    continue;
-                }
-            },
-        };
-        let (stream, peer) = stream;
-        while tasks.try_join_next().is_some() {}
-        let permit = connections.clone().try_acquire_owned().ok();
-        let conn = Conn {
-            app: app.clone(),
-            in_flight: in_flight.clone(),
-            limit: limits.request_timeout,
-            builder: builder.clone(),
-            stopped: stopped.clone(),
-            peer,
-        };
-        match &tls {
-            None => match permit {
-                Some(permit) => {
-                    tasks.spawn(conn.serve(stream, None, false, permit));
-                }
-                None => {
-                    tasks.spawn(refuse(stream));
-                }
-            },
-            Some(tls) => {
-                // Over the limit, a TLS connection is closed before the handshake: a TLS
-                // client could not read a plain 503, and a flood must not cost a handshake
-                // each.
-                let Some(permit) = permit else {
-                    drop(stream);
-                    continue;
-                };
-                let (acceptor, required) = (tls.acceptor.clone(), tls.agent_certificates_required);
-                let handshake_limit = limits.header_timeout;
-                tasks.spawn(async move {
-                    let stream = match tokio::time::timeout(
-                        handshake_limit,
-                        acceptor.accept(stream),
-                    )
-                    .await
-                    {
-                        Ok(Ok(s)) => s,
-                        Ok(Err(e)) => {
-                            tracing::debug!(%peer, error = %e, "tls handshake failed");
-                            return;
-                        }
-                        Err(_) => {
-                            tracing::debug!(%peer, "tls handshake timed out");
-                            return;
-                        }
-                    };
-                    let identity = stream
-                        .get_ref()
-                        .1
-                        .peer_certificates()
-                        .and_then(|c| c.first())
-                        .and_then(crate::tls::identity_of);
-                    conn.serve(stream, identity, required, permit).await;
-                });
-            }
-        }
-    }
-    drop(listener);
-    let _ = stop.send(true);
-    let open = tasks.len();
-    let drained = tokio::time::timeout(limits.shutdown_grace, async {
-        while tasks.join_next().await.is_some() {}
-    })
-    .await;
-    if drained.is_err() {
-        tracing::warn!(
-            open,
-            left = tasks.len(),
-            grace = ?limits.shutdown_grace,
-            "shutting down: connections still busy after the grace period were dropped"
-        );
-        tasks.abort_all();
-    }
+    let options = listener::Options {
+        limits: listener::Limits {
+            header_timeout: limits.header_timeout,
+            request_timeout: limits.request_timeout,
+            max_connections: limits.max_connections,
+            shutdown_grace: limits.shutdown_grace,
+        },
+        at_capacity: listener::AtCapacity::Answer(over_the_limit()),
+        tls: tls.map(|t| t.acceptor),
+        name: "API listener",
+    };
+    listener::serve(listener, service, options, shutdown).await;
     Ok(())
 }
 
-/// One accepted connection and what serving it needs.
-struct Conn {
+/// The collector's routes behind the listener, with its admission.
+struct Api {
     app: axum::Router,
-    in_flight: Slots,
-    limit: Duration,
-    builder: hyper::server::conn::http1::Builder,
-    stopped: watch::Receiver<bool>,
-    peer: std::net::SocketAddr,
+    slots: Slots,
+    agent_certificates_required: bool,
 }
 
-impl Conn {
-    /// Serves the connection's requests until it closes or the listener shuts down. Each
-    /// request carries the peer address and, over mutual TLS, the client certificate's
-    /// identity.
-    async fn serve<S>(
-        mut self,
-        io: S,
-        identity: Option<crate::tls::ClientIdentity>,
-        agent_certificates_required: bool,
-        _permit: tokio::sync::OwnedSemaphorePermit,
-    ) where
-        S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
-    {
-        let (app, in_flight, limit, peer) = (self.app, self.in_flight, self.limit, self.peer);
-        let service = hyper::service::service_fn(move |mut req: Request<Incoming>| {
-            // Who is asking, for the sign-in attempt limit.
-            req.extensions_mut()
-                .insert(axum::extract::ConnectInfo(peer));
-            if let Some(id) = &identity {
-                req.extensions_mut().insert(id.clone());
-            }
-            let refused = agent_certificates_required
-                && identity.is_none()
-                && req.uri().path() == "/api/v1/ingest";
-            let (app, in_flight) = (app.clone(), in_flight.clone());
-            async move {
-                if refused {
-                    return Ok(ApiError::Unauthorized(
-                        "this collector takes agents' batches only over mutual TLS: present a \
-                         client certificate signed by its client CA (gpulens-agent \
-                         --client-cert/--client-key)"
-                            .into(),
-                    )
-                    .into_response());
-                }
-                handle(app, in_flight, limit, peer, req).await
-            }
-        });
-        let conn = self.builder.serve_connection(TokioIo::new(io), service);
-        tokio::pin!(conn);
-        tokio::select! {
-            _ = conn.as_mut() => {}
-            _ = self.stopped.changed() => {
-                conn.as_mut().graceful_shutdown();
-                let _ = conn.await;
-            }
+/// Who is on the other end of a connection.
+struct Peer {
+    addr: std::net::SocketAddr,
+    /// The client certificate's identity, over mutual TLS.
+    identity: Option<crate::tls::ClientIdentity>,
+}
+
+impl listener::Service for Api {
+    type Connection = Peer;
+
+    fn connect(
+        &self,
+        addr: std::net::SocketAddr,
+        certificate: Option<&listener::CertificateDer<'_>>,
+    ) -> Peer {
+        Peer {
+            addr,
+            identity: certificate.and_then(crate::tls::identity_of),
         }
     }
+
+    /// Each request carries the peer address (for the sign-in attempt limit) and, over mutual
+    /// TLS, the client certificate's identity.
+    fn call(
+        &self,
+        peer: &Peer,
+        mut req: Request<Incoming>,
+    ) -> impl std::future::Future<Output = Response<axum::body::Body>> + Send + 'static {
+        req.extensions_mut()
+            .insert(axum::extract::ConnectInfo(peer.addr));
+        if let Some(id) = &peer.identity {
+            req.extensions_mut().insert(id.clone());
+        }
+        let refused = self.agent_certificates_required
+            && peer.identity.is_none()
+            && req.uri().path() == "/api/v1/ingest";
+        let (app, slots, addr) = (self.app.clone(), self.slots.clone(), peer.addr);
+        async move {
+            if refused {
+                return ApiError::Unauthorized(
+                    "this collector takes agents' batches only over mutual TLS: present a \
+                     client certificate signed by its client CA (gpulens-agent \
+                     --client-cert/--client-key)"
+                        .into(),
+                )
+                .into_response();
+            }
+            handle(app, slots, addr, req).await
+        }
+    }
+
+    fn timed_out(&self, limit: Duration) -> Response<axum::body::Body> {
+        timed_out(limit)
+    }
+}
+
+/// The answer to a request that took longer than `limit`.
+fn timed_out(limit: Duration) -> Response<axum::body::Body> {
+    ApiError::Timeout(format!(
+        "the request took longer than {} s (a slow body counts too)",
+        limit.as_secs_f64()
+    ))
+    .into_response()
 }
 
 /// The longest request target (path and query) served; a longer one is a JSON 414. (One past
@@ -268,30 +205,31 @@ impl Conn {
 /// 431 or 414 and the connection closed.)
 pub const MAX_URI_BYTES: usize = 8 * 1024;
 
+/// Admits and answers one request (the listener bounds it by `request_timeout`; an anonymous
+/// one gets `admission::ANONYMOUS_TIMEOUT` at most).
 async fn handle(
     app: axum::Router,
     slots: Slots,
-    limit: Duration,
     peer: std::net::SocketAddr,
     req: Request<Incoming>,
-) -> Result<Response<axum::body::Body>, Infallible> {
+) -> Response<axum::body::Body> {
     let target = req.uri().path_and_query().map_or(0, |p| p.as_str().len());
     if target > MAX_URI_BYTES {
-        return Ok(ApiError::UriTooLong(format!(
+        return ApiError::UriTooLong(format!(
             "the request target is {target} bytes; the limit is {MAX_URI_BYTES}"
         ))
-        .into_response());
+        .into_response();
     }
-    let mut limit = limit;
+    let mut limit = None;
     let permit = if exempt(req.uri().path()) {
         None
     } else {
         let class = (slots.admission.classify)(req.method(), req.uri(), req.headers(), Some(peer));
         if class == Class::Anonymous {
             if let Some(refusal) = admission::anonymous_body_refusal(req.headers()) {
-                return Ok(refusal.into_response());
+                return refusal.into_response();
             }
-            limit = limit.min(admission::ANONYMOUS_TIMEOUT);
+            limit = Some(admission::ANONYMOUS_TIMEOUT);
         }
         match slots.pools[class as usize].clone().try_acquire_owned() {
             Ok(p) => Some(p),
@@ -300,45 +238,28 @@ async fn handle(
                     .admission
                     .refusals
                     .record(class, model::time::now_ms());
-                return Ok(ApiError::RetryLater(
+                return ApiError::RetryLater(
                     format!(
                         "the collector is serving as many {} requests as it takes; retry shortly",
                         class.as_str()
                     ),
                     1,
                 )
-                .into_response());
+                .into_response();
             }
         }
     };
-    let answer = tokio::time::timeout(limit, app.oneshot(req)).await;
+    let answer = app.oneshot(req);
+    let answer = match limit {
+        None => answer.await,
+        Some(limit) => match tokio::time::timeout(limit, answer).await {
+            Ok(r) => r,
+            Err(_) => return timed_out(limit),
+        },
+    };
     drop(permit);
-    Ok(match answer {
-        Ok(Ok(resp)) => resp,
-        Ok(Err(never)) => match never {},
-        Err(_) => ApiError::Timeout(format!(
-            "the request took longer than {} s (a slow body counts too)",
-            limit.as_secs_f64()
-        ))
-        .into_response(),
-    })
-}
-
-/// The answer to a connection over the limit: 503 with Retry-After, then close.
-async fn refuse(mut stream: tokio::net::TcpStream) {
-    const BODY: &str = r#"{"error":{"code":"unavailable","message":"the collector is serving as many connections as it takes; retry shortly"}}"#;
-    let answer = format!(
-        "HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\nretry-after: 1\r\nconnection: close\r\ncontent-length: {}\r\n\r\n{BODY}",
-        BODY.len()
-    );
-    let _ = tokio::time::timeout(Duration::from_secs(1), async {
-        let _ = stream.write_all(answer.as_bytes()).await;
-        let _ = stream.shutdown().await;
-        // Read what the client sent until it closes (bounded by the timeout): closing a
-        // socket with unread input sends a reset, which can destroy the answer before the
-        // client reads it.
-        let mut sink = [0u8; 4096];
-        while matches!(stream.read(&mut sink).await, Ok(n) if n > 0) {}
-    })
-    .await;
+    match answer {
+        Ok(resp) => resp,
+        Err(never) => match never {},
+    }
 }

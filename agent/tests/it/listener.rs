@@ -1,4 +1,4 @@
-//! Issue 37: the agent's /metrics port faced 4,200 idle sockets and lost batches ("Too many
+//! The agent's /metrics port faced 4,200 idle sockets and lost batches ("Too many
 //! open files"). Here `gpulens-agent run` ships to the ingest stand-in while 5,000 idle
 //! sockets and 50 trickling ones hold its listener: /healthz keeps answering, no batch is
 //! lost, and every slot arrives.

@@ -1,4 +1,4 @@
-//! Issue 73: the objects the simulator writes for a scenario's grants (ResourceClaims with
+//! The objects the simulator writes for a scenario's grants (ResourceClaims with
 //! consumed capacity and the node's ResourceSlice, HAMi's and KAI's pod annotations), read
 //! by the agent's reader, give each pod the share the simulator allocates it — a quarter of
 //! an H100 under each mechanism.
