@@ -13,7 +13,7 @@ cd "$(dirname "$0")/.."
 
 log() { printf '\n== %s\n' "$*"; }
 
-# Phase timing (issue 44): each phase's seconds, printed as a table at the end with the total,
+# Phase timing: each phase's seconds, printed as a table at the end with the total,
 # and a loud warning past 40 minutes (CI allows 90; the goal is 30).
 PHASES=()
 phase_start=$SECONDS

@@ -48,7 +48,7 @@ fn the_bound_sees_what_fits_beside_the_large_tenants() {
     assert_eq!(needs_bound(&[]), 0);
 }
 
-/// Issue 43: time-slicing is node-wide, so a node whose GPUs each pair a heavy tenant with
+/// Time-slicing is node-wide, so a node whose GPUs each pair a heavy tenant with
 /// a light one is unsafe: the device plugin may put both heavy ones on one GPU.
 #[test]
 fn a_time_sliced_node_is_judged_by_its_worst_group_not_its_pairs() {
@@ -150,7 +150,7 @@ fn exact(cfg: &Config, items: &[&Item], total: f64) -> usize {
     best
 }
 
-/// Issue 43: on random small pools an exhaustive search never needs fewer GPUs than the
+/// On random small pools an exhaustive search never needs fewer GPUs than the
 /// bound, and neither does the packer (time-slicing only, or MIG where a profile fits).
 #[test]
 fn no_packing_beats_the_bound() {

@@ -3,7 +3,7 @@ use super::*;
 /// Any sample time (the tests' clocks start at 0).
 const WIDE: (i64, i64) = (i64::MIN, i64::MAX);
 
-/// Issue 15: one sample out of range (GPU_UTIL 500) dropped the whole scrape of every GPU
+/// One sample out of range (GPU_UTIL 500) dropped the whole scrape of every GPU
 /// in it; one dated ten years ahead poisoned the host; samples from 1970 were stored.
 #[test]
 fn each_sample_is_checked_alone_and_none_moves_the_clock() {
@@ -56,7 +56,7 @@ fn each_sample_is_checked_alone_and_none_moves_the_clock() {
     assert_eq!(r.metrics.dropped(DropReason::Late), 0);
 }
 
-/// Issue 15: a Remote-Write 2.0 body decoded as an empty 1.0 message and was answered 204.
+/// A Remote-Write 2.0 body decoded as an empty 1.0 message and was answered 204.
 #[test]
 fn remote_write_2_is_refused_with_415_and_1_0_passes() {
     let h = |pairs: &[(&str, &str)]| {
@@ -134,9 +134,9 @@ fn series(name: &str, host: &str, extra: &[(&str, &str)], samples: &[(i64, f64)]
     }
 }
 
-/// Issue 37: two requests with a `*` token made 120,006 nodes. Hosts past a cluster's cap
+/// Two requests with a `*` token made 120,006 nodes. Hosts past a cluster's cap
 /// are dropped and counted; the hosts already held keep working, and another cluster still
-/// has room. Issue 72: hosts were never forgotten, so after the cap every new host was
+/// has room. Hosts were never forgotten, so after the cap every new host was
 /// dropped until a restart; quiet hosts with nothing waiting are forgotten now.
 #[test]
 fn made_up_hosts_past_the_cap_are_dropped_counted_and_forgotten_when_quiet() {
@@ -211,7 +211,7 @@ fn one_utilization_sample(labels: &[(&str, &str)]) -> (Receiver, i64) {
     (r, now)
 }
 
-/// Issue 37: one pod label with a space dropped the host's whole scrape. The GPU's
+/// One pod label with a space dropped the host's whole scrape. The GPU's
 /// sample stays; only the allocation to that pod is dropped, and counted.
 #[test]
 fn a_bad_pod_label_costs_the_allocation_not_the_gpu_sample() {

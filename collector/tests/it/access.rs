@@ -383,7 +383,7 @@ async fn open_mode_ignores_unknown_tokens_on_reads() {
     assert_eq!(code, StatusCode::UNAUTHORIZED);
 }
 
-/// Issue 74.4: every tenant and team of the analysis has a page; a team-scoped viewer reads
+/// Every tenant and team of the analysis has a page; a team-scoped viewer reads
 /// its own team's and its tenants' pages, and another team's read as unknown (404).
 #[tokio::test]
 async fn tenant_and_team_pages_keep_to_the_callers_teams() {
@@ -440,7 +440,7 @@ async fn analysed_state() -> (AppState, support::TestStore, i64) {
     (state, t, now)
 }
 
-/// Issue 74.3: the tenants', teams', findings', steps', nodes' and alerts' tables download as CSV with the rows and
+/// The tenants', teams', findings', steps', nodes' and alerts' tables download as CSV with the rows and
 /// columns the page shows, in its order and filtered as it is, for the caller's teams only;
 /// an unknown format is a 400 that names the allowed ones.
 #[tokio::test]

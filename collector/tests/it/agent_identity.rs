@@ -1,4 +1,4 @@
-//! Issue 72, point 5: an agent identified by its pod's projected ServiceAccount token, reviewed
+//! An agent identified by its pod's projected ServiceAccount token, reviewed
 //! by the API server (the stand-in's TokenReview), speaks for its own node only — over a real
 //! socket, with the agent's own client reading its token file as the kubelet rotates it.
 

@@ -439,7 +439,7 @@ fn energy_is_conserved(a: &analytics::Analysis, fleet: &Fleet, from: i64, to: i6
 }
 
 fn identities_hold(a: &analytics::Analysis, input: &analytics::Input, label: &str) {
-    // Issue 74.8: no finding ends after the window that found it (the newest hour is partial).
+    // No finding ends after the window that found it (the newest hour is partial).
     for x in &a.findings {
         assert!(
             x.from_ms <= x.to_ms && x.to_ms <= input.to_ms,
@@ -484,7 +484,7 @@ fn identities_hold(a: &analytics::Analysis, input: &analytics::Input, label: &st
     }
 }
 
-/// Issue 43: every time-slicing or MPS step, checked independently of the packer against the
+/// Every time-slicing or MPS step, checked independently of the packer against the
 /// worst assignment the device plugin may make. The node's tenants after the plan (those it
 /// keeps, minus reclaimed and moved-away ones, plus the ones moved in) number at most
 /// replicas × GPUs; any `replicas` of them fit one GPU: their largest memory needs (p99 plus

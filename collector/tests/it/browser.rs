@@ -329,7 +329,7 @@ fn heavy_every_dashboard_page_works_in_chromium_with_and_without_javascript() {
         assert!(text(n).contains("On the device now"), "{}", n["url"]);
         assert!(text(n).contains("Advisory labels"));
     }
-    // Issue 74.4: every tenant and team of the lists has its page.
+    // Every tenant and team of the lists has its page.
     for (prefix, least) in [("/tenants/", 10), ("/teams/", 5)] {
         let held = pages_starting(pages, prefix);
         assert!(held.len() >= least, "{prefix}: {}", held.len());
@@ -388,9 +388,9 @@ fn heavy_every_dashboard_page_works_in_chromium_with_and_without_javascript() {
             configures,
             "{url}"
         );
-        // Issue 74.1: with the label workflow off, a label step says how to do it by hand.
+        // With the label workflow off, a label step says how to do it by hand.
         assert_eq!(text(r).contains("kubectl label node"), labels, "{url}");
-        // Issue 75: every step says how its twin did on the hours it did not see.
+        // Every step says how its twin did on the hours it did not see.
         assert!(
             text(r).contains("Held out: the hours it did not see"),
             "{url}"
@@ -401,7 +401,7 @@ fn heavy_every_dashboard_page_works_in_chromium_with_and_without_javascript() {
             "{url}"
         );
     }
-    // Issue 71: as drawn, the overview's first steps and the recommendations list never show
+    // As drawn, the overview's first steps and the recommendations list never show
     // a step before one it requires, and the overview lists what its steps require.
     let requires = report["requires"].as_object().unwrap();
     for url in ["/", "/recommendations"] {

@@ -269,7 +269,7 @@ async fn send(
     )
 }
 
-/// Issue 74.3: every table of every page downloads — the overview's, a node's, a step's, a
+/// Every table of every page downloads — the overview's, a node's, a step's, a
 /// finding's, a team's, the plan's, the alerts' and the reports' — each link answers its table
 /// as CSV, and a table the page does not have is a 400 that lists those it has.
 #[tokio::test]

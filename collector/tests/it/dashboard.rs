@@ -220,7 +220,7 @@ async fn an_operator_approves_a_label_change_from_the_dashboard() {
     assert_eq!(code, StatusCode::SEE_OTHER);
 }
 
-/// Issue 74.3: a page's filter outside its domain is said on the page, and the page shows
+/// A page's filter outside its domain is said on the page, and the page shows
 /// everything rather than silently nothing; a known kind filters the recommendations list.
 #[tokio::test]
 async fn unknown_filters_are_said_and_known_ones_filter() {
@@ -255,7 +255,7 @@ async fn unknown_filters_are_said_and_known_ones_filter() {
     );
 }
 
-/// Issue 74.2: the tenants' and teams' tables and the findings follow a picked range — the last 24 hours, or a
+/// The tenants' and teams' tables and the findings follow a picked range — the last 24 hours, or a
 /// custom from/to — read from the hour rollups through the analysis' own funnel; without one
 /// they show the analysed window and say so; a range that cannot be read is a notice, not an
 /// error, and the window is shown.

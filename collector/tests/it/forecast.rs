@@ -1,4 +1,4 @@
-//! Issue 75: the demand forecast through the store and the API — a scenario's four days read as
+//! The demand forecast through the store and the API — a scenario's four days read as
 //! pool-team-hours that sum to the funnel, forecast per pool and team with a backtest one day
 //! ahead, and `/api/v1/forecast` with its filters, bounds and team scope.
 

@@ -1,4 +1,4 @@
-//! Issue 72's smaller holes, a regression test each: no answer may be framed by another site,
+//! Small holes, a regression test each: no answer may be framed by another site,
 //! wrong agent tokens on the node-labels route are limited like everywhere else, and a
 //! sign-in in progress is spent by its first callback.
 

@@ -1,4 +1,4 @@
-//! Issue 75: held-out replay on every scenario — each step carries its twin's result, the plan
+//! Held-out replay on every scenario — each step carries its twin's result, the plan
 //! its score — and the verdicts `tests/scenarios/weekly-batch.toml` works out; the days ahead
 //! (`analytics::ahead`) on every scenario, and what `tests/scenarios/memory-growth.toml` works
 //! out: a step held-out replay passes that the cache's growing memory outgrows.

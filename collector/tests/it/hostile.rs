@@ -1,4 +1,4 @@
-//! Issue 72: every answer from outside is bounded while it is read. Each client the collector
+//! Every answer from outside is bounded while it is read. Each client the collector
 //! has — alert receivers, the Kubernetes API, slurmrestd, the OpenID provider — meets hostile
 //! peers on loopback (an endless body, a trickle, a page that never advances, one enormous
 //! answer, an `errors[]` of 60 MiB): each pass ends within its bounds with an error that says

@@ -139,10 +139,10 @@ async fn every_bad_request_is_a_4xx_that_names_the_problem_and_stores_nothing() 
     let mut extra_field: Value = serde_json::from_slice(&good).unwrap();
     extra_field["surprise"] = true.into();
     let bomb = gzip(&vec![b' '; 1024 * 1024]);
-    // Issue 15: a wrong node with a broken body was a 400 (validation before authorization).
+    // A wrong node with a broken body was a 400 (validation before authorization).
     let mut wrong_node_bad_value = wrong_node.clone();
     wrong_node_bad_value["snapshots"][0]["gpus"][0]["gpu_util"] = 85.0.into();
-    // Issue 15: gzip with trailing garbage or a second member was decoded and stored.
+    // Gzip with trailing garbage or a second member was decoded and stored.
     let mut trailing = gzip(&good);
     trailing.extend_from_slice(b"garbage after the member");
     let mut two_members = gzip(&good);
@@ -363,7 +363,7 @@ async fn the_read_api_answers_and_explains_mistakes() {
             "/api/v1/series?metric=gpu_util&entity=fleet&bogus=1",
             "unknown field",
         ),
-        // Issue 15: an i64::MAX `to` made the point loop overflow and allocate until the
+        // An i64::MAX `to` made the point loop overflow and allocate until the
         // process died; saturating steps slipped past the point cap.
         (
             "/api/v1/series?metric=gpu_util&entity=fleet&to=9223372036854775807",
@@ -427,7 +427,7 @@ async fn the_read_api_answers_and_explains_mistakes() {
         assert_eq!(status, StatusCode::NOT_FOUND);
         assert_eq!(body["error"]["code"], "not_found", "{uri}");
     }
-    // Issue 15: every 4xx has the JSON error body: 405, query mistakes on every endpoint, and
+    // Every 4xx has the JSON error body: 405, query mistakes on every endpoint, and
     // an approval is refused for its token before its body is read.
     for (req, want) in [
         (
@@ -489,7 +489,7 @@ async fn the_read_api_answers_and_explains_mistakes() {
             "{what}: no JSON error in {body}"
         );
     }
-    // Issue 21: a series of something never seen is a 404 naming it, not a run of nulls.
+    // A series of something never seen is a 404 naming it, not a run of nulls.
     for entity in [
         "node:nope",
         "gpu:GPU-nope",
@@ -657,7 +657,7 @@ async fn damaged_batches_never_cause_a_server_error() {
     assert!(stored_rows > 0);
 }
 
-/// Issue 15: remote-write bodies over 2 MiB got axum's text 413 or a reset, not the
+/// Remote-write bodies over 2 MiB got axum's text 413 or a reset, not the
 /// configured limit; now the limit is read from `[ingest] max_body_bytes` and answered as the
 /// API's JSON error, after the token is checked.
 #[tokio::test]

@@ -1,4 +1,4 @@
-//! Issue 74.1: every step names what carrying it out interrupts — each tenant it moves (with
+//! Every step names what carrying it out interrupts — each tenant it moves (with
 //! its pod-spec change where the spec changes), every workload on a node whose GPUs it
 //! reconfigures (drained), the holding a reclaim stops.
 

@@ -1,4 +1,4 @@
-//! Issue 71, point 4: one number per fact. An interference incident's contended time is the
+//! One number per fact. An interference incident's contended time is the
 //! same figure, in the same unit, on its finding and on the separation step that answers it
 //! (the alert carries the finding's summary, the weekly report its `contended_hours`); a GPU
 //! with unrecovered hardware errors that a step empties is not counted as freed, and the step
@@ -80,7 +80,7 @@ pub(crate) fn one_number_per_fact(label: &str, a: &analytics::Analysis) {
     }
 }
 
-/// Issue 73: what each per-GPU mechanism would leave in use, never below its bound, on every
+/// What each per-GPU mechanism would leave in use, never below its bound, on every
 /// scenario; and the counts `tests/scenarios/pinned-per-gpu.toml` works out.
 pub(crate) fn per_gpu_worth_as_worked_out(label: &str, a: &analytics::Analysis) {
     use analytics::mechanism::Mechanism;

@@ -1,4 +1,4 @@
-//! Issue 73: a pool that has a per-GPU mechanism pinning groups gets a plan under it — its
+//! A pool that has a per-GPU mechanism pinning groups gets a plan under it — its
 //! steps pin the groups (ResourceClaims to create, the moves), they add up to the plan's total,
 //! carrying them out frees what the plan says, and the worked counts of
 //! `tests/scenarios/pinned-per-gpu.toml` hold for each mechanism.

@@ -1,4 +1,4 @@
-//! Issue 71: the plan keeps its word on any fleet, not only on the hand-made scenarios. Random
+//! The plan keeps its word on any fleet, not only on the hand-made scenarios. Random
 //! H100 fleets — whole GPUs, MIG nodes with instances of several sizes, time-sliced nodes,
 //! idle GPUs beside held ones, tenants of every workload pattern — are simulated for half a day,
 //! stored and rolled up through the real store, analysed, and for every seed: the plan's total
@@ -322,7 +322,7 @@ async fn heavy_random_fleets_free_what_their_steps_add_up_to() {
     assert!(waits_served > 0, "no seed served a waiting pod");
 }
 
-/// Issue 43: the GPUs applying every step frees, counted from the placement: each current
+/// The GPUs applying every step frees, counted from the placement: each current
 /// allocation stays on its GPU, goes with its tenant's move, or goes away with a reclaim.
 pub(crate) fn applied_frees(a: &analytics::Analysis, input: &analytics::Input) -> i64 {
     use analytics::RecKind;

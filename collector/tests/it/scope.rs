@@ -1,4 +1,4 @@
-//! Issue 72: team scope holds on every action. Every state-changing route is walked with an
+//! Team scope holds on every action. Every state-changing route is walked with an
 //! operator scoped to another team than the object's (bearer token on the API, session and
 //! CSRF token on the dashboard's forms): each answers 403 or 404 and nothing changes; the same
 //! operator still decides its own team's case, and an unscoped operator anyone's.

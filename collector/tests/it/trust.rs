@@ -1,4 +1,4 @@
-//! Issue 37, over real sockets against a collector serving with sign-in (`server::serve_with`
+//! Over real sockets against a collector serving with sign-in (`server::serve_with`
 //! on 127.0.0.1): sessions cannot be forged from the configuration, survive a restart and end
 //! with `rotate-session-key`; anonymous slow bodies cannot starve readers or agents; wrong
 //! tokens never lock out a right one; `next` cannot leave the collector; a sign-in posted from
@@ -444,7 +444,7 @@ async fn small_fleet_in_two_clusters() -> support::TestStore {
     t
 }
 
-/// Issue 37: `host/1092` is team bob's in one cluster and team victim's in another; bob's
+/// `host/1092` is team bob's in one cluster and team victim's in another; bob's
 /// viewer asked for `tenant:host/1092` and got both clusters' data combined.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_tenant_key_shared_across_clusters_is_answered_only_to_who_sees_every_team() {
@@ -493,7 +493,7 @@ async fn a_tenant_key_shared_across_clusters_is_answered_only_to_who_sees_every_
     served.stop().await;
 }
 
-/// Issue 37: a walk of every page and read route a team-scoped caller can reach (the API's
+/// A walk of every page and read route a team-scoped caller can reach (the API's
 /// reads, every series of the fleet's entities, and every link of every page, over a real
 /// socket with three hours of the small fleet and a stored analysis) finds no other team's
 /// tenant, by key or by its encoded form in a link.

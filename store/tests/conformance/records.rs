@@ -537,7 +537,7 @@ pub(crate) async fn a_uid_past_2_31_reads_back(store: &Store) {
     }
 }
 
-/// Issue 74.8: a tenant's first_seen is the first sample that shows it (not the last sample
+/// A tenant's first_seen is the first sample that shows it (not the last sample
 /// of the first batch), and later batches move only its last_seen.
 pub(crate) async fn a_tenant_is_first_seen_at_its_first_sample(store: &Store) {
     let t0 = hour_ago(2);

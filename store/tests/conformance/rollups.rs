@@ -529,7 +529,7 @@ pub(crate) async fn retention_drops_old_data_per_resolution(store: &Store) {
     );
 }
 
-/// Issue 15: a stored row with a MIG id of 2^31 (accepted before ingest checked the domain)
+/// A stored row with a MIG id of 2^31 (accepted before ingest checked the domain)
 /// made every rollup pass panic on decode, which stopped rollups, retention and remote-write
 /// settling for good. Now the row is skipped and counted, and the rest rolls up.
 #[tokio::test]

@@ -87,7 +87,7 @@ pub(crate) async fn raw_answers(store: &Store, from: i64, to: i64, now: i64) -> 
     out
 }
 
-/// Issue 20: sealing raw rows into blocks changes no answer read from raw samples (series at
+/// Sealing raw rows into blocks changes no answer read from raw samples (series at
 /// raw resolution per GPU, node and tenant; MIG holders; latest health; orphans; counts), and
 /// a rollup of minutes whose samples are partly sealed reads both forms.
 pub(crate) async fn sealed_samples_answer_as_rows_did(store: &Store) {
@@ -161,7 +161,7 @@ pub(crate) async fn sealed_samples_answer_as_rows_did(store: &Store) {
     );
 }
 
-/// Issue 20: the first seal after an upgrade finds up to the raw retention in rows; it seals
+/// The first seal after an upgrade finds up to the raw retention in rows; it seals
 /// them an hour per transaction and loses nothing.
 pub(crate) async fn a_backlog_of_rows_seals_in_steps(store: &Store) {
     let f = fleet();

@@ -296,7 +296,7 @@ async fn agents_read_their_nodes_advisory_labels() {
     assert_eq!(code, StatusCode::CONFLICT, "{body}");
 }
 
-/// Issue 15: label planning grouped by node name only, so batches sent for `gpu-h100-01` in
+/// Label planning grouped by node name only, so batches sent for `gpu-h100-01` in
 /// another cluster flipped that node's label. Nodes are now (cluster, node) from the funnel
 /// to the label writer, which takes only its own cluster's nodes.
 #[tokio::test]
@@ -459,7 +459,7 @@ async fn chain_of_steps(
     (base, [a, b, c])
 }
 
-/// Issue 43: a step that requires others is approved with the planned label actions of the
+/// A step that requires others is approved with the planned label actions of the
 /// steps it requires, which run first; a required step with no label action (a reclaim) that
 /// the newest analysis still proposes refuses the approval, naming it.
 #[tokio::test]
@@ -539,7 +539,7 @@ async fn dependent_steps_are_approved_together_and_never_run_out_of_order() {
     assert_eq!(order, vec![id_b, id_a]);
 }
 
-/// Issue 71: a running collector (`gpulens serve`'s state over a real socket, the analysis
+/// A running collector (`gpulens serve`'s state over a real socket, the analysis
 /// stored by the scheduled job's own save) refuses an operator's approval of a step whose
 /// required reclaim is still proposed, naming it, and approves the chain once the reclaim is
 /// done. Before the fix the stored envelope read as "no analysis" and the step was approved

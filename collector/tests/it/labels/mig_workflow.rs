@@ -254,7 +254,7 @@ async fn gpu_pods_block_the_change_unless_overridden() {
     assert!(audit.names().contains(&"drain:overridden".to_string()));
 }
 
-/// Issue 72: an API error at any step after the cordon — listing the node's pods, writing the
+/// An API error at any step after the cordon — listing the node's pods, writing the
 /// label, watching the MIG manager, uncordoning — is undone: the label is back to what it was
 /// (the rollback watched like any other), the node is schedulable again, every step recorded.
 #[tokio::test]

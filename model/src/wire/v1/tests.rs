@@ -102,7 +102,7 @@ fn errors_name_the_field_and_value() {
             .0
             .contains("not a DNS-1123 subdomain")
     );
-    // Issue 15: a node name that steered label writes to another node.
+    // A node name that steered label writes to another node.
     let mut b = batch();
     b.node = "gpu-a?x=1".into();
     let err = b.validate(&Limits::default(), NOW).unwrap_err().0;
@@ -112,7 +112,7 @@ fn errors_name_the_field_and_value() {
     );
 }
 
-/// Issue 15: values no GPU reports were stored, and a MIG id of 2^31 or more (a valid
+/// Values no GPU reports were stored, and a MIG id of 2^31 or more (a valid
 /// u32) stopped every rollup pass when read back from the store's 32-bit column.
 #[test]
 fn values_outside_their_domain_are_refused_by_name() {
@@ -226,7 +226,7 @@ fn values_outside_their_domain_are_refused_by_name() {
     }
 }
 
-/// Issue 15: a 1.2 MB request stored 200,000 GPUs and 800,000 MIG instances and answered
+/// A 1.2 MB request stored 200,000 GPUs and 800,000 MIG instances and answered
 /// `"rows":0`; the inventory now counts toward the row limit.
 #[test]
 fn the_inventory_counts_toward_the_row_limit() {
