@@ -74,8 +74,9 @@ fn close(a: f64, b: f64, what: &str) {
 async fn a_scenarios_focus_rows_parse_and_add_up_to_the_funnel() {
     let t = crate::support::sqlite().await;
     let fleet = crate::analytics::default_fleet();
+    // Two days of the fleet: enough for every pool, cluster and kind of charge to have rows.
     let to = 1_795_219_200_000; // 2026-11-21T00:00:00Z
-    let from = to - 7 * DAY_MS;
+    let from = to - 2 * DAY_MS;
     let team_of = |t: &model::Tenant| t.namespace.clone();
     crate::analytics::load_with_teams(&t.store, &fleet, "cost", from, to, &team_of).await;
     let mut cfg = analytics::Config::default();
@@ -92,7 +93,7 @@ async fn a_scenarios_focus_rows_parse_and_add_up_to_the_funnel() {
     let (a, _) = collector::analysis::run(
         &t.store,
         &cfg,
-        std::time::Duration::from_secs(7 * 86_400),
+        std::time::Duration::from_secs(2 * 86_400),
         to,
     )
     .await
