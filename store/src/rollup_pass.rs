@@ -10,6 +10,8 @@ use crate::{Result, RollupStats, Store, StoreError};
 
 /// Nodes whose pending minutes one rollup pass works on at once.
 const ROLLUP_NODES_IN_FLIGHT: usize = 4;
+/// Tries of one span that keeps losing to concurrent transactions before the pass fails.
+const SPAN_TRIES: usize = 4;
 
 impl Store {
     /// Recomputes the rollups of every minute that received data, up to `until_ms` (minutes
@@ -70,7 +72,7 @@ impl Store {
         {
             let from = chunk[0];
             let to = chunk[chunk.len() - 1] + MINUTE_MS;
-            let span = dispatch!(self, s => s.tables.rollup_span(&cluster, &node, from, to).await)?;
+            let span = self.rollup_span(&cluster, &node, from, to).await?;
             stats.undecodable_rows += span.undecodable;
             hours.push((cluster.clone(), rollup::bucket_of(from, rollup::HOUR_MS)));
             stats.minutes += chunk.len();
@@ -98,6 +100,30 @@ impl Store {
             }
         }
         Ok((stats, hours))
+    }
+
+    /// One span's transaction, tried again (up to `SPAN_TRIES` times) when it lost to a
+    /// concurrent one: on Citus two nodes' spans can meet in a distributed deadlock, whose
+    /// detector cancels one of them. A span recomputes its minutes from raw rows, so trying it
+    /// again is safe.
+    async fn rollup_span(
+        &self,
+        cluster: &str,
+        node: &str,
+        from: i64,
+        to: i64,
+    ) -> Result<crate::span::SpanStats> {
+        let mut tries = 1;
+        loop {
+            match dispatch!(self, s => s.tables.rollup_span(cluster, node, from, to).await) {
+                Err(StoreError::Conflict(e)) if tries < SPAN_TRIES => {
+                    tracing::debug!(%node, error = %e, tries, "a rollup span lost to a concurrent transaction; trying again");
+                    tries += 1;
+                    tokio::time::sleep(std::time::Duration::from_millis(20 * tries as u64)).await;
+                }
+                other => return other,
+            }
+        }
     }
 
     /// The node's GPUs in MIG mode, and the mark its pair-hours are kept under.
