@@ -18,6 +18,24 @@ pub enum StoreError {
     Internal(String),
 }
 
+/// Times one transaction is tried when it keeps losing to concurrent ones.
+pub(crate) const CONFLICT_TRIES: usize = 4;
+
+/// Whether a transaction's `outcome` lost to a concurrent one ([`StoreError::Conflict`]:
+/// rolled back whole, the winner holding its locks only until it commits) and is to be tried
+/// again: up to [`CONFLICT_TRIES`] times in all, `tries` counting them; `what` names it in
+/// the debug log.
+pub(crate) fn try_again<T>(outcome: &Result<T>, tries: &mut usize, what: &str) -> bool {
+    match outcome {
+        Err(StoreError::Conflict(e)) if *tries < CONFLICT_TRIES => {
+            tracing::debug!(error = %e, tries = *tries, "{what} lost to a concurrent transaction; trying again");
+            *tries += 1;
+            true
+        }
+        _ => false,
+    }
+}
+
 impl From<sqlx::Error> for StoreError {
     fn from(e: sqlx::Error) -> Self {
         use sqlx::Error as E;

@@ -10,8 +10,6 @@ use crate::{Result, RollupStats, Store, StoreError};
 
 /// Nodes whose pending minutes one rollup pass works on at once.
 const ROLLUP_NODES_IN_FLIGHT: usize = 4;
-/// Tries of one span that keeps losing to concurrent transactions before the pass fails.
-const SPAN_TRIES: usize = 4;
 
 impl Store {
     /// Recomputes the rollups of every minute that received data, up to `until_ms` (minutes
@@ -102,10 +100,10 @@ impl Store {
         Ok((stats, hours))
     }
 
-    /// One span's transaction, tried again (up to `SPAN_TRIES` times) when it lost to a
-    /// concurrent one: on Citus two nodes' spans can meet in a distributed deadlock, whose
-    /// detector cancels one of them. A span recomputes its minutes from raw rows, so trying it
-    /// again is safe.
+    /// One span's transaction, tried again when it lost to a concurrent one
+    /// ([`crate::error::try_again`]): on Citus two nodes' spans can meet in a
+    /// distributed deadlock, whose detector cancels one of them. A span recomputes its minutes
+    /// from raw rows, so trying it again is safe.
     async fn rollup_span(
         &self,
         cluster: &str,
@@ -115,13 +113,9 @@ impl Store {
     ) -> Result<crate::span::SpanStats> {
         let mut tries = 1;
         loop {
-            match dispatch!(self, s => s.tables.rollup_span(cluster, node, from, to).await) {
-                Err(StoreError::Conflict(e)) if tries < SPAN_TRIES => {
-                    tracing::debug!(%node, error = %e, tries, "a rollup span lost to a concurrent transaction; trying again");
-                    tries += 1;
-                    tokio::time::sleep(std::time::Duration::from_millis(20 * tries as u64)).await;
-                }
-                other => return other,
+            let outcome = dispatch!(self, s => s.tables.rollup_span(cluster, node, from, to).await);
+            if !crate::error::try_again(&outcome, &mut tries, "a rollup span") {
+                return outcome;
             }
         }
     }

@@ -206,14 +206,11 @@ async fn commit(conn: &mut PgConnection, group: Vec<Job>, citus: bool) -> bool {
     }
 }
 
-/// Times a group's transaction is tried when it keeps losing to concurrent ones.
-const CONFLICT_TRIES: usize = 4;
-
-/// [`store`], tried again when its transaction lost to a concurrent one (a deadlock or
-/// serialization failure rolls it back whole; the winner holds its locks only until it
-/// commits). Rows are locked in key order within a round ([`rounds`]), but a node whose batches
-/// come from two agent ids in one group locks again in a later round, so two committers can
-/// still deadlock, PostgreSQL's detector then failing one of them.
+/// [`store`], tried again when its transaction lost to a concurrent one
+/// ([`crate::error::try_again`]). Rows are locked in key order within a round
+/// ([`rounds`]), but a node whose batches come from two agent ids in one group locks again in a
+/// later round, so two committers can still deadlock, PostgreSQL's detector then failing one of
+/// them.
 async fn store_again_on_conflict(
     conn: &mut PgConnection,
     group: &[Staged],
@@ -221,12 +218,9 @@ async fn store_again_on_conflict(
 ) -> Result<Vec<IngestOutcome>> {
     let mut tries = 1;
     loop {
-        match store(conn, group, citus).await {
-            Err(StoreError::Conflict(e)) if tries < CONFLICT_TRIES => {
-                tracing::debug!(error = %e, batches = group.len(), tries, "group commit lost to a concurrent transaction; trying again");
-                tries += 1;
-            }
-            other => return other,
+        let outcome = store(conn, group, citus).await;
+        if !crate::error::try_again(&outcome, &mut tries, "group commit") {
+            return outcome;
         }
     }
 }
