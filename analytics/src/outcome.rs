@@ -22,38 +22,7 @@ use crate::recommendation::Target;
 use crate::replay;
 
 pub use crate::input::Applied;
-
-/// What the check concluded.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Verdict {
-    /// Too few hours recorded since the change.
-    Pending,
-    AsPredicted,
-    Better,
-    Worse,
-}
-
-impl Verdict {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Verdict::Pending => "pending",
-            Verdict::AsPredicted => "as_predicted",
-            Verdict::Better => "better",
-            Verdict::Worse => "worse",
-        }
-    }
-
-    /// In words for pages and reports.
-    pub fn words(self) -> &'static str {
-        match self {
-            Verdict::Pending => "pending",
-            Verdict::AsPredicted => "as predicted",
-            Verdict::Better => "better than predicted",
-            Verdict::Worse => "worse than predicted",
-        }
-    }
-}
+pub use model::step_outcome::Verdict;
 
 /// Predicted and measured totals of one step.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]

@@ -20,6 +20,7 @@ pub mod reclaim;
 pub mod rollup;
 pub mod sample;
 pub mod sealed;
+pub mod step_outcome;
 pub mod tenant;
 pub mod time;
 pub mod wire;

@@ -67,8 +67,7 @@ pub struct OutcomeRow {
     pub kind: String,
     pub node: String,
     pub applied_ms: i64,
-    /// pending | as_predicted | better | worse
-    pub verdict: String,
+    pub verdict: model::step_outcome::Verdict,
     pub gpus_freed_predicted: f64,
     pub gpus_freed_measured: f64,
     pub contention_hours_predicted: f64,
@@ -262,7 +261,7 @@ impl ReportData {
                     kind: o.kind.clone(),
                     node: o.node.clone(),
                     applied_ms: o.applied_ms,
-                    verdict: o.verdict.as_str().into(),
+                    verdict: o.verdict,
                     gpus_freed_predicted: o.predicted.gpus_freed,
                     gpus_freed_measured: o.measured.gpus_freed,
                     contention_hours_predicted: o.predicted.contention_hours,

@@ -621,7 +621,11 @@ fn recommendations(s: &mut String, d: &ReportData) {
 
 /// Steps applied through label actions, measured against replay's prediction.
 fn outcomes(s: &mut String, d: &ReportData) {
-    let worse = d.outcomes.iter().filter(|o| o.verdict == "worse").count();
+    let worse = d
+        .outcomes
+        .iter()
+        .filter(|o| o.verdict == model::step_outcome::Verdict::Worse)
+        .count();
     let _ = write!(
         s,
         "<section><h2>Applied steps, checked</h2><p class=\"note\">{}</p>",
@@ -650,7 +654,7 @@ fn outcomes(s: &mut String, d: &ReportData) {
                 o.node.clone(),
                 format!("{} (action {})", web::format::kind(&o.kind), o.action),
                 when[..16].replace('T', " "),
-                o.verdict.replace('_', " "),
+                o.verdict.words().to_owned(),
                 format!(
                     "{:.0} of {:.0}",
                     o.gpus_freed_measured, o.gpus_freed_predicted
@@ -709,7 +713,7 @@ mod tests {
             "recommendations": [{"kind": h, "node": h, "team": h, "gpus_freed": 1.0,
                                  "confidence": 0.8, "summary": h, "config": h}],
             "outcomes": [{"action": 7, "kind": h, "node": h, "applied_ms": 86_400_000,
-                          "verdict": h, "gpus_freed_predicted": 2.0,
+                          "verdict": "worse", "gpus_freed_predicted": 2.0,
                           "gpus_freed_measured": 1.0, "contention_hours_predicted": 0.0,
                           "contention_hours_measured": 3.0, "reasons": [h]}],
             "limitations": [h], "per_gpu": [h], "held_out": h, "capacity": [h]

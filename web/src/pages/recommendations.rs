@@ -1,6 +1,7 @@
 //! Recommendations: the plan, its steps, what replay rejected, and applied steps' outcomes.
 
 use super::*;
+use model::step_outcome::Verdict;
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct RecRow {
@@ -416,7 +417,7 @@ pub fn recommendations_tables(v: &RecsPage) -> Vec<TableCsv> {
                 field(&format::kind(&o.kind)),
                 field(&o.recommendation),
                 field(&o.applied),
-                field(&o.verdict_words),
+                field(o.verdict.words()),
                 number(Some(o.gpus_freed.1)),
                 number(Some(o.gpus_freed.0)),
                 number(Some(o.contention_hours.1)),
@@ -549,7 +550,7 @@ pub fn outcome_tables(o: &OutcomeView) -> Vec<TableCsv> {
 }
 
 /// An applied step's outcome check, for the recommendations pages and the step's own page.
-#[derive(Debug, Clone, Default, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct OutcomeView {
     pub action: i64,
     pub recommendation: String,
@@ -558,9 +559,7 @@ pub struct OutcomeView {
     pub summary: String,
     pub applied: String,
     pub hours_after: usize,
-    /// pending | as_predicted | better | worse, and in words.
-    pub verdict: String,
-    pub verdict_words: String,
+    pub verdict: Verdict,
     pub reasons: Vec<String>,
     /// (predicted, measured)
     pub gpus_freed: (f64, f64),
@@ -577,18 +576,18 @@ pub struct OutcomeTenantRow {
     pub contended: String,
 }
 
-fn verdict_class(v: &str) -> &'static str {
+fn verdict_class(v: Verdict) -> &'static str {
     match v {
-        "worse" => "sev-critical",
-        "pending" => "sev-info",
-        _ => "",
+        Verdict::Worse => "sev-critical",
+        Verdict::Pending => "sev-info",
+        Verdict::AsPredicted | Verdict::Better => "",
     }
 }
 
 /// The applied steps' verdicts, one row each.
 fn outcomes_section(rows: Vec<OutcomeView>) -> impl IntoView {
     let count = rows.len();
-    let worse = rows.iter().filter(|o| o.verdict == "worse").count();
+    let worse = rows.iter().filter(|o| o.verdict == Verdict::Worse).count();
     let body = rows
         .into_iter()
         .map(|o| {
@@ -597,7 +596,7 @@ fn outcomes_section(rows: Vec<OutcomeView>) -> impl IntoView {
                     <td><a href=format!("/nodes/{}", enc(&o.node))>{o.node.clone()}</a></td>
                     <td><a href=format!("/recommendations/{}", enc(&o.recommendation))>{format::kind(&o.kind)}</a></td>
                     <td>{o.applied.clone()}</td>
-                    <td class=verdict_class(&o.verdict)>{o.verdict_words.clone()}</td>
+                    <td class=verdict_class(o.verdict)>{o.verdict.words()}</td>
                     <td class="n">{format!("{:.0} / {:.0}", o.gpus_freed.1, o.gpus_freed.0)}</td>
                     <td class="n">{format!("{:.0} / {:.0}", o.contention_hours.1, o.contention_hours.0)}</td>
                     <td class="n">{o.hours_after}</td>
@@ -644,19 +643,19 @@ fn outcome_detail(o: OutcomeView) -> impl IntoView {
             }
         })
         .collect_view();
-    let rollback = (o.verdict == "worse").then(|| {
+    let rollback = (o.verdict == Verdict::Worse).then(|| {
         view! {
             <p>"The collector offers the way back as a planned label action (the label's previous value), for an operator to approve: "
                 <a href=format!("/api/v1/label-actions?node={}&state=planned", enc(&o.node))>"planned actions on "{o.node.clone()}</a>"."</p>
         }
     });
-    let pending = (o.verdict == "pending").then(|| {
+    let pending = (o.verdict == Verdict::Pending).then(|| {
         view! { <p class="note">{format!("{} recorded since the change; a verdict needs 6.", model::figures::count(o.hours_after as f64, "hour", "hours"))}</p> }
     });
     view! {
         <section aria-labelledby="h-outcome">
             <h2 id="h-outcome">"Outcome since it was applied"</h2>
-            <p class="meta">{format!("label action {} · applied {} · ", o.action, o.applied)}<b class=verdict_class(&o.verdict)>{o.verdict_words.clone()}</b></p>
+            <p class="meta">{format!("label action {} · applied {} · ", o.action, o.applied)}<b class=verdict_class(o.verdict)>{o.verdict.words()}</b></p>
             {pending}
             <ul>{reasons}</ul>
             {rollback}
