@@ -465,7 +465,6 @@ async fn serve_metrics(listener: tokio::net::TcpListener, metrics: Arc<AgentMetr
 #[cfg(test)]
 mod tests {
     use std::future::Future;
-    use std::io::Read;
     use std::pin::Pin;
     use std::sync::atomic::{AtomicI64, Ordering};
 
@@ -507,11 +506,7 @@ mod tests {
     fn spooled_timestamps(spool: &mut Spool) -> Vec<i64> {
         let mut out = Vec::new();
         while let Some(r) = spool.peek().unwrap() {
-            let mut json = String::new();
-            flate2::read::GzDecoder::new(&r.body[..])
-                .read_to_string(&mut json)
-                .unwrap();
-            let batch: model::wire::v1::Batch = serde_json::from_str(&json).unwrap();
+            let batch = ingest_client::decode(&r.body).unwrap();
             out.extend(batch.snapshots.iter().map(|s| s.ts));
             spool.commit(r.next).unwrap();
         }

@@ -32,11 +32,31 @@ pub struct IngestBench {
     /// its batches one at a time, in order, so a fleet of N nodes has up to N in flight).
     /// Fewer models a collector that only a part of the fleet reaches at once. At most the
     /// collector's default in-flight limit (256; the default is capped there).
-    #[arg(long, value_parser = clap::value_parser!(u16).range(1..))]
+    #[arg(long, visible_alias = "in-flight", value_parser = clap::value_parser!(u16).range(1..))]
     pub concurrency: Option<u16>,
     /// Alternating rounds of each; medians are reported.
     #[arg(long, default_value_t = 3)]
     pub rounds: usize,
+    /// How the batches travel end to end: `msgpack` (snappy-compressed MessagePack, what the
+    /// agent sends) or `json` (gzip-compressed JSON, what older agents and scripts send).
+    #[arg(long, value_enum, default_value_t = Wire::Msgpack)]
+    pub wire: Wire,
+}
+
+/// A batch encoding of the wire protocol, as `--wire` names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Wire {
+    Msgpack,
+    Json,
+}
+
+impl Wire {
+    pub(crate) fn encode(self, batch: &Batch) -> Result<Vec<u8>, ingest_client::SendError> {
+        match self {
+            Wire::Msgpack => ingest_client::Client::encode(batch),
+            Wire::Json => ingest_client::Client::encode_json(batch),
+        }
+    }
 }
 
 #[derive(Debug, clap::Args)]
@@ -55,7 +75,7 @@ pub struct SeriesBench {
 }
 
 /// A fleet of `gpus` GPUs, 8 per node, each time-sliced 8 ways with a busy tenant per replica.
-fn bench_scenario(gpus: usize) -> simulator::Scenario {
+pub(crate) fn bench_scenario(gpus: usize) -> simulator::Scenario {
     let nodes = gpus.div_ceil(8);
     let mut text = String::from("name = \"bench\"\ncluster = \"bench\"\nseed = 5\n");
     for n in 0..nodes {
@@ -127,6 +147,7 @@ pub async fn ingest(args: IngestBench) -> anyhow::Result<()> {
                 n: round,
                 concurrency,
                 rows: rows_per_round,
+                wire: args.wire,
             },
             &mut checkpoints,
         )
@@ -140,7 +161,7 @@ pub async fn ingest(args: IngestBench) -> anyhow::Result<()> {
     let (copy, e2e) = (median(copy_rates), median(e2e_rates));
     let rows_per_gpu_second = rows_per_round as f64 / (args.seconds * fleet.gpu_count()) as f64;
     println!(
-        "ingest benchmark: {} x {} s, {} per batch, {} rows per round ({:.1} rows per GPU-second), {} in flight ({}), {} rounds",
+        "ingest benchmark: {} x {} s, {} per batch, {} rows per round ({:.1} rows per GPU-second), {} in flight ({}), {} end to end, {} rounds",
         count(fleet.gpu_count() as f64, "GPU", "GPUs"),
         args.seconds,
         count(args.snapshots_per_batch as f64, "snapshot", "snapshots"),
@@ -148,6 +169,10 @@ pub async fn ingest(args: IngestBench) -> anyhow::Result<()> {
         rows_per_gpu_second,
         count(concurrency as f64, "batch", "batches"),
         why,
+        match args.wire {
+            Wire::Msgpack => "MessagePack (snappy)",
+            Wire::Json => "JSON (gzip)",
+        },
         args.rounds
     );
     println!("  raw COPY (same rows, same batches): {copy:>10.0} rows/s (median)");
@@ -191,6 +216,7 @@ struct Round {
     n: usize,
     concurrency: usize,
     rows: usize,
+    wire: Wire,
 }
 
 /// One round: raw COPY of the template's rows, then the same rows end to end over HTTP, each
@@ -237,7 +263,7 @@ async fn round_rates(
     // End to end: bodies are encoded first, as an agent would have them ready.
     let bodies: Vec<(String, Vec<u8>)> = fresh("e2e")
         .iter()
-        .map(|b| Ok((b.node.clone(), ingest_client::Client::encode(b)?)))
+        .map(|b| Ok((b.node.clone(), r.wire.encode(b)?)))
         .collect::<Result<_, ingest_client::SendError>>()?;
     settle(store, checkpoints).await;
     let cpu = CpuMark::now();

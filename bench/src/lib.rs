@@ -7,6 +7,7 @@ pub mod analyze;
 pub mod ingest;
 pub mod storage;
 pub mod ui;
+pub mod wire;
 
 /// The benchmarks.
 #[derive(Debug, clap::Subcommand)]
@@ -29,6 +30,9 @@ pub enum BenchCommand {
     /// Dashboard: server-side render time of every page with a large fleet's history
     /// (default 1,000 GPUs x 30 days); p50 and p95 per page.
     Ui(crate::ui::UiBench),
+    /// Batch encodings: what the agent's encoding, the bytes sent and the collector's decoding
+    /// cost per row, JSON with gzip against MessagePack with snappy (no database).
+    Wire(crate::wire::WireBench),
 }
 
 /// Runs one benchmark.
@@ -39,5 +43,6 @@ pub async fn run(command: BenchCommand) -> anyhow::Result<()> {
         BenchCommand::Series(args) => ingest::series(args).await,
         BenchCommand::Analyze(args) => analyze::analyze(args).await,
         BenchCommand::Ui(args) => ui::run(args).await,
+        BenchCommand::Wire(args) => wire::wire(args),
     }
 }

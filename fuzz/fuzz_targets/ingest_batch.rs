@@ -1,12 +1,13 @@
-//! The ingest path up to the store: the body encoding (first byte picks gzip or identity),
-//! the JSON of protocol v1 and the batch's domain checks. Invariants: nothing panics, the
-//! decoded body never exceeds its limit, a gzip body intake accepts decodes to the same bytes
-//! with flate2's own gzip reader (the reference), and a batch that passes validation holds no more rows
-//! than the limit allows, only names that are DNS subdomains, and only finite, in-range values.
+//! The ingest path up to the store: the body encoding (the first byte picks identity, gzip or
+//! snappy, and JSON or MessagePack), the batch of protocol v1 and its domain checks.
+//! Invariants: nothing panics, the decoded body never exceeds its limit, a gzip body intake
+//! accepts decodes to the same bytes with flate2's own gzip reader (the reference), and a batch
+//! that passes validation holds no more rows than the limit allows, only names that are DNS
+//! subdomains, and only finite, in-range values.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use model::wire::v1::{Batch, Limits};
+use model::wire::v1::{Format, Limits};
 
 const MAX_DECODED: usize = 64 * 1024;
 const NOW: i64 = 1_800_000_000_000;
@@ -15,18 +16,23 @@ fuzz_target!(|data: &[u8]| {
     let Some((&first, rest)) = data.split_first() else {
         return;
     };
-    let encoding = if first & 1 == 0 { "identity" } else { "gzip" };
-    let Ok(json) = intake::body::decode(encoding, rest, MAX_DECODED) else {
+    let encoding = ["identity", "gzip", "snappy", "identity"][usize::from(first & 3)];
+    let format = if first & 4 == 0 {
+        Format::Json
+    } else {
+        Format::MessagePack
+    };
+    let Ok(decoded) = intake::body::decode(encoding, rest, MAX_DECODED) else {
         return;
     };
-    assert!(json.len() <= MAX_DECODED);
+    assert!(decoded.len() <= MAX_DECODED);
     if encoding == "gzip" {
         let mut reference = Vec::new();
         std::io::Read::read_to_end(&mut flate2::read::GzDecoder::new(rest), &mut reference)
             .expect("the reference decodes what intake accepted");
-        assert_eq!(reference, json, "intake and the reference decode differently");
+        assert_eq!(reference, decoded, "intake and the reference decode differently");
     }
-    let Ok(batch) = serde_json::from_slice::<Batch>(&json) else {
+    let Ok(batch) = intake::batch::decode(format, &decoded) else {
         return;
     };
     let limits = Limits {

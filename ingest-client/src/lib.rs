@@ -1,7 +1,12 @@
-//! The wire-protocol client: encodes a [`Batch`] as gzip-compressed JSON, posts it to a
-//! collector's `/api/v1/ingest`, and retries what is worth retrying — connection failures,
+//! The wire-protocol client: encodes a [`Batch`] as snappy-compressed MessagePack, posts it to
+//! a collector's `/api/v1/ingest`, and retries what is worth retrying — connection failures,
 //! timeouts, 5xx, 408 and 429 — with exponential backoff and jitter, honouring `Retry-After`.
 //! Other 4xx answers are final: resending the same batch cannot succeed.
+//!
+//! A collector that does not take MessagePack (one older than the encoding answers 415) gets
+//! every batch from then on as gzip-compressed JSON, which every collector takes: the client
+//! re-encodes what it was given, so bodies already encoded (an agent's spool) are never lost
+//! to the change.
 
 pub mod backoff;
 pub mod bounded;
@@ -10,9 +15,11 @@ pub mod token;
 pub use token::Token;
 
 use std::io::Write;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use model::wire::v1::Batch;
+use model::wire::v1::{Batch, Format};
 
 /// What the collector said about a delivered batch.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -158,6 +165,50 @@ pub struct Client {
     http: reqwest::Client,
     url: String,
     token: Token,
+    /// Set once the collector refused MessagePack: JSON from then on, for every clone.
+    json_only: Arc<AtomicBool>,
+}
+
+/// The encoding of a body [`Client::encode`] or [`Client::encode_json`] made: gzip (its magic
+/// `1f 8b`) holds JSON, anything else is a snappy block of MessagePack (a snappy block cannot
+/// start with those bytes: `8b` would be a copy before any data).
+pub fn format_of(body: &[u8]) -> Format {
+    if body.starts_with(&[0x1f, 0x8b]) {
+        Format::Json
+    } else {
+        Format::MessagePack
+    }
+}
+
+/// The batch a body [`Client::encode`] or [`Client::encode_json`] made holds (for stand-ins
+/// of the collector and for re-encoding; a collector decodes untrusted bodies with `intake`).
+pub fn decode(body: &[u8]) -> Result<Batch, String> {
+    match format_of(body) {
+        Format::Json => {
+            let mut json = Vec::new();
+            std::io::Read::read_to_end(&mut flate2::read::GzDecoder::new(body), &mut json)
+                .map_err(|e| format!("gzip: {e}"))?;
+            serde_json::from_slice(&json).map_err(|e| format!("JSON batch: {e}"))
+        }
+        Format::MessagePack => {
+            let packed = snap::raw::Decoder::new()
+                .decompress_vec(body)
+                .map_err(|e| format!("snappy: {e}"))?;
+            rmp_serde::from_slice(&packed).map_err(|e| format!("MessagePack batch: {e}"))
+        }
+    }
+}
+
+/// `Content-Encoding` of a body in `format`, as this client compresses it.
+fn content_encoding(format: Format) -> &'static str {
+    match format {
+        Format::Json => "gzip",
+        Format::MessagePack => "snappy",
+    }
+}
+
+fn encode_error(e: impl std::fmt::Display) -> SendError {
+    SendError::Encode(e.to_string())
 }
 
 impl Client {
@@ -185,29 +236,67 @@ impl Client {
             http,
             url: format!("{}/api/v1/ingest", collector.trim_end_matches('/')),
             token,
+            json_only: Arc::default(),
         })
     }
 
     /// Encodes a batch as the wire body: JSON, gzip-compressed.
     pub fn encode(batch: &Batch) -> Result<Vec<u8>, SendError> {
-        let json = serde_json::to_vec(batch).map_err(|e| SendError::Encode(e.to_string()))?;
+        let packed = rmp_serde::to_vec_named(batch).map_err(encode_error)?;
+        snap::raw::Encoder::new()
+            .compress_vec(&packed)
+            .map_err(encode_error)
+    }
+
+    /// A batch as gzip-compressed JSON, the encoding every collector takes.
+    pub fn encode_json(batch: &Batch) -> Result<Vec<u8>, SendError> {
+        let json = serde_json::to_vec(batch).map_err(encode_error)?;
         let mut gz = flate2::write::GzEncoder::new(
             Vec::with_capacity(json.len() / 6),
             flate2::Compression::fast(),
         );
-        gz.write_all(&json)
-            .map_err(|e| SendError::Encode(e.to_string()))?;
-        gz.finish().map_err(|e| SendError::Encode(e.to_string()))
+        gz.write_all(&json).map_err(encode_error)?;
+        gz.finish().map_err(encode_error)
     }
 
-    /// One attempt to deliver an encoded body.
+    /// A MessagePack body made by [`Client::encode`] as JSON.
+    fn to_json(body: &[u8]) -> Result<Vec<u8>, SendError> {
+        Client::encode_json(&decode(body).map_err(SendError::Encode)?)
+    }
+
+    /// One attempt to deliver a body [`Client::encode`] or [`Client::encode_json`] made. A
+    /// MessagePack body the collector refuses with 415 is sent again at once as JSON, and so
+    /// is every later one.
     pub async fn send_encoded(&self, body: Vec<u8>) -> Result<Delivered, SendError> {
+        let format = format_of(&body);
+        if format == Format::Json || self.json_only.load(Ordering::Relaxed) {
+            let json = match format {
+                Format::Json => body,
+                Format::MessagePack => Client::to_json(&body)?,
+            };
+            return self.post(Format::Json, json).await;
+        }
+        match self.post(Format::MessagePack, body.clone()).await {
+            Err(SendError::Rejected {
+                status: 415,
+                message,
+            }) => {
+                if !self.json_only.swap(true, Ordering::Relaxed) {
+                    tracing::warn!(collector = %self.url, answer = %message, "the collector does not take MessagePack batches (a collector older than the agent?); sending JSON from now on");
+                }
+                self.post(Format::Json, Client::to_json(&body)?).await
+            }
+            other => other,
+        }
+    }
+
+    async fn post(&self, format: Format, body: Vec<u8>) -> Result<Delivered, SendError> {
         let resp = self
             .http
             .post(&self.url)
             .header("authorization", format!("Bearer {}", self.token.current()))
-            .header("content-type", "application/json")
-            .header("content-encoding", "gzip")
+            .header("content-type", format.content_type())
+            .header("content-encoding", content_encoding(format))
             .body(body)
             .send()
             .await
@@ -316,8 +405,15 @@ mod tests {
             snapshots: vec![],
         };
         let body = Client::encode(&b).unwrap();
+        assert_eq!(format_of(&body), Format::MessagePack);
+        let packed = snap::raw::Decoder::new().decompress_vec(&body).unwrap();
+        assert_eq!(rmp_serde::from_slice::<Batch>(&packed).unwrap(), b);
+        assert_eq!(decode(&body).unwrap(), b);
+        let json = Client::to_json(&body).unwrap();
+        assert_eq!(format_of(&json), Format::Json);
         let mut out = Vec::new();
-        std::io::Read::read_to_end(&mut flate2::read::GzDecoder::new(&body[..]), &mut out).unwrap();
+        std::io::Read::read_to_end(&mut flate2::read::GzDecoder::new(&json[..]), &mut out).unwrap();
         assert_eq!(serde_json::from_slice::<Batch>(&out).unwrap(), b);
+        assert_eq!(decode(&json).unwrap(), b);
     }
 }

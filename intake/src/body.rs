@@ -25,9 +25,10 @@ impl std::fmt::Display for BodyError {
     }
 }
 
-/// Undoes `Content-Encoding` (`identity`, `gzip`), refusing anything that would grow past
-/// `max` bytes; the work is bounded by `max` however the input is built. A gzip body is one
-/// member with nothing after it.
+/// Undoes `Content-Encoding` (`identity`, `gzip`, `snappy`), refusing anything that would
+/// grow past `max` bytes; the work is bounded by `max` however the input is built. A gzip body
+/// is one member with nothing after it; a snappy body is one block (the format Prometheus
+/// remote write uses), its stated length checked before anything is allocated.
 pub fn decode(encoding: &str, bytes: &[u8], max: usize) -> Result<Vec<u8>, BodyError> {
     match encoding {
         "identity" => {
@@ -37,10 +38,27 @@ pub fn decode(encoding: &str, bytes: &[u8], max: usize) -> Result<Vec<u8>, BodyE
             Ok(bytes.to_vec())
         }
         "gzip" | "x-gzip" => gunzip(bytes, max),
+        "snappy" => unsnappy(bytes, max),
         other => Err(BodyError::Unsupported(format!(
-            "Content-Encoding {other:?} is not supported; use gzip or none"
+            "Content-Encoding {other:?} is not supported; use gzip, snappy or none"
         ))),
     }
+}
+
+/// One snappy block (no framing): a varint of the decoded length, then the data.
+pub fn unsnappy(bytes: &[u8], max: usize) -> Result<Vec<u8>, BodyError> {
+    let malformed = |e: snap::Error| {
+        BodyError::Malformed(format!("snappy body could not be decompressed: {e}"))
+    };
+    let len = snap::raw::decompress_len(bytes).map_err(malformed)?;
+    if len > max {
+        return Err(BodyError::TooLarge(format!(
+            "the body decompresses to {len} bytes; the limit is {max}"
+        )));
+    }
+    snap::raw::Decoder::new()
+        .decompress_vec(bytes)
+        .map_err(malformed)
 }
 
 fn malformed(why: impl std::fmt::Display) -> BodyError {

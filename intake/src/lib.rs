@@ -5,6 +5,7 @@
 //! without the collector's server, store or Kubernetes client. The collector maps the errors
 //! to HTTP answers; the domains are documented in docs/security.md.
 
+pub mod batch;
 pub mod body;
 pub mod query;
 pub mod remote_write;

@@ -42,15 +42,7 @@ pub use proto::{Label, Sample, TimeSeries, WriteRequest};
 /// Decodes a remote-write body: snappy block format (its stated length checked against
 /// `max_decoded` before anything is allocated), then protobuf.
 pub fn decode(body: &[u8], max_decoded: usize) -> Result<WriteRequest, String> {
-    let len = snap::raw::decompress_len(body).map_err(|e| format!("not snappy: {e}"))?;
-    if len > max_decoded {
-        return Err(format!(
-            "the body decompresses to {len} bytes; the limit is {max_decoded}"
-        ));
-    }
-    let raw = snap::raw::Decoder::new()
-        .decompress_vec(body)
-        .map_err(|e| format!("not snappy: {e}"))?;
+    let raw = crate::body::unsnappy(body, max_decoded).map_err(|e| e.to_string())?;
     WriteRequest::decode(raw.as_slice())
         .map_err(|e| format!("not a remote-write WriteRequest: {e}"))
 }

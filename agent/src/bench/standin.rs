@@ -4,7 +4,6 @@
 //! same address. It stores nothing and checks no token; it measures the agent, not the
 //! collector (whose ingest rate is measured by `gpulens bench ingest`).
 
-use std::io::Read;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -119,13 +118,9 @@ async fn ingest(shared: Arc<Shared>, body: Bytes) -> axum::response::Response {
         )
             .into_response();
     }
-    let mut json = Vec::new();
-    if let Err(e) = flate2::read::GzDecoder::new(&body[..]).read_to_end(&mut json) {
-        return (StatusCode::BAD_REQUEST, format!("gzip: {e}")).into_response();
-    }
-    let batch: model::wire::v1::Batch = match serde_json::from_slice(&json) {
+    let batch = match ingest_client::decode(&body) {
         Ok(b) => b,
-        Err(e) => return (StatusCode::BAD_REQUEST, format!("batch: {e}")).into_response(),
+        Err(e) => return (StatusCode::BAD_REQUEST, e).into_response(),
     };
     let rows = batch.snapshots.iter().map(|s| s.gpus.len()).sum::<usize>();
     shared.arrivals.lock().expect("arrivals").push(Arrival {

@@ -181,7 +181,7 @@ async fn the_demand_poll_ends_every_hostile_pass_and_ingest_keeps_answering() {
         batch_seq += 1;
         let minute = collector::now_ms() / 60_000 * 60_000 - 60_000 * batch_seq as i64;
         let b = fleet.batch(0, "hostile", batch_seq, &[minute], 60_000);
-        let body = ingest_client::Client::encode(&b).unwrap();
+        let body = ingest_client::Client::encode_json(&b).unwrap();
         let asked = Instant::now();
         let resp = http
             .post(format!("{base}/api/v1/ingest"))

@@ -69,17 +69,30 @@ async fn call(state: &AppState, req: Request<Body>) -> (StatusCode, Value, Optio
     (status, json, retry)
 }
 
-fn batch_json(seq: u64) -> Vec<u8> {
+fn batch(seq: u64) -> model::wire::v1::Batch {
     let f = fleet();
     let now = collector::now_ms();
-    serde_json::to_vec(&f.batch(
+    f.batch(
         f.node_index("whole").unwrap(),
         "http",
         seq,
         &[now - 2000, now - 1000],
         1000,
-    ))
-    .unwrap()
+    )
+}
+
+fn batch_json(seq: u64) -> Vec<u8> {
+    serde_json::to_vec(&batch(seq)).unwrap()
+}
+
+/// `body` posted as MessagePack (what the agent sends), with `encoding`.
+fn post_msgpack(body: Vec<u8>, encoding: &str) -> Request<Body> {
+    Request::post("/api/v1/ingest")
+        .header("content-type", "application/msgpack")
+        .header("content-encoding", encoding)
+        .header("authorization", format!("Bearer {TOKEN}"))
+        .body(Body::from(body))
+        .unwrap()
 }
 
 #[tokio::test]
@@ -105,6 +118,11 @@ async fn a_good_batch_is_stored_once() {
     // Plain JSON without compression is accepted too.
     let (status, _, _) = call(&state, post(batch_json(2), Some(TOKEN), None)).await;
     assert_eq!(status, StatusCode::OK);
+    // And MessagePack, snappy-compressed as the agent sends it, stores the same rows.
+    let packed = ingest_client::Client::encode(&batch(3)).unwrap();
+    let (status, body, _) = call(&state, post_msgpack(packed, "snappy")).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(t.store.counts().await.unwrap().gpu_samples, 12);
     let metrics = call(
         &state,
         Request::get("/metrics").body(Body::empty()).unwrap(),
@@ -113,7 +131,7 @@ async fn a_good_batch_is_stored_once() {
     .1;
     let text = metrics.as_str().unwrap();
     assert!(
-        text.contains("gpulens_ingest_batches_total{outcome=\"stored\"} 2"),
+        text.contains("gpulens_ingest_batches_total{outcome=\"stored\"} 3"),
         "{text}"
     );
     assert!(
@@ -246,6 +264,24 @@ async fn every_bad_request_is_a_4xx_that_names_the_problem_and_stores_nothing() 
             "not supported",
         ),
         (
+            "JSON sent as MessagePack",
+            post_msgpack(good.clone(), "identity"),
+            StatusCode::BAD_REQUEST,
+            "batch is not valid MessagePack for protocol v1",
+        ),
+        (
+            "snappy claiming 1 GiB",
+            post_msgpack(b"\x80\x80\x80\x80\x04garbage".to_vec(), "snappy"),
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "decompresses to 1073741824 bytes",
+        ),
+        (
+            "broken snappy",
+            post_msgpack(b"\x20\xff\xff".to_vec(), "snappy"),
+            StatusCode::BAD_REQUEST,
+            "snappy body could not be decompressed",
+        ),
+        (
             "text/plain",
             Request::post("/api/v1/ingest")
                 .header("content-type", "text/plain")
@@ -253,7 +289,7 @@ async fn every_bad_request_is_a_4xx_that_names_the_problem_and_stores_nothing() 
                 .body(Body::from(good.clone()))
                 .unwrap(),
             StatusCode::UNSUPPORTED_MEDIA_TYPE,
-            "Content-Type must be application/json",
+            "Content-Type must be application/json or application/msgpack, got \"text/plain\"",
         ),
     ];
     for (name, req, want, message) in cases {
@@ -679,4 +715,49 @@ async fn remote_write_over_the_body_limit_is_a_json_413_after_authentication() {
     assert_eq!(status, StatusCode::PAYLOAD_TOO_LARGE, "{body}");
     let error = body["error"]["message"].as_str().unwrap_or_default();
     assert!(error.contains("65536 bytes"), "{body}");
+}
+
+/// A collector older than MessagePack batches: 415 for anything but JSON, as it answered.
+#[tokio::test]
+async fn a_collector_that_refuses_messagepack_gets_json_from_then_on() {
+    use std::sync::{Arc, Mutex};
+    let seen: Arc<Mutex<Vec<String>>> = Arc::default();
+    let app = axum::Router::new().route(
+        "/api/v1/ingest",
+        axum::routing::post({
+            let seen = seen.clone();
+            move |headers: axum::http::HeaderMap, body: axum::body::Bytes| async move {
+                let ct = headers["content-type"].to_str().unwrap().to_owned();
+                seen.lock().unwrap().push(ct.clone());
+                if ct != "application/json" {
+                    let error = r#"{"error":{"code":"unsupported_media_type","message":"Content-Type must be application/json"}}"#;
+                    return (StatusCode::UNSUPPORTED_MEDIA_TYPE, error.to_owned());
+                }
+                assert_eq!(headers["content-encoding"], "gzip");
+                let mut json = Vec::new();
+                std::io::Read::read_to_end(&mut flate2::read::GzDecoder::new(&body[..]), &mut json)
+                    .unwrap();
+                let b: model::wire::v1::Batch = serde_json::from_slice(&json).unwrap();
+                (StatusCode::OK, format!(r#"{{"status":"stored","seq":{0},"rows":1,"last_seq":{0}}}"#, b.seq))
+            }
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    let client = ingest_client::Client::new(&url, TOKEN).unwrap();
+    for seq in [1, 2] {
+        let body = ingest_client::Client::encode(&batch(seq)).unwrap();
+        let sent = client.clone().send_encoded(body).await.unwrap();
+        assert_eq!(sent, ingest_client::Delivered::Stored { rows: 1 });
+    }
+    // The first batch was tried as MessagePack once; the second went as JSON straight away.
+    assert_eq!(
+        *seen.lock().unwrap(),
+        [
+            "application/msgpack",
+            "application/json",
+            "application/json"
+        ]
+    );
 }

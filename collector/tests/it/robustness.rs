@@ -138,28 +138,55 @@ async fn mutated_batches_and_queries_never_get_a_5xx_nor_store_anything_when_ref
     let now = collector::now_ms();
     // Older than the rollup grace, so the storage tasks roll up what is stored while it runs.
     let instants: Vec<i64> = (0..4).map(|i| now - 150_000 + i * 15_000).collect();
-    let seeds: Vec<Vec<u8>> = (0..fleet.nodes.len())
-        .map(|n| serde_json::to_vec(&fleet.batch(n, "robust", 1, &instants, 15_000)).unwrap())
+    // Every node's batch in both encodings: JSON seeds for even requests, MessagePack for odd.
+    let batches: Vec<_> = (0..fleet.nodes.len())
+        .map(|n| fleet.batch(n, "robust", 1, &instants, 15_000))
         .collect();
+    let seeds: [Vec<Vec<u8>>; 2] = [
+        batches
+            .iter()
+            .map(|b| serde_json::to_vec(b).unwrap())
+            .collect(),
+        batches
+            .iter()
+            .map(|b| rmp_serde::to_vec_named(b).unwrap())
+            .collect(),
+    ];
 
     let seed = 0x9E37_79B9_7F4A_7C15;
     let mut rng = Rng(seed);
     let mut counts = t.store.counts().await.unwrap();
     let (mut stored, mut refused) = (0, 0);
     for i in 0..1500u64 {
+        let packed = i % 2 == 1;
+        let seeds = &seeds[usize::from(packed)];
         let pick = rng.below(seeds.len());
         let mut body = mutate(&mut rng, &seeds[pick]);
         // Most mutants keep a fresh sequence so a valid one is stored, not a duplicate.
-        if let Ok(mut v) = serde_json::from_slice::<serde_json::Value>(&body)
+        let decoded = if packed {
+            rmp_serde::from_slice::<serde_json::Value>(&body).ok()
+        } else {
+            serde_json::from_slice::<serde_json::Value>(&body).ok()
+        };
+        if let Some(mut v) = decoded
             && v.get("seq").is_some_and(|s| s.is_u64())
         {
             v["seq"] = (i + 2).into();
-            body = serde_json::to_vec(&v).unwrap();
+            body = if packed {
+                rmp_serde::to_vec_named(&v).unwrap()
+            } else {
+                serde_json::to_vec(&v).unwrap()
+            };
         }
+        let format = if packed {
+            model::wire::v1::Format::MessagePack
+        } else {
+            model::wire::v1::Format::Json
+        };
         let resp = http
             .post(format!("{base_url}/api/v1/ingest"))
             .header("authorization", format!("Bearer {TOKEN}"))
-            .header("content-type", "application/json")
+            .header("content-type", format.content_type())
             .body(body.clone())
             .send()
             .await

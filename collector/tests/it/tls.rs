@@ -232,7 +232,7 @@ async fn https_and_mutual_tls_for_agents_with_certificates_renewed_in_place() {
         .map(|i| model::time::now_ms() - 60_000 + i * 10_000)
         .collect();
     let batch = |n: usize, seq: u64| fleet.batch(n, "tls-agent", seq, &instants, 10_000);
-    let body = Client::encode(&batch(0, 1)).unwrap();
+    let body = Client::encode_json(&batch(0, 1)).unwrap();
     let r = browser
         .post(format!("{base}/api/v1/ingest"))
         .header("authorization", format!("Bearer {token}"))
