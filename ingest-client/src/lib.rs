@@ -165,7 +165,8 @@ pub struct Client {
     http: reqwest::Client,
     url: String,
     token: Token,
-    /// Set once the collector refused MessagePack: JSON from then on, for every clone.
+    /// Set once the collector refused MessagePack: JSON from then on, for every clone, until
+    /// the program restarts (and tries MessagePack again).
     json_only: Arc<AtomicBool>,
 }
 
@@ -240,7 +241,8 @@ impl Client {
         })
     }
 
-    /// Encodes a batch as the wire body: JSON, gzip-compressed.
+    /// Encodes a batch as the wire body: MessagePack, snappy-compressed (what the agent spools
+    /// and sends).
     pub fn encode(batch: &Batch) -> Result<Vec<u8>, SendError> {
         let packed = rmp_serde::to_vec_named(batch).map_err(encode_error)?;
         snap::raw::Encoder::new()
