@@ -453,7 +453,7 @@ fn bench(source: &Source, cycles: u32, interval: u64) -> anyhow::Result<()> {
         std::time::Duration::from_millis(interval),
     )?;
     println!(
-        "agent benchmark: {} cycles of sample + attribute + batch + gzip + spool",
+        "agent benchmark: {} cycles of sample + attribute + batch + encode (MessagePack, snappy) + spool",
         r.cycles
     );
     println!(

@@ -1,5 +1,5 @@
 //! A stand-in for the collector's ingest endpoint, for `gpulens-agent bench-recovery` and the
-//! delivery tests: it decodes each batch as the collector does (gzip JSON, wire v1), records
+//! delivery tests: it decodes each batch as the collector does (snappy MessagePack or gzip JSON, wire v1), records
 //! what arrived, acknowledges it, and can be made slow or taken down and brought back on the
 //! same address. It stores nothing and checks no token; it measures the agent, not the
 //! collector (whose ingest rate is measured by `gpulens bench ingest`).
