@@ -274,6 +274,24 @@ async fn announce(s: &Settings, w: &Webhook, r: &StoredReport) -> anyhow::Result
                 let why = ingest_client::bounded::prefix(resp, 300).await;
                 anyhow::bail!("the report webhook refused the message: HTTP {status}: {why}")
             }
+            // A redirect is final too, as for the alert receivers: asking again gets the same.
+            Ok(resp) if resp.status().is_redirection() => {
+                let to = resp
+                    .headers()
+                    .get(reqwest::header::LOCATION)
+                    .map(|l| {
+                        ingest_client::bounded::one_line(
+                            &String::from_utf8_lossy(l.as_bytes()),
+                            200,
+                            false,
+                        )
+                    })
+                    .unwrap_or_else(|| "nowhere said".into());
+                anyhow::bail!(
+                    "the report webhook answered HTTP {} (a redirect to {to}), which gpulens does not follow: configure the URL it redirects to",
+                    resp.status()
+                )
+            }
             Ok(resp) => {
                 let status = resp.status();
                 last = format!(
