@@ -6,7 +6,7 @@
 use std::time::{Duration, Instant};
 
 use model::figures::count;
-use model::wire::v1::Batch;
+use model::wire::v1::{Batch, Format};
 
 use collector::config::{IngestConfig, TeamsConfig};
 use collector::state::AppState;
@@ -51,10 +51,18 @@ pub enum Wire {
 }
 
 impl Wire {
-    pub(crate) fn encode(self, batch: &Batch) -> Result<Vec<u8>, ingest_client::SendError> {
+    pub(crate) fn format(self) -> Format {
         match self {
-            Wire::Msgpack => ingest_client::Client::encode(batch),
-            Wire::Json => ingest_client::Client::encode_json(batch),
+            Wire::Msgpack => Format::MessagePack,
+            Wire::Json => Format::Json,
+        }
+    }
+
+    /// The body the gpulens client sends in this encoding.
+    pub(crate) fn encode(self, batch: &Batch) -> Result<Vec<u8>, ingest_client::SendError> {
+        match self.format() {
+            Format::MessagePack => ingest_client::Client::encode(batch),
+            Format::Json => ingest_client::Client::encode_json(batch),
         }
     }
 }
@@ -161,7 +169,7 @@ pub async fn ingest(args: IngestBench) -> anyhow::Result<()> {
     let (copy, e2e) = (median(copy_rates), median(e2e_rates));
     let rows_per_gpu_second = rows_per_round as f64 / (args.seconds * fleet.gpu_count()) as f64;
     println!(
-        "ingest benchmark: {} x {} s, {} per batch, {} rows per round ({:.1} rows per GPU-second), {} in flight ({}), {} end to end, {} rounds",
+        "ingest benchmark: {} x {} s, {} per batch, {} rows per round ({:.1} rows per GPU-second), {} in flight ({}), {} ({}) end to end, {} rounds",
         count(fleet.gpu_count() as f64, "GPU", "GPUs"),
         args.seconds,
         count(args.snapshots_per_batch as f64, "snapshot", "snapshots"),
@@ -169,10 +177,8 @@ pub async fn ingest(args: IngestBench) -> anyhow::Result<()> {
         rows_per_gpu_second,
         count(concurrency as f64, "batch", "batches"),
         why,
-        match args.wire {
-            Wire::Msgpack => "MessagePack (snappy)",
-            Wire::Json => "JSON (gzip)",
-        },
+        args.wire.format().content_type(),
+        ingest_client::content_encoding(args.wire.format()),
         args.rounds
     );
     println!("  raw COPY (same rows, same batches): {copy:>10.0} rows/s (median)");

@@ -5,7 +5,7 @@
 
 use std::time::Instant;
 
-use model::wire::v1::{Batch, Format};
+use model::wire::v1::Batch;
 
 use crate::ingest::{Wire, bench_scenario, median};
 
@@ -33,10 +33,8 @@ struct Cost {
 
 fn measure(wire: Wire, batches: &[Batch], rows: usize) -> anyhow::Result<Cost> {
     let per_row = |t: Instant| t.elapsed().as_secs_f64() * 1e6 / rows as f64;
-    let (format, encoding) = match wire {
-        Wire::Msgpack => (Format::MessagePack, "snappy"),
-        Wire::Json => (Format::Json, "gzip"),
-    };
+    let format = wire.format();
+    let encoding = ingest_client::content_encoding(format);
     let t = Instant::now();
     let bodies = batches
         .iter()

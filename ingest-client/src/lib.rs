@@ -201,7 +201,7 @@ pub fn decode(body: &[u8]) -> Result<Batch, String> {
 }
 
 /// `Content-Encoding` of a body in `format`, as this client compresses it.
-fn content_encoding(format: Format) -> &'static str {
+pub fn content_encoding(format: Format) -> &'static str {
     match format {
         Format::Json => "gzip",
         Format::MessagePack => "snappy",

@@ -8,6 +8,7 @@ use std::time::Duration;
 use collector::config::{IngestConfig, TeamsConfig};
 use collector::state::AppState;
 use collector_shared::agent_auth::Auth;
+use model::wire::v1::Format;
 use store::{Retention, TableCounts};
 
 use crate::support;
@@ -51,6 +52,22 @@ const NASTY: &[&str] = &[
     "0.5",
     "1.0000001",
 ];
+
+/// `value` in a wire encoding, uncompressed.
+fn encoded(format: Format, value: &impl serde::Serialize) -> Vec<u8> {
+    match format {
+        Format::Json => serde_json::to_vec(value).unwrap(),
+        Format::MessagePack => rmp_serde::to_vec_named(value).unwrap(),
+    }
+}
+
+/// What a mutant in a wire encoding still holds, if it is a document at all.
+fn decoded(format: Format, bytes: &[u8]) -> Option<serde_json::Value> {
+    match format {
+        Format::Json => serde_json::from_slice(bytes).ok(),
+        Format::MessagePack => rmp_serde::from_slice(bytes).ok(),
+    }
+}
 
 fn mutate(rng: &mut Rng, base: &[u8]) -> Vec<u8> {
     let mut b = base.to_vec();
@@ -142,47 +159,24 @@ async fn mutated_batches_and_queries_never_get_a_5xx_nor_store_anything_when_ref
     let batches: Vec<_> = (0..fleet.nodes.len())
         .map(|n| fleet.batch(n, "robust", 1, &instants, 15_000))
         .collect();
-    let seeds: [Vec<Vec<u8>>; 2] = [
-        batches
-            .iter()
-            .map(|b| serde_json::to_vec(b).unwrap())
-            .collect(),
-        batches
-            .iter()
-            .map(|b| rmp_serde::to_vec_named(b).unwrap())
-            .collect(),
-    ];
+    let seeds = Format::ALL.map(|f| batches.iter().map(|b| encoded(f, b)).collect::<Vec<_>>());
 
     let seed = 0x9E37_79B9_7F4A_7C15;
     let mut rng = Rng(seed);
     let mut counts = t.store.counts().await.unwrap();
     let (mut stored, mut refused) = (0, 0);
     for i in 0..1500u64 {
-        let packed = i % 2 == 1;
-        let seeds = &seeds[usize::from(packed)];
+        let format = Format::ALL[(i % 2) as usize];
+        let seeds = &seeds[(i % 2) as usize];
         let pick = rng.below(seeds.len());
         let mut body = mutate(&mut rng, &seeds[pick]);
         // Most mutants keep a fresh sequence so a valid one is stored, not a duplicate.
-        let decoded = if packed {
-            rmp_serde::from_slice::<serde_json::Value>(&body).ok()
-        } else {
-            serde_json::from_slice::<serde_json::Value>(&body).ok()
-        };
-        if let Some(mut v) = decoded
+        if let Some(mut v) = decoded(format, &body)
             && v.get("seq").is_some_and(|s| s.is_u64())
         {
             v["seq"] = (i + 2).into();
-            body = if packed {
-                rmp_serde::to_vec_named(&v).unwrap()
-            } else {
-                serde_json::to_vec(&v).unwrap()
-            };
+            body = encoded(format, &v);
         }
-        let format = if packed {
-            model::wire::v1::Format::MessagePack
-        } else {
-            model::wire::v1::Format::Json
-        };
         let resp = http
             .post(format!("{base_url}/api/v1/ingest"))
             .header("authorization", format!("Bearer {TOKEN}"))
