@@ -15,10 +15,11 @@ Phases, each recorded in the report whatever the others did:
                 and per-instance utilization absent rather than zero
   5. footprint  the agent's own CPU and RSS at 1 Hz while it runs for a while, shipping to a
                 sink on 127.0.0.1 that stores nothing; then `gpulens-agent bench` (one cycle's
-                CPU time against the real driver)
+                CPU time against the real driver, and what each NVML reading's calls cost:
+                report.json's bench.calls, report.txt's [bench] table)
 
 The comparison functions at the top are what the suite tests against the fake NVML and
-recorded nvidia-smi output (collector/tests/it/gpu_check.rs runs this whole script so).
+recorded nvidia-smi output (agent/tests/it/gpu_check.rs runs this whole script so).
 """
 
 import csv
@@ -479,6 +480,26 @@ def start_load(run, memory_mib, seconds):
     return None, f"{run.load} exited {p.returncode}: {line.strip()} {p.stderr.read().strip()[:500]}"
 
 
+def driver_calls(bench_text):
+    """The bench's table of driver calls (what each NVML reading cost on this driver, the
+    costliest first) as records: [{reading, calls_per_cycle, us_per_call, share_of_cycle}]."""
+    calls, inside = [], False
+    for line in bench_text.splitlines():
+        if "driver calls per cycle" in line:
+            inside = True
+            continue
+        if not inside:
+            continue
+        m = re.match(r"\s+([a-z_]+)\s+([0-9.]+)\s+([0-9.]+)\s+([0-9.]+) %$", line)
+        if m:
+            calls.append({"reading": m.group(1), "calls_per_cycle": float(m.group(2)),
+                          "us_per_call": float(m.group(3)),
+                          "share_of_cycle": float(m.group(4)) / 100})
+        elif calls:
+            break
+    return calls
+
+
 def text_report(rep):
     lines = [f"gpulens real-GPU check, {rep['started']}"]
     m = rep.get("machine", {})
@@ -509,6 +530,12 @@ def text_report(rep):
     if b and b.get("cpu_ms_per_cycle") is not None:
         lines.append(f"[bench] {b['cycles']} cycles: {b['cpu_ms_per_cycle']} ms CPU a cycle "
                      f"(wall {b['wall_ms_per_cycle']} ms), peak RSS {b['peak_rss_mib']} MiB")
+        if b.get("calls"):
+            lines.append("[bench] driver calls per cycle, the costliest first "
+                         "(reading, calls, µs per call, share of the cycle):")
+            for c in b["calls"]:
+                lines.append(f"  {c['reading']:<22} {c['calls_per_cycle']:>8.2f} "
+                             f"{c['us_per_call']:>10.1f} {c['share_of_cycle'] * 100:>7.1f} %")
     s = rep.get("summary", {})
     lines.append(f"\nsummary: {s.get('agree', 0)} agree, {s.get('differ', 0)} differ, "
                  f"{s.get('one_side', 0)} reported by one side only; "
@@ -613,6 +640,7 @@ def main():
         bench[key] = float(m.group(1)) if m else None
     if status != 0 or bench["cpu_ms_per_cycle"] is None:
         run.problem(f"gpulens-agent bench failed ({status}): {err.strip()[:300]}")
+    bench["calls"] = driver_calls(bench_text)
     rep["bench"] = bench
 
     summarize(rep)

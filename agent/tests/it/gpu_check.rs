@@ -95,8 +95,29 @@ fn the_gpu_check_agrees_with_a_recorded_h100_and_catches_a_disagreement() {
     let fp = &report["footprint"];
     assert!(fp["batches_received"].as_u64().unwrap() >= 1, "{fp:#}");
     assert!(fp["rss_mib_max"].as_f64().unwrap() > 0.0, "{fp:#}");
+    // The bench's per-call table, kept as records (what a real driver's calls cost goes into
+    // docs/gpu-checks/ with the report): every reading the cycle takes each second is there.
+    let calls = report["bench"]["calls"].as_array().unwrap();
+    let readings: Vec<&str> = calls
+        .iter()
+        .map(|c| c["reading"].as_str().unwrap())
+        .collect();
+    for reading in ["memory", "utilization", "power", "compute_processes"] {
+        assert!(readings.contains(&reading), "{reading}: {readings:?}");
+    }
+    assert!(
+        calls
+            .iter()
+            .all(|c| c["us_per_call"].as_f64().unwrap() >= 0.0
+                && c["calls_per_cycle"].as_f64().unwrap() > 0.0),
+        "{calls:?}"
+    );
     let text = std::fs::read_to_string(dir.join("same/report.txt")).unwrap();
     assert!(text.contains("summary: 33 agree, 0 differ"), "{text}");
+    assert!(
+        text.contains("[bench] driver calls per cycle, the costliest first"),
+        "{text}"
+    );
     assert!(dir.join("same/raw.tar.gz").exists());
 
     // Memory used 1 GiB off and 10 °C hotter: exactly those two differ.
