@@ -70,7 +70,7 @@ enum Command {
         #[arg(long, default_value = "/var/lib/gpulens-agent")]
         state_dir: PathBuf,
         /// Sampling interval.
-        #[arg(long, default_value = "1s", value_parser = humantime_ms)]
+        #[arg(long, default_value = "1s", value_parser = interval_ms)]
         interval: u64,
         /// Most bytes the disk spool may hold; past it the oldest batches are dropped (and
         /// counted in gpulens_agent_batches_dropped_total{reason="spool_full"}).
@@ -94,7 +94,7 @@ enum Command {
         #[arg(long, env = "GPULENS_NFD_DIR")]
         nfd_dir: Option<PathBuf>,
         /// How often the NFD labels are fetched from the collector.
-        #[arg(long, default_value = "5m", value_parser = humantime_ms)]
+        #[arg(long, default_value = "5m", value_parser = interval_ms)]
         nfd_every: u64,
         /// Sequence numbers reserved per write of the state file (a restart skips the rest
         /// of the block; gaps are allowed, reuse never is).
@@ -110,7 +110,7 @@ enum Command {
         #[arg(long, default_value_t = 2000)]
         cycles: u32,
         /// The sampling interval the share of a core is computed for.
-        #[arg(long, default_value = "1s", value_parser = humantime_ms)]
+        #[arg(long, default_value = "1s", value_parser = interval_ms)]
         interval: u64,
     },
     /// Measure how fast the backlog drains after a collector outage: the real runner ships to a
@@ -120,17 +120,17 @@ enum Command {
         #[command(flatten)]
         source: Source,
         /// How long the collector stays down in each round.
-        #[arg(long, default_value = "30s", value_parser = humantime_ms)]
+        #[arg(long, default_value = "30s", value_parser = interval_ms)]
         outage: u64,
         /// Rounds to run (the median is reported).
         #[arg(long, default_value_t = 3)]
         rounds: u32,
         /// The sampling interval.
-        #[arg(long, default_value = "1s", value_parser = humantime_ms)]
+        #[arg(long, default_value = "1s", value_parser = interval_ms)]
         interval: u64,
         /// The longest wait between delivery attempts (the agent's is 2s; 30s was the policy
         /// before, for a baseline in the same run).
-        #[arg(long, default_value = "2s", value_parser = humantime_ms)]
+        #[arg(long, default_value = "2s", value_parser = interval_ms)]
         retry_max: u64,
     },
     /// Take one sampling cycle and print what the agent sees.
@@ -225,15 +225,14 @@ enum Format {
 }
 
 fn rare_every(s: &str) -> Result<std::time::Duration, String> {
-    let d = humantime::parse_duration(s)
-        .map_err(|e| format!("{s:?} is not a duration like 30s or 5m: {e}"))?;
+    let d = model::time::parse_duration(s)?;
     if d > std::time::Duration::from_secs(3600) {
         return Err("at most 1h: ECC errors must not wait longer to be seen".into());
     }
     Ok(d)
 }
 
-fn humantime_ms(s: &str) -> Result<u64, String> {
+fn interval_ms(s: &str) -> Result<u64, String> {
     let ms = simulator::scenario::parse_duration_ms(s)
         .ok_or_else(|| format!("{s:?} is not a duration like 1s or 500ms"))?;
     if ms < 100 {

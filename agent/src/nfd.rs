@@ -35,6 +35,12 @@ pub enum NfdError {
     },
 }
 
+/// Unix ms of a clock reading (the epoch for one before it).
+fn unix_ms(t: SystemTime) -> i64 {
+    t.duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+}
+
 /// The file's text: a header, the expiry directive, then one `key=value` line per label.
 pub fn render(
     labels: &BTreeMap<String, String>,
@@ -46,8 +52,8 @@ pub fn render(
         "# Written by the gpulens agent at {}: advisory labels from the collector's analysis.\n\
          # Replaced whole on every refresh; edits are lost. NFD drops these labels after the expiry.\n\
          # +expiry-time={}\n",
-        humantime::format_rfc3339_seconds(generated),
-        humantime::format_rfc3339_seconds(expires),
+        model::time::rfc3339_seconds(unix_ms(generated)),
+        model::time::rfc3339_seconds(unix_ms(expires)),
     );
     for (k, v) in labels {
         s.push_str(k);

@@ -170,21 +170,19 @@ impl Config {
     }
 }
 
-/// Durations in configuration files as humantime text: "30m", "2h", "90s".
+/// Durations in configuration files as text: "30m", "2h", "90s" (model::time's forms).
 mod duration_text {
     use std::time::Duration;
 
     use serde::{Deserialize, Deserializer, Serializer};
 
     pub fn serialize<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str(&humantime::format_duration(*d).to_string())
+        s.serialize_str(&model::time::format_duration(*d))
     }
 
     pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
         let s = String::deserialize(d)?;
-        humantime::parse_duration(&s).map_err(|e| {
-            serde::de::Error::custom(format!("{s:?} is not a duration like 30m, 2h or 90s: {e}"))
-        })
+        model::time::parse_duration(&s).map_err(serde::de::Error::custom)
     }
 }
 

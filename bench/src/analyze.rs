@@ -29,7 +29,7 @@ pub struct AnalyzeBench {
     #[arg(long, default_value_t = 7)]
     pub days: i64,
     /// Sample spacing of the simulated history the rollups are computed from.
-    #[arg(long, default_value = "60s", value_parser = humantime::parse_duration)]
+    #[arg(long, default_value = "60s", value_parser = model::time::parse_duration)]
     pub interval: Duration,
     /// Days (the most recent) whose minute rollups the fill writes (what a large fleet's disk
     /// allows: minutes are most of a fill's size; the analysis reads none where the pair-hours
@@ -58,15 +58,15 @@ pub struct AnalyzeBench {
     /// The held-out part (`[analytics] held_out`): the analysis also makes the plan without
     /// the window's most recent part and replays it there. `0s` times the analysis without
     /// it, the baseline held-out replay adds to.
-    #[arg(long, default_value = "24h", value_parser = humantime::parse_duration)]
+    #[arg(long, default_value = "24h", value_parser = model::time::parse_duration)]
     pub held_out: std::time::Duration,
     /// How far ahead steps are checked against their tenants' memory trends (`[analytics]
     /// ahead`); `0s` times the analysis without the check.
-    #[arg(long, default_value = "7d", value_parser = humantime::parse_duration)]
+    #[arg(long, default_value = "7d", value_parser = model::time::parse_duration)]
     pub ahead: std::time::Duration,
     /// The demand forecast's history (`[analytics] forecast_history`); `0s` times the analysis
     /// without a forecast. The fill holds `--days` of history, so a longer one reads those.
-    #[arg(long, default_value = "28d", value_parser = humantime::parse_duration)]
+    #[arg(long, default_value = "28d", value_parser = model::time::parse_duration)]
     pub forecast_history: std::time::Duration,
 }
 

@@ -24,7 +24,7 @@ pub struct StorageBench {
     pub gpus: usize,
     /// How much 1 Hz history to store (Prometheus's blocks span 2 h: an hour or more keeps its
     /// index from dominating).
-    #[arg(long, default_value = "1h", value_parser = humantime::parse_duration)]
+    #[arg(long, default_value = "1h", value_parser = model::time::parse_duration)]
     pub span: Duration,
     /// Sampling cycles per stored batch, as an agent sends them.
     #[arg(long, default_value_t = 10)]

@@ -170,11 +170,7 @@ pub fn check_token(setting: &str, token: &str) -> Result<(), String> {
 /// A duration in human form (`"15s"`, `"7d"`); errors say what was expected.
 pub fn duration<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
     let s = String::deserialize(d)?;
-    humantime::parse_duration(&s).map_err(|e| {
-        serde::de::Error::custom(format!(
-            "{s:?} is not a duration like \"15s\" or \"7d\": {e}"
-        ))
-    })
+    model::time::parse_duration(&s).map_err(serde::de::Error::custom)
 }
 
 #[cfg(test)]

@@ -1,7 +1,5 @@
 //! Query-string times and steps, parsed into checked domains before any arithmetic.
 
-use std::time::UNIX_EPOCH;
-
 pub use model::time::{MAX_STEP_MS, MAX_TIME_MS};
 
 /// A time of the query domain: RFC 3339, Unix ms, `now` or `now-DURATION`, within
@@ -18,7 +16,7 @@ pub fn parse_time(s: &str, now: i64) -> Result<i64, String> {
     let ms = if relative.is_empty() {
         now
     } else if let Some(ago) = relative.strip_prefix('-') {
-        let d = humantime::parse_duration(ago).map_err(|e| format!("time {s:?}: {e}"))?;
+        let d = model::time::parse_duration(ago).map_err(|e| format!("time {s:?}: {e}"))?;
         i64::try_from(d.as_millis())
             .ok()
             .and_then(|d| now.checked_sub(d))
@@ -26,11 +24,9 @@ pub fn parse_time(s: &str, now: i64) -> Result<i64, String> {
     } else if let Ok(ms) = s.parse::<i64>() {
         ms
     } else {
-        let t = humantime::parse_rfc3339_weak(s).map_err(|_| {
+        model::time::parse_rfc3339(s).ok_or_else(|| {
             format!("time {s:?} is not RFC 3339, Unix milliseconds, `now` or `now-7d`")
-        })?;
-        let since = t.duration_since(UNIX_EPOCH).map_err(|_| out_of_domain())?;
-        i64::try_from(since.as_millis()).map_err(|_| out_of_domain())?
+        })?
     };
     if (0..=MAX_TIME_MS).contains(&ms) {
         Ok(ms)
@@ -47,7 +43,7 @@ pub fn parse_step(s: &str) -> Result<i64, String> {
             Some((secs * 1000.0).ceil() as i64)
         }
         Ok(_) => None,
-        Err(_) => humantime::parse_duration(s)
+        Err(_) => model::time::parse_duration(s)
             .ok()
             .and_then(|d| i64::try_from(d.as_millis()).ok())
             .filter(|&ms| ms > 0 && ms <= MAX_STEP_MS),

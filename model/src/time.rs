@@ -1,5 +1,6 @@
-//! The time domain every timestamp is checked against, and how times are written (the
-//! calendar is jiff's).
+//! The time domain every timestamp is checked against, and how times and durations are
+//! read and written — through jiff, the one time library here (its calendar, its RFC 3339
+//! parser, its "friendly" durations).
 
 use std::time::{Duration, UNIX_EPOCH};
 
@@ -25,6 +26,88 @@ pub fn rfc3339(ms: i64) -> String {
         rest / 1000 % 60,
         rest % 1000
     )
+}
+
+/// Unix ms as RFC 3339 UTC in whole seconds (`2026-11-24T18:20:23Z`), for formats that want
+/// no fraction; the milliseconds are dropped, not rounded.
+pub fn rfc3339_seconds(ms: i64) -> String {
+    let with_ms = rfc3339(ms);
+    format!("{}Z", &with_ms[..with_ms.len() - 5])
+}
+
+/// Unix ms of an RFC 3339 time (`2026-11-24T18:20:23Z`, `…T18:20:23.5+01:00`, a space or a
+/// lowercase `t` for the `T`); without an offset the time is taken as UTC, and a date alone
+/// as its midnight. Any year 1 to 9999 is read, so the caller checks the domain; `None` for
+/// anything else.
+pub fn parse_rfc3339(s: &str) -> Option<i64> {
+    let pieces = jiff::fmt::temporal::Pieces::parse(s).ok()?;
+    if pieces.time_zone_annotation().is_some() {
+        return None;
+    }
+    let date = pieces.date();
+    let day = days_from_civil(
+        i64::from(date.year()),
+        i64::from(date.month()),
+        i64::from(date.day()),
+    )?;
+    let time = pieces.time().unwrap_or(jiff::civil::Time::midnight());
+    let in_day = i64::from(time.hour()) * 3_600_000
+        + i64::from(time.minute()) * 60_000
+        + i64::from(time.second()) * 1000
+        + i64::from(time.millisecond());
+    let offset_s = pieces
+        .offset()
+        .map_or(0, |o| i64::from(o.to_numeric_offset().seconds()));
+    Some(day * 86_400_000 + in_day - offset_s * 1000)
+}
+
+/// A duration as people write it: `30s`, `5m`, `1h30m`, `1.5h`, `7d`, `2 weeks`,
+/// `90 minutes`, `0`; a day is 24 hours and a week 7 days. Months and years are refused (they
+/// have no one length), as are negative durations and anything else, with a message that
+/// names the text.
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    let text = s.trim();
+    if text == "0" {
+        return Ok(Duration::ZERO);
+    }
+    let span: jiff::Span = text
+        .parse()
+        .map_err(|_| format!("{s:?} is not a duration like 30s, 5m, 1h30m or 7d"))?;
+    if span.get_years() != 0 || span.get_months() != 0 {
+        return Err(format!(
+            "{s:?}: months and years have no one length; give days or weeks"
+        ));
+    }
+    if span.is_negative() {
+        return Err(format!("{s:?} is negative"));
+    }
+    span.to_duration(jiff::SpanRelativeTo::days_are_24_hours())
+        .ok()
+        .and_then(|d| Duration::try_from(d).ok())
+        .ok_or_else(|| format!("{s:?} is too long a duration"))
+}
+
+/// A duration in the shortest words [`parse_duration`] reads back: `30s`, `1h 30m`, `7d`,
+/// `250ms`; days are the largest unit, and zero is `0s`.
+pub fn format_duration(d: Duration) -> String {
+    use jiff::fmt::friendly::{Designator, SpanPrinter};
+    let span = jiff::SignedDuration::try_from(d)
+        .ok()
+        .and_then(|d| jiff::Span::try_from(d).ok())
+        .and_then(|span| {
+            span.round(
+                jiff::SpanRound::new()
+                    .largest(jiff::Unit::Day)
+                    .days_are_24_hours(),
+            )
+            .ok()
+        });
+    match span {
+        Some(span) => SpanPrinter::new()
+            .designator(Designator::Compact)
+            .span_to_string(&span),
+        None => format!("{}s", d.as_secs()),
+    }
 }
 
 /// The first day of the calendar, 1970-01-01.
@@ -92,6 +175,83 @@ mod tests {
         assert_eq!(days_from_civil(2026, 13, 1), None);
         assert_eq!(civil_from_days(i64::MAX), (9999, 12, 31));
         assert_eq!(civil_from_days(i64::MIN), (1, 1, 1));
+    }
+
+    #[test]
+    fn durations_read_as_people_write_them_and_write_back_the_same() {
+        let secs = Duration::from_secs;
+        for (text, want) in [
+            ("30s", secs(30)),
+            ("5m", secs(300)),
+            ("1h30m", secs(5400)),
+            ("1h 30m", secs(5400)),
+            ("90 minutes", secs(5400)),
+            ("1.5h", secs(5400)),
+            ("7d", secs(7 * 86_400)),
+            ("7days", secs(7 * 86_400)),
+            ("2 weeks", secs(14 * 86_400)),
+            ("250ms", Duration::from_millis(250)),
+            ("0", Duration::ZERO),
+            ("0s", Duration::ZERO),
+        ] {
+            assert_eq!(parse_duration(text), Ok(want), "{text}");
+            assert_eq!(parse_duration(&format_duration(want)), Ok(want), "{text}");
+        }
+        assert_eq!(format_duration(secs(5400)), "1h 30m");
+        assert_eq!(format_duration(secs(7 * 86_400)), "7d");
+        assert_eq!(format_duration(Duration::from_millis(1500)), "1s 500ms");
+        assert_eq!(format_duration(Duration::ZERO), "0s");
+        for bad in [
+            "",
+            "5",
+            "1M",
+            "1 month",
+            "2y",
+            "-5m",
+            "5m ago",
+            "5 parsecs",
+            "1e9h",
+        ] {
+            let e = parse_duration(bad).unwrap_err();
+            assert!(e.contains(&format!("{bad:?}")), "{bad}: {e}");
+        }
+    }
+
+    #[test]
+    fn rfc3339_reads_offsets_separators_and_the_whole_domain() {
+        assert_eq!(
+            parse_rfc3339("2026-11-24T18:20:23.007Z"),
+            Some(1_795_544_423_007)
+        );
+        assert_eq!(
+            parse_rfc3339("2026-11-24 18:20:23.007z"),
+            Some(1_795_544_423_007)
+        );
+        assert_eq!(
+            parse_rfc3339("2026-11-24t19:20:23.007+01:00"),
+            Some(1_795_544_423_007)
+        );
+        assert_eq!(
+            parse_rfc3339("2026-11-24T18:20:23.007"),
+            Some(1_795_544_423_007)
+        );
+        assert_eq!(parse_rfc3339("1970-01-01"), Some(0));
+        assert_eq!(parse_rfc3339("9999-12-31T23:59:59.999Z"), Some(MAX_TIME_MS));
+        assert_eq!(parse_rfc3339("1969-12-31T23:59:59Z"), Some(-1000));
+        for bad in [
+            "",
+            "now",
+            "2026-13-01T00:00:00Z",
+            "2026-02-29",
+            "2026-11-24T25:00:00Z",
+        ] {
+            assert_eq!(parse_rfc3339(bad), None, "{bad}");
+        }
+        for ms in [0, 1_795_544_423_007, MAX_TIME_MS] {
+            assert_eq!(parse_rfc3339(&rfc3339(ms)), Some(ms));
+            assert_eq!(parse_rfc3339(&rfc3339_seconds(ms)), Some(ms / 1000 * 1000));
+        }
+        assert_eq!(rfc3339_seconds(1_795_544_423_007), "2026-11-24T18:20:23Z");
     }
 
     #[test]

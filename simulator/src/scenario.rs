@@ -520,20 +520,11 @@ fn parse_device(d: &str) -> Option<DeviceRef> {
     d.parse().ok().map(DeviceRef::Gpu)
 }
 
-/// Parses "250ms", "1s", "2m", "1h" into milliseconds.
+/// "250ms", "1s", "2m", "1h" (any duration [`model::time::parse_duration`] reads) in whole
+/// milliseconds; `None` for no duration or one past `u32` milliseconds (49 days).
 pub fn parse_duration_ms(s: &str) -> Option<u32> {
-    let s = s.trim();
-    let split = s.find(|c: char| !c.is_ascii_digit())?;
-    let (num, unit) = s.split_at(split);
-    let n: u32 = num.parse().ok()?;
-    let factor = match unit {
-        "ms" => 1,
-        "s" => 1000,
-        "m" => 60_000,
-        "h" => 3_600_000,
-        _ => return None,
-    };
-    n.checked_mul(factor)
+    let d = model::time::parse_duration(s).ok()?;
+    u32::try_from(d.as_millis()).ok()
 }
 
 #[cfg(test)]
@@ -630,6 +621,8 @@ mig_layout = ["3g.40gb", "2g.20gb", "1g.10gb", "1g.10gb"]
         assert_eq!(parse_duration_ms("1s"), Some(1000));
         assert_eq!(parse_duration_ms("250ms"), Some(250));
         assert_eq!(parse_duration_ms("2m"), Some(120_000));
-        assert_eq!(parse_duration_ms("1 s"), None);
+        assert_eq!(parse_duration_ms("1 s"), Some(1000));
+        assert_eq!(parse_duration_ms("50d"), None);
+        assert_eq!(parse_duration_ms("1 s later"), None);
     }
 }

@@ -113,7 +113,10 @@ impl Sender {
             Err(e) if e.is_timeout() => (
                 Verdict::Retry,
                 None,
-                format!("no answer within {}", humantime::format_duration(r.timeout)),
+                format!(
+                    "no answer within {}",
+                    model::time::format_duration(r.timeout)
+                ),
             ),
             // The URL (a Slack secret) stays out of the message.
             Err(e) => (

@@ -91,10 +91,10 @@ pub struct DemoArgs {
     #[arg(long)]
     pub scenario: Option<PathBuf>,
     /// How much history to backfill (at most the raw retention, 7 days).
-    #[arg(long, default_value = "7d", value_parser = humantime::parse_duration)]
+    #[arg(long, default_value = "7d", value_parser = model::time::parse_duration)]
     pub history: Duration,
     /// Sample spacing of the backfilled history.
-    #[arg(long, default_value = "60s", value_parser = humantime::parse_duration)]
+    #[arg(long, default_value = "60s", value_parser = model::time::parse_duration)]
     pub history_step: Duration,
     /// Stop after backfilling instead of serving and streaming live data.
     #[arg(long)]
@@ -142,13 +142,13 @@ pub struct SimulateArgs {
     #[arg(long, env = "GPULENS_TOKEN_FILE", conflicts_with = "token")]
     pub token_file: Option<PathBuf>,
     /// History to backfill before streaming (0s for none).
-    #[arg(long, default_value = "0s", value_parser = humantime::parse_duration)]
+    #[arg(long, default_value = "0s", value_parser = model::time::parse_duration)]
     pub history: Duration,
     /// Sample spacing of the backfilled history.
-    #[arg(long, default_value = "60s", value_parser = humantime::parse_duration)]
+    #[arg(long, default_value = "60s", value_parser = model::time::parse_duration)]
     pub history_step: Duration,
     /// How long to stream live samples (0s: do not stream; omit: until interrupted).
-    #[arg(long, value_parser = humantime::parse_duration)]
+    #[arg(long, value_parser = model::time::parse_duration)]
     pub duration: Option<Duration>,
 }
 

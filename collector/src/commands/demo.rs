@@ -20,7 +20,7 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<()> {
     if args.history > retention.raw {
         anyhow::bail!(
             "--history may be at most the raw retention ({})",
-            humantime::format_duration(retention.raw)
+            model::time::format_duration(retention.raw)
         );
     }
     let (listener, db, store) = open(&args).await?;

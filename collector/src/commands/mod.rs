@@ -431,7 +431,7 @@ async fn analyze(args: cli::AnalyzeArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// A span for people: "7 days", "1 day 12 hours", "90 minutes" (not humantime's "7days").
+/// A span for people: "7 days", "1 day 12 hours", "90 minutes" (longer than model::time's "7d").
 pub fn span_in_words(d: std::time::Duration) -> String {
     let s = d.as_secs();
     let plural = |n: u64, unit: &str| format!("{n} {unit}{}", if n == 1 { "" } else { "s" });

@@ -90,7 +90,7 @@ pub fn load_config_or_demo(db: &DbArgs, demo_dir: &std::path::Path) -> anyhow::R
 
 /// An analysis window as `--since` takes it: a duration (`7d`, `36h`) of at least an hour.
 pub fn analysis_window(s: &str) -> Result<Duration, String> {
-    let d = humantime::parse_duration(s).map_err(|e| e.to_string())?;
+    let d = model::time::parse_duration(s)?;
     if d < Duration::from_secs(3600) {
         return Err(format!(
             "{s} is shorter than an hour: the analysis reads hour rollups (try 1h or 7d)"

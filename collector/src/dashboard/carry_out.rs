@@ -25,7 +25,7 @@ pub(super) fn carry_out(
         .iter()
         .filter(|i| matches!(i.how, Disruption::Moved | Disruption::Restarted))
         .count();
-    let duration = |d: std::time::Duration| humantime::format_duration(d).to_string();
+    let duration = |d: std::time::Duration| model::time::format_duration(d);
     let timing = match (&r.proposal, drained) {
         (Proposal::MigLayout { .. }, true) => Some(format!(
             "The workflow cordons {node} and waits up to {} for its GPU pods to leave (it evicts none: their owners, or a drain, move them), then up to {} for the MIG manager to reconfigure the GPUs, and uncordons it: drained workloads are out for the drain plus the reconfiguration (a few minutes on a node whose pods leave at once), and come back where their requests fit. A pod still there after the wait holds the step unless the approver lets the workflow go ahead.",

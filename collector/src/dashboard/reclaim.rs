@@ -71,8 +71,8 @@ pub async fn reclaim(
                 p.name,
                 scope.join(", "),
                 p.idle_share * 100.0,
-                humantime::format_duration(p.min_idle),
-                humantime::format_duration(p.grace),
+                model::time::format_duration(p.min_idle),
+                model::time::format_duration(p.grace),
                 p.action.as_str(),
                 if p.approval && p.action != crate::reclaim::Action::Report {
                     " after an operator approves"

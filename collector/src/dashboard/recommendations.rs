@@ -348,7 +348,7 @@ pub async fn recommendation(
     f.notice = match (nq.approved, nq.error) {
         (Some(id), _) => Some(format!(
             "Label action {id} approved: the collector runs it within {}.",
-            humantime::format_duration(state.labels.every)
+            model::time::format_duration(state.labels.every)
         )),
         (_, Some(e)) => Some(e),
         _ => None,

@@ -212,7 +212,7 @@ impl Poll {
             anyhow::anyhow!(
                 "the demand poll's reads took longer than [demand] deadline = {}; nothing was \
                  recorded this poll",
-                humantime::format_duration(deadline)
+                model::time::format_duration(deadline)
             )
         })??;
         self.store.record_waiting(&records).await?;

@@ -334,7 +334,7 @@ async fn cordoned(
         Some(s) => format!("the MIG manager reported {OPERATOR_MIG_STATE}={s}"),
         None => format!(
             "the MIG manager did not report success within {}",
-            humantime::format_duration(limits.config_timeout)
+            model::time::format_duration(limits.config_timeout)
         ),
     };
     audit.step("watch", "failed", reason.clone()).await;
@@ -440,7 +440,7 @@ async fn write_config(
                 "sync_wait",
                 format!(
                     "waiting {} for the kubelet to update the operator's mounted copy",
-                    humantime::format_duration(limits.sync_wait)
+                    model::time::format_duration(limits.sync_wait)
                 ),
             )
             .await;
@@ -477,7 +477,7 @@ async fn drain(
         if tokio::time::Instant::now() >= drain_deadline {
             let reason = format!(
                 "GPU pods still on the node after {}: {}",
-                humantime::format_duration(limits.drain_timeout),
+                model::time::format_duration(limits.drain_timeout),
                 pods.join(", ")
             );
             audit.step("drain", "refused", reason.clone()).await;
