@@ -272,6 +272,7 @@ async fn round_rates(
         .map(|b| Ok((b.node.clone(), r.wire.encode(b)?)))
         .collect::<Result<_, ingest_client::SendError>>()?;
     settle(store, checkpoints).await;
+    profile_phase("enable");
     let cpu = CpuMark::now();
     let t = Instant::now();
     run_workers(by_worker(bodies, r.concurrency, |b| b.0.clone()), {
@@ -291,6 +292,7 @@ async fn round_rates(
     .await?;
     let e2e_rate = r.rows as f64 / t.elapsed().as_secs_f64();
     let e2e_cpu = cpu.per_1000_rows(r.rows);
+    profile_phase("disable");
     eprintln!(
         "round {}: raw COPY {:.0} rows/s, end-to-end {:.0} rows/s (ratio {:.2}){}",
         r.n + 1,
@@ -314,6 +316,24 @@ async fn round_rates(
 }
 
 /// The CPU cost per 1,000 rows of both phases, medians over the rounds.
+/// Tells a profiler when the end-to-end phase runs: with `GPULENS_BENCH_PERF_CTL` naming the
+/// control FIFO of `perf record -D -1 --control fifo:PATH`, "enable" as the phase starts and
+/// "disable" as it ends, so the profile holds that phase alone (docs/PERFORMANCE.md).
+fn profile_phase(command: &str) {
+    if let Some(path) = std::env::var_os("GPULENS_BENCH_PERF_CTL") {
+        let sent = std::fs::OpenOptions::new()
+            .write(true)
+            .open(&path)
+            .and_then(|mut f| std::io::Write::write_all(&mut f, format!("{command}\n").as_bytes()));
+        if let Err(e) = sent {
+            eprintln!(
+                "could not tell the profiler to {command} ({}): {e}",
+                path.display()
+            );
+        }
+    }
+}
+
 fn print_cpu_costs(cpu_costs: &[(PhaseCpu, PhaseCpu)]) {
     if !cpu_costs.is_empty() {
         let of = |f: fn(&PhaseCpu) -> f64| {
