@@ -37,6 +37,11 @@ pub struct IngestBench {
     /// Alternating rounds of each; medians are reported.
     #[arg(long, default_value_t = 3)]
     pub rounds: usize,
+    /// Rounds run first and not counted: they open the pool's connections, create the day
+    /// partitions and warm PostgreSQL's caches, which would otherwise slow only the first raw
+    /// COPY phase and flatter the first round's ratio.
+    #[arg(long, default_value_t = 1)]
+    pub warmup_rounds: usize,
     /// How the batches travel end to end: `msgpack` (snappy-compressed MessagePack, what the
     /// agent sends) or `json` (gzip-compressed JSON, what older agents and scripts send).
     #[arg(long, value_enum, default_value_t = Wire::Msgpack)]
@@ -108,6 +113,14 @@ pub(crate) fn median(mut v: Vec<f64>) -> f64 {
 }
 
 pub async fn ingest(args: IngestBench) -> anyhow::Result<()> {
+    for (flag, value) in [
+        ("--gpus", args.gpus),
+        ("--seconds", args.seconds),
+        ("--snapshots-per-batch", args.snapshots_per_batch),
+        ("--rounds", args.rounds),
+    ] {
+        anyhow::ensure!(value >= 1, "{flag} must be at least 1");
+    }
     let store = Store::connect(&args.database_url).await?;
     store.migrate().await?;
     let fleet = simulator::Fleet::new(bench_scenario(args.gpus));
@@ -146,13 +159,20 @@ pub async fn ingest(args: IngestBench) -> anyhow::Result<()> {
     let (mut copy_rates, mut e2e_rates) = (Vec::new(), Vec::new());
     let mut cpu_costs = Vec::new();
     let mut checkpoints = true;
-    for round in 0..args.rounds {
+    for round in 0..args.warmup_rounds + args.rounds {
+        let counted = round >= args.warmup_rounds;
         let (copy_rate, e2e_rate, copy_cpu, e2e_cpu) = round_rates(
             &store,
             &client,
             &template,
             Round {
                 n: round,
+                label: if counted {
+                    format!("round {}", round - args.warmup_rounds + 1)
+                } else {
+                    format!("warm-up {} (not counted)", round + 1)
+                },
+                counted,
                 concurrency,
                 rows: rows_per_round,
                 wire: args.wire,
@@ -160,6 +180,9 @@ pub async fn ingest(args: IngestBench) -> anyhow::Result<()> {
             &mut checkpoints,
         )
         .await?;
+        if !counted {
+            continue;
+        }
         copy_rates.push(copy_rate);
         e2e_rates.push(e2e_rate);
         if let (Some(c), Some(e)) = (copy_cpu, e2e_cpu) {
@@ -220,6 +243,10 @@ async fn bench_collector(store: &Store) -> anyhow::Result<ingest_client::Client>
 /// One round of the ingest benchmark: which, how many workers, how many rows.
 struct Round {
     n: usize,
+    /// How the round is named in the progress lines.
+    label: String,
+    /// Whether it counts (a warm-up does not, and is not profiled).
+    counted: bool,
     concurrency: usize,
     rows: usize,
     wire: Wire,
@@ -272,7 +299,9 @@ async fn round_rates(
         .map(|b| Ok((b.node.clone(), r.wire.encode(b)?)))
         .collect::<Result<_, ingest_client::SendError>>()?;
     settle(store, checkpoints).await;
-    profile_phase("enable");
+    if r.counted {
+        profile_phase("enable");
+    }
     let cpu = CpuMark::now();
     let t = Instant::now();
     run_workers(by_worker(bodies, r.concurrency, |b| b.0.clone()), {
@@ -292,10 +321,12 @@ async fn round_rates(
     .await?;
     let e2e_rate = r.rows as f64 / t.elapsed().as_secs_f64();
     let e2e_cpu = cpu.per_1000_rows(r.rows);
-    profile_phase("disable");
+    if r.counted {
+        profile_phase("disable");
+    }
     eprintln!(
-        "round {}: raw COPY {:.0} rows/s, end-to-end {:.0} rows/s (ratio {:.2}){}",
-        r.n + 1,
+        "{}: raw COPY {:.0} rows/s, end-to-end {:.0} rows/s (ratio {:.2}){}",
+        r.label,
         copy_rate,
         e2e_rate,
         e2e_rate / copy_rate,

@@ -29,3 +29,23 @@ fn an_unknown_benchmark_is_refused() {
     assert_eq!(out.status.code(), Some(2), "{out:?}");
     assert!(String::from_utf8_lossy(&out.stderr).contains("nonsense"));
 }
+
+#[test]
+fn ingest_refuses_empty_sizes_before_it_connects() {
+    // The database URL names nothing reachable: a refusal must come before any connection.
+    for flag in ["--gpus", "--seconds", "--snapshots-per-batch", "--rounds"] {
+        let out = bench(&[
+            "ingest",
+            "--database-url",
+            "postgres://nobody@127.0.0.1:1/none",
+            flag,
+            "0",
+        ]);
+        assert!(!out.status.success(), "{flag}: {out:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains(&format!("{flag} must be at least 1")),
+            "{flag}: {err}"
+        );
+    }
+}
