@@ -12,7 +12,6 @@
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::Path;
-use std::time::SystemTime;
 
 use model::labels::{self, Purpose};
 
@@ -35,25 +34,19 @@ pub enum NfdError {
     },
 }
 
-/// Unix ms of a clock reading (the epoch for one before it).
-fn unix_ms(t: SystemTime) -> i64 {
-    t.duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
-}
-
 /// The file's text: a header, the expiry directive, then one `key=value` line per label.
 pub fn render(
     labels: &BTreeMap<String, String>,
-    generated: SystemTime,
-    expires: SystemTime,
+    generated_ms: i64,
+    expires_ms: i64,
 ) -> Result<String, NfdError> {
     labels::check_all(labels, Purpose::Advisory)?;
     let mut s = format!(
         "# Written by the gpulens agent at {}: advisory labels from the collector's analysis.\n\
          # Replaced whole on every refresh; edits are lost. NFD drops these labels after the expiry.\n\
          # +expiry-time={}\n",
-        model::time::rfc3339_seconds(unix_ms(generated)),
-        model::time::rfc3339_seconds(unix_ms(expires)),
+        model::time::rfc3339_seconds(generated_ms),
+        model::time::rfc3339_seconds(expires_ms),
     );
     for (k, v) in labels {
         s.push_str(k);
@@ -153,8 +146,10 @@ pub async fn refresh_once(
     let body = ingest_client::bounded::body(resp, 1024 * 1024).await?;
     let answer: model::wire::v1::NodeLabels = serde_json::from_slice(&body)
         .map_err(|e| anyhow::anyhow!("the collector's answer is not node labels: {e}"))?;
-    let now = SystemTime::now();
-    let text = render(&answer.labels, now, now + lifetime(r.every))?;
+    let now = model::time::now_ms();
+    let expires =
+        now.saturating_add(i64::try_from(lifetime(r.every).as_millis()).unwrap_or(i64::MAX));
+    let text = render(&answer.labels, now, expires)?;
     write(&r.dir, &text)?;
     tracing::debug!(analyzed = %answer.analyzed, labels = answer.labels.len(), "NFD feature file refreshed");
     Ok(answer.labels)
@@ -204,10 +199,10 @@ pub async fn refresh_forever(r: Refresh) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::time::{Duration, UNIX_EPOCH};
 
-    fn at(s: u64) -> SystemTime {
-        UNIX_EPOCH + Duration::from_secs(s)
+    /// Unix ms of Unix seconds.
+    fn at(s: i64) -> i64 {
+        s * 1000
     }
 
     fn sample() -> BTreeMap<String, String> {

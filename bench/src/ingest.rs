@@ -167,12 +167,7 @@ pub async fn ingest(args: IngestBench) -> anyhow::Result<()> {
             &template,
             Round {
                 n: round,
-                label: if counted {
-                    format!("round {}", round - args.warmup_rounds + 1)
-                } else {
-                    format!("warm-up {} (not counted)", round + 1)
-                },
-                counted,
+                counted: counted.then(|| round - args.warmup_rounds + 1),
                 concurrency,
                 rows: rows_per_round,
                 wire: args.wire,
@@ -243,10 +238,9 @@ async fn bench_collector(store: &Store) -> anyhow::Result<ingest_client::Client>
 /// One round of the ingest benchmark: which, how many workers, how many rows.
 struct Round {
     n: usize,
-    /// How the round is named in the progress lines.
-    label: String,
-    /// Whether it counts (a warm-up does not, and is not profiled).
-    counted: bool,
+    /// Its number among the counted rounds; `None` for a warm-up, which is neither counted
+    /// nor profiled.
+    counted: Option<usize>,
     concurrency: usize,
     rows: usize,
     wire: Wire,
@@ -299,7 +293,7 @@ async fn round_rates(
         .map(|b| Ok((b.node.clone(), r.wire.encode(b)?)))
         .collect::<Result<_, ingest_client::SendError>>()?;
     settle(store, checkpoints).await;
-    if r.counted {
+    if r.counted.is_some() {
         profile_phase("enable");
     }
     let cpu = CpuMark::now();
@@ -321,12 +315,15 @@ async fn round_rates(
     .await?;
     let e2e_rate = r.rows as f64 / t.elapsed().as_secs_f64();
     let e2e_cpu = cpu.per_1000_rows(r.rows);
-    if r.counted {
+    if r.counted.is_some() {
         profile_phase("disable");
     }
     eprintln!(
         "{}: raw COPY {:.0} rows/s, end-to-end {:.0} rows/s (ratio {:.2}){}",
-        r.label,
+        match r.counted {
+            Some(k) => format!("round {k}"),
+            None => format!("warm-up {} (not counted)", r.n + 1),
+        },
         copy_rate,
         e2e_rate,
         e2e_rate / copy_rate,
@@ -346,25 +343,32 @@ async fn round_rates(
     Ok((copy_rate, e2e_rate, copy_cpu, e2e_cpu))
 }
 
-/// The CPU cost per 1,000 rows of both phases, medians over the rounds.
 /// Tells a profiler when the end-to-end phase runs: with `GPULENS_BENCH_PERF_CTL` naming the
 /// control FIFO of `perf record -D -1 --control fifo:PATH`, "enable" as the phase starts and
-/// "disable" as it ends, so the profile holds that phase alone (docs/PERFORMANCE.md).
+/// "disable" as it ends, so the profile holds that phase alone (docs/PERFORMANCE.md). The FIFO
+/// is opened once, at the first phase, and kept.
 fn profile_phase(command: &str) {
-    if let Some(path) = std::env::var_os("GPULENS_BENCH_PERF_CTL") {
-        let sent = std::fs::OpenOptions::new()
-            .write(true)
-            .open(&path)
-            .and_then(|mut f| std::io::Write::write_all(&mut f, format!("{command}\n").as_bytes()));
-        if let Err(e) = sent {
-            eprintln!(
-                "could not tell the profiler to {command} ({}): {e}",
-                path.display()
-            );
+    static CONTROL: std::sync::OnceLock<Option<(std::ffi::OsString, std::fs::File)>> =
+        std::sync::OnceLock::new();
+    let control = CONTROL.get_or_init(|| {
+        let path = std::env::var_os("GPULENS_BENCH_PERF_CTL")?;
+        match std::fs::OpenOptions::new().write(true).open(&path) {
+            Ok(fifo) => Some((path, fifo)),
+            Err(e) => {
+                eprintln!("not telling the profiler when phases run ({path:?}): {e}");
+                None
+            }
+        }
+    });
+    if let Some((path, fifo)) = control {
+        let mut fifo: &std::fs::File = fifo;
+        if let Err(e) = std::io::Write::write_all(&mut fifo, format!("{command}\n").as_bytes()) {
+            eprintln!("could not tell the profiler to {command} ({path:?}): {e}");
         }
     }
 }
 
+/// The CPU cost per 1,000 rows of both phases, medians over the rounds.
 fn print_cpu_costs(cpu_costs: &[(PhaseCpu, PhaseCpu)]) {
     if !cpu_costs.is_empty() {
         let of = |f: fn(&PhaseCpu) -> f64| {

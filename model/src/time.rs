@@ -44,12 +44,7 @@ pub fn parse_rfc3339(s: &str) -> Option<i64> {
     if pieces.time_zone_annotation().is_some() {
         return None;
     }
-    let date = pieces.date();
-    let day = days_from_civil(
-        i64::from(date.year()),
-        i64::from(date.month()),
-        i64::from(date.day()),
-    )?;
+    let day = day_number(pieces.date());
     let time = pieces.time().unwrap_or(jiff::civil::Time::midnight());
     let in_day = i64::from(time.hour()) * 3_600_000
         + i64::from(time.minute()) * 60_000
@@ -142,7 +137,12 @@ pub fn days_from_civil(y: i64, m: i64, d: i64) -> Option<i64> {
         i8::try_from(d).ok()?,
     )
     .ok()?;
-    Some(day.duration_since(EPOCH_DAY).as_secs().div_euclid(86_400))
+    Some(day_number(day))
+}
+
+/// The day, counted from 1970-01-01, of a calendar date.
+fn day_number(day: jiff::civil::Date) -> i64 {
+    day.duration_since(EPOCH_DAY).as_secs().div_euclid(86_400)
 }
 
 /// Unix ms now.
