@@ -259,8 +259,9 @@ impl Rendered {
         }
     }
 
-    /// Generated secrets are random and long enough for the collector, and the same agent
-    /// token sits in both namespaces.
+    /// Generated secrets are random and long enough for the collector, hex (so that no
+    /// placeholder word the collector refuses can occur in one by chance: a random 48-letter
+    /// token once held "todo"), and the same agent token sits in both namespaces.
     fn check_secrets(&self) {
         let what = &self.what;
         let mut agent_tokens = BTreeSet::new();
@@ -274,6 +275,11 @@ impl Rendered {
                 let value = base64_decode(v.as_str().unwrap());
                 collector_shared::settings::check_token(k, &value)
                     .unwrap_or_else(|e| panic!("{what}: {:?}: {e}", key(s)));
+                assert!(
+                    value.len() == 64 && value.bytes().all(|b| b.is_ascii_hexdigit()),
+                    "{what}: {:?}: {k} is not 64 hex digits",
+                    key(s)
+                );
                 if k == "agent-token" {
                     agent_tokens.insert(value);
                 }

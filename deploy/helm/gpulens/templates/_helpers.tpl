@@ -75,12 +75,14 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 
 {{/*
 A secret value generated once: the value already in the cluster's Secret (on upgrade), else a
-random one. Arguments: (list $ secretName key).
+random one, 64 hex digits (SHA-256 of 64 random letters and digits): hex holds no letter past
+f, so no word the collector refuses as a placeholder ("todo", "fixme", …) can turn up in it by
+chance. Arguments: (list $ secretName key).
 */}}
 {{- define "gpulens.generated" -}}
 {{- $ctx := index . 0 -}}
 {{- $old := lookup "v1" "Secret" $ctx.Release.Namespace (index . 1) -}}
 {{- $data := (get (default dict $old) "data") | default dict -}}
 {{- $v := get $data (index . 2) -}}
-{{- if $v -}}{{ $v }}{{- else -}}{{ randAlphaNum 48 | b64enc }}{{- end -}}
+{{- if $v -}}{{ $v }}{{- else -}}{{ randAlphaNum 64 | sha256sum | b64enc }}{{- end -}}
 {{- end -}}
