@@ -393,11 +393,17 @@ fn print_cpu_costs(cpu_costs: &[(PhaseCpu, PhaseCpu)]) {
     }
 }
 
-/// Before each phase: a checkpoint, so that both phases start alike and the database's own
-/// WAL-triggered checkpoints (every `max_wal_size` of WAL) fall in neither; the disk flushes it
-/// starts would otherwise stall whichever phase they land in. Without the privilege to
-/// checkpoint, says so once and goes on without.
+/// Before each phase: the collector's committers have given their connections back to the
+/// pool (they keep one for a second after their last group), so the raw COPY phase can use
+/// as many as end to end did; then a checkpoint, so that both phases start alike and the
+/// database's own WAL-triggered checkpoints (every `max_wal_size` of WAL) fall in neither; the
+/// disk flushes it starts would otherwise stall whichever phase they land in. Without the
+/// privilege to checkpoint, says so once and goes on without.
 async fn settle(store: &Store, checkpoints: &mut bool) {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while store.pool_connections().is_some_and(|(_, lent)| lent > 0) && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
     if *checkpoints && let Err(e) = store.checkpoint().await {
         eprintln!(
             "not checkpointing between phases ({e}); the phases may land on the database's own checkpoints"

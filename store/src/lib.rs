@@ -331,6 +331,15 @@ impl Store {
         }
     }
 
+    /// PostgreSQL's connection pool: connections open, and lent out right now (committers hold
+    /// theirs while ingest keeps them busy). `None` on SQLite.
+    pub fn pool_connections(&self) -> Option<(u32, u32)> {
+        match &self.backend {
+            Backend::Postgres(s) => Some(s.connections()),
+            Backend::Sqlite(_) => None,
+        }
+    }
+
     /// Benchmark: an immediate checkpoint (PostgreSQL's `CHECKPOINT`, which needs a superuser
     /// or the `pg_checkpoint` role), so that a measured phase starts with no dirty buffers and
     /// far from the next WAL-triggered checkpoint. Why it could not, as an error.

@@ -14,7 +14,7 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use model::Tenant;
 use model::inventory::GpuInfo;
@@ -115,43 +115,41 @@ impl GroupCommit {
 }
 
 /// A committer keeps its connection from one group to the next while groups come back to back
-/// (no pool round trip and liveness ping per transaction); one idle longer than this goes back
-/// to the pool, which tests it before lending it again.
-const KEEP_IDLE: Duration = Duration::from_secs(5);
+/// (no pool round trip and liveness ping per transaction); after this long with no group it
+/// gives the connection back to the pool, which tests it before lending it again.
+const KEEP_IDLE: Duration = Duration::from_secs(1);
 
 /// Whether the database is a Citus cluster, asked once for all committers.
 type IsCitus = Arc<OnceCell<bool>>;
 
 async fn committer(pool: PgPool, rx: Arc<Mutex<mpsc::UnboundedReceiver<Job>>>, citus: IsCitus) {
-    let mut held: Option<(PoolConnection<Postgres>, Instant)> = None;
+    let mut held: Option<PoolConnection<Postgres>> = None;
     loop {
-        let group = {
-            let mut rx = rx.lock().await;
-            let Some(first) = rx.recv().await else {
-                return;
-            };
-            let mut rows = first.0.row_count();
-            let mut group = vec![first];
-            while group.len() < MAX_BATCHES && rows < MAX_ROWS {
-                match rx.try_recv() {
-                    Ok(job) => {
-                        rows += job.0.row_count();
-                        group.push(job);
-                    }
-                    Err(_) => break,
+        let next = next_group(&rx);
+        tokio::pin!(next);
+        let next = match held {
+            Some(_) => tokio::select! {
+                group = &mut next => group,
+                () = tokio::time::sleep(KEEP_IDLE) => {
+                    // Idle: the connection goes back to the pool, for queries and upkeep.
+                    held = None;
+                    next.await
                 }
-            }
-            group
+            },
+            None => next.await,
+        };
+        let Some(group) = next else {
+            return;
         };
         let conn = match held.take() {
-            Some((conn, used)) if used.elapsed() < KEEP_IDLE => Ok(conn),
-            _ => fresh(&pool, &citus).await,
+            Some(conn) => Ok(conn),
+            None => fresh(&pool, &citus).await,
         };
         match conn {
             Ok(mut conn) => {
                 let citus = citus.get().copied().unwrap_or(false);
                 if commit(&mut conn, group, citus).await {
-                    held = Some((conn, Instant::now()));
+                    held = Some(conn);
                 } else {
                     // It may be broken (a restarted or unreachable server): never lent again.
                     conn.close_on_drop();
@@ -164,6 +162,26 @@ async fn committer(pool: PgPool, rx: Arc<Mutex<mpsc::UnboundedReceiver<Job>>>, c
             }
         }
     }
+}
+
+/// Everything queued once this committer's turn at the queue comes: at least one batch
+/// (waiting for it), at most [`MAX_BATCHES`] or [`MAX_ROWS`]. `None` once the store has shut
+/// down.
+async fn next_group(rx: &Mutex<mpsc::UnboundedReceiver<Job>>) -> Option<Vec<Job>> {
+    let mut rx = rx.lock().await;
+    let first = rx.recv().await?;
+    let mut rows = first.0.row_count();
+    let mut group = vec![first];
+    while group.len() < MAX_BATCHES && rows < MAX_ROWS {
+        match rx.try_recv() {
+            Ok(job) => {
+                rows += job.0.row_count();
+                group.push(job);
+            }
+            Err(_) => break,
+        }
+    }
+    Some(group)
 }
 
 /// A connection from the pool; the first one also tells whether the database is Citus.

@@ -111,6 +111,12 @@ impl PgStore {
         citus::workers(&mut conn).await
     }
 
+    /// The pool's connections: open, and lent out (to committers, queries, upkeep) right now.
+    pub fn connections(&self) -> (u32, u32) {
+        let open = self.pool.size();
+        (open, open.saturating_sub(self.pool.num_idle() as u32))
+    }
+
     pub async fn ping(&self) -> Result<()> {
         sqlx::query("SELECT 1").execute(&self.pool).await?;
         Ok(())

@@ -360,6 +360,40 @@ pub(crate) async fn postgres_failed_batches_store_nothing() {
     ));
 }
 
+/// PostgreSQL only: a committer keeps its connection while groups come back to back and gives
+/// it back to the pool once ingest goes quiet, so an idle collector holds none for queries and
+/// upkeep to wait on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+pub(crate) async fn postgres_quiet_committers_give_their_connections_back() {
+    let Some(t) = support::postgres().await else {
+        return;
+    };
+    let f = fleet();
+    let t0 = hour_ago(1);
+    for seq in 1..=3 {
+        let b = f.batch(0, "quiet", seq, &[t0 + seq as i64 * 1000], 1000);
+        assert!(matches!(
+            t.store.ingest(&b, t0, &no_team).await.unwrap(),
+            IngestOutcome::Stored { .. }
+        ));
+    }
+    let quiet = std::time::Instant::now();
+    while t.store.pool_connections().unwrap().1 > 0 {
+        assert!(
+            quiet.elapsed() < std::time::Duration::from_secs(10),
+            "connections still lent out after 10 s without ingest: {:?}",
+            t.store.pool_connections()
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    // And the next batch gets one again.
+    let b = f.batch(0, "quiet", 4, &[t0 + 4000], 1000);
+    assert!(matches!(
+        t.store.ingest(&b, t0, &no_team).await.unwrap(),
+        IngestOutcome::Stored { .. }
+    ));
+}
+
 /// PostgreSQL only: a transaction its deadlock detector fails is a conflict (the work may be
 /// tried again: group commit does, an agent is answered 503 with Retry-After), not an
 /// internal error. Two connections lock two rows in opposite orders.
