@@ -23,6 +23,8 @@ pub struct HealthState {
     pub refusals: Arc<collector_shared::admission::Refusals>,
     /// Whether readers must sign in (error texts are theirs).
     pub access: Arc<collector_shared::access::Access>,
+    /// Where the store's pool is shown (read at each scrape).
+    pub storage: crate::upkeep::StorageMetrics,
 }
 
 pub fn routes() -> Routes<HealthState> {
@@ -149,6 +151,10 @@ async fn metrics(
     caller: collector_shared::access::Caller,
     headers: axum::http::HeaderMap,
 ) -> Response {
+    if let Some((open, in_use)) = state.shared.store.pool_connections() {
+        state.storage.connections_open.set(i64::from(open));
+        state.storage.connections_in_use.set(i64::from(in_use));
+    }
     let own = collector_shared::metrics::encode(&state.shared.registry);
     let analysis = state.newest.get(&state.shared.store).await.ok().flatten();
     let alerts = crate::alerts::load(&state.shared.store)

@@ -271,6 +271,7 @@ impl AppState {
             latest: self.latest.clone(),
             refusals: self.refusals.clone(),
             access: self.access.clone(),
+            storage: self.metrics.storage.clone(),
         }
     }
 

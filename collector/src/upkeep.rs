@@ -8,6 +8,7 @@ use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::Duration;
 
 use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Unit;
 use serde::Deserialize;
 use store::Retention;
@@ -68,6 +69,10 @@ model::metric_set! {
             "Partitions dropped or tables pruned for retention";
         last_rollup_timestamp: FGauge => "last_rollup_timestamp" in Unit::Seconds,
             "When the last rollup pass finished (Unix time)";
+        connections_open: Gauge => "store_connections_open",
+            "PostgreSQL connections the collector's pool holds open, at most 12 (0 on the embedded SQLite store); read at each scrape";
+        connections_in_use: Gauge => "store_connections_in_use",
+            "Of those, lent out at the scrape: to ingest's committers (each keeps one while batches keep coming, and gives it back after 1 s without), queries and upkeep. At 12 for long, requests wait for a connection";
     }
 }
 

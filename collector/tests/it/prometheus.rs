@@ -153,6 +153,75 @@ async fn the_collectors_metrics_pass_promtool() {
     assert_eq!(om.matches("# EOF").count(), 1);
 }
 
+/// The store's pool on /metrics (PostgreSQL): connections open and lent out, read at each
+/// scrape. While batches come, ingest's committers hold connections; once ingest is quiet
+/// they give them back, and the scrape shows none in use.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_store_pool_shows_on_metrics_and_empties_when_ingest_is_quiet() {
+    let Some(t) = crate::support::postgres().await else {
+        return;
+    };
+    let fleet = crate::support::fleet();
+    let now = collector::now_ms();
+    let mut auth = collector_shared::agent_auth::Auth::default();
+    auth.add("pool-token", vec!["*".into()], None);
+    let state = collector::state::AppState::new(
+        t.store.clone(),
+        auth,
+        Default::default(),
+        Default::default(),
+        Default::default(),
+    );
+    let gauge = |text: &str, name: &str| -> i64 {
+        let line = text
+            .lines()
+            .find(|l| l.starts_with(&format!("{name} ")))
+            .unwrap_or_else(|| panic!("{name} is not on /metrics:\n{text}"));
+        line[name.len() + 1..].trim().parse().unwrap()
+    };
+    let scrape = || async {
+        let resp = collector::router::router(state.clone())
+            .oneshot(Request::get("/metrics").body(Body::empty()).unwrap())
+            .await
+            .unwrap();
+        let b = axum::body::to_bytes(resp.into_body(), usize::MAX)
+            .await
+            .unwrap();
+        String::from_utf8(b.to_vec()).unwrap()
+    };
+    for node in 0..fleet.nodes.len() {
+        let b = fleet.batch(node, "pool", 1, &[now - 60_000], 1000);
+        let resp = collector::router::router(state.clone())
+            .oneshot(
+                Request::post("/api/v1/ingest")
+                    .header("authorization", "Bearer pool-token")
+                    .header("content-type", "application/json")
+                    .body(Body::from(serde_json::to_vec(&b).unwrap()))
+                    .unwrap(),
+            )
+            .await
+            .unwrap();
+        assert!(resp.status().is_success(), "{}", resp.status());
+    }
+    let text = scrape().await;
+    let open = gauge(&text, "gpulens_store_connections_open");
+    let in_use = gauge(&text, "gpulens_store_connections_in_use");
+    assert!((1..=12).contains(&open), "{open} open");
+    assert!((0..=open).contains(&in_use), "{in_use} of {open} in use");
+    let quiet = Instant::now();
+    loop {
+        let text = scrape().await;
+        if gauge(&text, "gpulens_store_connections_in_use") == 0 {
+            break;
+        }
+        assert!(
+            quiet.elapsed() < Duration::from_secs(10),
+            "connections still in use 10 s after the last batch:\n{text}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
 async fn query(http: &reqwest::Client, prom: &str, expr: &str) -> Result<Vec<Value>, String> {
     let resp = http
         .get(format!(
