@@ -147,8 +147,7 @@ pub async fn refresh_once(
     let answer: model::wire::v1::NodeLabels = serde_json::from_slice(&body)
         .map_err(|e| anyhow::anyhow!("the collector's answer is not node labels: {e}"))?;
     let now = model::time::now_ms();
-    let expires =
-        now.saturating_add(i64::try_from(lifetime(r.every).as_millis()).unwrap_or(i64::MAX));
+    let expires = now.saturating_add(model::time::millis(lifetime(r.every)));
     let text = render(&answer.labels, now, expires)?;
     write(&r.dir, &text)?;
     tracing::debug!(analyzed = %answer.analyzed, labels = answer.labels.len(), "NFD feature file refreshed");

@@ -145,14 +145,14 @@ fn day_number(day: jiff::civil::Date) -> i64 {
     day.duration_since(EPOCH_DAY).as_secs().div_euclid(86_400)
 }
 
+/// A span in ms, saturating at `i64::MAX` rather than wrapping.
+pub fn millis(d: Duration) -> i64 {
+    i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
+}
+
 /// Unix ms now.
 pub fn now_ms() -> i64 {
-    UNIX_EPOCH
-        .elapsed()
-        .unwrap_or(Duration::ZERO)
-        .as_millis()
-        .try_into()
-        .unwrap_or(i64::MAX)
+    millis(UNIX_EPOCH.elapsed().unwrap_or(Duration::ZERO))
 }
 
 #[cfg(test)]

@@ -418,9 +418,7 @@ impl SeriesQuery {
                 spec.name
             )));
         }
-        let age = |d: std::time::Duration| {
-            now_ms.saturating_sub(i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
-        };
+        let age = |d: std::time::Duration| now_ms.saturating_sub(model::time::millis(d));
         let raw_ok = spec.raw_expr.is_some() && self.from_ms >= age(retention.raw);
         let resolution = if self.step_ms < 60_000 && raw_ok {
             Resolution::Raw

@@ -216,7 +216,7 @@ impl Poll {
             )
         })??;
         self.store.record_waiting(&records).await?;
-        let keep_ms = i64::try_from(self.settings.keep.as_millis()).unwrap_or(i64::MAX);
+        let keep_ms = model::time::millis(self.settings.keep);
         self.store
             .prune_waiting(now_ms.saturating_sub(keep_ms))
             .await?;

@@ -735,7 +735,7 @@ pub fn task(
 
 /// The sample times accepted at `at`: the raw retention back, five minutes ahead.
 fn sample_window(state: &RemoteWriteState, at: i64) -> (i64, i64) {
-    let raw = i64::try_from(state.shared.retention.raw.as_millis()).unwrap_or(i64::MAX);
+    let raw = model::time::millis(state.shared.retention.raw);
     (at.saturating_sub(raw), at.saturating_add(MAX_FUTURE_MS))
 }
 

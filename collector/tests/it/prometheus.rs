@@ -79,25 +79,7 @@ async fn the_collectors_metrics_pass_promtool() {
         .await
         .unwrap()
         .unwrap();
-    let scrape = |accept: Option<&'static str>| {
-        let state = state.clone();
-        async move {
-            let mut r = Request::get("/metrics");
-            if let Some(a) = accept {
-                r = r.header("accept", a);
-            }
-            let resp = collector::router::router(state)
-                .oneshot(r.body(Body::empty()).unwrap())
-                .await
-                .unwrap();
-            let ct = resp.headers()["content-type"].to_str().unwrap().to_owned();
-            let b = axum::body::to_bytes(resp.into_body(), usize::MAX)
-                .await
-                .unwrap();
-            (ct, String::from_utf8(b.to_vec()).unwrap())
-        }
-    };
-    let (ct, text) = scrape(None).await;
+    let (ct, text) = scrape(&state, None).await;
     assert!(ct.starts_with("text/plain; version=0.0.4"), "{ct}");
     promtool::check_metrics(&text)
         .unwrap_or_else(|e| panic!("promtool check metrics:\n{e}\n{text}"));
@@ -147,10 +129,30 @@ async fn the_collectors_metrics_pass_promtool() {
         "{holders:#?}"
     );
     // OpenMetrics when asked for it.
-    let (ct, om) = scrape(Some("application/openmetrics-text;version=1.0.0")).await;
+    let (ct, om) = scrape(&state, Some("application/openmetrics-text;version=1.0.0")).await;
     assert!(ct.starts_with("application/openmetrics-text"));
     assert!(om.ends_with("# EOF\n"));
     assert_eq!(om.matches("# EOF").count(), 1);
+}
+
+/// `GET /metrics` through the router, with `accept` when given: the content type and body.
+async fn scrape(
+    state: &collector::state::AppState,
+    accept: Option<&'static str>,
+) -> (String, String) {
+    let mut r = Request::get("/metrics");
+    if let Some(a) = accept {
+        r = r.header("accept", a);
+    }
+    let resp = collector::router::router(state.clone())
+        .oneshot(r.body(Body::empty()).unwrap())
+        .await
+        .unwrap();
+    let ct = resp.headers()["content-type"].to_str().unwrap().to_owned();
+    let b = axum::body::to_bytes(resp.into_body(), usize::MAX)
+        .await
+        .unwrap();
+    (ct, String::from_utf8(b.to_vec()).unwrap())
 }
 
 /// The store's pool on /metrics (PostgreSQL): connections open and lent out, read at each
@@ -161,17 +163,8 @@ async fn the_store_pool_shows_on_metrics_and_empties_when_ingest_is_quiet() {
     let Some(t) = crate::support::postgres().await else {
         return;
     };
-    let fleet = crate::support::fleet();
-    let now = collector::now_ms();
-    let mut auth = collector_shared::agent_auth::Auth::default();
-    auth.add("pool-token", vec!["*".into()], None);
-    let state = collector::state::AppState::new(
-        t.store.clone(),
-        auth,
-        Default::default(),
-        Default::default(),
-        Default::default(),
-    );
+    let state = crate::support::default_state(t.store.clone());
+    crate::support::ingest_small_fleet(&t.store, &Default::default()).await;
     let gauge = |text: &str, name: &str| -> i64 {
         let line = text
             .lines()
@@ -179,38 +172,14 @@ async fn the_store_pool_shows_on_metrics_and_empties_when_ingest_is_quiet() {
             .unwrap_or_else(|| panic!("{name} is not on /metrics:\n{text}"));
         line[name.len() + 1..].trim().parse().unwrap()
     };
-    let scrape = || async {
-        let resp = collector::router::router(state.clone())
-            .oneshot(Request::get("/metrics").body(Body::empty()).unwrap())
-            .await
-            .unwrap();
-        let b = axum::body::to_bytes(resp.into_body(), usize::MAX)
-            .await
-            .unwrap();
-        String::from_utf8(b.to_vec()).unwrap()
-    };
-    for node in 0..fleet.nodes.len() {
-        let b = fleet.batch(node, "pool", 1, &[now - 60_000], 1000);
-        let resp = collector::router::router(state.clone())
-            .oneshot(
-                Request::post("/api/v1/ingest")
-                    .header("authorization", "Bearer pool-token")
-                    .header("content-type", "application/json")
-                    .body(Body::from(serde_json::to_vec(&b).unwrap()))
-                    .unwrap(),
-            )
-            .await
-            .unwrap();
-        assert!(resp.status().is_success(), "{}", resp.status());
-    }
-    let text = scrape().await;
+    let (_, text) = scrape(&state, None).await;
     let open = gauge(&text, "gpulens_store_connections_open");
     let in_use = gauge(&text, "gpulens_store_connections_in_use");
     assert!((1..=12).contains(&open), "{open} open");
     assert!((0..=open).contains(&in_use), "{in_use} of {open} in use");
     let quiet = Instant::now();
     loop {
-        let text = scrape().await;
+        let (_, text) = scrape(&state, None).await;
         if gauge(&text, "gpulens_store_connections_in_use") == 0 {
             break;
         }
