@@ -176,19 +176,21 @@ pub(crate) async fn stores_batches_and_lists_inventory(store: &Store) {
     }
 }
 
+/// Stores `b` (received at `at`, no teams), which must be new: answered `Stored`.
+async fn store_new(store: &Store, b: &model::wire::v1::Batch, at: i64) {
+    assert!(matches!(
+        store.ingest(b, at, &no_team).await.unwrap(),
+        IngestOutcome::Stored { .. }
+    ));
+}
+
 pub(crate) async fn replays_are_stored_once(store: &Store) {
     let f = fleet();
     let t0 = hour_ago(1);
     let b1 = f.batch(0, "agent-x", 1, &[t0, t0 + 1000], 1000);
     let b2 = f.batch(0, "agent-x", 2, &[t0 + 2000], 1000);
-    assert!(matches!(
-        store.ingest(&b1, t0, &no_team).await.unwrap(),
-        IngestOutcome::Stored { .. }
-    ));
-    assert!(matches!(
-        store.ingest(&b2, t0, &no_team).await.unwrap(),
-        IngestOutcome::Stored { .. }
-    ));
+    store_new(store, &b1, t0).await;
+    store_new(store, &b2, t0).await;
     // The same batch again, and an older one: acknowledged, not stored.
     assert_eq!(
         store.ingest(&b2, t0, &no_team).await.unwrap(),
@@ -201,10 +203,7 @@ pub(crate) async fn replays_are_stored_once(store: &Store) {
     assert_eq!(store.counts().await.unwrap().gpu_samples, 2 * 3);
     // Another agent instance on the same node has its own sequence.
     let other = f.batch(0, "agent-y", 1, &[t0 + 3000], 1000);
-    assert!(matches!(
-        store.ingest(&other, t0, &no_team).await.unwrap(),
-        IngestOutcome::Stored { .. }
-    ));
+    store_new(store, &other, t0).await;
     assert_eq!(store.counts().await.unwrap().gpu_samples, 2 * 4);
 }
 
@@ -354,10 +353,7 @@ pub(crate) async fn postgres_failed_batches_store_nothing() {
         store::TableCounts::default()
     );
     b.snapshots[0].events.clear();
-    assert!(matches!(
-        t.store.ingest(&b, t0, &no_team).await.unwrap(),
-        IngestOutcome::Stored { .. }
-    ));
+    store_new(&t.store, &b, t0).await;
 }
 
 /// PostgreSQL only: a committer keeps its connection while groups come back to back and gives
@@ -372,10 +368,7 @@ pub(crate) async fn postgres_quiet_committers_give_their_connections_back() {
     let t0 = hour_ago(1);
     for seq in 1..=3 {
         let b = f.batch(0, "quiet", seq, &[t0 + seq as i64 * 1000], 1000);
-        assert!(matches!(
-            t.store.ingest(&b, t0, &no_team).await.unwrap(),
-            IngestOutcome::Stored { .. }
-        ));
+        store_new(&t.store, &b, t0).await;
     }
     let quiet = std::time::Instant::now();
     while t.store.pool_connections().unwrap().1 > 0 {
@@ -388,10 +381,7 @@ pub(crate) async fn postgres_quiet_committers_give_their_connections_back() {
     }
     // And the next batch gets one again.
     let b = f.batch(0, "quiet", 4, &[t0 + 4000], 1000);
-    assert!(matches!(
-        t.store.ingest(&b, t0, &no_team).await.unwrap(),
-        IngestOutcome::Stored { .. }
-    ));
+    store_new(&t.store, &b, t0).await;
 }
 
 /// PostgreSQL only: a transaction its deadlock detector fails is a conflict (the work may be
