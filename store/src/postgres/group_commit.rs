@@ -328,14 +328,16 @@ fn rounds(group: &[Staged]) -> Vec<Vec<usize>> {
 /// concurrent batches of one agent serialise; rows are locked in key order. The batches must
 /// be of distinct nodes ([`rounds`]). One round trip for all of them; on Citus one per batch
 /// ([`claim_one`]: Citus plans the arrays through the coordinator, the one-batch statement it
-/// routes to the batch's node). Whether each batch was claimed (false for a replay), in the
-/// order given.
+/// routes to the batch's node). A round of one batch, the most common, also takes
+/// [`claim_one`]: without the arrays' unnesting and joins it costs PostgreSQL 30–40 µs less
+/// CPU per call (docs/PERFORMANCE.md, "what pipelining and the claim are worth"). Whether each
+/// batch was claimed (false for a replay), in the order given.
 async fn claim(
     tx: &mut sqlx::Transaction<'_, Postgres>,
     claims: &[&Claim],
     citus: bool,
 ) -> Result<Vec<bool>> {
-    if citus {
+    if citus || claims.len() == 1 {
         let mut won = Vec::with_capacity(claims.len());
         for c in claims {
             won.push(claim_one(tx, c).await?);
