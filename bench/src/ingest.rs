@@ -400,10 +400,7 @@ fn print_cpu_costs(cpu_costs: &[(PhaseCpu, PhaseCpu)]) {
 /// disk flushes it starts would otherwise stall whichever phase they land in. Without the
 /// privilege to checkpoint, says so once and goes on without.
 async fn settle(store: &Store, checkpoints: &mut bool) {
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while store.pool_connections().is_some_and(|(_, lent)| lent > 0) && Instant::now() < deadline {
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    store.pool_quiet(Duration::from_secs(5)).await;
     if *checkpoints && let Err(e) = store.checkpoint().await {
         eprintln!(
             "not checkpointing between phases ({e}); the phases may land on the database's own checkpoints"

@@ -340,6 +340,22 @@ impl Store {
         }
     }
 
+    /// Waits, for at most `within`, until no pool connection is lent out (ingest's committers
+    /// give theirs back a second after their last group); whether none is. True at once on
+    /// SQLite.
+    pub async fn pool_quiet(&self, within: std::time::Duration) -> bool {
+        let deadline = std::time::Instant::now() + within;
+        loop {
+            if self.pool_connections().is_none_or(|(_, lent)| lent == 0) {
+                return true;
+            }
+            if std::time::Instant::now() >= deadline {
+                return false;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+    }
+
     /// Benchmark: an immediate checkpoint (PostgreSQL's `CHECKPOINT`, which needs a superuser
     /// or the `pg_checkpoint` role), so that a measured phase starts with no dirty buffers and
     /// far from the next WAL-triggered checkpoint. Why it could not, as an error.

@@ -144,15 +144,8 @@ async fn scrape(
     if let Some(a) = accept {
         r = r.header("accept", a);
     }
-    let resp = collector::router::router(state.clone())
-        .oneshot(r.body(Body::empty()).unwrap())
-        .await
-        .unwrap();
-    let ct = resp.headers()["content-type"].to_str().unwrap().to_owned();
-    let b = axum::body::to_bytes(resp.into_body(), usize::MAX)
-        .await
-        .unwrap();
-    (ct, String::from_utf8(b.to_vec()).unwrap())
+    let (_, ct, text) = crate::support::answer(state, r.body(Body::empty()).unwrap()).await;
+    (ct, text)
 }
 
 /// The store's pool on /metrics (PostgreSQL): connections open and lent out, read at each

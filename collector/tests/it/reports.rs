@@ -2,30 +2,13 @@
 //! match the funnel API for the same week, the HTML is one self-contained file, the CSV has
 //! the documented columns, and the API lists and serves what was stored.
 
-use axum::body::Body;
-use axum::http::{Request, StatusCode};
+use axum::http::StatusCode;
 use collector::reports::{self, week::IsoWeek};
-use collector::{router::router, state::AppState};
-use tower::ServiceExt;
+use collector::state::AppState;
+
+use crate::support::get;
 
 const DAY_MS: i64 = 86_400_000;
-
-async fn get(state: &AppState, uri: &str) -> (StatusCode, String, String) {
-    let resp = router(state.clone())
-        .oneshot(Request::get(uri).body(Body::empty()).unwrap())
-        .await
-        .unwrap();
-    let code = resp.status();
-    let ct = resp
-        .headers()
-        .get("content-type")
-        .map(|v| v.to_str().unwrap().to_owned())
-        .unwrap_or_default();
-    let bytes = axum::body::to_bytes(resp.into_body(), usize::MAX)
-        .await
-        .unwrap();
-    (code, ct, String::from_utf8(bytes.to_vec()).unwrap())
-}
 
 fn close(a: f64, b: f64) -> bool {
     (a - b).abs() <= 1e-6 * a.abs().max(b.abs()).max(1.0)

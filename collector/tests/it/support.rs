@@ -152,19 +152,42 @@ pub async fn analyse(store: &store::Store, from: i64, to: i64) -> analytics::Ana
         .unwrap()
 }
 
-/// A dashboard page's HTML, read through the router (answered 200).
-pub async fn page(state: &collector::state::AppState, uri: &str) -> String {
-    let req = axum::http::Request::get(uri)
-        .body(axum::body::Body::empty())
-        .unwrap();
+/// `req` answered through the router: its status, content type ("" when none) and body.
+pub async fn answer(
+    state: &collector::state::AppState,
+    req: axum::http::Request<axum::body::Body>,
+) -> (axum::http::StatusCode, String, String) {
     let resp = tower::ServiceExt::oneshot(collector::router::router(state.clone()), req)
         .await
         .unwrap();
-    assert_eq!(resp.status(), axum::http::StatusCode::OK, "{uri}");
+    let status = resp.status();
+    let ct = resp
+        .headers()
+        .get("content-type")
+        .map(|v| v.to_str().unwrap().to_owned())
+        .unwrap_or_default();
     let b = axum::body::to_bytes(resp.into_body(), usize::MAX)
         .await
         .unwrap();
-    String::from_utf8(b.to_vec()).unwrap()
+    (status, ct, String::from_utf8(b.to_vec()).unwrap())
+}
+
+/// `GET uri` answered through the router: its status, content type and body.
+pub async fn get(
+    state: &collector::state::AppState,
+    uri: &str,
+) -> (axum::http::StatusCode, String, String) {
+    let req = axum::http::Request::get(uri)
+        .body(axum::body::Body::empty())
+        .unwrap();
+    answer(state, req).await
+}
+
+/// A dashboard page's HTML, read through the router (answered 200).
+pub async fn page(state: &collector::state::AppState, uri: &str) -> String {
+    let (status, _, html) = get(state, uri).await;
+    assert_eq!(status, axum::http::StatusCode::OK, "{uri}");
+    html
 }
 
 /// A collector serving a state on a loopback port (`gpulens serve`'s own server), until

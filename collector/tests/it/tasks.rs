@@ -6,27 +6,18 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
-use axum::body::Body;
-use axum::http::{Request, StatusCode};
+use axum::http::StatusCode;
 use collector::config::TeamsConfig;
-use collector::{router::router, state::AppState};
+use collector::state::AppState;
 use collector_shared::agent_auth::Auth;
 use collector_shared::tasks::{Periodic, Runner, Task};
 use store::Retention;
-use tower::ServiceExt;
 
 use crate::support;
 
 async fn get(state: &AppState, path: &str) -> (StatusCode, String) {
-    let resp = router(state.clone())
-        .oneshot(Request::get(path).body(Body::empty()).unwrap())
-        .await
-        .unwrap();
-    let status = resp.status();
-    let body = axum::body::to_bytes(resp.into_body(), 1 << 20)
-        .await
-        .unwrap();
-    (status, String::from_utf8(body.to_vec()).unwrap())
+    let (status, _, body) = support::get(state, path).await;
+    (status, body)
 }
 
 fn state(t: &support::TestStore) -> AppState {
