@@ -79,13 +79,26 @@ fn granted(
 
 /// KAI fraction pods hold no device in the kubelet's answer: each one with processes on `g`
 /// gets an allocation of its granted fraction there, and KAI's reservation pods holding `g`
-/// then count nothing (the fractions are what is allocated).
+/// then count nothing (the fractions are what is allocated). Only on a GPU a reservation pod
+/// holds: KAI shares no other, and a `gpu-fraction` annotation elsewhere is the pod author's
+/// word alone.
 fn kai_fractions(
     snap: &mut Snapshot,
     tenants: &HashMap<String, Tenant>,
     g: &GpuInfo,
     grants: &crate::grants::Grants,
 ) {
+    let reservation = |tenant: &str| {
+        tenants.get(tenant).and_then(|t| t.namespace.as_deref())
+            == Some(crate::grants::KAI_RESERVATION_NAMESPACE)
+    };
+    if !snap
+        .allocations
+        .iter()
+        .any(|a| a.gpu_uuid == g.uuid && reservation(&a.tenant))
+    {
+        return;
+    }
     let memory = g.memory_total_bytes as f64;
     let mut fractions: Vec<(String, f32)> = Vec::new();
     for p in snap.processes.iter().filter(|p| p.gpu_uuid == g.uuid) {
@@ -100,10 +113,6 @@ fn kai_fractions(
     if fractions.is_empty() {
         return;
     }
-    let reservation = |tenant: &str| {
-        tenants.get(tenant).and_then(|t| t.namespace.as_deref())
-            == Some(crate::grants::KAI_RESERVATION_NAMESPACE)
-    };
     snap.allocations
         .retain(|a| a.gpu_uuid != g.uuid || !reservation(&a.tenant));
     for (tenant, share) in fractions {
@@ -259,6 +268,20 @@ mod tests {
     /// process on the GPU gets the granted quarter, and the reservation pod counts nothing.
     #[test]
     fn a_kai_fraction_pod_counts_its_fraction_where_it_runs() {
+        let key = Tenant::pod_key("u-lab", "main");
+        assert_eq!(kai_allocations(true), [(key, 0.25)]);
+    }
+
+    /// Without a reservation pod on the GPU, KAI shares nothing there: a `gpu-fraction`
+    /// annotation is its author's word alone, and gives no allocation.
+    #[test]
+    fn a_fraction_on_a_gpu_kai_does_not_reserve_counts_nothing() {
+        assert_eq!(kai_allocations(false), []);
+    }
+
+    /// The allocations on a GPU where pod `nb/lab-0`, annotated for a quarter of a GPU, runs a
+    /// process, with or without KAI's reservation pod holding the GPU.
+    fn kai_allocations(reserved: bool) -> Vec<(String, f32)> {
         let mut gpu: GpuInfo = serde_json::from_value(json!({
             "uuid": GPU, "index": 1, "model": "NVIDIA A100-SXM4-80GB",
             "memory_total_bytes": 85_899_345_920_i64
@@ -276,13 +299,14 @@ mod tests {
                 dynamic_resources: vec![],
             }],
         };
-        let a = crate::kubelet::Assignments::new(&[reservation], None);
+        let held = if reserved { vec![reservation] } else { vec![] };
+        let a = crate::kubelet::Assignments::new(&held, None);
         let pod = json!({
             "metadata": {"namespace": "nb", "name": "lab-0", "uid": "u-lab",
                 "annotations": {KAI_FRACTION: "0.25"}},
             "spec": {"containers": [{"name": "main"}]}
         });
-        let a = a.with_grants(Grants::from_objects(&[pod], &[], &[]));
+        let a = a.with_grants(Grants::from_objects(None, &[pod], &[], &[]));
         let key = Tenant::pod_key("u-lab", "main");
         let mut tenants = HashMap::from([(
             key.clone(),
@@ -316,11 +340,9 @@ mod tests {
             None,
             &|_| None,
         );
-        let on: Vec<(&str, f32)> = snap
-            .allocations
+        snap.allocations
             .iter()
-            .map(|x| (x.tenant.as_str(), x.share))
-            .collect();
-        assert_eq!(on, [(key.as_str(), 0.25)]);
+            .map(|x| (x.tenant.clone(), x.share))
+            .collect()
     }
 }

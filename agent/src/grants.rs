@@ -20,8 +20,19 @@
 //!
 //! Every value is bounded: a share outside (0, 1] or a quantity that does not parse is
 //! ignored (the device's equal split stands), never trusted.
+//!
+//! Pod annotations are the pod author's to write, so an annotation alone grants nothing:
+//!
+//! - a HAMi grant counts only on a GPU HAMi's device plugin registered on the node (the Node's
+//!   [`HAMI_REGISTERED`] annotation names it; tenants cannot write Node objects), so on a node
+//!   without HAMi a container cannot shrink its whole GPU to a sliver by annotating its pod;
+//! - a KAI fraction counts only on a GPU one of KAI's reservation pods holds
+//!   (`crate::allocation`);
+//! - HAMi and KAI write a pod's grant before it starts and never change it, so the first read
+//!   that lists a pod fixes its HAMi and KAI grants for its life ([`Grants::keeping_first`]):
+//!   an annotation edited or added later changes nothing.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use serde_json::Value;
 
@@ -35,6 +46,9 @@ pub const KAI_FRACTION: &str = "gpu-fraction";
 pub const KAI_MEMORY: &str = "gpu-memory";
 /// Where KAI's binder runs the pods that reserve a GPU for its fraction pods.
 pub const KAI_RESERVATION_NAMESPACE: &str = "kai-resource-reservation";
+/// HAMi's device plugin's record, on the Node, of the GPUs it serves there (each by UUID; a
+/// `:`-separated list of `,`-separated fields in HAMi up to 2.4, JSON after).
+pub const HAMI_REGISTERED: &str = "hami.io/node-nvidia-register";
 
 const MIB: f64 = 1024.0 * 1024.0;
 
@@ -73,6 +87,8 @@ pub struct Grants {
     pub consumed: HashMap<ClaimDevice, f64>,
     /// HAMi: (namespace, pod, container) → what it was given on each GPU.
     pub hami: HashMap<(String, String, String), Vec<HamiDevice>>,
+    /// The GPUs (UUIDs) HAMi's device plugin registered on the node: HAMi grants count only there.
+    pub hami_gpus: HashSet<String>,
     /// KAI: pod UID → (namespace, pod, grant).
     pub kai: HashMap<String, (String, String, KaiGrant)>,
     /// Every pod of the node: UID → (namespace, name). The API server's word joins a
@@ -86,9 +102,20 @@ fn bounded(x: f64) -> Option<f32> {
 }
 
 impl Grants {
-    /// Reads the node's pods, ResourceSlices and the ResourceClaims its pods hold.
-    pub fn from_objects(pods: &[Value], slices: &[Value], claims: &[Value]) -> Grants {
+    /// Reads the node (None: not readable), its pods, ResourceSlices and the ResourceClaims its
+    /// pods hold.
+    pub fn from_objects(
+        node: Option<&Value>,
+        pods: &[Value],
+        slices: &[Value],
+        claims: &[Value],
+    ) -> Grants {
         let mut g = Grants::default();
+        if let Some(text) =
+            node.and_then(|n| n["metadata"]["annotations"][HAMI_REGISTERED].as_str())
+        {
+            g.hami_gpus = gpu_uuids(text).map(str::to_owned).collect();
+        }
         for s in slices
             .iter()
             .filter(|s| s["spec"]["driver"] == NVIDIA_DRA_DRIVER)
@@ -208,7 +235,43 @@ impl Grants {
         bounded(consumed / total)
     }
 
-    /// The share of GPU `uuid` (of `memory_total` bytes) HAMi gave a container.
+    /// HAMi's and KAI's grants of every pod `earlier` already listed (the same UID) as
+    /// `earlier` read them, present or absent: both write a pod's grant before it starts, so a
+    /// later difference is an edit of the annotation, not a grant. New pods keep this read's.
+    pub fn keeping_first(mut self, earlier: &Grants) -> Grants {
+        let known: HashSet<(&str, &str)> = self
+            .pods
+            .iter()
+            .filter(|(uid, named)| earlier.pods.get(*uid) == Some(*named))
+            .map(|(_, (ns, pod))| (ns.as_str(), pod.as_str()))
+            .collect();
+        let is_known = |(ns, pod, _): &(String, String, String)| known.contains(&(ns, pod));
+        let mut hami: HashMap<_, _> = std::mem::take(&mut self.hami)
+            .into_iter()
+            .filter(|(k, _)| !is_known(k))
+            .collect();
+        hami.extend(
+            earlier
+                .hami
+                .iter()
+                .filter(|(k, _)| is_known(k))
+                .map(|(k, v)| (k.clone(), v.clone())),
+        );
+        self.hami = hami;
+        for (uid, named) in &self.pods {
+            if earlier.pods.get(uid) != Some(named) {
+                continue;
+            }
+            match earlier.kai.get(uid) {
+                Some(k) => self.kai.insert(uid.clone(), k.clone()),
+                None => self.kai.remove(uid),
+            };
+        }
+        self
+    }
+
+    /// The share of GPU `uuid` (of `memory_total` bytes) HAMi gave a container; none on a GPU
+    /// HAMi did not register on the node.
     pub fn hami_share(
         &self,
         holder: (&str, &str, &str),
@@ -220,6 +283,9 @@ impl Grants {
             holder.1.to_owned(),
             holder.2.to_owned(),
         );
+        if !self.hami_gpus.contains(uuid) {
+            return None;
+        }
         let (_, mem, cores) = self.hami.get(&key)?.iter().find(|d| d.0 == uuid)?;
         bounded((mem / memory_total).max(cores / 100.0))
     }
@@ -262,7 +328,15 @@ pub fn quantity(s: &str) -> Option<f64> {
         .bytes()
         .all(|b| b.is_ascii_digit() || matches!(b, b'.' | b'+' | b'-' | b'e' | b'E'));
     let x: f64 = number.parse().ok().filter(|_| well_formed)?;
-    (x.is_finite() && x >= 0.0).then_some(x * factor)
+    let base = x * factor;
+    (base.is_finite() && x >= 0.0).then_some(base)
+}
+
+/// The GPU UUIDs (`GPU-…`) a text names, in whatever format around them: HAMi's registration
+/// has been `,`- and `:`-separated fields and JSON.
+fn gpu_uuids(text: &str) -> impl Iterator<Item = &str> {
+    text.split(|c: char| !(c.is_ascii_alphanumeric() || c == '-'))
+        .filter(|t| t.len() > 4 && t.starts_with("GPU-"))
 }
 
 #[cfg(test)]
@@ -271,7 +345,101 @@ mod tests {
     use serde_json::json;
 
     const GPU: &str = "GPU-a1b2c3d4-0000-4000-8000-00000000a100";
+    const OTHER_GPU: &str = "GPU-a1b2c3d4-0000-4000-8000-00000000a101";
     const GIB: f64 = 1024.0 * 1024.0 * 1024.0;
+
+    /// The Node as HAMi's device plugin leaves it when it serves [`GPU`] (HAMi 2.4's format).
+    fn hami_node() -> Value {
+        registered(&format!(
+            "{GPU},10,81920,100,NVIDIA-A100-SXM4-80GB,0,true,0,hami-core:"
+        ))
+    }
+
+    fn registered(text: &str) -> Value {
+        json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "node-1",
+               "annotations": {HAMI_REGISTERED: text}}})
+    }
+
+    /// A HAMi grant counts only on a GPU HAMi registered on the node: an annotation a pod's
+    /// author wrote on a node without HAMi (or naming a GPU HAMi does not serve) leaves the
+    /// holding whole. Both of HAMi's registration formats name the GPU.
+    #[test]
+    fn an_annotation_alone_grants_nothing() {
+        let pod = json!({"metadata": {"namespace": "web", "name": "api", "uid": "u",
+            "annotations": {HAMI_ALLOCATED: format!("{GPU},NVIDIA,20480,25:;")}},
+            "spec": {"containers": [{"name": "server"}]}});
+        let share =
+            |node: Option<Value>| {
+                Grants::from_objects(node.as_ref(), std::slice::from_ref(&pod), &[], &[])
+                    .hami_share(("web", "api", "server"), GPU, 80.0 * GIB)
+            };
+        assert_eq!(share(None), None, "no Node read");
+        assert_eq!(
+            share(Some(json!({"metadata": {"name": "node-1"}}))),
+            None,
+            "a node without HAMi"
+        );
+        assert_eq!(
+            share(Some(registered(&format!(
+                "{OTHER_GPU},10,81920,100,NVIDIA-A100-SXM4-80GB,0,true:"
+            )))),
+            None,
+            "HAMi serves another GPU"
+        );
+        assert_eq!(
+            share(Some(registered(&format!("x{GPU}")))),
+            None,
+            "part of a longer name"
+        );
+        assert_eq!(share(Some(hami_node())), Some(0.25), "HAMi 2.4's format");
+        let json_format = format!(
+            r#"[{{"id":"{GPU}","count":10,"devmem":81920,"devcore":100,"type":"NVIDIA-A100-SXM4-80GB","numa":0,"health":true}}]"#
+        );
+        assert_eq!(share(Some(registered(&json_format))), Some(0.25), "JSON");
+    }
+
+    /// HAMi and KAI write a pod's grant before it starts: an annotation edited or added after
+    /// the first read that listed the pod changes nothing, while a new pod (a new UID, even under
+    /// an old name) is read as it is.
+    #[test]
+    fn a_grant_edited_after_the_first_read_changes_nothing() {
+        let pod = |name: &str, uid: &str, notes: Value| {
+            json!({"metadata": {"namespace": "a", "name": name, "uid": uid, "annotations": notes},
+                   "spec": {"containers": [{"name": "c"}]}})
+        };
+        let hami = |mib: u32| json!({HAMI_ALLOCATED: format!("{GPU},NVIDIA,{mib},0:;")});
+        let node = hami_node();
+        let first = Grants::from_objects(
+            Some(&node),
+            &[
+                pod("h", "u-h", hami(20480)),
+                pod("k", "u-k", json!({KAI_FRACTION: "0.25"})),
+                pod("plain", "u-p", json!({})),
+                pod("sts-0", "u-old", hami(20480)),
+            ],
+            &[],
+            &[],
+        );
+        let later = Grants::from_objects(
+            Some(&node),
+            &[
+                pod("h", "u-h", hami(820)),
+                pod("k", "u-k", json!({KAI_FRACTION: "0.01"})),
+                pod("plain", "u-p", json!({KAI_FRACTION: "0.01"})),
+                pod("sts-0", "u-new", hami(40960)),
+                pod("fresh", "u-f", hami(10240)),
+            ],
+            &[],
+            &[],
+        )
+        .keeping_first(&first);
+        let hami_share = |pod: &str| later.hami_share(("a", pod, "c"), GPU, 80.0 * GIB);
+        assert_eq!(hami_share("h"), Some(0.25), "edited HAMi grant");
+        assert_eq!(later.kai_share("u-k", 80.0 * GIB), Some(0.25), "edited KAI");
+        assert_eq!(later.kai_share("u-p", 80.0 * GIB), None, "added KAI");
+        assert_eq!(hami_share("sts-0"), Some(0.5), "recreated under its name");
+        assert_eq!(hami_share("fresh"), Some(0.125), "a new pod");
+    }
 
     #[test]
     fn quantities_read_as_the_api_server_writes_them() {
@@ -280,7 +448,9 @@ mod tests {
         assert_eq!(quantity("1.5G"), Some(1.5e9));
         assert_eq!(quantity("85899345920"), Some(85_899_345_920.0));
         assert_eq!(quantity("8e9"), Some(8e9));
-        for bad in ["", "Gi", "-1Gi", "1..2", "NaN", "inf", "20 Gi", "0x10"] {
+        for bad in [
+            "", "Gi", "-1Gi", "1..2", "NaN", "inf", "20 Gi", "0x10", "1e300Ei",
+        ] {
             assert_eq!(quantity(bad), None, "{bad}");
         }
     }
@@ -330,7 +500,12 @@ mod tests {
                 "annotations": {KAI_MEMORY: "20480"}},
             "spec": {"containers": [{"name": "main"}]}
         });
-        let g = Grants::from_objects(&[hami, kai, kai_memory], &[slice], &[claim]);
+        let g = Grants::from_objects(
+            Some(&hami_node()),
+            &[hami, kai, kai_memory],
+            &[slice],
+            &[claim],
+        );
         let c = ClaimDevice {
             namespace: "ml".into(),
             claim: "trainer-gpu".into(),
@@ -413,7 +588,7 @@ mod tests {
                 mutate(o, &mut next, &atoms);
             }
             let [pod, slice, claim] = objs;
-            let g = Grants::from_objects(&[pod], &[slice], &[claim]);
+            let g = Grants::from_objects(Some(&hami_node()), &[pod], &[slice], &[claim]);
             let c = ClaimDevice {
                 namespace: "a".into(),
                 claim: "c".into(),
@@ -447,7 +622,7 @@ mod tests {
             json!({KAI_FRACTION: "NaN"}),
             json!({KAI_MEMORY: "lots"}),
         ] {
-            let g = Grants::from_objects(&[pod(notes.clone())], &[], &[]);
+            let g = Grants::from_objects(Some(&hami_node()), &[pod(notes.clone())], &[], &[]);
             assert_eq!(
                 g.hami_share(("a", "p", "c"), GPU, 80.0 * GIB),
                 None,
@@ -456,7 +631,7 @@ mod tests {
             assert_eq!(g.kai_share("u", 80.0 * GIB), None, "{notes}");
         }
         // More than a GPU is capped at the GPU.
-        let g = Grants::from_objects(&[pod(json!({KAI_FRACTION: "3"}))], &[], &[]);
+        let g = Grants::from_objects(None, &[pod(json!({KAI_FRACTION: "3"}))], &[], &[]);
         assert_eq!(g.kai_share("u", 80.0 * GIB), Some(1.0));
     }
 }

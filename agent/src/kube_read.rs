@@ -1,12 +1,13 @@
 //! Reads what the node's sharing mechanisms granted from the Kubernetes API server
-//! (`--kube-api`): the node's pods (HAMi and KAI annotations), its ResourceSlices
-//! and the ResourceClaims the kubelet says its containers hold — read-only, bounded, and
-//! never on the sampling path: a failed read keeps the grants read last.
+//! (`--kube-api`): the Node (which GPUs HAMi registered), its pods (HAMi and KAI
+//! annotations), its ResourceSlices and the ResourceClaims the kubelet says its containers
+//! hold — read-only, bounded, and never on the sampling path: a failed read keeps the grants
+//! read last.
 //!
 //! Bounds: an answer is read up to [`MAX_ANSWER`] bytes (the read fails at that byte), each
 //! request has [`TIMEOUT`], lists are paged by 500 for at most [`MAX_PAGES`] pages, and at most
-//! [`MAX_CLAIMS`] claims are fetched per pass; a claim's namespace and name must be DNS names
-//! (they come from the kubelet, and end up in a URL path).
+//! [`MAX_CLAIMS`] claims are fetched per pass; the node's name and a claim's namespace and name
+//! must be DNS names (they end up in a URL path).
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -136,6 +137,19 @@ impl KubeRead {
     /// What the mechanisms granted on `node`, for the claims `(namespace, name)` the kubelet
     /// says its containers hold.
     pub async fn grants(&self, node: &str, claims: &[(String, String)]) -> anyhow::Result<Grants> {
+        // The Node says which GPUs HAMi serves here. Unreadable (a chart without `get nodes`,
+        // a name that is no DNS name), HAMi's grants count nowhere: the equal split stands.
+        let node_object = if dns_name(node) {
+            match self.get(&format!("/api/v1/nodes/{node}")).await {
+                Ok(n) => n,
+                Err(e) => {
+                    tracing::warn!(error = %e, "cannot read this node's object; HAMi's grants are not counted until it can be read");
+                    None
+                }
+            }
+        } else {
+            None
+        };
         let on_node = format!("fieldSelector={}", form(&format!("spec.nodeName={node}")));
         let pods = self.list(&format!("/api/v1/pods?{on_node}")).await?;
         let slices = self
@@ -153,7 +167,12 @@ impl KubeRead {
                 got.push(c);
             }
         }
-        Ok(Grants::from_objects(&pods, &slices, &got))
+        Ok(Grants::from_objects(
+            node_object.as_ref(),
+            &pods,
+            &slices,
+            &got,
+        ))
     }
 }
 
@@ -206,6 +225,11 @@ impl NodeGrants {
         }
         match self.read.grants(&self.node, &claims).await {
             Ok(g) => {
+                // Grants HAMi and KAI wrote before a pod started stand against later edits.
+                let g = match last.as_ref() {
+                    Some((_, _, earlier)) => g.keeping_first(earlier),
+                    None => g,
+                };
                 *last = Some((std::time::Instant::now(), claims, g.clone()));
                 Some(g)
             }

@@ -714,8 +714,10 @@ mod tests {
             {"name": "a100-shared", "attributes": {"uuid": {"string": "GPU-c"}}},
             {"name": "elsewhere", "attributes": {"uuid": {"string": "GPU-zz"}}}
         ]}});
-        let a = Assignments::new(&[pod("p", "a100-shared"), pod("q", "elsewhere")], None)
-            .with_grants(crate::grants::Grants::from_objects(&[], &[slice], &[]));
+        let a =
+            Assignments::new(&[pod("p", "a100-shared"), pod("q", "elsewhere")], None).with_grants(
+                crate::grants::Grants::from_objects(None, &[], &[slice], &[]),
+            );
         let r = a.resolved(&gpus);
         let holders: Vec<&str> = r["GPU-c"].iter().map(|h| h.pod.as_str()).collect();
         assert_eq!(holders, ["p"]);

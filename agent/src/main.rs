@@ -190,8 +190,9 @@ struct Source {
     /// Read what per-GPU sharing mechanisms granted from the Kubernetes API server: `in-cluster`
     /// (the pod's ServiceAccount) or a URL. Each container's share is then what its DRA claim
     /// consumed of the device, HAMi's memory and cores grant, or KAI's GPU fraction, instead
-    /// of an equal split (docs/agent.md, "Granted shares"). Needs read access to the node's
-    /// pods, ResourceSlices and ResourceClaims. Unset: shares are split equally.
+    /// of an equal split (docs/agent.md, "Granted shares"); HAMi's only on GPUs the Node says
+    /// HAMi serves, KAI's only on GPUs a KAI reservation pod holds. Needs read access to the
+    /// Node, the node's pods, ResourceSlices and ResourceClaims. Unset: shares are split equally.
     #[arg(long, env = "GPULENS_KUBE_API")]
     kube_api: Option<String>,
     /// Bearer token file for --kube-api (read again every 30 s as the kubelet rotates it;

@@ -1,11 +1,14 @@
 //! The Kubernetes objects that record what a scenario's pods were granted, as the
 //! API server would serve them to the agent: ResourceClaims with their allocation's consumed
-//! capacity and the node's ResourceSlice (DRA), and pods annotated as HAMi's scheduler and KAI
-//! leave them (`crate::grant` says what each grant is).
+//! capacity and the node's ResourceSlice (DRA), pods annotated as HAMi's scheduler and KAI
+//! leave them, and the Node as HAMi's device plugin registers its GPUs on it (`crate::grant`
+//! says what each grant is).
 
 /// The Kubernetes objects that record a node's grants, as the API server would serve them.
 #[derive(Debug, Clone, Default)]
 pub struct Objects {
+    /// The Node; where a pod has a HAMi grant, with HAMi's registration of the node's GPUs.
+    pub node: serde_json::Value,
     pub pods: Vec<serde_json::Value>,
     pub slices: Vec<serde_json::Value>,
     pub claims: Vec<serde_json::Value>,
@@ -20,6 +23,7 @@ pub fn objects(fleet: &crate::Fleet, node: usize, t_ms: i64) -> Objects {
     let pool = n.spec.name.clone();
     let mut out = Objects::default();
     let mut dra = false;
+    let mut hami = false;
     for &i in &n.tenants {
         let spec = &fleet.scenario.tenants[i];
         let Some(g) = &spec.grant else { continue };
@@ -45,6 +49,7 @@ pub fn objects(fleet: &crate::Fleet, node: usize, t_ms: i64) -> Objects {
         let mut claims = Vec::new();
         match g.mechanism.as_str() {
             "hami" => {
+                hami = true;
                 let devices: Vec<String> = gpus
                     .iter()
                     .map(|gpu| format!("{},NVIDIA,{mib},{}", gpu.uuid, g.cores.unwrap_or(0)))
@@ -91,6 +96,30 @@ pub fn objects(fleet: &crate::Fleet, node: usize, t_ms: i64) -> Objects {
                      "containers": [{"name": container}]},
         }));
     }
+    let mut annotations = serde_json::Map::new();
+    if hami {
+        // HAMi 2.4's format: per GPU its UUID, count, memory (MiB), cores, type, NUMA node,
+        // health, index and mode.
+        let registered: Vec<String> = n
+            .gpus
+            .iter()
+            .map(|gpu| {
+                format!(
+                    "{},10,{},100,{},0,true,{},hami-core:",
+                    gpu.uuid,
+                    gpu.memory_total_bytes >> 20,
+                    gpu.model.replace([',', ':'], "-"),
+                    gpu.index
+                )
+            })
+            .collect();
+        annotations.insert(
+            "hami.io/node-nvidia-register".into(),
+            json!(registered.concat()),
+        );
+    }
+    out.node = json!({"apiVersion": "v1", "kind": "Node",
+                      "metadata": {"name": n.spec.name, "annotations": annotations}});
     if dra {
         let devices: Vec<serde_json::Value> = n
             .gpus

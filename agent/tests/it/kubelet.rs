@@ -332,7 +332,8 @@ async fn attribution(pods_dir: bool) {
 /// What per-GPU sharing mechanisms granted, read from a stand-in API server: two
 /// DRA claims consuming 20 GiB and 40 GiB of one 80 GiB A100 through consumable capacity, and
 /// a HAMi container granted 20 GiB and 25 % of the cores of the other. Each allocation's share
-/// is what was granted — 0.25, 0.5, 0.25 — not the equal split the device alone would give.
+/// is what was granted — 0.25, 0.5, 0.25 — not the equal split the device alone would give;
+/// HAMi's only once the Node says HAMi serves that GPU.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn granted_shares_are_what_each_mechanism_granted() {
     let dir = agent::scratch::fresh_dir("kubelet-grants").unwrap();
@@ -404,8 +405,8 @@ async fn granted_shares_are_what_each_mechanism_granted() {
         }))
         .unwrap(),
     );
-    let v = sample_once(&socket, &["--kube-api".into(), api.url().into()]).await;
-    let share = |tenant: &str| {
+    let hami_tenant = "pod/d0d0d0d0-1111-4222-8333-444455556666/main";
+    let share_in = |v: &Value, tenant: &str| {
         v["snapshot"]["allocations"]
             .as_array()
             .unwrap()
@@ -415,6 +416,19 @@ async fn granted_shares_are_what_each_mechanism_granted() {
             .as_f64()
             .unwrap()
     };
+    // Until the Node says HAMi serves the GPU, the pod's annotation is its author's word alone:
+    // the container holds what the kubelet's device gives it, an equal split of the GPU's two
+    // numbered devices.
+    let v = sample_once(&socket, &["--kube-api".into(), api.url().into()]).await;
+    assert_eq!(share_in(&v, hami_tenant), 0.5, "no HAMi on the node");
+    api.add_node(
+        serde_json::from_value(serde_json::json!({"metadata": {"name": "k8s-node-1",
+            "annotations": {"hami.io/node-nvidia-register":
+                format!("{IDLE_GPU},10,81920,100,NVIDIA-A100-SXM4-80GB,0,true,0,hami-core:")}}}))
+        .unwrap(),
+    );
+    let v = sample_once(&socket, &["--kube-api".into(), api.url().into()]).await;
+    let share = |tenant: &str| share_in(&v, tenant);
     assert_eq!(
         share("pod/ml/trainer-0/trainer"),
         0.25,
@@ -426,11 +440,7 @@ async fn granted_shares_are_what_each_mechanism_granted() {
         "a DRA claim of 40 GiB of 80"
     );
     // The API server gave the pod's UID: its tenant is keyed by it, as with the pods directory.
-    assert_eq!(
-        share("pod/d0d0d0d0-1111-4222-8333-444455556666/main"),
-        0.25,
-        "HAMi's 20 GiB and 25 %"
-    );
+    assert_eq!(share(hami_tenant), 0.25, "HAMi's 20 GiB and 25 %");
     // The funnel's allocated GPU-hours are the rollup's: a minute of each sample counts its
     // granted quarter (0.25 GPU-minutes), not a half of a GPU shared by two.
     let snap: model::wire::v1::Snapshot = serde_json::from_value(v["snapshot"].clone()).unwrap();

@@ -63,7 +63,7 @@ fn the_simulators_grant_objects_read_back_as_the_shares_it_allocates() {
     let (snap, tenants) = fleet.snapshot(0, ts);
     let o = simulator::grant_objects::objects(&fleet, 0, ts);
     assert_eq!((o.pods.len(), o.claims.len(), o.slices.len()), (5, 2, 1));
-    let g = Grants::from_objects(&o.pods, &o.slices, &o.claims);
+    let g = Grants::from_objects(Some(&o.node), &o.pods, &o.slices, &o.claims);
     let total = fleet.nodes[0].gpus[0].memory_total_bytes as f64;
     assert_eq!(snap.allocations.len(), 5);
     for a in &snap.allocations {

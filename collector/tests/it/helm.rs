@@ -578,6 +578,7 @@ fn the_chart_renders_every_values_case_validates_and_fits() {
     // Granted shares: read-only rights for the agents, with an API token of their own.
     let mut want: Vec<String> = d.granted();
     want.extend([
+        "cluster:nodes:get".to_owned(),
         "cluster:pods:list".to_owned(),
         "cluster:resourceclaims.resource.k8s.io:get".to_owned(),
         "cluster:resourceslices.resource.k8s.io:list".to_owned(),
