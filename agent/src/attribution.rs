@@ -118,6 +118,8 @@ pub struct ProcFs {
     root: PathBuf,
     boot_ms: Option<i64>,
     users: HashMap<u32, String>,
+    /// Slurm jobs' accounts and users as slurmctld records them, where `squeue` runs.
+    jobs: Option<crate::slurm_jobs::JobRecords>,
 }
 
 /// Linux reports process start times in clock ticks of 1/100 s on every mainstream platform.
@@ -142,6 +144,31 @@ impl ProcFs {
             root: root.to_owned(),
             boot_ms,
             users,
+            jobs: None,
+        }
+    }
+
+    /// Slurm jobs' accounts and users from slurmctld's records instead of their tasks'
+    /// environments ([`crate::slurm_jobs`]).
+    pub fn set_job_records(&mut self, jobs: Option<crate::slurm_jobs::JobRecords>) {
+        self.jobs = jobs;
+    }
+
+    /// Slurm job `job_id`'s account and user: slurmctld's record where `squeue` runs (neither
+    /// until it has answered), else what the environment of its task `pid` says — slurmstepd
+    /// puts them into every task's, and the task's user may rewrite them.
+    pub fn job_record(&self, job_id: &str, pid: Option<u32>) -> (Option<String>, Option<String>) {
+        match &self.jobs {
+            Some(jobs) => jobs
+                .get(job_id)
+                .map_or((None, None), |r| (Some(r.account), Some(r.user))),
+            None => match pid {
+                Some(pid) => (
+                    self.environ(pid, "SLURM_JOB_ACCOUNT"),
+                    self.environ(pid, "SLURM_JOB_USER"),
+                ),
+                None => (None, None),
+            },
         }
     }
 
@@ -214,19 +241,21 @@ impl ProcFs {
                     uid: None,
                 }
             }
-            Owner::SlurmJob { job_id } => Tenant {
-                key: Tenant::slurm_key(&job_id),
-                kind: model::TenantKind::SlurmJob,
-                namespace: None,
-                pod: None,
-                container: None,
-                pod_uid: None,
-                job_id: Some(job_id),
-                // slurmstepd puts the job's account and user into every task's environment.
-                user: user.or_else(|| self.environ(pid, "SLURM_JOB_USER")),
-                account: self.environ(pid, "SLURM_JOB_ACCOUNT"),
-                uid,
-            },
+            Owner::SlurmJob { job_id } => {
+                let (account, job_user) = self.job_record(&job_id, Some(pid));
+                Tenant {
+                    key: Tenant::slurm_key(&job_id),
+                    kind: model::TenantKind::SlurmJob,
+                    namespace: None,
+                    pod: None,
+                    container: None,
+                    pod_uid: None,
+                    job_id: Some(job_id),
+                    user: user.or(job_user),
+                    account,
+                    uid,
+                }
+            }
             Owner::Host => Tenant::host_user(uid?, user),
         })
     }

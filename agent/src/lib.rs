@@ -25,4 +25,5 @@ pub mod schedule;
 pub mod scratch;
 pub mod shipper;
 pub mod slurm;
+pub mod slurm_jobs;
 pub mod spool;

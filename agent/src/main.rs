@@ -168,6 +168,12 @@ struct Source {
     /// Do not read Slurm's GPU holdings.
     #[arg(long)]
     no_slurm: bool,
+    /// The `squeue` that says each Slurm job's account and user as slurmctld records them
+    /// (a path, or a name looked up in PATH). Without one, a job's account is read from its
+    /// tasks' environment, which the job's user can rewrite to charge another account
+    /// (docs/agent.md, "Slurm").
+    #[arg(long, default_value = "squeue", value_name = "PATH")]
+    slurm_squeue: PathBuf,
     /// Cluster name sent with every batch (nvml backend).
     #[arg(long, env = "GPULENS_CLUSTER", default_value = "default")]
     cluster: String,
@@ -268,11 +274,27 @@ fn node_grants(source: &Source) -> anyhow::Result<Option<agent::kube_read::NodeG
     )))
 }
 
+/// slurmctld's records of Slurm jobs through `--slurm-squeue`; None, said where Slurm runs
+/// jobs on this node, when there is no such program.
+fn job_records(source: &Source) -> Option<agent::slurm_jobs::JobRecords> {
+    let records = agent::slurm_jobs::JobRecords::start(&source.slurm_squeue);
+    if records.is_none() && agent::slurm::runs_jobs(&source.cgroup_root) {
+        tracing::warn!(
+            squeue = %source.slurm_squeue.display(),
+            "no squeue to ask: Slurm jobs' accounts are read from their tasks' environment, which a job's user can rewrite (pass --slurm-squeue)"
+        );
+    }
+    records
+}
+
 fn backend(source: &Source) -> anyhow::Result<Box<dyn GpuBackend>> {
     match source.backend {
         BackendKind::Nvml => {
             let node = node_name(source)?;
-            let procfs = ProcFs::new(&source.proc_root, Some(&source.passwd));
+            let mut procfs = ProcFs::new(&source.proc_root, Some(&source.passwd));
+            if !source.no_slurm {
+                procfs.set_job_records(job_records(source));
+            }
             let mut b = NvmlBackend::open(&source.nvml_lib, &source.cluster, &node, procfs)?;
             b.set_replicas(source.time_slicing_replicas);
             b.set_rare_every(source.rare_every);

@@ -117,8 +117,9 @@ pub fn allocate(
     }
 }
 
-/// The tenant of a job known only from its cgroup.
+/// The tenant of a job known only from its cgroup (and slurmctld's record, where `squeue` runs).
 fn job_tenant(job_id: &str, uid: Option<u32>, procfs: &ProcFs) -> Tenant {
+    let (account, job_user) = procfs.job_record(job_id, None);
     Tenant {
         key: Tenant::slurm_key(job_id),
         kind: model::TenantKind::SlurmJob,
@@ -127,10 +128,18 @@ fn job_tenant(job_id: &str, uid: Option<u32>, procfs: &ProcFs) -> Tenant {
         container: None,
         pod_uid: None,
         job_id: Some(job_id.to_owned()),
-        user: uid.and_then(|u| procfs.user_name(u)).map(str::to_owned),
-        account: None,
+        user: uid
+            .and_then(|u| procfs.user_name(u))
+            .map(str::to_owned)
+            .or(job_user),
+        account,
         uid,
     }
+}
+
+/// Whether Slurm keeps job cgroups under `root` (either tree): whether it runs jobs here.
+pub fn runs_jobs(root: &Path) -> bool {
+    root.join("devices/slurm").is_dir() || root.join("system.slice/slurmstepd.scope").is_dir()
 }
 
 /// (job id, directory, uid) of every job cgroup: cgroup v1's devices hierarchy first (it has
@@ -282,6 +291,51 @@ mod tests {
             )],
             "the device list wins over the environment, control devices are not GPUs"
         );
+        std::fs::remove_dir_all(d).unwrap();
+    }
+
+    /// A task's environment says account `finance`; slurmctld says the job runs under
+    /// `physics`. Where `squeue` runs, slurmctld's word is the job's account; only without one
+    /// is the environment read.
+    #[test]
+    fn a_task_does_not_choose_its_jobs_account_where_squeue_runs() {
+        let d = crate::scratch::fresh_dir("slurm").unwrap();
+        let (cg, proc) = (d.join("cgroup"), d.join("proc"));
+        let job = cg.join("system.slice/slurmstepd.scope/job_4242");
+        write(&job.join("step_batch/user/task_0/cgroup.procs"), "9001\n");
+        write(
+            &proc.join("9001/cgroup"),
+            "0::/system.slice/slurmstepd.scope/job_4242/step_batch/user/task_0\n",
+        );
+        environ(
+            &proc,
+            9001,
+            &[
+                ("SLURM_JOB_ID", "4242"),
+                ("SLURM_JOB_GPUS", "0"),
+                ("SLURM_JOB_ACCOUNT", "finance"),
+                ("SLURM_JOB_USER", "mkoch"),
+            ],
+        );
+        let account = |procfs: &ProcFs| {
+            let held = holdings(&cg, procfs);
+            assert_eq!(held.len(), 1, "{held:?}");
+            held[0].tenant.account.clone()
+        };
+        let mut procfs = ProcFs::new(&proc, None);
+        assert_eq!(account(&procfs).as_deref(), Some("finance"), "no squeue");
+        let squeue = crate::slurm_jobs::tests::stand_in_squeue(&d, &[("4242", "physics mkoch")]);
+        let jobs = crate::slurm_jobs::JobRecords::start(&squeue).unwrap();
+        procfs.set_job_records(Some(jobs.clone()));
+        assert!(crate::slurm_jobs::tests::answered(&jobs, "4242").is_some());
+        assert_eq!(account(&procfs).as_deref(), Some("physics"));
+        assert_eq!(
+            procfs.tenant(9001).and_then(|t| t.account).as_deref(),
+            Some("physics"),
+            "the job's processes too"
+        );
+        assert!(runs_jobs(&cg));
+        assert!(!runs_jobs(&d.join("proc")));
         std::fs::remove_dir_all(d).unwrap();
     }
 

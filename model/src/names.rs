@@ -8,6 +8,15 @@
 /// of claim results it allocated.
 pub const NVIDIA_DRA_DRIVER: &str = "gpu.nvidia.com";
 
+/// An account or user name as Slurm allows them in practice: 1–64 of letters, digits, `._@-`.
+/// Such a name carries no whitespace, separator or control character.
+pub fn is_slurm_name(v: &str) -> bool {
+    !v.is_empty()
+        && v.len() <= 64
+        && v.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"._@-".contains(&b))
+}
+
 /// The longest DNS-1123 subdomain.
 pub const MAX_SUBDOMAIN_LEN: usize = 253;
 

@@ -50,14 +50,6 @@ fn states(v: &Value) -> Vec<&str> {
     }
 }
 
-/// An account or user name as Slurm allows them in practice: 1–64 of letters, digits, `._@-`.
-fn slurm_name(v: &str) -> bool {
-    !v.is_empty()
-        && v.len() <= 64
-        && v.bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b"._@-".contains(&b))
-}
-
 /// GPUs in one TRES list: `gres/gpu=8` (or `gres/gpu:a100=8`, when no untyped total is
 /// given) in `tres_req_str`; `gres:gpu:8`, `gres:gpu:a100:8`, `gres/gpu:8` in the
 /// per-job and per-node fields.
@@ -143,7 +135,7 @@ pub fn job_of(
         return Ok(Job::Held);
     }
     let account = job.get("account").and_then(Value::as_str).unwrap_or("");
-    if !slurm_name(account) {
+    if !model::names::is_slurm_name(account) {
         return Err(format!(
             "job {id}: account {account:?} is not an account name"
         ));
@@ -500,7 +492,7 @@ mod tests {
                     waiting += 1;
                     for r in records {
                         assert!((1..=MAX_GPUS).contains(&r.count), "{r:?}");
-                        assert!(slurm_name(&r.scope), "{r:?}");
+                        assert!(model::names::is_slurm_name(&r.scope), "{r:?}");
                         assert!(
                             r.name.chars().count() <= 253 && !r.name.chars().any(char::is_control)
                         );
