@@ -96,11 +96,20 @@ pub fn objects(fleet: &crate::Fleet, node: usize, t_ms: i64) -> Objects {
                      "containers": [{"name": container}]},
         }));
     }
+    out.node = node_object(n, hami);
+    if dra {
+        out.slices.push(slice(n, &pool));
+    }
+    out
+}
+
+/// The Node; with HAMi's registration of its GPUs when `hami` (HAMi 2.4's format: per GPU its
+/// UUID, count, memory in MiB, cores, type, NUMA node, health, index and mode).
+fn node_object(n: &crate::fleet::SimNode, hami: bool) -> serde_json::Value {
+    use serde_json::json;
     let mut annotations = serde_json::Map::new();
     if hami {
-        // HAMi 2.4's format: per GPU its UUID, count, memory (MiB), cores, type, NUMA node,
-        // health, index and mode.
-        let registered: Vec<String> = n
+        let registered: String = n
             .gpus
             .iter()
             .map(|gpu| {
@@ -113,30 +122,30 @@ pub fn objects(fleet: &crate::Fleet, node: usize, t_ms: i64) -> Objects {
                 )
             })
             .collect();
-        annotations.insert(
-            "hami.io/node-nvidia-register".into(),
-            json!(registered.concat()),
-        );
+        annotations.insert("hami.io/node-nvidia-register".into(), json!(registered));
     }
-    out.node = json!({"apiVersion": "v1", "kind": "Node",
-                      "metadata": {"name": n.spec.name, "annotations": annotations}});
-    if dra {
-        let devices: Vec<serde_json::Value> = n
-            .gpus
-            .iter()
-            .map(|gpu| {
-                json!({"name": format!("gpu-{}", gpu.index), "allowMultipleAllocations": true,
-                       "attributes": {"uuid": {"string": gpu.uuid}},
-                       "capacity": {"memory": {"value": gpu.memory_total_bytes.to_string()}}})
-            })
-            .collect();
-        out.slices.push(json!({
-            "apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice",
-            "metadata": {"name": format!("{}-gpu.nvidia.com", n.spec.name)},
-            "spec": {"driver": model::names::NVIDIA_DRA_DRIVER, "nodeName": n.spec.name,
-                     "pool": {"name": pool, "generation": 1, "resourceSliceCount": 1},
-                     "devices": devices},
-        }));
-    }
-    out
+    json!({"apiVersion": "v1", "kind": "Node",
+           "metadata": {"name": n.spec.name, "annotations": annotations}})
+}
+
+/// The node's ResourceSlice of NVIDIA's DRA driver: each GPU a device that allows several
+/// allocations, its memory the capacity.
+fn slice(n: &crate::fleet::SimNode, pool: &str) -> serde_json::Value {
+    use serde_json::json;
+    let devices: Vec<serde_json::Value> = n
+        .gpus
+        .iter()
+        .map(|gpu| {
+            json!({"name": format!("gpu-{}", gpu.index), "allowMultipleAllocations": true,
+                   "attributes": {"uuid": {"string": gpu.uuid}},
+                   "capacity": {"memory": {"value": gpu.memory_total_bytes.to_string()}}})
+        })
+        .collect();
+    json!({
+        "apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice",
+        "metadata": {"name": format!("{}-gpu.nvidia.com", n.spec.name)},
+        "spec": {"driver": model::names::NVIDIA_DRA_DRIVER, "nodeName": n.spec.name,
+                 "pool": {"name": pool, "generation": 1, "resourceSliceCount": 1},
+                 "devices": devices},
+    })
 }
