@@ -287,14 +287,34 @@ fn job_records(source: &Source) -> Option<agent::slurm_jobs::JobRecords> {
     records
 }
 
+/// The one sample of `sample --once` carries its Slurm jobs' accounts: each job holding a GPU
+/// here is asked of `squeue` first, and answered or given up on within
+/// [`agent::slurm_jobs::TIMEOUT`].
+async fn answered_jobs(source: &Source, jobs: &agent::slurm_jobs::JobRecords) {
+    let mut procfs = ProcFs::new(&source.proc_root, Some(&source.passwd));
+    procfs.set_job_records(Some(jobs.clone()));
+    let held = agent::slurm::holdings(&source.cgroup_root, &procfs);
+    let until = std::time::Instant::now() + agent::slurm_jobs::TIMEOUT;
+    while held.iter().any(|h| jobs.asking(&h.job_id)) && std::time::Instant::now() < until {
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+}
+
 fn backend(source: &Source) -> anyhow::Result<Box<dyn GpuBackend>> {
+    let jobs = (!source.no_slurm).then(|| job_records(source)).flatten();
+    backend_with(source, jobs)
+}
+
+/// [`backend`], with Slurm jobs' records from `jobs`.
+fn backend_with(
+    source: &Source,
+    jobs: Option<agent::slurm_jobs::JobRecords>,
+) -> anyhow::Result<Box<dyn GpuBackend>> {
     match source.backend {
         BackendKind::Nvml => {
             let node = node_name(source)?;
             let mut procfs = ProcFs::new(&source.proc_root, Some(&source.passwd));
-            if !source.no_slurm {
-                procfs.set_job_records(job_records(source));
-            }
+            procfs.set_job_records(jobs);
             let mut b = NvmlBackend::open(&source.nvml_lib, &source.cluster, &node, procfs)?;
             b.set_replicas(source.time_slicing_replicas);
             b.set_rare_every(source.rare_every);
@@ -423,7 +443,13 @@ async fn run(command: Command) -> anyhow::Result<()> {
 
 /// `gpulens-agent sample`: one cycle, printed.
 async fn sample(source: &Source, format: Format) -> anyhow::Result<()> {
-    let mut b = backend(source)?;
+    let jobs = (!source.no_slurm && matches!(source.backend, BackendKind::Nvml))
+        .then(|| job_records(source))
+        .flatten();
+    if let Some(jobs) = &jobs {
+        answered_jobs(source, jobs).await;
+    }
+    let mut b = backend_with(source, jobs)?;
     let grants = node_grants(source)?;
     if let Some(a) = agent::runner::kubelet_assignments(
         &source.pod_resources_socket,

@@ -100,6 +100,12 @@ impl JobRecords {
         }
         None
     }
+
+    /// Whether job `id` is being asked about now (asked for and not yet answered).
+    pub fn asking(&self, id: &str) -> bool {
+        let st = self.shared.state.lock().expect("job records lock");
+        st.queued.contains(id)
+    }
 }
 
 /// The worker: asks for each wanted job in turn.
@@ -288,6 +294,7 @@ pub(crate) mod tests {
                 user: "mkoch".into()
             })
         );
+        assert!(!jobs.asking("884213"), "answered");
         // An unknown job stays unknown, and is not asked again before RETRY.
         assert_eq!(jobs.get("7"), None);
         while std::fs::read_to_string(&log)

@@ -25,7 +25,17 @@ fn a_slurm_job_holding_a_gpu_without_a_process_gets_its_allocation() {
     };
     let run_table =
         |scratch: &std::path::Path| String::from_utf8(agent_sample(scratch, "table", &[])).unwrap();
-    let v = run(&[]);
+    // slurmctld's word on the job's account: a stand-in squeue, as squeue answers.
+    let squeue = scratch.join("squeue");
+    std::fs::write(
+        &squeue,
+        "#!/bin/sh\n[ \"$3\" = 884213 ] && echo 'physics mkoch' && exit 0\nexit 1\n",
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&squeue, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let squeue = squeue.to_str().unwrap();
+    let v = run(&["--slurm-squeue", squeue]);
     let allocations = v["snapshot"]["allocations"].as_array().unwrap();
     let held: Vec<&Value> = allocations
         .iter()
@@ -53,7 +63,21 @@ fn a_slurm_job_holding_a_gpu_without_a_process_gets_its_allocation() {
         .expect("the job is a tenant");
     assert_eq!(tenant["kind"], "slurm_job");
     assert_eq!(tenant["user"], "mkoch");
-    assert_eq!(tenant["account"], "climate");
+    assert_eq!(
+        tenant["account"], "physics",
+        "slurmctld's account, not the task's environment's"
+    );
+    // Without a squeue, the task's environment is all there is.
+    let v = run(&["--slurm-squeue", "no-such-squeue"]);
+    let account = |v: &Value| {
+        v["tenants"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|t| t["key"] == "slurm/884213")
+            .map(|t| t["account"].clone())
+    };
+    assert_eq!(account(&v), Some(Value::from("climate")));
     // The table for people shows the holding, and that nothing of the job runs there.
     let table = run_table(&scratch);
     let line = table
