@@ -172,6 +172,12 @@ impl ProcFs {
         }
     }
 
+    /// The GPUs (device minors) Slurm job `job_id` holds on this node as slurmctld records
+    /// them; None where `squeue` does not run, has not answered, or does not say.
+    pub fn job_gpus(&self, job_id: &str) -> Option<std::collections::BTreeSet<u32>> {
+        self.jobs.as_ref()?.get(job_id)?.gpus
+    }
+
     /// When the process started (ms since the epoch), from field 22 of /proc/PID/stat.
     pub fn start_time_ms(&self, pid: u32) -> Option<i64> {
         let stat = std::fs::read_to_string(self.root.join(pid.to_string()).join("stat")).ok()?;

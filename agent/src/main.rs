@@ -168,10 +168,10 @@ struct Source {
     /// Do not read Slurm's GPU holdings.
     #[arg(long)]
     no_slurm: bool,
-    /// The `squeue` that says each Slurm job's account and user as slurmctld records them
-    /// (a path, or a name looked up in PATH). Without one, a job's account is read from its
-    /// tasks' environment, which the job's user can rewrite to charge another account
-    /// (docs/agent.md, "Slurm").
+    /// The `squeue` (Slurm 21.08 or later) that says each Slurm job's account, user and GPUs on
+    /// this node as slurmctld records them (a path, or a name looked up in PATH). Without one,
+    /// a job's account (and on cgroup v2 its GPUs) is read from its tasks' environment, which
+    /// the job's user can rewrite (docs/agent.md, "Slurm").
     #[arg(long, default_value = "squeue", value_name = "PATH")]
     slurm_squeue: PathBuf,
     /// Cluster name sent with every batch (nvml backend).
@@ -275,13 +275,14 @@ fn node_grants(source: &Source) -> anyhow::Result<Option<agent::kube_read::NodeG
 }
 
 /// slurmctld's records of Slurm jobs through `--slurm-squeue`; None, said where Slurm runs
-/// jobs on this node, when there is no such program.
+/// jobs on this node, when there is no such program (or no node name).
 fn job_records(source: &Source) -> Option<agent::slurm_jobs::JobRecords> {
-    let records = agent::slurm_jobs::JobRecords::start(&source.slurm_squeue);
+    let node = node_name(source).ok()?;
+    let records = agent::slurm_jobs::JobRecords::start(&source.slurm_squeue, &node);
     if records.is_none() && agent::slurm::runs_jobs(&source.cgroup_root) {
         tracing::warn!(
             squeue = %source.slurm_squeue.display(),
-            "no squeue to ask: Slurm jobs' accounts are read from their tasks' environment, which a job's user can rewrite (pass --slurm-squeue)"
+            "no squeue to ask: Slurm jobs' accounts (and on cgroup v2 their GPUs) are read from their tasks' environment, which a job's user can rewrite (pass --slurm-squeue)"
         );
     }
     records

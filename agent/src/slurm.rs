@@ -1,17 +1,22 @@
 //! Slurm's own record of which job holds which GPU, so that a job holding a GPU and running
 //! nothing on it is seen: a holding without a process is exactly what an idle allocation is.
-//! Two sources, as slurmd and slurmstepd leave them on the node (docs/agent.md, "Slurm"):
+//! Three sources, in this order (docs/agent.md, "Slurm"):
 //!
 //! - **the job's device cgroup** (cgroup v1, `task/cgroup` with `ConstrainDevices=yes`):
 //!   `devices/slurm/uid_U/job_J/devices.list`, whose `c 195:N` lines are the NVIDIA devices
 //!   the job may open (`/dev/nvidiaN`, minor N; 254 and 255 are nvidia-modeset and nvidiactl);
-//! - **the job's environment** (any cgroup version): `SLURM_JOB_GPUS` (batch and interactive
-//!   steps) or `SLURM_STEP_GPUS` (srun steps) of a task found through the job's cgroup
-//!   (`system.slice/slurmstepd.scope/job_J/…/cgroup.procs` on v2). These are Slurm's global
-//!   GPU ids — the order of gres.conf's device files, `/dev/nvidia[0-N]` (or AutoDetect=nvml):
-//!   the device minor number — never relative to the job's cgroup as `CUDA_VISIBLE_DEVICES` is.
+//! - **slurmctld's record** (`crate::slurm_jobs`, where `squeue` runs): the job's GRES on this
+//!   node, `gpu:2(IDX:0-1)`;
+//! - **the job's environment** (any cgroup version, only where neither says): `SLURM_JOB_GPUS`
+//!   (batch and interactive steps) or `SLURM_STEP_GPUS` (srun steps) of a task found through
+//!   the job's cgroup (`system.slice/slurmstepd.scope/job_J/…/cgroup.procs` on v2) — its user's
+//!   to rewrite.
 //!
-//! Both are bounded: at most [`MAX_JOBS`] jobs and [`MAX_TASKS`] tasks tried per job.
+//! All are Slurm's global GPU ids — the order of gres.conf's device files, `/dev/nvidia[0-N]`
+//! (or AutoDetect=nvml): the device minor number — never relative to the job's cgroup as
+//! `CUDA_VISIBLE_DEVICES` is.
+//!
+//! The scan is bounded: at most [`MAX_JOBS`] jobs and [`MAX_TASKS`] tasks tried per job.
 
 use std::collections::{BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
@@ -52,9 +57,11 @@ pub fn holdings(cgroup_root: &Path, procfs: &ProcFs) -> Vec<Holding> {
             .into_iter()
             .take(MAX_TASKS)
             .find(|pid| procfs.environ(*pid, "SLURM_JOB_ID").as_deref() == Some(&job_id));
-        let minors = match from_cgroup {
-            Some(m) => m,
-            None => pid.map(|p| env_gpus(procfs, p)).unwrap_or_default(),
+        // The device list is root's; without one slurmctld's record, and only where it says
+        // nothing a task's environment (its user's to rewrite).
+        let minors = match (from_cgroup, procfs.job_gpus(&job_id)) {
+            (Some(m), _) | (None, Some(m)) => m,
+            (None, None) => pid.map(|p| env_gpus(procfs, p)).unwrap_or_default(),
         };
         if minors.is_empty() {
             continue;
@@ -294,11 +301,11 @@ mod tests {
         std::fs::remove_dir_all(d).unwrap();
     }
 
-    /// A task's environment says account `finance`; slurmctld says the job runs under
-    /// `physics`. Where `squeue` runs, slurmctld's word is the job's account; only without one
-    /// is the environment read.
+    /// On cgroup v2 a task's environment says account `finance` and GPU 0; slurmctld says the
+    /// job runs under `physics` on GPUs 1 and 2 here. Where `squeue` runs, slurmctld's word is
+    /// the job's; only without one is the environment read.
     #[test]
-    fn a_task_does_not_choose_its_jobs_account_where_squeue_runs() {
+    fn a_task_does_not_choose_its_jobs_account_or_gpus_where_squeue_runs() {
         let d = crate::scratch::fresh_dir("slurm").unwrap();
         let (cg, proc) = (d.join("cgroup"), d.join("proc"));
         let job = cg.join("system.slice/slurmstepd.scope/job_4242");
@@ -317,18 +324,31 @@ mod tests {
                 ("SLURM_JOB_USER", "mkoch"),
             ],
         );
-        let account = |procfs: &ProcFs| {
+        let held = |procfs: &ProcFs| {
             let held = holdings(&cg, procfs);
             assert_eq!(held.len(), 1, "{held:?}");
-            held[0].tenant.account.clone()
+            (held[0].tenant.account.clone(), held[0].minors.clone())
         };
         let mut procfs = ProcFs::new(&proc, None);
-        assert_eq!(account(&procfs).as_deref(), Some("finance"), "no squeue");
-        let squeue = crate::slurm_jobs::tests::stand_in_squeue(&d, &[("4242", "physics mkoch")]);
-        let jobs = crate::slurm_jobs::JobRecords::start(&squeue).unwrap();
+        assert_eq!(
+            held(&procfs),
+            (Some("finance".to_owned()), BTreeSet::from([0])),
+            "no squeue"
+        );
+        let answer = crate::slurm_jobs::tests::job(
+            4242,
+            "physics",
+            "gpu-[6-7]",
+            &["gpu:1(IDX:0)", "gpu:2(IDX:1-2)"],
+        );
+        let squeue = crate::slurm_jobs::tests::stand_in_squeue(&d, &[("4242", answer)]);
+        let jobs = crate::slurm_jobs::JobRecords::start(&squeue, "gpu-7").unwrap();
         procfs.set_job_records(Some(jobs.clone()));
         assert!(crate::slurm_jobs::tests::answered(&jobs, "4242").is_some());
-        assert_eq!(account(&procfs).as_deref(), Some("physics"));
+        assert_eq!(
+            held(&procfs),
+            (Some("physics".to_owned()), BTreeSet::from([1, 2]))
+        );
         assert_eq!(
             procfs.tenant(9001).and_then(|t| t.account).as_deref(),
             Some("physics"),

@@ -1,15 +1,18 @@
-//! Slurm jobs' accounts and users as slurmctld records them, asked of `squeue` on a thread of
-//! their own, never on the sampling path. A task's environment is its user's to rewrite: `env
-//! SLURM_JOB_ACCOUNT=other ./train` would have the job's GPU charged to another account's team
-//! (`[teams] accounts`). So where `squeue` runs, a job's account is slurmctld's or unknown,
-//! never a task's word; the environment is read only on hosts without `squeue`
-//! (docs/agent.md, "Slurm").
+//! Slurm jobs as slurmctld records them — the account a job runs under, its user, and the GPUs it
+//! holds on this node — asked of `squeue --json` on a thread of their own, never on the
+//! sampling path. A task's environment is its user's to rewrite: `env SLURM_JOB_ACCOUNT=other
+//! ./train` would have the job's GPUs charged to another account's team (`[teams] accounts`),
+//! and `SLURM_JOB_GPUS=` would hide a GPU the job holds and leaves idle. So where `squeue` runs,
+//! a job's account is slurmctld's or unknown, and its GPUs here are slurmctld's where it names
+//! them (`gres_detail`, `gpu:2(IDX:0-1)` for each of the job's nodes); the environment is read
+//! only where it does not (docs/agent.md, "Slurm").
 //!
 //! Bounds: one `squeue` at a time, each with [`TIMEOUT`] and at most [`MAX_ANSWER`] bytes read;
 //! a job slurmctld does not know (finished, or `squeue` failed) is asked again after [`RETRY`];
-//! at most [`MAX_JOBS`] jobs are remembered.
+//! at most [`MAX_JOBS`] jobs are remembered; a job's node list expands to at most
+//! [`MAX_NODES`] names.
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};
 use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -18,18 +21,25 @@ use std::time::{Duration, Instant};
 
 /// How long one `squeue` may take before it is killed.
 pub const TIMEOUT: Duration = Duration::from_secs(5);
-/// The most bytes of `squeue`'s answer read (one line of two names is under 140).
-pub const MAX_ANSWER: u64 = 4096;
+/// The most bytes of `squeue`'s answer read (one job is 3–6 KiB of JSON).
+pub const MAX_ANSWER: u64 = 1024 * 1024;
+/// The most node names one job's node list expands to.
+pub const MAX_NODES: usize = 65_536;
+/// GPU indices at and above this are not GPUs (NVIDIA's control devices' minors start here).
+const MAX_GPU_INDEX: u32 = 254;
 /// How long a job slurmctld did not answer for stays unknown before it is asked again.
 pub const RETRY: Duration = Duration::from_secs(60);
 /// The most jobs remembered (a node runs a handful at a time).
 pub const MAX_JOBS: usize = 4096;
 
-/// What slurmctld records of a job: the account it runs under and its user.
+/// What slurmctld records of a job: the account it runs under, its user, and the GPUs (Slurm's
+/// indices: the device minor numbers) it holds on this node — None where slurmctld does not say
+/// (the node is not in the job's list as named here).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct JobRecord {
     pub account: String,
     pub user: String,
+    pub gpus: Option<BTreeSet<u32>>,
 }
 
 /// What is known of one job.
@@ -49,6 +59,8 @@ struct State {
 
 struct Shared {
     squeue: PathBuf,
+    /// This node's name, as the job's node list names it.
+    node: String,
     state: Mutex<State>,
     wake: Condvar,
 }
@@ -67,12 +79,13 @@ impl std::fmt::Debug for JobRecords {
 
 impl JobRecords {
     /// Records asked of the `squeue` at `squeue` (a path, or a name looked up in `PATH`), on a
-    /// thread started now. None when no such program can be found: the caller falls back to
-    /// the tasks' environment, and says so.
-    pub fn start(squeue: &Path) -> Option<JobRecords> {
+    /// thread started now, for node `node`. None when no such program can be found: the caller
+    /// falls back to the tasks' environment, and says so.
+    pub fn start(squeue: &Path, node: &str) -> Option<JobRecords> {
         let squeue = find_program(squeue)?;
         let shared = Arc::new(Shared {
             squeue,
+            node: node.to_owned(),
             state: Mutex::default(),
             wake: Condvar::new(),
         });
@@ -120,7 +133,7 @@ fn ask_forever(shared: &Shared) {
                 st = shared.wake.wait(st).expect("job records lock");
             }
         };
-        let answer = ask(&shared.squeue, &id);
+        let answer = ask(&shared.squeue, &id, &shared.node);
         if let Err(e) = &answer {
             tracing::warn!(job = %id, error = %e, "slurmctld's record of the job could not be read; its account stays unknown");
         }
@@ -142,20 +155,29 @@ fn ask_forever(shared: &Shared) {
     }
 }
 
-/// `squeue --noheader --jobs ID --format '%a %u'`: the job's account and user; None when
-/// slurmctld does not know the job.
-fn ask(squeue: &Path, id: &str) -> anyhow::Result<Option<JobRecord>> {
+/// `squeue --json --jobs ID`: the job's record; None when slurmctld does not know the job.
+fn ask(squeue: &Path, id: &str, node: &str) -> anyhow::Result<Option<JobRecord>> {
     anyhow::ensure!(
-        !id.is_empty() && id.bytes().all(|b| b.is_ascii_digit()),
+        !id.is_empty() && id.len() <= 20 && id.bytes().all(|b| b.is_ascii_digit()),
         "{id:?} is not a job id"
     );
     let mut child = Command::new(squeue)
-        .args(["--noheader", "--jobs", id, "--format", "%a %u"])
+        .args(["--json", "--jobs", id])
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
         .map_err(|e| anyhow::anyhow!("{}: {e}", squeue.display()))?;
+    // Read while it runs (an answer past the pipe's buffer would block it); past MAX_ANSWER
+    // the pipe is closed and squeue stops.
+    let stdout = child.stdout.take().expect("piped");
+    let reader = std::thread::spawn(move || {
+        let mut out = Vec::new();
+        stdout
+            .take(MAX_ANSWER + 1)
+            .read_to_end(&mut out)
+            .map(|_| out)
+    });
     let started = Instant::now();
     let status = loop {
         if let Some(status) = child.try_wait()? {
@@ -168,37 +190,144 @@ fn ask(squeue: &Path, id: &str) -> anyhow::Result<Option<JobRecord>> {
         }
         std::thread::sleep(Duration::from_millis(10));
     };
-    let mut out = String::new();
-    if let Some(stdout) = child.stdout.take() {
-        stdout.take(MAX_ANSWER).read_to_string(&mut out)?;
-    }
+    let out = reader
+        .join()
+        .map_err(|_| anyhow::anyhow!("reading squeue's answer failed"))??;
+    anyhow::ensure!(
+        out.len() as u64 <= MAX_ANSWER,
+        "squeue answered more than {MAX_ANSWER} bytes"
+    );
     if !status.success() {
         // squeue exits 1 for a job id slurmctld no longer holds ("Invalid job id specified").
         return Ok(None);
     }
-    parse(&out)
+    parse(&out, id, node)
 }
 
-/// The one line `squeue` prints: the account and the user, each a Slurm name. Nothing: no such
-/// job. Anything else is refused, never half-read.
-fn parse(out: &str) -> anyhow::Result<Option<JobRecord>> {
-    let mut lines = out.lines().filter(|l| !l.trim().is_empty());
-    let Some(line) = lines.next() else {
+/// Job `id` in `squeue --json`'s document (the one slurmrestd's `/jobs` serves): its
+/// `account`, `user_name`, and from `nodes` (a hostlist) and `gres_detail` (one entry per node,
+/// in that order) the GPU indices on `node`. No such job: None. A job whose account or user is
+/// no Slurm name is refused, never half-read.
+fn parse(out: &[u8], id: &str, node: &str) -> anyhow::Result<Option<JobRecord>> {
+    let doc: serde_json::Value = serde_json::from_slice(out)?;
+    let jobs = doc["jobs"]
+        .as_array()
+        .ok_or_else(|| anyhow::anyhow!("squeue's answer has no jobs list"))?;
+    let Some(job) = jobs
+        .iter()
+        .find(|j| j["job_id"].as_u64().is_some_and(|n| n.to_string() == id))
+    else {
         return Ok(None);
     };
-    anyhow::ensure!(lines.next().is_none(), "squeue printed more than one job");
-    let fields: Vec<&str> = line.split_whitespace().collect();
-    let [account, user] = fields[..] else {
-        anyhow::bail!("squeue printed {line:?}, not an account and a user");
+    let name = |field: &str| {
+        job[field]
+            .as_str()
+            .filter(|v| model::names::is_slurm_name(v))
+            .map(str::to_owned)
+            .ok_or_else(|| anyhow::anyhow!("job {id}: {field} is not a Slurm name"))
     };
-    anyhow::ensure!(
-        model::names::is_slurm_name(account) && model::names::is_slurm_name(user),
-        "squeue printed {line:?}, not an account and a user"
-    );
+    let (account, user) = (name("account")?, name("user_name")?);
+    // This node's place in the job's node list; its GRES entry there (none: no GRES).
+    let short = node.split('.').next().unwrap_or(node);
+    let gpus = job["nodes"]
+        .as_str()
+        .and_then(|list| expand_hostlist(list, MAX_NODES))
+        .and_then(|names| names.iter().position(|n| n == node || n == short))
+        .and_then(|at| match job["gres_detail"].as_array()?.get(at) {
+            Some(entry) => gpu_indices(entry.as_str()?),
+            None => Some(BTreeSet::new()),
+        });
     Ok(Some(JobRecord {
-        account: account.to_owned(),
-        user: user.to_owned(),
+        account,
+        user,
+        gpus,
     }))
+}
+
+/// Slurm's hostlist (`gpu-[005-006,010],cn1`, brackets in several places multiplying) as
+/// names; None when malformed or longer than `max`.
+fn expand_hostlist(list: &str, max: usize) -> Option<Vec<String>> {
+    let mut out = Vec::new();
+    let (mut depth, mut from) = (0, 0);
+    let mut parts = Vec::new();
+    for (i, c) in list.char_indices() {
+        match c {
+            '[' => depth += 1,
+            ']' => depth -= 1,
+            ',' if depth == 0 => {
+                parts.push(&list[from..i]);
+                from = i + 1;
+            }
+            _ => {}
+        }
+        if !(0..=1).contains(&depth) {
+            return None;
+        }
+    }
+    parts.push(&list[from..]);
+    for part in parts.into_iter().filter(|p| !p.is_empty()) {
+        let mut names = vec![String::new()];
+        let mut rest = part;
+        while !rest.is_empty() {
+            let Some(open) = rest.find('[') else {
+                names.iter_mut().for_each(|n| n.push_str(rest));
+                break;
+            };
+            let close = rest.find(']')?;
+            let (prefix, ranges) = (&rest[..open], rest.get(open + 1..close)?);
+            let mut items = Vec::new();
+            for range in ranges.split(',') {
+                let (a, b) = range.split_once('-').unwrap_or((range, range));
+                let (lo, hi): (u64, u64) = (a.parse().ok()?, b.parse().ok()?);
+                if hi < lo || (hi - lo) as usize >= max {
+                    return None;
+                }
+                items.extend((lo..=hi).map(|n| format!("{n:0width$}", width = a.len())));
+            }
+            let mut next = Vec::with_capacity(names.len() * items.len());
+            for n in &names {
+                for item in &items {
+                    next.push(format!("{n}{prefix}{item}"));
+                }
+            }
+            if next.len() + out.len() > max {
+                return None;
+            }
+            names = next;
+            rest = &rest[close + 1..];
+        }
+        out.extend(names);
+        if out.len() > max {
+            return None;
+        }
+    }
+    Some(out)
+}
+
+/// The GPU indices one node's `gres_detail` entry names: `gpu:2(IDX:0-1)`,
+/// `gpu:a100:3(IDX:0,2-3)`, with other GRES beside them; `IDX:N/A` or no `gpu` entry names
+/// none. None when an index is malformed or no GPU's.
+fn gpu_indices(detail: &str) -> Option<BTreeSet<u32>> {
+    let mut out = BTreeSet::new();
+    let mut rest = detail;
+    while let Some(at) = rest.find("(IDX:") {
+        let gres = rest[..at].rsplit(',').next().unwrap_or("");
+        let list_end = rest[at..].find(')')? + at;
+        let list = &rest[at + "(IDX:".len()..list_end];
+        rest = &rest[list_end + 1..];
+        if !gres.starts_with("gpu") || list == "N/A" {
+            continue;
+        }
+        for range in list.split(',') {
+            let (a, b) = range.split_once('-').unwrap_or((range, range));
+            let (lo, hi): (u32, u32) = (a.parse().ok()?, b.parse().ok()?);
+            if hi < lo || hi >= MAX_GPU_INDEX {
+                return None;
+            }
+            out.extend(lo..=hi);
+        }
+    }
+    Some(out)
 }
 
 /// `program` as given when it holds a `/`, else the first executable of that name in `PATH`.
@@ -219,15 +348,15 @@ fn find_program(program: &Path) -> Option<PathBuf> {
 pub(crate) mod tests {
     use super::*;
 
-    /// A stand-in `squeue` in `dir` answering as squeue does: the line `answers` gives a job,
-    /// else nothing and exit 1 ("Invalid job id specified"); each call's arguments are appended
-    /// to `dir/asked`.
-    pub(crate) fn stand_in_squeue(dir: &Path, answers: &[(&str, &str)]) -> PathBuf {
+    /// A stand-in `squeue` in `dir` answering `--json --jobs ID` as squeue does: `{"jobs":
+    /// [job]}` for a job `answers` gives, else an error and exit 1 ("Invalid job id
+    /// specified"); each call's arguments are appended to `dir/asked`.
+    pub(crate) fn stand_in_squeue(dir: &Path, answers: &[(&str, serde_json::Value)]) -> PathBuf {
         use std::os::unix::fs::PermissionsExt;
         let squeue = dir.join("squeue");
         let cases: String = answers
             .iter()
-            .map(|(id, line)| format!("  {id}) echo '{line}' ;;\n"))
+            .map(|(id, job)| format!("  {id}) echo '{}' ;;\n", serde_json::json!({"jobs": [job]})))
             .collect();
         std::fs::write(
             &squeue,
@@ -239,6 +368,12 @@ pub(crate) mod tests {
         .unwrap();
         std::fs::set_permissions(&squeue, std::fs::Permissions::from_mode(0o755)).unwrap();
         squeue
+    }
+
+    /// A running job as `squeue --json` prints it (the fields read, of the many it has).
+    pub(crate) fn job(id: u64, account: &str, nodes: &str, gres: &[&str]) -> serde_json::Value {
+        serde_json::json!({"job_id": id, "account": account, "user_name": "mkoch",
+            "job_state": ["RUNNING"], "nodes": nodes, "gres_detail": gres})
     }
 
     /// Job `id`'s record once `jobs` has it (asking for it), or None after 10 s.
@@ -255,26 +390,114 @@ pub(crate) mod tests {
         }
     }
 
+    fn record(account: &str, gpus: Option<&[u32]>) -> Option<JobRecord> {
+        Some(JobRecord {
+            account: account.into(),
+            user: "mkoch".into(),
+            gpus: gpus.map(|g| g.iter().copied().collect()),
+        })
+    }
+
+    /// The job's account, user and — from its node list and its GRES per node — the GPUs it
+    /// holds on this node, by the name the agent has for it (or its first label).
     #[test]
-    fn squeues_line_is_an_account_and_a_user() {
+    fn squeues_json_is_the_jobs_record_here() {
+        let doc =
+            |j: serde_json::Value| serde_json::to_vec(&serde_json::json!({"jobs": [j]})).unwrap();
+        let two = doc(job(
+            9,
+            "physics",
+            "gpu-[6-7]",
+            &["gpu:a100:2(IDX:0-1)", "gpu:a100:2(IDX:2-3)"],
+        ));
         assert_eq!(
-            parse("physics mkoch\n").unwrap(),
+            parse(&two, "9", "gpu-7").unwrap(),
+            record("physics", Some(&[2, 3]))
+        );
+        assert_eq!(
+            parse(&two, "9", "gpu-6.cluster.local").unwrap(),
+            record("physics", Some(&[0, 1]))
+        );
+        assert_eq!(
+            parse(&two, "9", "gpu-9").unwrap(),
+            record("physics", None),
+            "not its node"
+        );
+        assert_eq!(parse(&two, "8", "gpu-7").unwrap(), None, "not this job");
+        let none = doc(job(9, "physics", "gpu-7", &[]));
+        assert_eq!(
+            parse(&none, "9", "gpu-7").unwrap(),
+            record("physics", Some(&[])),
+            "no GRES"
+        );
+        for bad in [
+            doc(job(9, "phys ics", "gpu-7", &[])),
+            doc(job(9, "", "gpu-7", &[])),
+            br#"{"errors": []}"#.to_vec(),
+            b"slurm_load_jobs error".to_vec(),
+        ] {
+            assert!(
+                parse(&bad, "9", "gpu-7").is_err(),
+                "{}",
+                String::from_utf8_lossy(&bad)
+            );
+        }
+        // slurmrestd's /jobs of Slurm 21.08.5, as recorded (collector/tests/data/slurm).
+        let recorded =
+            include_bytes!("../../collector/tests/data/slurm/slurmrestd-v0.0.37-21.08.5.json");
+        assert_eq!(
+            parse(recorded, "26515966", "cs75").unwrap(),
             Some(JobRecord {
-                account: "physics".into(),
-                user: "mkoch".into()
+                account: "account1".into(),
+                user: "user2".into(),
+                gpus: Some(BTreeSet::new())
             })
         );
-        assert_eq!(parse("").unwrap(), None, "no such job");
-        assert_eq!(parse("\n  \n").unwrap(), None);
+    }
+
+    #[test]
+    fn hostlists_expand_as_slurm_writes_them() {
+        let names = |l: &str| expand_hostlist(l, 1000);
+        assert_eq!(
+            names("gpu-[005-006,010],cn1").unwrap(),
+            ["gpu-005", "gpu-006", "gpu-010", "cn1"]
+        );
+        assert_eq!(
+            names("r[1-2]n[01-02]").unwrap(),
+            ["r1n01", "r1n02", "r2n01", "r2n02"]
+        );
+        assert_eq!(names("cs75").unwrap(), ["cs75"]);
         for bad in [
-            "physics",
-            "physics mkoch extra",
-            "phys;ics mkoch",
-            "physics mk\u{1b}och",
-            "a b\nc d\n",
-            &format!("{} mkoch", "a".repeat(65)),
+            "gpu-[1-",
+            "gpu-1]",
+            "a[2-1]",
+            "a[x]",
+            "a[[1]]",
+            "a[1-1001]",
+            "a[1-40]b[1-40]",
         ] {
-            assert!(parse(bad).is_err(), "{bad:?}");
+            assert_eq!(names(bad), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn gres_entries_name_gpu_indices() {
+        let set = |v: &[u32]| Some(v.iter().copied().collect::<BTreeSet<u32>>());
+        assert_eq!(gpu_indices("gpu:2(IDX:0-1)"), set(&[0, 1]));
+        assert_eq!(
+            gpu_indices("gpu:a100:3(IDX:0,2-3),mps:100(IDX:N/A)"),
+            set(&[0, 2, 3])
+        );
+        assert_eq!(gpu_indices("tmpdisk:100,gpu:1(IDX:7)"), set(&[7]));
+        assert_eq!(gpu_indices("gpu:1(IDX:N/A)"), set(&[]));
+        assert_eq!(gpu_indices(""), set(&[]));
+        for bad in [
+            "gpu:1(IDX:254)",
+            "gpu:1(IDX:0",
+            "gpu:2(IDX:3-1)",
+            "gpu:1(IDX:x)",
+        ] {
+            assert_eq!(gpu_indices(bad), None, "{bad}");
         }
     }
 
@@ -284,16 +507,10 @@ pub(crate) mod tests {
     fn a_job_is_asked_once_and_then_known() {
         let dir = crate::scratch::fresh_dir("slurm-jobs").unwrap();
         let log = dir.join("asked");
-        let squeue = stand_in_squeue(&dir, &[("884213", "physics mkoch")]);
-        let jobs = JobRecords::start(&squeue).expect("the stand-in runs");
+        let squeue = stand_in_squeue(&dir, &[("884213", job(884213, "physics", "gpu-7", &[]))]);
+        let jobs = JobRecords::start(&squeue, "gpu-7").expect("the stand-in runs");
         let deadline = Instant::now() + Duration::from_secs(10);
-        assert_eq!(
-            answered(&jobs, "884213"),
-            Some(JobRecord {
-                account: "physics".into(),
-                user: "mkoch".into()
-            })
-        );
+        assert_eq!(answered(&jobs, "884213"), record("physics", Some(&[])));
         assert!(!jobs.asking("884213"), "answered");
         // An unknown job stays unknown, and is not asked again before RETRY.
         assert_eq!(jobs.get("7"), None);
@@ -314,12 +531,9 @@ pub(crate) mod tests {
         let asked = std::fs::read_to_string(&log).unwrap();
         assert_eq!(
             asked.lines().collect::<Vec<_>>(),
-            [
-                "--noheader --jobs 884213 --format %a %u",
-                "--noheader --jobs 7 --format %a %u"
-            ]
+            ["--json --jobs 884213", "--json --jobs 7"]
         );
-        assert!(JobRecords::start(&dir.join("no-such-squeue")).is_none());
+        assert!(JobRecords::start(&dir.join("no-such-squeue"), "gpu-7").is_none());
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -27,9 +27,12 @@ fn a_slurm_job_holding_a_gpu_without_a_process_gets_its_allocation() {
         |scratch: &std::path::Path| String::from_utf8(agent_sample(scratch, "table", &[])).unwrap();
     // slurmctld's word on the job's account: a stand-in squeue, as squeue answers.
     let squeue = scratch.join("squeue");
+    let answer = serde_json::json!({"jobs": [{"job_id": 884213, "account": "physics",
+        "user_name": "mkoch", "job_state": ["RUNNING"], "nodes": "gpu-7",
+        "gres_detail": ["gpu:1(IDX:2)"]}]});
     std::fs::write(
         &squeue,
-        "#!/bin/sh\n[ \"$3\" = 884213 ] && echo 'physics mkoch' && exit 0\nexit 1\n",
+        format!("#!/bin/sh\n[ \"$3\" = 884213 ] && echo '{answer}' && exit 0\nexit 1\n"),
     )
     .unwrap();
     use std::os::unix::fs::PermissionsExt;
