@@ -23,8 +23,12 @@ use std::time::{Duration, Instant};
 pub const TIMEOUT: Duration = Duration::from_secs(5);
 /// The most bytes of `squeue`'s answer read (one job is 3–6 KiB of JSON).
 pub const MAX_ANSWER: u64 = 1024 * 1024;
-/// The most node names one job's node list expands to.
-pub const MAX_NODES: usize = 65_536;
+/// The most node names one job's node list expands to (the largest machines have about 10,000).
+pub const MAX_NODES: usize = 16_384;
+/// The longest part of a node list (between top-level commas), and of a number in brackets: a
+/// node name is a host name. With [`MAX_NODES`], at most 4 MiB of names.
+const MAX_PART: usize = 256;
+const MAX_DIGITS: usize = 20;
 /// GPU indices at and above this are not GPUs (NVIDIA's control devices' minors start here).
 const MAX_GPU_INDEX: u32 = 254;
 /// How long a job slurmctld did not answer for stays unknown before it is asked again.
@@ -266,6 +270,9 @@ fn expand_hostlist(list: &str, max: usize) -> Option<Vec<String>> {
     }
     parts.push(&list[from..]);
     for part in parts.into_iter().filter(|p| !p.is_empty()) {
+        if part.len() > MAX_PART {
+            return None;
+        }
         let mut names = vec![String::new()];
         let mut rest = part;
         while !rest.is_empty() {
@@ -278,6 +285,9 @@ fn expand_hostlist(list: &str, max: usize) -> Option<Vec<String>> {
             let mut items = Vec::new();
             for range in ranges.split(',') {
                 let (a, b) = range.split_once('-').unwrap_or((range, range));
+                if a.len().max(b.len()) > MAX_DIGITS {
+                    return None;
+                }
                 let (lo, hi): (u64, u64) = (a.parse().ok()?, b.parse().ok()?);
                 if hi < lo || (hi - lo) as usize >= max {
                     return None;
@@ -478,6 +488,47 @@ pub(crate) mod tests {
         ] {
             assert_eq!(names(bad), None, "{bad}");
         }
+    }
+
+    /// Random text from the alphabet of node lists and GRES entries (brackets, ranges, commas,
+    /// digits, names): reading never panics, never yields more names than allowed, and never an
+    /// index that is no GPU's.
+    #[test]
+    fn random_lists_and_entries_stay_within_bounds() {
+        let mut state = 0x51u64;
+        let mut next = move || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        };
+        let hostlist = b"[]-,0123456789an";
+        let gres = b"gpu:()IDX,-0123456789N/A";
+        for round in 0..20_000 {
+            let (alphabet, len) = if round % 2 == 0 {
+                (&hostlist[..], 40)
+            } else {
+                (&gres[..], 48)
+            };
+            let n = (next() % len) as usize;
+            let text: String = (0..n)
+                .map(|_| alphabet[(next() % alphabet.len() as u64) as usize] as char)
+                .collect();
+            if let Some(names) = expand_hostlist(&text, 500) {
+                assert!(names.len() <= 500, "{text}");
+            }
+            if let Some(ids) = gpu_indices(&text) {
+                assert!(ids.iter().all(|i| *i < MAX_GPU_INDEX), "{text}");
+            }
+        }
+        assert_eq!(
+            expand_hostlist(&format!("{}[1-2]", "a".repeat(300)), 10),
+            None
+        );
+        assert_eq!(
+            expand_hostlist(&format!("a[{}1-2]", "0".repeat(30)), 10),
+            None
+        );
     }
 
     #[test]
