@@ -21,8 +21,9 @@ use std::time::{Duration, Instant};
 
 /// How long one `squeue` may take before it is killed.
 pub const TIMEOUT: Duration = Duration::from_secs(5);
-/// The most bytes of `squeue`'s answer read (one job is 3–6 KiB of JSON).
-pub const MAX_ANSWER: u64 = 1024 * 1024;
+/// The most bytes of `squeue`'s answer read, one job held at a time (a job is 3–6 KiB of JSON;
+/// should a squeue print every job of the cluster, this is about 50,000 of them).
+pub const MAX_ANSWER: u64 = 256 * 1024 * 1024;
 /// The most node names one job's node list expands to (the largest machines have about 10,000).
 pub const MAX_NODES: usize = 16_384;
 /// The longest part of a node list (between top-level commas), and of a number in brackets: a
@@ -172,16 +173,12 @@ fn ask(squeue: &Path, id: &str, node: &str) -> anyhow::Result<Option<JobRecord>>
         .stderr(Stdio::null())
         .spawn()
         .map_err(|e| anyhow::anyhow!("{}: {e}", squeue.display()))?;
-    // Read while it runs (an answer past the pipe's buffer would block it); past MAX_ANSWER
-    // the pipe is closed and squeue stops.
+    // Read while it runs (an answer past the pipe's buffer would block it), one job at a time:
+    // should squeue print every job of the cluster (`--jobs` ignored with `--json`), only the
+    // one asked for is kept.
     let stdout = child.stdout.take().expect("piped");
-    let reader = std::thread::spawn(move || {
-        let mut out = Vec::new();
-        stdout
-            .take(MAX_ANSWER + 1)
-            .read_to_end(&mut out)
-            .map(|_| out)
-    });
+    let wanted: u64 = id.parse()?;
+    let reader = std::thread::spawn(move || find_job(stdout.take(MAX_ANSWER), wanted));
     let started = Instant::now();
     let status = loop {
         if let Some(status) = child.try_wait()? {
@@ -194,35 +191,78 @@ fn ask(squeue: &Path, id: &str, node: &str) -> anyhow::Result<Option<JobRecord>>
         }
         std::thread::sleep(Duration::from_millis(10));
     };
-    let out = reader
+    let found = reader
         .join()
-        .map_err(|_| anyhow::anyhow!("reading squeue's answer failed"))??;
-    anyhow::ensure!(
-        out.len() as u64 <= MAX_ANSWER,
-        "squeue answered more than {MAX_ANSWER} bytes"
-    );
+        .map_err(|_| anyhow::anyhow!("reading squeue's answer failed"))?;
     if !status.success() {
         // squeue exits 1 for a job id slurmctld no longer holds ("Invalid job id specified").
         return Ok(None);
     }
-    parse(&out, id, node)
+    found?.map(|job| record(&job, id, node)).transpose()
 }
 
-/// Job `id` in `squeue --json`'s document (the one slurmrestd's `/jobs` serves): its
-/// `account`, `user_name`, and from `nodes` (a hostlist) and `gres_detail` (one entry per node,
-/// in that order) the GPU indices on `node`. No such job: None. A job whose account or user is
-/// no Slurm name is refused, never half-read.
-fn parse(out: &[u8], id: &str, node: &str) -> anyhow::Result<Option<JobRecord>> {
-    let doc: serde_json::Value = serde_json::from_slice(out)?;
-    let jobs = doc["jobs"]
-        .as_array()
+/// Job `id` in `squeue --json`'s document (the one slurmrestd's `/jobs` serves), read as it
+/// streams: the other jobs are skipped one by one, never all held. None: not listed.
+fn find_job(answer: impl Read, id: u64) -> anyhow::Result<Option<serde_json::Value>> {
+    use serde::de::{DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
+    struct Document(u64);
+    struct Jobs(u64);
+    impl<'de> DeserializeSeed<'de> for Document {
+        type Value = Option<Option<serde_json::Value>>;
+        fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+            d.deserialize_map(self)
+        }
+    }
+    impl<'de> Visitor<'de> for Document {
+        type Value = Option<Option<serde_json::Value>>;
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("squeue's JSON document")
+        }
+        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+            let mut jobs = None;
+            while let Some(key) = map.next_key::<String>()? {
+                if key == "jobs" {
+                    jobs = Some(map.next_value_seed(Jobs(self.0))?);
+                } else {
+                    map.next_value::<IgnoredAny>()?;
+                }
+            }
+            Ok(jobs)
+        }
+    }
+    impl<'de> DeserializeSeed<'de> for Jobs {
+        type Value = Option<serde_json::Value>;
+        fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+            d.deserialize_seq(self)
+        }
+    }
+    impl<'de> Visitor<'de> for Jobs {
+        type Value = Option<serde_json::Value>;
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("a list of jobs")
+        }
+        fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+            let mut found = None;
+            while let Some(job) = seq.next_element::<serde_json::Value>()? {
+                if found.is_none() && job["job_id"].as_u64() == Some(self.0) {
+                    found = Some(job);
+                }
+            }
+            Ok(found)
+        }
+    }
+    let mut de = serde_json::Deserializer::from_reader(std::io::BufReader::new(answer));
+    let jobs = Document(id)
+        .deserialize(&mut de)?
         .ok_or_else(|| anyhow::anyhow!("squeue's answer has no jobs list"))?;
-    let Some(job) = jobs
-        .iter()
-        .find(|j| j["job_id"].as_u64().is_some_and(|n| n.to_string() == id))
-    else {
-        return Ok(None);
-    };
+    de.end()?;
+    Ok(jobs)
+}
+
+/// The record of `job`: its `account`, `user_name`, and from `nodes` (a hostlist) and
+/// `gres_detail` (one entry per node, in that order) the GPU indices on `node`. A job whose
+/// account or user is no Slurm name is refused, never half-read.
+fn record(job: &serde_json::Value, id: &str, node: &str) -> anyhow::Result<JobRecord> {
     let name = |field: &str| {
         job[field]
             .as_str()
@@ -241,11 +281,19 @@ fn parse(out: &[u8], id: &str, node: &str) -> anyhow::Result<Option<JobRecord>> 
             Some(entry) => gpu_indices(entry.as_str()?),
             None => Some(BTreeSet::new()),
         });
-    Ok(Some(JobRecord {
+    Ok(JobRecord {
         account,
         user,
         gpus,
-    }))
+    })
+}
+
+/// [`find_job`] and [`record`] of a whole answer.
+#[cfg(test)]
+fn parse(out: &[u8], id: &str, node: &str) -> anyhow::Result<Option<JobRecord>> {
+    find_job(out, id.parse()?)?
+        .map(|job| record(&job, id, node))
+        .transpose()
 }
 
 /// Slurm's hostlist (`gpu-[005-006,010],cn1`, brackets in several places multiplying) as
@@ -452,6 +500,20 @@ pub(crate) mod tests {
                 String::from_utf8_lossy(&bad)
             );
         }
+        // Every job of a busy cluster (should squeue ignore --jobs with --json): the one asked
+        // for is found among them, read one at a time.
+        let all: Vec<serde_json::Value> = (1..=3000)
+            .map(|i| job(i, "physics", &format!("cn{i}"), &[]))
+            .collect();
+        let many = serde_json::to_vec(&serde_json::json!({"meta": {}, "jobs": all, "errors": []}))
+            .unwrap();
+        assert_eq!(
+            parse(&many, "2999", "cn2999").unwrap(),
+            record("physics", Some(&[]))
+        );
+        let mut trailing = many.clone();
+        trailing.extend_from_slice(b"{}");
+        assert!(parse(&trailing, "2999", "cn2999").is_err(), "one document");
         // slurmrestd's /jobs of Slurm 21.08.5, as recorded (collector/tests/data/slurm).
         let recorded =
             include_bytes!("../../collector/tests/data/slurm/slurmrestd-v0.0.37-21.08.5.json");
