@@ -25,6 +25,10 @@ pub const MAX_PAGES: usize = 20;
 /// The most claims fetched in one pass.
 pub const MAX_CLAIMS: usize = 512;
 
+/// An object's metadata alone (`PartialObjectMetadata`), else the whole object.
+const METADATA_ONLY: &str =
+    "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1, application/json";
+
 /// In-cluster credentials, as the kubelet mounts them.
 const SA_DIR: &str = "/var/run/secrets/kubernetes.io/serviceaccount";
 
@@ -91,7 +95,16 @@ impl KubeRead {
     /// One object or list page, its body bounded by [`MAX_ANSWER`]. `Ok(None)`: 404 (the API
     /// server does not serve that resource, or the object is gone).
     async fn get(&self, path: &str) -> anyhow::Result<Option<Value>> {
-        let mut req = self.client.get(format!("{}{path}", self.base));
+        self.get_as(path, "application/json").await
+    }
+
+    /// [`KubeRead::get`] asking for the representation `accept` (the API server falls back to
+    /// the full object where it cannot serve it).
+    async fn get_as(&self, path: &str, accept: &str) -> anyhow::Result<Option<Value>> {
+        let mut req = self
+            .client
+            .get(format!("{}{path}", self.base))
+            .header(reqwest::header::ACCEPT, accept);
         if let Some(t) = &self.token {
             req = req.bearer_auth(t.current());
         }
@@ -140,7 +153,12 @@ impl KubeRead {
         // The Node says which GPUs HAMi serves here. Unreadable (a chart without `get nodes`,
         // a name that is no DNS name), HAMi's grants count nowhere: the equal split stands.
         let node_object = if dns_name(node) {
-            match self.get(&format!("/api/v1/nodes/{node}")).await {
+            // Its metadata only: a GPU node's status (images, conditions) is often hundreds of
+            // KiB, read by every agent every minute.
+            match self
+                .get_as(&format!("/api/v1/nodes/{node}"), METADATA_ONLY)
+                .await
+            {
                 Ok(n) => n,
                 Err(e) => {
                     tracing::warn!(error = %e, "cannot read this node's object; HAMi's grants are not counted until it can be read");

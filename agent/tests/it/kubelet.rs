@@ -428,6 +428,11 @@ async fn granted_shares_are_what_each_mechanism_granted() {
         .unwrap(),
     );
     let v = sample_once(&socket, &["--kube-api".into(), api.url().into()]).await;
+    assert_eq!(
+        api.node_metadata_reads(),
+        2,
+        "the Node's metadata alone, once a sample"
+    );
     let share = |tenant: &str| share_in(&v, tenant);
     assert_eq!(
         share("pod/ml/trainer-0/trainer"),

@@ -3,7 +3,8 @@
 //! API that gpulens' label writer and reconfiguration workflow use, over real HTTP, with the real
 //! object shapes:
 //!
-//! - Nodes: `GET /api/v1/nodes[/{name}]`, `PATCH /api/v1/nodes/{name}` with
+//! - Nodes: `GET /api/v1/nodes[/{name}]` (one node's metadata alone for an `Accept` of
+//!   `PartialObjectMetadata`), `PATCH /api/v1/nodes/{name}` with
 //!   `application/merge-patch+json` (RFC 7386), `application/strategic-merge-patch+json` (maps
 //!   merge as in a merge patch; `$patch` directives are refused, lists are replaced) and
 //!   `application/apply-patch+yaml` (server-side apply: a field manager is required, and labels
@@ -81,6 +82,8 @@ struct State_ {
     history: VecDeque<NodeEvent>,
     /// Every mutating request: (method, path, content type).
     requests: Vec<(String, String, String)>,
+    /// How many node reads asked for the metadata alone.
+    metadata_reads: usize,
 }
 
 /// The running stand-in. Cheap to clone.
@@ -332,6 +335,11 @@ impl StandIn {
         self.lock().requests.clone()
     }
 
+    /// How many reads of one node asked for its metadata alone (`PartialObjectMetadata`).
+    pub fn node_metadata_reads(&self) -> usize {
+        self.lock().metadata_reads
+    }
+
     /// Answers the next request matching `fault` (after its `skip`) with a 500, once.
     pub fn fail(&self, fault: Fault) {
         self.faults.push(fault);
@@ -451,8 +459,26 @@ fn watch_nodes(
         .into_response()
 }
 
-async fn get_node(State(s): State<Shared>, Path(name): Path<String>) -> Response {
-    match s.lock().nodes.get(&name) {
+/// A Node; its metadata alone (`PartialObjectMetadata`) when the client asks for that first,
+/// as the API server answers such an `Accept`.
+async fn get_node(
+    State(s): State<Shared>,
+    Path(name): Path<String>,
+    headers: axum::http::HeaderMap,
+) -> Response {
+    let metadata_only = headers
+        .get(axum::http::header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|a| a.split(',').next())
+        .is_some_and(|first| first.contains("as=PartialObjectMetadata"));
+    let mut st = s.lock();
+    st.metadata_reads += usize::from(metadata_only);
+    match st.nodes.get(&name) {
+        Some(n) if metadata_only => axum::Json(serde_json::json!({
+            "kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1",
+            "metadata": n["metadata"].clone(),
+        }))
+        .into_response(),
         Some(n) => axum::Json(n.clone()).into_response(),
         None => not_found("nodes", &name),
     }
