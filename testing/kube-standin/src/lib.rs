@@ -459,8 +459,7 @@ fn watch_nodes(
         .into_response()
 }
 
-/// A Node; its metadata alone (`PartialObjectMetadata`) when the client asks for that first,
-/// as the API server answers such an `Accept`.
+/// A Node; its metadata alone (`PartialObjectMetadata`) where `Accept` asks for that first.
 async fn get_node(
     State(s): State<Shared>,
     Path(name): Path<String>,
