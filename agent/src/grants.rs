@@ -24,7 +24,7 @@
 //! Pod annotations are the pod author's to write, so an annotation alone grants nothing:
 //!
 //! - a HAMi grant counts only on a GPU HAMi's device plugin registered on the node (the Node's
-//!   [`HAMI_REGISTERED`] annotation names it; tenants cannot write Node objects), so on a node
+//!   [`HAMI_NODE_REGISTER`] annotation names it; tenants cannot write Node objects), so on a node
 //!   without HAMi a container cannot shrink its whole GPU to a sliver by annotating its pod;
 //! - a KAI fraction counts only on a GPU one of KAI's reservation pods holds
 //!   (`crate::allocation`);
@@ -36,7 +36,7 @@ use std::collections::{HashMap, HashSet};
 
 use serde_json::Value;
 
-pub use model::names::NVIDIA_DRA_DRIVER;
+pub use model::names::{HAMI_NODE_REGISTER, NVIDIA_DRA_DRIVER};
 
 /// HAMi's record of the devices it gave a pod's containers.
 pub const HAMI_ALLOCATED: &str = "hami.io/vgpu-devices-allocated";
@@ -46,9 +46,6 @@ pub const KAI_FRACTION: &str = "gpu-fraction";
 pub const KAI_MEMORY: &str = "gpu-memory";
 /// Where KAI's binder runs the pods that reserve a GPU for its fraction pods.
 pub const KAI_RESERVATION_NAMESPACE: &str = "kai-resource-reservation";
-/// HAMi's device plugin's record, on the Node, of the GPUs it serves there (each by UUID; a
-/// `:`-separated list of `,`-separated fields in HAMi up to 2.4, JSON after).
-pub const HAMI_REGISTERED: &str = "hami.io/node-nvidia-register";
 
 const MIB: f64 = 1024.0 * 1024.0;
 
@@ -112,7 +109,7 @@ impl Grants {
     ) -> Grants {
         let mut g = Grants::default();
         if let Some(text) =
-            node.and_then(|n| n["metadata"]["annotations"][HAMI_REGISTERED].as_str())
+            node.and_then(|n| n["metadata"]["annotations"][HAMI_NODE_REGISTER].as_str())
         {
             g.hami_gpus = gpu_uuids(text).map(str::to_owned).collect();
         }
@@ -239,29 +236,27 @@ impl Grants {
     /// `earlier` read them, present or absent: both write a pod's grant before it starts, so a
     /// later difference is an edit of the annotation, not a grant. New pods keep this read's.
     pub fn keeping_first(mut self, earlier: &Grants) -> Grants {
-        let known: HashSet<(&str, &str)> = self
+        // The pods both reads list under one UID: (UID, namespace, name).
+        let known: Vec<(String, String, String)> = self
             .pods
             .iter()
             .filter(|(uid, named)| earlier.pods.get(*uid) == Some(*named))
-            .map(|(_, (ns, pod))| (ns.as_str(), pod.as_str()))
+            .map(|(uid, (ns, pod))| (uid.clone(), ns.clone(), pod.clone()))
             .collect();
-        let is_known = |(ns, pod, _): &(String, String, String)| known.contains(&(ns, pod));
-        let mut hami: HashMap<_, _> = std::mem::take(&mut self.hami)
-            .into_iter()
-            .filter(|(k, _)| !is_known(k))
+        let named: HashSet<(&str, &str)> = known
+            .iter()
+            .map(|(_, ns, pod)| (ns.as_str(), pod.as_str()))
             .collect();
-        hami.extend(
+        let is_known = |(ns, pod, _): &(String, String, String)| named.contains(&(ns, pod));
+        self.hami.retain(|k, _| !is_known(k));
+        self.hami.extend(
             earlier
                 .hami
                 .iter()
                 .filter(|(k, _)| is_known(k))
                 .map(|(k, v)| (k.clone(), v.clone())),
         );
-        self.hami = hami;
-        for (uid, named) in &self.pods {
-            if earlier.pods.get(uid) != Some(named) {
-                continue;
-            }
+        for (uid, _, _) in &known {
             match earlier.kai.get(uid) {
                 Some(k) => self.kai.insert(uid.clone(), k.clone()),
                 None => self.kai.remove(uid),
@@ -278,14 +273,14 @@ impl Grants {
         uuid: &str,
         memory_total: f64,
     ) -> Option<f32> {
+        if !self.hami_gpus.contains(uuid) {
+            return None;
+        }
         let key = (
             holder.0.to_owned(),
             holder.1.to_owned(),
             holder.2.to_owned(),
         );
-        if !self.hami_gpus.contains(uuid) {
-            return None;
-        }
         let (_, mem, cores) = self.hami.get(&key)?.iter().find(|d| d.0 == uuid)?;
         bounded((mem / memory_total).max(cores / 100.0))
     }
@@ -357,7 +352,7 @@ mod tests {
 
     fn registered(text: &str) -> Value {
         json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "node-1",
-               "annotations": {HAMI_REGISTERED: text}}})
+               "annotations": {HAMI_NODE_REGISTER: text}}})
     }
 
     /// A HAMi grant counts only on a GPU HAMi registered on the node: an annotation a pod's

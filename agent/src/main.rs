@@ -274,9 +274,13 @@ fn node_grants(source: &Source) -> anyhow::Result<Option<agent::kube_read::NodeG
     )))
 }
 
-/// slurmctld's records of Slurm jobs through `--slurm-squeue`; None, said where Slurm runs
-/// jobs on this node, when there is no such program (or no node name).
+/// slurmctld's records of Slurm jobs through `--slurm-squeue`, for the nvml backend when
+/// Slurm is read; None, said where Slurm runs jobs on this node, when there is no such program
+/// (or no node name).
 fn job_records(source: &Source) -> Option<agent::slurm_jobs::JobRecords> {
+    if source.no_slurm || !matches!(source.backend, BackendKind::Nvml) {
+        return None;
+    }
     let node = node_name(source).ok()?;
     let records = agent::slurm_jobs::JobRecords::start(&source.slurm_squeue, &node);
     if records.is_none() && agent::slurm::runs_jobs(&source.cgroup_root) {
@@ -302,8 +306,7 @@ async fn answered_jobs(source: &Source, jobs: &agent::slurm_jobs::JobRecords) {
 }
 
 fn backend(source: &Source) -> anyhow::Result<Box<dyn GpuBackend>> {
-    let jobs = (!source.no_slurm).then(|| job_records(source)).flatten();
-    backend_with(source, jobs)
+    backend_with(source, job_records(source))
 }
 
 /// [`backend`], with Slurm jobs' records from `jobs`.
@@ -444,9 +447,7 @@ async fn run(command: Command) -> anyhow::Result<()> {
 
 /// `gpulens-agent sample`: one cycle, printed.
 async fn sample(source: &Source, format: Format) -> anyhow::Result<()> {
-    let jobs = (!source.no_slurm && matches!(source.backend, BackendKind::Nvml))
-        .then(|| job_records(source))
-        .flatten();
+    let jobs = job_records(source);
     if let Some(jobs) = &jobs {
         answered_jobs(source, jobs).await;
     }

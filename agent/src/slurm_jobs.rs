@@ -332,15 +332,11 @@ fn expand_hostlist(list: &str, max: usize) -> Option<Vec<String>> {
             let (prefix, ranges) = (&rest[..open], rest.get(open + 1..close)?);
             let mut items = Vec::new();
             for range in ranges.split(',') {
-                let (a, b) = range.split_once('-').unwrap_or((range, range));
-                if a.len().max(b.len()) > MAX_DIGITS {
+                let (lo, hi, width) = span(range)?;
+                if (hi - lo) as usize >= max {
                     return None;
                 }
-                let (lo, hi): (u64, u64) = (a.parse().ok()?, b.parse().ok()?);
-                if hi < lo || (hi - lo) as usize >= max {
-                    return None;
-                }
-                items.extend((lo..=hi).map(|n| format!("{n:0width$}", width = a.len())));
+                items.extend((lo..=hi).map(|n| format!("{n:0width$}")));
             }
             let mut next = Vec::with_capacity(names.len() * items.len());
             for n in &names {
@@ -362,6 +358,17 @@ fn expand_hostlist(list: &str, max: usize) -> Option<Vec<String>> {
     Some(out)
 }
 
+/// One of Slurm's number ranges, `7` or `005-010`: (low, high, the digits of the low one, which
+/// set the names' zero padding); None when malformed, reversed or past [`MAX_DIGITS`].
+fn span(range: &str) -> Option<(u64, u64, usize)> {
+    let (a, b) = range.split_once('-').unwrap_or((range, range));
+    if a.len().max(b.len()) > MAX_DIGITS {
+        return None;
+    }
+    let (lo, hi): (u64, u64) = (a.parse().ok()?, b.parse().ok()?);
+    (lo <= hi).then_some((lo, hi, a.len()))
+}
+
 /// The GPU indices one node's `gres_detail` entry names: `gpu:2(IDX:0-1)`,
 /// `gpu:a100:3(IDX:0,2-3)`, with other GRES beside them; `IDX:N/A` or no `gpu` entry names
 /// none. None when an index is malformed or no GPU's.
@@ -377,12 +384,11 @@ fn gpu_indices(detail: &str) -> Option<BTreeSet<u32>> {
             continue;
         }
         for range in list.split(',') {
-            let (a, b) = range.split_once('-').unwrap_or((range, range));
-            let (lo, hi): (u32, u32) = (a.parse().ok()?, b.parse().ok()?);
-            if hi < lo || hi >= MAX_GPU_INDEX {
+            let (lo, hi, _) = span(range)?;
+            if hi >= u64::from(MAX_GPU_INDEX) {
                 return None;
             }
-            out.extend(lo..=hi);
+            out.extend(lo as u32..=hi as u32);
         }
     }
     Some(out)

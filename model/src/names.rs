@@ -8,6 +8,10 @@
 /// of claim results it allocated.
 pub const NVIDIA_DRA_DRIVER: &str = "gpu.nvidia.com";
 
+/// The Node annotation in which HAMi's device plugin registers the GPUs it serves there (each
+/// by UUID; `:`-separated lists of `,`-separated fields up to HAMi 2.4, JSON after).
+pub const HAMI_NODE_REGISTER: &str = "hami.io/node-nvidia-register";
+
 /// An account or user name as Slurm allows them in practice: 1–64 of letters, digits, `._@-`.
 /// Such a name carries no whitespace, separator or control character.
 pub fn is_slurm_name(v: &str) -> bool {

@@ -122,7 +122,7 @@ fn node_object(n: &crate::fleet::SimNode, hami: bool) -> serde_json::Value {
                 )
             })
             .collect();
-        annotations.insert("hami.io/node-nvidia-register".into(), json!(registered));
+        annotations.insert(model::names::HAMI_NODE_REGISTER.into(), json!(registered));
     }
     json!({"apiVersion": "v1", "kind": "Node",
            "metadata": {"name": n.spec.name, "annotations": annotations}})

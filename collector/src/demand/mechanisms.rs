@@ -14,11 +14,8 @@
 use std::collections::BTreeSet;
 
 use analytics::mechanism::Mechanism;
-use model::names::{NVIDIA_DRA_DRIVER, check_subdomain};
+use model::names::{HAMI_NODE_REGISTER, NVIDIA_DRA_DRIVER, check_subdomain};
 use serde_json::Value;
-
-/// HAMi's record of a node's GPUs.
-pub const HAMI_NODE_REGISTER: &str = "hami.io/node-nvidia-register";
 
 /// (node, mechanism) pairs the ResourceSlices and nodes show, each once, in order.
 pub fn seen(slices: &[Value], nodes: &[Value]) -> Vec<(String, Mechanism)> {
