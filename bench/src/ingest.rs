@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 use model::figures::count;
 use model::wire::v1::{Batch, Format};
 
+use crate::ingest_breakdown;
 use collector::config::{IngestConfig, TeamsConfig};
 use collector::state::AppState;
 use collector_shared::agent_auth::Auth;
@@ -46,6 +47,11 @@ pub struct IngestBench {
     /// agent sends) or `json` (gzip-compressed JSON, what older agents and scripts send).
     #[arg(long, value_enum, default_value_t = Wire::Msgpack)]
     pub wire: Wire,
+    /// Two more phases per round, in this process and without HTTP: the bodies decoded,
+    /// validated and stored through the store's ingest, then the decoded batches stored alone.
+    /// Each against raw COPY says what the storage path, decoding and HTTP each cost.
+    #[arg(long)]
+    pub breakdown: bool,
 }
 
 /// A batch encoding of the wire protocol, as `--wire` names it.
@@ -158,10 +164,11 @@ pub async fn ingest(args: IngestBench) -> anyhow::Result<()> {
 
     let (mut copy_rates, mut e2e_rates) = (Vec::new(), Vec::new());
     let mut cpu_costs = Vec::new();
+    let mut breakdowns = Vec::new();
     let mut checkpoints = true;
     for round in 0..args.warmup_rounds + args.rounds {
         let counted = round >= args.warmup_rounds;
-        let (copy_rate, e2e_rate, copy_cpu, e2e_cpu) = round_rates(
+        let done = round_rates(
             &store,
             &client,
             &template,
@@ -171,6 +178,7 @@ pub async fn ingest(args: IngestBench) -> anyhow::Result<()> {
                 concurrency,
                 rows: rows_per_round,
                 wire: args.wire,
+                breakdown: args.breakdown,
             },
             &mut checkpoints,
         )
@@ -178,11 +186,12 @@ pub async fn ingest(args: IngestBench) -> anyhow::Result<()> {
         if !counted {
             continue;
         }
-        copy_rates.push(copy_rate);
-        e2e_rates.push(e2e_rate);
-        if let (Some(c), Some(e)) = (copy_cpu, e2e_cpu) {
+        copy_rates.push(done.copy.0);
+        e2e_rates.push(done.e2e.0);
+        if let (Some(c), Some(e)) = (done.copy.1, done.e2e.1) {
             cpu_costs.push((c, e));
         }
+        breakdowns.extend(done.breakdown);
     }
     let (copy, e2e) = (median(copy_rates), median(e2e_rates));
     let rows_per_gpu_second = rows_per_round as f64 / (args.seconds * fleet.gpu_count()) as f64;
@@ -203,6 +212,7 @@ pub async fn ingest(args: IngestBench) -> anyhow::Result<()> {
     println!("  end-to-end HTTP ingest:             {e2e:>10.0} rows/s (median)");
     println!("  ratio end-to-end / raw COPY:        {:>10.2}", e2e / copy);
     print_cpu_costs(&cpu_costs);
+    ingest_breakdown::print(&breakdowns, copy);
     println!(
         "  fleet sustained at 1 Hz:            {:>10.0} GPUs",
         e2e / rows_per_gpu_second
@@ -244,17 +254,25 @@ struct Round {
     concurrency: usize,
     rows: usize,
     wire: Wire,
+    breakdown: bool,
 }
 
-/// One round: raw COPY of the template's rows, then the same rows end to end over HTTP, each
-/// with its rate (rows/s) and CPU cost.
+/// What one round measured: each phase's rows/s and CPU.
+struct RoundRates {
+    copy: (f64, Option<PhaseCpu>),
+    e2e: (f64, Option<PhaseCpu>),
+    breakdown: Option<ingest_breakdown::Breakdown>,
+}
+
+/// One round: raw COPY of the template's rows, then the same rows end to end over HTTP, then
+/// (`--breakdown`) in this process without HTTP, each with its rate (rows/s) and CPU cost.
 async fn round_rates(
     store: &Store,
     client: &ingest_client::Client,
     template: &[Batch],
     r: Round,
     checkpoints: &mut bool,
-) -> anyhow::Result<(f64, f64, Option<PhaseCpu>, Option<PhaseCpu>)> {
+) -> anyhow::Result<RoundRates> {
     let tag = format!("r{}-{}", r.n, model::time::now_ms());
     let fresh = |kind: &str| -> Vec<Batch> {
         template
@@ -318,6 +336,12 @@ async fn round_rates(
     if r.counted.is_some() {
         profile_phase("disable");
     }
+    let breakdown = match r.breakdown {
+        true => Some(
+            ingest_breakdown::run(store, fresh, r.wire, r.concurrency, r.rows, checkpoints).await?,
+        ),
+        false => None,
+    };
     eprintln!(
         "{}: raw COPY {:.0} rows/s, end-to-end {:.0} rows/s (ratio {:.2}){}",
         match r.counted {
@@ -340,7 +364,14 @@ async fn round_rates(
             _ => String::new(),
         }
     );
-    Ok((copy_rate, e2e_rate, copy_cpu, e2e_cpu))
+    if let Some(b) = &breakdown {
+        ingest_breakdown::print_round(b, copy_rate);
+    }
+    Ok(RoundRates {
+        copy: (copy_rate, copy_cpu),
+        e2e: (e2e_rate, e2e_cpu),
+        breakdown,
+    })
 }
 
 /// Tells a profiler when the end-to-end phase runs: with `GPULENS_BENCH_PERF_CTL` naming the
@@ -399,7 +430,7 @@ fn print_cpu_costs(cpu_costs: &[(PhaseCpu, PhaseCpu)]) {
 /// database's own WAL-triggered checkpoints (every `max_wal_size` of WAL) fall in neither; the
 /// disk flushes it starts would otherwise stall whichever phase they land in. Without the
 /// privilege to checkpoint, says so once and goes on without.
-async fn settle(store: &Store, checkpoints: &mut bool) {
+pub(crate) async fn settle(store: &Store, checkpoints: &mut bool) {
     store.pool_quiet(Duration::from_secs(5)).await;
     if *checkpoints && let Err(e) = store.checkpoint().await {
         eprintln!(
@@ -410,24 +441,24 @@ async fn settle(store: &Store, checkpoints: &mut bool) {
 }
 
 /// CPU counters at the start of a phase ([`model::process`]).
-struct CpuMark {
+pub(crate) struct CpuMark {
     process: Option<f64>,
     machine: Option<(f64, f64)>,
 }
 
 /// What a phase cost in CPU.
 #[derive(Debug, Clone, Copy)]
-struct PhaseCpu {
+pub(crate) struct PhaseCpu {
     /// This process's CPU-ms per 1,000 rows (client and collector).
-    process: f64,
+    pub(crate) process: f64,
     /// The machine's, all processes, per 1,000 rows.
-    machine: f64,
+    pub(crate) machine: f64,
     /// The share of the machine's cores busy during the phase.
-    busy: f64,
+    pub(crate) busy: f64,
 }
 
 impl CpuMark {
-    fn now() -> CpuMark {
+    pub(crate) fn now() -> CpuMark {
         CpuMark {
             process: model::own_usage::cpu_seconds(),
             machine: model::own_usage::machine_cpu_seconds(),
@@ -435,7 +466,7 @@ impl CpuMark {
     }
 
     /// The cost since the mark of storing `rows` rows; None where /proc is unreadable.
-    fn per_1000_rows(&self, rows: usize) -> Option<PhaseCpu> {
+    pub(crate) fn per_1000_rows(&self, rows: usize) -> Option<PhaseCpu> {
         let now = CpuMark::now();
         let per = |s: f64| s * 1000.0 / rows as f64 * 1000.0;
         let (busy0, idle0) = self.machine?;
@@ -455,7 +486,7 @@ impl CpuMark {
 
 /// Splits items into `n` worker lists so that each node belongs to one worker and keeps its
 /// order: an agent delivers its batches one after another, in sequence.
-fn by_worker<T>(items: Vec<T>, n: usize, node: impl Fn(&T) -> String) -> Vec<Vec<T>> {
+pub(crate) fn by_worker<T>(items: Vec<T>, n: usize, node: impl Fn(&T) -> String) -> Vec<Vec<T>> {
     let mut nodes: Vec<String> = Vec::new();
     let mut out: Vec<Vec<T>> = (0..n.max(1)).map(|_| Vec::new()).collect();
     for item in items {
@@ -470,7 +501,7 @@ fn by_worker<T>(items: Vec<T>, n: usize, node: impl Fn(&T) -> String) -> Vec<Vec
 }
 
 /// Runs `work` on every item, one worker per list, in list order; the first error stops it.
-async fn run_workers<T, F, Fut>(lists: Vec<Vec<T>>, work: F) -> anyhow::Result<()>
+pub(crate) async fn run_workers<T, F, Fut>(lists: Vec<Vec<T>>, work: F) -> anyhow::Result<()>
 where
     T: Send + 'static,
     F: Fn(T) -> Fut + Clone + Send + 'static,

@@ -5,6 +5,7 @@
 
 pub mod analyze;
 pub mod ingest;
+mod ingest_breakdown;
 pub mod storage;
 pub mod ui;
 pub mod wire;

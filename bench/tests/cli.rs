@@ -49,3 +49,55 @@ fn ingest_refuses_empty_sizes_before_it_connects() {
         );
     }
 }
+
+/// `--breakdown` stores the round's rows twice more, in this process and without HTTP, and
+/// says what each phase reached against raw COPY.
+#[tokio::test]
+async fn ingest_breakdown_stores_every_phase_and_reports_it() {
+    let Some(base) = test_support::stores::pg_base() else {
+        return;
+    };
+    let url = test_support::stores::fresh_database(&base).await;
+    let run = |breakdown: bool| {
+        let mut args = vec![
+            "ingest",
+            "--database-url",
+            &url,
+            "--gpus",
+            "8",
+            "--seconds",
+            "3",
+            "--rounds",
+            "1",
+            "--warmup-rounds",
+            "0",
+            "--in-flight",
+            "1",
+        ];
+        if breakdown {
+            args.push("--breakdown");
+        }
+        let out = bench(&args);
+        assert!(out.status.success(), "{out:?}");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let store = store::Store::connect(&url).await.unwrap();
+    let plain = run(false);
+    assert!(!plain.contains("store only"), "{plain}");
+    let once = store.counts().await.unwrap();
+    // Raw COPY and end to end: 8 GPUs × 3 s each.
+    assert_eq!(once.gpu_samples, 2 * 8 * 3, "{once:?}");
+    let report = run(true);
+    for line in ["decode + store, no HTTP:", "store only (decoded batches):"] {
+        let found = report.lines().find(|l| l.trim_start().starts_with(line));
+        let found = found.unwrap_or_else(|| panic!("no {line:?} in:\n{report}"));
+        assert!(found.contains("rows/s (median), ratio"), "{found}");
+    }
+    let after = store.counts().await.unwrap();
+    assert_eq!(after.gpu_samples - once.gpu_samples, 4 * 8 * 3, "{after:?}");
+    assert_eq!(
+        after.process_samples - once.process_samples,
+        2 * once.process_samples,
+        "{after:?}"
+    );
+}
