@@ -52,6 +52,19 @@ pub struct IngestBench {
     /// Each against raw COPY says what the storage path, decoding and HTTP each cost.
     #[arg(long)]
     pub breakdown: bool,
+    /// The phase a profiler records when `GPULENS_BENCH_PERF_CTL` names the control FIFO of
+    /// `perf record -D -1 --control fifo:PATH` (counted rounds only). The two in-process
+    /// phases need `--breakdown`.
+    #[arg(long, value_enum, default_value_t = Phase::EndToEnd)]
+    pub profile_phase: Phase,
+}
+
+/// A phase of the ingest benchmark that a profiler can be told to record.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Phase {
+    EndToEnd,
+    DecodeAndStore,
+    StoreOnly,
 }
 
 /// A batch encoding of the wire protocol, as `--wire` names it.
@@ -127,6 +140,12 @@ pub async fn ingest(args: IngestBench) -> anyhow::Result<()> {
     ] {
         anyhow::ensure!(value >= 1, "{flag} must be at least 1");
     }
+    if !args.breakdown && args.profile_phase != Phase::EndToEnd {
+        let name = clap::ValueEnum::to_possible_value(&args.profile_phase)
+            .map(|v| v.get_name().to_string())
+            .unwrap_or_default();
+        anyhow::bail!("--profile-phase {name} is a phase of --breakdown; add --breakdown");
+    }
     let store = Store::connect(&args.database_url).await?;
     store.migrate().await?;
     let fleet = simulator::Fleet::new(bench_scenario(args.gpus));
@@ -179,6 +198,7 @@ pub async fn ingest(args: IngestBench) -> anyhow::Result<()> {
                 rows: rows_per_round,
                 wire: args.wire,
                 breakdown: args.breakdown,
+                profiled: args.profile_phase,
             },
             &mut checkpoints,
         )
@@ -246,15 +266,27 @@ async fn bench_collector(store: &Store) -> anyhow::Result<ingest_client::Client>
 }
 
 /// One round of the ingest benchmark: which, how many workers, how many rows.
-struct Round {
+pub(crate) struct Round {
     n: usize,
     /// Its number among the counted rounds; `None` for a warm-up, which is neither counted
     /// nor profiled.
     counted: Option<usize>,
-    concurrency: usize,
-    rows: usize,
-    wire: Wire,
+    pub(crate) concurrency: usize,
+    pub(crate) rows: usize,
+    pub(crate) wire: Wire,
     breakdown: bool,
+    /// The phase a profiler records, in counted rounds.
+    profiled: Phase,
+}
+
+impl Round {
+    /// Tells a profiler to `command` ("enable" or "disable") if it records `phase` in this
+    /// round ([`profile_phase`]).
+    pub(crate) fn profile(&self, phase: Phase, command: &str) {
+        if self.counted.is_some() && self.profiled == phase {
+            profile_phase(command);
+        }
+    }
 }
 
 /// What one round measured: each phase's rows/s and CPU.
@@ -311,9 +343,7 @@ async fn round_rates(
         .map(|b| Ok((b.node.clone(), r.wire.encode(b)?)))
         .collect::<Result<_, ingest_client::SendError>>()?;
     settle(store, checkpoints).await;
-    if r.counted.is_some() {
-        profile_phase("enable");
-    }
+    r.profile(Phase::EndToEnd, "enable");
     let cpu = CpuMark::now();
     let t = Instant::now();
     run_workers(by_worker(bodies, r.concurrency, |b| b.0.clone()), {
@@ -333,13 +363,9 @@ async fn round_rates(
     .await?;
     let e2e_rate = r.rows as f64 / t.elapsed().as_secs_f64();
     let e2e_cpu = cpu.per_1000_rows(r.rows);
-    if r.counted.is_some() {
-        profile_phase("disable");
-    }
+    r.profile(Phase::EndToEnd, "disable");
     let breakdown = match r.breakdown {
-        true => Some(
-            ingest_breakdown::run(store, fresh, r.wire, r.concurrency, r.rows, checkpoints).await?,
-        ),
+        true => Some(ingest_breakdown::run(store, fresh, &r, checkpoints).await?),
         false => None,
     };
     eprintln!(
@@ -374,10 +400,10 @@ async fn round_rates(
     })
 }
 
-/// Tells a profiler when the end-to-end phase runs: with `GPULENS_BENCH_PERF_CTL` naming the
-/// control FIFO of `perf record -D -1 --control fifo:PATH`, "enable" as the phase starts and
-/// "disable" as it ends, so the profile holds that phase alone (docs/PERFORMANCE.md). The FIFO
-/// is opened once, at the first phase, and kept.
+/// Tells a profiler when a phase runs (`--profile-phase`, the end-to-end one by default): with
+/// `GPULENS_BENCH_PERF_CTL` naming the control FIFO of `perf record -D -1 --control
+/// fifo:PATH`, "enable" as the phase starts and "disable" as it ends, so the profile holds that
+/// phase alone (docs/PERFORMANCE.md). The FIFO is opened once, at the first phase, and kept.
 fn profile_phase(command: &str) {
     static CONTROL: std::sync::OnceLock<Option<(std::ffi::OsString, std::fs::File)>> =
         std::sync::OnceLock::new();

@@ -12,7 +12,9 @@ use collector::config::IngestConfig;
 use model::wire::v1::{Batch, Limits};
 use store::Store;
 
-use crate::ingest::{CpuMark, PhaseCpu, Wire, by_worker, median, run_workers, settle};
+use crate::ingest::{
+    CpuMark, Phase, PhaseCpu, Round, Wire, by_worker, median, run_workers, settle,
+};
 
 /// The two in-process phases of one round: rows/s and CPU of each.
 #[derive(Debug, Clone, Copy)]
@@ -35,16 +37,16 @@ impl Breakdown {
 pub(crate) async fn run(
     store: &Store,
     fresh: impl Fn(&str) -> Vec<Batch>,
-    wire: Wire,
-    concurrency: usize,
-    rows: usize,
+    r: &Round,
     checkpoints: &mut bool,
 ) -> anyhow::Result<Breakdown> {
+    let (wire, concurrency, rows) = (r.wire, r.concurrency, r.rows);
     let bodies: Vec<(String, Vec<u8>)> = fresh("decode")
         .iter()
         .map(|b| Ok((b.node.clone(), wire.encode(b)?)))
         .collect::<Result<_, ingest_client::SendError>>()?;
     settle(store, checkpoints).await;
+    r.profile(Phase::DecodeAndStore, "enable");
     let (cpu, t) = (CpuMark::now(), Instant::now());
     run_workers(by_worker(bodies, concurrency, |b| b.0.clone()), {
         let store = store.clone();
@@ -57,6 +59,7 @@ pub(crate) async fn run(
         }
     })
     .await?;
+    r.profile(Phase::DecodeAndStore, "disable");
     let decode_and_store = (
         rows as f64 / t.elapsed().as_secs_f64(),
         cpu.per_1000_rows(rows),
@@ -64,6 +67,7 @@ pub(crate) async fn run(
 
     let batches = fresh("stored");
     settle(store, checkpoints).await;
+    r.profile(Phase::StoreOnly, "enable");
     let (cpu, t) = (CpuMark::now(), Instant::now());
     run_workers(by_worker(batches, concurrency, |b| b.node.clone()), {
         let store = store.clone();
@@ -73,6 +77,7 @@ pub(crate) async fn run(
         }
     })
     .await?;
+    r.profile(Phase::StoreOnly, "disable");
     let store_only = (
         rows as f64 / t.elapsed().as_secs_f64(),
         cpu.per_1000_rows(rows),

@@ -50,6 +50,23 @@ fn ingest_refuses_empty_sizes_before_it_connects() {
     }
 }
 
+#[test]
+fn ingest_refuses_to_profile_a_phase_it_will_not_run() {
+    let out = bench(&[
+        "ingest",
+        "--database-url",
+        "postgres://nobody@127.0.0.1:1/none",
+        "--profile-phase",
+        "store-only",
+    ]);
+    assert!(!out.status.success(), "{out:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("--profile-phase store-only is a phase of --breakdown"),
+        "{err}"
+    );
+}
+
 /// `--breakdown` stores the round's rows twice more, in this process and without HTTP, and
 /// says what each phase reached against raw COPY.
 #[tokio::test]
