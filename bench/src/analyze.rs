@@ -10,7 +10,7 @@ use model::inventory::Sharing;
 use model::rollup;
 use store::{Rollups, Store};
 
-use crate::ingest::median;
+use crate::phase::median;
 
 #[derive(Debug, clap::Args)]
 pub struct AnalyzeBench {

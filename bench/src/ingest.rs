@@ -6,9 +6,11 @@
 use std::time::{Duration, Instant};
 
 use model::figures::count;
-use model::wire::v1::{Batch, Format};
+use model::wire::v1::Batch;
 
+use crate::fleet::{Wire, bench_scenario};
 use crate::ingest_breakdown;
+use crate::phase::{CpuMark, Phase, PhaseCpu, Profiled, by_worker, median, run_workers, settle};
 use collector::config::{IngestConfig, TeamsConfig};
 use collector::state::AppState;
 use collector_shared::agent_auth::Auth;
@@ -59,38 +61,6 @@ pub struct IngestBench {
     pub profile_phase: Phase,
 }
 
-/// A phase of the ingest benchmark that a profiler can be told to record.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum Phase {
-    EndToEnd,
-    DecodeAndStore,
-    StoreOnly,
-}
-
-/// A batch encoding of the wire protocol, as `--wire` names it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum Wire {
-    Msgpack,
-    Json,
-}
-
-impl Wire {
-    pub(crate) fn format(self) -> Format {
-        match self {
-            Wire::Msgpack => Format::MessagePack,
-            Wire::Json => Format::Json,
-        }
-    }
-
-    /// The body the gpulens client sends in this encoding.
-    pub(crate) fn encode(self, batch: &Batch) -> Result<Vec<u8>, ingest_client::SendError> {
-        match self.format() {
-            Format::MessagePack => ingest_client::Client::encode(batch),
-            Format::Json => ingest_client::Client::encode_json(batch),
-        }
-    }
-}
-
 #[derive(Debug, clap::Args)]
 pub struct SeriesBench {
     #[arg(long, env = "GPULENS_DATABASE_URL", hide_env_values = true)]
@@ -104,31 +74,6 @@ pub struct SeriesBench {
     /// Repetitions of each query.
     #[arg(long, default_value_t = 50)]
     pub queries: usize,
-}
-
-/// A fleet of `gpus` GPUs, 8 per node, each time-sliced 8 ways with a busy tenant per replica.
-pub(crate) fn bench_scenario(gpus: usize) -> simulator::Scenario {
-    let nodes = gpus.div_ceil(8);
-    let mut text = String::from("name = \"bench\"\ncluster = \"bench\"\nseed = 5\n");
-    for n in 0..nodes {
-        text.push_str(&format!(
-            "[[nodes]]\nname = \"node-{n:04}\"\nmodel = \"H100-80GB\"\ngpus = 8\nsharing = \"time_slicing\"\nreplicas = 8\ndcgm = true\n"
-        ));
-        for g in 0..8 {
-            for r in 0..8 {
-                text.push_str(&format!(
-                    "[[tenants]]\nname = \"t-{n}-{g}-{r}\"\nkind = \"pod\"\nnamespace = \"ns-{}\"\nnode = \"node-{n:04}\"\ndevices = [\"{g}::{r}\"]\npattern = \"steady_training\"\nintensity = 0.12\nmem_gib = 4\n",
-                    r % 4
-                ));
-            }
-        }
-    }
-    simulator::Scenario::from_toml(&text).expect("the benchmark scenario is valid")
-}
-
-pub(crate) fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
 }
 
 pub async fn ingest(args: IngestBench) -> anyhow::Result<()> {
@@ -266,26 +211,23 @@ async fn bench_collector(store: &Store) -> anyhow::Result<ingest_client::Client>
 }
 
 /// One round of the ingest benchmark: which, how many workers, how many rows.
-pub(crate) struct Round {
+struct Round {
     n: usize,
     /// Its number among the counted rounds; `None` for a warm-up, which is neither counted
     /// nor profiled.
     counted: Option<usize>,
-    pub(crate) concurrency: usize,
-    pub(crate) rows: usize,
-    pub(crate) wire: Wire,
+    concurrency: usize,
+    rows: usize,
+    wire: Wire,
     breakdown: bool,
     /// The phase a profiler records, in counted rounds.
     profiled: Phase,
 }
 
 impl Round {
-    /// Tells a profiler to `command` ("enable" or "disable") if it records `phase` in this
-    /// round ([`profile_phase`]).
-    pub(crate) fn profile(&self, phase: Phase, command: &str) {
-        if self.counted.is_some() && self.profiled == phase {
-            profile_phase(command);
-        }
+    /// The phase a profiler records in this round: none in a warm-up.
+    fn profiled(&self) -> Profiled {
+        Profiled(self.counted.map(|_| self.profiled))
     }
 }
 
@@ -343,7 +285,7 @@ async fn round_rates(
         .map(|b| Ok((b.node.clone(), r.wire.encode(b)?)))
         .collect::<Result<_, ingest_client::SendError>>()?;
     settle(store, checkpoints).await;
-    r.profile(Phase::EndToEnd, "enable");
+    r.profiled().mark(Phase::EndToEnd, "enable");
     let cpu = CpuMark::now();
     let t = Instant::now();
     run_workers(by_worker(bodies, r.concurrency, |b| b.0.clone()), {
@@ -363,9 +305,18 @@ async fn round_rates(
     .await?;
     let e2e_rate = r.rows as f64 / t.elapsed().as_secs_f64();
     let e2e_cpu = cpu.per_1000_rows(r.rows);
-    r.profile(Phase::EndToEnd, "disable");
+    r.profiled().mark(Phase::EndToEnd, "disable");
     let breakdown = match r.breakdown {
-        true => Some(ingest_breakdown::run(store, fresh, &r, checkpoints).await?),
+        true => Some(
+            ingest_breakdown::run(
+                store,
+                fresh,
+                (r.wire, r.concurrency, r.rows),
+                r.profiled(),
+                checkpoints,
+            )
+            .await?,
+        ),
         false => None,
     };
     eprintln!(
@@ -400,31 +351,6 @@ async fn round_rates(
     })
 }
 
-/// Tells a profiler when a phase runs (`--profile-phase`, the end-to-end one by default): with
-/// `GPULENS_BENCH_PERF_CTL` naming the control FIFO of `perf record -D -1 --control
-/// fifo:PATH`, "enable" as the phase starts and "disable" as it ends, so the profile holds that
-/// phase alone (docs/PERFORMANCE.md). The FIFO is opened once, at the first phase, and kept.
-fn profile_phase(command: &str) {
-    static CONTROL: std::sync::OnceLock<Option<(std::ffi::OsString, std::fs::File)>> =
-        std::sync::OnceLock::new();
-    let control = CONTROL.get_or_init(|| {
-        let path = std::env::var_os("GPULENS_BENCH_PERF_CTL")?;
-        match std::fs::OpenOptions::new().write(true).open(&path) {
-            Ok(fifo) => Some((path, fifo)),
-            Err(e) => {
-                eprintln!("not telling the profiler when phases run ({path:?}): {e}");
-                None
-            }
-        }
-    });
-    if let Some((path, fifo)) = control {
-        let mut fifo: &std::fs::File = fifo;
-        if let Err(e) = std::io::Write::write_all(&mut fifo, format!("{command}\n").as_bytes()) {
-            eprintln!("could not tell the profiler to {command} ({path:?}): {e}");
-        }
-    }
-}
-
 /// The CPU cost per 1,000 rows of both phases, medians over the rounds.
 fn print_cpu_costs(cpu_costs: &[(PhaseCpu, PhaseCpu)]) {
     if !cpu_costs.is_empty() {
@@ -448,105 +374,6 @@ fn print_cpu_costs(cpu_costs: &[(PhaseCpu, PhaseCpu)]) {
             "  the machine's cores busy:           {raw:>10.0} % raw COPY, {e2e:.0} % end to end (median)"
         );
     }
-}
-
-/// Before each phase: the collector's committers have given their connections back to the
-/// pool (they keep one for a second after their last group), so the raw COPY phase can use
-/// as many as end to end did; then a checkpoint, so that both phases start alike and the
-/// database's own WAL-triggered checkpoints (every `max_wal_size` of WAL) fall in neither; the
-/// disk flushes it starts would otherwise stall whichever phase they land in. Without the
-/// privilege to checkpoint, says so once and goes on without.
-pub(crate) async fn settle(store: &Store, checkpoints: &mut bool) {
-    store.pool_quiet(Duration::from_secs(5)).await;
-    if *checkpoints && let Err(e) = store.checkpoint().await {
-        eprintln!(
-            "not checkpointing between phases ({e}); the phases may land on the database's own checkpoints"
-        );
-        *checkpoints = false;
-    }
-}
-
-/// CPU counters at the start of a phase ([`model::process`]).
-pub(crate) struct CpuMark {
-    process: Option<f64>,
-    machine: Option<(f64, f64)>,
-}
-
-/// What a phase cost in CPU.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct PhaseCpu {
-    /// This process's CPU-ms per 1,000 rows (client and collector).
-    pub(crate) process: f64,
-    /// The machine's, all processes, per 1,000 rows.
-    pub(crate) machine: f64,
-    /// The share of the machine's cores busy during the phase.
-    pub(crate) busy: f64,
-}
-
-impl CpuMark {
-    pub(crate) fn now() -> CpuMark {
-        CpuMark {
-            process: model::own_usage::cpu_seconds(),
-            machine: model::own_usage::machine_cpu_seconds(),
-        }
-    }
-
-    /// The cost since the mark of storing `rows` rows; None where /proc is unreadable.
-    pub(crate) fn per_1000_rows(&self, rows: usize) -> Option<PhaseCpu> {
-        let now = CpuMark::now();
-        let per = |s: f64| s * 1000.0 / rows as f64 * 1000.0;
-        let (busy0, idle0) = self.machine?;
-        let (busy1, idle1) = now.machine?;
-        let (busy, idle) = (busy1 - busy0, idle1 - idle0);
-        Some(PhaseCpu {
-            process: per(now.process? - self.process?),
-            machine: per(busy),
-            busy: if busy + idle > 0.0 {
-                busy / (busy + idle)
-            } else {
-                0.0
-            },
-        })
-    }
-}
-
-/// Splits items into `n` worker lists so that each node belongs to one worker and keeps its
-/// order: an agent delivers its batches one after another, in sequence.
-pub(crate) fn by_worker<T>(items: Vec<T>, n: usize, node: impl Fn(&T) -> String) -> Vec<Vec<T>> {
-    let mut nodes: Vec<String> = Vec::new();
-    let mut out: Vec<Vec<T>> = (0..n.max(1)).map(|_| Vec::new()).collect();
-    for item in items {
-        let name = node(&item);
-        let i = nodes.iter().position(|x| *x == name).unwrap_or_else(|| {
-            nodes.push(name);
-            nodes.len() - 1
-        });
-        out[i % n.max(1)].push(item);
-    }
-    out
-}
-
-/// Runs `work` on every item, one worker per list, in list order; the first error stops it.
-pub(crate) async fn run_workers<T, F, Fut>(lists: Vec<Vec<T>>, work: F) -> anyhow::Result<()>
-where
-    T: Send + 'static,
-    F: Fn(T) -> Fut + Clone + Send + 'static,
-    Fut: std::future::Future<Output = anyhow::Result<()>> + Send,
-{
-    let mut tasks = tokio::task::JoinSet::new();
-    for list in lists {
-        let work = work.clone();
-        tasks.spawn(async move {
-            for item in list {
-                work(item).await?;
-            }
-            anyhow::Ok(())
-        });
-    }
-    while let Some(r) = tasks.join_next().await {
-        r??;
-    }
-    Ok(())
 }
 
 pub async fn series(args: SeriesBench) -> anyhow::Result<()> {

@@ -12,9 +12,8 @@ use collector::config::IngestConfig;
 use model::wire::v1::{Batch, Limits};
 use store::Store;
 
-use crate::ingest::{
-    CpuMark, Phase, PhaseCpu, Round, Wire, by_worker, median, run_workers, settle,
-};
+use crate::fleet::Wire;
+use crate::phase::{CpuMark, Phase, PhaseCpu, Profiled, by_worker, median, run_workers, settle};
 
 /// The two in-process phases of one round: rows/s and CPU of each.
 #[derive(Debug, Clone, Copy)]
@@ -33,20 +32,20 @@ impl Breakdown {
 }
 
 /// Runs both phases on `fresh(kind)`'s batches (the round's rows under a new cluster name),
-/// `concurrency` at a time, one worker per node as the other phases do.
+/// encoded as `wire`, `concurrency` at a time, one worker per node as the other phases do.
 pub(crate) async fn run(
     store: &Store,
     fresh: impl Fn(&str) -> Vec<Batch>,
-    r: &Round,
+    (wire, concurrency, rows): (Wire, usize, usize),
+    profiled: Profiled,
     checkpoints: &mut bool,
 ) -> anyhow::Result<Breakdown> {
-    let (wire, concurrency, rows) = (r.wire, r.concurrency, r.rows);
     let bodies: Vec<(String, Vec<u8>)> = fresh("decode")
         .iter()
         .map(|b| Ok((b.node.clone(), wire.encode(b)?)))
         .collect::<Result<_, ingest_client::SendError>>()?;
     settle(store, checkpoints).await;
-    r.profile(Phase::DecodeAndStore, "enable");
+    profiled.mark(Phase::DecodeAndStore, "enable");
     let (cpu, t) = (CpuMark::now(), Instant::now());
     run_workers(by_worker(bodies, concurrency, |b| b.0.clone()), {
         let store = store.clone();
@@ -59,7 +58,7 @@ pub(crate) async fn run(
         }
     })
     .await?;
-    r.profile(Phase::DecodeAndStore, "disable");
+    profiled.mark(Phase::DecodeAndStore, "disable");
     let decode_and_store = (
         rows as f64 / t.elapsed().as_secs_f64(),
         cpu.per_1000_rows(rows),
@@ -67,7 +66,7 @@ pub(crate) async fn run(
 
     let batches = fresh("stored");
     settle(store, checkpoints).await;
-    r.profile(Phase::StoreOnly, "enable");
+    profiled.mark(Phase::StoreOnly, "enable");
     let (cpu, t) = (CpuMark::now(), Instant::now());
     run_workers(by_worker(batches, concurrency, |b| b.node.clone()), {
         let store = store.clone();
@@ -77,7 +76,7 @@ pub(crate) async fn run(
         }
     })
     .await?;
-    r.profile(Phase::StoreOnly, "disable");
+    profiled.mark(Phase::StoreOnly, "disable");
     let store_only = (
         rows as f64 / t.elapsed().as_secs_f64(),
         cpu.per_1000_rows(rows),

@@ -4,8 +4,10 @@
 //! which `gpulens bench …` runs.
 
 pub mod analyze;
+mod fleet;
 pub mod ingest;
 mod ingest_breakdown;
+mod phase;
 pub mod storage;
 pub mod ui;
 pub mod wire;

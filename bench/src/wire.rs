@@ -7,7 +7,8 @@ use std::time::Instant;
 
 use model::wire::v1::Batch;
 
-use crate::ingest::{Wire, bench_scenario, median};
+use crate::fleet::{Wire, bench_scenario};
+use crate::phase::median;
 
 #[derive(Debug, clap::Args)]
 pub struct WireBench {
