@@ -54,7 +54,7 @@ impl Batch {
             earliest: now - limits.max_age_ms,
             latest: now + limits.max_future_ms,
         };
-        let mut seen_ts = Set::default();
+        let mut seen_ts = set_for(self.snapshots.len());
         for (i, s) in self.snapshots.iter().enumerate() {
             if s.ts < window.earliest || s.ts > window.latest {
                 return Err(invalid(format!(
@@ -134,7 +134,7 @@ impl Batch {
     /// The tenants: names, their text fields, no key twice. Returns the keys, which samples
     /// must reference.
     fn check_tenants(&self, limits: &Limits) -> Result<Set<&str>, Invalid> {
-        let mut tenant_keys = Set::default();
+        let mut tenant_keys = set_for(self.tenants.len());
         for (i, t) in self.tenants.iter().enumerate() {
             check_name(|| format!("tenants[{i}].key"), &t.key, limits)?;
             for (field, value) in [
@@ -162,7 +162,7 @@ impl Batch {
 
     /// The inventory: names, sharing modes, sizes, MIG instances, no GPU twice.
     fn check_inventory(&self, limits: &Limits) -> Result<(), Invalid> {
-        let mut gpu_uuids = Set::default();
+        let mut gpu_uuids = set_for(self.inventory.as_ref().map_or(0, Vec::len));
         if let Some(inventory) = &self.inventory {
             for (i, g) in inventory.iter().enumerate() {
                 check_name(|| format!("inventory[{i}].uuid"), &g.uuid, limits)?;
@@ -215,7 +215,7 @@ struct Window {
 
 /// A snapshot's GPU readings: names, ratios, byte counts, counters and physical ranges.
 fn check_gpus(s: &Snapshot, at: &dyn Fn(&str) -> String, limits: &Limits) -> Result<(), Invalid> {
-    let mut gpus_here = Set::default();
+    let mut gpus_here = set_for(s.gpus.len());
     for (j, g) in s.gpus.iter().enumerate() {
         let at = |f: &str| at(&format!("gpus[{j}].{f}"));
         check_name(|| at("gpu_uuid"), &g.gpu_uuid, limits)?;
@@ -267,7 +267,7 @@ fn check_gpus(s: &Snapshot, at: &dyn Fn(&str) -> String, limits: &Limits) -> Res
 
 /// A snapshot's MIG instance readings.
 fn check_mig(s: &Snapshot, at: &dyn Fn(&str) -> String, limits: &Limits) -> Result<(), Invalid> {
-    let mut mig_here = Set::default();
+    let mut mig_here = set_for(s.mig.len());
     for (j, m) in s.mig.iter().enumerate() {
         let at = |f: &str| at(&format!("mig[{j}].{f}"));
         check_name(|| at("gpu_uuid"), &m.gpu_uuid, limits)?;
@@ -299,7 +299,7 @@ fn check_processes(
     tenant_keys: &Set<&str>,
     latest: UnixMillis,
 ) -> Result<(), Invalid> {
-    let mut procs_here = Set::default();
+    let mut procs_here = set_for(s.processes.len());
     for (j, p) in s.processes.iter().enumerate() {
         let at = |f: &str| at(&format!("processes[{j}].{f}"));
         check_name(|| at("gpu_uuid"), &p.gpu_uuid, limits)?;
@@ -356,7 +356,7 @@ fn check_allocations(
     limits: &Limits,
     tenant_keys: &Set<&str>,
 ) -> Result<(), Invalid> {
-    let mut allocs_here = Set::default();
+    let mut allocs_here = set_for(s.allocations.len());
     for (j, a) in s.allocations.iter().enumerate() {
         let at = |f: &str| at(&format!("allocations[{j}].{f}"));
         check_name(|| at("gpu_uuid"), &a.gpu_uuid, limits)?;
@@ -408,7 +408,7 @@ fn check_events(
     window: Window,
 ) -> Result<(), Invalid> {
     let (earliest, latest) = (window.earliest, window.latest);
-    let mut events_here = Set::default();
+    let mut events_here = set_for(s.events.len());
     for (j, e) in s.events.iter().enumerate() {
         let at = |f: &str| at(&format!("events[{j}].{f}"));
         check_name(|| at("gpu_uuid"), &e.gpu_uuid, limits)?;
@@ -498,6 +498,12 @@ fn has(value: &str, class: fn(char) -> bool) -> bool {
 /// at random per set (foldhash's, several times faster than the standard SipHash on these
 /// short keys), and a batch's size is bounded before any set is filled.
 type Set<T> = std::collections::HashSet<T, foldhash::fast::RandomState>;
+
+/// A set sized for `n` keys, so that filling it never grows it. `n` is a length of the batch,
+/// which `check_header` has bounded before any set is built.
+fn set_for<T>(n: usize) -> Set<T> {
+    Set::with_capacity_and_hasher(n, Default::default())
+}
 
 // The per-value checks take the field's name lazily: valid batches (nearly all of them)
 // never pay for building it.
