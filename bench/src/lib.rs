@@ -18,7 +18,8 @@ pub enum BenchCommand {
     /// End-to-end ingest against raw COPY of the same rows, side by side.
     ///
     /// Each round stores the same simulated rows twice: raw COPY, then over HTTP through the
-    /// whole ingest path. Reports rows/s and their ratio, and CPU per 1,000 rows of this process
+    /// whole ingest path (with `--breakdown`, twice more without HTTP: decoded and stored, and
+    /// stored alone). Reports rows/s and their ratio, and CPU per 1,000 rows of this process
     /// and of the whole machine (which includes the database when it runs here). Takes a
     /// CHECKPOINT before each phase when the role may (superuser or pg_checkpoint).
     Ingest(crate::ingest::IngestBench),
