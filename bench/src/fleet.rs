@@ -24,6 +24,18 @@ impl Wire {
             Format::Json => ingest_client::Client::encode_json(batch),
         }
     }
+
+    /// Each batch's node and its body in this encoding, encoded before a phase starts, as an
+    /// agent has its batches ready.
+    pub(crate) fn bodies(
+        self,
+        batches: &[Batch],
+    ) -> Result<Vec<(String, Vec<u8>)>, ingest_client::SendError> {
+        batches
+            .iter()
+            .map(|b| Ok((b.node.clone(), self.encode(b)?)))
+            .collect()
+    }
 }
 
 /// A fleet of `gpus` GPUs, 8 per node, each time-sliced 8 ways with a busy tenant per replica.

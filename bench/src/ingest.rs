@@ -10,7 +10,7 @@ use model::wire::v1::Batch;
 
 use crate::fleet::{Wire, bench_scenario};
 use crate::ingest_breakdown;
-use crate::phase::{CpuMark, Phase, PhaseCpu, Profiled, by_worker, median, run_workers, settle};
+use crate::phase::{Measured, Phase, PhaseCpu, Profiled, by_worker, median, run_workers, timed};
 use collector::config::{IngestConfig, TeamsConfig};
 use collector::state::AppState;
 use collector_shared::agent_auth::Auth;
@@ -233,8 +233,8 @@ impl Round {
 
 /// What one round measured: each phase's rows/s and CPU.
 struct RoundRates {
-    copy: (f64, Option<PhaseCpu>),
-    e2e: (f64, Option<PhaseCpu>),
+    copy: Measured,
+    e2e: Measured,
     breakdown: Option<ingest_breakdown::Breakdown>,
 }
 
@@ -260,58 +260,57 @@ async fn round_rates(
     };
     // Raw COPY of the same rows, same batch sizes, same concurrency.
     let batches = fresh("copy");
-    settle(store, checkpoints).await;
-    let cpu = CpuMark::now();
-    let t = Instant::now();
-    run_workers(by_worker(batches, r.concurrency, |b| b.node.clone()), {
-        let store = store.clone();
-        move |b: Batch| {
+    let (copy_rate, copy_cpu) = timed(
+        store,
+        checkpoints,
+        r.rows,
+        |_| {},
+        run_workers(by_worker(batches, r.concurrency, |b| b.node.clone()), {
             let store = store.clone();
-            async move {
-                store
-                    .raw_copy(&b)
-                    .await
-                    .map(|_| ())
-                    .map_err(anyhow::Error::from)
+            move |b: Batch| {
+                let store = store.clone();
+                async move {
+                    store
+                        .raw_copy(&b)
+                        .await
+                        .map(|_| ())
+                        .map_err(anyhow::Error::from)
+                }
             }
-        }
-    })
+        }),
+    )
     .await?;
-    let copy_rate = r.rows as f64 / t.elapsed().as_secs_f64();
-    let copy_cpu = cpu.per_1000_rows(r.rows);
     // End to end: bodies are encoded first, as an agent would have them ready.
-    let bodies: Vec<(String, Vec<u8>)> = fresh("e2e")
-        .iter()
-        .map(|b| Ok((b.node.clone(), r.wire.encode(b)?)))
-        .collect::<Result<_, ingest_client::SendError>>()?;
-    settle(store, checkpoints).await;
-    r.profiled().mark(Phase::EndToEnd, "enable");
-    let cpu = CpuMark::now();
-    let t = Instant::now();
-    run_workers(by_worker(bodies, r.concurrency, |b| b.0.clone()), {
-        let client = client.clone();
-        move |(_, body): (String, Vec<u8>)| {
+    let bodies = r.wire.bodies(&fresh("e2e"))?;
+    let (e2e_rate, e2e_cpu) = timed(
+        store,
+        checkpoints,
+        r.rows,
+        |c| r.profiled().mark(Phase::EndToEnd, c),
+        run_workers(by_worker(bodies, r.concurrency, |b| b.0.clone()), {
             let client = client.clone();
-            async move {
-                match client.send_encoded(body).await? {
-                    ingest_client::Delivered::Stored { .. } => Ok(()),
-                    ingest_client::Delivered::Duplicate => {
-                        anyhow::bail!("unexpected duplicate")
+            move |(_, body): (String, Vec<u8>)| {
+                let client = client.clone();
+                async move {
+                    match client.send_encoded(body).await? {
+                        ingest_client::Delivered::Stored { .. } => Ok(()),
+                        ingest_client::Delivered::Duplicate => {
+                            anyhow::bail!("unexpected duplicate")
+                        }
                     }
                 }
             }
-        }
-    })
+        }),
+    )
     .await?;
-    let e2e_rate = r.rows as f64 / t.elapsed().as_secs_f64();
-    let e2e_cpu = cpu.per_1000_rows(r.rows);
-    r.profiled().mark(Phase::EndToEnd, "disable");
     let breakdown = match r.breakdown {
         true => Some(
             ingest_breakdown::run(
                 store,
                 fresh,
-                (r.wire, r.concurrency, r.rows),
+                r.wire,
+                r.concurrency,
+                r.rows,
                 r.profiled(),
                 checkpoints,
             )

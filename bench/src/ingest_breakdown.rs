@@ -6,85 +6,65 @@
 //! commit and COPY, less decoding and validation). Raw COPY minus the second is the storage
 //! path's cost, the second minus the first the decoding's, the first minus end to end HTTP's.
 
-use std::time::Instant;
-
 use collector::config::IngestConfig;
 use model::wire::v1::{Batch, Limits};
 use store::Store;
 
 use crate::fleet::Wire;
-use crate::phase::{CpuMark, Phase, PhaseCpu, Profiled, by_worker, median, run_workers, settle};
+use crate::phase::{Measured, Phase, PhaseCpu, Profiled, by_worker, median, run_workers, timed};
 
-/// The two in-process phases of one round: rows/s and CPU of each.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Breakdown {
-    pub decode_and_store: (f64, Option<PhaseCpu>),
-    pub store_only: (f64, Option<PhaseCpu>),
-}
+/// The two in-process phases of one round, in [`PHASES`]' order: decode + store, store only.
+pub(crate) type Breakdown = [Measured; 2];
 
 /// The labels the phases print under, in [`Breakdown`]'s order.
 pub(crate) const PHASES: [&str; 2] = ["decode + store, no HTTP:", "store only (decoded batches):"];
 
-impl Breakdown {
-    pub fn phases(&self) -> [(f64, Option<PhaseCpu>); 2] {
-        [self.decode_and_store, self.store_only]
-    }
-}
-
-/// Runs both phases on `fresh(kind)`'s batches (the round's rows under a new cluster name),
-/// encoded as `wire`, `concurrency` at a time, one worker per node as the other phases do.
+/// Runs both phases on `fresh(kind)`'s batches (the round's `rows` rows under a new cluster
+/// name), encoded as `wire`, `concurrency` at a time, one worker per node as the other phases
+/// do.
 pub(crate) async fn run(
     store: &Store,
     fresh: impl Fn(&str) -> Vec<Batch>,
-    (wire, concurrency, rows): (Wire, usize, usize),
+    wire: Wire,
+    concurrency: usize,
+    rows: usize,
     profiled: Profiled,
     checkpoints: &mut bool,
 ) -> anyhow::Result<Breakdown> {
-    let bodies: Vec<(String, Vec<u8>)> = fresh("decode")
-        .iter()
-        .map(|b| Ok((b.node.clone(), wire.encode(b)?)))
-        .collect::<Result<_, ingest_client::SendError>>()?;
-    settle(store, checkpoints).await;
-    profiled.mark(Phase::DecodeAndStore, "enable");
-    let (cpu, t) = (CpuMark::now(), Instant::now());
-    run_workers(by_worker(bodies, concurrency, |b| b.0.clone()), {
-        let store = store.clone();
-        move |(_, body): (String, Vec<u8>)| {
+    let bodies = wire.bodies(&fresh("decode"))?;
+    let decode_and_store = timed(
+        store,
+        checkpoints,
+        rows,
+        |c| profiled.mark(Phase::DecodeAndStore, c),
+        run_workers(by_worker(bodies, concurrency, |b| b.0.clone()), {
             let store = store.clone();
-            async move {
-                let batch = decode_and_validate(wire, &body)?;
-                store_batch(&store, batch).await
+            move |(_, body): (String, Vec<u8>)| {
+                let store = store.clone();
+                async move {
+                    let batch = decode_and_validate(wire, &body)?;
+                    store_batch(&store, batch).await
+                }
             }
-        }
-    })
+        }),
+    )
     .await?;
-    profiled.mark(Phase::DecodeAndStore, "disable");
-    let decode_and_store = (
-        rows as f64 / t.elapsed().as_secs_f64(),
-        cpu.per_1000_rows(rows),
-    );
-
     let batches = fresh("stored");
-    settle(store, checkpoints).await;
-    profiled.mark(Phase::StoreOnly, "enable");
-    let (cpu, t) = (CpuMark::now(), Instant::now());
-    run_workers(by_worker(batches, concurrency, |b| b.node.clone()), {
-        let store = store.clone();
-        move |b: Batch| {
+    let store_only = timed(
+        store,
+        checkpoints,
+        rows,
+        |c| profiled.mark(Phase::StoreOnly, c),
+        run_workers(by_worker(batches, concurrency, |b| b.node.clone()), {
             let store = store.clone();
-            async move { store_batch(&store, b).await }
-        }
-    })
+            move |b: Batch| {
+                let store = store.clone();
+                async move { store_batch(&store, b).await }
+            }
+        }),
+    )
     .await?;
-    profiled.mark(Phase::StoreOnly, "disable");
-    let store_only = (
-        rows as f64 / t.elapsed().as_secs_f64(),
-        cpu.per_1000_rows(rows),
-    );
-    Ok(Breakdown {
-        decode_and_store,
-        store_only,
-    })
+    Ok([decode_and_store, store_only])
 }
 
 /// What the ingest handler does to a body before storing it: undo its compression and decode
@@ -119,7 +99,7 @@ async fn store_batch(store: &Store, batch: Batch) -> anyhow::Result<()> {
 
 /// One round's two phases, beside its raw COPY rate.
 pub(crate) fn print_round(b: &Breakdown, copy_rate: f64) {
-    for (label, (rate, cpu)) in PHASES.iter().zip(b.phases()) {
+    for (label, (rate, cpu)) in PHASES.iter().zip(b) {
         eprintln!(
             "  {label:<30} {rate:.0} rows/s (ratio {:.2}){}",
             rate / copy_rate,
@@ -142,8 +122,8 @@ pub(crate) fn print(breakdowns: &[Breakdown], copy_rate: f64) {
         return;
     }
     for (i, label) in PHASES.iter().enumerate() {
-        let rate = median(breakdowns.iter().map(|b| b.phases()[i].0).collect());
-        let cpus: Vec<PhaseCpu> = breakdowns.iter().filter_map(|b| b.phases()[i].1).collect();
+        let rate = median(breakdowns.iter().map(|b| b[i].0).collect());
+        let cpus: Vec<PhaseCpu> = breakdowns.iter().filter_map(|b| b[i].1).collect();
         let cpu = match cpus.is_empty() {
             true => String::new(),
             false => format!(

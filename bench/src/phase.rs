@@ -2,7 +2,7 @@
 //! node's batches in order), settling the database before it, and telling a profiler when it
 //! runs.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use store::Store;
 
@@ -51,7 +51,7 @@ fn profile_phase(command: &str) {
 /// database's own WAL-triggered checkpoints (every `max_wal_size` of WAL) fall in neither; the
 /// disk flushes it starts would otherwise stall whichever phase they land in. Without the
 /// privilege to checkpoint, says so once and goes on without.
-pub(crate) async fn settle(store: &Store, checkpoints: &mut bool) {
+async fn settle(store: &Store, checkpoints: &mut bool) {
     store.pool_quiet(Duration::from_secs(5)).await;
     if *checkpoints && let Err(e) = store.checkpoint().await {
         eprintln!(
@@ -62,7 +62,7 @@ pub(crate) async fn settle(store: &Store, checkpoints: &mut bool) {
 }
 
 /// CPU counters at the start of a phase ([`model::process`]).
-pub(crate) struct CpuMark {
+struct CpuMark {
     process: Option<f64>,
     machine: Option<(f64, f64)>,
 }
@@ -79,7 +79,7 @@ pub(crate) struct PhaseCpu {
 }
 
 impl CpuMark {
-    pub(crate) fn now() -> CpuMark {
+    fn now() -> CpuMark {
         CpuMark {
             process: model::own_usage::cpu_seconds(),
             machine: model::own_usage::machine_cpu_seconds(),
@@ -87,7 +87,7 @@ impl CpuMark {
     }
 
     /// The cost since the mark of storing `rows` rows; None where /proc is unreadable.
-    pub(crate) fn per_1000_rows(&self, rows: usize) -> Option<PhaseCpu> {
+    fn per_1000_rows(&self, rows: usize) -> Option<PhaseCpu> {
         let now = CpuMark::now();
         let per = |s: f64| s * 1000.0 / rows as f64 * 1000.0;
         let (busy0, idle0) = self.machine?;
@@ -155,4 +155,29 @@ impl Profiled {
             profile_phase(command);
         }
     }
+}
+
+/// A phase's rate (rows/s) and what it cost in CPU (None where /proc is unreadable).
+pub(crate) type Measured = (f64, Option<PhaseCpu>);
+
+/// Runs one phase that stores `rows` rows: settles the database first ([`settle`]), tells the
+/// profiler through `mark` ("enable" as `work` starts, "disable" as it ends), and measures
+/// the phase's rate and CPU cost.
+pub(crate) async fn timed(
+    store: &Store,
+    checkpoints: &mut bool,
+    rows: usize,
+    mark: impl Fn(&str),
+    work: impl std::future::Future<Output = anyhow::Result<()>>,
+) -> anyhow::Result<Measured> {
+    settle(store, checkpoints).await;
+    mark("enable");
+    let (cpu, t) = (CpuMark::now(), Instant::now());
+    work.await?;
+    let measured = (
+        rows as f64 / t.elapsed().as_secs_f64(),
+        cpu.per_1000_rows(rows),
+    );
+    mark("disable");
+    Ok(measured)
 }
