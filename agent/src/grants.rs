@@ -236,16 +236,15 @@ impl Grants {
     /// `earlier` read them, present or absent: both write a pod's grant before it starts, so a
     /// later difference is an edit of the annotation, not a grant. New pods keep this read's.
     pub fn keeping_first(mut self, earlier: &Grants) -> Grants {
-        // The pods both reads list under one UID: (UID, namespace, name).
-        let known: Vec<(String, String, String)> = self
+        // The pods both reads list under one UID, and their (namespace, name).
+        let known: Vec<(&String, &(String, String))> = self
             .pods
             .iter()
             .filter(|(uid, named)| earlier.pods.get(*uid) == Some(*named))
-            .map(|(uid, (ns, pod))| (uid.clone(), ns.clone(), pod.clone()))
             .collect();
         let named: HashSet<(&str, &str)> = known
             .iter()
-            .map(|(_, ns, pod)| (ns.as_str(), pod.as_str()))
+            .map(|(_, (ns, pod))| (ns.as_str(), pod.as_str()))
             .collect();
         let is_known = |(ns, pod, _): &(String, String, String)| named.contains(&(ns, pod));
         self.hami.retain(|k, _| !is_known(k));
@@ -256,7 +255,7 @@ impl Grants {
                 .filter(|(k, _)| is_known(k))
                 .map(|(k, v)| (k.clone(), v.clone())),
         );
-        for (uid, _, _) in &known {
+        for (uid, _) in known {
             match earlier.kai.get(uid) {
                 Some(k) => self.kai.insert(uid.clone(), k.clone()),
                 None => self.kai.remove(uid),
