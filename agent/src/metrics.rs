@@ -88,6 +88,13 @@ pub struct SamplerLabels {
     pub sampler: Sampler,
 }
 
+/// A GPU's reading the driver answered outside its domain.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ReadingLabels {
+    pub gpu_uuid: String,
+    pub reading: String,
+}
+
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct DropLabels {
     pub reason: DropReason,
@@ -130,6 +137,8 @@ model::metric_set! {
             "Batches that left the spool without being stored, by reason";
         xid_errors: Counter => "agent_xid_errors",
             "XID errors seen";
+        out_of_domain: Family<ReadingLabels, Counter> => "agent_readings_out_of_domain",
+            "Readings the GPU reported outside what they can be (4294967295 degrees, more memory than any GPU has), sent as absent, by GPU and reading";
         spool_cap_bytes: Gauge => "agent_spool_cap" in Unit::Bytes,
             "The spool's cap in force: --spool-max-bytes, or less when the filesystem is short of room";
         disk_full: Gauge => "agent_disk_full",
@@ -240,6 +249,18 @@ impl AgentMetrics {
         }
         self.xid_errors
             .inc_by(snap.events.iter().filter(|e| e.kind == "xid").count() as u64);
+    }
+
+    /// Counts the readings a cycle cleared as outside their domains.
+    pub fn count_out_of_domain(&self, cleared: &[model::wire::v1::Cleared]) {
+        for c in cleared {
+            self.out_of_domain
+                .get_or_create(&ReadingLabels {
+                    gpu_uuid: c.gpu_uuid.clone(),
+                    reading: c.reading.clone(),
+                })
+                .inc();
+        }
     }
 
     /// Publishes the spool's size, cap and drops after any change to it.

@@ -14,7 +14,7 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use model::inventory::Sharing;
-use model::wire::v1::Snapshot;
+use model::wire::v1::{Snapshot, is_name, is_text};
 use model::{
     GpuEvent, GpuInfo, GpuSample, MigInstanceInfo, MigSample, ProcessKind, ProcessSample, Tenant,
     UnixMillis,
@@ -28,6 +28,7 @@ use nvml_wrapper::{Device, Nvml};
 
 use crate::driver_calls::DriverCalls;
 use crate::driver_lists::{DriverLists, List};
+use crate::driver_values::{inventory_bytes, ratio, wire_bytes, wire_count};
 
 use crate::attribution::ProcFs;
 use crate::backend::GpuBackend;
@@ -203,15 +204,19 @@ impl NvmlBackend {
 fn inventory(device: Device<'static>, index: u32, calls: &mut DriverCalls) -> anyhow::Result<Gpu> {
     let uuid = device.uuid()?;
     let mut lost = false;
+    // The inventory has no absent readings: a name or size the wire would refuse (the whole
+    // batch with it) reads as unknown (0 bytes) instead.
     let model = calls
         .read(&uuid, "name", &mut lost, || device.name())
+        .filter(|n| is_text(n))
         .unwrap_or_else(|| "unknown".into());
     let memory_total_bytes = calls
         .read(&uuid, "memory", &mut lost, || device.memory_info())
-        .map_or(0, |m| m.total as i64);
+        .map_or(0, |m| inventory_bytes(m.total));
     let pci_bus_id = calls
         .read(&uuid, "pci_info", &mut lost, || device.pci_info())
-        .map(|p| p.bus_id);
+        .map(|p| p.bus_id)
+        .filter(|b| is_name(b));
     let mig_enabled = calls
         .read(&uuid, "mig_mode", &mut lost, || device.mig_mode())
         .is_some_and(|m| m.current == 1);
@@ -234,7 +239,7 @@ fn inventory(device: Device<'static>, index: u32, calls: &mut DriverCalls) -> an
                 Err(e) => return Err(e.into()),
             };
             let (gi_id, ci_id) = instance_ids(&mig)?;
-            let name = mig.name().unwrap_or_default();
+            let name = mig.name().ok().filter(|n| is_text(n)).unwrap_or_default();
             // NVML names MIG devices "<GPU name> MIG <profile>", e.g. "… MIG 3g.40gb".
             let profile = name
                 .rsplit(" MIG ")
@@ -247,12 +252,12 @@ fn inventory(device: Device<'static>, index: u32, calls: &mut DriverCalls) -> an
                 info: MigInstanceInfo {
                     gi_id,
                     ci_id,
-                    memory_total_bytes: mig.memory_info().map_or(0, |m| m.total as i64),
+                    memory_total_bytes: mig.memory_info().map_or(0, |m| inventory_bytes(m.total)),
                     profile,
                     placement_start: placed.get(&gi_id).map(|p| p.0),
                     placement_size: placed.get(&gi_id).map(|p| p.1),
                     compute_slices,
-                    uuid: mig.uuid().ok(),
+                    uuid: mig.uuid().ok().filter(|u| is_name(u)),
                 },
                 device: mig,
             });
@@ -448,7 +453,7 @@ fn remapped_rows(device: &Device<'static>) -> Result<i32, NvmlError> {
         )
     };
     match r {
-        0 => Ok((corr + unc) as i32),
+        0 => Ok(wire_count(u64::from(corr) + u64::from(unc))),
         3 => Err(NvmlError::NotSupported),
         4 => Err(NvmlError::NoPermission),
         15 => Err(NvmlError::GpuLost),
@@ -466,7 +471,7 @@ fn retired_pages(device: &Device<'static>) -> Result<i32, NvmlError> {
     let double = device
         .retired_pages(RetirementCause::DoubleBitEccError)?
         .len();
-    Ok((single + double) as i32)
+    Ok(wire_count((single + double) as u64))
 }
 
 /// NVLink data throughput in bytes/s from NVML's cumulative KiB counters (fields 138/139),
@@ -506,10 +511,6 @@ fn nvlink(
     });
     *prev = Some((ts, tx, rx));
     Ok(rate)
-}
-
-fn ratio(percent: u32) -> f32 {
-    (percent.min(100) as f32) / 100.0
 }
 
 impl GpuBackend for NvmlBackend {
@@ -599,7 +600,7 @@ impl GpuBackend for NvmlBackend {
                     gpu_uuid,
                     ts: at,
                     kind: "xid".into(),
-                    code: code as i64,
+                    code: wire_count(code),
                     message: None,
                 });
             }
@@ -622,8 +623,8 @@ fn readings(g: &mut Gpu, m: &mut DriverCalls, lost: &mut bool) -> GpuSample {
         gpu_uuid: uuid.clone(),
         gpu_util: util.as_ref().map(|u| ratio(u.gpu)),
         mem_util: util.as_ref().map(|u| ratio(u.memory)),
-        mem_used_bytes: mem.as_ref().map(|m| m.used as i64),
-        mem_total_bytes: mem.as_ref().map(|m| m.total as i64),
+        mem_used_bytes: mem.as_ref().map(|m| wire_bytes(m.used)),
+        mem_total_bytes: mem.as_ref().map(|m| wire_bytes(m.total)),
         power_w: m
             .read(&uuid, "power", lost, || d.power_usage())
             .map(|mw| mw as f32 / 1000.0),
@@ -637,15 +638,15 @@ fn readings(g: &mut Gpu, m: &mut DriverCalls, lost: &mut bool) -> GpuSample {
             .map(|t| t as f32),
         sm_clock_mhz: m
             .read(&uuid, "sm_clock", lost, || d.clock_info(Clock::SM))
-            .map(|c| c as i32),
+            .map(wire_count),
         mem_clock_mhz: m
             .read(&uuid, "mem_clock", lost, || d.clock_info(Clock::Memory))
-            .map(|c| c as i32),
+            .map(wire_count),
         throttle_reasons: m
             .read(&uuid, "throttle_reasons", lost, || {
                 d.current_throttle_reasons()
             })
-            .map(|r| r.bits() as i64),
+            .map(|r| wire_count(r.bits())),
         enc_util: if g.info.mig_enabled {
             None
         } else {
@@ -680,7 +681,7 @@ fn rare_readings(
             m.read(&uuid, "ecc", lost, || {
                 d.total_ecc_errors(kind, EccCounter::Volatile)
             })
-            .map(|v| v as i64)
+            .map(wire_count)
         };
         let rare = Rare {
             at: ts,
@@ -813,7 +814,7 @@ fn processes(
                 enc_util: share.map(|s| s.2),
                 dec_util: share.map(|s| s.3),
                 mem_used_bytes: match p.used_gpu_memory {
-                    UsedGpuMemory::Used(b) => Some(b as i64),
+                    UsedGpuMemory::Used(b) => Some(wire_bytes(b)),
                     UsedGpuMemory::Unavailable => None,
                 },
             });
@@ -834,8 +835,8 @@ fn mig_samples(g: &Gpu) -> Vec<MigSample> {
             gpu_uuid: uuid.clone(),
             gi_id: mig.info.gi_id,
             ci_id: mig.info.ci_id,
-            mem_used_bytes: mem.as_ref().map(|m| m.used as i64),
-            mem_total_bytes: mem.as_ref().map(|m| m.total as i64),
+            mem_used_bytes: mem.as_ref().map(|m| wire_bytes(m.used)),
+            mem_total_bytes: mem.as_ref().map(|m| wire_bytes(m.total)),
             ..MigSample::default()
         });
     }

@@ -15,6 +15,7 @@ use tokio::sync::Notify;
 use crate::backend::GpuBackend;
 use crate::dcgm::Dcgm;
 use crate::metrics::{AgentMetrics, DropReason, Sampler, SamplerLabels};
+use crate::out_of_domain::OutOfDomain;
 use crate::schedule::{Clock, Schedule, Slot, SystemClock, Wake};
 use crate::shipper::{AgentState, build_batch, is_disk_full_error};
 use crate::spool::{Limits, Spool};
@@ -156,6 +157,7 @@ pub async fn run(backend: Box<dyn GpuBackend>, cfg: RunConfig) -> anyhow::Result
         metrics,
         wake,
         dcgm,
+        out_of_domain: OutOfDomain::default(),
         assignments,
         cluster,
         node,
@@ -173,6 +175,8 @@ pub struct Sampling {
     pub metrics: Arc<AgentMetrics>,
     pub wake: Arc<Notify>,
     pub dcgm: Option<Dcgm>,
+    /// Readings outside their domains, cleared from each snapshot (logged once each).
+    pub out_of_domain: OutOfDomain,
     pub assignments: Arc<Mutex<Option<crate::kubelet::Assignments>>>,
     pub cluster: String,
     pub node: String,
@@ -238,6 +242,8 @@ impl Sampling {
                 crate::dcgm::apply(&mut snapshot, readings);
             }
         }
+        let cleared = self.out_of_domain.clear(&mut snapshot);
+        self.metrics.count_out_of_domain(&cleared);
         let inventory = self.backend.inventory();
         self.metrics
             .record(&self.cluster, &self.node, &inventory, &snapshot);
@@ -550,6 +556,7 @@ mod tests {
             metrics: metrics.clone(),
             wake: Arc::default(),
             dcgm: None,
+            out_of_domain: OutOfDomain::default(),
             assignments: Arc::default(),
             cluster: "test".into(),
             node: "gpu-h100-01".into(),

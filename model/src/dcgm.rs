@@ -5,6 +5,7 @@
 //! domain is no reading, and is dropped and counted by whoever reads it — never its neighbours.
 
 use crate::profiling::{PerRatio, RATIO_SLACK, Ratio};
+use crate::wire::v1::{MAX_CLOCK_MHZ, MAX_POWER_W, MAX_TEMP_C, MIN_TEMP_C};
 use crate::{GpuSample, MigSample};
 
 /// A field's accepted values, inclusive.
@@ -61,9 +62,9 @@ impl Device {
         match self {
             Device::GpuUtil | Device::MemCopyUtil => d(0.0, 100.0),
             Device::FbUsed | Device::FbFree => d(0.0, FB_MAX_MIB),
-            Device::PowerUsage => d(0.0, 10_000.0),
-            Device::GpuTemp => d(-50.0, 200.0),
-            Device::SmClock | Device::MemClock => d(0.0, 100_000.0),
+            Device::PowerUsage => d(0.0, MAX_POWER_W),
+            Device::GpuTemp => d(MIN_TEMP_C, MAX_TEMP_C),
+            Device::SmClock | Device::MemClock => d(0.0, MAX_CLOCK_MHZ),
             Device::EccSbeVolTotal | Device::EccDbeVolTotal => d(0.0, COUNTER_MAX),
             Device::RetiredSbe | Device::RetiredDbe => d(0.0, 65_535.0),
             Device::RowRemapPending => d(0.0, 1.0),

@@ -55,9 +55,11 @@ pub fn run(
     // readings on a slower clock (the rare ones) are read as often per cycle as they would be.
     let start = now_ms();
     let step = interval.as_millis().max(1) as i64;
+    let mut out_of_domain = crate::out_of_domain::OutOfDomain::default();
     let mut run_cycle = |i: u32, backend: &mut dyn GpuBackend| -> anyhow::Result<()> {
         let ts = start + i64::from(i) * step;
-        let (snap, tenants) = backend.sample(ts)?;
+        let (mut snap, tenants) = backend.sample(ts)?;
+        out_of_domain.clear(&mut snap);
         let (g, p) = (snap.gpus.len(), snap.processes.len());
         let rows = snap.row_count();
         let batch = build_batch(

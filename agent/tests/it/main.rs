@@ -24,6 +24,15 @@ fn fake_nvml() -> PathBuf {
 }
 
 fn sample(fixture: &str, format: &str) -> (bool, String, String) {
+    sample_at(
+        &root().join("testing/fake-nvml/fixtures").join(fixture),
+        format,
+    )
+}
+
+/// `gpulens-agent sample --once` of node `gpu-7` in cluster `lab` on the fake NVML serving
+/// the fixture at `fixture`: whether it succeeded, its standard output and its log.
+pub(crate) fn sample_at(fixture: &Path, format: &str) -> (bool, String, String) {
     let out = Command::new(env!("CARGO_BIN_EXE_gpulens-agent"))
         .args([
             "sample",
@@ -41,10 +50,7 @@ fn sample(fixture: &str, format: &str) -> (bool, String, String) {
         .arg(root().join("agent/tests/fixtures/proc"))
         .arg("--passwd")
         .arg(root().join("agent/tests/fixtures/passwd"))
-        .env(
-            "GPULENS_FAKE_NVML_FIXTURE",
-            root().join("testing/fake-nvml/fixtures").join(fixture),
-        )
+        .env("GPULENS_FAKE_NVML_FIXTURE", fixture)
         .env("GPULENS_LOG", "warn")
         .output()
         .unwrap();
@@ -276,6 +282,7 @@ mod kubelet;
 mod listener;
 mod metrics;
 mod nfd;
+mod out_of_domain;
 mod outages;
 mod simulated_grants;
 mod slurm;

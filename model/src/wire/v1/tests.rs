@@ -19,7 +19,7 @@ fn memory_is_bounded_by_what_a_gpu_can_hold() {
     b.validate(&Limits::default(), NOW).unwrap();
 }
 
-fn batch() -> Batch {
+pub(super) fn batch() -> Batch {
     Batch {
         version: 1,
         cluster: "c".into(),
@@ -146,8 +146,13 @@ fn values_outside_their_domain_are_refused_by_name() {
             }),
         ),
         (
-            "gpus[0].sm_clock_mhz must not be negative",
+            "gpus[0].sm_clock_mhz must be between 0 and 100000, got -1",
             Box::new(|b| b.snapshots[0].gpus[0].sm_clock_mhz = Some(-1)),
+        ),
+        (
+            // A driver's 4294967295 MHz, saturated into the wire's 32 bits.
+            "gpus[0].mem_clock_mhz must be between 0 and 100000, got 2147483647",
+            Box::new(|b| b.snapshots[0].gpus[0].mem_clock_mhz = Some(i32::MAX)),
         ),
         (
             "gpus[0].retired_pages must not be negative",

@@ -3,6 +3,7 @@
 //! the field.
 
 use super::batch::{Batch, Snapshot, VERSION};
+use super::readings::{self, MAX_MEMORY_BYTES};
 use crate::UnixMillis;
 use crate::profiling;
 
@@ -226,41 +227,12 @@ fn check_gpus(s: &Snapshot, at: &dyn Fn(&str) -> String, limits: &Limits) -> Res
                 g.gpu_uuid
             )));
         }
-        for (f, v) in [
-            ("gpu_util", g.gpu_util),
-            ("mem_util", g.mem_util),
-            ("enc_util", g.enc_util),
-            ("dec_util", g.dec_util),
-        ] {
-            check_ratio(|| at(f), v)?;
+        for r in readings::GPU {
+            check_reading(r, g, at)?;
         }
         for (spec, v) in profiling::of_gpu(g).iter() {
             check_ratio(|| at(spec.name), *v)?;
         }
-        check_bytes(|| at("mem_used_bytes"), g.mem_used_bytes)?;
-        check_bytes(|| at("mem_total_bytes"), g.mem_total_bytes)?;
-        for (f, v) in [
-            ("pcie_rx_bytes_per_s", g.pcie_rx_bytes_per_s),
-            ("pcie_tx_bytes_per_s", g.pcie_tx_bytes_per_s),
-            ("nvlink_rx_bytes_per_s", g.nvlink_rx_bytes_per_s),
-            ("nvlink_tx_bytes_per_s", g.nvlink_tx_bytes_per_s),
-            ("ecc_corrected", g.ecc_corrected),
-            ("ecc_uncorrected", g.ecc_uncorrected),
-        ] {
-            check_non_negative(|| at(f), v)?;
-        }
-        for (f, v) in [
-            ("sm_clock_mhz", g.sm_clock_mhz),
-            ("mem_clock_mhz", g.mem_clock_mhz),
-            ("retired_pages", g.retired_pages),
-            ("remapped_rows", g.remapped_rows),
-        ] {
-            check_non_negative(|| at(f), v.map(i64::from))?;
-        }
-        check_non_negative(|| at("throttle_reasons"), g.throttle_reasons)?;
-        check_finite(|| at("power_w"), g.power_w.map(f64::from), 0.0, 10_000.0)?;
-        check_finite(|| at("temp_c"), g.temp_c.map(f64::from), -50.0, 200.0)?;
-        check_finite(|| at("energy_j"), g.energy_j, 0.0, f64::MAX)?;
     }
     Ok(())
 }
@@ -282,11 +254,12 @@ fn check_mig(s: &Snapshot, at: &dyn Fn(&str) -> String, limits: &Limits) -> Resu
                 m.ci_id
             )));
         }
+        for r in readings::MIG {
+            check_reading(r, m, at)?;
+        }
         for (spec, v) in profiling::of_mig(m).iter() {
             check_ratio(|| at(spec.name), *v)?;
         }
-        check_bytes(|| at("mem_used_bytes"), m.mem_used_bytes)?;
-        check_bytes(|| at("mem_total_bytes"), m.mem_total_bytes)?;
     }
     Ok(())
 }
@@ -328,15 +301,9 @@ fn check_processes(
                 p.start_time
             )));
         }
-        for (f, v) in [
-            ("sm_util", p.sm_util),
-            ("mem_util", p.mem_util),
-            ("enc_util", p.enc_util),
-            ("dec_util", p.dec_util),
-        ] {
-            check_ratio(|| at(f), v)?;
+        for r in readings::PROCESS {
+            check_reading(r, p, at)?;
         }
-        check_bytes(|| at("mem_used_bytes"), p.mem_used_bytes)?;
         if let Some(t) = &p.tenant
             && !tenant_keys.contains(t.as_str())
         {
@@ -458,7 +425,6 @@ fn check_name(field: impl Fn() -> String, value: &str, limits: &Limits) -> Resul
     Ok(())
 }
 
-/// Free text: bounded and free of control characters.
 /// Whether `value` passes as an identifier of a batch under the default limits (what the
 /// ingest accepts for UUIDs, bus ids and tenant keys), for producers that drop a value rather
 /// than have the batch refused.
@@ -466,6 +432,14 @@ pub fn is_name(value: &str) -> bool {
     check_name(String::new, value, &Limits::default()).is_ok()
 }
 
+/// Whether `value` passes as free text of a batch under the default limits (what the ingest
+/// accepts for GPU models, MIG profiles and tenant fields), for producers that drop a value
+/// rather than have the batch refused.
+pub fn is_text(value: &str) -> bool {
+    check_text(String::new, value, &Limits::default()).is_ok()
+}
+
+/// Free text: bounded and free of control characters.
 fn check_text(field: impl Fn() -> String, value: &str, limits: &Limits) -> Result<(), Invalid> {
     if value.len() > limits.max_string_len {
         return Err(invalid(format!(
@@ -507,6 +481,18 @@ fn set_for<T>(n: usize) -> Set<T> {
 
 // The per-value checks take the field's name lazily: valid batches (nearly all of them)
 // never pay for building it.
+
+/// A row's reading against its domain.
+fn check_reading<R>(
+    r: &readings::Reading<R>,
+    row: &R,
+    at: impl Fn(&str) -> String,
+) -> Result<(), Invalid> {
+    match r.outside(row) {
+        Some(v) => Err(invalid(r.domain.refusal(&at(r.name), v))),
+        None => Ok(()),
+    }
+}
 
 fn check_ratio(field: impl Fn() -> String, value: Option<f32>) -> Result<(), Invalid> {
     match value {
@@ -581,11 +567,6 @@ fn check_mig_instance(
     Ok(())
 }
 
-/// The most memory one GPU, MIG instance or process may report: 16 TiB, far above any GPU's
-/// memory (the same bound as the DCGM frame-buffer fields in `crate::dcgm`). It also keeps
-/// every sum the rollups take over a batch's rows far from `i64::MAX`.
-pub const MAX_MEMORY_BYTES: i64 = 1 << 44;
-
 fn check_bytes(field: impl Fn() -> String, value: Option<i64>) -> Result<(), Invalid> {
     match value {
         Some(v) if !(0..=MAX_MEMORY_BYTES).contains(&v) => Err(invalid(format!(
@@ -600,21 +581,6 @@ fn check_non_negative(field: impl Fn() -> String, value: Option<i64>) -> Result<
     match value {
         Some(v) if v < 0 => Err(invalid(format!(
             "{} must not be negative, got {v}",
-            field()
-        ))),
-        _ => Ok(()),
-    }
-}
-
-fn check_finite(
-    field: impl Fn() -> String,
-    value: Option<f64>,
-    min: f64,
-    max: f64,
-) -> Result<(), Invalid> {
-    match value {
-        Some(v) if !v.is_finite() || v < min || v > max => Err(invalid(format!(
-            "{} must be between {min} and {max}, got {v}",
             field()
         ))),
         _ => Ok(()),

@@ -1,0 +1,83 @@
+//! A GPU in trouble answering NVML with values no GPU can have: the agent sends those readings
+//! as absent and the rest as they are, so the collector takes the batch instead of refusing
+//! it with every other GPU's readings of the node.
+
+use model::wire::v1::{Batch, Limits, Snapshot};
+use serde_json::Value;
+
+use super::{root, sample_at};
+
+/// The steady 8-GPU fixture with GPU 3 answering the largest values NVML's types hold, its
+/// first process too, and a name with a control character.
+fn fixture_with_a_gpu_in_trouble() -> std::path::PathBuf {
+    let steady = root().join("testing/fake-nvml/fixtures/h100x8-64proc-steady.json");
+    let mut f: Value = serde_json::from_slice(&std::fs::read(steady).unwrap()).unwrap();
+    let d = &mut f["devices"][3];
+    d["temp_c"] = u32::MAX.into();
+    d["power_mw"] = u32::MAX.into();
+    d["sm_clock_mhz"] = u32::MAX.into();
+    d["memory_used"] = u64::MAX.into();
+    d["memory_total"] = u64::MAX.into();
+    d["remapped_rows"] = serde_json::json!([u32::MAX, 5]);
+    d["name"] = "NVIDIA\u{7}H100".into();
+    d["processes"][0]["used_memory"] = (u64::MAX - 1).into();
+    let path = std::env::temp_dir().join(format!("gpulens-trouble-{}.json", std::process::id()));
+    std::fs::write(&path, serde_json::to_vec(&f).unwrap()).unwrap();
+    path
+}
+
+#[test]
+fn readings_no_gpu_can_have_are_sent_absent_and_the_batch_is_accepted() {
+    let fixture = fixture_with_a_gpu_in_trouble();
+    let (ok, stdout, log) = sample_at(&fixture, "json");
+    std::fs::remove_file(&fixture).unwrap();
+    // Rows remapped past u32 once panicked the agent (an overflow adding NVML's two counts).
+    assert!(ok, "{log}");
+    let v: Value = serde_json::from_str(&stdout).unwrap();
+    let snapshot: Snapshot = serde_json::from_value(v["snapshot"].clone()).unwrap();
+    // The batch a running agent would send of this cycle passes the collector's checks.
+    let batch = Batch {
+        version: 1,
+        cluster: "lab".into(),
+        node: "gpu-7".into(),
+        agent_id: "test".into(),
+        seq: 1,
+        agent_version: None,
+        interval_ms: 1000,
+        inventory: Some(serde_json::from_value(v["inventory"].clone()).unwrap()),
+        tenants: serde_json::from_value(v["tenants"].clone()).unwrap(),
+        snapshots: vec![snapshot.clone()],
+    };
+    batch.validate(&Limits::default(), snapshot.ts).unwrap();
+    let (sick, well) = (&snapshot.gpus[3], &snapshot.gpus[2]);
+    assert!(sick.gpu_uuid.ends_with("0003"), "{}", sick.gpu_uuid);
+    for (reading, value) in [
+        ("temp_c", sick.temp_c.map(f64::from)),
+        ("power_w", sick.power_w.map(f64::from)),
+        ("sm_clock_mhz", sick.sm_clock_mhz.map(f64::from)),
+        ("mem_used_bytes", sick.mem_used_bytes.map(|b| b as f64)),
+        ("mem_total_bytes", sick.mem_total_bytes.map(|b| b as f64)),
+    ] {
+        assert_eq!(value, None, "{reading} of the GPU in trouble is absent");
+        assert!(
+            log.contains(&format!("reading={reading} ")),
+            "{reading} is logged: {log}"
+        );
+    }
+    // What it answered within reason stays, and every other GPU is whole.
+    assert_eq!(sick.gpu_util, Some(0.97));
+    assert_eq!(sick.mem_clock_mhz, Some(2619));
+    assert!(well.temp_c.is_some() && well.power_w.is_some() && well.mem_used_bytes.is_some());
+    let sick_process = snapshot
+        .processes
+        .iter()
+        .find(|p| p.gpu_uuid == sick.gpu_uuid)
+        .unwrap();
+    assert_eq!(sick_process.mem_used_bytes, None);
+    assert!(log.contains("reading=processes.mem_used_bytes "), "{log}");
+    // The inventory has no absent fields: the name and size read as unknown.
+    let inventory = &v["inventory"][3];
+    assert_eq!(inventory["model"], "unknown");
+    assert_eq!(inventory["memory_total_bytes"], 0);
+    assert_eq!(v["inventory"][2]["model"], "NVIDIA H100 80GB HBM3");
+}
