@@ -28,8 +28,7 @@ use prometheus_client::registry::Registry;
 
 use crate::access::routes::{Need, Rule, matches};
 
-/// The largest body an anonymous request may send (a sign-in form is a few hundred bytes).
-pub const ANONYMOUS_MAX_BODY: u64 = 16 * 1024;
+pub use crate::request_limits::ANONYMOUS_MAX_BODY;
 /// The longest an anonymous request may take, reading its body included.
 pub const ANONYMOUS_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long a refusal keeps being named by `/readyz`.

@@ -15,6 +15,7 @@ pub mod listener;
 pub mod metrics;
 pub mod newest;
 pub mod openapi;
+pub mod request_limits;
 pub mod settings;
 pub mod shared;
 pub mod signing;

@@ -200,10 +200,7 @@ fn timed_out(limit: Duration) -> Response<axum::body::Body> {
     .into_response()
 }
 
-/// The longest request target (path and query) served; a longer one is a JSON 414. (One past
-/// hyper's read buffer, about 400 KiB of request head, is answered by hyper itself with a bare
-/// 431 or 414 and the connection closed.)
-pub const MAX_URI_BYTES: usize = 8 * 1024;
+pub use crate::request_limits::MAX_URI_BYTES;
 
 /// Admits and answers one request (the listener bounds it by `request_timeout`; an anonymous
 /// one gets `admission::ANONYMOUS_TIMEOUT` at most).

@@ -147,6 +147,52 @@ pub struct Documented<'r> {
     pub op: &'r Op,
 }
 
+/// What the listener answers for any route before its handler runs (`crate::listener`,
+/// `crate::admission`, bounded by `crate::request_limits`): a request target past its limit, a request slower than the timeout, a
+/// body a request without a credential may not send, every slot of its class taken.
+fn listener_answers() -> [(u16, String); 4] {
+    [
+        (
+            408,
+            "The request took longer than the collector's request timeout (a slow body counts too)"
+                .into(),
+        ),
+        (
+            413,
+            format!(
+                "A request without a credential declared a body over {} bytes, or none of declared length",
+                crate::request_limits::ANONYMOUS_MAX_BODY
+            ),
+        ),
+        (
+            414,
+            format!(
+                "The request target (path and query) is longer than {} bytes",
+                crate::request_limits::MAX_URI_BYTES
+            ),
+        ),
+        (
+            503,
+            "The collector is serving as many requests of this kind as it takes (Retry-After), or its database is unavailable".into(),
+        ),
+    ]
+}
+
+/// Adds the listener's answers to an operation that does not describe them itself.
+fn with_listener_answers(op: &mut Value) {
+    let responses = op["responses"]
+        .as_object_mut()
+        .expect("responses is an object");
+    for (status, description) in listener_answers() {
+        responses.entry(status.to_string()).or_insert_with(|| {
+            json!({
+                "description": description,
+                "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}
+            })
+        });
+    }
+}
+
 /// The document for the declared operations, in declaration order.
 pub fn document<'r>(operations: impl IntoIterator<Item = Documented<'r>>) -> Value {
     let mut paths = Map::new();
@@ -154,7 +200,9 @@ pub fn document<'r>(operations: impl IntoIterator<Item = Documented<'r>>) -> Val
         let item = paths
             .entry(route.path)
             .or_insert_with(|| Value::Object(Map::new()));
-        item[route.method.to_lowercase()] = route.op.with_security(route.scheme);
+        let mut op = route.op.with_security(route.scheme);
+        with_listener_answers(&mut op);
+        item[route.method.to_lowercase()] = op;
     }
     let components: Value =
         serde_json::from_str(COMPONENTS).expect("openapi/components.json is JSON");
@@ -206,5 +254,48 @@ mod tests {
         }
         let op = Op::new("x").with_security(Some("agentToken"));
         assert_eq!(op["security"], json!([{"agentToken": []}]));
+    }
+
+    /// Schemathesis sent a 14,621-byte query to /api/v1/cost/focus and got the listener's 414,
+    /// which the operation did not document. Every operation now documents what the listener
+    /// answers for any route, and keeps its own description where it has one.
+    #[test]
+    fn every_operation_documents_what_the_listener_answers_for_any_route() {
+        let own_503 = Op::new("with its own 503").response(503, json!({"description": "mine"}));
+        let plain = Op::new("plain").json(200, "ok", json!({"type": "object"}));
+        let doc = document([
+            Documented {
+                method: "GET",
+                path: "/a",
+                scheme: None,
+                op: &own_503,
+            },
+            Documented {
+                method: "POST",
+                path: "/b",
+                scheme: Some("readToken"),
+                op: &plain,
+            },
+        ]);
+        for (path, method) in [("/a", "get"), ("/b", "post")] {
+            let responses = &doc["paths"][path][method]["responses"];
+            for status in ["408", "413", "414", "503"] {
+                assert!(
+                    responses[status].is_object(),
+                    "{path} {status}: {responses}"
+                );
+            }
+        }
+        assert_eq!(
+            doc["paths"]["/a"]["get"]["responses"]["503"]["description"],
+            "mine"
+        );
+        assert!(
+            doc["paths"]["/b"]["post"]["responses"]["414"]["description"]
+                .as_str()
+                .unwrap()
+                .contains("8192 bytes")
+        );
+        assert!(doc["paths"]["/b"]["post"]["responses"]["200"].is_object());
     }
 }
