@@ -95,6 +95,13 @@ pub struct ReadingLabels {
     pub reading: String,
 }
 
+/// A GPU's row dropped from a snapshot's list.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RowLabels {
+    pub gpu_uuid: String,
+    pub rows: String,
+}
+
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct DropLabels {
     pub reason: DropReason,
@@ -139,6 +146,8 @@ model::metric_set! {
             "XID errors seen";
         out_of_domain: Family<ReadingLabels, Counter> => "agent_readings_out_of_domain",
             "Readings the GPU reported outside what they can be (4294967295 degrees, more memory than any GPU has), sent as absent, by GPU and reading";
+        rows_dropped: Family<RowLabels, Counter> => "agent_rows_dropped",
+            "Rows no batch may hold (a pid past Linux's largest, a process listed twice, two equal XID errors in one millisecond), left out of the batch, by GPU and list";
         spool_cap_bytes: Gauge => "agent_spool_cap" in Unit::Bytes,
             "The spool's cap in force: --spool-max-bytes, or less when the filesystem is short of room";
         disk_full: Gauge => "agent_disk_full",
@@ -251,13 +260,22 @@ impl AgentMetrics {
             .inc_by(snap.events.iter().filter(|e| e.kind == "xid").count() as u64);
     }
 
-    /// Counts the readings a cycle cleared as outside their domains.
-    pub fn count_out_of_domain(&self, cleared: &[model::wire::v1::Cleared]) {
-        for c in cleared {
+    /// Counts what a cycle took out of its snapshot: readings outside their domains, rows no
+    /// batch may hold.
+    pub fn count_out_of_domain(&self, taken: &crate::out_of_domain::TakenOut) {
+        for c in &taken.cleared {
             self.out_of_domain
                 .get_or_create(&ReadingLabels {
                     gpu_uuid: c.gpu_uuid.clone(),
                     reading: c.reading.clone(),
+                })
+                .inc();
+        }
+        for d in &taken.dropped {
+            self.rows_dropped
+                .get_or_create(&RowLabels {
+                    gpu_uuid: d.gpu_uuid.clone(),
+                    rows: d.rows.to_owned(),
                 })
                 .inc();
         }

@@ -1,24 +1,49 @@
-//! Readings a driver answered outside the wire protocol's domains (docs/ingest.md, "Domains"):
-//! a GPU in trouble reports 4,294,967,295 °C, or more memory in use than any GPU has. The
-//! collector refuses a batch holding one, and with it every other reading of the node in that
-//! batch — an hour of them after an outage — so each snapshot has them cleared (sent as
-//! absent) before it is batched. Each (GPU, reading) is logged the first time;
-//! `gpulens_agent_readings_out_of_domain_total` counts every one.
+//! What a driver answers that no batch may hold (docs/ingest.md, "Domains"): readings no GPU
+//! can have — 4,294,967,295 °C, more memory in use than any GPU holds — and rows no snapshot
+//! may hold — a pid of 2^32 − 1 from NVML structures of another version, a process listed twice,
+//! two equal XID errors within one millisecond. The collector refuses a batch holding one, and
+//! with it every other reading of the node in that batch — an hour of them after an outage — so
+//! each snapshot has the readings cleared (sent as absent) and the rows dropped before it is
+//! batched. Each (GPU, reading or list) is logged the first time;
+//! `gpulens_agent_readings_out_of_domain_total` and `gpulens_agent_rows_dropped_total` count
+//! every one.
 
 use std::collections::HashSet;
 
-use model::wire::v1::{Cleared, Snapshot};
+use model::wire::v1::{Cleared, DroppedRow, Snapshot};
 
-/// The (GPU, reading) pairs already logged; bounded by the node's GPUs times their readings.
+/// What one snapshot had taken out.
+#[derive(Debug, Default)]
+pub struct TakenOut {
+    pub cleared: Vec<Cleared>,
+    pub dropped: Vec<DroppedRow>,
+}
+
+/// The (GPU, reading or list) pairs already logged; bounded by the node's GPUs times their
+/// readings and lists.
 #[derive(Debug, Default)]
 pub struct OutOfDomain {
     logged: HashSet<(String, String)>,
 }
 
 impl OutOfDomain {
-    /// Clears the snapshot's readings outside their domains, logs each (GPU, reading) the
-    /// first time, and says what it cleared.
-    pub fn clear(&mut self, snapshot: &mut Snapshot) -> Vec<Cleared> {
+    /// Drops the snapshot's rows no batch may hold and clears its readings outside their
+    /// domains, logs each (GPU, reading or list) the first time, and says what it took out.
+    pub fn clear(&mut self, snapshot: &mut Snapshot) -> TakenOut {
+        let dropped = snapshot.drop_impossible_rows();
+        for d in &dropped {
+            if self
+                .logged
+                .insert((d.gpu_uuid.clone(), format!("{} rows", d.rows)))
+            {
+                tracing::warn!(
+                    gpu_uuid = %d.gpu_uuid,
+                    rows = %d.rows,
+                    why = %d.why,
+                    "dropped a row no batch may hold (logged once per GPU and list)"
+                );
+            }
+        }
         let cleared = snapshot.clear_out_of_domain();
         for c in &cleared {
             if self.logged.insert((c.gpu_uuid.clone(), c.reading.clone())) {
@@ -30,7 +55,7 @@ impl OutOfDomain {
                 );
             }
         }
-        cleared
+        TakenOut { cleared, dropped }
     }
 }
 
@@ -60,13 +85,25 @@ mod tests {
         let mut guard = OutOfDomain::default();
         for _ in 0..3 {
             let mut s = hot("GPU-1", 4_294_967_300.0);
-            let cleared = guard.clear(&mut s);
-            metrics.count_out_of_domain(&cleared);
+            let taken = guard.clear(&mut s);
+            metrics.count_out_of_domain(&taken);
             assert_eq!(s.gpus[0].temp_c, None);
             assert_eq!(s.gpus[0].power_w, Some(300.0));
         }
+        // Two equal XID errors within one millisecond: one row goes.
+        let mut storm = hot("GPU-1", 61.0);
+        let xid = model::GpuEvent {
+            gpu_uuid: "GPU-1".into(),
+            ts: storm.ts,
+            kind: "xid".into(),
+            code: 13,
+            message: None,
+        };
+        storm.events = vec![xid.clone(), xid];
+        metrics.count_out_of_domain(&guard.clear(&mut storm));
+        assert_eq!(storm.events.len(), 1);
         let mut fine = hot("GPU-2", 61.0);
-        assert!(guard.clear(&mut fine).is_empty());
+        assert!(guard.clear(&mut fine).cleared.is_empty());
         assert_eq!(fine.gpus[0].temp_c, Some(61.0));
         let text = metrics.encode();
         assert!(
@@ -76,7 +113,11 @@ mod tests {
             "{text}"
         );
         assert!(!text.contains("reading=\"power_w\""), "{text}");
-        // Logged once per GPU and reading, however many cycles repeat it.
-        assert_eq!(guard.logged.len(), 1);
+        assert!(
+            text.contains("gpulens_agent_rows_dropped_total{gpu_uuid=\"GPU-1\",rows=\"events\"} 1"),
+            "{text}"
+        );
+        // Logged once per GPU and reading or list, however many cycles repeat it.
+        assert_eq!(guard.logged.len(), 2);
     }
 }

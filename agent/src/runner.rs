@@ -242,8 +242,8 @@ impl Sampling {
                 crate::dcgm::apply(&mut snapshot, readings);
             }
         }
-        let cleared = self.out_of_domain.clear(&mut snapshot);
-        self.metrics.count_out_of_domain(&cleared);
+        let taken = self.out_of_domain.clear(&mut snapshot);
+        self.metrics.count_out_of_domain(&taken);
         let inventory = self.backend.inventory();
         self.metrics
             .record(&self.cluster, &self.node, &inventory, &snapshot);

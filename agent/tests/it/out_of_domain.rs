@@ -8,7 +8,8 @@ use serde_json::Value;
 use super::{root, sample_at};
 
 /// The steady 8-GPU fixture with GPU 3 answering the largest values NVML's types hold, its
-/// first process too, and a name with a control character.
+/// first process too, a second process with a pid no Linux has, and a name with a control
+/// character.
 fn fixture_with_a_gpu_in_trouble() -> std::path::PathBuf {
     let steady = root().join("testing/fake-nvml/fixtures/h100x8-64proc-steady.json");
     let mut f: Value = serde_json::from_slice(&std::fs::read(steady).unwrap()).unwrap();
@@ -21,6 +22,8 @@ fn fixture_with_a_gpu_in_trouble() -> std::path::PathBuf {
     d["remapped_rows"] = serde_json::json!([u32::MAX, 5]);
     d["name"] = "NVIDIA\u{7}H100".into();
     d["processes"][0]["used_memory"] = (u64::MAX - 1).into();
+    // NVML structures of another version read as this one's: a pid no Linux has.
+    d["processes"][1]["pid"] = u32::MAX.into();
     let path = std::env::temp_dir().join(format!("gpulens-trouble-{}.json", std::process::id()));
     std::fs::write(&path, serde_json::to_vec(&f).unwrap()).unwrap();
     path
@@ -75,6 +78,19 @@ fn readings_no_gpu_can_have_are_sent_absent_and_the_batch_is_accepted() {
         .unwrap();
     assert_eq!(sick_process.mem_used_bytes, None);
     assert!(log.contains("reading=processes.mem_used_bytes "), "{log}");
+    // The process with the impossible pid is left out; the GPU's other six stay.
+    let on_sick: Vec<u32> = snapshot
+        .processes
+        .iter()
+        .filter(|p| p.gpu_uuid == sick.gpu_uuid)
+        .map(|p| p.pid)
+        .collect();
+    assert_eq!(on_sick.len(), 7, "{on_sick:?}");
+    assert!(!on_sick.contains(&u32::MAX));
+    assert!(
+        log.contains("rows=processes why=pid 4294967295 past Linux's largest"),
+        "{log}"
+    );
     // The inventory has no absent fields: the name and size read as unknown.
     let inventory = &v["inventory"][3];
     assert_eq!(inventory["model"], "unknown");

@@ -115,3 +115,33 @@ impl Batch {
         Some((min, max))
     }
 }
+
+// Which rows of a snapshot are the same row: validation refuses a repeat, and a producer
+// drops one (`rows.rs`).
+
+/// A GPU row's key: one row per GPU in a snapshot.
+pub(super) fn gpu_key(g: &GpuSample) -> &str {
+    &g.gpu_uuid
+}
+
+/// A MIG row's key: its GPU, GPU instance and compute instance.
+pub(super) fn mig_key(m: &MigSample) -> (&str, u32, u32) {
+    (&m.gpu_uuid, m.gi_id, m.ci_id)
+}
+
+/// A process row's key: its GPU, pid and start time (a reused pid is another process).
+pub(super) fn process_key(p: &ProcessSample) -> (&str, u32, i64) {
+    (&p.gpu_uuid, p.pid, p.start_time)
+}
+
+/// An allocation's key: its device (GPU, MIG instance, replica) and tenant.
+pub(super) type AllocationKey<'a> = (&'a str, &'a str, Option<u32>, Option<u32>, Option<u32>);
+
+pub(super) fn allocation_key(a: &Allocation) -> AllocationKey<'_> {
+    (&a.gpu_uuid, &a.tenant, a.gi_id, a.ci_id, a.replica)
+}
+
+/// An event's key: its GPU, time, kind and code.
+pub(super) fn event_key(e: &GpuEvent) -> (&str, i64, &str, i64) {
+    (&e.gpu_uuid, e.ts, &e.kind, e.code)
+}

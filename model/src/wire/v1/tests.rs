@@ -418,3 +418,70 @@ fn a_sharing_mode_outside_its_domain_is_refused_by_the_decoder_with_the_allowed_
         "{err}"
     );
 }
+
+/// What a driver in trouble hands a producer: a pid of 2^32 − 1 and a GPU instance id of
+/// 27,783 (NVML structures of another version read as this one), a process listed twice, two
+/// equal XID errors within one millisecond, a message with a control character, a GPU UUID
+/// with a space. Each would have the batch refused; dropped, the rest passes.
+#[test]
+fn rows_no_batch_may_hold_are_dropped_and_the_rest_passes() {
+    let mut b = batch();
+    let s = &mut b.snapshots[0];
+    let p = s.processes[0].clone();
+    s.processes.push(ProcessSample {
+        pid: u32::MAX,
+        ..p.clone()
+    });
+    s.processes.push(ProcessSample {
+        pid: 11,
+        gi_id: Some(27_783),
+        ..p.clone()
+    });
+    s.processes.push(ProcessSample {
+        sm_util: Some(0.9),
+        ..p.clone()
+    });
+    let xid = crate::GpuEvent {
+        gpu_uuid: "GPU-1".into(),
+        ts: NOW - 10,
+        kind: "xid".into(),
+        code: 13,
+        message: Some("Graphics Exception\u{1b}[31m".into()),
+    };
+    s.events = vec![xid.clone(), xid.clone()];
+    s.gpus.push(GpuSample {
+        gpu_uuid: "GPU 2".into(),
+        ..Default::default()
+    });
+    assert!(b.validate(&Limits::default(), NOW).is_err());
+    let dropped = b.snapshots[0].drop_impossible_rows();
+    b.validate(&Limits::default(), NOW).unwrap();
+    let whys: Vec<(&str, &str)> = dropped.iter().map(|d| (d.rows, d.why.as_str())).collect();
+    assert_eq!(
+        whys,
+        [
+            ("gpus", "its GPU UUID is not a name"),
+            ("processes", "pid 4294967295 past Linux's largest (4194304)"),
+            ("processes", "pid 11: MIG ids Some(27783)/None past 1023"),
+            ("processes", "it repeats a row before it"),
+            ("events", "it repeats a row before it"),
+        ]
+    );
+    let s = &b.snapshots[0];
+    // The first of a repeated process stays, as it came.
+    assert_eq!(s.processes, [p]);
+    assert_eq!(s.events.len(), 1);
+    assert_eq!(
+        s.events[0].message, None,
+        "a message that is not text is cleared"
+    );
+    assert_eq!(s.gpus.len(), 1);
+}
+
+#[test]
+fn a_valid_snapshot_loses_no_row() {
+    let mut b = batch();
+    let before = b.clone();
+    assert!(b.snapshots[0].drop_impossible_rows().is_empty());
+    assert_eq!(b, before);
+}

@@ -2,7 +2,7 @@
 //! ranges, timestamps and tenant references; the first problem found is the answer, naming
 //! the field.
 
-use super::batch::{Batch, Snapshot, VERSION};
+use super::batch::{self, Batch, Snapshot, VERSION};
 use super::readings::{self, MAX_MEMORY_BYTES};
 use crate::UnixMillis;
 use crate::profiling;
@@ -220,7 +220,7 @@ fn check_gpus(s: &Snapshot, at: &dyn Fn(&str) -> String, limits: &Limits) -> Res
     for (j, g) in s.gpus.iter().enumerate() {
         let at = |f: &str| at(&format!("gpus[{j}].{f}"));
         check_name(|| at("gpu_uuid"), &g.gpu_uuid, limits)?;
-        if !gpus_here.insert(g.gpu_uuid.as_str()) {
+        if !gpus_here.insert(batch::gpu_key(g)) {
             return Err(invalid(format!(
                 "{} {:?} appears twice in one snapshot",
                 at("gpu_uuid"),
@@ -245,7 +245,7 @@ fn check_mig(s: &Snapshot, at: &dyn Fn(&str) -> String, limits: &Limits) -> Resu
         check_name(|| at("gpu_uuid"), &m.gpu_uuid, limits)?;
         check_mig_id(|| at("gi_id"), Some(m.gi_id))?;
         check_mig_id(|| at("ci_id"), Some(m.ci_id))?;
-        if !mig_here.insert((m.gpu_uuid.as_str(), m.gi_id, m.ci_id)) {
+        if !mig_here.insert(batch::mig_key(m)) {
             return Err(invalid(format!(
                 "{} ({}, {}, {}) appears twice in one snapshot",
                 at("gpu_uuid"),
@@ -293,7 +293,7 @@ fn check_processes(
                 limits.max_future_ms / 60_000
             )));
         }
-        if !procs_here.insert((p.gpu_uuid.as_str(), p.pid, p.start_time)) {
+        if !procs_here.insert(batch::process_key(p)) {
             return Err(invalid(format!(
                 "{} (pid {}, started {}) appears twice in one snapshot",
                 at("gpu_uuid"),
@@ -335,13 +335,7 @@ fn check_allocations(
                 at("replica")
             )));
         }
-        if !allocs_here.insert((
-            a.gpu_uuid.as_str(),
-            a.tenant.as_str(),
-            a.gi_id,
-            a.ci_id,
-            a.replica,
-        )) {
+        if !allocs_here.insert(batch::allocation_key(a)) {
             return Err(invalid(format!(
                 "{} ({}, {}) appears twice in one snapshot",
                 at("gpu_uuid"),
@@ -391,7 +385,7 @@ fn check_events(
                 e.ts
             )));
         }
-        if !events_here.insert((e.gpu_uuid.as_str(), e.ts, e.kind.as_str(), e.code)) {
+        if !events_here.insert(batch::event_key(e)) {
             return Err(invalid(format!(
                 "{} ({}, {}, {} {}) appears twice in one snapshot",
                 at("gpu_uuid"),
