@@ -1,32 +1,33 @@
-//! The rows no batch may hold whatever their readings: an identifier that is not a name, a pid past
-//! Linux's largest, a MIG id past [`MAX_MIG_ID`], a row repeated within its snapshot. A
-//! producer drops those ([`Snapshot::drop_impossible_rows`]) rather than have the collector
-//! refuse the batch, and every other row of the node with it: NVML on a driver whose structures
-//! do not match its caller's reports pids of 4,294,967,295, and two equal XID errors within one
-//! millisecond are two equal event rows.
+//! The rows no batch may hold whatever their readings: an identifier that is not a name, a
+//! pid past Linux's largest, a MIG id past [`MAX_MIG_ID`], an allocation's share outside
+//! (0, 1], a row repeated within its snapshot. A producer drops those
+//! ([`Snapshot::drop_impossible_rows`]) rather than have the collector refuse the batch, and
+//! every other row of the node with it: NVML on a driver whose structures do not match its
+//! caller's reports pids of 4,294,967,295, and two equal XID errors within one millisecond are
+//! two equal event rows.
 
 use std::collections::HashSet;
 use std::hash::Hash;
 
-use super::batch::{Snapshot, event_key, gpu_key, mig_key, process_key};
-use super::validate::{MAX_MIG_ID, MAX_PID, is_name, is_text};
-use crate::{GpuEvent, GpuSample, MigSample, ProcessSample};
+use super::batch::{Snapshot, allocation_key, event_key, gpu_key, mig_key, process_key};
+use super::validate::{MAX_MIG_ID, MAX_PID, MAX_REPLICA, is_name, is_text};
+use crate::{Allocation, GpuEvent, GpuSample, MigSample, ProcessSample};
 
 /// A row [`Snapshot::drop_impossible_rows`] dropped: whose, from which list, and why.
 #[derive(Debug, Clone, PartialEq)]
 pub struct DroppedRow {
     pub gpu_uuid: String,
-    /// The snapshot's list it was in: `gpus`, `mig`, `processes` or `events`.
+    /// The snapshot's list it was in: `gpus`, `mig`, `processes`, `allocations` or `events`.
     pub rows: &'static str,
     pub why: String,
 }
 
 impl Snapshot {
     /// Drops the rows no batch may hold whatever their readings — an identifier that is not a
-    /// name, a pid past Linux's largest, a MIG id past [`MAX_MIG_ID`], a row repeating one
-    /// before it in the snapshot — clears an event message that is not text, and says what it
-    /// dropped. Times, tenant references and allocations are the producer's own making and
-    /// left as they are.
+    /// name, a pid past Linux's largest, a MIG id past [`MAX_MIG_ID`], an allocation's replica
+    /// or share outside its range, a row repeating one before it in the snapshot — clears an
+    /// event message that is not text, and says what it dropped. Times and references to the
+    /// batch's tenants are the producer's own making and left as they are.
     pub fn drop_impossible_rows(&mut self) -> Vec<DroppedRow> {
         let mut dropped = Vec::new();
         let gpus = verdicts(&self.gpus, gpu_key, |g| {
@@ -58,6 +59,26 @@ impl Snapshot {
             }
         });
         keep(&mut self.processes, processes, "processes", &mut dropped);
+        let allocations = verdicts(&self.allocations, allocation_key, |a| {
+            let past = |id: Option<u32>| id.is_some_and(|v| v > MAX_MIG_ID);
+            if !is_name(&a.gpu_uuid) || !is_name(&a.tenant) {
+                Some("its GPU UUID or tenant is not a name".into())
+            } else if past(a.gi_id) || past(a.ci_id) || a.replica.is_some_and(|r| r > MAX_REPLICA) {
+                Some(format!(
+                    "MIG ids {:?}/{:?} past {MAX_MIG_ID} or replica {:?} past {MAX_REPLICA}",
+                    a.gi_id, a.ci_id, a.replica
+                ))
+            } else {
+                (!(a.share > 0.0 && a.share <= 1.0))
+                    .then(|| format!("share {} outside (0, 1]", a.share))
+            }
+        });
+        keep(
+            &mut self.allocations,
+            allocations,
+            "allocations",
+            &mut dropped,
+        );
         for e in &mut self.events {
             if e.message.as_deref().is_some_and(|m| !is_text(m)) {
                 e.message = None;
@@ -127,6 +148,12 @@ impl HasGpu for MigSample {
 }
 
 impl HasGpu for ProcessSample {
+    fn gpu(&self) -> &str {
+        &self.gpu_uuid
+    }
+}
+
+impl HasGpu for Allocation {
     fn gpu(&self) -> &str {
         &self.gpu_uuid
     }

@@ -453,6 +453,23 @@ fn rows_no_batch_may_hold_are_dropped_and_the_rest_passes() {
         gpu_uuid: "GPU 2".into(),
         ..Default::default()
     });
+    let held = Allocation {
+        gpu_uuid: "GPU-1".into(),
+        tenant: "host/1000".into(),
+        gi_id: None,
+        ci_id: None,
+        replica: None,
+        share: 1.0,
+    };
+    s.allocations = vec![
+        held.clone(),
+        held.clone(),
+        Allocation {
+            replica: Some(3),
+            share: f32::NAN,
+            ..held.clone()
+        },
+    ];
     assert!(b.validate(&Limits::default(), NOW).is_err());
     let dropped = b.snapshots[0].drop_impossible_rows();
     b.validate(&Limits::default(), NOW).unwrap();
@@ -464,6 +481,8 @@ fn rows_no_batch_may_hold_are_dropped_and_the_rest_passes() {
             ("processes", "pid 4294967295 past Linux's largest (4194304)"),
             ("processes", "pid 11: MIG ids Some(27783)/None past 1023"),
             ("processes", "it repeats a row before it"),
+            ("allocations", "it repeats a row before it"),
+            ("allocations", "share NaN outside (0, 1]"),
             ("events", "it repeats a row before it"),
         ]
     );
@@ -476,6 +495,7 @@ fn rows_no_batch_may_hold_are_dropped_and_the_rest_passes() {
         "a message that is not text is cleared"
     );
     assert_eq!(s.gpus.len(), 1);
+    assert_eq!(s.allocations, [held]);
 }
 
 #[test]
