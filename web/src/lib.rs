@@ -100,8 +100,9 @@ svg .grid{stroke:#e5e7eb}svg .axis{stroke:#9aa4b2}svg .hover{fill:transparent}sv
 .scale-ticks{position:relative;display:block;height:1rem;font-size:.85em;color:#4b5563}.scale-ticks .tick{position:absolute;transform:translateX(-50%);white-space:nowrap}
 .scale-ticks .tick:first-child{transform:none}.scale-ticks .tick:last-child{transform:translateX(-100%)}
 .grid2{display:grid;grid-template-columns:repeat(auto-fit,minmax(min(30rem,100%),1fr));gap:.8rem}
-.scroll{overflow-x:auto}
+.scroll{overflow-x:auto}.phone{display:none}
 @media (max-width:640px){
+.phone{display:inline}
 .scroll{background:linear-gradient(to left,#fff 30%,rgba(255,255,255,0)) right/1.5rem 100% no-repeat local,radial-gradient(farthest-side at 100% 50%,rgba(15,23,42,.28),rgba(15,23,42,0)) right/.7rem 100% no-repeat scroll,#fff}
 /* Phone tables: the first column (the link) stays put, the key column (th.key: the one sorted by) comes next, the rest scrolls. */
 .scroll table{background:transparent;display:block}.scroll thead,.scroll tbody,.scroll tfoot{display:block}

@@ -47,15 +47,23 @@ pub fn alerts(frame: Frame, rows: Vec<AlertRow>, notes: Vec<NotificationRow>) ->
                     Some(h) => view! { <a href=h>{breakable(&r.name)}</a> }.into_any(),
                     None => breakable(&r.name).into_any(),
                 };
+                // Where it fired, under its name on a phone (`.phone`), where the Node and GPU
+                // columns are off screen and four alerts of one rule on one node differ only by
+                // GPU.
+                let short_gpu: String = r.gpu.chars().take(12).collect();
+                let place = [r.node.as_str(), short_gpu.as_str()]
+                    .into_iter()
+                    .filter(|p| !p.is_empty())
+                    .collect::<Vec<_>>()
+                    .join(" · ");
                 view! {
                     <tr>
-                        <td>{name}{(!r.node.is_empty()).then(|| view! { <br/><small>{r.node.clone()}</small> })}</td>
+                        <td>{name}{(!place.is_empty()).then(|| view! { <span class="phone"><br/><small>{place}</small></span> })}</td>
                         <td class=sev_class(&r.severity)>{r.severity.clone()}</td>
                         <td>{r.state}</td>
                         <td>{node_link(&r.node)}</td>
                         <td>{if r.gpu.is_empty() { "–".into_any() } else {
-                            let short: String = r.gpu.chars().take(12).collect();
-                            view! { <a href=format!("/gpus/{}", enc(&r.gpu)) title=r.gpu.clone()><code>{short}</code></a> }.into_any()
+                            view! { <a href=format!("/gpus/{}", enc(&r.gpu)) title=r.gpu.clone()><code>{short_gpu}</code></a> }.into_any()
                         }}</td>
                         <td class="long">{match finding {
                             Some(p) => view! { <a href=p>{r.description}</a> }.into_any(),
