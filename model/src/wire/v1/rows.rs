@@ -6,11 +6,10 @@
 //! caller's reports pids of 4,294,967,295, and two equal XID errors within one millisecond are
 //! two equal event rows.
 
-use std::collections::HashSet;
 use std::hash::Hash;
 
 use super::batch::{Snapshot, allocation_key, event_key, gpu_key, mig_key, process_key};
-use super::validate::{MAX_MIG_ID, MAX_PID, MAX_REPLICA, is_name, is_text};
+use super::validate::{MAX_MIG_ID, MAX_PID, MAX_REPLICA, is_name, is_text, set_for};
 use crate::{Allocation, GpuEvent, GpuSample, MigSample, ProcessSample};
 
 /// A row [`Snapshot::drop_impossible_rows`] dropped: whose, from which list, and why.
@@ -100,7 +99,7 @@ fn verdicts<'a, T, K: Hash + Eq>(
     key: impl Fn(&'a T) -> K,
     wrong: impl Fn(&T) -> Option<String>,
 ) -> Vec<Option<String>> {
-    let mut seen = HashSet::with_capacity(rows.len());
+    let mut seen = set_for(rows.len());
     rows.iter()
         .map(|r| match wrong(r) {
             Some(why) => Some(why),

@@ -465,11 +465,11 @@ fn has(value: &str, class: fn(char) -> bool) -> bool {
 /// The sets that find a key twice in a batch. A batch is hostile input: the hasher is seeded
 /// at random per set (foldhash's, several times faster than the standard SipHash on these
 /// short keys), and a batch's size is bounded before any set is filled.
-type Set<T> = std::collections::HashSet<T, foldhash::fast::RandomState>;
+pub(super) type Set<T> = std::collections::HashSet<T, foldhash::fast::RandomState>;
 
 /// A set sized for `n` keys, so that filling it never grows it. `n` is a length of the batch,
 /// which `check_header` has bounded before any set is built.
-fn set_for<T>(n: usize) -> Set<T> {
+pub(super) fn set_for<T>(n: usize) -> Set<T> {
     Set::with_capacity_and_hasher(n, Default::default())
 }
 
