@@ -72,7 +72,7 @@ impl Domain {
         let x = v.as_f64();
         match self {
             Domain::Ratio => (0.0..=1.0).contains(&x),
-            Domain::Bytes => matches!(v, Value::I64(b) if (0..=MAX_MEMORY_BYTES).contains(&b)),
+            Domain::Bytes => (0.0..=MAX_MEMORY_BYTES as f64).contains(&x),
             Domain::NonNegative => x >= 0.0,
             Domain::Between(min, max) => x.is_finite() && x >= min && x <= max,
         }
