@@ -20,6 +20,7 @@ pub mod listen;
 pub mod metrics;
 pub mod nfd;
 pub mod nvml;
+mod nvml_raw;
 pub mod out_of_domain;
 pub mod report;
 pub mod runner;

@@ -14,7 +14,7 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use model::inventory::Sharing;
-use model::wire::v1::{Snapshot, is_name, is_text};
+use model::wire::v1::{MAX_MIG_ID, Snapshot, is_name, is_text};
 use model::{
     GpuEvent, GpuInfo, GpuSample, MigInstanceInfo, MigSample, ProcessKind, ProcessSample, Tenant,
     UnixMillis,
@@ -29,6 +29,7 @@ use nvml_wrapper::{Device, Nvml};
 use crate::driver_calls::DriverCalls;
 use crate::driver_lists::{DriverLists, List};
 use crate::driver_values::{inventory_bytes, ratio, wire_bytes, wire_count};
+use crate::nvml_raw::{instance_ids, placements, remapped_rows};
 
 use crate::attribution::ProcFs;
 use crate::backend::GpuBackend;
@@ -239,6 +240,10 @@ fn inventory(device: Device<'static>, index: u32, calls: &mut DriverCalls) -> an
                 Err(e) => return Err(e.into()),
             };
             let (gi_id, ci_id) = instance_ids(&mig)?;
+            if gi_id > MAX_MIG_ID || ci_id > MAX_MIG_ID {
+                tracing::warn!(gpu_uuid = %uuid, gi_id, ci_id, "a MIG device's ids are past what the wire holds; it is left out of the inventory");
+                continue;
+            }
             let name = mig.name().ok().filter(|n| is_text(n)).unwrap_or_default();
             // NVML names MIG devices "<GPU name> MIG <profile>", e.g. "… MIG 3g.40gb".
             let profile = name
@@ -289,60 +294,6 @@ fn inventory(device: Device<'static>, index: u32, calls: &mut DriverCalls) -> an
         minor,
         rare: None,
     })
-}
-
-/// GPU- and compute-instance ids of a MIG device: not wrapped by nvml-wrapper, so through the
-/// raw library.
-#[allow(unsafe_code)]
-fn instance_ids(mig: &Device<'static>) -> anyhow::Result<(u32, u32)> {
-    let lib = mig.nvml().lib();
-    let (mut gi, mut ci) = (0u32, 0u32);
-    // SAFETY: the handle is a live MIG device handle from this NVML instance, and the out
-    // pointers are valid for writes of one u32 each.
-    let (r1, r2) = unsafe {
-        let h = mig.handle();
-        (
-            lib.nvmlDeviceGetGpuInstanceId(h, &mut gi),
-            lib.nvmlDeviceGetComputeInstanceId(h, &mut ci),
-        )
-    };
-    if r1 != 0 || r2 != 0 {
-        anyhow::bail!("NVML could not tell the instance ids of a MIG device (codes {r1}, {r2})");
-    }
-    Ok((gi, ci))
-}
-
-/// Placements (start, size in memory slices) of a GPU's GPU instances, by GPU-instance id:
-/// enumerated profile by profile through the raw library (nvml-wrapper does not wrap it).
-#[allow(unsafe_code)]
-fn placements(device: &Device<'static>) -> HashMap<u32, (u32, u32)> {
-    let lib = device.nvml().lib();
-    let mut out = HashMap::new();
-    let (Ok(list), Ok(info_of)) = (
-        lib.nvmlDeviceGetGpuInstances.as_ref(),
-        lib.nvmlGpuInstanceGetInfo.as_ref(),
-    ) else {
-        return out;
-    };
-    for profile in 0..nvml_wrapper_sys::bindings::NVML_GPU_INSTANCE_PROFILE_COUNT {
-        let mut handles = [std::ptr::null_mut(); 8];
-        let mut count = 0u32;
-        // SAFETY: a live device handle; `handles` has room for 8 instances, more than any
-        // profile allows (7), and `count` is a valid out-pointer.
-        let r = unsafe { list(device.handle(), profile, handles.as_mut_ptr(), &mut count) };
-        if r != 0 {
-            continue;
-        }
-        for &gi in handles.iter().take(count.min(8) as usize) {
-            // SAFETY: `gi` came from NVML just now; `info` is a valid out-pointer.
-            let mut info: nvml_wrapper_sys::bindings::nvmlGpuInstanceInfo_t =
-                unsafe { std::mem::zeroed() };
-            if unsafe { info_of(gi, &mut info) } == 0 {
-                out.insert(info.id, (info.placement.start, info.placement.size));
-            }
-        }
-    }
-    out
 }
 
 /// XID errors arrive on NVML's event set; a thread waits for them and hands them over.
@@ -429,36 +380,6 @@ fn event_gpu(
     match (by_index, registered) {
         (Some((_, u)), _) | (None, [(_, u)]) => Some(u.clone()),
         _ => None,
-    }
-}
-
-/// Rows remapped (corrected + uncorrected): not wrapped by nvml-wrapper, so through the raw
-/// library.
-#[allow(unsafe_code)]
-fn remapped_rows(device: &Device<'static>) -> Result<i32, NvmlError> {
-    let lib = device.nvml().lib();
-    let f = lib
-        .nvmlDeviceGetRemappedRows
-        .as_ref()
-        .map_err(|e| NvmlError::FailedToLoadSymbol(e.to_string()))?;
-    let (mut corr, mut unc, mut pending, mut failure) = (0u32, 0u32, 0u32, 0u32);
-    // SAFETY: a live device handle of this NVML, and four valid out-pointers.
-    let r = unsafe {
-        f(
-            device.handle(),
-            &mut corr,
-            &mut unc,
-            &mut pending,
-            &mut failure,
-        )
-    };
-    match r {
-        0 => Ok(wire_count(u64::from(corr) + u64::from(unc))),
-        3 => Err(NvmlError::NotSupported),
-        4 => Err(NvmlError::NoPermission),
-        15 => Err(NvmlError::GpuLost),
-        other => Err(NvmlError::Unknown)
-            .inspect_err(|_| tracing::debug!(code = other, "nvmlDeviceGetRemappedRows")),
     }
 }
 

@@ -29,16 +29,10 @@ fn fixture_with_a_gpu_in_trouble() -> std::path::PathBuf {
     path
 }
 
-#[test]
-fn readings_no_gpu_can_have_are_sent_absent_and_the_batch_is_accepted() {
-    let fixture = fixture_with_a_gpu_in_trouble();
-    let (ok, stdout, log) = sample_at(&fixture, "json");
-    std::fs::remove_file(&fixture).unwrap();
-    // Rows remapped past u32 once panicked the agent (an overflow adding NVML's two counts).
-    assert!(ok, "{log}");
-    let v: Value = serde_json::from_str(&stdout).unwrap();
+/// The batch a running agent would send of the cycle `sample --format json` printed passes the
+/// collector's checks.
+fn passes_the_collectors_checks(v: &Value) {
     let snapshot: Snapshot = serde_json::from_value(v["snapshot"].clone()).unwrap();
-    // The batch a running agent would send of this cycle passes the collector's checks.
     let batch = Batch {
         version: 1,
         cluster: "lab".into(),
@@ -52,6 +46,19 @@ fn readings_no_gpu_can_have_are_sent_absent_and_the_batch_is_accepted() {
         snapshots: vec![snapshot.clone()],
     };
     batch.validate(&Limits::default(), snapshot.ts).unwrap();
+}
+
+#[test]
+fn readings_no_gpu_can_have_are_sent_absent_and_the_batch_is_accepted() {
+    let fixture = fixture_with_a_gpu_in_trouble();
+    let (ok, stdout, log) = sample_at(&fixture, "json");
+    std::fs::remove_file(&fixture).unwrap();
+    // Rows remapped past u32 once panicked the agent (an overflow adding NVML's two counts).
+    assert!(ok, "{log}");
+    let v: Value = serde_json::from_str(&stdout).unwrap();
+    let snapshot: Snapshot = serde_json::from_value(v["snapshot"].clone()).unwrap();
+    // The batch a running agent would send of this cycle passes the collector's checks.
+    passes_the_collectors_checks(&v);
     let (sick, well) = (&snapshot.gpus[3], &snapshot.gpus[2]);
     assert!(sick.gpu_uuid.ends_with("0003"), "{}", sick.gpu_uuid);
     for (reading, value) in [
@@ -96,4 +103,35 @@ fn readings_no_gpu_can_have_are_sent_absent_and_the_batch_is_accepted() {
     assert_eq!(inventory["model"], "unknown");
     assert_eq!(inventory["memory_total_bytes"], 0);
     assert_eq!(v["inventory"][2]["model"], "NVIDIA H100 80GB HBM3");
+}
+
+/// MIG answers of another structure version: a GPU instance id of 5,000 and a placement
+/// starting at slice 4,294,967,295. The instance is left out of the inventory, the placement
+/// unknown, and the batch is taken.
+#[test]
+fn mig_ids_and_placements_the_wire_cannot_hold_are_left_out() {
+    let mig = root().join("testing/fake-nvml/fixtures/h100-mig.json");
+    let mut f: Value = serde_json::from_slice(&std::fs::read(mig).unwrap()).unwrap();
+    f["devices"][0]["mig"][3]["gi_id"] = 5000.into();
+    f["devices"][0]["mig"][2]["placement"] = serde_json::json!([u32::MAX, 1]);
+    let path = std::env::temp_dir().join(format!("gpulens-mig-{}.json", std::process::id()));
+    std::fs::write(&path, serde_json::to_vec(&f).unwrap()).unwrap();
+    let (ok, stdout, log) = sample_at(&path, "json");
+    std::fs::remove_file(&path).unwrap();
+    assert!(ok, "{log}");
+    let v: Value = serde_json::from_str(&stdout).unwrap();
+    passes_the_collectors_checks(&v);
+    let instances = v["inventory"][0]["mig_instances"].as_array().unwrap();
+    let ids: Vec<u64> = instances
+        .iter()
+        .map(|m| m["gi_id"].as_u64().unwrap())
+        .collect();
+    assert_eq!(ids, [2, 3, 9], "{instances:?}");
+    assert!(
+        instances[2]["placement_start"].is_null(),
+        "{}",
+        instances[2]
+    );
+    assert_eq!(instances[0]["placement_start"], 4);
+    assert!(log.contains("past what the wire holds"), "{log}");
 }
