@@ -466,7 +466,7 @@ async fn sample(source: &Source, format: Format) -> anyhow::Result<()> {
     let (mut snapshot, tenants) = b.sample(ts)?;
     // What a running agent would batch: readings the GPU reported outside their domains
     // cleared (and logged).
-    agent::out_of_domain::OutOfDomain::default().clear(&mut snapshot);
+    agent::out_of_domain::OutOfDomain::default().take_out(&mut snapshot);
     let (cluster, node) = b.identity();
     match format {
         Format::Json => {

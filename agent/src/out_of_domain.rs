@@ -29,7 +29,7 @@ pub struct OutOfDomain {
 impl OutOfDomain {
     /// Drops the snapshot's rows no batch may hold and clears its readings outside their
     /// domains, logs each (GPU, reading or list) the first time, and says what it took out.
-    pub fn clear(&mut self, snapshot: &mut Snapshot) -> TakenOut {
+    pub fn take_out(&mut self, snapshot: &mut Snapshot) -> TakenOut {
         let dropped = snapshot.drop_impossible_rows();
         for d in &dropped {
             if self
@@ -85,7 +85,7 @@ mod tests {
         let mut guard = OutOfDomain::default();
         for _ in 0..3 {
             let mut s = hot("GPU-1", 4_294_967_300.0);
-            let taken = guard.clear(&mut s);
+            let taken = guard.take_out(&mut s);
             metrics.count_out_of_domain(&taken);
             assert_eq!(s.gpus[0].temp_c, None);
             assert_eq!(s.gpus[0].power_w, Some(300.0));
@@ -100,10 +100,10 @@ mod tests {
             message: None,
         };
         storm.events = vec![xid.clone(), xid];
-        metrics.count_out_of_domain(&guard.clear(&mut storm));
+        metrics.count_out_of_domain(&guard.take_out(&mut storm));
         assert_eq!(storm.events.len(), 1);
         let mut fine = hot("GPU-2", 61.0);
-        assert!(guard.clear(&mut fine).cleared.is_empty());
+        assert!(guard.take_out(&mut fine).cleared.is_empty());
         assert_eq!(fine.gpus[0].temp_c, Some(61.0));
         let text = metrics.encode();
         assert!(

@@ -242,7 +242,7 @@ impl Sampling {
                 crate::dcgm::apply(&mut snapshot, readings);
             }
         }
-        let taken = self.out_of_domain.clear(&mut snapshot);
+        let taken = self.out_of_domain.take_out(&mut snapshot);
         self.metrics.count_out_of_domain(&taken);
         let inventory = self.backend.inventory();
         self.metrics

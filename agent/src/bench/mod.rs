@@ -59,7 +59,7 @@ pub fn run(
     let mut run_cycle = |i: u32, backend: &mut dyn GpuBackend| -> anyhow::Result<()> {
         let ts = start + i64::from(i) * step;
         let (mut snap, tenants) = backend.sample(ts)?;
-        out_of_domain.clear(&mut snap);
+        out_of_domain.take_out(&mut snap);
         let (g, p) = (snap.gpus.len(), snap.processes.len());
         let rows = snap.row_count();
         let batch = build_batch(
