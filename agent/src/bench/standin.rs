@@ -1,6 +1,7 @@
 //! A stand-in for the collector's ingest endpoint, for `gpulens-agent bench-recovery` and the
-//! delivery tests: it decodes each batch as the collector does (snappy MessagePack or gzip JSON, wire v1), records
-//! what arrived, acknowledges it, and can be made slow or taken down and brought back on the
+//! delivery tests: it decodes each batch as the collector does (snappy MessagePack or gzip JSON, wire v1),
+//! checks it as the collector does (refusing with 400 what a collector would), records what
+//! arrived, acknowledges it, and can be made slow or taken down and brought back on the
 //! same address. It stores nothing and checks no token; it measures the agent, not the
 //! collector (whose ingest rate is measured by `gpulens bench ingest`).
 
@@ -122,6 +123,12 @@ async fn ingest(shared: Arc<Shared>, body: Bytes) -> axum::response::Response {
         Ok(b) => b,
         Err(e) => return (StatusCode::BAD_REQUEST, e).into_response(),
     };
+    // The collector's own checks, under its default limits: a batch it would refuse is
+    // refused here too, so the agent's tests see what a collector would.
+    let limits = model::wire::v1::Limits::default();
+    if let Err(e) = batch.validate(&limits, crate::shipper::now_ms()) {
+        return (StatusCode::BAD_REQUEST, e.0).into_response();
+    }
     let rows = batch.snapshots.iter().map(|s| s.gpus.len()).sum::<usize>();
     shared.arrivals.lock().expect("arrivals").push(Arrival {
         agent_id: batch.agent_id,

@@ -10,7 +10,7 @@ use super::{root, sample_at};
 /// The steady 8-GPU fixture with GPU 3 answering the largest values NVML's types hold, its
 /// first process too, a second process with a pid no Linux has, and a name with a control
 /// character.
-fn fixture_with_a_gpu_in_trouble() -> std::path::PathBuf {
+fn fixture_with_a_gpu_in_trouble(tag: &str) -> std::path::PathBuf {
     let steady = root().join("testing/fake-nvml/fixtures/h100x8-64proc-steady.json");
     let mut f: Value = serde_json::from_slice(&std::fs::read(steady).unwrap()).unwrap();
     let d = &mut f["devices"][3];
@@ -24,7 +24,8 @@ fn fixture_with_a_gpu_in_trouble() -> std::path::PathBuf {
     d["processes"][0]["used_memory"] = (u64::MAX - 1).into();
     // NVML structures of another version read as this one's: a pid no Linux has.
     d["processes"][1]["pid"] = u32::MAX.into();
-    let path = std::env::temp_dir().join(format!("gpulens-trouble-{}.json", std::process::id()));
+    let path =
+        std::env::temp_dir().join(format!("gpulens-trouble-{tag}-{}.json", std::process::id()));
     std::fs::write(&path, serde_json::to_vec(&f).unwrap()).unwrap();
     path
 }
@@ -50,7 +51,7 @@ fn passes_the_collectors_checks(v: &Value) {
 
 #[test]
 fn readings_no_gpu_can_have_are_sent_absent_and_the_batch_is_accepted() {
-    let fixture = fixture_with_a_gpu_in_trouble();
+    let fixture = fixture_with_a_gpu_in_trouble("sample");
     let (ok, stdout, log) = sample_at(&fixture, "json");
     std::fs::remove_file(&fixture).unwrap();
     // Rows remapped past u32 once panicked the agent (an overflow adding NVML's two counts).
@@ -134,4 +135,77 @@ fn mig_ids_and_placements_the_wire_cannot_hold_are_left_out() {
     );
     assert_eq!(instances[0]["placement_start"], 4);
     assert!(log.contains("past what the wire holds"), "{log}");
+}
+
+/// A running agent on the GPU in trouble ships to a stand-in that checks batches as the
+/// collector does: every batch is taken, none refused and dropped, and the agent's /metrics
+/// count what it took out. Before the take-out every one of these batches was refused.
+#[test]
+fn a_running_agent_on_a_gpu_in_trouble_has_every_batch_taken() {
+    use agent::bench::standin::Receiver;
+    use std::process::{Command, Stdio};
+    use std::time::Duration;
+
+    use crate::delivery::{Proc, free_port, wait_until};
+
+    let fixture = fixture_with_a_gpu_in_trouble("run");
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let rx = rt.block_on(Receiver::start(0)).unwrap();
+    let work = agent::scratch::fresh_dir("trouble-run").unwrap();
+    let port = free_port();
+    let _agent = Proc(
+        Command::new(env!("CARGO_BIN_EXE_gpulens-agent"))
+            .args(["run", "--node", "gpu-7", "--cluster", "lab", "--no-slurm"])
+            .arg("--nvml-lib")
+            .arg(super::fake_nvml())
+            .arg("--proc-root")
+            .arg(root().join("agent/tests/fixtures/proc"))
+            .arg("--passwd")
+            .arg(root().join("agent/tests/fixtures/passwd"))
+            .args(["--collector", &rx.url(), "--token", "t", "--interval", "1s"])
+            .args(["--spool-min-free-percent", "0"])
+            .arg("--state-dir")
+            .arg(&work)
+            .args(["--listen", &format!("127.0.0.1:{port}")])
+            .env("GPULENS_FAKE_NVML_FIXTURE", &fixture)
+            .env("GPULENS_LOG", "error")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    wait_until("three batches taken", Duration::from_secs(30), || {
+        rx.arrivals().len() >= 3
+    });
+    let mut text = String::new();
+    wait_until("the agent's metrics", Duration::from_secs(10), || {
+        text = crate::metrics::get(port, "/metrics", "text/plain").unwrap_or_default();
+        text.contains("gpulens_agent_batches_sent_total")
+    });
+    std::fs::remove_file(&fixture).unwrap();
+    let sample = |prefix: &str| -> f64 {
+        text.lines()
+            .filter(|l| l.starts_with(prefix))
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum()
+    };
+    assert_eq!(
+        sample("gpulens_agent_batches_dropped_total{reason=\"rejected\"}"),
+        0.0,
+        "{text}"
+    );
+    let sick = "GPU-8c0f0003-2b6e-4d7a-9f15-7e3a1c5d0003";
+    assert!(
+        sample(&format!(
+            "gpulens_agent_readings_out_of_domain_total{{gpu_uuid=\"{sick}\",reading=\"temp_c\"}}"
+        )) >= 1.0,
+        "{text}"
+    );
+    assert!(
+        sample(&format!(
+            "gpulens_agent_rows_dropped_total{{gpu_uuid=\"{sick}\",rows=\"processes\"}}"
+        )) >= 1.0,
+        "{text}"
+    );
+    std::fs::remove_dir_all(&work).unwrap();
 }
