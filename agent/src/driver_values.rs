@@ -20,7 +20,8 @@ pub(crate) fn wire_bytes(raw: u64) -> i64 {
 /// A device's memory size for the inventory, where it is required: 0 (unknown) where the
 /// driver answers more than any GPU holds.
 pub(crate) fn inventory_bytes(raw: u64) -> i64 {
-    Some(wire_bytes(raw))
+    i64::try_from(raw)
+        .ok()
         .filter(|b| *b <= MAX_MEMORY_BYTES)
         .unwrap_or(0)
 }

@@ -464,8 +464,7 @@ async fn sample(source: &Source, format: Format) -> anyhow::Result<()> {
     }
     let ts = now_ms();
     let (mut snapshot, tenants) = b.sample(ts)?;
-    // What a running agent would batch: readings the GPU reported outside their domains
-    // cleared (and logged).
+    // What a running agent would batch: what no batch may hold taken out (and logged).
     agent::out_of_domain::OutOfDomain::default().take_out(&mut snapshot);
     let (cluster, node) = b.identity();
     match format {

@@ -262,7 +262,7 @@ impl AgentMetrics {
 
     /// Counts what a cycle took out of its snapshot: readings outside their domains, rows no
     /// batch may hold.
-    pub fn count_out_of_domain(&self, taken: &crate::out_of_domain::TakenOut) {
+    pub fn count_taken_out(&self, taken: &crate::out_of_domain::TakenOut) {
         for c in &taken.cleared {
             self.out_of_domain
                 .get_or_create(&ReadingLabels {

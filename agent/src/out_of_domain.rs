@@ -86,7 +86,7 @@ mod tests {
         for _ in 0..3 {
             let mut s = hot("GPU-1", 4_294_967_300.0);
             let taken = guard.take_out(&mut s);
-            metrics.count_out_of_domain(&taken);
+            metrics.count_taken_out(&taken);
             assert_eq!(s.gpus[0].temp_c, None);
             assert_eq!(s.gpus[0].power_w, Some(300.0));
         }
@@ -100,7 +100,7 @@ mod tests {
             message: None,
         };
         storm.events = vec![xid.clone(), xid];
-        metrics.count_out_of_domain(&guard.take_out(&mut storm));
+        metrics.count_taken_out(&guard.take_out(&mut storm));
         assert_eq!(storm.events.len(), 1);
         let mut fine = hot("GPU-2", 61.0);
         assert!(guard.take_out(&mut fine).cleared.is_empty());

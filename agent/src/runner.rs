@@ -175,7 +175,8 @@ pub struct Sampling {
     pub metrics: Arc<AgentMetrics>,
     pub wake: Arc<Notify>,
     pub dcgm: Option<Dcgm>,
-    /// Readings outside their domains, cleared from each snapshot (logged once each).
+    /// What no batch may hold (readings outside their domains, impossible rows), taken out of
+    /// each snapshot and logged once per GPU and reading or list.
     pub out_of_domain: OutOfDomain,
     pub assignments: Arc<Mutex<Option<crate::kubelet::Assignments>>>,
     pub cluster: String,
@@ -243,7 +244,7 @@ impl Sampling {
             }
         }
         let taken = self.out_of_domain.take_out(&mut snapshot);
-        self.metrics.count_out_of_domain(&taken);
+        self.metrics.count_taken_out(&taken);
         let inventory = self.backend.inventory();
         self.metrics
             .record(&self.cluster, &self.node, &inventory, &snapshot);

@@ -27,8 +27,8 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::registry::Registry;
 
 use crate::access::routes::{Need, Rule, matches};
+use crate::request_limits::ANONYMOUS_MAX_BODY;
 
-pub use crate::request_limits::ANONYMOUS_MAX_BODY;
 /// The longest an anonymous request may take, reading its body included.
 pub const ANONYMOUS_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long a refusal keeps being named by `/readyz`.

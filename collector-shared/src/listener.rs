@@ -13,7 +13,7 @@
 //!   (agents, verified readers, anonymous; admission.rs) so one class cannot starve another;
 //!   one more of a class that is full is answered 503 with `Retry-After` and counted.
 //! - **Anonymous requests** (no credential that verifies) may send a body of at most
-//!   `admission::ANONYMOUS_MAX_BODY` with a declared length, and have
+//!   `request_limits::ANONYMOUS_MAX_BODY` with a declared length, and have
 //!   `admission::ANONYMOUS_TIMEOUT` for the whole request.
 //! - **TLS** (`[server.tls]`, `tls.rs`): the handshake must finish within `header_timeout`;
 //!   a connection over the limit is closed before it (a TLS client could not read a plain
@@ -33,6 +33,7 @@ use tower::ServiceExt;
 
 use crate::admission::{self, Class, Classifier, Refusals};
 use crate::error::ApiError;
+use crate::request_limits::MAX_URI_BYTES;
 
 /// `[server]` in the configuration.
 #[derive(Debug, Clone, Deserialize)]
@@ -199,8 +200,6 @@ fn timed_out(limit: Duration) -> Response<axum::body::Body> {
     ))
     .into_response()
 }
-
-pub use crate::request_limits::MAX_URI_BYTES;
 
 /// Admits and answers one request (the listener bounds it by `request_timeout`; an anonymous
 /// one gets `admission::ANONYMOUS_TIMEOUT` at most).

@@ -7,27 +7,34 @@ use serde_json::Value;
 
 use super::{root, sample_at};
 
-/// The steady 8-GPU fixture with GPU 3 answering the largest values NVML's types hold, its
-/// first process too, a second process with a pid no Linux has, and a name with a control
-/// character.
-fn fixture_with_a_gpu_in_trouble(tag: &str) -> std::path::PathBuf {
-    let steady = root().join("testing/fake-nvml/fixtures/h100x8-64proc-steady.json");
-    let mut f: Value = serde_json::from_slice(&std::fs::read(steady).unwrap()).unwrap();
-    let d = &mut f["devices"][3];
-    d["temp_c"] = u32::MAX.into();
-    d["power_mw"] = u32::MAX.into();
-    d["sm_clock_mhz"] = u32::MAX.into();
-    d["memory_used"] = u64::MAX.into();
-    d["memory_total"] = u64::MAX.into();
-    d["remapped_rows"] = serde_json::json!([u32::MAX, 5]);
-    d["name"] = "NVIDIA\u{7}H100".into();
-    d["processes"][0]["used_memory"] = (u64::MAX - 1).into();
-    // NVML structures of another version read as this one's: a pid no Linux has.
-    d["processes"][1]["pid"] = u32::MAX.into();
+/// The fake NVML fixture `name` as `edit` leaves it, written to a scratch file named by `tag`.
+fn edited_fixture(name: &str, tag: &str, edit: impl FnOnce(&mut Value)) -> std::path::PathBuf {
+    let original = root().join("testing/fake-nvml/fixtures").join(name);
+    let mut f: Value = serde_json::from_slice(&std::fs::read(original).unwrap()).unwrap();
+    edit(&mut f);
     let path =
         std::env::temp_dir().join(format!("gpulens-trouble-{tag}-{}.json", std::process::id()));
     std::fs::write(&path, serde_json::to_vec(&f).unwrap()).unwrap();
     path
+}
+
+/// The steady 8-GPU fixture with GPU 3 answering the largest values NVML's types hold, its
+/// first process too, a second process with a pid no Linux has, and a name with a control
+/// character.
+fn fixture_with_a_gpu_in_trouble(tag: &str) -> std::path::PathBuf {
+    edited_fixture("h100x8-64proc-steady.json", tag, |f| {
+        let d = &mut f["devices"][3];
+        d["temp_c"] = u32::MAX.into();
+        d["power_mw"] = u32::MAX.into();
+        d["sm_clock_mhz"] = u32::MAX.into();
+        d["memory_used"] = u64::MAX.into();
+        d["memory_total"] = u64::MAX.into();
+        d["remapped_rows"] = serde_json::json!([u32::MAX, 5]);
+        d["name"] = "NVIDIA\u{7}H100".into();
+        d["processes"][0]["used_memory"] = (u64::MAX - 1).into();
+        // NVML structures of another version read as this one's: a pid no Linux has.
+        d["processes"][1]["pid"] = u32::MAX.into();
+    })
 }
 
 /// The batch a running agent would send of the cycle `sample --format json` printed passes the
@@ -111,12 +118,10 @@ fn readings_no_gpu_can_have_are_sent_absent_and_the_batch_is_accepted() {
 /// unknown, and the batch is taken.
 #[test]
 fn mig_ids_and_placements_the_wire_cannot_hold_are_left_out() {
-    let mig = root().join("testing/fake-nvml/fixtures/h100-mig.json");
-    let mut f: Value = serde_json::from_slice(&std::fs::read(mig).unwrap()).unwrap();
-    f["devices"][0]["mig"][3]["gi_id"] = 5000.into();
-    f["devices"][0]["mig"][2]["placement"] = serde_json::json!([u32::MAX, 1]);
-    let path = std::env::temp_dir().join(format!("gpulens-mig-{}.json", std::process::id()));
-    std::fs::write(&path, serde_json::to_vec(&f).unwrap()).unwrap();
+    let path = edited_fixture("h100-mig.json", "mig", |f| {
+        f["devices"][0]["mig"][3]["gi_id"] = 5000.into();
+        f["devices"][0]["mig"][2]["placement"] = serde_json::json!([u32::MAX, 1]);
+    });
     let (ok, stdout, log) = sample_at(&path, "json");
     std::fs::remove_file(&path).unwrap();
     assert!(ok, "{log}");

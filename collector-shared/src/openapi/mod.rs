@@ -148,8 +148,9 @@ pub struct Documented<'r> {
 }
 
 /// What the listener answers for any route before its handler runs (`crate::listener`,
-/// `crate::admission`, bounded by `crate::request_limits`): a request target past its limit, a request slower than the timeout, a
-/// body a request without a credential may not send, every slot of its class taken.
+/// `crate::admission`, bounded by `crate::request_limits`): a request target past its limit,
+/// a request slower than the timeout, a body a request without a credential may not send,
+/// every slot of its class taken.
 fn listener_answers() -> [(u16, String); 4] {
     [
         (

@@ -7,7 +7,8 @@
 use std::fmt;
 
 use super::batch::Snapshot;
-use crate::{GpuSample, MigSample, ProcessSample, profiling};
+use crate::profiling::{self, Place, RatioSpec};
+use crate::{GpuSample, MigSample, ProcessSample};
 
 /// The most memory one GPU, MIG instance or process may report: 16 TiB, far above any GPU's
 /// memory (the same bound as the DCGM frame-buffer fields in `crate::dcgm`). It also keeps
@@ -68,7 +69,7 @@ pub(super) enum Domain {
 }
 
 impl Domain {
-    fn holds(self, v: Value) -> bool {
+    pub(super) fn holds(self, v: Value) -> bool {
         let x = v.as_f64();
         match self {
             Domain::Ratio => (0.0..=1.0).contains(&x),
@@ -96,15 +97,15 @@ impl Domain {
 /// One reading of a row of kind `R`: its name on the wire, its domain, a read and a clear of
 /// the same field.
 pub(super) struct Reading<R> {
-    pub(super) name: &'static str,
-    pub(super) domain: Domain,
-    pub(super) get: fn(&R) -> Option<Value>,
-    pub(super) clear: fn(&mut R),
+    name: &'static str,
+    domain: Domain,
+    get: fn(&R) -> Option<Value>,
+    clear: fn(&mut R),
 }
 
 impl<R> Reading<R> {
     /// The reading's value in `row` when it lies outside its domain.
-    pub(super) fn outside(&self, row: &R) -> Option<Value> {
+    fn outside(&self, row: &R) -> Option<Value> {
         (self.get)(row).filter(|v| !self.domain.holds(*v))
     }
 }
@@ -121,7 +122,7 @@ macro_rules! reading {
 }
 
 /// A GPU row's readings besides the profiling ratios (`crate::profiling` declares those).
-pub(super) const GPU: &[Reading<GpuSample>] = &[
+const GPU: &[Reading<GpuSample>] = &[
     reading!(GpuSample, gpu_util, Domain::Ratio, F32),
     reading!(GpuSample, mem_util, Domain::Ratio, F32),
     reading!(GpuSample, enc_util, Domain::Ratio, F32),
@@ -160,19 +161,112 @@ pub(super) const GPU: &[Reading<GpuSample>] = &[
 ];
 
 /// A MIG row's readings besides the profiling ratios.
-pub(super) const MIG: &[Reading<MigSample>] = &[
+const MIG: &[Reading<MigSample>] = &[
     reading!(MigSample, mem_used_bytes, Domain::Bytes, I64),
     reading!(MigSample, mem_total_bytes, Domain::Bytes, I64),
 ];
 
 /// A process row's readings.
-pub(super) const PROCESS: &[Reading<ProcessSample>] = &[
+const PROCESS: &[Reading<ProcessSample>] = &[
     reading!(ProcessSample, sm_util, Domain::Ratio, F32),
     reading!(ProcessSample, mem_util, Domain::Ratio, F32),
     reading!(ProcessSample, enc_util, Domain::Ratio, F32),
     reading!(ProcessSample, dec_util, Domain::Ratio, F32),
     reading!(ProcessSample, mem_used_bytes, Domain::Bytes, I64),
 ];
+
+/// A kind of row with readings: its table, where it keeps the profiling ratios, and its GPU.
+/// Validation and [`Snapshot::clear_out_of_domain`] both go through [`outside`].
+pub(super) trait Row: Sized + 'static {
+    /// Its snapshot list as [`Cleared::reading`] names it ("" for GPU rows, "mig.", …).
+    const PREFIX: &'static str;
+    /// Its readings besides the profiling ratios.
+    const READINGS: &'static [Reading<Self>];
+    /// Where it keeps a profiling ratio (`crate::profiling` declares them); None for a row
+    /// without them.
+    fn ratio(spec: &'static RatioSpec) -> Option<&'static Place<Self>>;
+    fn gpu(&self) -> &str;
+}
+
+impl Row for GpuSample {
+    const PREFIX: &'static str = "";
+    const READINGS: &'static [Reading<Self>] = GPU;
+    fn ratio(spec: &'static RatioSpec) -> Option<&'static Place<Self>> {
+        Some(&spec.gpu)
+    }
+    fn gpu(&self) -> &str {
+        &self.gpu_uuid
+    }
+}
+
+impl Row for MigSample {
+    const PREFIX: &'static str = "mig.";
+    const READINGS: &'static [Reading<Self>] = MIG;
+    fn ratio(spec: &'static RatioSpec) -> Option<&'static Place<Self>> {
+        Some(&spec.mig)
+    }
+    fn gpu(&self) -> &str {
+        &self.gpu_uuid
+    }
+}
+
+impl Row for ProcessSample {
+    const PREFIX: &'static str = "processes.";
+    const READINGS: &'static [Reading<Self>] = PROCESS;
+    fn ratio(_: &'static RatioSpec) -> Option<&'static Place<Self>> {
+        None
+    }
+    fn gpu(&self) -> &str {
+        &self.gpu_uuid
+    }
+}
+
+/// A reading of a row outside its domain: its name, domain and value, and where it lives.
+pub(super) struct Outside<R: 'static> {
+    pub(super) name: &'static str,
+    pub(super) domain: Domain,
+    pub(super) value: Value,
+    field: Field<R>,
+}
+
+/// Where a reading lives in its row: a table's field, or a profiling ratio's place.
+enum Field<R: 'static> {
+    Table(fn(&mut R)),
+    Ratio(&'static Place<R>),
+}
+
+impl<R> Outside<R> {
+    /// Makes the reading absent in `row`.
+    fn clear(&self, row: &mut R) {
+        match self.field {
+            Field::Table(clear) => clear(row),
+            Field::Ratio(place) => *(place.set)(row) = None,
+        }
+    }
+}
+
+/// Every reading of `row` outside its domain, its table's first, then its profiling ratios.
+pub(super) fn outside<R: Row>(row: &R) -> impl Iterator<Item = Outside<R>> + '_ {
+    let table = R::READINGS.iter().filter_map(|r| {
+        r.outside(row).map(|value| Outside {
+            name: r.name,
+            domain: r.domain,
+            value,
+            field: Field::Table(r.clear),
+        })
+    });
+    let ratios = profiling::RATIOS.iter().filter_map(|spec| {
+        let place = R::ratio(spec)?;
+        let value = (place.get)(row).map(Value::F32)?;
+        (!Domain::Ratio.holds(value)).then_some(Outside {
+            name: spec.name,
+            domain: Domain::Ratio,
+            value,
+            field: Field::Ratio(place),
+        })
+    });
+    table.chain(ratios)
+}
 
 /// A reading [`Snapshot::clear_out_of_domain`] cleared: whose, which, and what it said.
 #[derive(Debug, Clone, PartialEq)]
@@ -190,57 +284,27 @@ impl Snapshot {
     /// have. Identifiers, times and references are left as they are.
     pub fn clear_out_of_domain(&mut self) -> Vec<Cleared> {
         let mut cleared = Vec::new();
-        for g in &mut self.gpus {
-            let ratios = profiling::RATIOS.iter().map(|s| (s.name, &s.gpu));
-            clear_row(g, "", GPU, ratios, &g.gpu_uuid.clone(), &mut cleared);
-        }
-        for m in &mut self.mig {
-            let ratios = profiling::RATIOS.iter().map(|s| (s.name, &s.mig));
-            clear_row(m, "mig.", MIG, ratios, &m.gpu_uuid.clone(), &mut cleared);
-        }
-        for p in &mut self.processes {
-            clear_row(
-                p,
-                "processes.",
-                PROCESS,
-                [],
-                &p.gpu_uuid.clone(),
-                &mut cleared,
-            );
-        }
+        self.gpus
+            .iter_mut()
+            .for_each(|g| clear_row(g, &mut cleared));
+        self.mig.iter_mut().for_each(|m| clear_row(m, &mut cleared));
+        self.processes
+            .iter_mut()
+            .for_each(|p| clear_row(p, &mut cleared));
         cleared
     }
 }
 
-/// Clears `row`'s readings outside their domains: those of `table`, then its profiling ratios.
-fn clear_row<R: 'static>(
-    row: &mut R,
-    prefix: &str,
-    table: &[Reading<R>],
-    ratios: impl IntoIterator<Item = (&'static str, &'static profiling::Place<R>)>,
-    gpu_uuid: &str,
-    cleared: &mut Vec<Cleared>,
-) {
-    let mut note = |name: &str, v: Value| {
+/// Clears `row`'s readings outside their domains, noting each in `cleared`.
+fn clear_row<R: Row>(row: &mut R, cleared: &mut Vec<Cleared>) {
+    let found: Vec<Outside<R>> = outside(row).collect();
+    for o in found {
         cleared.push(Cleared {
-            gpu_uuid: gpu_uuid.to_owned(),
-            reading: format!("{prefix}{name}"),
-            value: v.to_string(),
-        })
-    };
-    for r in table {
-        if let Some(v) = r.outside(row) {
-            note(r.name, v);
-            (r.clear)(row);
-        }
-    }
-    for (name, place) in ratios {
-        if let Some(v) = (place.get)(row).map(Value::F32)
-            && !Domain::Ratio.holds(v)
-        {
-            note(name, v);
-            *(place.set)(row) = None;
-        }
+            gpu_uuid: row.gpu().to_owned(),
+            reading: format!("{}{}", R::PREFIX, o.name),
+            value: o.value.to_string(),
+        });
+        o.clear(row);
     }
 }
 

@@ -10,7 +10,6 @@ use std::hash::Hash;
 
 use super::batch::{Snapshot, allocation_key, event_key, gpu_key, mig_key, process_key};
 use super::validate::{MAX_MIG_ID, MAX_PID, MAX_REPLICA, is_name, is_text, set_for};
-use crate::{Allocation, GpuEvent, GpuSample, MigSample, ProcessSample};
 
 /// A row [`Snapshot::drop_impossible_rows`] dropped: whose, from which list, and why.
 #[derive(Debug, Clone, PartialEq)]
@@ -29,11 +28,11 @@ impl Snapshot {
     /// batch's tenants are the producer's own making and left as they are.
     pub fn drop_impossible_rows(&mut self) -> Vec<DroppedRow> {
         let mut dropped = Vec::new();
-        let gpus = verdicts(&self.gpus, gpu_key, |g| {
+        let gpus = verdicts(&self.gpus, ("gpus", gpu_key), gpu_key, |g| {
             (!is_name(&g.gpu_uuid)).then(|| "its GPU UUID is not a name".into())
         });
-        keep(&mut self.gpus, gpus, "gpus", &mut dropped);
-        let mig = verdicts(&self.mig, mig_key, |m| {
+        keep(&mut self.gpus, gpus, &mut dropped);
+        let mig = verdicts(&self.mig, ("mig", |m| &m.gpu_uuid), mig_key, |m| {
             if !is_name(&m.gpu_uuid) {
                 Some("its GPU UUID is not a name".into())
             } else {
@@ -41,125 +40,100 @@ impl Snapshot {
                     .then(|| format!("MIG ids {}/{} past {MAX_MIG_ID}", m.gi_id, m.ci_id))
             }
         });
-        keep(&mut self.mig, mig, "mig", &mut dropped);
-        let processes = verdicts(&self.processes, process_key, |p| {
-            let past = |id: Option<u32>| id.is_some_and(|v| v > MAX_MIG_ID);
-            if !is_name(&p.gpu_uuid) {
-                Some("its GPU UUID is not a name".into())
-            } else if p.pid > MAX_PID {
-                Some(format!("pid {} past Linux's largest ({MAX_PID})", p.pid))
-            } else {
-                (past(p.gi_id) || past(p.ci_id)).then(|| {
-                    format!(
-                        "pid {}: MIG ids {:?}/{:?} past {MAX_MIG_ID}",
-                        p.pid, p.gi_id, p.ci_id
-                    )
-                })
-            }
-        });
-        keep(&mut self.processes, processes, "processes", &mut dropped);
-        let allocations = verdicts(&self.allocations, allocation_key, |a| {
-            let past = |id: Option<u32>| id.is_some_and(|v| v > MAX_MIG_ID);
-            if !is_name(&a.gpu_uuid) || !is_name(&a.tenant) {
-                Some("its GPU UUID or tenant is not a name".into())
-            } else if past(a.gi_id) || past(a.ci_id) || a.replica.is_some_and(|r| r > MAX_REPLICA) {
-                Some(format!(
-                    "MIG ids {:?}/{:?} past {MAX_MIG_ID} or replica {:?} past {MAX_REPLICA}",
-                    a.gi_id, a.ci_id, a.replica
-                ))
-            } else {
-                (!(a.share > 0.0 && a.share <= 1.0))
-                    .then(|| format!("share {} outside (0, 1]", a.share))
-            }
-        });
-        keep(
-            &mut self.allocations,
-            allocations,
-            "allocations",
-            &mut dropped,
+        keep(&mut self.mig, mig, &mut dropped);
+        let processes = verdicts(
+            &self.processes,
+            ("processes", |p| &p.gpu_uuid),
+            process_key,
+            |p| {
+                let past = |id: Option<u32>| id.is_some_and(|v| v > MAX_MIG_ID);
+                if !is_name(&p.gpu_uuid) {
+                    Some("its GPU UUID is not a name".into())
+                } else if p.pid > MAX_PID {
+                    Some(format!("pid {} past Linux's largest ({MAX_PID})", p.pid))
+                } else {
+                    (past(p.gi_id) || past(p.ci_id)).then(|| {
+                        format!(
+                            "pid {}: MIG ids {:?}/{:?} past {MAX_MIG_ID}",
+                            p.pid, p.gi_id, p.ci_id
+                        )
+                    })
+                }
+            },
         );
+        keep(&mut self.processes, processes, &mut dropped);
+        let allocations = verdicts(
+            &self.allocations,
+            ("allocations", |a| &a.gpu_uuid),
+            allocation_key,
+            |a| {
+                let past = |id: Option<u32>| id.is_some_and(|v| v > MAX_MIG_ID);
+                if !is_name(&a.gpu_uuid) || !is_name(&a.tenant) {
+                    Some("its GPU UUID or tenant is not a name".into())
+                } else if past(a.gi_id)
+                    || past(a.ci_id)
+                    || a.replica.is_some_and(|r| r > MAX_REPLICA)
+                {
+                    Some(format!(
+                        "MIG ids {:?}/{:?} past {MAX_MIG_ID} or replica {:?} past {MAX_REPLICA}",
+                        a.gi_id, a.ci_id, a.replica
+                    ))
+                } else {
+                    (!(a.share > 0.0 && a.share <= 1.0))
+                        .then(|| format!("share {} outside (0, 1]", a.share))
+                }
+            },
+        );
+        keep(&mut self.allocations, allocations, &mut dropped);
         for e in &mut self.events {
             if e.message.as_deref().is_some_and(|m| !is_text(m)) {
                 e.message = None;
             }
         }
-        let events = verdicts(&self.events, event_key, |e| {
+        let events = verdicts(&self.events, ("events", |e| &e.gpu_uuid), event_key, |e| {
             (!is_name(&e.gpu_uuid) || !is_name(&e.kind))
                 .then(|| "its GPU UUID or kind is not a name".into())
         });
-        keep(&mut self.events, events, "events", &mut dropped);
+        keep(&mut self.events, events, &mut dropped);
         dropped
     }
 }
 
-/// Why each row must go, if it must: what `wrong` finds against it, or that it repeats (by
-/// `key`) a row before it that stays.
+/// A snapshot list as [`DroppedRow`] names it, and the GPU of one of its rows.
+type List<T> = (&'static str, fn(&T) -> &str);
+
+/// What each row of `list` must go for, if it must: what `wrong` finds against it, or that it
+/// repeats (by `key`) a row before it that stays.
 fn verdicts<'a, T, K: Hash + Eq>(
     rows: &'a [T],
+    (list, gpu): List<T>,
     key: impl Fn(&'a T) -> K,
     wrong: impl Fn(&T) -> Option<String>,
-) -> Vec<Option<String>> {
+) -> Vec<Option<DroppedRow>> {
     let mut seen = set_for(rows.len());
     rows.iter()
-        .map(|r| match wrong(r) {
-            Some(why) => Some(why),
-            None => (!seen.insert(key(r))).then(|| "it repeats a row before it".into()),
+        .map(|r| {
+            let why = match wrong(r) {
+                Some(why) => Some(why),
+                None => (!seen.insert(key(r))).then(|| "it repeats a row before it".into()),
+            };
+            why.map(|why| DroppedRow {
+                gpu_uuid: gpu(r).to_owned(),
+                rows: list,
+                why,
+            })
         })
         .collect()
 }
 
-/// Keeps the rows without a verdict against them; notes the others in `dropped`.
-fn keep<T: HasGpu>(
-    rows: &mut Vec<T>,
-    verdicts: Vec<Option<String>>,
-    list: &'static str,
-    dropped: &mut Vec<DroppedRow>,
-) {
+/// Keeps the rows without a verdict against them; moves the verdicts into `dropped`.
+fn keep<T>(rows: &mut Vec<T>, verdicts: Vec<Option<DroppedRow>>, dropped: &mut Vec<DroppedRow>) {
     let mut verdicts = verdicts.into_iter();
-    rows.retain(|r| match verdicts.next().flatten() {
-        Some(why) => {
-            dropped.push(DroppedRow {
-                gpu_uuid: r.gpu().to_owned(),
-                rows: list,
-                why,
-            });
+    rows.retain(|_| match verdicts.next().flatten() {
+        Some(d) => {
+            dropped.push(d);
             false
         }
         None => true,
     });
-}
-
-/// A row that names its GPU.
-trait HasGpu {
-    fn gpu(&self) -> &str;
-}
-
-impl HasGpu for GpuSample {
-    fn gpu(&self) -> &str {
-        &self.gpu_uuid
-    }
-}
-
-impl HasGpu for MigSample {
-    fn gpu(&self) -> &str {
-        &self.gpu_uuid
-    }
-}
-
-impl HasGpu for ProcessSample {
-    fn gpu(&self) -> &str {
-        &self.gpu_uuid
-    }
-}
-
-impl HasGpu for Allocation {
-    fn gpu(&self) -> &str {
-        &self.gpu_uuid
-    }
-}
-
-impl HasGpu for GpuEvent {
-    fn gpu(&self) -> &str {
-        &self.gpu_uuid
-    }
 }

@@ -19,6 +19,18 @@ fn memory_is_bounded_by_what_a_gpu_can_hold() {
     b.validate(&Limits::default(), NOW).unwrap();
 }
 
+/// The batch's tenant holding its GPU whole.
+fn whole_gpu_of_alice() -> Allocation {
+    Allocation {
+        gpu_uuid: "GPU-1".into(),
+        tenant: "host/1000".into(),
+        gi_id: None,
+        ci_id: None,
+        replica: None,
+        share: 1.0,
+    }
+}
+
 pub(super) fn batch() -> Batch {
     Batch {
         version: 1,
@@ -210,14 +222,7 @@ fn values_outside_their_domain_are_refused_by_name() {
         (
             "allocations[1].gpu_uuid (GPU-1, host/1000) appears twice",
             Box::new(|b| {
-                let a = Allocation {
-                    gpu_uuid: "GPU-1".into(),
-                    tenant: "host/1000".into(),
-                    gi_id: None,
-                    ci_id: None,
-                    replica: None,
-                    share: 1.0,
-                };
+                let a = whole_gpu_of_alice();
                 b.snapshots[0].allocations.push(a.clone());
                 b.snapshots[0].allocations.push(a);
             }),
@@ -453,14 +458,7 @@ fn rows_no_batch_may_hold_are_dropped_and_the_rest_passes() {
         gpu_uuid: "GPU 2".into(),
         ..Default::default()
     });
-    let held = Allocation {
-        gpu_uuid: "GPU-1".into(),
-        tenant: "host/1000".into(),
-        gi_id: None,
-        ci_id: None,
-        replica: None,
-        share: 1.0,
-    };
+    let held = whole_gpu_of_alice();
     s.allocations = vec![
         held.clone(),
         held.clone(),

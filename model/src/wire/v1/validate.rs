@@ -3,9 +3,8 @@
 //! the field.
 
 use super::batch::{self, Batch, Snapshot, VERSION};
-use super::readings::{self, MAX_MEMORY_BYTES};
+use super::readings::{self, Domain, Value};
 use crate::UnixMillis;
-use crate::profiling;
 
 /// Limits a collector enforces on every batch.
 #[derive(Debug, Clone, Copy)]
@@ -168,9 +167,10 @@ impl Batch {
             for (i, g) in inventory.iter().enumerate() {
                 check_name(|| format!("inventory[{i}].uuid"), &g.uuid, limits)?;
                 check_text(|| format!("inventory[{i}].model"), &g.model, limits)?;
-                check_bytes(
+                check_in(
+                    Domain::Bytes,
                     || format!("inventory[{i}].memory_total_bytes"),
-                    Some(g.memory_total_bytes),
+                    Value::I64(g.memory_total_bytes),
                 )?;
                 if let Some(pci) = &g.pci_bus_id {
                     check_name(|| format!("inventory[{i}].pci_bus_id"), pci, limits)?;
@@ -227,12 +227,7 @@ fn check_gpus(s: &Snapshot, at: &dyn Fn(&str) -> String, limits: &Limits) -> Res
                 g.gpu_uuid
             )));
         }
-        for r in readings::GPU {
-            check_reading(r, g, at)?;
-        }
-        for (spec, v) in profiling::of_gpu(g).iter() {
-            check_ratio(|| at(spec.name), *v)?;
-        }
+        check_readings(g, at)?;
     }
     Ok(())
 }
@@ -254,12 +249,7 @@ fn check_mig(s: &Snapshot, at: &dyn Fn(&str) -> String, limits: &Limits) -> Resu
                 m.ci_id
             )));
         }
-        for r in readings::MIG {
-            check_reading(r, m, at)?;
-        }
-        for (spec, v) in profiling::of_mig(m).iter() {
-            check_ratio(|| at(spec.name), *v)?;
-        }
+        check_readings(m, at)?;
     }
     Ok(())
 }
@@ -301,9 +291,7 @@ fn check_processes(
                 p.start_time
             )));
         }
-        for r in readings::PROCESS {
-            check_reading(r, p, at)?;
-        }
+        check_readings(p, at)?;
         if let Some(t) = &p.tenant
             && !tenant_keys.contains(t.as_str())
         {
@@ -377,7 +365,7 @@ fn check_events(
         if let Some(m) = &e.message {
             check_text(|| at("message"), m, limits)?;
         }
-        check_non_negative(|| at("code"), Some(e.code))?;
+        check_in(Domain::NonNegative, || at("code"), Value::I64(e.code))?;
         if e.ts < earliest || e.ts > latest {
             return Err(invalid(format!(
                 "{} {} is outside the accepted range",
@@ -476,25 +464,20 @@ pub(super) fn set_for<T>(n: usize) -> Set<T> {
 // The per-value checks take the field's name lazily: valid batches (nearly all of them)
 // never pay for building it.
 
-/// A row's reading against its domain.
-fn check_reading<R>(
-    r: &readings::Reading<R>,
-    row: &R,
-    at: impl Fn(&str) -> String,
-) -> Result<(), Invalid> {
-    match r.outside(row) {
-        Some(v) => Err(invalid(r.domain.refusal(&at(r.name), v))),
+/// A row's readings against their domains (`readings.rs`): the first outside names itself.
+fn check_readings<R: readings::Row>(row: &R, at: impl Fn(&str) -> String) -> Result<(), Invalid> {
+    match readings::outside(row).next() {
+        Some(o) => Err(invalid(o.domain.refusal(&at(o.name), o.value))),
         None => Ok(()),
     }
 }
 
-fn check_ratio(field: impl Fn() -> String, value: Option<f32>) -> Result<(), Invalid> {
-    match value {
-        Some(v) if !(0.0..=1.0).contains(&v) => Err(invalid(format!(
-            "{} is a ratio between 0 and 1, got {v}",
-            field()
-        ))),
-        _ => Ok(()),
+/// A value of the batch other than a row's readings against `domain` (`readings.rs`, which
+/// says why one does not fit).
+fn check_in(domain: Domain, field: impl Fn() -> String, value: Value) -> Result<(), Invalid> {
+    match domain.holds(value) {
+        true => Ok(()),
+        false => Err(invalid(domain.refusal(&field(), value))),
     }
 }
 
@@ -534,7 +517,11 @@ fn check_mig_instance(
     check_text(|| at("profile"), &m.profile, limits)?;
     check_mig_id(|| at("gi_id"), Some(m.gi_id))?;
     check_mig_id(|| at("ci_id"), Some(m.ci_id))?;
-    check_bytes(|| at("memory_total_bytes"), Some(m.memory_total_bytes))?;
+    check_in(
+        Domain::Bytes,
+        || at("memory_total_bytes"),
+        Value::I64(m.memory_total_bytes),
+    )?;
     if let Some(uuid) = &m.uuid {
         check_name(|| at("uuid"), uuid, limits)?;
     }
@@ -559,24 +546,4 @@ fn check_mig_instance(
         )));
     }
     Ok(())
-}
-
-fn check_bytes(field: impl Fn() -> String, value: Option<i64>) -> Result<(), Invalid> {
-    match value {
-        Some(v) if !(0..=MAX_MEMORY_BYTES).contains(&v) => Err(invalid(format!(
-            "{} must be between 0 and {MAX_MEMORY_BYTES} bytes (16 TiB), got {v}",
-            field()
-        ))),
-        _ => Ok(()),
-    }
-}
-
-fn check_non_negative(field: impl Fn() -> String, value: Option<i64>) -> Result<(), Invalid> {
-    match value {
-        Some(v) if v < 0 => Err(invalid(format!(
-            "{} must not be negative, got {v}",
-            field()
-        ))),
-        _ => Ok(()),
-    }
 }
