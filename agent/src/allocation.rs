@@ -48,7 +48,7 @@ fn pod_tenant(h: &Holder, uid: Option<&String>) -> Tenant {
         // Keyed by UID like the processes' cgroups; by name when the UID is unknown.
         key: match uid {
             Some(uid) => Tenant::pod_key(uid, &h.container),
-            None => format!("pod/{}/{}/{}", h.namespace, h.pod, h.container),
+            None => Tenant::pod_name_key(&h.namespace, &h.pod, &h.container),
         },
         kind: model::TenantKind::Pod,
         namespace: Some(h.namespace.clone()),

@@ -54,7 +54,8 @@ fn kubepods(path: &str) -> Option<Owner> {
         // systemd: kubepods-<qos>-pod<uid with _>; cgroupfs: pod<uid>
         let idx = seg.rfind("pod")?;
         let uid = &seg[idx + 3..];
-        let plausible = uid.len() >= 32
+        // A Kubernetes UID is an RFC 4122 UUID: 32 hex digits, with or without its dashes.
+        let plausible = (32..=36).contains(&uid.len())
             && uid
                 .chars()
                 .all(|c| c.is_ascii_hexdigit() || c == '-' || c == '_');
@@ -94,8 +95,7 @@ fn slurm_job(path: &str) -> Option<String> {
         .any(|s| s == "slurm" || s.starts_with("slurmstepd"));
     for seg in path.split('/') {
         if let Some(id) = seg.strip_prefix("job_")
-            && !id.is_empty()
-            && id.chars().all(|c| c.is_ascii_digit())
+            && is_job_id(id)
             && under_slurm
         {
             return Some(id.to_owned());
@@ -103,13 +103,17 @@ fn slurm_job(path: &str) -> Option<String> {
         if let Some(id) = seg
             .strip_prefix("slurm-")
             .and_then(|s| s.strip_suffix(".scope"))
-            && !id.is_empty()
-            && id.chars().all(|c| c.is_ascii_digit())
+            && is_job_id(id)
         {
             return Some(id.to_owned());
         }
     }
     None
+}
+
+/// Slurm numbers jobs with 32-bit integers: decimal digits that fit one.
+fn is_job_id(id: &str) -> bool {
+    id.bytes().all(|b| b.is_ascii_digit()) && id.parse::<u32>().is_ok()
 }
 
 /// A proc tree and the system's user names.
@@ -156,17 +160,21 @@ impl ProcFs {
 
     /// Slurm job `job_id`'s account and user: slurmctld's record where `squeue` runs (neither
     /// until it has answered), else what the environment of its task `pid` says — slurmstepd
-    /// puts them into every task's, and the task's user may rewrite them.
+    /// puts them into every task's, and the task's user may rewrite them: a value that is not
+    /// a Slurm name ([`model::names::is_slurm_name`], as for squeue's answers) is no value.
     pub fn job_record(&self, job_id: &str, pid: Option<u32>) -> (Option<String>, Option<String>) {
         match &self.jobs {
             Some(jobs) => jobs
                 .get(job_id)
                 .map_or((None, None), |r| (Some(r.account), Some(r.user))),
             None => match pid {
-                Some(pid) => (
-                    self.environ(pid, "SLURM_JOB_ACCOUNT"),
-                    self.environ(pid, "SLURM_JOB_USER"),
-                ),
+                Some(pid) => {
+                    let name = |var| {
+                        self.environ(pid, var)
+                            .filter(|v| model::names::is_slurm_name(v))
+                    };
+                    (name("SLURM_JOB_ACCOUNT"), name("SLURM_JOB_USER"))
+                }
                 None => (None, None),
             },
         }
@@ -365,6 +373,34 @@ mod tests {
         );
         assert_eq!(owner_from_cgroup("0::/job_12/not-slurm\n"), Owner::Host);
         assert_eq!(owner_from_cgroup(""), Owner::Host);
+    }
+
+    /// Names no kubelet or slurmstepd writes are no pod and no job: a UID longer than a UUID,
+    /// a job id past Slurm's 32 bits.
+    #[test]
+    fn cgroup_names_past_their_forms_are_the_host_user() {
+        let long_uid = "0123456789abcdef".repeat(15);
+        assert_eq!(
+            owner_from_cgroup(&format!("0::/kubepods/burstable/pod{long_uid}/{CID}\n")),
+            Owner::Host
+        );
+        assert_eq!(
+            owner_from_cgroup("0::/slurm/uid_1000/job_4294967296/step_0\n"),
+            Owner::Host
+        );
+        assert_eq!(
+            owner_from_cgroup(&format!(
+                "0::/system.slice/slurm-{}.scope\n",
+                "9".repeat(200)
+            )),
+            Owner::Host
+        );
+        assert_eq!(
+            owner_from_cgroup("0::/slurm/uid_1000/job_4294967295/step_0\n"),
+            Owner::SlurmJob {
+                job_id: "4294967295".into()
+            }
+        );
     }
 
     #[test]

@@ -463,9 +463,9 @@ async fn sample(source: &Source, format: Format) -> anyhow::Result<()> {
         b.set_assignments(a);
     }
     let ts = now_ms();
-    let (mut snapshot, tenants) = b.sample(ts)?;
+    let (mut snapshot, mut tenants) = b.sample(ts)?;
     // What a running agent would batch: what no batch may hold taken out (and logged).
-    agent::out_of_domain::OutOfDomain::default().take_out(&mut snapshot);
+    agent::out_of_domain::OutOfDomain::default().take_out(&mut snapshot, &mut tenants);
     let (cluster, node) = b.identity();
     match format {
         Format::Json => {

@@ -102,6 +102,12 @@ pub struct RowLabels {
     pub rows: String,
 }
 
+/// A tenant's field taken out of a cycle (`key` when the tenant went).
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct TenantFieldLabels {
+    pub field: String,
+}
+
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct DropLabels {
     pub reason: DropReason,
@@ -148,6 +154,8 @@ model::metric_set! {
             "Readings the GPU reported outside what they can be (4294967295 degrees, more memory than any GPU has), sent as absent, by GPU and reading";
         rows_dropped: Family<RowLabels, Counter> => "agent_rows_dropped",
             "Rows no batch may hold (a pid past Linux's largest, a process listed twice, two equal XID errors in one millisecond), left out of the batch, by GPU and list";
+        tenant_values_taken_out: Family<TenantFieldLabels, Counter> => "agent_tenant_values_taken_out",
+            "Tenant values no batch may hold, by field: a field that is not text (an account a Slurm task rewrote, a user name holding an escape) sent as absent; key: the tenant left out, its processes sent unattributed";
         spool_cap_bytes: Gauge => "agent_spool_cap" in Unit::Bytes,
             "The spool's cap in force: --spool-max-bytes, or less when the filesystem is short of room";
         disk_full: Gauge => "agent_disk_full",
@@ -276,6 +284,13 @@ impl AgentMetrics {
                 .get_or_create(&RowLabels {
                     gpu_uuid: d.gpu_uuid.clone(),
                     rows: d.rows.to_owned(),
+                })
+                .inc();
+        }
+        for t in &taken.tenants {
+            self.tenant_values_taken_out
+                .get_or_create(&TenantFieldLabels {
+                    field: t.field.to_owned(),
                 })
                 .inc();
         }

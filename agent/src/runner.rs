@@ -228,7 +228,7 @@ impl Sampling {
         let started = Instant::now();
         let cycle = self.backend.sample(ts);
         observe(&self.metrics, Sampler::Gpu, started, cycle.is_ok());
-        let (mut snapshot, tenants) = match cycle {
+        let (mut snapshot, mut tenants) = match cycle {
             Ok(c) => c,
             Err(e) => {
                 tracing::warn!(error = %e, "sampling failed; trying again next interval");
@@ -243,7 +243,7 @@ impl Sampling {
                 crate::dcgm::apply(&mut snapshot, readings);
             }
         }
-        let taken = self.out_of_domain.take_out(&mut snapshot);
+        let taken = self.out_of_domain.take_out(&mut snapshot, &mut tenants);
         self.metrics.count_taken_out(&taken);
         let inventory = self.backend.inventory();
         self.metrics

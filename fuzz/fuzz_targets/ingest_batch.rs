@@ -4,12 +4,13 @@
 //! accepts decodes to the same bytes with flate2's own gzip reader (the reference), and a batch
 //! that passes validation holds no more rows than the limit allows, only names that are DNS
 //! subdomains, and only finite, in-range values; dropping a snapshot's impossible rows and
-//! clearing its readings outside their domains (what the agent does before it batches) take
-//! nothing from a valid batch and are done in one pass.
+//! clearing its readings outside their domains, and taking out tenant values no batch may hold
+//! (what the agent does before it batches) take nothing from a valid batch and are done in one
+//! pass, and leave no tenant validation would refuse.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use model::wire::v1::{Format, Limits};
+use model::wire::v1::{Format, Limits, drop_impossible_tenants};
 
 const MAX_DECODED: usize = 64 * 1024;
 const NOW: i64 = 1_800_000_000_000;
@@ -41,6 +42,13 @@ fuzz_target!(|data: &[u8]| {
     // only what validation would refuse: nothing of a valid batch, all of it in one pass.
     let valid = batch.validate(&Limits::default(), NOW).is_ok();
     let mut cleared = batch.clone();
+    let tenants = drop_impossible_tenants(&mut cleared.tenants, &mut cleared.snapshots);
+    assert!(!valid || tenants.is_empty(), "a valid batch lost {tenants:?}");
+    let mut again = cleared.clone();
+    assert!(
+        drop_impossible_tenants(&mut again.tenants, &mut again.snapshots).is_empty(),
+        "a second pass took more tenant values"
+    );
     for s in &mut cleared.snapshots {
         let rows = s.drop_impossible_rows();
         assert!(!valid || rows.is_empty(), "a valid batch lost rows {rows:?}");
@@ -48,6 +56,10 @@ fuzz_target!(|data: &[u8]| {
         let gone = s.clear_out_of_domain();
         assert!(!valid || gone.is_empty(), "a valid batch lost {gone:?}");
         assert!(s.clear_out_of_domain().is_empty(), "a second pass cleared more");
+    }
+    // Whatever else is wrong with it, no tenant of what is left is refused.
+    if let Err(e) = cleared.validate(&Limits::default(), NOW) {
+        assert!(!e.0.contains("tenants["), "the take-out left {e}");
     }
     let limits = Limits {
         max_rows: 500,

@@ -56,15 +56,47 @@ pub struct Tenant {
     pub uid: Option<u32>,
 }
 
+/// The longest tenant key a batch may hold (the ingest's limit on every name).
+pub const MAX_KEY_LEN: usize = 256;
+
+/// `key` as it is when it fits [`MAX_KEY_LEN`]; otherwise its first 239 bytes, `~` and 16 hex
+/// digits of its SHA-256: still one key per tenant, however long the names it is made of
+/// (a pod's name may be 253 characters long, and so may its namespace's and container's as
+/// a remote-written series labels them).
+fn bounded(key: String) -> String {
+    if key.len() <= MAX_KEY_LEN {
+        return key;
+    }
+    use sha2::Digest;
+    let digest = sha2::Sha256::digest(key.as_bytes());
+    let mut cut = MAX_KEY_LEN - 17;
+    while !key.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    let mut out = String::with_capacity(MAX_KEY_LEN);
+    out.push_str(&key[..cut]);
+    out.push('~');
+    for b in &digest[..8] {
+        out.push_str(&format!("{b:02x}"));
+    }
+    out
+}
+
 impl Tenant {
     /// The canonical key for a pod's container.
     pub fn pod_key(pod_uid: &str, container: &str) -> String {
-        format!("pod/{pod_uid}/{container}")
+        bounded(format!("pod/{pod_uid}/{container}"))
+    }
+
+    /// The key for a pod's container known by name only (its UID unknown):
+    /// `pod/<namespace>/<pod>/<container>`.
+    pub fn pod_name_key(namespace: &str, pod: &str, container: &str) -> String {
+        bounded(format!("pod/{namespace}/{pod}/{container}"))
     }
 
     /// The canonical key for a Slurm job.
     pub fn slurm_key(job_id: &str) -> String {
-        format!("slurm/{job_id}")
+        bounded(format!("slurm/{job_id}"))
     }
 
     /// The canonical key for a host user.
@@ -126,3 +158,50 @@ impl Tenant {
         }
     }
 }
+
+/// One of a tenant's free-text fields: its name on the wire, how to read it and to clear it.
+pub(crate) struct TextField {
+    pub name: &'static str,
+    pub read: fn(&Tenant) -> Option<&str>,
+    pub clear: fn(&mut Tenant),
+}
+
+/// A tenant's free-text fields: what a batch's validation checks as text, and what a producer
+/// clears when one is not (`wire::v1::drop_impossible_tenants`).
+pub(crate) const TEXT_FIELDS: [TextField; 7] = [
+    TextField {
+        name: "namespace",
+        read: |t| t.namespace.as_deref(),
+        clear: |t| t.namespace = None,
+    },
+    TextField {
+        name: "pod",
+        read: |t| t.pod.as_deref(),
+        clear: |t| t.pod = None,
+    },
+    TextField {
+        name: "container",
+        read: |t| t.container.as_deref(),
+        clear: |t| t.container = None,
+    },
+    TextField {
+        name: "pod_uid",
+        read: |t| t.pod_uid.as_deref(),
+        clear: |t| t.pod_uid = None,
+    },
+    TextField {
+        name: "job_id",
+        read: |t| t.job_id.as_deref(),
+        clear: |t| t.job_id = None,
+    },
+    TextField {
+        name: "user",
+        read: |t| t.user.as_deref(),
+        clear: |t| t.user = None,
+    },
+    TextField {
+        name: "account",
+        read: |t| t.account.as_deref(),
+        clear: |t| t.account = None,
+    },
+];

@@ -58,8 +58,8 @@ pub fn run(
     let mut out_of_domain = crate::out_of_domain::OutOfDomain::default();
     let mut run_cycle = |i: u32, backend: &mut dyn GpuBackend| -> anyhow::Result<()> {
         let ts = start + i64::from(i) * step;
-        let (mut snap, tenants) = backend.sample(ts)?;
-        out_of_domain.take_out(&mut snap);
+        let (mut snap, mut tenants) = backend.sample(ts)?;
+        out_of_domain.take_out(&mut snap, &mut tenants);
         let (g, p) = (snap.gpus.len(), snap.processes.len());
         let rows = snap.row_count();
         let batch = build_batch(

@@ -33,6 +33,21 @@ fn sample(fixture: &str, format: &str) -> (bool, String, String) {
 /// `gpulens-agent sample --once` of node `gpu-7` in cluster `lab` on the fake NVML serving
 /// the fixture at `fixture`: whether it succeeded, its standard output and its log.
 pub(crate) fn sample_at(fixture: &Path, format: &str) -> (bool, String, String) {
+    sample_on(
+        fixture,
+        format,
+        &root().join("agent/tests/fixtures/proc"),
+        &root().join("agent/tests/fixtures/passwd"),
+    )
+}
+
+/// The same on the proc tree at `proc_root` with the user names of `passwd`.
+pub(crate) fn sample_on(
+    fixture: &Path,
+    format: &str,
+    proc_root: &Path,
+    passwd: &Path,
+) -> (bool, String, String) {
     let out = Command::new(env!("CARGO_BIN_EXE_gpulens-agent"))
         .args([
             "sample",
@@ -47,9 +62,9 @@ pub(crate) fn sample_at(fixture: &Path, format: &str) -> (bool, String, String) 
         .arg("--nvml-lib")
         .arg(fake_nvml())
         .arg("--proc-root")
-        .arg(root().join("agent/tests/fixtures/proc"))
+        .arg(proc_root)
         .arg("--passwd")
-        .arg(root().join("agent/tests/fixtures/passwd"))
+        .arg(passwd)
         .env("GPULENS_FAKE_NVML_FIXTURE", fixture)
         .env("GPULENS_LOG", "warn")
         .output()

@@ -142,6 +142,70 @@ fn mig_ids_and_placements_the_wire_cannot_hold_are_left_out() {
     assert!(log.contains("past what the wire holds"), "{log}");
 }
 
+/// What users write themselves: a Slurm task that rewrote its job's account and user in its
+/// environment (there is no squeue on this node to ask instead), and the job user's name in
+/// /etc/passwd holding an escape sequence. The batch is taken: the job keeps its tenant and its
+/// process without those values, and the rest is whole.
+#[test]
+fn tenant_values_users_write_themselves_cost_only_those_values() {
+    let scratch = agent::scratch::fresh_dir("tenant-values").unwrap();
+    let fixtures = root().join("agent/tests/fixtures");
+    let proc_root = scratch.join("proc");
+    let copy = std::process::Command::new("cp")
+        .arg("-r")
+        .arg(fixtures.join("proc"))
+        .arg(&proc_root)
+        .status()
+        .unwrap();
+    assert!(copy.success());
+    let long = "x".repeat(300);
+    std::fs::write(
+        proc_root.join("4102/environ"),
+        format!("SLURM_JOB_ID=884213\0SLURM_JOB_ACCOUNT=climate\nrm -rf\0SLURM_JOB_USER={long}\0"),
+    )
+    .unwrap();
+    let passwd = scratch.join("passwd");
+    let names = std::fs::read_to_string(fixtures.join("passwd"))
+        .unwrap()
+        .replace("mkoch:", "mk\u{1b}[2Joch:");
+    std::fs::write(&passwd, names).unwrap();
+    let fixture = root().join("testing/fake-nvml/fixtures/h100-mig.json");
+    let (ok, stdout, log) = super::sample_on(&fixture, "json", &proc_root, &passwd);
+    std::fs::remove_dir_all(&scratch).unwrap();
+    assert!(ok, "{log}");
+    let v: Value = serde_json::from_str(&stdout).unwrap();
+    passes_the_collectors_checks(&v);
+    let tenant = |key: &str| {
+        v["tenants"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|t| t["key"] == key)
+            .unwrap_or_else(|| panic!("no tenant {key}: {v}"))
+            .clone()
+    };
+    let job = tenant("slurm/884213");
+    assert_eq!(job["job_id"], "884213");
+    assert_eq!(job.get("account"), None, "{job}");
+    assert_eq!(job.get("user"), None, "{job}");
+    assert_eq!(job["uid"], 5001);
+    let attributed = |pid: u64| {
+        v["snapshot"]["processes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["pid"] == pid)
+            .unwrap_or_else(|| panic!("no process {pid}"))["tenant"]
+            .clone()
+    };
+    assert_eq!(attributed(4102), "slurm/884213");
+    assert!(attributed(4101).as_str().unwrap().starts_with("pod/"));
+    assert!(
+        log.contains("took out a tenant value") && log.contains("field=\"user\""),
+        "{log}"
+    );
+}
+
 /// A running agent on the GPU in trouble ships to a stand-in that checks batches as the
 /// collector does: every batch is taken, none refused and dropped, and the agent's /metrics
 /// count what it took out. Before the take-out every one of these batches was refused.

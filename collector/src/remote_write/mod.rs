@@ -209,7 +209,7 @@ impl Host {
         match pod {
             None => None,
             Some(Ok((ns, pod, container))) => {
-                let key = format!("pod/{ns}/{pod}/{container}");
+                let key = Tenant::pod_name_key(ns, pod, container);
                 if h.tenants.contains_key(&key) || h.tenants.len() < MAX_TENANTS_PER_HOST {
                     h.tenants.entry(key.clone()).or_insert_with(|| Tenant {
                         key: key.clone(),

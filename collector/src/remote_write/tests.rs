@@ -223,6 +223,30 @@ fn a_bad_pod_label_costs_the_allocation_not_the_gpu_sample() {
     assert!(h.scrapes.values().all(|s| s.allocations.is_empty()));
 }
 
+/// Kubernetes names may be 253 characters long: a pod with such a name (and a long
+/// namespace) had a tenant key past the ingest's 256 bytes, and every scrape of its host was
+/// refused. The key is bounded and the scrape stored with the allocation.
+#[test]
+fn a_pod_with_a_long_name_keeps_its_allocation_and_the_scrape() {
+    let ns = "n".repeat(63);
+    let pod = ["p", "q", "r"].map(|c| c.repeat(63)).join(".") + "." + &"s".repeat(61);
+    assert_eq!(pod.len(), 253);
+    let (r, now) = one_utilization_sample(&[("namespace", &ns), ("pod", &pod)]);
+    assert_eq!(r.metrics.dropped(DropReason::BadTenant), 0);
+    let b = r.ready(now + IDLE_MS + 60_000);
+    assert_eq!(b.len(), 1);
+    let t = &b[0].tenants[0];
+    assert_eq!(t.pod.as_deref(), Some(pod.as_str()), "the names stay whole");
+    assert_eq!(t.key, model::Tenant::pod_name_key(&ns, &pod, "main"));
+    assert_eq!(t.key.len(), 256, "{}", t.key);
+    assert_eq!(b[0].snapshots[0].allocations[0].tenant, t.key);
+    let limits = Limits {
+        max_age_ms: i64::MAX / 4,
+        ..Limits::default()
+    };
+    b[0].validate(&limits, now + IDLE_MS + 60_000).unwrap();
+}
+
 /// An exporter's `gpu` and `pci_bus_id` labels outside the batch's domain (an index past
 /// 1,023, a bus id with a space) are left out of the inventory; the scrape is still stored.
 #[test]

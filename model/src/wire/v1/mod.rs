@@ -9,12 +9,14 @@ mod batch;
 mod format;
 mod readings;
 mod rows;
+mod tenants;
 mod validate;
 
 pub use batch::{Batch, NodeLabels, Snapshot, VERSION};
 pub use format::Format;
 pub use readings::{Cleared, MAX_CLOCK_MHZ, MAX_MEMORY_BYTES, MAX_POWER_W, MAX_TEMP_C, MIN_TEMP_C};
 pub use rows::DroppedRow;
+pub use tenants::{TakenFromTenant, drop_impossible_tenants};
 pub use validate::{
     Invalid, Limits, MAX_GPU_INDEX, MAX_MIG_ID, MAX_MIG_SLICES, MAX_PID, MAX_REPLICA, is_name,
     is_text,

@@ -24,8 +24,9 @@ impl Snapshot {
     /// Drops the rows no batch may hold whatever their readings — an identifier that is not a
     /// name, a pid past Linux's largest, a MIG id past [`MAX_MIG_ID`], an allocation's replica
     /// or share outside its range, a row repeating one before it in the snapshot — clears an
-    /// event message that is not text, and says what it dropped. Times and references to the
-    /// batch's tenants are the producer's own making and left as they are.
+    /// event message that is not text, and says what it dropped. Times, and processes'
+    /// references to the batch's tenants, are the producer's own making and left as they are
+    /// (tenants that cannot be sent go first: [`super::drop_impossible_tenants`]).
     pub fn drop_impossible_rows(&mut self) -> Vec<DroppedRow> {
         let mut dropped = Vec::new();
         let gpus = verdicts(&self.gpus, ("gpus", gpu_key), gpu_key, |g| {

@@ -503,3 +503,167 @@ fn a_valid_snapshot_loses_no_row() {
     assert!(b.snapshots[0].drop_impossible_rows().is_empty());
     assert_eq!(b, before);
 }
+
+/// A Slurm task may set `SLURM_JOB_ACCOUNT` to anything in its own environment, and a user
+/// name in /etc/passwd may hold any byte but `:` and a newline: the tenant loses the field,
+/// the batch is taken.
+#[test]
+fn tenant_fields_that_are_not_text_are_cleared_and_the_rest_passes() {
+    let mut b = batch();
+    let job = Tenant {
+        key: "slurm/884213".into(),
+        kind: crate::TenantKind::SlurmJob,
+        job_id: Some("884213".into()),
+        user: Some("mkoch".into()),
+        account: Some("physics\n".repeat(40)),
+        ..b.tenants[0].clone()
+    };
+    b.tenants[0].user = Some("al\u{1b}ice".into());
+    b.tenants.push(job);
+    assert!(b.validate(&Limits::default(), NOW).is_err());
+    let taken = drop_impossible_tenants(&mut b.tenants, &mut b.snapshots);
+    b.validate(&Limits::default(), NOW).unwrap();
+    let what: Vec<(&str, &str)> = taken.iter().map(|t| (t.tenant.as_str(), t.field)).collect();
+    assert_eq!(what, [("host/1000", "user"), ("slurm/884213", "account")]);
+    assert_eq!(b.tenants[0].user, None);
+    assert_eq!(b.tenants[0].uid, Some(1000), "the rest of the tenant stays");
+    assert_eq!(b.tenants[1].user.as_deref(), Some("mkoch"));
+    assert_eq!(b.tenants[1].account, None);
+    assert_eq!(
+        b.snapshots[0].processes[0].tenant.as_deref(),
+        Some("host/1000"),
+        "the process keeps its tenant"
+    );
+}
+
+/// Every free-text field of a tenant is one validation checks and the take-out clears: the
+/// table names each `Option<String>` field serde writes, and nothing else.
+#[test]
+fn every_text_field_of_a_tenant_is_checked_and_cleared() {
+    let mut all = batch().tenants[0].clone();
+    for field in &crate::tenant::TEXT_FIELDS {
+        let mut b = batch();
+        let t = &mut b.tenants[0];
+        let set: serde_json::Value = serde_json::json!({ field.name: "x\u{7}" });
+        let mut v = serde_json::to_value(&*t).unwrap();
+        v.as_object_mut()
+            .unwrap()
+            .extend(set.as_object().unwrap().clone());
+        *t = serde_json::from_value(v).unwrap();
+        let e = b.validate(&Limits::default(), NOW).unwrap_err();
+        assert!(e.0.contains(&format!("tenants[0].{}", field.name)), "{e}");
+        let taken = drop_impossible_tenants(&mut b.tenants, &mut b.snapshots);
+        assert_eq!(taken.len(), 1, "{}", field.name);
+        assert_eq!(taken[0].field, field.name);
+        assert_eq!((field.read)(&b.tenants[0]), None);
+        b.validate(&Limits::default(), NOW).unwrap();
+        let mut v = serde_json::to_value(&all).unwrap();
+        v.as_object_mut()
+            .unwrap()
+            .insert(field.name.into(), "set".into());
+        all = serde_json::from_value(v).unwrap();
+    }
+    // Every Option<String> field is now set: serde writes the key, the kind, the uid and the
+    // table's fields, and no other.
+    let written = serde_json::to_value(&all).unwrap();
+    let mut names: Vec<&str> = written
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(String::as_str)
+        .collect();
+    names.retain(|n| !["key", "kind", "uid"].contains(n));
+    let mut table: Vec<&str> = crate::tenant::TEXT_FIELDS.iter().map(|f| f.name).collect();
+    names.sort_unstable();
+    table.sort_unstable();
+    assert_eq!(names, table);
+}
+
+/// A tenant whose key is not a name goes, with its processes' attribution and its
+/// allocations; a tenant repeating a key before it goes, and the first stays.
+#[test]
+fn tenants_whose_keys_cannot_be_sent_are_dropped_with_their_references() {
+    let mut b = batch();
+    let bad_key = format!("slurm/{}", "9".repeat(300));
+    let mut job = b.tenants[0].clone();
+    job.key = bad_key.clone();
+    b.tenants.push(job);
+    let mut second_alice = b.tenants[0].clone();
+    second_alice.user = Some("not alice".into());
+    b.tenants.push(second_alice);
+    let s = &mut b.snapshots[0];
+    s.processes.push(ProcessSample {
+        pid: 11,
+        tenant: Some(bad_key.clone()),
+        ..s.processes[0].clone()
+    });
+    s.allocations = vec![
+        whole_gpu_of_alice(),
+        Allocation {
+            gpu_uuid: "GPU-2".into(),
+            tenant: bad_key.clone(),
+            ..whole_gpu_of_alice()
+        },
+    ];
+    assert!(b.validate(&Limits::default(), NOW).is_err());
+    let taken = drop_impossible_tenants(&mut b.tenants, &mut b.snapshots);
+    let rows = b.snapshots[0].drop_impossible_rows();
+    b.validate(&Limits::default(), NOW).unwrap();
+    let what: Vec<(&str, &str)> = taken.iter().map(|t| (t.field, t.why.as_str())).collect();
+    assert_eq!(
+        what,
+        [
+            ("key", "its key is not a name"),
+            ("key", "its key repeats a tenant's before it")
+        ]
+    );
+    assert_eq!(taken[0].tenant, format!("slurm/{}", "9".repeat(58)));
+    assert_eq!(b.tenants.len(), 1);
+    assert_eq!(
+        b.tenants[0].user.as_deref(),
+        Some("alice"),
+        "the first stays"
+    );
+    let s = &b.snapshots[0];
+    assert_eq!(s.processes.len(), 2, "the process stays, unattributed");
+    assert_eq!(s.processes[1].tenant, None);
+    assert_eq!(s.allocations, [whole_gpu_of_alice()]);
+    assert_eq!(rows.len(), 1);
+    assert_eq!(rows[0].rows, "allocations");
+}
+
+#[test]
+fn valid_tenants_lose_nothing() {
+    let mut b = batch();
+    let before = b.clone();
+    assert!(drop_impossible_tenants(&mut b.tenants, &mut b.snapshots).is_empty());
+    assert_eq!(b, before);
+}
+
+/// However long the names a key is made of, it fits the ingest's limit, and two tenants
+/// whose names differ only past the cut keep two keys.
+#[test]
+fn tenant_keys_made_of_long_names_are_bounded_and_distinct() {
+    let long = |c: char| format!("{}-{c}", "p".repeat(250));
+    let (a, b) = (
+        Tenant::pod_name_key("team", &long('a'), "main"),
+        Tenant::pod_name_key("team", &long('b'), "main"),
+    );
+    assert_ne!(a, b);
+    for k in [&a, &b] {
+        assert_eq!(k.len(), crate::tenant::MAX_KEY_LEN, "{k}");
+        assert!(is_name(k), "{k}");
+        assert!(k.starts_with("pod/team/ppp"));
+    }
+    assert_eq!(
+        a,
+        Tenant::pod_name_key("team", &long('a'), "main"),
+        "stable"
+    );
+    assert_eq!(
+        Tenant::pod_name_key("team", "trainer-0", "main"),
+        "pod/team/trainer-0/main",
+        "a key that fits is as it was"
+    );
+    assert_eq!(Tenant::slurm_key("884213"), "slurm/884213");
+}

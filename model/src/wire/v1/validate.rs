@@ -137,17 +137,9 @@ impl Batch {
         let mut tenant_keys = set_for(self.tenants.len());
         for (i, t) in self.tenants.iter().enumerate() {
             check_name(|| format!("tenants[{i}].key"), &t.key, limits)?;
-            for (field, value) in [
-                ("namespace", &t.namespace),
-                ("pod", &t.pod),
-                ("container", &t.container),
-                ("pod_uid", &t.pod_uid),
-                ("job_id", &t.job_id),
-                ("user", &t.user),
-                ("account", &t.account),
-            ] {
-                if let Some(v) = value {
-                    check_text(|| format!("tenants[{i}].{field}"), v, limits)?;
+            for field in &crate::tenant::TEXT_FIELDS {
+                if let Some(v) = (field.read)(t) {
+                    check_text(|| format!("tenants[{i}].{}", field.name), v, limits)?;
                 }
             }
             if !tenant_keys.insert(t.key.as_str()) {
