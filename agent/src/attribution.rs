@@ -22,11 +22,16 @@ pub enum Owner {
     Host,
 }
 
-/// Reads the cgroup file's text (v1 or v2) and finds the owner.
+/// Reads the cgroup file's text (v1 or v2) and finds the owner. A path inside a systemd user
+/// manager's tree (`…/user@1000.service/…`) names no pod and no job: systemd delegates that
+/// tree to its user, who may create any cgroup there — `systemd-run --user --scope
+/// --unit=slurm-4242` or a `kubepods.slice/…-pod<uid>.slice` — and so claim another's job or
+/// pod. Its processes are their user's.
 pub fn owner_from_cgroup(text: &str) -> Owner {
     let paths: Vec<&str> = text
         .lines()
         .filter_map(|l| l.splitn(3, ':').nth(2))
+        .filter(|path| !in_user_manager(path))
         .collect();
     for path in &paths {
         if let Some(o) = kubepods(path) {
@@ -39,6 +44,16 @@ pub fn owner_from_cgroup(text: &str) -> Owner {
         }
     }
     Owner::Host
+}
+
+/// Whether `path` lies in a systemd user manager's delegated tree: a segment
+/// `user@<uid>.service`.
+fn in_user_manager(path: &str) -> bool {
+    path.split('/').any(|seg| {
+        seg.strip_prefix("user@")
+            .and_then(|s| s.strip_suffix(".service"))
+            .is_some_and(|uid| !uid.is_empty() && uid.bytes().all(|b| b.is_ascii_digit()))
+    })
 }
 
 /// `/kubepods/burstable/pod<uid>/<id>` (cgroupfs driver) or
@@ -112,7 +127,7 @@ fn slurm_job(path: &str) -> Option<String> {
 }
 
 /// Slurm numbers jobs with 32-bit integers: decimal digits that fit one.
-fn is_job_id(id: &str) -> bool {
+pub(crate) fn is_job_id(id: &str) -> bool {
     id.bytes().all(|b| b.is_ascii_digit()) && id.parse::<u32>().is_ok()
 }
 
@@ -373,6 +388,44 @@ mod tests {
         );
         assert_eq!(owner_from_cgroup("0::/job_12/not-slurm\n"), Owner::Host);
         assert_eq!(owner_from_cgroup(""), Owner::Host);
+    }
+
+    /// A user's own systemd manager tree is theirs to name: what it holds is no job and no
+    /// pod, whatever the cgroups there are called. The same names outside it still are.
+    #[test]
+    fn a_users_own_cgroups_claim_no_job_and_no_pod() {
+        let mine = "/user.slice/user-1000.slice/user@1000.service";
+        for path in [
+            format!("{mine}/app.slice/slurm-4242.scope"),
+            format!("{mine}/slurm/uid_1000/job_4242/step_0"),
+            format!(
+                "{mine}/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod{}.slice/cri-containerd-{CID}.scope",
+                UID.replace('-', "_")
+            ),
+        ] {
+            assert_eq!(
+                owner_from_cgroup(&format!("0::{path}\n")),
+                Owner::Host,
+                "{path}"
+            );
+        }
+        // cgroup v1: the name=systemd hierarchy in the user's tree, the controllers' paths
+        // where slurmstepd put the task; those say.
+        let v1 = format!(
+            "12:memory:/slurm/uid_1000/job_4242/step_0/task_0\n1:name=systemd:{mine}/kubepods/pod{UID}/{CID}\n"
+        );
+        assert_eq!(
+            owner_from_cgroup(&v1),
+            Owner::SlurmJob {
+                job_id: "4242".into()
+            }
+        );
+        assert_eq!(
+            owner_from_cgroup("0::/system.slice/slurm-4242.scope\n"),
+            Owner::SlurmJob {
+                job_id: "4242".into()
+            }
+        );
     }
 
     /// Names no kubelet or slurmstepd writes are no pod and no job: a UID longer than a UUID,

@@ -187,11 +187,10 @@ fn name_after<'p>(path: &'p Path, prefix: &str) -> Option<&'p str> {
     path.file_name()?.to_str()?.strip_prefix(prefix)
 }
 
-/// `job_1234` → `1234` (digits only: a job id is a number, array tasks included).
+/// `job_1234` → `1234` (a job id is a 32-bit number, array tasks included).
 fn job_id(dir: &Path) -> Option<String> {
     let id = name_after(dir, "job_")?;
-    (!id.is_empty() && id.len() <= 20 && id.bytes().all(|b| b.is_ascii_digit()))
-        .then(|| id.to_owned())
+    crate::attribution::is_job_id(id).then(|| id.to_owned())
 }
 
 /// The GPU minors a cgroup v1 device list allows; None where there is no list, or it allows
