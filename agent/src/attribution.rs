@@ -141,6 +141,13 @@ pub struct ProcFs {
     jobs: Option<crate::slurm_jobs::JobRecords>,
 }
 
+/// How much of a process's environment is read. Its owner decides its size — up to 6 MiB
+/// with a large stack limit — and a Slurm task's is read every cycle where `squeue` does not
+/// answer: unbounded, one user's processes would cost the agent megabytes read each second.
+/// 1 MiB holds any environment in real use (module systems grow them to tens of KiB); a
+/// variable past it is one its user pushed there, and could have rewritten anyway.
+pub const MAX_ENVIRON_BYTES: u64 = 1024 * 1024;
+
 /// Linux reports process start times in clock ticks of 1/100 s on every mainstream platform.
 const CLOCK_TICKS_PER_S: i64 = 100;
 
@@ -184,8 +191,10 @@ impl ProcFs {
                 .map_or((None, None), |r| (Some(r.account), Some(r.user))),
             None => match pid {
                 Some(pid) => {
+                    let env = self.environment(pid);
                     let name = |var| {
-                        self.environ(pid, var)
+                        env.as_deref()
+                            .and_then(|e| lookup(e, var))
                             .filter(|v| model::names::is_slurm_name(v))
                     };
                     (name("SLURM_JOB_ACCOUNT"), name("SLURM_JOB_USER"))
@@ -229,13 +238,18 @@ impl ProcFs {
     }
 
     /// A variable from /proc/PID/environ (readable for the agent as root in the host PID
-    /// namespace).
+    /// namespace), among its first [`MAX_ENVIRON_BYTES`].
     pub fn environ(&self, pid: u32, var: &str) -> Option<String> {
-        let raw = std::fs::read(self.root.join(pid.to_string()).join("environ")).ok()?;
-        raw.split(|b| *b == 0).find_map(|kv| {
-            let kv = std::str::from_utf8(kv).ok()?;
-            kv.strip_prefix(var)?.strip_prefix('=').map(str::to_owned)
-        })
+        lookup(&self.environment(pid)?, var)
+    }
+
+    /// The first [`MAX_ENVIRON_BYTES`] of /proc/PID/environ.
+    fn environment(&self, pid: u32) -> Option<Vec<u8>> {
+        use std::io::Read;
+        let file = std::fs::File::open(self.root.join(pid.to_string()).join("environ")).ok()?;
+        let mut raw = Vec::new();
+        file.take(MAX_ENVIRON_BYTES).read_to_end(&mut raw).ok()?;
+        Some(raw)
     }
 
     pub fn user_name(&self, uid: u32) -> Option<&str> {
@@ -288,6 +302,14 @@ impl ProcFs {
             Owner::Host => Tenant::host_user(uid?, user),
         })
     }
+}
+
+/// `var`'s value in an environment block (`NAME=value` entries separated by NULs).
+fn lookup(environment: &[u8], var: &str) -> Option<String> {
+    environment.split(|b| *b == 0).find_map(|kv| {
+        let kv = std::str::from_utf8(kv).ok()?;
+        kv.strip_prefix(var)?.strip_prefix('=').map(str::to_owned)
+    })
 }
 
 fn parse_passwd(text: &str) -> HashMap<u32, String> {
@@ -485,6 +507,23 @@ mod tests {
             ("host/1001", Some("alice"))
         );
         assert_eq!(p.tenant(9999), None);
+        std::fs::remove_dir_all(&root).unwrap();
+    }
+
+    /// A process's environment is its owner's to grow: only its first MiB is read.
+    #[test]
+    fn an_environment_is_read_up_to_its_bound() {
+        let root = crate::scratch::fresh_dir("environ").unwrap();
+        std::fs::create_dir_all(root.join("7")).unwrap();
+        let padding = format!("PAD={}\0", "x".repeat(MAX_ENVIRON_BYTES as usize));
+        std::fs::write(
+            root.join("7/environ"),
+            format!("SLURM_JOB_ID=42\0{padding}SLURM_JOB_ACCOUNT=late\0"),
+        )
+        .unwrap();
+        let p = ProcFs::new(&root, None);
+        assert_eq!(p.environ(7, "SLURM_JOB_ID").as_deref(), Some("42"));
+        assert_eq!(p.environ(7, "SLURM_JOB_ACCOUNT"), None);
         std::fs::remove_dir_all(&root).unwrap();
     }
 }
