@@ -31,7 +31,6 @@ pub fn owner_from_cgroup(text: &str) -> Owner {
     let paths: Vec<&str> = text
         .lines()
         .filter_map(|l| l.splitn(3, ':').nth(2))
-        .filter(|path| !in_user_manager(path))
         .collect();
     for path in &paths {
         if let Some(o) = kubepods(path) {
@@ -46,14 +45,12 @@ pub fn owner_from_cgroup(text: &str) -> Owner {
     Owner::Host
 }
 
-/// Whether `path` lies in a systemd user manager's delegated tree: a segment
-/// `user@<uid>.service`.
-fn in_user_manager(path: &str) -> bool {
-    path.split('/').any(|seg| {
-        seg.strip_prefix("user@")
-            .and_then(|s| s.strip_suffix(".service"))
-            .is_some_and(|uid| !uid.is_empty() && uid.bytes().all(|b| b.is_ascii_digit()))
-    })
+/// Whether a path's segment is a systemd user manager's (`user@<uid>.service`), below which
+/// its user names the cgroups.
+fn is_user_manager(seg: &str) -> bool {
+    seg.strip_prefix("user@")
+        .and_then(|s| s.strip_suffix(".service"))
+        .is_some_and(|uid| !uid.is_empty() && uid.bytes().all(|b| b.is_ascii_digit()))
 }
 
 /// `/kubepods/burstable/pod<uid>/<id>` (cgroupfs driver) or
@@ -64,6 +61,9 @@ fn kubepods(path: &str) -> Option<Owner> {
         return None;
     }
     let segments: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
+    if segments.iter().any(|s| is_user_manager(s)) {
+        return None;
+    }
     let (pos, pod_uid) = segments.iter().enumerate().find_map(|(i, seg)| {
         let seg = seg.strip_suffix(".slice").unwrap_or(seg);
         // systemd: kubepods-<qos>-pod<uid with _>; cgroupfs: pod<uid>
@@ -105,6 +105,9 @@ fn container_id(seg: &str) -> Option<String> {
 /// `/slurm/uid_1000/job_1234/step_0/task_0`, `/system.slice/slurmstepd.scope/job_1234/…`
 /// or a `slurm-1234.scope` unit.
 fn slurm_job(path: &str) -> Option<String> {
+    if path.split('/').any(is_user_manager) {
+        return None;
+    }
     let under_slurm = path
         .split('/')
         .any(|s| s == "slurm" || s.starts_with("slurmstepd"));

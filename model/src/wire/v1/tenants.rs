@@ -29,36 +29,54 @@ pub fn drop_impossible_tenants(
     tenants: &mut Vec<Tenant>,
     snapshots: &mut [Snapshot],
 ) -> Vec<TakenFromTenant> {
-    let mut taken = Vec::new();
+    // Which go, decided before any moves: the keys are compared where they lie.
     let mut seen = set_for(tenants.len());
-    tenants.retain_mut(|t| {
-        let why = if !is_name(&t.key) {
-            "its key is not a name"
-        } else if !seen.insert(t.key.clone()) {
-            "its key repeats a tenant's before it"
-        } else {
-            for field in TEXT_FIELDS {
-                if (field.read)(t).is_some_and(|v| !is_text(v)) {
-                    (field.clear)(t);
-                    taken.push(TakenFromTenant {
-                        tenant: shortened(&t.key),
-                        field: field.name,
-                        why: "not text: too long or holding control characters".into(),
-                    });
-                }
+    let verdicts: Vec<Option<&'static str>> = tenants
+        .iter()
+        .map(|t| {
+            if !is_name(&t.key) {
+                Some("its key is not a name")
+            } else if !seen.insert(t.key.as_str()) {
+                Some("its key repeats a tenant's before it")
+            } else {
+                None
             }
-            return true;
-        };
-        taken.push(TakenFromTenant {
-            tenant: shortened(&t.key),
-            field: "key",
-            why: why.into(),
-        });
-        false
+        })
+        .collect();
+    let mut taken = Vec::new();
+    // The dropped keys that are not names; a repeated key's first tenant stays, and with it
+    // what its processes reference.
+    let mut unnamed = Vec::new();
+    let mut verdicts = verdicts.into_iter();
+    tenants.retain_mut(|t| {
+        if let Some(why) = verdicts.next().flatten() {
+            taken.push(TakenFromTenant {
+                tenant: shortened(&t.key),
+                field: "key",
+                why: why.into(),
+            });
+            if !is_name(&t.key) {
+                unnamed.push(std::mem::take(&mut t.key));
+            }
+            return false;
+        }
+        for field in &TEXT_FIELDS {
+            if (field.read)(t).is_some_and(|v| !is_text(v)) {
+                (field.clear)(t);
+                taken.push(TakenFromTenant {
+                    tenant: shortened(&t.key),
+                    field: field.name,
+                    why: "not text: too long or holding control characters".into(),
+                });
+            }
+        }
+        true
     });
-    for s in snapshots {
-        for p in &mut s.processes {
-            if p.tenant.as_deref().is_some_and(|k| !is_name(k)) {
+    if !unnamed.is_empty() {
+        let mut gone = set_for(unnamed.len());
+        gone.extend(unnamed.iter().map(String::as_str));
+        for p in snapshots.iter_mut().flat_map(|s| &mut s.processes) {
+            if p.tenant.as_deref().is_some_and(|k| gone.contains(k)) {
                 p.tenant = None;
             }
         }
