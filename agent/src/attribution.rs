@@ -513,6 +513,131 @@ mod tests {
         std::fs::remove_dir_all(&root).unwrap();
     }
 
+    /// Cgroup files put together at random from the pieces kubelets, slurmstepd and users
+    /// write (a user names cgroups in their own tree): reading never panics, a pod's UID and
+    /// container id and a job's id keep their forms, the keys made of them are names, and a
+    /// file whose every path lies in a user's own tree names no pod and no job.
+    #[test]
+    fn random_cgroup_files_keep_the_forms() {
+        let mut state = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = move || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        };
+        let pieces: &[&str] = &[
+            "/",
+            "/",
+            "/",
+            "kubepods",
+            "kubepods.slice",
+            "kubepods-burstable-pod",
+            "pod",
+            "burstable",
+            ".slice",
+            ".scope",
+            "cri-containerd-",
+            "crio-",
+            "crio-conmon-",
+            "slurm",
+            "slurmstepd.scope",
+            "job_",
+            "slurm-",
+            "step_0",
+            "user@1000.service",
+            "user@.service",
+            "user-1000.slice",
+            "_",
+            "-",
+            "@",
+            " ",
+            "\u{7}",
+            "é",
+            "\n0::",
+            "\n12:memory:",
+            "\n1:name=systemd:",
+        ];
+        let hex = b"0123456789abcdef";
+        let uid_ = UID.replace('-', "_");
+        // What kubelets and slurmstepd write, for half the files to start from.
+        let templates = [
+            format!(
+                "0::/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod{uid_}.slice/cri-containerd-{CID}.scope"
+            ),
+            format!("0::/kubepods/besteffort/pod{UID}/{CID}"),
+            "0::/system.slice/slurmstepd.scope/job_4242/step_0/user/task_0".to_owned(),
+            "12:memory:/slurm/uid_1000/job_4242/step_0/task_0".to_owned(),
+            "0::/system.slice/slurm-4242.scope".to_owned(),
+        ];
+        let (mut pods, mut jobs) = (0, 0);
+        for round in 0..50_000 {
+            let mut text = if round % 2 == 0 {
+                templates[(next() % templates.len() as u64) as usize].clone()
+            } else {
+                String::from("0::")
+            };
+            for _ in 0..(next() % 6) {
+                let piece = match next() % 4 {
+                    0 => {
+                        let n = next() % 70;
+                        (0..n)
+                            .map(|_| hex[(next() % 16) as usize] as char)
+                            .collect()
+                    }
+                    1 => (next() % 10_000_000_000).to_string(),
+                    _ => pieces[(next() % pieces.len() as u64) as usize].to_owned(),
+                };
+                // Inserted at a random place (a character boundary), or cut out from one.
+                let mut at = (next() % (text.len() as u64 + 1)) as usize;
+                while !text.is_char_boundary(at) {
+                    at -= 1;
+                }
+                if next() % 4 == 0 {
+                    let mut end = (at + (next() % 40) as usize).min(text.len());
+                    while !text.is_char_boundary(end) {
+                        end -= 1;
+                    }
+                    text.replace_range(at..end, "");
+                } else {
+                    text.insert_str(at, &piece);
+                }
+            }
+            let key = match owner_from_cgroup(&text) {
+                Owner::Pod {
+                    pod_uid,
+                    container_id,
+                } => {
+                    assert!((32..=36).contains(&pod_uid.len()), "{text:?}");
+                    assert!(
+                        pod_uid.bytes().all(|b| b.is_ascii_hexdigit() || b == b'-'),
+                        "{text:?}"
+                    );
+                    let container = container_id.map_or("unknown".to_owned(), |c| {
+                        assert!(c.len() >= 12 && c.bytes().all(|b| b.is_ascii_hexdigit()));
+                        c[..12].to_owned()
+                    });
+                    pods += 1;
+                    Tenant::pod_key(&pod_uid, &container)
+                }
+                Owner::SlurmJob { job_id } => {
+                    assert!(job_id.parse::<u32>().is_ok(), "{text:?}");
+                    jobs += 1;
+                    Tenant::slurm_key(&job_id)
+                }
+                Owner::Host => continue,
+            };
+            assert!(model::wire::v1::is_name(&key), "{key:?} of {text:?}");
+            let paths = text.lines().filter_map(|l| l.splitn(3, ':').nth(2));
+            assert!(
+                !paths.into_iter().all(|p| p.split('/').any(is_user_manager)),
+                "{text:?} is all a user's own tree"
+            );
+        }
+        // The files reach both forms often, not by luck.
+        assert!(pods > 5_000 && jobs > 5_000, "{pods} pods, {jobs} jobs");
+    }
+
     /// A process's environment is its owner's to grow: only its first MiB is read.
     #[test]
     fn an_environment_is_read_up_to_its_bound() {
