@@ -3,10 +3,9 @@
 //! device ids — GPU UUIDs, MIG device UUIDs, and time-slicing replicas as `GPU-…::N`.
 //! PodResources names pods but gives no pod UID, while cgroups give only the UID. The two are
 //! joined by the devices a UID's processes run on and their `HOSTNAME` ([`join_by_devices`]),
-//! or, when given (`--kubelet-pods-dir`), by the kubelet's pod directory
-//! (`/var/lib/kubelet/pods/<uid>/`: its `etc-hosts` names the pod and the projected
-//! service-account volume holds the namespace) — which also holds every pod's secrets, so the
-//! Helm chart does not mount it.
+//! or, when given (`--kubelet-pods-dir`), by the kubelet's pod directories
+//! ([`crate::kubelet_pods`]); the API server's pods, where the agent reads them, name their
+//! UIDs over both.
 //!
 //! Devices come from device plugins (`devices`: resource names `nvidia.com/…`, ids as GPU or MIG
 //! UUIDs, `GPU-…::N` for NVIDIA time-slicing replicas and `GPU-…-N` for HAMi/vGPU splits) or
@@ -18,7 +17,7 @@
 //! The agent needs read access to the socket.
 
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Duration;
 
 /// The messages of `k8s.io/kubelet/pkg/apis/podresources/v1` that `List` uses, written from
@@ -311,18 +310,14 @@ impl Assignments {
             }
         }
         if let Some(dir) = pods_dir {
-            for (uid, name, namespace) in pod_directory(dir) {
-                let namespace = namespace.or_else(|| {
-                    // Without the namespace file, a pod name that is unique on the node will do.
-                    let mut matches = pods.iter().filter(|p| p.name == name);
-                    let first = matches.next()?;
-                    matches.next().is_none().then(|| first.namespace.clone())
-                });
-                if let Some(ns) = namespace {
-                    out.uid_by_pod
-                        .insert((ns.clone(), name.clone()), uid.clone());
-                    out.pod_by_uid.insert(uid, (ns, name));
-                }
+            let unique_namespace = |name: &str| {
+                let mut matches = pods.iter().filter(|p| p.name == name);
+                let first = matches.next()?;
+                matches.next().is_none().then(|| first.namespace.clone())
+            };
+            for (uid, pod) in crate::kubelet_pods::named_pods(dir, unique_namespace) {
+                out.uid_by_pod.insert(pod.clone(), uid.clone());
+                out.pod_by_uid.insert(uid, pod);
             }
         }
         out
@@ -330,15 +325,22 @@ impl Assignments {
 }
 
 impl Assignments {
-    /// These assignments with what the node's mechanisms granted; the API server's pods name
-    /// the UIDs the kubelet's directory did not.
+    /// These assignments with what the node's mechanisms granted. The API server's pods name
+    /// their UIDs over what the kubelet's directories say: a pod's own record, where a
+    /// directory's `etc-hosts` is its container's to rewrite.
     pub fn with_grants(mut self, grants: crate::grants::Grants) -> Assignments {
-        for (uid, (ns, pod)) in &grants.pods {
-            if !self.pod_by_uid.contains_key(uid) {
-                self.pod_by_uid
-                    .insert(uid.clone(), (ns.clone(), pod.clone()));
-                self.uid_by_pod
-                    .insert((ns.clone(), pod.clone()), uid.clone());
+        for (uid, pod) in &grants.pods {
+            if let Some(was) = self.pod_by_uid.insert(uid.clone(), pod.clone())
+                && &was != pod
+                && self.uid_by_pod.get(&was) == Some(uid)
+            {
+                self.uid_by_pod.remove(&was);
+            }
+            if let Some(other) = self.uid_by_pod.insert(pod.clone(), uid.clone())
+                && &other != uid
+                && self.pod_by_uid.get(&other) == Some(pod)
+            {
+                self.pod_by_uid.remove(&other);
             }
         }
         self.grants = Some(grants);
@@ -460,47 +462,6 @@ pub fn join_by_devices(
         .filter(|(_, p)| claims[p] == 1)
         .map(|(uid, (ns, pod))| (uid.to_owned(), (ns.to_owned(), pod.to_owned())))
         .collect()
-}
-
-/// (uid, pod name, namespace) for every pod directory the kubelet keeps.
-fn pod_directory(dir: &Path) -> Vec<(String, String, Option<String>)> {
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return Vec::new();
-    };
-    let mut out = Vec::new();
-    for e in entries.flatten() {
-        let uid = e.file_name().to_string_lossy().into_owned();
-        let base: PathBuf = e.path();
-        let Some(name) = std::fs::read_to_string(base.join("etc-hosts"))
-            .ok()
-            .and_then(|t| pod_name_from_hosts(&t))
-        else {
-            continue;
-        };
-        let namespace = std::fs::read_dir(base.join("volumes/kubernetes.io~projected"))
-            .ok()
-            .and_then(|vols| {
-                vols.flatten()
-                    .find_map(|v| std::fs::read_to_string(v.path().join("namespace")).ok())
-            })
-            .map(|ns| ns.trim().to_owned())
-            .filter(|ns| !ns.is_empty());
-        out.push((uid, name, namespace));
-    }
-    out
-}
-
-/// The pod's own entry is the last line of a kubelet-managed hosts file: `<ip> <hostname…>`.
-fn pod_name_from_hosts(text: &str) -> Option<String> {
-    if !text.starts_with("# Kubernetes-managed hosts file") {
-        return None;
-    }
-    let line = text.lines().rev().find(|l| {
-        let l = l.trim();
-        !l.is_empty() && !l.starts_with('#') && !l.contains("localhost") && !l.contains("ip6-")
-    })?;
-    // With a subdomain the line reads "<ip> <fqdn> <hostname>"; the last word is the name.
-    line.split_whitespace().last().map(str::to_owned)
 }
 
 #[cfg(test)]
@@ -812,14 +773,35 @@ mod tests {
         assert!(joined.contains_key("u-l"));
     }
 
+    /// The API server's pods name their UIDs over what the pod directories say (an
+    /// `etc-hosts` is its container's to rewrite).
     #[test]
-    fn hosts_files_name_the_pod() {
-        let hosts = "# Kubernetes-managed hosts file.\n127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\nfe00::0\tip6-localnet\n10.244.1.7\ttrainer-0.trainers.ml.svc.cluster.local\ttrainer-0\n";
-        assert_eq!(pod_name_from_hosts(hosts).as_deref(), Some("trainer-0"));
-        assert_eq!(
-            pod_name_from_hosts("127.0.0.1 localhost\n"),
+    fn the_api_servers_pods_name_their_uids_over_the_pod_directories() {
+        use crate::kubelet_pods::tests::{hosts, write_pod};
+        let dir = crate::scratch::fresh_dir("pods-dir-api").unwrap();
+        write_pod(&dir, "u-liar", &hosts("api-0"), "web");
+        write_pod(&dir, "u-api", &hosts("api-1"), "web");
+        let a = Assignments::new(&[], Some(&dir));
+        let api0 = ("web".to_owned(), "api-0".to_owned());
+        assert_eq!(a.pod_by_uid.get("u-liar"), Some(&api0));
+        let pod = |uid: &str, name: &str| {
+            serde_json::json!({"metadata": {"uid": uid, "namespace": "web", "name": name},
+                "spec": {"containers": [{"name": "main"}]}})
+        };
+        let a = a.with_grants(crate::grants::Grants::from_objects(
             None,
-            "host network pods use the node's file"
+            &[pod("u-liar", "batch-7"), pod("u-api", "api-0")],
+            &[],
+            &[],
+        ));
+        assert_eq!(
+            a.pod_by_uid.get("u-liar"),
+            Some(&("web".to_owned(), "batch-7".to_owned()))
         );
+        assert_eq!(a.pod_by_uid.get("u-api"), Some(&api0));
+        assert_eq!(a.uid_by_pod.get(&api0).map(String::as_str), Some("u-api"));
+        let api1 = ("web".to_owned(), "api-1".to_owned());
+        assert_eq!(a.uid_by_pod.get(&api1), None, "api-1 was u-api's word only");
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

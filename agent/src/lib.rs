@@ -16,6 +16,7 @@ mod driver_values;
 pub mod grants;
 pub mod kube_read;
 pub mod kubelet;
+pub mod kubelet_pods;
 pub mod listen;
 pub mod metrics;
 pub mod nfd;
