@@ -154,6 +154,12 @@ struct Host {
     interval_ms: u32,
 }
 
+/// A label's value where it is free text a batch may hold (not too long, no control
+/// characters); otherwise as if absent, rather than refuse the host's every scrape.
+fn text_label<'a>(ls: &'a [Label], name: &str) -> Option<&'a str> {
+    label(ls, name).filter(|v| model::wire::v1::is_text(v))
+}
+
 impl Host {
     /// Notes the GPU a series names in the host's inventory: its model, and its MIG instance
     /// the first time the series names one.
@@ -170,7 +176,7 @@ impl Host {
                     .and_then(|v| v.parse().ok())
                     .filter(|&i| i <= model::wire::v1::MAX_GPU_INDEX)
                     .unwrap_or(0),
-                model: label(ls, "modelName").unwrap_or("unknown").to_owned(),
+                model: text_label(ls, "modelName").unwrap_or("unknown").to_owned(),
                 memory_total_bytes: 0,
                 pci_bus_id: label(ls, "pci_bus_id")
                     .filter(|v| model::wire::v1::is_name(v))
@@ -180,10 +186,10 @@ impl Host {
                 replicas: 1,
                 mig_instances: vec![],
             });
-        if let Some(m) = label(ls, "modelName") {
+        if let Some(m) = text_label(ls, "modelName") {
             info.model = m.to_owned();
         }
-        if let (Some(gi), Some(profile)) = (gi, label(ls, "GPU_I_PROFILE"))
+        if let (Some(gi), Some(profile)) = (gi, text_label(ls, "GPU_I_PROFILE"))
             && !info.mig_instances.iter().any(|m| m.gi_id == gi)
         {
             info.mig_enabled = true;
@@ -343,13 +349,25 @@ fn exporter_pod_name(host: &str) -> bool {
     })
 }
 
-/// A series gpulens reads: a DCGM field of a node's GPU. Its name, node and GPU UUID. A node
-/// that is not a DNS-1123 subdomain (what ingest requires of node names) is not a node.
-fn dcgm_series(ls: &[Label]) -> Option<(Field, &str, &str)> {
+/// A series gpulens reads: a DCGM field of a node's GPU, or of one of its MIG instances. Its
+/// name, node, GPU UUID and GPU instance. A node that is not a DNS-1123 subdomain (what ingest
+/// requires of node names) is not a node, a `UUID` that is not a name is no GPU, and a
+/// `GPU_I_ID` that is no MIG id (past [`model::wire::v1::MAX_MIG_ID`], or no number) is no
+/// instance — nor the whole GPU.
+fn dcgm_series(ls: &[Label]) -> Option<(Field, &str, &str, Option<u32>)> {
     let name = label(ls, "__name__").and_then(Field::parse)?;
     let host = node_of(ls)?;
     model::names::check_subdomain(host).ok()?;
-    Some((name, host, label(ls, "UUID")?))
+    let uuid = label(ls, "UUID").filter(|u| model::wire::v1::is_name(u))?;
+    let gi = match label(ls, "GPU_I_ID") {
+        None => None,
+        Some(v) => Some(
+            v.parse::<u32>()
+                .ok()
+                .filter(|&gi| gi <= model::wire::v1::MAX_MIG_ID)?,
+        ),
+    };
+    Some((name, host, uuid, gi))
 }
 
 /// Puts one DCGM field's value into a scrape (`model::dcgm::Field`: the field table the agent
@@ -404,14 +422,18 @@ impl Receiver {
         let mut no_room = 0u64;
         for ts in &req.timeseries {
             let ls = &ts.labels;
-            let Some((name, host, uuid)) = dcgm_series(ls) else {
+            let series = dcgm_series(ls).and_then(|(name, host, uuid, gi)| {
+                // A cluster that is not a DNS-1123 subdomain is no cluster, as for ingest.
+                let cluster = cluster_of(ls);
+                model::names::check_subdomain(&cluster).ok()?;
+                Some((name, (cluster, host.to_owned()), uuid, gi))
+            });
+            let Some((name, key, uuid, gi)) = series else {
                 if !replaying {
                     self.metrics.ignored_series.inc();
                 }
                 continue;
             };
-            let gi = label(ls, "GPU_I_ID").and_then(|v| v.parse::<u32>().ok());
-            let key = (cluster_of(ls), host.to_owned());
             if !hosts.room_for(&key, now_ms, &mut swept) {
                 drop(DropReason::TooManyHosts, ts.samples.len());
                 no_room += ts.samples.len() as u64;

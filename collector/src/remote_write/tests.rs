@@ -487,3 +487,187 @@ fn mig_instances_and_bodies() {
     assert_eq!((a.gi_id, a.share), (Some(13), 1.0 / 7.0));
     assert!(b.inventory.as_ref().unwrap()[0].mig_enabled);
 }
+
+/// A series whose `GPU_I_ID` is no MIG id was read as the whole GPU's (`abc`) or made the
+/// host's scrape refused (5,000); a `UUID` that is no name, or a `cluster` that is none, refused
+/// it too. Such series are ignored and counted; text labels that cannot be sent are left out.
+#[test]
+fn series_naming_no_gpu_instance_or_cluster_are_ignored() {
+    let now = 1_800_000_000_000;
+    for extra in [
+        &[("GPU_I_ID", "abc")][..],
+        &[("GPU_I_ID", "5000")],
+        &[("cluster", "Bad Cluster")],
+    ] {
+        let r = Receiver::default();
+        let req = WriteRequest {
+            timeseries: vec![series("DCGM_FI_DEV_GPU_UTIL", "n1", extra, &[(now, 40.0)])],
+        };
+        assert_eq!(
+            r.take(&req, cluster_label, now, WIDE, false),
+            0,
+            "{extra:?}"
+        );
+        assert_eq!(r.metrics.ignored_series.get(), 1);
+    }
+    let mut odd = series(
+        "DCGM_FI_DEV_FB_USED",
+        "n1",
+        &[("GPU_I_ID", "1"), ("GPU_I_PROFILE", "3g.40gb\u{7}")],
+        &[(now, 40.0)],
+    );
+    odd.labels[2].value = "GPU 1".into();
+    let r = Receiver::default();
+    let req = WriteRequest {
+        timeseries: vec![odd.clone()],
+    };
+    assert_eq!(
+        r.take(&req, cluster_label, now, WIDE, false),
+        0,
+        "a UUID with a space"
+    );
+    odd.labels[2].value = "GPU-1".into();
+    odd.labels[4].value = "NVIDIA\u{1b}[2J".into();
+    let req = WriteRequest {
+        timeseries: vec![odd],
+    };
+    assert_eq!(r.take(&req, cluster_label, now, WIDE, false), 1);
+    let b = r.ready(now + IDLE_MS + 60_000);
+    let g = &b[0].inventory.as_ref().unwrap()[0];
+    assert_eq!(g.model, "unknown");
+    assert!(g.mig_instances.is_empty(), "a profile that is no text");
+    b[0].validate(
+        &Limits {
+            max_age_ms: i64::MAX / 4,
+            ..Limits::default()
+        },
+        now + IDLE_MS + 60_000,
+    )
+    .unwrap();
+}
+
+/// Series put together at random from the labels dcgm-exporter and Prometheus write, each with
+/// a good or a hostile value (a UUID with a space, a MIG id of 5,000 or `abc`, a model name
+/// with a control character, a 300-byte profile, a cluster that is no name, 253-character pod
+/// names): whatever the receiver takes, every scrape it makes of it passes ingest's checks, so
+/// no label costs a host its scrape.
+#[test]
+fn random_labels_never_cost_a_host_its_scrape() {
+    let mut state = 0x2545_f491_4f6c_dd1du64;
+    let mut next = move || {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state
+    };
+    let long_pod = ["p", "q", "r"].map(|c| c.repeat(63)).join(".") + "." + &"s".repeat(61);
+    let long = "x".repeat(300);
+    let values: Vec<&str> = vec![
+        "",
+        "n1",
+        "n2",
+        "GPU-1",
+        "GPU-2",
+        "GPU 3",
+        &long,
+        "a\u{7}b",
+        "é",
+        "0",
+        "1",
+        "7",
+        "5000",
+        "4294967296",
+        "abc",
+        "-1",
+        "3g.40gb",
+        "1g.10gb",
+        "ml",
+        "web",
+        "Bad Cluster",
+        "trainer-0",
+        &long_pod,
+        "main",
+        "nvidia-dcgm-exporter-x7k2p",
+        "00000000:17:00.0",
+    ];
+    let names = [
+        "__name__",
+        "Hostname",
+        "UUID",
+        "gpu",
+        "modelName",
+        "pci_bus_id",
+        "GPU_I_ID",
+        "GPU_I_PROFILE",
+        "namespace",
+        "pod",
+        "container",
+        "exported_namespace",
+        "exported_pod",
+        "cluster",
+    ];
+    let fields = [
+        "DCGM_FI_DEV_GPU_UTIL",
+        "DCGM_FI_DEV_GPU_TEMP",
+        "DCGM_FI_DEV_FB_USED",
+        "DCGM_FI_DEV_POWER_USAGE",
+        "DCGM_FI_PROF_SM_ACTIVE",
+    ];
+    let samples = [0.0, 50.0, 100.0, -5.0, 1e20, f64::NAN];
+    let limits = Limits {
+        max_age_ms: i64::MAX / 4,
+        ..Limits::default()
+    };
+    let now = 1_800_000_000_000;
+    let (mut taken, mut stored) = (0, 0);
+    for _ in 0..300 {
+        let r = Receiver::default();
+        for _ in 0..10 {
+            let timeseries = (0..1 + next() % 12)
+                .map(|_| {
+                    let mut labels = Vec::new();
+                    for &name in &names {
+                        if next() % 10 >= 7 {
+                            continue;
+                        }
+                        let value = match name {
+                            "__name__" => fields[(next() % 5) as usize],
+                            "Hostname" if next() % 2 == 0 => "n1",
+                            "UUID" if next() % 2 == 0 => "GPU-1",
+                            _ => values[(next() % values.len() as u64) as usize],
+                        };
+                        labels.push(Label {
+                            name: name.into(),
+                            value: value.into(),
+                        });
+                    }
+                    let at = now - (next() % 60_000) as i64;
+                    TimeSeries {
+                        labels,
+                        samples: vec![Sample {
+                            timestamp: at,
+                            value: samples[(next() % samples.len() as u64) as usize],
+                        }],
+                    }
+                })
+                .collect();
+            taken += r.take(
+                &WriteRequest { timeseries },
+                cluster_label,
+                now,
+                WIDE,
+                false,
+            );
+        }
+        for b in r.ready(now + IDLE_MS + 60_000) {
+            b.validate(&limits, now + IDLE_MS + 60_000)
+                .unwrap_or_else(|e| panic!("{e}: {b:?}"));
+            stored += 1;
+        }
+    }
+    // The series reach the store often, not by luck.
+    assert!(
+        taken > 400 && stored > 300,
+        "{taken} taken, {stored} stored"
+    );
+}
