@@ -393,6 +393,18 @@ pub struct ProcessEvidence<'a> {
     pub hostname: Option<String>,
 }
 
+/// A process's `HOSTNAME` as the join keeps it: at most 254 bytes. Its process may set it to
+/// 128 KiB; no pod name (63 characters as a host name) nor node name (253) is longer, so the
+/// cut one still names neither, and a node's processes cost the agent no more than that each.
+pub fn kept_hostname(mut name: String) -> String {
+    let mut cut = name.len().min(254);
+    while !name.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    name.truncate(cut);
+    name
+}
+
 /// Joins pod UIDs (from processes' cgroups) to the pods the kubelet names, without the
 /// kubelet's pod directories: a UID belongs to a pod that holds every device its processes
 /// run on. Where one pod is left it is that pod, unless the process says another HOSTNAME; where
@@ -803,5 +815,34 @@ mod tests {
         let api1 = ("web".to_owned(), "api-1".to_owned());
         assert_eq!(a.uid_by_pod.get(&api1), None, "api-1 was u-api's word only");
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// A HOSTNAME longer than any pod's or node's name is kept cut, and still names neither:
+    /// the lone holder of the GPU is refused as for any other name.
+    #[test]
+    fn an_overlong_hostname_is_kept_cut_and_names_no_pod() {
+        let long = format!("{}é{}", "n".repeat(253), "x".repeat(100_000));
+        let kept = kept_hostname(long.clone());
+        assert_eq!(kept.len(), 253, "cut before the two-byte character");
+        assert!(long.starts_with(&kept));
+        let node = "n".repeat(253);
+        let held = HashMap::from([(
+            "GPU-1".to_owned(),
+            vec![Holder {
+                namespace: "ml".into(),
+                pod: "trainer-0".into(),
+                container: "main".into(),
+                replica: None,
+                claim: None,
+            }],
+        )]);
+        let evidence = |hostname: &str| ProcessEvidence {
+            pod_uid: "u-1",
+            devices: vec!["GPU-1"],
+            hostname: Some(kept_hostname(hostname.to_owned())),
+        };
+        let other = format!("{}{}", "n".repeat(253), "x");
+        assert!(join_by_devices(&[evidence(&other)], &held, &node).is_empty());
+        assert!(join_by_devices(&[evidence(&node)], &held, &node).contains_key("u-1"));
     }
 }

@@ -785,7 +785,9 @@ fn refresh_hostnames(
         }
         let known = hostnames.get(&p.pid);
         if known.is_none_or(|(start, _)| *start != p.start_time) {
-            let name = procfs.environ(p.pid, "HOSTNAME");
+            let name = procfs
+                .environ(p.pid, "HOSTNAME")
+                .map(crate::kubelet::kept_hostname);
             hostnames.insert(p.pid, (p.start_time, name));
         }
     }
