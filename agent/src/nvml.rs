@@ -84,7 +84,7 @@ pub struct NvmlBackend {
     calls: DriverCalls,
     events: Option<mpsc::Receiver<(String, u64, UnixMillis)>>,
     procfs: ProcFs,
-    /// First sighting of processes whose start time /proc could not tell.
+    /// First sighting of processes whose start time /proc could not tell, while they run.
     first_seen: HashMap<u32, i64>,
     /// The kubelet's device assignments, refreshed by the caller.
     assignments: Option<Assignments>,
@@ -495,6 +495,7 @@ impl GpuBackend for NvmlBackend {
             snap.mig.extend(mig_samples(g));
             snap.gpus.push(sample);
         }
+        forget_gone(&mut self.first_seen, &snap);
         if let Some(a) = &self.assignments {
             refresh_hostnames(&mut self.hostnames, &self.procfs, &snap, &tenants);
             let names = &self.hostnames;
@@ -764,6 +765,17 @@ fn mig_samples(g: &Gpu) -> Vec<MigSample> {
     out
 }
 
+/// Forgets the first sightings of processes no GPU lists any more: a pid the kernel hands to a
+/// new process is a new process, and an agent that cannot read /proc (not in the host PID
+/// namespace) would otherwise keep every pid it ever saw.
+fn forget_gone(first_seen: &mut HashMap<u32, i64>, snap: &Snapshot) {
+    if first_seen.is_empty() {
+        return;
+    }
+    let live: std::collections::HashSet<u32> = snap.processes.iter().map(|p| p.pid).collect();
+    first_seen.retain(|pid, _| live.contains(pid));
+}
+
 /// Reads each pod process's `HOSTNAME` once per process life (pid and start time), not once
 /// per cycle, and forgets processes that are gone.
 fn refresh_hostnames(
@@ -797,6 +809,30 @@ fn refresh_hostnames(
 #[cfg(test)]
 mod tests {
     use super::event_gpu;
+
+    /// A process first seen at 10 s that exits, and a new one given its pid at 20 s: the new
+    /// one is first seen at 20 s, and a gone pid is not kept.
+    #[test]
+    fn first_sightings_last_while_their_process_runs() {
+        use super::{HashMap, Snapshot, forget_gone};
+        let running = |pids: &[u32]| Snapshot {
+            processes: pids
+                .iter()
+                .map(|&pid| model::ProcessSample {
+                    pid,
+                    ..Default::default()
+                })
+                .collect(),
+            ..Snapshot::default()
+        };
+        let mut first_seen = HashMap::from([(7, 10_000), (8, 10_000)]);
+        forget_gone(&mut first_seen, &running(&[8]));
+        assert_eq!(first_seen, HashMap::from([(8, 10_000)]));
+        forget_gone(&mut first_seen, &running(&[]));
+        assert!(first_seen.is_empty());
+        // The sampler's own step for a pid /proc cannot date.
+        assert_eq!(*first_seen.entry(8).or_insert(20_000), 20_000);
+    }
 
     #[test]
     fn an_xid_event_of_a_lost_gpu_still_names_it() {
