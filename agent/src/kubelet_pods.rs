@@ -33,7 +33,8 @@ pub fn named_pods(
     named.retain(|(uid, pod)| {
         let taken = contested.contains(pod);
         if taken {
-            tracing::warn!(namespace = %pod.0, pod = %pod.1, uid = %uid,
+            // Debug-quoted: the name is what a container wrote, escape sequences and all.
+            tracing::warn!(namespace = ?pod.0, pod = ?pod.1, uid = ?uid,
                 "two pod directories' etc-hosts name this pod; neither is taken");
         }
         !taken
@@ -92,8 +93,11 @@ fn pod_name_from_hosts(text: &str) -> Option<String> {
         let l = l.trim();
         !l.is_empty() && !l.starts_with('#') && !l.contains("localhost") && !l.contains("ip6-")
     })?;
-    // With a subdomain the line reads "<ip> <fqdn> <hostname>"; the last word is the name.
-    line.split_whitespace().last().map(str::to_owned)
+    // With a subdomain the line reads "<ip> <fqdn> <hostname>"; the last word is the name,
+    // which is a DNS name or none (the container may have written anything there).
+    let name = line.split_whitespace().last()?;
+    model::names::check_subdomain(name).ok()?;
+    Some(name.to_owned())
 }
 
 #[cfg(test)]
@@ -142,5 +146,7 @@ pub(crate) mod tests {
             None,
             "host network pods use the node's file"
         );
+        assert_eq!(pod_name_from_hosts(&self::hosts("trainer\u{1b}[2J")), None);
+        assert_eq!(pod_name_from_hosts(&self::hosts("Trainer_0")), None);
     }
 }
