@@ -453,6 +453,21 @@ mod tests {
         );
     }
 
+    /// An agent in a cgroup namespace of its own (containerd's default on cgroup v2) reads
+    /// other pods' and users' paths relative to its own cgroup: the same rules hold.
+    #[test]
+    fn paths_relative_to_the_agents_cgroup_namespace() {
+        let uid_ = UID.replace('-', "_");
+        let other_pod = format!(
+            "0::/../../../kubepods-besteffort.slice/kubepods-besteffort-pod{uid_}.slice/cri-containerd-{CID}.scope\n"
+        );
+        assert_eq!(owner_from_cgroup(&other_pod), pod(Some(CID)));
+        let users_own = format!(
+            "0::/../../../../user.slice/user-1000.slice/user@1000.service/app.slice/kubepods-pod{uid_}.slice\n"
+        );
+        assert_eq!(owner_from_cgroup(&users_own), Owner::Host);
+    }
+
     /// Names no kubelet or slurmstepd writes are no pod and no job: a UID longer than a UUID,
     /// a job id past Slurm's 32 bits.
     #[test]
