@@ -51,8 +51,10 @@ pub fn parse(text: &str) -> Readings {
         if let Some(h) = labels.get("Hostname").or_else(|| labels.get("hostname")) {
             out.hostname.get_or_insert_with(|| h.clone());
         }
-        let target = match labels.get("GPU_I_ID").and_then(|g| g.parse::<u32>().ok()) {
-            Some(gi) => out.instances.entry((uuid.clone(), gi)).or_default(),
+        // A `GPU_I_ID` that is no number names no instance, nor the whole GPU.
+        let target = match labels.get("GPU_I_ID").map(|g| g.parse::<u32>()) {
+            Some(Ok(gi)) => out.instances.entry((uuid.clone(), gi)).or_default(),
+            Some(Err(_)) => continue,
             None => out.gpus.entry(uuid.clone()).or_default(),
         };
         target.set(field, value);
@@ -136,7 +138,20 @@ pub struct Dcgm {
     http: reqwest::Client,
     last: Option<(Instant, Readings)>,
     stale_after: Duration,
+    /// The URL's port when it is a loopback one, whose listener is checked before each scrape
+    /// ([`crate::dcgm_listener`]).
+    local_port: Option<u16>,
+    /// The user whose listener was last refused, to warn once for each.
+    refused: Option<u32>,
+    /// When the listener last passed the check; None: check before the next scrape (at the
+    /// first, and after any scrape or check that failed).
+    checked: Option<Instant>,
 }
+
+/// How long a passed listener check holds: reading the kernel's socket tables costs about 2 ms
+/// (it walks the whole connection hash), too much for every cycle. A user who takes the port
+/// after a check is found within this, and after any failed scrape before the next one.
+const LISTENER_CHECK_EVERY: Duration = Duration::from_secs(60);
 
 impl Dcgm {
     pub fn new(url: &str, stale_after: Duration) -> anyhow::Result<Dcgm> {
@@ -148,11 +163,40 @@ impl Dcgm {
             http,
             last: None,
             stale_after,
+            local_port: crate::dcgm_listener::loopback_port(url),
+            refused: None,
+            checked: None,
         })
     }
 
-    /// Scrapes the exporter; keeps the last good answer until it goes stale.
+    /// Scrapes the exporter; keeps the last good answer until it goes stale. A loopback port a
+    /// user's process listens on is not scraped (checked at the first scrape, after a failed
+    /// one, and every [`LISTENER_CHECK_EVERY`]).
     pub async fn refresh(&mut self) -> bool {
+        if let Some(port) = self.local_port
+            && self
+                .checked
+                .is_none_or(|at| at.elapsed() >= LISTENER_CHECK_EVERY)
+        {
+            match crate::dcgm_listener::check(port) {
+                Ok(()) => {
+                    self.refused = None;
+                    self.checked = Some(Instant::now());
+                }
+                Err(uid) => {
+                    self.checked = None;
+                    if self.refused != Some(uid) {
+                        tracing::warn!(
+                            port,
+                            uid,
+                            "a process of a user account listens on the DCGM exporter's port; its answers are not read (serve the exporter on a port below 1024, docs/security.md)"
+                        );
+                        self.refused = Some(uid);
+                    }
+                    return false;
+                }
+            }
+        }
         let fetched = async {
             let resp = self.http.get(&self.url).send().await.ok()?;
             if !resp.status().is_success() {
@@ -168,7 +212,11 @@ impl Dcgm {
                 self.last = Some((Instant::now(), parse(&text)));
                 true
             }
-            None => false,
+            None => {
+                // The exporter may be down, and its port free for anyone: check again first.
+                self.checked = None;
+                false
+            }
         }
     }
 
@@ -222,6 +270,79 @@ mod tests {
         assert!(peak_kb < 256.0 * 1024.0, "{peak_kb} kB");
     }
 
+    /// The exporter, run by root, goes down and a user's process takes its loopback port: the
+    /// failed scrape has the next one check the listener first, and the user's server is not
+    /// read. Starting a server as another user needs root, which this suite runs as;
+    /// elsewhere the test says so and checks nothing.
+    #[tokio::test]
+    async fn a_users_listener_on_the_exporters_port_is_not_read() {
+        let root = std::fs::read_to_string("/proc/self/status")
+            .unwrap()
+            .lines()
+            .any(|l| l.starts_with("Uid:\t0\t"));
+        // The system's Python, which uid 1001 may run (not a root-only pyenv shim).
+        let python = "/usr/bin/python3";
+        if !root || !std::path::Path::new(python).exists() {
+            eprintln!("skipped: starting a listener as another user needs root and {python}");
+            return;
+        }
+        let dir = crate::scratch::fresh_dir("dcgm-squat").unwrap();
+        std::fs::write(dir.join("metrics"), SAMPLE).unwrap();
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        // A static file server on `port`: root's, or uid/gid 1001's (`setpriv` drops them
+        // before it binds).
+        let serve = |as_user: bool| {
+            let mut cmd = std::process::Command::new(if as_user { "setpriv" } else { python });
+            if as_user {
+                cmd.args(["--reuid=1001", "--regid=1001", "--clear-groups", python]);
+            }
+            cmd.args([
+                "-m",
+                "http.server",
+                "--bind",
+                "127.0.0.1",
+                &port.to_string(),
+            ])
+            .current_dir(&dir)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap()
+        };
+        let listening = || async {
+            let up = std::time::Instant::now();
+            while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+                assert!(
+                    up.elapsed() < Duration::from_secs(10),
+                    "server never listened"
+                );
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        };
+        let url = format!("http://127.0.0.1:{port}/metrics");
+        let mut d = Dcgm::new(&url, Duration::from_secs(30)).unwrap();
+        // The exporter, run by root, is read.
+        let mut exporter = serve(false);
+        listening().await;
+        assert!(d.refresh().await);
+        // It goes down: the scrape fails, and a user takes the port.
+        exporter.kill().unwrap();
+        exporter.wait().unwrap();
+        assert!(!d.refresh().await);
+        let mut squatter = serve(true);
+        listening().await;
+        let read = d.refresh().await;
+        squatter.kill().unwrap();
+        squatter.wait().unwrap();
+        assert!(!read, "the user's server was read");
+        assert_eq!(d.refused, Some(1001));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
     #[test]
     fn the_real_sample_maps_to_the_gpu_and_its_instance() {
         let r = parse(SAMPLE);
@@ -258,6 +379,9 @@ mod tests {
             parse("DCGM_FI_PROF_SM_ACTIVE{UUID=\"G\"} NaN\n").gpus.len(),
             0
         );
+        // A GPU instance id that is no number names neither an instance nor the GPU.
+        let r = parse("DCGM_FI_PROF_SM_ACTIVE{UUID=\"G\",GPU_I_ID=\"x\"} 0.5\n");
+        assert!(r.gpus.is_empty() && r.instances.is_empty());
         // Mutations of the real sample: truncations and byte flips at every position.
         let bytes = SAMPLE.as_bytes();
         let mut state = 0x2545_f491_4f6c_dd1du64;

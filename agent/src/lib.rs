@@ -10,6 +10,7 @@ pub mod backend;
 /// stand-in they and the delivery tests ship to: not part of sampling or shipping.
 pub mod bench;
 pub mod dcgm;
+pub mod dcgm_listener;
 mod driver_calls;
 mod driver_lists;
 mod driver_values;
