@@ -52,7 +52,7 @@ pub fn listeners(table: &str, port: u16) -> Vec<u32> {
 /// judge by), as does no listener at all (the scrape then fails on its own).
 pub fn check(port: u16) -> Result<(), u32> {
     for table in ["/proc/self/net/tcp", "/proc/self/net/tcp6"] {
-        let Some(text) = read_bounded(table) else {
+        let Some(text) = crate::bounded_file::text(std::path::Path::new(table), MAX_TABLE) else {
             continue;
         };
         if let Some(uid) = listeners(&text, port)
@@ -63,17 +63,6 @@ pub fn check(port: u16) -> Result<(), u32> {
         }
     }
     Ok(())
-}
-
-fn read_bounded(path: &str) -> Option<String> {
-    use std::io::Read;
-    let mut text = String::new();
-    std::fs::File::open(path)
-        .ok()?
-        .take(MAX_TABLE + 1)
-        .read_to_string(&mut text)
-        .ok()?;
-    (text.len() as u64 <= MAX_TABLE).then_some(text)
 }
 
 #[cfg(test)]

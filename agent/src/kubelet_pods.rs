@@ -48,14 +48,7 @@ const MAX_POD_FILE: u64 = 64 * 1024;
 
 /// A pod directory's file, None when it is unreadable or larger than [`MAX_POD_FILE`].
 fn pod_file(path: &Path) -> Option<String> {
-    use std::io::Read;
-    let mut text = String::new();
-    std::fs::File::open(path)
-        .ok()?
-        .take(MAX_POD_FILE + 1)
-        .read_to_string(&mut text)
-        .ok()?;
-    (text.len() as u64 <= MAX_POD_FILE).then_some(text)
+    crate::bounded_file::text(path, MAX_POD_FILE)
 }
 
 /// (uid, pod name, namespace) for every pod directory the kubelet keeps.

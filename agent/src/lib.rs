@@ -9,6 +9,7 @@ pub mod backend;
 /// The agent's own benchmarks (`gpulens-agent bench`, `bench-recovery`) and the ingest
 /// stand-in they and the delivery tests ship to: not part of sampling or shipping.
 pub mod bench;
+pub mod bounded_file;
 pub mod dcgm;
 pub mod dcgm_listener;
 mod driver_calls;
