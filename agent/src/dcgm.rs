@@ -143,6 +143,8 @@ pub struct Dcgm {
     local_port: Option<u16>,
     /// The user whose listener was last refused, to warn once for each.
     refused: Option<u32>,
+    /// A user account trusted to listen there besides the system accounts.
+    trusted_uid: Option<u32>,
     /// When the listener last passed the check; None: check before the next scrape (at the
     /// first, and after any scrape or check that failed).
     checked: Option<Instant>,
@@ -165,8 +167,16 @@ impl Dcgm {
             stale_after,
             local_port: crate::dcgm_listener::loopback_port(url),
             refused: None,
+            trusted_uid: None,
             checked: None,
         })
+    }
+
+    /// Trusts the listener of user account `uid` too (`--dcgm-exporter-uid`: the account that
+    /// runs the exporter, when it is no system account).
+    pub fn trusting(mut self, uid: Option<u32>) -> Dcgm {
+        self.trusted_uid = uid;
+        self
     }
 
     /// Scrapes the exporter; keeps the last good answer until it goes stale. A loopback port a
@@ -178,7 +188,7 @@ impl Dcgm {
                 .checked
                 .is_none_or(|at| at.elapsed() >= LISTENER_CHECK_EVERY)
         {
-            match crate::dcgm_listener::check(port) {
+            match crate::dcgm_listener::check(port, self.trusted_uid) {
                 Ok(()) => {
                     self.refused = None;
                     self.checked = Some(Instant::now());
@@ -189,7 +199,7 @@ impl Dcgm {
                         tracing::warn!(
                             port,
                             uid,
-                            "a process of a user account listens on the DCGM exporter's port; its answers are not read (serve the exporter on a port below 1024, docs/security.md)"
+                            "a process of a user account listens on the DCGM exporter's port; its answers are not read (serve the exporter on a port below 1024, or name its account with --dcgm-exporter-uid; docs/security.md)"
                         );
                         self.refused = Some(uid);
                     }
@@ -340,6 +350,15 @@ mod tests {
         squatter.wait().unwrap();
         assert!(!read, "the user's server was read");
         assert_eq!(d.refused, Some(1001));
+        // Named as the exporter's account (`--dcgm-exporter-uid 1001`), the same server is read.
+        let mut d = d.trusting(Some(1001));
+        d.checked = None;
+        let mut exporter = serve(true);
+        listening().await;
+        let read = d.refresh().await;
+        exporter.kill().unwrap();
+        exporter.wait().unwrap();
+        assert!(read, "the named account's server was not read");
         std::fs::remove_dir_all(&dir).unwrap();
     }
 

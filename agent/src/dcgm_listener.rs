@@ -48,16 +48,16 @@ pub fn listeners(table: &str, port: u16) -> Vec<u32> {
 }
 
 /// Whether the sockets listening on `port` in the agent's own network namespace are all a
-/// system account's: `Err(uid)` names one that is not. Unreadable tables pass (nothing to
-/// judge by), as does no listener at all (the scrape then fails on its own).
-pub fn check(port: u16) -> Result<(), u32> {
+/// system account's or `trusted`'s: `Err(uid)` names one that is not. Unreadable tables pass
+/// (nothing to judge by), as does no listener at all (the scrape then fails on its own).
+pub fn check(port: u16, trusted: Option<u32>) -> Result<(), u32> {
     for table in ["/proc/self/net/tcp", "/proc/self/net/tcp6"] {
         let Some(text) = crate::bounded_file::text(std::path::Path::new(table), MAX_TABLE) else {
             continue;
         };
         if let Some(uid) = listeners(&text, port)
             .into_iter()
-            .find(|&uid| uid >= FIRST_USER_UID)
+            .find(|&uid| uid >= FIRST_USER_UID && Some(uid) != trusted)
         {
             return Err(uid);
         }
@@ -117,11 +117,12 @@ mod tests {
             .find_map(|l| l.strip_prefix("Uid:"))
             .and_then(|v| v.split_whitespace().next()?.parse::<u32>().ok())
             .unwrap();
-        let verdict = check(port);
+        let verdict = check(port, None);
         if uid < FIRST_USER_UID {
             assert_eq!(verdict, Ok(()));
         } else {
             assert_eq!(verdict, Err(uid));
         }
+        assert_eq!(check(port, Some(uid)), Ok(()), "the trusted account's");
     }
 }

@@ -88,6 +88,12 @@ enum Command {
         /// A local dcgm-exporter's /metrics URL, for SM activity and other profiling fields.
         #[arg(long, env = "GPULENS_DCGM_URL")]
         dcgm_url: Option<String>,
+        /// The account that runs dcgm-exporter, when it is no system account (uid 1000 or
+        /// above, as rootless Podman's port forwarder): its listener on a loopback --dcgm-url
+        /// is read too. Without it only root's and system accounts' are (docs/security.md,
+        /// "What a squatted DCGM port can do").
+        #[arg(long, env = "GPULENS_DCGM_EXPORTER_UID")]
+        dcgm_exporter_uid: Option<u32>,
         /// Node Feature Discovery's features.d directory: the agent writes the collector's
         /// advisory gpulens.io/ labels for this node there, for NFD to publish (typically
         /// /etc/kubernetes/node-feature-discovery/features.d). Unset: no file.
@@ -400,6 +406,7 @@ async fn run(command: Command) -> anyhow::Result<()> {
             spool_min_free_percent,
             listen,
             dcgm_url,
+            dcgm_exporter_uid,
             seq_block,
             nfd_dir,
             nfd_every,
@@ -426,6 +433,7 @@ async fn run(command: Command) -> anyhow::Result<()> {
                 spool_min_free_percent,
                 listen,
                 dcgm_url,
+                dcgm_exporter_uid,
                 seq_block,
                 pod_resources_socket: source.pod_resources_socket.clone(),
                 kubelet_pods_dir: source.kubelet_pods_dir.clone(),

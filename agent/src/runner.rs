@@ -33,6 +33,8 @@ pub struct RunConfig {
     pub spool_min_free_percent: u8,
     pub listen: Option<SocketAddr>,
     pub dcgm_url: Option<String>,
+    /// A user account trusted to listen on a loopback `dcgm_url` besides the system accounts.
+    pub dcgm_exporter_uid: Option<u32>,
     /// Sequence numbers reserved per write of the state file.
     pub seq_block: u64,
     pub pod_resources_socket: PathBuf,
@@ -121,10 +123,13 @@ pub async fn run(backend: Box<dyn GpuBackend>, cfg: RunConfig) -> anyhow::Result
         tokio::spawn(serve_metrics(listener, metrics.clone()));
     }
     let dcgm = match &cfg.dcgm_url {
-        Some(url) => Some(Dcgm::new(
-            url,
-            Duration::from_millis(cfg.interval_ms * 5).max(Duration::from_secs(5)),
-        )?),
+        Some(url) => Some(
+            Dcgm::new(
+                url,
+                Duration::from_millis(cfg.interval_ms * 5).max(Duration::from_secs(5)),
+            )?
+            .trusting(cfg.dcgm_exporter_uid),
+        ),
         None => None,
     };
     // Device assignments change when pods come and go: refreshed every 10 s beside sampling,

@@ -47,6 +47,7 @@ pub async fn round(
         spool_min_free_percent: crate::spool::Limits::DEFAULT_MIN_FREE_PERCENT,
         listen: None,
         dcgm_url: None,
+        dcgm_exporter_uid: None,
         seq_block: crate::shipper::SEQ_BLOCK,
         pod_resources_socket: dir.join("no-kubelet.sock"),
         kubelet_pods_dir: None,
