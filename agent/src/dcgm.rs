@@ -290,10 +290,15 @@ mod tests {
             .unwrap()
             .lines()
             .any(|l| l.starts_with("Uid:\t0\t"));
-        // The system's Python, which uid 1001 may run (not a root-only pyenv shim).
-        let python = "/usr/bin/python3";
-        if !root || !std::path::Path::new(python).exists() {
-            eprintln!("skipped: starting a listener as another user needs root and {python}");
+        // The system's Python, which uid 1001 may run (not a root-only pyenv shim), and
+        // util-linux's setpriv to run it so.
+        let (python, setpriv) = ("/usr/bin/python3", "/usr/bin/setpriv");
+        if !root
+            || ![python, setpriv]
+                .iter()
+                .all(|p| std::path::Path::new(p).exists())
+        {
+            eprintln!("skipped: a listener as another user needs root, {python} and {setpriv}");
             return;
         }
         let dir = crate::scratch::fresh_dir("dcgm-squat").unwrap();
@@ -306,7 +311,7 @@ mod tests {
         // A static file server on `port`: root's, or uid/gid 1001's (`setpriv` drops them
         // before it binds).
         let serve = |as_user: bool| {
-            let mut cmd = std::process::Command::new(if as_user { "setpriv" } else { python });
+            let mut cmd = std::process::Command::new(if as_user { setpriv } else { python });
             if as_user {
                 cmd.args(["--reuid=1001", "--regid=1001", "--clear-groups", python]);
             }
