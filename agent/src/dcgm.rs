@@ -286,10 +286,9 @@ mod tests {
     /// elsewhere the test says so and checks nothing.
     #[tokio::test]
     async fn a_users_listener_on_the_exporters_port_is_not_read() {
-        let root = std::fs::read_to_string("/proc/self/status")
-            .unwrap()
-            .lines()
-            .any(|l| l.starts_with("Uid:\t0\t"));
+        let root = crate::attribution::ProcFs::new(std::path::Path::new("/proc"), None)
+            .uid(std::process::id())
+            == Some(0);
         // The system's Python, which uid 1001 may run (not a root-only pyenv shim), and
         // util-linux's setpriv to run it so.
         let (python, setpriv) = ("/usr/bin/python3", "/usr/bin/setpriv");

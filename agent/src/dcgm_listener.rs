@@ -111,11 +111,8 @@ mod tests {
     fn a_listener_of_this_process_is_judged_by_its_uid() {
         let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let port = l.local_addr().unwrap().port();
-        let uid = std::fs::read_to_string("/proc/self/status")
-            .unwrap()
-            .lines()
-            .find_map(|l| l.strip_prefix("Uid:"))
-            .and_then(|v| v.split_whitespace().next()?.parse::<u32>().ok())
+        let uid = crate::attribution::ProcFs::new(std::path::Path::new("/proc"), None)
+            .uid(std::process::id())
             .unwrap();
         let verdict = check(port, None);
         if uid < FIRST_USER_UID {

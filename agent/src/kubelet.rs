@@ -397,11 +397,7 @@ pub struct ProcessEvidence<'a> {
 /// 128 KiB; no pod name (63 characters as a host name) nor node name (253) is longer, so the
 /// cut one still names neither, and a node's processes cost the agent no more than that each.
 pub fn kept_hostname(mut name: String) -> String {
-    let mut cut = name.len().min(254);
-    while !name.is_char_boundary(cut) {
-        cut -= 1;
-    }
-    name.truncate(cut);
+    name.truncate(model::names::head(&name, 254).len());
     name
 }
 

@@ -21,6 +21,15 @@ pub fn is_slurm_name(v: &str) -> bool {
             .all(|b| b.is_ascii_alphanumeric() || b"._@-".contains(&b))
 }
 
+/// The longest head of `text` that fits `max` bytes, cut at a character boundary.
+pub fn head(text: &str, max: usize) -> &str {
+    let mut cut = text.len().min(max);
+    while !text.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    &text[..cut]
+}
+
 /// The longest DNS-1123 subdomain.
 pub const MAX_SUBDOMAIN_LEN: usize = 253;
 

@@ -69,12 +69,8 @@ fn bounded(key: String) -> String {
     }
     use sha2::Digest;
     let digest = sha2::Sha256::digest(key.as_bytes());
-    let mut cut = MAX_KEY_LEN - 17;
-    while !key.is_char_boundary(cut) {
-        cut -= 1;
-    }
     let mut out = String::with_capacity(MAX_KEY_LEN);
-    out.push_str(&key[..cut]);
+    out.push_str(crate::names::head(&key, MAX_KEY_LEN - 17));
     out.push('~');
     for b in &digest[..8] {
         out.push_str(&format!("{b:02x}"));

@@ -47,13 +47,12 @@ impl Snapshot {
             ("processes", |p| &p.gpu_uuid),
             process_key,
             |p| {
-                let past = |id: Option<u32>| id.is_some_and(|v| v > MAX_MIG_ID);
                 if !is_name(&p.gpu_uuid) {
                     Some("its GPU UUID is not a name".into())
                 } else if p.pid > MAX_PID {
                     Some(format!("pid {} past Linux's largest ({MAX_PID})", p.pid))
                 } else {
-                    (past(p.gi_id) || past(p.ci_id)).then(|| {
+                    (past_mig_id(p.gi_id) || past_mig_id(p.ci_id)).then(|| {
                         format!(
                             "pid {}: MIG ids {:?}/{:?} past {MAX_MIG_ID}",
                             p.pid, p.gi_id, p.ci_id
@@ -68,11 +67,10 @@ impl Snapshot {
             ("allocations", |a| &a.gpu_uuid),
             allocation_key,
             |a| {
-                let past = |id: Option<u32>| id.is_some_and(|v| v > MAX_MIG_ID);
                 if !is_name(&a.gpu_uuid) || !is_name(&a.tenant) {
                     Some("its GPU UUID or tenant is not a name".into())
-                } else if past(a.gi_id)
-                    || past(a.ci_id)
+                } else if past_mig_id(a.gi_id)
+                    || past_mig_id(a.ci_id)
                     || a.replica.is_some_and(|r| r > MAX_REPLICA)
                 {
                     Some(format!(
@@ -98,6 +96,11 @@ impl Snapshot {
         keep(&mut self.events, events, &mut dropped);
         dropped
     }
+}
+
+/// Whether an optional MIG id is past [`MAX_MIG_ID`].
+fn past_mig_id(id: Option<u32>) -> bool {
+    id.is_some_and(|v| v > MAX_MIG_ID)
 }
 
 /// A snapshot list as [`DroppedRow`] names it, and the GPU of one of its rows.
@@ -128,7 +131,7 @@ fn verdicts<'a, T, K: Hash + Eq>(
 }
 
 /// Keeps the rows without a verdict against them; moves the verdicts into `dropped`.
-fn keep<T>(rows: &mut Vec<T>, verdicts: Vec<Option<DroppedRow>>, dropped: &mut Vec<DroppedRow>) {
+pub(super) fn keep<T, V>(rows: &mut Vec<T>, verdicts: Vec<Option<V>>, dropped: &mut Vec<V>) {
     let mut verdicts = verdicts.into_iter();
     rows.retain(|_| match verdicts.next().flatten() {
         Some(d) => {

@@ -5,6 +5,7 @@
 //! `/etc/passwd` may hold any byte but `:` and a newline.
 
 use super::batch::Snapshot;
+use super::rows::keep;
 use super::validate::{is_name, is_text, set_for};
 use crate::Tenant;
 use crate::tenant::TEXT_FIELDS;
@@ -29,37 +30,32 @@ pub fn drop_impossible_tenants(
     tenants: &mut Vec<Tenant>,
     snapshots: &mut [Snapshot],
 ) -> Vec<TakenFromTenant> {
-    // Which go, decided before any moves: the keys are compared where they lie.
+    // Which go, decided before any moves: the keys are compared where they lie. A dropped key
+    // that is not a name is kept whole, for the processes that reference it; a repeated key's
+    // first tenant stays, and with it what its processes reference.
     let mut seen = set_for(tenants.len());
-    let verdicts: Vec<Option<&'static str>> = tenants
+    let mut unnamed = Vec::new();
+    let verdicts: Vec<Option<TakenFromTenant>> = tenants
         .iter()
         .map(|t| {
-            if !is_name(&t.key) {
-                Some("its key is not a name")
+            let why = if !is_name(&t.key) {
+                unnamed.push(t.key.clone());
+                "its key is not a name"
             } else if !seen.insert(t.key.as_str()) {
-                Some("its key repeats a tenant's before it")
+                "its key repeats a tenant's before it"
             } else {
-                None
-            }
-        })
-        .collect();
-    let mut taken = Vec::new();
-    // The dropped keys that are not names; a repeated key's first tenant stays, and with it
-    // what its processes reference.
-    let mut unnamed = Vec::new();
-    let mut verdicts = verdicts.into_iter();
-    tenants.retain_mut(|t| {
-        if let Some(why) = verdicts.next().flatten() {
-            taken.push(TakenFromTenant {
+                return None;
+            };
+            Some(TakenFromTenant {
                 tenant: shortened(&t.key),
                 field: "key",
                 why: why.into(),
-            });
-            if !is_name(&t.key) {
-                unnamed.push(std::mem::take(&mut t.key));
-            }
-            return false;
-        }
+            })
+        })
+        .collect();
+    let mut taken = Vec::new();
+    keep(tenants, verdicts, &mut taken);
+    for t in tenants.iter_mut() {
         for field in &TEXT_FIELDS {
             if (field.read)(t).is_some_and(|v| !is_text(v)) {
                 (field.clear)(t);
@@ -70,8 +66,7 @@ pub fn drop_impossible_tenants(
                 });
             }
         }
-        true
-    });
+    }
     if !unnamed.is_empty() {
         let mut gone = set_for(unnamed.len());
         gone.extend(unnamed.iter().map(String::as_str));
