@@ -243,7 +243,7 @@ pub(crate) fn tenant_record<DB: Db>(r: &DB::Row) -> sqlx::Result<Option<TenantRe
         uid.map(uid_from_column).transpose(),
     );
     let (Some(kind), Ok(uid)) = (kind_ok, uid_ok) else {
-        tracing::warn!(tenant = %key, %kind, ?uid, "a stored tenant outside the wire's domain (kind or uid) is left out");
+        tracing::warn!(tenant = ?key, kind = ?kind, ?uid, "a stored tenant outside the wire's domain (kind or uid) is left out");
         return Ok(None);
     };
     Ok(Some(TenantRecord {

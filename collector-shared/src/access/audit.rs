@@ -28,7 +28,7 @@ pub fn signed_in(p: &Principal, method: &str, caller: &Caller) {
     tracing::info!(
         target: TARGET,
         event = "sign_in",
-        who = %p.name,
+        who = p.name.as_str(),
         role = p.role.as_str(),
         teams = ?p.teams,
         method,
@@ -110,4 +110,65 @@ pub fn reclaim_decided(case: i64, decision: model::reclaim::CaseState, caller: &
         from = %caller.from(),
         "reclaim case decided"
     );
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::{Arc, Mutex};
+
+    use super::super::principal::Role;
+    use super::*;
+
+    /// What the binaries' text log formatter writes while `f` runs.
+    fn logged(f: impl FnOnce()) -> String {
+        #[derive(Clone, Default)]
+        struct Lines(Arc<Mutex<Vec<u8>>>);
+        impl std::io::Write for Lines {
+            fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+                self.0.lock().unwrap().extend_from_slice(b);
+                Ok(b.len())
+            }
+            fn flush(&mut self) -> std::io::Result<()> {
+                Ok(())
+            }
+        }
+        let lines = Lines::default();
+        let out = lines.clone();
+        let subscriber = tracing_subscriber::fmt()
+            .with_ansi(false)
+            .with_writer(move || out.clone())
+            .finish();
+        tracing::subscriber::with_default(subscriber, f);
+        let bytes = lines.0.lock().unwrap().clone();
+        String::from_utf8(bytes).unwrap()
+    }
+
+    /// Each audit event is one line whatever the names in it hold: a name with a line break
+    /// (a person's own display name at a provider, say) cannot start a forged line.
+    #[test]
+    fn an_audit_event_is_one_line_whatever_the_name() {
+        let name =
+            "eve\n2026-12-04T10:00:00Z  INFO gpulens::audit: event=\"sign_in\" who=\"admin\"";
+        let p = Principal {
+            name: name.into(),
+            role: Role::Operator,
+            teams: None,
+            via: Via::Session,
+        };
+        let caller = Caller {
+            principal: Some(p.clone()),
+            ..Caller::default()
+        };
+        let text = logged(|| {
+            signed_in(&p, "oidc", &caller);
+            refused("no role", Some(name), &caller);
+            approved(7, &caller, false);
+            reclaim_decided(8, model::reclaim::CaseState::Cancelled, &caller);
+            signed_out(&caller);
+        });
+        assert_eq!(text.lines().count(), 5, "{text}");
+        for line in text.lines() {
+            assert!(line.contains(r#"who="eve\n2026"#), "{line}");
+        }
+    }
 }

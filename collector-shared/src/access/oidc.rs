@@ -190,39 +190,21 @@ impl Provider {
             .id_token()
             .ok_or("the provider's answer has no ID token")?;
         let nonce = Nonce::new(flow.n.clone());
-        let claims = match id_token.claims(&client.id_token_verifier(), &nonce) {
-            Ok(c) => c.clone(),
-            Err(first) => {
-                // The provider may have rotated its keys since they were fetched.
-                let client = self.oauth_client(self.metadata(true).await?)?;
-                id_token
-                    .claims(&client.id_token_verifier(), &nonce)
-                    .map_err(|_| format!("the ID token does not verify: {}", error_chain(&first)))?
-                    .clone()
-            }
-        };
+        // Verified (signature, issuer, audience, expiry, nonce); the claims are read below.
+        if let Err(first) = id_token.claims(&client.id_token_verifier(), &nonce) {
+            // The provider may have rotated its keys since they were fetched.
+            let client = self.oauth_client(self.metadata(true).await?)?;
+            id_token
+                .claims(&client.id_token_verifier(), &nonce)
+                .map_err(|_| format!("the ID token does not verify: {}", error_chain(&first)))?;
+        }
         // The token verified; read the configured claims from its payload.
         let raw = serde_json::to_value(id_token)
             .ok()
             .and_then(|v| v.as_str().map(str::to_owned))
             .ok_or("the ID token cannot be read")?;
         let payload = payload(&raw).ok_or("the ID token's claims cannot be read")?;
-        let name = claim_str(&payload, &self.settings.name_claim)
-            .or_else(|| claims.email().map(|e| e.as_str().to_owned()))
-            .unwrap_or_else(|| claims.subject().as_str().to_owned());
-        let groups = match payload.get(&self.settings.groups_claim) {
-            Some(serde_json::Value::Array(a)) => a
-                .iter()
-                .filter_map(|g| g.as_str())
-                .take(1000)
-                .map(str::to_owned)
-                .collect(),
-            Some(serde_json::Value::String(s)) => {
-                s.split(',').map(|g| g.trim().to_owned()).collect()
-            }
-            _ => Vec::new(),
-        };
-        Ok((Identity { name, groups }, flow.next))
+        Ok((identity(&payload, &self.settings)?, flow.next))
     }
 }
 
@@ -304,16 +286,65 @@ fn payload(jwt: &str) -> Option<serde_json::Map<String, serde_json::Value>> {
     serde_json::from_slice(&bytes).ok()
 }
 
+/// Who a verified token names. The name: the configured claim, else `email`, else `sub`, the
+/// first that is a name gpulens can keep. The groups: the groups claim, a list of strings or
+/// one comma-separated string, each kept when it is one (the first [`MAX_GROUPS`]).
+///
+/// A name or group gpulens keeps is 1–[`MAX_CLAIM`] bytes of text without control characters.
+/// At many providers people edit their own display name or user name, and these values go into
+/// a cookie, pages and the audit log: a line break in a name would start a forged audit line.
+fn identity(
+    payload: &serde_json::Map<String, serde_json::Value>,
+    settings: &Oidc,
+) -> Result<Identity, String> {
+    let name = [settings.name_claim.as_str(), "email", "sub"]
+        .into_iter()
+        .find_map(|c| claim_str(payload, c))
+        .ok_or_else(|| {
+            format!(
+                "the ID token names you by none of {:?}, \"email\" and \"sub\" as gpulens keeps a \
+                 name (1 to {MAX_CLAIM} bytes, no control characters); set [access.oidc] \
+                 name_claim to a claim that does",
+                settings.name_claim
+            )
+        })?;
+    let listed: Vec<&str> = match payload.get(&settings.groups_claim) {
+        Some(serde_json::Value::Array(a)) => a.iter().filter_map(|g| g.as_str()).collect(),
+        Some(serde_json::Value::String(s)) => s.split(',').map(str::trim).collect(),
+        _ => Vec::new(),
+    };
+    let groups = listed
+        .into_iter()
+        .filter(|g| kept(g))
+        .take(MAX_GROUPS)
+        .map(str::to_owned)
+        .collect();
+    Ok(Identity { name, groups })
+}
+
+/// The longest name or group taken from a token (an e-mail address is at most 254 bytes).
+pub const MAX_CLAIM: usize = 256;
+/// The most groups read from a token.
+const MAX_GROUPS: usize = 1000;
+
+/// Whether a name or group from a token is kept: not empty, at most [`MAX_CLAIM`] bytes, no
+/// control characters.
+fn kept(value: &str) -> bool {
+    !value.is_empty() && value.len() <= MAX_CLAIM && !value.chars().any(char::is_control)
+}
+
 fn claim_str(payload: &serde_json::Map<String, serde_json::Value>, name: &str) -> Option<String> {
     payload
         .get(name)?
         .as_str()
-        .filter(|s| !s.is_empty() && s.len() <= 256)
+        .filter(|s| kept(s))
         .map(str::to_owned)
 }
 
 #[cfg(test)]
 mod tests {
+    use serde_json::json;
+
     use super::*;
 
     /// A name or group claim longer than 256 bytes is not taken into a session.
@@ -327,6 +358,71 @@ mod tests {
         assert_eq!(claim_str(p, "name"), None);
         assert_eq!(claim_str(p, "sub"), None, "empty");
         assert_eq!(claim_str(p, "n"), None, "not a string");
+    }
+
+    fn settings(name_claim: &str) -> Oidc {
+        toml::from_str(&format!(
+            "issuer = \"https://idp.example\"\nclient_id = \"gpulens\"\nredirect_url = \"https://gpulens.example/auth/callback\"\nname_claim = {name_claim:?}"
+        ))
+        .expect("settings")
+    }
+
+    /// A name the person may have written themselves with a line break, an escape or nothing
+    /// in it is passed over for the next claim; with none left, sign-in is refused, saying
+    /// which claims were read.
+    #[test]
+    fn names_holding_control_characters_are_passed_over() {
+        let s = settings("name");
+        let who = |v: serde_json::Value| identity(v.as_object().unwrap(), &s);
+        let forged =
+            "eve\n2026-12-04T10:00:00Z  INFO gpulens::audit: event=\"sign_in\" who=\"admin\"";
+        assert_eq!(
+            who(json!({"name": forged, "email": "eve@example.test", "sub": "u1"}))
+                .unwrap()
+                .name,
+            "eve@example.test"
+        );
+        assert_eq!(
+            who(json!({"name": "Eve\u{1b}[2J", "email": "e\u{85}ve", "sub": "u1"}))
+                .unwrap()
+                .name,
+            "u1"
+        );
+        assert_eq!(
+            who(json!({"name": "Ève Été", "sub": "u1"})).unwrap().name,
+            "Ève Été"
+        );
+        let refused =
+            who(json!({"name": "", "email": "a\tb", "sub": "x".repeat(257)})).unwrap_err();
+        assert!(
+            refused.contains("\"name\", \"email\" and \"sub\""),
+            "{refused}"
+        );
+    }
+
+    /// Groups, as a list or one comma-separated string, keep only names gpulens keeps; at
+    /// most a thousand are read.
+    #[test]
+    fn groups_are_kept_only_as_text() {
+        let s = settings("sub");
+        let groups = |g: serde_json::Value| {
+            identity(json!({"sub": "u1", "groups": g}).as_object().unwrap(), &s)
+                .unwrap()
+                .groups
+        };
+        let long = "g".repeat(257);
+        assert_eq!(
+            groups(json!(["ops", "", "a\nb", long, 7, "ml"])),
+            ["ops", "ml"]
+        );
+        assert_eq!(
+            groups(json!(format!("ops, ,a\rb,{long}, ml"))),
+            ["ops", "ml"]
+        );
+        let many: Vec<String> = (0..5000).map(|i| format!("g{i}")).collect();
+        assert_eq!(groups(json!(many.join(","))).len(), 1000);
+        assert_eq!(groups(json!(many)).len(), 1000);
+        assert!(groups(json!({"ops": true})).is_empty());
     }
 
     #[test]

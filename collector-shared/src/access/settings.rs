@@ -116,7 +116,8 @@ pub struct Oidc {
     /// The ID token claim that lists the person's groups.
     #[serde(default = "default_groups_claim")]
     pub groups_claim: String,
-    /// The claim shown as the person's name (falls back to `email`, then `sub`).
+    /// The claim shown as the person's name (falls back to `email`, then `sub`: the first that
+    /// is 1–256 bytes without control characters).
     #[serde(default = "default_name_claim")]
     pub name_claim: String,
     /// The label of the sign-in button.

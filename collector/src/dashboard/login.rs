@@ -218,9 +218,6 @@ pub struct Callback {
     pub error_description: Option<String>,
 }
 
-/// The longest name a session keeps (an e-mail address is at most 254).
-const MAX_NAME: usize = 256;
-
 /// Spends a sign-in in progress: its flow cookie is good for one callback, whatever its outcome
 /// (it could be presented again for its ten minutes). False when it was spent.
 fn spend(state: &DashboardState, flow: Option<&str>, now: i64) -> bool {
@@ -297,18 +294,6 @@ pub async fn oidc_callback(
             return refuse(StatusCode::UNAUTHORIZED, format!("Sign-in failed: {e}"));
         }
     };
-    // A session cookie carries the name: one too long for a cookie would never work.
-    if who.name.len() > MAX_NAME {
-        audit::refused("the provider's name claim is too long", None, &caller);
-        return refuse(
-            StatusCode::FORBIDDEN,
-            format!(
-                "The sign-in provider named you with {} bytes; gpulens takes names of at most \
-                 {MAX_NAME} (set [access.oidc] name_claim to a shorter claim).",
-                who.name.len()
-            ),
-        );
-    }
     let Some(principal) = state.access.from_groups(
         &who.name,
         &who.groups,
