@@ -39,6 +39,17 @@ pub struct Grant {
 /// The agent a request comes from, as its credential names it.
 pub type Agent = Arc<Grant>;
 
+impl Grant {
+    /// The one node this credential speaks for: a reviewed token's node, or an `[[agents]]`
+    /// token listing one node. None for `"*"` or several nodes.
+    pub fn only_node(&self) -> Option<&str> {
+        match self.nodes.as_slice() {
+            [n] if n != "*" => Some(n),
+            _ => None,
+        }
+    }
+}
+
 /// The credentials the collector accepts: `[[agents]]` tokens (compared as SHA-256 hashes, of
 /// one length whatever is sent) and, with `[token_review]`, projected ServiceAccount tokens the
 /// API server vouches for, each bound to the node its pod runs on.

@@ -8,3 +8,30 @@ pub const MAX_URI_BYTES: usize = 8 * 1024;
 
 /// The largest body an anonymous request may send (a sign-in form is a few hundred bytes).
 pub const ANONYMOUS_MAX_BODY: u64 = 16 * 1024;
+
+/// Whether reading a body with `axum::body::to_bytes` failed on its size limit, rather than on a
+/// client that stopped sending (a closed connection, the request timeout): the first is a 413,
+/// the second no fault of the body's size.
+pub fn body_over_limit(e: &axum::Error) -> bool {
+    std::error::Error::source(e).is_some_and(|s| s.is::<http_body_util::LengthLimitError>())
+}
+
+#[cfg(test)]
+mod tests {
+    use axum::body::Body;
+
+    /// A body past the limit is told from one that ends in an error.
+    #[tokio::test]
+    async fn a_body_over_its_limit_is_told_from_one_cut_short() {
+        let big = axum::body::to_bytes(Body::from(vec![0u8; 100]), 10)
+            .await
+            .unwrap_err();
+        assert!(super::body_over_limit(&big));
+        let cut = Body::from_stream(futures_util::stream::iter([
+            Ok(axum::body::Bytes::from_static(b"{")),
+            Err(std::io::Error::other("connection reset")),
+        ]));
+        let cut = axum::body::to_bytes(cut, 10).await.unwrap_err();
+        assert!(!super::body_over_limit(&cut));
+    }
+}

@@ -63,6 +63,14 @@ impl ClientIdentity {
     pub fn allows(&self, node: &str) -> bool {
         self.names.iter().any(|n| n.eq_ignore_ascii_case(node))
     }
+
+    /// The one node the certificate names, when it names one.
+    pub fn only_name(&self) -> Option<&str> {
+        match self.names.as_slice() {
+            [n] => Some(n),
+            _ => None,
+        }
+    }
 }
 
 /// The identity of a verified client certificate: its subject alternative DNS names.

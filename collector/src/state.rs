@@ -32,6 +32,8 @@ pub const SESSION_KEY_SECRET: &str = "session_key";
 pub struct AppState {
     pub shared: Shared,
     pub ingest: Arc<IngestConfig>,
+    /// Each node's batches in the ingest handler (`ingest/per_node.rs`).
+    pub ingest_per_node: Arc<crate::ingest::PerNode>,
     pub analytics: Arc<crate::analysis::Settings>,
     pub labels: Arc<crate::labels::Settings>,
     pub reports: Arc<crate::reports::Settings>,
@@ -115,6 +117,7 @@ impl AppState {
         });
         AppState {
             shared,
+            ingest_per_node: crate::ingest::PerNode::new(ingest.max_in_flight_per_node),
             ingest: Arc::new(ingest),
             analytics: Arc::new(analytics),
             labels: Default::default(),
@@ -201,6 +204,7 @@ impl AppState {
         IngestState {
             shared: self.shared.clone(),
             ingest: self.ingest.clone(),
+            per_node: self.ingest_per_node.clone(),
             latest: self.latest.clone(),
             metrics: self.metrics.ingest.clone(),
         }

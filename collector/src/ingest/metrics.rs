@@ -20,7 +20,11 @@ pub enum Outcome {
 pub enum RejectReason {
     Unauthenticated,
     Forbidden,
+    /// The node has `[ingest] max_in_flight_per_node` batches in flight already.
+    NodeBusy,
     TooLarge,
+    /// The body stopped before its end (the client went away, or the request timed out).
+    Incomplete,
     Compression,
     Decode,
     Invalid,
@@ -41,7 +45,9 @@ snake_label!(Outcome { Stored => "stored", Duplicate => "duplicate" });
 snake_label!(RejectReason {
     Unauthenticated => "unauthenticated",
     Forbidden => "forbidden",
+    NodeBusy => "node_busy",
     TooLarge => "too_large",
+    Incomplete => "incomplete",
     Compression => "compression",
     Decode => "decode",
     Invalid => "invalid",

@@ -22,9 +22,11 @@ use metrics::{Outcome, OutcomeLabels, RejectReason, RowKind, RowLabels};
 use store::{IngestOutcome, StoreError};
 
 pub mod metrics;
+pub mod per_node;
 pub mod settings;
 
 pub use metrics::IngestMetrics;
+pub use per_node::PerNode;
 pub use settings::IngestConfig;
 
 /// What the ingest handler needs.
@@ -33,6 +35,8 @@ pub struct IngestState {
     pub shared: Shared,
     /// The `[ingest]` limits.
     pub ingest: Arc<IngestConfig>,
+    /// Each node's batches in the handler.
+    pub per_node: Arc<PerNode>,
     /// Each GPU's newest readings, updated as batches are stored.
     pub latest: Arc<LatestGpus>,
     pub metrics: IngestMetrics,
@@ -61,7 +65,11 @@ fn operation() -> Op {
         }}}))
         .json(200, "Committed (status stored), or a retry of a stored batch (status duplicate)", json!({"$ref": "#/components/schemas/IngestResponse"}))
         .refusals(&[400, 401, 403, 413, 415])
-        .throttled("agent tokens")
+        .response(429, json!({
+            "description": "Too many wrong agent tokens from this address (or from everywhere at once; a right one always passes), or the node has `[ingest] max_in_flight_per_node` batches in flight already: send again after Retry-After seconds",
+            "headers": {"Retry-After": {"schema": {"type": "integer"}}},
+            "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}
+        }))
         .response(503, json!({
             "description": "Database unavailable; retry after the Retry-After header",
             "headers": {"Retry-After": {"schema": {"type": "integer"}}},
@@ -118,6 +126,26 @@ async fn handle(
         .check_headers(headers, peer)
         .await
         .map_err(because(RejectReason::Unauthenticated))?;
+    // A node bound by its credential or certificate gets its share before its body is read.
+    let node = cred
+        .only_node()
+        .or_else(|| client.and_then(|c| c.only_name()));
+    let _slot = match node {
+        Some(node) => Some(state.per_node.enter(node).ok_or_else(|| {
+            (
+                RejectReason::NodeBusy,
+                ApiError::TooManyRequests(
+                    format!(
+                        "node {node:?} already has {} batches in flight; send the next when one \
+                         is answered ([ingest] max_in_flight_per_node)",
+                        state.per_node.limit()
+                    ),
+                    1,
+                ),
+            )
+        })?),
+        None => None,
+    };
     let batch = read_batch(state, headers, body).await?;
     // Whose data it is comes first: a batch for a node the token is not bound to is a 403,
     // whatever else is wrong with it.
@@ -178,11 +206,18 @@ async fn read_batch(
 ) -> Result<Batch, Refusal> {
     let format = batch_format(headers).map_err(|e| (RejectReason::Decode, e))?;
     let max_body = state.ingest.max_body_bytes;
-    let bytes = axum::body::to_bytes(body, max_body).await.map_err(|_| {
-        (
-            RejectReason::TooLarge,
-            ApiError::PayloadTooLarge(format!("request body exceeds {max_body} bytes")),
-        )
+    let bytes = axum::body::to_bytes(body, max_body).await.map_err(|e| {
+        if collector_shared::request_limits::body_over_limit(&e) {
+            (
+                RejectReason::TooLarge,
+                ApiError::PayloadTooLarge(format!("request body exceeds {max_body} bytes")),
+            )
+        } else {
+            (
+                RejectReason::Incomplete,
+                ApiError::BadRequest(format!("the request body stopped before its end: {e}")),
+            )
+        }
     })?;
     state.metrics.batch_bytes.observe(bytes.len() as f64);
     let encoding = headers

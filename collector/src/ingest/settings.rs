@@ -11,6 +11,9 @@ pub struct IngestConfig {
     pub max_decoded_bytes: usize,
     /// Largest number of rows in one batch.
     pub max_rows: usize,
+    /// Batches one node may have in the handler at once (one more: 429 + `Retry-After`); 0:
+    /// no bound. Only for credentials bound to one node (`per_node.rs`).
+    pub max_in_flight_per_node: usize,
 }
 
 impl Default for IngestConfig {
@@ -19,6 +22,7 @@ impl Default for IngestConfig {
             max_body_bytes: 16 * 1024 * 1024,
             max_decoded_bytes: 128 * 1024 * 1024,
             max_rows: 500_000,
+            max_in_flight_per_node: 2,
         }
     }
 }

@@ -24,6 +24,7 @@ async fn app() -> (AppState, TestStore) {
         max_body_bytes: 64 * 1024,
         max_decoded_bytes: 256 * 1024,
         max_rows: 10_000,
+        ..IngestConfig::default()
     };
     (
         AppState::new(

@@ -130,6 +130,7 @@ async fn mutated_batches_and_queries_never_get_a_5xx_nor_store_anything_when_ref
         max_body_bytes: 256 * 1024,
         max_decoded_bytes: 1024 * 1024,
         max_rows: 20_000,
+        ..IngestConfig::default()
     };
     let state = AppState::new(
         t.store.clone(),

@@ -3,7 +3,8 @@
 //! with `rotate-session-key`; anonymous slow bodies cannot starve readers or agents; wrong
 //! tokens never lock out a right one; `next` cannot leave the collector; a sign-in posted from
 //! another site is refused; a team-scoped caller reads no other team's names on `/metrics`
-//! nor a tenant key shared with another cluster's team; remote-written hosts are capped.
+//! nor a tenant key shared with another cluster's team; remote-written hosts are capped; one
+//! node's slow batches cannot hold every agent slot.
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -315,6 +316,119 @@ async fn slow_anonymous_bodies_starve_neither_readers_nor_agents() {
         ready.contains("refused") && ready.contains("anonymous"),
         "{ready}"
     );
+    served.stop().await;
+}
+
+const NODE_ONE: &str = "node-one-token-00000007";
+const NODE_TWO: &str = "node-two-token-00000008";
+
+/// A tiny valid batch for `node`.
+fn batch_for(node: &str, seq: u64) -> String {
+    let now = model::time::now_ms();
+    serde_json::json!({
+        "version": 1, "agent_id": format!("{node}-agent"), "seq": seq, "cluster": "default",
+        "node": node, "interval_ms": 1000, "snapshots": [{"ts": now, "gpus": []}]
+    })
+    .to_string()
+}
+
+/// One node's credential (a compromised node holding its own token) opens 40 slow batches:
+/// it gets two places in the handler and the rest are answered 429 at once, so the agents'
+/// 32 slots stay open and another node's batch is stored within a second; once its slow
+/// requests end, the node's own batches are taken again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn one_nodes_slow_batches_cannot_hold_every_agent_slot() {
+    let t = support::sqlite().await;
+    let mut config = config();
+    let nodes = Config::parse(&format!(
+        "[[agents]]\ntoken = \"{NODE_ONE}\"\nnodes = [\"gpu-node-1\"]\n\
+         [[agents]]\ntoken = \"{NODE_TWO}\"\nnodes = [\"gpu-node-2\"]\n"
+    ))
+    .unwrap();
+    config.agents.extend(nodes.agents);
+    let (served, state) = serve(&t.store, &config).await;
+    let addr = served.addr;
+    let ingest_head = |token: &str| {
+        format!(
+            "POST /api/v1/ingest HTTP/1.1\r\nContent-Type: application/json\r\n{}",
+            bearer(token)
+        )
+    };
+    let (held, busy, other, own_while_held, own_after) = tokio::task::spawn_blocking(move || {
+        let mut slow = Vec::new();
+        for _ in 0..40 {
+            let mut s = TcpStream::connect(addr).unwrap();
+            write!(
+                s,
+                "{}\r\nHost: x\r\nContent-Length: 100000\r\n\r\n{{",
+                ingest_head(NODE_ONE)
+            )
+            .unwrap();
+            slow.push(s);
+        }
+        let (mut held, mut busy) = (0, 0);
+        for s in &mut slow {
+            s.set_read_timeout(Some(Duration::from_millis(1500)))
+                .unwrap();
+            let mut answer = [0u8; 12];
+            match s.read_exact(&mut answer) {
+                Ok(()) if &answer == b"HTTP/1.1 429" => busy += 1,
+                Ok(()) => panic!("{}", String::from_utf8_lossy(&answer)),
+                Err(_) => held += 1,
+            }
+        }
+        let start = Instant::now();
+        let (code, _, body) = request(addr, &ingest_head(NODE_TWO), &batch_for("gpu-node-2", 1));
+        let other = (code, start.elapsed(), body);
+        let (code, head, _) = request(addr, &ingest_head(NODE_ONE), &batch_for("gpu-node-1", 1));
+        let own_while_held = (code, head.contains("retry-after: 1"));
+        drop(slow);
+        let start = Instant::now();
+        let own_after = loop {
+            let (code, _, body) =
+                request(addr, &ingest_head(NODE_ONE), &batch_for("gpu-node-1", 1));
+            if code != 429 || start.elapsed() > Duration::from_secs(10) {
+                break (code, body);
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        };
+        (held, busy, other, own_while_held, own_after)
+    })
+    .await
+    .unwrap();
+    assert_eq!(
+        (held, busy),
+        (2, 38),
+        "two in the handler, the rest turned away"
+    );
+    let (code, took, body) = other;
+    assert_eq!(code, 200, "{body}");
+    assert!(
+        took < Duration::from_secs(1),
+        "the other node's batch took {took:?}"
+    );
+    assert_eq!(own_while_held, (429, true), "with Retry-After");
+    assert_eq!(own_after.0, 200, "{}", own_after.1);
+    assert_eq!(state.ingest_per_node.nodes_in_flight(), 0);
+    let (_, _, metrics) =
+        tokio::task::spawn_blocking(move || get(addr, "/metrics", &bearer(VIEWER)))
+            .await
+            .unwrap();
+    let count = |reason: &str| -> u64 {
+        let prefix = format!("gpulens_ingest_rejected_batches_total{{reason=\"{reason}\"}} ");
+        metrics
+            .lines()
+            .find_map(|l| l.strip_prefix(&prefix))
+            .map_or(0, |n| n.parse().unwrap())
+    };
+    // The 38, the one sent while held, and any of the retries before the two had ended.
+    assert!(count("node_busy") >= 39, "{metrics}");
+    assert_eq!(
+        count("too_large"),
+        0,
+        "the two held bodies were cut short, not too large"
+    );
+    assert_eq!(count("incomplete"), 2, "{metrics}");
     served.stop().await;
 }
 
