@@ -85,3 +85,49 @@ impl DriverCalls {
         }
     }
 }
+
+/// The NVML function behind each reading the cycle takes, so that what a driver charged per
+/// reading can be charged again by the fake NVML (`GPULENS_FAKE_NVML_LATENCY`, keyed by
+/// function): each reading makes one call of its function. `retired_pages` makes one call
+/// where the GPU has no page retirement (every GPU from Ampere on, which remaps rows instead);
+/// an older GPU answers it with four calls of two functions, so its cost per call is then
+/// overstated fourfold. Held to what the fake NVML sees by
+/// `agent::it every_readings_cost_is_charged_to_its_nvml_function`.
+pub const NVML_FUNCTIONS: &[(&str, &str)] = &[
+    ("memory", "nvmlDeviceGetMemoryInfo_v2"),
+    ("utilization", "nvmlDeviceGetUtilizationRates"),
+    ("power", "nvmlDeviceGetPowerUsage"),
+    ("energy", "nvmlDeviceGetTotalEnergyConsumption"),
+    ("temperature", "nvmlDeviceGetTemperature"),
+    ("sm_clock", "nvmlDeviceGetClockInfo"),
+    ("mem_clock", "nvmlDeviceGetClockInfo"),
+    (
+        "throttle_reasons",
+        "nvmlDeviceGetCurrentClocksThrottleReasons",
+    ),
+    ("encoder", "nvmlDeviceGetEncoderUtilization"),
+    ("decoder", "nvmlDeviceGetDecoderUtilization"),
+    (
+        "compute_processes",
+        "nvmlDeviceGetComputeRunningProcesses_v3",
+    ),
+    (
+        "mps_processes",
+        "nvmlDeviceGetMPSComputeRunningProcesses_v3",
+    ),
+    ("process_utilization", "nvmlDeviceGetProcessUtilization"),
+    ("ecc", "nvmlDeviceGetTotalEccErrors"),
+    ("retired_pages", "nvmlDeviceGetRetiredPages"),
+    ("remapped_rows", "nvmlDeviceGetRemappedRows"),
+    ("nvlink", "nvmlDeviceGetFieldValues"),
+    ("pcie_rx", "nvmlDeviceGetPcieThroughput"),
+    ("pcie_tx", "nvmlDeviceGetPcieThroughput"),
+];
+
+/// The NVML function a reading calls (None for one the table does not know).
+pub fn nvml_function(reading: &str) -> Option<&'static str> {
+    NVML_FUNCTIONS
+        .iter()
+        .find(|(r, _)| *r == reading)
+        .map(|(_, f)| *f)
+}

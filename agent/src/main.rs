@@ -533,18 +533,22 @@ fn bench(source: &Source, cycles: u32, interval: u64) -> anyhow::Result<()> {
     if !r.calls.is_empty() {
         println!("  driver calls per cycle, the costliest first:");
         println!(
-            "    {:<22} {:>10} {:>12} {:>10}",
+            "    {:<22} {:>10} {:>12} {:>10}  NVML function",
             "reading", "calls", "µs per call", "of cycle"
         );
         for c in &r.calls {
             println!(
-                "    {:<22} {:>10.2} {:>12.1} {:>9.1} %",
+                "    {:<22} {:>10.2} {:>12.1} {:>9.1} %  {}",
                 c.reading,
                 c.calls_per_cycle,
                 c.us_per_call,
-                c.share_of_cycle * 100.0
+                c.share_of_cycle * 100.0,
+                c.function.unwrap_or("-")
             );
         }
+    }
+    if let Some(p) = agent::bench::latency_profile(&r.calls) {
+        println!("  these costs on the fake NVML: GPULENS_FAKE_NVML_LATENCY={p}");
     }
     Ok(())
 }

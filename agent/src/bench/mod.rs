@@ -17,6 +17,8 @@ use crate::spool::Spool;
 pub struct CallCost {
     /// The reading it serves (`power`, `compute_processes`, …).
     pub reading: &'static str,
+    /// The NVML function it calls, where the table knows it (`driver_calls::NVML_FUNCTIONS`).
+    pub function: Option<&'static str>,
     pub calls_per_cycle: f64,
     pub us_per_call: f64,
     /// Its time per cycle as a share of the cycle's wall time.
@@ -106,6 +108,26 @@ pub fn run(
     })
 }
 
+/// The fake NVML's injected costs (`GPULENS_FAKE_NVML_LATENCY`) that charge what `calls`
+/// measured: each NVML function at the mean time of one call of the readings it serves, in
+/// whole microseconds, functions in name order. None without calls the table knows.
+pub fn latency_profile(calls: &[CallCost]) -> Option<String> {
+    let mut by_function: std::collections::BTreeMap<&str, (f64, f64)> = Default::default();
+    for c in calls {
+        if let Some(f) = c.function {
+            let e = by_function.entry(f).or_default();
+            e.0 += c.calls_per_cycle;
+            e.1 += c.calls_per_cycle * c.us_per_call;
+        }
+    }
+    let items: Vec<String> = by_function
+        .into_iter()
+        .filter(|(_, (calls, _))| *calls > 0.0)
+        .map(|(f, (calls, us))| format!("{f}={}", (us / calls).round() as u64))
+        .collect();
+    (!items.is_empty()).then(|| items.join(","))
+}
+
 /// The calls made between two readings of the backend's counters, per cycle, the costliest
 /// first.
 fn call_costs(
@@ -126,6 +148,7 @@ fn call_costs(
                 let per_cycle_us = time.as_secs_f64() * 1e6 / f64::from(cycles);
                 CallCost {
                     reading,
+                    function: crate::driver_calls::nvml_function(reading),
                     calls_per_cycle: calls as f64 / f64::from(cycles),
                     us_per_call: time.as_secs_f64() * 1e6 / calls as f64,
                     share_of_cycle: if wall_ms > 0.0 {
@@ -165,5 +188,30 @@ mod tests {
         assert!((c[0].share_of_cycle - 0.3).abs() < 1e-9, "{:?}", c[0]);
         assert_eq!(c[2].calls_per_cycle, 0.2);
         assert!(call_costs(&after, &after, 20, 10.0).is_empty());
+    }
+
+    #[test]
+    fn the_profile_charges_each_function_its_readings_mean_cost() {
+        let cost = |reading, calls_per_cycle, us_per_call| CallCost {
+            reading,
+            function: crate::driver_calls::nvml_function(reading),
+            calls_per_cycle,
+            us_per_call,
+            share_of_cycle: 0.0,
+        };
+        let calls = [
+            cost("sm_clock", 8.0, 100.0),
+            cost("mem_clock", 8.0, 300.0),
+            cost("power", 8.0, 41.6),
+            cost("ecc", 0.5, 900.0),
+            cost("name", 1.0, 5.0),
+        ];
+        assert_eq!(
+            latency_profile(&calls).as_deref(),
+            Some(
+                "nvmlDeviceGetClockInfo=200,nvmlDeviceGetPowerUsage=42,nvmlDeviceGetTotalEccErrors=900"
+            )
+        );
+        assert_eq!(latency_profile(&[cost("name", 1.0, 5.0)]), None);
     }
 }

@@ -1,7 +1,8 @@
 //! The real-GPU check's own logic (tests/gpu/check.sh), before any GPU is seen: the agent on
 //! the fake NVML with a fixture holding a real H100 capture's readings, against that capture
 //! replayed as nvidia-smi. Everything both report agrees; a fixture changed in two fields
-//! gives DIFFER for exactly those two, and exit status 1.
+//! gives DIFFER for exactly those two, and exit status 1; the driver's measured costs are
+//! replayed on the fake NVML at the bar's shape.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -26,6 +27,7 @@ fn check(fixture: &Path, out: &Path) -> (Option<i32>, Value) {
         .env("GPU_CHECK_FOOTPRINT_SECONDS", "3")
         .env("GPU_CHECK_NVIDIA_SMI", data.join("fake-nvidia-smi"))
         .env("GPULENS_NVML_LIB", crate::fake_nvml())
+        .env("GPU_CHECK_FAKE_NVML", crate::fake_nvml())
         .env("GPULENS_FAKE_NVML_FIXTURE", fixture)
         .env("GPULENS_LOG", "warn")
         .output()
@@ -112,7 +114,36 @@ fn the_gpu_check_agrees_with_a_recorded_h100_and_catches_a_disagreement() {
                 && c["calls_per_cycle"].as_f64().unwrap() > 0.0),
         "{calls:?}"
     );
+    assert!(
+        calls
+            .iter()
+            .all(|c| c["nvml_function"].as_str().unwrap().starts_with("nvml")),
+        "{calls:?}"
+    );
+    // The driver's costs replayed at the bar's shape: the fake NVML with 8 GPUs and 64
+    // processes, each function charged what the bench measured on the "driver" here.
+    let replay = &report["fake_with_these_costs"];
+    assert_eq!(replay["gpus"], 8, "{replay:#}");
+    assert!(
+        replay["cpu_ms_per_cycle"].as_f64().unwrap() > 0.0,
+        "{replay:#}"
+    );
+    assert!(
+        replay["core_percent_at_1hz"].as_f64().is_some(),
+        "{replay:#}"
+    );
+    assert!(
+        replay["profile"]
+            .as_str()
+            .unwrap()
+            .contains("nvmlDeviceGetPowerUsage="),
+        "{replay:#}"
+    );
     let text = std::fs::read_to_string(dir.join("same/report.txt")).unwrap();
+    assert!(
+        text.contains("[bench on the fake NVML, 8 GPUs x 64 processes"),
+        "{text}"
+    );
     assert!(text.contains("summary: 33 agree, 0 differ"), "{text}");
     assert!(
         text.contains("[bench] driver calls per cycle, the costliest first"),

@@ -292,6 +292,7 @@ fn eight_gpus_a_lost_gpu_and_an_xid_event() {
 }
 
 mod delivery;
+mod driver_costs;
 mod gpu_check;
 mod kubelet;
 mod listener;
@@ -337,68 +338,4 @@ fn the_agent_logs_json_and_names_a_missing_token_file() {
         .unwrap();
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("cannot be used with"));
-}
-
-/// `gpulens-agent bench` on the fake NVML with an injected cost for ECC reads: the per-call
-/// table shows it, and the rare readings' slower clock reads ECC 2 × 8 times every 30 cycles
-/// instead of every cycle.
-#[test]
-fn injected_call_costs_show_in_the_bench_and_rare_readings_run_on_a_slower_clock() {
-    let bench = |rare_every: &str| {
-        let out = Command::new(env!("CARGO_BIN_EXE_gpulens-agent"))
-            .args([
-                "bench",
-                "--node",
-                "bench",
-                "--cycles",
-                "60",
-                "--rare-every",
-                rare_every,
-            ])
-            .arg("--nvml-lib")
-            .arg(fake_nvml())
-            .arg("--proc-root")
-            .arg(root().join("agent/tests/fixtures/proc-64"))
-            .env(
-                "GPULENS_FAKE_NVML_FIXTURE",
-                root().join("testing/fake-nvml/fixtures/h100x8-64proc-steady.json"),
-            )
-            .env(
-                "GPULENS_FAKE_NVML_LATENCY",
-                "nvmlDeviceGetTotalEccErrors=300",
-            )
-            .env("GPULENS_LOG", "warn")
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let text = String::from_utf8_lossy(&out.stdout).into_owned();
-        let ecc: Vec<f64> = text
-            .lines()
-            .find(|l| l.trim_start().starts_with("ecc "))
-            .unwrap_or_else(|| panic!("no ecc line: {text}"))
-            .split_whitespace()
-            .skip(1)
-            .take(2)
-            .map(|v| v.parse().unwrap())
-            .collect();
-        (ecc[0], ecc[1], text)
-    };
-    let (calls, us, text) = bench("30s");
-    // Measured cycles 20..80 at 1 s: read again at cycles 30 and 60, 16 calls each.
-    assert!((calls - 32.0 / 60.0).abs() < 0.01, "{text}");
-    assert!(us >= 300.0, "{text}");
-    let first = text
-        .lines()
-        .find(|l| l.starts_with("    ") && !l.contains("reading"))
-        .unwrap();
-    assert!(
-        first.trim_start().starts_with("ecc "),
-        "the costliest first: {text}"
-    );
-    let (calls, _, text) = bench("0s");
-    assert_eq!(calls, 16.0, "{text}");
 }

@@ -1,0 +1,144 @@
+//! What the driver's calls cost, as `gpulens-agent bench` reports it on the fake NVML with
+//! injected costs: each reading's cost is charged to the NVML function the bench names for it,
+//! so the latency profile it prints (what a real driver charged, per function) replays on the
+//! fake NVML; rare readings are read on their slower clock.
+
+use std::collections::BTreeMap;
+use std::process::Command;
+
+/// `gpulens-agent bench` on the 8-GPU, 64-process fixture with `latency` injected, every
+/// reading every cycle; its output.
+fn bench(latency: &str, cycles: u32) -> String {
+    bench_rare(latency, "0s", cycles)
+}
+
+/// The same, the rare readings taken every `rare_every`.
+fn bench_rare(latency: &str, rare_every: &str, cycles: u32) -> String {
+    let out = Command::new(env!("CARGO_BIN_EXE_gpulens-agent"))
+        .args(["bench", "--node", "bench", "--rare-every", rare_every])
+        .args(["--cycles", &cycles.to_string()])
+        .arg("--nvml-lib")
+        .arg(crate::fake_nvml())
+        .arg("--proc-root")
+        .arg(crate::root().join("agent/tests/fixtures/proc-64"))
+        .env(
+            "GPULENS_FAKE_NVML_FIXTURE",
+            crate::root().join("testing/fake-nvml/fixtures/h100x8-64proc-steady.json"),
+        )
+        .env("GPULENS_FAKE_NVML_LATENCY", latency)
+        .env("GPULENS_LOG", "warn")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// The per-call table: reading → (µs per call, NVML function).
+fn table(text: &str) -> BTreeMap<String, (f64, String)> {
+    text.lines()
+        .skip_while(|l| !l.contains("NVML function"))
+        .skip(1)
+        .map_while(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            (f.len() == 6 && f[4] == "%")
+                .then(|| (f[0].to_owned(), (f[2].parse().unwrap(), f[5].to_owned())))
+        })
+        .collect()
+}
+
+/// For every NVML function the table names, a run that charges that function alone 1 ms a call:
+/// exactly the readings the table names it for cost a millisecond or more (one call each),
+/// every other reading less — so the profile line, which charges each function its readings' cost,
+/// replays what was measured.
+#[test]
+fn every_readings_cost_is_charged_to_its_nvml_function() {
+    let plain = bench("", 3);
+    let readings = table(&plain);
+    for r in [
+        "memory",
+        "power",
+        "compute_processes",
+        "process_utilization",
+        "ecc",
+        "nvlink",
+    ] {
+        assert!(readings.contains_key(r), "{r}: {plain}");
+    }
+    let functions: std::collections::BTreeSet<&str> =
+        readings.values().map(|(_, f)| f.as_str()).collect();
+    assert!(
+        !functions.contains("-"),
+        "a reading without its function: {plain}"
+    );
+    // The fake spins for what it is told, so a charged call costs at least that; a call that
+    // is not charged costs a few microseconds, more only where the test machine stalls the
+    // process (hence no upper bound, and a millisecond to tell the two apart).
+    for function in functions {
+        let text = bench(&format!("{function}=1000"), 10);
+        for (reading, (us, f)) in table(&text) {
+            if f == function {
+                assert!(us >= 1000.0, "{reading} under {function}: {text}");
+            } else {
+                assert!(us < 1000.0, "{reading} charged for {function}: {text}");
+            }
+        }
+    }
+    // The profile line charges what was measured: a millisecond or more for the one function,
+    // less for the rest.
+    let text = bench("nvmlDeviceGetPowerUsage=1000", 10);
+    let profile = text
+        .lines()
+        .find_map(|l| l.split_once("GPULENS_FAKE_NVML_LATENCY=").map(|(_, p)| p))
+        .unwrap_or_else(|| panic!("no profile: {text}"));
+    let costs: BTreeMap<&str, u64> = profile
+        .split(',')
+        .map(|i| {
+            let (f, us) = i.split_once('=').unwrap();
+            (f, us.parse().unwrap())
+        })
+        .collect();
+    assert!(costs["nvmlDeviceGetPowerUsage"] >= 1000, "{profile}");
+    assert!(
+        costs.values().filter(|us| **us >= 1000).count() == 1,
+        "{profile}"
+    );
+}
+
+/// An injected cost for ECC reads shows in the per-call table, and the rare readings' slower
+/// clock reads ECC 2 × 8 times every 30 cycles instead of every cycle.
+#[test]
+fn injected_call_costs_show_in_the_bench_and_rare_readings_run_on_a_slower_clock() {
+    let ecc = |rare_every: &str| {
+        let text = bench_rare("nvmlDeviceGetTotalEccErrors=300", rare_every, 60);
+        let (us, _) = table(&text)
+            .remove("ecc")
+            .unwrap_or_else(|| panic!("no ecc line: {text}"));
+        let calls: f64 = text
+            .lines()
+            .find(|l| l.trim_start().starts_with("ecc "))
+            .and_then(|l| l.split_whitespace().nth(1))
+            .unwrap()
+            .parse()
+            .unwrap();
+        (calls, us, text)
+    };
+    let (calls, us, text) = ecc("30s");
+    // Measured cycles 20..80 at 1 s: read again at cycles 30 and 60, 16 calls each.
+    assert!((calls - 32.0 / 60.0).abs() < 0.01, "{text}");
+    assert!(us >= 300.0, "{text}");
+    let first = text
+        .lines()
+        .skip_while(|l| !l.contains("NVML function"))
+        .nth(1)
+        .unwrap();
+    assert!(
+        first.trim_start().starts_with("ecc "),
+        "the costliest first: {text}"
+    );
+    let (calls, _, text) = ecc("0s");
+    assert_eq!(calls, 16.0, "{text}");
+}
