@@ -4,7 +4,6 @@
 //! fake NVML; rare readings are read on their slower clock.
 
 use std::collections::BTreeMap;
-use std::process::Command;
 
 /// `gpulens-agent bench` on the 8-GPU, 64-process fixture with `latency` injected, every
 /// reading every cycle; its output.
@@ -14,27 +13,18 @@ fn bench(latency: &str, cycles: u32) -> String {
 
 /// The same, the rare readings taken every `rare_every`.
 fn bench_rare(latency: &str, rare_every: &str, cycles: u32) -> String {
-    let out = Command::new(env!("CARGO_BIN_EXE_gpulens-agent"))
-        .args(["bench", "--node", "bench", "--rare-every", rare_every])
+    let fixture = crate::root().join("testing/fake-nvml/fixtures/h100x8-64proc-steady.json");
+    let out = crate::stdout_of(
+        crate::on_fake(
+            &fixture,
+            &["bench", "--node", "bench", "--rare-every", rare_every],
+        )
         .args(["--cycles", &cycles.to_string()])
-        .arg("--nvml-lib")
-        .arg(crate::fake_nvml())
         .arg("--proc-root")
         .arg(crate::root().join("agent/tests/fixtures/proc-64"))
-        .env(
-            "GPULENS_FAKE_NVML_FIXTURE",
-            crate::root().join("testing/fake-nvml/fixtures/h100x8-64proc-steady.json"),
-        )
-        .env("GPULENS_FAKE_NVML_LATENCY", latency)
-        .env("GPULENS_LOG", "warn")
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+        .env("GPULENS_FAKE_NVML_LATENCY", latency),
     );
-    String::from_utf8_lossy(&out.stdout).into_owned()
+    String::from_utf8_lossy(&out).into_owned()
 }
 
 /// The per-call table: reading → (µs per call, NVML function).

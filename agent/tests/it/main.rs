@@ -23,6 +23,29 @@ fn fake_nvml() -> PathBuf {
     lib
 }
 
+/// `gpulens-agent` with `args` (a subcommand and its options) on the fake NVML serving the
+/// fixture at `fixture`, logging warnings only; the caller adds the rest.
+pub(crate) fn on_fake(fixture: &Path, args: &[&str]) -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_gpulens-agent"));
+    cmd.args(args)
+        .arg("--nvml-lib")
+        .arg(fake_nvml())
+        .env("GPULENS_FAKE_NVML_FIXTURE", fixture)
+        .env("GPULENS_LOG", "warn");
+    cmd
+}
+
+/// The standard output of `cmd`, which must succeed (its log shown where it does not).
+pub(crate) fn stdout_of(cmd: &mut Command) -> Vec<u8> {
+    let out = cmd.output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out.stdout
+}
+
 fn sample(fixture: &str, format: &str) -> (bool, String, String) {
     sample_at(
         &root().join("testing/fake-nvml/fixtures").join(fixture),
@@ -48,8 +71,9 @@ pub(crate) fn sample_on(
     proc_root: &Path,
     passwd: &Path,
 ) -> (bool, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_gpulens-agent"))
-        .args([
+    let out = on_fake(
+        fixture,
+        &[
             "sample",
             "--once",
             "--node",
@@ -58,17 +82,14 @@ pub(crate) fn sample_on(
             "lab",
             "--format",
             format,
-        ])
-        .arg("--nvml-lib")
-        .arg(fake_nvml())
-        .arg("--proc-root")
-        .arg(proc_root)
-        .arg("--passwd")
-        .arg(passwd)
-        .env("GPULENS_FAKE_NVML_FIXTURE", fixture)
-        .env("GPULENS_LOG", "warn")
-        .output()
-        .unwrap();
+        ],
+    )
+    .arg("--proc-root")
+    .arg(proc_root)
+    .arg("--passwd")
+    .arg(passwd)
+    .output()
+    .unwrap();
     (
         out.status.success(),
         String::from_utf8_lossy(&out.stdout).into_owned(),

@@ -1,11 +1,9 @@
 //! A Slurm job that holds a GPU and runs nothing on it is seen: its allocation comes from the
 //! job's cgroup (the fake NVML serves the GPUs, a scratch cgroup tree stands for the node's).
 
-use std::process::Command;
-
 use serde_json::Value;
 
-use super::{fake_nvml, root};
+use super::{on_fake, root, stdout_of};
 
 #[test]
 fn a_slurm_job_holding_a_gpu_without_a_process_gets_its_allocation() {
@@ -105,10 +103,11 @@ fn a_slurm_job_holding_a_gpu_without_a_process_gets_its_allocation() {
 /// `gpulens-agent sample --once` on the fake NVML's `k8s-node.json` with the cgroup tree at
 /// `cgroups` (and no kubelet): its standard output.
 fn agent_sample(cgroups: &std::path::Path, format: &str, extra: &[&str]) -> Vec<u8> {
-    let out = Command::new(env!("CARGO_BIN_EXE_gpulens-agent"))
-        .args(["sample", "--once", "--node", "gpu-7", "--format", format])
-        .arg("--nvml-lib")
-        .arg(fake_nvml())
+    stdout_of(
+        on_fake(
+            &root().join("testing/fake-nvml/fixtures/k8s-node.json"),
+            &["sample", "--once", "--node", "gpu-7", "--format", format],
+        )
         .arg("--proc-root")
         .arg(root().join("agent/tests/fixtures/proc"))
         .arg("--passwd")
@@ -117,18 +116,6 @@ fn agent_sample(cgroups: &std::path::Path, format: &str, extra: &[&str]) -> Vec<
         .arg(cgroups.join("no-kubelet.sock"))
         .arg("--cgroup-root")
         .arg(cgroups)
-        .args(extra)
-        .env(
-            "GPULENS_FAKE_NVML_FIXTURE",
-            root().join("testing/fake-nvml/fixtures/k8s-node.json"),
-        )
-        .env("GPULENS_LOG", "warn")
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out.stdout
+        .args(extra),
+    )
 }

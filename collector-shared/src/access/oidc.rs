@@ -290,7 +290,7 @@ fn payload(jwt: &str) -> Option<serde_json::Map<String, serde_json::Value>> {
 /// first that is a name gpulens can keep. The groups: the groups claim, a list of strings or
 /// one comma-separated string, each kept when it is one (the first [`MAX_GROUPS`]).
 ///
-/// A name or group gpulens keeps is 1–[`MAX_CLAIM`] bytes of text without control characters.
+/// A name or group gpulens keeps is 1–256 bytes of text without control characters.
 /// At many providers people edit their own display name or user name, and these values go into
 /// a cookie, pages and the audit log: a line break in a name would start a forged audit line.
 fn identity(
@@ -303,8 +303,8 @@ fn identity(
         .ok_or_else(|| {
             format!(
                 "the ID token names you by none of {:?}, \"email\" and \"sub\" as gpulens keeps a \
-                 name (1 to {MAX_CLAIM} bytes, no control characters); set [access.oidc] \
-                 name_claim to a claim that does",
+                 name (1 to 256 bytes, no control characters); set [access.oidc] name_claim to a \
+                 claim that does",
                 settings.name_claim
             )
         })?;
@@ -322,15 +322,13 @@ fn identity(
     Ok(Identity { name, groups })
 }
 
-/// The longest name or group taken from a token (an e-mail address is at most 254 bytes).
-pub const MAX_CLAIM: usize = 256;
 /// The most groups read from a token.
 const MAX_GROUPS: usize = 1000;
 
-/// Whether a name or group from a token is kept: not empty, at most [`MAX_CLAIM`] bytes, no
-/// control characters.
+/// Whether a name or group from a token is kept: not empty, and text as a batch's text fields
+/// are (at most 256 bytes, no control characters).
 fn kept(value: &str) -> bool {
-    !value.is_empty() && value.len() <= MAX_CLAIM && !value.chars().any(char::is_control)
+    !value.is_empty() && model::wire::v1::is_text(value)
 }
 
 fn claim_str(payload: &serde_json::Map<String, serde_json::Value>, name: &str) -> Option<String> {

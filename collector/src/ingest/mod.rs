@@ -130,22 +130,23 @@ async fn handle(
     let node = cred
         .only_node()
         .or_else(|| client.and_then(|c| c.only_name()));
-    let _slot = match node {
-        Some(node) => Some(state.per_node.enter(node).ok_or_else(|| {
-            (
-                RejectReason::NodeBusy,
-                ApiError::TooManyRequests(
-                    format!(
-                        "node {node:?} already has {} batches in flight; send the next when one \
-                         is answered ([ingest] max_in_flight_per_node)",
-                        state.per_node.limit()
+    let _slot = node
+        .map(|node| {
+            state.per_node.enter(node).ok_or_else(|| {
+                (
+                    RejectReason::NodeBusy,
+                    ApiError::TooManyRequests(
+                        format!(
+                            "node {node:?} already has {} batches in flight; send the next when \
+                             one is answered ([ingest] max_in_flight_per_node)",
+                            state.per_node.limit()
+                        ),
+                        1,
                     ),
-                    1,
-                ),
-            )
-        })?),
-        None => None,
-    };
+                )
+            })
+        })
+        .transpose()?;
     let batch = read_batch(state, headers, body).await?;
     // Whose data it is comes first: a batch for a node the token is not bound to is a 403,
     // whatever else is wrong with it.
@@ -207,16 +208,12 @@ async fn read_batch(
     let format = batch_format(headers).map_err(|e| (RejectReason::Decode, e))?;
     let max_body = state.ingest.max_body_bytes;
     let bytes = axum::body::to_bytes(body, max_body).await.map_err(|e| {
-        if collector_shared::request_limits::body_over_limit(&e) {
-            (
-                RejectReason::TooLarge,
-                ApiError::PayloadTooLarge(format!("request body exceeds {max_body} bytes")),
-            )
-        } else {
-            (
-                RejectReason::Incomplete,
-                ApiError::BadRequest(format!("the request body stopped before its end: {e}")),
-            )
+        let refusal = collector_shared::request_limits::body_refusal(&e, || {
+            format!("request body exceeds {max_body} bytes")
+        });
+        match refusal {
+            ApiError::PayloadTooLarge(_) => (RejectReason::TooLarge, refusal),
+            _ => (RejectReason::Incomplete, refusal),
         }
     })?;
     state.metrics.batch_bytes.observe(bytes.len() as f64);

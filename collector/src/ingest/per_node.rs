@@ -26,8 +26,7 @@ pub struct PerNode {
 #[derive(Debug)]
 pub struct NodeSlot {
     per_node: Arc<PerNode>,
-    /// None where nothing is counted (no bound).
-    node: Option<String>,
+    node: String,
 }
 
 impl PerNode {
@@ -42,21 +41,15 @@ impl PerNode {
     /// A place for one more of `node`'s requests, or None when it has `limit` already. The
     /// map holds only nodes with requests in flight, so it is bounded by the agents' slots.
     pub fn enter(self: &Arc<Self>, node: &str) -> Option<NodeSlot> {
-        if self.limit == 0 {
-            return Some(NodeSlot {
-                per_node: self.clone(),
-                node: None,
-            });
-        }
         let mut in_flight = self.in_flight.lock().expect("per-node counts");
         let n = in_flight.entry(node.to_owned()).or_default();
-        if *n >= self.limit {
+        if self.limit > 0 && *n >= self.limit {
             return None;
         }
         *n += 1;
         Some(NodeSlot {
             per_node: self.clone(),
-            node: Some(node.to_owned()),
+            node: node.to_owned(),
         })
     }
 
@@ -72,12 +65,11 @@ impl PerNode {
 
 impl Drop for NodeSlot {
     fn drop(&mut self) {
-        let Some(node) = &self.node else { return };
         let mut in_flight = self.per_node.in_flight.lock().expect("per-node counts");
-        if let Some(n) = in_flight.get_mut(node) {
+        if let Some(n) = in_flight.get_mut(&self.node) {
             *n -= 1;
             if *n == 0 {
-                in_flight.remove(node);
+                in_flight.remove(&self.node);
             }
         }
     }

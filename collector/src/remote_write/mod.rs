@@ -820,13 +820,11 @@ pub async fn write(
     // larger body is a JSON 413 naming it (Prometheus drops the request and counts it).
     let max_body = state.ingest.max_body_bytes;
     let body = axum::body::to_bytes(body, max_body).await.map_err(|e| {
-        if collector_shared::request_limits::body_over_limit(&e) {
-            ApiError::PayloadTooLarge(format!(
+        collector_shared::request_limits::body_refusal(&e, || {
+            format!(
                 "the remote-write body exceeds {max_body} bytes (`[ingest] max_body_bytes`); lower Prometheus' `queue_config.max_samples_per_send`"
-            ))
-        } else {
-            ApiError::BadRequest(format!("the request body stopped before its end: {e}"))
-        }
+            )
+        })
     })?;
     let req = decode(&body, state.ingest.max_decoded_bytes).map_err(ApiError::BadRequest)?;
     let default_cluster = collector_shared::agent_auth::Auth::cluster(&cred)
