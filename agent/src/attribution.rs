@@ -262,8 +262,13 @@ impl ProcFs {
     /// The tenant a process belongs to, or None when its /proc entry cannot be read (the
     /// process has exited, or the agent is not in the host PID namespace).
     pub fn tenant(&self, pid: u32) -> Option<Tenant> {
-        let owner = self.owner(pid)?;
-        let uid = self.uid(pid);
+        self.tenant_of(pid, self.owner(pid)?, self.uid(pid))
+    }
+
+    /// The tenant of process `pid`, whose cgroup says `owner` and whose real uid is `uid`
+    /// (as [`ProcFs::owner`] and [`ProcFs::uid`] read them); None for a host process whose
+    /// uid is unknown.
+    pub fn tenant_of(&self, pid: u32, owner: Owner, uid: Option<u32>) -> Option<Tenant> {
         let user = uid.and_then(|u| self.user_name(u)).map(str::to_owned);
         Some(match owner {
             Owner::Pod {

@@ -14,11 +14,14 @@ pub trait GpuBackend: Send {
     fn sample(&mut self, ts: UnixMillis) -> anyhow::Result<(Snapshot, Vec<Tenant>)>;
     /// The kubelet's device assignments (backends that attribute from them override this).
     fn set_assignments(&mut self, _assignments: crate::kubelet::Assignments) {}
-    /// What the driver calls have cost so far: (reading, calls, time in them), for
-    /// `gpulens-agent bench`; none for a backend without a driver.
-    fn call_costs(&self) -> Vec<(&'static str, u64, std::time::Duration)> {
+    /// What the driver calls have cost so far, by reading, for `gpulens-agent bench`; none for
+    /// a backend without a driver.
+    fn call_costs(&self) -> Vec<(&'static str, crate::CallTime)> {
         Vec::new()
     }
+    /// Times driver calls on the calling thread's CPU clock too (for the bench: two system
+    /// calls a call).
+    fn time_calls_on_cpu(&mut self) {}
 }
 
 /// A simulated node: one node of a scenario file, sampled exactly as the simulator models it.

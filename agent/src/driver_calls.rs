@@ -8,11 +8,39 @@ use std::time::{Duration, Instant};
 use nvml_wrapper::error::NvmlError;
 
 /// Readings that are unavailable on a GPU (each logged once), and what each NVML call has
-/// cost so far: (calls, time in them) by reading.
+/// cost so far, by reading.
 #[derive(Default)]
 pub(crate) struct DriverCalls {
     absent: HashSet<(String, &'static str)>,
-    costs: BTreeMap<&'static str, (u64, Duration)>,
+    costs: BTreeMap<&'static str, CallTime>,
+    /// Whether calls are also timed on the thread's CPU clock (two system calls each: for
+    /// `gpulens-agent bench`, not for a running agent).
+    cpu_clock: bool,
+}
+
+/// What the calls of one reading have cost so far: how many, the wall time in them, and the
+/// CPU time of the calling thread in them (a driver that waits — for a 20-ms PCIe window, an
+/// RPC to the GPU's firmware — spends less CPU than wall time).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct CallTime {
+    pub calls: u64,
+    pub wall: Duration,
+    pub cpu: Duration,
+}
+
+/// The start of one call: the wall clock and, where measured, the calling thread's CPU clock.
+pub(crate) struct Stopwatch {
+    wall: Instant,
+    cpu: Option<Duration>,
+}
+
+/// The calling thread's CPU time so far.
+fn thread_cpu() -> Duration {
+    let t = rustix::time::clock_gettime(rustix::time::ClockId::ThreadCPUTime);
+    Duration::new(
+        u64::try_from(t.tv_sec).unwrap_or(0),
+        u32::try_from(t.tv_nsec).unwrap_or(0),
+    )
 }
 
 impl DriverCalls {
@@ -25,25 +53,40 @@ impl DriverCalls {
         lost: &mut bool,
         call: impl FnOnce() -> Result<T, NvmlError>,
     ) -> Option<T> {
-        let started = Instant::now();
+        let started = self.start();
         let r = call();
         self.count(field, started);
         self.settle(gpu, field, lost, r)
     }
 
-    /// What the calls have cost so far: (reading, calls, time in them).
-    pub(crate) fn costs(&self) -> Vec<(&'static str, u64, Duration)> {
-        self.costs
-            .iter()
-            .map(|(field, (calls, time))| (*field, *calls, *time))
-            .collect()
+    /// What the calls have cost so far, by reading.
+    pub(crate) fn costs(&self) -> Vec<(&'static str, CallTime)> {
+        self.costs.iter().map(|(field, t)| (*field, *t)).collect()
     }
 
-    /// Counts one call for `field` that began at `started`.
-    pub(crate) fn count(&mut self, field: &'static str, started: Instant) {
+    /// Times calls on the thread's CPU clock too, from now on.
+    pub(crate) fn time_cpu(&mut self) {
+        self.cpu_clock = true;
+    }
+
+    /// The start of a call, on the clocks these calls are timed on.
+    pub(crate) fn start(&self) -> Stopwatch {
+        Stopwatch {
+            wall: Instant::now(),
+            cpu: self.cpu_clock.then(thread_cpu),
+        }
+    }
+
+    /// Counts one call for `field` that began at `started`; its wall time.
+    pub(crate) fn count(&mut self, field: &'static str, started: Stopwatch) -> Duration {
+        let wall = started.wall.elapsed();
         let cost = self.costs.entry(field).or_default();
-        cost.0 += 1;
-        cost.1 += started.elapsed();
+        cost.calls += 1;
+        cost.wall += wall;
+        if let Some(cpu) = started.cpu {
+            cost.cpu += thread_cpu().saturating_sub(cpu);
+        }
+        wall
     }
 
     /// A call's result: its value, or None (logged once per GPU and field; `lost` set when the
@@ -120,6 +163,7 @@ pub const NVML_FUNCTIONS: &[(&str, &str)] = &[
     ("retired_pages", "nvmlDeviceGetRetiredPages"),
     ("remapped_rows", "nvmlDeviceGetRemappedRows"),
     ("nvlink", "nvmlDeviceGetFieldValues"),
+    ("pcie_bytes", "nvmlDeviceGetFieldValues"),
     ("pcie_rx", "nvmlDeviceGetPcieThroughput"),
     ("pcie_tx", "nvmlDeviceGetPcieThroughput"),
 ];

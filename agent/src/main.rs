@@ -108,11 +108,12 @@ enum Command {
         seq_block: u64,
     },
     /// Measure what one sampling cycle costs: CPU time, the share of a core at the interval,
-    /// peak memory.
+    /// peak memory, and what each driver call costs (wall and CPU time, by NVML function).
     Bench {
         #[command(flatten)]
         source: Source,
-        /// Cycles to measure (after 20 warm-up cycles).
+        /// Cycles to measure (after 20 warm-up cycles), twice: once for the cycle's cost as a
+        /// running agent pays it, once for the per-call table (timed on the CPU clock too).
         #[arg(long, default_value_t = 2000)]
         cycles: u32,
         /// The sampling interval the share of a core is computed for.
@@ -218,11 +219,20 @@ struct Source {
     /// inferred from the replica ids in use, which can undercount).
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..=1024))]
     time_slicing_replicas: Option<u32>,
-    /// How often the readings that change rarely — ECC counters, retired pages, remapped rows,
-    /// NVLink traffic — are read from the driver; repeated in the samples in between (NVLink
-    /// traffic as the mean rate since the last read). 0s reads them every sample.
+    /// How often the readings that change rarely or cost most — ECC counters, retired pages,
+    /// remapped rows, NVLink and PCIe traffic — are read from the driver; repeated in the
+    /// samples in between (NVLink traffic as the mean rate since the last read; PCIe traffic
+    /// only in the sample that read it). 0s reads them every sample. (The energy counter is
+    /// read every sample where a read costs at most 100 µs, else every 10 minutes.)
     #[arg(long, default_value = "30s", value_parser = rare_every)]
     rare_every: std::time::Duration,
+    /// How often the processes sharing a GPU have their utilization read (NVML's mean since
+    /// the last read; 2.4 ms of CPU per GPU on an H200), and at once when a process appears.
+    /// In between, the GPU's own utilization is split in the proportions last read; a GPU with
+    /// one process gives it the GPU's utilization and makes no call. 0s to 30s; 0s reads it
+    /// every sample.
+    #[arg(long, default_value = "10s", value_parser = process_utilization_every)]
+    process_utilization_every: std::time::Duration,
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -241,6 +251,14 @@ fn rare_every(s: &str) -> Result<std::time::Duration, String> {
     let d = model::time::parse_duration(s)?;
     if d > std::time::Duration::from_secs(3600) {
         return Err("at most 1h: ECC errors must not wait longer to be seen".into());
+    }
+    Ok(d)
+}
+
+fn process_utilization_every(s: &str) -> Result<std::time::Duration, String> {
+    let d = model::time::parse_duration(s)?;
+    if d > std::time::Duration::from_secs(30) {
+        return Err("at most 30s: the driver keeps a bounded history of process samples".into());
     }
     Ok(d)
 }
@@ -328,6 +346,7 @@ fn backend_with(
             let mut b = NvmlBackend::open(&source.nvml_lib, &source.cluster, &node, procfs)?;
             b.set_replicas(source.time_slicing_replicas);
             b.set_rare_every(source.rare_every);
+            b.set_process_utilization_every(source.process_utilization_every);
             b.set_cgroup_root((!source.no_slurm).then(|| source.cgroup_root.clone()));
             Ok(Box::new(b))
         }
@@ -533,15 +552,16 @@ fn bench(source: &Source, cycles: u32, interval: u64) -> anyhow::Result<()> {
     if !r.calls.is_empty() {
         println!("  driver calls per cycle, the costliest first:");
         println!(
-            "    {:<22} {:>10} {:>12} {:>10}  NVML function",
-            "reading", "calls", "µs per call", "of cycle"
+            "    {:<22} {:>10} {:>12} {:>12} {:>10}  NVML function",
+            "reading", "calls", "µs per call", "CPU µs", "of cycle"
         );
         for c in &r.calls {
             println!(
-                "    {:<22} {:>10.2} {:>12.1} {:>9.1} %  {}",
+                "    {:<22} {:>10.2} {:>12.1} {:>12.1} {:>9.1} %  {}",
                 c.reading,
                 c.calls_per_cycle,
                 c.us_per_call,
+                c.cpu_us_per_call,
                 c.share_of_cycle * 100.0,
                 c.function.unwrap_or("-")
             );

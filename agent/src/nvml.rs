@@ -11,30 +11,33 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::mpsc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use model::inventory::Sharing;
 use model::wire::v1::{MAX_MIG_ID, Snapshot, is_name, is_text};
-use model::{
-    GpuEvent, GpuInfo, GpuSample, MigInstanceInfo, MigSample, ProcessKind, ProcessSample, Tenant,
-    UnixMillis,
-};
+use model::{GpuEvent, GpuInfo, GpuSample, MigInstanceInfo, MigSample, Tenant, UnixMillis};
 use nvml_wrapper::enum_wrappers::device::{
     Clock, EccCounter, MemoryError, PcieUtilCounter, TemperatureSensor,
 };
-use nvml_wrapper::enums::device::UsedGpuMemory;
 use nvml_wrapper::error::NvmlError;
 use nvml_wrapper::{Device, Nvml};
 
 use crate::driver_calls::DriverCalls;
-use crate::driver_lists::{DriverLists, List};
+use crate::driver_lists::DriverLists;
 use crate::driver_values::{inventory_bytes, ratio, wire_bytes, wire_count};
 use crate::nvml_raw::{instance_ids, placements, remapped_rows};
 
 use crate::attribution::ProcFs;
 use crate::backend::GpuBackend;
 use crate::kubelet::Assignments;
+use crate::process_shares::{DeviceUse, ShareClock};
 use crate::shipper::now_ms;
+
+mod counters;
+mod energy;
+mod processes;
+use counters::{CounterRate, NVLINK_KIB, PCIE_BYTES};
+use processes::{Attribution, processes};
 
 struct Mig {
     device: Device<'static>,
@@ -48,22 +51,27 @@ struct Gpu {
     lost: bool,
     /// Timestamp (µs) of the newest per-process utilization sample seen.
     last_util_ts: u64,
+    /// When its per-process utilization was last read, and what it said.
+    shares: ShareClock,
     /// The buffers its per-process utilization and process lists are read into.
     lists: DriverLists,
-    /// The previous NVLink counters: (timestamp µs, tx KiB, rx KiB).
-    nvlink_prev: Option<(i64, u64, u64)>,
+    /// The previous NVLink and PCIe byte counters, for their rates.
+    nvlink_prev: CounterRate,
+    pcie_prev: CounterRate,
+    /// When its energy counter was last read, and whether that was costly.
+    energy: energy::EnergyClock,
     /// Its `/dev/nvidiaN` minor number (how Slurm numbers GPUs); None where NVML cannot tell.
     minor: Option<u32>,
     /// The readings that change rarely, as last read ([`RARE_EVERY_MS`]).
     rare: Option<Rare>,
 }
 
-/// Readings that change rarely — ECC counters, retired pages, remapped rows, NVLink traffic —
-/// read on a slower clock than the rest and repeated in between (NVLink traffic as the rate
-/// over the slower interval): on a real driver they are among the costlier calls. PCIe
-/// throughput is read on the same clock and reported in that sample only: NVML measures it
-/// by watching a byte counter for 20 ms (its documentation of `nvmlDeviceGetPcieThroughput`),
-/// so each of its two calls holds the cycle for 20 ms per GPU.
+/// Readings that change rarely or cost most — ECC counters, retired pages, remapped rows,
+/// NVLink traffic — read on a slower clock than the rest and repeated in between (NVLink traffic
+/// as the rate over the slower interval). PCIe traffic is read on the same clock and reported
+/// in that sample only, as the mean rate since the last read from the byte counters (else
+/// NVML's 20-ms window, `nvmlDeviceGetPcieThroughput`). The energy counter has a clock of its
+/// own (`nvml/energy.rs`).
 #[derive(Debug, Clone, Copy, Default)]
 struct Rare {
     at: UnixMillis,
@@ -77,6 +85,10 @@ struct Rare {
 /// How often the rare readings are read again, by default (`--rare-every`).
 pub const RARE_EVERY_MS: i64 = 30_000;
 
+/// How often the processes sharing a GPU have their utilization read, by default
+/// (`--process-utilization-every`; `process_shares`).
+pub const SHARE_EVERY_MS: i64 = 10_000;
+
 pub struct NvmlBackend {
     cluster: String,
     node: String,
@@ -86,6 +98,8 @@ pub struct NvmlBackend {
     procfs: ProcFs,
     /// First sighting of processes whose start time /proc could not tell, while they run.
     first_seen: HashMap<u32, i64>,
+    /// What `/proc` said of running processes' owners (`processes::Owned`).
+    owners: HashMap<u32, processes::Owned>,
     /// The kubelet's device assignments, refreshed by the caller.
     assignments: Option<Assignments>,
     /// Replicas per time-sliced GPU, when configured (otherwise inferred from replica ids).
@@ -97,6 +111,8 @@ pub struct NvmlBackend {
     slurm: Option<SlurmWatch>,
     /// How often the rare readings are read ([`Rare`]).
     rare_every_ms: i64,
+    /// How often a GPU shared by processes has their utilization read (`process_shares`).
+    share_every_ms: i64,
 }
 
 /// Where Slurm's job cgroups are, and the holdings last read from them.
@@ -154,11 +170,13 @@ impl NvmlBackend {
             events,
             procfs,
             first_seen: HashMap::new(),
+            owners: HashMap::new(),
             assignments: None,
             replicas: None,
             hostnames: HashMap::new(),
             slurm: None,
             rare_every_ms: RARE_EVERY_MS,
+            share_every_ms: SHARE_EVERY_MS,
         })
     }
 
@@ -166,6 +184,12 @@ impl NvmlBackend {
     /// (at least every sample) instead of every [`RARE_EVERY_MS`].
     pub fn set_rare_every(&mut self, every: Duration) {
         self.rare_every_ms = every.as_millis().clamp(0, i64::MAX as u128) as i64;
+    }
+
+    /// Reads the per-process utilization of a GPU shared by processes every `every` (at
+    /// least every sample) instead of every [`SHARE_EVERY_MS`].
+    pub fn set_process_utilization_every(&mut self, every: Duration) {
+        self.share_every_ms = every.as_millis().clamp(0, i64::MAX as u128) as i64;
     }
 
     /// Replicas per time-sliced GPU (the device plugin's setting), instead of inferring them.
@@ -289,8 +313,11 @@ fn inventory(device: Device<'static>, index: u32, calls: &mut DriverCalls) -> an
         migs,
         lost,
         last_util_ts: 0,
+        shares: ShareClock::default(),
         lists: DriverLists::default(),
-        nvlink_prev: None,
+        nvlink_prev: CounterRate::default(),
+        pcie_prev: CounterRate::default(),
+        energy: energy::EnergyClock::default(),
         minor,
         rare: None,
     })
@@ -395,52 +422,17 @@ fn retired_pages(device: &Device<'static>) -> Result<i32, NvmlError> {
     Ok(wire_count((single + double) as u64))
 }
 
-/// NVLink data throughput in bytes/s from NVML's cumulative KiB counters (fields 138/139),
-/// as the rate since the previous cycle.
-fn nvlink(
-    device: &Device<'static>,
-    prev: &mut Option<(i64, u64, u64)>,
-) -> Result<Option<(i64, i64)>, NvmlError> {
-    use nvml_wrapper::enums::device::SampleValue;
-    use nvml_wrapper::structs::device::FieldId;
-    let values = device.field_values_for(&[FieldId(138), FieldId(139)])?;
-    let read = |i: usize| -> Result<(i64, u64), NvmlError> {
-        let s = values
-            .get(i)
-            .ok_or(NvmlError::NotSupported)?
-            .as_ref()
-            .map_err(|e| match e {
-                NvmlError::NotSupported => NvmlError::NotSupported,
-                _ => NvmlError::Unknown,
-            })?;
-        match s.value.as_ref().map_err(|_| NvmlError::NotSupported)? {
-            SampleValue::U64(v) => Ok((s.timestamp, *v)),
-            SampleValue::U32(v) => Ok((s.timestamp, u64::from(*v))),
-            _ => Err(NvmlError::NotSupported),
-        }
-    };
-    let (ts, tx) = read(0)?;
-    let (_, rx) = read(1)?;
-    let rate = prev.and_then(|(pts, ptx, prx)| {
-        let dt = (ts - pts) as f64 / 1e6;
-        (dt > 0.0).then(|| {
-            (
-                ((tx.saturating_sub(ptx)) as f64 * 1024.0 / dt) as i64,
-                ((rx.saturating_sub(prx)) as f64 * 1024.0 / dt) as i64,
-            )
-        })
-    });
-    *prev = Some((ts, tx, rx));
-    Ok(rate)
-}
-
 impl GpuBackend for NvmlBackend {
     fn identity(&self) -> (&str, &str) {
         (&self.cluster, &self.node)
     }
 
-    fn call_costs(&self) -> Vec<(&'static str, u64, Duration)> {
+    fn call_costs(&self) -> Vec<(&'static str, crate::CallTime)> {
         self.calls.costs()
+    }
+
+    fn time_calls_on_cpu(&mut self) {
+        self.calls.time_cpu();
     }
 
     fn inventory(&self) -> Vec<GpuInfo> {
@@ -464,6 +456,7 @@ impl GpuBackend for NvmlBackend {
         let mut who = Attribution {
             procfs: &self.procfs,
             first_seen: &mut self.first_seen,
+            owners: &mut self.owners,
             tenants: &mut tenants,
         };
         for g in self.gpus.iter_mut().filter(|g| !g.lost) {
@@ -490,12 +483,19 @@ impl GpuBackend for NvmlBackend {
                 });
                 continue;
             }
-            let shares = process_shares(g, &mut self.calls, &mut lost);
-            processes(g, &mut self.calls, &mut lost, shares, &mut who, &mut snap);
+            let device = DeviceUse {
+                gpu: sample.gpu_util,
+                mem: sample.mem_util,
+                enc: sample.enc_util,
+                dec: sample.dec_util,
+            };
+            let calls = (&mut self.calls, &mut lost);
+            processes(g, calls, (device, self.share_every_ms), &mut who, &mut snap);
             snap.mig.extend(mig_samples(g));
             snap.gpus.push(sample);
         }
         forget_gone(&mut self.first_seen, &snap);
+        forget_gone(&mut self.owners, &snap);
         if let Some(a) = &self.assignments {
             refresh_hostnames(&mut self.hostnames, &self.procfs, &snap, &tenants);
             let names = &self.hostnames;
@@ -550,9 +550,6 @@ fn readings(g: &mut Gpu, m: &mut DriverCalls, lost: &mut bool) -> GpuSample {
         power_w: m
             .read(&uuid, "power", lost, || d.power_usage())
             .map(|mw| mw as f32 / 1000.0),
-        energy_j: m
-            .read(&uuid, "energy", lost, || d.total_energy_consumption())
-            .map(|mj| mj as f64 / 1000.0),
         temp_c: m
             .read(&uuid, "temperature", lost, || {
                 d.temperature(TemperatureSensor::Gpu)
@@ -612,16 +609,37 @@ fn rare_readings(
             retired_pages: m.read(&uuid, "retired_pages", lost, || retired_pages(d)),
             remapped_rows: m.read(&uuid, "remapped_rows", lost, || remapped_rows(d)),
             nvlink: m
-                .read(&uuid, "nvlink", lost, || nvlink(d, &mut g.nvlink_prev))
+                .read(&uuid, "nvlink", lost, || g.nvlink_prev.read(d, NVLINK_KIB))
                 .flatten(),
         };
         g.rare = Some(rare);
-        let pcie = |m: &mut DriverCalls, lost: &mut bool, field, counter| {
+        // PCIe traffic: the mean rate since the last read from the byte counters where the
+        // driver keeps them; else (and at the first read, with no rate yet) NVML's 20-ms window.
+        let counted = m
+            .read(&uuid, "pcie_bytes", lost, || {
+                g.pcie_prev.read(d, PCIE_BYTES)
+            })
+            .flatten();
+        let window = |m: &mut DriverCalls, lost: &mut bool, field, counter| {
             m.read(&uuid, field, lost, || d.pcie_throughput(counter))
                 .map(|kb| i64::from(kb) * 1024)
         };
-        sample.pcie_rx_bytes_per_s = pcie(m, lost, "pcie_rx", PcieUtilCounter::Receive);
-        sample.pcie_tx_bytes_per_s = pcie(m, lost, "pcie_tx", PcieUtilCounter::Send);
+        (sample.pcie_tx_bytes_per_s, sample.pcie_rx_bytes_per_s) = match counted {
+            Some((tx, rx)) => (Some(tx), Some(rx)),
+            None => (
+                window(m, lost, "pcie_tx", PcieUtilCounter::Send),
+                window(m, lost, "pcie_rx", PcieUtilCounter::Receive),
+            ),
+        };
+    }
+    if g.energy.due(ts, sample.power_w.is_some()) {
+        let started = m.start();
+        let mj = g.device.total_energy_consumption();
+        let took = m.count("energy", started);
+        g.energy.read(ts, took);
+        sample.energy_j = m
+            .settle(&g.info.uuid, "energy", lost, mj)
+            .map(|mj| mj as f64 / 1000.0);
     }
     let Some(r) = g.rare else { return };
     sample.ecc_corrected = r.ecc_corrected;
@@ -631,119 +649,6 @@ fn rare_readings(
     if let Some((tx, rx)) = r.nvlink {
         sample.nvlink_tx_bytes_per_s = Some(tx);
         sample.nvlink_rx_bytes_per_s = Some(rx);
-    }
-}
-
-/// Per-process shares since the previous call, and whether they are known: no sample for a
-/// process in the interval means it ran no kernel (a measured 0); unsupported, or MIG, means
-/// unknown (absent).
-fn process_shares(g: &mut Gpu, m: &mut DriverCalls, lost: &mut bool) -> Shares {
-    let uuid = g.info.uuid.clone();
-    let d = &g.device;
-    let mut shares: HashMap<u32, (f32, f32, f32, f32)> = HashMap::new();
-    let mut shares_known = false;
-    if !g.info.mig_enabled {
-        let started = Instant::now();
-        let stats = g.lists.utilization_since(d, g.last_util_ts);
-        m.count("process_utilization", started);
-        match stats {
-            Ok(samples) => {
-                shares_known = true;
-                for s in samples {
-                    g.last_util_ts = g.last_util_ts.max(s.timeStamp);
-                    shares.insert(
-                        s.pid,
-                        (
-                            ratio(s.smUtil),
-                            ratio(s.memUtil),
-                            ratio(s.encUtil),
-                            ratio(s.decUtil),
-                        ),
-                    );
-                }
-            }
-            Err(NvmlError::NotFound) => shares_known = true,
-            Err(e) => {
-                m.settle::<()>(&uuid, "process_utilization", lost, Err(e));
-            }
-        }
-    }
-    Shares {
-        by_pid: shares,
-        known: shares_known,
-    }
-}
-
-/// Per-process utilization shares of one GPU: pid → (SM, memory, encoder, decoder).
-struct Shares {
-    by_pid: HashMap<u32, (f32, f32, f32, f32)>,
-    known: bool,
-}
-
-/// What attributes a process to a tenant: `/proc`, the first sighting of processes whose start
-/// time cannot be read, and the tenants found so far this cycle.
-struct Attribution<'a> {
-    procfs: &'a ProcFs,
-    first_seen: &'a mut HashMap<u32, i64>,
-    tenants: &'a mut HashMap<String, Tenant>,
-}
-
-/// One GPU's compute and MPS processes, with their shares and tenants.
-fn processes(
-    g: &mut Gpu,
-    m: &mut DriverCalls,
-    lost: &mut bool,
-    shares: Shares,
-    who: &mut Attribution,
-    snap: &mut Snapshot,
-) {
-    let uuid = g.info.uuid.clone();
-    let d = &g.device;
-    let ts = snap.ts;
-    let (shares, shares_known) = (shares.by_pid, shares.known);
-    for (kind, list) in [
-        (
-            ProcessKind::Compute,
-            m.read(&uuid, "compute_processes", lost, || {
-                g.lists.processes(d, List::Compute)
-            }),
-        ),
-        (
-            ProcessKind::Mps,
-            m.read(&uuid, "mps_processes", lost, || {
-                g.lists.processes(d, List::Mps)
-            }),
-        ),
-    ] {
-        for p in list.unwrap_or_default() {
-            let tenant = who.procfs.tenant(p.pid);
-            let start_time = who
-                .procfs
-                .start_time_ms(p.pid)
-                .unwrap_or_else(|| *who.first_seen.entry(p.pid).or_insert(ts));
-            let share = shares.get(&p.pid).copied();
-            snap.processes.push(ProcessSample {
-                gpu_uuid: uuid.clone(),
-                pid: p.pid,
-                start_time,
-                kind,
-                gi_id: p.gpu_instance_id,
-                ci_id: p.compute_instance_id,
-                tenant: tenant.as_ref().map(|t| t.key.clone()),
-                // Under MIG NVML has no per-process utilization: absent, not 0.
-                sm_util: shares_known.then(|| share.map_or(0.0, |s| s.0)),
-                mem_util: shares_known.then(|| share.map_or(0.0, |s| s.1)),
-                enc_util: share.map(|s| s.2),
-                dec_util: share.map(|s| s.3),
-                mem_used_bytes: match p.used_gpu_memory {
-                    UsedGpuMemory::Used(b) => Some(wire_bytes(b)),
-                    UsedGpuMemory::Unavailable => None,
-                },
-            });
-            if let Some(t) = tenant {
-                who.tenants.entry(t.key.clone()).or_insert(t);
-            }
-        }
     }
 }
 
@@ -765,15 +670,15 @@ fn mig_samples(g: &Gpu) -> Vec<MigSample> {
     out
 }
 
-/// Forgets the first sightings of processes no GPU lists any more: a pid the kernel hands to a
-/// new process is a new process, and an agent that cannot read /proc (not in the host PID
-/// namespace) would otherwise keep every pid it ever saw.
-fn forget_gone(first_seen: &mut HashMap<u32, i64>, snap: &Snapshot) {
-    if first_seen.is_empty() {
+/// Forgets what was kept of processes no GPU lists any more (first sightings, owners): a pid the
+/// kernel hands to a new process is a new process, and an agent that cannot read /proc (not in
+/// the host PID namespace) would otherwise keep every pid it ever saw.
+fn forget_gone<T>(by_pid: &mut HashMap<u32, T>, snap: &Snapshot) {
+    if by_pid.is_empty() {
         return;
     }
     let live: std::collections::HashSet<u32> = snap.processes.iter().map(|p| p.pid).collect();
-    first_seen.retain(|pid, _| live.contains(pid));
+    by_pid.retain(|pid, _| live.contains(pid));
 }
 
 /// Reads each pod process's `HOSTNAME` once per process life (pid and start time), not once

@@ -486,7 +486,8 @@ def start_load(run, memory_mib, seconds):
 
 def driver_calls(bench_text):
     """The bench's table of driver calls (what each NVML reading cost on this driver, the
-    costliest first) as records: [{reading, calls_per_cycle, us_per_call, share_of_cycle}]."""
+    costliest first) as records: [{reading, calls_per_cycle, us_per_call (wall),
+    cpu_us_per_call, share_of_cycle, nvml_function}]."""
     calls, inside = [], False
     for line in bench_text.splitlines():
         if "driver calls per cycle" in line:
@@ -494,12 +495,14 @@ def driver_calls(bench_text):
             continue
         if not inside:
             continue
-        m = re.match(r"\s+([a-z_]+)\s+([0-9.]+)\s+([0-9.]+)\s+([0-9.]+) %\s+(\S+)$", line)
+        m = re.match(r"\s+([a-z_]+)\s+([0-9.]+)\s+([0-9.]+)\s+([0-9.]+)\s+([0-9.]+) %\s+(\S+)$",
+                     line)
         if m:
             calls.append({"reading": m.group(1), "calls_per_cycle": float(m.group(2)),
                           "us_per_call": float(m.group(3)),
-                          "share_of_cycle": float(m.group(4)) / 100,
-                          "nvml_function": m.group(5)})
+                          "cpu_us_per_call": float(m.group(4)),
+                          "share_of_cycle": float(m.group(5)) / 100,
+                          "nvml_function": m.group(6)})
         elif calls:
             break
     return calls
@@ -528,10 +531,9 @@ def bench_numbers(bench_text):
 
 def fake_bench(run, profile, cycles):
     """The agent's cycle at the bar's shape (the fake NVML with 8 GPUs and 64 processes) charged
-    `profile`, this driver's measured cost per NVML call: its share of a core at 1 Hz is the
-    agent's 0.5 % bar with a real driver's latencies (issue 78). The fake's calls spend their
-    cost spinning, as CPU: where the real driver waits instead (an RPC to the GPU's firmware),
-    this overstates, and the real bench above is the measure of what the agent spends here."""
+    `profile`, this driver's measured cost per NVML call (CPU, and the wait beyond it where the
+    driver waits): its share of a core at 1 Hz is the agent's 0.5 % bar with a real driver's
+    latencies (issue 78)."""
     fake = os.environ.get("GPU_CHECK_FAKE_NVML", os.path.join(HERE, "bin", "libfake_nvml.so"))
     root = os.path.dirname(os.path.dirname(HERE))
     fixture = os.path.join(root, "testing/fake-nvml/fixtures/h100x8-64proc-steady.json")
@@ -589,10 +591,11 @@ def text_report(rep):
                      f"(wall {b['wall_ms_per_cycle']} ms), peak RSS {b['peak_rss_mib']} MiB")
         if b.get("calls"):
             lines.append("[bench] driver calls per cycle, the costliest first "
-                         "(reading, calls, µs per call, share of the cycle):")
+                         "(reading, calls, µs per call, of it CPU, share of the cycle):")
             for c in b["calls"]:
                 lines.append(f"  {c['reading']:<22} {c['calls_per_cycle']:>8.2f} "
-                             f"{c['us_per_call']:>10.1f} {c['share_of_cycle'] * 100:>7.1f} %  "
+                             f"{c['us_per_call']:>10.1f} {c.get('cpu_us_per_call', 0):>10.1f} "
+                             f"{c['share_of_cycle'] * 100:>7.1f} %  "
                              f"{c.get('nvml_function', '-')}")
     f = rep.get("fake_with_these_costs")
     if f and f.get("cpu_ms_per_cycle") is not None:

@@ -8,6 +8,7 @@ pub mod standin;
 
 use std::time::{Duration, Instant};
 
+use crate::CallTime;
 use crate::backend::GpuBackend;
 use crate::shipper::{AgentState, build_batch, now_ms};
 use crate::spool::Spool;
@@ -20,7 +21,10 @@ pub struct CallCost {
     /// The NVML function it calls, where the table knows it (`driver_calls::NVML_FUNCTIONS`).
     pub function: Option<&'static str>,
     pub calls_per_cycle: f64,
+    /// Wall time per call.
     pub us_per_call: f64,
+    /// The calling thread's CPU time per call: less than the wall time where the driver waits.
+    pub cpu_us_per_call: f64,
     /// Its time per cycle as a share of the cycle's wall time.
     pub share_of_cycle: f64,
 }
@@ -83,7 +87,8 @@ pub fn run(
     for i in 0..20 {
         run_cycle(i, backend)?;
     }
-    let before = backend.call_costs();
+    // The cycle's cost as a running agent pays it; then the per-call table, in a pass of its
+    // own, because timing each call on the thread's CPU clock adds two system calls a call.
     let cpu0 = model::own_usage::cpu_seconds().unwrap_or(0.0);
     let wall0 = Instant::now();
     for i in 0..cycles {
@@ -92,7 +97,14 @@ pub fn run(
     let cpu_ms =
         (model::own_usage::cpu_seconds().unwrap_or(0.0) - cpu0) * 1000.0 / f64::from(cycles);
     let wall_ms = wall0.elapsed().as_secs_f64() * 1000.0 / f64::from(cycles);
-    let calls = call_costs(&before, &backend.call_costs(), cycles, wall_ms);
+    backend.time_calls_on_cpu();
+    let before = backend.call_costs();
+    let wall0 = Instant::now();
+    for i in 0..cycles {
+        run_cycle(20 + cycles + i, backend)?;
+    }
+    let table_wall_ms = wall0.elapsed().as_secs_f64() * 1000.0 / f64::from(cycles);
+    let calls = call_costs(&before, &backend.call_costs(), cycles, table_wall_ms);
     let _ = std::fs::remove_dir_all(&dir);
     Ok(Report {
         cycles,
@@ -109,41 +121,57 @@ pub fn run(
 }
 
 /// The fake NVML's injected costs (`GPULENS_FAKE_NVML_LATENCY`) that charge what `calls`
-/// measured: each NVML function at the mean time of one call of the readings it serves, in
-/// whole microseconds, functions in name order. None without calls the table knows.
+/// measured: each NVML function at the mean CPU time of one call of the readings it serves,
+/// and `+` the rest of its wall time as a wait where that is at least [`MIN_WAIT_US`], in whole
+/// microseconds, functions in name order. None without calls the table knows.
 pub fn latency_profile(calls: &[CallCost]) -> Option<String> {
-    let mut by_function: std::collections::BTreeMap<&str, (f64, f64)> = Default::default();
+    let mut by_function: std::collections::BTreeMap<&str, (f64, f64, f64)> = Default::default();
     for c in calls {
         if let Some(f) = c.function {
             let e = by_function.entry(f).or_default();
             e.0 += c.calls_per_cycle;
             e.1 += c.calls_per_cycle * c.us_per_call;
+            e.2 += c.calls_per_cycle * c.cpu_us_per_call.min(c.us_per_call);
         }
     }
     let items: Vec<String> = by_function
         .into_iter()
-        .filter(|(_, (calls, _))| *calls > 0.0)
-        .map(|(f, (calls, us))| format!("{f}={}", (us / calls).round() as u64))
+        .filter(|(_, (calls, _, _))| *calls > 0.0)
+        .map(|(f, (calls, wall, cpu))| {
+            let (wall, cpu) = (wall / calls, cpu / calls);
+            let wait = wall - cpu;
+            if wait >= MIN_WAIT_US {
+                format!("{f}={}+{}", cpu.round() as u64, wait.round() as u64)
+            } else {
+                format!("{f}={}", wall.round() as u64)
+            }
+        })
         .collect();
     (!items.is_empty()).then(|| items.join(","))
 }
 
+/// The least wall time beyond the CPU time that the replay charges as a wait: below it, the
+/// difference is the clocks' own noise and the call is charged its wall time as CPU.
+pub const MIN_WAIT_US: f64 = 50.0;
+
 /// The calls made between two readings of the backend's counters, per cycle, the costliest
 /// first.
 fn call_costs(
-    before: &[(&'static str, u64, Duration)],
-    after: &[(&'static str, u64, Duration)],
+    before: &[(&'static str, CallTime)],
+    after: &[(&'static str, CallTime)],
     cycles: u32,
     wall_ms: f64,
 ) -> Vec<CallCost> {
     let mut out: Vec<CallCost> = after
         .iter()
-        .filter_map(|&(reading, calls, time)| {
-            let (c0, t0) = before
+        .filter_map(|&(reading, now)| {
+            let then = before
                 .iter()
                 .find(|b| b.0 == reading)
-                .map_or((0, Duration::ZERO), |b| (b.1, b.2));
-            let (calls, time) = (calls.checked_sub(c0)?, time.checked_sub(t0)?);
+                .map_or(CallTime::default(), |b| b.1);
+            let calls = now.calls.checked_sub(then.calls)?;
+            let time = now.wall.checked_sub(then.wall)?;
+            let cpu = now.cpu.saturating_sub(then.cpu);
             (calls > 0).then(|| {
                 let per_cycle_us = time.as_secs_f64() * 1e6 / f64::from(cycles);
                 CallCost {
@@ -151,6 +179,7 @@ fn call_costs(
                     function: crate::driver_calls::nvml_function(reading),
                     calls_per_cycle: calls as f64 / f64::from(cycles),
                     us_per_call: time.as_secs_f64() * 1e6 / calls as f64,
+                    cpu_us_per_call: cpu.as_secs_f64() * 1e6 / calls as f64,
                     share_of_cycle: if wall_ms > 0.0 {
                         per_cycle_us / (wall_ms * 1000.0)
                     } else {
@@ -173,17 +202,23 @@ mod tests {
     #[test]
     fn call_costs_are_the_difference_per_cycle_costliest_first() {
         let ms = Duration::from_millis;
-        let before = [("power", 10, ms(10)), ("memory", 10, ms(1))];
+        let t = |calls, wall, cpu| CallTime {
+            calls,
+            wall: ms(wall),
+            cpu: ms(cpu),
+        };
+        let before = [("power", t(10, 10, 10)), ("memory", t(10, 1, 1))];
         let after = [
-            ("power", 30, ms(30)),
-            ("memory", 30, ms(61)),
-            ("nvlink", 4, ms(8)),
+            ("power", t(30, 30, 30)),
+            ("memory", t(30, 61, 21)),
+            ("nvlink", t(4, 8, 8)),
         ];
         let c = call_costs(&before, &after, 20, 10.0);
         let names: Vec<&str> = c.iter().map(|c| c.reading).collect();
         assert_eq!(names, ["memory", "power", "nvlink"]);
         assert_eq!(c[0].calls_per_cycle, 1.0);
         assert!((c[0].us_per_call - 3000.0).abs() < 1e-6, "{:?}", c[0]);
+        assert!((c[0].cpu_us_per_call - 1000.0).abs() < 1e-6, "{:?}", c[0]);
         // 3 ms of a 10 ms cycle.
         assert!((c[0].share_of_cycle - 0.3).abs() < 1e-9, "{:?}", c[0]);
         assert_eq!(c[2].calls_per_cycle, 0.2);
@@ -192,26 +227,30 @@ mod tests {
 
     #[test]
     fn the_profile_charges_each_function_its_readings_mean_cost() {
-        let cost = |reading, calls_per_cycle, us_per_call| CallCost {
+        let cost = |reading, calls_per_cycle, us_per_call, cpu_us_per_call| CallCost {
             reading,
             function: crate::driver_calls::nvml_function(reading),
             calls_per_cycle,
             us_per_call,
+            cpu_us_per_call,
             share_of_cycle: 0.0,
         };
         let calls = [
-            cost("sm_clock", 8.0, 100.0),
-            cost("mem_clock", 8.0, 300.0),
-            cost("power", 8.0, 41.6),
-            cost("ecc", 0.5, 900.0),
-            cost("name", 1.0, 5.0),
+            cost("sm_clock", 8.0, 100.0, 99.0),
+            cost("mem_clock", 8.0, 300.0, 298.0),
+            cost("power", 8.0, 41.6, 41.0),
+            cost("ecc", 0.5, 900.0, 900.0),
+            // PCIe throughput watches a counter for 20 ms: 1 ms of CPU, the rest a wait.
+            cost("pcie_rx", 0.5, 21_000.0, 1_000.0),
+            cost("name", 1.0, 5.0, 5.0),
         ];
         assert_eq!(
             latency_profile(&calls).as_deref(),
             Some(
-                "nvmlDeviceGetClockInfo=200,nvmlDeviceGetPowerUsage=42,nvmlDeviceGetTotalEccErrors=900"
+                "nvmlDeviceGetClockInfo=200,nvmlDeviceGetPcieThroughput=1000+20000,\
+                 nvmlDeviceGetPowerUsage=42,nvmlDeviceGetTotalEccErrors=900"
             )
         );
-        assert_eq!(latency_profile(&[cost("name", 1.0, 5.0)]), None);
+        assert_eq!(latency_profile(&[cost("name", 1.0, 5.0, 5.0)]), None);
     }
 }

@@ -1,12 +1,13 @@
 //! What the driver's calls cost, as `gpulens-agent bench` reports it on the fake NVML with
 //! injected costs: each reading's cost is charged to the NVML function the bench names for it,
 //! so the latency profile it prints (what a real driver charged, per function) replays on the
-//! fake NVML; rare readings are read on their slower clock.
+//! fake NVML; rare readings are read on their slower clock, and per-process utilization only
+//! where processes share a GPU.
 
 use std::collections::BTreeMap;
 
 /// `gpulens-agent bench` on the 8-GPU, 64-process fixture with `latency` injected, every
-/// reading every cycle; its output.
+/// reading every cycle (rare ones and per-process utilization too); its output.
 fn bench(latency: &str, cycles: u32) -> String {
     bench_rare(latency, "0s", cycles)
 }
@@ -17,7 +18,15 @@ fn bench_rare(latency: &str, rare_every: &str, cycles: u32) -> String {
     let out = crate::stdout_of(
         crate::on_fake(
             &fixture,
-            &["bench", "--node", "bench", "--rare-every", rare_every],
+            &[
+                "bench",
+                "--node",
+                "bench",
+                "--rare-every",
+                rare_every,
+                "--process-utilization-every",
+                rare_every,
+            ],
         )
         .args(["--cycles", &cycles.to_string()])
         .arg("--proc-root")
@@ -29,13 +38,36 @@ fn bench_rare(latency: &str, rare_every: &str, cycles: u32) -> String {
 
 /// The per-call table: reading → (µs per call, NVML function).
 fn table(text: &str) -> BTreeMap<String, (f64, String)> {
+    rows(text)
+        .into_iter()
+        .map(|(reading, row)| (reading, (row.us, row.function)))
+        .collect()
+}
+
+/// One line of the per-call table.
+struct Row {
+    calls: f64,
+    us: f64,
+    cpu_us: f64,
+    function: String,
+}
+
+/// The per-call table's lines by reading: reading, calls, µs, CPU µs, share %, function.
+fn rows(text: &str) -> BTreeMap<String, Row> {
     text.lines()
         .skip_while(|l| !l.contains("NVML function"))
         .skip(1)
         .map_while(|l| {
             let f: Vec<&str> = l.split_whitespace().collect();
-            (f.len() == 6 && f[4] == "%")
-                .then(|| (f[0].to_owned(), (f[2].parse().unwrap(), f[5].to_owned())))
+            (f.len() == 7 && f[5] == "%").then(|| {
+                let row = Row {
+                    calls: f[1].parse().unwrap(),
+                    us: f[2].parse().unwrap(),
+                    cpu_us: f[3].parse().unwrap(),
+                    function: f[6].to_owned(),
+                };
+                (f[0].to_owned(), row)
+            })
         })
         .collect()
 }
@@ -87,8 +119,9 @@ fn every_readings_cost_is_charged_to_its_nvml_function() {
     let costs: BTreeMap<&str, u64> = profile
         .split(',')
         .map(|i| {
+            // CPU, and `+` a wait where the call waited.
             let (f, us) = i.split_once('=').unwrap();
-            (f, us.parse().unwrap())
+            (f, us.split('+').map(|p| p.parse::<u64>().unwrap()).sum())
         })
         .collect();
     assert!(costs["nvmlDeviceGetPowerUsage"] >= 1000, "{profile}");
@@ -103,23 +136,17 @@ fn every_readings_cost_is_charged_to_its_nvml_function() {
 #[test]
 fn injected_call_costs_show_in_the_bench_and_rare_readings_run_on_a_slower_clock() {
     let ecc = |rare_every: &str| {
-        let text = bench_rare("nvmlDeviceGetTotalEccErrors=300", rare_every, 60);
+        let text = bench_rare("nvmlDeviceGetTotalEccErrors=1000", rare_every, 60);
         let (us, _) = table(&text)
             .remove("ecc")
             .unwrap_or_else(|| panic!("no ecc line: {text}"));
-        let calls: f64 = text
-            .lines()
-            .find(|l| l.trim_start().starts_with("ecc "))
-            .and_then(|l| l.split_whitespace().nth(1))
-            .unwrap()
-            .parse()
-            .unwrap();
+        let calls = rows(&text)["ecc"].calls;
         (calls, us, text)
     };
     let (calls, us, text) = ecc("30s");
     // Measured cycles 20..80 at 1 s: read again at cycles 30 and 60, 16 calls each.
     assert!((calls - 32.0 / 60.0).abs() < 0.01, "{text}");
-    assert!(us >= 300.0, "{text}");
+    assert!(us >= 1000.0, "{text}");
     let first = text
         .lines()
         .skip_while(|l| !l.contains("NVML function"))
@@ -131,4 +158,58 @@ fn injected_call_costs_show_in_the_bench_and_rare_readings_run_on_a_slower_clock
     );
     let (calls, _, text) = ecc("0s");
     assert_eq!(calls, 16.0, "{text}");
+}
+
+/// `gpulens-agent bench` on `k8s-node.json` — a MIG GPU, an A100 two processes share, an idle
+/// A100 — with per-process utilization read every `every` and `latency` injected.
+fn bench_node(every: &str, latency: &str) -> BTreeMap<String, Row> {
+    let fixture = crate::root().join("testing/fake-nvml/fixtures/k8s-node.json");
+    let out = crate::stdout_of(
+        crate::on_fake(
+            &fixture,
+            &[
+                "bench",
+                "--node",
+                "bench",
+                "--process-utilization-every",
+                every,
+            ],
+        )
+        .args(["--cycles", "60"])
+        .arg("--proc-root")
+        .arg(crate::root().join("agent/tests/fixtures/proc"))
+        .env("GPULENS_FAKE_NVML_LATENCY", latency),
+    );
+    rows(&String::from_utf8_lossy(&out))
+}
+
+/// Per-process utilization is asked only of the GPU two processes share (never of the MIG GPU
+/// nor of the idle one), every 10 s by default; the PCIe byte counters are read on the rare
+/// clock (30 s), and the PCIe window (20 ms a direction) only at the first read, before the
+/// counters have a rate; the energy counter every sample while it is cheap, every 10 minutes
+/// once it costs more than 100 µs.
+#[test]
+fn costly_readings_are_asked_only_as_often_as_their_answers_need() {
+    let every = |every: &str| bench_node(every, "")["process_utilization"].calls;
+    // 60 cycles at 1 s: reads at 20, 30, …, 70 — 6 of one GPU.
+    assert_eq!(every("10s"), 0.1);
+    assert_eq!(every("0s"), 1.0);
+    let t = bench_node("10s", "");
+    assert_eq!(t["energy"].calls, 3.0, "cheap: every GPU, every cycle");
+    assert_eq!(t["pcie_bytes"].calls, 0.1, "3 GPUs at cycles 30 and 60");
+    assert!(!t.contains_key("pcie_rx") && !t.contains_key("pcie_tx"));
+    let t = bench_node("10s", "nvmlDeviceGetTotalEnergyConsumption=300");
+    assert!(
+        !t.contains_key("energy"),
+        "costly: read at start, next after 10 minutes"
+    );
+    // The CPU column shows what the call spent, the wall column what it took with its wait.
+    let t = bench_node("10s", "nvmlDeviceGetTemperature=300+3000");
+    let c = &t["temperature"];
+    assert!(
+        c.us >= 3300.0 && c.cpu_us >= 300.0 && c.cpu_us < 3000.0,
+        "{} {}",
+        c.us,
+        c.cpu_us
+    );
 }

@@ -321,6 +321,7 @@ mod metrics;
 mod nfd;
 mod out_of_domain;
 mod outages;
+mod owners;
 mod simulated_grants;
 mod slurm;
 

@@ -801,17 +801,21 @@ pub extern "C" fn nvmlDeviceGetFieldValues(
             let v = unsafe { &mut *values.add(i) };
             v.timestamp = now_us;
             v.latencyUsec = 0;
-            let rate = match (v.fieldId, d.nvlink_kibs) {
-                (138, Some([tx, _])) => Some(tx),
-                (139, Some([_, rx])) => Some(rx),
+            // Cumulative counters rising at the fixture's rate since the library loaded:
+            // NVLink data in KiB, PCIe in bytes.
+            let per_s = match (v.fieldId, d.nvlink_kibs) {
+                (138, Some([tx, _])) => Some(tx as f64),
+                (139, Some([_, rx])) => Some(rx as f64),
+                (197, _) => d.pcie_tx_kbs.map(|k| f64::from(k) * 1024.0),
+                (198, _) => d.pcie_rx_kbs.map(|k| f64::from(k) * 1024.0),
                 _ => None,
             };
-            match rate {
+            match per_s {
                 Some(r) => {
                     v.valueType = nvmlValueType_enum_NVML_VALUE_TYPE_UNSIGNED_LONG_LONG;
                     v.nvmlReturn = SUCCESS;
                     v.value = nvmlValue_t {
-                        ullVal: (r as f64 * elapsed) as u64,
+                        ullVal: (r * elapsed) as u64,
                     };
                 }
                 None => v.nvmlReturn = NOT_SUPPORTED,
