@@ -19,9 +19,9 @@ pub trait GpuBackend: Send {
     fn call_costs(&self) -> Vec<(&'static str, crate::CallTime)> {
         Vec::new()
     }
-    /// Times driver calls on the calling thread's CPU clock too (for the bench: two system
-    /// calls a call).
-    fn time_calls_on_cpu(&mut self) {}
+    /// Whether driver calls are timed on the calling thread's CPU clock too (for the bench: two
+    /// system calls a call).
+    fn time_calls_on_cpu(&mut self, _on: bool) {}
 }
 
 /// A simulated node: one node of a scenario file, sampled exactly as the simulator models it.

@@ -64,9 +64,9 @@ impl DriverCalls {
         self.costs.iter().map(|(field, t)| (*field, *t)).collect()
     }
 
-    /// Times calls on the thread's CPU clock too, from now on.
-    pub(crate) fn time_cpu(&mut self) {
-        self.cpu_clock = true;
+    /// Whether calls are timed on the thread's CPU clock too, from now on.
+    pub(crate) fn time_cpu(&mut self, on: bool) {
+        self.cpu_clock = on;
     }
 
     /// The start of a call, on the clocks these calls are timed on.

@@ -431,8 +431,8 @@ impl GpuBackend for NvmlBackend {
         self.calls.costs()
     }
 
-    fn time_calls_on_cpu(&mut self) {
-        self.calls.time_cpu();
+    fn time_calls_on_cpu(&mut self, on: bool) {
+        self.calls.time_cpu(on);
     }
 
     fn inventory(&self) -> Vec<GpuInfo> {

@@ -41,6 +41,10 @@ pub struct Report {
     pub peak_rss_mib: f64,
     /// The driver's calls, the costliest first (empty for a backend without a driver).
     pub calls: Vec<CallCost>,
+    /// What one call of each reading cost over the warm-up (where every reading is read at
+    /// least once: the first cycle reads the ones on slower clocks too) and the table's cycles:
+    /// what [`latency_profile`] charges (its per-cycle figures mean nothing).
+    pub per_call: Vec<CallCost>,
 }
 
 pub fn run(
@@ -84,9 +88,12 @@ pub fn run(
         last = (g, p, rows, body.len());
         Ok(())
     };
+    backend.time_calls_on_cpu(true);
     for i in 0..20 {
         run_cycle(i, backend)?;
     }
+    let warm_up = backend.call_costs();
+    backend.time_calls_on_cpu(false);
     // The cycle's cost as a running agent pays it; then the per-call table, in a pass of its
     // own, because timing each call on the thread's CPU clock adds two system calls a call.
     let cpu0 = model::own_usage::cpu_seconds().unwrap_or(0.0);
@@ -97,14 +104,17 @@ pub fn run(
     let cpu_ms =
         (model::own_usage::cpu_seconds().unwrap_or(0.0) - cpu0) * 1000.0 / f64::from(cycles);
     let wall_ms = wall0.elapsed().as_secs_f64() * 1000.0 / f64::from(cycles);
-    backend.time_calls_on_cpu();
+    backend.time_calls_on_cpu(true);
     let before = backend.call_costs();
     let wall0 = Instant::now();
     for i in 0..cycles {
         run_cycle(20 + cycles + i, backend)?;
     }
     let table_wall_ms = wall0.elapsed().as_secs_f64() * 1000.0 / f64::from(cycles);
-    let calls = call_costs(&before, &backend.call_costs(), cycles, table_wall_ms);
+    let after = backend.call_costs();
+    let calls = call_costs(&before, &after, cycles, table_wall_ms);
+    let timed = merged(&warm_up, &difference(&before, &after));
+    let per_call = call_costs(&[], &timed, 20 + cycles, table_wall_ms);
     let _ = std::fs::remove_dir_all(&dir);
     Ok(Report {
         cycles,
@@ -117,7 +127,45 @@ pub fn run(
         core_share_at_interval: cpu_ms / interval.as_secs_f64() / 1000.0,
         peak_rss_mib: model::own_usage::peak_rss_mib().unwrap_or(0.0),
         calls,
+        per_call,
     })
+}
+
+/// What the calls between `before` and `after` cost, by reading.
+fn difference(
+    before: &[(&'static str, CallTime)],
+    after: &[(&'static str, CallTime)],
+) -> Vec<(&'static str, CallTime)> {
+    after
+        .iter()
+        .map(|&(reading, now)| {
+            let then = before
+                .iter()
+                .find(|b| b.0 == reading)
+                .map_or(CallTime::default(), |b| b.1);
+            let d = CallTime {
+                calls: now.calls.saturating_sub(then.calls),
+                wall: now.wall.saturating_sub(then.wall),
+                cpu: now.cpu.saturating_sub(then.cpu),
+            };
+            (reading, d)
+        })
+        .collect()
+}
+
+/// Two sets of calls, summed by reading.
+fn merged(
+    a: &[(&'static str, CallTime)],
+    b: &[(&'static str, CallTime)],
+) -> Vec<(&'static str, CallTime)> {
+    let mut sum: std::collections::BTreeMap<&'static str, CallTime> = Default::default();
+    for &(reading, t) in a.iter().chain(b) {
+        let s = sum.entry(reading).or_default();
+        s.calls += t.calls;
+        s.wall += t.wall;
+        s.cpu += t.cpu;
+    }
+    sum.into_iter().collect()
 }
 
 /// The fake NVML's injected costs (`GPULENS_FAKE_NVML_LATENCY`) that charge what `calls`

@@ -163,6 +163,11 @@ fn injected_call_costs_show_in_the_bench_and_rare_readings_run_on_a_slower_clock
 /// `gpulens-agent bench` on `k8s-node.json` — a MIG GPU, an A100 two processes share, an idle
 /// A100 — with per-process utilization read every `every` and `latency` injected.
 fn bench_node(every: &str, latency: &str) -> BTreeMap<String, Row> {
+    rows(&bench_node_text(every, latency))
+}
+
+/// The same, its whole output.
+fn bench_node_text(every: &str, latency: &str) -> String {
     let fixture = crate::root().join("testing/fake-nvml/fixtures/k8s-node.json");
     let out = crate::stdout_of(
         crate::on_fake(
@@ -180,7 +185,7 @@ fn bench_node(every: &str, latency: &str) -> BTreeMap<String, Row> {
         .arg(crate::root().join("agent/tests/fixtures/proc"))
         .env("GPULENS_FAKE_NVML_LATENCY", latency),
     );
-    rows(&String::from_utf8_lossy(&out))
+    String::from_utf8_lossy(&out).into_owned()
 }
 
 /// Per-process utilization is asked only of the GPU two processes share (never of the MIG GPU
@@ -198,11 +203,21 @@ fn costly_readings_are_asked_only_as_often_as_their_answers_need() {
     assert_eq!(t["energy"].calls, 3.0, "cheap: every GPU, every cycle");
     assert_eq!(t["pcie_bytes"].calls, 0.1, "3 GPUs at cycles 30 and 60");
     assert!(!t.contains_key("pcie_rx") && !t.contains_key("pcie_tx"));
-    let t = bench_node("10s", "nvmlDeviceGetTotalEnergyConsumption=300");
+    let text = bench_node_text("10s", "nvmlDeviceGetTotalEnergyConsumption=300");
     assert!(
-        !t.contains_key("energy"),
-        "costly: read at start, next after 10 minutes"
+        !rows(&text).contains_key("energy"),
+        "costly: read in the first cycles, next after 10 minutes: {text}"
     );
+    // The replay still charges it: the warm-up read it.
+    let profile = text
+        .split_once("GPULENS_FAKE_NVML_LATENCY=")
+        .map(|(_, p)| p.trim())
+        .unwrap_or_else(|| panic!("no profile: {text}"));
+    let energy = profile
+        .split(',')
+        .find_map(|i| i.strip_prefix("nvmlDeviceGetTotalEnergyConsumption="))
+        .unwrap_or_else(|| panic!("energy not charged: {profile}"));
+    assert!(energy.parse::<u64>().unwrap() >= 300, "{profile}");
     // The CPU column shows what the call spent, the wall column what it took with its wait.
     let t = bench_node("10s", "nvmlDeviceGetTemperature=300+3000");
     let c = &t["temperature"];
