@@ -23,21 +23,20 @@ use nvml_wrapper::error::NvmlError;
 use nvml_wrapper::{Device, Nvml};
 
 use crate::driver_calls::DriverCalls;
-use crate::driver_lists::DriverLists;
 use crate::driver_values::{inventory_bytes, ratio, wire_bytes, wire_count};
 use crate::nvml_raw::{instance_ids, placements, remapped_rows};
 
 use crate::attribution::ProcFs;
 use crate::backend::GpuBackend;
 use crate::kubelet::Assignments;
-use crate::process_shares::{DeviceUse, ShareClock};
+use crate::process_shares::DeviceUse;
 use crate::shipper::now_ms;
 
 mod counters;
 mod energy;
 mod processes;
 use counters::{CounterRate, NVLINK_KIB, PCIE_BYTES};
-use processes::{Attribution, processes};
+use processes::{Attribution, OnGpu, ProcessReads, processes};
 
 struct Mig {
     device: Device<'static>,
@@ -49,12 +48,8 @@ struct Gpu {
     info: GpuInfo,
     migs: Vec<Mig>,
     lost: bool,
-    /// Timestamp (µs) of the newest per-process utilization sample seen.
-    last_util_ts: u64,
-    /// When its per-process utilization was last read, and what it said.
-    shares: ShareClock,
-    /// The buffers its per-process utilization and process lists are read into.
-    lists: DriverLists,
+    /// What its processes' reads keep between cycles.
+    procs: ProcessReads,
     /// The previous NVLink and PCIe byte counters, for their rates.
     nvlink_prev: CounterRate,
     pcie_prev: CounterRate,
@@ -312,9 +307,7 @@ fn inventory(device: Device<'static>, index: u32, calls: &mut DriverCalls) -> an
         device,
         migs,
         lost,
-        last_util_ts: 0,
-        shares: ShareClock::default(),
-        lists: DriverLists::default(),
+        procs: ProcessReads::default(),
         nvlink_prev: CounterRate::default(),
         pcie_prev: CounterRate::default(),
         energy: energy::EnergyClock::default(),
@@ -490,7 +483,20 @@ impl GpuBackend for NvmlBackend {
                 dec: sample.dec_util,
             };
             let calls = (&mut self.calls, &mut lost);
-            processes(g, calls, (device, self.share_every_ms), &mut who, &mut snap);
+            let on = OnGpu {
+                device: &g.device,
+                uuid: &g.info.uuid,
+                mig: g.info.mig_enabled,
+            };
+            let every = self.share_every_ms;
+            processes(
+                on,
+                &mut g.procs,
+                calls,
+                (device, every),
+                &mut who,
+                &mut snap,
+            );
             snap.mig.extend(mig_samples(g));
             snap.gpus.push(sample);
         }

@@ -461,6 +461,17 @@ def footprint(run, seconds):
             "exit_status_before_stop": p.returncode if p.returncode not in (None, -15) else None}
 
 
+def stop(proc):
+    """Ends the load program `proc` (None: nothing to end)."""
+    if proc is None:
+        return
+    proc.terminate()
+    try:
+        proc.wait(10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+
+
 def start_load(run, memory_mib, seconds):
     """Starts the load; returns (process, its ready line) or (None, why)."""
     expect = os.environ.get("GPU_CHECK_EXPECT_PID")
@@ -678,12 +689,7 @@ def main():
         if cycle is not None:
             rep["process"] = compare_process(cycle, parse_csv(apps_text), int(ready["pid"]),
                                              int(ready["memory_bytes"]) // MIB)
-        if proc is not None:
-            proc.terminate()
-            try:
-                proc.wait(10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
+        stop(proc)
 
     # 4. MIG, only when the GPU is already in MIG mode (never changed here).
     if cycle is not None and any(g.get("mig_enabled") for g in cycle.get("inventory", [])):
@@ -703,12 +709,7 @@ def main():
     bproc, _ = start_load(run, 256, 120)
     status, bench_text, err = run.cmd("agent-bench.txt",
                                       [run.agent, "bench", "--cycles", cycles], timeout=300)
-    if bproc is not None:
-        bproc.terminate()
-        try:
-            bproc.wait(10)
-        except subprocess.TimeoutExpired:
-            bproc.kill()
+    stop(bproc)
     bench = {"cycles": int(cycles)}
     bench.update(bench_numbers(bench_text))
     if status != 0 or bench["cpu_ms_per_cycle"] is None:

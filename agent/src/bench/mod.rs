@@ -210,16 +210,10 @@ fn call_costs(
     cycles: u32,
     wall_ms: f64,
 ) -> Vec<CallCost> {
-    let mut out: Vec<CallCost> = after
-        .iter()
-        .filter_map(|&(reading, now)| {
-            let then = before
-                .iter()
-                .find(|b| b.0 == reading)
-                .map_or(CallTime::default(), |b| b.1);
-            let calls = now.calls.checked_sub(then.calls)?;
-            let time = now.wall.checked_sub(then.wall)?;
-            let cpu = now.cpu.saturating_sub(then.cpu);
+    let mut out: Vec<CallCost> = difference(before, after)
+        .into_iter()
+        .filter_map(|(reading, made)| {
+            let (calls, time, cpu) = (made.calls, made.wall, made.cpu);
             (calls > 0).then(|| {
                 let per_cycle_us = time.as_secs_f64() * 1e6 / f64::from(cycles);
                 CallCost {

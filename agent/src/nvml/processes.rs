@@ -8,12 +8,13 @@ use model::{ProcessKind, ProcessSample, Tenant};
 use nvml_wrapper::enums::device::UsedGpuMemory;
 use nvml_wrapper::error::NvmlError;
 
-use super::Gpu;
+use nvml_wrapper::Device;
+
 use crate::attribution::{Owner, ProcFs};
 use crate::driver_calls::DriverCalls;
-use crate::driver_lists::List;
+use crate::driver_lists::{DriverLists, List};
 use crate::driver_values::{ratio, wire_bytes};
-use crate::process_shares::{DeviceUse, Plan, Share};
+use crate::process_shares::{DeviceUse, Plan, Share, ShareClock};
 use crate::shipper::now_ms;
 
 /// What attributes a process to a tenant: `/proc`, the first sighting of processes whose start
@@ -68,6 +69,23 @@ impl Attribution<'_> {
     }
 }
 
+/// One GPU as its processes are read: its device handle, UUID and whether it is in MIG mode.
+pub(super) struct OnGpu<'a> {
+    pub device: &'a Device<'static>,
+    pub uuid: &'a str,
+    pub mig: bool,
+}
+
+/// What one GPU keeps between cycles for its processes: the buffers NVML's lists are read into,
+/// when its per-process utilization was last read and what it said, and the timestamp (µs) of
+/// the newest per-process sample seen.
+#[derive(Default)]
+pub(super) struct ProcessReads {
+    lists: DriverLists,
+    shares: ShareClock,
+    last_util_ts: u64,
+}
+
 /// Per-process shares of one GPU by pid, and whether they are known at all (MIG, or a failed
 /// read: not). A known GPU's process without a share ran no kernel: a measured 0.
 struct Shares {
@@ -79,16 +97,17 @@ struct Shares {
 /// calls and whether the GPU was lost; `device`: the device's own use this cycle and how often
 /// a shared GPU's per-process utilization is read (ms).
 pub(super) fn processes(
-    g: &mut Gpu,
+    g: OnGpu,
+    st: &mut ProcessReads,
     (m, lost): (&mut DriverCalls, &mut bool),
     (device, every_ms): (DeviceUse, i64),
     who: &mut Attribution,
     snap: &mut Snapshot,
 ) {
-    let uuid = g.info.uuid.clone();
+    let uuid = g.uuid.to_owned();
     let ts = snap.ts;
     let lists = {
-        let (d, l) = (&g.device, &mut g.lists);
+        let (d, l) = (g.device, &mut st.lists);
         [
             (
                 ProcessKind::Compute,
@@ -109,7 +128,7 @@ pub(super) fn processes(
     let Shares {
         by_pid: shares,
         known,
-    } = shares(g, (m, lost), &pids, device, every_ms, ts);
+    } = shares((g, st), (m, lost), &pids, device, every_ms, ts);
     for (kind, list) in lists {
         for p in list.unwrap_or_default() {
             let started = who.procfs.start_time_ms(p.pid);
@@ -144,7 +163,7 @@ pub(super) fn processes(
 /// The shares of the `pids` on `g` this cycle at `ts`: read from NVML (its samples since the
 /// newest one seen) or derived, as the GPU's [`crate::process_shares::ShareClock`] plans.
 fn shares(
-    g: &mut Gpu,
+    (g, st): (OnGpu, &mut ProcessReads),
     (m, lost): (&mut DriverCalls, &mut bool),
     pids: &BTreeSet<u32>,
     device: DeviceUse,
@@ -155,14 +174,14 @@ fn shares(
         by_pid: HashMap::new(),
         known: false,
     };
-    if g.info.mig_enabled {
+    if g.mig {
         return unknown;
     }
-    match g.shares.plan(ts, pids, device, every_ms) {
+    match st.shares.plan(ts, pids, device, every_ms) {
         Plan::Unknown => return unknown,
         Plan::Derive => {
             return Shares {
-                by_pid: g.shares.derive(pids, device),
+                by_pid: st.shares.derive(pids, device),
                 known: true,
             };
         }
@@ -172,15 +191,15 @@ fn shares(
     // GPU that had one process for an hour is not averaged over that hour when a second comes.
     // NVML stamps samples with the wall clock now, not the cycle's slot.
     let window_start_us = u64::try_from(now_ms() - every_ms.max(1_000)).unwrap_or(0) * 1_000;
-    let since = g.last_util_ts.max(window_start_us);
+    let since = st.last_util_ts.max(window_start_us);
     let started = m.start();
-    let stats = g.lists.utilization_since(&g.device, since);
+    let stats = st.lists.utilization_since(g.device, since);
     m.count("process_utilization", started);
     match stats {
         Ok(samples) => {
             let mut by_pid = HashMap::new();
             for s in samples {
-                g.last_util_ts = g.last_util_ts.max(s.timeStamp);
+                st.last_util_ts = st.last_util_ts.max(s.timeStamp);
                 let share = Share {
                     sm: ratio(s.smUtil),
                     mem: ratio(s.memUtil),
@@ -189,14 +208,14 @@ fn shares(
                 };
                 by_pid.insert(s.pid, share);
             }
-            g.shares.record(ts, pids, by_pid.clone());
+            st.shares.record(ts, pids, by_pid.clone());
             Shares {
                 by_pid,
                 known: true,
             }
         }
         Err(NvmlError::NotFound) => {
-            g.shares.record(ts, pids, HashMap::new());
+            st.shares.record(ts, pids, HashMap::new());
             Shares {
                 by_pid: HashMap::new(),
                 known: true,
@@ -204,9 +223,9 @@ fn shares(
         }
         Err(e) => {
             if matches!(e, NvmlError::NotSupported | NvmlError::FunctionNotFound) {
-                g.shares.unsupported();
+                st.shares.unsupported();
             }
-            m.settle::<()>(&g.info.uuid, "process_utilization", lost, Err(e));
+            m.settle::<()>(g.uuid, "process_utilization", lost, Err(e));
             unknown
         }
     }

@@ -280,7 +280,8 @@ fn cases() -> BTreeMap<&'static str, Value> {
         (
             "bottlerocket-volume-mounts",
             json!({"agent": {"nvml": {"mode": "volumeMounts"}, "dcgm": {"mode": "off"},
-                   "hostUsers": true, "nfd": {"enabled": true}, "timeSlicingReplicas": 4}}),
+                   "hostUsers": true, "nfd": {"enabled": true}, "timeSlicingReplicas": 4,
+                   "processUtilizationEvery": "20s"}}),
         ),
         (
             "demand-pending-pods",
@@ -329,7 +330,7 @@ fn the_chart_renders_every_values_case_validates_and_fits() {
     }
     let mut all = cases();
     // Values the chart must refuse, and the words it refuses them with.
-    let refused: [(&str, Value, &str); 6] = [
+    let refused: [(&str, Value, &str); 7] = [
         (
             "refused: oidc without issuer",
             json!({"access": {"oidc": {"enabled": true, "clientId": "x",
@@ -355,6 +356,11 @@ fn the_chart_renders_every_values_case_validates_and_fits() {
             "refused: postgres without secret",
             json!({"database": {"type": "postgres"}}),
             "database.existingSecret",
+        ),
+        (
+            "refused: a process-utilization clock the agent refuses",
+            json!({"agent": {"processUtilizationEvery": "1m"}}),
+            "processUtilizationEvery",
         ),
         (
             "refused: ingress without certificate",

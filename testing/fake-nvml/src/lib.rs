@@ -801,11 +801,9 @@ pub extern "C" fn nvmlDeviceGetFieldValues(
             let v = unsafe { &mut *values.add(i) };
             v.timestamp = now_us;
             v.latencyUsec = 0;
-            // Cumulative counters rising at the fixture's rate since the library loaded:
-            // NVLink data in KiB, PCIe in bytes.
+            // Counters rising at the fixture's rate since loading: NVLink in KiB, PCIe in bytes.
             let per_s = match (v.fieldId, d.nvlink_kibs) {
-                (138, Some([tx, _])) => Some(tx as f64),
-                (139, Some([_, rx])) => Some(rx as f64),
+                (138 | 139, Some(kibs)) => Some(kibs[(v.fieldId - 138) as usize] as f64),
                 (197, _) => d.pcie_tx_kbs.map(|k| f64::from(k) * 1024.0),
                 (198, _) => d.pcie_rx_kbs.map(|k| f64::from(k) * 1024.0),
                 _ => None,
