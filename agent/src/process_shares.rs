@@ -117,6 +117,13 @@ impl ShareClock {
         self.measured = samples;
     }
 
+    /// A read at `ts` with `pids` on the GPU found no sample newer than the last one seen while
+    /// the GPU was busy: the driver had not sampled since. What the last read measured stands.
+    pub(crate) fn no_news(&mut self, ts: UnixMillis, pids: &BTreeSet<u32>) {
+        self.read_at = Some(ts);
+        self.pids = pids.clone();
+    }
+
     /// The driver has no per-process utilization for this GPU: no more reads, shares unknown.
     pub(crate) fn unsupported(&mut self) {
         self.unsupported = true;
@@ -263,6 +270,17 @@ mod tests {
         c.record(0, &two, HashMap::from([(1, share(0.3))]));
         let now = c.derive(&two, busy(0.5));
         assert!((now[&1].sm - 0.5).abs() < 1e-6 && !now.contains_key(&2));
+    }
+
+    #[test]
+    fn a_read_with_no_news_keeps_the_last_proportions_until_the_next_is_due() {
+        let mut c = ShareClock::default();
+        let two = pids(&[1, 2]);
+        c.record(0, &two, HashMap::from([(1, share(0.3)), (2, share(0.1))]));
+        c.no_news(10_000, &two);
+        assert_eq!(c.plan(11_000, &two, busy(0.8), 10_000), Plan::Derive);
+        assert!((c.derive(&two, busy(0.8))[&1].sm - 0.6).abs() < 1e-6);
+        assert_eq!(c.plan(20_000, &two, busy(0.8), 10_000), Plan::Read);
     }
 
     #[test]

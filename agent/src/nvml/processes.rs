@@ -208,16 +208,19 @@ fn shares(
                 };
                 by_pid.insert(s.pid, share);
             }
+            if by_pid.is_empty() && device.gpu.is_some_and(|u| u > 0.0) {
+                // No sample newer than the last one seen, yet the GPU is busy: the driver has
+                // not sampled since (it does every ~1/6 s), which is not "nobody ran".
+                st.shares.no_news(ts, pids);
+                let by_pid = st.shares.derive(pids, device);
+                return Shares {
+                    by_pid,
+                    known: true,
+                };
+            }
             st.shares.record(ts, pids, by_pid.clone());
             Shares {
                 by_pid,
-                known: true,
-            }
-        }
-        Err(NvmlError::NotFound) => {
-            st.shares.record(ts, pids, HashMap::new());
-            Shares {
-                by_pid: HashMap::new(),
                 known: true,
             }
         }
