@@ -53,10 +53,21 @@ impl DriverCalls {
         lost: &mut bool,
         call: impl FnOnce() -> Result<T, NvmlError>,
     ) -> Option<T> {
+        self.read_timed(gpu, field, lost, call).0
+    }
+
+    /// [`DriverCalls::read`], with the call's wall time.
+    pub(crate) fn read_timed<T>(
+        &mut self,
+        gpu: &str,
+        field: &'static str,
+        lost: &mut bool,
+        call: impl FnOnce() -> Result<T, NvmlError>,
+    ) -> (Option<T>, Duration) {
         let started = self.start();
         let r = call();
-        self.count(field, started);
-        self.settle(gpu, field, lost, r)
+        let took = self.count(field, started);
+        (self.settle(gpu, field, lost, r), took)
     }
 
     /// What the calls have cost so far, by reading.

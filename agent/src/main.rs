@@ -567,7 +567,7 @@ fn bench(source: &Source, cycles: u32, interval: u64) -> anyhow::Result<()> {
             );
         }
     }
-    if let Some(p) = agent::bench::latency_profile(&r.per_call) {
+    if let Some(p) = &r.profile {
         println!("  these costs on the fake NVML: GPULENS_FAKE_NVML_LATENCY={p}");
     }
     Ok(())

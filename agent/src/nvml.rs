@@ -464,6 +464,7 @@ impl GpuBackend for NvmlBackend {
                 self.rare_every_ms,
                 &mut sample,
             );
+            energy_reading(g, &mut self.calls, &mut lost, ts, &mut sample);
             if lost {
                 tracing::error!(gpu_uuid = %uuid, "GPU has fallen off the bus; no longer sampled");
                 g.lost = true;
@@ -476,12 +477,7 @@ impl GpuBackend for NvmlBackend {
                 });
                 continue;
             }
-            let device = DeviceUse {
-                gpu: sample.gpu_util,
-                mem: sample.mem_util,
-                enc: sample.enc_util,
-                dec: sample.dec_util,
-            };
+            let device = DeviceUse::of(&sample);
             let calls = (&mut self.calls, &mut lost);
             let on = OnGpu {
                 device: &g.device,
@@ -638,15 +634,6 @@ fn rare_readings(
             ),
         };
     }
-    if g.energy.due(ts, sample.power_w.is_some()) {
-        let started = m.start();
-        let mj = g.device.total_energy_consumption();
-        let took = m.count("energy", started);
-        g.energy.read(ts, took);
-        sample.energy_j = m
-            .settle(&g.info.uuid, "energy", lost, mj)
-            .map(|mj| mj as f64 / 1000.0);
-    }
     let Some(r) = g.rare else { return };
     sample.ecc_corrected = r.ecc_corrected;
     sample.ecc_uncorrected = r.ecc_uncorrected;
@@ -655,6 +642,24 @@ fn rare_readings(
     if let Some((tx, rx)) = r.nvlink {
         sample.nvlink_tx_bytes_per_s = Some(tx);
         sample.nvlink_rx_bytes_per_s = Some(rx);
+    }
+}
+
+/// Reads the energy counter into `sample` when its clock (`nvml/energy.rs`) says so.
+fn energy_reading(
+    g: &mut Gpu,
+    m: &mut DriverCalls,
+    lost: &mut bool,
+    ts: UnixMillis,
+    sample: &mut GpuSample,
+) {
+    if g.energy.due(ts, sample.power_w.is_some()) {
+        let d = &g.device;
+        let (mj, took) = m.read_timed(&g.info.uuid, "energy", lost, || {
+            d.total_energy_consumption()
+        });
+        g.energy.read(ts, took);
+        sample.energy_j = mj.map(|mj| mj as f64 / 1000.0);
     }
 }
 

@@ -43,6 +43,18 @@ pub(crate) struct DeviceUse {
     pub dec: Option<f32>,
 }
 
+impl DeviceUse {
+    /// The device's use as its sample this cycle reads it.
+    pub(crate) fn of(sample: &model::GpuSample) -> DeviceUse {
+        DeviceUse {
+            gpu: sample.gpu_util,
+            mem: sample.mem_util,
+            enc: sample.enc_util,
+            dec: sample.dec_util,
+        }
+    }
+}
+
 /// What the cycle does about one GPU's per-process shares.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Plan {
@@ -82,22 +94,16 @@ impl ShareClock {
         if pids.is_empty() {
             return Plan::Derive;
         }
-        let Some(gpu) = device.gpu else {
-            // Nothing to derive from: every cycle with a process asks.
+        // Nothing to derive from (every cycle with a process asks), or never asked yet.
+        let (Some(gpu), Some(at)) = (device.gpu, self.read_at) else {
             return Plan::Read;
         };
-        if self.read_at.is_none() {
-            return Plan::Read;
-        }
         if pids.len() == 1 {
             return Plan::Derive;
         }
-        let due = match self.read_at {
-            None => true,
-            Some(at) => ts < at || ts - at >= every_ms,
-        };
+        let due = ts < at || ts - at >= every_ms;
         let newcomer = !pids.is_subset(&self.pids);
-        let unsplittable = gpu > 0.0 && self.measured_sm(pids) <= 0.0;
+        let unsplittable = gpu > 0.0 && self.measured(pids, |s| s.sm) <= 0.0;
         if due || newcomer || unsplittable {
             Plan::Read
         } else {
@@ -105,13 +111,27 @@ impl ShareClock {
         }
     }
 
-    /// Keeps what a read at `ts` measured (`samples`: pid → share) for the `pids` on the GPU.
-    pub(crate) fn record(
+    /// What a read at `ts`, with `pids` on the GPU and the device at `device`, answered
+    /// (`samples`: pid → share since the read before), kept for the reads to come; the shares
+    /// this cycle. No sample at all while the GPU is busy means the driver has not sampled since
+    /// the last read (it does every ~1/6 s), not that nobody ran: the last proportions stand.
+    pub(crate) fn answer(
         &mut self,
         ts: UnixMillis,
         pids: &BTreeSet<u32>,
+        device: DeviceUse,
         samples: HashMap<u32, Share>,
-    ) {
+    ) -> HashMap<u32, Share> {
+        if samples.is_empty() && device.gpu.is_some_and(|u| u > 0.0) {
+            self.no_news(ts, pids);
+            return self.derive(pids, device);
+        }
+        self.record(ts, pids, samples.clone());
+        samples
+    }
+
+    /// Keeps what a read at `ts` measured (`samples`: pid → share) for the `pids` on the GPU.
+    fn record(&mut self, ts: UnixMillis, pids: &BTreeSet<u32>, samples: HashMap<u32, Share>) {
         self.read_at = Some(ts);
         self.pids = pids.clone();
         self.measured = samples;
@@ -119,7 +139,7 @@ impl ShareClock {
 
     /// A read at `ts` with `pids` on the GPU found no sample newer than the last one seen while
     /// the GPU was busy: the driver had not sampled since. What the last read measured stands.
-    pub(crate) fn no_news(&mut self, ts: UnixMillis, pids: &BTreeSet<u32>) {
+    fn no_news(&mut self, ts: UnixMillis, pids: &BTreeSet<u32>) {
         self.read_at = Some(ts);
         self.pids = pids.clone();
     }
@@ -142,16 +162,13 @@ impl ShareClock {
             };
             return HashMap::from([(pid, share)]);
         }
-        let total = |f: fn(&Share) -> f32| -> f32 {
-            pids.iter()
-                .filter_map(|p| self.measured.get(p))
-                .map(f)
-                .sum()
-        };
-        let (sm, mem) = (total(|s| s.sm), total(|s| s.mem));
+        let (sm, mem) = (
+            self.measured(pids, |s| s.sm),
+            self.measured(pids, |s| s.mem),
+        );
         let (enc, dec) = (
-            total(|s| s.enc.unwrap_or(0.0)),
-            total(|s| s.dec.unwrap_or(0.0)),
+            self.measured(pids, |s| s.enc.unwrap_or(0.0)),
+            self.measured(pids, |s| s.dec.unwrap_or(0.0)),
         );
         let split = |now: Option<f32>, part: f32, whole: f32| -> f32 {
             match now {
@@ -174,10 +191,11 @@ impl ShareClock {
             .collect()
     }
 
-    fn measured_sm(&self, pids: &BTreeSet<u32>) -> f32 {
+    /// The sum of `part` over what the last read measured of `pids`.
+    fn measured(&self, pids: &BTreeSet<u32>, part: fn(&Share) -> f32) -> f32 {
         pids.iter()
             .filter_map(|p| self.measured.get(p))
-            .map(|s| s.sm)
+            .map(part)
             .sum()
     }
 }

@@ -521,7 +521,8 @@ def driver_calls(bench_text):
 
 def latency_profile(bench_text):
     """The bench's replay of this driver's costs on the fake NVML (GPULENS_FAKE_NVML_LATENCY:
-    each NVML function at the mean time of one call of the readings it serves), or None."""
+    each NVML function at the mean CPU time of one call of the readings it serves, `+` the
+    wait beyond it where the driver waited), or None."""
     m = re.search(r"GPULENS_FAKE_NVML_LATENCY=(\S+)", bench_text)
     return m.group(1) if m else None
 

@@ -41,10 +41,10 @@ pub struct Report {
     pub peak_rss_mib: f64,
     /// The driver's calls, the costliest first (empty for a backend without a driver).
     pub calls: Vec<CallCost>,
-    /// What one call of each reading cost over the warm-up (where every reading is read at
-    /// least once: the first cycle reads the ones on slower clocks too) and the table's cycles:
-    /// what [`latency_profile`] charges (its per-cycle figures mean nothing).
-    pub per_call: Vec<CallCost>,
+    /// The fake NVML's costs that replay these calls ([`latency_profile`]), from the warm-up
+    /// (where every reading is read at least once: the first cycle reads the ones on slower
+    /// clocks too) and the table's cycles.
+    pub profile: Option<String>,
 }
 
 pub fn run(
@@ -113,8 +113,7 @@ pub fn run(
     let table_wall_ms = wall0.elapsed().as_secs_f64() * 1000.0 / f64::from(cycles);
     let after = backend.call_costs();
     let calls = call_costs(&before, &after, cycles, table_wall_ms);
-    let timed = merged(&warm_up, &difference(&before, &after));
-    let per_call = call_costs(&[], &timed, 20 + cycles, table_wall_ms);
+    let profile = latency_profile(&merged(&warm_up, &difference(&before, &after)));
     let _ = std::fs::remove_dir_all(&dir);
     Ok(Report {
         cycles,
@@ -127,7 +126,7 @@ pub fn run(
         core_share_at_interval: cpu_ms / interval.as_secs_f64() / 1000.0,
         peak_rss_mib: model::own_usage::peak_rss_mib().unwrap_or(0.0),
         calls,
-        per_call,
+        profile,
     })
 }
 
@@ -168,25 +167,26 @@ fn merged(
     sum.into_iter().collect()
 }
 
-/// The fake NVML's injected costs (`GPULENS_FAKE_NVML_LATENCY`) that charge what `calls`
-/// measured: each NVML function at the mean CPU time of one call of the readings it serves,
-/// and `+` the rest of its wall time as a wait where that is at least [`MIN_WAIT_US`], in whole
-/// microseconds, functions in name order. None without calls the table knows.
-pub fn latency_profile(calls: &[CallCost]) -> Option<String> {
-    let mut by_function: std::collections::BTreeMap<&str, (f64, f64, f64)> = Default::default();
-    for c in calls {
-        if let Some(f) = c.function {
+/// The fake NVML's injected costs (`GPULENS_FAKE_NVML_LATENCY`) that charge what the calls
+/// `by_reading` cost: each NVML function at the mean CPU time of one call of the readings it
+/// serves, and `+` the rest of its wall time as a wait where that is at least [`MIN_WAIT_US`],
+/// in whole microseconds, functions in name order. None without calls the table knows.
+pub fn latency_profile(by_reading: &[(&'static str, CallTime)]) -> Option<String> {
+    let mut by_function: std::collections::BTreeMap<&str, CallTime> = Default::default();
+    for &(reading, t) in by_reading {
+        if let Some(f) = crate::driver_calls::nvml_function(reading) {
             let e = by_function.entry(f).or_default();
-            e.0 += c.calls_per_cycle;
-            e.1 += c.calls_per_cycle * c.us_per_call;
-            e.2 += c.calls_per_cycle * c.cpu_us_per_call.min(c.us_per_call);
+            e.calls += t.calls;
+            e.wall += t.wall;
+            e.cpu += t.cpu.min(t.wall);
         }
     }
     let items: Vec<String> = by_function
         .into_iter()
-        .filter(|(_, (calls, _, _))| *calls > 0.0)
-        .map(|(f, (calls, wall, cpu))| {
-            let (wall, cpu) = (wall / calls, cpu / calls);
+        .filter(|(_, t)| t.calls > 0)
+        .map(|(f, t)| {
+            let us = |d: Duration| d.as_secs_f64() * 1e6 / t.calls as f64;
+            let (wall, cpu) = (us(t.wall), us(t.cpu));
             let wait = wall - cpu;
             if wait >= MIN_WAIT_US {
                 format!("{f}={}+{}", cpu.round() as u64, wait.round() as u64)
@@ -269,22 +269,24 @@ mod tests {
 
     #[test]
     fn the_profile_charges_each_function_its_readings_mean_cost() {
-        let cost = |reading, calls_per_cycle, us_per_call, cpu_us_per_call| CallCost {
-            reading,
-            function: crate::driver_calls::nvml_function(reading),
-            calls_per_cycle,
-            us_per_call,
-            cpu_us_per_call,
-            share_of_cycle: 0.0,
+        // `calls` calls of `reading`, each `us` of wall time and `cpu_us` of CPU.
+        let cost = |reading, calls: u64, us: f64, cpu_us: f64| {
+            let total = |us: f64| Duration::from_nanos((us * 1000.0 * calls as f64) as u64);
+            let t = CallTime {
+                calls,
+                wall: total(us),
+                cpu: total(cpu_us),
+            };
+            (reading, t)
         };
         let calls = [
-            cost("sm_clock", 8.0, 100.0, 99.0),
-            cost("mem_clock", 8.0, 300.0, 298.0),
-            cost("power", 8.0, 41.6, 41.0),
-            cost("ecc", 0.5, 900.0, 900.0),
+            cost("sm_clock", 8, 100.0, 99.0),
+            cost("mem_clock", 8, 300.0, 298.0),
+            cost("power", 8, 41.6, 41.0),
+            cost("ecc", 1, 900.0, 900.0),
             // PCIe throughput watches a counter for 20 ms: 1 ms of CPU, the rest a wait.
-            cost("pcie_rx", 0.5, 21_000.0, 1_000.0),
-            cost("name", 1.0, 5.0, 5.0),
+            cost("pcie_rx", 1, 21_000.0, 1_000.0),
+            cost("name", 1, 5.0, 5.0),
         ];
         assert_eq!(
             latency_profile(&calls).as_deref(),
@@ -293,6 +295,6 @@ mod tests {
                  nvmlDeviceGetPowerUsage=42,nvmlDeviceGetTotalEccErrors=900"
             )
         );
-        assert_eq!(latency_profile(&[cost("name", 1.0, 5.0, 5.0)]), None);
+        assert_eq!(latency_profile(&[cost("name", 1, 5.0, 5.0)]), None);
     }
 }

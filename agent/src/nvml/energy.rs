@@ -7,9 +7,8 @@
 //! one-second average from Ampere on (`nvmlDeviceGetPowerUsage`'s documentation). A counter
 //! is costly after [`SLOW_READS`] slow reads in a row (one stalled read on a busy machine is
 //! not a costly driver), and is then read once every [`COSTLY_EVERY_MS`], which also looks at
-//! its cost again. A GPU
-//! without a power reading reads the counter every sample, whatever it costs: it is the only
-//! source.
+//! its cost again. A GPU without a power reading reads the counter every sample, whatever it
+//! costs: it is the only source.
 
 use std::time::Duration;
 

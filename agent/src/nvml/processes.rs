@@ -86,13 +86,6 @@ pub(super) struct ProcessReads {
     last_util_ts: u64,
 }
 
-/// Per-process shares of one GPU by pid, and whether they are known at all (MIG, or a failed
-/// read: not). A known GPU's process without a share ran no kernel: a measured 0.
-struct Shares {
-    by_pid: HashMap<u32, Share>,
-    known: bool,
-}
-
 /// One GPU's compute and MPS processes, with their shares and tenants. `calls`: the driver's
 /// calls and whether the GPU was lost; `device`: the device's own use this cycle and how often
 /// a shared GPU's per-process utilization is read (ms).
@@ -125,10 +118,11 @@ pub(super) fn processes(
         .iter()
         .flat_map(|(_, l)| l.iter().flatten().map(|p| p.pid))
         .collect();
-    let Shares {
-        by_pid: shares,
-        known,
-    } = shares((g, st), (m, lost), &pids, device, every_ms, ts);
+    // None: unknown (MIG, no such call, a failed read). Known, a process without a share ran
+    // no kernel: a measured 0.
+    let shares = shares((g, st), (m, lost), &pids, device, every_ms, ts);
+    let known = shares.is_some();
+    let shares = shares.unwrap_or_default();
     for (kind, list) in lists {
         for p in list.unwrap_or_default() {
             let started = who.procfs.start_time_ms(p.pid);
@@ -160,8 +154,9 @@ pub(super) fn processes(
     }
 }
 
-/// The shares of the `pids` on `g` this cycle at `ts`: read from NVML (its samples since the
-/// newest one seen) or derived, as the GPU's [`crate::process_shares::ShareClock`] plans.
+/// The shares of the `pids` on `g` this cycle at `ts`, by pid: read from NVML (its samples
+/// since the newest one seen) or derived, as the GPU's [`crate::process_shares::ShareClock`]
+/// plans; None where they are unknown.
 fn shares(
     (g, st): (OnGpu, &mut ProcessReads),
     (m, lost): (&mut DriverCalls, &mut bool),
@@ -169,22 +164,13 @@ fn shares(
     device: DeviceUse,
     every_ms: i64,
     ts: i64,
-) -> Shares {
-    let unknown = Shares {
-        by_pid: HashMap::new(),
-        known: false,
-    };
+) -> Option<HashMap<u32, Share>> {
     if g.mig {
-        return unknown;
+        return None;
     }
     match st.shares.plan(ts, pids, device, every_ms) {
-        Plan::Unknown => return unknown,
-        Plan::Derive => {
-            return Shares {
-                by_pid: st.shares.derive(pids, device),
-                known: true,
-            };
-        }
+        Plan::Unknown => return None,
+        Plan::Derive => return Some(st.shares.derive(pids, device)),
         Plan::Read => {}
     }
     // The mean since the newest sample seen, but over at most `every` (at least a second): a
@@ -208,28 +194,14 @@ fn shares(
                 };
                 by_pid.insert(s.pid, share);
             }
-            if by_pid.is_empty() && device.gpu.is_some_and(|u| u > 0.0) {
-                // No sample newer than the last one seen, yet the GPU is busy: the driver has
-                // not sampled since (it does every ~1/6 s), which is not "nobody ran".
-                st.shares.no_news(ts, pids);
-                let by_pid = st.shares.derive(pids, device);
-                return Shares {
-                    by_pid,
-                    known: true,
-                };
-            }
-            st.shares.record(ts, pids, by_pid.clone());
-            Shares {
-                by_pid,
-                known: true,
-            }
+            Some(st.shares.answer(ts, pids, device, by_pid))
         }
         Err(e) => {
             if matches!(e, NvmlError::NotSupported | NvmlError::FunctionNotFound) {
                 st.shares.unsupported();
             }
             m.settle::<()>(g.uuid, "process_utilization", lost, Err(e));
-            unknown
+            None
         }
     }
 }
