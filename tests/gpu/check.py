@@ -407,6 +407,32 @@ class Sink(http.server.BaseHTTPRequestHandler):
         pass
 
 
+MAPPING_START = re.compile(r"^[0-9a-f]+-[0-9a-f]+ ")
+
+
+def rss_by_mapping(smaps_text, top=8):
+    """A process's resident memory by what it maps, from /proc/PID/smaps: each file by its
+    name (all its mappings together), anonymous memory by kind ([heap], [stack], [anonymous]
+    for the rest); KiB, the largest first, the `top` largest."""
+    sizes, name = {}, None
+    for line in smaps_text.splitlines():
+        if MAPPING_START.match(line):
+            fields = line.split(None, 5)
+            path = fields[5].strip() if len(fields) > 5 else ""
+            if path.endswith(" (deleted)"):
+                path = path[: -len(" (deleted)")]
+            if not path:
+                name = "[anonymous]"
+            elif path.startswith("["):
+                name = "[stack]" if path.startswith("[stack") else path
+            else:
+                name = os.path.basename(path)
+        elif line.startswith("Rss:") and name is not None:
+            sizes[name] = sizes.get(name, 0) + int(line.split()[1])
+    ordered = sorted(((k, v) for k, v in sizes.items() if v > 0), key=lambda kv: -kv[1])
+    return [{"mapping": k, "rss_kib": v} for k, v in ordered[:top]]
+
+
 def footprint(run, seconds):
     """The agent's CPU and RSS at 1 Hz while it samples every second and ships to the sink."""
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Sink)
@@ -439,6 +465,13 @@ def footprint(run, seconds):
                                "cpu_percent": round(100 * (cpu - prev[1]) / (now - prev[0]), 2),
                                "rss_mib": round(rss / MIB, 1)})
             prev = (now, cpu)
+        # Where the resident memory sits at the end (the real libnvidia-ml is most of it).
+        try:
+            smaps = open(f"/proc/{p.pid}/smaps").read()
+            run.keep("agent-smaps.txt", smaps)
+            by_mapping = rss_by_mapping(smaps)
+        except OSError:
+            by_mapping = []
     finally:
         p.terminate()
         try:
@@ -458,6 +491,7 @@ def footprint(run, seconds):
             "cpu_percent_mean": round(mean, 3),
             "cpu_percent_median": cpus[len(cpus) // 2], "cpu_percent_max": cpus[-1],
             "rss_mib_max": max(x["rss_mib"] for x in points),
+            "rss_by_mapping": by_mapping,
             "exit_status_before_stop": p.returncode if p.returncode not in (None, -15) else None}
 
 
@@ -597,6 +631,9 @@ def text_report(rep):
         lines.append(f"\n[footprint] {fp['seconds']} s at 1 Hz: CPU {fp['cpu_percent_mean']} % "
                      f"of a core over the window (busiest second {fp['cpu_percent_max']} %), "
                      f"RSS max {fp['rss_mib_max']} MiB, {fp['batches_received']} batches shipped")
+        if fp.get("rss_by_mapping"):
+            lines.append("  RSS at the end by mapping: " + ", ".join(
+                f"{m['mapping']} {m['rss_kib'] / 1024:.1f} MiB" for m in fp["rss_by_mapping"]))
     b = rep.get("bench")
     if b and b.get("cpu_ms_per_cycle") is not None:
         lines.append(f"[bench] {b['cycles']} cycles: {b['cpu_ms_per_cycle']} ms CPU a cycle "

@@ -97,6 +97,33 @@ fn the_gpu_check_agrees_with_a_recorded_h100_and_catches_a_disagreement() {
     let fp = &report["footprint"];
     assert!(fp["batches_received"].as_u64().unwrap() >= 1, "{fp:#}");
     assert!(fp["rss_mib_max"].as_f64().unwrap() > 0.0, "{fp:#}");
+    // Where the resident memory sits, by mapping: the agent's own binary and the NVML library
+    // it loaded (here the fake) are among the largest, each counted once with all its parts.
+    let by_mapping: Vec<(&str, u64)> = fp["rss_by_mapping"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| {
+            (
+                m["mapping"].as_str().unwrap(),
+                m["rss_kib"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    for name in ["gpulens-agent", "libfake_nvml.so"] {
+        assert_eq!(
+            by_mapping
+                .iter()
+                .filter(|(m, kib)| *m == name && *kib > 0)
+                .count(),
+            1,
+            "{name}: {by_mapping:?}"
+        );
+    }
+    assert!(
+        by_mapping.windows(2).all(|w| w[0].1 >= w[1].1) && by_mapping.len() <= 8,
+        "{by_mapping:?}"
+    );
     // The bench's per-call table, kept as records (what a real driver's calls cost goes into
     // docs/gpu-checks/ with the report): every reading the cycle takes each second is there.
     let calls = report["bench"]["calls"].as_array().unwrap();
