@@ -158,6 +158,12 @@ pub async fn ingest(args: IngestBench) -> anyhow::Result<()> {
         }
         breakdowns.extend(done.breakdown);
     }
+    // Each round's end to end over its own raw COPY: how far this machine's noise moves one.
+    let round_ratios: Vec<f64> = e2e_rates
+        .iter()
+        .zip(&copy_rates)
+        .map(|(e, c)| e / c)
+        .collect();
     let (copy, e2e) = (median(copy_rates), median(e2e_rates));
     let rows_per_gpu_second = rows_per_round as f64 / (args.seconds * fleet.gpu_count()) as f64;
     println!(
@@ -176,6 +182,10 @@ pub async fn ingest(args: IngestBench) -> anyhow::Result<()> {
     println!("  raw COPY (same rows, same batches): {copy:>10.0} rows/s (median)");
     println!("  end-to-end HTTP ingest:             {e2e:>10.0} rows/s (median)");
     println!("  ratio end-to-end / raw COPY:        {:>10.2}", e2e / copy);
+    let (low, high) = round_ratios
+        .iter()
+        .fold((f64::INFINITY, 0.0_f64), |(l, h), r| (l.min(*r), h.max(*r)));
+    println!("  of single rounds (each its own raw COPY): {low:.2} to {high:.2}");
     print_cpu_costs(&cpu_costs);
     ingest_breakdown::print(&breakdowns, copy);
     println!(

@@ -101,6 +101,18 @@ async fn ingest_breakdown_stores_every_phase_and_reports_it() {
     let store = store::Store::connect(&url).await.unwrap();
     let plain = run(false);
     assert!(!plain.contains("store only"), "{plain}");
+    // One round: its own ratio is the median's, at both ends of the range.
+    let after_colon = |prefix: &str| {
+        let line = plain.lines().find(|l| l.trim_start().starts_with(prefix));
+        let line = line.unwrap_or_else(|| panic!("no {prefix:?} in:\n{plain}"));
+        line.split_once(':').unwrap().1.trim().to_owned()
+    };
+    let ratio = after_colon("ratio end-to-end / raw COPY:");
+    assert_eq!(
+        after_colon("of single rounds (each its own raw COPY):"),
+        format!("{ratio} to {ratio}"),
+        "{plain}"
+    );
     let once = store.counts().await.unwrap();
     // Raw COPY and end to end: 8 GPUs × 3 s each.
     assert_eq!(once.gpu_samples, 2 * 8 * 3, "{once:?}");
