@@ -53,6 +53,13 @@ class ProcsInfo(C.Structure):
                 ("lastSeenTimeStamp", C.c_ulonglong), ("procUtilArray", C.POINTER(ProcInfoV1))]
 
 
+def libcuda_mapped():
+    """Whether libcuda is in this process's memory: NVML loads it itself on some call, and on
+    an H200 it held 3.7 MiB of the agent's RSS (docs/gpu-checks/2026-12-04-h200-580.159.04.md)."""
+    with open("/proc/self/maps") as f:
+        return any("libcuda.so" in line for line in f)
+
+
 def timed(fn, n, gap_s=0.0):
     """Median wall and CPU µs per call of `fn` over `n` calls, `gap_s` apart, and its last rc."""
     walls, cpus, rc = [], [], None
@@ -105,9 +112,18 @@ def main():
     if "--load" in sys.argv:
         load = sys.argv[sys.argv.index("--load") + 1]
     lib = C.CDLL(os.environ.get("GPULENS_NVML_LIB", "libnvidia-ml.so.1"))
+    # Where libcuda comes in: the first step after which it is mapped ("never": not at all).
+    libcuda = {"loaded": libcuda_mapped(), "first_mapped_after": None}
+
+    def note_libcuda(step):
+        if libcuda["first_mapped_after"] is None and libcuda_mapped():
+            libcuda["first_mapped_after"] = step
+    note_libcuda("loading libnvidia-ml")
     assert lib.nvmlInit_v2() == 0, "nvmlInit_v2 failed"
+    note_libcuda("nvmlInit_v2")
     dev = C.c_void_p()
     assert lib.nvmlDeviceGetHandleByIndex_v2(0, C.byref(dev)) == 0
+    note_libcuda("nvmlDeviceGetHandleByIndex_v2")
     u64, u32 = C.c_ulonglong(), C.c_uint()
 
     def fields(*names):
@@ -156,7 +172,7 @@ def main():
         "nvmlDeviceGetProcessUtilization(0)": proc_util(0),
         "nvmlDeviceGetProcessesUtilizationInfo(0)": procs_info(0),
     }
-    report = {"calls": {}, "history": {}}
+    report = {"calls": {}, "history": {}, "libcuda": libcuda}
     if "--window-only" in sys.argv:
         report["window"] = window(lib, dev, load, proc_util, C)
         candidates = {}
@@ -167,6 +183,7 @@ def main():
             "200ms_apart": timed(fn, 3 if slow else 8, gap_s=0.2),
             "value": repr(fn())[:300],
         }
+        note_libcuda(name)
         print(f"{name:45s} {report['calls'][name]['back_to_back']} {report['calls'][name]['200ms_apart']}",
               flush=True)
     if load and candidates:
@@ -186,6 +203,9 @@ def main():
                 print(key, report["history"][key], flush=True)
         p.wait()
         report["window"] = window(lib, dev, load, proc_util, C)
+    if libcuda["first_mapped_after"] is None:
+        libcuda["first_mapped_after"] = "never"
+    print(f"libcuda mapped first after: {libcuda['first_mapped_after']}", flush=True)
     lib.nvmlShutdown()
     with open(out, "w") as f:
         json.dump(report, f, indent=1)
