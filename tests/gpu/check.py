@@ -473,11 +473,7 @@ def footprint(run, seconds):
         except OSError:
             by_mapping = []
     finally:
-        p.terminate()
-        try:
-            p.wait(10)
-        except subprocess.TimeoutExpired:
-            p.kill()
+        stop(p)
         server.shutdown()
         log.close()
     if not points:
@@ -496,7 +492,8 @@ def footprint(run, seconds):
 
 
 def stop(proc):
-    """Ends the load program `proc` (None: nothing to end)."""
+    """Ends a program the check started, `proc` (None: nothing to end): asked, then killed
+    after 10 s."""
     if proc is None:
         return
     proc.terminate()

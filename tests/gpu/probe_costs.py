@@ -113,10 +113,10 @@ def main():
         load = sys.argv[sys.argv.index("--load") + 1]
     lib = C.CDLL(os.environ.get("GPULENS_NVML_LIB", "libnvidia-ml.so.1"))
     # Where libcuda comes in: the first step after which it is mapped ("never": not at all).
-    libcuda = {"loaded": libcuda_mapped(), "first_mapped_after": None}
+    libcuda = {"first_mapped_after": "never"}
 
     def note_libcuda(step):
-        if libcuda["first_mapped_after"] is None and libcuda_mapped():
+        if libcuda["first_mapped_after"] == "never" and libcuda_mapped():
             libcuda["first_mapped_after"] = step
     note_libcuda("loading libnvidia-ml")
     assert lib.nvmlInit_v2() == 0, "nvmlInit_v2 failed"
@@ -203,8 +203,6 @@ def main():
                 print(key, report["history"][key], flush=True)
         p.wait()
         report["window"] = window(lib, dev, load, proc_util, C)
-    if libcuda["first_mapped_after"] is None:
-        libcuda["first_mapped_after"] = "never"
     print(f"libcuda mapped first after: {libcuda['first_mapped_after']}", flush=True)
     lib.nvmlShutdown()
     with open(out, "w") as f:
