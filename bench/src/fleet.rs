@@ -5,23 +5,39 @@ use model::wire::v1::{Batch, Format};
 /// A batch encoding of the wire protocol, as `--wire` names it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum Wire {
+    /// MessagePack in the compact layout (structs as arrays), snappy: what the agent sends.
     Msgpack,
+    /// MessagePack with structs as maps keyed by field name, snappy: what most MessagePack
+    /// libraries write.
+    MsgpackNamed,
+    /// JSON, gzip: what `curl` and scripts send, and the agent to a collector without
+    /// MessagePack.
     Json,
 }
 
 impl Wire {
     pub(crate) fn format(self) -> Format {
         match self {
-            Wire::Msgpack => Format::MessagePack,
+            Wire::Msgpack | Wire::MsgpackNamed => Format::MessagePack,
             Wire::Json => Format::Json,
+        }
+    }
+
+    /// The encoding in words, for the benchmarks' reports.
+    pub(crate) fn label(self) -> &'static str {
+        match self {
+            Wire::Msgpack => "MessagePack, compact layout (snappy)",
+            Wire::MsgpackNamed => "MessagePack, named layout (snappy)",
+            Wire::Json => "JSON (gzip)",
         }
     }
 
     /// The body the gpulens client sends in this encoding.
     pub(crate) fn encode(self, batch: &Batch) -> Result<Vec<u8>, ingest_client::SendError> {
-        match self.format() {
-            Format::MessagePack => ingest_client::Client::encode(batch),
-            Format::Json => ingest_client::Client::encode_json(batch),
+        match self {
+            Wire::Msgpack => ingest_client::Client::encode(batch),
+            Wire::MsgpackNamed => ingest_client::Client::encode_named(batch),
+            Wire::Json => ingest_client::Client::encode_json(batch),
         }
     }
 

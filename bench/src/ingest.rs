@@ -45,8 +45,10 @@ pub struct IngestBench {
     /// COPY phase and flatter the first round's ratio.
     #[arg(long, default_value_t = 1)]
     pub warmup_rounds: usize,
-    /// How the batches travel end to end: `msgpack` (snappy-compressed MessagePack, what the
-    /// agent sends) or `json` (gzip-compressed JSON, what older agents and scripts send).
+    /// How the batches travel end to end: `msgpack` (snappy-compressed MessagePack in the
+    /// compact layout, what the agent sends), `msgpack-named` (the same with structs as maps
+    /// keyed by field name, as most MessagePack libraries write) or `json` (gzip-compressed
+    /// JSON, what scripts send).
     #[arg(long, value_enum, default_value_t = Wire::Msgpack)]
     pub wire: Wire,
     /// Two more phases per round, in this process and without HTTP: the bodies decoded,
@@ -167,7 +169,7 @@ pub async fn ingest(args: IngestBench) -> anyhow::Result<()> {
     let (copy, e2e) = (median(copy_rates), median(e2e_rates));
     let rows_per_gpu_second = rows_per_round as f64 / (args.seconds * fleet.gpu_count()) as f64;
     println!(
-        "ingest benchmark: {} x {} s, {} per batch, {} rows per round ({:.1} rows per GPU-second), {} in flight ({}), {} ({}) end to end, {} rounds",
+        "ingest benchmark: {} x {} s, {} per batch, {} rows per round ({:.1} rows per GPU-second), {} in flight ({}), {} end to end, {} rounds",
         count(fleet.gpu_count() as f64, "GPU", "GPUs"),
         args.seconds,
         count(args.snapshots_per_batch as f64, "snapshot", "snapshots"),
@@ -175,8 +177,7 @@ pub async fn ingest(args: IngestBench) -> anyhow::Result<()> {
         rows_per_gpu_second,
         count(concurrency as f64, "batch", "batches"),
         why,
-        args.wire.format().content_type(),
-        ingest_client::content_encoding(args.wire.format()),
+        args.wire.label(),
         args.rounds
     );
     println!("  raw COPY (same rows, same batches): {copy:>10.0} rows/s (median)");

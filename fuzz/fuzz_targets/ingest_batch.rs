@@ -1,7 +1,8 @@
 //! The ingest path up to the store: the body encoding (the first byte picks identity, gzip or
 //! snappy, and JSON or MessagePack), the batch of protocol v1 and its domain checks.
 //! Invariants: nothing panics, the decoded body never exceeds its limit, a gzip body intake
-//! accepts decodes to the same bytes with flate2's own gzip reader (the reference), and a batch
+//! accepts decodes to the same bytes with flate2's own gzip reader (the reference), every batch
+//! decoded reads back the same from its compact MessagePack layout, and a batch
 //! that passes validation holds no more rows than the limit allows, only names that are DNS
 //! subdomains, and only finite, in-range values; dropping a snapshot's impossible rows and
 //! clearing its readings outside their domains, and taking out tenant values no batch may hold
@@ -38,6 +39,16 @@ fuzz_target!(|data: &[u8]| {
     let Ok(batch) = intake::batch::decode(format, &decoded) else {
         return;
     };
+    // The compact layout (structs as arrays) carries every batch the decoders take, and the
+    // collector's decoder reads it back as the same batch.
+    let compact = model::wire::v1::to_compact(&batch).expect("every batch has a compact form");
+    let again = intake::batch::decode(Format::MessagePack, &compact)
+        .expect("the compact form of a batch decodes");
+    assert_eq!(
+        model::wire::v1::to_compact(&again).unwrap(),
+        compact,
+        "the compact layout lost or changed something"
+    );
     // What a producer takes out (rows no batch may hold, readings outside their domains) is
     // only what validation would refuse: nothing of a valid batch, all of it in one pass.
     let valid = batch.validate(&Limits::default(), NOW).is_ok();

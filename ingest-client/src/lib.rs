@@ -1,6 +1,7 @@
-//! The wire-protocol client: encodes a [`Batch`] as snappy-compressed MessagePack, posts it to
-//! a collector's `/api/v1/ingest`, and retries what is worth retrying — connection failures,
-//! timeouts, 5xx, 408 and 429 — with exponential backoff and jitter, honouring `Retry-After`.
+//! The wire-protocol client: encodes a [`Batch`] as snappy-compressed MessagePack (the compact
+//! layout: structs as arrays), posts it to a collector's `/api/v1/ingest`, and retries what is
+//! worth retrying — connection failures, timeouts, 5xx, 408 and 429 — with exponential backoff
+//! and jitter, honouring `Retry-After`.
 //! Other 4xx answers are final: resending the same batch cannot succeed.
 //!
 //! A collector that does not take MessagePack (one older than the encoding answers 415) gets
@@ -241,12 +242,23 @@ impl Client {
         })
     }
 
-    /// Encodes a batch as the wire body: MessagePack, snappy-compressed (what the agent spools
-    /// and sends).
+    /// Encodes a batch as the wire body: MessagePack in the compact layout (structs as arrays,
+    /// `model::wire::v1::to_compact`), snappy-compressed (what the agent spools and sends).
     pub fn encode(batch: &Batch) -> Result<Vec<u8>, SendError> {
+        let packed = model::wire::v1::to_compact(batch).map_err(encode_error)?;
+        Client::compress(&packed)
+    }
+
+    /// [`Client::encode`] with structs as maps keyed by field name, as most MessagePack
+    /// libraries write them (for measuring the two layouts side by side).
+    pub fn encode_named(batch: &Batch) -> Result<Vec<u8>, SendError> {
         let packed = rmp_serde::to_vec_named(batch).map_err(encode_error)?;
+        Client::compress(&packed)
+    }
+
+    fn compress(packed: &[u8]) -> Result<Vec<u8>, SendError> {
         snap::raw::Encoder::new()
-            .compress_vec(&packed)
+            .compress_vec(packed)
             .map_err(encode_error)
     }
 

@@ -49,7 +49,7 @@ mod tests {
                 "code": 79, "message": "fallen off the bus"}]}]
     }"#;
 
-    fn example() -> Batch {
+    pub(super) fn example() -> Batch {
         decode(Format::Json, EXAMPLE.as_bytes()).unwrap()
     }
 
@@ -105,9 +105,116 @@ mod tests {
 }
 
 #[cfg(test)]
+mod compact {
+    //! The compact layout (`model::wire::v1::to_compact`, structs as arrays) through the
+    //! collector's one MessagePack decoder.
+
+    use super::*;
+    use model::wire::v1::{Snapshot, to_compact};
+    use model::{GpuSample, Tenant};
+
+    fn both_ways(batch: &Batch) -> Vec<u8> {
+        let compact = to_compact(batch).unwrap();
+        assert_eq!(&decode(Format::MessagePack, &compact).unwrap(), batch);
+        compact
+    }
+
+    #[test]
+    fn a_compact_body_decodes_to_the_same_batch_in_fewer_bytes() {
+        let batch = super::tests::example();
+        let compact = both_ways(&batch);
+        let named = rmp_serde::to_vec_named(&batch).unwrap();
+        assert!(
+            compact.len() * 3 < named.len() * 2,
+            "{} against {}",
+            compact.len(),
+            named.len()
+        );
+        // Every prefix is refused, as for the named layout.
+        for n in 0..compact.len() {
+            assert!(decode(Format::MessagePack, &compact[..n]).is_err(), "{n}");
+        }
+        // One element too many is refused as an unknown field is: no struct takes more.
+        let mut longer = compact.clone();
+        longer[0] += 1;
+        longer.push(0xc0);
+        assert!(decode(Format::MessagePack, &longer).is_err());
+    }
+
+    #[test]
+    fn optional_fields_left_out_at_the_end_are_not_written_and_read_as_absent() {
+        let only_uuid = GpuSample {
+            gpu_uuid: "GPU-1".into(),
+            ..GpuSample::default()
+        };
+        assert_eq!(to_compact(&only_uuid).unwrap(), b"\x91\xa5GPU-1");
+        let last_only = GpuSample {
+            gr_engine_active: Some(0.5),
+            ..only_uuid.clone()
+        };
+        let bytes = to_compact(&last_only).unwrap();
+        // 26 fields: the 24 between the first and the last are nils.
+        assert_eq!(&bytes[..3], b"\xdc\x00\x1a");
+        assert_eq!(bytes.iter().filter(|b| **b == 0xc0).count(), 24);
+        let tenant = Tenant {
+            key: "host/0".into(),
+            kind: model::TenantKind::HostUser,
+            namespace: None,
+            pod: None,
+            container: None,
+            pod_uid: None,
+            job_id: None,
+            user: None,
+            account: None,
+            uid: Some(0),
+        };
+        let mut batch = super::tests::example();
+        batch.inventory = None;
+        batch.agent_version = None;
+        batch.tenants = vec![tenant];
+        batch.snapshots[0].gpus = vec![only_uuid, last_only];
+        batch.snapshots.push(Snapshot::default());
+        both_ways(&batch);
+    }
+
+    #[test]
+    fn every_length_and_integer_form_decodes() {
+        let mut batch = super::tests::example();
+        for len in [0, 31, 32, 255, 256, 65_535, 65_536] {
+            batch.cluster = "c".repeat(len);
+            both_ways(&batch);
+        }
+        for seq in [0, 127, 128, 255, 256, 65_535, 65_536, 1 << 32, u64::MAX] {
+            batch.seq = seq;
+            both_ways(&batch);
+        }
+        for ts in [
+            -1,
+            -32,
+            -33,
+            -128,
+            -129,
+            -32_768,
+            -32_769,
+            i32::MIN.into(),
+            i64::from(i32::MIN) - 1,
+            i64::MIN,
+            i64::MAX,
+        ] {
+            batch.snapshots[0].ts = ts;
+            both_ways(&batch);
+        }
+        for n in [15, 16, 65_536] {
+            batch.snapshots = vec![Snapshot::default(); n];
+            both_ways(&batch);
+        }
+    }
+}
+
+#[cfg(test)]
 mod seeds {
-    /// The fuzz target's MessagePack seeds (fuzz/seeds/ingest_batch/) decode to its JSON seed's
-    /// batch: the fuzzer starts from bodies that reach validation.
+    /// The fuzz target's MessagePack seeds (fuzz/seeds/ingest_batch/), named and compact, decode
+    /// to its JSON seed's batch: the fuzzer starts from bodies that reach validation.
     #[test]
     fn the_fuzz_seeds_hold_one_batch() {
         let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../fuzz/seeds/ingest_batch/");
@@ -127,5 +234,7 @@ mod seeds {
         assert_eq!(body(read("gzip.bin")), json);
         assert_eq!(body(read("msgpack.bin")), json);
         assert_eq!(body(read("msgpack_snappy.bin")), json);
+        assert_eq!(body(read("compact.bin")), json);
+        assert_eq!(body(read("compact_snappy.bin")), json);
     }
 }

@@ -48,7 +48,7 @@ pub fn routes() -> Routes<IngestState> {
 }
 
 fn operation() -> Op {
-    Op::new("Push one batch of samples (agents, simulators, anyone): JSON, or MessagePack with the same field names (what the gpulens agent sends), compressed with gzip, snappy (one block) or not at all")
+    Op::new("Push one batch of samples (agents, simulators, anyone): JSON, or MessagePack with the same field names or with each object as an array of its fields in order (the compact layout the gpulens agent sends, docs/ingest.md), compressed with gzip, snappy (one block) or not at all")
         .param(json!({"name": "Content-Encoding", "in": "header", "schema": {"type": "string", "enum": ["gzip", "snappy", "identity"]}}))
         .body(json!({"required": true, "content": {"application/json": {
             "schema": {"$ref": "#/components/schemas/Batch"},

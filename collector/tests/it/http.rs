@@ -119,11 +119,16 @@ async fn a_good_batch_is_stored_once() {
     // Plain JSON without compression is accepted too.
     let (status, _, _) = call(&state, post(batch_json(2), Some(TOKEN), None)).await;
     assert_eq!(status, StatusCode::OK);
-    // And MessagePack, snappy-compressed as the agent sends it, stores the same rows.
+    // And MessagePack, snappy-compressed, stores the same rows: in the compact layout the
+    // agent sends (structs as arrays) and keyed by field name, as other libraries write it.
     let packed = ingest_client::Client::encode(&batch(3)).unwrap();
     let (status, body, _) = call(&state, post_msgpack(packed, "snappy")).await;
     assert_eq!(status, StatusCode::OK, "{body}");
     assert_eq!(t.store.counts().await.unwrap().gpu_samples, 12);
+    let named = ingest_client::Client::encode_named(&batch(4)).unwrap();
+    let (status, body, _) = call(&state, post_msgpack(named, "snappy")).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(t.store.counts().await.unwrap().gpu_samples, 16);
     let metrics = call(
         &state,
         Request::get("/metrics").body(Body::empty()).unwrap(),
@@ -132,7 +137,7 @@ async fn a_good_batch_is_stored_once() {
     .1;
     let text = metrics.as_str().unwrap();
     assert!(
-        text.contains("gpulens_ingest_batches_total{outcome=\"stored\"} 3"),
+        text.contains("gpulens_ingest_batches_total{outcome=\"stored\"} 4"),
         "{text}"
     );
     assert!(

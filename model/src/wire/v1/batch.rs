@@ -32,26 +32,29 @@ pub struct Batch {
     /// without inventory keeps the last known one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub inventory: Option<Vec<GpuInfo>>,
-    /// Tenants referenced by the snapshots' `tenant` keys.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    /// Tenants referenced by the snapshots' `tenant` keys. Written even when empty, as the
+    /// snapshots' lists are.
+    #[serde(default)]
     pub tenants: Vec<Tenant>,
     pub snapshots: Vec<Snapshot>,
 }
 
-/// Everything one sampling cycle saw.
+/// Everything one sampling cycle saw. A list may be left out (it is then empty), but every
+/// writer here writes each one, empty or not: the compact layout (`compact.rs`) would write a
+/// list left out before another field as nil, which no list takes.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Snapshot {
     pub ts: UnixMillis,
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[serde(default)]
     pub gpus: Vec<GpuSample>,
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[serde(default)]
     pub mig: Vec<MigSample>,
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[serde(default)]
     pub processes: Vec<ProcessSample>,
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[serde(default)]
     pub allocations: Vec<Allocation>,
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[serde(default)]
     pub events: Vec<GpuEvent>,
 }
 

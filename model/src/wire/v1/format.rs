@@ -7,8 +7,10 @@ pub enum Format {
     /// JSON (RFC 8259): what anyone can write with `curl`.
     Json,
     /// MessagePack: structs as maps keyed by field name (what `rmp_serde::to_vec_named` and
-    /// most MessagePack libraries write), unit enum values as their names. About a third of
-    /// JSON's decoding time on the collector.
+    /// most MessagePack libraries write) or as arrays of their fields in declaration order
+    /// (the compact layout the gpulens agent sends, [`super::to_compact`]), unit enum values
+    /// as their names. About a third of JSON's decoding time on the collector, a quarter in
+    /// the compact layout.
     MessagePack,
 }
 

@@ -6,6 +6,7 @@
 //! collector's answer to an agent asking for its node's labels is here too.
 
 mod batch;
+mod compact;
 mod format;
 mod readings;
 mod rows;
@@ -13,6 +14,7 @@ mod tenants;
 mod validate;
 
 pub use batch::{Batch, NodeLabels, Snapshot, VERSION};
+pub use compact::{CompactError, to_compact};
 pub use format::Format;
 pub use readings::{Cleared, MAX_CLOCK_MHZ, MAX_MEMORY_BYTES, MAX_POWER_W, MAX_TEMP_C, MIN_TEMP_C};
 pub use rows::DroppedRow;

@@ -1,6 +1,5 @@
-use serde::de::{self, Visitor};
-
 use super::*;
+use crate::wire::v1::tests::field_names;
 use crate::wire::v1::{Batch, Limits};
 use crate::{GpuSample, MigSample, ProcessSample};
 
@@ -167,34 +166,6 @@ fn the_bounds_themselves_are_inside() {
     };
     assert!(s.clear_out_of_domain().is_empty());
     batch_of(s).validate(&Limits::default(), NOW).unwrap();
-}
-
-/// The wire names of a struct's fields, as serde's derive declares them.
-fn field_names<'de, T: serde::Deserialize<'de>>() -> &'static [&'static str] {
-    struct Names<'a>(&'a mut &'static [&'static str]);
-    impl<'de> serde::Deserializer<'de> for Names<'_> {
-        type Error = de::value::Error;
-        fn deserialize_any<V: Visitor<'de>>(self, _: V) -> Result<V::Value, Self::Error> {
-            Err(de::Error::custom("not a struct"))
-        }
-        fn deserialize_struct<V: Visitor<'de>>(
-            self,
-            _: &'static str,
-            fields: &'static [&'static str],
-            _: V,
-        ) -> Result<V::Value, Self::Error> {
-            *self.0 = fields;
-            Err(de::Error::custom("names taken"))
-        }
-        serde::forward_to_deserialize_any! {
-            bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string bytes
-            byte_buf option unit unit_struct newtype_struct seq tuple tuple_struct map enum
-            identifier ignored_any
-        }
-    }
-    let mut names: &'static [&'static str] = &[];
-    let _ = T::deserialize(Names(&mut names));
-    names
 }
 
 /// A reading added to a sample and not to its table here would go unchecked by validation and

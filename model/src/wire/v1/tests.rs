@@ -1,3 +1,5 @@
+use serde::de::{self, Visitor};
+
 use super::*;
 use crate::{Allocation, GpuSample, MigSample, ProcessSample, Tenant};
 
@@ -666,4 +668,193 @@ fn tenant_keys_made_of_long_names_are_bounded_and_distinct() {
         "a key that fits is as it was"
     );
     assert_eq!(Tenant::slurm_key("884213"), "slurm/884213");
+}
+
+/// The wire names of a struct's fields, as serde's derive declares them.
+pub(super) fn field_names<'de, T: serde::Deserialize<'de>>() -> &'static [&'static str] {
+    struct Names<'a>(&'a mut &'static [&'static str]);
+    impl<'de> serde::Deserializer<'de> for Names<'_> {
+        type Error = de::value::Error;
+        fn deserialize_any<V: Visitor<'de>>(self, _: V) -> Result<V::Value, Self::Error> {
+            Err(de::Error::custom("not a struct"))
+        }
+        fn deserialize_struct<V: Visitor<'de>>(
+            self,
+            _: &'static str,
+            fields: &'static [&'static str],
+            _: V,
+        ) -> Result<V::Value, Self::Error> {
+            *self.0 = fields;
+            Err(de::Error::custom("names taken"))
+        }
+        serde::forward_to_deserialize_any! {
+            bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string bytes
+            byte_buf option unit unit_struct newtype_struct seq tuple tuple_struct map enum
+            identifier ignored_any
+        }
+    }
+    let mut names: &'static [&'static str] = &[];
+    let _ = T::deserialize(Names(&mut names));
+    names
+}
+
+/// In the compact layout (`compact.rs`) a field is known by its place, so the order of every
+/// wire struct's fields is part of protocol v1: a field may be added at a struct's end, never
+/// moved, removed or put between two others, or every agent's batches would be read wrong.
+#[test]
+fn compact_layout_field_order_is_the_wire_contract() {
+    use crate::{GpuEvent, GpuInfo, MigInstanceInfo};
+    let declared: [(&str, &[&str], &[&str]); 10] = [
+        (
+            "Batch",
+            field_names::<Batch>(),
+            &[
+                "version",
+                "cluster",
+                "node",
+                "agent_id",
+                "seq",
+                "agent_version",
+                "interval_ms",
+                "inventory",
+                "tenants",
+                "snapshots",
+            ],
+        ),
+        (
+            "Snapshot",
+            field_names::<Snapshot>(),
+            &["ts", "gpus", "mig", "processes", "allocations", "events"],
+        ),
+        (
+            "GpuInfo",
+            field_names::<GpuInfo>(),
+            &[
+                "uuid",
+                "index",
+                "model",
+                "memory_total_bytes",
+                "pci_bus_id",
+                "mig_enabled",
+                "sharing",
+                "replicas",
+                "mig_instances",
+            ],
+        ),
+        (
+            "MigInstanceInfo",
+            field_names::<MigInstanceInfo>(),
+            &[
+                "gi_id",
+                "ci_id",
+                "profile",
+                "placement_start",
+                "placement_size",
+                "memory_total_bytes",
+                "compute_slices",
+                "uuid",
+            ],
+        ),
+        (
+            "Tenant",
+            field_names::<Tenant>(),
+            &[
+                "key",
+                "kind",
+                "namespace",
+                "pod",
+                "container",
+                "pod_uid",
+                "job_id",
+                "user",
+                "account",
+                "uid",
+            ],
+        ),
+        (
+            "GpuSample",
+            field_names::<GpuSample>(),
+            &[
+                "gpu_uuid",
+                "gpu_util",
+                "mem_util",
+                "mem_used_bytes",
+                "mem_total_bytes",
+                "power_w",
+                "energy_j",
+                "temp_c",
+                "sm_clock_mhz",
+                "mem_clock_mhz",
+                "throttle_reasons",
+                "pcie_rx_bytes_per_s",
+                "pcie_tx_bytes_per_s",
+                "nvlink_rx_bytes_per_s",
+                "nvlink_tx_bytes_per_s",
+                "ecc_corrected",
+                "ecc_uncorrected",
+                "retired_pages",
+                "remapped_rows",
+                "enc_util",
+                "dec_util",
+                "sm_active",
+                "sm_occupancy",
+                "dram_active",
+                "tensor_active",
+                "gr_engine_active",
+            ],
+        ),
+        (
+            "MigSample",
+            field_names::<MigSample>(),
+            &[
+                "gpu_uuid",
+                "gi_id",
+                "ci_id",
+                "mem_used_bytes",
+                "mem_total_bytes",
+                "sm_active",
+                "sm_occupancy",
+                "dram_active",
+                "tensor_active",
+                "gr_engine_active",
+            ],
+        ),
+        (
+            "ProcessSample",
+            field_names::<ProcessSample>(),
+            &[
+                "gpu_uuid",
+                "pid",
+                "start_time",
+                "kind",
+                "gi_id",
+                "ci_id",
+                "tenant",
+                "sm_util",
+                "mem_util",
+                "enc_util",
+                "dec_util",
+                "mem_used_bytes",
+            ],
+        ),
+        (
+            "Allocation",
+            field_names::<Allocation>(),
+            &["gpu_uuid", "tenant", "gi_id", "ci_id", "replica", "share"],
+        ),
+        (
+            "GpuEvent",
+            field_names::<GpuEvent>(),
+            &["gpu_uuid", "ts", "kind", "code", "message"],
+        ),
+    ];
+    for (name, fields, pinned) in declared {
+        // The test-only stand-in ratio (feature `dummy-field`) comes after the pinned fields.
+        let fields = fields.strip_suffix(&["dummy_active"]).unwrap_or(fields);
+        assert_eq!(
+            fields, pinned,
+            "{name}: a field moved, went or was put between two others; a new one goes at the \
+             end of the struct and of this list"
+        );
+    }
 }

@@ -1,0 +1,408 @@
+//! The compact MessagePack layout: every struct an array of its fields in declaration order
+//! instead of a map keyed by field name. The same batch in about two thirds of the bytes
+//! (five sixths after snappy), decoded in about three quarters of the time, since no key is
+//! written, checked as UTF-8 or matched (docs/PERFORMANCE.md, "the compact layout").
+//!
+//! A collector's MessagePack decoder takes both layouts under the one `Content-Type`: a
+//! struct given as an array is read field by field in declaration order. The rules a writer
+//! keeps:
+//! - an optional field left out of the named layout is written as nil in its place;
+//! - optional fields at the end of a struct may be left out (so a struct that gains a field at
+//!   its end still takes arrays written before, and a writer with the new field empty is read
+//!   by a collector that does not know it yet); never elsewhere;
+//! - a field's position is part of the protocol: fields are only ever added at the end of a
+//!   struct (`compact_layout_field_order_is_the_wire_contract` in the tests pins them).
+//!
+//! Everything else is as in the named layout: unit enum values as their names, integers in
+//! their smallest form, `f32` readings as 32-bit floats. The writer knows only the shapes the
+//! wire protocol's types have (structs, lists, options, numbers, strings, unit enum values); any
+//! other is an error, not a guess.
+
+use serde::ser::{self, Impossible, Serialize};
+
+/// `value` in the compact layout.
+pub fn to_compact(value: &(impl Serialize + ?Sized)) -> Result<Vec<u8>, CompactError> {
+    let mut w = Writer {
+        out: Vec::with_capacity(1024),
+    };
+    value.serialize(&mut w)?;
+    Ok(w.out)
+}
+
+/// A value the layout cannot carry (none of the wire protocol's types; a reason in words).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("not encodable in the compact MessagePack layout: {0}")]
+pub struct CompactError(String);
+
+impl ser::Error for CompactError {
+    fn custom<T: std::fmt::Display>(msg: T) -> Self {
+        CompactError(msg.to_string())
+    }
+}
+
+fn unsupported<T>(what: &str) -> Result<T, CompactError> {
+    Err(CompactError(format!("{what} (not in the wire protocol)")))
+}
+
+struct Writer {
+    out: Vec<u8>,
+}
+
+impl Writer {
+    fn byte(&mut self, b: u8) {
+        self.out.push(b);
+    }
+
+    fn uint(&mut self, v: u64) {
+        match v {
+            0..=0x7f => self.byte(v as u8),
+            0x80..=0xff => self.out.extend_from_slice(&[0xcc, v as u8]),
+            0x100..=0xffff => self.tagged(0xcd, &(v as u16).to_be_bytes()),
+            0x1_0000..=0xffff_ffff => self.tagged(0xce, &(v as u32).to_be_bytes()),
+            _ => self.tagged(0xcf, &v.to_be_bytes()),
+        }
+    }
+
+    fn int(&mut self, v: i64) {
+        match v {
+            0.. => self.uint(v as u64),
+            -32..=-1 => self.byte(v as i8 as u8),
+            -0x80..=-33 => self.out.extend_from_slice(&[0xd0, v as i8 as u8]),
+            -0x8000..=-0x81 => self.tagged(0xd1, &(v as i16).to_be_bytes()),
+            -0x8000_0000..=-0x8001 => self.tagged(0xd2, &(v as i32).to_be_bytes()),
+            _ => self.tagged(0xd3, &v.to_be_bytes()),
+        }
+    }
+
+    fn tagged(&mut self, tag: u8, bytes: &[u8]) {
+        self.byte(tag);
+        self.out.extend_from_slice(bytes);
+    }
+
+    /// A length with its marker: the short form below `short_limit` (`short | len`), else 8,
+    /// 16 or 32 bits after the markers `long[0..3]` (`long[0]` 0 where there is no 8-bit form).
+    fn len(
+        &mut self,
+        len: usize,
+        short: u8,
+        short_limit: usize,
+        long: [u8; 3],
+    ) -> Result<(), CompactError> {
+        match len {
+            n if n < short_limit => self.byte(short | n as u8),
+            n if n <= 0xff && long[0] != 0 => self.out.extend_from_slice(&[long[0], n as u8]),
+            n if n <= 0xffff => self.tagged(long[1], &(n as u16).to_be_bytes()),
+            n => {
+                let n =
+                    u32::try_from(n).map_err(|_| CompactError(format!("length {n} past 2³²")))?;
+                self.tagged(long[2], &n.to_be_bytes());
+            }
+        }
+        Ok(())
+    }
+
+    fn str(&mut self, s: &str) -> Result<(), CompactError> {
+        self.len(s.len(), 0xa0, 32, [0xd9, 0xda, 0xdb])?;
+        self.out.extend_from_slice(s.as_bytes());
+        Ok(())
+    }
+
+    fn array_len(&mut self, len: usize) -> Result<(), CompactError> {
+        self.len(len, 0x90, 16, [0, 0xdc, 0xdd])
+    }
+}
+
+/// A struct being written: its header is patched in at the end, once the number of fields
+/// written (trailing left-out ones not counted) is known.
+struct Fields<'a> {
+    w: &'a mut Writer,
+    /// Where the 3 bytes reserved for the header start.
+    start: usize,
+    written: usize,
+    /// Fields left out since the last one written: nils if another field follows.
+    left_out: usize,
+}
+
+impl ser::SerializeStruct for Fields<'_> {
+    type Ok = ();
+    type Error = CompactError;
+
+    fn serialize_field<T: Serialize + ?Sized>(
+        &mut self,
+        _key: &'static str,
+        value: &T,
+    ) -> Result<(), CompactError> {
+        for _ in 0..self.left_out {
+            self.w.byte(0xc0);
+        }
+        self.written += std::mem::take(&mut self.left_out) + 1;
+        value.serialize(&mut *self.w)
+    }
+
+    fn skip_field(&mut self, _key: &'static str) -> Result<(), CompactError> {
+        self.left_out += 1;
+        Ok(())
+    }
+
+    fn end(self) -> Result<(), CompactError> {
+        let (out, start, n) = (&mut self.w.out, self.start, self.written);
+        if n < 16 {
+            out[start] = 0x90 | n as u8;
+            out.copy_within(start + 3.., start + 1);
+            out.truncate(out.len() - 2);
+        } else {
+            let n =
+                u16::try_from(n).map_err(|_| CompactError(format!("a struct of {n} fields")))?;
+            out[start] = 0xdc;
+            out[start + 1..start + 3].copy_from_slice(&n.to_be_bytes());
+        }
+        Ok(())
+    }
+}
+
+/// A sequence whose length was written up front.
+struct Elements<'a> {
+    w: &'a mut Writer,
+}
+
+impl ser::SerializeSeq for Elements<'_> {
+    type Ok = ();
+    type Error = CompactError;
+
+    fn serialize_element<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), CompactError> {
+        value.serialize(&mut *self.w)
+    }
+
+    fn end(self) -> Result<(), CompactError> {
+        Ok(())
+    }
+}
+
+impl<'a> ser::Serializer for &'a mut Writer {
+    type Ok = ();
+    type Error = CompactError;
+    type SerializeSeq = Elements<'a>;
+    type SerializeTuple = Impossible<(), CompactError>;
+    type SerializeTupleStruct = Impossible<(), CompactError>;
+    type SerializeTupleVariant = Impossible<(), CompactError>;
+    type SerializeMap = Impossible<(), CompactError>;
+    type SerializeStruct = Fields<'a>;
+    type SerializeStructVariant = Impossible<(), CompactError>;
+
+    fn serialize_bool(self, v: bool) -> Result<(), CompactError> {
+        self.byte(if v { 0xc3 } else { 0xc2 });
+        Ok(())
+    }
+
+    fn serialize_i8(self, v: i8) -> Result<(), CompactError> {
+        self.int(v.into());
+        Ok(())
+    }
+
+    fn serialize_i16(self, v: i16) -> Result<(), CompactError> {
+        self.int(v.into());
+        Ok(())
+    }
+
+    fn serialize_i32(self, v: i32) -> Result<(), CompactError> {
+        self.int(v.into());
+        Ok(())
+    }
+
+    fn serialize_i64(self, v: i64) -> Result<(), CompactError> {
+        self.int(v);
+        Ok(())
+    }
+
+    fn serialize_u8(self, v: u8) -> Result<(), CompactError> {
+        self.uint(v.into());
+        Ok(())
+    }
+
+    fn serialize_u16(self, v: u16) -> Result<(), CompactError> {
+        self.uint(v.into());
+        Ok(())
+    }
+
+    fn serialize_u32(self, v: u32) -> Result<(), CompactError> {
+        self.uint(v.into());
+        Ok(())
+    }
+
+    fn serialize_u64(self, v: u64) -> Result<(), CompactError> {
+        self.uint(v);
+        Ok(())
+    }
+
+    fn serialize_f32(self, v: f32) -> Result<(), CompactError> {
+        self.tagged(0xca, &v.to_be_bytes());
+        Ok(())
+    }
+
+    fn serialize_f64(self, v: f64) -> Result<(), CompactError> {
+        self.tagged(0xcb, &v.to_be_bytes());
+        Ok(())
+    }
+
+    fn serialize_char(self, v: char) -> Result<(), CompactError> {
+        self.str(v.encode_utf8(&mut [0; 4]))
+    }
+
+    fn serialize_str(self, v: &str) -> Result<(), CompactError> {
+        self.str(v)
+    }
+
+    fn serialize_bytes(self, v: &[u8]) -> Result<(), CompactError> {
+        self.len(v.len(), 0, 0, [0xc4, 0xc5, 0xc6])?;
+        self.out.extend_from_slice(v);
+        Ok(())
+    }
+
+    fn serialize_none(self) -> Result<(), CompactError> {
+        self.byte(0xc0);
+        Ok(())
+    }
+
+    fn serialize_some<T: Serialize + ?Sized>(self, value: &T) -> Result<(), CompactError> {
+        value.serialize(self)
+    }
+
+    fn serialize_unit(self) -> Result<(), CompactError> {
+        self.byte(0xc0);
+        Ok(())
+    }
+
+    fn serialize_unit_struct(self, _name: &'static str) -> Result<(), CompactError> {
+        self.serialize_unit()
+    }
+
+    fn serialize_unit_variant(
+        self,
+        _name: &'static str,
+        _index: u32,
+        variant: &'static str,
+    ) -> Result<(), CompactError> {
+        self.str(variant)
+    }
+
+    fn serialize_newtype_struct<T: Serialize + ?Sized>(
+        self,
+        _name: &'static str,
+        value: &T,
+    ) -> Result<(), CompactError> {
+        value.serialize(self)
+    }
+
+    fn serialize_newtype_variant<T: Serialize + ?Sized>(
+        self,
+        name: &'static str,
+        _index: u32,
+        variant: &'static str,
+        _value: &T,
+    ) -> Result<(), CompactError> {
+        unsupported(&format!("the enum value {name}::{variant} with data"))
+    }
+
+    fn serialize_seq(self, len: Option<usize>) -> Result<Elements<'a>, CompactError> {
+        let Some(len) = len else {
+            return unsupported("a sequence of unknown length");
+        };
+        self.array_len(len)?;
+        Ok(Elements { w: self })
+    }
+
+    fn serialize_tuple(self, _len: usize) -> Result<Self::SerializeTuple, CompactError> {
+        unsupported("a tuple")
+    }
+
+    fn serialize_tuple_struct(
+        self,
+        name: &'static str,
+        _len: usize,
+    ) -> Result<Self::SerializeTupleStruct, CompactError> {
+        unsupported(&format!("the tuple struct {name}"))
+    }
+
+    fn serialize_tuple_variant(
+        self,
+        name: &'static str,
+        _index: u32,
+        variant: &'static str,
+        _len: usize,
+    ) -> Result<Self::SerializeTupleVariant, CompactError> {
+        unsupported(&format!("the enum value {name}::{variant} with data"))
+    }
+
+    fn serialize_map(self, _len: Option<usize>) -> Result<Self::SerializeMap, CompactError> {
+        unsupported("a map")
+    }
+
+    fn serialize_struct(
+        self,
+        _name: &'static str,
+        _len: usize,
+    ) -> Result<Fields<'a>, CompactError> {
+        let start = self.out.len();
+        self.out.extend_from_slice(&[0; 3]);
+        Ok(Fields {
+            w: self,
+            start,
+            written: 0,
+            left_out: 0,
+        })
+    }
+
+    fn serialize_struct_variant(
+        self,
+        name: &'static str,
+        _index: u32,
+        variant: &'static str,
+        _len: usize,
+    ) -> Result<Self::SerializeStructVariant, CompactError> {
+        unsupported(&format!("the enum value {name}::{variant} with data"))
+    }
+
+    fn is_human_readable(&self) -> bool {
+        false
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::to_compact;
+
+    #[test]
+    fn numbers_and_strings_take_their_smallest_form() {
+        let cases: [(&[u8], Vec<u8>); 8] = [
+            (b"\x7f", to_compact(&127u64).unwrap()),
+            (b"\xcc\x80", to_compact(&128u32).unwrap()),
+            (b"\xcd\x01\x00", to_compact(&256i64).unwrap()),
+            (b"\xe0", to_compact(&-32i64).unwrap()),
+            (b"\xd0\xdf", to_compact(&-33i32).unwrap()),
+            (b"\xd1\xff\x7f", to_compact(&-129i64).unwrap()),
+            (
+                b"\xd9\x20",
+                to_compact(&"x".repeat(32)).unwrap()[..2].to_vec(),
+            ),
+            (b"\xca\x3f\x00\x00\x00", to_compact(&0.5f32).unwrap()),
+        ];
+        for (want, got) in cases {
+            assert_eq!(got, want);
+        }
+        assert_eq!(to_compact(&vec![0u8; 16]).unwrap()[..3], *b"\xdc\x00\x10");
+        assert_eq!(to_compact(&Some("a")).unwrap(), b"\xa1a");
+        assert_eq!(to_compact(&None::<u8>).unwrap(), b"\xc0");
+    }
+
+    #[test]
+    fn shapes_outside_the_wire_protocol_are_refused_by_name() {
+        let map = std::collections::BTreeMap::from([("a", 1)]);
+        assert!(to_compact(&map).unwrap_err().to_string().contains("a map"));
+        assert!(
+            to_compact(&(1, 2))
+                .unwrap_err()
+                .to_string()
+                .contains("a tuple")
+        );
+    }
+}
