@@ -156,22 +156,10 @@ mod compact {
         // 26 fields: the 24 between the first and the last are nils.
         assert_eq!(&bytes[..3], b"\xdc\x00\x1a");
         assert_eq!(bytes.iter().filter(|b| **b == 0xc0).count(), 24);
-        let tenant = Tenant {
-            key: "host/0".into(),
-            kind: model::TenantKind::HostUser,
-            namespace: None,
-            pod: None,
-            container: None,
-            pod_uid: None,
-            job_id: None,
-            user: None,
-            account: None,
-            uid: Some(0),
-        };
         let mut batch = super::tests::example();
         batch.inventory = None;
         batch.agent_version = None;
-        batch.tenants = vec![tenant];
+        batch.tenants = vec![Tenant::host_user(0, None)];
         batch.snapshots[0].gpus = vec![only_uuid, last_only];
         batch.snapshots.push(Snapshot::default());
         both_ways(&batch);

@@ -53,75 +53,28 @@ struct Writer {
     out: Vec<u8>,
 }
 
+/// A length as MessagePack states it (32 bits).
+fn length(n: usize) -> Result<u32, CompactError> {
+    u32::try_from(n).map_err(|_| CompactError(format!("length {n} past 2³²")))
+}
+
+/// An error of `rmp::encode`, which writing into memory never meets (lengths are checked by
+/// [`length`] first); an error rather than a panic all the same.
+fn wrote<E: std::fmt::Display>(e: E) -> CompactError {
+    CompactError(e.to_string())
+}
+
 impl Writer {
-    fn byte(&mut self, b: u8) {
-        self.out.push(b);
-    }
-
-    fn uint(&mut self, v: u64) {
-        match v {
-            0..=0x7f => self.byte(v as u8),
-            0x80..=0xff => self.out.extend_from_slice(&[0xcc, v as u8]),
-            0x100..=0xffff => self.tagged(0xcd, &(v as u16).to_be_bytes()),
-            0x1_0000..=0xffff_ffff => self.tagged(0xce, &(v as u32).to_be_bytes()),
-            _ => self.tagged(0xcf, &v.to_be_bytes()),
-        }
-    }
-
-    fn int(&mut self, v: i64) {
-        match v {
-            0.. => self.uint(v as u64),
-            -32..=-1 => self.byte(v as i8 as u8),
-            -0x80..=-33 => self.out.extend_from_slice(&[0xd0, v as i8 as u8]),
-            -0x8000..=-0x81 => self.tagged(0xd1, &(v as i16).to_be_bytes()),
-            -0x8000_0000..=-0x8001 => self.tagged(0xd2, &(v as i32).to_be_bytes()),
-            _ => self.tagged(0xd3, &v.to_be_bytes()),
-        }
-    }
-
-    fn tagged(&mut self, tag: u8, bytes: &[u8]) {
-        self.byte(tag);
-        self.out.extend_from_slice(bytes);
-    }
-
-    /// A length with its marker: the short form below `short_limit` (`short | len`), else 8,
-    /// 16 or 32 bits after the markers `long[0..3]` (`long[0]` 0 where there is no 8-bit form).
-    fn len(
-        &mut self,
-        len: usize,
-        short: u8,
-        short_limit: usize,
-        long: [u8; 3],
-    ) -> Result<(), CompactError> {
-        match len {
-            n if n < short_limit => self.byte(short | n as u8),
-            n if n <= 0xff && long[0] != 0 => self.out.extend_from_slice(&[long[0], n as u8]),
-            n if n <= 0xffff => self.tagged(long[1], &(n as u16).to_be_bytes()),
-            n => {
-                let n =
-                    u32::try_from(n).map_err(|_| CompactError(format!("length {n} past 2³²")))?;
-                self.tagged(long[2], &n.to_be_bytes());
-            }
-        }
-        Ok(())
-    }
-
-    fn str(&mut self, s: &str) -> Result<(), CompactError> {
-        self.len(s.len(), 0xa0, 32, [0xd9, 0xda, 0xdb])?;
-        self.out.extend_from_slice(s.as_bytes());
-        Ok(())
-    }
-
-    fn array_len(&mut self, len: usize) -> Result<(), CompactError> {
-        self.len(len, 0x90, 16, [0, 0xdc, 0xdd])
+    fn nil(&mut self) -> Result<(), CompactError> {
+        rmp::encode::write_nil(&mut self.out).map_err(wrote)
     }
 }
 
-/// A struct being written: its header is patched in at the end, once the number of fields
-/// written (trailing left-out ones not counted) is known.
+/// A struct being written: its header replaces 3 reserved bytes at the end, once the number
+/// of fields written (trailing left-out ones not counted) is known.
 struct Fields<'a> {
     w: &'a mut Writer,
-    /// Where the 3 bytes reserved for the header start.
+    /// Where the 3 bytes reserved for the header start (an array of up to 65,535 fields).
     start: usize,
     written: usize,
     /// Fields left out since the last one written: nils if another field follows.
@@ -138,7 +91,7 @@ impl ser::SerializeStruct for Fields<'_> {
         value: &T,
     ) -> Result<(), CompactError> {
         for _ in 0..self.left_out {
-            self.w.byte(0xc0);
+            self.w.nil()?;
         }
         self.written += std::mem::take(&mut self.left_out) + 1;
         value.serialize(&mut *self.w)
@@ -150,17 +103,13 @@ impl ser::SerializeStruct for Fields<'_> {
     }
 
     fn end(self) -> Result<(), CompactError> {
-        let (out, start, n) = (&mut self.w.out, self.start, self.written);
-        if n < 16 {
-            out[start] = 0x90 | n as u8;
-            out.copy_within(start + 3.., start + 1);
-            out.truncate(out.len() - 2);
-        } else {
-            let n =
-                u16::try_from(n).map_err(|_| CompactError(format!("a struct of {n} fields")))?;
-            out[start] = 0xdc;
-            out[start + 1..start + 3].copy_from_slice(&n.to_be_bytes());
-        }
+        let mut header = [0; 3];
+        let mut free = &mut header[..];
+        rmp::encode::write_array_len(&mut free, length(self.written)?).map_err(wrote)?;
+        let used = 3 - free.len();
+        self.w
+            .out
+            .splice(self.start..self.start + 3, header[..used].iter().copied());
         Ok(())
     }
 }
@@ -195,77 +144,69 @@ impl<'a> ser::Serializer for &'a mut Writer {
     type SerializeStructVariant = Impossible<(), CompactError>;
 
     fn serialize_bool(self, v: bool) -> Result<(), CompactError> {
-        self.byte(if v { 0xc3 } else { 0xc2 });
-        Ok(())
+        rmp::encode::write_bool(&mut self.out, v).map_err(wrote)
     }
 
     fn serialize_i8(self, v: i8) -> Result<(), CompactError> {
-        self.int(v.into());
-        Ok(())
+        self.serialize_i64(v.into())
     }
 
     fn serialize_i16(self, v: i16) -> Result<(), CompactError> {
-        self.int(v.into());
-        Ok(())
+        self.serialize_i64(v.into())
     }
 
     fn serialize_i32(self, v: i32) -> Result<(), CompactError> {
-        self.int(v.into());
-        Ok(())
+        self.serialize_i64(v.into())
     }
 
     fn serialize_i64(self, v: i64) -> Result<(), CompactError> {
-        self.int(v);
+        rmp::encode::write_sint(&mut self.out, v).map_err(wrote)?;
         Ok(())
     }
 
     fn serialize_u8(self, v: u8) -> Result<(), CompactError> {
-        self.uint(v.into());
-        Ok(())
+        self.serialize_u64(v.into())
     }
 
     fn serialize_u16(self, v: u16) -> Result<(), CompactError> {
-        self.uint(v.into());
-        Ok(())
+        self.serialize_u64(v.into())
     }
 
     fn serialize_u32(self, v: u32) -> Result<(), CompactError> {
-        self.uint(v.into());
-        Ok(())
+        self.serialize_u64(v.into())
     }
 
     fn serialize_u64(self, v: u64) -> Result<(), CompactError> {
-        self.uint(v);
+        rmp::encode::write_uint(&mut self.out, v).map_err(wrote)?;
         Ok(())
     }
 
     fn serialize_f32(self, v: f32) -> Result<(), CompactError> {
-        self.tagged(0xca, &v.to_be_bytes());
-        Ok(())
+        rmp::encode::write_f32(&mut self.out, v).map_err(wrote)
     }
 
     fn serialize_f64(self, v: f64) -> Result<(), CompactError> {
-        self.tagged(0xcb, &v.to_be_bytes());
-        Ok(())
+        rmp::encode::write_f64(&mut self.out, v).map_err(wrote)
     }
 
     fn serialize_char(self, v: char) -> Result<(), CompactError> {
-        self.str(v.encode_utf8(&mut [0; 4]))
+        self.serialize_str(v.encode_utf8(&mut [0; 4]))
     }
 
     fn serialize_str(self, v: &str) -> Result<(), CompactError> {
-        self.str(v)
+        rmp::encode::write_str_len(&mut self.out, length(v.len())?).map_err(wrote)?;
+        self.out.extend_from_slice(v.as_bytes());
+        Ok(())
     }
 
     fn serialize_bytes(self, v: &[u8]) -> Result<(), CompactError> {
-        self.len(v.len(), 0, 0, [0xc4, 0xc5, 0xc6])?;
+        rmp::encode::write_bin_len(&mut self.out, length(v.len())?).map_err(wrote)?;
         self.out.extend_from_slice(v);
         Ok(())
     }
 
     fn serialize_none(self) -> Result<(), CompactError> {
-        self.byte(0xc0);
-        Ok(())
+        self.nil()
     }
 
     fn serialize_some<T: Serialize + ?Sized>(self, value: &T) -> Result<(), CompactError> {
@@ -273,8 +214,7 @@ impl<'a> ser::Serializer for &'a mut Writer {
     }
 
     fn serialize_unit(self) -> Result<(), CompactError> {
-        self.byte(0xc0);
-        Ok(())
+        self.nil()
     }
 
     fn serialize_unit_struct(self, _name: &'static str) -> Result<(), CompactError> {
@@ -287,7 +227,7 @@ impl<'a> ser::Serializer for &'a mut Writer {
         _index: u32,
         variant: &'static str,
     ) -> Result<(), CompactError> {
-        self.str(variant)
+        self.serialize_str(variant)
     }
 
     fn serialize_newtype_struct<T: Serialize + ?Sized>(
@@ -312,7 +252,7 @@ impl<'a> ser::Serializer for &'a mut Writer {
         let Some(len) = len else {
             return unsupported("a sequence of unknown length");
         };
-        self.array_len(len)?;
+        rmp::encode::write_array_len(&mut self.out, length(len)?).map_err(wrote)?;
         Ok(Elements { w: self })
     }
 
