@@ -51,6 +51,11 @@ pub struct IngestBench {
     /// JSON, what scripts send).
     #[arg(long, value_enum, default_value_t = Wire::Msgpack)]
     pub wire: Wire,
+    /// How the batches reach the collector end to end: `stream` (framed one after another on
+    /// ingest streams, one per batch in flight, as the agent sends where the collector offers
+    /// them) or `post` (one HTTP request each).
+    #[arg(long, value_enum, default_value_t = Transport::Stream)]
+    pub transport: Transport,
     /// Two more phases per round, in this process and without HTTP: the bodies decoded,
     /// validated and stored through the store's ingest, then the decoded batches stored alone.
     /// Each against raw COPY says what the storage path, decoding and HTTP each cost.
@@ -61,6 +66,31 @@ pub struct IngestBench {
     /// phases need `--breakdown`.
     #[arg(long, value_enum, default_value_t = Phase::EndToEnd)]
     pub profile_phase: Phase,
+}
+
+/// How the end-to-end phase's batches reach the collector.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Transport {
+    Stream,
+    Post,
+}
+
+impl Transport {
+    fn label(self) -> &'static str {
+        match self {
+            Transport::Stream => "on ingest streams",
+            Transport::Post => "as HTTP requests",
+        }
+    }
+}
+
+impl From<Transport> for ingest_client::Transport {
+    fn from(t: Transport) -> Self {
+        match t {
+            Transport::Stream => ingest_client::Transport::Stream,
+            Transport::Post => ingest_client::Transport::Post,
+        }
+    }
 }
 
 #[derive(Debug, clap::Args)]
@@ -126,7 +156,9 @@ pub async fn ingest(args: IngestBench) -> anyhow::Result<()> {
         }
     }
     let rows_per_round: usize = template.iter().map(Batch::row_count).sum();
-    let client = bench_collector(&store).await?;
+    let client = bench_collector(&store)
+        .await?
+        .with_transport(args.transport.into());
 
     let (mut copy_rates, mut e2e_rates) = (Vec::new(), Vec::new());
     let mut cpu_costs = Vec::new();
@@ -169,7 +201,7 @@ pub async fn ingest(args: IngestBench) -> anyhow::Result<()> {
     let (copy, e2e) = (median(copy_rates), median(e2e_rates));
     let rows_per_gpu_second = rows_per_round as f64 / (args.seconds * fleet.gpu_count()) as f64;
     println!(
-        "ingest benchmark: {} x {} s, {} per batch, {} rows per round ({:.1} rows per GPU-second), {} in flight ({}), {} end to end, {} rounds",
+        "ingest benchmark: {} x {} s, {} per batch, {} rows per round ({:.1} rows per GPU-second), {} in flight ({}), {} end to end {}, {} rounds",
         count(fleet.gpu_count() as f64, "GPU", "GPUs"),
         args.seconds,
         count(args.snapshots_per_batch as f64, "snapshot", "snapshots"),
@@ -178,10 +210,11 @@ pub async fn ingest(args: IngestBench) -> anyhow::Result<()> {
         count(concurrency as f64, "batch", "batches"),
         why,
         args.wire.label(),
+        args.transport.label(),
         args.rounds
     );
     println!("  raw COPY (same rows, same batches): {copy:>10.0} rows/s (median)");
-    println!("  end-to-end HTTP ingest:             {e2e:>10.0} rows/s (median)");
+    println!("  end-to-end ingest:                  {e2e:>10.0} rows/s (median)");
     println!("  ratio end-to-end / raw COPY:        {:>10.2}", e2e / copy);
     let (low, high) = round_ratios
         .iter()

@@ -34,6 +34,26 @@ pub const ANONYMOUS_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long a refusal keeps being named by `/readyz`.
 const RECENT_MS: i64 = 60_000;
 
+/// The agents' in-flight slots (`[server] max_in_flight`'s agent share), in every request's
+/// extensions: an ingest stream takes one for each batch it stores, so batches on streams and
+/// in requests share one bound.
+#[derive(Debug, Clone)]
+pub struct AgentSlots {
+    pub slots: Arc<tokio::sync::Semaphore>,
+    pub refusals: Arc<Refusals>,
+}
+
+impl AgentSlots {
+    /// One agent's slot, or None (counted as an agent refusal) when all are taken.
+    pub fn take(&self) -> Option<tokio::sync::OwnedSemaphorePermit> {
+        let permit = self.slots.clone().try_acquire_owned().ok();
+        if permit.is_none() {
+            self.refusals.record(Class::Agent, model::time::now_ms());
+        }
+        permit
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Class {
     Agent,

@@ -95,10 +95,11 @@ impl From<StoreError> for ApiError {
     }
 }
 
-impl IntoResponse for ApiError {
-    fn into_response(self) -> Response {
-        let status = self.status();
-        let message = match &self {
+impl ApiError {
+    /// The JSON body a client gets: `{"error": {"code", "message"}}`, an internal detail or
+    /// a database's logged and replaced by a line that gives nothing away.
+    pub fn body(&self) -> serde_json::Value {
+        let message = match self {
             ApiError::Internal(detail) => {
                 tracing::error!(error = %detail, "request failed");
                 "internal error; see the collector's log".to_owned()
@@ -109,12 +110,24 @@ impl IntoResponse for ApiError {
             }
             other => other.to_string(),
         };
-        let body = json!({ "error": { "code": self.code(), "message": message } });
-        let mut resp = (status, axum::Json(body)).into_response();
-        if let ApiError::Unavailable(_, secs)
-        | ApiError::RetryLater(_, secs)
-        | ApiError::TooManyRequests(_, secs) = self
-        {
+        json!({ "error": { "code": self.code(), "message": message } })
+    }
+
+    /// The seconds a client should wait before trying again, where the answer says.
+    pub fn retry_after(&self) -> Option<u64> {
+        match self {
+            ApiError::Unavailable(_, secs)
+            | ApiError::RetryLater(_, secs)
+            | ApiError::TooManyRequests(_, secs) => Some(*secs),
+            _ => None,
+        }
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let mut resp = (self.status(), axum::Json(self.body())).into_response();
+        if let Some(secs) = self.retry_after() {
             resp.headers_mut()
                 .insert(header::RETRY_AFTER, HeaderValue::from(secs));
         }

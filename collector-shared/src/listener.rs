@@ -35,6 +35,8 @@ use crate::admission::{self, Class, Classifier, Refusals};
 use crate::error::ApiError;
 use crate::request_limits::MAX_URI_BYTES;
 
+pub use listener::{Stopping, UpgradedIo, Upgrades};
+
 /// `[server]` in the configuration.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -171,7 +173,7 @@ impl listener::Service for Api {
         }
         let refused = self.agent_certificates_required
             && peer.identity.is_none()
-            && req.uri().path() == "/api/v1/ingest";
+            && matches!(req.uri().path(), "/api/v1/ingest" | "/api/v1/ingest/stream");
         let (app, slots, addr) = (self.app.clone(), self.slots.clone(), peer.addr);
         async move {
             if refused {
@@ -207,8 +209,13 @@ async fn handle(
     app: axum::Router,
     slots: Slots,
     peer: std::net::SocketAddr,
-    req: Request<Incoming>,
+    mut req: Request<Incoming>,
 ) -> Response<axum::body::Body> {
+    // An ingest stream takes an agent's slot for each batch it carries, as a request would.
+    req.extensions_mut().insert(admission::AgentSlots {
+        slots: slots.pools[Class::Agent as usize].clone(),
+        refusals: slots.admission.refusals.clone(),
+    });
     let target = req.uri().path_and_query().map_or(0, |p| p.as_str().len());
     if target > MAX_URI_BYTES {
         return ApiError::UriTooLong(format!(

@@ -9,45 +9,24 @@
 //! re-encodes what it was given, so bodies already encoded (an agent's spool) are never lost
 //! to the change.
 
+mod answer;
 pub mod backoff;
 pub mod bounded;
+mod stream;
 pub mod token;
 
+pub use answer::{Delivered, SendError};
 pub use token::Token;
+
+use answer::{answer_of, retry_after};
 
 use std::io::Write;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
+use model::wire::v1::stream::Encoding;
 use model::wire::v1::{Batch, Format};
-
-/// What the collector said about a delivered batch.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Delivered {
-    Stored {
-        rows: u64,
-    },
-    /// The collector already had this sequence number.
-    Duplicate,
-}
-
-/// Why a delivery failed.
-#[derive(Debug, thiserror::Error)]
-pub enum SendError {
-    /// Worth retrying: the collector is down, slow, overloaded or asked us to wait.
-    #[error("collector unavailable: {message}")]
-    Retryable {
-        message: String,
-        retry_after: Option<Duration>,
-    },
-    /// Final: the collector refused this batch; sending it again cannot help.
-    #[error("collector refused the batch ({status}): {message}")]
-    Rejected { status: u16, message: String },
-    /// The batch could not be encoded.
-    #[error("cannot encode batch: {0}")]
-    Encode(String),
-}
 
 /// Retry policy for [`Client::send_with_retry`].
 #[derive(Debug, Clone, Copy)]
@@ -160,6 +139,17 @@ impl Tls {
     }
 }
 
+/// How batches travel to the collector.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Transport {
+    /// On ingest streams where the collector offers them (`stream.rs`), as requests where it
+    /// does not.
+    #[default]
+    Stream,
+    /// One `POST /api/v1/ingest` each.
+    Post,
+}
+
 /// A collector endpoint with credentials.
 #[derive(Debug, Clone)]
 pub struct Client {
@@ -169,6 +159,8 @@ pub struct Client {
     /// Set once the collector refused MessagePack: JSON from then on, for every clone, until
     /// the program restarts (and tries MessagePack again).
     json_only: Arc<AtomicBool>,
+    /// The open ingest streams, shared by every clone; None: requests only.
+    streams: Option<Arc<stream::Streams>>,
 }
 
 /// The encoding of a body [`Client::encode`] or [`Client::encode_json`] made: gzip (its magic
@@ -239,7 +231,19 @@ impl Client {
             url: format!("{}/api/v1/ingest", collector.trim_end_matches('/')),
             token,
             json_only: Arc::default(),
+            streams: Some(Arc::new(stream::Streams::new(collector))),
         })
+    }
+
+    /// This client sending over `transport` (streams where offered, by default).
+    pub fn with_transport(mut self, transport: Transport) -> Client {
+        self.streams = match transport {
+            Transport::Stream => Some(Arc::new(stream::Streams::new(
+                self.url.trim_end_matches("/api/v1/ingest"),
+            ))),
+            Transport::Post => None,
+        };
+        self
     }
 
     /// Encodes a batch as the wire body: MessagePack in the compact layout (structs as arrays,
@@ -288,9 +292,9 @@ impl Client {
                 Format::Json => body,
                 Format::MessagePack => Client::to_json(&body)?,
             };
-            return self.post(Format::Json, json).await;
+            return self.deliver(Format::Json, json).await;
         }
-        match self.post(Format::MessagePack, body.clone()).await {
+        match self.deliver(Format::MessagePack, body.clone()).await {
             Err(SendError::Rejected {
                 status: 415,
                 message,
@@ -298,13 +302,19 @@ impl Client {
                 if !self.json_only.swap(true, Ordering::Relaxed) {
                     tracing::warn!(collector = %self.url, answer = %message, "the collector does not take MessagePack batches (a collector older than the agent?); sending JSON from now on");
                 }
-                self.post(Format::Json, Client::to_json(&body)?).await
+                self.deliver(Format::Json, Client::to_json(&body)?).await
             }
             other => other,
         }
     }
 
-    async fn post(&self, format: Format, body: Vec<u8>) -> Result<Delivered, SendError> {
+    async fn deliver(&self, format: Format, body: Vec<u8>) -> Result<Delivered, SendError> {
+        if let Some(streams) = &self.streams
+            && let Some(encoding) = Encoding::of(format, content_encoding(format))
+            && let Some(answer) = streams.send(&self.http, &self.token, encoding, &body).await
+        {
+            return answer;
+        }
         let resp = self
             .http
             .post(&self.url)
@@ -319,37 +329,15 @@ impl Client {
                 retry_after: None,
             })?;
         let status = resp.status().as_u16();
-        let retry_after = resp
-            .headers()
-            .get("retry-after")
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.trim().parse::<u64>().ok())
-            .map(Duration::from_secs);
+        let retry_after = retry_after(resp.headers());
         // A collector's answer is a few hundred bytes; anything past 64 KiB is not read.
         let text = bounded::body(resp, 64 * 1024)
             .await
             .map(|b| String::from_utf8_lossy(&b).into_owned())
-            .unwrap_or_default();
-        match status {
-            200..=299 => {
-                let v: serde_json::Value = serde_json::from_str(&text).unwrap_or_default();
-                if v["status"] == "duplicate" {
-                    Ok(Delivered::Duplicate)
-                } else {
-                    Ok(Delivered::Stored {
-                        rows: v["rows"].as_u64().unwrap_or(0),
-                    })
-                }
-            }
-            408 | 429 | 500..=599 => Err(SendError::Retryable {
-                message: format!("HTTP {status}: {}", error_message(&text)),
-                retry_after,
-            }),
-            _ => Err(SendError::Rejected {
-                status,
-                message: error_message(&text),
-            }),
-        }
+            .unwrap_or_else(|_| String::new());
+        let value = serde_json::from_str(&text)
+            .unwrap_or_else(|_| serde_json::Value::String(text.chars().take(500).collect()));
+        answer_of(status, &value, retry_after)
     }
 
     /// Delivers a batch, retrying retryable failures until it is stored, refused, or the
@@ -383,26 +371,9 @@ impl Client {
     }
 }
 
-/// The `error.message` of a collector's JSON error, or the raw text.
-fn error_message(text: &str) -> String {
-    serde_json::from_str::<serde_json::Value>(text)
-        .ok()
-        .and_then(|v| v["error"]["message"].as_str().map(str::to_owned))
-        .unwrap_or_else(|| text.chars().take(500).collect())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn error_messages_are_extracted() {
-        assert_eq!(
-            error_message(r#"{"error":{"code":"bad_request","message":"seq must start at 1"}}"#),
-            "seq must start at 1"
-        );
-        assert_eq!(error_message("plain"), "plain");
-    }
 
     #[test]
     fn encoding_round_trips() {

@@ -224,5 +224,23 @@ mod seeds {
         assert_eq!(body(read("msgpack_snappy.bin")), json);
         assert_eq!(body(read("compact.bin")), json);
         assert_eq!(body(read("compact_snappy.bin")), json);
+        // The stream target's seeds: frames, each holding the same batch.
+        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../fuzz/seeds/ingest_stream/");
+        for (name, frames) in [("two_compact.bin", 2), ("every_encoding.bin", 4)] {
+            let seed = std::fs::read(format!("{dir}{name}")).unwrap();
+            let bodies: Vec<_> = model::wire::v1::stream::batch_frames(&seed, 1 << 20)
+                .map(|f| f.unwrap())
+                .collect();
+            assert_eq!(bodies.len(), frames, "{name}");
+            for (encoding, body) in bodies {
+                let bytes =
+                    crate::body::decode(encoding.content_encoding(), body, 1 << 20).unwrap();
+                assert_eq!(
+                    super::decode(encoding.format(), &bytes).unwrap(),
+                    json,
+                    "{name}"
+                );
+            }
+        }
     }
 }

@@ -225,27 +225,96 @@ impl<S: Service> Conn<S> {
     {
         let connection = Arc::new(self.service.connect(self.peer, certificate.as_ref()));
         let (service, limit, slot) = (self.service, self.request_timeout, Arc::new(slot));
-        let answer = hyper::service::service_fn(move |req: Request<Incoming>| {
-            let (service, connection, slot) = (service.clone(), connection.clone(), slot.clone());
-            async move {
-                let _busy = slot.busy();
-                let call = service.call(&connection, req);
-                let response = match tokio::time::timeout(limit, call).await {
-                    Ok(r) => r,
-                    Err(_) => service.timed_out(limit),
-                };
-                Ok::<_, std::convert::Infallible>(response)
+        let upgrades = Upgrades {
+            then: Arc::default(),
+            stopping: self.stopped.clone(),
+        };
+        let answer = hyper::service::service_fn({
+            let upgrades = upgrades.clone();
+            move |mut req: Request<Incoming>| {
+                let (service, connection, slot) =
+                    (service.clone(), connection.clone(), slot.clone());
+                req.extensions_mut().insert(upgrades.clone());
+                async move {
+                    let _busy = slot.busy();
+                    let call = service.call(&connection, req);
+                    let response = match tokio::time::timeout(limit, call).await {
+                        Ok(r) => r,
+                        Err(_) => service.timed_out(limit),
+                    };
+                    Ok::<_, std::convert::Infallible>(response)
+                }
             }
         });
-        let conn = self.builder.serve_connection(TokioIo::new(io), answer);
-        tokio::pin!(conn);
-        tokio::select! {
-            _ = conn.as_mut() => {}
-            _ = self.stopped.changed() => {
-                conn.as_mut().graceful_shutdown();
-                let _ = conn.await;
+        {
+            let conn = self
+                .builder
+                .serve_connection(TokioIo::new(io), answer)
+                .with_upgrades();
+            tokio::pin!(conn);
+            tokio::select! {
+                _ = conn.as_mut() => {}
+                _ = self.stopped.changed() => {
+                    conn.as_mut().graceful_shutdown();
+                    let _ = conn.await;
+                }
             }
         }
+        // A request the service took over (`Upgrades::take_over`) keeps the connection, in
+        // this task: it counts against the cap and shutdown waits for it as for a request.
+        let then = upgrades.then.lock().expect("upgrades").take();
+        if let Some(then) = then {
+            then.await;
+        }
+    }
+}
+
+/// The connection under an answered upgrade: its bytes both ways, whatever was buffered
+/// included.
+pub type UpgradedIo = TokioIo<hyper::upgrade::Upgraded>;
+
+/// In every request's extensions: how a service takes its connection over once it has
+/// answered `101 Switching Protocols` (a protocol of its own on the same socket, TLS kept).
+/// What it runs there stays in the connection's task, so the listener's cap, its eviction
+/// and its shutdown grace cover it like any request; it is told when the listener shuts
+/// down ([`Stopping`]) and should finish what it is doing and return.
+#[derive(Clone)]
+pub struct Upgrades {
+    then: Arc<std::sync::Mutex<Option<Then>>>,
+    stopping: watch::Receiver<bool>,
+}
+
+impl std::fmt::Debug for Upgrades {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Upgrades").finish_non_exhaustive()
+    }
+}
+
+/// What runs on a connection taken over.
+type Then = std::pin::Pin<Box<dyn Future<Output = ()> + Send>>;
+
+/// Becomes true when the listener shuts down.
+pub type Stopping = watch::Receiver<bool>;
+
+impl Upgrades {
+    /// Runs `then` with the connection once the service's `101` answer to `request` is sent.
+    /// The answer must be a 101 with the `Upgrade` header the client asked for; any other
+    /// answer leaves the connection to HTTP and `then` never runs. The last call on a
+    /// connection wins.
+    pub fn take_over<B, F, Fut>(&self, request: &mut Request<B>, then: F)
+    where
+        F: FnOnce(UpgradedIo, Stopping) -> Fut + Send + 'static,
+        Fut: Future<Output = ()> + Send + 'static,
+    {
+        let on = hyper::upgrade::on(request);
+        let stopping = self.stopping.clone();
+        let run = async move {
+            match on.await {
+                Ok(upgraded) => then(TokioIo::new(upgraded), stopping).await,
+                Err(e) => tracing::debug!(error = %e, "an answered upgrade did not happen"),
+            }
+        };
+        *self.then.lock().expect("upgrades") = Some(Box::pin(run));
     }
 }
 

@@ -75,7 +75,9 @@ model::metric_set! {
     /// Ingest's metrics.
     pub struct IngestMetrics {
         batches: Family<OutcomeLabels, Counter> => "ingest_batches",
-            "Batches accepted by POST /api/v1/ingest, by outcome (stored, or duplicate retry)";
+            "Batches accepted (POST /api/v1/ingest, or a frame on an ingest stream), by outcome (stored, or duplicate retry)";
+        streams: Counter => "ingest_streams_opened",
+            "Ingest streams opened (GET /api/v1/ingest/stream answered 101)";
         rejected: Family<ReasonLabels, Counter> => "ingest_rejected_batches",
             "Batches refused, by reason";
         rows: Family<RowLabels, Counter> => "ingest_rows",

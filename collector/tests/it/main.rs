@@ -37,6 +37,7 @@ mod reports;
 mod robustness;
 mod scope;
 mod sign_in;
+mod stream;
 mod support;
 mod tasks;
 mod tls;

@@ -1,5 +1,6 @@
 //! Wire protocol version 1: one batch per request, JSON or MessagePack ([`Format`]),
-//! compressed on the wire (gzip or snappy).
+//! compressed on the wire (gzip or snappy), or one after another on an ingest stream
+//! ([`stream`]).
 //!
 //! A batch carries the sending agent's identity, a per-agent-instance sequence number and
 //! one or more snapshots (sampling cycles). See docs/ingest.md for the full contract. The
@@ -10,6 +11,7 @@ mod compact;
 mod format;
 mod readings;
 mod rows;
+pub mod stream;
 mod tenants;
 mod validate;
 
