@@ -198,18 +198,32 @@ async fn exchange(
     let answer = tokio::time::timeout(EXCHANGE, async {
         open.io.write_all(frame).await?;
         open.io.flush().await?;
-        let mut len = [0u8; stream::ANSWER_HEADER];
-        open.io.read_exact(&mut len).await?;
-        let len = u32::from_be_bytes(len) as usize;
-        if len > stream::MAX_ANSWER {
-            return Err(std::io::Error::other(format!(
-                "an answer of {len} bytes; the longest a collector sends is {}",
-                stream::MAX_ANSWER
-            )));
+        // Read as it comes, usually the whole answer in one read. Nothing follows an answer
+        // until the next frame is sent, so more than one is a broken stream.
+        let mut answer = Vec::with_capacity(512);
+        loop {
+            if let Some(header) = answer.first_chunk::<{ stream::ANSWER_HEADER }>() {
+                let len = u32::from_be_bytes(*header) as usize;
+                if len > stream::MAX_ANSWER {
+                    return Err(std::io::Error::other(format!(
+                        "an answer of {len} bytes; the longest a collector sends is {}",
+                        stream::MAX_ANSWER
+                    )));
+                }
+                let whole = stream::ANSWER_HEADER + len;
+                if answer.len() > whole {
+                    return Err(std::io::Error::other("bytes after the answer"));
+                }
+                if answer.len() == whole {
+                    answer.drain(..stream::ANSWER_HEADER);
+                    return Ok(answer);
+                }
+                answer.reserve(whole - answer.len());
+            }
+            if open.io.read_buf(&mut answer).await? == 0 {
+                return Err(std::io::ErrorKind::UnexpectedEof.into());
+            }
         }
-        let mut answer = vec![0; len];
-        open.io.read_exact(&mut answer).await?;
-        Ok(answer)
     })
     .await
     .map_err(|_| format!("no answer within {} s", EXCHANGE.as_secs()))?

@@ -123,6 +123,11 @@ pub async fn open(
     resp
 }
 
+/// The stream's read buffer, and the most reserved for a body before its bytes come.
+const READ_BUFFER: usize = 64 * 1024;
+/// The write buffer: an answer is a few hundred bytes.
+const WRITE_BUFFER: usize = 1024;
+
 /// One open stream: whose it is, and what each of its frames is stored with.
 struct Stream {
     state: IngestState,
@@ -145,7 +150,9 @@ struct Stored<'a> {
 }
 
 impl Stream {
-    async fn run(self, mut io: UpgradedIo, mut stopping: Stopping) {
+    async fn run(self, io: UpgradedIo, mut stopping: Stopping) {
+        // Read in large chunks (a frame's header and body usually come in one), written in one.
+        let mut io = tokio::io::BufStream::with_capacity(READ_BUFFER, WRITE_BUFFER, io);
         let opened = Instant::now();
         let max_body = self.state.ingest.max_body_bytes;
         while !*stopping.borrow() && opened.elapsed() < MAX_AGE {
@@ -163,7 +170,8 @@ impl Stream {
                     Ok(h) => h,
                     Err(e) => return Ok(Err(e)),
                 };
-                let mut body = Vec::new();
+                // Room for a usual body; a longer one grows as its bytes come.
+                let mut body = Vec::with_capacity(len.min(READ_BUFFER));
                 (&mut io).take(len as u64).read_to_end(&mut body).await?;
                 if body.len() < len {
                     return Err(std::io::ErrorKind::UnexpectedEof.into());

@@ -336,3 +336,48 @@ async fn a_stream_that_breaks_before_its_first_answer_sends_requests_instead() {
     assert_eq!(upgrades.load(Ordering::SeqCst), 1);
     assert_eq!(posts.load(Ordering::SeqCst), 3);
 }
+
+/// Frames split anywhere on the way (here: a header in two pieces, a body in many, two frames
+/// in one write) are read the same.
+#[tokio::test]
+async fn frames_split_or_joined_on_the_way_are_read_the_same() {
+    let (url, t, _stop) = serve().await;
+    let (head, mut s) = upgrade(&url, &asking(TOKEN)).await;
+    assert!(head.starts_with("HTTP/1.1 101"), "{head}");
+    let frame = compact(1);
+    for piece in [&frame[..3], &frame[3..9], &frame[9..20], &frame[20..]] {
+        s.write_all(piece).await.unwrap();
+        s.flush().await.unwrap();
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(answer(&mut s).await.unwrap()["status"], "stored");
+    let mut two = compact(2);
+    two.extend(compact(3));
+    s.write_all(&two).await.unwrap();
+    for _ in 0..2 {
+        assert_eq!(answer(&mut s).await.unwrap()["status"], "stored");
+    }
+    assert_eq!(t.store.counts().await.unwrap().gpu_samples, 12);
+}
+
+/// A collector shutting down closes its open streams between frames at once: they do not hold
+/// the shutdown for their idle time.
+#[tokio::test]
+async fn shutting_down_closes_open_streams() {
+    let (url, _t, stop) = serve().await;
+    let (_, mut idle) = upgrade(&url, &asking(TOKEN)).await;
+    let (_, mut busy) = upgrade(&url, &asking(TOKEN)).await;
+    assert_eq!(
+        exchange(&mut busy, &compact(1)).await.unwrap()["status"],
+        "stored"
+    );
+    let started = std::time::Instant::now();
+    stop.send(()).unwrap();
+    assert!(closed(&mut idle).await);
+    assert!(closed(&mut busy).await);
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        started.elapsed()
+    );
+}
