@@ -27,6 +27,9 @@ pub enum ApiError {
     UnsupportedMediaType(String),
     #[error("{0}")]
     UriTooLong(String),
+    /// The path speaks another protocol than the request asked for (the ingest stream).
+    #[error("{0}")]
+    UpgradeRequired(String),
     /// The request (headers to response, body included) ran past the server's limit.
     #[error("{0}")]
     Timeout(String),
@@ -57,6 +60,7 @@ impl ApiError {
             ApiError::PayloadTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
             ApiError::UnsupportedMediaType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             ApiError::UriTooLong(_) => StatusCode::URI_TOO_LONG,
+            ApiError::UpgradeRequired(_) => StatusCode::UPGRADE_REQUIRED,
             ApiError::Timeout(_) => StatusCode::REQUEST_TIMEOUT,
             ApiError::Unavailable(..) | ApiError::RetryLater(..) => StatusCode::SERVICE_UNAVAILABLE,
             ApiError::TooManyRequests(..) => StatusCode::TOO_MANY_REQUESTS,
@@ -76,6 +80,7 @@ impl ApiError {
             ApiError::PayloadTooLarge(_) => "payload_too_large",
             ApiError::UnsupportedMediaType(_) => "unsupported_media_type",
             ApiError::UriTooLong(_) => "uri_too_long",
+            ApiError::UpgradeRequired(_) => "upgrade_required",
             ApiError::Timeout(_) => "request_timeout",
             ApiError::Unavailable(..) | ApiError::RetryLater(..) => "unavailable",
             ApiError::TooManyRequests(..) => "too_many_requests",

@@ -37,6 +37,9 @@ use crate::request_limits::MAX_URI_BYTES;
 
 pub use listener::{Stopping, UpgradedIo, Upgrades};
 
+/// Where agents open an ingest stream.
+const STREAM: &str = model::wire::v1::stream::PATH;
+
 /// `[server]` in the configuration.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -173,7 +176,7 @@ impl listener::Service for Api {
         }
         let refused = self.agent_certificates_required
             && peer.identity.is_none()
-            && matches!(req.uri().path(), "/api/v1/ingest" | "/api/v1/ingest/stream");
+            && matches!(req.uri().path(), "/api/v1/ingest" | STREAM);
         let (app, slots, addr) = (self.app.clone(), self.slots.clone(), peer.addr);
         async move {
             if refused {
@@ -212,10 +215,12 @@ async fn handle(
     mut req: Request<Incoming>,
 ) -> Response<axum::body::Body> {
     // An ingest stream takes an agent's slot for each batch it carries, as a request would.
-    req.extensions_mut().insert(admission::AgentSlots {
-        slots: slots.pools[Class::Agent as usize].clone(),
-        refusals: slots.admission.refusals.clone(),
-    });
+    if req.uri().path() == STREAM {
+        req.extensions_mut().insert(admission::AgentSlots {
+            slots: slots.pools[Class::Agent as usize].clone(),
+            refusals: slots.admission.refusals.clone(),
+        });
+    }
     let target = req.uri().path_and_query().map_or(0, |p| p.as_str().len());
     if target > MAX_URI_BYTES {
         return ApiError::UriTooLong(format!(

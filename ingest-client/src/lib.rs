@@ -159,8 +159,9 @@ pub struct Client {
     /// Set once the collector refused MessagePack: JSON from then on, for every clone, until
     /// the program restarts (and tries MessagePack again).
     json_only: Arc<AtomicBool>,
-    /// The open ingest streams, shared by every clone; None: requests only.
-    streams: Option<Arc<stream::Streams>>,
+    transport: Transport,
+    /// The open ingest streams, shared by every clone.
+    streams: Arc<stream::Streams>,
 }
 
 /// The encoding of a body [`Client::encode`] or [`Client::encode_json`] made: gzip (its magic
@@ -231,19 +232,14 @@ impl Client {
             url: format!("{}/api/v1/ingest", collector.trim_end_matches('/')),
             token,
             json_only: Arc::default(),
-            streams: Some(Arc::new(stream::Streams::new(collector))),
+            transport: Transport::default(),
+            streams: Arc::new(stream::Streams::new(collector)),
         })
     }
 
     /// This client sending over `transport` (streams where offered, by default).
-    pub fn with_transport(mut self, transport: Transport) -> Client {
-        self.streams = match transport {
-            Transport::Stream => Some(Arc::new(stream::Streams::new(
-                self.url.trim_end_matches("/api/v1/ingest"),
-            ))),
-            Transport::Post => None,
-        };
-        self
+    pub fn with_transport(self, transport: Transport) -> Client {
+        Client { transport, ..self }
     }
 
     /// Encodes a batch as the wire body: MessagePack in the compact layout (structs as arrays,
@@ -309,9 +305,12 @@ impl Client {
     }
 
     async fn deliver(&self, format: Format, body: Vec<u8>) -> Result<Delivered, SendError> {
-        if let Some(streams) = &self.streams
+        if self.transport == Transport::Stream
             && let Some(encoding) = Encoding::of(format, content_encoding(format))
-            && let Some(answer) = streams.send(&self.http, &self.token, encoding, &body).await
+            && let Some(answer) = self
+                .streams
+                .send(&self.http, &self.token, encoding, &body)
+                .await
         {
             return answer;
         }
@@ -334,7 +333,7 @@ impl Client {
         let text = bounded::body(resp, 64 * 1024)
             .await
             .map(|b| String::from_utf8_lossy(&b).into_owned())
-            .unwrap_or_else(|_| String::new());
+            .unwrap_or_default();
         let value = serde_json::from_str(&text)
             .unwrap_or_else(|_| serde_json::Value::String(text.chars().take(500).collect()));
         answer_of(status, &value, retry_after)

@@ -164,18 +164,18 @@ pub(super) async fn read_body(state: &IngestState, body: Body) -> Result<Bytes, 
             _ => (RejectReason::Incomplete, refusal),
         }
     })?;
-    state.metrics.batch_bytes.observe(bytes.len() as f64);
     Ok(bytes)
 }
 
-/// A body, its `Content-Encoding` undone within the decoded-size limit, as a batch in
-/// `format`.
+/// A body as received (counted in `gpulens_ingest_batch_size_bytes`), its `Content-Encoding`
+/// undone within the decoded-size limit, as a batch in `format`.
 pub(super) fn decode_batch(
     state: &IngestState,
     format: Format,
     encoding: &str,
     bytes: &[u8],
 ) -> Result<Batch, Refusal> {
+    state.metrics.batch_bytes.observe(bytes.len() as f64);
     let decoded =
         decode_body(encoding, bytes, state.ingest.max_decoded_bytes).map_err(|e| match e {
             ApiError::PayloadTooLarge(_) => (RejectReason::TooLarge, e),

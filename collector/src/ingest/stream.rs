@@ -79,15 +79,12 @@ pub async fn open(
                 .any(|p| p.trim().eq_ignore_ascii_case(stream::UPGRADE))
         });
     if !asks {
-        let mut resp = (
-            StatusCode::UPGRADE_REQUIRED,
-            axum::Json(
-                json!({"error": {"code": "upgrade_required", "message": format!(
-                "this path is the ingest stream: ask for it with `Connection: upgrade` and \
-                 `Upgrade: {}`, or POST each batch to /api/v1/ingest", stream::UPGRADE)}}),
-            ),
-        )
-            .into_response();
+        let mut resp = ApiError::UpgradeRequired(format!(
+            "this path is the ingest stream: ask for it with `Connection: upgrade` and \
+             `Upgrade: {}`, or POST each batch to /api/v1/ingest",
+            stream::UPGRADE
+        ))
+        .into_response();
         resp.headers_mut()
             .insert(header::UPGRADE, HeaderValue::from_static(stream::UPGRADE));
         return resp;
@@ -105,7 +102,7 @@ pub async fn open(
         return ApiError::Internal("the ingest stream needs the collector's listener".into())
             .into_response();
     };
-    let stream_state = state.clone();
+    state.metrics.streams.inc();
     let stream = Stream {
         state,
         cred,
@@ -113,7 +110,6 @@ pub async fn open(
         slots,
     };
     upgrades.take_over(&mut req, move |io, stopping| stream.run(io, stopping));
-    stream_state.metrics.streams.inc();
     let mut resp = Response::new(Body::empty());
     *resp.status_mut() = StatusCode::SWITCHING_PROTOCOLS;
     let h = resp.headers_mut();
@@ -219,7 +215,6 @@ impl Stream {
         let stored = async {
             let client = self.client.as_ref();
             let _slot = pipeline::node_slot(state, &self.cred, client)?;
-            state.metrics.batch_bytes.observe(body.len() as f64);
             let batch = pipeline::decode_batch(
                 state,
                 encoding.format(),
@@ -243,17 +238,19 @@ impl Stream {
 
     /// A header that cannot be read: answered, and the stream closes.
     fn bad_header(&self, bad: &HeaderError) -> Answered {
-        let reason = match bad {
-            HeaderError::TooLong { .. } => RejectReason::TooLarge,
-            HeaderError::UnknownEncoding(_) => RejectReason::Compression,
-        };
-        let error = match bad {
-            HeaderError::TooLong { .. } => ApiError::PayloadTooLarge(bad.to_string()),
-            HeaderError::UnknownEncoding(_) => ApiError::UnsupportedMediaType(bad.to_string()),
+        let refusal = match bad {
+            HeaderError::TooLong { .. } => (
+                RejectReason::TooLarge,
+                ApiError::PayloadTooLarge(bad.to_string()),
+            ),
+            HeaderError::UnknownEncoding(_) => (
+                RejectReason::Compression,
+                ApiError::UnsupportedMediaType(bad.to_string()),
+            ),
         };
         Answered {
             close: true,
-            ..self.refused((reason, error))
+            ..self.refused(refusal)
         }
     }
 
